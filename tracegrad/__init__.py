@@ -1,0 +1,80 @@
+"""tracegrad: a trace-and-compile autograd library that speaks PyTorch's autograd API.
+
+The stages, in the order data flows:
+  tensor.py, ops/       eager tensors on numpy; the op table (one entry per primitive)
+  ir/tracer.py          the one recording mechanism: eager grad_fn nodes or symbolic IR
+  ir/                   the networkx-based IR: graph, printer (Python text, DOT), verifier, interpreters
+  autodiff.py           the symbolic differentiation pass: forward IR -> backward IR
+  codegen/              numpy code generated from IR
+  autograd/             torch's autograd API over all of it: engine, grad_fn nodes, grad modes
+"""
+from . import _dtype
+from ._dtype import (dtype, bool_ as bool, uint8, int8, int16, int32, int64, float16, bfloat16, float32, float64,
+                     get_default_dtype, set_default_dtype, promote_types)
+from .tensor import Tensor, Size, device
+from .grad_mode import (no_grad, enable_grad, set_grad_enabled, is_grad_enabled, inference_mode,
+                        is_inference_mode_enabled)
+from .creation import (tensor, as_tensor, asarray, from_numpy, from_dlpack, zeros, ones, full, empty, eye, arange,
+                       linspace, logspace, rand, randn, randint, randperm, rand_like, randn_like, randint_like,
+                       zeros_like, ones_like, empty_like, full_like, manual_seed, seed, initial_seed, multinomial,
+                       bernoulli)
+from . import _tensor_methods  # noqa: F401  (binds methods and operators onto Tensor)
+from .ops.functional import (
+    neg, negative, abs, absolute, sign, exp, exp2, log, log2, log1p, expm1, sqrt, rsqrt, sin, cos, tan, tanh,
+    sigmoid, erf, relu, floor, ceil, round, isnan, isinf, isfinite, logical_not, logical_and, logical_or, logical_xor,
+    clone, add, sub, subtract, mul, multiply, div, divide, true_divide, floor_divide, remainder, pow, square,
+    reciprocal, maximum, minimum, clamp, clip, clamp_min, clamp_max, eq, ne, lt, le, gt, ge, greater, greater_equal,
+    less, less_equal, not_equal, where, lerp, rsub,
+    sum, mean, prod, max, min, amax, amin, argmax, argmin, var, std, logsumexp, norm, softmax, log_softmax, all, any,
+    count_nonzero,
+    reshape, flatten, unflatten, squeeze, unsqueeze, permute, transpose, swapaxes, swapdims, t, broadcast_to,
+    broadcast_tensors, broadcast_shapes, cat, concat, concatenate, stack, hstack, vstack, split, chunk,
+    tensor_split, unbind, select, narrow, flip, fliplr, flipud, roll, tile, gather, scatter, scatter_add,
+    index_select, masked_fill, tril, triu, nonzero, index_put,
+    matmul, mm, bmm, mv, dot, outer, ger, einsum, detach, return_types,
+)
+from ._tensor_str import set_printoptions
+from . import autograd, ir, codegen
+from .autograd import Node  # noqa: F401
+
+strided = "torch.strided"
+long, int, float, double, half, short = int64, int32, float32, float64, float16, int16
+cfloat = None
+
+
+def is_tensor(obj):
+    return isinstance(obj, Tensor)
+
+
+def numel(input):
+    return input.numel()
+
+
+def is_floating_point(input):
+    return input.is_floating_point()
+
+
+def result_type(tensor1, tensor2):
+    return _dtype.result_type([tensor1, tensor2])
+
+
+def can_cast(from_, to):
+    return from_._kind <= to._kind
+
+
+def allclose(input, other, rtol=1e-05, atol=1e-08, equal_nan=False):
+    import numpy as _np
+    return bool(_np.allclose(input._data, other._data, rtol=rtol, atol=atol, equal_nan=equal_nan))
+
+
+def isclose(input, other, rtol=1e-05, atol=1e-08, equal_nan=False):
+    import numpy as _np
+    return tensor(_np.isclose(input._data, other._data, rtol=rtol, atol=atol, equal_nan=equal_nan))
+
+
+def equal(input, other):
+    import numpy as _np
+    return tuple(input.shape) == tuple(other.shape) and bool(_np.array_equal(input._data, other._data))
+
+
+__version__ = "0.1.0"

@@ -1,0 +1,169 @@
+"""dtypes with torch's names and torch's type-promotion rules.
+
+Each dtype carries the numpy dtype that stores it. bfloat16 has no numpy type, so
+it is stored as float32 and rounded to bfloat16 precision after every op.
+"""
+import threading
+
+import numpy as np
+
+
+class dtype:
+    __slots__ = ("name", "np", "is_floating_point", "is_complex", "is_signed", "itemsize", "_rank", "_kind")
+
+    def __init__(self, name, np_dtype, kind, rank, itemsize):
+        self.name = name
+        self.np = np.dtype(np_dtype)
+        self._kind = kind            # 0 bool, 1 integer, 2 floating
+        self._rank = rank            # order inside a kind
+        self.is_floating_point = kind == 2
+        self.is_complex = False
+        self.is_signed = kind != 0
+        self.itemsize = itemsize
+
+    def __repr__(self):
+        return "torch." + self.name
+
+    def __reduce__(self):
+        return (_lookup, (self.name,))
+
+    def to_real(self):
+        return self
+
+
+bool_ = dtype("bool", np.bool_, 0, 0, 1)
+uint8 = dtype("uint8", np.uint8, 1, 0, 1)
+int8 = dtype("int8", np.int8, 1, 1, 1)
+int16 = dtype("int16", np.int16, 1, 2, 2)
+int32 = dtype("int32", np.int32, 1, 3, 4)
+int64 = dtype("int64", np.int64, 1, 4, 8)
+float16 = dtype("float16", np.float16, 2, 1, 2)
+bfloat16 = dtype("bfloat16", np.float32, 2, 1, 2)
+float32 = dtype("float32", np.float32, 2, 2, 4)
+float64 = dtype("float64", np.float64, 2, 3, 8)
+
+ALL = (bool_, uint8, int8, int16, int32, int64, float16, bfloat16, float32, float64)
+_BY_NAME = {d.name: d for d in ALL}
+_BY_NAME.update(half=float16, float=float32, double=float64, long=int64, int=int32, short=int16)
+_FROM_NP = {np.dtype(np.bool_): bool_, np.dtype(np.uint8): uint8, np.dtype(np.int8): int8,
+            np.dtype(np.int16): int16, np.dtype(np.int32): int32, np.dtype(np.int64): int64,
+            np.dtype(np.float16): float16, np.dtype(np.float32): float32, np.dtype(np.float64): float64}
+# torch's legacy type names, used in some error messages ("torch.FloatTensor")
+LEGACY = {float32: "FloatTensor", float64: "DoubleTensor", float16: "HalfTensor", bfloat16: "BFloat16Tensor",
+          int64: "LongTensor", int32: "IntTensor", int16: "ShortTensor", int8: "CharTensor",
+          uint8: "ByteTensor", bool_: "BoolTensor"}
+# torch's short scalar-type names ("Float", "Long"), used in error messages
+SCALAR_NAME = {float32: "Float", float64: "Double", float16: "Half", bfloat16: "BFloat16", int64: "Long",
+               int32: "Int", int16: "Short", int8: "Char", uint8: "Byte", bool_: "Bool"}
+
+
+def _lookup(name):
+    return _BY_NAME[name]
+
+
+def from_numpy_dtype(npd):
+    try:
+        return _FROM_NP[np.dtype(npd)]
+    except KeyError:
+        raise TypeError(f"can't convert np.ndarray of type {np.dtype(npd)}. The only supported types are: "
+                        "float64, float32, float16, int64, int32, int16, int8, uint8, and bool.") from None
+
+
+def as_dtype(d):
+    """Accept a tracegrad dtype, a numpy dtype or a Python type."""
+    if isinstance(d, dtype):
+        return d
+    if d is float:
+        return float64
+    if d is int:
+        return int64
+    if d is bool:
+        return bool_
+    if isinstance(d, str):
+        return _BY_NAME[d.replace("torch.", "")]
+    return from_numpy_dtype(d)
+
+
+_state = threading.local()
+_default = [float32]
+
+
+def get_default_dtype():
+    return _default[0]
+
+
+def set_default_dtype(d):
+    d = as_dtype(d)
+    if not d.is_floating_point:
+        raise TypeError(f"only floating-point types are supported as the default type")
+    _default[0] = d
+
+
+def promote_types(a, b):
+    """torch.promote_types for the dtypes above."""
+    if a is b:
+        return a
+    if a._kind != b._kind:
+        return a if a._kind > b._kind else b
+    if a._kind == 2 and a._rank == b._rank == 1:   # float16 with bfloat16
+        return float32
+    if a._kind == 1 and (a is uint8 or b is uint8):
+        other = b if a is uint8 else a
+        return int16 if other is int8 else other
+    return a if a._rank > b._rank else b
+
+
+def _category(d):
+    return d._kind
+
+
+def result_type(args):
+    """torch.result_type over tensors and Python scalars (dimensioned tensors win
+    inside a category; zero-dim tensors next; Python numbers only lift the category)."""
+    from .tensor import Tensor
+    dim_r = zero_r = wrapped_r = None
+    for a in args:
+        if isinstance(a, Tensor):
+            d = a.dtype
+            if a.ndim:
+                dim_r = d if dim_r is None else promote_types(dim_r, d)
+            else:
+                zero_r = d if zero_r is None else promote_types(zero_r, d)
+        elif a is None:
+            continue
+        else:
+            d = scalar_dtype(a)
+            wrapped_r = d if wrapped_r is None else promote_types(wrapped_r, d)
+    return _combine(dim_r, _combine(zero_r, wrapped_r))
+
+
+def _combine(higher, lower):
+    if higher is None:
+        return lower
+    if lower is None:
+        return higher
+    if higher._kind == 2:
+        return higher
+    if higher is bool_ or lower._kind == 2:
+        return promote_types(higher, lower)
+    return higher
+
+
+def scalar_dtype(x):
+    if isinstance(x, (bool, np.bool_)):
+        return bool_
+    if isinstance(x, (int, np.integer)):
+        return int64
+    if isinstance(x, (float, np.floating)):
+        return _default[0]
+    raise TypeError(f"unsupported scalar type {type(x).__name__}")
+
+
+def round_bfloat16(a):
+    """Round a float32 array to the nearest bfloat16 value (ties to even), in float32."""
+    a = np.ascontiguousarray(a, dtype=np.float32)
+    bits = a.view(np.uint32)
+    finite = np.isfinite(a)
+    rounded = ((bits.astype(np.uint64) + 0x7FFF + ((bits >> 16) & 1)) & 0xFFFF0000).astype(np.uint32)
+    out = np.where(finite, rounded, bits).view(np.float32)
+    return out.reshape(a.shape)

@@ -1,0 +1,350 @@
+"""Tensor methods and operators, bound from the public ops; in-place ops.
+
+An in-place op computes its result out of place, checks it fits (dtype, shape, the
+leaf rule), then writes it into the tensor's storage, bumps the version counter and
+moves the tensor's history onto the new node, as torch does.
+"""
+import numpy as np
+
+from . import _dtype as D
+from .grad_mode import STATE
+from .tensor import Tensor
+from .ops import functional as F
+from .autograd.graph import Saved
+
+_METHODS = """neg negative abs absolute sign exp exp2 log log2 log1p expm1 sqrt rsqrt sin cos tan tanh sigmoid erf
+relu floor ceil round isnan isinf isfinite logical_not logical_and logical_or logical_xor clone add sub subtract mul
+multiply div divide true_divide floor_divide remainder pow square reciprocal maximum minimum clamp clip clamp_min
+clamp_max eq ne lt le gt ge greater greater_equal less less_equal not_equal where lerp
+sum mean prod max min amax amin argmax argmin var std logsumexp norm softmax log_softmax all any count_nonzero
+view view_as reshape reshape_as flatten unflatten squeeze unsqueeze permute transpose swapaxes swapdims t expand
+expand_as broadcast_to contiguous split chunk tensor_split unbind select narrow flip fliplr flipud roll repeat tile
+gather scatter scatter_add index_select masked_fill tril triu nonzero matmul mm bmm mv dot outer ger
+index_put type_as""".split()
+
+for _name in _METHODS:
+    setattr(Tensor, _name, getattr(F, _name))
+
+Tensor.T = property(F._T)
+Tensor.mT = property(F._mT)
+Tensor.H = Tensor.T
+Tensor.mH = Tensor.mT
+
+
+def _binop(fn, reflected=False):
+    if reflected:
+        def op(self, other):
+            return fn(other, self)
+    else:
+        def op(self, other):
+            return fn(self, other)
+    return op
+
+
+def _rsub(self, other):
+    return F.rsub(self, other)
+
+
+def _rtruediv(self, other):
+    return F.div(F._operand(other, "div") if not isinstance(other, Tensor) else other, self) \
+        if isinstance(other, Tensor) else F.div(_as_scalar_tensor(other, self), self)
+
+
+def _as_scalar_tensor(x, like):
+    from .creation import tensor
+    return tensor(x)
+
+
+def _rpow(self, other):
+    return F.pow(other, self)
+
+
+def _rfloordiv(self, other):
+    return F.floor_divide(_as_scalar_tensor(other, self), self)
+
+
+def _rmod(self, other):
+    return F.remainder(_as_scalar_tensor(other, self), self)
+
+
+def _invert(self):
+    if self.dtype is D.bool_:
+        return F.logical_not(self)
+    if self.dtype.is_floating_point:
+        raise TypeError("bitwise_not_cpu not implemented for 'Float'")
+    return F.sub(F.neg(self), 1)
+
+
+def _and(self, other):
+    if self.dtype is D.bool_ and (getattr(other, "dtype", None) is D.bool_ or isinstance(other, bool)):
+        return F.logical_and(self, other)
+    return F.bitwise_and(self, other)
+
+
+def _or(self, other):
+    if self.dtype is D.bool_ and (getattr(other, "dtype", None) is D.bool_ or isinstance(other, bool)):
+        return F.logical_or(self, other)
+    return F.bitwise_or(self, other)
+
+
+def _xor(self, other):
+    if self.dtype is D.bool_ and (getattr(other, "dtype", None) is D.bool_ or isinstance(other, bool)):
+        return F.logical_xor(self, other)
+    return F.bitwise_xor(self, other)
+
+
+Tensor.__add__ = _binop(F.add)
+Tensor.__radd__ = _binop(F.add, True)
+Tensor.__sub__ = _binop(F.sub)
+Tensor.__rsub__ = _rsub
+Tensor.__mul__ = _binop(F.mul)
+Tensor.__rmul__ = _binop(F.mul, True)
+Tensor.__truediv__ = _binop(F.div)
+Tensor.__rtruediv__ = _rtruediv
+Tensor.__floordiv__ = _binop(F.floor_divide)
+Tensor.__rfloordiv__ = _rfloordiv
+Tensor.__mod__ = _binop(F.remainder)
+Tensor.__rmod__ = _rmod
+Tensor.__pow__ = _binop(F.pow)
+Tensor.__rpow__ = _rpow
+Tensor.__matmul__ = _binop(F.matmul)
+Tensor.__rmatmul__ = _binop(F.matmul, True)
+Tensor.__neg__ = F.neg
+Tensor.__pos__ = lambda self: self
+Tensor.__abs__ = F.abs
+Tensor.__invert__ = _invert
+Tensor.__and__ = _and
+Tensor.__rand__ = _and
+Tensor.__or__ = _or
+Tensor.__ror__ = _or
+Tensor.__xor__ = _xor
+Tensor.__rxor__ = _xor
+Tensor.__eq__ = _binop(F.eq)
+Tensor.__ne__ = _binop(F.ne)
+Tensor.__lt__ = _binop(F.lt)
+Tensor.__le__ = _binop(F.le)
+Tensor.__gt__ = _binop(F.gt)
+Tensor.__ge__ = _binop(F.ge)
+Tensor.__getitem__ = F.getitem
+Tensor.__hash__ = lambda self: id(self)
+
+
+# == in-place =============================================================================================
+
+def check_inplace(self):
+    if self.grad_fn is None and self._req and STATE.grad_enabled:
+        raise RuntimeError("a leaf Variable that requires grad is being used in an in-place operation.")
+    if self._inference and not STATE.inference:
+        raise RuntimeError("Inplace update to inference tensor outside InferenceMode is not allowed.You can make a "
+                           "clone to get a normal tensor before doing inplace update.See "
+                           "https://github.com/pytorch/rfcs/pull/17 for more details.")
+
+
+def commit(self, result):
+    """Write `result` into `self` (the second half of every in-place op)."""
+    if result._dtype is not self._dtype and result._dtype._kind > self._dtype._kind:
+        raise RuntimeError(f"result type {D.SCALAR_NAME[result._dtype]} can't be cast to the desired output type "
+                           f"{D.SCALAR_NAME[self._dtype]}")
+    if tuple(result.shape) != tuple(self.shape):
+        raise RuntimeError(f"output with shape {list(self.shape)} doesn't match the broadcast shape "
+                           f"{list(result.shape)}")
+    if not self._data.flags.writeable:
+        raise RuntimeError("unsupported operation: more than one element of the written-to tensor refers to a single "
+                           "memory location. Please clone() the tensor before performing the operation.")
+    node = result.grad_fn if result._dtype is self._dtype or self._dtype.is_floating_point else None
+    if node is not None:
+        if self._base is not None:
+            raise NotImplementedError("an in-place op with autograd on a view of another tensor is not supported; "
+                                      "apply the op out of place, or clone() the view first")
+        old = None
+        for i, s in enumerate(node._saved[1:]):
+            if isinstance(s, Saved) and s.tensor is self:
+                if old is None:
+                    # the derivative needs self's value from before this op: keep a copy
+                    old = Tensor._make(self._data.copy(), self._dtype, self._req, self.grad_fn, self._output_nr)
+                s.tensor, s.vc, s.version = old, old._vc, 0
+    np.copyto(self._data, result._data, casting="unsafe")
+    self._vc[0] += 1
+    if node is not None:
+        self.grad_fn = node
+        self._output_nr = result._output_nr
+        self._req = True
+        if node._saved[0] is not None:
+            for s in node._saved[0]:
+                s.vc = self._vc
+                s.version = self._vc[0]
+                s.data = self._data
+    return self
+
+
+def _inplace(fn):
+    def op(self, *args, **kwargs):
+        check_inplace(self)
+        return commit(self, fn(self, *args, **kwargs))
+    op.__name__ = fn.__name__ + "_"
+    return op
+
+
+for _name in """add sub mul div pow neg abs sign exp log sqrt rsqrt sin cos tanh sigmoid relu floor ceil round clamp
+clip clamp_min clamp_max masked_fill scatter scatter_add tril triu lerp remainder floor_divide exp2 log1p expm1 erf
+logical_not square reciprocal t""".split():
+    setattr(Tensor, _name + "_", _inplace(getattr(F, _name)))
+
+Tensor.__iadd__ = Tensor.add_
+Tensor.__isub__ = Tensor.sub_
+Tensor.__imul__ = Tensor.mul_
+Tensor.__itruediv__ = Tensor.div_
+Tensor.__ipow__ = Tensor.pow_
+Tensor.__ifloordiv__ = Tensor.floor_divide_
+Tensor.__imod__ = Tensor.remainder_
+
+
+def _iand(self, other):
+    check_inplace(self)
+    return commit(self, _and(self, other))
+
+
+def _ior(self, other):
+    check_inplace(self)
+    return commit(self, _or(self, other))
+
+
+Tensor.__iand__ = _iand
+Tensor.__ior__ = _ior
+
+
+def zero_(self):
+    return fill_(self, 0)
+
+
+def fill_(self, value):
+    check_inplace(self)
+    if isinstance(value, Tensor):
+        if value.ndim:
+            raise RuntimeError(f"fill_ only supports 0-dimension value tensor but got tensor with {value.ndim} dimensions.")
+        if value._req and STATE.grad_enabled:
+            return commit(self, F.expand(F.convert(value, self.dtype), tuple(self.shape)) * 1)
+        value = value.item()
+    if self.grad_fn is not None and STATE.grad_enabled:
+        return commit(self, F.full(tuple(self.shape), value, dtype=self.dtype) + self * 0)
+    self._data[...] = value
+    self._vc[0] += 1
+    return self
+
+
+def copy_(self, src, non_blocking=False):
+    check_inplace(self)
+    if not isinstance(src, Tensor):
+        from .creation import tensor
+        src = tensor(src)
+    try:
+        F.broadcast_shapes(tuple(self.shape), tuple(src.shape))
+    except RuntimeError:
+        raise RuntimeError(f"The size of tensor a ({self.shape[-1] if self.ndim else 1}) must match the size of tensor "
+                           f"b ({src.shape[-1] if src.ndim else 1}) at non-singleton dimension "
+                           f"{max(self.ndim, src.ndim) - 1}") from None
+    if src._req and STATE.grad_enabled and self._dtype.is_floating_point:
+        r = F.expand(F.convert(src, self.dtype), tuple(self.shape))
+        r = F.clone(r)
+        node = r.grad_fn
+        return commit(self, r)
+    if self.grad_fn is not None and STATE.grad_enabled:
+        # the old value is overwritten: its gradient is zero from here on
+        return commit(self, F.clone(F.expand(F.convert(src.detach(), self.dtype), tuple(self.shape))) + self * 0)
+    if not self._data.flags.writeable:
+        raise RuntimeError("unsupported operation: more than one element of the written-to tensor refers to a single "
+                           "memory location. Please clone() the tensor before performing the operation.")
+    np.copyto(self._data, np.broadcast_to(src._data, self._data.shape), casting="unsafe")
+    self._vc[0] += 1
+    return self
+
+
+def _setitem(self, key, value):
+    check_inplace(self)
+    if not isinstance(value, Tensor):
+        if isinstance(value, (list, tuple, np.ndarray)):
+            from .creation import tensor
+            value = tensor(value, dtype=self.dtype)
+        else:
+            value = F._scalar(value)
+    k, idx = F._normalize_key(self, key)
+    needs_graph = STATE.grad_enabled and (self._req or (isinstance(value, Tensor) and value._req))
+    if not needs_graph:
+        target = self._data
+        if not target.flags.writeable:
+            raise RuntimeError("unsupported operation: more than one element of the written-to tensor refers to a "
+                               "single memory location. Please clone() the tensor before performing the operation.")
+        from .ops.primitives import np_key
+        v = value._data if isinstance(value, Tensor) else value
+        try:
+            target[np_key(k, [i._data for i in idx])] = v
+        except ValueError as e:
+            sub = target[np_key(k, [i._data for i in idx])]
+            raise RuntimeError(f"shape mismatch: value tensor of shape {list(np.shape(v))} cannot be broadcast to "
+                               f"indexing result of shape {list(np.shape(sub))}") from None
+        self._vc[0] += 1
+        return
+    commit(self, F.index_put_prim(self, value, idx, k))
+
+
+Tensor.zero_ = zero_
+Tensor.fill_ = fill_
+Tensor.copy_ = copy_
+Tensor.__setitem__ = _setitem
+
+
+def _uniform_(self, a=0.0, b=1.0, generator=None):
+    from .creation import RNG
+    check_inplace(self)
+    self._data[...] = RNG.gen.uniform(a, b, self._data.shape)
+    self._vc[0] += 1
+    return self
+
+
+def _normal_(self, mean=0.0, std=1.0, generator=None):
+    from .creation import RNG
+    check_inplace(self)
+    self._data[...] = RNG.gen.normal(mean, std, self._data.shape)
+    self._vc[0] += 1
+    return self
+
+
+def _bernoulli_(self, p=0.5, generator=None):
+    from .creation import RNG
+    self._data[...] = RNG.gen.random(self._data.shape) < p
+    self._vc[0] += 1
+    return self
+
+
+Tensor.uniform_ = _uniform_
+Tensor.normal_ = _normal_
+Tensor.bernoulli_ = _bernoulli_
+
+
+def _retain_grad(self):
+    import weakref
+    if not self._req:
+        raise RuntimeError("can't retain_grad on Tensor that has requires_grad=False")
+    if self.grad_fn is None or self._retains_grad:
+        return
+    self._retains_grad = True
+    self.grad_fn.__dict__.setdefault("_retained", {})[self._output_nr] = weakref.ref(self)
+
+
+def _register_hook(self, hook):
+    from .autograd.graph import RemovableHandle
+    if not self._req:
+        raise RuntimeError("cannot register a hook on a tensor that doesn't require gradient")
+    if self.grad_fn is not None:
+        hooks = self.grad_fn.__dict__.setdefault("_tensor_hooks", {}).setdefault(self._output_nr, {})
+    else:
+        if self._hooks is None:
+            self._hooks = {}
+        hooks = self._hooks
+    h = RemovableHandle(hooks)
+    hooks[h.id] = hook
+    return h
+
+
+Tensor.retain_grad = _retain_grad
+Tensor.register_hook = _register_hook

@@ -1,0 +1,171 @@
+"""The symbolic differentiation pass: forward graph -> backward graph, both IR.
+
+`derive` walks the forward graph in reverse topological order and, for each op on a
+path from the differentiated inputs to the outputs, calls its derivative rule from the
+op table on symbolic tensors, so the rule's ops record into the backward graph. The
+plumbing is done here, once for every op: summing fan-out, reducing broadcast
+dimensions back to each input's shape, casting each gradient to its input's dtype,
+and a loud error for an op without a rule.
+
+Forward values a rule reads become inputs of the backward graph ("saved" values),
+bound lazily: a rule that only asks for `x.shape` saves nothing.
+"""
+import networkx as nx
+
+from .ir.graph import Graph, V
+from .ir.tracer import Proxy, trace, proxy_input
+from .ops.primitives import sum_to
+from .ops import functional as F
+
+
+class DerivativeError(RuntimeError):
+    pass
+
+
+def _lazy(bwd, fwd, value, src, saved_inputs):
+    """A symbolic stand-in for forward value `value`, made an input of `bwd` on first use."""
+    a = fwd[value]
+    p = Proxy.make(bwd, None, a["shape"], a["dtype"])
+
+    def bind(proxy):
+        name = saved_inputs.get(value)
+        if name is None:
+            name = bwd.add_input(a["shape"], a["dtype"], "saved", name=None, fwd=value, srcs=[])
+            saved_inputs[value] = name
+        srcs = bwd[name]["srcs"]
+        if src not in srcs:
+            srcs.append(src)
+        proxy.__dict__["_name"] = name
+        return name
+    p.__dict__["_bind"] = bind
+    return p
+
+
+def needed_values(fwd, outputs, wrt):
+    """Values on some path from a differentiated input to an output."""
+    down = set(wrt)
+    for w in wrt:
+        if w in fwd.nx:
+            down |= nx.descendants(fwd.nx, w)
+    up = set(outputs)
+    for o in outputs:
+        up |= nx.ancestors(fwd.nx, o)
+    return down & up
+
+
+def derive(fwd, outputs, wrt, hooks=None):
+    """Build the backward graph of `fwd`.
+
+    Inputs of the result: one gradient per output (role "grad"), then the forward values
+    the rules read (role "saved", attribute `fwd` naming the forward value and `srcs`
+    where it came from). Outputs: the gradient of each value in `wrt` (None where no
+    path reaches it). `hooks` maps a forward value to a list of callables applied to its
+    gradient once all of it has been summed (tensor hooks).
+    """
+    bwd = Graph("backward")
+    saved_inputs = {}
+    need = needed_values(fwd, outputs, wrt)
+    hooks = hooks or {}
+    with trace(bwd):
+        grads = {}
+        for o in outputs:
+            a = fwd[o]
+            seed = proxy_input(bwd, a["shape"], a["dtype"], role="grad")
+            grads[o] = grads[o] + seed if o in grads else seed
+        tuple_grads = {}
+        order = list(fwd.nx.nodes)
+        for n in reversed(order):
+            a = fwd[n]
+            if n in grads and n in hooks:
+                grads[n] = _call_hooks(grads[n], hooks[n])
+            op = a["op"]
+            if op == "input":
+                continue
+            if op == "proj":
+                if n in grads:
+                    tuple_grads.setdefault(a["args"][0], {})[a["params"]["index"]] = grads[n]
+                continue
+            prim = a["prim"]
+            if n not in need:
+                continue
+            if prim.multi:
+                got = tuple_grads.get(n)
+                if not got:
+                    continue
+                g = tuple(got.get(k) if got.get(k) is not None else F.full(tuple(s), 0, dtype=d)
+                          for k, (s, d) in enumerate(zip(a["shape"], a["dtype"])))
+                out = tuple(_lazy(bwd, fwd, p, (n, -1, k), saved_inputs)
+                            for k, p in enumerate(_projections(fwd, n, len(a["shape"]))))
+            else:
+                if n not in grads:
+                    continue
+                g = grads[n]
+                out = _lazy(bwd, fwd, n, (n, -1, 0), saved_inputs)
+            args = a["args"]
+            in_proxies = tuple(_lazy(bwd, fwd, x, (n, i, 0), saved_inputs) if isinstance(x, V) else x
+                               for i, x in enumerate(args))
+            if prim.vjp is None:
+                if any(isinstance(x, V) and x in need for x in args):
+                    raise DerivativeError(f"the derivative for '{prim.name}' is not implemented")
+                continue
+            bwd.__dict__["source_hint"] = f"d {n} = {a['op']}(...)"
+            if a.get("opaque") is not None:
+                res = a["opaque"](g, out, in_proxies)
+            else:
+                res = prim.vjp(g, out, *in_proxies, **a["params"])
+            if not isinstance(res, tuple):
+                res = (res,)
+            for i, x in enumerate(args):
+                if not isinstance(x, V) or x not in need:
+                    continue
+                gi = res[i] if i < len(res) else None
+                if gi is None:
+                    continue
+                xa = fwd[x]
+                gi = _fit(gi, xa["shape"], xa["dtype"], prim, i)
+                grads[x] = grads[x] + gi if x in grads else gi
+        result = []
+        for w in wrt:
+            gw = grads.get(w)
+            if gw is not None and w in hooks and fwd[w]["op"] == "input":
+                gw = _call_hooks(gw, hooks[w])
+            result.append(gw)
+    bwd.outputs = [None if r is None else V(F_value(bwd, r)) for r in result]
+    return bwd
+
+
+def _call_hooks(g, key):
+    """Tensor hooks run at backward time: an opaque op whose callables are bound per run."""
+    from .ops.primitives import PRIMITIVES
+    from .ir.tracer import apply
+    from . import _dtype as D
+    bwd = g.__dict__["_graph"]
+    fns = proxy_input(bwd, (), D.bool_, role="hook", hook_key=key)
+    return apply(PRIMITIVES["call_hooks"], (g, fns), {})
+
+
+def F_value(bwd, proxy):
+    from .ir.tracer import value_of
+    return value_of(bwd, proxy)
+
+
+def _projections(fwd, n, k):
+    projs = [None] * k
+    for u in fwd.nx.successors(n):
+        a = fwd[u]
+        if a["op"] == "proj":
+            projs[a["params"]["index"]] = u
+    return projs
+
+
+def _fit(gi, shape, dtype, prim, i):
+    """The broadcast and dtype plumbing, shared by every rule."""
+    if tuple(gi.shape) != tuple(shape):
+        try:
+            gi = sum_to(gi, tuple(shape))
+        except Exception:
+            raise DerivativeError(f"the derivative of '{prim.name}' for input {i} has shape {list(gi.shape)}, "
+                                  f"which does not reduce to the input's shape {list(shape)}") from None
+    if gi.dtype is not dtype and dtype.is_floating_point:
+        gi = F.convert(gi, dtype)
+    return gi

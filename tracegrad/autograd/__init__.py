@@ -1,0 +1,211 @@
+"""torch.autograd's API over the symbolic engine: backward, grad, grad modes."""
+import weakref
+
+from .. import _dtype as D
+from ..grad_mode import (no_grad, enable_grad, set_grad_enabled, is_grad_enabled, inference_mode,
+                         is_inference_mode_enabled, STATE)
+from ..tensor import Tensor
+from . import engine
+from .graph import Node, AccumulateGrad, RemovableHandle
+
+__all__ = ["backward", "grad", "no_grad", "enable_grad", "set_grad_enabled", "is_grad_enabled", "inference_mode",
+           "Node", "graph"]
+
+
+def _as_list(x, what):
+    if isinstance(x, Tensor):
+        return [x]
+    if x is None:
+        return []
+    return list(x)
+
+
+def _root(t, i):
+    if not t._req:
+        raise RuntimeError(f"element {i} of tensors does not require grad and does not have a grad_fn")
+    if t.grad_fn is not None:
+        return (t.grad_fn, t._output_nr)
+    return (t._accumulator(), 0)
+
+
+def _seeds(outputs, grads, create_graph, what="grad_tensors"):
+    from ..creation import ones_like_data
+    if len(grads) == 0:
+        grads = [None] * len(outputs)
+    if len(grads) != len(outputs):
+        raise RuntimeError(f"{what} should be a sequence of length {len(outputs)}, got {len(grads)}")
+    seeds = []
+    for i, (o, g) in enumerate(zip(outputs, grads)):
+        if g is None:
+            if o.numel() != 1:
+                raise RuntimeError("grad can be implicitly created only for scalar outputs")
+            if not o.dtype.is_floating_point:
+                raise RuntimeError(f"grad can be implicitly created only for real scalar outputs but got {o.dtype}")
+            g = ones_like_data(o)
+        elif not isinstance(g, Tensor):
+            from ..creation import tensor
+            g = tensor(g, dtype=o.dtype)
+        if tuple(g.shape) != tuple(o.shape):
+            raise RuntimeError(f"Mismatch in shape: grad_output[{i}] has a shape of {g.shape} and output[{i}] has a "
+                               f"shape of {o.shape}.")
+        if g.dtype.is_floating_point != o.dtype.is_floating_point:
+            raise TypeError(f"For complex Tensors, both grad_output and output are required to have the same dtype. "
+                            f"Mismatch in dtype: grad_output[{i}] has a dtype of {g.dtype} and output[{i}] has a "
+                            f"dtype of {o.dtype}.")
+        if g.dtype is not o.dtype:
+            g = g.to(o.dtype)
+        seeds.append(g)
+    return seeds
+
+
+def _target(t):
+    if t.grad_fn is not None:
+        return (t.grad_fn, t._output_nr)
+    return (t._accumulator(), 0)
+
+
+def _hooks_spec(order):
+    """Tensor hooks of the walked graph: {(node, slot): [fn, ...]} in registration order."""
+    spec = {}
+    for node in order:
+        d = node.__dict__ if hasattr(node, "__dict__") else None
+        if d and d.get("_tensor_hooks"):
+            for slot, hooks in d["_tensor_hooks"].items():
+                if hooks:
+                    spec[(node, slot)] = list(hooks.values())
+        if isinstance(node, AccumulateGrad):
+            v = node.variable
+            if v._hooks:
+                spec[(node, 0)] = list(v._hooks.values())
+    return spec
+
+
+def _run(outputs, seeds, targets, retain_graph, create_graph, extra_roots=()):
+    roots = [_root(t, i) for i, t in enumerate(outputs)]
+    order, index = engine.walk([r[0] for r in roots])
+    for n, _ in targets:
+        if id(n) not in index:
+            index[id(n)] = -2          # unreachable: its gradient is None
+    reach = [(n, s) for n, s in targets if index[id(n)] >= 0]
+    hooks = _hooks_spec(order)
+    outs = engine.execute(order, index, roots, seeds, reach, retain_graph, create_graph, hooks)
+    res = iter(outs)
+    return [next(res) if index[id(n)] >= 0 else None for n, s in targets], order
+
+
+def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, grad_variables=None, inputs=None):
+    """Accumulate gradients of `tensors` into the .grad of the graph's leaves (or of `inputs`)."""
+    if grad_variables is not None:
+        grad_tensors = grad_variables
+    outputs = _as_list(tensors, "tensors")
+    if inputs is not None:
+        inputs = _as_list(inputs, "inputs")
+        if len(inputs) == 0:
+            raise RuntimeError("'inputs' argument to backward() cannot be empty.")
+    for i, t in enumerate(outputs):
+        if not t._req:
+            raise RuntimeError(f"element {i} of tensors does not require grad and does not have a grad_fn")
+    seeds = _seeds(outputs, _as_list(grad_tensors, "grad_tensors"), create_graph)
+    if retain_graph is None:
+        retain_graph = create_graph
+    roots = [_root(t, i) for i, t in enumerate(outputs)]
+    order, index = engine.walk([r[0] for r in roots])
+    if inputs is not None:
+        tensors_t = []
+        for t in inputs:
+            if not t._req:
+                raise RuntimeError("One of the differentiated Tensors does not require grad")
+            tensors_t.append(t)
+        targets = [_target(t) for t in tensors_t]
+        receivers = tensors_t
+    else:
+        targets, receivers = [], []
+        for node in order:
+            if isinstance(node, AccumulateGrad):
+                targets.append((node, 0))
+                receivers.append(node.variable)
+            else:
+                ret = node.__dict__.get("_retained") if hasattr(node, "__dict__") else None
+                if ret:
+                    for slot, ref in ret.items():
+                        t = ref()
+                        if t is not None and t.grad_fn is node:
+                            targets.append((node, slot))
+                            receivers.append(t)
+    for n, _ in targets:
+        index.setdefault(id(n), -2)
+    reach = [(tg, r) for tg, r in zip(targets, receivers) if index[id(tg[0])] >= 0]
+    hooks = _hooks_spec(order)
+    with set_grad_enabled(create_graph):
+        outs = engine.execute(order, index, roots, seeds, [tg for tg, _ in reach], retain_graph, create_graph, hooks)
+        for (tg, t), g in zip(reach, outs):
+            if g is None:
+                continue
+            _accumulate(t, g, create_graph)
+
+
+def _accumulate(t, g, create_graph):
+    """AccumulateGrad: steal the first gradient, add later ones (in place unless create_graph)."""
+    if t._is_param or t.grad_fn is None or t._retains_grad:
+        pass
+    if t.grad_fn is not None and not t._retains_grad:
+        pass
+    if not create_graph:
+        g = Tensor._make(g._data, g._dtype) if g._req else g
+    if t._grad is None:
+        t._grad = g
+    elif create_graph or t._grad._req:
+        t._grad = t._grad + g
+    else:
+        t._grad._data += g._data.astype(t._grad._data.dtype, copy=False)
+        t._grad._vc[0] += 1
+    if t.grad_fn is None and t._post_acc_hooks:
+        for h in list(t._post_acc_hooks.values()):
+            h(t)
+
+
+def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=False, only_inputs=True,
+         allow_unused=None, is_grads_batched=False, materialize_grads=False):
+    """Gradients of `outputs` with respect to `inputs` (nothing is accumulated into .grad)."""
+    if is_grads_batched:
+        raise NotImplementedError("autograd.grad(is_grads_batched=True) is not supported")
+    if materialize_grads and allow_unused is False:
+        raise ValueError("Expected allow_unused to be True or not passed when materialize_grads=True, "
+                         "but got: allow_unused=False.")
+    if allow_unused is None:
+        allow_unused = materialize_grads
+    single = isinstance(inputs, Tensor)
+    outputs = _as_list(outputs, "outputs")
+    inputs = _as_list(inputs, "inputs")
+    if not inputs:
+        raise RuntimeError("grad requires non-empty inputs.")
+    for i, t in enumerate(outputs):
+        if not isinstance(t, Tensor):
+            raise TypeError(f"grad(): outputs must be Tensors, got {type(t).__name__}")
+        if not t._req:
+            raise RuntimeError(f"element {i} of tensors does not require grad and does not have a grad_fn")
+    for t in inputs:
+        if not isinstance(t, Tensor):
+            raise TypeError(f"grad(): inputs must be Tensors, got {type(t).__name__}")
+        if not t._req:
+            raise RuntimeError("One of the differentiated Tensors does not require grad")
+    seeds = _seeds(outputs, _as_list(grad_outputs, "grad_outputs"), create_graph, "grad_outputs")
+    if retain_graph is None:
+        retain_graph = create_graph
+    targets = [_target(t) for t in inputs]
+    with set_grad_enabled(create_graph):
+        res, _ = _run(outputs, seeds, targets, retain_graph, create_graph)
+    out = []
+    for t, g in zip(inputs, res):
+        if g is None:
+            if not allow_unused:
+                raise RuntimeError("One of the differentiated Tensors appears to not have been used in the graph. "
+                                   "Set allow_unused=True if this is the desired behavior.")
+            if materialize_grads:
+                from ..creation import zeros
+                g = zeros(tuple(t.shape), dtype=t.dtype)
+        out.append(g)
+    return tuple(out)
+
+
+from . import graph  # noqa: E402  (torch.autograd.graph)

@@ -1,0 +1,288 @@
+"""The eager autograd engine.
+
+`run_backward` walks the recorded grad_fn nodes from the roots (iteratively), computes
+a structural key, and looks up the backward program for that structure; on a miss it
+builds the forward IR from the nodes, derives the backward IR (autodiff.derive) and
+generates its numpy code. Then it binds the seeds and saved tensors, runs the program,
+and delivers gradients. A training loop that records the same graph every step pays
+for derivation and code generation once.
+
+With create_graph=True the backward IR is instead interpreted op by op through the
+eager ops with grad mode on, so its results have their own grad_fn (any order).
+"""
+import collections
+import threading
+
+import numpy as np
+
+from .. import _dtype as D
+from ..grad_mode import STATE, enable_grad, set_grad_enabled
+from ..ir.graph import Graph, V
+from ..tensor import Tensor
+from .graph import AccumulateGrad
+
+_CACHE = collections.OrderedDict()
+_CACHE_LIMIT = 512
+_CACHE_MAX_NODES = 20000          # bigger graphs are derived afresh, not kept
+_LOCK = threading.RLock()
+STATS = collections.Counter()
+
+FREED_MSG = ("Trying to backward through the graph a second time (or directly access saved tensors after they have "
+             "already been freed). Saved intermediate values of the graph are freed when you call .backward() or "
+             "autograd.grad(). Specify retain_graph=True if you need to backward through the graph a second time or "
+             "if you need to access saved tensors after calling backward.")
+
+
+class Program:
+    __slots__ = ("fwd", "bwd", "fn", "binds", "node_count")
+
+
+def walk(roots):
+    """Nodes reachable from `roots`, producers first (iterative post-order DFS)."""
+    order = []
+    index = {}
+    for r in roots:
+        if r is None or id(r) in index:
+            continue
+        index[id(r)] = -1
+        stack = [(r, iter(r.next_functions))]
+        while stack:
+            node, it = stack[-1]
+            for nxt, _ in it:
+                if nxt is not None and id(nxt) not in index:
+                    index[id(nxt)] = -1
+                    stack.append((nxt, iter(nxt.next_functions)))
+                    break
+            else:
+                stack.pop()
+                index[id(node)] = len(order)
+                order.append(node)
+    return order, index
+
+
+def structure_key(order, index):
+    key = []
+    for node in order:
+        prim = node._prim
+        if prim is None:
+            key.append(node._out_meta)
+            continue
+        edges = tuple(-1 if n is None else (index[id(n)], s) for n, s in node.next_functions)
+        key.append((prim.name, tuple(node._params.items()), node._args_meta, edges, node._out_meta,
+                    type(node).__name__ if prim.name == "function" else None))
+    return tuple(key)
+
+
+def forward_graph(order):
+    """The recorded nodes as a forward IR graph (leaves and constants become inputs)."""
+    g = Graph("forward")
+    vals = {}
+    for k, node in enumerate(order):
+        prim = node._prim
+        if prim is None:
+            (shape, dtype), = node._out_meta
+            v = g.add_input(shape, dtype, "leaf", name=f"x{k}", node_index=k)
+            vals[(id(node), 0)] = v
+            continue
+        args = []
+        ei = 0
+        for m in node._args_meta:
+            if type(m) is tuple:
+                nf, slot = node.next_functions[ei]
+                ei += 1
+                if nf is None:
+                    args.append(g.add_input(m[0], m[1], "const"))
+                else:
+                    args.append(vals[(id(nf), slot)])
+            else:
+                args.append(m)
+        metas = node._out_meta
+        src = node._trace[-1].strip().split("\n")[0] if node._trace else None
+        if prim.multi:
+            t = g.add_op(prim, tuple(args), node._params, [m[0] for m in metas], [m[1] for m in metas], src)
+            g[t]["node_index"] = k
+            for slot, (s, d) in enumerate(metas):
+                vals[(id(node), slot)] = g.add_proj(t, slot, s, d)
+        else:
+            t = g.add_op(prim, tuple(args), node._params, metas[0][0], metas[0][1], src)
+            g[t]["node_index"] = k
+            vals[(id(node), 0)] = t
+        opaque = getattr(node, "_opaque_vjp", None)
+        if opaque is not None:
+            g[t]["opaque"] = opaque
+    return g, vals
+
+
+def _value_names(g, vals, order, index, refs):
+    return [vals[(id(n), s)] for n, s in refs]
+
+
+def build_program(order, index, roots, targets, hooks_spec):
+    from ..autodiff import derive
+    from ..codegen.numpy_cpu import compile_graph
+    fwd, vals = forward_graph(order)
+    outputs = [vals[(id(n), s)] for n, s in roots]
+    wrt = [vals[(id(n), s)] for n, s in targets]
+    hooks = {}
+    for (n, s), fns in hooks_spec.items():
+        hooks[vals[(id(n), s)]] = (index[id(n)], s)
+    bwd = derive(fwd, outputs, wrt, hooks)
+    binds = []
+    for name in bwd.inputs:
+        a = bwd[name]
+        if a["role"] == "grad":
+            binds.append(("seed", len([b for b in binds if b[0] == "seed"])))
+        elif a["role"] == "saved":
+            srcs = []
+            for (fv, pos, slot) in a["srcs"]:
+                srcs.append((fwd[fv]["node_index"] if fwd[fv]["op"] != "proj" else
+                             fwd[fwd[fv]["args"][0]]["node_index"], pos, slot))
+            binds.append(("saved", srcs))
+        elif a["role"] == "hook":
+            binds.append(("hook", a["hook_key"]))
+        else:
+            binds.append(("const", a["value"]))
+    p = Program()
+    p.fwd = fwd
+    p.bwd = bwd
+    p.binds = binds
+    p.node_count = len(order)
+    p.fn = compile_graph(bwd, "backward")
+    return p
+
+
+def _check_version(s, node):
+    if s.vc[0] != s.version:
+        t = s.tensor
+        dt = t._dtype if t is not None else node._out_meta[s.output_nr][1]
+        shape = tuple(t._data.shape) if t is not None else node._out_meta[s.output_nr][0]
+        which = (f"output {s.output_nr} of {type(node).__name__}" if t is None else
+                 (f"output {t._output_nr} of {type(t.grad_fn).__name__}" if t.grad_fn is not None else
+                  "a leaf Variable"))
+        raise RuntimeError(
+            f"one of the variables needed for gradient computation has been modified by an inplace operation: "
+            f"[torch.{D.LEGACY[dt]} [{', '.join(map(str, shape))}]], which is {which}, is at version {s.vc[0]}; "
+            f"expected version {s.version} instead. Hint: enable anomaly detection to find the operation that "
+            f"failed to compute its gradient, with torch.autograd.set_detect_anomaly(True).")
+
+
+def _saved_value(order, srcs, as_tensor):
+    """The data (or, for create_graph, the tensor) of a saved forward value."""
+    for k, pos, slot in srcs:
+        node = order[k]
+        saved = node._saved
+        if saved is None:
+            raise RuntimeError(FREED_MSG)
+        s = saved[pos + 1]
+        if pos == -1:
+            if s is None:
+                continue
+            s = s[slot]
+        if s is None:
+            continue
+        if not hasattr(s, "vc"):
+            return s                     # a saved Python scalar
+        _check_version(s, node)
+        if not as_tensor:
+            return s.tensor._data if s.tensor is not None else s.data
+        return unpack(node, s)
+    raise RuntimeError(f"internal error: the derivative of {type(order[srcs[0][0]]).__name__} reads a value that "
+                       f"was not saved for backward")
+
+
+def unpack(node, s):
+    if s.tensor is not None:
+        return s.tensor
+    shape, dt = node._out_meta[s.output_nr]
+    return Tensor._make(s.data, dt, True, node, s.output_nr, vc=s.vc)
+
+
+def unpack_saved(node, s):
+    if node._saved is None:
+        raise RuntimeError(FREED_MSG)
+    if s is None or not hasattr(s, "vc"):
+        return s
+    if isinstance(s, tuple):
+        return tuple(unpack(node, x) for x in s)
+    return unpack(node, s)
+
+
+def get_program(order, index, roots, targets, hooks_spec):
+    key = (structure_key(order, index), tuple((index[id(n)], s) for n, s in roots),
+           tuple((index[id(n)], s) for n, s in targets),
+           tuple(sorted(((index[id(n)], s), len(f)) for (n, s), f in hooks_spec.items())))
+    with _LOCK:
+        p = _CACHE.get(key)
+        if p is not None:
+            _CACHE.move_to_end(key)
+            STATS["hits"] += 1
+            return p
+    p = build_program(order, index, roots, targets, hooks_spec)
+    STATS["misses"] += 1
+    if len(order) <= _CACHE_MAX_NODES:
+        with _LOCK:
+            _CACHE[key] = p
+            while len(_CACHE) > _CACHE_LIMIT:
+                _CACHE.popitem(last=False)
+    return p
+
+
+def clear_cache():
+    with _LOCK:
+        _CACHE.clear()
+
+
+def execute(order, index, roots, seeds, targets, retain_graph, create_graph, hooks_spec=None):
+    """Run the backward of `roots` (list of (node, slot)) with `seeds`; return the gradient of
+    each target (node, slot), None where no path reaches it."""
+    hooks_spec = hooks_spec or {}
+    p = get_program(order, index, roots, targets, hooks_spec)
+    hook_fns = {k: fns for k, fns in hooks_spec.items()}
+    hook_by_key = {(index[id(n)], s): fns for (n, s), fns in hooks_spec.items()}
+    if create_graph:
+        args = []
+        for kind, info in p.binds:
+            if kind == "seed":
+                args.append(seeds[info])
+            elif kind == "saved":
+                args.append(_saved_value(order, info, True))
+            elif kind == "hook":
+                args.append(hook_by_key[info])
+            else:
+                args.append(info)
+        from ..ir.interpret import run_eager
+        with enable_grad():
+            outs = run_eager(p.bwd, args)
+    else:
+        args = []
+        for kind, info in p.binds:
+            if kind == "seed":
+                args.append(seeds[info]._data)
+            elif kind == "saved":
+                args.append(_saved_value(order, info, False))
+            elif kind == "hook":
+                args.append(hook_by_key[info])
+            else:
+                args.append(info._data)
+        raw = p.fn(*args)
+        seen = {id(a) for a in args if isinstance(a, np.ndarray)}
+        outs = []
+        for (n, s), o in zip(targets, raw):
+            if o is None:
+                outs.append(None)
+                continue
+            shape, dt = n._out_meta[s]
+            if type(o) is not np.ndarray:
+                o = np.asarray(o)
+            if o.dtype != dt.np:
+                o = o.astype(dt.np)
+            if id(o) in seen or not o.flags.writeable or not o.flags.owndata:
+                o = np.array(o)           # gradients never alias inputs or each other
+            seen.add(id(o))
+            outs.append(Tensor._make(o, dt))
+    if not retain_graph:
+        for node in order:
+            if node._prim is not None:
+                node._saved = None
+                node._freed = True
+    return outs

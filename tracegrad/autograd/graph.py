@@ -1,0 +1,140 @@
+"""The recorded graph as users see it: grad_fn nodes, AccumulateGrad, saved tensors.
+
+Each eager op that needs grad makes one Node: the op-table entry it ran (`_prim`), its
+parameters, the metadata of its arguments, its saved tensors and `next_functions`,
+the edges to the nodes that made its inputs. Nodes hold their inputs' nodes, never
+their outputs, so a graph lives exactly as long as some tensor refers to it and is
+freed by reference counting.
+"""
+import itertools
+import threading
+import weakref
+
+_seq = itertools.count()
+_classes = {}
+_lock = threading.Lock()
+
+
+class RemovableHandle:
+    _next_id = itertools.count()
+
+    def __init__(self, hooks_dict):
+        self.hooks_dict_ref = weakref.ref(hooks_dict)
+        self.id = next(RemovableHandle._next_id)
+
+    def remove(self):
+        d = self.hooks_dict_ref()
+        if d is not None:
+            d.pop(self.id, None)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.remove()
+
+
+class Node:
+    """Base of every grad_fn class (`MulBackward0`, ...)."""
+    __slots__ = ("_prim", "_params", "_args_meta", "next_functions", "_saved", "_out_meta",
+                 "_freed", "_hooks", "_pre_hooks", "_seq", "_trace", "__weakref__", "__dict__")
+
+    def name(self):
+        return type(self).__name__
+
+    def __repr__(self):
+        return f"<{type(self).__name__} object at {hex(id(self))}>"
+
+    def __call__(self, *grads):
+        from .engine import call_node
+        return call_node(self, grads)
+
+    @property
+    def metadata(self):
+        return self.__dict__.setdefault("_metadata", {})
+
+    def register_hook(self, fn):
+        """fn(grad_inputs, grad_outputs) -> None or new grad_inputs; runs after this node."""
+        if self._hooks is None:
+            self._hooks = {}
+        h = RemovableHandle(self._hooks)
+        self._hooks[h.id] = fn
+        return h
+
+    def register_prehook(self, fn):
+        """fn(grad_outputs) -> None or new grad_outputs; runs before this node."""
+        if self._pre_hooks is None:
+            self._pre_hooks = {}
+        h = RemovableHandle(self._pre_hooks)
+        self._pre_hooks[h.id] = fn
+        return h
+
+    def _saved_meta(self):
+        return self._prim.saves
+
+    def __getattr__(self, item):
+        # torch exposes saved values as _saved_<name> attributes
+        if item.startswith("_saved_") and item != "_saved_meta":
+            from .engine import unpack_saved
+            name = item[len("_saved_"):]
+            prim = object.__getattribute__(self, "_prim")
+            if name == "result":
+                name = "out"
+            if prim is not None and name in prim.saves:
+                saved = object.__getattribute__(self, "_saved")
+                return unpack_saved(self, saved[prim.saves.index(name)])
+        raise AttributeError(f"'{type(self).__name__}' object has no attribute '{item}'")
+
+
+class AccumulateGrad(Node):
+    """The node at a leaf that requires grad; backward accumulates into `variable.grad`."""
+    __slots__ = ("variable",)
+
+    def __init__(self, variable):
+        self.variable = variable
+        self._prim = None
+        self._params = None
+        self._args_meta = ()
+        self.next_functions = ()
+        self._saved = ()
+        self._out_meta = ((tuple(variable._data.shape), variable._dtype),)
+        self._freed = False
+        self._hooks = None
+        self._pre_hooks = None
+        self._seq = next(_seq)
+        self._trace = None
+
+
+def node_class(name):
+    """The grad_fn class for a name, made once (torch's class names: MulBackward0, ...)."""
+    cls = _classes.get(name)
+    if cls is None:
+        with _lock:
+            cls = _classes.get(name)
+            if cls is None:
+                cls = type(name, (Node,), {"__slots__": ()})
+                cls.__module__ = "tracegrad.autograd.graph"
+                _classes[name] = cls
+    return cls
+
+
+class Saved:
+    """A tensor saved for backward, with the version it had when saved.
+
+    An input is held as the tensor itself; an output as its data alone (holding the
+    tensor would make a cycle through its grad_fn); unpacking an output rebuilds a
+    tensor whose grad_fn is the node that saved it, as torch does.
+    """
+    __slots__ = ("tensor", "data", "vc", "version", "output_nr")
+
+    def __init__(self, tensor, is_output, output_nr=0):
+        self.vc = tensor._vc
+        self.version = tensor._vc[0]
+        if is_output:
+            self.tensor = None
+            self.data = tensor._data
+            self.output_nr = output_nr
+        else:
+            self.tensor = tensor
+            self.data = None
+            self.output_nr = -1

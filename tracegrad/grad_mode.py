@@ -1,0 +1,135 @@
+"""Grad mode, per thread: no_grad, enable_grad, set_grad_enabled, inference_mode.
+
+Each is a context manager and a decorator, like torch's.
+"""
+import functools
+import inspect
+import threading
+
+
+class _ModeState(threading.local):
+    def __init__(self):
+        self.grad_enabled = True
+        self.inference = False
+
+
+STATE = _ModeState()
+
+
+def is_grad_enabled():
+    return STATE.grad_enabled
+
+
+def is_inference_mode_enabled():
+    return STATE.inference
+
+
+class _DecoratorContextManager:
+    """Base for grad-mode contexts: `with mode():` and `@mode()` (and bare `@mode`)."""
+
+    def __new__(cls, orig_func=None, *args, **kwargs):
+        if orig_func is None or not callable(orig_func) or cls is set_grad_enabled:
+            return super().__new__(cls)
+        return cls()(orig_func)      # bare decorator: @no_grad
+
+    def __call__(self, func):
+        if inspect.isgeneratorfunction(func):
+            @functools.wraps(func)
+            def gen_wrapper(*args, **kwargs):
+                gen = func(*args, **kwargs)
+                with self.clone():
+                    response = gen.send(None)
+                while True:
+                    try:
+                        request = yield response
+                    except GeneratorExit:
+                        with self.clone():
+                            gen.close()
+                        raise
+                    with self.clone():
+                        try:
+                            response = gen.send(request)
+                        except StopIteration as e:
+                            return e.value
+            return gen_wrapper
+
+        @functools.wraps(func)
+        def wrapper(*args, **kwargs):
+            with self.clone():
+                return func(*args, **kwargs)
+        return wrapper
+
+    def clone(self):
+        return self.__class__()
+
+
+class no_grad(_DecoratorContextManager):
+    def __init__(self, orig_func=None):
+        self.prev = False
+
+    def __enter__(self):
+        self.prev = STATE.grad_enabled
+        STATE.grad_enabled = False
+
+    def __exit__(self, *exc):
+        STATE.grad_enabled = self.prev
+
+
+class enable_grad(_DecoratorContextManager):
+    def __init__(self, orig_func=None):
+        self.prev = False
+
+    def __enter__(self):
+        self.prev = STATE.grad_enabled
+        STATE.grad_enabled = True
+
+    def __exit__(self, *exc):
+        STATE.grad_enabled = self.prev
+
+
+class set_grad_enabled(_DecoratorContextManager):
+    """Sets grad mode at once (as a function call) and restores it on exit (as a context)."""
+
+    def __init__(self, mode):
+        if not isinstance(mode, bool):
+            raise TypeError(f"set_grad_enabled(): argument 'mode' must be bool, not {type(mode).__name__}")
+        self.prev = STATE.grad_enabled
+        self.mode = mode
+        STATE.grad_enabled = mode
+
+    def __call__(self, func):
+        STATE.grad_enabled = self.prev
+        return super().__call__(func)
+
+    def __enter__(self):
+        STATE.grad_enabled = self.mode
+
+    def __exit__(self, *exc):
+        STATE.grad_enabled = self.prev
+
+    def clone(self):
+        return self.__class__(self.mode)
+
+
+class inference_mode(_DecoratorContextManager):
+    """Like no_grad; tensors made inside are inference tensors that can't enter autograd later."""
+
+    def __init__(self, mode=True):
+        if not isinstance(mode, bool):     # bare decorator passes the function here
+            mode = True
+        self.mode = mode
+        self.prev = None
+
+    def __enter__(self):
+        self.prev = (STATE.grad_enabled, STATE.inference)
+        if self.mode:
+            STATE.grad_enabled = False
+            STATE.inference = True
+        else:
+            STATE.inference = False
+
+    def __exit__(self, *exc):
+        STATE.grad_enabled, STATE.inference = self.prev
+
+    def clone(self):
+        return self.__class__(self.mode)

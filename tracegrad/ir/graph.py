@@ -1,0 +1,132 @@
+"""The IR: a small typed DAG on networkx.
+
+Each graph node is one value `t0, t1, ...` made by an `input` or by an op from the op
+table; its attributes are the op, its arguments (value names as `V`, or Python
+constants), its parameters, and its type (shape, dtype). Multi-output ops make one
+tuple-valued node and a `proj` node per output, as torch.fx does with getitem.
+Node insertion order is a topological order; passes keep it so.
+"""
+import itertools
+
+import networkx as nx
+
+
+class V(str):
+    """A reference to a value of the graph, inside an argument list."""
+    __slots__ = ()
+
+
+def refs(args):
+    """The value names an argument list refers to, in order (nested tuples included)."""
+    out = []
+    stack = [args]
+    while stack:
+        a = stack.pop()
+        if isinstance(a, V):
+            out.append(a)
+        elif isinstance(a, (tuple, list)):
+            stack.extend(reversed(a))
+    return out
+
+
+def map_args(args, fn):
+    """Rebuild an argument list with fn applied to each value reference."""
+    if isinstance(args, V):
+        return fn(args)
+    if isinstance(args, tuple):
+        return tuple(map_args(a, fn) for a in args)
+    if isinstance(args, list):
+        return [map_args(a, fn) for a in args]
+    return args
+
+
+class Graph:
+    """A typed DAG of values, kept in a networkx DiGraph (edges: producer -> consumer)."""
+
+    def __init__(self, name="graph"):
+        self.name = name
+        self.nx = nx.DiGraph()
+        self.inputs = []
+        self.outputs = []
+        self._ids = itertools.count()
+
+    # -- building --------------------------------------------------------------
+    def fresh(self, prefix="t"):
+        while True:
+            n = V(f"{prefix}{next(self._ids)}")
+            if n not in self.nx:
+                return n
+
+    def add_input(self, shape, dtype, role="input", name=None, **attrs):
+        name = V(name) if name else self.fresh("x" if role == "input" else role[0])
+        self.nx.add_node(name, op="input", prim=None, args=(), params={}, shape=tuple(shape), dtype=dtype,
+                         role=role, source=None, **attrs)
+        self.inputs.append(name)
+        return name
+
+    def add_op(self, prim, args, params, shape, dtype, source=None, name=None):
+        name = V(name) if name else self.fresh()
+        self.nx.add_node(name, op=prim.name, prim=prim, args=args, params=params, shape=shape, dtype=dtype,
+                         role=None, source=source)
+        for r in refs(args):
+            self.nx.add_edge(r, name)
+        return name
+
+    def add_proj(self, tup, index, shape, dtype):
+        name = self.fresh()
+        self.nx.add_node(name, op="proj", prim=None, args=(tup,), params={"index": index}, shape=shape,
+                         dtype=dtype, role=None, source=None)
+        self.nx.add_edge(tup, name)
+        return name
+
+    # -- reading ---------------------------------------------------------------
+    def __getitem__(self, name):
+        return self.nx.nodes[name]
+
+    def __contains__(self, name):
+        return name in self.nx
+
+    def __len__(self):
+        return self.nx.number_of_nodes()
+
+    def nodes(self):
+        """Value names in topological (insertion) order."""
+        return list(self.nx.nodes)
+
+    def ops(self):
+        return [n for n, a in self.nx.nodes(data=True) if a["op"] != "input"]
+
+    def users(self, name):
+        return list(self.nx.successors(name))
+
+    def type_str(self, name):
+        a = self.nx.nodes[name]
+        return type_str(a["shape"], a["dtype"])
+
+    def __str__(self):
+        from .printer import to_python
+        return to_python(self)
+
+    __repr__ = __str__
+
+    def to_dot(self):
+        from .printer import to_dot
+        return to_dot(self)
+
+    def copy(self):
+        g = Graph(self.name)
+        g.nx = self.nx.copy()
+        g.inputs = list(self.inputs)
+        g.outputs = list(self.outputs)
+        g._ids = itertools.count(len(self.nx) + 1)
+        return g
+
+
+_SHORT = {"float32": "f32", "float64": "f64", "float16": "f16", "bfloat16": "bf16", "int64": "i64",
+          "int32": "i32", "int16": "i16", "int8": "i8", "uint8": "u8", "bool": "b8"}
+
+
+def type_str(shape, dtype):
+    if isinstance(dtype, (list, tuple)):
+        return "(" + ", ".join(type_str(s, d) for s, d in zip(shape, dtype)) + ")"
+    return f"{_SHORT.get(dtype.name, dtype.name)}[{', '.join(map(str, shape))}]"

@@ -1,0 +1,55 @@
+"""Reference interpreters for the IR.
+
+`run_numpy` runs each node's numpy kernel and checks that the kernel's result has the
+shape and dtype the graph says (what defines the IR). `run_eager` runs each node through
+the eager ops, so with grad mode on the results record their own grad_fn: this is how
+a backward graph is differentiated again (create_graph=True).
+"""
+import numpy as np
+
+from .graph import V
+from .tracer import apply
+
+
+def _resolve(a, env):
+    if isinstance(a, V):
+        return env[a]
+    return a
+
+
+def run_eager(graph, args):
+    env = dict(zip(graph.inputs, args))
+    for n in graph.nodes():
+        a = graph[n]
+        op = a["op"]
+        if op == "input":
+            continue
+        if op == "proj":
+            env[n] = env[a["args"][0]][a["params"]["index"]]
+            continue
+        env[n] = apply(a["prim"], tuple(_resolve(x, env) for x in a["args"]), a["params"])
+    return [None if o is None else env[o] for o in graph.outputs]
+
+
+def run_numpy(graph, args, check=True):
+    env = dict(zip(graph.inputs, args))
+    for n in graph.nodes():
+        a = graph[n]
+        op = a["op"]
+        if op == "input":
+            continue
+        if op == "proj":
+            env[n] = env[a["args"][0]][a["params"]["index"]]
+            continue
+        out = a["prim"].impl(*[_resolve(x, env) for x in a["args"]], **a["params"])
+        if check:
+            outs = out if a["prim"].multi else (out,)
+            shapes = a["shape"] if a["prim"].multi else [a["shape"]]
+            dtypes = a["dtype"] if a["prim"].multi else [a["dtype"]]
+            for o, s, d in zip(outs, shapes, dtypes):
+                if tuple(np.shape(o)) != tuple(s):
+                    raise AssertionError(f"{n} = {op}(...): kernel gave shape {np.shape(o)}, graph says {tuple(s)}")
+                if np.asarray(o).dtype != d.np:
+                    raise AssertionError(f"{n} = {op}(...): kernel gave dtype {np.asarray(o).dtype}, graph says {d}")
+        env[n] = out
+    return [None if o is None else env[o] for o in graph.outputs]

@@ -1,0 +1,326 @@
+"""The one recording mechanism: `apply(prim, args, params)`.
+
+Every op goes through `apply`. With concrete tensors it runs the primitive's numpy
+kernel and, when grad mode is on and an input requires grad, records a grad_fn node
+(eager autograd). With symbolic tensors (`Proxy`, made by `trace`) it adds a node to
+the IR graph being traced instead (the autodiff pass and `compile` trace this way).
+"""
+import sys
+import threading
+
+import numpy as np
+
+from .. import _dtype as D
+from ..grad_mode import STATE
+from ..tensor import Tensor, Size
+from ..autograd.graph import Saved, _seq
+from .graph import Graph, V
+
+
+class TraceError(RuntimeError):
+    """An operation that a symbolic trace cannot record (it needs concrete values)."""
+
+
+class _Tracing(threading.local):
+    def __init__(self):
+        self.stack = []
+
+
+TRACING = _Tracing()
+_ACTIVE = [0]          # tracers active in any thread: a cheap first test on the eager hot path
+
+
+class Proxy(Tensor):
+    """A symbolic tensor: a value of the graph being traced, with shape and dtype only."""
+    __slots__ = ()
+
+    @classmethod
+    def make(cls, graph, name, shape, dtype, requires_grad=False):
+        t = Tensor._make.__func__(cls, None, dtype, requires_grad)
+        t.__dict__["_graph"] = graph
+        t.__dict__["_name"] = name
+        t.__dict__["_shape"] = tuple(shape)
+        return t
+
+    @property
+    def shape(self):
+        return Size(self._shape)
+
+    def size(self, dim=None):
+        if dim is None:
+            return Size(self._shape)
+        from ..ops.shapes import normalize_dim
+        return self._shape[normalize_dim(dim, len(self._shape))]
+
+    def dim(self):
+        return len(self._shape)
+
+    @property
+    def ndim(self):
+        return len(self._shape)
+
+    def numel(self):
+        n = 1
+        for s in self._shape:
+            n *= s
+        return n
+
+    def is_contiguous(self, memory_format=None):
+        return True
+
+    def _concrete(self, what):
+        raise TraceError(f"{what} needs a concrete value, but this tensor is symbolic while tracing "
+                         f"(value {self._name or '?'} {self._shape})")
+
+    def item(self):
+        self._concrete("Tensor.item()")
+
+    def tolist(self):
+        self._concrete("Tensor.tolist()")
+
+    def numpy(self, *, force=False):
+        self._concrete("Tensor.numpy()")
+
+    def __array__(self, dtype=None, copy=None):
+        self._concrete("converting to a numpy array")
+
+    def __bool__(self):
+        self._concrete("Python control flow on a tensor (bool())")
+
+    def __float__(self):
+        self._concrete("float()")
+
+    def __int__(self):
+        self._concrete("int()")
+
+    def __index__(self):
+        self._concrete("using a tensor as an index")
+
+    def __len__(self):
+        if not self._shape:
+            raise TypeError("len() of a 0-d tensor")
+        return self._shape[0]
+
+    def __repr__(self):
+        return f"Proxy({self._name}: {'x'.join(map(str, self._shape))} {self._dtype!r})"
+
+    @property
+    def _version(self):
+        return 0
+
+
+class trace:
+    """Context in which ops on Proxies record into `graph`."""
+
+    def __init__(self, graph=None):
+        self.graph = graph if graph is not None else Graph()
+
+    def __enter__(self):
+        TRACING.stack.append(self.graph)
+        _ACTIVE[0] += 1
+        return self.graph
+
+    def __exit__(self, *exc):
+        TRACING.stack.pop()
+        _ACTIVE[0] -= 1
+
+
+def proxy_input(graph, shape, dtype, role="input", name=None, requires_grad=False, **attrs):
+    v = graph.add_input(shape, dtype, role, name, **attrs)
+    return Proxy.make(graph, v, shape, dtype, requires_grad)
+
+
+def value_of(graph, a):
+    """The graph value for a tensor argument: a Proxy's own, or a constant for a concrete tensor."""
+    if isinstance(a, Proxy):
+        name = a.__dict__["_name"]
+        if name is None:                      # a lazily bound input (see autodiff)
+            name = a.__dict__["_bind"](a)
+        return name
+    consts = graph.__dict__.setdefault("constants", {})
+    key = id(a)
+    if key not in consts:
+        v = graph.add_input(a._data.shape, a._dtype, "const")
+        graph.nx.nodes[v]["value"] = a
+        consts[key] = v
+    return consts[key]
+
+
+def user_source():
+    """file:line of the innermost frame outside tracegrad (for comments in printed IR)."""
+    f = sys._getframe(2)
+    while f is not None and "/tracegrad/" in f.f_code.co_filename.replace("\\", "/") and \
+            "/tracegrad/tests/" not in f.f_code.co_filename:
+        f = f.f_back
+    if f is None:
+        return None
+    return f"{f.f_code.co_filename.rsplit('/', 1)[-1]}:{f.f_lineno}"
+
+
+def apply_symbolic(prim, args, params):
+    graph = None
+    for a in args:
+        if isinstance(a, Proxy):
+            graph = a.__dict__["_graph"]
+            break
+    if graph is None:
+        graph = TRACING.stack[-1]
+    cdt, odt = prim.dtype_rule(args)
+    if odt is None:
+        odt = params["dtype"]
+    from ..ops.primitives import PRIMITIVES
+    convert = PRIMITIVES["convert"]
+    new_args = []
+    for i, a in enumerate(args):
+        if isinstance(a, Tensor):
+            v = value_of(graph, a)
+            if cdt is not None and a._dtype is not cdt and (prim.cast is None or i in prim.cast):
+                v = graph.add_op(convert, (v,), {"dtype": cdt}, tuple(a.shape), cdt)
+            new_args.append(v)
+        else:
+            new_args.append(a)
+    shape = prim.shape(*args, **params)
+    src = graph.__dict__.get("source_hint") or user_source()
+    if prim.multi:
+        shapes = [s for s, _ in shape]
+        dtypes = [d if d is not None else odt for _, d in shape]
+        tup = graph.add_op(prim, tuple(new_args), params, shapes, dtypes, src)
+        outs = []
+        for k, (s, d) in enumerate(zip(shapes, dtypes)):
+            outs.append(Proxy.make(graph, graph.add_proj(tup, k, s, d), s, d))
+        return tuple(outs)
+    v = graph.add_op(prim, tuple(new_args), params, tuple(shape), odt, src)
+    return Proxy.make(graph, v, shape, odt)
+
+
+def _wrap(out, odt):
+    if type(out) is not np.ndarray:
+        out = np.asarray(out)
+    if out.dtype != odt.np:
+        out = out.astype(odt.np) if odt is not D.bfloat16 else D.round_bfloat16(out)
+    elif odt is D.bfloat16:
+        out = D.round_bfloat16(out)
+    return out
+
+
+def _kernel_error(prim, args, params, err):
+    # re-run the shape rule for torch's message; else name the op and the shapes
+    try:
+        prim.shape(*args, **params)
+    except (RuntimeError, IndexError, TypeError) as e:
+        raise type(e)(str(e)) from None
+    shapes = ", ".join(str(list(a.shape)) if isinstance(a, Tensor) else repr(a) for a in args)
+    raise RuntimeError(f"{prim.name}: {err} (inputs: {shapes})") from err
+
+
+def apply(prim, args, params):
+    """Run one primitive: eagerly on tensors, or symbolically on Proxies."""
+    if _ACTIVE[0] and (TRACING.stack or any(isinstance(a, Proxy) for a in args)):
+        return apply_symbolic(prim, args, params)
+    cdt, odt = prim.dtype_rule(args)
+    if odt is None:
+        odt = params["dtype"]
+    arrays = []
+    req = False
+    cast = prim.cast
+    for i, a in enumerate(args):
+        if isinstance(a, Tensor):
+            d = a._data
+            if cdt is not None and a._dtype is not cdt and (cast is None or i in cast):
+                d = d.astype(cdt.np)
+            arrays.append(d)
+            if a._req:
+                req = True
+        else:
+            arrays.append(a)
+    try:
+        out = prim.impl(*arrays, **params)
+    except (ValueError, IndexError) as e:
+        _kernel_error(prim, args, params, e)
+    req = req and STATE.grad_enabled and prim.vjp is not None
+    view = prim.view and (prim.view is True or prim.view(params))
+    base = args[0] if view else None
+    if prim.multi:
+        shapes = prim.shape(*args, **params) if prim.nondiff_outputs else None
+        outs = []
+        for k, o in enumerate(out):
+            dt = odt if shapes is None or shapes[k][1] is None else shapes[k][1]
+            o = _wrap(o, dt)
+            outs.append(_make_out(o, dt, base))
+        if req:
+            _record(prim, args, params, outs)
+        return tuple(outs)
+    out = _wrap(out, odt)
+    if view and prim.name == "reshape" and not np.may_share_memory(out, arrays[0]):
+        base = None
+        params = dict(params, view=False)
+    t = _make_out(out, odt, base)
+    if req:
+        _record(prim, args, params, (t,))
+    return t
+
+
+def _make_out(data, dt, base):
+    t = Tensor._make(data, dt)
+    if base is not None:
+        t._vc = base._vc
+        t._base = base._base if base._base is not None else base
+    return t
+
+
+def _record(prim, args, params, outs):
+    """Make the grad_fn node for one op and attach it to its outputs."""
+    cls = prim.node_class(args, params)
+    node = object.__new__(cls)
+    node._prim = prim
+    node._params = params
+    metas = []
+    edges = []
+    for a in args:
+        if isinstance(a, Tensor):
+            metas.append((a._data.shape, a._dtype))
+            fn = a.grad_fn
+            if fn is not None:
+                edges.append((fn, a._output_nr))
+            elif a._req:
+                edges.append((a._accumulator(), 0))
+            else:
+                edges.append((None, 0))
+        else:
+            metas.append(a)
+    node._args_meta = tuple(metas)
+    node.next_functions = tuple(edges)
+    saved = [None] * (len(args) + 1)
+    for i in prim.saved_positions(len(args)):
+        a = args[i]
+        if isinstance(a, Tensor):
+            if a._inference:
+                raise RuntimeError("Inference tensors cannot be saved for backward. To work around you can make "
+                                   "a clone to get a normal tensor and use it in autograd.")
+            saved[i + 1] = Saved(a, False)
+        else:
+            saved[i + 1] = a
+    if "out" in prim.saves:
+        saved[0] = tuple(Saved(o, True, k) for k, o in enumerate(outs))
+    node._saved = tuple(saved)
+    node._out_meta = tuple((o._data.shape, o._dtype) for o in outs)
+    node._freed = False
+    node._hooks = None
+    node._pre_hooks = None
+    node._seq = next(_seq)
+    node._trace = _anomaly_trace() if _ANOMALY[0] else None
+    nondiff = prim.nondiff_outputs
+    for k, o in enumerate(outs):
+        if k in nondiff or not o._dtype.is_floating_point:
+            continue
+        o._req = True
+        o.grad_fn = node
+        o._output_nr = k
+
+
+_ANOMALY = [False]
+
+
+def _anomaly_trace():
+    import traceback
+    return traceback.format_stack()[:-3]

@@ -1,0 +1,31 @@
+"""The IR verifier: what every graph, and every pass's result, must satisfy."""
+from .graph import V, refs
+
+
+class VerifyError(AssertionError):
+    pass
+
+
+def verify(graph):
+    seen = set()
+    for n in graph.nodes():
+        a = graph[n]
+        for key in ("op", "args", "params", "shape", "dtype"):
+            if key not in a:
+                raise VerifyError(f"{n}: missing attribute '{key}'")
+        if a["op"] == "input":
+            if n not in graph.inputs:
+                raise VerifyError(f"{n}: input node not listed in graph.inputs")
+        else:
+            if a["op"] != "proj" and a["prim"] is None:
+                raise VerifyError(f"{n}: op '{a['op']}' has no primitive")
+            for r in refs(a["args"]):
+                if r not in seen:
+                    raise VerifyError(f"{n}: uses {r} before it is defined")
+                if not graph.nx.has_edge(r, n):
+                    raise VerifyError(f"{n}: missing edge from {r}")
+        seen.add(n)
+    for o in graph.outputs:
+        if o is not None and o not in graph.nx:
+            raise VerifyError(f"output {o} is not a value of the graph")
+    return True

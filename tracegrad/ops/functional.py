@@ -1,0 +1,1068 @@
+"""The public ops: argument checking with torch's messages, then primitives or
+decompositions into them. Each function here is also a Tensor method where torch has one.
+"""
+import builtins
+import collections
+import math
+import numbers
+
+import numpy as np
+
+from .. import _dtype as D
+from ..tensor import Tensor
+from ..grad_mode import STATE
+from ..ir.tracer import apply
+from . import shapes as S
+from .primitives import PRIMITIVES as P, sum_to
+
+_Scalar = (int, float, bool, np.number, np.bool_)
+
+
+def _t(x):
+    """Coerce a Python number or nested list to a tensor where an op needs one."""
+    if isinstance(x, Tensor):
+        return x
+    from ..creation import tensor
+    return tensor(x)
+
+
+def _check_tensor(x, op, name="input"):
+    if not isinstance(x, Tensor):
+        raise TypeError(f"{op}(): argument '{name}' (position 1) must be Tensor, not {type(x).__name__}")
+
+
+def _scalar(x):
+    if isinstance(x, (np.number, np.bool_)):
+        return x.item()
+    return x
+
+
+def _operand(x, op):
+    if isinstance(x, Tensor):
+        return x
+    if isinstance(x, _Scalar):
+        return _scalar(x)
+    if isinstance(x, (list, tuple)):
+        return _t(x)
+    raise TypeError(f"{op}(): argument 'other' (position 2) must be Tensor or Number, not {type(x).__name__}")
+
+
+# == elementwise =====================================================================================
+
+def _unary(name):
+    prim = P[name]
+
+    def op(input):
+        _check_tensor(input, name)
+        return apply(prim, (input,), {})
+    op.__name__ = name
+    op.__doc__ = f"Elementwise {name}, as torch.{name}."
+    return op
+
+
+for _n in ("neg", "abs", "sign", "exp", "exp2", "log", "log2", "log1p", "expm1", "sqrt", "rsqrt", "sin", "cos",
+           "tan", "tanh", "sigmoid", "erf", "relu", "floor", "ceil", "isnan", "isinf", "isfinite", "logical_not",
+           "clone"):
+    globals()[_n] = _unary(_n)
+negative = neg
+absolute = abs
+_round_prim = P["round"]
+
+
+def round(input, *, decimals=0):
+    _check_tensor(input, "round")
+    return apply(_round_prim, (input,), {"decimals": decimals} if decimals else {})
+
+
+def _binary(name):
+    prim = P[name]
+
+    def op(input, other):
+        if not isinstance(input, Tensor):
+            if isinstance(other, Tensor) and isinstance(input, _Scalar):
+                return apply(prim, (_scalar(input), other), {})
+            input = _t(input)
+        return apply(prim, (input, _operand(other, name)), {})
+    op.__name__ = name
+    return op
+
+
+for _n in ("mul", "maximum", "minimum", "eq", "ne", "lt", "le", "gt", "ge", "logical_and", "logical_or",
+           "logical_xor", "remainder", "floor_divide", "bitwise_and", "bitwise_or", "bitwise_xor"):
+    globals()[_n] = _binary(_n)
+multiply = mul
+greater, greater_equal, less, less_equal, not_equal = gt, ge, lt, le, ne
+_add, _sub, _div, _rsub, _pow = P["add"], P["sub"], P["div"], P["rsub"], P["pow"]
+
+
+def _check_bool_sub(a, b):
+    if (getattr(a, "_dtype", None) is D.bool_ or isinstance(a, bool)) and \
+            (getattr(b, "_dtype", None) is D.bool_ or isinstance(b, bool)):
+        raise RuntimeError("Subtraction, the `-` operator, with two bool tensors is not supported. "
+                           "Use the `^` or `logical_xor()` operator instead.")
+
+
+def add(input, other, *, alpha=1, out=None):
+    if not isinstance(input, Tensor):
+        input, other = other, input
+    other = _operand(other, "add")
+    if alpha != 1:
+        other = other * alpha
+    return apply(_add, (input, other), {})
+
+
+def sub(input, other, *, alpha=1):
+    if not isinstance(input, Tensor):
+        return rsub(other, input, alpha=alpha)
+    other = _operand(other, "sub")
+    _check_bool_sub(input, other)
+    if alpha != 1:
+        other = other * alpha
+    return apply(_sub, (input, other), {})
+
+
+subtract = sub
+
+
+def rsub(input, other, *, alpha=1):
+    """other - alpha * input"""
+    other = _operand(other, "rsub")
+    _check_bool_sub(input, other)
+    if alpha != 1:
+        input = input * alpha
+    if isinstance(other, Tensor):
+        return apply(_sub, (other, input), {})
+    return apply(_rsub, (input, other), {})
+
+
+def div(input, other, *, rounding_mode=None):
+    if not isinstance(input, Tensor):
+        input = _t(input)
+    other = _operand(other, "div")
+    if rounding_mode is None:
+        return apply(_div, (input, other), {})
+    if rounding_mode == "floor":
+        return floor_divide(input, other)
+    if rounding_mode == "trunc":
+        q = apply(_div, (input, other), {})
+        r = where(q < 0, ceil(q), floor(q))
+        return r.to(D.result_type([input, other]))
+    raise RuntimeError(f"div expected rounding_mode to be one of None, 'trunc', or 'floor' but found '{rounding_mode}'")
+
+
+divide = true_divide = div
+
+
+def pow(input, exponent):
+    if not isinstance(input, Tensor):
+        if not isinstance(exponent, Tensor):
+            raise TypeError("pow(): at least one argument must be a Tensor")
+        return apply(_pow, (_scalar(input), exponent), {})
+    exponent = _operand(exponent, "pow")
+    return apply(_pow, (input, exponent), {})
+
+
+float_power = None
+
+
+def square(input):
+    return mul(input, input)
+
+
+def reciprocal(input):
+    return div(1.0, input) if input.is_floating_point() else div(1.0, input.float())
+
+
+def where(condition, input=None, other=None):
+    if input is None and other is None:
+        return nonzero(condition, as_tuple=True)
+    _check_tensor(condition, "where", "condition")
+    if condition._dtype is not D.bool_:
+        raise RuntimeError(f"where expected condition to be a boolean tensor, but got a tensor with dtype "
+                           f"{D.SCALAR_NAME[condition._dtype]}")
+    return apply(P["where"], (condition, _operand(input, "where"), _operand(other, "where")), {})
+
+
+def clamp(input, min=None, max=None):
+    if min is None and max is None:
+        raise RuntimeError("torch.clamp: At least one of 'min' or 'max' must not be None")
+    if isinstance(min, Tensor) or isinstance(max, Tensor):
+        out = input
+        if min is not None:
+            out = maximum(out, min)
+        if max is not None:
+            out = minimum(out, max)
+        return out
+    return apply(P["clamp"], (input,), {"min": _scalar(min), "max": _scalar(max)})
+
+
+clip = clamp
+
+
+def clamp_min(input, min):
+    return clamp(input, min=min)
+
+
+def clamp_max(input, max):
+    return clamp(input, max=max)
+
+
+def convert(x, dtype):
+    """Cast to dtype (ToCopyBackward0); a no-op when the dtype already matches."""
+    if x.dtype is dtype:
+        return x
+    return apply(P["convert"], (x,), {"dtype": dtype})
+
+
+def full(size, fill_value, *, dtype=None, requires_grad=False):
+    from ..creation import full as _full
+    return _full(size, fill_value, dtype=dtype, requires_grad=requires_grad)
+
+
+def zeros_like(input, *, dtype=None, requires_grad=False):
+    return full(tuple(input.shape), 0, dtype=dtype or input.dtype, requires_grad=requires_grad)
+
+
+def ones_like(input, *, dtype=None, requires_grad=False):
+    return full(tuple(input.shape), 1, dtype=dtype or input.dtype, requires_grad=requires_grad)
+
+
+def lerp(input, end, weight):
+    return input + weight * (end - input)
+
+
+def sigmoid_(x):
+    return x.copy_(sigmoid(x))
+
+
+# == reductions ========================================================================================
+
+def _dims_arg(dim, ndim):
+    if dim is None:
+        return None
+    if isinstance(dim, (list, tuple)) and len(dim) == 0:
+        return None
+    return S.normalize_dims(dim, ndim)
+
+
+def _reduce(prim, input, dim, keepdim, **extra):
+    dims = _dims_arg(dim, input.ndim)
+    params = {"dims": dims, "keepdim": keepdim} if dims is not None or keepdim else {}
+    if dims is not None or keepdim:
+        params = {"dims": dims, "keepdim": keepdim}
+    params.update(extra)
+    return apply(prim, (input,), params)
+
+
+def sum(input, dim=None, keepdim=False, *, dtype=None):
+    _check_tensor(input, "sum")
+    if dtype is not None:
+        input = convert(input, dtype)
+    return _reduce(P["sum"], input, dim, keepdim)
+
+
+def mean(input, dim=None, keepdim=False, *, dtype=None):
+    _check_tensor(input, "mean")
+    if dtype is not None:
+        input = convert(input, dtype)
+    if not input.dtype.is_floating_point:
+        raise RuntimeError(f"mean(): could not infer output dtype. Input dtype must be either a floating point or "
+                           f"complex dtype. Got: {D.SCALAR_NAME[input.dtype]}")
+    return _reduce(P["mean"], input, dim, keepdim)
+
+
+def prod(input, dim=None, keepdim=False, *, dtype=None):
+    if dtype is not None:
+        input = convert(input, dtype)
+    if dim is not None and not isinstance(dim, int):
+        raise TypeError("prod(): argument 'dim' must be int")
+    return _reduce(P["prod"], input, dim, keepdim)
+
+
+MinMax = collections.namedtuple("MinMax", ["values", "indices"])
+
+
+class return_types:
+    max = min = MinMax
+
+
+def _max_min(name, input, dim, keepdim, other):
+    _check_tensor(input, name)
+    if isinstance(dim, Tensor) or other is not None:
+        return (maximum if name == "max" else minimum)(input, dim if other is None else other)
+    if dim is None:
+        if input.numel() == 0:
+            raise RuntimeError(f"{name}(): Expected reduction dim to be specified for input.numel() == 0. "
+                               f"Specify the reduction dim with the 'dim' argument.")
+        return apply(P[name + "_all"], (input,), {})
+    d = S.normalize_dim(dim, input.ndim)
+    if input.ndim and input.shape[d] == 0:
+        raise IndexError(f"{name}(): Expected reduction dim {d} to have non-zero size.")
+    if input.ndim == 0:
+        v, i = input.clone(), full((), 0, dtype=D.int64)
+        return MinMax(v, i)
+    v, i = apply(P[name + "_dim"], (input,), {"dim": d, "keepdim": keepdim})
+    return MinMax(v, i)
+
+
+def max(input, dim=None, keepdim=False, *, other=None):
+    return _max_min("max", input, dim, keepdim, other)
+
+
+def min(input, dim=None, keepdim=False, *, other=None):
+    return _max_min("min", input, dim, keepdim, other)
+
+
+def _amax(name, input, dim, keepdim):
+    dims = _dims_arg(dim, input.ndim)
+    if input.numel() == 0 and (dims is None or builtins.any(input.shape[d] == 0 for d in dims)):
+        raise IndexError(f"{name}(): Expected reduction dim {dims[0] if dims else 0} to have non-zero size.")
+    return _reduce(P[name], input, dim, keepdim)
+
+
+def amax(input, dim=(), keepdim=False):
+    return _amax("amax", input, dim, keepdim)
+
+
+def amin(input, dim=(), keepdim=False):
+    return _amax("amin", input, dim, keepdim)
+
+
+def _arg(name, input, dim, keepdim):
+    if input.numel() == 0:
+        raise IndexError(f"{name}(): Expected reduction dim to be specified for input.numel() == 0.")
+    params = {"keepdim": keepdim}
+    if dim is not None:
+        params["dim"] = S.normalize_dim(dim, input.ndim)
+    return apply(P[name], (input,), params)
+
+
+def argmax(input, dim=None, keepdim=False):
+    return _arg("argmax", input, dim, keepdim)
+
+
+def argmin(input, dim=None, keepdim=False):
+    return _arg("argmin", input, dim, keepdim)
+
+
+def _correction(unbiased, correction):
+    if correction is not None:
+        return correction
+    if unbiased is None:
+        return 1
+    return 1 if unbiased else 0
+
+
+def _var_args(dim, unbiased, correction):
+    if isinstance(dim, bool):          # var(x, False): the old `unbiased` positional
+        return None, _correction(dim, correction)
+    return dim, _correction(unbiased, correction)
+
+
+def var(input, dim=None, unbiased=None, keepdim=False, *, correction=None):
+    dim, c = _var_args(dim, unbiased, correction)
+    if not input.dtype.is_floating_point:
+        raise RuntimeError("std and var only support floating point and complex dtypes")
+    return _reduce(P["var"], input, dim, keepdim, correction=c)
+
+
+def std(input, dim=None, unbiased=None, keepdim=False, *, correction=None):
+    dim, c = _var_args(dim, unbiased, correction)
+    if not input.dtype.is_floating_point:
+        raise RuntimeError("std and var only support floating point and complex dtypes")
+    return _reduce(P["std"], input, dim, keepdim, correction=c)
+
+
+def logsumexp(input, dim, keepdim=False):
+    if not input.dtype.is_floating_point:
+        input = convert(input, D.get_default_dtype())
+    dims = _dims_arg(dim, input.ndim)
+    return apply(P["logsumexp"], (input,), {"dims": dims if dims is not None else tuple(range(input.ndim)),
+                                             "keepdim": keepdim})
+
+
+def norm(input, p="fro", dim=None, keepdim=False, dtype=None):
+    if p == "fro" or p is None:
+        p = 2.0
+    if isinstance(p, str):
+        raise NotImplementedError(f"norm(p='{p}') is not supported; use p=2, 1, inf or a number")
+    if not input.dtype.is_floating_point:
+        raise RuntimeError(f"linalg.vector_norm: Expected a floating point or complex tensor as input. Got "
+                           f"{D.SCALAR_NAME[input.dtype]}")
+    return _reduce(P["norm"], input, dim, keepdim, p=float(p))
+
+
+def softmax(input, dim=None, dtype=None, *, _stacklevel=3):
+    if dtype is not None:
+        input = convert(input, dtype)
+    if dim is None:
+        dim = 0 if input.ndim in (0, 1, 3) else 1
+    return apply(P["softmax"], (input,), {"dim": S.normalize_dim(dim, input.ndim)})
+
+
+def log_softmax(input, dim=None, dtype=None, *, _stacklevel=3):
+    if dtype is not None:
+        input = convert(input, dtype)
+    if dim is None:
+        dim = 0 if input.ndim in (0, 1, 3) else 1
+    return apply(P["log_softmax"], (input,), {"dim": S.normalize_dim(dim, input.ndim)})
+
+
+def all(input, dim=None, keepdim=False):
+    return _t(np.all(input._data, axis=dim, keepdims=keepdim))
+
+
+def any(input, dim=None, keepdim=False):
+    return _t(np.any(input._data, axis=dim, keepdims=keepdim))
+
+
+def count_nonzero(input, dim=None):
+    return sum(ne(input, 0), dim)
+
+
+def cumsum(input, dim, *, dtype=None):
+    raise NotImplementedError("cumsum is not implemented in tracegrad yet")
+
+
+# == shape ops ==========================================================================================
+
+def _size_args(size, op):
+    if len(size) == 1 and isinstance(size[0], (tuple, list)):
+        size = tuple(size[0])
+    out = []
+    for s in size:
+        if isinstance(s, Tensor):
+            s = int(s)
+        if not isinstance(s, (int, np.integer)) or isinstance(s, bool):
+            raise TypeError(f"{op}(): argument 'size' must be tuple of ints, but found element of type "
+                            f"{type(s).__name__} at pos {len(out)}")
+        out.append(int(s))
+    return tuple(out)
+
+
+def reshape(input, *shape):
+    shape = S.infer_size(_size_args(shape, "reshape"), input.numel())
+    if tuple(input.shape) == shape and shape:
+        return apply(P["reshape"], (input,), {"shape": shape})
+    return apply(P["reshape"], (input,), {"shape": shape})
+
+
+def view(input, *shape):
+    if len(shape) == 1 and isinstance(shape[0], D.dtype):
+        raise NotImplementedError("Tensor.view(dtype) is not supported; use Tensor.to(dtype)")
+    shape = S.infer_size(_size_args(shape, "view"), input.numel())
+    data = input._data
+    if data is not None:
+        try:
+            np.reshape(data, shape, copy=False)
+        except ValueError:
+            raise RuntimeError("view size is not compatible with input tensor's size and stride (at least one "
+                               "dimension spans across two contiguous subspaces). Use .reshape(...) instead.") from None
+    return apply(P["reshape"], (input,), {"shape": shape})
+
+
+def view_as(input, other):
+    return view(input, tuple(other.shape))
+
+
+def reshape_as(input, other):
+    return reshape(input, tuple(other.shape))
+
+
+def flatten(input, start_dim=0, end_dim=-1):
+    if input.ndim == 0:
+        return reshape(input, (1,))
+    s = S.normalize_dim(start_dim, input.ndim)
+    e = S.normalize_dim(end_dim, input.ndim)
+    if s > e:
+        raise RuntimeError("flatten() has invalid args: start_dim cannot come after end_dim")
+    if s == e:
+        return input
+    shape = tuple(input.shape)
+    return reshape(input, shape[:s] + (S.numel(shape[s:e + 1]),) + shape[e + 1:])
+
+
+def unflatten(input, dim, sizes):
+    d = S.normalize_dim(dim, input.ndim)
+    shape = tuple(input.shape)
+    sizes = S.infer_size(tuple(sizes), shape[d]) if -1 in sizes else tuple(sizes)
+    if S.numel(sizes) != shape[d]:
+        raise RuntimeError(f"unflatten: Provided sizes {list(sizes)} don't multiply up to the size of dim {dim} "
+                           f"({shape[d]}) in the input tensor")
+    return view(input, shape[:d] + sizes + shape[d + 1:])
+
+
+def squeeze(input, dim=None):
+    shape = tuple(input.shape)
+    if dim is None:
+        dims = tuple(i for i, n in enumerate(shape) if n == 1)
+        params = {"dims": dims, "all": True}
+    else:
+        dims = tuple(d for d in S.normalize_dims(dim, input.ndim) if input.ndim and shape[d] == 1)
+        params = {"dims": dims} if isinstance(dim, int) else {"dims": dims, "multi": True}
+    return apply(P["squeeze"], (input,), params)
+
+
+def unsqueeze(input, dim):
+    d = S.normalize_dim(dim, input.ndim + 1)
+    return apply(P["unsqueeze"], (input,), {"dim": d})
+
+
+def permute(input, *dims):
+    dims = _size_args(dims, "permute")
+    if len(dims) != input.ndim:
+        raise RuntimeError(f"permute(sparse_coo): number of dimensions in the tensor input does not match the length "
+                           f"of the desired ordering of dimensions i.e. input.dim() = {input.ndim} is not equal to "
+                           f"len(dims) = {len(dims)}")
+    nd = tuple(S.normalize_dim(d, input.ndim) for d in dims)
+    if len(set(nd)) != len(nd):
+        raise RuntimeError("permute(): duplicate dims are not allowed.")
+    return apply(P["permute"], (input,), {"dims": nd})
+
+
+def transpose(input, dim0, dim1):
+    n = input.ndim
+    d0, d1 = S.normalize_dim(dim0, n), S.normalize_dim(dim1, n)
+    dims = list(range(n))
+    dims[d0], dims[d1] = dims[d1], dims[d0]
+    return apply(P["permute"], (input,), {"dims": tuple(dims), "name": "TransposeBackward0"})
+
+
+swapaxes = swapdims = transpose
+
+
+def t(input):
+    if input.ndim > 2:
+        raise RuntimeError(f"t() expects a tensor with <= 2 dimensions, but self is {input.ndim}D")
+    if input.ndim < 2:
+        return input
+    return apply(P["permute"], (input,), {"dims": (1, 0), "name": "TBackward0"})
+
+
+def _T(input):
+    if input.ndim < 2:
+        return input
+    return apply(P["permute"], (input,), {"dims": tuple(range(input.ndim))[::-1]})
+
+
+def _mT(input):
+    if input.ndim < 2:
+        raise RuntimeError("tensor.mT is only supported on matrices or batches of matrices. Got 1-D tensor.")
+    return transpose(input, -2, -1)
+
+
+def expand(input, *sizes):
+    sizes = _size_args(sizes, "expand")
+    shape = tuple(input.shape)
+    if len(sizes) < len(shape):
+        raise RuntimeError(f"expand({input.type()}{{{list(shape)}}}, size={list(sizes)}): the number of sizes provided "
+                           f"({len(sizes)}) must be greater or equal to the number of dimensions in the tensor "
+                           f"({len(shape)})")
+    off = len(sizes) - len(shape)
+    out = []
+    for i, s in enumerate(sizes):
+        j = i - off
+        if j < 0:
+            if s < 0:
+                raise RuntimeError(f"The expanded size of the tensor ({s}) isn't allowed in a leading, "
+                                   f"non-existing dimension {i}")
+            out.append(s)
+            continue
+        n = shape[j]
+        if s == -1:
+            s = n
+        elif n != s and n != 1:
+            raise RuntimeError(f"The expanded size of the tensor ({s}) must match the existing size ({n}) at "
+                               f"non-singleton dimension {i}.  Target sizes: {list(sizes)}.  Tensor sizes: "
+                               f"{list(shape)}")
+        out.append(s)
+    out = tuple(out)
+    if out == shape:
+        return apply(P["expand"], (input,), {"shape": out})
+    return apply(P["expand"], (input,), {"shape": out})
+
+
+def expand_as(input, other):
+    return expand(input, tuple(other.shape))
+
+
+def broadcast_to(input, size):
+    return expand(input, tuple(size))
+
+
+def broadcast_tensors(*tensors):
+    shape = S.broadcast_shapes(*[tuple(t.shape) for t in tensors])
+    return tuple(expand(t, shape) for t in tensors)
+
+
+def broadcast_shapes(*shapes):
+    from ..tensor import Size
+    return Size(S.broadcast_shapes(*[tuple(s) if not isinstance(s, int) else (s,) for s in shapes]))
+
+
+def contiguous(input, memory_format=None):
+    if input.is_contiguous():
+        return input
+    return clone(input)
+
+
+def _cat_check(tensors, dim, op):
+    if not isinstance(tensors, (list, tuple)):
+        raise TypeError(f"{op}(): argument 'tensors' (position 1) must be tuple of Tensors, not {type(tensors).__name__}")
+    if len(tensors) == 0:
+        raise RuntimeError(f"{op}(): expected a non-empty list of Tensors")
+    for i, x in enumerate(tensors):
+        if not isinstance(x, Tensor):
+            raise TypeError(f"expected Tensor as element {i} in argument 0, but got {type(x).__name__}")
+
+
+def cat(tensors, dim=0):
+    _cat_check(tensors, dim, "cat")
+    # torch skips 1-D empty tensors (legacy behaviour)
+    ts = [x for x in tensors if not (x.ndim == 1 and x.shape[0] == 0)] or list(tensors[:1])
+    ref = ts[0]
+    d = S.normalize_dim(dim, ref.ndim)
+    for i, x in enumerate(ts):
+        if x.ndim != ref.ndim:
+            raise RuntimeError(f"Tensors must have same number of dimensions: got {ref.ndim} and {x.ndim}")
+        for k in range(ref.ndim):
+            if k != d and x.shape[k] != ref.shape[k]:
+                raise RuntimeError(f"Sizes of tensors must match except in dimension {d}. Expected size "
+                                   f"{ref.shape[k]} but got size {x.shape[k]} for tensor number {i} in the list.")
+    if len(ts) == 1 and False:
+        return ts[0]
+    return apply(P["cat"], tuple(ts), {"dim": d})
+
+
+concat = concatenate = cat
+
+
+def stack(tensors, dim=0):
+    _cat_check(tensors, dim, "stack")
+    ref = tensors[0]
+    for i, x in enumerate(tensors):
+        if tuple(x.shape) != tuple(ref.shape):
+            raise RuntimeError(f"stack expects each tensor to be equal size, but got {list(ref.shape)} at entry 0 "
+                               f"and {list(x.shape)} at entry {i}")
+    d = S.normalize_dim(dim, ref.ndim + 1)
+    return apply(P["stack"], tuple(tensors), {"dim": d})
+
+
+def hstack(tensors):
+    return cat(tensors, 0 if tensors[0].ndim == 1 else 1)
+
+
+def vstack(tensors):
+    return cat([x if x.ndim > 1 else x.reshape(1, -1) for x in tensors], 0)
+
+
+def split(tensor, split_size_or_sections, dim=0):
+    d = S.normalize_dim(dim, tensor.ndim)
+    n = tensor.shape[d]
+    if isinstance(split_size_or_sections, int):
+        s = split_size_or_sections
+        if s <= 0 and not (s == 0 and n == 0):
+            raise RuntimeError(f"split_size can only be 0 if dimension size is 0, but got dimension size of {n}")
+        sizes = [s] * (n // s) + ([n % s] if n % s else []) if s else [0]
+        name = "SplitBackward0"
+    else:
+        sizes = [int(x) for x in split_size_or_sections]
+        if builtins.sum(sizes) != n:
+            raise RuntimeError(f"split_with_sizes expects split_sizes to sum exactly to {n} (input tensor's size at "
+                               f"dimension {d}), but got split_sizes={sizes}")
+        name = "SplitWithSizesBackward0"
+    return apply(P["split"], (tensor,), {"sizes": tuple(sizes), "dim": d, "name": name})
+
+
+def chunk(input, chunks, dim=0):
+    if chunks <= 0:
+        raise RuntimeError("chunk expects `chunks` to be greater than 0, got: " + str(chunks))
+    d = S.normalize_dim(dim, input.ndim)
+    n = input.shape[d]
+    size = -(-n // chunks) if n else 0
+    return split(input, size if size else 1, d) if n else split(input, [0] * 1, d)
+
+
+def tensor_split(input, sections, dim=0):
+    d = S.normalize_dim(dim, input.ndim)
+    n = input.shape[d]
+    base, extra = divmod(n, sections)
+    return split(input, [base + (1 if i < extra else 0) for i in range(sections)], d)
+
+
+def unbind(input, dim=0):
+    d = S.normalize_dim(dim, input.ndim)
+    return tuple(select(input, d, i) for i in range(input.shape[d]))
+
+
+def select(input, dim, index):
+    d = S.normalize_dim(dim, input.ndim)
+    n = input.shape[d]
+    if index < -n or index >= n:
+        raise IndexError(f"select(): index {index} out of range for tensor of size {list(input.shape)} at dimension {d}")
+    return getitem(input, (slice(None),) * d + (index,))
+
+
+def narrow(input, dim, start, length):
+    d = S.normalize_dim(dim, input.ndim)
+    return getitem(input, (slice(None),) * d + (slice(start, start + length),))
+
+
+def flip(input, dims):
+    if isinstance(dims, int):
+        dims = (dims,)
+    return apply(P["flip"], (input,), {"dims": S.normalize_dims(tuple(dims), input.ndim)})
+
+
+def fliplr(input):
+    return flip(input, (1,))
+
+
+def flipud(input):
+    return flip(input, (0,))
+
+
+def roll(input, shifts, dims=None):
+    if isinstance(shifts, int):
+        shifts = (shifts,)
+    if dims is None:
+        if len(shifts) != 1:
+            raise RuntimeError(f"roll expects dims to be specified when shifts has more than one element")
+        return apply(P["roll"], (input,), {"shifts": tuple(shifts), "dims": None})
+    if isinstance(dims, int):
+        dims = (dims,)
+    if len(shifts) != len(dims):
+        raise RuntimeError(f"shifts and dimensions must align. shifts: {len(shifts)}, dims:{len(dims)}")
+    return apply(P["roll"], (input,), {"shifts": tuple(shifts),
+                                       "dims": tuple(S.normalize_dim(d, input.ndim) for d in dims)})
+
+
+def repeat(input, *sizes):
+    sizes = _size_args(sizes, "repeat")
+    if len(sizes) < input.ndim:
+        raise RuntimeError("Number of dimensions of repeat dims can not be smaller than number of dimensions of tensor")
+    return apply(P["repeat"], (input,), {"sizes": sizes})
+
+
+def tile(input, dims):
+    dims = tuple(dims)
+    if len(dims) < input.ndim:
+        dims = (1,) * (input.ndim - len(dims)) + dims
+    return repeat(input, dims)
+
+
+def _index_check(input, dim, index, op):
+    if not isinstance(index, Tensor) or index.dtype is not D.int64:
+        raise RuntimeError(f"{op}(): Expected dtype int64 for index")
+
+
+def gather(input, dim, index, *, sparse_grad=False):
+    d = S.normalize_dim(dim, input.ndim)
+    _index_check(input, d, index, "gather")
+    if index.ndim != input.ndim and not (index.ndim <= 1 and input.ndim <= 1):
+        raise RuntimeError("Index tensor must have the same number of dimensions as input tensor")
+    if index.numel() and (index._data.max() >= input.shape[d] or index._data.min() < -input.shape[d]):
+        raise RuntimeError(f"index {int(index._data.max())} is out of bounds for dimension {d} with size {input.shape[d]}")
+    return apply(P["gather"], (input, index), {"dim": d})
+
+
+def scatter(input, dim, index, src=None, *, value=None, reduce=None):
+    d = S.normalize_dim(dim, input.ndim)
+    _index_check(input, d, index, "scatter")
+    if src is None:
+        src = value
+    if reduce not in (None, "add"):
+        raise NotImplementedError(f"scatter(reduce='{reduce}') is not supported")
+    if isinstance(src, Tensor):
+        if src.dtype is not input.dtype:
+            raise RuntimeError(f"scatter(): Expected self.dtype to be equal to src.dtype")
+    else:
+        src = _scalar(src)
+    params = {"dim": d}
+    if reduce:
+        params["reduce"] = reduce
+    return apply(P["scatter"], (input, index, src), params)
+
+
+def scatter_add(input, dim, index, src):
+    return scatter(input, dim, index, src, reduce="add")
+
+
+def index_select(input, dim, index):
+    d = S.normalize_dim(dim, input.ndim)
+    if not isinstance(index, Tensor) or index.dtype not in (D.int64, D.int32):
+        raise RuntimeError("index_select(): Expected dtype int32/int64 for index")
+    if index.ndim > 1:
+        raise IndexError("index_select(): Index is supposed to be a vector")
+    if index.numel() and (index._data.max() >= input.shape[d] or index._data.min() < -input.shape[d]):
+        raise IndexError("index out of range in self")
+    return apply(P["index_select"], (input, index.reshape(-1) if index.ndim == 0 else index), {"dim": d})
+
+
+def masked_fill(input, mask, value):
+    if not isinstance(mask, Tensor) or mask.dtype is not D.bool_:
+        raise RuntimeError(f"masked_fill_ only supports boolean masks, but got mask with dtype "
+                           f"{D.SCALAR_NAME[mask.dtype] if isinstance(mask, Tensor) else type(mask).__name__}")
+    if isinstance(value, Tensor):
+        if value.ndim:
+            raise RuntimeError(f"masked_fill_ only supports a 0-dimensional value tensor, but got tensor with "
+                               f"{value.ndim} dimension(s).")
+        if value.requires_grad:
+            return where(mask, value, input)
+        value = value.item()
+    S.broadcast_shapes(tuple(input.shape), tuple(mask.shape))
+    return apply(P["masked_fill"], (input, mask), {"value": _scalar(value)})
+
+
+def tril(input, diagonal=0):
+    if input.ndim < 2:
+        raise RuntimeError("tril: input tensor must have at least 2 dimensions")
+    return apply(P["tril"], (input,), {"k": diagonal})
+
+
+def triu(input, diagonal=0):
+    if input.ndim < 2:
+        raise RuntimeError("triu: input tensor must have at least 2 dimensions")
+    return apply(P["triu"], (input,), {"k": diagonal})
+
+
+def nonzero(input, *, as_tuple=False):
+    nz = np.nonzero(input._data)
+    from ..creation import _wrap_np
+    if as_tuple:
+        return tuple(_wrap_np(a.astype(np.int64)) for a in nz)
+    return _wrap_np(np.stack(nz, axis=1).astype(np.int64) if nz else np.zeros((1, 0), np.int64))
+
+
+# == indexing ============================================================================================
+
+def _normalize_key(input, key):
+    """Turn a Python index into the primitive's key (hashable) plus its index tensors."""
+    if not isinstance(key, tuple):
+        key = (key,)
+    shape = tuple(input.shape)
+    out, idx = [], []
+    # dims consumed, to check ints and masks against the right size
+    n_consuming = builtins.sum(1 for k in key if k is not None and k is not Ellipsis and not
+                               (isinstance(k, Tensor) and k.dtype is D.bool_)) + builtins.sum(
+        k.ndim for k in key if isinstance(k, Tensor) and k.dtype is D.bool_)
+    if n_consuming > len(shape):
+        raise IndexError(f"too many indices for tensor of dimension {len(shape)}")
+    dim = 0
+    seen_ellipsis = False
+    for k in key:
+        if k is None:
+            out.append(None)
+        elif k is Ellipsis:
+            if seen_ellipsis:
+                raise IndexError("an index can only have a single ellipsis ('...')")
+            seen_ellipsis = True
+            out.append(Ellipsis)
+            dim += len(shape) - n_consuming
+        elif isinstance(k, bool):
+            out.append(None) if k else out.append(("t", len(idx))) or idx.append(_t(np.zeros(0, np.int64)))
+            if not k:
+                out[-1] = None
+                idx.pop()
+                raise NotImplementedError("indexing with False is not supported")
+        elif isinstance(k, (int, np.integer)):
+            k = int(k)
+            n = shape[dim]
+            if k < -n or k >= n:
+                raise IndexError(f"index {k} is out of bounds for dimension {dim} with size {n}")
+            out.append(k)
+            dim += 1
+        elif isinstance(k, slice):
+            step = k.step
+            if step is not None and step <= 0:
+                raise ValueError("step must be greater than zero")
+            st = [int(v) if isinstance(v, Tensor) else v for v in (k.start, k.stop, step)]
+            out.append(("s", *st))
+            dim += 1
+        elif isinstance(k, (Tensor, list, np.ndarray)):
+            if not isinstance(k, Tensor):
+                k = _t(k)
+            if k.dtype is D.bool_:
+                for j in range(k.ndim):
+                    if k.shape[j] != shape[dim + j]:
+                        raise IndexError(f"The shape of the mask {list(k.shape)} at index {j} does not match the shape "
+                                         f"of the indexed tensor {list(shape)} at index {dim + j}")
+                if k._data is None:
+                    from ..ir.tracer import TraceError
+                    raise TraceError("indexing with a boolean mask has a data-dependent shape")
+                for a in np.nonzero(k._data):
+                    out.append(("t", len(idx)))
+                    idx.append(_t(a.astype(np.int64)))
+                dim += k.ndim
+            elif k.dtype._kind == 1:
+                n = shape[dim]
+                if k._data is not None and k.numel() and (k._data.max() >= n or k._data.min() < -n):
+                    bad = int(k._data.max()) if k._data.max() >= n else int(k._data.min())
+                    raise IndexError(f"index {bad} is out of bounds for dimension {dim} with size {n}")
+                out.append(("t", len(idx)))
+                idx.append(k if k.dtype is D.int64 else k.long())
+                dim += 1
+            else:
+                raise IndexError("tensors used as indices must be long, int, byte or bool tensors")
+        else:
+            raise IndexError("only integers, slices (`:`), ellipsis (`...`), None and long or byte Variables are "
+                             "valid indices (got " + type(k).__name__ + ")")
+    return tuple(out), tuple(idx)
+
+
+def getitem(input, key):
+    key, idx = _normalize_key(input, key)
+    return apply(P["getitem"], (input,) + idx, {"key": key})
+
+
+def getitem_prim(input, idx, key):
+    return apply(P["getitem"], (input,) + tuple(idx), {"key": key})
+
+
+def getitem_backward(g, idx, key, shape):
+    return apply(P["getitem_backward"], (g,) + tuple(idx), {"key": key, "shape": tuple(shape)})
+
+
+def index_put_prim(input, value, idx, key, accumulate=False):
+    params = {"key": key}
+    if accumulate:
+        params["accumulate"] = True
+    return apply(P["index_put"], (input, value) + tuple(idx), params)
+
+
+def index_put(input, indices, values, accumulate=False):
+    key, idx = _normalize_key(input, tuple(indices))
+    return index_put_prim(input, values, idx, key, accumulate)
+
+
+# == matmul ==============================================================================================
+
+def _mm_dtype_check(a, b, op):
+    if a.dtype is not b.dtype:
+        raise RuntimeError(f"expected m1 and m2 to have the same dtype, but got: {_cname(a.dtype)} != {_cname(b.dtype)}")
+
+
+def _cname(d):
+    return {"float32": "float", "float64": "double", "int64": "long int", "int32": "int", "float16": "c10::Half",
+            "bfloat16": "c10::BFloat16", "bool": "bool"}.get(d.name, d.name)
+
+
+def matmul(input, other):
+    _check_tensor(input, "matmul")
+    _check_tensor(other, "matmul", "other")
+    if input.ndim == 0 or other.ndim == 0:
+        raise RuntimeError(f"both arguments to matmul need to be at least 1D, but they are {input.ndim}D and "
+                           f"{other.ndim}D")
+    _mm_dtype_check(input, other, "matmul")
+    a, b = input, other
+    if a.ndim == 1 and b.ndim == 1:
+        if a.shape[0] != b.shape[0]:
+            raise RuntimeError(f"inconsistent tensor size, expected tensor [{a.shape[0]}] and src [{b.shape[0]}] to "
+                               f"have the same number of elements, but got {a.shape[0]} and {b.shape[0]} elements "
+                               f"respectively")
+        return reshape(apply(P["matmul"], (reshape(a, (1, -1)), reshape(b, (-1, 1))), {}), ())
+    if a.ndim == 1:
+        if a.shape[0] != b.shape[-2]:
+            raise RuntimeError(f"size mismatch, got input ({a.shape[0]}), mat ({b.shape[-2]}x{b.shape[-1]}), vec")
+        r = apply(P["matmul"], (unsqueeze(a, 0), b), {})
+        return squeeze(r, -2)
+    if b.ndim == 1:
+        if a.shape[-1] != b.shape[0]:
+            raise RuntimeError(f"size mismatch, got input ({a.shape[-2]}), mat ({a.shape[-2]}x{a.shape[-1]}), vec "
+                               f"({b.shape[0]})")
+        r = apply(P["matmul"], (a, unsqueeze(b, 1)), {})
+        return squeeze(r, -1)
+    if a.shape[-1] != b.shape[-2]:
+        raise RuntimeError(f"mat1 and mat2 shapes cannot be multiplied ({S.numel(tuple(a.shape[:-1]))}x{a.shape[-1]} "
+                           f"and {b.shape[-2]}x{b.shape[-1]})")
+    return apply(P["matmul"], (a, b), {})
+
+
+def mm(input, mat2):
+    if input.ndim != 2:
+        raise RuntimeError(f"self must be a matrix")
+    if mat2.ndim != 2:
+        raise RuntimeError(f"mat2 must be a matrix")
+    return matmul(input, mat2)
+
+
+def bmm(input, mat2):
+    if input.ndim != 3:
+        raise RuntimeError(f"batch1 must be a 3D tensor")
+    if mat2.ndim != 3:
+        raise RuntimeError(f"batch2 must be a 3D tensor")
+    if input.shape[0] != mat2.shape[0]:
+        raise RuntimeError(f"Expected size for first two dimensions of batch2 tensor to be: [{input.shape[0]}, "
+                           f"{input.shape[2]}] but got: [{mat2.shape[0]}, {mat2.shape[1]}].")
+    return matmul(input, mat2)
+
+
+def mv(input, vec):
+    return matmul(input, vec)
+
+
+def dot(input, other):
+    if input.ndim != 1 or other.ndim != 1:
+        raise RuntimeError(f"1D tensors expected, but got {input.ndim}D and {other.ndim}D tensors")
+    return matmul(input, other)
+
+
+def outer(input, vec2):
+    return mul(reshape(input, (-1, 1)), vec2)
+
+
+ger = outer
+
+
+def einsum(equation, *operands):
+    if len(operands) == 1 and isinstance(operands[0], (list, tuple)):
+        operands = tuple(operands[0])
+    eq = equation.replace(" ", "")
+    if "..." in eq:
+        raise NotImplementedError("einsum with '...' is not supported")
+    if "->" not in eq:
+        ins = eq.split(",")
+        letters = "".join(ins)
+        eq = eq + "->" + "".join(sorted(c for c in set(letters) if letters.count(c) == 1))
+    ins = eq.split("->")[0].split(",")
+    if len(ins) != len(operands):
+        raise ValueError("einsum(): more operands were provided than specified in the equation"
+                         if len(operands) > len(ins) else
+                         "einsum(): fewer operands were provided than specified in the equation")
+    for spec, x in zip(ins, operands):
+        if len(spec) != x.ndim:
+            raise RuntimeError(f"einsum(): the number of subscripts in the equation ({len(spec)}) does not match the "
+                               f"number of dimensions ({x.ndim}) for operand {ins.index(spec)} and no ellipsis was given")
+    return apply(P["einsum"], tuple(operands), {"equation": eq})
+
+
+# == conversion, detach ===================================================================================
+
+def detach(input):
+    t = Tensor._make(input._data, input._dtype, False, vc=input._vc, base=input._base)
+    return t
+
+
+def to(input, *args, **kwargs):
+    dtype = kwargs.pop("dtype", None)
+    device = kwargs.pop("device", None)
+    copy = kwargs.pop("copy", False)
+    kwargs.pop("non_blocking", None)
+    for a in args:
+        if isinstance(a, D.dtype):
+            dtype = a
+        elif isinstance(a, Tensor):
+            dtype = a.dtype
+        elif isinstance(a, str) or a.__class__.__name__ == "device":
+            device = a
+    if device is not None and str(device).split(":")[0] != "cpu":
+        if str(device).startswith("cuda"):
+            raise RuntimeError("Torch not compiled with CUDA enabled")
+        raise RuntimeError(f"Expected one of cpu, cuda device type at start of device string: {device}")
+    if dtype is None or dtype is input.dtype:
+        return clone(input) if copy else input
+    return apply(P["convert"], (input,), {"dtype": dtype})
+
+
+def type_as(input, other):
+    return to(input, other.dtype)

@@ -1,0 +1,907 @@
+"""The op table: every primitive, defined once.
+
+An entry says, in this order: the primitive's name and input names, its dtype rule,
+its shape rule, its numpy kernel, its derivative rule (a vector-Jacobian product
+written in tracegrad's own ops, so it runs eagerly, traces into IR and differentiates
+again), which of its values the derivative needs saved, torch's grad_fn name, and a
+slot for the Triton lowering.
+
+Derivative rules are called as `vjp(g, out, *inputs, **params)` with `g` the gradient
+of the output (a tuple for multi-output ops) and return one gradient per input (or
+None). The autodiff pass does the plumbing: summing fan-out, reducing broadcast
+dimensions back to each input's shape, casting to each input's dtype. Only the values
+named in `saves` carry data at backward time; the others give their shapes alone.
+"""
+import math
+
+import numpy as np
+
+from .. import _dtype as D
+from . import shapes as S
+
+PRIMITIVES = {}
+
+
+class _LazyOps:
+    """The public ops, imported on first use (rules run long after import)."""
+
+    def __getattr__(self, name):
+        from . import functional
+        return getattr(functional, name)
+
+
+F = _LazyOps()
+
+
+class Primitive:
+    __slots__ = ("name", "inputs", "variadic", "dtype_rule", "shape", "impl", "vjp", "saves", "grad_fn",
+                 "view", "nondiff_outputs", "multi", "triton", "elementwise", "reduction", "cast", "_node_cls",
+                 "_save_pos")
+
+    def __init__(self, name, inputs, impl, *, shape, dtype, vjp=None, saves=(), grad_fn=None, view=False,
+                 multi=False, nondiff_outputs=(), elementwise=False, reduction=False, triton=None, cast=None):
+        self.name = name
+        self.variadic = inputs.startswith("*")
+        self.inputs = tuple(inputs.lstrip("*").split()) if inputs else ()
+        self.impl = impl
+        self.shape = shape
+        self.dtype_rule = DTYPE_RULES[dtype] if isinstance(dtype, str) else dtype
+        self.vjp = vjp
+        self.saves = tuple(saves.split()) if isinstance(saves, str) else tuple(saves)
+        self.grad_fn = grad_fn
+        self.view = view
+        self.multi = multi
+        self.nondiff_outputs = tuple(nondiff_outputs)
+        self.elementwise = elementwise
+        self.reduction = reduction
+        self.triton = triton
+        self.cast = cast                  # argument positions promoted to the compute dtype (None: all)
+        self._node_cls = None
+        self._save_pos = {}
+        PRIMITIVES[name] = self
+
+    def saved_positions(self, nargs):
+        """Which argument positions the derivative needs saved, for a call with nargs arguments."""
+        pos = self._save_pos.get(nargs)
+        if pos is None:
+            pos = []
+            for i, n in enumerate(self.inputs):
+                if n in self.saves:
+                    if self.variadic and i == len(self.inputs) - 1:
+                        pos.extend(range(i, nargs))
+                    else:
+                        pos.append(i)
+            pos = self._save_pos[nargs] = tuple(pos)
+        return pos
+
+    def node_class(self, args, params):
+        from ..autograd.graph import node_class
+        if self._node_cls is not None:
+            return self._node_cls
+        if callable(self.grad_fn):
+            return node_class(self.grad_fn(args, params))
+        self._node_cls = node_class(self.grad_fn)
+        return self._node_cls
+
+    def __repr__(self):
+        return f"<primitive {self.name}>"
+
+
+# -- dtype rules: (args) -> (compute dtype or None for "leave inputs alone", output dtype) --
+
+def _tensors(args):
+    from ..tensor import Tensor
+    return [a for a in args if isinstance(a, Tensor)]
+
+
+def _first_dtype(args):
+    for a in args:
+        d = getattr(a, "_dtype", None)
+        if d is not None:
+            return d
+    raise TypeError("expected a tensor argument")
+
+
+def _same(args):
+    return None, _first_dtype(args)
+
+
+def _float(args):
+    d = _first_dtype(args)
+    if not d.is_floating_point:
+        d = D.get_default_dtype()
+    return d, d
+
+
+def _promote(args):
+    d = D.result_type(args)
+    return d, d
+
+
+def _promote_float(args):
+    d = D.result_type(args)
+    if not d.is_floating_point:
+        d = D.get_default_dtype()
+    return d, d
+
+
+def _compare(args):
+    return D.result_type(args), D.bool_
+
+
+def _logical(args):
+    return D.bool_, D.bool_
+
+
+def _to_bool(args):
+    return None, D.bool_
+
+
+def _where(args):
+    d = D.result_type(args[1:])
+    return d, d
+
+
+def _int64(args):
+    return None, D.int64
+
+
+DTYPE_RULES = {"same": _same, "float": _float, "promote": _promote, "promote_float": _promote_float,
+               "compare": _compare, "logical": _logical, "to_bool": _to_bool, "where": _where,
+               "int64": _int64}
+
+
+# -- shape rules ----------------------------------------------------------------
+
+def _shape_of(a):
+    return tuple(a.shape) if hasattr(a, "shape") and not isinstance(a, (int, float, bool)) else ()
+
+
+def _unary_shape(x, **p):
+    return tuple(x.shape)
+
+
+def _bcast_shape(*args, **p):
+    return S.broadcast_shapes(*[tuple(a.shape) for a in args if hasattr(a, "shape") and
+                                not isinstance(a, (int, float, bool, np.generic))])
+
+
+def _reduce_shape(x, dims=None, keepdim=False, **p):
+    return S.reduced_shape(tuple(x.shape), S.normalize_dims(dims, len(x.shape)), keepdim)
+
+
+# -- helpers used by several rules ---------------------------------------------------
+
+def _np(x):
+    return x if isinstance(x, np.ndarray) else np.asarray(x)
+
+
+def _expand_reduced(g, shape, dims, keepdim):
+    """Bring a reduction's gradient back to the input's shape."""
+    if not keepdim and dims:
+        g = F.reshape(g, S.reduced_shape(shape, dims, True))
+    return F.expand(g, shape)
+
+
+def _dims(x, dims):
+    return S.normalize_dims(dims, len(x.shape))
+
+
+def _count(x, dims):
+    n = 1
+    for d in dims:
+        n *= x.shape[d]
+    return n
+
+
+def _zeros_like(x):
+    return F.full(tuple(x.shape), 0, dtype=x.dtype)
+
+
+# == elementwise, one input =======================================================
+
+def unary(name, fn, vjp, saves, dtype="float", grad_fn=None):
+    return Primitive(name, "x", fn, shape=_unary_shape, dtype=dtype, vjp=vjp, saves=saves,
+                     grad_fn=grad_fn or f"{name.capitalize()}Backward0", elementwise=True)
+
+
+LN2 = math.log(2.0)
+TWO_OVER_SQRT_PI = 2.0 / math.sqrt(math.pi)
+
+
+def _sigmoid(x):
+    # exp(-|x|) never overflows; torch's sigmoid is exact at both tails
+    e = np.exp(-np.abs(x))
+    return np.where(x >= 0, 1 / (1 + e), e / (1 + e)).astype(x.dtype, copy=False)
+
+
+def _erf(x):
+    from math import erf
+    flat = np.asarray(x, dtype=np.float64).ravel()
+    return np.fromiter((erf(v) for v in flat), dtype=np.float64, count=flat.size).reshape(np.shape(x)).astype(
+        x.dtype, copy=False)
+
+
+def _round(x, decimals=0):
+    return np.round(x, decimals)
+
+
+unary("neg", np.negative, lambda g, out, x: (-g,), "", dtype="same")
+unary("abs", np.abs, lambda g, out, x: (g * F.sign(x),), "x", dtype="same")
+unary("sign", np.sign, lambda g, out, x: (_zeros_like(g),), "", dtype="same")
+unary("exp", np.exp, lambda g, out, x: (g * out,), "out")
+unary("exp2", np.exp2, lambda g, out, x: (g * out * LN2,), "out")
+unary("log", np.log, lambda g, out, x: (g / x,), "x")
+unary("log2", np.log2, lambda g, out, x: (g / (x * LN2),), "x")
+unary("log1p", np.log1p, lambda g, out, x: (g / (x + 1),), "x", grad_fn="Log1PBackward0")
+unary("expm1", np.expm1, lambda g, out, x: (g * (out + 1),), "out")
+unary("sqrt", np.sqrt, lambda g, out, x: (g / (2 * out),), "out")
+unary("rsqrt", lambda x: 1 / np.sqrt(x), lambda g, out, x: (-0.5 * g * out * out * out,), "out")
+unary("sin", np.sin, lambda g, out, x: (g * F.cos(x),), "x")
+unary("cos", np.cos, lambda g, out, x: (-g * F.sin(x),), "x")
+unary("tan", np.tan, lambda g, out, x: (g * (1 + out * out),), "out")
+unary("tanh", np.tanh, lambda g, out, x: (g * (1 - out * out),), "out")
+unary("sigmoid", _sigmoid, lambda g, out, x: (g * out * (1 - out),), "out")
+unary("erf", _erf, lambda g, out, x: (g * TWO_OVER_SQRT_PI * F.exp(-(x * x)),), "x")
+unary("relu", lambda x: np.maximum(x, 0, dtype=x.dtype), lambda g, out, x: (F.where(out > 0, g, 0),), "out",
+      dtype="same")
+unary("floor", np.floor, lambda g, out, x: (_zeros_like(g),), "", dtype="same")
+unary("ceil", np.ceil, lambda g, out, x: (_zeros_like(g),), "", dtype="same")
+unary("round", _round, lambda g, out, x, decimals=0: (_zeros_like(g),), "", dtype="same")
+Primitive("convert", "x", lambda x, dtype: (D.round_bfloat16(x) if dtype is D.bfloat16 else x.astype(dtype.np)),
+          shape=_unary_shape, dtype=lambda args: (None, None),
+          vjp=lambda g, out, x, dtype: (F.convert(g, x.dtype),), grad_fn="ToCopyBackward0", elementwise=True)
+Primitive("clone", "x", lambda x: np.array(x, copy=True), shape=_unary_shape, dtype="same",
+          vjp=lambda g, out, x: (g,), grad_fn="CloneBackward0", elementwise=True)
+Primitive("clamp", "x", lambda x, min=None, max=None: np.clip(x, min, max).astype(x.dtype, copy=False),
+          shape=_unary_shape, dtype="promote",
+          vjp=lambda g, out, x, min=None, max=None: (F.where(_in_range(x, min, max), g, 0),), saves="x",
+          grad_fn="ClampBackward1", elementwise=True)
+
+
+def _in_range(x, lo, hi):
+    m = None
+    if lo is not None:
+        m = x >= lo
+    if hi is not None:
+        m = (x <= hi) if m is None else F.logical_and(m, x <= hi)
+    return m
+
+
+for _n, _f in (("isnan", np.isnan), ("isinf", np.isinf), ("isfinite", np.isfinite)):
+    Primitive(_n, "x", _f, shape=_unary_shape, dtype="to_bool", elementwise=True)
+Primitive("logical_not", "x", np.logical_not, shape=_unary_shape, dtype="logical", elementwise=True)
+
+# == elementwise, two or three inputs (broadcasting) ========================================
+
+
+def binary(name, fn, vjp, saves, dtype="promote", grad_fn=None):
+    return Primitive(name, "x y", fn, shape=_bcast_shape, dtype=dtype, vjp=vjp, saves=saves,
+                     grad_fn=grad_fn or f"{name.capitalize()}Backward0", elementwise=True)
+
+
+binary("add", np.add, lambda g, out, x, y: (g, g), "")
+binary("sub", np.subtract, lambda g, out, x, y: (g, -g), "")
+binary("rsub", lambda x, y: np.subtract(y, x), lambda g, out, x, y: (-g, g), "", grad_fn="RsubBackward1")
+binary("mul", np.multiply, lambda g, out, x, y: (g * y, g * x), "x y")
+binary("div", np.true_divide, lambda g, out, x, y: (g / y, -g * x / (y * y)), "x y", dtype="promote_float")
+binary("floor_divide", np.floor_divide, None, "", grad_fn="FloorDivideBackward0")
+binary("remainder", np.remainder, lambda g, out, x, y: (g, -g * F.floor(x / y)), "x y")
+binary("maximum", np.maximum, lambda g, out, x, y: (_max_split(g, x, y), _max_split(g, y, x)), "x y")
+binary("minimum", np.minimum, lambda g, out, x, y: (_max_split(g, y, x), _max_split(g, x, y)), "x y")
+
+
+def _max_split(g, a, b):
+    # torch gives each side half the gradient where the two are equal
+    return F.where(a > b, g, F.where(a == b, g * 0.5, 0))
+
+
+def _pow_kernel(x, y):
+    # numpy's pow takes a slow path for small integer exponents on negative values;
+    # torch computes these by multiplication, so do we.
+    if not isinstance(y, np.ndarray) or y.ndim == 0 and not isinstance(x, np.ndarray):
+        e = y.item() if isinstance(y, np.ndarray) else y
+        if isinstance(x, np.ndarray) and x.dtype.kind == "f":
+            if e == 2:
+                return x * x
+            if e == 3:
+                return x * x * x
+            if e == 1:
+                return x.copy()
+            if e == 0.5:
+                return np.sqrt(x)
+            if e == -1:
+                return 1 / x
+            if e == -2:
+                return 1 / (x * x)
+    if isinstance(x, np.ndarray) and x.dtype.kind in "iu" and not isinstance(y, np.ndarray) and y < 0:
+        raise RuntimeError("Integers to negative integer powers are not allowed.")
+    return np.power(x, y)
+
+
+def _pow_vjp(g, out, x, y):
+    gx = gy = None
+    if isinstance(y, (int, float)):
+        gx = _zeros_like(g) if y == 0 else g * y * x ** (y - 1)
+    elif not isinstance(x, (int, float)):
+        gx = g * y * x ** (y - 1)
+    if isinstance(x, (int, float)):
+        gy = g * out * math.log(x) if x > 0 else (g * out * math.log(x) if x < 0 else F.where(y >= 0, 0, g * out * -math.inf))
+    elif not isinstance(y, (int, float)):
+        # d/dy x**y = x**y log x, defined as 0 where x == 0 and y >= 0 (torch's convention)
+        safe = F.logical_and(x == 0, y >= 0)
+        gy = F.where(safe, 0, g * out * F.log(F.where(safe, 1, x)))
+    return gx, gy
+
+
+def _pow_name(args, params):
+    from ..tensor import Tensor
+    x, y = args
+    if not isinstance(y, Tensor):
+        return "PowBackward0"
+    return "PowBackward1" if isinstance(x, Tensor) else "PowBackward2"
+
+
+binary("pow", _pow_kernel, _pow_vjp, "x y out", grad_fn=_pow_name)
+
+for _n, _f in (("eq", np.equal), ("ne", np.not_equal), ("lt", np.less), ("le", np.less_equal),
+               ("gt", np.greater), ("ge", np.greater_equal)):
+    binary(_n, _f, None, "", dtype="compare")
+for _n, _f in (("logical_and", np.logical_and), ("logical_or", np.logical_or), ("logical_xor", np.logical_xor)):
+    binary(_n, _f, None, "", dtype="logical")
+for _n, _f in (("bitwise_and", np.bitwise_and), ("bitwise_or", np.bitwise_or), ("bitwise_xor", np.bitwise_xor)):
+    binary(_n, _f, None, "")
+
+Primitive("where", "cond x y", lambda c, x, y: np.where(c, x, y), shape=_bcast_shape, dtype="where",
+          vjp=lambda g, out, c, x, y: (None, F.where(c, g, 0), F.where(c, 0, g)), saves="cond",
+          grad_fn="WhereBackward0", elementwise=True, cast=(1, 2))
+Primitive("masked_fill", "x mask", lambda x, m, value: np.where(m, np.asarray(value, x.dtype), x),
+          shape=_bcast_shape, dtype="same",
+          vjp=lambda g, out, x, mask, value: (F.where(mask, 0, g), None), saves="mask",
+          grad_fn="MaskedFillBackward0", elementwise=True)
+
+# == reductions ==============================================================================
+
+
+def _sum_kernel(x, dims=None, keepdim=False):
+    dt = np.int64 if x.dtype.kind in "biu" else x.dtype
+    return np.sum(x, axis=_axes(x, dims), keepdims=keepdim, dtype=dt)
+
+
+def _axes(x, dims):
+    return S.normalize_dims(dims, x.ndim)
+
+
+def _sum_dtype(args):
+    d = _first_dtype(args)
+    return None, (D.int64 if not d.is_floating_point else d)
+
+
+def _reduce_name(base):
+    return lambda args, params: f"{base}Backward0" if params.get("dims") is None else f"{base}Backward1"
+
+
+Primitive("sum", "x", _sum_kernel, shape=_reduce_shape, dtype=_sum_dtype,
+          vjp=lambda g, out, x, dims=None, keepdim=False: (
+              _expand_reduced(g, tuple(x.shape), _dims(x, dims), keepdim),),
+          grad_fn=_reduce_name("Sum"), reduction=True)
+Primitive("mean", "x", lambda x, dims=None, keepdim=False: np.mean(x, axis=_axes(x, dims), keepdims=keepdim,
+                                                                   dtype=x.dtype),
+          shape=_reduce_shape, dtype="same",
+          vjp=lambda g, out, x, dims=None, keepdim=False: (
+              _expand_reduced(g, tuple(x.shape), _dims(x, dims), keepdim) / max(_count(x, _dims(x, dims)), 1),
+              ) if _count(x, _dims(x, dims)) else (_zeros_like(x) / 0,),
+          grad_fn=_reduce_name("Mean"), reduction=True)
+
+
+def _prod_vjp(g, out, x, dims=None, keepdim=False):
+    # Correct with zeros in x: the product of the others, found without dividing by 0.
+    d = _dims(x, dims)
+    shape = tuple(x.shape)
+    g = _expand_reduced(g, shape, d, keepdim)
+    is_zero = x == 0
+    nz = F.sum(is_zero, dims=d, keepdim=True)
+    prod_nonzero = _expand_reduced(F.prod(F.where(is_zero, 1, x), dims=d, keepdim=True), shape, d, True)
+    outk = _expand_reduced(out if keepdim or not d else F.reshape(out, S.reduced_shape(shape, d, True)), shape, d, True)
+    others = F.where(is_zero, F.where(_expand_reduced(nz == 1, shape, d, True), prod_nonzero, 0),
+                     outk / F.where(is_zero, 1, x))
+    return (g * others,)
+
+
+Primitive("prod", "x", lambda x, dims=None, keepdim=False: np.prod(
+    x, axis=_axes(x, dims), keepdims=keepdim, dtype=(np.int64 if x.dtype.kind in "biu" else x.dtype)),
+          shape=_reduce_shape, dtype=_sum_dtype, vjp=_prod_vjp, saves="x out", grad_fn=_reduce_name("Prod"),
+          reduction=True)
+
+
+def _evenly(g, out, x, dims, keepdim):
+    """Gradient of max/min: shared evenly among the elements equal to the result."""
+    d = _dims(x, dims)
+    shape = tuple(x.shape)
+    outk = out if keepdim or not d else F.reshape(out, S.reduced_shape(shape, d, True))
+    mask = x == outk
+    count = F.sum(mask, dims=d, keepdim=True)
+    return (F.where(mask, _expand_reduced(g, shape, d, keepdim) / count, 0),)
+
+
+for _n, _f in (("amax", np.max), ("amin", np.min)):
+    Primitive(_n, "x", (lambda f: lambda x, dims=None, keepdim=False: f(x, axis=_axes(x, dims), keepdims=keepdim))(_f),
+              shape=_reduce_shape, dtype="same",
+              vjp=lambda g, out, x, dims=None, keepdim=False: _evenly(g, out, x, dims, keepdim), saves="x out",
+              grad_fn=f"{_n.capitalize()}Backward0", reduction=True)
+# max()/min() over everything: torch's MaxBackward1, shared evenly among ties
+for _n, _f in (("max_all", np.max), ("min_all", np.min)):
+    Primitive(_n, "x", (lambda f: lambda x: f(x))(_f), shape=lambda x: (), dtype="same",
+              vjp=lambda g, out, x: _evenly(g, out, x, None, False), saves="x out",
+              grad_fn=f"{_n[:3].capitalize()}Backward1", reduction=True)
+
+
+def _max_dim_kernel(fn_val, fn_idx):
+    def k(x, dim, keepdim=False):
+        idx = fn_idx(x, axis=dim, keepdims=True)
+        val = np.take_along_axis(x, idx, axis=dim)
+        if not keepdim:
+            idx = np.squeeze(idx, axis=dim)
+            val = np.squeeze(val, axis=dim)
+        return val, idx.astype(np.int64)
+    return k
+
+
+def _max_dim_shape(x, dim, keepdim=False):
+    s = S.reduced_shape(tuple(x.shape), (dim,), keepdim)
+    return [(s, x.dtype), (s, D.int64)]
+
+
+def _select_backward(g, x, idx, dim, keepdim):
+    # the gradient of values picked by index: scattered back to where they came from
+    if not keepdim:
+        g = F.unsqueeze(g, dim)
+        idx = F.unsqueeze(idx, dim)
+    return F.scatter(F.full(tuple(x.shape), 0, dtype=g.dtype), dim, idx, g)
+
+
+for _n, _fi in (("max_dim", np.argmax), ("min_dim", np.argmin)):
+    Primitive(_n, "x", _max_dim_kernel(None, _fi), shape=_max_dim_shape, dtype=_same, multi=True,
+              nondiff_outputs=(1,),
+              vjp=lambda g, out, x, dim, keepdim=False: (_select_backward(g[0], x, out[1], dim, keepdim),),
+              saves="out", grad_fn=f"{_n[:3].capitalize()}Backward0", reduction=True)
+for _n, _f in (("argmax", np.argmax), ("argmin", np.argmin)):
+    Primitive(_n, "x", (lambda f: lambda x, dim=None, keepdim=False: (
+        f(x.reshape(-1) if dim is None else x, axis=0 if dim is None else dim,
+          keepdims=keepdim and dim is not None).astype(np.int64)
+        if dim is not None or not keepdim else f(x.reshape(-1)).astype(np.int64).reshape((1,) * x.ndim)))(_f),
+              shape=lambda x, dim=None, keepdim=False: (((1,) * len(x.shape) if keepdim else ())
+                                                        if dim is None else S.reduced_shape(tuple(x.shape), (dim,), keepdim)),
+              dtype="int64", reduction=True)
+
+
+def _var_kernel(x, dims=None, correction=1, keepdim=False):
+    return np.var(x, axis=_axes(x, dims), ddof=correction, keepdims=keepdim, dtype=x.dtype)
+
+
+def _var_vjp(g, out, x, dims=None, correction=1, keepdim=False):
+    d = _dims(x, dims)
+    n = _count(x, d)
+    return (_expand_reduced(g, tuple(x.shape), d, keepdim) * (2.0 / max(n - correction, 0) if n - correction > 0 else math.inf)
+            * (x - F.mean(x, dims=d, keepdim=True)),)
+
+
+def _std_vjp(g, out, x, dims=None, correction=1, keepdim=False):
+    d = _dims(x, dims)
+    n = _count(x, d)
+    shape = tuple(x.shape)
+    outk = out if keepdim or not d else F.reshape(out, S.reduced_shape(shape, d, True))
+    gk = g if keepdim or not d else F.reshape(g, S.reduced_shape(shape, d, True))
+    scale = 1.0 / (n - correction) if n - correction > 0 else math.inf
+    return (F.expand(gk / outk, shape) * scale * (x - F.mean(x, dims=d, keepdim=True)),)
+
+
+Primitive("var", "x", _var_kernel, shape=_reduce_shape, dtype="same", vjp=_var_vjp, saves="x",
+          grad_fn="VarBackward0", reduction=True)
+Primitive("std", "x", lambda x, dims=None, correction=1, keepdim=False: np.sqrt(_var_kernel(x, dims, correction, keepdim)),
+          shape=_reduce_shape, dtype="same", vjp=_std_vjp, saves="x out", grad_fn="StdBackward0", reduction=True)
+
+
+def _logsumexp_kernel(x, dims=None, keepdim=False):
+    ax = _axes(x, dims)
+    if x.size == 0:
+        return np.log(np.sum(np.exp(x), axis=ax, keepdims=keepdim))
+    m = np.max(x, axis=ax, keepdims=True)
+    m = np.where(np.isfinite(m), m, 0)
+    r = np.log(np.sum(np.exp(x - m), axis=ax, keepdims=True)) + m
+    return r if keepdim else np.squeeze(r, axis=ax)
+
+
+def _logsumexp_vjp(g, out, x, dims=None, keepdim=False):
+    d = _dims(x, dims)
+    shape = tuple(x.shape)
+    outk = out if keepdim or not d else F.reshape(out, S.reduced_shape(shape, d, True))
+    return (_expand_reduced(g, shape, d, keepdim) * F.exp(x - outk),)
+
+
+Primitive("logsumexp", "x", _logsumexp_kernel, shape=_reduce_shape, dtype="same", vjp=_logsumexp_vjp,
+          saves="x out", grad_fn="LogsumexpBackward0", reduction=True)
+
+
+def _norm_kernel(x, p=2.0, dims=None, keepdim=False):
+    ax = _axes(x, dims)
+    a = np.abs(x)
+    if p == 2:
+        r = np.sqrt(np.sum(a * a, axis=ax, keepdims=keepdim, dtype=x.dtype))
+    elif p == 1:
+        r = np.sum(a, axis=ax, keepdims=keepdim, dtype=x.dtype)
+    elif p == math.inf:
+        r = np.max(a, axis=ax, keepdims=keepdim)
+    elif p == -math.inf:
+        r = np.min(a, axis=ax, keepdims=keepdim)
+    elif p == 0:
+        r = np.sum(a != 0, axis=ax, keepdims=keepdim).astype(x.dtype)
+    else:
+        r = np.power(np.sum(np.power(a, p), axis=ax, keepdims=keepdim, dtype=x.dtype), 1.0 / p)
+    return r.astype(x.dtype, copy=False)
+
+
+def _norm_vjp(g, out, x, p=2.0, dims=None, keepdim=False):
+    d = _dims(x, dims)
+    shape = tuple(x.shape)
+    outk = out if keepdim or not d else F.reshape(out, S.reduced_shape(shape, d, True))
+    gk = _expand_reduced(g, shape, d, keepdim)
+    if p == 2:
+        # 0 where the norm is 0 (torch's subgradient)
+        return (gk * F.where(outk == 0, 0, x / F.where(outk == 0, 1, outk)),)
+    if p == 1:
+        return (gk * F.sign(x),)
+    if p in (math.inf, -math.inf):
+        return _evenly(g, out, F.abs(x), dims, keepdim)[0] * F.sign(x),
+    if p == 0:
+        return (_zeros_like(x),)
+    a = F.abs(x)
+    return (gk * F.sign(x) * a ** (p - 1) / F.where(outk == 0, 1, outk) ** (p - 1),)
+
+
+Primitive("norm", "x", _norm_kernel, shape=_reduce_shape, dtype="same", vjp=_norm_vjp, saves="x out",
+          grad_fn="LinalgVectorNormBackward0", reduction=True)
+
+
+def _softmax_kernel(x, dim):
+    m = np.max(x, axis=dim, keepdims=True) if x.size else 0
+    e = np.exp(x - m)
+    e /= np.sum(e, axis=dim, keepdims=True)
+    return e
+
+
+def _log_softmax_kernel(x, dim):
+    if x.size == 0:
+        return x.copy()
+    m = np.max(x, axis=dim, keepdims=True)
+    s = x - m
+    return s - np.log(np.sum(np.exp(s), axis=dim, keepdims=True))
+
+
+Primitive("softmax", "x", _softmax_kernel, shape=_unary_shape, dtype="same",
+          vjp=lambda g, out, x, dim: (out * (g - F.sum(g * out, dims=(dim,), keepdim=True)),), saves="out",
+          grad_fn="SoftmaxBackward0", reduction=True)
+Primitive("log_softmax", "x", _log_softmax_kernel, shape=_unary_shape, dtype="same",
+          vjp=lambda g, out, x, dim: (g - F.exp(out) * F.sum(g, dims=(dim,), keepdim=True),), saves="out",
+          grad_fn="LogSoftmaxBackward0", reduction=True)
+
+# == shape ops (views where torch makes views) ==================================================
+
+
+def _reshape_name(args, params):
+    return "ViewBackward0" if params.get("view", True) else "UnsafeViewBackward0"
+
+
+Primitive("reshape", "x", lambda x, shape, view=True: np.reshape(x, shape), shape=lambda x, shape, view=True: tuple(shape),
+          dtype="same", vjp=lambda g, out, x, shape, view=True: (F.reshape(g, tuple(x.shape)),),
+          grad_fn=_reshape_name, view=True)
+Primitive("permute", "x", lambda x, dims, name=None: np.transpose(x, dims),
+          shape=lambda x, dims, name=None: tuple(x.shape[d] for d in dims), dtype="same",
+          vjp=lambda g, out, x, dims, name=None: (F.permute(g, tuple(np.argsort(dims).tolist())),),
+          grad_fn=lambda a, p: p.get("name", "PermuteBackward0"), view=True)
+Primitive("expand", "x", lambda x, shape: np.broadcast_to(x, shape), shape=lambda x, shape: tuple(shape),
+          dtype="same", vjp=lambda g, out, x, shape: (sum_to(g, tuple(x.shape)),), grad_fn="ExpandBackward0",
+          view=True)
+Primitive("squeeze", "x", lambda x, dims, **_: np.squeeze(x, axis=dims),
+          shape=lambda x, dims, **_: tuple(n for i, n in enumerate(x.shape) if i not in dims), dtype="same",
+          vjp=lambda g, out, x, dims, **_: (F.reshape(g, tuple(x.shape)),),
+          grad_fn=lambda a, p: "SqueezeBackward1" if len(p["dims"]) == 1 and not p.get("all") else (
+              "SqueezeBackward0" if p.get("all") else "SqueezeBackward2"), view=True)
+Primitive("unsqueeze", "x", lambda x, dim: np.expand_dims(x, dim),
+          shape=lambda x, dim: tuple(x.shape[:dim]) + (1,) + tuple(x.shape[dim:]), dtype="same",
+          vjp=lambda g, out, x, dim: (F.reshape(g, tuple(x.shape)),), grad_fn="UnsqueezeBackward0", view=True)
+
+
+def sum_to(g, shape):
+    """Sum a broadcast gradient back to `shape` (the autodiff pass's broadcast plumbing)."""
+    gs = tuple(g.shape)
+    if gs == tuple(shape):
+        return g
+    lead = len(gs) - len(shape)
+    dims = tuple(range(lead)) + tuple(i + lead for i, n in enumerate(shape) if n == 1 and gs[i + lead] != 1)
+    if dims:
+        g = F.sum(g, dims=dims, keepdim=True)
+    if lead or tuple(g.shape) != tuple(shape):
+        g = F.reshape(g, tuple(shape))
+    return g
+
+
+# Indexing. A key is a tuple of: int, ("s", start, stop, step), None, Ellipsis, or ("t", k) for
+# the k-th index tensor among the inputs (integer tensors; bool masks are turned into integer
+# indices before they get here).
+
+def np_key(key, idx):
+    out = []
+    for k in key:
+        if isinstance(k, tuple):
+            out.append(slice(k[1], k[2], k[3]) if k[0] == "s" else idx[k[1]])
+        else:
+            out.append(k)
+    return tuple(out)
+
+
+def _getitem_kernel(x, *idx, key):
+    return x[np_key(key, idx)]
+
+
+def _getitem_shape(x, *idx, key):
+    dummy = np.broadcast_to(np.empty((), dtype=np.int8), tuple(x.shape))
+    k = np_key(key, [np.zeros(tuple(i.shape), dtype=np.int64) for i in idx])
+    if any(n == 0 for n in x.shape) or not idx:
+        return dummy[k].shape
+    return dummy[k].shape
+
+
+def _getitem_backward_kernel(g, *idx, key, shape):
+    z = np.zeros(shape, dtype=g.dtype)
+    k = np_key(key, idx)
+    if idx:
+        np.add.at(z, k, g)
+    else:
+        z[k] = g
+    return z
+
+
+def _getitem_name(args, params):
+    key = params["key"]
+    if any(isinstance(k, tuple) and k[0] == "t" for k in key):
+        return "IndexBackward0"
+    real = [k for k in key if k is not None and k is not Ellipsis]
+    if not real:
+        return "UnsqueezeBackward0" if None in key else "AliasBackward0"
+    return "SelectBackward0" if isinstance(real[-1], int) else "SliceBackward0"
+
+
+Primitive("getitem", "*x idx", _getitem_kernel, shape=_getitem_shape, dtype="same",
+          vjp=lambda g, out, x, *idx, key: (F.getitem_backward(g, idx, key, tuple(x.shape)),) + (None,) * len(idx),
+          saves="idx", grad_fn=_getitem_name, view=lambda params: not any(
+              isinstance(k, tuple) and k[0] == "t" for k in params["key"]))
+Primitive("getitem_backward", "*g idx", _getitem_backward_kernel, shape=lambda g, *i, key, shape: tuple(shape),
+          dtype="same", vjp=lambda gg, out, g, *idx, key, shape: (F.getitem_prim(gg, idx, key),) + (None,) * len(idx),
+          saves="idx", grad_fn=lambda a, p: "IndexPutBackward0" if any(
+              isinstance(k, tuple) and k[0] == "t" for k in p["key"]) else "SliceBackwardBackward0")
+
+
+def _cat_shape(*xs, dim):
+    s = list(xs[0].shape)
+    s[dim] = sum(x.shape[dim] for x in xs)
+    return tuple(s)
+
+
+def _cat_vjp(g, out, *xs, dim):
+    grads, start = [], 0
+    for x in xs:
+        n = x.shape[dim]
+        key = (slice(None),) * dim + (slice(start, start + n),)
+        grads.append(g[key])
+        start += n
+    return tuple(grads)
+
+
+Primitive("cat", "*xs", lambda *xs, dim: np.concatenate(xs, axis=dim), shape=_cat_shape, dtype="promote",
+          vjp=_cat_vjp, grad_fn="CatBackward0")
+Primitive("stack", "*xs", lambda *xs, dim: np.stack(xs, axis=dim),
+          shape=lambda *xs, dim: tuple(xs[0].shape[:dim]) + (len(xs),) + tuple(xs[0].shape[dim:]),
+          dtype="promote", vjp=lambda g, out, *xs, dim: tuple(F.select(g, dim, i) for i in range(len(xs))),
+          grad_fn="StackBackward0")
+
+
+def _split_kernel(x, sizes, dim, name=None):
+    bounds = np.cumsum(sizes)[:-1]
+    return tuple(np.split(x, bounds, axis=dim))
+
+
+def _split_shape(x, sizes, dim, name=None):
+    out = []
+    for n in sizes:
+        s = list(x.shape)
+        s[dim] = n
+        out.append((tuple(s), x.dtype))
+    return out
+
+
+def _split_vjp(g, out, x, sizes, dim, name=None):
+    parts = []
+    for gi, n in zip(g, sizes):
+        parts.append(gi)
+    return (F.cat(parts, dim),)
+
+
+Primitive("split", "x", _split_kernel, shape=_split_shape, dtype="same", multi=True, vjp=_split_vjp,
+          grad_fn=lambda a, p: p.get("name", "SplitWithSizesBackward0"), view=True)
+Primitive("flip", "x", lambda x, dims: np.flip(x, axis=dims), shape=_unary_shape, dtype="same",
+          vjp=lambda g, out, x, dims: (F.flip(g, dims),), grad_fn="FlipBackward0")
+Primitive("roll", "x", lambda x, shifts, dims: np.roll(x, shifts, axis=dims) if dims else np.roll(x, shifts),
+          shape=_unary_shape, dtype="same",
+          vjp=lambda g, out, x, shifts, dims: (F.roll(g, tuple(-s for s in shifts), dims or None),),
+          grad_fn="RollBackward0")
+
+
+def _repeat_kernel(x, sizes):
+    x = x.reshape((1,) * (len(sizes) - x.ndim) + x.shape)
+    return np.tile(x, sizes)
+
+
+def _repeat_vjp(g, out, x, sizes):
+    xs = (1,) * (len(sizes) - len(x.shape)) + tuple(x.shape)
+    inter = []
+    for r, n in zip(sizes, xs):
+        inter += [r, n]
+    g = F.reshape(g, tuple(inter))
+    g = F.sum(g, dims=tuple(range(0, 2 * len(sizes), 2)))
+    return (F.reshape(g, tuple(x.shape)),)
+
+
+Primitive("repeat", "x", _repeat_kernel, shape=lambda x, sizes: tuple(
+    r * n for r, n in zip(sizes, (1,) * (len(sizes) - len(x.shape)) + tuple(x.shape))), dtype="same",
+          vjp=_repeat_vjp, grad_fn="RepeatBackward0")
+Primitive("tril", "x", lambda x, k=0: np.tril(x, k), shape=_unary_shape, dtype="same",
+          vjp=lambda g, out, x, k=0: (F.tril(g, k),), grad_fn="TrilBackward0")
+Primitive("triu", "x", lambda x, k=0: np.triu(x, k), shape=_unary_shape, dtype="same",
+          vjp=lambda g, out, x, k=0: (F.triu(g, k),), grad_fn="TriuBackward0")
+
+
+def _gather_kernel(x, index, dim):
+    return np.take_along_axis(x, index, axis=dim)
+
+
+def _scatter_kernel(x, index, src, dim, reduce=None):
+    out = x.copy()
+    src = np.broadcast_to(np.asarray(src, dtype=x.dtype), index.shape) if np.ndim(src) == 0 else src
+    if index.shape != src.shape:
+        src = src[tuple(slice(0, n) for n in index.shape)]
+    idx = list(np.indices(index.shape, sparse=True))
+    idx[dim] = index
+    idx = tuple(idx)
+    if reduce == "add":
+        np.add.at(out, idx, src)
+    else:
+        out[idx] = src
+    return out
+
+
+def _scatter_vjp(g, out, x, index, src, dim, reduce=None):
+    gx = g if reduce == "add" else F.scatter(g, dim, index, 0)
+    gs = F.gather(g, dim, index) if hasattr(src, "shape") else None
+    return gx, None, gs
+
+
+Primitive("gather", "x index", _gather_kernel, shape=lambda x, i, dim: tuple(i.shape), dtype="same",
+          vjp=lambda g, out, x, index, dim: (F.scatter_add(F.full(tuple(x.shape), 0, dtype=g.dtype), dim, index, g),
+                                             None),
+          saves="index", grad_fn="GatherBackward0")
+Primitive("scatter", "x index src", _scatter_kernel, shape=lambda x, i, s, dim, reduce=None: tuple(x.shape),
+          dtype=lambda args: (args[0]._dtype, args[0]._dtype), vjp=_scatter_vjp, saves="index",
+          grad_fn=lambda a, p: "ScatterAddBackward0" if p.get("reduce") == "add" else (
+              "ScatterBackward0" if hasattr(a[2], "shape") else "ScatterBackward1"))
+Primitive("index_select", "x index", lambda x, index, dim: np.take(x, index, axis=dim),
+          shape=lambda x, i, dim: tuple(x.shape[:dim]) + tuple(i.shape) + tuple(x.shape[dim + 1:]), dtype="same",
+          vjp=lambda g, out, x, index, dim: (F.getitem_backward(g, (index,), (("s", None, None, None),) * dim + (("t", 0),),
+                                                                 tuple(x.shape)), None),
+          saves="index", grad_fn="IndexSelectBackward0")
+
+
+def _matmul_name(args, params):
+    a, b = args
+    if a.ndim == 2 and b.ndim == 2:
+        return "MmBackward0"
+    if a.ndim == 3 and b.ndim == 3:
+        return "BmmBackward0"
+    return "UnsafeViewBackward0"
+
+
+def _matmul_shape(a, b):
+    a_s, b_s = tuple(a.shape), tuple(b.shape)
+    if a_s[-1] != b_s[-2]:
+        raise RuntimeError(f"mat1 and mat2 shapes cannot be multiplied ({'x'.join(map(str, (S.numel(a_s[:-1]), a_s[-1])))} "
+                           f"and {b_s[-2]}x{b_s[-1]})")
+    return S.broadcast_shapes(a_s[:-2], b_s[:-2]) + (a_s[-2], b_s[-1])
+
+
+Primitive("matmul", "a b", np.matmul, shape=_matmul_shape, dtype="promote",
+          vjp=lambda g, out, a, b: (F.matmul(g, F.transpose(b, -1, -2)), F.matmul(F.transpose(a, -1, -2), g)),
+          saves="a b", grad_fn=_matmul_name)
+
+
+def _einsum_vjp(g, out, *xs, equation):
+    ins, res = equation.split("->")
+    specs = ins.split(",")
+    grads = []
+    for i, (x, spec) in enumerate(zip(xs, specs)):
+        if len(set(spec)) != len(spec):
+            raise NotImplementedError(f"einsum backward with a repeated index in one operand ('{spec}') is not supported")
+        others = [(s, o) for j, (s, o) in enumerate(zip(specs, xs)) if j != i]
+        avail = set(res) | {c for s, _ in others for c in s}
+        keep = "".join(c for c in spec if c in avail)
+        eq = ",".join([res] + [s for s, _ in others]) + "->" + keep
+        gi = F.einsum(eq, g, *[o for _, o in others])
+        if keep != spec:
+            shape = [x.shape[spec.index(c)] if c not in keep else 1 for c in spec]
+            # put a size-1 axis where an index appears in this operand alone, then broadcast
+            gi = F.reshape(gi, tuple(x.shape[spec.index(c)] if c in keep else 1 for c in spec))
+            gi = F.expand(gi, tuple(x.shape))
+        grads.append(gi)
+    return tuple(grads)
+
+
+def _einsum_shape(*xs, equation):
+    ins, res = equation.split("->")
+    sizes = {}
+    for spec, x in zip(ins.split(","), xs):
+        for c, n in zip(spec, x.shape):
+            if sizes.get(c, n) != n and sizes.get(c, n) != 1 and n != 1:
+                raise RuntimeError(f"einsum(): operands do not broadcast with remapped shapes (original->remapped)")
+            sizes[c] = max(sizes.get(c, n), n)
+    return tuple(sizes[c] for c in res)
+
+
+Primitive("einsum", "*xs", lambda *xs, equation: np.einsum(equation, *xs, optimize=len(xs) > 2),
+          shape=_einsum_shape, dtype="promote", vjp=_einsum_vjp, saves="xs", grad_fn="EinsumBackward0")
+
+# == sources ====================================================================================
+Primitive("full", "", lambda shape, value, dtype: np.full(shape, value, dtype=dtype.np),
+          shape=lambda shape, value, dtype: tuple(shape), dtype=lambda args: (None, None))
+
+__all__ = ["PRIMITIVES", "Primitive", "sum_to", "np_key"]
+
+
+def _index_put_kernel(x, v, *idx, key, accumulate=False):
+    out = x.copy()
+    k = np_key(key, idx)
+    if accumulate:
+        np.add.at(out, k, v)
+    else:
+        out[k] = v
+    return out
+
+
+def _index_put_vjp(g, out, x, v, *idx, key, accumulate=False):
+    gx = g if accumulate else F.index_put_prim(g, F.full((), 0, dtype=g.dtype), idx, key)
+    gv = None
+    if hasattr(v, "shape"):
+        gv = sum_to(F.getitem_prim(g, idx, key), tuple(v.shape))
+    return (gx, gv) + (None,) * len(idx)
+
+
+Primitive("index_put", "*x v idx", _index_put_kernel, shape=lambda x, v, *i, key, accumulate=False: tuple(x.shape),
+          dtype=lambda args: (args[0]._dtype, args[0]._dtype), cast=(1,), vjp=_index_put_vjp, saves="idx",
+          grad_fn="CopySlices")
+
+
+def _call_hooks_kernel(g, fns):
+    from ..tensor import Tensor
+    from .. import _dtype as D
+    dt = D.from_numpy_dtype(np.asarray(g).dtype)
+    for fn in fns:
+        r = fn(Tensor._make(np.asarray(g), dt))
+        if r is not None:
+            if tuple(r.shape) != tuple(np.shape(g)):
+                raise RuntimeError(f"hook '{getattr(fn, '__name__', fn)}' has changed the size of value")
+            g = r._data
+    return g
+
+
+# A tensor's hooks, run on its gradient at backward time. The callables are an input bound
+# at each run (hooks may change between runs of one cached program).
+Primitive("call_hooks", "g fns", _call_hooks_kernel, shape=lambda g, fns: tuple(g.shape), dtype="same",
+          vjp=lambda gg, out, g, fns: (gg, None), grad_fn="HookBackward0")

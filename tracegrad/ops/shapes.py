@@ -1,0 +1,96 @@
+"""Shape rules shared by the op table and the public ops: broadcasting, dims, reductions.
+
+Errors carry torch's exception types and messages.
+"""
+
+
+def normalize_dim(dim, ndim, *, wrap_scalar=True):
+    n = ndim if ndim > 0 or not wrap_scalar else 1
+    if not isinstance(dim, int) or isinstance(dim, bool):
+        raise TypeError(f"dim must be an int, got {type(dim).__name__}")
+    if dim < -n or dim >= n:
+        raise IndexError(f"Dimension out of range (expected to be in range of [{-n}, {n - 1}], but got {dim})")
+    return dim % n if n else 0
+
+
+def normalize_dims(dims, ndim):
+    """dims may be None (all), an int or a sequence; returns a sorted tuple."""
+    if dims is None:
+        return tuple(range(ndim))
+    if isinstance(dims, int):
+        dims = (dims,)
+    out = []
+    for d in dims:
+        d = normalize_dim(d, ndim)
+        if d in out:
+            raise RuntimeError(f"dim {d} appears multiple times in the list of dims")
+        out.append(d)
+    return tuple(sorted(out))
+
+
+def broadcast_shapes(*shapes):
+    """torch's broadcasting, with its message when sizes disagree."""
+    if len(shapes) == 2:
+        a, b = shapes
+        if a == b:
+            return tuple(a)
+    ndim = max(len(s) for s in shapes)
+    out = [1] * ndim
+    for s in shapes:
+        off = ndim - len(s)
+        for i, n in enumerate(s):
+            j = off + i
+            m = out[j]
+            if m == 1:
+                out[j] = n
+            elif n != 1 and n != m:
+                raise RuntimeError(_mismatch_message(shapes, j, ndim))
+    return tuple(out)
+
+
+def _mismatch_message(shapes, j, ndim):
+    # torch names the two operands a and b and the dimension counted from the left
+    # of the broadcast shape.
+    sizes = []
+    for s in shapes:
+        k = j - (ndim - len(s))
+        sizes.append(s[k] if k >= 0 else 1)
+    first = next(i for i, n in enumerate(sizes) if n != 1)
+    second = next(i for i, n in enumerate(sizes) if n != 1 and n != sizes[first])
+    return (f"The size of tensor a ({sizes[first]}) must match the size of tensor b ({sizes[second]}) "
+            f"at non-singleton dimension {j}")
+
+
+def reduced_shape(shape, dims, keepdim):
+    if keepdim:
+        return tuple(1 if i in dims else n for i, n in enumerate(shape))
+    return tuple(n for i, n in enumerate(shape) if i not in dims)
+
+
+def numel(shape):
+    n = 1
+    for s in shape:
+        n *= s
+    return n
+
+
+def infer_size(shape, numel_):
+    """Resolve one -1 in a view/reshape shape, with torch's errors."""
+    shape = list(shape)
+    neg = [i for i, s in enumerate(shape) if s == -1]
+    if len(neg) > 1:
+        raise RuntimeError("only one dimension can be inferred")
+    for s in shape:
+        if s < -1:
+            raise RuntimeError(f"invalid shape dimension {s}")
+    known = 1
+    for s in shape:
+        if s != -1:
+            known *= s
+    if neg:
+        if known == 0 or numel_ % known:
+            raise RuntimeError(f"shape '[{', '.join(map(str, shape))}]' is invalid for input of size {numel_}")
+        shape[neg[0]] = numel_ // known
+    elif known != numel_:
+        raise RuntimeError(f"shape '[{', '.join(map(str, shape))}]' is invalid for input of size {numel_}")
+    return tuple(shape)

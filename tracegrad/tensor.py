@@ -1,0 +1,435 @@
+"""Tensor: numpy storage plus the grad_fn node that produced it.
+
+Methods are thin: each calls the public op of the same name in `ops/functional.py`,
+which builds on the op table in `ops/primitives.py`.
+"""
+import numpy as np
+
+from . import _dtype as D
+from .grad_mode import STATE
+
+
+class Size(tuple):
+    def __repr__(self):
+        return f"torch.Size([{', '.join(str(s) for s in self)}])"
+
+    def numel(self):
+        n = 1
+        for s in self:
+            n *= s
+        return n
+
+    def __getitem__(self, item):
+        r = tuple.__getitem__(self, item)
+        return Size(r) if isinstance(item, slice) else r
+
+
+class device:
+    __slots__ = ("type", "index")
+
+    def __init__(self, type_or_str, index=None):
+        if isinstance(type_or_str, device):
+            self.type, self.index = type_or_str.type, type_or_str.index
+            return
+        s = str(type_or_str)
+        if ":" in s:
+            s, idx = s.split(":")
+            index = int(idx)
+        if s not in ("cpu", "cuda"):
+            raise RuntimeError(f"Expected one of cpu, cuda device type at start of device string: {s}")
+        self.type = s
+        self.index = index
+
+    def __repr__(self):
+        return f"device(type='{self.type}')" if self.index is None else f"device(type='{self.type}', index={self.index})"
+
+    def __str__(self):
+        return self.type if self.index is None else f"{self.type}:{self.index}"
+
+    def __eq__(self, other):
+        if isinstance(other, str):
+            other = device(other)
+        return isinstance(other, device) and self.type == other.type and (self.index or 0) == (other.index or 0)
+
+    def __hash__(self):
+        return hash((self.type, self.index or 0))
+
+
+CPU = device("cpu")
+
+
+class Tensor:
+    """An n-dimensional array with autograd, stored in a numpy array."""
+    __slots__ = ("_data", "_dtype", "_req", "grad_fn", "_output_nr", "_grad", "_vc", "_base",
+                 "_grad_acc", "_retains_grad", "_hooks", "_is_param", "_inference", "_post_acc_hooks",
+                 "__weakref__", "__dict__")
+    __array_priority__ = 1000
+
+    def __init__(self, *args, **kwargs):
+        raise TypeError("use tracegrad.tensor(...) or a creation function to make a Tensor")
+
+    # -- construction -------------------------------------------------------
+    @classmethod
+    def _make(cls, data, dtype, requires_grad=False, grad_fn=None, output_nr=0, vc=None, base=None):
+        t = object.__new__(cls)
+        t._data = data
+        t._dtype = dtype
+        t._req = requires_grad
+        t.grad_fn = grad_fn
+        t._output_nr = output_nr
+        t._grad = None
+        t._vc = [0] if vc is None else vc
+        t._base = base
+        t._grad_acc = None
+        t._retains_grad = False
+        t._hooks = None
+        t._is_param = False
+        t._inference = STATE.inference
+        t._post_acc_hooks = None
+        return t
+
+    # -- attributes -----------------------------------------------------------
+    @property
+    def shape(self):
+        return Size(self._data.shape)
+
+    def size(self, dim=None):
+        if dim is None:
+            return Size(self._data.shape)
+        from .ops.shapes import normalize_dim
+        return self._data.shape[normalize_dim(dim, self._data.ndim)]
+
+    def dim(self):
+        return self._data.ndim
+
+    ndimension = dim
+
+    @property
+    def ndim(self):
+        return self._data.ndim
+
+    def numel(self):
+        return self._data.size
+
+    nelement = numel
+
+    @property
+    def dtype(self):
+        return self._dtype
+
+    @property
+    def device(self):
+        return CPU
+
+    @property
+    def is_cuda(self):
+        return False
+
+    @property
+    def layout(self):
+        return "torch.strided"
+
+    def element_size(self):
+        return self._dtype.itemsize
+
+    @property
+    def itemsize(self):
+        return self._dtype.itemsize
+
+    @property
+    def nbytes(self):
+        return self._dtype.itemsize * self._data.size
+
+    def is_floating_point(self):
+        return self._dtype.is_floating_point
+
+    def is_complex(self):
+        return False
+
+    def stride(self, dim=None):
+        st = tuple(s // self._data.itemsize for s in self._data.strides)
+        return st if dim is None else st[dim]
+
+    def is_contiguous(self, memory_format=None):
+        return self._data.flags.c_contiguous
+
+    def data_ptr(self):
+        return self._data.__array_interface__["data"][0]
+
+    def storage_offset(self):
+        base = self._data
+        while isinstance(base.base, np.ndarray):
+            base = base.base
+        return (self.data_ptr() - base.__array_interface__["data"][0]) // self._data.itemsize
+
+    @property
+    def _version(self):
+        return self._vc[0]
+
+    @property
+    def is_leaf(self):
+        return self.grad_fn is None
+
+    @property
+    def requires_grad(self):
+        return self._req
+
+    @requires_grad.setter
+    def requires_grad(self, value):
+        if self.grad_fn is not None:
+            if value:
+                return
+            raise RuntimeError("you can only change requires_grad flags of leaf variables. If you want to use a "
+                               "computed variable in a subgraph that doesn't require differentiation use "
+                               "var_no_grad = var.detach().")
+        if value and not (self._dtype.is_floating_point or self._dtype.is_complex):
+            raise RuntimeError("only Tensors of floating point and complex dtype can require gradients")
+        if value and self._inference:
+            raise RuntimeError("Setting requires_grad=True on inference tensor outside InferenceMode is not allowed.")
+        self._req = bool(value)
+
+    def requires_grad_(self, requires_grad=True):
+        self.requires_grad = requires_grad
+        return self
+
+
+    @property
+    def grad(self):
+        if self.grad_fn is not None and not self._retains_grad and not getattr(self, "_warned_grad", False):
+            import warnings
+            warnings.warn(
+                "The .grad attribute of a Tensor that is not a leaf Tensor is being accessed. Its .grad attribute "
+                "won't be populated during autograd.backward(). If you indeed want the .grad field to be populated "
+                "for a non-leaf Tensor, use .retain_grad() on the non-leaf Tensor. If you access the non-leaf "
+                "Tensor by mistake, make sure you access the leaf Tensor instead.", UserWarning, stacklevel=2)
+        return self._grad
+
+    @grad.setter
+    def grad(self, value):
+        if value is not None:
+            if not isinstance(value, Tensor):
+                raise TypeError(f"assigned grad expected to be a Tensor or None but got grad of type {type(value).__name__}")
+            if value._dtype is not self._dtype:
+                raise RuntimeError("assigned grad has data of a different type")
+            if value._data.shape != self._data.shape:
+                raise RuntimeError("assigned grad has data of a different size")
+        self._grad = value
+
+    @property
+    def data(self):
+        return Tensor._make(self._data, self._dtype, vc=[0])
+
+    @data.setter
+    def data(self, value):
+        if not isinstance(value, Tensor):
+            raise TypeError(f"data must be a Tensor, got {type(value).__name__}")
+        self._data = value._data
+        self._dtype = value._dtype
+
+    @property
+    def retains_grad(self):
+        return self._retains_grad
+
+    @property
+    def output_nr(self):
+        return self._output_nr
+
+    @property
+    def _grad_fn_or_acc(self):
+        return self.grad_fn
+
+    def _accumulator(self):
+        """The AccumulateGrad node of a leaf that requires grad (made once, held weakly here)."""
+        acc = self._grad_acc() if self._grad_acc is not None else None
+        if acc is None:
+            import weakref
+            from .autograd.graph import AccumulateGrad
+            acc = AccumulateGrad(self)
+            self._grad_acc = weakref.ref(acc)
+        return acc
+
+    # -- conversion -----------------------------------------------------------
+    def item(self):
+        if self._data.size != 1:
+            raise RuntimeError(f"a Tensor with {self._data.size} elements cannot be converted to Scalar")
+        return self._data.reshape(()).item()
+
+    def tolist(self):
+        return self._data.tolist()
+
+    def numpy(self, *, force=False):
+        if self._req and not force:
+            raise RuntimeError("Can't call numpy() on Tensor that requires grad. Use tensor.detach().numpy() instead.")
+        return self._data
+
+    def __array__(self, dtype=None, copy=None):
+        if dtype is not None:
+            return self._data.astype(dtype, copy=False)
+        return self._data
+
+    def __dlpack__(self, *args, **kwargs):
+        return self._data.__dlpack__(*args, **kwargs)
+
+    def __dlpack_device__(self):
+        return self._data.__dlpack_device__()
+
+    def __float__(self):
+        return float(self.item())
+
+    def __int__(self):
+        return int(self.item())
+
+    def __bool__(self):
+        if self._data.size != 1:
+            raise RuntimeError(f"Boolean value of Tensor with more than one value is ambiguous")
+        return bool(self._data.reshape(()).item())
+
+    def __index__(self):
+        if self._dtype._kind == 2 or self._data.size != 1:
+            raise TypeError("only integer tensors of a single element can be converted to an index")
+        return int(self.item())
+
+    def __len__(self):
+        if self._data.ndim == 0:
+            raise TypeError("len() of a 0-d tensor")
+        return self._data.shape[0]
+
+    def __iter__(self):
+        if self._data.ndim == 0:
+            raise TypeError("iteration over a 0-d tensor")
+        return iter(self.unbind(0))
+
+    def __hash__(self):
+        return id(self)
+
+    def __repr__(self, *, tensor_contents=None):
+        from ._tensor_str import tensor_repr
+        return tensor_repr(self)
+
+    def __format__(self, spec):
+        if self._data.ndim == 0 and not self._req and self.grad_fn is None:
+            return self.item().__format__(spec)
+        return object.__format__(self, spec) if spec else repr(self)
+
+    def __reduce_ex__(self, protocol):
+        raise RuntimeError("tracegrad tensors are not pickled; use tracegrad.save(), which writes .npz")
+
+    def __deepcopy__(self, memo):
+        if not self.is_leaf:
+            raise RuntimeError("Only Tensors created explicitly by the user (graph leaves) support the deepcopy "
+                               "protocol at the moment.  If you were attempting to deepcopy a module, this may "
+                               "be because of a torch.nn.utils.weight_norm usage, see "
+                               "https://github.com/pytorch/pytorch/pull/103001")
+        t = Tensor._make(self._data.copy(), self._dtype, self._req)
+        if self._grad is not None:
+            t._grad = self._grad.__deepcopy__(memo)
+        if self._is_param:
+            from .nn.parameter import Parameter
+            t = Parameter(t, self._req)
+        memo[id(self)] = t
+        return t
+
+    # -- autograd -------------------------------------------------------------
+    def backward(self, gradient=None, retain_graph=None, create_graph=False, inputs=None):
+        from .autograd import backward
+        backward(self, gradient, retain_graph, create_graph, inputs=inputs)
+
+    def detach(self):
+        from .ops.functional import detach
+        return detach(self)
+
+    def detach_(self):
+        if self._base is not None and self._base._req:
+            raise RuntimeError("Can't detach views in-place. Use detach() instead. If you are using DistributedDataParallel "
+                               "(DDP) for training, and gradient_as_bucket_view is set as True, gradients are views of "
+                               "DDP buckets, and hence detach_() cannot be called on these gradients. To fix this error, "
+                               "please refer to the Optimizer.zero_grad() function in torch/optim/optimizer.py as the "
+                               "solution.")
+        self.grad_fn = None
+        self._output_nr = 0
+        self._req = False
+        return self
+
+    def retain_grad(self):
+        if not self._req:
+            raise RuntimeError("can't retain_grad on Tensor that has requires_grad=False")
+        if self.grad_fn is not None:
+            self._retains_grad = True
+
+    def register_hook(self, hook):
+        from .autograd.graph import RemovableHandle
+        if not self._req:
+            raise RuntimeError("cannot register a hook on a tensor that doesn't require gradient")
+        if self._hooks is None:
+            self._hooks = {}
+        h = RemovableHandle(self._hooks)
+        self._hooks[h.id] = hook
+        return h
+
+    def register_post_accumulate_grad_hook(self, hook):
+        from .autograd.graph import RemovableHandle
+        if self.grad_fn is not None:
+            raise RuntimeError("post accumulate grad hooks cannot be registered on non-leaf tensors")
+        if self._post_acc_hooks is None:
+            self._post_acc_hooks = {}
+        h = RemovableHandle(self._post_acc_hooks)
+        self._post_acc_hooks[h.id] = hook
+        return h
+
+    # -- device / dtype conversion ---------------------------------------------
+    def cpu(self):
+        return self
+
+    def cuda(self, device=None):
+        raise RuntimeError("Torch not compiled with CUDA enabled")
+
+    def to(self, *args, **kwargs):
+        from .ops.functional import to
+        return to(self, *args, **kwargs)
+
+    def type(self, dtype=None):
+        if dtype is None:
+            return "torch." + D.LEGACY[self._dtype]
+        return self.to(D.as_dtype(dtype))
+
+    def float(self):
+        return self.to(D.float32)
+
+    def double(self):
+        return self.to(D.float64)
+
+    def half(self):
+        return self.to(D.float16)
+
+    def bfloat16(self):
+        return self.to(D.bfloat16)
+
+    def long(self):
+        return self.to(D.int64)
+
+    def int(self):
+        return self.to(D.int32)
+
+    def bool(self):
+        return self.to(D.bool_)
+
+    def new_tensor(self, data, dtype=None, requires_grad=False):
+        from .creation import tensor
+        return tensor(data, dtype=dtype or self._dtype, requires_grad=requires_grad)
+
+    def new_zeros(self, *size, dtype=None, requires_grad=False):
+        from .creation import zeros
+        return zeros(*size, dtype=dtype or self._dtype, requires_grad=requires_grad)
+
+    def new_ones(self, *size, dtype=None, requires_grad=False):
+        from .creation import ones
+        return ones(*size, dtype=dtype or self._dtype, requires_grad=requires_grad)
+
+    def new_full(self, size, fill_value, dtype=None, requires_grad=False):
+        from .creation import full
+        return full(size, fill_value, dtype=dtype or self._dtype, requires_grad=requires_grad)
+
+    def new_empty(self, *size, dtype=None, requires_grad=False):
+        from .creation import empty
+        return empty(*size, dtype=dtype or self._dtype, requires_grad=requires_grad)
+
