@@ -46,8 +46,8 @@ def _rsub(self, other):
 
 
 def _rtruediv(self, other):
-    return F.div(F._operand(other, "div") if not isinstance(other, Tensor) else other, self) \
-        if isinstance(other, Tensor) else F.div(_as_scalar_tensor(other, self), self)
+    # torch computes `other / self` as reciprocal(self) * other
+    return F.mul(F.reciprocal(self), other)
 
 
 def _as_scalar_tensor(x, like):

@@ -170,7 +170,7 @@ def square(input):
 
 
 def reciprocal(input):
-    return div(1.0, input) if input.is_floating_point() else div(1.0, input.float())
+    return apply(P["reciprocal"], (input,), {})
 
 
 def where(condition, input=None, other=None):
@@ -761,7 +761,8 @@ def gather(input, dim, index, *, sparse_grad=False):
     _index_check(input, d, index, "gather")
     if index.ndim != input.ndim and not (index.ndim <= 1 and input.ndim <= 1):
         raise RuntimeError("Index tensor must have the same number of dimensions as input tensor")
-    if index.numel() and (index._data.max() >= input.shape[d] or index._data.min() < -input.shape[d]):
+    if index._data is not None and index.numel() and (index._data.max() >= input.shape[d] or
+                                                     index._data.min() < -input.shape[d]):
         raise RuntimeError(f"index {int(index._data.max())} is out of bounds for dimension {d} with size {input.shape[d]}")
     return apply(P["gather"], (input, index), {"dim": d})
 
@@ -794,7 +795,8 @@ def index_select(input, dim, index):
         raise RuntimeError("index_select(): Expected dtype int32/int64 for index")
     if index.ndim > 1:
         raise IndexError("index_select(): Index is supposed to be a vector")
-    if index.numel() and (index._data.max() >= input.shape[d] or index._data.min() < -input.shape[d]):
+    if index._data is not None and index.numel() and (index._data.max() >= input.shape[d] or
+                                                     index._data.min() < -input.shape[d]):
         raise IndexError("index out of range in self")
     return apply(P["index_select"], (input, index.reshape(-1) if index.ndim == 0 else index), {"dim": d})
 
@@ -955,26 +957,13 @@ def matmul(input, other):
                            f"{other.ndim}D")
     _mm_dtype_check(input, other, "matmul")
     a, b = input, other
-    if a.ndim == 1 and b.ndim == 1:
-        if a.shape[0] != b.shape[0]:
-            raise RuntimeError(f"inconsistent tensor size, expected tensor [{a.shape[0]}] and src [{b.shape[0]}] to "
-                               f"have the same number of elements, but got {a.shape[0]} and {b.shape[0]} elements "
-                               f"respectively")
-        return reshape(apply(P["matmul"], (reshape(a, (1, -1)), reshape(b, (-1, 1))), {}), ())
-    if a.ndim == 1:
-        if a.shape[0] != b.shape[-2]:
-            raise RuntimeError(f"size mismatch, got input ({a.shape[0]}), mat ({b.shape[-2]}x{b.shape[-1]}), vec")
-        r = apply(P["matmul"], (unsqueeze(a, 0), b), {})
-        return squeeze(r, -2)
-    if b.ndim == 1:
-        if a.shape[-1] != b.shape[0]:
-            raise RuntimeError(f"size mismatch, got input ({a.shape[-2]}), mat ({a.shape[-2]}x{a.shape[-1]}), vec "
-                               f"({b.shape[0]})")
-        r = apply(P["matmul"], (a, unsqueeze(b, 1)), {})
-        return squeeze(r, -1)
-    if a.shape[-1] != b.shape[-2]:
-        raise RuntimeError(f"mat1 and mat2 shapes cannot be multiplied ({S.numel(tuple(a.shape[:-1]))}x{a.shape[-1]} "
-                           f"and {b.shape[-2]}x{b.shape[-1]})")
+    if a.ndim == 1 and b.ndim == 1 and a.shape[0] != b.shape[0]:
+        raise RuntimeError(f"inconsistent tensor size, expected tensor [{a.shape[0]}] and src [{b.shape[0]}] to "
+                           f"have the same number of elements, but got {a.shape[0]} and {b.shape[0]} elements "
+                           f"respectively")
+    if a.ndim == 2 and b.ndim == 1 and a.shape[-1] != b.shape[0]:
+        raise RuntimeError(f"size mismatch, got input ({a.shape[0]}), mat ({a.shape[0]}x{a.shape[1]}), vec "
+                           f"({b.shape[0]})")
     return apply(P["matmul"], (a, b), {})
 
 

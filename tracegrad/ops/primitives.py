@@ -198,6 +198,12 @@ def _zeros_like(x):
     return F.full(tuple(x.shape), 0, dtype=x.dtype)
 
 
+def R(name, x, dims, keepdim=False):
+    """A reduction primitive over normalized `dims`, for use inside rules."""
+    from ..ir.tracer import apply
+    return apply(PRIMITIVES[name], (x,), {"dims": tuple(dims), "keepdim": keepdim})
+
+
 # == elementwise, one input =======================================================
 
 def unary(name, fn, vjp, saves, dtype="float", grad_fn=None):
@@ -237,6 +243,7 @@ unary("log1p", np.log1p, lambda g, out, x: (g / (x + 1),), "x", grad_fn="Log1PBa
 unary("expm1", np.expm1, lambda g, out, x: (g * (out + 1),), "out")
 unary("sqrt", np.sqrt, lambda g, out, x: (g / (2 * out),), "out")
 unary("rsqrt", lambda x: 1 / np.sqrt(x), lambda g, out, x: (-0.5 * g * out * out * out,), "out")
+unary("reciprocal", lambda x: 1 / x, lambda g, out, x: (-g * out * out,), "out")
 unary("sin", np.sin, lambda g, out, x: (g * F.cos(x),), "x")
 unary("cos", np.cos, lambda g, out, x: (-g * F.sin(x),), "x")
 unary("tan", np.tan, lambda g, out, x: (g * (1 + out * out),), "out")
@@ -400,8 +407,8 @@ def _prod_vjp(g, out, x, dims=None, keepdim=False):
     shape = tuple(x.shape)
     g = _expand_reduced(g, shape, d, keepdim)
     is_zero = x == 0
-    nz = F.sum(is_zero, dims=d, keepdim=True)
-    prod_nonzero = _expand_reduced(F.prod(F.where(is_zero, 1, x), dims=d, keepdim=True), shape, d, True)
+    nz = R("sum", is_zero, d, True)
+    prod_nonzero = _expand_reduced(R("prod", F.where(is_zero, 1, x), d, True), shape, d, True)
     outk = _expand_reduced(out if keepdim or not d else F.reshape(out, S.reduced_shape(shape, d, True)), shape, d, True)
     others = F.where(is_zero, F.where(_expand_reduced(nz == 1, shape, d, True), prod_nonzero, 0),
                      outk / F.where(is_zero, 1, x))
@@ -420,7 +427,7 @@ def _evenly(g, out, x, dims, keepdim):
     shape = tuple(x.shape)
     outk = out if keepdim or not d else F.reshape(out, S.reduced_shape(shape, d, True))
     mask = x == outk
-    count = F.sum(mask, dims=d, keepdim=True)
+    count = R("sum", mask, d, True)
     return (F.where(mask, _expand_reduced(g, shape, d, keepdim) / count, 0),)
 
 
@@ -483,7 +490,7 @@ def _var_vjp(g, out, x, dims=None, correction=1, keepdim=False):
     d = _dims(x, dims)
     n = _count(x, d)
     return (_expand_reduced(g, tuple(x.shape), d, keepdim) * (2.0 / max(n - correction, 0) if n - correction > 0 else math.inf)
-            * (x - F.mean(x, dims=d, keepdim=True)),)
+            * (x - R("mean", x, d, True)),)
 
 
 def _std_vjp(g, out, x, dims=None, correction=1, keepdim=False):
@@ -493,7 +500,7 @@ def _std_vjp(g, out, x, dims=None, correction=1, keepdim=False):
     outk = out if keepdim or not d else F.reshape(out, S.reduced_shape(shape, d, True))
     gk = g if keepdim or not d else F.reshape(g, S.reduced_shape(shape, d, True))
     scale = 1.0 / (n - correction) if n - correction > 0 else math.inf
-    return (F.expand(gk / outk, shape) * scale * (x - F.mean(x, dims=d, keepdim=True)),)
+    return (F.expand(gk / outk, shape) * scale * (x - R("mean", x, d, True)),)
 
 
 Primitive("var", "x", _var_kernel, shape=_reduce_shape, dtype="same", vjp=_var_vjp, saves="x",
@@ -579,10 +586,10 @@ def _log_softmax_kernel(x, dim):
 
 
 Primitive("softmax", "x", _softmax_kernel, shape=_unary_shape, dtype="same",
-          vjp=lambda g, out, x, dim: (out * (g - F.sum(g * out, dims=(dim,), keepdim=True)),), saves="out",
+          vjp=lambda g, out, x, dim: (out * (g - R("sum", g * out, (dim,), True)),), saves="out",
           grad_fn="SoftmaxBackward0", reduction=True)
 Primitive("log_softmax", "x", _log_softmax_kernel, shape=_unary_shape, dtype="same",
-          vjp=lambda g, out, x, dim: (g - F.exp(out) * F.sum(g, dims=(dim,), keepdim=True),), saves="out",
+          vjp=lambda g, out, x, dim: (g - F.exp(out) * R("sum", g, (dim,), True),), saves="out",
           grad_fn="LogSoftmaxBackward0", reduction=True)
 
 # == shape ops (views where torch makes views) ==================================================
@@ -620,7 +627,7 @@ def sum_to(g, shape):
     lead = len(gs) - len(shape)
     dims = tuple(range(lead)) + tuple(i + lead for i, n in enumerate(shape) if n == 1 and gs[i + lead] != 1)
     if dims:
-        g = F.sum(g, dims=dims, keepdim=True)
+        g = R("sum", g, dims, True)
     if lead or tuple(g.shape) != tuple(shape):
         g = F.reshape(g, tuple(shape))
     return g
@@ -748,7 +755,7 @@ def _repeat_vjp(g, out, x, sizes):
     for r, n in zip(sizes, xs):
         inter += [r, n]
     g = F.reshape(g, tuple(inter))
-    g = F.sum(g, dims=tuple(range(0, 2 * len(sizes), 2)))
+    g = R("sum", g, tuple(range(0, 2 * len(sizes), 2)))
     return (F.reshape(g, tuple(x.shape)),)
 
 
@@ -791,7 +798,7 @@ Primitive("gather", "x index", _gather_kernel, shape=lambda x, i, dim: tuple(i.s
                                              None),
           saves="index", grad_fn="GatherBackward0")
 Primitive("scatter", "x index src", _scatter_kernel, shape=lambda x, i, s, dim, reduce=None: tuple(x.shape),
-          dtype=lambda args: (args[0]._dtype, args[0]._dtype), vjp=_scatter_vjp, saves="index",
+          dtype=lambda args: (args[0]._dtype, args[0]._dtype), cast=(2,), vjp=_scatter_vjp, saves="index",
           grad_fn=lambda a, p: "ScatterAddBackward0" if p.get("reduce") == "add" else (
               "ScatterBackward0" if hasattr(a[2], "shape") else "ScatterBackward1"))
 Primitive("index_select", "x index", lambda x, index, dim: np.take(x, index, axis=dim),
@@ -802,25 +809,44 @@ Primitive("index_select", "x index", lambda x, index, dim: np.take(x, index, axi
 
 
 def _matmul_name(args, params):
-    a, b = args
-    if a.ndim == 2 and b.ndim == 2:
-        return "MmBackward0"
-    if a.ndim == 3 and b.ndim == 3:
-        return "BmmBackward0"
-    return "UnsafeViewBackward0"
+    a, b = args[0].ndim, args[1].ndim
+    return {(1, 1): "DotBackward0", (2, 1): "MvBackward0", (1, 2): "SqueezeBackward4", (2, 2): "MmBackward0",
+            (3, 3): "BmmBackward0"}.get((a, b), "UnsafeViewBackward0")
 
 
 def _matmul_shape(a, b):
     a_s, b_s = tuple(a.shape), tuple(b.shape)
-    if a_s[-1] != b_s[-2]:
-        raise RuntimeError(f"mat1 and mat2 shapes cannot be multiplied ({'x'.join(map(str, (S.numel(a_s[:-1]), a_s[-1])))} "
-                           f"and {b_s[-2]}x{b_s[-1]})")
-    return S.broadcast_shapes(a_s[:-2], b_s[:-2]) + (a_s[-2], b_s[-1])
+    a2 = a_s if len(a_s) > 1 else (1,) + a_s
+    b2 = b_s if len(b_s) > 1 else b_s + (1,)
+    if a2[-1] != b2[-2]:
+        raise RuntimeError(f"mat1 and mat2 shapes cannot be multiplied ({S.numel(a2[:-1])}x{a2[-1]} and "
+                           f"{b2[-2]}x{b2[-1]})")
+    out = S.broadcast_shapes(a2[:-2], b2[:-2]) + (a2[-2], b2[-1])
+    if len(a_s) == 1:
+        out = out[:-2] + out[-1:]
+    if len(b_s) == 1:
+        out = out[:-1]
+    return out
 
 
-Primitive("matmul", "a b", np.matmul, shape=_matmul_shape, dtype="promote",
-          vjp=lambda g, out, a, b: (F.matmul(g, F.transpose(b, -1, -2)), F.matmul(F.transpose(a, -1, -2), g)),
-          saves="a b", grad_fn=_matmul_name)
+def _matmul_vjp(g, out, a, b):
+    a2 = a if a.ndim > 1 else F.unsqueeze(a, 0)
+    b2 = b if b.ndim > 1 else F.unsqueeze(b, 1)
+    if a.ndim == 1:
+        g = F.unsqueeze(g, -2 if g.ndim else 0)
+    if b.ndim == 1:
+        g = F.unsqueeze(g, -1)
+    ga = F.matmul(g, F.transpose(b2, -1, -2))
+    gb = F.matmul(F.transpose(a2, -1, -2), g)
+    if a.ndim == 1:
+        ga = F.squeeze(ga, -2)
+    if b.ndim == 1:
+        gb = F.squeeze(gb, -1)
+    return ga, gb
+
+
+Primitive("matmul", "a b", np.matmul, shape=_matmul_shape, dtype="promote", vjp=_matmul_vjp, saves="a b",
+          grad_fn=_matmul_name)
 
 
 def _einsum_vjp(g, out, *xs, equation):
