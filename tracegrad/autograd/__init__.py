@@ -111,27 +111,24 @@ def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, 
     roots = [_root(t, i) for i, t in enumerate(outputs)]
     order, index = engine.walk([r[0] for r in roots])
     if inputs is not None:
-        tensors_t = []
+        targets, receivers = [], []
         for t in inputs:
             if not t._req:
-                raise RuntimeError("One of the differentiated Tensors does not require grad")
-            tensors_t.append(t)
-        targets = [_target(t) for t in tensors_t]
-        receivers = tensors_t
+                raise RuntimeError("can't retain_grad on Tensor that has requires_grad=False")
+            targets.append(_target(t))
+            receivers.append(t)
     else:
-        targets, receivers = [], []
-        for node in order:
-            if isinstance(node, AccumulateGrad):
-                targets.append((node, 0))
-                receivers.append(node.variable)
-            else:
-                ret = node.__dict__.get("_retained") if hasattr(node, "__dict__") else None
-                if ret:
-                    for slot, ref in ret.items():
-                        t = ref()
-                        if t is not None and t.grad_fn is node:
-                            targets.append((node, slot))
-                            receivers.append(t)
+        targets = [(node, 0) for node in order if isinstance(node, AccumulateGrad)]
+        receivers = [node.variable for node, _ in targets]
+    for node in order:
+        # retain_grad() tensors get their gradient whenever backward passes through them
+        ret = node.__dict__.get("_retained") if node._prim is not None else None
+        if ret:
+            for slot, ref in ret.items():
+                t = ref()
+                if t is not None and t.grad_fn is node and (node, slot) not in targets:
+                    targets.append((node, slot))
+                    receivers.append(t)
     for n, _ in targets:
         index.setdefault(id(n), -2)
     reach = [(tg, r) for tg, r in zip(targets, receivers) if index[id(tg[0])] >= 0]
@@ -196,11 +193,11 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
     with set_grad_enabled(create_graph):
         res, _ = _run(outputs, seeds, targets, retain_graph, create_graph)
     out = []
-    for t, g in zip(inputs, res):
+    for i, (t, g) in enumerate(zip(inputs, res)):
         if g is None:
             if not allow_unused:
-                raise RuntimeError("One of the differentiated Tensors appears to not have been used in the graph. "
-                                   "Set allow_unused=True if this is the desired behavior.")
+                raise RuntimeError(f"The differentiated Tensor at index {i} appears to not have been used in the "
+                                   f"graph. Set allow_unused=True if this is the desired behavior.")
             if materialize_grads:
                 from ..creation import zeros
                 g = zeros(tuple(t.shape), dtype=t.dtype)

@@ -200,10 +200,11 @@ def unpack(node, s):
 def unpack_saved(node, s):
     if node._saved is None:
         raise RuntimeError(FREED_MSG)
-    if s is None or not hasattr(s, "vc"):
-        return s
     if isinstance(s, tuple):
         return tuple(unpack(node, x) for x in s)
+    if s is None or not hasattr(s, "vc"):
+        return s
+    _check_version(s, node)
     return unpack(node, s)
 
 

@@ -80,9 +80,22 @@ class Node:
             prim = object.__getattribute__(self, "_prim")
             if name == "result":
                 name = "out"
+            elif prim is not None and name in ("self", "other") and prim.inputs:
+                # torch's names for the first and second inputs
+                k = 0 if name == "self" else 1
+                if k < len(prim.inputs):
+                    name = prim.inputs[k]
             if prim is not None and name in prim.saves:
                 saved = object.__getattribute__(self, "_saved")
-                return unpack_saved(self, saved[prim.saves.index(name)])
+                if saved is None:
+                    from .engine import FREED_MSG
+                    raise RuntimeError(FREED_MSG)
+                if name == "out":
+                    return unpack_saved(self, saved[0][0] if len(saved[0]) == 1 else saved[0])
+                pos = prim.saved_positions(len(self._args_meta))
+                i = [j for j in pos if prim.inputs[min(j, len(prim.inputs) - 1)] == name]
+                vals = [unpack_saved(self, saved[j + 1]) for j in i]
+                return vals[0] if len(vals) == 1 and not (prim.variadic and name == prim.inputs[-1]) else vals
         raise AttributeError(f"'{type(self).__name__}' object has no attribute '{item}'")
 
 
