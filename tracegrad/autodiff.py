@@ -131,7 +131,10 @@ def derive(fwd, outputs, wrt, hooks=None):
                 gw = _call_hooks(gw, hooks[w])
             result.append(gw)
     bwd.outputs = [None if r is None else V(F_value(bwd, r)) for r in result]
-    return bwd
+    # rules compute every input's gradient; those no output needs (and the saved
+    # values only they read) go here
+    from .passes import eliminate_dead_code
+    return eliminate_dead_code(bwd, drop_inputs=("saved",))
 
 
 def _call_hooks(g, key):

@@ -92,8 +92,8 @@ class Node:
                     raise RuntimeError(FREED_MSG)
                 if name == "out":
                     return unpack_saved(self, saved[0][0] if len(saved[0]) == 1 else saved[0])
-                pos = prim.saved_positions(len(self._args_meta))
-                i = [j for j in pos if prim.inputs[min(j, len(prim.inputs) - 1)] == name]
+                i = [j for j in range(len(self._args_meta))
+                     if prim.inputs[min(j, len(prim.inputs) - 1)] == name and saved[j + 1] is not None]
                 vals = [unpack_saved(self, saved[j + 1]) for j in i]
                 return vals[0] if len(vals) == 1 and not (prim.variadic and name == prim.inputs[-1]) else vals
         raise AttributeError(f"'{type(self).__name__}' object has no attribute '{item}'")

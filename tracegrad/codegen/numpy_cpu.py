@@ -9,7 +9,7 @@ import math
 
 import numpy as np
 
-from ..ir.graph import V, type_str
+from ..ir.graph import V, refs, type_str
 
 _ids = itertools.count()
 
@@ -32,13 +32,27 @@ def generate(graph, name=None):
     env = {"np": np}
     params = ", ".join(graph.inputs)
     lines = [f"def {name}({params}):"]
-    for n in graph.nodes():
+    # free each value after its last use, so big temporaries go back to the allocator
+    # (and are reused without page faults) instead of living to the end of the call
+    order = graph.nodes()
+    last_use = {}
+    for i, n in enumerate(order):
+        for r in refs(graph[n]["args"]):
+            last_use[r] = i
+    keep = set(o for o in graph.outputs if o is not None)
+    dying = {}
+    for v, i in last_use.items():
+        if v not in keep:
+            dying.setdefault(i, []).append(v)
+    for i, n in enumerate(order):
         a = graph[n]
         op = a["op"]
         if op == "input":
             continue
         if op == "proj":
             lines.append(f"    {n} = {a['args'][0]}[{a['params']['index']}]")
+            if i in dying:
+                lines.append(f"    del {', '.join(sorted(set(dying[i])))}")
             continue
         k = f"k_{op}"
         env[k] = a["prim"].impl
@@ -49,6 +63,8 @@ def generate(graph, name=None):
         if a.get("source"):
             comment += f"  {a['source']}"
         lines.append(f"    {n} = {k}({', '.join(args)})  # {comment}")
+        if i in dying:
+            lines.append(f"    del {', '.join(sorted(set(dying[i])))}")
     outs = ", ".join(str(o) if o is not None else "None" for o in graph.outputs)
     lines.append(f"    return ({outs}{',' if len(graph.outputs) == 1 else ''})")
     return "\n".join(lines) + "\n", env

@@ -276,9 +276,11 @@ def _record(prim, args, params, outs):
     node._params = params
     metas = []
     edges = []
+    req = []
     for a in args:
         if isinstance(a, Tensor):
             metas.append((a._data.shape, a._dtype))
+            req.append(a._req)
             fn = a.grad_fn
             if fn is not None:
                 edges.append((fn, a._output_nr))
@@ -288,10 +290,12 @@ def _record(prim, args, params, outs):
                 edges.append((None, 0))
         else:
             metas.append(a)
+            req.append(False)
     node._args_meta = tuple(metas)
     node.next_functions = tuple(edges)
     saved = [None] * (len(args) + 1)
-    for i in prim.saved_positions(len(args)):
+    positions, save_out = prim.saved_positions(len(args), tuple(req))
+    for i in positions:
         a = args[i]
         if isinstance(a, Tensor):
             if a._inference:
@@ -300,7 +304,7 @@ def _record(prim, args, params, outs):
             saved[i + 1] = Saved(a, False)
         else:
             saved[i + 1] = a
-    if "out" in prim.saves:
+    if save_out:
         saved[0] = tuple(Saved(o, True, k) for k, o in enumerate(outs))
     node._saved = tuple(saved)
     node._out_meta = tuple((o._data.shape, o._dtype) for o in outs)

@@ -36,10 +36,11 @@ F = _LazyOps()
 class Primitive:
     __slots__ = ("name", "inputs", "variadic", "dtype_rule", "shape", "impl", "vjp", "saves", "grad_fn",
                  "view", "nondiff_outputs", "multi", "triton", "elementwise", "reduction", "cast", "_node_cls",
-                 "_save_pos")
+                 "_save_pos", "needs")
 
     def __init__(self, name, inputs, impl, *, shape, dtype, vjp=None, saves=(), grad_fn=None, view=False,
-                 multi=False, nondiff_outputs=(), elementwise=False, reduction=False, triton=None, cast=None):
+                 multi=False, nondiff_outputs=(), elementwise=False, reduction=False, triton=None, cast=None,
+                 needs=None):
         self.name = name
         self.variadic = inputs.startswith("*")
         self.inputs = tuple(inputs.lstrip("*").split()) if inputs else ()
@@ -57,21 +58,32 @@ class Primitive:
         self.triton = triton
         self.cast = cast                  # argument positions promoted to the compute dtype (None: all)
         self._node_cls = None
+        # needs: {input name: names its gradient reads}; with it, a call saves only what the
+        # gradients of its inputs that require grad read (as torch does)
+        self.needs = {k: tuple(v.split()) for k, v in needs.items()} if needs else None
         self._save_pos = {}
         PRIMITIVES[name] = self
 
-    def saved_positions(self, nargs):
-        """Which argument positions the derivative needs saved, for a call with nargs arguments."""
-        pos = self._save_pos.get(nargs)
+    def saved_positions(self, nargs, req=None):
+        """(argument positions to save, whether to save the output) for a call with nargs
+        arguments of which those flagged in `req` require grad."""
+        key = (nargs, req if self.needs else None)
+        pos = self._save_pos.get(key)
         if pos is None:
-            pos = []
+            names = set(self.saves)
+            if self.needs is not None and req is not None:
+                names = set()
+                for i, r in enumerate(req):
+                    if r and i < len(self.inputs):
+                        names.update(self.needs.get(self.inputs[i], ()))
+            out = []
             for i, n in enumerate(self.inputs):
-                if n in self.saves:
+                if n in names:
                     if self.variadic and i == len(self.inputs) - 1:
-                        pos.extend(range(i, nargs))
+                        out.extend(range(i, nargs))
                     else:
-                        pos.append(i)
-            pos = self._save_pos[nargs] = tuple(pos)
+                        out.append(i)
+            pos = self._save_pos[key] = (tuple(out), "out" in names)
         return pos
 
     def node_class(self, args, params):
@@ -282,18 +294,19 @@ Primitive("logical_not", "x", np.logical_not, shape=_unary_shape, dtype="logical
 # == elementwise, two or three inputs (broadcasting) ========================================
 
 
-def binary(name, fn, vjp, saves, dtype="promote", grad_fn=None):
+def binary(name, fn, vjp, saves, dtype="promote", grad_fn=None, needs=None):
     return Primitive(name, "x y", fn, shape=_bcast_shape, dtype=dtype, vjp=vjp, saves=saves,
-                     grad_fn=grad_fn or f"{name.capitalize()}Backward0", elementwise=True)
+                     grad_fn=grad_fn or f"{name.capitalize()}Backward0", elementwise=True, needs=needs)
 
 
 binary("add", np.add, lambda g, out, x, y: (g, g), "")
 binary("sub", np.subtract, lambda g, out, x, y: (g, -g), "")
 binary("rsub", lambda x, y: np.subtract(y, x), lambda g, out, x, y: (-g, g), "", grad_fn="RsubBackward1")
-binary("mul", np.multiply, lambda g, out, x, y: (g * y, g * x), "x y")
-binary("div", np.true_divide, lambda g, out, x, y: (g / y, -g * x / (y * y)), "x y", dtype="promote_float")
+binary("mul", np.multiply, lambda g, out, x, y: (g * y, g * x), "x y", needs={"x": "y", "y": "x"})
+binary("div", np.true_divide, lambda g, out, x, y: (g / y, -g * x / (y * y)), "x y", dtype="promote_float",
+       needs={"x": "y", "y": "x y"})
 binary("floor_divide", np.floor_divide, None, "", grad_fn="FloorDivideBackward0")
-binary("remainder", np.remainder, lambda g, out, x, y: (g, -g * F.floor(x / y)), "x y")
+binary("remainder", np.remainder, lambda g, out, x, y: (g, -g * F.floor(x / y)), "x y", needs={"y": "x y"})
 binary("maximum", np.maximum, lambda g, out, x, y: (_max_split(g, x, y), _max_split(g, y, x)), "x y")
 binary("minimum", np.minimum, lambda g, out, x, y: (_max_split(g, y, x), _max_split(g, x, y)), "x y")
 
@@ -349,7 +362,7 @@ def _pow_name(args, params):
     return "PowBackward1" if isinstance(x, Tensor) else "PowBackward2"
 
 
-binary("pow", _pow_kernel, _pow_vjp, "x y out", grad_fn=_pow_name)
+binary("pow", _pow_kernel, _pow_vjp, "x y out", grad_fn=_pow_name, needs={"x": "x y", "y": "x y out"})
 
 for _n, _f in (("eq", np.equal), ("ne", np.not_equal), ("lt", np.less), ("le", np.less_equal),
                ("gt", np.greater), ("ge", np.greater_equal)):
@@ -846,7 +859,7 @@ def _matmul_vjp(g, out, a, b):
 
 
 Primitive("matmul", "a b", np.matmul, shape=_matmul_shape, dtype="promote", vjp=_matmul_vjp, saves="a b",
-          grad_fn=_matmul_name)
+          grad_fn=_matmul_name, needs={"a": "b", "b": "a"})
 
 
 def _einsum_vjp(g, out, *xs, equation):
