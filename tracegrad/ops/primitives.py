@@ -87,9 +87,9 @@ class Primitive:
         return pos
 
     def node_class(self, args, params):
-        from ..autograd.graph import node_class
         if self._node_cls is not None:
             return self._node_cls
+        from ..autograd.graph import node_class
         if callable(self.grad_fn):
             return node_class(self.grad_fn(args, params))
         self._node_cls = node_class(self.grad_fn)
@@ -125,7 +125,21 @@ def _float(args):
     return d, d
 
 
+_SCALAR_KIND = {bool: 0, int: 1, float: 2}
+
+
 def _promote(args):
+    if len(args) == 2:          # the common case, without the general rule's bookkeeping
+        a, b = args
+        da = getattr(a, "_dtype", None)
+        db = getattr(b, "_dtype", None)
+        if da is not None:
+            if da is db:
+                return da, da
+            if db is None and _SCALAR_KIND.get(type(b), 3) <= da._kind:
+                return da, da
+        elif db is not None and _SCALAR_KIND.get(type(a), 3) <= db._kind:
+            return db, db
     d = D.result_type(args)
     return d, d
 
