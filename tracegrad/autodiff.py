@@ -126,10 +126,7 @@ def derive(fwd, outputs, wrt, hooks=None):
                 grads[x] = grads[x] + gi if x in grads else gi
         result = []
         for w in wrt:
-            gw = grads.get(w)
-            if gw is not None and w in hooks and fwd[w]["op"] == "input":
-                gw = _call_hooks(gw, hooks[w])
-            result.append(gw)
+            result.append(grads.get(w))
     bwd.outputs = [None if r is None else V(F_value(bwd, r)) for r in result]
     # rules compute every input's gradient; those no output needs (and the saved
     # values only they read) go here

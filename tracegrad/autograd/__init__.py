@@ -206,3 +206,17 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
 
 
 from . import graph  # noqa: E402  (torch.autograd.graph)
+
+
+def __getattr__(name):
+    # submodules that build on the public ops load on first use: this package is imported
+    # while the ops are still being defined
+    import importlib
+    if name in ("gradcheck", "gradgradcheck"):
+        mod = importlib.import_module(".gradcheck", __name__)
+        # the functions, not the submodule of the same name (as in torch)
+        globals()["gradcheck"], globals()["gradgradcheck"] = mod.gradcheck, mod.gradgradcheck
+        return globals()[name]
+    if name in ("functional", "profiler", "anomaly_mode", "function"):
+        return importlib.import_module("." + name, __name__)
+    raise AttributeError(f"module 'tracegrad.autograd' has no attribute '{name}'")

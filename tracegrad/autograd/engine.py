@@ -11,6 +11,7 @@ With create_graph=True the backward IR is instead interpreted op by op through t
 eager ops with grad mode on, so its results have their own grad_fn (any order).
 """
 import collections
+import re
 import threading
 
 import numpy as np
@@ -24,6 +25,7 @@ from .graph import AccumulateGrad
 _CACHE = collections.OrderedDict()
 _CACHE_LIMIT = 512
 _CACHE_MAX_NODES = 20000          # bigger graphs are derived afresh, not kept
+_CODEGEN_MAX_NODES = 5000
 _LOCK = threading.RLock()
 STATS = collections.Counter()
 
@@ -119,7 +121,7 @@ def _value_names(g, vals, order, index, refs):
 
 def build_program(order, index, roots, targets, hooks_spec):
     from ..autodiff import derive
-    from ..codegen.numpy_cpu import compile_graph
+    from ..codegen.numpy_cpu import compile_graph, interpret_graph
     fwd, vals = forward_graph(order)
     outputs = [vals[(id(n), s)] for n, s in roots]
     wrt = [vals[(id(n), s)] for n, s in targets]
@@ -147,7 +149,8 @@ def build_program(order, index, roots, targets, hooks_spec):
     p.bwd = bwd
     p.binds = binds
     p.node_count = len(order)
-    p.fn = compile_graph(bwd, "backward")
+    # generated source pays off for graphs a loop runs again; very deep ones are interpreted
+    p.fn = compile_graph(bwd, "backward") if len(bwd) <= _CODEGEN_MAX_NODES else interpret_graph(bwd)
     return p
 
 
@@ -156,14 +159,16 @@ def _check_version(s, node):
         t = s.tensor
         dt = t._dtype if t is not None else node._out_meta[s.output_nr][1]
         shape = tuple(t._data.shape) if t is not None else node._out_meta[s.output_nr][0]
-        which = (f"output {s.output_nr} of {type(node).__name__}" if t is None else
-                 (f"output {t._output_nr} of {type(t.grad_fn).__name__}" if t.grad_fn is not None else
+        def op_name(n):     # torch names the forward op here: ExpBackward0 -> Exp
+            return re.sub(r"Backward\d*$", "", type(n).__name__)
+        which = (f"output {s.output_nr} of {op_name(node)}" if t is None else
+                 (f"output {t._output_nr} of {op_name(t.grad_fn)}" if t.grad_fn is not None else
                   "a leaf Variable"))
         raise RuntimeError(
             f"one of the variables needed for gradient computation has been modified by an inplace operation: "
             f"[torch.{D.LEGACY[dt]} [{', '.join(map(str, shape))}]], which is {which}, is at version {s.vc[0]}; "
             f"expected version {s.version} instead. Hint: enable anomaly detection to find the operation that "
-            f"failed to compute its gradient, with torch.autograd.set_detect_anomaly(True).")
+            f"failed to compute its gradient, with torch.autograd.set_detect_anomaly(True, check_nan=False).")
 
 
 def _saved_value(order, srcs, as_tensor):

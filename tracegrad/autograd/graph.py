@@ -19,13 +19,11 @@ class RemovableHandle:
     _next_id = itertools.count()
 
     def __init__(self, hooks_dict):
-        self.hooks_dict_ref = weakref.ref(hooks_dict)
+        self.hooks_dict = hooks_dict
         self.id = next(RemovableHandle._next_id)
 
     def remove(self):
-        d = self.hooks_dict_ref()
-        if d is not None:
-            d.pop(self.id, None)
+        self.hooks_dict.pop(self.id, None)
 
     def __enter__(self):
         return self

@@ -79,3 +79,42 @@ def compile_graph(graph, name=None):
           and v.__code__.co_filename.startswith("<tracegrad:")][-1]
     fn.source = src
     return fn
+
+
+def interpret_graph(graph):
+    """A runner for graphs too big to be worth generating source for: one closure call
+    per op, values freed at last use (same contract as compile_graph's function)."""
+    order = graph.nodes()
+    slot = {n: i for i, n in enumerate(order)}
+    last_use = {}
+    for i, n in enumerate(order):
+        for r in refs(graph[n]["args"]):
+            last_use[r] = i
+    keep = set(o for o in graph.outputs if o is not None)
+    steps = []
+    for i, n in enumerate(order):
+        a = graph[n]
+        if a["op"] == "input":
+            continue
+        args = tuple((True, slot[x]) if isinstance(x, V) else (False, x) for x in a["args"])
+        free = tuple(slot[v] for v in refs(a["args"]) if last_use.get(v) == i and v not in keep)
+        if a["op"] == "proj":
+            steps.append((None, args, a["params"]["index"], slot[n], free))
+        else:
+            steps.append((a["prim"].impl, args, a["params"], slot[n], free))
+    in_slots = [slot[n] for n in graph.inputs]
+    out_slots = [None if o is None else slot[o] for o in graph.outputs]
+    size = len(order)
+
+    def run(*inputs):
+        env = [None] * size
+        for s, v in zip(in_slots, inputs):
+            env[s] = v
+        for impl, args, params, out, free in steps:
+            vals = [env[x] if is_ref else x for is_ref, x in args]
+            env[out] = vals[0][params] if impl is None else impl(*vals, **params)
+            for f in free:
+                env[f] = None
+        return tuple(None if s is None else env[s] for s in out_slots)
+    run.source = None
+    return run

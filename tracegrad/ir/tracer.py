@@ -28,6 +28,7 @@ class _Tracing(threading.local):
 
 TRACING = _Tracing()
 _ACTIVE = [0]          # tracers active in any thread: a cheap first test on the eager hot path
+_ACTIVE_LOCK = threading.Lock()
 
 
 class Proxy(Tensor):
@@ -117,12 +118,14 @@ class trace:
 
     def __enter__(self):
         TRACING.stack.append(self.graph)
-        _ACTIVE[0] += 1
+        with _ACTIVE_LOCK:
+            _ACTIVE[0] += 1
         return self.graph
 
     def __exit__(self, *exc):
         TRACING.stack.pop()
-        _ACTIVE[0] -= 1
+        with _ACTIVE_LOCK:
+            _ACTIVE[0] -= 1
 
 
 def proxy_input(graph, shape, dtype, role="input", name=None, requires_grad=False, **attrs):

@@ -12,13 +12,9 @@ def eliminate_dead_code(graph, drop_inputs=()):
     for n in reversed(g.nodes()):
         if n in live:
             live.update(refs(g[n]["args"]))
-    for n in g.nodes():
-        a = g[n]
-        if n in live:
-            continue
-        if a["op"] == "input" and a["role"] not in drop_inputs:
-            continue
-        g.nx.remove_node(n)
-        if n in g.inputs:
-            g.inputs.remove(n)
+    dead = [n for n, a in g.nx.nodes(data=True)
+            if n not in live and (a["op"] != "input" or a["role"] in drop_inputs)]
+    g.nx.remove_nodes_from(dead)
+    dead = set(dead)
+    g.inputs = [n for n in g.inputs if n not in dead]
     return g
