@@ -326,8 +326,9 @@ binary("minimum", np.minimum, lambda g, out, x, y: (_max_split(g, y, x), _max_sp
 
 
 def _max_split(g, a, b):
-    # torch gives each side half the gradient where the two are equal
-    return F.where(a > b, g, F.where(a == b, g * 0.5, 0))
+    # torch's rule: half the gradient each where the two are equal, none where a loses;
+    # with a NaN neither wins nor loses, so the gradient (and the NaN) flows to both
+    return F.where(a < b, 0, F.where(a == b, g * 0.5, g))
 
 
 def _pow_kernel(x, y):
