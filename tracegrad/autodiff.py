@@ -53,7 +53,19 @@ def needed_values(fwd, outputs, wrt):
     return down & up
 
 
-def derive(fwd, outputs, wrt, hooks=None):
+def x_needed(x, need):
+    return isinstance(x, V) and x in need
+
+
+def _ctx_proxy(bwd, n, cache):
+    """The run-time grad_fn node of forward value n, as a backward-graph input (role "ctx")."""
+    from . import _dtype as D
+    if n not in cache:
+        cache[n] = proxy_input(bwd, (), D.bool_, role="ctx", fwd=n)
+    return cache[n]
+
+
+def derive(fwd, outputs, wrt, hooks=None, node_hooks=()):
     """Build the backward graph of `fwd`.
 
     Inputs of the result: one gradient per output (role "grad"), then the forward values
@@ -66,6 +78,9 @@ def derive(fwd, outputs, wrt, hooks=None):
     saved_inputs = {}
     need = needed_values(fwd, outputs, wrt)
     hooks = hooks or {}
+    ctxs = {}
+    from .ops.primitives import PRIMITIVES as P
+    from .ir.tracer import apply
     with trace(bwd):
         grads = {}
         for o in outputs:
@@ -92,8 +107,11 @@ def derive(fwd, outputs, wrt, hooks=None):
                 got = tuple_grads.get(n)
                 if not got:
                     continue
-                g = tuple(got.get(k) if got.get(k) is not None else F.full(tuple(s), 0, dtype=d)
-                          for k, (s, d) in enumerate(zip(a["shape"], a["dtype"])))
+                if prim.takes_ctx:       # a custom Function gets None for undefined gradients
+                    g = tuple(got.get(k) for k in range(len(a["shape"])))
+                else:
+                    g = tuple(got.get(k) if got.get(k) is not None else F.full(tuple(s), 0, dtype=d)
+                              for k, (s, d) in enumerate(zip(a["shape"], a["dtype"])))
                 out = tuple(_lazy(bwd, fwd, p, (n, -1, k), saved_inputs)
                             for k, p in enumerate(_projections(fwd, n, len(a["shape"]))))
             else:
@@ -108,13 +126,27 @@ def derive(fwd, outputs, wrt, hooks=None):
                 if any(isinstance(x, V) and x in need for x in args):
                     raise DerivativeError(f"the derivative for '{prim.name}' is not implemented")
                 continue
-            bwd.__dict__["source_hint"] = f"d {n} = {a['op']}(...)"
-            if a.get("opaque") is not None:
-                res = a["opaque"](g, out, in_proxies)
+            bwd.__dict__["source_hint"] = f"d {n} = {a.get('label') or a['op']}(...)"
+            bwd.__dict__["origin"] = n
+            hooked = n in node_hooks
+            if hooked:                   # grad_fn pre-hooks see (and may replace) the incoming grads
+                gs = g if isinstance(g, tuple) else (g,)
+                gs = apply(P["node_prehooks"], gs + (_ctx_proxy(bwd, n, ctxs),), {})
+                g = gs if isinstance(g, tuple) else gs[0]
+            if prim.takes_ctx:
+                res = prim.vjp(g, out, *in_proxies, ctx=_ctx_proxy(bwd, n, ctxs), **a["params"])
             else:
                 res = prim.vjp(g, out, *in_proxies, **a["params"])
             if not isinstance(res, tuple):
                 res = (res,)
+            if hooked:                   # grad_fn hooks: fn(grad_inputs, grad_outputs)
+                gs = g if isinstance(g, tuple) else (g,)
+                live = [i for i, x in enumerate(args) if x_needed(x, need) and i < len(res) and res[i] is not None]
+                mask = tuple(i in live for i in range(len(args)))
+                new = apply(P["node_hooks"], tuple(res[i] for i in live) + tuple(gs) +
+                            (_ctx_proxy(bwd, n, ctxs),), {"mask": mask, "n_out": len(gs)})
+                new = dict(zip(live, new if isinstance(new, tuple) else (new,)))
+                res = tuple(new.get(i) for i in range(len(args)))
             for i, x in enumerate(args):
                 if not isinstance(x, V) or x not in need:
                     continue
@@ -123,6 +155,8 @@ def derive(fwd, outputs, wrt, hooks=None):
                     continue
                 xa = fwd[x]
                 gi = _fit(gi, xa["shape"], xa["dtype"], prim, i)
+                if gi.__dict__.get("_name"):
+                    bwd[gi.__dict__["_name"]]["grad_of"] = (n, i)     # for anomaly checks
                 grads[x] = grads[x] + gi if x in grads else gi
         result = []
         for w in wrt:

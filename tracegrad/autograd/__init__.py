@@ -220,3 +220,6 @@ def __getattr__(name):
     if name in ("functional", "profiler", "anomaly_mode", "function"):
         return importlib.import_module("." + name, __name__)
     raise AttributeError(f"module 'tracegrad.autograd' has no attribute '{name}'")
+
+
+from .function import Function, FunctionCtx, once_differentiable, InplaceFunction, NestedIOFunction  # noqa: E402

@@ -70,8 +70,7 @@ def structure_key(order, index):
             key.append(node._out_meta)
             continue
         edges = tuple(-1 if n is None else (index[id(n)], s) for n, s in node.next_functions)
-        key.append((prim.name, tuple(node._params.items()), node._args_meta, edges, node._out_meta,
-                    type(node).__name__ if prim.name == "function" else None))
+        key.append((prim.name, tuple(node._params.items()), node._args_meta, edges, node._out_meta))
     return tuple(key)
 
 
@@ -87,11 +86,9 @@ def forward_graph(order):
             vals[(id(node), 0)] = v
             continue
         args = []
-        ei = 0
-        for m in node._args_meta:
+        for i, m in enumerate(node._args_meta):
             if type(m) is tuple:
-                nf, slot = node.next_functions[ei]
-                ei += 1
+                nf, slot = node.next_functions[i]
                 if nf is None:
                     args.append(g.add_input(m[0], m[1], "const"))
                 else:
@@ -109,14 +106,17 @@ def forward_graph(order):
             t = g.add_op(prim, tuple(args), node._params, metas[0][0], metas[0][1], src)
             g[t]["node_index"] = k
             vals[(id(node), 0)] = t
-        opaque = getattr(node, "_opaque_vjp", None)
-        if opaque is not None:
-            g[t]["opaque"] = opaque
+        if prim.takes_ctx:
+            g[t]["label"] = node._params["cls"].__name__ + ".apply"
     return g, vals
 
 
 def _value_names(g, vals, order, index, refs):
     return [vals[(id(n), s)] for n, s in refs]
+
+
+def node_hooks_of(order):
+    return frozenset(k for k, n in enumerate(order) if n._hooks or n._pre_hooks)
 
 
 def build_program(order, index, roots, targets, hooks_spec):
@@ -128,7 +128,9 @@ def build_program(order, index, roots, targets, hooks_spec):
     hooks = {}
     for (n, s), fns in hooks_spec.items():
         hooks[vals[(id(n), s)]] = (index[id(n)], s)
-    bwd = derive(fwd, outputs, wrt, hooks)
+    hooked = node_hooks_of(order)
+    node_hooks = {v for v in fwd.nodes() if fwd[v].get("node_index") in hooked and fwd[v]["op"] != "input"}
+    bwd = derive(fwd, outputs, wrt, hooks, node_hooks)
     binds = []
     for name in bwd.inputs:
         a = bwd[name]
@@ -142,6 +144,8 @@ def build_program(order, index, roots, targets, hooks_spec):
             binds.append(("saved", srcs))
         elif a["role"] == "hook":
             binds.append(("hook", a["hook_key"]))
+        elif a["role"] == "ctx":
+            binds.append(("ctx", fwd[a["fwd"]]["node_index"]))
         else:
             binds.append(("const", a["value"]))
     p = Program()
@@ -216,7 +220,8 @@ def unpack_saved(node, s):
 def get_program(order, index, roots, targets, hooks_spec):
     key = (structure_key(order, index), tuple((index[id(n)], s) for n, s in roots),
            tuple((index[id(n)], s) for n, s in targets),
-           tuple(sorted(((index[id(n)], s), len(f)) for (n, s), f in hooks_spec.items())))
+           tuple(sorted(((index[id(n)], s), len(f)) for (n, s), f in hooks_spec.items())),
+           node_hooks_of(order))
     with _LOCK:
         p = _CACHE.get(key)
         if p is not None:
@@ -254,6 +259,8 @@ def execute(order, index, roots, seeds, targets, retain_graph, create_graph, hoo
                 args.append(_saved_value(order, info, True))
             elif kind == "hook":
                 args.append(hook_by_key[info])
+            elif kind == "ctx":
+                args.append(order[info])
             else:
                 args.append(info)
         from ..ir.interpret import run_eager
@@ -268,6 +275,8 @@ def execute(order, index, roots, seeds, targets, retain_graph, create_graph, hoo
                 args.append(_saved_value(order, info, False))
             elif kind == "hook":
                 args.append(hook_by_key[info])
+            elif kind == "ctx":
+                args.append(order[info])
             else:
                 args.append(info._data)
         raw = p.fn(*args)

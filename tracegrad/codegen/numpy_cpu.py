@@ -21,7 +21,7 @@ def _literal(x, env):
         return repr(x)
     if isinstance(x, float) and math.isfinite(x):
         return repr(x)
-    name = f"c{len(env)}"
+    name = f"CONST_{len(env)}"           # upper case: never a value name (t3, s1, c2...)
     env[name] = x
     return name
 

@@ -27,7 +27,9 @@ def run_eager(graph, args):
         if op == "proj":
             env[n] = env[a["args"][0]][a["params"]["index"]]
             continue
-        env[n] = apply(a["prim"], tuple(_resolve(x, env) for x in a["args"]), a["params"])
+        prim = a["prim"]
+        args = tuple(_resolve(x, env) for x in a["args"])
+        env[n] = prim.eager(*args, **a["params"]) if prim.eager else apply(prim, args, a["params"])
     return [None if o is None else env[o] for o in graph.outputs]
 
 

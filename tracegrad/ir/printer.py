@@ -28,7 +28,10 @@ def to_python(graph):
         if a["op"] == "proj":
             rhs = f"{a['args'][0]}[{a['params']['index']}]"
         else:
-            rhs = f"{a['op']}({', '.join(_arg(x) for x in a['args'])}{_params(a['params'])})"
+            if a.get("label"):          # a custom Function: its class name, its parameters hidden
+                rhs = f"{a['label']}({', '.join(_arg(x) for x in a['args'])})"
+            else:
+                rhs = f"{a['op']}({', '.join(_arg(x) for x in a['args'])}{_params(a['params'])})"
         comment = type_str(a["shape"], a["dtype"])
         if a.get("source"):
             comment += f"  {a['source']}"

@@ -188,11 +188,16 @@ def apply_symbolic(prim, args, params):
         shapes = [s for s, _ in shape]
         dtypes = [d if d is not None else odt for _, d in shape]
         tup = graph.add_op(prim, tuple(new_args), params, shapes, dtypes, src)
+        if graph.__dict__.get("origin") is not None:
+            graph.nx.nodes[tup]["origin"] = graph.__dict__["origin"]
         outs = []
         for k, (s, d) in enumerate(zip(shapes, dtypes)):
             outs.append(Proxy.make(graph, graph.add_proj(tup, k, s, d), s, d))
         return tuple(outs)
     v = graph.add_op(prim, tuple(new_args), params, tuple(shape), odt, src)
+    origin = graph.__dict__.get("origin")
+    if origin is not None:
+        graph.nx.nodes[v]["origin"] = origin
     return Proxy.make(graph, v, shape, odt)
 
 
@@ -294,6 +299,7 @@ def _record(prim, args, params, outs):
         else:
             metas.append(a)
             req.append(False)
+            edges.append((None, 0))      # torch wraps Python numbers as inputs with no grad_fn
     node._args_meta = tuple(metas)
     node.next_functions = tuple(edges)
     saved = [None] * (len(args) + 1)

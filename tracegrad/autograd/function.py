@@ -1,0 +1,394 @@
+"""Custom autograd Functions, as torch's: static forward(ctx, ...) / backward(ctx, ...).
+
+In the IR a Function is one node (printed with its class name) that the differentiation
+pass treats as opaque: its derivative is a call of the user's backward, bound at run time
+to the grad_fn node, which is also the `ctx` (as in torch). Run with create_graph=True,
+that call records the user's backward ops, so double backward works through a backward
+written in tracegrad ops.
+
+The same run-time call mechanism runs grad_fn hooks (`register_hook`, `register_prehook`).
+"""
+import functools
+
+import numpy as np
+
+from .. import _dtype as D
+from ..grad_mode import STATE, no_grad, enable_grad
+from ..tensor import Tensor
+from ..ops.primitives import Primitive, PRIMITIVES as P
+from .graph import Node, Saved, node_class, _seq
+
+
+# -- the primitives: the Function node, and the run-time calls in backward graphs ------------------
+
+def _function_vjp(g, out, *inputs, ctx, cls, nout):
+    from ..ir.tracer import apply
+    metas = tuple((tuple(x.shape), x.dtype) if isinstance(x, Tensor) else None for x in inputs)
+    gs = g if isinstance(g, tuple) else (g,)
+    res = apply(P["function_backward"], tuple(gs) + (ctx,), {"metas": metas})
+    it = iter(res)
+    return tuple(next(it) if m is not None else None for m in metas)
+
+
+def _no_forward(*a, **k):
+    raise RuntimeError("a custom Function's forward runs through Function.apply, not the op table")
+
+
+Primitive("function", "*xs", _no_forward, shape=lambda *a, **k: _no_forward(), dtype="same", multi=True,
+          vjp=_function_vjp, takes_ctx=True, grad_fn=lambda a, p: p["cls"].__name__ + "Backward")
+
+
+def _check_grads(ctx, grads, metas):
+    name = type(ctx).__name__
+    n_in = len(metas)
+    if not isinstance(grads, tuple):
+        grads = (grads,)
+    if len(grads) != n_in:
+        # torch allows extra trailing Nones
+        if len(grads) > n_in and all(g is None for g in grads[n_in:]):
+            grads = grads[:n_in]
+        else:
+            raise RuntimeError(f"function {name} returned an incorrect number of gradients (expected {n_in}, "
+                               f"got {len(grads)})")
+    return grads
+
+
+def _fit_grad(name, i, g, meta, as_tensor):
+    shape, dtype = meta
+    gs = tuple(g.shape)
+    if gs != tuple(shape):
+        try:
+            np.broadcast_shapes(gs, tuple(shape))
+            ok = len(shape) >= 0 and np.broadcast_shapes(gs, tuple(shape)) == gs and np.prod(shape) != 0
+        except ValueError:
+            ok = False
+        if not ok:
+            raise RuntimeError(f"Function {name} returned an invalid gradient at index {i} - got "
+                               f"[{', '.join(map(str, gs))}] but expected shape compatible with "
+                               f"[{', '.join(map(str, shape))}]")
+        from ..ops.primitives import sum_to
+        g = sum_to(g, tuple(shape)) if as_tensor else None
+        if not as_tensor:
+            raise AssertionError
+    if g.dtype is not dtype and dtype.is_floating_point:
+        g = g.to(dtype)
+    return g
+
+
+def _call_user_backward(ctx, gs, metas, as_tensor):
+    cls = ctx._params["cls"]
+    outs = ctx._out_meta
+    if ctx.__dict__.get("_materialize", True):
+        gs = [g if g is not None else Tensor._make(np.zeros(shape, dt.np), dt)
+              for g, (shape, dt) in zip(gs, outs)]
+    res = _check_grads(ctx, cls.backward(ctx, *gs), metas)
+    out = []
+    name = type(ctx).__name__
+    for i, (g, m) in enumerate(zip(res, metas)):
+        if m is None:
+            continue
+        if g is None:
+            if ctx.needs_input_grad[i]:
+                g = Tensor._make(np.zeros(m[0], m[1].np), m[1])
+            else:
+                out.append(None)
+                continue
+        if not isinstance(g, Tensor):
+            raise TypeError(f"function {name} returned a gradient of type {type(g).__name__} at index {i}; "
+                            f"expected a Tensor or None")
+        out.append(_fit_grad(name, i, g, m, True))
+    return tuple(out)
+
+
+def _function_backward_kernel(*args, metas):
+    *gs, ctx = args
+    grads = [None if g is None else Tensor._make(np.asarray(g), dt) for g, (_, dt) in zip(gs, ctx._out_meta)]
+    with no_grad():
+        res = _call_user_backward(ctx, grads, metas, True)
+    return tuple(None if r is None else r._data for r in res)
+
+
+def _function_backward_eager(*args, metas):
+    *gs, ctx = args
+    return _call_user_backward(ctx, list(gs), metas, True)
+
+
+def _function_backward_shape(*args, metas):
+    return [m for m in metas if m is not None]
+
+
+Primitive("function_backward", "*gs", _function_backward_kernel, shape=_function_backward_shape,
+          dtype=lambda args: (None, D.float32), multi=True, eager=_function_backward_eager,
+          grad_fn="FunctionBackwardBackward")
+
+
+def _wrap_grads(gs):
+    out = []
+    for g in gs:
+        if g is None or isinstance(g, Tensor):
+            out.append(g)
+        else:
+            a = np.asarray(g)
+            out.append(Tensor._make(a, D.from_numpy_dtype(a.dtype)))
+    return tuple(out)
+
+
+def _unwrap(gs, as_tensor):
+    return tuple(g if as_tensor or g is None else g._data for g in gs)
+
+
+def _prehooks(*args, as_tensor=False):
+    *gs, node = args
+    gs = _wrap_grads(gs)
+    for h in list((node._pre_hooks or {}).values()):
+        r = h(gs)
+        if r is not None:
+            gs = _wrap_grads(tuple(r))
+    return _unwrap(gs, as_tensor)
+
+
+def _posthooks(*args, mask, n_out, as_tensor=False):
+    *vals, node = args
+    vals = _wrap_grads(vals)
+    n_in = len(vals) - n_out
+    it = iter(vals[:n_in])
+    grad_inputs = tuple(next(it) if m else None for m in mask)
+    grad_outputs = vals[n_in:]
+    for h in list((node._hooks or {}).values()):
+        r = h(grad_inputs, grad_outputs)
+        if r is not None:
+            grad_inputs = _wrap_grads(tuple(r))
+    return _unwrap(tuple(g for g, m in zip(grad_inputs, mask) if m), as_tensor)
+
+
+def _pass_shapes(*args, **p):
+    vals = args[:-1]
+    n = len(vals) - p.get("n_out", 0)
+    return [(tuple(v.shape), v.dtype) for v in vals[:n]]
+
+
+Primitive("node_prehooks", "*gs", _prehooks, shape=_pass_shapes, dtype=lambda args: (None, D.float32), multi=True,
+          eager=functools.partial(_prehooks, as_tensor=True), vjp=lambda g, out, *a: tuple(g) + (None,),
+          grad_fn="NodePreHooksBackward")
+Primitive("node_hooks", "*gs", _posthooks, shape=_pass_shapes, dtype=lambda args: (None, D.float32), multi=True,
+          eager=functools.partial(_posthooks, as_tensor=True),
+          vjp=lambda g, out, *a, mask, n_out: tuple(g) + (None,) * (len(a) - len(g)),
+          grad_fn="NodeHooksBackward")
+
+
+def _delayed_error_vjp(g, out, *a):
+    raise RuntimeError("trying to differentiate twice a function that was marked with @once_differentiable")
+
+
+Primitive("delayed_error", "*xs", lambda x, *rest: x, shape=lambda x, *r: tuple(x.shape), dtype="same",
+          vjp=_delayed_error_vjp, grad_fn="DelayedError")
+
+
+# -- the user-facing classes ------------------------------------------------------------------------
+
+class FunctionCtx:
+    """The methods available on `ctx` (mixed into each custom Function's grad_fn class)."""
+
+    def save_for_backward(self, *tensors):
+        for t in tensors:
+            if t is not None and not isinstance(t, Tensor):
+                raise TypeError("save_for_backward can only save variables, but argument 0 is of type "
+                                f"{type(t).__name__}")
+        self.__dict__["_to_save"] = tensors
+
+    @property
+    def saved_tensors(self):
+        if self._saved is None:
+            from .engine import FREED_MSG
+            raise RuntimeError(FREED_MSG)
+        from .engine import unpack, _check_version
+        saved = self.__dict__.get("_fn_saved")
+        if saved is None:                    # forward still running, or nothing required grad
+            return tuple(self.__dict__.get("_to_save", ()))
+        out = []
+        for s in saved:
+            if s is None or isinstance(s, Tensor):
+                out.append(s)
+                continue
+            _check_version(s, self)
+            out.append(unpack(self, s))
+        return tuple(out)
+
+    @property
+    def saved_variables(self):
+        return self.saved_tensors
+
+    def mark_dirty(self, *tensors):
+        self.__dict__["_dirty"] = tensors
+
+    def mark_non_differentiable(self, *tensors):
+        self.__dict__["_non_diff"] = tensors
+
+    def set_materialize_grads(self, value):
+        self.__dict__["_materialize"] = bool(value)
+
+
+class BackwardCFunction(FunctionCtx, Node):
+    __slots__ = ()
+
+
+_fn_classes = {}
+
+
+def _ctx_class(cls):
+    c = _fn_classes.get(cls)
+    if c is None:
+        c = type(cls.__name__ + "Backward", (BackwardCFunction,), {"__slots__": ()})
+        c._forward_cls = cls
+        _fn_classes[cls] = c
+    return c
+
+
+class FunctionMeta(type):
+    def __init__(cls, name, bases, attrs):
+        super().__init__(name, bases, attrs)
+        cls._backward_cls = None
+
+
+class Function(metaclass=FunctionMeta):
+    """Subclass with static `forward(ctx, *args)` and `backward(ctx, *grad_outputs)`; call `.apply`."""
+
+    def __init__(self, *args, **kwargs):
+        import warnings
+        warnings.warn(f"{type(self).__name__} should not be instantiated. Methods on autograd functions are all "
+                      f"static, so you should invoke them on the class itself.", DeprecationWarning, stacklevel=2)
+
+    def __call__(self, *args, **kwargs):
+        raise RuntimeError("Legacy autograd function with non-static forward method is deprecated. Please use new-"
+                           "style autograd function with static forward method. (Example: "
+                           "https://pytorch.org/docs/stable/autograd.html#torch.autograd.Function)")
+
+    @staticmethod
+    def forward(ctx, *args, **kwargs):
+        raise NotImplementedError("You must implement the forward function for custom autograd.Function.")
+
+    @staticmethod
+    def backward(ctx, *grad_outputs):
+        raise NotImplementedError("You must implement either the backward or vjp method for your custom "
+                                  "autograd.Function to use it with backward mode AD.")
+
+    vjp = backward
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        raise NotImplementedError
+
+    @classmethod
+    def apply(cls, *args, **kwargs):
+        if kwargs:
+            raise NotImplementedError("Function.apply with keyword arguments is not supported")
+        ctx = object.__new__(_ctx_class(cls))
+        _init_node(ctx)
+        needs = tuple(isinstance(a, Tensor) and a._req for a in args)
+        ctx.__dict__["needs_input_grad"] = needs
+        custom_setup = cls.setup_context is not Function.setup_context
+        with no_grad():
+            if custom_setup:
+                outputs = cls.forward(*args)
+                cls.setup_context(ctx, args, outputs)
+            else:
+                outputs = cls.forward(ctx, *args)
+        is_tuple = isinstance(outputs, tuple)
+        outs = list(outputs) if is_tuple else [outputs]
+        requires = STATE.grad_enabled and any(needs)
+        dirty = ctx.__dict__.get("_dirty", ())
+        non_diff = ctx.__dict__.get("_non_diff", ())
+        for d in dirty:
+            d._vc[0] += 1
+        if not requires:
+            for k, o in enumerate(outs):
+                if isinstance(o, Tensor) and any(o is a for a in args) and not any(o is d for d in dirty):
+                    outs[k] = Tensor._make(o._data, o._dtype, vc=o._vc, base=o)
+            return tuple(outs) if is_tuple else outs[0]
+        ctx._prim = P["function"]
+        ctx._params = {"cls": cls, "nout": len(outs)}
+        metas, edges = [], []
+        for a in args:
+            if isinstance(a, Tensor):
+                metas.append((a._data.shape, a._dtype))
+                if a.grad_fn is not None:
+                    edges.append((a.grad_fn, a._output_nr))
+                elif a._req:
+                    edges.append((a._accumulator(), 0))
+                else:
+                    edges.append((None, 0))
+            else:
+                metas.append(None)
+                edges.append((None, 0))
+        ctx._args_meta = tuple(metas)
+        ctx.next_functions = tuple(edges)
+        ctx._saved = (None,) * (len(args) + 1)
+        for k, o in enumerate(outs):
+            if not isinstance(o, Tensor):
+                continue
+            is_input = any(o is a for a in args)
+            if any(o is d for d in dirty):
+                if o.grad_fn is None and o._req:
+                    raise RuntimeError("a leaf Variable that requires grad has been used in an in-place operation.")
+            elif is_input:
+                # an input returned as is: the output is a new tensor viewing it
+                o = outs[k] = Tensor._make(o._data, o._dtype, vc=o._vc, base=o)
+            if any(o is nd for nd in non_diff) or not o._dtype.is_floating_point:
+                continue
+            o._req = True
+            o.grad_fn = ctx
+            o._output_nr = k
+        ctx._out_meta = tuple(((o._data.shape, o._dtype) if isinstance(o, Tensor) else ((), D.float32))
+                              for o in outs)
+        saved = []
+        for t in ctx.__dict__.pop("_to_save", ()):
+            if t is None:
+                saved.append(None)
+            elif t.grad_fn is ctx:
+                saved.append(Saved(t, True, t._output_nr))
+            else:
+                saved.append(Saved(t, False))
+        ctx.__dict__["_fn_saved"] = saved
+        return tuple(outs) if is_tuple else outs[0]
+
+
+def _init_node(node):
+    node._prim = None
+    node._params = None
+    node._args_meta = ()
+    node.next_functions = ()
+    node._saved = ()
+    node._out_meta = ()
+    node._freed = False
+    node._hooks = None
+    node._pre_hooks = None
+    node._seq = next(_seq)
+    node._trace = None
+
+
+class InplaceFunction(Function):
+    pass
+
+
+class NestedIOFunction(Function):
+    pass
+
+
+def once_differentiable(fn):
+    """Run a backward under no_grad; differentiating its result again raises."""
+    @functools.wraps(fn)
+    def wrapper(ctx, *args):
+        with no_grad():
+            outputs = fn(ctx, *args)
+        if not STATE.grad_enabled:
+            return outputs
+        req = [a for a in args if isinstance(a, Tensor) and a._req]
+        if not req:
+            return outputs
+        from ..ir.tracer import apply
+        single = not isinstance(outputs, tuple)
+        outs = (outputs,) if single else outputs
+        wrapped = tuple(apply(P["delayed_error"], (o,) + tuple(req), {}) if isinstance(o, Tensor) else o
+                        for o in outs)
+        return wrapped[0] if single else wrapped
+    return wrapper
