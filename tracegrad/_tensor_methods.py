@@ -152,17 +152,11 @@ def commit(self, result):
         raise RuntimeError("unsupported operation: more than one element of the written-to tensor refers to a single "
                            "memory location. Please clone() the tensor before performing the operation.")
     node = result.grad_fn if result._dtype is self._dtype or self._dtype.is_floating_point else None
+    base = self._base
+    if base is not None and STATE.grad_enabled and (node is not None or base._req):
+        return _commit_to_view(self, base, result)
     if node is not None:
-        if self._base is not None:
-            raise NotImplementedError("an in-place op with autograd on a view of another tensor is not supported; "
-                                      "apply the op out of place, or clone() the view first")
-        old = None
-        for i, s in enumerate(node._saved[1:]):
-            if isinstance(s, Saved) and s.tensor is self:
-                if old is None:
-                    # the derivative needs self's value from before this op: keep a copy
-                    old = Tensor._make(self._data.copy(), self._dtype, self._req, self.grad_fn, self._output_nr)
-                s.tensor, s.vc, s.version = old, old._vc, 0
+        _keep_old_self(self, node)
     np.copyto(self._data, result._data, casting="unsafe")
     self._vc[0] += 1
     if node is not None:
@@ -175,6 +169,41 @@ def commit(self, result):
                 s.version = self._vc[0]
                 s.data = self._data
     return self
+
+
+def _keep_old_self(self, node):
+    """The derivative may need self's value from before the op: save a copy instead."""
+    old = None
+    for s in node._saved[1:]:
+        if isinstance(s, Saved) and s.tensor is self:
+            if old is None:
+                old = Tensor._make(self._data.copy(), self._dtype, self._req, self.grad_fn, self._output_nr)
+            s.tensor, s.vc, s.version = old, old._vc, 0
+
+
+def _commit_to_view(view, base, result):
+    """An in-place op on a view: write through, then give the base the history
+    as_strided_scatter(old base, result) (torch's CopySlices) and the view as_strided of it."""
+    from .ir.tracer import _record
+    from .ops.primitives import PRIMITIVES as P
+    if base.grad_fn is None and base._req:
+        raise RuntimeError("a view of a leaf Variable that requires grad is being used in an in-place operation.")
+    bd = base._data
+    if not bd.flags.c_contiguous:
+        raise NotImplementedError("an in-place op with autograd on a view of a non-contiguous tensor is not "
+                                  "supported; clone() the base first")
+    item = bd.itemsize
+    offset = (view._data.__array_interface__["data"][0] - bd.__array_interface__["data"][0]) // item
+    params = {"shape": tuple(view._data.shape), "strides": tuple(s // item for s in view._data.strides),
+              "offset": offset}
+    old_base = Tensor._make(bd, base._dtype, base._req, base.grad_fn, base._output_nr, vc=[base._vc[0]])
+    if result.grad_fn is not None:
+        _keep_old_self(view, result.grad_fn)
+    np.copyto(view._data, result._data, casting="unsafe")
+    view._vc[0] += 1
+    _record(P["as_strided_scatter"], (old_base, result), params, (base,))
+    _record(P["as_strided"], (base,), params, (view,))
+    return view
 
 
 def _inplace(fn):

@@ -1055,3 +1055,13 @@ def to(input, *args, **kwargs):
 
 def type_as(input, other):
     return to(input, other.dtype)
+
+
+def as_strided(input, size, stride, storage_offset=0):
+    return apply(P["as_strided"], (input,), {"shape": tuple(size), "strides": tuple(stride),
+                                             "offset": int(storage_offset)})
+
+
+def as_strided_scatter(input, src, size, stride, storage_offset=0):
+    return apply(P["as_strided_scatter"], (input, src), {"shape": tuple(size), "strides": tuple(stride),
+                                                          "offset": int(storage_offset)})

@@ -36,11 +36,11 @@ F = _LazyOps()
 class Primitive:
     __slots__ = ("name", "inputs", "variadic", "dtype_rule", "shape", "impl", "vjp", "saves", "grad_fn",
                  "view", "nondiff_outputs", "multi", "triton", "elementwise", "reduction", "cast", "_node_cls",
-                 "_save_pos", "needs")
+                 "_save_pos", "needs", "takes_ctx", "eager")
 
     def __init__(self, name, inputs, impl, *, shape, dtype, vjp=None, saves=(), grad_fn=None, view=False,
                  multi=False, nondiff_outputs=(), elementwise=False, reduction=False, triton=None, cast=None,
-                 needs=None):
+                 needs=None, takes_ctx=False, eager=None):
         self.name = name
         self.variadic = inputs.startswith("*")
         self.inputs = tuple(inputs.lstrip("*").split()) if inputs else ()
@@ -62,6 +62,8 @@ class Primitive:
         # gradients of its inputs that require grad read (as torch does)
         self.needs = {k: tuple(v.split()) for k, v in needs.items()} if needs else None
         self._save_pos = {}
+        self.takes_ctx = takes_ctx      # the rule gets the run-time grad_fn node (custom Functions)
+        self.eager = eager              # how create_graph runs it, where not through apply (opaque calls)
         PRIMITIVES[name] = self
 
     def saved_positions(self, nargs, req=None):
@@ -959,3 +961,35 @@ def _call_hooks_kernel(g, fns):
 # at each run (hooks may change between runs of one cached program).
 Primitive("call_hooks", "g fns", _call_hooks_kernel, shape=lambda g, fns: tuple(g.shape), dtype="same",
           vjp=lambda gg, out, g, fns: (gg, None), grad_fn="HookBackward0")
+
+
+# == in-place writes through views ================================================================
+# A view is described, as torch's autograd does, by (shape, strides, offset) in elements of its
+# base's contiguous storage. An in-place op on a view records the base's new value as
+# as_strided_scatter(old base, result) ("CopySlices") and the view as as_strided of it.
+
+def _strided(flat, shape, strides, offset):
+    item = flat.itemsize
+    return np.lib.stride_tricks.as_strided(flat[offset:], shape, tuple(s * item for s in strides))
+
+
+def _as_strided_kernel(x, shape, strides, offset):
+    return _strided(np.ascontiguousarray(x).reshape(-1), shape, strides, offset)
+
+
+def _as_strided_scatter_kernel(x, src, shape, strides, offset):
+    out = np.array(x, order="C", copy=True)
+    _strided(out.reshape(-1), shape, strides, offset)[...] = src
+    return out
+
+
+Primitive("as_strided", "x", _as_strided_kernel, shape=lambda x, shape, strides, offset: tuple(shape),
+          dtype="same", view=True, grad_fn="AsStridedBackward0",
+          vjp=lambda g, out, x, shape, strides, offset: (
+              F.as_strided_scatter(F.full(tuple(x.shape), 0, dtype=g.dtype), g, shape, strides, offset),))
+Primitive("as_strided_scatter", "x src", _as_strided_scatter_kernel,
+          shape=lambda x, src, shape, strides, offset: tuple(x.shape), dtype="same", cast=(1,),
+          grad_fn="CopySlices",
+          vjp=lambda g, out, x, src, shape, strides, offset: (
+              F.as_strided_scatter(g, F.full(tuple(shape), 0, dtype=g.dtype), shape, strides, offset),
+              F.as_strided(g, shape, strides, offset)))

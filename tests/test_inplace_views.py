@@ -1,0 +1,111 @@
+"""In-place ops, views and version counters, against torch."""
+import pytest
+import torch
+
+import tracegrad as tg
+from conftest import assert_close
+
+
+def both(fn):
+    return fn(torch), fn(tg)
+
+
+def test_inplace_on_slice_view_updates_base_and_gradient():
+    def run(m):
+        x = m.tensor([1., 2., 3., 4.], dtype=m.float64, requires_grad=True)
+        b = x * 1
+        v = b[1:3]
+        v.mul_(x[:2] * 10)
+        (b * b).sum().backward()
+        return b.detach(), x.grad, type(b.grad_fn).__name__
+    t, g = both(run)
+    assert_close(g[0], t[0])
+    assert_close(g[1], t[1])
+    assert g[2] == t[2] == "CopySlices"
+
+
+def test_inplace_on_transposed_row_view():
+    def run(m):
+        x = m.tensor([[1., 2.], [3., 4.]], dtype=m.float64, requires_grad=True)
+        b = x.clone()
+        b.t()[0].add_(5)
+        b.exp().sum().backward()
+        return b.detach(), x.grad
+    t, g = both(run)
+    assert_close(g[0], t[0])
+    assert_close(g[1], t[1])
+
+
+def test_setitem_on_view_of_nonleaf():
+    def run(m):
+        x = m.tensor([[1., 2., 3.], [4., 5., 6.]], dtype=m.float64, requires_grad=True)
+        b = x * 2
+        row = b[1]
+        row[0:2] = x[0, :2] ** 2
+        b.sum().backward()
+        return b.detach(), x.grad
+    t, g = both(run)
+    assert_close(g[0], t[0])
+    assert_close(g[1], t[1])
+
+
+def test_view_of_leaf_inplace_error():
+    def run(m):
+        x = m.tensor([1., 2.], requires_grad=True)
+        try:
+            x[0].add_(1)
+        except RuntimeError as e:
+            return str(e)
+    t, g = both(run)
+    assert t == g
+
+
+def test_views_share_version_counter_and_storage():
+    def run(m):
+        x = m.zeros(2, 3)
+        v = x.view(3, 2)
+        s = x[:, 1]
+        t = x.t()
+        s.add_(1)
+        t[0, 0] = 5.
+        return x._version, v._version, s._version, t._version, x.tolist(), v.tolist()
+    assert run(torch) == run(tg)
+
+
+def test_expanded_tensor_inplace_error():
+    def run(m):
+        x = m.zeros(1, 3).expand(2, 3)
+        try:
+            x.add_(1)
+        except RuntimeError as e:
+            return str(e)
+    assert run(torch) == run(tg)
+
+
+def test_saved_view_then_inplace_on_base_raises():
+    def run(m):
+        x = m.tensor([1., 2., 3.], requires_grad=True)
+        b = x * 1
+        v = b[:2]
+        y = v.exp()          # saves its result (not b)
+        z = (v * v).sum()    # saves v
+        b.add_(1)            # bumps the shared version
+        try:
+            z.backward()
+        except RuntimeError as e:
+            return str(e).split(" Hint")[0]
+    t, g = both(run)
+    assert t is not None and g is not None
+    assert t.split(":")[0] == g.split(":")[0]
+    assert "is at version 1; expected version 0 instead" in g
+
+
+def test_inplace_without_grad_on_views_writes_through():
+    def run(m):
+        x = m.arange(6.).reshape(2, 3)
+        with m.no_grad():
+            x[0].mul_(10)
+            x[:, 2] = -1
+            x.t()[1].zero_()
+        return x.tolist()
+    assert run(torch) == run(tg)
