@@ -122,11 +122,9 @@ class inference_mode(_DecoratorContextManager):
 
     def __enter__(self):
         self.prev = (STATE.grad_enabled, STATE.inference)
-        if self.mode:
-            STATE.grad_enabled = False
-            STATE.inference = True
-        else:
-            STATE.inference = False
+        # as torch's InferenceMode guard: grad mode is the opposite of inference mode
+        STATE.grad_enabled = not self.mode
+        STATE.inference = self.mode
 
     def __exit__(self, *exc):
         STATE.grad_enabled, STATE.inference = self.prev

@@ -279,7 +279,11 @@ def execute(order, index, roots, seeds, targets, retain_graph, create_graph, hoo
                 args.append(order[info])
             else:
                 args.append(info._data)
-        raw = p.fn(*args)
+        from ..ir import tracer
+        if tracer._PROFILE[0] is not None or (tracer._ANOMALY[0] and tracer._ANOMALY_NAN[0]):
+            raw = run_checked(p, args, order)
+        else:
+            raw = p.fn(*args)
         seen = {id(a) for a in args if isinstance(a, np.ndarray)}
         outs = []
         for (n, s), o in zip(targets, raw):
@@ -301,3 +305,52 @@ def execute(order, index, roots, seeds, targets, retain_graph, create_graph, hoo
                 node._saved = None
                 node._freed = True
     return outs
+
+
+def _origin_name(p, order, n):
+    k = p.fwd[n].get("node_index")
+    return (type(order[k]).__name__, order[k]) if k is not None else (n, None)
+
+
+def run_checked(p, args, order):
+    """Run a backward program node by node: time each node for the profiler (charged to
+    the grad_fn of the forward op it differentiates) and, in anomaly mode, stop at the
+    first derivative rule that returns NaN, naming the forward op and where it was made."""
+    import time
+    import warnings
+    from ..ir import tracer
+    from ..ir.graph import V
+    from . import profiler
+    g = p.bwd
+    env = dict(zip(g.inputs, args))
+    check = tracer._ANOMALY[0] and tracer._ANOMALY_NAN[0]
+    prof = profiler.is_profiling()
+    spans = {}
+    for n in g.nodes():
+        a = g[n]
+        if a["op"] == "input":
+            continue
+        vals = [env[x] if isinstance(x, V) else x for x in a["args"]]
+        t0 = time.perf_counter()
+        if a["op"] == "proj":
+            out = vals[0][a["params"]["index"]]
+        else:
+            out = a["prim"].impl(*vals, **a["params"])
+        t1 = time.perf_counter()
+        env[n] = out
+        origin = a.get("origin")
+        if prof and origin is not None:
+            s = spans.setdefault(origin, [t0, t1])
+            s[0], s[1] = min(s[0], t0), max(s[1], t1)
+        if check and a.get("grad_of") is not None and out is not None and \
+                np.isnan(np.asarray(out, dtype=np.float64) if np.asarray(out).dtype.kind != "f" else out).any():
+            fwd_value, i = a["grad_of"]
+            name, node = _origin_name(p, order, fwd_value)
+            if node is not None and node._trace:
+                warnings.warn(f"Error detected in {name}. Traceback of forward call that caused the error:\n" +
+                              "".join(node._trace), UserWarning)
+            raise RuntimeError(f"Function '{name}' returned nan values in its {i}th output.")
+    if prof:
+        for origin, (t0, t1) in sorted(spans.items(), key=lambda kv: kv[1][0]):
+            profiler.record(_origin_name(p, order, origin)[0], t0, t1, kind="backward")
+    return tuple(None if o is None else env[o] for o in g.outputs)

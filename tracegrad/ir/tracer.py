@@ -225,6 +225,12 @@ def apply(prim, args, params):
     """Run one primitive: eagerly on tensors, or symbolically on Proxies."""
     if _ACTIVE[0] and (TRACING.stack or any(isinstance(a, Proxy) for a in args)):
         return apply_symbolic(prim, args, params)
+    if _PROFILE[0] is not None:
+        return _PROFILE[0](prim, args, params, lambda: _apply_eager(prim, args, params))
+    return _apply_eager(prim, args, params)
+
+
+def _apply_eager(prim, args, params):
     cdt, odt = prim.dtype_rule(args)
     if odt is None:
         odt = params["dtype"]
@@ -308,8 +314,10 @@ def _record(prim, args, params, outs):
         a = args[i]
         if isinstance(a, Tensor):
             if a._inference:
-                raise RuntimeError("Inference tensors cannot be saved for backward. To work around you can make "
-                                   "a clone to get a normal tensor and use it in autograd.")
+                raise RuntimeError("Inference tensors cannot be saved for backward. Please do not use Tensors "
+                                   "created in inference mode in computation tracked by autograd. To work around "
+                                   "this, you can make a clone to get a normal tensor and use it in autograd, or "
+                                   "use `torch.no_grad()` instead of `torch.inference_mode()`.")
             saved[i + 1] = Saved(a, False)
         else:
             saved[i + 1] = a
@@ -332,6 +340,8 @@ def _record(prim, args, params, outs):
 
 
 _ANOMALY = [False]
+_ANOMALY_NAN = [True]
+_PROFILE = [None]          # the profiler's op recorder while a profile is active
 
 
 def _anomaly_trace():
