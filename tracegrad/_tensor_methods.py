@@ -377,3 +377,20 @@ def _register_hook(self, hook):
 
 Tensor.retain_grad = _retain_grad
 Tensor.register_hook = _register_hook
+
+
+def _equal(self, other):
+    return tuple(self.shape) == tuple(other.shape) and bool(np.array_equal(self._data, other._data))
+
+
+def _allclose(self, other, rtol=1e-05, atol=1e-08, equal_nan=False):
+    return bool(np.allclose(self._data, other._data, rtol=rtol, atol=atol, equal_nan=equal_nan))
+
+
+def _is_inference(self):
+    return self._inference
+
+
+Tensor.equal = _equal
+Tensor.allclose = _allclose
+Tensor.is_inference = _is_inference
