@@ -225,3 +225,5 @@ def __getattr__(name):
 from .function import Function, FunctionCtx, once_differentiable, InplaceFunction, NestedIOFunction  # noqa: E402
 from .anomaly_mode import detect_anomaly, set_detect_anomaly, is_anomaly_enabled  # noqa: E402
 from . import profiler  # noqa: E402
+from .gradcheck import gradcheck, gradgradcheck  # noqa: E402
+from . import functional  # noqa: E402
