@@ -93,7 +93,9 @@ class Node:
                 i = [j for j in range(len(self._args_meta))
                      if prim.inputs[min(j, len(prim.inputs) - 1)] == name and saved[j + 1] is not None]
                 vals = [unpack_saved(self, saved[j + 1]) for j in i]
-                return vals[0] if len(vals) == 1 and not (prim.variadic and name == prim.inputs[-1]) else vals
+                if prim.variadic and name == prim.inputs[-1]:
+                    return vals
+                return vals[0] if vals else None
         raise AttributeError(f"'{type(self).__name__}' object has no attribute '{item}'")
 
 

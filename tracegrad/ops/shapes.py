@@ -29,36 +29,24 @@ def normalize_dims(dims, ndim):
 
 
 def broadcast_shapes(*shapes):
-    """torch's broadcasting, with its message when sizes disagree."""
-    if len(shapes) == 2:
-        a, b = shapes
-        if a == b:
-            return tuple(a)
-    ndim = max(len(s) for s in shapes)
-    out = [1] * ndim
-    for s in shapes:
-        off = ndim - len(s)
-        for i, n in enumerate(s):
-            j = off + i
-            m = out[j]
-            if m == 1:
-                out[j] = n
-            elif n != 1 and n != m:
-                raise RuntimeError(_mismatch_message(shapes, j, ndim))
-    return tuple(out)
-
-
-def _mismatch_message(shapes, j, ndim):
-    # torch names the two operands a and b and the dimension counted from the left
-    # of the broadcast shape.
-    sizes = []
-    for s in shapes:
-        k = j - (ndim - len(s))
-        sizes.append(s[k] if k >= 0 else 1)
-    first = next(i for i, n in enumerate(sizes) if n != 1)
-    second = next(i for i, n in enumerate(sizes) if n != 1 and n != sizes[first])
-    return (f"The size of tensor a ({sizes[first]}) must match the size of tensor b ({sizes[second]}) "
-            f"at non-singleton dimension {j}")
+    """torch's broadcasting (pairwise, from the last dimension), with its message when
+    sizes disagree."""
+    out = tuple(shapes[0])
+    for s in shapes[1:]:
+        s = tuple(s)
+        if s == out:
+            continue
+        ndim = max(len(out), len(s))
+        res = [1] * ndim
+        for j in range(ndim - 1, -1, -1):
+            a = out[j - ndim + len(out)] if j - ndim + len(out) >= 0 else 1
+            b = s[j - ndim + len(s)] if j - ndim + len(s) >= 0 else 1
+            if a != b and a != 1 and b != 1:
+                raise RuntimeError(f"The size of tensor a ({a}) must match the size of tensor b ({b}) "
+                                   f"at non-singleton dimension {j}")
+            res[j] = b if a == 1 else a
+        out = tuple(res)
+    return out
 
 
 def reduced_shape(shape, dims, keepdim):
