@@ -89,6 +89,8 @@ class Node:
                     from .engine import FREED_MSG
                     raise RuntimeError(FREED_MSG)
                 if name == "out":
+                    if saved[0] is None:
+                        return None
                     return unpack_saved(self, saved[0][0] if len(saved[0]) == 1 else saved[0])
                 i = [j for j in range(len(self._args_meta))
                      if prim.inputs[min(j, len(prim.inputs) - 1)] == name and saved[j + 1] is not None]
