@@ -18,7 +18,7 @@ class dtype:
         self._rank = rank            # order inside a kind
         self.is_floating_point = kind == 2
         self.is_complex = False
-        self.is_signed = kind != 0
+        self.is_signed = kind != 0 and name != "uint8"
         self.itemsize = itemsize
 
     def __repr__(self):
@@ -55,6 +55,12 @@ LEGACY = {float32: "FloatTensor", float64: "DoubleTensor", float16: "HalfTensor"
 # torch's short scalar-type names ("Float", "Long"), used in error messages
 SCALAR_NAME = {float32: "Float", float64: "Double", float16: "Half", bfloat16: "BFloat16", int64: "Long",
                int32: "Int", int16: "Short", int8: "Char", uint8: "Byte", bool_: "Bool"}
+# the C++ type names torch's messages use when a fill value overflows ("uint8_t") ...
+C_NAME = {uint8: "uint8_t", int8: "int8_t", int16: "int16_t", int32: "int", int64: "int64_t", float32: "float",
+          float64: "double", float16: "c10::Half", bfloat16: "c10::BFloat16", bool_: "bool"}
+# ... and when random_'s bounds do not fit the dtype ("unsigned char")
+C_RANGE_NAME = {uint8: "unsigned char", int8: "signed char", int16: "short int", int32: "int", int64: "long int",
+                bool_: "bool"}
 
 
 def _lookup(name):
@@ -65,7 +71,8 @@ def from_numpy_dtype(npd):
     try:
         return _FROM_NP[np.dtype(npd)]
     except KeyError:
-        raise TypeError(f"can't convert np.ndarray of type {np.dtype(npd)}. The only supported types are: "
+        raise TypeError(f"can't convert np.ndarray of type numpy.{np.dtype(npd).type.__name__}. "
+                        "The only supported types are: "
                         "float64, float32, float16, int64, int32, int16, int8, uint8, and bool.") from None
 
 
@@ -159,11 +166,31 @@ def scalar_dtype(x):
     raise TypeError(f"unsupported scalar type {type(x).__name__}")
 
 
+def integer_bounds(d):
+    """The values a Python number may take to be stored in integer dtype d without torch's overflow error:
+    floats must lie in [min, max]; ints too, except that unsigned types also take -max..-1 (wrapping)."""
+    info = np.iinfo(d.np)
+    return int(info.min), int(info.max), (-int(info.max) if info.min == 0 else int(info.min))
+
+
+def cast(a, d):
+    """A numpy array converted to d's storage as torch converts: float64 reaches float16 and bfloat16
+    through float32 (torch rounds twice), bfloat16 keeps float32 storage rounded to 8 bits."""
+    a = np.asarray(a)
+    if d is bfloat16:
+        return round_bfloat16(a)
+    with np.errstate(invalid="ignore", over="ignore"):
+        if d is float16 and a.dtype == np.float64:
+            a = a.astype(np.float32)
+        return a.astype(d.np)
+
+
 def round_bfloat16(a):
     """Round a float32 array to the nearest bfloat16 value (ties to even), in float32."""
+    shape = np.shape(a)
     a = np.ascontiguousarray(a, dtype=np.float32)
     bits = a.view(np.uint32)
     finite = np.isfinite(a)
     rounded = ((bits.astype(np.uint64) + 0x7FFF + ((bits >> 16) & 1)) & 0xFFFF0000).astype(np.uint32)
     out = np.where(finite, rounded, bits).view(np.float32)
-    return out.reshape(a.shape)
+    return out.reshape(shape)

@@ -57,24 +57,18 @@ class _Formatter:
                     self.int_mode = False
                     break
             vlist = vals.astype(np.float64).tolist()
-            if self.int_mode:
-                if mx / mn > 1000.0 or mx > 1.0e8:
-                    self.sci_mode = True
-                    for v in vlist:
-                        self.max_width = max(self.max_width, len(f"{v:.{p}e}"))
-                else:
-                    for v in vlist:
-                        self.max_width = max(self.max_width, len(f"{v:.0f}") + 1)
+            if PRINT_OPTS.sci_mode is None:
+                self.sci_mode = mx / mn > 1000.0 or mx > 1.0e8 or mn < 1.0e-4
             else:
-                if mx / mn > 1000.0 or mx > 1.0e8 or mn < 1.0e-4:
-                    self.sci_mode = True
-                    for v in vlist:
-                        self.max_width = max(self.max_width, len(f"{v:.{p}e}"))
+                self.sci_mode = PRINT_OPTS.sci_mode
+            for v in vlist:
+                if self.sci_mode:
+                    width = len(f"{v:.{p}e}")
+                elif self.int_mode:
+                    width = len(f"{v:.0f}") + 1
                 else:
-                    for v in vlist:
-                        self.max_width = max(self.max_width, len(f"{v:.{p}f}"))
-        if PRINT_OPTS.sci_mode is not None:
-            self.sci_mode = PRINT_OPTS.sci_mode
+                    width = len(f"{v:.{p}f}")
+                self.max_width = max(self.max_width, width)
 
     def width(self):
         return self.max_width
@@ -99,7 +93,9 @@ def _vector_str(a, indent, summarize, fmt):
     element_length = fmt.width() + 2
     elements_per_line = max(1, int(math.floor((PRINT_OPTS.linewidth - indent) / element_length)))
     e = PRINT_OPTS.edgeitems
-    if summarize and a.shape[0] > 2 * e:
+    if summarize and not e:
+        data = ["..."]
+    elif summarize and a.shape[0] > 2 * e:
         data = [fmt.format(v) for v in a[:e].tolist()] + [" ..."] + [fmt.format(v) for v in a[-e:].tolist()]
     else:
         data = [fmt.format(v) for v in a.tolist()]
@@ -127,7 +123,9 @@ def _summarized(a):
     if a.ndim == 0:
         return a
     if a.ndim == 1:
-        return np.concatenate([a[:e], a[-e:]]) if a.shape[0] > 2 * e else a
+        return np.concatenate([a[:e], a[len(a) - e:]]) if a.shape[0] > 2 * e else a
+    if not e:
+        return np.empty([0] * a.ndim, a.dtype)
     if a.shape[0] > 2 * e:
         parts = [_summarized(a[i]) for i in range(e)] + [_summarized(a[i]) for i in range(len(a) - e, len(a))]
     else:
@@ -174,6 +172,8 @@ def tensor_repr(t, prefix="tensor(", indent=None):
             suffixes.append("dtype=" + str(dtype))
         body = "[]"
     else:
+        if not PRINT_OPTS.edgeitems:
+            suffixes.append("size=" + str(tuple(data.shape)))
         if not has_default_dtype:
             suffixes.append("dtype=" + str(dtype))
         body = tensor_str(data, dtype, indent)

@@ -1,13 +1,17 @@
-"""Creation functions: tensor, as_tensor, from_numpy, zeros, ones, full, arange, rand, ..."""
+"""Creation functions: tensor, as_tensor, from_numpy, zeros, ones, full, arange, rand, ...
+
+Each follows torch's argument parsing, dtype inference, overflow checks and error messages;
+arange and linspace reproduce the arithmetic of torch's CPU kernels, so the values match bit for bit.
+"""
+import collections.abc
 import math
-import numbers
 import threading
+import warnings
 
 import numpy as np
 
 from . import _dtype as D
 from .tensor import Tensor, Size
-from .grad_mode import STATE
 
 
 class _RNG(threading.local):
@@ -44,9 +48,19 @@ def _check_device(device):
         raise RuntimeError(f"Expected one of cpu, cuda device type at start of device string: {device}")
 
 
+def _tpname(x):
+    """A type's name as torch's messages print it (Python's tp_name: 'list', 'numpy.float64')."""
+    t = type(x)
+    if isinstance(x, Tensor):
+        return "Tensor"
+    return t.__name__ if t.__module__ == "builtins" else f"{t.__module__}.{t.__name__}"
+
+
 def _finish(data, dtype, requires_grad):
     t = Tensor._make(data, dtype)
     if requires_grad:
+        if not dtype.is_floating_point:
+            raise RuntimeError("Only Tensors of floating point and complex dtype can require gradients")
         t.requires_grad = True
     return t
 
@@ -58,72 +72,162 @@ def _wrap_np(a, dtype=None):
     return Tensor._make(a, dt)
 
 
-def _infer_list(data):
-    """Shape and dtype of nested Python data, with torch's errors for ragged input."""
-    kinds = set()
+def ones_like_data(t):
+    return Tensor._make(np.ones(t._data.shape, t._dtype.np), t._dtype)
 
-    def walk(x, depth, shape):
-        if isinstance(x, Tensor):
-            if x.numel() != 1 or x.ndim:
-                sub = tuple(x.shape)
-                if depth == len(shape):
-                    shape.extend(sub)
-                kinds.add(x.dtype)
-                return
-            kinds.add(x.dtype)
-            return
-        if isinstance(x, (list, tuple)):
-            n = len(x)
-            if depth == len(shape):
-                shape.append(n)
-            elif shape[depth] != n:
-                raise ValueError(f"expected sequence of length {shape[depth]} at dim {depth} (got {n})")
-            for e in x:
-                if depth + 1 < len(shape) and not isinstance(e, (list, tuple, Tensor, np.ndarray)):
-                    raise ValueError(f"expected sequence of length {shape[depth + 1]} at dim {depth + 1} (got {type(e).__name__})")
-                walk(e, depth + 1, shape)
-            return
-        if isinstance(x, np.ndarray):
-            kinds.add(D.from_numpy_dtype(x.dtype))
-            return
-        if depth < len(shape):
-            raise ValueError(f"expected sequence of length {shape[depth]} at dim {depth} (got {type(x).__name__})")
-        if isinstance(x, (bool, np.bool_)):
-            kinds.add(D.bool_)
-        elif isinstance(x, (int, np.integer)):
-            kinds.add(D.int64)
-        elif isinstance(x, (float, np.floating)):
-            kinds.add("float")
-        elif isinstance(x, complex):
-            raise NotImplementedError("complex tensors are not supported")
-        else:
-            raise TypeError(f"new(): invalid data type '{type(x).__name__}'")
 
-    walk(data, 0, [])
-    if "float" in kinds or builtins_any(k != "float" and k.is_floating_point for k in kinds):
-        floats = [k for k in kinds if k != "float" and k.is_floating_point]
-        return floats[0] if floats and "float" not in kinds and len(floats) == 1 else D.get_default_dtype()
-    if D.int64 in kinds or builtins_any(k != "float" and k._kind == 1 for k in kinds):
-        return D.int64
-    if kinds == {D.bool_}:
+# == tensor(): torch's inference of shape and dtype from nested Python data =========================
+
+def _is_sequence(x):
+    return isinstance(x, (list, tuple, range, np.ndarray)) or \
+        (isinstance(x, collections.abc.Sequence) and not isinstance(x, (str, bytes)))
+
+
+def _infer_dtype(obj):
+    """torch's infer_scalar_type: numbers give the default float dtype, int64 or bool, numpy values and
+    tensors their own dtype, and a sequence the promotion of all its elements."""
+    if isinstance(obj, (np.generic, np.ndarray)):
+        return D.from_numpy_dtype(obj.dtype)
+    if isinstance(obj, float):
+        return D.get_default_dtype()
+    if isinstance(obj, bool):
         return D.bool_
-    return D.get_default_dtype()
+    if isinstance(obj, int):
+        return D.int64
+    if isinstance(obj, Tensor):
+        return obj.dtype
+    if isinstance(obj, complex):
+        raise TypeError("tracegrad has no complex dtypes")
+    if isinstance(obj, (str, bytes)):
+        raise TypeError(f"new(): invalid data type '{_tpname(obj)}'")
+    if _is_sequence(obj):
+        types = set(map(type, obj))
+        if types and types <= {int, float, bool}:
+            return D.get_default_dtype() if float in types else D.int64 if int in types else D.bool_
+        result = None
+        for x in obj:
+            d = _infer_dtype(x)
+            result = d if result is None else D.promote_types(result, d)
+        return D.get_default_dtype() if result is None else result
+    raise RuntimeError(f"Could not infer dtype of {_tpname(obj)}")
 
 
-def builtins_any(it):
-    for x in it:
-        if x:
-            return True
-    return False
+def _infer_sizes(obj):
+    """torch's compute_sizes: the lengths along the first element of each level."""
+    sizes = []
+    while _is_sequence(obj):
+        if isinstance(obj, np.ndarray) and obj.ndim:
+            sizes.extend(obj.shape)
+            break
+        n = len(obj)
+        sizes.append(n)
+        if n == 0:
+            break
+        obj = obj[0]
+    return sizes
 
 
-def _to_numpy(data):
-    if isinstance(data, Tensor):
-        return data._data
-    if isinstance(data, (list, tuple)):
-        return np.array([_to_numpy(x) if isinstance(x, (Tensor, list, tuple)) else x for x in data]) \
-            if builtins_any(isinstance(x, Tensor) for x in data) else np.array(data)
-    return np.asarray(data)
+def _flatten(obj, sizes, dim, out):
+    """Collect the scalars of a nested sequence in order, with torch's errors for ragged data.
+    A numpy array's values stay numpy scalars, which integer dtypes refuse unless they are integers."""
+    if dim == len(sizes):
+        out.append(obj)
+        return
+    if isinstance(obj, np.ndarray) and obj.shape == tuple(sizes[dim:]):
+        out.extend(obj.ravel().tolist() if obj.dtype in (np.float64, np.int64) else list(obj.ravel()))
+        return
+    if not _is_sequence(obj):
+        raise TypeError("not a sequence")
+    if len(obj) != sizes[dim]:
+        raise ValueError(f"expected sequence of length {sizes[dim]} at dim {dim} (got {len(obj)})")
+    if dim == len(sizes) - 1 and not isinstance(obj, np.ndarray):
+        out.extend(obj)
+        return
+    for x in obj:
+        _flatten(x, sizes, dim + 1, out)
+
+
+def _store_all(flat, dt):
+    """_store over many scalars, vectorised when they are all plain Python numbers in range."""
+    types = set(map(type, flat))
+    if types <= {int, float, bool}:
+        try:
+            if dt.is_floating_point:
+                return np.array(flat, dtype=np.float64)
+            if dt is D.bool_:
+                return np.array(flat, dtype=np.float64) != 0
+            if float not in types:
+                arr = np.array(flat, dtype=np.int64)
+                lo, hi, int_lo = D.integer_bounds(dt)
+                if dt is D.int64 or (arr.min() >= int_lo and arr.max() <= hi):
+                    return arr
+            elif int not in types:
+                arr = np.array(flat, dtype=np.float64)
+                lo, hi, _ = D.integer_bounds(dt)
+                if ((arr >= lo) & (arr <= hi)).all():
+                    return np.trunc(arr).astype(np.int64)
+        except OverflowError:
+            pass
+    values = [_store(v, dt) for v in flat]
+    return np.array(values, dtype=np.float64 if dt.is_floating_point else np.bool_ if dt is D.bool_ else np.int64)
+
+
+def _store(v, dt):
+    """One Python scalar checked and converted for dtype dt, as torch's store_scalar does."""
+    if dt.is_floating_point:
+        if isinstance(v, np.generic):
+            v = v.item()
+        if isinstance(v, Tensor):
+            if v.numel() != 1:
+                raise ValueError("only one element tensors can be converted to Python scalars")
+            v = v.item()
+        if not isinstance(v, (int, float)):
+            raise TypeError(f"must be real number, not {_tpname(v)}")
+        return float(v)
+    # integer and bool dtypes take numbers through __index__, which numpy floats and bools lack
+    # (numpy.float64 is a Python float)
+    if isinstance(v, np.integer) or (isinstance(v, np.bool_) and dt is D.bool_):
+        v = v.item()
+    if isinstance(v, Tensor):
+        if v.dtype.is_floating_point or v.numel() != 1:
+            raise TypeError("only integer tensors of a single element can be converted to an index")
+        v = v.item()
+    if not isinstance(v, (int, float)) or (isinstance(v, np.generic) and not isinstance(v, np.float64)):
+        raise TypeError(f"'{_tpname(v)}' object cannot be interpreted as an integer")
+    if dt is D.bool_:
+        return bool(v)
+    lo, hi, int_lo = D.integer_bounds(dt)
+    if isinstance(v, float):
+        if not lo <= v <= hi:
+            raise RuntimeError(f"value cannot be converted to type {dt.name} without overflow")
+        return int(v)
+    if not -2 ** 63 <= v < 2 ** 63:
+        raise ValueError("Overflow when unpacking long long")
+    if not int_lo <= v <= hi:
+        raise RuntimeError(f"value cannot be converted to type {dt.name} without overflow")
+    return int(v)
+
+
+def _from_python(data, dt):
+    """The numpy storage for nested Python data converted to dtype dt."""
+    sizes = _infer_sizes(data)
+    if 0 in sizes:
+        return np.zeros(sizes, dt.np)
+    flat = []
+    _flatten(data, sizes, 0, flat)
+    return D.cast(_store_all(flat, dt), dt).reshape(sizes)
+
+
+def _check_numpy(a):
+    if not a.dtype.isnative:
+        raise ValueError("given numpy array has byte order different from the native byte order. "
+                         "Conversion between byte orders is currently not supported.")
+    dt = D.from_numpy_dtype(a.dtype)
+    if any(s < 0 for s in a.strides):
+        raise ValueError("At least one stride in the given numpy array is negative, and tensors with negative "
+                         "strides are not currently supported. (You can probably work around this by making a "
+                         "copy of your array  with array.copy().) ")
+    return dt
 
 
 def tensor(data, dtype=None, device=None, requires_grad=False, pin_memory=False):
@@ -132,111 +236,191 @@ def tensor(data, dtype=None, device=None, requires_grad=False, pin_memory=False)
     if dtype is not None:
         dtype = D.as_dtype(dtype)
     if isinstance(data, Tensor):
-        import warnings
         warnings.warn("To copy construct from a tensor, it is recommended to use sourceTensor.detach().clone() or "
                       "sourceTensor.detach().clone().requires_grad_(True), rather than torch.tensor(sourceTensor).",
                       UserWarning, stacklevel=2)
         dt = dtype or data.dtype
-        arr = np.array(data._data, dtype=dt.np, copy=True)
+        arr = D.cast(data._data, dt) if dt is not data.dtype else data._data.copy()
     elif isinstance(data, np.ndarray):
-        dt = dtype or D.from_numpy_dtype(data.dtype)
-        arr = np.array(data, dtype=dt.np, copy=True)
-    elif isinstance(data, (np.generic,)):
-        dt = dtype or D.from_numpy_dtype(data.dtype)
-        arr = np.array(data, dtype=dt.np)
+        src = _check_numpy(data)
+        dt = dtype or src
+        arr = D.cast(data, dt) if dt.np != data.dtype or dt is D.bfloat16 else data.copy()
     else:
-        inferred = _infer_list(data)
-        dt = dtype or inferred
-        arr = np.array(_to_numpy(data) if isinstance(data, (list, tuple)) else data, dtype=dt.np)
-    if dt is D.bfloat16:
-        arr = D.round_bfloat16(arr)
-    if not arr.flags.writeable:
-        arr = arr.copy()
-    return _finish(arr, dt, requires_grad)
-
-
-def as_tensor(data, dtype=None, device=None):
-    _check_device(device)
-    if isinstance(data, Tensor):
-        return data if dtype is None or D.as_dtype(dtype) is data.dtype else data.to(D.as_dtype(dtype))
-    if isinstance(data, np.ndarray) and (dtype is None or D.as_dtype(dtype).np == data.dtype) and \
-            data.dtype in (np.float16, np.float32, np.float64, np.int64, np.int32, np.int16, np.int8, np.uint8, np.bool_):
-        return Tensor._make(data, D.from_numpy_dtype(data.dtype) if dtype is None else D.as_dtype(dtype))
-    return tensor(data, dtype=dtype)
-
-
-asarray = as_tensor
+        dt = dtype or _infer_dtype(data)
+        arr = _from_python(data, dt)
+    return _finish(np.asarray(arr, order="C"), dt, requires_grad)
 
 
 def from_numpy(ndarray):
     """A tensor sharing memory with `ndarray`."""
     if not isinstance(ndarray, np.ndarray):
-        raise TypeError(f"expected np.ndarray (got {type(ndarray).__name__})")
-    return Tensor._make(ndarray, D.from_numpy_dtype(ndarray.dtype))
+        raise TypeError(f"expected np.ndarray (got {_tpname(ndarray)})")
+    dt = _check_numpy(ndarray)
+    if not ndarray.flags.writeable:
+        warnings.warn("The given NumPy array is not writable, and PyTorch does not support non-writable tensors. "
+                      "This means writing to this tensor will result in undefined behavior. You may want to copy "
+                      "the array to protect its data or make it writable before converting it to a tensor. This "
+                      "type of warning will be suppressed for the rest of this program.", UserWarning, stacklevel=2)
+    return Tensor._make(ndarray, dt)
+
+
+def as_tensor(data, dtype=None, device=None):
+    """`data` as a tensor, sharing memory with a tensor or numpy array of the same dtype."""
+    _check_device(device)
+    dtype = None if dtype is None else D.as_dtype(dtype)
+    if isinstance(data, Tensor):
+        return data if dtype is None or dtype is data.dtype else data.to(dtype)
+    if isinstance(data, np.ndarray):
+        t = from_numpy(data)
+        if dtype is None or dtype is t.dtype:
+            return t
+        return Tensor._make(D.cast(data, dtype), dtype)
+    return tensor(data, dtype=dtype)
+
+
+def asarray(obj, *, dtype=None, device=None, copy=None, requires_grad=False):
+    """torch.asarray: shares memory with a tensor or numpy array unless a copy is asked for or needed."""
+    if copy and isinstance(obj, Tensor):
+        dt = obj.dtype if dtype is None else D.as_dtype(dtype)
+        t = Tensor._make(D.cast(obj._data, dt) if dt is not obj.dtype else obj._data.copy(), dt)
+    elif copy:
+        t = tensor(obj, dtype=dtype, device=device)
+    else:
+        t = as_tensor(obj, dtype=dtype, device=device)
+        if copy is False and not (t is obj or (isinstance(obj, np.ndarray) and t._data is obj)):
+            raise ValueError("can't alias the given object: a copy is needed to convert it")
+    if requires_grad:
+        t.requires_grad_(True)
+    return t
 
 
 def from_dlpack(ext):
+    if isinstance(ext, Tensor):
+        if ext.requires_grad:
+            raise BufferError("Can't export tensors that require gradient, use tensor.detach()")
+        return Tensor._make(ext._data, ext._dtype)
     return from_numpy(np.from_dlpack(ext))
 
 
-def _size(size):
-    if len(size) == 1 and isinstance(size[0], (tuple, list, Size)):
-        size = tuple(size[0])
+# == sizes and fill values ==========================================================================
+
+def _int_like(x):
+    if isinstance(x, Tensor):
+        return not x.dtype.is_floating_point and x.numel() == 1
+    return isinstance(x, (int, np.integer))
+
+
+def _size(name, size):
+    """The `size` argument of zeros/ones/empty/rand/randn: ints as varargs or one sequence."""
+    if len(size) == 0:
+        raise TypeError(f'{name}() missing 1 required positional arguments: "size"')
+    if len(size) == 1 and _is_sequence(size[0]) and not isinstance(size[0], np.ndarray):
+        items = tuple(size[0])
+    elif len(size) == 1:
+        if not _int_like(size[0]) or isinstance(size[0], bool):
+            raise TypeError(f"{name}(): argument 'size' (position 1) must be tuple of ints, not {_tpname(size[0])}")
+        items = size
+    else:
+        items = size
     out = []
-    for s in size:
-        if isinstance(s, Tensor):
-            s = int(s)
-        if not isinstance(s, (int, np.integer)) or isinstance(s, bool):
-            raise TypeError(f"zeros(): argument 'size' (position 1) must be tuple of ints, but found element of type "
-                            f"{type(s).__name__} at pos {len(out)}")
-        if s < 0:
-            raise RuntimeError(f"Trying to create tensor with negative dimension {s}: {list(size)}")
+    for i, s in enumerate(items):
+        if not _int_like(s):
+            raise TypeError(f"{name}(): argument 'size' failed to unpack the object at pos {i + 1} with error "
+                            f"\"type must be tuple of ints,but got {_tpname(s)}\"")
         out.append(int(s))
+    _check_nonnegative(name, out)
     return tuple(out)
+
+
+def _check_nonnegative(name, shape):
+    for s in shape:
+        if s < 0:
+            if name == "zeros":
+                raise RuntimeError("zeros: Dimension size must be non-negative.")
+            raise RuntimeError(f"Trying to create tensor with negative dimension {s}: {list(shape)}")
 
 
 def _creation_dtype(dtype):
     return D.get_default_dtype() if dtype is None else D.as_dtype(dtype)
 
 
-def full(size, fill_value, *, dtype=None, device=None, requires_grad=False):
+def _number(x, op, arg, pos):
+    """A Number argument (Python or numpy number, or a zero-dim tensor) as a Python scalar."""
+    if isinstance(x, Tensor) and x.ndim == 0:
+        return x.item()
+    if isinstance(x, np.generic):
+        return x.item()
+    if not isinstance(x, (int, float)):
+        raise TypeError(f"{op}(): argument '{arg}' (position {pos}) must be Number, not {_tpname(x)}")
+    return x
+
+
+_FLOAT_MAX = {D.float16: 65504.0, D.bfloat16: 3.3895313892515355e38, D.float32: float(np.finfo(np.float32).max)}
+
+
+def _fill_value(v, dt, numel=None):
+    """A fill value converted to dt with the overflow check torch's fill_ makes (which a one-element
+    fill of a 16-bit float skips: it rounds to inf instead)."""
+    if dt is D.bool_:
+        return bool(v)
+    if dt.is_floating_point:
+        top = _FLOAT_MAX.get(dt)
+        if top is not None and math.isfinite(v) and abs(v) > top and not (numel == 1 and dt is not D.float32):
+            raise RuntimeError(f"value cannot be converted to type {D.C_NAME[dt]} without overflow")
+        return float(v)
+    lo, hi, int_lo = D.integer_bounds(dt)
+    if not (lo <= v <= hi if isinstance(v, float) else int_lo <= v <= hi):
+        raise RuntimeError(f"value cannot be converted to type {D.C_NAME[dt]} without overflow")
+    return int(v)
+
+
+def _filled(shape, value, dt):
+    a = np.full(shape, value, dtype=np.float64 if dt.is_floating_point else dt.np if dt is D.bool_ else np.int64)
+    return D.cast(a, dt)
+
+
+def full(size, fill_value, *, out=None, dtype=None, layout=None, device=None, requires_grad=False,
+         pin_memory=False):
     _check_device(device)
-    size = _size((size,) if not isinstance(size, (tuple, list, Size)) else (tuple(size),))
-    if dtype is None:
-        if isinstance(fill_value, bool):
-            dtype = D.bool_
-        elif isinstance(fill_value, (int, np.integer)):
-            dtype = D.int64
-        else:
-            dtype = D.get_default_dtype()
+    if not isinstance(size, (tuple, list, Size)):
+        raise TypeError(f"full(): argument 'size' (position 1) must be tuple of ints, not {_tpname(size)}")
+    for i, s in enumerate(size):
+        if not _int_like(s):
+            raise TypeError(f"full(): argument 'size' (position 1) must be tuple of ints, but found element of "
+                            f"type {_tpname(s)} at pos {i}")
+    size = tuple(int(s) for s in size)
+    _check_nonnegative("full", size)
+    value = _number(fill_value, "full", "fill_value", 2)
+    if dtype is None:               # a numpy bool is not a Python bool: torch fills it as a float
+        is_bool = isinstance(value, bool) and not isinstance(fill_value, np.bool_)
+        dtype = D.bool_ if is_bool else D.int64 if isinstance(value, int) and not isinstance(fill_value, np.bool_) \
+            else D.get_default_dtype()
     dtype = D.as_dtype(dtype)
+    value = _fill_value(value, dtype, math.prod(size))
     from .ir.tracer import apply, _ACTIVE, TRACING
     if _ACTIVE[0] and TRACING.stack:
         from .ops.primitives import PRIMITIVES
-        return apply(PRIMITIVES["full"], (), {"shape": size, "value": fill_value, "dtype": dtype})
-    return _finish(np.full(size, fill_value, dtype=dtype.np), dtype, requires_grad)
+        return apply(PRIMITIVES["full"], (), {"shape": size, "value": value, "dtype": dtype})
+    return _finish(_filled(size, value, dtype), dtype, requires_grad)
 
 
-def zeros(*size, dtype=None, device=None, requires_grad=False, out=None):
-    return full(_size(size), 0, dtype=_creation_dtype(dtype), device=device, requires_grad=requires_grad)
+def zeros(*size, out=None, dtype=None, layout=None, device=None, requires_grad=False, pin_memory=False):
+    return full(_size("zeros", size), 0, dtype=_creation_dtype(dtype), device=device, requires_grad=requires_grad)
 
 
-def ones(*size, dtype=None, device=None, requires_grad=False):
-    return full(_size(size), 1, dtype=_creation_dtype(dtype), device=device, requires_grad=requires_grad)
+def ones(*size, out=None, dtype=None, layout=None, device=None, requires_grad=False, pin_memory=False):
+    return full(_size("ones", size), 1, dtype=_creation_dtype(dtype), device=device, requires_grad=requires_grad)
 
 
-def empty(*size, dtype=None, device=None, requires_grad=False, memory_format=None):
+def empty(*size, out=None, dtype=None, layout=None, device=None, requires_grad=False, pin_memory=False,
+          memory_format=None):
     _check_device(device)
     dt = _creation_dtype(dtype)
-    return _finish(np.empty(_size(size), dtype=dt.np), dt, requires_grad)
-
-
-def ones_like_data(t):
-    return Tensor._make(np.ones(t._data.shape, t._dtype.np), t._dtype)
+    return _finish(np.zeros(_size("empty", size), dtype=dt.np), dt, requires_grad)
 
 
 def _like(fn):
-    def like(input, *, dtype=None, device=None, requires_grad=False, memory_format=None):
+    def like(input, *, dtype=None, layout=None, device=None, requires_grad=False, memory_format=None):
         return fn(tuple(input.shape), dtype=dtype or input.dtype, device=device, requires_grad=requires_grad)
     like.__name__ = fn.__name__ + "_like"
     return like
@@ -247,88 +431,306 @@ ones_like = _like(ones)
 empty_like = _like(empty)
 
 
-def full_like(input, fill_value, *, dtype=None, device=None, requires_grad=False, memory_format=None):
-    return full(tuple(input.shape), fill_value, dtype=dtype or input.dtype, device=device, requires_grad=requires_grad)
+def full_like(input, fill_value, *, dtype=None, layout=None, device=None, requires_grad=False,
+              memory_format=None):
+    return full(tuple(input.shape), fill_value, dtype=dtype or input.dtype, device=device,
+                requires_grad=requires_grad)
 
 
-def eye(n, m=None, *, dtype=None, device=None, requires_grad=False):
+def eye(n, m=None, *, out=None, dtype=None, layout=None, device=None, requires_grad=False, pin_memory=False):
     _check_device(device)
+    if not _int_like(n) or (m is not None and not _int_like(m)):
+        if m is None:
+            raise TypeError(f"eye(): argument 'n' (position 1) must be int, not {_tpname(n)}")
+        raise TypeError(f"eye() received an invalid combination of arguments - got ({_tpname(n)}, {_tpname(m)}), "
+                        "but expected one of:\n"
+                        " * (int n, *, Tensor out = None, torch.dtype dtype = None, torch.layout layout = None, "
+                        "torch.device device = None, bool pin_memory = False, bool requires_grad = False)\n"
+                        " * (int n, int m, *, Tensor out = None, torch.dtype dtype = None, torch.layout layout = "
+                        "None, torch.device device = None, bool pin_memory = False, bool requires_grad = False)\n")
+    n = int(n)
+    m = n if m is None else int(m)
+    if n < 0:
+        raise RuntimeError(f"n must be greater or equal to 0, got {n}")
+    if m < 0:
+        raise RuntimeError(f"m must be greater or equal to 0, got {m}")
     dt = _creation_dtype(dtype)
-    return _finish(np.eye(n, n if m is None else m, dtype=dt.np), dt, requires_grad)
+    return _finish(np.eye(n, m, dtype=dt.np), dt, requires_grad)
 
 
-def arange(start, end=None, step=1, *, dtype=None, device=None, requires_grad=False):
+# == arange and linspace: torch's CPU kernels, operation for operation ============================
+
+def _fma(a, b, c):
+    """a * b + c with one rounding, in float64: torch's kernels compile `start + step * i` to a fused
+    multiply-add. Dekker's exact product and Knuth's exact sum carry the error terms."""
+    a, b, c = (np.asarray(x, dtype=np.float64) for x in (a, b, c))
+    with np.errstate(over="ignore", invalid="ignore"):
+        p = a * b
+
+        def split(x):
+            t = 134217729.0 * x
+            hi = t - (t - x)
+            return hi, x - hi
+        ah, al = split(a)
+        bh, bl = split(b)
+        p_err = ((ah * bh - p) + ah * bl + al * bh) + al * bl
+        s = c + p
+        bb = s - c
+        s_err = (c - (s - bb)) + (p - bb)
+        out = s + (s_err + p_err)
+    return np.where(np.isfinite(out), out, c + p)
+
+
+def _round_to(dt):
+    """Rounding of a float32 value to a 16-bit float dtype, in float32."""
+    if dt is D.bfloat16:
+        return lambda x: D.round_bfloat16(np.asarray(x, np.float32))
+    return lambda x: np.asarray(x, np.float32).astype(np.float16).astype(np.float32)
+
+
+# torch's arange kernel writes SIMD vectors of this many bytes, two per loop, each as base + i * step
+# from a base rounded to the dtype; the tail that does not fill two vectors is written element by element.
+_VEC_BYTES = 32
+
+
+def _arange_float(start, step, n, dt):
+    k = np.arange(n, dtype=np.float64)
+    width = _VEC_BYTES // dt.itemsize
+    nvec = n // (2 * width) * (2 * width)
+    lane = k[:nvec] % width
+    if dt in (D.float32, D.float64):
+        out = _fma(step, k, start).astype(dt.np)
+        base = _fma(step, k[:nvec] - lane, start).astype(dt.np).astype(np.float64)
+        out[:nvec] = _fma(lane, step, base).astype(dt.np)
+        return out
+    r = _round_to(dt)                   # half types accumulate in float32
+    start, step = float(np.float32(start)), float(np.float32(step))
+    out = r(_fma(step, k, start).astype(np.float32))
+    base = r(_fma(step, k[:nvec] - lane, start).astype(np.float32)).astype(np.float64)
+    out[:nvec] = r(_fma(lane, step, base).astype(np.float32))
+    return out.astype(dt.np)
+
+
+def _arange_args(start, end, step):
+    vals = []
+    for v, name, pos in ((start, "start", 1), (end, "end", 2), (step, "step", 3)):
+        vals.append(_number(v, "arange", name, pos))
+    return vals
+
+
+def _trunc_int64(x):
+    if not -2.0 ** 63 <= x < 2.0 ** 63:
+        raise RuntimeError("value cannot be converted to type int64_t without overflow")
+    return int(x)
+
+
+def arange(start=0, end=None, step=1, *, out=None, dtype=None, layout=None, device=None, requires_grad=False,
+           pin_memory=False):
     _check_device(device)
     if end is None:
         start, end = 0, start
-    vals = [v.item() if isinstance(v, Tensor) else v for v in (start, end, step)]
-    if step == 0:
-        raise RuntimeError("step must be nonzero")
-    if (vals[1] - vals[0]) * vals[2] < 0:
-        raise RuntimeError("upper bound and larger bound inconsistent with step sign")
+    s, e, st = _arange_args(start, end, step)
     if dtype is None:
-        dtype = D.int64 if all(isinstance(v, (int, np.integer)) for v in vals) else D.get_default_dtype()
+        dtype = D.get_default_dtype() if any(isinstance(v, float) for v in (s, e, st)) else D.int64
     dtype = D.as_dtype(dtype)
-    n = max(int(math.ceil((vals[1] - vals[0]) / vals[2])), 0)
-    data = (vals[0] + vals[2] * np.arange(n, dtype=np.float64)) if dtype.is_floating_point else \
-        np.arange(vals[0], vals[1], vals[2])
-    return _finish(data.astype(dtype.np), dtype, requires_grad)
+    if dtype is D.bool_:
+        raise NotImplementedError("\"arange_cpu\" not implemented for 'Bool'")
+    fs, fe, fst = float(s), float(e), float(st)
+    if not (fst > 0 or fst < 0):
+        raise RuntimeError("step must be nonzero")
+    if not (math.isfinite(fs) and math.isfinite(fe)):
+        raise RuntimeError(f"unsupported range: {fs:g} -> {fe:g}")
+    if not ((fst > 0 and fe >= fs) or (fst < 0 and fe <= fs)):
+        raise RuntimeError("upper bound and lower bound inconsistent with step sign")
+    if dtype is D.int64:                # torch sizes int64 ranges in integers, after truncation
+        xs, xe, xst = _trunc_int64(s), _trunc_int64(e), _trunc_int64(st)
+        if xst == 0:
+            raise ValueError("step must be nonzero")
+        num = xe - xs + xst - (1 if xst > 0 else -1)
+        n = abs(num) // abs(xst) * (1 if (num >= 0) == (xst > 0) else -1)
+    else:
+        size = math.ceil((fe - fs) / fst) if math.isfinite((fe - fs) / fst) else math.inf
+        if not 0 <= size <= 2 ** 63 - 1:
+            raise RuntimeError("invalid size, possible overflow?")
+        n = int(size)
+    if n < 0:
+        raise RuntimeError("invalid size, possible overflow?")
+    if dtype.is_floating_point:
+        data = _arange_float(fs, fst, n, dtype)
+    else:
+        with np.errstate(over="ignore"):
+            data = (_trunc_int64(s) + _trunc_int64(st) * np.arange(n, dtype=np.int64)).astype(dtype.np)
+    return _finish(data, dtype, requires_grad)
 
 
-def linspace(start, end, steps, *, dtype=None, device=None, requires_grad=False):
+def _linspace_bound(x, name):
+    if isinstance(x, Tensor):
+        if x.ndim != 0:
+            raise RuntimeError(f"linspace only supports 0-dimensional start and end tensors, but got {name} with "
+                               f"{x.ndim} dimension(s).")
+        return x.item()
+    return _number(x, "linspace", name, 1 if name == "start" else 2)
+
+
+def linspace(start, end, steps, *, out=None, dtype=None, layout=None, device=None, requires_grad=False,
+             pin_memory=False):
     _check_device(device)
-    if steps < 0:
-        raise RuntimeError("linspace(): number of steps must be non-negative")
+    if not _int_like(steps) or isinstance(steps, bool):
+        raise TypeError(f"linspace() received an invalid combination of arguments - got ({_tpname(start)}, "
+                        f"{_tpname(end)}, {_tpname(steps)}), but expected one of:\n"
+                        " * (Tensor start, Tensor end, int steps, *, Tensor out = None, torch.dtype dtype = None, "
+                        "torch.layout layout = None, torch.device device = None, bool pin_memory = False, "
+                        "bool requires_grad = False)\n"
+                        " * (Number start, Tensor end, int steps, *, Tensor out = None, torch.dtype dtype = None, "
+                        "torch.layout layout = None, torch.device device = None, bool pin_memory = False, "
+                        "bool requires_grad = False)\n"
+                        " * (Tensor start, Number end, int steps, *, Tensor out = None, torch.dtype dtype = None, "
+                        "torch.layout layout = None, torch.device device = None, bool pin_memory = False, "
+                        "bool requires_grad = False)\n"
+                        " * (Number start, Number end, int steps, *, Tensor out = None, torch.dtype dtype = None, "
+                        "torch.layout layout = None, torch.device device = None, bool pin_memory = False, "
+                        "bool requires_grad = False)\n")
+    s, e, n = _linspace_bound(start, "start"), _linspace_bound(end, "end"), int(steps)
+    if n < 0:
+        raise RuntimeError("number of steps must be non-negative")
     dt = _creation_dtype(dtype)
-    # torch fills the first half from the start and the second half from the end
-    step = (end - start) / (steps - 1) if steps > 1 else 0
-    i = np.arange(steps, dtype=np.float64)
-    half = steps // 2
-    vals = np.where(i < half, start + step * i, end - step * (steps - 1 - i))
-    return _finish(vals.astype(dt.np), dt, requires_grad)
+    if dt is D.bool_:
+        raise NotImplementedError("\"linspace_cpu\" not implemented for 'Bool'")
+    if n <= 1:
+        return _finish(_filled((n,), _fill_value(s, dt, n), dt), dt, requires_grad)
+    s, e = _fill_value(s, dt), _fill_value(e, dt)
+    i = np.arange(n, dtype=np.float64)
+    back = n - 1 - i                    # torch fills the first half from start, the second from end
+    if dt is D.float64:
+        s, e = float(s), float(e)
+        step = (e - s) / (n - 1)
+        lo, hi = _fma(step, i, s), _fma(-step, back, e)
+    elif dt is D.float32:
+        s, e = np.float32(s), np.float32(e)
+        step = float((e - s) / np.float32(n - 1))
+        lo, hi = _fma(step, i, float(s)), _fma(-step, back, float(e))
+    elif dt.is_floating_point:          # half types round after every operation
+        r = _round_to(dt)
+        s, e = r(s), r(e)
+        step = r(r(e - s) / r(n - 1))
+        lo, hi = r(s + r(step * r(i))), r(e - r(step * r(back)))
+    else:                               # integer types: bounds truncated, step in double
+        step = (float(e) - float(s)) / (n - 1)
+        lo, hi = np.trunc(_fma(step, i, s)), np.trunc(_fma(-step, back, e))
+    vals = np.where(i < n // 2, lo, hi)
+    data = vals.astype(np.int64).astype(dt.np) if not dt.is_floating_point else D.cast(vals, dt)
+    return _finish(data, dt, requires_grad)
 
 
 def logspace(start, end, steps, base=10.0, *, dtype=None, requires_grad=False):
     dt = _creation_dtype(dtype)
-    return _finish(np.power(base, linspace(start, end, steps, dtype=D.float64)._data).astype(dt.np), dt, requires_grad)
+    return _finish(D.cast(np.power(base, linspace(start, end, steps, dtype=D.float64)._data), dt), dt,
+                   requires_grad)
 
 
-def rand(*size, generator=None, dtype=None, device=None, requires_grad=False):
+# == random ========================================================================================
+
+def _check_random_float(dt, kernel):
+    if not dt.is_floating_point:
+        raise NotImplementedError(f"\"{kernel}\" not implemented for '{D.SCALAR_NAME[dt]}'")
+
+
+def _uniform(shape, dt):
+    """Uniform samples in [0, 1) that stay below 1 after rounding to dt."""
+    if dt in (D.float16, D.bfloat16):
+        bits = 11 if dt is D.float16 else 8
+        return D.cast(RNG.gen.integers(0, 2 ** bits, shape) * 2.0 ** -bits, dt)
+    return RNG.gen.random(shape, dtype=dt.np)
+
+
+def rand(*size, generator=None, out=None, dtype=None, layout=None, device=None, requires_grad=False,
+         pin_memory=False):
     _check_device(device)
     dt = _creation_dtype(dtype)
-    return _finish(RNG.gen.random(_size(size), dtype=np.float64).astype(dt.np), dt, requires_grad)
+    shape = _size("rand", size)
+    _check_random_float(dt, "check_uniform_bounds")
+    return _finish(_uniform(shape, dt), dt, requires_grad)
 
 
-def randn(*size, generator=None, dtype=None, device=None, requires_grad=False):
+def randn(*size, generator=None, out=None, dtype=None, layout=None, device=None, requires_grad=False,
+          pin_memory=False):
     _check_device(device)
     dt = _creation_dtype(dtype)
-    return _finish(RNG.gen.standard_normal(_size(size)).astype(dt.np), dt, requires_grad)
+    shape = _size("randn", size)
+    if 0 not in shape:
+        _check_random_float(dt, "normal_kernel_cpu")
+    return _finish(D.cast(RNG.gen.standard_normal(shape), dt), dt, requires_grad)
 
 
-def randint(low=0, high=None, size=None, *, generator=None, dtype=None, device=None, requires_grad=False):
+_RANDINT_SIGNATURES = (
+    "(int high, tuple of ints size, *, torch.Generator generator, Tensor out = None, torch.dtype dtype = None, "
+    "torch.layout layout = None, torch.device device = None, bool pin_memory = False, bool requires_grad = False)",
+    "(int high, tuple of ints size, *, Tensor out = None, torch.dtype dtype = None, torch.layout layout = None, "
+    "torch.device device = None, bool pin_memory = False, bool requires_grad = False)",
+    "(int low, int high, tuple of ints size, *, torch.Generator generator, Tensor out = None, torch.dtype dtype = "
+    "None, torch.layout layout = None, torch.device device = None, bool pin_memory = False, bool requires_grad = "
+    "False)",
+    "(int low, int high, tuple of ints size, *, Tensor out = None, torch.dtype dtype = None, torch.layout layout = "
+    "None, torch.device device = None, bool pin_memory = False, bool requires_grad = False)",
+)
+
+
+def randint(*args, low=None, high=None, size=None, generator=None, out=None, dtype=None, layout=None,
+            device=None, requires_grad=False, pin_memory=False):
+    """randint(high, size) or randint(low, high, size), as torch parses them."""
     _check_device(device)
-    if high is None:
-        low, high = 0, low
-    if size is None:
-        raise TypeError("randint() missing required argument 'size'")
+    given = list(args)
+    if len(given) == 2 and size is None and not isinstance(given[-1], (tuple, list, Size)):
+        raise TypeError(f"randint(): argument 'size' (position 2) must be tuple of ints, not {_tpname(given[-1])}")
+    if len(given) == 3:
+        low, high, size = given
+    elif len(given) == 2:
+        if high is None and size is None:
+            high, size = given
+        else:
+            low, high = given
+    elif len(given) == 1:
+        if high is None:
+            high = given[0]
+        else:
+            low = given[0]
+    low = 0 if low is None else low
+    if not (_int_like(low) and _int_like(high) and isinstance(size, (tuple, list, Size))) or len(given) > 3:
+        raise TypeError("randint() received an invalid combination of arguments - got ("
+                        + ", ".join(_tpname(a) for a in args) + "), but expected one of:\n"
+                        + "".join(f" * {sig}\n" for sig in _RANDINT_SIGNATURES))
+    low, high = int(low), int(high)
+    shape = _size("randint", (tuple(size),))
     dt = D.int64 if dtype is None else D.as_dtype(dtype)
-    return _finish(RNG.gen.integers(low, high, _size((tuple(size),))).astype(dt.np), dt, requires_grad)
+    if low >= high:
+        raise RuntimeError(f"random_ expects 'from' to be less than 'to', but got from={low} >= to={high}")
+    if not dt.is_floating_point:
+        lo, hi = (0, 1) if dt is D.bool_ else D.integer_bounds(dt)[:2]
+        if low < lo:
+            raise RuntimeError(f"from is out of bounds for {D.C_RANGE_NAME[dt]}")
+        if high - 1 > hi:
+            raise RuntimeError(f"to - 1 is out of bounds for {D.C_RANGE_NAME[dt]}")
+    return _finish(D.cast(RNG.gen.integers(low, high, shape), dt), dt, requires_grad)
 
 
-def rand_like(input, *, dtype=None, requires_grad=False):
+def rand_like(input, *, dtype=None, layout=None, device=None, requires_grad=False, memory_format=None):
     return rand(tuple(input.shape), dtype=dtype or input.dtype, requires_grad=requires_grad)
 
 
-def randn_like(input, *, dtype=None, requires_grad=False):
+def randn_like(input, *, dtype=None, layout=None, device=None, requires_grad=False, memory_format=None):
     return randn(tuple(input.shape), dtype=dtype or input.dtype, requires_grad=requires_grad)
 
 
-def randint_like(input, low=0, high=None, *, dtype=None):
-    return randint(low, high, tuple(input.shape), dtype=dtype or input.dtype)
+def randint_like(input, low=0, high=None, *, dtype=None, layout=None, device=None, requires_grad=False,
+                 memory_format=None):
+    if high is None:
+        low, high = 0, low
+    return randint(low, high, tuple(input.shape), dtype=dtype or input.dtype, requires_grad=requires_grad)
 
 
-def randperm(n, *, dtype=None, requires_grad=False):
-    return _finish(RNG.gen.permutation(n).astype(np.int64), D.int64 if dtype is None else D.as_dtype(dtype), False)
+def randperm(n, *, generator=None, dtype=None, device=None, requires_grad=False):
+    dt = D.int64 if dtype is None else D.as_dtype(dtype)
+    return _finish(D.cast(RNG.gen.permutation(n), dt), dt, requires_grad)
 
 
 def multinomial(input, num_samples, replacement=False):

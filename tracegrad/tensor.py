@@ -10,6 +10,17 @@ from .grad_mode import STATE
 
 
 class Size(tuple):
+    def __new__(cls, sizes=()):
+        items = []
+        for i, s in enumerate(sizes):
+            if isinstance(s, (int, np.integer)) and not isinstance(s, (bool, np.bool_)):
+                items.append(int(s))
+            elif hasattr(s, "__index__") and not isinstance(s, (bool, np.bool_)):
+                items.append(s.__index__())
+            else:
+                raise TypeError(f"torch.Size() takes an iterable of 'int' (item {i} is '{type(s).__name__}')")
+        return tuple.__new__(cls, items)
+
     def __repr__(self):
         return f"torch.Size([{', '.join(str(s) for s in self)}])"
 
@@ -22,6 +33,20 @@ class Size(tuple):
     def __getitem__(self, item):
         r = tuple.__getitem__(self, item)
         return Size(r) if isinstance(item, slice) else r
+
+    def __add__(self, other):
+        return Size(tuple.__add__(self, other))
+
+    def __radd__(self, other):
+        return Size(tuple(other) + tuple(self))
+
+    def __mul__(self, n):
+        return Size(tuple.__mul__(self, n))
+
+    __rmul__ = __mul__
+
+    def __reduce__(self):
+        return (Size, (tuple(self),))
 
 
 class device:
@@ -47,8 +72,6 @@ class device:
         return self.type if self.index is None else f"{self.type}:{self.index}"
 
     def __eq__(self, other):
-        if isinstance(other, str):
-            other = device(other)
         return isinstance(other, device) and self.type == other.type and (self.index or 0) == (other.index or 0)
 
     def __hash__(self):
@@ -91,13 +114,18 @@ class Tensor:
     # -- attributes -----------------------------------------------------------
     @property
     def shape(self):
-        return Size(self._data.shape)
+        return tuple.__new__(Size, self._data.shape)
 
     def size(self, dim=None):
         if dim is None:
-            return Size(self._data.shape)
+            return tuple.__new__(Size, self._data.shape)
+        return self._data.shape[self._dim_index(dim)]
+
+    def _dim_index(self, dim):
+        if self._data.ndim == 0:
+            raise IndexError(f"Dimension specified as {dim} but tensor has no dimensions")
         from .ops.shapes import normalize_dim
-        return self._data.shape[normalize_dim(dim, self._data.ndim)]
+        return normalize_dim(dim, self._data.ndim)
 
     def dim(self):
         return self._data.ndim
@@ -148,7 +176,7 @@ class Tensor:
 
     def stride(self, dim=None):
         st = tuple(s // self._data.itemsize for s in self._data.strides)
-        return st if dim is None else st[dim]
+        return st if dim is None else st[self._dim_index(dim)]
 
     def is_contiguous(self, memory_format=None):
         return self._data.flags.c_contiguous
@@ -189,6 +217,8 @@ class Tensor:
         self._req = bool(value)
 
     def requires_grad_(self, requires_grad=True):
+        if requires_grad and self.grad_fn is None and not self._dtype.is_floating_point:
+            raise RuntimeError("only Tensors of floating point dtype can require gradients")
         self.requires_grad = requires_grad
         return self
 
@@ -222,7 +252,7 @@ class Tensor:
     @data.setter
     def data(self, value):
         if not isinstance(value, Tensor):
-            raise TypeError(f"data must be a Tensor, got {type(value).__name__}")
+            raise TypeError(f"Variable data has to be a tensor, but got {type(value).__name__}")
         self._data = value._data
         self._dtype = value._dtype
 
@@ -260,28 +290,42 @@ class Tensor:
     def numpy(self, *, force=False):
         if self._req and not force:
             raise RuntimeError("Can't call numpy() on Tensor that requires grad. Use tensor.detach().numpy() instead.")
+        if self._dtype is D.bfloat16:
+            raise TypeError("Got unsupported ScalarType BFloat16")
         return self._data
 
     def __array__(self, dtype=None, copy=None):
+        a = self.numpy()
         if dtype is not None:
-            return self._data.astype(dtype, copy=False)
-        return self._data
+            return a.astype(dtype, copy=bool(copy))
+        return a.copy() if copy else a
 
     def __dlpack__(self, *args, **kwargs):
+        if self._req:
+            raise BufferError("Can't export tensors that require gradient, use tensor.detach()")
+        if self._dtype is D.bfloat16:
+            raise BufferError("bfloat16 tensors are stored as float32 and cannot be exported through DLPack")
         return self._data.__dlpack__(*args, **kwargs)
 
     def __dlpack_device__(self):
         return self._data.__dlpack_device__()
 
+    def _scalar(self):
+        if self._data.size != 1:
+            raise ValueError("only one element tensors can be converted to Python scalars")
+        return self._data.reshape(()).item()
+
     def __float__(self):
-        return float(self.item())
+        return float(self._scalar())
 
     def __int__(self):
-        return int(self.item())
+        return int(self._scalar())
 
     def __bool__(self):
+        if self._data.size == 0:
+            raise RuntimeError("Boolean value of Tensor with no values is ambiguous")
         if self._data.size != 1:
-            raise RuntimeError(f"Boolean value of Tensor with more than one value is ambiguous")
+            raise RuntimeError("Boolean value of Tensor with more than one value is ambiguous")
         return bool(self._data.reshape(()).item())
 
     def __index__(self):
