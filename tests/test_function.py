@@ -296,3 +296,16 @@ def test_removable_handles():
         h.sum().backward()
         return x.grad
     assert_close(run(tg), run(torch))
+
+
+def test_accumulate_grad_node_hooks():
+    def run(m):
+        x = m.tensor([1., 2.], requires_grad=True)
+        y = x * 3
+        acc = y.grad_fn.next_functions[0][0]
+        log = []
+        acc.register_prehook(lambda g: log.append(("pre", g[0].tolist())) or (g[0] * 2,))
+        acc.register_hook(lambda gi, go: log.append(("post", len(gi), go[0].tolist())))
+        y.sum().backward()
+        return log, x.grad.tolist()
+    assert run(tg) == run(torch)

@@ -138,7 +138,16 @@ def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, 
         for (tg, t), g in zip(reach, outs):
             if g is None:
                 continue
+            node = tg[0]
+            if isinstance(node, AccumulateGrad) and node._pre_hooks:
+                for h in list(node._pre_hooks.values()):     # AccumulateGrad pre-hooks: (grad,) -> (grad,)
+                    r = h((g,))
+                    if r is not None:
+                        g = r[0]
             _accumulate(t, g, create_graph)
+            if isinstance(node, AccumulateGrad) and node._hooks:
+                for h in list(node._hooks.values()):         # post-hooks see no grad_inputs, as in torch
+                    h((), (g,))
 
 
 def _accumulate(t, g, create_graph):
