@@ -303,7 +303,6 @@ def execute(order, index, roots, seeds, targets, retain_graph, create_graph, hoo
         for node in order:
             if node._prim is not None:
                 node._saved = None
-                node._freed = True
     return outs
 
 

@@ -359,11 +359,6 @@ def _init_node(node):
     node.next_functions = ()
     node._saved = ()
     node._out_meta = ()
-    node._freed = False
-    node._hooks = None
-    node._pre_hooks = None
-    node._seq = next(_seq)
-    node._trace = None
 
 
 class InplaceFunction(Function):

@@ -34,8 +34,14 @@ class RemovableHandle:
 
 class Node:
     """Base of every grad_fn class (`MulBackward0`, ...)."""
-    __slots__ = ("_prim", "_params", "_args_meta", "next_functions", "_saved", "_out_meta",
-                 "_freed", "_hooks", "_pre_hooks", "_seq", "_trace", "__weakref__", "__dict__")
+    __slots__ = ("_prim", "_params", "_args_meta", "next_functions", "_saved", "_out_meta", "__weakref__",
+                 "__dict__")
+    # rarely set, so class-level defaults: a node pays for them only when they are set
+    _hooks = None
+    _pre_hooks = None
+    _trace = None          # the forward traceback, in anomaly mode
+    _freed = False
+    _seq = 0
 
     def name(self):
         return type(self).__name__
@@ -113,11 +119,6 @@ class AccumulateGrad(Node):
         self.next_functions = ()
         self._saved = ()
         self._out_meta = ((tuple(variable._data.shape), variable._dtype),)
-        self._freed = False
-        self._hooks = None
-        self._pre_hooks = None
-        self._seq = next(_seq)
-        self._trace = None
 
 
 def node_class(name):

@@ -102,6 +102,10 @@ class Proxy(Tensor):
             raise TypeError("len() of a 0-d tensor")
         return self._shape[0]
 
+    def detach(self):
+        from ..ops.primitives import PRIMITIVES
+        return apply(PRIMITIVES["detach"], (self,), {})
+
     def __repr__(self):
         return f"Proxy({self._name}: {'x'.join(map(str, self._shape))} {self._dtype!r})"
 
@@ -265,7 +269,7 @@ def _apply_eager(prim, args, params):
             _record(prim, args, params, outs)
         return tuple(outs)
     out = _wrap(out, odt)
-    if view and prim.name == "reshape" and not np.may_share_memory(out, arrays[0]):
+    if view and prim.name == "reshape" and out.size and not np.may_share_memory(out, arrays[0]):
         base = None
         params = dict(params, view=False)
     t = _make_out(out, odt, base)
@@ -325,11 +329,8 @@ def _record(prim, args, params, outs):
         saved[0] = tuple(Saved(o, True, k) for k, o in enumerate(outs))
     node._saved = tuple(saved)
     node._out_meta = tuple((o._data.shape, o._dtype) for o in outs)
-    node._freed = False
-    node._hooks = None
-    node._pre_hooks = None
-    node._seq = next(_seq)
-    node._trace = _anomaly_trace() if _ANOMALY[0] else None
+    if _ANOMALY[0]:
+        node._trace = _anomaly_trace()
     nondiff = prim.nondiff_outputs
     for k, o in enumerate(outs):
         if k in nondiff or not o._dtype.is_floating_point:
