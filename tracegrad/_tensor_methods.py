@@ -7,7 +7,7 @@ moves the tensor's history onto the new node, as torch does.
 import numpy as np
 
 from . import _dtype as D
-from .grad_mode import STATE
+from .grad_mode import STATE, no_grad
 from .tensor import Tensor
 from .ops import functional as F
 from .autograd.graph import Saved
@@ -15,7 +15,7 @@ from .autograd.graph import Saved
 _METHODS = """neg negative abs absolute sign exp exp2 log log2 log1p expm1 sqrt rsqrt sin cos tan tanh sigmoid erf
 relu floor ceil round isnan isinf isfinite logical_not logical_and logical_or logical_xor clone add sub subtract mul
 multiply div divide true_divide floor_divide remainder pow square reciprocal maximum minimum clamp clip clamp_min
-clamp_max eq ne lt le gt ge greater greater_equal less less_equal not_equal where lerp
+clamp_max eq ne lt le gt ge greater greater_equal less less_equal not_equal lerp bitwise_and bitwise_or bitwise_xor
 sum mean prod max min amax amin argmax argmin var std logsumexp norm softmax log_softmax all any count_nonzero
 view view_as reshape reshape_as flatten unflatten squeeze unsqueeze permute transpose swapaxes swapdims t expand
 expand_as broadcast_to contiguous split chunk tensor_split unbind select narrow flip fliplr flipud roll repeat tile
@@ -29,6 +29,14 @@ Tensor.T = property(F._T)
 Tensor.mT = property(F._mT)
 Tensor.H = Tensor.T
 Tensor.mH = Tensor.mT
+
+
+def _where(self, condition, other):
+    """Tensor.where(condition, other): self where condition holds, else other."""
+    return F.where(condition, self, other)
+
+
+Tensor.where = _where
 
 
 def _binop(fn, reflected=False):
@@ -50,28 +58,23 @@ def _rtruediv(self, other):
     return F.mul(F.reciprocal(self), other)
 
 
-def _as_scalar_tensor(x, like):
-    from .creation import tensor
-    return tensor(x)
-
-
 def _rpow(self, other):
     return F.pow(other, self)
 
 
 def _rfloordiv(self, other):
-    return F.floor_divide(_as_scalar_tensor(other, self), self)
+    return F.floor_divide(other, self)
 
 
 def _rmod(self, other):
-    return F.remainder(_as_scalar_tensor(other, self), self)
+    return F.remainder(other, self)
 
 
 def _invert(self):
     if self.dtype is D.bool_:
         return F.logical_not(self)
     if self.dtype.is_floating_point:
-        raise TypeError("bitwise_not_cpu not implemented for 'Float'")
+        raise TypeError("~ (operator.invert) is only implemented on integer and Boolean-type tensors")
     return F.sub(F.neg(self), 1)
 
 
@@ -297,6 +300,8 @@ def _setitem(self, key, value):
         else:
             value = F._scalar(value)
     k, idx = F._normalize_key(self, key)
+    if isinstance(value, Tensor):
+        _check_setitem_shape(self, k, idx, value)
     needs_graph = STATE.grad_enabled and (self._req or (isinstance(value, Tensor) and value._req))
     if not needs_graph:
         target = self._data
@@ -304,16 +309,28 @@ def _setitem(self, key, value):
             raise RuntimeError("unsupported operation: more than one element of the written-to tensor refers to a "
                                "single memory location. Please clone() the tensor before performing the operation.")
         from .ops.primitives import np_key
-        v = value._data if isinstance(value, Tensor) else value
-        try:
-            target[np_key(k, [i._data for i in idx])] = v
-        except ValueError as e:
-            sub = target[np_key(k, [i._data for i in idx])]
-            raise RuntimeError(f"shape mismatch: value tensor of shape {list(np.shape(v))} cannot be broadcast to "
-                               f"indexing result of shape {list(np.shape(sub))}") from None
+        target[np_key(k, [i._data for i in idx])] = value._data if isinstance(value, Tensor) else value
         self._vc[0] += 1
         return
     commit(self, F.index_put_prim(self, value, idx, k))
+
+
+def _check_setitem_shape(self, k, idx, value):
+    """torch's errors for a value that does not fit: index_put's with index tensors, else
+    those of copy_ into the indexed view (expand's)."""
+    from .ops.primitives import PRIMITIVES
+    sub = tuple(PRIMITIVES["getitem"].shape(self, *idx, key=k))
+    if idx:
+        try:
+            ok = np.broadcast_shapes(tuple(value.shape), sub) == sub
+        except ValueError:
+            ok = False
+        if not ok:
+            raise RuntimeError(f"shape mismatch: value tensor of shape {list(value.shape)} cannot be broadcast to "
+                               f"indexing result of shape {list(sub)}")
+    else:
+        with no_grad():
+            F.expand(value, sub)
 
 
 Tensor.zero_ = zero_

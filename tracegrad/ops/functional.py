@@ -69,9 +69,14 @@ absolute = abs
 _round_prim = P["round"]
 
 
-def round(input, *, decimals=0):
+def round(input, *, decimals=None):
     _check_tensor(input, "round")
-    return apply(_round_prim, (input,), {"decimals": decimals} if decimals else {})
+    if decimals is None:
+        return apply(_round_prim, (input,), {})
+    if not input.dtype.is_floating_point:
+        kernel = "round_vml_cpu" if decimals == 0 else "round_cpu"
+        raise NotImplementedError(f"\"{kernel}\" not implemented for '{D.SCALAR_NAME[input.dtype]}'")
+    return apply(_round_prim, (input,), {"decimals": decimals})
 
 
 def _binary(name):
@@ -96,19 +101,33 @@ _add, _sub, _div, _rsub, _pow = P["add"], P["sub"], P["div"], P["rsub"], P["pow"
 
 
 def _check_bool_sub(a, b):
-    if (getattr(a, "_dtype", None) is D.bool_ or isinstance(a, bool)) and \
-            (getattr(b, "_dtype", None) is D.bool_ or isinstance(b, bool)):
+    a_bool = getattr(a, "_dtype", None) is D.bool_ or isinstance(a, (bool, np.bool_))
+    b_bool = getattr(b, "_dtype", None) is D.bool_ or isinstance(b, (bool, np.bool_))
+    if a_bool and b_bool:
         raise RuntimeError("Subtraction, the `-` operator, with two bool tensors is not supported. "
                            "Use the `^` or `logical_xor()` operator instead.")
+    if a_bool or b_bool:
+        raise RuntimeError("Subtraction, the `-` operator, with a bool tensor is not supported. "
+                           "If you are trying to invert a mask, use the `~` or `logical_not()` operator instead.")
+
+
+def _scaled(a, alpha, other):
+    """alpha * a, in the dtype of the op it feeds (torch folds alpha into add, sub and rsub)."""
+    if alpha == 1:
+        return a
+    d = D.result_type([a, other])
+    if not d.is_floating_point and isinstance(alpha, float):
+        raise RuntimeError("For integral input tensors, argument alpha must not be a floating point number.")
+    if d is D.bool_:
+        return a if alpha else logical_and(a, False)
+    return a * alpha
 
 
 def add(input, other, *, alpha=1, out=None):
     if not isinstance(input, Tensor):
         input, other = other, input
     other = _operand(other, "add")
-    if alpha != 1:
-        other = other * alpha
-    return apply(_add, (input, other), {})
+    return apply(_add, (input, _scaled(other, alpha, input)), {})
 
 
 def sub(input, other, *, alpha=1):
@@ -116,9 +135,7 @@ def sub(input, other, *, alpha=1):
         return rsub(other, input, alpha=alpha)
     other = _operand(other, "sub")
     _check_bool_sub(input, other)
-    if alpha != 1:
-        other = other * alpha
-    return apply(_sub, (input, other), {})
+    return apply(_sub, (input, _scaled(other, alpha, input)), {})
 
 
 subtract = sub
@@ -128,11 +145,7 @@ def rsub(input, other, *, alpha=1):
     """other - alpha * input"""
     other = _operand(other, "rsub")
     _check_bool_sub(input, other)
-    if alpha != 1:
-        input = input * alpha
-    if isinstance(other, Tensor):
-        return apply(_sub, (other, input), {})
-    return apply(_rsub, (input, other), {})
+    return apply(_rsub, (_scaled(input, alpha, other), other), {})
 
 
 def div(input, other, *, rounding_mode=None):
@@ -141,12 +154,10 @@ def div(input, other, *, rounding_mode=None):
     other = _operand(other, "div")
     if rounding_mode is None:
         return apply(_div, (input, other), {})
-    if rounding_mode == "floor":
-        return floor_divide(input, other)
-    if rounding_mode == "trunc":
-        q = apply(_div, (input, other), {})
-        r = where(q < 0, ceil(q), floor(q))
-        return r.to(D.result_type([input, other]))
+    if rounding_mode in ("floor", "trunc"):
+        if D.result_type([input, other]) is D.bool_:
+            raise NotImplementedError(f"\"div_{rounding_mode}_cpu\" not implemented for 'Bool'")
+        return apply(P["div_rounding"], (input, other), {"rounding_mode": rounding_mode})
     raise RuntimeError(f"div expected rounding_mode to be one of None, 'trunc', or 'floor' but found '{rounding_mode}'")
 
 
@@ -166,7 +177,7 @@ float_power = None
 
 
 def square(input):
-    return mul(input, input)
+    return pow(input, 2)
 
 
 def reciprocal(input):
@@ -183,28 +194,27 @@ def where(condition, input=None, other=None):
     return apply(P["where"], (condition, _operand(input, "where"), _operand(other, "where")), {})
 
 
-def clamp(input, min=None, max=None):
-    if min is None and max is None:
+def _clamp(input, lo, hi, op):
+    _check_tensor(input, op)
+    if lo is None and hi is None:
         raise RuntimeError("torch.clamp: At least one of 'min' or 'max' must not be None")
-    if isinstance(min, Tensor) or isinstance(max, Tensor):
-        out = input
-        if min is not None:
-            out = maximum(out, min)
-        if max is not None:
-            out = minimum(out, max)
-        return out
-    return apply(P["clamp"], (input,), {"min": _scalar(min), "max": _scalar(max)})
+    bounds = tuple(b if b is None or isinstance(b, Tensor) else _operand(b, op) for b in (lo, hi))
+    return apply(P["clamp"], (input,) + bounds, {"op": op} if op != "clamp" else {})
+
+
+def clamp(input, min=None, max=None):
+    return _clamp(input, min, max, "clamp")
 
 
 clip = clamp
 
 
 def clamp_min(input, min):
-    return clamp(input, min=min)
+    return _clamp(input, min, None, "clamp_min")
 
 
 def clamp_max(input, max):
-    return clamp(input, max=max)
+    return _clamp(input, None, max, "clamp_max")
 
 
 def convert(x, dtype):
@@ -238,11 +248,14 @@ def sigmoid_(x):
 # == reductions ========================================================================================
 
 def _dims_arg(dim, ndim):
+    """A reduction's dims as the primitives take them: None for a reduction without a dim
+    argument, else normalized (an empty list means every dim; on a 0-dim tensor, none)."""
     if dim is None:
         return None
     if isinstance(dim, (list, tuple)) and len(dim) == 0:
-        return None
-    return S.normalize_dims(dim, ndim)
+        return tuple(range(ndim))
+    dims = S.normalize_dims(dim, ndim)
+    return dims if ndim else ()
 
 
 def _reduce(prim, input, dim, keepdim, **extra):
@@ -298,9 +311,6 @@ def _max_min(name, input, dim, keepdim, other):
     d = S.normalize_dim(dim, input.ndim)
     if input.ndim and input.shape[d] == 0:
         raise IndexError(f"{name}(): Expected reduction dim {d} to have non-zero size.")
-    if input.ndim == 0:
-        v, i = input.clone(), full((), 0, dtype=D.int64)
-        return MinMax(v, i)
     v, i = apply(P[name + "_dim"], (input,), {"dim": d, "keepdim": keepdim})
     return MinMax(v, i)
 
@@ -392,20 +402,25 @@ def norm(input, p="fro", dim=None, keepdim=False, dtype=None):
     return _reduce(P["norm"], input, dim, keepdim, p=float(p))
 
 
-def softmax(input, dim=None, dtype=None, *, _stacklevel=3):
+def _softmax(name, input, dim, dtype):
+    _check_tensor(input, name)
     if dtype is not None:
         input = convert(input, dtype)
     if dim is None:
         dim = 0 if input.ndim in (0, 1, 3) else 1
-    return apply(P["softmax"], (input,), {"dim": S.normalize_dim(dim, input.ndim)})
+    d = S.normalize_dim(dim, input.ndim)
+    if not input.dtype.is_floating_point and input.numel():
+        kernel = f"{name}_lastdim_kernel_impl" if d >= input.ndim - 1 else f"{name}_kernel_impl"
+        raise NotImplementedError(f"\"{kernel}\" not implemented for '{D.SCALAR_NAME[input.dtype]}'")
+    return apply(P[name], (input,), {"dim": d})
+
+
+def softmax(input, dim=None, dtype=None, *, _stacklevel=3):
+    return _softmax("softmax", input, dim, dtype)
 
 
 def log_softmax(input, dim=None, dtype=None, *, _stacklevel=3):
-    if dtype is not None:
-        input = convert(input, dtype)
-    if dim is None:
-        dim = 0 if input.ndim in (0, 1, 3) else 1
-    return apply(P["log_softmax"], (input,), {"dim": S.normalize_dim(dim, input.ndim)})
+    return _softmax("log_softmax", input, dim, dtype)
 
 
 def all(input, dim=None, keepdim=False):
@@ -524,7 +539,8 @@ def transpose(input, dim0, dim1):
     n = input.ndim
     d0, d1 = S.normalize_dim(dim0, n), S.normalize_dim(dim1, n)
     dims = list(range(n))
-    dims[d0], dims[d1] = dims[d1], dims[d0]
+    if n:
+        dims[d0], dims[d1] = dims[d1], dims[d0]
     return apply(P["permute"], (input,), {"dims": tuple(dims), "name": "TransposeBackward0"})
 
 
@@ -534,14 +550,10 @@ swapaxes = swapdims = transpose
 def t(input):
     if input.ndim > 2:
         raise RuntimeError(f"t() expects a tensor with <= 2 dimensions, but self is {input.ndim}D")
-    if input.ndim < 2:
-        return input
-    return apply(P["permute"], (input,), {"dims": (1, 0), "name": "TBackward0"})
+    return apply(P["permute"], (input,), {"dims": tuple(range(input.ndim))[::-1], "name": "TBackward0"})
 
 
 def _T(input):
-    if input.ndim < 2:
-        return input
     return apply(P["permute"], (input,), {"dims": tuple(range(input.ndim))[::-1]})
 
 
@@ -610,7 +622,9 @@ def _cat_check(tensors, dim, op):
     if not isinstance(tensors, (list, tuple)):
         raise TypeError(f"{op}(): argument 'tensors' (position 1) must be tuple of Tensors, not {type(tensors).__name__}")
     if len(tensors) == 0:
-        raise RuntimeError(f"{op}(): expected a non-empty list of Tensors")
+        if op == "stack":
+            raise RuntimeError("stack expects a non-empty TensorList")
+        raise ValueError(f"torch.{op}(): expected a non-empty list of Tensors")
     for i, x in enumerate(tensors):
         if not isinstance(x, Tensor):
             raise TypeError(f"expected Tensor as element {i} in argument 0, but got {type(x).__name__}")
@@ -618,7 +632,7 @@ def _cat_check(tensors, dim, op):
 
 def cat(tensors, dim=0):
     _cat_check(tensors, dim, "cat")
-    # torch skips 1-D empty tensors (legacy behaviour)
+    # torch skips 1-D empty tensors (a legacy rule the primitive keeps too)
     ts = [x for x in tensors if not (x.ndim == 1 and x.shape[0] == 0)] or list(tensors[:1])
     ref = ts[0]
     d = S.normalize_dim(dim, ref.ndim)
@@ -629,9 +643,7 @@ def cat(tensors, dim=0):
             if k != d and x.shape[k] != ref.shape[k]:
                 raise RuntimeError(f"Sizes of tensors must match except in dimension {d}. Expected size "
                                    f"{ref.shape[k]} but got size {x.shape[k]} for tensor number {i} in the list.")
-    if len(ts) == 1 and False:
-        return ts[0]
-    return apply(P["cat"], tuple(ts), {"dim": d})
+    return apply(P["cat"], tuple(tensors), {"dim": d})
 
 
 concat = concatenate = cat
@@ -691,8 +703,9 @@ def tensor_split(input, sections, dim=0):
 
 
 def unbind(input, dim=0):
-    d = S.normalize_dim(dim, input.ndim)
-    return tuple(select(input, d, i) for i in range(input.shape[d]))
+    if input.ndim == 0:
+        raise IndexError("Dimension specified as 0 but tensor has no dimensions")
+    return apply(P["unbind"], (input,), {"dim": S.normalize_dim(dim, input.ndim)})
 
 
 def select(input, dim, index):
@@ -752,8 +765,8 @@ def tile(input, dims):
 
 
 def _index_check(input, dim, index, op):
-    if not isinstance(index, Tensor) or index.dtype is not D.int64:
-        raise RuntimeError(f"{op}(): Expected dtype int64 for index")
+    if not isinstance(index, Tensor) or index.dtype not in (D.int64, D.int32):
+        raise RuntimeError(f"{op}(): Expected dtype int32/int64 for index")
 
 
 def gather(input, dim, index, *, sparse_grad=False):
@@ -761,10 +774,19 @@ def gather(input, dim, index, *, sparse_grad=False):
     _index_check(input, d, index, "gather")
     if index.ndim != input.ndim and not (index.ndim <= 1 and input.ndim <= 1):
         raise RuntimeError("Index tensor must have the same number of dimensions as input tensor")
-    if index._data is not None and index.numel() and (index._data.max() >= input.shape[d] or
-                                                     index._data.min() < -input.shape[d]):
-        raise RuntimeError(f"index {int(index._data.max())} is out of bounds for dimension {d} with size {input.shape[d]}")
+    too_big = [k for k in range(index.ndim) if k != d and index.ndim == input.ndim and index.shape[k] > input.shape[k]]
+    if too_big:
+        raise RuntimeError(f"Size does not match at dimension {too_big[0]} expected index {list(index.shape)} to be no "
+                           f"larger than self {list(input.shape)} apart from dimension {d}")
+    _index_range_check(input, d, index)
     return apply(P["gather"], (input, index), {"dim": d})
+
+
+def _index_range_check(input, d, index):
+    n = input.shape[d] if input.ndim else 1
+    if index._data is not None and index.numel() and (index._data.max() >= n or index._data.min() < -n):
+        bad = int(index._data.max()) if index._data.max() >= n else int(index._data.min())
+        raise RuntimeError(f"index {bad} is out of bounds for dimension {d} with size {n}")
 
 
 def scatter(input, dim, index, src=None, *, value=None, reduce=None):
@@ -777,8 +799,13 @@ def scatter(input, dim, index, src=None, *, value=None, reduce=None):
     if isinstance(src, Tensor):
         if src.dtype is not input.dtype:
             raise RuntimeError(f"scatter(): Expected self.dtype to be equal to src.dtype")
+        if index.ndim == input.ndim and builtins.any((k != d and index.shape[k] > input.shape[k]) or
+                                                     index.shape[k] > src.shape[k] for k in range(index.ndim)):
+            raise RuntimeError(f"Expected index {list(index.shape)} to be no larger than self {list(input.shape)} "
+                               f"apart from dimension {d} and to be no larger size than src {list(src.shape)}")
     else:
         src = _scalar(src)
+    _index_range_check(input, d, index)
     params = {"dim": d}
     if reduce:
         params["reduce"] = reduce
@@ -792,7 +819,7 @@ def scatter_add(input, dim, index, src):
 def index_select(input, dim, index):
     d = S.normalize_dim(dim, input.ndim)
     if not isinstance(index, Tensor) or index.dtype not in (D.int64, D.int32):
-        raise RuntimeError("index_select(): Expected dtype int32/int64 for index")
+        raise RuntimeError("index_select(): Expected dtype int32 or int64 for index")
     if index.ndim > 1:
         raise IndexError("index_select(): Index is supposed to be a vector")
     if index._data is not None and index.numel() and (index._data.max() >= input.shape[d] or
@@ -804,16 +831,15 @@ def index_select(input, dim, index):
 def masked_fill(input, mask, value):
     if not isinstance(mask, Tensor) or mask.dtype is not D.bool_:
         raise RuntimeError(f"masked_fill_ only supports boolean masks, but got mask with dtype "
-                           f"{D.SCALAR_NAME[mask.dtype] if isinstance(mask, Tensor) else type(mask).__name__}")
+                           f"{_cname(mask.dtype) if isinstance(mask, Tensor) else type(mask).__name__}")
     if isinstance(value, Tensor):
         if value.ndim:
             raise RuntimeError(f"masked_fill_ only supports a 0-dimensional value tensor, but got tensor with "
                                f"{value.ndim} dimension(s).")
-        if value.requires_grad:
-            return where(mask, value, input)
-        value = value.item()
-    S.broadcast_shapes(tuple(input.shape), tuple(mask.shape))
-    return apply(P["masked_fill"], (input, mask), {"value": _scalar(value)})
+    else:
+        value = _scalar(value)
+    S.broadcast_shapes(tuple(mask.shape), tuple(input.shape))
+    return apply(P["masked_fill"], (input, mask, value), {})
 
 
 def tril(input, diagonal=0):
@@ -839,8 +865,14 @@ def nonzero(input, *, as_tuple=False):
 # == indexing ============================================================================================
 
 def _normalize_key(input, key):
-    """Turn a Python index into the primitive's key (hashable) plus its index tensors."""
-    if not isinstance(key, tuple):
+    """Turn a Python index into the primitive's key (hashable) plus its index tensors.
+
+    As in torch, a 0-dim integer tensor indexes like an int, and inside a tuple a slice that
+    keeps a whole dim becomes ("s", None, None, None) (it makes no view); a lone slice always
+    makes one.
+    """
+    single = not isinstance(key, tuple)
+    if single:
         key = (key,)
     shape = tuple(input.shape)
     out, idx = [], []
@@ -848,11 +880,16 @@ def _normalize_key(input, key):
     n_consuming = builtins.sum(1 for k in key if k is not None and k is not Ellipsis and not
                                (isinstance(k, Tensor) and k.dtype is D.bool_)) + builtins.sum(
         k.ndim for k in key if isinstance(k, Tensor) and k.dtype is D.bool_)
+    if not shape and builtins.any(isinstance(k, (int, np.integer)) and not isinstance(k, bool) for k in key):
+        raise IndexError("invalid index of a 0-dim tensor. Use `tensor.item()` in Python or "
+                         "`tensor.item<T>()` in C++ to convert a 0-dim tensor to a number")
     if n_consuming > len(shape):
         raise IndexError(f"too many indices for tensor of dimension {len(shape)}")
     dim = 0
     seen_ellipsis = False
     for k in key:
+        if isinstance(k, Tensor) and k.ndim == 0 and k.dtype._kind == 1 and k._data is not None:
+            k = int(k.item())
         if k is None:
             out.append(None)
         elif k is Ellipsis:
@@ -878,8 +915,12 @@ def _normalize_key(input, key):
             step = k.step
             if step is not None and step <= 0:
                 raise ValueError("step must be greater than zero")
-            st = [int(v) if isinstance(v, Tensor) else v for v in (k.start, k.stop, step)]
-            out.append(("s", *st))
+            start, stop, step = [int(v) if isinstance(v, Tensor) else v for v in (k.start, k.stop, step)]
+            if single:
+                start = 0 if start is None else start
+            elif start in (None, 0) and step in (None, 1) and (stop is None or stop >= shape[dim]):
+                start = stop = step = None
+            out.append(("s", start, stop, step))
             dim += 1
         elif isinstance(k, (Tensor, list, np.ndarray)):
             if not isinstance(k, Tensor):
@@ -900,7 +941,8 @@ def _normalize_key(input, key):
                 n = shape[dim]
                 if k._data is not None and k.numel() and (k._data.max() >= n or k._data.min() < -n):
                     bad = int(k._data.max()) if k._data.max() >= n else int(k._data.min())
-                    raise IndexError(f"index {bad} is out of bounds for dimension {dim} with size {n}")
+                    # torch counts the dimension among the index tensors
+                    raise IndexError(f"index {bad} is out of bounds for dimension {len(idx)} with size {n}")
                 out.append(("t", len(idx)))
                 idx.append(k if k.dtype is D.int64 else k.long())
                 dim += 1
@@ -980,10 +1022,11 @@ def bmm(input, mat2):
         raise RuntimeError(f"batch1 must be a 3D tensor")
     if mat2.ndim != 3:
         raise RuntimeError(f"batch2 must be a 3D tensor")
-    if input.shape[0] != mat2.shape[0]:
+    if input.shape[0] != mat2.shape[0] or input.shape[2] != mat2.shape[1]:
         raise RuntimeError(f"Expected size for first two dimensions of batch2 tensor to be: [{input.shape[0]}, "
                            f"{input.shape[2]}] but got: [{mat2.shape[0]}, {mat2.shape[1]}].")
-    return matmul(input, mat2)
+    _mm_dtype_check(input, mat2, "bmm")
+    return apply(P["matmul"], (input, mat2), {"op": "bmm"})
 
 
 def mv(input, vec):
@@ -1015,14 +1058,23 @@ def einsum(equation, *operands):
         eq = eq + "->" + "".join(sorted(c for c in set(letters) if letters.count(c) == 1))
     ins = eq.split("->")[0].split(",")
     if len(ins) != len(operands):
-        raise ValueError("einsum(): more operands were provided than specified in the equation"
-                         if len(operands) > len(ins) else
-                         "einsum(): fewer operands were provided than specified in the equation")
+        raise RuntimeError("einsum(): more operands were provided than specified in the equation"
+                           if len(operands) > len(ins) else
+                           "einsum(): fewer operands were provided than specified in the equation")
     for spec, x in zip(ins, operands):
         if len(spec) != x.ndim:
             raise RuntimeError(f"einsum(): the number of subscripts in the equation ({len(spec)}) does not match the "
                                f"number of dimensions ({x.ndim}) for operand {ins.index(spec)} and no ellipsis was given")
-    return apply(P["einsum"], tuple(operands), {"equation": eq})
+    # torch's dtypes: an index summed within one operand is a sum (integers become int64); one
+    # shared by several is a contraction (bmm, which has no bool kernel)
+    res = eq.split("->")[1]
+    summed = {c for spec in ins for c in spec if c not in res}
+    if builtins.any(builtins.sum(c in spec for spec in ins) > 1 for c in summed) and \
+            D.result_type(list(operands)) is D.bool_:
+        raise NotImplementedError("\"bmm\" not implemented for 'Bool'")
+    operands = tuple(convert(x, D.int64) if not x.dtype.is_floating_point and builtins.any(
+        c in summed and builtins.sum(c in o for o in ins) == 1 for c in spec) else x for spec, x in zip(ins, operands))
+    return apply(P["einsum"], operands, {"equation": eq})
 
 
 # == conversion, detach ===================================================================================

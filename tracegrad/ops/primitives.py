@@ -40,13 +40,17 @@ class Primitive:
 
     def __init__(self, name, inputs, impl, *, shape, dtype, vjp=None, saves=(), grad_fn=None, view=False,
                  multi=False, nondiff_outputs=(), elementwise=False, reduction=False, triton=None, cast=None,
-                 needs=None, takes_ctx=False, eager=None):
+                 needs=None, takes_ctx=False, eager=None, refuse=None):
         self.name = name
         self.variadic = inputs.startswith("*")
         self.inputs = tuple(inputs.lstrip("*").split()) if inputs else ()
         self.impl = impl
         self.shape = shape
         self.dtype_rule = DTYPE_RULES[dtype] if isinstance(dtype, str) else dtype
+        if refuse:
+            # {dtype kind (0 bool, 1 integer, 2 float): (dtype, args) -> torch's error or None}: the
+            # dtypes torch has no kernel for, refused before any kernel runs or any node is traced
+            self.dtype_rule = _refusing(self.dtype_rule, refuse)
         self.vjp = vjp
         self.saves = tuple(saves.split()) if isinstance(saves, str) else tuple(saves)
         self.grad_fn = grad_fn
@@ -174,12 +178,39 @@ def _int64(args):
     return None, D.int64
 
 
+def _refusing(rule, refuse):
+    def checked(args):
+        cdt, odt = rule(args)
+        d = cdt if cdt is not None else _first_dtype(args)
+        err = refuse.get(d._kind)
+        if err is not None:
+            err = err(d, args)
+            if err is not None:
+                raise err
+        return cdt, odt
+    return checked
+
+
+def _no_kernel(op):
+    """torch's error for a dtype its kernel `op` is not built for."""
+    return lambda d, args: NotImplementedError(f"\"{op}\" not implemented for '{D.SCALAR_NAME[d]}'")
+
+
+def _refuse(exc, message):
+    return lambda d, args: exc(message)
+
+
 DTYPE_RULES = {"same": _same, "float": _float, "promote": _promote, "promote_float": _promote_float,
                "compare": _compare, "logical": _logical, "to_bool": _to_bool, "where": _where,
                "int64": _int64}
 
 
 # -- shape rules ----------------------------------------------------------------
+
+def _is_tensor(a):
+    from ..tensor import Tensor
+    return isinstance(a, Tensor)
+
 
 def _shape_of(a):
     return tuple(a.shape) if hasattr(a, "shape") and not isinstance(a, (int, float, bool)) else ()
@@ -212,7 +243,7 @@ def _expand_reduced(g, shape, dims, keepdim):
 
 
 def _dims(x, dims):
-    return S.normalize_dims(dims, len(x.shape))
+    return S.normalize_dims(dims, len(x.shape)) if x.shape else ()
 
 
 def _count(x, dims):
@@ -234,9 +265,9 @@ def R(name, x, dims, keepdim=False):
 
 # == elementwise, one input =======================================================
 
-def unary(name, fn, vjp, saves, dtype="float", grad_fn=None):
+def unary(name, fn, vjp, saves, dtype="float", grad_fn=None, refuse=None):
     return Primitive(name, "x", fn, shape=_unary_shape, dtype=dtype, vjp=vjp, saves=saves,
-                     grad_fn=grad_fn or f"{name.capitalize()}Backward0", elementwise=True)
+                     grad_fn=grad_fn or f"{name.capitalize()}Backward0", elementwise=True, refuse=refuse)
 
 
 LN2 = math.log(2.0)
@@ -260,9 +291,12 @@ def _round(x, decimals=0):
     return np.round(x, decimals)
 
 
-unary("neg", np.negative, lambda g, out, x: (-g,), "", dtype="same")
-unary("abs", np.abs, lambda g, out, x: (g * F.sign(x),), "x", dtype="same")
-unary("sign", np.sign, lambda g, out, x: (_zeros_like(g),), "", dtype="same")
+unary("neg", np.negative, lambda g, out, x: (-g,), "", dtype="same", refuse={0: _refuse(
+    RuntimeError, "Negation, the `-` operator, on a bool tensor is not supported. If you are trying to invert a mask, "
+                  "use the `~` or `logical_not()` operator instead.")})
+unary("abs", np.abs, lambda g, out, x: (g * F.sign(x),), "x", dtype="same", refuse={0: _no_kernel("abs_cpu")})
+unary("sign", lambda x: x.copy() if x.dtype == np.bool_ else np.sign(x), lambda g, out, x: (_zeros_like(g),), "",
+      dtype="same")
 unary("exp", np.exp, lambda g, out, x: (g * out,), "out")
 unary("exp2", np.exp2, lambda g, out, x: (g * out * LN2,), "out")
 unary("log", np.log, lambda g, out, x: (g / x,), "x")
@@ -279,19 +313,47 @@ unary("tanh", np.tanh, lambda g, out, x: (g * (1 - out * out),), "out")
 unary("sigmoid", _sigmoid, lambda g, out, x: (g * out * (1 - out),), "out")
 unary("erf", _erf, lambda g, out, x: (g * TWO_OVER_SQRT_PI * F.exp(-(x * x)),), "x")
 unary("relu", lambda x: np.maximum(x, 0, dtype=x.dtype), lambda g, out, x: (F.where(out > 0, g, 0),), "out",
-      dtype="same")
-unary("floor", np.floor, lambda g, out, x: (_zeros_like(g),), "", dtype="same")
-unary("ceil", np.ceil, lambda g, out, x: (_zeros_like(g),), "", dtype="same")
-unary("round", _round, lambda g, out, x, decimals=0: (_zeros_like(g),), "", dtype="same")
-Primitive("convert", "x", lambda x, dtype: (D.round_bfloat16(x) if dtype is D.bfloat16 else x.astype(dtype.np)),
+      dtype="same", refuse={0: _refuse(RuntimeError, "Boolean inputs not supported for relu")})
+unary("floor", np.floor, lambda g, out, x: (_zeros_like(g),), "", dtype="same", refuse={0: _no_kernel("floor_vml_cpu")})
+unary("ceil", np.ceil, lambda g, out, x: (_zeros_like(g),), "", dtype="same", refuse={0: _no_kernel("ceil_vml_cpu")})
+unary("round", _round, lambda g, out, x, decimals=0: (_zeros_like(g),), "", dtype="same",
+      grad_fn=lambda a, p: "RoundBackward1" if "decimals" in p else "RoundBackward0",
+      refuse={0: _no_kernel("round_vml_cpu")})
+Primitive("convert", "x", lambda x, dtype: D.cast(x, dtype),
           shape=_unary_shape, dtype=lambda args: (None, None),
           vjp=lambda g, out, x, dtype: (F.convert(g, x.dtype),), grad_fn="ToCopyBackward0", elementwise=True)
 Primitive("clone", "x", lambda x: np.array(x, copy=True), shape=_unary_shape, dtype="same",
           vjp=lambda g, out, x: (g,), grad_fn="CloneBackward0", elementwise=True)
-Primitive("clamp", "x", lambda x, min=None, max=None: np.clip(x, min, max).astype(x.dtype, copy=False),
-          shape=_unary_shape, dtype="promote",
-          vjp=lambda g, out, x, min=None, max=None: (F.where(_in_range(x, min, max), g, 0),), saves="x",
-          grad_fn="ClampBackward1", elementwise=True)
+
+
+def _clamp_vjp(g, out, x, lo, hi, op=None):
+    # torch's clamp_backward and clamp_backward_min_max: where min > max the result is max
+    glo = ghi = None
+    if _is_tensor(lo):
+        glo = F.where(x < lo if hi is None else F.logical_and(x < lo, lo < hi), g, 0)
+    if _is_tensor(hi):
+        ghi = F.where(x > hi if lo is None else F.logical_or(x > hi, hi < lo), g, 0)
+    return F.where(_in_range(x, lo, hi), g, 0), glo, ghi
+
+
+def _clamp_name(args, params):
+    base = {"clamp_min": "ClampMin", "clamp_max": "ClampMax"}.get(params.get("op"), "Clamp")
+    tensor_bounds = _is_tensor(args[1]) or _is_tensor(args[2])
+    if base == "Clamp":
+        return "ClampBackward0" if tensor_bounds else "ClampBackward1"
+    return base + ("Backward1" if tensor_bounds else "Backward0")
+
+
+def _clamp_no_bool(d, args):
+    if _is_tensor(args[1]) or _is_tensor(args[2]):
+        return None
+    return _no_kernel("clamp_scalar_cpu" if args[1] is not None and args[2] is not None else
+                      "clamp_min_scalar_cpu" if args[1] is not None else "clamp_max_scalar_cpu")(d, args)
+
+
+# min and max: None, a Python number or a tensor (broadcast with x)
+Primitive("clamp", "x min max", lambda x, lo, hi, op=None: np.clip(x, lo, hi), shape=_bcast_shape, dtype="promote",
+          vjp=_clamp_vjp, saves="x min max", grad_fn=_clamp_name, elementwise=True, refuse={0: _clamp_no_bool})
 
 
 def _in_range(x, lo, hi):
@@ -310,19 +372,65 @@ Primitive("logical_not", "x", np.logical_not, shape=_unary_shape, dtype="logical
 # == elementwise, two or three inputs (broadcasting) ========================================
 
 
-def binary(name, fn, vjp, saves, dtype="promote", grad_fn=None, needs=None):
+def binary(name, fn, vjp, saves, dtype="promote", grad_fn=None, needs=None, refuse=None):
     return Primitive(name, "x y", fn, shape=_bcast_shape, dtype=dtype, vjp=vjp, saves=saves,
-                     grad_fn=grad_fn or f"{name.capitalize()}Backward0", elementwise=True, needs=needs)
+                     grad_fn=grad_fn or f"{name.capitalize()}Backward0", elementwise=True, needs=needs,
+                     refuse=refuse)
 
 
 binary("add", np.add, lambda g, out, x, y: (g, g), "")
 binary("sub", np.subtract, lambda g, out, x, y: (g, -g), "")
-binary("rsub", lambda x, y: np.subtract(y, x), lambda g, out, x, y: (-g, g), "", grad_fn="RsubBackward1")
+binary("rsub", lambda x, y: np.subtract(y, x), lambda g, out, x, y: (-g, g), "",
+       grad_fn=lambda a, p: "RsubBackward0" if _is_tensor(a[1]) else "RsubBackward1")
 binary("mul", np.multiply, lambda g, out, x, y: (g * y, g * x), "x y", needs={"x": "y", "y": "x"})
 binary("div", np.true_divide, lambda g, out, x, y: (g / y, -g * x / (y * y)), "x y", dtype="promote_float",
        needs={"x": "y", "y": "x y"})
-binary("floor_divide", np.floor_divide, None, "", grad_fn="FloorDivideBackward0")
-binary("remainder", np.remainder, lambda g, out, x, y: (g, -g * F.floor(x / y)), "x y", needs={"y": "x y"})
+
+
+def _integer_division(fn):
+    def kernel(x, y, **params):
+        if np.result_type(x, y).kind in "biu" and np.any(np.asarray(y) == 0):
+            raise RuntimeError("ZeroDivisionError")
+        return fn(x, y, **params)
+    return kernel
+
+
+def _trunc_divide(x, y):
+    if np.result_type(x, y).kind in "biu":
+        q = np.floor_divide(x, y)
+        return q + ((np.remainder(x, y) != 0) & ((np.asarray(x) < 0) != (np.asarray(y) < 0)))
+    return np.trunc(np.true_divide(x, y))
+
+
+def _not_implemented(op):
+    """torch's rule for ops without a derivative: the output requires grad, backward raises."""
+    def vjp(g, out, *args, **params):
+        raise RuntimeError(f"derivative for aten::{op} is not implemented")
+    return vjp
+
+
+def _remainder_vjp(g, out, x, y):
+    if not _is_tensor(x):
+        _not_implemented("remainder")(g, out)
+    return g, -g * F.floor(x / y)
+
+
+def _remainder_name(args, params):
+    if not _is_tensor(args[0]):
+        return "NotImplemented"
+    return "RemainderBackward1" if _is_tensor(args[1]) else "RemainderBackward0"
+
+
+binary("floor_divide", _integer_division(np.floor_divide), _not_implemented("floor_divide"), "",
+       grad_fn="NotImplemented", refuse={0: _no_kernel("div_floor_cpu")})
+binary("remainder", _integer_division(np.remainder), _remainder_vjp, "x y", needs={"y": "x y"},
+       grad_fn=_remainder_name, refuse={0: _no_kernel("remainder_cpu")})
+# div(..., rounding_mode="floor" | "trunc"): no promotion to float, and a zero derivative
+Primitive("div_rounding", "x y", _integer_division(
+    lambda x, y, rounding_mode: np.floor_divide(x, y) if rounding_mode == "floor" else _trunc_divide(x, y)),
+          shape=_bcast_shape, dtype="promote",
+          vjp=lambda g, out, x, y, rounding_mode: (_zeros_like(g), _zeros_like(g) if _is_tensor(y) else None),
+          grad_fn="DivBackward2", elementwise=True)
 binary("maximum", np.maximum, lambda g, out, x, y: (_max_split(g, x, y), _max_split(g, y, x)), "x y")
 binary("minimum", np.minimum, lambda g, out, x, y: (_max_split(g, y, x), _max_split(g, x, y)), "x y")
 
@@ -334,6 +442,8 @@ def _max_split(g, a, b):
 
 
 def _pow_kernel(x, y):
+    if isinstance(y, bool):
+        return x.copy() if y else np.ones_like(x)
     # numpy's pow takes a slow path for small integer exponents on negative values;
     # torch computes these by multiplication, so do we.
     if not isinstance(y, np.ndarray) or y.ndim == 0 and not isinstance(x, np.ndarray):
@@ -353,6 +463,11 @@ def _pow_kernel(x, y):
                 return 1 / (x * x)
     if isinstance(x, np.ndarray) and x.dtype.kind in "iu" and not isinstance(y, np.ndarray) and y < 0:
         raise RuntimeError("Integers to negative integer powers are not allowed.")
+    if isinstance(y, np.ndarray) and y.dtype.kind in "iu" and np.any(y < 0):
+        # torch's integer pow: 1 ** -n = 1, (-1) ** -n = +-1, anything else ** -n = 0
+        neg = y < 0
+        r = np.power(x, np.where(neg, 0, y))
+        return np.where(neg, np.where(x == 1, 1, np.where(x == -1, np.where(y % 2 == 0, 1, -1), 0)), r)
     return np.power(x, y)
 
 
@@ -361,7 +476,8 @@ def _pow_vjp(g, out, x, y):
     if isinstance(y, (int, float)):
         gx = _zeros_like(g) if y == 0 else g * y * x ** (y - 1)
     elif not isinstance(x, (int, float)):
-        gx = g * y * x ** (y - 1)
+        # 0 where the exponent is 0, whatever x (torch's pow_backward_self)
+        gx = F.where(y == 0, 0, g * y * x ** (y - 1))
     if isinstance(x, (int, float)):
         gy = g * out * math.log(x) if x > 0 else (g * out * math.log(x) if x < 0 else F.where(y >= 0, 0, g * out * -math.inf))
     elif not isinstance(y, (int, float)):
@@ -379,7 +495,9 @@ def _pow_name(args, params):
     return "PowBackward1" if isinstance(x, Tensor) else "PowBackward2"
 
 
-binary("pow", _pow_kernel, _pow_vjp, "x y out", grad_fn=_pow_name, needs={"x": "x y", "y": "x y out"})
+# a bool exponent (x ** True, x ** False) needs no kernel: torch allows it on bool tensors
+binary("pow", _pow_kernel, _pow_vjp, "x y out", grad_fn=_pow_name, needs={"x": "x y", "y": "x y out"},
+       refuse={0: lambda d, args: None if isinstance(args[1], bool) else _no_kernel("pow")(d, args)})
 
 for _n, _f in (("eq", np.equal), ("ne", np.not_equal), ("lt", np.less), ("le", np.less_equal),
                ("gt", np.greater), ("ge", np.greater_equal)):
@@ -387,15 +505,18 @@ for _n, _f in (("eq", np.equal), ("ne", np.not_equal), ("lt", np.less), ("le", n
 for _n, _f in (("logical_and", np.logical_and), ("logical_or", np.logical_or), ("logical_xor", np.logical_xor)):
     binary(_n, _f, None, "", dtype="logical")
 for _n, _f in (("bitwise_and", np.bitwise_and), ("bitwise_or", np.bitwise_or), ("bitwise_xor", np.bitwise_xor)):
-    binary(_n, _f, None, "")
+    binary(_n, _f, None, "", refuse={2: _no_kernel(_n + "_cpu")})
 
 Primitive("where", "cond x y", lambda c, x, y: np.where(c, x, y), shape=_bcast_shape, dtype="where",
           vjp=lambda g, out, c, x, y: (None, F.where(c, g, 0), F.where(c, 0, g)), saves="cond",
           grad_fn="WhereBackward0", elementwise=True, cast=(1, 2))
-Primitive("masked_fill", "x mask", lambda x, m, value: np.where(m, np.asarray(value, x.dtype), x),
-          shape=_bcast_shape, dtype="same",
-          vjp=lambda g, out, x, mask, value: (F.where(mask, 0, g), None), saves="mask",
-          grad_fn="MaskedFillBackward0", elementwise=True)
+# value: a Python number or a 0-dim tensor (MaskedFillBackward1, differentiable)
+Primitive("masked_fill", "x mask value", lambda x, m, v: np.where(m, np.asarray(v, x.dtype), x),
+          shape=_bcast_shape, dtype=lambda args: (args[0]._dtype, args[0]._dtype), cast=(2,),
+          vjp=lambda g, out, x, mask, value: (F.where(mask, 0, g), None,
+                                              F.sum(F.where(mask, g, 0)) if _is_tensor(value) else None),
+          saves="mask", grad_fn=lambda a, p: "MaskedFillBackward1" if _is_tensor(a[2]) else "MaskedFillBackward0",
+          elementwise=True)
 
 # == reductions ==============================================================================
 
@@ -406,7 +527,8 @@ def _sum_kernel(x, dims=None, keepdim=False):
 
 
 def _axes(x, dims):
-    return S.normalize_dims(dims, x.ndim)
+    # torch accepts dim 0 and -1 on a 0-dim tensor; the reduction then leaves it as it is
+    return S.normalize_dims(dims, x.ndim) if x.ndim else ()
 
 
 def _sum_dtype(args):
@@ -475,6 +597,8 @@ for _n, _f in (("max_all", np.max), ("min_all", np.min)):
 
 def _max_dim_kernel(fn_val, fn_idx):
     def k(x, dim, keepdim=False):
+        if x.ndim == 0:
+            return x.copy(), np.zeros((), np.int64)
         idx = fn_idx(x, axis=dim, keepdims=True)
         val = np.take_along_axis(x, idx, axis=dim)
         if not keepdim:
@@ -491,6 +615,8 @@ def _max_dim_shape(x, dim, keepdim=False):
 
 def _select_backward(g, x, idx, dim, keepdim):
     # the gradient of values picked by index: scattered back to where they came from
+    if not x.shape:
+        return g
     if not keepdim:
         g = F.unsqueeze(g, dim)
         idx = F.unsqueeze(idx, dim)
@@ -502,14 +628,21 @@ for _n, _fi in (("max_dim", np.argmax), ("min_dim", np.argmin)):
               nondiff_outputs=(1,),
               vjp=lambda g, out, x, dim, keepdim=False: (_select_backward(g[0], x, out[1], dim, keepdim),),
               saves="out", grad_fn=f"{_n[:3].capitalize()}Backward0", reduction=True)
+
+
+def _arg_kernel(f):
+    def k(x, dim=None, keepdim=False):
+        if dim is None or x.ndim == 0:
+            return np.asarray(f(x.reshape(-1)), np.int64).reshape((1,) * x.ndim if keepdim and dim is None else ())
+        return f(x, axis=dim, keepdims=keepdim).astype(np.int64)
+    return k
+
+
 for _n, _f in (("argmax", np.argmax), ("argmin", np.argmin)):
-    Primitive(_n, "x", (lambda f: lambda x, dim=None, keepdim=False: (
-        f(x.reshape(-1) if dim is None else x, axis=0 if dim is None else dim,
-          keepdims=keepdim and dim is not None).astype(np.int64)
-        if dim is not None or not keepdim else f(x.reshape(-1)).astype(np.int64).reshape((1,) * x.ndim)))(_f),
-              shape=lambda x, dim=None, keepdim=False: (((1,) * len(x.shape) if keepdim else ())
-                                                        if dim is None else S.reduced_shape(tuple(x.shape), (dim,), keepdim)),
-              dtype="int64", reduction=True)
+    Primitive(_n, "x", _arg_kernel(_f), shape=lambda x, dim=None, keepdim=False: (
+        ((1,) * len(x.shape) if keepdim else ()) if dim is None else S.reduced_shape(tuple(x.shape), (dim,), keepdim)),
+              dtype="int64", reduction=True,
+              refuse={0: _refuse(RuntimeError, f"{_n}(): does not support bool input")})
 
 
 def _var_kernel(x, dims=None, correction=1, keepdim=False):
@@ -601,6 +734,7 @@ Primitive("norm", "x", _norm_kernel, shape=_reduce_shape, dtype="same", vjp=_nor
 
 
 def _softmax_kernel(x, dim):
+    dim = dim if x.ndim else None
     m = np.max(x, axis=dim, keepdims=True) if x.size else 0
     e = np.exp(x - m)
     e /= np.sum(e, axis=dim, keepdims=True)
@@ -610,6 +744,7 @@ def _softmax_kernel(x, dim):
 def _log_softmax_kernel(x, dim):
     if x.size == 0:
         return x.copy()
+    dim = dim if x.ndim else None
     m = np.max(x, axis=dim, keepdims=True)
     s = x - m
     return s - np.log(np.sum(np.exp(s), axis=dim, keepdims=True))
@@ -642,8 +777,8 @@ Primitive("expand", "x", lambda x, shape: np.broadcast_to(x, shape), shape=lambd
 Primitive("squeeze", "x", lambda x, dims, **_: np.squeeze(x, axis=dims),
           shape=lambda x, dims, **_: tuple(n for i, n in enumerate(x.shape) if i not in dims), dtype="same",
           vjp=lambda g, out, x, dims, **_: (F.reshape(g, tuple(x.shape)),),
-          grad_fn=lambda a, p: "SqueezeBackward1" if len(p["dims"]) == 1 and not p.get("all") else (
-              "SqueezeBackward0" if p.get("all") else "SqueezeBackward2"), view=True)
+          grad_fn=lambda a, p: "SqueezeBackward0" if p.get("all") else (
+              "SqueezeBackward2" if p.get("multi") else "SqueezeBackward1"), view=True)
 Primitive("unsqueeze", "x", lambda x, dim: np.expand_dims(x, dim),
           shape=lambda x, dim: tuple(x.shape[:dim]) + (1,) + tuple(x.shape[dim:]), dtype="same",
           vjp=lambda g, out, x, dim: (F.reshape(g, tuple(x.shape)),), grad_fn="UnsqueezeBackward0", view=True)
@@ -700,13 +835,20 @@ def _getitem_backward_kernel(g, *idx, key, shape):
 
 
 def _getitem_name(args, params):
+    # torch applies a key left to right and the last view it makes names the grad_fn; a slice
+    # that keeps everything (("s", None, None, None)) makes none; tensor indices come last
     key = params["key"]
     if any(isinstance(k, tuple) and k[0] == "t" for k in key):
         return "IndexBackward0"
-    real = [k for k in key if k is not None and k is not Ellipsis]
-    if not real:
-        return "UnsqueezeBackward0" if None in key else "AliasBackward0"
-    return "SelectBackward0" if isinstance(real[-1], int) else "SliceBackward0"
+    name = "AliasBackward0"
+    for k in key:
+        if k is None:
+            name = "UnsqueezeBackward0"
+        elif isinstance(k, int):
+            name = "SelectBackward0"
+        elif isinstance(k, tuple) and k[1:] != (None, None, None):
+            name = "SliceBackward0"
+    return name
 
 
 Primitive("getitem", "*x idx", _getitem_kernel, shape=_getitem_shape, dtype="same",
@@ -719,15 +861,26 @@ Primitive("getitem_backward", "*g idx", _getitem_backward_kernel, shape=lambda g
               isinstance(k, tuple) and k[0] == "t" for k in p["key"]) else "SliceBackwardBackward0")
 
 
+def _cat_kept(xs):
+    """Positions of the inputs cat joins: torch skips 1-D empty tensors (a legacy rule)."""
+    kept = [i for i, x in enumerate(xs) if not (len(x.shape) == 1 and x.shape[0] == 0)]
+    return kept or [0]
+
+
 def _cat_shape(*xs, dim):
-    s = list(xs[0].shape)
-    s[dim] = sum(x.shape[dim] for x in xs)
+    kept = [xs[i] for i in _cat_kept(xs)]
+    s = list(kept[0].shape)
+    s[dim] = sum(x.shape[dim] for x in kept)
     return tuple(s)
 
 
 def _cat_vjp(g, out, *xs, dim):
+    kept = _cat_kept(xs)
     grads, start = [], 0
-    for x in xs:
+    for i, x in enumerate(xs):
+        if i not in kept:
+            grads.append(F.full((0,), 0, dtype=g.dtype))
+            continue
         n = x.shape[dim]
         key = (slice(None),) * dim + (slice(start, start + n),)
         grads.append(g[key])
@@ -735,8 +888,8 @@ def _cat_vjp(g, out, *xs, dim):
     return tuple(grads)
 
 
-Primitive("cat", "*xs", lambda *xs, dim: np.concatenate(xs, axis=dim), shape=_cat_shape, dtype="promote",
-          vjp=_cat_vjp, grad_fn="CatBackward0")
+Primitive("cat", "*xs", lambda *xs, dim: np.concatenate([xs[i] for i in _cat_kept(xs)], axis=dim),
+          shape=_cat_shape, dtype="promote", vjp=_cat_vjp, grad_fn="CatBackward0")
 Primitive("stack", "*xs", lambda *xs, dim: np.stack(xs, axis=dim),
           shape=lambda *xs, dim: tuple(xs[0].shape[:dim]) + (len(xs),) + tuple(xs[0].shape[dim:]),
           dtype="promote", vjp=lambda g, out, *xs, dim: tuple(F.select(g, dim, i) for i in range(len(xs))),
@@ -766,7 +919,11 @@ def _split_vjp(g, out, x, sizes, dim, name=None):
 
 Primitive("split", "x", _split_kernel, shape=_split_shape, dtype="same", multi=True, vjp=_split_vjp,
           grad_fn=lambda a, p: p.get("name", "SplitWithSizesBackward0"), view=True)
-Primitive("flip", "x", lambda x, dims: np.flip(x, axis=dims), shape=_unary_shape, dtype="same",
+Primitive("unbind", "x", lambda x, dim: tuple(np.moveaxis(x, dim, 0)),
+          shape=lambda x, dim: [(tuple(x.shape[:dim]) + tuple(x.shape[dim + 1:]), x.dtype)] * x.shape[dim],
+          dtype="same", multi=True, vjp=lambda g, out, x, dim: (F.stack(list(g), dim),), grad_fn="UnbindBackward0",
+          view=True)
+Primitive("flip", "x", lambda x, dims: np.flip(x, axis=_axes(x, dims)), shape=_unary_shape, dtype="same",
           vjp=lambda g, out, x, dims: (F.flip(g, dims),), grad_fn="FlipBackward0")
 Primitive("roll", "x", lambda x, shifts, dims: np.roll(x, shifts, axis=dims) if dims else np.roll(x, shifts),
           shape=_unary_shape, dtype="same",
@@ -799,6 +956,8 @@ Primitive("triu", "x", lambda x, k=0: np.triu(x, k), shape=_unary_shape, dtype="
 
 
 def _gather_kernel(x, index, dim):
+    # the index may be smaller than x in the other dims: it reads the leading block
+    x = x[tuple(slice(None) if i == dim else slice(0, n) for i, n in enumerate(index.shape))]
     return np.take_along_axis(x, index, axis=dim)
 
 
@@ -839,19 +998,39 @@ Primitive("index_select", "x index", lambda x, index, dim: np.take(x, index, axi
 
 
 def _matmul_name(args, params):
+    if params.get("op") == "bmm":
+        return "BmmBackward0"
     a, b = args[0].ndim, args[1].ndim
-    return {(1, 1): "DotBackward0", (2, 1): "MvBackward0", (1, 2): "SqueezeBackward4", (2, 2): "MmBackward0",
-            (3, 3): "BmmBackward0"}.get((a, b), "UnsafeViewBackward0")
+    return {(1, 1): "DotBackward0", (2, 1): "MvBackward0", (1, 2): "SqueezeBackward4",
+            (2, 2): "MmBackward0"}.get((a, b), "UnsafeViewBackward0")
 
 
-def _matmul_shape(a, b):
+def _matmul_no_bool(d, args):
+    # the torch kernel a matmul of these ranks lands in, which has no bool version (and is
+    # not called when there is nothing to compute)
+    a, b = args[0].ndim, args[1].ndim
+    if (a, b) != (1, 1) and (not args[0].shape[-1] or not S.numel(_matmul_shape(*args))):
+        return None
+    kernel = "bmm" if b >= 3 else ("dot" if a == 1 and b == 1 else "addmv_impl_cpu" if b == 1 else "addmm_impl_cpu_")
+    return _no_kernel(kernel)(d, args)
+
+
+def _matmul_shape(a, b, op=None):
     a_s, b_s = tuple(a.shape), tuple(b.shape)
     a2 = a_s if len(a_s) > 1 else (1,) + a_s
     b2 = b_s if len(b_s) > 1 else b_s + (1,)
+    batch = S.broadcast_shapes(a2[:-2], b2[:-2])
     if a2[-1] != b2[-2]:
-        raise RuntimeError(f"mat1 and mat2 shapes cannot be multiplied ({S.numel(a2[:-1])}x{a2[-1]} and "
-                           f"{b2[-2]}x{b2[-1]})")
-    out = S.broadcast_shapes(a2[:-2], b2[:-2]) + (a2[-2], b2[-1])
+        # torch's message names the kernel these ranks go to: mv or mm (a batch folded into
+        # rows), else bmm over the broadcast batch
+        if len(b_s) >= 3:
+            raise RuntimeError(f"Expected size for first two dimensions of batch2 tensor to be: "
+                               f"[{S.numel(batch)}, {a2[-1]}] but got: [{S.numel(batch)}, {b2[-2]}].")
+        rows = S.numel(a2[:-1])
+        if len(a_s) >= 3 and len(b_s) == 1:
+            raise RuntimeError(f"size mismatch, got input ({rows}), mat ({rows}x{a2[-1]}), vec ({b2[-2]})")
+        raise RuntimeError(f"mat1 and mat2 shapes cannot be multiplied ({rows}x{a2[-1]} and {b2[-2]}x{b2[-1]})")
+    out = batch + (a2[-2], b2[-1])
     if len(a_s) == 1:
         out = out[:-2] + out[-1:]
     if len(b_s) == 1:
@@ -859,7 +1038,7 @@ def _matmul_shape(a, b):
     return out
 
 
-def _matmul_vjp(g, out, a, b):
+def _matmul_vjp(g, out, a, b, op=None):
     a2 = a if a.ndim > 1 else F.unsqueeze(a, 0)
     b2 = b if b.ndim > 1 else F.unsqueeze(b, 1)
     if a.ndim == 1:
@@ -875,8 +1054,10 @@ def _matmul_vjp(g, out, a, b):
     return ga, gb
 
 
-Primitive("matmul", "a b", np.matmul, shape=_matmul_shape, dtype="promote", vjp=_matmul_vjp, saves="a b",
-          grad_fn=_matmul_name, needs={"a": "b", "b": "a"})
+# op="bmm": called as torch.bmm (BmmBackward0)
+Primitive("matmul", "a b", lambda a, b, op=None: np.matmul(a, b), shape=_matmul_shape, dtype="promote",
+          vjp=_matmul_vjp, saves="a b", grad_fn=_matmul_name, needs={"a": "b", "b": "a"},
+          refuse={0: _matmul_no_bool})
 
 
 def _einsum_vjp(g, out, *xs, equation):
@@ -941,7 +1122,8 @@ def _index_put_vjp(g, out, x, v, *idx, key, accumulate=False):
 
 Primitive("index_put", "*x v idx", _index_put_kernel, shape=lambda x, v, *i, key, accumulate=False: tuple(x.shape),
           dtype=lambda args: (args[0]._dtype, args[0]._dtype), cast=(1,), vjp=_index_put_vjp, saves="idx",
-          grad_fn="CopySlices")
+          grad_fn=lambda a, p: "IndexPutBackward0" if any(isinstance(k, tuple) and k[0] == "t" for k in p["key"])
+          else "CopySlices")
 
 
 def _call_hooks_kernel(g, fns):

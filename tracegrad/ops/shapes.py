@@ -68,14 +68,17 @@ def infer_size(shape, numel_):
     neg = [i for i, s in enumerate(shape) if s == -1]
     if len(neg) > 1:
         raise RuntimeError("only one dimension can be inferred")
-    for s in shape:
+    for i, s in enumerate(shape):
         if s < -1:
-            raise RuntimeError(f"invalid shape dimension {s}")
+            raise RuntimeError(f"invalid shape dimension {s} at index {i} of shape [{', '.join(map(str, shape))}]")
     known = 1
     for s in shape:
         if s != -1:
             known *= s
     if neg:
+        if known == 0 and numel_ == 0:
+            raise RuntimeError(f"cannot reshape tensor of 0 elements into shape [{', '.join(map(str, shape))}] "
+                               f"because the unspecified dimension size -1 can be any value and is ambiguous")
         if known == 0 or numel_ % known:
             raise RuntimeError(f"shape '[{', '.join(map(str, shape))}]' is invalid for input of size {numel_}")
         shape[neg[0]] = numel_ // known

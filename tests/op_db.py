@@ -1,0 +1,543 @@
+"""The op table for the tests: every public op with its sample inputs, like torch's OpInfo.
+
+An `OpInfo` names an op and gives `fn(m, *inputs, **kwargs)`, written once over a module
+`m` (torch or tracegrad), so the same program runs on both. Each `Sample` gives the
+shapes of the tensor inputs (made by the tests in every dtype they try) and the keyword
+arguments passed to `fn`; index tensors, masks and other constants are made inside `fn`
+from plain Python data, so they are the same on both sides.
+
+Domains keep inputs where the op is defined and differentiable: "pos" (away from 0,
+positive), "nonzero", "small" (inside (-1.2, 1.2)), "zeros" (some exact zeros), "zero"
+(all zeros), "special" (nan, inf, 0), "exp" (small non-negative integers: integer
+exponents, ties). A domain is one name for every input or a tuple with one entry per input
+(None: plain randn). A sample's `grad`, `gradgrad` and `fd` switch off the derivative
+tests torch itself cannot pass there (each such sample says why).
+"""
+import zlib
+
+import numpy as np
+
+FLOAT = ("float32", "float64")
+ALL = ("float32", "float64", "int64", "int32", "bool")
+INT = ("int64", "int32", "bool")
+
+
+class Sample:
+    """Input shapes and keyword arguments for one call; `dtypes` narrows the dtypes tried."""
+
+    def __init__(self, *shapes, domain=None, grad=True, gradgrad=True, fd=True, dtypes=None, **kwargs):
+        self.shapes = shapes
+        self.dtypes = dtypes
+        self.domain = domain
+        self.grad = grad
+        self.gradgrad = gradgrad
+        self.fd = fd
+        self.kwargs = kwargs
+
+    def domain_of(self, i, op):
+        d = self.domain if self.domain is not None else op.domain
+        if isinstance(d, tuple):
+            return d[i]
+        return d
+
+    def describe(self):
+        parts = ["x".join(map(str, s)) if s else "0d" for s in self.shapes]
+        parts += [f"{k}={v}" for k, v in self.kwargs.items()]
+        return ",".join(parts).replace(" ", "")
+
+
+class OpInfo:
+    """One public op: how to call it, its samples, what the tests may assume.
+
+    `dtypes` are the dtypes the op supports (its derivatives are tested in the float ones
+    among them); the forward test tries every dtype and expects torch's refusals.
+    """
+
+    def __init__(self, name, fn=None, samples=(), *, method=False, dtypes=ALL, domain=None, grad=True,
+                 gradgrad=True, fd=True):
+        self.name = name
+        self.fn = fn if fn is not None else (lambda m, *xs, **kw: getattr(m, name)(*xs, **kw))
+        self.method = (lambda m, x, *xs, **kw: getattr(x, name)(*xs, **kw)) if method is True else (method or None)
+        self.samples = [s if isinstance(s, Sample) else Sample(*s) for s in samples]
+        self.dtypes = dtypes
+        self.domain = domain
+        self.grad = grad
+        self.gradgrad = gradgrad
+        self.fd = fd
+
+    def __repr__(self):
+        return self.name
+
+
+# -- input data -------------------------------------------------------------------------------
+
+def _rng(key):
+    return np.random.RandomState(zlib.crc32(key.encode()))
+
+
+def make_array(shape, dtype, domain, key):
+    """Deterministic input data of `shape` for numpy `dtype` name in `domain`."""
+    rs = _rng(key)
+    n = int(np.prod(shape)) if shape else 1
+    if dtype == "bool":
+        a = rs.rand(n) > 0.5 if domain not in ("pos", "nonzero") else np.ones(n, bool)
+        return a.reshape(shape)
+    if dtype in ("int64", "int32"):
+        if domain == "pos":
+            a = rs.randint(1, 5, n)
+        elif domain == "nonzero":
+            a = rs.randint(1, 5, n) * rs.choice([-1, 1], n)
+        elif domain == "exp":
+            a = rs.randint(0, 4, n)
+        else:
+            a = rs.permutation(n) - n // 2 if n > 1 else rs.randint(-3, 4, n)
+        return a.astype(dtype).reshape(shape)
+    if domain == "pos":
+        a = np.abs(rs.randn(n)) + 0.5
+    elif domain == "nonzero":
+        a = (np.abs(rs.randn(n)) + 0.5) * rs.choice([-1.0, 1.0], n)
+    elif domain == "small":
+        a = rs.uniform(-1.2, 1.2, n)
+    elif domain == "exp":
+        a = rs.randint(0, 4, n).astype(np.float64)
+    elif domain == "zeros":
+        a = rs.randn(n)
+        for i in (0, 5, 6):
+            if i < n:
+                a[i] = 0.0
+    elif domain == "zero":
+        a = np.zeros(n)
+    elif domain == "special":
+        a = np.resize(np.array([np.nan, np.inf, -np.inf, 0.0, 1.5, -2.0]), n)
+    else:
+        a = rs.randn(n)
+    return a.astype(dtype).reshape(shape)
+
+
+def _t(m, data, dtype=None):
+    return m.tensor(data) if dtype is None else m.tensor(data, dtype=getattr(m, dtype))
+
+
+# -- the ops ------------------------------------------------------------------------------------
+
+U_SHAPES = [(), (5,), (2, 3), (1, 2, 0), (2, 1, 2, 3)]
+B_SHAPES = [((2, 3), (2, 3)), ((3, 4), (4,)), ((2, 1, 3), (4, 1)), ((), (2, 3)), ((2, 3), ()), ((0, 3), (1, 3)),
+            ((1, 2, 1, 3), (2, 2, 1))]
+
+
+def _unary(name, domain=None, **kw):
+    return OpInfo(name, samples=[Sample(s) for s in U_SHAPES], method=True, domain=domain, **kw)
+
+
+def _binary(name, domain=None, **kw):
+    return OpInfo(name, samples=[Sample(a, b) for a, b in B_SHAPES], method=True, domain=domain, **kw)
+
+
+def _inplace(op):
+    def fn(m, x, y, **kw):
+        z = x.clone()
+        op(z, y)
+        return z
+    return fn
+
+
+def _setitem(key_fn, value="y"):
+    def fn(m, x, y=None, **kw):
+        z = x.clone()
+        z[key_fn(m, x)] = y if value == "y" else value
+        return z
+    return fn
+
+
+def _nnf(m):
+    return m.nn.functional
+
+
+def _inplace_on_view(m, x, y):
+    z = x.clone()
+    v = z[:, 1]
+    v.mul_(y)
+    return z, v
+
+
+def _idx(m, data):
+    return m.tensor(data, dtype=m.int64)
+
+
+def _mask(m, data):
+    return m.tensor(data, dtype=m.bool)
+
+
+OPS = [
+    # == elementwise, one input ==
+    _unary("neg"), _unary("abs"), _unary("sign"), _unary("exp"), _unary("exp2"),
+    _unary("log", "pos"), _unary("log2", "pos"), _unary("log1p", "pos"), _unary("expm1"),
+    _unary("sqrt", "pos"), _unary("rsqrt", "pos"), _unary("reciprocal", "nonzero"),
+    _unary("sin"), _unary("cos"), _unary("tan", "small"), _unary("tanh"), _unary("sigmoid"), _unary("erf"),
+    _unary("relu"), _unary("floor"), _unary("ceil"), _unary("round"), _unary("square"),
+    OpInfo("round_decimals", lambda m, x, decimals=1: m.round(x * 10, decimals=decimals),
+           [Sample((2, 3)), Sample(()), Sample((2, 3), decimals=0), Sample((3,), decimals=-1)]),
+    OpInfo("isnan", samples=[Sample((2, 3), domain="special"), Sample((0,))], method=True),
+    OpInfo("isinf", samples=[Sample((2, 3), domain="special"), Sample(())], method=True),
+    OpInfo("isfinite", samples=[Sample((2, 3), domain="special"), Sample(())], method=True),
+    OpInfo("logical_not", samples=[Sample((2, 3)), Sample(()), Sample((0, 2))], method=True),
+    # at the kinks: torch's subgradients (finite differences do not apply there)
+    OpInfo("kinks_at_zero", lambda m, x: (x.abs(), x.relu(), x.sign(), x.clamp(min=0), m.maximum(x, m.zeros_like(x)),
+                                          x ** 2, x.norm(), x.norm(1), x.norm(float("inf"))),
+           # a norm's second derivative at 0 is 0/0: torch's is nan, not worth copying
+           [Sample((2, 3), domain="zeros", fd=False), Sample((3,), domain="zero", fd=False, gradgrad=False)],
+           dtypes=FLOAT),
+    OpInfo("sqrt_at_zero", lambda m, x: (x.sqrt(), x ** 0.5, x.rsqrt()), [Sample((3,), domain="zeros", fd=False)],
+           dtypes=FLOAT),
+    OpInfo("operator_neg", lambda m, x: -x, [Sample((2, 3)), Sample(())]),
+    OpInfo("operator_abs", lambda m, x: abs(x), [Sample((2, 3))]),
+    OpInfo("operator_invert", lambda m, x: ~x, [Sample((2, 3)), Sample(())], dtypes=INT),
+    OpInfo("clone", samples=[Sample(s) for s in U_SHAPES], method=True),
+    OpInfo("contiguous", lambda m, x: x.t().contiguous(), [Sample((2, 3)), Sample((3, 0))]),
+    # casts to float32 lose what a finite difference of 1e-6 measures
+    OpInfo("to", lambda m, x, dtype: x.to(getattr(m, dtype)),
+           [Sample((2, 3), dtype="float64"), Sample((2, 3), dtype="float32", fd=False), Sample((), dtype="int64"),
+            Sample((3,), dtype="bool")]),
+    OpInfo("double", lambda m, x: x.double(), [Sample((2, 3))]),
+    OpInfo("float", lambda m, x: x.float(), [Sample((2, 3))], fd=False),
+    OpInfo("long", lambda m, x: x.long(), [Sample((2, 3))]),
+    OpInfo("clamp", samples=[Sample((2, 3), min=-0.5, max=0.5), Sample((3, 4), min=0.0), Sample((), max=0.2),
+                             Sample((2, 0), min=-1, max=1), Sample((2, 3), min=-1, max=1)], method=True),
+    OpInfo("clamp_tensor", lambda m, x, lo, hi: m.clamp(x, lo - 0.5, hi + 0.5),
+           [Sample((2, 3), (2, 3), (2, 3)), Sample((3, 4), (4,), (3, 1))]),
+    OpInfo("clamp_tensor_min", lambda m, x, lo: m.clamp(x, min=lo), [Sample((2, 3), (2, 3)), Sample((2, 3), (3,))]),
+    OpInfo("clamp_min", lambda m, x: x.clamp_min(0.1), [Sample((2, 3))]),
+    OpInfo("clamp_at_bounds", lambda m, x, lo: (m.clamp(x, 1, 2), m.clamp(x, min=lo), m.clamp(x, lo, lo - 1)),
+           [Sample((2, 3), (3,), domain="exp", fd=False)], dtypes=FLOAT),
+    OpInfo("maximum_ties", lambda m, x, y: (m.maximum(x, y), m.minimum(x, y), m.max(x, y)),
+           [Sample((2, 3), (2, 3), domain="exp", fd=False), Sample((3, 4), (4,), domain="exp", fd=False)],
+           dtypes=FLOAT),
+    OpInfo("mixed_dtypes", lambda m, x, y: (x.to(m.float32) * y.to(m.float64), m.where(x > 0, x.to(m.float32), y),
+                                            m.cat([x.to(m.float32).reshape(-1), y.reshape(-1)]),
+                                            x.to(m.float32) + y.to(m.float64).sum()),
+           [Sample((2, 3), (2, 3))], dtypes=("float32",)),
+    OpInfo("clamp_max", lambda m, x: x.clamp_max(0.1), [Sample((2, 3))]),
+
+    # == elementwise, two inputs ==
+    _binary("add"), _binary("sub"), _binary("mul"), _binary("div", ("nonzero", "nonzero")),
+    _binary("maximum"), _binary("minimum"), _binary("pow", ("pos", "exp")),
+    _binary("remainder", (None, "nonzero")),
+    # torch gives floor_divide no derivative: its output requires grad, backward raises
+    _binary("floor_divide", (None, "nonzero"), grad=False),
+    _binary("eq"), _binary("ne"), _binary("lt"), _binary("le"), _binary("gt"), _binary("ge"),
+    _binary("logical_and"), _binary("logical_or"), _binary("logical_xor"),
+    _binary("bitwise_and", dtypes=INT), _binary("bitwise_or", dtypes=INT), _binary("bitwise_xor", dtypes=INT),
+    OpInfo("add_alpha", lambda m, x, y: m.add(x, y, alpha=2), [Sample((2, 3), (3,))], dtypes=FLOAT + ("int64",)),
+    OpInfo("sub_alpha", lambda m, x, y: m.sub(x, y, alpha=2), [Sample((2, 3), (3,))], dtypes=FLOAT + ("int64",)),
+    OpInfo("rsub", lambda m, x, y: m.rsub(x, y), [Sample((2, 3), (3,))]),
+    OpInfo("rsub_scalar", lambda m, x: m.rsub(x, 2), [Sample((2, 3))]),
+    OpInfo("div_floor", lambda m, x, y: m.div(x, y, rounding_mode="floor"), [Sample((2, 3), (3,)), Sample((), (2,))],
+           domain=(None, "nonzero")),
+    OpInfo("div_trunc", lambda m, x, y: m.div(x, y, rounding_mode="trunc"), [Sample((2, 3), (3,))],
+           domain=(None, "nonzero")),
+    OpInfo("div_floor_scalar", lambda m, x: m.div(x, 2, rounding_mode="floor"), [Sample((2, 3))]),
+    OpInfo("pow_tensor_base", lambda m, x: m.pow(2.0, x), [Sample((2, 3)), Sample(())]),
+    OpInfo("pow_scalar_exp", lambda m, x, e: m.pow(x, e),
+           [Sample((2, 3), e=2), Sample((2, 3), e=3), Sample((2, 3), e=0), Sample((2, 3), e=1), Sample((), e=-1),
+            Sample((2, 3), e=-2), Sample((2, 3), e=0.5), Sample((2, 3), e=2.5), Sample((2, 0), e=2)], domain="pos"),
+    OpInfo("pow_neg_base", lambda m, x: x ** 2, [Sample((2, 3)), Sample((3,))]),
+    OpInfo("where", lambda m, c, x, y: m.where(c > 0, x, y),
+           [Sample((2, 3), (2, 3), (2, 3)), Sample((3, 1), (4,), (1, 4)), Sample((), (2,), ()),
+            Sample((0, 2), (0, 2), (2,))]),
+    OpInfo("where_scalar", lambda m, x: m.where(x > 0, x, 0.0), [Sample((2, 3)), Sample(())]),
+    OpInfo("where_scalar_first", lambda m, x: m.where(x > 0, 1.5, x), [Sample((2, 3))]),
+    OpInfo("where_method", lambda m, x, y: x.where(x > 0, y), [Sample((2, 3), (3,))]),
+    OpInfo("masked_fill", lambda m, x, c, value=1.5: x.masked_fill(c > 0, value),
+           [Sample((2, 3), (2, 3)), Sample((3, 4), (4,)), Sample((), ()), Sample((2, 3), (2, 3), value=-2),
+            Sample((0, 3), (3,))]),
+    OpInfo("masked_fill_fn", lambda m, x, c: m.masked_fill(x, c > 0, 0.0), [Sample((2, 3), (2, 3))]),
+    OpInfo("masked_fill_tensor_value", lambda m, x, c: x.masked_fill(c > 0, m.tensor(2.0, dtype=x.dtype)),
+           [Sample((2, 3), (2, 3))], dtypes=FLOAT),
+    OpInfo("masked_fill_grad_value", lambda m, x, c, v: x.masked_fill(c > 0, v),
+           [Sample((2, 3), (2, 3), ())], dtypes=FLOAT),
+
+    # == operators, reflected and in-place forms ==
+    OpInfo("operator_add", lambda m, x, y: x + y, [Sample((2, 3), (3,)), Sample((), (2,))]),
+    OpInfo("operator_sub", lambda m, x, y: x - y, [Sample((2, 3), (3,))]),
+    OpInfo("operator_mul", lambda m, x, y: x * y, [Sample((2, 3), (3,))]),
+    OpInfo("operator_truediv", lambda m, x, y: x / y, [Sample((2, 3), (3,))], domain="nonzero"),
+    # floor_divide has no derivative in torch (see above)
+    OpInfo("operator_floordiv", lambda m, x, y: x // y, [Sample((2, 3), (3,))], domain="nonzero", grad=False),
+    OpInfo("operator_mod", lambda m, x, y: x % y, [Sample((2, 3), (3,))], domain="nonzero"),
+    OpInfo("operator_pow", lambda m, x, y: x ** y, [Sample((2, 3), (3,))], domain=("pos", "exp")),
+    OpInfo("operator_matmul", lambda m, x, y: x @ y, [Sample((2, 3), (3, 4))]),
+    OpInfo("operator_and", lambda m, x, y: x & y, [Sample((2, 3), (3,))], dtypes=("int64", "bool")),
+    OpInfo("operator_or", lambda m, x, y: x | y, [Sample((2, 3), (3,))], dtypes=("int64", "bool")),
+    OpInfo("operator_xor", lambda m, x, y: x ^ y, [Sample((2, 3), (3,))], dtypes=("int64", "bool")),
+    OpInfo("operator_compare", lambda m, x, y: (x < y, x <= y, x > y, x >= y, x == y, x != y),
+           [Sample((2, 3), (3,))]),
+    OpInfo("operator_scalar", lambda m, x, s: (x + s, x - s, x * s, x / s, x == s, x < s, x > s),
+           [Sample((2, 3), s=2), Sample((2, 3), s=2.5), Sample((), s=-1)]),
+    OpInfo("operator_bool_scalar", lambda m, x: (x + True, x * False, x == True, x / True), [Sample((2, 3))]),
+    OpInfo("operator_reflected", lambda m, x, s: (s + x, s - x, s * x, s / x),
+           [Sample((2, 3), s=2), Sample((2, 3), s=2.5), Sample((), s=3)], domain="nonzero"),
+    OpInfo("operator_rpow", lambda m, x, s: s ** x, [Sample((2, 3), s=2), Sample((2, 3), s=1.5)]),
+    OpInfo("operator_spow", lambda m, x, s: x ** s,
+           [Sample((2, 3), s=2), Sample((2, 3), s=0.5), Sample((2, 3), s=-1.5)], domain="pos"),
+    OpInfo("operator_rfloordiv", lambda m, x, s: (s // x, x // s), [Sample((2, 3), s=7), Sample((2, 3), s=2.5)],
+           domain="nonzero", grad=False),
+    OpInfo("operator_mod_scalar", lambda m, x, s: x % s, [Sample((2, 3), s=7), Sample((2, 3), s=-2.5)]),
+    # remainder(Scalar, Tensor) has no derivative in torch
+    OpInfo("operator_rmod", lambda m, x, s: s % x, [Sample((2, 3), s=7), Sample((2, 3), s=2.5)],
+           domain="nonzero", grad=False),
+    OpInfo("operator_iadd", _inplace(lambda z, y: z.__iadd__(y)), [Sample((2, 3), (3,)), Sample((2, 3), ())]),
+    OpInfo("operator_isub", _inplace(lambda z, y: z.__isub__(y)), [Sample((2, 3), (3,))], dtypes=FLOAT + ("int64",)),
+    OpInfo("operator_imul", _inplace(lambda z, y: z.__imul__(y)), [Sample((2, 3), (3,))]),
+    OpInfo("operator_itruediv", _inplace(lambda z, y: z.__itruediv__(y)), [Sample((2, 3), (3,))],
+           domain="nonzero"),
+    OpInfo("operator_ipow", _inplace(lambda z, y: z.__ipow__(y)), [Sample((2, 3), (3,))], domain=("pos", "exp")),
+    OpInfo("add_", _inplace(lambda z, y: z.add_(y)), [Sample((2, 3), (3,))]),
+    OpInfo("mul_", _inplace(lambda z, y: z.mul_(y)), [Sample((2, 3), (2, 3))]),
+    OpInfo("sub_alpha_", _inplace(lambda z, y: z.sub_(y, alpha=3)), [Sample((2, 3), (2, 3))], dtypes=FLOAT),
+    OpInfo("div_", _inplace(lambda z, y: z.div_(y)), [Sample((2, 3), (3,))], domain="nonzero", dtypes=FLOAT),
+    OpInfo("clamp_", lambda m, x: x.clone().clamp_(-0.5, 0.5), [Sample((2, 3))]),
+    OpInfo("exp_", lambda m, x: x.clone().exp_(), [Sample((2, 3))], dtypes=FLOAT),
+    OpInfo("masked_fill_", lambda m, x: x.clone().masked_fill_(x > 0, 0.5), [Sample((2, 3))]),
+
+    # == reductions ==
+    OpInfo("sum", samples=[Sample((2, 3)), Sample(()), Sample((2, 3), dim=1), Sample((2, 3), dim=-1, keepdim=True),
+                           Sample((2, 3, 4), dim=(0, 2)), Sample((2, 1, 3, 2), dim=(1, -1), keepdim=True),
+                           Sample((), dim=0), Sample((0, 3)), Sample((0, 3), dim=0), Sample((2, 0), dim=1),
+                           Sample((2, 3), dim=[]), Sample((2, 3), dim=0, dtype="float64")],
+           fn=lambda m, x, dtype=None, **kw: m.sum(x, **kw) if dtype is None else m.sum(x, dtype=getattr(m, dtype),
+                                                                                          **kw),
+           method=lambda m, x, dtype=None, **kw: x.sum(**kw)),
+    OpInfo("mean", samples=[Sample((2, 3)), Sample(()), Sample((2, 3), dim=1), Sample((2, 3), dim=0, keepdim=True),
+                            Sample((2, 3, 4), dim=(-1, 0)), Sample((0, 3), dim=1), Sample((2, 3), dtype="float64")],
+           fn=lambda m, x, dtype=None, **kw: m.mean(x, **kw) if dtype is None else m.mean(
+               x, dtype=getattr(m, dtype), **kw),
+           method=lambda m, x, dtype=None, **kw: x.mean(**kw)),
+    # nan results: forward only
+    OpInfo("mean_empty", lambda m, x: m.mean(x), [Sample((0, 3))], grad=False),
+    OpInfo("prod", samples=[Sample((2, 3)), Sample(()), Sample((3, 4), dim=1), Sample((3, 4), dim=0, keepdim=True),
+                            Sample((2, 3, 2), dim=-1), Sample((0, 3), dim=1), Sample((3, 4), dim=1, domain="zeros"),
+                            Sample((3, 4), domain="zeros"), Sample((1, 3), dim=0)], method=True),
+    OpInfo("max", lambda m, x: m.max(x), [Sample((2, 3)), Sample(()), Sample((2, 1, 3, 2))], method=True),
+    OpInfo("max_dim", lambda m, x, **kw: m.max(x, **kw),
+           [Sample((2, 3), dim=1), Sample((2, 3), dim=0, keepdim=True), Sample((), dim=0), Sample((2, 3, 4), dim=-1),
+            Sample((2, 0), dim=0)],
+           method=lambda m, x, **kw: x.max(**kw)),
+    OpInfo("max_binary", lambda m, x, y: m.max(x, y), [Sample((2, 3), (3,))]),
+    OpInfo("min", lambda m, x: m.min(x), [Sample((2, 3)), Sample(())], method=True),
+    OpInfo("min_dim", lambda m, x, **kw: m.min(x, **kw),
+           [Sample((2, 3), dim=1), Sample((2, 3), dim=-2, keepdim=True), Sample((2, 3, 4), dim=1)],
+           method=lambda m, x, **kw: x.min(**kw)),
+    OpInfo("max_ties", lambda m, x: (m.max(x * 0), m.amax(x * 0, 1)), [Sample((2, 3))], dtypes=FLOAT, fd=False),
+    OpInfo("amax", samples=[Sample((2, 3)), Sample((2, 3), dim=1), Sample((2, 3, 4), dim=(0, 2), keepdim=True),
+                            Sample((), dim=0), Sample((2, 0), dim=0)], method=True),
+    OpInfo("amin", samples=[Sample((2, 3)), Sample((2, 3), dim=-1, keepdim=True), Sample((2, 3, 4), dim=(1, 2))],
+           method=True),
+    OpInfo("argmax", samples=[Sample((2, 3)), Sample((2, 3), dim=1), Sample((2, 3), dim=0, keepdim=True),
+                              Sample(()), Sample((2, 3), keepdim=True), Sample((2, 3, 4), dim=-1)], method=True),
+    OpInfo("argmin", samples=[Sample((2, 3)), Sample((2, 3), dim=1, keepdim=True), Sample((), dim=0)], method=True),
+    OpInfo("var", samples=[Sample((2, 3)), Sample((2, 3), dim=1), Sample((2, 3), dim=0, keepdim=True),
+                           Sample((3, 4), dim=1, unbiased=False), Sample((2, 3, 4), dim=(0, 2), correction=0),
+                           Sample((2, 3), correction=2)], method=True),
+    OpInfo("std", samples=[Sample((2, 3)), Sample((2, 3), dim=1), Sample((2, 3), dim=-1, keepdim=True),
+                           Sample((3, 4), dim=0, unbiased=False), Sample((2, 3, 4), dim=(1, 2), correction=0)],
+           method=True),
+    OpInfo("var_one", lambda m, x: (m.var(x, 0), m.var(x, 0, correction=0)), [Sample((1, 3))], grad=False),  # nan
+    OpInfo("logsumexp", samples=[Sample((2, 3), dim=1), Sample((2, 3), dim=0, keepdim=True),
+                                 Sample((2, 3, 4), dim=(0, 2)), Sample((), dim=0), Sample((2, 3), dim=-1)],
+           method=True),
+    OpInfo("norm", samples=[Sample((2, 3)), Sample((2, 3), p=1), Sample((2, 3), p=3, dim=1),
+                            Sample((2, 3), dim=1, keepdim=True), Sample((2, 3), p=float("inf")),
+                            Sample((2, 3), p=float("inf"), dim=0), Sample((2, 3, 2), dim=(0, 2)), Sample(())],
+           method=True),
+    OpInfo("softmax", samples=[Sample((2, 3), dim=1), Sample((2, 3), dim=0), Sample((2, 3, 4), dim=-1),
+                               Sample((), dim=0), Sample((2, 1, 3, 2), dim=2), Sample((0, 3), dim=1)], method=True),
+    OpInfo("log_softmax", samples=[Sample((2, 3), dim=1), Sample((2, 3), dim=0), Sample((2, 3, 4), dim=-1),
+                                   Sample((), dim=0), Sample((2, 1, 3, 2), dim=2)], method=True),
+    OpInfo("softmax_dtype", lambda m, x: m.softmax(x, 1, dtype=m.float64), [Sample((2, 3))], dtypes=FLOAT),
+
+    # == shape ops ==
+    OpInfo("view", lambda m, x, shape: x.view(shape),
+           [Sample((2, 3), shape=(3, 2)), Sample((2, 3), shape=(-1,)), Sample((2, 3, 2), shape=(2, -1, 3)),
+            Sample((), shape=(1,)), Sample((1,), shape=()), Sample((0, 3), shape=(3, 0, 1))]),
+    OpInfo("view_as", lambda m, x, y: x.view_as(y), [Sample((2, 3), (3, 2))]),
+    OpInfo("reshape", lambda m, x, shape: m.reshape(x, shape),
+           [Sample((2, 3), shape=(3, 2)), Sample((2, 3, 4), shape=(-1, 4)), Sample((), shape=(1, 1)),
+            Sample((2, 0), shape=(0, 5))], method=lambda m, x, shape: x.reshape(*shape)),
+    OpInfo("reshape_noncontiguous", lambda m, x: x.t().reshape(-1), [Sample((2, 3))]),
+    OpInfo("reshape_as", lambda m, x, y: x.reshape_as(y), [Sample((2, 3), (6,))]),
+    OpInfo("flatten", samples=[Sample((2, 3, 4)), Sample((2, 3, 4), start_dim=1), Sample((2, 3, 4, 2), start_dim=1,
+                                                                                       end_dim=2),
+                               Sample(()), Sample((3,)), Sample((2, 3), start_dim=-1)], method=True),
+    OpInfo("unflatten", samples=[Sample((2, 6), dim=1, sizes=(2, 3)), Sample((6,), dim=0, sizes=(3, -1)),
+                                 Sample((4, 2), dim=-2, sizes=(2, 2))], method=True),
+    OpInfo("squeeze", samples=[Sample((2, 1, 3, 1)), Sample((2, 1, 3), dim=1), Sample((2, 3), dim=0),
+                               Sample((1, 2, 1), dim=(0, 2)), Sample(()), Sample((), dim=0), Sample((1, 1))],
+           method=True),
+    OpInfo("unsqueeze", samples=[Sample((2, 3), dim=0), Sample((2, 3), dim=-1), Sample((2, 3), dim=1),
+                                 Sample((), dim=0), Sample((0,), dim=1)], method=True),
+    OpInfo("transpose", samples=[Sample((2, 3), dim0=0, dim1=1), Sample((2, 3, 4, 2), dim0=-1, dim1=1),
+                                 Sample((3,), dim0=0, dim1=0), Sample((), dim0=0, dim1=-1)], method=True),
+    OpInfo("swapaxes", lambda m, x: m.swapaxes(x, 0, 2), [Sample((2, 3, 4))]),
+    OpInfo("permute", lambda m, x, dims: m.permute(x, dims),
+           [Sample((2, 3, 4), dims=(2, 0, 1)), Sample((2, 3), dims=(-1, 0)), Sample((), dims=()),
+            Sample((2, 1, 3, 2), dims=(3, 1, 0, 2))], method=lambda m, x, dims: x.permute(dims)),
+    OpInfo("t", samples=[Sample((2, 3)), Sample((3,)), Sample(())], method=True),
+    OpInfo("T", lambda m, x: x.T, [Sample((2, 3)), Sample((2, 3, 4)), Sample((3,))]),
+    OpInfo("mT", lambda m, x: x.mT, [Sample((2, 3)), Sample((2, 3, 4))]),
+    OpInfo("expand", lambda m, x, size: x.expand(*size),
+           [Sample((3, 1), size=(2, 3, 4)), Sample((3, 1), size=(-1, 4)), Sample((), size=(2, 3)),
+            Sample((1,), size=(0,)), Sample((2, 3), size=(2, 3))]),
+    OpInfo("expand_as", lambda m, x, y: x.expand_as(y), [Sample((3, 1), (2, 3, 4))]),
+    OpInfo("broadcast_to", lambda m, x, size: m.broadcast_to(x, size),
+           [Sample((3, 1), size=(2, 3, 4)), Sample((), size=(2,))], method=lambda m, x, size: x.broadcast_to(size)),
+    OpInfo("cat", lambda m, *xs, **kw: m.cat(xs, **kw),
+           [Sample((2, 3), (2, 3)), Sample((2, 3), (2, 1), dim=1), Sample((2, 3), (1, 3), (4, 3), dim=0),
+            Sample((2, 3, 4), (2, 3, 1), dim=-1), Sample((0, 3), (2, 3)), Sample((2, 3), (0,)), Sample((3,),)]),
+    OpInfo("stack", lambda m, *xs, **kw: m.stack(xs, **kw),
+           [Sample((2, 3), (2, 3)), Sample((2, 3), (2, 3), dim=1), Sample((2, 3), (2, 3), (2, 3), dim=-1),
+            Sample((), ()), Sample((0, 2), (0, 2), dim=1)]),
+    OpInfo("split", lambda m, x, size, **kw: m.split(x, size, **kw),
+           [Sample((5, 2), size=2), Sample((2, 4), size=2, dim=1), Sample((5, 2), size=[1, 4]),
+            Sample((2, 6, 1), size=[2, 0, 4], dim=-2)], method=lambda m, x, size, **kw: x.split(size, **kw)),
+    OpInfo("split_one", lambda m, x: m.split(x, 2, 1)[1], [Sample((3, 4))]),
+    OpInfo("chunk", samples=[Sample((5, 2), chunks=2), Sample((2, 6), chunks=3, dim=1), Sample((3,), chunks=5)],
+           method=True),
+    OpInfo("unbind", samples=[Sample((3, 2)), Sample((2, 3), dim=1)], method=True),
+    OpInfo("select", lambda m, x: x.select(1, -1), [Sample((2, 3))]),
+    OpInfo("narrow", lambda m, x: x.narrow(1, 1, 2), [Sample((2, 3))]),
+    OpInfo("flip", lambda m, x, dims: m.flip(x, dims),
+           [Sample((2, 3), dims=(0,)), Sample((2, 3, 4), dims=(0, -1)), Sample((), dims=(0,))],
+           method=lambda m, x, dims: x.flip(dims)),
+    OpInfo("roll", samples=[Sample((2, 3), shifts=1, dims=1), Sample((2, 3), shifts=2), Sample((2, 3, 2),
+                                                                                      shifts=(1, -1), dims=(0, 2)),
+                            Sample((4,), shifts=-5, dims=0)], method=True),
+    OpInfo("repeat", lambda m, x, sizes: x.repeat(*sizes),
+           [Sample((2, 3), sizes=(2, 3)), Sample((3,), sizes=(2, 1, 2)), Sample((), sizes=(3,)),
+            Sample((2, 1), sizes=(1, 0))]),
+    OpInfo("tile", lambda m, x, dims: m.tile(x, dims),
+           [Sample((2, 3), dims=(2,)), Sample((3,), dims=(2, 2)), Sample((2, 2), dims=(1, 2, 1))],
+           method=lambda m, x, dims: x.tile(dims)),
+    OpInfo("tril", samples=[Sample((3, 4)), Sample((3, 4), diagonal=1), Sample((2, 3, 3), diagonal=-1),
+                            Sample((0, 2))], method=True),
+    OpInfo("triu", samples=[Sample((3, 4)), Sample((4, 3), diagonal=1), Sample((2, 3, 3), diagonal=-2)], method=True),
+    OpInfo("gather", lambda m, x, dim, index: m.gather(x, dim, _idx(m, index)),
+           [Sample((3, 4), dim=0, index=[[0, 1, 2, 0], [2, 2, 1, 0]]), Sample((3, 4), dim=1, index=[[0, 3], [1, 1],
+                                                                                                    [3, 2]]),
+            Sample((2, 3, 2), dim=-1, index=[[[1], [0], [1]]]), Sample((4,), dim=0, index=[3, 0, 0])],
+           method=lambda m, x, dim, index: x.gather(dim, _idx(m, index))),
+    OpInfo("scatter", lambda m, x, src, dim, index: m.scatter(x, dim, _idx(m, index), src),
+           [Sample((3, 4), (2, 4), dim=0, index=[[0, 1, 2, 0], [2, 0, 1, 1]]),
+            Sample((3, 4), (3, 2), dim=1, index=[[0, 3], [1, 2], [3, 0]]),
+            # src larger than index: torch's backward refuses the gradient shape, so forward only
+            Sample((3, 4), (3, 3), dim=1, index=[[0, 3], [1, 2], [3, 0]], grad=False)],
+           method=lambda m, x, src, dim, index: x.scatter(dim, _idx(m, index), src)),
+    OpInfo("scatter_value", lambda m, x, dim, index: x.scatter(dim, _idx(m, index), 2.5),
+           [Sample((3, 4), dim=0, index=[[0, 1, 2, 0]])]),
+    OpInfo("scatter_add", lambda m, x, src, dim, index: m.scatter_add(x, dim, _idx(m, index), src),
+           [Sample((3, 4), (2, 4), dim=0, index=[[0, 1, 2, 0], [0, 1, 1, 0]]),
+            Sample((3, 4), (3, 2), dim=1, index=[[0, 0], [1, 1], [3, 0]])],
+           method=lambda m, x, src, dim, index: x.scatter_add(dim, _idx(m, index), src)),
+    OpInfo("index_select", lambda m, x, dim, index: m.index_select(x, dim, _idx(m, index)),
+           [Sample((3, 4), dim=0, index=[0, 2, 2]), Sample((3, 4), dim=1, index=[3, 0]),
+            Sample((2, 3, 2), dim=-1, index=[1]), Sample((3, 4), dim=0, index=[]), Sample((3,), dim=0, index=1)],
+           method=lambda m, x, dim, index: x.index_select(dim, _idx(m, index))),
+
+    # == indexing ==
+    OpInfo("getitem_int", lambda m, x: (x[1], x[-1], x[0, 1]), [Sample((2, 3))]),
+    OpInfo("getitem_slice", lambda m, x: (x[1:3], x[::2], x[:, 1:], x[1:1], x[-2:, ::2]), [Sample((3, 4))]),
+    OpInfo("getitem_none_ellipsis", lambda m, x: (x[None], x[..., 1], x[:, None, 1:], x[..., None], x[...]),
+           [Sample((2, 3)), Sample((2, 3, 4))]),
+    OpInfo("getitem_0d", lambda m, x: (x[()], x[None], x[...], x[None, ..., None]), [Sample(())]),
+    OpInfo("getitem_rank4", lambda m, x: x[1, ..., 0:1, None], [Sample((2, 1, 3, 2))]),
+    OpInfo("getitem_tensor", lambda m, x: x[_idx(m, [0, 2, 2])], [Sample((3, 4)), Sample((3,))]),
+    OpInfo("getitem_tensor_2d", lambda m, x: x[_idx(m, [[0, 1], [2, 0]])], [Sample((3, 4))]),
+    OpInfo("getitem_tensor_pair", lambda m, x: x[_idx(m, [0, 2, 1]), _idx(m, [1, 1, 3])], [Sample((3, 4))]),
+    OpInfo("getitem_tensor_bcast", lambda m, x: x[_idx(m, [[0], [2]]), _idx(m, [1, 3])], [Sample((3, 4))]),
+    OpInfo("getitem_tensor_after_slice", lambda m, x: x[:, _idx(m, [3, 0])], [Sample((3, 4)), Sample((2, 4, 2))]),
+    OpInfo("getitem_tensor_negative", lambda m, x: x[_idx(m, [-1, 0])], [Sample((3, 4))]),
+    OpInfo("getitem_list", lambda m, x: x[[0, 2]], [Sample((3, 4))]),
+    OpInfo("getitem_int_tensor_0d", lambda m, x: (x[_idx(m, 1)], x[:, _idx(m, -1)], x[_idx(m, 0), _idx(m, 2)]),
+           [Sample((3, 4))]),
+    OpInfo("getitem_mask", lambda m, x: x[x > 0], [Sample((3, 4)), Sample((0, 2))]),
+    OpInfo("getitem_mask_row", lambda m, x: x[_mask(m, [True, False, True])], [Sample((3, 4))]),
+    OpInfo("getitem_mask_inner", lambda m, x: x[:, _mask(m, [True, False, True, True])], [Sample((3, 4))]),
+    OpInfo("getitem_full_slices", lambda m, x: (x[:], x[:, :], x[0:5, :], x[-3:, :], x[::1, None], x[0:]),
+           [Sample((3, 4))]),
+    OpInfo("getitem_order", lambda m, x: (x[None, 1], x[1, None], x[:, None, 1:], x[None, :, 1]), [Sample((3, 4))]),
+    OpInfo("setitem_int", _setitem(lambda m, x: 1), [Sample((3, 4), (4,)), Sample((3, 4), ())]),
+    OpInfo("setitem_slice_scalar", _setitem(lambda m, x: (slice(None), slice(1, 3)), 0.5), [Sample((3, 4))]),
+    OpInfo("setitem_slice", _setitem(lambda m, x: (slice(None), slice(1, 3))), [Sample((3, 4), (3, 2)),
+                                                                                 Sample((3, 4), (2,))]),
+    OpInfo("setitem_mask", _setitem(lambda m, x: x > 0, 2.0), [Sample((3, 4))]),
+    OpInfo("setitem_mask_tensor", _setitem(lambda m, x: x > 0), [Sample((3, 4), ())]),
+    OpInfo("setitem_ellipsis", _setitem(lambda m, x: (Ellipsis, 0)), [Sample((2, 3, 4), (3,)), Sample((2, 3), ())]),
+    OpInfo("setitem_tensor", _setitem(lambda m, x: _idx(m, [0, 2])), [Sample((3, 4), (2, 4)), Sample((3, 4), (4,))]),
+
+    # == matmul ==
+    OpInfo("matmul", samples=[Sample((3, 4), (4, 2)), Sample((4,), (4,)), Sample((4,), (4, 2)), Sample((3, 4), (4,)),
+                              Sample((2, 3, 4), (4, 2)), Sample((2, 3, 4), (2, 4, 2)), Sample((4,), (2, 4, 3)),
+                              Sample((2, 3, 4), (4,)), Sample((2, 1, 3, 4), (3, 4, 2)), Sample((0, 4), (4, 2)),
+                              Sample((3, 0), (0, 2))], method=True),
+    OpInfo("mm", samples=[Sample((3, 4), (4, 2)), Sample((1, 4), (4, 1))], method=True),
+    OpInfo("bmm", samples=[Sample((2, 3, 4), (2, 4, 2)), Sample((1, 1, 3), (1, 3, 2))], method=True),
+    OpInfo("mv", samples=[Sample((3, 4), (4,))], method=True),
+    OpInfo("dot", samples=[Sample((4,), (4,))], method=True),
+    OpInfo("outer", samples=[Sample((4,), (3,)), Sample((1,), (0,))], method=True),
+    OpInfo("einsum", lambda m, *xs, eq: m.einsum(eq, *xs),
+           [Sample((3, 4), (4, 2), eq="ij,jk->ik"), Sample((2, 3), eq="ij->ji"), Sample((2, 3), eq="ij->"),
+            Sample((2, 3, 4), (2, 4, 2), eq="bij,bjk->bik"), Sample((3,), (2,), eq="i,j->ij"),
+            Sample((2, 3), (2, 3), eq="ij,ij->i"), Sample((3, 4), (4, 2), eq="ij,jk"),
+            Sample((2, 3), (3, 4), (4,), eq="ij,jk,k->i")]),
+]
+
+OPS += [
+    # == nn.functional ops that are primitives ==
+    OpInfo("conv2d", lambda m, x, w, b=None, **kw: _nnf(m).conv2d(x, w, b, **kw),
+           [Sample((1, 2, 5, 5), (3, 2, 3, 3), (3,)), Sample((2, 2, 5, 4), (3, 2, 2, 3), padding=1, stride=2),
+            # torch has no int32 kernel for dilated convolutions only
+            Sample((1, 4, 5, 5), (4, 2, 3, 3), (4,), dilation=2, groups=2, padding=(1, 0),
+                   dtypes=FLOAT + ("int64", "bool"))], dtypes=FLOAT),
+    OpInfo("conv_transpose2d", lambda m, x, w, b=None, **kw: _nnf(m).conv_transpose2d(x, w, b, **kw),
+           [Sample((1, 2, 3, 3), (2, 3, 3, 3), (3,)),
+            Sample((1, 2, 3, 4), (2, 1, 3, 2), stride=2, padding=1, output_padding=1),
+            Sample((1, 4, 3, 3), (4, 1, 2, 2), (2,), groups=2, dilation=2)], dtypes=FLOAT),
+    OpInfo("max_pool2d", lambda m, x, **kw: _nnf(m).max_pool2d(x, **kw),
+           [Sample((1, 2, 4, 4), kernel_size=2), Sample((2, 1, 5, 5), kernel_size=3, stride=1, padding=1),
+            Sample((1, 1, 5, 4), kernel_size=(2, 3), stride=(2, 1))], dtypes=FLOAT),
+    OpInfo("avg_pool2d", lambda m, x, **kw: _nnf(m).avg_pool2d(x, **kw),
+           [Sample((1, 2, 4, 4), kernel_size=2), Sample((2, 1, 5, 5), kernel_size=3, stride=2, padding=1),
+            Sample((1, 1, 5, 4), kernel_size=(2, 3), stride=(2, 1))], dtypes=FLOAT),
+    # an in-place op on a view rewrites its base (CopySlices) and the view (AsStridedBackward0)
+    OpInfo("inplace_on_view", _inplace_on_view, [Sample((3, 4), (3,)), Sample((2, 3), ())], dtypes=FLOAT),
+]
+
+# Primitives no public op exercises: autograd and compile machinery, tested by their suites.
+NOT_OPS = {
+    "call_hooks": "tensor hooks (Tensor.register_hook), run by the engine",
+    "function": "autograd.Function forward node",
+    "function_backward": "autograd.Function backward node",
+    "node_prehooks": "grad_fn.register_prehook",
+    "node_hooks": "grad_fn.register_hook",
+    "delayed_error": "errors raised at backward time",
+    "compiled_call": "a compiled callable's forward (tracegrad.compile)",
+    "compiled_backward": "a compiled callable's backward (tracegrad.compile)",
+    "detach": "detach inside a traced graph (tracegrad.compile)",
+}
+
+# grad_fn names where tracegrad's decomposition differs from torch's kernel.
+GRAD_FN_EXCEPTIONS = {
+    # torch lowers einsum to permute/reshape/bmm; tracegrad keeps one einsum primitive
+    "einsum": "EinsumBackward0",
+}
+
+
+def samples():
+    """(op, index, sample) for every sample of every op."""
+    for op in OPS:
+        for i, s in enumerate(op.samples):
+            yield op, i, s
+
+
+def sample_id(op, i, s):
+    return f"{op.name}-{i}-{s.describe()}"
+
