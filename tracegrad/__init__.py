@@ -24,7 +24,7 @@ from .ops.functional import (
     sigmoid, erf, relu, floor, ceil, round, isnan, isinf, isfinite, logical_not, logical_and, logical_or, logical_xor,
     clone, add, sub, subtract, mul, multiply, div, divide, true_divide, floor_divide, remainder, pow, square,
     reciprocal, maximum, minimum, clamp, clip, clamp_min, clamp_max, eq, ne, lt, le, gt, ge, greater, greater_equal,
-    less, less_equal, not_equal, where, lerp, rsub,
+    less, less_equal, not_equal, where, lerp, rsub, bitwise_and, bitwise_or, bitwise_xor,
     sum, mean, prod, max, min, amax, amin, argmax, argmin, var, std, logsumexp, norm, softmax, log_softmax, all, any,
     count_nonzero,
     reshape, flatten, unflatten, squeeze, unsqueeze, permute, transpose, swapaxes, swapdims, t, broadcast_to,
@@ -78,3 +78,8 @@ def equal(input, other):
 
 
 __version__ = "0.1.0"
+from . import viz  # noqa: E402
+from .serialization import save, load  # noqa: E402
+from . import nn, optim  # noqa: E402,F401
+from .compile import compile  # noqa: E402,F401
+from .explain import explain  # noqa: E402,F401

@@ -1,0 +1,10 @@
+"""tracegrad.nn: torch.nn's modules, parameters, functional API and initializers.
+
+Layers hold Parameters and call `nn.functional`, whose composites decompose into the
+op table's primitives (convolution and pooling are primitives of their own, in
+ops/nn_primitives.py).
+"""
+from .parameter import Parameter, Buffer
+from .modules import *  # noqa: F401,F403
+from .modules import Module
+from . import functional, init, modules  # noqa: F401

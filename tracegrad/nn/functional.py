@@ -1,0 +1,690 @@
+"""tracegrad.nn.functional: torch.nn.functional's signatures, built from the op table.
+
+Composites (losses, normalizations, activations, linear, pad, embedding) are
+decompositions into primitives, so the recorded graph shows the primitives they are
+made of and later passes can fuse through them. Numerically sensitive ones are written
+the stable way: log_softmax and logsumexp subtract the maximum (inside their
+primitives), softplus-style terms use log1p(exp(z)) below a threshold where exp(z)
+cannot overflow and z itself above it, normalizations compute the variance from
+centred values. Convolution and pooling are primitives of their own (ops/nn_primitives.py).
+"""
+import math
+import numbers
+import warnings
+
+import numpy as np
+
+from .. import _dtype as D
+from ..tensor import Tensor
+from ..grad_mode import no_grad
+from ..ir.tracer import apply
+from ..ops import functional as O
+from ..ops.primitives import PRIMITIVES as P
+from ..ops import nn_primitives  # noqa: F401  (registers the convolution and pooling primitives)
+
+__all__ = ["relu", "relu_", "leaky_relu", "gelu", "silu", "sigmoid", "tanh", "softplus", "logsigmoid", "softmax",
+           "log_softmax", "linear", "conv2d", "conv_transpose2d", "max_pool2d", "avg_pool2d",
+           "adaptive_avg_pool2d", "dropout", "layer_norm", "batch_norm", "embedding", "one_hot", "pad", "normalize",
+           "mse_loss", "l1_loss", "nll_loss", "cross_entropy", "binary_cross_entropy",
+           "binary_cross_entropy_with_logits"]
+
+
+def _is_tensor(x):
+    return isinstance(x, Tensor)
+
+
+def _named(out, name, *inputs):
+    """Show the composite's last grad_fn node under torch's name for the whole function
+    (`loss.grad_fn` prints <NllLossBackward0 ...> as in torch); the node itself, its
+    derivative and its next_functions stay those of the primitive that made it."""
+    fn = getattr(out, "grad_fn", None)
+    if fn is not None and all(fn is not getattr(i, "grad_fn", None) for i in inputs):
+        from ..autograd.graph import node_class
+        fn.__class__ = node_class(name)
+    return out
+
+
+def _check_tensor(x, fn, name="input"):
+    if not isinstance(x, Tensor):
+        raise TypeError(f"{fn}(): argument '{name}' (position 1) must be Tensor, not {type(x).__name__}")
+
+
+# == activations ==========================================================================================
+
+def relu(input, inplace=False):
+    _check_tensor(input, "relu")
+    return input.relu_() if inplace else O.relu(input)
+
+
+def relu_(input):
+    return input.relu_()
+
+
+def leaky_relu(input, negative_slope=0.01, inplace=False):
+    out = _named(O.where(input > 0, input, input * negative_slope), "LeakyReluBackward0", input)
+    return input.copy_(out) if inplace else out
+
+
+_SQRT1_2 = 1.0 / math.sqrt(2.0)
+_SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
+
+
+def gelu(input, approximate="none"):
+    """x * Phi(x); approximate='tanh' uses torch's tanh formula."""
+    _check_tensor(input, "gelu")
+    if approximate == "none":
+        return _named(input * 0.5 * (O.erf(input * _SQRT1_2) + 1), "GeluBackward0", input)
+    if approximate == "tanh":
+        inner = (input + input * input * input * 0.044715) * _SQRT_2_OVER_PI
+        return _named(input * 0.5 * (O.tanh(inner) + 1), "GeluBackward0", input)
+    raise RuntimeError("approximate argument must be either none or tanh.")
+
+
+def silu(input, inplace=False):
+    out = _named(input * O.sigmoid(input), "SiluBackward0", input)
+    return input.copy_(out) if inplace else out
+
+
+def sigmoid(input):
+    return O.sigmoid(input)
+
+
+def tanh(input):
+    return O.tanh(input)
+
+
+def _softplus_threshold(dtype):
+    # above it log1p(exp(z)) == z to the dtype's precision, and below it exp(z) does not overflow
+    return {"float16": 10.0, "float64": 40.0}.get(dtype.name, 20.0)
+
+
+def _softplus1(z):
+    """log(1 + exp(z)), stable at both ends, with exact derivatives of every order below the
+    threshold."""
+    t = _softplus_threshold(z.dtype)
+    return O.where(z > t, z, O.log1p(O.exp(O.clamp(z, max=t))))
+
+
+def softplus(input, beta=1.0, threshold=20.0):
+    z = input * beta if beta != 1 else input
+    out = O.log1p(O.exp(O.clamp(z, max=threshold)))
+    if beta != 1:
+        out = out / beta
+    return _named(O.where(z > threshold, input, out), "SoftplusBackward0", input)
+
+
+def logsigmoid(input):
+    return _named(-_softplus1(-input), "LogSigmoidBackward0", input)
+
+
+def _softmax_dim(ndim):
+    warnings.warn("Implicit dimension choice for softmax has been deprecated. Change the call to include dim=X "
+                  "as an argument.", UserWarning, stacklevel=3)
+    return 0 if ndim in (0, 1, 3) else 1
+
+
+def softmax(input, dim=None, _stacklevel=3, dtype=None):
+    if dim is None:
+        dim = _softmax_dim(input.ndim)
+    return O.softmax(input, dim, dtype=dtype)
+
+
+def log_softmax(input, dim=None, _stacklevel=3, dtype=None):
+    if dim is None:
+        dim = _softmax_dim(input.ndim)
+    return O.log_softmax(input, dim, dtype=dtype)
+
+
+# == linear layers ================================================================================
+
+def linear(input, weight, bias=None):
+    """input @ weight.T + bias."""
+    _check_tensor(input, "linear")
+    out = O.matmul(input, O.t(weight)) if weight.ndim == 2 else O.matmul(input, weight)
+    if bias is None:
+        return out
+    return _named(out + bias, "AddmmBackward0" if input.ndim == 2 else "ViewBackward0", input, weight, bias)
+
+
+# == convolution and pooling ====================================================================
+
+def _pair(v, name="argument"):
+    if isinstance(v, Tensor):
+        v = v.tolist()
+    if isinstance(v, numbers.Integral):
+        return (int(v), int(v))
+    v = tuple(int(a) for a in v)
+    if len(v) == 1:
+        return (v[0], v[0])
+    if len(v) != 2:
+        raise RuntimeError(f"expected {name} to be a single integer value or a list of 2 values to match the "
+                           f"convolution dimensions, but got {name}={list(v)}")
+    return v
+
+
+def _type_name(dt):
+    return {"float32": "float", "float64": "double", "float16": "c10::Half", "bfloat16": "c10::BFloat16"}.get(
+        dt.name, dt.name)
+
+
+def _conv_checks(input, weight, bias, groups, fn, transposed=False):
+    _check_tensor(input, fn)
+    if input.ndim not in (3, 4):
+        raise RuntimeError(f"Expected 3D (unbatched) or 4D (batched) input to {fn}, but got input of size: "
+                           f"{list(input.shape)}")
+    if weight.ndim != 4:
+        raise RuntimeError("weight should have at least three dimensions")
+    if input.dtype is not weight.dtype:
+        raise RuntimeError(f"expected scalar type {D.SCALAR_NAME[input.dtype]} but found "
+                           f"{D.SCALAR_NAME[weight.dtype]}")
+    if bias is not None and bias.dtype is not input.dtype:
+        raise RuntimeError(f"Input type ({_type_name(input.dtype)}) and bias type ({_type_name(bias.dtype)}) "
+                           f"should be the same")
+    c = input.shape[-3]
+    if transposed:
+        if c != weight.shape[0]:
+            raise RuntimeError(f"Given transposed=1, weight of size {list(weight.shape)}, expected input"
+                               f"{list(input.shape)} to have {weight.shape[0]} channels, but got {c} channels "
+                               f"instead")
+        if weight.shape[0] % groups:
+            raise RuntimeError(f"Given groups={groups}, expected weight to be divisible by {groups} at dimension 0, "
+                               f"but got weight of size [{list(weight.shape)}] instead")
+        return
+    if weight.shape[0] % groups:
+        raise RuntimeError(f"Given groups={groups}, expected weight to be divisible by {groups} at dimension 0, but "
+                           f"got weight of size [{list(weight.shape)}] instead")
+    if c != weight.shape[1] * groups:
+        raise RuntimeError(f"Given groups={groups}, weight of size {list(weight.shape)}, expected input"
+                           f"{list(input.shape)} to have {weight.shape[1] * groups} channels, but got {c} channels "
+                           f"instead")
+
+
+def _batched(input):
+    return (O.unsqueeze(input, 0), True) if input.ndim == 3 else (input, False)
+
+
+def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
+    """2-D convolution (cross-correlation, as torch) over NCHW input."""
+    _conv_checks(input, weight, bias, groups, "conv2d")
+    x, unbatched = _batched(input)
+    stride, dilation = _pair(stride, "stride"), _pair(dilation, "dilation")
+    kernel = tuple(weight.shape[2:])
+    if isinstance(padding, str):
+        if padding == "valid":
+            padding = (0, 0)
+        elif padding == "same":
+            if stride != (1, 1):
+                raise RuntimeError("padding='same' is not supported for strided convolutions")
+            total = [d * (k - 1) for d, k in zip(dilation, kernel)]
+            left = tuple(t // 2 for t in total)
+            if total[0] % 2 or total[1] % 2:
+                # an even kernel: torch pads the extra row and column at the end
+                x = pad(x, (0, total[1] - 2 * left[1], 0, total[0] - 2 * left[0]))
+            padding = left
+        else:
+            raise RuntimeError(f"Invalid padding string: '{padding}'")
+    else:
+        padding = _pair(padding, "padding")
+    h, w = x.shape[2] + 2 * padding[0], x.shape[3] + 2 * padding[1]
+    eff = tuple(d * (k - 1) + 1 for d, k in zip(dilation, kernel))
+    if h < eff[0] or w < eff[1]:
+        raise RuntimeError(f"Calculated padded input size per channel: ({h} x {w}). Kernel size: "
+                           f"({eff[0]} x {eff[1]}). Kernel size can't be greater than actual input size")
+    out = apply(P["conv2d"], (x, weight, bias), {"stride": stride, "padding": padding, "dilation": dilation,
+                                                  "groups": int(groups)})
+    return O.squeeze(out, 0) if unbatched else out
+
+
+def conv_transpose2d(input, weight, bias=None, stride=1, padding=0, output_padding=0, groups=1, dilation=1):
+    """The adjoint of conv2d with respect to its input (a "deconvolution")."""
+    _conv_checks(input, weight, bias, groups, "conv_transpose2d", transposed=True)
+    x, unbatched = _batched(input)
+    stride, padding = _pair(stride, "stride"), _pair(padding, "padding")
+    output_padding, dilation = _pair(output_padding, "output_padding"), _pair(dilation, "dilation")
+    if any(op >= s and op >= d for op, s, d in zip(output_padding, stride, dilation)):
+        raise RuntimeError(f"output padding must be smaller than either stride or dilation, but got "
+                           f"output_padding_height: {output_padding[0]} output_padding_width: {output_padding[1]} "
+                           f"stride_height: {stride[0]} stride_width: {stride[1]} dilation_height: {dilation[0]} "
+                           f"dilation_width: {dilation[1]}")
+    out = apply(P["conv_transpose2d"], (x, weight, bias),
+                {"stride": stride, "padding": padding, "output_padding": output_padding, "dilation": dilation,
+                 "groups": int(groups)})
+    return O.squeeze(out, 0) if unbatched else out
+
+
+def _pool_checks(input, kernel, padding, dilation, fn):
+    _check_tensor(input, fn)
+    if input.ndim not in (3, 4):
+        raise RuntimeError("non-empty 3D or 4D (batch mode) tensor expected for input")
+    for p, k, d in zip(padding, kernel, dilation):
+        if p > (d * (k - 1) + 1) // 2:
+            raise RuntimeError(f"pad should be at most half of effective kernel size, but got pad={p}, "
+                               f"kernel_size={k} and dilation={d}")
+
+
+def max_pool2d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False, return_indices=False):
+    kernel = _pair(kernel_size, "kernel_size")
+    stride = kernel if stride is None or (not isinstance(stride, int) and len(stride) == 0) else _pair(stride)
+    padding, dilation = _pair(padding, "padding"), _pair(dilation, "dilation")
+    _pool_checks(input, kernel, padding, dilation, "max_pool2d")
+    x, unbatched = _batched(input)
+    values, indices = apply(P["max_pool2d"], (x,), {"kernel": kernel, "stride": stride, "padding": padding,
+                                                    "dilation": dilation, "ceil_mode": bool(ceil_mode)})
+    if unbatched:
+        values, indices = O.squeeze(values, 0), O.squeeze(indices, 0)
+    return (values, indices) if return_indices else values
+
+
+def avg_pool2d(input, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True,
+               divisor_override=None):
+    kernel = _pair(kernel_size, "kernel_size")
+    stride = kernel if stride is None or (not isinstance(stride, int) and len(stride) == 0) else _pair(stride)
+    padding = _pair(padding, "padding")
+    _pool_checks(input, kernel, padding, (1, 1), "avg_pool2d")
+    if divisor_override is not None and divisor_override == 0:
+        raise RuntimeError("divisor must be not zero")
+    x, unbatched = _batched(input)
+    out = apply(P["avg_pool2d"], (x,), {"kernel": kernel, "stride": stride, "padding": padding,
+                                        "ceil_mode": bool(ceil_mode), "count_include_pad": bool(count_include_pad),
+                                        "divisor_override": divisor_override})
+    return O.squeeze(out, 0) if unbatched else out
+
+
+def adaptive_avg_pool2d(input, output_size):
+    """Output sizes that divide the input's size (global pooling among them): an avg_pool2d."""
+    h, w = input.shape[-2], input.shape[-1]
+    oh, ow = _pair(tuple(h if o is None else o for o in output_size) if isinstance(output_size, (tuple, list))
+                   else output_size)
+    if oh == 1 and ow == 1:
+        return O.mean(input, (-2, -1), keepdim=True)
+    if h % oh or w % ow:
+        raise NotImplementedError(f"adaptive_avg_pool2d from {h}x{w} to {oh}x{ow}: only output sizes that divide "
+                                  f"the input size are supported")
+    return avg_pool2d(input, (h // oh, w // ow))
+
+
+# == dropout ===========================================================================================
+
+def dropout(input, p=0.5, training=True, inplace=False):
+    """Zero each element with probability p and scale the rest by 1/(1-p) (torch's formula)."""
+    if p < 0.0 or p > 1.0:
+        raise ValueError(f"dropout probability has to be between 0 and 1, but got {p}")
+    if not training or p == 0.0:
+        return input
+    from ..creation import RNG
+    if p == 1.0:
+        noise = np.zeros(input.shape, dtype=input.dtype.np)
+    else:
+        noise = (RNG.gen.random(input.shape, dtype=np.float32 if input.dtype.np == np.float32 else np.float64)
+                 >= p).astype(input.dtype.np)
+        noise /= input.dtype.np.type(1 - p)
+    mask = Tensor._make(noise, input.dtype)
+    return input.mul_(mask) if inplace else input * mask
+
+
+# == normalization ========================================================================================
+
+def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
+    """(x - mean) / sqrt(var + eps) * weight + bias over the last len(normalized_shape) dims."""
+    if isinstance(normalized_shape, numbers.Integral):
+        normalized_shape = (int(normalized_shape),)
+    normalized_shape = tuple(normalized_shape)
+    k = len(normalized_shape)
+    if k == 0 or tuple(input.shape[input.ndim - k:]) != normalized_shape or input.ndim < k:
+        raise RuntimeError(f"Given normalized_shape={list(normalized_shape)}, expected input with shape "
+                           f"[*, {', '.join(map(str, normalized_shape))}], but got input of size"
+                           f"{list(input.shape)}")
+    dims = tuple(range(input.ndim - k, input.ndim))
+    mean = O.mean(input, dims, keepdim=True)
+    xc = input - mean
+    var = O.mean(xc * xc, dims, keepdim=True)
+    out = xc * O.rsqrt(var + eps)
+    if weight is not None:
+        out = out * weight
+    if bias is not None:
+        out = out + bias
+    return _named(out, "NativeLayerNormBackward0", input, weight, bias)
+
+
+def batch_norm(input, running_mean, running_var, weight=None, bias=None, training=False, momentum=0.1, eps=1e-5):
+    """Normalize over every dim but the channel dim (1); in training, with batch statistics,
+    updating the running statistics in place (unbiased variance, as torch)."""
+    if input.ndim < 2:
+        raise ValueError(f"expected 2D or 3D input (got {input.ndim}D input)")
+    c = input.shape[1]
+    dims = (0,) + tuple(range(2, input.ndim))
+    bshape = (1, c) + (1,) * (input.ndim - 2)
+    if training:
+        n = input.numel() // c if c else 0
+        if n <= 1:
+            raise ValueError(f"Expected more than 1 value per channel when training, got input size "
+                             f"{input.shape!r}")
+        mean = O.mean(input, dims, keepdim=True)
+        xc = input - mean
+        var = O.mean(xc * xc, dims, keepdim=True)
+        if running_mean is not None or running_var is not None:
+            with no_grad():
+                if running_mean is not None:
+                    running_mean.mul_(1 - momentum).add_(O.reshape(mean, (c,)).to(running_mean.dtype) * momentum)
+                if running_var is not None:
+                    unbiased = O.reshape(var, (c,)) * (n / (n - 1))
+                    running_var.mul_(1 - momentum).add_(unbiased.to(running_var.dtype) * momentum)
+        out = xc * O.rsqrt(var + eps)
+    else:
+        if running_mean is None or running_var is None:
+            raise RuntimeError("running_mean and running_var must be defined in evaluation mode")
+        out = (input - O.reshape(running_mean, bshape)) * O.rsqrt(O.reshape(running_var, bshape) + eps)
+    if weight is not None:
+        out = out * O.reshape(weight, bshape)
+    if bias is not None:
+        out = out + O.reshape(bias, bshape)
+    return _named(out, "NativeBatchNormBackward0", input, weight, bias)
+
+
+def normalize(input, p=2.0, dim=1, eps=1e-12, out=None):
+    return input / O.clamp_min(O.norm(input, p, dim, keepdim=True), eps)
+
+
+# == embedding, one_hot, pad ==================================================================================
+
+def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0, scale_grad_by_freq=False,
+              sparse=False):
+    """Rows of `weight` picked by the integer tensor `input` (shape input.shape + [dim])."""
+    if scale_grad_by_freq or sparse:
+        raise NotImplementedError("embedding(scale_grad_by_freq=True or sparse=True) is not supported")
+    if not isinstance(input, Tensor) or input.dtype not in (D.int64, D.int32):
+        raise RuntimeError("Expected tensor for argument #1 'indices' to have one of the following scalar types: "
+                           "Long, Int; but got " + (f"torch.{D.LEGACY[input.dtype]}" if isinstance(input, Tensor)
+                                                    else type(input).__name__) + " instead (while checking "
+                           "arguments for embedding)")
+    num = weight.shape[0]
+    if padding_idx is not None:
+        if padding_idx < 0:
+            if padding_idx < -num:
+                raise AssertionError("Padding_idx must be within num_embeddings")
+            padding_idx += num
+        elif padding_idx >= num:
+            raise AssertionError("Padding_idx must be within num_embeddings")
+    if input._data is not None and input.numel() and (input._data.min() < 0 or input._data.max() >= num):
+        raise IndexError("index out of range in self")
+    if max_norm is not None:
+        _embedding_renorm_(weight, input, max_norm, norm_type)
+    flat = O.reshape(input, (-1,))
+    out = O.reshape(O.index_select(weight, 0, flat), tuple(input.shape) + tuple(weight.shape[1:]))
+    if padding_idx is not None and weight.requires_grad:
+        # the padding row gets no gradient: route its uses through a detached copy
+        keep = O.unsqueeze(input != padding_idx, -1)
+        out = O.where(keep, out, out.detach())
+    return _named(out, "EmbeddingBackward0", weight)
+
+
+def _embedding_renorm_(weight, input, max_norm, norm_type):
+    with no_grad():
+        rows = np.unique(np.asarray(input._data).ravel())
+        w = weight._data
+        norms = np.linalg.norm(w[rows].astype(np.float64), ord=norm_type, axis=1)
+        scale = np.where(norms > max_norm, max_norm / (norms + 1e-7), 1.0)
+        w[rows] = (w[rows] * scale[:, None]).astype(w.dtype)
+        weight._vc[0] += 1
+
+
+def one_hot(tensor, num_classes=-1):
+    if tensor.dtype is not D.int64:
+        raise RuntimeError("one_hot is only applicable to index tensor of type LongTensor.")
+    idx = np.asarray(tensor._data)
+    if num_classes == -1:
+        num_classes = int(idx.max()) + 1 if idx.size else 0
+    if idx.size and (idx.min() < 0 or idx.max() >= num_classes):
+        raise RuntimeError("Class values must be smaller than num_classes." if idx.max() >= num_classes
+                           else "Class values must be non-negative.")
+    out = np.zeros(idx.shape + (num_classes,), dtype=np.int64)
+    np.put_along_axis(out, idx[..., None], 1, axis=-1)
+    return Tensor._make(out, D.int64)
+
+
+def pad(input, pad, mode="constant", value=None):
+    """torch's pad: `pad` lists (before, after) sizes from the last dim backwards."""
+    pad = tuple(int(p) for p in pad)
+    if len(pad) % 2:
+        raise RuntimeError("Padding length must be divisible by 2")
+    if len(pad) // 2 > input.ndim:
+        raise RuntimeError("Padding length should be less than or equal to two times the input dimension but got "
+                           f"padding length {len(pad)} and input of dimension {input.ndim}")
+    pairs = [(input.ndim - 1 - i, pad[2 * i], pad[2 * i + 1]) for i in range(len(pad) // 2)]
+    if mode == "constant":
+        return _named(_pad_constant(input, pairs, 0 if value is None else value), "ConstantPadNdBackward0", input)
+    if mode not in ("reflect", "replicate", "circular"):
+        raise NotImplementedError(f"Unrecognised padding mode {mode}")
+    if value not in (None, 0):
+        raise RuntimeError(f"Padding mode \"{mode}\" doesn't take in value argument")
+    out = input
+    for dim, lo, hi in pairs:
+        n = input.shape[dim]
+        if mode == "reflect" and (lo >= n or hi >= n):
+            raise RuntimeError(f"Argument #4: Padding size should be less than the corresponding input dimension, "
+                               f"but got: padding ({lo}, {hi}) at dimension {dim} of input {list(input.shape)}")
+        if mode == "circular" and (lo > n or hi > n):
+            raise RuntimeError("Padding value causes wrapping around more than once.")
+        i = np.arange(-lo, n + hi)
+        if mode == "reflect":
+            period = 2 * (n - 1)
+            i = np.abs(np.mod(i, period) if period else i * 0)
+            i = np.where(i >= n, period - i, i)
+        elif mode == "replicate":
+            i = np.clip(i, 0, n - 1)
+        else:
+            i = np.mod(i, n)
+        out = O.index_select(out, dim, Tensor._make(i.astype(np.int64), D.int64))
+    if mode == "circular":
+        return out
+    return _named(out, f"{'Reflection' if mode == 'reflect' else 'Replication'}Pad{len(pairs)}DBackward0", input)
+
+
+def _pad_constant(input, pairs, value):
+    # negative pads crop; positive pads write the input into a filled tensor of the padded shape
+    key = [slice(None)] * input.ndim
+    cropped = False
+    for dim, lo, hi in pairs:
+        if lo < 0 or hi < 0:
+            n = input.shape[dim]
+            key[dim] = slice(max(-lo, 0), n - max(-hi, 0))
+            cropped = True
+    x = input[tuple(key)] if cropped else input
+    shape = list(x.shape)
+    ikey = [("s", None, None, None)] * x.ndim
+    grow = False
+    for dim, lo, hi in pairs:
+        lo, hi = max(lo, 0), max(hi, 0)
+        if lo or hi:
+            grow = True
+            ikey[dim] = ("s", lo, lo + shape[dim], None)
+            shape[dim] += lo + hi
+    if not grow:
+        return x if cropped else O.clone(x)
+    base = O.full(tuple(shape), value, dtype=x.dtype)
+    return O.index_put_prim(base, x, (), tuple(ikey))
+
+
+# == losses ===================================================================================================
+
+def _legacy_reduction(size_average, reduce, reduction):
+    if size_average is None and reduce is None:
+        return reduction
+    warnings.warn("size_average and reduce args will be deprecated, please use reduction='mean' instead.",
+                  UserWarning, stacklevel=3)
+    size_average = True if size_average is None else size_average
+    reduce = True if reduce is None else reduce
+    if not reduce:
+        return "none"
+    return "mean" if size_average else "sum"
+
+
+def _reduce(loss, reduction):
+    if reduction == "none":
+        return loss
+    if reduction == "mean":
+        return O.mean(loss)
+    if reduction == "sum":
+        return O.sum(loss)
+    raise ValueError(f"{reduction} is not a valid value for reduction")
+
+
+def _check_size(input, target, stacklevel=3):
+    if tuple(target.shape) != tuple(input.shape):
+        warnings.warn(f"Using a target size ({target.shape!r}) that is different to the input size "
+                      f"({input.shape!r}). This will likely lead to incorrect results due to broadcasting. Please "
+                      f"ensure they have the same size.", UserWarning, stacklevel=stacklevel)
+
+
+def mse_loss(input, target, size_average=None, reduce=None, reduction="mean", weight=None):
+    reduction = _legacy_reduction(size_average, reduce, reduction)
+    _check_size(input, target)
+    d = input - target
+    loss = d * d
+    if weight is not None:
+        loss = loss * weight
+    return _named(_reduce(loss, reduction), "MseLossBackward0", input, target)
+
+
+def l1_loss(input, target, size_average=None, reduce=None, reduction="mean", weight=None):
+    reduction = _legacy_reduction(size_average, reduce, reduction)
+    _check_size(input, target)
+    loss = O.abs(input - target)
+    if weight is not None:
+        loss = loss * weight
+    return _reduce(loss, reduction)
+
+
+def _check_class_target(input, target, fn="nll_loss"):
+    if target.dtype not in (D.int64, D.uint8):
+        raise RuntimeError(f"expected target dtype to be Long or Byte, but got {D.SCALAR_NAME[target.dtype]}"
+                           if fn == "cross_entropy" else
+                           f"expected scalar type Long but found {D.SCALAR_NAME[target.dtype]}")
+    if input.ndim >= 2 and (target.ndim == 0 or target.shape[0] != input.shape[0]):
+        raise ValueError(f"Expected input batch_size ({input.shape[0]}) to match target batch_size "
+                         f"({target.shape[0] if target.ndim else 1}).")
+    if input.ndim > 2 and tuple(target.shape[1:]) != tuple(input.shape[2:]):
+        raise RuntimeError(f"size mismatch (got input: {list(input.shape)}, target: {list(target.shape)})")
+
+
+def _picked(input, target, weight, ignore_index):
+    """-input[n, target[n], ...] and the weight of each term (None: all ones)."""
+    t = target if target.dtype is D.int64 else target.long()
+    c = input.shape[1]
+    concrete = t._data is not None
+    ignore = None
+    if concrete:
+        data = t._data
+        bad = (data != ignore_index) & ((data < 0) | (data >= c))
+        if bad.any():
+            raise IndexError(f"Target {int(data[bad].ravel()[0])} is out of bounds.")
+        if (data == ignore_index).any():
+            ignore = t == ignore_index
+    else:
+        ignore = t == ignore_index
+    if ignore is not None:
+        t = O.where(ignore, 0, t)
+    picked = O.squeeze(O.gather(input, 1, O.unsqueeze(t, 1)), 1)
+    w = None
+    if weight is not None:
+        w = O.reshape(O.index_select(weight, 0, O.reshape(t, (-1,))), tuple(t.shape))
+    if ignore is not None:
+        w = O.where(ignore, 0, w if w is not None else 1).to(input.dtype)
+    return -picked, w
+
+
+def nll_loss(input, target, weight=None, size_average=None, ignore_index=-100, reduce=None, reduction="mean"):
+    """The negative log likelihood of class-index targets, given log-probabilities."""
+    reduction = _legacy_reduction(size_average, reduce, reduction)
+    _check_tensor(input, "nll_loss")
+    if input.ndim < 1:
+        raise ValueError(f"Expected 1 or more dimensions (got {input.ndim})")
+    _check_class_target(input, target)
+    unbatched = input.ndim == 1
+    if unbatched:
+        input, target = O.unsqueeze(input, 0), O.unsqueeze(target, 0)
+    if weight is not None and (weight.ndim != 1 or weight.shape[0] != input.shape[1]):
+        raise RuntimeError(f"weight tensor should be defined either for all {input.shape[1]} classes or no classes "
+                           f"but got weight tensor of shape: {list(weight.shape)}")
+    loss, w = _picked(input, target, weight, ignore_index)
+    if w is not None:
+        loss = loss * w
+    if reduction == "mean" and w is not None:
+        out = O.sum(loss) / O.sum(w)
+    else:
+        out = _reduce(loss, reduction)
+    out = _named(out, "NllLossBackward0", input)
+    return O.squeeze(out, 0) if unbatched and reduction == "none" else out
+
+
+def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-100, reduce=None, reduction="mean",
+                  label_smoothing=0.0):
+    """log_softmax over the class dim (1, or 0 for unbatched input), then nll_loss; or, for
+    floating targets of the input's shape, class probabilities."""
+    reduction = _legacy_reduction(size_average, reduce, reduction)
+    _check_tensor(input, "cross_entropy")
+    class_dim = 0 if input.ndim == 1 else 1
+    c = input.shape[class_dim]
+    logp = O.log_softmax(input, class_dim)
+    if not 0.0 <= label_smoothing <= 1.0:
+        raise RuntimeError(f"label_smoothing must be between 0.0 and 1.0. Got: {label_smoothing}")
+    wshape = tuple(c if d == class_dim else 1 for d in range(input.ndim))
+    if target.dtype.is_floating_point and tuple(target.shape) == tuple(input.shape):
+        if label_smoothing > 0:
+            target = target * (1 - label_smoothing) + label_smoothing / c
+        terms = logp * target
+        if weight is not None:
+            terms = terms * O.reshape(weight, wshape)
+        loss = -O.sum(terms, class_dim)
+        if reduction == "mean":
+            return O.sum(loss) / (input.numel() // c if c else 0)
+        return _reduce(loss, reduction)
+    if input.ndim >= 1:
+        _check_class_target(input, target, "cross_entropy")
+    nll = nll_loss(logp, target, weight, None, ignore_index, None, reduction)
+    if label_smoothing <= 0:
+        return nll
+    # the uniform part: -sum over classes of logp (weighted), masked where the target is ignored
+    lp = logp if weight is None else logp * O.reshape(weight, wshape)
+    smooth = -O.sum(lp, class_dim)
+    keep = target != ignore_index
+    smooth = O.where(keep, smooth, 0)
+    if reduction == "mean":
+        if weight is not None:
+            t = O.where(keep, target, 0)
+            wt = O.where(keep, O.reshape(O.index_select(weight, 0, O.reshape(t, (-1,))), tuple(t.shape)), 0)
+            smooth = O.sum(smooth) / O.sum(wt)
+        else:
+            smooth = O.sum(smooth) / O.sum(keep.to(logp.dtype))
+    elif reduction == "sum":
+        smooth = O.sum(smooth)
+    return nll * (1 - label_smoothing) + smooth * (label_smoothing / c)
+
+
+def binary_cross_entropy_with_logits(input, target, weight=None, size_average=None, reduce=None,
+                                     reduction="mean", pos_weight=None):
+    """-[pos_weight * t * log sigmoid(x) + (1 - t) * log(1 - sigmoid(x))], with
+    log sigmoid(x) = -softplus(-x) computed without overflow."""
+    reduction = _legacy_reduction(size_average, reduce, reduction)
+    if tuple(target.shape) != tuple(input.shape):
+        raise ValueError(f"Target size ({target.shape!r}) must be the same as input size ({input.shape!r})")
+    sp = _softplus1(-input)                       # -log sigmoid(x)
+    if pos_weight is not None:
+        loss = (1 - target) * input + (1 + (pos_weight - 1) * target) * sp
+    else:
+        loss = (1 - target) * input + sp
+    if weight is not None:
+        loss = loss * weight
+    return _named(_reduce(loss, reduction), "BinaryCrossEntropyWithLogitsBackward0", input, target)
+
+
+def binary_cross_entropy(input, target, weight=None, size_average=None, reduce=None, reduction="mean"):
+    """-[t log(x) + (1 - t) log(1 - x)] with each log clamped at -100, as torch."""
+    reduction = _legacy_reduction(size_average, reduce, reduction)
+    if tuple(target.shape) != tuple(input.shape):
+        raise ValueError(f"Using a target size ({target.shape!r}) that is different to the input size "
+                         f"({input.shape!r}) is deprecated. Please ensure they have the same size.")
+    loss = -(target * O.clamp(O.log(input), min=-100) + (1 - target) * O.clamp(O.log(1 - input), min=-100))
+    if weight is not None:
+        loss = loss * weight
+    return _named(_reduce(loss, reduction), "BinaryCrossEntropyBackward0", input, target)

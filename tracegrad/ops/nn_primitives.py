@@ -1,0 +1,426 @@
+"""Primitives for convolution and pooling, registered into the op table of primitives.py.
+
+Each is one `Primitive(...)` entry: shape rule, numpy kernel, derivative rule in
+tracegrad ops, torch's grad_fn name. The kernels are im2col on numpy: a strided view of
+the (padded) input holds every window without copying, one reshape copies it into
+columns, and one batched matmul does the arithmetic. Scattering columns back (col2im)
+loops over the kernel's kh*kw offsets, never over pixels.
+
+The three convolution primitives are closed under differentiation, so derivatives of
+any order stay convolutions:
+
+  conv2d(x, w)             d/dx: conv_transpose2d(g, w)     d/dw: conv2d_weight(x, g)
+  conv_transpose2d(y, w)   d/dy: conv2d(g, w)               d/dw: conv2d_weight(g, y)
+  conv2d_weight(x, g)      d/dx: conv_transpose2d(g, v)     d/dg: conv2d(x, v)
+
+Pooling pairs each op with its backward op, and each is the other's adjoint (avg pool),
+or a scatter whose adjoint is a gather (max pool).
+
+Layouts are torch's: activations NCHW, conv weights (out, in/groups, kh, kw),
+transposed-conv weights (in, out/groups, kh, kw). Parameters are tuples of ints:
+`stride`, `padding`, `dilation` (and `output_padding`) as (h, w) pairs, `groups` an int.
+"""
+import numpy as np
+from numpy.lib.stride_tricks import as_strided
+
+from .. import _dtype as D
+from .primitives import Primitive, PRIMITIVES, R, _no_kernel
+
+
+def _apply(name, args, params):
+    from ..ir.tracer import apply
+    return apply(PRIMITIVES[name], args, params)
+
+
+def conv_out_size(n, k, s, p, d):
+    return (n + 2 * p - d * (k - 1) - 1) // s + 1
+
+
+def conv_transpose_out_size(n, k, s, p, d, op):
+    return (n - 1) * s - 2 * p + d * (k - 1) + op + 1
+
+
+# -- im2col / col2im ---------------------------------------------------------------------------
+
+def _pad2d(x, ph, pw, value=0.0, extra_h=0, extra_w=0):
+    """x padded by (ph, ph + extra_h) rows and (pw, pw + extra_w) columns of `value`."""
+    if not (ph or pw or extra_h or extra_w):
+        return np.ascontiguousarray(x)
+    n, c, h, w = x.shape
+    out = np.full((n, c, h + 2 * ph + extra_h, w + 2 * pw + extra_w), value, dtype=x.dtype)
+    out[:, :, ph:ph + h, pw:pw + w] = x
+    return out
+
+
+def _windows(xp, kh, kw, ho, wo, stride, dilation):
+    """A view (N, C, kh, kw, Ho, Wo) of every window of the padded input; no copy."""
+    sn, sc, sh, sw = xp.strides
+    return as_strided(xp, (xp.shape[0], xp.shape[1], kh, kw, ho, wo),
+                      (sn, sc, sh * dilation[0], sw * dilation[1], sh * stride[0], sw * stride[1]),
+                      writeable=False)
+
+
+def _out_hw(h, w, kh, kw, stride, padding, dilation):
+    return (conv_out_size(h, kh, stride[0], padding[0], dilation[0]),
+            conv_out_size(w, kw, stride[1], padding[1], dilation[1]))
+
+
+def _channels_last(c, kw, wo, stride, dilation, groups):
+    """Which im2col layout copies longer contiguous runs: channels-first columns copy runs
+    of Wo (stride 1), channels-last columns runs of kw*C (dilation 1). Small images with
+    many channels (deeper layers) go channels-last."""
+    run_first = wo if stride[1] == 1 else 1
+    run_last = c * kw if dilation[1] == 1 else c
+    return groups == 1 and run_last > run_first
+
+
+def _im2col(x, kh, kw, ho, wo, stride, padding, dilation):
+    """Channels-first columns (N, C*kh*kw, Ho*Wo) of the first Ho x Wo windows."""
+    n, c = x.shape[:2]
+    xp = _pad2d(x, padding[0], padding[1])
+    return _windows(xp, kh, kw, ho, wo, stride, dilation).reshape(n, c * kh * kw, ho * wo)
+
+
+def _im2col_last(x, kh, kw, ho, wo, stride, padding, dilation):
+    """Channels-last columns (N*Ho*Wo, kh*kw*C) of the first Ho x Wo windows."""
+    n, c, h, w = x.shape
+    ph, pw = padding
+    xp = np.zeros((n, h + 2 * ph, w + 2 * pw, c), dtype=x.dtype)
+    xp[:, ph:ph + h, pw:pw + w, :] = x.transpose(0, 2, 3, 1)
+    sn, sh, sw, sc = xp.strides
+    win = as_strided(xp, (n, ho, wo, kh, kw, c), (sn, sh * stride[0], sw * stride[1], sh * dilation[0],
+                                                   sw * dilation[1], sc), writeable=False)
+    return win.reshape(n * ho * wo, kh * kw * c)
+
+
+def _padded_size(h, w, kh, kw, ho, wo, stride, padding, dilation):
+    # big enough for every window; rows past the last window stay zero
+    return (max(h + 2 * padding[0], (ho - 1) * stride[0] + (kh - 1) * dilation[0] + 1),
+            max(w + 2 * padding[1], (wo - 1) * stride[1] + (kw - 1) * dilation[1] + 1))
+
+
+def _col2im(cols, n, c, h, w, kh, kw, ho, wo, stride, padding, dilation):
+    """Sum channels-first columns (N, C*kh*kw, Ho*Wo) back into an (N, C, H, W) image:
+    im2col's adjoint, one strided add per kernel offset."""
+    (ph, pw), (sh, sw), (dh, dw) = padding, stride, dilation
+    out = np.zeros((n, c) + _padded_size(h, w, kh, kw, ho, wo, stride, padding, dilation), dtype=cols.dtype)
+    cols = cols.reshape(n, c, kh, kw, ho, wo)
+    for i in range(kh):
+        for j in range(kw):
+            out[:, :, i * dh:i * dh + sh * (ho - 1) + 1:sh, j * dw:j * dw + sw * (wo - 1) + 1:sw] += cols[:, :, i, j]
+    return out[:, :, ph:ph + h, pw:pw + w]
+
+
+def _col2im_last(cols, n, c, h, w, kh, kw, ho, wo, stride, padding, dilation):
+    """The adjoint of _im2col_last: (N*Ho*Wo, kh*kw*C) columns into an (N, C, H, W) image."""
+    (ph, pw), (sh, sw), (dh, dw) = padding, stride, dilation
+    hp, wp = _padded_size(h, w, kh, kw, ho, wo, stride, padding, dilation)
+    out = np.zeros((n, hp, wp, c), dtype=cols.dtype)
+    cols = cols.reshape(n, ho, wo, kh, kw, c)
+    for i in range(kh):
+        for j in range(kw):
+            out[:, i * dh:i * dh + sh * (ho - 1) + 1:sh, j * dw:j * dw + sw * (wo - 1) + 1:sw] += cols[:, :, :, i, j]
+    return out[:, ph:ph + h, pw:pw + w].transpose(0, 3, 1, 2)
+
+
+def _to_last(w):
+    """Weights (O, C, kh, kw) as rows (O, kh*kw*C), matching channels-last columns."""
+    return w.transpose(0, 2, 3, 1).reshape(w.shape[0], -1)
+
+
+# -- convolution kernels -------------------------------------------------------------------------
+
+def _conv2d_kernel(x, w, b=None, *, stride, padding, dilation, groups):
+    n, c, h, wd = x.shape
+    o, cg, kh, kw = w.shape
+    ho, wo = _out_hw(h, wd, kh, kw, stride, padding, dilation)
+    if _channels_last(c, kw, wo, stride, dilation, groups):
+        out = _im2col_last(x, kh, kw, ho, wo, stride, padding, dilation) @ _to_last(w).T     # (N*L, O)
+        if b is not None:
+            out += b
+        return np.ascontiguousarray(out.reshape(n, ho, wo, o).transpose(0, 3, 1, 2))
+    cols = _im2col(x, kh, kw, ho, wo, stride, padding, dilation)
+    if groups == 1:
+        out = np.matmul(w.reshape(o, cg * kh * kw), cols)                       # (N, O, L)
+    else:
+        cols = cols.reshape(n, groups, cg * kh * kw, ho * wo)
+        out = np.matmul(w.reshape(groups, o // groups, cg * kh * kw), cols)     # (N, G, O/G, L)
+    out = out.reshape(n, o, ho, wo)
+    if b is not None:
+        out += b.reshape(1, o, 1, 1)
+    return out
+
+
+def _conv_transpose2d_kernel(y, w, b=None, *, stride, padding, output_padding, dilation, groups):
+    n, cin, h, wd = y.shape
+    _, cg, kh, kw = w.shape
+    cout = cg * groups
+    ho = conv_transpose_out_size(h, kh, stride[0], padding[0], dilation[0], output_padding[0])
+    wo = conv_transpose_out_size(wd, kw, stride[1], padding[1], dilation[1], output_padding[1])
+    if _channels_last(cout, kw, wd, stride, dilation, groups):
+        cols = y.transpose(0, 2, 3, 1).reshape(n * h * wd, cin) @ _to_last(w)   # (N*L, kh*kw*Cout)
+        out = _col2im_last(cols, n, cout, ho, wo, kh, kw, h, wd, stride, padding, dilation)
+    else:
+        y2 = y.reshape(n, groups, cin // groups, h * wd)
+        wt = w.reshape(groups, cin // groups, cg * kh * kw).transpose(0, 2, 1)  # (G, C/G*k*k, Cin/G)
+        cols = np.matmul(wt, y2).reshape(n, cout * kh * kw, h * wd)
+        out = _col2im(cols, n, cout, ho, wo, kh, kw, h, wd, stride, padding, dilation)
+    out = np.ascontiguousarray(out)
+    if b is not None:
+        out += b.reshape(1, cout, 1, 1)
+    return out
+
+
+def _conv2d_weight_kernel(x, g, *, weight_shape, stride, padding, dilation, groups):
+    n, c = x.shape[:2]
+    o, cg, kh, kw = weight_shape
+    ho, wo = g.shape[2], g.shape[3]
+    if _channels_last(c, kw, wo, stride, dilation, groups):
+        cols = _im2col_last(x, kh, kw, ho, wo, stride, padding, dilation)     # (N*L, kh*kw*C)
+        gw = g.transpose(0, 2, 3, 1).reshape(n * ho * wo, o).T @ cols           # (O, kh*kw*C)
+        return np.ascontiguousarray(gw.reshape(o, kh, kw, c).transpose(0, 3, 1, 2))
+    k = cg * kh * kw
+    cols = _im2col(x, kh, kw, ho, wo, stride, padding, dilation).reshape(n, groups, k, ho * wo)
+    g2 = g.reshape(n, groups, o // groups, ho * wo)
+    # one (O/G x L) @ (L x K) product per sample and group, summed over the batch
+    gw = np.matmul(g2, cols.transpose(0, 1, 3, 2)).sum(axis=0)                # (G, O/G, K)
+    return gw.reshape(weight_shape)
+
+
+# -- shape rules ----------------------------------------------------------------------------------
+
+def _conv2d_shape(x, w, b=None, *, stride, padding, dilation, groups):
+    n, c, h, wd = x.shape
+    o, cg, kh, kw = w.shape
+    ho = conv_out_size(h, kh, stride[0], padding[0], dilation[0])
+    wo = conv_out_size(wd, kw, stride[1], padding[1], dilation[1])
+    return (n, o, ho, wo)
+
+
+def _conv_transpose2d_shape(y, w, b=None, *, stride, padding, output_padding, dilation, groups):
+    n, cin, h, wd = y.shape
+    _, cg, kh, kw = w.shape
+    return (n, cg * groups, conv_transpose_out_size(h, kh, stride[0], padding[0], dilation[0], output_padding[0]),
+            conv_transpose_out_size(wd, kw, stride[1], padding[1], dilation[1], output_padding[1]))
+
+
+# -- derivative rules ---------------------------------------------------------------------------------
+
+def _output_padding(in_hw, out_hw, kernel, stride, padding, dilation):
+    """The output_padding that makes conv_transpose2d give back an input of size in_hw."""
+    return tuple(i - conv_transpose_out_size(o, k, s, p, d, 0)
+                 for i, o, k, s, p, d in zip(in_hw, out_hw, kernel, stride, padding, dilation))
+
+
+def conv2d_input_grad(g, w, in_hw, stride, padding, dilation, groups):
+    kh, kw = w.shape[2], w.shape[3]
+    op = _output_padding(in_hw, tuple(g.shape[2:]), (kh, kw), stride, padding, dilation)
+    return _apply("conv_transpose2d", (g, w, None), {"stride": stride, "padding": padding, "output_padding": op,
+                                                      "dilation": dilation, "groups": groups})
+
+
+def conv2d_weight_grad(x, g, weight_shape, stride, padding, dilation, groups):
+    return _apply("conv2d_weight", (x, g), {"weight_shape": tuple(weight_shape), "stride": stride,
+                                             "padding": padding, "dilation": dilation, "groups": groups})
+
+
+def _conv2d_prim(x, w, stride, padding, dilation, groups):
+    return _apply("conv2d", (x, w, None), {"stride": stride, "padding": padding, "dilation": dilation,
+                                            "groups": groups})
+
+
+def _bias_grad(g, b):
+    return R("sum", g, (0, 2, 3)) if b is not None else None
+
+
+def _conv2d_vjp(g, out, x, w, b=None, *, stride, padding, dilation, groups):
+    return (conv2d_input_grad(g, w, tuple(x.shape[2:]), stride, padding, dilation, groups),
+            conv2d_weight_grad(x, g, tuple(w.shape), stride, padding, dilation, groups),
+            _bias_grad(g, b))
+
+
+def _conv_cropped(x, w, like, stride, padding, dilation, groups):
+    """conv2d(x, w) cut to the spatial size of `like`: a transposed convolution's
+    output_padding (allowed up to the dilation) can add rows past the last window."""
+    out = _conv2d_prim(x, w, stride, padding, dilation, groups)
+    if tuple(out.shape[2:]) != tuple(like.shape[2:]):
+        from . import functional as F
+        out = F.getitem(out, (slice(None), slice(None), slice(0, like.shape[2]), slice(0, like.shape[3])))
+    return out
+
+
+def _conv_transpose2d_vjp(g, out, y, w, b=None, *, stride, padding, output_padding, dilation, groups):
+    return (_conv_cropped(g, w, y, stride, padding, dilation, groups),
+            conv2d_weight_grad(g, y, tuple(w.shape), stride, padding, dilation, groups),
+            _bias_grad(g, b))
+
+
+def _conv2d_weight_vjp(v, out, x, g, *, weight_shape, stride, padding, dilation, groups):
+    return (conv2d_input_grad(g, v, tuple(x.shape[2:]), stride, padding, dilation, groups),
+            _conv_cropped(x, v, g, stride, padding, dilation, groups))
+
+
+def _no_kernel_but_int64(op):
+    """torch's CPU kernels `op` that exist for floats and int64 only."""
+    return lambda d, args: None if d is D.int64 else _no_kernel(op)(d, args)
+
+
+Primitive("conv2d", "x w b", _conv2d_kernel, shape=_conv2d_shape, dtype="same", vjp=_conv2d_vjp,
+          saves="x w", needs={"x": "w", "w": "x"}, grad_fn="ConvolutionBackward0",
+          refuse={0: _no_kernel("slow_conv2d_cpu")})
+Primitive("conv_transpose2d", "y w b", _conv_transpose2d_kernel, shape=_conv_transpose2d_shape, dtype="same",
+          vjp=_conv_transpose2d_vjp, saves="y w", needs={"y": "w", "w": "y"}, grad_fn="ConvolutionBackward0",
+          refuse={0: _no_kernel("slow_conv_transpose2d_out_cpu"),
+                  1: _no_kernel_but_int64("slow_conv_transpose2d_out_cpu")})
+Primitive("conv2d_weight", "x g", _conv2d_weight_kernel,
+          shape=lambda x, g, *, weight_shape, **p: tuple(weight_shape), dtype="same", vjp=_conv2d_weight_vjp,
+          saves="x g", needs={"x": "g", "g": "x"}, grad_fn="ConvolutionBackwardBackward0")
+
+
+# -- pooling --------------------------------------------------------------------------------------------
+
+def pool_out_size(n, k, s, p, d, ceil_mode):
+    """torch's pooling output size: with ceil_mode the last window must start inside the
+    input or its left padding."""
+    span = n + 2 * p - d * (k - 1) - 1
+    out = (-(-span // s) if ceil_mode else span // s) + 1
+    if ceil_mode and (out - 1) * s >= n + p:
+        out -= 1
+    return out
+
+
+def _pool_geometry(h, w, kernel, stride, padding, dilation, ceil_mode):
+    ho = pool_out_size(h, kernel[0], stride[0], padding[0], dilation[0], ceil_mode)
+    wo = pool_out_size(w, kernel[1], stride[1], padding[1], dilation[1], ceil_mode)
+    # rows/columns the last windows reach past the padded input (ceil_mode)
+    extra_h = max(0, (ho - 1) * stride[0] + dilation[0] * (kernel[0] - 1) + 1 - (h + 2 * padding[0]))
+    extra_w = max(0, (wo - 1) * stride[1] + dilation[1] * (kernel[1] - 1) + 1 - (w + 2 * padding[1]))
+    return ho, wo, extra_h, extra_w
+
+
+def _max_pool2d_kernel(x, *, kernel, stride, padding, dilation, ceil_mode):
+    n, c, h, w = x.shape
+    kh, kw = kernel
+    ho, wo, eh, ew = _pool_geometry(h, w, kernel, stride, padding, dilation, ceil_mode)
+    low = -np.inf if x.dtype.kind == "f" else np.iinfo(x.dtype).min
+    xp = _pad2d(x, padding[0], padding[1], low, eh, ew)
+    win = _windows(xp, kh, kw, ho, wo, stride, dilation)                       # (N, C, kh, kw, Ho, Wo)
+    # one copy puts each kernel offset's elements together (K, N, C, Ho, Wo); then the maximum
+    # (NaN propagates) and, scanning the offsets backwards, the first position holding it
+    k = kh * kw
+    win = np.ascontiguousarray(win.transpose(2, 3, 0, 1, 4, 5)).reshape(k, n, c, ho, wo)
+    values = win.max(axis=0)
+    offsets = [(i // kw) * dilation[0] * w + (i % kw) * dilation[1] for i in range(k)]
+    real = None
+    if padding != (0, 0) or eh or ew:
+        # padding never counts as a maximum's position (matters only for all -inf windows)
+        real = _windows(_pad2d(np.ones((1, 1, h, w), dtype=bool), padding[0], padding[1], False, eh, ew),
+                        kh, kw, ho, wo, stride, dilation)
+    idx = np.zeros(values.shape, dtype=np.int64)
+    for i in range(k - 1, -1, -1):
+        hit = win[i] == values
+        if real is not None:
+            hit &= real[:, :, i // kw, i % kw]
+        idx = np.where(hit, offsets[i], idx)
+    if x.dtype.kind == "f":
+        nan = np.isnan(values)
+        if nan.any():
+            # torch keeps the last NaN of a window
+            for i in range(k):
+                idx = np.where(nan & np.isnan(win[i]), offsets[i], idx)
+    base = ((np.arange(ho) * stride[0] - padding[0])[:, None] * w + (np.arange(wo) * stride[1] - padding[1])[None, :])
+    return np.ascontiguousarray(values), idx + base
+
+
+def _max_pool2d_shape(x, *, kernel, stride, padding, dilation, ceil_mode):
+    n, c, h, w = x.shape
+    ho, wo, _, _ = _pool_geometry(h, w, kernel, stride, padding, dilation, ceil_mode)
+    from .. import _dtype as D
+    return [((n, c, ho, wo), x.dtype), ((n, c, ho, wo), D.int64)]
+
+
+def _max_pool2d_backward_kernel(g, idx, *, input_shape, overlap):
+    """Scatter each output's gradient to the input element it came from."""
+    n, c, h, w = input_shape
+    flat = idx.reshape(n * c, -1) + (np.arange(n * c) * (h * w))[:, None]
+    if overlap:
+        # windows overlap: several outputs may pick one input; add them up
+        out = np.bincount(flat.ravel(), weights=g.ravel(), minlength=n * c * h * w).astype(g.dtype)
+    else:
+        out = np.zeros(n * c * h * w, dtype=g.dtype)
+        out[flat.ravel()] = g.ravel()
+    return out.reshape(input_shape)
+
+
+def _gather_pooled(gg, idx):
+    """The adjoint of the max-pool scatter: each output reads the input element it picked."""
+    from . import functional as F
+    n, c = idx.shape[0], idx.shape[1]
+    flat = F.gather(F.reshape(gg, (n, c, gg.shape[2] * gg.shape[3])), 2,
+                    F.reshape(idx, (n, c, idx.shape[2] * idx.shape[3])))
+    return F.reshape(flat, tuple(idx.shape))
+
+
+def _max_pool2d_vjp(g, out, x, *, kernel, stride, padding, dilation, ceil_mode):
+    overlap = stride[0] < dilation[0] * (kernel[0] - 1) + 1 or stride[1] < dilation[1] * (kernel[1] - 1) + 1
+    return (_apply("max_pool2d_backward", (g[0], out[1]), {"input_shape": tuple(x.shape), "overlap": overlap}),)
+
+
+Primitive("max_pool2d", "x", _max_pool2d_kernel, shape=_max_pool2d_shape, dtype="same", multi=True,
+          nondiff_outputs=(1,), vjp=_max_pool2d_vjp, saves="out", grad_fn="MaxPool2DWithIndicesBackward0",
+          refuse={0: _no_kernel("max_pool2d")})
+Primitive("max_pool2d_backward", "g idx", _max_pool2d_backward_kernel,
+          shape=lambda g, idx, *, input_shape, overlap: tuple(input_shape), dtype="same",
+          vjp=lambda gg, out, g, idx, *, input_shape, overlap: (_gather_pooled(gg, idx), None), saves="idx",
+          grad_fn="MaxPool2DWithIndicesBackwardBackward0")
+
+
+def _avg_divisor(h, w, ho, wo, kernel, stride, padding, count_include_pad, divisor_override, dtype):
+    """Per-output divisor (Ho, Wo), as torch counts it."""
+    if divisor_override:
+        return np.asarray(divisor_override, dtype=dtype)
+
+    def span(n, o, k, s, p):
+        start = np.arange(o) * s - p
+        end = np.minimum(start + k, n + p)          # windows never count the ceil_mode overhang
+        size = end - start
+        if not count_include_pad:
+            size = np.minimum(end, n) - np.maximum(start, 0)
+        return size
+
+    return (span(h, ho, kernel[0], stride[0], padding[0])[:, None] *
+            span(w, wo, kernel[1], stride[1], padding[1])[None, :]).astype(dtype)
+
+
+def _avg_pool2d_kernel(x, *, kernel, stride, padding, ceil_mode, count_include_pad, divisor_override):
+    n, c, h, w = x.shape
+    ho, wo, eh, ew = _pool_geometry(h, w, kernel, stride, padding, (1, 1), ceil_mode)
+    xp = _pad2d(x, padding[0], padding[1], 0, eh, ew)
+    total = _windows(xp, kernel[0], kernel[1], ho, wo, stride, (1, 1)).sum(axis=(2, 3), dtype=x.dtype)
+    return total / _avg_divisor(h, w, ho, wo, kernel, stride, padding, count_include_pad, divisor_override,
+                                x.dtype)
+
+
+def _avg_pool2d_backward_kernel(g, *, input_shape, kernel, stride, padding, ceil_mode, count_include_pad,
+                                divisor_override):
+    n, c, h, w = input_shape
+    ho, wo = g.shape[2], g.shape[3]
+    gd = g / _avg_divisor(h, w, ho, wo, kernel, stride, padding, count_include_pad, divisor_override, g.dtype)
+    cols = np.broadcast_to(gd[:, :, None, None], (n, c, kernel[0], kernel[1], ho, wo))
+    return np.ascontiguousarray(_col2im(cols, n, c, h, w, kernel[0], kernel[1], ho, wo, stride, padding, (1, 1)))
+
+
+def _avg_pool2d_shape(x, *, kernel, stride, padding, ceil_mode, **p):
+    n, c, h, w = x.shape
+    ho, wo, _, _ = _pool_geometry(h, w, kernel, stride, padding, (1, 1), ceil_mode)
+    return (n, c, ho, wo)
+
+
+Primitive("avg_pool2d", "x", _avg_pool2d_kernel, shape=_avg_pool2d_shape, dtype="same",
+          vjp=lambda g, out, x, **p: (_apply("avg_pool2d_backward", (g,), dict(p, input_shape=tuple(x.shape))),),
+          grad_fn="AvgPool2DBackward0",
+          refuse={0: _no_kernel("avg_pool2d"), 1: _no_kernel_but_int64("avg_pool2d")})
+Primitive("avg_pool2d_backward", "g", _avg_pool2d_backward_kernel,
+          shape=lambda g, *, input_shape, **p: tuple(input_shape), dtype="same",
+          vjp=lambda gg, out, g, *, input_shape, **p: (_apply("avg_pool2d", (gg,), p),),
+          grad_fn="AvgPool2DBackwardBackward0")
