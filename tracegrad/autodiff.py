@@ -79,6 +79,7 @@ def derive(fwd, outputs, wrt, hooks=None, node_hooks=()):
     need = needed_values(fwd, outputs, wrt)
     hooks = hooks or {}
     ctxs = {}
+    added_projs = []
     from .ops.primitives import PRIMITIVES as P
     from .ir.tracer import apply
     with trace(bwd):
@@ -113,7 +114,7 @@ def derive(fwd, outputs, wrt, hooks=None, node_hooks=()):
                     g = tuple(got.get(k) if got.get(k) is not None else F.full(tuple(s), 0, dtype=d)
                               for k, (s, d) in enumerate(zip(a["shape"], a["dtype"])))
                 out = tuple(_lazy(bwd, fwd, p, (n, -1, k), saved_inputs)
-                            for k, p in enumerate(_projections(fwd, n, len(a["shape"]))))
+                            for k, p in enumerate(_projections(fwd, n, a, added_projs)))
             else:
                 if n not in grads:
                     continue
@@ -162,6 +163,9 @@ def derive(fwd, outputs, wrt, hooks=None, node_hooks=()):
         for w in wrt:
             result.append(grads.get(w))
     bwd.outputs = [None if r is None else V(F_value(bwd, r)) for r in result]
+    for u in added_projs:                # projections made for rules that did not read them
+        if u not in saved_inputs:
+            fwd.nx.remove_node(u)
     # rules compute every input's gradient; those no output needs (and the saved
     # values only they read) go here
     from .passes import eliminate_dead_code
@@ -183,12 +187,17 @@ def F_value(bwd, proxy):
     return value_of(bwd, proxy)
 
 
-def _projections(fwd, n, k):
-    projs = [None] * k
+def _projections(fwd, n, a, added):
+    """The proj node of each output of multi-output node n; an output whose projection a
+    pass removed as unused gets a new one, which `derive` drops again if no rule reads it."""
+    projs = [None] * len(a["shape"])
     for u in fwd.nx.successors(n):
-        a = fwd[u]
-        if a["op"] == "proj":
-            projs[a["params"]["index"]] = u
+        if fwd[u]["op"] == "proj":
+            projs[fwd[u]["params"]["index"]] = u
+    for k, u in enumerate(projs):
+        if u is None:
+            projs[k] = fwd.add_proj(n, k, tuple(a["shape"][k]), a["dtype"][k])
+            added.append(projs[k])
     return projs
 
 

@@ -1,2 +1,20 @@
-"""Graph -> Graph passes. Each is a pure function with a verb for a name."""
+"""Graph -> Graph passes. Each is a pure function with a verb for a name; the pipelines
+are the ordered lists below."""
 from .dead_code import eliminate_dead_code  # noqa: F401
+from .eliminate_common_subexpressions import eliminate_common_subexpressions  # noqa: F401
+from .fold_constants import fold_constants  # noqa: F401
+from .simplify import simplify  # noqa: F401
+from .partition import partition  # noqa: F401
+from .fuse import group_fusions  # noqa: F401
+
+
+def eliminate_dead_values(graph):
+    """Dead code, dropping the saved inputs nothing reads."""
+    return eliminate_dead_code(graph, drop_inputs=("saved",))
+
+
+# compile.py runs: FORWARD_PIPELINE on the traced graph; autodiff; BACKWARD_PIPELINE on the
+# derived graph; partition (min-cut: saved vs recomputed); common subexpressions and dead
+# code again on the backward; group_fusions on both; then codegen.
+FORWARD_PIPELINE = [fold_constants, simplify, eliminate_common_subexpressions, eliminate_dead_code]
+BACKWARD_PIPELINE = [fold_constants, simplify, eliminate_common_subexpressions, eliminate_dead_values]

@@ -1,0 +1,366 @@
+"""@tracegrad.compile against eager tracegrad and torch: values, gradients, guards,
+autograd integration (hooks, retain_graph, create_graph), modules, fallback."""
+import warnings
+
+import numpy as np
+import pytest
+import torch
+
+import tracegrad as tg
+import tracegrad.nn as nn
+import tracegrad.nn.functional as F
+from conftest import to_torch
+
+RTOL = 1e-10
+
+
+def close(a, b, rtol=RTOL, atol=1e-12):
+    a = a.detach().numpy() if isinstance(a, (tg.Tensor, torch.Tensor)) else np.asarray(a)
+    b = b.detach().numpy() if isinstance(b, (tg.Tensor, torch.Tensor)) else np.asarray(b)
+    assert a.shape == b.shape
+    np.testing.assert_allclose(a, b, rtol=rtol, atol=atol)
+
+
+def leaf(*shape, seed=0, req=True):
+    rng = np.random.default_rng(seed)
+    return tg.tensor(rng.standard_normal(shape), dtype=tg.float64, requires_grad=req)
+
+
+def body(x, w, b):
+    h = tg.tanh(x @ w + b)
+    return (h ** 3).sum() + (F.gelu(h) * x.sum(1, keepdim=True)).mean() + (h / (1 + x.exp().sum())).sum()
+
+
+def body_torch(x, w, b):
+    h = torch.tanh(x @ w + b)
+    return (h ** 3).sum() + (torch.nn.functional.gelu(h) * x.sum(1, keepdim=True)).mean() + \
+        (h / (1 + x.exp().sum())).sum()
+
+
+def test_values_and_gradients_match_eager_and_torch():
+    x, w, b = leaf(4, 3, seed=1), leaf(3, 5, seed=2), leaf(5, seed=3)
+    f = tg.compile(body)
+    y = f(x, w, b)
+    assert type(y.grad_fn).__name__ == "CompiledFunctionBackward"
+    y.backward()
+    got = [t.grad.clone() for t in (x, w, b)]
+    for t in (x, w, b):
+        t.grad = None
+    ye = body(x, w, b)
+    ye.backward()
+    close(y, ye)
+    for g, t in zip(got, (x, w, b)):
+        close(g, t.grad)
+    tx, tw, tb = (to_torch(t) for t in (x, w, b))
+    yt = body_torch(tx, tw, tb)
+    yt.backward()
+    close(y, yt)
+    for g, t in zip(got, (tx, tw, tb)):
+        close(g, t.grad)
+
+
+def test_decorator_forms_and_backend_argument():
+    @tg.compile
+    def f(x):
+        return x * 2
+
+    @tg.compile(fullgraph=True, backend="numpy")
+    def g(x):
+        return x + 1
+
+    x = leaf(3, req=False)
+    close(f(x), x.detach().numpy() * 2)
+    close(g(x), x.detach().numpy() + 1)
+    with pytest.raises(ValueError):
+        tg.compile(lambda x: x, backend="cuda-magic")
+
+
+def test_guards_recompile_on_shape_dtype_requires_grad_grad_mode_and_constants():
+    calls = []
+
+    @tg.compile
+    def f(x, k):
+        calls.append(1)
+        return x * k
+
+    x = leaf(3, req=False)
+    f(x, 2)
+    f(x, 2)
+    assert len(calls) == 1 and f.cache.compiles == 1
+    f(leaf(4, req=False), 2)                      # shape
+    f(x.float(), 2)                               # dtype
+    y = f(leaf(3), 2)                             # requires_grad
+    assert y.requires_grad
+    with tg.no_grad():                            # grad mode
+        assert not f(leaf(3), 2).requires_grad
+    close(f(x, 3), x.detach().numpy() * 3)                 # Python constant
+    assert f.cache.compiles == 6 and len(calls) == 6
+
+
+def test_cache_limit_warns_once_and_stays_bounded():
+    f = tg.compile(lambda x: x + 1, cache_limit=2)
+    with pytest.warns(RuntimeWarning, match="recompiled"):
+        for n in range(1, 6):
+            f(leaf(n, req=False))
+    assert len(f.cache) == 2
+
+
+def test_multiple_outputs_structures_and_undifferentiable_outputs():
+    @tg.compile
+    def f(x, y):
+        return {"sum": (x * y).sum(), "pair": (x.exp(), y.detach() * 2), "n": 3}
+
+    x, y = leaf(4, seed=1), leaf(4, seed=2)
+    out = f(x, y)
+    assert out["n"] == 3 and out["pair"][0].requires_grad and not out["pair"][1].requires_grad
+    (out["sum"] + out["pair"][0].sum()).backward()
+    close(x.grad, y.detach().numpy() + np.exp(x.detach().numpy()))
+    close(y.grad, x.detach().numpy())
+
+
+def test_autograd_grad_hooks_and_retain_graph():
+    f = tg.compile(lambda x: (x.sin() * x).sum())
+    x = leaf(5)
+    y = f(x)
+    seen = []
+    x.register_hook(lambda g: seen.append(g.clone()))
+    (gx,) = tg.autograd.grad(y, x, retain_graph=True)
+    close(gx, np.sin(x.detach().numpy()) + x.detach().numpy() * np.cos(x.detach().numpy()))
+    assert len(seen) == 1
+    y.backward()
+    close(x.grad, gx)
+    assert "_residuals" not in y.grad_fn.__dict__          # saved values freed with the graph
+    with pytest.raises(RuntimeError, match="backward through the graph a second time"):
+        y.backward()
+    # a hook on the compiled node's output, and a grad_fn hook
+    y = f(x)
+    y.register_hook(lambda g: g * 10)
+    (gx2,) = tg.autograd.grad(y, x)
+    close(gx2, 10 * gx.detach().numpy())
+
+
+def test_compiled_output_feeds_eager_ops_and_eager_inputs():
+    f = tg.compile(lambda a, b: a * b + a)
+    x = leaf(3, seed=4)
+    a = x.exp()                                   # non-leaf input with its own grad_fn
+    y = (f(a, x) ** 2).sum()
+    y.backward()
+    xt = to_torch(x)
+    at = xt.exp()
+    ((at * xt + at) ** 2).sum().backward()
+    close(x.grad, xt.grad)
+
+
+@pytest.mark.parametrize("order", [2, 3])
+def test_higher_derivatives_through_compiled_code(order):
+    f = tg.compile(lambda x: (x.tanh() ** 2 * x.sin()).sum())
+    x = leaf(6, seed=5)
+    xt = to_torch(x)
+    y, yt = f(x), (xt.tanh() ** 2 * xt.sin()).sum()
+    g, gt = y, yt
+    for _ in range(order - 1):
+        (g,) = tg.autograd.grad(g, x, create_graph=True)
+        (gt,) = torch.autograd.grad(gt, xt, create_graph=True)
+        g, gt = g.sum(), gt.sum()
+    g.backward()
+    gt.backward()
+    close(x.grad, xt.grad)
+
+
+def test_hessian_vector_product_of_compiled_mlp_loss():
+    w1, w2 = leaf(4, 8, seed=1), leaf(8, 2, seed=2)
+    f = tg.compile(lambda x, w1, w2: (tg.tanh(x @ w1) @ w2).pow(2).sum())
+    x = leaf(3, 4, seed=3, req=False)
+    v1, v2 = leaf(4, 8, seed=4, req=False), leaf(8, 2, seed=5, req=False)
+    g1, g2 = tg.autograd.grad(f(x, w1, w2), (w1, w2), create_graph=True)
+    h1, h2 = tg.autograd.grad((g1 * v1).sum() + (g2 * v2).sum(), (w1, w2))
+    tw1, tw2 = to_torch(w1), to_torch(w2)
+    tx, tv1, tv2 = (to_torch(t) for t in (x, v1, v2))
+    t1, t2 = torch.autograd.grad((torch.tanh(tx @ tw1) @ tw2).pow(2).sum(), (tw1, tw2), create_graph=True)
+    r1, r2 = torch.autograd.grad((t1 * tv1).sum() + (t2 * tv2).sum(), (tw1, tw2))
+    close(h1, r1)
+    close(h2, r2)
+
+
+def test_module_parameters_get_gradients_and_updates_are_seen():
+    tg.manual_seed(0)
+    model = nn.Sequential(nn.Linear(5, 7), nn.ReLU(), nn.Linear(7, 3)).double()
+    cm = tg.compile(model)
+    x = leaf(4, 5, req=False)
+    target = tg.tensor([0, 2, 1, 1])
+    loss = F.cross_entropy(cm(x), target)
+    loss.backward()
+    got = [p.grad.clone() for p in model.parameters()]
+    model.zero_grad()
+    F.cross_entropy(model(x), target).backward()
+    for g, p in zip(got, model.parameters()):
+        close(g, p.grad)
+    opt = tg.optim.SGD(model.parameters(), lr=0.5)
+    opt.step()
+    close(cm(x), model(x))
+    assert cm.cache.compiles == 1
+    assert cm.training and isinstance(cm.parameters().__next__(), nn.Parameter)
+
+
+def test_compiled_training_step_matches_eager_and_torch():
+    rng = np.random.default_rng(0)
+    w = rng.standard_normal((6, 3))
+    xs = rng.standard_normal((5, 8, 6))
+    tw = torch.tensor(w, requires_grad=True)
+    gw = tg.tensor(w, requires_grad=True)
+
+    @tg.compile
+    def loss_fn(x, w):
+        return F.softmax(x @ w, dim=1).log().mean() * -1
+
+    for x in xs:
+        loss = loss_fn(tg.tensor(x), gw)
+        loss.backward()
+        with tg.no_grad():
+            gw -= 0.1 * gw.grad
+        gw.grad = None
+        tl = -torch.softmax(torch.tensor(x) @ tw, dim=1).log().mean()
+        tl.backward()
+        with torch.no_grad():
+            tw -= 0.1 * tw.grad
+        tw.grad = None
+        close(loss, tl)
+    close(gw, tw)
+    assert loss_fn.cache.compiles == 1
+
+
+def test_fallback_warns_once_naming_the_line_and_runs_eagerly():
+    def f(x):
+        if x.sum() > 0:                          # data-dependent control flow
+            return x * 2
+        return x * 3
+    cf = tg.compile(f)
+    x = leaf(3)
+    with pytest.warns(UserWarning, match=r"test_compile.py:\d+ \(`if x.sum\(\) > 0:"):
+        y = cf(x)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        y2 = cf(x)
+    close(y, f(x))
+    close(y2, f(x))
+    y.sum().backward()
+    assert x.grad is not None
+
+
+@pytest.mark.parametrize("what", ["item", "tolist", "print"])
+def test_fullgraph_raises_on_untraceable_code(what):
+    def f(x):
+        if what == "item":
+            return x * x.sum().item()
+        if what == "tolist":
+            return x * len(x.tolist())
+        print(x.detach().numpy())
+        return x
+    with pytest.raises(tg.compile.__globals__["CompileError"]):
+        tg.compile(f, fullgraph=True)(leaf(3))
+    with pytest.warns(UserWarning, match="running it eagerly"):
+        tg.compile(f)(leaf(3))
+
+
+def test_debug_env_prints_generated_source(monkeypatch, capsys):
+    monkeypatch.setenv("TRACEGRAD_DEBUG", "1")
+    tg.compile(lambda x: x.exp() * 2)(leaf(2))
+    err = capsys.readouterr().err
+    assert "generated forward source" in err and "exp(" in err and "generated backward source" in err
+    assert "traced IR" not in err
+    monkeypatch.setenv("TRACEGRAD_DEBUG", "2")
+    tg.compile(lambda x: x.exp() * 2)(leaf(2))
+    err = capsys.readouterr().err
+    assert "---- traced IR ----" in err and "---- partition ----" in err
+
+
+def test_float32_matches_torch():
+    x = tg.randn(64, 32, requires_grad=True)
+    f = tg.compile(lambda x: F.layer_norm(x, (32,)).relu().sum())
+    f(x).backward()
+    xt = to_torch(x)
+    torch.nn.functional.layer_norm(xt, (32,)).relu().sum().backward()
+    close(x.grad, xt.grad, rtol=1e-4, atol=1e-5)
+
+
+def test_one_element_graphs_run_on_python_floats_and_keep_numpy_edge_cases():
+    def chain(m, x):
+        for _ in range(5):
+            x = m.tanh(m.sin(x) * 1.01 + 0.1) ** 2 / (1 + x.exp())
+        return x.sum()
+    f = tg.compile(lambda x: chain(tg, x))
+    x = leaf(1, seed=7)
+    y = f(x)
+    assert "_scalar" in f.last_program.fwd_fn.source and "v_x0 = x0.item()" in f.last_program.fwd_fn.source
+    y.backward()
+    xt = to_torch(x)
+    chain(torch, xt).backward()
+    close(y, chain(torch, xt))
+    close(x.grad, xt.grad)
+    g = tg.compile(lambda x: (1 / x, x.log()))
+    z = tg.tensor([0.0], dtype=tg.float64)
+    inv, lg = g(z)
+    assert inv.dtype is tg.float64 and inv.shape == (1,)
+    assert np.isinf(inv.detach().numpy()).all() and np.isneginf(lg.detach().numpy()).all()
+
+
+def test_untraceable_ops_fall_back_with_a_warning_and_match_eager():
+    def inplace(x):
+        y = x * 2
+        y.add_(1)
+        return y
+    x = leaf(4, 3)
+    with pytest.warns(UserWarning, match=r"y.add_\(1\)"):
+        y = tg.compile(inplace)(x)
+    close(y, inplace(x))
+    bn = nn.BatchNorm1d(3).double()
+    with pytest.warns(UserWarning, match="BatchNorm1d cannot be traced"):
+        out = tg.compile(bn)(x)
+    assert out.grad_fn is not None and bn.num_batches_tracked.item() == 1
+
+
+def test_random_ops_are_not_baked_into_the_program():
+    f = tg.compile(lambda x: F.dropout(x, 0.5) + tg.rand(100))
+    x = tg.ones(4, 100, dtype=tg.float64)
+    with pytest.warns(UserWarning, match="random numbers"):
+        a = f(x)
+    b = f(x)
+    assert not np.array_equal(a.numpy(), b.numpy())
+    model = nn.Sequential(nn.Linear(3, 3), nn.Dropout(0.5)).double()
+    model.eval()
+    close(tg.compile(model)(leaf(2, 3, req=False)), model(leaf(2, 3, req=False)))
+
+
+W_GLOBAL = tg.tensor([1.0, 2.0], dtype=tg.float64)
+
+
+def test_rebinding_a_captured_tensor_recompiles():
+    global W_GLOBAL
+    scale = tg.tensor([3.0, 4.0], dtype=tg.float64)
+    f = tg.compile(lambda x: x * W_GLOBAL * scale)
+    x = tg.ones(2, dtype=tg.float64)
+    close(f(x), [3.0, 8.0])
+    W_GLOBAL = W_GLOBAL * 10                      # a new tensor under the same name
+    close(f(x), [30.0, 80.0])
+    assert f.cache.compiles == 2
+    with tg.no_grad():
+        W_GLOBAL.mul_(2)                          # in place: same tensor, read afresh
+    close(f(x), [60.0, 160.0])
+    assert f.cache.compiles == 2
+
+
+def test_unused_output_of_a_multi_output_op_still_differentiates():
+    # dead-code elimination drops the projection of the unused output; the derivative
+    # rule of max(dim) / unbind still reads the outputs it needs
+    x = leaf(4, 5)
+    tx = to_torch(x)
+
+    @tg.compile
+    def f(x):
+        values, _ = tg.max(x, dim=1)
+        a, b, c, d = x.unbind(0)
+        return (values * values).sum() + (b * c).sum()
+
+    f(x).backward()
+    ((tx.max(dim=1).values ** 2).sum() + (tx[1] * tx[2]).sum()).backward()
+    close(x.grad, tx.grad)

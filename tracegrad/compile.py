@@ -1,0 +1,497 @@
+"""@compile: guards -> trace -> autodiff -> passes -> partition -> codegen -> cache.
+
+The first call with a new guard key traces the function with symbolic tensors into
+the IR, checks it with the verifier, runs the forward pass pipeline, derives the
+backward graph when an input requires grad, partitions the two (what the forward
+saves, what the backward recomputes), generates numpy code for both and caches the
+program. Every call then runs the generated forward; when grad is needed its outputs
+share one grad_fn node (`CompiledFunctionBackward`) whose derivative is a run-time
+call of the generated backward, so eager autograd (backward, autograd.grad, hooks,
+retain_graph) works through it. Under create_graph=True that call is itself a compiled
+program: the backward as a function of (output grads, inputs), recomputing the forward,
+with its own grad_fn, so second and third derivatives run generated code too.
+
+Code that cannot be traced runs eagerly, with one warning naming the line.
+"""
+import functools
+import os
+import sys
+import traceback
+import warnings
+
+import numpy as np
+
+from . import _dtype as D
+from .grad_mode import STATE
+from .tensor import Tensor
+from .ir.graph import Graph, V
+from .ir.tracer import Proxy, TraceError, trace, proxy_input, apply
+from .ir.verify import verify
+from .ops.primitives import Primitive, PRIMITIVES as P
+from .runtime.guards import flatten, unflatten, guard_key
+from .runtime.cache import ProgramCache
+from .autograd.graph import Node
+
+_PKG = os.path.dirname(os.path.abspath(__file__))
+_TESTS = os.path.join(os.path.dirname(_PKG), "tests")
+
+
+class CompileError(RuntimeError):
+    """Raised by fullgraph=True where the function cannot be traced whole."""
+
+
+class Untraceable(TraceError):
+    """Tracing failed inside the user's function (e.g. an in-place op on a symbolic value)."""
+
+
+# -- the program ---------------------------------------------------------------------------------
+
+class Program:
+    """One compiled specialisation: its IR at every stage, generated functions and bindings."""
+
+    def __init__(self, name):
+        self.__name__ = name
+        self.stages = []              # (header, graph or text) for explain and TRACEGRAD_DEBUG
+
+    def __repr__(self):
+        return f"<compiled program {self.__name__}>"
+
+    def stage(self, header, obj):
+        """Keep a stage's output (a graph, a partition or source text), printed on demand."""
+        self.stages.append((header, obj))
+
+
+def _render(obj):
+    return obj.describe() if hasattr(obj, "describe") else str(obj)
+
+
+def _debug():
+    """TRACEGRAD_DEBUG=1 prints the generated source of each compiled program; 2 every stage."""
+    v = os.environ.get("TRACEGRAD_DEBUG", "")
+    return int(v) if v.isdigit() else (1 if v else 0)
+
+
+def _user_frame(tb):
+    """The innermost traceback frame in the user's code (outside the tracegrad package)."""
+    found = None
+    frames = traceback.extract_tb(tb)
+    for fs in frames:
+        f = os.path.abspath(fs.filename)
+        if not f.startswith(_PKG + os.sep) or f.startswith(_TESTS):
+            found = fs
+    return found if found is not None or not frames else frames[-1]
+
+
+def trace_function(fn, args, kwargs, name):
+    """Trace fn on Proxies for the tensors of (args, kwargs) -> (graph, leaves, out_spec, out_leaves)."""
+    leaves = []
+    spec = flatten((args, kwargs), leaves)
+    g = Graph(_ident(name))
+    from .creation import RNG
+    gen = RNG.gen
+    RNG.gen = _NoRandom()       # a random draw while tracing would be baked in as a constant
+    try:
+        with trace(g):
+            proxies = [proxy_input(g, tuple(t.shape), t.dtype, requires_grad=t.requires_grad) for t in leaves]
+            a, k = unflatten(spec, iter(proxies))
+            out = fn(*a, **k)
+    finally:
+        RNG.gen = gen
+    out_leaves = []
+    out_spec = flatten(out, out_leaves)
+    return g, leaves, out_spec, out_leaves
+
+
+class _NoRandom:
+    """Stands in for the random generator while tracing: random ops (dropout, randn inside
+    the function) are not traced yet, so they make the function run eagerly."""
+
+    def __getattr__(self, name):
+        raise TraceError("random numbers (dropout, rand*) inside a compiled function are not traced yet")
+
+
+def build(fn, args, kwargs, name, backend):
+    from .autodiff import derive
+    from .passes import (FORWARD_PIPELINE, BACKWARD_PIPELINE, partition, eliminate_common_subexpressions,
+                         eliminate_dead_code)
+    from .codegen.numpy_cpu import compile_graph
+    p = Program(name)
+    p.double = None
+    try:
+        g, leaves, out_spec, out_leaves = trace_function(fn, args, kwargs, name)
+    except TraceError:
+        raise
+    except Exception as e:        # an op or Python construct the symbolic trace does not support
+        raise Untraceable(f"{type(e).__name__}: {e}").with_traceback(e.__traceback__) from e
+    # inputs of the call: the argument tensors, then the concrete tensors the function
+    # read (constants; module parameters among them), read afresh at every call
+    n_args = len(leaves)
+    p.n_args = n_args
+    p.out_spec = out_spec
+    outputs, out_consts = [], []
+    for o in out_leaves:
+        if isinstance(o, Proxy):
+            outputs.append(V(o.__dict__["_name"]))
+            out_consts.append(None)
+        else:
+            out_consts.append(o)
+    g.outputs = outputs
+    p.out_consts = out_consts
+    verify(g)
+    p.stage("traced IR", g)
+    for pass_fn in FORWARD_PIPELINE:
+        g = pass_fn(g)
+        verify(g)
+        p.stage(f"forward IR after {pass_fn.__name__}", g)
+    p.fwd_ir = g
+    p.consts = inputs = [g[v]["value"] for v in g.inputs[n_args:]]
+    all_inputs = list(leaves) + inputs
+    req = [isinstance(t, Tensor) and t.requires_grad for t in all_inputs]
+    p.wrt_pos = [i for i, r in enumerate(req) if r and all_inputs[i].dtype.is_floating_point]
+    p.out_meta = [(tuple(g[o]["shape"]), g[o]["dtype"]) for o in g.outputs]
+    p.needs_grad = STATE.grad_enabled and bool(p.wrt_pos) and bool(g.outputs)
+    p.bwd_ir = None
+    if p.needs_grad:
+        wrt = [g.inputs[i] for i in p.wrt_pos]
+        bwd = derive(g, list(g.outputs), wrt)
+        for a in bwd.nx.nodes.values():
+            if a["op"] == "input" and a["role"] in ("ctx", "hook"):
+                raise TraceError("a custom autograd.Function or hook inside the compiled function")
+        verify(bwd)
+        p.stage("backward IR (derived)", bwd)
+        p.bwd_ir = bwd
+        for pass_fn in BACKWARD_PIPELINE:
+            bwd = pass_fn(bwd)
+            verify(bwd)
+            p.stage(f"backward IR after {pass_fn.__name__}", bwd)
+        reach = _differentiable_reach(g, wrt)
+        p.out_diff = [o in reach and g[o]["dtype"].is_floating_point for o in g.outputs]
+        part = partition(g, bwd)
+        p.stage("partition", part)
+        fwd_run, bwd_run = part.forward, part.backward
+        for pass_fn in (eliminate_common_subexpressions, eliminate_dead_code):
+            bwd_run = pass_fn(bwd_run)
+            verify(bwd_run)
+        p.n_out = len(g.outputs)
+        p.bwd_binds = part.binds
+        p.grad_metas = [(tuple(all_inputs[i].shape), all_inputs[i].dtype) for i in p.wrt_pos]
+        p.stage("forward IR (partitioned)", fwd_run)
+        p.stage("backward IR (partitioned)", bwd_run)
+    else:
+        fwd_run, bwd_run = g, None
+        p.n_out = len(g.outputs)
+    from .passes.fuse import group_fusions
+    fwd_run = group_fusions(fwd_run)
+    if bwd_run is not None:
+        bwd_run = group_fusions(bwd_run)
+    p.fwd_run, p.bwd_run = fwd_run, bwd_run
+    lower = _triton if backend == "triton" else compile_graph
+    p.fwd_fn = lower(fwd_run, _ident(name) + "_forward")
+    p.stage("generated forward source", p.fwd_fn.source)
+    p.bwd_fn = None
+    if bwd_run is not None:
+        p.bwd_fn = lower(bwd_run, _ident(name) + "_backward")
+        p.stage("generated backward source", p.bwd_fn.source)
+    level = _debug()
+    if level:
+        print(f"==== tracegrad.compile: {name} ====", file=sys.stderr)
+        for header, text in p.stages:
+            if level >= 2 or "source" in header:
+                print(f"---- {header} ----\n{_render(text)}", file=sys.stderr)
+    return p
+
+
+def _triton(graph, name):
+    """The graph as Triton kernels (codegen/triton_gpu.py); arrays in and out, so it plugs
+    into the same calling convention as the numpy backend. Without a GPU it needs
+    TRITON_INTERPRET=1 (slow: for tests of small graphs)."""
+    from .codegen.triton_gpu import lower
+    prog = lower(graph)
+
+    def run(*arrays):
+        return tuple(None if o is None else o.detach().cpu().numpy() for o in prog(*arrays))
+    run.source = prog.source
+    run.program = prog
+    return run
+
+
+def _differentiable_reach(g, wrt):
+    """Values a gradient can flow to from `wrt` (not through detach or ops without a rule)."""
+    reach, stack = set(wrt), list(wrt)
+    while stack:
+        n = stack.pop()
+        for u in g.users(n):
+            a = g[u]
+            if u in reach or a["op"] == "detach" or (a["prim"] is not None and a["prim"].vjp is None):
+                continue
+            reach.add(u)
+            stack.append(u)
+    return reach
+
+
+def _ident(name):
+    return "".join(c if c.isalnum() else "_" for c in name)
+
+
+# -- running a program -----------------------------------------------------------------------------
+
+def run_program(p, leaves):
+    consts = p.consts
+    arrays = [t._data for t in leaves]
+    for c in consts:
+        arrays.append(c._data)
+    res = p.fwd_fn(*arrays)
+    n_out = p.n_out
+    outs = []
+    for (shape, dt), o in zip(p.out_meta, res[:n_out]):
+        if type(o) is not np.ndarray:
+            o = np.asarray(o)
+        outs.append(Tensor._make(o, dt))
+    if p.needs_grad and STATE.grad_enabled:
+        _attach(p, leaves, arrays, outs, res[n_out:])
+    it = iter(outs)
+    flat = [next(it) if c is None else c for c in p.out_consts]
+    return unflatten(p.out_spec, iter(flat))
+
+
+def _attach(p, leaves, arrays, outs, residuals):
+    """One grad_fn node for the whole call, whose derivative runs the compiled backward."""
+    inputs = list(leaves) + list(p.consts)
+    node = object.__new__(_NODE_CLS[0])
+    node._prim = P["compiled_call"]
+    node._params = {"cls": p, "nout": len(outs)}
+    metas, edges = [], []
+    for t in inputs:
+        metas.append((t._data.shape, t._dtype))
+        if t.grad_fn is not None:
+            edges.append((t.grad_fn, t._output_nr))
+        elif t._req:
+            edges.append((t._accumulator(), 0))
+        else:
+            edges.append((None, 0))
+    node._args_meta = tuple(metas)
+    node.next_functions = tuple(edges)
+    node._saved = (None,) * (len(inputs) + 1)
+    node._out_meta = tuple((o._data.shape, o._dtype) for o in outs)
+    d = node.__dict__
+    d["_residuals"] = residuals
+    d["_arrays"] = arrays
+    d["_inputs"] = inputs
+    for k, o in enumerate(outs):
+        if p.out_diff[k]:
+            o._req = True
+            o.grad_fn = node
+            o._output_nr = k
+
+
+def _compiled_vjp(g, out, *inputs, ctx, cls, nout):
+    p = cls
+    gs = g if isinstance(g, tuple) else (g,)
+    res = apply(P["compiled_backward"], tuple(gs) + (ctx,), {"prog": p})
+    grads = [None] * len(inputs)
+    for j, i in enumerate(p.wrt_pos):
+        grads[i] = res[j]
+    return tuple(grads)
+
+
+def _seeds(p, gs, zeros):
+    return [zeros(shape, dt) if g is None else g for g, (shape, dt) in zip(gs, p.out_meta)]
+
+
+def _compiled_backward_kernel(*args, prog):
+    *gs, ctx = args
+    if ctx._saved is None:
+        from .autograd.engine import FREED_MSG
+        raise RuntimeError(FREED_MSG)
+    p = prog
+    seeds = _seeds(p, gs, lambda s, dt: np.zeros(s, dt.np))
+    d = ctx.__dict__
+    arrays, residuals = d["_arrays"], d["_residuals"]
+    bargs = []
+    for kind, i in p.bwd_binds:
+        if kind == "seed":
+            bargs.append(seeds[i])
+        elif kind == "in":
+            bargs.append(arrays[i])
+        elif kind == "res":
+            bargs.append(residuals[i])
+        else:
+            bargs.append(i._data)
+    res = p.bwd_fn(*bargs)
+    out = []
+    for r, (shape, dt) in zip(res, p.grad_metas):
+        if r is None:
+            r = np.zeros(shape, dt.np)
+        elif type(r) is not np.ndarray or r.dtype != dt.np:
+            r = np.asarray(r, dt.np)
+        out.append(r)
+    return tuple(out)
+
+
+def _compiled_backward_eager(*args, prog):
+    """create_graph=True: the backward as a function of (seeds, inputs), itself compiled
+    (forward recomputed, then the backward IR), so its results carry a grad_fn of their
+    own and differentiate again: any order of derivative runs generated code."""
+    from . import creation
+    *gs, ctx = args
+    if ctx._saved is None:
+        from .autograd.engine import FREED_MSG
+        raise RuntimeError(FREED_MSG)
+    p = prog
+    seeds = _seeds(p, gs, lambda s, dt: creation.zeros(s, dtype=dt))
+    if p.double is None:
+        p.double = CompiledFunction(_backward_function(p), name=f"{p.__name__}_grad")
+        p.double._warned = True          # where it cannot be traced it runs through the eager ops
+    res = p.double(*seeds, *ctx.__dict__["_inputs"])
+    return tuple(creation.zeros(shape, dtype=dt) if r is None else r for r, (shape, dt) in zip(res, p.grad_metas))
+
+
+def _backward_function(p):
+    """The forward and backward IR of p as one function of (seeds..., inputs...)."""
+    from .ir.interpret import run_eager
+    bwd = p.bwd_ir
+    fwd = p.fwd_ir.copy()
+    want = [bwd[n]["fwd"] for n in bwd.inputs if bwd[n]["role"] == "saved"]
+    fwd.outputs = [V(w) for w in want]
+    n_out = len(p.out_meta)
+
+    def backward_of(*args):
+        seeds, inputs = args[:n_out], args[n_out:]
+        vals = dict(zip(want, run_eager(fwd, list(inputs))))
+        bargs = []
+        k = 0
+        for n in bwd.inputs:
+            a = bwd[n]
+            if a["role"] == "grad":
+                bargs.append(seeds[k])
+                k += 1
+            elif a["role"] == "saved":
+                bargs.append(vals[a["fwd"]])
+            else:
+                bargs.append(a["value"])
+        return tuple(run_eager(bwd, bargs))
+    return backward_of
+
+
+def _no_forward(*a, **k):
+    raise RuntimeError("a compiled call runs through its program, not the op table")
+
+
+Primitive("compiled_call", "*xs", _no_forward, shape=lambda *a, **k: _no_forward(), dtype="same", multi=True,
+          vjp=_compiled_vjp, takes_ctx=True, grad_fn="CompiledFunctionBackward")
+Primitive("compiled_backward", "*gs", _compiled_backward_kernel, shape=lambda *a, prog: list(prog.grad_metas),
+          dtype=lambda args: (None, D.float32), multi=True, eager=_compiled_backward_eager,
+          grad_fn="CompiledFunctionBackwardBackward")
+Primitive("detach", "x", lambda x: x, shape=lambda x: tuple(x.shape), dtype="same", vjp=lambda g, out, x: (None,),
+          grad_fn="DetachBackward0")
+class CompiledFunctionBackward(Node):
+    """The grad_fn of a compiled call's outputs. When the engine frees the graph after a
+    backward without retain_graph (it sets `_saved` to None), the forward's saved
+    values go with it, as torch frees saved tensors."""
+    __slots__ = ()
+
+    @property
+    def _saved(self):
+        return self.__dict__.get("_saved_slots")
+
+    @_saved.setter
+    def _saved(self, value):
+        d = self.__dict__
+        d["_saved_slots"] = value
+        if value is None:
+            for k in ("_residuals", "_arrays", "_inputs"):
+                d.pop(k, None)
+
+
+_NODE_CLS = [CompiledFunctionBackward]
+
+
+# -- the compiled callable ------------------------------------------------------------------------
+
+_EAGER = object()
+
+
+class CompiledFunction:
+    """What `compile` returns for a function: call it as the function."""
+
+    def __init__(self, fn, backend="auto", fullgraph=False, dynamic=False, module=None, cache_limit=8, name=None):
+        if backend not in ("auto", "numpy", "triton"):
+            raise ValueError(f"tracegrad.compile: unknown backend {backend!r} (expected 'auto', 'numpy' or 'triton')")
+        if module is None and hasattr(fn, "__name__"):
+            functools.update_wrapper(self, fn, updated=())
+        self._fn = fn
+        self._module = module
+        self.backend = backend
+        self.fullgraph = fullgraph
+        self.dynamic = dynamic
+        self.__name__ = name or getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None) or \
+            type(fn).__name__
+        self.cache = ProgramCache(self.__name__, cache_limit)
+        self._warned = False
+        self.last_program = None
+
+    def __call__(self, *args, **kwargs):
+        leaves = []
+        spec = flatten((args, kwargs), leaves)
+        key = guard_key(spec, leaves, self._module, self._fn)
+        p = self.cache.get(key)
+        if p is None:
+            p = self._compile(args, kwargs)
+            self.cache.put(key, p)
+        if p is _EAGER:
+            return self._fn(*args, **kwargs)
+        self.last_program = p
+        return run_program(p, leaves)
+
+    def _compile(self, args, kwargs):
+        try:
+            return build(self._fn, args, kwargs, self.__name__, self.backend)
+        except Exception as e:
+            if not isinstance(e, TraceError) and not _untraceable(e):
+                raise
+            fs = _user_frame(e.__traceback__)
+            where = f"{fs.filename}:{fs.lineno}" if fs else "?"
+            line = (fs.line or "").strip() if fs else ""
+            msg = f"tracegrad.compile: {self.__name__} cannot be traced at {where} (`{line}`): {e}"
+            if self.fullgraph:
+                raise CompileError(msg + " (fullgraph=True)") from e
+            if not self._warned:
+                self._warned = True
+                warnings.warn_explicit(msg + "; running it eagerly", UserWarning,
+                                       fs.filename if fs else "<unknown>", fs.lineno if fs else 0)
+            return _EAGER
+
+
+def _untraceable(e):
+    from .autodiff import DerivativeError
+    return isinstance(e, (DerivativeError, NotImplementedError))
+
+
+class CompiledModule(CompiledFunction):
+    """What `compile` returns for an nn.Module: calls run its compiled forward; attributes
+    are the module's."""
+
+    def __init__(self, module, **kw):
+        super().__init__(module, module=module, **kw)
+        self.__name__ = type(module).__name__
+        self.cache.name = self.__name__
+
+    @property
+    def _orig_mod(self):
+        return self._module
+
+    def __getattr__(self, item):
+        return getattr(self.__dict__["_module"], item)
+
+
+def compile(fn=None, *, backend="auto", fullgraph=False, dynamic=False, mode=None, cache_limit=8):
+    """Compile a function or module: `@compile`, `@compile(fullgraph=True)`, `compile(model)`."""
+    if fn is None:
+        return lambda f: compile(f, backend=backend, fullgraph=fullgraph, dynamic=dynamic, mode=mode,
+                                 cache_limit=cache_limit)
+    kw = dict(backend=backend, fullgraph=fullgraph, dynamic=dynamic, cache_limit=cache_limit)
+    if hasattr(fn, "forward") and hasattr(fn, "parameters"):
+        return CompiledModule(fn, **kw)
+    if not callable(fn):
+        raise TypeError(f"tracegrad.compile expects a function or a module, got {type(fn).__name__}")
+    return CompiledFunction(fn, **kw)

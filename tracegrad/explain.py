@@ -1,0 +1,33 @@
+"""explain(fn, *args): every stage of compiling fn for these arguments, each under a
+header naming it: traced IR, IR after each pass, backward IR, the partition (saved vs
+recomputed) and the generated source. With `dot=` a folder, the forward and backward
+graphs are also written there as Graphviz DOT."""
+import os
+import sys
+
+from .compile import CompiledFunction, build, _render
+
+
+def explain(fn, *args, dot=None, file=None, **kwargs):
+    file = file if file is not None else sys.stdout
+    if isinstance(fn, CompiledFunction):
+        name, target = fn.__name__, fn._fn
+    else:
+        name = getattr(fn, "__qualname__", None) or type(fn).__name__
+        target = fn
+    p = build(target, args, kwargs, name, "numpy")
+    out = []
+    for header, text in p.stages:
+        out.append(f"==== {header} ====\n{_render(text).rstrip()}\n")
+    if dot is not None:
+        os.makedirs(dot, exist_ok=True)
+        graphs = [("forward", p.fwd_run), ("backward", p.bwd_run)]
+        for stem, g in graphs:
+            if g is not None:
+                path = os.path.join(dot, f"{stem}.dot")
+                with open(path, "w") as f:
+                    f.write(g.to_dot())
+                out.append(f"==== DOT written ====\n{path}\n")
+    text = "\n".join(out)
+    print(text, file=file)
+    return text

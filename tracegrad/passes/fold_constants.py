@@ -1,0 +1,36 @@
+"""Constant folding: ops whose arguments are all Python literals or folded values are
+evaluated once at compile time and become constant inputs.
+
+Constant inputs that came from the caller's tensors (module parameters, captured
+tensors) are never folded: they are read afresh at every call. Large results (over
+`MAX_ELEMENTS`) and graph outputs are left to run, so no output aliases a constant.
+"""
+import numpy as np
+
+from ..ir.graph import V, refs
+from ..ir.tracer import _wrap
+from .rewrite import rewrite, is_pure
+
+MAX_ELEMENTS = 1 << 16
+
+
+def fold_constants(graph):
+    outputs = set(o for o in graph.outputs if o is not None)
+    folded = {}
+
+    def rule(b, n, a, args):
+        if n in outputs or a["op"] in ("proj",) or not is_pure(a) or a["prim"].multi:
+            return None
+        if any(r not in folded for r in refs(args)):
+            return None
+        if int(np.prod(a["shape"])) > MAX_ELEMENTS:
+            return None
+        vals = [folded[x] if isinstance(x, V) else x for x in args]
+        out = _wrap(a["prim"].impl(*vals, **a["params"]), a["dtype"])
+        from ..tensor import Tensor
+        v = b.add_input(a["shape"], a["dtype"], "const")
+        b[v]["value"] = Tensor._make(out, a["dtype"])
+        b[v]["folded"] = True
+        folded[v] = out
+        return v
+    return rewrite(graph, rule)

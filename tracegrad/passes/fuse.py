@@ -1,0 +1,159 @@
+"""Fusion grouping: mark chains of row-local ops that can run together, chunk by chunk.
+
+A group is a set of ops whose values all have the same leading dimension N and that
+compute each row from the same row of their arguments: elementwise ops, broadcasts and
+reductions (and softmax-like ops) over dimensions other than the first. A sum over the
+first dimension may end a group too ("col": per-chunk partial sums, added after it). Such a group can run in
+chunks of rows that stay in the L2 cache (codegen/numpy_cpu.py), over several threads.
+Each node of a group gets the attribute `group` (an int). The group runs where its first
+member stands, so a node joins a group only if its arguments from outside the group
+are all computed before the group starts. Groups of one op are not marked.
+"""
+from ..ir.graph import V
+from .rewrite import is_pure
+
+ROW_OPS = frozenset({"softmax", "log_softmax"})
+ROW_SHAPE_OPS = frozenset({"full", "reshape", "unsqueeze", "squeeze", "gather", "scatter"})
+
+
+def _row_shape_op(g, a, xs, shape):
+    """Shape ops, fills and gathers along dimensions other than the first are row-local."""
+    op, p = a["op"], a["params"]
+    rows = shape[0]
+    if any(not g[x]["shape"] or g[x]["shape"][0] != rows for x in xs):
+        return None
+    if op == "full":
+        return "ew", rows
+    if op == "reshape":
+        return ("ew", rows) if len(xs) == 1 else None
+    if op == "unsqueeze":
+        return ("ew", rows) if p["dim"] % (len(shape)) != 0 else None
+    if op == "squeeze":
+        return ("ew", rows) if 0 not in _dims(a, len(g[xs[0]]["shape"])) else None
+    if p.get("dim") is None or p["dim"] % len(shape) == 0 or any(len(g[x]["shape"]) != len(shape) for x in xs):
+        return None
+    return "ew", rows
+
+
+def _dims(a, ndim):
+    p = a["params"]
+    if "dims" in p:
+        d = p["dims"]
+        if d is None:
+            return None
+        d = (d,) if isinstance(d, int) else tuple(d)
+    elif "dim" in p:
+        d = (p["dim"],)
+    else:
+        return None
+    return tuple(x % ndim if ndim else 0 for x in d)
+
+
+def row_local(g, n):
+    """(kind, N) if node n is row-local with N rows: kind 'ew' elementwise, 'red' row reduction."""
+    a = g[n]
+    prim = a["prim"]
+    if prim is None or prim.multi or not is_pure(a) or isinstance(a["dtype"], (list, tuple)):
+        return None
+    shape = a["shape"]
+    xs = [x for x in a["args"] if isinstance(x, V)]
+    if a["op"] == "sum" and len(xs) == 1:
+        s = g[xs[0]]["shape"]
+        dims = _dims(a, len(s))
+        if s and s[0] > 1 and (dims is None or 0 in dims):
+            return "col", s[0]
+    if not shape or shape[0] <= 1:
+        return None
+    if a["op"] in ROW_SHAPE_OPS:
+        return _row_shape_op(g, a, xs, shape)
+    if a["op"] == "expand":
+        s = g[xs[0]]["shape"]
+        if len(s) == len(shape) and s[0] in (1, shape[0]):
+            return "ew", shape[0]
+        return None
+    if prim.elementwise:
+        for x in a["args"]:
+            if isinstance(x, V):
+                s = g[x]["shape"]
+                if len(s) > len(shape) or (len(s) == len(shape) and s[0] not in (1, shape[0])):
+                    return None
+        return "ew", shape[0]
+    if prim.reduction or a["op"] in ROW_OPS:
+        if len(xs) != 1:
+            return None
+        s = g[xs[0]]["shape"]
+        dims = _dims(a, len(s))
+        if dims is None or 0 in dims or not s or s[0] != shape[0]:
+            return None
+        return "red", shape[0]
+    return None
+
+
+def group_fusions(graph, min_size=2):
+    g = graph.copy()
+    order = g.nodes()
+    index = {n: i for i, n in enumerate(order)}
+    group_of = {}
+    groups = {}            # id -> dict(start, rows, members)
+    next_id = 0
+    last = None
+    kinds = {}
+
+    def ready(x):
+        """Where value x is available: its group's start for a group member."""
+        gid = group_of.get(x)
+        return groups[gid]["start"] if gid is not None else index[x]
+    for n in order:
+        if g[n]["op"] == "input":
+            continue
+        kind = row_local(g, n)
+        if kind is None:
+            continue
+        _, rows = kind
+        args = [x for x in g[n]["args"] if isinstance(x, V)]
+        cands = []
+        for x in args:
+            gid = group_of.get(x)
+            if gid is not None and gid not in cands:
+                cands.append(gid)
+        cands.sort(key=lambda k: -groups[k]["start"])
+        if last is not None and last not in cands:
+            cands.append(last)          # a sibling: same rows, arguments ready before it starts
+        joined = None
+        for gid in cands:
+            grp = groups[gid]
+            if grp["rows"] != rows:
+                continue
+            ok = True
+            for x in args:
+                if group_of.get(x) == gid:
+                    if kinds[x] == "col" or (len(g[x]["shape"]) != len(g[n]["shape"]) and kind[0] == "ew" and
+                                             g[n]["op"] not in ROW_SHAPE_OPS):
+                        ok = False
+                        break
+                    continue
+                if ready(x) >= grp["start"]:
+                    ok = False
+                    break
+            if ok:
+                joined = gid
+                break
+        if joined is None:
+            joined = next_id
+            next_id += 1
+            groups[joined] = {"start": index[n], "rows": rows, "members": []}
+        group_of[n] = joined
+        kinds[n] = kind[0]
+        groups[joined]["members"].append(n)
+        last = joined
+    k = 0
+    for gid, grp in groups.items():
+        if len(grp["members"]) < min_size or all(kinds[n] == "col" for n in grp["members"]):
+            continue
+        for n in grp["members"]:
+            g[n]["group"] = k
+            g[n]["fuse_rows"] = grp["rows"]
+            if kinds[n] == "col":
+                g[n]["fuse_kind"] = "col"
+        k += 1
+    return g

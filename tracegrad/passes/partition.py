@@ -1,0 +1,154 @@
+"""The forward/backward partition: what the forward saves, what the backward recomputes.
+
+The backward graph reads forward values (its "saved" inputs). Saving all of them costs
+memory; recomputing cheap elementwise values from fewer saved ones can cost less. As
+AOTAutograd and Thunder do, the choice is a minimum cut on the forward graph: each
+value is a pair of nodes joined by an edge weighted by its bytes; the forward's inputs
+hang from the source (they are held anyway: saving them costs nothing), values that are
+not cheap to recompute (reductions, matmuls, anything not elementwise) too, and the
+values the backward reads hang from the sink. The cheapest cut says which values to
+save; everything between the cut and what the backward reads is recomputed there.
+"""
+import networkx as nx
+import numpy as np
+
+from ..ir.graph import Graph, V, map_args, refs
+
+INF = float("inf")
+_FREE = frozenset({"reshape", "permute", "expand", "squeeze", "unsqueeze", "convert", "clone"})
+_EXPENSIVE = frozenset({"erf", "pow"})          # erf's kernel is a Python loop; pow's slow path
+
+
+def recomputable(attrs):
+    prim = attrs["prim"]
+    if attrs["op"] in ("input", "proj") or prim is None or prim.multi:
+        return False
+    return (prim.elementwise or attrs["op"] in _FREE) and attrs["op"] not in _EXPENSIVE
+
+
+def nbytes(attrs):
+    if isinstance(attrs["dtype"], (list, tuple)):
+        return INF
+    return int(np.prod(attrs["shape"], dtype=np.int64)) * attrs["dtype"].itemsize
+
+
+class Partition:
+    """forward: the forward graph returning (outputs..., saved...); backward: its graph;
+    binds: for each backward input, ("seed", k) | ("in", forward input index) |
+    ("res", index into the saved values) | ("const", tensor)."""
+
+    def describe(self):
+        lines = [f"saved ({self.saved_bytes} bytes): {', '.join(map(str, self.saved)) or '-'}",
+                 f"recomputed in backward: {', '.join(map(str, self.recomputed)) or '-'}",
+                 f"without recomputation the forward would save {self.naive_bytes} bytes"]
+        return "\n".join(lines)
+
+
+def choose_saved(fwd, required, remat=True):
+    """The forward values to save so that `required` can be computed from them."""
+    if not remat or not required:
+        return list(dict.fromkeys(required))
+    g = nx.DiGraph()
+    inputs = set(fwd.inputs)
+    for n in fwd.nodes():
+        a = fwd[n]
+        if n in inputs:
+            g.add_edge("SRC", (n, 0))
+            g.add_edge((n, 0), (n, 1), capacity=0)
+        else:
+            w = nbytes(a)
+            if w == INF:
+                g.add_edge((n, 0), (n, 1))
+            else:
+                g.add_edge((n, 0), (n, 1), capacity=w)
+            if not recomputable(a):
+                g.add_edge("SRC", (n, 0))
+        for u in fwd.users(n):
+            g.add_edge((n, 1), (u, 0))
+    for r in required:
+        g.add_edge((r, 1), "SNK")
+    try:
+        _, (reach, _) = nx.minimum_cut(g, "SRC", "SNK")
+    except nx.NetworkXUnbounded:
+        return list(dict.fromkeys(required))
+    saved = [n for n in fwd.nodes() if (n, 0) in reach and (n, 1) not in reach]
+    return saved
+
+
+def partition(fwd, bwd, remat=True):
+    required = [bwd[n]["fwd"] for n in bwd.inputs if bwd[n]["role"] == "saved"]
+    saved = choose_saved(fwd, required, remat)
+    saved_set = set(saved)
+    inputs = {n: i for i, n in enumerate(fwd.inputs)}
+    # values recomputed in backward: ancestors of what it reads, down to the saved ones
+    todo = set()
+    stack = [r for r in required if r not in saved_set]
+    while stack:
+        n = stack.pop()
+        if n in todo or n in saved_set:
+            continue
+        todo.add(n)
+        stack.extend(refs(fwd[n]["args"]))
+    recompute = [n for n in fwd.nodes() if n in todo]
+
+    b = Graph(bwd.name)
+    binds = []
+    rename = {}
+    res = []
+    seed = 0
+    for n in bwd.inputs:
+        a = bwd[n]
+        if a["role"] == "grad":
+            b.nx.add_node(n, **a)
+            b.inputs.append(n)
+            binds.append(("seed", seed))
+            seed += 1
+    from_fwd = {}
+    for s in saved:
+        a = fwd[s]
+        v = b.add_input(a["shape"], a["dtype"], "saved", name=f"s_{s}", fwd=s)
+        from_fwd[s] = v
+        if s in inputs:
+            binds.append(("in", inputs[s]))
+        else:
+            binds.append(("res", len(res)))
+            res.append(s)
+    for n in bwd.inputs:
+        a = bwd[n]
+        if a["role"] not in ("grad", "saved"):
+            b.nx.add_node(n, **a)
+            b.inputs.append(n)
+            binds.append(("const", a["value"]))
+    for n in recompute:
+        a = fwd[n]
+        v = b.fresh("r")
+        b.nx.add_node(v, **dict(a, args=map_args(a["args"], lambda r: from_fwd[r]),
+                                source=(a.get("source") or "") + " (recomputed)"))
+        for r in refs(b[v]["args"]):
+            b.nx.add_edge(r, v)
+        from_fwd[n] = V(v)
+    for n in bwd.inputs:
+        if bwd[n]["role"] == "saved":
+            rename[n] = from_fwd[bwd[n]["fwd"]]
+        else:
+            rename[n] = n
+    for n in bwd.nodes():
+        a = bwd[n]
+        if a["op"] == "input":
+            continue
+        name = n if n not in b.nx else b.fresh()
+        args = map_args(a["args"], lambda r: rename[r])
+        b.nx.add_node(name, **dict(a, args=args))
+        for r in refs(args):
+            b.nx.add_edge(r, name)
+        rename[n] = V(name)
+    b.outputs = [None if o is None else rename[o] for o in bwd.outputs]
+
+    f = fwd.copy()
+    f.outputs = list(fwd.outputs) + [V(s) for s in res]
+    p = Partition()
+    p.forward, p.backward, p.binds = f, b, binds
+    p.saved, p.recomputed = saved, recompute
+    p.saved_bytes = sum(nbytes(fwd[s]) for s in saved if s not in inputs)
+    p.naive_bytes = sum(nbytes(fwd[s]) for s in set(required) if s not in inputs)
+    return p

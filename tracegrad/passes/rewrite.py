@@ -1,0 +1,66 @@
+"""The one graph-rebuilding walk that the rewriting passes share.
+
+`rewrite(graph, rule)` copies `graph` node by node in order. For each op node, `rule(b,
+node, attrs, args)` sees the new graph `b` under construction and the node's arguments
+already renamed into `b`; it returns a value of `b` to stand for the node, or None to
+copy the node as it is. Inputs and outputs keep their names.
+"""
+import itertools
+
+from ..ir.graph import Graph, V, map_args
+
+IMPURE = frozenset({"call_hooks", "node_hooks", "node_prehooks", "function", "function_backward", "delayed_error",
+                    "compiled_call", "compiled_backward"})
+
+
+def is_pure(attrs):
+    op = attrs["op"]
+    return op not in IMPURE and "rand" not in op and "dropout" not in op and "bernoulli" not in op
+
+
+def rewrite(graph, rule):
+    b = Graph(graph.name)
+    b.__dict__.update({k: v for k, v in graph.__dict__.items() if k not in ("name", "nx", "inputs", "outputs", "_ids")})
+    rename = {}
+    b._ids = itertools.count(_next_id(graph))
+    for n in graph.nodes():
+        a = graph[n]
+        if a["op"] == "input":
+            b.nx.add_node(n, **a)
+            b.inputs.append(n)
+            rename[n] = n
+            continue
+        args = map_args(a["args"], lambda r: rename[r])
+        new = rule(b, n, a, args)
+        if new is None:
+            new = copy_node(b, n, a, args)
+        rename[n] = new
+    b.outputs = [None if o is None else rename[o] for o in graph.outputs]
+    return b
+
+
+def _next_id(graph):
+    top = -1
+    for n in graph.nx.nodes:
+        digits = n.lstrip("abcdefghijklmnopqrstuvwxyz_")
+        if digits.isdigit():
+            top = max(top, int(digits))
+    return top + 1
+
+
+def copy_node(b, n, a, args):
+    name = n if n not in b.nx else b.fresh()
+    b.nx.add_node(name, **dict(a, args=args))
+    for r in _refs(args):
+        b.nx.add_edge(r, name)
+    return V(name)
+
+
+def _refs(args):
+    from ..ir.graph import refs
+    return refs(args)
+
+
+def add(b, prim, args, like, **params):
+    """Add an op of `prim` to b with the type of node attrs `like`."""
+    return b.add_op(prim, tuple(args), params, like["shape"], like["dtype"], like.get("source"))

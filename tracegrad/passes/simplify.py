@@ -1,0 +1,176 @@
+"""Algebraic simplification.
+
+- `x ** n` for n in 2, 3, 4, -1, -2, 0.5 becomes multiplications (numpy's pow takes
+  a slow path for small integer exponents on negative values: up to 170x slower);
+- `x * 1`, `1 * x`, `x + 0`, `0 + x`, `x - 0`, `x / 1`, `--x` become `x` where the type
+  is unchanged and the value is not an output (outputs never alias each other);
+- `c * x` and `c + x` become `x * c`, `x + c` (one form for common subexpressions), and
+  `(x * c1) * c2`, `(x + c1) + c2` fold their constants;
+- around the scatter_add that differentiates a gather: `sum(scatter_add(0, i, s))` is
+  `s`, and `scatter_add(0, i, s) - y` scatters into `-y` (cross-entropy's backward);
+- elementwise ops move before broadcasts (`expand(x) / c -> expand(x / c)`) and
+  scalings after sums (`sum(-x) -> -sum(x)`), so they touch fewer elements.
+"""
+import numpy as np
+
+from ..ops.primitives import PRIMITIVES as P
+from ..ir.graph import V
+from .rewrite import rewrite, add
+
+
+def _lit(x):
+    return isinstance(x, (int, float)) and not isinstance(x, bool)
+
+
+def _through_expand(b, a, args):
+    """f(expand(x), c...) -> expand(f(x, c...)) for elementwise f with literal other
+    arguments: the op runs on the small value, once per row instead of per element."""
+    prim = a["prim"]
+    vs = [x for x in args if isinstance(x, V)]
+    if prim is None or not prim.elementwise or len(vs) != 1 or a["op"] == "convert" or \
+            any(not isinstance(x, V) and not _lit(x) for x in args):
+        return None
+    e = b[vs[0]]
+    if e["op"] != "expand" or e["shape"] != a["shape"]:
+        return None
+    src = e["args"][0]
+    small = dict(a, shape=b[src]["shape"])
+    inner = add(b, prim, tuple(src if isinstance(x, V) else x for x in args), small, **a["params"])
+    return add(b, e["prim"], (inner,), a, **e["params"])
+
+
+def _scale_after_sum(b, a, args):
+    """sum(-x) -> -sum(x) and sum(x * c) -> sum(x) * c: the scaling runs on the result."""
+    if a["op"] not in ("sum", "mean") or not isinstance(args[0], V) or not a["dtype"].is_floating_point:
+        return None
+    inner = b[args[0]]
+    if inner["dtype"] is not a["dtype"]:
+        return None
+    if inner["op"] == "neg":
+        s = add(b, a["prim"], (inner["args"][0],), a, **a["params"])
+        return add(b, inner["prim"], (s,), a)
+    if inner["op"] == "mul" and isinstance(inner["args"][0], V) and _lit(inner["args"][1]) and \
+            b[inner["args"][0]]["shape"] == inner["shape"]:
+        s = add(b, a["prim"], (inner["args"][0],), a, **a["params"])
+        return add(b, inner["prim"], (s, inner["args"][1]), a)
+    return None
+
+
+def _is_zeros(b, v):
+    a = b[v]
+    return a["op"] == "full" and a["params"].get("value") == 0
+
+
+def _scatter_add_rules(b, a, args):
+    """The gradient of a gather is a scatter_add into zeros; around it:
+    sum(scatter_add(0, i, s), d) -> sum(s, d) (the zeros add nothing), and
+    scatter_add(0, i, s) - y -> scatter_add(-y, i, s), scatter_add(0, i, s) + y ->
+    scatter_add(y, i, s): no zero fill and no extra pass over the result."""
+    op = a["op"]
+    if op in ("sum", "add", "sub") and args and isinstance(args[0], V):
+        sc = b[args[0]]
+        if sc["op"] != "scatter" or sc["params"].get("reduce") != "add" or not _is_zeros(b, sc["args"][0]):
+            return None
+        _, idx, src = sc["args"]
+        dim = sc["params"]["dim"] % len(sc["shape"])
+        if not isinstance(src, V) or b[src]["shape"] != b[idx]["shape"] or b[src]["dtype"] is not sc["dtype"]:
+            return None
+        if op == "sum":
+            dims = a["params"].get("dims")
+            dims = None if dims is None else tuple(d % len(sc["shape"]) for d in dims)
+            full_rows = all(s == t for k, (s, t) in enumerate(zip(b[src]["shape"], sc["shape"])) if k != dim)
+            if dims == (dim,) and full_rows and b[src]["shape"][dim] == 1 and a["params"].get("keepdim"):
+                return src
+            return None
+        y = args[1]
+        if not isinstance(y, V) or b[y]["shape"] != sc["shape"] or b[y]["dtype"] is not sc["dtype"] or \
+                a["shape"] != sc["shape"]:
+            return None
+        base = _negate(b, y) if op == "sub" else y
+        return add(b, sc["prim"], (base, idx, src), sc, **sc["params"])
+    if op == "neg" and isinstance(args[0], V):
+        return _negate(b, args[0], only_cheap=True)
+    return None
+
+
+def _negate(b, v, only_cheap=False):
+    """-v, as x * (-y) where v = x * y and y is the smaller (broadcast) factor."""
+    a = b[v]
+    if a["op"] == "mul":
+        x, y = a["args"]
+        if isinstance(x, V) and isinstance(y, V) and b[x]["shape"] == a["shape"] and \
+                int(np.prod(b[y]["shape"])) < int(np.prod(a["shape"])) and b[y]["dtype"] is a["dtype"]:
+            return add(b, P["mul"], (x, add(b, P["neg"], (y,), b[y])), a)
+    return None if only_cheap else add(b, P["neg"], (v,), a)
+
+
+def simplify(graph):
+    outputs = set(o for o in graph.outputs if o is not None)
+
+    def same_type(b, v, a):
+        return isinstance(v, V) and b[v]["shape"] == a["shape"] and b[v]["dtype"] is a["dtype"]
+
+    def rule(b, n, a, args):
+        op = a["op"]
+        moved = _through_expand(b, a, args) or _scale_after_sum(b, a, args) or _scatter_add_rules(b, a, args)
+        if moved is not None:
+            return moved
+        if op == "pow" and len(args) == 2 and isinstance(args[0], V) and _lit(args[1]) and \
+                b[args[0]]["dtype"].is_floating_point and same_type(b, args[0], a):
+            x, e = args
+            mul = P["mul"]
+            if e == 2:
+                return add(b, mul, (x, x), a)
+            if e == 3:
+                return add(b, mul, (add(b, mul, (x, x), a), x), a)
+            if e == 4:
+                x2 = add(b, mul, (x, x), a)
+                return add(b, mul, (x2, x2), a)
+            if e == 0.5:
+                return add(b, P["sqrt"], (x,), a)
+            if e == -1:
+                return add(b, P["reciprocal"], (x,), a)
+            if e == -2:
+                return add(b, P["reciprocal"], (add(b, mul, (x, x), a),), a)
+            return None
+        if op in ("mul", "add") and len(args) == 2 and _lit(args[0]) and isinstance(args[1], V) and \
+                same_type(b, args[1], a):
+            args = (args[1], args[0])              # commutative: value first, so CSE sees one form
+            swapped = True
+        else:
+            swapped = False
+        if op in ("mul", "add") and len(args) == 2 and isinstance(args[0], V) and _lit(args[1]) and \
+                same_type(b, args[0], a) and a["dtype"].is_floating_point:
+            x, c = args
+            inner = b[x]
+            if inner["op"] == op and len(inner["args"]) == 2 and isinstance(inner["args"][0], V) and \
+                    _lit(inner["args"][1]) and same_type(b, inner["args"][0], a):
+                c2 = inner["args"][1] * c if op == "mul" else inner["args"][1] + c
+                return add(b, P[op], (inner["args"][0], float(c2)), a)
+        if swapped:
+            unit = 1 if op == "mul" else 0
+            if args[1] == unit and n not in outputs:
+                return args[0]
+            return add(b, P[op], args, a)
+        if n in outputs or len(args) != 2 and op != "neg":
+            return None
+        if op == "neg":
+            x = args[0]
+            if isinstance(x, V) and b[x]["op"] == "neg" and same_type(b, b[x]["args"][0], a):
+                return b[x]["args"][0]
+            return None
+        x, y = args
+        if op in ("mul",) and _lit(y) and y == 1 and same_type(b, x, a):
+            return x
+        if op in ("mul", "add") and _lit(x) and isinstance(y, V) and same_type(b, y, a):
+            return add(b, P[op], (y, x), a)
+        if op in ("mul",) and _lit(x) and x == 1 and same_type(b, y, a):
+            return y
+        if op in ("add", "sub") and _lit(y) and y == 0 and same_type(b, x, a):
+            return x
+        if op == "add" and _lit(x) and x == 0 and same_type(b, y, a):
+            return y
+        if op == "div" and _lit(y) and y == 1 and same_type(b, x, a):
+            return x
+        return None
+    return rewrite(graph, rule)
