@@ -1,0 +1,1733 @@
+"""Triton code generation: an IR graph becomes fused Triton kernels and a launcher.
+
+`lower(graph)` groups the graph's ops into kernels and returns a `TritonProgram`, which
+runs the whole graph (forward or backward) on torch tensors: CUDA tensors on a GPU,
+CPU tensors under Triton's interpreter (`TRITON_INTERPRET=1`). torch is only the
+memory carrier: buffers come from `torch.empty`, views from reshape/permute/expand/
+as_strided, and copies (cat, flip, gather, ...) are glue; every arithmetic result is
+computed by a generated kernel.
+
+Kernels, one per group:
+  pointwise  a chain of elementwise ops over one shape, inputs broadcast and strided
+             (strides are kernel arguments, offsets computed per dimension);
+  reduction  reductions over the same rows (any dimensions; a later one may reduce a
+             value computed from an earlier one, as LayerNorm's variance does), with the
+             elementwise ops feeding them (prologue) and those using their results
+             (epilogue, per row or over the full row again) fused in; the whole row
+             sits in registers when it fits in `max_row_block`, else the kernel loops
+             over blocks of it, once per pass;
+  matmul     a tiled `tl.dot` with fp32 accumulation and its elementwise epilogue
+             (bias, activation, scaling) fused;
+  scatter    scatter / scatter_add (atomic adds) into a copy of its input.
+
+Grouping is done here, over iteration domains (an elementwise chain shares one shape;
+a reduction's row epilogue reads the reduced value as a per-row scalar, views such as
+expand/reshape of it included); the `group` marks of passes/fuse.py (row chunks for the
+numpy backend) are not read. Block sizes: a short timing of a few configs per kernel
+on a GPU, cached per generated source (kernels are generated per shape); under the
+interpreter a fixed small config. `TritonProgram.source` holds every kernel's source,
+`TritonProgram.plan` the launcher's steps.
+
+`LOWERINGS` maps a primitive's name to its Triton expression template (a callable
+taking the operand expressions, the node's parameters and a context) or to a
+`Reduce`/`Dot`/`Scatter` marker. These entries belong in the op table's `triton` slot
+(tracegrad/ops/primitives.py) and will move there; `GLUE` lists the primitives the
+launcher runs as views or copies, `UNSUPPORTED` those lowering refuses by name.
+"""
+import hashlib
+import re
+import importlib.util
+import math
+import os
+import tempfile
+
+import networkx as nx
+import numpy as np
+
+from ..ir.graph import V, refs, type_str
+
+
+# == per-primitive lowering ====================================================================
+
+class Reduce:
+    """A reduction lowering: `kind` picks the passes over each row (see `_reduction_plan`)."""
+
+    def __init__(self, kind):
+        self.kind = kind
+
+    def __repr__(self):
+        return f"Reduce({self.kind!r})"
+
+
+class Dot:
+    """The matmul lowering: a tiled `tl.dot` kernel."""
+
+    def __repr__(self):
+        return "Dot()"
+
+
+class Scatter:
+    """The scatter lowering: one program per block of index elements, writing (or, with
+    reduce="add", atomically adding) src into a copy of x. getitem_backward with one
+    index tensor is the same kernel adding g into zeros (basic keys stay launcher glue)."""
+
+    def __repr__(self):
+        return "Scatter()"
+
+
+def _is_float(d):
+    return d is not None and d.is_floating_point
+
+
+def _lit(x):
+    """A Python constant as Triton source."""
+    if isinstance(x, np.generic):
+        x = x.item()
+    if isinstance(x, bool):
+        return "True" if x else "False"
+    if isinstance(x, int):
+        return repr(x)
+    if isinstance(x, float):
+        if math.isnan(x):
+            return 'float("nan")'
+        if math.isinf(x):
+            return 'float("inf")' if x > 0 else 'float("-inf")'
+        return repr(x)
+    raise NotImplementedError(f"constant {x!r} of type {type(x).__name__} has no Triton literal")
+
+
+def _unary(fn, ints=None):
+    """tl.<fn>(x) on floats; `ints` is the expression for integer and bool inputs."""
+    def lower(a, p, c):
+        if not _is_float(c.in_dtypes[0]) and ints is not None:
+            return ints.format(x=a[0])
+        return f"{fn}({a[0]})"
+    return lower
+
+
+def _sign(a, p, c):
+    if c.in_dtypes[0].name == "bool":
+        return a[0]
+    return f"tl.where({a[0]} > 0, 1, tl.where({a[0]} < 0, -1, {a[0]}))"
+
+
+def _round(a, p, c):
+    if not _is_float(c.in_dtypes[0]):
+        return a[0]
+    d = p.get("decimals", 0)
+    if not d:
+        return f"_rint({a[0]})"
+    s = _lit(10.0 ** d)
+    return f"_rint({a[0]} * {s}) / {s}"
+
+
+def _convert(a, p, c):
+    d = p["dtype"]
+    if d.name == "bool":
+        return f"{a[0]} != 0"
+    if d.name in ("float16", "bfloat16"):     # round to the storage precision, compute in fp32
+        return f"{a[0]}.to({_TL[d.name]}).to(tl.float32)"
+    return f"{a[0]}.to({_TL[d.name]})"
+
+
+def _clamp(a, p, c):
+    v = a[0]
+    if a[1] is not None:
+        v = f"tl.where({v} < {a[1]}, {a[1]}, {v})"
+    if a[2] is not None:
+        v = f"tl.where({v} > {a[2]}, {a[2]}, {v})"
+    return v
+
+
+def _floordiv(a, p, c):
+    return f"_floordiv({a[0]}, {a[1]})" if _is_float(c.out_dtype) else f"_floordiv_int({a[0]}, {a[1]})"
+
+
+def _div_rounding(a, p, c):
+    if p["rounding_mode"] == "floor":
+        return _floordiv(a, p, c)
+    return f"_trunc({a[0]} / {a[1]})" if _is_float(c.out_dtype) else f"{a[0]} // {a[1]}"
+
+
+_SMALL_POW = {2: "{x} * {x}", 3: "{x} * {x} * {x}", 4: "({x} * {x}) * ({x} * {x})", 1: "{x}",
+              0.5: "tl.sqrt({x})", -1: "1.0 / {x}", -2: "1.0 / ({x} * {x})", 0: "tl.where({x} == {x}, 1, 1)"}
+
+
+def _pow(a, p, c):
+    x, y = c.args[0], c.args[1]
+    if not isinstance(y, V):
+        e = y.item() if hasattr(y, "item") else y
+        if e in _SMALL_POW and (_is_float(c.out_dtype) or isinstance(e, int) and e >= 0):
+            return _SMALL_POW[e].format(x=a[0])
+        if not _is_float(c.out_dtype):
+            raise NotImplementedError("pow on integer tensors with an exponent other than 0..4")
+        if float(e).is_integer():        # the sign of a negative base follows the exponent's parity
+            r = f"tl.exp({_lit(float(e))} * tl.log(tl.abs({a[0]})))"
+            return f"tl.where({a[0]} < 0, -{r}, {r})" if int(e) % 2 else r
+        return f"tl.where({a[0]} < 0, float(\"nan\"), tl.exp({_lit(float(e))} * tl.log({a[0]})))"
+    if not _is_float(c.out_dtype):
+        raise NotImplementedError("pow on integer tensors with an exponent other than 0..4")
+    if not isinstance(x, V):
+        b = float(x.item() if hasattr(x, "item") else x)
+        if b > 0:
+            return f"tl.exp({a[1]} * {_lit(math.log(b))})"
+        return f"_pow({a[1]} * 0 + {_lit(b)}, {a[1]})"
+    return f"_pow({a[0]}, {a[1]})"
+
+
+def _tri(op):
+    def lower(a, p, c):
+        i, j = c.idx[-2] or "0", c.idx[-1] or "0"
+        return f"tl.where({j} - {i} {op} {p.get('k', 0)}, {a[0]}, 0)"
+    return lower
+
+
+def _binop(op):
+    return lambda a, p, c: f"{a[0]} {op} {a[1]}"
+
+
+LOWERINGS = {
+    "neg": lambda a, p, c: f"-{a[0]}",
+    "abs": lambda a, p, c: f"tl.abs({a[0]})",
+    "sign": _sign,
+    "exp": _unary("tl.exp"),
+    "exp2": _unary("tl.exp2"),
+    "log": _unary("tl.log"),
+    "log2": _unary("tl.log2"),
+    "log1p": _unary("_log1p"),
+    "expm1": _unary("_expm1"),
+    "sqrt": _unary("tl.sqrt"),
+    "rsqrt": _unary("tl.rsqrt"),
+    "reciprocal": lambda a, p, c: f"1.0 / {a[0]}",
+    "sin": _unary("tl.sin"),
+    "cos": _unary("tl.cos"),
+    "tan": lambda a, p, c: f"tl.sin({a[0]}) / tl.cos({a[0]})",
+    "tanh": _unary("_tanh"),
+    "sigmoid": _unary("_sigmoid"),
+    "erf": _unary("tl.erf"),
+    "relu": lambda a, p, c: f"tl.where({a[0]} < 0, 0, {a[0]})",
+    "floor": _unary("tl.floor", ints="{x}"),
+    "ceil": _unary("tl.ceil", ints="{x}"),
+    "round": _round,
+    "convert": _convert,
+    "clone": lambda a, p, c: a[0],
+    "clamp": _clamp,
+    "isnan": lambda a, p, c: f"{a[0]} != {a[0]}",
+    "isinf": lambda a, p, c: f"({a[0]} == {a[0]}) & (({a[0]} - {a[0]}) != ({a[0]} - {a[0]}))",
+    "isfinite": lambda a, p, c: f"({a[0]} - {a[0]}) == 0",
+    "logical_not": lambda a, p, c: f"{a[0]} == 0",
+    "add": _binop("+"),
+    "sub": _binop("-"),
+    "rsub": lambda a, p, c: f"{a[1]} - {a[0]}",
+    "mul": _binop("*"),
+    "div": _binop("/"),
+    "floor_divide": _floordiv,
+    "remainder": lambda a, p, c: f"_remainder({a[0]}, {a[1]})",
+    "div_rounding": _div_rounding,
+    # numpy's maximum/minimum propagate a NaN from either side
+    "maximum": lambda a, p, c: f"tl.where(({a[0]} > {a[1]}) | ({a[0]} != {a[0]}), {a[0]}, {a[1]})",
+    "minimum": lambda a, p, c: f"tl.where(({a[0]} < {a[1]}) | ({a[0]} != {a[0]}), {a[0]}, {a[1]})",
+    "pow": _pow,
+    "eq": _binop("=="),
+    "ne": _binop("!="),
+    "lt": _binop("<"),
+    "le": _binop("<="),
+    "gt": _binop(">"),
+    "ge": _binop(">="),
+    "logical_and": lambda a, p, c: f"({a[0]} != 0) & ({a[1]} != 0)",
+    "logical_or": lambda a, p, c: f"({a[0]} != 0) | ({a[1]} != 0)",
+    "logical_xor": lambda a, p, c: f"({a[0]} != 0) != ({a[1]} != 0)",
+    "bitwise_and": _binop("&"),
+    "bitwise_or": _binop("|"),
+    "bitwise_xor": _binop("^"),
+    "where": lambda a, p, c: f"tl.where({a[0]}, {a[1]}, {a[2]})",
+    "masked_fill": lambda a, p, c: f"tl.where({a[1]}, {a[2]}, {a[0]})",
+    "tril": _tri("<="),
+    "triu": _tri(">="),
+    "sum": Reduce("sum"),
+    "mean": Reduce("mean"),
+    "prod": Reduce("prod"),
+    "amax": Reduce("max"),
+    "amin": Reduce("min"),
+    "max_all": Reduce("max"),
+    "min_all": Reduce("min"),
+    "var": Reduce("var"),
+    "std": Reduce("std"),
+    "logsumexp": Reduce("logsumexp"),
+    "norm": Reduce("norm"),
+    "argmax": Reduce("argmax"),
+    "argmin": Reduce("argmin"),
+    "max_dim": Reduce("max_dim"),
+    "min_dim": Reduce("min_dim"),
+    "softmax": Reduce("softmax"),
+    "log_softmax": Reduce("log_softmax"),
+    "matmul": Dot(),
+    "scatter": Scatter(),
+    "getitem_backward": Scatter(),
+}
+
+# results whose Triton type may differ from the node's dtype (literals, where, integer
+# helpers): the kernel casts them to the node's compute type
+_CAST = {"sign", "relu", "where", "masked_fill", "clamp", "maximum", "minimum", "pow", "tril", "triu",
+         "floor_divide", "remainder", "div_rounding", "reciprocal", "round"}
+
+
+def _glue_view(fn):
+    fn.view = True
+    return fn
+
+
+def _torch_key(key, idx):
+    out = []
+    for k in key:
+        if isinstance(k, tuple):
+            if k[0] == "s":
+                out.append(slice(k[1], k[2], k[3]))
+            else:
+                out.append(idx[k[1]])
+        else:
+            out.append(k)
+    return tuple(out)
+
+
+def _has_tensor_key(key):
+    return any(isinstance(k, tuple) and k[0] == "t" for k in key)
+
+
+def _glue_getitem_backward(torch, n, g, *idx, key, shape):
+    out = torch.zeros(tuple(shape), dtype=g.dtype, device=g.device)
+    out[_torch_key(key, idx)] = g
+    return out
+
+
+def _glue_cat(torch, n, *xs, dim):
+    kept = [x for x in xs if not (x.ndim == 1 and x.shape[0] == 0)] or list(xs[:1])
+    shape = list(kept[0].shape)
+    shape[dim] = sum(x.shape[dim] for x in kept)
+    out = torch.empty(shape, dtype=kept[0].dtype, device=kept[0].device)
+    start = 0
+    for x in kept:
+        out.narrow(dim, start, x.shape[dim]).copy_(x)
+        start += x.shape[dim]
+    return out
+
+
+def _glue_stack(torch, n, *xs, dim):
+    return _glue_cat(torch, n, *[x.unsqueeze(dim) for x in xs], dim=dim)
+
+
+def _glue_split(torch, n, x, sizes, dim, name=None):
+    out, start = [], 0
+    for s in sizes:
+        out.append(x.narrow(dim, start, s))
+        start += s
+    return tuple(out)
+
+
+def _glue_index_put(torch, n, x, v, *idx, key, accumulate=False):
+    out = x.clone()
+    out[_torch_key(key, idx)] = v
+    return out
+
+
+def _glue_as_strided(torch, n, x, shape, strides, offset):
+    flat = x.contiguous().reshape(-1)
+    return flat.as_strided(tuple(shape), tuple(strides), flat.storage_offset() + offset)
+
+
+def _glue_as_strided_scatter(torch, n, x, src, shape, strides, offset):
+    out = x.contiguous().clone()
+    flat = out.reshape(-1)
+    flat.as_strided(tuple(shape), tuple(strides), flat.storage_offset() + offset).copy_(src)
+    return out
+
+
+def _glue_full(torch, n, shape, value, dtype):
+    return torch.full(tuple(shape), value, dtype=_torch_dtype(torch, dtype), device=_DEVICE[0])
+
+
+# glue: (torch, node name, *args, **params) -> tensor(s); views or copies, never arithmetic
+GLUE = {
+    "reshape": _glue_view(lambda torch, n, x, shape, view=True: x.reshape(tuple(shape))),
+    "permute": _glue_view(lambda torch, n, x, dims, name=None: x.permute(tuple(dims))),
+    "expand": _glue_view(lambda torch, n, x, shape: x.expand(tuple(shape))),
+    "squeeze": _glue_view(lambda torch, n, x, dims, **_: x.reshape(
+        tuple(s for i, s in enumerate(x.shape) if i not in dims))),
+    "unsqueeze": _glue_view(lambda torch, n, x, dim: x.unsqueeze(dim)),
+    "getitem": _glue_view(lambda torch, n, x, *idx, key: x[_torch_key(key, idx)]),
+    "cat": _glue_cat,
+    "stack": _glue_stack,
+    "split": _glue_view(_glue_split),
+    "unbind": _glue_view(lambda torch, n, x, dim: tuple(x.unbind(dim))),
+    "flip": lambda torch, n, x, dims: x.flip(tuple(d % x.ndim for d in dims)) if x.ndim else x.clone(),
+    "roll": lambda torch, n, x, shifts, dims: x.roll(tuple(shifts), tuple(dims)) if dims else x.roll(tuple(shifts)),
+    "repeat": lambda torch, n, x, sizes: x.repeat(tuple(sizes)),
+    "gather": lambda torch, n, x, index, dim: x.gather(dim, index),
+    "index_select": lambda torch, n, x, index, dim: x.index_select(dim, index),
+    "full": _glue_full,
+    "index_put": _glue_index_put,
+    "as_strided": _glue_view(_glue_as_strided),
+    "as_strided_scatter": _glue_as_strided_scatter,
+    "detach": _glue_view(lambda torch, n, x: x),
+    "delayed_error": _glue_view(lambda torch, n, x, *rest, **p: x),
+}
+
+UNSUPPORTED = {
+    "einsum": "einsum is not lowered yet (decompose it into permute + matmul)",
+    "conv2d": "convolutions are not lowered yet",
+    "conv_transpose2d": "convolutions are not lowered yet",
+    "conv2d_weight": "convolutions are not lowered yet",
+    "max_pool2d": "pooling is not lowered yet",
+    "max_pool2d_backward": "pooling is not lowered yet",
+    "avg_pool2d": "pooling is not lowered yet",
+    "avg_pool2d_backward": "pooling is not lowered yet",
+    "call_hooks": "tensor hooks call Python at backward time",
+    "function": "custom autograd Functions call Python",
+    "function_backward": "custom autograd Functions call Python",
+    "node_prehooks": "grad_fn hooks call Python",
+    "node_hooks": "grad_fn hooks call Python",
+    "compiled_call": "a nested compiled call is not lowered",
+    "compiled_backward": "a nested compiled call is not lowered",
+}
+
+
+def _glue_refusal(a):
+    """Why a glue op cannot run with these parameters (it would have to add), or None."""
+    p = a["params"]
+    if a["op"] == "index_put" and p.get("accumulate"):
+        return "index_put with accumulate=True adds"
+    if a["op"] in ("getitem", "getitem_backward") and any(
+            isinstance(k, tuple) and k[0] == "s" and k[3] is not None and k[3] < 0 for k in p["key"]):
+        return "a negative slice step has no torch view"
+    return None
+
+
+def _one_index_dim(key):
+    """k when key is k full slices, one index tensor, then full slices; else None."""
+    full = ("s", None, None, None)
+    ts = [i for i, k in enumerate(key) if isinstance(k, tuple) and k[0] == "t"]
+    if len(ts) != 1 or key[ts[0]] != ("t", 0) or any(k != full for i, k in enumerate(key) if i != ts[0]):
+        return None
+    return ts[0]
+
+
+def classify(name):
+    """'lowered', 'glue' or 'unsupported' for a primitive name (KeyError if none)."""
+    if name in LOWERINGS:
+        return "lowered"
+    if name in GLUE:
+        return "glue"
+    if name in UNSUPPORTED:
+        return "unsupported"
+    raise KeyError(name)
+
+
+# == types ========================================================================================
+
+_TL = {"float16": "tl.float16", "bfloat16": "tl.bfloat16", "float32": "tl.float32", "float64": "tl.float64",
+       "int8": "tl.int8", "int16": "tl.int16", "int32": "tl.int32", "int64": "tl.int64", "uint8": "tl.uint8",
+       "bool": "tl.int1"}
+
+
+def _ctype(d):
+    """The type a kernel computes a value of dtype d in: fp32 for the half types."""
+    if d.name in ("float16", "bfloat16"):
+        return "tl.float32"
+    return _TL[d.name]
+
+
+def _torch_dtype(torch, d):
+    return {"bool": torch.bool}.get(d.name) or getattr(torch, d.name)
+
+
+_DEVICE = ["cpu"]
+
+
+def _next_pow2(n):
+    return 1 << max(0, (int(n) - 1).bit_length())
+
+
+def _numel(shape):
+    n = 1
+    for s in shape:
+        n *= s
+    return n
+
+
+# == helpers the generated kernels call ============================================================
+# Pure tl code (libdevice is not available under the interpreter); each is accurate to a
+# few ulp where its naive form would cancel.
+
+_HELPERS = {
+    "_log1p": '''@triton.jit
+def _log1p(x):
+    # log(1 + x) * x / ((1 + x) - 1): the rounding of 1 + x cancels out (Goldberg)
+    u = 1.0 + x
+    return tl.where(u == 1.0, x, tl.log(u) * x / (u - 1.0))
+''',
+    "_expm1": '''@triton.jit
+def _expm1(x):
+    # (exp(x) - 1) * x / log(exp(x)): exact for small x where exp(x) - 1 cancels (Kahan)
+    u = tl.exp(x)
+    r = tl.where(u == 1.0, x, (u - 1.0) * x / tl.log(u))
+    return tl.where(u - 1.0 == -1.0, -1.0, tl.where(x > 700.0, u, r))
+''',
+    "_tanh": '''@triton.jit
+def _tanh(x):
+    # expm1(2x) / (expm1(2x) + 2); saturates to +-1 before exp overflows
+    u = tl.exp(2.0 * x)
+    e = tl.where(u == 1.0, 2.0 * x, (u - 1.0) * (2.0 * x) / tl.log(u))
+    r = e / (e + 2.0)
+    return tl.where(x > 20.0, 1.0, tl.where(x < -20.0, -1.0, r))
+''',
+    "_sigmoid": '''@triton.jit
+def _sigmoid(x):
+    # exp(-|x|) never overflows
+    e = tl.exp(-tl.abs(x))
+    return tl.where(x >= 0, 1.0 / (1.0 + e), e / (1.0 + e))
+''',
+    "_rint": '''@triton.jit
+def _rint(x):
+    # round half to even, as numpy and torch do
+    r = tl.floor(x + 0.5)
+    half = (r - x) == 0.5
+    odd = (r - 2.0 * tl.floor(r * 0.5)) != 0.0
+    return tl.where(half & odd, r - 1.0, r)
+''',
+    "_trunc": '''@triton.jit
+def _trunc(x):
+    return tl.where(x < 0, tl.ceil(x), tl.floor(x))
+''',
+    "_pow": '''@triton.jit
+def _pow(x, y):
+    # |x| ** y from exp and log; a negative base takes its sign from y's parity
+    r = tl.exp(y * tl.log(tl.abs(x)))
+    y_int = tl.floor(y) == y
+    odd = y_int & (tl.abs(y - 2.0 * tl.floor(y * 0.5)) == 1.0)
+    r = tl.where((x < 0) & odd, -r, r)
+    r = tl.where((x < 0) & (y_int == 0), float("nan"), r)
+    return tl.where(y == 0, 1.0, r)
+''',
+    "_remainder": '''@triton.jit
+def _remainder(x, y):
+    # Python's modulo: the result takes the divisor's sign (`%` truncates)
+    r = x % y
+    return tl.where((r != 0) & ((r < 0) != (y < 0)), r + y, r)
+''',
+    "_floordiv": '''@triton.jit
+def _floordiv(x, y):
+    # numpy's float floor_divide: (x - fmod(x, y)) / y, corrected to the floor
+    m = x % y
+    d = (x - m) / y
+    d = tl.where((m != 0) & ((m < 0) != (y < 0)), d - 1.0, d)
+    f = tl.floor(d)
+    return tl.where(d - f > 0.5, f + 1.0, f)
+''',
+    "_floordiv_int": '''@triton.jit
+def _floordiv_int(x, y):
+    # `//` truncates toward zero; floor division rounds toward -inf
+    q = x // y
+    r = x % y
+    return tl.where((r != 0) & ((r < 0) != (y < 0)), q - 1, q)
+''',
+    "_add_combine": '''@triton.jit
+def _add_combine(a, b):
+    return a + b
+''',
+    "_mul_combine": '''@triton.jit
+def _mul_combine(a, b):
+    return a * b
+''',
+    "_max_combine": '''@triton.jit
+def _max_combine(a, b):
+    return tl.maximum(a, b)
+''',
+    "_min_combine": '''@triton.jit
+def _min_combine(a, b):
+    return tl.minimum(a, b)
+''',
+}
+
+
+# == grouping ======================================================================================
+
+def _kind(a):
+    op = a["op"]
+    if op == "input":
+        return "input"
+    if op == "proj":
+        return "glue"
+    low = LOWERINGS.get(op)
+    if isinstance(low, Reduce):
+        return "reduce"
+    if isinstance(low, Dot):
+        return "matmul"
+    if isinstance(low, Scatter):
+        if op == "getitem_backward":
+            why = _glue_refusal(a)
+            if why is None and _has_tensor_key(a["params"]["key"]) and _one_index_dim(a["params"]["key"]) is None:
+                why = "indices other than one index tensor among full slices are not lowered"
+            if why:
+                raise NotImplementedError(f"{op}: {why}" + (f" [{a['source']}]" if a.get("source") else ""))
+            return "scatter" if _has_tensor_key(a["params"]["key"]) else "glue"
+        if a["params"].get("reduce") not in (None, "add"):
+            raise NotImplementedError(f"{op}: reduce={a['params']['reduce']!r} has no Triton lowering")
+        return "scatter"
+    if low is not None:
+        return "pointwise"
+    if op in GLUE:
+        why = _glue_refusal(a)
+        if why:
+            raise NotImplementedError(f"{op}: {why}; it has no Triton lowering yet"
+                                      + (f" [{a['source']}]" if a.get("source") else ""))
+        return "glue"
+    raise NotImplementedError(f"{op}: no Triton lowering ({UNSUPPORTED.get(op, 'not in the op table')})"
+                              + (f" [{a['source']}]" if a.get("source") else ""))
+
+
+def _dims(a, ndim):
+    p = a["params"]
+    if a["op"] in ("softmax", "log_softmax"):
+        return ((p["dim"] % ndim,) if ndim else ())
+    if a["op"] in ("argmax", "argmin", "max_dim", "min_dim"):
+        d = p.get("dim")
+        return tuple(range(ndim)) if d is None else ((d % ndim,) if ndim else ())
+    d = p.get("dims")
+    if d is None or a["op"] in ("max_all", "min_all"):
+        return tuple(range(ndim))
+    d = (d,) if isinstance(d, int) else tuple(d)
+    return tuple(sorted(x % ndim for x in d)) if ndim else ()
+
+
+class _Unit:
+    """One step of the launcher: a kernel over a group of nodes, or one glue node."""
+
+    def __init__(self, kind, root):
+        self.kind = kind                 # pointwise | reduce | matmul | scatter | glue
+        self.root = root
+        self.members = [root]
+        self.prologue = []
+        self.row_epilogue = []
+        self.full_epilogue = []
+        self.name = None
+        self.source = None
+        self.reads = []
+        self.writes = []
+
+
+def _group(g):
+    nodes = g.nodes()
+    kinds = {n: _kind(g[n]) for n in nodes}
+    unit_of = {}
+    units = []
+    anc_cache = {}
+
+    def ancestors(v):
+        s = anc_cache.get(v)
+        if s is None:
+            s = anc_cache[v] = nx.ancestors(g.nx, v)
+        return s
+
+    def args(n):
+        return refs(g[n]["args"])
+
+    def safe_external(n, members):
+        """n's arguments from outside `members` are computed without any member."""
+        for x in args(n):
+            if x not in members and any(m in ancestors(x) for m in members):
+                return False
+        return True
+
+    outputs = set(o for o in g.outputs if o is not None)
+
+    # reductions and matmuls first, each taking its prologue and epilogue
+    for n in nodes:
+        k = kinds[n]
+        if k not in ("reduce", "matmul") or n in unit_of:
+            continue
+        u = _Unit(k, n)
+        u.stages = [n]
+        members = {n}
+        a = g[n]
+        if k == "reduce":
+            x = args(n)[0]
+            s_in = g[x]["shape"]
+            dims = _dims(a, len(s_in))
+            u.s_in, u.dims = tuple(s_in), dims
+            # prologue: same-shape elementwise ancestors used only inside the kernel
+            cand, stack = [], [x]
+            while stack:
+                v = stack.pop()
+                if v in unit_of or v in cand or kinds[v] != "pointwise" or tuple(g[v]["shape"]) != u.s_in:
+                    continue
+                cand.append(v)
+                stack.extend(args(v))
+            pro = set(cand)
+        else:
+            pro = set()
+            u.s_in = None
+        members |= pro
+        # epilogue: elementwise users of kernel values, over the row (reduced shape) or the full shape
+        full_ok = k == "reduce"
+        multi = a["prim"].multi
+        out_shape = tuple(a["shape"][0]) if multi else tuple(a["shape"])
+        row_vals = {n} if k == "reduce" and a["op"] not in ("softmax", "log_softmax") else set()
+        full_vals = set(pro) | ({n} if n not in row_vals else set())
+        aliases = {}
+        changed = True
+        while changed:
+            changed = False
+            for m in nodes:
+                if m in members or m in unit_of:
+                    continue
+                if multi and g[m]["op"] == "proj" and args(m)[0] == n:
+                    members.add(m)
+                    row_vals.add(m)
+                    changed = True
+                    continue
+                if k == "reduce" and _row_alias(g, m, row_vals, u):
+                    aliases[m] = args(m)[0]
+                    members.add(m)
+                    row_vals.add(m)
+                    changed = True
+                    continue
+                if k == "reduce" and kinds[m] == "reduce" and _same_rows(g, m, u) and args(m)[0] in full_vals:
+                    # a further reduction of a full-row value: one more stage of this kernel
+                    u.stages.append(m)
+                    members.add(m)
+                    row_vals.add(m)
+                    changed = True
+                    continue
+                if kinds[m] != "pointwise":
+                    continue
+                margs = args(m)
+                # only what descends from the kernel's result: a node fed by the prologue
+                # alone may feed the prologue's own inputs (through other kernels)
+                if not any(x in members and x not in pro for x in margs):
+                    continue
+                shape = tuple(g[m]["shape"])
+                if k == "matmul":
+                    if shape != out_shape or len(out_shape) < 2 or any(len(g[x]["shape"]) < 2 for x in args(n)):
+                        continue
+                    where = "full"
+                elif shape == out_shape and n in row_vals and all(
+                        x not in members or x in row_vals and x not in aliases for x in margs):
+                    where = "row"
+                elif full_ok and shape == u.s_in and all(
+                        x not in members or x in full_vals or x in aliases or
+                        _row_compatible(g[x]["shape"], u.s_in, u.dims) for x in margs):
+                    where = "full"
+                else:
+                    continue
+                if not safe_external(m, members):
+                    continue
+                members.add(m)
+                (row_vals if where == "row" else full_vals).add(m)
+                changed = True
+        # a prologue value read outside the kernel goes back out (with what only it read)
+        while True:
+            bad = [v for v in pro if v in outputs or any(w not in members for w in g.users(v))]
+            if not bad:
+                break
+            for v in bad:
+                pro.discard(v)
+                members.discard(v)
+                full_vals.discard(v)
+        order = {v: i for i, v in enumerate(nodes)}
+        # an alias read outside the kernel is made again there, as a view of the stored value
+        u.aliases = aliases
+        u.internal = set(members)
+        u.glued = []
+        for v in sorted(aliases, key=order.get):
+            if v in outputs or any(w not in members for w in g.users(v)):
+                members.discard(v)
+                glue = _Unit("glue", v)
+                unit_of[v] = glue
+                units.append(glue)
+                u.glued.append(v)
+        row_vals -= set(aliases)
+        u.prologue = sorted(pro, key=order.get)
+        u.row_epilogue = sorted(row_vals - set(u.stages), key=order.get)
+        u.full_epilogue = sorted(full_vals - pro - {n}, key=order.get)
+        u.members = sorted(members, key=order.get)
+        for v in members:
+            unit_of[v] = u
+        units.insert(len(units) - len(u.glued), u)
+
+    # pointwise chains: a node joins the groups of its arguments with its shape (merging
+    # them) or a sibling chain of that shape
+    position = {v: i for i, v in enumerate(nodes)}
+    for n in nodes:
+        if kinds[n] == "input" or n in unit_of:
+            continue
+        if kinds[n] in ("glue", "scatter"):
+            u = _Unit(kinds[n], n)
+            unit_of[n] = u
+            units.append(u)
+            continue
+        shape = tuple(g[n]["shape"])
+        cands = []
+        for x in args(n):
+            cu = unit_of.get(x)
+            if cu is not None and cu.kind == "pointwise" and cu.shape == shape and cu not in cands:
+                cands.append(cu)
+        # a sibling: the latest chain of this shape, if n reads nothing it computes later
+        sib = next((q for q in reversed(units) if q.kind == "pointwise" and q.shape == shape), None)
+        tries = ([cands] if len(cands) > 1 else []) + [[c] for c in cands]
+        if sib is not None and sib not in cands:
+            tries.append(cands + [sib] if cands else [sib])
+        joined = None
+        for group in tries:
+            merged = set().union(*[q.members for q in group]) | {n}
+            if all(safe_external(m, merged) for m in merged):
+                joined = group[0]
+                for q in group[1:]:
+                    joined.members.extend(q.members)
+                    for m in q.members:
+                        unit_of[m] = joined
+                    units.remove(q)
+                joined.members = sorted(set(joined.members) | {n}, key=position.get)
+                break
+        if joined is None:
+            joined = _Unit("pointwise", n)
+            joined.shape = shape
+            units.append(joined)
+        unit_of[n] = joined
+
+    # launch order: units topologically sorted by the values they exchange
+    dag = nx.DiGraph()
+    for i, u in enumerate(units):
+        dag.add_node(i)
+    index = {id(u): i for i, u in enumerate(units)}
+    for i, u in enumerate(units):
+        mem = getattr(u, "internal", None) or set(u.members)
+        for m in u.members:
+            for x in args(m):
+                if x in mem or kinds[x] == "input":
+                    continue
+                j = index[id(unit_of[x])]
+                if j != i:
+                    dag.add_edge(j, i)
+    order = list(nx.lexicographical_topological_sort(dag))
+    units = [units[i] for i in order]
+    for u in units:
+        mem = getattr(u, "internal", None) or set(u.members)
+        glued = set(getattr(u, "glued", ()))
+        reads = []
+        for m in u.members:
+            for x in args(m):
+                if x not in mem and x not in reads:
+                    reads.append(x)
+        u.reads = reads
+        u.writes = [m for m in u.members if m in outputs or any(w not in mem or w in glued for w in g.users(m))]
+    return units
+
+
+_ALIAS_VIEWS = ("expand", "reshape", "unsqueeze", "squeeze")
+
+
+def _same_rows(g, m, u):
+    """m is a one-output reduction over the same rows and columns as unit u's."""
+    a = g[m]
+    if a["prim"].multi or a["op"] in ("softmax", "log_softmax"):
+        return False
+    x = refs(a["args"])[0]
+    s_in = tuple(g[x]["shape"])
+    return s_in == u.s_in and _dims(a, len(s_in)) == u.dims
+
+
+def _row_alias(g, m, row_vals, u):
+    """m is a view of a per-row value that is still one value per row: inside a reduction
+    kernel it is that row's scalar."""
+    a = g[m]
+    if a["op"] not in _ALIAS_VIEWS:
+        return False
+    xs = refs(a["args"])
+    if len(xs) != 1 or xs[0] not in row_vals:
+        return False
+    src, out = tuple(g[xs[0]]["shape"]), tuple(a["shape"])
+    if a["op"] == "expand":
+        return _row_compatible(src, u.s_in, u.dims) and (out == u.s_in or _row_compatible(out, u.s_in, u.dims))
+    kept = [u.s_in[d] for d in range(len(u.s_in)) if d not in u.dims]
+    return _row_compatible(out, u.s_in, u.dims) and _numel(out) == _numel(kept) == _numel(src)
+
+
+def _row_compatible(shape, s_in, dims):
+    """A value of `shape` broadcast against s_in holds one value per row (constant over `dims`)."""
+    shape = tuple(shape)
+    lead = len(s_in) - len(shape)
+    if lead < 0:
+        return False
+    for d, n in enumerate(s_in):
+        j = d - lead
+        size = shape[j] if j >= 0 else 1
+        if d in dims:
+            if size != 1 and n != 1:
+                return False
+        elif size != n and n != 1:
+            return False
+    return True
+
+
+# == kernel emission =================================================================================
+
+class _Ctx:
+    __slots__ = ("args", "in_dtypes", "out_dtype", "idx")
+
+    def __init__(self, args, in_dtypes, out_dtype, idx):
+        self.args = args
+        self.in_dtypes = in_dtypes
+        self.out_dtype = out_dtype
+        self.idx = idx
+
+
+class _Emitter:
+    """Builds one kernel: its parameters (pointers, strides, outputs) and its body."""
+
+    def __init__(self, g):
+        self.g = g
+        self.params = []           # (parameter name, ("ptr", v) | ("stride", v, j) | ("out", v))
+        self.have = set()
+        self.helpers = set()
+
+    def param(self, name, what):
+        if name not in self.have:
+            self.have.add(name)
+            self.params.append((name, what))
+        return name
+
+    def offset(self, v, dom, idx):
+        """Offset of value v's element at the domain index `idx` (names per dimension; None: 0)."""
+        shape = tuple(self.g[v]["shape"])
+        lead = len(dom) - len(shape)
+        terms = []
+        for j, n in enumerate(shape):
+            d = j + lead
+            if n == 1 or d < 0 or idx[d] is None:
+                continue
+            terms.append(f"{idx[d]} * " + self.param(f"stride_{v}_{j}", ("stride", v, j)))
+        return terms
+
+    def load(self, v, dom, idx, vector_idx, mask, lines, indent, other="0"):
+        ptr = self.param(f"{v}_ptr", ("ptr", v))
+        terms = self.offset(v, dom, idx)
+        d = self.g[v]["dtype"]
+        cast = f".to({_ctype(d)})" if _ctype(d) != _TL[d.name] else ""
+        uses_vector = any(t.split(" * ")[0] in vector_idx for t in terms)
+        if not terms:
+            lines.append(f"{indent}{v} = tl.load({ptr}){cast}")
+        elif uses_vector and mask:
+            lines.append(f"{indent}{v} = tl.load({ptr} + {' + '.join(terms)}, mask={mask}, other={other}){cast}")
+        else:
+            lines.append(f"{indent}{v} = tl.load({ptr} + {' + '.join(terms)}){cast}")
+
+    def compute(self, n, idx, lines, indent):
+        a = self.g[n]
+        low = LOWERINGS[a["op"]]
+        args = a["args"]
+        exprs = []
+        in_dtypes = []
+        for x in args:
+            if isinstance(x, V):
+                exprs.append(str(x))
+                in_dtypes.append(self.g[x]["dtype"])
+            elif x is None:
+                exprs.append(None)
+                in_dtypes.append(None)
+            else:
+                exprs.append(_lit(x))
+                in_dtypes.append(None)
+        ctx = _Ctx(args, in_dtypes, a["dtype"], idx)
+        expr = low(exprs, a["params"], ctx)
+        for h in _HELPERS:
+            if h + "(" in expr:
+                self.helpers.add(h)
+        if a["op"] in _CAST:
+            expr = f"({expr}).to({_ctype(a['dtype'])})"
+        lines.append(f"{indent}{n} = {expr}")
+
+    def store(self, v, off, mask, lines, indent):
+        ptr = self.param(f"{v}_out_ptr", ("out", v))
+        d = self.g[v]["dtype"]
+        val = f"{v}.to({_TL[d.name]})" if _ctype(d) != _TL[d.name] else str(v)
+        m = f", mask={mask}" if mask else ""
+        lines.append(f"{indent}tl.store({ptr} + {off}, {val}{m})" if off else f"{indent}tl.store({ptr}, {val}{m})")
+
+    def signature(self, name, consts):
+        ps = [p for p, _ in self.params] + [f"{c}: tl.constexpr" for c in consts]
+        head = f"def {name}("
+        out, line = [], head
+        for i, p in enumerate(ps):
+            piece = p + (", " if i < len(ps) - 1 else "):")
+            if len(line) + len(piece) > 110:
+                out.append(line.rstrip())
+                line = " " * len(head)
+            line += piece
+        out.append(line)
+        return out
+
+
+def _comment(g, members):
+    lines = ["    # IR nodes computed here:"]
+    for m in members:
+        a = g[m]
+        args = ", ".join(str(x) if isinstance(x, V) else repr(x) for x in a["args"])
+        ps = "".join(f", {k}={v!r}" for k, v in a["params"].items())
+        src = f"  ({a['source']})" if a.get("source") else ""
+        lines.append(f"    #   {m}: {type_str(a['shape'], a['dtype'])} = {a['op']}({args}{ps}){src}")
+    return lines
+
+
+def _index_lines(names, shape, flat, indent):
+    """Per-dimension indices of a row-major flat index over `shape`."""
+    lines = []
+    inner = 1
+    out = [None] * len(shape)
+    for d in range(len(shape) - 1, -1, -1):
+        n = shape[d]
+        if n != 1:
+            e = flat if inner == 1 else f"({flat} // {inner})"
+            if inner * n != _numel(shape):
+                e = f"{e} % {n}"
+            lines.append(f"{indent}{names[d]} = {e}")
+            out[d] = names[d]
+        inner *= n
+    return lines, out
+
+
+def _name_for(g, members, kind):
+    """`fused_mul_add_tanh_kernel`: the group's ops in order, each once (six at most)."""
+    if kind == "scatter":
+        a = g[members[0]]
+        if a["op"] == "getitem_backward":
+            return "index_add_kernel"
+        return "scatter_add_kernel" if a["params"].get("reduce") == "add" else "scatter_kernel"
+    ops = []
+    for m in members:
+        op = g[m]["op"]
+        if op not in ops and op != "proj":
+            ops.append(op)
+    fused = sum(g[m]["op"] != "proj" for m in members) > 1 and kind != "matmul"
+    return ("fused_" if fused else "") + "_".join(ops[:6]) + "_kernel"
+
+
+def _emit_pointwise(g, u, name):
+    e = _Emitter(g)
+    dom = u.shape
+    body = ["    pid = tl.program_id(0)",
+            "    offsets = pid * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)",
+            f"    mask = offsets < {_numel(dom)}"]
+    lines, idx = _index_lines([f"i{d}" for d in range(len(dom))], dom, "offsets", "    ")
+    body += lines
+    vec = set(x for x in idx if x)
+    for x in u.reads:
+        e.load(x, dom, idx, vec | {"offsets"}, "mask", body, "    ")
+    for m in u.members:
+        e.compute(m, idx, body, "    ")
+    for w in u.writes:
+        e.store(w, "offsets", "mask", body, "    ")
+    u.numel = _numel(dom)
+    return e, body, ["BLOCK_SIZE"]
+
+
+def _reduction_plan(kind, p, N, acc):
+    """(passes, finish): passes are (combine, element expression of v and earlier scalars);
+    finish maps the pass results s0, s1, ... to the result (row kinds) or to the full-row
+    expression (softmax kinds, in v)."""
+    if kind == "sum":
+        return [("sum", "v")], "s0"
+    if kind == "mean":
+        return [("sum", "v")], f"s0 / {N}"
+    if kind == "prod":
+        return [("prod", "v")], "s0"
+    if kind in ("max", "min"):
+        return [(kind, "v")], "s0"
+    if kind in ("var", "std"):
+        dof = N - p.get("correction", 1)
+        r = f"s1 / {_lit(float(dof)) if dof > 0 else '0.0'}"
+        return [("sum", "v"), ("sum", f"(v - s0 / {N}) * (v - s0 / {N})")], (r if kind == "var" else f"tl.sqrt({r})")
+    if kind == "logsumexp":
+        # a row of -inf (or inf) gives max m = -inf; shift by 0 there, as numpy's kernel does
+        return [("max", "v"), ("sum", "tl.exp(v - tl.where((s0 - s0) == 0, s0, 0.0))")], \
+            "tl.log(s1) + tl.where((s0 - s0) == 0, s0, 0.0)"
+    if kind == "norm":
+        q = p.get("p", 2.0)
+        if q == 2:
+            return [("sum", "v * v")], "tl.sqrt(s0)"
+        if q == 1:
+            return [("sum", "tl.abs(v)")], "s0"
+        if q == math.inf:
+            return [("max", "tl.abs(v)")], "s0"
+        if q == -math.inf:
+            return [("min", "tl.abs(v)")], "s0"
+        if q == 0:
+            return [("sum", "tl.where(v != 0, 1.0, 0.0)")], "s0"
+        return [("sum", f"_pow(tl.abs(v), {_lit(float(q))})")], f"_pow(s0, {_lit(1.0 / q)})"
+    if kind in ("argmax", "argmin", "max_dim", "min_dim"):
+        # the first position holding the extreme value (row-major over the reduced dims)
+        comb = kind[:3] if kind.endswith("_dim") else kind[3:]
+        passes = [(comb, "v"), ("min", f"tl.where(v == s0, cols, {N})", "tl.int64", str(N))]
+        # max(dim)/min(dim): (values, indices), one per projection
+        return passes, ("s0", "s1.to(tl.int64)") if kind.endswith("_dim") else "s1.to(tl.int64)"
+    if kind == "softmax":
+        return [("max", "v"), ("sum", "tl.exp(v - s0)")], "tl.exp(v - s0) / s1"
+    if kind == "log_softmax":
+        return [("max", "v"), ("sum", "tl.exp(v - s0)")], "v - s0 - tl.log(s1)"
+    raise NotImplementedError(kind)
+
+
+_IDENTITY = {"sum": "0", "prod": "1", "max": 'float("-inf")', "min": 'float("inf")'}
+_INT_RANGE = {"tl.int1": (0, 1), "tl.uint8": (0, 255), "tl.int8": (-128, 127), "tl.int16": (-2 ** 15, 2 ** 15 - 1),
+              "tl.int32": (-2 ** 31, 2 ** 31 - 1), "tl.int64": (-2 ** 63, 2 ** 63 - 1)}
+
+
+def _identity(comb, ty):
+    """The value a masked-off lane contributes: integer max/min start from the type's bounds."""
+    if ty in _INT_RANGE and comb in ("max", "min"):
+        lo, hi = _INT_RANGE[ty]
+        return str(lo if comb == "max" else hi)
+    return _IDENTITY[comb]
+
+
+# tl.sum/tl.max/tl.min are @triton.jit functions made when triton is imported, so under the
+# interpreter they work only if TRITON_INTERPRET was set before that import; tl.reduce with
+# combine functions from the generated module works either way and compiles to the same code
+_FINAL = {"sum": "tl.reduce({a}, 0, _add_combine)", "max": "tl.reduce({a}, 0, _max_combine)",
+          "min": "tl.reduce({a}, 0, _min_combine)", "prod": "tl.reduce({a}, 0, _mul_combine)"}
+_COMBINE = {"sum": "_add_combine", "max": "_max_combine", "min": "_min_combine", "prod": "_mul_combine"}
+_STEP = {"sum": "{acc} + {x}", "prod": "{acc} * {x}", "max": "tl.maximum({acc}, {x})", "min": "tl.minimum({acc}, {x})"}
+
+
+def _emit_reduction(g, u, name, max_row_block):
+    """One program per row. Each stage (a reduction over the row) makes its passes over the
+    columns: in registers when the row fits one block, else a loop per pass; the per-row
+    epilogue follows each stage, and a last sweep computes and stores the full-row values."""
+    e = _Emitter(g)
+    r = u.root
+    a = g[r]
+    s_in, dims = u.s_in, u.dims
+    kept = [d for d in range(len(s_in)) if d not in dims]
+    M = _numel([s_in[d] for d in kept])
+    N = _numel([s_in[d] for d in dims])
+    out_shape = tuple(a["shape"][0]) if a["prim"].multi else tuple(a["shape"])
+    full = LOWERINGS[a["op"]].kind in ("softmax", "log_softmax")
+    whole = _next_pow2(N) <= max_row_block
+    u.M, u.N, u.whole = M, N, whole
+    u.block = _next_pow2(N) if whole else None
+    mem = u.internal
+
+    # per stage: (node, input, v name, passes, finish) with s-names made unique per stage
+    stages = []
+    for k, rk in enumerate(u.stages):
+        ak = g[rk]
+        kind = LOWERINGS[ak["op"]].kind
+        xk = refs(ak["args"])[0]
+        acc = _ctype(ak["dtype"][0] if ak["prim"].multi else ak["dtype"])
+        passes, finish = _reduction_plan(kind, ak["params"], N, acc)
+        vt = _ctype(g[xk]["dtype"]) if kind in ("argmax", "argmin", "max_dim", "min_dim") else acc
+        passes = [q + (vt, _identity(q[0], vt))[len(q) - 2:] for q in passes]
+        vname = "v" if k == 0 else f"v{k + 1}"
+
+        def rename(text, k=k, vname=vname):
+            if k == 0:
+                return text
+            text = re.sub(r"\bs(\d+)\b", lambda mt: f"s{k + 1}_{mt.group(1)}", text)
+            return re.sub(r"\bv\b", vname, text)
+        passes = [(c, rename(ex), ty, ident) for c, ex, ty, ident in passes]
+        finish = tuple(rename(f) for f in finish) if isinstance(finish, tuple) else rename(finish)
+        sname = [rename(f"s{i}") for i in range(len(passes))]
+        stages.append((rk, xk, vname, vt, passes, finish, sname))
+        text = " ".join(q[1] for q in passes) + " " + " ".join(finish if isinstance(finish, tuple) else (finish,))
+        if "_pow(" in text:
+            e.helpers.add("_pow")
+        e.helpers |= {_COMBINE[q[0]] for q in passes}
+
+    # the stage a value is available after (0: the prologue)
+    level = {m: 0 for m in u.prologue}
+    for k, rk in enumerate(u.stages):
+        level[rk] = k + 1
+    order = g.nodes()
+    for m in sorted(set(u.row_epilogue) | set(u.full_epilogue) | set(u.aliases), key=order.index):
+        level[m] = max([level.get(y, 0) for y in refs(g[m]["args"]) if y in mem] or [0])
+
+    names = [f"i{d}" for d in range(len(s_in))]
+    body = ["    row = tl.program_id(0)"]
+    row_lines, row_idx = _index_lines([names[d] for d in kept], [s_in[d] for d in kept], "row", "    ")
+    body += row_lines
+    idx = [None] * len(s_in)
+    for d, nm in zip(kept, row_idx):
+        idx[d] = nm
+    full_nodes = sorted(set(u.full_epilogue) | ({r} if full else set()), key=order.index)
+
+    def needed_full(roots):
+        """The full-row values `roots` need (besides the prologue), in order."""
+        want, stack = set(), list(roots)
+        while stack:
+            v = stack.pop()
+            if v in full_nodes and v not in want:
+                want.add(v)
+                stack.extend(y for y in refs(g[v]["args"]) if y in mem)
+        return [m for m in full_nodes if m in want]
+
+    def columns(indent, start):
+        ls = [f"{indent}cols = {start}tl.arange(0, BLOCK_SIZE)", f"{indent}mask = cols < {N}"]
+        col_lines, col_idx = _index_lines([names[d] for d in dims], [s_in[d] for d in dims], "cols", indent)
+        ls += col_lines
+        bidx = list(idx)
+        for d, nm in zip(dims, col_idx):
+            bidx[d] = nm
+        return ls, bidx, set(c for c in col_idx if c) | {"cols"}
+
+    def compute_full(nodes, bidx, vec, ls, indent, done):
+        for m in nodes:
+            if m in done:
+                continue
+            for y in refs(g[m]["args"]):
+                if y not in done and y not in mem:
+                    e.load(y, s_in, bidx, vec, "mask", ls, indent)
+                    done.add(y)
+            if m == r and full:
+                ls.append(f"{indent}{r} = {stages[0][5]}")
+            else:
+                e.compute(m, bidx, ls, indent)
+            done.add(m)
+
+    def sweep(indent, start, nodes, done):
+        """Loads, prologue, the stage-1 row value v and the full values `nodes`, over a block."""
+        ls, bidx, vec = columns(indent, start)
+        for m in u.prologue:
+            for y in refs(g[m]["args"]):
+                if y not in done and y not in mem:
+                    e.load(y, s_in, bidx, vec, "mask", ls, indent)
+                    done.add(y)
+            e.compute(m, bidx, ls, indent)
+            done.add(m)
+        x1 = stages[0][1]
+        if x1 not in done:
+            e.load(x1, s_in, bidx, vec, "mask", ls, indent)
+            done.add(x1)
+        ls.append(f"{indent}v = {x1}.to({stages[0][3]})")
+        compute_full(nodes, bidx, vec, ls, indent, done)
+        return ls, bidx, vec
+
+    def row_epilogue(k):
+        out_idx = _out_index(s_in, dims, idx, a)
+        rk, _, _, _, _, finish, _ = stages[k]
+        if not g[rk]["prim"].multi and not (k == 0 and full):
+            body.append(f"    {rk} = {finish}")
+        loaded = set()
+        for m in u.row_epilogue:
+            if level[m] != k + 1:
+                continue
+            if g[m]["op"] == "proj":
+                body.append(f"    {m} = {finish[g[m]['params']['index']]}")
+                continue
+            for y in refs(g[m]["args"]):
+                if y not in mem and y not in loaded:
+                    e.load(y, out_shape, out_idx, set(), None, body, "    ")
+                    loaded.add(y)
+            e.compute(m, out_idx, body, "    ")
+        for v in sorted(u.aliases, key=order.index):
+            if level[v] == k + 1:
+                body.append(f"    {v} = {u.aliases[v]}  # {g[v]['op']}: the same value for the whole row")
+
+    def stage_value(k, ls, indent, done, bidx, vec):
+        rk, xk, vname, vt, _, _, _ = stages[k]
+        compute_full(needed_full([xk]), bidx, vec, ls, indent, done)
+        if k:
+            if xk not in done and xk not in mem:
+                e.load(xk, s_in, bidx, vec, "mask", ls, indent)
+                done.add(xk)
+            ls.append(f"{indent}{vname} = {xk}.to({vt})")
+
+    if whole:
+        done = set()
+        ls, bidx, vec = sweep("    ", "", [], done)
+        body += ls
+        for k, (rk, xk, vname, vt, passes, finish, sname) in enumerate(stages):
+            stage_value(k, body, "    ", done, bidx, vec)
+            for (comb, ex, _, ident), sn in zip(passes, sname):
+                body.append(f"    {sn} = {_FINAL[comb].format(a=f'tl.where(mask, {ex}, {ident})')}")
+            row_epilogue(k)
+    else:
+        for k, (rk, xk, vname, vt, passes, finish, sname) in enumerate(stages):
+            for (comb, ex, ty, ident), sn in zip(passes, sname):
+                body.append(f"    acc = tl.full([BLOCK_SIZE], {ident}, {ty})")
+                body.append(f"    for start in range(0, {N}, BLOCK_SIZE):")
+                done = set()
+                ls, bidx, vec = sweep("        ", "start + ", [], done)
+                body += ls
+                stage_value(k, body, "        ", done, bidx, vec)
+                body.append(f"        acc = {_STEP[comb].format(acc='acc', x=f'tl.where(mask, {ex}, {ident})')}")
+                body.append(f"    {sn} = {_FINAL[comb].format(a='acc')}")
+            row_epilogue(k)
+    for w in u.writes:
+        if w in u.stages and not (w == r and full) or w in u.row_epilogue:
+            e.store(w, "row" if M > 1 else "", None, body, "    ")
+    stored_full = [w for w in u.writes if w in full_nodes]
+    if stored_full:
+        if whole:
+            compute_full(needed_full(stored_full), bidx, vec, body, "    ", done)
+            indent = "    "
+        else:
+            body.append(f"    for start in range(0, {N}, BLOCK_SIZE):")
+            done = set()
+            ls, bidx, vec = sweep("        ", "start + ", needed_full(stored_full), done)
+            body += ls
+            indent = "        "
+        off = _contiguous_offset(s_in, bidx, always=("cols",) if N == 1 else ())
+        for w in stored_full:
+            e.store(w, off, "mask", body, indent)
+    return e, body, ["BLOCK_SIZE"]
+
+
+def _out_index(s_in, dims, idx, a):
+    """Index names over a reduction's output shape."""
+    if a["params"].get("keepdim"):
+        return [None if d in dims else idx[d] for d in range(len(s_in))]
+    return [idx[d] for d in range(len(s_in)) if d not in dims]
+
+
+def _contiguous_offset(shape, idx, always=()):
+    """Row-major offset of the element at `idx` in a contiguous tensor of `shape`; the
+    index names in `always` stay even over a size-1 dimension (the pointer keeps its shape)."""
+    terms = []
+    inner = 1
+    for d in range(len(shape) - 1, -1, -1):
+        if idx[d] is not None and (shape[d] != 1 or idx[d] in always):
+            terms.append(idx[d] if inner == 1 else f"{idx[d]} * {inner}")
+        inner *= shape[d]
+    return " + ".join(reversed(terms)) or "0"
+
+
+def _matmul_shapes(g, n):
+    a_name, b_name = refs(g[n]["args"])
+    sa, sb = tuple(g[a_name]["shape"]), tuple(g[b_name]["shape"])
+    a2 = sa if len(sa) > 1 else (1,) + sa
+    b2 = sb if len(sb) > 1 else sb + (1,)
+    batch = []
+    la, lb = a2[:-2], b2[:-2]
+    k = max(len(la), len(lb))
+    la = (1,) * (k - len(la)) + la
+    lb = (1,) * (k - len(lb)) + lb
+    batch = tuple(max(p, q) for p, q in zip(la, lb))
+    return a_name, b_name, a2, b2, batch + (a2[-2], b2[-1])
+
+
+def _emit_matmul(g, u, name):
+    e = _Emitter(g)
+    n = u.root
+    a_name, b_name, a2, b2, out2 = _matmul_shapes(g, n)
+    d = g[n]["dtype"]
+    if not d.is_floating_point:
+        raise NotImplementedError(f"{n} = matmul(...): Triton's tl.dot has no {d.name} lowering here")
+    acc = "tl.float64" if d.name == "float64" else "tl.float32"
+    M, K, N = a2[-2], a2[-1], b2[-1]
+    batch = out2[:-2]
+    u.M, u.N, u.K, u.batch = M, N, K, _numel(batch)
+    u.a2, u.b2, u.out2 = a2, b2, out2
+    bnames = [f"b{d}" for d in range(len(batch))]
+    body = ["    pid_m = tl.program_id(0)", "    pid_n = tl.program_id(1)"]
+    bl, bidx = _index_lines(bnames, batch, "batch", "    ")
+    if bl:
+        body += ["    batch = tl.program_id(2)"] + bl
+
+    def base(v, shape2, role):
+        lead = len(batch) - (len(shape2) - 2)
+        terms = []
+        for j in range(len(shape2) - 2):
+            dd = j + lead
+            if shape2[j] != 1 and bidx[dd] is not None:
+                terms.append(f"{bidx[dd]} * " + e.param(f"stride_{v}_b{j}", ("stride2", v, j, role)))
+        return terms
+
+    a_ptr = e.param(f"{a_name}_ptr", ("ptr", a_name))
+    # ("stride2", value, dim, operand): a stride of operand a or b seen as a matrix (a vector
+    # operand gets its size-1 dimension in the launcher)
+    sam = e.param(f"stride_{a_name}_m", ("stride2", a_name, len(a2) - 2, "a"))
+    sak = e.param(f"stride_{a_name}_k", ("stride2", a_name, len(a2) - 1, "a"))
+    b_ptr = e.param(f"{b_name}_ptr", ("ptr", b_name)) if b_name != a_name else a_ptr
+    sbk = e.param(f"stride_{b_name}_k2" if b_name == a_name else f"stride_{b_name}_k",
+                  ("stride2", b_name, len(b2) - 2, "b"))
+    sbn = e.param(f"stride_{b_name}_n", ("stride2", b_name, len(b2) - 1, "b"))
+    body += ["    offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)",
+             "    offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)",
+             "    offs_k = tl.arange(0, BLOCK_K)"]
+    ab = " + ".join(base(a_name, a2, "a"))
+    bb = " + ".join(base(b_name, b2, "b"))
+    body.append(f"    a_ptrs = {a_ptr}{' + ' + ab if ab else ''} + offs_m[:, None] * {sam} + offs_k[None, :] * {sak}")
+    body.append(f"    b_ptrs = {b_ptr}{' + ' + bb if bb else ''} + offs_k[:, None] * {sbk} + offs_n[None, :] * {sbn}")
+    body.append(f"    acc = tl.full((BLOCK_M, BLOCK_N), 0.0, {acc})")
+    body.append(f"    for k in range(0, {K}, BLOCK_K):")
+    body.append(f"        a = tl.load(a_ptrs, mask=(offs_m[:, None] < {M}) & (offs_k[None, :] + k < {K}), other=0.0)")
+    body.append(f"        b = tl.load(b_ptrs, mask=(offs_k[:, None] + k < {K}) & (offs_n[None, :] < {N}), other=0.0)")
+    # ieee: fp32 inputs stay fp32 (tf32 would round them to 10 bits of mantissa)
+    prec = ', input_precision="ieee"' if d.name in ("float32", "float64") else ""
+    body.append(f"        acc = tl.dot(a, b, acc{prec})")
+    body.append(f"        a_ptrs += BLOCK_K * {sak}")
+    body.append(f"        b_ptrs += BLOCK_K * {sbk}")
+    body.append(f"    {n} = acc")
+    mask = f"(offs_m[:, None] < {M}) & (offs_n[None, :] < {N})"
+    body.append(f"    mask = {mask}")
+    idx = list(bidx) + ["offs_m[:, None]", "offs_n[None, :]"]
+    vec = {"offs_m[:, None]", "offs_n[None, :]"}
+    mem = set(u.members)
+    done = {n}
+    for m in u.members[1:]:
+        for y in refs(g[m]["args"]):
+            if y not in done and y not in mem:
+                e.load(y, out2, idx, vec, "mask", body, "    ")
+                done.add(y)
+        e.compute(m, idx, body, "    ")
+        done.add(m)
+    off = _contiguous_offset(out2, list(bidx) + ["offs_m[:, None]", "offs_n[None, :]"],
+                             always=("offs_m[:, None]", "offs_n[None, :]"))
+    for w in u.writes:
+        e.store(w, off, "mask", body, "    ")
+    return e, body, ["BLOCK_M", "BLOCK_N", "BLOCK_K"]
+
+
+def _emit_index_add(g, u, name):
+    """getitem_backward(g, idx, key) with key = (:, ..., idx, :, ...): out[..., idx[j], ...] += g[..., j, ...]."""
+    e = _Emitter(g)
+    n = u.root
+    a = g[n]
+    grad, index = a["args"]
+    k = _one_index_dim(a["params"]["key"])
+    gshape, ishape, oshape = tuple(g[grad]["shape"]), tuple(g[index]["shape"]), tuple(a["shape"])
+    u.numel = _numel(gshape)
+    body = ["    pid = tl.program_id(0)",
+            "    offsets = pid * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)",
+            f"    mask = offsets < {u.numel}"]
+    lines, idx = _index_lines([f"i{d}" for d in range(len(gshape))], gshape, "offsets", "    ")
+    body += lines
+    vec = set(i for i in idx if i) | {"offsets"}
+    e.load(grad, gshape, idx, vec, "mask", body, "    ")
+    e.load(index, ishape, idx[k:k + len(ishape)], vec, "mask", body, "    ")
+    # a negative index counts from the end, as in numpy
+    body.append(f"    {index} = tl.where({index} < 0, {index} + {oshape[k]}, {index})")
+    target = idx[:k] + [str(index)] + idx[k + len(ishape):]
+    off = _contiguous_offset(oshape, target, always=(str(index),))
+    ptr = e.param(f"{n}_out_ptr", ("out", n))
+    body.append(f"    tl.atomic_add({ptr} + {off}, {grad}.to({_TL[a['dtype'].name]}), mask=mask)")
+    return e, body, ["BLOCK_SIZE"]
+
+
+def _emit_scatter(g, u, name):
+    if g[u.root]["op"] == "getitem_backward":
+        return _emit_index_add(g, u, name)
+    e = _Emitter(g)
+    n = u.root
+    a = g[n]
+    x, index, src = a["args"]
+    dim = a["params"]["dim"]
+    ishape, oshape = tuple(g[index]["shape"]), tuple(a["shape"])
+    u.numel = _numel(ishape)
+    body = ["    pid = tl.program_id(0)",
+            "    offsets = pid * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)",
+            f"    mask = offsets < {u.numel}"]
+    lines, idx = _index_lines([f"i{d}" for d in range(len(ishape))], ishape, "offsets", "    ")
+    body += lines
+    vec = set(i for i in idx if i) | {"offsets"}
+    e.load(index, ishape, idx, vec, "mask", body, "    ")
+    if isinstance(src, V):
+        # src may be larger than index: its leading block is read, at index's coordinates
+        terms = []
+        for j, size in enumerate(g[src]["shape"]):
+            if size != 1 and idx[j] is not None:
+                terms.append(f"{idx[j]} * " + e.param(f"stride_{src}_{j}", ("stride", src, j)))
+        ptr = e.param(f"{src}_ptr", ("ptr", src))
+        d = g[src]["dtype"]
+        cast = f".to({_ctype(d)})" if _ctype(d) != _TL[d.name] else ""
+        off = " + ".join(terms)
+        body.append(f"    {src} = tl.load({ptr}{' + ' + off if off else ''}, mask=mask, other=0){cast}" if off else
+                    f"    {src} = tl.load({ptr}){cast}")
+        value = str(src)
+    else:
+        value = f"tl.full([BLOCK_SIZE], {_lit(src)}, {_ctype(a['dtype'])})"
+    target = list(idx)
+    target[dim] = str(index)
+    off = _contiguous_offset(oshape, target, always=(str(index),))
+    ptr = e.param(f"{n}_out_ptr", ("out", n))
+    store = f"{value}.to({_TL[a['dtype'].name]})"
+    if a["params"].get("reduce") == "add":
+        body.append(f"    tl.atomic_add({ptr} + {off}, {store}, mask=mask)")
+    else:
+        body.append(f"    tl.store({ptr} + {off}, {store}, mask=mask)")
+    return e, body, ["BLOCK_SIZE"]
+
+
+# == configs ===========================================================================================
+
+def interpreting():
+    return os.environ.get("TRITON_INTERPRET") == "1"
+
+
+# (kind) -> candidate configs; under the interpreter the first one, untimed
+CONFIGS = {
+    "pointwise": [{"BLOCK_SIZE": 1024}, {"BLOCK_SIZE": 256}, {"BLOCK_SIZE": 4096}],
+    "reduce": [{"BLOCK_SIZE": 1024}, {"BLOCK_SIZE": 256}, {"BLOCK_SIZE": 4096}],
+    "matmul": [{"BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 32}, {"BLOCK_M": 128, "BLOCK_N": 64, "BLOCK_K": 32},
+               {"BLOCK_M": 64, "BLOCK_N": 128, "BLOCK_K": 32}, {"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 32}],
+}
+INTERPRET_CONFIGS = {"pointwise": {"BLOCK_SIZE": 128}, "reduce": {"BLOCK_SIZE": 32},
+                     "matmul": {"BLOCK_M": 16, "BLOCK_N": 16, "BLOCK_K": 16}}
+_TUNED = {}      # (kernel source hash, kernel name) -> config: kernels are generated per shape
+
+
+def _autotune(key, kind, run):
+    cfg = _TUNED.get(key)
+    if cfg is not None:
+        return cfg
+    if interpreting():
+        cfg = INTERPRET_CONFIGS[kind]
+    else:
+        from triton.testing import do_bench
+        best = None
+        for c in CONFIGS[kind]:
+            try:
+                t = do_bench(lambda: run(c), warmup=5, rep=20)
+            except Exception:           # a config the device cannot hold (shared memory, registers)
+                continue
+            if best is None or t < best[0]:
+                best = (t, c)
+        if best is None:
+            raise RuntimeError(f"no Triton config runs kernel {key[1]}")
+        cfg = best[1]
+    _TUNED[key] = cfg
+    return cfg
+
+
+# == the program =========================================================================================
+
+class TritonProgram:
+    """A lowered graph: call it with one tensor per graph input; returns the outputs (torch)."""
+
+    def __init__(self, graph, units, source, module):
+        self.graph = graph
+        self.units = units
+        self.source = source
+        self.module = module
+        self.kernels = [u for u in units if u.kind != "glue"]
+
+    @property
+    def kernel_names(self):
+        return [u.name for u in self.kernels]
+
+    def __call__(self, *args):
+        import torch
+        env = {}
+        for v, x in zip(self.graph.inputs, args):
+            env[v] = _as_torch(torch, x)
+        for v in self.graph.inputs[len(args):]:
+            value = self.graph[v].get("value")
+            if value is None:
+                raise TypeError(f"missing argument for graph input {v}")
+            env[v] = _as_torch(torch, value)
+        if env:
+            _DEVICE[0] = next(iter(env.values())).device
+        for u in self.units:
+            u.run(torch, env)
+        return [None if o is None else env[o] for o in self.graph.outputs]
+
+    @property
+    def plan(self):
+        """The launcher's steps, one line each: kernels with what they read and write, glue ops."""
+        lines = [f"# launcher for {self.graph.name}({', '.join(self.graph.inputs)})"]
+        for u in self.units:
+            if u.kind == "glue":
+                a = self.graph[u.root]
+                how = "view" if getattr(GLUE.get(a["op"]), "view", a["op"] == "proj") else "copy"
+                lines.append(f"{u.root} = {a['op']}({', '.join(map(str, refs(a['args'])))})  # glue ({how})")
+            else:
+                lines.append(f"{', '.join(u.writes)} = {u.name}({', '.join(u.reads)})")
+        outs = ", ".join(str(o) for o in self.graph.outputs)
+        lines.append(f"return ({outs})")
+        return "\n".join(lines)
+
+    def __repr__(self):
+        return f"<TritonProgram {self.graph.name}: {len(self.kernels)} kernels>"
+
+
+def _as_torch(torch, x):
+    """A torch tensor for a graph input (numpy arrays and tracegrad tensors are wrapped;
+    on a GPU they are copied to it)."""
+    if isinstance(x, torch.Tensor):
+        return x
+    a = np.asarray(getattr(x, "_data", x))
+    if a.base is not None or any(s < 0 for s in a.strides):
+        # torch.from_numpy of a numpy view gets a storage of the view's size, which the
+        # interpreter's host copy (by storage) rejects; negative strides torch cannot hold
+        a = np.array(a, copy=True)
+    t = torch.from_numpy(a)
+    if not interpreting() and torch.cuda.is_available():
+        t = t.cuda()
+    return t
+
+
+def _glue_runner(g, u):
+    n = u.root
+    a = g[n]
+
+    if a["op"] == "proj":
+        def run(torch, env):
+            env[n] = env[a["args"][0]][a["params"]["index"]]
+        return run
+    fn = GLUE[a["op"]] if a["op"] != "getitem_backward" else _glue_getitem_backward
+
+    def run(torch, env):
+        args = [_resolve(x, env) for x in a["args"]]
+        out = fn(torch, n, *args, **a["params"])
+        env[n] = out
+    return run
+
+
+def _resolve(x, env):
+    if isinstance(x, V):
+        return env[x]
+    if isinstance(x, tuple):
+        return tuple(_resolve(y, env) for y in x)
+    if isinstance(x, list):
+        return [_resolve(y, env) for y in x]
+    return x
+
+
+def _kernel_runner(g, u, kernel):
+    u.root_args = refs(g[u.root]["args"])
+    def arg_values(torch, env, outs):
+        vals = []
+        for _, what in u.params:
+            if what[0] == "ptr":
+                vals.append(env[what[1]])
+            elif what[0] == "stride":
+                vals.append(env[what[1]].stride(what[2]))
+            elif what[0] == "stride2":
+                v, j, role = what[1], what[2], what[3]
+                t = env[v]
+                if t.ndim == 1:
+                    t = t.unsqueeze(0) if role == "a" else t.unsqueeze(-1)
+                vals.append(t.stride(j))
+            else:
+                vals.append(outs[what[1]])
+        return vals
+
+    def grid_of(cfg):
+        if u.kind in ("pointwise", "scatter"):
+            return ((u.numel + cfg["BLOCK_SIZE"] - 1) // cfg["BLOCK_SIZE"],)
+        if u.kind == "reduce":
+            return (u.M,)
+        return ((u.M + cfg["BLOCK_M"] - 1) // cfg["BLOCK_M"], (u.N + cfg["BLOCK_N"] - 1) // cfg["BLOCK_N"], u.batch)
+
+    def run(torch, env):
+        dev = None
+        for x in u.reads:
+            if isinstance(env[x], torch.Tensor):
+                dev = env[x].device
+                break
+        dev = dev or _DEVICE[0]
+        outs = {}
+        for w in u.writes:
+            shape = tuple(g[w]["shape"])
+            if u.kind == "matmul" and w == u.root:
+                shape = u.out2
+            outs[w] = torch.empty(shape, dtype=_torch_dtype(torch, g[w]["dtype"]), device=dev)
+        if u.kind == "scatter":       # the kernel writes into a copy of x (adds into zeros)
+            if g[u.root]["op"] == "getitem_backward":
+                outs[u.root].zero_()
+            else:
+                outs[u.root].copy_(env[u.root_args[0]])
+            if u.numel == 0:
+                env[u.root] = outs[u.root]
+                return
+        vals = arg_values(torch, env, outs)
+        if u.kind == "reduce" and u.whole:
+            cfg = {"BLOCK_SIZE": u.block}
+        elif u.kind == "scatter":     # untuned: timing runs would add into the output again
+            cfg = INTERPRET_CONFIGS["pointwise"] if interpreting() else {"BLOCK_SIZE": 256}
+        elif all(grid_of(INTERPRET_CONFIGS[u.kind])):
+            cfg = _autotune(u.key, u.kind, lambda c: kernel[grid_of(c)](*vals, **c))
+        else:
+            cfg = INTERPRET_CONFIGS[u.kind]
+        grid = grid_of(cfg)
+        if all(grid):                  # an empty tensor launches nothing
+            kernel[grid](*vals, **cfg)
+        for w in u.writes:
+            out = outs[w]
+            if tuple(out.shape) != tuple(g[w]["shape"]):
+                out = out.reshape(tuple(g[w]["shape"]))
+            env[w] = out
+    return run
+
+
+def lower(graph, max_row_block=None):
+    """Lower an IR graph to Triton kernels and a launcher (`TritonProgram`).
+
+    max_row_block: the longest reduction row a kernel keeps whole in registers (longer
+    rows loop over blocks); 64 under the interpreter, 4096 on a GPU."""
+    if max_row_block is None:
+        max_row_block = 64 if interpreting() else 4096
+    g = graph
+    units = _group(g)
+    pieces = []
+    used_names = set()
+    helpers = set()
+    kernel_units = []
+    for u in units:
+        if u.kind == "glue":
+            u.run = _glue_runner(g, u)
+            continue
+        name = _name_for(g, u.members, u.kind)
+        base, k = name, 1
+        while name in used_names:
+            name = f"{base[:-len('_kernel')]}_{k}_kernel"
+            k += 1
+        used_names.add(name)
+        u.name = name
+        if u.kind == "pointwise":
+            e, body, consts = _emit_pointwise(g, u, name)
+        elif u.kind == "reduce":
+            e, body, consts = _emit_reduction(g, u, name, max_row_block)
+        elif u.kind == "scatter":
+            e, body, consts = _emit_scatter(g, u, name)
+        else:
+            e, body, consts = _emit_matmul(g, u, name)
+        u.params = e.params
+        helpers |= e.helpers
+        text = "\n".join(["@triton.jit"] + e.signature(name, consts) + _comment(g, u.members) + body) + "\n"
+        u.source = text
+        pieces.append(text)
+        kernel_units.append(u)
+    head = "import triton\nimport triton.language as tl\n"
+    helper_src = [_HELPERS[h] for h in _HELPERS if h in helpers]
+    source = head + "\n\n" + "\n\n".join(helper_src + pieces)
+    module = _load(source) if kernel_units else None
+    digest = hashlib.sha1(source.encode()).hexdigest()[:16]
+    for u in kernel_units:
+        u.key = (digest, u.name, interpreting())
+        u.run = _kernel_runner(g, u, getattr(module, u.name))
+    return TritonProgram(g, units, source, module)
+
+
+_MODULES = {}
+
+
+def _load(source):
+    """Import generated source from a file (triton.jit reads a kernel's source from its file)."""
+    digest = hashlib.sha1(source.encode()).hexdigest()[:16]
+    key = (digest, interpreting())       # the decorator picks interpreted or compiled kernels
+    mod = _MODULES.get(key)
+    if mod is not None:
+        return mod
+    d = os.path.join(tempfile.gettempdir(), "tracegrad_triton")
+    os.makedirs(d, exist_ok=True)
+    path = os.path.join(d, f"kernels_{digest}.py")
+    if not os.path.exists(path):
+        tmp = f"{path}.{os.getpid()}.tmp"
+        with open(tmp, "w") as f:
+            f.write(source)
+        os.replace(tmp, path)
+    spec = importlib.util.spec_from_file_location(f"tracegrad_triton_{digest}_{int(key[1])}", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    _MODULES[key] = mod
+    return mod
