@@ -161,11 +161,8 @@ def train(args, device):
     print(model)
     step_model = model
     if args.compile:
-        if hasattr(torch, "compile"):
-            step_model = torch.compile(model)
-            print("training through tracegrad.compile")
-        else:
-            print("--compile: tracegrad.compile is not available yet; training eagerly")
+        step_model = torch.compile(model)
+        print("training through tracegrad.compile")
     optimizer = torch.optim.Adam(model.parameters(), lr=args.lr)
 
     rng = np.random.default_rng(args.seed)
