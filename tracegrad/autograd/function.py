@@ -15,6 +15,7 @@ import numpy as np
 from .. import _dtype as D
 from ..grad_mode import STATE, no_grad, enable_grad
 from ..tensor import Tensor
+from ..ops.lowering import Refuse, identity
 from ..ops.primitives import Primitive, PRIMITIVES as P
 from .graph import Node, Saved, node_class, _seq
 
@@ -35,7 +36,8 @@ def _no_forward(*a, **k):
 
 
 Primitive("function", "*xs", _no_forward, shape=lambda *a, **k: _no_forward(), dtype="same", multi=True,
-          vjp=_function_vjp, takes_ctx=True, grad_fn=lambda a, p: p["cls"].__name__ + "Backward")
+          vjp=_function_vjp, takes_ctx=True, grad_fn=lambda a, p: p["cls"].__name__ + "Backward",
+          triton=Refuse("custom autograd Functions call Python"))
 
 
 def _check_grads(ctx, grads, metas):
@@ -119,7 +121,7 @@ def _function_backward_shape(*args, metas):
 
 Primitive("function_backward", "*gs", _function_backward_kernel, shape=_function_backward_shape,
           dtype=lambda args: (None, D.float32), multi=True, eager=_function_backward_eager,
-          grad_fn="FunctionBackwardBackward")
+          grad_fn="FunctionBackwardBackward", triton=Refuse("custom autograd Functions call Python"))
 
 
 def _wrap_grads(gs):
@@ -169,11 +171,11 @@ def _pass_shapes(*args, **p):
 
 Primitive("node_prehooks", "*gs", _prehooks, shape=_pass_shapes, dtype=lambda args: (None, D.float32), multi=True,
           eager=functools.partial(_prehooks, as_tensor=True), vjp=lambda g, out, *a: tuple(g) + (None,),
-          grad_fn="NodePreHooksBackward")
+          grad_fn="NodePreHooksBackward", triton=Refuse("grad_fn hooks call Python"))
 Primitive("node_hooks", "*gs", _posthooks, shape=_pass_shapes, dtype=lambda args: (None, D.float32), multi=True,
           eager=functools.partial(_posthooks, as_tensor=True),
           vjp=lambda g, out, *a, mask, n_out: tuple(g) + (None,) * (len(a) - len(g)),
-          grad_fn="NodeHooksBackward")
+          grad_fn="NodeHooksBackward", triton=Refuse("grad_fn hooks call Python"))
 
 
 def _delayed_error_vjp(g, out, *a):
@@ -181,7 +183,7 @@ def _delayed_error_vjp(g, out, *a):
 
 
 Primitive("delayed_error", "*xs", lambda x, *rest: x, shape=lambda x, *r: tuple(x.shape), dtype="same",
-          vjp=_delayed_error_vjp, grad_fn="DelayedError")
+          vjp=_delayed_error_vjp, grad_fn="DelayedError", triton=identity)
 
 
 # -- the user-facing classes ------------------------------------------------------------------------

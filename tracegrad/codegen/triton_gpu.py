@@ -24,15 +24,14 @@ Grouping is done here, over iteration domains (an elementwise chain shares one s
 a reduction's row epilogue reads the reduced value as a per-row scalar, views such as
 expand/reshape of it included); the `group` marks of passes/fuse.py (row chunks for the
 numpy backend) are not read. Block sizes: a short timing of a few configs per kernel
-on a GPU, cached per generated source (kernels are generated per shape); under the
-interpreter a fixed small config. `TritonProgram.source` holds every kernel's source,
+on a GPU, cached per kernel source (kernels are generated per shape, so per shape);
+under the interpreter a fixed small config. `TritonProgram.source` holds every kernel's source,
 `TritonProgram.plan` the launcher's steps.
 
-`LOWERINGS` maps a primitive's name to its Triton expression template (a callable
-taking the operand expressions, the node's parameters and a context) or to a
-`Reduce`/`Dot`/`Scatter` marker. These entries belong in the op table's `triton` slot
-(tracegrad/ops/primitives.py) and will move there; `GLUE` lists the primitives the
-launcher runs as views or copies, `UNSUPPORTED` those lowering refuses by name.
+What each primitive lowers to is its op table entry's `triton` slot (an `Expr` template,
+a `Reduce`/`Dot`/`Scatter` marker, `Glue` the launcher runs as a view or copy, or a
+`Refuse` with its reason: tracegrad/ops/lowering.py); this module reads the slot and
+keeps no table of its own.
 """
 import hashlib
 import re
@@ -45,361 +44,28 @@ import networkx as nx
 import numpy as np
 
 from ..ir.graph import V, refs, type_str
+from ..ops.lowering import TL, Dot, Expr, Glue, Reduce, Scatter, has_tensor_key, lit, torch_dtype
+from ..ops.primitives import PRIMITIVES
 
 
 # == per-primitive lowering ====================================================================
-
-class Reduce:
-    """A reduction lowering: `kind` picks the passes over each row (see `_reduction_plan`)."""
-
-    def __init__(self, kind):
-        self.kind = kind
-
-    def __repr__(self):
-        return f"Reduce({self.kind!r})"
-
-
-class Dot:
-    """The matmul lowering: a tiled `tl.dot` kernel."""
-
-    def __repr__(self):
-        return "Dot()"
-
-
-class Scatter:
-    """The scatter lowering: one program per block of index elements, writing (or, with
-    reduce="add", atomically adding) src into a copy of x. getitem_backward with one
-    index tensor is the same kernel adding g into zeros (basic keys stay launcher glue)."""
-
-    def __repr__(self):
-        return "Scatter()"
-
-
-def _is_float(d):
-    return d is not None and d.is_floating_point
-
-
-def _lit(x):
-    """A Python constant as Triton source."""
-    if isinstance(x, np.generic):
-        x = x.item()
-    if isinstance(x, bool):
-        return "True" if x else "False"
-    if isinstance(x, int):
-        return repr(x)
-    if isinstance(x, float):
-        if math.isnan(x):
-            return 'float("nan")'
-        if math.isinf(x):
-            return 'float("inf")' if x > 0 else 'float("-inf")'
-        return repr(x)
-    raise NotImplementedError(f"constant {x!r} of type {type(x).__name__} has no Triton literal")
-
-
-def _unary(fn, ints=None):
-    """tl.<fn>(x) on floats; `ints` is the expression for integer and bool inputs."""
-    def lower(a, p, c):
-        if not _is_float(c.in_dtypes[0]) and ints is not None:
-            return ints.format(x=a[0])
-        return f"{fn}({a[0]})"
-    return lower
-
-
-def _sign(a, p, c):
-    if c.in_dtypes[0].name == "bool":
-        return a[0]
-    return f"tl.where({a[0]} > 0, 1, tl.where({a[0]} < 0, -1, {a[0]}))"
-
-
-def _round(a, p, c):
-    if not _is_float(c.in_dtypes[0]):
-        return a[0]
-    d = p.get("decimals", 0)
-    if not d:
-        return f"_rint({a[0]})"
-    s = _lit(10.0 ** d)
-    return f"_rint({a[0]} * {s}) / {s}"
-
-
-def _convert(a, p, c):
-    d = p["dtype"]
-    if d.name == "bool":
-        return f"{a[0]} != 0"
-    if d.name in ("float16", "bfloat16"):     # round to the storage precision, compute in fp32
-        return f"{a[0]}.to({_TL[d.name]}).to(tl.float32)"
-    return f"{a[0]}.to({_TL[d.name]})"
-
-
-def _clamp(a, p, c):
-    v = a[0]
-    if a[1] is not None:
-        v = f"tl.where({v} < {a[1]}, {a[1]}, {v})"
-    if a[2] is not None:
-        v = f"tl.where({v} > {a[2]}, {a[2]}, {v})"
-    return v
-
-
-def _floordiv(a, p, c):
-    return f"_floordiv({a[0]}, {a[1]})" if _is_float(c.out_dtype) else f"_floordiv_int({a[0]}, {a[1]})"
-
-
-def _div_rounding(a, p, c):
-    if p["rounding_mode"] == "floor":
-        return _floordiv(a, p, c)
-    return f"_trunc({a[0]} / {a[1]})" if _is_float(c.out_dtype) else f"{a[0]} // {a[1]}"
-
-
-_SMALL_POW = {2: "{x} * {x}", 3: "{x} * {x} * {x}", 4: "({x} * {x}) * ({x} * {x})", 1: "{x}",
-              0.5: "tl.sqrt({x})", -1: "1.0 / {x}", -2: "1.0 / ({x} * {x})", 0: "tl.where({x} == {x}, 1, 1)"}
-
-
-def _pow(a, p, c):
-    x, y = c.args[0], c.args[1]
-    if not isinstance(y, V):
-        e = y.item() if hasattr(y, "item") else y
-        if e in _SMALL_POW and (_is_float(c.out_dtype) or isinstance(e, int) and e >= 0):
-            return _SMALL_POW[e].format(x=a[0])
-        if not _is_float(c.out_dtype):
-            raise NotImplementedError("pow on integer tensors with an exponent other than 0..4")
-        if float(e).is_integer():        # the sign of a negative base follows the exponent's parity
-            r = f"tl.exp({_lit(float(e))} * tl.log(tl.abs({a[0]})))"
-            return f"tl.where({a[0]} < 0, -{r}, {r})" if int(e) % 2 else r
-        return f"tl.where({a[0]} < 0, float(\"nan\"), tl.exp({_lit(float(e))} * tl.log({a[0]})))"
-    if not _is_float(c.out_dtype):
-        raise NotImplementedError("pow on integer tensors with an exponent other than 0..4")
-    if not isinstance(x, V):
-        b = float(x.item() if hasattr(x, "item") else x)
-        if b > 0:
-            return f"tl.exp({a[1]} * {_lit(math.log(b))})"
-        return f"_pow({a[1]} * 0 + {_lit(b)}, {a[1]})"
-    return f"_pow({a[0]}, {a[1]})"
-
-
-def _tri(op):
-    def lower(a, p, c):
-        i, j = c.idx[-2] or "0", c.idx[-1] or "0"
-        return f"tl.where({j} - {i} {op} {p.get('k', 0)}, {a[0]}, 0)"
-    return lower
-
-
-def _binop(op):
-    return lambda a, p, c: f"{a[0]} {op} {a[1]}"
-
-
-LOWERINGS = {
-    "neg": lambda a, p, c: f"-{a[0]}",
-    "abs": lambda a, p, c: f"tl.abs({a[0]})",
-    "sign": _sign,
-    "exp": _unary("tl.exp"),
-    "exp2": _unary("tl.exp2"),
-    "log": _unary("tl.log"),
-    "log2": _unary("tl.log2"),
-    "log1p": _unary("_log1p"),
-    "expm1": _unary("_expm1"),
-    "sqrt": _unary("tl.sqrt"),
-    "rsqrt": _unary("tl.rsqrt"),
-    "reciprocal": lambda a, p, c: f"1.0 / {a[0]}",
-    "sin": _unary("tl.sin"),
-    "cos": _unary("tl.cos"),
-    "tan": lambda a, p, c: f"tl.sin({a[0]}) / tl.cos({a[0]})",
-    "tanh": _unary("_tanh"),
-    "sigmoid": _unary("_sigmoid"),
-    "erf": _unary("tl.erf"),
-    "relu": lambda a, p, c: f"tl.where({a[0]} < 0, 0, {a[0]})",
-    "floor": _unary("tl.floor", ints="{x}"),
-    "ceil": _unary("tl.ceil", ints="{x}"),
-    "round": _round,
-    "convert": _convert,
-    "clone": lambda a, p, c: a[0],
-    "clamp": _clamp,
-    "isnan": lambda a, p, c: f"{a[0]} != {a[0]}",
-    "isinf": lambda a, p, c: f"({a[0]} == {a[0]}) & (({a[0]} - {a[0]}) != ({a[0]} - {a[0]}))",
-    "isfinite": lambda a, p, c: f"({a[0]} - {a[0]}) == 0",
-    "logical_not": lambda a, p, c: f"{a[0]} == 0",
-    "add": _binop("+"),
-    "sub": _binop("-"),
-    "rsub": lambda a, p, c: f"{a[1]} - {a[0]}",
-    "mul": _binop("*"),
-    "div": _binop("/"),
-    "floor_divide": _floordiv,
-    "remainder": lambda a, p, c: f"_remainder({a[0]}, {a[1]})",
-    "div_rounding": _div_rounding,
-    # numpy's maximum/minimum propagate a NaN from either side
-    "maximum": lambda a, p, c: f"tl.where(({a[0]} > {a[1]}) | ({a[0]} != {a[0]}), {a[0]}, {a[1]})",
-    "minimum": lambda a, p, c: f"tl.where(({a[0]} < {a[1]}) | ({a[0]} != {a[0]}), {a[0]}, {a[1]})",
-    "pow": _pow,
-    "eq": _binop("=="),
-    "ne": _binop("!="),
-    "lt": _binop("<"),
-    "le": _binop("<="),
-    "gt": _binop(">"),
-    "ge": _binop(">="),
-    "logical_and": lambda a, p, c: f"({a[0]} != 0) & ({a[1]} != 0)",
-    "logical_or": lambda a, p, c: f"({a[0]} != 0) | ({a[1]} != 0)",
-    "logical_xor": lambda a, p, c: f"({a[0]} != 0) != ({a[1]} != 0)",
-    "bitwise_and": _binop("&"),
-    "bitwise_or": _binop("|"),
-    "bitwise_xor": _binop("^"),
-    "where": lambda a, p, c: f"tl.where({a[0]}, {a[1]}, {a[2]})",
-    "masked_fill": lambda a, p, c: f"tl.where({a[1]}, {a[2]}, {a[0]})",
-    "tril": _tri("<="),
-    "triu": _tri(">="),
-    "sum": Reduce("sum"),
-    "mean": Reduce("mean"),
-    "prod": Reduce("prod"),
-    "amax": Reduce("max"),
-    "amin": Reduce("min"),
-    "max_all": Reduce("max"),
-    "min_all": Reduce("min"),
-    "var": Reduce("var"),
-    "std": Reduce("std"),
-    "logsumexp": Reduce("logsumexp"),
-    "norm": Reduce("norm"),
-    "argmax": Reduce("argmax"),
-    "argmin": Reduce("argmin"),
-    "max_dim": Reduce("max_dim"),
-    "min_dim": Reduce("min_dim"),
-    "softmax": Reduce("softmax"),
-    "log_softmax": Reduce("log_softmax"),
-    "matmul": Dot(),
-    "scatter": Scatter(),
-    "getitem_backward": Scatter(),
-}
-
-# results whose Triton type may differ from the node's dtype (literals, where, integer
-# helpers): the kernel casts them to the node's compute type
-_CAST = {"sign", "relu", "where", "masked_fill", "clamp", "maximum", "minimum", "pow", "tril", "triu",
-         "floor_divide", "remainder", "div_rounding", "reciprocal", "round"}
-
-
-def _glue_view(fn):
-    fn.view = True
-    return fn
-
-
-def _torch_key(key, idx):
-    out = []
-    for k in key:
-        if isinstance(k, tuple):
-            if k[0] == "s":
-                out.append(slice(k[1], k[2], k[3]))
-            else:
-                out.append(idx[k[1]])
-        else:
-            out.append(k)
-    return tuple(out)
-
-
-def _has_tensor_key(key):
-    return any(isinstance(k, tuple) and k[0] == "t" for k in key)
-
-
-def _glue_getitem_backward(torch, n, g, *idx, key, shape):
-    out = torch.zeros(tuple(shape), dtype=g.dtype, device=g.device)
-    out[_torch_key(key, idx)] = g
-    return out
-
-
-def _glue_cat(torch, n, *xs, dim):
-    kept = [x for x in xs if not (x.ndim == 1 and x.shape[0] == 0)] or list(xs[:1])
-    shape = list(kept[0].shape)
-    shape[dim] = sum(x.shape[dim] for x in kept)
-    out = torch.empty(shape, dtype=kept[0].dtype, device=kept[0].device)
-    start = 0
-    for x in kept:
-        out.narrow(dim, start, x.shape[dim]).copy_(x)
-        start += x.shape[dim]
-    return out
-
-
-def _glue_stack(torch, n, *xs, dim):
-    return _glue_cat(torch, n, *[x.unsqueeze(dim) for x in xs], dim=dim)
-
-
-def _glue_split(torch, n, x, sizes, dim, name=None):
-    out, start = [], 0
-    for s in sizes:
-        out.append(x.narrow(dim, start, s))
-        start += s
-    return tuple(out)
-
-
-def _glue_index_put(torch, n, x, v, *idx, key, accumulate=False):
-    out = x.clone()
-    out[_torch_key(key, idx)] = v
-    return out
-
-
-def _glue_as_strided(torch, n, x, shape, strides, offset):
-    flat = x.contiguous().reshape(-1)
-    return flat.as_strided(tuple(shape), tuple(strides), flat.storage_offset() + offset)
-
-
-def _glue_as_strided_scatter(torch, n, x, src, shape, strides, offset):
-    out = x.contiguous().clone()
-    flat = out.reshape(-1)
-    flat.as_strided(tuple(shape), tuple(strides), flat.storage_offset() + offset).copy_(src)
-    return out
-
-
-def _glue_full(torch, n, shape, value, dtype):
-    return torch.full(tuple(shape), value, dtype=_torch_dtype(torch, dtype), device=_DEVICE[0])
-
-
-# glue: (torch, node name, *args, **params) -> tensor(s); views or copies, never arithmetic
-GLUE = {
-    "reshape": _glue_view(lambda torch, n, x, shape, view=True: x.reshape(tuple(shape))),
-    "permute": _glue_view(lambda torch, n, x, dims, name=None: x.permute(tuple(dims))),
-    "expand": _glue_view(lambda torch, n, x, shape: x.expand(tuple(shape))),
-    "squeeze": _glue_view(lambda torch, n, x, dims, **_: x.reshape(
-        tuple(s for i, s in enumerate(x.shape) if i not in dims))),
-    "unsqueeze": _glue_view(lambda torch, n, x, dim: x.unsqueeze(dim)),
-    "getitem": _glue_view(lambda torch, n, x, *idx, key: x[_torch_key(key, idx)]),
-    "cat": _glue_cat,
-    "stack": _glue_stack,
-    "split": _glue_view(_glue_split),
-    "unbind": _glue_view(lambda torch, n, x, dim: tuple(x.unbind(dim))),
-    "flip": lambda torch, n, x, dims: x.flip(tuple(d % x.ndim for d in dims)) if x.ndim else x.clone(),
-    "roll": lambda torch, n, x, shifts, dims: x.roll(tuple(shifts), tuple(dims)) if dims else x.roll(tuple(shifts)),
-    "repeat": lambda torch, n, x, sizes: x.repeat(tuple(sizes)),
-    "gather": lambda torch, n, x, index, dim: x.gather(dim, index),
-    "index_select": lambda torch, n, x, index, dim: x.index_select(dim, index),
-    "full": _glue_full,
-    "index_put": _glue_index_put,
-    "as_strided": _glue_view(_glue_as_strided),
-    "as_strided_scatter": _glue_as_strided_scatter,
-    "detach": _glue_view(lambda torch, n, x: x),
-    "delayed_error": _glue_view(lambda torch, n, x, *rest, **p: x),
-}
-
-UNSUPPORTED = {
-    "einsum": "einsum is not lowered yet (decompose it into permute + matmul)",
-    "conv2d": "convolutions are not lowered yet",
-    "conv_transpose2d": "convolutions are not lowered yet",
-    "conv2d_weight": "convolutions are not lowered yet",
-    "max_pool2d": "pooling is not lowered yet",
-    "max_pool2d_backward": "pooling is not lowered yet",
-    "avg_pool2d": "pooling is not lowered yet",
-    "avg_pool2d_backward": "pooling is not lowered yet",
-    "call_hooks": "tensor hooks call Python at backward time",
-    "function": "custom autograd Functions call Python",
-    "function_backward": "custom autograd Functions call Python",
-    "node_prehooks": "grad_fn hooks call Python",
-    "node_hooks": "grad_fn hooks call Python",
-    "compiled_call": "a nested compiled call is not lowered",
-    "compiled_backward": "a nested compiled call is not lowered",
-}
-
-
-def _glue_refusal(a):
-    """Why a glue op cannot run with these parameters (it would have to add), or None."""
-    p = a["params"]
-    if a["op"] == "index_put" and p.get("accumulate"):
-        return "index_put with accumulate=True adds"
-    if a["op"] in ("getitem", "getitem_backward") and any(
-            isinstance(k, tuple) and k[0] == "s" and k[3] is not None and k[3] < 0 for k in p["key"]):
-        return "a negative slice step has no torch view"
-    return None
+# Each primitive's lowering is its op table entry's `triton` slot (tracegrad/ops/lowering.py
+# says what the slot may hold); nothing here is keyed by a primitive's name.
+
+def _lowering(a):
+    """The `triton` slot of a graph node's primitive."""
+    prim = a.get("prim") or PRIMITIVES.get(a["op"])
+    return prim.triton if prim is not None else None
+
+
+def classify(name):
+    """'lowered', 'glue' or 'unsupported' for a primitive name (KeyError if none)."""
+    low = PRIMITIVES[name].triton
+    if isinstance(low, (Expr, Reduce, Dot, Scatter)):
+        return "lowered"
+    if isinstance(low, Glue):
+        return "glue"
+    return "unsupported"
 
 
 def _one_index_dim(key):
@@ -411,33 +77,13 @@ def _one_index_dim(key):
     return ts[0]
 
 
-def classify(name):
-    """'lowered', 'glue' or 'unsupported' for a primitive name (KeyError if none)."""
-    if name in LOWERINGS:
-        return "lowered"
-    if name in GLUE:
-        return "glue"
-    if name in UNSUPPORTED:
-        return "unsupported"
-    raise KeyError(name)
-
-
 # == types ========================================================================================
-
-_TL = {"float16": "tl.float16", "bfloat16": "tl.bfloat16", "float32": "tl.float32", "float64": "tl.float64",
-       "int8": "tl.int8", "int16": "tl.int16", "int32": "tl.int32", "int64": "tl.int64", "uint8": "tl.uint8",
-       "bool": "tl.int1"}
-
 
 def _ctype(d):
     """The type a kernel computes a value of dtype d in: fp32 for the half types."""
     if d.name in ("float16", "bfloat16"):
         return "tl.float32"
-    return _TL[d.name]
-
-
-def _torch_dtype(torch, d):
-    return {"bool": torch.bool}.get(d.name) or getattr(torch, d.name)
+    return TL[d.name]
 
 
 _DEVICE = ["cpu"]
@@ -557,43 +203,46 @@ def _kind(a):
         return "input"
     if op == "proj":
         return "glue"
-    low = LOWERINGS.get(op)
+    low = _lowering(a)
+    where = f" [{a['source']}]" if a.get("source") else ""
+    if isinstance(low, Expr):
+        return "pointwise"
     if isinstance(low, Reduce):
         return "reduce"
     if isinstance(low, Dot):
         return "matmul"
     if isinstance(low, Scatter):
-        if op == "getitem_backward":
-            why = _glue_refusal(a)
-            if why is None and _has_tensor_key(a["params"]["key"]) and _one_index_dim(a["params"]["key"]) is None:
+        p = a["params"]
+        if low.kind == "index_add":
+            why = low.glue.refusal(p)
+            if why is None and has_tensor_key(p["key"]) and _one_index_dim(p["key"]) is None:
                 why = "indices other than one index tensor among full slices are not lowered"
             if why:
-                raise NotImplementedError(f"{op}: {why}" + (f" [{a['source']}]" if a.get("source") else ""))
-            return "scatter" if _has_tensor_key(a["params"]["key"]) else "glue"
-        if a["params"].get("reduce") not in (None, "add"):
-            raise NotImplementedError(f"{op}: reduce={a['params']['reduce']!r} has no Triton lowering")
+                raise NotImplementedError(f"{op}: {why}{where}")
+            return "scatter" if has_tensor_key(p["key"]) else "glue"
+        if p.get("reduce") not in (None, "add"):
+            raise NotImplementedError(f"{op}: reduce={p['reduce']!r} has no Triton lowering{where}")
         return "scatter"
-    if low is not None:
-        return "pointwise"
-    if op in GLUE:
-        why = _glue_refusal(a)
+    if isinstance(low, Glue):
+        why = low.refusal(a["params"])
         if why:
-            raise NotImplementedError(f"{op}: {why}; it has no Triton lowering yet"
-                                      + (f" [{a['source']}]" if a.get("source") else ""))
+            raise NotImplementedError(f"{op}: {why}; it has no Triton lowering yet{where}")
         return "glue"
-    raise NotImplementedError(f"{op}: no Triton lowering ({UNSUPPORTED.get(op, 'not in the op table')})"
-                              + (f" [{a['source']}]" if a.get("source") else ""))
+    reason = low.reason if low is not None else "its op table entry has no `triton` lowering"
+    raise NotImplementedError(f"{op}: no Triton lowering ({reason}){where}")
 
 
 def _dims(a, ndim):
+    """The dimensions a reduction node reduces, sorted and non-negative."""
     p = a["params"]
-    if a["op"] in ("softmax", "log_softmax"):
+    low = _lowering(a)
+    if low.full_row:
         return ((p["dim"] % ndim,) if ndim else ())
-    if a["op"] in ("argmax", "argmin", "max_dim", "min_dim"):
+    if low.by_index:
         d = p.get("dim")
         return tuple(range(ndim)) if d is None else ((d % ndim,) if ndim else ())
     d = p.get("dims")
-    if d is None or a["op"] in ("max_all", "min_all"):
+    if d is None:
         return tuple(range(ndim))
     d = (d,) if isinstance(d, int) else tuple(d)
     return tuple(sorted(x % ndim for x in d)) if ndim else ()
@@ -671,7 +320,7 @@ def _group(g):
         full_ok = k == "reduce"
         multi = a["prim"].multi
         out_shape = tuple(a["shape"][0]) if multi else tuple(a["shape"])
-        row_vals = {n} if k == "reduce" and a["op"] not in ("softmax", "log_softmax") else set()
+        row_vals = {n} if k == "reduce" and not _lowering(a).full_row else set()
         full_vals = set(pro) | ({n} if n not in row_vals else set())
         aliases = {}
         changed = True
@@ -829,7 +478,7 @@ _ALIAS_VIEWS = ("expand", "reshape", "unsqueeze", "squeeze")
 def _same_rows(g, m, u):
     """m is a one-output reduction over the same rows and columns as unit u's."""
     a = g[m]
-    if a["prim"].multi or a["op"] in ("softmax", "log_softmax"):
+    if a["prim"].multi or _lowering(a).full_row:
         return False
     x = refs(a["args"])[0]
     s_in = tuple(g[x]["shape"])
@@ -912,7 +561,7 @@ class _Emitter:
         ptr = self.param(f"{v}_ptr", ("ptr", v))
         terms = self.offset(v, dom, idx)
         d = self.g[v]["dtype"]
-        cast = f".to({_ctype(d)})" if _ctype(d) != _TL[d.name] else ""
+        cast = f".to({_ctype(d)})" if _ctype(d) != TL[d.name] else ""
         uses_vector = any(t.split(" * ")[0] in vector_idx for t in terms)
         if not terms:
             lines.append(f"{indent}{v} = tl.load({ptr}){cast}")
@@ -923,7 +572,7 @@ class _Emitter:
 
     def compute(self, n, idx, lines, indent):
         a = self.g[n]
-        low = LOWERINGS[a["op"]]
+        low = _lowering(a)
         args = a["args"]
         exprs = []
         in_dtypes = []
@@ -935,21 +584,21 @@ class _Emitter:
                 exprs.append(None)
                 in_dtypes.append(None)
             else:
-                exprs.append(_lit(x))
+                exprs.append(lit(x))
                 in_dtypes.append(None)
         ctx = _Ctx(args, in_dtypes, a["dtype"], idx)
         expr = low(exprs, a["params"], ctx)
         for h in _HELPERS:
             if h + "(" in expr:
                 self.helpers.add(h)
-        if a["op"] in _CAST:
+        if low.cast:
             expr = f"({expr}).to({_ctype(a['dtype'])})"
         lines.append(f"{indent}{n} = {expr}")
 
     def store(self, v, off, mask, lines, indent):
         ptr = self.param(f"{v}_out_ptr", ("out", v))
         d = self.g[v]["dtype"]
-        val = f"{v}.to({_TL[d.name]})" if _ctype(d) != _TL[d.name] else str(v)
+        val = f"{v}.to({TL[d.name]})" if _ctype(d) != TL[d.name] else str(v)
         m = f", mask={mask}" if mask else ""
         lines.append(f"{indent}tl.store({ptr} + {off}, {val}{m})" if off else f"{indent}tl.store({ptr}, {val}{m})")
 
@@ -999,7 +648,7 @@ def _name_for(g, members, kind):
     """`fused_mul_add_tanh_kernel`: the group's ops in order, each once (six at most)."""
     if kind == "scatter":
         a = g[members[0]]
-        if a["op"] == "getitem_backward":
+        if _lowering(a).kind == "index_add":
             return "index_add_kernel"
         return "scatter_add_kernel" if a["params"].get("reduce") == "add" else "scatter_kernel"
     ops = []
@@ -1044,7 +693,7 @@ def _reduction_plan(kind, p, N, acc):
         return [(kind, "v")], "s0"
     if kind in ("var", "std"):
         dof = N - p.get("correction", 1)
-        r = f"s1 / {_lit(float(dof)) if dof > 0 else '0.0'}"
+        r = f"s1 / {lit(float(dof)) if dof > 0 else '0.0'}"
         return [("sum", "v"), ("sum", f"(v - s0 / {N}) * (v - s0 / {N})")], (r if kind == "var" else f"tl.sqrt({r})")
     if kind == "logsumexp":
         # a row of -inf (or inf) gives max m = -inf; shift by 0 there, as numpy's kernel does
@@ -1062,7 +711,7 @@ def _reduction_plan(kind, p, N, acc):
             return [("min", "tl.abs(v)")], "s0"
         if q == 0:
             return [("sum", "tl.where(v != 0, 1.0, 0.0)")], "s0"
-        return [("sum", f"_pow(tl.abs(v), {_lit(float(q))})")], f"_pow(s0, {_lit(1.0 / q)})"
+        return [("sum", f"_pow(tl.abs(v), {lit(float(q))})")], f"_pow(s0, {lit(1.0 / q)})"
     if kind in ("argmax", "argmin", "max_dim", "min_dim"):
         # the first position holding the extreme value (row-major over the reduced dims)
         comb = kind[:3] if kind.endswith("_dim") else kind[3:]
@@ -1110,7 +759,7 @@ def _emit_reduction(g, u, name, max_row_block):
     M = _numel([s_in[d] for d in kept])
     N = _numel([s_in[d] for d in dims])
     out_shape = tuple(a["shape"][0]) if a["prim"].multi else tuple(a["shape"])
-    full = LOWERINGS[a["op"]].kind in ("softmax", "log_softmax")
+    full = _lowering(a).full_row
     whole = _next_pow2(N) <= max_row_block
     u.M, u.N, u.whole = M, N, whole
     u.block = _next_pow2(N) if whole else None
@@ -1120,7 +769,7 @@ def _emit_reduction(g, u, name, max_row_block):
     stages = []
     for k, rk in enumerate(u.stages):
         ak = g[rk]
-        kind = LOWERINGS[ak["op"]].kind
+        kind = _lowering(ak).kind
         xk = refs(ak["args"])[0]
         acc = _ctype(ak["dtype"][0] if ak["prim"].multi else ak["dtype"])
         passes, finish = _reduction_plan(kind, ak["params"], N, acc)
@@ -1409,12 +1058,12 @@ def _emit_index_add(g, u, name):
     target = idx[:k] + [str(index)] + idx[k + len(ishape):]
     off = _contiguous_offset(oshape, target, always=(str(index),))
     ptr = e.param(f"{n}_out_ptr", ("out", n))
-    body.append(f"    tl.atomic_add({ptr} + {off}, {grad}.to({_TL[a['dtype'].name]}), mask=mask)")
+    body.append(f"    tl.atomic_add({ptr} + {off}, {grad}.to({TL[a['dtype'].name]}), mask=mask)")
     return e, body, ["BLOCK_SIZE"]
 
 
 def _emit_scatter(g, u, name):
-    if g[u.root]["op"] == "getitem_backward":
+    if _lowering(g[u.root]).kind == "index_add":
         return _emit_index_add(g, u, name)
     e = _Emitter(g)
     n = u.root
@@ -1438,18 +1087,18 @@ def _emit_scatter(g, u, name):
                 terms.append(f"{idx[j]} * " + e.param(f"stride_{src}_{j}", ("stride", src, j)))
         ptr = e.param(f"{src}_ptr", ("ptr", src))
         d = g[src]["dtype"]
-        cast = f".to({_ctype(d)})" if _ctype(d) != _TL[d.name] else ""
+        cast = f".to({_ctype(d)})" if _ctype(d) != TL[d.name] else ""
         off = " + ".join(terms)
         body.append(f"    {src} = tl.load({ptr}{' + ' + off if off else ''}, mask=mask, other=0){cast}" if off else
                     f"    {src} = tl.load({ptr}){cast}")
         value = str(src)
     else:
-        value = f"tl.full([BLOCK_SIZE], {_lit(src)}, {_ctype(a['dtype'])})"
+        value = f"tl.full([BLOCK_SIZE], {lit(src)}, {_ctype(a['dtype'])})"
     target = list(idx)
     target[dim] = str(index)
     off = _contiguous_offset(oshape, target, always=(str(index),))
     ptr = e.param(f"{n}_out_ptr", ("out", n))
-    store = f"{value}.to({_TL[a['dtype'].name]})"
+    store = f"{value}.to({TL[a['dtype'].name]})"
     if a["params"].get("reduce") == "add":
         body.append(f"    tl.atomic_add({ptr} + {off}, {store}, mask=mask)")
     else:
@@ -1537,7 +1186,7 @@ class TritonProgram:
         for u in self.units:
             if u.kind == "glue":
                 a = self.graph[u.root]
-                how = "view" if getattr(GLUE.get(a["op"]), "view", a["op"] == "proj") else "copy"
+                how = "view" if a["op"] == "proj" or _glue_of(a).view else "copy"
                 lines.append(f"{u.root} = {a['op']}({', '.join(map(str, refs(a['args'])))})  # glue ({how})")
             else:
                 lines.append(f"{', '.join(u.writes)} = {u.name}({', '.join(u.reads)})")
@@ -1565,6 +1214,12 @@ def _as_torch(torch, x):
     return t
 
 
+def _glue_of(a):
+    """The Glue of a node run by the launcher (a Scatter's fallback for its keys with no index tensor)."""
+    low = _lowering(a)
+    return low.glue if isinstance(low, Scatter) else low
+
+
 def _glue_runner(g, u):
     n = u.root
     a = g[n]
@@ -1573,11 +1228,11 @@ def _glue_runner(g, u):
         def run(torch, env):
             env[n] = env[a["args"][0]][a["params"]["index"]]
         return run
-    fn = GLUE[a["op"]] if a["op"] != "getitem_backward" else _glue_getitem_backward
+    fn = _glue_of(a).fn
 
     def run(torch, env):
         args = [_resolve(x, env) for x in a["args"]]
-        out = fn(torch, n, *args, **a["params"])
+        out = fn(torch, _DEVICE[0], *args, **a["params"])
         env[n] = out
     return run
 
@@ -1630,9 +1285,9 @@ def _kernel_runner(g, u, kernel):
             shape = tuple(g[w]["shape"])
             if u.kind == "matmul" and w == u.root:
                 shape = u.out2
-            outs[w] = torch.empty(shape, dtype=_torch_dtype(torch, g[w]["dtype"]), device=dev)
+            outs[w] = torch.empty(shape, dtype=torch_dtype(torch, g[w]["dtype"]), device=dev)
         if u.kind == "scatter":       # the kernel writes into a copy of x (adds into zeros)
-            if g[u.root]["op"] == "getitem_backward":
+            if _lowering(g[u.root]).kind == "index_add":
                 outs[u.root].zero_()
             else:
                 outs[u.root].copy_(env[u.root_args[0]])
@@ -1701,9 +1356,9 @@ def lower(graph, max_row_block=None):
     helper_src = [_HELPERS[h] for h in _HELPERS if h in helpers]
     source = head + "\n\n" + "\n\n".join(helper_src + pieces)
     module = _load(source) if kernel_units else None
-    digest = hashlib.sha1(source.encode()).hexdigest()[:16]
     for u in kernel_units:
-        u.key = (digest, u.name, interpreting())
+        # the tuned config is kept per kernel source, which spells out the shapes
+        u.key = (hashlib.sha1(u.source.encode()).hexdigest()[:16], u.name, interpreting())
         u.run = _kernel_runner(g, u, getattr(module, u.name))
     return TritonProgram(g, units, source, module)
 

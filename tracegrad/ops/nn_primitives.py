@@ -24,6 +24,7 @@ import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
 from .. import _dtype as D
+from . import lowering as T
 from .primitives import Primitive, PRIMITIVES, R, _no_kernel
 
 
@@ -267,14 +268,16 @@ def _no_kernel_but_int64(op):
 
 Primitive("conv2d", "x w b", _conv2d_kernel, shape=_conv2d_shape, dtype="same", vjp=_conv2d_vjp,
           saves="x w", needs={"x": "w", "w": "x"}, grad_fn="ConvolutionBackward0",
-          refuse={0: _no_kernel("slow_conv2d_cpu")})
+          refuse={0: _no_kernel("slow_conv2d_cpu")}, triton=T.Refuse("convolutions are not lowered yet"))
 Primitive("conv_transpose2d", "y w b", _conv_transpose2d_kernel, shape=_conv_transpose2d_shape, dtype="same",
           vjp=_conv_transpose2d_vjp, saves="y w", needs={"y": "w", "w": "y"}, grad_fn="ConvolutionBackward0",
           refuse={0: _no_kernel("slow_conv_transpose2d_out_cpu"),
-                  1: _no_kernel_but_int64("slow_conv_transpose2d_out_cpu")})
+                  1: _no_kernel_but_int64("slow_conv_transpose2d_out_cpu")},
+          triton=T.Refuse("convolutions are not lowered yet"))
 Primitive("conv2d_weight", "x g", _conv2d_weight_kernel,
           shape=lambda x, g, *, weight_shape, **p: tuple(weight_shape), dtype="same", vjp=_conv2d_weight_vjp,
-          saves="x g", needs={"x": "g", "g": "x"}, grad_fn="ConvolutionBackwardBackward0")
+          saves="x g", needs={"x": "g", "g": "x"}, grad_fn="ConvolutionBackwardBackward0",
+          triton=T.Refuse("convolutions are not lowered yet"))
 
 
 # -- pooling --------------------------------------------------------------------------------------------
@@ -368,11 +371,11 @@ def _max_pool2d_vjp(g, out, x, *, kernel, stride, padding, dilation, ceil_mode):
 
 Primitive("max_pool2d", "x", _max_pool2d_kernel, shape=_max_pool2d_shape, dtype="same", multi=True,
           nondiff_outputs=(1,), vjp=_max_pool2d_vjp, saves="out", grad_fn="MaxPool2DWithIndicesBackward0",
-          refuse={0: _no_kernel("max_pool2d")})
+          refuse={0: _no_kernel("max_pool2d")}, triton=T.Refuse("pooling is not lowered yet"))
 Primitive("max_pool2d_backward", "g idx", _max_pool2d_backward_kernel,
           shape=lambda g, idx, *, input_shape, overlap: tuple(input_shape), dtype="same",
           vjp=lambda gg, out, g, idx, *, input_shape, overlap: (_gather_pooled(gg, idx), None), saves="idx",
-          grad_fn="MaxPool2DWithIndicesBackwardBackward0")
+          grad_fn="MaxPool2DWithIndicesBackwardBackward0", triton=T.Refuse("pooling is not lowered yet"))
 
 
 def _avg_divisor(h, w, ho, wo, kernel, stride, padding, count_include_pad, divisor_override, dtype):
@@ -419,8 +422,9 @@ def _avg_pool2d_shape(x, *, kernel, stride, padding, ceil_mode, **p):
 Primitive("avg_pool2d", "x", _avg_pool2d_kernel, shape=_avg_pool2d_shape, dtype="same",
           vjp=lambda g, out, x, **p: (_apply("avg_pool2d_backward", (g,), dict(p, input_shape=tuple(x.shape))),),
           grad_fn="AvgPool2DBackward0",
-          refuse={0: _no_kernel("avg_pool2d"), 1: _no_kernel_but_int64("avg_pool2d")})
+          refuse={0: _no_kernel("avg_pool2d"), 1: _no_kernel_but_int64("avg_pool2d")},
+          triton=T.Refuse("pooling is not lowered yet"))
 Primitive("avg_pool2d_backward", "g", _avg_pool2d_backward_kernel,
           shape=lambda g, *, input_shape, **p: tuple(input_shape), dtype="same",
           vjp=lambda gg, out, g, *, input_shape, **p: (_apply("avg_pool2d", (gg,), p),),
-          grad_fn="AvgPool2DBackwardBackward0")
+          grad_fn="AvgPool2DBackwardBackward0", triton=T.Refuse("pooling is not lowered yet"))

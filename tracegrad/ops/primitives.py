@@ -3,8 +3,9 @@
 An entry says, in this order: the primitive's name and input names, its dtype rule,
 its shape rule, its numpy kernel, its derivative rule (a vector-Jacobian product
 written in tracegrad's own ops, so it runs eagerly, traces into IR and differentiates
-again), which of its values the derivative needs saved, torch's grad_fn name, and a
-slot for the Triton lowering.
+again), which of its values the derivative needs saved, torch's grad_fn name, and its
+Triton lowering (`triton=`: an expression template, a reduction/matmul/scatter marker,
+launcher glue or a refusal; see lowering.py).
 
 Derivative rules are called as `vjp(g, out, *inputs, **params)` with `g` the gradient
 of the output (a tuple for multi-output ops) and return one gradient per input (or
@@ -13,13 +14,20 @@ dimensions back to each input's shape, casting to each input's dtype. Only the v
 named in `saves` carry data at backward time; the others give their shapes alone.
 """
 import math
+import warnings
 
 import numpy as np
 
 from .. import _dtype as D
+from . import lowering as T
 from . import shapes as S
 
 PRIMITIVES = {}
+
+# torch makes inf and nan without a word; numpy's floating-point warnings from tracegrad's kernels
+# (eager, and the generated programs) would be noise torch users never see
+warnings.filterwarnings("ignore", message=r"(divide by zero|invalid value|overflow|underflow) encountered in",
+                        category=RuntimeWarning, module=r"tracegrad\.")
 
 
 class _LazyOps:
@@ -265,9 +273,10 @@ def R(name, x, dims, keepdim=False):
 
 # == elementwise, one input =======================================================
 
-def unary(name, fn, vjp, saves, dtype="float", grad_fn=None, refuse=None):
+def unary(name, fn, vjp, saves, dtype="float", grad_fn=None, refuse=None, triton=None):
     return Primitive(name, "x", fn, shape=_unary_shape, dtype=dtype, vjp=vjp, saves=saves,
-                     grad_fn=grad_fn or f"{name.capitalize()}Backward0", elementwise=True, refuse=refuse)
+                     grad_fn=grad_fn or f"{name.capitalize()}Backward0", elementwise=True, refuse=refuse,
+                     triton=triton)
 
 
 LN2 = math.log(2.0)
@@ -280,11 +289,71 @@ def _sigmoid(x):
     return np.where(x >= 0, 1 / (1 + e), e / (1 + e)).astype(x.dtype, copy=False)
 
 
+# erf for 1 < |x| < 6: W. J. Cody's rational Chebyshev approximations of erfc (CALERF, Math. Comp. 1969)
+_ERF_A = (3.16112374387056560e00, 1.13864154151050156e02, 3.77485237685302021e02, 3.20937758913846947e03,
+          1.85777706184603153e-1)
+_ERF_B = (2.36012909523441209e01, 2.44024637934444173e02, 1.28261652607737228e03, 2.84423683343917062e03)
+_ERF_C = (5.64188496988670089e-1, 8.88314979438837594e00, 6.61191906371416295e01, 2.98635138197400131e02,
+          8.81952221241769090e02, 1.71204761263407058e03, 2.05107837782607147e03, 1.23033935479799725e03,
+          2.15311535474403846e-8)
+_ERF_D = (1.57449261107098347e01, 1.17693950891312499e02, 5.37181101862009858e02, 1.62138957456669019e03,
+          3.29079923573345963e03, 4.36261909014324716e03, 3.43936767414372164e03, 1.23033935480374942e03)
+_ERF_P = (3.05326634961232344e-1, 3.60344899949804439e-1, 1.25781726111229246e-1, 1.60837851487422766e-2,
+          6.58749161529837803e-4, 1.63153871373020978e-2)
+_ERF_Q = (2.56852019228982242e00, 1.87295284992346725e00, 5.27905102951428412e-1, 6.05183413124413191e-2,
+          2.33520497626869185e-3)
+
+
+_TWO_OVER_SQRT_PI_HI = 1.1283791670955126
+_TWO_OVER_SQRT_PI_LO = 1.533545961316588e-17
+# (-1)**n / (n! (2n + 1)) for n = 1..20: erf(x) = 2/sqrt(pi) x (1 + sum_n c_n x**(2n)), to 1e-20 for |x| <= 1
+_ERF_SERIES = tuple((-1) ** n / (math.factorial(n) * (2 * n + 1)) for n in range(1, 21))
+
+
+def _erfc_scaled_tail(y, num, den):
+    # erfc(y) = exp(-y*y) * R(y), with y*y split so that exp loses no precision
+    ysq = np.trunc(y * 16.0) / 16.0
+    return np.exp(-ysq * ysq) * np.exp(-(y - ysq) * (y + ysq)) * num / den
+
+
 def _erf(x):
-    from math import erf
-    flat = np.asarray(x, dtype=np.float64).ravel()
-    return np.fromiter((erf(v) for v in flat), dtype=np.float64, count=flat.size).reshape(np.shape(x)).astype(
-        x.dtype, copy=False)
+    """erf to float64 rounding (within 2 ulp), computed in float64 and cast back."""
+    xd = np.asarray(x, dtype=np.float64)
+    y = np.abs(xd)
+    out = np.empty_like(xd)
+    small = y <= 1.0
+    mid = (y > 1.0) & (y <= 4.0)
+    big = (y > 4.0) & (y < 6.0)
+    if small.any():
+        # the Maclaurin series in x*x, 2/sqrt(pi) split in two so that its rounding does not show
+        z = y[small]
+        zsq = z * z
+        p = np.full_like(z, _ERF_SERIES[-1])
+        for c in _ERF_SERIES[-2::-1]:
+            p = p * zsq + c
+        zk = z * _TWO_OVER_SQRT_PI_HI
+        out[small] = np.copysign(zk + (z * _TWO_OVER_SQRT_PI_LO + zk * (p * zsq)), xd[small])
+    if mid.any():
+        z = y[mid]
+        num, den = _ERF_C[8] * z, z
+        for i in range(7):
+            num, den = (num + _ERF_C[i]) * z, (den + _ERF_D[i]) * z
+        r = _erfc_scaled_tail(z, num + _ERF_C[7], den + _ERF_D[7])
+        out[mid] = np.copysign((0.5 - r) + 0.5, xd[mid])
+    if big.any():
+        z = y[big]
+        zi = 1.0 / (z * z)
+        num, den = _ERF_P[5] * zi, zi
+        for i in range(4):
+            num, den = (num + _ERF_P[i]) * zi, (den + _ERF_Q[i]) * zi
+        r = (0.5641895835477562869 - zi * (num + _ERF_P[4]) / (den + _ERF_Q[4])) / z
+        r = _erfc_scaled_tail(z, r, 1.0)
+        out[big] = np.copysign((0.5 - r) + 0.5, xd[big])
+    rest = y >= 6.0                       # erf is 1 to float64 rounding (erfc(6) < 2**-54)
+    out[rest] = np.copysign(1.0, xd[rest])
+    nan = np.isnan(xd)
+    out[nan] = xd[nan]
+    return out.astype(np.asarray(x).dtype, copy=False)
 
 
 def _round(x, decimals=0):
@@ -293,37 +362,51 @@ def _round(x, decimals=0):
 
 unary("neg", np.negative, lambda g, out, x: (-g,), "", dtype="same", refuse={0: _refuse(
     RuntimeError, "Negation, the `-` operator, on a bool tensor is not supported. If you are trying to invert a mask, "
-                  "use the `~` or `logical_not()` operator instead.")})
-unary("abs", np.abs, lambda g, out, x: (g * F.sign(x),), "x", dtype="same", refuse={0: _no_kernel("abs_cpu")})
+                  "use the `~` or `logical_not()` operator instead.")}, triton=T.Expr("-{0}"))
+unary("abs", np.abs, lambda g, out, x: (g * F.sign(x),), "x", dtype="same", refuse={0: _no_kernel("abs_cpu")},
+      triton=T.Expr("tl.abs({0})"))
 unary("sign", lambda x: x.copy() if x.dtype == np.bool_ else np.sign(x), lambda g, out, x: (_zeros_like(g),), "",
-      dtype="same")
-unary("exp", np.exp, lambda g, out, x: (g * out,), "out")
-unary("exp2", np.exp2, lambda g, out, x: (g * out * LN2,), "out")
-unary("log", np.log, lambda g, out, x: (g / x,), "x")
-unary("log2", np.log2, lambda g, out, x: (g / (x * LN2),), "x")
-unary("log1p", np.log1p, lambda g, out, x: (g / (x + 1),), "x", grad_fn="Log1PBackward0")
-unary("expm1", np.expm1, lambda g, out, x: (g * (out + 1),), "out")
-unary("sqrt", np.sqrt, lambda g, out, x: (g / (2 * out),), "out")
-unary("rsqrt", lambda x: 1 / np.sqrt(x), lambda g, out, x: (-0.5 * g * out * out * out,), "out")
-unary("reciprocal", lambda x: 1 / x, lambda g, out, x: (-g * out * out,), "out")
-unary("sin", np.sin, lambda g, out, x: (g * F.cos(x),), "x")
-unary("cos", np.cos, lambda g, out, x: (-g * F.sin(x),), "x")
-unary("tan", np.tan, lambda g, out, x: (g * (1 + out * out),), "out")
-unary("tanh", np.tanh, lambda g, out, x: (g * (1 - out * out),), "out")
-unary("sigmoid", _sigmoid, lambda g, out, x: (g * out * (1 - out),), "out")
-unary("erf", _erf, lambda g, out, x: (g * TWO_OVER_SQRT_PI * F.exp(-(x * x)),), "x")
+      dtype="same", triton=T.sign)
+unary("exp", np.exp, lambda g, out, x: (g * out,), "out", triton=T.unary("tl.exp"))
+unary("exp2", np.exp2, lambda g, out, x: (g * out * LN2,), "out", triton=T.unary("tl.exp2"))
+unary("log", np.log, lambda g, out, x: (g / x,), "x", triton=T.unary("tl.log"))
+unary("log2", np.log2, lambda g, out, x: (g / (x * LN2),), "x", triton=T.unary("tl.log2"))
+unary("log1p", np.log1p, lambda g, out, x: (g / (x + 1),), "x", grad_fn="Log1PBackward0", triton=T.unary("_log1p"))
+unary("expm1", np.expm1, lambda g, out, x: (g * (out + 1),), "out", triton=T.unary("_expm1"))
+unary("sqrt", np.sqrt, lambda g, out, x: (g / (2 * out),), "out", triton=T.unary("tl.sqrt"))
+unary("rsqrt", lambda x: 1 / np.sqrt(x), lambda g, out, x: (-0.5 * g * out * out * out,), "out",
+      triton=T.unary("tl.rsqrt"))
+unary("reciprocal", lambda x: 1 / x, lambda g, out, x: (-g * out * out,), "out", triton=T.Expr("1.0 / {0}", cast=True))
+unary("sin", np.sin, lambda g, out, x: (g * F.cos(x),), "x", triton=T.unary("tl.sin"))
+unary("cos", np.cos, lambda g, out, x: (-g * F.sin(x),), "x", triton=T.unary("tl.cos"))
+unary("tan", np.tan, lambda g, out, x: (g * (1 + out * out),), "out", triton=T.Expr("tl.sin({0}) / tl.cos({0})"))
+unary("tanh", np.tanh, lambda g, out, x: (g * (1 - out * out),), "out", triton=T.unary("_tanh"))
+unary("sigmoid", _sigmoid, lambda g, out, x: (g * out * (1 - out),), "out", triton=T.unary("_sigmoid"))
+unary("erf", _erf, lambda g, out, x: (g * TWO_OVER_SQRT_PI * F.exp(-(x * x)),), "x", triton=T.unary("tl.erf"))
 unary("relu", lambda x: np.maximum(x, 0, dtype=x.dtype), lambda g, out, x: (F.where(out > 0, g, 0),), "out",
-      dtype="same", refuse={0: _refuse(RuntimeError, "Boolean inputs not supported for relu")})
-unary("floor", np.floor, lambda g, out, x: (_zeros_like(g),), "", dtype="same", refuse={0: _no_kernel("floor_vml_cpu")})
-unary("ceil", np.ceil, lambda g, out, x: (_zeros_like(g),), "", dtype="same", refuse={0: _no_kernel("ceil_vml_cpu")})
+      dtype="same", refuse={0: _refuse(RuntimeError, "Boolean inputs not supported for relu")},
+      triton=T.Expr("tl.where({0} < 0, 0, {0})", cast=True))
+unary("floor", np.floor, lambda g, out, x: (_zeros_like(g),), "", dtype="same", refuse={0: _no_kernel("floor_vml_cpu")},
+      triton=T.unary("tl.floor", ints="{x}"))
+unary("ceil", np.ceil, lambda g, out, x: (_zeros_like(g),), "", dtype="same", refuse={0: _no_kernel("ceil_vml_cpu")},
+      triton=T.unary("tl.ceil", ints="{x}"))
 unary("round", _round, lambda g, out, x, decimals=0: (_zeros_like(g),), "", dtype="same",
       grad_fn=lambda a, p: "RoundBackward1" if "decimals" in p else "RoundBackward0",
-      refuse={0: _no_kernel("round_vml_cpu")})
+      refuse={0: _no_kernel("round_vml_cpu")}, triton=T.round_)
 Primitive("convert", "x", lambda x, dtype: D.cast(x, dtype),
           shape=_unary_shape, dtype=lambda args: (None, None),
-          vjp=lambda g, out, x, dtype: (F.convert(g, x.dtype),), grad_fn="ToCopyBackward0", elementwise=True)
-Primitive("clone", "x", lambda x: np.array(x, copy=True), shape=_unary_shape, dtype="same",
-          vjp=lambda g, out, x: (g,), grad_fn="CloneBackward0", elementwise=True)
+          vjp=lambda g, out, x, dtype: (F.convert(g, x.dtype),), grad_fn="ToCopyBackward0", elementwise=True,
+          triton=T.convert)
+def _clone(x, memory_format=None):
+    # torch's preserve_format keeps the strides of a dense non-overlapping tensor, else lays it out C-contiguous
+    if memory_format == "contiguous" or 0 in x.strides:
+        return np.array(x, copy=True, order="C")
+    return np.array(x, copy=True)
+
+
+Primitive("clone", "x", _clone, shape=_unary_shape, dtype="same",
+          vjp=lambda g, out, x, memory_format=None: (g,), grad_fn="CloneBackward0", elementwise=True,
+          triton=T.Expr("{0}"))
 
 
 def _clamp_vjp(g, out, x, lo, hi, op=None):
@@ -353,7 +436,8 @@ def _clamp_no_bool(d, args):
 
 # min and max: None, a Python number or a tensor (broadcast with x)
 Primitive("clamp", "x min max", lambda x, lo, hi, op=None: np.clip(x, lo, hi), shape=_bcast_shape, dtype="promote",
-          vjp=_clamp_vjp, saves="x min max", grad_fn=_clamp_name, elementwise=True, refuse={0: _clamp_no_bool})
+          vjp=_clamp_vjp, saves="x min max", grad_fn=_clamp_name, elementwise=True, refuse={0: _clamp_no_bool},
+          triton=T.clamp)
 
 
 def _in_range(x, lo, hi):
@@ -365,26 +449,29 @@ def _in_range(x, lo, hi):
     return m
 
 
-for _n, _f in (("isnan", np.isnan), ("isinf", np.isinf), ("isfinite", np.isfinite)):
-    Primitive(_n, "x", _f, shape=_unary_shape, dtype="to_bool", elementwise=True)
-Primitive("logical_not", "x", np.logical_not, shape=_unary_shape, dtype="logical", elementwise=True)
+for _n, _f, _t in (("isnan", np.isnan, "{0} != {0}"),
+                   ("isinf", np.isinf, "({0} == {0}) & (({0} - {0}) != ({0} - {0}))"),
+                   ("isfinite", np.isfinite, "({0} - {0}) == 0")):
+    Primitive(_n, "x", _f, shape=_unary_shape, dtype="to_bool", elementwise=True, triton=T.Expr(_t))
+Primitive("logical_not", "x", np.logical_not, shape=_unary_shape, dtype="logical", elementwise=True,
+          triton=T.Expr("{0} == 0"))
 
 # == elementwise, two or three inputs (broadcasting) ========================================
 
 
-def binary(name, fn, vjp, saves, dtype="promote", grad_fn=None, needs=None, refuse=None):
+def binary(name, fn, vjp, saves, dtype="promote", grad_fn=None, needs=None, refuse=None, triton=None):
     return Primitive(name, "x y", fn, shape=_bcast_shape, dtype=dtype, vjp=vjp, saves=saves,
                      grad_fn=grad_fn or f"{name.capitalize()}Backward0", elementwise=True, needs=needs,
-                     refuse=refuse)
+                     refuse=refuse, triton=triton)
 
 
-binary("add", np.add, lambda g, out, x, y: (g, g), "")
-binary("sub", np.subtract, lambda g, out, x, y: (g, -g), "")
+binary("add", np.add, lambda g, out, x, y: (g, g), "", triton=T.binop("+"))
+binary("sub", np.subtract, lambda g, out, x, y: (g, -g), "", triton=T.binop("-"))
 binary("rsub", lambda x, y: np.subtract(y, x), lambda g, out, x, y: (-g, g), "",
-       grad_fn=lambda a, p: "RsubBackward0" if _is_tensor(a[1]) else "RsubBackward1")
-binary("mul", np.multiply, lambda g, out, x, y: (g * y, g * x), "x y", needs={"x": "y", "y": "x"})
+       grad_fn=lambda a, p: "RsubBackward0" if _is_tensor(a[1]) else "RsubBackward1", triton=T.Expr("{1} - {0}"))
+binary("mul", np.multiply, lambda g, out, x, y: (g * y, g * x), "x y", needs={"x": "y", "y": "x"}, triton=T.binop("*"))
 binary("div", np.true_divide, lambda g, out, x, y: (g / y, -g * x / (y * y)), "x y", dtype="promote_float",
-       needs={"x": "y", "y": "x y"})
+       needs={"x": "y", "y": "x y"}, triton=T.binop("/"))
 
 
 def _integer_division(fn):
@@ -422,17 +509,18 @@ def _remainder_name(args, params):
 
 
 binary("floor_divide", _integer_division(np.floor_divide), _not_implemented("floor_divide"), "",
-       grad_fn="NotImplemented", refuse={0: _no_kernel("div_floor_cpu")})
+       grad_fn="NotImplemented", refuse={0: _no_kernel("div_floor_cpu")}, triton=T.floor_divide)
 binary("remainder", _integer_division(np.remainder), _remainder_vjp, "x y", needs={"y": "x y"},
-       grad_fn=_remainder_name, refuse={0: _no_kernel("remainder_cpu")})
+       grad_fn=_remainder_name, refuse={0: _no_kernel("remainder_cpu")},
+       triton=T.Expr("_remainder({0}, {1})", cast=True))
 # div(..., rounding_mode="floor" | "trunc"): no promotion to float, and a zero derivative
 Primitive("div_rounding", "x y", _integer_division(
     lambda x, y, rounding_mode: np.floor_divide(x, y) if rounding_mode == "floor" else _trunc_divide(x, y)),
           shape=_bcast_shape, dtype="promote",
           vjp=lambda g, out, x, y, rounding_mode: (_zeros_like(g), _zeros_like(g) if _is_tensor(y) else None),
-          grad_fn="DivBackward2", elementwise=True)
-binary("maximum", np.maximum, lambda g, out, x, y: (_max_split(g, x, y), _max_split(g, y, x)), "x y")
-binary("minimum", np.minimum, lambda g, out, x, y: (_max_split(g, y, x), _max_split(g, x, y)), "x y")
+          grad_fn="DivBackward2", elementwise=True, triton=T.div_rounding)
+binary("maximum", np.maximum, lambda g, out, x, y: (_max_split(g, x, y), _max_split(g, y, x)), "x y", triton=T.maximum)
+binary("minimum", np.minimum, lambda g, out, x, y: (_max_split(g, y, x), _max_split(g, x, y)), "x y", triton=T.minimum)
 
 
 def _max_split(g, a, b):
@@ -497,26 +585,28 @@ def _pow_name(args, params):
 
 # a bool exponent (x ** True, x ** False) needs no kernel: torch allows it on bool tensors
 binary("pow", _pow_kernel, _pow_vjp, "x y out", grad_fn=_pow_name, needs={"x": "x y", "y": "x y out"},
-       refuse={0: lambda d, args: None if isinstance(args[1], bool) else _no_kernel("pow")(d, args)})
+       refuse={0: lambda d, args: None if isinstance(args[1], bool) else _no_kernel("pow")(d, args)}, triton=T.pow_)
 
-for _n, _f in (("eq", np.equal), ("ne", np.not_equal), ("lt", np.less), ("le", np.less_equal),
-               ("gt", np.greater), ("ge", np.greater_equal)):
-    binary(_n, _f, None, "", dtype="compare")
-for _n, _f in (("logical_and", np.logical_and), ("logical_or", np.logical_or), ("logical_xor", np.logical_xor)):
-    binary(_n, _f, None, "", dtype="logical")
-for _n, _f in (("bitwise_and", np.bitwise_and), ("bitwise_or", np.bitwise_or), ("bitwise_xor", np.bitwise_xor)):
-    binary(_n, _f, None, "", refuse={2: _no_kernel(_n + "_cpu")})
+for _n, _f, _t in (("eq", np.equal, "=="), ("ne", np.not_equal, "!="), ("lt", np.less, "<"),
+                   ("le", np.less_equal, "<="), ("gt", np.greater, ">"), ("ge", np.greater_equal, ">=")):
+    binary(_n, _f, None, "", dtype="compare", triton=T.binop(_t))
+for _n, _f, _t in (("logical_and", np.logical_and, "&"), ("logical_or", np.logical_or, "|"),
+                   ("logical_xor", np.logical_xor, "!=")):
+    binary(_n, _f, None, "", dtype="logical", triton=T.Expr(f"({{0}} != 0) {_t} ({{1}} != 0)"))
+for _n, _f, _t in (("bitwise_and", np.bitwise_and, "&"), ("bitwise_or", np.bitwise_or, "|"),
+                   ("bitwise_xor", np.bitwise_xor, "^")):
+    binary(_n, _f, None, "", refuse={2: _no_kernel(_n + "_cpu")}, triton=T.binop(_t))
 
 Primitive("where", "cond x y", lambda c, x, y: np.where(c, x, y), shape=_bcast_shape, dtype="where",
           vjp=lambda g, out, c, x, y: (None, F.where(c, g, 0), F.where(c, 0, g)), saves="cond",
-          grad_fn="WhereBackward0", elementwise=True, cast=(1, 2))
+          grad_fn="WhereBackward0", elementwise=True, cast=(1, 2), triton=T.Expr("tl.where({0}, {1}, {2})", cast=True))
 # value: a Python number or a 0-dim tensor (MaskedFillBackward1, differentiable)
 Primitive("masked_fill", "x mask value", lambda x, m, v: np.where(m, np.asarray(v, x.dtype), x),
           shape=_bcast_shape, dtype=lambda args: (args[0]._dtype, args[0]._dtype), cast=(2,),
           vjp=lambda g, out, x, mask, value: (F.where(mask, 0, g), None,
                                               F.sum(F.where(mask, g, 0)) if _is_tensor(value) else None),
           saves="mask", grad_fn=lambda a, p: "MaskedFillBackward1" if _is_tensor(a[2]) else "MaskedFillBackward0",
-          elementwise=True)
+          elementwise=True, triton=T.Expr("tl.where({1}, {2}, {0})", cast=True))
 
 # == reductions ==============================================================================
 
@@ -543,14 +633,14 @@ def _reduce_name(base):
 Primitive("sum", "x", _sum_kernel, shape=_reduce_shape, dtype=_sum_dtype,
           vjp=lambda g, out, x, dims=None, keepdim=False: (
               _expand_reduced(g, tuple(x.shape), _dims(x, dims), keepdim),),
-          grad_fn=_reduce_name("Sum"), reduction=True)
+          grad_fn=_reduce_name("Sum"), reduction=True, triton=T.Reduce("sum"))
 Primitive("mean", "x", lambda x, dims=None, keepdim=False: np.mean(x, axis=_axes(x, dims), keepdims=keepdim,
                                                                    dtype=x.dtype),
           shape=_reduce_shape, dtype="same",
           vjp=lambda g, out, x, dims=None, keepdim=False: (
               _expand_reduced(g, tuple(x.shape), _dims(x, dims), keepdim) / max(_count(x, _dims(x, dims)), 1),
               ) if _count(x, _dims(x, dims)) else (_zeros_like(x) / 0,),
-          grad_fn=_reduce_name("Mean"), reduction=True)
+          grad_fn=_reduce_name("Mean"), reduction=True, triton=T.Reduce("mean"))
 
 
 def _prod_vjp(g, out, x, dims=None, keepdim=False):
@@ -570,7 +660,7 @@ def _prod_vjp(g, out, x, dims=None, keepdim=False):
 Primitive("prod", "x", lambda x, dims=None, keepdim=False: np.prod(
     x, axis=_axes(x, dims), keepdims=keepdim, dtype=(np.int64 if x.dtype.kind in "biu" else x.dtype)),
           shape=_reduce_shape, dtype=_sum_dtype, vjp=_prod_vjp, saves="x out", grad_fn=_reduce_name("Prod"),
-          reduction=True)
+          reduction=True, triton=T.Reduce("prod"))
 
 
 def _evenly(g, out, x, dims, keepdim):
@@ -587,12 +677,12 @@ for _n, _f in (("amax", np.max), ("amin", np.min)):
     Primitive(_n, "x", (lambda f: lambda x, dims=None, keepdim=False: f(x, axis=_axes(x, dims), keepdims=keepdim))(_f),
               shape=_reduce_shape, dtype="same",
               vjp=lambda g, out, x, dims=None, keepdim=False: _evenly(g, out, x, dims, keepdim), saves="x out",
-              grad_fn=f"{_n.capitalize()}Backward0", reduction=True)
+              grad_fn=f"{_n.capitalize()}Backward0", reduction=True, triton=T.Reduce(_n[1:]))
 # max()/min() over everything: torch's MaxBackward1, shared evenly among ties
 for _n, _f in (("max_all", np.max), ("min_all", np.min)):
     Primitive(_n, "x", (lambda f: lambda x: f(x))(_f), shape=lambda x: (), dtype="same",
               vjp=lambda g, out, x: _evenly(g, out, x, None, False), saves="x out",
-              grad_fn=f"{_n[:3].capitalize()}Backward1", reduction=True)
+              grad_fn=f"{_n[:3].capitalize()}Backward1", reduction=True, triton=T.Reduce(_n[:3]))
 
 
 def _max_dim_kernel(fn_val, fn_idx):
@@ -627,7 +717,7 @@ for _n, _fi in (("max_dim", np.argmax), ("min_dim", np.argmin)):
     Primitive(_n, "x", _max_dim_kernel(None, _fi), shape=_max_dim_shape, dtype=_same, multi=True,
               nondiff_outputs=(1,),
               vjp=lambda g, out, x, dim, keepdim=False: (_select_backward(g[0], x, out[1], dim, keepdim),),
-              saves="out", grad_fn=f"{_n[:3].capitalize()}Backward0", reduction=True)
+              saves="out", grad_fn=f"{_n[:3].capitalize()}Backward0", reduction=True, triton=T.Reduce(_n))
 
 
 def _arg_kernel(f):
@@ -641,35 +731,42 @@ def _arg_kernel(f):
 for _n, _f in (("argmax", np.argmax), ("argmin", np.argmin)):
     Primitive(_n, "x", _arg_kernel(_f), shape=lambda x, dim=None, keepdim=False: (
         ((1,) * len(x.shape) if keepdim else ()) if dim is None else S.reduced_shape(tuple(x.shape), (dim,), keepdim)),
-              dtype="int64", reduction=True,
+              dtype="int64", reduction=True, triton=T.Reduce(_n),
               refuse={0: _refuse(RuntimeError, f"{_n}(): does not support bool input")})
 
 
 def _var_kernel(x, dims=None, correction=1, keepdim=False):
-    return np.var(x, axis=_axes(x, dims), ddof=correction, keepdims=keepdim, dtype=x.dtype)
+    ax = _axes(x, dims)
+    n = math.prod(x.shape[a] for a in (range(x.ndim) if ax is None else ax))
+    if n - correction > 0:
+        return np.var(x, axis=ax, ddof=correction, keepdims=keepdim, dtype=x.dtype)
+    # torch warns once (in var/std) and returns inf or nan; numpy's own warnings would repeat it
+    with warnings.catch_warnings(), np.errstate(all="ignore"):
+        warnings.simplefilter("ignore", RuntimeWarning)
+        return np.asarray(np.var(x, axis=ax, ddof=correction, keepdims=keepdim, dtype=x.dtype))
 
 
 def _var_vjp(g, out, x, dims=None, correction=1, keepdim=False):
+    # torch's var_backward: without a dim and no degrees of freedom, inf (nan where x is its mean)
     d = _dims(x, dims)
-    n = _count(x, d)
-    return (_expand_reduced(g, tuple(x.shape), d, keepdim) * (2.0 / max(n - correction, 0) if n - correction > 0 else math.inf)
-            * (x - R("mean", x, d, True)),)
+    dof = _count(x, d) - correction
+    gk = _expand_reduced(g, tuple(x.shape), d, keepdim)
+    centered = x - R("mean", x, d, True)
+    if (dims is None or not x.shape) and dof <= 0:
+        return (gk * F.where(centered == 0, math.nan, math.inf),)
+    return (gk * (2.0 / dof if dof else math.inf) * centered,)
 
 
 def _std_vjp(g, out, x, dims=None, correction=1, keepdim=False):
-    d = _dims(x, dims)
-    n = _count(x, d)
-    shape = tuple(x.shape)
-    outk = out if keepdim or not d else F.reshape(out, S.reduced_shape(shape, d, True))
-    gk = g if keepdim or not d else F.reshape(g, S.reduced_shape(shape, d, True))
-    scale = 1.0 / (n - correction) if n - correction > 0 else math.inf
-    return (F.expand(gk / outk, shape) * scale * (x - R("mean", x, d, True)),)
+    # torch's std_backward: 0 where the std is 0, then var's rule
+    return _var_vjp(F.where(out == 0, 0, g / (out * 2)), None, x, dims, correction, keepdim)
 
 
 Primitive("var", "x", _var_kernel, shape=_reduce_shape, dtype="same", vjp=_var_vjp, saves="x",
-          grad_fn="VarBackward0", reduction=True)
+          grad_fn="VarBackward0", reduction=True, triton=T.Reduce("var"))
 Primitive("std", "x", lambda x, dims=None, correction=1, keepdim=False: np.sqrt(_var_kernel(x, dims, correction, keepdim)),
-          shape=_reduce_shape, dtype="same", vjp=_std_vjp, saves="x out", grad_fn="StdBackward0", reduction=True)
+          shape=_reduce_shape, dtype="same", vjp=_std_vjp, saves="x out", grad_fn="StdBackward0", reduction=True,
+          triton=T.Reduce("std"))
 
 
 def _logsumexp_kernel(x, dims=None, keepdim=False):
@@ -690,7 +787,7 @@ def _logsumexp_vjp(g, out, x, dims=None, keepdim=False):
 
 
 Primitive("logsumexp", "x", _logsumexp_kernel, shape=_reduce_shape, dtype="same", vjp=_logsumexp_vjp,
-          saves="x out", grad_fn="LogsumexpBackward0", reduction=True)
+          saves="x out", grad_fn="LogsumexpBackward0", reduction=True, triton=T.Reduce("logsumexp"))
 
 
 def _norm_kernel(x, p=2.0, dims=None, keepdim=False):
@@ -708,7 +805,7 @@ def _norm_kernel(x, p=2.0, dims=None, keepdim=False):
         r = np.sum(a != 0, axis=ax, keepdims=keepdim).astype(x.dtype)
     else:
         r = np.power(np.sum(np.power(a, p), axis=ax, keepdims=keepdim, dtype=x.dtype), 1.0 / p)
-    return r.astype(x.dtype, copy=False)
+    return np.asarray(r).astype(x.dtype, copy=False)
 
 
 def _norm_vjp(g, out, x, p=2.0, dims=None, keepdim=False):
@@ -716,21 +813,24 @@ def _norm_vjp(g, out, x, p=2.0, dims=None, keepdim=False):
     shape = tuple(x.shape)
     outk = out if keepdim or not d else F.reshape(out, S.reduced_shape(shape, d, True))
     gk = _expand_reduced(g, shape, d, keepdim)
+    # torch's norm_backward formula by formula (0 where the norm is 0), so that its derivative is torch's too
     if p == 2:
-        # 0 where the norm is 0 (torch's subgradient)
-        return (gk * F.where(outk == 0, 0, x / F.where(outk == 0, 1, outk)),)
+        return (gk * F.where(outk == 0, 0, x / outk),)
     if p == 1:
         return (gk * F.sign(x),)
     if p in (math.inf, -math.inf):
         return _evenly(g, out, F.abs(x), dims, keepdim)[0] * F.sign(x),
     if p == 0:
-        return (_zeros_like(x),)
+        return (None,)      # torch's norm_backward leaves it undefined: as if x were unused
     a = F.abs(x)
-    return (gk * F.sign(x) * a ** (p - 1) / F.where(outk == 0, 1, outk) ** (p - 1),)
+    if p < 1:
+        return (F.sign(x) * F.where(x == 0, 0, a ** (p - 1)) * gk * outk ** (1 - p),)
+    scaled = F.sign(x) * a ** (p - 1) if p < 2 else x * a ** (p - 2)
+    return (scaled * F.where(outk == 0, 0, gk / outk ** (p - 1)),)
 
 
 Primitive("norm", "x", _norm_kernel, shape=_reduce_shape, dtype="same", vjp=_norm_vjp, saves="x out",
-          grad_fn="LinalgVectorNormBackward0", reduction=True)
+          grad_fn="LinalgVectorNormBackward0", reduction=True, triton=T.Reduce("norm"))
 
 
 def _softmax_kernel(x, dim):
@@ -752,10 +852,10 @@ def _log_softmax_kernel(x, dim):
 
 Primitive("softmax", "x", _softmax_kernel, shape=_unary_shape, dtype="same",
           vjp=lambda g, out, x, dim: (out * (g - R("sum", g * out, (dim,), True)),), saves="out",
-          grad_fn="SoftmaxBackward0", reduction=True)
+          grad_fn="SoftmaxBackward0", reduction=True, triton=T.Reduce("softmax"))
 Primitive("log_softmax", "x", _log_softmax_kernel, shape=_unary_shape, dtype="same",
           vjp=lambda g, out, x, dim: (g - F.exp(out) * R("sum", g, (dim,), True),), saves="out",
-          grad_fn="LogSoftmaxBackward0", reduction=True)
+          grad_fn="LogSoftmaxBackward0", reduction=True, triton=T.Reduce("log_softmax"))
 
 # == shape ops (views where torch makes views) ==================================================
 
@@ -766,22 +866,23 @@ def _reshape_name(args, params):
 
 Primitive("reshape", "x", lambda x, shape, view=True: np.reshape(x, shape), shape=lambda x, shape, view=True: tuple(shape),
           dtype="same", vjp=lambda g, out, x, shape, view=True: (F.reshape(g, tuple(x.shape)),),
-          grad_fn=_reshape_name, view=True)
+          grad_fn=_reshape_name, view=True, triton=T.reshape)
 Primitive("permute", "x", lambda x, dims, name=None: np.transpose(x, dims),
           shape=lambda x, dims, name=None: tuple(x.shape[d] for d in dims), dtype="same",
           vjp=lambda g, out, x, dims, name=None: (F.permute(g, tuple(np.argsort(dims).tolist())),),
-          grad_fn=lambda a, p: p.get("name", "PermuteBackward0"), view=True)
+          grad_fn=lambda a, p: p.get("name", "PermuteBackward0"), view=True, triton=T.permute)
 Primitive("expand", "x", lambda x, shape: np.broadcast_to(x, shape), shape=lambda x, shape: tuple(shape),
           dtype="same", vjp=lambda g, out, x, shape: (sum_to(g, tuple(x.shape)),), grad_fn="ExpandBackward0",
-          view=True)
+          view=True, triton=T.expand)
 Primitive("squeeze", "x", lambda x, dims, **_: np.squeeze(x, axis=dims),
           shape=lambda x, dims, **_: tuple(n for i, n in enumerate(x.shape) if i not in dims), dtype="same",
           vjp=lambda g, out, x, dims, **_: (F.reshape(g, tuple(x.shape)),),
           grad_fn=lambda a, p: "SqueezeBackward0" if p.get("all") else (
-              "SqueezeBackward2" if p.get("multi") else "SqueezeBackward1"), view=True)
+              "SqueezeBackward2" if p.get("multi") else "SqueezeBackward1"), view=True, triton=T.squeeze)
 Primitive("unsqueeze", "x", lambda x, dim: np.expand_dims(x, dim),
           shape=lambda x, dim: tuple(x.shape[:dim]) + (1,) + tuple(x.shape[dim:]), dtype="same",
-          vjp=lambda g, out, x, dim: (F.reshape(g, tuple(x.shape)),), grad_fn="UnsqueezeBackward0", view=True)
+          vjp=lambda g, out, x, dim: (F.reshape(g, tuple(x.shape)),), grad_fn="UnsqueezeBackward0", view=True,
+          triton=T.unsqueeze)
 
 
 def sum_to(g, shape):
@@ -838,7 +939,7 @@ def _getitem_name(args, params):
     # torch applies a key left to right and the last view it makes names the grad_fn; a slice
     # that keeps everything (("s", None, None, None)) makes none; tensor indices come last
     key = params["key"]
-    if any(isinstance(k, tuple) and k[0] == "t" for k in key):
+    if any(isinstance(k, bool) or isinstance(k, tuple) and k[0] == "t" for k in key):
         return "IndexBackward0"
     name = "AliasBackward0"
     for k in key:
@@ -854,11 +955,11 @@ def _getitem_name(args, params):
 Primitive("getitem", "*x idx", _getitem_kernel, shape=_getitem_shape, dtype="same",
           vjp=lambda g, out, x, *idx, key: (F.getitem_backward(g, idx, key, tuple(x.shape)),) + (None,) * len(idx),
           saves="idx", grad_fn=_getitem_name, view=lambda params: not any(
-              isinstance(k, tuple) and k[0] == "t" for k in params["key"]))
+              isinstance(k, bool) or isinstance(k, tuple) and k[0] == "t" for k in params["key"]), triton=T.getitem)
 Primitive("getitem_backward", "*g idx", _getitem_backward_kernel, shape=lambda g, *i, key, shape: tuple(shape),
           dtype="same", vjp=lambda gg, out, g, *idx, key, shape: (F.getitem_prim(gg, idx, key),) + (None,) * len(idx),
           saves="idx", grad_fn=lambda a, p: "IndexPutBackward0" if any(
-              isinstance(k, tuple) and k[0] == "t" for k in p["key"]) else "SliceBackwardBackward0")
+              isinstance(k, tuple) and k[0] == "t" for k in p["key"]) else "SliceBackwardBackward0", triton=T.index_add)
 
 
 def _cat_kept(xs):
@@ -889,11 +990,11 @@ def _cat_vjp(g, out, *xs, dim):
 
 
 Primitive("cat", "*xs", lambda *xs, dim: np.concatenate([xs[i] for i in _cat_kept(xs)], axis=dim),
-          shape=_cat_shape, dtype="promote", vjp=_cat_vjp, grad_fn="CatBackward0")
+          shape=_cat_shape, dtype="promote", vjp=_cat_vjp, grad_fn="CatBackward0", triton=T.cat)
 Primitive("stack", "*xs", lambda *xs, dim: np.stack(xs, axis=dim),
           shape=lambda *xs, dim: tuple(xs[0].shape[:dim]) + (len(xs),) + tuple(xs[0].shape[dim:]),
           dtype="promote", vjp=lambda g, out, *xs, dim: tuple(F.select(g, dim, i) for i in range(len(xs))),
-          grad_fn="StackBackward0")
+          grad_fn="StackBackward0", triton=T.stack)
 
 
 def _split_kernel(x, sizes, dim, name=None):
@@ -918,17 +1019,17 @@ def _split_vjp(g, out, x, sizes, dim, name=None):
 
 
 Primitive("split", "x", _split_kernel, shape=_split_shape, dtype="same", multi=True, vjp=_split_vjp,
-          grad_fn=lambda a, p: p.get("name", "SplitWithSizesBackward0"), view=True)
+          grad_fn=lambda a, p: p.get("name", "SplitWithSizesBackward0"), view=True, triton=T.split)
 Primitive("unbind", "x", lambda x, dim: tuple(np.moveaxis(x, dim, 0)),
           shape=lambda x, dim: [(tuple(x.shape[:dim]) + tuple(x.shape[dim + 1:]), x.dtype)] * x.shape[dim],
           dtype="same", multi=True, vjp=lambda g, out, x, dim: (F.stack(list(g), dim),), grad_fn="UnbindBackward0",
-          view=True)
+          view=True, triton=T.unbind)
 Primitive("flip", "x", lambda x, dims: np.flip(x, axis=_axes(x, dims)), shape=_unary_shape, dtype="same",
-          vjp=lambda g, out, x, dims: (F.flip(g, dims),), grad_fn="FlipBackward0")
+          vjp=lambda g, out, x, dims: (F.flip(g, dims),), grad_fn="FlipBackward0", triton=T.flip)
 Primitive("roll", "x", lambda x, shifts, dims: np.roll(x, shifts, axis=dims) if dims else np.roll(x, shifts),
           shape=_unary_shape, dtype="same",
           vjp=lambda g, out, x, shifts, dims: (F.roll(g, tuple(-s for s in shifts), dims or None),),
-          grad_fn="RollBackward0")
+          grad_fn="RollBackward0", triton=T.roll)
 
 
 def _repeat_kernel(x, sizes):
@@ -948,11 +1049,11 @@ def _repeat_vjp(g, out, x, sizes):
 
 Primitive("repeat", "x", _repeat_kernel, shape=lambda x, sizes: tuple(
     r * n for r, n in zip(sizes, (1,) * (len(sizes) - len(x.shape)) + tuple(x.shape))), dtype="same",
-          vjp=_repeat_vjp, grad_fn="RepeatBackward0")
+          vjp=_repeat_vjp, grad_fn="RepeatBackward0", triton=T.repeat)
 Primitive("tril", "x", lambda x, k=0: np.tril(x, k), shape=_unary_shape, dtype="same",
-          vjp=lambda g, out, x, k=0: (F.tril(g, k),), grad_fn="TrilBackward0")
+          vjp=lambda g, out, x, k=0: (F.tril(g, k),), grad_fn="TrilBackward0", triton=T.tril)
 Primitive("triu", "x", lambda x, k=0: np.triu(x, k), shape=_unary_shape, dtype="same",
-          vjp=lambda g, out, x, k=0: (F.triu(g, k),), grad_fn="TriuBackward0")
+          vjp=lambda g, out, x, k=0: (F.triu(g, k),), grad_fn="TriuBackward0", triton=T.triu)
 
 
 def _gather_kernel(x, index, dim):
@@ -985,16 +1086,16 @@ def _scatter_vjp(g, out, x, index, src, dim, reduce=None):
 Primitive("gather", "x index", _gather_kernel, shape=lambda x, i, dim: tuple(i.shape), dtype="same",
           vjp=lambda g, out, x, index, dim: (F.scatter_add(F.full(tuple(x.shape), 0, dtype=g.dtype), dim, index, g),
                                              None),
-          saves="index", grad_fn="GatherBackward0")
+          saves="index", grad_fn="GatherBackward0", triton=T.gather)
 Primitive("scatter", "x index src", _scatter_kernel, shape=lambda x, i, s, dim, reduce=None: tuple(x.shape),
           dtype=lambda args: (args[0]._dtype, args[0]._dtype), cast=(2,), vjp=_scatter_vjp, saves="index",
           grad_fn=lambda a, p: "ScatterAddBackward0" if p.get("reduce") == "add" else (
-              "ScatterBackward0" if hasattr(a[2], "shape") else "ScatterBackward1"))
+              "ScatterBackward0" if hasattr(a[2], "shape") else "ScatterBackward1"), triton=T.Scatter("scatter"))
 Primitive("index_select", "x index", lambda x, index, dim: np.take(x, index, axis=dim),
           shape=lambda x, i, dim: tuple(x.shape[:dim]) + tuple(i.shape) + tuple(x.shape[dim + 1:]), dtype="same",
           vjp=lambda g, out, x, index, dim: (F.getitem_backward(g, (index,), (("s", None, None, None),) * dim + (("t", 0),),
                                                                  tuple(x.shape)), None),
-          saves="index", grad_fn="IndexSelectBackward0")
+          saves="index", grad_fn="IndexSelectBackward0", triton=T.index_select)
 
 
 def _matmul_name(args, params):
@@ -1057,7 +1158,7 @@ def _matmul_vjp(g, out, a, b, op=None):
 # op="bmm": called as torch.bmm (BmmBackward0)
 Primitive("matmul", "a b", lambda a, b, op=None: np.matmul(a, b), shape=_matmul_shape, dtype="promote",
           vjp=_matmul_vjp, saves="a b", grad_fn=_matmul_name, needs={"a": "b", "b": "a"},
-          refuse={0: _matmul_no_bool})
+          refuse={0: _matmul_no_bool}, triton=T.Dot())
 
 
 def _einsum_vjp(g, out, *xs, equation):
@@ -1093,11 +1194,12 @@ def _einsum_shape(*xs, equation):
 
 
 Primitive("einsum", "*xs", lambda *xs, equation: np.einsum(equation, *xs, optimize=len(xs) > 2),
-          shape=_einsum_shape, dtype="promote", vjp=_einsum_vjp, saves="xs", grad_fn="EinsumBackward0")
+          shape=_einsum_shape, dtype="promote", vjp=_einsum_vjp, saves="xs", grad_fn="EinsumBackward0",
+          triton=T.Refuse("einsum is not lowered yet (decompose it into permute + matmul)"))
 
 # == sources ====================================================================================
 Primitive("full", "", lambda shape, value, dtype: np.full(shape, value, dtype=dtype.np),
-          shape=lambda shape, value, dtype: tuple(shape), dtype=lambda args: (None, None))
+          shape=lambda shape, value, dtype: tuple(shape), dtype=lambda args: (None, None), triton=T.full)
 
 __all__ = ["PRIMITIVES", "Primitive", "sum_to", "np_key"]
 
@@ -1123,7 +1225,7 @@ def _index_put_vjp(g, out, x, v, *idx, key, accumulate=False):
 Primitive("index_put", "*x v idx", _index_put_kernel, shape=lambda x, v, *i, key, accumulate=False: tuple(x.shape),
           dtype=lambda args: (args[0]._dtype, args[0]._dtype), cast=(1,), vjp=_index_put_vjp, saves="idx",
           grad_fn=lambda a, p: "IndexPutBackward0" if any(isinstance(k, tuple) and k[0] == "t" for k in p["key"])
-          else "CopySlices")
+          else "CopySlices", triton=T.index_put)
 
 
 def _call_hooks_kernel(g, fns):
@@ -1142,7 +1244,8 @@ def _call_hooks_kernel(g, fns):
 # A tensor's hooks, run on its gradient at backward time. The callables are an input bound
 # at each run (hooks may change between runs of one cached program).
 Primitive("call_hooks", "g fns", _call_hooks_kernel, shape=lambda g, fns: tuple(g.shape), dtype="same",
-          vjp=lambda gg, out, g, fns: (gg, None), grad_fn="HookBackward0")
+          vjp=lambda gg, out, g, fns: (gg, None), grad_fn="HookBackward0",
+          triton=T.Refuse("tensor hooks call Python at backward time"))
 
 
 # == in-place writes through views ================================================================
@@ -1168,10 +1271,11 @@ def _as_strided_scatter_kernel(x, src, shape, strides, offset):
 Primitive("as_strided", "x", _as_strided_kernel, shape=lambda x, shape, strides, offset: tuple(shape),
           dtype="same", view=True, grad_fn="AsStridedBackward0",
           vjp=lambda g, out, x, shape, strides, offset: (
-              F.as_strided_scatter(F.full(tuple(x.shape), 0, dtype=g.dtype), g, shape, strides, offset),))
+              F.as_strided_scatter(F.full(tuple(x.shape), 0, dtype=g.dtype), g, shape, strides, offset),),
+          triton=T.as_strided)
 Primitive("as_strided_scatter", "x src", _as_strided_scatter_kernel,
           shape=lambda x, src, shape, strides, offset: tuple(x.shape), dtype="same", cast=(1,),
           grad_fn="CopySlices",
           vjp=lambda g, out, x, src, shape, strides, offset: (
               F.as_strided_scatter(g, F.full(tuple(shape), 0, dtype=g.dtype), shape, strides, offset),
-              F.as_strided(g, shape, strides, offset)))
+              F.as_strided(g, shape, strides, offset)), triton=T.as_strided_scatter)
