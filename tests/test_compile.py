@@ -364,3 +364,11 @@ def test_unused_output_of_a_multi_output_op_still_differentiates():
     f(x).backward()
     ((tx.max(dim=1).values ** 2).sum() + (tx[1] * tx[2]).sum()).backward()
     close(x.grad, tx.grad)
+
+
+@pytest.mark.parametrize("shape", [(1,), (7,)])
+def test_non_finite_literals_in_generated_code(shape):
+    fn = lambda x: (x.exp() * float("inf")).clamp(max=1.0) + (x - float("-inf")).minimum(x * 2)   # noqa: E731
+    x = leaf(*shape, seed=3)
+    got = tg.compile(fn)(x)
+    close(got, fn(x))

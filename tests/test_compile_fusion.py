@@ -6,12 +6,14 @@ import torch
 
 import tracegrad as tg
 from tracegrad.codegen import numpy_cpu
+from tracegrad.passes import fuse
 from conftest import to_torch
 
 
 @pytest.fixture(params=[64, 1 << 20], ids=["tiny-chunks", "1MiB-chunks"])
 def chunk_bytes(request, monkeypatch):
     monkeypatch.setattr(numpy_cpu, "CHUNK_BYTES", request.param)
+    monkeypatch.setattr(fuse, "MIN_BYTES", 0)          # these small cases run fused too
     return request.param
 
 
@@ -69,3 +71,34 @@ def test_low_precision_matches_eager_bitwise(dtype, chunk_bytes):
     got = tg.compile(fn)(x)
     assert got.dtype is dt
     np.testing.assert_array_equal(got.float().numpy(), fn(x).float().numpy())
+
+
+def test_recycled_output_arrays_are_reused_only_once_dropped(chunk_bytes, monkeypatch):
+    monkeypatch.setattr(numpy_cpu, "RECYCLE_BYTES", 0)
+    cf = tg.compile(lambda x: (x.tanh() * 2 + 1).exp())
+    xs = [leaf(50, 3, seed=s) for s in range(4)]
+    want = [np.exp(np.tanh(x.detach().numpy()) * 2 + 1) for x in xs]
+    held = [cf(xs[0]), cf(xs[1])]
+    view = cf(xs[2]).detach().numpy()[:5]          # only a view of the output survives
+    first = id(held[0].detach().numpy())
+    del held[0]
+    again = cf(xs[3])
+    assert id(again.detach().numpy()) == first      # the dropped output's array came back
+    np.testing.assert_allclose(held[0].detach().numpy(), want[1], rtol=1e-12)
+    np.testing.assert_allclose(view, want[2][:5], rtol=1e-12)
+    np.testing.assert_allclose(again.detach().numpy(), want[3], rtol=1e-12)
+
+
+def test_cross_entropy_on_wide_rows_matches_torch(chunk_bytes):
+    x = leaf(300, 70, seed=4)
+    t = tg.tensor(np.random.default_rng(5).integers(0, 70, 300))
+    t._data[::7] = -100
+    cf = tg.compile(lambda x, t: tg.nn.functional.cross_entropy(x * 2, t))
+    loss = cf(x, t)
+    g, = tg.autograd.grad(loss, x)
+    tx = to_torch(x)
+    tl = torch.nn.functional.cross_entropy(tx * 2, torch.tensor(t.numpy()))
+    tgx, = torch.autograd.grad(tl, tx)
+    np.testing.assert_allclose(loss.detach().numpy(), tl.detach().numpy(), rtol=1e-10)
+    np.testing.assert_allclose(g.numpy(), tgx.numpy(), rtol=1e-10, atol=1e-14)
+    assert "np.exp(" not in cf.last_program.bwd_fn.source      # the forward's exponentials are read back

@@ -27,8 +27,9 @@ from .tensor import Tensor
 from .ir.graph import Graph, V
 from .ir.tracer import Proxy, TraceError, trace, proxy_input, apply
 from .ir.verify import verify
+from .ops.lowering import Refuse, identity
 from .ops.primitives import Primitive, PRIMITIVES as P
-from .runtime.guards import flatten, unflatten, guard_key
+from .runtime.guards import LEAF, flatten, unflatten, guard_key
 from .runtime.cache import ProgramCache
 from .autograd.graph import Node
 
@@ -113,10 +114,11 @@ class _NoRandom:
 def build(fn, args, kwargs, name, backend):
     from .autodiff import derive
     from .passes import (FORWARD_PIPELINE, BACKWARD_PIPELINE, partition, eliminate_common_subexpressions,
-                         eliminate_dead_code)
+                         eliminate_dead_code, simplify)
     from .codegen.numpy_cpu import compile_graph
     p = Program(name)
     p.double = None
+    p.backend = backend
     try:
         g, leaves, out_spec, out_leaves = trace_function(fn, args, kwargs, name)
     except TraceError:
@@ -169,8 +171,8 @@ def build(fn, args, kwargs, name, backend):
         part = partition(g, bwd)
         p.stage("partition", part)
         fwd_run, bwd_run = part.forward, part.backward
-        for pass_fn in (eliminate_common_subexpressions, eliminate_dead_code):
-            bwd_run = pass_fn(bwd_run)
+        for pass_fn in (simplify, eliminate_common_subexpressions, eliminate_dead_code):
+            bwd_run = pass_fn(bwd_run)      # recomputed values meet the backward's: simplify them together
             verify(bwd_run)
         p.n_out = len(g.outputs)
         p.bwd_binds = part.binds
@@ -185,7 +187,8 @@ def build(fn, args, kwargs, name, backend):
     if bwd_run is not None:
         bwd_run = group_fusions(bwd_run)
     p.fwd_run, p.bwd_run = fwd_run, bwd_run
-    lower = _triton if backend == "triton" else compile_graph
+    on_device = any(t.is_cuda for t in leaves) or any(t.is_cuda for t in p.consts)
+    lower = _triton if backend == "triton" or (backend == "auto" and on_device) else compile_graph
     p.fwd_fn = lower(fwd_run, _ident(name) + "_forward")
     p.stage("generated forward source", p.fwd_fn.source)
     p.bwd_fn = None
@@ -209,6 +212,10 @@ def _triton(graph, name):
     prog = lower(graph)
 
     def run(*arrays):
+        from .cuda import CudaArray
+        if any(a.__class__ is CudaArray for a in arrays):
+            res = prog(*[a.t if a.__class__ is CudaArray else a for a in arrays])
+            return tuple(None if o is None else CudaArray(o) for o in res)
         return tuple(None if o is None else o.detach().cpu().numpy() for o in prog(*arrays))
     run.source = prog.source
     run.program = prog
@@ -244,7 +251,7 @@ def run_program(p, leaves):
     n_out = p.n_out
     outs = []
     for (shape, dt), o in zip(p.out_meta, res[:n_out]):
-        if type(o) is not np.ndarray:
+        if type(o) is not np.ndarray and not hasattr(o, "_tg_device"):
             o = np.asarray(o)
         outs.append(Tensor._make(o, dt))
     if p.needs_grad and STATE.grad_enabled:
@@ -322,6 +329,8 @@ def _compiled_backward_kernel(*args, prog):
     for r, (shape, dt) in zip(res, p.grad_metas):
         if r is None:
             r = np.zeros(shape, dt.np)
+        elif hasattr(r, "_tg_device"):
+            r = r if r.dtype == dt.np else r.astype(dt.np)
         elif type(r) is not np.ndarray or r.dtype != dt.np:
             r = np.asarray(r, dt.np)
         out.append(r)
@@ -340,7 +349,7 @@ def _compiled_backward_eager(*args, prog):
     p = prog
     seeds = _seeds(p, gs, lambda s, dt: creation.zeros(s, dtype=dt))
     if p.double is None:
-        p.double = CompiledFunction(_backward_function(p), name=f"{p.__name__}_grad")
+        p.double = CompiledFunction(_backward_function(p), backend=p.backend, name=f"{p.__name__}_grad")
         p.double._warned = True          # where it cannot be traced it runs through the eager ops
     res = p.double(*seeds, *ctx.__dict__["_inputs"])
     return tuple(creation.zeros(shape, dtype=dt) if r is None else r for r, (shape, dt) in zip(res, p.grad_metas))
@@ -378,12 +387,13 @@ def _no_forward(*a, **k):
 
 
 Primitive("compiled_call", "*xs", _no_forward, shape=lambda *a, **k: _no_forward(), dtype="same", multi=True,
-          vjp=_compiled_vjp, takes_ctx=True, grad_fn="CompiledFunctionBackward")
+          vjp=_compiled_vjp, takes_ctx=True, grad_fn="CompiledFunctionBackward",
+          triton=Refuse("a nested compiled call is not lowered"))
 Primitive("compiled_backward", "*gs", _compiled_backward_kernel, shape=lambda *a, prog: list(prog.grad_metas),
           dtype=lambda args: (None, D.float32), multi=True, eager=_compiled_backward_eager,
-          grad_fn="CompiledFunctionBackwardBackward")
+          grad_fn="CompiledFunctionBackwardBackward", triton=Refuse("a nested compiled call is not lowered"))
 Primitive("detach", "x", lambda x: x, shape=lambda x: tuple(x.shape), dtype="same", vjp=lambda g, out, x: (None,),
-          grad_fn="DetachBackward0")
+          grad_fn="DetachBackward0", triton=identity)
 class CompiledFunctionBackward(Node):
     """The grad_fn of a compiled call's outputs. When the engine frees the graph after a
     backward without retain_graph (it sets `_saved` to None), the forward's saved
@@ -409,6 +419,7 @@ _NODE_CLS = [CompiledFunctionBackward]
 # -- the compiled callable ------------------------------------------------------------------------
 
 _EAGER = object()
+_TENSORS_SPEC = {}          # number of arguments -> the flattened structure of f(t1, ..., tn)
 
 
 class CompiledFunction:
@@ -431,8 +442,14 @@ class CompiledFunction:
         self.last_program = None
 
     def __call__(self, *args, **kwargs):
-        leaves = []
-        spec = flatten((args, kwargs), leaves)
+        if not kwargs and all(isinstance(a, Tensor) for a in args):
+            leaves = list(args)                 # the common call: tensors only, no keywords
+            spec = _TENSORS_SPEC.get(len(args))
+            if spec is None:
+                spec = _TENSORS_SPEC[len(args)] = flatten(((LEAF,) * len(args), {}), [])
+        else:
+            leaves = []
+            spec = flatten((args, kwargs), leaves)
         key = guard_key(spec, leaves, self._module, self._fn)
         p = self.cache.get(key)
         if p is None:

@@ -9,12 +9,16 @@ about CHUNK_BYTES (1 MiB: intermediates stay in L2) on THREADS threads (numpy re
 the GIL inside a ufunc): ufuncs write with `out=` into per-thread scratch buffers reused
 across chunks and calls (in place over an argument that dies there), row sums go
 through BLAS (`x @ ones`), sums over the first axis become per-chunk partial sums.
+Big arrays a group writes for later statements or for the caller are recycled from
+call to call once nothing references them (`recycled`). Outside groups, ufuncs are
+called directly and expands that their users broadcast anyway cost nothing.
 Graphs whose values all have one element run on Python floats instead (a numpy call on
 a [1]-shaped array costs ~0.4 µs; a float op ~0.03 µs), falling back to the numpy
 version on arithmetic errors so inf and nan come out as numpy's.
 """
 import itertools
 import math
+import sys
 import threading
 
 import numpy as np
@@ -39,7 +43,8 @@ def _literal(x, env):
 def generate(graph, name=None):
     """Python source for `graph` and the globals it needs."""
     name = name or f"{graph.name}_{next(_ids)}"
-    env = {"np": np, "run_chunks": run_chunks}
+    env = {"__name__": "tracegrad.codegen.generated", "np": np, "inf": math.inf, "nan": math.nan,
+           "run_chunks": run_chunks, "recycled": recycled}
     params = ", ".join(graph.inputs)
     head = [f"def {name}({params}):"]
     keep = set(o for o in graph.outputs if o is not None)
@@ -52,10 +57,14 @@ def generate(graph, name=None):
         if gid is not None:
             groups.setdefault(gid, []).append(n)
     done = set()
+    implicit = _implicit_expands(graph, keep)
     for n in graph.nodes():
         a = graph[n]
         op = a["op"]
         if op == "input":
+            continue
+        if n in implicit:
+            stmts.append(([n], refs(a["args"]), [f"{n} = {a['args'][0]}  # expand: its users broadcast"]))
             continue
         gid = a.get("group")
         if gid is not None:
@@ -66,7 +75,7 @@ def generate(graph, name=None):
         if op == "proj":
             stmts.append(([n], refs(a["args"]), [f"{n} = {a['args'][0]}[{a['params']['index']}]"]))
             continue
-        stmts.append(([n], refs(a["args"]), [_call(n, a, env)]))
+        stmts.append(([n], refs(a["args"]), [_direct(graph, n, a, env) or _call(n, a, env)]))
     # free each value after its last use, so big temporaries go back to the allocator
     # (and are reused without page faults) instead of living to the end of the call
     last_use = {}
@@ -85,6 +94,43 @@ def generate(graph, name=None):
     outs = ", ".join(str(o) if o is not None else "None" for o in graph.outputs)
     lines.append(f"    return ({outs}{',' if len(graph.outputs) == 1 else ''})")
     return "\n".join(lines) + "\n", env
+
+
+def _implicit_expands(graph, keep):
+    """Expands whose users are all elementwise ops that broadcast them anyway (another
+    argument has the full shape): numpy's broadcasting does the expand for free."""
+    found = set()
+    for n in graph.nodes():
+        a = graph[n]
+        if a["op"] != "expand" or a.get("group") is not None or n in keep:
+            continue
+        users = list(graph.users(n))
+        if users and all(_broadcasts(graph, u, n) for u in users):
+            found.add(n)
+    return found
+
+
+def _broadcasts(graph, u, n):
+    a = graph[u]
+    if a.get("group") is not None or a["prim"] is None or not a["prim"].elementwise or \
+            a["shape"] != graph[n]["shape"]:
+        return False
+    return any(isinstance(x, V) and x != n and graph[x]["shape"] == a["shape"] and graph[x]["op"] != "expand"
+               for x in a["args"])
+
+
+def _direct(graph, n, a, env):
+    """A ufunc or a reshape called directly rather than through its kernel: on small
+    arrays the Python call in between is a good part of the cost."""
+    comment = type_str(a["shape"], a["dtype"]) + (f"  {a['source']}" if a.get("source") else "")
+    if _ufunc_ok(graph, a):
+        args = [_literal(x, env) for x in a["args"]]
+        if a["op"] == "rsub":
+            args = args[::-1]
+        return f"{n} = {_UFUNCS[a['op']]}({', '.join(args)})  # {comment}"
+    if a["op"] == "reshape" and isinstance(a["args"][0], V):
+        return f"{n} = np.reshape({a['args'][0]}, {tuple(a['shape'])!r})  # {comment}"
+    return None
 
 
 def _call(n, a, env, args_fn=None):
@@ -144,6 +190,27 @@ def scratch(bufs, slot, rows, rowshape, dtype, cap):
     return b[:n].reshape((rows,) + rowshape)
 
 
+RECYCLE_BYTES = 1 << 20
+RECYCLE_KEEP = 2
+_RECYCLE_LOCK = threading.Lock()
+
+
+def recycled(pool, shape, dtype):
+    """A big array for a group's output: one this statement made before if nothing else
+    references it any more (the caller dropped the tensor that held it), else a new one.
+    A fresh 16 MiB array page-faults in at every call (~1 µs per 4 KiB page) once glibc
+    has given the memory back to the OS; a recycled one is already mapped. At most
+    RECYCLE_KEEP arrays per statement stay alive for reuse."""
+    with _RECYCLE_LOCK:
+        for i in range(len(pool)):
+            if sys.getrefcount(pool[i]) == 2:          # only the pool holds it
+                return pool[i]
+        a = np.empty(shape, dtype)
+        if len(pool) < RECYCLE_KEEP:
+            pool.append(a)
+        return a
+
+
 _NATIVE_FLOATS = frozenset({"float16", "float32", "float64"})     # bfloat16 is rounded by its kernels
 _ONES = {}
 
@@ -185,6 +252,13 @@ def _last_dim(graph, a):
     return len(s) == 2 and a["params"].get("dim") % 2 == 1
 
 
+def _last_dims(graph, a):
+    x = a["args"][0]
+    s = graph[x]["shape"] if isinstance(x, V) else ()
+    dims = a["params"].get("dims")
+    return len(s) == 2 and dims is not None and tuple(d % 2 for d in dims) == (1,)
+
+
 _TMP = threading.local()
 
 
@@ -219,6 +293,19 @@ def log_softmax_rows(x, out):
     s = row_sum(e, (x.shape[0], 1))
     np.log(s, out=s)
     return np.subtract(out, s, out=out)
+
+
+def logsumexp_rows(x, out):
+    """log(sum(exp(x))) over the last axis of a 2-d chunk, shifted by the row maximum,
+    into the (rows, 1) array out."""
+    m = np.maximum.reduce(x, axis=1, keepdims=True)
+    if not np.isfinite(m).all():
+        m = np.where(np.isfinite(m), m, 0).astype(x.dtype)
+    e = np.subtract(x, m, out=_temp(x.shape, x.dtype))
+    np.exp(e, out=e)
+    s = row_sum(e, out.shape)
+    np.log(s, out=out)
+    return np.add(out, m, out=out)
 
 
 def softmax_rows(x, out):
@@ -274,9 +361,6 @@ def _group_stmt(graph, gid, members, keep, env, name):
                 ext.append(r)
     cols = [n for n in members if graph[n].get("fuse_kind") == "col"]
     outs = [n for n in members if n in keep or n in cols or any(u not in mset for u in graph.users(n))]
-    row_elems = max(int(np.prod(graph[n]["shape"][1:], dtype=np.int64)) * graph[n]["dtype"].itemsize
-                    for n in members)
-    step = max(1, CHUNK_BYTES // max(1, row_elems))
     fname = f"{name}_group{gid}"
     def slices(x, n):
         s, a = graph[x]["shape"], graph[n]
@@ -285,6 +369,10 @@ def _group_stmt(graph, gid, members, keep, env, name):
         return not a["prim"].elementwise or len(s) == len(a["shape"])
 
     cut = [x for x in ext if any(slices(x, n) for n in members if x in refs(graph[n]["args"]))]
+    # a chunk's rows are sized by the widest row the group reads or writes
+    row_elems = max(int(np.prod(graph[n]["shape"][1:], dtype=np.int64)) * graph[n]["dtype"].itemsize
+                    for n in members + cut)
+    step = max(1, CHUNK_BYTES // max(1, row_elems))
     body = [f"def {fname}(lo, hi, {', '.join(ext + ['o_' + o for o in outs])}):"]
     for x in cut:
         body.append(f"    {x}_c = {x}[lo:hi]")
@@ -305,11 +393,24 @@ def _group_stmt(graph, gid, members, keep, env, name):
     env[scr] = {}
     alloc = []
 
+    # a scatter that makes an output in place over a ufunc's result: the ufunc writes
+    # straight into the output, so the scatter finishes it there without a copy
+    into_out = {}
+    for n in outs:
+        a = graph[n]
+        x = a["args"][0] if a["args"] else None
+        if a["op"] == "scatter" and n not in cols and x in mset and x not in outs and list(graph.users(x)) == [n] \
+                and graph[x]["shape"] == a["shape"] and _ufunc_ok(graph, graph[x]) and \
+                a["params"].get("dim", 0) % len(a["shape"]) != 0:
+            into_out[x] = n
+
     def target(n, a, dying, inplace=True):
         """Where member n's chunk goes: its output array, or a scratch buffer (in place
         over an argument dying here when allowed and the types agree)."""
         if n in outs:
             return f"o_{n}[lo:hi]"
+        if n in into_out:
+            return f"o_{into_out[n]}[lo:hi]"
         key = (tuple(a["shape"][1:]), a["dtype"].np.name)
         reuse = [r for r in dying if inplace and graph[r]["shape"] == a["shape"] and
                  (tuple(graph[r]["shape"][1:]), graph[r]["dtype"].np.name) == key]
@@ -345,15 +446,23 @@ def _group_stmt(graph, gid, members, keep, env, name):
             out = target(n, a, dying)
             body.append(f"    {n}_c = {out}")
             body.append(f"    {n}_c.fill({a['params']['value']!r})  # full")
+        elif op == "scatter" and into_out.get(a["args"][0]) == n:
+            rest = ", ".join(arg(v) if isinstance(v, V) else _literal(v, env) for v in a["args"][1:])
+            body.append(f"    {n}_c = scatter_into({a['args'][0]}_c, {rest}, {a['params']['dim']!r}, "
+                        f"{a['params'].get('reduce')!r})  # scatter, in place in the output")
         elif op == "scatter" and a["args"][0] in slot_of and a["args"][0] in dying and \
                 graph[a["args"][0]]["shape"] == a["shape"] and a["params"].get("dim", 0) % len(a["shape"]) != 0:
             x = a["args"][0]
             dying.remove(x)
             slot_of[n] = slot_of[x]
-            rest = ", ".join(arg(v) if isinstance(v, V) else repr(v) for v in a["args"][1:])
+            rest = ", ".join(arg(v) if isinstance(v, V) else _literal(v, env) for v in a["args"][1:])
             body.append(f"    {n}_c = scatter_into({x}_c, {rest}, {a['params']['dim']!r}, "
                         f"{a['params'].get('reduce')!r})  # scatter, in place")
             copy_out = True
+        elif op == "logsumexp" and _last_dims(graph, a) and a["params"].get("keepdim") and \
+                a["dtype"].name in _NATIVE_FLOATS:
+            out = target(n, a, dying, inplace=False)
+            body.append(f"    {n}_c = logsumexp_rows({arg(a['args'][0])}, {out})  # logsumexp")
         elif op in ("softmax", "log_softmax") and _last_dim(graph, a) and a["dtype"].name in _NATIVE_FLOATS:
             out = target(n, a, dying, inplace=False)
             body.append(f"    {n}_c = {op}_rows({arg(a['args'][0])}, {out})  # {op}")
@@ -365,7 +474,7 @@ def _group_stmt(graph, gid, members, keep, env, name):
                         f"  # expand")
             copy_out = True
         elif _ufunc_ok(graph, a):
-            args = [arg(x) if isinstance(x, V) else repr(x) for x in a["args"]]
+            args = [arg(x) if isinstance(x, V) else _literal(x, env) for x in a["args"]]
             if op == "rsub":
                 args = args[::-1]
             out = target(n, a, dying)
@@ -388,6 +497,7 @@ def _group_stmt(graph, gid, members, keep, env, name):
     env["softmax_rows"] = softmax_rows
     env["scatter_into"] = scatter_into
     env["log_softmax_rows"] = log_softmax_rows
+    env["logsumexp_rows"] = logsumexp_rows
     src = "\n".join(body) + "\n"
     exec(compile(src, f"<tracegrad:{fname}>", "exec"), env)
     env[fname].source = src
@@ -397,7 +507,12 @@ def _group_stmt(graph, gid, members, keep, env, name):
     for o in outs:
         a = graph[o]
         shape = (nchunks,) + tuple(a["shape"]) if o in cols else tuple(a["shape"])
-        lines.append(f"{o} = np.empty({shape!r}, np.{a['dtype'].np.name})")
+        if int(np.prod(shape, dtype=np.int64)) * a["dtype"].itemsize >= RECYCLE_BYTES:
+            pool = f"OUTPUTS_{next(_ids)}"
+            env[pool] = []
+            lines.append(f"{o} = recycled({pool}, {shape!r}, np.{a['dtype'].np.name})")
+        else:
+            lines.append(f"{o} = np.empty({shape!r}, np.{a['dtype'].np.name})")
     lines.append(f"run_chunks({fname}, {rows}, {step}, ({', '.join(ext + outs)}{',' if len(ext + outs) == 1 else ''}))")
     for o in cols:
         lines.append(f"{o} = np.asarray({o}.sum(0))  # partial sums of the chunks, in order")
@@ -440,7 +555,8 @@ def generate_scalar(graph, name, fallback):
     """Python-float source for a graph of one-element values; numpy's result dtypes and
     shapes at the end. Arithmetic errors (x / 0, log(0), overflow) go to `fallback`,
     the numpy function, for numpy's inf and nan."""
-    env = {"np": np, "_m": math, "FALLBACK": fallback}
+    env = {"__name__": "tracegrad.codegen.generated", "np": np, "_m": math, "inf": math.inf, "nan": math.nan,
+           "FALLBACK": fallback}
     params = ", ".join(graph.inputs)
     lines = [f"def {name}({params}):", "    try:"]
     for x in graph.inputs:
@@ -449,7 +565,7 @@ def generate_scalar(graph, name, fallback):
         a = graph[n]
         if a["op"] == "input":
             continue
-        args = [f"v_{x}" if isinstance(x, V) else repr(float(x) if not isinstance(x, bool) else x)
+        args = [f"v_{x}" if isinstance(x, V) else _literal(float(x) if not isinstance(x, bool) else x, env)
                 for x in a["args"]]
         rhs = args[0] if a["op"] in _SCALAR_SAME else _SCALAR[a["op"]].format(*args)
         comment = type_str(a["shape"], a["dtype"]) + (f"  {a['source']}" if a.get("source") else "")

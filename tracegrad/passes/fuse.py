@@ -7,13 +7,17 @@ first dimension may end a group too ("col": per-chunk partial sums, added after 
 chunks of rows that stay in the L2 cache (codegen/numpy_cpu.py), over several threads.
 Each node of a group gets the attribute `group` (an int). The group runs where its first
 member stands, so a node joins a group only if its arguments from outside the group
-are all computed before the group starts. Groups of one op are not marked.
+are all computed before the group starts. Groups of one op are not marked, nor groups
+whose values are all smaller than `min_bytes`: on a few kilobytes, chunks and threads
+cost more than they save, and plain numpy calls are faster.
 """
+import numpy as np
+
 from ..ir.graph import V
 from .rewrite import is_pure
 
 ROW_OPS = frozenset({"softmax", "log_softmax"})
-ROW_SHAPE_OPS = frozenset({"full", "reshape", "unsqueeze", "squeeze", "gather", "scatter"})
+ROW_SHAPE_OPS = frozenset({"full", "reshape", "unsqueeze", "squeeze", "gather", "scatter", "detach"})
 
 
 def _row_shape_op(g, a, xs, shape):
@@ -22,7 +26,7 @@ def _row_shape_op(g, a, xs, shape):
     rows = shape[0]
     if any(not g[x]["shape"] or g[x]["shape"][0] != rows for x in xs):
         return None
-    if op == "full":
+    if op in ("full", "detach"):
         return "ew", rows
     if op == "reshape":
         return ("ew", rows) if len(xs) == 1 else None
@@ -89,7 +93,15 @@ def row_local(g, n):
     return None
 
 
-def group_fusions(graph, min_size=2):
+MIN_BYTES = 1 << 16
+
+
+def _nbytes(a):
+    return int(np.prod(a["shape"], dtype=np.int64)) * a["dtype"].itemsize
+
+
+def group_fusions(graph, min_size=2, min_bytes=None):
+    min_bytes = MIN_BYTES if min_bytes is None else min_bytes
     g = graph.copy()
     order = g.nodes()
     index = {n: i for i, n in enumerate(order)}
@@ -149,6 +161,9 @@ def group_fusions(graph, min_size=2):
     k = 0
     for gid, grp in groups.items():
         if len(grp["members"]) < min_size or all(kinds[n] == "col" for n in grp["members"]):
+            continue
+        widest = max(_nbytes(g[v]) for n in grp["members"] for v in [n, *g[n]["args"]] if isinstance(v, V))
+        if widest < min_bytes:
             continue
         for n in grp["members"]:
             g[n]["group"] = k

@@ -16,7 +16,9 @@ from ..ir.graph import Graph, V, map_args, refs
 
 INF = float("inf")
 _FREE = frozenset({"reshape", "permute", "expand", "squeeze", "unsqueeze", "convert", "clone"})
-_EXPENSIVE = frozenset({"erf", "pow"})          # erf's kernel is a Python loop; pow's slow path
+# erf's kernel is a Python loop; pow's slow path; exp costs about four elementwise passes
+# (a softmax's exponentials are read back, not taken again)
+_EXPENSIVE = frozenset({"erf", "pow", "exp"})
 
 
 def recomputable(attrs):

@@ -8,6 +8,11 @@
   `(x * c1) * c2`, `(x + c1) + c2` fold their constants;
 - around the scatter_add that differentiates a gather: `sum(scatter_add(0, i, s))` is
   `s`, and `scatter_add(0, i, s) - y` scatters into `-y` (cross-entropy's backward);
+- `gather(x - r, i, d)` with r constant along d becomes `gather(x, i, d) - r`;
+- `y + y` and `(x + y) + y` become `2 * y` and `x + 2 * y`, the 2 put on the small
+  factor where y is a broadcast times a value;
+- `(a @ b).T` becomes `b.T @ a.T`, a contiguous result;
+- `permute(permute(x))` becomes one permute, or `x` where the two cancel;
 - elementwise ops move before broadcasts (`expand(x) / c -> expand(x / c)`) and
   scalings after sums (`sum(-x) -> -sum(x)`), so they touch fewer elements.
 """
@@ -47,13 +52,121 @@ def _scale_after_sum(b, a, args):
     if inner["dtype"] is not a["dtype"]:
         return None
     if inner["op"] == "neg":
-        s = add(b, a["prim"], (inner["args"][0],), a, **a["params"])
+        s = _sum_of(b, a, inner["args"][0])
         return add(b, inner["prim"], (s,), a)
     if inner["op"] == "mul" and isinstance(inner["args"][0], V) and _lit(inner["args"][1]) and \
             b[inner["args"][0]]["shape"] == inner["shape"]:
-        s = add(b, a["prim"], (inner["args"][0],), a, **a["params"])
+        s = _sum_of(b, a, inner["args"][0])
         return add(b, inner["prim"], (s, inner["args"][1]), a)
     return None
+
+
+def _sum_of(b, a, x):
+    """The reduction `a` of x, simplified by the scatter_add rules where they apply."""
+    return _scatter_add_rules(b, a, (x,)) or add(b, a["prim"], (x,), a, **a["params"])
+
+
+def _gather_before_shift(b, a, args):
+    """gather(x - r, i, d) -> gather(x, i, d) - r where r is constant along d (one value
+    per row, as the logsumexp of a log_softmax): only the gathered elements are shifted,
+    and the full-size subtraction is left to dead code when nothing else reads it."""
+    if a["op"] != "gather" or not isinstance(args[0], V) or not isinstance(args[1], V):
+        return None
+    v = b[args[0]]
+    if v["op"] not in ("sub", "add") or not all(isinstance(x, V) for x in v["args"]):
+        return None
+    x, r = v["args"]
+    shape, ndim = v["shape"], len(v["shape"])
+    dim = a["params"]["dim"] % ndim
+    rs, idx_shape = b[r]["shape"], b[args[1]]["shape"]
+    if b[x]["shape"] != shape or len(rs) != ndim or rs[dim] != 1 or len(idx_shape) != ndim or \
+            any(rs[k] != shape[k] or idx_shape[k] != shape[k] for k in range(ndim) if k != dim) or \
+            b[x]["dtype"] is not a["dtype"] or b[r]["dtype"] is not a["dtype"]:
+        return None
+    picked = add(b, a["prim"], (x, args[1]), a, **a["params"])
+    return add(b, v["prim"], (picked, r), a)
+
+
+def _permute_of_permute(b, a, args, is_output):
+    """permute(permute(x, p), q) -> permute(x, p[q]), or x itself where that is the
+    identity (a transpose's derivative transposed back, in higher-order graphs)."""
+    if a["op"] != "permute" or not isinstance(args[0], V) or b[args[0]]["op"] != "permute":
+        return None
+    inner = b[args[0]]
+    x = inner["args"][0]
+    dims = tuple(inner["params"]["dims"][d] for d in a["params"]["dims"])
+    if dims == tuple(range(len(dims))):
+        return None if is_output else x
+    return add(b, a["prim"], (x,), a, **dict(a["params"], dims=dims))
+
+
+def _twice(b, y, like):
+    """2 * y, with the factor 2 put on the small side where y = expand(s) * r (or r * expand(s)):
+    one pass over the small value instead of one over y."""
+    a = b[y]
+    if a["op"] == "mul" and isinstance(a["args"][0], V) and _lit(a["args"][1]) and a["dtype"].is_floating_point:
+        return add(b, P["mul"], (a["args"][0], float(a["args"][1] * 2)), a)
+    if a["op"] == "mul" and all(isinstance(x, V) for x in a["args"]):
+        for k, e in enumerate(a["args"]):
+            ea = b[e]
+            if ea["op"] == "expand" and isinstance(ea["args"][0], V) and ea["dtype"] is a["dtype"] and \
+                    ea["shape"] == a["shape"]:
+                src = ea["args"][0]
+                doubled = add(b, P["expand"], (add(b, P["mul"], (src, 2.0), b[src]),), ea, **ea["params"])
+                other = a["args"][1 - k]
+                return add(b, P["mul"], (doubled, other) if k == 0 else (other, doubled), a)
+    return add(b, P["mul"], (y, 2.0), like)
+
+
+def _same_value(b, x, y):
+    """x and y are one value, or the same pure op on the same arguments (before CSE
+    merges them: the derivative of y * y makes its two terms separately)."""
+    if x == y:
+        return True
+    ax, ay = b[x], b[y]
+    return ax["op"] == ay["op"] and ax["op"] != "input" and ax["prim"] is not None and ax["prim"].elementwise and \
+        ax["args"] == ay["args"] and ax["params"] == ay["params"] and ax["dtype"] is ay["dtype"]
+
+
+def _repeated_term(b, a, args):
+    """y + y -> 2 * y and (x + y) + y -> x + 2 * y: a value the derivative adds twice
+    (the two factors of y * y) costs one pass, or none where the 2 folds into a broadcast."""
+    if a["op"] != "add" or len(args) != 2 or not all(isinstance(x, V) for x in args) or \
+            not a["dtype"].is_floating_point or any(b[x]["shape"] != a["shape"] or b[x]["dtype"] is not a["dtype"]
+                                                   for x in args):
+        return None
+    p, y = args
+    if _same_value(b, p, y):
+        return _twice(b, y, a)
+    inner = b[p]
+    if inner["op"] == "add" and len(inner["args"]) == 2 and isinstance(inner["args"][1], V) and \
+            _same_value(b, inner["args"][1], y) and isinstance(inner["args"][0], V) \
+            and b[inner["args"][0]]["shape"] == a["shape"] and b[inner["args"][0]]["dtype"] is a["dtype"]:
+        return add(b, P["add"], (inner["args"][0], _twice(b, y, a)), a)
+    return None
+
+
+def _transposed_product(b, a, args):
+    """permute(a @ b, (1, 0)) -> b.T @ a.T for 2-d a and b: the product comes out of BLAS
+    already in the transposed layout, so a weight's gradient is a contiguous array
+    (a transposed view would make every later elementwise use of it, such as an
+    optimizer step, walk memory column by column)."""
+    if a["op"] != "permute" or tuple(a["params"]["dims"]) != (1, 0) or not isinstance(args[0], V):
+        return None
+    mm = b[args[0]]
+    if mm["op"] != "matmul" or mm["params"].get("op") is not None or len(mm["args"]) != 2 or \
+            not all(isinstance(x, V) and len(b[x]["shape"]) == 2 for x in mm["args"]):
+        return None
+    x, y = mm["args"]
+    return add(b, mm["prim"], (_t(b, a, y), _t(b, a, x)), a, **mm["params"])
+
+
+def _t(b, like, v):
+    """v.T, or w where v is itself w.T."""
+    if b[v]["op"] == "permute" and tuple(b[v]["params"]["dims"]) == (1, 0):
+        return b[v]["args"][0]
+    return add(b, like["prim"], (v,), dict(like, shape=tuple(reversed(b[v]["shape"])), dtype=b[v]["dtype"]),
+               **like["params"])
 
 
 def _is_zeros(b, v):
@@ -112,7 +225,9 @@ def simplify(graph):
 
     def rule(b, n, a, args):
         op = a["op"]
-        moved = _through_expand(b, a, args) or _scale_after_sum(b, a, args) or _scatter_add_rules(b, a, args)
+        moved = _through_expand(b, a, args) or _scale_after_sum(b, a, args) or _scatter_add_rules(b, a, args) or \
+            _gather_before_shift(b, a, args) or _permute_of_permute(b, a, args, n in outputs) or \
+            _repeated_term(b, a, args) or _transposed_product(b, a, args)
         if moved is not None:
             return moved
         if op == "pow" and len(args) == 2 and isinstance(args[0], V) and _lit(args[1]) and \
