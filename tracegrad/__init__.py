@@ -10,7 +10,7 @@ The stages, in the order data flows:
 """
 from . import _dtype
 from ._dtype import (dtype, bool_ as bool, uint8, int8, int16, int32, int64, float16, bfloat16, float32, float64,
-                     get_default_dtype, set_default_dtype, promote_types)
+                     get_default_dtype, set_default_dtype, promote_types, finfo, iinfo)
 from .tensor import Tensor, Size, device
 from .grad_mode import (no_grad, enable_grad, set_grad_enabled, is_grad_enabled, inference_mode,
                         is_inference_mode_enabled)
@@ -34,8 +34,9 @@ from .ops.functional import (
     matmul, mm, bmm, mv, dot, outer, ger, einsum, detach, return_types,
 )
 from ._tensor_str import set_printoptions
-from . import autograd, ir, codegen
+from . import autograd, ir, codegen, cuda
 from .autograd import Node  # noqa: F401
+from .autograd.anomaly_mode import is_anomaly_enabled, is_anomaly_check_nan_enabled  # noqa: F401
 
 strided = "torch.strided"
 long, int, float, double, half, short = int64, int32, float32, float64, float16, int16

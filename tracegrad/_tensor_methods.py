@@ -4,6 +4,8 @@ An in-place op computes its result out of place, checks it fits (dtype, shape, t
 leaf rule), then writes it into the tensor's storage, bumps the version counter and
 moves the tensor's history onto the new node, as torch does.
 """
+import numbers
+
 import numpy as np
 
 from . import _dtype as D
@@ -40,12 +42,23 @@ Tensor.where = _where
 
 
 def _binop(fn, reflected=False):
+    # an operand no op takes gives NotImplemented, so that Python raises its own TypeError (as torch)
     if reflected:
         def op(self, other):
-            return fn(other, self)
+            try:
+                return fn(other, self)
+            except TypeError:
+                if isinstance(other, (Tensor, numbers.Number, np.ndarray)):
+                    raise
+                return NotImplemented
     else:
         def op(self, other):
-            return fn(self, other)
+            try:
+                return fn(self, other)
+            except TypeError:
+                if isinstance(other, (Tensor, numbers.Number, np.ndarray)):
+                    raise
+                return NotImplemented
     return op
 
 
@@ -99,17 +112,17 @@ def _xor(self, other):
 Tensor.__add__ = _binop(F.add)
 Tensor.__radd__ = _binop(F.add, True)
 Tensor.__sub__ = _binop(F.sub)
-Tensor.__rsub__ = _rsub
+Tensor.__rsub__ = _binop(_rsub)
 Tensor.__mul__ = _binop(F.mul)
 Tensor.__rmul__ = _binop(F.mul, True)
 Tensor.__truediv__ = _binop(F.div)
-Tensor.__rtruediv__ = _rtruediv
+Tensor.__rtruediv__ = _binop(_rtruediv)
 Tensor.__floordiv__ = _binop(F.floor_divide)
-Tensor.__rfloordiv__ = _rfloordiv
+Tensor.__rfloordiv__ = _binop(_rfloordiv)
 Tensor.__mod__ = _binop(F.remainder)
-Tensor.__rmod__ = _rmod
+Tensor.__rmod__ = _binop(_rmod)
 Tensor.__pow__ = _binop(F.pow)
-Tensor.__rpow__ = _rpow
+Tensor.__rpow__ = _binop(_rpow)
 Tensor.__matmul__ = _binop(F.matmul)
 Tensor.__rmatmul__ = _binop(F.matmul, True)
 Tensor.__neg__ = F.neg
@@ -145,6 +158,10 @@ def check_inplace(self):
 
 def commit(self, result):
     """Write `result` into `self` (the second half of every in-place op)."""
+    if self._data is None or result._data is None:
+        from .ir.tracer import TraceError
+        raise TraceError("in-place ops (such as batch_norm's update of its running statistics in training mode) "
+                         "inside a compiled function are not traced yet")
     if result._dtype is not self._dtype and result._dtype._kind > self._dtype._kind:
         raise RuntimeError(f"result type {D.SCALAR_NAME[result._dtype]} can't be cast to the desired output type "
                            f"{D.SCALAR_NAME[self._dtype]}")
@@ -196,7 +213,10 @@ def _commit_to_view(view, base, result):
         raise NotImplementedError("an in-place op with autograd on a view of a non-contiguous tensor is not "
                                   "supported; clone() the base first")
     item = bd.itemsize
-    offset = (view._data.__array_interface__["data"][0] - bd.__array_interface__["data"][0]) // item
+    if hasattr(bd, "_tg_device"):
+        offset = view._data.t.storage_offset() - bd.t.storage_offset()
+    else:
+        offset = (view._data.__array_interface__["data"][0] - bd.__array_interface__["data"][0]) // item
     params = {"shape": tuple(view._data.shape), "strides": tuple(s // item for s in view._data.strides),
               "offset": offset}
     old_base = Tensor._make(bd, base._dtype, base._req, base.grad_fn, base._output_nr, vc=[base._vc[0]])

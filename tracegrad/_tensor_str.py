@@ -164,6 +164,10 @@ def tensor_repr(t, prefix="tensor(", indent=None):
     data, dtype = t._data, t._dtype
     indent = len(prefix) if indent is None else indent
     suffixes = []
+    if data.__class__ is not np.ndarray and hasattr(data, "_tg_device"):
+        from .cuda import to_host
+        data = to_host(data)
+        suffixes.append(f"device='{t.device}'")
     has_default_dtype = dtype in (D.get_default_dtype(), D.int64, D.bool_)
     if data.size == 0:
         if data.ndim != 1:

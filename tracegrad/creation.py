@@ -4,6 +4,7 @@ Each follows torch's argument parsing, dtype inference, overflow checks and erro
 arange and linspace reproduce the arithmetic of torch's CPU kernels, so the values match bit for bit.
 """
 import collections.abc
+import functools
 import math
 import threading
 import warnings
@@ -73,6 +74,9 @@ def _wrap_np(a, dtype=None):
 
 
 def ones_like_data(t):
+    if t.is_cuda:
+        from .cuda import to_device
+        return Tensor._make(to_device(np.ones(t._data.shape, t._dtype.np), t._dtype), t._dtype)
     return Tensor._make(np.ones(t._data.shape, t._dtype.np), t._dtype)
 
 
@@ -744,3 +748,32 @@ def multinomial(input, num_samples, replacement=False):
 def bernoulli(input, p=None):
     prob = input._data if p is None else p
     return _wrap_np((RNG.gen.random(input._data.shape) < prob).astype(input._data.dtype), input.dtype)
+
+
+# == devices: device="cuda" makes the tensor on the host, then copies it to the device ==============
+
+def _on_device(fn, like=False):
+    @functools.wraps(fn)
+    def make(*args, device=None, **kwargs):
+        if device is None and like and args and isinstance(args[0], Tensor) and args[0].is_cuda:
+            device = "cuda"
+        if device is None or (isinstance(device, str) and device == "cpu"):
+            return fn(*args, **kwargs)
+        from . import cuda
+        if cuda.parse(device) == "cpu":
+            return fn(*args, **kwargs)
+        req = kwargs.pop("requires_grad", False)
+        t = fn(*args, **kwargs)
+        if t.is_cuda:
+            return t.requires_grad_(True) if req else t
+        out = Tensor._make(cuda.to_device(t._data, t._dtype), t._dtype)
+        return out.requires_grad_(True) if req else out
+    return make
+
+
+for _fn_name in ("tensor", "as_tensor", "asarray", "full", "zeros", "ones", "empty", "eye", "arange", "linspace",
+                 "rand", "randn", "randint", "randperm"):
+    globals()[_fn_name] = _on_device(globals()[_fn_name])
+for _fn_name in ("zeros_like", "ones_like", "empty_like", "full_like", "rand_like", "randn_like", "randint_like"):
+    globals()[_fn_name] = _on_device(globals()[_fn_name], like=True)
+del _fn_name

@@ -147,11 +147,14 @@ class Tensor:
 
     @property
     def device(self):
-        return CPU
+        return getattr(self._data, "_tg_device", CPU)
 
     @property
     def is_cuda(self):
-        return False
+        return getattr(self._data, "_tg_device", CPU) is not CPU
+
+    def get_device(self):
+        return 0 if self.is_cuda else -1
 
     @property
     def layout(self):
@@ -175,13 +178,23 @@ class Tensor:
         return False
 
     def stride(self, dim=None):
-        st = tuple(s // self._data.itemsize for s in self._data.strides)
+        if self._data.size == 0:
+            # numpy gives an empty array 0 strides; torch keeps the row-major ones (a size-0 dim counts as 1)
+            st, n = [], 1
+            for size in reversed(self._data.shape):
+                st.append(n)
+                n *= max(size, 1)
+            st = tuple(reversed(st))
+        else:
+            st = tuple(s // self._data.itemsize for s in self._data.strides)
         return st if dim is None else st[self._dim_index(dim)]
 
     def is_contiguous(self, memory_format=None):
         return self._data.flags.c_contiguous
 
     def data_ptr(self):
+        if self.is_cuda:
+            return self._data.t.data_ptr()
         return self._data.__array_interface__["data"][0]
 
     def storage_offset(self):
@@ -212,7 +225,7 @@ class Tensor:
                                "var_no_grad = var.detach().")
         if value and not (self._dtype.is_floating_point or self._dtype.is_complex):
             raise RuntimeError("only Tensors of floating point and complex dtype can require gradients")
-        if value and self._inference:
+        if value and self._inference and not STATE.inference:
             raise RuntimeError("Setting requires_grad=True on inference tensor outside InferenceMode is not allowed.")
         self._req = bool(value)
 
@@ -231,7 +244,8 @@ class Tensor:
                 "The .grad attribute of a Tensor that is not a leaf Tensor is being accessed. Its .grad attribute "
                 "won't be populated during autograd.backward(). If you indeed want the .grad field to be populated "
                 "for a non-leaf Tensor, use .retain_grad() on the non-leaf Tensor. If you access the non-leaf "
-                "Tensor by mistake, make sure you access the leaf Tensor instead.", UserWarning, stacklevel=2)
+                "Tensor by mistake, make sure you access the leaf Tensor instead. See "
+                "github.com/pytorch/pytorch/pull/30531 for more information.", UserWarning, stacklevel=2)
         return self._grad
 
     @grad.setter
@@ -240,9 +254,19 @@ class Tensor:
             if not isinstance(value, Tensor):
                 raise TypeError(f"assigned grad expected to be a Tensor or None but got grad of type {type(value).__name__}")
             if value._dtype is not self._dtype:
-                raise RuntimeError("assigned grad has data of a different type")
+                from .ops.functional import _cname
+                raise RuntimeError(
+                    f"attempting to assign a gradient with dtype '{_cname(value._dtype)}' to a tensor with grad_dtype "
+                    f"'{D.SCALAR_NAME[self._dtype]}'. The gradient must match the tensor's grad_dtype (defaults to the "
+                    f"tensor's dtype). You can set the tensor's grad_dtype attribute with a specific dtype, or None to "
+                    f"allow any dtype. Set grad_dtype with caution. Diverging the dtypes of a tensor and its gradient "
+                    f"may break downstream systems that assume they match.")
             if value._data.shape != self._data.shape:
-                raise RuntimeError("assigned grad has data of a different size")
+                raise RuntimeError(f"attempting to assign a gradient of size '{list(value.shape)}' to a tensor of size "
+                                   f"'{list(self.shape)}'. Please ensure that the gradient and the tensor are the same "
+                                   f"size")
+            if value._data.__class__ is not self._data.__class__ and value.device != self.device:
+                raise RuntimeError("assigned grad has data located on a different device")
         self._grad = value
 
     @property
@@ -288,6 +312,11 @@ class Tensor:
         return self._data.tolist()
 
     def numpy(self, *, force=False):
+        if self.is_cuda:
+            if not force:
+                raise TypeError(f"can't convert {self.device} device type tensor to numpy. Use Tensor.cpu() to copy "
+                                f"the tensor to host memory first.")
+            return self.cpu()._data
         if self._req and not force:
             raise RuntimeError("Can't call numpy() on Tensor that requires grad. Use tensor.detach().numpy() instead.")
         if self._dtype is D.bfloat16:
@@ -421,11 +450,16 @@ class Tensor:
         return h
 
     # -- device / dtype conversion ---------------------------------------------
-    def cpu(self):
-        return self
+    def cpu(self, memory_format=None):
+        if not self.is_cuda:
+            return self
+        from .cuda import transfer
+        return transfer(self, "cpu")
 
-    def cuda(self, device=None):
-        raise RuntimeError("Torch not compiled with CUDA enabled")
+    def cuda(self, device=None, non_blocking=False, memory_format=None):
+        from .cuda import transfer, parse
+        parse("cuda" if device is None else device)
+        return transfer(self, "cuda")
 
     def to(self, *args, **kwargs):
         from .ops.functional import to
@@ -457,23 +491,24 @@ class Tensor:
     def bool(self):
         return self.to(D.bool_)
 
-    def new_tensor(self, data, dtype=None, requires_grad=False):
+    def new_tensor(self, data, dtype=None, device=None, requires_grad=False):
         from .creation import tensor
-        return tensor(data, dtype=dtype or self._dtype, requires_grad=requires_grad)
+        return tensor(data, dtype=dtype or self._dtype, device=device or self.device, requires_grad=requires_grad)
 
-    def new_zeros(self, *size, dtype=None, requires_grad=False):
+    def new_zeros(self, *size, dtype=None, device=None, requires_grad=False):
         from .creation import zeros
-        return zeros(*size, dtype=dtype or self._dtype, requires_grad=requires_grad)
+        return zeros(*size, dtype=dtype or self._dtype, device=device or self.device, requires_grad=requires_grad)
 
-    def new_ones(self, *size, dtype=None, requires_grad=False):
+    def new_ones(self, *size, dtype=None, device=None, requires_grad=False):
         from .creation import ones
-        return ones(*size, dtype=dtype or self._dtype, requires_grad=requires_grad)
+        return ones(*size, dtype=dtype or self._dtype, device=device or self.device, requires_grad=requires_grad)
 
-    def new_full(self, size, fill_value, dtype=None, requires_grad=False):
+    def new_full(self, size, fill_value, dtype=None, device=None, requires_grad=False):
         from .creation import full
-        return full(size, fill_value, dtype=dtype or self._dtype, requires_grad=requires_grad)
+        return full(size, fill_value, dtype=dtype or self._dtype, device=device or self.device,
+                    requires_grad=requires_grad)
 
-    def new_empty(self, *size, dtype=None, requires_grad=False):
+    def new_empty(self, *size, dtype=None, device=None, requires_grad=False):
         from .creation import empty
-        return empty(*size, dtype=dtype or self._dtype, requires_grad=requires_grad)
+        return empty(*size, dtype=dtype or self._dtype, device=device or self.device, requires_grad=requires_grad)
 

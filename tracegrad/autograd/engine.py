@@ -21,6 +21,7 @@ from ..grad_mode import STATE, enable_grad, set_grad_enabled
 from ..ir.graph import Graph, V
 from ..tensor import Tensor
 from .graph import AccumulateGrad
+from .. import cuda as _cuda
 
 _CACHE = collections.OrderedDict()
 _CACHE_LIMIT = 512
@@ -36,7 +37,7 @@ FREED_MSG = ("Trying to backward through the graph a second time (or directly ac
 
 
 class Program:
-    __slots__ = ("fwd", "bwd", "fn", "binds", "node_count")
+    __slots__ = ("fwd", "bwd", "fn", "binds", "node_count", "triton", "transfers")
 
 
 def walk(roots):
@@ -153,6 +154,8 @@ def build_program(order, index, roots, targets, hooks_spec):
     p.bwd = bwd
     p.binds = binds
     p.node_count = len(order)
+    p.triton = None
+    p.transfers = any(fwd[v]["op"] == "to_copy" for v in fwd.nodes())
     # generated source pays off for graphs a loop runs again; very deep ones are interpreted
     p.fn = compile_graph(bwd, "backward") if len(bwd) <= _CODEGEN_MAX_NODES else interpret_graph(bwd)
     return p
@@ -280,6 +283,8 @@ def execute(order, index, roots, seeds, targets, retain_graph, create_graph, hoo
             else:
                 args.append(info._data)
         from ..ir import tracer
+        if tracer._CUDA[0] and (p.transfers or any(a.__class__ is _cuda.CudaArray for a in args)):
+            return _device_outputs(p, _cuda.run_backward(p, args), args, targets, order, retain_graph)
         if tracer._PROFILE[0] is not None or (tracer._ANOMALY[0] and tracer._ANOMALY_NAN[0]):
             raw = run_checked(p, args, order)
         else:
@@ -299,6 +304,34 @@ def execute(order, index, roots, seeds, targets, retain_graph, create_graph, hoo
                 o = np.array(o)           # gradients never alias inputs or each other
             seen.add(id(o))
             outs.append(Tensor._make(o, dt))
+    if not retain_graph:
+        for node in order:
+            if node._prim is not None:
+                node._saved = None
+    return outs
+
+
+def _device_outputs(p, raw, args, targets, order, retain_graph):
+    """Gradients computed on the device (or across devices) as tensors that alias nothing."""
+    seen = {a.t.untyped_storage().data_ptr() for a in args if a.__class__ is _cuda.CudaArray}
+    seen |= {id(a) for a in args if isinstance(a, np.ndarray)}
+    outs = []
+    for (n, s), o in zip(targets, raw):
+        if o is None:
+            outs.append(None)
+            continue
+        shape, dt = n._out_meta[s]
+        if o.__class__ is _cuda.CudaArray:
+            if o.dtype != dt.np:
+                o = o.astype(dt.np)
+            ptr = o.t.untyped_storage().data_ptr()
+            if ptr in seen or not o.t.is_contiguous():
+                o = o.copy()
+                ptr = o.t.untyped_storage().data_ptr()
+            seen.add(ptr)
+        else:
+            o = np.array(o, dtype=dt.np)
+        outs.append(Tensor._make(o, dt))
     if not retain_graph:
         for node in order:
             if node._prim is not None:

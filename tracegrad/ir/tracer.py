@@ -15,6 +15,9 @@ from ..grad_mode import STATE
 from ..tensor import Tensor, Size
 from ..autograd.graph import Saved, _seq
 from .graph import Graph, V
+from .. import cuda as _cuda
+
+_CUDA = _cuda._ON         # non-zero once a CUDA tensor exists: the eager hot path's only device test
 
 
 class TraceError(RuntimeError):
@@ -235,6 +238,10 @@ def apply(prim, args, params):
 
 
 def _apply_eager(prim, args, params):
+    if _CUDA[0]:
+        out = _cuda.apply_cuda(prim, args, params)
+        if out is not _cuda.NOT_CUDA:
+            return out
     cdt, odt = prim.dtype_rule(args)
     if odt is None:
         odt = params["dtype"]
@@ -255,7 +262,7 @@ def _apply_eager(prim, args, params):
         out = prim.impl(*arrays, **params)
     except (ValueError, IndexError) as e:
         _kernel_error(prim, args, params, e)
-    req = req and STATE.grad_enabled and prim.vjp is not None
+    req = req and STATE.grad_enabled and not STATE.inference and prim.vjp is not None
     view = prim.view and (prim.view is True or prim.view(params))
     base = args[0] if view else None
     if prim.multi:

@@ -252,7 +252,7 @@ def conv_transpose2d(input, weight, bias=None, stride=1, padding=0, output_paddi
     return O.squeeze(out, 0) if unbatched else out
 
 
-def _pool_checks(input, kernel, padding, dilation, fn):
+def _pool_checks(input, kernel, padding, dilation, fn, stride=None, ceil_mode=False):
     _check_tensor(input, fn)
     if input.ndim not in (3, 4):
         raise RuntimeError("non-empty 3D or 4D (batch mode) tensor expected for input")
@@ -260,13 +260,25 @@ def _pool_checks(input, kernel, padding, dilation, fn):
         if p > (d * (k - 1) + 1) // 2:
             raise RuntimeError(f"pad should be at most half of effective kernel size, but got pad={p}, "
                                f"kernel_size={k} and dilation={d}")
+    if stride is not None:
+        # torch's pooling_output_shape
+        out = []
+        for n, p, k, d, st in zip(input.shape[-2:], padding, kernel, dilation, stride):
+            o = (n + 2 * p - d * (k - 1) - 1 + (st - 1 if ceil_mode else 0)) // st + 1
+            if ceil_mode and (o - 1) * st >= n + p:
+                o -= 1
+            out.append(o)
+        if out[0] < 1 or out[1] < 1:
+            c, h, w = input.shape[-3:]
+            raise RuntimeError(f"Given input size: ({c}x{h}x{w}). Calculated output size: ({c}x{out[0]}x{out[1]}). "
+                               f"Output size is too small")
 
 
 def max_pool2d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False, return_indices=False):
     kernel = _pair(kernel_size, "kernel_size")
     stride = kernel if stride is None or (not isinstance(stride, int) and len(stride) == 0) else _pair(stride)
     padding, dilation = _pair(padding, "padding"), _pair(dilation, "dilation")
-    _pool_checks(input, kernel, padding, dilation, "max_pool2d")
+    _pool_checks(input, kernel, padding, dilation, "max_pool2d", stride, ceil_mode)
     x, unbatched = _batched(input)
     values, indices = apply(P["max_pool2d"], (x,), {"kernel": kernel, "stride": stride, "padding": padding,
                                                     "dilation": dilation, "ceil_mode": bool(ceil_mode)})
@@ -280,7 +292,7 @@ def avg_pool2d(input, kernel_size, stride=None, padding=0, ceil_mode=False, coun
     kernel = _pair(kernel_size, "kernel_size")
     stride = kernel if stride is None or (not isinstance(stride, int) and len(stride) == 0) else _pair(stride)
     padding = _pair(padding, "padding")
-    _pool_checks(input, kernel, padding, (1, 1), "avg_pool2d")
+    _pool_checks(input, kernel, padding, (1, 1), "avg_pool2d", stride, ceil_mode)
     if divisor_override is not None and divisor_override == 0:
         raise RuntimeError("divisor must be not zero")
     x, unbatched = _batched(input)
@@ -319,6 +331,8 @@ def dropout(input, p=0.5, training=True, inplace=False):
                  >= p).astype(input.dtype.np)
         noise /= input.dtype.np.type(1 - p)
     mask = Tensor._make(noise, input.dtype)
+    if input.is_cuda:
+        mask = mask.cuda()
     return input.mul_(mask) if inplace else input * mask
 
 

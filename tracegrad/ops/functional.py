@@ -5,6 +5,7 @@ import builtins
 import collections
 import math
 import numbers
+import warnings
 
 import numpy as np
 
@@ -292,11 +293,17 @@ def prod(input, dim=None, keepdim=False, *, dtype=None):
     return _reduce(P["prod"], input, dim, keepdim)
 
 
-MinMax = collections.namedtuple("MinMax", ["values", "indices"])
+def _return_type(name):
+    base = collections.namedtuple(name, ["values", "indices"])
+
+    def __repr__(self):
+        return f"torch.return_types.{name}(\nvalues={self.values!r},\nindices={self.indices!r})"
+    return type(name, (base,), {"__slots__": (), "__repr__": __repr__})
 
 
 class return_types:
-    max = min = MinMax
+    max = _return_type("max")
+    min = _return_type("min")
 
 
 def _max_min(name, input, dim, keepdim, other):
@@ -312,7 +319,7 @@ def _max_min(name, input, dim, keepdim, other):
     if input.ndim and input.shape[d] == 0:
         raise IndexError(f"{name}(): Expected reduction dim {d} to have non-zero size.")
     v, i = apply(P[name + "_dim"], (input,), {"dim": d, "keepdim": keepdim})
-    return MinMax(v, i)
+    return getattr(return_types, name)(v, i)
 
 
 def max(input, dim=None, keepdim=False, *, other=None):
@@ -369,10 +376,21 @@ def _var_args(dim, unbiased, correction):
     return dim, _correction(unbiased, correction)
 
 
+def _dof_check(name, input, dim, c):
+    # torch's warning: the reduction factor is the input's numel over the output's
+    dims = _dims_arg(dim, input.ndim)
+    kept = () if dims is None else [n for i, n in enumerate(input.shape) if i not in dims]
+    n_out = math.prod(kept)
+    if input.numel() // builtins.max(n_out, 1) - c <= 0:
+        warnings.warn(f"{name}(): degrees of freedom is <= 0. Correction should be strictly less than the reduction "
+                      f"factor (input numel divided by output numel).", UserWarning, stacklevel=3)
+
+
 def var(input, dim=None, unbiased=None, keepdim=False, *, correction=None):
     dim, c = _var_args(dim, unbiased, correction)
     if not input.dtype.is_floating_point:
         raise RuntimeError("std and var only support floating point and complex dtypes")
+    _dof_check("var", input, dim, c)
     return _reduce(P["var"], input, dim, keepdim, correction=c)
 
 
@@ -380,6 +398,7 @@ def std(input, dim=None, unbiased=None, keepdim=False, *, correction=None):
     dim, c = _var_args(dim, unbiased, correction)
     if not input.dtype.is_floating_point:
         raise RuntimeError("std and var only support floating point and complex dtypes")
+    _dof_check("std", input, dim, c)
     return _reduce(P["std"], input, dim, keepdim, correction=c)
 
 
@@ -615,7 +634,8 @@ def broadcast_shapes(*shapes):
 def contiguous(input, memory_format=None):
     if input.is_contiguous():
         return input
-    return clone(input)
+    _check_tensor(input, "contiguous")
+    return apply(P["clone"], (input,), {"memory_format": "contiguous"})
 
 
 def _cat_check(tensors, dim, op):
@@ -799,6 +819,8 @@ def scatter(input, dim, index, src=None, *, value=None, reduce=None):
     if isinstance(src, Tensor):
         if src.dtype is not input.dtype:
             raise RuntimeError(f"scatter(): Expected self.dtype to be equal to src.dtype")
+        if index.ndim != src.ndim:
+            raise RuntimeError("Index tensor must have the same number of dimensions as src tensor")
         if index.ndim == input.ndim and builtins.any((k != d and index.shape[k] > input.shape[k]) or
                                                      index.shape[k] > src.shape[k] for k in range(index.ndim)):
             raise RuntimeError(f"Expected index {list(index.shape)} to be no larger than self {list(input.shape)} "
@@ -855,6 +877,9 @@ def triu(input, diagonal=0):
 
 
 def nonzero(input, *, as_tuple=False):
+    if input.is_cuda:
+        out = nonzero(input.cpu(), as_tuple=as_tuple)
+        return tuple(t.cuda() for t in out) if as_tuple else out.cuda()
     nz = np.nonzero(input._data)
     from ..creation import _wrap_np
     if as_tuple:
@@ -871,14 +896,21 @@ def _normalize_key(input, key):
     keeps a whole dim becomes ("s", None, None, None) (it makes no view); a lone slice always
     makes one.
     """
+    if isinstance(key, list) and len(key) < 32 and builtins.any(
+            isinstance(k, (list, tuple, slice, Tensor)) or k is None or k is Ellipsis for k in key):
+        warnings.warn("Using a non-tuple sequence for multidimensional indexing is deprecated and will be changed in "
+                      "pytorch 2.9; use x[tuple(seq)] instead of x[seq]. In pytorch 2.9 this will be interpreted as "
+                      "tensor index, x[torch.tensor(seq)], which will result either in an error or a different result",
+                      UserWarning, stacklevel=3)
+        key = tuple(key)
     single = not isinstance(key, tuple)
     if single:
         key = (key,)
     shape = tuple(input.shape)
     out, idx = [], []
     # dims consumed, to check ints and masks against the right size
-    n_consuming = builtins.sum(1 for k in key if k is not None and k is not Ellipsis and not
-                               (isinstance(k, Tensor) and k.dtype is D.bool_)) + builtins.sum(
+    n_consuming = builtins.sum(1 for k in key if k is not None and k is not Ellipsis and not isinstance(k, bool)
+                               and not (isinstance(k, Tensor) and k.dtype is D.bool_)) + builtins.sum(
         k.ndim for k in key if isinstance(k, Tensor) and k.dtype is D.bool_)
     if not shape and builtins.any(isinstance(k, (int, np.integer)) and not isinstance(k, bool) for k in key):
         raise IndexError("invalid index of a 0-dim tensor. Use `tensor.item()` in Python or "
@@ -888,7 +920,9 @@ def _normalize_key(input, key):
     dim = 0
     seen_ellipsis = False
     for k in key:
-        if isinstance(k, Tensor) and k.ndim == 0 and k.dtype._kind == 1 and k._data is not None:
+        if isinstance(k, Tensor) and k.ndim == 0 and k._data is not None and k.dtype in (D.bool_, D.uint8):
+            k = bool(k._data)
+        elif isinstance(k, Tensor) and k.ndim == 0 and k.dtype._kind == 1 and k._data is not None:
             k = int(k.item())
         if k is None:
             out.append(None)
@@ -898,12 +932,9 @@ def _normalize_key(input, key):
             seen_ellipsis = True
             out.append(Ellipsis)
             dim += len(shape) - n_consuming
-        elif isinstance(k, bool):
-            out.append(None) if k else out.append(("t", len(idx))) or idx.append(_t(np.zeros(0, np.int64)))
-            if not k:
-                out[-1] = None
-                idx.pop()
-                raise NotImplementedError("indexing with False is not supported")
+        elif isinstance(k, (bool, np.bool_)):
+            # as torch (and numpy): a 0-dim mask, a new dim of size 1 (True) or 0 (False) made by advanced indexing
+            out.append(bool(k))
         elif isinstance(k, (int, np.integer)):
             k = int(k)
             n = shape[dim]
@@ -913,7 +944,9 @@ def _normalize_key(input, key):
             dim += 1
         elif isinstance(k, slice):
             step = k.step
-            if step is not None and step <= 0:
+            if step is not None and step == 0:
+                raise ValueError("slice step cannot be zero")
+            if step is not None and step < 0:
                 raise ValueError("step must be greater than zero")
             start, stop, step = [int(v) if isinstance(v, Tensor) else v for v in (k.start, k.stop, step)]
             if single:
@@ -951,6 +984,12 @@ def _normalize_key(input, key):
         else:
             raise IndexError("only integers, slices (`:`), ellipsis (`...`), None and long or byte Variables are "
                              "valid indices (got " + type(k).__name__ + ")")
+    if len(idx) > 1:
+        try:
+            S.broadcast_shapes(*[tuple(i.shape) for i in idx])
+        except Exception:
+            raise IndexError("shape mismatch: indexing tensors could not be broadcast together with shapes " +
+                             ", ".join(str(list(i.shape)) for i in idx)) from None
     return tuple(out), tuple(idx)
 
 
@@ -1065,6 +1104,14 @@ def einsum(equation, *operands):
         if len(spec) != x.ndim:
             raise RuntimeError(f"einsum(): the number of subscripts in the equation ({len(spec)}) does not match the "
                                f"number of dimensions ({x.ndim}) for operand {ins.index(spec)} and no ellipsis was given")
+    seen = {}
+    for j, (spec, x) in enumerate(zip(ins, operands)):
+        for c, n in zip(spec, x.shape):
+            if c in seen and n != seen[c] and n != 1 and seen[c] != 1:
+                raise RuntimeError(f"einsum(): subscript {c} has size {n} for operand {j} which does not broadcast "
+                                   f"with previously seen size {seen[c]}")
+            if seen.get(c, 1) == 1:
+                seen[c] = n
     # torch's dtypes: an index summed within one operand is a sum (integers become int64); one
     # shared by several is a contraction (bmm, which has no bool kernel)
     res = eq.split("->")[1]
@@ -1096,10 +1143,13 @@ def to(input, *args, **kwargs):
             dtype = a.dtype
         elif isinstance(a, str) or a.__class__.__name__ == "device":
             device = a
-    if device is not None and str(device).split(":")[0] != "cpu":
-        if str(device).startswith("cuda"):
-            raise RuntimeError("Torch not compiled with CUDA enabled")
-        raise RuntimeError(f"Expected one of cpu, cuda device type at start of device string: {device}")
+    if device is not None:
+        from .. import cuda
+        dev = cuda.parse(device)
+        if dev != ("cuda" if input.is_cuda else "cpu"):
+            if dtype is not None and dtype is not input.dtype:
+                input = apply(P["convert"], (input,), {"dtype": dtype})
+            return cuda.transfer(input, dev)
     if dtype is None or dtype is input.dtype:
         return clone(input) if copy else input
     return apply(P["convert"], (input,), {"dtype": dtype})

@@ -57,7 +57,7 @@ class SGD(Optimizer):
                     state = self.state[p]
                     buf = state.get("momentum_buffer")
                     if buf is None:
-                        buf = Tensor._make(np.array(d, copy=True), p._dtype)
+                        buf = Tensor._make(d.copy(), p._dtype)
                         state["momentum_buffer"] = buf
                     else:
                         b = buf._data

@@ -77,7 +77,7 @@ def captured_tensors(fn):
 
 
 def guard_key(spec, leaves, module=None, fn=None):
-    tensors = tuple((t._data.shape, t._dtype, t._req) for t in leaves)
+    tensors = tuple((t._data.shape, t._dtype, t._req, t._data.__class__) for t in leaves)
     key = (STATE.grad_enabled, _const_key(spec), tensors)
     if module is not None:
         key += (module.training, tuple(id(p) for p in module.parameters()))

@@ -509,21 +509,23 @@ class Module:
             raise TypeError(f"nn.Module.to only accepts floating point or complex dtypes, but got desired "
                             f"dtype={dtype}")
         if device is not None:
-            from ...creation import _check_device
-            _check_device(device)
+            from ... import cuda
+            device = cuda.parse(device)
 
         def convert(t):
             if dtype is not None and t.is_floating_point():
-                return t.to(dtype)
+                t = t.to(dtype)
+            if device is not None:
+                t = t.to(device)
             return t
 
         return self._apply(convert)
 
     def cpu(self):
-        return self
+        return self.to("cpu")
 
     def cuda(self, device=None):
-        raise RuntimeError("Torch not compiled with CUDA enabled")
+        return self.to("cuda" if device is None else device)
 
     def type(self, dst_type):
         return self._apply(lambda t: t.to(D.as_dtype(dst_type)))
