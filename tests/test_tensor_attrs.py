@@ -112,8 +112,6 @@ def test_strides_and_contiguity():
     ])
 
 
-@pytest.mark.xfail(strict=True, reason="ops.functional.contiguous() clones with numpy's order='K', so the copy "
-                                       "keeps the transposed strides instead of torch's row-major ones")
 def test_contiguous_copy_has_row_major_strides():
     check(lambda m: m.ones(2, 3).t().contiguous().is_contiguous())
     check(lambda m: m.ones(2, 3).t().contiguous().stride())

@@ -194,3 +194,42 @@ def round_bfloat16(a):
     rounded = ((bits.astype(np.uint64) + 0x7FFF + ((bits >> 16) & 1)) & 0xFFFF0000).astype(np.uint32)
     out = np.where(finite, rounded, bits).view(np.float32)
     return out.reshape(shape)
+
+
+class finfo:
+    """Machine limits of a floating point dtype, as torch.finfo."""
+
+    def __init__(self, type=None):
+        d = get_default_dtype() if type is None else type
+        if not d.is_floating_point:
+            raise TypeError("torch.finfo() requires a floating point input type. Use torch.iinfo to handle "
+                            "'torch.finfo'")
+        if d is bfloat16:
+            self.bits, self.eps, self.max, self.tiny, self.resolution = 16, 2.0 ** -7, 3.3895313892515355e+38, \
+                2.0 ** -126, 0.01
+        else:
+            f = np.finfo(d.np)
+            self.bits, self.eps, self.max, self.tiny, self.resolution = int(f.bits), float(f.eps), float(f.max), \
+                float(f.tiny), 10.0 ** -int(f.precision)
+        self.min = -self.max
+        self.smallest_normal = self.tiny
+        self.dtype = d.name
+
+    def __repr__(self):
+        return (f"finfo(resolution={self.resolution:g}, min={self.min:g}, max={self.max:g}, eps={self.eps:g}, "
+                f"smallest_normal={self.smallest_normal:g}, tiny={self.tiny:g}, dtype={self.dtype})")
+
+
+class iinfo:
+    """Limits of an integer dtype, as torch.iinfo."""
+
+    def __init__(self, type):
+        if type is bool_:
+            raise TypeError("torch.bool is not supported by torch.iinfo")
+        if type.is_floating_point:
+            raise TypeError("torch.iinfo() requires an integer input type. Use torch.finfo to handle 'torch.iinfo'")
+        i = np.iinfo(type.np)
+        self.bits, self.min, self.max, self.dtype = int(i.bits), int(i.min), int(i.max), type.name
+
+    def __repr__(self):
+        return f"iinfo(min={self.min:g}, max={self.max:g}, dtype={self.dtype})"

@@ -101,7 +101,7 @@ def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, 
     if inputs is not None:
         inputs = _as_list(inputs, "inputs")
         if len(inputs) == 0:
-            raise RuntimeError("'inputs' argument to backward() cannot be empty.")
+            raise RuntimeError("`inputs` argument to `backward()` cannot be empty.")
     for i, t in enumerate(outputs):
         if not t._req:
             raise RuntimeError(f"element {i} of tensors does not require grad and does not have a grad_fn")

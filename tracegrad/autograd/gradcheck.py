@@ -144,7 +144,7 @@ def _check_same_meta(a, b, eps, idx):
 def _central_difference(func, inputs, inp, where, delta, eps, idx=None):
     """(f(x + delta) - f(x - delta)) / (2 eps) per output, perturbing `inp`'s storage at `where` in place."""
     held = inp._data
-    storage = held if held.flags.writeable else held.copy()     # a read-only view: perturb a private copy
+    storage = held if held.flags.writeable else np.array(held, copy=True)  # read-only: perturb a private copy
     inp._data = storage
     orig = np.array(storage[where], copy=True)
     try:
