@@ -227,3 +227,20 @@ def test_compiled_weight_gradients_are_contiguous():
     lin2.load_state_dict(lin.state_dict())
     lin2(x).tanh().sum().backward()
     np.testing.assert_allclose(lin.weight.grad.numpy(), lin2.weight.grad.numpy(), rtol=1e-6)
+
+
+def test_simplify_uses_uniform_constants_as_literals_and_drops_unit_powers():
+    # the seed of a derivative taken inside a compiled function folds to an array of ones;
+    # as a literal it disappears (x * 1), and x ** 1, x ** 0 go with it
+    g, a = traced(lambda x: (tg.ones(6, dtype=tg.float64) * 2 * x.exp() ** 1 * x ** 0 + tg.full((6,), 0.5,
+                                                                                              dtype=tg.float64)).sin(), (6,))
+    h = eliminate_dead_code(simplify(fold_constants(g)))
+    assert ops(h) == ["exp", "mul", "add", "sin"]
+    check(g, h, a)
+
+
+def test_simplify_keeps_a_uniform_constant_that_sets_the_result_shape():
+    g, a = traced(lambda x: x * tg.ones(4, 3, dtype=tg.float64), (3,))
+    h = eliminate_dead_code(simplify(fold_constants(g)))
+    assert ops(h) == ["mul"] and h[h.outputs[0]]["shape"] == (4, 3)
+    check(g, h, a)

@@ -2,6 +2,10 @@
 
 - `x ** n` for n in 2, 3, 4, -1, -2, 0.5 becomes multiplications (numpy's pow takes
   a slow path for small integer exponents on negative values: up to 170x slower);
+- a folded constant or `full` that holds one number in every element, and `x ** 0`,
+  become that number as a literal where the other operand has the result's type (the
+  seeds of a derivative taken inside a compiled function: `ones * x`);
+- `x ** 1` becomes `x`;
 - `x * 1`, `1 * x`, `x + 0`, `0 + x`, `x - 0`, `x / 1`, `--x` become `x` where the type
   is unchanged and the value is not an output (outputs never alias each other);
 - `c * x` and `c + x` become `x * c`, `x + c` (one form for common subexpressions), and
@@ -217,6 +221,45 @@ def _negate(b, v, only_cheap=False):
     return None if only_cheap else add(b, P["neg"], (v,), a)
 
 
+def _uniform(b, v):
+    """The Python float every element of value v holds, where that is known at compile time."""
+    if not isinstance(v, V):
+        return None
+    c = b[v]
+    if not c["dtype"].is_floating_point:
+        return None
+    if c["op"] == "input":
+        if not c.get("folded"):
+            return None
+        d = c["value"]._data
+        if d.size == 0:
+            return None
+        first = d.flat[0]
+        return float(first) if np.isfinite(first) and bool(np.all(d == first)) else None
+    if c["op"] == "full" and _lit(c["params"].get("value")):
+        return float(c["params"]["value"])
+    if c["op"] == "pow" and len(c["args"]) == 2 and _lit(c["args"][1]) and c["args"][1] == 0:
+        return 1.0
+    return None
+
+
+_LITERAL_OPERAND = frozenset({"mul", "add", "sub", "div"})
+
+
+def _literal_args(b, a, args):
+    """args with a uniform operand as a literal, or None: only where the other operand
+    alone gives the result its shape and dtype."""
+    if a["op"] not in _LITERAL_OPERAND or len(args) != 2 or not a["dtype"].is_floating_point:
+        return None
+    for k in (0, 1):
+        other = args[1 - k]
+        if isinstance(other, V) and b[other]["shape"] == a["shape"] and b[other]["dtype"] is a["dtype"]:
+            c = _uniform(b, args[k])
+            if c is not None:
+                return (c, other) if k == 0 else (other, c)
+    return None
+
+
 def simplify(graph):
     outputs = set(o for o in graph.outputs if o is not None)
 
@@ -224,6 +267,13 @@ def simplify(graph):
         return isinstance(v, V) and b[v]["shape"] == a["shape"] and b[v]["dtype"] is a["dtype"]
 
     def rule(b, n, a, args):
+        lit = _literal_args(b, a, args)
+        if lit is None:
+            return body(b, n, a, args)
+        new = body(b, n, a, lit)
+        return new if new is not None else add(b, a["prim"], lit, a, **a["params"])
+
+    def body(b, n, a, args):
         op = a["op"]
         moved = _through_expand(b, a, args) or _scale_after_sum(b, a, args) or _scatter_add_rules(b, a, args) or \
             _gather_before_shift(b, a, args) or _permute_of_permute(b, a, args, n in outputs) or \
@@ -234,6 +284,8 @@ def simplify(graph):
                 b[args[0]]["dtype"].is_floating_point and same_type(b, args[0], a):
             x, e = args
             mul = P["mul"]
+            if e == 1:
+                return x if n not in outputs else None
             if e == 2:
                 return add(b, mul, (x, x), a)
             if e == 3:
