@@ -10,6 +10,7 @@ import tracegrad as tg
 import tracegrad.nn as nn
 import tracegrad.nn.functional as F
 from conftest import to_torch
+from tracegrad.compile import CompileError
 
 RTOL = 1e-10
 
@@ -372,3 +373,85 @@ def test_non_finite_literals_in_generated_code(shape):
     x = leaf(*shape, seed=3)
     got = tg.compile(fn)(x)
     close(got, fn(x))
+
+
+# -- autograd.grad inside a compiled function: one program for derivatives of derivatives --
+
+def _third(lib, x):
+    y = (lib.tanh(x) ** 2 * lib.sin(x)).sum()
+    (g1,) = lib.autograd.grad(y, x, create_graph=True)
+    (g2,) = lib.autograd.grad(g1.sum(), x, create_graph=True)
+    return lib.autograd.grad(g2.sum(), x)[0]
+
+
+def test_a_third_derivative_compiles_into_one_program_that_matches_torch():
+    x = leaf(50)
+    c = tg.compile(lambda x: _third(tg, x), fullgraph=True)
+    got = c(x)
+    tx = to_torch(x)
+    want = _third(torch, tx)
+    close(got, want)
+    close(got, _third(tg, x))
+    assert not got.requires_grad and got.grad_fn is None       # create_graph=False: detached, as torch
+    assert c.last_program.bwd_fn is None                       # nothing to differentiate: no backward program
+    assert "tanh" in c.last_program.fwd_fn.source and c.last_program.fwd_fn.source.count("def ") == 1
+
+
+def test_a_hessian_vector_product_compiles_whole_and_matches_torch():
+    rng = np.random.default_rng(3)
+    ws = [tg.tensor(rng.standard_normal(s) / 4, requires_grad=True) for s in ((5, 6), (6, 3))]
+    vs = [tg.tensor(rng.standard_normal(w.shape)) for w in ws]
+    x = tg.tensor(rng.standard_normal((4, 5)))
+
+    def hvp(lib, x, ws, vs):
+        loss = (lib.tanh(x @ ws[0]) @ ws[1]).pow(2).mean()
+        gs = lib.autograd.grad(loss, ws, create_graph=True)
+        return lib.autograd.grad(sum((g * v).sum() for g, v in zip(gs, vs)), ws)
+
+    got = tg.compile(lambda x, ws, vs: hvp(tg, x, ws, vs), fullgraph=True)(x, ws, vs)
+    want = hvp(torch, to_torch(x), [to_torch(w) for w in ws], [to_torch(v) for v in vs])
+    for a, b in zip(got, want):
+        close(a, b)
+
+
+def test_a_gradient_taken_with_create_graph_inside_stays_differentiable_outside():
+    x = leaf(7)
+    c = tg.compile(lambda x: tg.autograd.grad((x.exp() * x).sum(), x, create_graph=True)[0], fullgraph=True)
+    g1 = c(x)
+    assert g1.requires_grad and g1.grad_fn is not None
+    (g2,) = tg.autograd.grad(g1.sum(), x)
+    tx = to_torch(x)
+    (t1,) = torch.autograd.grad((tx.exp() * tx).sum(), tx, create_graph=True)
+    (t2,) = torch.autograd.grad(t1.sum(), tx)
+    close(g1, t1)
+    close(g2, t2)
+
+
+def test_grad_inside_a_compiled_function_takes_grad_outputs_and_allow_unused():
+    x, u = leaf(4), leaf(4, seed=1)
+    v = tg.tensor(np.arange(4.0), dtype=tg.float64)
+
+    def f(lib, x, u, v):
+        gx, gu = lib.autograd.grad(x.sin() * 3, (x, u), grad_outputs=v, allow_unused=True)
+        (gm,) = lib.autograd.grad(u.sum(), x, materialize_grads=True)
+        return gx, gu, gm
+
+    got = tg.compile(lambda x, u, v: f(tg, x, u, v), fullgraph=True)(x, u, v)
+    want = f(torch, to_torch(x), to_torch(u), to_torch(v))
+    close(got[0], want[0])
+    assert got[1] is None and want[1] is None
+    close(got[2], want[2])
+    close(got[2], np.zeros(4))
+
+
+def test_grad_inside_a_compiled_function_raises_torchs_errors():
+    x = leaf(3, req=False)
+    with pytest.raises(CompileError, match="does not require grad"):
+        tg.compile(lambda x: tg.autograd.grad(x.exp().sum(), x), fullgraph=True)(x)
+    y = leaf(3)
+    with pytest.raises(CompileError, match="appears to not have been used in the graph"):
+        tg.compile(lambda x, y: tg.autograd.grad(x.exp().sum(), (x, y)), fullgraph=True)(leaf(3), y)
+    # without fullgraph the function runs eagerly after a warning, and eager raises torch's error
+    with pytest.warns(UserWarning), pytest.raises(RuntimeError,
+                                                  match="element 0 of tensors does not require grad"):
+        tg.compile(lambda x: tg.autograd.grad(x.exp().sum(), x))(x)

@@ -212,3 +212,84 @@ def _fit(gi, shape, dtype, prim, i):
     if gi.dtype is not dtype and dtype.is_floating_point:
         gi = F.convert(gi, dtype)
     return gi
+
+
+def differentiable_reach(g, wrt):
+    """Values a gradient can flow to from `wrt` (not through detach or ops without a rule)."""
+    reach, stack = set(wrt), list(wrt)
+    while stack:
+        n = stack.pop()
+        for u in g.users(n):
+            a = g[u]
+            if u in reach or a["op"] == "detach" or (a["prim"] is not None and a["prim"].vjp is None):
+                continue
+            reach.add(u)
+            stack.append(u)
+    return reach
+
+
+def grad_in_trace(outputs, inputs, grad_outputs, create_graph, allow_unused, materialize_grads):
+    """`autograd.grad` on symbolic tensors, inside a function being traced (`compile`).
+
+    The backward graph is derived from the graph recorded so far and traced into it, as
+    `create_graph=True` re-traces a backward graph eagerly: the gradients are values of
+    the same graph, so a compiled function may take derivatives of derivatives and the
+    whole computation becomes one program. Without `create_graph` the gradients are
+    detached, as torch's do not require grad."""
+    from .ir.tracer import TraceError, value_of
+    from .ir.interpret import run_eager
+    graph = next(t.__dict__["_graph"] for t in outputs + inputs if isinstance(t, Proxy))
+    for t in outputs + inputs:
+        if isinstance(t, Proxy) and t.__dict__["_graph"] is not graph:
+            raise TraceError("autograd.grad across two traced graphs")
+    sources = [v for v in graph.inputs if graph[v].get("requires_grad")]
+    reach = differentiable_reach(graph, sources)
+    outs = [value_of(graph, t) for t in outputs]
+    wrt = [value_of(graph, t) for t in inputs]
+    for i, v in enumerate(outs):
+        if v not in reach:
+            raise RuntimeError(f"element {i} of tensors does not require grad and does not have a grad_fn")
+    for v in wrt:
+        if v not in reach:
+            raise RuntimeError("One of the differentiated Tensors does not require grad")
+    grads = list(grad_outputs) if grad_outputs else [None] * len(outputs)
+    if len(grads) != len(outputs):
+        raise RuntimeError(f"grad_outputs should be a sequence of length {len(outputs)}, got {len(grads)}")
+    seeds = []
+    for i, (o, g) in enumerate(zip(outputs, grads)):
+        if g is None:
+            if o.numel() != 1:
+                raise RuntimeError("grad can be implicitly created only for scalar outputs")
+            g = F.full(tuple(o.shape), 1.0, dtype=o.dtype)
+        elif tuple(g.shape) != tuple(o.shape):
+            raise RuntimeError(f"Mismatch in shape: grad_output[{i}] has a shape of {g.shape} and output[{i}] has a "
+                               f"shape of {o.shape}.")
+        seeds.append(g if g.dtype is o.dtype else F.convert(g, o.dtype))
+    bwd = derive(graph, outs, wrt)
+    args, k = [], 0
+    for v in bwd.inputs:
+        a = bwd[v]
+        if a["role"] == "grad":
+            args.append(seeds[k])
+            k += 1
+        elif a["role"] == "saved":
+            args.append(Proxy.make(graph, a["fwd"], a["shape"], a["dtype"]))
+        elif a["role"] == "const":
+            args.append(a["value"])
+        else:
+            raise TraceError("autograd.grad through a custom autograd.Function or a hook inside a traced function")
+    if any(bwd[n]["prim"] is not None and bwd[n]["prim"].eager for n in bwd.nodes()):
+        raise TraceError("autograd.grad through an op that runs eagerly inside a traced function")
+    res = run_eager(bwd, args)
+    out = []
+    for i, (t, g) in enumerate(zip(inputs, res)):
+        if g is None:
+            if not allow_unused:
+                raise RuntimeError(f"The differentiated Tensor at index {i} appears to not have been used in the "
+                                   f"graph. Set allow_unused=True if this is the desired behavior.")
+            if materialize_grads:
+                g = F.full(tuple(t.shape), 0.0, dtype=t.dtype)
+        elif not create_graph:
+            g = g.detach()
+        out.append(g)
+    return tuple(out)

@@ -112,7 +112,7 @@ class _NoRandom:
 
 
 def build(fn, args, kwargs, name, backend):
-    from .autodiff import derive
+    from .autodiff import derive, differentiable_reach
     from .passes import (FORWARD_PIPELINE, BACKWARD_PIPELINE, partition, eliminate_common_subexpressions,
                          eliminate_dead_code, simplify)
     from .codegen.numpy_cpu import compile_graph
@@ -152,9 +152,15 @@ def build(fn, args, kwargs, name, backend):
     p.wrt_pos = [i for i, r in enumerate(req) if r and all_inputs[i].dtype.is_floating_point]
     p.out_meta = [(tuple(g[o]["shape"]), g[o]["dtype"]) for o in g.outputs]
     p.needs_grad = STATE.grad_enabled and bool(p.wrt_pos) and bool(g.outputs)
+    if p.needs_grad:
+        # outputs that no gradient reaches (detached: derivatives taken inside the function
+        # without create_graph) need no backward program
+        wrt = [g.inputs[i] for i in p.wrt_pos]
+        reach = differentiable_reach(g, wrt)
+        p.out_diff = [o in reach and g[o]["dtype"].is_floating_point for o in g.outputs]
+        p.needs_grad = any(p.out_diff)
     p.bwd_ir = None
     if p.needs_grad:
-        wrt = [g.inputs[i] for i in p.wrt_pos]
         bwd = derive(g, list(g.outputs), wrt)
         for a in bwd.nx.nodes.values():
             if a["op"] == "input" and a["role"] in ("ctx", "hook"):
@@ -166,8 +172,6 @@ def build(fn, args, kwargs, name, backend):
             bwd = pass_fn(bwd)
             verify(bwd)
             p.stage(f"backward IR after {pass_fn.__name__}", bwd)
-        reach = _differentiable_reach(g, wrt)
-        p.out_diff = [o in reach and g[o]["dtype"].is_floating_point for o in g.outputs]
         part = partition(g, bwd)
         p.stage("partition", part)
         fwd_run, bwd_run = part.forward, part.backward
@@ -220,20 +224,6 @@ def _triton(graph, name):
     run.source = prog.source
     run.program = prog
     return run
-
-
-def _differentiable_reach(g, wrt):
-    """Values a gradient can flow to from `wrt` (not through detach or ops without a rule)."""
-    reach, stack = set(wrt), list(wrt)
-    while stack:
-        n = stack.pop()
-        for u in g.users(n):
-            a = g[u]
-            if u in reach or a["op"] == "detach" or (a["prim"] is not None and a["prim"].vjp is None):
-                continue
-            reach.add(u)
-            stack.append(u)
-    return reach
 
 
 def _ident(name):

@@ -188,11 +188,17 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
     for i, t in enumerate(outputs):
         if not isinstance(t, Tensor):
             raise TypeError(f"grad(): outputs must be Tensors, got {type(t).__name__}")
-        if not t._req:
-            raise RuntimeError(f"element {i} of tensors does not require grad and does not have a grad_fn")
     for t in inputs:
         if not isinstance(t, Tensor):
             raise TypeError(f"grad(): inputs must be Tensors, got {type(t).__name__}")
+    if any(t.__class__ is not Tensor for t in outputs) and any(t.__class__.__name__ == "Proxy" for t in outputs):
+        from ..autodiff import grad_in_trace          # inside a function being traced
+        return grad_in_trace(outputs, inputs, _as_list(grad_outputs, "grad_outputs"), create_graph, allow_unused,
+                             materialize_grads)
+    for i, t in enumerate(outputs):
+        if not t._req:
+            raise RuntimeError(f"element {i} of tensors does not require grad and does not have a grad_fn")
+    for t in inputs:
         if not t._req:
             raise RuntimeError("One of the differentiated Tensors does not require grad")
     seeds = _seeds(outputs, _as_list(grad_outputs, "grad_outputs"), create_graph, "grad_outputs")

@@ -136,6 +136,8 @@ class trace:
 
 
 def proxy_input(graph, shape, dtype, role="input", name=None, requires_grad=False, **attrs):
+    if requires_grad:
+        attrs["requires_grad"] = True         # autograd.grad inside a trace starts from these
     v = graph.add_input(shape, dtype, role, name, **attrs)
     return Proxy.make(graph, v, shape, dtype, requires_grad)
 
