@@ -495,3 +495,22 @@ def test_empty_tensor_strides_as_torch(make):
     a, b = make(tracegrad), make(torch)
     assert a.stride() == b.stride() and a.is_contiguous() == b.is_contiguous()
     assert [a.stride(d) for d in range(-a.ndim, a.ndim)] == [b.stride(d) for d in range(-b.ndim, b.ndim)]
+
+
+COMPARE_CASES = [
+    ([1.0, 2.0, float("nan")], [1.0, 2.0 + 1e-9, float("nan")], {}),
+    ([1.0, 2.0, float("nan")], [1.0, 2.0, float("nan")], {"equal_nan": True}),
+    ([1.0, 2.0], [1.0, 2.1], {}),
+    ([1.0, 2.0], [1.0, 2.1], {"atol": 0.2}),
+    ([[1.0, 2.0], [1.0, 2.0]], [1.0, 2.0], {}),
+    ([1.0, 2.0], [1.0, 2.0], {}),
+]
+
+
+@pytest.mark.parametrize("a, b, kw", COMPARE_CASES)
+def test_allclose_isclose_equal_as_torch(a, b, kw):
+    ga, gb = tracegrad.tensor(a), tracegrad.tensor(b)
+    ta, tb = torch.tensor(a), torch.tensor(b)
+    assert tracegrad.allclose(ga, gb, **kw) is torch.allclose(ta, tb, **kw)
+    np.testing.assert_array_equal(tracegrad.isclose(ga, gb, **kw).numpy(), torch.isclose(ta, tb, **kw).numpy())
+    assert tracegrad.equal(ga, gb) is torch.equal(ta, tb)

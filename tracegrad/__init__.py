@@ -9,6 +9,7 @@ The stages, in the order data flows:
   autograd/             torch's autograd API over all of it: engine, grad_fn nodes, grad modes
 """
 from . import _dtype
+import builtins as _builtins  # `bool` below is tracegrad.bool, the dtype
 from ._dtype import (dtype, bool_ as bool, uint8, int8, int16, int32, int64, float16, bfloat16, float32, float64,
                      get_default_dtype, set_default_dtype, promote_types, finfo, iinfo)
 from .tensor import Tensor, Size, device
@@ -65,7 +66,7 @@ def can_cast(from_, to):
 
 def allclose(input, other, rtol=1e-05, atol=1e-08, equal_nan=False):
     import numpy as _np
-    return bool(_np.allclose(input._data, other._data, rtol=rtol, atol=atol, equal_nan=equal_nan))
+    return _builtins.bool(_np.allclose(input._data, other._data, rtol=rtol, atol=atol, equal_nan=equal_nan))
 
 
 def isclose(input, other, rtol=1e-05, atol=1e-08, equal_nan=False):
@@ -75,7 +76,7 @@ def isclose(input, other, rtol=1e-05, atol=1e-08, equal_nan=False):
 
 def equal(input, other):
     import numpy as _np
-    return tuple(input.shape) == tuple(other.shape) and bool(_np.array_equal(input._data, other._data))
+    return tuple(input.shape) == tuple(other.shape) and _builtins.bool(_np.array_equal(input._data, other._data))
 
 
 __version__ = "0.1.0"
