@@ -39,3 +39,19 @@ def test_import_does_not_import_torch():
            "print('torch' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=60)
     assert out.stdout.strip() == "False", out.stderr
+
+
+def test_readme_compile_examples_run():
+    text = (ROOT / "README.md").read_text()
+    blocks = [b for b in re.findall(r"```python\n(.*?)```", text, re.S) if "torch.compile" in b]
+    assert len(blocks) == 2
+    code = blocks[0] + blocks[1] + (
+        "\nx = torch.randn(5, dtype=torch.float64, requires_grad=True)\n"
+        "t = torch.tanh(x)\n"
+        "s = 1 - t * t\n"
+        "want = -16 * t * s * s + 8 * t ** 3 * s\n"          # d3/dx3 of tanh(x)**2
+        "print('third ok', bool(torch.allclose(third(x), want)))\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert "==== generated forward source ====" in out.stdout
+    assert out.stdout.strip().endswith("third ok True")
