@@ -17,12 +17,16 @@ Run: python benchmarks/bench_demo.py [--repeat 30] [--threads 1,2] [--batch 64] 
 """
 import argparse
 import json
+import os
 import platform
 import statistics
 import sys
 import time
 
 import numpy as np
+
+# the checkout's tracegrad, installed or not
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
 
 def build(lib):

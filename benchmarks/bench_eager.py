@@ -9,12 +9,16 @@ Run: python benchmarks/bench_eager.py [--repeat N] [--json out.json]
 """
 import argparse
 import json
+import os
 import platform
 import statistics
 import sys
 import time
 
 import numpy as np
+
+# the checkout's tracegrad, installed or not
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
 
 def chain(m, x, n_blocks=25):
