@@ -252,20 +252,23 @@ def grad_in_trace(outputs, inputs, grad_outputs, create_graph, allow_unused, mat
     for v in wrt:
         if v not in reach:
             raise RuntimeError("One of the differentiated Tensors does not require grad")
-    grads = list(grad_outputs) if grad_outputs else [None] * len(outputs)
-    if len(grads) != len(outputs):
-        raise RuntimeError(f"grad_outputs should be a sequence of length {len(outputs)}, got {len(grads)}")
-    seeds = []
-    for i, (o, g) in enumerate(zip(outputs, grads)):
-        if g is None:
-            if o.numel() != 1:
-                raise RuntimeError("grad can be implicitly created only for scalar outputs")
-            g = F.full(tuple(o.shape), 1.0, dtype=o.dtype)
-        elif tuple(g.shape) != tuple(o.shape):
-            raise RuntimeError(f"Mismatch in shape: grad_output[{i}] has a shape of {g.shape} and output[{i}] has a "
-                               f"shape of {o.shape}.")
-        seeds.append(g if g.dtype is o.dtype else F.convert(g, o.dtype))
+    from .autograd import _seeds, _results
+    seeds = _seeds(outputs, list(grad_outputs or ()), True, "grad_outputs",
+                   ones=lambda o: F.full(tuple(o.shape), 1.0, dtype=o.dtype))
     bwd = derive(graph, outs, wrt)
+    args = backward_args(bwd, seeds, lambda v, a: Proxy.make(graph, v, a["shape"], a["dtype"]))
+    if any(bwd[n]["prim"] is not None and bwd[n]["prim"].eager for n in bwd.nodes()):
+        raise TraceError("autograd.grad through an op that runs eagerly inside a traced function")
+    res = run_eager(bwd, args)
+    if not create_graph:           # as torch's: the gradients do not require grad
+        res = [None if g is None else g.detach() for g in res]
+    return _results(inputs, res, allow_unused, materialize_grads)
+
+
+def backward_args(bwd, seeds, saved):
+    """The arguments of backward graph `bwd` in its input order: `seeds` for its gradient
+    inputs, `saved(forward value, attrs)` for its saved inputs, constants' own values."""
+    from .ir.tracer import TraceError
     args, k = [], 0
     for v in bwd.inputs:
         a = bwd[v]
@@ -273,23 +276,10 @@ def grad_in_trace(outputs, inputs, grad_outputs, create_graph, allow_unused, mat
             args.append(seeds[k])
             k += 1
         elif a["role"] == "saved":
-            args.append(Proxy.make(graph, a["fwd"], a["shape"], a["dtype"]))
+            args.append(saved(a["fwd"], a))
         elif a["role"] == "const":
             args.append(a["value"])
         else:
-            raise TraceError("autograd.grad through a custom autograd.Function or a hook inside a traced function")
-    if any(bwd[n]["prim"] is not None and bwd[n]["prim"].eager for n in bwd.nodes()):
-        raise TraceError("autograd.grad through an op that runs eagerly inside a traced function")
-    res = run_eager(bwd, args)
-    out = []
-    for i, (t, g) in enumerate(zip(inputs, res)):
-        if g is None:
-            if not allow_unused:
-                raise RuntimeError(f"The differentiated Tensor at index {i} appears to not have been used in the "
-                                   f"graph. Set allow_unused=True if this is the desired behavior.")
-            if materialize_grads:
-                g = F.full(tuple(t.shape), 0.0, dtype=t.dtype)
-        elif not create_graph:
-            g = g.detach()
-        out.append(g)
-    return tuple(out)
+            raise TraceError("a backward graph that calls Python (a custom autograd.Function or a hook) "
+                             "inside a traced function")
+    return args

@@ -348,6 +348,7 @@ def _compiled_backward_eager(*args, prog):
 def _backward_function(p):
     """The forward and backward IR of p as one function of (seeds..., inputs...)."""
     from .ir.interpret import run_eager
+    from .autodiff import backward_args
     bwd = p.bwd_ir
     fwd = p.fwd_ir.copy()
     want = [bwd[n]["fwd"] for n in bwd.inputs if bwd[n]["role"] == "saved"]
@@ -357,18 +358,7 @@ def _backward_function(p):
     def backward_of(*args):
         seeds, inputs = args[:n_out], args[n_out:]
         vals = dict(zip(want, run_eager(fwd, list(inputs))))
-        bargs = []
-        k = 0
-        for n in bwd.inputs:
-            a = bwd[n]
-            if a["role"] == "grad":
-                bargs.append(seeds[k])
-                k += 1
-            elif a["role"] == "saved":
-                bargs.append(vals[a["fwd"]])
-            else:
-                bargs.append(a["value"])
-        return tuple(run_eager(bwd, bargs))
+        return tuple(run_eager(bwd, backward_args(bwd, seeds, lambda v, a: vals[v])))
     return backward_of
 
 

@@ -28,8 +28,11 @@ def _root(t, i):
     return (t._accumulator(), 0)
 
 
-def _seeds(outputs, grads, create_graph, what="grad_tensors"):
+def _seeds(outputs, grads, create_graph, what="grad_tensors", ones=None):
+    """The gradient each output starts from; `ones(o)` makes an implicit one (by default
+    a concrete tensor; a traced grad makes a symbolic one)."""
     from ..creation import ones_like_data
+    ones = ones or ones_like_data
     if len(grads) == 0:
         grads = [None] * len(outputs)
     if len(grads) != len(outputs):
@@ -41,7 +44,7 @@ def _seeds(outputs, grads, create_graph, what="grad_tensors"):
                 raise RuntimeError("grad can be implicitly created only for scalar outputs")
             if not o.dtype.is_floating_point:
                 raise RuntimeError(f"grad can be implicitly created only for real scalar outputs but got {o.dtype}")
-            g = ones_like_data(o)
+            g = ones(o)
         elif not isinstance(g, Tensor):
             from ..creation import tensor
             g = tensor(g, dtype=o.dtype)
@@ -207,6 +210,11 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
     targets = [_target(t) for t in inputs]
     with set_grad_enabled(create_graph):
         res, _ = _run(outputs, seeds, targets, retain_graph, create_graph)
+    return _results(inputs, res, allow_unused, materialize_grads)
+
+
+def _results(inputs, res, allow_unused, materialize_grads):
+    """grad()'s answer: torch's error for an unused input, or None, or zeros."""
     out = []
     for i, (t, g) in enumerate(zip(inputs, res)):
         if g is None:
