@@ -487,7 +487,10 @@ OPS = [
            [Sample((3, 4), (4, 2), eq="ij,jk->ik"), Sample((2, 3), eq="ij->ji"), Sample((2, 3), eq="ij->"),
             Sample((2, 3, 4), (2, 4, 2), eq="bij,bjk->bik"), Sample((3,), (2,), eq="i,j->ij"),
             Sample((2, 3), (2, 3), eq="ij,ij->i"), Sample((3, 4), (4, 2), eq="ij,jk"),
-            Sample((2, 3), (3, 4), (4,), eq="ij,jk,k->i")]),
+            Sample((2, 3), (3, 4), (4,), eq="ij,jk,k->i"),
+            # size-1 axes broadcast against the other operand, on either side of a contraction
+            Sample((3, 1), (4, 2), eq="ij,jk->ik"), Sample((3, 4), (1, 2), eq="ij,jk->ik"),
+            Sample((1, 3, 4), (2, 4, 2), eq="bij,bjk->bik"), Sample((3, 1), (3, 4), eq="ij,ij->i")]),
 ]
 
 OPS += [

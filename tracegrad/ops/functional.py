@@ -1113,14 +1113,20 @@ def einsum(equation, *operands):
             if seen.get(c, 1) == 1:
                 seen[c] = n
     # torch's dtypes: an index summed within one operand is a sum (integers become int64); one
-    # shared by several is a contraction (bmm, which has no bool kernel)
+    # shared by several is a contraction (bmm, which has no bool kernel). An operand where the
+    # index has size 1 only broadcasts: it does not count as sharing it.
     res = eq.split("->")[1]
     summed = {c for spec in ins for c in spec if c not in res}
-    if builtins.any(builtins.sum(c in spec for spec in ins) > 1 for c in summed) and \
-            D.result_type(list(operands)) is D.bool_:
+
+    def holders(c):
+        has = [k for k, spec in enumerate(ins) if c in spec]
+        real = [k for k in has if operands[k].shape[ins[k].index(c)] != 1]
+        return real or has
+    held = {c: holders(c) for c in summed}
+    if builtins.any(len(h) > 1 for h in held.values()) and D.result_type(list(operands)) is D.bool_:
         raise NotImplementedError("\"bmm\" not implemented for 'Bool'")
     operands = tuple(convert(x, D.int64) if not x.dtype.is_floating_point and builtins.any(
-        c in summed and builtins.sum(c in o for o in ins) == 1 for c in spec) else x for spec, x in zip(ins, operands))
+        c in summed and held[c] == [k] for c in spec) else x for k, (spec, x) in enumerate(zip(ins, operands)))
     return apply(P["einsum"], operands, {"equation": eq})
 
 

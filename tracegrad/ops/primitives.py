@@ -1174,10 +1174,13 @@ def _einsum_vjp(g, out, *xs, equation):
         eq = ",".join([res] + [s for s, _ in others]) + "->" + keep
         gi = F.einsum(eq, g, *[o for _, o in others])
         if keep != spec:
-            shape = [x.shape[spec.index(c)] if c not in keep else 1 for c in spec]
-            # put a size-1 axis where an index appears in this operand alone, then broadcast
-            gi = F.reshape(gi, tuple(x.shape[spec.index(c)] if c in keep else 1 for c in spec))
-            gi = F.expand(gi, tuple(x.shape))
+            # put a size-1 axis where an index appears in this operand alone
+            gi = F.reshape(gi, tuple(gi.shape[keep.index(c)] if c in keep else 1 for c in spec))
+        # broadcast over the axes of size 1 (an index alone here, or of size 1 in the other
+        # operands); axes where this operand was the one broadcast are summed by autodiff
+        want = tuple(n if m == 1 else m for m, n in zip(gi.shape, x.shape))
+        if tuple(gi.shape) != want:
+            gi = F.expand(gi, want)
         grads.append(gi)
     return tuple(grads)
 
