@@ -49,7 +49,7 @@ from tracegrad.ir.interpret import run_numpy  # noqa: E402
 from tracegrad.ops.primitives import PRIMITIVES  # noqa: E402
 from tracegrad.codegen import triton_gpu  # noqa: E402
 from tracegrad.codegen.triton_gpu import lower  # noqa: E402
-from tracegrad.ops.lowering import Dot, Expr, Glue, Reduce, Refuse, Scatter  # noqa: E402
+from tracegrad.ops.lowering import Decompose, Dot, Expr, Glue, Reduce, Refuse, Scatter  # noqa: E402
 
 F32 = dict(rtol=2e-5, atol=2e-6)
 # masked-off lanes compute on the `other=0` fill (log(0), 1/0): numpy warns, the lanes are dropped
@@ -167,10 +167,6 @@ def check_backward(fn, arrays, tol=F32, torch_fn=None, wrt=None):
 # The primitives the Triton backend refuses, each with the reason its op table entry gives;
 # lowering a graph that uses one raises NotImplementedError naming it.
 REFUSED = {
-    "einsum": "decompose it into permute + matmul",
-    "conv2d": "convolutions", "conv_transpose2d": "convolutions", "conv2d_weight": "convolutions",
-    "max_pool2d": "pooling", "max_pool2d_backward": "pooling",
-    "avg_pool2d": "pooling", "avg_pool2d_backward": "pooling",
     "call_hooks": "call Python", "node_prehooks": "call Python", "node_hooks": "call Python",
     "function": "call Python", "function_backward": "call Python",
     "compiled_call": "nested compiled call", "compiled_backward": "nested compiled call",
@@ -184,7 +180,7 @@ def lowered_primitives():
 def test_every_primitive_in_the_op_table_has_a_triton_lowering_glue_or_refusal():
     for name, prim in PRIMITIVES.items():
         low = prim.triton
-        assert isinstance(low, (Expr, Reduce, Dot, Scatter, Glue, Refuse)), f"{name}: triton slot is {low!r}"
+        assert isinstance(low, (Expr, Reduce, Dot, Scatter, Glue, Decompose, Refuse)), f"{name}: triton slot is {low!r}"
         if isinstance(low, Refuse):
             assert name in REFUSED and REFUSED[name] in low.reason, (name, low.reason)
         if isinstance(low, Glue):
@@ -211,8 +207,8 @@ def test_a_primitive_without_a_triton_slot_is_refused_by_name():
 
 def test_an_unsupported_primitive_raises_naming_it():
     x = make_inputs([(3, 4)])
-    g = trace(lambda m, a: m.einsum("ij->ji", a) * 2, x)
-    with pytest.raises(NotImplementedError, match="einsum"):
+    g = trace(lambda m, a: m.einsum("ij,jk->ik", a, a.T) * 2, [x[0].astype(np.int64)])
+    with pytest.raises(NotImplementedError, match="einsum: a contraction of integer tensors"):
         lower(g)
     idx = np.array([0, 2, 0], dtype=np.int64)
     g = trace(lambda m, a, i: a[i, i] * 2, [x[0], idx])
@@ -918,3 +914,250 @@ def test_fused_chain_and_matmul_on_a_gpu(monkeypatch):
     prog = lower(g)
     got = prog(*[torch.from_numpy(t).cuda() for t in (x, w, b)])[0]
     np.testing.assert_allclose(got.cpu().numpy(), run_numpy(g, [x, w, b])[0], rtol=1e-4, atol=1e-6)
+
+
+# -- convolutions, pooling and einsum: decomposed when a graph is lowered --------------------------------
+# Their `triton` slot is a Decompose rule: padding is a copy into a filled buffer, windows are
+# as_strided views, im2col the copy a reshape of the window view makes; the arithmetic is a
+# tl.dot matmul (bias as its epilogue), a reduction over each window or a scatter-add.
+
+DECOMPOSED = {"conv2d", "conv_transpose2d", "conv2d_weight", "max_pool2d", "max_pool2d_backward", "avg_pool2d",
+              "avg_pool2d_backward", "einsum"}
+CONV_TOL = dict(rtol=1e-4, atol=1e-5)
+
+
+def nnf(m):
+    return torch.nn.functional if m is torch else NF
+
+
+def test_convolutions_pooling_and_einsum_are_decomposed():
+    assert {n for n in PRIMITIVES if triton_gpu.classify(n) == "decomposed"} == DECOMPOSED
+    for n in DECOMPOSED:
+        assert isinstance(PRIMITIVES[n].triton, Decompose)
+
+
+CONV2D = [  # (input, weight, bias, keyword arguments)
+    ((2, 3, 6, 5), (4, 3, 3, 3), True, {}),
+    ((1, 2, 7, 6), (3, 2, 3, 2), False, dict(stride=2, padding=1)),
+    ((1, 4, 7, 6), (6, 2, 3, 2), True, dict(stride=(1, 2), padding=(2, 1), dilation=(2, 1), groups=2)),
+    ((2, 4, 5, 5), (4, 1, 3, 3), False, dict(padding=1, groups=4)),
+    ((1, 3, 9, 8), (2, 3, 2, 3), True, dict(stride=3, dilation=2)),
+]
+
+
+@pytest.mark.parametrize("xs, ws, bias, kw", CONV2D, ids=[f"conv2d{i}" for i in range(len(CONV2D))])
+def test_compiled_conv2d_forward_and_backward(xs, ws, bias, kw):
+    arrays = make_inputs([xs, ws] + ([(ws[0],)] if bias else []), seed=len(kw))
+    fn = lambda m, x, w, *b: nnf(m).conv2d(x, w, b[0] if b else None, **kw)  # noqa: E731
+    p = check_compiled(fn, arrays, tol=CONV_TOL)
+    assert "conv2d" in ops_of(p.stages[0][1])
+    assert {"conv_transpose2d", "conv2d_weight"} <= ops_of(p.bwd_ir)
+    fwd, bwd = p.fwd_fn.program, p.bwd_fn.program
+    assert any(k.kind == "matmul" for k in fwd.kernels) and sum(k.kind == "matmul" for k in bwd.kernels) == 2
+    assert "as_strided" in fwd.plan and "conv2d" not in {fwd.graph[n]["op"] for n in fwd.graph.ops()}
+
+
+CONV_T = [
+    ((1, 2, 3, 4), (2, 3, 3, 3), True, dict(stride=2, padding=1, output_padding=1)),
+    ((1, 4, 3, 3), (4, 1, 2, 2), False, dict(groups=2, dilation=2)),
+    ((2, 2, 4, 3), (2, 2, 3, 2), True, dict(stride=(1, 2), padding=(2, 0))),
+]
+
+
+@pytest.mark.parametrize("xs, ws, bias, kw", CONV_T, ids=[f"conv_t{i}" for i in range(len(CONV_T))])
+def test_compiled_conv_transpose2d_forward_and_backward(xs, ws, bias, kw):
+    groups = kw.get("groups", 1)
+    arrays = make_inputs([xs, ws] + ([(ws[1] * groups,)] if bias else []), seed=3)
+    fn = lambda m, x, w, *b: nnf(m).conv_transpose2d(x, w, b[0] if b else None, **kw)  # noqa: E731
+    p = check_compiled(fn, arrays, tol=CONV_TOL)
+    assert "conv_transpose2d" in ops_of(p.stages[0][1])
+
+
+def test_conv2d_lowered_graph_against_numpy_and_torch():
+    x, w, b = make_inputs([(2, 4, 6, 6), (6, 2, 3, 3), (6,)], seed=5)
+    fn = lambda m, a, w_, b_: nnf(m).conv2d(a, w_, b_, stride=2, padding=1, groups=2).tanh()  # noqa: E731
+    g, prog = check_forward(fn, [x, w, b], tol=CONV_TOL)
+    # the bias is the matmul's epilogue
+    assert "matmul_add_kernel" in prog.kernel_names
+    check_backward(fn, [x, w, b], tol=CONV_TOL)
+
+
+MAXPOOL = [  # (input, keyword arguments)
+    ((2, 2, 7, 6), dict(kernel_size=3, stride=2, padding=1)),
+    ((1, 2, 6, 6), dict(kernel_size=2)),
+    ((1, 2, 7, 7), dict(kernel_size=3, stride=2, ceil_mode=True)),
+    ((1, 1, 6, 7), dict(kernel_size=(2, 3), stride=(2, 1), dilation=(1, 2), padding=(1, 1))),
+    ((1, 2, 5, 5), dict(kernel_size=3, stride=1, padding=1)),          # overlapping windows: atomic adds
+]
+
+
+@pytest.mark.parametrize("xs, kw", MAXPOOL, ids=[f"maxpool{i}" for i in range(len(MAXPOOL))])
+def test_compiled_max_pool2d_values_indices_and_backward(xs, kw):
+    x = make_inputs([xs], seed=4)
+    fn = lambda m, a: nnf(m).max_pool2d(a, return_indices=True, **kw)  # noqa: E731
+    p = check_compiled(fn, x)
+    assert "max_pool2d_backward" in ops_of(p.bwd_ir)
+    assert "scatter_add_kernel" in p.bwd_fn.program.kernel_names
+
+
+def test_max_pool2d_ties_infinities_and_nans_pick_torchs_indices():
+    x = np.round(make_inputs([(2, 2, 6, 6)], seed=6)[0])           # many ties
+    x[0, 0, :3, :3] = -np.inf                                     # an all -inf window next to the padding
+    x[0, 1, 2, 2] = np.nan
+    x[1, 0, 0, 0] = x[1, 0, 1, 1] = np.nan                         # two NaNs in one window
+    x[1, 1, 4, :] = np.inf
+    for kw in (dict(kernel_size=3, stride=2, padding=1), dict(kernel_size=2, ceil_mode=True, stride=2)):
+        fn = lambda m, a: nnf(m).max_pool2d(a, return_indices=True, **kw)  # noqa: E731
+        check_compiled(fn, [x], wrt=[])
+
+
+AVGPOOL = [
+    ((2, 2, 7, 6), dict(kernel_size=3, stride=2, padding=1)),
+    ((1, 2, 7, 6), dict(kernel_size=3, stride=2, padding=1, ceil_mode=True, count_include_pad=False)),
+    ((1, 2, 6, 5), dict(kernel_size=2, divisor_override=3)),
+    ((1, 1, 7, 6), dict(kernel_size=(2, 3), stride=(2, 1), padding=(1, 0), ceil_mode=True)),
+]
+
+
+@pytest.mark.parametrize("xs, kw", AVGPOOL, ids=[f"avgpool{i}" for i in range(len(AVGPOOL))])
+def test_compiled_avg_pool2d_forward_and_backward(xs, kw):
+    x = make_inputs([xs], seed=2)
+    p = check_compiled(lambda m, a: nnf(m).avg_pool2d(a, **kw), x)
+    assert "avg_pool2d_backward" in ops_of(p.bwd_ir)
+    # small windows: g / divisor, then an elementwise chain over a strided view per kernel offset
+    assert [k.kind for k in p.bwd_fn.program.kernels] == ["pointwise", "pointwise"]
+
+
+def test_pooling_lowered_graphs_and_double_backward():
+    x = make_inputs([(1, 2, 6, 5)], seed=8)
+    fn = lambda m, a: nnf(m).avg_pool2d(a.exp(), 3, 2, 1, ceil_mode=True) * 2  # noqa: E731
+    check_forward(fn, x)
+    check_backward(fn, x)
+    fn = lambda m, a: nnf(m).max_pool2d(a, 2, 1).tanh()  # noqa: E731
+    check_forward(fn, x)
+    check_backward(fn, x)
+    # d/dg of max_pool2d_backward is a gather, of avg_pool2d_backward avg_pool2d
+    for pool in (lambda F_, a: F_.max_pool2d(a, 2, 1), lambda F_, a: F_.avg_pool2d(a, 2, 1, padding=1)):
+        def twice(m, a, pool=pool):
+            t = a.requires_grad_(True) if m is torch else a
+            y = pool(nnf(m), t)
+            (g,) = m.autograd.grad((y * y).sum(), t, create_graph=True)
+            return g
+        check_compiled(twice, x)
+
+
+@pytest.mark.parametrize("chain", [0, 32], ids=["window_reduction", "elementwise_chain"])
+def test_pooling_windows_as_a_reduction_or_an_elementwise_chain(monkeypatch, chain):
+    from tracegrad.ops import nn_primitives
+    monkeypatch.setattr(nn_primitives, "POOL_CHAIN", chain)
+    x = np.round(make_inputs([(1, 2, 7, 6)], seed=11)[0] * 2)       # ties
+    x[0, 1, 3, 3] = np.nan
+    for fn in (lambda m, a: nnf(m).max_pool2d(a, 3, 2, 1, ceil_mode=True, return_indices=True),
+               lambda m, a: nnf(m).avg_pool2d(a, (2, 3), (2, 1), (1, 1), ceil_mode=True, count_include_pad=False)):
+        p = check_compiled(fn, [x])
+        kinds = {k.kind for k in p.fwd_fn.program.kernels}
+        assert ("reduce" in kinds) == (chain == 0), kinds
+    big = make_inputs([(1, 1, 8, 7)], seed=12)          # a 6 x 6 window: 36 elements
+    check_compiled(lambda m, a: nnf(m).max_pool2d(a, 6, 2, return_indices=True), big)
+    check_compiled(lambda m, a: nnf(m).avg_pool2d(a, 6, 1, padding=2), big)
+
+
+EINSUM = [  # (equation, operand shapes, differentiable)
+    ("ij,jk->ik", [(3, 4), (4, 2)], True),
+    ("bij,bjk->bik", [(2, 3, 4), (2, 4, 2)], True),
+    ("ij->ji", [(2, 3)], True),
+    ("i,j->ij", [(3,), (2,)], True),
+    ("ij->j", [(3, 4)], True),
+    ("ij,ij->i", [(2, 3), (2, 3)], True),
+    ("bij,jk->bki", [(2, 3, 4), (4, 5)], True),
+    ("ij,jk,k->i", [(2, 3), (3, 4), (4,)], True),
+    ("i,i->", [(5,), (5,)], True),
+    ("ij,kj->ikj", [(1, 3), (2, 3)], True),               # a size-1 index broadcast
+    ("ii->i", [(3, 3)], False),
+    ("iij->j", [(3, 3, 2)], False),
+]
+
+
+@pytest.mark.parametrize("eq, shapes, diff", EINSUM, ids=[c[0] for c in EINSUM])
+def test_compiled_einsum_forward_and_backward(eq, shapes, diff):
+    arrays = make_inputs(shapes, seed=len(eq))
+    # (* 2: a permutation alone is a view, no kernel)
+    p = check_compiled(lambda m, *xs: m.einsum(eq, *xs) * 2, arrays, wrt=None if diff else [])
+    assert "einsum" in ops_of(p.stages[0][1])
+    ops = {p.fwd_fn.program.graph[n]["op"] for n in p.fwd_fn.program.graph.ops()}
+    assert "einsum" not in ops and ("matmul" in ops) == ("," in eq)
+
+
+def test_decomposed_programs_compute_nothing_with_torch():
+    from torch.overrides import TorchFunctionMode
+
+    class Record(TorchFunctionMode):
+        def __init__(self):
+            super().__init__()
+            self.seen = set()
+
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            self.seen.add(getattr(func, "__name__", str(func)))
+            return func(*args, **(kwargs or {}))
+
+    x, w, b, v = make_inputs([(1, 2, 6, 6), (4, 2, 3, 3), (4,), (4, 3)], seed=9)
+
+    def fn(m, a, w_, b_, v_):
+        y = nnf(m).max_pool2d(nnf(m).conv2d(a, w_, b_, padding=1).relu(), 2)
+        return m.einsum("nchw,cd->nd", nnf(m).avg_pool2d(y, 2, 1, padding=1), v_)
+    g = trace(fn, [x, w, b, v])
+    bwd = derive(g, list(g.outputs), g.inputs[:4])
+    seen = set()
+    for graph, arrays in ((g, [x, w, b, v]), (bwd, None)):
+        prog = lower(graph)
+        arrays = arrays or [np.ones(graph[n]["shape"], graph[n]["dtype"].np) for n in graph.inputs]
+        rec = Record()
+        with rec:
+            prog(*bind(graph, arrays))
+        seen |= rec.seen
+    assert {"empty", "as_strided"} <= seen
+    assert not seen & TORCH_MATH, sorted(seen & TORCH_MATH)
+    check_forward(fn, [x, w, b, v], tol=CONV_TOL)
+
+
+def test_integer_convolutions_are_refused_by_name():
+    x, w = [a.round().astype(np.int64) for a in make_inputs([(1, 2, 4, 4), (3, 2, 2, 2)])]
+    g = trace(lambda m, a, w_: NF.conv2d(a, w_), [x, w])
+    with pytest.raises(NotImplementedError, match="conv2d: .*int64"):
+        lower(g)
+
+
+CUDA_SCRIPT = r"""
+import json
+import numpy as np
+import tracegrad as tg
+import tracegrad.nn.functional as F
+
+rng = np.random.default_rng(0)
+x, w, b, v = [rng.standard_normal(s).astype(np.float32) for s in [(2, 2, 6, 5), (4, 2, 3, 3), (4,), (4, 3)]]
+out = {}
+for dev in ("cpu", "cuda"):
+    ts = [tg.tensor(a, device=dev, requires_grad=True) for a in (x, w, b, v)]
+    y = F.conv2d(ts[0], ts[1], ts[2], padding=1, stride=(1, 2))
+    y = F.max_pool2d(y, 2, 1) + F.avg_pool2d(y, 2, 1, padding=1, count_include_pad=False)[..., :5, :2]
+    z = tg.einsum("nchw,cd->nd", y, ts[3])
+    z.sum().backward()
+    out[dev] = [z.detach().cpu().numpy()] + [t.grad.cpu().numpy() for t in ts]
+err = max(float(np.abs(a - b_).max() / max(1.0, np.abs(a).max())) for a, b_ in zip(out["cpu"], out["cuda"]))
+print(json.dumps({"err": err, "host_ops": sorted(tg.cuda.HOST_OPS), "stats": dict(tg.cuda.STATS)}))
+"""
+
+
+def test_eager_cuda_convolutions_pooling_and_einsum_run_triton_kernels():
+    import json
+    import subprocess
+    import sys
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env = dict(os.environ, PYTHONPATH=root, PYTHONWARNINGS="ignore", TRITON_INTERPRET="1")
+    r = subprocess.run([sys.executable, "-c", CUDA_SCRIPT], env=env, capture_output=True, text=True, timeout=300,
+                       cwd=root)
+    assert r.returncode == 0, r.stderr[-4000:]
+    res = json.loads(r.stdout.strip().splitlines()[-1])
+    assert res["host_ops"] == [], res
+    assert res["err"] < 1e-4, res
+    assert res["stats"].get("backward_triton", 0) >= 1, res

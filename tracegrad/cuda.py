@@ -8,8 +8,10 @@ Dispatch: once a CUDA tensor exists, `_apply_eager` (ir/tracer.py) hands every o
 a CUDA argument to `apply_cuda`, which traces the primitive into a one-op IR graph,
 lowers it with `codegen.triton_gpu.lower` and runs the resulting Triton program; the
 programs are cached by (primitive, parameters, Python constants, input shapes and
-dtypes). Primitives the lowering refuses (convolutions, pooling, custom Functions)
-run their numpy kernel on a host copy and the result is copied back.
+dtypes); convolutions, pooling and einsum are decomposed by the lowering into views,
+copies and matmul / reduction / scatter kernels like any other op. Calls the lowering
+refuses (custom Functions and hooks call Python; integer convolutions, which tl.dot does
+not lower) run their numpy kernel on a host copy and the result is copied back.
 
 Without a GPU, setting TRITON_INTERPRET=1 before tracegrad (and triton) are imported
 makes "cuda" run on Triton's CPU interpreter, with CPU torch tensors as carriers: the

@@ -29,9 +29,12 @@ under the interpreter a fixed small config. `TritonProgram.source` holds every k
 `TritonProgram.plan` the launcher's steps.
 
 What each primitive lowers to is its op table entry's `triton` slot (an `Expr` template,
-a `Reduce`/`Dot`/`Scatter` marker, `Glue` the launcher runs as a view or copy, or a
-`Refuse` with its reason: tracegrad/ops/lowering.py); this module reads the slot and
-keeps no table of its own.
+a `Reduce`/`Dot`/`Scatter` marker, `Glue` the launcher runs as a view or copy, a
+`Decompose` rule that rewrites the node into other primitives before grouping, as
+convolutions (im2col views + matmul), pooling (window views + an elementwise chain or a
+reduction, a scatter-add for max pooling's backward) and einsum (permute/reshape + matmul)
+are, or a `Refuse` with its reason: tracegrad/ops/lowering.py); this module reads the
+slot and keeps no table of its own.
 """
 import hashlib
 import re
@@ -44,7 +47,7 @@ import networkx as nx
 import numpy as np
 
 from ..ir.graph import V, refs, type_str
-from ..ops.lowering import TL, Dot, Expr, Glue, Reduce, Scatter, has_tensor_key, lit, torch_dtype
+from ..ops.lowering import TL, Decompose, Dot, Expr, Glue, Reduce, Scatter, has_tensor_key, lit, torch_dtype
 from ..ops.primitives import PRIMITIVES
 
 
@@ -59,13 +62,79 @@ def _lowering(a):
 
 
 def classify(name):
-    """'lowered', 'glue' or 'unsupported' for a primitive name (KeyError if none)."""
+    """'lowered', 'glue', 'decomposed' or 'unsupported' for a primitive name (KeyError if none)."""
     low = PRIMITIVES[name].triton
     if isinstance(low, (Expr, Reduce, Dot, Scatter)):
         return "lowered"
     if isinstance(low, Glue):
         return "glue"
+    if isinstance(low, Decompose):
+        return "decomposed"
     return "unsupported"
+
+
+# == decomposition =================================================================================
+# A primitive whose slot is `Decompose` (convolutions, pooling, einsum) is rewritten, before
+# grouping, into primitives the other slots lower: its rule runs on Proxies of the graph under
+# construction, so the ops it applies are traced into it with their shapes and dtypes. A rule
+# may add constants (index maps such as pooling's window positions): they become graph inputs
+# after the original ones, bound from their values when the program runs.
+
+def _decompose(graph):
+    """The graph with every `Decompose` node rewritten (the graph itself when there is none)."""
+    for _ in range(8):               # a rule may apply another decomposed primitive
+        if not any(isinstance(_lowering(graph[n]), Decompose) for n in graph.ops() if graph[n]["op"] != "proj"):
+            return graph
+        graph = _decompose_once(graph)
+    raise NotImplementedError("decompositions do not terminate")
+
+
+def _decompose_once(graph):
+    from ..ir.tracer import Proxy, trace
+    from ..passes.rewrite import rewrite
+
+    def rule(b, n, a, args):
+        if a["op"] == "proj":
+            return args[0][a["params"]["index"]] if isinstance(args[0], tuple) else None
+        low = _lowering(a)
+        if not isinstance(low, Decompose):
+            return None
+        ins = [Proxy.make(b, x, b[x]["shape"], b[x]["dtype"]) if isinstance(x, V) else x for x in args]
+        b.__dict__["source_hint"] = a.get("source")
+        with trace(b):
+            out = low.fn(*ins, **a["params"])
+            outs = out if a["prim"].multi else (out,)
+            types = list(zip(a["shape"], a["dtype"])) if a["prim"].multi else [(a["shape"], a["dtype"])]
+            vals = []
+            for o, (shape, dtype) in zip(outs, types):
+                assert tuple(o.shape) == tuple(shape), (a["op"], tuple(o.shape), tuple(shape))
+                if o.dtype is not dtype:
+                    o = _apply1("convert", o, dtype=dtype)
+                if o.__dict__["_name"] in args or b[o.__dict__["_name"]]["op"] == "input":
+                    # an argument itself (einsum("ij->ij")): a copy stands for the node
+                    o = _apply1("clone", o)
+                vals.append(V(o.__dict__["_name"]))
+        return tuple(vals) if a["prim"].multi else vals[0]
+
+    saved = {k: graph.__dict__[k] for k in ("constants", "origin", "source_hint") if k in graph.__dict__}
+    try:
+        for k in saved:
+            del graph.__dict__[k]
+        b = rewrite(graph, rule)
+    finally:
+        graph.__dict__.update(saved)
+    b.__dict__.pop("source_hint", None)
+    b.__dict__.pop("constants", None)
+    added = [v for v in b.inputs if v not in set(graph.inputs)]
+    for v in added:
+        b[v]["fixed"] = True
+    b.inputs = list(graph.inputs) + added
+    return b
+
+
+def _apply1(name, x, **params):
+    from ..ir.tracer import apply
+    return apply(PRIMITIVES[name], (x,), params)
 
 
 def _one_index_dim(key):
@@ -228,6 +297,8 @@ def _kind(a):
         if why:
             raise NotImplementedError(f"{op}: {why}; it has no Triton lowering yet{where}")
         return "glue"
+    if isinstance(low, Decompose):
+        raise AssertionError(f"{op}: a decomposed primitive reached grouping{where}")
     reason = low.reason if low is not None else "its op table entry has no `triton` lowering"
     raise NotImplementedError(f"{op}: no Triton lowering ({reason}){where}")
 
@@ -1158,6 +1229,7 @@ class TritonProgram:
         self.source = source
         self.module = module
         self.kernels = [u for u in units if u.kind != "glue"]
+        self._fixed = {}
 
     @property
     def kernel_names(self):
@@ -1169,10 +1241,15 @@ class TritonProgram:
         for v, x in zip(self.graph.inputs, args):
             env[v] = _as_torch(torch, x)
         for v in self.graph.inputs[len(args):]:
+            if v in self._fixed:
+                env[v] = self._fixed[v]
+                continue
             value = self.graph[v].get("value")
             if value is None:
                 raise TypeError(f"missing argument for graph input {v}")
             env[v] = _as_torch(torch, value)
+            if self.graph[v].get("fixed"):       # a decomposition's constant: copied to the device once
+                self._fixed[v] = env[v]
         if env:
             _DEVICE[0] = next(iter(env.values())).device
         for u in self.units:
@@ -1321,7 +1398,7 @@ def lower(graph, max_row_block=None):
     rows loop over blocks); 64 under the interpreter, 4096 on a GPU."""
     if max_row_block is None:
         max_row_block = 64 if interpreting() else 4096
-    g = graph
+    g = _decompose(graph)
     units = _group(g)
     pieces = []
     used_names = set()

@@ -10,6 +10,12 @@
   Scatter(kind, glue=None)     writes (or atomically adds) values at indices into a copy
   Glue(fn, view=False, ...)    the launcher runs `fn(torch, device, *args, **params)`: a
                                torch view or copy, never arithmetic
+  Decompose(fn)                rewritten when a graph is lowered into primitives the other
+                               kinds lower (views and copies, Dot, Reduce, Expr, Scatter):
+                               `fn(*args, **params)` runs on symbolic tensors traced into
+                               the graph being lowered and returns the node's value (a tuple
+                               for a multi-output op); it raises NotImplementedError for a
+                               call it does not lower (convolutions, pooling, einsum)
   Refuse(reason)               not lowered; lowering a graph that uses it raises
                                NotImplementedError naming the op and the reason
 
@@ -107,6 +113,20 @@ class Glue:
 
     def __repr__(self):
         return f"Glue({'view' if self.view else 'copy'})"
+
+
+class Decompose:
+    """A lowering by rewriting: `fn(*args, **params)`, called on symbolic tensors (ir/tracer.py's
+    Proxy) while the graph is lowered, builds the node's value from other primitives (through
+    ir.tracer.apply) and returns it (a tuple of values for a multi-output op). It raises
+    NotImplementedError, naming the op, for a call it does not lower."""
+    __slots__ = ("fn",)
+
+    def __init__(self, fn):
+        self.fn = fn
+
+    def __repr__(self):
+        return f"Decompose({getattr(self.fn, '__name__', '...')})"
 
 
 class Refuse:
@@ -254,8 +274,9 @@ def torch_dtype(torch, d):
     return {"bool": torch.bool}.get(d.name) or getattr(torch, d.name)
 
 
-def torch_key(key, idx):
-    """An indexing key (see primitives.np_key) with the index tensors put in."""
+def index_key(key, idx):
+    """An indexing key with the index arrays (numpy or torch) put in. A key is a tuple of:
+    int, ("s", start, stop, step), None, Ellipsis, or ("t", k) for the k-th index array."""
     out = []
     for k in key:
         if isinstance(k, tuple):
@@ -297,13 +318,13 @@ def _split(torch, dev, x, sizes, dim, name=None):
 
 def _index_put(torch, dev, x, v, *idx, key, accumulate=False):
     out = x.clone()
-    out[torch_key(key, idx)] = v
+    out[index_key(key, idx)] = v
     return out
 
 
 def _getitem_backward(torch, dev, g, *idx, key, shape):
     out = torch.zeros(tuple(shape), dtype=g.dtype, device=g.device)
-    out[torch_key(key, idx)] = g
+    out[index_key(key, idx)] = g
     return out
 
 
@@ -325,7 +346,7 @@ expand = Glue(lambda torch, dev, x, shape: x.expand(tuple(shape)), view=True)
 squeeze = Glue(lambda torch, dev, x, dims, **_: x.reshape(tuple(s for i, s in enumerate(x.shape) if i not in dims)),
                view=True)
 unsqueeze = Glue(lambda torch, dev, x, dim: x.unsqueeze(dim), view=True)
-getitem = Glue(lambda torch, dev, x, *idx, key: x[torch_key(key, idx)], view=True, refuse=_negative_step)
+getitem = Glue(lambda torch, dev, x, *idx, key: x[index_key(key, idx)], view=True, refuse=_negative_step)
 cat = Glue(_cat)
 stack = Glue(lambda torch, dev, *xs, dim: _cat(torch, dev, *[x.unsqueeze(dim) for x in xs], dim=dim))
 split = Glue(_split, view=True)

@@ -261,6 +261,226 @@ def _conv2d_weight_vjp(v, out, x, g, *, weight_shape, stride, padding, dilation,
             _conv_cropped(x, v, g, stride, padding, dilation, groups))
 
 
+# -- Triton lowerings: decompositions ----------------------------------------------------------------
+# Run when a graph is lowered to Triton (ops/lowering.py's Decompose): each rule applies other
+# primitives to symbolic tensors. Padding is a copy into a filled buffer (full +
+# as_strided_scatter), windows are as_strided views, im2col is the copy a reshape of the window
+# view makes; the arithmetic is one matmul (tl.dot), a reduction over the window, or a
+# scatter-add. A transposed convolution is a convolution (stride 1) of its input spread out by
+# the stride and padded, with the kernel flipped and its channel axes swapped.
+
+def _op(name, *args, **params):
+    return _apply(name, args, params)
+
+
+def _float_or_refuse(op, x):
+    if not x.dtype.is_floating_point:
+        raise NotImplementedError(f"{op}: {x.dtype} convolutions have no Triton lowering (tl.dot is lowered for "
+                                  f"floating point only)")
+
+
+def _place(x, size, start, step, value):
+    """A new (N, C) + size tensor filled with `value`, with x (N, C, h, w) copied in: x[..., a, b]
+    lands at (start[0] + a * step[0], start[1] + b * step[1]); what falls outside is dropped."""
+    n, c, h, w = x.shape
+    H, W = size
+    if (H, W) == (h, w) and tuple(start) == (0, 0) and tuple(step) == (1, 1):
+        return x
+    keep = []
+    for length, s0, st, lim in ((h, start[0], step[0], H), (w, start[1], step[1], W)):
+        lo = max(0, -(s0 // st))
+        hi = min(length, (lim - 1 - s0) // st + 1)
+        keep.append((lo, max(lo, hi)))
+    (alo, ahi), (blo, bhi) = keep
+    base = _op("full", shape=(n, c, H, W), value=value, dtype=x.dtype)
+    if ahi == alo or bhi == blo or n * c == 0:
+        return base
+    if (alo, ahi, blo, bhi) != (0, h, 0, w):
+        x = _op("as_strided", x, shape=(n, c, ahi - alo, bhi - blo), strides=(c * h * w, h * w, w, 1),
+                offset=alo * w + blo)
+    return _op("as_strided_scatter", base, x, shape=(n, c, ahi - alo, bhi - blo),
+               strides=(c * H * W, H * W, step[0] * W, step[1]),
+               offset=(start[0] + alo * step[0]) * W + start[1] + blo * step[1])
+
+
+def _window_view(xp, ho, wo, kernel, stride, dilation):
+    """The (N, C, Ho, Wo, kh, kw) view of every window of the padded input xp (N, C, Hp, Wp)."""
+    n, c, hp, wp = xp.shape
+    return _op("as_strided", xp, shape=(n, c, ho, wo, kernel[0], kernel[1]),
+               strides=(c * hp * wp, hp * wp, stride[0] * wp, stride[1], dilation[0] * wp, dilation[1]), offset=0)
+
+
+# Windows of at most this many elements are combined by an elementwise chain over one strided
+# view per kernel offset (one fused pointwise kernel over the output); larger ones by a reduction
+# over the window view (one program per output element).
+POOL_CHAIN = 32
+
+
+def _offset_views(xp, ho, wo, kernel, stride, dilation, start=(0, 0)):
+    """For each kernel offset (i, j), row-major, the (N, C, Ho, Wo) view of xp (N, C, Hp, Wp) at
+    (start + i * dilation, start + j * dilation), stepping by the stride."""
+    n, c, hp, wp = xp.shape
+    return [_op("as_strided", xp, shape=(n, c, ho, wo), strides=(c * hp * wp, hp * wp, stride[0] * wp, stride[1]),
+                offset=(start[0] + i * dilation[0]) * wp + start[1] + j * dilation[1])
+            for i in range(kernel[0]) for j in range(kernel[1])]
+
+
+def _fold(name, xs):
+    out = xs[0]
+    for x in xs[1:]:
+        out = _op(name, out, x)
+    return out
+
+
+def _conv2d_triton(x, w, b=None, *, stride, padding, dilation, groups):
+    """im2col (pad, window view, copy) and one matmul per group, the bias its epilogue."""
+    _float_or_refuse("conv2d", x)
+    n, c, h, wd = x.shape
+    o, cg, kh, kw = w.shape
+    ho, wo = _out_hw(h, wd, kh, kw, stride, padding, dilation)
+    g, k = groups, cg * kh * kw
+    hp, wp = _padded_size(h, wd, kh, kw, ho, wo, stride, padding, dilation)
+    xp = _place(x, (hp, wp), padding, (1, 1), 0)
+    cols = _op("as_strided", xp, shape=(n, g, cg, kh, kw, ho, wo),
+               strides=(c * hp * wp, cg * hp * wp, hp * wp, dilation[0] * wp, dilation[1], stride[0] * wp, stride[1]),
+               offset=0)
+    cols = _op("reshape", cols, shape=(n, g, k, ho * wo))
+    out = _op("matmul", _op("reshape", w, shape=(g, o // g, k)), cols)           # (N, G, O/G, L)
+    if b is not None:
+        out = _op("add", out, _op("reshape", b, shape=(g, o // g, 1)))
+    return _op("reshape", out, shape=(n, o, ho, wo))
+
+
+def _conv_transpose2d_triton(y, w, b=None, *, stride, padding, output_padding, dilation, groups):
+    """conv2d (stride 1) of y spread out by the stride and padded by dilation * (k - 1) - padding,
+    with the kernel flipped and its (in, out) channel axes swapped per group."""
+    _float_or_refuse("conv_transpose2d", y)
+    n, cin, h, wd = y.shape
+    _, cg, kh, kw = w.shape
+    g = groups
+    ho = conv_transpose_out_size(h, kh, stride[0], padding[0], dilation[0], output_padding[0])
+    wo = conv_transpose_out_size(wd, kw, stride[1], padding[1], dilation[1], output_padding[1])
+    ext = (dilation[0] * (kh - 1), dilation[1] * (kw - 1))
+    z = _place(y, (ho + ext[0], wo + ext[1]), (ext[0] - padding[0], ext[1] - padding[1]), stride, 0)
+    wf = _op("permute", _op("reshape", w, shape=(g, cin // g, cg, kh, kw)), dims=(0, 2, 1, 3, 4))
+    wf = _op("flip", _op("reshape", wf, shape=(g * cg, cin // g, kh, kw)), dims=(2, 3))
+    return _conv2d_triton(z, wf, b, stride=(1, 1), padding=(0, 0), dilation=dilation, groups=g)
+
+
+def _conv2d_weight_triton(x, gr, *, weight_shape, stride, padding, dilation, groups):
+    """The weight gradient: one (O/G, N*L) @ (N*L, C/G*kh*kw) matmul per group over copied columns."""
+    _float_or_refuse("conv2d_weight", x)
+    n, c, h, wd = x.shape
+    o, cg, kh, kw = weight_shape
+    ho, wo = gr.shape[2], gr.shape[3]
+    g, k, l = groups, cg * kh * kw, ho * wo
+    hp, wp = _padded_size(h, wd, kh, kw, ho, wo, stride, padding, dilation)
+    xp = _place(x, (hp, wp), padding, (1, 1), 0)
+    cols = _op("as_strided", xp, shape=(g, n, ho, wo, cg, kh, kw),
+               strides=(cg * hp * wp, c * hp * wp, stride[0] * wp, stride[1], hp * wp, dilation[0] * wp,
+                        dilation[1]), offset=0)
+    cols = _op("reshape", cols, shape=(g, n * l, k))
+    g2 = _op("permute", _op("reshape", gr, shape=(n, g, o // g, l)), dims=(1, 2, 0, 3))
+    g2 = _op("reshape", g2, shape=(g, o // g, n * l))
+    return _op("reshape", _op("matmul", g2, cols), shape=tuple(weight_shape))
+
+
+_BIG = 2 ** 62
+
+
+def _max_pool2d_triton(x, *, kernel, stride, padding, dilation, ceil_mode):
+    """The input padded with the lowest value, seen through its windows; the maximum (NaN
+    propagating) and, as index, the least input position holding it: positions come from a
+    constant map of flat input positions (the padding's larger than any) seen through the same
+    windows, and ordered as the windows' elements are. A window with a NaN gives its last NaN's."""
+    n, c, h, w = x.shape
+    ho, wo, eh, ew = _pool_geometry(h, w, kernel, stride, padding, dilation, ceil_mode)
+    hp, wp = h + 2 * padding[0] + eh, w + 2 * padding[1] + ew
+    fl = x.dtype.is_floating_point
+    low = -np.inf if fl else int(np.iinfo(x.dtype.np).min)
+    xp = _place(x, (hp, wp), padding, (1, 1), low)
+    from ..tensor import Tensor
+    pos = Tensor._make(np.arange(h * w, dtype=np.int64).reshape(1, 1, h, w), D.int64)
+    pp = _place(pos, (hp, wp), padding, (1, 1), _BIG)
+    if kernel[0] * kernel[1] <= POOL_CHAIN:
+        vs = _offset_views(xp, ho, wo, kernel, stride, dilation)
+        ps = _offset_views(pp, ho, wo, kernel, stride, dilation)
+        m = _fold("maximum", vs)
+        idx = _fold("minimum", [_op("where", _op("eq", v, m), q, _BIG) for v, q in zip(vs, ps)])
+        last_nan = _fold("maximum", [_op("where", _op("isnan", v), q, -1) for v, q in zip(vs, ps)]) if fl else None
+    else:
+        win = _window_view(xp, ho, wo, kernel, stride, dilation)
+        pwin = _window_view(pp, ho, wo, kernel, stride, dilation)
+        m = R("amax", win, (4, 5), True)                                        # (N, C, Ho, Wo, 1, 1)
+        idx = R("amin", _op("where", _op("eq", win, m), pwin, _BIG), (4, 5), True)
+        last_nan = R("amax", _op("where", _op("isnan", win), pwin, -1), (4, 5), True) if fl else None
+        if fl:
+            m = _op("where", _op("ge", last_nan, 0), float("nan"), m)
+    if fl:
+        idx = _op("where", _op("ge", last_nan, 0), last_nan, idx)
+    return _op("reshape", m, shape=(n, c, ho, wo)), _op("reshape", idx, shape=(n, c, ho, wo))
+
+
+def _max_pool2d_backward_triton(g, idx, *, input_shape, overlap):
+    """Each output's gradient added (atomically) at the input position its index names."""
+    n, c, h, w = input_shape
+    l = g.shape[2] * g.shape[3]
+    out = _op("scatter", _op("full", shape=(n, c, h * w), value=0, dtype=g.dtype),
+              _op("reshape", idx, shape=(n, c, l)), _op("reshape", g, shape=(n, c, l)), dim=2, reduce="add")
+    return _op("reshape", out, shape=tuple(input_shape))
+
+
+def _avg_divide(total, h, w, ho, wo, kernel, stride, padding, count_include_pad, divisor_override):
+    """total / torch's divisor: a number, or a constant (1, 1, Ho, Wo) map of window sizes."""
+    fl = total.dtype.is_floating_point
+    if not fl:                      # as the numpy kernel: a float64 quotient, truncated back
+        out_dtype = total.dtype
+        total = _op("convert", total, dtype=D.float64)
+    if divisor_override:
+        out = _op("div", total, float(divisor_override))
+    else:
+        div = _avg_divisor(h, w, ho, wo, kernel, stride, padding, count_include_pad, None, total.dtype.np)
+        div = np.broadcast_to(div, (ho, wo))
+        if div.size and (div == div.flat[0]).all():
+            out = _op("div", total, float(div.flat[0]))
+        else:
+            from ..tensor import Tensor
+            out = _op("div", total, Tensor._make(np.ascontiguousarray(div).reshape(1, 1, ho, wo), total.dtype))
+    return out if fl else _op("convert", out, dtype=out_dtype)
+
+
+def _window_sum(xp, ho, wo, kernel, stride, start=(0, 0)):
+    """The sums of the kernel-sized windows of xp (N, C, Hp, Wp), the first at `start`."""
+    if kernel[0] * kernel[1] <= POOL_CHAIN:
+        return _fold("add", _offset_views(xp, ho, wo, kernel, stride, (1, 1), start))
+    n, c, hp, wp = xp.shape
+    win = _op("as_strided", xp, shape=(n, c, ho, wo, kernel[0], kernel[1]),
+              strides=(c * hp * wp, hp * wp, stride[0] * wp, stride[1], wp, 1), offset=start[0] * wp + start[1])
+    total = R("sum", win, (4, 5))
+    return total if total.dtype is xp.dtype else _op("convert", total, dtype=xp.dtype)
+
+
+def _avg_pool2d_triton(x, *, kernel, stride, padding, ceil_mode, count_include_pad, divisor_override):
+    """The sums over the windows of the zero-padded input, divided by the window sizes."""
+    n, c, h, w = x.shape
+    ho, wo, eh, ew = _pool_geometry(h, w, kernel, stride, padding, (1, 1), ceil_mode)
+    xp = _place(x, (h + 2 * padding[0] + eh, w + 2 * padding[1] + ew), padding, (1, 1), 0)
+    total = _window_sum(xp, ho, wo, kernel, stride)
+    return _avg_divide(total, h, w, ho, wo, kernel, stride, padding, count_include_pad, divisor_override)
+
+
+def _avg_pool2d_backward_triton(g, *, input_shape, kernel, stride, padding, ceil_mode, count_include_pad,
+                                divisor_override):
+    """col2im as a window sum: g / divisor spread out by the stride, padded by kernel - 1; each
+    input element sums the kernel-sized window that starts at it (offset by the padding)."""
+    n, c, h, w = input_shape
+    ho, wo = g.shape[2], g.shape[3]
+    kh, kw = kernel
+    gd = _avg_divide(g, h, w, ho, wo, kernel, stride, padding, count_include_pad, divisor_override)
+    z = _place(gd, (padding[0] + h + kh - 1, padding[1] + w + kw - 1), (kh - 1, kw - 1), stride, 0)
+    return _window_sum(z, h, w, kernel, (1, 1), start=tuple(padding))
+
+
 def _no_kernel_but_int64(op):
     """torch's CPU kernels `op` that exist for floats and int64 only."""
     return lambda d, args: None if d is D.int64 else _no_kernel(op)(d, args)
@@ -268,16 +488,16 @@ def _no_kernel_but_int64(op):
 
 Primitive("conv2d", "x w b", _conv2d_kernel, shape=_conv2d_shape, dtype="same", vjp=_conv2d_vjp,
           saves="x w", needs={"x": "w", "w": "x"}, grad_fn="ConvolutionBackward0",
-          refuse={0: _no_kernel("slow_conv2d_cpu")}, triton=T.Refuse("convolutions are not lowered yet"))
+          refuse={0: _no_kernel("slow_conv2d_cpu")}, triton=T.Decompose(_conv2d_triton))
 Primitive("conv_transpose2d", "y w b", _conv_transpose2d_kernel, shape=_conv_transpose2d_shape, dtype="same",
           vjp=_conv_transpose2d_vjp, saves="y w", needs={"y": "w", "w": "y"}, grad_fn="ConvolutionBackward0",
           refuse={0: _no_kernel("slow_conv_transpose2d_out_cpu"),
                   1: _no_kernel_but_int64("slow_conv_transpose2d_out_cpu")},
-          triton=T.Refuse("convolutions are not lowered yet"))
+          triton=T.Decompose(_conv_transpose2d_triton))
 Primitive("conv2d_weight", "x g", _conv2d_weight_kernel,
           shape=lambda x, g, *, weight_shape, **p: tuple(weight_shape), dtype="same", vjp=_conv2d_weight_vjp,
           saves="x g", needs={"x": "g", "g": "x"}, grad_fn="ConvolutionBackwardBackward0",
-          triton=T.Refuse("convolutions are not lowered yet"))
+          triton=T.Decompose(_conv2d_weight_triton))
 
 
 # -- pooling --------------------------------------------------------------------------------------------
@@ -371,11 +591,11 @@ def _max_pool2d_vjp(g, out, x, *, kernel, stride, padding, dilation, ceil_mode):
 
 Primitive("max_pool2d", "x", _max_pool2d_kernel, shape=_max_pool2d_shape, dtype="same", multi=True,
           nondiff_outputs=(1,), vjp=_max_pool2d_vjp, saves="out", grad_fn="MaxPool2DWithIndicesBackward0",
-          refuse={0: _no_kernel("max_pool2d")}, triton=T.Refuse("pooling is not lowered yet"))
+          refuse={0: _no_kernel("max_pool2d")}, triton=T.Decompose(_max_pool2d_triton))
 Primitive("max_pool2d_backward", "g idx", _max_pool2d_backward_kernel,
           shape=lambda g, idx, *, input_shape, overlap: tuple(input_shape), dtype="same",
           vjp=lambda gg, out, g, idx, *, input_shape, overlap: (_gather_pooled(gg, idx), None), saves="idx",
-          grad_fn="MaxPool2DWithIndicesBackwardBackward0", triton=T.Refuse("pooling is not lowered yet"))
+          grad_fn="MaxPool2DWithIndicesBackwardBackward0", triton=T.Decompose(_max_pool2d_backward_triton))
 
 
 def _avg_divisor(h, w, ho, wo, kernel, stride, padding, count_include_pad, divisor_override, dtype):
@@ -423,8 +643,8 @@ Primitive("avg_pool2d", "x", _avg_pool2d_kernel, shape=_avg_pool2d_shape, dtype=
           vjp=lambda g, out, x, **p: (_apply("avg_pool2d_backward", (g,), dict(p, input_shape=tuple(x.shape))),),
           grad_fn="AvgPool2DBackward0",
           refuse={0: _no_kernel("avg_pool2d"), 1: _no_kernel_but_int64("avg_pool2d")},
-          triton=T.Refuse("pooling is not lowered yet"))
+          triton=T.Decompose(_avg_pool2d_triton))
 Primitive("avg_pool2d_backward", "g", _avg_pool2d_backward_kernel,
           shape=lambda g, *, input_shape, **p: tuple(input_shape), dtype="same",
           vjp=lambda gg, out, g, *, input_shape, **p: (_apply("avg_pool2d", (gg,), p),),
-          grad_fn="AvgPool2DBackwardBackward0", triton=T.Refuse("pooling is not lowered yet"))
+          grad_fn="AvgPool2DBackwardBackward0", triton=T.Decompose(_avg_pool2d_backward_triton))

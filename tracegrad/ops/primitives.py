@@ -903,14 +903,7 @@ def sum_to(g, shape):
 # the k-th index tensor among the inputs (integer tensors; bool masks are turned into integer
 # indices before they get here).
 
-def np_key(key, idx):
-    out = []
-    for k in key:
-        if isinstance(k, tuple):
-            out.append(slice(k[1], k[2], k[3]) if k[0] == "s" else idx[k[1]])
-        else:
-            out.append(k)
-    return tuple(out)
+np_key = T.index_key
 
 
 def _getitem_kernel(x, *idx, key):
@@ -1196,9 +1189,77 @@ def _einsum_shape(*xs, equation):
     return tuple(sizes[c] for c in res)
 
 
+def _einsum_triton(*xs, equation):
+    """einsum for the Triton lowering (ops/lowering.py's Decompose): a repeated index in one operand
+    is a diagonal (an as_strided view), an index no later operand or the result uses is summed
+    out, and each further operand is contracted into the running result by one matmul over
+    (shared kept indices as the batch, own indices, contracted indices), built with permute and
+    reshape; a last permute puts the result's indices in order."""
+    from ..ir.tracer import apply
+    P = PRIMITIVES
+    ins, res = equation.split("->")
+    specs = ins.split(",")
+    sizes = {}
+    for spec, x in zip(specs, xs):
+        for c, n in zip(spec, x.shape):
+            if sizes.get(c, 1) == 1:
+                sizes[c] = n
+    ops = []
+    for spec, x in zip(specs, xs):
+        if len(set(spec)) != len(spec):              # a diagonal: strides of a repeated index add up
+            strides = [1] * len(spec)
+            for i in range(len(spec) - 2, -1, -1):
+                strides[i] = strides[i + 1] * x.shape[i + 1]
+            uniq = "".join(dict.fromkeys(spec))
+            x = apply(P["as_strided"], (x,), {
+                "shape": tuple(x.shape[spec.index(c)] for c in uniq),
+                "strides": tuple(sum(s for s, d in zip(strides, spec) if d == c) for c in uniq), "offset": 0})
+            spec = uniq
+        full = tuple(sizes[c] for c in spec)
+        if tuple(x.shape) != full:                   # a size-1 index broadcast against the others
+            x = apply(P["expand"], (x,), {"shape": full})
+        ops.append((x, spec))
+
+    def sum_out(x, spec, keep):
+        dims = tuple(i for i, c in enumerate(spec) if c not in keep)
+        if not dims:
+            return x, spec
+        return R("sum", x, dims), "".join(c for c in spec if c in keep)
+
+    def reshape(x, shape):
+        return apply(P["reshape"], (x,), {"shape": tuple(shape)})
+
+    def arrange(x, spec, order):
+        if spec == order:
+            return x
+        return apply(P["permute"], (x,), {"dims": tuple(spec.index(c) for c in order)})
+
+    if len(ops) > 1 and not all(x.dtype.is_floating_point for x, _ in ops):
+        raise NotImplementedError("einsum: a contraction of integer tensors has no Triton lowering (tl.dot is "
+                                  "lowered for floating point only)")
+    x, spec = ops[0]
+    for k in range(1, len(ops)):
+        y, yspec = ops[k]
+        later = set(res) | {c for _, s in ops[k + 1:] for c in s}
+        x, spec = sum_out(x, spec, later | set(yspec))
+        y, yspec = sum_out(y, yspec, later | set(spec))
+        batch = "".join(c for c in spec if c in yspec and c in later)
+        con = "".join(c for c in spec if c in yspec and c not in later)
+        m = "".join(c for c in spec if c not in yspec)
+        n = "".join(c for c in yspec if c not in spec)
+        size = lambda s: math.prod(sizes[c] for c in s)  # noqa: E731
+        lead = (size(batch),) if batch else ()
+        a = reshape(arrange(x, spec, batch + m + con), lead + (size(m), size(con)))
+        b = reshape(arrange(y, yspec, batch + con + n), lead + (size(con), size(n)))
+        x = reshape(apply(P["matmul"], (a, b), {}), tuple(sizes[c] for c in batch + m + n))
+        spec = batch + m + n
+    x, spec = sum_out(x, spec, set(res))
+    return arrange(x, spec, res)
+
+
 Primitive("einsum", "*xs", lambda *xs, equation: np.einsum(equation, *xs, optimize=len(xs) > 2),
           shape=_einsum_shape, dtype="promote", vjp=_einsum_vjp, saves="xs", grad_fn="EinsumBackward0",
-          triton=T.Refuse("einsum is not lowered yet (decompose it into permute + matmul)"))
+          triton=T.Decompose(_einsum_triton))
 
 # == sources ====================================================================================
 Primitive("full", "", lambda shape, value, dtype: np.full(shape, value, dtype=dtype.np),
