@@ -18,8 +18,21 @@ W3-W5 also run hand-fused numpy (chunked, threaded, written once by hand): the c
 for generated numpy code. Memory-bound rows report their fraction of the copy-bandwidth
 roofline (inputs read once, gradients written once, at numpy's memcpy speed).
 
-Run: python benchmarks/bench_compile.py [--repeat N] [--only W3,W4] [--torch-threads 1|2] [--out DIR]
-Writes DIR/bench_compile.json and DIR/bench_compile.png (DIR defaults to benchmarks/out).
+--device cuda runs W2-W8 with every contender on the GPU: torch on "cuda", tracegrad's
+tensors and modules on "cuda" (compile's backend "auto" then lowers to Triton). The clock
+is read after torch.cuda.synchronize() (tracegrad's CUDA tensors are torch memory, so
+torch's stream covers the Triton launches too), after warm-up calls (Triton compiles and
+autotunes on first calls). The roofline is a device-to-device copy, and W3-W5 report every
+contender's fraction of it. No hand-fused numpy (it would measure the host); W1 (launch
+overhead on a [1] tensor) is left out. Under TRITON_INTERPRET=1 (set before the run) "cuda"
+is Triton's CPU interpreter and the torch contenders stay on the CPU, which checks the
+GPU path without a GPU; --smoke shrinks every workload, times 1-2 calls and skips
+torch.compile (minutes of compiling) for that.
+
+Run: python benchmarks/bench_compile.py [--device cpu|cuda] [--smoke] [--repeat N] [--only W3,W4]
+                                        [--torch-threads 1|2] [--out DIR]
+Writes DIR/bench_compile.json and DIR/bench_compile.png, bench_compile_cuda.* with --device cuda, so
+a GPU run leaves the CPU figures in place (DIR defaults to benchmarks/out).
 """
 import argparse
 import json
@@ -50,21 +63,67 @@ torch.set_num_threads(2)
 RNG = np.random.default_rng(0)
 
 
+class CFG:
+    """Where the contenders run, set once by main(): the workloads read it when they build their tensors.
+    torch_device differs from device only under TRITON_INTERPRET=1, where tracegrad's "cuda" is the
+    interpreter on CPU tensors and torch has no CUDA."""
+    device = "cpu"          # tracegrad's tensors and modules
+    torch_device = "cpu"    # torch's
+    smoke = False
+
+
+def on_gpu():
+    return CFG.device == "cuda"
+
+
+def sync():
+    """Wait for queued device work before the clock is read; a no-op on the CPU and under the interpreter."""
+    if CFG.torch_device == "cuda":
+        torch.cuda.synchronize()
+
+
+def size(full, smoke):
+    return smoke if CFG.smoke else full
+
+
+def tt(a, requires_grad=False):
+    """A torch tensor of numpy array a on the torch contenders' device."""
+    return torch.tensor(a, requires_grad=requires_grad, device=CFG.torch_device)
+
+
+def gt(a, requires_grad=False):
+    """A tracegrad tensor of numpy array a on tracegrad's device."""
+    return tg.tensor(a, requires_grad=requires_grad, device=CFG.device)
+
+
+def tcompile(fn):
+    """torch.compile(fn), or None under --smoke: building the wrapper alone imports dynamo (seconds)."""
+    return None if CFG.smoke else torch.compile(fn)
+
+
+def contenders(fns):
+    """Drop the contenders that do not run in this mode (torch.compile under --smoke)."""
+    return {k: f for k, f in fns.items() if f is not None}
+
+
 def progress(i, n, label):
     bar = "#" * int(30 * i / n)
     print(f"\r[{bar:<30}] {i}/{n} {label:<40}", end="", file=sys.stderr, flush=True)
 
 
 def interleaved(fns, repeat, warmup=3):
-    """Median seconds per call of each fn, run in turn so drift hits all alike."""
+    """Median seconds per call of each fn, run in turn so drift hits all alike. The clock is read
+    with the device idle (sync before and after), so a call's time includes its queued kernels."""
     for f in fns.values():
         for _ in range(warmup):
             f()
     times = {k: [] for k in fns}
     for _ in range(repeat):
         for k, f in fns.items():
+            sync()
             t0 = time.perf_counter()
             f()
+            sync()
             times[k].append(time.perf_counter() - t0)
     return {k: statistics.median(v) for k, v in times.items()}
 
@@ -86,6 +145,24 @@ def copy_bandwidth():
         t0 = time.perf_counter()
         np.copyto(b, a)
         ts.append(time.perf_counter() - t0)
+    return 2 * a.nbytes / min(ts)
+
+
+def device_copy_bandwidth():
+    """Read + write bytes per second of a device-to-device copy, best of several. 256 MB per
+    tensor, far past any L2; ten copies per sample, so the synchronize around them is noise."""
+    n, inner = size(64 << 20, 1 << 16), size(10, 2)
+    a = torch.ones(n, device=CFG.torch_device)
+    b = torch.empty_like(a)
+    b.copy_(a)
+    ts = []
+    for _ in range(size(5, 2)):
+        sync()
+        t0 = time.perf_counter()
+        for _ in range(inner):
+            b.copy_(a)
+        sync()
+        ts.append((time.perf_counter() - t0) / inner)
     return 2 * a.nbytes / min(ts)
 
 
@@ -115,36 +192,43 @@ def w1():
         xg.grad = None
         cg(xg).backward()
         return xg.grad
-    tc = torch.compile(lambda x: chain(torch, x))
+    tc = tcompile(lambda x: chain(torch, x))
 
     def t_comp():
         xt.grad = None
         tc(xt).backward()
         return xt.grad
-    return {"torch eager": t_eager, "torch.compile": t_comp, "tracegrad.compile": tg_comp}, None, None
+    return contenders({"torch eager": t_eager, "torch.compile": None if tc is None else t_comp,
+                       "tracegrad.compile": tg_comp}), None, None
+
+
+def mlp_shape():
+    """(batch, layer widths) of W2 and W7."""
+    return size((128, (784, 512, 512, 10)), (8, (64, 32, 32, 10)))
 
 
 def mlp_setup():
-    x = RNG.standard_normal((128, 784)).astype(np.float32)
-    y = RNG.integers(0, 10, 128)
-    tm = torch.nn.Sequential(torch.nn.Linear(784, 512), torch.nn.ReLU(), torch.nn.Linear(512, 512),
-                             torch.nn.ReLU(), torch.nn.Linear(512, 10))
-    gm = tnn.Sequential(tnn.Linear(784, 512), tnn.ReLU(), tnn.Linear(512, 512), tnn.ReLU(), tnn.Linear(512, 10))
+    n, (a, b, c, d) = mlp_shape()
+    x = RNG.standard_normal((n, a)).astype(np.float32)
+    y = RNG.integers(0, d, n)
+    tm = torch.nn.Sequential(torch.nn.Linear(a, b), torch.nn.ReLU(), torch.nn.Linear(b, c),
+                             torch.nn.ReLU(), torch.nn.Linear(c, d))
+    gm = tnn.Sequential(tnn.Linear(a, b), tnn.ReLU(), tnn.Linear(b, c), tnn.ReLU(), tnn.Linear(c, d))
     with torch.no_grad(), tg.no_grad():
         for p, q in zip(tm.parameters(), gm.parameters()):
             q.copy_(tg.tensor(p.detach().numpy()))
-    return x, y, tm, gm
+    return x, y, tm.to(CFG.torch_device), gm.to(CFG.device)
 
 
 def w2():
     x, y, tm, gm = mlp_setup()
-    xt, yt = torch.tensor(x), torch.tensor(y)
-    xg, yg = tg.tensor(x), tg.tensor(y)
+    xt, yt = tt(x), tt(y)
+    xg, yg = gt(x), gt(y)
     topt = torch.optim.SGD(tm.parameters(), lr=1e-3)
     gopt = tg.optim.SGD(gm.parameters(), lr=1e-3)
     tloss = lambda: torch.nn.functional.cross_entropy(tm(xt), yt)   # noqa: E731
     gloss = tg.compile(lambda x, y: TF.cross_entropy(gm(x), y))
-    tcloss = torch.compile(lambda x, y: torch.nn.functional.cross_entropy(tm(x), y))
+    tcloss = tcompile(lambda x, y: torch.nn.functional.cross_entropy(tm(x), y))
 
     def t_eager():
         topt.zero_grad()
@@ -160,7 +244,26 @@ def w2():
         gopt.zero_grad()
         gloss(xg, yg).backward()
         gopt.step()
-    return {"torch eager": t_eager, "torch.compile": t_comp, "tracegrad.compile": g_comp}, None, None
+
+    def t_grads():
+        # the warm-up calls stepped the two models unequally: compare from tracegrad's weights
+        with torch.no_grad():
+            for p, q in zip(tm.parameters(), gm.parameters()):
+                p.copy_(torch.from_numpy(q.detach().cpu().numpy()))
+        topt.zero_grad()
+        loss = tloss()
+        loss.backward()
+        return [loss] + [p.grad for p in tm.parameters()]
+
+    def g_grads():
+        gopt.zero_grad()
+        loss = gloss(xg, yg)
+        loss.backward()
+        return [loss] + [p.grad for p in gm.parameters()]
+    # the step's loss and gradients are checked in GPU mode (new kernels); CPU mode runs as it always has
+    checker = (t_grads, g_grads, None) if on_gpu() else None
+    return contenders({"torch eager": t_eager, "torch.compile": None if tcloss is None else t_comp,
+                       "tracegrad.compile": g_comp}), checker, None
 
 
 def gelu_tanh(m, x):
@@ -168,28 +271,30 @@ def gelu_tanh(m, x):
 
 
 def w3():
-    n = 4194304
+    n = size(4194304, 4096)
     x = RNG.standard_normal(n).astype(np.float32)
     g = RNG.standard_normal(n).astype(np.float32)
-    xt, gt = torch.tensor(x, requires_grad=True), torch.tensor(g)
-    xg, gg = tg.tensor(x, requires_grad=True), tg.tensor(g)
+    xt, gtt = tt(x, requires_grad=True), tt(g)
+    xg, gg = gt(x, requires_grad=True), gt(g)
     cg = tg.compile(lambda x: gelu_tanh(tg, x))
-    tc = torch.compile(lambda x: gelu_tanh(torch, x))
+    tc = tcompile(lambda x: gelu_tanh(torch, x))
 
     def t_eager():
         y = gelu_tanh(torch, xt)
-        return y, torch.autograd.grad(y, xt, gt)[0]
+        return y, torch.autograd.grad(y, xt, gtt)[0]
 
     def t_comp():
         y = tc(xt)
-        return y, torch.autograd.grad(y, xt, gt)[0]
+        return y, torch.autograd.grad(y, xt, gtt)[0]
 
     def g_comp():
         y = cg(xg)
         return y, tg.autograd.grad(y, xg, gg)[0]
-    hand = HandGelu(x.size)
-    return ({"torch eager": t_eager, "torch.compile": t_comp, "tracegrad.compile": g_comp,
-             "hand-fused numpy": lambda: hand(x, g)}, (t_eager, g_comp, lambda: hand(x, g)), 4 * n * 4)
+    hand = None if on_gpu() else HandGelu(x.size)
+    hand_fn = None if hand is None else (lambda: hand(x, g))
+    fns = contenders({"torch eager": t_eager, "torch.compile": None if tc is None else t_comp,
+                      "tracegrad.compile": g_comp, "hand-fused numpy": hand_fn})
+    return fns, (t_eager, g_comp, hand_fn), 4 * n * 4
 
 
 class HandGelu:
@@ -315,19 +420,20 @@ class HandSoftmaxCE(HandChunks):
 
 
 def w4():
-    shape = (4096, 1024)
+    shape = size((4096, 1024), (32, 128))
+    d = shape[1]
     x = RNG.standard_normal(shape).astype(np.float32)
     g = RNG.standard_normal(shape).astype(np.float32)
-    w = (1 + 0.1 * RNG.standard_normal(1024)).astype(np.float32)
-    b = (0.1 * RNG.standard_normal(1024)).astype(np.float32)
-    tx, tw, tb = (torch.tensor(a, requires_grad=True) for a in (x, w, b))
-    gx, gw, gb = (tg.tensor(a, requires_grad=True) for a in (x, w, b))
-    tgt, ggt = torch.tensor(g), tg.tensor(g)
-    cg = tg.compile(lambda x, w, b: TF.layer_norm(x, (1024,), w, b))
-    tc = torch.compile(lambda x, w, b: torch.nn.functional.layer_norm(x, (1024,), w, b))
+    w = (1 + 0.1 * RNG.standard_normal(d)).astype(np.float32)
+    b = (0.1 * RNG.standard_normal(d)).astype(np.float32)
+    tx, tw, tb = (tt(a, requires_grad=True) for a in (x, w, b))
+    gx, gw, gb = (gt(a, requires_grad=True) for a in (x, w, b))
+    tgt, ggt = tt(g), gt(g)
+    cg = tg.compile(lambda x, w, b: TF.layer_norm(x, (d,), w, b))
+    tc = tcompile(lambda x, w, b: torch.nn.functional.layer_norm(x, (d,), w, b))
 
     def t_eager():
-        y = torch.nn.functional.layer_norm(tx, (1024,), tw, tb)
+        y = torch.nn.functional.layer_norm(tx, (d,), tw, tb)
         return (y,) + torch.autograd.grad(y, (tx, tw, tb), tgt)
 
     def t_comp():
@@ -337,19 +443,21 @@ def w4():
     def g_comp():
         y = cg(gx, gw, gb)
         return (y,) + tg.autograd.grad(y, (gx, gw, gb), ggt)
-    hand = HandLayerNorm(*shape)
-    return {"torch eager": t_eager, "torch.compile": t_comp, "tracegrad.compile": g_comp,
-            "hand-fused numpy": lambda: hand(x, w, b, g)}, (t_eager, g_comp, lambda: hand(x, w, b, g)), 3 * x.nbytes
+    hand = None if on_gpu() else HandLayerNorm(*shape)
+    hand_fn = None if hand is None else (lambda: hand(x, w, b, g))
+    fns = contenders({"torch eager": t_eager, "torch.compile": None if tc is None else t_comp,
+                      "tracegrad.compile": g_comp, "hand-fused numpy": hand_fn})
+    return fns, (t_eager, g_comp, hand_fn), 3 * x.nbytes
 
 
 def w5():
-    shape = (4096, 1000)
+    shape = size((4096, 1000), (32, 100))
     x = RNG.standard_normal(shape).astype(np.float32)
-    y = RNG.integers(0, 1000, 4096)
-    tx, gx = torch.tensor(x, requires_grad=True), tg.tensor(x, requires_grad=True)
-    ty, gy = torch.tensor(y), tg.tensor(y)
+    y = RNG.integers(0, shape[1], shape[0])
+    tx, gx = tt(x, requires_grad=True), gt(x, requires_grad=True)
+    ty, gy = tt(y), gt(y)
     cg = tg.compile(lambda x, y: TF.cross_entropy(x, y))
-    tc = torch.compile(lambda x, y: torch.nn.functional.cross_entropy(x, y))
+    tc = tcompile(lambda x, y: torch.nn.functional.cross_entropy(x, y))
 
     def t_eager():
         loss = torch.nn.functional.cross_entropy(tx, ty)
@@ -362,43 +470,45 @@ def w5():
     def g_comp():
         loss = cg(gx, gy)
         return loss, tg.autograd.grad(loss, gx)[0]
-    hand = HandSoftmaxCE(*shape)
-    return {"torch eager": t_eager, "torch.compile": t_comp, "tracegrad.compile": g_comp,
-            "hand-fused numpy": lambda: hand(x, y)}, (t_eager, g_comp, lambda: hand(x, y)), 2 * x.nbytes
+    hand = None if on_gpu() else HandSoftmaxCE(*shape)
+    hand_fn = None if hand is None else (lambda: hand(x, y))
+    fns = contenders({"torch eager": t_eager, "torch.compile": None if tc is None else t_comp,
+                      "tracegrad.compile": g_comp, "hand-fused numpy": hand_fn})
+    return fns, (t_eager, g_comp, hand_fn), 2 * x.nbytes
 
 
 def w6():
-    sizes = [64, 64, 64, 10]
+    sizes, batch = size(([64, 64, 64, 10], 32), ([16, 16, 16, 10], 8))
     ws = [RNG.standard_normal((a, b)).astype(np.float32) / math.sqrt(a) for a, b in zip(sizes, sizes[1:])]
     vs = [RNG.standard_normal(w.shape).astype(np.float32) for w in ws]
-    x = RNG.standard_normal((32, 64)).astype(np.float32)
+    x = RNG.standard_normal((batch, sizes[0])).astype(np.float32)
 
     def loss(m, x, *ws):
         h = x
         for w in ws[:-1]:
             h = m.tanh(h @ w)
         return ((h @ ws[-1]) ** 2).mean()
-    tws = [torch.tensor(w, requires_grad=True) for w in ws]
-    gws = [tg.tensor(w, requires_grad=True) for w in ws]
-    tvs, gvs = [torch.tensor(v) for v in vs], [tg.tensor(v) for v in vs]
-    txx, gxx = torch.tensor(x), tg.tensor(x)
-    tc = torch.compile(lambda x, *ws: loss(torch, x, *ws))
+    tws = [tt(w, requires_grad=True) for w in ws]
+    gws = [gt(w, requires_grad=True) for w in ws]
+    tvs, gvs = [tt(v) for v in vs], [gt(v) for v in vs]
+    txx, gxx = tt(x), gt(x)
+    tc = tcompile(lambda x, *ws: loss(torch, x, *ws))
 
     def hvp(lib, f, x, ws, vs):
         gs = lib.autograd.grad(f(x, *ws), ws, create_graph=True)
         return lib.autograd.grad(sum((g * v).sum() for g, v in zip(gs, vs)), ws)
 
     cg = tg.compile(lambda x, ws, vs: hvp(tg, lambda x, *w: loss(tg, x, *w), x, ws, vs), fullgraph=True)
-    fns = {"torch eager": lambda: hvp(torch, lambda x, *w: loss(torch, x, *w), txx, tws, tvs),
-           "torch.compile": lambda: hvp(torch, tc, txx, tws, tvs),
-           "tracegrad.compile": lambda: cg(gxx, gws, gvs)}
+    fns = contenders({"torch eager": lambda: hvp(torch, lambda x, *w: loss(torch, x, *w), txx, tws, tvs),
+                      "torch.compile": None if tc is None else (lambda: hvp(torch, tc, txx, tws, tvs)),
+                      "tracegrad.compile": lambda: cg(gxx, gws, gvs)})
     return fns, (fns["torch eager"], fns["tracegrad.compile"], None), None
 
 
 def w8():
-    x = RNG.standard_normal(1000).astype(np.float32)
-    tx, gx = torch.tensor(x, requires_grad=True), tg.tensor(x, requires_grad=True)
-    tc = torch.compile(lambda x: (torch.tanh(x) ** 2).sum())
+    x = RNG.standard_normal(size(1000, 100)).astype(np.float32)
+    tx, gx = tt(x, requires_grad=True), gt(x, requires_grad=True)
+    tc = tcompile(lambda x: (torch.tanh(x) ** 2).sum())
 
     def third(lib, f, x):
         y = f(x)
@@ -407,9 +517,9 @@ def w8():
         return lib.autograd.grad(g2.sum(), x)
 
     cg = tg.compile(lambda x: third(tg, lambda x: (tg.tanh(x) ** 2).sum(), x), fullgraph=True)
-    fns = {"torch eager": lambda: third(torch, lambda x: (torch.tanh(x) ** 2).sum(), tx),
-           "torch.compile": lambda: third(torch, tc, tx),
-           "tracegrad.compile": lambda: cg(gx)}
+    fns = contenders({"torch eager": lambda: third(torch, lambda x: (torch.tanh(x) ** 2).sum(), tx),
+                      "torch.compile": None if tc is None else (lambda: third(torch, tc, tx)),
+                      "tracegrad.compile": lambda: cg(gx)})
     return fns, (fns["torch eager"], fns["tracegrad.compile"], None), None
 
 
@@ -423,29 +533,41 @@ print(time.perf_counter() - t0)
 """
 W7_TG = """
 import tracegrad as tg, tracegrad.nn as nn, tracegrad.nn.functional as F
-m = nn.Sequential(nn.Linear(784, 512), nn.ReLU(), nn.Linear(512, 512), nn.ReLU(), nn.Linear(512, 10))
+m = nn.Sequential(nn.Linear({a}, {b}), nn.ReLU(), nn.Linear({b}, {c}), nn.ReLU(), nn.Linear({c}, {d})).to({dev!r})
 opt = tg.optim.SGD(m.parameters(), lr=1e-3)
-x = tg.tensor(np.random.rand(128, 784).astype(np.float32)); y = tg.tensor(np.random.randint(0, 10, 128))
+x = tg.tensor(np.random.rand({n}, {a}).astype(np.float32), device={dev!r})
+y = tg.tensor(np.random.randint(0, {d}, {n}), device={dev!r})
 t0 = time.perf_counter()
 step = tg.compile(lambda x, y: F.cross_entropy(m(x), y))
 step(x, y).backward(); opt.step()
+{sync}
 """
 W7_TORCH = """
 import torch
-m = torch.nn.Sequential(torch.nn.Linear(784, 512), torch.nn.ReLU(), torch.nn.Linear(512, 512), torch.nn.ReLU(),
-                        torch.nn.Linear(512, 10))
+m = torch.nn.Sequential(torch.nn.Linear({a}, {b}), torch.nn.ReLU(), torch.nn.Linear({b}, {c}), torch.nn.ReLU(),
+                        torch.nn.Linear({c}, {d})).to({dev!r})
 opt = torch.optim.SGD(m.parameters(), lr=1e-3)
-x = torch.rand(128, 784); y = torch.randint(0, 10, (128,))
+x = torch.rand({n}, {a}, device={dev!r}); y = torch.randint(0, {d}, ({n},), device={dev!r})
 t0 = time.perf_counter()
 step = torch.compile(lambda x, y: torch.nn.functional.cross_entropy(m(x), y))
 step(x, y).backward(); opt.step()
+{sync}
 """
 
 
 def w7():
+    """Each contender's first step in a fresh process, on the device the others run on (the
+    subprocess inherits TRITON_INTERPRET); the clock stops after the device is done."""
     root = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
+    n, (a, b, c, d) = mlp_shape()
     out = {}
-    for name, lib, body in (("tracegrad.compile", "tracegrad", W7_TG), ("torch.compile", "torch", W7_TORCH)):
+    for name, lib, body, dev, sync_src in (
+            ("tracegrad.compile", "tracegrad", W7_TG, CFG.device, "tg.cuda.synchronize()"),
+            ("torch.compile", "torch", W7_TORCH, CFG.torch_device, "torch.cuda.synchronize()")):
+        if CFG.smoke and lib == "torch":
+            out[name] = "skipped (--smoke)"
+            continue
+        body = body.format(a=a, b=b, c=c, d=d, n=n, dev=dev, sync=sync_src if dev == "cuda" else "")
         src = W7_SCRIPT.format(root=root, lib=lib, body=body)
         r = subprocess.run([sys.executable, "-c", src], capture_output=True, text=True, timeout=600)
         try:
@@ -455,7 +577,9 @@ def w7():
     return out
 
 
-def check(ref, got, rtol=2e-3, atol=2e-4):
+def check(ref, got, rtol=2e-3, atol=2e-4, scaled=False):
+    """Compare every array got() returns with ref()'s. scaled: atol is relative to each reference
+    array's largest magnitude (a mean loss's gradients are ~1/N each, below any fixed atol)."""
     def flat(o):
         if isinstance(o, (tuple, list)):
             return [a for x in o for a in flat(x)]
@@ -463,66 +587,126 @@ def check(ref, got, rtol=2e-3, atol=2e-4):
             return []
         if hasattr(o, "detach"):
             o = o.detach()
+        if hasattr(o, "cpu"):            # device tensors (torch's and tracegrad's) to the host
+            o = o.cpu()
         return [np.asarray(o.numpy() if hasattr(o, "numpy") else o, np.float64)]
-    for a, b in zip(flat(ref()), flat(got())):
-        np.testing.assert_allclose(b, a, rtol=rtol, atol=atol)
+    refs, gots = flat(ref()), flat(got())
+    assert len(refs) == len(gots), (len(refs), len(gots))
+    for a, b in zip(refs, gots):
+        tol = (atol * float(np.abs(a).max(initial=0)) or atol) if scaled else atol
+        np.testing.assert_allclose(b, a, rtol=rtol, atol=tol)
 
 
 WORKLOADS = {"W1": w1, "W2": w2, "W3": w3, "W4": w4, "W5": w5, "W6": w6, "W8": w8}
 UNIT = {"W1": "µs/op", "W7": "s"}
 
 
-def main():
+def parse_args():
     ap = argparse.ArgumentParser()
+    ap.add_argument("--device", choices=("cpu", "cuda"), default="cpu",
+                    help="cuda: W2-W8 with every contender on the GPU (or on Triton's CPU interpreter when "
+                         "TRITON_INTERPRET=1 is set; torch then stays on the CPU)")
+    ap.add_argument("--smoke", action="store_true",
+                    help="tiny shapes, 1-2 timed calls, no torch.compile: checks that every row runs")
     ap.add_argument("--repeat", type=int, default=15)
     ap.add_argument("--only", default="")
     ap.add_argument("--torch-threads", type=int, default=2,
                     help="torch's intra-op threads (2 = the machine's cores; 1 avoids OpenMP stalls when "
                          "other processes share the cores)")
     ap.add_argument("--out", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "out"))
-    args = ap.parse_args()
-    torch.set_num_threads(args.torch_threads)
-    names = [w for w in ["W1", "W2", "W3", "W4", "W5", "W6", "W7", "W8"] if not args.only or w in args.only.split(",")]
-    bw = copy_bandwidth()
-    results = {}
-    for i, w in enumerate(names):
-        progress(i, len(names), f"{w}: setting up")
-        if w == "W7":
-            results[w] = {"times": w7()}
-            continue
-        fns, checker, nbytes = WORKLOADS[w]()
-        row = {"times": {}, "errors": {}}
-        if "torch.compile" in fns:
-            try:
-                progress(i, len(names), f"{w}: torch.compile (compiling)")
-                fns["torch.compile"]()
-            except Exception as e:
-                row["errors"]["torch.compile"] = f"fails: {type(e).__name__}: {str(e).splitlines()[0][:90]}"
-                del fns["torch.compile"]
-        t0 = time.perf_counter()
-        fns["tracegrad.compile"]()
-        row["first call tracegrad.compile s"] = time.perf_counter() - t0
-        if checker is not None:
-            ref, got, hand = checker
-            check(ref, got)
-            if hand is not None:
-                check(ref, hand)
-        progress(i, len(names), f"{w}: timing")
-        row["times"] = interleaved(fns, args.repeat)
-        if nbytes:
-            row["roofline"] = {k: (nbytes / bw) / t for k, t in row["times"].items()}
-        results[w] = row
-    progress(len(names), len(names), "done")
-    print(file=sys.stderr)
-    report(results, bw)
-    os.makedirs(args.out, exist_ok=True)
+    return ap.parse_args()
+
+
+def set_device(args):
+    """Fill CFG. tracegrad's "cuda" exists with a GPU or under TRITON_INTERPRET=1; torch follows
+    it to the GPU where torch has one (under the interpreter it has none and stays on the CPU)."""
+    CFG.device, CFG.smoke = args.device, args.smoke
+    if args.device == "cuda":
+        if not tg.cuda.is_available():
+            sys.exit("--device cuda: no CUDA device (or triton) for tracegrad; set TRITON_INTERPRET=1 to run the "
+                     "GPU path on Triton's CPU interpreter")
+        CFG.torch_device = "cuda" if torch.cuda.is_available() and not tg.cuda.interpreting() else "cpu"
+
+
+def run_row(w, say, repeat, bw):
+    """One workload: compile warm-ups, tracegrad's first call, the check against torch eager, the timing."""
+    if w == "W7":
+        return {"times": w7()}
+    fns, checker, nbytes = WORKLOADS[w]()
+    row = {"times": {}, "errors": {}}
+    if CFG.smoke:
+        row["errors"]["torch.compile"] = "skipped (--smoke)"
+    if "torch.compile" in fns:
+        try:
+            say(f"{w}: torch.compile (compiling)")
+            fns["torch.compile"]()
+        except Exception as e:
+            row["errors"]["torch.compile"] = f"fails: {type(e).__name__}: {str(e).splitlines()[0][:90]}"
+            del fns["torch.compile"]
+    sync()
+    t0 = time.perf_counter()
+    fns["tracegrad.compile"]()
+    sync()
+    row["first call tracegrad.compile s"] = time.perf_counter() - t0
+    if checker is not None:
+        ref, got, hand = checker
+        # GPU kernels reduce in other orders than torch's: float32 tolerances, relative to each array's scale
+        check(ref, got, **(dict(rtol=1e-3, atol=1e-4, scaled=True) if on_gpu() else {}))
+        if hand is not None:
+            check(ref, hand)
+    say(f"{w}: timing")
+    # a few more warm-up calls on the GPU: autotuning and compiling may happen on later calls (backward)
+    row["times"] = interleaved(fns, repeat, warmup=1 if CFG.smoke else 5 if on_gpu() else 3)
+    if nbytes:
+        row["roofline"] = {k: (nbytes / bw) / t for k, t in row["times"].items()}
+        if on_gpu():
+            row["bandwidth_GBs"] = {k: nbytes / t / 1e9 for k, t in row["times"].items()}
+            row["bytes"] = nbytes
+    return row
+
+
+def meta_of(bw):
     meta = {"machine": platform.platform(), "python": sys.version.split()[0], "numpy": np.__version__,
             "torch": torch.__version__, "torch_threads": torch.get_num_threads(), "cpu_count": os.cpu_count(),
             "load_average": os.getloadavg(), "copy_bandwidth_GBs": bw / 1e9,
             "env": {k: os.environ.get(k) for k in ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")}}
-    with open(os.path.join(args.out, "bench_compile.json"), "w") as f:
-        json.dump({"meta": meta, "results": results}, f, indent=1, default=str)
-    chart(results, os.path.join(args.out, "bench_compile.png"))
+    if CFG.smoke:
+        meta["smoke"] = True
+    if on_gpu():
+        import triton
+        meta.update(device=device_name(), torch_device=CFG.torch_device, triton=triton.__version__,
+                    torch_cuda=torch.version.cuda, triton_interpret=tg.cuda.interpreting())
+    return meta
+
+
+def device_name():
+    return torch.cuda.get_device_name() if CFG.torch_device == "cuda" else tg.cuda.get_device_name()
+
+
+def main():
+    args = parse_args()
+    set_device(args)
+    torch.set_num_threads(args.torch_threads)
+    names = [w for w in ["W1", "W2", "W3", "W4", "W5", "W6", "W7", "W8"] if not args.only or w in args.only.split(",")]
+    if on_gpu() and "W1" in names:
+        names.remove("W1")           # 400 launches on a [1] tensor: launch latency, no GPU work to compare
+        if not names:
+            sys.exit("--device cuda runs W2-W8 (W1 measures per-op overhead on the CPU)")
+    repeat = min(args.repeat, 2) if args.smoke else args.repeat
+    bw = device_copy_bandwidth() if on_gpu() else copy_bandwidth()
+    results = {}
+    for i, w in enumerate(names):
+        say = lambda label, i=i: progress(i, len(names), label)   # noqa: E731
+        say(f"{w}: setting up")
+        results[w] = run_row(w, say, repeat, bw)
+    progress(len(names), len(names), "done")
+    print(file=sys.stderr)
+    report(results, bw)
+    os.makedirs(args.out, exist_ok=True)
+    stem = "bench_compile_cuda" if on_gpu() else "bench_compile"
+    with open(os.path.join(args.out, stem + ".json"), "w") as f:
+        json.dump({"meta": meta_of(bw), "results": results}, f, indent=1, default=str)
+    chart(results, os.path.join(args.out, stem + ".png"))
 
 
 def fmt_time(w, t):
@@ -536,6 +720,8 @@ def fmt_time(w, t):
 
 
 def report(results, bw):
+    if on_gpu():
+        return report_gpu(results, bw)
     cols = ["torch eager", "torch.compile", "tracegrad.compile", "hand-fused numpy"]
     print(f"copy bandwidth {bw / 1e9:.1f} GB/s; ratios to torch eager (lower is faster)")
     print(f"{'':4} " + " | ".join(f"{c:>24}" for c in cols) + " | tracegrad roofline | tracegrad 1st call")
@@ -555,6 +741,29 @@ def report(results, bw):
               f"{'' if first is None else f'{first:.3f} s'}")
 
 
+def report_gpu(results, bw):
+    """As report, without hand-fused numpy; the memory-bound rows give every contender's fraction
+    of the copy bandwidth in its cell, since on the GPU torch's kernels are near it too."""
+    cols = ["torch eager", "torch.compile", "tracegrad.compile"]
+    print(f"{device_name()} ({CFG.torch_device} torch): copy bandwidth {bw / 1e9:.1f} GB/s; ratios to torch eager "
+          f"(lower is faster); W3-W5: % of the copy bandwidth")
+    print(f"{'':4} " + " | ".join(f"{c:>32}" for c in cols) + " | tracegrad 1st call")
+    for w, row in results.items():
+        times = row["times"]
+        base = times.get("torch eager")
+        cells = []
+        for c in cols:
+            t = times.get(c, row.get("errors", {}).get(c, "-"))
+            if isinstance(t, str) or base is None:
+                cells.append(f"{fmt_time(w, t):>32}")
+                continue
+            roof = row.get("roofline", {}).get(c)
+            cells.append((f"{fmt_time(w, t)} ({t / base:.2f}x)" + ("" if roof is None else f" {roof * 100:.0f} %"))
+                         .rjust(32))
+        first = row.get("first call tracegrad.compile s")
+        print(f"{w:4} " + " | ".join(cells) + f" | {'' if first is None else f'{first:.3f} s'}")
+
+
 def chart(results, path):
     try:
         import matplotlib
@@ -562,7 +771,7 @@ def chart(results, path):
         import matplotlib.pyplot as plt
     except ImportError:
         return
-    cols = ["torch.compile", "tracegrad.compile", "hand-fused numpy"]
+    cols = ["torch.compile", "tracegrad.compile"] + ([] if on_gpu() else ["hand-fused numpy"])
     ws = [w for w in results if "torch eager" in results[w]["times"]]
     fig, ax = plt.subplots(figsize=(9, 4))
     width = 0.8 / len(cols)
@@ -571,8 +780,10 @@ def chart(results, path):
         ratios = [v / results[w]["times"]["torch eager"] if isinstance(v, float) else 0 for v, w in zip(vals, ws)]
         ax.bar([i + k * width for i in range(len(ws))], ratios, width, label=c)
     ax.axhline(1.0, color="k", lw=0.8)
-    ax.set_xticks([i + width for i in range(len(ws))], ws)
+    ax.set_xticks([i + width * (len(cols) - 1) / 2 for i in range(len(ws))], ws)
     ax.set_ylabel("time / torch eager (lower is faster; 0 = fails)")
+    if on_gpu():
+        ax.set_title(device_name())
     ax.legend()
     fig.tight_layout()
     fig.savefig(path, dpi=100)
