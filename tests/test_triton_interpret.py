@@ -635,7 +635,8 @@ TORCH_MATH = {
     "__xor__", "__invert__"}
 
 
-def test_no_result_is_computed_by_a_torch_math_op():
+def _torch_call_recorder():
+    """A TorchFunctionMode class that records the name of every torch function called under it."""
     from torch.overrides import TorchFunctionMode
 
     class Record(TorchFunctionMode):
@@ -646,6 +647,11 @@ def test_no_result_is_computed_by_a_torch_math_op():
         def __torch_function__(self, func, types, args=(), kwargs=None):
             self.seen.add(getattr(func, "__name__", str(func)))
             return func(*args, **(kwargs or {}))
+    return Record
+
+
+def test_no_result_is_computed_by_a_torch_math_op():
+    Record = _torch_call_recorder()
 
     x, w1, b1, w2, b2 = make_inputs([(6, 5), (5, 8), (8,), (8, 3), (3,)], seed=3)
     onehot = np.eye(3, dtype=np.float32)[[0, 2, 1, 1, 0, 2]]
@@ -1089,16 +1095,7 @@ def test_compiled_einsum_forward_and_backward(eq, shapes, diff):
 
 
 def test_decomposed_programs_compute_nothing_with_torch():
-    from torch.overrides import TorchFunctionMode
-
-    class Record(TorchFunctionMode):
-        def __init__(self):
-            super().__init__()
-            self.seen = set()
-
-        def __torch_function__(self, func, types, args=(), kwargs=None):
-            self.seen.add(getattr(func, "__name__", str(func)))
-            return func(*args, **(kwargs or {}))
+    Record = _torch_call_recorder()
 
     x, w, b, v = make_inputs([(1, 2, 6, 6), (4, 2, 3, 3), (4,), (4, 3)], seed=9)
 
