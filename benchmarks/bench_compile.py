@@ -726,19 +726,10 @@ def report(results, bw):
     print(f"copy bandwidth {bw / 1e9:.1f} GB/s; ratios to torch eager (lower is faster)")
     print(f"{'':4} " + " | ".join(f"{c:>24}" for c in cols) + " | tracegrad roofline | tracegrad 1st call")
     for w, row in results.items():
-        times = row["times"]
-        base = times.get("torch eager")
-        cells = []
-        for c in cols:
-            t = times.get(c, row.get("errors", {}).get(c, "-"))
-            if isinstance(t, str) or base is None:
-                cells.append(f"{fmt_time(w, t):>24}")
-            else:
-                cells.append(f"{fmt_time(w, t)} ({t / base:.2f}x)".rjust(24))
         roof = row.get("roofline", {}).get("tracegrad.compile")
         first = row.get("first call tracegrad.compile s")
-        print(f"{w:4} " + " | ".join(cells) + f" | {'' if roof is None else f'{roof * 100:.0f} %':>18} | "
-              f"{'' if first is None else f'{first:.3f} s'}")
+        print(f"{w:4} " + " | ".join(cells(w, row, cols, 24)) +
+              f" | {'' if roof is None else f'{roof * 100:.0f} %':>18} | {'' if first is None else f'{first:.3f} s'}")
 
 
 def report_gpu(results, bw):
@@ -749,19 +740,26 @@ def report_gpu(results, bw):
           f"(lower is faster); W3-W5: % of the copy bandwidth")
     print(f"{'':4} " + " | ".join(f"{c:>32}" for c in cols) + " | tracegrad 1st call")
     for w, row in results.items():
-        times = row["times"]
-        base = times.get("torch eager")
-        cells = []
-        for c in cols:
-            t = times.get(c, row.get("errors", {}).get(c, "-"))
-            if isinstance(t, str) or base is None:
-                cells.append(f"{fmt_time(w, t):>32}")
-                continue
-            roof = row.get("roofline", {}).get(c)
-            cells.append((f"{fmt_time(w, t)} ({t / base:.2f}x)" + ("" if roof is None else f" {roof * 100:.0f} %"))
-                         .rjust(32))
         first = row.get("first call tracegrad.compile s")
-        print(f"{w:4} " + " | ".join(cells) + f" | {'' if first is None else f'{first:.3f} s'}")
+        print(f"{w:4} " + " | ".join(cells(w, row, cols, 32, roofline=True)) +
+              f" | {'' if first is None else f'{first:.3f} s'}")
+
+
+def cells(w, row, cols, width, roofline=False):
+    """One table cell per contender: its time and ratio to torch eager (and, with roofline,
+    its fraction of the copy bandwidth), or why it has none."""
+    times = row["times"]
+    base = times.get("torch eager")
+    out = []
+    for c in cols:
+        t = times.get(c, row.get("errors", {}).get(c, "-"))
+        if isinstance(t, str) or base is None:
+            out.append(f"{fmt_time(w, t):>{width}}")
+            continue
+        roof = row.get("roofline", {}).get(c) if roofline else None
+        out.append((f"{fmt_time(w, t)} ({t / base:.2f}x)" + ("" if roof is None else f" {roof * 100:.0f} %"))
+                   .rjust(width))
+    return out
 
 
 def chart(results, path):

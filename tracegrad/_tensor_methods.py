@@ -43,22 +43,13 @@ Tensor.where = _where
 
 def _binop(fn, reflected=False):
     # an operand no op takes gives NotImplemented, so that Python raises its own TypeError (as torch)
-    if reflected:
-        def op(self, other):
-            try:
-                return fn(other, self)
-            except TypeError:
-                if isinstance(other, (Tensor, numbers.Number, np.ndarray)):
-                    raise
-                return NotImplemented
-    else:
-        def op(self, other):
-            try:
-                return fn(self, other)
-            except TypeError:
-                if isinstance(other, (Tensor, numbers.Number, np.ndarray)):
-                    raise
-                return NotImplemented
+    def op(self, other):
+        try:
+            return fn(other, self) if reflected else fn(self, other)
+        except TypeError:
+            if isinstance(other, (Tensor, numbers.Number, np.ndarray)):
+                raise
+            return NotImplemented
     return op
 
 

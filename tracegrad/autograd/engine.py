@@ -284,26 +284,12 @@ def execute(order, index, roots, seeds, targets, retain_graph, create_graph, hoo
                 args.append(info._data)
         from ..ir import tracer
         if tracer._CUDA[0] and (p.transfers or any(a.__class__ is _cuda.CudaArray for a in args)):
-            return _device_outputs(p, _cuda.run_backward(p, args), args, targets, order, retain_graph)
-        if tracer._PROFILE[0] is not None or (tracer._ANOMALY[0] and tracer._ANOMALY_NAN[0]):
+            raw = _cuda.run_backward(p, args)
+        elif tracer._PROFILE[0] is not None or (tracer._ANOMALY[0] and tracer._ANOMALY_NAN[0]):
             raw = run_checked(p, args, order)
         else:
             raw = p.fn(*args)
-        seen = {id(a) for a in args if isinstance(a, np.ndarray)}
-        outs = []
-        for (n, s), o in zip(targets, raw):
-            if o is None:
-                outs.append(None)
-                continue
-            shape, dt = n._out_meta[s]
-            if type(o) is not np.ndarray:
-                o = np.asarray(o)
-            if o.dtype != dt.np:
-                o = o.astype(dt.np)
-            if id(o) in seen or not o.flags.writeable or not o.flags.owndata:
-                o = np.array(o)           # gradients never alias inputs or each other
-            seen.add(id(o))
-            outs.append(Tensor._make(o, dt))
+        outs = _gradient_tensors(raw, args, targets)
     if not retain_graph:
         for node in order:
             if node._prim is not None:
@@ -311,10 +297,11 @@ def execute(order, index, roots, seeds, targets, retain_graph, create_graph, hoo
     return outs
 
 
-def _device_outputs(p, raw, args, targets, order, retain_graph):
-    """Gradients computed on the device (or across devices) as tensors that alias nothing."""
-    seen = {a.t.untyped_storage().data_ptr() for a in args if a.__class__ is _cuda.CudaArray}
-    seen |= {id(a) for a in args if isinstance(a, np.ndarray)}
+def _gradient_tensors(raw, args, targets):
+    """The backward program's results as tensors of their targets' dtypes that alias
+    nothing: no input of the program and no other gradient."""
+    seen = {id(a) for a in args if isinstance(a, np.ndarray)}
+    on_device = None                   # storage pointers of device arrays, gathered on first need
     outs = []
     for (n, s), o in zip(targets, raw):
         if o is None:
@@ -322,20 +309,24 @@ def _device_outputs(p, raw, args, targets, order, retain_graph):
             continue
         shape, dt = n._out_meta[s]
         if o.__class__ is _cuda.CudaArray:
+            if on_device is None:
+                on_device = {a.t.untyped_storage().data_ptr() for a in args if a.__class__ is _cuda.CudaArray}
             if o.dtype != dt.np:
                 o = o.astype(dt.np)
             ptr = o.t.untyped_storage().data_ptr()
-            if ptr in seen or not o.t.is_contiguous():
+            if ptr in on_device or not o.t.is_contiguous():
                 o = o.copy()
                 ptr = o.t.untyped_storage().data_ptr()
-            seen.add(ptr)
+            on_device.add(ptr)
         else:
-            o = np.array(o, dtype=dt.np)
+            if type(o) is not np.ndarray:
+                o = np.asarray(o)
+            if o.dtype != dt.np:
+                o = o.astype(dt.np)
+            if id(o) in seen or not o.flags.writeable or not o.flags.owndata:
+                o = np.array(o)           # gradients never alias inputs or each other
+            seen.add(id(o))
         outs.append(Tensor._make(o, dt))
-    if not retain_graph:
-        for node in order:
-            if node._prim is not None:
-                node._saved = None
     return outs
 
 
