@@ -180,7 +180,7 @@ c = x.cpu()
 out["cpu"] = [str(c.device), c.is_cuda, repr(c)]
 out["to"] = [str(c.to("cuda").device), str(c.to(tg.device("cuda")).device), str(x.to("cpu").device),
              str(c.cuda().device), str(x.to(x.device).device), x.to("cuda") is x, c.to("cpu") is c,
-             str(c.to("cuda", tg.float64).dtype), str(x.to(c).device) if False else "",
+             str(c.to("cuda", tg.float64).dtype), str(c.to(x).device),
              str(c.to(device="cuda").device)]
 made = {}
 for name, t in [("zeros", tg.zeros(2, 3, device="cuda")), ("ones", tg.ones(2, device="cuda")),
@@ -224,6 +224,10 @@ m2.load_state_dict(nn.Linear(2, 2).state_dict())
 out["state"] = [str(copy.deepcopy(wd).device), sorted({str(v.device) for v in m2.state_dict().values()}),
                 x.get_device(), x.cpu().get_device()]
 out["scalar_ok"] = (x + tg.tensor(1.)).cpu().tolist()   # a 0-dim CPU tensor mixes, as in torch
+w_inf = tg.ones(2, device="cuda", requires_grad=True)
+with tg.inference_mode():
+    y_inf = w_inf * 2
+out["inference"] = [y_inf.requires_grad, y_inf.grad_fn is None]   # no graph inside inference_mode, as torch
 out["item"] = [x.sum().item(), x.tolist(), float(x[1]), int(tg.tensor(3, device="cuda")), bool(x[0] > 0)]
 
 # round trips, bit for bit
@@ -294,12 +298,14 @@ def test_repr_and_attributes(dev):
 
 
 def test_transfers_and_creation_on_device(dev):
-    assert dev["to"] == ["cuda:0", "cuda:0", "cpu", "cuda:0", "cuda:0", True, True, "torch.float64", "", "cuda:0"]
+    assert dev["to"] == ["cuda:0", "cuda:0", "cpu", "cuda:0", "cuda:0", True, True, "torch.float64", "cuda:0",
+                         "cuda:0"]
     assert set(dev["made"].values()) == {"cuda:0"}, dev["made"]
     assert dev["seed"][1] == dev["seed"][3]          # the same numbers as on the CPU
     assert dev["independent"] == [[0., 0., 0.], [1., 1., 1.]]
     assert dev["scalar_ok"] == [2., 3.]
     assert dev["item"] == [3.0, [1.0, 2.0], 2.0, 3, True]
+    assert dev["inference"] == [False, True]
 
 
 def test_round_trips_are_bit_for_bit(dev):

@@ -444,7 +444,8 @@ def apply_cuda(prim, args, params):
         shares = False
     else:
         outs, dtypes, shares = _run(prim, new, params, cdt, odt)
-    req = STATE.grad_enabled and prim.vjp is not None and any(isinstance(a, Tensor) and a._req for a in args)
+    req = STATE.grad_enabled and not STATE.inference and prim.vjp is not None and \
+        any(isinstance(a, Tensor) and a._req for a in args)
     view = prim.view and (prim.view is True or prim.view(params))
     base = args[0] if view and shares else None
     if view and not shares and prim.name == "reshape":

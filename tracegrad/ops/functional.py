@@ -1145,8 +1145,8 @@ def to(input, *args, **kwargs):
     for a in args:
         if isinstance(a, D.dtype):
             dtype = a
-        elif isinstance(a, Tensor):
-            dtype = a.dtype
+        elif isinstance(a, Tensor):            # as torch: the other tensor's dtype and device
+            dtype, device = a.dtype, a.device
         elif isinstance(a, str) or a.__class__.__name__ == "device":
             device = a
     if device is not None:
