@@ -297,6 +297,15 @@ def w3():
     return fns, (t_eager, g_comp, hand_fn), 4 * n * 4
 
 
+def in_runs(pool, n, step, fn):
+    """fn(lo, hi) over [0, n) in chunks of `step`, each of the pool's 2 threads walking one
+    contiguous half of the chunks (one hand-over per thread, not per chunk); results in order."""
+    bounds = [(lo, min(lo + step, n)) for lo in range(0, n, step)]
+    half = (len(bounds) + 1) // 2
+    runs = [bounds[:half], bounds[half:]]
+    return [r for part in pool.map(lambda run: [fn(lo, hi) for lo, hi in run], runs) for r in part]
+
+
 class HandGelu:
     """GELU-tanh forward and backward in one chunked, threaded pass (out= buffers)."""
 
@@ -335,7 +344,7 @@ class HandGelu:
 
     def __call__(self, x, g):
         n = x.size
-        list(self.pool.map(lambda lo: self.part(x, g, lo, min(lo + self.chunk, n)), range(0, n, self.chunk)))
+        in_runs(self.pool, n, self.chunk, lambda lo, hi: self.part(x, g, lo, hi))
         return self.y, self.dx
 
 
@@ -358,8 +367,7 @@ class HandChunks:
         return b
 
     def run(self, fn):
-        n, step = self.rows, self.step
-        return list(self.pool.map(lambda lo: fn(lo, min(lo + step, n)), range(0, n, step)))
+        return in_runs(self.pool, self.rows, self.step, fn)
 
 
 class HandLayerNorm(HandChunks):

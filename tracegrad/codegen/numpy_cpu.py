@@ -174,7 +174,15 @@ def run_chunks(fn, rows, step, args):
     if not _pool:
         from concurrent.futures import ThreadPoolExecutor
         _pool.append(ThreadPoolExecutor(THREADS, thread_name_prefix="tracegrad-chunk"))
-    for _ in _pool[0].map(lambda b: fn(b[0], b[1], *args), bounds):
+    # each thread walks its own contiguous run of chunks: one hand-over per thread rather
+    # than one per chunk, and the memory each reads streams in order
+    k = min(THREADS, len(bounds))
+    runs = [bounds[i * len(bounds) // k:(i + 1) * len(bounds) // k] for i in range(k)]
+
+    def walk(run):
+        for lo, hi in run:
+            fn(lo, hi, *args)
+    for _ in _pool[0].map(walk, runs):
         pass
 
 
