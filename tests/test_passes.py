@@ -124,6 +124,21 @@ def test_group_fusions_marks_elementwise_chains_with_their_reduction():
     assert all("matmul" not in ops_ for ops_ in groups.values())
 
 
+def test_group_fusions_hoists_small_values_so_row_chains_meet():
+    # s * 3 is recorded between exp and the product that reads it: computed first, it lets
+    # exp, mul and sum run as one chunked group instead of two with a full array between
+    g, a = traced(lambda x, s: (x.exp() * (s * 3)).sum(1), (64, 256), ())
+    h = group_fusions(g)
+    check(g, h, a)
+    groups = {}
+    for n in h.ops():
+        if h[n].get("group") is not None:
+            groups.setdefault(h[n]["group"], []).append(h[n]["op"])
+    assert list(groups.values()) == [["exp", "mul", "sum"]]
+    first = h[h.ops()[0]]
+    assert first["op"] == "mul" and first["shape"] == ()
+
+
 def test_simplify_orders_commutative_constants_and_folds_chains():
     g, a = traced(lambda x: (2 * x) * 3 + (x * 2) * 3 + (1 + x) + 2, (4,))
     h = eliminate_dead_code(eliminate_common_subexpressions(simplify(g)))

@@ -186,13 +186,15 @@ def build(fn, args, kwargs, name, backend):
     else:
         fwd_run, bwd_run = g, None
         p.n_out = len(g.outputs)
-    from .passes.fuse import group_fusions
-    fwd_run = group_fusions(fwd_run)
-    if bwd_run is not None:
-        bwd_run = group_fusions(bwd_run)
-    p.fwd_run, p.bwd_run = fwd_run, bwd_run
     on_device = any(t.is_cuda for t in leaves) or any(t.is_cuda for t in p.consts)
     lower = _triton if backend == "triton" or (backend == "auto" and on_device) else compile_graph
+    if lower is compile_graph:
+        # chunked groups for the numpy code; the Triton lowering forms its own kernels
+        from .passes.fuse import group_fusions
+        fwd_run = group_fusions(fwd_run)
+        if bwd_run is not None:
+            bwd_run = group_fusions(bwd_run)
+    p.fwd_run, p.bwd_run = fwd_run, bwd_run
     p.fwd_fn = lower(fwd_run, _ident(name) + "_forward")
     p.stage("generated forward source", p.fwd_fn.source)
     p.bwd_fn = None

@@ -10,10 +10,17 @@ member stands, so a node joins a group only if its arguments from outside the gr
 are all computed before the group starts. Groups of one op are not marked, nor groups
 whose values are all smaller than `min_bytes`: on a few kilobytes, chunks and threads
 cost more than they save, and plain numpy calls are faster.
+
+Since a group can only take ops whose outside arguments are ready when it starts, the
+graph is first put in an order that computes the small values the groups cannot take
+(a loss's scalar scaling, per-example weights...) as early as their arguments allow:
+two row-wise chains that only such a value separated become one group.
 """
+import heapq
+
 import numpy as np
 
-from ..ir.graph import V
+from ..ir.graph import Graph, V, refs
 from .rewrite import is_pure
 
 ROW_OPS = frozenset({"softmax", "log_softmax"})
@@ -100,9 +107,44 @@ def _nbytes(a):
     return int(np.prod(a["shape"], dtype=np.int64)) * a["dtype"].itemsize
 
 
+def schedule_small_first(graph, min_bytes=MIN_BYTES):
+    """The same graph, its nodes in a topological order that puts each small op no
+    group could take (fewer than `min_bytes` bytes, not row-local) as early as its
+    arguments allow, and keeps the recorded order otherwise. Graphs with impure ops
+    (hooks, custom Functions) keep their order as recorded."""
+    order = graph.nodes()
+    if any(not is_pure(graph[n]) for n in order if graph[n]["op"] != "input"):
+        return graph
+    index = {n: i for i, n in enumerate(order)}
+    waiting = {n: len(set(refs(graph[n]["args"]))) for n in order}
+
+    def key(n):
+        a = graph[n]
+        small = a["op"] == "input" or (not isinstance(a["dtype"], (list, tuple)) and a["prim"] is not None and
+                                      _nbytes(a) < min_bytes and row_local(graph, n) is None)
+        return (0 if small else 1, index[n])
+    ready = [key(n) + (n,) for n in order if waiting[n] == 0]
+    heapq.heapify(ready)
+    new = []
+    while ready:
+        *_, n = heapq.heappop(ready)
+        new.append(n)
+        for u in dict.fromkeys(graph.users(n)):
+            waiting[u] -= 1
+            if waiting[u] == 0:
+                heapq.heappush(ready, key(u) + (u,))
+    if new == order:
+        return graph
+    g = Graph(graph.name)
+    g.__dict__.update({k: v for k, v in graph.__dict__.items() if k not in ("nx",)})
+    g.nx.add_nodes_from((n, graph[n]) for n in new)
+    g.nx.add_edges_from(graph.nx.edges)
+    return g
+
+
 def group_fusions(graph, min_size=2, min_bytes=None):
     min_bytes = MIN_BYTES if min_bytes is None else min_bytes
-    g = graph.copy()
+    g = schedule_small_first(graph, min_bytes).copy()
     order = g.nodes()
     index = {n: i for i, n in enumerate(order)}
     group_of = {}
