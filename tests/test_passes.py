@@ -139,6 +139,23 @@ def test_group_fusions_hoists_small_values_so_row_chains_meet():
     assert first["op"] == "mul" and first["shape"] == ()
 
 
+def test_group_fusions_leaves_a_loss_per_row_tail_to_whole_array_calls():
+    import tracegrad.nn.functional as F
+    x = tg.tensor(np.random.default_rng(0).standard_normal((256, 100)))
+    y = tg.tensor(np.random.default_rng(1).integers(0, 100, 256))
+    g, _, _, outs = trace_function(lambda x, y: F.cross_entropy(x, y), (x, y), {}, "f")
+    g.outputs = [o._name for o in outs]
+    for p in FORWARD_PIPELINE:
+        g = p(g)
+    h = group_fusions(g)
+    check(g, h, [x._data, y._data])
+    grouped = [h[n]["op"] for n in h.ops() if h[n].get("group") is not None]
+    # the row-wide work runs in chunks; the log of the row sums, the picked logits' loss and
+    # the mean over rows are one call each on (256,)-sized arrays
+    assert {"amax", "sub", "exp", "sum"} <= set(grouped)
+    assert "log" not in grouped and "neg" not in grouped and "eq" not in grouped
+
+
 def test_simplify_orders_commutative_constants_and_folds_chains():
     g, a = traced(lambda x: (2 * x) * 3 + (x * 2) * 3 + (1 + x) + 2, (4,))
     h = eliminate_dead_code(eliminate_common_subexpressions(simplify(g)))

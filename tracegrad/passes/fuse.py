@@ -14,7 +14,10 @@ cost more than they save, and plain numpy calls are faster.
 Since a group can only take ops whose outside arguments are ready when it starts, the
 graph is first put in an order that computes the small values the groups cannot take
 (a loss's scalar scaling, per-example weights...) as early as their arguments allow:
-two row-wise chains that only such a value separated become one group.
+two row-wise chains that only such a value separated become one group. Small values
+join a group only where its rows need them: reading a wide value (a row sum, a picked
+element) or feeding one (a row's mean and scale); the rest run as plain calls on whole
+arrays.
 """
 import heapq
 
@@ -121,7 +124,7 @@ def schedule_small_first(graph, min_bytes=MIN_BYTES):
     def key(n):
         a = graph[n]
         small = a["op"] == "input" or (not isinstance(a["dtype"], (list, tuple)) and a["prim"] is not None and
-                                      _nbytes(a) < min_bytes and row_local(graph, n) is None)
+                                      _nbytes(a) < min_bytes)
         return (0 if small else 1, index[n])
     ready = [key(n) + (n,) for n in order if waiting[n] == 0]
     heapq.heapify(ready)
@@ -153,6 +156,9 @@ def group_fusions(graph, min_size=2, min_bytes=None):
     last = None
     kinds = {}
 
+    def wide(x):
+        return _nbytes(g[x]) >= min_bytes
+
     def ready(x):
         """Where value x is available: its group's start for a group member."""
         gid = group_of.get(x)
@@ -165,6 +171,8 @@ def group_fusions(graph, min_size=2, min_bytes=None):
             continue
         _, rows = kind
         args = [x for x in g[n]["args"] if isinstance(x, V)]
+        if not wide(n) and not any(wide(x) or x in group_of for x in args):
+            continue                    # a small value of small values: one plain call on the whole array
         cands = []
         for x in args:
             gid = group_of.get(x)
@@ -200,6 +208,8 @@ def group_fusions(graph, min_size=2, min_bytes=None):
         kinds[n] = kind[0]
         groups[joined]["members"].append(n)
         last = joined
+    for grp in groups.values():
+        _keep_what_rows_need(g, grp, group_of, wide)
     k = 0
     for gid, grp in groups.items():
         if len(grp["members"]) < min_size or all(kinds[n] == "col" for n in grp["members"]):
@@ -214,3 +224,19 @@ def group_fusions(graph, min_size=2, min_bytes=None):
                 g[n]["fuse_kind"] = "col"
         k += 1
     return g
+
+
+def _keep_what_rows_need(g, grp, group_of, wide):
+    """Drop from a group the small members that neither read a wide value nor lead to a
+    member that does (a loss's per-row tail: log of the row sums, the picked logits, the
+    mean): chunk by chunk they cost a numpy call each per chunk, all holding the GIL,
+    where one call on the whole small array after the group does the same work."""
+    members = grp["members"]
+    keep = set()
+    for m in reversed(members):
+        if wide(m) or any(wide(x) for x in refs(g[m]["args"])) or any(u in keep for u in g.users(m)):
+            keep.add(m)
+    grp["members"] = [m for m in members if m in keep]
+    for m in members:
+        if m not in keep:
+            del group_of[m]
