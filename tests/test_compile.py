@@ -455,3 +455,49 @@ def test_grad_inside_a_compiled_function_raises_torchs_errors():
     with pytest.warns(UserWarning), pytest.raises(RuntimeError,
                                                   match="element 0 of tensors does not require grad"):
         tg.compile(lambda x: tg.autograd.grad(x.exp().sum(), x))(x)
+
+
+def _big_logits(seed=0):
+    rng = np.random.default_rng(seed)
+    return (tg.tensor(rng.standard_normal((1024, 200)), requires_grad=True), tg.tensor(rng.integers(0, 200, 1024)))
+
+
+def test_backward_writes_its_gradient_over_saved_values_it_frees():
+    x, y = _big_logits()
+    f = tg.compile(lambda x, y: F.cross_entropy(x, y))
+    loss = f(x, y)
+    p = f.last_program
+    assert p.bwd_donors, p.bwd_fn.source        # the saved exponentials can hold the gradient
+    saved = loss.grad_fn.__dict__["_residuals"][p.bwd_donors[0]]
+    g, = tg.autograd.grad(loss, x)
+    assert np.shares_memory(g.numpy(), saved)
+    xt = to_torch(x)
+    torch.nn.functional.cross_entropy(xt, torch.tensor(y.numpy())).backward()
+    close(g, xt.grad)
+    with pytest.raises(RuntimeError, match="backward through the graph a second time"):
+        loss.backward()
+
+
+def test_backward_keeps_saved_values_it_may_need_again():
+    x, y = _big_logits(1)
+    f = tg.compile(lambda x, y: F.cross_entropy(x, y))
+    loss = f(x, y)
+    g1, = tg.autograd.grad(loss, x, retain_graph=True)
+    g2, = tg.autograd.grad(loss, x)                 # the saved values were intact for this one
+    close(g1, g2, rtol=0, atol=0)
+    assert not np.shares_memory(g1.numpy(), g2.numpy())
+    xt = to_torch(x)
+    torch.nn.functional.cross_entropy(xt, torch.tensor(y.numpy())).backward()
+    close(g2, xt.grad)
+
+
+def test_backward_never_writes_over_an_output_the_caller_holds():
+    # exp(x) is both the output and the value its backward reads: it must not become the gradient
+    x = tg.tensor(np.random.default_rng(2).standard_normal((1024, 200)), requires_grad=True)
+    f = tg.compile(lambda x: (x * 2).exp())
+    out = f(x)
+    assert f.last_program.bwd_donors               # it would, were the value not the caller's too
+    before = out.detach().numpy().copy()
+    g, = tg.autograd.grad(out, x, tg.ones_like(out))
+    np.testing.assert_array_equal(out.detach().numpy(), before)
+    close(g, 2 * np.exp(2 * x.detach().numpy()))

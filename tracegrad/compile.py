@@ -198,8 +198,15 @@ def build(fn, args, kwargs, name, backend):
     p.fwd_fn = lower(fwd_run, _ident(name) + "_forward")
     p.stage("generated forward source", p.fwd_fn.source)
     p.bwd_fn = None
+    p.bwd_donors = ()
     if bwd_run is not None:
-        p.bwd_fn = lower(bwd_run, _ident(name) + "_backward")
+        if lower is compile_graph:
+            # the saved forward values are the backward's to free: it may write its results over them
+            res = {bwd_run.inputs[k]: i for k, (kind, i) in enumerate(p.bwd_binds) if kind == "res"}
+            p.bwd_fn = compile_graph(bwd_run, _ident(name) + "_backward", donors=tuple(res))
+            p.bwd_donors = tuple(res[v] for v in p.bwd_fn.donated)
+        else:
+            p.bwd_fn = lower(bwd_run, _ident(name) + "_backward")
         p.stage("generated backward source", p.bwd_fn.source)
     level = _debug()
     if level:
@@ -276,11 +283,27 @@ def _attach(p, leaves, arrays, outs, residuals):
     d["_residuals"] = residuals
     d["_arrays"] = arrays
     d["_inputs"] = inputs
+    if p.bwd_donors:
+        d["_donate"] = _donatable(p, residuals, outs)
     for k, o in enumerate(outs):
         if p.out_diff[k]:
             o._req = True
             o.grad_fn = node
             o._output_nr = k
+
+
+def _donatable(p, residuals, outs):
+    """Whether the saved values the backward would write over are the node's alone: arrays
+    that own their memory and are no output of the call (an output the user holds, or a
+    view of one, must keep its values)."""
+    for i in p.bwd_donors:
+        r = residuals[i]
+        if type(r) is not np.ndarray or r.base is not None or not r.flags.writeable:
+            return False
+        for o in outs:
+            if o._data is r or o._data.base is r:
+                return False
+    return True
 
 
 def _compiled_vjp(g, out, *inputs, ctx, cls, nout):
@@ -316,7 +339,11 @@ def _compiled_backward_kernel(*args, prog):
             bargs.append(residuals[i])
         else:
             bargs.append(i._data)
-    res = p.bwd_fn(*bargs)
+    if p.bwd_donors and d.get("_donate") and STATE.freeing_saved:
+        d["_donate"] = False              # once: the saved values now hold the results
+        res = p.bwd_fn(*bargs, donate=True)
+    else:
+        res = p.bwd_fn(*bargs)
     out = []
     for r, (shape, dt) in zip(res, p.grad_metas):
         if r is None:

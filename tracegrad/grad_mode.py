@@ -11,6 +11,9 @@ class _ModeState(threading.local):
     def __init__(self):
         self.grad_enabled = True
         self.inference = False
+        # set by the engine while it runs a backward that frees the graph's saved values
+        # after (retain_graph=False): a compiled backward may then write over them
+        self.freeing_saved = False
 
 
 STATE = _ModeState()

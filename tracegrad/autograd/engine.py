@@ -283,12 +283,17 @@ def execute(order, index, roots, seeds, targets, retain_graph, create_graph, hoo
             else:
                 args.append(info._data)
         from ..ir import tracer
-        if tracer._CUDA[0] and (p.transfers or any(a.__class__ is _cuda.CudaArray for a in args)):
-            raw = _cuda.run_backward(p, args)
-        elif tracer._PROFILE[0] is not None or (tracer._ANOMALY[0] and tracer._ANOMALY_NAN[0]):
-            raw = run_checked(p, args, order)
-        else:
-            raw = p.fn(*args)
+        freeing = STATE.freeing_saved
+        STATE.freeing_saved = not retain_graph
+        try:
+            if tracer._CUDA[0] and (p.transfers or any(a.__class__ is _cuda.CudaArray for a in args)):
+                raw = _cuda.run_backward(p, args)
+            elif tracer._PROFILE[0] is not None or (tracer._ANOMALY[0] and tracer._ANOMALY_NAN[0]):
+                raw = run_checked(p, args, order)
+            else:
+                raw = p.fn(*args)
+        finally:
+            STATE.freeing_saved = freeing
         outs = _gradient_tensors(raw, args, targets)
     if not retain_graph:
         for node in order:

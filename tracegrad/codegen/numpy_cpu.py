@@ -40,11 +40,14 @@ def _literal(x, env):
     return name
 
 
-def generate(graph, name=None):
-    """Python source for `graph` and the globals it needs."""
+def generate(graph, name=None, donors=()):
+    """Python source for `graph` and the globals it needs. `donors` names inputs whose
+    arrays the caller may hand over: called with donate=True, the function writes a
+    result into such an array where that input is read for the last time (a saved
+    forward value the backward frees anyway), instead of into a fresh one."""
     name = name or f"{graph.name}_{next(_ids)}"
     env = {"__name__": "tracegrad.codegen.generated", "np": np, "inf": math.inf, "nan": math.nan,
-           "run_chunks": run_chunks, "recycled": recycled}
+           "run_chunks": run_chunks, "recycled": recycled, "DONATED": []}
     params = ", ".join(graph.inputs)
     head = [f"def {name}({params}):"]
     keep = set(o for o in graph.outputs if o is not None)
@@ -70,7 +73,7 @@ def generate(graph, name=None):
         if gid is not None:
             if gid not in done:
                 done.add(gid)
-                stmts.append(_group_stmt(graph, gid, groups[gid], keep, env, name))
+                stmts.append(_group_stmt(graph, gid, groups[gid], keep, env, name, donors))
             continue
         if op == "proj":
             stmts.append(([n], refs(a["args"]), [f"{n} = {a['args'][0]}[{a['params']['index']}]"]))
@@ -86,6 +89,8 @@ def generate(graph, name=None):
     for v, i in last_use.items():
         if v not in keep:
             dying.setdefault(i, []).append(v)
+    if env["DONATED"]:
+        head = [f"def {name}({params}{', ' if params else ''}donate=False):"]
     lines = list(head)
     for i, (_, _, code) in enumerate(stmts):
         lines.extend("    " + c for c in code)
@@ -358,7 +363,33 @@ def _ufunc_ok(graph, a):
     return True
 
 
-def _group_stmt(graph, gid, members, keep, env, name):
+def _donor_for(graph, o, members, cut, into_out, keep, donors, taken):
+    """An input of the group whose array can hold output o: a donor of o's shape and
+    dtype, cut into the same rows, read nowhere outside the group, and read inside it
+    (itself or through views of it) no later than o's rows are first written, where
+    that first write is an elementwise ufunc over the same positions."""
+    pos = {n: i for i, n in enumerate(members)}
+    writer = next((x for x, t in into_out.items() if t == o), o)
+    first_write = pos[writer]
+    a = graph[o]
+    for s in cut:
+        if s not in donors or s in taken or s in keep or graph[s]["dtype"] is not a["dtype"] or \
+                tuple(graph[s]["shape"]) != tuple(a["shape"]) or any(u not in pos for u in graph.users(s)):
+            continue
+        alias = {s}
+        for m in members:
+            if graph[m]["op"] in _VIEWS and graph[m]["args"] and graph[m]["args"][0] in alias:
+                alias.add(m)
+        reads = [pos[m] for m in members if any(r in alias for r in refs(graph[m]["args"]))]
+        last = max(reads)
+        if last < first_write or (last == first_write and _ufunc_ok(graph, graph[writer]) and
+                                  tuple(graph[writer]["shape"]) == tuple(a["shape"]) and
+                                  not any(graph[m]["op"] in _VIEWS and pos[m] < last for m in alias - {s})):
+            return s
+    return None
+
+
+def _group_stmt(graph, gid, members, keep, env, name, donors=()):
     mset = set(members)
     first = members[0]
     rows = graph[first]["fuse_rows"]
@@ -515,10 +546,18 @@ def _group_stmt(graph, gid, members, keep, env, name):
     for o in outs:
         a = graph[o]
         shape = (nchunks,) + tuple(a["shape"]) if o in cols else tuple(a["shape"])
-        if int(np.prod(shape, dtype=np.int64)) * a["dtype"].itemsize >= RECYCLE_BYTES:
+        big = int(np.prod(shape, dtype=np.int64)) * a["dtype"].itemsize >= RECYCLE_BYTES
+        donor = _donor_for(graph, o, members, cut, into_out, keep, donors, env["DONATED"]) \
+            if big and donors and o not in cols else None
+        if big:
             pool = f"OUTPUTS_{next(_ids)}"
             env[pool] = []
-            lines.append(f"{o} = recycled({pool}, {shape!r}, np.{a['dtype'].np.name})")
+            fresh = f"recycled({pool}, {shape!r}, np.{a['dtype'].np.name})"
+        if donor is not None:
+            env["DONATED"].append(donor)
+            lines.append(f"{o} = {donor} if donate else {fresh}  # over {donor}: read here for the last time")
+        elif big:
+            lines.append(f"{o} = {fresh}")
         else:
             lines.append(f"{o} = np.empty({shape!r}, np.{a['dtype'].np.name})")
     lines.append(f"run_chunks({fname}, {rows}, {step}, ({', '.join(ext + outs)}{',' if len(ext + outs) == 1 else ''}))")
@@ -596,25 +635,28 @@ def generate_scalar(graph, name, fallback):
     return "\n".join(lines) + "\n", env
 
 
-def compile_graph(graph, name=None):
-    """exec the generated source; the function carries `.source`."""
-    fn = _compile_numpy(graph, name)
+def compile_graph(graph, name=None, donors=()):
+    """exec the generated source; the function carries `.source` and `.donated` (the
+    inputs it writes over when called with donate=True; see generate)."""
+    fn = _compile_numpy(graph, name, donors)
     if scalar_ok(graph):
         src, env = generate_scalar(graph, (name or graph.name) + "_scalar", fn)
         exec(compile(src, f"<tracegrad:{graph.name}_scalar>", "exec"), env)
         sfn = env[(name or graph.name) + "_scalar"]
         sfn.source = src + "\n" + fn.source
+        sfn.donated = ()
         return sfn
     return fn
 
 
-def _compile_numpy(graph, name=None):
-    src, env = generate(graph, name)
+def _compile_numpy(graph, name=None, donors=()):
+    src, env = generate(graph, name, donors)
     code = compile(src, f"<tracegrad:{graph.name}>", "exec")
     exec(code, env)
     fn = [v for k, v in env.items() if callable(v) and getattr(v, "__code__", None) is not None
           and v.__code__.co_filename.startswith("<tracegrad:")][-1]
     fn.source = src + "".join("\n" + g for g in env.get("GROUP_SOURCES", ()))
+    fn.donated = tuple(env["DONATED"])
     return fn
 
 
