@@ -130,3 +130,18 @@ def test_a_saved_value_holds_a_result_only_once_nothing_reads_it_after(monkeypat
     np.testing.assert_array_equal(want[0], s_ + g_)
     np.testing.assert_array_equal(want[1], (s_ * 3) * g_)
 
+
+def test_chunks_leave_the_callers_numpy_buffer_size_alone(chunk_bytes):
+    old = np.getbufsize()
+    np.setbufsize(4096)
+    try:
+        cf = tg.compile(lambda x, w: (x - x.mean(1, keepdim=True)) * w)
+        x, w = leaf(300, 70, seed=7), leaf(70, seed=8)
+        y = cf(x, w)
+        assert "run_chunks" in cf.last_program.fwd_fn.source
+        assert np.getbufsize() == 4096
+        xe = x.detach().numpy()
+        np.testing.assert_allclose(y.detach().numpy(), (xe - xe.mean(1, keepdims=True)) * w.detach().numpy(),
+                                   rtol=1e-12)
+    finally:
+        np.setbufsize(old)
