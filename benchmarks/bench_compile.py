@@ -111,20 +111,37 @@ def progress(i, n, label):
     print(f"\r[{bar:<30}] {i}/{n} {label:<40}", end="", file=sys.stderr, flush=True)
 
 
+BLOCK = 3
+SETTLE_S = 0.15
+
+
 def interleaved(fns, repeat, warmup=3):
-    """Median seconds per call of each fn, run in turn so drift hits all alike. The clock is read
-    with the device idle (sync before and after), so a call's time includes its queued kernels."""
+    """Median seconds per call of each fn. The contenders take turns in blocks, so drift hits
+    all alike: each turn waits SETTLE_S, makes one untimed call, then times BLOCK calls in a
+    row. The wait lets the previous contender's worker threads go to sleep: after a parallel
+    BLAS call numpy's OpenBLAS workers spin for ~100 ms, torch's OpenMP workers for ~8 ms
+    after its ops (measured as process CPU time while the main thread sleeps), and on 2 cores
+    a spinning thread takes a core from whoever runs next (tracegrad's W4 ran ~30 % slower
+    right after torch; torch's W2 step up to 2x slower right after numpy matmuls). The untimed
+    call puts the contender's own data and threads back in their steady state. The clock is
+    read with the device idle (sync before and after), so a call's time includes its queued
+    kernels."""
     for f in fns.values():
         for _ in range(warmup):
             f()
     times = {k: [] for k in fns}
-    for _ in range(repeat):
+    block = 1 if CFG.smoke else BLOCK
+    for _ in range(max(1, -(-repeat // block))):
         for k, f in fns.items():
-            sync()
-            t0 = time.perf_counter()
-            f()
-            sync()
-            times[k].append(time.perf_counter() - t0)
+            if not CFG.smoke:
+                time.sleep(SETTLE_S)
+                f()
+            for _ in range(block):
+                sync()
+                t0 = time.perf_counter()
+                f()
+                sync()
+                times[k].append(time.perf_counter() - t0)
     return {k: statistics.median(v) for k, v in times.items()}
 
 
