@@ -113,19 +113,21 @@ def progress(i, n, label):
 
 BLOCK = 3
 SETTLE_S = 0.15
+WARM_S = 0.05
 
 
 def interleaved(fns, repeat, warmup=3):
     """Median seconds per call of each fn. The contenders take turns in blocks, so drift hits
-    all alike: each turn waits SETTLE_S, makes one untimed call, then times BLOCK calls in a
-    row. The wait lets the previous contender's worker threads go to sleep: after a parallel
-    BLAS call numpy's OpenBLAS workers spin for ~100 ms, torch's OpenMP workers for ~8 ms
-    after its ops (measured as process CPU time while the main thread sleeps), and on 2 cores
-    a spinning thread takes a core from whoever runs next (tracegrad's W4 ran ~30 % slower
-    right after torch; torch's W2 step up to 2x slower right after numpy matmuls). The untimed
-    call puts the contender's own data and threads back in their steady state. The clock is
-    read with the device idle (sync before and after), so a call's time includes its queued
-    kernels."""
+    all alike: each turn waits SETTLE_S, makes untimed calls for WARM_S (one at least), then
+    times BLOCK calls in a row. The wait lets the previous contender's worker threads go to
+    sleep: after a parallel BLAS call numpy's OpenBLAS workers spin for ~100 ms, torch's
+    OpenMP workers for ~8 ms after its ops (measured as process CPU time while the main
+    thread sleeps), and on 2 cores a spinning thread takes a core from whoever runs next
+    (tracegrad's W4 ran ~30 % slower right after torch; torch's W2 step up to 2x slower right
+    after numpy matmuls). The untimed calls bring the contender back to its steady state:
+    after a pause the first calls ran up to 1.6x slower, for about 30 ms of work. The clock
+    is read with the device idle (sync before and after), so a call's time includes its
+    queued kernels."""
     for f in fns.values():
         for _ in range(warmup):
             f()
@@ -135,7 +137,10 @@ def interleaved(fns, repeat, warmup=3):
         for k, f in fns.items():
             if not CFG.smoke:
                 time.sleep(SETTLE_S)
+                end = time.perf_counter() + WARM_S
                 f()
+                while time.perf_counter() < end:
+                    f()
             for _ in range(block):
                 sync()
                 t0 = time.perf_counter()
