@@ -501,3 +501,22 @@ def test_backward_never_writes_over_an_output_the_caller_holds():
     g, = tg.autograd.grad(out, x, tg.ones_like(out))
     np.testing.assert_array_equal(out.detach().numpy(), before)
     close(g, 2 * np.exp(2 * x.detach().numpy()))
+
+
+@pytest.mark.parametrize("compiled", [True, False])
+@pytest.mark.parametrize("create_graph", [False, True])
+def test_an_input_changed_in_place_before_the_backward_raises_torchs_error(create_graph, compiled):
+    x, w = leaf(5, seed=1), leaf(5, seed=2, req=False)
+    fn = lambda x, w: (x * w).sum()               # noqa: E731
+    loss = (tg.compile(fn) if compiled else fn)(x, w)
+    with tg.no_grad():
+        w.mul_(2)
+    with pytest.raises(RuntimeError) as got:
+        tg.autograd.grad(loss, x, create_graph=create_graph)
+    xt, wt = to_torch(x), torch.tensor(w.numpy())
+    lt = (xt * wt).sum()
+    with torch.no_grad():
+        wt.mul_(2)
+    with pytest.raises(RuntimeError) as want:
+        lt.backward()
+    assert str(got.value) == str(want.value)

@@ -31,7 +31,8 @@ from .ops.lowering import Refuse, identity
 from .ops.primitives import Primitive, PRIMITIVES as P
 from .runtime.guards import LEAF, flatten, unflatten, guard_key
 from .runtime.cache import ProgramCache
-from .autograd.graph import Node
+from .autograd.graph import Node, Saved
+from .autograd.engine import _check_version
 
 _PKG = os.path.dirname(os.path.abspath(__file__))
 _TESTS = os.path.join(os.path.dirname(_PKG), "tests")
@@ -180,6 +181,7 @@ def build(fn, args, kwargs, name, backend):
             verify(bwd_run)
         p.n_out = len(g.outputs)
         p.bwd_binds = part.binds
+        p.bwd_reads = sorted({i for kind, i in part.binds if kind == "in"})
         p.grad_metas = [(tuple(all_inputs[i].shape), all_inputs[i].dtype) for i in p.wrt_pos]
         p.stage("forward IR (partitioned)", fwd_run)
         p.stage("backward IR (partitioned)", bwd_run)
@@ -283,6 +285,9 @@ def _attach(p, leaves, arrays, outs, residuals):
     d["_residuals"] = residuals
     d["_arrays"] = arrays
     d["_inputs"] = inputs
+    # the inputs the backward reads, with their versions now: changed in place before the
+    # backward, they would give a wrong gradient, so the backward raises torch's error
+    d["_read"] = [Saved(inputs[i], False) for i in p.bwd_reads]
     if p.bwd_donors:
         d["_donate"] = _donatable(p, residuals, outs)
     for k, o in enumerate(outs):
@@ -326,8 +331,10 @@ def _compiled_backward_kernel(*args, prog):
         from .autograd.engine import FREED_MSG
         raise RuntimeError(FREED_MSG)
     p = prog
-    seeds = _seeds(p, gs, lambda s, dt: np.zeros(s, dt.np))
     d = ctx.__dict__
+    for s in d["_read"]:
+        _check_version(s, ctx)
+    seeds = _seeds(p, gs, lambda s, dt: np.zeros(s, dt.np))
     arrays, residuals = d["_arrays"], d["_residuals"]
     bargs = []
     for kind, i in p.bwd_binds:
@@ -366,6 +373,8 @@ def _compiled_backward_eager(*args, prog):
         from .autograd.engine import FREED_MSG
         raise RuntimeError(FREED_MSG)
     p = prog
+    for s in ctx.__dict__["_read"]:
+        _check_version(s, ctx)
     seeds = _seeds(p, gs, lambda s, dt: creation.zeros(s, dtype=dt))
     if p.double is None:
         p.double = CompiledFunction(_backward_function(p), backend=p.backend, name=f"{p.__name__}_grad")
@@ -418,7 +427,7 @@ class CompiledFunctionBackward(Node):
         d = self.__dict__
         d["_saved_slots"] = value
         if value is None:
-            for k in ("_residuals", "_arrays", "_inputs"):
+            for k in ("_residuals", "_arrays", "_inputs", "_read"):
                 d.pop(k, None)
 
 

@@ -168,12 +168,12 @@ def _check_version(s, node):
         shape = tuple(t._data.shape) if t is not None else node._out_meta[s.output_nr][0]
         def op_name(n):     # torch names the forward op here: ExpBackward0 -> Exp
             return re.sub(r"Backward\d*$", "", type(n).__name__)
-        which = (f"output {s.output_nr} of {op_name(node)}" if t is None else
-                 (f"output {t._output_nr} of {op_name(t.grad_fn)}" if t.grad_fn is not None else
-                  "a leaf Variable"))
+        # torch names the op that made a non-leaf; of a leaf it gives the type alone
+        which = (f", which is output {s.output_nr} of {op_name(node)}," if t is None else
+                 (f", which is output {t._output_nr} of {op_name(t.grad_fn)}," if t.grad_fn is not None else ""))
         raise RuntimeError(
             f"one of the variables needed for gradient computation has been modified by an inplace operation: "
-            f"[torch.{D.LEGACY[dt]} [{', '.join(map(str, shape))}]], which is {which}, is at version {s.vc[0]}; "
+            f"[torch.{D.LEGACY[dt]} [{', '.join(map(str, shape))}]]{which} is at version {s.vc[0]}; "
             f"expected version {s.version} instead. Hint: enable anomaly detection to find the operation that "
             f"failed to compute its gradient, with torch.autograd.set_detect_anomaly(True, check_nan=False).")
 
