@@ -111,9 +111,9 @@ def _nbytes(a):
 
 
 def schedule_small_first(graph, min_bytes=MIN_BYTES):
-    """The same graph, its nodes in a topological order that puts each small op no
-    group could take (fewer than `min_bytes` bytes, not row-local) as early as its
-    arguments allow, and keeps the recorded order otherwise. Graphs with impure ops
+    """The same graph, its nodes in a topological order that puts each small op of small
+    values (fewer than `min_bytes` bytes each) as early as its arguments allow, and keeps
+    the recorded order otherwise. Graphs with impure ops
     (hooks, custom Functions) keep their order as recorded."""
     order = graph.nodes()
     if any(not is_pure(graph[n]) for n in order if graph[n]["op"] != "input"):
@@ -121,11 +121,15 @@ def schedule_small_first(graph, min_bytes=MIN_BYTES):
     index = {n: i for i, n in enumerate(order)}
     waiting = {n: len(set(refs(graph[n]["args"]))) for n in order}
 
+    def small(n):
+        a = graph[n]
+        return not isinstance(a["dtype"], (list, tuple)) and _nbytes(a) < min_bytes
+
     def key(n):
         a = graph[n]
-        small = a["op"] == "input" or (not isinstance(a["dtype"], (list, tuple)) and a["prim"] is not None and
-                                      _nbytes(a) < min_bytes)
-        return (0 if small else 1, index[n])
+        early = a["op"] == "input" or (a["prim"] is not None and small(n) and
+                                       all(small(x) for x in refs(a["args"])))
+        return (0 if early else 1, index[n])
     ready = [key(n) + (n,) for n in order if waiting[n] == 0]
     heapq.heapify(ready)
     new = []
