@@ -1,5 +1,6 @@
 """@tracegrad.compile against eager tracegrad and torch: values, gradients, guards,
 autograd integration (hooks, retain_graph, create_graph), modules, fallback."""
+import os
 import warnings
 
 import numpy as np
@@ -520,3 +521,111 @@ def test_an_input_changed_in_place_before_the_backward_raises_torchs_error(creat
     with pytest.raises(RuntimeError) as want:
         lt.backward()
     assert str(got.value) == str(want.value)
+
+
+# -- a scalar's gradient taken with the forward, once the backward follows every call --------
+
+def _train_calls(f, args, wrt, n):
+    """n calls of f, each followed by autograd.grad of its result: the gradients of each."""
+    out = []
+    for _ in range(n):
+        loss = f(*args)
+        out.append((loss, tg.autograd.grad(loss, wrt)))
+    return out
+
+
+def test_a_scalar_gradient_is_taken_with_the_forward_once_the_backward_follows():
+    x, y = _big_logits(3)
+    f = tg.compile(lambda x, y: F.cross_entropy(x * 1.5, y))
+    calls = _train_calls(f, (x, y), [x], 4)
+    p = f.last_program
+    assert p.spec is not None and p.streak >= 2           # the last calls ran the joint program
+    assert "joint" in p.spec.source and "run_chunks" in p.spec.source
+    xt = to_torch(x)
+    lt = torch.nn.functional.cross_entropy(xt * 1.5, torch.tensor(y.numpy()))
+    gt, = torch.autograd.grad(lt, xt)
+    for loss, (g,) in calls:
+        close(loss, lt)
+        close(g, gt)
+
+
+def test_speculated_gradients_take_the_seed_hooks_and_retain_graph():
+    w = leaf(300, 7, seed=4)
+    x = tg.tensor(np.random.default_rng(5).standard_normal((64, 300)))
+    fn = lambda x, w: ((x @ w).tanh() ** 2).mean()        # noqa: E731
+    f = tg.compile(fn)
+    _train_calls(f, (x, w), [w], 3)
+    assert f.last_program.spec is not None
+    want, = tg.autograd.grad(fn(x, w), w)
+    loss = f(x, w)
+    assert "_grads" in loss.grad_fn.__dict__             # this call took its gradient already
+    loss.register_hook(lambda g: g * 2)
+    g1, = tg.autograd.grad(loss * 3, w, retain_graph=True)
+    g2, = tg.autograd.grad(loss, w)                         # kept intact for this one
+    close(g1, 6 * want.numpy())
+    close(g2, 2 * want.numpy())
+    loss = f(x, w)
+    loss.backward(gradient=tg.tensor(0.5, dtype=tg.float64))
+    close(w.grad, 0.5 * want.numpy())
+
+
+def test_a_speculated_call_differentiates_again():
+    w = leaf(300, 4, seed=6)
+    x = tg.tensor(np.random.default_rng(7).standard_normal((50, 300)))
+    fn = lambda x, w: (x @ w).sin().sum() * 0.1            # noqa: E731
+    f = tg.compile(fn)
+    _train_calls(f, (x, w), [w], 3)
+    assert f.last_program.spec is not None
+    v = tg.tensor(np.random.default_rng(8).standard_normal((300, 4)))
+    loss = f(x, w)
+    assert "_grads" in loss.grad_fn.__dict__
+    g, = tg.autograd.grad(loss, w, create_graph=True)
+    hv, = tg.autograd.grad((g * v).sum(), w)
+    ge, = tg.autograd.grad(fn(x, w), w, create_graph=True)
+    hve, = tg.autograd.grad((ge * v).sum(), w)
+    close(hv, hve)
+
+
+def test_calls_without_a_backward_stop_the_speculation():
+    x, y = _big_logits(9)
+    f = tg.compile(lambda x, y: F.cross_entropy(x, y))
+    _train_calls(f, (x, y), [x], 3)
+    p = f.last_program
+    assert p.streak >= 2
+    f(x, y)                               # an evaluation with grad on: its backward never comes
+    f(x, y)
+    assert p.streak == 0
+    loss = f(x, y)
+    assert "_grads" not in loss.grad_fn.__dict__
+    g, = tg.autograd.grad(loss, x)
+    xt = to_torch(x)
+    gt, = torch.autograd.grad(torch.nn.functional.cross_entropy(xt, torch.tensor(y.numpy())), xt)
+    close(g, gt)
+
+
+def test_speculation_needs_a_scalar_output():
+    x = leaf(600, 500, seed=10)
+    f = tg.compile(lambda x: (x * 2).tanh())
+    for _ in range(4):
+        y = f(x)
+        tg.autograd.grad(y, x, tg.ones_like(y))
+    assert not f.last_program.spec_ok and f.last_program.spec is None
+
+
+def test_explain_shows_the_joint_program_of_a_scalar_function():
+    x, y = _big_logits(11)
+    text = tg.explain(lambda x, y: F.cross_entropy(x, y), x, y, file=open(os.devnull, "w"))
+    assert "==== generated joint forward+backward source ====" in text
+
+
+def test_a_speculated_call_still_raises_when_an_input_changed_in_place():
+    w = leaf(300, 7, seed=12)
+    x = tg.tensor(np.random.default_rng(13).standard_normal((64, 300)))
+    f = tg.compile(lambda x, w: ((x @ w).tanh() ** 2).mean())
+    _train_calls(f, (x, w), [w], 3)
+    loss = f(x, w)
+    assert "_grads" in loss.grad_fn.__dict__
+    with tg.no_grad():
+        x.mul_(2)
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        loss.backward()

@@ -35,15 +35,18 @@ CASES = {
 }
 
 
+@pytest.mark.parametrize("calls", [1, 4], ids=["split", "joint"])
 @pytest.mark.parametrize("case", sorted(CASES))
-def test_fused_chunks_match_eager_and_torch(case, chunk_bytes):
+def test_fused_chunks_match_eager_and_torch(case, chunk_bytes, calls):
     fn, shape = CASES[case]
     x, w, b = leaf(*shape, seed=1), leaf(shape[-1], seed=2), leaf(shape[-1], seed=3)
     cf = tg.compile(lambda x, w, b: fn(tg, x, w, b))
-    y = cf(x, w, b)
+    for _ in range(calls):                # after a few calls each followed by its backward,
+        y = cf(x, w, b)                   # the gradient is taken with the forward
+        gs = tg.autograd.grad(y, (x, w, b), allow_unused=True)
     prog = cf.last_program
     assert "run_chunks" in prog.fwd_fn.source + (prog.bwd_fn.source if prog.bwd_fn else "")
-    gs = tg.autograd.grad(y, (x, w, b), allow_unused=True)
+    assert (prog.spec is not None) == (calls > 1)
     ye = fn(tg, x, w, b)
     ge = tg.autograd.grad(ye, (x, w, b), allow_unused=True)
     tx, tw, tb = (to_torch(t) for t in (x, w, b))

@@ -173,6 +173,7 @@ def build(fn, args, kwargs, name, backend):
             bwd = pass_fn(bwd)
             verify(bwd)
             p.stage(f"backward IR after {pass_fn.__name__}", bwd)
+        p.bwd_opt = bwd
         part = partition(g, bwd)
         p.stage("partition", part)
         fwd_run, bwd_run = part.forward, part.backward
@@ -197,6 +198,16 @@ def build(fn, args, kwargs, name, backend):
         if bwd_run is not None:
             bwd_run = group_fusions(bwd_run)
     p.fwd_run, p.bwd_run = fwd_run, bwd_run
+    p.spec, p.spec_ok = None, False
+    p.streak = p.bwd_count = p.bwd_seen = 0
+    if p.needs_grad and lower is compile_graph and sum(p.out_diff) == 1:
+        k = p.out_diff.index(True)
+        shape, dt = p.out_meta[k]
+        grad_bytes = sum(int(np.prod(s, dtype=np.int64)) * d.itemsize for s, d in p.grad_metas)
+        # a scalar's backward is its gradient times the seed: worth taking with the forward
+        # where the gradients take no more memory than what the forward would save
+        p.spec_ok = int(np.prod(shape, dtype=np.int64)) == 1 and dt.is_floating_point and \
+            grad_bytes <= 2 * max(part.saved_bytes, SPECULATE_MIN_BYTES)
     p.fwd_fn = lower(fwd_run, _ident(name) + "_forward")
     p.stage("generated forward source", p.fwd_fn.source)
     p.bwd_fn = None
@@ -217,6 +228,29 @@ def build(fn, args, kwargs, name, backend):
             if level >= 2 or "source" in header:
                 print(f"---- {header} ----\n{_render(text)}", file=sys.stderr)
     return p
+
+
+SPECULATE_MIN_BYTES = 1 << 20
+SPECULATE_AFTER = 2
+
+
+def speculative_program(p):
+    """The joint forward+backward of p (passes/partition.joint) as generated code, and its
+    explain stages: built the first time p's calls show that their backward follows."""
+    from .passes import eliminate_common_subexpressions, eliminate_dead_code, simplify
+    from .passes.partition import joint
+    from .passes.fuse import group_fusions
+    from .codegen.numpy_cpu import compile_graph
+    j = joint(p.fwd_ir, p.bwd_opt)
+    for pass_fn in (simplify, eliminate_common_subexpressions, eliminate_dead_code):
+        j = pass_fn(j)
+        verify(j)
+    p.stage("joint forward+backward IR (the gradient of the scalar output taken with it)", j)
+    fn = compile_graph(group_fusions(j), _ident(p.__name__) + "_joint")
+    p.stage("generated joint forward+backward source", fn.source)
+    p.spec_consts = [j[v]["value"] for v in j.inputs[len(p.fwd_ir.inputs):]]
+    p.spec = fn
+    return fn
 
 
 def _triton(graph, name):
@@ -248,7 +282,11 @@ def run_program(p, leaves):
     arrays = [t._data for t in leaves]
     for c in consts:
         arrays.append(c._data)
-    res = p.fwd_fn(*arrays)
+    spec = p.needs_grad and STATE.grad_enabled and _speculate(p)
+    if spec:
+        res = p.spec(*arrays, *[c._data for c in p.spec_consts])
+    else:
+        res = p.fwd_fn(*arrays)
     n_out = p.n_out
     outs = []
     for (shape, dt), o in zip(p.out_meta, res[:n_out]):
@@ -256,14 +294,33 @@ def run_program(p, leaves):
             o = np.asarray(o)
         outs.append(Tensor._make(o, dt))
     if p.needs_grad and STATE.grad_enabled:
-        _attach(p, leaves, arrays, outs, res[n_out:])
+        _attach(p, leaves, arrays, outs, () if spec else res[n_out:], res[n_out:] if spec else None)
     it = iter(outs)
     flat = [next(it) if c is None else c for c in p.out_consts]
     return unflatten(p.out_spec, iter(flat))
 
 
-def _attach(p, leaves, arrays, outs, residuals):
-    """One grad_fn node for the whole call, whose derivative runs the compiled backward."""
+def _speculate(p):
+    """Whether this call takes its gradient with the forward: once the backward has run
+    after each of the last SPECULATE_AFTER calls (a training loop). A call whose backward
+    does not come (an evaluation with grad on) sets the count back to zero."""
+    if not p.spec_ok:
+        return False
+    if p.bwd_count > p.bwd_seen:
+        p.streak += 1
+    else:
+        p.streak = 0
+    p.bwd_seen = p.bwd_count
+    if p.streak < SPECULATE_AFTER:
+        return False
+    if p.spec is None:
+        speculative_program(p)
+    return True
+
+
+def _attach(p, leaves, arrays, outs, residuals, grads=None):
+    """One grad_fn node for the whole call, whose derivative runs the compiled backward
+    (or, where the call took its gradient with the forward, scales that by the seed)."""
     inputs = list(leaves) + list(p.consts)
     node = object.__new__(_NODE_CLS[0])
     node._prim = P["compiled_call"]
@@ -288,7 +345,9 @@ def _attach(p, leaves, arrays, outs, residuals):
     # the inputs the backward reads, with their versions now: changed in place before the
     # backward, they would give a wrong gradient, so the backward raises torch's error
     d["_read"] = [Saved(inputs[i], False) for i in p.bwd_reads]
-    if p.bwd_donors:
+    if grads is not None:
+        d["_grads"] = grads
+    elif p.bwd_donors:
         d["_donate"] = _donatable(p, residuals, outs)
     for k, o in enumerate(outs):
         if p.out_diff[k]:
@@ -334,7 +393,10 @@ def _compiled_backward_kernel(*args, prog):
     d = ctx.__dict__
     for s in d["_read"]:
         _check_version(s, ctx)
+    p.bwd_count += 1
     seeds = _seeds(p, gs, lambda s, dt: np.zeros(s, dt.np))
+    if "_grads" in d:
+        return _scaled_grads(p, d, seeds[p.out_diff.index(True)])
     arrays, residuals = d["_arrays"], d["_residuals"]
     bargs = []
     for kind, i in p.bwd_binds:
@@ -351,6 +413,29 @@ def _compiled_backward_kernel(*args, prog):
         res = p.bwd_fn(*bargs, donate=True)
     else:
         res = p.bwd_fn(*bargs)
+    return _grad_arrays(p, res)
+
+
+def _scaled_grads(p, d, seed):
+    """The gradients the forward took for a seed of one, times this seed: handed over as
+    they are where the seed is one and the graph is freed after, else new arrays."""
+    seed = np.asarray(seed).reshape(())
+    one = seed == 1
+    free = STATE.freeing_saved
+    res = []
+    for r in d["_grads"]:
+        if r is None:
+            res.append(None)
+        elif one:
+            res.append(r if free else r.copy())
+        else:
+            res.append(np.multiply(r, seed, dtype=r.dtype))
+    if free:
+        d["_grads"] = (None,) * len(d["_grads"])
+    return _grad_arrays(p, res)
+
+
+def _grad_arrays(p, res):
     out = []
     for r, (shape, dt) in zip(res, p.grad_metas):
         if r is None:
@@ -375,6 +460,7 @@ def _compiled_backward_eager(*args, prog):
     p = prog
     for s in ctx.__dict__["_read"]:
         _check_version(s, ctx)
+    p.bwd_count += 1
     seeds = _seeds(p, gs, lambda s, dt: creation.zeros(s, dtype=dt))
     if p.double is None:
         p.double = CompiledFunction(_backward_function(p), backend=p.backend, name=f"{p.__name__}_grad")
@@ -427,7 +513,7 @@ class CompiledFunctionBackward(Node):
         d = self.__dict__
         d["_saved_slots"] = value
         if value is None:
-            for k in ("_residuals", "_arrays", "_inputs", "_read"):
+            for k in ("_residuals", "_arrays", "_inputs", "_read", "_grads"):
                 d.pop(k, None)
 
 

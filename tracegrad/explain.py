@@ -1,13 +1,15 @@
 """explain(fn, *args): every stage of compiling fn for these arguments, each under a
 header naming it: traced IR, IR after each pass, backward IR, the partition (saved vs
-recomputed) and the generated source. With `dot=` a folder, the forward and backward
-graphs are also written there as Graphviz DOT. `backend="triton"` (the default for a
+recomputed) and the generated source; for a scalar output, also the joint
+forward+backward program that calls run once a backward has followed each of the last
+few. With `dot=` a folder, the forward and backward graphs are also written there as
+Graphviz DOT. `backend="triton"` (the default for a
 function compiled with that backend) shows the Triton source of every kernel and the
 launcher's steps."""
 import os
 import sys
 
-from .compile import CompiledFunction, build, _render
+from .compile import CompiledFunction, build, speculative_program, _render
 
 
 def explain(fn, *args, dot=None, file=None, backend=None, **kwargs):
@@ -19,6 +21,8 @@ def explain(fn, *args, dot=None, file=None, backend=None, **kwargs):
         name = getattr(fn, "__qualname__", None) or type(fn).__name__
         target = fn
     p = build(target, args, kwargs, name, backend or "numpy")
+    if p.spec_ok:
+        speculative_program(p)          # what calls run once their backward follows each of them
     out = []
     for header, text in p.stages:
         out.append(f"==== {header} ====\n{_render(text).rstrip()}\n")

@@ -154,3 +154,35 @@ def partition(fwd, bwd, remat=True):
     p.saved_bytes = sum(nbytes(fwd[s]) for s in saved if s not in inputs)
     p.naive_bytes = sum(nbytes(fwd[s]) for s in set(required) if s not in inputs)
     return p
+
+
+def joint(fwd, bwd):
+    """The forward and the backward as one graph, for a backward seeded with ones (the
+    derivative of a scalar output): the forward's inputs, then the backward's constants as
+    inputs of role "const"; the forward's outputs, then the backward's. Saved values are
+    read where the forward computes them; nothing is saved or recomputed."""
+    from ..ops.primitives import PRIMITIVES as P
+    j = fwd.copy()
+    j.name = f"{fwd.name}_joint"
+    rename = {}
+    for v in bwd.inputs:
+        a = bwd[v]
+        if a["role"] == "grad":
+            rename[v] = j.add_op(P["full"], (), {"shape": tuple(a["shape"]), "value": 1.0, "dtype": a["dtype"]},
+                                 tuple(a["shape"]), a["dtype"])
+        elif a["role"] == "saved":
+            rename[v] = V(a["fwd"])
+        else:
+            rename[v] = j.add_input(a["shape"], a["dtype"], "const", value=a["value"])
+    for n in bwd.nodes():
+        a = bwd[n]
+        if a["op"] == "input":
+            continue
+        name = j.fresh()
+        args = map_args(a["args"], lambda r: rename[r])
+        j.nx.add_node(name, **dict(a, args=args))
+        for r in refs(args):
+            j.nx.add_edge(r, name)
+        rename[n] = name
+    j.outputs = list(fwd.outputs) + [None if o is None else V(rename[o]) for o in bwd.outputs]
+    return j
