@@ -113,7 +113,7 @@ def progress(i, n, label):
 
 BLOCK = 3
 SETTLE_S = 0.15
-WARM_S = 0.05
+WARM_S = 0.2
 
 
 def interleaved(fns, repeat, warmup=3):
@@ -125,7 +125,8 @@ def interleaved(fns, repeat, warmup=3):
     thread sleeps), and on 2 cores a spinning thread takes a core from whoever runs next
     (tracegrad's W4 ran ~30 % slower right after torch; torch's W2 step up to 2x slower right
     after numpy matmuls). The untimed calls bring the contender back to its steady state:
-    after a pause the first calls ran up to 1.6x slower, for about 30 ms of work. The clock
+    after a pause the first calls ran up to 1.6x slower, for 50-80 ms of work on this
+    virtual machine. The clock
     is read with the device idle (sync before and after), so a call's time includes its
     queued kernels."""
     for f in fns.values():
