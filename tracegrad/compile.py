@@ -114,8 +114,7 @@ class _NoRandom:
 
 def build(fn, args, kwargs, name, backend):
     from .autodiff import derive, differentiable_reach
-    from .passes import (FORWARD_PIPELINE, BACKWARD_PIPELINE, partition, eliminate_common_subexpressions,
-                         eliminate_dead_code, simplify)
+    from .passes import FORWARD_PIPELINE, BACKWARD_PIPELINE, RECOMPUTED_PIPELINE, partition
     from .codegen.numpy_cpu import compile_graph
     p = Program(name)
     p.double = None
@@ -177,7 +176,7 @@ def build(fn, args, kwargs, name, backend):
         part = partition(g, bwd)
         p.stage("partition", part)
         fwd_run, bwd_run = part.forward, part.backward
-        for pass_fn in (simplify, eliminate_common_subexpressions, eliminate_dead_code):
+        for pass_fn in RECOMPUTED_PIPELINE:
             bwd_run = pass_fn(bwd_run)      # recomputed values meet the backward's: simplify them together
             verify(bwd_run)
         p.n_out = len(g.outputs)
@@ -237,12 +236,12 @@ SPECULATE_AFTER = 2
 def speculative_program(p):
     """The joint forward+backward of p (passes/partition.joint) as generated code, and its
     explain stages: built the first time p's calls show that their backward follows."""
-    from .passes import eliminate_common_subexpressions, eliminate_dead_code, simplify
+    from .passes import RECOMPUTED_PIPELINE
     from .passes.partition import joint
     from .passes.fuse import group_fusions
     from .codegen.numpy_cpu import compile_graph
     j = joint(p.fwd_ir, p.bwd_opt)
-    for pass_fn in (simplify, eliminate_common_subexpressions, eliminate_dead_code):
+    for pass_fn in RECOMPUTED_PIPELINE:
         j = pass_fn(j)
         verify(j)
     p.stage("joint forward+backward IR (the gradient of the scalar output taken with it)", j)

@@ -7,6 +7,7 @@ from .simplify import simplify  # noqa: F401
 from .partition import partition  # noqa: F401
 from .fuse import group_fusions  # noqa: F401
 from .decompose import decompose_row_ops  # noqa: F401
+from .collect_terms import collect_terms  # noqa: F401
 
 
 def eliminate_dead_values(graph):
@@ -15,7 +16,9 @@ def eliminate_dead_values(graph):
 
 
 # compile.py runs: FORWARD_PIPELINE on the traced graph; autodiff; BACKWARD_PIPELINE on the
-# derived graph; partition (min-cut: saved vs recomputed); simplification, common
-# subexpressions and dead code again on the backward; group_fusions on both; then codegen.
-FORWARD_PIPELINE = [fold_constants, decompose_row_ops, simplify, eliminate_common_subexpressions, eliminate_dead_code]
-BACKWARD_PIPELINE = [fold_constants, simplify, eliminate_common_subexpressions, eliminate_dead_values]
+# derived graph; partition (min-cut: saved vs recomputed); RECOMPUTED_PIPELINE on the
+# backward with what it recomputes; group_fusions on both; then codegen.
+FORWARD_PIPELINE = [fold_constants, decompose_row_ops, simplify, collect_terms, eliminate_common_subexpressions,
+                    eliminate_dead_code]
+BACKWARD_PIPELINE = [fold_constants, simplify, collect_terms, eliminate_common_subexpressions, eliminate_dead_values]
+RECOMPUTED_PIPELINE = [simplify, collect_terms, eliminate_common_subexpressions, eliminate_dead_code]
