@@ -629,3 +629,15 @@ def test_a_speculated_call_still_raises_when_an_input_changed_in_place():
         x.mul_(2)
     with pytest.raises(RuntimeError, match="modified by an inplace operation"):
         loss.backward()
+
+
+def test_a_one_element_joint_program_runs_on_python_floats():
+    x = leaf(1, seed=14)
+    fn = lambda x: (x.sin() * 1.01 + 0.1).tanh().sum()      # noqa: E731
+    f = tg.compile(fn)
+    _train_calls(f, (x,), [x], 3)
+    p = f.last_program
+    assert p.spec.__name__.endswith("_scalar")
+    g, = tg.autograd.grad(f(x), x)
+    ge, = tg.autograd.grad(fn(x), x)
+    close(g, ge)

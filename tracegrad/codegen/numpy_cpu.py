@@ -599,6 +599,10 @@ def scalar_ok(graph):
         op = a["op"]
         if op == "input":
             continue
+        if op == "full":
+            if not isinstance(a["params"].get("value"), (int, float)):
+                return False
+            continue
         if op not in _SCALAR and op not in _SCALAR_SAME:
             return False
         if op == "pow" and not (isinstance(a["args"][1], (int, float)) and float(a["args"][1]).is_integer()):
@@ -624,7 +628,10 @@ def generate_scalar(graph, name, fallback):
             continue
         args = [f"v_{x}" if isinstance(x, V) else _literal(float(x) if not isinstance(x, bool) else x, env)
                 for x in a["args"]]
-        rhs = args[0] if a["op"] in _SCALAR_SAME else _SCALAR[a["op"]].format(*args)
+        if a["op"] == "full":                     # a seed of one, in a joint forward+backward
+            rhs = _literal(float(a["params"]["value"]), env)
+        else:
+            rhs = args[0] if a["op"] in _SCALAR_SAME else _SCALAR[a["op"]].format(*args)
         comment = type_str(a["shape"], a["dtype"]) + (f"  {a['source']}" if a.get("source") else "")
         lines.append(f"        v_{n} = {rhs}  # {a['op']}: {comment}")
     outs = []
