@@ -13,15 +13,13 @@ the most terms share (Horner's rule in several variables), with polynomials that
 by a constant factor made once. The result replaces the region where it has fewer
 operations.
 """
-import itertools
-
 import numpy as np
 
-from ..ir.graph import Graph, V, map_args
+from ..ir.graph import V
 from ..ops.primitives import PRIMITIVES as P
 from .dead_code import eliminate_dead_code
 from .eliminate_common_subexpressions import eliminate_common_subexpressions
-from .rewrite import _next_id, copy_node
+from .rewrite import rewrite
 
 _POLY = frozenset({"add", "sub", "rsub", "mul", "neg", "div"})
 MAX_TERMS = 24
@@ -203,31 +201,22 @@ def collect_terms(graph):
     roots = [r for r in roots if any(m for m in polys[r]) and polys[r]]
     if not roots:
         return graph
-    b = Graph(graph.name)
-    b.__dict__.update({k: v for k, v in graph.__dict__.items() if k not in ("name", "nx", "inputs", "outputs", "_ids")})
-    b._ids = itertools.count(_next_id(graph))
-    rename = {}
-    emitters = {}
     root_set = set(roots)
-    for n in order:
-        a = g[n]
-        if a["op"] == "input":
-            b.nx.add_node(n, **a)
-            b.inputs.append(n)
-            rename[n] = n
-            continue
-        if n in root_set:
-            key = (a["shape"], a["dtype"])
-            em = emitters.get(key)
-            if em is None:
-                em = emitters[key] = _Emitter(b, a, lambda x: rename[x])
-            em.like = a
-            v = em.emit(polys[n])
-            if n in outputs and v in rename.values():
-                v = em.op("mul", v, 1.0)                 # outputs never alias another value
-            rename[n] = v
-            continue
-        rename[n] = copy_node(b, n, a, map_args(a["args"], lambda r: rename[r]))
-    b.outputs = [None if o is None else rename[o] for o in graph.outputs]
+    replaced, emitters = {}, {}
+
+    def rule(b, n, a, args):
+        if n not in root_set:
+            return None
+        key = (a["shape"], a["dtype"])
+        em = emitters.get(key)
+        if em is None:                   # the walk copies other values under their own names
+            em = emitters[key] = _Emitter(b, a, lambda x: replaced.get(x, x))
+        em.like = a
+        v = em.emit(polys[n])
+        if n in outputs and (v in g.nx or v in replaced.values()):
+            v = em.op("mul", v, 1.0)                     # outputs never alias another value
+        replaced[n] = v
+        return v
+    b = rewrite(g, rule)
     b = eliminate_dead_code(eliminate_common_subexpressions(b))
     return b if len(b) < len(eliminate_dead_code(graph)) else graph
