@@ -32,7 +32,7 @@ from .ops.primitives import Primitive, PRIMITIVES as P
 from .runtime.guards import LEAF, flatten, unflatten, guard_key
 from .runtime.cache import ProgramCache
 from .autograd.graph import Node, Saved
-from .autograd.engine import _check_version
+from .autograd.engine import FREED_MSG, _check_version
 
 _PKG = os.path.dirname(os.path.abspath(__file__))
 _TESTS = os.path.join(os.path.dirname(_PKG), "tests")
@@ -383,16 +383,21 @@ def _seeds(p, gs, zeros):
     return [zeros(shape, dt) if g is None else g for g, (shape, dt) in zip(gs, p.out_meta)]
 
 
-def _compiled_backward_kernel(*args, prog):
-    *gs, ctx = args
+def _start_backward(p, ctx):
+    """What every backward through a compiled call does first: refuse a freed graph and
+    inputs changed in place since the forward, and count the backward (for _speculate)."""
     if ctx._saved is None:
-        from .autograd.engine import FREED_MSG
         raise RuntimeError(FREED_MSG)
-    p = prog
-    d = ctx.__dict__
-    for s in d["_read"]:
+    for s in ctx.__dict__["_read"]:
         _check_version(s, ctx)
     p.bwd_count += 1
+
+
+def _compiled_backward_kernel(*args, prog):
+    *gs, ctx = args
+    p = prog
+    _start_backward(p, ctx)
+    d = ctx.__dict__
     seeds = _seeds(p, gs, lambda s, dt: np.zeros(s, dt.np))
     if "_grads" in d:
         return _scaled_grads(p, d, seeds[p.out_diff.index(True)])
@@ -453,13 +458,8 @@ def _compiled_backward_eager(*args, prog):
     own and differentiate again: any order of derivative runs generated code."""
     from . import creation
     *gs, ctx = args
-    if ctx._saved is None:
-        from .autograd.engine import FREED_MSG
-        raise RuntimeError(FREED_MSG)
     p = prog
-    for s in ctx.__dict__["_read"]:
-        _check_version(s, ctx)
-    p.bwd_count += 1
+    _start_backward(p, ctx)
     seeds = _seeds(p, gs, lambda s, dt: creation.zeros(s, dtype=dt))
     if p.double is None:
         p.double = CompiledFunction(_backward_function(p), backend=p.backend, name=f"{p.__name__}_grad")

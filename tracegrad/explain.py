@@ -3,9 +3,8 @@ header naming it: traced IR, IR after each pass, backward IR, the partition (sav
 recomputed) and the generated source; for a scalar output, also the joint
 forward+backward program that calls run once a backward has followed each of the last
 few. With `dot=` a folder, the forward and backward graphs are also written there as
-Graphviz DOT. `backend="triton"` (the default for a
-function compiled with that backend) shows the Triton source of every kernel and the
-launcher's steps."""
+Graphviz DOT. `backend="triton"` (the default for a function compiled with that
+backend) shows the Triton source of every kernel and the launcher's steps."""
 import os
 import sys
 

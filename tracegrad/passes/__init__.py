@@ -17,8 +17,9 @@ def eliminate_dead_values(graph):
 
 # compile.py runs: FORWARD_PIPELINE on the traced graph; autodiff; BACKWARD_PIPELINE on the
 # derived graph; partition (min-cut: saved vs recomputed); RECOMPUTED_PIPELINE on the
-# backward with what it recomputes; group_fusions on both; then codegen.
+# backward with what it recomputes (term collection runs there, where the recomputed
+# forward values are in sight, and not before); group_fusions on both; then codegen.
 FORWARD_PIPELINE = [fold_constants, decompose_row_ops, simplify, collect_terms, eliminate_common_subexpressions,
                     eliminate_dead_code]
-BACKWARD_PIPELINE = [fold_constants, simplify, collect_terms, eliminate_common_subexpressions, eliminate_dead_values]
+BACKWARD_PIPELINE = [fold_constants, simplify, eliminate_common_subexpressions, eliminate_dead_values]
 RECOMPUTED_PIPELINE = [simplify, collect_terms, eliminate_common_subexpressions, eliminate_dead_code]

@@ -154,12 +154,13 @@ def collect_terms(graph):
             return polys.get(x) or {((x, 1),): 1.0}
         return {(): float(x)}
 
+    def monomial(x):
+        return x in polys and len(polys[x]) == 1 and () not in polys[x]
+
     def as_factor(x):
         """x inside a product: a sum (or anything not a monomial) is an atom."""
-        if isinstance(x, V) and x in polys and len(polys[x]) == 1 and () not in polys[x]:
-            return polys[x]
         if isinstance(x, V):
-            return {((x, 1),): 1.0}
+            return polys[x] if monomial(x) else {((x, 1),): 1.0}
         return {(): float(x)}
 
     for n in order:
@@ -196,9 +197,9 @@ def collect_terms(graph):
             continue
         users = g.users(n)
         if n in outputs or any(u not in poly for u in users) or \
-                any(g[u]["op"] == "mul" and as_factor(n) is not polys[n] for u in users if u in poly):
+                any(g[u]["op"] == "mul" and not monomial(n) for u in users):
             roots.append(n)
-    roots = [r for r in roots if any(m for m in polys[r]) and polys[r]]
+    roots = [r for r in roots if any(m for m in polys[r])]     # a constant stays as recorded
     if not roots:
         return graph
     root_set = set(roots)

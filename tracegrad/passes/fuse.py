@@ -21,9 +21,10 @@ arrays.
 """
 import heapq
 
+import networkx as nx
 import numpy as np
 
-from ..ir.graph import Graph, V, refs
+from ..ir.graph import V, refs
 from .rewrite import is_pure
 
 ROW_OPS = frozenset({"softmax", "log_softmax"})
@@ -142,16 +143,17 @@ def schedule_small_first(graph, min_bytes=MIN_BYTES):
                 heapq.heappush(ready, key(u) + (u,))
     if new == order:
         return graph
-    g = Graph(graph.name)
-    g.__dict__.update({k: v for k, v in graph.__dict__.items() if k not in ("nx",)})
-    g.nx.add_nodes_from((n, graph[n]) for n in new)
+    g = graph.copy()
+    g.nx = nx.DiGraph()
+    g.nx.add_nodes_from((n, dict(graph[n])) for n in new)
     g.nx.add_edges_from(graph.nx.edges)
     return g
 
 
 def group_fusions(graph, min_size=2, min_bytes=None):
     min_bytes = MIN_BYTES if min_bytes is None else min_bytes
-    g = schedule_small_first(graph, min_bytes).copy()
+    g = schedule_small_first(graph, min_bytes)
+    g = g.copy() if g is graph else g
     order = g.nodes()
     index = {n: i for i, n in enumerate(order)}
     group_of = {}

@@ -13,6 +13,7 @@ import networkx as nx
 import numpy as np
 
 from ..ir.graph import Graph, V, map_args, refs
+from ..ops.primitives import PRIMITIVES as P
 
 INF = float("inf")
 _FREE = frozenset({"reshape", "permute", "expand", "squeeze", "unsqueeze", "convert", "clone"})
@@ -161,7 +162,6 @@ def joint(fwd, bwd):
     derivative of a scalar output): the forward's inputs, then the backward's constants as
     inputs of role "const"; the forward's outputs, then the backward's. Saved values are
     read where the forward computes them; nothing is saved or recomputed."""
-    from ..ops.primitives import PRIMITIVES as P
     j = fwd.copy()
     j.name = f"{fwd.name}_joint"
     rename = {}
