@@ -23,13 +23,14 @@ import numpy as np
 
 from . import _dtype as D
 from .grad_mode import STATE
-from .tensor import Tensor
+from .tensor import Tensor, _VALUE_READS
 from .ir.graph import Graph, V
 from .ir.tracer import Proxy, TraceError, trace, proxy_input, apply
 from .ir.verify import verify
 from .ops.lowering import Refuse, identity
 from .ops.primitives import Primitive, PRIMITIVES as P
 from .runtime.guards import LEAF, flatten, unflatten, guard_key
+from .runtime.sources import canonical
 from .runtime.cache import ProgramCache
 from .autograd.graph import Node, Saved
 from .autograd.engine import FREED_MSG, _check_version
@@ -84,14 +85,18 @@ def _user_frame(tb):
     return found if found is not None or not frames else frames[-1]
 
 
-def trace_function(fn, args, kwargs, name):
-    """Trace fn on Proxies for the tensors of (args, kwargs) -> (graph, leaves, out_spec, out_leaves)."""
+def trace_function(fn, args, kwargs, name, value_reads=None):
+    """Trace fn on Proxies for the tensors of (args, kwargs) -> (graph, leaves, out_spec, out_leaves).
+    Concrete tensors whose values the function reads in Python (`.item()`, `bool()`) are noted
+    in `value_reads` ({id: version}): the trace baked those values in."""
     leaves = []
     spec = flatten((args, kwargs), leaves)
     g = Graph(_ident(name))
     from .creation import RNG
     gen = RNG.gen
     RNG.gen = _NoRandom()       # a random draw while tracing would be baked in as a constant
+    reads = _VALUE_READS[0]
+    _VALUE_READS[0] = value_reads if value_reads is not None else {}
     try:
         with trace(g):
             proxies = [proxy_input(g, tuple(t.shape), t.dtype, requires_grad=t.requires_grad) for t in leaves]
@@ -99,6 +104,7 @@ def trace_function(fn, args, kwargs, name):
             out = fn(*a, **k)
     finally:
         RNG.gen = gen
+        _VALUE_READS[0] = reads
     out_leaves = []
     out_spec = flatten(out, out_leaves)
     return g, leaves, out_spec, out_leaves
@@ -112,7 +118,7 @@ class _NoRandom:
         raise TraceError("random numbers (dropout, rand*) inside a compiled function are not traced yet")
 
 
-def build(fn, args, kwargs, name, backend):
+def build(fn, args, kwargs, name, backend, value_reads=None):
     from .autodiff import derive, differentiable_reach
     from .passes import FORWARD_PIPELINE, BACKWARD_PIPELINE, RECOMPUTED_PIPELINE, partition
     from .codegen.numpy_cpu import compile_graph
@@ -120,7 +126,7 @@ def build(fn, args, kwargs, name, backend):
     p.double = None
     p.backend = backend
     try:
-        g, leaves, out_spec, out_leaves = trace_function(fn, args, kwargs, name)
+        g, leaves, out_spec, out_leaves = trace_function(fn, args, kwargs, name, value_reads)
     except TraceError:
         raise
     except Exception as e:        # an op or Python construct the symbolic trace does not support
@@ -522,7 +528,7 @@ _NODE_CLS = [CompiledFunctionBackward]
 # -- the compiled callable ------------------------------------------------------------------------
 
 _EAGER = object()
-_TENSORS_SPEC = {}          # number of arguments -> the flattened structure of f(t1, ..., tn)
+_TENSORS_SPEC = {}          # number of arguments -> the flattened structure of f(t1, ..., tn), and its key
 
 
 class CompiledFunction:
@@ -549,23 +555,47 @@ class CompiledFunction:
             leaves = list(args)                 # the common call: tensors only, no keywords
             spec = _TENSORS_SPEC.get(len(args))
             if spec is None:
-                spec = _TENSORS_SPEC[len(args)] = flatten(((LEAF,) * len(args), {}), [])
+                spec = flatten(((LEAF,) * len(args), {}), [])
+                spec = _TENSORS_SPEC[len(args)] = (spec, canonical(spec))
+            spec, cspec = spec
         else:
             leaves = []
             spec = flatten((args, kwargs), leaves)
-        key = guard_key(spec, leaves, self._module, self._fn)
-        p = self.cache.get(key)
+            cspec = canonical(spec)
+        key = guard_key(cspec, leaves)
+        env = (args, kwargs)
+        p = self.cache.lookup(key, env)
         if p is None:
-            p = self._compile(args, kwargs)
-            self.cache.put(key, p)
+            if self.cache.full():
+                self._recompile_limit()
+                return self._fn(*args, **kwargs)
+            p, guards = self._compile(args, kwargs)
+            self.cache.put(key, guards, p)
         if p is _EAGER:
             return self._fn(*args, **kwargs)
         self.last_program = p
         return run_program(p, leaves)
 
+    def _recompile_limit(self):
+        """torch's recompile limit: past `cache_limit` programs, one warning, then calls that
+        match none of them run eagerly."""
+        if self.cache.warned:
+            return
+        self.cache.warned = True
+        why = self.cache.last_miss or "a guard"
+        warnings.warn(f"tracegrad.compile: {self.__name__} was recompiled {self.cache.compiles} times and hit its "
+                      f"recompile limit (cache_limit={self.cache.limit}); this call needs another program because "
+                      f"{why}. Calls that match none of the compiled programs run eagerly from now on: pass values "
+                      f"that change every call as tensors, or raise cache_limit.", RuntimeWarning, stacklevel=3)
+
     def _compile(self, args, kwargs):
+        """A program for this call and the guards it holds under (or _EAGER and the guards of
+        that decision: a fallback taken on a branch that a global chose is taken again only
+        while the global is the same)."""
+        from .runtime.sources import build_guards
+        reads = {}
         try:
-            return build(self._fn, args, kwargs, self.__name__, self.backend)
+            p = build(self._fn, args, kwargs, self.__name__, self.backend, value_reads=reads)
         except Exception as e:
             if not isinstance(e, TraceError) and not _untraceable(e):
                 raise
@@ -579,7 +609,8 @@ class CompiledFunction:
                 self._warned = True
                 warnings.warn_explicit(msg + "; running it eagerly", UserWarning,
                                        fs.filename if fs else "<unknown>", fs.lineno if fs else 0)
-            return _EAGER
+            return _EAGER, build_guards(self._fn, self._module, args, kwargs, value_reads=reads)
+        return p, build_guards(self._fn, self._module, args, kwargs, used=p.consts, value_reads=reads)
 
 
 def _untraceable(e):

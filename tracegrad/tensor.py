@@ -8,6 +8,9 @@ import numpy as np
 from . import _dtype as D
 from .grad_mode import STATE
 
+# while compile traces a function: {id(tensor): version} of the concrete tensors it reads by value
+_VALUE_READS = [None]
+
 
 class Size(tuple):
     def __new__(cls, sizes=()):
@@ -303,12 +306,22 @@ class Tensor:
         return acc
 
     # -- conversion -----------------------------------------------------------
+    def _read_by_value(self):
+        # while compile traces, a concrete tensor read in Python bakes its values into the program
+        r = _VALUE_READS[0]
+        if r is not None:
+            r.setdefault(id(self), self._version)
+
     def item(self):
+        if _VALUE_READS[0] is not None:
+            self._read_by_value()
         if self._data.size != 1:
             raise RuntimeError(f"a Tensor with {self._data.size} elements cannot be converted to Scalar")
         return self._data.reshape(()).item()
 
     def tolist(self):
+        if _VALUE_READS[0] is not None:
+            self._read_by_value()
         return self._data.tolist()
 
     def numpy(self, *, force=False):
@@ -321,6 +334,8 @@ class Tensor:
             raise RuntimeError("Can't call numpy() on Tensor that requires grad. Use tensor.detach().numpy() instead.")
         if self._dtype is D.bfloat16:
             raise TypeError("Got unsupported ScalarType BFloat16")
+        if _VALUE_READS[0] is not None:
+            self._read_by_value()
         return self._data
 
     def __array__(self, dtype=None, copy=None):
@@ -340,6 +355,8 @@ class Tensor:
         return self._data.__dlpack_device__()
 
     def _scalar(self):
+        if _VALUE_READS[0] is not None:
+            self._read_by_value()
         if self._data.size != 1:
             raise ValueError("only one element tensors can be converted to Python scalars")
         return self._data.reshape(()).item()
@@ -351,6 +368,8 @@ class Tensor:
         return int(self._scalar())
 
     def __bool__(self):
+        if _VALUE_READS[0] is not None:
+            self._read_by_value()
         if self._data.size == 0:
             raise RuntimeError("Boolean value of Tensor with no values is ambiguous")
         if self._data.size != 1:

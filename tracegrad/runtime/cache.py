@@ -1,35 +1,61 @@
-"""A bounded cache of compiled programs per compiled callable (least recently used goes)."""
+"""The compiled programs of one compiled callable, each with the guards it was built under.
+
+A lookup takes the key of the call's arguments (shapes, dtypes, devices, requires_grad,
+grad mode, Python constants by bits) and then the guards of each program under that key
+(runtime/sources.py: the globals, closures, attributes and modules it read). Past `limit`
+programs, torch's recompile limit applies: one warning naming what kept changing, and
+calls that match no program run eagerly from then on.
+"""
 import collections
-import warnings
 
 
 class ProgramCache:
     def __init__(self, name, limit=8):
         self.name = name
         self.limit = limit
-        self.entries = collections.OrderedDict()
-        self.warned = False
+        self.entries = collections.OrderedDict()      # key -> [(guards, program), ...]
+        self.count = 0
         self.compiles = 0
+        self.warned = False
+        self.last_miss = None                         # why the last lookup found no program
+
+    def lookup(self, key, env):
+        bucket = self.entries.get(key)
+        if bucket is None:
+            self.last_miss = "its arguments differ (shapes, dtypes, requires_grad, grad mode or Python constants)" \
+                if self.entries else None
+            return None
+        for i, (guards, p) in enumerate(bucket):
+            why = guards.failed(env) if guards is not None else None
+            if why is None:
+                if i:
+                    bucket.insert(0, bucket.pop(i))
+                if len(self.entries) > 1:
+                    self.entries.move_to_end(key)
+                return p
+        self.last_miss = f"{why} changed"
+        return None
+
+    def full(self):
+        return self.count >= self.limit
+
+    def put(self, key, guards, program):
+        self.compiles += 1
+        self.count += 1
+        self.entries.setdefault(key, []).insert(0, (guards, program))
+        self.entries.move_to_end(key)
 
     def get(self, key):
-        p = self.entries.get(key)
-        if p is not None and len(self.entries) > 1:
-            self.entries.move_to_end(key)
-        return p
+        """The program of the most recent entry under key (guards unchecked): for inspection."""
+        bucket = self.entries.get(key)
+        return bucket[0][1] if bucket else None
 
-    def put(self, key, program):
-        self.compiles += 1
-        self.entries[key] = program
-        if len(self.entries) > self.limit:
-            self.entries.popitem(last=False)
-            if not self.warned:
-                self.warned = True
-                warnings.warn(f"tracegrad.compile: {self.name} was recompiled {self.compiles} times (a guard on "
-                              f"shapes, dtypes, requires_grad, grad mode or a Python constant keeps changing); "
-                              f"only the {self.limit} most recent programs are kept", RuntimeWarning, stacklevel=4)
+    def programs(self):
+        return [p for bucket in self.entries.values() for _, p in bucket]
 
     def __len__(self):
-        return len(self.entries)
+        return self.count
 
     def clear(self):
         self.entries.clear()
+        self.count = 0

@@ -1,10 +1,10 @@
 """Guards: what a compiled program assumed about its call, as one hashable key.
 
 A tensor contributes its shape, dtype, device and requires_grad; a Python constant its
-type and value; containers their structure. Grad mode, a module's parameters (by
-identity) and training flag, and the tensors a function captures from its closure or
-globals (by identity) are part of the key too. Equal keys may share a program.
+type and bit pattern; containers their structure; grad mode and the default dtype too.
+Equal keys may share a program, once its guards (sources.py) hold as well.
 """
+from .. import _dtype as D
 from ..grad_mode import STATE
 from ..tensor import Tensor
 
@@ -45,42 +45,9 @@ def unflatten(spec, leaves):
     return spec
 
 
-def _const_key(spec):
-    """A hashable stand-in for the Python constants of a spec (by value; unhashable ones by identity)."""
-    try:
-        hash(spec)
-        return (type(spec), spec)
-    except TypeError:
-        return (type(spec), id(spec))
-
-
-def captured_tensors(fn):
-    """Identities of the tensors fn reads from its closure and its module's globals (by
-    name): rebinding one (w = w - lr * g) must recompile, not reuse the old tensor."""
-    code = getattr(fn, "__code__", None)
-    if code is None:
-        return ()
-    ids = []
-    for cell in getattr(fn, "__closure__", None) or ():
-        try:
-            v = cell.cell_contents
-        except ValueError:
-            continue
-        if isinstance(v, Tensor):
-            ids.append(id(v))
-    g = getattr(fn, "__globals__", {})
-    for name in code.co_names:
-        v = g.get(name)
-        if isinstance(v, Tensor):
-            ids.append(id(v))
-    return tuple(ids)
-
-
-def guard_key(spec, leaves, module=None, fn=None):
+def guard_key(cspec, leaves):
+    """The key of a call's arguments: grad mode and default dtype, the argument structure with
+    its Python constants by type and bits (`cspec`: sources.canonical of flatten's spec), and each tensor's shape, dtype, requires_grad and
+    device. What else the function read is checked by the program's guards (sources.py)."""
     tensors = tuple((t._data.shape, t._dtype, t._req, t._data.__class__) for t in leaves)
-    key = (STATE.grad_enabled, _const_key(spec), tensors)
-    if module is not None:
-        key += (module.training, tuple(id(p) for p in module.parameters()))
-    elif fn is not None:
-        key += captured_tensors(fn)
-    return key
+    return (STATE.grad_enabled, D.get_default_dtype(), cspec, tensors)

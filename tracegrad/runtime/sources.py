@@ -1,0 +1,422 @@
+"""What a compiled program read besides its arguments, as guards checked at every call.
+
+A trace bakes in every Python value it reads: a float global becomes a literal, a tensor
+read through a closure, a dict, a list or an attribute becomes a fixed input, a module's
+`negative_slope` or `eps` a constant, a submodule's `training` flag a branch taken. So a
+program is reused only while those reads would give the same values. Like torch's Dynamo,
+which builds guards from the *sources* of the values a frame read, this module finds the
+sources a call can reach and records a guard for each:
+
+- the code the function can run: its own code objects, the global functions and methods it
+  calls (recursively), and for modules every module's class (user code only: tracegrad's
+  own code, the standard library and installed packages are taken as fixed);
+- from that code, the names it reads: globals and closure cells, and attribute names;
+- from those roots, the values: a Python scalar is guarded by type and bit pattern (`1` is
+  not `1.0`, `0.0` is not `-0.0`), a tensor by identity and its shape, dtype and
+  requires_grad, a module by identity with its training flag, parameters, buffers,
+  submodules, hooks and plain attributes, a small container by its structure and items, a
+  user object by identity and the attributes the code names, anything else by identity.
+
+Reaching further than the trace did (a name read only on a branch not taken) only costs a
+recompile; reaching less would return a stale result, so where in doubt this guards more.
+Tensors whose *values* the trace read in Python (`.item()`, `bool()`, `.tolist()`) are
+guarded by their version counter as well.
+"""
+import functools
+import os
+import struct
+import sys
+import sysconfig
+import types
+
+import numpy as np
+
+from ..tensor import Tensor
+
+_MAX_ITEMS = 64          # containers up to this size are guarded item by item
+_MAX_DEPTH = 5           # how deep into containers and plain objects the walk goes
+
+_PKG = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+_LIB_DIRS = tuple(sorted({os.path.abspath(p) + os.sep for k, p in sysconfig.get_paths().items()
+                          if k in ("stdlib", "platstdlib", "purelib", "platlib") and p}
+                         | {os.path.abspath(os.path.dirname(os.__file__)) + os.sep, _PKG + os.sep}))
+_SCALARS = (type(None), bool, int, float, complex, str, bytes)
+
+
+def _is_library_file(path):
+    if not path or path.startswith("<"):
+        return False              # exec()'d user code
+    return os.path.abspath(path).startswith(_LIB_DIRS)
+
+
+def _is_library_type(tp):
+    mod = sys.modules.get(getattr(tp, "__module__", None) or "")
+    return mod is None or _is_library_module(mod)
+
+
+def _is_library_module(mod):
+    f = getattr(mod, "__file__", None)
+    return f is None or _is_library_file(f)
+
+
+def scalar_bits(v):
+    """A key that tells apart what `==` does not: 1 from 1.0 and True, 0.0 from -0.0."""
+    t = type(v)
+    if t is float or isinstance(v, float):
+        return (t, struct.pack("<d", float.__float__(v)))
+    if t is bool:
+        return (t, v)
+    if isinstance(v, int):
+        return (t, int.__int__(v))
+    if isinstance(v, complex):
+        return (t, struct.pack("<dd", complex.__complex__(v).real, complex.__complex__(v).imag))
+    if isinstance(v, str):
+        return (t, str.__str__(v))
+    if isinstance(v, bytes):
+        return (t, bytes(v))
+    return (t, v)
+
+
+def canonical(spec):
+    """A flattened argument structure with every Python scalar replaced by its bits key, so
+    equal keys mean equal arguments, not merely `==` ones; unhashable constants by identity."""
+    t = type(spec)
+    if t is tuple:
+        return tuple(canonical(s) for s in spec)
+    if isinstance(spec, _SCALARS):
+        return scalar_bits(spec)
+    try:
+        hash(spec)
+        return (t, spec)
+    except TypeError:
+        return (t, id(spec))
+
+
+# -- guards --------------------------------------------------------------------------------------
+
+class Guard:
+    """One assumption: `test(read(env))` holds. `what` names the source for messages."""
+    __slots__ = ("read", "test", "what")
+
+    def __init__(self, read, test, what):
+        self.read, self.test, self.what = read, test, what
+
+
+class Guards:
+    """The guards of one program; `failed(env)` is None while all hold, else the first that fails.
+    `keep` holds the objects whose identities the guards compare, so no id is reused."""
+    __slots__ = ("guards", "keep")
+
+    def __init__(self, guards, keep=()):
+        self.guards = guards
+        self.keep = keep
+
+    def failed(self, env):
+        for g in self.guards:
+            try:
+                if g.test(g.read(env)):
+                    continue
+            except Exception:
+                pass
+            return g.what
+        return None
+
+    def __len__(self):
+        return len(self.guards)
+
+    def __repr__(self):
+        return "\n".join(g.what for g in self.guards)
+
+
+def tensor_token(t):
+    d = t._data
+    return (id(t), t._req, t._dtype, d.shape, d.__class__)
+
+
+def token(v):
+    """What a guard compares a value by: scalars by bits, tensors by identity and metadata,
+    anything else by identity (its own state has a guard of its own)."""
+    if v is None:
+        return None
+    if isinstance(v, Tensor):
+        d = v._data
+        return (id(v), v._req, v._dtype, d.shape, d.__class__)
+    if isinstance(v, _SCALARS):
+        return scalar_bits(v)
+    return id(v)
+
+
+def _items_token(items):
+    return tuple(token(x) for x in items)
+
+
+def module_token(m, attrs):
+    """A module's own state in one tuple: its attribute names, training flag, parameters and
+    buffers (as tensor tokens), submodules (by identity), hooks (by handle id) and its plain
+    attributes `attrs`."""
+    d = m.__dict__
+    p, b, sub = d["_parameters"], d["_buffers"], d["_modules"]
+    return (tuple(d), d["training"], tuple(p), tuple(map(token, p.values())), tuple(b),
+            tuple(map(token, b.values())), tuple(sub), tuple(map(id, sub.values())),
+            tuple(d["_forward_pre_hooks"]), tuple(d["_forward_hooks"]), tuple(d["_backward_hooks"]),
+            tuple([token(d[a]) for a in attrs]))
+
+
+def _array_test(a0):
+    if a0.size <= 4096:
+        snap = a0.copy()
+        return lambda v: v.shape == snap.shape and v.dtype == snap.dtype and np.array_equal(v, snap, equal_nan=True)
+    shape, dt = a0.shape, a0.dtype       # too big to compare every call: in-place changes go unseen
+    return lambda v: v.shape == shape and v.dtype == dt
+
+
+def _same_keys(a, b):
+    # by identity: a key's own __eq__ (a tensor's, say) is never called
+    return len(a) == len(b) and all(x is y for x, y in zip(a, b))
+
+
+def _code_objects(code):
+    yield code
+    for c in code.co_consts:
+        if isinstance(c, types.CodeType):
+            yield from _code_objects(c)
+
+
+def _const(v):
+    return lambda env: v
+
+
+class _Walk:
+    """One walk from the roots; `names` (attribute and global names of the reachable user code)
+    grows as code is found, so the walk is repeated until it no longer grows.
+
+    Every object met gets one guard over its own state (a token of each item or attribute),
+    read through its source: a root's source is a global or a closure cell; an object found
+    inside another is read as that same object, since the guard before it checked that its
+    parent still holds it."""
+
+    def __init__(self, names, value_reads, used):
+        self.names = names
+        self.value_reads = value_reads
+        self.used = used
+        self.guards = []
+        self.keep = []
+        self.seen = set()
+        self.tensors = set()
+        self.codes = set()
+
+    def add(self, read, test, what):
+        self.guards.append(Guard(read, test, what))
+
+    # functions and their code
+    def function(self, f, label):
+        code = f.__code__
+        if code in self.codes or _is_library_file(code.co_filename):
+            return
+        self.codes.add(code)
+        names = set()
+        for c in _code_objects(code):
+            names.update(c.co_names)
+        self.names.update(names)
+        g = f.__globals__
+        for name in sorted(names):
+            if name in g:
+                self.root(g[name], lambda env, g=g, name=name: g[name], f"global '{name}' (read by {label})")
+        for name, cell in zip(code.co_freevars, f.__closure__ or ()):
+            try:
+                v = cell.cell_contents
+            except ValueError:
+                continue
+            self.root(v, lambda env, cell=cell: cell.cell_contents, f"closure variable '{name}' of {label}")
+        for attr in ("__defaults__", "__kwdefaults__"):
+            d0 = getattr(f, attr)
+            if d0:
+                self.root(d0, lambda env, f=f, attr=attr: getattr(f, attr), f"the {attr.strip('_')} of {label}")
+
+    def methods_of(self, tp):
+        """The user methods of a class that the reachable code may call (by name)."""
+        for klass in tp.__mro__:
+            if _is_library_type(klass):
+                continue
+            for name, attr in list(vars(klass).items()):
+                if name in self.names or name in ("forward", "__call__"):
+                    fn = attr.__func__ if isinstance(attr, (staticmethod, classmethod)) else attr
+                    if isinstance(fn, property):
+                        fn = fn.fget
+                    if isinstance(fn, types.FunctionType):
+                        self.function(fn, f"{klass.__qualname__}.{name}")
+
+    def root(self, v, read, what):
+        """A value read through a source that nothing else guards: its token, then its state."""
+        tok = self.token(v)
+        self.add(read, lambda x, tok=tok: self_token(x) == tok, what)
+        self.inside(v, what, 0)
+
+    def token(self, v):
+        self.keep.append(v)
+        if isinstance(v, Tensor):
+            self.tensors.add(id(v))
+            ver = self.value_reads.get(id(v))
+            if ver is not None:       # its values were baked in: its version is part of it
+                return tensor_token(v) + (ver,)
+        return token(v)
+
+    def inside(self, v, what, depth):
+        """Guards on the state of v, an object whose identity a guard before already checked."""
+        if isinstance(v, (Tensor,) + _SCALARS):
+            if isinstance(v, Tensor) and id(v) in self.value_reads:
+                ver = self.value_reads[id(v)]
+                self.add(_const(v), lambda t, ver=ver: t._version == ver, f"the values of {what} (read while tracing)")
+            return
+        key = id(v)
+        if key in self.seen:
+            return
+        self.seen.add(key)
+        read = _const(v)
+        if isinstance(v, types.MethodType):
+            self.add(read, lambda m, s=v.__self__, f=v.__func__: m.__self__ is s and m.__func__ is f, what)
+            self.inside(v.__self__, what + ".__self__", depth)
+            self.inside(v.__func__, what + ".__func__", depth)
+        elif isinstance(v, types.FunctionType):
+            self.function(v, v.__qualname__)
+        elif isinstance(v, types.ModuleType):
+            if not _is_library_module(v):
+                self.attrs(v, vars(v), sorted(n for n in self.names if n in vars(v)), what, depth)
+        elif isinstance(v, type):
+            self.methods_of(v)
+            if not _is_library_type(v):
+                d = vars(v)
+                self.attrs(v, d, sorted(n for n in self.names if n in d and isinstance(d[n], (Tensor,) + _SCALARS)),
+                           what, depth)
+        elif isinstance(v, functools.partial):
+            tok = (id(v.func), self.seq_token(v.args), tuple(v.keywords.items()))
+            self.add(read, lambda p, tok=tok: (id(p.func), tuple(map(token, p.args)),
+                                               tuple(p.keywords.items())) == tok, what)
+            self.inside(v.func, what + ".func", depth)
+            for i, a in enumerate(v.args):
+                self.inside(a, f"{what}.args[{i}]", depth + 1)
+        elif _is_module(v):
+            self.module(v, what)
+        elif isinstance(v, np.ndarray):
+            self.add(read, _array_test(v), f"the values of {what}")
+        elif type(v) in (dict, list, tuple) and depth < _MAX_DEPTH:
+            self.container(v, what, depth)
+        elif hasattr(v, "__dict__") and depth < _MAX_DEPTH:
+            self.obj(v, what, depth)
+
+    def seq_token(self, items):
+        return tuple(self.token(x) for x in items)
+
+    def attrs(self, v, d, names, what, depth):
+        """Guard the attributes `names` of v (read from its __dict__ `d`), then what they hold."""
+        names = tuple(names)
+        tok = tuple(self.token(d[n]) for n in names)
+        self.add(_const(d), lambda dd, names=names, tok=tok: tuple(token_of(dd, n) for n in names) == tok,
+                 f"the attributes {', '.join(names)} of {what}" if names else what)
+        for n in names:
+            self.inside(d[n], f"{what}.{n}", depth + 1)
+
+    def container(self, v, what, depth):
+        t = type(v)
+        if t is dict:
+            keys = tuple(v)
+            items = list(v.items())
+        else:
+            keys = len(v)
+            items = list(enumerate(v))
+        if len(items) > _MAX_ITEMS:
+            # too many to guard one by one: the tensors the trace used among them keep their place
+            items = [(k, x) for k, x in items if isinstance(x, Tensor) and id(x) in self.used]
+        pos = tuple(k for k, _ in items)
+        tok = tuple(self.token(x) for _, x in items)
+        keep = tuple(x for _, x in items)
+        if t is dict:
+            test = lambda c: type(c) is dict and _same_keys(tuple(c), keys) and \
+                tuple(token(c[k]) for k in pos) == tok            # noqa: E731
+        else:
+            test = lambda c: type(c) is t and len(c) == keys and tuple(token(c[k]) for k in pos) == tok  # noqa: E731
+        self.keep.append(keep)
+        self.add(_const(v), test, f"the items of {what}")
+        for k, x in items:
+            self.inside(x, f"{what}[{k!r}]", depth + 1)
+
+    def obj(self, v, what, depth):
+        tp = type(v)
+        self.methods_of(tp)
+        d = vars(v)
+        lib = _is_library_type(tp)
+        # a user object: the attributes its reachable code names; a library object (an
+        # optimizer, say): its public state, which the library's code read
+        names = [n for n in sorted(d) if ((n in self.names) if not lib else not n.startswith("_"))]
+        self.attrs(v, d, names, what, depth)
+
+    def module(self, m, what):
+        self.methods_of(type(m))
+        d = m.__dict__
+        attrs = tuple(a for a in d if not a.startswith("_") and a != "training")
+        for a in attrs:
+            self.token(d[a])
+        for kind in ("_parameters", "_buffers"):
+            for x in d[kind].values():
+                if x is not None:
+                    self.token(x)
+        self.keep.extend(d["_modules"].values())
+        tok = module_token(m, attrs)
+        self.add(_const(m), lambda mm, attrs=attrs, tok=tok: module_token(mm, attrs) == tok, f"the state of {what}")
+        for a in attrs:
+            self.inside(d[a], f"{what}.{a}", 0)
+        for kind in ("_parameters", "_buffers"):
+            for name, x in d[kind].items():
+                self.inside(x, f"{what}.{name}", 0)
+        for name, sub in d["_modules"].items():
+            if sub is not None:
+                self.inside(sub, f"{what}.{name}", 0)
+
+
+def self_token(v):
+    return token(v) if not isinstance(v, Tensor) else tensor_token(v)
+
+
+def token_of(d, name):
+    return token(d[name]) if name in d else None
+
+
+def _is_module(v):
+    from ..nn.modules.module import Module
+    return isinstance(v, Module)
+
+
+def build_guards(fn, module, args, kwargs, used=(), value_reads=None):
+    """Guards for everything a call of fn (or module) with these arguments can read besides the
+    argument tensors themselves. `used`: the concrete tensors the trace made inputs of the
+    graph; `value_reads`: {id(tensor): version} of tensors read by value while tracing."""
+    value_reads = value_reads or {}
+    names = set()
+    for _ in range(8):
+        before = len(names)
+        w = _Walk(names, value_reads, {id(t) for t in used})
+        if module is not None:
+            w.inside(module, f"the module {type(module).__name__}", 0)
+        else:
+            w.inside(fn, f"the function {getattr(fn, '__qualname__', type(fn).__name__)}", 0)
+        for i, a in enumerate(args):
+            if not isinstance(a, (Tensor,) + _SCALARS) and type(a) not in (list, tuple, dict):
+                w.inside(a, f"argument {i}", 0)
+        for k, a in kwargs.items():
+            if not isinstance(a, (Tensor,) + _SCALARS) and type(a) not in (list, tuple, dict):
+                w.inside(a, f"keyword argument '{k}'", 0)
+        if len(names) == before:
+            break
+    if any(_is_module(x) for x in w.keep) or module is not None:
+        from ..nn.modules import module as _m
+        hooks = (tuple(_m._global_forward_pre_hooks), tuple(_m._global_forward_hooks))
+        w.add(_const(_m), lambda mm, hooks=hooks: (tuple(mm._global_forward_pre_hooks),
+                                                   tuple(mm._global_forward_hooks)) == hooks,
+              "the global module hooks")
+    # the concrete tensors the program reads at every call keep the metadata it was built for
+    for t in used:
+        if id(t) not in w.tensors:
+            w.keep.append(t)
+            w.add(_const(t), lambda x, tok=tensor_token(t): tensor_token(x) == tok,
+                  f"a tensor the function read ({tuple(t.shape)})")
+    return Guards(w.guards, w.keep)
