@@ -614,8 +614,10 @@ def test_speculation_needs_a_scalar_output():
 
 def test_explain_shows_the_joint_program_of_a_scalar_function():
     x, y = _big_logits(11)
-    text = tg.explain(lambda x, y: F.cross_entropy(x, y), x, y, file=open(os.devnull, "w"))
+    text = tg.explain(lambda x, y: F.cross_entropy(x, y), x, y, file=open(os.devnull, "w"), verbose=True)
     assert "==== generated joint forward+backward source ====" in text
+    short = tg.explain(lambda x, y: F.cross_entropy(x, y), x, y, file=open(os.devnull, "w"))
+    assert "joint forward+backward program (verbose=True shows it)" in short
 
 
 def test_a_speculated_call_still_raises_when_an_input_changed_in_place():

@@ -75,6 +75,7 @@ def derive(fwd, outputs, wrt, hooks=None, node_hooks=()):
     gradient once all of it has been summed (tensor hooks).
     """
     bwd = Graph("backward")
+    bwd.number_after(fwd)           # no backward value takes the name of a forward value it is printed beside
     saved_inputs = {}
     need = needed_values(fwd, outputs, wrt)
     hooks = hooks or {}

@@ -51,6 +51,16 @@ class Graph:
         self._ids = itertools.count()
 
     # -- building --------------------------------------------------------------
+    def number_after(self, other):
+        """Number this graph's new values after every value of `other`, so listings of the two
+        side by side (a backward and its forward) never give two values one name."""
+        last = -1
+        for n in other.nx:
+            digits = n.lstrip("abcdefghijklmnopqrstuvwxyz_")
+            if digits.isdigit():
+                last = max(last, int(digits))
+        self._ids = itertools.count(last + 1)
+
     def fresh(self, prefix="t"):
         while True:
             n = V(f"{prefix}{next(self._ids)}")
