@@ -633,7 +633,9 @@ UNIT = {"W1": "µs/op", "W7": "s"}
 
 
 def parse_args():
-    ap = argparse.ArgumentParser()
+    from tracegrad._cli import HelpFormatter
+    ap = argparse.ArgumentParser(description=__doc__.strip().split("\n\n")[0],
+                                 formatter_class=HelpFormatter)
     ap.add_argument("--device", choices=("cpu", "cuda"), default="cpu",
                     help="cuda: W2-W8 with every contender on the GPU (or on Triton's CPU interpreter when "
                          "TRITON_INTERPRET=1 is set; torch then stays on the CPU)")

@@ -129,7 +129,9 @@ def _run(repeat, threads, batch):
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser()
+    from tracegrad._cli import HelpFormatter
+    ap = argparse.ArgumentParser(description=__doc__.strip().split("\n\n")[0],
+                                 formatter_class=HelpFormatter)
     ap.add_argument("--repeat", type=int, default=30)
     ap.add_argument("--threads", default="1,2", help="comma-separated thread counts to measure")
     ap.add_argument("--batch", type=int, default=64)

@@ -114,7 +114,9 @@ def run(repeat):
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser()
+    from tracegrad._cli import HelpFormatter
+    ap = argparse.ArgumentParser(description=__doc__.strip().split("\n\n")[0],
+                                 formatter_class=HelpFormatter)
     ap.add_argument("--repeat", type=int, default=15)
     ap.add_argument("--json", default=None)
     args = ap.parse_args(argv)

@@ -55,3 +55,30 @@ def test_readme_compile_examples_run():
     assert out.returncode == 0, out.stderr
     assert "==== generated forward source ====" in out.stdout
     assert out.stdout.strip().endswith("third ok True")
+
+
+def test_python_dash_m_tracegrad_runs_the_tour():
+    out = subprocess.run([sys.executable, "-m", "tracegrad"], capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert "w.grad = tensor([10.])" in out.stdout
+
+
+def test_command_lines_show_their_defaults():
+    for args in (["-m", "tracegrad.demo"], [str(ROOT / "benchmarks" / "bench_compile.py")],
+                 [str(ROOT / "benchmarks" / "bench_eager.py")], [str(ROOT / "benchmarks" / "bench_demo.py")]):
+        out = subprocess.run([sys.executable, *args, "--help"], capture_output=True, text=True, cwd=ROOT, timeout=120)
+        assert out.returncode == 0, out.stderr
+        options = [line for line in out.stdout.splitlines() if line.strip().startswith("--")]
+        text = " ".join(out.stdout.split())
+        assert options and text.count("(default:") >= len([o for o in options if "--help" not in o]) - 2, out.stdout
+
+
+def test_readme_examples_write_no_tracked_file():
+    text = (ROOT / "README.md").read_text()
+    for path in re.findall(r"render\(\"([^\"]+)\"", text):
+        assert "/" not in path and not (ROOT / (path + ".svg")).exists()
+
+
+def test_license_matches_the_declared_one():
+    assert (ROOT / "LICENSE").read_text().startswith("MIT License")
+    assert 'license = "MIT"' in (ROOT / "pyproject.toml").read_text()

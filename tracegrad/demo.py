@@ -21,6 +21,7 @@ import numpy as np
 import tracegrad as torch
 import tracegrad.nn as nn
 import tracegrad.nn.functional as F
+from tracegrad._cli import HelpFormatter
 
 
 class DigitsCNN(nn.Module):
@@ -109,14 +110,15 @@ def plot_curves(history, path):
 
 
 def parse_args(argv=None):
-    p = argparse.ArgumentParser(prog="python -m tracegrad.demo", description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(prog="python -m tracegrad.demo", description=__doc__.split("\n\n")[0],
+                                formatter_class=HelpFormatter)
     p.add_argument("--epochs", type=int, default=15)
     p.add_argument("--batch-size", type=int, default=64)
     p.add_argument("--lr", type=float, default=1e-2)
     p.add_argument("--lr-decay", type=float, default=0.8, help="learning rate factor per epoch")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--compile", action="store_true", help="train through tracegrad.compile")
-    p.add_argument("--device", default="cpu", help="cpu (default) or cuda")
+    p.add_argument("--device", default="cpu", help="cpu or cuda")
     p.add_argument("--out", default="demo_out", help="directory for the PNG and the saved weights")
     p.add_argument("--subset", type=int, default=None, help="use only the first N images (quick checks)")
     p.add_argument("--threads", type=int, default=1,

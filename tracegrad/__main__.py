@@ -1,0 +1,4 @@
+"""`python -m tracegrad`: the guided tour (tracegrad/tour.py)."""
+from .tour import main
+
+main()
