@@ -18,7 +18,7 @@ from .grad_mode import (no_grad, enable_grad, set_grad_enabled, is_grad_enabled,
 from .creation import (tensor, as_tensor, asarray, from_numpy, from_dlpack, zeros, ones, full, empty, eye, arange,
                        linspace, logspace, rand, randn, randint, randperm, rand_like, randn_like, randint_like,
                        zeros_like, ones_like, empty_like, full_like, manual_seed, seed, initial_seed, multinomial,
-                       bernoulli)
+                       bernoulli, Generator, default_generator, get_rng_state, set_rng_state)
 from . import _tensor_methods  # noqa: F401  (binds methods and operators onto Tensor)
 from .ops.functional import (
     neg, negative, abs, absolute, sign, exp, exp2, log, log2, log1p, expm1, sqrt, rsqrt, sin, cos, tan, tanh,
@@ -82,6 +82,6 @@ def equal(input, other):
 __version__ = "0.1.0"
 from . import viz  # noqa: E402
 from .serialization import save, load  # noqa: E402
-from . import nn, optim  # noqa: E402,F401
+from . import nn, optim, utils  # noqa: E402,F401
 from .compile import compile  # noqa: E402,F401
 from .explain import explain  # noqa: E402,F401

@@ -350,6 +350,12 @@ Tensor.copy_ = copy_
 Tensor.__setitem__ = _setitem
 
 
+def _takes_generator(fn):
+    from .creation import takes_generator
+    return takes_generator(fn)
+
+
+@_takes_generator
 def _uniform_(self, a=0.0, b=1.0, generator=None):
     from .creation import RNG
     check_inplace(self)
@@ -358,6 +364,7 @@ def _uniform_(self, a=0.0, b=1.0, generator=None):
     return self
 
 
+@_takes_generator
 def _normal_(self, mean=0.0, std=1.0, generator=None):
     from .creation import RNG
     check_inplace(self)
@@ -366,6 +373,7 @@ def _normal_(self, mean=0.0, std=1.0, generator=None):
     return self
 
 
+@_takes_generator
 def _bernoulli_(self, p=0.5, generator=None):
     from .creation import RNG
     self._data[...] = RNG.gen.random(self._data.shape) < p

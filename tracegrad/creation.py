@@ -5,7 +5,9 @@ arange and linspace reproduce the arithmetic of torch's CPU kernels, so the valu
 """
 import collections.abc
 import functools
+import json
 import math
+import os
 import threading
 import warnings
 
@@ -24,18 +26,112 @@ _SEED = [0]
 RNG = _RNG()
 
 
+class Generator:
+    """torch.Generator: a random stream of its own, for `generator=` arguments (numpy's PCG64:
+    the streams differ from torch's). Seeded with torch's default seed until manual_seed."""
+
+    def __init__(self, device="cpu"):
+        self.device = device if not isinstance(device, str) else _device_of(device)
+        self._seed = 67280421310721
+        self._np = np.random.default_rng(self._seed)
+
+    def manual_seed(self, seed):
+        self._seed = int(seed)
+        self._np = np.random.default_rng(self._seed)
+        return self
+
+    def seed(self):
+        s = int.from_bytes(os.urandom(8), "little") >> 1
+        self.manual_seed(s)
+        return s
+
+    def initial_seed(self):
+        return self._seed
+
+    def get_state(self):
+        """The stream's state as a uint8 tensor (what set_state takes back)."""
+        raw = json.dumps(self._np.bit_generator.state).encode()
+        return _finish(np.frombuffer(raw, np.uint8).copy(), D.uint8, False)
+
+    def set_state(self, new_state):
+        if not isinstance(new_state, Tensor) or new_state.dtype is not D.uint8:
+            raise TypeError(f"expected a torch.ByteTensor, but got {_tpname(new_state)}")
+        state = json.loads(new_state._data.tobytes().decode())
+        bit_gen = getattr(np.random, state["bit_generator"])()
+        bit_gen.state = state
+        self._np = np.random.Generator(bit_gen)
+        return self
+
+    def __repr__(self):
+        return f"<torch._C.Generator object at {hex(id(self))}>"
+
+
+class _DefaultGenerator(Generator):
+    """torch.default_generator: the global stream (this thread's) that manual_seed seeds."""
+
+    def __init__(self):
+        self.device = "cpu"
+
+    @property
+    def _seed(self):
+        return _SEED[0]
+
+    @_seed.setter
+    def _seed(self, value):
+        _SEED[0] = value
+
+    @property
+    def _np(self):
+        return RNG.gen
+
+    @_np.setter
+    def _np(self, gen):
+        RNG.gen = gen
+
+
+default_generator = _DefaultGenerator()
+
+
 def manual_seed(seed):
-    """Seed the generator (numpy's PCG64: the streams differ from torch's)."""
-    _SEED[0] = int(seed)
-    RNG.gen = np.random.default_rng(int(seed))
-
-    class _Gen:
-        def initial_seed(self):
-            return _SEED[0]
-    return _Gen()
+    """Seed the global generator (numpy's PCG64: the streams differ from torch's)."""
+    return default_generator.manual_seed(seed)
 
 
-seed = manual_seed
+def get_rng_state():
+    return default_generator.get_state()
+
+
+def set_rng_state(new_state):
+    default_generator.set_state(new_state)
+
+
+def _device_of(device):
+    return device
+
+
+def takes_generator(fn):
+    """fn(..., generator=g) draws from g's stream instead of the global one."""
+    @functools.wraps(fn)
+    def draw(*args, generator=None, **kwargs):
+        if generator is None:
+            return fn(*args, **kwargs)
+        if not isinstance(generator, Generator):
+            raise TypeError(f"{fn.__name__}(): argument 'generator' must be torch.Generator, not "
+                            f"{_tpname(generator)}")
+        gen = RNG.gen
+        getattr(gen, "bit_generator")      # while compile traces, the global stream refuses: so must this one
+        RNG.gen = generator._np
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            generator._np = RNG.gen
+            RNG.gen = gen
+    return draw
+
+
+def seed():
+    """Seed the global generator from the operating system's entropy; return the seed."""
+    return default_generator.seed()
 
 
 def initial_seed():
@@ -647,6 +743,7 @@ def _uniform(shape, dt):
     return RNG.gen.random(shape, dtype=dt.np)
 
 
+@takes_generator
 def rand(*size, generator=None, out=None, dtype=None, layout=None, device=None, requires_grad=False,
          pin_memory=False):
     _check_device(device)
@@ -656,6 +753,7 @@ def rand(*size, generator=None, out=None, dtype=None, layout=None, device=None, 
     return _finish(_uniform(shape, dt), dt, requires_grad)
 
 
+@takes_generator
 def randn(*size, generator=None, out=None, dtype=None, layout=None, device=None, requires_grad=False,
           pin_memory=False):
     _check_device(device)
@@ -679,6 +777,7 @@ _RANDINT_SIGNATURES = (
 )
 
 
+@takes_generator
 def randint(*args, low=None, high=None, size=None, generator=None, out=None, dtype=None, layout=None,
             device=None, requires_grad=False, pin_memory=False):
     """randint(high, size) or randint(low, high, size), as torch parses them."""
@@ -732,11 +831,13 @@ def randint_like(input, low=0, high=None, *, dtype=None, layout=None, device=Non
     return randint(low, high, tuple(input.shape), dtype=dtype or input.dtype, requires_grad=requires_grad)
 
 
+@takes_generator
 def randperm(n, *, generator=None, dtype=None, device=None, requires_grad=False):
     dt = D.int64 if dtype is None else D.as_dtype(dtype)
     return _finish(D.cast(RNG.gen.permutation(n), dt), dt, requires_grad)
 
 
+@takes_generator
 def multinomial(input, num_samples, replacement=False):
     p = input._data / input._data.sum(-1, keepdims=True)
     if p.ndim == 1:
@@ -745,6 +846,7 @@ def multinomial(input, num_samples, replacement=False):
                     .astype(np.int64))
 
 
+@takes_generator
 def bernoulli(input, p=None):
     prob = input._data if p is None else p
     return _wrap_np((RNG.gen.random(input._data.shape) < prob).astype(input._data.dtype), input.dtype)

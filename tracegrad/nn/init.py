@@ -16,7 +16,7 @@ __all__ = ["calculate_gain", "uniform_", "normal_", "trunc_normal_", "constant_"
 
 def _rng(generator):
     from ..creation import RNG
-    return RNG.gen if generator is None else generator
+    return RNG.gen if generator is None else generator._np
 
 
 def _fill(tensor, values):

@@ -1,0 +1,69 @@
+"""Adagrad (torch.optim.Adagrad)."""
+import numpy as np
+
+from .optimizer import Optimizer, _scalar, _finish
+from ..tensor import Tensor
+from .. import _dtype as D
+
+__all__ = ["Adagrad"]
+
+
+class Adagrad(Optimizer):
+    """s <- s + g^2; p <- p - clr g / (sqrt(s) + eps), clr = lr / (1 + (step - 1) lr_decay)."""
+
+    def __init__(self, params, lr=1e-2, lr_decay=0, weight_decay=0, initial_accumulator_value=0, eps=1e-10,
+                 foreach=None, *, maximize=False, differentiable=False, fused=None):
+        if isinstance(lr, Tensor) and lr.numel() != 1:
+            raise ValueError("Tensor lr must be 1-element")
+        if not 0.0 <= _scalar(lr):
+            raise ValueError(f"Invalid learning rate: {lr}")
+        if not 0.0 <= lr_decay:
+            raise ValueError(f"Invalid lr_decay value: {lr_decay}")
+        if not 0.0 <= weight_decay:
+            raise ValueError(f"Invalid weight_decay value: {weight_decay}")
+        if not 0.0 <= initial_accumulator_value:
+            raise ValueError(f"Invalid initial_accumulator_value value: {initial_accumulator_value}")
+        if not 0.0 <= eps:
+            raise ValueError(f"Invalid epsilon value: {eps}")
+        if differentiable:
+            raise NotImplementedError("Adagrad(differentiable=True) is not supported")
+        defaults = dict(lr=lr, lr_decay=lr_decay, eps=eps, weight_decay=weight_decay,
+                        initial_accumulator_value=initial_accumulator_value, foreach=foreach, maximize=maximize,
+                        differentiable=differentiable, fused=fused)
+        super().__init__(params, defaults)
+        for group in self.param_groups:
+            for p in group["params"]:
+                state = self.state[p]
+                state["step"] = Tensor._make(np.zeros((), np.float32), D.float32)
+                init = group["initial_accumulator_value"]
+                state["sum"] = Tensor._make(np.full_like(p._data, init), p._dtype)
+
+    def step(self, closure=None):
+        return self._run_step(closure, self._update)
+
+    def _update(self):
+        for group in self.param_groups:
+            lr = _scalar(group["lr"])
+            lr_decay, wd, eps = group["lr_decay"], group["weight_decay"], group["eps"]
+            for p in group["params"]:
+                if p.grad is None:
+                    continue
+                state = self.state[p]
+                x = p._data
+                dt = x.dtype.type
+                g = p.grad._data
+                if group["maximize"]:
+                    g = -g
+                state["step"]._data += 1
+                step = float(state["step"]._data)
+                if wd != 0:
+                    g = g + dt(wd) * x
+                clr = lr / (1 + (step - 1) * lr_decay)
+                s = state["sum"]._data
+                s += g * dt(1) * g                         # state_sum.addcmul_(g, g, value=1)
+                std = np.sqrt(s)
+                std += dt(eps)
+                upd = g * dt(-clr)
+                upd /= std
+                x += upd                                   # param.addcdiv_(g, std, value=-clr)
+                _finish([p, state["step"], state["sum"]])

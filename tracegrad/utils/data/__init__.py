@@ -1,0 +1,9 @@
+"""torch.utils.data: datasets, samplers, and the DataLoader that batches them."""
+from .dataset import Dataset, IterableDataset, TensorDataset, ConcatDataset, Subset, random_split
+from .sampler import (Sampler, SequentialSampler, RandomSampler, SubsetRandomSampler, WeightedRandomSampler,
+                      BatchSampler)
+from .dataloader import DataLoader, default_collate, default_convert, get_worker_info
+
+__all__ = ["Dataset", "IterableDataset", "TensorDataset", "ConcatDataset", "Subset", "random_split", "Sampler",
+           "SequentialSampler", "RandomSampler", "SubsetRandomSampler", "WeightedRandomSampler", "BatchSampler",
+           "DataLoader", "default_collate", "default_convert", "get_worker_info"]
