@@ -702,3 +702,315 @@ def binary_cross_entropy(input, target, weight=None, size_average=None, reduce=N
     if weight is not None:
         loss = loss * weight
     return _named(_reduce(loss, reduction), "BinaryCrossEntropyBackward0", input, target)
+
+
+# == more activations, losses and layers, each a decomposition into the ops above =================
+
+def _inplace(input, out, inplace):
+    return input.copy_(out) if inplace else out
+
+
+def elu(input, alpha=1.0, inplace=False):
+    out = O.where(input > 0, input, O.expm1(input) * alpha)
+    return _inplace(input, _named(out, "EluBackward0", input), inplace)
+
+
+def celu(input, alpha=1.0, inplace=False):
+    if alpha == 0:
+        raise RuntimeError("ZeroDivisionError")
+    out = O.where(input > 0, input, O.expm1(input / alpha) * alpha)
+    return _inplace(input, _named(out, "EluBackward0", input), inplace)
+
+
+_SELU_ALPHA = 1.6732632423543772848170429916717
+_SELU_SCALE = 1.0507009873554804934193349852946
+
+
+def selu(input, inplace=False):
+    out = O.where(input > 0, input * _SELU_SCALE, O.expm1(input) * (_SELU_ALPHA * _SELU_SCALE))
+    return _inplace(input, _named(out, "EluBackward0", input), inplace)
+
+
+def hardtanh(input, min_val=-1.0, max_val=1.0, inplace=False):
+    if min_val > max_val:
+        raise ValueError("min_val cannot be greater than max_val")
+    # torch's gradient is 1 strictly inside (min_val, max_val) and 0 at and beyond the ends
+    inside = (input > min_val) & (input < max_val)
+    out = O.where(inside, input, O.clamp(input.detach(), min_val, max_val))
+    return _inplace(input, _named(out, "HardtanhBackward0", input), inplace)
+
+
+def relu6(input, inplace=False):
+    return hardtanh(input, 0.0, 6.0, inplace)
+
+
+def hardsigmoid(input, inplace=False):
+    inside = (input > -3.0) & (input < 3.0)
+    out = O.where(inside, input / 6.0 + 0.5, O.clamp(input.detach() / 6.0 + 0.5, 0.0, 1.0))
+    return _inplace(input, _named(out, "HardsigmoidBackward0", input), inplace)
+
+
+def hardswish(input, inplace=False):
+    # torch: x * relu6(x + 3) / 6, with gradient (2x + 3) / 6 on [-3, 3] (ends included)
+    inner = input * (input + 3.0) / 6.0
+    out = O.where(input <= -3.0, input * 0.0, O.where(input >= 3.0, input, inner))
+    return _inplace(input, _named(out, "HardswishBackward0", input), inplace)
+
+
+def softsign(input):
+    return input / (O.abs(input) + 1)
+
+
+def tanhshrink(input):
+    return input - O.tanh(input)
+
+
+def mish(input, inplace=False):
+    out = input * O.tanh(softplus(input))
+    return _inplace(input, _named(out, "MishBackward0", input), inplace)
+
+
+def hardshrink(input, lambd=0.5):
+    return O.where((input > lambd) | (input < -lambd), input, input * 0.0)
+
+
+def softshrink(input, lambd=0.5):
+    if lambd < 0:
+        raise RuntimeError(f"lambda must be greater or equal to 0, but found to be {lambd}.")
+    return O.where(input > lambd, input - lambd, O.where(input < -lambd, input + lambd, input * 0.0))
+
+
+def softmin(input, dim=None, _stacklevel=3, dtype=None):
+    return softmax(-input, dim, _stacklevel, dtype) if dtype is not None else softmax(-input, dim)
+
+
+def glu(input, dim=-1):
+    if input.ndim == 0:
+        raise RuntimeError("glu does not support scalars because halving size must be even")
+    n = input.shape[dim]
+    if n % 2:
+        raise RuntimeError(f"Halving dimension must be even, but dimension {dim % input.ndim} is size {n}")
+    a, b = O.split(input, n // 2, dim)
+    return _named(a * sigmoid(b), "GluBackward0", input)
+
+
+def prelu(input, weight):
+    w = weight
+    if weight.numel() != 1:
+        if input.ndim < 2 or input.shape[1] != weight.numel():
+            raise RuntimeError(f"Mismatch of parameter numbers and input channel size. Found parameter numbers = "
+                               f"{weight.numel()} and channel size = {input.shape[1] if input.ndim >= 2 else 1}.")
+        w = weight.reshape((-1,) + (1,) * (input.ndim - 2))
+    return _named(O.where(input > 0, input, input * w), "PreluKernelBackward0", input, weight)
+
+
+def threshold(input, threshold, value, inplace=False):
+    out = O.where(input > threshold, input, input * 0.0 + value)
+    return _inplace(input, _named(out, "ThresholdBackward0", input), inplace)
+
+
+def smooth_l1_loss(input, target, size_average=None, reduce=None, reduction="mean", beta=1.0):
+    if size_average is not None or reduce is not None:
+        reduction = _legacy_reduction(size_average, reduce, reduction)
+    _check_size(input, target)
+    if beta < 0:
+        raise RuntimeError("smooth_l1_loss does not support negative values for beta.")
+    d = O.abs(input - target)
+    loss = d if beta == 0 else O.where(d < beta, 0.5 * d * d / beta, d - 0.5 * beta)
+    return _named(_reduce(loss, reduction), "SmoothL1LossBackward0", input, target)
+
+
+def huber_loss(input, target, reduction="mean", delta=1.0, weight=None):
+    if delta <= 0:
+        raise RuntimeError("huber_loss does not support non-positive values for delta.")
+    _check_size(input, target)
+    d = O.abs(input - target)
+    loss = O.where(d < delta, 0.5 * d * d, delta * (d - 0.5 * delta))
+    if weight is not None:
+        loss = loss * weight
+    return _named(_reduce(loss, reduction), "HuberLossBackward0", input, target)
+
+
+def kl_div(input, target, size_average=None, reduce=None, reduction="mean", log_target=False):
+    if size_average is not None or reduce is not None:
+        reduction = _legacy_reduction(size_average, reduce, reduction)
+    if reduction == "mean":
+        warnings.warn("reduction: 'mean' divides the total loss by both the batch size and the support size."
+                      "'batchmean' divides only by the batch size, and aligns with the KL div math definition."
+                      "'mean' will be changed to behave the same as 'batchmean' in the next major release.")
+    if log_target:
+        loss = O.exp(target) * (target - input)
+    else:
+        # xlogy: 0 where the target is 0, as torch
+        loss = O.where(target > 0, target * O.log(O.where(target > 0, target, target * 0 + 1)), target * 0) \
+            - target * input
+    if reduction == "batchmean":
+        out = O.sum(loss) / (input.shape[0] if input.ndim else 1)
+    else:
+        out = _reduce(loss, reduction)
+    return out
+
+
+def cosine_similarity(x1, x2, dim=1, eps=1e-8):
+    """x1 . x2 / max(|x1| |x2|, eps), as torch (which clamps the product of the norms)."""
+    w12 = O.sum(x1 * x2, dim)
+    n1 = O.sum(x1 * x1, dim)
+    n2 = O.sum(x2 * x2, dim)
+    return w12 / O.sqrt(O.clamp(n1 * n2, min=eps * eps))
+
+
+def pairwise_distance(x1, x2, p=2.0, eps=1e-6, keepdim=False):
+    return O.norm(x1 - x2 + eps, p, dim=-1, keepdim=keepdim)
+
+
+def conv1d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
+    """1-D convolution over NCL input, as a 2-D convolution over an added height of one."""
+    if input.ndim not in (2, 3):
+        raise RuntimeError(f"Expected 2D (unbatched) or 3D (batched) input to conv1d, but got input of size: "
+                           f"{list(input.shape)}")
+    if weight.ndim != 3:
+        raise RuntimeError(f"weight should have 3 dimensions for conv1d, got {weight.ndim}")
+    one = lambda v: (1, v[0] if isinstance(v, (tuple, list)) else v)      # noqa: E731
+    pad = padding if isinstance(padding, str) else (0, padding[0] if isinstance(padding, (tuple, list)) else padding)
+    out = conv2d(O.unsqueeze(input, -2), O.unsqueeze(weight, 2), bias, one(stride), pad, one(dilation), groups)
+    return O.squeeze(out, -2)
+
+
+def group_norm(input, num_groups, weight=None, bias=None, eps=1e-5):
+    if input.ndim < 2:
+        raise RuntimeError(f"Expected at least 2 dimensions for input tensor but received {input.ndim}")
+    n, c = input.shape[0], input.shape[1]
+    if c % num_groups:
+        raise RuntimeError(f"Expected number of channels in input to be divisible by num_groups, but got input of "
+                           f"shape {list(input.shape)} and num_groups={num_groups}")
+    x = input.reshape(n, num_groups, -1)
+    mean = O.mean(x, -1, keepdim=True)
+    xc = x - mean
+    var = O.mean(xc * xc, -1, keepdim=True)
+    out = (xc * O.rsqrt(var + eps)).reshape(tuple(input.shape))
+    shape = (1, c) + (1,) * (input.ndim - 2)
+    if weight is not None:
+        out = out * weight.reshape(shape)
+    if bias is not None:
+        out = out + bias.reshape(shape)
+    return _named(out, "NativeGroupNormBackward0", input, weight, bias)
+
+
+def _interp_sizes(input, size, scale_factor, name):
+    dims = input.ndim - 2
+    if dims < 1:
+        raise ValueError(f"Input Error: Only 3D, 4D and 5D input Tensors supported (got {input.ndim}D) for the modes: "
+                         f"nearest | linear | bilinear | bicubic | trilinear | area | nearest-exact (got {name})")
+    if (size is None) == (scale_factor is None):
+        raise ValueError("only one of size or scale_factor should be defined")
+    if size is not None:
+        sizes = list(size) if isinstance(size, (tuple, list)) else [size] * dims
+        if len(sizes) != dims:
+            raise ValueError(f"Input and output must have the same number of spatial dimensions, but got input with "
+                             f"spatial dimensions of {list(input.shape[2:])} and output size of {sizes}. Please "
+                             f"provide input tensor in (N, C, d1, d2, ...,dK) format and output size in (o1, o2, "
+                             f"...,oK) format.")
+        return [int(s) for s in sizes], None
+    scales = list(scale_factor) if isinstance(scale_factor, (tuple, list)) else [scale_factor] * dims
+    return [int(math.floor(float(input.shape[2 + i]) * scales[i])) for i in range(dims)], scales
+
+
+def _source_index(out_size, in_size, scale, align_corners, i):
+    """Where output position i reads in the input (torch's area_pixel_compute_source_index)."""
+    if align_corners:
+        return i * ((in_size - 1) / (out_size - 1)) if out_size > 1 else 0.0
+    ratio = (1.0 / scale) if scale is not None else in_size / out_size
+    return max(ratio * (i + 0.5) - 0.5, 0.0)
+
+
+def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corners=None,
+                recompute_scale_factor=None, antialias=False):
+    """Resampling over the spatial dims: 'nearest' and 'nearest-exact' gather, 'linear' and
+    'bilinear' blend the two neighbours along each dim (separably), as torch computes them."""
+    if mode in ("nearest", "nearest-exact", "area") and align_corners is not None:
+        raise ValueError("align_corners option can only be set with the interpolating modes: linear | bilinear | "
+                         "bicubic | trilinear")
+    sizes, scales = _interp_sizes(input, size, scale_factor, mode)
+    if recompute_scale_factor:
+        scales = None
+    out = input
+    for d, out_size in enumerate(sizes):
+        axis = 2 + d
+        in_size = input.shape[axis]
+        scale = scales[d] if scales is not None else None
+        if mode in ("nearest", "nearest-exact"):
+            ratio = (1.0 / scale) if scale is not None else in_size / out_size
+            off = 0.5 if mode == "nearest-exact" else 0.0
+            idx = [min(int(math.floor((i + off) * ratio)), in_size - 1) for i in range(out_size)]
+            out = O.index_select(out, axis, _long(idx))
+        elif mode in ("linear", "bilinear", "trilinear"):
+            if mode != ("linear", "bilinear", "trilinear")[len(sizes) - 1]:
+                raise NotImplementedError(f"Got {input.ndim}D input, but {mode} mode needs "
+                                          f"{('3', '4', '5')[('linear', 'bilinear', 'trilinear').index(mode)]}D input")
+            ac = bool(align_corners)
+            lo, hi, w = [], [], []
+            for i in range(out_size):
+                src = _source_index(out_size, in_size, scale, ac, i)
+                i0 = min(int(math.floor(src)), in_size - 1)
+                i1 = i0 + (1 if i0 < in_size - 1 else 0)
+                lo.append(i0)
+                hi.append(i1)
+                w.append(src - i0)
+            shape = [1] * input.ndim
+            shape[axis] = out_size
+            lam = O.reshape(_const(np.asarray(w), input.dtype), shape)
+            a, b = O.index_select(out, axis, _long(lo)), O.index_select(out, axis, _long(hi))
+            out = a * (1 - lam) + b * lam
+        else:
+            raise NotImplementedError(f"interpolate: mode {mode!r} is not supported (nearest, nearest-exact, linear, "
+                                      f"bilinear, trilinear are)")
+    return out
+
+
+def upsample(input, size=None, scale_factor=None, mode="nearest", align_corners=None):
+    return interpolate(input, size, scale_factor, mode, align_corners)
+
+
+def _long(idx):
+    from ..creation import tensor
+    return tensor(idx, dtype=D.int64)
+
+
+def _const(a, dtype):
+    from ..creation import tensor
+    return tensor(a, dtype=dtype)
+
+
+def _repeat_heads(t, rep):
+    """Each of t's heads `rep` times in a row (torch's repeat_interleave over dim -3)."""
+    shape = tuple(t.shape)
+    e = O.unsqueeze(t, -3)
+    e = e.expand(shape[:-3] + (shape[-3], rep) + shape[-2:])
+    return e.reshape(shape[:-3] + (shape[-3] * rep,) + shape[-2:])
+
+
+def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None,
+                                 enable_gqa=False):
+    """softmax(q k^T * scale + mask) v over the last two dims; a boolean mask keeps where True,
+    a float mask is added; is_causal keeps the lower triangle."""
+    L, S = query.shape[-2], key.shape[-2]
+    scale = 1.0 / math.sqrt(query.shape[-1]) if scale is None else scale
+    if enable_gqa and key.ndim >= 3 and key.shape[-3] != query.shape[-3]:
+        key, value = (_repeat_heads(t, query.shape[-3] // key.shape[-3]) for t in (key, value))
+    scores = O.matmul(query, O.transpose(key, -2, -1)) * scale
+    if is_causal:
+        if attn_mask is not None:
+            raise RuntimeError("_scaled_dot_product_attention: Explicit attn_mask should not be set when "
+                               "is_causal=True")
+        from ..creation import ones
+        keep = O.tril(ones(L, S, dtype=D.bool_))
+        scores = O.masked_fill(scores, O.logical_not(keep), float("-inf"))
+    elif attn_mask is not None:
+        if attn_mask.dtype is D.bool_:
+            scores = O.masked_fill(scores, O.logical_not(attn_mask), float("-inf"))
+        else:
+            scores = scores + attn_mask
+    attn = softmax(scores, -1)
+    if dropout_p > 0.0:
+        attn = dropout(attn, dropout_p, training=True)
+    return O.matmul(attn, value)

@@ -1,0 +1,214 @@
+"""Attention layers (torch.nn.MultiheadAttention, TransformerEncoderLayer, TransformerEncoder),
+composed of tracegrad ops with torch's parameter names, shapes, initialisation and masks."""
+import copy
+import math
+
+from .module import Module
+from .container import ModuleList
+from .layers import Linear, Dropout, LayerNorm
+from ..parameter import Parameter
+from .. import functional as F
+from .. import init
+from ...ops import functional as O
+from ... import creation as C
+from ... import _dtype as D
+
+__all__ = ["MultiheadAttention", "TransformerEncoderLayer", "TransformerEncoder"]
+
+
+def _additive(mask, dtype):
+    """A boolean mask (True: not allowed) as 0 / -inf to add to scores; a float mask as it is."""
+    if mask is None:
+        return None
+    if mask.dtype is D.bool_:
+        return O.masked_fill(C.zeros(*mask.shape, dtype=dtype), mask, float("-inf"))
+    return mask
+
+
+class MultiheadAttention(Module):
+    """softmax(q k^T / sqrt(head_dim) + mask) v per head, heads concatenated, then out_proj."""
+
+    def __init__(self, embed_dim, num_heads, dropout=0.0, bias=True, add_bias_kv=False, add_zero_attn=False,
+                 kdim=None, vdim=None, batch_first=False, device=None, dtype=None):
+        if embed_dim <= 0 or num_heads <= 0:
+            raise ValueError(f"embed_dim and num_heads must be greater than 0, got embed_dim={embed_dim} and "
+                             f"num_heads={num_heads} instead")
+        super().__init__()
+        if add_bias_kv or add_zero_attn:
+            raise NotImplementedError("MultiheadAttention(add_bias_kv=True or add_zero_attn=True) is not supported yet")
+        self.embed_dim = embed_dim
+        self.kdim = kdim if kdim is not None else embed_dim
+        self.vdim = vdim if vdim is not None else embed_dim
+        self._qkv_same_embed_dim = self.kdim == embed_dim and self.vdim == embed_dim
+        self.num_heads = num_heads
+        self.dropout = dropout
+        self.batch_first = batch_first
+        self.head_dim = embed_dim // num_heads
+        if self.head_dim * num_heads != embed_dim:
+            raise AssertionError("embed_dim must be divisible by num_heads")
+        if self._qkv_same_embed_dim:
+            self.in_proj_weight = Parameter(C.empty(3 * embed_dim, embed_dim, dtype=dtype))
+            self.register_parameter("q_proj_weight", None)
+            self.register_parameter("k_proj_weight", None)
+            self.register_parameter("v_proj_weight", None)
+        else:
+            self.q_proj_weight = Parameter(C.empty(embed_dim, embed_dim, dtype=dtype))
+            self.k_proj_weight = Parameter(C.empty(embed_dim, self.kdim, dtype=dtype))
+            self.v_proj_weight = Parameter(C.empty(embed_dim, self.vdim, dtype=dtype))
+            self.register_parameter("in_proj_weight", None)
+        if bias:
+            self.in_proj_bias = Parameter(C.empty(3 * embed_dim, dtype=dtype))
+        else:
+            self.register_parameter("in_proj_bias", None)
+        self.out_proj = Linear(embed_dim, embed_dim, bias=bias, dtype=dtype)
+        self.bias_k = self.bias_v = None
+        self.add_zero_attn = add_zero_attn
+        self._reset_parameters()
+
+    def _reset_parameters(self):
+        if self._qkv_same_embed_dim:
+            init.xavier_uniform_(self.in_proj_weight)
+        else:
+            init.xavier_uniform_(self.q_proj_weight)
+            init.xavier_uniform_(self.k_proj_weight)
+            init.xavier_uniform_(self.v_proj_weight)
+        if self.in_proj_bias is not None:
+            init.constant_(self.in_proj_bias, 0.0)
+            init.constant_(self.out_proj.bias, 0.0)
+
+    def forward(self, query, key, value, key_padding_mask=None, need_weights=True, attn_mask=None,
+                average_attn_weights=True, is_causal=False):
+        if is_causal and attn_mask is None:
+            raise RuntimeError("Need attn_mask if specifying the is_causal hint. You may use the Transformer module "
+                               "method `generate_square_subsequent_mask` to create this mask.")
+        batched = query.ndim == 3
+        if query.ndim not in (2, 3):
+            raise AssertionError(f"query should be unbatched 2D or batched 3D tensor but received {query.ndim}-D "
+                                 f"query tensor")
+        if not batched:
+            query, key, value = (O.unsqueeze(t, 1) for t in (query, key, value))
+            if key_padding_mask is not None:
+                key_padding_mask = O.unsqueeze(key_padding_mask, 0)
+        elif self.batch_first:
+            query, key, value = (O.transpose(t, 0, 1) for t in (query, key, value))
+        L, N, E = query.shape
+        S = key.shape[0]
+        H, hd = self.num_heads, self.head_dim
+        if E != self.embed_dim:
+            raise AssertionError(f"was expecting embedding dimension of {self.embed_dim}, but got {E}")
+        b = self.in_proj_bias
+        bq, bk, bv = (None, None, None) if b is None else O.chunk(b, 3, 0)
+        if self._qkv_same_embed_dim:
+            wq, wk, wv = O.chunk(self.in_proj_weight, 3, 0)
+        else:
+            wq, wk, wv = self.q_proj_weight, self.k_proj_weight, self.v_proj_weight
+        q = F.linear(query, wq, bq)
+        k = F.linear(key, wk, bk)
+        v = F.linear(value, wv, bv)
+        # (L, N, E) -> (N, H, L, hd)
+        q = O.permute(q.reshape(L, N, H, hd), (1, 2, 0, 3))
+        k = O.permute(k.reshape(S, N, H, hd), (1, 2, 0, 3))
+        v = O.permute(v.reshape(S, N, H, hd), (1, 2, 0, 3))
+        mask = _additive(attn_mask, q.dtype)
+        if mask is not None:
+            if mask.ndim == 2:
+                if tuple(mask.shape) != (L, S):
+                    raise RuntimeError(f"The shape of the 2D attn_mask is {tuple(mask.shape)}, but should be {(L, S)}.")
+            elif mask.ndim == 3:
+                if tuple(mask.shape) != (N * H, L, S):
+                    raise RuntimeError(f"The shape of the 3D attn_mask is {tuple(mask.shape)}, but should be "
+                                       f"{(N * H, L, S)}.")
+                mask = mask.reshape(N, H, L, S)
+            else:
+                raise AssertionError(f"attn_mask's dimension {mask.ndim} is not supported")
+        kpm = _additive(key_padding_mask, q.dtype)
+        if kpm is not None:
+            if tuple(kpm.shape) != (N, S):
+                raise AssertionError(f"expecting key_padding_mask shape of {(N, S)}, but got {tuple(kpm.shape)}")
+            kpm = kpm.reshape(N, 1, 1, S)
+            mask = kpm if mask is None else mask + kpm
+        scores = O.matmul(q * math.sqrt(1.0 / hd), O.transpose(k, -2, -1))
+        if mask is not None:
+            scores = scores + mask
+        weights = F.softmax(scores, -1)
+        if self.dropout > 0.0 and self.training:
+            weights = F.dropout(weights, self.dropout, training=True)
+        out = O.matmul(weights, v)                                    # (N, H, L, hd)
+        out = O.permute(out, (2, 0, 1, 3)).reshape(L, N, E)
+        out = self.out_proj(out)
+        if batched and self.batch_first:
+            out = O.transpose(out, 0, 1)
+        elif not batched:
+            out = O.squeeze(out, 1)
+        if not need_weights:
+            return out, None
+        w = O.mean(weights, 1) if average_attn_weights else weights
+        if not batched:
+            w = O.squeeze(w, 0)
+        return out, w
+
+
+def _activation(name):
+    if callable(name):
+        return name
+    if name == "relu":
+        return F.relu
+    if name == "gelu":
+        return F.gelu
+    raise RuntimeError(f"activation should be relu/gelu, not {name}")
+
+
+class TransformerEncoderLayer(Module):
+    """Self-attention then a feed-forward block, each with dropout, a residual and LayerNorm
+    (after each block, or before it with norm_first=True)."""
+
+    def __init__(self, d_model, nhead, dim_feedforward=2048, dropout=0.1, activation="relu", layer_norm_eps=1e-5,
+                 batch_first=False, norm_first=False, bias=True, device=None, dtype=None):
+        super().__init__()
+        self.self_attn = MultiheadAttention(d_model, nhead, dropout=dropout, bias=bias, batch_first=batch_first,
+                                            dtype=dtype)
+        self.linear1 = Linear(d_model, dim_feedforward, bias=bias, dtype=dtype)
+        self.dropout = Dropout(dropout)
+        self.linear2 = Linear(dim_feedforward, d_model, bias=bias, dtype=dtype)
+        self.norm_first = norm_first
+        self.norm1 = LayerNorm(d_model, eps=layer_norm_eps, bias=bias, dtype=dtype)
+        self.norm2 = LayerNorm(d_model, eps=layer_norm_eps, bias=bias, dtype=dtype)
+        self.dropout1 = Dropout(dropout)
+        self.dropout2 = Dropout(dropout)
+        self.activation = _activation(activation)
+
+    def forward(self, src, src_mask=None, src_key_padding_mask=None, is_causal=False):
+        x = src
+        if self.norm_first:
+            x = x + self._sa_block(self.norm1(x), src_mask, src_key_padding_mask, is_causal)
+            x = x + self._ff_block(self.norm2(x))
+        else:
+            x = self.norm1(x + self._sa_block(x, src_mask, src_key_padding_mask, is_causal))
+            x = self.norm2(x + self._ff_block(x))
+        return x
+
+    def _sa_block(self, x, attn_mask, key_padding_mask, is_causal):
+        x = self.self_attn(x, x, x, attn_mask=attn_mask, key_padding_mask=key_padding_mask, need_weights=False,
+                           is_causal=is_causal)[0]
+        return self.dropout1(x)
+
+    def _ff_block(self, x):
+        return self.dropout2(self.linear2(self.dropout(self.activation(self.linear1(x)))))
+
+
+class TransformerEncoder(Module):
+    """num_layers copies of encoder_layer, then an optional norm."""
+
+    def __init__(self, encoder_layer, num_layers, norm=None, enable_nested_tensor=True, mask_check=True):
+        super().__init__()
+        self.layers = ModuleList([copy.deepcopy(encoder_layer) for _ in range(num_layers)])
+        self.num_layers = num_layers
+        self.norm = norm
+
+    def forward(self, src, mask=None, src_key_padding_mask=None, is_causal=None):
+        out = src
+        for mod in self.layers:
+            out = mod(out, src_mask=mask, src_key_padding_mask=src_key_padding_mask, is_causal=bool(is_causal))
+        if self.norm is not None:
+            out = self.norm(out)
+        return out
