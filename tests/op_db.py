@@ -544,3 +544,27 @@ def samples():
 def sample_id(op, i, s):
     return f"{op.name}-{i}-{s.describe()}"
 
+
+OPS += [
+    # == inverse and hyperbolic functions, scans, sorting, linear algebra (ops/math_primitives.py) ==
+    OpInfo("asin_acos_atanh", lambda m, x: (m.asin(m.tanh(x) * 0.9), m.acos(m.tanh(x) * 0.9),
+                                           m.atanh(m.tanh(x) * 0.9)), [Sample(s) for s in U_SHAPES], dtypes=FLOAT),
+    _unary("atan", dtypes=FLOAT), _unary("sinh", dtypes=FLOAT), _unary("cosh", dtypes=FLOAT),
+    _unary("asinh", dtypes=FLOAT),
+    OpInfo("acosh", lambda m, x: m.acosh(x * x + 1.5), [Sample(s) for s in U_SHAPES], dtypes=FLOAT),
+    _binary("atan2", dtypes=FLOAT),
+    OpInfo("cumsum", lambda m, x, **kw: m.cumsum(x, **kw),
+           [Sample((5,), dim=0), Sample((2, 3), dim=1), Sample((2, 3, 4), dim=-2), Sample((), dim=0),
+            Sample((0, 3), dim=0)], method=lambda m, x, **kw: x.cumsum(**kw)),
+    OpInfo("cumprod", lambda m, x, **kw: m.cumprod(x, **kw),
+           [Sample((5,), dim=0), Sample((2, 3), dim=1), Sample((2, 3, 4), dim=-2, domain="zeros"), Sample((), dim=0)],
+           method=lambda m, x, **kw: x.cumprod(**kw)),
+    OpInfo("sort", lambda m, x, **kw: tuple(m.sort(x, **kw)),
+           [Sample((5,)), Sample((2, 3), dim=0), Sample((2, 3, 4), dim=1, descending=True), Sample(()),
+            Sample((2, 6), domain="special", grad=False)], dtypes=FLOAT),
+    OpInfo("linalg_inv_det_slogdet", lambda m, x: (m.linalg.inv(x + 3 * m.eye(3, dtype=x.dtype)),
+                                                  m.linalg.det(x), m.linalg.slogdet(x + 3 * m.eye(3, dtype=x.dtype))[1]),
+           [Sample((3, 3)), Sample((2, 3, 3))], dtypes=FLOAT),
+    OpInfo("linalg_solve", lambda m, a, b: m.linalg.solve(a + 3 * m.eye(3, dtype=a.dtype), b),
+           [Sample((3, 3), (3, 2)), Sample((2, 3, 3), (2, 3)), Sample((3, 3), (3,))], dtypes=FLOAT),
+]

@@ -430,3 +430,14 @@ def _is_inference(self):
 Tensor.equal = _equal
 Tensor.allclose = _allclose
 Tensor.is_inference = _is_inference
+
+
+# inverse and hyperbolic functions, scans, sorting (ops/math_functional.py)
+for _name in """asin acos atan sinh cosh asinh acosh atanh arcsin arccos arctan arcsinh arccosh arctanh atan2 arctan2
+cumsum cumprod sort argsort topk msort kthvalue median quantile nanquantile unique diag repeat_interleave
+index_add""".split():
+    setattr(Tensor, _name, getattr(F, _name))
+for _name in "asin acos atan sinh cosh asinh acosh atanh atan2 cumsum cumprod index_add".split():
+    setattr(Tensor, _name + "_", _inplace(getattr(F, _name)))
+Tensor.inverse = F.linalg_inv
+Tensor.det = F.linalg_det

@@ -1173,3 +1173,6 @@ def as_strided(input, size, stride, storage_offset=0):
 def as_strided_scatter(input, src, size, stride, storage_offset=0):
     return apply(P["as_strided_scatter"], (input, src), {"shape": tuple(size), "strides": tuple(stride),
                                                           "offset": int(storage_offset)})
+
+
+from .math_functional import *  # noqa: E402,F401,F403  (inverse and hyperbolic functions, scans, sorting, linear algebra)

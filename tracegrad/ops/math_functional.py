@@ -1,0 +1,387 @@
+"""Public math ops with torch's signatures: inverse and hyperbolic functions, cumsum/cumprod,
+sort/argsort/topk/median/quantile/unique, diag, meshgrid, repeat_interleave, index_add, and
+the linear algebra behind tracegrad.linalg. Primitives in math_primitives.py; the rest are
+decompositions into existing ops (sort values are a gather by the argsort permutation, so
+their gradient is the gather's)."""
+import math
+import warnings
+
+import numpy as np
+
+from .. import _dtype as D
+from ..tensor import Tensor
+from ..ir.tracer import apply
+from . import shapes as S
+from . import math_primitives  # noqa: F401  (registers the primitives)
+from .math_primitives import LinAlgError  # noqa: F401
+from .primitives import PRIMITIVES as P
+from . import functional as O
+
+__all__ = ["asin", "acos", "atan", "sinh", "cosh", "asinh", "acosh", "atanh", "arcsin", "arccos", "arctan",
+           "arcsinh", "arccosh", "arctanh", "atan2", "arctan2", "cumsum", "cumprod", "sort", "argsort", "topk",
+           "msort", "median", "quantile", "nanquantile", "unique", "diag", "diagonal_embed", "meshgrid",
+           "repeat_interleave", "index_add", "linalg_inv", "linalg_det", "linalg_slogdet", "linalg_solve_matrix",
+           "det_cofactor", "linalg_solve", "kthvalue", "return_types_slogdet"]
+
+
+def _unary(name):
+    prim = P[name]
+
+    def op(input):
+        O._check_tensor(input, name)
+        return apply(prim, (input,), {})
+    op.__name__ = name
+    op.__doc__ = f"Elementwise {name}, as torch.{name}."
+    return op
+
+
+asin, acos, atan, sinh, cosh, asinh, acosh, atanh = (_unary(n) for n in ("asin", "acos", "atan", "sinh", "cosh",
+                                                                          "asinh", "acosh", "atanh"))
+arcsin, arccos, arctan, arcsinh, arccosh, arctanh = asin, acos, atan, asinh, acosh, atanh
+
+
+def atan2(input, other):
+    if not isinstance(other, Tensor):
+        other = O._t(other) if hasattr(O, "_t") else O.full((), other)
+    return apply(P["atan2"], (input, other), {})
+
+
+arctan2 = atan2
+
+
+def _scan(name, input, dim, dtype):
+    O._check_tensor(input, name)
+    if dtype is not None:
+        input = O.convert(input, dtype) if hasattr(O, "convert") else input.to(dtype)
+    d = S.normalize_dim(dim, max(input.ndim, 1))
+    if input.ndim == 0:
+        out = apply(P[name], (input.reshape(1),), {"dim": 0}).reshape(())
+        return _rename(out, name.capitalize() + "Backward0")
+    return apply(P[name], (input,), {"dim": d})
+
+
+def cumsum(input, dim, *, dtype=None):
+    return _scan("cumsum", input, dim, dtype)
+
+
+def cumprod(input, dim, *, dtype=None):
+    return _scan("cumprod", input, dim, dtype)
+
+
+class return_types:
+    sort = O._return_type("sort")
+    topk = O._return_type("topk")
+    median = O._return_type("median")
+    kthvalue = O._return_type("kthvalue")
+
+
+def _rename(t, name):
+    fn = t.grad_fn
+    if fn is not None:
+        from ..autograd.graph import node_class
+        fn.__class__ = node_class(name)
+    return t
+
+
+def _sorted(input, dim, descending, stable=True):
+    d = S.normalize_dim(dim, max(input.ndim, 1))
+    x = input.reshape(1) if input.ndim == 0 else input
+    idx = apply(P["argsort"], (x,), {"dim": d, "descending": bool(descending), "stable": True})
+    vals = O.gather(x, d, idx)
+    if input.ndim == 0:
+        vals, idx = vals.reshape(()), idx.reshape(())
+    return vals, idx, d
+
+
+def sort(input, dim=-1, descending=False, stable=False):
+    """Values in order along dim (NaN counts as largest) and where they came from."""
+    O._check_tensor(input, "sort")
+    vals, idx, _ = _sorted(input, dim, descending)
+    return return_types.sort(_rename(vals, "SortBackward0"), idx)
+
+
+def argsort(input, dim=-1, descending=False, stable=False):
+    return sort(input, dim, descending, stable).indices
+
+
+def msort(input):
+    return sort(input, 0).values
+
+
+def topk(input, k, dim=-1, largest=True, sorted=True):
+    O._check_tensor(input, "topk")
+    d = S.normalize_dim(dim, max(input.ndim, 1))
+    n = input.shape[d] if input.ndim else 1
+    if k < 0 or k > n:
+        raise RuntimeError("selected index k out of range")
+    vals, idx, d = _sorted(input, dim, largest)
+    vals, idx = O.narrow(vals, d, 0, k), O.narrow(idx, d, 0, k)
+    return return_types.topk(_rename(vals, "TopkBackward0"), idx)
+
+
+def kthvalue(input, k, dim=-1, keepdim=False):
+    d = S.normalize_dim(dim, max(input.ndim, 1))
+    n = input.shape[d] if input.ndim else 1
+    if not 1 <= k <= n:
+        raise RuntimeError(f"kthvalue(): selected number k out of range for dimension {d}")
+    vals, idx, d = _sorted(input, dim, False)
+    v, i = O.narrow(vals, d, k - 1, 1), O.narrow(idx, d, k - 1, 1)
+    if not keepdim:
+        v, i = O.squeeze(v, d), O.squeeze(i, d)
+    return return_types.kthvalue(_rename(v, "KthvalueBackward0"), i)
+
+
+def median(input, dim=None, keepdim=False):
+    """The lower median; NaN where the values hold a NaN (as torch.median)."""
+    O._check_tensor(input, "median")
+    if dim is None:
+        if input.numel() == 0:
+            from ..creation import tensor
+            return tensor(float("nan"), dtype=input.dtype)
+        return median(input.reshape(-1), 0).values
+    d = S.normalize_dim(dim, max(input.ndim, 1))
+    x = input.reshape(1) if input.ndim == 0 else input
+    n = x.shape[d]
+    if n == 0:
+        raise IndexError(f"median(): Expected reduction dim {d} to have non-zero size.")
+    vals, idx, _ = _sorted(x, d, False)
+    if x.dtype.is_floating_point:
+        nans = O.sum(O.isnan(x), d, keepdim=True)
+        pos = O.where(nans > 0, n - nans, O.full(tuple(nans.shape), (n - 1) // 2, dtype=D.int64))
+    else:
+        pos = O.full(tuple(1 if i == d else s for i, s in enumerate(x.shape)), (n - 1) // 2, dtype=D.int64)
+    v, i = O.gather(vals, d, pos), O.gather(idx, d, pos)
+    if not keepdim or input.ndim == 0:
+        v, i = O.squeeze(v, d), O.squeeze(i, d)
+    if input.ndim == 0:
+        v, i = v.reshape(()), i.reshape(())
+    return return_types.median(_rename(v, "MedianBackward1"), i)
+
+
+def _quantile(input, q, dim, keepdim, interpolation, ignore_nan, name):
+    O._check_tensor(input, name)
+    if interpolation not in ("linear", "lower", "higher", "midpoint", "nearest"):
+        raise ValueError(f"{name}() interpolation must be one of linear, lower, higher, midpoint or nearest. Got "
+                         f"{interpolation}")
+    if not input.dtype.is_floating_point:
+        raise RuntimeError(f"{name}() input tensor must be either float or double dtype")
+    scalar_q = not isinstance(q, Tensor)
+    qs = np.atleast_1d(np.asarray(q.detach().numpy() if isinstance(q, Tensor) else q, dtype=np.float64))
+    if qs.ndim > 1:
+        raise RuntimeError(f"{name}() q must be a scalar or 1D tensor")
+    if np.any((qs < 0) | (qs > 1)):
+        raise RuntimeError(f"{name}() q values must be in the range [0, 1]")
+    x = input.reshape(-1) if dim is None else input
+    d = 0 if dim is None else S.normalize_dim(dim, max(x.ndim, 1))
+    if x.ndim == 0:
+        x = x.reshape(1)
+    n = x.shape[d]
+    if n == 0:
+        raise RuntimeError(f"{name}() input tensor must be non-empty")
+    vals, _, _ = _sorted(x, d, False)
+    valid = n - O.sum(O.isnan(x), d, keepdim=True) if ignore_nan else None
+    outs = []
+    for qv in qs:
+        if ignore_nan:
+            rank = (valid - 1).to(x.dtype) * float(qv)
+            rank = O.clamp(rank, min=0)
+        else:
+            rank = O.full(tuple(1 if i == d else s for i, s in enumerate(x.shape)), float(qv) * (n - 1),
+                          dtype=x.dtype)
+        if interpolation == "lower":
+            rank = O.floor(rank)
+        elif interpolation == "higher":
+            rank = O.ceil(rank)
+        elif interpolation == "nearest":
+            rank = O.round(rank)
+        lo = O.floor(rank).to(D.int64)
+        hi = O.clamp(O.ceil(rank), max=n - 1).to(D.int64)
+        a, b = O.gather(vals, d, lo), O.gather(vals, d, hi)
+        if interpolation == "midpoint":
+            w = O.where(lo == hi, rank * 0, rank * 0 + 0.5)
+        else:
+            w = rank - lo.to(x.dtype)
+        out = a + (b - a) * w
+        # NaN where the values hold one (where-ing in a constant keeps NaN out of the gradient)
+        nan = O.full((), float("nan"), dtype=x.dtype)
+        out = O.where(O.any(O.isnan(x), d, keepdim=True) if not ignore_nan else valid == 0, nan, out)
+        if dim is None:
+            out = out.reshape(()) if not keepdim else out.reshape((1,) * input.ndim)
+        elif not keepdim:
+            out = O.squeeze(out, d)
+        outs.append(out)
+    return outs[0] if scalar_q or (isinstance(q, Tensor) and q.ndim == 0) else O.stack(outs, 0)
+
+
+def quantile(input, q, dim=None, keepdim=False, *, interpolation="linear"):
+    return _quantile(input, q, dim, keepdim, interpolation, False, "quantile")
+
+
+def nanquantile(input, q, dim=None, keepdim=False, *, interpolation="linear"):
+    return _quantile(input, q, dim, keepdim, interpolation, True, "nanquantile")
+
+
+def unique(input, sorted=True, return_inverse=False, return_counts=False, dim=None):
+    """The distinct values (sorted), and optionally where each input value went and how many
+    there are; not differentiable, as in torch."""
+    from ..creation import from_numpy
+    O._check_tensor(input, "unique")
+    a = input.detach().numpy() if input._dtype is not D.bfloat16 else input.detach().float().numpy()
+    res = np.unique(a, return_inverse=True, return_counts=True, axis=dim)
+    vals, inv, counts = res
+    out = from_numpy(np.ascontiguousarray(vals)).to(input.dtype)
+    extra = []
+    if return_inverse:
+        shape = tuple(input.shape) if dim is None else (input.shape[dim],)
+        extra.append(from_numpy(inv.reshape(shape).astype(np.int64)))
+    if return_counts:
+        extra.append(from_numpy(counts.astype(np.int64)))
+    return (out, *extra) if extra else out
+
+
+def diag(input, diagonal=0):
+    """A 1-D input becomes the k-th diagonal of a square matrix; a 2-D input gives its k-th diagonal."""
+    from ..creation import tensor, zeros
+    O._check_tensor(input, "diag")
+    k = int(diagonal)
+    if input.ndim == 1:
+        n = input.shape[0] + abs(k)
+        rows = np.arange(input.shape[0]) + max(-k, 0)
+        cols = np.arange(input.shape[0]) + max(k, 0)
+        flat = tensor((rows * n + cols).astype(np.int64))
+        out = O.scatter(zeros(n * n, dtype=input.dtype), 0, flat, input)
+        return _rename(out.reshape(n, n), "DiagEmbedBackward0")
+    if input.ndim == 2:
+        r, c = input.shape
+        start_r, start_c = max(-k, 0), max(k, 0)
+        m = max(min(r - start_r, c - start_c), 0)
+        flat = tensor(((np.arange(m) + start_r) * c + np.arange(m) + start_c).astype(np.int64))
+        return _rename(O.index_select(input.reshape(-1), 0, flat), "DiagonalBackward0")
+    raise RuntimeError("diag(): Supports 1D or 2D tensors. Got " + f"{input.ndim}D")
+
+
+def diagonal_embed(input, offset=0):
+    return diag(input, offset)
+
+
+def meshgrid(*tensors, indexing=None):
+    if len(tensors) == 1 and isinstance(tensors[0], (list, tuple)):
+        tensors = tuple(tensors[0])
+    if indexing is None:
+        warnings.warn("torch.meshgrid: in an upcoming release, it will be required to pass the indexing argument.",
+                      UserWarning, stacklevel=2)
+        indexing = "ij"
+    if indexing not in ("ij", "xy"):
+        raise RuntimeError(f"torch.meshgrid: indexing must be one of \"xy\" or \"ij\", but received: {indexing}")
+    for t in tensors:
+        if t.ndim > 1:
+            raise RuntimeError(f"torch.meshgrid: Expected 0D or 1D tensor in the tensor list but got: {t}")
+    ts = [t.reshape(-1) for t in tensors]
+    swap = indexing == "xy" and len(ts) >= 2
+    if swap:
+        ts[0], ts[1] = ts[1], ts[0]
+    shape = tuple(t.shape[0] for t in ts)
+    out = []
+    for i, t in enumerate(ts):
+        view = [1] * len(ts)
+        view[i] = shape[i]
+        out.append(t.reshape(view).expand(shape))
+    if swap:
+        out[0], out[1] = out[1], out[0]
+    return tuple(out)
+
+
+def repeat_interleave(input, repeats=None, dim=None, *, output_size=None):
+    """Each element (or slice along dim) repeated `repeats` times in a row."""
+    from ..creation import tensor
+    if repeats is None:                               # repeat_interleave(repeats): the indices repeated
+        r = input.detach().numpy()
+        return tensor(np.repeat(np.arange(r.shape[0]), r).astype(np.int64))
+    x = input.reshape(-1) if dim is None else input
+    d = 0 if dim is None else S.normalize_dim(dim, max(x.ndim, 1))
+    n = x.shape[d]
+    r = repeats.detach().numpy() if isinstance(repeats, Tensor) else repeats
+    r = np.broadcast_to(np.asarray(r, dtype=np.int64), (n,)) if np.ndim(r) == 0 or np.size(r) == 1 else np.asarray(r)
+    if r.shape != (n,):
+        raise RuntimeError("repeats must have the same size as input along dim, but got repeats.size(0) = "
+                           f"{r.shape[0]} and input.size({d}) = {n}")
+    if np.any(r < 0):
+        raise RuntimeError("repeats can not be negative")
+    idx = tensor(np.repeat(np.arange(n), r).astype(np.int64))
+    return _rename(O.index_select(x, d, idx), "RepeatInterleaveBackward0") if x.ndim else x
+
+
+def index_add(input, dim, index, source, *, alpha=1):
+    """input with source's slices added at `index` along dim (repeated indices add up)."""
+    d = S.normalize_dim(dim, max(input.ndim, 1))
+    if index.ndim > 1:
+        raise IndexError("index_add_(): Index is supposed to be a vector")
+    if source.ndim and index.shape[0] != source.shape[d]:
+        raise RuntimeError(f"index_add_(): Number of indices ({index.shape[0]}) should be equal to source.size(dim) "
+                           f"({source.shape[d]})")
+    shape = [1] * max(source.ndim, 1)
+    shape[d] = index.shape[0]
+    full = index.reshape(shape).expand(tuple(source.shape)) if source.ndim else index
+    src = source * alpha if alpha != 1 else source
+    return O.scatter_add(input, d, full, src)
+
+
+# -- linear algebra ------------------------------------------------------------------------------
+
+def linalg_inv(A):
+    math_primitives._check_square(A, "inv")
+    return apply(P["linalg_inv"], (A,), {})
+
+
+def det_cofactor(A):
+    return apply(P["det_cofactor"], (A,), {})
+
+
+def linalg_det(A):
+    math_primitives._check_square(A, "det")
+    return apply(P["linalg_det"], (A,), {})
+
+
+def linalg_slogdet(A):
+    math_primitives._check_square(A, "slogdet")
+    return apply(P["linalg_slogdet"], (A,), {})
+
+
+class _slogdet(tuple):
+    """torch.return_types.slogdet: (sign, logabsdet)."""
+    __slots__ = ()
+
+    def __new__(cls, sign, logabsdet):
+        return tuple.__new__(cls, (sign, logabsdet))
+
+    sign = property(lambda self: self[0])
+    logabsdet = property(lambda self: self[1])
+
+    def __repr__(self):
+        return f"torch.return_types.linalg_slogdet(\nsign={self[0]!r},\nlogabsdet={self[1]!r})"
+
+
+def return_types_slogdet(sign, logabsdet):
+    return _slogdet(sign, logabsdet)
+
+
+def linalg_solve_matrix(A, B):
+    return apply(P["linalg_solve"], (A, B), {})
+
+
+def linalg_solve(A, B, *, left=True):
+    """X with A X = B (B a batch of vectors where B.ndim == A.ndim - 1 and its shape fits)."""
+    math_primitives._check_square(A, "solve")
+    for t in (A, B):
+        if not t.dtype.is_floating_point:
+            raise RuntimeError(f"linalg.solve: Expected a floating point or complex tensor as input. Got "
+                               f"{D.SCALAR_NAME[t.dtype]}")
+    if not left:
+        return linalg_solve(A.mT, B.mT).mT
+    vector = B.ndim == 1 or (B.ndim == A.ndim - 1 and tuple(B.shape) == tuple(A.shape[:-1]))
+    if vector:
+        return _rename(O.squeeze(linalg_solve_matrix(A, O.unsqueeze(B, -1)), -1), "LinalgSolveExBackward0")
+    if B.shape[-2] != A.shape[-1]:
+        raise RuntimeError(f"linalg.solve: Incompatible shapes of A and B for the equation AX = B "
+                           f"({A.shape[-2]}x{A.shape[-1]} and {B.shape[-2]}x{B.shape[-1]})")
+    return linalg_solve_matrix(A, B)

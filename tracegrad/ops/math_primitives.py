@@ -1,0 +1,218 @@
+"""Primitives for the inverse and hyperbolic functions, scans, sorting and linear algebra,
+registered into the op table of primitives.py.
+
+Each is one `Primitive(...)` entry. Derivative rules are tracegrad ops, so they run eagerly,
+trace, and differentiate again; two exceptions are marked: the determinant's derivative
+(the cofactor matrix, taken from an SVD so that singular matrices get torch's finite
+gradient) and the permutation a sort finds (an integer output, not differentiable).
+These have no Triton lowering: on CUDA tensors they run their numpy kernel on a host copy.
+"""
+import numpy as np
+
+from .. import _dtype as D
+from . import lowering as T
+from .primitives import Primitive, PRIMITIVES, F, unary, binary
+
+_HOST = T.Refuse("runs its numpy kernel on the host")
+
+
+def _inv_t(x):
+    return F.transpose(F.linalg_inv(x), -2, -1)
+
+
+# -- elementwise -------------------------------------------------------------------------------------
+
+unary("asin", np.arcsin, lambda g, out, x: (g * F.rsqrt(1 - x * x),), "x", triton=_HOST)
+unary("acos", np.arccos, lambda g, out, x: (-g * F.rsqrt(1 - x * x),), "x", triton=_HOST)
+unary("atan", np.arctan, lambda g, out, x: (g / (1 + x * x),), "x", triton=_HOST)
+unary("sinh", np.sinh, lambda g, out, x: (g * F.cosh(x),), "x", triton=_HOST)
+unary("cosh", np.cosh, lambda g, out, x: (g * F.sinh(x),), "x", triton=_HOST)
+unary("asinh", np.arcsinh, lambda g, out, x: (g * F.rsqrt(x * x + 1),), "x", triton=_HOST)
+unary("acosh", np.arccosh, lambda g, out, x: (g * F.rsqrt(x * x - 1),), "x", triton=_HOST)
+unary("atanh", np.arctanh, lambda g, out, x: (g / (1 - x * x),), "x", triton=_HOST)
+binary("atan2", np.arctan2, lambda g, out, y, x: (g * x / (x * x + y * y), -g * y / (x * x + y * y)), "x y",
+       dtype="promote_float", triton=_HOST)
+
+
+# -- scans -------------------------------------------------------------------------------------------
+
+def _cumsum_dtype(args):
+    dt = args[0]._dtype
+    return None, (D.int64 if not dt.is_floating_point else dt)
+
+
+def _cumsum_vjp(g, out, x, dim):
+    return (F.flip(F.cumsum(F.flip(g, (dim,)), dim), (dim,)),)
+
+
+Primitive("cumsum", "x", lambda x, dim: np.cumsum(x, axis=dim, dtype=np.int64 if x.dtype.kind in "biu" else x.dtype),
+          shape=lambda x, dim: tuple(x.shape), dtype=_cumsum_dtype, vjp=_cumsum_vjp, grad_fn="CumsumBackward0",
+          triton=_HOST)
+
+
+def _cumprod_vjp(g, out, x, dim):
+    """d/dx_i of sum_j g_j prod_{k<=j} x_k = (prod_{k<i} x_k) S_i, with S_i = g_i + x_{i+1} S_{i+1}:
+    no division, so zeros in x are fine."""
+    n = x.shape[dim]
+    if n == 0:
+        return (g,)
+    xs = F.unbind(x, dim)
+    gs = F.unbind(g, dim)
+    s = [None] * n
+    s[n - 1] = gs[n - 1]
+    for i in range(n - 2, -1, -1):
+        s[i] = gs[i] + xs[i + 1] * s[i + 1]
+    left = [F.ones_like(xs[0])]
+    for i in range(1, n):
+        left.append(left[-1] * xs[i - 1])
+    return (F.stack([a * b for a, b in zip(left, s)], dim),)
+
+
+Primitive("cumprod", "x", lambda x, dim: np.cumprod(x, axis=dim, dtype=np.int64 if x.dtype.kind in "biu" else x.dtype),
+          shape=lambda x, dim: tuple(x.shape), dtype=_cumsum_dtype, vjp=_cumprod_vjp, saves="x",
+          grad_fn="CumprodBackward0", triton=_HOST)
+
+
+# -- sorting -----------------------------------------------------------------------------------------
+
+def _argsort_kernel(x, dim, descending, stable):
+    """torch's order: NaN counts as the largest value; equal values keep their order."""
+    key = x
+    if x.dtype == np.bool_:
+        key = x.astype(np.int8)
+    if descending:
+        if key.dtype.kind == "f":
+            key = np.where(np.isnan(key), -np.inf, -key)
+        elif key.dtype.kind == "u":
+            key = -key.astype(np.int64)
+        else:
+            key = -key.astype(np.int64) if key.dtype.kind in "bi" else -key
+    return np.argsort(key, axis=dim, kind="stable").astype(np.int64)
+
+
+Primitive("argsort", "x", _argsort_kernel, shape=lambda x, dim, descending, stable: tuple(x.shape),
+          dtype="int64", grad_fn="SortBackward0", triton=_HOST)
+
+
+# -- linear algebra ----------------------------------------------------------------------------------
+
+class LinAlgError(RuntimeError):
+    """torch.linalg.LinAlgError: a matrix the operation cannot handle (singular, say)."""
+
+
+def _first_zero_pivot(a):
+    """1-based index of the first zero pivot of LU with partial pivoting (torch's message names it)."""
+    a = np.array(a, dtype=np.float64)
+    n = a.shape[-1]
+    for k in range(n):
+        p = k + int(np.argmax(np.abs(a[k:, k])))
+        if a[p, k] == 0:
+            return k + 1
+        a[[k, p]] = a[[p, k]]
+        a[k + 1:] -= np.outer(a[k + 1:, k] / a[k, k], a[k])
+    return n
+
+
+def _check_square(x, name):
+    if x.ndim < 2:
+        raise RuntimeError(f"linalg.{name}: The input tensor A must have at least 2 dimensions.")
+    if x.shape[-1] != x.shape[-2]:
+        raise RuntimeError(f"linalg.{name}: A must be batches of square matrices, but they are {x.shape[-2]} by "
+                           f"{x.shape[-1]} matrices")
+
+
+def _singular(name, a):
+    flat = np.asarray(a).reshape((-1,) + a.shape[-2:])
+    for b, m in enumerate(flat):
+        if np.linalg.matrix_rank(m) < m.shape[-1] or not np.all(np.isfinite(m)):
+            where = f"(Batch element {b}): " if a.ndim > 2 else ""
+            return LinAlgError(f"linalg.{name}: {where}The diagonal element {_first_zero_pivot(m)} is zero, the "
+                               f"{'inversion' if name == 'inv' else 'solve'} could not be completed because the input "
+                               f"matrix is singular.")
+    return LinAlgError(f"linalg.{name}: the input matrix is singular.")
+
+
+def _inv_kernel(a):
+    try:
+        return np.linalg.inv(a)
+    except np.linalg.LinAlgError:
+        raise _singular("inv", a) from None
+
+
+def _float_matrix(name):
+    def rule(args):
+        dt = args[0]._dtype
+        if not dt.is_floating_point:
+            raise RuntimeError(f"linalg.{name}: Expected a floating point or complex tensor as input. Got "
+                               f"{D.SCALAR_NAME[dt]}")
+        return None, dt
+    return rule
+
+
+Primitive("linalg_inv", "x", _inv_kernel, shape=lambda x: tuple(x.shape), dtype=_float_matrix("inv"),
+          vjp=lambda g, out, x: (-F.matmul(F.matmul(F.transpose(out, -2, -1), g), F.transpose(out, -2, -1)),),
+          saves="out", grad_fn="LinalgInvExBackward0", triton=_HOST)
+
+
+def _cofactor_kernel(a):
+    """The cofactor matrix det(A) inv(A)^T, from an SVD so that it stays finite (and right) for a
+    singular A: adj(A) = det(U) det(V) V diag(prod_{j != i} s_j) U^T."""
+    u, s, vt = np.linalg.svd(a)
+    n = s.shape[-1]
+    ones = np.ones(s.shape[:-1] + (1,), s.dtype)
+    before = np.cumprod(np.concatenate([ones, s[..., :-1]], -1), -1)
+    after = np.flip(np.cumprod(np.concatenate([ones, np.flip(s[..., 1:], -1)], -1), -1), -1)
+    others = before * after
+    sign = np.linalg.det(u) * np.linalg.det(vt)
+    adj = np.einsum("...ji,...j,...kj->...ik", vt, others, u) * sign[..., None, None] if n else u
+    return np.swapaxes(adj, -1, -2).astype(a.dtype, copy=False)
+
+
+def _cofactor_vjp(g, out, x):
+    """C(A) = det(A) A^-T, so <G, dC> = det (<G, A^-T> A^-T - A^-T G^T A^-T) : dA (an invertible A; a
+    singular one raises in inv rather than give a wrong second derivative)."""
+    b = _inv_t(x)
+    d = F.unsqueeze(F.unsqueeze(F.linalg_det(x), -1), -1)
+    inner = F.sum(g * b, (-2, -1), keepdim=True)
+    return (d * (inner * b - F.matmul(F.matmul(b, F.transpose(g, -2, -1)), b)),)
+
+
+Primitive("det_cofactor", "x", _cofactor_kernel, shape=lambda x: tuple(x.shape), dtype="same", vjp=_cofactor_vjp,
+          saves="x", grad_fn="LinalgDetBackward0", triton=_HOST)
+Primitive("linalg_det", "x", lambda a: np.asarray(np.linalg.det(a), dtype=a.dtype),
+          shape=lambda x: tuple(x.shape[:-2]), dtype=_float_matrix("det"),
+          vjp=lambda g, out, x: (F.unsqueeze(F.unsqueeze(g, -1), -1) * F.det_cofactor(x),), saves="x",
+          grad_fn="LinalgDetBackward0", triton=_HOST)
+
+
+def _slogdet_kernel(a):
+    sign, logabs = np.linalg.slogdet(a)
+    return np.asarray(sign, a.dtype), np.asarray(logabs, a.dtype)
+
+
+Primitive("linalg_slogdet", "x", _slogdet_kernel,
+          shape=lambda x: [(tuple(x.shape[:-2]), None), (tuple(x.shape[:-2]), None)], dtype=_float_matrix("slogdet"),
+          multi=True,
+          nondiff_outputs=(0,),
+          vjp=lambda gs, outs, x: (None,) if gs[1] is None else (F.unsqueeze(F.unsqueeze(gs[1], -1), -1) * _inv_t(x),),
+          saves="x", grad_fn="LinalgSlogdetBackward0", triton=_HOST)
+
+
+def _solve_kernel(a, b):
+    try:
+        return np.linalg.solve(a, b)
+    except np.linalg.LinAlgError:
+        raise _singular("solve", a) from None
+
+
+def _solve_vjp(g, out, a, b):
+    gb = F.linalg_solve_matrix(F.transpose(a, -2, -1), g)
+    ga = -F.matmul(gb, F.transpose(out, -2, -1))
+    return ga, gb
+
+
+Primitive("linalg_solve", "x y", _solve_kernel,
+          shape=lambda a, b: tuple(np.broadcast_shapes(a.shape[:-2], b.shape[:-2])) + (a.shape[-1], b.shape[-1]),
+          dtype="promote_float", vjp=_solve_vjp, saves="x out", grad_fn="LinalgSolveExBackward0", triton=_HOST)
+
+__all__ = ["LinAlgError", "PRIMITIVES"]
