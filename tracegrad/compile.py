@@ -640,6 +640,10 @@ def compile(fn=None, *, backend="auto", fullgraph=False, dynamic=False, mode=Non
     if fn is None:
         return lambda f: compile(f, backend=backend, fullgraph=fullgraph, dynamic=dynamic, mode=mode,
                                  cache_limit=cache_limit)
+    if dynamic:
+        warnings.warn("tracegrad.compile(dynamic=True): shapes are not compiled symbolically yet; each new shape "
+                      "compiles a program of its own, up to cache_limit, and calls past it run eagerly",
+                      UserWarning, stacklevel=2)
     kw = dict(backend=backend, fullgraph=fullgraph, dynamic=dynamic, cache_limit=cache_limit)
     if hasattr(fn, "forward") and hasattr(fn, "parameters"):
         return CompiledModule(fn, **kw)
