@@ -304,7 +304,10 @@ def _triton(graph, name):
 
 
 def _ident(name):
-    return "".join(c if c.isalnum() else "_" for c in name)
+    """A Python identifier from a function's name (it names generated functions): ASCII
+    letters, digits and underscores only, never starting with a digit."""
+    out = "".join(c if c.isascii() and c.isalnum() else "_" for c in str.__str__(name))
+    return out if out and not out[0].isdigit() else "f_" + out
 
 
 # -- running a program -----------------------------------------------------------------------------

@@ -41,6 +41,10 @@ MUTATING = frozenset({"append", "extend", "insert", "pop", "remove", "clear", "u
 IO_CALLS = frozenset({"print", "input", "open", "breakpoint", "setattr", "delattr"})
 
 _OWN = "own"                # a value the function made itself
+_VIEW = ("()",)             # path end: a method whose result is items of its object (d.values())
+_VIEWS = frozenset({"values", "items", "keys", "get", "__getitem__"})
+# calls: how many stack slots below the arguments they pop (the callable, self or NULL, names)
+_CALLS = {"CALL": 2, "CALL_METHOD": 2, "CALL_FUNCTION": 1, "CALL_FUNCTION_KW": 2, "CALL_KW": 3}
 _UNKNOWN = ("?",)           # an outside object whose path is not known
 _ITEM = ("[]",)             # path step: an item of (subscript, iteration, unpacking)
 _MAX_CODES = 400            # code objects read per compiled function at most
@@ -252,6 +256,8 @@ class _Scan:
             val = _derive(obj, (name,))
             if obj != _OWN and obj[0] != "?":
                 self.refs.add(val)
+            if name in _VIEWS and obj != _OWN:
+                val = _derive(obj, _ITEM) + _VIEW       # its call's result: items of obj
             if name in MUTATING and obj != _OWN:
                 self._effect(i, "method", name, obj)
             n = dis.stack_effect(ins.opcode, arg)
@@ -312,6 +318,14 @@ class _Scan:
             st.append(_UNKNOWN)
         elif op == "IMPORT_FROM":
             st.append(_UNKNOWN)
+        elif op == "PRECALL":
+            pass                        # 3.11: CALL pops the callable and the arguments
+        elif op in _CALLS:
+            n = _CALLS[op] + arg
+            called = st[len(st) - n:len(st) - arg] if len(st) >= n else []
+            pop(n)
+            views = [c for c in called if c != _OWN and c[-1:] == _VIEW]
+            st.append(views[0][:-1] if views else _OWN)
         elif op == "COPY":
             st.append(peek(arg))
         elif op == "SWAP":
@@ -461,8 +475,6 @@ class _Finder:
             return _OWNED
         root, name = path[0], path[1] if len(path) > 1 else None
         if root == "arg":
-            if isinstance(binding, _CallArgs) and name in binding:
-                self.used_args = True
             obj = binding.get(name, _MISSING)
         elif root == "global":
             obj = glb.get(name, _MISSING)
@@ -522,16 +534,19 @@ class _Finder:
         except Exception:           # bytecode this reader does not know: nothing found there
             return
         ctx = (code, glb, closure, binding, owned)
+        from_call = isinstance(binding, _CallArgs)
         for i in sorted(scan.effects):
             kind, line, name, path = scan.effects[i]
+            if from_call and path != _OWN and path[0] == "arg":
+                self.used_args = True           # judged by this call's arguments: judge again at the next compile
             what = self.judge(kind, name, path, ctx)
             if what is not None and (code.co_filename, line, what) not in self.where:
                 self.where.add((code.co_filename, line, what))
                 self.found.append(Effect(code.co_filename, line, what))
         for path in sorted(scan.refs, key=repr):
             obj = self.resolve(path, ctx)
-            if obj is not _MISSING and obj is not _OWNED:
-                self.follow(obj)
+            if obj is not _MISSING and obj is not _OWNED and self.follow(obj) and from_call and path[0] == "arg":
+                self.used_args = True           # code reached through an argument (a model passed in)
         inner = owned | frozenset(code.co_cellvars)
         for c in scan.nested:
             self.code(c, glb, closure, {}, inner)
@@ -562,8 +577,12 @@ class _Finder:
                         None if kwargs is None else {**obj.keywords, **kwargs})
         elif not isinstance(obj, type):
             call = inspect.getattr_static(type(obj), "__call__", None)
-            if isinstance(call, types.FunctionType):
-                self.function(call, _bind(call, obj, args, kwargs))
+            if not isinstance(call, types.FunctionType):
+                return False
+            self.function(call, _bind(call, obj, args, kwargs))
+        else:
+            return False
+        return True
 
     def module(self, m, args=None, kwargs=None):
         top = True
@@ -591,6 +610,7 @@ def _bind(fn, self_obj, args, kwargs):
                                                **(kwargs or {}))
         except (TypeError, ValueError):
             return out
+        bound.apply_defaults()
         for k, v in bound.arguments.items():
             if k in names:
                 out[k] = v
