@@ -11,7 +11,9 @@ retain_graph) works through it. Under create_graph=True that call is itself a co
 program: the backward as a function of (output grads, inputs), recomputing the forward,
 with its own grad_fn, so second and third derivatives run generated code too.
 
-Code that cannot be traced runs eagerly, with one warning naming the line.
+Code that cannot be traced runs eagerly, with one warning naming the line; so does,
+from the start, a function with a Python side effect (runtime/side_effects.py reads
+its bytecode before the first trace). An error of the function's own raises as itself.
 """
 import functools
 import os

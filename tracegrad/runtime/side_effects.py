@@ -149,7 +149,8 @@ class _Scan:
         self.index = {ins.offset: i for i, ins in enumerate(instrs)}
         nargs = code.co_argcount + code.co_kwonlyargcount
         names = code.co_varnames
-        self.locals = {n: ("arg", n) for n in names[:nargs]}
+        # a comprehension's `.0` is the iterator its enclosing function made for it
+        self.locals = {n: ("arg", n) if n != ".0" else _OWN for n in names[:nargs]}
         extra = nargs
         if code.co_flags & inspect.CO_VARARGS:
             self.locals[names[extra]] = _OWN      # *args and **kwargs are made fresh by each call
