@@ -138,7 +138,7 @@ class _Scan:
 
     def __init__(self, code):
         self.code = code
-        self.effects = {}       # offset -> (kind, lineno, name, path)
+        self.effects = {}       # instruction index -> (kind, lineno, name, path)
         self.refs = set()       # paths of globals, closure variables and attributes it loads
         self.nested = [c for c in code.co_consts if isinstance(c, types.CodeType)]
         self._run()
@@ -467,6 +467,7 @@ class _Finder:
         self.found = []
         self.where = set()
         self.seen = set()
+        self.modules = set()
         self.used_args = False
 
     # what a path names, for the objects of this call
@@ -526,8 +527,10 @@ class _Finder:
         return None
 
     def code(self, code, glb, closure, binding, owned):
+        if is_library(code.co_filename):
+            return
         key = (code, tuple(sorted((k, id(v)) for k, v in binding.items())))
-        if key in self.seen or len(self.seen) >= _MAX_CODES or is_library(code.co_filename):
+        if key in self.seen or len(self.seen) >= _MAX_CODES:
             return
         self.seen.add(key)
         try:
@@ -586,12 +589,21 @@ class _Finder:
         return True
 
     def module(self, m, args=None, kwargs=None):
-        top = True
+        """Read m's forward (bound to m, with the call's arguments where m is the one
+        compiled) and every submodule's forward and hooks, each module once."""
+        if id(m) in self.modules:
+            return
         for sub in m.modules():
-            fwd = sub.__dict__.get("forward") or _attr(sub, "forward")
-            if isinstance(fwd, (types.FunctionType, types.MethodType)):
-                self.follow(fwd, args if top else None, kwargs if top else None)
-            top = False
+            if sub is not m and id(sub) in self.modules:
+                continue
+            self.modules.add(id(sub))
+            fwd = sub.__dict__.get("forward")
+            if fwd is None:
+                fn = inspect.getattr_static(type(sub), "forward", None)
+                if isinstance(fn, types.FunctionType) and not is_library(fn.__code__.co_filename):
+                    fwd = types.MethodType(fn, sub)
+            if fwd is not None:
+                self.follow(fwd, args if sub is m else None, kwargs if sub is m else None)
             for table in ("_forward_pre_hooks", "_forward_hooks"):
                 for hook in (sub.__dict__.get(table) or {}).values():
                     self.follow(hook)
