@@ -489,3 +489,22 @@ def test_a_library_module_that_cannot_be_traced_names_the_callers_line():
         tg.compile(bn)(x)
     ws = [w for w in record if "tracegrad.compile" in str(w.message)]
     assert ws[0].filename == HERE and ws[0].lineno == line
+
+
+def test_a_compiled_function_called_inside_another_is_read_too():
+    seen = []
+
+    @tg.compile
+    def inner(x):
+        seen.append(x)
+        return x.exp()
+
+    @tg.compile
+    def outer(x):
+        return inner(x) * 2
+    with pytest.warns(UserWarning, match="side effect") as record:
+        y = outer(leaf(3))
+    assert [w.lineno for w in record if "tracegrad.compile" in str(w.message)][:1] == \
+        [line_of(inner.__wrapped__, "seen.append(x)")]
+    assert len(seen) == 1 and type(seen[0]) is tg.Tensor
+    close(y, leaf(3).exp() * 2)
