@@ -508,3 +508,43 @@ def test_a_compiled_function_called_inside_another_is_read_too():
         [line_of(inner.__wrapped__, "seen.append(x)")]
     assert len(seen) == 1 and type(seen[0]) is tg.Tensor
     close(y, leaf(3).exp() * 2)
+
+
+TRITON_SCRIPT = r'''
+import builtins, numpy as np, torch, tracegrad as tg
+hits = []
+class EvilInt(int):
+    def __repr__(self):
+        hits.append(1)
+        return "__import__('builtins').__dict__.__setitem__('TG_REPR', 1) or 7"
+    __str__ = __repr__
+name = "evil\n    __import__('builtins').__dict__.__setitem__('TG_INJECTED', 1)  #\"'.py"
+ns = {"tg": tg, "EvilInt": EvilInt}
+exec(compile("def h(x):\n    return (tg.tanh(x * EvilInt(3)) + x).sum(1)\n", name, "exec"), ns)
+f = tg.compile(ns["h"], backend="triton")
+x = tg.tensor(np.random.default_rng(0).standard_normal((8, 16)), requires_grad=True)
+y = f(x)
+y.sum().backward()
+src = f.last_program.fwd_fn.source
+assert "@triton.jit" in src
+code = "\n".join(line.split("#")[0] for line in src.splitlines())
+assert "__setitem__" not in code and "TG_" not in code
+assert not hasattr(builtins, "TG_INJECTED") and not hasattr(builtins, "TG_REPR") and hits == []
+tx = torch.tensor(x.detach().numpy(), requires_grad=True)
+yt = (torch.tanh(tx * 3) + tx).sum(1)
+yt.sum().backward()
+np.testing.assert_allclose(y.detach().numpy(), yt.detach().numpy(), rtol=1e-5)
+np.testing.assert_allclose(x.grad.numpy(), tx.grad.numpy(), rtol=1e-5, atol=1e-6)
+print("ok")
+'''
+
+
+def test_triton_source_takes_no_user_text_as_code():
+    pytest.importorskip("triton")
+    import os
+    import subprocess
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env = dict(os.environ, TRITON_INTERPRET="1", PYTHONPATH=root)
+    r = subprocess.run([sys.executable, "-c", TRITON_SCRIPT], env=env, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert r.stdout.strip().endswith("ok")
