@@ -94,7 +94,7 @@ def test_guards_recompile_on_shape_dtype_requires_grad_grad_mode_and_constants()
     with tg.no_grad():                            # grad mode
         assert not f(leaf(3), 2).requires_grad
     close(f(x, 3), x.detach().numpy() * 3)                 # Python constant
-    assert f.cache.compiles == 6 and len({id(p) for p in f.cache.entries.values()}) == 6
+    assert f.cache.compiles == 6 and len({id(p) for p in f.cache.programs()}) == 6
 
 
 def test_cache_limit_warns_once_and_stays_bounded():
