@@ -11,7 +11,9 @@ retain_graph) works through it. Under create_graph=True that call is itself a co
 program: the backward as a function of (output grads, inputs), recomputing the forward,
 with its own grad_fn, so second and third derivatives run generated code too.
 
-Code that cannot be traced runs eagerly, with one warning naming the line.
+Code that cannot be traced runs eagerly, with one warning naming the line; so does,
+from the start, a function with a Python side effect (runtime/side_effects.py reads
+its bytecode before the first trace). An error of the function's own raises as itself.
 """
 import functools
 import os
@@ -74,15 +76,42 @@ def _debug():
     return int(v) if v.isdigit() else (1 if v else 0)
 
 
+def _is_user_file(filename):
+    f = os.path.abspath(filename)
+    return not f.startswith(_PKG + os.sep) or f.startswith(_TESTS + os.sep)
+
+
 def _user_frame(tb):
-    """The innermost traceback frame in the user's code (outside the tracegrad package)."""
+    """The innermost traceback frame in the user's code (outside the tracegrad package),
+    or None where the whole traceback is tracegrad's (a library module compiled as it is)."""
     found = None
-    frames = traceback.extract_tb(tb)
-    for fs in frames:
-        f = os.path.abspath(fs.filename)
-        if not f.startswith(_PKG + os.sep) or f.startswith(_TESTS):
+    for fs in traceback.extract_tb(tb):
+        if _is_user_file(fs.filename):
             found = fs
-    return found if found is not None or not frames else frames[-1]
+    return found
+
+
+def _caller_frame():
+    """The user's line that called the compiled function: the innermost frame on the
+    stack outside tracegrad."""
+    f = sys._getframe(1)
+    while f is not None and not _is_user_file(f.f_code.co_filename):
+        f = f.f_back
+    if f is None:
+        return None
+    return traceback.FrameSummary(f.f_code.co_filename, f.f_lineno, f.f_code.co_name)
+
+
+def _library_context(tb):
+    """`nn.Dropout` where the innermost module forward a failing trace ran is tracegrad's own."""
+    from .nn.modules.module import Module
+    name = None
+    while tb is not None:
+        f = tb.tb_frame
+        if f.f_code.co_name == "forward" and isinstance(f.f_locals.get("self"), Module):
+            name = type(f.f_locals["self"]).__name__
+        tb = tb.tb_next
+    return f" (in nn.{name})" if name else ""
 
 
 def trace_function(fn, args, kwargs, name, value_reads=None):
@@ -277,7 +306,10 @@ def _triton(graph, name):
 
 
 def _ident(name):
-    return "".join(c if c.isalnum() else "_" for c in name)
+    """A Python identifier from a function's name (it names generated functions): ASCII
+    letters, digits and underscores only, never starting with a digit."""
+    out = "".join(c if c.isascii() and c.isalnum() else "_" for c in str.__str__(name))
+    return out if out and not out[0].isdigit() else "f_" + out
 
 
 # -- running a program -----------------------------------------------------------------------------
@@ -531,6 +563,14 @@ _EAGER = object()
 _TENSORS_SPEC = {}          # number of arguments -> the flattened structure of f(t1, ..., tn), and its key
 
 
+class _Ran:
+    """What _compile returns where it ran the function eagerly for this call already."""
+    __slots__ = ("result",)
+
+    def __init__(self, result):
+        self.result = result
+
+
 class CompiledFunction:
     """What `compile` returns for a function: call it as the function."""
 
@@ -548,6 +588,7 @@ class CompiledFunction:
             type(fn).__name__
         self.cache = ProgramCache(self.__name__, cache_limit)
         self._warned = False
+        self._effects = None
         self.last_program = None
 
     def __call__(self, *args, **kwargs):
@@ -570,6 +611,9 @@ class CompiledFunction:
                 self._recompile_limit()
                 return self._fn(*args, **kwargs)
             p, guards = self._compile(args, kwargs)
+            if p.__class__ is _Ran:
+                self.cache.put(key, guards, _EAGER)
+                return p.result
             self.cache.put(key, guards, p)
         if p is _EAGER:
             return self._fn(*args, **kwargs)
@@ -591,26 +635,64 @@ class CompiledFunction:
     def _compile(self, args, kwargs):
         """A program for this call and the guards it holds under (or _EAGER and the guards of
         that decision: a fallback taken on a branch that a global chose is taken again only
-        while the global is the same)."""
+        while the global is the same; or an _Ran holding the result of an eager run this
+        call made, and its guards)."""
         from .runtime.sources import build_guards
+        effect = self._side_effect(args, kwargs)
+        if effect is not None:
+            msg = (f"tracegrad.compile: {self.__name__} has a Python side effect at {effect.describe()}; "
+                   f"a trace would run it once, with symbolic values")
+            if self.fullgraph:
+                raise CompileError(msg + " (fullgraph=True)")
+            self._warn(msg + "; running it eagerly", effect.filename, effect.lineno)
+            return _EAGER, build_guards(self._fn, self._module, args, kwargs)
         reads = {}
         try:
             p = build(self._fn, args, kwargs, self.__name__, self.backend, value_reads=reads)
         except Exception as e:
             if not isinstance(e, TraceError) and not _untraceable(e):
                 raise
-            fs = _user_frame(e.__traceback__)
-            where = f"{fs.filename}:{fs.lineno}" if fs else "?"
-            line = (fs.line or "").strip() if fs else ""
-            msg = f"tracegrad.compile: {self.__name__} cannot be traced at {where} (`{line}`): {e}"
-            if self.fullgraph:
-                raise CompileError(msg + " (fullgraph=True)") from e
-            if not self._warned:
-                self._warned = True
-                warnings.warn_explicit(msg + "; running it eagerly", UserWarning,
-                                       fs.filename if fs else "<unknown>", fs.lineno if fs else 0)
-            return _EAGER, build_guards(self._fn, self._module, args, kwargs, value_reads=reads)
-        return p, build_guards(self._fn, self._module, args, kwargs, used=p.consts, value_reads=reads)
+            failure = e
+        else:
+            return p, build_guards(self._fn, self._module, args, kwargs, used=p.consts, value_reads=reads)
+        guards = build_guards(self._fn, self._module, args, kwargs, value_reads=reads)
+        fs = _user_frame(failure.__traceback__)
+        context = ""
+        if fs is None:
+            # all of the trace ran in tracegrad's code (a library module compiled as it is):
+            # name the user's line that made the call
+            fs = _caller_frame()
+            context = _library_context(failure.__traceback__)
+        where = f"{fs.filename}:{fs.lineno}" if fs else "?"
+        line = (fs.line or "").strip() if fs else ""
+        msg = f"tracegrad.compile: {self.__name__} cannot be traced at {where} (`{line}`): {failure}{context}"
+        if self.fullgraph:
+            raise CompileError(msg + " (fullgraph=True)") from failure
+        if isinstance(failure, Untraceable):
+            # the function's code raised under the trace: a construct the trace does not
+            # support, or the user's own error (a shape mismatch). The function has no side
+            # effect (checked above), so run it eagerly now: the user's error raises here,
+            # once and as itself; else the trace's failure was the tracer's, and this call's
+            # result is the eager one
+            del failure
+            result = self._fn(*args, **kwargs)
+            self._warn(msg + "; running it eagerly", fs.filename if fs else "<unknown>", fs.lineno if fs else 0)
+            return _Ran(result), guards
+        self._warn(msg + "; running it eagerly", fs.filename if fs else "<unknown>", fs.lineno if fs else 0)
+        return _EAGER, guards
+
+    def _side_effect(self, args, kwargs):
+        """The first Python side effect the function would have (runtime/side_effects.py), or None."""
+        if self._effects is None:
+            from .runtime.side_effects import SideEffects
+            self._effects = SideEffects(self._fn, self._module)
+        found = self._effects.find(args, kwargs)
+        return found[0] if found else None
+
+    def _warn(self, msg, filename, lineno):
+        if not self._warned:
+            self._warned = True
+            warnings.warn_explicit(msg, UserWarning, filename, lineno)
 
 
 def _untraceable(e):

@@ -24,20 +24,32 @@ import threading
 import numpy as np
 
 from ..ir.graph import V, refs, type_str
+from ..ir.printer import comment_text
 
 _ids = itertools.count()
 
 
 def _literal(x, env):
+    """x as source: a value name, a literal of Python's own None/bool/int/float/str (whose
+    repr is always a literal), else a name in the function's globals bound to x itself:
+    a user's int subclass is passed as it is, its __repr__ never becomes code."""
     if isinstance(x, V):
         return str(x)
-    if x is None or isinstance(x, (bool, int, str)):
-        return repr(x)
-    if isinstance(x, float) and math.isfinite(x):
+    t = type(x)
+    if x is None or t is bool or t is int or t is str or (t is float and math.isfinite(x)):
         return repr(x)
     name = f"CONST_{len(env)}"           # upper case: never a value name (t3, s1, c2...)
     env[name] = x
     return name
+
+
+def _comment(a):
+    """A statement's comment: its type and the user's source line, escaped (a file name
+    may hold a newline or a quote; nothing in a comment may end it)."""
+    text = type_str(a["shape"], a["dtype"])
+    if a.get("source"):
+        text += f"  {a['source']}"
+    return comment_text(text)
 
 
 def generate(graph, name=None, donors=()):
@@ -127,7 +139,7 @@ def _broadcasts(graph, u, n):
 def _direct(graph, n, a, env):
     """A ufunc or a reshape called directly rather than through its kernel: on small
     arrays the Python call in between is a good part of the cost."""
-    comment = type_str(a["shape"], a["dtype"]) + (f"  {a['source']}" if a.get("source") else "")
+    comment = _comment(a)
     if _ufunc_ok(graph, a):
         args = [_literal(x, env) for x in a["args"]]
         if a["op"] == "rsub":
@@ -144,9 +156,7 @@ def _call(n, a, env, args_fn=None):
     args = [args_fn(x) if args_fn and isinstance(x, V) else _literal(x, env) for x in a["args"]]
     for key, val in a["params"].items():
         args.append(f"{key}={_literal(val, env)}")
-    comment = type_str(a["shape"], a["dtype"])
-    if a.get("source"):
-        comment += f"  {a['source']}"
+    comment = _comment(a)
     call = f"{k}({', '.join(args)})"
     if getattr(a["dtype"], "name", None) == "bfloat16":      # stored as float32, rounded after each op
         from .. import _dtype
@@ -488,25 +498,25 @@ def _group_stmt(graph, gid, members, keep, env, name, donors=()):
             body.append("    " + _call(f"o_{n}[lo // {step}]", a, env, arg))
         elif blas == "row":
             x = a["args"][0]
-            scale = f", {1.0 / graph[x]['shape'][1]!r}" if op == "mean" else ""
+            scale = f", {_literal(1.0 / int(graph[x]['shape'][1]), env)}" if op == "mean" else ""
             body.append(f"    {n}_c = row_sum({arg(x)}, {tuple(a['shape'])!r}{scale})  # {op}")
             copy_out = True
         elif op == "full":
             out = target(n, a, dying)
             body.append(f"    {n}_c = {out}")
-            body.append(f"    {n}_c.fill({a['params']['value']!r})  # full")
+            body.append(f"    {n}_c.fill({_literal(a['params']['value'], env)})  # full")
         elif op == "scatter" and into_out.get(a["args"][0]) == n:
             rest = ", ".join(arg(v) if isinstance(v, V) else _literal(v, env) for v in a["args"][1:])
-            body.append(f"    {n}_c = scatter_into({a['args'][0]}_c, {rest}, {a['params']['dim']!r}, "
-                        f"{a['params'].get('reduce')!r})  # scatter, in place in the output")
+            body.append(f"    {n}_c = scatter_into({a['args'][0]}_c, {rest}, {_literal(a['params']['dim'], env)}, "
+                        f"{_literal(a['params'].get('reduce'), env)})  # scatter, in place in the output")
         elif op == "scatter" and a["args"][0] in slot_of and a["args"][0] in dying and \
                 graph[a["args"][0]]["shape"] == a["shape"] and a["params"].get("dim", 0) % len(a["shape"]) != 0:
             x = a["args"][0]
             dying.remove(x)
             slot_of[n] = slot_of[x]
             rest = ", ".join(arg(v) if isinstance(v, V) else _literal(v, env) for v in a["args"][1:])
-            body.append(f"    {n}_c = scatter_into({x}_c, {rest}, {a['params']['dim']!r}, "
-                        f"{a['params'].get('reduce')!r})  # scatter, in place")
+            body.append(f"    {n}_c = scatter_into({x}_c, {rest}, {_literal(a['params']['dim'], env)}, "
+                        f"{_literal(a['params'].get('reduce'), env)})  # scatter, in place")
             copy_out = True
         elif op == "logsumexp" and _last_dims(graph, a) and a["params"].get("keepdim") and \
                 a["dtype"].name in _NATIVE_FLOATS:
@@ -612,6 +622,14 @@ def scalar_ok(graph):
     return len(graph) > 0
 
 
+def _as_float(x):
+    """A constant as a Python float (bools stay): int's and float's own conversions, so a
+    user's subclass is read by its value, not by its methods."""
+    if isinstance(x, bool):
+        return x
+    return int.__float__(x) if isinstance(x, int) else float.__float__(x)
+
+
 def generate_scalar(graph, name, fallback):
     """Python-float source for a graph of one-element values; numpy's result dtypes and
     shapes at the end. Arithmetic errors (x / 0, log(0), overflow) go to `fallback`,
@@ -626,14 +644,12 @@ def generate_scalar(graph, name, fallback):
         a = graph[n]
         if a["op"] == "input":
             continue
-        args = [f"v_{x}" if isinstance(x, V) else _literal(float(x) if not isinstance(x, bool) else x, env)
-                for x in a["args"]]
+        args = [f"v_{x}" if isinstance(x, V) else _literal(_as_float(x), env) for x in a["args"]]
         if a["op"] == "full":                     # a seed of one, in a joint forward+backward
-            rhs = _literal(float(a["params"]["value"]), env)
+            rhs = _literal(_as_float(a["params"]["value"]), env)
         else:
             rhs = args[0] if a["op"] in _SCALAR_SAME else _SCALAR[a["op"]].format(*args)
-        comment = type_str(a["shape"], a["dtype"]) + (f"  {a['source']}" if a.get("source") else "")
-        lines.append(f"        v_{n} = {rhs}  # {a['op']}: {comment}")
+        lines.append(f"        v_{n} = {rhs}  # {a['op']}: {_comment(a)}")
     outs = []
     ins = set(graph.inputs)
     for o in graph.outputs:

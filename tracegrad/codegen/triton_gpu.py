@@ -47,6 +47,7 @@ import networkx as nx
 import numpy as np
 
 from ..ir.graph import V, refs, type_str
+from ..ir.printer import comment_text, safe_repr
 from ..ops.lowering import TL, Decompose, Dot, Expr, Glue, Reduce, Scatter, has_tensor_key, lit, torch_dtype
 from ..ops.primitives import PRIMITIVES
 
@@ -691,10 +692,10 @@ def _comment(g, members):
     lines = ["    # IR nodes computed here:"]
     for m in members:
         a = g[m]
-        args = ", ".join(str(x) if isinstance(x, V) else repr(x) for x in a["args"])
-        ps = "".join(f", {k}={v!r}" for k, v in a["params"].items())
+        args = ", ".join(str(x) if isinstance(x, V) else safe_repr(x) for x in a["args"])
+        ps = "".join(f", {k}={safe_repr(v)}" for k, v in a["params"].items())
         src = f"  ({a['source']})" if a.get("source") else ""
-        lines.append(f"    #   {m}: {type_str(a['shape'], a['dtype'])} = {a['op']}({args}{ps}){src}")
+        lines.append("    #   " + comment_text(f"{m}: {type_str(a['shape'], a['dtype'])} = {a['op']}({args}{ps}){src}"))
     return lines
 
 

@@ -40,6 +40,19 @@ def map_args(args, fn):
     return args
 
 
+def exact_shape(shape):
+    """shape with a user's int subclass (reshape(MyInt(3), 2)) as a plain int: shapes are
+    written into generated source, where the subclass's own __repr__ must not run."""
+    for d in shape:
+        if type(d) is not int:
+            break
+    else:
+        return shape
+    out = [int.__index__(d) if isinstance(d, int) else exact_shape(d) if isinstance(d, (tuple, list)) else d
+           for d in shape]
+    return type(shape)(out) if type(shape) in (tuple, list) else tuple(out)
+
+
 class Graph:
     """A typed DAG of values, kept in a networkx DiGraph (edges: producer -> consumer)."""
 
@@ -68,6 +81,7 @@ class Graph:
                 return n
 
     def add_input(self, shape, dtype, role="input", name=None, **attrs):
+        shape = exact_shape(shape)
         name = V(name) if name else self.fresh("x" if role == "input" else role[0])
         self.nx.add_node(name, op="input", prim=None, args=(), params={}, shape=tuple(shape), dtype=dtype,
                          role=role, source=None, **attrs)
@@ -75,6 +89,7 @@ class Graph:
         return name
 
     def add_op(self, prim, args, params, shape, dtype, source=None, name=None):
+        shape = exact_shape(shape)
         name = V(name) if name else self.fresh()
         self.nx.add_node(name, op=prim.name, prim=prim, args=args, params=params, shape=shape, dtype=dtype,
                          role=None, source=source)
@@ -139,4 +154,9 @@ _SHORT = {"float32": "f32", "float64": "f64", "float16": "f16", "bfloat16": "bf1
 def type_str(shape, dtype):
     if isinstance(dtype, (list, tuple)):
         return "(" + ", ".join(type_str(s, d) for s, d in zip(shape, dtype)) + ")"
-    return f"{_SHORT.get(dtype.name, dtype.name)}[{', '.join(map(str, shape))}]"
+    return f"{_SHORT.get(dtype.name, dtype.name)}[{', '.join(map(_dim_str, shape))}]"
+
+
+def _dim_str(d):
+    # int's own text for a user's int subclass: its __str__ never runs (type strings go into generated source)
+    return int.__repr__(d) if isinstance(d, int) else str(d)

@@ -153,13 +153,13 @@ def lit(x):
     if isinstance(x, bool):
         return "True" if x else "False"
     if isinstance(x, int):
-        return repr(x)
+        return int.__repr__(x)          # int's own text: a subclass's __repr__ never becomes code
     if isinstance(x, float):
         if math.isnan(x):
             return 'float("nan")'
         if math.isinf(x):
             return 'float("inf")' if x > 0 else 'float("-inf")'
-        return repr(x)
+        return float.__repr__(x)
     raise NotImplementedError(f"constant {x!r} of type {type(x).__name__} has no Triton literal")
 
 

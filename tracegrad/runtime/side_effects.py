@@ -1,0 +1,656 @@
+"""Python side effects of a compiled function, found in its bytecode before any trace.
+
+A trace runs the function once, on symbolic tensors, and later calls run only the
+program it recorded. A side effect on state the call does not own (appending to an
+outside list, a counter in a global or a closure, `self.last = h` in a module's
+forward, an item written into an outside dict, print) would therefore store a symbolic
+value into the user's data and happen once instead of at every call. So before
+tracing, `SideEffects.find` reads the bytecode (`dis`) of the function and of the code
+it reaches: its nested functions, the global helpers and methods it calls (followed
+recursively), for a module its forward and every submodule's forward. Library code
+(tracegrad itself, the standard library, installed packages) is not read. Where a
+side effect is found the function runs eagerly, from the start.
+
+Each code object is read once (`_scan`, cached): an abstract run over its
+instructions that tracks, for every stack slot and local variable, where the value
+came from: made in the function (a literal, a call's result: the function owns it), or
+an outside object reached from an argument, a global or a closure variable (a path such
+as `self.cache` or `log`). The effects found are then checked against the objects of
+the call (`_Context.effects`): an item written into a tensor or an in-place tensor
+method is no concern here (the tracer records or refuses it), the same write into an
+outside list or dict is a side effect.
+"""
+import builtins
+import dis
+import functools
+import inspect
+import linecache
+import os
+import sys
+import sysconfig
+import types
+
+_PKG = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+# method names that change the object they are called on (list, dict, set, file, deque)
+MUTATING = frozenset({"append", "extend", "insert", "pop", "remove", "clear", "update", "setdefault", "add",
+                      "discard", "popitem", "sort", "reverse", "write", "writelines", "appendleft",
+                      "extendleft", "popleft", "rotate", "difference_update", "intersection_update",
+                      "symmetric_difference_update", "flush", "put", "put_nowait"})
+# builtins whose call is itself a side effect (I/O, attributes set by name)
+IO_CALLS = frozenset({"print", "input", "open", "breakpoint", "setattr", "delattr"})
+
+_OWN = "own"                # a value the function made itself
+_VIEW = ("()",)             # path end: a method whose result is items of its object (d.values())
+_VIEWS = frozenset({"values", "items", "keys", "get", "__getitem__"})
+# calls: how many stack slots below the arguments they pop (the callable, self or NULL, names)
+_CALLS = {"CALL": 2, "CALL_METHOD": 2, "CALL_FUNCTION": 1, "CALL_FUNCTION_KW": 2, "CALL_KW": 3}
+_UNKNOWN = ("?",)           # an outside object whose path is not known
+_ITEM = ("[]",)             # path step: an item of (subscript, iteration, unpacking)
+_MAX_CODES = 400            # code objects read per compiled function at most
+
+
+class Effect:
+    """One side effect: where it is (file, line, the line's text) and what it does."""
+
+    def __init__(self, filename, lineno, what):
+        self.filename, self.lineno, self.what = filename, lineno, what
+
+    @property
+    def line(self):
+        return linecache.getline(self.filename, self.lineno).strip()
+
+    def describe(self):
+        line = self.line
+        return f"{self.filename}:{self.lineno}" + (f" (`{line}`)" if line else "") + f": {self.what}"
+
+    def __repr__(self):
+        return f"<side effect {self.describe()}>"
+
+
+# -- library code is not read ----------------------------------------------------------------------
+
+def _library_dirs():
+    dirs = {_PKG}
+    for key in ("stdlib", "platstdlib", "purelib", "platlib"):
+        try:
+            dirs.add(os.path.abspath(sysconfig.get_paths()[key]))
+        except KeyError:
+            pass
+    for p in getattr(sys, "path", ()):
+        if p and ("site-packages" in p or "dist-packages" in p):
+            dirs.add(os.path.abspath(p))
+    return tuple(sorted(d + os.sep for d in dirs))
+
+
+_LIB_DIRS = _library_dirs()
+_TESTS = os.path.join(os.path.dirname(_PKG), "tests") + os.sep
+
+
+@functools.lru_cache(maxsize=4096)
+def is_library(filename):
+    """Whether code from `filename` is library code (tracegrad, the standard library, an
+    installed package, generated source) rather than the user's."""
+    if filename.startswith("<"):
+        return filename.startswith(("<tracegrad:", "<frozen"))
+    f = os.path.abspath(filename)
+    if f.startswith(_TESTS):
+        return False
+    return f.startswith(_LIB_DIRS)
+
+
+# -- reading one code object -----------------------------------------------------------------------
+
+_NO_PUSH = ("POP_", "STORE_", "DELETE_", "RETURN_", "JUMP", "RAISE", "RERAISE", "END_", "LIST_APPEND", "LIST_EXTEND",
+            "SET_ADD", "SET_UPDATE", "MAP_ADD", "DICT_", "PRINT_EXPR", "IMPORT_STAR", "SETUP_ANNOTATIONS",
+            "YIELD_VALUE", "FOR_ITER")
+_NO_TOUCH = ("NOP", "RESUME", "CACHE", "EXTENDED_ARG", "KW_NAMES", "JUMP", "SETUP_", "COPY_FREE_VARS", "MAKE_CELL",
+             "RETURN_GENERATOR", "POP_BLOCK", "PRECALL", "CHECK_E", "DELETE_", "GEN_START", "POP_JUMP", "FOR_ITER",
+             "SEND", "END_SEND", "PUSH_NULL", "BEFORE_", "MATCH_", "GET_LEN", "WITH_EXCEPT_START",
+             "PUSH_EXC_INFO", "LOAD_")
+_JUMPS = frozenset(dis.hasjrel) | frozenset(dis.hasjabs)
+_ENDS = frozenset({"RETURN_VALUE", "RETURN_CONST", "RAISE_VARARGS", "RERAISE", "JUMP_FORWARD", "JUMP_BACKWARD",
+                   "JUMP_ABSOLUTE", "JUMP_BACKWARD_NO_INTERRUPT", "JUMP", "JUMP_NO_INTERRUPT"})
+
+
+def _join(a, b):
+    if a == b or b is None:
+        return a
+    if a is None or a == _OWN:
+        return b
+    if b == _OWN:
+        return a
+    return _UNKNOWN
+
+
+def _derive(base, step):
+    """The path of an attribute or item of a value (a value the function made stays its own)."""
+    if base == _OWN:
+        return _OWN
+    if base[0] == "?":
+        return _UNKNOWN
+    return base + step
+
+
+class _Scan:
+    """What one code object does, independent of the objects of any call: its side effects
+    (with the path of the object they touch) and the callables it refers to."""
+
+    def __init__(self, code):
+        self.code = code
+        self.effects = {}       # instruction index -> (kind, lineno, name, path)
+        self.refs = set()       # paths of globals, closure variables and attributes it loads
+        self.nested = [c for c in code.co_consts if isinstance(c, types.CodeType)]
+        self._run()
+
+    def _run(self):
+        code = self.code
+        instrs = list(dis.get_instructions(code))
+        self.index = {ins.offset: i for i, ins in enumerate(instrs)}
+        nargs = code.co_argcount + code.co_kwonlyargcount
+        names = code.co_varnames
+        # a comprehension's `.0` is the iterator its enclosing function made for it
+        self.locals = {n: ("arg", n) if n != ".0" else _OWN for n in names[:nargs]}
+        extra = nargs
+        if code.co_flags & inspect.CO_VARARGS:
+            self.locals[names[extra]] = _OWN      # *args and **kwargs are made fresh by each call
+            extra += 1
+        if code.co_flags & inspect.CO_VARKEYWORDS:
+            self.locals[names[extra]] = _OWN
+        handlers = []
+        for e in getattr(dis.Bytecode(code), "exception_entries", ()):
+            handlers.append((e.target, (_OWN,) * (e.depth + (1 if e.lasti else 0) + 1)))
+        line = code.co_firstlineno
+        self.lines = []
+        for ins in instrs:
+            pos = getattr(ins, "positions", None)
+            if pos is not None and pos.lineno is not None:
+                line = pos.lineno
+            elif ins.starts_line is not None and not isinstance(ins.starts_line, bool):
+                line = ins.starts_line
+            self.lines.append(line)
+        for _ in range(6):                 # locals are joined over the whole function: run until stable
+            before = dict(self.locals)
+            self._walk(instrs, [(0, ())] + handlers)
+            if self.locals == before:
+                break
+
+    def _walk(self, instrs, seeds):
+        states = {}
+        work = []
+        for off, st in seeds:
+            if off in self.index:
+                work.append((self.index[off], st))
+        seen = set()
+        budget = 40 * len(instrs) + 100
+        while True:
+            while work and budget > 0:
+                budget -= 1
+                i, st = work.pop()
+                old = states.get(i)
+                if old is not None:
+                    n = min(len(old), len(st))
+                    merged = tuple(_join(a, b) for a, b in zip(old[len(old) - n:], st[len(st) - n:]))
+                    if merged == old:
+                        continue
+                    st = merged
+                states[i] = st
+                seen.add(i)
+                for j, out in self._step(instrs, i, list(st)):
+                    if j < len(instrs):
+                        work.append((j, tuple(out)))
+            # code no path reached (a handler the table above does not name): read it with an empty stack
+            rest = [i for i in range(len(instrs)) if i not in seen]
+            if not rest or budget <= 0:
+                return
+            work.append((rest[0], ()))
+
+    def _effect(self, i, kind, name, path):
+        old = self.effects.get(i)
+        if old is not None:
+            path = _join(old[3], path)
+        self.effects[i] = (kind, self.lines[i], name, path)
+
+    def _step(self, instrs, i, st):
+        """The abstract effect of instruction i on the stack `st`: [(next index, stack)]."""
+        ins = instrs[i]
+        op = ins.opname
+        arg = ins.arg
+        before = tuple(st)
+
+        def pop(n=1):
+            out = []
+            for _ in range(n):
+                out.append(st.pop() if st else _OWN)
+            return out[::-1]
+
+        def peek(k):
+            return st[-k] if len(st) >= k else _OWN
+
+        code = self.code
+        if op in ("LOAD_FAST", "LOAD_FAST_CHECK", "LOAD_FAST_AND_CLEAR"):
+            v = self.locals.get(ins.argval, _OWN)
+            if v != _OWN and v[0] == "arg":
+                self.refs.add(v)
+            st.append(v)
+        elif op == "LOAD_FAST_LOAD_FAST":
+            a, b = ins.argval
+            st.extend([self.locals.get(a, _OWN), self.locals.get(b, _OWN)])
+        elif op in ("LOAD_DEREF", "LOAD_CLASSDEREF"):
+            name = ins.argval
+            if name in code.co_freevars:
+                st.append(("deref", name))
+                self.refs.add(("deref", name))
+            else:
+                st.append(self.locals.get(name, _OWN))
+        elif op in ("LOAD_GLOBAL", "LOAD_NAME"):
+            n = dis.stack_effect(ins.opcode, arg)
+            st.extend([_OWN] * (n - 1))
+            name = ins.argval
+            st.append(("global", name))
+            self.refs.add(("global", name))
+            if name in IO_CALLS:
+                self._effect(i, "io", name, ("global", name))
+        elif op in ("LOAD_ATTR", "LOAD_METHOD"):
+            obj = pop()[0]
+            name = ins.argval
+            val = _derive(obj, (name,))
+            if obj != _OWN and obj[0] != "?":
+                self.refs.add(val)
+            if name in _VIEWS and obj != _OWN:
+                val = _derive(obj, _ITEM) + _VIEW       # its call's result: items of obj
+            if name in MUTATING and obj != _OWN:
+                self._effect(i, "method", name, obj)
+            n = dis.stack_effect(ins.opcode, arg)
+            st.append(val)
+            if n > 0:
+                st.append(obj)
+        elif op in ("STORE_FAST", "STORE_DEREF"):
+            v = pop()[0]
+            name = ins.argval
+            if op == "STORE_DEREF" and name in code.co_freevars:
+                self._effect(i, "nonlocal", name, ("deref", name))
+            else:
+                self.locals[name] = _join(self.locals.get(name), v)
+        elif op == "STORE_FAST_STORE_FAST":
+            a, b = pop(2)
+            n1, n2 = ins.argval
+            self.locals[n1] = _join(self.locals.get(n1), b)
+            self.locals[n2] = _join(self.locals.get(n2), a)
+        elif op == "STORE_FAST_LOAD_FAST":
+            v = pop()[0]
+            n1, n2 = ins.argval
+            self.locals[n1] = _join(self.locals.get(n1), v)
+            st.append(self.locals.get(n2, _OWN))
+        elif op == "DELETE_DEREF":
+            if ins.argval in code.co_freevars:
+                self._effect(i, "nonlocal", ins.argval, ("deref", ins.argval))
+        elif op in ("STORE_GLOBAL", "DELETE_GLOBAL"):
+            if op == "STORE_GLOBAL":
+                pop()
+            self._effect(i, "global", ins.argval, ("global", ins.argval))
+        elif op in ("STORE_ATTR", "DELETE_ATTR"):
+            target = pop()[0]
+            if op == "STORE_ATTR":
+                pop()
+            if target != _OWN:
+                self._effect(i, "attr", ins.argval, target)
+        elif op in ("STORE_SUBSCR", "DELETE_SUBSCR", "STORE_SLICE", "DELETE_SLICE"):
+            k = {"STORE_SUBSCR": 2, "DELETE_SUBSCR": 2, "STORE_SLICE": 3, "DELETE_SLICE": 3}[op]
+            target = peek(k)
+            pop(-dis.stack_effect(ins.opcode, arg))
+            if target != _OWN:
+                self._effect(i, "item", None, target)
+        elif op in ("BINARY_SUBSCR", "BINARY_SLICE"):
+            k = 2 if op == "BINARY_SUBSCR" else 3
+            container = peek(k)
+            pop(k)
+            st.append(_derive(container, _ITEM))
+        elif op == "GET_ITER":
+            st.append(_derive(pop()[0], _ITEM))
+        elif op == "FOR_ITER":
+            st.append(peek(1))          # the next item, from the iterator below it
+        elif op in ("UNPACK_SEQUENCE", "UNPACK_EX"):
+            v = pop()[0]
+            n = dis.stack_effect(ins.opcode, arg) + 1
+            st.extend([_derive(v, _ITEM)] * n)
+        elif op == "IMPORT_NAME":
+            pop(2)
+            st.append(_UNKNOWN)
+        elif op == "IMPORT_FROM":
+            st.append(_UNKNOWN)
+        elif op == "PRECALL":
+            pass                        # 3.11: CALL pops the callable and the arguments
+        elif op in _CALLS:
+            n = _CALLS[op] + arg
+            called = st[len(st) - n:len(st) - arg] if len(st) >= n else []
+            pop(n)
+            views = [c for c in called if c != _OWN and c[-1:] == _VIEW]
+            st.append(views[0][:-1] if views else _OWN)
+        elif op == "COPY":
+            st.append(peek(arg))
+        elif op == "SWAP":
+            if len(st) >= arg:
+                st[-1], st[-arg] = st[-arg], st[-1]
+        elif op == "DUP_TOP":
+            st.append(peek(1))
+        elif op == "DUP_TOP_TWO":
+            st.extend([peek(2), peek(1)])
+        elif op in ("ROT_TWO", "ROT_THREE", "ROT_FOUR", "ROT_N"):
+            k = {"ROT_TWO": 2, "ROT_THREE": 3, "ROT_FOUR": 4}.get(op, arg)
+            if len(st) >= k:
+                st.insert(len(st) - k, st.pop())
+        else:
+            e = dis.stack_effect(ins.opcode, arg) if ins.opcode >= dis.HAVE_ARGUMENT else \
+                dis.stack_effect(ins.opcode)
+            if e > 0:
+                st.extend([_OWN] * e)
+            elif e == 0:
+                if st and not op.startswith(_NO_TOUCH):
+                    st[-1] = _OWN
+            else:
+                pop(-e)
+                if st and not op.startswith(_NO_PUSH):
+                    st[-1] = _OWN
+        out = []
+        if op not in _ENDS:
+            out.append((i + 1, st))
+        if ins.opcode in _JUMPS:
+            # the branch's stack: the one before this instruction, with the jump's effect
+            jst = list(before)
+            e = dis.stack_effect(ins.opcode, arg, jump=True)
+            if e < 0:
+                del jst[max(0, len(jst) + e):]
+            else:
+                jst.extend([_OWN] * e)
+            out.append((self.index.get(ins.argval, len(self.index)), jst))
+        return out
+
+
+_SCANS = {}
+
+
+def _scan(code):
+    s = _SCANS.get(code)
+    if s is None:
+        s = _SCANS[code] = _Scan(code)
+        if len(_SCANS) > 4096:
+            _SCANS.pop(next(iter(_SCANS)))
+    return s
+
+
+# -- the objects of a call: which effects are real ---------------------------------------------------
+
+_MISSING = object()
+_OWNED = object()           # a closure variable of the compiled function itself
+
+
+class _CallArgs(dict):
+    """The compiled call's own arguments by parameter name (what the analysis depends on
+    when an effect's target is reached from them)."""
+
+
+class _Items:
+    """Some item of a container (a subscript, an iteration), known by the container's values."""
+
+    def __init__(self, values):
+        self.values = values
+
+
+def _tensor_like(obj):
+    from ..tensor import Tensor
+    if isinstance(obj, _Items):
+        return bool(obj.values) and all(isinstance(v, Tensor) for v in obj.values)
+    return isinstance(obj, Tensor)
+
+
+def _items(obj):
+    from ..nn.modules.module import Module
+    if type(obj) in (list, tuple) or isinstance(obj, (list, tuple)) and type(obj).__module__ == "collections":
+        return _Items(list(obj))
+    if type(obj) is dict or isinstance(obj, dict) and type(obj).__module__ == "collections":
+        return _Items(list(obj.values()))
+    if isinstance(obj, Module) and type(obj).__module__.startswith("tracegrad."):
+        return _Items(list(obj._parameters.values()) + list(obj._modules.values()))
+    return _MISSING
+
+
+def _attr(obj, name):
+    """obj.name without running the user's code (no properties, no __getattr__): a bound
+    method for a function defined on obj's class."""
+    from ..nn.modules.module import Module
+    if isinstance(obj, (_Items,)) or obj is _MISSING:
+        return _MISSING
+    if isinstance(obj, types.ModuleType):
+        return obj.__dict__.get(name, _MISSING)
+    if isinstance(obj, Module):
+        d = obj.__dict__
+        for table in (d, d.get("_parameters", {}), d.get("_buffers", {}), d.get("_modules", {})):
+            if name in table:
+                return table[name]
+    try:
+        v = inspect.getattr_static(obj, name)
+    except (AttributeError, TypeError):
+        return _MISSING
+    if isinstance(v, staticmethod):
+        return v.__func__
+    if isinstance(v, classmethod):
+        return types.MethodType(v.__func__, obj if isinstance(obj, type) else type(obj))
+    if isinstance(v, types.FunctionType):
+        d = getattr(obj, "__dict__", None)
+        if isinstance(obj, type) or (d is not None and d.get(name) is v):
+            return v
+        return types.MethodType(v, obj)
+    if hasattr(type(v), "__get__") and not isinstance(v, (types.BuiltinFunctionType, type)):
+        return _MISSING         # a property or another descriptor: its value needs the user's code
+    return v
+
+
+def _path_text(path):
+    if path == _OWN or path[0] == "?":
+        return "an object from outside the call"
+    out = path[1]
+    for step in path[2:]:
+        out += "[...]" if step == "[]" else "." + step
+    return out
+
+
+def _kind_text(obj):
+    if obj is _MISSING or isinstance(obj, _Items):
+        return "an object"
+    t = type(obj)
+    return f"a {t.__name__}" if t.__module__ == "builtins" else f"a `{t.__qualname__}` object"
+
+
+class _Finder:
+    def __init__(self):
+        self.found = []
+        self.where = set()
+        self.seen = set()
+        self.modules = set()
+        self.used_args = False
+
+    # what a path names, for the objects of this call
+    def resolve(self, path, ctx):
+        code, glb, closure, binding, owned = ctx
+        if path == _OWN:
+            return _OWNED
+        root, name = path[0], path[1] if len(path) > 1 else None
+        if root == "arg":
+            obj = binding.get(name, _MISSING)
+        elif root == "global":
+            obj = glb.get(name, _MISSING)
+            if obj is _MISSING:
+                obj = builtins.__dict__.get(name, _MISSING)
+        elif root == "deref":
+            if name in owned:
+                return _OWNED
+            obj = closure.get(name, _MISSING)
+        else:
+            return _MISSING
+        for step in path[2:]:
+            if obj is _MISSING:
+                break
+            obj = _items(obj) if step == "[]" else _attr(obj, step)
+        return obj
+
+    def judge(self, kind, name, path, ctx):
+        """The text of the side effect, or None where it is none."""
+        if kind == "global":
+            return f"assigns the global variable `{name}`"
+        if kind == "nonlocal":
+            return None if name in ctx[4] else f"assigns `{name}`, a variable of an enclosing function (nonlocal)"
+        obj = self.resolve(path, ctx)
+        if obj is _OWNED:
+            return None
+        if kind == "io":
+            return f"calls `{name}(...)`" if obj is builtins.__dict__.get(name) else None
+        where = _path_text(path)
+        if kind == "attr":
+            return f"sets `{where}.{name}` on {_kind_text(obj)} the call does not own"
+        if isinstance(obj, (types.ModuleType, type)) or _tensor_like(obj):
+            return None                 # a module's function, a class's; or a tensor: the tracer's business
+        if kind == "item":
+            if obj is _MISSING and (path == _OWN or path[0] in ("arg", "?")):
+                return None             # a helper's argument or an unknown item: most often a tensor
+            return f"writes an item of `{where}` ({_kind_text(obj)} the call does not own)"
+        if kind == "method":
+            if obj is _MISSING:
+                from ..tensor import Tensor
+                if hasattr(Tensor, name):
+                    return None         # x.add(y), x.sort(): tensor methods of the same name
+            elif not isinstance(obj, _Items) and inspect.getattr_static(obj, name, _MISSING) is _MISSING:
+                return None             # no method of that object
+            if path == _OWN or path[0] == "?":
+                return f"calls `.{name}(...)` on {where}"
+            return f"calls `{where}.{name}(...)`, which changes {_kind_text(obj)} the call does not own"
+        return None
+
+    def code(self, code, glb, closure, binding, owned):
+        if is_library(code.co_filename):
+            return
+        key = (code, tuple(sorted((k, id(v)) for k, v in binding.items())))
+        if key in self.seen or len(self.seen) >= _MAX_CODES:
+            return
+        self.seen.add(key)
+        try:
+            scan = _scan(code)
+        except Exception:           # bytecode this reader does not know: nothing found there
+            return
+        ctx = (code, glb, closure, binding, owned)
+        from_call = isinstance(binding, _CallArgs)
+        for i in sorted(scan.effects):
+            kind, line, name, path = scan.effects[i]
+            if from_call and path != _OWN and path[0] == "arg":
+                self.used_args = True           # judged by this call's arguments: judge again at the next compile
+            what = self.judge(kind, name, path, ctx)
+            if what is not None and (code.co_filename, line, what) not in self.where:
+                self.where.add((code.co_filename, line, what))
+                self.found.append(Effect(code.co_filename, line, what))
+        for path in sorted(scan.refs, key=repr):
+            obj = self.resolve(path, ctx)
+            if obj is not _MISSING and obj is not _OWNED and self.follow(obj) and from_call and path[0] == "arg":
+                self.used_args = True           # code reached through an argument (a model passed in)
+        inner = owned | frozenset(code.co_cellvars)
+        for c in scan.nested:
+            self.code(c, glb, closure, {}, inner)
+
+    def function(self, fn, binding):
+        code = getattr(fn, "__code__", None)
+        if not isinstance(code, types.CodeType):
+            return
+        closure = {}
+        for name, cell in zip(code.co_freevars, fn.__closure__ or ()):
+            try:
+                closure[name] = cell.cell_contents
+            except ValueError:
+                pass
+        self.code(code, getattr(fn, "__globals__", {}), closure, binding, frozenset())
+
+    def follow(self, obj, args=None, kwargs=None):
+        """Read what calling obj runs: a function, a bound method, a module, a callable object."""
+        from ..nn.modules.module import Module
+        from ..compile import CompiledFunction
+        if isinstance(obj, CompiledFunction):        # called under the trace, it runs what it wraps
+            return self.follow(obj._module if obj._module is not None else obj._fn, args, kwargs)
+        if isinstance(obj, types.FunctionType):
+            self.function(obj, _bind(obj, None, args, kwargs))
+        elif isinstance(obj, types.MethodType) and isinstance(obj.__func__, types.FunctionType):
+            self.function(obj.__func__, _bind(obj.__func__, obj.__self__, args, kwargs))
+        elif isinstance(obj, Module):
+            self.module(obj, args, kwargs)
+        elif isinstance(obj, functools.partial):
+            self.follow(obj.func, None if args is None else tuple(obj.args) + tuple(args),
+                        None if kwargs is None else {**obj.keywords, **kwargs})
+        elif not isinstance(obj, type):
+            call = inspect.getattr_static(type(obj), "__call__", None)
+            if not isinstance(call, types.FunctionType):
+                return False
+            self.function(call, _bind(call, obj, args, kwargs))
+        else:
+            return False
+        return True
+
+    def module(self, m, args=None, kwargs=None):
+        """Read m's forward (bound to m, with the call's arguments where m is the one
+        compiled) and every submodule's forward and hooks, each module once."""
+        if id(m) in self.modules:
+            return
+        for sub in m.modules():
+            if sub is not m and id(sub) in self.modules:
+                continue
+            self.modules.add(id(sub))
+            fwd = sub.__dict__.get("forward")
+            if fwd is None:
+                fn = inspect.getattr_static(type(sub), "forward", None)
+                if isinstance(fn, types.FunctionType) and not is_library(fn.__code__.co_filename):
+                    fwd = types.MethodType(fn, sub)
+            if fwd is not None:
+                self.follow(fwd, args if sub is m else None, kwargs if sub is m else None)
+            for table in ("_forward_pre_hooks", "_forward_hooks"):
+                for hook in (sub.__dict__.get(table) or {}).values():
+                    self.follow(hook)
+
+
+def _bind(fn, self_obj, args, kwargs):
+    """Parameter name -> object for what is known of a call: the object a method is
+    bound to, and the compiled call's own arguments."""
+    code = fn.__code__
+    names = code.co_varnames[:code.co_argcount + code.co_kwonlyargcount]
+    out = _CallArgs() if args is not None else {}
+    if self_obj is not None and names:
+        out[names[0]] = self_obj
+    if args is not None:
+        try:
+            bound = inspect.signature(fn).bind(*((self_obj,) if self_obj is not None else ()), *args,
+                                               **(kwargs or {}))
+        except (TypeError, ValueError):
+            return out
+        bound.apply_defaults()
+        for k, v in bound.arguments.items():
+            if k in names:
+                out[k] = v
+    return out
+
+
+class SideEffects:
+    """The side effects of one compiled callable, read once: again at a later compile only
+    where they depend on the call's arguments (a list passed in and appended to)."""
+
+    def __init__(self, target, module=None):
+        self.target = target
+        self.module = module
+        self._cached = None
+
+    def find(self, args=(), kwargs=None):
+        """The side effects calling the target with these arguments would have (first found first)."""
+        if self._cached is not None:
+            return self._cached
+        f = _Finder()
+        if self.module is not None:
+            f.module(self.module, args, kwargs or {})
+        else:
+            f.follow(self.target, args, kwargs or {})
+        if not f.used_args:
+            self._cached = f.found
+        return f.found
