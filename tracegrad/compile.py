@@ -24,6 +24,7 @@ import numpy as np
 from . import _dtype as D
 from .grad_mode import STATE
 from .tensor import Tensor, _VALUE_READS
+from ._collect import paused
 from .ir.graph import Graph, V
 from .ir.tracer import Proxy, TraceError, trace, proxy_input, apply
 from .ir.verify import verify
@@ -119,6 +120,11 @@ class _NoRandom:
 
 
 def build(fn, args, kwargs, name, backend, value_reads=None):
+    with paused():
+        return _build(fn, args, kwargs, name, backend, value_reads)
+
+
+def _build(fn, args, kwargs, name, backend, value_reads=None):
     from .autodiff import derive, differentiable_reach
     from .passes import FORWARD_PIPELINE, BACKWARD_PIPELINE, RECOMPUTED_PIPELINE, partition
     from .codegen.numpy_cpu import compile_graph
@@ -242,6 +248,11 @@ SPECULATE_AFTER = 2
 def speculative_program(p):
     """The joint forward+backward of p (passes/partition.joint) as generated code, and its
     explain stages: built the first time p's calls show that their backward follows."""
+    with paused():
+        return _speculative_program(p)
+
+
+def _speculative_program(p):
     from .passes import RECOMPUTED_PIPELINE
     from .passes.partition import joint
     from .passes.fuse import group_fusions

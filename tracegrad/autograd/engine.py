@@ -21,6 +21,7 @@ from ..grad_mode import STATE, enable_grad, set_grad_enabled
 from ..ir.graph import Graph, V
 from ..tensor import Tensor
 from .graph import AccumulateGrad
+from .._collect import paused
 from .. import cuda as _cuda
 
 _CACHE = collections.OrderedDict()
@@ -231,7 +232,8 @@ def get_program(order, index, roots, targets, hooks_spec):
             _CACHE.move_to_end(key)
             STATS["hits"] += 1
             return p
-    p = build_program(order, index, roots, targets, hooks_spec)
+    with paused():
+        p = build_program(order, index, roots, targets, hooks_spec)
     STATS["misses"] += 1
     if len(order) <= _CACHE_MAX_NODES:
         with _LOCK:

@@ -7,7 +7,7 @@ copy the node as it is. Inputs and outputs keep their names.
 """
 import itertools
 
-from ..ir.graph import Graph, V, map_args
+from ..ir.graph import Graph, V, map_args, refs, insert
 
 IMPURE = frozenset({"call_hooks", "node_hooks", "node_prehooks", "function", "function_backward", "delayed_error",
                     "compiled_call", "compiled_backward"})
@@ -23,10 +23,9 @@ def rewrite(graph, rule):
     b.__dict__.update({k: v for k, v in graph.__dict__.items() if k not in ("name", "nx", "inputs", "outputs", "_ids")})
     rename = {}
     b._ids = itertools.count(_next_id(graph))
-    for n in graph.nodes():
-        a = graph[n]
+    for n, a in list(graph.nx.nodes(data=True)):
         if a["op"] == "input":
-            b.nx.add_node(n, **a)
+            insert(b.nx, n, a.copy(), ())
             b.inputs.append(n)
             rename[n] = n
             continue
@@ -49,16 +48,11 @@ def _next_id(graph):
 
 
 def copy_node(b, n, a, args):
-    name = n if n not in b.nx else b.fresh()
-    b.nx.add_node(name, **dict(a, args=args))
-    for r in _refs(args):
-        b.nx.add_edge(r, name)
+    name = n if n not in b.nx._succ else b.fresh()
+    attrs = a.copy()
+    attrs["args"] = args
+    insert(b.nx, name, attrs, refs(args))
     return V(name)
-
-
-def _refs(args):
-    from ..ir.graph import refs
-    return refs(args)
 
 
 def add(b, prim, args, like, **params):
