@@ -56,6 +56,20 @@ class Program:
     def __init__(self, name):
         self.__name__ = name
         self.stages = []              # (header, graph or text) for explain and TRACEGRAD_DEBUG
+        self.backward_keys = set()    # the engine's cached backwards that refer to this program
+        self.evicted = False
+
+    def release(self):
+        """Called when the program leaves its function's cache: what refers to it from
+        elsewhere (the engine's cached backwards of graphs through its calls; the program
+        of its create_graph backward, and theirs) lets go, so it is freed once the
+        tensors of its calls are."""
+        from .autograd.engine import forget
+        self.evicted = True
+        forget(self)
+        double = self.__dict__.get("double")
+        if double is not None:
+            double.cache.clear()
 
     def __repr__(self):
         return f"<compiled program {self.__name__}>"
