@@ -106,7 +106,7 @@ class Graph:
 
     # -- reading ---------------------------------------------------------------
     def __getitem__(self, name):
-        return self.nx.nodes[name]
+        return self.nx._node[name]          # what nx.nodes[name] returns, without the view
 
     def __contains__(self, name):
         return name in self.nx
@@ -116,13 +116,13 @@ class Graph:
 
     def nodes(self):
         """Value names in topological (insertion) order."""
-        return list(self.nx.nodes)
+        return list(self.nx._node)
 
     def ops(self):
         return [n for n, a in self.nx.nodes(data=True) if a["op"] != "input"]
 
     def users(self, name):
-        return list(self.nx.successors(name))
+        return list(self.nx._succ[name])
 
     def type_str(self, name):
         a = self.nx.nodes[name]

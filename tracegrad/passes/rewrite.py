@@ -23,13 +23,18 @@ def rewrite(graph, rule):
     b.__dict__.update({k: v for k, v in graph.__dict__.items() if k not in ("name", "nx", "inputs", "outputs", "_ids")})
     rename = {}
     b._ids = itertools.count(_next_id(graph))
-    for n, a in list(graph.nx.nodes(data=True)):
+    for n, a in list(graph.nx._node.items()):
         if a["op"] == "input":
             insert(b.nx, n, a.copy(), ())
             b.inputs.append(n)
             rename[n] = n
             continue
-        args = map_args(a["args"], lambda r: rename[r])
+        args = a["args"]
+        if args.__class__ is tuple:      # the common case, without a call per argument
+            args = tuple([rename[x] if x.__class__ is V else
+                          map_args(x, rename.__getitem__) if isinstance(x, (V, tuple, list)) else x for x in args])
+        else:
+            args = map_args(args, rename.__getitem__)
         new = rule(b, n, a, args)
         if new is None:
             new = copy_node(b, n, a, args)
