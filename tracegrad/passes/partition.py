@@ -52,25 +52,24 @@ def choose_saved(fwd, required, remat=True):
     """The forward values to save so that `required` can be computed from them."""
     if not remat or not required:
         return list(dict.fromkeys(required))
-    g = nx.DiGraph()
+    edges = []                     # (u, v, attrs): one add_edges_from, not a call per edge
+    add = edges.append
     inputs = set(fwd.inputs)
-    for n in fwd.nodes():
-        a = fwd[n]
+    for n, a in fwd.nx._node.items():
         if n in inputs:
-            g.add_edge("SRC", (n, 0))
-            g.add_edge((n, 0), (n, 1), capacity=0)
+            add(("SRC", (n, 0), {}))
+            add(((n, 0), (n, 1), {"capacity": 0}))
         else:
             w = nbytes(a)
-            if w == INF:
-                g.add_edge((n, 0), (n, 1))
-            else:
-                g.add_edge((n, 0), (n, 1), capacity=w)
+            add(((n, 0), (n, 1), {} if w == INF else {"capacity": w}))
             if not recomputable(a):
-                g.add_edge("SRC", (n, 0))
-        for u in fwd.users(n):
-            g.add_edge((n, 1), (u, 0))
+                add(("SRC", (n, 0), {}))
+        for u in fwd.nx._succ[n]:
+            add(((n, 1), (u, 0), {}))
     for r in required:
-        g.add_edge((r, 1), "SNK")
+        add(((r, 1), "SNK", {}))
+    g = nx.DiGraph()
+    g.add_edges_from(edges)
     try:
         _, (reach, _) = nx.minimum_cut(g, "SRC", "SNK")
     except nx.NetworkXUnbounded:
