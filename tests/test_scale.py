@@ -120,87 +120,108 @@ def _rss_mib():
 
 
 @pytest.mark.slow
-def test_programs_evicted_from_the_cache_are_freed(recwarn):
-    made = []
-    init = C.Program.__init__
-
-    def counting_init(self, name):
-        init(self, name)
-        made.append(weakref.ref(self))
+def test_200_batch_sizes_keep_programs_and_memory_bounded(monkeypatch, recwarn):
+    made, live = _counting_programs(monkeypatch)
     w = tg.tensor(np.random.default_rng(0).standard_normal((32, 64), dtype=np.float32) * 0.1, requires_grad=True)
 
     @tg.compile
     def step(x, w):
         return (x @ w).tanh().pow(2).mean()
-
-    def live():
-        gc.collect()
-        return sum(r() is not None for r in made)
-    C.Program.__init__ = counting_init
-    try:
-        rss = None
-        for k, rows in enumerate(range(64, 264)):             # 200 batch sizes, each a new program
-            x = tg.tensor(np.full((rows, 32), 0.01, np.float32))
-            for _ in range(3):                                # the third call takes its gradient with the forward
-                w.grad = None
-                loss = step(x, w)
-                loss.backward()
-            if k == 0:
-                xt, wt = torch.from_numpy(x.numpy()), torch.from_numpy(w.detach().numpy()).requires_grad_()
-                (xt @ wt).tanh().pow(2).mean().backward()
-                np.testing.assert_allclose(w.grad.numpy(), wt.grad.numpy(), rtol=1e-4, atol=1e-7)
-            if k == 49:
-                rss = _rss_mib()
-            if k % 50 == 49:
-                assert live() <= step.cache.limit + 1, f"{live()} programs alive after {k + 1} batch sizes"
-        del loss, x
-        assert len(made) >= 200
-        assert live() <= step.cache.limit
-        grown = _rss_mib() - rss
-        assert grown < 40, f"resident memory grew {grown:.0f} MiB over 150 more batch sizes"
-    finally:
-        C.Program.__init__ = init
+    rss = None
+    for k, rows in enumerate(range(64, 264)):             # 200 batch sizes
+        x = tg.tensor(np.full((rows, 32), 0.01, np.float32))
+        for _ in range(3):                                # the third call takes its gradient with the forward
+            w.grad = None
+            loss = step(x, w)
+            loss.backward()
+        if k in (0, 199):
+            xt, wt = torch.from_numpy(x.numpy()), torch.from_numpy(w.detach().numpy()).requires_grad_()
+            (xt @ wt).tanh().pow(2).mean().backward()
+            np.testing.assert_allclose(w.grad.numpy(), wt.grad.numpy(), rtol=1e-4, atol=1e-7)
+        if k == 49:
+            rss = _rss_mib()
+        if k % 50 == 49:
+            assert len(live()) <= step.cache.limit, f"{len(live())} programs alive after {k + 1} batch sizes"
+    grown = _rss_mib() - rss
+    assert grown < 40, f"resident memory grew {grown:.0f} MiB over 150 more batch sizes"
+    del loss, x
+    step.cache.clear()
+    step.last_program = None
+    assert live() == []
 
 
-def test_an_evicted_program_still_differentiates_what_it_made(recwarn):
-    f = tg.compile(lambda x: (x.sin() * x).sum(), cache_limit=1)
-    a = tg.tensor([1.0, 2.0], requires_grad=True)
-    b = tg.tensor([1.0, 2.0, 3.0], requires_grad=True)
-    ya = f(a)
-    first = f.last_program
-    f(b).backward()                      # a's program leaves the cache
-    assert first.evicted and not first.backward_keys
-    ya.backward()                        # the tensors it made still hold it
-    x = a.detach().numpy()
-    np.testing.assert_allclose(a.grad.numpy(), np.cos(x) * x + np.sin(x), rtol=1e-6)
-    assert not first.backward_keys       # and nothing caches it again
-
-
-def test_create_graph_programs_of_an_evicted_program_are_freed(recwarn):
+def _counting_programs(monkeypatch):
     made = []
     init = C.Program.__init__
 
     def counting_init(self, name):
         init(self, name)
         made.append(weakref.ref(self))
-    f = tg.compile(lambda x: (x.tanh() ** 2).sum(), cache_limit=2)
-    C.Program.__init__ = counting_init
-    try:
-        for n in range(1, 11):
-            x = tg.tensor(np.linspace(-1, 1, n, dtype=np.float32), requires_grad=True)
-            g, = tg.autograd.grad(f(x), x, create_graph=True)
-            g.sum().backward()
-            xt = torch.linspace(-1, 1, n, requires_grad=True)
-            gt, = torch.autograd.grad((xt.tanh() ** 2).sum(), xt, create_graph=True)
-            gt.sum().backward()
-            np.testing.assert_allclose(x.grad.numpy(), xt.grad.numpy(), rtol=1e-5, atol=1e-6)
-        del g, x
+    monkeypatch.setattr(C.Program, "__init__", counting_init)
+
+    def live():
         gc.collect()
-        alive = [r() for r in made if r() is not None]
-        # the two cached programs, and the programs of their create_graph backwards
-        assert len(alive) <= 4, [p.__name__ for p in alive]
-    finally:
-        C.Program.__init__ = init
+        return [r() for r in made if r() is not None]
+    return made, live
+
+
+def test_programs_dropped_from_the_cache_are_freed(monkeypatch):
+    made, live = _counting_programs(monkeypatch)
+    f = tg.compile(lambda x: (x.sin() * x).sum())
+    for n in range(1, 6):
+        x = tg.tensor(np.linspace(-1, 1, n, dtype=np.float32), requires_grad=True)
+        f(x).backward()                  # the engine caches a backward through each program
+        xs = x.detach().numpy()
+        np.testing.assert_allclose(x.grad.numpy(), np.cos(xs) * xs + np.sin(xs), rtol=1e-6)
+    assert len(made) == 5 and len(live()) == 5
+    f.cache.clear()
+    f.last_program = None
+    assert live() == []
+
+
+def test_a_dropped_compiled_function_frees_its_programs(monkeypatch):
+    made, live = _counting_programs(monkeypatch)
+    f = tg.compile(lambda x: (x.tanh() * 2).sum())
+    for n in (3, 4):
+        f(tg.ones(n, requires_grad=True)).backward()
+    assert len(live()) == 2
+    del f
+    assert live() == []
+
+
+def test_a_freed_program_still_differentiates_what_it_made(monkeypatch):
+    made, live = _counting_programs(monkeypatch)
+    f = tg.compile(lambda x: (x.sin() * x).sum())
+    a = tg.tensor([1.0, 2.0], requires_grad=True)
+    ya = f(a)
+    first = f.last_program
+    f.cache.clear()
+    f(tg.tensor([1.0, 2.0, 3.0], requires_grad=True)).backward()
+    assert first.evicted and not first.backward_keys
+    ya.backward()                        # the tensors it made still hold it
+    x = a.detach().numpy()
+    np.testing.assert_allclose(a.grad.numpy(), np.cos(x) * x + np.sin(x), rtol=1e-6)
+    assert not first.backward_keys       # and the engine does not cache it again
+    del ya, first
+    assert len(live()) == 1
+
+
+def test_create_graph_programs_of_a_freed_program_are_freed(monkeypatch):
+    made, live = _counting_programs(monkeypatch)
+    f = tg.compile(lambda x: (x.tanh() ** 2).sum())
+    for n in range(1, 5):
+        x = tg.tensor(np.linspace(-1, 1, n, dtype=np.float32), requires_grad=True)
+        g, = tg.autograd.grad(f(x), x, create_graph=True)
+        g.sum().backward()
+        xt = torch.linspace(-1, 1, n, requires_grad=True)
+        gt, = torch.autograd.grad((xt.tanh() ** 2).sum(), xt, create_graph=True)
+        gt.sum().backward()
+        np.testing.assert_allclose(x.grad.numpy(), xt.grad.numpy(), rtol=1e-5, atol=1e-6)
+    assert any(p.double is not None for p in live())
+    del g, x
+    f.cache.clear()
+    f.last_program = None
+    assert live() == []
 
 
 # -- fork ---------------------------------------------------------------------------------------

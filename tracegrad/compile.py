@@ -18,6 +18,7 @@ import os
 import sys
 import traceback
 import warnings
+import weakref
 
 import numpy as np
 
@@ -572,6 +573,8 @@ class CompiledFunction:
         self.__name__ = name or getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None) or \
             type(fn).__name__
         self.cache = ProgramCache(self.__name__, cache_limit)
+        # a function dropped by its user frees its programs, which the engine's cache may hold
+        weakref.finalize(self, self.cache.clear).atexit = False
         self._warned = False
         self.last_program = None
 
