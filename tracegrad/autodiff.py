@@ -10,7 +10,6 @@ and a loud error for an op without a rule.
 Forward values a rule reads become inputs of the backward graph ("saved" values),
 bound lazily: a rule that only asks for `x.shape` saves nothing.
 """
-import networkx as nx
 
 from .ir.graph import Graph, V
 from .ir.tracer import Proxy, trace, proxy_input
@@ -43,14 +42,21 @@ def _lazy(bwd, fwd, value, src, saved_inputs):
 
 def needed_values(fwd, outputs, wrt):
     """Values on some path from a differentiated input to an output."""
-    down = set(wrt)
-    for w in wrt:
-        if w in fwd.nx:
-            down |= nx.descendants(fwd.nx, w)
-    up = set(outputs)
-    for o in outputs:
-        up |= nx.ancestors(fwd.nx, o)
-    return down & up
+    down = _closure(fwd.nx.successors, [w for w in wrt if w in fwd.nx])
+    up = _closure(fwd.nx.predecessors, [o for o in outputs if o in fwd.nx])
+    return (down | set(wrt)) & (up | set(outputs))
+
+
+def _closure(step, starts):
+    """The starts and everything `step` leads to from them: one walk for all the starts
+    (a walk per start is quadratic in a function of many inputs)."""
+    seen, stack = set(starts), list(starts)
+    while stack:
+        for m in step(stack.pop()):
+            if m not in seen:
+                seen.add(m)
+                stack.append(m)
+    return seen
 
 
 def x_needed(x, need):

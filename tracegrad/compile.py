@@ -20,12 +20,14 @@ import os
 import sys
 import traceback
 import warnings
+import weakref
 
 import numpy as np
 
 from . import _dtype as D
 from .grad_mode import STATE
 from .tensor import Tensor, _VALUE_READS
+from ._collect import paused
 from .ir.graph import Graph, V
 from .ir.tracer import Proxy, TraceError, trace, proxy_input, apply
 from .ir.verify import verify
@@ -57,6 +59,20 @@ class Program:
     def __init__(self, name):
         self.__name__ = name
         self.stages = []              # (header, graph or text) for explain and TRACEGRAD_DEBUG
+        self.backward_keys = set()    # the engine's cached backwards that refer to this program
+        self.evicted = False
+
+    def release(self):
+        """Called when the program leaves its function's cache: what refers to it from
+        elsewhere (the engine's cached backwards of graphs through its calls; the program
+        of its create_graph backward, and theirs) lets go, so it is freed once the
+        tensors of its calls are."""
+        from .autograd.engine import forget
+        self.evicted = True
+        forget(self)
+        double = self.__dict__.get("double")
+        if double is not None:
+            double.cache.clear()
 
     def __repr__(self):
         return f"<compiled program {self.__name__}>"
@@ -148,6 +164,11 @@ class _NoRandom:
 
 
 def build(fn, args, kwargs, name, backend, value_reads=None):
+    with paused():
+        return _build(fn, args, kwargs, name, backend, value_reads)
+
+
+def _build(fn, args, kwargs, name, backend, value_reads=None):
     from .autodiff import derive, differentiable_reach
     from .passes import FORWARD_PIPELINE, BACKWARD_PIPELINE, RECOMPUTED_PIPELINE, partition
     from .codegen.numpy_cpu import compile_graph
@@ -271,6 +292,11 @@ SPECULATE_AFTER = 2
 def speculative_program(p):
     """The joint forward+backward of p (passes/partition.joint) as generated code, and its
     explain stages: built the first time p's calls show that their backward follows."""
+    with paused():
+        return _speculative_program(p)
+
+
+def _speculative_program(p):
     from .passes import RECOMPUTED_PIPELINE
     from .passes.partition import joint
     from .passes.fuse import group_fusions
@@ -587,6 +613,8 @@ class CompiledFunction:
         self.__name__ = name or getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None) or \
             type(fn).__name__
         self.cache = ProgramCache(self.__name__, cache_limit)
+        # a function dropped by its user frees its programs, which the engine's cache may hold
+        weakref.finalize(self, self.cache.clear).atexit = False
         self._warned = False
         self._effects = None
         self.last_program = None

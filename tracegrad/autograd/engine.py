@@ -21,6 +21,7 @@ from ..grad_mode import STATE, enable_grad, set_grad_enabled
 from ..ir.graph import Graph, V
 from ..tensor import Tensor
 from .graph import AccumulateGrad
+from .._collect import paused
 from .. import cuda as _cuda
 
 _CACHE = collections.OrderedDict()
@@ -37,7 +38,30 @@ FREED_MSG = ("Trying to backward through the graph a second time (or directly ac
 
 
 class Program:
-    __slots__ = ("fwd", "bwd", "fn", "binds", "node_count", "triton", "transfers")
+    __slots__ = ("fwd", "bwd", "fn", "binds", "node_count", "triton", "transfers", "owners")
+
+
+def _owners(order):
+    """The compiled programs (compile.Program) whose calls are among the recorded nodes:
+    a cached backward of this structure refers to each of them (in its key, its graphs'
+    parameters and its generated code)."""
+    found = {}
+    for node in order:
+        params = node._params
+        if params:
+            for v in params.values():
+                if getattr(v, "backward_keys", None) is not None:
+                    found[id(v)] = v
+    return tuple(found.values())
+
+
+def forget(program):
+    """Drop every cached backward that refers to `program` (evicted from its compiled
+    function's cache: nothing may keep it alive)."""
+    with _LOCK:
+        for key in program.backward_keys:
+            _CACHE.pop(key, None)
+        program.backward_keys.clear()
 
 
 def walk(roots):
@@ -231,18 +255,28 @@ def get_program(order, index, roots, targets, hooks_spec):
             _CACHE.move_to_end(key)
             STATS["hits"] += 1
             return p
-    p = build_program(order, index, roots, targets, hooks_spec)
+    with paused():
+        p = build_program(order, index, roots, targets, hooks_spec)
     STATS["misses"] += 1
-    if len(order) <= _CACHE_MAX_NODES:
+    p.owners = _owners(order)
+    # a backward through an evicted compiled program is not kept: it would keep it alive
+    if len(order) <= _CACHE_MAX_NODES and not any(o.evicted for o in p.owners):
         with _LOCK:
             _CACHE[key] = p
+            for o in p.owners:
+                o.backward_keys.add(key)
             while len(_CACHE) > _CACHE_LIMIT:
-                _CACHE.popitem(last=False)
+                old_key, old = _CACHE.popitem(last=False)
+                for o in old.owners:
+                    o.backward_keys.discard(old_key)
     return p
 
 
 def clear_cache():
     with _LOCK:
+        for p in _CACHE.values():
+            for o in p.owners:
+                o.backward_keys.clear()
         _CACHE.clear()
 
 

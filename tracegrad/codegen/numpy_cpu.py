@@ -18,6 +18,7 @@ version on arithmetic errors so inf and nan come out as numpy's.
 """
 import itertools
 import math
+import os
 import sys
 import threading
 
@@ -209,6 +210,19 @@ def run_chunks(fn, rows, step, args):
     runs = [bounds[i * len(bounds) // k:(i + 1) * len(bounds) // k] for i in range(k)]
     for _ in _pool[0].map(lambda run: _walk(fn, run, args), runs):
         pass
+
+
+def _after_fork_in_child():
+    """A forked child has only the thread that forked: a pool started before the fork
+    still counts its workers, takes work and never runs it (the call hangs). The child
+    starts its own pool on first use; a lock some other thread held is new too."""
+    global _RECYCLE_LOCK
+    _pool.clear()
+    _RECYCLE_LOCK = threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 def scratch(bufs, slot, rows, rowshape, dtype, cap):

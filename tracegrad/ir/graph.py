@@ -18,14 +18,14 @@ class V(str):
 
 def refs(args):
     """The value names an argument list refers to, in order (nested tuples included)."""
+    if isinstance(args, V):
+        return [args]
     out = []
-    stack = [args]
-    while stack:
-        a = stack.pop()
+    for a in args:
         if isinstance(a, V):
             out.append(a)
         elif isinstance(a, (tuple, list)):
-            stack.extend(reversed(a))
+            out.extend(refs(a))
     return out
 
 
@@ -34,9 +34,9 @@ def map_args(args, fn):
     if isinstance(args, V):
         return fn(args)
     if isinstance(args, tuple):
-        return tuple(map_args(a, fn) for a in args)
+        return tuple([map_args(a, fn) if isinstance(a, (V, tuple, list)) else a for a in args])
     if isinstance(args, list):
-        return [map_args(a, fn) for a in args]
+        return [map_args(a, fn) if isinstance(a, (V, tuple, list)) else a for a in args]
     return args
 
 
@@ -51,6 +51,24 @@ def exact_shape(shape):
     out = [int.__index__(d) if isinstance(d, int) else exact_shape(d) if isinstance(d, (tuple, list)) else d
            for d in shape]
     return type(shape)(out) if type(shape) in (tuple, list) else tuple(out)
+
+
+def insert(G, name, attrs, preds):
+    """Add node `name` (new to networkx DiGraph G) with attribute dict `attrs` (taken, not
+    copied) and an edge from each value in `preds`: what G.add_node and G.add_edge do,
+    without their per-call checks, which cost as much as the rest of a pass."""
+    if name in G._succ:
+        raise ValueError(f"internal error: value {name} is already in the graph")
+    succ = G._succ
+    G._node[name] = attrs
+    succ[name] = {}
+    pred = G._pred[name] = {}
+    for r in preds:
+        if r not in pred:
+            pred[r] = succ[r][name] = {}
+    cache = G.__dict__.get("__networkx_cache__")
+    if cache:
+        cache.clear()
 
 
 class Graph:
@@ -83,30 +101,27 @@ class Graph:
     def add_input(self, shape, dtype, role="input", name=None, **attrs):
         shape = exact_shape(shape)
         name = V(name) if name else self.fresh("x" if role == "input" else role[0])
-        self.nx.add_node(name, op="input", prim=None, args=(), params={}, shape=tuple(shape), dtype=dtype,
-                         role=role, source=None, **attrs)
+        insert(self.nx, name, dict(op="input", prim=None, args=(), params={}, shape=tuple(shape), dtype=dtype,
+                                   role=role, source=None, **attrs), ())
         self.inputs.append(name)
         return name
 
     def add_op(self, prim, args, params, shape, dtype, source=None, name=None):
         shape = exact_shape(shape)
         name = V(name) if name else self.fresh()
-        self.nx.add_node(name, op=prim.name, prim=prim, args=args, params=params, shape=shape, dtype=dtype,
-                         role=None, source=source)
-        for r in refs(args):
-            self.nx.add_edge(r, name)
+        insert(self.nx, name, {"op": prim.name, "prim": prim, "args": args, "params": params, "shape": shape,
+                               "dtype": dtype, "role": None, "source": source}, refs(args))
         return name
 
     def add_proj(self, tup, index, shape, dtype):
         name = self.fresh()
-        self.nx.add_node(name, op="proj", prim=None, args=(tup,), params={"index": index}, shape=shape,
-                         dtype=dtype, role=None, source=None)
-        self.nx.add_edge(tup, name)
+        insert(self.nx, name, {"op": "proj", "prim": None, "args": (tup,), "params": {"index": index},
+                               "shape": shape, "dtype": dtype, "role": None, "source": None}, (tup,))
         return name
 
     # -- reading ---------------------------------------------------------------
     def __getitem__(self, name):
-        return self.nx.nodes[name]
+        return self.nx._node[name]          # what nx.nodes[name] returns, without the view
 
     def __contains__(self, name):
         return name in self.nx
@@ -116,13 +131,13 @@ class Graph:
 
     def nodes(self):
         """Value names in topological (insertion) order."""
-        return list(self.nx.nodes)
+        return list(self.nx._node)
 
     def ops(self):
         return [n for n, a in self.nx.nodes(data=True) if a["op"] != "input"]
 
     def users(self, name):
-        return list(self.nx.successors(name))
+        return list(self.nx._succ[name])
 
     def type_str(self, name):
         a = self.nx.nodes[name]
@@ -138,13 +153,36 @@ class Graph:
         from .printer import to_dot
         return to_dot(self)
 
-    def copy(self):
+    def copy(self, nx_graph=None):
+        """A copy; with `nx_graph`, a copy of everything else holding that networkx graph."""
         g = Graph(self.name)
-        g.nx = self.nx.copy()
+        g.nx = copy_nx(self.nx) if nx_graph is None else nx_graph
         g.inputs = list(self.inputs)
         g.outputs = list(self.outputs)
         g._ids = itertools.count(len(self.nx) + 1)
         return g
+
+
+def copy_nx(S, keep=None):
+    """networkx's DiGraph.copy (attribute dicts copied, values shared), filled in directly;
+    with `keep` (a set), of those nodes only."""
+    G = nx.DiGraph()
+    G.graph.update(S.graph)
+    node, succ, pred = G._node, G._succ, G._pred
+    for n, d in S._node.items():
+        if keep is None or n in keep:
+            node[n] = d.copy()
+            succ[n] = {}
+            pred[n] = {}
+    for u, nbrs in S._succ.items():
+        su = succ.get(u)
+        if su is None:
+            continue
+        for v, d in nbrs.items():
+            pv = pred.get(v)
+            if pv is not None:
+                su[v] = pv[u] = d.copy()
+    return G
 
 
 _SHORT = {"float32": "f32", "float64": "f64", "float16": "f16", "bfloat16": "bf16", "int64": "i64",

@@ -48,7 +48,11 @@ class Proxy(Tensor):
 
     @property
     def shape(self):
-        return Size(self._shape)
+        d = self.__dict__
+        s = d.get("_size")
+        if s is None:                 # made once: shape rules and derivative rules ask often
+            s = d["_size"] = Size(d["_shape"])
+        return s
 
     def size(self, dim=None):
         if dim is None:

@@ -6,23 +6,29 @@ class VerifyError(AssertionError):
     pass
 
 
+_REQUIRED = frozenset(("op", "args", "params", "shape", "dtype"))
+
+
 def verify(graph):
     seen = set()
-    for n in graph.nodes():
-        a = graph[n]
-        for key in ("op", "args", "params", "shape", "dtype"):
-            if key not in a:
-                raise VerifyError(f"{n}: missing attribute '{key}'")
+    inputs = set(graph.inputs)
+    pred = graph.nx._pred
+    for n, a in graph.nx.nodes(data=True):
+        if not _REQUIRED <= a.keys():
+            for key in ("op", "args", "params", "shape", "dtype"):
+                if key not in a:
+                    raise VerifyError(f"{n}: missing attribute '{key}'")
         if a["op"] == "input":
-            if n not in graph.inputs:
+            if n not in inputs:
                 raise VerifyError(f"{n}: input node not listed in graph.inputs")
         else:
             if a["op"] != "proj" and a["prim"] is None:
                 raise VerifyError(f"{n}: op '{a['op']}' has no primitive")
+            into = pred[n]
             for r in refs(a["args"]):
                 if r not in seen:
                     raise VerifyError(f"{n}: uses {r} before it is defined")
-                if not graph.nx.has_edge(r, n):
+                if r not in into:
                     raise VerifyError(f"{n}: missing edge from {r}")
         seen.add(n)
     for o in graph.outputs:

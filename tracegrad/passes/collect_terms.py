@@ -17,12 +17,13 @@ import numpy as np
 
 from ..ir.graph import V
 from ..ops.primitives import PRIMITIVES as P
-from .dead_code import eliminate_dead_code
+from .dead_code import eliminate_dead_code, live_values
 from .eliminate_common_subexpressions import eliminate_common_subexpressions
 from .rewrite import rewrite
 
 _POLY = frozenset({"add", "sub", "rsub", "mul", "neg", "div"})
 MAX_TERMS = 24
+MAX_DEGREE = 24        # a longer product (a chain's backward) starts a new region: no quadratic growth
 
 
 def _lit(x):
@@ -185,7 +186,7 @@ def collect_terms(graph):
         else:                            # a product of monomials (a sum in it is an atom)
             (m1, c1), = as_factor(args[1]).items()
             p = _times_monomial(as_factor(args[0]), m1, c1)
-        if len(p) > MAX_TERMS:
+        if len(p) > MAX_TERMS or any(sum(k for _, k in m) > MAX_DEGREE for m in p):
             poly.discard(n)
             continue
         polys[n] = p
@@ -220,4 +221,4 @@ def collect_terms(graph):
         return v
     b = rewrite(g, rule)
     b = eliminate_dead_code(eliminate_common_subexpressions(b))
-    return b if len(b) < len(eliminate_dead_code(graph)) else graph
+    return b if len(b) < len(live_values(graph)) else graph

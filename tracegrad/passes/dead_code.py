@@ -3,18 +3,23 @@
 Inputs are kept unless `drop_inputs` names the roles whose unused inputs may go
 (a backward graph drops the saved values its live code never reads).
 """
-from ..ir.graph import refs
+from ..ir.graph import refs, copy_nx
+
+
+def live_values(graph, drop_inputs=()):
+    """The values eliminate_dead_code keeps."""
+    live = set(o for o in graph.outputs if o is not None)
+    for n in reversed(graph.nodes()):
+        if n in live:
+            live.update(refs(graph[n]["args"]))
+    for n in graph.inputs:
+        if graph[n]["role"] not in drop_inputs:
+            live.add(n)
+    return live
 
 
 def eliminate_dead_code(graph, drop_inputs=()):
-    g = graph.copy()
-    live = set(o for o in g.outputs if o is not None)
-    for n in reversed(g.nodes()):
-        if n in live:
-            live.update(refs(g[n]["args"]))
-    dead = [n for n, a in g.nx.nodes(data=True)
-            if n not in live and (a["op"] != "input" or a["role"] in drop_inputs)]
-    g.nx.remove_nodes_from(dead)
-    dead = set(dead)
-    g.inputs = [n for n in g.inputs if n not in dead]
+    live = live_values(graph, drop_inputs)
+    g = graph.copy(copy_nx(graph.nx, live))
+    g.inputs = [n for n in g.inputs if n in live]
     return g

@@ -20,11 +20,9 @@ element) or feeding one (a row's mean and scale); the rest run as plain calls on
 arrays.
 """
 import heapq
+import math
 
-import networkx as nx
-import numpy as np
-
-from ..ir.graph import V, refs
+from ..ir.graph import V, refs, insert
 from .rewrite import is_pure
 
 ROW_OPS = frozenset({"softmax", "log_softmax"})
@@ -108,7 +106,7 @@ MIN_BYTES = 1 << 16
 
 
 def _nbytes(a):
-    return int(np.prod(a["shape"], dtype=np.int64)) * a["dtype"].itemsize
+    return math.prod(a["shape"]) * a["dtype"].itemsize
 
 
 def schedule_small_first(graph, min_bytes=MIN_BYTES):
@@ -143,11 +141,10 @@ def schedule_small_first(graph, min_bytes=MIN_BYTES):
                 heapq.heappush(ready, key(u) + (u,))
     if new == order:
         return graph
-    g = graph.copy()
-    g.nx = nx.DiGraph()
-    g.nx.add_nodes_from((n, dict(graph[n])) for n in new)
-    g.nx.add_edges_from(graph.nx.edges)
-    return g
+    G = type(graph.nx)()
+    for n in new:
+        insert(G, n, dict(graph[n]), graph.nx._pred[n])
+    return graph.copy(G)
 
 
 def group_fusions(graph, min_size=2, min_bytes=None):

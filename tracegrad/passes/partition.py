@@ -9,10 +9,11 @@ not cheap to recompute (reductions, matmuls, anything not elementwise) too, and 
 values the backward reads hang from the sink. The cheapest cut says which values to
 save; everything between the cut and what the backward reads is recomputed there.
 """
-import networkx as nx
-import numpy as np
+import math
 
-from ..ir.graph import Graph, V, map_args, refs
+import networkx as nx
+
+from ..ir.graph import Graph, V, map_args, refs, insert
 from ..ops.primitives import PRIMITIVES as P
 
 INF = float("inf")
@@ -32,7 +33,7 @@ def recomputable(attrs):
 def nbytes(attrs):
     if isinstance(attrs["dtype"], (list, tuple)):
         return INF
-    return int(np.prod(attrs["shape"], dtype=np.int64)) * attrs["dtype"].itemsize
+    return math.prod(attrs["shape"]) * attrs["dtype"].itemsize
 
 
 class Partition:
@@ -51,25 +52,24 @@ def choose_saved(fwd, required, remat=True):
     """The forward values to save so that `required` can be computed from them."""
     if not remat or not required:
         return list(dict.fromkeys(required))
-    g = nx.DiGraph()
+    edges = []                     # (u, v, attrs): one add_edges_from, not a call per edge
+    add = edges.append
     inputs = set(fwd.inputs)
-    for n in fwd.nodes():
-        a = fwd[n]
+    for n, a in fwd.nx._node.items():
         if n in inputs:
-            g.add_edge("SRC", (n, 0))
-            g.add_edge((n, 0), (n, 1), capacity=0)
+            add(("SRC", (n, 0), {}))
+            add(((n, 0), (n, 1), {"capacity": 0}))
         else:
             w = nbytes(a)
-            if w == INF:
-                g.add_edge((n, 0), (n, 1))
-            else:
-                g.add_edge((n, 0), (n, 1), capacity=w)
+            add(((n, 0), (n, 1), {} if w == INF else {"capacity": w}))
             if not recomputable(a):
-                g.add_edge("SRC", (n, 0))
-        for u in fwd.users(n):
-            g.add_edge((n, 1), (u, 0))
+                add(("SRC", (n, 0), {}))
+        for u in fwd.nx._succ[n]:
+            add(((n, 1), (u, 0), {}))
     for r in required:
-        g.add_edge((r, 1), "SNK")
+        add(((r, 1), "SNK", {}))
+    g = nx.DiGraph()
+    g.add_edges_from(edges)
     try:
         _, (reach, _) = nx.minimum_cut(g, "SRC", "SNK")
     except nx.NetworkXUnbounded:
@@ -102,7 +102,7 @@ def partition(fwd, bwd, remat=True):
     for n in bwd.inputs:
         a = bwd[n]
         if a["role"] == "grad":
-            b.nx.add_node(n, **a)
+            insert(b.nx, n, a.copy(), ())
             b.inputs.append(n)
             binds.append(("seed", seed))
             seed += 1
@@ -119,16 +119,14 @@ def partition(fwd, bwd, remat=True):
     for n in bwd.inputs:
         a = bwd[n]
         if a["role"] not in ("grad", "saved"):
-            b.nx.add_node(n, **a)
+            insert(b.nx, n, a.copy(), ())
             b.inputs.append(n)
             binds.append(("const", a["value"]))
     for n in recompute:
         a = fwd[n]
         v = b.fresh("r")
-        b.nx.add_node(v, **dict(a, args=map_args(a["args"], lambda r: from_fwd[r]),
-                                source=(a.get("source") or "") + " (recomputed)"))
-        for r in refs(b[v]["args"]):
-            b.nx.add_edge(r, v)
+        args = map_args(a["args"], lambda r: from_fwd[r])
+        insert(b.nx, v, dict(a, args=args, source=(a.get("source") or "") + " (recomputed)"), refs(args))
         from_fwd[n] = V(v)
     for n in bwd.inputs:
         if bwd[n]["role"] == "saved":
@@ -141,9 +139,7 @@ def partition(fwd, bwd, remat=True):
             continue
         name = n if n not in b.nx else b.fresh()
         args = map_args(a["args"], lambda r: rename[r])
-        b.nx.add_node(name, **dict(a, args=args))
-        for r in refs(args):
-            b.nx.add_edge(r, name)
+        insert(b.nx, name, dict(a, args=args), refs(args))
         rename[n] = V(name)
     b.outputs = [None if o is None else rename[o] for o in bwd.outputs]
 
@@ -180,9 +176,7 @@ def joint(fwd, bwd):
             continue
         name = j.fresh()
         args = map_args(a["args"], lambda r: rename[r])
-        j.nx.add_node(name, **dict(a, args=args))
-        for r in refs(args):
-            j.nx.add_edge(r, name)
+        insert(j.nx, name, dict(a, args=args), refs(args))
         rename[n] = name
     j.outputs = list(fwd.outputs) + [None if o is None else V(rename[o]) for o in bwd.outputs]
     return j

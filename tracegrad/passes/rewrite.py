@@ -7,7 +7,7 @@ copy the node as it is. Inputs and outputs keep their names.
 """
 import itertools
 
-from ..ir.graph import Graph, V, map_args
+from ..ir.graph import Graph, V, map_args, refs, insert
 
 IMPURE = frozenset({"call_hooks", "node_hooks", "node_prehooks", "function", "function_backward", "delayed_error",
                     "compiled_call", "compiled_backward"})
@@ -23,14 +23,18 @@ def rewrite(graph, rule):
     b.__dict__.update({k: v for k, v in graph.__dict__.items() if k not in ("name", "nx", "inputs", "outputs", "_ids")})
     rename = {}
     b._ids = itertools.count(_next_id(graph))
-    for n in graph.nodes():
-        a = graph[n]
+    for n, a in list(graph.nx._node.items()):
         if a["op"] == "input":
-            b.nx.add_node(n, **a)
+            insert(b.nx, n, a.copy(), ())
             b.inputs.append(n)
             rename[n] = n
             continue
-        args = map_args(a["args"], lambda r: rename[r])
+        args = a["args"]
+        if args.__class__ is tuple:      # the common case, without a call per argument
+            args = tuple([rename[x] if x.__class__ is V else
+                          map_args(x, rename.__getitem__) if isinstance(x, (V, tuple, list)) else x for x in args])
+        else:
+            args = map_args(args, rename.__getitem__)
         new = rule(b, n, a, args)
         if new is None:
             new = copy_node(b, n, a, args)
@@ -49,16 +53,11 @@ def _next_id(graph):
 
 
 def copy_node(b, n, a, args):
-    name = n if n not in b.nx else b.fresh()
-    b.nx.add_node(name, **dict(a, args=args))
-    for r in _refs(args):
-        b.nx.add_edge(r, name)
+    name = n if n not in b.nx._succ else b.fresh()
+    attrs = a.copy()
+    attrs["args"] = args
+    insert(b.nx, name, attrs, refs(args))
     return V(name)
-
-
-def _refs(args):
-    from ..ir.graph import refs
-    return refs(args)
 
 
 def add(b, prim, args, like, **params):

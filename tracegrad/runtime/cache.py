@@ -57,5 +57,10 @@ class ProgramCache:
         return self.count
 
     def clear(self):
+        old = self.programs()
         self.entries.clear()
         self.count = 0
+        for p in old:                  # what refers to them from elsewhere lets go (compile.Program.release)
+            release = getattr(p, "release", None)
+            if release is not None:
+                release()

@@ -1,0 +1,258 @@
+"""Compile time near-linear in ops and inputs, evicted programs freed, fork safety.
+
+Times are CPU seconds of this process (time.process_time), the least of a few runs: on a
+shared machine wall time measures the neighbours. The bounds are generous; what they
+catch is a stage that is quadratic again (a chain four times longer costing sixteen
+times as much)."""
+import gc
+import os
+import select
+import sys
+import time
+import weakref
+
+import numpy as np
+import pytest
+import torch
+
+import tracegrad as tg
+from tracegrad.autograd import engine
+from tracegrad.codegen import numpy_cpu
+
+C = sys.modules["tracegrad.compile"]
+
+
+def _chain(x, n):
+    """n elementwise ops: sin, cos, a scaling, repeated."""
+    for _ in range(n // 3):
+        x = x.sin().cos() * 1.01
+    return x.sum()
+
+
+def _compile_and_backward(n):
+    """CPU seconds of the first call of a compiled n-op chain and its backward, and x's gradient."""
+    x = tg.tensor(np.linspace(-1, 1, 16, dtype=np.float32), requires_grad=True)
+    f = tg.compile(lambda x: _chain(x, n))
+    t0 = time.process_time()
+    f(x).backward()
+    return time.process_time() - t0, x.grad
+
+
+def _torch_grad(n):
+    x = torch.linspace(-1, 1, 16, dtype=torch.float32, requires_grad=True)
+    _chain(x, n).backward()
+    return x.grad
+
+
+def _least(fn, runs=2):
+    return min(fn() for _ in range(runs))
+
+
+@pytest.mark.slow
+def test_chain_compile_time_grows_linearly_in_ops():
+    small = _least(lambda: _compile_and_backward(600)[0])
+    large = _least(lambda: _compile_and_backward(2400)[0])
+    assert large < 8 * small, f"600 ops: {small:.2f} s, 2400 ops: {large:.2f} s (4x the ops)"
+
+
+@pytest.mark.slow
+def test_10000_op_chain_with_gradient_compiles_in_seconds():
+    seconds, grad = _compile_and_backward(10000)
+    np.testing.assert_allclose(grad.numpy(), _torch_grad(10000).numpy(), rtol=1e-4, atol=1e-6)
+    assert seconds < 20, f"a 10,000-op chain took {seconds:.1f} s to compile and differentiate"
+
+
+def _sum_of_inputs(n):
+    xs = [tg.full((4,), float(i % 7), requires_grad=True) for i in range(n)]
+
+    def f(*xs):
+        s = xs[0]
+        for x in xs[1:]:
+            s = s + x * 0.5
+        return s.sum()
+    cf = tg.compile(f)
+    t0 = time.process_time()
+    out = cf(*xs)
+    out.backward()
+    seconds = time.process_time() - t0
+    return seconds, out, xs
+
+
+@pytest.mark.slow
+def test_compile_time_grows_linearly_in_inputs():
+    small = _least(lambda: _sum_of_inputs(500)[0])
+    large = _least(lambda: _sum_of_inputs(2000)[0])
+    assert large < 8 * small, f"500 inputs: {small:.2f} s, 2000 inputs: {large:.2f} s"
+
+
+@pytest.mark.slow
+def test_function_of_10000_inputs_compiles_in_seconds():
+    seconds, out, xs = _sum_of_inputs(10000)
+    assert out.item() == pytest.approx(4 * (0 + 0.5 * sum(i % 7 for i in range(1, 10000))), rel=1e-5)
+    assert xs[0].grad.tolist() == [1.0] * 4 and xs[9999].grad.tolist() == [0.5] * 4
+    assert seconds < 30, f"a function of 10,000 inputs took {seconds:.1f} s to compile"
+
+
+def _eager_backward(n):
+    x = tg.tensor(np.linspace(-1, 1, 16, dtype=np.float32), requires_grad=True)
+    y = _chain(x, n)
+    t0 = time.process_time()
+    y.backward()
+    return time.process_time() - t0, x.grad
+
+
+@pytest.mark.slow
+def test_eager_backward_of_a_long_chain_grows_linearly():
+    def timed(n):
+        engine.clear_cache()            # the engine derives and compiles the backward of this structure
+        return _eager_backward(n)
+    small = min(timed(1500)[0] for _ in range(2))
+    seconds, grad = timed(6000)
+    np.testing.assert_allclose(grad.numpy(), _torch_grad(6000).numpy(), rtol=1e-4, atol=1e-6)
+    assert seconds < 8 * small, f"1500 ops: {small:.2f} s, 6000 ops: {seconds:.2f} s"
+
+
+# -- evicted programs are freed ----------------------------------------------------------------
+
+def _rss_mib():
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2 ** 20
+
+
+@pytest.mark.slow
+def test_200_batch_sizes_keep_programs_and_memory_bounded(monkeypatch, recwarn):
+    made, live = _counting_programs(monkeypatch)
+    w = tg.tensor(np.random.default_rng(0).standard_normal((32, 64), dtype=np.float32) * 0.1, requires_grad=True)
+
+    @tg.compile
+    def step(x, w):
+        return (x @ w).tanh().pow(2).mean()
+    rss = None
+    for k, rows in enumerate(range(64, 264)):             # 200 batch sizes
+        x = tg.tensor(np.full((rows, 32), 0.01, np.float32))
+        for _ in range(3):                                # the third call takes its gradient with the forward
+            w.grad = None
+            loss = step(x, w)
+            loss.backward()
+        if k in (0, 199):
+            xt, wt = torch.from_numpy(x.numpy()), torch.from_numpy(w.detach().numpy()).requires_grad_()
+            (xt @ wt).tanh().pow(2).mean().backward()
+            np.testing.assert_allclose(w.grad.numpy(), wt.grad.numpy(), rtol=1e-4, atol=1e-7)
+        if k == 49:
+            rss = _rss_mib()
+        if k % 50 == 49:
+            assert len(live()) <= step.cache.limit, f"{len(live())} programs alive after {k + 1} batch sizes"
+    grown = _rss_mib() - rss
+    assert grown < 40, f"resident memory grew {grown:.0f} MiB over 150 more batch sizes"
+    del loss, x
+    step.cache.clear()
+    step.last_program = None
+    assert live() == []
+
+
+def _counting_programs(monkeypatch):
+    made = []
+    init = C.Program.__init__
+
+    def counting_init(self, name):
+        init(self, name)
+        made.append(weakref.ref(self))
+    monkeypatch.setattr(C.Program, "__init__", counting_init)
+
+    def live():
+        gc.collect()
+        return [r() for r in made if r() is not None]
+    return made, live
+
+
+def test_programs_dropped_from_the_cache_are_freed(monkeypatch):
+    made, live = _counting_programs(monkeypatch)
+    f = tg.compile(lambda x: (x.sin() * x).sum())
+    for n in range(1, 6):
+        x = tg.tensor(np.linspace(-1, 1, n, dtype=np.float32), requires_grad=True)
+        f(x).backward()                  # the engine caches a backward through each program
+        xs = x.detach().numpy()
+        np.testing.assert_allclose(x.grad.numpy(), np.cos(xs) * xs + np.sin(xs), rtol=1e-6)
+    assert len(made) == 5 and len(live()) == 5
+    f.cache.clear()
+    f.last_program = None
+    assert live() == []
+
+
+def test_a_dropped_compiled_function_frees_its_programs(monkeypatch):
+    made, live = _counting_programs(monkeypatch)
+    f = tg.compile(lambda x: (x.tanh() * 2).sum())
+    for n in (3, 4):
+        f(tg.ones(n, requires_grad=True)).backward()
+    assert len(live()) == 2
+    del f
+    assert live() == []
+
+
+def test_a_freed_program_still_differentiates_what_it_made(monkeypatch):
+    made, live = _counting_programs(monkeypatch)
+    f = tg.compile(lambda x: (x.sin() * x).sum())
+    a = tg.tensor([1.0, 2.0], requires_grad=True)
+    ya = f(a)
+    first = f.last_program
+    f.cache.clear()
+    f(tg.tensor([1.0, 2.0, 3.0], requires_grad=True)).backward()
+    assert first.evicted and not first.backward_keys
+    ya.backward()                        # the tensors it made still hold it
+    x = a.detach().numpy()
+    np.testing.assert_allclose(a.grad.numpy(), np.cos(x) * x + np.sin(x), rtol=1e-6)
+    assert not first.backward_keys       # and the engine does not cache it again
+    del ya, first
+    assert len(live()) == 1
+
+
+def test_create_graph_programs_of_a_freed_program_are_freed(monkeypatch):
+    made, live = _counting_programs(monkeypatch)
+    f = tg.compile(lambda x: (x.tanh() ** 2).sum())
+    for n in range(1, 5):
+        x = tg.tensor(np.linspace(-1, 1, n, dtype=np.float32), requires_grad=True)
+        g, = tg.autograd.grad(f(x), x, create_graph=True)
+        g.sum().backward()
+        xt = torch.linspace(-1, 1, n, requires_grad=True)
+        gt, = torch.autograd.grad((xt.tanh() ** 2).sum(), xt, create_graph=True)
+        gt.sum().backward()
+        np.testing.assert_allclose(x.grad.numpy(), xt.grad.numpy(), rtol=1e-5, atol=1e-6)
+    assert any(p.double is not None for p in live())
+    del g, x
+    f.cache.clear()
+    f.last_program = None
+    assert live() == []
+
+
+# -- fork ---------------------------------------------------------------------------------------
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
+def test_compiled_call_in_a_forked_child_after_the_thread_pool_started():
+    rows = 8192                                   # 8192 x 256 float32 = 8 MiB: many chunks, two threads
+    x = tg.tensor(np.random.default_rng(1).standard_normal((rows, 256), dtype=np.float32))
+    f = tg.compile(lambda x: (x.sin() * 2 + x.cos()).exp() * 0.5)
+    expected = np.exp(np.sin(x.numpy()) * 2 + np.cos(x.numpy())) * 0.5
+    np.testing.assert_allclose(f(x).numpy(), expected, rtol=1e-5)
+    assert "run_chunks" in f.last_program.fwd_fn.source and numpy_cpu._pool, "the chunk pool did not start"
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:                                  # the child: one compiled call, then report
+        code = 1
+        try:
+            os.close(r)
+            ok = np.allclose(f(x).numpy(), expected, rtol=1e-5)
+            os.write(w, b"ok" if ok else b"wrong")
+            code = 0
+        finally:
+            os._exit(code)
+    os.close(w)
+    try:
+        ready, _, _ = select.select([r], [], [], 120)
+        if not ready:
+            os.kill(pid, 9)
+            pytest.fail("a compiled call in a forked child hung")
+        assert os.read(r, 16) == b"ok"
+    finally:
+        os.close(r)
+        _, status = os.waitpid(pid, 0)
+    assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0
