@@ -147,8 +147,16 @@ def check_inplace(self):
                            "https://github.com/pytorch/rfcs/pull/17 for more details.")
 
 
+def _tracing():
+    from .ir.tracer import _ACTIVE, TRACING
+    return _ACTIVE[0] and TRACING.stack
+
+
 def commit(self, result):
     """Write `result` into `self` (the second half of every in-place op)."""
+    if _tracing():
+        from .functionalize import commit_traced      # inside compile: rewritten out of place
+        return commit_traced(self, result)
     if self._data is None or result._data is None:
         from .ir.tracer import TraceError
         raise TraceError("in-place ops (such as batch_norm's update of its running statistics in training mode) "
@@ -268,6 +276,8 @@ def fill_(self, value):
         if value._req and STATE.grad_enabled:
             return commit(self, F.expand(F.convert(value, self.dtype), tuple(self.shape)) * 1)
         value = value.item()
+    if _tracing():
+        return commit(self, F.full(tuple(self.shape), value, dtype=self.dtype))
     if self.grad_fn is not None and STATE.grad_enabled:
         return commit(self, F.full(tuple(self.shape), value, dtype=self.dtype) + self * 0)
     self._data[...] = value
@@ -286,6 +296,8 @@ def copy_(self, src, non_blocking=False):
         raise RuntimeError(f"The size of tensor a ({self.shape[-1] if self.ndim else 1}) must match the size of tensor "
                            f"b ({src.shape[-1] if src.ndim else 1}) at non-singleton dimension "
                            f"{max(self.ndim, src.ndim) - 1}") from None
+    if _tracing():
+        return commit(self, F.expand(F.convert(src, self.dtype), tuple(self.shape)))
     if src._req and STATE.grad_enabled and self._dtype.is_floating_point:
         r = F.expand(F.convert(src, self.dtype), tuple(self.shape))
         r = F.clone(r)
@@ -314,6 +326,12 @@ def _setitem(self, key, value):
     if isinstance(value, Tensor):
         _check_setitem_shape(self, k, idx, value)
     needs_graph = STATE.grad_enabled and (self._req or (isinstance(value, Tensor) and value._req))
+    if _tracing():
+        if not isinstance(value, Tensor):
+            from .creation import tensor
+            value = tensor(value, dtype=self.dtype)
+        commit(self, F.index_put_prim(self, value, idx, k))
+        return
     if not needs_graph:
         target = self._data
         if not target.flags.writeable:

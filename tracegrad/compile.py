@@ -138,21 +138,28 @@ def trace_function(fn, args, kwargs, name, value_reads=None):
     spec = flatten((args, kwargs), leaves)
     g = Graph(_ident(name))
     from .creation import RNG
+    from . import functionalize
     gen = RNG.gen
     RNG.gen = _NoRandom()       # a random draw while tracing would be baked in as a constant
     reads = _VALUE_READS[0]
     _VALUE_READS[0] = value_reads if value_reads is not None else {}
+    sh = functionalize.begin(g)   # writes (in-place ops, .grad, optimizer steps) are recorded
     try:
         with trace(g):
             proxies = [proxy_input(g, tuple(t.shape), t.dtype, requires_grad=t.requires_grad) for t in leaves]
+            for t, px in zip(leaves, proxies):
+                px.__dict__["_orig_name"] = px.__dict__["_name"]
+                sh.inputs.append((px, px.__dict__["_name"], t))
             a, k = unflatten(spec, iter(proxies))
             out = fn(*a, **k)
+            out_leaves = []
+            out_spec = flatten(out, out_leaves)
+            sh.extra, sh.plan = functionalize.finish(sh, leaves, proxies)
     finally:
+        functionalize.end()
         RNG.gen = gen
         _VALUE_READS[0] = reads
-    out_leaves = []
-    out_spec = flatten(out, out_leaves)
-    return g, leaves, out_spec, out_leaves
+    return g, leaves, out_spec, out_leaves, sh
 
 
 class _NoRandom:
@@ -176,7 +183,7 @@ def _build(fn, args, kwargs, name, backend, value_reads=None):
     p.double = None
     p.backend = backend
     try:
-        g, leaves, out_spec, out_leaves = trace_function(fn, args, kwargs, name, value_reads)
+        g, leaves, out_spec, out_leaves, sh = trace_function(fn, args, kwargs, name, value_reads)
     except TraceError:
         raise
     except Exception as e:        # an op or Python construct the symbolic trace does not support
@@ -193,6 +200,13 @@ def _build(fn, args, kwargs, name, backend, value_reads=None):
             out_consts.append(None)
         else:
             out_consts.append(o)
+    p.n_user = len(outputs)
+    # the function's writes to real tensors: extra outputs, written back after each call
+    outputs = outputs + list(sh.extra)
+    p.writeback = sh.plan
+    p.lr_inputs = sh.lr_inputs
+    p.guard_spec = sh.guard_spec() if (sh.optimizers or sh.watched) else None
+    p.whole_step = sh.did_backward
     g.outputs = outputs
     p.out_consts = out_consts
     verify(g)
@@ -207,13 +221,16 @@ def _build(fn, args, kwargs, name, backend, value_reads=None):
     req = [isinstance(t, Tensor) and t.requires_grad for t in all_inputs]
     p.wrt_pos = [i for i, r in enumerate(req) if r and all_inputs[i].dtype.is_floating_point]
     p.out_meta = [(tuple(g[o]["shape"]), g[o]["dtype"]) for o in g.outputs]
-    p.needs_grad = STATE.grad_enabled and bool(p.wrt_pos) and bool(g.outputs)
+    # a function that ran backward() itself returns values whose graph it has used: they
+    # do not require grad (a second backward through them would find the graph freed)
+    p.needs_grad = STATE.grad_enabled and bool(p.wrt_pos) and bool(p.n_user) and not p.whole_step
     if p.needs_grad:
         # outputs that no gradient reaches (detached: derivatives taken inside the function
         # without create_graph) need no backward program
         wrt = [g.inputs[i] for i in p.wrt_pos]
         reach = differentiable_reach(g, wrt)
-        p.out_diff = [o in reach and g[o]["dtype"].is_floating_point for o in g.outputs]
+        p.out_diff = [k < p.n_user and o in reach and g[o]["dtype"].is_floating_point
+                      for k, o in enumerate(g.outputs)]
         p.needs_grad = any(p.out_diff)
     p.bwd_ir = None
     if p.needs_grad:
@@ -341,6 +358,9 @@ def _ident(name):
 # -- running a program -----------------------------------------------------------------------------
 
 def run_program(p, leaves):
+    for holder, group in p.lr_inputs:       # a whole step's learning rates, read at every call
+        lr = group["lr"]
+        holder._data = np.array(float(lr.item() if isinstance(lr, Tensor) else lr), np.float64)
     consts = p.consts
     arrays = [t._data for t in leaves]
     for c in consts:
@@ -351,8 +371,11 @@ def run_program(p, leaves):
     else:
         res = p.fwd_fn(*arrays)
     n_out = p.n_out
+    if p.writeback:
+        from .functionalize import write_back
+        write_back(p.writeback, res[p.n_user:n_out])
     outs = []
-    for (shape, dt), o in zip(p.out_meta, res[:n_out]):
+    for (shape, dt), o in zip(p.out_meta, res[:p.n_user]):
         if type(o) is not np.ndarray and not hasattr(o, "_tg_device"):
             o = np.asarray(o)
         outs.append(Tensor._make(o, dt))
@@ -444,6 +467,8 @@ def _compiled_vjp(g, out, *inputs, ctx, cls, nout):
 
 
 def _seeds(p, gs, zeros):
+    if len(gs) < len(p.out_meta):         # the written-back values (functionalize) get no gradient
+        gs = tuple(gs) + (None,) * (len(p.out_meta) - len(gs))
     return [zeros(shape, dt) if g is None else g for g, (shape, dt) in zip(gs, p.out_meta)]
 
 
@@ -682,7 +707,10 @@ class CompiledFunction:
                 raise
             failure = e
         else:
-            return p, build_guards(self._fn, self._module, args, kwargs, used=p.consts, value_reads=reads)
+            guards = build_guards(self._fn, self._module, args, kwargs, used=p.consts, value_reads=reads)
+            if p.guard_spec is not None:
+                guards = _StepGuards(guards, p.guard_spec)
+            return p, guards
         guards = build_guards(self._fn, self._module, args, kwargs, value_reads=reads)
         fs = _user_frame(failure.__traceback__)
         context = ""
@@ -721,6 +749,29 @@ class CompiledFunction:
         if not self._warned:
             self._warned = True
             warnings.warn_explicit(msg, UserWarning, filename, lineno)
+
+
+class _StepGuards:
+    """A program's guards, and what its recorded writes assumed (functionalize.guard_key):
+    the options and state layout of the optimizers it stepped, which .grad existed."""
+    __slots__ = ("inner", "spec", "key")
+
+    def __init__(self, inner, spec):
+        from .functionalize import guard_key
+        self.inner, self.spec, self.key = inner, spec, guard_key(*spec)
+
+    def failed(self, env):
+        from .functionalize import guard_key
+        why = self.inner.failed(env) if self.inner is not None else None
+        if why is None and guard_key(*self.spec) != self.key:
+            return "an optimizer's options or state, or which .grad exist"
+        return why
+
+    def __len__(self):
+        return (len(self.inner) if self.inner is not None else 0) + 1
+
+    def __repr__(self):
+        return f"{self.inner!r}\nthe optimizer state and .grad a whole step assumed"
 
 
 def _untraceable(e):

@@ -84,6 +84,14 @@ class device:
 CPU = device("cpu")
 
 
+_SHADOW = [None]          # the trace being made (functionalize.Shadow), in whichever thread
+
+
+def _shadow_here():
+    from .functionalize import LOCAL
+    return LOCAL.shadow
+
+
 class Tensor:
     """An n-dimensional array with autograd, stored in a numpy array."""
     __slots__ = ("_data", "_dtype", "_req", "grad_fn", "_output_nr", "_grad", "_vc", "_base",
@@ -241,6 +249,9 @@ class Tensor:
 
     @property
     def grad(self):
+        sh = _SHADOW[0]
+        if sh is not None and sh is _shadow_here():
+            return sh.get_grad(self)          # inside a trace: the symbolic gradient (functionalize.py)
         if self.grad_fn is not None and not self._retains_grad and not getattr(self, "_warned_grad", False):
             import warnings
             warnings.warn(
@@ -253,6 +264,13 @@ class Tensor:
 
     @grad.setter
     def grad(self, value):
+        sh = _SHADOW[0]
+        if sh is not None and sh is _shadow_here() and (value is None or getattr(value, "_data", 0) is None):
+            if value is not None and (value._dtype is not self._dtype or tuple(value.shape) != tuple(self.shape)):
+                raise RuntimeError(f"attempting to assign a gradient of size '{list(value.shape)}' and dtype "
+                                   f"{value._dtype} to a tensor of size '{list(self.shape)}' and dtype {self._dtype}")
+            sh.set_grad(self, value)
+            return
         if value is not None:
             if not isinstance(value, Tensor):
                 raise TypeError(f"assigned grad expected to be a Tensor or None but got grad of type {type(value).__name__}")
@@ -270,6 +288,9 @@ class Tensor:
                                    f"size")
             if value._data.__class__ is not self._data.__class__ and value.device != self.device:
                 raise RuntimeError("assigned grad has data located on a different device")
+        if sh is not None and sh is _shadow_here():
+            sh.set_grad(self, value)
+            return
         self._grad = value
 
     @property

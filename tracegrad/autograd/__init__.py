@@ -105,6 +105,10 @@ def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, 
         inputs = _as_list(inputs, "inputs")
         if len(inputs) == 0:
             raise RuntimeError("`inputs` argument to `backward()` cannot be empty.")
+    if any(t.__class__.__name__ == "Proxy" for t in outputs):
+        from ..functionalize import backward_in_trace      # inside a function being traced (compile)
+        return backward_in_trace(outputs, _as_list(grad_tensors, "grad_tensors"), retain_graph, create_graph,
+                                 inputs)
     for i, t in enumerate(outputs):
         if not t._req:
             raise RuntimeError(f"element {i} of tensors does not require grad and does not have a grad_fn")

@@ -16,6 +16,7 @@ from ..tensor import Tensor, Size
 from ..autograd.graph import Saved, _seq
 from .graph import Graph, V
 from .. import cuda as _cuda
+from .. import functionalize as _FN
 
 _CUDA = _cuda._ON         # non-zero once a CUDA tensor exists: the eager hot path's only device test
 
@@ -149,10 +150,31 @@ def proxy_input(graph, shape, dtype, role="input", name=None, requires_grad=Fals
 def value_of(graph, a):
     """The graph value for a tensor argument: a Proxy's own, or a constant for a concrete tensor."""
     if isinstance(a, Proxy):
-        name = a.__dict__["_name"]
+        d = a.__dict__
+        if "_view" in d:                      # a view whose base was written since (functionalize)
+            from ..functionalize import refresh_view
+            refresh_view(a)
+        name = d["_name"]
         if name is None:                      # a lazily bound input (see autodiff)
-            name = a.__dict__["_bind"](a)
+            name = d["_bind"](a)
         return name
+    sh = _FN.LOCAL.shadow
+    if sh is not None and sh.graph is graph:
+        return _shadowed_value(sh, graph, a)
+    return _const(graph, a)
+
+
+def _shadowed_value(sh, graph, a):
+    """A real tensor read inside a trace that records writes: its new value where the
+    function wrote it; a leaf that requires grad is a source of backward() (functionalize)."""
+    p = sh.value(a)
+    name = value_of(graph, p) if p is not None else _const(graph, a)
+    if a._req and a.grad_fn is None:
+        sh.leaf_values[id(a)] = (a, name)
+    return name
+
+
+def _const(graph, a):
     consts = graph.__dict__.setdefault("constants", {})
     key = id(a)
     if key not in consts:
@@ -211,7 +233,14 @@ def apply_symbolic(prim, args, params):
     origin = graph.__dict__.get("origin")
     if origin is not None:
         graph.nx.nodes[v]["origin"] = origin
-    return Proxy.make(graph, v, shape, odt)
+    out = Proxy.make(graph, v, shape, odt)
+    if prim.view and args and isinstance(args[0], Proxy) and (prim.view is True or prim.view(params)):
+        # a view of a symbolic value: an in-place op on it writes through to the base
+        base = args[0]
+        d = out.__dict__
+        d["_view"] = (base, prim, tuple(args[1:]), params)
+        d["_view_gen"] = base.__dict__.get("_gen", 0)
+    return out
 
 
 def _wrap(out, odt):

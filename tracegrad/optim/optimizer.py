@@ -104,6 +104,15 @@ class Optimizer:
         self.param_groups.append(param_group)
 
     def zero_grad(self, set_to_none=True):
+        from ..functionalize import active
+        sh = active()
+        if sh is not None:
+            sh.optimizers[id(self)] = self        # inside compile: .grad writes are recorded
+            if set_to_none:
+                for group in self.param_groups:
+                    for p in group["params"]:
+                        sh.set_grad(p, None)
+                return
         for group in self.param_groups:
             for p in group["params"]:
                 if p.grad is not None:
@@ -197,14 +206,35 @@ class Optimizer:
         if closure is not None:
             with enable_grad():
                 loss = closure()
+        from ..functionalize import active
+        sh = active()
         with no_grad():
-            update()
+            if sh is None:
+                update()
+            else:
+                self._traced_update(sh, update)
         for hook in self._optimizer_step_post_hooks.values():
             hook(self, (), {})
         return loss
 
     def step(self, closure=None):
         raise NotImplementedError
+
+    def _traced_update(self, sh, update):
+        """optimizer.step() inside a compiled function: the update on symbolic values
+        (optim/traced.py) for the built-in optimizers; another optimizer's update runs as
+        written, its in-place ops on the parameters recorded as writes (functionalize.py)."""
+        from . import traced
+        from .sgd import SGD
+        from .adam import Adam
+        sh.optimizers[id(self)] = self
+        fn = getattr(update, "__func__", None)
+        if fn is SGD._update:
+            traced.sgd(self, sh)
+        elif fn is Adam._update:
+            traced.adam(self, sh)
+        else:
+            update()
 
 
 def _typename(obj):

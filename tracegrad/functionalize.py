@@ -1,0 +1,372 @@
+"""Writes inside a traced function, made functional: in-place ops, `.grad`, optimizer steps.
+
+While `compile` traces a function, nothing outside the trace may change: the function
+runs once on symbolic values, and its program runs on every call. So every write the
+function makes is recorded instead, as torch.compile's functionalization does:
+
+- an in-place op on a symbolic value (`x.add_(1)`, `y[idx] = v`, `relu_()`) rebinds the
+  value to the out-of-place result; on a view of a symbolic value it writes the result
+  into the view's base (a scatter) and later reads of the base's other views see it;
+- an in-place op on a real tensor (a module buffer such as BatchNorm's running mean, a
+  parameter updated under no_grad, an input of the call) leaves the tensor alone and
+  keeps its new value symbolically: later reads inside the trace see the new value, and
+  the program returns it as an extra output that is written back into the tensor after
+  every call (its version counter bumped, as the in-place op would);
+- `Tensor.backward()` derives the backward graph of what was traced so far (as
+  `autograd.grad` inside a trace does) and accumulates the gradients into the `.grad`
+  of the leaves, symbolically; `.grad` reads and writes (zero_grad) inside the trace
+  see and change those symbolic gradients, written back after each call;
+- `optimizer.step()` runs the optimizer's update on the symbolic parameters, gradients
+  and state (optim/traced.py), so a whole training step becomes one program. The
+  learning rate of each parameter group is read as an input at every call; the other
+  options and the state's layout are guarded (`Shadow.guard_key`).
+
+`Shadow` is the record of one trace; `active()` the one being traced in this thread.
+"""
+import threading
+
+import numpy as np
+
+from .tensor import Tensor
+from .tensor import _SHADOW
+
+
+class _Local(threading.local):
+    def __init__(self):
+        self.shadow = None
+
+
+LOCAL = _Local()
+
+
+def active():
+    return LOCAL.shadow
+
+
+class Shadow:
+    """What a traced function wrote: new values of real tensors, gradients, optimizer state."""
+
+    def __init__(self, graph):
+        self.graph = graph
+        self.data = {}          # id(real tensor) -> [tensor, Proxy]: its value now
+        self.grads = {}         # id(real tensor) -> [tensor, Proxy or None, existing grad tensor or None]
+        self.leaf_values = {}   # id(real leaf that requires grad) -> (tensor, its graph value now)
+        self.state = {}         # (id(optimizer), id(param)) -> (optimizer, param, {key: Tensor placeholder})
+        self.optimizers = {}    # id -> optimizer that the function zeroed or stepped
+        self.lr_inputs = []     # (holder tensor, param group): the learning rate read at every call
+        self.watched = {}       # id -> tensor whose .grad being None or not the trace depended on
+        self.backwarded = set()  # op values a backward without retain_graph went through (freed)
+        self.did_backward = False
+        self.inputs = []        # (input Proxy, its value at the start, real tensor)
+
+    # -- values of real tensors -----------------------------------------------------------------
+    def value(self, t):
+        """The current symbolic value of real tensor t, or None where the trace did not write it."""
+        e = self.data.get(id(t))
+        return None if e is None else e[1]
+
+    def write(self, t, proxy):
+        self.data[id(t)] = [t, proxy]
+
+    # -- .grad ----------------------------------------------------------------------------------
+    def get_grad(self, t):
+        e = self.grads.get(id(t))
+        if e is None:
+            if t.__class__ is Tensor:
+                self.watched[id(t)] = t       # the trace read the real .grad: guard on it being None
+            return t._grad
+        return e[1]
+
+    def set_grad(self, t, value, inplace=False):
+        self.grads[id(t)] = [t, value, inplace]
+
+    def grad_inplace(self, t):
+        """Whether t's gradient now is the .grad tensor it had before the call, changed in place."""
+        e = self.grads.get(id(t))
+        return t._grad is not None if e is None else bool(e[2])
+
+    # -- guards ---------------------------------------------------------------------------------
+    def guard_spec(self):
+        """What the program's key must also cover: (optimizers, tensors whose .grad was read)."""
+        return list(self.optimizers.values()), list(self.watched.values())
+
+
+def guard_key(optimizers, tensors):
+    """The state a whole-step program assumed: each optimizer's options (but the learning
+    rate, an input) and the layout of its state; which gradients exist."""
+    key = []
+    for opt in optimizers:
+        for group in opt.param_groups:
+            opts = []
+            for k, v in group.items():
+                if k in ("params", "lr", "param_names"):
+                    continue
+                opts.append((k, type(v), v if not isinstance(v, Tensor) else id(v)))
+            key.append((id(opt), tuple(opts), type(group["lr"]),
+                        tuple(tuple(opt.state[p]) if p in opt.state else () for p in group["params"])))
+    for t in tensors:
+        key.append(t._grad is None)
+    return tuple(key)
+
+
+def begin(graph):
+    if LOCAL.shadow is not None:
+        from .ir.tracer import TraceError
+        raise TraceError("a compiled function called while another is being traced")
+    sh = Shadow(graph)
+    LOCAL.shadow = sh
+    _SHADOW[0] = sh
+    return sh
+
+
+def end():
+    LOCAL.shadow = None
+    _SHADOW[0] = None
+
+
+# -- in-place ops while tracing --------------------------------------------------------------------
+
+def tracing():
+    from .ir.tracer import _ACTIVE, TRACING
+    return bool(_ACTIVE[0] and TRACING.stack)
+
+
+def commit_traced(self, result):
+    """The in-place write `self <- result` inside a trace (see the module docstring)."""
+    from .ir.tracer import Proxy, TraceError
+    from .ops import functional as F
+    from . import _dtype as D
+    if result._dtype is not self._dtype and result._dtype._kind > self._dtype._kind:
+        raise RuntimeError(f"result type {D.SCALAR_NAME[result._dtype]} can't be cast to the desired output type "
+                           f"{D.SCALAR_NAME[self._dtype]}")
+    if tuple(result.shape) != tuple(self.shape):
+        raise RuntimeError(f"output with shape {list(self.shape)} doesn't match the broadcast shape "
+                           f"{list(result.shape)}")
+    if result._dtype is not self._dtype:
+        result = F.convert(result, self._dtype)
+    if not isinstance(result, Proxy):
+        # a value computed from concrete tensors alone (a creation function): make it a graph value
+        result = F.clone(result) if isinstance(result, Tensor) else result
+        if not isinstance(result, Proxy):
+            result = _as_value(result)
+    if isinstance(self, Proxy):
+        view = self.__dict__.get("_view")
+        if view is not None:
+            base, prim, rest, params = view
+            new_base = _scatter(base, result, prim, rest, params)
+            commit_traced(base, new_base)
+            self.__dict__["_view"] = (base, prim, rest, params)
+            self.__dict__["_view_gen"] = base.__dict__.get("_gen", 0)
+        _rebind(self, result)
+        return self
+    sh = active()
+    if sh is None:
+        raise TraceError("an in-place op on a tensor from outside the function while tracing")
+    if self._base is not None:
+        raise TraceError("an in-place op on a view of a tensor from outside the compiled function is not traced "
+                         "yet (write to the tensor itself)")
+    if self._req and self.grad_fn is not None:
+        raise TraceError("an in-place op on a tensor from outside the compiled function that has autograd history")
+    sh.write(self, result)
+    return self
+
+
+def _as_value(t):
+    """A concrete tensor as a value of the graph being traced (an op on it)."""
+    from .ops.primitives import PRIMITIVES as P
+    from .ir.tracer import apply_symbolic
+    return apply_symbolic(P["detach"], (t,), {})
+
+
+def _rebind(proxy, result):
+    d = proxy.__dict__
+    d["_name"] = result.__dict__["_name"]
+    d["_gen"] = d.get("_gen", 0) + 1
+
+
+def _scatter(base, result, prim, rest, params):
+    """base with the view (prim, rest, params) of it replaced by result."""
+    from .ops.primitives import PRIMITIVES as P
+    from .ops import functional as F
+    from .ir.tracer import TraceError
+    if prim.name == "getitem":
+        return F.index_put_prim(base, result, [r for r in rest if isinstance(r, Tensor)], params["key"])
+    # any other view: find its layout within the base on a scratch array, then as_strided_scatter
+    from . import _dtype as D
+    scratch = np.empty(tuple(base.shape), D.float64.np)
+    try:
+        v = prim.impl(scratch, *rest, **params)
+    except Exception:
+        v = None
+    if v is None or type(v) is not np.ndarray or not np.shares_memory(v, scratch):
+        raise TraceError(f"an in-place op on a '{prim.name}' view inside a compiled function is not traced yet")
+    item = scratch.itemsize
+    offset = (v.__array_interface__["data"][0] - scratch.__array_interface__["data"][0]) // item
+    p = {"shape": tuple(v.shape), "strides": tuple(s // item for s in v.strides), "offset": offset}
+    from .ir.tracer import apply
+    return apply(P["as_strided_scatter"], (base, result), p)
+
+
+def refresh_view(proxy):
+    """A view read after its base was written through another alias: taken again from the base."""
+    d = proxy.__dict__
+    base, prim, rest, params = d["_view"]
+    refresh_base = base.__dict__.get("_view")
+    if refresh_base is not None:
+        refresh_view(base)
+    if base.__dict__.get("_gen", 0) == d.get("_view_gen", 0):
+        return
+    from .ir.tracer import apply_symbolic
+    d["_view_gen"] = base.__dict__.get("_gen", 0)
+    v = apply_symbolic(prim, (base,) + tuple(rest), params)
+    d["_name"] = v.__dict__["_name"]
+
+
+def finish(sh, leaves, proxies):
+    """After the trace: the writes as extra outputs -> (values, write-back plan)."""
+    from .ir.tracer import Proxy, value_of, TraceError
+    outs, plan = [], []
+    for t, p in zip(leaves, proxies):
+        if p.__dict__["_name"] != p.__dict__.get("_orig_name", p.__dict__["_name"]):
+            if t._req:
+                raise TraceError("an in-place op on an input of the compiled function that requires grad is not "
+                                 "traced yet")
+            if t._base is not None:
+                raise TraceError("an in-place op on an input that is a view is not traced yet")
+            outs.append(value_of(sh.graph, p.detach()))
+            plan.append(("data", t, None))
+    for t, p in sh.data.values():
+        outs.append(value_of(sh.graph, p.detach()))
+        plan.append(("data", t, None))
+    for t, g, inplace in sh.grads.values():
+        if g is None:
+            plan.append(("grad_none", t, None))
+        elif isinstance(g, Proxy):
+            outs.append(value_of(sh.graph, g))
+            plan.append(("grad", t, inplace))
+        else:
+            plan.append(("grad_set", t, g))
+    for opt, p, st in sh.state.values():
+        for k, holder in st.items():
+            plan.append(("state", (opt, p, k), holder))
+    return outs, plan
+
+
+def write_back(plan, arrays):
+    """Write the program's extra outputs into the real tensors (in place, versions bumped)."""
+    from . import _dtype as D
+    it = iter(arrays)
+    for kind, t, extra in plan:
+        if kind == "data":
+            a = next(it)
+            if t._dtype is D.bfloat16:
+                a = D.round_bfloat16(np.asarray(a, np.float32))
+            np.copyto(t._data, a, casting="unsafe")
+            t._vc[0] += 1
+        elif kind == "grad":
+            a = next(it)
+            if type(a) is not np.ndarray:
+                a = np.asarray(a, t._dtype.np)
+            g = t._grad
+            if extra and g is not None and g._data.shape == a.shape:
+                np.copyto(g._data, a, casting="unsafe")      # accumulated into the existing .grad, in place
+                g._vc[0] += 1
+            else:
+                t._grad = Tensor._make(a if a.dtype == t._dtype.np else a.astype(t._dtype.np), t._dtype)
+        elif kind == "grad_none":
+            t._grad = None
+        elif kind == "grad_set":
+            t._grad = extra
+        elif kind == "state":
+            opt, p, k = t
+            st = opt.state[p]
+            if st.get(k) is not extra:
+                st[k] = extra
+
+
+# -- backward() while tracing ----------------------------------------------------------------------
+
+def backward_in_trace(outputs, grad_tensors, retain_graph, create_graph, inputs):
+    """`Tensor.backward` on symbolic values: the backward graph of what was traced so far,
+    traced into the same graph, its gradients accumulated into the leaves' symbolic .grad."""
+    import networkx as nx
+    from .ir.tracer import Proxy, TraceError, value_of
+    from .ir.interpret import run_eager
+    from .autodiff import derive, differentiable_reach, backward_args
+    from .autograd import _seeds
+    from .autograd.engine import FREED_MSG
+    from .ops import functional as F
+    sh = active()
+    if sh is None:
+        raise TraceError("backward() on symbolic tensors outside a compiled function's trace")
+    if create_graph:
+        raise TraceError("backward(create_graph=True) inside a compiled function is not traced yet")
+    graph = sh.graph
+    for t in outputs:
+        if isinstance(t, Proxy) and t.__dict__["_graph"] is not graph:
+            raise TraceError("backward() across two traced graphs")
+    sources = {name: t for t, name in sh.leaf_values.values()}
+    for p, v0, t in sh.inputs:
+        if t._req and t.grad_fn is None and p.__dict__["_name"] == v0:
+            sources[v0] = t
+    for v in graph.inputs:
+        a = graph[v]
+        if a["role"] == "const" and isinstance(a.get("value"), Tensor) and a["value"]._req \
+                and a["value"].grad_fn is not None:
+            sources.setdefault(v, None)        # history recorded outside: found below if reached
+    reach = differentiable_reach(graph, list(sources))
+    outs = []
+    for i, t in enumerate(outputs):
+        v = value_of(graph, t) if isinstance(t, Tensor) else None
+        if v is None or v not in reach or not t.dtype.is_floating_point:
+            raise RuntimeError(f"element {i} of tensors does not require grad and does not have a grad_fn")
+        outs.append(v)
+    seeds = _seeds(outputs, list(grad_tensors or ()), False, "grad_tensors",
+                   ones=lambda o: F.full(tuple(o.shape), 1.0, dtype=o.dtype))
+    up = set(outs)
+    for o in outs:
+        up |= nx.ancestors(graph.nx, o)
+    wrt = [v for v in sources if v in up]
+    for v in wrt:
+        if sources[v] is None:
+            raise TraceError("backward() inside a compiled function into autograd history recorded outside it is "
+                             "not traced yet")
+    ops = {n for n in up if graph[n]["op"] != "input" and n in reach}
+    if ops & sh.backwarded:
+        raise RuntimeError(FREED_MSG)
+    targets = [sources[v] for v in wrt]
+    if inputs is not None:
+        keep = {id(t) for t in inputs}
+        pairs = [(v, t) for v, t in zip(wrt, targets) if id(t) in keep]
+        wrt, targets = [v for v, _ in pairs], [t for _, t in pairs]
+    for t in targets:
+        if t._hooks or t._post_acc_hooks or (t._grad_acc is not None and t._grad_acc() is not None and
+                                              (t._grad_acc()._pre_hooks or t._grad_acc()._hooks)):
+            raise TraceError("a hook on a leaf that backward() inside a compiled function reaches is not traced yet")
+    if not wrt:
+        return
+    bwd = derive(graph, outs, wrt)
+    for n in bwd.nodes():
+        a = bwd[n]
+        if a["op"] == "input" and a["role"] in ("ctx", "hook"):
+            raise TraceError("backward() through a custom autograd.Function or hook that calls Python")
+        if a["op"] != "input" and a["prim"] is not None and a["prim"].eager:
+            raise TraceError("backward() through an op that runs eagerly inside a traced function")
+    args = backward_args(bwd, seeds, lambda v, a: Proxy.make(graph, v, a["shape"], a["dtype"]))
+    res = run_eager(bwd, args)
+    if not retain_graph:
+        sh.backwarded |= ops
+    sh.did_backward = True
+    for t, g in zip(targets, res):
+        if g is None:
+            continue
+        g = g.detach()
+        cur = sh.get_grad(t)
+        if cur is None:
+            sh.set_grad(t, g, False)
+        else:
+            inplace = sh.grad_inplace(t)
+            new = cur + g
+            if new.dtype is not t.dtype:
+                new = F.convert(new, t.dtype)
+            sh.set_grad(t, new, inplace)
