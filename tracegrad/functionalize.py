@@ -72,7 +72,7 @@ class Shadow:
     def get_grad(self, t):
         e = self.grads.get(id(t))
         if e is None:
-            if t.__class__ is Tensor:
+            if t._data is not None:
                 self.watched[id(t)] = t       # the trace read the real .grad: guard on it being None
             return t._grad
         return e[1]

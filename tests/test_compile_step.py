@@ -1,0 +1,240 @@
+"""A whole training step compiled as one program: zero_grad, forward, backward() and
+optimizer.step inside @tracegrad.compile, against eager tracegrad and torch over several
+steps (parameters, .grad and optimizer state); writes to real tensors (in-place ops on
+inputs and buffers) written back after each call."""
+import warnings
+
+import numpy as np
+import pytest
+import torch
+
+import tracegrad as tg
+import tracegrad.nn as nn
+import tracegrad.nn.functional as F
+
+TG_DTYPE = {torch.float64: tg.float64, torch.float32: tg.float32}
+TOL = {torch.float64: dict(rtol=1e-12, atol=1e-13), torch.float32: dict(rtol=2e-5, atol=2e-6)}
+
+
+@pytest.fixture(autouse=True)
+def _one_torch_thread():
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(n)
+
+
+def _models(dtype, seed=0):
+    torch.manual_seed(seed)
+    tm = torch.nn.Sequential(torch.nn.Linear(12, 16), torch.nn.ReLU(), torch.nn.Linear(16, 5)).to(dtype)
+    mk = lambda: nn.Sequential(nn.Linear(12, 16), nn.ReLU(), nn.Linear(16, 5)).to(TG_DTYPE[dtype])  # noqa: E731
+    gm, em = mk(), mk()
+    with tg.no_grad():
+        for p, q, r in zip(tm.parameters(), gm.parameters(), em.parameters()):
+            q.copy_(tg.tensor(p.detach().numpy()))
+            r.copy_(tg.tensor(p.detach().numpy()))
+    return tm, gm, em
+
+
+def _close(a, b, dtype):
+    a = a.detach().numpy() if isinstance(a, (tg.Tensor, torch.Tensor)) else np.asarray(a)
+    b = b.detach().numpy() if isinstance(b, (tg.Tensor, torch.Tensor)) else np.asarray(b)
+    assert a.shape == b.shape
+    np.testing.assert_allclose(a, b, **TOL[dtype])
+
+
+OPTIMIZERS = {
+    "sgd": (lambda lib, ps: lib.optim.SGD(ps, lr=0.1)),
+    "sgd_momentum": (lambda lib, ps: lib.optim.SGD(ps, lr=0.1, momentum=0.9, dampening=0.1)),
+    "sgd_nesterov_wd": (lambda lib, ps: lib.optim.SGD(ps, lr=0.1, momentum=0.9, nesterov=True, weight_decay=0.01)),
+    "adam": (lambda lib, ps: lib.optim.Adam(ps, lr=0.01, weight_decay=0.01)),
+    "adam_amsgrad": (lambda lib, ps: lib.optim.Adam(ps, lr=0.01, amsgrad=True)),
+    "adamw": (lambda lib, ps: lib.optim.AdamW(ps, lr=0.01)),
+}
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
+@pytest.mark.parametrize("name", list(OPTIMIZERS))
+def test_whole_step_matches_eager_and_torch(name, dtype):
+    make = OPTIMIZERS[name]
+    tm, gm, em = _models(dtype)
+    topt, gopt, eopt = make(torch, tm.parameters()), make(tg, gm.parameters()), make(tg, em.parameters())
+
+    @tg.compile(fullgraph=True)
+    def step(x, y):
+        gopt.zero_grad()
+        loss = F.cross_entropy(gm(x), y)
+        loss.backward()
+        gopt.step()
+        return loss
+
+    rng = np.random.default_rng(1)
+    for i in range(5):
+        xn, yn = rng.standard_normal((8, 12)), rng.integers(0, 5, 8)
+        x, y = tg.tensor(xn, dtype=TG_DTYPE[dtype]), tg.tensor(yn)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            loss = step(x, y)
+        eopt.zero_grad()
+        le = F.cross_entropy(em(x), y)
+        le.backward()
+        eopt.step()
+        topt.zero_grad()
+        lt = torch.nn.functional.cross_entropy(tm(torch.tensor(xn, dtype=dtype)), torch.tensor(yn))
+        lt.backward()
+        topt.step()
+        _close(loss, lt, dtype)
+        _close(loss, le, dtype)
+        for p, q, r in zip(gm.parameters(), tm.parameters(), em.parameters()):
+            _close(p, q, dtype)
+            _close(p, r, dtype)
+            _close(p.grad, q.grad, dtype)
+            _close(p.grad, r.grad, dtype)
+        if i == 2:                     # a learning-rate change between calls takes effect
+            for o in (topt, gopt, eopt):
+                o.param_groups[0]["lr"] *= 0.3
+    for p, q in zip(gm.parameters(), tm.parameters()):
+        sg, st = gopt.state[p], topt.state[q]
+        assert set(sg) == set(st)
+        for k in st:
+            _close(sg[k], st[k], dtype)
+    # the first step (state created) and the later ones (state read): at most two programs
+    assert len(step.cache) <= 2
+
+
+def test_whole_step_is_one_program_that_writes_in_place():
+    tm, gm, em = _models(torch.float64)
+    opt = tg.optim.SGD(gm.parameters(), lr=0.1, momentum=0.9)
+
+    @tg.compile(fullgraph=True)
+    def step(x, y):
+        opt.zero_grad()
+        loss = F.cross_entropy(gm(x), y)
+        loss.backward()
+        opt.step()
+        return loss
+
+    x, y = tg.randn(8, 12, dtype=tg.float64), tg.tensor([0, 1, 2, 3, 4, 0, 1, 2])
+    params = list(gm.parameters())
+    arrays = [p._data for p in params]
+    versions = [p._version for p in params]
+    for _ in range(3):
+        loss = step(x, y)
+    assert not loss.requires_grad
+    # the parameters' storage is updated in place (views and .data aliases see it) and
+    # their versions are bumped, as by an in-place update
+    assert all(p._data is a for p, a in zip(params, arrays))
+    assert all(p._version > v for p, v in zip(params, versions))
+    prog = step.last_program
+    assert prog.whole_step and prog.bwd_fn is None
+    # the backward and the update are in the forward program itself
+    src = prog.fwd_fn.source
+    assert "matmul" in src or "dot" in src
+
+
+def test_zero_grad_keep_and_accumulation_match_eager():
+    """zero_grad(set_to_none=False) zeroes .grad in place; a step without zero_grad
+    accumulates into .grad (the program is guarded on .grad existing)."""
+    tm, gm, em = _models(torch.float64)
+    gopt, eopt = tg.optim.SGD(gm.parameters(), lr=0.1), tg.optim.SGD(em.parameters(), lr=0.1)
+
+    def body(model, opt, x, y, zero):
+        if zero:
+            opt.zero_grad(set_to_none=False)
+        loss = F.cross_entropy(model(x), y)
+        loss.backward()
+        opt.step()
+        return loss
+
+    step = tg.compile(body)
+    rng = np.random.default_rng(3)
+    for i in range(4):
+        x, y = tg.tensor(rng.standard_normal((8, 12))), tg.tensor(rng.integers(0, 5, 8))
+        zero = i % 2 == 1
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            step(gm, gopt, x, y, zero)
+        body(em, eopt, x, y, zero)
+        for p, r in zip(gm.parameters(), em.parameters()):
+            _close(p, r, torch.float64)
+            _close(p.grad, r.grad, torch.float64)
+
+
+def test_manual_sgd_under_no_grad_and_grad_clipping():
+    """A hand-written update (p -= lr * p.grad under no_grad) and a read of .grad after
+    backward are traced too."""
+    tm, gm, em = _models(torch.float64)
+
+    def body(model, x, y):
+        loss = F.cross_entropy(model(x), y)
+        loss.backward()
+        with tg.no_grad():
+            for p in model.parameters():
+                p -= 0.1 * p.grad.clamp(-0.05, 0.05)
+                p.grad = None
+        return loss
+
+    step = tg.compile(body, fullgraph=True)
+    rng = np.random.default_rng(4)
+    for _ in range(3):
+        x, y = tg.tensor(rng.standard_normal((8, 12))), tg.tensor(rng.integers(0, 5, 8))
+        _close(step(gm, x, y), body(em, x, y), torch.float64)
+        for p, r in zip(gm.parameters(), em.parameters()):
+            _close(p, r, torch.float64)
+            assert p.grad is None and r.grad is None
+
+
+def test_backward_twice_inside_raises_torchs_error():
+    tm, gm, em = _models(torch.float64)
+
+    @tg.compile(fullgraph=True)
+    def twice(x):
+        loss = gm(x).sum()
+        loss.backward()
+        loss.backward()
+        return loss
+
+    with pytest.raises(RuntimeError, match="Trying to backward through the graph a second time"):
+        twice(tg.randn(3, 12, dtype=tg.float64))
+
+
+def test_backward_of_nothing_that_requires_grad_raises_torchs_error():
+    @tg.compile(fullgraph=True)
+    def f(x):
+        loss = (x * 2).sum()
+        loss.backward()
+        return loss
+
+    with pytest.raises(RuntimeError, match="element 0 of tensors does not require grad"):
+        f(tg.randn(3))
+
+
+def test_inplace_on_input_and_buffer_written_back():
+    """In-place ops on an input and on a module buffer (BatchNorm's running statistics in
+    training) are written back to the real tensors after each call, as eager does."""
+    torch.manual_seed(0)
+    tbn = torch.nn.BatchNorm1d(4).double()
+    gbn, ebn = nn.BatchNorm1d(4).double(), nn.BatchNorm1d(4).double()
+
+    def body(bn, x, acc):
+        acc.add_(x.sum(0))
+        acc.mul_(0.5)
+        return bn(x) * 2
+
+    f = tg.compile(body)
+    rng = np.random.default_rng(5)
+    acc_g, acc_e, acc_t = tg.zeros(4, dtype=tg.float64), tg.zeros(4, dtype=tg.float64), torch.zeros(4).double()
+    for _ in range(3):
+        xn = rng.standard_normal((6, 4))
+        x = tg.tensor(xn)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            out = f(gbn, x, acc_g)
+        oe = body(ebn, x, acc_e)
+        ot = body(tbn, torch.tensor(xn), acc_t)
+        _close(out, ot, torch.float64)
+        _close(out, oe, torch.float64)
+        _close(acc_g, acc_t, torch.float64)
+        _close(gbn.running_mean, tbn.running_mean, torch.float64)
+        _close(gbn.running_var, tbn.running_var, torch.float64)
+    assert int(gbn.num_batches_tracked) == int(tbn.num_batches_tracked) == 3
