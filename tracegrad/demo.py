@@ -80,8 +80,8 @@ def check_device(name):
     return name
 
 
-def short_graph(loss, lines=14):
-    text = str(torch.ir.graph_of(loss)).splitlines()
+def short_graph(graph, lines=14):
+    text = str(graph).splitlines()
     if len(text) > lines:
         text = text[:lines] + [f"    ... ({len(text) - lines} more lines)"]
     return "\n".join(text)
@@ -161,11 +161,21 @@ def train(args, device):
 
     model = DigitsCNN().to(device)
     print(model)
-    step_model = model
-    if args.compile:
-        step_model = torch.compile(model)
-        print("training through tracegrad.compile")
     optimizer = torch.optim.Adam(model.parameters(), lr=args.lr)
+
+    def train_step(xb, yb):
+        optimizer.zero_grad()
+        loss = F.cross_entropy(model(xb), yb)
+        loss.backward()
+        optimizer.step()
+        return loss
+
+    step = train_step
+    if args.compile:
+        # the whole step (forward, backward, Adam's update) as one program; the parameters,
+        # their .grad and Adam's state are written back after every call
+        step = torch.compile(train_step)
+        print("training through tracegrad.compile (the whole step: forward, backward and Adam as one program)")
 
     rng = np.random.default_rng(args.seed)
     history = {"loss": [], "train_acc": [], "test_acc": []}
@@ -179,10 +189,7 @@ def train(args, device):
         for idx in bar:
             xb, yb = x_tr[torch.tensor(idx)], y_tr[torch.tensor(idx)]
             t0 = time.perf_counter()
-            optimizer.zero_grad()
-            loss = F.cross_entropy(step_model(xb), yb)
-            loss.backward()
-            optimizer.step()
+            loss = step(xb, yb)
             step_times.append(time.perf_counter() - t0)
             total += loss.item() * len(idx)
             seen += len(idx)
@@ -203,8 +210,12 @@ def train(args, device):
     print(f"time per training step (batch {args.batch_size}, forward + backward + Adam): median "
           f"{1e3 * statistics.median(steady):.2f} ms; first step {1e3 * step_times[0]:.1f} ms")
     print()
-    print("the graph tracegrad recorded for the last loss (tracegrad.ir.graph_of(loss)):")
-    print(short_graph(loss))
+    if args.compile:
+        print("the compiled step's traced program (forward, backward and Adam's update):")
+        print(short_graph(step.last_program.stages[0][1]))
+    else:
+        print("the graph tracegrad recorded for the last loss (tracegrad.ir.graph_of(loss)):")
+        print(short_graph(torch.ir.graph_of(loss)))
 
     os.makedirs(args.out, exist_ok=True)
     png = os.path.join(args.out, "training_curves.png")
