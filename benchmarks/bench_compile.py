@@ -268,6 +268,15 @@ def w2():
         gloss(xg, yg).backward()
         gopt.step()
 
+    @tg.compile
+    def g_whole(x, y):
+        # the whole step as one program: forward, backward and SGD's update, written back
+        gopt.zero_grad()
+        loss = TF.cross_entropy(gm(x), y)
+        loss.backward()
+        gopt.step()
+        return loss
+
     def t_grads():
         # the warm-up calls stepped the two models unequally: compare from tracegrad's weights
         with torch.no_grad():
@@ -286,7 +295,8 @@ def w2():
     # the step's loss and gradients are checked in GPU mode (new kernels); CPU mode runs as it always has
     checker = (t_grads, g_grads, None) if on_gpu() else None
     return contenders({"torch eager": t_eager, "torch.compile": None if tcloss is None else t_comp,
-                       "tracegrad.compile": g_comp}), checker, None
+                       "tracegrad.compile": g_comp,
+                       "compile (whole step)": lambda: g_whole(xg, yg)}), checker, None
 
 
 def gelu_tanh(m, x):

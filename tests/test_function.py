@@ -309,3 +309,124 @@ def test_accumulate_grad_node_hooks():
         y.sum().backward()
         return log, x.grad.tolist()
     assert run(tg) == run(torch)
+
+
+# -- inside @tracegrad.compile: forward traced into the graph, backward into the backward graph --
+
+STE_CASES = {
+    "Exp": lambda f, m, x: f["Exp"].apply(x * 0.5).sum(),
+    "MulConst": lambda f, m, x: (f["MulConst"].apply(x, 3.0, True) ** 2).sum(),
+    "Split2": lambda f, m, x: (lambda a, b: (a * b.sin()).sum())(*f["Split2"].apply(x, x.cos())),
+    "Cube": lambda f, m, x: f["Cube"].apply(x.tanh()).sum(),
+    "SortLike": lambda f, m, x: (f["SortLike"].apply(x)[0] ** 2).sum(),
+    "Once": lambda f, m, x: f["Once"].apply(x + 1).sum(),
+}
+
+
+@pytest.mark.parametrize("name", list(STE_CASES))
+def test_compiled_custom_function_matches_eager_and_torch(name):
+    import warnings
+    body = STE_CASES[name]
+
+    def run(m, f, compiled):
+        x = m.tensor([0.3, -1.2, 0.7, 2.0], dtype=m.float64, requires_grad=True)
+        fn = (lambda x: body(f, m, x))
+        if compiled:
+            fn = tg.compile(fn, fullgraph=True)
+        y = fn(x)
+        y.backward()
+        return y, x.grad
+    ft, fg = make_fns(torch), make_fns(tg)
+    yt, gt = run(torch, ft, False)
+    ye, ge = run(tg, fg, False)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        yc, gc = run(tg, fg, True)
+    assert_close(yc, yt)
+    assert_close(gc, gt)
+    assert_close(yc, ye)
+    assert_close(gc, ge)
+
+
+def test_compiled_custom_backward_is_the_users_not_the_forwards_derivative():
+    """A straight-through estimator: the compiled gradient is the user's backward (3 g),
+    not the derivative of round (0)."""
+    def make(m):
+        class STE(m.autograd.Function):
+            @staticmethod
+            def forward(ctx, x):
+                return x.round()
+
+            @staticmethod
+            def backward(ctx, g):
+                return g * 3
+        return STE
+
+    def run(m, compiled):
+        ste = make(m)
+        x = m.tensor([0.2, 1.6, -0.7], dtype=m.float64, requires_grad=True)
+        fn = lambda x: (ste.apply(x * 1.5) * x).sum()   # noqa: E731
+        if compiled:
+            fn = tg.compile(fn, fullgraph=True)
+        fn(x).backward()
+        return x.grad
+    assert_close(run(tg, True), run(torch, False))
+
+
+def test_compiled_double_backward_through_custom_backward():
+    def run(m, f, compiled):
+        x = m.tensor([0.3, -1.2, 0.7], dtype=m.float64, requires_grad=True)
+
+        def fn(x):
+            y = f["Cube"].apply(x).sum()
+            g, = m.autograd.grad(y, x, create_graph=True)
+            return (g * g).sum()
+        if compiled:
+            fn = tg.compile(fn, fullgraph=True)
+        fn(x).backward()
+        return x.grad
+    assert_close(run(tg, make_fns(tg), True), run(torch, make_fns(torch), False))
+
+
+def test_compiled_once_differentiable_refuses_double_backward():
+    f = make_fns(tg)
+
+    def inside(x):
+        y = f["Once"].apply(x).sum()
+        g, = tg.autograd.grad(y, x, create_graph=True)
+        return g.sum()
+    x = tg.tensor([0.3, -1.2], dtype=tg.float64, requires_grad=True)
+    out = tg.compile(inside)(x)                # as torch: the error comes with the backward
+    with pytest.raises(RuntimeError, match="once_differentiable"):
+        out.backward()
+    fn = tg.compile(lambda x: f["Once"].apply(x).sum())
+    g, = tg.autograd.grad(fn(x), x, create_graph=True)
+    with pytest.raises(RuntimeError, match="once_differentiable"):
+        g.sum().backward()
+    # torch refuses the same program too (its once_differentiable backward returns a
+    # gradient without history here: "does not require grad")
+    ft = make_fns(torch)
+    xt = torch.tensor([0.3, -1.2], dtype=torch.float64, requires_grad=True)
+    gt, = torch.autograd.grad(ft["Once"].apply(xt).sum(), xt, create_graph=True)
+    with pytest.raises(RuntimeError, match="once_differentiable|does not require grad"):
+        gt.sum().backward()
+
+
+def test_compiled_mark_dirty_and_no_grad_inputs():
+    def run(m, f, compiled):
+        x = m.tensor([0.3, -1.2], dtype=m.float64, requires_grad=True)
+        c = m.tensor([1.0, 2.0], dtype=m.float64)
+
+        def fn(x, c):
+            y = x * 1.0
+            z = f["Double_"].apply(y)          # marks y dirty: y itself now holds 2 y
+            w = f["Exp"].apply(c)              # no input requires grad: just the forward
+            return (y * z * w).sum()
+        if compiled:
+            fn = tg.compile(fn, fullgraph=True)
+        out = fn(x, c)
+        out.backward()
+        return out, x.grad
+    (ot, gt), (oc, gc) = run(torch, make_fns(torch), False), run(tg, make_fns(tg), True)
+    assert_close(oc, ot)
+    assert_close(gc, gt)

@@ -284,6 +284,9 @@ class Function(metaclass=FunctionMeta):
     def apply(cls, *args, **kwargs):
         if kwargs:
             raise NotImplementedError("Function.apply with keyword arguments is not supported")
+        from ..ir.tracer import _ACTIVE, TRACING, Proxy
+        if _ACTIVE[0] and (TRACING.stack or any(isinstance(a, Proxy) for a in args)):
+            return _apply_traced(cls, args)
         ctx = object.__new__(_ctx_class(cls))
         _init_node(ctx)
         needs = tuple(isinstance(a, Tensor) and a._req for a in args)
@@ -375,6 +378,8 @@ def once_differentiable(fn):
     """Run a backward under no_grad; differentiating its result again raises."""
     @functools.wraps(fn)
     def wrapper(ctx, *args):
+        if ctx.__dict__.get("_traced"):      # traced into a backward graph: _traced_vjp marks it
+            return fn(ctx, *args)
         with no_grad():
             outputs = fn(ctx, *args)
         if not STATE.grad_enabled:
@@ -388,4 +393,161 @@ def once_differentiable(fn):
         wrapped = tuple(apply(P["delayed_error"], (o,) + tuple(req), {}) if isinstance(o, Tensor) else o
                         for o in outs)
         return wrapped[0] if single else wrapped
+    wrapper._once_differentiable = True
     return wrapper
+
+
+# -- a custom Function inside a traced function (compile) -------------------------------------------
+#
+# Its forward runs on the symbolic inputs, detached, so its ops are traced into the graph but
+# no gradient flows through them; its outputs then pass through one `traced_function` node
+# whose arguments are the Function's tensor inputs, the forward's outputs, the saved tensors
+# and the tensors kept as ctx attributes. The node's derivative calls the user's backward on
+# symbolic values (the saved ones as values of the forward graph), so the backward is traced
+# into the backward graph: no Python runs in the compiled program.
+
+def _traced_fn_impl(*xs, n_in, n_out, **k):
+    return tuple(np.array(x, copy=True) for x in xs[n_in:n_in + n_out])
+
+
+def _traced_fn_shape(*xs, n_in, n_out, **k):
+    return [(tuple(x.shape), x.dtype) for x in xs[n_in:n_in + n_out]]
+
+
+def _traced_fn_vjp(g, out, *xs, ctx, n_in, n_out, n_saved, attrs, once, out_refs=(), **k):
+    from ..ir.tracer import apply
+    cls = ctx._params_cls
+    if out_refs:                    # saved outputs of the Function: this node's outputs
+        outs = out if isinstance(out, tuple) else (out,)
+        xs = list(xs)
+        for j, kk in out_refs:
+            xs[n_in + n_out + j] = outs[kk]
+    tc = object.__new__(type(ctx))
+    _init_node(tc)
+    tc.__dict__.update(ctx.__dict__)
+    tc._saved = ()
+    tc.__dict__["_traced"] = True
+    tc.__dict__["_fn_saved"] = list(xs[n_in + n_out:n_in + n_out + n_saved])
+    for name, x in zip(attrs, xs[n_in + n_out + n_saved:]):
+        tc.__dict__[name] = x
+    gs = g if isinstance(g, tuple) else (g,)
+    metas = [(tuple(x.shape), x.dtype) for x in xs[:n_in]]
+    res = _check_grads(tc, cls.backward(tc, *gs), (None,) * ctx.__dict__["_n_args"])
+    name = cls.__name__ + "Backward"
+    grads = []
+    for k, i in enumerate(ctx.__dict__["_tensor_pos"]):
+        gi = res[i]
+        if gi is None:
+            grads.append(None)
+            continue
+        if not isinstance(gi, Tensor):
+            raise TypeError(f"function {name} returned a gradient of type {type(gi).__name__} at index {i}; "
+                            f"expected a Tensor or None")
+        gi = _fit_grad(name, i, gi, metas[k], True)
+        if once:                  # @once_differentiable: differentiating this again raises
+            gi = apply(P["once_differentiable"], (gi,), {})
+        grads.append(gi)
+    return tuple(grads) + (None,) * (len(xs) - n_in)
+
+
+_ONCE_MSG = "trying to differentiate twice a function that was marked with @once_differentiable"
+
+
+def _once_vjp(g, out, x):
+    # as torch's DelayedError: the error comes when this derivative runs, not when it is derived
+    from ..ir.tracer import apply
+    return (apply(P["once_differentiable_error"], (g,), {}),)
+
+
+def _once_error(g):
+    raise RuntimeError(_ONCE_MSG)
+
+
+Primitive("traced_function", "*xs", _traced_fn_impl, shape=_traced_fn_shape, dtype=lambda args: (None, D.float32),
+          multi=True, vjp=_traced_fn_vjp, grad_fn=lambda a, p: p["ctx"]._params_cls.__name__ + "Backward",
+          triton=Refuse("a custom autograd.Function's node is removed before lowering"))
+Primitive("once_differentiable_error", "g", _once_error, shape=lambda g: tuple(g.shape), dtype="same",
+          triton=Refuse(_ONCE_MSG))
+Primitive("once_differentiable", "x", lambda x: np.array(x, copy=True), shape=lambda x: tuple(x.shape), dtype="same",
+          vjp=_once_vjp, grad_fn="DelayedError", triton=identity)
+
+
+def _requires_grad_traced(graph, t):
+    """Whether a value of the graph being traced depends differentiably on something that
+    requires grad (the arguments that do, the parameters the function read)."""
+    from ..ir.tracer import Proxy, value_of
+    from ..autodiff import differentiable_reach
+    if not isinstance(t, Proxy):
+        return t._req
+    sources = [v for v in graph.inputs
+               if graph[v].get("requires_grad") or
+               (graph[v]["role"] == "const" and isinstance(graph[v].get("value"), Tensor) and graph[v]["value"]._req)]
+    return value_of(graph, t) in differentiable_reach(graph, sources)
+
+
+def _apply_traced(cls, args):
+    from ..ir.tracer import Proxy, TraceError, TRACING, apply
+    from .. import functionalize
+    graph = next((a.__dict__["_graph"] for a in args if isinstance(a, Proxy)), None) or TRACING.stack[-1]
+    ctx = object.__new__(_ctx_class(cls))
+    _init_node(ctx)
+    needs = tuple(isinstance(a, Tensor) and STATE.grad_enabled and _requires_grad_traced(graph, a) for a in args)
+    ctx.__dict__["needs_input_grad"] = needs
+    fargs = tuple(a.detach() if isinstance(a, Tensor) else a for a in args)
+    with no_grad():
+        if cls.setup_context is not Function.setup_context:
+            outputs = cls.forward(*fargs)
+            cls.setup_context(ctx, fargs, outputs)
+        else:
+            outputs = cls.forward(ctx, *fargs)
+    is_tuple = isinstance(outputs, tuple)
+    outs = list(outputs) if is_tuple else [outputs]
+    dirty = ctx.__dict__.pop("_dirty", ())
+    non_diff = ctx.__dict__.pop("_non_diff", ())
+    for k, o in enumerate(outs):
+        if not isinstance(o, Tensor):
+            raise TraceError(f"a custom autograd.Function ({cls.__name__}) that returns a "
+                             f"{type(o).__name__} inside a compiled function is not traced yet")
+    if not any(needs):
+        res = outs
+    else:
+        saved = ctx.__dict__.pop("_to_save", ())
+        if any(s is None for s in saved):
+            raise TraceError(f"save_for_backward(None) in {cls.__name__} inside a compiled function is not traced yet")
+        attrs = [(k, v) for k, v in ctx.__dict__.items() if isinstance(v, Tensor) and k != "needs_input_grad"]
+
+        def source(t):
+            # what the backward reads: the Function's own input (with its history, as torch
+            # saves it, so double backward reaches it), its output (through this node), or
+            # a value the forward made
+            for i, fa in enumerate(fargs):
+                if fa is t:
+                    return args[i]
+            for k, o in enumerate(outs):
+                if o is t:
+                    return ("out", k)
+            return t
+        saved = [source(t) for t in saved]
+        attrs = [(k, source(v)) for k, v in attrs]
+        out_refs = tuple((j, v[1]) for j, v in enumerate(saved + [v for _, v in attrs]) if isinstance(v, tuple))
+        saved = [None if isinstance(v, tuple) else v for v in saved]
+        attrs = [(k, None if isinstance(v, tuple) else v) for k, v in attrs]
+        tpos = tuple(i for i, a in enumerate(args) if isinstance(a, Tensor))
+        ctx.__dict__["_tensor_pos"] = tpos
+        ctx.__dict__["_n_args"] = len(args)
+        ctx._params_cls = cls
+        once = bool(getattr(cls.backward, "_once_differentiable", False))
+        node_args = tuple(args[i] for i in tpos) + tuple(outs) + tuple(saved) + tuple(v for _, v in attrs)
+        res = list(apply(P["traced_function"], node_args,
+                         {"ctx": ctx, "n_in": len(tpos), "n_out": len(outs), "n_saved": len(saved),
+                          "attrs": tuple(k for k, _ in attrs), "once": once, "out_refs": out_refs}))
+        for k, o in enumerate(outs):
+            if any(o is nd for nd in non_diff) or not o.dtype.is_floating_point:
+                res[k] = res[k].detach()
+    for d in dirty:                         # mark_dirty: the argument itself now holds the output
+        for i, fa in enumerate(fargs):
+            if fa is d:
+                k = next(k for k, o in enumerate(outs) if o is d)
+                functionalize.commit_traced(args[i], res[k])
+                res[k] = args[i]
+    return tuple(res) if is_tuple else res[0]
