@@ -373,7 +373,10 @@ def run_program(p, leaves):
     n_out = p.n_out
     if p.writeback:
         from .functionalize import write_back
-        write_back(p.writeback, res[p.n_user:n_out])
+        ids = [id(a) for a in arrays]
+        if not (p.needs_grad and STATE.grad_enabled):
+            arrays.clear()                # the old storages: replaceable where nothing else holds them
+        write_back(p.writeback, res[p.n_user:n_out], ids)
     outs = []
     for (shape, dt), o in zip(p.out_meta, res[:p.n_user]):
         if type(o) is not np.ndarray and not hasattr(o, "_tg_device"):

@@ -23,6 +23,7 @@ function makes is recorded instead, as torch.compile's functionalization does:
 
 `Shadow` is the record of one trace; `active()` the one being traced in this thread.
 """
+import sys
 import threading
 
 import numpy as np
@@ -252,21 +253,43 @@ def finish(sh, leaves, proxies):
     return outs, plan
 
 
-def write_back(plan, arrays):
-    """Write the program's extra outputs into the real tensors (in place, versions bumped)."""
+def _adoptable(a, old, dtype, adopted):
+    """Whether the program's output array a may become a tensor's storage instead of being
+    copied into old: a whole array of the tensor's dtype and layout that nothing else
+    holds, replacing one that nothing but the tensor holds (no view, no .data alias)."""
+    return (type(a) is np.ndarray and type(old) is np.ndarray and a.base is None and a.dtype == dtype.np
+            and a.shape == old.shape and a.flags.c_contiguous and a.flags.writeable and id(a) not in adopted
+            and old.base is None and old.flags.c_contiguous and sys.getrefcount(old) <= 4)
+    # 4: the tensor's slot, write_back's and this function's names for it, getrefcount's argument
+
+
+def write_back(plan, arrays, input_ids=()):
+    """Write the program's extra outputs into the real tensors (versions bumped, as in-place
+    ops would). An output array takes the place of a storage no one else sees; else it
+    is copied into it."""
     from . import _dtype as D
     it = iter(arrays)
+    adopted = set(input_ids)             # an input's array is never adopted by another tensor
     for kind, t, extra in plan:
         if kind == "data":
             a = next(it)
             if t._dtype is D.bfloat16:
                 a = D.round_bfloat16(np.asarray(a, np.float32))
-            np.copyto(t._data, a, casting="unsafe")
+            old = t._data
+            if _adoptable(a, old, t._dtype, adopted):
+                t._data = a
+                adopted.add(id(a))
+            else:
+                np.copyto(old, a, casting="unsafe")
+            del old
             t._vc[0] += 1
         elif kind == "grad":
             a = next(it)
             if type(a) is not np.ndarray:
                 a = np.asarray(a, t._dtype.np)
+            if id(a) in adopted or a.base is not None:
+                a = a.copy()
+            adopted.add(id(a))
             g = t._grad
             if extra and g is not None and g._data.shape == a.shape:
                 np.copyto(g._data, a, casting="unsafe")      # accumulated into the existing .grad, in place
