@@ -209,6 +209,8 @@ def _build(fn, args, kwargs, name, backend, value_reads=None):
     p.whole_step = sh.did_backward
     g.outputs = outputs
     p.out_consts = out_consts
+    if p.whole_step:
+        g = _drop_detach(g)
     verify(g)
     p.stage("traced IR", g)
     for pass_fn in FORWARD_PIPELINE:
@@ -775,6 +777,13 @@ class _StepGuards:
 
     def __repr__(self):
         return f"{self.inner!r}\nthe optimizer state and .grad a whole step assumed"
+
+
+def _drop_detach(g):
+    """A whole step's program is differentiated no further: its detach ops (the gradients
+    backward() made, written back) are identities, and as such only cost copies."""
+    from .passes.rewrite import rewrite
+    return rewrite(g, lambda b, n, a, args: args[0] if a["op"] == "detach" else None)
 
 
 def _untraceable(e):
