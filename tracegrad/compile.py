@@ -134,6 +134,11 @@ def trace_function(fn, args, kwargs, name, value_reads=None):
     """Trace fn on Proxies for the tensors of (args, kwargs) -> (graph, leaves, out_spec, out_leaves).
     Concrete tensors whose values the function reads in Python (`.item()`, `bool()`) are noted
     in `value_reads` ({id: version}): the trace baked those values in."""
+    return _trace_with_writes(fn, args, kwargs, name, value_reads)[:4]
+
+
+def _trace_with_writes(fn, args, kwargs, name, value_reads=None):
+    """trace_function, and the record of the writes the function made (functionalize.Shadow)."""
     leaves = []
     spec = flatten((args, kwargs), leaves)
     g = Graph(_ident(name))
@@ -183,7 +188,7 @@ def _build(fn, args, kwargs, name, backend, value_reads=None):
     p.double = None
     p.backend = backend
     try:
-        g, leaves, out_spec, out_leaves, sh = trace_function(fn, args, kwargs, name, value_reads)
+        g, leaves, out_spec, out_leaves, sh = _trace_with_writes(fn, args, kwargs, name, value_reads)
     except TraceError:
         raise
     except Exception as e:        # an op or Python construct the symbolic trace does not support
