@@ -98,8 +98,9 @@ def test_whole_step_matches_eager_and_torch(name, dtype):
         assert set(sg) == set(st)
         for k in st:
             _close(sg[k], st[k], dtype)
-    # the first step (state created) and the later ones (state read): at most two programs
-    assert len(step.cache) <= 2
+    # the first step (state created), the later ones (state read), and the learning-rate
+    # change (the optimizer's options are guarded): at most three programs
+    assert len(step.cache) <= 3
 
 
 def test_whole_step_is_one_program_that_writes_in_place():

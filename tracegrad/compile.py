@@ -634,6 +634,7 @@ class _Ran:
 
 class CompiledFunction:
     """What `compile` returns for a function: call it as the function."""
+    _guard_by_identity = True      # its cache and last program change with every call (runtime/sources.py)
 
     def __init__(self, fn, backend="auto", fullgraph=False, dynamic=False, module=None, cache_limit=8, name=None):
         if backend not in ("auto", "numpy", "triton"):
@@ -799,6 +800,8 @@ def _untraceable(e):
 class CompiledModule(CompiledFunction):
     """What `compile` returns for an nn.Module: calls run its compiled forward; attributes
     are the module's."""
+
+    _guard_by_identity = False      # a module's state is guarded as any module's
 
     def __init__(self, module, **kw):
         super().__init__(module, module=module, **kw)

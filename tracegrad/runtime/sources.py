@@ -269,8 +269,8 @@ class _Walk:
                 self.add(_const(v), lambda t, ver=ver: t._version == ver, f"the values of {what} (read while tracing)")
             return
         key = id(v)
-        if key in self.seen:
-            return
+        if key in self.seen or getattr(type(v), "_guard_by_identity", False):
+            return          # a compiled function: its identity, guarded before, is all a call depends on
         self.seen.add(key)
         read = _const(v)
         if isinstance(v, types.MethodType):
