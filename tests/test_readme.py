@@ -44,7 +44,12 @@ def test_import_does_not_import_torch():
 def test_readme_compile_examples_run():
     text = (ROOT / "README.md").read_text()
     blocks = [b for b in re.findall(r"```python\n(.*?)```", text, re.S) if "torch.compile" in b]
-    assert len(blocks) == 2
+    assert len(blocks) == 3
+    step = subprocess.run([sys.executable, "-c", blocks[2] + "\nprint('step ok', float(loss) < 1.2, "
+                           "opt.state[model[0].weight]['momentum_buffer'].shape)\n"],
+                          capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert step.returncode == 0 and "Warning" not in step.stderr, step.stderr
+    assert "step ok True torch.Size([16, 4])" in step.stdout, step.stdout
     code = blocks[0] + blocks[1] + (
         "\nx = torch.randn(5, dtype=torch.float64, requires_grad=True)\n"
         "t = torch.tanh(x)\n"
