@@ -292,3 +292,30 @@ def test_inplace_on_an_input_is_written_back_and_on_a_leaf_raises_torchs_error()
     leaf = tg.tensor(xn, requires_grad=True)
     with pytest.raises(RuntimeError, match="a leaf Variable that requires grad"):
         f(leaf, tg.tensor(yn))
+
+
+def test_a_compiled_model_inside_a_compiled_step_is_inlined():
+    tm, gm, em = _models(torch.float64)
+    cm = tg.compile(gm)
+    gopt, eopt = tg.optim.Adam(gm.parameters(), lr=0.01), tg.optim.Adam(em.parameters(), lr=0.01)
+
+    @tg.compile(fullgraph=True)
+    def step(x, y):
+        gopt.zero_grad()
+        loss = F.cross_entropy(cm(x), y)
+        loss.backward()
+        gopt.step()
+        return loss
+
+    rng = np.random.default_rng(7)
+    for _ in range(3):
+        x, y = tg.tensor(rng.standard_normal((8, 12))), tg.tensor(rng.integers(0, 5, 8))
+        loss = step(x, y)
+        eopt.zero_grad()
+        le = F.cross_entropy(em(x), y)
+        le.backward()
+        eopt.step()
+        _close(loss, le, torch.float64)
+        for p, r in zip(gm.parameters(), em.parameters()):
+            _close(p, r, torch.float64)
+    assert len(cm.cache) == 0          # traced as part of the step, not compiled on its own

@@ -29,7 +29,7 @@ from .grad_mode import STATE
 from .tensor import Tensor, _VALUE_READS
 from ._collect import paused
 from .ir.graph import Graph, V
-from .ir.tracer import Proxy, TraceError, trace, proxy_input, apply
+from .ir.tracer import Proxy, TraceError, trace, proxy_input, apply, TRACING, _ACTIVE
 from .ir.verify import verify
 from .ops.lowering import Refuse, identity
 from .ops.primitives import Primitive, PRIMITIVES as P
@@ -656,6 +656,8 @@ class CompiledFunction:
         self.last_program = None
 
     def __call__(self, *args, **kwargs):
+        if _ACTIVE[0] and TRACING.stack:
+            return self._fn(*args, **kwargs)    # called inside another trace: inlined into it
         if not kwargs and all(isinstance(a, Tensor) for a in args):
             leaves = list(args)                 # the common call: tensors only, no keywords
             spec = _TENSORS_SPEC.get(len(args))
