@@ -773,6 +773,10 @@ def report(results, bw):
         first = row.get("first call tracegrad.compile s")
         print(f"{w:4} " + " | ".join(cells(w, row, cols, 24)) +
               f" | {'' if roof is None else f'{roof * 100:.0f} %':>18} | {'' if first is None else f'{first:.3f} s'}")
+    for w, row in results.items():
+        for c in row["times"]:
+            if c not in cols:           # a contender of one workload only (W2's whole step)
+                print(f"{w:4} {c}: {cells(w, row, [c], 0)[0].strip()}")
 
 
 def report_gpu(results, bw):
