@@ -270,6 +270,9 @@ def _build(fn, args, kwargs, name, backend, value_reads=None):
         p.n_out = len(g.outputs)
     on_device = any(t.is_cuda for t in leaves) or any(t.is_cuda for t in p.consts)
     lower = _triton if backend == "triton" or (backend == "auto" and on_device) else compile_graph
+    if lower is not compile_graph and p.writeback:
+        raise TraceError("writes to tensors from outside the function (in-place ops on inputs or buffers, .grad, "
+                         "optimizer.step) are compiled for the numpy backend only, not yet for Triton")
     if lower is compile_graph:
         # chunked groups for the numpy code; the Triton lowering forms its own kernels
         from .passes.fuse import group_fusions
