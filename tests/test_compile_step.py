@@ -319,3 +319,30 @@ def test_a_compiled_model_inside_a_compiled_step_is_inlined():
         for p, r in zip(gm.parameters(), em.parameters()):
             _close(p, r, torch.float64)
     assert len(cm.cache) == 0          # traced as part of the step, not compiled on its own
+
+
+def test_no_grad_inside_a_compiled_function_stops_gradients_as_in_eager():
+    def f(m, x):
+        with m.no_grad():
+            y = x * 2
+        return (y * x).sum()
+
+    xt = torch.tensor([1.0, 2.0], requires_grad=True)
+    f(torch, xt).backward()
+    x = tg.tensor([1.0, 2.0], requires_grad=True)
+    tg.compile(f)(tg, x).backward()
+    _close(x.grad, xt.grad, torch.float64)
+
+    tm, gm, em = _models(torch.float64)
+    w = tg.ones(5, dtype=tg.float64, requires_grad=True)
+
+    @tg.compile(fullgraph=True)
+    def step(x):
+        with tg.no_grad():
+            h = gm(x)
+        loss = (h * w).sum()
+        loss.backward()
+        return loss
+    step(tg.ones(3, 12, dtype=tg.float64))
+    assert all(p.grad is None for p in gm.parameters())
+    _close(w.grad, gm(tg.ones(3, 12, dtype=tg.float64)).sum(0), torch.float64)

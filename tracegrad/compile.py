@@ -214,8 +214,10 @@ def _build(fn, args, kwargs, name, backend, value_reads=None):
     p.whole_step = sh.did_backward
     g.outputs = outputs
     p.out_consts = out_consts
-    if p.whole_step:
-        g = _drop_detach(g)
+    if p.whole_step or not (STATE.grad_enabled and any(
+            g[v].get("requires_grad") or (isinstance(g[v].get("value"), Tensor) and g[v]["value"]._req)
+            for v in g.inputs)):
+        g = _drop_detach(g)          # no gradient will be derived from this graph
     verify(g)
     p.stage("traced IR", g)
     for pass_fn in FORWARD_PIPELINE:
@@ -791,8 +793,9 @@ class _StepGuards:
 
 
 def _drop_detach(g):
-    """A whole step's program is differentiated no further: its detach ops (the gradients
-    backward() made, written back) are identities, and as such only cost copies."""
+    """A graph that is differentiated no further (a whole step's, or one nothing in it
+    requires grad): its detach ops (gradients backward() made, values computed under
+    no_grad) are identities, and as such only cost copies."""
     from .passes.rewrite import rewrite
     return rewrite(g, lambda b, n, a, args: args[0] if a["op"] == "detach" else None)
 

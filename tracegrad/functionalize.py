@@ -190,6 +190,8 @@ def _scatter(base, result, prim, rest, params):
     from .ops.primitives import PRIMITIVES as P
     from .ops import functional as F
     from .ir.tracer import TraceError
+    if prim.name == "detach":           # the whole value, seen without its gradient
+        return result
     if prim.name == "getitem":
         return F.index_put_prim(base, result, [r for r in rest if isinstance(r, Tensor)], params["key"])
     # any other view: find its layout within the base on a scratch array, then as_strided_scatter

@@ -196,6 +196,23 @@ def user_source():
 
 
 def apply_symbolic(prim, args, params):
+    out = _apply_symbolic(prim, args, params)
+    if not STATE.grad_enabled and prim.name != "detach":
+        sh = _FN.LOCAL.shadow
+        from ..ops.primitives import PRIMITIVES as P
+        if sh is not None and out.__class__ is not tuple and out.__dict__["_graph"] is sh.graph:
+            # under no_grad in the function being compiled: no gradient flows through this
+            # value, as in eager (a write to it still reaches what it views)
+            d = _apply_symbolic(P["detach"], (out,), {})
+            d.__dict__["_view"] = (out, P["detach"], (), {})
+            d.__dict__["_view_gen"] = out.__dict__.get("_gen", 0)
+            return d
+        if sh is not None and out.__class__ is tuple and out and out[0].__dict__["_graph"] is sh.graph:
+            return tuple(_apply_symbolic(P["detach"], (o,), {}) for o in out)
+    return out
+
+
+def _apply_symbolic(prim, args, params):
     graph = None
     for a in args:
         if isinstance(a, Proxy):
