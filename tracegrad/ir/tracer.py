@@ -14,6 +14,7 @@ from .. import _dtype as D
 from ..grad_mode import STATE
 from ..tensor import Tensor, Size
 from ..autograd.graph import Saved, _seq
+from ..autograd.views import make_view, creation_meta
 from .graph import Graph, V
 from .. import cuda as _cuda
 
@@ -277,7 +278,7 @@ def _apply_eager(prim, args, params):
         for k, o in enumerate(out):
             dt = odt if shapes is None or shapes[k][1] is None else shapes[k][1]
             o = _wrap(o, dt)
-            outs.append(_make_out(o, dt, base))
+            outs.append(_make_out(o, dt, base, True))
         if req:
             _record(prim, args, params, outs)
         return tuple(outs)
@@ -291,11 +292,10 @@ def _apply_eager(prim, args, params):
     return t
 
 
-def _make_out(data, dt, base):
+def _make_out(data, dt, base, multi=False):
     t = Tensor._make(data, dt)
     if base is not None:
-        t._vc = base._vc
-        t._base = base._base if base._base is not None else base
+        make_view(t, base, creation_meta(multi))
     return t
 
 
