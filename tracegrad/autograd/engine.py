@@ -284,6 +284,11 @@ def execute(order, index, roots, seeds, targets, retain_graph, create_graph, hoo
     """Run the backward of `roots` (list of (node, slot)) with `seeds`; return the gradient of
     each target (node, slot), None where no path reaches it."""
     hooks_spec = hooks_spec or {}
+    for node in order:
+        # freed by an earlier backward (see free_graph); a custom Function raises only where
+        # its backward reads ctx.saved_tensors, as in torch
+        if node._saved is None and not node._prim.takes_ctx:
+            raise RuntimeError(FREED_MSG)
     p = get_program(order, index, roots, targets, hooks_spec)
     hook_fns = {k: fns for k, fns in hooks_spec.items()}
     hook_by_key = {(index[id(n)], s): fns for (n, s), fns in hooks_spec.items()}
@@ -301,8 +306,13 @@ def execute(order, index, roots, seeds, targets, retain_graph, create_graph, hoo
             else:
                 args.append(info)
         from ..ir.interpret import run_eager
-        with enable_grad():
-            outs = run_eager(p.bwd, args)
+        try:
+            with enable_grad():
+                outs = run_eager(p.bwd, args)
+        except BaseException:
+            if not retain_graph:
+                free_graph(order)
+            raise
     else:
         args = []
         for kind, info in p.binds:
@@ -326,14 +336,41 @@ def execute(order, index, roots, seeds, targets, retain_graph, create_graph, hoo
                 raw = run_checked(p, args, order)
             else:
                 raw = p.fn(*args)
+        except BaseException:
+            # a hook or a custom backward raised part way: what ran may have written over saved
+            # values, so the graph is freed as torch frees the nodes it ran (a retry raises)
+            if not retain_graph:
+                free_graph(order)
+            raise
         finally:
             STATE.freeing_saved = freeing
         outs = _gradient_tensors(raw, args, targets)
     if not retain_graph:
-        for node in order:
-            if node._prim is not None:
-                node._saved = None
+        free_graph(order)
     return outs
+
+
+def holds_saved(node):
+    """Whether a node keeps values for its backward (torch's SavedVariables): a node that
+    keeps none, such as AddBackward0 or SumBackward0, may be run again after a backward."""
+    saved = node._saved
+    if saved is None:
+        return True
+    if node._prim.takes_ctx:                         # a custom Function: ctx.saved_tensors raises
+        return True
+    if "_residuals" in node.__dict__:                # a compiled call
+        return True
+    for s in saved:
+        if s is not None:
+            return True
+    return False
+
+
+def free_graph(order):
+    """Free the saved values of the graph's nodes (retain_graph=False)."""
+    for node in order:
+        if node._prim is not None and holds_saved(node):
+            node._saved = None
 
 
 def _gradient_tensors(raw, args, targets):
