@@ -18,6 +18,8 @@ from ..tensor import Tensor
 from ..ops.lowering import Refuse, identity
 from ..ops.primitives import Primitive, PRIMITIVES as P
 from .graph import Node, Saved, node_class, _seq
+from . import views
+from ..ir import tracer as _tracer
 
 
 # -- the primitives: the Function node, and the run-time calls in backward graphs ------------------
@@ -192,10 +194,7 @@ class FunctionCtx:
     """The methods available on `ctx` (mixed into each custom Function's grad_fn class)."""
 
     def save_for_backward(self, *tensors):
-        for t in tensors:
-            if t is not None and not isinstance(t, Tensor):
-                raise TypeError("save_for_backward can only save variables, but argument 0 is of type "
-                                f"{type(t).__name__}")
+        # checked where apply records the node (a call that records none just runs forward)
         self.__dict__["_to_save"] = tensors
 
     @property
@@ -301,12 +300,17 @@ class Function(metaclass=FunctionMeta):
         dirty = ctx.__dict__.get("_dirty", ())
         non_diff = ctx.__dict__.get("_non_diff", ())
         for d in dirty:
+            if not any(d is o for o in outs):
+                raise RuntimeError("Some elements marked as dirty during the forward method were not returned as "
+                                   "output. The inputs that are modified inplace must all be outputs of the Function.")
             d._vc[0] += 1
         if not requires:
             for k, o in enumerate(outs):
                 if isinstance(o, Tensor) and any(o is a for a in args) and not any(o is d for d in dirty):
-                    outs[k] = Tensor._make(o._data, o._dtype, vc=o._vc, base=o)
+                    outs[k] = _alias(o, views.NO_GRAD_MODE if not STATE.grad_enabled else views.DEFAULT)
             return tuple(outs) if is_tuple else outs[0]
+        if _tracer._ANOMALY[0]:
+            ctx._trace = _tracer._anomaly_trace()
         ctx._prim = P["function"]
         ctx._params = {"cls": cls, "nout": len(outs)}
         metas, edges = [], []
@@ -325,16 +329,26 @@ class Function(metaclass=FunctionMeta):
         ctx._args_meta = tuple(metas)
         ctx.next_functions = tuple(edges)
         ctx._saved = (None,) * (len(args) + 1)
+        n_tensors = sum(isinstance(o, Tensor) for o in outs)
+        rebased = []
         for k, o in enumerate(outs):
             if not isinstance(o, Tensor):
                 continue
             is_input = any(o is a for a in args)
             if any(o is d for d in dirty):
-                if o.grad_fn is None and o._req:
+                if o._grad_fn is None and o._req:
                     raise RuntimeError("a leaf Variable that requires grad has been used in an in-place operation.")
+                if o._view is not None:
+                    # modified in place through a view: the base's history is rewritten (CopySlices)
+                    if n_tensors > 1:
+                        raise RuntimeError(_DIRTY_VIEW_MSG)
+                    views.check_inplace_on_view(o)
+                    rebased.append(k)
             elif is_input:
                 # an input returned as is: the output is a new tensor viewing it
-                o = outs[k] = Tensor._make(o._data, o._dtype, vc=o._vc, base=o)
+                o = outs[k] = _alias(o, views.IN_CUSTOM_FUNCTION)
+            elif o._view is not None:
+                o._view.creation = views.IN_CUSTOM_FUNCTION
             if any(o is nd for nd in non_diff) or not o._dtype.is_floating_point:
                 continue
             o._req = True
@@ -342,16 +356,35 @@ class Function(metaclass=FunctionMeta):
             o._output_nr = k
         ctx._out_meta = tuple(((o._data.shape, o._dtype) if isinstance(o, Tensor) else ((), D.float32))
                               for o in outs)
+        for k in rebased:
+            o = outs[k]
+            views.rebase(o, Tensor._make(o._data, o._dtype, True, ctx, k))
         saved = []
-        for t in ctx.__dict__.pop("_to_save", ()):
+        for i, t in enumerate(ctx.__dict__.pop("_to_save", ())):
+            if t is not None and not isinstance(t, Tensor):
+                raise TypeError(f"save_for_backward can only save variables, but argument {i} is of type "
+                                f"{type(t).__name__}")
             if t is None:
                 saved.append(None)
-            elif t.grad_fn is ctx:
+            elif t._grad_fn is ctx:
                 saved.append(Saved(t, True, t._output_nr))
             else:
                 saved.append(Saved(t, False))
         ctx.__dict__["_fn_saved"] = saved
         return tuple(outs) if is_tuple else outs[0]
+
+
+_DIRTY_VIEW_MSG = (
+    "If your Function modifies inplace an input that is a view of another Tensor, your Function cannot return more "
+    "than one Tensor. This is not supported by the current autograd engine. You should either make sure the input is "
+    "not a view (using .clone() for example) or make your Function only return one Tensor (potentially splitting it "
+    "into two Functions: one doing the inplace that returns a single Tensor and a second one that does the other "
+    "operations). You can ask on the forum https://discuss.pytorch.org/ if you need help to do this change.")
+
+
+def _alias(t, creation):
+    """A new tensor viewing `t` whole (what a Function returns for an input returned as is)."""
+    return views.make_view(Tensor._make(t._data, t._dtype), t, creation)
 
 
 def _init_node(node):
