@@ -141,23 +141,33 @@ def _unwrap(gs, as_tensor):
     return tuple(g if as_tensor or g is None else g._data for g in gs)
 
 
-def _prehooks(*args, as_tensor=False):
+def _spread(gs, present):
+    """The gradients of all outputs, None where `present` says none reached them."""
+    if present is None:
+        return gs
+    it = iter(gs)
+    return tuple(next(it) if p else None for p in present)
+
+
+def _prehooks(*args, present=None, as_tensor=False):
     *gs, node = args
-    gs = _wrap_grads(gs)
+    gs = _spread(_wrap_grads(gs), present)
     for h in list((node._pre_hooks or {}).values()):
         r = h(gs)
         if r is not None:
             gs = _wrap_grads(tuple(r))
+    if present is not None:
+        gs = tuple(g for g, p in zip(gs, present) if p)
     return _unwrap(gs, as_tensor)
 
 
-def _posthooks(*args, mask, n_out, as_tensor=False):
+def _posthooks(*args, mask, n_out, present=None, as_tensor=False):
     *vals, node = args
     vals = _wrap_grads(vals)
     n_in = len(vals) - n_out
     it = iter(vals[:n_in])
     grad_inputs = tuple(next(it) if m else None for m in mask)
-    grad_outputs = vals[n_in:]
+    grad_outputs = _spread(vals[n_in:], present)
     for h in list((node._hooks or {}).values()):
         r = h(grad_inputs, grad_outputs)
         if r is not None:
@@ -172,11 +182,11 @@ def _pass_shapes(*args, **p):
 
 
 Primitive("node_prehooks", "*gs", _prehooks, shape=_pass_shapes, dtype=lambda args: (None, D.float32), multi=True,
-          eager=functools.partial(_prehooks, as_tensor=True), vjp=lambda g, out, *a: tuple(g) + (None,),
+          eager=functools.partial(_prehooks, as_tensor=True), vjp=lambda g, out, *a, present=None: tuple(g) + (None,),
           grad_fn="NodePreHooksBackward", triton=Refuse("grad_fn hooks call Python"))
 Primitive("node_hooks", "*gs", _posthooks, shape=_pass_shapes, dtype=lambda args: (None, D.float32), multi=True,
           eager=functools.partial(_posthooks, as_tensor=True),
-          vjp=lambda g, out, *a, mask, n_out: tuple(g) + (None,) * (len(a) - len(g)),
+          vjp=lambda g, out, *a, mask, n_out, present=None: tuple(g) + (None,) * (len(a) - len(g)),
           grad_fn="NodeHooksBackward", triton=Refuse("grad_fn hooks call Python"))
 
 
