@@ -83,8 +83,10 @@ def _call_user_backward(ctx, gs, metas, as_tensor):
     cls = ctx._params["cls"]
     outs = ctx._out_meta
     if ctx.__dict__.get("_materialize", True):
-        gs = [g if g is not None else Tensor._make(np.zeros(shape, dt.np), dt)
-              for g, (shape, dt) in zip(gs, outs)]
+        # outputs that are not tensors get None (as in torch)
+        is_tensor = ctx.__dict__.get("_tensor_outs") or (True,) * len(outs)
+        gs = [g if g is not None or not t else Tensor._make(np.zeros(shape, dt.np), dt)
+              for g, (shape, dt), t in zip(gs, outs, is_tensor)]
     res = _check_grads(ctx, cls.backward(ctx, *gs), metas)
     out = []
     name = type(ctx).__name__
@@ -298,6 +300,9 @@ class Function(metaclass=FunctionMeta):
         needs = tuple(isinstance(a, Tensor) and a._req for a in args)
         ctx.__dict__["needs_input_grad"] = needs
         custom_setup = cls.setup_context is not Function.setup_context
+        if STATE.grad_enabled and any(needs):
+            # the inputs' history before forward runs (it may modify them in place: mark_dirty)
+            edges = [_edge(a) if isinstance(a, Tensor) else (None, 0) for a in args]
         with no_grad():
             if custom_setup:
                 outputs = cls.forward(*args)
@@ -320,22 +325,11 @@ class Function(metaclass=FunctionMeta):
                     outs[k] = _alias(o, views.NO_GRAD_MODE if not STATE.grad_enabled else views.DEFAULT)
             return tuple(outs) if is_tuple else outs[0]
         if _tracer._ANOMALY[0]:
-            ctx._trace = _tracer._anomaly_trace()
+            import traceback
+            ctx._trace = traceback.format_stack()[:-1]
         ctx._prim = P["function"]
         ctx._params = {"cls": cls, "nout": len(outs)}
-        metas, edges = [], []
-        for a in args:
-            if isinstance(a, Tensor):
-                metas.append((a._data.shape, a._dtype))
-                if a.grad_fn is not None:
-                    edges.append((a.grad_fn, a._output_nr))
-                elif a._req:
-                    edges.append((a._accumulator(), 0))
-                else:
-                    edges.append((None, 0))
-            else:
-                metas.append(None)
-                edges.append((None, 0))
+        metas = [(a._data.shape, a._dtype) if isinstance(a, Tensor) else None for a in args]
         ctx._args_meta = tuple(metas)
         ctx.next_functions = tuple(edges)
         ctx._saved = (None,) * (len(args) + 1)
@@ -366,6 +360,7 @@ class Function(metaclass=FunctionMeta):
             o._output_nr = k
         ctx._out_meta = tuple(((o._data.shape, o._dtype) if isinstance(o, Tensor) else ((), D.float32))
                               for o in outs)
+        ctx.__dict__["_tensor_outs"] = tuple(isinstance(o, Tensor) for o in outs)
         for k in rebased:
             o = outs[k]
             views.rebase(o, Tensor._make(o._data, o._dtype, True, ctx, k))
@@ -390,6 +385,13 @@ _DIRTY_VIEW_MSG = (
     "not a view (using .clone() for example) or make your Function only return one Tensor (potentially splitting it "
     "into two Functions: one doing the inplace that returns a single Tensor and a second one that does the other "
     "operations). You can ask on the forum https://discuss.pytorch.org/ if you need help to do this change.")
+
+
+def _edge(a):
+    fn = a.grad_fn
+    if fn is not None:
+        return fn, a._output_nr
+    return (a._accumulator(), 0) if a._req else (None, 0)
 
 
 def _alias(t, creation):
