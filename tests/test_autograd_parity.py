@@ -1151,3 +1151,149 @@ def test_data_assignment_rules():
     same(integer_without_grad)
     raises(not_a_tensor)
     same(saved_value_swapped)
+
+
+# == torch's own in-place-on-view tests (test_autograd.py, TestAutogradDeviceType), on tracegrad ==========
+# The expectations are torch's; `gradcheck`/`gradgradcheck` are tracegrad's.
+
+def _f64(*shape, requires_grad=False):
+    return tg.randn(*shape, dtype=tg.float64, requires_grad=requires_grad)
+
+
+def test_torch_inplace_on_view_backprop_base_and_view_of_view():
+    root = tg.randn(2, 2, requires_grad=True)
+    x = root.clone()
+    x.narrow(0, 0, 1).mul_(2)
+    x.sum().backward()
+    assert root.grad.tolist() == [[2, 2], [1, 1]]
+
+    root = tg.randn(2, 2, requires_grad=True)
+    x = root.clone()
+    v1, v2 = x.narrow(0, 0, 1), x.narrow(0, 0, 1)
+    v1.mul_(2)
+    v2.sum().backward()
+    assert root.grad.tolist() == [[2, 2], [0, 0]]
+
+    root = tg.randn(2, 2, requires_grad=True)
+    x = root.clone()
+    x.narrow(0, 0, 1).narrow(1, 1, 1).mul_(2)
+    x.sum().backward()
+    assert root.grad.tolist() == [[1, 2], [1, 1]]
+
+
+def test_torch_inplace_on_view_then_no_grad():
+    a = tg.ones(3, 1, dtype=tg.float64, requires_grad=True)
+    b = a * 2
+    c = b.view_as(b)
+    c[0][0] = 3
+    with tg.no_grad():
+        c.grad_fn                       # forces the graph update with grad disabled
+    c.sum().backward()
+    assert a.grad.tolist() == [[0.], [2.], [2.]]
+
+
+def test_torch_inplace_on_view_gradcheck():
+    a, b = _f64(4, 4, requires_grad=True), _f64(2, 2, requires_grad=True)
+
+    def func(root, b):
+        x = root.clone()
+        x.narrow(1, 2, 2).narrow(0, 1, 2).mul_(b)
+        x.narrow(1, 0, 2).narrow(0, 1, 2).mul_(b)
+        return x
+    assert tg.autograd.gradcheck(func, [a, b], raise_exception=True)
+    assert tg.autograd.gradgradcheck(func, (a, b), (_f64(4, 4, requires_grad=True),))
+
+
+def test_torch_inplace_on_multiple_output_views():
+    x = tg.arange(9., dtype=tg.float64).reshape(3, 3).requires_grad_().clone()
+    with pytest.raises(RuntimeError):
+        x.unbind()[0].mul_(2)
+    a = tg.rand(10, dtype=tg.float64, requires_grad=True).clone()
+    b = a.unbind(0)
+    with pytest.raises(RuntimeError):
+        b[0].view_as(b[0]).mul_(2)
+    a = tg.rand(10, dtype=tg.float64, requires_grad=True).clone()
+    with pytest.raises(RuntimeError):
+        a.view_as(a).unbind(0)[0].mul_(2)
+    for f in (lambda t: t.split(1), lambda t: t.split([1, 1, 1]), lambda t: t.chunk(3)):
+        a = tg.randn(3, 3, requires_grad=True)
+        s1, s2, s3 = f(a + a)
+        with pytest.raises(RuntimeError, match="This view is the output of a function that returns multiple views."):
+            s1.mul_(s2)
+
+
+def test_torch_inplace_on_view_makes_base_require_grad():
+    a, b = _f64(4, 4), _f64(4, 2, requires_grad=True)
+
+    def func(root, b):
+        x = root.clone()
+        assert not x.requires_grad
+        x.narrow(1, 2, 2).mul_(b)
+        assert x.requires_grad
+        return x
+    assert tg.autograd.gradcheck(func, [a, b], raise_exception=True)
+    assert tg.autograd.gradgradcheck(func, (a, b), (_f64(4, 4, requires_grad=True),))
+
+
+def test_torch_inplace_on_view_backprop_view():
+    a = tg.tensor([2., 5.])
+    b = tg.tensor([3.], requires_grad=True)
+    res = a.narrow(0, 1, 1).mul_(b)
+    res.sum().backward()
+    assert b.grad.tolist() == [5]
+    assert a.grad is None
+
+
+def test_torch_inplace_on_view_modify_base():
+    r = tg.ones(1, dtype=tg.float64, requires_grad=True)
+
+    def fn(r):
+        x = tg.ones(5, dtype=tg.float64)
+        v = x.select(0, 1)
+        assert not v.requires_grad and v.grad_fn is None
+        x.add_(r)                       # v now depends on r through the in-place op on x
+        assert v.requires_grad
+        return v
+    assert tg.autograd.gradcheck(fn, [r])
+    assert tg.autograd.gradgradcheck(fn, [r])
+
+
+def test_torch_inplace_on_view_python():
+    a, b = _f64(4, 4, requires_grad=True), _f64(2, 2, requires_grad=True)
+
+    class PyAdd(tg.autograd.Function):
+        @staticmethod
+        def forward(ctx, x, y):
+            ctx.mark_dirty(x)
+            x.add_(y)
+            return x
+
+        @staticmethod
+        def backward(ctx, grad):
+            return grad, grad
+
+    def func(root, b):
+        x = root.clone()
+        PyAdd.apply(x.narrow(1, 2, 2).narrow(0, 1, 2), b)
+        PyAdd.apply(x.narrow(1, 0, 2).narrow(0, 1, 2), b)
+        return x
+    assert tg.autograd.gradcheck(func, [a, b], raise_exception=True)
+    assert tg.autograd.gradgradcheck(func, (a, b), (_f64(4, 4, requires_grad=True),))
+
+
+def test_torch_inplace_on_view_non_contig():
+    root = tg.ones(2, 3, 2).select(2, 1).t().requires_grad_(True)
+    x = root.clone()
+    x.narrow(0, 0, 1).narrow(1, 1, 1).mul_(2)
+    x.sum().backward()
+    assert root.grad.tolist() == [[1, 2], [1, 1], [1, 1]]
+
+
+def test_torch_grad_assignment():
+    x = tg.randn(5, 5)
+    with pytest.raises(RuntimeError):
+        x.grad = tg.randn(2, 2)
+    with pytest.raises(RuntimeError):
+        x.grad = tg.randn(5, 5).long()
+    with pytest.raises(RuntimeError):
+        x.grad = x

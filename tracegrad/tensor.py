@@ -273,6 +273,8 @@ class Tensor:
         if value is not None:
             if not isinstance(value, Tensor):
                 raise TypeError(f"assigned grad expected to be a Tensor or None but got grad of type {type(value).__name__}")
+            if value is self:
+                raise RuntimeError("can't assign Variable as its own grad")
             if value._dtype is not self._dtype:
                 from .ops.functional import _cname
                 raise RuntimeError(

@@ -20,8 +20,13 @@ def _as_list(x, what):
     return list(x)
 
 
+def _requires(t):
+    """t.requires_grad, after a stale view's grad_fn is made again (it may now require grad)."""
+    return t.grad_fn is not None or t._req
+
+
 def _root(t, i):
-    if not t._req:
+    if not _requires(t):
         raise RuntimeError(f"element {i} of tensors does not require grad and does not have a grad_fn")
     if t.grad_fn is not None:
         return (t.grad_fn, t._output_nr)
@@ -106,7 +111,7 @@ def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, 
         if len(inputs) == 0:
             raise RuntimeError("`inputs` argument to `backward()` cannot be empty.")
     for i, t in enumerate(outputs):
-        if not t._req:
+        if not _requires(t):
             raise RuntimeError(f"element {i} of tensors does not require grad and does not have a grad_fn")
     seeds = _seeds(outputs, _as_list(grad_tensors, "grad_tensors"), create_graph)
     if retain_graph is None:
@@ -116,7 +121,7 @@ def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, 
     if inputs is not None:
         targets, receivers = [], []
         for t in inputs:
-            if not t._req:
+            if not _requires(t):
                 raise RuntimeError("can't retain_grad on Tensor that has requires_grad=False")
             targets.append(_target(t))
             receivers.append(t)
@@ -197,10 +202,10 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
         return grad_in_trace(outputs, inputs, _as_list(grad_outputs, "grad_outputs"), create_graph, allow_unused,
                              materialize_grads)
     for i, t in enumerate(outputs):
-        if not t._req:
+        if not _requires(t):
             raise RuntimeError(f"element {i} of tensors does not require grad and does not have a grad_fn")
     for t in inputs:
-        if not t._req:
+        if not _requires(t):
             raise RuntimeError("One of the differentiated Tensors does not require grad")
     if retain_graph is None:
         retain_graph = create_graph

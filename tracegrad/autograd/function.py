@@ -297,7 +297,7 @@ class Function(metaclass=FunctionMeta):
             raise NotImplementedError("Function.apply with keyword arguments is not supported")
         ctx = object.__new__(_ctx_class(cls))
         _init_node(ctx)
-        needs = tuple(isinstance(a, Tensor) and a._req for a in args)
+        needs = tuple(isinstance(a, Tensor) and (a._req or a.grad_fn is not None) for a in args)
         ctx.__dict__["needs_input_grad"] = needs
         custom_setup = cls.setup_context is not Function.setup_context
         if STATE.grad_enabled and any(needs):

@@ -261,7 +261,7 @@ def _apply_eager(prim, args, params):
             if cdt is not None and a._dtype is not cdt and (cast is None or i in cast):
                 d = d.astype(cdt.np)
             arrays.append(d)
-            if a._req:
+            if a._req or (a._view is not None and a._base._req):    # a view whose base gained history
                 req = True
         else:
             arrays.append(a)
@@ -311,8 +311,8 @@ def _record(prim, args, params, outs):
     for a in args:
         if isinstance(a, Tensor):
             metas.append((a._data.shape, a._dtype))
+            fn = a.grad_fn                   # (a stale view's is made again here, and requires grad)
             req.append(a._req)
-            fn = a.grad_fn
             if fn is not None:
                 edges.append((fn, a._output_nr))
             elif a._req:
