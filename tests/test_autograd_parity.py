@@ -1297,3 +1297,162 @@ def test_torch_grad_assignment():
         x.grad = tg.randn(5, 5).long()
     with pytest.raises(RuntimeError):
         x.grad = x
+
+
+# == torch's inference-mode tests (test/autograd/test_autograd_inference_mode.py's cases), on tracegrad =====
+
+def _inplace_add(x):
+    return x.add_(2)
+
+
+def test_torch_inference_mode_context_manager_and_decorator():
+    assert not tg.is_inference_mode_enabled()
+    with tg.inference_mode():
+        assert tg.is_inference_mode_enabled()
+        with tg.inference_mode(False):
+            assert not tg.is_inference_mode_enabled()
+        assert tg.is_inference_mode_enabled()
+    assert not tg.is_inference_mode_enabled()
+
+    @tg.inference_mode()
+    def func(x):
+        assert tg.is_inference_mode_enabled()
+        return x * x
+    for requires_grad in (True, False):
+        d = func(tg.ones(1, 2, 3, requires_grad=requires_grad))
+        assert tg.is_inference(d) and not d.requires_grad
+
+
+def test_torch_inference_mode_tensor_creation():
+    with tg.inference_mode():
+        c = tg.ones(1, 2, 3)
+        assert not c.requires_grad and tg.is_inference(c)
+        tmp = tg.ones(1, 2, 3, requires_grad=True)
+        assert tmp.requires_grad and tg.is_inference(tmp)
+        tmp = tg.ones(1, 2, 3).requires_grad_(False)
+        assert not tmp.requires_grad and tg.is_inference(tmp)
+
+
+def test_torch_inference_mode_existing_autograd_session():
+    s = tg.ones(1, 2, 3, requires_grad=True)
+    a = s.clone()
+    out = a * a
+    with tg.inference_mode():
+        a.add_(2)
+    assert not tg.is_inference(a)
+    with pytest.raises(RuntimeError, match="one of the variables needed for gradient computation has been "
+                                           "modified by an inplace operation"):
+        out.backward(tg.ones_like(out))
+
+
+def test_torch_inference_tensors_in_and_out_of_inference_mode():
+    with tg.inference_mode():
+        for requires_grad in (True, False):
+            c = tg.ones(1, 2, 3, requires_grad=requires_grad)
+            out = c * c
+            assert tg.is_inference(out) and not out.requires_grad
+            _inplace_add(c)
+            assert tg.is_inference(c) and c.requires_grad == requires_grad
+            v = c.view(-1)
+            assert tg.is_inference(v) and not v.requires_grad
+    for requires_grad in (True, False):
+        with tg.inference_mode():
+            c = tg.ones(1, 2, 3, requires_grad=requires_grad)
+        if not requires_grad:
+            out = c * c
+            assert not tg.is_inference(out) and not out.requires_grad and out.is_leaf
+        out = c.view(-1)
+        assert tg.is_inference(out) and not out.requires_grad and not out._is_view() and out.is_leaf
+        if not requires_grad:
+            with pytest.raises(RuntimeError, match="Inplace update to inference tensor outside InferenceMode"):
+                _inplace_add(c)
+
+
+def test_torch_normal_tensor_inplace_and_view_in_inference_mode():
+    for requires_grad in (True, False):
+        a = tg.ones(1, 2, 3, requires_grad=requires_grad).clone()
+        with tg.inference_mode():
+            _inplace_add(a)
+            assert not tg.is_inference(a) and a.requires_grad == requires_grad
+            _inplace_add(a)
+            view_out = a.view(-1)
+            assert not tg.is_inference(view_out) and view_out.requires_grad == requires_grad
+        _inplace_add(a)
+        assert not tg.is_inference(a) and a.requires_grad == requires_grad
+        view_out = a.view(-1)
+        assert not tg.is_inference(view_out) and view_out.requires_grad == requires_grad
+
+
+def test_torch_normal_tensor_view_output_in_inference_mode():
+    for requires_grad in (True, False):
+        a = tg.ones(1, 2, 3, requires_grad=requires_grad).clone()
+        with tg.inference_mode():
+            out = a.view(-1)
+            assert not tg.is_inference(out) and out.requires_grad == requires_grad and out._is_view()
+            tmp = out.view(-1)
+            assert not tg.is_inference(tmp) and tmp.requires_grad == requires_grad and tmp._is_view() and tmp.is_leaf
+            tmp.add_(2)
+            assert not tg.is_inference(tmp) and tmp.requires_grad == requires_grad
+            assert a._version == tmp._version
+
+
+def test_torch_normal_tensor_view_output_in_normal_mode():
+    for requires_grad in (True, False):
+        a = tg.ones(1, 2, 3, requires_grad=requires_grad).clone()
+        with tg.inference_mode():
+            out = a.view(-1)
+            assert not tg.is_inference(out) and out.requires_grad == requires_grad and out._is_view() and out.is_leaf
+        tmp = out * out
+        assert not tg.is_inference(tmp) and tmp.requires_grad == requires_grad
+        if requires_grad:
+            with pytest.raises(RuntimeError, match="A view was created in inference mode and is being modified inplace"):
+                out.add_(2)
+        else:
+            out.add_(2)
+        tmp = out.view(2, 3)
+        assert not tg.is_inference(tmp) and tmp.requires_grad == requires_grad
+
+
+def test_torch_mix_inference_and_normal_tensors():
+    for requires_grad in (True, False):
+        s = tg.ones(1, 2, 3, requires_grad=requires_grad)
+        with tg.inference_mode():
+            c = tg.ones(1, 2, 3, requires_grad=requires_grad)
+        out = c.add(s)
+        assert not tg.is_inference(out) and out.requires_grad == requires_grad
+        if requires_grad:
+            out.backward(tg.ones_like(out))
+            assert c.grad.tolist() == tg.ones_like(c).tolist()
+            with pytest.raises(RuntimeError, match="Inference tensors cannot be saved for backward"):
+                c * s
+            a = s.clone()
+            with tg.inference_mode():
+                c = tg.ones(1, 2, 3)
+            with pytest.raises(RuntimeError, match="Inference tensors cannot be saved for backward"):
+                a.mul_(c)
+        tmp1 = c.view_as(s)
+        assert tg.is_inference(tmp1) and not tmp1.requires_grad
+        tmp2 = s.view_as(c)
+        assert not tg.is_inference(tmp2) and tmp2.requires_grad == requires_grad
+
+
+def test_torch_inference_mode_handle_view_on_rebase():
+    for requires_grad in (True, False):
+        a = tg.ones(1, 2, 3, requires_grad=requires_grad).clone()
+        with tg.inference_mode():
+            view_out = a.view_as(a)
+        if requires_grad:
+            with pytest.raises(RuntimeError, match="A view was created in inference mode and is being modified inplace"):
+                _inplace_add(view_out)
+        else:
+            _inplace_add(view_out)
+    for requires_grad in (True, False):
+        a = tg.ones(1, 2, 3, requires_grad=requires_grad).clone()
+        with tg.inference_mode():
+            view_out = a.view(-1)
+        _inplace_add(a)
+        if requires_grad:
+            with pytest.raises(RuntimeError, match="A view was created in inference mode and its base or another view "):
+                view_out.grad_fn
+        else:
+            view_out.grad_fn

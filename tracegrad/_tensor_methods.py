@@ -413,6 +413,11 @@ def _is_inference(self):
     return self._inference
 
 
+def _is_view(self):
+    return self._view is not None
+
+
+Tensor._is_view = _is_view
 Tensor.equal = _equal
 Tensor.allclose = _allclose
 Tensor.is_inference = _is_inference

@@ -44,13 +44,16 @@ def creation_meta(multi=False):
 def make_view(t, base, creation):
     """Make `t` a differentiable view of `base` (a view of a view has the root as base)."""
     t._vc = base._vc
+    if base._inference:
+        t._inference = True         # a view of an inference tensor is one, and no view to autograd
+        return t
     if base._view is not None:
         prev = base._view.creation
         # torch's propagate_creation_meta
         if creation == DEFAULT or prev == INFERENCE_MODE:
             creation = prev
     t._base = base._base if base._base is not None else base
-    t._inference = base._inference
+    t._inference = False
     t._view = ViewMeta(creation, t._vc[0])
     return t
 

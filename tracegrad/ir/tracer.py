@@ -272,6 +272,8 @@ def _apply_eager(prim, args, params):
     req = req and STATE.grad_enabled and not STATE.inference and prim.vjp is not None
     view = prim.view and (prim.view is True or prim.view(params))
     base = args[0] if view else None
+    if view and base._inference:
+        req = False                  # a view of an inference tensor is an inference tensor, outside autograd
     if prim.multi:
         shapes = prim.shape(*args, **params) if prim.nondiff_outputs else None
         outs = []
