@@ -370,8 +370,16 @@ def holds_saved(node):
 def free_graph(order):
     """Free the saved values of the graph's nodes (retain_graph=False)."""
     for node in order:
-        if node._prim is not None and holds_saved(node):
-            node._saved = None
+        saved = node._saved
+        if saved is None or node._prim is None:
+            continue
+        for v in saved:
+            if v is not None:
+                node._saved = None
+                break
+        else:
+            if holds_saved(node):
+                node._saved = None
 
 
 def _gradient_tensors(raw, args, targets):

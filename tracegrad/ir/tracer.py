@@ -313,7 +313,8 @@ def _record(prim, args, params, outs):
     for a in args:
         if isinstance(a, Tensor):
             metas.append((a._data.shape, a._dtype))
-            fn = a.grad_fn                   # (a stale view's is made again here, and requires grad)
+            # (a stale view's grad_fn is made again here, and then requires grad)
+            fn = a._grad_fn if a._view is None else a.grad_fn
             req.append(a._req)
             if fn is not None:
                 edges.append((fn, a._output_nr))
@@ -351,7 +352,9 @@ def _record(prim, args, params, outs):
         if k in nondiff or not o._dtype.is_floating_point:
             continue
         o._req = True
-        o.grad_fn = node
+        o._grad_fn = node
+        if o._view is not None:
+            o._view.attr_version = o._vc[0]
         o._output_nr = k
 
 
