@@ -1456,3 +1456,212 @@ def test_torch_inference_mode_handle_view_on_rebase():
                 view_out.grad_fn
         else:
             view_out.grad_fn
+
+
+# == torch's retain_grad and tensor-hook tests (test_autograd.py, TestAutograd), on tracegrad ===============
+
+def _double_mul():
+    class DoubleMul(tg.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            return x * 2, x * 3
+
+        @staticmethod
+        def backward(ctx, g1, g2):
+            return g1 * 2 + g2 * 3
+    return DoubleMul
+
+
+def _close(a, b):
+    np.testing.assert_allclose(np.asarray(a.tolist(), dtype=np.float64), np.asarray(b.tolist(), dtype=np.float64),
+                               rtol=1e-6, atol=1e-7)
+
+
+def test_torch_retain_grad():
+    inp = tg.rand(1, 3, requires_grad=True)
+    h1 = inp * 3
+    out = (h1 * h1).sum()
+    h1.retain_grad()
+    h1.retain_grad()
+    out.backward(retain_graph=True)
+    _close(h1.grad, h1 * 2)
+    out.backward(retain_graph=True)
+    _close(h1.grad, h1 * 4)
+    with tg.no_grad():
+        inp.grad.zero_()
+    inp.retain_grad()
+    inp.retain_grad()
+    out.backward()
+    _close(inp.grad, inp * 18)
+
+
+def test_torch_retain_grad_inplace():
+    a = tg.tensor([1.0], requires_grad=True).clone()
+    a.retain_grad()
+    a.mul_(2)
+    a.sum().backward()
+    assert a.grad.tolist() == [1.0]
+    a = tg.tensor([1.0], requires_grad=True).clone()
+    a.retain_grad()
+    a.mul_(2)
+    a.mul_(2)
+    a.sum().backward()
+    assert a.grad.tolist() == [1.0]
+    x = tg.tensor([1.0], requires_grad=True).clone()
+    x.retain_grad()
+    x_view = x[:]
+    x_view *= 2
+    x *= 2
+    x.sum().backward()
+    assert x.grad.tolist() == [1.0]      # the latest version of x
+    x = tg.zeros(4)
+    y = x.view(2, 2)
+    y.add_(tg.randn(2, 2, requires_grad=True))
+
+
+def test_torch_retains_grad_inplace_multiple_outputs():
+    b = tg.rand(3, 3, requires_grad=True)
+    var, mean = _double_mul().apply(b)
+    var.retain_grad()
+    mean.retain_grad()
+    var.mul_(2)
+    (var + mean).sum().backward()
+    gvar, gmean = var.grad, mean.grad
+    a = b.detach().requires_grad_(True)
+    var, mean = _double_mul().apply(a)
+    var.mul_(2)
+    gvar_expected, gmean_expected = tg.autograd.grad((var + mean).sum(), inputs=(var, mean))
+    _close(gvar, gvar_expected)
+    _close(gmean, gmean_expected)
+
+
+def test_torch_retain_grad_inplace_over_view():
+    base = tg.tensor([1.0], requires_grad=True).clone()
+    view, view2 = base[:], base[:]
+    view.retain_grad()
+    view2.retain_grad()
+    view.mul_(2)
+    (view + view2).sum().backward()
+    assert view.grad.tolist() == view2.grad.tolist() == [1.0]
+
+
+def test_torch_tensor_hooks_inplace():
+    count = [0, 0, 0]
+
+    def fn1(grad):
+        count[0] += 1
+        assert grad.tolist() == [4.0]
+        return grad * 2
+
+    def fn2(grad):
+        count[1] += 1
+        assert grad.tolist() == [1.0]
+        return grad * 2
+    a = tg.tensor([1.0], requires_grad=True)
+    b = a.clone()
+    b.register_hook(fn1)
+    b.mul_(2)
+    b.register_hook(fn2)
+    b.sum().backward()
+    assert count[:2] == [1, 1] and a.grad.tolist() == [8.0]
+
+    def fn3(grad):
+        count[2] += 1
+        assert grad.tolist() == [4.0]
+        return grad * 2
+    a = tg.tensor([1.0], requires_grad=True)
+    b = a.clone()
+    b.register_hook(fn3)
+    b.mul_(2)
+    b.mul_(2)
+    b.sum().backward()
+    assert count[2] == 1 and a.grad.tolist() == [8.0]
+
+
+def test_torch_tensor_hooks_inplace_multiple_outputs():
+    counts = [0, 0, 0]
+    b = tg.rand(3, 3, requires_grad=True)
+    out1, out2 = _double_mul().apply(b)
+
+    def fn0(grad):
+        counts[0] += 1
+        _close(grad, tg.ones_like(out1) * 2)
+
+    def fn1(grad):
+        counts[1] += 1
+        _close(grad, tg.ones_like(out1) * 3)
+
+    def fn2(grad):
+        counts[2] += 1
+        _close(grad, tg.ones_like(out1))
+    out1.register_hook(fn0)
+    out2.register_hook(fn1)
+    out1.mul_(2)
+    out1.register_hook(fn2)
+    (out1 + out2 * 3).sum().backward()
+    assert counts == [1, 1, 1]
+
+
+def test_torch_tensor_hooks_inplace_over_view():
+    count = [0]
+
+    def fail(grad):
+        raise AssertionError("a hook of the old version ran")
+
+    def fn2(grad):
+        count[0] += 1
+        assert grad.tolist() == [1.0]
+    base = tg.tensor([1.0], requires_grad=True).clone()
+    view, view2 = base[:], base[:]
+    view.register_hook(fail)
+    view2.register_hook(fail)
+    view.mul_(2)
+    view2.grad_fn                         # the update that gives view2 its new grad_fn
+    view2.register_hook(fn2)
+    (view + view2).sum().backward()
+    assert count[0] == 1
+
+
+def test_torch_backward_with_nonleaf_inputs():
+    x = tg.randn(2, 2, dtype=tg.float64, requires_grad=True)
+    x_nonleaf = x * 1
+    y = tg.randn(2, 2, dtype=tg.float64, requires_grad=True)
+    z = tg.randn(2, 2, dtype=tg.float64, requires_grad=True)
+    out = x_nonleaf ** 2 + y * x_nonleaf + y ** 2
+    out.backward(tg.ones(2, 2, dtype=tg.float64), create_graph=True, inputs=[x, y, x_nonleaf])
+    _close(y.grad, x + 2 * y)
+    _close(x.grad, 2 * x + y)
+    _close(x_nonleaf.grad, 2 * x_nonleaf + y)
+    out.backward(tg.ones(2, 2, dtype=tg.float64), create_graph=True, inputs=[z])
+    assert z.grad is None
+
+
+def test_torch_save_output_nr():
+    x = tg.randn(10, requires_grad=True)
+    seen = []
+
+    class MultiOutputFn(tg.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            return x[:5], x[5:]
+
+        @staticmethod
+        def backward(ctx, *grad):
+            return tg.cat(grad)
+
+    a, b = MultiOutputFn.apply(x)
+    assert b.output_nr == 1
+
+    class TestFn(tg.autograd.Function):
+        @staticmethod
+        def forward(ctx, b):
+            ctx.save_for_backward(b)
+            return b * 2
+
+        @staticmethod
+        def backward(ctx, grad_b):
+            b, = ctx.saved_tensors
+            seen.append(b.output_nr)
+
+    TestFn.apply(b).sum().backward()
+    assert seen == [1]

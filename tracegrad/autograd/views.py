@@ -210,6 +210,19 @@ def rebase(view, result):
     params = geometry(view._data, base._data)
     old_base = Tensor._make(base._data, base._dtype, base._req, base._grad_fn, base._output_nr, vc=[base._vc[0]])
     old_fn, old_nr = view._grad_fn, view._output_nr
+    node = result._grad_fn
+    if node is not None and old_fn is not None and old_base._req:
+        # as torch's CopySlices, the op's gradient for the view's old value goes to the old
+        # base directly, not through the view's old grad_fn (whose tensor hooks then stay quiet)
+        edges = list(node.next_functions)
+        alias = None
+        for i, (fn, nr) in enumerate(edges):
+            if fn is old_fn and nr == old_nr:
+                if alias is None:
+                    alias = Tensor._make(view._data, view._dtype)
+                    _record(P["as_strided"], (old_base,), params, (alias,))
+                edges[i] = (alias._grad_fn, 0)
+        node.next_functions = tuple(edges)
     _record(P["as_strided_scatter"], (old_base, result), params, (base,))
     view._output_nr = 0
     _record(P["as_strided"], (base,), params, (view,))
