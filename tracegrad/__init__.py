@@ -48,6 +48,10 @@ def is_tensor(obj):
     return isinstance(obj, Tensor)
 
 
+def is_inference(input):
+    return input.is_inference()
+
+
 def numel(input):
     return input.numel()
 

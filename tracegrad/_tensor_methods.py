@@ -13,6 +13,7 @@ from .grad_mode import STATE, no_grad
 from .tensor import Tensor
 from .ops import functional as F
 from .autograd.graph import Saved
+from .autograd import views
 
 _METHODS = """neg negative abs absolute sign exp exp2 log log2 log1p expm1 sqrt rsqrt sin cos tan tanh sigmoid erf
 relu floor ceil round isnan isinf isfinite logical_not logical_and logical_or logical_xor clone add sub subtract mul
@@ -139,12 +140,14 @@ Tensor.__hash__ = lambda self: id(self)
 # == in-place =============================================================================================
 
 def check_inplace(self):
-    if self.grad_fn is None and self._req and STATE.grad_enabled:
+    if self._grad_fn is None and self._req and STATE.grad_enabled:
         raise RuntimeError("a leaf Variable that requires grad is being used in an in-place operation.")
     if self._inference and not STATE.inference:
         raise RuntimeError("Inplace update to inference tensor outside InferenceMode is not allowed.You can make a "
                            "clone to get a normal tensor before doing inplace update.See "
                            "https://github.com/pytorch/rfcs/pull/17 for more details.")
+    if self._view is not None and STATE.grad_enabled and self.requires_grad:
+        views.check_inplace_on_view(self)
 
 
 def _tracing():
@@ -170,18 +173,27 @@ def commit(self, result):
     if not self._data.flags.writeable:
         raise RuntimeError("unsupported operation: more than one element of the written-to tensor refers to a single "
                            "memory location. Please clone() the tensor before performing the operation.")
-    node = result.grad_fn if result._dtype is self._dtype or self._dtype.is_floating_point else None
-    base = self._base
-    if base is not None and STATE.grad_enabled and (node is not None or base._req):
-        return _commit_to_view(self, base, result)
+    node = result._grad_fn if result._dtype is self._dtype or self._dtype.is_floating_point else None
+    if self._view is not None and STATE.grad_enabled and (node is not None or self.requires_grad):
+        # the op requires grad (torch's compute_requires_grad over all its inputs)
+        views.check_inplace_on_view(self)
+        if node is None:          # the op's inputs need no grad, the view's base does: a constant result
+            node = (F.clone(result.detach()) + self * 0)._grad_fn
+            result = Tensor._make(result._data, self._dtype, True, node)
+        _keep_old_self(self, node)
+        np.copyto(self._data, result._data, casting="unsafe")
+        self._vc[0] += 1
+        return views.rebase(self, result)
     if node is not None:
         _keep_old_self(self, node)
     np.copyto(self._data, result._data, casting="unsafe")
     self._vc[0] += 1
     if node is not None:
+        old_fn, old_nr = self._grad_fn, self._output_nr
         self.grad_fn = node
         self._output_nr = result._output_nr
         self._req = True
+        views.move_retained(self, old_fn, old_nr)
         if node._saved[0] is not None:
             for s in node._saved[0]:
                 s.vc = self._vc
@@ -193,39 +205,13 @@ def commit(self, result):
 def _keep_old_self(self, node):
     """The derivative may need self's value from before the op: save a copy instead."""
     old = None
+    if node._saved is None:
+        return
     for s in node._saved[1:]:
         if isinstance(s, Saved) and s.tensor is self:
             if old is None:
                 old = Tensor._make(self._data.copy(), self._dtype, self._req, self.grad_fn, self._output_nr)
             s.tensor, s.vc, s.version = old, old._vc, 0
-
-
-def _commit_to_view(view, base, result):
-    """An in-place op on a view: write through, then give the base the history
-    as_strided_scatter(old base, result) (torch's CopySlices) and the view as_strided of it."""
-    from .ir.tracer import _record
-    from .ops.primitives import PRIMITIVES as P
-    if base.grad_fn is None and base._req:
-        raise RuntimeError("a view of a leaf Variable that requires grad is being used in an in-place operation.")
-    bd = base._data
-    if not bd.flags.c_contiguous:
-        raise NotImplementedError("an in-place op with autograd on a view of a non-contiguous tensor is not "
-                                  "supported; clone() the base first")
-    item = bd.itemsize
-    if hasattr(bd, "_tg_device"):
-        offset = view._data.t.storage_offset() - bd.t.storage_offset()
-    else:
-        offset = (view._data.__array_interface__["data"][0] - bd.__array_interface__["data"][0]) // item
-    params = {"shape": tuple(view._data.shape), "strides": tuple(s // item for s in view._data.strides),
-              "offset": offset}
-    old_base = Tensor._make(bd, base._dtype, base._req, base.grad_fn, base._output_nr, vc=[base._vc[0]])
-    if result.grad_fn is not None:
-        _keep_old_self(view, result.grad_fn)
-    np.copyto(view._data, result._data, casting="unsafe")
-    view._vc[0] += 1
-    _record(P["as_strided_scatter"], (old_base, result), params, (base,))
-    _record(P["as_strided"], (base,), params, (view,))
-    return view
 
 
 def _inplace(fn):
@@ -325,7 +311,7 @@ def _setitem(self, key, value):
     k, idx = F._normalize_key(self, key)
     if isinstance(value, Tensor):
         _check_setitem_shape(self, k, idx, value)
-    needs_graph = STATE.grad_enabled and (self._req or (isinstance(value, Tensor) and value._req))
+    needs_graph = STATE.grad_enabled and (self.requires_grad or (isinstance(value, Tensor) and value._req))
     if _tracing():
         if not isinstance(value, Tensor):
             from .creation import tensor
@@ -445,6 +431,11 @@ def _is_inference(self):
     return self._inference
 
 
+def _is_view(self):
+    return self._view is not None
+
+
+Tensor._is_view = _is_view
 Tensor.equal = _equal
 Tensor.allclose = _allclose
 Tensor.is_inference = _is_inference

@@ -115,11 +115,18 @@ def derive(fwd, outputs, wrt, hooks=None, node_hooks=()):
                 got = tuple_grads.get(n)
                 if not got:
                     continue
-                if prim.takes_ctx:       # a custom Function gets None for undefined gradients
-                    g = tuple(got.get(k) for k in range(len(a["shape"])))
-                else:
-                    g = tuple(got.get(k) if got.get(k) is not None else F.full(tuple(s), 0, dtype=d)
-                              for k, (s, d) in enumerate(zip(a["shape"], a["dtype"])))
+                g = tuple(got.get(k) for k in range(len(a["shape"])))
+                present = tuple(x is not None for x in g)
+                if n in node_hooks and not prim.takes_ctx and not all(present):
+                    # grad_fn hooks see None for the outputs no gradient reached (as torch)
+                    ctx = _ctx_proxy(bwd, n, ctxs)
+                    kept = apply(P["node_prehooks"], tuple(x for x in g if x is not None) + (ctx,),
+                                 {"present": present})
+                    kept = iter(kept if isinstance(kept, tuple) else (kept,))
+                    g = tuple(next(kept) if p else None for p in present)
+                if not prim.takes_ctx:   # a custom Function gets None for undefined gradients
+                    g = tuple(x if x is not None else F.full(tuple(s), 0, dtype=d)
+                              for x, s, d in zip(g, a["shape"], a["dtype"]))
                 out = tuple(_lazy(bwd, fwd, p, (n, -1, k), saved_inputs)
                             for k, p in enumerate(_projections(fwd, n, a, added_projs)))
             else:
@@ -137,6 +144,12 @@ def derive(fwd, outputs, wrt, hooks=None, node_hooks=()):
             bwd.__dict__["source_hint"] = f"d {n} = {a.get('label') or a['op']}(...)"
             bwd.__dict__["origin"] = n
             hooked = n in node_hooks
+            if prim.multi and not prim.takes_ctx and not all(present):
+                hooked_post = hooked
+                hooked = False           # its pre-hooks ran above
+            else:
+                present = None
+                hooked_post = hooked
             if hooked:                   # grad_fn pre-hooks see (and may replace) the incoming grads
                 gs = g if isinstance(g, tuple) else (g,)
                 gs = apply(P["node_prehooks"], gs + (_ctx_proxy(bwd, n, ctxs),), {})
@@ -147,12 +160,16 @@ def derive(fwd, outputs, wrt, hooks=None, node_hooks=()):
                 res = prim.vjp(g, out, *in_proxies, **a["params"])
             if not isinstance(res, tuple):
                 res = (res,)
-            if hooked:                   # grad_fn hooks: fn(grad_inputs, grad_outputs)
+            if hooked_post:              # grad_fn hooks: fn(grad_inputs, grad_outputs)
                 gs = g if isinstance(g, tuple) else (g,)
+                params = {}
+                if present is not None:
+                    gs = tuple(x for x, p in zip(gs, present) if p)
+                    params["present"] = present
                 live = [i for i, x in enumerate(args) if x_needed(x, need) and i < len(res) and res[i] is not None]
                 mask = tuple(i in live for i in range(len(args)))
                 new = apply(P["node_hooks"], tuple(res[i] for i in live) + tuple(gs) +
-                            (_ctx_proxy(bwd, n, ctxs),), {"mask": mask, "n_out": len(gs)})
+                            (_ctx_proxy(bwd, n, ctxs),), dict(params, mask=mask, n_out=len(gs)))
                 new = dict(zip(live, new if isinstance(new, tuple) else (new,)))
                 res = tuple(new.get(i) for i in range(len(args)))
             for i, x in enumerate(args):

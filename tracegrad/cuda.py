@@ -450,7 +450,7 @@ def apply_cuda(prim, args, params):
     base = args[0] if view and shares else None
     if view and not shares and prim.name == "reshape":
         params = dict(params, view=False)
-    made = tuple(tracer._make_out(o, dt, base) for o, dt in zip(outs, dtypes))
+    made = tuple(tracer._make_out(o, dt, base, prim.multi) for o, dt in zip(outs, dtypes))
     if req:
         tracer._record(prim, args, params, made)
     return made if prim.multi else made[0]

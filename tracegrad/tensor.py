@@ -94,7 +94,7 @@ def _shadow_here():
 
 class Tensor:
     """An n-dimensional array with autograd, stored in a numpy array."""
-    __slots__ = ("_data", "_dtype", "_req", "grad_fn", "_output_nr", "_grad", "_vc", "_base",
+    __slots__ = ("_data", "_dtype", "_req", "_grad_fn", "_output_nr", "_grad", "_vc", "_base", "_view",
                  "_grad_acc", "_retains_grad", "_hooks", "_is_param", "_inference", "_post_acc_hooks",
                  "__weakref__", "__dict__")
     __array_priority__ = 1000
@@ -109,11 +109,12 @@ class Tensor:
         t._data = data
         t._dtype = dtype
         t._req = requires_grad
-        t.grad_fn = grad_fn
+        t._grad_fn = grad_fn
         t._output_nr = output_nr
         t._grad = None
         t._vc = [0] if vc is None else vc
         t._base = base
+        t._view = None
         t._grad_acc = None
         t._retains_grad = False
         t._hooks = None
@@ -216,7 +217,22 @@ class Tensor:
 
     @property
     def _version(self):
+        if self._inference:
+            raise RuntimeError("Inference tensors do not track version counter.")
         return self._vc[0]
+
+    @property
+    def grad_fn(self):
+        if self._view is None:
+            return self._grad_fn
+        from .autograd.views import view_grad_fn
+        return view_grad_fn(self)
+
+    @grad_fn.setter
+    def grad_fn(self, node):
+        self._grad_fn = node
+        if self._view is not None:
+            self._view.attr_version = self._vc[0]
 
     @property
     def is_leaf(self):
@@ -224,7 +240,8 @@ class Tensor:
 
     @property
     def requires_grad(self):
-        return self._req
+        # a view whose base requires grad does too, as in torch (even one made in no_grad)
+        return self._req or (self._view is not None and self._base._req)
 
     @requires_grad.setter
     def requires_grad(self, value):
@@ -274,6 +291,8 @@ class Tensor:
         if value is not None:
             if not isinstance(value, Tensor):
                 raise TypeError(f"assigned grad expected to be a Tensor or None but got grad of type {type(value).__name__}")
+            if value is self:
+                raise RuntimeError("can't assign Variable as its own grad")
             if value._dtype is not self._dtype:
                 from .ops.functional import _cname
                 raise RuntimeError(
@@ -301,8 +320,11 @@ class Tensor:
     def data(self, value):
         if not isinstance(value, Tensor):
             raise TypeError(f"Variable data has to be a tensor, but got {type(value).__name__}")
+        if self._req and not (value._dtype.is_floating_point or value._dtype.is_complex):
+            raise RuntimeError("data set to a tensor that requires gradients must be floating point or complex dtype")
         self._data = value._data
         self._dtype = value._dtype
+        self._inference = value._inference
 
     @property
     def retains_grad(self):

@@ -20,8 +20,13 @@ def _as_list(x, what):
     return list(x)
 
 
+def _requires(t):
+    """t.requires_grad, after a stale view's grad_fn is made again (it may now require grad)."""
+    return t.grad_fn is not None or t._req
+
+
 def _root(t, i):
-    if not t._req:
+    if not _requires(t):
         raise RuntimeError(f"element {i} of tensors does not require grad and does not have a grad_fn")
     if t.grad_fn is not None:
         return (t.grad_fn, t._output_nr)
@@ -110,7 +115,7 @@ def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, 
         return backward_in_trace(outputs, _as_list(grad_tensors, "grad_tensors"), retain_graph, create_graph,
                                  inputs)
     for i, t in enumerate(outputs):
-        if not t._req:
+        if not _requires(t):
             raise RuntimeError(f"element {i} of tensors does not require grad and does not have a grad_fn")
     seeds = _seeds(outputs, _as_list(grad_tensors, "grad_tensors"), create_graph)
     if retain_graph is None:
@@ -120,7 +125,7 @@ def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, 
     if inputs is not None:
         targets, receivers = [], []
         for t in inputs:
-            if not t._req:
+            if not _requires(t):
                 raise RuntimeError("can't retain_grad on Tensor that has requires_grad=False")
             targets.append(_target(t))
             receivers.append(t)
@@ -180,8 +185,6 @@ def _accumulate(t, g, create_graph):
 def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=False, only_inputs=True,
          allow_unused=None, is_grads_batched=False, materialize_grads=False):
     """Gradients of `outputs` with respect to `inputs` (nothing is accumulated into .grad)."""
-    if is_grads_batched:
-        raise NotImplementedError("autograd.grad(is_grads_batched=True) is not supported")
     if materialize_grads and allow_unused is False:
         raise ValueError("Expected allow_unused to be True or not passed when materialize_grads=True, "
                          "but got: allow_unused=False.")
@@ -203,21 +206,66 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
         return grad_in_trace(outputs, inputs, _as_list(grad_outputs, "grad_outputs"), create_graph, allow_unused,
                              materialize_grads)
     for i, t in enumerate(outputs):
-        if not t._req:
+        if not _requires(t):
             raise RuntimeError(f"element {i} of tensors does not require grad and does not have a grad_fn")
     for t in inputs:
-        if not t._req:
+        if not _requires(t):
             raise RuntimeError("One of the differentiated Tensors does not require grad")
-    seeds = _seeds(outputs, _as_list(grad_outputs, "grad_outputs"), create_graph, "grad_outputs")
     if retain_graph is None:
         retain_graph = create_graph
     targets = [_target(t) for t in inputs]
-    with set_grad_enabled(create_graph):
-        res, _ = _run(outputs, seeds, targets, retain_graph, create_graph)
-    return _results(inputs, res, allow_unused, materialize_grads)
+    if is_grads_batched:
+        res = _batched(outputs, _as_list(grad_outputs, "grad_outputs"), targets, retain_graph, create_graph)
+    else:
+        seeds = _seeds(outputs, _as_list(grad_outputs, "grad_outputs"), create_graph, "grad_outputs")
+        with set_grad_enabled(create_graph):
+            res, _ = _run(outputs, seeds, targets, retain_graph, create_graph)
+    return _results(inputs, res, allow_unused, materialize_grads, create_graph)
 
 
-def _results(inputs, res, allow_unused, materialize_grads):
+def _batched(outputs, grad_outputs, targets, retain_graph, create_graph):
+    """is_grads_batched=True: the first dimension of each grad_output indexes a batch of
+    vector-Jacobian products, run one after another and stacked (torch vmaps them)."""
+    from ..ops.functional import stack
+    if len(grad_outputs) != len(outputs):
+        raise RuntimeError(f"grad_outputs should be a sequence of length {len(outputs)}, got {len(grad_outputs)}")
+    sizes = set()
+    for i, (o, g) in enumerate(zip(outputs, grad_outputs)):
+        if not isinstance(g, Tensor):
+            raise RuntimeError("is_grads_batched=True needs a batched Tensor for each grad_output")
+        if g.ndim == 0 or tuple(g.shape[1:]) != tuple(o.shape):
+            raise RuntimeError(
+                f"If `is_grads_batched=True`, we interpret the first dimension of each grad_output as the batch "
+                f"dimension. The sizes of the remaining dimensions are expected to match the shape of corresponding "
+                f"output, but a mismatch was detected: grad_output[{i}] has a shape of {g.shape[1:]} and "
+                f"output[{i}] has a shape of {o.shape}. If you only want some tensors in `grad_output` to be "
+                f"considered batched, consider using vmap.")
+        sizes.add(g.shape[0])
+    if len(sizes) > 1:
+        raise ValueError(f"vmap: Expected all tensors to have the same size in the mapped dimension, got sizes "
+                         f"{sorted(sizes)} for the mapped dimension")
+    n = sizes.pop()
+    per = []
+    for b in range(n):
+        seeds = _seeds(outputs, [g[b] for g in grad_outputs], create_graph, "grad_outputs")
+        with set_grad_enabled(create_graph):
+            res, _ = _run(outputs, seeds, targets, retain_graph or b < n - 1, create_graph)
+        per.append(res)
+    out = []
+    for k, (node, slot) in enumerate(targets):
+        col = [r[k] for r in per]
+        if all(g is None for g in col):
+            out.append(None)
+            continue
+        shape, dt = node._out_meta[slot]
+        from ..creation import zeros
+        col = [zeros(shape, dtype=dt) if g is None else g for g in col]
+        with set_grad_enabled(create_graph):
+            out.append(stack(col) if n else zeros((0,) + tuple(shape), dtype=dt))
+    return out
+
+
+def _results(inputs, res, allow_unused, materialize_grads, create_graph=False):
     """grad()'s answer: torch's error for an unused input, or None, or zeros."""
     out = []
     for i, (t, g) in enumerate(zip(inputs, res)):
@@ -227,7 +275,7 @@ def _results(inputs, res, allow_unused, materialize_grads):
                                    f"graph. Set allow_unused=True if this is the desired behavior.")
             if materialize_grads:
                 from ..creation import zeros
-                g = zeros(tuple(t.shape), dtype=t.dtype)
+                g = zeros(tuple(t.shape), dtype=t.dtype, requires_grad=create_graph)
         out.append(g)
     return tuple(out)
 

@@ -284,6 +284,11 @@ def execute(order, index, roots, seeds, targets, retain_graph, create_graph, hoo
     """Run the backward of `roots` (list of (node, slot)) with `seeds`; return the gradient of
     each target (node, slot), None where no path reaches it."""
     hooks_spec = hooks_spec or {}
+    for node in order:
+        # freed by an earlier backward (see free_graph); a custom Function raises only where
+        # its backward reads ctx.saved_tensors, as in torch
+        if node._saved is None and not node._prim.takes_ctx:
+            raise RuntimeError(FREED_MSG)
     p = get_program(order, index, roots, targets, hooks_spec)
     hook_fns = {k: fns for k, fns in hooks_spec.items()}
     hook_by_key = {(index[id(n)], s): fns for (n, s), fns in hooks_spec.items()}
@@ -301,8 +306,14 @@ def execute(order, index, roots, seeds, targets, retain_graph, create_graph, hoo
             else:
                 args.append(info)
         from ..ir.interpret import run_eager
-        with enable_grad():
-            outs = run_eager(p.bwd, args)
+        from ..ir import tracer
+        try:
+            with enable_grad():
+                outs = run_checked(p, args, order, eager=True) if tracer._ANOMALY[0] else run_eager(p.bwd, args)
+        except BaseException:
+            if not retain_graph:
+                free_graph(order)
+            raise
     else:
         args = []
         for kind, info in p.binds:
@@ -322,18 +333,53 @@ def execute(order, index, roots, seeds, targets, retain_graph, create_graph, hoo
         try:
             if tracer._CUDA[0] and (p.transfers or any(a.__class__ is _cuda.CudaArray for a in args)):
                 raw = _cuda.run_backward(p, args)
-            elif tracer._PROFILE[0] is not None or (tracer._ANOMALY[0] and tracer._ANOMALY_NAN[0]):
+            elif tracer._PROFILE[0] is not None or tracer._ANOMALY[0]:
                 raw = run_checked(p, args, order)
             else:
                 raw = p.fn(*args)
+        except BaseException:
+            # a hook or a custom backward raised part way: what ran may have written over saved
+            # values, so the graph is freed as torch frees the nodes it ran (a retry raises)
+            if not retain_graph:
+                free_graph(order)
+            raise
         finally:
             STATE.freeing_saved = freeing
         outs = _gradient_tensors(raw, args, targets)
     if not retain_graph:
-        for node in order:
-            if node._prim is not None:
-                node._saved = None
+        free_graph(order)
     return outs
+
+
+def holds_saved(node):
+    """Whether a node keeps values for its backward (torch's SavedVariables): a node that
+    keeps none, such as AddBackward0 or SumBackward0, may be run again after a backward."""
+    saved = node._saved
+    if saved is None:
+        return True
+    if node._prim.takes_ctx:                         # a custom Function: ctx.saved_tensors raises
+        return True
+    if "_residuals" in node.__dict__:                # a compiled call
+        return True
+    for s in saved:
+        if s is not None:
+            return True
+    return False
+
+
+def free_graph(order):
+    """Free the saved values of the graph's nodes (retain_graph=False)."""
+    for node in order:
+        saved = node._saved
+        if saved is None or node._prim is None:
+            continue
+        for v in saved:
+            if v is not None:
+                node._saved = None
+                break
+        else:
+            if holds_saved(node):
+                node._saved = None
 
 
 def _gradient_tensors(raw, args, targets):
@@ -374,10 +420,12 @@ def _origin_name(p, order, n):
     return (type(order[k]).__name__, order[k]) if k is not None else (n, None)
 
 
-def run_checked(p, args, order):
+def run_checked(p, args, order, eager=False):
     """Run a backward program node by node: time each node for the profiler (charged to
     the grad_fn of the forward op it differentiates) and, in anomaly mode, stop at the
-    first derivative rule that returns NaN, naming the forward op and where it was made."""
+    first derivative rule that returns NaN, naming the forward op and where it was made;
+    an error raised while differentiating an op warns with where that op was made.
+    `eager` runs each node through the eager ops (create_graph=True)."""
     import time
     import warnings
     from ..ir import tracer
@@ -385,33 +433,51 @@ def run_checked(p, args, order):
     from . import profiler
     g = p.bwd
     env = dict(zip(g.inputs, args))
-    check = tracer._ANOMALY[0] and tracer._ANOMALY_NAN[0]
+    anomaly = tracer._ANOMALY[0]
+    check = anomaly and tracer._ANOMALY_NAN[0]
     prof = profiler.is_profiling()
     spans = {}
+
+    def warn_forward(fwd_value):
+        name, node = _origin_name(p, order, fwd_value)
+        if node is not None and node._trace:
+            warnings.warn(f"Error detected in {name}. Traceback of forward call that caused the error:\n" +
+                          "".join(node._trace), UserWarning)
+        return name
+
     for n in g.nodes():
         a = g[n]
         if a["op"] == "input":
             continue
         vals = [env[x] if isinstance(x, V) else x for x in a["args"]]
         t0 = time.perf_counter()
-        if a["op"] == "proj":
-            out = vals[0][a["params"]["index"]]
-        else:
-            out = a["prim"].impl(*vals, **a["params"])
+        try:
+            if a["op"] == "proj":
+                out = vals[0][a["params"]["index"]]
+            else:
+                with np.errstate(all="ignore"):        # as the generated backward: NaN is checked below
+                    if not eager:
+                        out = a["prim"].impl(*vals, **a["params"])
+                    elif a["prim"].eager:
+                        out = a["prim"].eager(*vals, **a["params"])
+                    else:
+                        out = tracer.apply(a["prim"], tuple(vals), a["params"])
+        except Exception:
+            if anomaly and a.get("origin") is not None:
+                warn_forward(a["origin"])
+            raise
         t1 = time.perf_counter()
         env[n] = out
         origin = a.get("origin")
         if prof and origin is not None:
             s = spans.setdefault(origin, [t0, t1])
             s[0], s[1] = min(s[0], t0), max(s[1], t1)
-        if check and a.get("grad_of") is not None and out is not None and \
-                np.isnan(np.asarray(out, dtype=np.float64) if np.asarray(out).dtype.kind != "f" else out).any():
-            fwd_value, i = a["grad_of"]
-            name, node = _origin_name(p, order, fwd_value)
-            if node is not None and node._trace:
-                warnings.warn(f"Error detected in {name}. Traceback of forward call that caused the error:\n" +
-                              "".join(node._trace), UserWarning)
-            raise RuntimeError(f"Function '{name}' returned nan values in its {i}th output.")
+        if check and a.get("grad_of") is not None and out is not None:
+            arr = out._data if isinstance(out, Tensor) else np.asarray(out)
+            if np.isnan(arr.astype(np.float64) if arr.dtype.kind != "f" else arr).any():
+                fwd_value, i = a["grad_of"]
+                name = warn_forward(fwd_value)
+                raise RuntimeError(f"Function '{name}' returned nan values in its {i}th output.")
     if prof:
         for origin, (t0, t1) in sorted(spans.items(), key=lambda kv: kv[1][0]):
             profiler.record(_origin_name(p, order, origin)[0], t0, t1, kind="backward")

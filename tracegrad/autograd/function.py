@@ -18,6 +18,8 @@ from ..tensor import Tensor
 from ..ops.lowering import Refuse, identity
 from ..ops.primitives import Primitive, PRIMITIVES as P
 from .graph import Node, Saved, node_class, _seq
+from . import views
+from ..ir import tracer as _tracer
 
 
 # -- the primitives: the Function node, and the run-time calls in backward graphs ------------------
@@ -81,8 +83,10 @@ def _call_user_backward(ctx, gs, metas, as_tensor):
     cls = ctx._params["cls"]
     outs = ctx._out_meta
     if ctx.__dict__.get("_materialize", True):
-        gs = [g if g is not None else Tensor._make(np.zeros(shape, dt.np), dt)
-              for g, (shape, dt) in zip(gs, outs)]
+        # outputs that are not tensors get None (as in torch)
+        is_tensor = ctx.__dict__.get("_tensor_outs") or (True,) * len(outs)
+        gs = [g if g is not None or not t else Tensor._make(np.zeros(shape, dt.np), dt)
+              for g, (shape, dt), t in zip(gs, outs, is_tensor)]
     res = _check_grads(ctx, cls.backward(ctx, *gs), metas)
     out = []
     name = type(ctx).__name__
@@ -139,23 +143,33 @@ def _unwrap(gs, as_tensor):
     return tuple(g if as_tensor or g is None else g._data for g in gs)
 
 
-def _prehooks(*args, as_tensor=False):
+def _spread(gs, present):
+    """The gradients of all outputs, None where `present` says none reached them."""
+    if present is None:
+        return gs
+    it = iter(gs)
+    return tuple(next(it) if p else None for p in present)
+
+
+def _prehooks(*args, present=None, as_tensor=False):
     *gs, node = args
-    gs = _wrap_grads(gs)
+    gs = _spread(_wrap_grads(gs), present)
     for h in list((node._pre_hooks or {}).values()):
         r = h(gs)
         if r is not None:
             gs = _wrap_grads(tuple(r))
+    if present is not None:
+        gs = tuple(g for g, p in zip(gs, present) if p)
     return _unwrap(gs, as_tensor)
 
 
-def _posthooks(*args, mask, n_out, as_tensor=False):
+def _posthooks(*args, mask, n_out, present=None, as_tensor=False):
     *vals, node = args
     vals = _wrap_grads(vals)
     n_in = len(vals) - n_out
     it = iter(vals[:n_in])
     grad_inputs = tuple(next(it) if m else None for m in mask)
-    grad_outputs = vals[n_in:]
+    grad_outputs = _spread(vals[n_in:], present)
     for h in list((node._hooks or {}).values()):
         r = h(grad_inputs, grad_outputs)
         if r is not None:
@@ -170,11 +184,11 @@ def _pass_shapes(*args, **p):
 
 
 Primitive("node_prehooks", "*gs", _prehooks, shape=_pass_shapes, dtype=lambda args: (None, D.float32), multi=True,
-          eager=functools.partial(_prehooks, as_tensor=True), vjp=lambda g, out, *a: tuple(g) + (None,),
+          eager=functools.partial(_prehooks, as_tensor=True), vjp=lambda g, out, *a, present=None: tuple(g) + (None,),
           grad_fn="NodePreHooksBackward", triton=Refuse("grad_fn hooks call Python"))
 Primitive("node_hooks", "*gs", _posthooks, shape=_pass_shapes, dtype=lambda args: (None, D.float32), multi=True,
           eager=functools.partial(_posthooks, as_tensor=True),
-          vjp=lambda g, out, *a, mask, n_out: tuple(g) + (None,) * (len(a) - len(g)),
+          vjp=lambda g, out, *a, mask, n_out, present=None: tuple(g) + (None,) * (len(a) - len(g)),
           grad_fn="NodeHooksBackward", triton=Refuse("grad_fn hooks call Python"))
 
 
@@ -192,10 +206,7 @@ class FunctionCtx:
     """The methods available on `ctx` (mixed into each custom Function's grad_fn class)."""
 
     def save_for_backward(self, *tensors):
-        for t in tensors:
-            if t is not None and not isinstance(t, Tensor):
-                raise TypeError("save_for_backward can only save variables, but argument 0 is of type "
-                                f"{type(t).__name__}")
+        # checked where apply records the node (a call that records none just runs forward)
         self.__dict__["_to_save"] = tensors
 
     @property
@@ -289,9 +300,12 @@ class Function(metaclass=FunctionMeta):
             return _apply_traced(cls, args)
         ctx = object.__new__(_ctx_class(cls))
         _init_node(ctx)
-        needs = tuple(isinstance(a, Tensor) and a._req for a in args)
+        needs = tuple(isinstance(a, Tensor) and (a._req or a.grad_fn is not None) for a in args)
         ctx.__dict__["needs_input_grad"] = needs
         custom_setup = cls.setup_context is not Function.setup_context
+        if STATE.grad_enabled and any(needs):
+            # the inputs' history before forward runs (it may modify them in place: mark_dirty)
+            edges = [_edge(a) if isinstance(a, Tensor) else (None, 0) for a in args]
         with no_grad():
             if custom_setup:
                 outputs = cls.forward(*args)
@@ -304,40 +318,44 @@ class Function(metaclass=FunctionMeta):
         dirty = ctx.__dict__.get("_dirty", ())
         non_diff = ctx.__dict__.get("_non_diff", ())
         for d in dirty:
+            if not any(d is o for o in outs):
+                raise RuntimeError("Some elements marked as dirty during the forward method were not returned as "
+                                   "output. The inputs that are modified inplace must all be outputs of the Function.")
             d._vc[0] += 1
         if not requires:
             for k, o in enumerate(outs):
                 if isinstance(o, Tensor) and any(o is a for a in args) and not any(o is d for d in dirty):
-                    outs[k] = Tensor._make(o._data, o._dtype, vc=o._vc, base=o)
+                    outs[k] = _alias(o, views.NO_GRAD_MODE if not STATE.grad_enabled else views.DEFAULT)
             return tuple(outs) if is_tuple else outs[0]
+        if _tracer._ANOMALY[0]:
+            import traceback
+            ctx._trace = traceback.format_stack()[:-1]
         ctx._prim = P["function"]
         ctx._params = {"cls": cls, "nout": len(outs)}
-        metas, edges = [], []
-        for a in args:
-            if isinstance(a, Tensor):
-                metas.append((a._data.shape, a._dtype))
-                if a.grad_fn is not None:
-                    edges.append((a.grad_fn, a._output_nr))
-                elif a._req:
-                    edges.append((a._accumulator(), 0))
-                else:
-                    edges.append((None, 0))
-            else:
-                metas.append(None)
-                edges.append((None, 0))
+        metas = [(a._data.shape, a._dtype) if isinstance(a, Tensor) else None for a in args]
         ctx._args_meta = tuple(metas)
         ctx.next_functions = tuple(edges)
         ctx._saved = (None,) * (len(args) + 1)
+        n_tensors = sum(isinstance(o, Tensor) for o in outs)
+        rebased = []
         for k, o in enumerate(outs):
             if not isinstance(o, Tensor):
                 continue
             is_input = any(o is a for a in args)
             if any(o is d for d in dirty):
-                if o.grad_fn is None and o._req:
+                if o._grad_fn is None and o._req:
                     raise RuntimeError("a leaf Variable that requires grad has been used in an in-place operation.")
+                if o._view is not None:
+                    # modified in place through a view: the base's history is rewritten (CopySlices)
+                    if n_tensors > 1:
+                        raise RuntimeError(_DIRTY_VIEW_MSG)
+                    views.check_inplace_on_view(o)
+                    rebased.append(k)
             elif is_input:
                 # an input returned as is: the output is a new tensor viewing it
-                o = outs[k] = Tensor._make(o._data, o._dtype, vc=o._vc, base=o)
+                o = outs[k] = _alias(o, views.IN_CUSTOM_FUNCTION)
+            elif o._view is not None:
+                o._view.creation = views.IN_CUSTOM_FUNCTION
             if any(o is nd for nd in non_diff) or not o._dtype.is_floating_point:
                 continue
             o._req = True
@@ -345,16 +363,43 @@ class Function(metaclass=FunctionMeta):
             o._output_nr = k
         ctx._out_meta = tuple(((o._data.shape, o._dtype) if isinstance(o, Tensor) else ((), D.float32))
                               for o in outs)
+        ctx.__dict__["_tensor_outs"] = tuple(isinstance(o, Tensor) for o in outs)
+        for k in rebased:
+            o = outs[k]
+            views.rebase(o, Tensor._make(o._data, o._dtype, True, ctx, k))
         saved = []
-        for t in ctx.__dict__.pop("_to_save", ()):
+        for i, t in enumerate(ctx.__dict__.pop("_to_save", ())):
+            if t is not None and not isinstance(t, Tensor):
+                raise TypeError(f"save_for_backward can only save variables, but argument {i} is of type "
+                                f"{type(t).__name__}")
             if t is None:
                 saved.append(None)
-            elif t.grad_fn is ctx:
+            elif t._grad_fn is ctx:
                 saved.append(Saved(t, True, t._output_nr))
             else:
                 saved.append(Saved(t, False))
         ctx.__dict__["_fn_saved"] = saved
         return tuple(outs) if is_tuple else outs[0]
+
+
+_DIRTY_VIEW_MSG = (
+    "If your Function modifies inplace an input that is a view of another Tensor, your Function cannot return more "
+    "than one Tensor. This is not supported by the current autograd engine. You should either make sure the input is "
+    "not a view (using .clone() for example) or make your Function only return one Tensor (potentially splitting it "
+    "into two Functions: one doing the inplace that returns a single Tensor and a second one that does the other "
+    "operations). You can ask on the forum https://discuss.pytorch.org/ if you need help to do this change.")
+
+
+def _edge(a):
+    fn = a.grad_fn
+    if fn is not None:
+        return fn, a._output_nr
+    return (a._accumulator(), 0) if a._req else (None, 0)
+
+
+def _alias(t, creation):
+    """A new tensor viewing `t` whole (what a Function returns for an input returned as is)."""
+    return views.make_view(Tensor._make(t._data, t._dtype), t, creation)
 
 
 def _init_node(node):

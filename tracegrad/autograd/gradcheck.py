@@ -13,6 +13,7 @@ import numpy as np
 
 from .. import _dtype as D
 from ..tensor import Tensor
+from ..grad_mode import no_grad
 
 __all__ = ["gradcheck", "gradgradcheck", "GradcheckError"]
 
@@ -395,13 +396,40 @@ def _test_undefined_backward_mode(func, outputs, inputs):
         warnings.warn(UNDEFINED_GRAD_BC_MSG, stacklevel=4)
         raise GradcheckError("Expected backward function to handle undefined output grads. Please look at \"Notes "
                              "about undefined output gradients\" in \"tools/autograd/derivatives.yaml\"") from e
+    _check_zero_grads(grads)
+    # a custom Function that asked for undefined gradients (set_materialize_grads(False)) gets
+    # None, as torch's UndefinedGrad gives it: all of them, then one at a time
+    from .function import _call_user_backward
+    for o in outs:
+        node = o.grad_fn
+        if node is None or node._prim is None or not node._prim.takes_ctx or \
+                node.__dict__.get("_materialize", True):
+            continue
+        n = len(node._out_meta)
+        cases = [[None] * n]
+        if n > 1:
+            cases += [[None if k == i else Tensor._make(np.zeros(s, d.np), d) for k, (s, d) in
+                       enumerate(node._out_meta)] for i in range(n)]
+        for gs in cases:
+            try:
+                with no_grad():
+                    grads = _call_user_backward(node, gs, node._args_meta, True)
+            except RuntimeError as e:
+                warnings.warn(UNDEFINED_GRAD_BC_MSG, stacklevel=4)
+                raise GradcheckError("Expected backward function to handle undefined output grads. Please look at "
+                                     "\"Notes about undefined output gradients\" in "
+                                     "\"tools/autograd/derivatives.yaml\"") from e
+            _check_zero_grads(grads)
+    return True
+
+
+def _check_zero_grads(grads):
     for gi in grads:
         if gi is not None and np.any(gi._data != 0):
-            warnings.warn(UNDEFINED_GRAD_BC_MSG, stacklevel=4)
+            warnings.warn(UNDEFINED_GRAD_BC_MSG, stacklevel=5)
             raise GradcheckError("Expected all input grads to be undefined or zero when all output grads are "
                                  "undefined or zero. Please look at \"Notes about undefined output gradients\" in "
                                  "\"tools/autograd/derivatives.yaml\"")
-    return True
 
 
 def _gradcheck_helper(func, inputs, eps, atol, rtol, nondet_tol, check_undefined_grad, check_grad_dtypes,

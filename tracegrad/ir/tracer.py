@@ -14,6 +14,7 @@ from .. import _dtype as D
 from ..grad_mode import STATE
 from ..tensor import Tensor, Size
 from ..autograd.graph import Saved, _seq
+from ..autograd.views import make_view, creation_meta
 from .graph import Graph, V
 from .. import cuda as _cuda
 from .. import functionalize as _FN
@@ -306,7 +307,7 @@ def _apply_eager(prim, args, params):
             if cdt is not None and a._dtype is not cdt and (cast is None or i in cast):
                 d = d.astype(cdt.np)
             arrays.append(d)
-            if a._req:
+            if a._req or (a._view is not None and a._base._req):    # a view whose base gained history
                 req = True
         else:
             arrays.append(a)
@@ -317,13 +318,15 @@ def _apply_eager(prim, args, params):
     req = req and STATE.grad_enabled and not STATE.inference and prim.vjp is not None
     view = prim.view and (prim.view is True or prim.view(params))
     base = args[0] if view else None
+    if view and base._inference:
+        req = False                  # a view of an inference tensor is an inference tensor, outside autograd
     if prim.multi:
         shapes = prim.shape(*args, **params) if prim.nondiff_outputs else None
         outs = []
         for k, o in enumerate(out):
             dt = odt if shapes is None or shapes[k][1] is None else shapes[k][1]
             o = _wrap(o, dt)
-            outs.append(_make_out(o, dt, base))
+            outs.append(_make_out(o, dt, base, True))
         if req:
             _record(prim, args, params, outs)
         return tuple(outs)
@@ -337,11 +340,10 @@ def _apply_eager(prim, args, params):
     return t
 
 
-def _make_out(data, dt, base):
+def _make_out(data, dt, base, multi=False):
     t = Tensor._make(data, dt)
     if base is not None:
-        t._vc = base._vc
-        t._base = base._base if base._base is not None else base
+        make_view(t, base, creation_meta(multi))
     return t
 
 
@@ -357,8 +359,9 @@ def _record(prim, args, params, outs):
     for a in args:
         if isinstance(a, Tensor):
             metas.append((a._data.shape, a._dtype))
+            # (a stale view's grad_fn is made again here, and then requires grad)
+            fn = a._grad_fn if a._view is None else a.grad_fn
             req.append(a._req)
-            fn = a.grad_fn
             if fn is not None:
                 edges.append((fn, a._output_nr))
             elif a._req:
@@ -395,7 +398,9 @@ def _record(prim, args, params, outs):
         if k in nondiff or not o._dtype.is_floating_point:
             continue
         o._req = True
-        o.grad_fn = node
+        o._grad_fn = node
+        if o._view is not None:
+            o._view.attr_version = o._vc[0]
         o._output_nr = k
 
 

@@ -1134,6 +1134,7 @@ def einsum(equation, *operands):
 
 def detach(input):
     t = Tensor._make(input._data, input._dtype, False, vc=input._vc, base=input._base)
+    t._inference = input._inference
     return t
 
 

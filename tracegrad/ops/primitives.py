@@ -932,7 +932,12 @@ np_key = T.index_key
 
 
 def _getitem_kernel(x, *idx, key):
-    return x[np_key(key, idx)]
+    k = np_key(key, idx)
+    r = x[k]
+    if type(r) is not np.ndarray and type(x) is np.ndarray:
+        # integers only: numpy gives a scalar copy, torch a 0-d view sharing memory
+        r = x[(k if isinstance(k, tuple) else (k,)) + (Ellipsis,)]
+    return r
 
 
 def _getitem_shape(x, *idx, key):
@@ -1038,7 +1043,12 @@ def _split_vjp(g, out, x, sizes, dim, name=None):
 
 Primitive("split", "x", _split_kernel, shape=_split_shape, dtype="same", multi=True, vjp=_split_vjp,
           grad_fn=lambda a, p: p.get("name", "SplitWithSizesBackward0"), view=True, triton=T.split)
-Primitive("unbind", "x", lambda x, dim: tuple(np.moveaxis(x, dim, 0)),
+def _unbind_kernel(x, dim):
+    m = np.moveaxis(x, dim, 0)
+    return tuple(m[i, ...] for i in range(m.shape[0]))     # views, 0-d ones too (as torch)
+
+
+Primitive("unbind", "x", _unbind_kernel,
           shape=lambda x, dim: [(tuple(x.shape[:dim]) + tuple(x.shape[dim + 1:]), x.dtype)] * x.shape[dim],
           dtype="same", multi=True, vjp=lambda g, out, x, dim: (F.stack(list(g), dim),), grad_fn="UnbindBackward0",
           view=True, triton=T.unbind)
