@@ -274,6 +274,9 @@ def test_inplace_on_intermediates_and_their_views_is_functionalized():
     _close(xc.grad, xt.grad, torch.float64)
     with tg.no_grad():
         _close(_views_body(tg, tg.tensor(xn)), yt, torch.float64)
+    xe = tg.tensor(xn, requires_grad=True)             # eager autograd through the same views agrees too
+    _views_body(tg, xe).sum().backward()
+    _close(xe.grad, xt.grad, torch.float64)
 
 
 def test_inplace_on_an_input_is_written_back_and_on_a_leaf_raises_torchs_error():
