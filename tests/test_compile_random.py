@@ -300,7 +300,7 @@ def inside(m, plan, out_weights, seed_v):
     return f
 
 
-def check_program(seed, dtype):
+def check_program(seed, dtype, backend="auto", order2=True):
     plan = draw_program(seed)
     shapes, req, ins, outs = plan
     r = np.random.default_rng(seed)
@@ -309,7 +309,7 @@ def check_program(seed, dtype):
     xt = [torch.tensor(a, dtype=tdt, requires_grad=q) for a, q in zip(arrays, req)]
     xe = [tg.tensor(a, dtype=getattr(tg, dtype), requires_grad=q) for a, q in zip(arrays, req)]
     xc = [tg.tensor(a, dtype=getattr(tg, dtype), requires_grad=q) for a, q in zip(arrays, req)]
-    compiled = tg.compile(lambda *xs: run(tg, plan, xs), fullgraph=True)
+    compiled = tg.compile(lambda *xs: run(tg, plan, xs), fullgraph=True, backend=backend)
     ot, oe, oc = run(torch, plan, xt), run(tg, plan, xe), compiled(*xc)
     for k, (a, b, c) in enumerate(zip(oc, oe, ot)):
         assert_close(a, b, dtype, f"seed {seed} {dtype} output {k} (compiled vs eager)")
@@ -328,6 +328,8 @@ def check_program(seed, dtype):
         for i, (a, b, c) in enumerate(zip(gc, ge, gt)):
             assert_close(a, c, dtype, f"seed {seed} {dtype} d out0 / d input {i} (compiled vs torch)")
             assert_close(a, b, dtype, f"seed {seed} {dtype} d out0 / d input {i} (compiled vs eager)")
+    if not order2:
+        return
     # order 1 and 2 through the compiled call (torch's way)
     ot, oe, oc = run(torch, plan, xt), run(tg, plan, xe), compiled(*xc)
     gt, ge, gc = order1(torch, ot, xt, wt), order1(tg, oe, xe, we), order1(tg, oc, xc, we)
@@ -383,6 +385,41 @@ def test_random_programs_compiled_match_eager_and_torch(dtype):
         warnings.simplefilter("error")          # a fallback to eager would hide the compiled path
         for seed in range(N_PROGRAMS):
             check_program(seed, dtype)
+
+
+TRITON_SCRIPT = """
+import sys, warnings
+sys.path.insert(0, {tests!r})
+import numpy as np
+import test_compile_random as T
+seeds = [s for s in range(200) if T.has_unused_input(T.draw_program(s))][:{n}]
+with warnings.catch_warnings(), np.errstate(all="ignore"):
+    warnings.simplefilter("error", UserWarning)
+    for seed in seeds:
+        T.check_program(seed, "float32", backend="triton", order2=False)
+print("checked", len(seeds))
+"""
+
+
+def has_unused_input(plan):
+    shapes, req, ins, outs = plan
+    read = {a for _, _, args, _ in ins for a in args}
+    return any(q and i not in read for i, q in enumerate(req))
+
+
+def test_random_programs_with_unused_inputs_on_the_triton_backend():
+    """The same values, gradients and None gradients through the Triton lowering, run by
+    Triton's CPU interpreter (a subprocess: TRITON_INTERPRET is read at import)."""
+    pytest.importorskip("triton")
+    import subprocess
+    import sys
+    tests = os.path.dirname(os.path.abspath(__file__))
+    env = dict(os.environ, TRITON_INTERPRET="1", PYTHONPATH=os.path.dirname(tests))
+    n = int(os.environ.get("TRACEGRAD_RANDOM_TRITON_PROGRAMS", "6"))
+    r = subprocess.run([sys.executable, "-c", TRITON_SCRIPT.format(tests=tests, n=n)], env=env,
+                       capture_output=True, text=True, timeout=900)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    assert f"checked {n}" in r.stdout
 
 
 def test_the_programs_exercise_unused_inputs_and_inputs_without_grad():
