@@ -500,14 +500,17 @@ def _seeds(p, gs, zeros):
     return [zeros(shape, dt) if g is None else g for g, (shape, dt) in zip(gs, p.out_meta)]
 
 
-def _start_backward(p, ctx):
+def _start_backward(p, ctx, counts=True):
     """What every backward through a compiled call does first: refuse a freed graph and
-    inputs changed in place since the forward, and count the backward (for _speculate)."""
+    inputs changed in place since the forward, and count the backward (for _speculate:
+    a create_graph backward runs its own program and does not count, or the forward would
+    take gradients nobody reads)."""
     if ctx._saved is None:
         raise RuntimeError(FREED_MSG)
     for s in ctx.__dict__["_read"]:
         _check_version(s, ctx)
-    p.bwd_count += 1
+    if counts:
+        p.bwd_count += 1
 
 
 def _compiled_backward_kernel(*args, prog):
@@ -576,7 +579,7 @@ def _compiled_backward_eager(*args, prog):
     from . import creation
     *gs, ctx = args
     p = prog
-    _start_backward(p, ctx)
+    _start_backward(p, ctx, counts=False)
     seeds = _seeds(p, gs, lambda s, dt: creation.zeros(s, dtype=dt))
     if p.double is None:
         p.double = CompiledFunction(_backward_function(p), backend=p.backend, name=f"{p.__name__}_grad")
