@@ -127,7 +127,7 @@ def draw_program(seed):
 
 def _mm_shape(a, b):
     try:
-        return np.matmul(np.empty(a), np.empty(b)).shape
+        return np.matmul(np.zeros(a), np.zeros(b)).shape
     except ValueError:
         return None
 
@@ -434,3 +434,87 @@ def test_the_programs_exercise_unused_inputs_and_inputs_without_grad():
         kinds |= {name for _, name, _, _ in ins}
     assert unused >= N_PROGRAMS // 10 and no_grad >= N_PROGRAMS // 10
     assert kinds >= set(UNARY) | set(BINARY) | set(REDUCE) | set(SHAPE) | {"matmul"}
+
+
+# -- the cases behind the random programs, one by one ----------------------------------------------
+
+def _pair(seed=0, shape=(3,)):
+    a = np.random.default_rng(seed).standard_normal(shape)
+    return tg.tensor(a, requires_grad=True), torch.tensor(a, requires_grad=True)
+
+
+def _same_grads(got, want):
+    assert len(got) == len(want)
+    for a, b in zip(got, want):
+        assert_close(a, b, "float64", "gradient")
+
+
+@pytest.mark.parametrize("case", ["unused", "detached", "comparison", "integer", "times_zero", "sign"])
+def test_gradient_of_an_input_outside_the_graph_is_none_as_in_torch(case):
+    def f(m, x, y):
+        if case == "unused":
+            return (x * 2).sum()
+        if case == "detached":
+            return (x * y.detach()).sum()
+        if case == "comparison":
+            return (x * (y > 0).to(x.dtype)).sum()
+        if case == "integer":
+            return (x * y.argmax()).sum()
+        if case == "times_zero":         # part of the graph, structurally zero: zeros, not None
+            return (x + y * 0).sum()
+        return (x * m.sign(y)).sum()     # sign has a (zero) derivative: y is in the graph
+    (xg, xt), (yg, yt) = _pair(0), _pair(1)
+    cf = tg.compile(lambda x, y: f(tg, x, y), fullgraph=True)
+    want = torch.autograd.grad(f(torch, xt, yt), [xt, yt], allow_unused=True)
+    _same_grads(tg.autograd.grad(cf(xg, yg), [xg, yg], allow_unused=True), want)
+    if want[1] is None:
+        with pytest.raises(RuntimeError) as got:
+            tg.autograd.grad(cf(xg, yg), [xg, yg])
+        with pytest.raises(RuntimeError) as ref:
+            torch.autograd.grad(f(torch, xt, yt), [xt, yt])
+        assert str(got.value) == str(ref.value)
+    cf(xg, yg).backward()
+    f(torch, xt, yt).backward()
+    assert (yg.grad is None) == (yt.grad is None)
+    assert_close(xg.grad, xt.grad, "float64", "x.grad")
+
+
+def test_each_output_of_a_compiled_call_has_its_own_unused_inputs():
+    (xg, xt), (yg, yt) = _pair(0), _pair(1)
+    cf = tg.compile(lambda x, y: (x * 2, x * y), fullgraph=True)
+    for k in range(2):
+        got = tg.autograd.grad(cf(xg, yg)[k].sum(), [xg, yg], allow_unused=True)
+        want = torch.autograd.grad(((xt * 2, xt * yt)[k]).sum(), [xt, yt], allow_unused=True)
+        _same_grads(got, want)
+
+
+def test_an_unused_parameter_of_a_compiled_module_keeps_grad_none():
+    import tracegrad.nn as nn
+
+    class Two(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.used, self.unused = nn.Linear(3, 2), nn.Linear(3, 2)
+
+        def forward(self, x):
+            return self.used(x).tanh().sum()
+    m = Two()
+    cm = tg.compile(m)
+    x = tg.tensor(np.random.default_rng(0).standard_normal((4, 3)), dtype=tg.float32)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")    # compiled, not run eagerly
+        for _ in range(3):                # past the speculation streak as well
+            m.zero_grad()
+            cm(x).backward()
+    assert m.used.weight.grad is not None and m.used.bias.grad is not None
+    assert m.unused.weight.grad is None and m.unused.bias.grad is None
+
+
+def test_second_derivative_of_an_input_only_the_first_reads_is_none():
+    """d/dy of d(x*y)/dx = y is ones; d/dx of it is None (x is not in the first gradient's graph)."""
+    (xg, xt), (yg, yt) = _pair(0), _pair(1)
+    cf = tg.compile(lambda x, y: (x * y).sum(), fullgraph=True)
+    gx, = tg.autograd.grad(cf(xg, yg), xg, create_graph=True)
+    tx, = torch.autograd.grad((xt * yt).sum(), xt, create_graph=True)
+    _same_grads(tg.autograd.grad(gx.sum(), [xg, yg], allow_unused=True),
+                torch.autograd.grad(tx.sum(), [xt, yt], allow_unused=True))
