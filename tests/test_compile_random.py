@@ -20,7 +20,8 @@ ReLU backward reads the result, so the second derivative is zeros; a rule writte
 comparison gives None); there the compiled result must match eager tracegrad's exactly
 and torch's values, with None read as zeros.
 
-CI runs TRACEGRAD_RANDOM_PROGRAMS (default 100) programs from fixed seeds; e.g.
+CI runs TRACEGRAD_RANDOM_PROGRAMS programs (default 50, seeds 0..49) in each dtype, 100
+program runs in all (about 45 s of one core); all 500 of the bar:
 TRACEGRAD_RANDOM_PROGRAMS=500 python -m pytest -q tests/test_compile_random.py
 """
 import os
@@ -32,7 +33,7 @@ import torch
 
 import tracegrad as tg
 
-N_PROGRAMS = int(os.environ.get("TRACEGRAD_RANDOM_PROGRAMS", "100"))
+N_PROGRAMS = int(os.environ.get("TRACEGRAD_RANDOM_PROGRAMS", "50"))
 
 UNARY = ["neg", "abs", "exp_tanh", "sin", "cos", "tanh", "sigmoid", "relu", "log_abs1", "sqrt_abs1", "square",
          "floor", "sign", "detach", "cmp_float", "scale"]
@@ -300,7 +301,7 @@ def inside(m, plan, out_weights, seed_v):
     return f
 
 
-def check_program(seed, dtype, backend="auto", order2=True):
+def check_program(seed, dtype, backend="auto", higher=True):
     plan = draw_program(seed)
     shapes, req, ins, outs = plan
     r = np.random.default_rng(seed)
@@ -328,7 +329,7 @@ def check_program(seed, dtype, backend="auto", order2=True):
         for i, (a, b, c) in enumerate(zip(gc, ge, gt)):
             assert_close(a, c, dtype, f"seed {seed} {dtype} d out0 / d input {i} (compiled vs torch)")
             assert_close(a, b, dtype, f"seed {seed} {dtype} d out0 / d input {i} (compiled vs eager)")
-    if not order2:
+    if not higher:
         return
     # order 1 and 2 through the compiled call (torch's way)
     ot, oe, oc = run(torch, plan, xt), run(tg, plan, xe), compiled(*xc)
@@ -396,7 +397,7 @@ seeds = [s for s in range(200) if T.has_unused_input(T.draw_program(s))][:{n}]
 with warnings.catch_warnings(), np.errstate(all="ignore"):
     warnings.simplefilter("error", UserWarning)
     for seed in seeds:
-        T.check_program(seed, "float32", backend="triton", order2=False)
+        T.check_program(seed, "float32", backend="triton", higher=False)
 print("checked", len(seeds))
 """
 
