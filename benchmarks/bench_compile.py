@@ -541,9 +541,12 @@ def w6():
         return lib.autograd.grad(sum((g * v).sum() for g, v in zip(gs, vs)), ws)
 
     cg = tg.compile(lambda x, ws, vs: hvp(tg, lambda x, *w: loss(tg, x, *w), x, ws, vs), fullgraph=True)
+    cl = tg.compile(lambda x, *ws: loss(tg, x, *ws))
     fns = contenders({"torch eager": lambda: hvp(torch, lambda x, *w: loss(torch, x, *w), txx, tws, tvs),
                       "torch.compile": None if tc is None else (lambda: hvp(torch, tc, txx, tws, tvs)),
-                      "tracegrad.compile": lambda: cg(gxx, gws, gvs)})
+                      "tracegrad.compile": lambda: cg(gxx, gws, gvs),
+                      # torch's way: the loss compiled, the derivatives taken outside it
+                      "tracegrad.compile (loss only)": lambda: hvp(tg, cl, gxx, gws, gvs)})
     return fns, (fns["torch eager"], fns["tracegrad.compile"], None), None
 
 
@@ -559,9 +562,11 @@ def w8():
         return lib.autograd.grad(g2.sum(), x)
 
     cg = tg.compile(lambda x: third(tg, lambda x: (tg.tanh(x) ** 2).sum(), x), fullgraph=True)
+    cl = tg.compile(lambda x: (tg.tanh(x) ** 2).sum())
     fns = contenders({"torch eager": lambda: third(torch, lambda x: (torch.tanh(x) ** 2).sum(), tx),
                       "torch.compile": None if tc is None else (lambda: third(torch, tc, tx)),
-                      "tracegrad.compile": lambda: cg(gx)})
+                      "tracegrad.compile": lambda: cg(gx),
+                      "tracegrad.compile (loss only)": lambda: third(tg, cl, gx)})
     return fns, (fns["torch eager"], fns["tracegrad.compile"], None), None
 
 
@@ -776,8 +781,21 @@ def report(results, bw):
               f" | {'' if roof is None else f'{roof * 100:.0f} %':>18} | {'' if first is None else f'{first:.3f} s'}")
     for w, row in results.items():
         for c in row["times"]:
-            if c not in cols:           # a contender of one workload only (W2's whole step)
+            if c not in cols and c != TORCH_WAY:      # a contender of one workload only (W2's whole step)
                 print(f"{w:4} {c}: {cells(w, row, [c], 0)[0].strip()}")
+    report_torch_way(results)
+
+
+def report_torch_way(results):
+    """W6 and W8 written torch's way (the loss compiled, autograd.grad(create_graph=True)
+    outside it): the time and its ratio to the same derivative compiled whole."""
+    for w, row in results.items():
+        t, whole = row["times"].get(TORCH_WAY), row["times"].get("tracegrad.compile")
+        if isinstance(t, float) and isinstance(whole, float):
+            print(f"{w:4} {TORCH_WAY}: {fmt_time(w, t)}, {t / whole:.2f}x tracegrad.compile of the whole function")
+
+
+TORCH_WAY = "tracegrad.compile (loss only)"
 
 
 def report_gpu(results, bw):
@@ -791,6 +809,7 @@ def report_gpu(results, bw):
         first = row.get("first call tracegrad.compile s")
         print(f"{w:4} " + " | ".join(cells(w, row, cols, 32, roofline=True)) +
               f" | {'' if first is None else f'{first:.3f} s'}")
+    report_torch_way(results)
 
 
 def cells(w, row, cols, width, roofline=False):

@@ -40,9 +40,21 @@ def _lazy(bwd, fwd, value, src, saved_inputs):
     return p
 
 
+def carries_grad(a):
+    """Whether a value of these attributes can hold a gradient: a floating-point one (a
+    multi-output op's tuple where any element is). As in torch, an integer or bool result
+    (a comparison, argmax, `.long()`) does not require grad, so no gradient flows through it."""
+    d = a["dtype"]
+    if isinstance(d, (list, tuple)):
+        return any(x is not None and x.is_floating_point for x in d)
+    return d is not None and d.is_floating_point
+
+
 def needed_values(fwd, outputs, wrt):
-    """Values on some path from a differentiated input to an output."""
-    down = _closure(fwd.nx.successors, [w for w in wrt if w in fwd.nx])
+    """Values on some path from a differentiated input to an output, through values that
+    can hold a gradient."""
+    down = _closure(lambda n: [u for u in fwd.nx.successors(n) if carries_grad(fwd[u])],
+                    [w for w in wrt if w in fwd.nx])
     up = _closure(fwd.nx.predecessors, [o for o in outputs if o in fwd.nx])
     return (down | set(wrt)) & (up | set(outputs))
 
@@ -245,7 +257,8 @@ def differentiable_reach(g, wrt):
         n = stack.pop()
         for u in g.users(n):
             a = g[u]
-            if u in reach or a["op"] == "detach" or (a["prim"] is not None and a["prim"].vjp is None):
+            if u in reach or a["op"] == "detach" or (a["prim"] is not None and a["prim"].vjp is None) or \
+                    not carries_grad(a):
                 continue
             reach.add(u)
             stack.append(u)

@@ -220,6 +220,7 @@ def _build(fn, args, kwargs, name, backend, value_reads=None):
         g = _drop_detach(g)          # no gradient will be derived from this graph
     verify(g)
     p.stage("traced IR", g)
+    traced = g.copy()       # autograd's graph as torch records it: which inputs are part of it
     for pass_fn in FORWARD_PIPELINE:
         g = pass_fn(g)
         verify(g)
@@ -237,10 +238,21 @@ def _build(fn, args, kwargs, name, backend, value_reads=None):
         # outputs that no gradient reaches (detached: derivatives taken inside the function
         # without create_graph) need no backward program
         wrt = [g.inputs[i] for i in p.wrt_pos]
-        reach = differentiable_reach(g, wrt)
-        p.out_diff = [k < p.n_user and o in reach and g[o]["dtype"].is_floating_point
-                      for k, o in enumerate(g.outputs)]
+        names = traced_names(traced, g, n_args)
+        if any(names[i] is None for i in p.wrt_pos):
+            traced, names = g, list(g.inputs)
+        p.traced_names = names
+        p.out_masks = input_masks(traced, [names[i] for i in p.wrt_pos])
+        # the function's own outputs only: written-back values are no outputs to differentiate
+        p.out_diff = [k < p.n_user and m != 0 and g[o]["dtype"].is_floating_point
+                      for k, (m, o) in enumerate(zip(p.out_masks, g.outputs))]
+        p.traced_ir = traced
         p.needs_grad = any(p.out_diff)
+        union = 0
+        for m, d in zip(p.out_masks, p.out_diff):
+            if d:
+                union |= m
+        p.used_inputs = frozenset(i for j, i in enumerate(p.wrt_pos) if union >> j & 1)
     p.bwd_ir = None
     if p.needs_grad:
         bwd = derive(g, list(g.outputs), wrt)
@@ -312,6 +324,40 @@ def _build(fn, args, kwargs, name, backend, value_reads=None):
             if level >= 2 or "source" in header:
                 print(f"---- {header} ----\n{_render(text)}", file=sys.stderr)
     return p
+
+
+def traced_names(traced, g, n_args):
+    """For each input of the optimised graph g (the call's arguments, then its constants),
+    the same input of the traced graph: an argument by position, a constant by the tensor
+    it reads; None for a constant a pass made."""
+    by_value = {}
+    for v in traced.inputs[n_args:]:
+        by_value[id(traced[v].get("value"))] = v
+    names = list(traced.inputs[:n_args])
+    for v in g.inputs[n_args:]:
+        names.append(by_value.get(id(g[v].get("value"))))
+    return names
+
+
+def input_masks(g, wrt):
+    """For each output of g, a bit mask of the inputs `wrt` (bit j for wrt[j]) that a
+    gradient flows from: through ops with a derivative rule and floating-point values, not
+    through detach. An input in no output's mask is not part of the autograd graph, as in
+    torch: its gradient is None, not zeros. One pass in topological order."""
+    from .autodiff import carries_grad
+    mask = {w: 1 << j for j, w in enumerate(wrt)}
+    for n in g.nx.nodes:
+        a = g[n]
+        if a["op"] == "input" or a["op"] == "detach" or (a["prim"] is not None and a["prim"].vjp is None) or \
+                not carries_grad(a):
+            continue
+        m = 0
+        for x in a["args"]:
+            if isinstance(x, V):
+                m |= mask.get(x, 0)
+        if m:
+            mask[n] = m
+    return [mask.get(o, 0) if carries_grad(g[o]) else 0 for o in g.outputs]
 
 
 SPECULATE_MIN_BYTES = 1 << 20
@@ -427,9 +473,12 @@ def _attach(p, leaves, arrays, outs, residuals, grads=None):
     node._prim = P["compiled_call"]
     node._params = {"cls": p, "nout": len(outs)}
     metas, edges = [], []
-    for t in inputs:
+    used = p.used_inputs
+    for k, t in enumerate(inputs):
         metas.append((t._data.shape, t._dtype))
-        if t.grad_fn is not None:
+        if k not in used:
+            edges.append((None, 0))          # not in the graph (torch: no edge, a None gradient)
+        elif t.grad_fn is not None:
             edges.append((t.grad_fn, t._output_nr))
         elif t._req:
             edges.append((t._accumulator(), 0))
@@ -474,10 +523,15 @@ def _donatable(p, residuals, outs):
 def _compiled_vjp(g, out, *inputs, ctx, cls, nout):
     p = cls
     gs = g if isinstance(g, tuple) else (g,)
+    live = 0                     # the inputs the outputs with a gradient depend on
+    for m, s, d in zip(p.out_masks, gs, p.out_diff):
+        if s is not None and d:
+            live |= m
     res = apply(P["compiled_backward"], tuple(gs) + (ctx,), {"prog": p})
     grads = [None] * len(inputs)
     for j, i in enumerate(p.wrt_pos):
-        grads[i] = res[j]
+        if live >> j & 1:
+            grads[i] = res[j]
     return tuple(grads)
 
 
@@ -487,14 +541,17 @@ def _seeds(p, gs, zeros):
     return [zeros(shape, dt) if g is None else g for g, (shape, dt) in zip(gs, p.out_meta)]
 
 
-def _start_backward(p, ctx):
+def _start_backward(p, ctx, counts=True):
     """What every backward through a compiled call does first: refuse a freed graph and
-    inputs changed in place since the forward, and count the backward (for _speculate)."""
+    inputs changed in place since the forward, and count the backward (for _speculate:
+    a create_graph backward runs its own program and does not count, or the forward would
+    take gradients nobody reads)."""
     if ctx._saved is None:
         raise RuntimeError(FREED_MSG)
     for s in ctx.__dict__["_read"]:
         _check_version(s, ctx)
-    p.bwd_count += 1
+    if counts:
+        p.bwd_count += 1
 
 
 def _compiled_backward_kernel(*args, prog):
@@ -563,7 +620,7 @@ def _compiled_backward_eager(*args, prog):
     from . import creation
     *gs, ctx = args
     p = prog
-    _start_backward(p, ctx)
+    _start_backward(p, ctx, counts=False)
     seeds = _seeds(p, gs, lambda s, dt: creation.zeros(s, dtype=dt))
     if p.double is None:
         p.double = CompiledFunction(_backward_function(p), backend=p.backend, name=f"{p.__name__}_grad")
@@ -576,15 +633,21 @@ def _backward_function(p):
     """The forward and backward IR of p as one function of (seeds..., inputs...)."""
     from .ir.interpret import run_eager
     from .autodiff import backward_args
-    bwd = p.bwd_ir
-    fwd = p.fwd_ir.copy()
+    from .autodiff import derive
+    # derived from the graph as traced, not as optimised: a rewrite such as x - x -> 0 must
+    # not take an input out of the graph of the next derivative
+    fwd = p.traced_ir.copy()
+    bwd = derive(fwd, list(fwd.outputs), [p.traced_names[i] for i in p.wrt_pos])
+    where = {v: k for k, v in enumerate(p.traced_names) if v is not None}
+    # the traced graph's inputs from the call's: a constant the passes dropped is its own value
+    pick = [where.get(v, fwd[v].get("value")) for v in fwd.inputs]
     want = [bwd[n]["fwd"] for n in bwd.inputs if bwd[n]["role"] == "saved"]
     fwd.outputs = [V(w) for w in want]
     n_out = len(p.out_meta)
 
     def backward_of(*args):
         seeds, inputs = args[:n_out], args[n_out:]
-        vals = dict(zip(want, run_eager(fwd, list(inputs))))
+        vals = dict(zip(want, run_eager(fwd, [inputs[k] if type(k) is int else k for k in pick])))
         return tuple(run_eager(bwd, backward_args(bwd, seeds, lambda v, a: vals[v])))
     return backward_of
 

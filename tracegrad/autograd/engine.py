@@ -230,6 +230,8 @@ def unpack(node, s):
     if s.tensor is not None:
         return s.tensor
     shape, dt = node._out_meta[s.output_nr]
+    if not dt.is_floating_point:         # an integer output (indices) is no part of the graph
+        return Tensor._make(s.data, dt, vc=s.vc)
     return Tensor._make(s.data, dt, True, node, s.output_nr, vc=s.vc)
 
 
