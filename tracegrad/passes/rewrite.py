@@ -10,7 +10,7 @@ import itertools
 from ..ir.graph import Graph, V, map_args, refs, insert
 
 IMPURE = frozenset({"call_hooks", "node_hooks", "node_prehooks", "function", "function_backward", "delayed_error",
-                    "compiled_call", "compiled_backward"})
+                    "compiled_call", "compiled_backward", "derivative_error"})
 
 
 def is_pure(attrs):

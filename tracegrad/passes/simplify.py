@@ -271,7 +271,17 @@ def _exact_scales(c1, c2, dtype):
     return p <= big
 
 
-def simplify(graph):
+def simplify_before_autodiff(graph):
+    """simplify without the rewrites that would change the derivative autodiff then takes:
+    lowering a power to products (pow's rule `g * n * x ** (n - 1)` and the product
+    rule round differently), moving an op across a broadcast or a gather (the gradient
+    would be reduced before the op instead of after) and transposing a product. What is
+    left keeps gradients bit for bit too (x * 1, y + y -> y * 2, ...); the full simplify
+    runs on the forward and backward programs after autodiff."""
+    return simplify(graph, before_autodiff=True)
+
+
+def simplify(graph, before_autodiff=False):
     outputs = set(o for o in graph.outputs if o is not None)
 
     def same_type(b, v, a):
@@ -286,12 +296,16 @@ def simplify(graph):
 
     def body(b, n, a, args):
         op = a["op"]
-        moved = _through_expand(b, a, args) or _scatter_add_rules(b, a, args) or \
-            _gather_before_shift(b, a, args) or _permute_of_permute(b, a, args, n in outputs) or \
-            _repeated_term(b, a, args) or _transposed_product(b, a, args)
+        if before_autodiff:
+            moved = _scatter_add_rules(b, a, args) or _permute_of_permute(b, a, args, n in outputs) or \
+                _repeated_term(b, a, args)
+        else:
+            moved = _through_expand(b, a, args) or _scatter_add_rules(b, a, args) or \
+                _gather_before_shift(b, a, args) or _permute_of_permute(b, a, args, n in outputs) or \
+                _repeated_term(b, a, args) or _transposed_product(b, a, args)
         if moved is not None:
             return moved
-        if op == "pow" and len(args) == 2 and isinstance(args[0], V) and _lit(args[1]) and \
+        if op == "pow" and not before_autodiff and len(args) == 2 and isinstance(args[0], V) and _lit(args[1]) and \
                 b[args[0]]["dtype"].is_floating_point and same_type(b, args[0], a):
             x, e = args
             mul = P["mul"]
