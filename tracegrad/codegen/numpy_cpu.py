@@ -701,6 +701,8 @@ def generate_scalar(graph, name, fallback):
                 rhs = f"float({rhs})"
         else:
             rhs = _SCALAR[op].format(*args)
+            if op == "where" and any(not isinstance(x, V) for x in a["args"][1:]):
+                rhs = f"{kind}{rhs}"              # a literal branch: a scalar of the value's dtype
         lines.append(f"        v_{n} = {rhs}  # {op}: {_comment(a)}")
     outs = []
     ins = set(graph.inputs)

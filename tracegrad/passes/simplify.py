@@ -24,7 +24,8 @@ moved across a rounding unless that is exact.
 - `-(x * y)` becomes `x * -y` where y is the smaller factor (negation is exact);
 - `gather(x - r, i, d)` with r constant along d becomes `gather(x, i, d) - r`;
 - `y + y` becomes `y * 2` (the same rounding of the same value);
-- `(a @ b).T` becomes `b.T @ a.T`, a contiguous result;
+- `(a @ b).T` becomes `b.T @ a.T`, a contiguous result (the same products; BLAS may add
+  them in another order, which changes a result's last bits as any reduction order does);
 - `permute(permute(x))` becomes one permute, or `x` where the two cancel;
 - elementwise ops move before broadcasts (`expand(x) / c -> expand(x / c)`): they touch
   fewer elements and compute the same values.
