@@ -123,6 +123,19 @@ def test_issue_examples_against_torch():
     assert s.dtype is tg.float32 and s.item() == math.inf == (torch.exp(torch.tensor(100.0)) * 1e-30).item()
 
 
+def test_common_subexpressions_tell_zero_signs_and_number_types_apart():
+    def f(x, i):
+        return (x + 0.0) * 2, (x + -0.0) * 2, (x - 0.0) * 2, (x - -0.0) * 2, i * 1, i * 1.0, i + True
+    x = tg.tensor([-0.0, 0.0, 1.5, -np.inf])
+    i = tg.tensor([3, -4])
+    eager, compiled = run_both(f, x, i)
+    for e, c in zip(eager, compiled):
+        assert c.dtype is e.dtype
+        same_bits(arr(c), arr(e))
+    same_bits(arr(compiled[0]), np.array([0.0, 0.0, 3.0, -np.inf], np.float32))
+    same_bits(arr(compiled[1]), np.array([-0.0, 0.0, 3.0, -np.inf], np.float32))
+
+
 # -- one-element graphs run in the user's dtype ----------------------------------------------------
 
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
