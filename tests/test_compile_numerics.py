@@ -239,6 +239,18 @@ def test_float16_sums_accumulate_in_float32_eagerly_and_compiled():
         same_bits(arr(eager), tarr(f(torch.ones(shape, dtype=torch.float16))))
 
 
+def test_float16_scans_accumulate_in_float32():
+    x = tg.ones(5000, dtype=tg.float16)
+    for f in (lambda m, x: m.cumsum(x, 0), lambda m, x: m.cumprod(x * 1.001, 0)):
+        eager, compiled = run_both(lambda x: f(tg, x), x)
+        want = tarr(f(torch, torch.ones(5000, dtype=torch.float16)))
+        same_bits(arr(compiled), arr(eager))
+        e = arr(eager).astype(np.float32)
+        ulp = np.spacing(np.abs(want).astype(np.float16)).astype(np.float32)
+        assert np.all(np.abs(e - want) <= ulp)
+    assert arr(tg.cumsum(x, 0))[-1] == 5000
+
+
 REDUCTIONS = [
     ("sum0", lambda m, x: (x * 0.5 + 1).sum(0)),
     ("sum1", lambda m, x: (x * 0.5 + 1).sum(1)),
