@@ -524,6 +524,7 @@ NOT_OPS = {
     "delayed_error": "errors raised at backward time",
     "compiled_call": "a compiled callable's forward (tracegrad.compile)",
     "compiled_backward": "a compiled callable's backward (tracegrad.compile)",
+    "derivative_error": "an op without a derivative in a compiled backward (tracegrad.compile)",
     "detach": "detach inside a traced graph (tracegrad.compile)",
 }
 

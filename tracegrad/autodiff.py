@@ -13,7 +13,7 @@ bound lazily: a rule that only asks for `x.shape` saves nothing.
 
 from .ir.graph import Graph, V
 from .ir.tracer import Proxy, trace, proxy_input
-from .ops.primitives import sum_to
+from .ops.primitives import sum_to, DerivativeNotImplemented
 from .ops import functional as F
 
 
@@ -83,14 +83,17 @@ def _ctx_proxy(bwd, n, cache):
     return cache[n]
 
 
-def derive(fwd, outputs, wrt, hooks=None, node_hooks=()):
+def derive(fwd, outputs, wrt, hooks=None, node_hooks=(), defer_errors=False):
     """Build the backward graph of `fwd`.
 
     Inputs of the result: one gradient per output (role "grad"), then the forward values
     the rules read (role "saved", attribute `fwd` naming the forward value and `srcs`
     where it came from). Outputs: the gradient of each value in `wrt` (None where no
     path reaches it). `hooks` maps a forward value to a list of callables applied to its
-    gradient once all of it has been summed (tensor hooks).
+    gradient once all of it has been summed (tensor hooks). With `defer_errors`, an op
+    without a derivative (floor_divide) gets a `derivative_error` op that raises torch's
+    error when the backward runs, instead of raising now (compile derives the backward
+    before the first forward runs; eager autograd derives it when backward is called).
     """
     bwd = Graph("backward")
     bwd.number_after(fwd)           # no backward value takes the name of a forward value it is printed beside
@@ -169,7 +172,12 @@ def derive(fwd, outputs, wrt, hooks=None, node_hooks=()):
             if prim.takes_ctx:
                 res = prim.vjp(g, out, *in_proxies, ctx=_ctx_proxy(bwd, n, ctxs), **a["params"])
             else:
-                res = prim.vjp(g, out, *in_proxies, **a["params"])
+                try:
+                    res = prim.vjp(g, out, *in_proxies, **a["params"])
+                except DerivativeNotImplemented as e:
+                    if not defer_errors or isinstance(g, tuple):
+                        raise
+                    res = (apply(P["derivative_error"], (g,), {"message": str(e)}),) * len(args)
             if not isinstance(res, tuple):
                 res = (res,)
             if hooked_post:              # grad_fn hooks: fn(grad_inputs, grad_outputs)

@@ -255,7 +255,7 @@ def _build(fn, args, kwargs, name, backend, value_reads=None):
         p.used_inputs = frozenset(i for j, i in enumerate(p.wrt_pos) if union >> j & 1)
     p.bwd_ir = None
     if p.needs_grad:
-        bwd = derive(g, list(g.outputs), wrt)
+        bwd = derive(g, list(g.outputs), wrt, defer_errors=True)
         for a in bwd.nx.nodes.values():
             if a["op"] == "input" and a["role"] in ("ctx", "hook"):
                 raise TraceError("a custom autograd.Function or hook inside the compiled function")
@@ -282,6 +282,10 @@ def _build(fn, args, kwargs, name, backend, value_reads=None):
     else:
         fwd_run, bwd_run = g, None
         p.n_out = len(g.outputs)
+    for pass_fn in RECOMPUTED_PIPELINE:
+        fwd_run = pass_fn(fwd_run)          # the rewrites left until after autodiff (x ** 2 -> x * x, ...)
+        verify(fwd_run)
+    p.stage("forward IR (simplified after autodiff)", fwd_run)
     on_device = any(t.is_cuda for t in leaves) or any(t.is_cuda for t in p.consts)
     lower = _triton if backend == "triton" or (backend == "auto" and on_device) else compile_graph
     if lower is not compile_graph and p.writeback:
@@ -303,7 +307,8 @@ def _build(fn, args, kwargs, name, backend, value_reads=None):
         # a scalar's backward is its gradient times the seed: worth taking with the forward
         # where the gradients take no more memory than what the forward would save
         p.spec_ok = int(np.prod(shape, dtype=np.int64)) == 1 and dt.is_floating_point and \
-            grad_bytes <= 2 * max(part.saved_bytes, SPECULATE_MIN_BYTES)
+            grad_bytes <= 2 * max(part.saved_bytes, SPECULATE_MIN_BYTES) and \
+            not any(a["op"] == "derivative_error" for a in p.bwd_opt.nx.nodes.values())   # it raises: not in a forward
     p.fwd_fn = lower(fwd_run, _ident(name) + "_forward")
     p.stage("generated forward source", p.fwd_fn.source)
     p.bwd_fn = None

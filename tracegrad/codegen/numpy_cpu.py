@@ -12,9 +12,10 @@ through BLAS (`x @ ones`), sums over the first axis become per-chunk partial sum
 Big arrays a group writes for later statements or for the caller are recycled from
 call to call once nothing references them (`recycled`). Outside groups, ufuncs are
 called directly and expands that their users broadcast anyway cost nothing.
-Graphs whose values all have one element run on Python floats instead (a numpy call on
-a [1]-shaped array costs ~0.4 µs; a float op ~0.03 µs), falling back to the numpy
-version on arithmetic errors so inf and nan come out as numpy's.
+Graphs whose values all have one element run on scalars of their dtype instead (a numpy
+call on a [1]-shaped array costs ~0.4 µs; a Python float op ~0.03 µs, a numpy float32
+scalar op ~0.1 µs), falling back to the numpy version on arithmetic errors so inf and
+nan come out as numpy's.
 """
 import itertools
 import math
@@ -259,6 +260,9 @@ def recycled(pool, shape, dtype):
 
 
 _NATIVE_FLOATS = frozenset({"float16", "float32", "float64"})     # bfloat16 is rounded by its kernels
+# reductions written here (BLAS row sums, softmax rows) accumulate in the array's own dtype:
+# float16 ones go through their kernels, which accumulate in float32 as torch does
+_REDUCING_FLOATS = frozenset({"float32", "float64"})
 _ONES = {}
 
 
@@ -269,15 +273,16 @@ def _ones(n, dtype):
     return o
 
 
-def row_sum(x, shape, scale=None):
+def row_sum(x, shape, count=None):
     """Sum over the last axis of a 2-d chunk as a BLAS matrix-vector product with ones
-    (about 5x faster than np.sum along rows); result reshaped to `shape`'s row form."""
+    (about 5x faster than np.sum along rows); result reshaped to `shape`'s row form. With
+    `count`, the mean: the sum divided by it, as np.mean does (not times 1/count)."""
     if x.ndim == 2 and x.strides[1] == x.itemsize and x.dtype.kind == "f":
         r = np.dot(x, _ones(x.shape[1], x.dtype))
     else:
         r = np.add.reduce(x, axis=-1)
-    if scale is not None:
-        r *= scale
+    if count is not None:
+        r /= count
     return r.reshape((x.shape[0],) + shape[1:])
 
 
@@ -366,7 +371,7 @@ def softmax_rows(x, out):
 
 def _blas_reduction(graph, a):
     """'row' or 'col' where a is a sum/mean over the last or first axis of a 2-d float value."""
-    if a["op"] not in ("sum", "mean") or a["dtype"].name not in _NATIVE_FLOATS:
+    if a["op"] not in ("sum", "mean") or a["dtype"].name not in _REDUCING_FLOATS:
         return None
     x = a["args"][0]
     if not isinstance(x, V):
@@ -512,7 +517,7 @@ def _group_stmt(graph, gid, members, keep, env, name, donors=()):
             body.append("    " + _call(f"o_{n}[lo // {step}]", a, env, arg))
         elif blas == "row":
             x = a["args"][0]
-            scale = f", {_literal(1.0 / int(graph[x]['shape'][1]), env)}" if op == "mean" else ""
+            scale = f", {_literal(int(graph[x]['shape'][1]), env)}" if op == "mean" else ""
             body.append(f"    {n}_c = row_sum({arg(x)}, {tuple(a['shape'])!r}{scale})  # {op}")
             copy_out = True
         elif op == "full":
@@ -533,10 +538,10 @@ def _group_stmt(graph, gid, members, keep, env, name, donors=()):
                         f"{_literal(a['params'].get('reduce'), env)})  # scatter, in place")
             copy_out = True
         elif op == "logsumexp" and _last_dims(graph, a) and a["params"].get("keepdim") and \
-                a["dtype"].name in _NATIVE_FLOATS:
+                a["dtype"].name in _REDUCING_FLOATS:
             out = target(n, a, dying, inplace=False)
             body.append(f"    {n}_c = logsumexp_rows({arg(a['args'][0])}, {out})  # logsumexp")
-        elif op in ("softmax", "log_softmax") and _last_dim(graph, a) and a["dtype"].name in _NATIVE_FLOATS:
+        elif op in ("softmax", "log_softmax") and _last_dim(graph, a) and a["dtype"].name in _REDUCING_FLOATS:
             out = target(n, a, dying, inplace=False)
             body.append(f"    {n}_c = {op}_rows({arg(a['args'][0])}, {out})  # {op}")
         elif op == "reshape":
@@ -600,23 +605,34 @@ def _group_stmt(graph, gid, members, keep, env, name, donors=()):
     return outs, ext, lines
 
 
-# -- tiny graphs: every value one element, run on Python floats ----------------------------------
+# -- tiny graphs: every value one element, run on scalars ---------------------------------------
+#
+# Each value is a scalar of its own dtype: a Python float for float64 (the same IEEE double
+# arithmetic numpy does), a numpy float32 scalar for float32 (numpy's float32 arithmetic
+# and ufunc loops, about 7x cheaper than on a [1]-shaped array), so every op rounds as the
+# op table's kernel does. Python's own + - * / on float32 values would compute in double
+# and never round to float32 (exp(100) * 1e-30 would be 2.7e13, not inf).
 
+# ops written as Python expressions: exact IEEE operations on either kind of scalar
 _SCALAR = {"add": "{0} + {1}", "sub": "{0} - {1}", "rsub": "{1} - {0}", "mul": "{0} * {1}", "div": "{0} / {1}",
-           "neg": "-{0}", "exp": "_m.exp({0})", "log": "_m.log({0})", "sin": "_m.sin({0})", "cos": "_m.cos({0})",
-           "tan": "_m.tan({0})", "tanh": "_m.tanh({0})", "sqrt": "_m.sqrt({0})", "abs": "abs({0})",
-           "log1p": "_m.log1p({0})", "expm1": "_m.expm1({0})", "reciprocal": "1.0 / {0}",
-           "sigmoid": "1.0 / (1.0 + _m.exp(-{0}))", "gt": "{0} > {1}", "lt": "{0} < {1}", "ge": "{0} >= {1}",
-           "le": "{0} <= {1}", "where": "({1} if {0} else {2})", "pow": "{0} ** {1}"}
-_SCALAR_SAME = frozenset({"reshape", "expand", "squeeze", "unsqueeze", "clone", "convert", "sum", "mean", "amax",
-                          "amin", "permute", "detach"})
+           "neg": "-{0}", "abs": "abs({0})", "reciprocal": "1.0 / {0}", "gt": "{0} > {1}", "lt": "{0} < {1}",
+           "ge": "{0} >= {1}", "le": "{0} <= {1}", "where": "({1} if {0} else {2})",
+           # a sum or mean of one element is that element plus the reduction's +0.0 start (-0.0 -> 0.0)
+           "sum": "{0} + 0.0", "mean": "{0} + 0.0"}
+# ops whose kernel is this numpy ufunc: called on the scalar (the same loop as on an array)
+_SCALAR_UFUNC = {"exp": "exp", "log": "log", "sin": "sin", "cos": "cos", "tan": "tan", "tanh": "tanh",
+                 "sqrt": "sqrt", "log1p": "log1p", "expm1": "expm1"}
+_SCALAR_SAME = frozenset({"reshape", "expand", "squeeze", "unsqueeze", "clone", "amax", "amin", "permute",
+                          "detach"})
+_SCALAR_DTYPES = frozenset({"float32", "float64", "bool"})
 
 
 def scalar_ok(graph):
-    """Whether every value of graph has one element and every op has a Python-float form."""
+    """Whether every value of graph has one element, a float32, float64 or bool dtype, and
+    every op a scalar form above."""
     for n in graph.nodes():
         a = graph[n]
-        if isinstance(a["dtype"], (list, tuple)) or a["dtype"].name not in ("float32", "float64", "bool"):
+        if isinstance(a["dtype"], (list, tuple)) or a["dtype"].name not in _SCALAR_DTYPES:
             return False
         if int(np.prod(a["shape"], dtype=np.int64)) != 1:
             return False
@@ -627,11 +643,13 @@ def scalar_ok(graph):
             if not isinstance(a["params"].get("value"), (int, float)):
                 return False
             continue
-        if op not in _SCALAR and op not in _SCALAR_SAME:
+        if op == "convert":
+            continue
+        if op not in _SCALAR and op not in _SCALAR_SAME and op not in _SCALAR_UFUNC:
             return False
-        if op == "pow" and not (isinstance(a["args"][1], (int, float)) and float(a["args"][1]).is_integer()):
+        if op in ("sum", "mean") and a["dtype"].name == "bool":
             return False
-        if op in _SCALAR and any(not isinstance(x, (V, int, float)) for x in a["args"]):
+        if any(not isinstance(x, (V, int, float)) for x in a["args"]):
             return False
     return len(graph) > 0
 
@@ -644,26 +662,48 @@ def _as_float(x):
     return int.__float__(x) if isinstance(x, int) else float.__float__(x)
 
 
+def _scalar_kind(dt):
+    return {"float64": "float", "float32": "np.float32", "bool": "bool"}[dt.name]
+
+
 def generate_scalar(graph, name, fallback):
-    """Python-float source for a graph of one-element values; numpy's result dtypes and
-    shapes at the end. Arithmetic errors (x / 0, log(0), overflow) go to `fallback`,
+    """Scalar source for a graph of one-element values; numpy's result dtypes and shapes
+    at the end. Arithmetic errors (x / 0 and sqrt(-1) on Python floats) go to `fallback`,
     the numpy function, for numpy's inf and nan."""
     env = {"__name__": "tracegrad.codegen.generated", "np": np, "_m": math, "inf": math.inf, "nan": math.nan,
            "FALLBACK": fallback}
     params = ", ".join(graph.inputs)
     lines = [f"def {name}({params}):", "    try:"]
     for x in graph.inputs:
-        lines.append(f"        v_{x} = {x}.item()")
+        a = graph[x]
+        if a["dtype"].name == "float64":
+            lines.append(f"        v_{x} = {x}.item()")
+        else:
+            lines.append(f"        v_{x} = {x}[{(0,) * len(a['shape'])!r}]")
     for n in graph.nodes():
         a = graph[n]
-        if a["op"] == "input":
+        op = a["op"]
+        if op == "input":
             continue
         args = [f"v_{x}" if isinstance(x, V) else _literal(_as_float(x), env) for x in a["args"]]
-        if a["op"] == "full":                     # a seed of one, in a joint forward+backward
-            rhs = _literal(_as_float(a["params"]["value"]), env)
+        kind = _scalar_kind(a["dtype"])
+        if op == "full":                          # a seed of one, in a joint forward+backward
+            value = _as_float(a["params"]["value"])
+            rhs = _literal(np.array(value, np.float32)[()] if kind == "np.float32" else
+                           value if kind == "float" else bool(value), env)
+        elif op == "convert":
+            rhs = f"{kind}({args[0]})"
+        elif op in _SCALAR_SAME:
+            rhs = args[0]
+        elif op in _SCALAR_UFUNC:
+            rhs = f"np.{_SCALAR_UFUNC[op]}({args[0]})"
+            if kind == "float":
+                rhs = f"float({rhs})"
         else:
-            rhs = args[0] if a["op"] in _SCALAR_SAME else _SCALAR[a["op"]].format(*args)
-        lines.append(f"        v_{n} = {rhs}  # {a['op']}: {_comment(a)}")
+            rhs = _SCALAR[op].format(*args)
+            if op == "where" and any(not isinstance(x, V) for x in a["args"][1:]):
+                rhs = f"{kind}{rhs}"              # a literal branch: a scalar of the value's dtype
+        lines.append(f"        v_{n} = {rhs}  # {op}: {_comment(a)}")
     outs = []
     ins = set(graph.inputs)
     for o in graph.outputs:

@@ -349,14 +349,18 @@ def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
                            f"[*, {', '.join(map(str, normalized_shape))}], but got input of size"
                            f"{list(input.shape)}")
     dims = tuple(range(input.ndim - k, input.ndim))
-    mean = O.mean(input, dims, keepdim=True)
-    xc = input - mean
+    low = input.dtype in (D.float16, D.bfloat16)
+    x = input.float() if low else input      # 16-bit inputs: statistics and result in float32, as torch
+    mean = O.mean(x, dims, keepdim=True)
+    xc = x - mean
     var = O.mean(xc * xc, dims, keepdim=True)
     out = xc * O.rsqrt(var + eps)
     if weight is not None:
-        out = out * weight
+        out = out * (weight.float() if low and weight.dtype is input.dtype else weight)
     if bias is not None:
-        out = out + bias
+        out = out + (bias.float() if low and bias.dtype is input.dtype else bias)
+    if low:
+        out = out.to(input.dtype)
     return _named(out, "NativeLayerNormBackward0", input, weight, bias)
 
 

@@ -45,7 +45,19 @@ def _cumsum_vjp(g, out, x, dim):
     return (F.flip(F.cumsum(F.flip(g, (dim,)), dim), (dim,)),)
 
 
-Primitive("cumsum", "x", lambda x, dim: np.cumsum(x, axis=dim, dtype=np.int64 if x.dtype.kind in "biu" else x.dtype),
+def _scan_kernel(fn):
+    """np.cumsum / np.cumprod with torch's accumulation: int64 for integers and bool,
+    float32 for float16 (each running value rounded to float16 once, as torch's scans do)."""
+    def kernel(x, dim):
+        if x.dtype.kind in "biu":
+            return fn(x, axis=dim, dtype=np.int64)
+        if x.dtype == np.float16:
+            return fn(x, axis=dim, dtype=np.float32).astype(np.float16)
+        return fn(x, axis=dim, dtype=x.dtype)
+    return kernel
+
+
+Primitive("cumsum", "x", _scan_kernel(np.cumsum),
           shape=lambda x, dim: tuple(x.shape), dtype=_cumsum_dtype, vjp=_cumsum_vjp, grad_fn="CumsumBackward0",
           triton=_HOST)
 
@@ -68,7 +80,7 @@ def _cumprod_vjp(g, out, x, dim):
     return (F.stack([a * b for a, b in zip(left, s)], dim),)
 
 
-Primitive("cumprod", "x", lambda x, dim: np.cumprod(x, axis=dim, dtype=np.int64 if x.dtype.kind in "biu" else x.dtype),
+Primitive("cumprod", "x", _scan_kernel(np.cumprod),
           shape=lambda x, dim: tuple(x.shape), dtype=_cumsum_dtype, vjp=_cumprod_vjp, saves="x",
           grad_fn="CumprodBackward0", triton=_HOST)
 

@@ -489,11 +489,26 @@ def _trunc_divide(x, y):
     return np.trunc(np.true_divide(x, y))
 
 
+class DerivativeNotImplemented(RuntimeError):
+    """Raised by the derivative rule of an op that has none (torch's message): at backward
+    time in eager autograd, and at run time of a compiled backward (see derivative_error)."""
+
+
 def _not_implemented(op):
     """torch's rule for ops without a derivative: the output requires grad, backward raises."""
     def vjp(g, out, *args, **params):
-        raise RuntimeError(f"derivative for aten::{op} is not implemented")
+        raise DerivativeNotImplemented(f"derivative for aten::{op} is not implemented")
     return vjp
+
+
+def _derivative_error(g, message):
+    raise DerivativeNotImplemented(message)
+
+
+# stands in a compiled backward for the gradient of an op without a derivative: the
+# forward compiles and runs, and the backward raises torch's error when it runs, as eagerly
+Primitive("derivative_error", "g", _derivative_error, shape=lambda g, message: tuple(g.shape), dtype="same",
+          triton=T.Refuse("an op without a derivative in a compiled backward"))
 
 
 def _remainder_vjp(g, out, x, y):
@@ -636,9 +651,40 @@ Primitive("masked_fill", "x mask value", lambda x, m, v: np.where(m, np.asarray(
 # == reductions ==============================================================================
 
 
+# float16 reductions accumulate in float32 and round once at the end, as torch's do
+# (numpy adds float16 along a strided axis in float16: 10,000 ones sum to 2048). bfloat16
+# is stored as float32 and accumulates in it already.
+_F16 = np.dtype(np.float16)
+
+
+def _acc(x):
+    """x in the dtype its reduction accumulates in: float32 for float16, else its own."""
+    return x.astype(np.float32) if x.dtype == _F16 else x
+
+
+def _like(r, x):
+    """A result computed in _acc(x)'s dtype, rounded back to x's."""
+    r = np.asarray(r)
+    return r.astype(x.dtype) if r.dtype != x.dtype and x.dtype == _F16 else r
+
+
 def _sum_kernel(x, dims=None, keepdim=False):
-    dt = np.int64 if x.dtype.kind in "biu" else x.dtype
-    return np.sum(x, axis=_axes(x, dims), keepdims=keepdim, dtype=dt)
+    if x.dtype.kind in "biu":
+        return np.sum(x, axis=_axes(x, dims), keepdims=keepdim, dtype=np.int64)
+    if x.dtype == _F16:
+        return np.sum(x, axis=_axes(x, dims), keepdims=keepdim, dtype=np.float32).astype(_F16)
+    return np.sum(x, axis=_axes(x, dims), keepdims=keepdim, dtype=x.dtype)
+
+
+def _mean_kernel(x, dims=None, keepdim=False):
+    # torch: float32 sum, float32 division, then float16; an empty mean is nan without numpy's warnings
+    ax = _axes(x, dims)
+    a = _acc(x)
+    if x.size:
+        return _like(np.mean(a, axis=ax, keepdims=keepdim, dtype=a.dtype), x)
+    with warnings.catch_warnings(), np.errstate(invalid="ignore", divide="ignore"):
+        warnings.simplefilter("ignore", RuntimeWarning)
+        return _like(np.mean(a, axis=ax, keepdims=keepdim, dtype=a.dtype), x)
 
 
 def _axes(x, dims):
@@ -659,8 +705,7 @@ Primitive("sum", "x", _sum_kernel, shape=_reduce_shape, dtype=_sum_dtype,
           vjp=lambda g, out, x, dims=None, keepdim=False: (
               _expand_reduced(g, tuple(x.shape), _dims(x, dims), keepdim),),
           grad_fn=_reduce_name("Sum"), reduction=True, triton=T.Reduce("sum"))
-Primitive("mean", "x", lambda x, dims=None, keepdim=False: np.mean(x, axis=_axes(x, dims), keepdims=keepdim,
-                                                                   dtype=x.dtype),
+Primitive("mean", "x", _mean_kernel,
           shape=_reduce_shape, dtype="same",
           vjp=lambda g, out, x, dims=None, keepdim=False: (
               _expand_reduced(g, tuple(x.shape), _dims(x, dims), keepdim) / max(_count(x, _dims(x, dims)), 1),
@@ -761,6 +806,10 @@ for _n, _f in (("argmax", np.argmax), ("argmin", np.argmin)):
 
 
 def _var_kernel(x, dims=None, correction=1, keepdim=False):
+    return _like(_var_acc(_acc(x), dims, correction, keepdim), x)
+
+
+def _var_acc(x, dims, correction, keepdim):
     ax = _axes(x, dims)
     n = math.prod(x.shape[a] for a in (range(x.ndim) if ax is None else ax))
     if n - correction > 0:
@@ -789,12 +838,17 @@ def _std_vjp(g, out, x, dims=None, correction=1, keepdim=False):
 
 Primitive("var", "x", _var_kernel, shape=_reduce_shape, dtype="same", vjp=_var_vjp, saves="x",
           grad_fn="VarBackward0", reduction=True, triton=T.Reduce("var"))
-Primitive("std", "x", lambda x, dims=None, correction=1, keepdim=False: np.sqrt(_var_kernel(x, dims, correction, keepdim)),
+Primitive("std", "x", lambda x, dims=None, correction=1, keepdim=False: _like(np.sqrt(_var_acc(_acc(x), dims,
+                                                                                             correction, keepdim)), x),
           shape=_reduce_shape, dtype="same", vjp=_std_vjp, saves="x out", grad_fn="StdBackward0", reduction=True,
           triton=T.Reduce("std"))
 
 
 def _logsumexp_kernel(x, dims=None, keepdim=False):
+    return _like(_logsumexp_acc(_acc(x), dims, keepdim), x)
+
+
+def _logsumexp_acc(x, dims, keepdim):
     ax = _axes(x, dims)
     if x.size == 0:
         return np.log(np.sum(np.exp(x), axis=ax, keepdims=keepdim))
@@ -816,6 +870,10 @@ Primitive("logsumexp", "x", _logsumexp_kernel, shape=_reduce_shape, dtype="same"
 
 
 def _norm_kernel(x, p=2.0, dims=None, keepdim=False):
+    return _like(_norm_acc(_acc(x), p, dims, keepdim), x)
+
+
+def _norm_acc(x, p, dims, keepdim):
     ax = _axes(x, dims)
     a = np.abs(x)
     if p == 2:
@@ -859,6 +917,8 @@ Primitive("norm", "x", _norm_kernel, shape=_reduce_shape, dtype="same", vjp=_nor
 
 
 def _softmax_kernel(x, dim):
+    if x.dtype == _F16:                  # torch's softmax on float16 runs in float32, rounded at the end
+        return _softmax_kernel(_acc(x), dim).astype(_F16)
     dim = dim if x.ndim else None
     m = np.max(x, axis=dim, keepdims=True) if x.size else 0
     e = np.exp(x - m)
@@ -869,6 +929,8 @@ def _softmax_kernel(x, dim):
 def _log_softmax_kernel(x, dim):
     if x.size == 0:
         return x.copy()
+    if x.dtype == _F16:
+        return _log_softmax_kernel(_acc(x), dim).astype(_F16)
     dim = dim if x.ndim else None
     m = np.max(x, axis=dim, keepdims=True)
     s = x - m

@@ -12,6 +12,12 @@ value read outside the region is written again by factoring out, greedily, the a
 the most terms share (Horner's rule in several variables), with polynomials that differ
 by a constant factor made once. The result replaces the region where it has fewer
 operations.
+
+The rewrite reassociates and factors floating-point sums, so its results are not the
+unrewritten graph's bit for bit (measured in float32 on GELU's backward: 56% of the
+elements differ, by up to 0.5% relative where terms cancel). That is why no compile
+pipeline runs it (see passes/__init__.py), and division by a zero literal is left
+alone here.
 """
 import numpy as np
 
@@ -41,7 +47,7 @@ def _poly_node(g, n):
         return False
     if any(not isinstance(x, V) and not _lit(x) for x in a["args"]):
         return False
-    return a["op"] != "div" or not isinstance(a["args"][1], V)
+    return a["op"] != "div" or not isinstance(a["args"][1], V) and a["args"][1] != 0
 
 
 def _add(p, q, scale=1.0):

@@ -3,10 +3,11 @@
     m = detach(amax(x, d))              the row maximum, a constant for the derivative
     e = exp(x - m)
     s = sum(e, d)
-    log_softmax(x, d) -> x - (log(s) + m)
+    log_softmax(x, d) -> (x - m) - log(s)
     softmax(x, d)     -> e / s
 
-Both forms compute the same values, but they change what the backward has to keep.
+Both forms compute the same values, op for op as the kernels in the op table do (so the
+same bits: `(x - m) - log(s)`, not `x - (log(s) + m)`, which rounds differently), but they change what the backward has to keep.
 log_softmax and softmax are row reductions: the partition cannot recompute them, so
 the forward saves their whole (N, C) result, and the backward of log_softmax takes its
 exp again. After the decomposition the backward reads `e` (saved: the partition does
@@ -23,7 +24,8 @@ _FLOATS = frozenset({"float32", "float64"})
 
 def decompose_row_ops(graph):
     def rule(b, n, a, args):
-        if a["op"] not in ("softmax", "log_softmax") or a["dtype"].name not in _FLOATS or not a["shape"]:
+        if a["op"] not in ("softmax", "log_softmax") or a["dtype"].name not in _FLOATS or not a["shape"] or \
+                0 in a["shape"]:
             return None
         x = args[0]
         if b[x]["dtype"] is not a["dtype"]:
@@ -31,10 +33,10 @@ def decompose_row_ops(graph):
         dim = a["params"]["dim"] % len(a["shape"])
         row = dict(a, shape=tuple(1 if i == dim else s for i, s in enumerate(a["shape"])))
         m = add(b, P["detach"], (add(b, P["amax"], (x,), row, dims=(dim,), keepdim=True),), row)
-        e = add(b, P["exp"], (add(b, P["sub"], (x, m), a),), a)
+        shifted = add(b, P["sub"], (x, m), a)
+        e = add(b, P["exp"], (shifted,), a)
         s = add(b, P["sum"], (e,), row, dims=(dim,), keepdim=True)
         if a["op"] == "softmax":
             return add(b, P["div"], (e, s), a)
-        lse = add(b, P["add"], (add(b, P["log"], (s,), row), m), row)
-        return add(b, P["sub"], (x, lse), a)
+        return add(b, P["sub"], (shifted, add(b, P["log"], (s,), row)), a)
     return rewrite(graph, rule)

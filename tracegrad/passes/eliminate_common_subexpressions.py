@@ -1,17 +1,8 @@
-"""Common-subexpression elimination: one value for each (op, arguments, parameters)."""
-from .rewrite import rewrite, is_pure, copy_node
+"""Common-subexpression elimination: one value for each (op, arguments, parameters).
 
-
-def _hashable(x):
-    try:
-        hash(x)
-        return x
-    except TypeError:
-        if isinstance(x, dict):
-            return tuple((k, _hashable(v)) for k, v in x.items())
-        if isinstance(x, (list, tuple)):
-            return tuple(_hashable(v) for v in x)
-        return ("id", id(x))
+Literal arguments and parameters are keyed by type and bits (`literal_key`): `x + 0.0`
+and `x + -0.0`, `x * 1` and `x * 1.0` are different values."""
+from .rewrite import rewrite, is_pure, copy_node, literal_key
 
 
 def eliminate_common_subexpressions(graph):
@@ -20,8 +11,8 @@ def eliminate_common_subexpressions(graph):
     def rule(b, n, a, args):
         if not is_pure(a):
             return None
-        key = (a["op"], _hashable(args), _hashable(a["params"]), _hashable(a["shape"]) if a["op"] != "proj" else None,
-               str(a["dtype"]))
+        key = (a["op"], literal_key(args), literal_key(a["params"]),
+               literal_key(a["shape"]) if a["op"] != "proj" else None, str(a["dtype"]))
         hit = seen.get(key)
         if hit is None:
             hit = seen[key] = copy_node(b, n, a, args)

@@ -70,7 +70,8 @@ def row_local(g, n):
         return None
     shape = a["shape"]
     xs = [x for x in a["args"] if isinstance(x, V)]
-    if a["op"] == "sum" and len(xs) == 1:
+    if a["op"] == "sum" and len(xs) == 1 and a["dtype"].name not in ("float16", "bfloat16"):
+        # (16-bit sums accumulate in float32: per-chunk partial sums would round in between)
         s = g[xs[0]]["shape"]
         dims = _dims(a, len(s))
         if s and s[0] > 1 and (dims is None or 0 in dims):

@@ -10,7 +10,7 @@ import itertools
 from ..ir.graph import Graph, V, map_args, refs, insert
 
 IMPURE = frozenset({"call_hooks", "node_hooks", "node_prehooks", "function", "function_backward", "delayed_error",
-                    "compiled_call", "compiled_backward"})
+                    "compiled_call", "compiled_backward", "derivative_error"})
 
 
 def is_pure(attrs):
@@ -41,6 +41,27 @@ def rewrite(graph, rule):
         rename[n] = new
     b.outputs = [None if o is None else rename[o] for o in graph.outputs]
     return b
+
+
+def literal_key(x):
+    """A key under which two arguments or parameters are one value only where they are the
+    same bits of the same type: 0.0 and -0.0, 1 and 1.0 and True compare equal in Python
+    but give different results (the sign of a zero, the dtype)."""
+    if isinstance(x, float):
+        return ("float", x.hex())
+    if isinstance(x, bool):
+        return ("bool", x)
+    if isinstance(x, int):
+        return ("int", x)
+    if isinstance(x, (list, tuple)):
+        return (type(x).__name__,) + tuple(literal_key(v) for v in x)
+    if isinstance(x, dict):
+        return ("dict",) + tuple((k, literal_key(v)) for k, v in x.items())
+    try:
+        hash(x)
+        return x
+    except TypeError:
+        return ("id", id(x))
 
 
 def _next_id(graph):

@@ -1,30 +1,51 @@
-"""Algebraic simplification.
+"""Algebraic simplification that keeps every result bit for bit.
 
-- `x ** n` for n in 2, 3, 4, -1, -2, 0.5 becomes multiplications (numpy's pow takes
-  a slow path for small integer exponents on negative values: up to 170x slower);
+Each rewrite gives the IEEE result the unrewritten graph gives in the value's own dtype
+(inf, nan and the sign of zero included): no reassociation, no cancellation, no constant
+moved across a rounding unless that is exact.
+
+- `x ** n` for n in 2, 3, -1, -2, 0.5 becomes the multiplications (or sqrt, reciprocal)
+  the pow kernel runs for these exponents (numpy's pow takes a slow path for small
+  integer exponents on negative values: up to 170x slower); not for bfloat16, whose pow
+  rounds once where the multiplications would round after each;
 - a folded constant or `full` that holds one number in every element, and `x ** 0`,
   become that number as a literal where the other operand has the result's type (the
   seeds of a derivative taken inside a compiled function: `ones * x`);
 - `x ** 1` becomes `x`;
-- `x * 1`, `1 * x`, `x + 0`, `0 + x`, `x - 0`, `x / 1`, `--x` become `x` where the type
-  is unchanged and the value is not an output (outputs never alias each other);
+- `x * 1`, `1 * x`, `x / 1`, `--x`, `x - 0.0` and `x + -0.0` become `x` where the type is
+  unchanged and the value is not an output (outputs never alias each other); `x + 0.0`
+  stays (it is +0.0 where x is -0.0), and so does `x - -0.0`;
 - `c * x` and `c + x` become `x * c`, `x + c` (one form for common subexpressions), and
-  `(x * c1) * c2`, `(x + c1) + c2` fold their constants;
-- around the scatter_add that differentiates a gather: `sum(scatter_add(0, i, s))` is
-  `s`, and `scatter_add(0, i, s) - y` scatters into `-y` (cross-entropy's backward);
+  `(x * c1) * c2` folds its constants where both are powers of two of at least 1 in size
+  (then both roundings are exact);
+- around the scatter_add that differentiates a gather, where each position receives at
+  most one value: `sum(scatter_add(0, i, s))` is `s + 0.0`, and `scatter_add(0, i, s) - y`
+  scatters into `0.0 - y` (cross-entropy's backward), `... + y` into `y + 0.0`;
+- `-(x * y)` becomes `x * -y` where y is the smaller factor (negation is exact);
 - `gather(x - r, i, d)` with r constant along d becomes `gather(x, i, d) - r`;
-- `y + y` and `(x + y) + y` become `2 * y` and `x + 2 * y`, the 2 put on the small
-  factor where y is a broadcast times a value;
-- `(a @ b).T` becomes `b.T @ a.T`, a contiguous result;
+- `y + y` becomes `y * 2` (the same rounding of the same value);
+- `(a @ b).T` becomes `b.T @ a.T`, a contiguous result (the same products; BLAS may add
+  them in another order, which changes a result's last bits as any reduction order does);
 - `permute(permute(x))` becomes one permute, or `x` where the two cancel;
-- elementwise ops move before broadcasts (`expand(x) / c -> expand(x / c)`) and
-  scalings after sums (`sum(-x) -> -sum(x)`), so they touch fewer elements.
+- elementwise ops move before broadcasts (`expand(x) / c -> expand(x / c)`): they touch
+  fewer elements and compute the same values.
+
+Before autodiff (`simplify_before_autodiff`, the forward pipeline) the power lowering,
+the moves across broadcasts and gathers and the transposed product wait: they would
+change the derivative autodiff takes (pow's rule rounds otherwise than the product
+rule's), so compiled gradients would no longer be eager autograd's.
+
+Not done, because they change results: `(x + c) - c -> x`, `x + y - x -> y`, moving a
+scale out of a sum (`sum(x * c) -> sum(x) * c` overflows where the unscaled sum does,
+and rounds differently), `(x + y) + y -> x + 2 * y`, `x ** 4 -> (x * x) * (x * x)`.
 """
+import math
+
 import numpy as np
 
 from ..ops.primitives import PRIMITIVES as P
 from ..ir.graph import V
-from .rewrite import rewrite, add
+from .rewrite import rewrite, add, literal_key
 
 
 def _lit(x):
@@ -46,28 +67,6 @@ def _through_expand(b, a, args):
     small = dict(a, shape=b[src]["shape"])
     inner = add(b, prim, tuple(src if isinstance(x, V) else x for x in args), small, **a["params"])
     return add(b, e["prim"], (inner,), a, **e["params"])
-
-
-def _scale_after_sum(b, a, args):
-    """sum(-x) -> -sum(x) and sum(x * c) -> sum(x) * c: the scaling runs on the result."""
-    if a["op"] not in ("sum", "mean") or not isinstance(args[0], V) or not a["dtype"].is_floating_point:
-        return None
-    inner = b[args[0]]
-    if inner["dtype"] is not a["dtype"]:
-        return None
-    if inner["op"] == "neg":
-        s = _sum_of(b, a, inner["args"][0])
-        return add(b, inner["prim"], (s,), a)
-    if inner["op"] == "mul" and isinstance(inner["args"][0], V) and _lit(inner["args"][1]) and \
-            b[inner["args"][0]]["shape"] == inner["shape"]:
-        s = _sum_of(b, a, inner["args"][0])
-        return add(b, inner["prim"], (s, inner["args"][1]), a)
-    return None
-
-
-def _sum_of(b, a, x):
-    """The reduction `a` of x, simplified by the scatter_add rules where they apply."""
-    return _scatter_add_rules(b, a, (x,)) or add(b, a["prim"], (x,), a, **a["params"])
 
 
 def _gather_before_shift(b, a, args):
@@ -104,24 +103,6 @@ def _permute_of_permute(b, a, args, is_output):
     return add(b, a["prim"], (x,), a, **dict(a["params"], dims=dims))
 
 
-def _twice(b, y, like):
-    """2 * y, with the factor 2 put on the small side where y = expand(s) * r (or r * expand(s)):
-    one pass over the small value instead of one over y."""
-    a = b[y]
-    if a["op"] == "mul" and isinstance(a["args"][0], V) and _lit(a["args"][1]) and a["dtype"].is_floating_point:
-        return add(b, P["mul"], (a["args"][0], float(a["args"][1] * 2)), a)
-    if a["op"] == "mul" and all(isinstance(x, V) for x in a["args"]):
-        for k, e in enumerate(a["args"]):
-            ea = b[e]
-            if ea["op"] == "expand" and isinstance(ea["args"][0], V) and ea["dtype"] is a["dtype"] and \
-                    ea["shape"] == a["shape"]:
-                src = ea["args"][0]
-                doubled = add(b, P["expand"], (add(b, P["mul"], (src, 2.0), b[src]),), ea, **ea["params"])
-                other = a["args"][1 - k]
-                return add(b, P["mul"], (doubled, other) if k == 0 else (other, doubled), a)
-    return add(b, P["mul"], (y, 2.0), like)
-
-
 def _same_value(b, x, y):
     """x and y are one value, or the same pure op on the same arguments (before CSE
     merges them: the derivative of y * y makes its two terms separately)."""
@@ -129,24 +110,19 @@ def _same_value(b, x, y):
         return True
     ax, ay = b[x], b[y]
     return ax["op"] == ay["op"] and ax["op"] != "input" and ax["prim"] is not None and ax["prim"].elementwise and \
-        ax["args"] == ay["args"] and ax["params"] == ay["params"] and ax["dtype"] is ay["dtype"]
+        literal_key(ax["args"]) == literal_key(ay["args"]) and literal_key(ax["params"]) == literal_key(ay["params"]) \
+        and ax["dtype"] is ay["dtype"]
 
 
 def _repeated_term(b, a, args):
-    """y + y -> 2 * y and (x + y) + y -> x + 2 * y: a value the derivative adds twice
-    (the two factors of y * y) costs one pass, or none where the 2 folds into a broadcast."""
+    """y + y -> y * 2: a value the derivative adds twice (the two factors of y * y); the
+    same correctly rounded 2y, overflow and the sign of zero included."""
     if a["op"] != "add" or len(args) != 2 or not all(isinstance(x, V) for x in args) or \
             not a["dtype"].is_floating_point or any(b[x]["shape"] != a["shape"] or b[x]["dtype"] is not a["dtype"]
                                                    for x in args):
         return None
-    p, y = args
-    if _same_value(b, p, y):
-        return _twice(b, y, a)
-    inner = b[p]
-    if inner["op"] == "add" and len(inner["args"]) == 2 and isinstance(inner["args"][1], V) and \
-            _same_value(b, inner["args"][1], y) and isinstance(inner["args"][0], V) \
-            and b[inner["args"][0]]["shape"] == a["shape"] and b[inner["args"][0]]["dtype"] is a["dtype"]:
-        return add(b, P["add"], (inner["args"][0], _twice(b, y, a)), a)
+    if _same_value(b, args[0], args[1]):
+        return add(b, P["mul"], (args[1], 2.0), a)
     return None
 
 
@@ -179,10 +155,12 @@ def _is_zeros(b, v):
 
 
 def _scatter_add_rules(b, a, args):
-    """The gradient of a gather is a scatter_add into zeros; around it:
-    sum(scatter_add(0, i, s), d) -> sum(s, d) (the zeros add nothing), and
-    scatter_add(0, i, s) - y -> scatter_add(-y, i, s), scatter_add(0, i, s) + y ->
-    scatter_add(y, i, s): no zero fill and no extra pass over the result."""
+    """The gradient of a gather is a scatter_add into zeros. Where the scattered source has
+    one element along the scatter dim (each position receives at most one value, so no
+    sum changes order):
+    sum(scatter_add(0, i, s), d) -> s + 0.0 (the zeros add nothing but turn -0.0 into 0.0),
+    scatter_add(0, i, s) - y -> scatter_add(0.0 - y, i, s), scatter_add(0, i, s) + y ->
+    scatter_add(y + 0.0, i, s): no zero fill and no extra pass over the result."""
     op = a["op"]
     if op in ("sum", "add", "sub") and args and isinstance(args[0], V):
         sc = b[args[0]]
@@ -190,35 +168,38 @@ def _scatter_add_rules(b, a, args):
             return None
         _, idx, src = sc["args"]
         dim = sc["params"]["dim"] % len(sc["shape"])
-        if not isinstance(src, V) or b[src]["shape"] != b[idx]["shape"] or b[src]["dtype"] is not sc["dtype"]:
+        if not isinstance(src, V) or b[src]["shape"] != b[idx]["shape"] or b[src]["dtype"] is not sc["dtype"] or \
+                b[src]["shape"][dim] != 1 or not sc["dtype"].is_floating_point:
             return None
         if op == "sum":
             dims = a["params"].get("dims")
             dims = None if dims is None else tuple(d % len(sc["shape"]) for d in dims)
             full_rows = all(s == t for k, (s, t) in enumerate(zip(b[src]["shape"], sc["shape"])) if k != dim)
-            if dims == (dim,) and full_rows and b[src]["shape"][dim] == 1 and a["params"].get("keepdim"):
-                return src
+            if dims == (dim,) and full_rows and a["params"].get("keepdim") and a["dtype"] is sc["dtype"]:
+                return add(b, P["add"], (src, 0.0), b[src])
             return None
         y = args[1]
         if not isinstance(y, V) or b[y]["shape"] != sc["shape"] or b[y]["dtype"] is not sc["dtype"] or \
-                a["shape"] != sc["shape"]:
+                a["shape"] != sc["shape"] or a["dtype"] is not sc["dtype"]:
             return None
-        base = _negate(b, y) if op == "sub" else y
+        base = add(b, P["rsub"], (y, 0.0), b[y]) if op == "sub" else add(b, P["add"], (y, 0.0), b[y])
         return add(b, sc["prim"], (base, idx, src), sc, **sc["params"])
     if op == "neg" and isinstance(args[0], V):
-        return _negate(b, args[0], only_cheap=True)
+        return _negate_small(b, args[0])
     return None
 
 
-def _negate(b, v, only_cheap=False):
-    """-v, as x * (-y) where v = x * y and y is the smaller (broadcast) factor."""
+def _negate_small(b, v):
+    """-v as x * (-y) where v = x * y and y is the smaller (broadcast) factor: the sign of
+    a product is the sign of either factor flipped, exactly."""
     a = b[v]
     if a["op"] == "mul":
         x, y = a["args"]
         if isinstance(x, V) and isinstance(y, V) and b[x]["shape"] == a["shape"] and \
-                int(np.prod(b[y]["shape"])) < int(np.prod(a["shape"])) and b[y]["dtype"] is a["dtype"]:
+                int(np.prod(b[y]["shape"])) < int(np.prod(a["shape"])) and b[y]["dtype"] is a["dtype"] and \
+                b[x]["dtype"] is a["dtype"]:
             return add(b, P["mul"], (x, add(b, P["neg"], (y,), b[y])), a)
-    return None if only_cheap else add(b, P["neg"], (v,), a)
+    return None
 
 
 def _uniform(b, v):
@@ -235,9 +216,15 @@ def _uniform(b, v):
         if d.size == 0:
             return None
         first = d.flat[0]
-        return float(first) if np.isfinite(first) and bool(np.all(d == first)) else None
+        same = bool(np.all(d == first)) and bool(np.all(np.signbit(d) == np.signbit(first)))   # 0.0 is not -0.0
+        return float(first) if np.isfinite(first) and same else None
     if c["op"] == "full" and _lit(c["params"].get("value")):
-        return float(c["params"]["value"])
+        # the value as the full array holds it, rounded to its dtype (0.1 in float16 is not 0.1)
+        held = float(np.asarray(c["params"]["value"], dtype=c["dtype"].np))
+        if c["dtype"].name == "bfloat16":
+            from .._dtype import round_bfloat16
+            held = float(round_bfloat16(np.float32(held)))
+        return held if np.isfinite(held) else None
     if c["op"] == "pow" and len(c["args"]) == 2 and _lit(c["args"][1]) and c["args"][1] == 0:
         return 1.0
     return None
@@ -260,7 +247,47 @@ def _literal_args(b, a, args):
     return None
 
 
-def simplify(graph):
+def _is_unit(op, c, dtype):
+    """Whether `x op c` is x itself for every x of dtype, -0.0, inf and nan included: x * 1,
+    x / 1, x + -0.0, x - 0.0 (x + 0.0 is 0.0 where x is -0.0); x + 0 for integers."""
+    if not _lit(c) or c != 0 and c != 1:
+        return False
+    if op in ("mul", "div"):
+        return c == 1
+    negative_zero = c == 0 and math.copysign(1.0, c) < 0
+    if op == "add":
+        return negative_zero or c == 0 and not dtype.is_floating_point
+    if op == "sub":
+        return c == 0 and not negative_zero
+    return False
+
+
+def _exact_scales(c1, c2, dtype):
+    """Whether (x * c1) * c2 == x * (c1 * c2) for every x of dtype: both powers of two of at
+    least 1 in size (scaling up is exact until it overflows, and both forms overflow
+    together) whose product the dtype holds."""
+    def up(c):
+        m, e = math.frexp(abs(float(c)))
+        return m == 0.5 and e >= 1
+    if not (up(c1) and up(c2)):
+        return False
+    p = abs(float(c1) * float(c2))
+    big = 65504.0 if dtype.name == "float16" else float(np.finfo(np.float64 if dtype.name == "float64" else
+                                                                  np.float32).max)
+    return p <= big
+
+
+def simplify_before_autodiff(graph):
+    """simplify without the rewrites that would change the derivative autodiff then takes:
+    lowering a power to products (pow's rule `g * n * x ** (n - 1)` and the product
+    rule round differently), moving an op across a broadcast or a gather (the gradient
+    would be reduced before the op instead of after) and transposing a product. What is
+    left keeps gradients bit for bit too (x * 1, y + y -> y * 2, ...); the full simplify
+    runs on the forward and backward programs after autodiff."""
+    return simplify(graph, before_autodiff=True)
+
+
+def simplify(graph, before_autodiff=False):
     outputs = set(o for o in graph.outputs if o is not None)
 
     def same_type(b, v, a):
@@ -275,24 +302,27 @@ def simplify(graph):
 
     def body(b, n, a, args):
         op = a["op"]
-        moved = _through_expand(b, a, args) or _scale_after_sum(b, a, args) or _scatter_add_rules(b, a, args) or \
-            _gather_before_shift(b, a, args) or _permute_of_permute(b, a, args, n in outputs) or \
-            _repeated_term(b, a, args) or _transposed_product(b, a, args)
+        if before_autodiff:
+            moved = _scatter_add_rules(b, a, args) or _permute_of_permute(b, a, args, n in outputs) or \
+                _repeated_term(b, a, args)
+        else:
+            moved = _through_expand(b, a, args) or _scatter_add_rules(b, a, args) or \
+                _gather_before_shift(b, a, args) or _permute_of_permute(b, a, args, n in outputs) or \
+                _repeated_term(b, a, args) or _transposed_product(b, a, args)
         if moved is not None:
             return moved
-        if op == "pow" and len(args) == 2 and isinstance(args[0], V) and _lit(args[1]) and \
+        if op == "pow" and not before_autodiff and len(args) == 2 and isinstance(args[0], V) and _lit(args[1]) and \
                 b[args[0]]["dtype"].is_floating_point and same_type(b, args[0], a):
             x, e = args
             mul = P["mul"]
             if e == 1:
                 return x if n not in outputs else None
+            if a["dtype"].name == "bfloat16":        # its pow kernel rounds once, the products after each
+                return None
             if e == 2:
                 return add(b, mul, (x, x), a)
             if e == 3:
                 return add(b, mul, (add(b, mul, (x, x), a), x), a)
-            if e == 4:
-                x2 = add(b, mul, (x, x), a)
-                return add(b, mul, (x2, x2), a)
             if e == 0.5:
                 return add(b, P["sqrt"], (x,), a)
             if e == -1:
@@ -306,17 +336,16 @@ def simplify(graph):
             swapped = True
         else:
             swapped = False
-        if op in ("mul", "add") and len(args) == 2 and isinstance(args[0], V) and _lit(args[1]) and \
+        if op == "mul" and len(args) == 2 and isinstance(args[0], V) and _lit(args[1]) and \
                 same_type(b, args[0], a) and a["dtype"].is_floating_point:
             x, c = args
             inner = b[x]
             if inner["op"] == op and len(inner["args"]) == 2 and isinstance(inner["args"][0], V) and \
-                    _lit(inner["args"][1]) and same_type(b, inner["args"][0], a):
-                c2 = inner["args"][1] * c if op == "mul" else inner["args"][1] + c
-                return add(b, P[op], (inner["args"][0], float(c2)), a)
+                    _lit(inner["args"][1]) and same_type(b, inner["args"][0], a) and \
+                    _exact_scales(inner["args"][1], c, a["dtype"]):
+                return add(b, P[op], (inner["args"][0], float(inner["args"][1] * c)), a)
         if swapped:
-            unit = 1 if op == "mul" else 0
-            if args[1] == unit and n not in outputs:
+            if _is_unit(op, args[1], a["dtype"]) and n not in outputs:
                 return args[0]
             return add(b, P[op], args, a)
         if n in outputs or len(args) != 2 and op != "neg":
@@ -327,17 +356,11 @@ def simplify(graph):
                 return b[x]["args"][0]
             return None
         x, y = args
-        if op in ("mul",) and _lit(y) and y == 1 and same_type(b, x, a):
+        if op in ("mul", "add", "sub", "div") and _lit(y) and _is_unit(op, y, a["dtype"]) and same_type(b, x, a):
             return x
         if op in ("mul", "add") and _lit(x) and isinstance(y, V) and same_type(b, y, a):
+            if _is_unit(op, x, a["dtype"]):
+                return y
             return add(b, P[op], (y, x), a)
-        if op in ("mul",) and _lit(x) and x == 1 and same_type(b, y, a):
-            return y
-        if op in ("add", "sub") and _lit(y) and y == 0 and same_type(b, x, a):
-            return x
-        if op == "add" and _lit(x) and x == 0 and same_type(b, y, a):
-            return y
-        if op == "div" and _lit(y) and y == 1 and same_type(b, x, a):
-            return x
         return None
     return rewrite(graph, rule)
