@@ -233,6 +233,13 @@ clip clamp_min clamp_max masked_fill scatter scatter_add tril triu lerp remainde
 logical_not square reciprocal t""".split():
     setattr(Tensor, _name + "_", _inplace(getattr(F, _name)))
 
+
+
+def index_put(self, indices, values, accumulate=False):
+    return F.index_put(self, indices, values, accumulate, _op="index_put_")
+
+
+Tensor.index_put_ = _inplace(index_put)
 Tensor.__iadd__ = Tensor.add_
 Tensor.__isub__ = Tensor.sub_
 Tensor.__imul__ = Tensor.mul_
@@ -319,8 +326,8 @@ def _setitem(self, key, value):
         if not target.flags.writeable:
             raise RuntimeError("unsupported operation: more than one element of the written-to tensor refers to a "
                                "single memory location. Please clone() the tensor before performing the operation.")
-        from .ops.primitives import np_key
-        target[np_key(k, [i._data for i in idx])] = value._data if isinstance(value, Tensor) else value
+        from .ops.primitives import np_index_set
+        np_index_set(target, k, [i._data for i in idx], value._data if isinstance(value, Tensor) else value)
         self._vc[0] += 1
         return
     commit(self, F.index_put_prim(self, value, idx, k))

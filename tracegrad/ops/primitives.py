@@ -931,25 +931,60 @@ def sum_to(g, shape):
 np_key = T.index_key
 
 
+def _is_int_key(k):
+    return isinstance(k, int) and not isinstance(k, bool)
+
+
+def torch_order(key):
+    """(basic key applied first or None, the rest of the key): torch's order of indexing.
+
+    torch applies an integer index as a select (a view) before any index tensor, so in
+    `x[1, :, idx]` the int does not count as an advanced index; numpy turns an int next to an
+    index array into one more index array, which moves the result's dims when a slice separates
+    them (`x[-1, 2, 5::3, idx]`: torch [5::3 part, idx part], numpy [idx part, 5::3 part]).
+    Applying the ints first as a basic (view) key and the rest after gives torch's result."""
+    if not any(_is_int_key(k) for k in key) or not any(
+            isinstance(k, bool) or isinstance(k, tuple) and k[0] == "t" for k in key):
+        return None, key
+    pre = tuple(k if _is_int_key(k) or k is Ellipsis else slice(None) for k in key
+                if k is not None and not isinstance(k, bool))
+    if Ellipsis not in pre:
+        pre += (Ellipsis,)                 # keeps a 0-dim result a view (numpy gives a scalar without it)
+    return pre, tuple(k for k in key if not _is_int_key(k))
+
+
+def np_index(x, key, idx):
+    """x[key] with torch's semantics, the index arrays `idx` put in."""
+    pre, post = torch_order(key)
+    if pre is not None:
+        x = x[pre]
+    return x[np_key(post, idx)]
+
+
+def np_index_set(out, key, idx, v, accumulate=False):
+    """out[key] = v (or += v, repeated indices adding up), in place, with torch's semantics."""
+    pre, post = torch_order(key)
+    if pre is not None:
+        out = out[pre]                     # a basic key: a view that writes through
+    k = np_key(post, idx)
+    if accumulate:
+        np.add.at(out, k, v)
+    else:
+        out[k] = v
+
+
 def _getitem_kernel(x, *idx, key):
-    return x[np_key(key, idx)]
+    return np_index(x, key, idx)
 
 
 def _getitem_shape(x, *idx, key):
     dummy = np.broadcast_to(np.empty((), dtype=np.int8), tuple(x.shape))
-    k = np_key(key, [np.zeros(tuple(i.shape), dtype=np.int64) for i in idx])
-    if any(n == 0 for n in x.shape) or not idx:
-        return dummy[k].shape
-    return dummy[k].shape
+    return np_index(dummy, key, [np.zeros(tuple(i.shape), dtype=np.int64) for i in idx]).shape
 
 
 def _getitem_backward_kernel(g, *idx, key, shape):
     z = np.zeros(shape, dtype=g.dtype)
-    k = np_key(key, idx)
-    if idx:
-        np.add.at(z, k, g)
-    else:
-        z[k] = g
+    np_index_set(z, key, idx, g, accumulate=bool(idx))
     return z
 
 
@@ -1290,16 +1325,12 @@ Primitive("einsum", "*xs", lambda *xs, equation: np.einsum(equation, *xs, optimi
 Primitive("full", "", lambda shape, value, dtype: np.full(shape, value, dtype=dtype.np),
           shape=lambda shape, value, dtype: tuple(shape), dtype=lambda args: (None, None), triton=T.full)
 
-__all__ = ["PRIMITIVES", "Primitive", "sum_to", "np_key"]
+__all__ = ["PRIMITIVES", "Primitive", "sum_to", "np_key", "np_index", "np_index_set"]
 
 
 def _index_put_kernel(x, v, *idx, key, accumulate=False):
     out = x.copy()
-    k = np_key(key, idx)
-    if accumulate:
-        np.add.at(out, k, v)
-    else:
-        out[k] = v
+    np_index_set(out, key, idx, v, accumulate)
     return out
 
 
@@ -1313,8 +1344,14 @@ def _index_put_vjp(g, out, x, v, *idx, key, accumulate=False):
 
 Primitive("index_put", "*x v idx", _index_put_kernel, shape=lambda x, v, *i, key, accumulate=False: tuple(x.shape),
           dtype=lambda args: (args[0]._dtype, args[0]._dtype), cast=(1,), vjp=_index_put_vjp, saves="idx",
-          grad_fn=lambda a, p: "IndexPutBackward0" if any(isinstance(k, tuple) and k[0] == "t" for k in p["key"])
-          else "CopySlices", triton=T.index_put)
+          grad_fn=lambda a, p: "IndexPutBackward0" if _index_put_direct(p["key"]) else "CopySlices",
+          triton=T.index_put)
+
+
+def _index_put_direct(key):
+    # torch writes through a view (CopySlices) unless the key is index tensors and whole-dim slices only
+    return any(isinstance(k, tuple) and k[0] == "t" for k in key) and all(
+        k is Ellipsis or k == ("s", None, None, None) or isinstance(k, tuple) and k[0] == "t" for k in key)
 
 
 def _call_hooks_kernel(g, fns):
