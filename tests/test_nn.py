@@ -297,6 +297,27 @@ def test_pad(pad, mode, value):
     check(lambda x: TF.pad(x, pad, mode=mode, **kw), lambda x: torch.nn.functional.pad(x, pad, mode=mode, **kw), [x])
 
 
+# negative pads crop (torch narrows), alone or with positive pads, down to empty dims
+@pytest.mark.parametrize("shape,pad,mode", [
+    ((2, 3, 4, 5), (-1, -1), "constant"), ((2, 3, 4, 5), (-2, 1, -1, -3), "constant"),
+    ((2, 3, 4, 5), (-5, 0), "constant"), ((2, 3, 4, 5), (-4, 2), "constant"), ((2, 3, 4, 5), (0, 0, 0, 0, -1, -1), "constant"),
+    ((2, 3, 4, 5), (1, 1, -4, 0), "constant"), ((2, 3, 5), (-1, 2), "reflect"), ((2, 3, 5), (-1, -1), "reflect"),
+    ((2, 3, 5), (-2, 1), "replicate"), ((2, 3, 5), (-2, 1), "circular"), ((2, 3, 5), (2, -1), "circular"),
+    ((2, 3, 5), (-1, 3), "circular"), ((2, 4, 5), (1, -2, -1, 2), "reflect")])
+def test_pad_negative_crops_as_torch(shape, pad, mode):
+    x = rand(*shape)
+    check(lambda x: TF.pad(x, pad, mode=mode), lambda x: torch.nn.functional.pad(x, pad, mode=mode), [x])
+    a = tracegrad.tensor(x, requires_grad=True)
+    b = torch.tensor(x, requires_grad=True)
+    ya, yb = TF.pad(a, pad, mode=mode), torch.nn.functional.pad(b, pad, mode=mode)
+    assert type(ya.grad_fn).__name__ == type(yb.grad_fn).__name__
+    with tracegrad.no_grad():
+        yc = TF.pad(tracegrad.tensor(x), pad, mode=mode)
+        yc.add_(1)                                   # the result never aliases the input
+    assert_close(ya, yb)
+    assert yc._base is None
+
+
 def test_dropout():
     x = tracegrad.ones(200, 300, requires_grad=True)
     assert TF.dropout(x, 0.3, training=False) is x

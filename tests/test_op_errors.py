@@ -250,6 +250,15 @@ CASES = _broadcast_cases() + [
     ("einsum-bad-subscript-output", lambda m: m.einsum("ij->i->j", f(m, 2, 3))),
     ("einsum-fewer-operands", lambda m: m.einsum("ij,jk", f(m, 2, 3))),
     ("einsum-label-bcast", lambda m: m.einsum("...j,j...", f(m, 2, 3, 4), f(m, 2, 3, 4))),
+    # -- pad --
+    ("pad-crop-past-size", lambda m: m.nn.functional.pad(f(m, 1, 2, 4), (-5, 1))),
+    ("pad-crop-both-past-size", lambda m: m.nn.functional.pad(f(m, 1, 2, 4), (-2, -3))),
+    ("pad-reflect-4d-one-pair", lambda m: m.nn.functional.pad(f(m, 1, 2, 3, 4), (-1, 1), mode="reflect")),
+    ("pad-reflect-2d-two-pairs", lambda m: m.nn.functional.pad(f(m, 3, 4), (1, 1, 1, 1), mode="reflect")),
+    ("pad-circular-1d", lambda m: m.nn.functional.pad(f(m, 4), (1, 1), mode="circular")),
+    ("pad-odd-length", lambda m: m.nn.functional.pad(f(m, 3, 4), (1, 1, 1))),
+    ("pad-too-long", lambda m: m.nn.functional.pad(f(m, 3), (1, 1, 1, 1))),
+    ("pad-mode", lambda m: m.nn.functional.pad(f(m, 3, 4), (1, 1), mode="zeros")),
     # -- autograd-facing --
     ("requires_grad-int", lambda m: m.tensor([1, 2], requires_grad=True)),
     ("requires_grad_-int", lambda m: f(m, 2, dtype="int64").requires_grad_()),
