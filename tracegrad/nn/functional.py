@@ -102,19 +102,24 @@ def _softplus1(z):
     """log(1 + exp(z)), stable at both ends, with exact derivatives of every order below the
     threshold."""
     t = _softplus_threshold(z.dtype)
-    return O.where(z > t, z, O.log1p(O.exp(O.clamp(z, max=t))))
+    # where, not clamp: clamp's derivative is 0 at NaN, torch's softplus lets the NaN through
+    return O.where(z > t, z, O.log1p(O.exp(O.where(z > t, t, z))))
 
 
 def softplus(input, beta=1.0, threshold=20.0):
     z = input * beta if beta != 1 else input
-    out = O.log1p(O.exp(O.clamp(z, max=threshold)))
+    out = O.log1p(O.exp(O.where(z > threshold, threshold, z)))     # NaN flows to the value and the gradient
     if beta != 1:
         out = out / beta
     return _named(O.where(z > threshold, input, out), "SoftplusBackward0", input)
 
 
 def logsigmoid(input):
-    return _named(-_softplus1(-input), "LogSigmoidBackward0", input)
+    # torch's min(x, 0) - log1p(exp(-|x|)), with min and -|x| written as selections on x >= 0 so that the
+    # second derivative at 0 is the smooth one (abs' is 0 there), zeros keep torch's sign and NaN flows
+    nonneg = input >= 0
+    lse = O.log1p(O.exp(O.where(nonneg, -input, input)))
+    return _named(O.where(nonneg, 0.0, input) - lse, "LogSigmoidBackward0", input)
 
 
 def _softmax_dim(ndim):

@@ -365,8 +365,16 @@ unary("neg", np.negative, lambda g, out, x: (-g,), "", dtype="same", refuse={0: 
                   "use the `~` or `logical_not()` operator instead.")}, triton=T.Expr("-{0}"))
 unary("abs", np.abs, lambda g, out, x: (g * F.sign(x),), "x", dtype="same", refuse={0: _no_kernel("abs_cpu")},
       triton=T.Expr("tl.abs({0})"))
-unary("sign", lambda x: x.copy() if x.dtype == np.bool_ else np.sign(x), lambda g, out, x: (_zeros_like(g),), "",
-      dtype="same", triton=T.sign)
+def _sign(x):
+    # torch's (0 < x) - (x < 0): 0 at NaN (numpy's sign keeps the NaN)
+    if x.dtype == np.bool_:
+        return x.copy()
+    if x.dtype.kind != "f":
+        return np.sign(x)
+    return (x > 0).astype(x.dtype) - (x < 0).astype(x.dtype)
+
+
+unary("sign", _sign, lambda g, out, x: (_zeros_like(g),), "", dtype="same", triton=T.sign)
 unary("exp", np.exp, lambda g, out, x: (g * out,), "out", triton=T.unary("tl.exp"))
 unary("exp2", np.exp2, lambda g, out, x: (g * out * LN2,), "out", triton=T.unary("tl.exp2"))
 unary("log", np.log, lambda g, out, x: (g / x,), "x", triton=T.unary("tl.log"))
@@ -383,7 +391,15 @@ unary("tan", np.tan, lambda g, out, x: (g * (1 + out * out),), "out", triton=T.E
 unary("tanh", np.tanh, lambda g, out, x: (g * (1 - out * out),), "out", triton=T.unary("_tanh"))
 unary("sigmoid", _sigmoid, lambda g, out, x: (g * out * (1 - out),), "out", triton=T.unary("_sigmoid"))
 unary("erf", _erf, lambda g, out, x: (g * TWO_OVER_SQRT_PI * F.exp(-(x * x)),), "x", triton=T.unary("tl.erf"))
-unary("relu", lambda x: np.maximum(x, 0, dtype=x.dtype), lambda g, out, x: (F.where(out > 0, g, 0),), "out",
+def _relu(x):
+    # torch's x < 0 ? 0 : x: -0.0 and NaN pass through (numpy's maximum turns -0.0 into 0.0)
+    if x.dtype.kind != "f":
+        return np.maximum(x, 0, dtype=x.dtype)
+    return _where(x < 0, 0, x)
+
+
+# the derivative is torch's threshold_backward: the gradient flows where out <= 0 is false (NaN too)
+unary("relu", _relu, lambda g, out, x: (F.where(out <= 0, 0, g),), "out",
       dtype="same", refuse={0: _refuse(RuntimeError, "Boolean inputs not supported for relu")},
       triton=T.Expr("tl.where({0} < 0, 0, {0})", cast=True))
 unary("floor", np.floor, lambda g, out, x: (_zeros_like(g),), "", dtype="same", refuse={0: _no_kernel("floor_vml_cpu")},
@@ -435,7 +451,16 @@ def _clamp_no_bool(d, args):
 
 
 # min and max: None, a Python number or a tensor (broadcast with x)
-Primitive("clamp", "x min max", lambda x, lo, hi, op=None: np.clip(x, lo, hi), shape=_bcast_shape, dtype="promote",
+def _clamp_kernel(x, lo, hi, op=None):
+    out = np.clip(x, lo, hi)
+    if out.dtype.kind == "f" and not isinstance(lo, np.ndarray) and not isinstance(hi, np.ndarray):
+        # torch returns x itself where a number bound does not move it (np.clip may give the bound's
+        # zero for -0.0); tensor bounds take the bound where equal, as np.clip does
+        out = np.where(out == x, x, out).astype(out.dtype, copy=False)
+    return out
+
+
+Primitive("clamp", "x min max", _clamp_kernel, shape=_bcast_shape, dtype="promote",
           vjp=_clamp_vjp, saves="x min max", grad_fn=_clamp_name, elementwise=True, refuse={0: _clamp_no_bool},
           triton=T.clamp)
 
@@ -470,8 +495,8 @@ binary("sub", np.subtract, lambda g, out, x, y: (g, -g), "", triton=T.binop("-")
 binary("rsub", lambda x, y: np.subtract(y, x), lambda g, out, x, y: (-g, g), "",
        grad_fn=lambda a, p: "RsubBackward0" if _is_tensor(a[1]) else "RsubBackward1", triton=T.Expr("{1} - {0}"))
 binary("mul", np.multiply, lambda g, out, x, y: (g * y, g * x), "x y", needs={"x": "y", "y": "x"}, triton=T.binop("*"))
-binary("div", np.true_divide, lambda g, out, x, y: (g / y, -g * x / (y * y)), "x y", dtype="promote_float",
-       needs={"x": "y", "y": "x y"}, triton=T.binop("/"))
+binary("div", np.true_divide, lambda g, out, x, y: (g / y, -g * (out / y)), "y out", dtype="promote_float",
+       needs={"x": "y", "y": "y out"}, triton=T.binop("/"))
 
 
 def _integer_division(fn):
@@ -499,7 +524,16 @@ def _not_implemented(op):
 def _remainder_vjp(g, out, x, y):
     if not _is_tensor(x):
         _not_implemented("remainder")(g, out)
-    return g, -g * F.floor(x / y)
+    # torch's -grad * div(x, y, rounding_mode="floor"): floor(x / y) loses the quotient where x / y rounds
+    return g, -g * F.div(x, y, rounding_mode="floor")
+
+
+def _remainder(x, y):
+    if np.result_type(x, y).kind != "f":
+        return np.remainder(x, y)
+    # torch's fmod(x, y), moved by y where its sign differs from y's: a zero result keeps x's sign
+    mod = np.fmod(x, y)
+    return np.where((mod != 0) & ((np.asarray(y) < 0) != (mod < 0)), mod + y, mod).astype(mod.dtype, copy=False)
 
 
 def _remainder_name(args, params):
@@ -510,7 +544,7 @@ def _remainder_name(args, params):
 
 binary("floor_divide", _integer_division(np.floor_divide), _not_implemented("floor_divide"), "",
        grad_fn="NotImplemented", refuse={0: _no_kernel("div_floor_cpu")}, triton=T.floor_divide)
-binary("remainder", _integer_division(np.remainder), _remainder_vjp, "x y", needs={"y": "x y"},
+binary("remainder", _integer_division(_remainder), _remainder_vjp, "x y", needs={"y": "x y"},
        grad_fn=_remainder_name, refuse={0: _no_kernel("remainder_cpu")},
        triton=T.Expr("_remainder({0}, {1})", cast=True))
 # div(..., rounding_mode="floor" | "trunc"): no promotion to float, and a zero derivative
@@ -549,6 +583,8 @@ def _pow_kernel(x, y):
                 return 1 / x
             if e == -2:
                 return 1 / (x * x)
+            if e == -0.5:
+                return 1 / np.sqrt(x)
     if isinstance(x, np.ndarray) and x.dtype.kind in "iu" and not isinstance(y, np.ndarray) and y < 0:
         raise RuntimeError("Integers to negative integer powers are not allowed.")
     if isinstance(y, np.ndarray) and y.dtype.kind in "iu" and np.any(y < 0):
