@@ -537,6 +537,9 @@ OPS += [
     OpInfo("avg_pool2d", lambda m, x, **kw: _nnf(m).avg_pool2d(x, **kw),
            [Sample((1, 2, 4, 4), kernel_size=2), Sample((2, 1, 5, 5), kernel_size=3, stride=2, padding=1),
             Sample((1, 1, 5, 4), kernel_size=(2, 3), stride=(2, 1))], dtypes=FLOAT),
+    OpInfo("binary_cross_entropy", lambda m, x, t: _nnf(m).binary_cross_entropy(m.sigmoid(x), m.sigmoid(t),
+                                                                                 reduction="none"),
+           [Sample((2, 3), (2, 3)), Sample((), ())], dtypes=FLOAT),
     # an in-place op on a view rewrites its base (CopySlices) and the view (AsStridedBackward0)
     OpInfo("inplace_on_view", _inplace_on_view, [Sample((3, 4), (3,)), Sample((2, 3), ())], dtypes=FLOAT),
 ]

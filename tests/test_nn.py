@@ -259,9 +259,31 @@ def test_binary_cross_entropy_with_logits(reduction):
         TF.binary_cross_entropy_with_logits(tracegrad.randn(3), tracegrad.rand(3, 1))
 
 
-def test_binary_cross_entropy():
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+def test_binary_cross_entropy(reduction):
     x, y = RNG.uniform(0.01, 0.99, (4, 3)), RNG.uniform(0, 1, (4, 3))
-    check(TF.binary_cross_entropy, torch.nn.functional.binary_cross_entropy, [x, y], order=1)
+    check(lambda x, y: TF.binary_cross_entropy(x, y, reduction=reduction),
+          lambda x, y: torch.nn.functional.binary_cross_entropy(x, y, reduction=reduction), [x, y])
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_binary_cross_entropy_at_zero_and_one(dtype):
+    # torch clamps each log at -100 and divides by max(p (1 - p), 1e-12): finite where p is exactly 0 or 1
+    p = np.array([0.0, 1.0, 0.0, 1.0, 0.5, 1e-30, 1 - 1e-7], dtype)
+    t = np.array([0.0, 1.0, 1.0, 0.0, 0.3, 1.0, 0.0], dtype)
+    for reduction in ("none", "mean"):
+        pg, tg_ = tracegrad.tensor(p, requires_grad=True), tracegrad.tensor(t, requires_grad=True)
+        pt, tt = torch.tensor(p, requires_grad=True), torch.tensor(t, requires_grad=True)
+        lg = TF.binary_cross_entropy(pg, tg_, reduction=reduction)
+        lt = torch.nn.functional.binary_cross_entropy(pt, tt, reduction=reduction)
+        assert_close(lg, lt, rtol=1e-6, atol=0)
+        gg = tracegrad.autograd.grad(lg.sum(), [pg, tg_])
+        gt = torch.autograd.grad(lt.sum(), [pt, tt])
+        for a, b in zip(gg, gt):
+            assert np.isfinite(a._data[:5]).all() or not np.isfinite(b.numpy()[:5]).all()
+            assert_close(a, b, rtol=1e-6, atol=0)
+    with pytest.raises(RuntimeError, match="all elements of input should be between 0 and 1"):
+        TF.binary_cross_entropy(tracegrad.tensor([1.5]), tracegrad.tensor([1.0]))
 
 
 # == embedding, pad, dropout, one_hot =========================================================================
