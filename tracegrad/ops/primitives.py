@@ -994,7 +994,10 @@ def np_index(x, key, idx):
     pre, post = torch_order(key)
     if pre is not None:
         x = x[pre]
-    return x[np_key(post, idx)]
+    k = np_key(post, idx)
+    if not any(e is Ellipsis for e in k):
+        k += (Ellipsis,)                   # all ints: a 0-dim view, as torch's select (numpy gives a scalar copy)
+    return x[k]
 
 
 def np_index_set(out, key, idx, v, accumulate=False):
