@@ -517,7 +517,10 @@ OPS = [
             Sample((2, 3, 4), (2, 4, 5), eq="...ij,...jk->...ik"), Sample((2, 1, 3, 4), (5, 4, 2), eq="...ij,...jk"),
             Sample((2, 3), (3,), eq="...i,...i"), Sample((2, 3, 4), eq="...ij->ij"), Sample((2, 3, 4), eq="i...->..."),
             Sample((2, 3, 4), eq="...ij->j..."), Sample((3, 4), (4, 2), eq="ij,jk->ik..."), Sample((), eq="..."),
-            Sample((2, 3, 4), (4,), eq="b...k,k->...b"), Sample((2, 1, 3), (1, 4, 3), eq="...i,...i->...")]),
+            Sample((2, 3, 4), (4,), eq="b...k,k->...b"), Sample((2, 1, 3), (1, 4, 3), eq="...i,...i->..."),
+            # a repeated index reads a diagonal
+            Sample((3, 3), eq="ii->i"), Sample((3, 3), eq="ii"), Sample((2, 3, 3), eq="...ii->...i"),
+            Sample((3, 2, 3), (2,), eq="iji,j->i")]),
 ]
 
 OPS += [

@@ -1257,9 +1257,10 @@ def _einsum_vjp(g, out, *xs, equation):
     ins, res = equation.split("->")
     specs = ins.split(",")
     grads = []
-    for i, (x, spec) in enumerate(zip(xs, specs)):
-        if len(set(spec)) != len(spec):
-            raise NotImplementedError(f"einsum backward with a repeated index in one operand ('{spec}') is not supported")
+    for i, (x, full_spec) in enumerate(zip(xs, specs)):
+        # a repeated index ('ii->i') reads a diagonal: the gradient of the diagonal, written back onto it
+        spec = "".join(dict.fromkeys(full_spec))
+        shape = tuple(x.shape[full_spec.index(c)] for c in spec)
         others = [(s, o) for j, (s, o) in enumerate(zip(specs, xs)) if j != i]
         avail = set(res) | {c for s, _ in others for c in s}
         keep = "".join(c for c in spec if c in avail)
@@ -1270,9 +1271,13 @@ def _einsum_vjp(g, out, *xs, equation):
             gi = F.reshape(gi, tuple(gi.shape[keep.index(c)] if c in keep else 1 for c in spec))
         # broadcast over the axes of size 1 (an index alone here, or of size 1 in the other
         # operands); axes where this operand was the one broadcast are summed by autodiff
-        want = tuple(n if m == 1 else m for m, n in zip(gi.shape, x.shape))
+        want = tuple(n if m == 1 else m for m, n in zip(gi.shape, shape))
         if tuple(gi.shape) != want:
             gi = F.expand(gi, want)
+        if spec != full_spec:
+            strides = [math.prod(x.shape[k + 1:]) for k in range(len(full_spec))]
+            diag = tuple(sum(st for st, d in zip(strides, full_spec) if d == c) for c in spec)
+            gi = F.as_strided_scatter(F.full(tuple(x.shape), 0, dtype=gi.dtype), gi, want, diag)
         grads.append(gi)
     return tuple(grads)
 
