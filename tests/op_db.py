@@ -404,7 +404,10 @@ OPS = [
            method=True),
     OpInfo("unbind", samples=[Sample((3, 2)), Sample((2, 3), dim=1)], method=True),
     OpInfo("select", lambda m, x: x.select(1, -1), [Sample((2, 3))]),
-    OpInfo("narrow", lambda m, x: x.narrow(1, 1, 2), [Sample((2, 3))]),
+    OpInfo("narrow", lambda m, x, dim=1, start=1, length=2: x.narrow(dim, start, length),
+           [Sample((2, 3)), Sample((2, 3), start=-2), Sample((2, 3), start=-3, length=3), Sample((2, 3), start=3, length=0),
+            Sample((4, 3), dim=0, start=-1, length=1), Sample((4, 3), dim=-2, start=1, length=0)]),
+    OpInfo("narrow_tensor_start", lambda m, x: x.narrow(0, m.tensor(-2), 2), [Sample((3, 2))]),
     OpInfo("flip", lambda m, x, dims: m.flip(x, dims),
            [Sample((2, 3), dims=(0,)), Sample((2, 3, 4), dims=(0, -1)), Sample((), dims=(0,))],
            method=lambda m, x, dims: x.flip(dims)),
@@ -461,6 +464,12 @@ OPS = [
     OpInfo("getitem_mask", lambda m, x: x[x > 0], [Sample((3, 4)), Sample((0, 2))]),
     OpInfo("getitem_mask_row", lambda m, x: x[_mask(m, [True, False, True])], [Sample((3, 4))]),
     OpInfo("getitem_mask_inner", lambda m, x: x[:, _mask(m, [True, False, True, True])], [Sample((3, 4))]),
+    # torch applies ints first (selects), then index tensors: an int and an index tensor separated by a
+    # slice keep the slice's dim first (numpy would put the advanced dims first)
+    OpInfo("getitem_int_then_tensor", lambda m, x: (x[-1, 2, 1::2, _idx(m, [0, 2])], x[1, :, _idx(m, [2, 0, 2])],
+                                                    x[:, 1, None, _idx(m, [1])], x[1, ..., _idx(m, [0, 1])],
+                                                    x[_idx(m, [1, 0]), 1, _idx(m, [0, 2])], x[0, True, :, _idx(m, [1])]),
+           [Sample((2, 3, 4, 3))]),
     OpInfo("getitem_full_slices", lambda m, x: (x[:], x[:, :], x[0:5, :], x[-3:, :], x[::1, None], x[0:]),
            [Sample((3, 4))]),
     OpInfo("getitem_order", lambda m, x: (x[None, 1], x[1, None], x[:, None, 1:], x[None, :, 1]), [Sample((3, 4))]),
@@ -472,6 +481,19 @@ OPS = [
     OpInfo("setitem_mask_tensor", _setitem(lambda m, x: x > 0), [Sample((3, 4), ())]),
     OpInfo("setitem_ellipsis", _setitem(lambda m, x: (Ellipsis, 0)), [Sample((2, 3, 4), (3,)), Sample((2, 3), ())]),
     OpInfo("setitem_tensor", _setitem(lambda m, x: _idx(m, [0, 2])), [Sample((3, 4), (2, 4)), Sample((3, 4), (4,))]),
+    OpInfo("setitem_int_then_tensor", _setitem(lambda m, x: (1, slice(None), _idx(m, [0, 2]))),
+           [Sample((2, 3, 4), (3, 2)), Sample((2, 3, 4), (2,))]),
+    # repeated indices only with accumulate=True: otherwise which write lands is unspecified in torch
+    OpInfo("index_put", lambda m, x, v, index=(2, 0), **kw: x.index_put((_idx(m, list(index)),), v, **kw),
+           [Sample((3, 4), (2, 4)), Sample((3, 4), (4,), accumulate=True, index=(0, 2, 0)),
+            Sample((3, 4), (), accumulate=False), Sample((3, 4), (3, 1), accumulate=True, index=(0, 2, 0))],
+           dtypes=FLOAT),
+    OpInfo("index_put_pair", lambda m, x, v, **kw: m.index_put(x, (_idx(m, [[1], [0]]), _idx(m, [2, 1])), v, **kw),
+           [Sample((2, 3, 4), (2, 2, 4), accumulate=True), Sample((2, 3, 4), (4,))], dtypes=FLOAT),
+    OpInfo("index_put_mask", lambda m, x, v: x.index_put((_mask(m, [True, False, True]),), v),
+           [Sample((3, 2), (2,))], dtypes=FLOAT),
+    OpInfo("index_put_", lambda m, x, v, **kw: (x * 1).index_put_((_idx(m, [1, 2]), _idx(m, [0, 0])), v, **kw),
+           [Sample((3, 4), (2,), accumulate=True), Sample((3, 4), ())], dtypes=FLOAT),
 
     # == matmul ==
     OpInfo("matmul", samples=[Sample((3, 4), (4, 2)), Sample((4,), (4,)), Sample((4,), (4, 2)), Sample((3, 4), (4,)),
@@ -490,7 +512,15 @@ OPS = [
             Sample((2, 3), (3, 4), (4,), eq="ij,jk,k->i"),
             # size-1 axes broadcast against the other operand, on either side of a contraction
             Sample((3, 1), (4, 2), eq="ij,jk->ik"), Sample((3, 4), (1, 2), eq="ij,jk->ik"),
-            Sample((1, 3, 4), (2, 4, 2), eq="bij,bjk->bik"), Sample((3, 1), (3, 4), eq="ij,ij->i")]),
+            Sample((1, 3, 4), (2, 4, 2), eq="bij,bjk->bik"), Sample((3, 1), (3, 4), eq="ij,ij->i"),
+            # "..." covers broadcast batch dims: right-aligned, size 1 or missing in one operand
+            Sample((2, 3, 4), (2, 4, 5), eq="...ij,...jk->...ik"), Sample((2, 1, 3, 4), (5, 4, 2), eq="...ij,...jk"),
+            Sample((2, 3), (3,), eq="...i,...i"), Sample((2, 3, 4), eq="...ij->ij"), Sample((2, 3, 4), eq="i...->..."),
+            Sample((2, 3, 4), eq="...ij->j..."), Sample((3, 4), (4, 2), eq="ij,jk->ik..."), Sample((), eq="..."),
+            Sample((2, 3, 4), (4,), eq="b...k,k->...b"), Sample((2, 1, 3), (1, 4, 3), eq="...i,...i->..."),
+            # a repeated index reads a diagonal
+            Sample((3, 3), eq="ii->i"), Sample((3, 3), eq="ii"), Sample((2, 3, 3), eq="...ii->...i"),
+            Sample((3, 2, 3), (2,), eq="iji,j->i")]),
 ]
 
 OPS += [
@@ -510,6 +540,9 @@ OPS += [
     OpInfo("avg_pool2d", lambda m, x, **kw: _nnf(m).avg_pool2d(x, **kw),
            [Sample((1, 2, 4, 4), kernel_size=2), Sample((2, 1, 5, 5), kernel_size=3, stride=2, padding=1),
             Sample((1, 1, 5, 4), kernel_size=(2, 3), stride=(2, 1))], dtypes=FLOAT),
+    OpInfo("binary_cross_entropy", lambda m, x, t: _nnf(m).binary_cross_entropy(m.sigmoid(x), m.sigmoid(t),
+                                                                                 reduction="none"),
+           [Sample((2, 3), (2, 3)), Sample((), ())], dtypes=FLOAT),
     # an in-place op on a view rewrites its base (CopySlices) and the view (AsStridedBackward0)
     OpInfo("inplace_on_view", _inplace_on_view, [Sample((3, 4), (3,)), Sample((2, 3), ())], dtypes=FLOAT),
 ]

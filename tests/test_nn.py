@@ -259,9 +259,31 @@ def test_binary_cross_entropy_with_logits(reduction):
         TF.binary_cross_entropy_with_logits(tracegrad.randn(3), tracegrad.rand(3, 1))
 
 
-def test_binary_cross_entropy():
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+def test_binary_cross_entropy(reduction):
     x, y = RNG.uniform(0.01, 0.99, (4, 3)), RNG.uniform(0, 1, (4, 3))
-    check(TF.binary_cross_entropy, torch.nn.functional.binary_cross_entropy, [x, y], order=1)
+    check(lambda x, y: TF.binary_cross_entropy(x, y, reduction=reduction),
+          lambda x, y: torch.nn.functional.binary_cross_entropy(x, y, reduction=reduction), [x, y])
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_binary_cross_entropy_at_zero_and_one(dtype):
+    # torch clamps each log at -100 and divides by max(p (1 - p), 1e-12): finite where p is exactly 0 or 1
+    p = np.array([0.0, 1.0, 0.0, 1.0, 0.5, 1e-30, 1 - 1e-7], dtype)
+    t = np.array([0.0, 1.0, 1.0, 0.0, 0.3, 1.0, 0.0], dtype)
+    for reduction in ("none", "mean"):
+        pg, tg_ = tracegrad.tensor(p, requires_grad=True), tracegrad.tensor(t, requires_grad=True)
+        pt, tt = torch.tensor(p, requires_grad=True), torch.tensor(t, requires_grad=True)
+        lg = TF.binary_cross_entropy(pg, tg_, reduction=reduction)
+        lt = torch.nn.functional.binary_cross_entropy(pt, tt, reduction=reduction)
+        assert_close(lg, lt, rtol=1e-6, atol=0)
+        gg = tracegrad.autograd.grad(lg.sum(), [pg, tg_])
+        gt = torch.autograd.grad(lt.sum(), [pt, tt])
+        for a, b in zip(gg, gt):
+            assert np.isfinite(a._data[:5]).all() or not np.isfinite(b.numpy()[:5]).all()
+            assert_close(a, b, rtol=1e-6, atol=0)
+    with pytest.raises(RuntimeError, match="all elements of input should be between 0 and 1"):
+        TF.binary_cross_entropy(tracegrad.tensor([1.5]), tracegrad.tensor([1.0]))
 
 
 # == embedding, pad, dropout, one_hot =========================================================================
@@ -295,6 +317,27 @@ def test_pad(pad, mode, value):
     x = rand(2, 3, 4, 5)
     kw = {} if value is None else {"value": value}
     check(lambda x: TF.pad(x, pad, mode=mode, **kw), lambda x: torch.nn.functional.pad(x, pad, mode=mode, **kw), [x])
+
+
+# negative pads crop (torch narrows), alone or with positive pads, down to empty dims
+@pytest.mark.parametrize("shape,pad,mode", [
+    ((2, 3, 4, 5), (-1, -1), "constant"), ((2, 3, 4, 5), (-2, 1, -1, -3), "constant"),
+    ((2, 3, 4, 5), (-5, 0), "constant"), ((2, 3, 4, 5), (-4, 2), "constant"), ((2, 3, 4, 5), (0, 0, 0, 0, -1, -1), "constant"),
+    ((2, 3, 4, 5), (1, 1, -4, 0), "constant"), ((2, 3, 5), (-1, 2), "reflect"), ((2, 3, 5), (-1, -1), "reflect"),
+    ((2, 3, 5), (-2, 1), "replicate"), ((2, 3, 5), (-2, 1), "circular"), ((2, 3, 5), (2, -1), "circular"),
+    ((2, 3, 5), (-1, 3), "circular"), ((2, 4, 5), (1, -2, -1, 2), "reflect")])
+def test_pad_negative_crops_as_torch(shape, pad, mode):
+    x = rand(*shape)
+    check(lambda x: TF.pad(x, pad, mode=mode), lambda x: torch.nn.functional.pad(x, pad, mode=mode), [x])
+    a = tracegrad.tensor(x, requires_grad=True)
+    b = torch.tensor(x, requires_grad=True)
+    ya, yb = TF.pad(a, pad, mode=mode), torch.nn.functional.pad(b, pad, mode=mode)
+    assert type(ya.grad_fn).__name__ == type(yb.grad_fn).__name__
+    with tracegrad.no_grad():
+        yc = TF.pad(tracegrad.tensor(x), pad, mode=mode)
+        yc.add_(1)                                   # the result never aliases the input
+    assert_close(ya, yb)
+    assert yc._base is None
 
 
 def test_dropout():

@@ -145,7 +145,7 @@ def test_format_is_plain_npz_with_a_json_header():
         assert set(z.files) == {"__tracegrad__", "t0"}
         import json
         header = json.loads(bytes(z["__tracegrad__"]).decode())
-        assert header["format"] == "tracegrad" and header["version"] == 1
+        assert header["format"] == "tracegrad" and header["version"] == 2
         node = header["root"]["$dict"][0][1]
         assert node["dtype"] == "bfloat16" and z["t0"].dtype == np.float32
 
@@ -211,3 +211,74 @@ def test_rejects_other_files_and_objects():
     np.savez(forged, __tracegrad__=np.frombuffer(header, dtype=np.uint8), t0=np.zeros(2, np.int64))
     with pytest.raises(RuntimeError, match="tagged float32 is stored as int64"):
         tracegrad.load(io.BytesIO(forged.getvalue()))
+
+
+def _torch_round_trip(obj):
+    buf = io.BytesIO()
+    torch.save(obj, buf)
+    buf.seek(0)
+    return torch.load(buf)
+
+
+def _views(m, base):
+    return {"w": base, "wt": base.t(), "row": base[1], "cols": base[:, 1::2], "flat": base.reshape(-1)[2:7],
+            "last": base[-1, -1]}
+
+
+def test_views_share_storage_after_load_as_in_torch():
+    # torch saves storages, not tensors: views of one tensor load back as views of one storage
+    data = np.arange(12.0).reshape(3, 4)
+    rg = _round_trip(_views(tracegrad, tracegrad.tensor(data)))
+    rt = _torch_round_trip(_views(torch, torch.tensor(data)))
+    for k in rt:
+        np.testing.assert_array_equal(rg[k]._data, rt[k].numpy(), err_msg=k)
+    with tracegrad.no_grad():
+        rg["w"][1, 1] = -7.0
+        rg["row"][3] = 40.0
+    rt["w"][1, 1] = -7.0
+    rt["row"][3] = 40.0
+    for k in rt:
+        np.testing.assert_array_equal(rg[k]._data, rt[k].numpy(), err_msg=k)
+        assert np.shares_memory(rg[k]._data, rg["w"]._data) == (rt[k].untyped_storage().data_ptr() ==
+                                                                rt["w"].untyped_storage().data_ptr())
+
+
+def test_tied_weights_state_dict_stays_tied():
+    class Tied(tnn.Module):
+        def __init__(self):
+            super().__init__()
+            self.emb = tnn.Embedding(5, 3)
+            self.out = tnn.Linear(3, 5, bias=False)
+            self.out.weight = self.emb.weight
+
+    class TiedT(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.emb = torch.nn.Embedding(5, 3)
+            self.out = torch.nn.Linear(3, 5, bias=False)
+            self.out.weight = self.emb.weight
+
+    sg = _round_trip(Tied().state_dict())
+    st = _torch_round_trip(TiedT().state_dict())
+    assert list(sg) == list(st)
+    with tracegrad.no_grad():
+        sg["emb.weight"][0, 0] = 123.0
+    st["emb.weight"][0, 0] = 123.0
+    assert sg["out.weight"][0, 0].item() == st["out.weight"][0, 0].item() == 123.0
+    model = Tied()
+    model.load_state_dict(sg)
+    assert model.out.weight is model.emb.weight
+
+
+def test_a_view_reaching_outside_its_array_is_refused(tmp_path):
+    path = tmp_path / "v.npz"
+    base = tracegrad.arange(6.0)
+    tracegrad.save({"v": base[2:]}, path)
+    with np.load(path) as z:
+        members = {k: z[k] for k in z.files}
+    header = bytes(members["__tracegrad__"]).decode().replace('"offset": 2', '"offset": 5')
+    members["__tracegrad__"] = np.frombuffer(header.encode(), dtype=np.uint8)
+    with open(path, "wb") as fh:
+        np.savez(fh, **members)
+    with pytest.raises(RuntimeError, match="reaches outside its array"):
+        tracegrad.load(path)

@@ -928,7 +928,7 @@ def test_fused_chain_and_matmul_on_a_gpu(monkeypatch):
 # tl.dot matmul (bias as its epilogue), a reduction over each window or a scatter-add.
 
 DECOMPOSED = {"conv2d", "conv_transpose2d", "conv2d_weight", "max_pool2d", "max_pool2d_backward", "avg_pool2d",
-              "avg_pool2d_backward", "einsum"}
+              "avg_pool2d_backward", "einsum", "binary_cross_entropy"}
 CONV_TOL = dict(rtol=1e-4, atol=1e-5)
 
 

@@ -42,9 +42,39 @@ def _where(self, condition, other):
 Tensor.where = _where
 
 
+def _numpy_of(self):
+    if self._req:
+        raise RuntimeError("Can't call numpy() on Tensor that requires grad. Use tensor.detach().numpy() instead.")
+    return self.numpy()
+
+
+def _with_ndarray(ufunc, self, other):
+    """tensor (op) ndarray as torch gives it: torch's operator declines the array and numpy's own
+    operator computes it on the tensor's values (numpy's promotion: float32 with a float64 array
+    is float64) and hands back a tensor."""
+    from .creation import _wrap_np
+    return _wrap_np(np.asarray(ufunc(_numpy_of(self), other)))
+
+
+# the operators torch leaves to numpy when the other operand is an ndarray (tensor on the left);
+# with the array on the left torch computes only `/` (as reciprocal(tensor) * array) and `==`
+_NUMPY_LEFT = {"add": np.add, "sub": np.subtract, "mul": np.multiply, "div": np.true_divide, "pow": np.power,
+               "matmul": np.matmul, "remainder": np.remainder, "floor_divide": np.floor_divide,
+               "eq": np.equal, "ne": np.not_equal, "bitwise_and": np.bitwise_and, "bitwise_or": np.bitwise_or,
+               "bitwise_xor": np.bitwise_xor}
+
+
 def _binop(fn, reflected=False):
     # an operand no op takes gives NotImplemented, so that Python raises its own TypeError (as torch)
+    name = getattr(fn, "__name__", "")
+
     def op(self, other):
+        if isinstance(other, np.ndarray):
+            if name == "_rtruediv":
+                return fn(self, other)
+            if name in ("eq", "ne") or (not reflected and name in _NUMPY_LEFT):
+                return _with_ndarray(_NUMPY_LEFT[name], self, other)
+            return NotImplemented
         try:
             return fn(other, self) if reflected else fn(self, other)
         except TypeError:
@@ -60,6 +90,8 @@ def _rsub(self, other):
 
 def _rtruediv(self, other):
     # torch computes `other / self` as reciprocal(self) * other
+    if isinstance(other, np.ndarray):
+        return _with_ndarray(np.multiply, F.reciprocal(self), other)
     return F.mul(F.reciprocal(self), other)
 
 
@@ -84,21 +116,34 @@ def _invert(self):
 
 
 def _and(self, other):
+    if isinstance(other, np.ndarray):
+        return _with_ndarray(np.bitwise_and, self, other)
     if self.dtype is D.bool_ and (getattr(other, "dtype", None) is D.bool_ or isinstance(other, bool)):
         return F.logical_and(self, other)
     return F.bitwise_and(self, other)
 
 
 def _or(self, other):
+    if isinstance(other, np.ndarray):
+        return _with_ndarray(np.bitwise_or, self, other)
     if self.dtype is D.bool_ and (getattr(other, "dtype", None) is D.bool_ or isinstance(other, bool)):
         return F.logical_or(self, other)
     return F.bitwise_or(self, other)
 
 
 def _xor(self, other):
+    if isinstance(other, np.ndarray):
+        return _with_ndarray(np.bitwise_xor, self, other)
     if self.dtype is D.bool_ and (getattr(other, "dtype", None) is D.bool_ or isinstance(other, bool)):
         return F.logical_xor(self, other)
     return F.bitwise_xor(self, other)
+
+
+def _declining_arrays(fn):
+    # torch computes no reflected bitwise operator with an ndarray on the left (Python's TypeError)
+    def op(self, other):
+        return NotImplemented if isinstance(other, np.ndarray) else fn(self, other)
+    return op
 
 
 Tensor.__add__ = _binop(F.add)
@@ -122,11 +167,11 @@ Tensor.__pos__ = lambda self: self
 Tensor.__abs__ = F.abs
 Tensor.__invert__ = _invert
 Tensor.__and__ = _and
-Tensor.__rand__ = _and
+Tensor.__rand__ = _declining_arrays(_and)
 Tensor.__or__ = _or
-Tensor.__ror__ = _or
+Tensor.__ror__ = _declining_arrays(_or)
 Tensor.__xor__ = _xor
-Tensor.__rxor__ = _xor
+Tensor.__rxor__ = _declining_arrays(_xor)
 Tensor.__eq__ = _binop(F.eq)
 Tensor.__ne__ = _binop(F.ne)
 Tensor.__lt__ = _binop(F.lt)
@@ -227,6 +272,13 @@ clip clamp_min clamp_max masked_fill scatter scatter_add tril triu lerp remainde
 logical_not square reciprocal t""".split():
     setattr(Tensor, _name + "_", _inplace(getattr(F, _name)))
 
+
+
+def index_put(self, indices, values, accumulate=False):
+    return F.index_put(self, indices, values, accumulate, _op="index_put_")
+
+
+Tensor.index_put_ = _inplace(index_put)
 Tensor.__iadd__ = Tensor.add_
 Tensor.__isub__ = Tensor.sub_
 Tensor.__imul__ = Tensor.mul_
@@ -323,8 +375,8 @@ def _setitem(self, key, value):
         if not target.flags.writeable:
             raise RuntimeError("unsupported operation: more than one element of the written-to tensor refers to a "
                                "single memory location. Please clone() the tensor before performing the operation.")
-        from .ops.primitives import np_key
-        target[np_key(k, [i._data for i in idx])] = value._data if isinstance(value, Tensor) else value
+        from .ops.primitives import np_index_set
+        np_index_set(target, k, [i._data for i in idx], value._data if isinstance(value, Tensor) else value)
         self._vc[0] += 1
         return
     commit(self, F.index_put_prim(self, value, idx, k))

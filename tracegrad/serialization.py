@@ -4,9 +4,10 @@ The format is numpy's .npz (a zip of .npy arrays) with one extra member:
 
   __tracegrad__.npy   a 1-D uint8 array holding UTF-8 JSON:
                       {"format": "tracegrad", "version": 1, "root": NODE}
-  t0.npy, t1.npy ...  one array per distinct storage: tensors that share a numpy array
-                      (tied weights, detached copies) store it once and load back
-                      sharing one array; a tensor object saved twice loads back as one
+  t0.npy, t1.npy ...  one array per distinct storage: tensors that share memory (tied
+                      weights, detached copies, views such as w.t() or w[0]) store it once
+                      and load back sharing it, as torch's storages do; a tensor object saved
+                      twice loads back as one
 
 NODE is the saved object as JSON:
   null, true/false, integers, strings, finite floats      themselves
@@ -16,7 +17,11 @@ NODE is the saved object as JSON:
   {"$dict": [[KEY, NODE], ...], "ordered": bool}          dicts (keys are NODEs too:
                                                           str, int, float, bool, None, tuple),
                                                           "ordered" for OrderedDict
-  {"$tensor": "t3", "id": 0, "dtype": "float32", "requires_grad": bool, "parameter": bool}
+  {"$tensor": "t3", "id": 0, "dtype": "float32", "requires_grad": bool, "parameter": bool,
+   "view": {"offset": int, "shape": [int, ...], "strides": [int, ...]}}
+                                                          "view" (version 2) where the tensor
+                                                          is a view of the stored array, in
+                                                          elements of its memory
   {"$ndarray": "t4"}                                      a numpy array
   {"$dtype": "float16"}                                   a tracegrad dtype
 
@@ -42,7 +47,8 @@ from .tensor import Tensor, Size
 __all__ = ["save", "load"]
 
 _HEADER = "__tracegrad__"
-_VERSION = 1
+_VERSION = 2
+_READS = (1, 2)             # version 1 has no views: every tensor is its array
 # a tracegrad dtype name -> the numpy dtype its storage must have on disk
 _STORAGE = {d.name: d.np for d in D.ALL}
 
@@ -82,8 +88,12 @@ class _Writer:
         if isinstance(x, Tensor):
             if x._data is None:
                 raise TypeError("cannot save a symbolic tensor (one being traced)")
-            return {"$tensor": self.array(x._data), "id": self.tensor_id(x), "dtype": x._dtype.name,
+            root, view = _storage_of(x._data)
+            meta = {"$tensor": self.array(root), "id": self.tensor_id(x), "dtype": x._dtype.name,
                     "requires_grad": bool(x._req), "parameter": bool(x._is_param)}
+            if view is not None:
+                meta["view"] = view
+            return meta
         if isinstance(x, np.ndarray):
             if x.dtype.hasobject:
                 raise TypeError("cannot save a numpy array of Python objects")
@@ -104,6 +114,46 @@ class _Writer:
         raise TypeError(f"tracegrad.save cannot save an object of type {type(x).__module__}.{type(x).__qualname__}: "
                         f"it stores tensors, numpy arrays, dtypes and nested dicts, lists and tuples of them and of "
                         f"None, bool, int, float and str")
+
+
+def _storage_of(a):
+    """(the array that owns `a`'s memory, where `a` sits in it) or (a, None) where `a` is not a
+    view of another array of its dtype laid out in one block."""
+    if not isinstance(a, np.ndarray):
+        return a, None
+    root = a
+    while isinstance(root.base, np.ndarray):
+        root = root.base
+    if root is a or root.dtype != a.dtype or not (root.flags.c_contiguous or root.flags.f_contiguous):
+        return a, None
+    item = a.itemsize
+    offset = a.__array_interface__["data"][0] - root.__array_interface__["data"][0]
+    if offset % item or any(st % item for st in a.strides):
+        return a, None
+    return root, {"offset": offset // item, "shape": [int(n) for n in a.shape],
+                  "strides": [int(st // item) for st in a.strides]}
+
+
+def _view(root, v):
+    """The view `v` ({"offset", "shape", "strides"} in elements) of the loaded array `root`, checked
+    to stay inside it."""
+    try:
+        offset, shape, strides = int(v["offset"]), tuple(int(n) for n in v["shape"]), tuple(int(n) for n in v["strides"])
+    except (KeyError, TypeError, ValueError):
+        raise RuntimeError(f"tracegrad.load: a malformed view {v!r}") from None
+    if len(shape) != len(strides) or any(n < 0 for n in shape):
+        raise RuntimeError(f"tracegrad.load: a malformed view {v!r}")
+    flat = root.reshape(-1, order="A")         # the memory in order (the array is one C or F block)
+    if all(shape):
+        lo = offset + sum((n - 1) * st for n, st in zip(shape, strides) if st < 0)
+        hi = offset + sum((n - 1) * st for n, st in zip(shape, strides) if st > 0)
+        if lo < 0 or hi >= flat.size:
+            raise RuntimeError(f"tracegrad.load: a view {v!r} reaches outside its array of {flat.size} elements")
+    elif not 0 <= offset <= flat.size:
+        raise RuntimeError(f"tracegrad.load: a view {v!r} reaches outside its array of {flat.size} elements")
+    item = flat.itemsize
+    start = flat[offset:] if offset < flat.size else flat[:0]
+    return np.lib.stride_tricks.as_strided(start, shape, tuple(st * item for st in strides))
 
 
 def save(obj, f, pickle_module=None, pickle_protocol=None, _use_new_zipfile_serialization=True,
@@ -169,7 +219,7 @@ def load(f, map_location=None, pickle_module=None, *, weights_only=True, mmap=No
             if "pickle" in str(e).lower():
                 _refuse("an archive member that holds a pickle")
             raise RuntimeError(f"tracegrad.load: the header is not valid JSON ({e})") from None
-        if header.get("format") != "tracegrad" or header.get("version") != _VERSION:
+        if header.get("format") != "tracegrad" or header.get("version") not in _READS:
             raise RuntimeError(f"tracegrad.load: unsupported format {header.get('format')!r} version "
                                f"{header.get('version')!r}")
         cache = {}
@@ -226,6 +276,8 @@ def _tensor(arr, meta):
         raise RuntimeError(f"tracegrad.load: unknown dtype {name!r}")
     if arr.dtype != _STORAGE[name]:
         raise RuntimeError(f"tracegrad.load: a tensor tagged {name} is stored as {arr.dtype}")
+    if "view" in meta:
+        arr = _view(arr, meta["view"])
     dt = D._lookup(name)
     t = Tensor._make(arr, dt)
     if meta.get("parameter"):

@@ -102,19 +102,24 @@ def _softplus1(z):
     """log(1 + exp(z)), stable at both ends, with exact derivatives of every order below the
     threshold."""
     t = _softplus_threshold(z.dtype)
-    return O.where(z > t, z, O.log1p(O.exp(O.clamp(z, max=t))))
+    # where, not clamp: clamp's derivative is 0 at NaN, torch's softplus lets the NaN through
+    return O.where(z > t, z, O.log1p(O.exp(O.where(z > t, t, z))))
 
 
 def softplus(input, beta=1.0, threshold=20.0):
     z = input * beta if beta != 1 else input
-    out = O.log1p(O.exp(O.clamp(z, max=threshold)))
+    out = O.log1p(O.exp(O.where(z > threshold, threshold, z)))     # NaN flows to the value and the gradient
     if beta != 1:
         out = out / beta
     return _named(O.where(z > threshold, input, out), "SoftplusBackward0", input)
 
 
 def logsigmoid(input):
-    return _named(-_softplus1(-input), "LogSigmoidBackward0", input)
+    # torch's min(x, 0) - log1p(exp(-|x|)), with min and -|x| written as selections on x >= 0 so that the
+    # second derivative at 0 is the smooth one (abs' is 0 there), zeros keep torch's sign and NaN flows
+    nonneg = input >= 0
+    lse = O.log1p(O.exp(O.where(nonneg, -input, input)))
+    return _named(O.where(nonneg, 0.0, input) - lse, "LogSigmoidBackward0", input)
 
 
 def _softmax_dim(ndim):
@@ -475,6 +480,13 @@ def pad(input, pad, mode="constant", value=None):
         raise NotImplementedError(f"Unrecognised padding mode {mode}")
     if value not in (None, 0):
         raise RuntimeError(f"Padding mode \"{mode}\" doesn't take in value argument")
+    if input.ndim - len(pad) // 2 not in (1, 2) or len(pad) > 6:
+        raise NotImplementedError(
+            f"Padding size {len(pad)} is not supported for {input.ndim}D input tensor.\n"
+            "Supported combinations for non-constant padding:\n"
+            "  - 2D or 3D input: padding size = 2 (pads last dimension)\n"
+            "  - 3D or 4D input: padding size = 4 (pads last 2 dimensions)\n"
+            "  - 4D or 5D input: padding size = 6 (pads last 3 dimensions)")
     out = input
     for dim, lo, hi in pairs:
         n = input.shape[dim]
@@ -491,34 +503,37 @@ def pad(input, pad, mode="constant", value=None):
         elif mode == "replicate":
             i = np.clip(i, 0, n - 1)
         else:
-            i = np.mod(i, n)
+            # torch crops by the negative pads first and wraps around what is left
+            start, kept = max(-lo, 0), n + min(lo, 0) + min(hi, 0)
+            i = start + np.mod(np.arange(-max(lo, 0), kept + max(hi, 0)), max(kept, 1))
         out = O.index_select(out, dim, Tensor._make(i.astype(np.int64), D.int64))
     if mode == "circular":
-        return out
+        return _named(out, "CopySlices", input)      # torch builds it by copies into slices
     return _named(out, f"{'Reflection' if mode == 'reflect' else 'Replication'}Pad{len(pairs)}DBackward0", input)
 
 
 def _pad_constant(input, pairs, value):
-    # negative pads crop; positive pads write the input into a filled tensor of the padded shape
-    key = [slice(None)] * input.ndim
-    cropped = False
-    for dim, lo, hi in pairs:
-        if lo < 0 or hi < 0:
-            n = input.shape[dim]
-            key[dim] = slice(max(-lo, 0), n - max(-hi, 0))
-            cropped = True
-    x = input[tuple(key)] if cropped else input
+    """torch's constant_pad_nd: negative pads crop first (narrow, with its checks), then positive
+    pads write the cropped input into a filled tensor of the padded shape; the result never
+    shares the input's memory."""
+    x = input
+    grow = False
+    for dim, lo, hi in sorted(pairs):
+        if lo < 0:
+            x = O.narrow(x, dim, -lo, x.shape[dim] + lo)
+        grow = grow or lo > 0
+        if hi < 0:
+            x = O.narrow(x, dim, 0, x.shape[dim] + hi)
+        grow = grow or hi > 0
+    if not grow:
+        return O.clone(x)
     shape = list(x.shape)
     ikey = [("s", None, None, None)] * x.ndim
-    grow = False
     for dim, lo, hi in pairs:
         lo, hi = max(lo, 0), max(hi, 0)
         if lo or hi:
-            grow = True
             ikey[dim] = ("s", lo, lo + shape[dim], None)
             shape[dim] += lo + hi
-    if not grow:
-        return x if cropped else O.clone(x)
     base = O.full(tuple(shape), value, dtype=x.dtype)
     return O.index_put_prim(base, x, (), tuple(ikey))
 
@@ -702,7 +717,11 @@ def binary_cross_entropy(input, target, weight=None, size_average=None, reduce=N
     if tuple(target.shape) != tuple(input.shape):
         raise ValueError(f"Using a target size ({target.shape!r}) that is different to the input size "
                          f"({input.shape!r}) is deprecated. Please ensure they have the same size.")
-    loss = -(target * O.clamp(O.log(input), min=-100) + (1 - target) * O.clamp(O.log(1 - input), min=-100))
+    d = input._data
+    if d is not None and d.size and not ((d >= 0) & (d <= 1)).all():
+        raise RuntimeError("all elements of input should be between 0 and 1")
+    # one primitive: torch's derivative (p - t) / max(p (1 - p), 1e-12) stays finite at p = 0 and 1
+    loss = apply(P["binary_cross_entropy"], (input, target), {})
     if weight is not None:
         loss = loss * weight
     return _named(_reduce(loss, reduction), "BinaryCrossEntropyBackward0", input, target)

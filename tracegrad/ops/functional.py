@@ -737,8 +737,31 @@ def select(input, dim, index):
 
 
 def narrow(input, dim, start, length):
+    # torch's narrow_symint: its checks in its order; a negative start counts from the end
+    for v in (dim, start, length):
+        if isinstance(v, bool) or not isinstance(v, (int, np.integer, Tensor)):
+            got = ", ".join(type(a).__name__ for a in (dim, start, length))
+            raise TypeError(f"narrow() received an invalid combination of arguments - got ({got}), but expected one "
+                            "of:\n * (int dim, Tensor start, int length)\n * (int dim, int start, int length)")
+    if input.ndim == 0:
+        raise RuntimeError("narrow() cannot be applied to a 0-dim tensor.")
+    if isinstance(start, Tensor):
+        if start.ndim or start.dtype._kind != 1:
+            raise RuntimeError("start must be an 0-dim integral Tensor.")
+        start = int(start.item())
+    start, length = int(start), int(length)
+    if length < 0:
+        raise RuntimeError("narrow(): length must be non-negative.")
     d = S.normalize_dim(dim, input.ndim)
-    return getitem(input, (slice(None),) * d + (slice(start, start + length),))
+    n = input.shape[d]
+    if not -n <= start <= n:
+        raise IndexError(f"start out of range (expected to be in range of [{-n}, {n}], but got {start})")
+    if start < 0:
+        start += n
+    if start > n - length:
+        raise RuntimeError(f"start ({start}) + length ({length}) exceeds dimension size ({n}).")
+    # a slice, even of the whole dim (torch's SliceBackward0)
+    return getitem_prim(input, (), (("s", None, None, None),) * d + (("s", start, start + length, None),))
 
 
 def flip(input, dims):
@@ -889,12 +912,12 @@ def nonzero(input, *, as_tuple=False):
 
 # == indexing ============================================================================================
 
-def _normalize_key(input, key):
+def _normalize_key(input, key, zero_dim_select=True):
     """Turn a Python index into the primitive's key (hashable) plus its index tensors.
 
     As in torch, a 0-dim integer tensor indexes like an int, and inside a tuple a slice that
     keeps a whole dim becomes ("s", None, None, None) (it makes no view); a lone slice always
-    makes one.
+    makes one. index_put passes zero_dim_select=False: there every tensor is an index tensor.
     """
     if isinstance(key, list) and len(key) < 32 and builtins.any(
             isinstance(k, (list, tuple, slice, Tensor)) or k is None or k is Ellipsis for k in key):
@@ -919,10 +942,10 @@ def _normalize_key(input, key):
         raise IndexError(f"too many indices for tensor of dimension {len(shape)}")
     dim = 0
     seen_ellipsis = False
-    for k in key:
+    for pos, k in enumerate(key):
         if isinstance(k, Tensor) and k.ndim == 0 and k._data is not None and k.dtype in (D.bool_, D.uint8):
             k = bool(k._data)
-        elif isinstance(k, Tensor) and k.ndim == 0 and k.dtype._kind == 1 and k._data is not None:
+        elif isinstance(k, Tensor) and k.ndim == 0 and k.dtype._kind == 1 and k._data is not None and zero_dim_select:
             k = int(k.item())
         if k is None:
             out.append(None)
@@ -939,7 +962,8 @@ def _normalize_key(input, key):
             k = int(k)
             n = shape[dim]
             if k < -n or k >= n:
-                raise IndexError(f"index {k} is out of bounds for dimension {dim} with size {n}")
+                # torch names the dimension by the int's position in the key
+                raise IndexError(f"index {k} is out of bounds for dimension {pos} with size {n}")
             out.append(k)
             dim += 1
         elif isinstance(k, slice):
@@ -981,6 +1005,8 @@ def _normalize_key(input, key):
                 dim += 1
             else:
                 raise IndexError("tensors used as indices must be long, int, byte or bool tensors")
+        elif isinstance(k, str):
+            raise TypeError("new(): invalid data type 'str'")
         else:
             raise IndexError("only integers, slices (`:`), ellipsis (`...`), None and long or byte Variables are "
                              "valid indices (got " + type(k).__name__ + ")")
@@ -1013,8 +1039,34 @@ def index_put_prim(input, value, idx, key, accumulate=False):
     return apply(P["index_put"], (input, value) + tuple(idx), params)
 
 
-def index_put(input, indices, values, accumulate=False):
-    key, idx = _normalize_key(input, tuple(indices))
+def index_put(input, indices, values, accumulate=False, *, _op="index_put"):
+    """input with input[indices] = values (or += values, repeated indices adding up), as torch.index_put.
+
+    `indices` is a tuple or list of index tensors, one per leading dim."""
+    if not isinstance(indices, (tuple, list)):
+        raise TypeError(f"{_op}(): argument 'indices' (position 1) must be tuple of Tensors, not "
+                        f"{type(indices).__name__}")
+    for i, k in enumerate(indices):
+        if not isinstance(k, Tensor):
+            raise TypeError(f"expected Tensor as element {i} in argument 0, but got {type(k).__name__}")
+    if not isinstance(values, Tensor):
+        raise TypeError(f"{_op}(): argument 'values' (position 2) must be Tensor, not {type(values).__name__}")
+    if len(indices) > input.ndim:
+        raise IndexError(f"too many indices for tensor of dimension {input.ndim} (got {len(indices)})")
+    if values.dtype is not input.dtype:
+        raise RuntimeError(f"Index put requires the source and destination dtypes match, got "
+                           f"{D.SCALAR_NAME[input.dtype]} for the destination and {D.SCALAR_NAME[values.dtype]} for "
+                           "the source.")
+    # every entry is an index tensor (a 0-dim one too, not a select as in x[...])
+    key, idx = _normalize_key(input, tuple(indices), zero_dim_select=False)
+    sub = tuple(P["getitem"].shape(input, *idx, key=key))
+    try:
+        ok = S.broadcast_shapes(tuple(values.shape), sub) == sub
+    except RuntimeError:
+        ok = False
+    if not ok:
+        raise RuntimeError(f"shape mismatch: value tensor of shape {list(values.shape)} cannot be broadcast to "
+                           f"indexing result of shape {list(sub)}")
     return index_put_prim(input, values, idx, key, accumulate)
 
 
@@ -1085,29 +1137,110 @@ def outer(input, vec2):
 ger = outer
 
 
+_ELL = "..."
+
+
+def _einsum_parse(equation, nops):
+    """torch's einsum parser: the labels of each operand and of the output (None: implicit), with
+    "..." as one token; its errors in its order. Spaces are ignored; positions count them."""
+    lhs, arrow, rhs = equation.partition("->")
+    ops, cur, found = [[]], 0, False
+    i = 0
+    while i < len(lhs):
+        c = lhs[i]
+        if c == ".":
+            if found:
+                raise RuntimeError(f"einsum(): found '.' for operand {cur} for which an ellipsis was already found")
+            if not lhs.startswith("...", i):
+                raise RuntimeError(f"einsum(): found '.' for operand {cur} that is not part of any ellipsis")
+            ops[cur].append(_ELL)
+            found = True
+            i += 2
+        elif c == ",":
+            cur += 1
+            if cur >= nops:
+                raise RuntimeError("einsum(): fewer operands were provided than specified in the equation")
+            ops.append([])
+            found = False
+        elif c != " ":
+            if not ("a" <= c <= "z" or "A" <= c <= "Z"):
+                raise RuntimeError(f"einsum(): invalid subscript given at index {i} in the equation string, "
+                                   "subscripts must be in [a-zA-Z]")
+            ops[cur].append(c)
+        i += 1
+    if cur != nops - 1:
+        raise RuntimeError("einsum(): more operands were provided than specified in the equation")
+    if not arrow:
+        return ops, None, None
+    out, found = [], False
+    i = 0
+    while i < len(rhs):
+        c = rhs[i]
+        if c == ".":
+            if found:
+                raise RuntimeError("einsum(): found '.' for output but an ellipsis (...) was already found")
+            if not rhs.startswith("...", i):
+                raise RuntimeError("einsum(): found '.' for output that is not part of any ellipsis (...)")
+            out.append(_ELL)
+            found = True
+            i += 2
+        elif c != " ":
+            if not ("a" <= c <= "z" or "A" <= c <= "Z"):
+                raise RuntimeError(f"einsum(): invalid subscript given at index {len(lhs) + 2 + i} in the equation "
+                                   "string, subscripts must be in [a-zA-Z]")
+            out.append(c)
+        i += 1
+    return ops, out, len(lhs) + 2
+
+
 def einsum(equation, *operands):
     if len(operands) == 1 and isinstance(operands[0], (list, tuple)):
         operands = tuple(operands[0])
-    eq = equation.replace(" ", "")
-    if "..." in eq:
-        raise NotImplementedError("einsum with '...' is not supported")
-    if "->" not in eq:
-        ins = eq.split(",")
-        letters = "".join(ins)
-        eq = eq + "->" + "".join(sorted(c for c in set(letters) if letters.count(c) == 1))
-    ins = eq.split("->")[0].split(",")
-    if len(ins) != len(operands):
-        raise RuntimeError("einsum(): more operands were provided than specified in the equation"
-                           if len(operands) > len(ins) else
-                           "einsum(): fewer operands were provided than specified in the equation")
-    for spec, x in zip(ins, operands):
-        if len(spec) != x.ndim:
-            raise RuntimeError(f"einsum(): the number of subscripts in the equation ({len(spec)}) does not match the "
-                               f"number of dimensions ({x.ndim}) for operand {ins.index(spec)} and no ellipsis was given")
+    labels, out, _ = _einsum_parse(equation, len(operands))
+    for j, (lab, x) in enumerate(zip(labels, operands)):
+        n = builtins.sum(1 for c in lab if c != _ELL)
+        if _ELL in lab:
+            if n > x.ndim:
+                raise RuntimeError(f"einsum(): the number of subscripts in the equation ({n}) is more than the number "
+                                   f"of dimensions ({x.ndim}) for operand {j}")
+        elif n != x.ndim:
+            raise RuntimeError(f"einsum(): the number of subscripts in the equation ({n}) does not match the number of "
+                               f"dimensions ({x.ndim}) for operand {j} and no ellipsis was given")
+    # "..." becomes letters the equation does not use, right-aligned across the operands (its dims
+    # broadcast as numpy's do); the primitive then sees an equation of letters only
+    ell_nd = builtins.max([x.ndim - (len(lab) - 1) for lab, x in zip(labels, operands) if _ELL in lab], default=0)
+    used = {c for lab in labels for c in lab} | set(out or ())
+    free = [c for c in "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz" if c not in used]
+    if ell_nd > len(free):
+        raise RuntimeError("einsum(): too many dimensions under '...' for the unused subscripts left")
+    ell = "".join(free[:ell_nd])
+    counts = collections.Counter(c for lab in labels for c in lab if c != _ELL)
+    if out is None:
+        # torch's implicit output: the broadcast "..." dims, then the labels seen once, upper case first
+        res = ell + "".join(sorted(c for c, k in counts.items() if k == 1))
+    else:
+        seen_out = set()
+        for c in out:
+            if c == _ELL:
+                continue
+            if c in seen_out:
+                raise RuntimeError(f"einsum(): output subscript {c} appears more than once in the output")
+            if c not in counts:
+                raise RuntimeError(f"einsum(): output subscript {c} does not appear in the equation for any input "
+                                   "operand")
+            seen_out.add(c)
+        res = "".join(ell if c == _ELL else c for c in out)
+    ins = ["".join(ell[ell_nd - (x.ndim - len(lab) + 1):] if c == _ELL else c for c in lab)
+           for lab, x in zip(labels, operands)]
+    eq = ",".join(ins) + "->" + res
     seen = {}
     for j, (spec, x) in enumerate(zip(ins, operands)):
-        for c, n in zip(spec, x.shape):
+        for pos, (c, n) in enumerate(zip(spec, x.shape)):
             if c in seen and n != seen[c] and n != 1 and seen[c] != 1:
+                if c in ell:
+                    raise RuntimeError(f"einsum(): dimension {pos} covered by ellipsis in operand {j}has "
+                                       f"size {n} which does not broadcast with previously seen ellipsis with size "
+                                       f"{seen[c]} for the respective dimension")
                 raise RuntimeError(f"einsum(): subscript {c} has size {n} for operand {j} which does not broadcast "
                                    f"with previously seen size {seen[c]}")
             if seen.get(c, 1) == 1:

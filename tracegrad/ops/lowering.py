@@ -179,7 +179,7 @@ def binop(op):
 def _sign(a, p, c):
     if c.in_dtypes[0].name == "bool":
         return a[0]
-    return f"tl.where({a[0]} > 0, 1, tl.where({a[0]} < 0, -1, {a[0]}))"
+    return f"tl.where({a[0]} > 0, 1, tl.where({a[0]} < 0, -1, 0))"        # 0 at NaN, as torch
 
 
 def _round(a, p, c):

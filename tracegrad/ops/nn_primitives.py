@@ -648,3 +648,36 @@ Primitive("avg_pool2d_backward", "g", _avg_pool2d_backward_kernel,
           shape=lambda g, *, input_shape, **p: tuple(input_shape), dtype="same",
           vjp=lambda gg, out, g, *, input_shape, **p: (_apply("avg_pool2d", (gg,), p),),
           grad_fn="AvgPool2DBackwardBackward0", triton=T.Decompose(_avg_pool2d_backward_triton))
+
+
+# == binary cross entropy (unreduced) ==============================================================
+# torch clamps each log at -100 and divides the derivative by max(p (1 - p), 1e-12): at p exactly 0 or 1
+# the loss is 100 and the gradient finite (a composite of clamp(log p) would give 0 * inf = NaN there).
+
+_BCE_EPS = 1e-12
+
+
+def _bce_kernel(p, t):
+    with np.errstate(divide="ignore"):
+        lp = np.maximum(np.log(p), -100)
+        lq = np.maximum(np.log1p(-p), -100)
+    return (-(t * lp + (1 - t) * lq)).astype(p.dtype, copy=False)
+
+
+def _bce_vjp(g, out, p, t):
+    from . import functional as F
+    gp = g * (p - t) / F.clamp(p * (1 - p), min=_BCE_EPS)
+    gt = None
+    if hasattr(t, "shape"):
+        gt = g * (F.log1p(-p) - F.log(p))          # torch's target derivative is not clamped
+    return gp, gt
+
+
+def _bce_triton(p, t):
+    from . import functional as F
+    return -(t * F.clamp(F.log(p), min=-100) + (1 - t) * F.clamp(F.log1p(-p), min=-100))
+
+
+Primitive("binary_cross_entropy", "p t", _bce_kernel, shape=lambda p, t: tuple(p.shape), dtype="same",
+          vjp=_bce_vjp, saves="p t", grad_fn="BinaryCrossEntropyBackward0", elementwise=True,
+          triton=T.Decompose(_bce_triton))

@@ -365,8 +365,16 @@ unary("neg", np.negative, lambda g, out, x: (-g,), "", dtype="same", refuse={0: 
                   "use the `~` or `logical_not()` operator instead.")}, triton=T.Expr("-{0}"))
 unary("abs", np.abs, lambda g, out, x: (g * F.sign(x),), "x", dtype="same", refuse={0: _no_kernel("abs_cpu")},
       triton=T.Expr("tl.abs({0})"))
-unary("sign", lambda x: x.copy() if x.dtype == np.bool_ else np.sign(x), lambda g, out, x: (_zeros_like(g),), "",
-      dtype="same", triton=T.sign)
+def _sign(x):
+    # torch's (0 < x) - (x < 0): 0 at NaN (numpy's sign keeps the NaN)
+    if x.dtype == np.bool_:
+        return x.copy()
+    if x.dtype.kind != "f":
+        return np.sign(x)
+    return (x > 0).astype(x.dtype) - (x < 0).astype(x.dtype)
+
+
+unary("sign", _sign, lambda g, out, x: (_zeros_like(g),), "", dtype="same", triton=T.sign)
 unary("exp", np.exp, lambda g, out, x: (g * out,), "out", triton=T.unary("tl.exp"))
 unary("exp2", np.exp2, lambda g, out, x: (g * out * LN2,), "out", triton=T.unary("tl.exp2"))
 unary("log", np.log, lambda g, out, x: (g / x,), "x", triton=T.unary("tl.log"))
@@ -383,7 +391,15 @@ unary("tan", np.tan, lambda g, out, x: (g * (1 + out * out),), "out", triton=T.E
 unary("tanh", np.tanh, lambda g, out, x: (g * (1 - out * out),), "out", triton=T.unary("_tanh"))
 unary("sigmoid", _sigmoid, lambda g, out, x: (g * out * (1 - out),), "out", triton=T.unary("_sigmoid"))
 unary("erf", _erf, lambda g, out, x: (g * TWO_OVER_SQRT_PI * F.exp(-(x * x)),), "x", triton=T.unary("tl.erf"))
-unary("relu", lambda x: np.maximum(x, 0, dtype=x.dtype), lambda g, out, x: (F.where(out > 0, g, 0),), "out",
+def _relu(x):
+    # torch's x < 0 ? 0 : x: -0.0 and NaN pass through (numpy's maximum turns -0.0 into 0.0)
+    if x.dtype.kind != "f":
+        return np.maximum(x, 0, dtype=x.dtype)
+    return _where(x < 0, 0, x)
+
+
+# the derivative is torch's threshold_backward: the gradient flows where out <= 0 is false (NaN too)
+unary("relu", _relu, lambda g, out, x: (F.where(out <= 0, 0, g),), "out",
       dtype="same", refuse={0: _refuse(RuntimeError, "Boolean inputs not supported for relu")},
       triton=T.Expr("tl.where({0} < 0, 0, {0})", cast=True))
 unary("floor", np.floor, lambda g, out, x: (_zeros_like(g),), "", dtype="same", refuse={0: _no_kernel("floor_vml_cpu")},
@@ -435,7 +451,16 @@ def _clamp_no_bool(d, args):
 
 
 # min and max: None, a Python number or a tensor (broadcast with x)
-Primitive("clamp", "x min max", lambda x, lo, hi, op=None: np.clip(x, lo, hi), shape=_bcast_shape, dtype="promote",
+def _clamp_kernel(x, lo, hi, op=None):
+    out = np.clip(x, lo, hi)
+    if out.dtype.kind == "f" and not isinstance(lo, np.ndarray) and not isinstance(hi, np.ndarray):
+        # torch returns x itself where a number bound does not move it (np.clip may give the bound's
+        # zero for -0.0); tensor bounds take the bound where equal, as np.clip does
+        out = np.where(out == x, x, out).astype(out.dtype, copy=False)
+    return out
+
+
+Primitive("clamp", "x min max", _clamp_kernel, shape=_bcast_shape, dtype="promote",
           vjp=_clamp_vjp, saves="x min max", grad_fn=_clamp_name, elementwise=True, refuse={0: _clamp_no_bool},
           triton=T.clamp)
 
@@ -470,8 +495,8 @@ binary("sub", np.subtract, lambda g, out, x, y: (g, -g), "", triton=T.binop("-")
 binary("rsub", lambda x, y: np.subtract(y, x), lambda g, out, x, y: (-g, g), "",
        grad_fn=lambda a, p: "RsubBackward0" if _is_tensor(a[1]) else "RsubBackward1", triton=T.Expr("{1} - {0}"))
 binary("mul", np.multiply, lambda g, out, x, y: (g * y, g * x), "x y", needs={"x": "y", "y": "x"}, triton=T.binop("*"))
-binary("div", np.true_divide, lambda g, out, x, y: (g / y, -g * x / (y * y)), "x y", dtype="promote_float",
-       needs={"x": "y", "y": "x y"}, triton=T.binop("/"))
+binary("div", np.true_divide, lambda g, out, x, y: (g / y, -g * (out / y)), "y out", dtype="promote_float",
+       needs={"x": "y", "y": "y out"}, triton=T.binop("/"))
 
 
 def _integer_division(fn):
@@ -514,7 +539,16 @@ Primitive("derivative_error", "g", _derivative_error, shape=lambda g, message: t
 def _remainder_vjp(g, out, x, y):
     if not _is_tensor(x):
         _not_implemented("remainder")(g, out)
-    return g, -g * F.floor(x / y)
+    # torch's -grad * div(x, y, rounding_mode="floor"): floor(x / y) loses the quotient where x / y rounds
+    return g, -g * F.div(x, y, rounding_mode="floor")
+
+
+def _remainder(x, y):
+    if np.result_type(x, y).kind != "f":
+        return np.remainder(x, y)
+    # torch's fmod(x, y), moved by y where its sign differs from y's: a zero result keeps x's sign
+    mod = np.fmod(x, y)
+    return np.where((mod != 0) & ((np.asarray(y) < 0) != (mod < 0)), mod + y, mod).astype(mod.dtype, copy=False)
 
 
 def _remainder_name(args, params):
@@ -525,7 +559,7 @@ def _remainder_name(args, params):
 
 binary("floor_divide", _integer_division(np.floor_divide), _not_implemented("floor_divide"), "",
        grad_fn="NotImplemented", refuse={0: _no_kernel("div_floor_cpu")}, triton=T.floor_divide)
-binary("remainder", _integer_division(np.remainder), _remainder_vjp, "x y", needs={"y": "x y"},
+binary("remainder", _integer_division(_remainder), _remainder_vjp, "x y", needs={"y": "x y"},
        grad_fn=_remainder_name, refuse={0: _no_kernel("remainder_cpu")},
        triton=T.Expr("_remainder({0}, {1})", cast=True))
 # div(..., rounding_mode="floor" | "trunc"): no promotion to float, and a zero derivative
@@ -564,6 +598,8 @@ def _pow_kernel(x, y):
                 return 1 / x
             if e == -2:
                 return 1 / (x * x)
+            if e == -0.5:
+                return 1 / np.sqrt(x)
     if isinstance(x, np.ndarray) and x.dtype.kind in "iu" and not isinstance(y, np.ndarray) and y < 0:
         raise RuntimeError("Integers to negative integer powers are not allowed.")
     if isinstance(y, np.ndarray) and y.dtype.kind in "iu" and np.any(y < 0):
@@ -993,30 +1029,63 @@ def sum_to(g, shape):
 np_key = T.index_key
 
 
+def _is_int_key(k):
+    return isinstance(k, int) and not isinstance(k, bool)
+
+
+def torch_order(key):
+    """(basic key applied first or None, the rest of the key): torch's order of indexing.
+
+    torch applies an integer index as a select (a view) before any index tensor, so in
+    `x[1, :, idx]` the int does not count as an advanced index; numpy turns an int next to an
+    index array into one more index array, which moves the result's dims when a slice separates
+    them (`x[-1, 2, 5::3, idx]`: torch [5::3 part, idx part], numpy [idx part, 5::3 part]).
+    Applying the ints first as a basic (view) key and the rest after gives torch's result."""
+    if not any(_is_int_key(k) for k in key) or not any(
+            isinstance(k, bool) or isinstance(k, tuple) and k[0] == "t" for k in key):
+        return None, key
+    pre = tuple(k if _is_int_key(k) or k is Ellipsis else slice(None) for k in key
+                if k is not None and not isinstance(k, bool))
+    if Ellipsis not in pre:
+        pre += (Ellipsis,)                 # keeps a 0-dim result a view (numpy gives a scalar without it)
+    return pre, tuple(k for k in key if not _is_int_key(k))
+
+
+def np_index(x, key, idx):
+    """x[key] with torch's semantics, the index arrays `idx` put in."""
+    pre, post = torch_order(key)
+    if pre is not None:
+        x = x[pre]
+    k = np_key(post, idx)
+    if not any(e is Ellipsis for e in k):
+        k += (Ellipsis,)                   # all ints: a 0-dim view, as torch's select (numpy gives a scalar copy)
+    return x[k]
+
+
+def np_index_set(out, key, idx, v, accumulate=False):
+    """out[key] = v (or += v, repeated indices adding up), in place, with torch's semantics."""
+    pre, post = torch_order(key)
+    if pre is not None:
+        out = out[pre]                     # a basic key: a view that writes through
+    k = np_key(post, idx)
+    if accumulate:
+        np.add.at(out, k, v)
+    else:
+        out[k] = v
+
+
 def _getitem_kernel(x, *idx, key):
-    k = np_key(key, idx)
-    r = x[k]
-    if type(r) is not np.ndarray and type(x) is np.ndarray:
-        # integers only: numpy gives a scalar copy, torch a 0-d view sharing memory
-        r = x[(k if isinstance(k, tuple) else (k,)) + (Ellipsis,)]
-    return r
+    return np_index(x, key, idx)
 
 
 def _getitem_shape(x, *idx, key):
     dummy = np.broadcast_to(np.empty((), dtype=np.int8), tuple(x.shape))
-    k = np_key(key, [np.zeros(tuple(i.shape), dtype=np.int64) for i in idx])
-    if any(n == 0 for n in x.shape) or not idx:
-        return dummy[k].shape
-    return dummy[k].shape
+    return np_index(dummy, key, [np.zeros(tuple(i.shape), dtype=np.int64) for i in idx]).shape
 
 
 def _getitem_backward_kernel(g, *idx, key, shape):
     z = np.zeros(shape, dtype=g.dtype)
-    k = np_key(key, idx)
-    if idx:
-        np.add.at(z, k, g)
-    else:
-        z[k] = g
+    np_index_set(z, key, idx, g, accumulate=bool(idx))
     return z
 
 
@@ -1255,9 +1324,10 @@ def _einsum_vjp(g, out, *xs, equation):
     ins, res = equation.split("->")
     specs = ins.split(",")
     grads = []
-    for i, (x, spec) in enumerate(zip(xs, specs)):
-        if len(set(spec)) != len(spec):
-            raise NotImplementedError(f"einsum backward with a repeated index in one operand ('{spec}') is not supported")
+    for i, (x, full_spec) in enumerate(zip(xs, specs)):
+        # a repeated index ('ii->i') reads a diagonal: the gradient of the diagonal, written back onto it
+        spec = "".join(dict.fromkeys(full_spec))
+        shape = tuple(x.shape[full_spec.index(c)] for c in spec)
         others = [(s, o) for j, (s, o) in enumerate(zip(specs, xs)) if j != i]
         avail = set(res) | {c for s, _ in others for c in s}
         keep = "".join(c for c in spec if c in avail)
@@ -1268,9 +1338,13 @@ def _einsum_vjp(g, out, *xs, equation):
             gi = F.reshape(gi, tuple(gi.shape[keep.index(c)] if c in keep else 1 for c in spec))
         # broadcast over the axes of size 1 (an index alone here, or of size 1 in the other
         # operands); axes where this operand was the one broadcast are summed by autodiff
-        want = tuple(n if m == 1 else m for m, n in zip(gi.shape, x.shape))
+        want = tuple(n if m == 1 else m for m, n in zip(gi.shape, shape))
         if tuple(gi.shape) != want:
             gi = F.expand(gi, want)
+        if spec != full_spec:
+            strides = [math.prod(x.shape[k + 1:]) for k in range(len(full_spec))]
+            diag = tuple(sum(st for st, d in zip(strides, full_spec) if d == c) for c in spec)
+            gi = F.as_strided_scatter(F.full(tuple(x.shape), 0, dtype=gi.dtype), gi, want, diag)
         grads.append(gi)
     return tuple(grads)
 
@@ -1362,16 +1436,12 @@ Primitive("einsum", "*xs", lambda *xs, equation: np.einsum(equation, *xs, optimi
 Primitive("full", "", lambda shape, value, dtype: np.full(shape, value, dtype=dtype.np),
           shape=lambda shape, value, dtype: tuple(shape), dtype=lambda args: (None, None), triton=T.full)
 
-__all__ = ["PRIMITIVES", "Primitive", "sum_to", "np_key"]
+__all__ = ["PRIMITIVES", "Primitive", "sum_to", "np_key", "np_index", "np_index_set"]
 
 
 def _index_put_kernel(x, v, *idx, key, accumulate=False):
     out = x.copy()
-    k = np_key(key, idx)
-    if accumulate:
-        np.add.at(out, k, v)
-    else:
-        out[k] = v
+    np_index_set(out, key, idx, v, accumulate)
     return out
 
 
@@ -1385,8 +1455,14 @@ def _index_put_vjp(g, out, x, v, *idx, key, accumulate=False):
 
 Primitive("index_put", "*x v idx", _index_put_kernel, shape=lambda x, v, *i, key, accumulate=False: tuple(x.shape),
           dtype=lambda args: (args[0]._dtype, args[0]._dtype), cast=(1,), vjp=_index_put_vjp, saves="idx",
-          grad_fn=lambda a, p: "IndexPutBackward0" if any(isinstance(k, tuple) and k[0] == "t" for k in p["key"])
-          else "CopySlices", triton=T.index_put)
+          grad_fn=lambda a, p: "IndexPutBackward0" if _index_put_direct(p["key"]) else "CopySlices",
+          triton=T.index_put)
+
+
+def _index_put_direct(key):
+    # torch writes through a view (CopySlices) unless the key is index tensors and whole-dim slices only
+    return any(isinstance(k, tuple) and k[0] == "t" for k in key) and all(
+        k is Ellipsis or k == ("s", None, None, None) or isinstance(k, tuple) and k[0] == "t" for k in key)
 
 
 def _call_hooks_kernel(g, fns):
