@@ -349,3 +349,32 @@ def test_no_grad_inside_a_compiled_function_stops_gradients_as_in_eager():
     step(tg.ones(3, 12, dtype=tg.float64))
     assert all(p.grad is None for p in gm.parameters())
     _close(w.grad, gm(tg.ones(3, 12, dtype=tg.float64)).sum(0), torch.float64)
+
+
+def test_a_schedule_changing_the_learning_rate_every_step_needs_no_recompile():
+    """The learning rate is read at every call: neither the whole step's own guards nor the
+    guards on what the function reads (the optimizer's param_groups) recompile for it."""
+    import tracegrad.nn as tnn
+    for compiled in (False, True):
+        tg.manual_seed(0)
+        model = tnn.Linear(3, 2, dtype=tg.float64)
+        opt = tg.optim.Adam(model.parameters(), lr=0.1)
+        sched = tg.optim.lr_scheduler.OneCycleLR(opt, max_lr=0.1, total_steps=20, cycle_momentum=False)
+
+        def step(x):
+            opt.zero_grad()
+            loss = (model(x) ** 2).sum()
+            loss.backward()
+            opt.step()
+            return loss
+
+        f = tg.compile(step) if compiled else step
+        x = tg.tensor(np.arange(12.0).reshape(4, 3) / 10)
+        for _ in range(12):
+            f(x)
+            sched.step()
+        if compiled:
+            assert f.cache.compiles <= 2
+            np.testing.assert_array_equal(model.weight.detach().numpy(), want)
+        else:
+            want = model.weight.detach().numpy().copy()

@@ -1,5 +1,7 @@
 """The second demo learns: a character LSTM on standard-library sources beats the unigram
 baseline on held-out text within a fixed number of steps (deterministic for its seed)."""
+import warnings
+
 import numpy as np
 
 import tracegrad as tg
@@ -13,6 +15,17 @@ def test_char_lstm_learns_well_below_the_unigram_baseline(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "held-out loss" in out and "sampled text:" in out
     assert (tmp_path / "text_loss.png").stat().st_size > 1000
+
+
+def test_compiled_training_steps_follow_eager_ones_bit_for_bit(tmp_path):
+    """--compile makes forward, backward, clipping and Adam's update one program; the learning
+    rate the schedule changes every step is read at every call (no recompile)."""
+    args = ["--max-steps", "6", "--seconds", "600", "--quiet", "--no-plot", "--hidden", "16", "--out", str(tmp_path)]
+    eager = demo_text.main(args)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")             # traced whole: no fallback, no recompile-limit warning
+        compiled = demo_text.main(args + ["--compile"])
+    assert compiled["val"] == eager["val"] and compiled["steps"] == 6
 
 
 def test_compiled_loss_of_the_text_model_equals_eager():

@@ -793,7 +793,9 @@ class CompiledFunction:
                 raise
             failure = e
         else:
-            guards = build_guards(self._fn, self._module, args, kwargs, used=p.consts, value_reads=reads)
+            exempt = frozenset((id(group), "lr") for _, group in p.lr_inputs)      # inputs of every call
+            guards = build_guards(self._fn, self._module, args, kwargs, used=p.consts, value_reads=reads,
+                                  exempt=exempt)
             if p.guard_spec is not None:
                 guards = _StepGuards(guards, p.guard_spec)
             return p, guards

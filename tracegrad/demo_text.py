@@ -10,7 +10,7 @@ next character; it trains with Adam, a OneCycle learning-rate schedule, gradient
 and a DataLoader, for `--seconds` of wall time. It prints a progress bar, the held-out loss
 against the unigram baseline (the entropy of the character frequencies), and text sampled
 from the model; it writes the loss curve to <out>/text_loss.png. `--compile` compiles the
-training step. Needs the demo extras: matplotlib, tqdm.
+whole training step (forward, backward, clipping and the update) into one program. Needs the demo extras: matplotlib, tqdm.
 """
 import argparse
 import math
@@ -153,15 +153,23 @@ def _train(args):
     baseline = unigram_entropy(train_ids, vocab)
     model = CharLSTM(vocab, hidden=args.hidden)
     opt = torch.optim.Adam(model.parameters(), lr=args.lr)
-    sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=args.lr, total_steps=args.max_steps + 1)
+    # the learning rate cycles; Adam's beta1 stays (a compiled step reads the rate at every call)
+    sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=args.lr, total_steps=args.max_steps + 1,
+                                                cycle_momentum=False)
     loader = DataLoader(Windows(train_ids, args.seq), batch_size=args.batch_size, shuffle=True, drop_last=True,
                         generator=torch.Generator().manual_seed(args.seed))
 
-    def loss_of(x, y):
+    def train_step(x, y):
         logits, _ = model(x)
-        return F.cross_entropy(logits.reshape(-1, vocab), y.reshape(-1))
+        loss = F.cross_entropy(logits.reshape(-1, vocab), y.reshape(-1))
+        opt.zero_grad()
+        loss.backward()
+        nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        return loss
 
-    forward = torch.compile(loss_of) if args.compile else loss_of
+    # --compile: forward, backward, clipping and Adam's update as one program
+    step = torch.compile(train_step) if args.compile else train_step
     print(f"{len(text):,} characters of standard-library source, {vocab} distinct; unigram baseline "
           f"{baseline:.3f} nats/char")
     from tqdm import tqdm
@@ -171,11 +179,7 @@ def _train(args):
     done = False
     while not done:
         for x, y in loader:
-            loss = forward(x, y)
-            opt.zero_grad()
-            loss.backward()
-            nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-            opt.step()
+            loss = step(x, y)
             sched.step()
             losses.append(loss.item())
             steps += 1

@@ -195,7 +195,8 @@ class _Walk:
     inside another is read as that same object, since the guard before it checked that its
     parent still holds it."""
 
-    def __init__(self, names, value_reads, used):
+    def __init__(self, names, value_reads, used, exempt=frozenset()):
+        self.exempt = exempt
         self.names = names
         self.value_reads = value_reads
         self.used = used
@@ -324,6 +325,9 @@ class _Walk:
         else:
             keys = len(v)
             items = list(enumerate(v))
+        if self.exempt:
+            # items the program reads afresh at every call (a whole step's learning rate)
+            items = [(k, x) for k, x in items if (id(v), k) not in self.exempt]
         if len(items) > _MAX_ITEMS:
             # too many to guard one by one: the tensors the trace used among them keep their place
             items = [(k, x) for k, x in items if isinstance(x, Tensor) and id(x) in self.used]
@@ -386,15 +390,16 @@ def _is_module(v):
     return isinstance(v, Module)
 
 
-def build_guards(fn, module, args, kwargs, used=(), value_reads=None):
+def build_guards(fn, module, args, kwargs, used=(), value_reads=None, exempt=frozenset()):
     """Guards for everything a call of fn (or module) with these arguments can read besides the
     argument tensors themselves. `used`: the concrete tensors the trace made inputs of the
-    graph; `value_reads`: {id(tensor): version} of tensors read by value while tracing."""
+    graph; `value_reads`: {id(tensor): version} of tensors read by value while tracing;
+    `exempt`: (id(dict), key) items the program reads at every call instead."""
     value_reads = value_reads or {}
     names = set()
     for _ in range(8):
         before = len(names)
-        w = _Walk(names, value_reads, {id(t) for t in used})
+        w = _Walk(names, value_reads, {id(t) for t in used}, exempt)
         if module is not None:
             w.inside(module, f"the module {type(module).__name__}", 0)
         else:
