@@ -216,12 +216,13 @@ def _trunc(x):
 ''',
     "_pow": '''@triton.jit
 def _pow(x, y):
-    # |x| ** y from exp and log; a negative base takes its sign from y's parity
+    # |x| ** y from exp and log; a negative base takes its sign from y's parity (conditions
+    # nest in tl.where: the interpreter rejects `&` between a scalar's and a block's)
     r = tl.exp(y * tl.log(tl.abs(x)))
     y_int = tl.floor(y) == y
-    odd = y_int & (tl.abs(y - 2.0 * tl.floor(y * 0.5)) == 1.0)
-    r = tl.where((x < 0) & odd, -r, r)
-    r = tl.where((x < 0) & (y_int == 0), float("nan"), r)
+    odd = tl.where(y_int, tl.abs(y - 2.0 * tl.floor(y * 0.5)) == 1.0, False)
+    r = tl.where(x < 0, tl.where(odd, -r, r), r)
+    r = tl.where(x < 0, tl.where(y_int, r, float("nan")), r)
     return tl.where(y == 0, 1.0, r)
 ''',
     "_remainder": '''@triton.jit
@@ -459,8 +460,15 @@ def _group(g):
         u.aliases = aliases
         u.internal = set(members)
         u.glued = []
+        glued = set(v for v in aliases if v in outputs or any(w not in members for w in g.users(v)))
+        stack = list(glued)
+        while stack:                 # a glued view of an alias needs that alias as a view too
+            src = aliases[stack.pop()]
+            if src in aliases and src not in glued:
+                glued.add(src)
+                stack.append(src)
         for v in sorted(aliases, key=order.get):
-            if v in outputs or any(w not in members for w in g.users(v)):
+            if v in glued:
                 members.discard(v)
                 glue = _Unit("glue", v)
                 unit_of[v] = glue
@@ -515,20 +523,11 @@ def _group(g):
             units.append(joined)
         unit_of[n] = joined
 
-    # launch order: units topologically sorted by the values they exchange
-    dag = nx.DiGraph()
-    for i, u in enumerate(units):
-        dag.add_node(i)
-    index = {id(u): i for i, u in enumerate(units)}
-    for i, u in enumerate(units):
-        mem = getattr(u, "internal", None) or set(u.members)
-        for m in u.members:
-            for x in args(m):
-                if x in mem or kinds[x] == "input":
-                    continue
-                j = index[id(unit_of[x])]
-                if j != i:
-                    dag.add_edge(j, i)
+    # launch order: units topologically sorted by the values they exchange. Each group is
+    # checked alone as it is built (no path leaves it and comes back), but two groups can
+    # still need each other (a reads b's value while b reads another of a's): a cycle
+    # between units is broken by splitting a pointwise unit on it (see _split_cycles)
+    dag = _split_cycles(g, units, unit_of, kinds)
     order = list(nx.lexicographical_topological_sort(dag))
     units = [units[i] for i in order]
     for u in units:
@@ -542,6 +541,68 @@ def _group(g):
         u.reads = reads
         u.writes = [m for m in u.members if m in outputs or any(w not in mem or w in glued for w in g.users(m))]
     return units
+
+
+def _unit_dag(g, units, unit_of, kinds):
+    """The units' dependency graph: an edge j -> i where unit i reads a value unit j computes."""
+    dag = nx.DiGraph()
+    dag.add_nodes_from(range(len(units)))
+    index = {id(u): i for i, u in enumerate(units)}
+    for i, u in enumerate(units):
+        mem = getattr(u, "internal", None) or set(u.members)
+        for m in u.members:
+            for x in refs(g[m]["args"]):
+                if x in mem or kinds[x] == "input":
+                    continue
+                j = index[id(unit_of[x])]
+                if j != i:
+                    dag.add_edge(j, i)
+    return dag
+
+
+def _split_cycles(g, units, unit_of, kinds):
+    """Split pointwise units until the unit graph is acyclic; returns it.
+
+    For a pointwise unit U on a cycle, R is every unit reachable from U (U excluded): the
+    members of U that read, directly or through other members, a value of R form one unit,
+    the rest another. Nothing the second reads depends on the first, so the cycle through
+    U is gone; when one side would be empty, U becomes one unit per node (a single node
+    cannot be on a cycle). Reduction and matmul units are never split: a cycle made of
+    them alone is a grouping bug, reported as such."""
+    position = {v: i for i, v in enumerate(g.nodes())}
+    while True:
+        dag = _unit_dag(g, units, unit_of, kinds)
+        try:
+            cycle = nx.find_cycle(dag)
+        except nx.NetworkXNoCycle:
+            return dag
+        on = [units[i] for i, _ in cycle]
+        cands = [u for u in on if u.kind == "pointwise" and len(u.members) > 1]
+        if not cands:
+            raise AssertionError("Triton grouping: a cycle between kernels "
+                                 f"{[u.root for u in on]} with no pointwise unit to split")
+        u = max(cands, key=lambda q: len(q.members))
+        i = units.index(u)
+        reach = set()
+        for j in nx.descendants(dag, i):
+            if j != i:
+                q = units[j]
+                reach |= getattr(q, "internal", None) or set(q.members)
+        late = set()
+        for m in u.members:                      # members are in graph order
+            if any(x in reach or x in late for x in refs(g[m]["args"])):
+                late.add(m)
+        early = [m for m in u.members if m not in late]
+        parts = [early, sorted(late, key=position.get)] if early and late else [[m] for m in u.members]
+        new = []
+        for part in parts:
+            q = _Unit("pointwise", part[0])
+            q.shape = u.shape
+            q.members = list(part)
+            for m in part:
+                unit_of[m] = q
+            new.append(q)
+        units[i:i + 1] = new
 
 
 _ALIAS_VIEWS = ("expand", "reshape", "unsqueeze", "squeeze")
@@ -996,7 +1057,11 @@ def _emit_reduction(g, u, name, max_row_block):
             ls, bidx, vec = sweep("        ", "start + ", needed_full(stored_full), done)
             body += ls
             indent = "        "
-        off = _contiguous_offset(s_in, bidx, always=("cols",) if N == 1 else ())
+        off = _contiguous_offset(s_in, bidx)
+        if N == 1:
+            # a row of one element has no column index (size-1 dims get none): the block of
+            # lanes still addresses it through `cols` (lane 0; the mask drops the others)
+            off = "cols" if off == "0" else f"{off} + cols"
         for w in stored_full:
             e.store(w, off, "mask", body, indent)
     return e, body, ["BLOCK_SIZE"]
