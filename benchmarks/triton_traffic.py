@@ -11,7 +11,7 @@ the minimum (inputs read once, outputs written once), their ratio, the most regi
 kernel uses and the kernels that spill. Bytes come from the launch plan: a kernel reads
 each value it loads (a broadcast view costs its base's bytes; a row reduction that loops
 over blocks reads its inputs once per pass) and writes each value it stores; a glue copy
-(cat, flip, ...) reads and writes its value. Registers and spills come from the cubin
+(cat, flip, gather, ...) writes its value and reads at most as much of each argument. Registers and spills come from the cubin
 (cuobjdump -res-usage of triton's own binary). tests/test_triton_sm90.py runs the same
 cases in CI.
 """
@@ -116,9 +116,10 @@ def traffic(prog):
         if u.kind == "glue":
             if u.root in view_of or g[u.root]["op"] == "proj":
                 continue
-            args = T.refs(g[u.root]["args"])
-            moved += sum(read_bytes(x)[0] for x in args) + sum(
-                _nbytes(g, o) for o in ([u.root] if not g[u.root]["prim"].multi else []))
+            # a copy writes its value and reads each argument, at most as much of it as it
+            # writes (a gather reads the indexed elements, not the whole source)
+            out = _nbytes(g, u.root) if not g[u.root]["prim"].multi else 0
+            moved += out + sum(min(read_bytes(x)[0], out or read_bytes(x)[0]) for x in T.refs(g[u.root]["args"]))
             continue
         passes = 1
         if u.kind == "reduce" and not u.whole:
