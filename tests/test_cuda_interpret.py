@@ -466,3 +466,33 @@ def test_training_and_demo_on_a_gpu(tmp_path):
     p = subprocess.run([sys.executable, "-m", "tracegrad.demo", "--device", "cuda", "--epochs", "2", "--quiet",
                         "--out", str(tmp_path)], env=env, capture_output=True, text=True, timeout=600, cwd=ROOT)
     assert p.returncode == 0, p.stderr[-3000:]
+
+
+ADAM_CACHE_SCRIPT = r"""
+import json, numpy as np, tracegrad as tg
+from tracegrad import cuda
+rng = np.random.default_rng(0)
+w0, x0 = rng.standard_normal((4, 3)).astype(np.float32), rng.standard_normal((5, 4)).astype(np.float32)
+runs = {}
+for dev in ("cpu", "cuda"):
+    w = tg.tensor(w0.copy(), device=dev, requires_grad=True)
+    x = tg.tensor(x0.copy(), device=dev)
+    opt = tg.optim.Adam([w], lr=0.05)
+    sizes = []
+    for step in range(10):
+        opt.zero_grad()
+        (x @ w).tanh().pow(2).sum().backward()
+        opt.step()
+        sizes.append(len(cuda._KERNELS))
+    runs[dev] = (w.detach().cpu().numpy(), sizes)
+print(json.dumps({"diff": float(np.abs(runs["cpu"][0] - runs["cuda"][0]).max()), "sizes": runs["cuda"][1]}))
+"""
+
+
+def test_eager_adam_reuses_its_kernels_every_step():
+    """Adam's step-dependent scalars (bias corrections) are kernel arguments, not source
+    text: after the first steps no step compiles a kernel, and the result is CPU Adam's."""
+    r = run_script(ADAM_CACHE_SCRIPT)
+    assert r["diff"] < 1e-5, r
+    sizes = r["sizes"]
+    assert sizes[2] == sizes[-1], sizes

@@ -484,7 +484,29 @@ def _build(prim, args, params):
     return lower(g), [g[o]["dtype"] for o in g.outputs]
 
 
+# arithmetic whose Python float operand becomes a 0-d device argument of the kernel rather
+# than a literal in its source: an optimizer's step-dependent scalars (Adam's bias
+# corrections, a scheduled learning rate) then reuse one kernel instead of making one a step
+_SCALAR_OPERAND = {"add", "sub", "rsub", "mul", "div"}
+
+
+def _scalars_as_arguments(prim, args, odt):
+    """args with each Python float made a 0-d device tensor (float32, or float64 for a float64
+    result), where the op's result dtype stays what the constant gives; else args."""
+    if prim.name not in _SCALAR_OPERAND or not any(type(a) is float for a in args) or \
+            not getattr(odt, "is_floating_point", False):
+        return args
+    d = D.float64 if odt is D.float64 else D.float32
+    new = [Tensor._make(to_device(np.array(a, dtype=d.np)), d) if type(a) is float else a for a in args]
+    try:
+        same = prim.dtype_rule(new)[1] is odt      # a 0-d tensor promotes as the scalar did
+    except Exception:
+        same = False
+    return new if same else args
+
+
 def _run(prim, args, params, cdt, odt):
+    args = _scalars_as_arguments(prim, args, odt)
     key = _key(prim, args, params)
     entry = _KERNELS.get(key)
     if entry is None:
