@@ -496,3 +496,28 @@ def test_eager_adam_reuses_its_kernels_every_step():
     assert r["diff"] < 1e-5, r
     sizes = r["sizes"]
     assert sizes[2] == sizes[-1], sizes
+
+
+DEVICE_BACKWARD_SCRIPT = r"""
+import json, numpy as np, tracegrad as tg
+rng = np.random.default_rng(0)
+arrays = [rng.standard_normal(s).astype(np.float32) for s in ((6, 5), (5, 4), (4,))]
+f = tg.compile(lambda x, w, b: (x @ w + b).relu().pow(2).sum())
+grads = {}
+for dev in ("cpu", "cuda"):
+    ts = [tg.tensor(a.copy(), device=dev, requires_grad=True) for a in arrays]
+    f(*ts).backward()
+    grads[dev] = [t.grad.cpu().numpy() for t in ts]
+    if dev == "cuda":
+        p = f.last_program
+print(json.dumps({"diff": max(float(np.abs(a - b).max()) for a, b in zip(grads["cpu"], grads["cuda"])),
+                  "double": p.double is not None, "bwd_triton": "@triton.jit" in p.bwd_fn.source}))
+"""
+
+
+def test_device_backward_of_a_compiled_call_runs_its_partitioned_program():
+    """Without create_graph the backward launches the partitioned backward kernels, not the
+    differentiable program that traces and recomputes the forward (matmuls included)."""
+    r = run_script(DEVICE_BACKWARD_SCRIPT)
+    assert r["diff"] < 1e-5, r
+    assert r["bwd_triton"] and not r["double"], r

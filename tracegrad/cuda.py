@@ -564,6 +564,45 @@ def _run_host(prim, args, params, cdt, odt):
 
 # == autograd ======================================================================================
 
+def _run_backward_graph(graph, args, run_eager):
+    """run_eager, except that a compiled call's backward (no create_graph here) launches the
+    partitioned backward program (`impl`) rather than the differentiable one (`eager`), which
+    traces the forward again and recomputes it, matmuls included."""
+    bwd = [n for n in graph.nodes() if graph[n]["op"] == "compiled_backward"]
+    if not bwd:
+        return run_eager(graph, args)
+    from .ir.graph import Graph  # noqa: F401
+    env = dict(zip(graph.inputs, args))
+
+    def resolve(x):
+        from .ir.graph import V
+        if isinstance(x, V):
+            return env[x]
+        if isinstance(x, (tuple, list)):
+            return type(x)(resolve(y) for y in x)
+        return x
+    for n in graph.nodes():
+        a = graph[n]
+        op = a["op"]
+        if op == "input":
+            continue
+        if op == "proj":
+            env[n] = env[a["args"][0]][a["params"]["index"]]
+            continue
+        prim = a["prim"]
+        xs = tuple(resolve(x) for x in a["args"])
+        if op == "compiled_backward":
+            raw = [x._data if isinstance(x, Tensor) else x for x in xs]
+            res = prim.impl(*raw, **a["params"])
+            metas = a["params"]["prog"].grad_metas
+            env[n] = tuple(Tensor._make(r if r.__class__ is CudaArray else to_device(r, dt), dt)
+                           for r, (_, dt) in zip(res, metas))
+            continue
+        from .ir.tracer import apply
+        env[n] = prim.eager(*xs, **a["params"]) if prim.eager else apply(prim, xs, a["params"])
+    return [None if o is None else env[o] for o in graph.outputs]
+
+
 def run_backward(p, args):
     """The engine's backward program on device data: the graph lowered to Triton once per
     program, or (transfers between devices, hooks, custom Functions) run op by op."""
@@ -606,7 +645,7 @@ def run_backward(p, args):
     _DEFAULT[0] = on_device
     try:
         with no_grad():
-            outs = run_eager(p.bwd, targs)
+            outs = _run_backward_graph(p.bwd, targs, run_eager)
     finally:
         _DEFAULT[0] = False
     return [None if o is None else (o._data if isinstance(o, Tensor) else o) for o in outs]
