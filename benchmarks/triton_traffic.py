@@ -79,6 +79,8 @@ def programs(fn, args):
     import tracegrad as tg
     f = tg.compile(lambda *xs: fn(tg, *xs), backend="triton", fullgraph=True)
     p = f._compile(tuple(args), {})
+    if isinstance(p, tuple):           # (program, the guards it holds under)
+        p = p[0]
     out = [("forward", p.fwd_fn.program)]
     if p.bwd_fn is not None:
         out.append(("backward", p.bwd_fn.program))
