@@ -521,3 +521,25 @@ def test_device_backward_of_a_compiled_call_runs_its_partitioned_program():
     r = run_script(DEVICE_BACKWARD_SCRIPT)
     assert r["diff"] < 1e-5, r
     assert r["bwd_triton"] and not r["double"], r
+
+
+HOST_WARNING_SCRIPT = r"""
+import json, warnings, numpy as np, tracegrad as tg
+from tracegrad.codegen import triton_gpu
+def broken(self, *args):
+    raise RuntimeError("out of resources: shared memory")
+triton_gpu.TritonProgram.__call__ = broken
+x = tg.tensor(np.arange(4, dtype=np.float32), device="cuda")
+with warnings.catch_warnings(record=True) as w:
+    warnings.simplefilter("always")
+    y = (x * 3).cpu().numpy()
+    z = (x * 5).cpu().numpy()
+print(json.dumps({"y": y.tolist(), "z": z.tolist(), "warnings": [str(m.message) for m in w]}))
+"""
+
+
+def test_a_kernel_that_fails_to_launch_runs_on_the_host_with_a_warning():
+    r = run_script(HOST_WARNING_SCRIPT)
+    assert r["y"] == [0.0, 3.0, 6.0, 9.0] and r["z"] == [0.0, 5.0, 10.0, 15.0]
+    msgs = [m for m in r["warnings"] if "Triton kernel of mul failed" in m]
+    assert len(msgs) == 1 and "host copy" in msgs[0] and "out of resources" in msgs[0], r["warnings"]

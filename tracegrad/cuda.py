@@ -505,6 +505,19 @@ def _scalars_as_arguments(prim, args, odt):
     return new if same else args
 
 
+_WARNED = set()
+
+
+def _warn_host(prim, e):
+    """A kernel that failed to build or launch is never silent: the op runs on a host copy
+    from then on, and says so once per primitive."""
+    if prim.name not in _WARNED:
+        _WARNED.add(prim.name)
+        import warnings
+        warnings.warn(f"tracegrad cuda: the Triton kernel of {prim.name} failed ({type(e).__name__}: "
+                      f"{str(e)[:300]}); {prim.name} runs on a host copy instead", RuntimeWarning, stacklevel=4)
+
+
 def _run(prim, args, params, cdt, odt):
     args = _scalars_as_arguments(prim, args, odt)
     key = _key(prim, args, params)
@@ -516,6 +529,8 @@ def _run(prim, args, params, cdt, odt):
             if isinstance(e, (RuntimeError, IndexError, TypeError, ValueError)):
                 prim.shape(*args, **params)          # torch's error for bad arguments
             HOST_WHY[prim.name] = f"{type(e).__name__}: {e}"
+            if not isinstance(e, NotImplementedError):      # a refusal is by design; anything else is not
+                _warn_host(prim, e)
             entry = _HOST
         _KERNELS[key] = entry
     if entry is not _HOST:
@@ -525,6 +540,7 @@ def _run(prim, args, params, cdt, odt):
             res = prog(*carriers)
         except Exception as e:
             HOST_WHY[prim.name] = f"{type(e).__name__}: {e}"
+            _warn_host(prim, e)
             _KERNELS[key] = _HOST
         else:
             STATS["triton"] += 1
@@ -626,8 +642,9 @@ def run_backward(p, args):
             carriers.append(a.t if isinstance(a, CudaArray) else a)
         try:
             res = prog(*carriers)
-        except Exception:
+        except Exception as e:
             p.triton = False
+            _warn_host(type("backward", (), {"name": "a backward program"}), e)
         else:
             STATS["backward_triton"] += 1
             return [None if r is None else CudaArray(r) for r in res]
