@@ -400,6 +400,7 @@ def _group(g):
         row_vals = {n} if k == "reduce" and not _lowering(a).full_row else set()
         full_vals = set(pro) | ({n} if n not in row_vals else set())
         aliases = {}
+        expelled = set()     # prologue values sent back out: computed by another kernel
         again = True
         while again:     # expelling a prologue value may let more epilogue in
             again = False
@@ -420,8 +421,9 @@ def _group(g):
                         row_vals.add(m)
                         changed = True
                         continue
-                    if k == "reduce" and kinds[m] == "reduce" and _same_rows(g, m, u) and _stage_input(
-                            g, args(m)[0], kinds, unit_of, members, full_vals, safe_external):
+                    if k == "reduce" and kinds[m] == "reduce" and _same_rows(g, m, u) and \
+                            args(m)[0] not in expelled and _stage_input(
+                                g, args(m)[0], kinds, unit_of, members, full_vals, safe_external):
                         # a further reduction of a full-row value, or a sibling reduction of an
                         # outside value over the same rows: one more stage of this kernel
                         x = args(m)[0]
@@ -442,7 +444,9 @@ def _group(g):
                         # ... or a full-row value of outside inputs that only the epilogue reads
                         # (softmax backward's g / s): computed in the sweep, never stored
                         users = g.users(m)
-                        if full_ok and tuple(g[m]["shape"]) == u.s_in and m not in outputs and users and \
+                        if m in expelled:
+                            pass
+                        elif full_ok and tuple(g[m]["shape"]) == u.s_in and m not in outputs and users and \
                                 all(w in full_vals and w not in pro for w in users) and \
                                 not any(x in members for x in margs) and safe_external(m, members):
                             members.add(m)
@@ -486,6 +490,7 @@ def _group(g):
                     pro.discard(v)
                     members.discard(v)
                     full_vals.discard(v)
+                    expelled.add(v)
         order = {v: i for i, v in enumerate(nodes)}
         # an alias read outside the kernel is made again there, as a view of the stored value
         u.aliases = aliases
