@@ -170,6 +170,7 @@ REFUSED = {
     "call_hooks": "call Python", "node_prehooks": "call Python", "node_hooks": "call Python",
     "function": "call Python", "function_backward": "call Python",
     "compiled_call": "nested compiled call", "compiled_backward": "nested compiled call",
+    "traced_function": "removed before lowering",
 }
 
 
