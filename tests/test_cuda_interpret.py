@@ -473,3 +473,80 @@ def test_training_and_demo_on_a_gpu(tmp_path):
     p = subprocess.run([sys.executable, "-m", "tracegrad.demo", "--device", "cuda", "--epochs", "2", "--quiet",
                         "--out", str(tmp_path)], env=env, capture_output=True, text=True, timeout=600, cwd=ROOT)
     assert p.returncode == 0, p.stderr[-3000:]
+
+
+ADAM_CACHE_SCRIPT = r"""
+import json, numpy as np, tracegrad as tg
+from tracegrad import cuda
+rng = np.random.default_rng(0)
+w0, x0 = rng.standard_normal((4, 3)).astype(np.float32), rng.standard_normal((5, 4)).astype(np.float32)
+runs = {}
+for dev in ("cpu", "cuda"):
+    w = tg.tensor(w0.copy(), device=dev, requires_grad=True)
+    x = tg.tensor(x0.copy(), device=dev)
+    opt = tg.optim.Adam([w], lr=0.05)
+    sizes = []
+    for step in range(10):
+        opt.zero_grad()
+        (x @ w).tanh().pow(2).sum().backward()
+        opt.step()
+        sizes.append(len(cuda._KERNELS))
+    runs[dev] = (w.detach().cpu().numpy(), sizes)
+print(json.dumps({"diff": float(np.abs(runs["cpu"][0] - runs["cuda"][0]).max()), "sizes": runs["cuda"][1]}))
+"""
+
+
+def test_eager_adam_reuses_its_kernels_every_step():
+    """Adam's step-dependent scalars (bias corrections) are kernel arguments, not source
+    text: after the first steps no step compiles a kernel, and the result is CPU Adam's."""
+    r = run_script(ADAM_CACHE_SCRIPT)
+    assert r["diff"] < 1e-5, r
+    sizes = r["sizes"]
+    assert sizes[2] == sizes[-1], sizes
+
+
+DEVICE_BACKWARD_SCRIPT = r"""
+import json, numpy as np, tracegrad as tg
+rng = np.random.default_rng(0)
+arrays = [rng.standard_normal(s).astype(np.float32) for s in ((6, 5), (5, 4), (4,))]
+f = tg.compile(lambda x, w, b: (x @ w + b).relu().pow(2).sum())
+grads = {}
+for dev in ("cpu", "cuda"):
+    ts = [tg.tensor(a.copy(), device=dev, requires_grad=True) for a in arrays]
+    f(*ts).backward()
+    grads[dev] = [t.grad.cpu().numpy() for t in ts]
+    if dev == "cuda":
+        p = f.last_program
+print(json.dumps({"diff": max(float(np.abs(a - b).max()) for a, b in zip(grads["cpu"], grads["cuda"])),
+                  "double": p.double is not None, "bwd_triton": "@triton.jit" in p.bwd_fn.source}))
+"""
+
+
+def test_device_backward_of_a_compiled_call_runs_its_partitioned_program():
+    """Without create_graph the backward launches the partitioned backward kernels, not the
+    differentiable program that traces and recomputes the forward (matmuls included)."""
+    r = run_script(DEVICE_BACKWARD_SCRIPT)
+    assert r["diff"] < 1e-5, r
+    assert r["bwd_triton"] and not r["double"], r
+
+
+HOST_WARNING_SCRIPT = r"""
+import json, warnings, numpy as np, tracegrad as tg
+from tracegrad.codegen import triton_gpu
+def broken(self, *args):
+    raise RuntimeError("out of resources: shared memory")
+triton_gpu.TritonProgram.__call__ = broken
+x = tg.tensor(np.arange(4, dtype=np.float32), device="cuda")
+with warnings.catch_warnings(record=True) as w:
+    warnings.simplefilter("always")
+    y = (x * 3).cpu().numpy()
+    z = (x * 5).cpu().numpy()
+print(json.dumps({"y": y.tolist(), "z": z.tolist(), "warnings": [str(m.message) for m in w]}))
+"""
+
+
+def test_a_kernel_that_fails_to_launch_runs_on_the_host_with_a_warning():
+    r = run_script(HOST_WARNING_SCRIPT)
+    assert r["y"] == [0.0, 3.0, 6.0, 9.0] and r["z"] == [0.0, 5.0, 10.0, 15.0]
+    msgs = [m for m in r["warnings"] if "Triton kernel of mul failed" in m]
+    assert len(msgs) == 1 and "host copy" in msgs[0] and "out of resources" in msgs[0], r["warnings"]

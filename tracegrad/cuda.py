@@ -484,7 +484,42 @@ def _build(prim, args, params):
     return lower(g), [g[o]["dtype"] for o in g.outputs]
 
 
+# arithmetic whose Python float operand becomes a 0-d device argument of the kernel rather
+# than a literal in its source: an optimizer's step-dependent scalars (Adam's bias
+# corrections, a scheduled learning rate) then reuse one kernel instead of making one a step
+_SCALAR_OPERAND = {"add", "sub", "rsub", "mul", "div"}
+
+
+def _scalars_as_arguments(prim, args, odt):
+    """args with each Python float made a 0-d device tensor (float32, or float64 for a float64
+    result), where the op's result dtype stays what the constant gives; else args."""
+    if prim.name not in _SCALAR_OPERAND or not any(type(a) is float for a in args) or \
+            not getattr(odt, "is_floating_point", False):
+        return args
+    d = D.float64 if odt is D.float64 else D.float32
+    new = [Tensor._make(to_device(np.array(a, dtype=d.np)), d) if type(a) is float else a for a in args]
+    try:
+        same = prim.dtype_rule(new)[1] is odt      # a 0-d tensor promotes as the scalar did
+    except Exception:
+        same = False
+    return new if same else args
+
+
+_WARNED = set()
+
+
+def _warn_host(prim, e):
+    """A kernel that failed to build or launch is never silent: the op runs on a host copy
+    from then on, and says so once per primitive."""
+    if prim.name not in _WARNED:
+        _WARNED.add(prim.name)
+        import warnings
+        warnings.warn(f"tracegrad cuda: the Triton kernel of {prim.name} failed ({type(e).__name__}: "
+                      f"{str(e)[:300]}); {prim.name} runs on a host copy instead", RuntimeWarning, stacklevel=4)
+
+
 def _run(prim, args, params, cdt, odt):
+    args = _scalars_as_arguments(prim, args, odt)
     key = _key(prim, args, params)
     entry = _KERNELS.get(key)
     if entry is None:
@@ -494,6 +529,8 @@ def _run(prim, args, params, cdt, odt):
             if isinstance(e, (RuntimeError, IndexError, TypeError, ValueError)):
                 prim.shape(*args, **params)          # torch's error for bad arguments
             HOST_WHY[prim.name] = f"{type(e).__name__}: {e}"
+            if not isinstance(e, NotImplementedError):      # a refusal is by design; anything else is not
+                _warn_host(prim, e)
             entry = _HOST
         _KERNELS[key] = entry
     if entry is not _HOST:
@@ -503,6 +540,7 @@ def _run(prim, args, params, cdt, odt):
             res = prog(*carriers)
         except Exception as e:
             HOST_WHY[prim.name] = f"{type(e).__name__}: {e}"
+            _warn_host(prim, e)
             _KERNELS[key] = _HOST
         else:
             STATS["triton"] += 1
@@ -542,6 +580,45 @@ def _run_host(prim, args, params, cdt, odt):
 
 # == autograd ======================================================================================
 
+def _run_backward_graph(graph, args, run_eager):
+    """run_eager, except that a compiled call's backward (no create_graph here) launches the
+    partitioned backward program (`impl`) rather than the differentiable one (`eager`), which
+    traces the forward again and recomputes it, matmuls included."""
+    bwd = [n for n in graph.nodes() if graph[n]["op"] == "compiled_backward"]
+    if not bwd:
+        return run_eager(graph, args)
+    from .ir.graph import Graph  # noqa: F401
+    env = dict(zip(graph.inputs, args))
+
+    def resolve(x):
+        from .ir.graph import V
+        if isinstance(x, V):
+            return env[x]
+        if isinstance(x, (tuple, list)):
+            return type(x)(resolve(y) for y in x)
+        return x
+    for n in graph.nodes():
+        a = graph[n]
+        op = a["op"]
+        if op == "input":
+            continue
+        if op == "proj":
+            env[n] = env[a["args"][0]][a["params"]["index"]]
+            continue
+        prim = a["prim"]
+        xs = tuple(resolve(x) for x in a["args"])
+        if op == "compiled_backward":
+            raw = [x._data if isinstance(x, Tensor) else x for x in xs]
+            res = prim.impl(*raw, **a["params"])
+            metas = a["params"]["prog"].grad_metas
+            env[n] = tuple(Tensor._make(r if r.__class__ is CudaArray else to_device(r, dt), dt)
+                           for r, (_, dt) in zip(res, metas))
+            continue
+        from .ir.tracer import apply
+        env[n] = prim.eager(*xs, **a["params"]) if prim.eager else apply(prim, xs, a["params"])
+    return [None if o is None else env[o] for o in graph.outputs]
+
+
 def run_backward(p, args):
     """The engine's backward program on device data: the graph lowered to Triton once per
     program, or (transfers between devices, hooks, custom Functions) run op by op."""
@@ -565,8 +642,9 @@ def run_backward(p, args):
             carriers.append(a.t if isinstance(a, CudaArray) else a)
         try:
             res = prog(*carriers)
-        except Exception:
+        except Exception as e:
             p.triton = False
+            _warn_host(type("backward", (), {"name": "a backward program"}), e)
         else:
             STATS["backward_triton"] += 1
             return [None if r is None else CudaArray(r) for r in res]
@@ -584,7 +662,7 @@ def run_backward(p, args):
     _DEFAULT[0] = on_device
     try:
         with no_grad():
-            outs = run_eager(p.bwd, targs)
+            outs = _run_backward_graph(p.bwd, targs, run_eager)
     finally:
         _DEFAULT[0] = False
     return [None if o is None else (o._data if isinstance(o, Tensor) else o) for o in outs]

@@ -48,7 +48,7 @@ import numpy as np
 
 from ..ir.graph import V, refs, type_str
 from ..ir.printer import comment_text, safe_repr
-from ..ops.lowering import TL, Decompose, Dot, Expr, Glue, Reduce, Scatter, has_tensor_key, lit, torch_dtype
+from ..ops.lowering import TL, Decompose, Dot, Expr, Glue, Reduce, Scatter, has_tensor_key, identity, lit, torch_dtype
 from ..ops.primitives import PRIMITIVES
 
 
@@ -216,12 +216,13 @@ def _trunc(x):
 ''',
     "_pow": '''@triton.jit
 def _pow(x, y):
-    # |x| ** y from exp and log; a negative base takes its sign from y's parity
+    # |x| ** y from exp and log; a negative base takes its sign from y's parity (conditions
+    # nest in tl.where: the interpreter rejects `&` between a scalar's and a block's)
     r = tl.exp(y * tl.log(tl.abs(x)))
     y_int = tl.floor(y) == y
-    odd = y_int & (tl.abs(y - 2.0 * tl.floor(y * 0.5)) == 1.0)
-    r = tl.where((x < 0) & odd, -r, r)
-    r = tl.where((x < 0) & (y_int == 0), float("nan"), r)
+    odd = tl.where(y_int, tl.abs(y - 2.0 * tl.floor(y * 0.5)) == 1.0, False)
+    r = tl.where(x < 0, tl.where(odd, -r, r), r)
+    r = tl.where(x < 0, tl.where(y_int, r, float("nan")), r)
     return tl.where(y == 0, 1.0, r)
 ''',
     "_remainder": '''@triton.jit
@@ -379,7 +380,11 @@ def _group(g):
             cand, stack = [], [x]
             while stack:
                 v = stack.pop()
-                if v in unit_of or v in cand or kinds[v] != "pointwise" or tuple(g[v]["shape"]) != u.s_in:
+                if v in unit_of or v in cand or kinds[v] != "pointwise":
+                    continue
+                shape = tuple(g[v]["shape"])
+                # a per-row value (softmax backward's s * s) is a scalar of the row's sweep
+                if shape != u.s_in and not (_row_compatible(shape, u.s_in, u.dims) and not _positional(g, g[v])):
                     continue
                 cand.append(v)
                 stack.extend(args(v))
@@ -395,72 +400,111 @@ def _group(g):
         row_vals = {n} if k == "reduce" and not _lowering(a).full_row else set()
         full_vals = set(pro) | ({n} if n not in row_vals else set())
         aliases = {}
-        changed = True
-        while changed:
-            changed = False
-            for m in nodes:
-                if m in members or m in unit_of:
-                    continue
-                if multi and g[m]["op"] == "proj" and args(m)[0] == n:
-                    members.add(m)
-                    row_vals.add(m)
-                    changed = True
-                    continue
-                if k == "reduce" and _row_alias(g, m, row_vals, u):
-                    aliases[m] = args(m)[0]
-                    members.add(m)
-                    row_vals.add(m)
-                    changed = True
-                    continue
-                if k == "reduce" and kinds[m] == "reduce" and _same_rows(g, m, u) and args(m)[0] in full_vals:
-                    # a further reduction of a full-row value: one more stage of this kernel
-                    u.stages.append(m)
-                    members.add(m)
-                    row_vals.add(m)
-                    changed = True
-                    continue
-                if kinds[m] != "pointwise":
-                    continue
-                margs = args(m)
-                # only what descends from the kernel's result: a node fed by the prologue
-                # alone may feed the prologue's own inputs (through other kernels)
-                if not any(x in members and x not in pro for x in margs):
-                    continue
-                shape = tuple(g[m]["shape"])
-                if k == "matmul":
-                    if shape != out_shape or len(out_shape) < 2 or any(len(g[x]["shape"]) < 2 for x in args(n)):
+        expelled = set()     # prologue values sent back out: computed by another kernel
+        again = True
+        while again:     # expelling a prologue value may let more epilogue in
+            again = False
+            changed = True
+            while changed:
+                changed = False
+                for m in nodes:
+                    if m in members or m in unit_of:
                         continue
-                    where = "full"
-                elif shape == out_shape and n in row_vals and all(
-                        x not in members or x in row_vals and x not in aliases for x in margs):
-                    where = "row"
-                elif full_ok and shape == u.s_in and all(
-                        x not in members or x in full_vals or x in aliases or
-                        _row_compatible(g[x]["shape"], u.s_in, u.dims) for x in margs):
-                    where = "full"
-                else:
-                    continue
-                if not safe_external(m, members):
-                    continue
-                members.add(m)
-                (row_vals if where == "row" else full_vals).add(m)
-                changed = True
-        # a prologue value read outside the kernel goes back out (with what only it read)
-        while True:
-            bad = [v for v in pro if v in outputs or any(w not in members for w in g.users(v))]
-            if not bad:
-                break
-            for v in bad:
-                pro.discard(v)
-                members.discard(v)
-                full_vals.discard(v)
+                    if multi and g[m]["op"] == "proj" and args(m)[0] == n:
+                        members.add(m)
+                        row_vals.add(m)
+                        changed = True
+                        continue
+                    if k == "reduce" and _row_alias(g, m, row_vals, u):
+                        aliases[m] = args(m)[0]
+                        members.add(m)
+                        row_vals.add(m)
+                        changed = True
+                        continue
+                    if k == "reduce" and kinds[m] == "reduce" and _same_rows(g, m, u) and \
+                            args(m)[0] not in expelled and _stage_input(
+                                g, args(m)[0], kinds, unit_of, members, full_vals, safe_external):
+                        # a further reduction of a full-row value, or a sibling reduction of an
+                        # outside value over the same rows: one more stage of this kernel
+                        x = args(m)[0]
+                        if x not in full_vals and kinds[x] == "pointwise":
+                            members.add(x)         # computed in the sweep from outside values
+                            full_vals.add(x)
+                        u.stages.append(m)
+                        members.add(m)
+                        row_vals.add(m)
+                        changed = True
+                        continue
+                    if kinds[m] != "pointwise":
+                        continue
+                    margs = args(m)
+                    # only what descends from the kernel's result: a node fed by the prologue
+                    # alone may feed the prologue's own inputs (through other kernels)
+                    if not any(x in members and x not in pro for x in margs):
+                        # ... or a full-row value of outside inputs that only the epilogue reads
+                        # (softmax backward's g / s): computed in the sweep, never stored
+                        users = g.users(m)
+                        if m in expelled:
+                            pass
+                        elif full_ok and tuple(g[m]["shape"]) == u.s_in and m not in outputs and users and \
+                                all(w in full_vals and w not in pro for w in users) and \
+                                not any(x in members for x in margs) and safe_external(m, members):
+                            members.add(m)
+                            full_vals.add(m)
+                            changed = True
+                        # ... or a per-row value of outside inputs that only the row epilogue
+                        # reads (layer_norm backward's rstd ** 3)
+                        elif k == "reduce" and n in row_vals and tuple(g[m]["shape"]) == out_shape and \
+                                m not in outputs and users and all(w in row_vals for w in users) and \
+                                not any(x in members for x in margs) and safe_external(m, members):
+                            members.add(m)
+                            row_vals.add(m)
+                            changed = True
+                        continue
+                    shape = tuple(g[m]["shape"])
+                    if k == "matmul":
+                        if shape != out_shape or len(out_shape) < 2 or any(len(g[x]["shape"]) < 2 for x in args(n)):
+                            continue
+                        where = "full"
+                    elif shape == out_shape and n in row_vals and all(
+                            x not in members or x in row_vals for x in margs):
+                        where = "row"
+                    elif full_ok and shape == u.s_in and all(
+                            x not in members or x in full_vals or x in aliases or
+                            _row_compatible(g[x]["shape"], u.s_in, u.dims) for x in margs):
+                        where = "full"
+                    else:
+                        continue
+                    if not safe_external(m, members):
+                        continue
+                    members.add(m)
+                    (row_vals if where == "row" else full_vals).add(m)
+                    changed = True
+            # a prologue value read outside the kernel goes back out (with what only it read)
+            while True:
+                bad = [v for v in pro if v in outputs or any(w not in members for w in g.users(v))]
+                if not bad:
+                    break
+                again = True
+                for v in bad:
+                    pro.discard(v)
+                    members.discard(v)
+                    full_vals.discard(v)
+                    expelled.add(v)
         order = {v: i for i, v in enumerate(nodes)}
         # an alias read outside the kernel is made again there, as a view of the stored value
         u.aliases = aliases
         u.internal = set(members)
         u.glued = []
+        glued = set(v for v in aliases if v in outputs or any(w not in members for w in g.users(v)))
+        stack = list(glued)
+        while stack:                 # a glued view of an alias needs that alias as a view too
+            src = aliases[stack.pop()]
+            if src in aliases and src not in glued:
+                glued.add(src)
+                stack.append(src)
         for v in sorted(aliases, key=order.get):
-            if v in outputs or any(w not in members for w in g.users(v)):
+            if v in glued:
                 members.discard(v)
                 glue = _Unit("glue", v)
                 unit_of[v] = glue
@@ -515,20 +559,11 @@ def _group(g):
             units.append(joined)
         unit_of[n] = joined
 
-    # launch order: units topologically sorted by the values they exchange
-    dag = nx.DiGraph()
-    for i, u in enumerate(units):
-        dag.add_node(i)
-    index = {id(u): i for i, u in enumerate(units)}
-    for i, u in enumerate(units):
-        mem = getattr(u, "internal", None) or set(u.members)
-        for m in u.members:
-            for x in args(m):
-                if x in mem or kinds[x] == "input":
-                    continue
-                j = index[id(unit_of[x])]
-                if j != i:
-                    dag.add_edge(j, i)
+    # launch order: units topologically sorted by the values they exchange. Each group is
+    # checked alone as it is built (no path leaves it and comes back), but two groups can
+    # still need each other (a reads b's value while b reads another of a's): a cycle
+    # between units is broken by splitting a pointwise unit on it (see _split_cycles)
+    dag = _split_cycles(g, units, unit_of, kinds)
     order = list(nx.lexicographical_topological_sort(dag))
     units = [units[i] for i in order]
     for u in units:
@@ -544,6 +579,68 @@ def _group(g):
     return units
 
 
+def _unit_dag(g, units, unit_of, kinds):
+    """The units' dependency graph: an edge j -> i where unit i reads a value unit j computes."""
+    dag = nx.DiGraph()
+    dag.add_nodes_from(range(len(units)))
+    index = {id(u): i for i, u in enumerate(units)}
+    for i, u in enumerate(units):
+        mem = getattr(u, "internal", None) or set(u.members)
+        for m in u.members:
+            for x in refs(g[m]["args"]):
+                if x in mem or kinds[x] == "input":
+                    continue
+                j = index[id(unit_of[x])]
+                if j != i:
+                    dag.add_edge(j, i)
+    return dag
+
+
+def _split_cycles(g, units, unit_of, kinds):
+    """Split pointwise units until the unit graph is acyclic; returns it.
+
+    For a pointwise unit U on a cycle, R is every unit reachable from U (U excluded): the
+    members of U that read, directly or through other members, a value of R form one unit,
+    the rest another. Nothing the second reads depends on the first, so the cycle through
+    U is gone; when one side would be empty, U becomes one unit per node (a single node
+    cannot be on a cycle). Reduction and matmul units are never split: a cycle made of
+    them alone is a grouping bug, reported as such."""
+    position = {v: i for i, v in enumerate(g.nodes())}
+    while True:
+        dag = _unit_dag(g, units, unit_of, kinds)
+        try:
+            cycle = nx.find_cycle(dag)
+        except nx.NetworkXNoCycle:
+            return dag
+        on = [units[i] for i, _ in cycle]
+        cands = [u for u in on if u.kind == "pointwise" and len(u.members) > 1]
+        if not cands:
+            raise AssertionError("Triton grouping: a cycle between kernels "
+                                 f"{[u.root for u in on]} with no pointwise unit to split")
+        u = max(cands, key=lambda q: len(q.members))
+        i = units.index(u)
+        reach = set()
+        for j in nx.descendants(dag, i):
+            if j != i:
+                q = units[j]
+                reach |= getattr(q, "internal", None) or set(q.members)
+        late = set()
+        for m in u.members:                      # members are in graph order
+            if any(x in reach or x in late for x in refs(g[m]["args"])):
+                late.add(m)
+        early = [m for m in u.members if m not in late]
+        parts = [early, sorted(late, key=position.get)] if early and late else [[m] for m in u.members]
+        new = []
+        for part in parts:
+            q = _Unit("pointwise", part[0])
+            q.shape = u.shape
+            q.members = list(part)
+            for m in part:
+                unit_of[m] = q
+            new.append(q)
+        units[i:i + 1] = new
+
+
 _ALIAS_VIEWS = ("expand", "reshape", "unsqueeze", "squeeze")
 
 
@@ -557,16 +654,49 @@ def _same_rows(g, m, u):
     return s_in == u.s_in and _dims(a, len(s_in)) == u.dims
 
 
+def _stage_input(g, x, kinds, unit_of, members, full_vals, safe_external):
+    """x can feed one more reduction stage of a kernel with `members`: a full-row value of
+    the kernel, a graph input, or an elementwise value of outside values alone (computed
+    in the kernel's sweep) that depends on nothing the kernel computes."""
+    if x in full_vals:
+        return True
+    if kinds[x] == "input":
+        return True
+    return kinds[x] == "pointwise" and x not in unit_of and x not in members and \
+        not any(y in members for y in refs(g[x]["args"])) and safe_external(x, members) and \
+        not _positional(g, g[x])
+
+
+def _positional(g, a):
+    """The node's lowering reads the element's position (tril/triu): it cannot be computed
+    over a domain other than its own shape."""
+    class Probe(list):
+        def __getitem__(self, k):
+            raise LookupError
+    low = _lowering(a)
+    exprs = [None if x is None else (str(x) if isinstance(x, V) else "0") for x in a["args"]]
+    ctx = _Ctx(a["args"], [g[x]["dtype"] if isinstance(x, V) else None for x in a["args"]], a["dtype"], Probe())
+    try:
+        low(exprs, a["params"], ctx)
+    except LookupError:
+        return True
+    except Exception:        # a template that needs more than the probe gives: keep it out
+        return True
+    return False
+
+
 def _row_alias(g, m, row_vals, u):
     """m is a view of a per-row value that is still one value per row: inside a reduction
     kernel it is that row's scalar."""
     a = g[m]
-    if a["op"] not in _ALIAS_VIEWS:
-        return False
     xs = refs(a["args"])
+    if a["op"] not in _ALIAS_VIEWS and not (_lowering(a) is identity and len(xs) == 1):
+        return False
     if len(xs) != 1 or xs[0] not in row_vals:
         return False
     src, out = tuple(g[xs[0]]["shape"]), tuple(a["shape"])
+    if _lowering(a) is identity:
+        return src == out
     if a["op"] == "expand":
         return _row_compatible(src, u.s_in, u.dims) and (out == u.s_in or _row_compatible(out, u.s_in, u.dims))
     kept = [u.s_in[d] for d in range(len(u.s_in)) if d not in u.dims]
@@ -937,8 +1067,12 @@ def _emit_reduction(g, u, name, max_row_block):
         if not g[rk]["prim"].multi and not (k == 0 and full):
             body.append(f"    {rk} = {finish}")
         loaded = set()
-        for m in u.row_epilogue:
-            if level[m] != k + 1:
+        # in graph order: a row value may read an alias (a view of an earlier row value)
+        for m in sorted(set(u.row_epilogue) | set(u.aliases), key=order.index):
+            if max(level[m], 1) != k + 1:       # a row value of outside inputs alone: after stage 1
+                continue
+            if m in u.aliases:
+                body.append(f"    {m} = {u.aliases[m]}  # {g[m]['op']}: the same value for the whole row")
                 continue
             if g[m]["op"] == "proj":
                 body.append(f"    {m} = {finish[g[m]['params']['index']]}")
@@ -948,9 +1082,6 @@ def _emit_reduction(g, u, name, max_row_block):
                     e.load(y, out_shape, out_idx, set(), None, body, "    ")
                     loaded.add(y)
             e.compute(m, out_idx, body, "    ")
-        for v in sorted(u.aliases, key=order.index):
-            if level[v] == k + 1:
-                body.append(f"    {v} = {u.aliases[v]}  # {g[v]['op']}: the same value for the whole row")
 
     def stage_value(k, ls, indent, done, bidx, vec):
         rk, xk, vname, vt, _, _, _ = stages[k]
@@ -996,7 +1127,11 @@ def _emit_reduction(g, u, name, max_row_block):
             ls, bidx, vec = sweep("        ", "start + ", needed_full(stored_full), done)
             body += ls
             indent = "        "
-        off = _contiguous_offset(s_in, bidx, always=("cols",) if N == 1 else ())
+        off = _contiguous_offset(s_in, bidx)
+        if N == 1:
+            # a row of one element has no column index (size-1 dims get none): the block of
+            # lanes still addresses it through `cols` (lane 0; the mask drops the others)
+            off = "cols" if off == "0" else f"{off} + cols"
         for w in stored_full:
             e.store(w, off, "mask", body, indent)
     return e, body, ["BLOCK_SIZE"]

@@ -254,9 +254,11 @@ def _tri(op):
     return lower
 
 
-# numpy's maximum/minimum propagate a NaN from either side
-maximum = Expr("tl.where(({0} > {1}) | ({0} != {0}), {0}, {1})", cast=True)
-minimum = Expr("tl.where(({0} < {1}) | ({0} != {0}), {0}, {1})", cast=True)
+# numpy's maximum/minimum propagate a NaN from either side (a NaN in {1} fails the
+# comparison). Conditions are combined with tl.where, never `|`/`&`: Triton's interpreter
+# rejects a bitwise op between a scalar's comparison and a block's
+maximum = Expr("tl.where({0} != {0}, {0}, tl.where({0} > {1}, {0}, {1}))", cast=True)
+minimum = Expr("tl.where({0} != {0}, {0}, tl.where({0} < {1}, {0}, {1}))", cast=True)
 sign = Expr(_sign, cast=True)
 round_ = Expr(_round, cast=True)
 convert = Expr(_convert)

@@ -1,0 +1,97 @@
+"""Every kernel the Triton backend emits for benchmarks/triton_traffic.py's cases (elementwise
+chains, GELU, reductions, softmax, log_softmax, cross-entropy, layer_norm, matmul epilogues,
+conv/pool, an MLP training step, float16/bfloat16), compiled by the real Triton compiler
+for Hopper (sm_90), no GPU needed: each compiles, no elementwise or reduction kernel
+spills, a float16/bfloat16 tl.dot becomes MMA instructions. The half-precision cases and
+one kernel of each kind compile for Ampere (sm_80) too. Distinct kernels compile once, in
+two worker processes."""
+import os
+import sys
+
+import pytest
+
+pytest.importorskip("triton")
+pytest.importorskip("torch")
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
+
+import triton_traffic as TT  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def built():
+    """[(case, program label, TritonProgram)], lowered for a GPU (not interpreted)."""
+    before = os.environ.pop("TRITON_INTERPRET", None)
+    try:
+        return [(name, label, prog) for name, fn, args in TT.cases() for label, prog in TT.programs(fn, args)]
+    finally:
+        if before is not None:
+            os.environ["TRITON_INTERPRET"] = before
+
+
+def _check(results):
+    errors = [f"{r['name']}: {r['error']}" for r in results if "error" in r]
+    assert not errors, "\n".join(errors)
+    spills = [r["name"] for r in results if r["kind"] in ("pointwise", "reduce") and r["spill"]]
+    assert not spills, f"elementwise/reduction kernels spill: {spills}"
+    assert all(r["regs"] for r in results), "no register count read from a cubin"
+    no_mma = [r["name"] for r in results if r["dot"] and r.get("half") and not r["mma"]]
+    assert not no_mma, f"half-precision tl.dot without MMA instructions: {no_mma}"
+
+
+def _specs(built, only=None):
+    specs, halves = [], []
+    for name, label, prog in built:
+        half = "float16" in name
+        for s in TT.kernel_specs(prog):
+            specs.append(s)
+            halves.append(half)
+    keep = [i for i in range(len(specs)) if only is None or only(specs[i], halves[i])]
+    return [specs[i] for i in keep], [halves[i] for i in keep]
+
+
+def test_every_emitted_kernel_compiles_for_sm90(built):
+    specs, halves = _specs(built)
+    kinds = {s[4] for s in specs}
+    assert {"pointwise", "reduce", "matmul"} <= kinds
+    results = TT.compile_all(specs, arch=90)
+    for r, h in zip(results, halves):
+        r["half"] = h
+    _check(results)
+    assert any(r["dot"] and r["half"] and r["mma"] for r in results)
+
+
+def test_half_precision_and_one_kernel_of_each_kind_compile_for_sm80(built):
+    seen = set()
+
+    def pick(spec, half):
+        if half or spec[4] not in seen:
+            seen.add(spec[4])
+            return True
+        return False
+    specs, halves = _specs(built, pick)
+    results = TT.compile_all(specs, arch=80)
+    for r, h in zip(results, halves):
+        r["half"] = h
+    _check(results)
+
+
+def test_fused_programs_move_their_minimum_bytes(built):
+    """Elementwise chains, GELU, matmul epilogues, softmax and log_softmax (forward and
+    backward, float32 and float16), layer_norm's forward and three reductions of one input
+    are one kernel each, reading inputs once and writing outputs once (the row on chip)."""
+    ratios = {(name, label): TT.traffic(prog) for name, label, prog in built}
+    kernels = {(name, label): len(prog.kernels) for name, label, prog in built}
+    for key in [("elementwise chain", "forward"), ("gelu", "forward"), ("gelu", "backward"),
+                ("matmul epilogue", "forward"), ("softmax", "forward"), ("softmax", "backward"),
+                ("log_softmax", "forward"), ("log_softmax", "backward"), ("softmax float16", "forward"),
+                ("softmax float16", "backward"), ("layer_norm", "forward"), ("three reductions", "forward")]:
+        moved, least = ratios[key]
+        assert moved == least and kernels[key] == 1, (key, moved, least, kernels[key])
+    # cross-entropy's forward: one kernel over the logits (the gather reads one element a row)
+    moved, least = ratios[("cross_entropy", "forward")]
+    assert moved <= 1.05 * least, (moved, least)
+    # every other program moves at least its minimum, and the report counts something
+    for key, (moved, least) in ratios.items():
+        assert 0 < least <= moved, (key, moved, least)
