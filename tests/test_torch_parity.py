@@ -520,3 +520,17 @@ def test_allclose_isclose_equal_as_torch(a, b, kw):
     assert tracegrad.allclose(ga, gb, **kw) is torch.allclose(ta, tb, **kw)
     np.testing.assert_array_equal(tracegrad.isclose(ga, gb, **kw).numpy(), torch.isclose(ta, tb, **kw).numpy())
     assert tracegrad.equal(ga, gb) is torch.equal(ta, tb)
+
+
+def test_several_ellipses_index_as_torch():
+    """torch takes x[..., ...]: the first ellipsis stands for every unnamed dim, later ones for none."""
+    x, y = torch.arange(24.).reshape(2, 3, 4), tracegrad.arange(24.).reshape(2, 3, 4)
+    for k in [(Ellipsis, Ellipsis), (Ellipsis, 0, Ellipsis), (0, Ellipsis, Ellipsis), (Ellipsis, None, Ellipsis),
+              (1, Ellipsis, 2, Ellipsis)]:
+        a, b = x[k], y[k]
+        assert tuple(a.shape) == tuple(b.shape), k
+        np.testing.assert_array_equal(a.numpy(), b.numpy())
+    z, w = x.clone(), y.clone()
+    z[..., 1, ...] = -1.0
+    w[..., 1, ...] = -1.0
+    np.testing.assert_array_equal(z.numpy(), w.numpy())

@@ -951,7 +951,7 @@ def _normalize_key(input, key, zero_dim_select=True):
             out.append(None)
         elif k is Ellipsis:
             if seen_ellipsis:
-                raise IndexError("an index can only have a single ellipsis ('...')")
+                continue                # as torch: the first ellipsis takes every unnamed dim, later ones none
             seen_ellipsis = True
             out.append(Ellipsis)
             dim += len(shape) - n_consuming
