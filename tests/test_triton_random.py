@@ -36,7 +36,7 @@ def triton_interpreter():
 import tracegrad as tg  # noqa: E402
 from tracegrad.codegen import triton_gpu  # noqa: E402
 
-from test_stress import run_program  # noqa: E402
+from test_stress import _loss, run_program  # noqa: E402
 
 pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
 
@@ -56,7 +56,7 @@ def torch_program(seed):
     arrays = case(seed)
     tl = [torch.tensor(a.astype(np.float64), requires_grad=True) for a in arrays]
     try:
-        out = run_program(torch, seed, tl)
+        out = _loss(torch, run_program(torch, seed, tl))
     except Exception:
         return None
     if not np.isfinite(out.item()):
@@ -101,7 +101,7 @@ def test_random_program_compiled_for_triton(seed):
     ref = torch_program(seed)
     assert ref is not None, f"seed {seed}: torch rejects the program"
     arrays, vs, tout, tgrads, thv = ref
-    f = tg.compile(lambda *xs: run_program(tg, seed, xs), backend="triton", fullgraph=True)
+    f = tg.compile(lambda *xs: _loss(tg, run_program(tg, seed, xs)), backend="triton", fullgraph=True)
     xs = [tg.tensor(a.copy(), requires_grad=True) for a in arrays]
     out = f(*xs)
     assert isinstance(f.last_program.fwd_fn.program, triton_gpu.TritonProgram)

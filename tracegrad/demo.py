@@ -210,9 +210,11 @@ def train(args, device):
     print(f"time per training step (batch {args.batch_size}, forward + backward + Adam): median "
           f"{1e3 * statistics.median(steady):.2f} ms; first step {1e3 * step_times[0]:.1f} ms")
     print()
-    if args.compile:
+    if args.compile and step.last_program is not None:
         print("the compiled step's traced program (forward, backward and Adam's update):")
         print(short_graph(step.last_program.stages[0][1]))
+    elif args.compile:
+        print("the step ran eagerly (its warning above says why)")
     else:
         print("the graph tracegrad recorded for the last loss (tracegrad.ir.graph_of(loss)):")
         print(short_graph(torch.ir.graph_of(loss)))
