@@ -11,6 +11,7 @@ import os
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 
 from tracegrad.ops.primitives import PRIMITIVES
@@ -550,3 +551,27 @@ def test_a_kernel_that_fails_to_launch_runs_on_the_host_with_a_warning():
     assert r["y"] == [0.0, 3.0, 6.0, 9.0] and r["z"] == [0.0, 5.0, 10.0, 15.0]
     msgs = [m for m in r["warnings"] if "Triton kernel of mul failed" in m]
     assert len(msgs) == 1 and "host copy" in msgs[0] and "out of resources" in msgs[0], r["warnings"]
+
+
+REPEATED_INDEX_SCRIPT = r"""
+import json
+import numpy as np, torch, tracegrad as tg
+xn = np.arange(12.).reshape(3, 4)
+x = tg.tensor(xn, device="cuda", requires_grad=True)
+idx = tg.tensor([0, 2, 0], device="cuda")
+((x[1:, idx] * 2).sum() + (x[idx, 1] ** 2).sum()).backward()
+xt, it = torch.tensor(xn, requires_grad=True), torch.tensor([0, 2, 0])
+((xt[1:, it] * 2).sum() + (xt[it, 1] ** 2).sum()).backward()
+z = tg.zeros(5, device="cuda")
+z.index_put_((tg.tensor([1, 1, 3], device="cuda"),), tg.tensor([1., 2., 3.], device="cuda"), accumulate=True)
+print(json.dumps({"grad": x.grad.cpu().numpy().tolist(), "want": xt.grad.numpy().tolist(),
+                  "put": z.cpu().numpy().tolist()}))
+"""
+
+
+def test_repeated_indices_add_up_on_the_device():
+    """The gradient of x[idx] with a repeated index, and index_put_(accumulate=True), add every
+    repeat (a plain indexed assignment keeps one)."""
+    r = run_script(REPEATED_INDEX_SCRIPT)
+    np.testing.assert_array_equal(r["grad"], r["want"])
+    assert r["put"] == [0.0, 3.0, 0.0, 3.0, 0.0]
