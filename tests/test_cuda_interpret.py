@@ -559,9 +559,10 @@ import numpy as np, torch, tracegrad as tg
 xn = np.arange(12.).reshape(3, 4)
 x = tg.tensor(xn, device="cuda", requires_grad=True)
 idx = tg.tensor([0, 2, 0], device="cuda")
-((x[1:, idx] * 2).sum() + (x[idx, 1] ** 2).sum()).backward()
-xt, it = torch.tensor(xn, requires_grad=True), torch.tensor([0, 2, 0])
-((xt[1:, it] * 2).sum() + (xt[it, 1] ** 2).sum()).backward()
+j = tg.tensor([1, 3, 1], device="cuda")
+((x[1:, idx] * 2).sum() + (x[idx, 1] ** 2).sum() + (x[idx, j] * 3).sum() + x[1, idx].sum()).backward()
+xt, it, jt = torch.tensor(xn, requires_grad=True), torch.tensor([0, 2, 0]), torch.tensor([1, 3, 1])
+((xt[1:, it] * 2).sum() + (xt[it, 1] ** 2).sum() + (xt[it, jt] * 3).sum() + xt[1, it].sum()).backward()
 z = tg.zeros(5, device="cuda")
 z.index_put_((tg.tensor([1, 1, 3], device="cuda"),), tg.tensor([1., 2., 3.], device="cuda"), accumulate=True)
 print(json.dumps({"grad": x.grad.cpu().numpy().tolist(), "want": xt.grad.numpy().tolist(),
