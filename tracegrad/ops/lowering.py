@@ -318,26 +318,16 @@ def _split(torch, dev, x, sizes, dim, name=None):
     return tuple(out)
 
 
-def _add_at(torch, out, key, v):
-    """out[key] += v with repeated positions adding up (a plain `out[key] += v` keeps one):
-    the flat position of each element the key picks, then index_add_ on the flat storage."""
-    pos = torch.arange(out.numel(), device=out.device).reshape(out.shape)[key]
-    flat = out.view(-1)
-    flat.index_add_(0, pos.reshape(-1), torch.broadcast_to(v, pos.shape).reshape(-1).to(out.dtype))
-    return out
-
-
 def _index_put(torch, dev, x, v, *idx, key, accumulate=False):
     out = x.clone()
-    if accumulate:
-        return _add_at(torch, out, index_key(key, idx), v)
     out[index_key(key, idx)] = v
     return out
 
 
 def _getitem_backward(torch, dev, g, *idx, key, shape):
-    # the gradient of x[key]: g added back where key read, twice where it read twice
-    return _add_at(torch, torch.zeros(tuple(shape), dtype=g.dtype, device=g.device), index_key(key, idx), g)
+    out = torch.zeros(tuple(shape), dtype=g.dtype, device=g.device)
+    out[index_key(key, idx)] = g
+    return out
 
 
 def _as_strided(torch, dev, x, shape, strides, offset):
