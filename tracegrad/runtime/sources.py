@@ -23,30 +23,23 @@ Tensors whose *values* the trace read in Python (`.item()`, `bool()`, `.tolist()
 guarded by their version counter as well.
 """
 import functools
-import os
 import struct
 import sys
-import sysconfig
 import types
 
 import numpy as np
 
 from ..tensor import Tensor
+from .side_effects import is_library
 
 _MAX_ITEMS = 64          # containers up to this size are guarded item by item
 _MAX_DEPTH = 5           # how deep into containers and plain objects the walk goes
 
-_PKG = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-_LIB_DIRS = tuple(sorted({os.path.abspath(p) + os.sep for k, p in sysconfig.get_paths().items()
-                          if k in ("stdlib", "platstdlib", "purelib", "platlib") and p}
-                         | {os.path.abspath(os.path.dirname(os.__file__)) + os.sep, _PKG + os.sep}))
 _SCALARS = (type(None), bool, int, float, complex, str, bytes)
 
 
 def _is_library_file(path):
-    if not path or path.startswith("<"):
-        return False              # exec()'d user code
-    return os.path.abspath(path).startswith(_LIB_DIRS)
+    return bool(path) and is_library(path)
 
 
 def _is_library_type(tp):
