@@ -66,8 +66,15 @@ def eager(n):
 
 
 def main():
-    kinds = [sys.argv[1]] if len(sys.argv) > 1 else ["chain", "sincos", "inputs", "eager"]
-    n = int(sys.argv[2]) if len(sys.argv) > 2 else 10000
+    import argparse
+    from tracegrad._cli import HelpFormatter
+    ap = argparse.ArgumentParser(description=__doc__.strip().split("\n\n")[0], formatter_class=HelpFormatter)
+    ap.add_argument("kind", nargs="?", choices=("chain", "sincos", "inputs", "eager", "all"), default="all",
+                    help="which program to compile")
+    ap.add_argument("n", nargs="?", type=int, default=10000, help="its number of ops (or inputs)")
+    args = ap.parse_args()
+    kinds = ["chain", "sincos", "inputs", "eager"] if args.kind == "all" else [args.kind]
+    n = args.n
     for kind in kinds:
         eager(n) if kind == "eager" else compiled(kind, n)
 

@@ -258,10 +258,11 @@ def report(arch=90, compile_kernels=True, workers=2):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--arch", type=int, default=90)
-    ap.add_argument("--no-compile", action="store_true")
-    ap.add_argument("--workers", type=int, default=2)
+    from tracegrad._cli import HelpFormatter
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=HelpFormatter)
+    ap.add_argument("--arch", type=int, default=90, help="the CUDA compute capability to compile for")
+    ap.add_argument("--no-compile", action="store_true", help="count bytes only, no PTX, registers or spills")
+    ap.add_argument("--workers", type=int, default=2, help="processes compiling kernels")
     a = ap.parse_args()
     table, _ = report(a.arch, not a.no_compile, a.workers)
     print(f"{'case':<22} {'program':<9} {'kernels':>7} {'bytes moved':>12} {'minimum':>10} {'ratio':>6} "
