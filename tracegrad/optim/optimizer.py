@@ -253,6 +253,20 @@ def _scalar(x):
     return float(x.item()) if isinstance(x, Tensor) else x
 
 
+def _check_options(name, lr, differentiable, **nonnegative):
+    """torch's checks of an optimizer's options, in its order: a one-element learning rate that
+    is not negative, then each of `nonnegative` (named as torch's messages name them)."""
+    if isinstance(lr, Tensor) and lr.numel() != 1:
+        raise ValueError("Tensor lr must be 1-element")
+    if not 0.0 <= _scalar(lr):
+        raise ValueError(f"Invalid learning rate: {lr}")
+    for what, value in nonnegative.items():
+        if not 0.0 <= value:
+            raise ValueError(f"Invalid {what} value: {value}")
+    if differentiable:
+        raise NotImplementedError(f"{name}(differentiable=True) is not supported")
+
+
 def _zeros_like(p):
     return Tensor._make(np.zeros_like(p._data), p._dtype)
 

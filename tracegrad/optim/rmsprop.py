@@ -1,7 +1,7 @@
 """RMSprop (torch.optim.RMSprop), with momentum and the centered variant."""
 import numpy as np
 
-from .optimizer import Optimizer, _scalar, _zeros_like, _finish
+from .optimizer import Optimizer, _scalar, _zeros_like, _finish, _check_options
 from ..tensor import Tensor
 from .. import _dtype as D
 
@@ -15,20 +15,8 @@ class RMSprop(Optimizer):
 
     def __init__(self, params, lr=1e-2, alpha=0.99, eps=1e-8, weight_decay=0, momentum=0, centered=False,
                  capturable=False, foreach=None, maximize=False, differentiable=False):
-        if isinstance(lr, Tensor) and lr.numel() != 1:
-            raise ValueError("Tensor lr must be 1-element")
-        if not 0.0 <= _scalar(lr):
-            raise ValueError(f"Invalid learning rate: {lr}")
-        if not 0.0 <= eps:
-            raise ValueError(f"Invalid epsilon value: {eps}")
-        if not 0.0 <= momentum:
-            raise ValueError(f"Invalid momentum value: {momentum}")
-        if not 0.0 <= weight_decay:
-            raise ValueError(f"Invalid weight_decay value: {weight_decay}")
-        if not 0.0 <= alpha:
-            raise ValueError(f"Invalid alpha value: {alpha}")
-        if differentiable:
-            raise NotImplementedError("RMSprop(differentiable=True) is not supported")
+        _check_options("RMSprop", lr, differentiable, epsilon=eps, momentum=momentum, weight_decay=weight_decay,
+                       alpha=alpha)
         defaults = dict(lr=lr, momentum=momentum, alpha=alpha, eps=eps, centered=centered, weight_decay=weight_decay,
                         capturable=capturable, foreach=foreach, maximize=maximize, differentiable=differentiable)
         super().__init__(params, defaults)
