@@ -11,26 +11,9 @@ import numpy as np
 import pytest
 import torch
 
-_BEFORE = os.environ.get("TRITON_INTERPRET")
-os.environ["TRITON_INTERPRET"] = "1"
-try:
-    triton = pytest.importorskip("triton")
-finally:
-    if _BEFORE is None:
-        del os.environ["TRITON_INTERPRET"]
-    else:
-        os.environ["TRITON_INTERPRET"] = _BEFORE
-
-
-@pytest.fixture(autouse=True, scope="module")
-def triton_interpreter():
-    before = os.environ.get("TRITON_INTERPRET")
-    os.environ["TRITON_INTERPRET"] = "1"
-    yield
-    if before is None:
-        os.environ.pop("TRITON_INTERPRET", None)
-    else:
-        os.environ["TRITON_INTERPRET"] = before
+# the interpreter's set-up (TRITON_INTERPRET while triton is imported, and for this module's
+# tests): test_triton_interpret's, with its module-wide fixture
+from test_triton_interpret import triton, triton_interpreter  # noqa: E402,F401
 
 
 import tracegrad as tg  # noqa: E402

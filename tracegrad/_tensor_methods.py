@@ -195,9 +195,17 @@ def check_inplace(self):
         views.check_inplace_on_view(self)
 
 
+_TRACER = []      # (the count of active traces, the per-thread trace stack), bound on first use
+
+
 def _tracing():
-    from .ir.tracer import _ACTIVE, TRACING
-    return _ACTIVE[0] and TRACING.stack
+    """Whether compile is tracing in this thread: checked by every in-place op, so the tracer's
+    state is looked up once, not imported per call."""
+    if not _TRACER:
+        from .ir.tracer import _ACTIVE, TRACING
+        _TRACER.extend((_ACTIVE, TRACING))
+    active, tracing = _TRACER
+    return active[0] and tracing.stack
 
 
 def commit(self, result):

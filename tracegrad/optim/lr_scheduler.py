@@ -150,8 +150,8 @@ def _load_lambda_state(self, state_dict, name):
             getattr(self, name)[i].__dict__.update(fn)
 
 
-class LambdaLR(LRScheduler):
-    """lr = initial lr * lr_lambda(epoch)."""
+class _LambdaScheduler(LRScheduler):
+    """A schedule of per-group lambdas of the epoch; state_dict keeps callable objects' state."""
 
     def __init__(self, optimizer, lr_lambda, last_epoch=-1):
         self.optimizer = optimizer
@@ -163,25 +163,18 @@ class LambdaLR(LRScheduler):
 
     def load_state_dict(self, state_dict):
         _load_lambda_state(self, state_dict, "lr_lambdas")
+
+
+class LambdaLR(_LambdaScheduler):
+    """lr = initial lr * lr_lambda(epoch)."""
 
     def get_lr(self):
         self._warn_outside_step()
         return [base_lr * lmbda(self.last_epoch) for lmbda, base_lr in zip(self.lr_lambdas, self.base_lrs)]
 
 
-class MultiplicativeLR(LRScheduler):
+class MultiplicativeLR(_LambdaScheduler):
     """lr = previous lr * lr_lambda(epoch)."""
-
-    def __init__(self, optimizer, lr_lambda, last_epoch=-1):
-        self.optimizer = optimizer
-        self.lr_lambdas = _lambdas(optimizer, lr_lambda, "lr_lambda")
-        super().__init__(optimizer, last_epoch)
-
-    def state_dict(self):
-        return _lambda_state(self, "lr_lambdas")
-
-    def load_state_dict(self, state_dict):
-        _load_lambda_state(self, state_dict, "lr_lambdas")
 
     def get_lr(self):
         self._warn_outside_step()

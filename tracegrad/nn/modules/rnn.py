@@ -45,6 +45,14 @@ def _gru_cell(x_proj, h, w_hh, b_hh):
     return (h - n) * z + n
 
 
+def _reset_uniform(m):
+    """torch's initialisation of recurrent weights and biases: U(-1/sqrt(hidden), 1/sqrt(hidden))."""
+    from .. import init
+    stdv = 1.0 / math.sqrt(m.hidden_size) if m.hidden_size > 0 else 0
+    for w in m.parameters():
+        init.uniform_(w, -stdv, stdv)
+
+
 class RNNBase(Module):
     def __init__(self, mode, input_size, hidden_size, num_layers=1, bias=True, batch_first=False, dropout=0.0,
                  bidirectional=False, proj_size=0, device=None, dtype=None):
@@ -91,10 +99,7 @@ class RNNBase(Module):
         self.reset_parameters()
 
     def reset_parameters(self):
-        stdv = 1.0 / math.sqrt(self.hidden_size) if self.hidden_size > 0 else 0
-        from .. import init
-        for w in self.parameters():
-            init.uniform_(w, -stdv, stdv)
+        _reset_uniform(self)
 
     @property
     def all_weights(self):
@@ -249,10 +254,7 @@ class RNNCellBase(Module):
         self.reset_parameters()
 
     def reset_parameters(self):
-        stdv = 1.0 / math.sqrt(self.hidden_size) if self.hidden_size > 0 else 0
-        from .. import init
-        for w in self.parameters():
-            init.uniform_(w, -stdv, stdv)
+        _reset_uniform(self)
 
     def extra_repr(self):
         s = f"{self.input_size}, {self.hidden_size}"
