@@ -217,11 +217,6 @@ def test_an_unsupported_primitive_raises_naming_it():
     g = trace(lambda m, a: m.einsum("ij,jk->ik", a, a.T) * 2, [x[0].astype(np.int64)])
     with pytest.raises(NotImplementedError, match="einsum: a contraction of integer tensors"):
         lower(g)
-    idx = np.array([0, 2, 0], dtype=np.int64)
-    g = trace(lambda m, a, i: a[i, i] * 2, [x[0], idx])
-    bwd = derive(g, list(g.outputs), [g.inputs[0]])
-    with pytest.raises(NotImplementedError, match="getitem_backward"):
-        lower(bwd)
 
 
 def test_indexing_backward_adds_repeated_indices():
@@ -231,6 +226,36 @@ def test_indexing_backward_adds_repeated_indices():
         check_forward(fn, [x, idx])
         bwd, prog = check_backward(fn, [x, idx], wrt=[0])
         assert "index_add_kernel" in prog.kernel_names
+
+
+@pytest.mark.parametrize("fn", [
+    lambda m, a, i: a[i, i] * 2,                       # two index tensors
+    lambda m, a, i: a[1, i].exp(),                     # an int and an index tensor
+    lambda m, a, i: a[i[:2], 0, 1:].sin(),             # index tensor, int, slice
+    lambda m, a, i: a[..., i].tanh() + a[None, 0, i, :1].sum(),
+    lambda m, a, i: a[i, :, (i + 1) % 3] * 3,             # separated index tensors: their dims go first
+], ids=["tt", "int-t", "t-int-slice", "ellipsis-None", "t-slice-t"])
+def test_indexing_backward_with_any_key_adds_repeated_indices(fn):
+    """getitem_backward with ints, slices, None and several (repeated) index tensors: a
+    scatter-add kernel over each element's position, repeats adding up as torch's do."""
+    x = make_inputs([(4, 3, 3)])[0]
+    idx = np.array([0, 2, 0, 2, 2], dtype=np.int64)
+    check_forward(fn, [x, idx])
+    bwd, prog = check_backward(fn, [x, idx], wrt=[0])
+    assert "index_add_kernel" in prog.kernel_names
+
+
+def test_index_put_accumulate_adds_repeated_indices():
+    x, v = make_inputs([(4, 3), (5, 3)])
+    idx = np.array([0, 2, 0, -1, 0], dtype=np.int64)
+    fn = lambda m, a, b, i: m.index_put(a, (i,), b * 2, accumulate=True).exp()  # noqa: E731
+    check_forward(fn, [x, v, idx])
+    bwd, prog = check_backward(fn, [x, v, idx], wrt=[0, 1])
+    fwd = lower(trace(fn, [x, v, idx]))
+    assert "index_put_kernel" in fwd.kernel_names
+    # a constant value broadcast over mixed keys
+    fn2 = lambda m, a, i: m.index_put(a, (i, m.tensor([1, 1, 2, 0, 1])), m.tensor(1.5), accumulate=True)  # noqa
+    check_forward(fn2, [x, idx])
 
 
 # -- every lowered elementwise primitive, forward and backward --------------------------------------
@@ -374,19 +399,39 @@ def test_tril_triu_and_glue_ops():
 def test_scatter_and_scatter_add_with_repeated_indices():
     x, src = make_inputs([(3, 5), (3, 4)])
     idx = np.array([[0, 4, 4, 1], [2, 2, 2, 2], [3, 0, 1, 3]], dtype=np.int64)
-    g, prog = check_forward(lambda m, a, i, s: (a.scatter_add(1, i, s) * 2, a.scatter(1, i[:, :1], s[:, :1])),
-                            [x, idx, src])
+    g, prog = check_forward(lambda m, a, i, s: (a.scatter_add(1, i, s) * 2, a.scatter(1, i, s)), [x, idx, src])
     assert "tl.atomic_add(" in prog.source and {"scatter_add_kernel", "scatter_kernel"} <= set(prog.kernel_names)
     check_backward(lambda m, a, i, s: a.scatter_add(1, i, s).tanh(), [x, idx, src], wrt=[0, 2])
+
+
+def test_scatter_of_one_value_per_row_is_elementwise():
+    """An index of one position per row (cross-entropy's one-hot gradient) is a comparison with
+    the position: fused into the kernels around it, no atomics."""
+    x, src = make_inputs([(3, 5), (3, 4)])
+    idx = np.array([[0, 4, 4, 1], [2, 2, 2, 2], [3, 0, 1, 3]], dtype=np.int64)
+    fn = lambda m, a, i, s: (a.scatter_add(1, i[:, :1], s[:, :1]).exp().sum(1),  # noqa: E731
+                             a.scatter(1, i[:, 1:2], s[:, 2:3]) * 2, a[:, :4].scatter(0, i[:1, :] % 3, 2.5),
+                             a[0].scatter_add(0, i[0, 3:], s[1, :1]))
+    g, prog = check_forward(fn, [x, idx, src])
+    assert "atomic_add" not in prog.source and {k.kind for k in prog.kernels} == {"pointwise", "reduce"}
+    assert "fused_scatter_exp_sum_kernel" in prog.kernel_names
+    check_backward(lambda m, a, i, s: a.scatter_add(1, i[:, :1], s[:, :1]).tanh(), [x, idx, src], wrt=[0, 2])
 
 
 def test_cross_entropy_forward_and_backward():
     x = make_inputs([(5, 4)])[0]
     t = np.array([0, 3, 1, 1, 2], dtype=np.int64)
     fn = lambda m, a, y: NF.cross_entropy(a, y) if m is tg else torch.nn.functional.cross_entropy(a, y)  # noqa
-    check_forward(fn, [x, t])
+    g, prog = check_forward(fn, [x, t])
+    # the target's logit is one more stage of the log-softmax kernel: the logits are read once
+    assert "= gather(" not in prog.plan and any("softmax_gather" in k for k in prog.kernel_names), prog.plan
     bwd, prog = check_backward(fn, [x, t], wrt=[0])
-    assert "scatter_add_kernel" in prog.kernel_names
+    # softmax - one-hot: the one-hot is a comparison with the column inside the row kernel
+    assert "scatter_add_kernel" not in prog.kernel_names and sum(k.kind == "reduce" for k in prog.kernels) == 1
+    x = make_inputs([(3, 100)])[0]                    # rows longer than the block: looped passes
+    t = np.array([99, 0, 57], dtype=np.int64)
+    check_forward(fn, [x, t])
+    check_backward(fn, [x, t], wrt=[0])
 
 
 # -- fusion -------------------------------------------------------------------------------------------

@@ -48,7 +48,8 @@ import numpy as np
 
 from ..ir.graph import V, refs, type_str
 from ..ir.printer import comment_text, safe_repr
-from ..ops.lowering import TL, Decompose, Dot, Expr, Glue, Reduce, Scatter, has_tensor_key, identity, lit, torch_dtype
+from ..ops.lowering import (TL, Decompose, Dot, Expr, Glue, Reduce, Scatter, has_tensor_key, identity, index_key, lit,
+                            torch_dtype)
 from ..ops.primitives import PRIMITIVES
 
 
@@ -268,7 +269,9 @@ def _min_combine(a, b):
 
 # == grouping ======================================================================================
 
-def _kind(a):
+def _kind(a, shapes=None):
+    """pointwise | reduce | matmul | scatter | glue | input; shapes(v) gives an argument's shape
+    (a scatter of one value per row is elementwise when it is given)."""
     op = a["op"]
     if op == "input":
         return "input"
@@ -284,16 +287,18 @@ def _kind(a):
         return "matmul"
     if isinstance(low, Scatter):
         p = a["params"]
-        if low.kind == "index_add":
+        if low.kind in ("index_add", "index_put"):
             why = low.glue.refusal(p)
-            if why is None and has_tensor_key(p["key"]) and _one_index_dim(p["key"]) is None:
-                why = "indices other than one index tensor among full slices are not lowered"
             if why:
                 raise NotImplementedError(f"{op}: {why}{where}")
-            return "scatter" if has_tensor_key(p["key"]) else "glue"
+            # getitem_backward with index tensors and index_put(accumulate=True) add, repeated
+            # indices adding up: a scatter-add kernel. Other keys select each position once,
+            # so a torch copy (glue) writes them.
+            adds = has_tensor_key(p["key"]) if low.kind == "index_add" else bool(p.get("accumulate"))
+            return "scatter" if adds else "glue"
         if p.get("reduce") not in (None, "add"):
             raise NotImplementedError(f"{op}: reduce={p['reduce']!r} has no Triton lowering{where}")
-        return "scatter"
+        return "pointwise" if _row_scatter(a, shapes) else "scatter"
     if isinstance(low, Glue):
         why = low.refusal(a["params"])
         if why:
@@ -303,6 +308,39 @@ def _kind(a):
         raise AssertionError(f"{op}: a decomposed primitive reached grouping{where}")
     reason = low.reason if low is not None else "its op table entry has no `triton` lowering"
     raise NotImplementedError(f"{op}: no Triton lowering ({reason}){where}")
+
+
+def _row_scatter(a, shapes):
+    """a is a scatter of one value per row (index and src of out's shape with size 1 along
+    dim, cross-entropy's one-hot gradient): out[i] = x[i] (+) src[row] where i's position
+    along dim is index[row], an elementwise expression of the position (`_ROW_SCATTER`)."""
+    if shapes is None or a["op"] != "scatter":
+        return False
+    x, index, src = a["args"]
+    dim = a["params"]["dim"]
+    out = tuple(a["shape"])
+    ishape = shapes(index)
+    want = tuple(1 if d == dim % max(len(out), 1) else n for d, n in enumerate(out))
+    return len(out) > 0 and ishape == want and (not isinstance(src, V) or shapes(src) == want)
+
+
+def _row_scatter_expr(a, p, c):
+    x, index, src = a
+    dim = p["dim"] % len(c.idx)
+    pos = c.idx[dim] or "0"
+    hit = f"{pos} == {index}"
+    if p.get("reduce") == "add":
+        return f"tl.where({hit}, {x} + {src}, {x})"
+    return f"tl.where({hit}, {src}, {x})"
+
+
+_ROW_SCATTER = Expr(_row_scatter_expr, cast=True)
+
+
+def _expr(a):
+    """The elementwise lowering of a pointwise node."""
+    low = _lowering(a)
+    return _ROW_SCATTER if isinstance(low, Scatter) else low
 
 
 def _dims(a, ndim):
@@ -339,7 +377,7 @@ class _Unit:
 
 def _group(g):
     nodes = g.nodes()
-    kinds = {n: _kind(g[n]) for n in nodes}
+    kinds = {n: _kind(g[n], lambda v: tuple(g[v]["shape"])) for n in nodes}
     unit_of = {}
     units = []
     anc_cache = {}
@@ -421,7 +459,7 @@ def _group(g):
                         row_vals.add(m)
                         changed = True
                         continue
-                    if k == "reduce" and kinds[m] == "reduce" and _same_rows(g, m, u) and \
+                    if k == "reduce" and (kinds[m] == "reduce" and _same_rows(g, m, u) or _row_gather(g, m, u)) and \
                             args(m)[0] not in expelled and _stage_input(
                                 g, args(m)[0], kinds, unit_of, members, full_vals, safe_external):
                         # a further reduction of a full-row value, or a sibling reduction of an
@@ -654,6 +692,19 @@ def _same_rows(g, m, u):
     return s_in == u.s_in and _dims(a, len(s_in)) == u.dims
 
 
+def _row_gather(g, m, u):
+    """m gathers one element per row of a value over unit u's rows (cross-entropy's target
+    logit): a further stage of u's kernel, a masked sum over the row."""
+    a = g[m]
+    if a["op"] != "gather" or len(u.dims) != 1:
+        return False
+    x, index = refs(a["args"])
+    s_in = u.s_in
+    want = tuple(1 if d == u.dims[0] else n for d, n in enumerate(s_in))
+    return a["params"]["dim"] % len(s_in) == u.dims[0] and tuple(g[x]["shape"]) == s_in and \
+        tuple(g[index]["shape"]) == want
+
+
 def _stage_input(g, x, kinds, unit_of, members, full_vals, safe_external):
     """x can feed one more reduction stage of a kernel with `members`: a full-row value of
     the kernel, a graph input, or an elementwise value of outside values alone (computed
@@ -673,7 +724,7 @@ def _positional(g, a):
     class Probe(list):
         def __getitem__(self, k):
             raise LookupError
-    low = _lowering(a)
+    low = _expr(a)
     exprs = [None if x is None else (str(x) if isinstance(x, V) else "0") for x in a["args"]]
     ctx = _Ctx(a["args"], [g[x]["dtype"] if isinstance(x, V) else None for x in a["args"]], a["dtype"], Probe())
     try:
@@ -774,7 +825,7 @@ class _Emitter:
 
     def compute(self, n, idx, lines, indent):
         a = self.g[n]
-        low = _lowering(a)
+        low = _expr(a)
         args = a["args"]
         exprs = []
         in_dtypes = []
@@ -850,8 +901,8 @@ def _name_for(g, members, kind):
     """`fused_mul_add_tanh_kernel`: the group's ops in order, each once (six at most)."""
     if kind == "scatter":
         a = g[members[0]]
-        if _lowering(a).kind == "index_add":
-            return "index_add_kernel"
+        if _lowering(a).kind in ("index_add", "index_put"):
+            return f"{_lowering(a).kind}_kernel"
         return "scatter_add_kernel" if a["params"].get("reduce") == "add" else "scatter_kernel"
     ops = []
     for m in members:
@@ -971,10 +1022,20 @@ def _emit_reduction(g, u, name, max_row_block):
     stages = []
     for k, rk in enumerate(u.stages):
         ak = g[rk]
-        kind = _lowering(ak).kind
         xk = refs(ak["args"])[0]
         acc = _ctype(ak["dtype"][0] if ak["prim"].multi else ak["dtype"])
-        passes, finish = _reduction_plan(kind, ak["params"], N, acc)
+        if ak["op"] == "gather":
+            # the element at the row's index: a sum of the row with every other lane -0.0 (the
+            # identity of +, so the element comes out bit for bit, a -0.0 included); an index
+            # outside the row gives NaN rather than a plausible number
+            kind, index = "take", refs(ak["args"])[1]
+            ident = "-0.0" if ak["dtype"].is_floating_point else "0"
+            passes = [("sum", f"tl.where(cols == {index}, v, {ident})", acc, ident)]
+            finish = f"tl.where(({index} < 0) | ({index} >= {N}), float(\"nan\"), s0)" \
+                if ak["dtype"].is_floating_point else "s0"
+        else:
+            kind = _lowering(ak).kind
+            passes, finish = _reduction_plan(kind, ak["params"], N, acc)
         vt = _ctype(g[xk]["dtype"]) if kind in ("argmax", "argmin", "max_dim", "min_dim") else acc
         passes = [q + (vt, _identity(q[0], vt))[len(q) - 2:] for q in passes]
         vname = "v" if k == 0 else f"v{k + 1}"
@@ -1092,17 +1153,26 @@ def _emit_reduction(g, u, name, max_row_block):
                 done.add(xk)
             ls.append(f"{indent}{vname} = {xk}.to({vt})")
 
+    def take_index(k):
+        """A gather stage's index: one value per row, loaded before the stage's passes."""
+        rk = stages[k][0]
+        if g[rk]["op"] == "gather":
+            index = refs(g[rk]["args"])[1]
+            e.load(index, s_in, [None if d in dims else idx[d] for d in range(len(s_in))], set(), None, body, "    ")
+
     if whole:
         done = set()
         ls, bidx, vec = sweep("    ", "", [], done)
         body += ls
         for k, (rk, xk, vname, vt, passes, finish, sname) in enumerate(stages):
+            take_index(k)
             stage_value(k, body, "    ", done, bidx, vec)
             for (comb, ex, _, ident), sn in zip(passes, sname):
                 body.append(f"    {sn} = {_FINAL[comb].format(a=f'tl.where(mask, {ex}, {ident})')}")
             row_epilogue(k)
     else:
         for k, (rk, xk, vname, vt, passes, finish, sname) in enumerate(stages):
+            take_index(k)
             for (comb, ex, ty, ident), sn in zip(passes, sname):
                 body.append(f"    acc = tl.full([BLOCK_SIZE], {ident}, {ty})")
                 body.append(f"    for start in range(0, {N}, BLOCK_SIZE):")
@@ -1269,8 +1339,62 @@ def _emit_index_add(g, u, name):
     return e, body, ["BLOCK_SIZE"]
 
 
+def _key_domain(g, n):
+    """The shape of x[key] for a getitem_backward / index_put node n (the positions it adds to)."""
+    from ..ops.primitives import np_index
+    a = g[n]
+    xs = refs(a["args"])
+    idx = xs[1:] if _lowering(a).kind == "index_add" else xs[2:]
+    dummy = np.broadcast_to(np.empty((), dtype=np.int8), tuple(a["shape"]))
+    return tuple(np_index(dummy, a["params"]["key"], [np.zeros(tuple(g[i]["shape"]), dtype=np.int64) for i in idx]).shape)
+
+
+def _positions(torch, g, n, env, dev):
+    """out's flat position of each element of x[key] (int64, contiguous over x[key]'s shape):
+    torch indexes a range of positions with the key, as the forward getitem (glue) indexes
+    the values; the kernel adds the values at these positions."""
+    a = g[n]
+    xs = a["args"]
+    idx = [env[v] for v in (xs[1:] if _lowering(a).kind == "index_add" else xs[2:])]
+    shape = tuple(a["shape"])
+    grid = torch.arange(_numel(shape), dtype=torch.int64, device=dev).reshape(shape)
+    return grid[index_key(a["params"]["key"], idx)].contiguous()
+
+
+def _emit_index_scatter(g, u, name):
+    """getitem_backward(g, *idx, key) (adds g into zeros) or index_put(x, v, *idx, key,
+    accumulate=True) (adds v into a copy of x) with any key: out.flat[pos[j]] += value[j], where
+    pos (made by the launcher, `_positions`) is each element's flat position in out."""
+    e = _Emitter(g)
+    n = u.root
+    a = g[n]
+    val = a["args"][0] if _lowering(a).kind == "index_add" else a["args"][1]
+    dom = _key_domain(g, n)
+    u.numel = _numel(dom)
+    body = ["    pid = tl.program_id(0)",
+            "    offsets = pid * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)",
+            f"    mask = offsets < {u.numel}"]
+    lines, idx = _index_lines([f"i{d}" for d in range(len(dom))], dom, "offsets", "    ")
+    body += lines
+    vec = set(i for i in idx if i) | {"offsets"}
+    out_ty = TL[a["dtype"].name]
+    if isinstance(val, V):
+        e.load(val, dom, idx, vec, "mask", body, "    ")
+        value = f"{val}.to({out_ty})"
+    else:
+        value = f"tl.full([BLOCK_SIZE], {lit(val)}, {out_ty})"
+    pos = e.param(f"{n}_pos_ptr", ("pos", n))
+    body.append(f"    pos = tl.load({pos} + offsets, mask=mask, other=0)")
+    ptr = e.param(f"{n}_out_ptr", ("out", n))
+    body.append(f"    tl.atomic_add({ptr} + pos, {value}, mask=mask)")
+    return e, body, ["BLOCK_SIZE"]
+
+
 def _emit_scatter(g, u, name):
-    if _lowering(g[u.root]).kind == "index_add":
+    low = _lowering(g[u.root])
+    if low.kind == "index_put" or low.kind == "index_add" and _one_index_dim(g[u.root]["params"]["key"]) is None:
+        return _emit_index_scatter(g, u, name)
+    if low.kind == "index_add":
         return _emit_index_add(g, u, name)
     e = _Emitter(g)
     n = u.root
@@ -1469,6 +1593,8 @@ def _kernel_runner(g, u, kernel):
                 vals.append(env[what[1]])
             elif what[0] == "stride":
                 vals.append(env[what[1]].stride(what[2]))
+            elif what[0] == "pos":
+                vals.append(outs["pos"])
             elif what[0] == "stride2":
                 v, j, role = what[1], what[2], what[3]
                 t = env[v]
@@ -1504,6 +1630,8 @@ def _kernel_runner(g, u, kernel):
                 outs[u.root].zero_()
             else:
                 outs[u.root].copy_(env[u.root_args[0]])
+            if any(what[0] == "pos" for _, what in u.params):
+                outs["pos"] = _positions(torch, g, u.root, env, dev)
             if u.numel == 0:
                 env[u.root] = outs[u.root]
                 return

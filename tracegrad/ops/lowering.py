@@ -85,8 +85,10 @@ class Dot:
 
 class Scatter:
     """A scatter lowering: one program per block of index elements. kind "scatter": write
-    (or with reduce="add", atomically add) src into a copy of x; "index_add": add g into
-    zeros at one index tensor's positions. `glue` runs the keys with no index tensor."""
+    (or with reduce="add", atomically add) src into a copy of x; "index_add" (getitem's
+    backward): add g into zeros at a key's positions; "index_put" (accumulate=True): add v
+    into a copy of x at a key's positions. `glue` runs the calls that add nothing (keys with
+    no index tensor, index_put without accumulate): each position is written once."""
     __slots__ = ("kind", "glue")
 
     def __init__(self, kind, glue=None):
@@ -360,7 +362,7 @@ gather = Glue(lambda torch, dev, x, index, dim: x.gather(dim, index))
 index_select = Glue(lambda torch, dev, x, index, dim: x.index_select(dim, index))
 full = Glue(lambda torch, dev, shape, value, dtype: torch.full(tuple(shape), value, dtype=torch_dtype(torch, dtype),
                                                                device=dev))
-index_put = Glue(_index_put, refuse=lambda p: "index_put with accumulate=True adds" if p.get("accumulate") else None)
+index_put = Scatter("index_put", glue=Glue(_index_put))
 as_strided = Glue(_as_strided, view=True)
 as_strided_scatter = Glue(_as_strided_scatter)
 identity = Glue(lambda torch, dev, x, *rest, **p: x, view=True)
