@@ -11,7 +11,9 @@ the minimum (inputs read once, outputs written once), their ratio, the most regi
 kernel uses and the kernels that spill. Bytes come from the launch plan: a kernel reads
 each value it loads (a broadcast view costs its base's bytes; a row reduction that loops
 over blocks reads its inputs once per pass) and writes each value it stores; a glue copy
-(cat, flip, gather, ...) writes its value and reads at most as much of each argument. Registers and spills come from the cubin
+(cat, flip, gather, ...) writes its value and reads at most as much of each argument; an atomic
+add reads and writes its target (a scatter's every index element, a row kernel's column sums
+once per program, after zeroing the output). Registers and spills come from the cubin
 (cuobjdump -res-usage of triton's own binary). tests/test_triton_sm90.py runs the same
 cases in CI.
 """
@@ -70,6 +72,8 @@ def cases():
         ("layer_norm bfloat16", lambda m, x, w, b: m.nn.functional.layer_norm(x, (512,), w, b),
          [t((256, 512), tg.bfloat16), t((512,), tg.bfloat16), t((512,), tg.bfloat16)]),
         ("matmul bfloat16", lambda m, a, w: (a @ w) * 2, [t((128, 256), tg.bfloat16), t((256, 64), tg.bfloat16)]),
+        ("indexing", lambda m, x, i: x[i, i].exp().sum() + m.index_put(x, (i, i), x[i, 0] * 2, accumulate=True)[1:, 0],
+         [t((256, 512)), tg.tensor(r.integers(0, 256, 1000))]),
     ]
 
 
@@ -133,6 +137,20 @@ def traffic(prog):
                 seen.add(base)
                 moved += b * passes
         moved += sum(_nbytes(g, w) for w in u.writes)
+        if u.kind == "scatter":
+            # atomic adds read and write each target element they touch; an index kernel over
+            # any key also reads each element's position, which the launcher makes (a range
+            # of out's size, indexed)
+            a = g[u.root]
+            n = u.numel
+            moved += 2 * n * a["dtype"].itemsize
+            if any(what[0] == "pos" for _, what in u.params):
+                moved += 8 * n + 8 * _nbytes(g, u.root) // a["dtype"].itemsize + 16 * n
+        for w in getattr(u, "col_stages", ()):
+            # column sums: the output zeroed, then each program atomically adds (reads and
+            # writes) its partial sums
+            programs = -(-u.M // u.rows)
+            moved += _nbytes(g, w) + 2 * programs * _nbytes(g, w)
     ins = set()
     for u in prog.units:
         for x in (u.reads if u.kind != "glue" else T.refs(g[u.root]["args"])):
@@ -158,6 +176,8 @@ def kernel_specs(prog):
         for pname, what in u.params:
             if what[0] in ("ptr", "out"):
                 sig[pname] = "*" + SIG[g[what[1]]["dtype"].name]
+            elif what[0] == "pos":
+                sig[pname] = "*i64"
             else:
                 sig[pname] = "i32"
         if u.kind == "reduce" and u.whole:

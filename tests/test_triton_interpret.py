@@ -266,7 +266,7 @@ ELSEWHERE = {"matmul": "test_matmul_*", "tril": "test_tril_triu_and_glue_ops", "
              "max_dim": "test_index_reductions_*", "min_dim": "test_index_reductions_*",
              "isnan": "test_nonfinite_*", "isinf": "test_nonfinite_*", "isfinite": "test_nonfinite_*",
              "lt": "BINARY['eq']", "scatter": "test_scatter_*",
-             "getitem_backward": "test_indexing_backward_*"}
+             "getitem_backward": "test_indexing_backward_*", "index_put": "test_index_put_*"}
 
 R = "real"
 UNARY = [  # (primitive, fn, domain, differentiable)
@@ -583,6 +583,14 @@ def test_layernorm_forward_and_backward():
     g, prog = check_forward(fn, [x, w, b], tol=dict(rtol=1e-4, atol=1e-5))
     assert len(prog.kernels) == 1                     # mean, then var of the centred row: two stages
     check_backward(fn, [x, w, b], tol=dict(rtol=1e-4, atol=1e-5))
+    # the backward is one kernel: two row sums, and the weight and bias gradients as column
+    # sums, each program adding its rows' partials; 11 rows: the second program's last rows
+    # repeat row 10 and add nothing
+    x = make_inputs([(11, 8)])[0]
+    bwd, prog = check_backward(fn, [x, w, b], tol=dict(rtol=1e-4, atol=1e-5))
+    (k,) = prog.kernels
+    assert k.kind == "reduce" and len(k.stages) == 2 and len(k.col_stages) == 2 and k.rows == 8, prog.plan
+    assert prog.source.count("tl.atomic_add(") == 2
     x = make_inputs([(3, 100)])[0]                    # rows longer than the block: one loop per pass
     fn = lambda m, a, w_, b_: NF.layer_norm(a, (100,)) if m is tg else torch.nn.functional.layer_norm(a, (100,))  # noqa
     g, prog = check_forward(fn, [x, w, b], tol=dict(rtol=1e-4, atol=1e-5))
@@ -736,7 +744,15 @@ def test_no_result_is_computed_by_a_torch_math_op():
     a, b = make_inputs([(2, 3), (2, 3)])
     glue = trace(lambda m, p, q: (m.cat([p, q], 1).reshape(3, 4).T * 2).flip(0)[1:, :2].exp(), [a, b])
     glue_bwd = derive(glue, list(glue.outputs), glue.inputs)
-    seen = _torch_calls([(g, [x, w1, b1, w2, b2, onehot]), (bwd, None), (glue, [a, b]), (glue_bwd, None)])
+    # LayerNorm's backward (column sums by atomic adds into zeros), indexing backward with a
+    # mixed key and index_put(accumulate=True) (adds at positions the launcher indexes)
+    ln = trace(lambda m, p, w_, b_: NF.layer_norm(p, (3,), w_, b_), make_inputs([(4, 3), (3,), (3,)]))
+    ln_bwd = derive(ln, list(ln.outputs), ln.inputs)
+    idx = np.array([0, 1, 1], dtype=np.int64)
+    ix = trace(lambda m, p, i: p[i, 1:].exp() + m.index_put(p, (i,), p[0] * 2, accumulate=True)[:, 1:].sum(), [a, idx])
+    ix_bwd = derive(ix, list(ix.outputs), ix.inputs[:1])
+    seen = _torch_calls([(g, [x, w1, b1, w2, b2, onehot]), (bwd, None), (glue, [a, b]), (glue_bwd, None),
+                         (ln, None), (ln_bwd, None), (ix, [a, idx]), (ix_bwd, None)])
     assert {"empty", "reshape"} <= seen                 # the recorder sees the launcher's calls
     assert not seen & TORCH_MATH, sorted(seen & TORCH_MATH)
 
@@ -747,7 +763,7 @@ def test_source_lists_every_kernel_for_explain():
     prog = lower(g)
     for k in prog.kernels:
         assert f"def {k.name}(" in prog.source
-    assert len(prog.kernels) == 3
+    assert len(prog.kernels) == 2                      # the matmul; softmax with its column sums
 
 
 # -- compiled with backend="triton": against the numpy backend and torch ------------------------------
@@ -805,6 +821,9 @@ EXTRA = [  # (primitive, fn, inputs, differentiable): the primitives ELSEWHERE n
      lambda: [make_inputs([(3, 5)])[0], IDX, make_inputs([(3, 4)], seed=1)[0]], True),
     ("getitem_backward", lambda m, a, i: a[i].exp() * 2,
      lambda: [make_inputs([(4, 3, 2)])[0], np.array([[0, 2], [-1, 0], [2, 2]], dtype=np.int64)], True),
+    ("index_put", lambda m, a, i, v: m.index_put(a, (i,), v * 2, accumulate=True).exp(),
+     lambda: [make_inputs([(4, 3)])[0], np.array([0, 2, 0, -1, 0], dtype=np.int64), make_inputs([(5, 3)], seed=1)[0]],
+     True),
 ]
 COMPILED = ([(c[0], c[1], (lambda c=c: make_inputs([(3, 5)], domain=c[2])), c[3]) for c in UNARY]
             + [(c[0], c[1], (lambda c=c: make_inputs([(3, 4), (4,)], domain=c[2])), c[3]) for c in BINARY]
@@ -1219,3 +1238,14 @@ def test_eager_cuda_convolutions_pooling_and_einsum_run_triton_kernels():
     assert res["host_ops"] == [], res
     assert res["err"] < 1e-4, res
     assert res["stats"].get("backward_triton", 0) >= 1, res
+
+
+def test_logical_ops_on_float_and_integer_operands():
+    """logical_and/or/xor compare each operand with zero before `&`/`|`/`!=`: NaN and any
+    nonzero number are true, for float, integer and 0-dim operands alike."""
+    x = np.array([0.0, -1.5, np.nan, 2.0, 0.0, 3.0], dtype=np.float32)
+    z = np.array([1, 0, 2, 0, -3, 0], dtype=np.int64)
+    fn = lambda m, a, b, c: (m.logical_and(a, b), m.logical_or(a, c), m.logical_xor(c, b),  # noqa: E731
+                             m.logical_or(b, a) * 1.0, m.logical_and(a, c))
+    for y in (0.5, 0.0):
+        check_forward(fn, [x, np.array(y, dtype=np.float32), z])

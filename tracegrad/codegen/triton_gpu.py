@@ -373,9 +373,10 @@ class _Unit:
         self.source = None
         self.reads = []
         self.writes = []
+        self.rows = 1                    # rows per program of a reduction kernel
 
 
-def _group(g):
+def _group(g, max_row_block=None):
     nodes = g.nodes()
     kinds = {n: _kind(g[n], lambda v: tuple(g[v]["shape"])) for n in nodes}
     unit_of = {}
@@ -400,13 +401,30 @@ def _group(g):
 
     outputs = set(o for o in g.outputs if o is not None)
 
-    # reductions and matmuls first, each taking its prologue and epilogue
+    # reductions and matmuls first, each taking its prologue and epilogue; a sum over the rows
+    # of another reduction's input (LayerNorm's weight gradient beside its row sums) waits
+    # for that row kernel, which may take it in as column sums
+    row_dims = set()
     for n in nodes:
+        if kinds[n] == "reduce" and not g[n]["prim"].multi:
+            s_n = tuple(g[args(n)[0]]["shape"])
+            row_dims.add((s_n, _dims(g[n], len(s_n))))
+
+    def waits(n):
+        if kinds[n] != "reduce" or g[n]["prim"].multi:
+            return False
+        s_n = tuple(g[args(n)[0]]["shape"])
+        d = _dims(g[n], len(s_n))
+        rest = tuple(i for i in range(len(s_n)) if i not in d)
+        trailing = tuple(range(len(s_n) - len(rest), len(s_n)))
+        return bool(rest) and rest == trailing and (s_n, rest) in row_dims
+    for n in [n for n in nodes if not waits(n)] + [n for n in nodes if waits(n)]:
         k = kinds[n]
         if k not in ("reduce", "matmul") or n in unit_of:
             continue
         u = _Unit(k, n)
         u.stages = [n]
+        u.col_stages = []        # column sums of full-row values (see _emit_reduction)
         members = {n}
         a = g[n]
         if k == "reduce":
@@ -448,6 +466,20 @@ def _group(g):
                 for m in nodes:
                     if m in members or m in unit_of:
                         continue
+                    if any(x in u.col_stages for x in args(m)):
+                        continue            # a column sum is complete only when every program is done
+                    if k == "reduce" and kinds[m] == "reduce" and _col_sum(g, m, u, max_row_block):
+                        # a sum over the rows of a full-row value (a LayerNorm weight or bias
+                        # gradient): the elementwise chain it sums joins the kernel, which adds
+                        # each program's column partials into the output
+                        chain = _col_chain(g, args(m)[0], kinds, unit_of, members, full_vals, outputs,
+                                           u, m, safe_external)
+                        if chain is not None:
+                            members |= chain | {m}
+                            full_vals |= chain
+                            u.col_stages.append(m)
+                            changed = True
+                            continue
                     if multi and g[m]["op"] == "proj" and args(m)[0] == n:
                         members.add(m)
                         row_vals.add(m)
@@ -488,6 +520,20 @@ def _group(g):
                                 all(w in full_vals and w not in pro for w in users) and \
                                 not any(x in members for x in margs) and safe_external(m, members):
                             members.add(m)
+                            full_vals.add(m)
+                            changed = True
+                        # ... or a value of prologue and outside values alone (LayerNorm backward's
+                        # g * w * rstd) that the kernel's other full-row values read: one more
+                        # prologue value, when nothing it feeds outside the kernel comes back in
+                        elif full_ok and tuple(g[m]["shape"]) == u.s_in and m not in outputs and users and \
+                                all(w in members or kinds[w] == "pointwise" and tuple(g[w]["shape"]) == u.s_in
+                                    for w in users) and \
+                                all(x in pro or x not in members for x in margs) and \
+                                safe_external(m, members) and not _positional(g, g[m]) and \
+                                not any(m == y or m in ancestors(y) for v in members for y in args(v)
+                                        if y not in members):
+                            members.add(m)          # one more prologue value
+                            pro.add(m)
                             full_vals.add(m)
                             changed = True
                         # ... or a per-row value of outside inputs that only the row epilogue
@@ -690,6 +736,49 @@ def _same_rows(g, m, u):
     x = refs(a["args"])[0]
     s_in = tuple(g[x]["shape"])
     return s_in == u.s_in and _dims(a, len(s_in)) == u.dims
+
+
+def _col_sum(g, m, u, max_row_block):
+    """m sums a value of unit u's input shape over u's rows (the dims u keeps), keeping u's
+    columns: a float32/float64 sum or mean, the row held whole in registers."""
+    a = g[m]
+    if a["prim"].multi or _lowering(a).kind not in ("sum", "mean") or a["dtype"].name not in ("float32", "float64"):
+        return False
+    x = refs(a["args"])[0]
+    s_in = u.s_in
+    if tuple(g[x]["shape"]) != s_in or max_row_block is None:
+        return False
+    kept = tuple(d for d in range(len(s_in)) if d not in u.dims)
+    N = _numel([s_in[d] for d in u.dims])
+    return kept and _dims(a, len(s_in)) == kept and _next_pow2(N) <= max_row_block
+
+
+def _col_chain(g, x, kinds, unit_of, members, full_vals, outputs, u, m, safe_external):
+    """The elementwise nodes (of u's input shape) that compute x from the kernel's full-row
+    values and outside values, used by nothing outside the kernel; None when there are none
+    such (x read from another kernel, or needed outside)."""
+    if x in full_vals or kinds[x] == "input":
+        return set()
+    chain, stack = set(), [x]
+    while stack:
+        v = stack.pop()
+        if v in chain or v in full_vals or kinds[v] == "input":
+            continue
+        if v in members or v in unit_of or kinds[v] != "pointwise" or tuple(g[v]["shape"]) != u.s_in or \
+                v in outputs or _positional(g, g[v]):
+            if v == x:
+                return None
+            continue                  # an outside value, read by the kernel
+        chain.add(v)
+        stack.extend(refs(g[v]["args"]))
+    inside = members | chain | {m}
+    for v in chain:
+        if any(w not in inside for w in g.users(v)) or not safe_external(v, inside):
+            return None
+        for y in refs(g[v]["args"]):
+            if y in members and y not in full_vals:
+                return None           # a per-row value: not a full-row operand here
+    return chain
 
 
 def _row_gather(g, m, u):
@@ -1204,7 +1293,46 @@ def _emit_reduction(g, u, name, max_row_block):
             off = "cols" if off == "0" else f"{off} + cols"
         for w in stored_full:
             e.store(w, off, "mask", body, indent)
+    if u.col_stages:
+        body = _column_sums(g, u, e, body, done, bidx, vec, compute_full, needed_full, M)
     return e, body, ["BLOCK_SIZE"]
+
+
+# rows one program of a kernel with column sums handles: its column partials are added into
+# the outputs once per program, so the atomic traffic is at most 1/COL_ROWS of the rows'
+_COL_ROWS = 8
+
+
+def _column_sums(g, u, e, body, done, bidx, vec, compute_full, needed_full, M):
+    """A row kernel that also sums full-row values over the rows (LayerNorm's weight and bias
+    gradients): each program runs the row body for _COL_ROWS rows, accumulating the values in
+    registers, then atomically adds its partial sums into the (zeroed) outputs. A program's
+    rows past the last are the last row again (the same values stored twice) with their
+    partials masked off."""
+    rows = max(1, min(_COL_ROWS, M))
+    u.rows = rows
+    tail = []
+    for j, m in enumerate(u.col_stages):
+        x = refs(g[m]["args"])[0]
+        compute_full(needed_full([x]), bidx, vec, tail, "    ", done)
+        if x not in done:
+            e.load(x, u.s_in, bidx, vec, "mask", tail, "    ")
+            done.add(x)
+        acc = _ctype(g[m]["dtype"])
+        tail.append(f"    colacc{j} += tl.where(valid, tl.where(mask, {x}.to({acc}), 0.0), 0.0)")
+    head = ["    pid = tl.program_id(0)"]
+    head += [f"    colacc{j} = tl.zeros([BLOCK_SIZE], {_ctype(g[m]['dtype'])})" for j, m in enumerate(u.col_stages)]
+    head += [f"    for rr in range({rows}):",
+             f"        valid = pid * {rows} + rr < {M}",
+             f"        row = tl.minimum(pid * {rows} + rr, {M - 1})"]
+    assert body[0] == "    row = tl.program_id(0)", body[0]
+    out = head + ["    " + ln for ln in body[1:] + tail]
+    out += ["    cols = tl.arange(0, BLOCK_SIZE)", f"    mask = cols < {u.N}"]
+    for j, m in enumerate(u.col_stages):
+        ptr = e.param(f"{m}_out_ptr", ("out", m))
+        scale = f" / {u.M}" if _lowering(g[m]).kind == "mean" else ""
+        out.append(f"    tl.atomic_add({ptr} + cols, (colacc{j}{scale}).to({TL[g[m]['dtype'].name]}), mask=mask)")
+    return out
 
 
 def _out_index(s_in, dims, idx, a):
@@ -1609,7 +1737,7 @@ def _kernel_runner(g, u, kernel):
         if u.kind in ("pointwise", "scatter"):
             return ((u.numel + cfg["BLOCK_SIZE"] - 1) // cfg["BLOCK_SIZE"],)
         if u.kind == "reduce":
-            return (u.M,)
+            return ((u.M + u.rows - 1) // u.rows,)
         return ((u.M + cfg["BLOCK_M"] - 1) // cfg["BLOCK_M"], (u.N + cfg["BLOCK_N"] - 1) // cfg["BLOCK_N"], u.batch)
 
     def run(torch, env):
@@ -1625,6 +1753,8 @@ def _kernel_runner(g, u, kernel):
             if u.kind == "matmul" and w == u.root:
                 shape = u.out2
             outs[w] = torch.empty(shape, dtype=torch_dtype(torch, g[w]["dtype"]), device=dev)
+        for w in getattr(u, "col_stages", ()):
+            outs[w].zero_()           # column sums: each program adds its partials
         if u.kind == "scatter":       # the kernel writes into a copy of x (adds into zeros)
             if _lowering(g[u.root]).kind == "index_add":
                 outs[u.root].zero_()
@@ -1663,7 +1793,7 @@ def lower(graph, max_row_block=None):
     if max_row_block is None:
         max_row_block = 64 if interpreting() else 4096
     g = _decompose(graph)
-    units = _group(g)
+    units = _group(g, max_row_block)
     pieces = []
     used_names = set()
     helpers = set()
