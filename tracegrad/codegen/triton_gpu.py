@@ -48,8 +48,8 @@ import numpy as np
 
 from ..ir.graph import V, refs, type_str
 from ..ir.printer import comment_text, safe_repr
-from ..ops.lowering import (TL, Decompose, Dot, Expr, Glue, Reduce, Scatter, has_tensor_key, identity, index_key, lit,
-                            torch_dtype)
+from ..ops.lowering import (TL, Decompose, Dot, Expr, Glue, Reduce, Scatter, has_tensor_key, identity, index_key,
+                            is_float, lit, torch_dtype)
 from ..ops.primitives import PRIMITIVES
 
 
@@ -313,7 +313,7 @@ def _kind(a, shapes=None):
 def _row_scatter(a, shapes):
     """a is a scatter of one value per row (index and src of out's shape with size 1 along
     dim, cross-entropy's one-hot gradient): out[i] = x[i] (+) src[row] where i's position
-    along dim is index[row], an elementwise expression of the position (`_ROW_SCATTER`)."""
+    along dim is index[row], an elementwise expression of the position (`_row_scatter_expr`)."""
     if shapes is None or a["op"] != "scatter":
         return False
     x, index, src = a["args"]
@@ -324,23 +324,27 @@ def _row_scatter(a, shapes):
     return len(out) > 0 and ishape == want and (not isinstance(src, V) or shapes(src) == want)
 
 
-def _row_scatter_expr(a, p, c):
-    x, index, src = a
-    dim = p["dim"] % len(c.idx)
-    pos = c.idx[dim] or "0"
-    hit = f"{pos} == {index}"
-    if p.get("reduce") == "add":
-        return f"tl.where({hit}, {x} + {src}, {x})"
-    return f"tl.where({hit}, {src}, {x})"
-
-
-_ROW_SCATTER = Expr(_row_scatter_expr, cast=True)
+def _row_scatter_expr(n):
+    """The element expression of a scatter of one value per row along a dim of size n: a
+    negative index counts from the end (as the numpy backend's); for floats an index outside
+    [-n, n) makes the row NaN rather than leave it silently unchanged."""
+    def expr(a, p, c):
+        x, index, src = a
+        pos = c.idx[p["dim"] % len(c.idx)] or "0"
+        hit = f"{pos} == tl.where({index} < 0, {index} + {n}, {index})"
+        out = f"tl.where({hit}, {x} + {src}, {x})" if p.get("reduce") == "add" else f"tl.where({hit}, {src}, {x})"
+        if is_float(c.out_dtype):
+            out = f"tl.where(({index} < -{n}) | ({index} >= {n}), float(\"nan\"), {out})"
+        return out
+    return Expr(expr, cast=True)
 
 
 def _expr(a):
     """The elementwise lowering of a pointwise node."""
     low = _lowering(a)
-    return _ROW_SCATTER if isinstance(low, Scatter) else low
+    if isinstance(low, Scatter):
+        return _row_scatter_expr(a["shape"][a["params"]["dim"] % len(a["shape"])])
+    return low
 
 
 def _dims(a, ndim):
@@ -1117,10 +1121,12 @@ def _emit_reduction(g, u, name, max_row_block):
             # the element at the row's index: a sum of the row with every other lane -0.0 (the
             # identity of +, so the element comes out bit for bit, a -0.0 included); an index
             # outside the row gives NaN rather than a plausible number
+            # (a negative index counts from the end, as the numpy backend's)
             kind, index = "take", refs(ak["args"])[1]
             ident = "-0.0" if ak["dtype"].is_floating_point else "0"
-            passes = [("sum", f"tl.where(cols == {index}, v, {ident})", acc, ident)]
-            finish = f"tl.where(({index} < 0) | ({index} >= {N}), float(\"nan\"), s0)" \
+            passes = [("sum", f"tl.where(cols == tl.where({index} < 0, {index} + {N}, {index}), v, {ident})",
+                       acc, ident)]
+            finish = f"tl.where(({index} < -{N}) | ({index} >= {N}), float(\"nan\"), s0)" \
                 if ak["dtype"].is_floating_point else "s0"
         else:
             kind = _lowering(ak).kind
