@@ -15,10 +15,18 @@ Kernels, one per group:
              elementwise ops feeding them (prologue) and those using their results
              (epilogue, per row or over the full row again) fused in; the whole row
              sits in registers when it fits in `max_row_block`, else the kernel loops
-             over blocks of it, once per pass;
+             over blocks of it, once per pass. A gather of one element per row
+             (cross-entropy's target logit) is one more stage; sums over the rows of
+             full-row values (LayerNorm's weight and bias gradients) are column sums
+             of the same kernel, each program taking several rows and adding its
+             partial sums atomically;
   matmul     a tiled `tl.dot` with fp32 accumulation and its elementwise epilogue
              (bias, activation, scaling) fused;
-  scatter    scatter / scatter_add (atomic adds) into a copy of its input.
+  scatter    scatter / scatter_add (atomic adds) into a copy of its input; indexing's
+             backward and index_put(accumulate=True) with any key add at each element's
+             position (repeated indices adding up). A scatter of one value per row
+             (cross-entropy's one-hot gradient) is elementwise instead: a comparison of
+             the position with the row's index.
 
 Grouping is done here, over iteration domains (an elementwise chain shares one shape;
 a reduction's row epilogue reads the reduced value as a per-row scalar, views such as
