@@ -1325,6 +1325,7 @@ def _column_sums(g, u, e, body, done, bidx, vec, compute_full, needed_full, M):
     partials masked off."""
     rows = max(1, min(_COL_ROWS, M))
     u.rows = rows
+    u.col_stages = [m for m in u.col_stages if m in u.writes]     # (a sum nothing reads is not made)
     tail = []
     for j, m in enumerate(u.col_stages):
         x = refs(g[m]["args"])[0]
