@@ -1489,7 +1489,8 @@ def _key_domain(g, n):
     xs = refs(a["args"])
     idx = xs[1:] if _lowering(a).kind == "index_add" else xs[2:]
     dummy = np.broadcast_to(np.empty((), dtype=np.int8), tuple(a["shape"]))
-    return tuple(np_index(dummy, a["params"]["key"], [np.zeros(tuple(g[i]["shape"]), dtype=np.int64) for i in idx]).shape)
+    arrays = [np.zeros(tuple(g[i]["shape"]), dtype=np.int64) for i in idx]
+    return tuple(np_index(dummy, a["params"]["key"], arrays).shape)
 
 
 def _positions(torch, g, n, env, dev):
