@@ -96,7 +96,8 @@ def _run(outputs, seeds, targets, retain_graph, create_graph, extra_roots=()):
             index[id(n)] = -2          # unreachable: its gradient is None
     reach = [(n, s) for n, s in targets if index[id(n)] >= 0]
     hooks = _hooks_spec(order)
-    outs = engine.execute(order, index, roots, seeds, reach, retain_graph, create_graph, hooks)
+    with engine.final_callbacks():
+        outs = engine.execute(order, index, roots, seeds, reach, retain_graph, create_graph, hooks)
     res = iter(outs)
     return [next(res) if index[id(n)] >= 0 else None for n, s in targets], order
 
@@ -145,7 +146,7 @@ def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, 
         index.setdefault(id(n), -2)
     reach = [(tg, r) for tg, r in zip(targets, receivers) if index[id(tg[0])] >= 0]
     hooks = _hooks_spec(order)
-    with set_grad_enabled(create_graph):
+    with set_grad_enabled(create_graph), engine.final_callbacks():
         outs = engine.execute(order, index, roots, seeds, [tg for tg, _ in reach], retain_graph, create_graph, hooks)
         for (tg, t), g in zip(reach, outs):
             if g is None:

@@ -11,6 +11,7 @@ With create_graph=True the backward IR is instead interpreted op by op through t
 eager ops with grad mode on, so its results have their own grad_fn (any order).
 """
 import collections
+import contextlib
 import re
 import threading
 
@@ -183,6 +184,35 @@ def build_program(order, index, roots, targets, hooks_spec):
     # generated source pays off for graphs a loop runs again; very deep ones are interpreted
     p.fn = compile_graph(bwd, "backward") if len(bwd) <= _CODEGEN_MAX_NODES else interpret_graph(bwd)
     return p
+
+
+_FINAL = threading.local()
+
+
+def queue_callback(callback):
+    """torch.autograd.Variable._execution_engine.queue_callback: run `callback()` once the
+    running backward has delivered every gradient (a hook calls this during backward)."""
+    stack = getattr(_FINAL, "stack", None)
+    if not stack:
+        raise RuntimeError("Final callbacks can only be installed during backward pass.")
+    stack[-1].append(callback)
+
+
+@contextlib.contextmanager
+def final_callbacks():
+    """The scope of one backward: the callbacks queued in it run at its end, in order (a
+    callback may queue more); none run when the backward raised."""
+    stack = _FINAL.__dict__.setdefault("stack", [])
+    mine = []
+    stack.append(mine)
+    try:
+        yield
+        i = 0
+        while i < len(mine):
+            mine[i]()
+            i += 1
+    finally:
+        stack.pop()
 
 
 def _check_version(s, node):

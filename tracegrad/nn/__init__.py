@@ -7,4 +7,4 @@ ops/nn_primitives.py).
 from .parameter import Parameter, Buffer
 from .modules import *  # noqa: F401,F403
 from .modules import Module
-from . import functional, init, modules, utils  # noqa: F401
+from . import functional, init, modules, utils, parallel  # noqa: F401

@@ -1,0 +1,4 @@
+"""torch.nn.parallel: data parallelism across processes (DistributedDataParallel, on MPI)."""
+from .distributed import DistributedDataParallel
+
+__all__ = ["DistributedDataParallel"]
