@@ -367,7 +367,9 @@ def backward_in_trace(outputs, grad_tensors, retain_graph, create_graph, inputs)
     for t in targets:
         if t._hooks or t._post_acc_hooks or (t._grad_acc is not None and t._grad_acc() is not None and
                                               (t._grad_acc()._pre_hooks or t._grad_acc()._hooks)):
-            raise TraceError("a hook on a leaf that backward() inside a compiled function reaches is not traced yet")
+            hints = {getattr(h, "trace_hint", None) for h in (t._hooks or {}).values()} - {None}
+            raise TraceError("a hook on a leaf that backward() inside a compiled function reaches is not traced yet" +
+                             "".join(f" ({h})" for h in sorted(hints)))
     if not wrt:
         return
     bwd = derive(graph, outs, wrt)

@@ -279,8 +279,43 @@ def ddp_compiled_forward():
         ref_opt.zero_grad()
         F.cross_entropy(ref(x), y).backward()
         ref_opt.step()
+    assert ddp._call.last_program is not None, "the forward did not run compiled"
     for (n, p), q in zip(model.named_parameters(), ref.parameters()):
         close(p, q, f"{n} (compiled forward)")
+
+
+@check
+def ddp_compile_of_ddp():
+    """tracegrad.compile(DDP(model)), torch's usual order: the compiled program runs without
+    DDP's forward, and the gradients are still averaged (no_sync around the backward too)."""
+    tg.manual_seed(6)
+    model = w2_mlp()
+    ddp = tg.compile(DDP(model))
+    ref = copy_of(model, w2_mlp)
+    opt = tg.optim.SGD(model.parameters(), lr=0.05)
+    ref_opt = tg.optim.SGD(ref.parameters(), lr=0.05)
+    for step in range(3):
+        x, y = global_batch(salt=30 + step)
+        opt.zero_grad()
+        F.cross_entropy(ddp(shard(x)), shard(y)).backward()
+        opt.step()
+        ref_opt.zero_grad()
+        F.cross_entropy(ref(x), y).backward()
+        ref_opt.step()
+    assert ddp.last_program is not None, "the forward did not run compiled"
+    for (n, p), q in zip(model.named_parameters(), ref.parameters()):
+        close(p, q, f"{n} (compile of DDP)")
+    (xa, ya), (xb, yb) = global_batch(64, salt=40), global_batch(64, salt=41)
+    opt.zero_grad()
+    ref_opt.zero_grad()
+    loss = F.cross_entropy(ddp(shard(xa)), shard(ya))
+    with ddp.no_sync():
+        loss.backward()
+    F.cross_entropy(ddp(shard(xb)), shard(yb)).backward()
+    F.cross_entropy(ref(xa), ya).backward()
+    F.cross_entropy(ref(xb), yb).backward()
+    for (n, p), q in zip(model.named_parameters(), ref.parameters()):
+        close(p.grad, q.grad, f"accumulated gradient of {n} (compile of DDP)")
 
 
 @check
@@ -300,7 +335,7 @@ def ddp_compiled_whole_step():
         opt.step()
         return loss
 
-    with warnings.catch_warnings(record=True):
+    with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         for k in range(3):
             x, y = global_batch(salt=20 + k)
@@ -308,6 +343,9 @@ def ddp_compiled_whole_step():
             ref_opt.zero_grad()
             F.cross_entropy(ref(x), y).backward()
             ref_opt.step()
+    # the step cannot be traced with DDP's hooks: it says so and runs eagerly, averaging as always
+    assert any("DistributedDataParallel's gradient hooks" in str(w.message) for w in caught), \
+        [str(w.message) for w in caught]
     for (n, p), q in zip(model.named_parameters(), ref.parameters()):
         close(p, q, f"{n} (compiled step)")
 

@@ -67,12 +67,12 @@ def _assign_buckets(params, cap_bytes, first_bytes=FIRST_BUCKET_BYTES):
 
 class _Iteration:
     """What one synchronised backward has done so far."""
-    __slots__ = ("ready", "order", "callback", "next_launch", "t_first_hook")
+    __slots__ = ("sync", "ready", "order", "next_launch", "t_first_hook")
 
-    def __init__(self):
+    def __init__(self, sync):
+        self.sync = sync
         self.ready = set()
         self.order = []
-        self.callback = False
         self.next_launch = 0
         self.t_first_hook = None
 
@@ -147,6 +147,7 @@ class DistributedDataParallel(Module):
         self.__dict__["_buckets"] = buckets
         self.__dict__["_where"] = where
         self.__dict__["_iter"] = None
+        self.__dict__["_decision"] = None
         self.__dict__["_overlap"] = True          # False: all-reduce after the backward (for measurements)
         self.__dict__["timings"] = None            # the last synchronised backward's timings (see _finalize)
         self.__dict__["_handles"] = [p.register_hook(self._make_hook(i)) for i, p in enumerate(params)]
@@ -187,14 +188,23 @@ class DistributedDataParallel(Module):
 
     # -- forward ---------------------------------------------------------------------------
     def forward(self, *inputs, **kwargs):
-        if is_grad_enabled() and self.require_backward_grad_sync:
-            self.__dict__["_iter"] = _Iteration()
-            self._reset_pending()
-        else:
-            self.__dict__["_iter"] = None
-        if self.broadcast_buffers and self.require_forward_param_sync and self._pg.size > 1:
-            if any(True for _ in self.module.buffers()):
-                self._broadcast_state(buffers_only=True)
+        traced = any(type(a).__name__ == "Proxy" for a in (*inputs, *kwargs.values()))
+        buffers = self.broadcast_buffers and self._pg.size > 1 and any(True for _ in self.module.buffers())
+        if traced:
+            # inside tracegrad.compile(ddp): the program runs without this method, so whether
+            # to average is decided when the backward starts (no_sync around the backward)
+            if buffers:
+                raise NotImplementedError(
+                    "DistributedDataParallel(broadcast_buffers=True) broadcasts the module's buffers from rank 0 at "
+                    "every forward, which a compiled program does not do: the forward runs eagerly. Compile the "
+                    "module instead (DistributedDataParallel(tracegrad.compile(model))) or pass "
+                    "broadcast_buffers=False")
+            return self._call(*inputs, **kwargs)
+        # torch decides at the forward whether the next backward averages (no_sync around the forward)
+        self.__dict__["_iter"] = None
+        self.__dict__["_decision"] = is_grad_enabled() and self.require_backward_grad_sync
+        if buffers and self.require_forward_param_sync:
+            self._broadcast_state(buffers_only=True)
         return self._call(*inputs, **kwargs)
 
     @contextlib.contextmanager
@@ -212,16 +222,27 @@ class DistributedDataParallel(Module):
     def _make_hook(self, i):
         def ddp_grad_hook(grad):
             self._grad_ready(i, grad)
+        ddp_grad_hook.trace_hint = (
+            "DistributedDataParallel's gradient hooks start all-reduces in the backward, which a compiled step does "
+            "not trace: the step runs eagerly, its gradients averaged as always; to compile, compile the module: "
+            "DistributedDataParallel(tracegrad.compile(model))")
         return ddp_grad_hook
 
     def _grad_ready(self, i, grad):
         it = self._iter
         if it is None:
-            return                     # under no_sync, or a backward of no forward of this module
-        if not it.callback:
+            # the first gradient of this backward: is it averaged, and the callback that ends it
+            sync = self._decision
+            self.__dict__["_decision"] = None
+            if sync is None:
+                sync = self.require_backward_grad_sync
+            it = self.__dict__["_iter"] = _Iteration(sync)
             engine.queue_callback(self._finalize)
-            it.callback = True
             it.t_first_hook = time.perf_counter()
+            if sync:
+                self._reset_pending()
+        if not it.sync:
+            return                       # under no_sync: .grad accumulates this rank's gradients
         if i in it.ready:
             raise RuntimeError(f"Expected to mark a variable ready only once. This error is caused by one of the "
                                f"following reasons: 1) Use of a module parameter outside the `forward` function; "
@@ -261,6 +282,8 @@ class DistributedDataParallel(Module):
         write the averages into .grad."""
         it = self._iter
         self.__dict__["_iter"] = None
+        if not it.sync:
+            return
         t_end = time.perf_counter()
         missing = [i for i in range(len(self._params)) if i not in it.ready]
         if missing and not self.find_unused_parameters:

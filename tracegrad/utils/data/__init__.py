@@ -3,7 +3,9 @@ from .dataset import Dataset, IterableDataset, TensorDataset, ConcatDataset, Sub
 from .sampler import (Sampler, SequentialSampler, RandomSampler, SubsetRandomSampler, WeightedRandomSampler,
                       BatchSampler)
 from .dataloader import DataLoader, default_collate, default_convert, get_worker_info
+from .distributed import DistributedSampler
+from . import distributed  # noqa: F401
 
 __all__ = ["Dataset", "IterableDataset", "TensorDataset", "ConcatDataset", "Subset", "random_split", "Sampler",
            "SequentialSampler", "RandomSampler", "SubsetRandomSampler", "WeightedRandomSampler", "BatchSampler",
-           "DataLoader", "default_collate", "default_convert", "get_worker_info"]
+           "DataLoader", "default_collate", "default_convert", "get_worker_info", "DistributedSampler"]
