@@ -156,3 +156,20 @@ def test_distributed_sampler_errors():
         DistributedSampler(list(range(4)), num_replicas=2, rank=2)
     with pytest.raises(RuntimeError, match="init_process_group"):
         DistributedSampler(list(range(4)))
+
+
+@needs_mpi
+def test_demo_trains_data_parallel_to_the_single_process_accuracy(tmp_path):
+    from tracegrad import demo
+    args = ["--epochs", "2", "--subset", "200", "--quiet"]
+    env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""), OMP_NUM_THREADS="1")
+    p = subprocess.run([mpiexec(), "-n", "2", sys.executable, "-m", "tracegrad.demo", "--distributed", *args,
+                        "--out", str(tmp_path / "dist")], capture_output=True, text=True, timeout=300, env=env,
+                       cwd=ROOT)
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    assert "averaged across 2 processes" in p.stdout
+    found = re.findall(r"test accuracy: ([\d.]+)% \((\d+)/(\d+)\)", p.stdout)
+    assert len(found) == 1, p.stdout            # rank 0 reports, the other rank is quiet
+    single = demo.main(args + ["--out", str(tmp_path / "single")])
+    assert int(found[0][1]) == round(single["test_accuracy"] * int(found[0][2]))
+    assert os.path.exists(tmp_path / "dist" / "training_curves.png")

@@ -2,6 +2,7 @@
 would write it, with only the import changed.
 
   python -m tracegrad.demo [--epochs 15] [--compile] [--device cuda] [--out demo_out]
+  mpiexec -n 2 python -m tracegrad.demo --distributed     # data-parallel over MPI processes
 
 The data is scikit-learn's `load_digits` (1,797 real 8x8 grey-scale images, shipped with
 scikit-learn: no download), split 80/20 with a fixed seed. The demo prints a progress bar
@@ -9,6 +10,12 @@ per epoch, the test accuracy, the time per training step and the start of the gr
 tracegrad recorded for the loss; it writes the training curves (loss and accuracy per
 epoch) to <out>/training_curves.png and the trained weights to <out>/digits_cnn.npz
 (tracegrad.save's format). Needs the demo extras: scikit-learn, matplotlib, tqdm.
+
+With --distributed, every process started by mpiexec holds a replica of the model wrapped
+in DistributedDataParallel and takes its share of each batch of --batch-size images; the
+gradients are averaged across the processes in the backward, so the replicas take the
+steps one process takes on the whole batches (the same accuracy, to round-off). Rank 0
+reports and writes the outputs. Needs the distributed extra (mpi4py, mpich).
 """
 import argparse
 import os
@@ -125,6 +132,8 @@ def parse_args(argv=None):
                    help="BLAS threads for numpy (default 1: this model's matrices are small, and more threads "
                         "mostly add synchronisation)")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
+    p.add_argument("--distributed", action="store_true",
+                   help="data-parallel training: run under `mpiexec -n N`; each process takes 1/N of every batch")
     return p.parse_args(argv)
 
 
@@ -143,25 +152,45 @@ def main(argv=None):
     device = check_device(args.device)
     if device is None:
         return 2
+    if args.distributed:
+        if device != "cpu":
+            print("--distributed trains on the CPU (the MPI backend averages CPU tensors)", file=sys.stderr)
+            return 2
+        import tracegrad.distributed as dist
+        dist.init_process_group("mpi")
     limiter = limit_blas_threads(args.threads)
     try:
         return train(args, device)
     finally:
         if limiter is not None:
             limiter.restore_original_limits()
+        if args.distributed:
+            dist.destroy_process_group()
 
 
 def train(args, device):
     from tqdm import tqdm
+    rank, world = 0, 1
+    if args.distributed:
+        import tracegrad.distributed as dist
+        rank, world = dist.get_rank(), dist.get_world_size()
+    show = print if rank == 0 else (lambda *a, **k: None)
+    quiet = args.quiet or rank != 0
     torch.manual_seed(args.seed)
     x_tr, y_tr, x_te, y_te = load_data(args.seed, args.subset)
     x_tr, y_tr = torch.tensor(x_tr, device=device), torch.tensor(y_tr, device=device)
     x_te, y_te = torch.tensor(x_te, device=device), torch.tensor(y_te, device=device)
-    print(f"digits: {len(y_tr)} training and {len(y_te)} test images of 8x8 pixels, 10 classes")
+    show(f"digits: {len(y_tr)} training and {len(y_te)} test images of 8x8 pixels, 10 classes")
 
     model = DigitsCNN().to(device)
-    print(model)
+    show(model)
     optimizer = torch.optim.Adam(model.parameters(), lr=args.lr)
+    net = model
+    if args.distributed:
+        # rank 0's initial weights reach every replica; the backward averages the gradients
+        net = nn.parallel.DistributedDataParallel(torch.compile(model) if args.compile else model)
+        show(f"data-parallel on {world} MPI processes: each takes 1/{world} of every batch of {args.batch_size}"
+             + (" (the model's forward compiled)" if args.compile else ""))
 
     def train_step(xb, yb):
         optimizer.zero_grad()
@@ -170,8 +199,19 @@ def train(args, device):
         optimizer.step()
         return loss
 
+    def shard_step(xb, yb, batch):
+        # this rank's images of a batch of `batch`: the sum of their losses over the batch size,
+        # times the world size, which DDP's average divides back out: the batch's mean loss
+        optimizer.zero_grad()
+        loss = F.cross_entropy(net(xb), yb, reduction="sum") * (world / batch)
+        loss.backward()
+        optimizer.step()
+        return loss
+
     step = train_step
-    if args.compile:
+    if args.distributed:
+        step = shard_step
+    elif args.compile:
         # the whole step (forward, backward, Adam's update) as one program; the parameters,
         # their .grad and Adam's state are written back after every call
         step = torch.compile(train_step)
@@ -185,32 +225,50 @@ def train(args, device):
         order = rng.permutation(len(y_tr))
         batches = [order[i:i + args.batch_size] for i in range(0, len(order), args.batch_size)]
         total, seen = 0.0, 0
-        bar = tqdm(batches, desc=f"epoch {epoch:2d}/{args.epochs}", unit="step", leave=True, disable=args.quiet)
+        bar = tqdm(batches, desc=f"epoch {epoch:2d}/{args.epochs}", unit="step", leave=True, disable=quiet)
         for idx in bar:
-            xb, yb = x_tr[torch.tensor(idx)], y_tr[torch.tensor(idx)]
-            t0 = time.perf_counter()
-            loss = step(xb, yb)
-            step_times.append(time.perf_counter() - t0)
-            total += loss.item() * len(idx)
+            if args.distributed:
+                mine = idx[rank::world]
+                xb, yb = x_tr[torch.tensor(mine)], y_tr[torch.tensor(mine)]
+                t0 = time.perf_counter()
+                loss = step(xb, yb, len(idx))
+                step_times.append(time.perf_counter() - t0)
+                total += loss.item() * len(idx) / world     # this rank's part of the batch's loss sum
+            else:
+                xb, yb = x_tr[torch.tensor(idx)], y_tr[torch.tensor(idx)]
+                t0 = time.perf_counter()
+                loss = step(xb, yb)
+                step_times.append(time.perf_counter() - t0)
+                total += loss.item() * len(idx)
             seen += len(idx)
-            bar.set_postfix(loss=f"{total / seen:.4f}")
+            bar.set_postfix(loss=f"{total / seen * world:.4f}" if args.distributed else f"{total / seen:.4f}")
+        if args.distributed:
+            t = torch.tensor([total], dtype=torch.float64)
+            dist.all_reduce(t)
+            total = t.item()
         for group in optimizer.param_groups:
             group["lr"] *= args.lr_decay
         history["loss"].append(total / seen)
         history["train_acc"].append(accuracy(model, x_tr, y_tr))
         history["test_acc"].append(accuracy(model, x_te, y_te))
-        if not args.quiet:
+        if not quiet:
             bar.write(f"epoch {epoch:2d}: loss {total / seen:.4f}, train accuracy "
                       f"{100 * history['train_acc'][-1]:.1f}%, test accuracy {100 * history['test_acc'][-1]:.1f}%")
 
     test_acc = history["test_acc"][-1]
     steady = step_times[1:] or step_times
+    result = {"history": history, "test_accuracy": test_acc, "step_ms": 1e3 * statistics.median(steady)}
+    if rank != 0:
+        return result
     print()
     print(f"test accuracy: {100 * test_acc:.2f}% ({round(test_acc * len(y_te))}/{len(y_te)})")
-    print(f"time per training step (batch {args.batch_size}, forward + backward + Adam): median "
+    print(f"time per training step (batch {args.batch_size}, forward + backward + Adam"
+          f"{f', on {world} processes' if args.distributed else ''}): median "
           f"{1e3 * statistics.median(steady):.2f} ms; first step {1e3 * step_times[0]:.1f} ms")
     print()
-    if args.compile and step.last_program is not None:
+    if args.distributed:
+        print(f"the gradients were averaged across {world} processes in the backward (DistributedDataParallel)")
+    elif args.compile and step.last_program is not None:
         print("the compiled step's traced program (forward, backward and Adam's update):")
         print(short_graph(step.last_program.stages[0][1]))
     elif args.compile:
@@ -226,8 +284,7 @@ def train(args, device):
     torch.save(model.state_dict(), weights)
     print()
     print(f"wrote {png} and {weights}")
-    return {"history": history, "test_accuracy": test_acc, "step_ms": 1e3 * statistics.median(steady),
-            "png": png, "weights": weights}
+    return dict(result, png=png, weights=weights)
 
 
 if __name__ == "__main__":
