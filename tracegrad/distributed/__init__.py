@@ -207,6 +207,7 @@ class _Failure(Exception):
 
 
 _STOP = object()
+_SWITCH_IN_FLIGHT = 0.0002          # seconds (Python's default switch interval is 0.005)
 _TAG_FAIL = 7
 
 
@@ -224,6 +225,7 @@ class _ProcessGroup:
         self._notice_req = self.ctrl.Irecv([self._notice, MPI.BYTE], source=MPI.ANY_SOURCE, tag=_TAG_FAIL)
         self._status = MPI.Status()
         self._queue = queue.Queue()
+        self._switch = sys.getswitchinterval()
         self._lock = threading.Lock()
         self._thread = threading.Thread(target=self._loop, name="tracegrad-mpi", daemon=True)
         self._thread.start()
@@ -281,6 +283,9 @@ class _ProcessGroup:
             w.started = time.perf_counter()
             deadline = time.monotonic() + self.timeout
             polls = 0
+            # while a collective is in flight the main thread hands the GIL over more often, so
+            # that this thread's polls (which drive MPI's progress) are not held up by up to 5 ms
+            sys.setswitchinterval(_SWITCH_IN_FLIGHT)
             while not req.Test():
                 polls += 1
                 if polls % 16 == 0:
@@ -297,6 +302,8 @@ class _ProcessGroup:
                 # the thread sleeps between polls, leaving the core to the computation
                 time.sleep(0 if polls < 64 else 0.0002)
             w.finished = time.perf_counter()
+            if self._queue.empty():
+                sys.setswitchinterval(self._switch)
             if self.failed is not None:
                 w._finish(self.failed)
                 continue
