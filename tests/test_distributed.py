@@ -173,3 +173,17 @@ def test_demo_trains_data_parallel_to_the_single_process_accuracy(tmp_path):
     single = demo.main(args + ["--out", str(tmp_path / "single")])
     assert int(found[0][1]) == round(single["test_accuracy"] * int(found[0][2]))
     assert os.path.exists(tmp_path / "dist" / "training_curves.png")
+
+
+@needs_mpi
+def test_readme_training_script_runs_on_two_processes(tmp_path):
+    text = open(os.path.join(ROOT, "README.md")).read()
+    block = [b for b in re.findall(r"```python\n(.*?)```", text, re.S) if "DistributedSampler" in b]
+    assert len(block) == 1
+    script = tmp_path / "train.py"
+    script.write_text(block[0])
+    env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""), OMP_NUM_THREADS="1")
+    p = subprocess.run([mpiexec(), "-n", "2", sys.executable, str(script)], capture_output=True, text=True,
+                       timeout=120, env=env, cwd=ROOT)
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    assert sorted(re.findall(r"rank (\d) of 2: loss", p.stdout)) == ["0", "1"], p.stdout
