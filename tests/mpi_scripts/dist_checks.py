@@ -216,6 +216,12 @@ def ddp_no_sync_accumulates():
     F.cross_entropy(solo(shard(xa)), shard(ya)).backward()
     for g, q in zip(local, solo.parameters()):
         close(g, q.grad, "gradient inside no_sync", 1e-13)
+    # autograd.grad runs no AccumulateGrad (torch's DDP hooks do not fire): nothing averaged, .grad untouched
+    before = [p.grad.clone() for p in model.parameters()]
+    gs = tg.autograd.grad(F.cross_entropy(ddp(shard(xa)), shard(ya)), list(model.parameters()))
+    for g, q, b, p in zip(gs, solo.parameters(), before, model.parameters()):
+        close(g, q.grad, "autograd.grad through DDP", 1e-13)
+        assert np.array_equal(b.numpy(), p.grad.numpy())
 
 
 class Branchy(nn.Module):

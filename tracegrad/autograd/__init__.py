@@ -146,7 +146,7 @@ def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, 
         index.setdefault(id(n), -2)
     reach = [(tg, r) for tg, r in zip(targets, receivers) if index[id(tg[0])] >= 0]
     hooks = _hooks_spec(order)
-    with set_grad_enabled(create_graph), engine.final_callbacks():
+    with set_grad_enabled(create_graph), engine.final_callbacks(accumulates=True):
         outs = engine.execute(order, index, roots, seeds, [tg for tg, _ in reach], retain_graph, create_graph, hooks)
         for (tg, t), g in zip(reach, outs):
             if g is None:

@@ -198,12 +198,24 @@ def queue_callback(callback):
     stack[-1].append(callback)
 
 
+class _Callbacks(list):
+    __slots__ = ("accumulates",)
+
+
+def accumulating():
+    """Whether the running backward accumulates into .grad (backward(), not autograd.grad):
+    where torch would run AccumulateGrad nodes."""
+    stack = getattr(_FINAL, "stack", None)
+    return bool(stack) and stack[-1].accumulates
+
+
 @contextlib.contextmanager
-def final_callbacks():
+def final_callbacks(accumulates=False):
     """The scope of one backward: the callbacks queued in it run at its end, in order (a
     callback may queue more); none run when the backward raised."""
     stack = _FINAL.__dict__.setdefault("stack", [])
-    mine = []
+    mine = _Callbacks()
+    mine.accumulates = accumulates
     stack.append(mine)
     try:
         yield

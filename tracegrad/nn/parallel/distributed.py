@@ -229,6 +229,8 @@ class DistributedDataParallel(Module):
         return ddp_grad_hook
 
     def _grad_ready(self, i, grad):
+        if not engine.accumulating():
+            return                       # autograd.grad: no .grad to average (torch's hooks do not run)
         it = self._iter
         if it is None:
             # the first gradient of this backward: is it averaged, and the callback that ends it
