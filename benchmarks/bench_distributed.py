@@ -98,7 +98,9 @@ def worker(args):
     if rank == 0:
         buckets = [[n for n, p in model.named_parameters() if any(p is ddp._params[i] for i in b.params)]
                    for b in ddp._buckets]
-        print("RESULT " + json.dumps({"world": world, "ranks": gathered, "buckets": buckets}), flush=True)
+        sizes = [int(b.flat.nbytes) for b in ddp._buckets]
+        print("RESULT " + json.dumps({"world": world, "ranks": gathered, "buckets": buckets, "bytes": sizes}),
+              flush=True)
     dist.destroy_process_group()
 
 
@@ -132,6 +134,9 @@ def main(argv=None):
     one, two = run(1, args), run(2, args)
     print(f"W2 MLP 784-512-512-10, SGD, {args.dtype}, {args.steps} steps per configuration (medians); "
           f"DDP buckets (bucket_cap_mb={args.bucket_cap_mb:g}): {two['buckets']}")
+    last = two["bytes"][-1]
+    print(f"bucket sizes {two['bytes']} bytes: the last bucket holds the backward's last gradient, so at most "
+          f"{100 * (1 - last / sum(two['bytes'])):.0f}% of the bytes can be all-reduced while the backward computes")
     for scaling in ("strong", "weak"):
         t1 = one["ranks"][0][scaling]["overlap"]["step_ms"]
         print(f"\n{scaling} scaling (batch {args.batch}{' global' if scaling == 'strong' else ' per process'})")
