@@ -45,7 +45,7 @@ def run_job(n, script, *args, timeout=240):
     return p, time.monotonic() - t0
 
 
-CHECKS = ["collectives_all_reduce", "collectives_broadcast_gather_scatter", "async_work_handles",
+CHECKS = ["process_group", "collectives_all_reduce", "collectives_broadcast_gather_scatter", "async_work_handles",
           "differentiable_all_reduce", "ddp_w2_matches_single_process", "ddp_no_sync_accumulates",
           "ddp_find_unused_parameters", "ddp_compiled_forward", "ddp_compile_of_ddp", "ddp_compiled_whole_step"]
 _JOBS = {}
@@ -53,7 +53,7 @@ _JOBS = {}
 
 def job(n):
     if n not in _JOBS:
-        _JOBS[n] = run_job(n, "dist_checks.py")[0]
+        _JOBS[n] = run_job(n, "dist_checks.py", n)[0]
     return _JOBS[n]
 
 

@@ -36,6 +36,21 @@ def data(r, shape, dtype, salt=0):
 
 
 @check
+def process_group():
+    assert dist.is_initialized() and dist.get_backend() == "mpi"
+    assert 0 <= RANK < WORLD and WORLD == int(sys.argv[1])
+    try:
+        dist.init_process_group("mpi")
+    except RuntimeError as e:
+        assert "twice" in str(e)
+    else:
+        raise AssertionError("a second init_process_group did not raise")
+    t = tg.tensor([float(RANK)])
+    dist.all_reduce(t, op="max")          # ReduceOp by name
+    assert t.item() == WORLD - 1
+
+
+@check
 def collectives_all_reduce():
     ops = {"SUM": np.sum, "MAX": np.max, "MIN": np.min, "PRODUCT": np.prod, "AVG": np.mean}
     for dtype in (np.float64, np.float32, np.int64, np.int32):

@@ -11,7 +11,6 @@ With create_graph=True the backward IR is instead interpreted op by op through t
 eager ops with grad mode on, so its results have their own grad_fn (any order).
 """
 import collections
-import contextlib
 import re
 import threading
 
@@ -198,10 +197,6 @@ def queue_callback(callback):
     stack[-1].append(callback)
 
 
-class _Callbacks(list):
-    __slots__ = ("accumulates",)
-
-
 def accumulating():
     """Whether the running backward accumulates into .grad (backward(), not autograd.grad):
     where torch would run AccumulateGrad nodes."""
@@ -209,22 +204,32 @@ def accumulating():
     return bool(stack) and stack[-1].accumulates
 
 
-@contextlib.contextmanager
-def final_callbacks(accumulates=False):
-    """The scope of one backward: the callbacks queued in it run at its end, in order (a
-    callback may queue more); none run when the backward raised."""
-    stack = _FINAL.__dict__.setdefault("stack", [])
-    mine = _Callbacks()
-    mine.accumulates = accumulates
-    stack.append(mine)
-    try:
-        yield
-        i = 0
-        while i < len(mine):
-            mine[i]()
-            i += 1
-    finally:
-        stack.pop()
+class final_callbacks(list):
+    """The scope of one backward (a context manager): the callbacks queued in it run at its
+    end, in order (a callback may queue more); none run when the backward raised."""
+    __slots__ = ("accumulates",)
+
+    def __init__(self, accumulates=False):
+        super().__init__()
+        self.accumulates = accumulates
+
+    def __enter__(self):
+        stack = _FINAL.__dict__.get("stack")
+        if stack is None:
+            stack = _FINAL.stack = []
+        stack.append(self)
+        return self
+
+    def __exit__(self, kind, value, tb):
+        try:
+            if kind is None:
+                i = 0
+                while i < len(self):
+                    self[i]()
+                    i += 1
+        finally:
+            _FINAL.stack.pop()
+        return False
 
 
 def _check_version(s, node):
