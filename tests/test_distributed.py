@@ -47,7 +47,7 @@ def run_job(n, script, *args, timeout=240):
 
 CHECKS = ["process_group", "collectives_all_reduce", "collectives_broadcast_gather_scatter", "async_work_handles",
           "differentiable_all_reduce", "ddp_w2_matches_single_process", "ddp_no_sync_accumulates",
-          "ddp_find_unused_parameters", "ddp_compiled_forward", "ddp_compile_of_ddp", "ddp_compiled_whole_step"]
+          "ddp_find_unused_parameters", "ddp_rebuilds_buckets_in_ready_order", "ddp_compiled_forward", "ddp_compile_of_ddp", "ddp_compiled_whole_step"]
 _JOBS = {}
 
 
@@ -187,3 +187,26 @@ def test_readme_training_script_runs_on_two_processes(tmp_path):
                        timeout=120, env=env, cwd=ROOT)
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
     assert sorted(re.findall(r"rank (\d) of 2: loss", p.stdout)) == ["0", "1"], p.stdout
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_bucket_assignment_is_torchs(seed):
+    """DDP's buckets: torch's compute_bucket_assignment_by_size (by declaration order, and
+    in a given ready order as the rebuild after the first backward)."""
+    import torch.distributed as tdist
+    from tracegrad.nn.parallel.distributed import _assign_buckets
+    rng = np.random.default_rng(seed)
+    shapes = [tuple(rng.integers(1, 40, rng.integers(1, 3))) for _ in range(12)]
+    dtypes = [("float32", "float64")[int(k)] for k in rng.integers(0, 2 if seed % 2 else 1, 12)]
+    ours = [tg.zeros(s, dtype=getattr(tg, d)) for s, d in zip(shapes, dtypes)]
+    theirs = [torch.zeros(s, dtype=getattr(torch, d)) for s, d in zip(shapes, dtypes)]
+    for limits in ([400], [300, 2000], [1 << 62]):
+        want, _ = tdist._compute_bucket_assignment_by_size(theirs, limits)
+        assert _assign_buckets(ours, range(12), limits, sort=True) == want
+        order = [int(i) for i in rng.permutation(12)]
+        want, _ = tdist._compute_bucket_assignment_by_size([theirs[i] for i in order], limits, [False] * 12, order)
+        got = _assign_buckets(ours, order, limits)
+        if len({*dtypes}) == 1:
+            assert got == want
+        else:                      # torch leaves the order of the open buckets (one per dtype) unspecified
+            assert sorted(got) == sorted(want)

@@ -284,6 +284,50 @@ def ddp_find_unused_parameters():
     dist.barrier()
 
 
+class Reversed(nn.Module):
+    """Parameters declared in the opposite order to their use."""
+
+    def __init__(self):
+        super().__init__()
+        self.last = nn.Linear(16, 4)
+        self.first = nn.Linear(8, 16)
+
+    def forward(self, x):
+        return self.last(F.relu(self.first(x)))
+
+
+@check
+def ddp_rebuilds_buckets_in_ready_order():
+    tg.manual_seed(7)
+    model = Reversed().double()
+    ddp = DDP(model, bucket_cap_mb=1e-4)            # 104 bytes: about one parameter per bucket
+    ref = copy_of(model, lambda: Reversed().double())
+    names = [n for n, _ in model.named_parameters()]
+    first = [[names[i] for i in b.params] for b in ddp._buckets]
+    assert first == [names], first                   # torch's first assignment: one bucket
+    unused = DDP(Reversed().double(), bucket_cap_mb=1e-4, find_unused_parameters=True)
+    # with find_unused_parameters: assigned in declaration order, the buckets reversed
+    assert [[names[i] for i in b.params] for b in unused._buckets] == [
+        ["first.bias"], ["last.bias", "first.weight"], ["last.weight"]]
+    opt = tg.optim.SGD(model.parameters(), lr=0.1)
+    ref_opt = tg.optim.SGD(ref.parameters(), lr=0.1)
+    rng = np.random.default_rng(8)
+    for step in range(3):
+        x = tg.tensor(rng.standard_normal((4 * WORLD, 8)))
+        opt.zero_grad()
+        ddp(shard(x)).pow(2).mean().backward()
+        opt.step()
+        ref_opt.zero_grad()
+        ref(x).pow(2).mean().backward()
+        ref_opt.step()
+        if step == 0:
+            # rebuilt after the first backward: the last layer's gradients come first
+            rebuilt = [names[i] for b in ddp._buckets for i in b.params]
+            assert rebuilt[:2] in (["last.bias", "last.weight"], ["last.weight", "last.bias"]), rebuilt
+    for (n, p), q in zip(model.named_parameters(), ref.parameters()):
+        close(p, q, f"{n} after rebuilt buckets")
+
+
 @check
 def ddp_compiled_forward():
     tg.manual_seed(4)

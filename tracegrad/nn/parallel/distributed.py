@@ -17,6 +17,7 @@ backward has delivered every gradient: it waits for the buckets and writes the a
 into .grad.
 """
 import contextlib
+import sys
 import time
 import zlib
 
@@ -46,22 +47,26 @@ class _Bucket:
         self.work = None
 
 
-def _assign_buckets(params, cap_bytes, first_bytes=FIRST_BUCKET_BYTES):
-    """torch's compute_bucket_assignment_by_size: parameters in reverse order, one open
-    bucket per dtype, closed once it holds at least its limit (the first limit, then the
-    cap). Returns lists of parameter indices, in the order their buckets were closed."""
-    done, open_, sizes, limit = [], {}, {}, {}
-    for i in reversed(range(len(params))):
+def _assign_buckets(params, order, limits, sort=False):
+    """torch's compute_bucket_assignment_by_size: the parameters in `order`, one open bucket
+    per dtype, closed once it holds at least its limit (limits[0] for a dtype's first
+    bucket, then the next, the last one for the rest). Returns lists of parameter indices:
+    in the order their buckets were closed (the open ones last), or with `sort`, by the
+    smallest index each holds."""
+    done, open_, sizes, level = [], {}, {}, {}
+    for i in order:
         p = params[i]
         key = p._dtype
         open_.setdefault(key, []).append(i)
         sizes[key] = sizes.get(key, 0) + p._data.size * p._data.itemsize
-        lim = limit.setdefault(key, first_bytes)
-        if sizes[key] >= lim:
+        k = level.setdefault(key, 0)
+        if sizes[key] >= limits[k]:
             done.append(open_.pop(key))
             sizes[key] = 0
-            limit[key] = cap_bytes
+            level[key] = min(k + 1, len(limits) - 1)
     done.extend(b for b in open_.values() if b)
+    if sort:
+        done.sort(key=min)
     return done
 
 
@@ -127,11 +132,36 @@ class DistributedDataParallel(Module):
         self.require_backward_grad_sync = True
         self.require_forward_param_sync = True
         self.bucket_bytes_cap = int((25 if bucket_cap_mb is None else bucket_cap_mb) * MB)
+        # a small first bucket (1 MiB) only with the default cap, as torch
+        self.__dict__["_first_bucket_bytes"] = FIRST_BUCKET_BYTES if bucket_cap_mb is None else self.bucket_bytes_cap
         self._verify_shapes()
         if init_sync:
             self._broadcast_state()
+        # torch's first assignment: without find_unused_parameters (or with static_graph) one
+        # bucket per dtype; else buckets over module.parameters() in order, reversed (the
+        # backward produces the last layer's gradients first). After the first averaged
+        # backward they are rebuilt in the order the gradients became ready (rank 0's).
+        if static_graph or not find_unused_parameters:
+            buckets = _assign_buckets(params, range(len(params)), [sys.maxsize], sort=True)
+        else:
+            buckets = _assign_buckets(params, range(len(params)), self._limits(), sort=True)
+        self._make_buckets(list(reversed(buckets)))
+        self.__dict__["_rebuilt"] = False
+        self.__dict__["_iter"] = None
+        self.__dict__["_decision"] = None
+        self.__dict__["_overlap"] = True          # False: all-reduce after the backward (for measurements)
+        self.__dict__["timings"] = None            # the last synchronised backward's timings (see _finalize)
+        self.__dict__["_handles"] = [p.register_hook(self._make_hook(i)) for i, p in enumerate(params)]
+
+    # -- set-up ----------------------------------------------------------------------------
+    def _limits(self):
+        first, cap = self._first_bucket_bytes, self.bucket_bytes_cap
+        return [first, cap] if first < cap else [cap]
+
+    def _make_buckets(self, assignment):
+        params = self._params
         buckets = []
-        for k, idx in enumerate(_assign_buckets(params, self.bucket_bytes_cap)):
+        for k, idx in enumerate(assignment):
             b = _Bucket(k, idx, params[idx[0]]._dtype)
             off = 0
             for i in idx:
@@ -146,13 +176,7 @@ class DistributedDataParallel(Module):
                 where[i] = (b, off)
         self.__dict__["_buckets"] = buckets
         self.__dict__["_where"] = where
-        self.__dict__["_iter"] = None
-        self.__dict__["_decision"] = None
-        self.__dict__["_overlap"] = True          # False: all-reduce after the backward (for measurements)
-        self.__dict__["timings"] = None            # the last synchronised backward's timings (see _finalize)
-        self.__dict__["_handles"] = [p.register_hook(self._make_hook(i)) for i, p in enumerate(params)]
 
-    # -- set-up ----------------------------------------------------------------------------
     def _verify_shapes(self):
         """Every rank must wrap the same parameters (torch's _verify_param_shape_across_processes)."""
         pg = self._pg
@@ -339,6 +363,13 @@ class DistributedDataParallel(Module):
         self.__dict__["timings"] = {
             "backward_start": it.t_first_hook, "backward_end": t_end, "wait_start": t0, "wait_end": t_wait,
             "buckets": [(b.work.launched, b.work.started, b.work.finished) for b in self._buckets]}
+        if not self._rebuilt and (self.static_graph or not self.find_unused_parameters) and \
+                len(it.order) == len(self._params):
+            # torch's rebuild: buckets in the order the gradients became ready, rank 0's on every rank
+            order = Tensor._make(np.array(it.order, np.int64), D.int64)
+            dist.broadcast(order, 0)
+            self._make_buckets(_assign_buckets(self._params, order._data.tolist(), self._limits()))
+            self.__dict__["_rebuilt"] = True
 
     def _reset_pending(self):
         for b in self._buckets:
