@@ -4,17 +4,19 @@ Each process holds a replica of the module and runs forward and backward on its 
 the batch; the gradients are averaged across processes before the optimizer's step, so
 every replica takes the same step.
 
-How the averaging overlaps the backward: the parameters are grouped into buckets in
-reverse order of `module.parameters()` (the order in which a backward produces their
-gradients), the first bucket capped at 1 MiB and the others at `bucket_cap_mb`, as torch
-does. A gradient hook on each parameter runs inside the backward program as soon as that
-parameter's gradient is complete (where torch's AccumulateGrad runs): it writes the
-gradient that .grad is about to hold (its value so far plus the new one) into the
-bucket's flat buffer, and when a bucket's last gradient has arrived, the bucket's
-all-reduce starts on the communication thread (MPI_Iallreduce) while the backward goes on
-computing the remaining gradients. A callback queued on the autograd engine runs when the
-backward has delivered every gradient: it waits for the buckets and writes the averages
-into .grad.
+How the averaging overlaps the backward: the parameters are grouped into buckets as torch
+groups them: one bucket per dtype for the first backward (with find_unused_parameters,
+buckets over the declaration order, reversed), then, rebuilt after it, in the order the
+gradients became ready, the first bucket capped at 1 MiB (with the default cap) and the
+others at `bucket_cap_mb`. A gradient hook on each parameter runs inside the backward
+program as soon as that parameter's gradient is complete (where torch's AccumulateGrad
+runs): it writes the gradient that .grad is about to hold (its value so far plus the new
+one) into the bucket's flat buffer, and when a bucket's last gradient has arrived, the
+bucket's all-reduce starts on the communication thread (MPI_Iallreduce) while the
+backward goes on computing the remaining gradients. Buckets start in index order on
+every rank, as MPI matches collectives by order. A callback queued on the autograd engine
+runs when the backward has delivered every gradient: it waits for the buckets and writes
+the averages into .grad.
 """
 import contextlib
 import sys
