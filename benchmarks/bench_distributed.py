@@ -79,14 +79,14 @@ def worker(args):
                 F.cross_entropy(ddp(x), y).backward()
                 opt.step()
                 t1 = time.perf_counter()
-                tm = ddp.timings
+                tm = ddp._timings
                 if k >= args.warmup:
                     # the step's wait for all-reduces once its backward is done
                     wait = 0.0 if tm is None else max(0.0, tm["wait_end"] - tm["backward_end"])
                     rows[mode].append((t1 - t0, wait))
         ddp.__dict__["_overlap"] = True
-        med = {m: {"step_ms": 1e3 * statistics.median(r[0] for r in rs), "wait_ms": 1e3 * statistics.median(r[1] for r in rs)}
-               for m, rs in rows.items()}
+        med = {m: {"step_ms": 1e3 * statistics.median(r[0] for r in rs),
+                   "wait_ms": 1e3 * statistics.median(r[1] for r in rs)} for m, rs in rows.items()}
         med["per_rank_batch"] = per_rank
         results[scaling] = med
     gathered = [None] * world

@@ -17,7 +17,6 @@ collective (or in the one they wait in) rather than wait for the timeout.
 import atexit
 import datetime
 import enum
-import os
 import queue
 import sys
 import threading
@@ -200,10 +199,6 @@ class Work:
     def _finish(self, error=None):
         self._error = error
         self._done.set()
-
-
-class _Failure(Exception):
-    pass
 
 
 _STOP = object()

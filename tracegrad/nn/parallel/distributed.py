@@ -90,7 +90,8 @@ class DistributedDataParallel(Module):
     def __init__(self, module, device_ids=None, output_device=None, dim=0, broadcast_buffers=True, init_sync=True,
                  process_group=None, bucket_cap_mb=None, find_unused_parameters=False, check_reduction=False,
                  gradient_as_bucket_view=False, static_graph=False, delay_all_reduce_named_params=None,
-                 param_to_hook_all_reduce=None, mixed_precision=None, device_mesh=None, skip_all_reduce_unused_params=False):
+                 param_to_hook_all_reduce=None, mixed_precision=None, device_mesh=None,
+                 skip_all_reduce_unused_params=False):
         super().__init__()
         pg = dist._pg(process_group)
         compiled = getattr(module, "_orig_mod", None)
@@ -152,7 +153,7 @@ class DistributedDataParallel(Module):
         self.__dict__["_iter"] = None
         self.__dict__["_decision"] = None
         self.__dict__["_overlap"] = True          # False: all-reduce after the backward (for measurements)
-        self.__dict__["timings"] = None            # the last synchronised backward's timings (see _finalize)
+        self.__dict__["_timings"] = None            # the last averaged backward's timings (the benchmark reads them)
         self.__dict__["_handles"] = [p.register_hook(self._make_hook(i)) for i, p in enumerate(params)]
 
     # -- set-up ----------------------------------------------------------------------------
@@ -362,7 +363,7 @@ class DistributedDataParallel(Module):
                     p._grad._vc[0] += 1
                 if p._dtype is D.bfloat16:
                     p._grad._data[...] = D.round_bfloat16(p._grad._data)
-        self.__dict__["timings"] = {
+        self.__dict__["_timings"] = {
             "backward_start": it.t_first_hook, "backward_end": t_end, "wait_start": t0, "wait_end": t_wait,
             "buckets": [(b.work.launched, b.work.started, b.work.finished) for b in self._buckets]}
         if not self._rebuilt and (self.static_graph or not self.find_unused_parameters) and \
