@@ -47,7 +47,7 @@ def run_job(n, script, *args, timeout=240):
 
 CHECKS = ["process_group", "collectives_all_reduce", "collectives_broadcast_gather_scatter", "async_work_handles",
           "differentiable_all_reduce", "ddp_w2_matches_single_process", "ddp_no_sync_accumulates",
-          "ddp_find_unused_parameters", "ddp_rebuilds_buckets_in_ready_order", "ddp_compiled_forward",
+          "ddp_find_unused_parameters", "ddp_broadcasts_buffers", "ddp_rebuilds_buckets_in_ready_order", "ddp_compiled_forward",
           "ddp_compile_of_ddp", "ddp_compiled_whole_step"]
 _JOBS = {}
 

@@ -284,6 +284,29 @@ def ddp_find_unused_parameters():
     dist.barrier()
 
 
+@check
+def ddp_broadcasts_buffers():
+    tg.manual_seed(RANK)
+    model = nn.Sequential(nn.Linear(5, 4), nn.BatchNorm1d(4)).double()
+    with tg.no_grad():
+        model[1].running_mean.fill_(float(RANK))
+    ddp = DDP(model)
+    assert model[1].running_mean.numpy().tolist() == [0.0] * 4           # rank 0's, at wrap time
+    x = tg.tensor(data(RANK, (6, 5), np.float64, salt=60))
+    with tg.no_grad():
+        model[1].running_mean.fill_(float(RANK) + 1)
+    ddp(x).sum().backward()
+    # rank 0's buffers before the forward, then this rank's batch statistics: momentum 0.1
+    want = 0.9 * 1.0 + 0.1 * np.mean(model[0](x).detach().numpy(), 0)
+    np.testing.assert_allclose(model[1].running_mean.numpy(), want, rtol=1e-12)
+    if RANK == 0:                   # evaluation by one rank alone: no collective, no hang
+        ddp.eval()
+        with tg.no_grad():
+            ddp(x)
+        ddp.train()
+    dist.barrier()
+
+
 class Reversed(nn.Module):
     """Parameters declared in the opposite order to their use."""
 

@@ -227,10 +227,14 @@ class DistributedDataParallel(Module):
                     "module instead (DistributedDataParallel(tracegrad.compile(model))) or pass "
                     "broadcast_buffers=False")
             return self._call(*inputs, **kwargs)
-        # torch decides at the forward whether the next backward averages (no_sync around the forward)
+        # torch decides at the forward whether the next backward averages (no_sync around the
+        # forward); the buffers are rank 0's before a forward that trains (not in evaluation,
+        # which one rank may run alone)
+        sync = is_grad_enabled() and self.require_backward_grad_sync
         self.__dict__["_iter"] = None
-        self.__dict__["_decision"] = is_grad_enabled() and self.require_backward_grad_sync
-        if buffers and self.require_forward_param_sync:
+        self.__dict__["_decision"] = sync
+        self.require_forward_param_sync = sync
+        if buffers and sync:
             self._broadcast_state(buffers_only=True)
         return self._call(*inputs, **kwargs)
 
