@@ -309,7 +309,15 @@ def _build(fn, args, kwargs, name, backend, value_reads=None):
         p.spec_ok = int(np.prod(shape, dtype=np.int64)) == 1 and dt.is_floating_point and \
             grad_bytes <= 2 * max(part.saved_bytes, SPECULATE_MIN_BYTES) and \
             not any(a["op"] == "derivative_error" for a in p.bwd_opt.nx.nodes.values())   # it raises: not in a forward
-    p.fwd_fn = lower(fwd_run, _ident(name) + "_forward")
+    p.fwd_donate = ()
+    if lower is compile_graph and p.writeback and not p.needs_grad:
+        # a whole step (or in-place writes): new values written over the arrays they replace
+        donors = _step_donors(p, fwd_run, all_inputs)
+        p.fwd_fn = compile_graph(fwd_run, _ident(name) + "_forward", donors=donors)
+        index = {v: i for i, v in enumerate(fwd_run.inputs)}
+        p.fwd_donate = tuple(index[v] for v in p.fwd_fn.donated)
+    else:
+        p.fwd_fn = lower(fwd_run, _ident(name) + "_forward")
     p.stage("generated forward source", p.fwd_fn.source)
     p.bwd_fn = None
     p.bwd_donors = ()
@@ -329,6 +337,45 @@ def _build(fn, args, kwargs, name, backend, value_reads=None):
             if level >= 2 or "source" in header:
                 print(f"---- {header} ----\n{_render(text)}", file=sys.stderr)
     return p
+
+
+def _step_donors(p, graph, inputs):
+    """{input: output} for the tensors a program writes new values into (a whole step's
+    parameters and optimizer state): the input holding the tensor's array and the output
+    of its new value, which the generated code may write over the old one in place, as
+    the eager update does. Only a tensor read through one input, whose new value is no
+    other write's and none of the function's own outputs."""
+    count = {}
+    for t in inputs:
+        count[id(t)] = count.get(id(t), 0) + 1
+    where = {id(t): v for t, v in zip(inputs, graph.inputs)}
+    user = set(graph.outputs[:p.n_user])
+    outs = iter(graph.outputs[p.n_user:p.n_out])
+    donors, taken = {}, set()
+    for kind, t, _ in p.writeback:
+        if kind not in ("data", "grad"):
+            continue
+        o = next(outs)
+        if kind != "data" or o is None or o in user or o in taken or count.get(id(t)) != 1 or \
+                t._dtype is D.bfloat16 or not t._dtype.is_floating_point:
+            continue
+        donors[where[id(t)]] = o
+        taken.add(o)
+    return donors
+
+
+def may_donate(arrays, donate):
+    """Whether the arrays at positions `donate` may take their new values in place this call:
+    plain writeable arrays that share no memory with any other input of the call (an
+    argument that is a view of a parameter would read overwritten values)."""
+    for i in donate:
+        a = arrays[i]
+        if type(a) is not np.ndarray or not a.flags.writeable:
+            return False
+        for j, b in enumerate(arrays):
+            if j != i and type(b) is np.ndarray and np.may_share_memory(a, b):
+                return False
+    return True
 
 
 def traced_names(traced, g, n_args):
@@ -431,6 +478,8 @@ def run_program(p, leaves):
     spec = p.needs_grad and STATE.grad_enabled and _speculate(p)
     if spec:
         res = p.spec(*arrays, *[c._data for c in p.spec_consts])
+    elif p.fwd_donate and may_donate(arrays, p.fwd_donate):
+        res = p.fwd_fn(*arrays, donate=True)
     else:
         res = p.fwd_fn(*arrays)
     n_out = p.n_out

@@ -278,7 +278,9 @@ def write_back(plan, arrays, input_ids=()):
             if t._dtype is D.bfloat16:
                 a = D.round_bfloat16(np.asarray(a, np.float32))
             old = t._data
-            if _adoptable(a, old, t._dtype, adopted):
+            if a is old:
+                pass                      # written in place by the program (a donated input)
+            elif _adoptable(a, old, t._dtype, adopted):
                 t._data = a
                 adopted.add(id(a))
             else:

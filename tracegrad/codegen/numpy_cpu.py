@@ -58,7 +58,11 @@ def generate(graph, name=None, donors=()):
     """Python source for `graph` and the globals it needs. `donors` names inputs whose
     arrays the caller may hand over: called with donate=True, the function writes a
     result into such an array where that input is read for the last time (a saved
-    forward value the backward frees anyway), instead of into a fresh one."""
+    forward value the backward frees anyway), instead of into a fresh one. A dict
+    {input: output} pairs each donor with the one output it may hold (a whole step's
+    new parameter value over the parameter's own array: the update made in place, as
+    the eager optimizer makes it); such a donor may also be read by statements before
+    the group that writes it, views of it included, as long as all of them run before."""
     name = name or f"{graph.name}_{next(_ids)}"
     env = {"__name__": "tracegrad.codegen.generated", "np": np, "inf": math.inf, "nan": math.nan,
            "run_chunks": run_chunks, "recycled": recycled, "DONATED": []}
@@ -74,6 +78,10 @@ def generate(graph, name=None, donors=()):
         if gid is not None:
             groups.setdefault(gid, []).append(n)
     done = set()
+    # BLAS's worker threads spin on the other core for ~100 ms after a parallel call: in a
+    # program with matrix products, a second chunk thread fights them and both lose
+    # (a whole MLP step's SGD update ran 2-4x slower on two threads than on one)
+    env["SERIAL"] = any(graph[n]["op"] in _BLAS_OPS for n in graph.nodes())
     implicit = _implicit_expands(graph, keep)
     for n in graph.nodes():
         a = graph[n]
@@ -87,7 +95,8 @@ def generate(graph, name=None, donors=()):
         if gid is not None:
             if gid not in done:
                 done.add(gid)
-                stmts.append(_group_stmt(graph, gid, groups[gid], keep, env, name, donors))
+                before = set().union(*(set(d) for d, _, _ in stmts)) if isinstance(donors, dict) else ()
+                stmts.append(_group_stmt(graph, gid, groups[gid], keep, env, name, donors, before))
             continue
         if op == "proj":
             stmts.append(([n], refs(a["args"]), [f"{n} = {a['args'][0]}[{a['params']['index']}]"]))
@@ -171,6 +180,7 @@ def _call(n, a, env, args_fn=None):
 
 CHUNK_BYTES = 1 << 20
 THREADS = 2
+_BLAS_OPS = frozenset({"matmul", "einsum", "conv2d", "conv_transpose2d", "conv2d_weight"})
 _UFUNCS = {"add": "np.add", "sub": "np.subtract", "mul": "np.multiply", "div": "np.true_divide",
            "neg": "np.negative", "exp": "np.exp", "log": "np.log", "tanh": "np.tanh", "sqrt": "np.sqrt",
            "sin": "np.sin", "cos": "np.cos", "abs": "np.abs", "rsub": "np.subtract", "maximum": "np.maximum",
@@ -196,10 +206,11 @@ def _walk(fn, run, args):
         np.setbufsize(old)
 
 
-def run_chunks(fn, rows, step, args):
-    """fn(lo, hi, *args) over [0, rows) in chunks of `step` rows, on THREADS threads."""
+def run_chunks(fn, rows, step, args, serial=False):
+    """fn(lo, hi, *args) over [0, rows) in chunks of `step` rows, on THREADS threads (on
+    the calling thread alone where `serial`)."""
     bounds = [(lo, min(lo + step, rows)) for lo in range(0, rows, step)] if rows > step else [(0, rows)]
-    if THREADS <= 1 or len(bounds) == 1:
+    if serial or THREADS <= 1 or len(bounds) == 1:
         _walk(fn, bounds, args)
         return
     if not _pool:
@@ -323,6 +334,61 @@ def _temp(shape, dtype):
     return b[:n].reshape(shape)
 
 
+_MASK = threading.local()
+_BITS = {np.dtype(np.float32): np.int32, np.dtype(np.float64): np.int64}
+
+
+def _mask_temp(shape, dtype):
+    """A per-thread integer mask buffer, grown as needed and reused across calls."""
+    n = int(np.prod(shape, dtype=np.int64))
+    b = getattr(_MASK, dtype.__name__, None)
+    if b is None or b.size < n:
+        b = np.empty(n, dtype)
+        setattr(_MASK, dtype.__name__, b)
+    return b[:n].reshape(shape)
+
+
+def relu_into(x, out):
+    """torch's relu, x < 0 ? 0 : x (-0.0 and NaN pass through), into out (which may be x):
+    the bits of x and a mask of all ones where x is kept, three passes and no branch per
+    element; the values are the op table's kernel's."""
+    ints = _BITS[x.dtype]
+    m = _mask_temp(x.shape, ints)
+    np.less(x, 0, out=m)
+    np.subtract(m, 1, out=m)                       # 0 where x < 0, all bits set elsewhere
+    np.bitwise_and(x.view(ints), m, out=out.view(ints))
+    return out
+
+
+def where_zero(c, keep, v, out):
+    """where(c, v, 0) (keep=True) or where(c, 0, v) (keep=False) for a bool c and a float v of
+    c's shape, into out: v's bits under a mask (relu's backward, threshold_backward), so
+    NaN and infinity are kept or dropped exactly as np.where would."""
+    ints = _BITS[v.dtype]
+    m = _mask_temp(c.shape, ints)
+    if keep:
+        np.subtract(0, c, out=m, dtype=ints)       # all bits set where c
+    else:
+        np.subtract(c, 1, out=m, dtype=ints)       # all bits set where not c
+    np.bitwise_and(v.view(ints), m, out=out.view(ints))
+    return out
+
+
+def _where_zero(graph, a):
+    """For where(c, v, 0) or where(c, 0, v) with a bool c and a float32/64 v of the result's
+    shape and dtype: (keep, v); else None."""
+    if a["op"] != "where" or a["dtype"].np not in _BITS:
+        return None
+    c, x, y = a["args"]
+    if not isinstance(c, V) or graph[c]["dtype"].name != "bool" or tuple(graph[c]["shape"]) != tuple(a["shape"]):
+        return None
+    for keep, v, zero in ((True, x, y), (False, y, x)):
+        if isinstance(v, V) and graph[v]["dtype"] is a["dtype"] and tuple(graph[v]["shape"]) == tuple(a["shape"]) \
+                and type(zero) in (int, float) and zero == 0 and math.copysign(1.0, zero) > 0:
+            return keep, v
+    return None
+
+
 def scatter_into(out, index, src, dim, reduce=None):
     """scatter written into `out` itself (a scratch buffer that dies here): no copy."""
     src = np.broadcast_to(np.asarray(src, dtype=out.dtype), index.shape) if np.ndim(src) == 0 else src
@@ -402,18 +468,37 @@ def _ufunc_ok(graph, a):
     return True
 
 
-def _donor_for(graph, o, members, cut, into_out, keep, donors, taken):
+_COMPARES = {"eq": "np.equal", "ne": "np.not_equal", "lt": "np.less", "le": "np.less_equal", "gt": "np.greater",
+             "ge": "np.greater_equal"}
+
+
+def _compare_ok(graph, a):
+    """A comparison whose kernel is its ufunc on these very operands: values of one float
+    dtype of the result's shape, or a Python number beside one."""
+    vals = [x for x in a["args"] if isinstance(x, V)]
+    if not vals or len({graph[x]["dtype"] for x in vals}) != 1 or graph[vals[0]]["dtype"].name not in _NATIVE_FLOATS:
+        return False
+    if any(tuple(graph[x]["shape"]) != tuple(a["shape"]) for x in vals):
+        return False
+    return all(isinstance(x, V) or (type(x) in (int, float)) for x in a["args"])
+
+
+def _donor_for(graph, o, members, cut, into_out, keep, donors, taken, before=()):
     """An input of the group whose array can hold output o: a donor of o's shape and
-    dtype, cut into the same rows, read nowhere outside the group, and read inside it
-    (itself or through views of it) no later than o's rows are first written, where
-    that first write is an elementwise ufunc over the same positions."""
+    dtype, cut into the same rows, read nowhere outside the group (or, for a donor paired
+    with o, only by statements `before` the group, views of it read there too), and read
+    inside it (itself or through views of it) no later than o's rows are first written,
+    where that first write is an elementwise ufunc over the same positions."""
     pos = {n: i for i, n in enumerate(members)}
     writer = next((x for x, t in into_out.items() if t == o), o)
     first_write = pos[writer]
     a = graph[o]
+    paired = isinstance(donors, dict)
     for s in cut:
-        if s not in donors or s in taken or s in keep or graph[s]["dtype"] is not a["dtype"] or \
-                tuple(graph[s]["shape"]) != tuple(a["shape"]) or any(u not in pos for u in graph.users(s)):
+        if s not in donors or (paired and donors[s] != o) or s in taken or s in keep or \
+                graph[s]["dtype"] is not a["dtype"] or tuple(graph[s]["shape"]) != tuple(a["shape"]):
+            continue
+        if not all(u in pos or (paired and _read_before(graph, u, pos, keep, before)) for u in graph.users(s)):
             continue
         alias = {s}
         for m in members:
@@ -428,7 +513,18 @@ def _donor_for(graph, o, members, cut, into_out, keep, donors, taken):
     return None
 
 
-def _group_stmt(graph, gid, members, keep, env, name, donors=()):
+def _read_before(graph, u, group, keep, before):
+    """Whether statement u, a reader of a donor outside its group, runs before the group and
+    leaves nothing that reads the donor after it: u itself is done, and where u is a view
+    (no copy) of the donor, so is every reader of u, and u is no output of the program."""
+    if u not in before:
+        return False
+    if graph[u]["op"] not in _VIEWS:
+        return True
+    return u not in keep and all(_read_before(graph, w, group, keep, before) for w in graph.users(u))
+
+
+def _group_stmt(graph, gid, members, keep, env, name, donors=(), before=()):
     mset = set(members)
     first = members[0]
     rows = graph[first]["fuse_rows"]
@@ -551,6 +647,18 @@ def _group_stmt(graph, gid, members, keep, env, name, donors=()):
             body.append(f"    {n}_c = np.broadcast_to({arg(a['args'][0])}, (hi - lo,) + {tuple(a['shape'][1:])!r})"
                         f"  # expand")
             copy_out = True
+        elif op == "relu" and a["dtype"].np in _BITS and isinstance(a["args"][0], V) and \
+                graph[a["args"][0]]["dtype"] is a["dtype"]:
+            out = target(n, a, dying)
+            body.append(f"    {n}_c = relu_into({arg(a['args'][0])}, {out})  # relu")
+        elif op in _COMPARES and a["dtype"].name == "bool" and _compare_ok(graph, a):
+            args = [arg(x) if isinstance(x, V) else _literal(x, env) for x in a["args"]]
+            out = target(n, a, dying)
+            body.append(f"    {n}_c = {_COMPARES[op]}({', '.join(args)}, out={out})  # {op}")
+        elif _where_zero(graph, a) is not None:
+            keep, v = _where_zero(graph, a)
+            out = target(n, a, dying)
+            body.append(f"    {n}_c = where_zero({arg(a['args'][0])}, {keep}, {arg(v)}, {out})  # where")
         elif _ufunc_ok(graph, a):
             args = [arg(x) if isinstance(x, V) else _literal(x, env) for x in a["args"]]
             if op == "rsub":
@@ -570,6 +678,8 @@ def _group_stmt(graph, gid, members, keep, env, name, donors=()):
         alloc.append(f"    b{k} = scratch({scr}, {k}, hi - lo, {rowshape!r}, np.{dt}, {cap})")
     body[1:1] = alloc
     env["scratch"] = scratch
+    env["relu_into"] = relu_into
+    env["where_zero"] = where_zero
     env["row_sum"] = row_sum
     env["col_sum"] = col_sum
     env["softmax_rows"] = softmax_rows
@@ -586,7 +696,7 @@ def _group_stmt(graph, gid, members, keep, env, name, donors=()):
         a = graph[o]
         shape = (nchunks,) + tuple(a["shape"]) if o in cols else tuple(a["shape"])
         big = int(np.prod(shape, dtype=np.int64)) * a["dtype"].itemsize >= RECYCLE_BYTES
-        donor = _donor_for(graph, o, members, cut, into_out, keep, donors, env["DONATED"]) \
+        donor = _donor_for(graph, o, members, cut, into_out, keep, donors, env["DONATED"], before) \
             if big and donors and o not in cols else None
         if big:
             pool = f"OUTPUTS_{next(_ids)}"
@@ -599,7 +709,9 @@ def _group_stmt(graph, gid, members, keep, env, name, donors=()):
             lines.append(f"{o} = {fresh}")
         else:
             lines.append(f"{o} = np.empty({shape!r}, np.{a['dtype'].np.name})")
-    lines.append(f"run_chunks({fname}, {rows}, {step}, ({', '.join(ext + outs)}{',' if len(ext + outs) == 1 else ''}))")
+    serial = ", serial=True" if env.get("SERIAL") else ""
+    lines.append(f"run_chunks({fname}, {rows}, {step}, ({', '.join(ext + outs)}{',' if len(ext + outs) == 1 else ''})"
+                 f"{serial})")
     for o in cols:
         lines.append(f"{o} = np.asarray({o}.sum(0))  # partial sums of the chunks, in order")
     return outs, ext, lines
