@@ -151,3 +151,46 @@ def test_chunks_leave_the_callers_numpy_buffer_size_alone(chunk_bytes):
                                    atol=bound)
     finally:
         np.setbufsize(old)
+
+
+def _special(shape, dtype, seed):
+    """Random values with -0.0, 0.0, NaN, infinities and tiny numbers of both signs spread in."""
+    a = np.random.default_rng(seed).standard_normal(shape).astype(dtype)
+    flat = a.reshape(-1)
+    specials = np.array([-0.0, 0.0, np.nan, -np.nan, np.inf, -np.inf, 1e-30, -1e-30], dtype)
+    flat[::7] = np.resize(specials, flat[::7].shape)
+    return a
+
+
+def _same_values(a, b):
+    """Equal as IEEE values, NaN where NaN, and the sign of every zero the same."""
+    a, b = np.asarray(a), np.asarray(b)
+    assert a.dtype == b.dtype and a.shape == b.shape
+    np.testing.assert_array_equal(a, b)
+    zero = (a == 0) & (b == 0)
+    assert (np.signbit(a[zero]) == np.signbit(b[zero])).all()
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_relu_comparisons_and_masked_gradients_in_fused_groups_keep_special_values(dtype):
+    # relu, comparisons and where-with-zero (relu's backward among them) run in fused groups
+    # through bit masks: -0.0, NaN and infinities come out as torch's own kernels give them
+    x0, b0, g0, h0 = (_special((256, 256), dtype, s) for s in range(4))
+    b0 = b0[0]
+
+    def f(m, x, b):
+        y = m.relu(x * 1.5 + b)
+        z = m.where(x > 0.25, x * 2, 0.0)
+        return y, z, y <= 0
+
+    xg, bg = tg.tensor(x0, requires_grad=True), tg.tensor(b0)
+    cf = tg.compile(lambda x, b: f(tg, x, b))
+    y, z, mask = cf(xg, bg)
+    gx, = tg.autograd.grad((y, z), xg, (tg.tensor(g0), tg.tensor(h0)))
+    xt = torch.tensor(x0, requires_grad=True)
+    yt, zt, mt = f(torch, xt, torch.tensor(b0))
+    gt, = torch.autograd.grad((yt, zt), xt, (torch.tensor(g0), torch.tensor(h0)))
+    for a, b in ((y, yt), (z, zt), (mask, mt), (gx, gt)):
+        _same_values(a.detach().numpy(), b.detach().numpy())
+    src = cf.last_program.fwd_fn.source + cf.last_program.bwd_fn.source
+    assert "relu_into" in src and "where_zero" in src

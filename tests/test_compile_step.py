@@ -378,3 +378,71 @@ def test_a_schedule_changing_the_learning_rate_every_step_needs_no_recompile():
             np.testing.assert_array_equal(model.weight.detach().numpy(), want)
         else:
             want = model.weight.detach().numpy().copy()
+
+
+def _big_models(seed=0):
+    # a first layer of more than 1 MiB (float64 384x384): the generated step writes its new
+    # values, and its momentum buffer's, over their own arrays
+    torch.manual_seed(seed)
+    tm = torch.nn.Sequential(torch.nn.Linear(384, 384), torch.nn.ReLU(), torch.nn.Linear(384, 4)).double()
+    gm = nn.Sequential(nn.Linear(384, 384), nn.ReLU(), nn.Linear(384, 4)).to(tg.float64)
+    with tg.no_grad():
+        for p, q in zip(tm.parameters(), gm.parameters()):
+            q.copy_(tg.tensor(p.detach().numpy()))
+    return tm, gm
+
+
+def _steps(model, opt, lib):
+    def step(x, y):
+        opt.zero_grad()
+        loss = lib.nn.functional.cross_entropy(model(x), y)
+        loss.backward()
+        opt.step()
+        return loss
+    return step
+
+
+@pytest.mark.parametrize("hold_views", [False, True], ids=["no-views", "views-held"])
+def test_whole_step_updates_big_parameters_in_place_as_torch(hold_views):
+    tm, gm = _big_models()
+    topt = torch.optim.SGD(tm.parameters(), lr=0.1, momentum=0.9)
+    gopt = tg.optim.SGD(gm.parameters(), lr=0.1, momentum=0.9)
+    tstep, gstep = _steps(tm, topt, torch), tg.compile(_steps(gm, gopt, tg), fullgraph=True)
+    rng = np.random.default_rng(1)
+    x0, y0 = rng.standard_normal((64, 384)), rng.integers(0, 4, 64)
+    tw, gw = tm[0].weight, gm[0].weight
+    tptr, gptr = tw.data_ptr(), gw.data_ptr()
+    views = (tw.detach()[:3], gw.detach()[:3]) if hold_views else None
+    for _ in range(4):
+        lt = tstep(torch.tensor(x0), torch.tensor(y0))
+        lg = gstep(tg.tensor(x0), tg.tensor(y0))
+        _close(lg, lt, torch.float64)
+    for p, q in zip(tm.parameters(), gm.parameters()):
+        _close(q, p, torch.float64)
+        _close(q.grad, p.grad, torch.float64)
+        _close(gopt.state[q]["momentum_buffer"], topt.state[p]["momentum_buffer"], torch.float64)
+    # the storage stays the parameter's own, as torch's in-place update keeps it; a view taken
+    # before the steps sees the new values
+    assert tw.data_ptr() == tptr and gw.data_ptr() == gptr
+    if hold_views:
+        _close(views[1], views[0], torch.float64)
+        _close(views[1], gw[:3], torch.float64)
+    assert "donate" in gstep.last_program.fwd_fn.source
+
+
+def test_whole_step_whose_input_is_a_view_of_a_parameter_matches_torch():
+    # the input reads the weight's own memory: the update may not be written over it while
+    # the step still reads the input, and the input sees the update afterwards, as in torch
+    tm, gm = _big_models()
+    topt = torch.optim.SGD(tm.parameters(), lr=0.5)
+    gopt = tg.optim.SGD(gm.parameters(), lr=0.5)
+    tstep, gstep = _steps(tm, topt, torch), tg.compile(_steps(gm, gopt, tg), fullgraph=True)
+    y0 = np.arange(64) % 4
+    tx, gx = tm[0].weight.detach()[:64], gm[0].weight.detach()[:64]
+    for _ in range(3):
+        lt = tstep(tx, torch.tensor(y0))
+        lg = gstep(gx, tg.tensor(y0))
+        _close(lg, lt, torch.float64)
+        _close(gx, tx, torch.float64)
+    for p, q in zip(tm.parameters(), gm.parameters()):
+        _close(q, p, torch.float64)
