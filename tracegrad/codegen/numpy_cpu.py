@@ -354,7 +354,7 @@ def relu_into(x, out):
     element; the values are the op table's kernel's."""
     ints = _BITS[x.dtype]
     m = _mask_temp(x.shape, ints)
-    np.less(x, 0, out=m)
+    np.copyto(m, np.less(x, 0, out=_mask_temp(x.shape, np.bool_)))     # a cast outside the ufunc: faster
     np.subtract(m, 1, out=m)                       # 0 where x < 0, all bits set elsewhere
     np.bitwise_and(x.view(ints), m, out=out.view(ints))
     return out
@@ -366,10 +366,11 @@ def where_zero(c, keep, v, out):
     NaN and infinity are kept or dropped exactly as np.where would."""
     ints = _BITS[v.dtype]
     m = _mask_temp(c.shape, ints)
+    np.copyto(m, c)
     if keep:
-        np.subtract(0, c, out=m, dtype=ints)       # all bits set where c
+        np.negative(m, out=m)                      # all bits set where c
     else:
-        np.subtract(c, 1, out=m, dtype=ints)       # all bits set where not c
+        np.subtract(m, 1, out=m)                   # all bits set where not c
     np.bitwise_and(v.view(ints), m, out=out.view(ints))
     return out
 
