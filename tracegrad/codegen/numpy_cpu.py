@@ -83,6 +83,7 @@ def generate(graph, name=None, donors=()):
     # (a whole MLP step's SGD update ran 2-4x slower on two threads than on one)
     env["SERIAL"] = any(graph[n]["op"] in _BLAS_OPS for n in graph.nodes())
     implicit = _implicit_expands(graph, keep)
+    before, seen = set(), 0
     for n in graph.nodes():
         a = graph[n]
         op = a["op"]
@@ -95,7 +96,10 @@ def generate(graph, name=None, donors=()):
         if gid is not None:
             if gid not in done:
                 done.add(gid)
-                before = set().union(*(set(d) for d, _, _ in stmts)) if isinstance(donors, dict) else ()
+                if isinstance(donors, dict):           # the values defined by the statements so far
+                    for d, _, _ in stmts[seen:]:
+                        before.update(d)
+                    seen = len(stmts)
                 stmts.append(_group_stmt(graph, gid, groups[gid], keep, env, name, donors, before))
             continue
         if op == "proj":
