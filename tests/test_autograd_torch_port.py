@@ -4938,3 +4938,195 @@ def test_pynode_destruction_deadlock():
 
     with pytest.raises(RuntimeError, match="one of the variables needed for gradient computation"):
         get_out().sum().backward()
+
+
+def test_setup_context_when_forward_has_default_args():
+    class PowFunction(Function):
+        @staticmethod
+        def forward(x, y=3):
+            return tg.pow(x, y)
+
+        @staticmethod
+        def setup_context(ctx, inputs, output):
+            x, y = inputs
+            ctx.save_for_backward(x)
+            ctx.y = y
+
+        @staticmethod
+        def backward(ctx, gO):
+            (x,) = ctx.saved_tensors
+            y = ctx.y
+            return gO * y * tg.pow(x, y - 1), None
+
+    class PowFunctionWithClassmethod(Function):
+        @classmethod
+        def forward(cls, x, y=3):
+            return tg.pow(x, y)
+
+        @classmethod
+        def setup_context(cls, ctx, inputs, output):
+            x, y = inputs
+            ctx.save_for_backward(x)
+            ctx.y = y
+
+        @classmethod
+        def backward(cls, ctx, gO):
+            (x,) = ctx.saved_tensors
+            y = ctx.y
+            return gO * y * tg.pow(x, y - 1), None
+
+    x = tg.tensor(2.0, requires_grad=True)
+    y = tg.tensor(8.0)
+    y_expected = tg.tensor(12.0)
+    y1 = PowFunction.apply(x)
+    (y1_expected,) = tg.autograd.grad(y1, x)
+    y2 = PowFunctionWithClassmethod.apply(x)
+    (y2_expected,) = tg.autograd.grad(y2, x)
+    assertEqual(y, y1)
+    assertEqual(y_expected, y1_expected)
+    assertEqual(y, y2)
+    assertEqual(y_expected, y2_expected)
+
+
+def test_grad_thread_safety():
+    from concurrent.futures import ThreadPoolExecutor
+    NUM_ITERS = 10
+    NUM_THREADS = 4
+
+    def access_grad(tensor, barrier):
+        barrier.wait()
+        return weakref.ref(tensor.grad)
+
+    for i in range(NUM_ITERS):
+        tensor = tg.tensor([1.0, 2.0, 3.0], requires_grad=True)
+        (tensor**2).sum().backward()
+        barrier = threading.Barrier(NUM_THREADS)
+        with ThreadPoolExecutor(max_workers=NUM_THREADS) as executor:
+            futures = [executor.submit(access_grad, tensor, barrier) for _ in range(NUM_THREADS)]
+            for future in futures:
+                assertEqual(future.result()(), tensor.grad)
+            assert tensor.grad is not None
+
+
+OUT_OF_SCOPE.update({
+    "test_to_sparse_backward": "sparse layouts",
+    "test_sparse_mm_backward": "sparse tensors",
+    "test_first_grad_fn_access_in_no_grad_mode": "complex tensors (Tensor.real view)",
+    "test_volatile_deprecated": "the legacy Variable API (volatile)",
+    "test_sparse_gather_dim0": "sparse gradients",
+    "test_sparse_gather_dim1": "sparse gradients",
+    "test_sparse_gather_dim_neg": "sparse gradients",
+    "test_sparse_gather_ind_scalar": "sparse gradients",
+    "test_sparse_gather_x_scalar": "sparse gradients",
+    "test_sparse_gather_both_scalar": "sparse gradients",
+    "test_grad_dtype": "Tensor.grad_dtype",
+    "test_naughty_anomaly_access": "an expected failure in torch itself",
+    "test_custom_autograd_ac_early_stop": "torch.utils.checkpoint",
+    "test_checkpoint_compile_no_recompile": "CUDA, torch.compile and checkpoint",
+    "test_checkpoint_device_context_fn": "CUDA and checkpoint",
+    "test_var_mean_differentiable": "torch.var_mean (an op tracegrad does not have)",
+    "test_lobpcg": "torch.lobpcg (linear algebra)",
+    "test_node_ordering_when_none_returned": "CUDA, bfloat16 on device",
+    "test_current_graph_task_id": "torch._C._current_graph_task_id",
+    "test_current_graph_task_execution_order": "torch._C._current_graph_task_execution_order",
+    "test_backward_hook_relative_ordering": "AddmmBackward0/TBackward0 node names of nn.Linear and "
+                                            "BackwardHookFunction nodes of module hooks",
+    "test_view_replay_enabled": "torch.autograd._force_original_view_tracking",
+    "test_unsafe_set_version_counter": "private torch._C._autograd._unsafe_set_version_counter",
+    "test_current_node": "TorchDispatchMode",
+    "test_profiler": "profiler", "test_profiler_seq_nr": "profiler", "test_profiler_unboxed_only": "profiler",
+    "test_profiler_propagation": "profiler, torch.jit", "test_record_function_callbacks": "profiler",
+    "test_record_function_legacy": "profiler", "test_profiler_aggregation_fake": "profiler",
+    "test_profiler_aggregation_table": "profiler", "test_profiler_function_event_avg": "profiler",
+    "test_profiler_shapes": "profiler", "test_profiler_aggregation_lstm": "profiler",
+    "test_record_function": "profiler", "test_record_function_multithreaded": "profiler",
+    "test_calculate_shape_util": "private _calculate_shape, nested tensors",
+    "test_forward_traceback_preserves_exception_with_checkpoint": "CUDA, torch.library, checkpoint",
+    "test_no_grad_copy_sparse": "sparse gradients",
+    "test_gradcheck_input": "sparse layouts",
+    "test_gradcheck_validates_input_mkldnn": "MKL-DNN",
+    "test_gradcheck_test_outputs": "sparse and MKL-DNN outputs",
+    "test_gradcheck_check_batched_grad": "sparse inputs, vmap",
+    "test_gradcheck_dense_and_sparse_inputs": "sparse inputs",
+    "test_gradcheck_multiple_mkldnn_inputs": "MKL-DNN",
+    "test_gradcheck_complex_non_complex_outputs": "complex tensors",
+    "test_gradcheck_adjusted_atol_complex_inputs": "complex tensors",
+    "test_gradcheck_get_numerical_jacobian": "deprecated private gradcheck helpers",
+    "test_gradcheck_get_analytical_jacobian": "deprecated private gradcheck helpers",
+    "test_gradcheck_forward_ad": "forward-mode AD",
+    "test_gradcheck_forward_ad_runs_with_no_requires_grad": "forward-mode AD",
+    "test_gradcheck_forward_ad_respects_requires_grad": "forward-mode AD",
+    "test_gradcheck_check_forward_or_backward_only": "forward-mode AD",
+    "test_gradcheck_forward_ad_batched_grad": "forward-mode AD, vmap",
+    "test_set_data_tensorimpl_type": "sparse tensors",
+    "test_thread_shutdown": "engine worker threads of devices (subprocess API-usage logging)",
+    "test_checkpointing": "torch.utils.checkpoint",
+    "test_checkpointing_non_reentrant_autocast_cpu": "checkpoint, autocast",
+    "test_checkpointing_non_reentrant_autocast_gpu": "checkpoint, autocast, CUDA",
+    "test_checkpointing_without_reentrant_memory_savings": "checkpoint, CUDA",
+    "test_checkpointing_without_reentrant_custom_function_works": "checkpoint",
+    "test_checkpointing_without_reentrant_with_context_fn": "checkpoint",
+    "test_checkpoint_warns_if_use_reentrant_not_passed_explcitly": "checkpoint",
+    "test_checkpoint_sequential_warns_if_use_reentrant_not_passed_explcitly": "checkpoint",
+    "test_checkpoint_graph_execution_group": "checkpoint",
+    "test_checkpoint_detects_non_determinism": "checkpoint",
+    "test_access_saved_tensor_twice_without_recomputation_works": "checkpoint",
+    "test_checkpointing_without_reentrant": "checkpoint",
+    "test_checkpoint_valid_reset_on_error": "checkpoint",
+    "test_checkpointing_without_reentrant_detached_tensor": "checkpoint",
+    "test_checkpointing_without_reentrant_saved_object_identity": "checkpoint",
+    "test_checkpointing_without_reentrant_correct_grad": "checkpoint",
+    "test_checkpointing_without_reentrant_dataparallel": "checkpoint, DataParallel",
+    "test_checkpointing_without_reentrant_parameter_used_in_an_out": "checkpoint",
+    "test_checkpointing_without_reentrant_arbitrary_input_output": "checkpoint",
+    "test_callback_adds_callback": "Variable._execution_engine.queue_callback",
+    "test_callback_propagates_errors_from_device_thread": "CUDA, queue_callback",
+    "test_reentrant_with_callbacks_depth_0": "Variable._execution_engine.queue_callback",
+    "test_reentrant_with_callbacks_depth_1": "Variable._execution_engine.queue_callback",
+    "test_reentrant_with_callbacks_both_depths": "Variable._execution_engine.queue_callback",
+    "test_grad_fn_attr_bindings": "the _saved_* fields of torch's generated nodes (interpolate, conv, pdist, ...)",
+    "test_get_data_and_hooks_from_raw_saved_variable": "saved-tensor hooks",
+    "test_saved_tensor_constructor_with_hooks": "saved-tensor hooks, SavedTensor",
+    "test_saved_tensor_constructor_forbidden_without_flag": "SavedTensor",
+    "test_autograd_inplace_views_cross_dtype": "complex tensors",
+    "test_named_tensor_for_complex_views": "named and complex tensors",
+    "test_custom_function_preserve_torch_function_when_return_as_is": "__torch_function__ subclasses",
+    "test_custom_function_forward_mode_view_checks": "forward-mode AD",
+    "test_custom_function_forward_mode_inplace_checks": "forward-mode AD",
+    "test_custom_function_forward_mode_wrong_formula": "forward-mode AD",
+    "test_custom_function_forward_mode_non_tensor_before_tensor_args": "forward-mode AD",
+    "test_custom_function_forward_mode_forward_is_no_op": "forward-mode AD",
+    "test_custom_function_save_for_forward": "forward-mode AD",
+    "test_custom_function_forward_mode_non_differentiable": "forward-mode AD",
+    "test_input_buffer_accum": "sparse gradients",
+    "test_saved_variable_packing_unpacking_saved_original_with_hooks": "saved-tensor hooks",
+    "test_saved_variable_packing_unpacking_did_not_save_original_with_hooks": "saved-tensor hooks",
+    "test_saved_variable_packing_unpacking_saved_original_with_default_hooks": "saved-tensor hooks",
+    "test_saved_variable_packing_unpacking_did_not_save_original_with_default_hooks": "saved-tensor hooks",
+    "test_setting_default_saved_variable_hooks_twice_should_not_fail": "saved-tensor hooks",
+    "test_setting_default_saved_variable_hooks_twice_should_use_inner": "saved-tensor hooks",
+    "test_disabling_saved_tensor_hooks": "saved-tensor hooks",
+    "test_disabling_saved_tensor_hooks_nested": "saved-tensor hooks",
+    "test_saved_tensor_hooks_custom_error_propagation": "saved-tensor hooks",
+    "test_saved_tensor_hooks_custom_function_intermediates": "saved-tensor hooks",
+    "test_unpack_hooks_exec_count": "saved-tensor hooks",
+    "test_saved_tensors_hook_version_counter_not_shared": "saved-tensor hooks",
+    "test_save_on_cpu_and_checkpoint": "save_on_cpu, checkpoint",
+    "test_pack_hook_with_inplace_modification_should_fail": "saved-tensor hooks",
+    "test_saving_variable_to_disk": "saved-tensor hooks",
+    "test_default_saved_tensors_hooks_double_backward": "saved-tensor hooks",
+    "test_wrapped_number_saved_tensors_hooks": "saved-tensor hooks",
+    "test_graph_save_on_cpu": "save_on_cpu, sparse",
+    "test_graph_save_on_cpu_cuda": "save_on_cpu, CUDA",
+    "test_scalar_grad_mixed_device": "CUDA",
+    "test_multi_grad_all_hooks": "a C++ extension (load_inline) and torch._C nodes",
+    "test_view_func_replay": "private _view_func, nested tensors",
+    "test_view_func_replay_with_modified_state": "private _view_func",
+    "test_gradcheck_default_device_placement_context": "CUDA",
+})
+
+
+def test_port_bookkeeping():
+    """The ported tests and the out-of-scope list are disjoint (a torch test is counted once)."""
+    ported = {n for n in globals() if n.startswith("test_") and n != "test_port_bookkeeping"}
+    assert not ported & set(OUT_OF_SCOPE), ported & set(OUT_OF_SCOPE)
