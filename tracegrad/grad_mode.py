@@ -4,6 +4,8 @@ Each is a context manager and a decorator, like torch's.
 """
 import functools
 import inspect
+import sys
+import warnings
 import threading
 
 
@@ -36,24 +38,36 @@ class _DecoratorContextManager:
         return cls()(orig_func)      # bare decorator: @no_grad
 
     def __call__(self, func):
+        if inspect.isclass(func):
+            warnings.warn("Decorating classes is deprecated and will be disabled in future versions. You should only "
+                          "decorate functions or methods. To preserve the current behavior of class decoration, you "
+                          "can directly decorate the `__init__` method and nothing else.", FutureWarning, stacklevel=2)
+            cls_ = func
+            func = lambda *args, **kwargs: cls_(*args, **kwargs)      # noqa: E731 (torch's behaviour)
         if inspect.isgeneratorfunction(func):
             @functools.wraps(func)
             def gen_wrapper(*args, **kwargs):
+                # as torch's _wrap_generator: every step of the generator, send, throw and
+                # close alike, runs under this mode; the caller's mode is kept between steps
                 gen = func(*args, **kwargs)
-                with self.clone():
-                    response = gen.send(None)
-                while True:
-                    try:
-                        request = yield response
-                    except GeneratorExit:
-                        with self.clone():
-                            gen.close()
-                        raise
+                try:
                     with self.clone():
+                        response = gen.send(None)
+                    while True:
                         try:
-                            response = gen.send(request)
-                        except StopIteration as e:
-                            return e.value
+                            request = yield response
+                        except GeneratorExit:
+                            with self.clone():
+                                gen.close()
+                            raise
+                        except BaseException:
+                            with self.clone():
+                                response = gen.throw(*sys.exc_info())
+                        else:
+                            with self.clone():
+                                response = gen.send(request)
+                except StopIteration as e:
+                    return e.value
             return gen_wrapper
 
         @functools.wraps(func)

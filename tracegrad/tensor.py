@@ -279,6 +279,10 @@ class Tensor:
                 "github.com/pytorch/pytorch/pull/30531 for more information.", UserWarning, stacklevel=2)
         return self._grad
 
+    @grad.deleter
+    def grad(self):
+        self._grad = None
+
     @grad.setter
     def grad(self, value):
         sh = _SHADOW[0]
@@ -315,6 +319,10 @@ class Tensor:
     @property
     def data(self):
         return Tensor._make(self._data, self._dtype, vc=[0])
+
+    @data.deleter
+    def data(self):
+        raise RuntimeError("can't delete the data of a Tensor")
 
     @data.setter
     def data(self, value):
@@ -373,7 +381,7 @@ class Tensor:
                 raise TypeError(f"can't convert {self.device} device type tensor to numpy. Use Tensor.cpu() to copy "
                                 f"the tensor to host memory first.")
             return self.cpu()._data
-        if self._req and not force:
+        if self._req and not force and _grad_enabled():
             raise RuntimeError("Can't call numpy() on Tensor that requires grad. Use tensor.detach().numpy() instead.")
         if self._dtype is D.bfloat16:
             raise TypeError("Got unsupported ScalarType BFloat16")
@@ -447,7 +455,11 @@ class Tensor:
         return object.__format__(self, spec) if spec else repr(self)
 
     def __reduce_ex__(self, protocol):
-        raise RuntimeError("tracegrad tensors are not pickled; use tracegrad.save(), which writes .npz")
+        # as torch: the data, dtype and requires_grad travel; the copy is a leaf
+        if self.is_cuda:
+            raise RuntimeError("tracegrad CUDA tensors are not pickled; move them with .cpu() first, or use "
+                               "tracegrad.save()")
+        return (_rebuild_tensor, (np.array(self._data, copy=True), self._dtype, bool(self._req)))
 
     def __deepcopy__(self, memo):
         if not self.is_leaf:
@@ -463,6 +475,11 @@ class Tensor:
             t = Parameter(t, self._req)
         memo[id(self)] = t
         return t
+
+    def __delattr__(self, name):
+        if name in ("requires_grad", "_grad_fn", "grad_fn", "_backward_hooks", "is_leaf", "_version"):
+            raise RuntimeError(f"can't delete the attribute '{name}' of a Tensor")
+        object.__delattr__(self, name)
 
     # -- autograd -------------------------------------------------------------
     def backward(self, gradient=None, retain_graph=None, create_graph=False, inputs=None):
@@ -574,3 +591,12 @@ class Tensor:
         from .creation import empty
         return empty(*size, dtype=dtype or self._dtype, device=device or self.device, requires_grad=requires_grad)
 
+
+
+def _grad_enabled():
+    return STATE.grad_enabled
+
+
+def _rebuild_tensor(data, dtype, requires_grad):
+    """Unpickling a tensor (see Tensor.__reduce_ex__)."""
+    return Tensor._make(data, dtype, requires_grad)

@@ -56,10 +56,8 @@ def _seeds(outputs, grads, create_graph, what="grad_tensors", ones=None):
         if tuple(g.shape) != tuple(o.shape):
             raise RuntimeError(f"Mismatch in shape: grad_output[{i}] has a shape of {g.shape} and output[{i}] has a "
                                f"shape of {o.shape}.")
-        if g.dtype.is_floating_point != o.dtype.is_floating_point:
-            raise TypeError(f"For complex Tensors, both grad_output and output are required to have the same dtype. "
-                            f"Mismatch in dtype: grad_output[{i}] has a dtype of {g.dtype} and output[{i}] has a "
-                            f"dtype of {o.dtype}.")
+        # torch only refuses a complex/real mismatch (tracegrad has no complex dtype); any other
+        # grad_output dtype is cast to the output's
         if g.dtype is not o.dtype:
             g = g.to(o.dtype)
         seeds.append(g)
@@ -146,6 +144,13 @@ def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, 
         index.setdefault(id(n), -2)
     reach = [(tg, r) for tg, r in zip(targets, receivers) if index[id(tg[0])] >= 0]
     hooks = _hooks_spec(order)
+    if create_graph and any(isinstance(tg[0], AccumulateGrad) for tg, _ in reach):
+        import warnings
+        warnings.warn("Using backward() with create_graph=True will create a reference cycle between the parameter "
+                      "and its gradient which can cause a memory leak. We recommend using autograd.grad when creating "
+                      "the graph to avoid this. If you have to use this function, make sure to reset the .grad fields "
+                      "of your parameters to None after use to break the cycle and avoid the leak.", UserWarning,
+                      stacklevel=3)
     with set_grad_enabled(create_graph), engine.final_callbacks(accumulates=True):
         outs = engine.execute(order, index, roots, seeds, [tg for tg, _ in reach], retain_graph, create_graph, hooks)
         for (tg, t), g in zip(reach, outs):
@@ -180,7 +185,8 @@ def _accumulate(t, g, create_graph):
         t._grad._vc[0] += 1
     if t.grad_fn is None and t._post_acc_hooks:
         for h in list(t._post_acc_hooks.values()):
-            h(t)
+            if h(t) is not None:
+                raise RuntimeError("hooks should return None.")
 
 
 def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=False, only_inputs=True,
@@ -195,7 +201,7 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
     outputs = _as_list(outputs, "outputs")
     inputs = _as_list(inputs, "inputs")
     if not inputs:
-        raise RuntimeError("grad requires non-empty inputs.")
+        raise ValueError("grad requires non-empty inputs.")
     for i, t in enumerate(outputs):
         if not isinstance(t, Tensor):
             raise TypeError(f"grad(): outputs must be Tensors, got {type(t).__name__}")

@@ -79,6 +79,16 @@ def _fit_grad(name, i, g, meta, as_tensor):
     return g
 
 
+def _user_backward(cls):
+    """The backward a custom Function defines: `backward` or its alias `vjp`, not both."""
+    has_bw = getattr(cls.backward, "__func__", cls.backward) is not Function.backward
+    has_vjp = getattr(cls.vjp, "__func__", cls.vjp) is not Function.vjp
+    if has_bw and has_vjp:
+        raise RuntimeError("Implementing both 'backward' and 'vjp' for a custom Function is not allowed. You should "
+                           "only implement one of them.")
+    return cls.vjp if has_vjp else cls.backward
+
+
 def _call_user_backward(ctx, gs, metas, as_tensor):
     cls = ctx._params["cls"]
     outs = ctx._out_meta
@@ -87,7 +97,7 @@ def _call_user_backward(ctx, gs, metas, as_tensor):
         is_tensor = ctx.__dict__.get("_tensor_outs") or (True,) * len(outs)
         gs = [g if g is not None or not t else Tensor._make(np.zeros(shape, dt.np), dt)
               for g, (shape, dt), t in zip(gs, outs, is_tensor)]
-    res = _check_grads(ctx, cls.backward(ctx, *gs), metas)
+    res = _check_grads(ctx, _user_backward(cls)(ctx, *gs), metas)
     out = []
     name = type(ctx).__name__
     for i, (g, m) in enumerate(zip(res, metas)):
@@ -218,6 +228,13 @@ class FunctionCtx:
         saved = self.__dict__.get("_fn_saved")
         if saved is None:                    # forward still running, or nothing required grad
             return tuple(self.__dict__.get("_to_save", ()))
+        if getattr(type(self)._forward_cls, "clear_saved_tensors_on_access", False):
+            # torch's opt-in: the saved tensors are handed over once and not kept
+            if self.__dict__.get("_saved_accessed"):
+                raise RuntimeError("ctx.saved_tensors can only be accessed once when clear_saved_tensors_on_access "
+                                   "is set on the Function.")
+            self.__dict__["_saved_accessed"] = True
+            self.__dict__["_fn_saved"] = [None] * len(saved)
         out = []
         for s in saved:
             if s is None or isinstance(s, Tensor):
@@ -229,6 +246,8 @@ class FunctionCtx:
 
     @property
     def saved_variables(self):
+        import warnings
+        warnings.warn("'saved_variables' is deprecated; use 'saved_tensors'", DeprecationWarning, stacklevel=2)
         return self.saved_tensors
 
     def mark_dirty(self, *tensors):
@@ -254,6 +273,7 @@ def _ctx_class(cls):
         c = type(cls.__name__ + "Backward", (BackwardCFunction,), {"__slots__": ()})
         c._forward_cls = cls
         _fn_classes[cls] = c
+        cls._backward_cls = c
     return c
 
 
@@ -309,7 +329,7 @@ class Function(metaclass=FunctionMeta):
         with no_grad():
             if custom_setup:
                 outputs = cls.forward(*args)
-                cls.setup_context(ctx, args, outputs)
+                cls.setup_context(ctx, _with_defaults(cls.forward, args), outputs)
             else:
                 outputs = cls.forward(ctx, *args)
         is_tuple = isinstance(outputs, tuple)
@@ -388,6 +408,17 @@ _DIRTY_VIEW_MSG = (
     "not a view (using .clone() for example) or make your Function only return one Tensor (potentially splitting it "
     "into two Functions: one doing the inplace that returns a single Tensor and a second one that does the other "
     "operations). You can ask on the forum https://discuss.pytorch.org/ if you need help to do this change.")
+
+
+def _with_defaults(forward, args):
+    """The inputs setup_context sees: forward's arguments with its defaults filled in (torch's)."""
+    import inspect
+    try:
+        bound = inspect.signature(forward).bind(*args)
+    except (TypeError, ValueError):
+        return args
+    bound.apply_defaults()
+    return tuple(bound.args)
 
 
 def _edge(a):

@@ -154,3 +154,11 @@ class Saved:
             self.tensor = tensor
             self.data = None
             self.output_nr = -1
+
+
+def increment_version(tensor):
+    """Bump the version counter of `tensor` (or of each tensor of an iterable), as an in-place
+    change would: what was saved of it for backward is then refused (torch's increment_version)."""
+    from ..tensor import Tensor
+    for t in ((tensor,) if isinstance(tensor, Tensor) else tensor):
+        t._vc[0] += 1
