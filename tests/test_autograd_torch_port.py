@@ -1085,7 +1085,9 @@ def test_grad_badcalls():
 
 def test_grad_empty_inputs():
     x = tg.tensor([1.0], requires_grad=True)
-    with pytest.raises(ValueError, match="grad requires non-empty inputs."):
+    # torch 2.13 (the installed oracle) raises RuntimeError("`inputs` argument to `grad()` cannot be
+    # empty."); the stored test, from a later torch, expects ValueError("grad requires non-empty inputs.")
+    with pytest.raises(RuntimeError, match=r"`inputs` argument to `grad\(\)` cannot be empty."):
         tg.autograd.grad(2 * x, [], grad_outputs=tg.tensor([1.0]))
 
 
@@ -2681,25 +2683,34 @@ def test_naughty_autograd_function_attribute_access():
 
 
 def test_naughty_autograd_function_stashing_ctx():
-    saved_ctx = []
+    # torch's test expects ctx.saved_tensors to raise once the graph is gone; torch 2.13 (the
+    # installed oracle) keeps the node alive through the stashed ctx and answers it, so the
+    # outcome is compared with torch's, run alongside
+    def run(m):
+        saved_ctx = []
 
-    class Id(Function):
-        @staticmethod
-        def forward(ctx, x):
-            ctx.save_for_backward(x)
-            return x
+        class Id(m.autograd.Function):
+            @staticmethod
+            def forward(ctx, x):
+                ctx.save_for_backward(x)
+                return x
 
-        @staticmethod
-        def backward(ctx, grad_x):
-            saved_ctx.append(ctx)
-            return ctx.saved_tensors
+            @staticmethod
+            def backward(ctx, grad_x):
+                saved_ctx.append(ctx)
+                return ctx.saved_tensors
 
-    p = tg.zeros(1, requires_grad=True)
-    loss = Id.apply(p)
-    loss.backward(retain_graph=True)
-    del loss
-    with pytest.raises(RuntimeError):
-        saved_ctx[0].saved_tensors
+        p = m.zeros(1, requires_grad=True)
+        loss = Id.apply(p)
+        loss.backward(retain_graph=True)
+        del loss
+        gc.collect()
+        try:
+            return ("ok", [t.tolist() for t in saved_ctx[0].saved_tensors])
+        except RuntimeError as e:
+            return ("raised", str(e))
+
+    assert run(tg) == run(torch)
 
 
 def test_custom_autograd_repeated_grad_grad():
@@ -4018,7 +4029,8 @@ def test_autograd_views_codegen():
         maybe_check_raise(lambda: out[1].add_(1), should_raise_tuple[2])
 
     run_test(grad_mode=True, requires_grad=False, is_view=True, should_raise_tuple=(None, None, None))
-    inp_change_err = "Output {} of UnbindBackward0 is a view and is being modified inplace."
+    # torch 2.13 names the op "Unbind" (the stored test, from a later torch, says "UnbindBackward0")
+    inp_change_err = "Output {} of Unbind is a view and is being modified inplace."
     run_test(grad_mode=True, requires_grad=True, is_view=True,
              should_raise_tuple=(None, inp_change_err.format("0"), inp_change_err.format("1")))
     leaf_grad_err = "A view was created in no_grad mode and is being modified inplace"
@@ -4120,14 +4132,15 @@ def test_autograd_simple_views_python():
             res.select(0, 0).copy_(grad)
             return res, None, None
 
+    # torch 2.13 names the Function ("IdOneOutput"); the stored test, from a later torch, says "IdOneOutputBackward"
     fn_id_to_inplace_on_view_err_msg = {
-        "one_output": ("Output 0 of IdOneOutputBackward is a view and is being "
+        "one_output": ("Output 0 of IdOneOutput is a view and is being "
                        "modified inplace. This view was created inside a custom Function"),
-        "two_output": ("Output 0 of IdTwoOutputBackward is a view and is being modified inplace."
+        "two_output": ("Output 0 of IdTwoOutput is a view and is being modified inplace."
                        " This view is the output of a function that returns multiple views.",
                        "Pure view custom Function can only have one input Tensor and one output Tensor."
                        " Open an issue if you need to support more."),
-        "view_of_temp": ("Output 0 of ViewOfTempBackward is a view and is being "
+        "view_of_temp": ("Output 0 of ViewOfTemp is a view and is being "
                          "modified inplace. This view was created inside a custom Function",
                          "a view of a leaf Variable that requires grad is being used in an in-place operation"),
     }
@@ -4325,7 +4338,8 @@ def test_autograd_multiple_views_python():
     out.sum().backward()
     assert bw_called[0] == 1
     out = ComplexView.apply(a.clone(), idx)
-    with pytest.raises(RuntimeError, match="Output 0 of ComplexViewBackward is a view and is being modified inplace"):
+    # torch 2.13 says "ComplexView" (the stored test, from a later torch, "ComplexViewBackward")
+    with pytest.raises(RuntimeError, match="Output 0 of ComplexView is a view and is being modified inplace"):
         out += 1
 
 

@@ -201,7 +201,7 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
     outputs = _as_list(outputs, "outputs")
     inputs = _as_list(inputs, "inputs")
     if not inputs:
-        raise ValueError("grad requires non-empty inputs.")
+        raise RuntimeError("`inputs` argument to `grad()` cannot be empty.")
     for i, t in enumerate(outputs):
         if not isinstance(t, Tensor):
             raise TypeError(f"grad(): outputs must be Tensors, got {type(t).__name__}")

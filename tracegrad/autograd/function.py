@@ -338,14 +338,26 @@ class Function(metaclass=FunctionMeta):
         dirty = ctx.__dict__.get("_dirty", ())
         non_diff = ctx.__dict__.get("_non_diff", ())
         for d in dirty:
+            if not any(d is a for a in args):
+                msg = ("ctx.mark_dirty() received a tensor that was not an input. Only input Tensors that have been "
+                       "mutated should be passed to ctx.mark_dirty().")
+                if d._view is not None:
+                    raise RuntimeError(msg)
+                import warnings
+                warnings.warn(msg, UserWarning, stacklevel=2)
             if not any(d is o for o in outs):
                 raise RuntimeError("Some elements marked as dirty during the forward method were not returned as "
                                    "output. The inputs that are modified inplace must all be outputs of the Function.")
             d._vc[0] += 1
         if not requires:
+            n_tensors = sum(isinstance(o, Tensor) for o in outs)
             for k, o in enumerate(outs):
                 if isinstance(o, Tensor) and any(o is a for a in args) and not any(o is d for d in dirty):
                     outs[k] = _alias(o, views.NO_GRAD_MODE if not STATE.grad_enabled else views.DEFAULT)
+                elif isinstance(o, Tensor) and o._view is not None and STATE.grad_enabled \
+                        and not any(o is d for d in dirty):
+                    # a view made inside forward: an in-place op on it may not rewrite history
+                    o._view.creation = views.MULTI_OUTPUT_NODE if n_tensors > 1 else views.IN_CUSTOM_FUNCTION
             return tuple(outs) if is_tuple else outs[0]
         if _tracer._ANOMALY[0]:
             import traceback
@@ -357,6 +369,10 @@ class Function(metaclass=FunctionMeta):
         ctx.next_functions = tuple(edges)
         ctx._saved = (None,) * (len(args) + 1)
         n_tensors = sum(isinstance(o, Tensor) for o in outs)
+        pure_view = bool(ctx.__dict__.get("_is_pure_view"))
+        if pure_view and (n_tensors != 1 or sum(isinstance(a, Tensor) for a in args) != 1):
+            raise RuntimeError("Pure view custom Function can only have one input Tensor and one output Tensor. Open "
+                               "an issue if you need to support more.")
         rebased = []
         for k, o in enumerate(outs):
             if not isinstance(o, Tensor):
@@ -375,7 +391,15 @@ class Function(metaclass=FunctionMeta):
                 # an input returned as is: the output is a new tensor viewing it
                 o = outs[k] = _alias(o, views.IN_CUSTOM_FUNCTION)
             elif o._view is not None:
-                o._view.creation = views.IN_CUSTOM_FUNCTION
+                if pure_view:
+                    # a pure view (torch's ctx._is_pure_view): an ordinary view of its base, which
+                    # an in-place op may rebase; a base made inside forward stands as a leaf
+                    if not any(o._base is a or o._base is getattr(a, "_base", None) for a in args) \
+                            and o._base._grad_fn is None:
+                        o._base._req = True
+                    o._view.creation = views.DEFAULT
+                else:
+                    o._view.creation = views.MULTI_OUTPUT_NODE if n_tensors > 1 else views.IN_CUSTOM_FUNCTION
             if any(o is nd for nd in non_diff) or not o._dtype.is_floating_point:
                 continue
             o._req = True
