@@ -333,7 +333,8 @@ def execute(order, index, roots, seeds, targets, retain_graph, create_graph, hoo
     """Run the backward of `roots` (list of (node, slot)) with `seeds`; return the gradient of
     each target (node, slot), None where no path reaches it."""
     hooks_spec = hooks_spec or {}
-    for node in order:
+    ran = executed(order, targets)
+    for node in ran:
         # freed by an earlier backward (see free_graph); a custom Function raises only where
         # its backward reads ctx.saved_tensors, as in torch
         if node._saved is None and not node._prim.takes_ctx:
@@ -361,7 +362,7 @@ def execute(order, index, roots, seeds, targets, retain_graph, create_graph, hoo
                 outs = run_checked(p, args, order, eager=True) if tracer._ANOMALY[0] else run_eager(p.bwd, args)
         except BaseException:
             if not retain_graph:
-                free_graph(order)
+                free_graph(ran)
             raise
     else:
         args = []
@@ -390,14 +391,32 @@ def execute(order, index, roots, seeds, targets, retain_graph, create_graph, hoo
             # a hook or a custom backward raised part way: what ran may have written over saved
             # values, so the graph is freed as torch frees the nodes it ran (a retry raises)
             if not retain_graph:
-                free_graph(order)
+                free_graph(ran)
             raise
         finally:
             STATE.freeing_saved = freeing
         outs = _gradient_tensors(raw, args, targets)
     if not retain_graph:
-        free_graph(order)
+        free_graph(ran)
     return outs
+
+
+def executed(order, targets):
+    """The nodes a backward to `targets` runs: those with a path down to a target node (as
+    torch's engine, which runs and then frees only these; the rest keep what they saved)."""
+    goal = {id(n) for n, _ in targets}
+    below = {}
+    ran = []
+    for node in order:                   # producers first
+        hit = False
+        for nf, _ in node.next_functions:
+            if nf is not None and (id(nf) in goal or below.get(id(nf))):
+                hit = True
+                break
+        below[id(node)] = hit
+        if hit and node._prim is not None:
+            ran.append(node)
+    return ran
 
 
 def holds_saved(node):
