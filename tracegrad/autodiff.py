@@ -167,7 +167,15 @@ def derive(fwd, outputs, wrt, hooks=None, node_hooks=(), defer_errors=False):
                 hooked_post = hooked
             if hooked:                   # grad_fn pre-hooks see (and may replace) the incoming grads
                 gs = g if isinstance(g, tuple) else (g,)
-                gs = apply(P["node_prehooks"], gs + (_ctx_proxy(bwd, n, ctxs),), {})
+                if any(x is None for x in gs):
+                    # a custom Function's outputs no gradient reached (or not tensors): hooks see None
+                    pres = tuple(x is not None for x in gs)
+                    kept = apply(P["node_prehooks"], tuple(x for x in gs if x is not None) +
+                                 (_ctx_proxy(bwd, n, ctxs),), {"present": pres})
+                    kept = iter(kept if isinstance(kept, tuple) else (kept,))
+                    gs = tuple(next(kept) if q else None for q in pres)
+                else:
+                    gs = apply(P["node_prehooks"], gs + (_ctx_proxy(bwd, n, ctxs),), {})
                 g = gs if isinstance(g, tuple) else gs[0]
             if prim.takes_ctx:
                 res = prim.vjp(g, out, *in_proxies, ctx=_ctx_proxy(bwd, n, ctxs), **a["params"])
@@ -183,6 +191,8 @@ def derive(fwd, outputs, wrt, hooks=None, node_hooks=(), defer_errors=False):
             if hooked_post:              # grad_fn hooks: fn(grad_inputs, grad_outputs)
                 gs = g if isinstance(g, tuple) else (g,)
                 params = {}
+                if present is None and any(x is None for x in gs):
+                    present = tuple(x is not None for x in gs)
                 if present is not None:
                     gs = tuple(x for x, p in zip(gs, present) if p)
                     params["present"] = present

@@ -153,6 +153,7 @@ def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, 
                       stacklevel=3)
     with set_grad_enabled(create_graph), engine.final_callbacks(accumulates=True):
         outs = engine.execute(order, index, roots, seeds, [tg for tg, _ in reach], retain_graph, create_graph, hooks)
+        _target_prehooks(reach, outs, engine.executed(order, [tg for tg, _ in reach]))
         for (tg, t), g in zip(reach, outs):
             if g is None:
                 continue
@@ -166,6 +167,23 @@ def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, 
             if isinstance(node, AccumulateGrad) and node._hooks:
                 for h in list(node._hooks.values()):         # post-hooks see no grad_inputs, as in torch
                     h((), (g,))
+
+
+def _target_prehooks(reach, outs, ran):
+    """backward(inputs=[non-leaf]): the grad_fn of a non-leaf input is not run, but its
+    pre-hooks are, as torch runs them before it captures the gradient (which they do not
+    change)."""
+    ran = {id(n) for n in ran}
+    per_node = {}
+    for ((node, slot), _), g in zip(reach, outs):
+        if node._prim is not None and node._pre_hooks and id(node) not in ran:
+            per_node.setdefault(id(node), (node, {}))[1][slot] = g
+    for node, got in per_node.values():
+        gs = tuple(got.get(k) for k in range(len(node._out_meta)))
+        for h in list(node._pre_hooks.values()):
+            r = h(gs)
+            if r is not None:
+                gs = tuple(r)
 
 
 def _accumulate(t, g, create_graph):

@@ -333,6 +333,40 @@ def execute(order, index, roots, seeds, targets, retain_graph, create_graph, hoo
     """Run the backward of `roots` (list of (node, slot)) with `seeds`; return the gradient of
     each target (node, slot), None where no path reaches it."""
     hooks_spec = hooks_spec or {}
+    with graph_task():
+        return _execute(order, index, roots, seeds, targets, retain_graph, create_graph, hooks_spec)
+
+
+class _Tasks(threading.local):
+    def __init__(self):
+        self.stack = []
+
+
+_TASKS = _Tasks()
+_task_ids = __import__("itertools").count()
+
+
+class graph_task:
+    """One backward call (torch's GraphTask): an id, and callbacks run when it ends."""
+
+    def __enter__(self):
+        self.id = next(_task_ids)
+        self.at_end = []
+        _TASKS.stack.append(self)
+        return self
+
+    def __exit__(self, exc_type, *exc):
+        _TASKS.stack.pop()
+        if exc_type is None:
+            for fn in self.at_end:
+                fn()
+
+
+def current_task():
+    return _TASKS.stack[-1] if _TASKS.stack else None
+
+
+def _execute(order, index, roots, seeds, targets, retain_graph, create_graph, hooks_spec):
     ran = executed(order, targets)
     for node in ran:
         # freed by an earlier backward (see free_graph); a custom Function raises only where
@@ -550,3 +584,26 @@ def run_checked(p, args, order, eager=False):
         for origin, (t0, t1) in sorted(spans.items(), key=lambda kv: kv[1][0]):
             profiler.record(_origin_name(p, order, origin)[0], t0, t1, kind="backward")
     return tuple(None if o is None else env[o] for o in g.outputs)
+
+
+def call_node(node, grads):
+    """grad_fn(*grad_outputs): run one node's backward alone; its gradients for each input."""
+    n_out = len(node._out_meta)
+    if len(grads) != n_out:
+        raise TypeError(f"{type(node).__name__}: expected {n_out} arguments, got {len(grads)} instead")
+    if node._prim is None:
+        raise RuntimeError(f"{type(node).__name__} cannot be called directly")
+    edges = [(nf, s) for nf, s in node.next_functions if nf is not None]
+    seeds = []
+    for g, (shape, dt) in zip(grads, node._out_meta):
+        if not isinstance(g, Tensor):
+            raise TypeError(f"{type(node).__name__}: expected Tensor arguments, got {type(g).__name__}")
+        if tuple(g.shape) != tuple(shape):
+            raise RuntimeError(f"{type(node).__name__}: expected a gradient of shape {list(shape)}, got "
+                               f"{list(g.shape)}")
+        seeds.append(g if g._dtype is dt else g.to(dt))
+    order, index = walk([node])
+    with set_grad_enabled(False):
+        outs = iter(execute(order, index, [(node, i) for i in range(n_out)], seeds, edges, True, False, {}))
+    res = tuple(None if nf is None else next(outs) for nf, _ in node.next_functions)
+    return res[0] if len(res) == 1 else res

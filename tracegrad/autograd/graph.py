@@ -162,3 +162,75 @@ def increment_version(tensor):
     from ..tensor import Tensor
     for t in ((tensor,) if isinstance(tensor, Tensor) else tensor):
         t._vc[0] += 1
+
+
+class _MultiHandle:
+    def __init__(self, handles):
+        self.handles = handles
+
+    def remove(self):
+        for h in self.handles:
+            h.remove()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.remove()
+
+
+def register_multi_grad_hook(tensors, fn, *, mode="all"):
+    """torch.autograd.graph.register_multi_grad_hook: mode "any" calls fn(grad) once per
+    backward, with the first gradient computed of any of `tensors`; mode "all" calls
+    fn(grads) once per backward that reaches some of them, with each one's gradient (None
+    where the backward computed none), when that backward has computed them."""
+    from .engine import current_task
+    supported = ("all", "any")
+    if mode not in supported:
+        raise ValueError(f"Expects mode to be one of {supported} but got {mode}")
+    tensors = tuple(tensors)
+    handles = []
+    if mode == "any":
+        fired = [None]
+
+        def any_hook(grad):
+            task = current_task()
+            key = task.id if task is not None else None
+            if fired[0] != key or key is None:
+                fired[0] = key
+                fn(grad)
+
+        for t in tensors:
+            if t.requires_grad:
+                handles.append(t.register_hook(any_hook))
+        return _MultiHandle(handles)
+    seen = {}
+
+    def make(i):
+        def all_hook(grad):
+            task = current_task()
+            if task is None:
+                return
+            got = seen.get(task.id)
+            if got is None:
+                got = seen[task.id] = [None] * len(tensors)
+
+                def at_end(task_id=task.id):
+                    grads = seen.pop(task_id, None)
+                    if grads is not None and handles_alive[0]:
+                        fn(grads)
+                task.at_end.append(at_end)
+            got[i] = grad
+        return all_hook
+
+    handles_alive = [True]
+    for i, t in enumerate(tensors):
+        if t.requires_grad:
+            handles.append(t.register_hook(make(i)))
+
+    class _AllHandle(_MultiHandle):
+        def remove(self):
+            handles_alive[0] = False
+            super().remove()
+
+    return _AllHandle(handles)
