@@ -224,8 +224,8 @@ def commit(self, result):
         raise RuntimeError(f"output with shape {list(self.shape)} doesn't match the broadcast shape "
                            f"{list(result.shape)}")
     if not self._data.flags.writeable:
-        raise RuntimeError("unsupported operation: more than one element of the written-to tensor refers to a single "
-                           "memory location. Please clone() the tensor before performing the operation.")
+        # a (view of an) expanded tensor: raises where the written elements share memory
+        self._data = _writeable_region(self._data, (), ())
     node = result._grad_fn if result._dtype is self._dtype or self._dtype.is_floating_point else None
     if self._view is not None and STATE.grad_enabled and (node is not None or self.requires_grad):
         # the op requires grad (torch's compute_requires_grad over all its inputs)
@@ -381,13 +381,34 @@ def _setitem(self, key, value):
     if not needs_graph:
         target = self._data
         if not target.flags.writeable:
-            raise RuntimeError("unsupported operation: more than one element of the written-to tensor refers to a "
-                               "single memory location. Please clone() the tensor before performing the operation.")
+            # an expanded tensor: torch refuses only a write whose target elements share memory
+            target = _writeable_region(target, k, idx)
         from .ops.primitives import np_index_set
         np_index_set(target, k, [i._data for i in idx], value._data if isinstance(value, Tensor) else value)
         self._vc[0] += 1
         return
     commit(self, F.index_put_prim(self, value, idx, k))
+
+
+def _writeable_region(target, k, idx):
+    """A writeable alias of the read-only (expanded) array `target`, where the elements that
+    `target[k]` writes are distinct in memory; torch's error otherwise."""
+    msg = ("unsupported operation: more than one element of the written-to tensor refers to a single memory "
+           "location. Please clone() the tensor before performing the operation.")
+    base = target
+    while isinstance(base.base, np.ndarray):
+        base = base.base
+    if idx or not base.flags.writeable or not isinstance(target, np.ndarray) or not base.flags.c_contiguous:
+        raise RuntimeError(msg)
+    off = (target.__array_interface__["data"][0] - base.__array_interface__["data"][0]) // target.itemsize
+    alias = np.lib.stride_tricks.as_strided(base.reshape(-1)[off:], target.shape, target.strides)
+    try:
+        region = alias[tuple(k) if isinstance(k, list) else k]
+    except (IndexError, TypeError):
+        raise RuntimeError(msg) from None
+    if isinstance(region, np.ndarray) and any(st == 0 and n > 1 for st, n in zip(region.strides, region.shape)):
+        raise RuntimeError(msg)
+    return alias
 
 
 def _check_setitem_shape(self, k, idx, value):

@@ -211,7 +211,9 @@ def derive(fwd, outputs, wrt, hooks=None, node_hooks=(), defer_errors=False):
                 xa = fwd[x]
                 gi = _fit(gi, xa["shape"], xa["dtype"], prim, i)
                 if gi.__dict__.get("_name"):
-                    bwd[gi.__dict__["_name"]]["grad_of"] = (n, i)     # for anomaly checks
+                    # for anomaly checks: the rule that computed the value (a rule that passes
+                    # its incoming gradient through, as add's, does not take it over)
+                    bwd[gi.__dict__["_name"]].setdefault("grad_of", (n, i))
                 grads[x] = grads[x] + gi if x in grads else gi
         result = []
         for w in wrt:

@@ -382,7 +382,7 @@ def _execute(order, index, roots, seeds, targets, retain_graph, create_graph, ho
             if kind == "seed":
                 args.append(seeds[info])
             elif kind == "saved":
-                args.append(_saved_value(order, info, True))
+                args.append(_bind_saved(order, info, True))
             elif kind == "hook":
                 args.append(hook_by_key[info])
             elif kind == "ctx":
@@ -404,7 +404,7 @@ def _execute(order, index, roots, seeds, targets, retain_graph, create_graph, ho
             if kind == "seed":
                 args.append(seeds[info]._data)
             elif kind == "saved":
-                args.append(_saved_value(order, info, False))
+                args.append(_bind_saved(order, info, False))
             elif kind == "hook":
                 args.append(hook_by_key[info])
             elif kind == "ctx":
@@ -522,6 +522,41 @@ def _origin_name(p, order, n):
     return (type(order[k]).__name__, order[k]) if k is not None else (n, None)
 
 
+def anomaly_warn(name, node):
+    """Anomaly mode's warning for an error in the backward of `node`: where its forward ran
+    (torch's), or that it is unknown; a warning the filters turn into an error goes to stderr."""
+    import sys
+    import warnings
+    if node._trace:
+        msg = f"Error detected in {name}. Traceback of forward call that caused the error:\n" + "".join(node._trace)
+    else:
+        msg = (f"Error detected in {name}. No forward pass information available. Enable detect anomaly during "
+               f"forward pass for more information.")
+    msgs = [msg]
+    parent = node.__dict__.get("_anomaly_parent")
+    while parent is not None:
+        msgs.append(f"\n\nPrevious calculation was induced by {type(parent).__name__}. Traceback of forward call "
+                    f"that induced the previous calculation:\n" + "".join(parent._trace or ()))
+        parent = parent.__dict__.get("_anomaly_parent")
+    for m in msgs:
+        try:
+            warnings.warn(m, UserWarning)
+        except Warning:
+            print(m, file=sys.stderr)
+
+
+def _bind_saved(order, info, as_tensor):
+    """_saved_value, with anomaly mode's warning naming the node whose saved value failed."""
+    try:
+        return _saved_value(order, info, as_tensor)
+    except RuntimeError:
+        from ..ir import tracer
+        if tracer._ANOMALY[0]:
+            node = order[info[0][0]]
+            anomaly_warn(type(node).__name__, node)
+        raise
+
+
 def run_checked(p, args, order, eager=False):
     """Run a backward program node by node: time each node for the profiler (charged to
     the grad_fn of the forward op it differentiates) and, in anomaly mode, stop at the
@@ -542,9 +577,8 @@ def run_checked(p, args, order, eager=False):
 
     def warn_forward(fwd_value):
         name, node = _origin_name(p, order, fwd_value)
-        if node is not None and node._trace:
-            warnings.warn(f"Error detected in {name}. Traceback of forward call that caused the error:\n" +
-                          "".join(node._trace), UserWarning)
+        if node is not None:
+            anomaly_warn(name, node)
         return name
 
     for n in g.nodes():
@@ -553,6 +587,8 @@ def run_checked(p, args, order, eager=False):
             continue
         vals = [env[x] if isinstance(x, V) else x for x in a["args"]]
         t0 = time.perf_counter()
+        origin_node = _origin_name(p, order, a["origin"])[1] if eager and a.get("origin") is not None else None
+        parent, tracer._ANOMALY_PARENT[0] = tracer._ANOMALY_PARENT[0], origin_node or tracer._ANOMALY_PARENT[0]
         try:
             if a["op"] == "proj":
                 out = vals[0][a["params"]["index"]]
@@ -568,6 +604,8 @@ def run_checked(p, args, order, eager=False):
             if anomaly and a.get("origin") is not None:
                 warn_forward(a["origin"])
             raise
+        finally:
+            tracer._ANOMALY_PARENT[0] = parent
         t1 = time.perf_counter()
         env[n] = out
         origin = a.get("origin")

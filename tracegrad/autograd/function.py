@@ -362,6 +362,8 @@ class Function(metaclass=FunctionMeta):
         if _tracer._ANOMALY[0]:
             import traceback
             ctx._trace = traceback.format_stack()[:-1]
+            if _tracer._ANOMALY_PARENT[0] is not None:
+                ctx.__dict__["_anomaly_parent"] = _tracer._ANOMALY_PARENT[0]
         ctx._prim = P["function"]
         ctx._params = {"cls": cls, "nout": len(outs)}
         metas = [(a._data.shape, a._dtype) if isinstance(a, Tensor) else None for a in args]

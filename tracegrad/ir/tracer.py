@@ -393,6 +393,8 @@ def _record(prim, args, params, outs):
     node._out_meta = tuple((o._data.shape, o._dtype) for o in outs)
     if _ANOMALY[0]:
         node._trace = _anomaly_trace()
+        if _ANOMALY_PARENT[0] is not None:           # made by the backward of that node
+            node.__dict__["_anomaly_parent"] = _ANOMALY_PARENT[0]
     nondiff = prim.nondiff_outputs
     for k, o in enumerate(outs):
         if k in nondiff or not o._dtype.is_floating_point:
@@ -405,6 +407,7 @@ def _record(prim, args, params, outs):
 
 
 _ANOMALY = [False]
+_ANOMALY_PARENT = [None]   # in anomaly mode: the node whose backward (create_graph) is running
 _ANOMALY_NAN = [True]
 _PROFILE = [None]          # the profiler's op recorder while a profile is active
 
