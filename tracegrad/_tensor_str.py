@@ -181,8 +181,14 @@ def tensor_repr(t, prefix="tensor(", indent=None):
         if not has_default_dtype:
             suffixes.append("dtype=" + str(dtype))
         body = tensor_str(data, dtype, indent)
-    if t.grad_fn is not None:
-        suffixes.append(f"grad_fn=<{type(t.grad_fn).__name__}>")
-    elif t._req:
-        suffixes.append("requires_grad=True")
+    try:
+        fn = t.grad_fn
+    except RuntimeError:
+        # a view made in no_grad whose base then changed in place: its grad_fn cannot be read
+        suffixes.append("grad_fn=<Invalid>")
+    else:
+        if fn is not None:
+            suffixes.append(f"grad_fn=<{type(fn).__name__}>")
+        elif t._req:
+            suffixes.append("requires_grad=True")
     return _add_suffixes(prefix + body, suffixes, indent, False)

@@ -233,6 +233,10 @@ class final_callbacks(list):
 
 
 def _check_version(s, node):
+    t = s.tensor
+    if t is not None and s.nonleaf and t._grad_fn is None and not t._req:
+        raise RuntimeError("Trying to use a saved tensor that has been detached in-place, i.e. with .detach_().This "
+                           "is not supported, please use out-of-place `.detach()` instead")
     if s.vc[0] != s.version:
         t = s.tensor
         dt = t._dtype if t is not None else node._out_meta[s.output_nr][1]

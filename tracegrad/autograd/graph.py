@@ -141,11 +141,12 @@ class Saved:
     tensor would make a cycle through its grad_fn); unpacking an output rebuilds a
     tensor whose grad_fn is the node that saved it, as torch does.
     """
-    __slots__ = ("tensor", "data", "vc", "version", "output_nr")
+    __slots__ = ("tensor", "data", "vc", "version", "output_nr", "nonleaf")
 
     def __init__(self, tensor, is_output, output_nr=0):
         self.vc = tensor._vc
         self.version = tensor._vc[0]
+        self.nonleaf = tensor._grad_fn is not None        # a later detach_() of it is refused
         if is_output:
             self.tensor = None
             self.data = tensor._data

@@ -83,7 +83,9 @@ def round(input, *, decimals=None):
 def _binary(name):
     prim = P[name]
 
-    def op(input, other):
+    def op(input, other, *, out=None):
+        if out is not None:
+            return _into_out(name, op(input, other), out, (input, other))
         if not isinstance(input, Tensor):
             if isinstance(other, Tensor) and isinstance(input, _Scalar):
                 return apply(prim, (_scalar(input), other), {})
@@ -91,6 +93,24 @@ def _binary(name):
         return apply(prim, (input, _operand(other, name)), {})
     op.__name__ = name
     return op
+
+
+def _into_out(name, result, out, args):
+    """An op's `out=` argument: the result is written into `out` (resized to fit, as torch
+    does); autograd does not record it, so torch's error where anything requires grad."""
+    from ..grad_mode import STATE
+    import builtins
+    if STATE.grad_enabled and (out.requires_grad or
+                               builtins.any(isinstance(a, Tensor) and a.requires_grad for a in args)):
+        raise RuntimeError(f"{name}(): functions with out=... arguments don't support automatic differentiation, "
+                           f"but one of the arguments requires grad.")
+    data = result._data.astype(out._data.dtype, copy=False)
+    if tuple(out.shape) == tuple(result.shape):
+        np.copyto(out._data, data)
+    else:
+        out._data = np.array(data, copy=True)
+    out._vc[0] += 1
+    return out
 
 
 for _n in ("mul", "maximum", "minimum", "eq", "ne", "lt", "le", "gt", "ge", "logical_and", "logical_or",
