@@ -337,8 +337,35 @@ def execute(order, index, roots, seeds, targets, retain_graph, create_graph, hoo
     """Run the backward of `roots` (list of (node, slot)) with `seeds`; return the gradient of
     each target (node, slot), None where no path reaches it."""
     hooks_spec = hooks_spec or {}
+    if len(_TASKS.stack) >= _REENTRANT_DEPTH:
+        # a backward called from a backward called from ... (reentrant): as torch's engine, a
+        # deep chain goes on in a fresh thread, whose stack and recursion count start empty
+        return _on_fresh_thread(execute, order, index, roots, seeds, targets, retain_graph, create_graph,
+                                hooks_spec)
     with graph_task():
         return _execute(order, index, roots, seeds, targets, retain_graph, create_graph, hooks_spec)
+
+
+_REENTRANT_DEPTH = 12
+
+
+def _on_fresh_thread(fn, *args):
+    modes = dict(STATE.__dict__)
+    box = {}
+
+    def run():
+        STATE.__dict__.update(modes)           # grad mode is per thread: the caller's goes along
+        try:
+            box["out"] = fn(*args)
+        except BaseException as e:              # re-raised in the caller's thread
+            box["err"] = e
+
+    t = threading.Thread(target=run, name="tracegrad-reentrant-backward")
+    t.start()
+    t.join()
+    if "err" in box:
+        raise box["err"]
+    return box["out"]
 
 
 class _Tasks(threading.local):
