@@ -38,7 +38,7 @@ FREED_MSG = ("Trying to backward through the graph a second time (or directly ac
 
 
 class Program:
-    __slots__ = ("fwd", "bwd", "fn", "binds", "node_count", "triton", "transfers", "owners")
+    __slots__ = ("fwd", "bwd", "fn", "binds", "node_count", "triton", "transfers", "owners", "undefined")
 
 
 def _owners(order):
@@ -180,6 +180,9 @@ def build_program(order, index, roots, targets, hooks_spec):
     p.node_count = len(order)
     p.triton = None
     p.transfers = any(fwd[v]["op"] == "to_copy" for v in fwd.nodes())
+    # a custom Function's backward may return None (an undefined gradient, torch's): such a
+    # backward runs node by node, where None flows on as torch's engine lets it
+    p.undefined = any(n._prim is not None and n._prim.takes_ctx for n in order)
     # generated source pays off for graphs a loop runs again; very deep ones are interpreted
     p.fn = compile_graph(bwd, "backward") if len(bwd) <= _CODEGEN_MAX_NODES else interpret_graph(bwd)
     return p
@@ -424,7 +427,8 @@ def _execute(order, index, roots, seeds, targets, retain_graph, create_graph, ho
         from ..ir import tracer
         try:
             with enable_grad():
-                outs = run_checked(p, args, order, eager=True) if tracer._ANOMALY[0] else run_eager(p.bwd, args)
+                outs = (run_checked(p, args, order, eager=True) if tracer._ANOMALY[0] or p.undefined else
+                        run_eager(p.bwd, args))
         except BaseException:
             if not retain_graph:
                 free_graph(ran)
@@ -448,7 +452,7 @@ def _execute(order, index, roots, seeds, targets, retain_graph, create_graph, ho
         try:
             if tracer._CUDA[0] and (p.transfers or any(a.__class__ is _cuda.CudaArray for a in args)):
                 raw = _cuda.run_backward(p, args)
-            elif tracer._PROFILE[0] is not None or tracer._ANOMALY[0]:
+            elif tracer._PROFILE[0] is not None or tracer._ANOMALY[0] or p.undefined:
                 raw = run_checked(p, args, order)
             else:
                 raw = p.fn(*args)
@@ -553,6 +557,11 @@ def _origin_name(p, order, n):
     return (type(order[k]).__name__, order[k]) if k is not None else (n, None)
 
 
+# run-time calls into Python (hooks, custom Function backwards): they take undefined gradients as None
+_PASSES_NONE = frozenset({"call_hooks", "node_hooks", "node_prehooks", "function_backward", "delayed_error"})
+UNDEFINED_OK = threading.local()
+
+
 def anomaly_warn(name, node):
     """Anomaly mode's warning for an error in the backward of `node`: where its forward ran
     (torch's), or that it is unknown; a warning the filters turn into an error goes to stderr."""
@@ -601,6 +610,19 @@ def run_checked(p, args, order, eager=False):
     from . import profiler
     g = p.bwd
     env = dict(zip(g.inputs, args))
+    was, UNDEFINED_OK.on = getattr(UNDEFINED_OK, "on", False), True
+    try:
+        return _run_checked(p, g, env, order, eager)
+    finally:
+        UNDEFINED_OK.on = was
+
+
+def _run_checked(p, g, env, order, eager):
+    import time
+    import warnings
+    from ..ir import tracer
+    from ..ir.graph import V
+    from . import profiler
     anomaly = tracer._ANOMALY[0]
     check = anomaly and tracer._ANOMALY_NAN[0]
     prof = profiler.is_profiling()
@@ -617,12 +639,18 @@ def run_checked(p, args, order, eager=False):
         if a["op"] == "input":
             continue
         vals = [env[x] if isinstance(x, V) else x for x in a["args"]]
+        if a["op"] != "proj" and a["op"] not in _PASSES_NONE and any(
+                v is None and isinstance(x, V) for v, x in zip(vals, a["args"])):
+            # an undefined gradient: a sum treats it as zero, any other rule passes it on
+            live = [v for v, x in zip(vals, a["args"]) if isinstance(x, V) and v is not None]
+            env[n] = live[0] if a["op"] == "add" and len(live) == 1 and not a["params"] else None
+            continue
         t0 = time.perf_counter()
         origin_node = _origin_name(p, order, a["origin"])[1] if eager and a.get("origin") is not None else None
         parent, tracer._ANOMALY_PARENT[0] = tracer._ANOMALY_PARENT[0], origin_node or tracer._ANOMALY_PARENT[0]
         try:
             if a["op"] == "proj":
-                out = vals[0][a["params"]["index"]]
+                out = None if vals[0] is None else vals[0][a["params"]["index"]]
             else:
                 with np.errstate(all="ignore"):        # as the generated backward: NaN is checked below
                     if not eager:
