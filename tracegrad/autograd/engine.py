@@ -653,7 +653,7 @@ def _run_checked(p, g, env, order, eager):
                 out = None if vals[0] is None else vals[0][a["params"]["index"]]
             else:
                 with np.errstate(all="ignore"):        # as the generated backward: NaN is checked below
-                    if not eager:
+                    if not eager or (a["prim"].eager is None and any(v is None for v in vals)):
                         out = a["prim"].impl(*vals, **a["params"])
                     elif a["prim"].eager:
                         out = a["prim"].eager(*vals, **a["params"])

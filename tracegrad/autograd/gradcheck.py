@@ -390,8 +390,21 @@ def _test_undefined_backward_mode(func, outputs, inputs):
         raise GradcheckError("no Tensors requiring grad found in input")
     outs = [o for o in _differentiable_outputs(func(*inputs)) if isinstance(o, Tensor)]
     zeros = [Tensor._make(np.zeros(o._data.shape, dtype=o._dtype.np), o._dtype) for o in outs]
+    from .function import Function
+
+    class UndefinedGrad(Function):
+        """torch._C._functions.UndefinedGrad: identity forward; backward gives None."""
+        @staticmethod
+        def forward(ctx, x):
+            return x.clone()
+
+        @staticmethod
+        def backward(ctx, g):
+            return None
+
     try:
-        grads = _grad(outs, diff, zeros)
+        # the backward sees undefined (None) output gradients, as torch's check feeds it
+        grads = _grad([UndefinedGrad.apply(o) if o.requires_grad else o for o in outs], diff, zeros)
     except RuntimeError as e:
         warnings.warn(UNDEFINED_GRAD_BC_MSG, stacklevel=4)
         raise GradcheckError("Expected backward function to handle undefined output grads. Please look at \"Notes "
