@@ -127,8 +127,6 @@ KNOWN_GAPS = {
     "test_grad_nonleaf_register_hook": (
         'a tensor hook on an output of a multi-output node (unbind) that no gradient reaches is not called '
         'with None when the node runs for another output'),
-    "test_autograd_inplace_views_creation_meta": (
-        'tracegrad has no in-place view ops (transpose_, t_, squeeze_, unsqueeze_, swapdims_, swapaxes_)'),
 }
 
 
@@ -4220,7 +4218,6 @@ def test_autograd_simple_views_python():
                     assert ga_nz[0] == expected_ga_nz, (fn_id, inplace, make_view, pure_view)
 
 
-@pytest.mark.xfail(strict=True, reason=KNOWN_GAPS["test_autograd_inplace_views_creation_meta"])
 def test_autograd_inplace_views_creation_meta():
     # torch's list also has as_strided_ (tracegrad has no as_strided)
     class Func(Function):
@@ -5117,3 +5114,26 @@ def test_port_bookkeeping():
     """The ported tests and the out-of-scope list are disjoint (a torch test is counted once)."""
     ported = {n for n in globals() if n.startswith("test_") and n != "test_port_bookkeeping"}
     assert not ported & set(OUT_OF_SCOPE), ported & set(OUT_OF_SCOPE)
+
+
+def test_inplace_view_ops_against_torch():
+    """Not a torch test: in-place view ops (t_, squeeze_, unsqueeze_) give torch's values,
+    gradients, grad_fn and memory sharing, also under a later in-place op on a view."""
+    def run(m):
+        x = m.tensor(np.arange(6.).reshape(2, 3), requires_grad=True)
+        w = m.tensor(np.arange(6.).reshape(3, 2) + 1)
+        y = x * 1
+        y.t_()
+        y[1:].mul_(3)
+        (y * w).sum().backward()
+        z = m.ones(1, 3, requires_grad=True).clone()
+        z.squeeze_(0)
+        z.unsqueeze_(1)
+        a = m.arange(4.).reshape(2, 2)
+        b = a[:]
+        b.t_()
+        b[0, 1] = 7.0
+        return (tuple(y.shape), y.tolist(), x.grad.tolist(), type(y.grad_fn).__name__, tuple(z.shape),
+                a.tolist(), b.tolist())
+
+    assert run(tg) == run(torch)

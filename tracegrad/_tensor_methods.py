@@ -531,3 +531,32 @@ for _name in "asin acos atan sinh cosh asinh acosh atanh atan2 cumsum cumprod in
     setattr(Tensor, _name + "_", _inplace(getattr(F, _name)))
 Tensor.inverse = F.linalg_inv
 Tensor.det = F.linalg_det
+
+
+def _inplace_view(name):
+    """In-place view ops (transpose_, t_, squeeze_, ...): the tensor becomes the view the
+    out-of-place op makes of it, keeping the creation meta it had (torch's in-place views);
+    on a view whose history may not be rewritten they raise as an in-place op does."""
+    def op(self, *args, **kwargs):
+        if self._view is not None and STATE.grad_enabled and self.requires_grad:
+            views.check_rebase(self)
+        creation = self._view.creation if self._view is not None else None
+        new = getattr(self, name)(*args, **kwargs)
+        self._data = new._data
+        self._grad_fn = new._grad_fn
+        self._output_nr = new._output_nr
+        self._req = new._req
+        if new._view is not None:
+            self._base = new._base
+            self._view = new._view
+            if creation is not None:
+                self._view.creation = creation
+        return self
+    op.__name__ = name + "_"
+    return op
+
+
+# (t_ was an in-place write of the transposed values: wrong for a non-square matrix, and for a
+# square one it moved the data under the tensor's other views)
+for _name in ("transpose", "t", "squeeze", "unsqueeze", "swapdims", "swapaxes"):
+    setattr(Tensor, _name + "_", _inplace_view(_name))
