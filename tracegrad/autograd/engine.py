@@ -610,11 +610,7 @@ def run_checked(p, args, order, eager=False):
     from . import profiler
     g = p.bwd
     env = dict(zip(g.inputs, args))
-    was, UNDEFINED_OK.on = getattr(UNDEFINED_OK, "on", False), True
-    try:
-        return _run_checked(p, g, env, order, eager)
-    finally:
-        UNDEFINED_OK.on = was
+    return _run_checked(p, g, env, order, eager)
 
 
 def _run_checked(p, g, env, order, eager):
@@ -648,6 +644,8 @@ def _run_checked(p, g, env, order, eager):
         t0 = time.perf_counter()
         origin_node = _origin_name(p, order, a["origin"])[1] if eager and a.get("origin") is not None else None
         parent, tracer._ANOMALY_PARENT[0] = tracer._ANOMALY_PARENT[0], origin_node or tracer._ANOMALY_PARENT[0]
+        # a custom Function's backward run here may hand on None (it is not inside generated code)
+        undefined_ok, UNDEFINED_OK.on = getattr(UNDEFINED_OK, "on", False), a["op"] == "function_backward"
         try:
             if a["op"] == "proj":
                 out = None if vals[0] is None else vals[0][a["params"]["index"]]
@@ -665,6 +663,7 @@ def _run_checked(p, g, env, order, eager):
             raise
         finally:
             tracer._ANOMALY_PARENT[0] = parent
+            UNDEFINED_OK.on = undefined_ok
         t1 = time.perf_counter()
         env[n] = out
         origin = a.get("origin")
