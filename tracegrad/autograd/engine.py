@@ -11,6 +11,7 @@ With create_graph=True the backward IR is instead interpreted op by op through t
 eager ops with grad mode on, so its results have their own grad_fn (any order).
 """
 import collections
+import itertools
 import re
 import threading
 
@@ -377,7 +378,7 @@ class _Tasks(threading.local):
 
 
 _TASKS = _Tasks()
-_task_ids = __import__("itertools").count()
+_task_ids = itertools.count()
 
 
 class graph_task:
