@@ -12,9 +12,9 @@ reason, so the count of ported tests is honest.
 
 The source is TestAutograd of pytorch/pytorch's test/test_autograd.py, a version a little
 newer than torch 2.13; where its expected messages differ from what torch 2.13 (the oracle
-installed here) does, the test follows torch 2.13 and says so. Count: 208 torch tests ported
-(test_hook_closure_cycle is parametrized 4 ways, as in torch), 203 pass, 5 are strict xfails
-listed in KNOWN_GAPS with the reason; 141 torch tests are out of scope (OUT_OF_SCOPE).
+installed here) does, the test follows torch 2.13 and says so. Count: 212 torch tests ported
+(test_hook_closure_cycle is parametrized 4 ways, as in torch), 207 pass, 5 are strict xfails
+listed in KNOWN_GAPS with the reason; 137 torch tests are out of scope (OUT_OF_SCOPE).
 """
 import copy
 import gc
@@ -5065,11 +5065,7 @@ OUT_OF_SCOPE.update({
     "test_checkpointing_without_reentrant_dataparallel": "checkpoint, DataParallel",
     "test_checkpointing_without_reentrant_parameter_used_in_an_out": "checkpoint",
     "test_checkpointing_without_reentrant_arbitrary_input_output": "checkpoint",
-    "test_callback_adds_callback": "Variable._execution_engine.queue_callback",
     "test_callback_propagates_errors_from_device_thread": "CUDA, queue_callback",
-    "test_reentrant_with_callbacks_depth_0": "Variable._execution_engine.queue_callback",
-    "test_reentrant_with_callbacks_depth_1": "Variable._execution_engine.queue_callback",
-    "test_reentrant_with_callbacks_both_depths": "Variable._execution_engine.queue_callback",
     "test_grad_fn_attr_bindings": "the _saved_* fields of torch's generated nodes (interpolate, conv, pdist, ...)",
     "test_get_data_and_hooks_from_raw_saved_variable": "saved-tensor hooks",
     "test_saved_tensor_constructor_with_hooks": "saved-tensor hooks, SavedTensor",
@@ -5143,3 +5139,98 @@ def test_inplace_view_ops_against_torch():
                 a.tolist(), b.tolist())
 
     assert run(tg) == run(torch)
+
+
+# torch's Variable._execution_engine.queue_callback is tracegrad.autograd.engine.queue_callback
+def _queue_callback(fn):
+    from tracegrad.autograd import engine
+    engine.queue_callback(fn)
+
+
+def test_callback_adds_callback():
+    called = [0]
+
+    def callback_final():
+        called[0] += 1
+
+    def callback_adds_callback():
+        called[0] += 1
+        _queue_callback(callback_final)
+
+    class MyFunc(Function):
+        @staticmethod
+        def forward(ctx, input):
+            return input
+
+        @staticmethod
+        @once_differentiable
+        def backward(ctx, grad):
+            _queue_callback(callback_adds_callback)
+            return grad
+
+    a = tg.rand((3, 3), requires_grad=True)
+    b = MyFunc.apply(a)
+    b.sum().backward()
+    assert called[0] == 2
+
+
+def _test_reentrant_with_callbacks(install_callbacks_in_depths):
+    counter = {"inner": 0, "outer": 0}
+
+    def inc_inner_counter():
+        counter["inner"] += 1
+
+    def inc_outer_counter():
+        counter["outer"] += 1
+
+    class MyFunc(Function):
+        @staticmethod
+        def forward(ctx, input):
+            return input
+
+        @staticmethod
+        @once_differentiable
+        def backward(ctx, input):
+            if 1 in install_callbacks_in_depths:
+                _queue_callback(inc_inner_counter)
+            return input
+
+    class MyReentrantFunc(Function):
+        @staticmethod
+        def forward(ctx, input):
+            return input
+
+        @staticmethod
+        @once_differentiable
+        def backward(ctx, input):
+            if 0 in install_callbacks_in_depths:
+                _queue_callback(inc_outer_counter)
+            tmp_inp = input.detach().requires_grad_()
+            with tg.enable_grad():
+                tmp_out = (MyFunc.apply(tmp_inp)).sum()
+            tmp_out.backward()
+            return input
+
+    t1 = tg.rand((3, 3), requires_grad=True)
+    t2 = MyReentrantFunc.apply(t1)
+    t3 = t2.sum()
+    tg.autograd.backward([t3])
+    return counter
+
+
+def test_reentrant_with_callbacks_depth_0():
+    ret = _test_reentrant_with_callbacks([0])
+    assert ret["outer"] == 1
+    assert ret["inner"] == 0
+
+
+def test_reentrant_with_callbacks_depth_1():
+    ret = _test_reentrant_with_callbacks([1])
+    assert ret["outer"] == 0
+    assert ret["inner"] == 1
+
+
+def test_reentrant_with_callbacks_both_depths():
+    ret = _test_reentrant_with_callbacks([0, 1])
+    assert ret["outer"] == 1
+    assert ret["inner"] == 1
