@@ -445,6 +445,18 @@ def _bernoulli_(self, p=0.5, generator=None):
     return self
 
 
+@_takes_generator
+def _exponential_(self, lambd=1.0, generator=None):
+    from .creation import RNG
+    check_inplace(self)
+    if lambd <= 0:
+        raise RuntimeError(f"exponential_ expects lambda > 0.0, but found lambda={lambd}")
+    self._data[...] = RNG.gen.exponential(1.0 / lambd, self._data.shape)
+    self._vc[0] += 1
+    return self
+
+
+Tensor.exponential_ = _exponential_
 Tensor.uniform_ = _uniform_
 Tensor.normal_ = _normal_
 Tensor.bernoulli_ = _bernoulli_
@@ -510,3 +522,11 @@ for _name in "asin acos atan sinh cosh asinh acosh atanh atan2 cumsum cumprod in
     setattr(Tensor, _name + "_", _inplace(getattr(F, _name)))
 Tensor.inverse = F.linalg_inv
 Tensor.det = F.linalg_det
+
+
+# decompositions into the ops above (ops/composite.py)
+for _name in """diagonal trace diag_embed log10 trunc fix frac fmax fmin fmod masked_select movedim moveaxis ravel
+nan_to_num argwhere bincount histc matrix_power matrix_exp logaddexp xlogy addmm baddbmm""".split():
+    setattr(Tensor, _name, getattr(F, _name))
+for _name in "trunc fix frac fmod nan_to_num log10".split():
+    setattr(Tensor, _name + "_", _inplace(getattr(F, _name)))

@@ -4,9 +4,11 @@ import math
 from .ops import functional as O
 from .ops.math_functional import linalg_inv as inv, linalg_det as det, linalg_solve as solve
 from .ops.math_primitives import LinAlgError
+from .ops.composite import matrix_power, matrix_exp
 from . import _dtype as D
 
-__all__ = ["inv", "det", "slogdet", "solve", "norm", "vector_norm", "matrix_norm", "LinAlgError", "inv_ex"]
+__all__ = ["inv", "det", "slogdet", "solve", "norm", "vector_norm", "matrix_norm", "LinAlgError", "inv_ex",
+           "matrix_power", "matrix_exp"]
 
 
 def slogdet(A):

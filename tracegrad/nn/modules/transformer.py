@@ -13,7 +13,7 @@ from ...ops import functional as O
 from ... import creation as C
 from ... import _dtype as D
 
-__all__ = ["MultiheadAttention", "TransformerEncoderLayer", "TransformerEncoder"]
+__all__ = ["MultiheadAttention", "TransformerEncoderLayer", "TransformerEncoder", "Transformer"]
 
 
 def _additive(mask, dtype):
@@ -212,3 +212,20 @@ class TransformerEncoder(Module):
         if self.norm is not None:
             out = self.norm(out)
         return out
+
+
+class Transformer(Module):
+    """Only the static mask helper the tutorials use with TransformerEncoder; the encoder-decoder
+    model needs TransformerDecoder, which tracegrad does not have yet."""
+
+    def __init__(self, *args, **kwargs):
+        raise NotImplementedError("nn.Transformer: the encoder-decoder model needs TransformerDecoder, which "
+                                  "tracegrad does not have yet; nn.TransformerEncoder with "
+                                  "nn.Transformer.generate_square_subsequent_mask works")
+
+    @staticmethod
+    def generate_square_subsequent_mask(sz, device=None, dtype=None):
+        """A float (sz, sz) mask: 0 on and below the diagonal, -inf above it (a position sees only
+        itself and earlier ones)."""
+        dt = dtype or C._creation_dtype(None)
+        return O.triu(C.full((sz, sz), float("-inf"), dtype=dt), diagonal=1)
