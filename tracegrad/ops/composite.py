@@ -110,8 +110,12 @@ def logaddexp(input, other):
 
 
 def xlogy(input, other):
+    """x * log(y), 0 where x == 0 (unless y is NaN); its derivative in x is log(y), 0 where x == 0
+    and y <= 0, as torch's."""
     x, y = O._operand(input, "xlogy"), O._operand(other, "xlogy")
-    return O.where(x == 0, O.where(O.isnan(y), y, O.zeros_like(x * y)), x * O.log(y))
+    special = (x == 0) & ((y <= 0) | O.isinf(y))
+    safe_y = O.where(special, O.ones_like(y * x), y)
+    return O.where(special, O.zeros_like(x * safe_y), x * O.log(safe_y))
 
 
 def addmm(input, mat1, mat2, *, beta=1, alpha=1):
@@ -258,7 +262,9 @@ def matrix_power(input, n):
         raise RuntimeError(f"linalg.matrix_power: A must be batches of square matrices, but they are "
                            f"{input.shape[-2] if input.ndim >= 2 else 1} by {input.shape[-1]} matrices")
     if n == 0:
-        return O.expand(eye(input.shape[-1], dtype=input.dtype), *input.shape)
+        # the identity, connected to input (with a zero gradient) as torch's result is
+        ident = O.expand(eye(input.shape[-1], dtype=input.dtype), *input.shape)
+        return O.where(O.zeros_like(ident, dtype=D.bool_), input, ident)
     a = M.linalg_inv(input) if n < 0 else input
     n, result = abs(int(n)), None
     while n:

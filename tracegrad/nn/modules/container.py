@@ -335,5 +335,5 @@ class ParameterDict(Module):
         lines = []
         for k, p in self.items():
             size = "x".join(str(s) for s in p.size())
-            lines.append(f"  ({k}): Parameter containing: [{p.dtype!r} of size {size}]")
+            lines.append(f"  ({k}): Parameter containing: [{p.type()} of size {size}]")
         return "\n".join(lines)

@@ -709,14 +709,14 @@ class AdaptiveMaxPool2d(_AdaptivePool):
 
 class _InstanceNorm(Module):
     def __init__(self, num_features, eps=1e-5, momentum=0.1, affine=False, track_running_stats=False, device=None,
-                 dtype=None):
+                 dtype=None, *, bias=True):
         super().__init__()
         self.num_features, self.eps, self.momentum = num_features, eps, momentum
         self.affine, self.track_running_stats = affine, track_running_stats
         dt = dtype or C._creation_dtype(None)
         if affine:
             self.weight = Parameter(C.ones(num_features, dtype=dt))
-            self.bias = Parameter(C.zeros(num_features, dtype=dt))
+            self.bias = Parameter(C.zeros(num_features, dtype=dt)) if bias else None
         else:
             self.weight = self.bias = None
         if track_running_stats:
@@ -734,7 +734,7 @@ class _InstanceNorm(Module):
 
     def extra_repr(self):
         return (f"{self.num_features}, eps={self.eps}, momentum={self.momentum}, affine={self.affine}, "
-                f"track_running_stats={self.track_running_stats}")
+                f"bias={self.bias is not None}, track_running_stats={self.track_running_stats}")
 
 
 class InstanceNorm1d(_InstanceNorm):
