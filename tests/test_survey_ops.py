@@ -504,3 +504,29 @@ def test_compiled_named_results_are_tensors():
         for a, b in zip(got, want):
             assert type(a) is tg.Tensor
             np.testing.assert_array_equal(a.numpy(), b.numpy())
+
+
+@pytest.mark.parametrize("ord_", [2, -2, "nuc"])
+def test_matrix_norms_from_singular_values(ord_):
+    check(lambda t: tg.linalg.matrix_norm(t, ord_), lambda t: torch.linalg.matrix_norm(t, ord_), arr(2, 4, 3, seed=8))
+    check(lambda t: tg.linalg.matrix_norm(t, ord_, dim=(0, 2), keepdim=True),
+          lambda t: torch.linalg.matrix_norm(t, ord_, dim=(0, 2), keepdim=True), arr(3, 2, 4, seed=8))
+    check(lambda t: tg.linalg.norm(t, ord_), lambda t: torch.linalg.norm(t, ord_), arr(3, 3, seed=9))
+
+
+@pytest.mark.parametrize("ord_", [2, 3.0, 0.5])
+def test_vector_norm_of_zero_has_torchs_zero_gradient(ord_):
+    x = np.array([[0.0, 0.0], [3.0, -4.0]])
+    a, b = tg.tensor(x, requires_grad=True), torch.tensor(x, requires_grad=True)
+    tg.linalg.vector_norm(a, ord_, dim=1).sum().backward()
+    torch.linalg.vector_norm(b, ord_, dim=1).sum().backward()
+    np.testing.assert_allclose(a.grad.numpy(), b.grad.numpy(), **TOL)
+    check(lambda t: tg.linalg.vector_norm(t, ord_, dim=1), lambda t: torch.linalg.vector_norm(t, ord_, dim=1),
+          arr(3, 4) + 2)
+
+
+def test_vector_norm_of_negative_order_with_a_zero():
+    x = np.array([[0.0, 2.0], [3.0, -4.0]])
+    for ord_ in (-1, -2.5):
+        np.testing.assert_allclose(tg.linalg.vector_norm(tg.tensor(x), ord_, dim=1).numpy(),
+                                   torch.linalg.vector_norm(torch.tensor(x), ord_, dim=1).numpy(), **TOL)

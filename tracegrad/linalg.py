@@ -41,7 +41,14 @@ def vector_norm(x, ord=2, dim=None, keepdim=False, *, dtype=None):
         return O.sum(a, dims, keepdim=keepdim)
     # the root's derivative is infinite at 0: a zero norm takes its root of 1 instead, so its
     # gradient is 0 there (torch's subgradient) rather than 0 * inf = NaN
-    s = O.sum(x * x, dims, keepdim=keepdim) if ord == 2 else O.sum(O.pow(a, ord), dims, keepdim=keepdim)
+    if ord == 2:
+        s = O.sum(x * x, dims, keepdim=keepdim)
+    elif ord < 0:
+        s = O.sum(O.pow(a, ord), dims, keepdim=keepdim)
+    else:
+        # |x|^p for p < 1 has an infinite derivative at 0 too: zeros take the power of 1 instead
+        az = a == 0
+        s = O.sum(O.where(az, O.zeros_like(a), O.pow(O.where(az, O.ones_like(a), a), ord)), dims, keepdim=keepdim)
     zero = s == 0
     safe = O.where(zero, O.ones_like(s), s)
     root = O.sqrt(safe) if ord == 2 else O.pow(safe, 1.0 / ord)
@@ -62,8 +69,11 @@ def matrix_norm(A, ord="fro", dim=(-2, -1), keepdim=False, *, dtype=None):
         out = (O.amax if ord > 0 else O.amin)(s, red_dim, keepdim=True)
         return out if keepdim else O.squeeze(O.squeeze(out, max(r, c)), min(r, c))
     if ord in (2, -2, "nuc"):
-        raise NotImplementedError(f"linalg.matrix_norm: ord={ord!r} needs singular values, which tracegrad does not "
-                                  f"compute yet")
+        s = svdvals(O.movedim(A, (r, c), (-2, -1)))
+        out = O.sum(s, -1) if ord == "nuc" else (O.amax if ord == 2 else O.amin)(s, -1)
+        if keepdim:
+            out = O.unsqueeze(O.unsqueeze(out, min(r, c)), max(r, c))
+        return out
     raise RuntimeError(f"linalg.matrix_norm: Order {ord} not supported.")
 
 
