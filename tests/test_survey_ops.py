@@ -234,6 +234,7 @@ def test_range_index():
 def test_legacy_constructors_and_variable():
     assert tg.FloatTensor([1, 2]).dtype is tg.float32 and tg.LongTensor([1]).dtype is tg.int64
     assert tuple(tg.Tensor(2, 3).shape) == (2, 3) and tg.Tensor([1, 2]).dtype is tg.float32
+    assert tuple(tg.Tensor().shape) == tuple(torch.Tensor().shape) == (0,)
     assert isinstance(tg.zeros(2), tg.FloatTensor) and not isinstance(tg.zeros(2), tg.LongTensor)
     assert tg.zeros(2).type() == torch.zeros(2).type() == "torch.FloatTensor"
     x = tg.ones(2)

@@ -14,7 +14,7 @@ def construct(dtype, args, device=None):
         if isinstance(data, Tensor):
             return data.to(dt)
         return tensor(data, dtype=dt, device=device)
-    sizes = tuple(args[0]) if len(args) == 1 and isinstance(args[0], Size) else args
+    sizes = tuple(args[0]) if len(args) == 1 and isinstance(args[0], Size) else (args or (0,))
     if not all(isinstance(s, int) for s in sizes):
         raise TypeError(f"new(): invalid data type '{type(sizes[0]).__name__}'")
     return zeros(sizes, dtype=dt, device=device)
