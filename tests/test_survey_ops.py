@@ -531,3 +531,93 @@ def test_vector_norm_of_negative_order_with_a_zero():
     for ord_ in (-1, -2.5):
         np.testing.assert_allclose(tg.linalg.vector_norm(tg.tensor(x), ord_, dim=1).numpy(),
                                    torch.linalg.vector_norm(torch.tensor(x), ord_, dim=1).numpy(), **TOL)
+
+
+def test_index_fill_copy_take():
+    x = arr(4, 3)
+    idx = np.array([2, 0])
+    check(lambda t: tg.index_fill(t, 0, tg.tensor(idx), -1.5), lambda t: torch.index_fill(t, 0, torch.tensor(idx), -1.5),
+          x)
+    check(lambda t: t.index_fill(1, tg.tensor([1]), 2.0), lambda t: t.index_fill(1, torch.tensor([1]), 2.0), x)
+    check(lambda t, s: tg.index_copy(t, 0, tg.tensor(idx), s), lambda t, s: torch.index_copy(t, 0, torch.tensor(idx), s),
+          x, arr(2, 3, seed=1))
+    check(lambda t: tg.take(t, tg.tensor([[0, 11], [5, 5]])), lambda t: torch.take(t, torch.tensor([[0, 11], [5, 5]])),
+          x)
+    y = tg.zeros(3, 2)
+    y.index_copy_(0, tg.tensor([2]), tg.ones(1, 2))
+    assert y.tolist() == [[0, 0], [0, 0], [1, 1]]
+
+
+@pytest.mark.parametrize("reduce", ["sum", "prod", "mean", "amax", "amin"])
+@pytest.mark.parametrize("include_self", [True, False])
+def test_scatter_reduce(reduce, include_self):
+    idx = np.array([[0, 2, 0, 2], [1, 1, 3, 0]])
+    check(lambda x, s: x.scatter_reduce(1, tg.tensor(idx), s, reduce, include_self=include_self),
+          lambda x, s: x.scatter_reduce(1, torch.tensor(idx), s, reduce, include_self=include_self),
+          arr(2, 5), arr(2, 4, seed=1))
+    ints = np.array([[3, 1, 4, 1, 5]])
+    got = tg.tensor(ints).scatter_reduce(1, tg.tensor([[0, 0, 1, 1, 1]]), tg.tensor(ints), reduce,
+                                         include_self=include_self)
+    want = torch.tensor(ints).scatter_reduce(1, torch.tensor([[0, 0, 1, 1, 1]]), torch.tensor(ints), reduce,
+                                             include_self=include_self)
+    assert got.tolist() == want.tolist() and str(got.dtype).split(".")[-1] == str(want.dtype).split(".")[-1]
+
+
+@pytest.mark.parametrize("mode", ["sum", "mean", "max"])
+def test_embedding_bag(mode):
+    w = arr(10, 3)
+    flat, offsets = np.array([1, 4, 7, 2, 9, 9, 3]), np.array([0, 3, 3, 4])
+    check(lambda w: TF.embedding_bag(tg.tensor(flat), w, tg.tensor(offsets), mode=mode),
+          lambda w: F.embedding_bag(torch.tensor(flat), w, torch.tensor(offsets), mode=mode), w)
+    check(lambda w: TF.embedding_bag(tg.tensor(flat), w, tg.tensor(offsets), mode=mode, padding_idx=9),
+          lambda w: F.embedding_bag(torch.tensor(flat), w, torch.tensor(offsets), mode=mode, padding_idx=9), w)
+    check(lambda w: TF.embedding_bag(tg.tensor(flat), w, tg.tensor(np.array([0, 2, 7])), mode=mode,
+                                     include_last_offset=True),
+          lambda w: F.embedding_bag(torch.tensor(flat), w, torch.tensor(np.array([0, 2, 7])), mode=mode,
+                                    include_last_offset=True), w)
+    check(lambda w: TF.embedding_bag(tg.tensor(flat[:6].reshape(2, 3)), w, mode=mode),
+          lambda w: F.embedding_bag(torch.tensor(flat[:6].reshape(2, 3)), w, mode=mode), w)
+    if mode == "sum":
+        check(lambda w, p: TF.embedding_bag(tg.tensor(flat), w, tg.tensor(offsets), mode="sum", per_sample_weights=p),
+              lambda w, p: F.embedding_bag(torch.tensor(flat), w, torch.tensor(offsets), mode="sum",
+                                           per_sample_weights=p), w, arr(7, seed=3))
+    assert repr(tg.nn.EmbeddingBag(10, 3, mode=mode)) == repr(torch.nn.EmbeddingBag(10, 3, mode=mode))
+
+
+def test_sequential_lr_and_chained_scheduler():
+    def lrs(lib, make, n=8):
+        opt = lib.optim.SGD(lib.nn.Linear(1, 1).parameters(), lr=0.1)
+        sched = make(lib, opt)
+        out = [opt.param_groups[0]["lr"]]
+        for _ in range(n):
+            opt.step()
+            sched.step()
+            out.append(opt.param_groups[0]["lr"])
+        return out + sched.get_last_lr()
+
+    def seq(lib, opt):
+        S = lib.optim.lr_scheduler
+        return S.SequentialLR(opt, [S.LinearLR(opt, start_factor=0.1, total_iters=3), S.StepLR(opt, 2, 0.5)],
+                              milestones=[3])
+
+    def chained(lib, opt):
+        S = lib.optim.lr_scheduler
+        return S.ChainedScheduler([S.ConstantLR(opt, factor=0.1, total_iters=2), S.ExponentialLR(opt, gamma=0.9)])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for make in (seq, chained):
+            np.testing.assert_allclose(lrs(tg, make), lrs(torch, make), rtol=1e-12)
+    opt = tg.optim.SGD(tg.nn.Linear(1, 1).parameters(), lr=0.1)
+    with pytest.raises(ValueError, match="one more than the number of milestone points"):
+        tg.optim.lr_scheduler.SequentialLR(opt, [tg.optim.lr_scheduler.StepLR(opt, 2)], milestones=[3])
+
+
+@pytest.mark.parametrize("kw", [{}, {"dim": -1}, {"dim": 0, "keepdim": True}])
+def test_compiled_any_and_all_see_the_values(kw):
+    """any/all were computed from the array behind the tensor, which a traced value does not
+    have: compiled, they answered False whatever the input."""
+    x = tg.tensor(np.array([[-1.0, 2.0, 0.0], [0.0, 0.0, 0.0]]))
+    for f in ("any", "all"):
+        fn = (lambda t: getattr(t > -0.5, f)(**kw))
+        np.testing.assert_array_equal(tg.compile(fn)(x).numpy(), fn(x).numpy())
+        np.testing.assert_array_equal(fn(x).numpy(), getattr(torch.tensor(x.numpy()) > -0.5, f)(**kw).numpy())

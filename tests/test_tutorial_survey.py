@@ -1665,6 +1665,139 @@ u = torch.empty(1000).uniform_(-1, 1)
 e = torch.empty(5).normal_(0, 0.1)
 result = sorted(m.tolist()), bern.dtype, abs(bern.mean().item() - 0.3) < 0.05, nrm.shape, bool((u.abs() <= 1).all()), e.shape, torch.randn(2, 3).exponential_().shape
 ''',
+    # -- more tutorial surface: hooks, compile, EmbeddingBag, schedulers, data ----------------
+    "forward_hooks_feature_extraction": '''
+from torch import nn
+model = det_init(nn.Sequential(nn.Linear(3, 4), nn.ReLU(), nn.Linear(4, 2)))
+activation = {}
+def get_activation(name):
+    def hook(model, input, output):
+        activation[name] = output.detach()
+    return hook
+h = model[1].register_forward_hook(get_activation('relu'))
+pre = model[2].register_forward_pre_hook(lambda m, args: (args[0] * 2,))
+out = model(det_data(2, 3))
+h.remove(); pre.remove()
+out2 = model(det_data(2, 3))
+result = activation['relu'], out, out2
+''',
+    "full_backward_hook": '''
+from torch import nn
+model = det_init(nn.Linear(3, 2))
+grads = []
+model.register_full_backward_hook(lambda m, grad_input, grad_output: grads.append((grad_input[0].clone(), grad_output[0].clone())))
+x = det_data(4, 3).requires_grad_()
+model(x).pow(2).sum().backward()
+result = grads
+''',
+    "torch_compile_model": '''
+from torch import nn
+model = det_init(nn.Sequential(nn.Linear(3, 8), nn.GELU(), nn.Linear(8, 1)))
+compiled = torch.compile(model)
+x = det_data(5, 3)
+y = compiled(x)
+y.sum().backward()
+result = y, model[0].weight.grad
+''',
+    "embedding_bag_text_classification": '''
+from torch import nn
+class TextClassificationModel(nn.Module):
+    def __init__(self, vocab_size, embed_dim, num_class):
+        super().__init__()
+        self.embedding = nn.EmbeddingBag(vocab_size, embed_dim, sparse=False)
+        self.fc = nn.Linear(embed_dim, num_class)
+        self.init_weights()
+    def init_weights(self):
+        initrange = 0.5
+        self.embedding.weight.data.uniform_(-initrange, initrange)
+        self.fc.weight.data.uniform_(-initrange, initrange)
+        self.fc.bias.data.zero_()
+    def forward(self, text, offsets):
+        embedded = self.embedding(text, offsets)
+        return self.fc(embedded)
+model = det_init(TextClassificationModel(20, 6, 3))
+text = torch.tensor([1, 4, 7, 2, 9, 9, 3, 11, 5])
+offsets = torch.tensor([0, 3, 4])
+out = model(text, offsets)
+nn.CrossEntropyLoss()(out, torch.tensor([0, 2, 1])).backward()
+bag_max = nn.EmbeddingBag(20, 6, mode='max')
+det_init(bag_max)
+result = out, model.embedding.weight.grad, bag_max(torch.tensor([[1, 2], [3, 4]]))
+''',
+    "sequential_lr_and_chained": '''
+from torch import nn
+opt = torch.optim.SGD(nn.Linear(1, 1).parameters(), lr=0.1)
+warm = torch.optim.lr_scheduler.LinearLR(opt, start_factor=0.1, total_iters=3)
+decay = torch.optim.lr_scheduler.ExponentialLR(opt, gamma=0.5)
+sched = torch.optim.lr_scheduler.SequentialLR(opt, schedulers=[warm, decay], milestones=[3])
+lrs = []
+for _ in range(6):
+    opt.step(); sched.step(); lrs.append(round(opt.param_groups[0]['lr'], 10))
+result = lrs
+''',
+    "concat_dataset_and_iterable": '''
+from torch.utils.data import ConcatDataset, TensorDataset, DataLoader, IterableDataset
+a = TensorDataset(torch.arange(3)); b = TensorDataset(torch.arange(10, 12))
+cat = ConcatDataset([a, b])
+class Stream(IterableDataset):
+    def __iter__(self):
+        return iter(range(5))
+result = len(cat), cat[3], [x for (x,) in DataLoader(cat, batch_size=2)], list(DataLoader(Stream(), batch_size=2))
+''',
+    "scatter_reduce_index_ops": '''
+src = torch.tensor([1., 2., 3., 4., 5., 6.])
+index = torch.tensor([0, 1, 0, 1, 2, 1])
+x = torch.zeros(4, 3)
+x.index_fill_(1, torch.tensor([0, 2]), -1.)
+y = torch.zeros(5, 3).index_copy_(0, torch.tensor([0, 4, 2]), torch.ones(3, 3))
+result = torch.zeros(3).scatter_reduce(0, index, src, reduce="sum"), torch.zeros(3).scatter_reduce(0, index, src, reduce="amax", include_self=False), x, y, torch.take(src, torch.tensor([0, 5]))
+''',
+    "lbfgs_closure": '''
+from torch import nn
+model = det_init(nn.Linear(2, 1))
+x = det_data(10, 2); y = x @ torch.tensor([[1.5], [-2.0]]) + 0.5
+opt = torch.optim.LBFGS(model.parameters(), lr=1, max_iter=20)
+def closure():
+    opt.zero_grad()
+    loss = nn.functional.mse_loss(model(x), y)
+    loss.backward()
+    return loss
+for _ in range(3):
+    opt.step(closure)
+result = model.weight, model.bias
+''', 
+    "spatial_transformer_grid_sample": '''
+import torch.nn.functional as F
+theta = torch.tensor([[[0.9, 0.1, 0.05], [-0.1, 0.8, 0.0]]])
+grid = F.affine_grid(theta, [1, 1, 4, 4], align_corners=False)
+img = torch.arange(16.).view(1, 1, 4, 4)
+result = grid, F.grid_sample(img, grid, align_corners=False)
+''',
+    "seq2seq_transformer": '''
+from torch import nn
+model = nn.Transformer(d_model=8, nhead=2, num_encoder_layers=1, num_decoder_layers=1, dim_feedforward=16, dropout=0.0, batch_first=True)
+det_init(model, scale=0.2)
+src = det_data(2, 5, 8); tgt = det_data(2, 4, 8, seed=2)
+tgt_mask = nn.Transformer.generate_square_subsequent_mask(4)
+result = model(src, tgt, tgt_mask=tgt_mask)
+''',
+    "anomaly_and_profiler": '''
+x = torch.tensor([1., 2.], requires_grad=True)
+with torch.autograd.detect_anomaly():
+    y = (x * 2).sum()
+    y.backward()
+with torch.autograd.profiler.profile() as prof:
+    z = (x * 3).sum()
+result = x.grad, isinstance(prof.key_averages().table(sort_by="self_cpu_time_total"), str)
+''',
+    "module_half_to_and_buffers_dtype": '''
+from torch import nn
+m = nn.Sequential(nn.Linear(2, 2), nn.BatchNorm1d(2))
+m.half()
+dtypes = [p.dtype for p in m.parameters()] + [b.dtype for b in m.buffers()]
+m.to(torch.float64)
+result = dtypes, [b.dtype for b in m.buffers()], m[1].num_batches_tracked.dtype
+''',
     # -- excluded: torch.jit, torch.fft, torch.backends --------------------------------------
     "jit_script": '''
 f = torch.jit.trace(torch.nn.Linear(2, 2), torch.ones(1, 2))

@@ -526,7 +526,8 @@ Tensor.det = F.linalg_det
 
 # decompositions into the ops above (ops/composite.py)
 for _name in """diagonal trace diag_embed log10 trunc fix frac fmax fmin fmod masked_select movedim moveaxis ravel
-nan_to_num argwhere bincount histc matrix_power matrix_exp logaddexp xlogy addmm baddbmm""".split():
+nan_to_num argwhere bincount histc matrix_power matrix_exp logaddexp xlogy addmm baddbmm index_fill index_copy take
+scatter_reduce""".split():
     setattr(Tensor, _name, getattr(F, _name))
-for _name in "trunc fix frac fmod nan_to_num log10".split():
+for _name in "trunc fix frac fmod nan_to_num log10 index_fill index_copy scatter_reduce".split():
     setattr(Tensor, _name + "_", _inplace(getattr(F, _name)))

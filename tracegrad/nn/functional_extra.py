@@ -14,7 +14,7 @@ __all__ = ["max_pool1d", "avg_pool1d", "adaptive_avg_pool1d", "adaptive_max_pool
            "adaptive_avg_pool2d", "instance_norm", "pixel_shuffle", "pixel_unshuffle", "unfold", "fold",
            "gumbel_softmax", "cosine_embedding_loss", "margin_ranking_loss", "soft_margin_loss",
            "multilabel_soft_margin_loss", "triplet_margin_loss", "gaussian_nll_loss", "poisson_nll_loss",
-           "hinge_embedding_loss"]
+           "hinge_embedding_loss", "embedding_bag"]
 
 
 def _single(v, name="kernel_size"):
@@ -328,3 +328,64 @@ def poisson_nll_loss(input, target, log_input=True, full=False, size_average=Non
         stirling = target * O.log(target) - target + 0.5 * O.log(2 * math.pi * target)
         loss = loss + O.where(target > 1, stirling, O.zeros_like(stirling))
     return F._reduce(loss, reduction)
+
+
+def embedding_bag(input, weight, offsets=None, max_norm=None, norm_type=2, scale_grad_by_freq=False, mode="mean",
+                  sparse=False, per_sample_weights=None, include_last_offset=False, padding_idx=None):
+    """Sums, means or maxima of bags of embeddings: rows of a 2-D input, or runs of a 1-D input
+    starting at `offsets`. Each index's bag comes from a cumulative sum over the offsets and the
+    rows are added into their bag (index_add), so it traces and differentiates like its parts;
+    padding_idx entries count in no bag, an empty bag is zeros (torch's)."""
+    from ..creation import zeros, arange
+    if mode not in ("sum", "mean", "max"):
+        raise ValueError(f"mode has to be one of sum, mean or max")
+    if per_sample_weights is not None and mode != "sum":
+        raise NotImplementedError(f"embedding_bag: per_sample_weights was not None. per_sample_weights is only "
+                                  f"supported for mode='sum' (got mode='{mode}'). Please open a feature request on "
+                                  f"GitHub.")
+    if scale_grad_by_freq or sparse or max_norm is not None:
+        raise NotImplementedError("embedding_bag(max_norm=..., scale_grad_by_freq=True or sparse=True) is not "
+                                  "supported")
+    if input.ndim == 2:
+        if offsets is not None:
+            raise ValueError("if input is 2D, then offsets has to be None, as input is treated is a mini-batch of "
+                             "fixed length sequences.")
+        b, n = input.shape
+        flat = input.reshape(-1)
+        bag = O.floor_divide(arange(b * n), n)
+        psw = per_sample_weights.reshape(-1) if per_sample_weights is not None else None
+    elif input.ndim == 1:
+        if offsets is None:
+            raise ValueError("offsets has to be a 1D Tensor but got None")
+        if offsets.ndim != 1:
+            raise ValueError("offsets has to be a 1D Tensor")
+        flat, psw = input, per_sample_weights
+        starts = offsets[:-1] if include_last_offset else offsets
+        b = starts.shape[0]
+        n_idx = flat.shape[0]
+        # bag of position i: the number of bag starts at or before i, less one
+        marks = O.scatter_add(zeros(n_idx + 1, dtype=D.int64), 0, O.clamp(starts, max=n_idx),
+                              O.ones_like(starts, dtype=D.int64))
+        bag = O.cumsum(marks, 0)[:n_idx] - 1
+        if include_last_offset:
+            bag = O.where(arange(n_idx) >= offsets[-1], O.full((), -1, dtype=D.int64), bag)
+    else:
+        raise ValueError(f"input has to be 1D or 2D Tensor, but got Tensor of dimension {input.ndim}")
+    rows = F.embedding(flat, weight)                                     # (n, D)
+    keep = bag >= 0
+    if padding_idx is not None:
+        keep = O.logical_and(keep, flat != padding_idx)
+    if psw is not None:
+        rows = rows * O.unsqueeze(psw, -1)
+    safe_bag = O.where(keep, bag, O.zeros_like(bag))
+    if mode == "max":
+        member = O.logical_and(O.unsqueeze(safe_bag, 0) == arange(b).reshape(b, 1), O.unsqueeze(keep, 0))  # (b, n)
+        vals = O.where(O.unsqueeze(member, -1), O.unsqueeze(rows, 0), float("-inf"))
+        out = O.amax(vals, 1)
+        return O.where(O.unsqueeze(O.any(member, 1), -1), out, O.zeros_like(out))
+    rows = O.where(O.unsqueeze(keep, -1), rows, O.zeros_like(rows))
+    out = O.index_add(zeros(b, weight.shape[1], dtype=weight.dtype), 0, safe_bag, rows)
+    if mode == "mean":
+        count = O.index_add(zeros(b, dtype=weight.dtype), 0, safe_bag, keep.to(weight.dtype))
+        out = out / O.unsqueeze(O.clamp_min(count, 1), -1)
+    return out

@@ -15,7 +15,8 @@ from . import shapes as S
 
 __all__ = ["diagonal", "trace", "diag_embed", "log10", "trunc", "fix", "frac", "fmax", "fmin", "fmod", "masked_select",
            "movedim", "moveaxis", "ravel", "std_mean", "var_mean", "nan_to_num", "argwhere", "cdist", "bincount",
-           "histc", "matrix_power", "matrix_exp", "normal", "logaddexp", "xlogy", "addmm", "baddbmm"]
+           "histc", "matrix_power", "matrix_exp", "normal", "logaddexp", "xlogy", "addmm", "baddbmm", "index_fill", "index_copy",
+           "take", "scatter_reduce"]
 
 
 def _index(values):
@@ -333,3 +334,88 @@ def normal(mean, std=1.0, size=None, *, generator=None, out=None, dtype=None, la
     ref = m if mt else s
     z = randn(tuple(shape), generator=generator, dtype=ref.dtype)
     return z * s + m
+
+
+def _index_mask(input, d, index):
+    """A bool mask of input's dim d, true at `index`, shaped to broadcast against input."""
+    from ..creation import zeros
+    if index.ndim > 1:
+        raise IndexError("index_fill_(): Index has to be a vector")
+    n = input.shape[d] if input.ndim else 1
+    hit = O.scatter(zeros(n), 0, index.reshape(-1), value=1.0) > 0
+    shape = [1] * max(input.ndim, 1)
+    shape[d] = n
+    return hit.reshape(*shape) if input.ndim else hit.reshape(())
+
+
+def index_fill(input, dim, index, value):
+    """input with its slices at `index` along dim set to value (a number or a 0-dim tensor)."""
+    O._check_tensor(input, "index_fill")
+    d = S.normalize_dim(dim, max(input.ndim, 1))
+    fill = value if isinstance(value, Tensor) else O.full((), value, dtype=input.dtype)
+    return O.where(_index_mask(input, d, index), fill.to(input.dtype), input)
+
+
+def index_copy(input, dim, index, source):
+    """input with source's slices written at `index` along dim (index_add into a zeroed copy)."""
+    O._check_tensor(input, "index_copy")
+    d = S.normalize_dim(dim, max(input.ndim, 1))
+    if index.ndim > 1:
+        raise IndexError("index_copy_(): Index should have dimension 1 or 0")
+    if source.ndim and index.numel() != source.shape[d]:
+        raise RuntimeError(f"index_copy_(): Number of indices ({index.numel()}) should be equal to "
+                           f"source.size(dim) ({source.shape[d]})")
+    kept = O.where(_index_mask(input, d, index), O.zeros_like(input), input)
+    return M.index_add(kept, d, index.reshape(-1), source)
+
+
+def take(input, index):
+    """input read as 1-D at `index` (the result has index's shape)."""
+    O._check_tensor(input, "take")
+    return O.reshape(input, -1)[index]
+
+
+def scatter_reduce(input, dim, index, src, reduce, *, include_self=True):
+    """src's values reduced ("sum", "prod", "mean", "amax", "amin") into input at `index` along
+    dim: each output position against a mask of the src positions scattered to it, so the
+    gradient is the reductions' (amax/amin share it among ties, as torch)."""
+    from ..creation import arange
+    O._check_tensor(input, "scatter_reduce")
+    if reduce not in ("sum", "prod", "mean", "amax", "amin"):
+        raise RuntimeError(f"reduce argument must be either sum, prod, mean, amax or amin, got {reduce}")
+    d = S.normalize_dim(dim, max(input.ndim, 1))
+    if tuple(index.shape) != tuple(src.shape) or tuple(input.shape[:d]) + tuple(input.shape[d + 1:]) != \
+            tuple(index.shape[:d]) + tuple(index.shape[d + 1:]):
+        raise NotImplementedError("scatter_reduce: index and src must have one shape, equal to input's off `dim` "
+                                  "(the other shapes torch allows are not implemented yet)")
+    x, idx, sv = movedim(input, d, -1), movedim(index, d, -1), movedim(src, d, -1)
+    n = x.shape[-1]
+    mask = O.unsqueeze(idx, -2) == arange(n).reshape(n, 1)             # (..., n, m)
+    se = O.unsqueeze(sv, -2)
+    hit = O.any(mask, -1)
+    count = O.sum(mask, -1)
+    if reduce in ("sum", "mean"):
+        r = O.sum(O.where(mask, se, O.zeros_like(se)), -1)
+        if reduce == "sum":
+            out = x + r if include_self else O.where(hit, r, x)
+        elif include_self:
+            out = (x + r) / (count + 1).to(x.dtype)
+        else:
+            out = O.where(hit, r / O.clamp_min(count, 1).to(x.dtype), x)
+        if reduce == "mean" and not x.dtype.is_floating_point:
+            out = O.floor_divide(x + r, count + 1) if include_self else O.where(
+                hit, O.floor_divide(r, O.clamp_min(count, 1)), x)
+    elif reduce == "prod":
+        r = O.prod(O.where(mask, se, O.ones_like(se)), -1)
+        out = x * r if include_self else O.where(hit, r, x)
+    else:
+        big = float("-inf") if reduce == "amax" else float("inf")
+        if not x.dtype.is_floating_point:
+            info = D.integer_bounds(x.dtype)
+            big = info[0] if reduce == "amax" else info[1]
+        both = O.where(mask, se, O.full((), big, dtype=se.dtype))
+        if include_self:
+            both = O.cat([both, O.unsqueeze(x, -1)], -1)
+        r = (O.amax if reduce == "amax" else O.amin)(both, -1)
+        out = r if include_self else O.where(hit, r, x)
+    return movedim(out.to(input.dtype), -1, d)

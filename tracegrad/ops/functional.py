@@ -442,12 +442,22 @@ def log_softmax(input, dim=None, dtype=None, *, _stacklevel=3):
     return _softmax("log_softmax", input, dim, dtype)
 
 
+def _count_where(mask, dim, keepdim):
+    return sum(mask) if dim is None else sum(mask, dim, keepdim)
+
+
 def all(input, dim=None, keepdim=False):
-    return _t(np.all(input._data, axis=dim, keepdims=keepdim))
+    """Whether every element is nonzero: a count of zeros (so a compiled call traces it; NaN counts
+    as true); uint8 input gives uint8, as torch."""
+    _check_tensor(input, "all")
+    out = _count_where(eq(input, 0), dim, keepdim) == 0
+    return out.to(D.uint8) if input.dtype is D.uint8 else out
 
 
 def any(input, dim=None, keepdim=False):
-    return _t(np.any(input._data, axis=dim, keepdims=keepdim))
+    _check_tensor(input, "any")
+    out = _count_where(ne(input, 0), dim, keepdim) > 0
+    return out.to(D.uint8) if input.dtype is D.uint8 else out
 
 
 def count_nonzero(input, dim=None):

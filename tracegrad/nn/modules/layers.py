@@ -14,7 +14,7 @@ __all__ = ["Identity", "Linear", "Conv2d", "ConvTranspose2d", "ReLU", "LeakyReLU
            "Softplus", "Softmax", "LogSoftmax", "Dropout", "LayerNorm", "BatchNorm1d", "BatchNorm2d", "Embedding",
            "Flatten", "Unflatten", "MaxPool2d", "AvgPool2d", "AdaptiveAvgPool2d", "Conv1d", "GroupNorm", "Upsample", "CosineSimilarity", "PairwiseDistance",
            "MaxPool1d", "AvgPool1d", "AdaptiveAvgPool1d", "AdaptiveMaxPool1d", "AdaptiveMaxPool2d", "InstanceNorm1d",
-           "InstanceNorm2d", "PixelShuffle", "Unfold", "Fold"]
+           "InstanceNorm2d", "PixelShuffle", "Unfold", "Fold", "EmbeddingBag"]
 
 
 def _empty(*shape, dtype=None, device=None):
@@ -782,3 +782,45 @@ class Fold(Module):
     def extra_repr(self):
         return (f"output_size={self.output_size}, kernel_size={self.kernel_size}, dilation={self.dilation}, "
                 f"padding={self.padding}, stride={self.stride}")
+
+
+class EmbeddingBag(Module):
+    """Sums, means or maxima of bags of embeddings (nn.functional.embedding_bag), N(0, 1) rows."""
+
+    def __init__(self, num_embeddings, embedding_dim, max_norm=None, norm_type=2.0, scale_grad_by_freq=False,
+                 mode="mean", sparse=False, _weight=None, include_last_offset=False, padding_idx=None, device=None,
+                 dtype=None):
+        super().__init__()
+        self.num_embeddings, self.embedding_dim = num_embeddings, embedding_dim
+        self.max_norm, self.norm_type, self.scale_grad_by_freq = max_norm, norm_type, scale_grad_by_freq
+        self.mode, self.sparse, self.include_last_offset = mode, sparse, include_last_offset
+        if padding_idx is not None:
+            if not -num_embeddings <= padding_idx < num_embeddings:
+                raise AssertionError("padding_idx must be within num_embeddings")
+            padding_idx = padding_idx % num_embeddings
+        self.padding_idx = padding_idx
+        if _weight is None:
+            self.weight = Parameter(C.empty(num_embeddings, embedding_dim, dtype=dtype))
+            init.normal_(self.weight)
+            if padding_idx is not None:
+                with no_grad():
+                    self.weight[padding_idx].fill_(0)
+        else:
+            self.weight = Parameter(_weight)
+
+    def forward(self, input, offsets=None, per_sample_weights=None):
+        return F.embedding_bag(input, self.weight, offsets, self.max_norm, self.norm_type, self.scale_grad_by_freq,
+                               self.mode, self.sparse, per_sample_weights, self.include_last_offset, self.padding_idx)
+
+    def extra_repr(self):
+        s = f"{self.num_embeddings}, {self.embedding_dim}"
+        if self.max_norm is not None:
+            s += f", max_norm={self.max_norm}"
+        if self.norm_type != 2:
+            s += f", norm_type={self.norm_type}"
+        if self.scale_grad_by_freq:
+            s += f", scale_grad_by_freq={self.scale_grad_by_freq}"
+        s += f", mode='{self.mode}'"
+        if self.padding_idx is not None:
+            s += f", padding_idx={self.padding_idx}"
+        return s
