@@ -621,3 +621,27 @@ def test_compiled_any_and_all_see_the_values(kw):
         fn = (lambda t: getattr(t > -0.5, f)(**kw))
         np.testing.assert_array_equal(tg.compile(fn)(x).numpy(), fn(x).numpy())
         np.testing.assert_array_equal(fn(x).numpy(), getattr(torch.tensor(x.numpy()) > -0.5, f)(**kw).numpy())
+
+
+def test_module_full_backward_hooks():
+    def run(lib):
+        class Two(lib.nn.Module):
+            def forward(self, a, b, k=2):
+                return a * b * k, a + b
+        t, log = Two(), []
+        t.register_full_backward_pre_hook(lambda m, go: log.append(("pre", [g if g is None else g.tolist()
+                                                                                 for g in go])))
+        h = t.register_full_backward_hook(
+            lambda m, gi, go: (log.append(("post", [g.tolist() for g in gi], [g.tolist() for g in go])),
+                               (gi[0] * 10, gi[1]))[1])
+        a, b = lib.tensor([1.0, 2.0], requires_grad=True), lib.tensor([3.0, 4.0], requires_grad=True)
+        p, q = t(a, b)
+        (p.sum() + 2 * q.sum()).backward()
+        lin = lib.nn.Linear(2, 1)
+        lin.register_full_backward_hook(lambda m, gi, go: log.append(("none", gi)))
+        lin(lib.ones(1, 2)).sum().backward()
+        h.remove()
+        a.grad = None
+        t(a, b)[0].sum().backward()
+        return log, a.grad.tolist(), b.grad.tolist()
+    assert run(tg) == run(torch)
