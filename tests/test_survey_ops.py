@@ -645,3 +645,31 @@ def test_module_full_backward_hooks():
         t(a, b)[0].sum().backward()
         return log, a.grad.tolist(), b.grad.tolist()
     assert run(tg) == run(torch)
+
+
+@pytest.mark.parametrize("kw", [{}, {"lr": 0.5, "max_iter": 4, "history_size": 3}, {"max_iter": 7, "max_eval": 5}])
+def test_lbfgs_follows_torch(kw):
+    rng = np.random.default_rng(0)
+    X, W = rng.standard_normal((10, 2)), rng.standard_normal((1, 2))
+
+    def run(lib):
+        m = lib.nn.Linear(2, 1).double()
+        with lib.no_grad():
+            m.weight.copy_(lib.tensor(W))
+            m.bias.zero_()
+        x = lib.tensor(X)
+        y = x @ lib.tensor([[1.5], [-2.0]], dtype=lib.float64) + 0.5 + lib.sin(x[:, :1])
+        opt = lib.optim.LBFGS(m.parameters(), **kw)
+
+        def closure():
+            opt.zero_grad()
+            loss = ((m(x) - y) ** 2).mean()
+            loss.backward()
+            return loss
+        losses = [float(opt.step(closure).detach()) for _ in range(3)]
+        return losses, m.weight.detach().numpy(), m.bias.detach().numpy(), opt.state[m.weight]["func_evals"]
+    got, want = run(tg), run(torch)
+    for a, b in zip(got, want):
+        np.testing.assert_allclose(a, b, rtol=1e-9, atol=1e-12)
+    with pytest.raises(NotImplementedError, match="strong_wolfe"):
+        tg.optim.LBFGS([tg.zeros(1, requires_grad=True)], line_search_fn="strong_wolfe")
