@@ -375,11 +375,29 @@ def test_init_orthogonal():
         np.testing.assert_allclose(g, 4 * np.eye(g.shape[0]), atol=1e-5)
 
 
-def test_transformer_mask_and_refusal():
+@pytest.mark.parametrize("kw", [dict(batch_first=True), dict(norm_first=True, activation="gelu")])
+def test_transformer_encoder_decoder(kw):
     np.testing.assert_array_equal(tg.nn.Transformer.generate_square_subsequent_mask(4).numpy(),
                                   torch.nn.Transformer.generate_square_subsequent_mask(4).numpy())
-    with pytest.raises(NotImplementedError, match="TransformerDecoder"):
-        tg.nn.Transformer(d_model=8, nhead=2)
+    args = dict(d_model=8, nhead=2, num_encoder_layers=2, num_decoder_layers=2, dim_feedforward=16, dropout=0.0, **kw)
+    m, tm = tg.nn.Transformer(**args).double(), torch.nn.Transformer(**args).double()
+    names = [n for n, _ in m.named_parameters()]
+    assert names == [n for n, _ in tm.named_parameters()]
+    rng = np.random.default_rng(0)
+    with tg.no_grad(), torch.no_grad():
+        for p, tp in zip(m.parameters(), tm.parameters()):
+            w = rng.standard_normal(tuple(p.shape)) * 0.3
+            p.copy_(tg.tensor(w))
+            tp.copy_(torch.tensor(w))
+    src, tgt = arr(2, 5, 8), arr(2, 4, 8, seed=1)
+    if not kw.get("batch_first"):
+        src, tgt = src.transpose(1, 0, 2).copy(), tgt.transpose(1, 0, 2).copy()
+    pad = np.array([[False, False, False, True, True], [False] * 5])
+    check(lambda s, t: m(s, t, tgt_mask=tg.nn.Transformer.generate_square_subsequent_mask(4, dtype=tg.float64),
+                         src_key_padding_mask=tg.tensor(pad), memory_key_padding_mask=tg.tensor(pad)),
+          lambda s, t: tm(s, t, tgt_mask=torch.nn.Transformer.generate_square_subsequent_mask(4, dtype=torch.float64),
+                          src_key_padding_mask=torch.tensor(pad), memory_key_padding_mask=torch.tensor(pad)),
+          src, tgt, tol=dict(rtol=1e-9, atol=1e-10), gradcheck=False)
 
 
 # -- linalg decompositions ---------------------------------------------------------------------------
