@@ -691,3 +691,16 @@ def test_lbfgs_follows_torch(kw):
         np.testing.assert_allclose(a, b, rtol=1e-9, atol=1e-12)
     with pytest.raises(NotImplementedError, match="strong_wolfe"):
         tg.optim.LBFGS([tg.zeros(1, requires_grad=True)], line_search_fn="strong_wolfe")
+
+
+@pytest.mark.parametrize("align_corners", [False, True])
+@pytest.mark.parametrize("mode,padding_mode", [("bilinear", "zeros"), ("bilinear", "border"), ("nearest", "zeros")])
+def test_affine_grid_and_grid_sample(align_corners, mode, padding_mode):
+    theta = np.array([[[0.9, 0.15, 0.05], [-0.1, 0.8, 0.02]], [[1.3, 0.0, 0.2], [0.1, 1.1, -0.3]]])
+    check(lambda t: TF.affine_grid(t, [2, 3, 4, 5], align_corners=align_corners),
+          lambda t: F.affine_grid(t, [2, 3, 4, 5], align_corners=align_corners), theta)
+    grid = F.affine_grid(torch.tensor(theta), [2, 2, 3, 4], align_corners=align_corners).numpy()
+    grid = grid + arr(*grid.shape, seed=4) * 0.01           # off the pixel centres and edges
+    check(lambda x, g: TF.grid_sample(x, g, mode, padding_mode, align_corners),
+          lambda x, g: F.grid_sample(x, g, mode, padding_mode, align_corners), arr(2, 2, 4, 5), grid,
+          gradcheck=mode == "bilinear")

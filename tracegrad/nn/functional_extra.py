@@ -14,7 +14,7 @@ __all__ = ["max_pool1d", "avg_pool1d", "adaptive_avg_pool1d", "adaptive_max_pool
            "adaptive_avg_pool2d", "instance_norm", "pixel_shuffle", "pixel_unshuffle", "unfold", "fold",
            "gumbel_softmax", "cosine_embedding_loss", "margin_ranking_loss", "soft_margin_loss",
            "multilabel_soft_margin_loss", "triplet_margin_loss", "gaussian_nll_loss", "poisson_nll_loss",
-           "hinge_embedding_loss", "embedding_bag"]
+           "hinge_embedding_loss", "embedding_bag", "affine_grid", "grid_sample"]
 
 
 def _single(v, name="kernel_size"):
@@ -389,3 +389,80 @@ def embedding_bag(input, weight, offsets=None, max_norm=None, norm_type=2, scale
         count = O.index_add(zeros(b, dtype=weight.dtype), 0, safe_bag, keep.to(weight.dtype))
         out = out / O.unsqueeze(O.clamp_min(count, 1), -1)
     return out
+
+
+def _base_coords(n, align_corners, dtype):
+    from ..creation import arange
+    if align_corners:
+        return (arange(n, dtype=dtype) * (2.0 / (n - 1)) - 1.0) if n > 1 else O.zeros_like(arange(n, dtype=dtype))
+    return (arange(n, dtype=dtype) * 2.0 + 1.0) / n - 1.0
+
+
+def affine_grid(theta, size, align_corners=None):
+    """The sampling grid of a batch of 2-D affine maps: (N, H, W, 2) = base grid @ theta^T."""
+    from ..creation import ones
+    if align_corners is None:
+        align_corners = False
+    if not theta.dtype.is_floating_point:
+        raise ValueError(f"Expected theta to have floating point type, but got {theta.dtype}")
+    if len(size) != 4:
+        raise NotImplementedError("affine_grid only supports 4D sizes, for 2D affine transformations (5D volumes "
+                                  "are not implemented yet)")
+    n, _, h, w = size
+    if tuple(theta.shape) != (n, 2, 3):
+        raise ValueError(f"Expected a batch of 2D affine matrices of shape Nx2x3 for size {list(size)}. Got "
+                         f"{list(theta.shape)}.")
+    xs = O.expand(_base_coords(w, align_corners, theta.dtype).reshape(1, w), h, w)
+    ys = O.expand(_base_coords(h, align_corners, theta.dtype).reshape(h, 1), h, w)
+    base = O.stack([xs, ys, ones(h, w, dtype=theta.dtype)], -1).reshape(1, h * w, 3)
+    return O.matmul(base, O.transpose(theta, 1, 2)).reshape(n, h, w, 2)
+
+
+def grid_sample(input, grid, mode="bilinear", padding_mode="zeros", align_corners=None):
+    """input (N, C, H, W) read at grid (N, Ho, Wo, 2) of (x, y) in [-1, 1]: bilinear weights of
+    the four neighbours (or the nearest one), outside pixels zero ("zeros") or the edge's
+    ("border"). A gather per neighbour, so the gradient reaches input and grid."""
+    if align_corners is None:
+        align_corners = False
+    if mode not in ("bilinear", "nearest"):
+        raise NotImplementedError(f"grid_sample(mode={mode!r}): only 'bilinear' and 'nearest' are implemented")
+    if padding_mode not in ("zeros", "border"):
+        raise NotImplementedError(f"grid_sample(padding_mode={padding_mode!r}): only 'zeros' and 'border' are "
+                                  f"implemented")
+    if input.ndim != 4 or grid.ndim != 4 or grid.shape[-1] != 2:
+        raise NotImplementedError("grid_sample: only 4-D input with a (N, H, W, 2) grid is implemented")
+    if input.shape[0] != grid.shape[0]:
+        raise RuntimeError(f"grid_sampler(): expected grid and input to have same batch size, but got input with "
+                           f"sizes {list(input.shape)} and grid with sizes {list(grid.shape)}")
+    n, c, h, w = input.shape
+    ho, wo = grid.shape[1], grid.shape[2]
+
+    def unnormalize(coord, size):
+        if align_corners:
+            out = (coord + 1) / 2 * (size - 1)
+        else:
+            out = ((coord + 1) * size - 1) / 2
+        if padding_mode == "border":
+            out = O.clamp(out, 0, size - 1)
+        return out
+    ix = unnormalize(grid[..., 0], w)
+    iy = unnormalize(grid[..., 1], h)
+    flat = input.reshape(n, c, h * w)
+
+    def pick(xi, yi):
+        valid = (xi >= 0) & (xi <= w - 1) & (yi >= 0) & (yi <= h - 1)
+        xc = O.clamp(xi, 0, w - 1).to(D.int64)
+        yc = O.clamp(yi, 0, h - 1).to(D.int64)
+        idx = (yc * w + xc).reshape(n, 1, ho * wo)
+        vals = O.gather(flat, 2, O.expand(idx, n, c, ho * wo)).reshape(n, c, ho, wo)
+        return O.where(O.unsqueeze(valid, 1), vals, O.zeros_like(vals))
+    if mode == "nearest":
+        out = pick(O.round(ix).detach(), O.round(iy).detach())
+        # connected to grid with a zero gradient, as torch's (rounding is flat)
+        return O.where(O.zeros_like(out, dtype=D.bool_), O.unsqueeze(ix + iy, 1), out)
+    x0, y0 = O.floor(ix).detach(), O.floor(iy).detach()
+    x1, y1 = x0 + 1, y0 + 1
+    wx1, wy1 = ix - x0, iy - y0
+    wx0, wy0 = 1 - wx1, 1 - wy1
+    out = pick(x0, y0) * O.unsqueeze(wx0 * wy0, 1) + pick(x1, y0) * O.unsqueeze(wx1 * wy0, 1)
+    return out + pick(x0, y1) * O.unsqueeze(wx0 * wy1, 1) + pick(x1, y1) * O.unsqueeze(wx1 * wy1, 1)
