@@ -604,4 +604,15 @@ OPS += [
            [Sample((3, 3)), Sample((2, 3, 3))], dtypes=FLOAT),
     OpInfo("linalg_solve", lambda m, a, b: m.linalg.solve(a + 3 * m.eye(3, dtype=a.dtype), b),
            [Sample((3, 3), (3, 2)), Sample((2, 3, 3), (2, 3)), Sample((3, 3), (3,))], dtypes=FLOAT),
+    # decompositions read one triangle or fix signs freely: called on symmetric inputs and
+    # through sign-free functions of their factors
+    OpInfo("linalg_cholesky", lambda m, x: m.linalg.cholesky(x @ x.mT + 3 * m.eye(3, dtype=x.dtype)),
+           [Sample((3, 3)), Sample((2, 3, 3))], dtypes=FLOAT),
+    OpInfo("linalg_eigh", lambda m, x: (m.linalg.eigvalsh(x + x.mT), m.linalg.eigh(x + x.mT)[1] ** 2),
+           [Sample((3, 3)), Sample((2, 4, 4))], dtypes=FLOAT),
+    OpInfo("linalg_svd", lambda m, x: (m.linalg.svdvals(x), m.linalg.svd(x, full_matrices=False)[0]
+                                       @ m.linalg.svd(x, full_matrices=False)[2]),
+           [Sample((4, 3)), Sample((3, 4)), Sample((2, 3, 3))], dtypes=FLOAT),
+    OpInfo("linalg_qr", lambda m, x: tuple(m.linalg.qr(x)), [Sample((4, 3)), Sample((3, 3))], dtypes=FLOAT),
+    OpInfo("linalg_pinv", lambda m, x: m.linalg.pinv(x), [Sample((4, 3)), Sample((3, 4))], dtypes=FLOAT),
 ]

@@ -92,5 +92,12 @@ from .ops.math_functional import (asin, acos, atan, sinh, cosh, asinh, acosh, at
                                   msort, kthvalue, median, quantile, nanquantile, unique, diag, meshgrid,
                                   repeat_interleave, index_add)
 from .ops.math_functional import linalg_inv as inverse, linalg_det as det  # noqa: E402,F401
+from .ops.composite import (diagonal, trace, diag_embed, log10, trunc, fix, frac, fmax, fmin, fmod,  # noqa: E402,F401
+                            masked_select, movedim, moveaxis, ravel, std_mean, var_mean, nan_to_num, argwhere, cdist,
+                            bincount, histc, matrix_power, matrix_exp, normal, logaddexp, xlogy, addmm, baddbmm,
+                            index_fill, index_copy, take, scatter_reduce)
 from .compile import compile  # noqa: E402,F401
+from ._legacy import TYPES as _LEGACY_TYPES  # noqa: E402
+globals().update(_LEGACY_TYPES)  # FloatTensor, LongTensor, ...
+from . import accelerator  # noqa: E402,F401
 from .explain import explain  # noqa: E402,F401

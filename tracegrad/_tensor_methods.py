@@ -182,7 +182,7 @@ Tensor.__getitem__ = F.getitem
 Tensor.__hash__ = lambda self: id(self)
 
 
-# == in-place =============================================================================================
+# == in-place ======================================================================================
 
 def check_inplace(self):
     if self._grad_fn is None and self._req and STATE.grad_enabled:
@@ -466,6 +466,18 @@ def _bernoulli_(self, p=0.5, generator=None):
     return self
 
 
+@_takes_generator
+def _exponential_(self, lambd=1.0, generator=None):
+    from .creation import RNG
+    check_inplace(self)
+    if lambd <= 0:
+        raise RuntimeError(f"exponential_ expects lambda > 0.0, but found lambda={lambd}")
+    self._data[...] = RNG.gen.exponential(1.0 / lambd, self._data.shape)
+    self._vc[0] += 1
+    return self
+
+
+Tensor.exponential_ = _exponential_
 Tensor.uniform_ = _uniform_
 Tensor.normal_ = _normal_
 Tensor.bernoulli_ = _bernoulli_
@@ -560,3 +572,11 @@ def _inplace_view(name):
 # square one it moved the data under the tensor's other views)
 for _name in ("transpose", "t", "squeeze", "unsqueeze", "swapdims", "swapaxes"):
     setattr(Tensor, _name + "_", _inplace_view(_name))
+
+# decompositions into the ops above (ops/composite.py)
+for _name in """diagonal trace diag_embed log10 trunc fix frac fmax fmin fmod masked_select movedim moveaxis ravel
+nan_to_num argwhere bincount histc matrix_power matrix_exp logaddexp xlogy addmm baddbmm index_fill index_copy take
+scatter_reduce""".split():
+    setattr(Tensor, _name, getattr(F, _name))
+for _name in "trunc fix frac fmod nan_to_num log10 index_fill index_copy scatter_reduce".split():
+    setattr(Tensor, _name + "_", _inplace(getattr(F, _name)))

@@ -4,9 +4,11 @@ import math
 from .ops import functional as O
 from .ops.math_functional import linalg_inv as inv, linalg_det as det, linalg_solve as solve
 from .ops.math_primitives import LinAlgError
+from .ops.composite import matrix_power, matrix_exp
 from . import _dtype as D
 
-__all__ = ["inv", "det", "slogdet", "solve", "norm", "vector_norm", "matrix_norm", "LinAlgError", "inv_ex"]
+__all__ = ["inv", "det", "slogdet", "solve", "norm", "vector_norm", "matrix_norm", "LinAlgError", "inv_ex",
+           "matrix_power", "matrix_exp"]
 
 
 def slogdet(A):
@@ -37,9 +39,20 @@ def vector_norm(x, ord=2, dim=None, keepdim=False, *, dtype=None):
         return O.sum(O.where(a != 0, O.sign(a), a), dims, keepdim=keepdim)
     if ord == 1:
         return O.sum(a, dims, keepdim=keepdim)
+    # the root's derivative is infinite at 0: a zero norm takes its root of 1 instead, so its
+    # gradient is 0 there (torch's subgradient) rather than 0 * inf = NaN
     if ord == 2:
-        return O.sqrt(O.sum(x * x, dims, keepdim=keepdim))
-    return O.pow(O.sum(O.pow(a, ord), dims, keepdim=keepdim), 1.0 / ord)
+        s = O.sum(x * x, dims, keepdim=keepdim)
+    elif ord < 0:
+        s = O.sum(O.pow(a, ord), dims, keepdim=keepdim)
+    else:
+        # |x|^p for p < 1 has an infinite derivative at 0 too: zeros take the power of 1 instead
+        az = a == 0
+        s = O.sum(O.where(az, O.zeros_like(a), O.pow(O.where(az, O.ones_like(a), a), ord)), dims, keepdim=keepdim)
+    zero = s == 0
+    safe = O.where(zero, O.ones_like(s), s)
+    root = O.sqrt(safe) if ord == 2 else O.pow(safe, 1.0 / ord)
+    return O.where(zero, O.zeros_like(s), root)
 
 
 def matrix_norm(A, ord="fro", dim=(-2, -1), keepdim=False, *, dtype=None):
@@ -56,8 +69,11 @@ def matrix_norm(A, ord="fro", dim=(-2, -1), keepdim=False, *, dtype=None):
         out = (O.amax if ord > 0 else O.amin)(s, red_dim, keepdim=True)
         return out if keepdim else O.squeeze(O.squeeze(out, max(r, c)), min(r, c))
     if ord in (2, -2, "nuc"):
-        raise NotImplementedError(f"linalg.matrix_norm: ord={ord!r} needs singular values, which tracegrad does not "
-                                  f"compute yet")
+        s = svdvals(O.movedim(A, (r, c), (-2, -1)))
+        out = O.sum(s, -1) if ord == "nuc" else (O.amax if ord == 2 else O.amin)(s, -1)
+        if keepdim:
+            out = O.unsqueeze(O.unsqueeze(out, min(r, c)), max(r, c))
+        return out
     raise RuntimeError(f"linalg.matrix_norm: Order {ord} not supported.")
 
 
@@ -75,3 +91,71 @@ def norm(A, ord=None, dim=None, keepdim=False, *, dtype=None):
         raise RuntimeError(f"linalg.norm: If dim is not specified but ord is, the input must be 1D or 2D. Got "
                            f"{A.ndim}D.")
     return vector_norm(A, ord, dim, keepdim, dtype=dtype)
+
+
+from .ops.math_functional import (linalg_cholesky as cholesky, linalg_eigh as _eigh, linalg_svd as _svd,  # noqa: E402
+                                  linalg_qr as _qr, linalg_pinv as pinv)
+from .ops import functional as _O  # noqa: E402
+
+
+class _Named(tuple):
+    """A result tuple with torch's field names (torch.return_types)."""
+    _fields = ()
+
+    def __new__(cls, *values):
+        return tuple.__new__(cls, values)
+
+    def __getattr__(self, name):
+        try:
+            return self[type(self)._fields.index(name)]
+        except ValueError:
+            raise AttributeError(name) from None
+
+
+def _named(name, fields):
+    return type(name, (_Named,), {"_fields": fields})
+
+
+_EighResult = _named("torch.return_types.linalg_eigh", ("eigenvalues", "eigenvectors"))
+_SvdResult = _named("torch.return_types.linalg_svd", ("U", "S", "Vh"))
+_QrResult = _named("torch.return_types.linalg_qr", ("Q", "R"))
+
+
+def eigh(A, UPLO="L"):
+    return _EighResult(*_eigh(A, UPLO))
+
+
+def eigvalsh(A, UPLO="L"):
+    return _eigh(A, UPLO)[0]
+
+
+def svd(A, full_matrices=True, *, driver=None):
+    return _SvdResult(*_svd(A, full_matrices))
+
+
+def svdvals(A, *, driver=None):
+    return _svd(A, False)[1]
+
+
+def qr(A, mode="reduced"):
+    return _QrResult(*_qr(A, mode))
+
+
+def matrix_rank(A, *, atol=None, rtol=None, hermitian=False):
+    """The number of singular values above the tolerance (torch's default: max(m, n) * eps * the
+    largest); an integer count, not differentiable."""
+    s = svdvals(A.detach())
+    eps = {D.float64: 2.220446049250313e-16, D.float32: 1.1920928955078125e-07}.get(A.dtype, 1e-3)
+    top = _O.amax(s, -1, keepdim=True) if s.shape[-1] else s
+    tol = top * (max(A.shape[-2:]) * eps if rtol is None else rtol)
+    if atol is not None:
+        tol = _O.maximum(tol, _O.full(tuple(tol.shape), float(atol), dtype=tol.dtype))
+    return _O.sum(s > tol, -1)
+
+
+def cholesky_ex(A, *, upper=False, check_errors=False):
+    from .creation import zeros
+    return cholesky(A, upper=upper), zeros(tuple(A.shape[:-2]), dtype=D.int32)
+
+
+__all__ += ["cholesky", "cholesky_ex", "eigh", "eigvalsh", "svd", "svdvals", "qr", "matrix_rank", "pinv"]

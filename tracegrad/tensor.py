@@ -99,8 +99,13 @@ class Tensor:
                  "__weakref__", "__dict__")
     __array_priority__ = 1000
 
+    def __new__(cls, *args, device=None):
+        """The legacy constructor: Tensor(data) or Tensor(*sizes), of the default dtype."""
+        from ._legacy import construct
+        return construct(None, args, device)
+
     def __init__(self, *args, **kwargs):
-        raise TypeError("use tracegrad.tensor(...) or a creation function to make a Tensor")
+        pass
 
     # -- construction -------------------------------------------------------
     @classmethod

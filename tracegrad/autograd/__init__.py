@@ -327,3 +327,16 @@ from .anomaly_mode import detect_anomaly, set_detect_anomaly, is_anomaly_enabled
 from . import profiler  # noqa: E402
 from .gradcheck import gradcheck, gradgradcheck  # noqa: E402
 from . import functional  # noqa: E402
+
+
+class _VariableMeta(type):
+    def __instancecheck__(cls, obj):
+        return isinstance(obj, Tensor)
+
+    def __call__(cls, data, requires_grad=False, volatile=False):
+        return data.detach().requires_grad_(requires_grad)
+
+
+class Variable(metaclass=_VariableMeta):
+    """The pre-0.4 wrapper, kept by torch for old code: Variable(t, requires_grad=True) is a new
+    leaf on t's values, and every tensor counts as a Variable."""

@@ -1,4 +1,5 @@
-"""torch.distributions: Normal and Categorical, in tracegrad ops (log_prob, entropy and
+"""torch.distributions: Normal, Categorical, Bernoulli, Uniform and MultivariateNormal, and
+kl_divergence between two of a kind, in tracegrad ops (log_prob, entropy and
 rsample differentiate; sample does not)."""
 import math
 import numbers
@@ -10,13 +11,20 @@ from .. import _dtype as D
 from ..ops import functional as O
 from ..nn import functional as NF
 
-__all__ = ["Distribution", "Normal", "Categorical"]
+__all__ = ["Distribution", "Normal", "Categorical", "Bernoulli", "Uniform", "MultivariateNormal", "kl_divergence"]
 
 
 def _as_tensor(v, like=None):
     if isinstance(v, Tensor):
         return v
     return C.tensor(float(v), dtype=like.dtype if like is not None else None)
+
+
+def _traced(*ts):
+    """Whether compile is tracing these values: a check of the values cannot run then (a traced
+    program does not branch on data), so the arguments are validated by eager calls only."""
+    from ..ir.tracer import Proxy
+    return any(isinstance(t, Proxy) for t in ts)
 
 
 def _shape(size):
@@ -58,7 +66,7 @@ class Normal(Distribution):
         like = loc_t if loc_t is not None else scale_t
         self.loc, self.scale = O.broadcast_tensors(_as_tensor(loc, like), _as_tensor(scale, like))
         self._batch_shape = tuple(self.loc.shape)
-        if validate_args is not False:
+        if validate_args is not False and not _traced(self.scale):
             with no_grad():
                 if not bool(O.all(self.scale > 0)):
                     raise ValueError(f"Expected parameter scale ({type(self.scale).__name__} of shape "
@@ -156,3 +164,207 @@ class Categorical(Distribution):
     def entropy(self):
         logits = O.clamp(self.logits, min=float(D.finfo(self.logits.dtype).min) if hasattr(D, "finfo") else -1e30)
         return -O.sum(logits * self.probs, -1)
+
+
+def _clamp_probs(p):
+    eps = float(D.finfo(p.dtype).eps)
+    return O.clamp(p, min=eps, max=1 - eps)
+
+
+class Bernoulli(Distribution):
+    """1 with probability probs (or sigmoid(logits)), else 0."""
+
+    def __init__(self, probs=None, logits=None, validate_args=None):
+        if (probs is None) == (logits is None):
+            raise ValueError("Either `probs` or `logits` must be specified, but not both.")
+        if probs is not None:
+            self.probs = _as_tensor(probs)
+            p = _clamp_probs(self.probs)
+            self.logits = O.log(p) - O.log1p(-p)
+        else:
+            self.logits = _as_tensor(logits)
+            self.probs = O.sigmoid(self.logits)
+        self._batch_shape = tuple(self.probs.shape)
+
+    def _params(self):
+        return (("probs", self.probs),)
+
+    @property
+    def mean(self):
+        return self.probs
+
+    @property
+    def variance(self):
+        return self.probs * (1 - self.probs)
+
+    @property
+    def mode(self):
+        return O.where(self.probs > 0.5, O.ones_like(self.probs), O.zeros_like(self.probs))
+
+    def sample(self, sample_shape=()):
+        shape = self._extended(sample_shape)
+        with no_grad():
+            return C.bernoulli(O.expand(self.probs, *shape) if shape != tuple(self.probs.shape) else self.probs)
+
+    def log_prob(self, value):
+        logits, value = O.broadcast_tensors(self.logits, _as_tensor(value, self.logits))
+        return -NF.binary_cross_entropy_with_logits(logits, value, reduction="none")
+
+    def entropy(self):
+        return NF.binary_cross_entropy_with_logits(self.logits, self.probs, reduction="none")
+
+
+class Uniform(Distribution):
+    """Uniform on [low, high)."""
+    has_rsample = True
+
+    def __init__(self, low, high, validate_args=None):
+        like = low if isinstance(low, Tensor) else (high if isinstance(high, Tensor) else None)
+        self.low, self.high = O.broadcast_tensors(_as_tensor(low, like), _as_tensor(high, like))
+        self._batch_shape = tuple(self.low.shape)
+        if validate_args is not False and not _traced(self.low, self.high):
+            with no_grad():
+                if not bool(O.all(self.low < self.high)):
+                    raise ValueError(f"Expected parameter low ({type(self.low).__name__} of shape "
+                                     f"{tuple(self.low.shape)}) of distribution Uniform(low: {self.low}, high: "
+                                     f"{self.high}) to satisfy the constraint LessThan(upper_bound={self.high}), but "
+                                     f"found invalid values:\n{self.low}")
+
+    def _params(self):
+        return (("low", self.low), ("high", self.high))
+
+    @property
+    def mean(self):
+        return (self.high + self.low) / 2
+
+    @property
+    def stddev(self):
+        return (self.high - self.low) / 12 ** 0.5
+
+    @property
+    def variance(self):
+        return (self.high - self.low) ** 2 / 12
+
+    def rsample(self, sample_shape=()):
+        shape = self._extended(sample_shape)
+        u = C.rand(*shape, dtype=self.low.dtype) if shape else C.rand((), dtype=self.low.dtype)
+        return self.low + u * (self.high - self.low)
+
+    def log_prob(self, value):
+        value = _as_tensor(value, self.low)
+        inside = O.logical_and(self.low <= value, value < self.high)
+        return O.where(inside, -O.log(self.high - self.low), float("-inf"))
+
+    def entropy(self):
+        return O.log(self.high - self.low)
+
+    def cdf(self, value):
+        value = _as_tensor(value, self.low)
+        return O.clamp((value - self.low) / (self.high - self.low), min=0, max=1)
+
+
+class MultivariateNormal(Distribution):
+    """N(loc, Sigma) by one of covariance_matrix, precision_matrix or scale_tril (Sigma = L L^T)."""
+    has_rsample = True
+
+    def __init__(self, loc, covariance_matrix=None, precision_matrix=None, scale_tril=None, validate_args=None):
+        from .. import linalg
+        if (covariance_matrix is not None) + (precision_matrix is not None) + (scale_tril is not None) != 1:
+            raise ValueError("Exactly one of covariance_matrix or precision_matrix or scale_tril may be specified.")
+        if loc.ndim < 1:
+            raise ValueError("loc must be at least one-dimensional.")
+        if scale_tril is not None:
+            self.scale_tril = scale_tril
+        elif covariance_matrix is not None:
+            self.scale_tril = linalg.cholesky(covariance_matrix)
+        else:
+            # Sigma = P^-1: the Cholesky factor of the inverse
+            self.scale_tril = linalg.cholesky(linalg.inv(precision_matrix))
+        n = loc.shape[-1]
+        self._event = n
+        batch = O.broadcast_shapes(tuple(loc.shape[:-1]), tuple(self.scale_tril.shape[:-2]))
+        self.loc = O.expand(loc, *(tuple(batch) + (n,)))
+        self._batch_shape = tuple(batch)
+
+    def _params(self):
+        return (("loc", self.loc), ("scale_tril", self.scale_tril))
+
+    @property
+    def event_shape(self):
+        from ..tensor import Size
+        return Size((self._event,))
+
+    @property
+    def mean(self):
+        return self.loc
+
+    @property
+    def covariance_matrix(self):
+        return O.matmul(self.scale_tril, O.transpose(self.scale_tril, -2, -1))
+
+    @property
+    def variance(self):
+        return O.sum(self.scale_tril ** 2, -1)
+
+    def rsample(self, sample_shape=()):
+        shape = self._extended(sample_shape) + (self._event,)
+        eps = C.randn(*shape, dtype=self.loc.dtype)
+        return self.loc + O.squeeze(O.matmul(self.scale_tril, O.unsqueeze(eps, -1)), -1)
+
+    def _half_log_det(self):
+        return O.sum(O.log(O.diagonal(self.scale_tril, 0, -2, -1)), -1)
+
+    def log_prob(self, value):
+        from ..ops.math_functional import linalg_solve
+        diff = value - self.loc
+        L = O.tril(self.scale_tril)      # a triangular solve: the upper triangle is not read
+        lead = O.broadcast_shapes(tuple(L.shape[:-2]), tuple(diff.shape[:-1]))
+        Lb = O.expand(L, *(tuple(lead) + tuple(L.shape[-2:])))
+        z = O.squeeze(linalg_solve(Lb, O.unsqueeze(O.expand(diff, *(tuple(lead) + (self._event,))), -1)), -1)
+        m = O.sum(z * z, -1)
+        return -0.5 * (self._event * math.log(2 * math.pi) + m) - self._half_log_det()
+
+    def entropy(self):
+        return 0.5 * self._event * (1.0 + math.log(2 * math.pi)) + self._half_log_det()
+
+
+def _kl_normal_normal(p, q):
+    var_ratio = (p.scale / q.scale) ** 2
+    t1 = ((p.loc - q.loc) / q.scale) ** 2
+    return 0.5 * (var_ratio + t1 - 1 - O.log(var_ratio))
+
+
+def _kl_categorical_categorical(p, q):
+    t = p.probs * (p.logits - q.logits)
+    t = O.where(O.broadcast_to(q.probs == 0, tuple(t.shape)), float("inf"), t)
+    t = O.where(O.broadcast_to(p.probs == 0, tuple(t.shape)), 0.0, t)
+    return O.sum(t, -1)
+
+
+def _kl_bernoulli_bernoulli(p, q):
+    t1 = p.probs * (NF.softplus(-q.logits) - NF.softplus(-p.logits))
+    t1 = O.where(q.probs == 0, float("inf"), t1)
+    t1 = O.where(p.probs == 0, 0.0, t1)
+    t2 = (1 - p.probs) * (NF.softplus(q.logits) - NF.softplus(p.logits))
+    t2 = O.where(q.probs == 1, float("inf"), t2)
+    t2 = O.where(p.probs == 1, 0.0, t2)
+    return t1 + t2
+
+
+def _kl_uniform_uniform(p, q):
+    result = O.log((q.high - q.low) / (p.high - p.low))
+    outside = O.logical_or(q.low > p.low, q.high < p.high)
+    return O.where(outside, float("inf"), result)
+
+
+_KL = {(Normal, Normal): _kl_normal_normal, (Categorical, Categorical): _kl_categorical_categorical,
+       (Bernoulli, Bernoulli): _kl_bernoulli_bernoulli, (Uniform, Uniform): _kl_uniform_uniform}
+
+
+def kl_divergence(p, q):
+    """KL(p || q) for two distributions of one kind (Normal, Categorical, Bernoulli, Uniform)."""
+    fn = _KL.get((type(p), type(q)))
+    if fn is None:
+        raise NotImplementedError(f"No KL(p || q) is implemented for p type {type(p).__name__} and q type "
+                                  f"{type(q).__name__}")
+    return fn(p, q)

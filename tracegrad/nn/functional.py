@@ -307,19 +307,6 @@ def avg_pool2d(input, kernel_size, stride=None, padding=0, ceil_mode=False, coun
     return O.squeeze(out, 0) if unbatched else out
 
 
-def adaptive_avg_pool2d(input, output_size):
-    """Output sizes that divide the input's size (global pooling among them): an avg_pool2d."""
-    h, w = input.shape[-2], input.shape[-1]
-    oh, ow = _pair(tuple(h if o is None else o for o in output_size) if isinstance(output_size, (tuple, list))
-                   else output_size)
-    if oh == 1 and ow == 1:
-        return O.mean(input, (-2, -1), keepdim=True)
-    if h % oh or w % ow:
-        raise NotImplementedError(f"adaptive_avg_pool2d from {h}x{w} to {oh}x{ow}: only output sizes that divide "
-                                  f"the input size are supported")
-    return avg_pool2d(input, (h // oh, w // ow))
-
-
 # == dropout ===========================================================================================
 
 def dropout(input, p=0.5, training=True, inplace=False):
@@ -1037,3 +1024,6 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
     if dropout_p > 0.0:
         attn = dropout(attn, dropout_p, training=True)
     return O.matmul(attn, value)
+
+
+from .functional_extra import *  # noqa: E402,F401,F403  (1-d and adaptive pooling, instance_norm, unfold, more losses)

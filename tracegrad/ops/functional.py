@@ -144,7 +144,7 @@ def _scaled(a, alpha, other):
     return a * alpha
 
 
-def add(input, other, *, alpha=1, out=None):
+def add(input, other, *, alpha=1):
     if not isinstance(input, Tensor):
         input, other = other, input
     other = _operand(other, "add")
@@ -462,12 +462,22 @@ def log_softmax(input, dim=None, dtype=None, *, _stacklevel=3):
     return _softmax("log_softmax", input, dim, dtype)
 
 
+def _count_where(mask, dim, keepdim):
+    return sum(mask) if dim is None else sum(mask, dim, keepdim)
+
+
 def all(input, dim=None, keepdim=False):
-    return _t(np.all(input._data, axis=dim, keepdims=keepdim))
+    """Whether every element is nonzero: a count of zeros (so a compiled call traces it; NaN counts
+    as true); uint8 input gives uint8, as torch."""
+    _check_tensor(input, "all")
+    out = _count_where(eq(input, 0), dim, keepdim) == 0
+    return out.to(D.uint8) if input.dtype is D.uint8 else out
 
 
 def any(input, dim=None, keepdim=False):
-    return _t(np.any(input._data, axis=dim, keepdims=keepdim))
+    _check_tensor(input, "any")
+    out = _count_where(ne(input, 0), dim, keepdim) > 0
+    return out.to(D.uint8) if input.dtype is D.uint8 else out
 
 
 def count_nonzero(input, dim=None):
@@ -939,6 +949,10 @@ def _normalize_key(input, key, zero_dim_select=True):
     keeps a whole dim becomes ("s", None, None, None) (it makes no view); a lone slice always
     makes one. index_put passes zero_dim_select=False: there every tensor is an index tensor.
     """
+    if isinstance(key, range) or (isinstance(key, tuple) and builtins.any(isinstance(k, range) for k in key)):
+        # a range indexes as the list of its integers (torch reads it as a sequence)
+        key = _t(list(key)) if isinstance(key, range) else tuple(_t(list(k)) if isinstance(k, range) else k
+                                                                  for k in key)
     if isinstance(key, list) and len(key) < 32 and builtins.any(
             isinstance(k, (list, tuple, slice, Tensor)) or k is None or k is Ellipsis for k in key):
         warnings.warn("Using a non-tuple sequence for multidimensional indexing is deprecated and will be changed in "
@@ -1330,3 +1344,48 @@ def as_strided_scatter(input, src, size, stride, storage_offset=0):
 
 
 from .math_functional import *  # noqa: E402,F401,F403  (inverse and hyperbolic functions, scans, sorting, linear algebra)
+from .composite import *  # noqa: E402,F401,F403  (decompositions: diagonal, trace, trunc, cdist, nan_to_num, ...)
+
+
+# == out= ===========================================================================================
+
+def _write_out(result, out, op):
+    """torch's out= contract: the result is cast and copied into `out` (resized, with torch's
+    warning, when its shape differs), and `out` is returned; not differentiable."""
+    if not isinstance(out, Tensor):
+        raise TypeError(f"{op}(): argument 'out' must be Tensor, not {type(out).__name__}")
+    if STATE.grad_enabled and (result.requires_grad or out.requires_grad):
+        raise RuntimeError(f"{op}(): functions with out=... arguments don't support automatic differentiation, "
+                           f"but one of the arguments requires grad.")
+    if result.dtype._kind > out.dtype._kind:
+        raise RuntimeError(f"result type {D.SCALAR_NAME[result.dtype]} can't be cast to the desired output type "
+                           f"{D.SCALAR_NAME[out.dtype]}")
+    if tuple(out.shape) != tuple(result.shape):
+        if out._base is not None:
+            raise RuntimeError(f"{op}(): out= of shape {list(out.shape)} is a view and cannot be resized to "
+                               f"{list(result.shape)}; pass a tensor of that shape")
+        if out.numel():
+            warnings.warn(f"An output with one or more elements was resized since it had shape {list(out.shape)}, "
+                          f"which does not match the required output shape {list(result.shape)}. This behavior is "
+                          f"deprecated, and in a future PyTorch release outputs will not be resized unless they "
+                          f"have zero elements. You can explicitly reuse an out tensor t by resizing it, inplace, "
+                          f"to zero elements with t.resize_(0).", UserWarning, stacklevel=3)
+        out._data = np.empty(result._data.shape, dtype=out._data.dtype)
+    from ..grad_mode import no_grad
+    with no_grad():
+        out.copy_(result)
+    return out
+
+
+def _takes_out(fn):
+    def op(*args, out=None, **kwargs):
+        result = fn(*args, **kwargs)
+        return result if out is None else _write_out(result, out, fn.__name__)
+    op.__name__, op.__qualname__, op.__doc__ = fn.__name__, fn.__qualname__, fn.__doc__
+    op.__wrapped__ = fn
+    return op
+
+
+for _n in ("add", "sub", "mul", "div", "matmul", "mm", "bmm", "cat", "stack"):
+    globals()[_n] = _takes_out(globals()[_n])
+subtract, multiply, divide, true_divide, concat, concatenate = sub, mul, div, div, cat, cat

@@ -385,3 +385,46 @@ def linalg_solve(A, B, *, left=True):
         raise RuntimeError(f"linalg.solve: Incompatible shapes of A and B for the equation AX = B "
                            f"({A.shape[-2]}x{A.shape[-1]} and {B.shape[-2]}x{B.shape[-1]})")
     return linalg_solve_matrix(A, B)
+
+
+# == decompositions (primitives in math_primitives.py) ==================================================
+
+def linalg_cholesky(A, *, upper=False):
+    math_primitives._check_square(A, "cholesky")
+    L = apply(P["linalg_cholesky"], (A,), {})
+    return O.transpose(L, -2, -1) if upper else L
+
+
+def linalg_eigh(A, UPLO="L"):
+    """Eigenvalues (ascending) and eigenvectors of the symmetric matrix whose UPLO triangle A holds."""
+    math_primitives._check_square(A, "eigh")
+    if UPLO not in ("L", "U"):
+        raise RuntimeError(f"Expected UPLO argument to be 'L' or 'U', but got {UPLO}")
+    # the gradient is torch's: the formula's full matrix, though only the UPLO triangle is read
+    w, v = apply(P["linalg_eigh"], (A,), {"UPLO": UPLO})
+    return w, v
+
+
+def linalg_svd(A, full_matrices=True):
+    if A.ndim < 2:
+        raise RuntimeError("linalg.svd: The input tensor A must have at least 2 dimensions.")
+    if full_matrices and A.shape[-1] != A.shape[-2]:
+        raise NotImplementedError("linalg.svd(full_matrices=True) of a non-square matrix: pass full_matrices=False "
+                                  "(the reduced factors) or use linalg.svdvals")
+    return apply(P["linalg_svd"], (A,), {})
+
+
+def linalg_qr(A, mode="reduced"):
+    if A.ndim < 2:
+        raise RuntimeError("linalg.qr: The input tensor A must have at least 2 dimensions.")
+    if mode != "reduced" and not (mode == "complete" and A.shape[-2] <= A.shape[-1]):
+        raise NotImplementedError(f"linalg.qr(mode={mode!r}): only mode='reduced' is implemented")
+    return apply(P["linalg_qr"], (A,), {})
+
+
+def linalg_pinv(A, *, atol=None, rtol=None, hermitian=False):
+    if A.ndim < 2:
+        raise RuntimeError("linalg.pinv: The input tensor A must have at least 2 dimensions.")
+    if atol is not None:
+        raise NotImplementedError("linalg.pinv(atol=...): only rtol is implemented")
+    return apply(P["linalg_pinv"], (A,), {"rtol": None if rtol is None else float(rtol)})

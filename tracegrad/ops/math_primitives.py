@@ -227,4 +227,170 @@ Primitive("linalg_solve", "x y", _solve_kernel,
           shape=lambda a, b: tuple(np.broadcast_shapes(a.shape[:-2], b.shape[:-2])) + (a.shape[-1], b.shape[-1]),
           dtype="promote_float", vjp=_solve_vjp, saves="x out", grad_fn="LinalgSolveExBackward0", triton=_HOST)
 
+
+# -- decompositions ----------------------------------------------------------------------------------
+
+def _cholesky_kernel(a):
+    try:
+        return np.linalg.cholesky(a)
+    except np.linalg.LinAlgError:
+        flat = np.asarray(a).reshape((-1,) + a.shape[-2:])
+        for b, m in enumerate(flat):
+            for k in range(1, m.shape[-1] + 1):
+                if not np.all(np.isfinite(m[:k, :k])) or np.linalg.eigvalsh(m[:k, :k]).min() <= 0:
+                    where = f"(Batch element {b}): " if a.ndim > 2 else ""
+                    raise LinAlgError(f"linalg.cholesky: {where}The factorization could not be completed because "
+                                      f"the input is not positive-definite (the leading minor of order {k} is not "
+                                      f"positive-definite).") from None
+        raise LinAlgError("linalg.cholesky: The factorization could not be completed because the input is not "
+                          "positive-definite.") from None
+
+
+def _phi(x):
+    """The lower triangle with its diagonal halved."""
+    return F.tril(x) - 0.5 * F.tril(F.triu(x))
+
+
+def _cholesky_vjp(g, out, x):
+    """A = L L^T: gA = sym(L^-T phi(L^T gL) L^-1) (Murray 2016), symmetric as torch's."""
+    inv = F.linalg_inv(out)
+    s = F.matmul(F.matmul(F.transpose(inv, -2, -1), _phi(F.matmul(F.transpose(out, -2, -1), g))), inv)
+    return (0.5 * (s + F.transpose(s, -2, -1)),)
+
+
+Primitive("linalg_cholesky", "x", _cholesky_kernel, shape=lambda x: tuple(x.shape), dtype=_float_matrix("cholesky"),
+          vjp=_cholesky_vjp, saves="out", grad_fn="LinalgCholeskyExBackward0", triton=_HOST)
+
+
+def _eigh_kernel(a, UPLO="L"):
+    w, v = np.linalg.eigh(a, UPLO=UPLO)
+    return w.astype(a.dtype, copy=False), v.astype(a.dtype, copy=False)
+
+
+def _eigh_vjp(gs, outs, x, UPLO="L"):
+    """A = V diag(L) V^T: gA = V (diag(gL) + skew(V^T gV) / E) V^T with E_ij = L_j - L_i off the
+    diagonal, as torch's linalg_eigh backward (exact for distinct eigenvalues)."""
+    gl, gv = gs
+    w, v = outs
+    vt = F.transpose(v, -2, -1)
+    inner = None if gl is None else F.diag_embed(gl)
+    if gv is not None:
+        vg = F.matmul(vt, gv)
+        skew = 0.5 * (vg - F.transpose(vg, -2, -1))
+        e = F.unsqueeze(w, -2) - F.unsqueeze(w, -1)
+        off = F.diag_embed(F.ones_like(w)) == 0
+        term = F.where(off, skew / F.where(off, e, F.ones_like(e)), F.zeros_like(skew))
+        inner = term if inner is None else inner + term
+    return (F.matmul(F.matmul(v, inner), vt),)
+
+
+def _eigh_dtype(args):
+    dt = args[0]._dtype
+    if not dt.is_floating_point:
+        raise NotImplementedError(f'"linalg_eigh_cpu" not implemented for \'{D.SCALAR_NAME[dt]}\'')
+    return None, dt
+
+
+Primitive("linalg_eigh", "x", _eigh_kernel,
+          shape=lambda x, UPLO="L": [(tuple(x.shape[:-1]), None), (tuple(x.shape), None)], dtype=_eigh_dtype,
+          multi=True, vjp=_eigh_vjp, saves="out", grad_fn="LinalgEighBackward0", triton=_HOST)
+
+
+def _svd_kernel(a):
+    u, s, vh = np.linalg.svd(a, full_matrices=False)
+    return u.astype(a.dtype, copy=False), s.astype(a.dtype, copy=False), vh.astype(a.dtype, copy=False)
+
+
+def _svd_vjp(gs, outs, x):
+    """Reduced SVD A = U diag(S) Vh, torch's svd_backward for real matrices: with skew(X) = X - X^T
+    and E_ij = S_j^2 - S_i^2, inner = (skew(U^T gU) S_j + S_i skew(Vh gV)) / E + diag(gS), and the
+    part of gU (gV) outside U's (V's) span where A is tall (wide). Exact for distinct nonzero
+    singular values, which is where the singular vectors are differentiable at all."""
+    gu, g_s, gvh = gs
+    u, sv, vh = outs
+    m, n = x.shape[-2], x.shape[-1]
+    k = min(m, n)
+    ut, v, gv = F.transpose(u, -2, -1), F.transpose(vh, -2, -1), F.transpose(gvh, -2, -1)
+    uhgu = F.matmul(ut, gu)
+    vhgv = F.matmul(vh, gv)
+    uhgu = uhgu - F.transpose(uhgu, -2, -1)
+    vhgv = vhgv - F.transpose(vhgv, -2, -1)
+    s2 = sv * sv
+    e = F.unsqueeze(s2, -2) - F.unsqueeze(s2, -1)
+    off = F.diag_embed(F.ones_like(sv)) == 0
+    e = F.where(off, e, F.ones_like(e))
+    inner = (uhgu * F.unsqueeze(sv, -2) + F.unsqueeze(sv, -1) * vhgv) / e
+    inner = F.where(off, inner, F.zeros_like(inner)) + F.diag_embed(g_s)
+    if m > k:
+        gusinv = gu / F.unsqueeze(sv, -2)
+        ga = F.matmul(u, inner) + gusinv - F.matmul(u, F.matmul(ut, gusinv))
+        return (F.matmul(ga, vh),)
+    if n > k:
+        sinvgvh = gvh / F.unsqueeze(sv, -1)
+        ga = F.matmul(inner, vh) + sinvgvh - F.matmul(F.matmul(sinvgvh, v), vh)
+        return (F.matmul(u, ga),)
+    return (F.matmul(u, F.matmul(inner, vh)),)
+
+
+Primitive("linalg_svd", "x", _svd_kernel,
+          shape=lambda x: [(tuple(x.shape[:-1]) + (min(x.shape[-2:]),), None),
+                           (tuple(x.shape[:-2]) + (min(x.shape[-2:]),), None),
+                           (tuple(x.shape[:-2]) + (min(x.shape[-2:]), x.shape[-1]), None)],
+          dtype=_float_matrix("svd"), multi=True, vjp=_svd_vjp, saves="out", grad_fn="LinalgSvdBackward0",
+          triton=_HOST)
+
+
+def _qr_kernel(a):
+    q, r = np.linalg.qr(a, mode="reduced")
+    return q.astype(a.dtype, copy=False), r.astype(a.dtype, copy=False)
+
+
+def _qr_vjp(gs, outs, x):
+    """Reduced QR of a tall (m >= n) A: M = R gR^T - gQ^T Q, gA = (gQ + Q copyltu(M)) R^-T, copyltu
+    mirroring M's lower triangle (Liao et al. 2019)."""
+    gq, gr = gs
+    q, r = outs
+    if x.shape[-2] < x.shape[-1]:
+        raise NotImplementedError("linalg.qr: the derivative for a wide matrix (m < n) is not implemented yet")
+    gq = F.zeros_like(q) if gq is None else gq
+    gr = F.zeros_like(r) if gr is None else gr
+    m = F.matmul(r, F.transpose(gr, -2, -1)) - F.matmul(F.transpose(gq, -2, -1), q)
+    lower = F.tril(m, -1)
+    copyltu = lower + F.transpose(lower, -2, -1) + F.tril(F.triu(m))
+    b = gq + F.matmul(q, copyltu)
+    return (F.transpose(F.linalg_solve_matrix(r, F.transpose(b, -2, -1)), -2, -1),)
+
+
+Primitive("linalg_qr", "x", _qr_kernel,
+          shape=lambda x: [(tuple(x.shape[:-1]) + (min(x.shape[-2:]),), None),
+                           (tuple(x.shape[:-2]) + (min(x.shape[-2:]), x.shape[-1]), None)],
+          dtype=_float_matrix("qr"), multi=True, vjp=_qr_vjp, saves="out", grad_fn="LinalgQrBackward0",
+          triton=_HOST)
+
+
+def _pinv_kernel(a, rtol):
+    return np.linalg.pinv(a, rcond=rtol).astype(a.dtype, copy=False) if rtol is not None else \
+        np.linalg.pinv(a).astype(a.dtype, copy=False)
+
+
+def _pinv_vjp(g, out, x, rtol):
+    """torch's pinv_backward (Golub and Pereyra): exact where the rank does not change nearby."""
+    m, n = x.shape[-2], x.shape[-1]
+    ph = F.transpose(out, -2, -1)
+    gh = F.transpose(g, -2, -1)
+    if m <= n:
+        k = F.matmul(gh, out)
+        kph = F.matmul(k, ph)
+        return (-F.transpose(F.matmul(out, k), -2, -1) + kph - F.matmul(F.matmul(x, out), kph)
+                + F.matmul(F.matmul(ph, out), gh - F.matmul(k, x)),)
+    k = F.matmul(out, gh)
+    phk = F.matmul(ph, k)
+    return (-F.transpose(F.matmul(k, out), -2, -1) + F.matmul(F.matmul(gh - F.matmul(x, k), out), ph) + phk
+            - F.matmul(F.matmul(phk, out), x),)
+
+
+Primitive("linalg_pinv", "x", lambda a, rtol=None: _pinv_kernel(a, rtol),
+          shape=lambda x, rtol=None: tuple(x.shape[:-2]) + (x.shape[-1], x.shape[-2]), dtype=_float_matrix("pinv"),
+          vjp=_pinv_vjp, saves="x out", grad_fn="LinalgPinvBackward0", triton=_HOST)
+
 __all__ = ["LinAlgError", "PRIMITIVES"]

@@ -5,6 +5,7 @@ floating-point operations, so the learning rates are torch's to the last bit.
 A schedule's `step()` belongs after `optimizer.step()`; calling it first warns as torch
 does. `state_dict()` holds everything but the optimizer (lambdas only when they are
 callable objects, as torch)."""
+import bisect
 import math
 import types
 import warnings
@@ -15,7 +16,7 @@ from functools import wraps
 from .optimizer import Optimizer
 
 __all__ = ["LRScheduler", "LambdaLR", "MultiplicativeLR", "StepLR", "MultiStepLR", "ConstantLR", "LinearLR",
-           "ExponentialLR", "CosineAnnealingLR", "ReduceLROnPlateau", "OneCycleLR"]
+           "ExponentialLR", "CosineAnnealingLR", "ReduceLROnPlateau", "OneCycleLR", "SequentialLR", "ChainedScheduler"]
 
 _EPOCH_DEPRECATION_WARNING = (
     "The epoch parameter in `scheduler.step()` was not necessary and is being deprecated where possible. "
@@ -509,3 +510,92 @@ class OneCycleLR(LRScheduler):
                 else:
                     group["momentum"] = momentum
         return lrs
+
+
+class SequentialLR(LRScheduler):
+    """Hands the schedule from one scheduler to the next at each milestone (a warm-up, then a
+    decay); the next one starts from its own epoch 0."""
+
+    def __init__(self, optimizer, schedulers, milestones, last_epoch=-1):
+        if len(schedulers) < 1:
+            raise ValueError(f"{type(self).__name__} expects at least one scheduler, but got no scheduler.")
+        for idx, sched in enumerate(schedulers):
+            if not hasattr(sched, "optimizer"):
+                raise TypeError(f"{type(self).__name__} at index {idx} should have `optimizer` as its attribute.")
+            if isinstance(sched, ReduceLROnPlateau):
+                raise ValueError(f"{type(self).__name__} does not support `ReduceLROnPlateau` scheduler as it requires "
+                                 f"additional kwargs to be specified when calling `step`, but got one at index {idx} "
+                                 f"in the given schedulers sequence.")
+            if optimizer != sched.optimizer:
+                raise ValueError(f"{type(self).__name__} expects all schedulers to belong to the same optimizer, but "
+                                 f"got scheduler {type(sched).__name__} at index {idx} has {sched.optimizer}, which "
+                                 f"is different from {type(optimizer).__name__}.")
+        if len(milestones) != len(schedulers) - 1:
+            raise ValueError("Sequential Schedulers expects number of schedulers provided to be one more than the "
+                             f"number of milestone points, but got number of schedulers {len(schedulers)} and the "
+                             f"number of milestones to be equal to {len(milestones)}")
+        self._schedulers = list(schedulers)
+        self._milestones = list(milestones)
+        self.last_epoch = last_epoch + 1
+        self.optimizer = optimizer
+        for group in optimizer.param_groups:
+            group["lr"] = group["initial_lr"]
+        for sched in self._schedulers:          # undo the first step each scheduler took when made
+            sched.last_epoch -= 1
+        first = self._schedulers[0]
+        first._step_count = 0
+        first.step()
+        self._last_lr = first.get_last_lr()
+
+    def step(self):
+        self.last_epoch += 1
+        idx = bisect.bisect_right(self._milestones, self.last_epoch)
+        scheduler = self._schedulers[idx]
+        if idx > 0 and self._milestones[idx - 1] == self.last_epoch:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", UserWarning)
+                scheduler.step(0)
+        else:
+            scheduler.step()
+        self._last_lr = scheduler.get_last_lr()
+
+    def state_dict(self):
+        state = {k: v for k, v in self.__dict__.items() if k not in ("optimizer", "_schedulers")}
+        state["_schedulers"] = [s.state_dict() for s in self._schedulers]
+        return state
+
+    def load_state_dict(self, state_dict):
+        state = dict(state_dict)
+        scheds = state.pop("_schedulers")
+        self.__dict__.update(state)
+        for s, sd in zip(self._schedulers, scheds):
+            s.load_state_dict(sd)
+
+
+class ChainedScheduler(LRScheduler):
+    """Steps every scheduler of the chain at once (their factors multiply)."""
+
+    def __init__(self, schedulers, optimizer=None):
+        if len(schedulers) < 1:
+            raise ValueError(f"{type(self).__name__} expects at least one scheduler to be chained, but got no "
+                             f"scheduler.")
+        self.optimizer = optimizer if optimizer is not None else schedulers[0].optimizer
+        self._schedulers = list(schedulers)
+        self._last_lr = [g["lr"] for g in self.optimizer.param_groups]
+
+    def step(self):
+        for s in self._schedulers:
+            s.step()
+        self._last_lr = [g["lr"] for g in self._schedulers[-1].optimizer.param_groups]
+
+    def state_dict(self):
+        state = {k: v for k, v in self.__dict__.items() if k not in ("optimizer", "_schedulers")}
+        state["_schedulers"] = [s.state_dict() for s in self._schedulers]
+        return state
+
+    def load_state_dict(self, state_dict):
+        state = dict(state_dict)
+        scheds = state.pop("_schedulers")
+        self.__dict__.update(state)
+        for s, sd in zip(self._schedulers, scheds):
+            s.load_state_dict(sd)

@@ -20,6 +20,11 @@ class _Leaf:
 LEAF = _Leaf()
 
 
+class _Struct:
+    """Marks a namedtuple (torch.return_types: sort's, slogdet's, qr's results) in a structure:
+    its items are flattened and the result is rebuilt by its class."""
+
+
 def flatten(obj, leaves):
     """Append obj's tensors to `leaves`; return its structure with tensors as LEAF."""
     if isinstance(obj, Tensor):
@@ -30,6 +35,8 @@ def flatten(obj, leaves):
         return (t, tuple(flatten(o, leaves) for o in obj))
     if t is dict:
         return (dict, tuple((k, flatten(obj[k], leaves)) for k in obj))
+    if isinstance(obj, tuple) and (hasattr(t, "_fields") or any(isinstance(o, Tensor) for o in obj)):
+        return (_Struct, t, tuple(flatten(o, leaves) for o in obj))
     return obj
 
 
@@ -37,6 +44,8 @@ def unflatten(spec, leaves):
     """Rebuild a structure from `flatten`'s spec, taking tensors from the iterator `leaves`."""
     if spec is LEAF:
         return next(leaves)
+    if type(spec) is tuple and len(spec) == 3 and spec[0] is _Struct:
+        return spec[1](*(unflatten(s, leaves) for s in spec[2]))
     if type(spec) is tuple and len(spec) == 2 and spec[0] in (tuple, list, dict):
         kind, items = spec
         if kind is dict:

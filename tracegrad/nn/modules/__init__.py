@@ -1,13 +1,16 @@
 """torch.nn's modules: the Module base, containers, layers and losses."""
 from .module import Module
-from .container import Sequential, ModuleList, ModuleDict, ParameterList
+from .container import Sequential, ModuleList, ModuleDict, ParameterList, ParameterDict
 from .layers import (Identity, Linear, Conv1d, Conv2d, ConvTranspose2d, ReLU, LeakyReLU, GELU, SiLU, Sigmoid, Tanh,
                      Softplus, Softmax, LogSoftmax, Dropout, LayerNorm, GroupNorm, BatchNorm1d, BatchNorm2d, Embedding,
                      Flatten, Unflatten, MaxPool2d, AvgPool2d, AdaptiveAvgPool2d, Upsample, CosineSimilarity,
-                     PairwiseDistance)
+                     PairwiseDistance, MaxPool1d, AvgPool1d, AdaptiveAvgPool1d, AdaptiveMaxPool1d, AdaptiveMaxPool2d,
+                     InstanceNorm1d, InstanceNorm2d, PixelShuffle, Unfold, Fold, EmbeddingBag)
 from .activation import (ELU, CELU, SELU, Hardtanh, ReLU6, Hardsigmoid, Hardswish, Softsign, Tanhshrink, Mish,
                          Hardshrink, Softshrink, Softmin, GLU, PReLU, LogSigmoid, Threshold)
 from .rnn import RNNBase, RNN, LSTM, GRU, RNNCellBase, RNNCell, LSTMCell, GRUCell
-from .transformer import MultiheadAttention, TransformerEncoderLayer, TransformerEncoder
+from .transformer import (MultiheadAttention, TransformerEncoderLayer, TransformerEncoder, TransformerDecoderLayer,
+                          TransformerDecoder, Transformer)
 from .loss import (L1Loss, MSELoss, NLLLoss, CrossEntropyLoss, BCELoss, BCEWithLogitsLoss, SmoothL1Loss, HuberLoss,
-                   KLDivLoss)
+                   KLDivLoss, CosineEmbeddingLoss, MarginRankingLoss, HingeEmbeddingLoss, SoftMarginLoss,
+                   MultiLabelSoftMarginLoss, TripletMarginLoss, GaussianNLLLoss, PoissonNLLLoss)

@@ -5,7 +5,7 @@ from collections import OrderedDict
 from .module import Module, _addindent
 from ..parameter import Parameter
 
-__all__ = ["Sequential", "ModuleList", "ModuleDict", "ParameterList"]
+__all__ = ["Sequential", "ModuleList", "ModuleDict", "ParameterList", "ParameterDict"]
 
 
 def _index(idx, n):
@@ -273,4 +273,67 @@ class ParameterList(Module):
         for k, p in enumerate(self):
             size = "x".join(str(s) for s in p.size())
             lines.append(f"  ({k}): Parameter containing: [{p.dtype!r} of size {size}]")
+        return "\n".join(lines)
+
+
+class ParameterDict(Module):
+    """A dict of parameters, registered under their keys, in insertion order."""
+
+    def __init__(self, parameters=None):
+        super().__init__()
+        self._keys = {}
+        if parameters is not None:
+            self.update(parameters)
+
+    def __getitem__(self, key):
+        return getattr(self, key)
+
+    def __setitem__(self, key, value):
+        if not isinstance(key, str):
+            raise TypeError(f"parameter name should be a string. Got {type(key).__name__}")
+        self._keys[key] = None
+        if not isinstance(value, Parameter) and value is not None and hasattr(value, "requires_grad"):
+            value = Parameter(value)
+        setattr(self, key, value)
+
+    def __delitem__(self, key):
+        del self._keys[key]
+        delattr(self, key)
+
+    def __len__(self):
+        return len(self._keys)
+
+    def __iter__(self):
+        return iter(self._keys)
+
+    def __contains__(self, key):
+        return key in self._keys
+
+    def keys(self):
+        return self._keys.keys()
+
+    def items(self):
+        return ((k, self[k]) for k in self._keys)
+
+    def values(self):
+        return (self[k] for k in self._keys)
+
+    def get(self, key, default=None):
+        return self[key] if key in self else default
+
+    def pop(self, key):
+        v = self[key]
+        del self[key]
+        return v
+
+    def update(self, parameters):
+        items = parameters.items() if hasattr(parameters, "items") else parameters
+        for k, v in items:
+            self[k] = v
+
+    def extra_repr(self):
+        lines = []
+        for k, p in self.items():
+            size = "x".join(str(s) for s in p.size())
+            lines.append(f"  ({k}): Parameter containing: [{p.type()} of size {size}]")
         return "\n".join(lines)

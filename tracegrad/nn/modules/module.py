@@ -102,6 +102,7 @@ class Module:
         sa(self, "_forward_hooks_with_kwargs", OrderedDict())
         sa(self, "_forward_hooks_always_called", OrderedDict())
         sa(self, "_backward_hooks", OrderedDict())
+        sa(self, "_backward_pre_hooks", OrderedDict())
         sa(self, "_state_dict_hooks", OrderedDict())
         sa(self, "_load_state_dict_pre_hooks", OrderedDict())
         sa(self, "_load_state_dict_post_hooks", OrderedDict())
@@ -292,6 +293,13 @@ class Module:
     # -- calling ------------------------------------------------------------------------------------
     def _call_impl(self, *args, **kwargs):
         forward_call = self.forward
+        if self.__dict__.get("_backward_hooks") or self.__dict__.get("_backward_pre_hooks"):
+            from ._backward_hooks import call_with_backward_hooks
+            return call_with_backward_hooks(self, self._call_forward_hooks, args, kwargs)
+        return self._call_forward_hooks(*args, **kwargs)
+
+    def _call_forward_hooks(self, *args, **kwargs):
+        forward_call = self.forward
         if not (self._forward_hooks or self._forward_pre_hooks or _global_forward_hooks or
                 _global_forward_pre_hooks):
             return forward_call(*args, **kwargs)
@@ -368,11 +376,26 @@ class Module:
         return handle
 
     def register_full_backward_hook(self, hook, prepend=False):
-        raise NotImplementedError("module backward hooks are not supported in tracegrad; register a hook on the "
-                                  "output tensor (Tensor.register_hook) instead")
+        """hook(module, grad_input, grad_output) -> None or new grad_input, called once the
+        gradients with respect to the module's tensor inputs are computed."""
+        handle = RemovableHandle(self._backward_hooks)
+        self._backward_hooks[handle.id] = hook
+        if prepend:
+            self._backward_hooks.move_to_end(handle.id, last=False)
+        return handle
 
-    register_backward_hook = register_full_backward_hook
-    register_full_backward_pre_hook = register_full_backward_hook
+    def register_full_backward_pre_hook(self, hook, prepend=False):
+        """hook(module, grad_output) -> None or new grad_output, called when the gradients with
+        respect to the module's outputs arrive."""
+        handle = RemovableHandle(self._backward_pre_hooks)
+        self._backward_pre_hooks[handle.id] = hook
+        if prepend:
+            self._backward_pre_hooks.move_to_end(handle.id, last=False)
+        return handle
+
+    def register_backward_hook(self, hook):
+        raise NotImplementedError("register_backward_hook (deprecated in torch, it reports the gradients of the "
+                                  "module's last op) is not supported; use register_full_backward_hook")
 
     def compile(self, *args, **kwargs):
         import tracegrad

@@ -1,0 +1,468 @@
+"""More of torch.nn.functional, each a decomposition into the ops and functions before it
+(so its gradient is theirs): 1-d pooling as 2-d pooling over a height of one, adaptive
+pooling whose windows do not tile the input, instance_norm, pixel_shuffle, unfold/fold as
+convolutions with one-hot kernels, gumbel_softmax and the remaining common losses."""
+import math
+
+import numpy as np
+
+from .. import _dtype as D
+from ..ops import functional as O
+from . import functional as F
+
+__all__ = ["max_pool1d", "avg_pool1d", "adaptive_avg_pool1d", "adaptive_max_pool1d", "adaptive_max_pool2d",
+           "adaptive_avg_pool2d", "instance_norm", "pixel_shuffle", "pixel_unshuffle", "unfold", "fold",
+           "gumbel_softmax", "cosine_embedding_loss", "margin_ranking_loss", "soft_margin_loss",
+           "multilabel_soft_margin_loss", "triplet_margin_loss", "gaussian_nll_loss", "poisson_nll_loss",
+           "hinge_embedding_loss", "embedding_bag", "affine_grid", "grid_sample"]
+
+
+def _single(v, name="kernel_size"):
+    if isinstance(v, (tuple, list)):
+        if len(v) != 1:
+            raise RuntimeError(f"{name} must be a single int, or a tuple of one int")
+        return int(v[0])
+    return int(v)
+
+
+def _as_2d(input, op):
+    if input.ndim not in (2, 3):
+        raise RuntimeError(f"{op}: Expected 2D or 3D (batch mode) tensor for input with possibly 0 batch size and "
+                           f"non-zero dimensions, but got {input.ndim}D")
+    return O.unsqueeze(input, -2)
+
+
+def max_pool1d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False, return_indices=False):
+    k = _single(kernel_size)
+    s = k if stride is None or (isinstance(stride, (tuple, list)) and len(stride) == 0) else _single(stride, "stride")
+    out = F.max_pool2d(_as_2d(input, "max_pool1d"), (1, k), (1, s), (0, _single(padding, "padding")),
+                       (1, _single(dilation, "dilation")), ceil_mode=ceil_mode, return_indices=return_indices)
+    if return_indices:
+        return O.squeeze(out[0], -2), O.squeeze(out[1], -2)
+    return O.squeeze(out, -2)
+
+
+def avg_pool1d(input, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True):
+    k = _single(kernel_size)
+    s = k if stride is None or (isinstance(stride, (tuple, list)) and len(stride) == 0) else _single(stride, "stride")
+    out = F.avg_pool2d(_as_2d(input, "avg_pool1d"), (1, k), (1, s), (0, _single(padding, "padding")),
+                       ceil_mode=ceil_mode, count_include_pad=count_include_pad)
+    return O.squeeze(out, -2)
+
+
+def _adaptive_windows(n_in, n_out):
+    """torch's adaptive windows: [floor(i * n_in / n_out), ceil((i + 1) * n_in / n_out))."""
+    return [(i * n_in // n_out, -(-(i + 1) * n_in // n_out)) for i in range(n_out)]
+
+
+def _adaptive_along(x, dim, n_out, reduce):
+    n_in = x.shape[dim]
+    if n_out <= 0:
+        raise RuntimeError(f"adaptive pooling: output size must be positive, got {n_out}")
+    if n_in % n_out == 0:
+        k = n_in // n_out
+        shape = tuple(x.shape[:dim]) + (n_out, k) + tuple(x.shape[dim + 1:])
+        return reduce(x.reshape(*shape), dim + 1)
+    parts = [reduce(O.narrow(x, dim, a, b - a), dim) for a, b in _adaptive_windows(n_in, n_out)]
+    return O.stack(parts, dim)
+
+
+def _mean(x, d):
+    return O.mean(x, d)
+
+
+def _amax(x, d):
+    return O.amax(x, d)
+
+
+def _output_sizes(input, output_size, n):
+    sizes = output_size if isinstance(output_size, (tuple, list)) else (output_size,) * n
+    if len(sizes) != n:
+        raise ValueError(f"output_size must have {n} elements")
+    return [input.shape[input.ndim - n + i] if o is None else int(o) for i, o in enumerate(sizes)]
+
+
+def adaptive_avg_pool2d(input, output_size):
+    """Mean over torch's adaptive windows; windows that tile the input pool as avg_pool2d."""
+    if input.ndim not in (3, 4):
+        raise RuntimeError(f"adaptive_avg_pool2d(): Expected 3D or 4D tensor, but got {list(input.shape)}")
+    oh, ow = _output_sizes(input, output_size, 2)
+    h, w = input.shape[-2], input.shape[-1]
+    if (oh, ow) == (1, 1):
+        return O.mean(input, (-2, -1), keepdim=True)
+    if h % oh == 0 and w % ow == 0:
+        return F.avg_pool2d(input, (h // oh, w // ow))
+    return _adaptive_along(_adaptive_along(input, input.ndim - 2, oh, _mean), input.ndim - 1, ow, _mean)
+
+
+def adaptive_avg_pool1d(input, output_size):
+    if input.ndim not in (2, 3):
+        raise RuntimeError(f"adaptive_avg_pool1d(): Expected 2D or 3D tensor, but got {list(input.shape)}")
+    (o,) = _output_sizes(input, output_size, 1)
+    return _adaptive_along(input, input.ndim - 1, o, _mean)
+
+
+def adaptive_max_pool2d(input, output_size, return_indices=False):
+    if input.ndim not in (3, 4):
+        raise RuntimeError(f"adaptive_max_pool2d(): Expected 3D or 4D tensor, but got {list(input.shape)}")
+    oh, ow = _output_sizes(input, output_size, 2)
+    h, w = input.shape[-2], input.shape[-1]
+    if h % oh == 0 and w % ow == 0:
+        return F.max_pool2d(input, (h // oh, w // ow), return_indices=return_indices)
+    if return_indices:
+        raise NotImplementedError(f"adaptive_max_pool2d(return_indices=True) from {h}x{w} to {oh}x{ow}: only output "
+                                  f"sizes that divide the input size return indices")
+    return _adaptive_along(_adaptive_along(input, input.ndim - 2, oh, _amax), input.ndim - 1, ow, _amax)
+
+
+def adaptive_max_pool1d(input, output_size, return_indices=False):
+    (o,) = _output_sizes(input, output_size, 1)
+    out = adaptive_max_pool2d(_as_2d(input, "adaptive_max_pool1d"), (1, o), return_indices)
+    if return_indices:
+        return O.squeeze(out[0], -2), O.squeeze(out[1], -2)
+    return O.squeeze(out, -2)
+
+
+def instance_norm(input, running_mean=None, running_var=None, weight=None, bias=None, use_input_stats=True,
+                  momentum=0.1, eps=1e-5):
+    """Each sample's channel normalised over its own positions (a group_norm with one channel per
+    group); running statistics, when given, move toward the batch's mean of them."""
+    if input.ndim < 3:
+        raise ValueError(f"instance_norm: expected an input of 3 or more dims (N, C, ...), got {input.ndim}D")
+    c = input.shape[1]
+    if not use_input_stats:
+        return F.batch_norm(input, running_mean, running_var, weight, bias, False, momentum, eps)
+    if running_mean is not None or running_var is not None:
+        from ..grad_mode import no_grad
+        dims = tuple(range(2, input.ndim))
+        n = math.prod(input.shape[2:])
+        with no_grad():
+            m = O.mean(input.detach(), dims)
+            v = O.var(input.detach(), dims, correction=1 if n > 1 else 0)
+            if running_mean is not None:
+                running_mean.mul_(1 - momentum).add_(O.mean(m, 0) * momentum)
+            if running_var is not None:
+                running_var.mul_(1 - momentum).add_(O.mean(v, 0) * momentum)
+    return F.group_norm(input, c, weight, bias, eps)
+
+
+def pixel_shuffle(input, upscale_factor):
+    r = int(upscale_factor)
+    *lead, c, h, w = input.shape
+    if input.ndim < 3:
+        raise RuntimeError(f"pixel_shuffle expects input to have at least 3 dimensions, but got input with "
+                           f"{input.ndim} dimension(s)")
+    if c % (r * r):
+        raise RuntimeError(f"pixel_shuffle expects its input's 'channel' dimension to be divisible by the square of "
+                           f"upscale_factor, but input.size(-3)={c} is not divisible by {r * r}")
+    nl = len(lead)
+    x = input.reshape(*lead, c // (r * r), r, r, h, w)
+    x = O.permute(x, *range(nl), nl, nl + 3, nl + 1, nl + 4, nl + 2)
+    return x.reshape(*lead, c // (r * r), h * r, w * r)
+
+
+def pixel_unshuffle(input, downscale_factor):
+    r = int(downscale_factor)
+    *lead, c, h, w = input.shape
+    if h % r or w % r:
+        raise RuntimeError(f"pixel_unshuffle expects height and width to be divisible by downscale_factor, but got "
+                           f"{h} and {w} for downscale_factor={r}")
+    nl = len(lead)
+    x = input.reshape(*lead, c, h // r, r, w // r, r)
+    x = O.permute(x, *range(nl), nl, nl + 2, nl + 4, nl + 1, nl + 3)
+    return x.reshape(*lead, c * r * r, h // r, w // r)
+
+
+def _pair(v):
+    return (int(v), int(v)) if not isinstance(v, (tuple, list)) else (int(v[0]), int(v[1]))
+
+
+def _one_hot_kernels(c, kh, kw, dtype):
+    """(c*kh*kw, 1, kh, kw): kernel p of each channel picks position p of its window."""
+    from ..creation import from_numpy
+    eye = np.eye(kh * kw, dtype=np.float64).reshape(kh * kw, 1, kh, kw)
+    return from_numpy(np.ascontiguousarray(np.tile(eye, (c, 1, 1, 1)))).to(dtype)
+
+
+def unfold(input, kernel_size, dilation=1, padding=0, stride=1):
+    """im2col: (N, C, H, W) -> (N, C*kh*kw, L), a grouped conv2d with one-hot kernels."""
+    if input.ndim not in (3, 4):
+        raise RuntimeError(f"Input Error: Only 3D or 4D input Tensors are supported (got {input.ndim}D)")
+    kh, kw = _pair(kernel_size)
+    x = input if input.ndim == 4 else O.unsqueeze(input, 0)
+    c = x.shape[1]
+    cols = F.conv2d(x, _one_hot_kernels(c, kh, kw, x.dtype), None, _pair(stride), _pair(padding), _pair(dilation),
+                    groups=c)
+    cols = cols.reshape(x.shape[0], c * kh * kw, -1)
+    return cols if input.ndim == 4 else O.squeeze(cols, 0)
+
+
+def fold(input, output_size, kernel_size, dilation=1, padding=0, stride=1):
+    """col2im, unfold's adjoint: overlapping windows sum (a grouped conv_transpose2d)."""
+    if input.ndim not in (2, 3):
+        raise RuntimeError(f"Input Error: Only unbatched (2D) or batched (3D) input Tensors are supported (got "
+                           f"{input.ndim}D)")
+    kh, kw = _pair(kernel_size)
+    (oh, ow), (sh, sw), (ph, pw), (dh, dw) = _pair(output_size), _pair(stride), _pair(padding), _pair(dilation)
+    x = input if input.ndim == 3 else O.unsqueeze(input, 0)
+    ckk = x.shape[1]
+    if ckk % (kh * kw):
+        raise RuntimeError(f"Expected size of input's dimension 1 to be divisible by the product of kernel_size, but "
+                           f"got input.size(1)={ckk} and kernel_size=({kh}, {kw})")
+    c = ckk // (kh * kw)
+    bh = (oh + 2 * ph - dh * (kh - 1) - 1) // sh + 1
+    bw = (ow + 2 * pw - dw * (kw - 1) - 1) // sw + 1
+    if bh * bw != x.shape[2]:
+        raise RuntimeError(f"Given output_size=({oh}, {ow}), kernel_size=({kh}, {kw}), dilation=({dh}, {dw}), "
+                           f"padding=({ph}, {pw}), stride=({sh}, {sw}), expected size of input's dimension 2 to "
+                           f"match the calculated number of sliding blocks {bh} * {bw} = {bh * bw}, but got "
+                           f"input.size(2)={x.shape[2]}.")
+    blocks = x.reshape(x.shape[0], ckk, bh, bw)
+    full_h = (bh - 1) * sh + dh * (kh - 1) + 1
+    full_w = (bw - 1) * sw + dw * (kw - 1) + 1
+    extra = (oh + 2 * ph - full_h, ow + 2 * pw - full_w)
+    out = F.conv_transpose2d(blocks, _one_hot_kernels(c, kh, kw, x.dtype), None, (sh, sw), (ph, pw), extra
+                             if max(extra) < max(sh, sw, dh, dw) else 0, groups=c, dilation=(dh, dw))
+    if tuple(out.shape[-2:]) != (oh, ow):
+        out = F.pad(out, (0, ow - out.shape[-1], 0, oh - out.shape[-2]))
+    return out if input.ndim == 3 else O.squeeze(out, 0)
+
+
+def gumbel_softmax(logits, tau=1, hard=False, eps=1e-10, dim=-1):
+    """Softmax of (logits + Gumbel noise) / tau; hard=True gives one-hot samples whose gradient is
+    the soft sample's (the straight-through estimator), as torch."""
+    from ..creation import empty_like
+    gumbels = -O.log(empty_like(logits, dtype=logits.dtype).exponential_())
+    y_soft = O.softmax((logits + gumbels) / tau, dim)
+    if not hard:
+        return y_soft
+    index = O.argmax(y_soft, dim, keepdim=True)
+    y_hard = O.scatter(O.zeros_like(logits), dim, index, value=1.0)
+    return y_hard - y_soft.detach() + y_soft
+
+
+# == losses ===========================================================================================
+
+def cosine_embedding_loss(input1, input2, target, margin=0.0, size_average=None, reduce=None, reduction="mean"):
+    if size_average is not None or reduce is not None:
+        reduction = F._legacy_reduction(size_average, reduce, reduction)
+    eps = 1e-12
+    prod = O.sum(input1 * input2, -1)
+    mag = O.sqrt((O.sum(input1 * input1, -1) + eps) * (O.sum(input2 * input2, -1) + eps))
+    cos = prod / mag
+    zeros = O.zeros_like(cos)
+    loss = O.where(target == 1, 1 - cos, zeros) + O.where(target == -1, O.clamp_min(cos - margin, 0), zeros)
+    return F._reduce(loss, reduction)
+
+
+def margin_ranking_loss(input1, input2, target, margin=0, size_average=None, reduce=None, reduction="mean"):
+    if size_average is not None or reduce is not None:
+        reduction = F._legacy_reduction(size_average, reduce, reduction)
+    return F._reduce(O.clamp_min(-target * (input1 - input2) + margin, 0), reduction)
+
+
+def hinge_embedding_loss(input, target, margin=1.0, size_average=None, reduce=None, reduction="mean"):
+    if size_average is not None or reduce is not None:
+        reduction = F._legacy_reduction(size_average, reduce, reduction)
+    zeros = O.zeros_like(input)
+    loss = O.where(target == 1, input, zeros) + O.where(target == -1, O.clamp_min(margin - input, 0), zeros)
+    return F._reduce(loss, reduction)
+
+
+def soft_margin_loss(input, target, size_average=None, reduce=None, reduction="mean"):
+    if size_average is not None or reduce is not None:
+        reduction = F._legacy_reduction(size_average, reduce, reduction)
+    return F._reduce(F.softplus(-target * input), reduction)
+
+
+def multilabel_soft_margin_loss(input, target, weight=None, size_average=None, reduce=None, reduction="mean"):
+    if size_average is not None or reduce is not None:
+        reduction = F._legacy_reduction(size_average, reduce, reduction)
+    loss = -(target * F.logsigmoid(input) + (1 - target) * F.logsigmoid(-input))
+    if weight is not None:
+        loss = loss * weight
+    loss = O.mean(loss, -1)
+    return F._reduce(loss, reduction)
+
+
+def triplet_margin_loss(anchor, positive, negative, margin=1.0, p=2, eps=1e-6, swap=False, size_average=None,
+                        reduce=None, reduction="mean"):
+    if size_average is not None or reduce is not None:
+        reduction = F._legacy_reduction(size_average, reduce, reduction)
+    d_pos = F.pairwise_distance(anchor, positive, p, eps)
+    d_neg = F.pairwise_distance(anchor, negative, p, eps)
+    if swap:
+        d_neg = O.minimum(d_neg, F.pairwise_distance(positive, negative, p, eps))
+    return F._reduce(O.clamp_min(margin + d_pos - d_neg, 0), reduction)
+
+
+def gaussian_nll_loss(input, target, var, full=False, eps=1e-6, reduction="mean"):
+    """0.5 * (log(max(var, eps)) + (input - target)^2 / max(var, eps)) (+ 0.5 log(2 pi) if full);
+    the clamp is made without autograd, so var's gradient passes it unchanged, as torch's."""
+    if reduction not in ("none", "mean", "sum"):
+        raise ValueError(reduction + " is not a valid value for reduction")
+    if var.ndim == input.ndim - 1 or (var.shape != input.shape and var.ndim == input.ndim and var.shape[-1] == 1):
+        if var.ndim == input.ndim - 1:
+            var = O.unsqueeze(var, -1)
+    if bool((var.detach() < 0).any()):
+        raise ValueError("var has negative entry/entries")
+    from ..grad_mode import no_grad
+    with no_grad():
+        clamped = O.clamp_min(var, eps)
+    var = var + (clamped - var).detach() if var.requires_grad else clamped
+    loss = 0.5 * (O.log(var) + (input - target) ** 2 / var)
+    if full:
+        loss = loss + 0.5 * math.log(2 * math.pi)
+    return F._reduce(loss, reduction)
+
+
+def poisson_nll_loss(input, target, log_input=True, full=False, size_average=None, eps=1e-8, reduce=None,
+                     reduction="mean"):
+    if size_average is not None or reduce is not None:
+        reduction = F._legacy_reduction(size_average, reduce, reduction)
+    if log_input:
+        loss = O.exp(input) - target * input
+    else:
+        loss = input - target * O.log(input + eps)
+    if full:
+        stirling = target * O.log(target) - target + 0.5 * O.log(2 * math.pi * target)
+        loss = loss + O.where(target > 1, stirling, O.zeros_like(stirling))
+    return F._reduce(loss, reduction)
+
+
+def embedding_bag(input, weight, offsets=None, max_norm=None, norm_type=2, scale_grad_by_freq=False, mode="mean",
+                  sparse=False, per_sample_weights=None, include_last_offset=False, padding_idx=None):
+    """Sums, means or maxima of bags of embeddings: rows of a 2-D input, or runs of a 1-D input
+    starting at `offsets`. Each index's bag comes from a cumulative sum over the offsets and the
+    rows are added into their bag (index_add), so it traces and differentiates like its parts;
+    padding_idx entries count in no bag, an empty bag is zeros (torch's)."""
+    from ..creation import zeros, arange
+    if mode not in ("sum", "mean", "max"):
+        raise ValueError(f"mode has to be one of sum, mean or max")
+    if per_sample_weights is not None and mode != "sum":
+        raise NotImplementedError(f"embedding_bag: per_sample_weights was not None. per_sample_weights is only "
+                                  f"supported for mode='sum' (got mode='{mode}'). Please open a feature request on "
+                                  f"GitHub.")
+    if scale_grad_by_freq or sparse or max_norm is not None:
+        raise NotImplementedError("embedding_bag(max_norm=..., scale_grad_by_freq=True or sparse=True) is not "
+                                  "supported")
+    if input.ndim == 2:
+        if offsets is not None:
+            raise ValueError("if input is 2D, then offsets has to be None, as input is treated is a mini-batch of "
+                             "fixed length sequences.")
+        b, n = input.shape
+        flat = input.reshape(-1)
+        bag = O.floor_divide(arange(b * n), n)
+        psw = per_sample_weights.reshape(-1) if per_sample_weights is not None else None
+    elif input.ndim == 1:
+        if offsets is None:
+            raise ValueError("offsets has to be a 1D Tensor but got None")
+        if offsets.ndim != 1:
+            raise ValueError("offsets has to be a 1D Tensor")
+        flat, psw = input, per_sample_weights
+        starts = offsets[:-1] if include_last_offset else offsets
+        b = starts.shape[0]
+        n_idx = flat.shape[0]
+        # bag of position i: the number of bag starts at or before i, less one
+        marks = O.scatter_add(zeros(n_idx + 1, dtype=D.int64), 0, O.clamp(starts, max=n_idx),
+                              O.ones_like(starts, dtype=D.int64))
+        bag = O.cumsum(marks, 0)[:n_idx] - 1
+        if include_last_offset:
+            bag = O.where(arange(n_idx) >= offsets[-1], O.full((), -1, dtype=D.int64), bag)
+    else:
+        raise ValueError(f"input has to be 1D or 2D Tensor, but got Tensor of dimension {input.ndim}")
+    rows = F.embedding(flat, weight)                                     # (n, D)
+    keep = bag >= 0
+    if padding_idx is not None:
+        keep = O.logical_and(keep, flat != padding_idx)
+    if psw is not None:
+        rows = rows * O.unsqueeze(psw, -1)
+    safe_bag = O.where(keep, bag, O.zeros_like(bag))
+    if mode == "max":
+        member = O.logical_and(O.unsqueeze(safe_bag, 0) == arange(b).reshape(b, 1), O.unsqueeze(keep, 0))  # (b, n)
+        vals = O.where(O.unsqueeze(member, -1), O.unsqueeze(rows, 0), float("-inf"))
+        out = O.amax(vals, 1)
+        return O.where(O.unsqueeze(O.any(member, 1), -1), out, O.zeros_like(out))
+    rows = O.where(O.unsqueeze(keep, -1), rows, O.zeros_like(rows))
+    out = O.index_add(zeros(b, weight.shape[1], dtype=weight.dtype), 0, safe_bag, rows)
+    if mode == "mean":
+        count = O.index_add(zeros(b, dtype=weight.dtype), 0, safe_bag, keep.to(weight.dtype))
+        out = out / O.unsqueeze(O.clamp_min(count, 1), -1)
+    return out
+
+
+def _base_coords(n, align_corners, dtype):
+    from ..creation import arange
+    if align_corners:
+        return (arange(n, dtype=dtype) * (2.0 / (n - 1)) - 1.0) if n > 1 else O.zeros_like(arange(n, dtype=dtype))
+    return (arange(n, dtype=dtype) * 2.0 + 1.0) / n - 1.0
+
+
+def affine_grid(theta, size, align_corners=None):
+    """The sampling grid of a batch of 2-D affine maps: (N, H, W, 2) = base grid @ theta^T."""
+    from ..creation import ones
+    if align_corners is None:
+        align_corners = False
+    if not theta.dtype.is_floating_point:
+        raise ValueError(f"Expected theta to have floating point type, but got {theta.dtype}")
+    if len(size) != 4:
+        raise NotImplementedError("affine_grid only supports 4D sizes, for 2D affine transformations (5D volumes "
+                                  "are not implemented yet)")
+    n, _, h, w = size
+    if tuple(theta.shape) != (n, 2, 3):
+        raise ValueError(f"Expected a batch of 2D affine matrices of shape Nx2x3 for size {list(size)}. Got "
+                         f"{list(theta.shape)}.")
+    xs = O.expand(_base_coords(w, align_corners, theta.dtype).reshape(1, w), h, w)
+    ys = O.expand(_base_coords(h, align_corners, theta.dtype).reshape(h, 1), h, w)
+    base = O.stack([xs, ys, ones(h, w, dtype=theta.dtype)], -1).reshape(1, h * w, 3)
+    return O.matmul(base, O.transpose(theta, 1, 2)).reshape(n, h, w, 2)
+
+
+def grid_sample(input, grid, mode="bilinear", padding_mode="zeros", align_corners=None):
+    """input (N, C, H, W) read at grid (N, Ho, Wo, 2) of (x, y) in [-1, 1]: bilinear weights of
+    the four neighbours (or the nearest one), outside pixels zero ("zeros") or the edge's
+    ("border"). A gather per neighbour, so the gradient reaches input and grid."""
+    if align_corners is None:
+        align_corners = False
+    if mode not in ("bilinear", "nearest"):
+        raise NotImplementedError(f"grid_sample(mode={mode!r}): only 'bilinear' and 'nearest' are implemented")
+    if padding_mode not in ("zeros", "border"):
+        raise NotImplementedError(f"grid_sample(padding_mode={padding_mode!r}): only 'zeros' and 'border' are "
+                                  f"implemented")
+    if input.ndim != 4 or grid.ndim != 4 or grid.shape[-1] != 2:
+        raise NotImplementedError("grid_sample: only 4-D input with a (N, H, W, 2) grid is implemented")
+    if input.shape[0] != grid.shape[0]:
+        raise RuntimeError(f"grid_sampler(): expected grid and input to have same batch size, but got input with "
+                           f"sizes {list(input.shape)} and grid with sizes {list(grid.shape)}")
+    n, c, h, w = input.shape
+    ho, wo = grid.shape[1], grid.shape[2]
+
+    def unnormalize(coord, size):
+        if align_corners:
+            out = (coord + 1) / 2 * (size - 1)
+        else:
+            out = ((coord + 1) * size - 1) / 2
+        if padding_mode == "border":
+            out = O.clamp(out, 0, size - 1)
+        return out
+    ix = unnormalize(grid[..., 0], w)
+    iy = unnormalize(grid[..., 1], h)
+    flat = input.reshape(n, c, h * w)
+
+    def pick(xi, yi):
+        valid = (xi >= 0) & (xi <= w - 1) & (yi >= 0) & (yi <= h - 1)
+        xc = O.clamp(xi, 0, w - 1).to(D.int64)
+        yc = O.clamp(yi, 0, h - 1).to(D.int64)
+        idx = (yc * w + xc).reshape(n, 1, ho * wo)
+        vals = O.gather(flat, 2, O.expand(idx, n, c, ho * wo)).reshape(n, c, ho, wo)
+        return O.where(O.unsqueeze(valid, 1), vals, O.zeros_like(vals))
+    if mode == "nearest":
+        out = pick(O.round(ix).detach(), O.round(iy).detach())
+        # connected to grid with a zero gradient, as torch's (rounding is flat)
+        return O.where(O.zeros_like(out, dtype=D.bool_), O.unsqueeze(ix + iy, 1), out)
+    x0, y0 = O.floor(ix).detach(), O.floor(iy).detach()
+    x1, y1 = x0 + 1, y0 + 1
+    wx1, wy1 = ix - x0, iy - y0
+    wx0, wy0 = 1 - wx1, 1 - wy1
+    out = pick(x0, y0) * O.unsqueeze(wx0 * wy0, 1) + pick(x1, y0) * O.unsqueeze(wx1 * wy0, 1)
+    return out + pick(x0, y1) * O.unsqueeze(wx0 * wy1, 1) + pick(x1, y1) * O.unsqueeze(wx1 * wy1, 1)

@@ -1,0 +1,421 @@
+"""Public ops with torch's signatures that are decompositions into the other public ops
+(their gradients are the gradients of the ops they are written in), and a few counting ops
+that torch does not differentiate either (bincount, histc): diagonal/trace/diag_embed,
+log10/trunc/frac, fmax/fmin, masked_select, movedim, ravel, std_mean/var_mean, nan_to_num,
+argwhere, cdist, matrix_power, matrix_exp, normal."""
+import math
+
+import numpy as np
+
+from .. import _dtype as D
+from ..tensor import Tensor
+from . import functional as O
+from . import math_functional as M
+from . import shapes as S
+
+__all__ = ["diagonal", "trace", "diag_embed", "log10", "trunc", "fix", "frac", "fmax", "fmin", "fmod", "masked_select",
+           "movedim", "moveaxis", "ravel", "std_mean", "var_mean", "nan_to_num", "argwhere", "cdist", "bincount",
+           "histc", "matrix_power", "matrix_exp", "normal", "logaddexp", "xlogy", "addmm", "baddbmm", "index_fill", "index_copy",
+           "take", "scatter_reduce"]
+
+
+def _index(values):
+    from ..creation import tensor
+    return tensor(np.asarray(values, dtype=np.int64))
+
+
+def diagonal(input, offset=0, dim1=0, dim2=1):
+    """The offset diagonal of the (dim1, dim2) planes, as a last dimension (torch.diagonal)."""
+    O._check_tensor(input, "diagonal")
+    if input.ndim < 2:
+        raise RuntimeError(f"diagonal(): input must have at least 2 dimensions, got {input.ndim}")
+    d1, d2 = S.normalize_dim(dim1, input.ndim), S.normalize_dim(dim2, input.ndim)
+    if d1 == d2:
+        raise RuntimeError(f"diagonal dimensions cannot be identical {dim1}, {dim2}")
+    x = movedim(input, (d1, d2), (-2, -1))
+    r, c = x.shape[-2], x.shape[-1]
+    start_r, start_c = max(-offset, 0), max(offset, 0)
+    m = max(min(r - start_r, c - start_c), 0)
+    flat = _index((np.arange(m) + start_r) * c + np.arange(m) + start_c)
+    return M._rename(O.index_select(x.reshape(*x.shape[:-2], r * c), x.ndim - 2, flat), "DiagonalBackward0")
+
+
+def trace(input):
+    O._check_tensor(input, "trace")
+    if input.ndim != 2:
+        raise RuntimeError(f"trace: expected a matrix, but got tensor with dim {input.ndim}")
+    return M._rename(O.sum(diagonal(input)), "TraceBackward0")
+
+
+def diag_embed(input, offset=0, dim1=-2, dim2=-1):
+    """Each last-dimension vector as the offset diagonal of a square matrix placed at (dim1, dim2)."""
+    from ..creation import zeros
+    O._check_tensor(input, "diag_embed")
+    n = input.shape[-1] if input.ndim else 1
+    m = n + abs(offset)
+    flat = _index((np.arange(n) + max(-offset, 0)) * m + np.arange(n) + max(offset, 0))
+    lead = tuple(input.shape[:-1])
+    base = zeros(lead + (m * m,), dtype=input.dtype)
+    idx = O.expand(flat.reshape((1,) * len(lead) + (n,)), *(lead + (n,)))
+    out = O.scatter(base, len(lead), idx, input).reshape(*lead, m, m)
+    nd = out.ndim
+    return M._rename(movedim(out, (nd - 2, nd - 1), (S.normalize_dim(dim1, nd), S.normalize_dim(dim2, nd))),
+                     "DiagEmbedBackward0")
+
+
+def log10(input):
+    return O.log(input) / math.log(10.0)
+
+
+def trunc(input):
+    """Rounds toward zero; integers are their own truncation. Its derivative is zero, as torch's."""
+    O._check_tensor(input, "trunc")
+    if not input.dtype.is_floating_point:
+        return O.clone(input)
+    return O.where(input >= 0, O.floor(input), O.ceil(input))
+
+
+fix = trunc
+
+
+def frac(input):
+    O._check_tensor(input, "frac")
+    if not input.dtype.is_floating_point:
+        raise RuntimeError(f'"frac_cpu" not implemented for \'{D.SCALAR_NAME[input.dtype]}\'')
+    return input - trunc(input).detach()
+
+
+def fmax(input, other):
+    """maximum that ignores NaN: where one operand is NaN, the other (torch.fmax)."""
+    a, b = O._operand(input, "fmax"), O._operand(other, "fmax")
+    return O.where(O.isnan(b), a, O.where(O.isnan(a), b, O.maximum(a, b)))
+
+
+def fmin(input, other):
+    a, b = O._operand(input, "fmin"), O._operand(other, "fmin")
+    return O.where(O.isnan(b), a, O.where(O.isnan(a), b, O.minimum(a, b)))
+
+
+def fmod(input, other):
+    """The remainder with the dividend's sign (C's fmod): remainder's result moved by one divisor
+    where the signs differ; its derivative in other is -trunc(input / other), as torch's."""
+    a = O._operand(input, "fmod")
+    r = O.remainder(a, other)
+    return O.where((r != 0) & ((r < 0) != (a < 0)), r - other, r)
+
+
+def logaddexp(input, other):
+    m = O.maximum(input, other).detach()
+    m = O.where(O.isinf(m), O.zeros_like(m), m)
+    return O.log(O.exp(input - m) + O.exp(other - m)) + m
+
+
+def xlogy(input, other):
+    """x * log(y), 0 where x == 0 (unless y is NaN); its derivative in x is log(y), 0 where x == 0
+    and y <= 0, as torch's."""
+    x, y = O._operand(input, "xlogy"), O._operand(other, "xlogy")
+    special = (x == 0) & ((y <= 0) | O.isinf(y))
+    safe_y = O.where(special, O.ones_like(y * x), y)
+    return O.where(special, O.zeros_like(x * safe_y), x * O.log(safe_y))
+
+
+def addmm(input, mat1, mat2, *, beta=1, alpha=1):
+    prod = O.mm(mat1, mat2)
+    return (input if beta == 1 else input * beta) + (prod if alpha == 1 else prod * alpha)
+
+
+def baddbmm(input, batch1, batch2, *, beta=1, alpha=1):
+    prod = O.bmm(batch1, batch2)
+    return (input if beta == 1 else input * beta) + (prod if alpha == 1 else prod * alpha)
+
+
+def masked_select(input, mask):
+    O._check_tensor(input, "masked_select")
+    if mask.dtype is not D.bool_:
+        raise RuntimeError(f"masked_select: expected BoolTensor for mask")
+    x, m = O.broadcast_tensors(input, mask)
+    return x[m]
+
+
+def movedim(input, source, destination):
+    O._check_tensor(input, "movedim")
+    src = (source,) if isinstance(source, int) else tuple(source)
+    dst = (destination,) if isinstance(destination, int) else tuple(destination)
+    if len(src) != len(dst):
+        raise RuntimeError(f"movedim: Invalid source or destination dims: source ({list(src)} dims) should "
+                           f"contain the same number of dims as destination ({list(dst)} dims)")
+    nd = max(input.ndim, 1)
+    src = [S.normalize_dim(d, nd) for d in src]
+    dst = [S.normalize_dim(d, nd) for d in dst]
+    if len(set(src)) != len(src) or len(set(dst)) != len(dst):
+        raise RuntimeError("movedim: repeated dim in `source` or `destination`")
+    if input.ndim == 0:
+        return input.view(())
+    order = [None] * input.ndim
+    for s, d in zip(src, dst):
+        order[d] = s
+    rest = iter(i for i in range(input.ndim) if i not in src)
+    order = [next(rest) if o is None else o for o in order]
+    return O.permute(input, *order)
+
+
+moveaxis = movedim
+
+
+def ravel(input):
+    return O.reshape(input, -1)
+
+
+def std_mean(input, dim=None, unbiased=None, keepdim=False, *, correction=None):
+    return (O.std(input, dim, unbiased, keepdim, correction=correction),
+            O.mean(input, dim, keepdim) if dim is not None else O.mean(input))
+
+
+def var_mean(input, dim=None, unbiased=None, keepdim=False, *, correction=None):
+    return (O.var(input, dim, unbiased, keepdim, correction=correction),
+            O.mean(input, dim, keepdim) if dim is not None else O.mean(input))
+
+
+def nan_to_num(input, nan=0.0, posinf=None, neginf=None):
+    """NaN, +inf and -inf replaced (by default with 0 and the dtype's largest and smallest finite
+    values); the gradient passes through where the value was kept, zero where it was replaced."""
+    O._check_tensor(input, "nan_to_num")
+    if not input.dtype.is_floating_point:
+        return O.clone(input)
+    info = np.finfo(np.float32 if input.dtype is D.bfloat16 else input.dtype.np)
+    if input.dtype is D.bfloat16:
+        big = float.fromhex("0x1.fep127")
+        info = type("I", (), {"max": big, "min": -big})
+    hi = float(info.max) if posinf is None else float(posinf)
+    lo = float(info.min) if neginf is None else float(neginf)
+    out = O.where(O.isnan(input), float(nan), input)
+    out = O.where(input == math.inf, hi, out)
+    return O.where(input == -math.inf, lo, out)
+
+
+def argwhere(input):
+    return O.nonzero(input)
+
+
+def cdist(x1, x2, p=2.0, compute_mode="use_mm_for_euclid_dist_if_necessary"):
+    """Pairwise p-norm distances between the rows of x1 (..., P, M) and of x2 (..., R, M)."""
+    from ..linalg import vector_norm
+    O._check_tensor(x1, "cdist")
+    if x1.ndim < 2 or x2.ndim < 2:
+        raise RuntimeError(f"cdist only supports at least 2D tensors, X1 got: {x1.ndim}D")
+    if x1.shape[-1] != x2.shape[-1]:
+        raise RuntimeError(f"X1 and X2 must have the same number of columns. X1: {x1.shape[-1]} X2: {x2.shape[-1]}")
+    if p < 0:
+        raise RuntimeError("cdist only supports non-negative p values")
+    if not x1.dtype.is_floating_point:
+        raise RuntimeError(f"cdist only supports floating-point dtypes, X1 got: {D.SCALAR_NAME[x1.dtype]}")
+    diff = O.unsqueeze(x1, -2) - O.unsqueeze(x2, -3)
+    return vector_norm(diff, p, -1)
+
+
+def bincount(input, weights=None, minlength=0):
+    """How often each non-negative integer occurs (weighted): counts, not differentiable (torch's
+    bincount has no derivative either)."""
+    from ..creation import from_numpy
+    O._check_tensor(input, "bincount")
+    if input.ndim != 1 or input.dtype.is_floating_point or input.dtype is D.bool_:
+        raise RuntimeError("bincount only supports 1-d non-negative integral inputs.")
+    a = input.detach().numpy()
+    if a.size and a.min() < 0:
+        raise RuntimeError("bincount only supports 1-d non-negative integral inputs.")
+    if minlength < 0:
+        raise RuntimeError("minlength should be >= 0")
+    if weights is None:
+        return from_numpy(np.bincount(a, minlength=minlength).astype(np.int64))
+    if weights.shape != input.shape:
+        raise RuntimeError("weights should be 1-d and have the same length as input")
+    w = weights.detach().numpy()
+    out = np.bincount(a, weights=w.astype(np.float64), minlength=minlength)
+    return from_numpy(out.astype(np.float32 if weights.dtype is D.float32 else np.float64))
+
+
+def histc(input, bins=100, min=0, max=0):
+    """A histogram of equal-width bins between min and max (the data's range when both are 0);
+    values outside are ignored. Not differentiable, as torch's."""
+    from ..creation import from_numpy
+    O._check_tensor(input, "histc")
+    if not input.dtype.is_floating_point:
+        raise RuntimeError(f"\"histogram_cpu\" not implemented for '{D.SCALAR_NAME[input.dtype]}'")
+    if bins <= 0:
+        raise RuntimeError("torch.histc: bins must be > 0, but got " + str(bins) + " for bins")
+    a = input.detach().float().numpy().astype(np.float64).reshape(-1)
+    lo, hi = float(min), float(max)
+    if lo == hi and a.size:
+        lo, hi = float(a.min()), float(a.max())
+    if lo == hi:
+        lo, hi = lo - 1, hi + 1
+    if lo > hi:
+        raise RuntimeError(f"torch.histc: max must be larger than min, but got min {lo} max {hi}")
+    counts, _ = np.histogram(a[(a >= lo) & (a <= hi)], bins=bins, range=(lo, hi))
+    return from_numpy(counts.astype(np.float64)).to(input.dtype)
+
+
+def matrix_power(input, n):
+    """A @ A @ ... (n times) by repeated squaring; n = 0 gives the identity, n < 0 powers the inverse."""
+    from ..creation import eye
+    O._check_tensor(input, "matrix_power")
+    if input.ndim < 2 or input.shape[-1] != input.shape[-2]:
+        raise RuntimeError(f"linalg.matrix_power: A must be batches of square matrices, but they are "
+                           f"{input.shape[-2] if input.ndim >= 2 else 1} by {input.shape[-1]} matrices")
+    if n == 0:
+        # the identity, connected to input (with a zero gradient) as torch's result is
+        ident = O.expand(eye(input.shape[-1], dtype=input.dtype), *input.shape)
+        return O.where(O.zeros_like(ident, dtype=D.bool_), input, ident)
+    a = M.linalg_inv(input) if n < 0 else input
+    n, result = abs(int(n)), None
+    while n:
+        if n & 1:
+            result = a if result is None else O.matmul(result, a)
+        n >>= 1
+        if n:
+            a = O.matmul(a, a)
+    return result
+
+
+# the [13/13] Padé coefficients and the 1-norm bounds of Higham's scaling and squaring (2005)
+_PADE13 = (64764752532480000., 32382376266240000., 7771770303897600., 1187353796428800., 129060195264000.,
+           10559470521600., 670442572800., 33522128640., 1323241920., 40840800., 960960., 16380., 182., 1.)
+_THETA13 = {np.dtype(np.float64): 5.371920351148152, np.dtype(np.float32): 3.925724783138660}
+
+
+def matrix_exp(input):
+    """exp(A) by scaling and squaring with the [13/13] Padé approximant; the number of squarings
+    comes from the values' 1-norm, so a traced call is refused (it would fix them)."""
+    from ..creation import eye
+    O._check_tensor(input, "matrix_exp")
+    if input.ndim < 2 or input.shape[-1] != input.shape[-2]:
+        raise RuntimeError("linalg.matrix_exp: A must be batches of square matrices")
+    from ..ir.tracer import Proxy
+    if isinstance(input, Proxy):
+        raise NotImplementedError("matrix_exp: the number of squarings depends on the values, which a traced "
+                                  "program does not see; call it outside tracegrad.compile")
+    dt = input.dtype
+    a_np = input.detach().double().numpy()
+    norm1 = float(np.abs(a_np).sum(-2).max()) if a_np.size else 0.0
+    theta = _THETA13[np.dtype(np.float32 if dt is not D.float64 else np.float64)]
+    s = max(0, int(math.ceil(math.log2(norm1 / theta)))) if norm1 > theta else 0
+    A = input / (2.0 ** s) if s else input
+    ident = O.expand(eye(input.shape[-1], dtype=dt), *input.shape)
+    b = _PADE13
+    A2 = O.matmul(A, A)
+    A4 = O.matmul(A2, A2)
+    A6 = O.matmul(A4, A2)
+    U = O.matmul(A, O.matmul(A6, b[13] * A6 + b[11] * A4 + b[9] * A2) + b[7] * A6 + b[5] * A4 + b[3] * A2
+                 + b[1] * ident)
+    V = O.matmul(A6, b[12] * A6 + b[10] * A4 + b[8] * A2) + b[6] * A6 + b[4] * A4 + b[2] * A2 + b[0] * ident
+    R = M.linalg_solve(V - U, V + U)
+    for _ in range(s):
+        R = O.matmul(R, R)
+    return R
+
+
+def normal(mean, std=1.0, size=None, *, generator=None, out=None, dtype=None, layout=None, device=None,
+           requires_grad=False, pin_memory=False):
+    """Draws of N(mean, std): tensor means and stds broadcast (the draw has their shape), float
+    ones need `size`. Not differentiable in mean or std (torch.normal is not either)."""
+    from ..creation import randn, tensor
+    mt, st = isinstance(mean, Tensor), isinstance(std, Tensor)
+    if not mt and not st:
+        if size is None:
+            raise TypeError("normal() received an invalid combination of arguments - got (float, float), but "
+                            "expected (float mean, float std, tuple of ints size, ...)")
+        z = randn(*((size,) if isinstance(size, int) else (tuple(size),)), generator=generator, dtype=dtype)
+        return (z * float(std) + float(mean)).requires_grad_(requires_grad)
+    m = mean.detach() if mt else mean
+    s = std.detach() if st else std
+    if st and bool((s < 0).any()):
+        raise RuntimeError(f"normal expects all elements of std >= 0.0")
+    shape = O.broadcast_shapes(tuple(m.shape) if mt else (), tuple(s.shape) if st else ())
+    ref = m if mt else s
+    z = randn(tuple(shape), generator=generator, dtype=ref.dtype)
+    return z * s + m
+
+
+def _index_mask(input, d, index):
+    """A bool mask of input's dim d, true at `index`, shaped to broadcast against input."""
+    from ..creation import zeros
+    if index.ndim > 1:
+        raise IndexError("index_fill_(): Index has to be a vector")
+    n = input.shape[d] if input.ndim else 1
+    hit = O.scatter(zeros(n), 0, index.reshape(-1), value=1.0) > 0
+    shape = [1] * max(input.ndim, 1)
+    shape[d] = n
+    return hit.reshape(*shape) if input.ndim else hit.reshape(())
+
+
+def index_fill(input, dim, index, value):
+    """input with its slices at `index` along dim set to value (a number or a 0-dim tensor)."""
+    O._check_tensor(input, "index_fill")
+    d = S.normalize_dim(dim, max(input.ndim, 1))
+    fill = value if isinstance(value, Tensor) else O.full((), value, dtype=input.dtype)
+    return O.where(_index_mask(input, d, index), fill.to(input.dtype), input)
+
+
+def index_copy(input, dim, index, source):
+    """input with source's slices written at `index` along dim (index_add into a zeroed copy)."""
+    O._check_tensor(input, "index_copy")
+    d = S.normalize_dim(dim, max(input.ndim, 1))
+    if index.ndim > 1:
+        raise IndexError("index_copy_(): Index should have dimension 1 or 0")
+    if source.ndim and index.numel() != source.shape[d]:
+        raise RuntimeError(f"index_copy_(): Number of indices ({index.numel()}) should be equal to "
+                           f"source.size(dim) ({source.shape[d]})")
+    kept = O.where(_index_mask(input, d, index), O.zeros_like(input), input)
+    return M.index_add(kept, d, index.reshape(-1), source)
+
+
+def take(input, index):
+    """input read as 1-D at `index` (the result has index's shape)."""
+    O._check_tensor(input, "take")
+    return O.reshape(input, -1)[index]
+
+
+def scatter_reduce(input, dim, index, src, reduce, *, include_self=True):
+    """src's values reduced ("sum", "prod", "mean", "amax", "amin") into input at `index` along
+    dim: each output position against a mask of the src positions scattered to it, so the
+    gradient is the reductions' (amax/amin share it among ties, as torch)."""
+    from ..creation import arange
+    O._check_tensor(input, "scatter_reduce")
+    if reduce not in ("sum", "prod", "mean", "amax", "amin"):
+        raise RuntimeError(f"reduce argument must be either sum, prod, mean, amax or amin, got {reduce}")
+    d = S.normalize_dim(dim, max(input.ndim, 1))
+    if tuple(index.shape) != tuple(src.shape) or tuple(input.shape[:d]) + tuple(input.shape[d + 1:]) != \
+            tuple(index.shape[:d]) + tuple(index.shape[d + 1:]):
+        raise NotImplementedError("scatter_reduce: index and src must have one shape, equal to input's off `dim` "
+                                  "(the other shapes torch allows are not implemented yet)")
+    x, idx, sv = movedim(input, d, -1), movedim(index, d, -1), movedim(src, d, -1)
+    n = x.shape[-1]
+    mask = O.unsqueeze(idx, -2) == arange(n).reshape(n, 1)             # (..., n, m)
+    se = O.unsqueeze(sv, -2)
+    hit = O.any(mask, -1)
+    count = O.sum(mask, -1)
+    if reduce in ("sum", "mean"):
+        r = O.sum(O.where(mask, se, O.zeros_like(se)), -1)
+        if reduce == "sum":
+            out = x + r if include_self else O.where(hit, r, x)
+        elif include_self:
+            out = (x + r) / (count + 1).to(x.dtype)
+        else:
+            out = O.where(hit, r / O.clamp_min(count, 1).to(x.dtype), x)
+        if reduce == "mean" and not x.dtype.is_floating_point:
+            out = O.floor_divide(x + r, count + 1) if include_self else O.where(
+                hit, O.floor_divide(r, O.clamp_min(count, 1)), x)
+    elif reduce == "prod":
+        r = O.prod(O.where(mask, se, O.ones_like(se)), -1)
+        out = x * r if include_self else O.where(hit, r, x)
+    else:
+        big = float("-inf") if reduce == "amax" else float("inf")
+        if not x.dtype.is_floating_point:
+            info = D.integer_bounds(x.dtype)
+            big = info[0] if reduce == "amax" else info[1]
+        both = O.where(mask, se, O.full((), big, dtype=se.dtype))
+        if include_self:
+            both = O.cat([both, O.unsqueeze(x, -1)], -1)
+        r = (O.amax if reduce == "amax" else O.amin)(both, -1)
+        out = r if include_self else O.where(hit, r, x)
+    return movedim(out.to(input.dtype), -1, d)
