@@ -9,7 +9,11 @@ where a pass left its input unchanged only its header says so, and where it chan
 the lines it removed and added; `verbose=True` prints every stage in full, the joint
 program too. With `dot=` a folder, the forward and backward graphs are also
 written there as Graphviz DOT. `backend="triton"` (the default for a function compiled
-with that backend) shows the Triton source of every kernel and the launcher's steps."""
+with that backend) shows the Triton source of every kernel and the launcher's steps, and per
+program the bytes each kernel moves, the program's minimum (inputs read once, outputs written
+once) and their ratio, in the summary and in a section of its own; `arch=90` (or 80, ...)
+also compiles each kernel with the real Triton compiler for that CUDA target (no GPU needed)
+and shows its registers and spilled bytes."""
 import difflib
 import os
 import sys
@@ -33,7 +37,8 @@ def _family(header):
 
 
 def summary(p):
-    """The lines of explain's summary for program p."""
+    """The lines of explain's summary for program p (for a Triton program, the bytes its
+    kernels move against its minimum)."""
     lines = []
     last = {}
     for header, obj in p.stages:
@@ -58,10 +63,17 @@ def summary(p):
     for stem, g in (("forward", p.fwd_run), ("backward", p.bwd_run)):
         if g is not None:
             lines.append(f"{stem} program: {_ops(g)} ops, {_groups(g)} fused groups")
+    for stem, run in (("forward", p.fwd_fn), ("backward", p.bwd_fn)):
+        prog = getattr(run, "program", None)
+        if prog is not None:
+            from .codegen.triton_traffic import traffic
+            t = traffic(prog)
+            lines.append(f"{stem} Triton kernels: {len(prog.kernels)}, moving {t.moved:,} bytes against a "
+                         f"minimum of {t.least:,} ({t.ratio:.2f}x)")
     return lines
 
 
-def explain(fn, *args, dot=None, file=None, backend=None, verbose=False, **kwargs):
+def explain(fn, *args, dot=None, file=None, backend=None, verbose=False, arch=None, **kwargs):
     file = file if file is not None else sys.stdout
     if isinstance(fn, CompiledFunction):
         name, target = fn.__name__, fn._fn
@@ -94,6 +106,9 @@ def explain(fn, *args, dot=None, file=None, backend=None, verbose=False, **kwarg
     for stem, run in (("forward", p.fwd_fn), ("backward", p.bwd_fn)):
         if getattr(run, "program", None) is not None:
             out.append(f"==== Triton launcher ({stem}) ====\n{run.program.plan}\n")
+            from .codegen.triton_traffic import report_lines
+            lines = report_lines(run.program, arch=arch, workers=1)
+            out.append(f"==== Triton traffic ({stem}) ====\n" + "\n".join(lines) + "\n")
     if dot is not None:
         os.makedirs(dot, exist_ok=True)
         graphs = [("forward", p.fwd_run), ("backward", p.bwd_run)]
