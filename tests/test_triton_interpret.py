@@ -1001,6 +1001,71 @@ def test_explain_shows_the_triton_source_of_each_kernel():
     assert "@triton.jit" not in plain and "def " in plain
 
 
+def test_float32_matmul_precision_high_selects_tf32_and_recompiles():
+    """set_float32_matmul_precision("high") (torch's switch) makes float32 tl.dot round its
+    inputs to tf32; "highest" (the default) keeps ieee; a compiled function recompiles when
+    the setting changes; float64 stays ieee; an unknown name warns and changes nothing, as
+    torch's does."""
+    a, b = make_inputs([(16, 24), (24, 8)])
+    f = tg.compile(lambda x, y: (x @ y).relu(), backend="triton")
+    assert tg.get_float32_matmul_precision() == "highest"
+    want = torch.relu(torch.from_numpy(a) @ torch.from_numpy(b)).numpy()
+    try:
+        out = f(tg.tensor(a), tg.tensor(b)).numpy()
+        src = f.last_program.fwd_fn.source
+        assert 'input_precision="ieee"' in src and "tf32" not in src
+        np.testing.assert_allclose(out, want, **F32)
+        tg.set_float32_matmul_precision("high")
+        assert tg.get_float32_matmul_precision() == "high"
+        out = f(tg.tensor(a), tg.tensor(b)).numpy()
+        src = f.last_program.fwd_fn.source
+        assert 'input_precision="tf32"' in src and "ieee" not in src
+        # tf32 keeps 10 bits of each input's mantissa: relative error about 1e-3 per product
+        np.testing.assert_allclose(out, want, rtol=1e-2, atol=1e-2)
+        f64 = tg.compile(lambda x, y: x @ y, backend="triton")
+        f64(tg.tensor(a.astype(np.float64)), tg.tensor(b.astype(np.float64)))
+        assert 'input_precision="ieee"' in f64.last_program.fwd_fn.source
+        with pytest.warns(UserWarning, match="stays 'high'"):
+            tg.set_float32_matmul_precision("low")
+        assert tg.get_float32_matmul_precision() == "high"
+        tg.set_float32_matmul_precision("highest")
+        f(tg.tensor(a), tg.tensor(b))
+        assert 'input_precision="ieee"' in f.last_program.fwd_fn.source
+    finally:
+        tg.set_float32_matmul_precision("highest")
+
+
+def test_explain_reports_the_bytes_each_kernel_moves_against_the_minimum():
+    """Per program: each kernel's bytes, the sum, the minimum (inputs once, outputs once) and
+    the ratio, in the summary and in a section; a softmax whose rows fit one block moves its
+    minimum, an unfused chain split by a reduction moves more and says so."""
+    import io
+    import re
+    x = make_inputs([(16, 8)])[0]
+    f = tg.compile(lambda a: a.softmax(1), backend="triton")
+    text = tg.explain(f, tg.tensor(x), file=io.StringIO())
+    nbytes = 16 * 8 * 4
+    # one kernel reads the input once and writes the output once
+    assert f"forward Triton kernels: 1, moving {2 * nbytes:,} bytes against a minimum of {2 * nbytes:,} (1.00x)" in text
+    section = text.split("==== Triton traffic (forward) ====")[1].split("====")[0]
+    rows = dict(re.findall(r"^(\w+_kernel)\s+([\d,]+) bytes", section, re.M))
+    p = tg.compile(f._fn, backend="triton")
+    p(tg.tensor(x))
+    assert sorted(rows) == sorted(p.last_program.fwd_fn.program.kernel_names)
+    assert re.search(rf"^minimum .* {2 * nbytes:,} bytes$", section, re.M)
+    # exp's result is read by two sums of different rows: at least two kernels, each
+    # reading the (16, 8) input or the intermediate, so more than the minimum
+    g = tg.compile(lambda a: a.exp().sum(0) + a.exp().sum(1).sum(), backend="triton")
+    text = tg.explain(g, tg.tensor(x), file=io.StringIO())
+    section = text.split("==== Triton traffic (forward) ====")[1].split("====")[0]
+    moved = [int(b.replace(",", "")) for b in re.findall(r"_kernel\s+([\d,]+) bytes", section)]
+    total = int(re.search(r"^moved\s+([\d,]+) bytes", section, re.M).group(1).replace(",", ""))
+    least = int(re.search(r"^minimum .*?([\d,]+) bytes$", section, re.M).group(1).replace(",", ""))
+    assert total == sum(moved) >= least == nbytes + 8 * 4
+    ratio = float(re.search(r"^ratio\s+([\d.]+)x", section, re.M).group(1))
+    assert ratio == pytest.approx(total / least, abs=0.005)
+
+
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 def test_fused_chain_and_matmul_on_a_gpu(monkeypatch):

@@ -93,3 +93,51 @@ def test_fused_programs_move_their_minimum_bytes(built):
     # every other program moves at least its minimum, and the report counts something
     for key, (moved, least) in ratios.items():
         assert 0 < least <= moved, (key, moved, least)
+
+
+def test_explain_shows_registers_and_spills_from_the_real_compiler():
+    """explain(..., backend="triton", arch=90): each kernel's line carries its registers and
+    spilled bytes read from the sm_90 cubin, beside its bytes moved."""
+    import io
+    import re
+    import numpy as np
+    import tracegrad as tg
+    x = tg.tensor(np.random.default_rng(0).standard_normal((64, 300)).astype(np.float32), requires_grad=True)
+    f = tg.compile(lambda a: a.log_softmax(1).sum(), backend="triton")
+    before = os.environ.pop("TRITON_INTERPRET", None)
+    try:
+        text = tg.explain(f, x, arch=90, file=io.StringIO())
+    finally:
+        if before is not None:
+            os.environ["TRITON_INTERPRET"] = before
+    for stem in ("forward", "backward"):
+        section = text.split(f"==== Triton traffic ({stem}) ====")[1].split("====")[0]
+        lines = [ln for ln in section.splitlines() if "_kernel " in ln]
+        assert lines, section
+        for ln in lines:
+            m = re.search(r"[\d,]+ bytes  (\d+) registers, (\d+) bytes spilled \(sm_90\)$", ln)
+            assert m and 0 < int(m.group(1)) <= 255 and int(m.group(2)) == 0, ln
+
+
+@pytest.mark.parametrize("arch", [90, 80])
+def test_float32_matmul_with_tf32_uses_tensor_cores(arch):
+    """set_float32_matmul_precision("high"): a float32 matmul's tl.dot becomes MMA
+    instructions on Hopper and Ampere, with no spill at the first tile size."""
+    import numpy as np
+    import tracegrad as tg
+    rng = np.random.default_rng(0)
+    a = tg.tensor(rng.standard_normal((128, 256)).astype(np.float32), requires_grad=True)
+    w = tg.tensor(rng.standard_normal((256, 64)).astype(np.float32), requires_grad=True)
+    before = os.environ.pop("TRITON_INTERPRET", None)
+    tg.set_float32_matmul_precision("high")
+    try:
+        progs = TT.programs(lambda m, x, y: (x @ y).relu(), [a, w])
+    finally:
+        tg.set_float32_matmul_precision("highest")
+        if before is not None:
+            os.environ["TRITON_INTERPRET"] = before
+    specs = [s for _, prog in progs for s in TT.kernel_specs(prog) if s[4] == "matmul"]
+    assert len(specs) >= 3           # the forward's and both gradients' matmuls
+    results = TT.compile_all(specs, arch=arch)
+    assert not [r for r in results if "error" in r], results
+    assert all(r["dot"] and r["mma"] and r["spill"] == 0 for r in results), results

@@ -11,7 +11,8 @@ The stages, in the order data flows:
 from . import _dtype
 import builtins as _builtins  # `bool` below is tracegrad.bool, the dtype
 from ._dtype import (dtype, bool_ as bool, uint8, int8, int16, int32, int64, float16, bfloat16, float32, float64,
-                     get_default_dtype, set_default_dtype, promote_types, finfo, iinfo)
+                     get_default_dtype, set_default_dtype, promote_types, finfo, iinfo,
+                     get_float32_matmul_precision, set_float32_matmul_precision)
 from .tensor import Tensor, Size, device
 from .grad_mode import (no_grad, enable_grad, set_grad_enabled, is_grad_enabled, inference_mode,
                         is_inference_mode_enabled)

@@ -106,6 +106,25 @@ def set_default_dtype(d):
     _default[0] = d
 
 
+# torch.set_float32_matmul_precision: "highest" keeps float32 matmuls in float32 (IEEE
+# products); "high" and "medium" let a GPU round their inputs to TF32 (10 bits of mantissa) and
+# use tensor cores. The numpy backend always computes in float32.
+_matmul_precision = ["highest"]
+
+
+def get_float32_matmul_precision():
+    return _matmul_precision[0]
+
+
+def set_float32_matmul_precision(precision):
+    if precision not in ("highest", "high", "medium"):     # torch warns and keeps the setting
+        import warnings
+        warnings.warn(f"set_float32_matmul_precision: {precision!r} is not one of 'highest', 'high' or "
+                      f"'medium'; the precision stays {_matmul_precision[0]!r}", UserWarning, stacklevel=2)
+        return
+    _matmul_precision[0] = precision
+
+
 def promote_types(a, b):
     """torch.promote_types for the dtypes above."""
     if a is b:

@@ -468,7 +468,7 @@ def _key(prim, args, params):
         hash(pk)
     except TypeError:
         pk = repr(sorted(params.items(), key=lambda kv: kv[0]))
-    return (prim.name, pk, tuple(metas))
+    return (prim.name, pk, tuple(metas), D.get_float32_matmul_precision())
 
 
 def _build(prim, args, params):
@@ -623,7 +623,9 @@ def run_backward(p, args):
     """The engine's backward program on device data: the graph lowered to Triton once per
     program, or (transfers between devices, hooks, custom Functions) run op by op."""
     from .ir.graph import V  # noqa: F401
-    prog = p.triton
+    # lowered once per program and float32 matmul precision (p.triton: (precision, program))
+    precision = D.get_float32_matmul_precision()
+    prog = p.triton[1] if p.triton is not None and p.triton[0] == precision else None
     if prog is None:
         prog = False
         if not any(p.bwd[n]["op"] == "to_copy" for n in p.bwd.nodes()) and \
@@ -633,7 +635,7 @@ def run_backward(p, args):
                 prog = lower(p.bwd)
             except Exception:
                 prog = False
-        p.triton = prog
+        p.triton = (precision, prog)
     if prog is not False:
         carriers = []
         for n, a in zip(p.bwd.inputs, args):
@@ -643,7 +645,7 @@ def run_backward(p, args):
         try:
             res = prog(*carriers)
         except Exception as e:
-            p.triton = False
+            p.triton = (precision, False)
             _warn_host(type("backward", (), {"name": "a backward program"}), e)
         else:
             STATS["backward_triton"] += 1

@@ -54,6 +54,7 @@ import tempfile
 import networkx as nx
 import numpy as np
 
+from .._dtype import get_float32_matmul_precision
 from ..ir.graph import V, refs, type_str
 from ..ir.printer import comment_text, safe_repr
 from ..ops.lowering import (TL, Decompose, Dot, Expr, Glue, Reduce, Scatter, has_tensor_key, identity, index_key,
@@ -1430,8 +1431,14 @@ def _emit_matmul(g, u, name):
     body.append(f"    for k in range(0, {K}, BLOCK_K):")
     body.append(f"        a = tl.load(a_ptrs, mask=(offs_m[:, None] < {M}) & (offs_k[None, :] + k < {K}), other=0.0)")
     body.append(f"        b = tl.load(b_ptrs, mask=(offs_k[:, None] + k < {K}) & (offs_n[None, :] < {N}), other=0.0)")
-    # ieee: fp32 inputs stay fp32 (tf32 would round them to 10 bits of mantissa)
-    prec = ', input_precision="ieee"' if d.name in ("float32", "float64") else ""
+    # ieee: fp32 inputs stay fp32, unless set_float32_matmul_precision("high" or "medium")
+    # lets tf32 round them to 10 bits of mantissa for tensor cores
+    prec = ""
+    if d.name == "float64" or d.name == "float32" and get_float32_matmul_precision() == "highest":
+        prec = ', input_precision="ieee"'
+    elif d.name == "float32":
+        prec = ', input_precision="tf32"'
+    u.precision = prec
     body.append(f"        acc = tl.dot(a, b, acc{prec})")
     body.append(f"        a_ptrs += BLOCK_K * {sak}")
     body.append(f"        b_ptrs += BLOCK_K * {sbk}")
