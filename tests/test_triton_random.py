@@ -97,3 +97,49 @@ def test_random_program_compiled_for_triton(seed):
         hv = tg.autograd.grad(sum(terms[1:], terms[0]), xs, allow_unused=True, materialize_grads=True)
         for i, (a, b) in enumerate(zip(hv, thv)):
             check_close(a, b, f"seed {seed}: Hessian-vector product {i}")
+
+
+@pytest.mark.parametrize("seed", [37, 47])
+def test_grouping_that_makes_a_cycle_between_kernels_is_split_into_a_launch_order(seed, monkeypatch):
+    """Seeds whose first grouping has two kernels that need each other's values: the grouping
+    splits a pointwise kernel, and in the launch order every kernel and copy reads only graph
+    inputs and values made by an earlier step (the values above still match torch)."""
+    import networkx as nx
+    cycles, programs = [], []
+    split = triton_gpu._split_cycles
+
+    def spy(g, units, unit_of, kinds):
+        try:
+            nx.find_cycle(triton_gpu._unit_dag(g, units, unit_of, kinds))
+            cycles.append(g.name)
+        except nx.NetworkXNoCycle:
+            pass
+        return split(g, units, unit_of, kinds)
+
+    lower = triton_gpu.lower
+
+    def keep(graph, *a, **k):
+        programs.append(lower(graph, *a, **k))
+        return programs[-1]
+
+    monkeypatch.setattr(triton_gpu, "_split_cycles", spy)
+    monkeypatch.setattr(triton_gpu, "lower", keep)
+    arrays = torch_program(seed)[0]
+    xs = [tg.tensor(a.copy(), requires_grad=True) for a in arrays]
+    f = tg.compile(lambda *t: _loss(tg, run_program(tg, seed, t)), backend="triton", fullgraph=True)
+    grads = tg.autograd.grad(f(*xs), xs, create_graph=True, allow_unused=True, materialize_grads=True)
+    terms = [gr.sum() for gr in grads if gr.requires_grad]
+    if terms:
+        tg.autograd.grad(sum(terms[1:], terms[0]), xs, allow_unused=True, materialize_grads=True)
+    assert cycles, f"seed {seed}: no grouping made a cycle, the test no longer exercises the split"
+    for prog in programs:
+        g = prog.graph
+        made = set(g.inputs)
+        for u in prog.units:
+            if u.kind == "glue":
+                needs, makes = list(triton_gpu.refs(g[u.root]["args"])), [u.root]
+            else:
+                needs, makes = u.reads, u.writes
+            late = [x for x in needs if x not in made and g[x]["op"] != "input"]
+            assert not late, (seed, g.name, u.kind, getattr(u, "name", u.root), late, prog.plan)
+            made.update(makes)
