@@ -48,6 +48,7 @@ def cases():
         ("elementwise chain", lambda m, x, w: (m.tanh(x * w) + x).sigmoid() * 2, [t((256, 512)), t((512,))]),
         ("gelu", lambda m, x: m.nn.functional.gelu(x), [t((256, 512))]),
         ("three reductions", lambda m, x: x.sum(1) + x.amax(1) + x.var(1), [t((256, 512))]),
+        ("whole-tensor reductions", lambda m, x: x.sum() + x.amax(), [t((1024, 1024))]),
         ("softmax", lambda m, x: m.softmax(x, 1), [t((64, 1000))]),
         ("log_softmax", lambda m, x: m.log_softmax(x, 1), [t((64, 1000))]),
         ("cross_entropy", lambda m, x, y: m.nn.functional.cross_entropy(x, y), [t((64, 1000)), labels]),

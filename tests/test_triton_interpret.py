@@ -864,6 +864,41 @@ def test_compiled_reductions_over_last_and_leading_dims_whole_row_and_looped(sha
             assert ("for start in range(0, " in k.source) == (not whole)
 
 
+@pytest.mark.parametrize("shape, fn, rows", [
+    ((16, 40), lambda m, a: (a.exp() * 2).sum(), 16),
+    ((16, 40), lambda m, a: a.mean() + a.amax() - a.max() + a.min(), 16),
+    ((16, 40), lambda m, a: (a - a.mean()).sin(), 16),
+    ((4, 4, 10), lambda m, a: a.sum((0, 1, 2), keepdim=True) * a, 4),
+    ((640,), lambda m, a: (a.sum() + a.amax()).exp(), 10),
+])
+def test_whole_tensor_reductions_run_in_two_stages(shape, fn, rows):
+    """A reduction of a whole tensor longer than a block reduces the trailing dims that fit a
+    block, one program per leading index (a 1-d input seen as rows of a divisor of its size),
+    then those partial results: values and gradients as torch's."""
+    x = make_inputs([shape])
+    p = check_compiled(fn, x, tol=dict(rtol=1e-4, atol=1e-5))
+    red = [k for k in p.fwd_fn.program.kernels if k.kind == "reduce"]
+    assert any(k.M == rows for k in red) and all(k.M in (1, rows) for k in red), [(k.name, k.M) for k in red]
+    assert any(k.M == 1 and k.N == rows for k in red)
+
+
+def test_whole_tensor_reduction_split_where_it_pays():
+    """On a GPU's block size a 1M-element sum runs 1024 (2-d) or 256 (1-d) programs, not one;
+    half-precision sums keep one stage (partial sums would round to half), a 1-d value
+    computed elementwise too (its kernel would write it out), and a tensor with fewer than
+    four leading rows is not split."""
+    def first_stage(fn, shape, dtype=np.float32, max_row_block=4096):
+        g = trace(fn, [np.zeros(shape, dtype)])
+        return sorted((k.M, k.N) for k in lower(g, max_row_block=max_row_block).kernels if k.kind == "reduce")
+    assert first_stage(lambda m, a: a.sum(), (1024, 1024)) == [(1, 1024), (1024, 1024)]
+    assert first_stage(lambda m, a: a.amax(), (1 << 20,)) == [(1, 256), (256, 4096)]
+    assert first_stage(lambda m, a: a.exp().sum(), (1 << 20,)) == [(1, 1 << 20)]
+    assert first_stage(lambda m, a: a.sum(), (1024, 1024), np.float16) == [(1, 1 << 20)]
+    assert first_stage(lambda m, a: a.amax(), (1024, 1024), np.float16) == [(1, 1024), (1024, 1024)]
+    assert first_stage(lambda m, a: a.sum(), (3, 5000)) == [(1, 15000)]
+    assert first_stage(lambda m, a: a.sum(1).sum(), (1024, 1024)) == [(1, 1024), (1024, 1024)]
+
+
 def test_compiled_matmul_with_fused_epilogue():
     x, w, b = make_inputs([(20, 18), (18, 17), (17,)])
     p = check_compiled(lambda m, a, w_, b_: ((a @ w_ + b_).relu() * 0.5).sum(1), [x, w, b])

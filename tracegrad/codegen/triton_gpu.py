@@ -143,6 +143,87 @@ def _decompose_once(graph):
     return b
 
 
+# == split whole-tensor reductions ==================================================================
+# A reduction of a whole multi-dimensional tensor is one row: one program would stream all of
+# it (one SM for a 1M-element sum). Reduced in two stages instead, over the trailing dims that
+# fit a block and then over the partial results, the first stage runs one program per leading
+# index, its prologue fused as before. Sums and means of half types keep one stage (their
+# partial results would round to the half type); max and min are exact either way.
+
+_SPLIT = {"sum": "sum", "mean": "mean", "amax": "amax", "amin": "amin", "max_all": "amax", "min_all": "amin"}
+_MIN_PROGRAMS = 4
+
+
+def _split_point(shape, max_row_block):
+    """(k, rows): the first stage reduces dims k.. (the most trailing dims whose size fits a
+    block, at least the last) of the input, seen as `rows` (a 1-d input as rows of the largest
+    divisor of its size that fits a block; else None); None when it would leave fewer than
+    _MIN_PROGRAMS programs."""
+    if len(shape) == 1:
+        n = shape[0]
+        q = max((d for d in range(1, min(n, max_row_block) + 1) if n % d == 0), default=1)
+        if q < 2 or n // q < _MIN_PROGRAMS:
+            return None
+        return 1, (n // q, q)
+    k, inner = len(shape) - 1, shape[-1]
+    while k > 0 and inner * shape[k - 1] <= max_row_block:
+        k -= 1
+        inner *= shape[k]
+    if _numel(shape[:k]) < _MIN_PROGRAMS:
+        return None
+    return k, None
+
+
+def _splittable(graph, n, max_row_block):
+    a = graph[n]
+    if a["op"] not in _SPLIT:
+        return None
+    x = refs(a["args"])[0]
+    shape = tuple(graph[x]["shape"])
+    if not shape or _numel(a["shape"]) != 1 or _numel(shape) <= max_row_block:
+        return None
+    if a["op"] in ("sum", "mean") and graph[x]["dtype"].name in ("float16", "bfloat16"):
+        return None
+    dims = a["params"].get("dims")
+    if dims is not None and sorted(d % len(shape) for d in dims) != list(range(len(shape))):
+        return None
+    if len(shape) == 1 and isinstance(_lowering(graph[x]), Expr):
+        # a 1-d value computed elementwise: seen as rows through a reshape, it would be
+        # written out by its own kernel instead of computed in the reduction's
+        return None
+    return _split_point(shape, max_row_block)
+
+
+def _split_whole_reductions(graph, max_row_block):
+    """The graph with each whole-tensor reduction that _splittable takes done in two stages."""
+    if not any(_splittable(graph, n, max_row_block) is not None for n in graph.ops()):
+        return graph
+    from ..ir.tracer import Proxy, trace
+    from ..passes.rewrite import rewrite
+
+    def rule(b, n, a, args):
+        split = _splittable(graph, n, max_row_block)
+        if split is None:
+            return None
+        k, rows = split
+        x = args[0]
+        shape = tuple(b[x]["shape"])
+        op = _SPLIT[a["op"]]
+        with trace(b):
+            p = Proxy.make(b, x, shape, b[x]["dtype"])
+            if rows is not None:
+                p, shape = _apply1("reshape", p, shape=rows), rows
+            part = _apply1(op, p, dims=tuple(range(k, len(shape))), keepdim=False)
+            out = _apply1(op, part, dims=tuple(range(k)), keepdim=False)
+            if tuple(out.shape) != tuple(a["shape"]):
+                out = _apply1("reshape", out, shape=tuple(a["shape"]))
+            if out.dtype is not a["dtype"]:
+                out = _apply1("convert", out, dtype=a["dtype"])
+        return V(out.__dict__["_name"])
+
+    return rewrite(graph, rule)
+
+
 def _apply1(name, x, **params):
     from ..ir.tracer import apply
     return apply(PRIMITIVES[name], (x,), params)
@@ -1815,7 +1896,7 @@ def lower(graph, max_row_block=None):
     rows loop over blocks); 64 under the interpreter, 4096 on a GPU."""
     if max_row_block is None:
         max_row_block = 64 if interpreting() else 4096
-    g = _decompose(graph)
+    g = _split_whole_reductions(_decompose(graph), max_row_block)
     units = _group(g, max_row_block)
     pieces = []
     used_names = set()
