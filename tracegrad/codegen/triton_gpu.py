@@ -19,9 +19,12 @@ Kernels, one per group:
              (cross-entropy's target logit) is one more stage; sums over the rows of
              full-row values (LayerNorm's weight and bias gradients) are column sums
              of the same kernel, each program taking several rows and adding its
-             partial sums atomically;
+             partial sums atomically. A whole-tensor sum, mean, max or min longer
+             than a block is split first: its trailing dims per program, then the
+             partial results;
   matmul     a tiled `tl.dot` with fp32 accumulation and its elementwise epilogue
-             (bias, activation, scaling) fused;
+             (bias, activation, scaling) fused; float32 inputs stay IEEE unless
+             set_float32_matmul_precision("high" or "medium") allows TF32;
   scatter    scatter / scatter_add (atomic adds) into a copy of its input; indexing's
              backward and index_put(accumulate=True) with any key add at each element's
              position (repeated indices adding up). A scatter of one value per row
