@@ -150,6 +150,43 @@ def test_200_batch_sizes_keep_programs_and_memory_bounded(monkeypatch, recwarn):
     assert live() == []
 
 
+def test_200_shapes_past_the_recompile_limit_keep_memory_flat(recwarn):
+    """Past the recompile limit the calls run eagerly; the engine's backward of each new
+    shape is derived and compiled, and no more than a few of one structure are kept."""
+    import tracemalloc
+    w = tg.tensor(np.float32([0.5]), requires_grad=True)
+
+    @tg.compile
+    def f(x, w):
+        return ((x * w).tanh() * 2 + 1).sum()
+
+    def step(rows):
+        x = tg.tensor(np.linspace(0.1, 1, rows * 3, dtype=np.float32).reshape(rows, 3))
+        w.grad = None
+        f(x, w).backward()
+        return x
+    engine.clear_cache()
+    tracemalloc.start()
+    try:
+        for rows in range(1, 41):
+            step(rows)
+        gc.collect()
+        before = tracemalloc.get_traced_memory()[0]
+        for rows in range(41, 241):
+            x = step(rows)
+        gc.collect()
+        grown = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+    assert any("recompile limit" in str(r.message) for r in recwarn)
+    assert len(engine._CACHE) <= engine._FAMILY_LIMIT + f.cache.limit     # eager backwards, then the programs'
+    assert grown < 1 << 20, f"memory grew {grown / 2 ** 20:.1f} MiB over 200 more shapes"
+    xt = torch.from_numpy(x.numpy())
+    wt = torch.tensor([0.5], requires_grad=True)
+    ((xt * wt).tanh() * 2 + 1).sum().backward()
+    np.testing.assert_allclose(w.grad.numpy(), wt.grad.numpy(), rtol=1e-5)
+
+
 def _counting_programs(monkeypatch):
     made = []
     init = C.Program.__init__
