@@ -187,6 +187,25 @@ def test_200_shapes_past_the_recompile_limit_keep_memory_flat(recwarn):
     np.testing.assert_allclose(w.grad.numpy(), wt.grad.numpy(), rtol=1e-5)
 
 
+def test_the_engine_keeps_the_backward_a_loop_keeps_using():
+    """Of one structure the engine keeps the backwards used last: the shape every step uses
+    stays cached while ever new shapes come and go."""
+    engine.clear_cache()
+    x = tg.tensor(np.float64([0.1, 0.2, 0.3]), requires_grad=True)
+
+    def back(rows):
+        x.grad = None
+        (x.sin() * tg.ones(rows, 3, dtype=tg.float64)).sum().backward()
+    back(1)
+    misses = engine.STATS["misses"]
+    for rows in range(2, 30):
+        back(1)
+        back(rows)
+    assert engine.STATS["misses"] - misses == 28          # the new shapes only
+    assert len(engine._CACHE) <= engine._FAMILY_LIMIT
+    np.testing.assert_allclose(x.grad.numpy(), 29 * np.cos([0.1, 0.2, 0.3]), rtol=1e-12)
+
+
 def test_small_values_of_a_long_program_are_freed_in_batches():
     """Generated code frees small values a batch at a time: what it holds at once stays
     bounded however long the program is (here 300 ops on 8 KiB values)."""

@@ -42,7 +42,7 @@ FREED_MSG = ("Trying to backward through the graph a second time (or directly ac
 
 
 class Program:
-    __slots__ = ("fwd", "bwd", "fn", "binds", "node_count", "triton", "transfers", "owners", "family")
+    __slots__ = ("fwd", "bwd", "fn", "binds", "node_count", "triton", "transfers", "owners", "family", "kin")
 
 
 def _owners(order):
@@ -306,6 +306,7 @@ def get_program(order, index, roots, targets, hooks_spec):
         p = _CACHE.get(key)
         if p is not None:
             _CACHE.move_to_end(key)
+            p.kin.move_to_end(key)          # the least recently used of a family goes first
             STATS["hits"] += 1
             return p
     with paused():
@@ -319,7 +320,7 @@ def get_program(order, index, roots, targets, hooks_spec):
             _CACHE[key] = p
             for o in p.owners:
                 o.backward_keys.add(key)
-            family = _FAMILIES.setdefault(p.family, collections.OrderedDict())
+            family = p.kin = _FAMILIES.setdefault(p.family, collections.OrderedDict())
             family[key] = None
             while len(family) > _FAMILY_LIMIT:
                 _drop(family.popitem(last=False)[0])
