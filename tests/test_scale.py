@@ -150,6 +150,87 @@ def test_200_batch_sizes_keep_programs_and_memory_bounded(monkeypatch, recwarn):
     assert live() == []
 
 
+def test_200_shapes_past_the_recompile_limit_keep_memory_flat(recwarn):
+    """Past the recompile limit the calls run eagerly; the engine's backward of each new
+    shape is derived and compiled, and no more than a few of one structure are kept."""
+    import tracemalloc
+    w = tg.tensor(np.float32([0.5]), requires_grad=True)
+
+    @tg.compile
+    def f(x, w):
+        return ((x * w).tanh() * 2 + 1).sum()
+
+    def step(rows):
+        x = tg.tensor(np.linspace(0.1, 1, rows * 3, dtype=np.float32).reshape(rows, 3))
+        w.grad = None
+        f(x, w).backward()
+        return x
+    engine.clear_cache()
+    tracemalloc.start()
+    try:
+        for rows in range(1, 41):
+            step(rows)
+        gc.collect()
+        before = tracemalloc.get_traced_memory()[0]
+        for rows in range(41, 241):
+            x = step(rows)
+        gc.collect()
+        grown = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+    assert any("recompile limit" in str(r.message) for r in recwarn)
+    assert len(engine._CACHE) <= engine._FAMILY_LIMIT + f.cache.limit     # eager backwards, then the programs'
+    assert grown < 1 << 20, f"memory grew {grown / 2 ** 20:.1f} MiB over 200 more shapes"
+    xt = torch.from_numpy(x.numpy())
+    wt = torch.tensor([0.5], requires_grad=True)
+    ((xt * wt).tanh() * 2 + 1).sum().backward()
+    np.testing.assert_allclose(w.grad.numpy(), wt.grad.numpy(), rtol=1e-5)
+
+
+def test_the_engine_keeps_the_backward_a_loop_keeps_using():
+    """Of one structure the engine keeps the backwards used last: the shape every step uses
+    stays cached while ever new shapes come and go."""
+    engine.clear_cache()
+    x = tg.tensor(np.float64([0.1, 0.2, 0.3]), requires_grad=True)
+
+    def back(rows):
+        x.grad = None
+        (x.sin() * tg.ones(rows, 3, dtype=tg.float64)).sum().backward()
+    back(1)
+    misses = engine.STATS["misses"]
+    for rows in range(2, 30):
+        back(1)
+        back(rows)
+    assert engine.STATS["misses"] - misses == 28          # the new shapes only
+    assert len(engine._CACHE) <= engine._FAMILY_LIMIT
+    np.testing.assert_allclose(x.grad.numpy(), 29 * np.cos([0.1, 0.2, 0.3]), rtol=1e-12)
+
+
+def test_small_values_of_a_long_program_are_freed_in_batches():
+    """Generated code frees small values a batch at a time: what it holds at once stays
+    bounded however long the program is (here 300 ops on 8 KiB values)."""
+    import tracemalloc
+
+    def chain(x):
+        for _ in range(100):
+            x = (x * 1.001).sin() + 0.5
+        return x
+    f = tg.compile(chain)
+    x = tg.tensor(np.linspace(-1, 1, 1000))
+    with tg.no_grad():
+        f(x)
+        tracemalloc.start()
+        try:
+            tracemalloc.reset_peak()
+            base = tracemalloc.get_traced_memory()[0]
+            y = f(x)
+            peak = tracemalloc.get_traced_memory()[1] - base
+        finally:
+            tracemalloc.stop()
+    assert peak < 64 * x.numpy().nbytes, f"the call held {peak / x.numpy().nbytes:.0f} values at once"
+    np.testing.assert_allclose(y.numpy(), chain(torch.from_numpy(x.numpy())).numpy(), rtol=1e-12)
+
+
 def _counting_programs(monkeypatch):
     made = []
     init = C.Program.__init__

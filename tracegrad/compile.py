@@ -221,9 +221,9 @@ def _build(fn, args, kwargs, name, backend, value_reads=None):
     verify(g)
     p.stage("traced IR", g)
     traced = g.copy()       # autograd's graph as torch records it: which inputs are part of it
-    for pass_fn in FORWARD_PIPELINE:
+    for k, pass_fn in enumerate(FORWARD_PIPELINE):
         g = pass_fn(g)
-        verify(g)
+        _verify_pass(g, k == len(FORWARD_PIPELINE) - 1)
         p.stage(f"forward IR after {pass_fn.__name__}", g)
     p.fwd_ir = g
     p.consts = inputs = [g[v]["value"] for v in g.inputs[n_args:]]
@@ -262,17 +262,17 @@ def _build(fn, args, kwargs, name, backend, value_reads=None):
         verify(bwd)
         p.stage("backward IR (derived)", bwd)
         p.bwd_ir = bwd
-        for pass_fn in BACKWARD_PIPELINE:
+        for k, pass_fn in enumerate(BACKWARD_PIPELINE):
             bwd = pass_fn(bwd)
-            verify(bwd)
+            _verify_pass(bwd, k == len(BACKWARD_PIPELINE) - 1)
             p.stage(f"backward IR after {pass_fn.__name__}", bwd)
         p.bwd_opt = bwd
         part = partition(g, bwd)
         p.stage("partition", part)
         fwd_run, bwd_run = part.forward, part.backward
-        for pass_fn in RECOMPUTED_PIPELINE:
+        for k, pass_fn in enumerate(RECOMPUTED_PIPELINE):
             bwd_run = pass_fn(bwd_run)      # recomputed values meet the backward's: simplify them together
-            verify(bwd_run)
+            _verify_pass(bwd_run, k == len(RECOMPUTED_PIPELINE) - 1)
         p.n_out = len(g.outputs)
         p.bwd_binds = part.binds
         p.bwd_reads = sorted({i for kind, i in part.binds if kind == "in"})
@@ -282,9 +282,9 @@ def _build(fn, args, kwargs, name, backend, value_reads=None):
     else:
         fwd_run, bwd_run = g, None
         p.n_out = len(g.outputs)
-    for pass_fn in RECOMPUTED_PIPELINE:
+    for k, pass_fn in enumerate(RECOMPUTED_PIPELINE):
         fwd_run = pass_fn(fwd_run)          # the rewrites left until after autodiff (x ** 2 -> x * x, ...)
-        verify(fwd_run)
+        _verify_pass(fwd_run, k == len(RECOMPUTED_PIPELINE) - 1)
     p.stage("forward IR (simplified after autodiff)", fwd_run)
     on_device = any(t.is_cuda for t in leaves) or any(t.is_cuda for t in p.consts)
     lower = _triton if backend == "triton" or (backend == "auto" and on_device) else compile_graph
@@ -376,6 +376,18 @@ def may_donate(arrays, donate):
             if j != i and type(b) is np.ndarray and np.may_share_memory(a, b):
                 return False
     return True
+
+
+VERIFY_EVERY_PASS_NODES = 5000
+
+
+def _verify_pass(g, last):
+    """The verifier after a pass: after every pass for graphs of up to VERIFY_EVERY_PASS_NODES
+    values, and after the last pass of a pipeline for bigger ones (on a 10,000-op chain
+    verifying each pass's result was a tenth of the compile time). The programs the tests
+    compile are smaller: every pass's result is verified there."""
+    if last or len(g.nx) <= VERIFY_EVERY_PASS_NODES:
+        verify(g)
 
 
 def traced_names(traced, g, n_args):

@@ -27,6 +27,10 @@ from .. import cuda as _cuda
 
 _CACHE = collections.OrderedDict()
 _CACHE_LIMIT = 512
+# backwards kept per family (one structure of ops, any shapes): a loop over ever new shapes
+# (eager calls past a compiled function's recompile limit) keeps this many, not one per shape
+_FAMILY_LIMIT = 8
+_FAMILIES = {}
 _CACHE_MAX_NODES = 20000          # bigger graphs are derived afresh, not kept
 _CODEGEN_MAX_NODES = 5000
 _LOCK = threading.RLock()
@@ -39,7 +43,8 @@ FREED_MSG = ("Trying to backward through the graph a second time (or directly ac
 
 
 class Program:
-    __slots__ = ("fwd", "bwd", "fn", "binds", "node_count", "triton", "transfers", "owners", "undefined")
+    __slots__ = ("fwd", "bwd", "fn", "binds", "node_count", "triton", "transfers", "owners", "undefined",
+                 "family", "kin")
 
 
 def _owners(order):
@@ -60,8 +65,8 @@ def forget(program):
     """Drop every cached backward that refers to `program` (evicted from its compiled
     function's cache: nothing may keep it alive)."""
     with _LOCK:
-        for key in program.backward_keys:
-            _CACHE.pop(key, None)
+        for key in list(program.backward_keys):
+            _drop(key)
         program.backward_keys.clear()
 
 
@@ -310,6 +315,7 @@ def get_program(order, index, roots, targets, hooks_spec):
         p = _CACHE.get(key)
         if p is not None:
             _CACHE.move_to_end(key)
+            p.kin.move_to_end(key)          # the least recently used of a family goes first
             STATS["hits"] += 1
             return p
     with paused():
@@ -318,15 +324,32 @@ def get_program(order, index, roots, targets, hooks_spec):
     p.owners = _owners(order)
     # a backward through an evicted compiled program is not kept: it would keep it alive
     if len(order) <= _CACHE_MAX_NODES and not any(o.evicted for o in p.owners):
+        p.family = (tuple(None if n._prim is None else n._prim.name for n in order), key[1], key[2])
         with _LOCK:
             _CACHE[key] = p
             for o in p.owners:
                 o.backward_keys.add(key)
+            family = p.kin = _FAMILIES.setdefault(p.family, collections.OrderedDict())
+            family[key] = None
+            while len(family) > _FAMILY_LIMIT:
+                _drop(family.popitem(last=False)[0])
             while len(_CACHE) > _CACHE_LIMIT:
-                old_key, old = _CACHE.popitem(last=False)
-                for o in old.owners:
-                    o.backward_keys.discard(old_key)
+                _drop(next(iter(_CACHE)))
     return p
+
+
+def _drop(key):
+    """Take one backward out of the cache (and out of its family, and its owners' keys)."""
+    old = _CACHE.pop(key, None)
+    if old is None:
+        return
+    for o in old.owners:
+        o.backward_keys.discard(key)
+    family = _FAMILIES.get(old.family)
+    if family is not None:
+        family.pop(key, None)
+        if not family:
+            del _FAMILIES[old.family]
 
 
 def clear_cache():
@@ -335,6 +358,7 @@ def clear_cache():
             for o in p.owners:
                 o.backward_keys.clear()
         _CACHE.clear()
+        _FAMILIES.clear()
 
 
 def execute(order, index, roots, seeds, targets, retain_graph, create_graph, hooks_spec=None):

@@ -119,13 +119,34 @@ def generate(graph, name=None, donors=()):
     if env["DONATED"]:
         head = [f"def {name}({params}{', ' if params else ''}donate=False):"]
     lines = list(head)
+    # small values are freed a few at a time: a `del` statement of its own after every op
+    # is half of what Python's compile() spends on a long program of small values
+    pending = []
     for i, (_, _, code) in enumerate(stmts):
         lines.extend("    " + c for c in code)
         if i in dying:
-            lines.append(f"    del {', '.join(sorted(set(dying[i])))}")
+            now = []
+            for v in sorted(set(dying[i])):
+                (pending if _small(graph[v]) else now).append(v)
+            if len(pending) >= SMALL_DEL_BATCH:
+                now += pending
+                pending = []
+            if now:
+                lines.append(f"    del {', '.join(now)}")
     outs = ", ".join(str(o) if o is not None else "None" for o in graph.outputs)
     lines.append(f"    return ({outs}{',' if len(graph.outputs) == 1 else ''})")
     return "\n".join(lines) + "\n", env
+
+
+SMALL_DEL_BYTES = 1 << 14       # values under this size wait for a batch to be freed together
+SMALL_DEL_BATCH = 32            # (at most this many: under half a MiB held a little longer)
+
+
+def _small(a):
+    dt = a["dtype"]
+    if isinstance(dt, (list, tuple)):
+        return False
+    return math.prod(a["shape"]) * dt.itemsize < SMALL_DEL_BYTES
 
 
 def _implicit_expands(graph, keep):

@@ -18,11 +18,16 @@ class V(str):
 
 def refs(args):
     """The value names an argument list refers to, in order (nested tuples included)."""
-    if isinstance(args, V):
+    if args.__class__ is V or isinstance(args, V):
         return [args]
     out = []
     for a in args:
-        if isinstance(a, V):
+        c = a.__class__
+        if c is V:
+            out.append(a)
+        elif c is float or c is int:        # the common literals, without the isinstance calls
+            continue
+        elif isinstance(a, V):
             out.append(a)
         elif isinstance(a, (tuple, list)):
             out.extend(refs(a))

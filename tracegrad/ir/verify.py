@@ -13,7 +13,7 @@ def verify(graph):
     seen = set()
     inputs = set(graph.inputs)
     pred = graph.nx._pred
-    for n, a in graph.nx.nodes(data=True):
+    for n, a in graph.nx._node.items():
         if not _REQUIRED <= a.keys():
             for key in ("op", "args", "params", "shape", "dtype"):
                 if key not in a:
@@ -26,9 +26,9 @@ def verify(graph):
                 raise VerifyError(f"{n}: op '{a['op']}' has no primitive")
             into = pred[n]
             for r in refs(a["args"]):
-                if r not in seen:
-                    raise VerifyError(f"{n}: uses {r} before it is defined")
-                if r not in into:
+                if r not in into or r not in seen:
+                    if r not in seen:
+                        raise VerifyError(f"{n}: uses {r} before it is defined")
                     raise VerifyError(f"{n}: missing edge from {r}")
         seen.add(n)
     for o in graph.outputs:

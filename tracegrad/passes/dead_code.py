@@ -20,6 +20,8 @@ def live_values(graph, drop_inputs=()):
 
 def eliminate_dead_code(graph, drop_inputs=()):
     live = live_values(graph, drop_inputs)
+    if len(live) == len(graph.nx):
+        return graph                 # nothing to drop: the graph as it is, not a copy of it
     g = graph.copy(copy_nx(graph.nx, live))
     g.inputs = [n for n in g.inputs if n in live]
     return g

@@ -150,6 +150,9 @@ def schedule_small_first(graph, min_bytes=MIN_BYTES):
 
 def group_fusions(graph, min_size=2, min_bytes=None):
     min_bytes = MIN_BYTES if min_bytes is None else min_bytes
+    if not any(not isinstance(a["dtype"], (list, tuple)) and _nbytes(a) >= min_bytes
+               for a in graph.nx._node.values()):
+        return graph                    # no wide value: no group to form, and the order stays as it is
     g = schedule_small_first(graph, min_bytes)
     g = g.copy() if g is graph else g
     order = g.nodes()

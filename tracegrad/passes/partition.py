@@ -52,6 +52,9 @@ def choose_saved(fwd, required, remat=True):
     """The forward values to save so that `required` can be computed from them."""
     if not remat or not required:
         return list(dict.fromkeys(required))
+    free = _free_cut(fwd, required)
+    if free is not None:
+        return free
     edges = []                     # (u, v, attrs): one add_edges_from, not a call per edge
     add = edges.append
     inputs = set(fwd.inputs)
@@ -76,6 +79,31 @@ def choose_saved(fwd, required, remat=True):
         return list(dict.fromkeys(required))
     saved = [n for n in fwd.nodes() if (n, 0) in reach and (n, 1) not in reach]
     return saved
+
+
+def _free_cut(fwd, required):
+    """The cut of capacity zero where there is one: when everything the backward reads is
+    recomputable from the forward's inputs alone (a chain of elementwise ops), saving
+    those inputs costs nothing and no cut is cheaper, so the flow need not be run (on
+    long graphs it is most of the compile time). None where some value on the way would
+    have to be saved at a cost."""
+    inputs = set(fwd.inputs)
+    seen = set()
+    saved = set()
+    stack = list(required)
+    while stack:
+        n = stack.pop()
+        if n in seen:
+            continue
+        seen.add(n)
+        if n in inputs:
+            saved.add(n)
+            continue
+        a = fwd[n]
+        if not recomputable(a):
+            return None
+        stack.extend(refs(a["args"]))
+    return [n for n in fwd.inputs if n in saved]
 
 
 def partition(fwd, bwd, remat=True):

@@ -47,6 +47,15 @@ def literal_key(x):
     """A key under which two arguments or parameters are one value only where they are the
     same bits of the same type: 0.0 and -0.0, 1 and 1.0 and True compare equal in Python
     but give different results (the sign of a zero, the dtype)."""
+    c = x.__class__             # the common exact types first, without the isinstance chain
+    if c is V:
+        return x
+    if c is int:
+        return ("int", x)
+    if c is float:
+        return ("float", x.hex())
+    if c is tuple:
+        return ("tuple",) + tuple([literal_key(v) for v in x])
     if isinstance(x, float):
         return ("float", x.hex())
     if isinstance(x, bool):
