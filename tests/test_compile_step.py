@@ -446,3 +446,23 @@ def test_whole_step_whose_input_is_a_view_of_a_parameter_matches_torch():
         _close(gx, tx, torch.float64)
     for p, q in zip(tm.parameters(), gm.parameters()):
         _close(q, p, torch.float64)
+
+
+def test_may_donate_refuses_every_input_that_shares_memory_with_a_donor():
+    from tracegrad.compile import may_donate
+    w, b, x = np.zeros((8, 4)), np.zeros(4), np.ones((3, 4))
+    assert may_donate([x, w, b], (1, 2))
+    assert not may_donate([w[:3], w, b], (1, 2))            # an argument that views a donor
+    assert not may_donate([x, w, w.T], (1, 2))              # two donors over one array
+    flat = np.zeros(36)
+    assert may_donate([x, flat[:32].reshape(8, 4), flat[32:]], (1, 2))   # one allocation, no overlap
+    assert not may_donate([flat[30:33], flat[:32].reshape(8, 4), flat[32:]], (1, 2))
+    # memory numpy did not allocate: arrays over one buffer made separately
+    buf = bytearray(8 * 40)
+    a1, a2 = np.frombuffer(buf, np.float64)[:32].reshape(8, 4), np.frombuffer(buf, np.float64)[30:34]
+    assert not may_donate([a2, a1, b], (1, 2))
+    assert not may_donate([x, a1, np.frombuffer(buf, np.float64)[4:8]], (1, 2))
+    assert may_donate([np.frombuffer(buf, np.float64)[32:], a1, b], (1, 2))
+    ro = np.zeros(4)
+    ro.flags.writeable = False
+    assert not may_donate([x, w, ro], (1, 2))

@@ -364,16 +364,39 @@ def _step_donors(p, graph, inputs):
     return donors
 
 
+def _own_root(a):
+    """The array that owns a's memory where numpy allocated it (distinct allocations never
+    overlap); None where the memory came from elsewhere (a buffer, another library)."""
+    while True:
+        b = a.base
+        if b is None:
+            return a if a.flags.owndata else None
+        if type(b) is not np.ndarray:
+            return None
+        a = b
+
+
 def may_donate(arrays, donate):
     """Whether the arrays at positions `donate` may take their new values in place this call:
     plain writeable arrays that share no memory with any other input of the call (an
-    argument that is a view of a parameter would read overwritten values)."""
+    argument that is a view of a parameter would read overwritten values). Arrays over
+    different numpy allocations cannot overlap: only those over one allocation, or over
+    memory numpy did not allocate, are compared (one pass, not a test per pair)."""
+    roots = {}
     for i in donate:
         a = arrays[i]
         if type(a) is not np.ndarray or not a.flags.writeable:
             return False
-        for j, b in enumerate(arrays):
-            if j != i and type(b) is np.ndarray and np.may_share_memory(a, b):
+        r = _own_root(a)
+        roots.setdefault(None if r is None else id(r), []).append(i)
+    foreign = roots.get(None, ())
+    for j, b in enumerate(arrays):
+        if type(b) is not np.ndarray:
+            continue
+        r = _own_root(b)
+        near = donate if r is None else roots.get(id(r), ())
+        for i in (near if r is None else (*near, *foreign)):
+            if i != j and np.may_share_memory(arrays[i], b):
                 return False
     return True
 
