@@ -181,7 +181,8 @@ def _direct(graph, n, a, env):
         if a["op"] == "rsub":
             args = args[::-1]
         return f"{n} = {_UFUNCS[a['op']]}({', '.join(args)})  # {comment}"
-    if a["op"] == "reshape" and isinstance(a["args"][0], V):
+    if a["op"] in ("reshape", "squeeze", "unsqueeze") and isinstance(a["args"][0], V):
+        # squeeze and unsqueeze only drop or add dims of size 1: a reshape, a view always
         return f"{n} = np.reshape({a['args'][0]}, {tuple(a['shape'])!r})  # {comment}"
     return None
 
