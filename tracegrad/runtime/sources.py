@@ -52,6 +52,9 @@ def _is_library_module(mod):
     return f is None or _is_library_file(f)
 
 
+_PACK_D = struct.Struct("<d").pack
+
+
 def scalar_bits(v):
     """A key that tells apart what `==` does not: 1 from 1.0 and True, 0.0 from -0.0."""
     t = type(v)
@@ -131,6 +134,11 @@ def token(v):
     anything else by identity (its own state has a guard of its own)."""
     if v is None:
         return None
+    t = type(v)
+    if t is float:                       # scalar_bits' key, without its chain of tests
+        return (float, _PACK_D(v))
+    if t is int or t is bool:
+        return (t, v)
     if isinstance(v, Tensor):
         d = v._data
         return (id(v), v._req, v._dtype, d.shape, d.__class__)
