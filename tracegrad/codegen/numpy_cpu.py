@@ -353,7 +353,7 @@ _TMP = threading.local()
 
 def _temp(shape, dtype):
     """A per-thread temporary, grown as needed and reused across calls."""
-    n = int(np.prod(shape, dtype=np.int64))
+    n = math.prod(shape)
     b = getattr(_TMP, "buf", None)
     if b is None or b.dtype != dtype or b.size < n:
         b = _TMP.buf = np.empty(n, dtype)
@@ -366,7 +366,7 @@ _BITS = {np.dtype(np.float32): np.int32, np.dtype(np.float64): np.int64}
 
 def _mask_temp(shape, dtype):
     """A per-thread integer mask buffer, grown as needed and reused across calls."""
-    n = int(np.prod(shape, dtype=np.int64))
+    n = math.prod(shape)
     b = getattr(_MASK, dtype.__name__, None)
     if b is None or b.size < n:
         b = np.empty(n, dtype)
