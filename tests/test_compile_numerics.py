@@ -423,3 +423,20 @@ def test_random_elementwise_programs_compile_to_the_eager_bits(seed):
 def test_property_cases_cover_every_dtype_and_shape():
     covered = {CASES[s % len(CASES)] for s in range(48)}
     assert covered == set(CASES)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("case", ["dim-keep", "all", "dims", "neg-keep", "empty-dims", "last"])
+def test_compiled_reductions_match_torch_and_the_eager_kernels(dtype, case):
+    fn = {"dim-keep": lambda m, x: m.sum(x, dim=1, keepdim=True), "all": lambda m, x: m.sum(x),
+          "dims": lambda m, x: m.amax(x, dim=(0, -1)), "neg-keep": lambda m, x: m.amin(x, dim=-2, keepdim=True),
+          "empty-dims": lambda m, x: m.sum(x, dim=()), "last": lambda m, x: m.sum(x, dim=-1)}[case]
+    a = np.random.default_rng(0).standard_normal((6, 5, 4)).astype(dtype)
+    a[0, 0, 0], a[1, 1, 1], a[2, 2, 2] = np.nan, -0.0, np.inf
+    c = tg.compile(lambda x: fn(tg, x * 1.5))
+    got = c(tg.tensor(a)).numpy()
+    ref = fn(torch, torch.tensor(a) * 1.5).numpy()
+    eager = fn(tg, tg.tensor(a) * 1.5).numpy()
+    assert got.shape == ref.shape and got.dtype == ref.dtype
+    np.testing.assert_allclose(got, ref, rtol=1e-6 if dtype == np.float32 else 1e-12)
+    assert np.array_equal(got, eager, equal_nan=True)       # the same bits as the op's own kernel

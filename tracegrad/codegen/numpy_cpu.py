@@ -181,6 +181,14 @@ def _direct(graph, n, a, env):
         if a["op"] == "rsub":
             args = args[::-1]
         return f"{n} = {_UFUNCS[a['op']]}({', '.join(args)})  # {comment}"
+    red = _REDUCE_UFUNCS.get(a["op"])
+    x = a["args"][0] if a["args"] else None
+    if red is not None and isinstance(x, V) and a["dtype"].name in _REDUCING_FLOATS and \
+            graph[x]["dtype"] is a["dtype"] and graph[x]["shape"] and set(a["params"]) <= {"dims", "keepdim"}:
+        # what the kernel's np.sum / np.max call comes to, its axes normalized here
+        dims, nd = a["params"].get("dims"), len(graph[x]["shape"])
+        axes = None if dims is None else tuple(sorted({d % nd for d in ((dims,) if isinstance(dims, int) else dims)}))
+        return f"{n} = {red}({x}, axis={axes!r}, keepdims={bool(a['params'].get('keepdim', False))!r})  # {comment}"
     if a["op"] in ("reshape", "squeeze", "unsqueeze") and isinstance(a["args"][0], V):
         # squeeze and unsqueeze only drop or add dims of size 1: a reshape, a view always
         return f"{n} = np.reshape({a['args'][0]}, {tuple(a['shape'])!r})  # {comment}"
@@ -211,6 +219,7 @@ _UFUNCS = {"add": "np.add", "sub": "np.subtract", "mul": "np.multiply", "div": "
            "neg": "np.negative", "exp": "np.exp", "log": "np.log", "tanh": "np.tanh", "sqrt": "np.sqrt",
            "sin": "np.sin", "cos": "np.cos", "abs": "np.abs", "rsub": "np.subtract", "maximum": "np.maximum",
            "minimum": "np.minimum"}
+_REDUCE_UFUNCS = {"sum": "np.add.reduce", "amax": "np.maximum.reduce", "amin": "np.minimum.reduce"}
 _pool = []
 
 
