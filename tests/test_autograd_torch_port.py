@@ -139,7 +139,8 @@ KNOWN_GAPS = {
 # torch tests of TestAutograd that are not ported: the feature is outside tracegrad's scope.
 OUT_OF_SCOPE = {
     "test_set_materialize_non_diff_grads": "private ctx._materialize_non_diff_grads",
-    "test_not_implemented_grad": "torch.nextafter (an op tracegrad does not have)",
+    "test_not_implemented_grad": "torch.nextafter, whose derivative torch 2.13 implements, so the test's "
+                                 "NotImplementedError no longer holds in torch either",
     "test_not_implemented_fwad": "forward-mode AD",
     "test_saved_tensor_hooks_extra_exit_during_bw_no_crash": "saved-tensor hooks",
     "test_saved_tensor_hooks_extra_enter_during_bw_no_leak": "saved-tensor hooks",
@@ -4994,6 +4995,33 @@ def test_grad_thread_safety():
             assert tensor.grad is not None
 
 
+def test_var_mean_differentiable():
+    dim = [2, 4]
+    keepdim = False
+    input1 = tg.randn(3, 4, 5, 6, 2, 3, requires_grad=True)
+    input2 = copy.deepcopy(input1)
+    var1, mean1 = tg.var_mean(input1, dim=dim, keepdim=keepdim)
+    var2 = input2.var(dim=dim, keepdim=keepdim)
+    mean2 = input2.mean(dim=dim, keepdim=keepdim)
+    grad = tg.randn(3, 4, 6, 3, requires_grad=True)
+
+    r1 = var1 * var1 * mean1 * mean1
+    r2 = var2 * var2 * mean2 * mean2
+    assertEqual(r1, r2, rtol=0.01, atol=0.0)
+
+    tg.autograd.backward(r1, grad)
+    tg.autograd.backward(r2, grad)
+    assertEqual(input1.grad, input2.grad, rtol=0.01, atol=0.0)
+
+
+def test_diagonal_expanded_v():
+    value = tg.rand([])
+    v_expanded = tg.tensor(value).expand(10)
+    a = tg.rand(10, 10, dtype=tg.double, requires_grad=True)
+    (result,) = tg.autograd.grad(a.diagonal(), a, v_expanded)
+    assertEqual(result, tg.eye(10, dtype=tg.double) * value)
+
+
 OUT_OF_SCOPE.update({
     "test_to_sparse_backward": "sparse layouts",
     "test_sparse_mm_backward": "sparse tensors",
@@ -5010,7 +5038,6 @@ OUT_OF_SCOPE.update({
     "test_custom_autograd_ac_early_stop": "torch.utils.checkpoint",
     "test_checkpoint_compile_no_recompile": "CUDA, torch.compile and checkpoint",
     "test_checkpoint_device_context_fn": "CUDA and checkpoint",
-    "test_var_mean_differentiable": "torch.var_mean (an op tracegrad does not have)",
     "test_lobpcg": "torch.lobpcg (linear algebra)",
     "test_node_ordering_when_none_returned": "CUDA, bfloat16 on device",
     "test_current_graph_task_id": "torch._C._current_graph_task_id",
@@ -5105,7 +5132,6 @@ OUT_OF_SCOPE.update({
     "test_view_func_replay": "private _view_func, nested tensors",
     "test_view_func_replay_with_modified_state": "private _view_func",
     "test_gradcheck_default_device_placement_context": "CUDA",
-    "test_diagonal_expanded_v": "Tensor.diagonal (an op tracegrad does not have)",
     "test_create_graph_and_full_backward_hook_cycle": "nn.Module.register_full_backward_hook, which tracegrad "
                                                       "refuses (hooks go on the output tensor)",
     "test_full_backward_hook_double_backward": "nn.Module.register_full_backward_hook, which tracegrad refuses",

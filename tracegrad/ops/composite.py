@@ -25,19 +25,17 @@ def _index(values):
 
 
 def diagonal(input, offset=0, dim1=0, dim2=1):
-    """The offset diagonal of the (dim1, dim2) planes, as a last dimension (torch.diagonal)."""
+    """The offset diagonal of the (dim1, dim2) planes, as a last dimension (torch.diagonal): a
+    view, so writes through it reach the input."""
+    from ..ir.tracer import apply
+    from .primitives import PRIMITIVES
     O._check_tensor(input, "diagonal")
     if input.ndim < 2:
         raise RuntimeError(f"diagonal(): input must have at least 2 dimensions, got {input.ndim}")
     d1, d2 = S.normalize_dim(dim1, input.ndim), S.normalize_dim(dim2, input.ndim)
     if d1 == d2:
         raise RuntimeError(f"diagonal dimensions cannot be identical {dim1}, {dim2}")
-    x = movedim(input, (d1, d2), (-2, -1))
-    r, c = x.shape[-2], x.shape[-1]
-    start_r, start_c = max(-offset, 0), max(offset, 0)
-    m = max(min(r - start_r, c - start_c), 0)
-    flat = _index((np.arange(m) + start_r) * c + np.arange(m) + start_c)
-    return M._rename(O.index_select(x.reshape(*x.shape[:-2], r * c), x.ndim - 2, flat), "DiagonalBackward0")
+    return apply(PRIMITIVES["diagonal"], (input,), {"offset": int(offset), "dim1": d1, "dim2": d2})
 
 
 def trace(input):
@@ -167,11 +165,15 @@ def ravel(input):
 
 
 def std_mean(input, dim=None, unbiased=None, keepdim=False, *, correction=None):
+    if isinstance(dim, bool):          # std_mean(x, False): the old `unbiased` positional
+        dim, unbiased = None, dim
     return (O.std(input, dim, unbiased, keepdim, correction=correction),
             O.mean(input, dim, keepdim) if dim is not None else O.mean(input))
 
 
 def var_mean(input, dim=None, unbiased=None, keepdim=False, *, correction=None):
+    if isinstance(dim, bool):          # var_mean(x, False): the old `unbiased` positional
+        dim, unbiased = None, dim
     return (O.var(input, dim, unbiased, keepdim, correction=correction),
             O.mean(input, dim, keepdim) if dim is not None else O.mean(input))
 

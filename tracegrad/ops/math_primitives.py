@@ -393,4 +393,39 @@ Primitive("linalg_pinv", "x", lambda a, rtol=None: _pinv_kernel(a, rtol),
           shape=lambda x, rtol=None: tuple(x.shape[:-2]) + (x.shape[-1], x.shape[-2]), dtype=_float_matrix("pinv"),
           vjp=_pinv_vjp, saves="x out", grad_fn="LinalgPinvBackward0", triton=_HOST)
 
+
+def _diagonal_geometry(shape, offset, d1, d2):
+    """(shape, strides, start) of the diagonal over a contiguous layout of `shape`: the other
+    dimensions in order, then the diagonal."""
+    nd = len(shape)
+    strides = [1] * nd
+    for i in range(nd - 2, -1, -1):
+        strides[i] = strides[i + 1] * shape[i + 1]
+    n = max(min(shape[d1] - max(-offset, 0), shape[d2] - max(offset, 0)), 0)
+    rest = [i for i in range(nd) if i not in (d1, d2)]
+    start = max(-offset, 0) * strides[d1] + max(offset, 0) * strides[d2] if n > 0 else 0
+    return (tuple(shape[i] for i in rest) + (n,), tuple(strides[i] for i in rest) + (strides[d1] + strides[d2],),
+            start)
+
+
+def _diagonal_kernel(x, offset, dim1, dim2):
+    # a writeable view of x's own memory (numpy's np.diagonal is read-only), for any strides of x
+    d = np.diagonal(x, offset, dim1, dim2)
+    if d.size == 0:
+        return d.copy()
+    first = [slice(None)] * x.ndim
+    first[dim1] = slice(max(-offset, 0), None)
+    first[dim2] = slice(max(offset, 0), None)
+    return np.lib.stride_tricks.as_strided(x[tuple(first)], d.shape, d.strides)
+
+
+def _diagonal_vjp(g, out, x, offset, dim1, dim2):
+    shape, strides, start = _diagonal_geometry(tuple(x.shape), offset, dim1, dim2)
+    return (F.as_strided_scatter(F.full(tuple(x.shape), 0, dtype=g.dtype), g, shape, strides, start),)
+
+
+Primitive("diagonal", "x", _diagonal_kernel,
+          shape=lambda x, offset, dim1, dim2: _diagonal_geometry(tuple(x.shape), offset, dim1, dim2)[0],
+          dtype="same", vjp=_diagonal_vjp, grad_fn="DiagonalBackward0", view=True, triton=_HOST)
+
 __all__ = ["LinAlgError", "PRIMITIVES"]
