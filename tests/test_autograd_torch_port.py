@@ -5022,6 +5022,306 @@ def test_diagonal_expanded_v():
     assertEqual(result, tg.eye(10, dtype=tg.double) * value)
 
 
+# -- saved-tensor hooks (tracegrad.autograd.graph.saved_tensors_hooks, torch's) -----------------
+
+def test_saved_variable_packing_unpacking_saved_original_with_hooks():
+    # torch's test: packing/unpacking a SavedVariable with hooks registered on it
+    def test(get_input, is_leaf):
+        a = get_input()
+        grad_fn = a.grad_fn
+        y = a * a
+        y.grad_fn._raw_saved_self.register_hooks(lambda x: 2 * x, lambda x: x / 2)
+        assertEqual(a, y.grad_fn._saved_self)
+        if not is_leaf:
+            assert grad_fn is y.grad_fn._saved_self.grad_fn
+            y.sum().backward()
+        else:
+            y.sum().backward()
+            assertEqual(2 * a, a.grad)
+
+        a = get_input()
+        grad_fn = a.grad_fn
+        y = a * a
+        y.grad_fn._raw_saved_self.register_hooks(lambda x: 2 * x, lambda x: x)
+        assertEqual(2 * a, y.grad_fn._saved_self)
+        if not is_leaf:
+            assert grad_fn is y.grad_fn._saved_self.grad_fn
+            y.sum().backward()
+        else:
+            y.sum().backward()
+            assertEqual(3 * a, a.grad)
+
+        # double backward
+        a = get_input()
+        grad_fn = a.grad_fn
+        y = a ** 3
+        y.grad_fn._raw_saved_self.register_hooks(lambda x: x, lambda x: x)
+        s = tg.sum(y)
+        (g,) = tg.autograd.grad(s, (a,), create_graph=True)
+        if not is_leaf:
+            assert grad_fn is y.grad_fn._saved_self.grad_fn
+            g.sum().backward()
+        else:
+            g.sum().backward()
+            assertEqual(6 * a, a.grad)
+
+        a = get_input()
+        y = a * a
+        y.grad_fn._raw_saved_self.register_hooks(lambda x: x, lambda x: 1)
+        with pytest.raises(TypeError, match="Output of saved tensor unpack_hook expected to be a Tensor"):
+            print(y.grad_fn._saved_self)
+
+        a = get_input()
+        y = a * a
+        with pytest.raises(TypeError, match="missing 1 required positional argument"):
+            y.grad_fn._raw_saved_self.register_hooks(lambda x, b: x, lambda x: x)
+
+        a = get_input()
+        y = a * a
+        with pytest.raises(TypeError, match="missing 1 required positional argument"):
+            y.grad_fn._raw_saved_self.register_hooks(lambda x, b: (x, b), lambda x: x)
+
+        def inplace_double(x):
+            x *= 2
+            return x
+
+        a = get_input()
+        t = a * a
+
+        with pytest.raises(RuntimeError, match="A saved tensor pack hook is modifying its input in place."):
+            t.grad_fn._raw_saved_self.register_hooks(inplace_double, lambda x: x / 2)
+
+    # leaf
+    test(lambda: tg.randn(5, requires_grad=True), True)
+
+    # not leaf, not output
+    test(lambda: (1 + tg.randn(5, requires_grad=True)), False)
+
+
+def test_saved_variable_packing_unpacking_did_not_save_original_with_hooks():
+    a = tg.randn(5, requires_grad=True)
+    y = tg.exp(a)
+    y.grad_fn._raw_saved_result.register_hooks(lambda x: x, lambda x: x)
+    assertEqual(y, y.grad_fn._saved_result)
+    assert y.grad_fn is y.grad_fn._saved_result.grad_fn
+    y.sum().backward()
+    assertEqual(a.grad, y)
+
+
+def test_saved_variable_packing_unpacking_saved_original_with_default_hooks():
+    def pack(x):
+        warnings.warn("pack")
+        return x
+
+    with tg.autograd.graph.saved_tensors_hooks(pack, lambda x: x):
+        a = tg.ones(5, requires_grad=True)
+
+        with warnings.catch_warnings(record=True) as w:
+            warnings.simplefilter("always")
+            y = a * a
+            # should raise two warnings from a being saved twice
+            assert len(w) == 2
+
+    with tg.autograd.graph.saved_tensors_hooks(lambda x: x, lambda x: x):
+        a = tg.randn(5, requires_grad=True)
+        y = a * a
+        assertEqual(a, y.grad_fn._saved_self)
+        assertEqual(a, y.grad_fn._saved_other)
+        y.sum().backward()
+        assertEqual(2 * a, a.grad)
+
+    with tg.autograd.graph.saved_tensors_hooks(lambda x: 2 * x, lambda x: x / 2):
+        a = tg.randn(5, requires_grad=True)
+        y = a * a
+        assertEqual(a, y.grad_fn._saved_self)
+        assertEqual(a, y.grad_fn._saved_other)
+        y.sum().backward()
+        assertEqual(2 * a, a.grad)
+
+    with tg.autograd.graph.saved_tensors_hooks(lambda x: 2 * x, lambda x: x):
+        a = tg.randn(5, requires_grad=True)
+        y = a * a
+        assertEqual(2 * a, y.grad_fn._saved_self)
+        assertEqual(2 * a, y.grad_fn._saved_other)
+        y.sum().backward()
+        assertEqual(4 * a, a.grad)
+
+    # Exited hooks correctly
+    a = tg.randn(5, requires_grad=True)
+    y = a * a
+    assertEqual(a, y.grad_fn._saved_self)
+    assertEqual(a, y.grad_fn._saved_other)
+    y.sum().backward()
+    assertEqual(2 * a, a.grad)
+
+
+def test_saved_variable_packing_unpacking_did_not_save_original_with_default_hooks():
+    with tg.autograd.graph.saved_tensors_hooks(lambda x: x, lambda x: x):
+        a = tg.randn(5, requires_grad=True)
+        y = tg.exp(a)
+        assertEqual(y, y.grad_fn._saved_result)
+        y.sum().backward()
+        assertEqual(a.grad, y)
+
+
+def test_setting_default_saved_variable_hooks_twice_should_not_fail():
+    with tg.autograd.graph.saved_tensors_hooks(lambda x: x, lambda x: x):
+        with tg.autograd.graph.saved_tensors_hooks(lambda x: x, lambda x: x):
+            pass
+
+
+def test_setting_default_saved_variable_hooks_twice_should_use_inner():
+    with tg.autograd.graph.saved_tensors_hooks(lambda x: 3 * x, lambda x: 3 * x):
+        b = tg.randn(5, requires_grad=True)
+        with tg.autograd.graph.saved_tensors_hooks(lambda x: 5 * x, lambda x: 5 * x):
+            a = tg.randn(5, requires_grad=True)
+            y = a * a
+        z = b * b
+    y.sum().backward()
+    z.sum().backward()
+    assertEqual(2 * 5 * 5 * a, a.grad)
+    assertEqual(2 * 3 * 3 * b, b.grad)
+
+
+# torch's torch._C._autograd._saved_tensors_hooks_is_enabled
+_hooks_enabled = tg.autograd.graph._saved_tensors_hooks_is_enabled
+
+
+def test_disabling_saved_tensor_hooks():
+    with tg.autograd.graph.disable_saved_tensors_hooks("error message"):
+        with pytest.raises(RuntimeError, match="error message"):
+            with tg.autograd.graph.saved_tensors_hooks(lambda x: x, lambda x: x):
+                pass
+
+    assert _hooks_enabled()
+
+    with tg.autograd.graph.saved_tensors_hooks(lambda x: x, lambda x: x):
+        with pytest.raises(RuntimeError, match="error message"):
+            with tg.autograd.graph.disable_saved_tensors_hooks("error message"):
+                pass
+
+    assert _hooks_enabled()
+
+
+def test_disabling_saved_tensor_hooks_nested():
+    with tg.autograd.graph.disable_saved_tensors_hooks("outer"):
+        with tg.autograd.graph.disable_saved_tensors_hooks("inner"):
+            with pytest.raises(RuntimeError, match="inner"):
+                with tg.autograd.graph.saved_tensors_hooks(lambda x: x, lambda x: x):
+                    pass
+
+        assert not _hooks_enabled()
+
+    assert _hooks_enabled()
+
+
+def test_saved_tensor_hooks_custom_error_propagation():
+    class CustomError(Exception):
+        pass
+
+    class error_on_pack_hook(tg.autograd.graph.saved_tensors_hooks):
+        def __init__(self) -> None:
+            def pack_hook(x):
+                raise CustomError("pack")
+
+            super().__init__(pack_hook, lambda x: x)
+
+    class error_on_unpack_hook(tg.autograd.graph.saved_tensors_hooks):
+        def __init__(self) -> None:
+            def unpack_hook(x):
+                raise CustomError("unpack")
+
+            super().__init__(lambda x: x, unpack_hook)
+
+    a = tg.tensor(1.0, requires_grad=True)
+
+    with error_on_pack_hook():
+        with pytest.raises(CustomError, match="pack"):
+            out = tg.sin(a)
+
+    with error_on_unpack_hook():
+        out = tg.sin(a)
+        with pytest.raises(CustomError, match="unpack"):
+            out.backward()
+
+
+def test_saved_tensor_hooks_custom_function_intermediates():
+    class Func(Function):
+        @staticmethod
+        def forward(ctx, x):
+            intermediate = x.exp()
+            ctx.save_for_backward(intermediate.clone().detach_().requires_grad_(True))
+            return x.exp()
+
+        @staticmethod
+        def backward(ctx, grad_out):
+            (intermediate,) = ctx.saved_tensors
+            return grad_out * intermediate
+
+    a = tg.tensor(1.0, requires_grad=True)
+
+    with tg.autograd.graph.saved_tensors_hooks(lambda x: x, lambda x: x):
+        out = Func.apply(a)
+    out.backward()
+
+
+def test_unpack_hooks_exec_count():
+    def f(x, y):
+        return x * y
+
+    pack_count = 0
+    unpack_count = 0
+
+    def pack_hook(x):
+        nonlocal pack_count
+        pack_count += 1
+        return x
+
+    def unpack_hook(x):
+        nonlocal unpack_count
+        unpack_count += 1
+        return x
+
+    x = tg.ones(4, requires_grad=True)
+    y = tg.ones(4, requires_grad=False)
+    with tg.autograd.graph.saved_tensors_hooks(pack_hook, unpack_hook):
+        out_test = f(x, y)
+        assert pack_count == 1
+        assert unpack_count == 0
+        out_test.sum().backward()
+        assert pack_count == 1
+        assert unpack_count == 1
+
+
+def test_saved_tensors_hook_version_counter_not_shared():
+    class Test(Function):
+        @staticmethod
+        def forward(ctx, x):
+            ctx.save_for_backward(x)
+            return x.sin()
+
+        @staticmethod
+        def backward(ctx, grad_output):
+            (x,) = ctx.saved_tensors
+            before = a._version
+            x.add_(1)
+            assert a._version == before
+            return grad_output
+
+    a = tg.tensor(1.0, requires_grad=True)
+    a_replacement = a.clone()
+
+    def pack_hook(x):
+        return a_replacement
+
+    def unpack_hook(x):
+        return x
+
+    with tg.autograd.graph.saved_tensors_hooks(pack_hook, unpack_hook):
+        b = Test.apply(a)
+
+    b.backward()
+
 OUT_OF_SCOPE.update({
     "test_to_sparse_backward": "sparse layouts",
     "test_sparse_mm_backward": "sparse tensors",
@@ -5108,18 +5408,6 @@ OUT_OF_SCOPE.update({
     "test_custom_function_save_for_forward": "forward-mode AD",
     "test_custom_function_forward_mode_non_differentiable": "forward-mode AD",
     "test_input_buffer_accum": "sparse gradients",
-    "test_saved_variable_packing_unpacking_saved_original_with_hooks": "saved-tensor hooks",
-    "test_saved_variable_packing_unpacking_did_not_save_original_with_hooks": "saved-tensor hooks",
-    "test_saved_variable_packing_unpacking_saved_original_with_default_hooks": "saved-tensor hooks",
-    "test_saved_variable_packing_unpacking_did_not_save_original_with_default_hooks": "saved-tensor hooks",
-    "test_setting_default_saved_variable_hooks_twice_should_not_fail": "saved-tensor hooks",
-    "test_setting_default_saved_variable_hooks_twice_should_use_inner": "saved-tensor hooks",
-    "test_disabling_saved_tensor_hooks": "saved-tensor hooks",
-    "test_disabling_saved_tensor_hooks_nested": "saved-tensor hooks",
-    "test_saved_tensor_hooks_custom_error_propagation": "saved-tensor hooks",
-    "test_saved_tensor_hooks_custom_function_intermediates": "saved-tensor hooks",
-    "test_unpack_hooks_exec_count": "saved-tensor hooks",
-    "test_saved_tensors_hook_version_counter_not_shared": "saved-tensor hooks",
     "test_save_on_cpu_and_checkpoint": "save_on_cpu, checkpoint",
     "test_pack_hook_with_inplace_modification_should_fail": "saved-tensor hooks",
     "test_saving_variable_to_disk": "saved-tensor hooks",

@@ -261,10 +261,14 @@ def _keep_old_self(self, node):
     if node._saved is None:
         return
     for s in node._saved[1:]:
-        if isinstance(s, Saved) and s.tensor is self:
+        hooked = isinstance(s, Saved) and s.hook is not None and s.hook[3] == id(self)
+        if isinstance(s, Saved) and (s.tensor is self or hooked):
             if old is None:
                 old = Tensor._make(self._data.copy(), self._dtype, self._req, self.grad_fn, self._output_nr)
-            s.tensor, s.vc, s.version = old, old._vc, 0
+            if hooked:                       # what the pack hook kept may be self: pack the old value
+                s.pack(old, False, s.hook[4])
+            else:
+                s.tensor, s.vc, s.version = old, old._vc, 0
 
 
 def _inplace(fn):

@@ -36,7 +36,7 @@ from .ops.primitives import Primitive, PRIMITIVES as P
 from .runtime.guards import LEAF, flatten, unflatten, guard_key
 from .runtime.sources import canonical
 from .runtime.cache import ProgramCache
-from .autograd.graph import Node, Saved
+from .autograd.graph import Node, Saved, saved_tensors_hooks_active, _HOOK_USERS as _SAVED_HOOKS
 from .autograd.engine import FREED_MSG, _check_version
 
 _PKG = os.path.dirname(os.path.abspath(__file__))
@@ -815,6 +815,12 @@ class CompiledFunction:
     def __call__(self, *args, **kwargs):
         if _ACTIVE[0] and TRACING.stack:
             return self._fn(*args, **kwargs)    # called inside another trace: inlined into it
+        if _SAVED_HOOKS[0] and saved_tensors_hooks_active():
+            # a compiled program saves its own values for backward, out of the hooks' reach
+            warnings.warn(f"tracegrad.compile: {self.__name__} is called under saved_tensors_hooks (or save_on_cpu, "
+                          f"checkpoint); it runs eagerly so that the hooks see every tensor saved for backward",
+                          UserWarning, stacklevel=2)
+            return self._fn(*args, **kwargs)
         if not kwargs and all(isinstance(a, Tensor) for a in args):
             leaves = list(args)                 # the common call: tensors only, no keywords
             spec = _TENSORS_SPEC.get(len(args))

@@ -21,7 +21,7 @@ from .. import _dtype as D
 from ..grad_mode import STATE, enable_grad, set_grad_enabled
 from ..ir.graph import Graph, V
 from ..tensor import Tensor
-from .graph import AccumulateGrad
+from .graph import AccumulateGrad, HOOK_USED, hooked_saved
 from .._collect import paused
 from .. import cuda as _cuda
 
@@ -102,11 +102,14 @@ def structure_key(order, index):
             continue
         edges = tuple(-1 if n is None else (index[id(n)], s) for n, s in node.next_functions)
         key.append((prim.name, tuple(node._params.items()), node._args_meta, edges, node._out_meta))
+        if HOOK_USED[0]:
+            key.append(hooked_saved(node))
     return tuple(key)
 
 
 def forward_graph(order):
     """The recorded nodes as a forward IR graph (leaves and constants become inputs)."""
+    from ..ops.primitives import PRIMITIVES
     g = Graph("forward")
     vals = {}
     for k, node in enumerate(order):
@@ -116,12 +119,17 @@ def forward_graph(order):
             v = g.add_input(shape, dtype, "leaf", name=f"x{k}", node_index=k)
             vals[(id(node), 0)] = v
             continue
+        # a value saved through saved-tensor hooks is read as the hook unpacks it: a clone
+        # of it in the forward graph keeps that read apart from the other reads of the value
+        hooked = hooked_saved(node) if HOOK_USED[0] else None
         args = []
         for i, m in enumerate(node._args_meta):
             if type(m) is tuple:
                 nf, slot = node.next_functions[i]
                 if nf is None:
                     args.append(g.add_input(m[0], m[1], "const"))
+                elif hooked and i in hooked[0]:
+                    args.append(g.add_op(PRIMITIVES["clone"], (vals[(id(nf), slot)],), {}, m[0], m[1]))
                 else:
                     args.append(vals[(id(nf), slot)])
             else:
@@ -137,6 +145,11 @@ def forward_graph(order):
             t = g.add_op(prim, tuple(args), node._params, metas[0][0], metas[0][1], src)
             g[t]["node_index"] = k
             vals[(id(node), 0)] = t
+        if hooked and hooked[1]:
+            # the node's own rule reads its hooked output; later ops read a clone of it
+            for slot in hooked[1]:
+                s, d = metas[slot]
+                vals[(id(node), slot)] = g.add_op(PRIMITIVES["clone"], (vals[(id(node), slot)],), {}, s, d)
         if prim.takes_ctx:
             g[t]["label"] = node._params["cls"].__name__ + ".apply"
     return g, vals
@@ -242,6 +255,8 @@ class final_callbacks(list):
 
 
 def _check_version(s, node):
+    if s.hook is not None:               # torch checks no version of a tensor saved through hooks
+        return
     t = s.tensor
     if t is not None and s.nonleaf and t._grad_fn is None and not t._req:
         raise RuntimeError("Trying to use a saved tensor that has been detached in-place, i.e. with .detach_().This "
@@ -279,6 +294,9 @@ def _saved_value(order, srcs, as_tensor):
         if not hasattr(s, "vc"):
             return s                     # a saved Python scalar
         _check_version(s, node)
+        if s.hook is not None:
+            t = s.unpack_hooked(node)
+            return t if as_tensor else t._data
         if not as_tensor:
             return s.tensor._data if s.tensor is not None else s.data
         return unpack(node, s)
@@ -287,6 +305,8 @@ def _saved_value(order, srcs, as_tensor):
 
 
 def unpack(node, s):
+    if s.hook is not None:
+        return s.unpack_hooked(node)
     if s.tensor is not None:
         return s.tensor
     shape, dt = node._out_meta[s.output_nr]

@@ -77,10 +77,12 @@ class Node:
         return self._prim.saves
 
     def __getattr__(self, item):
-        # torch exposes saved values as _saved_<name> attributes
-        if item.startswith("_saved_") and item != "_saved_meta":
+        # torch exposes saved values as _saved_<name> attributes, and the SavedTensor objects
+        # themselves as _raw_saved_<name>
+        raw = item.startswith("_raw_saved_")
+        if (item.startswith("_saved_") and item != "_saved_meta") or raw:
             from .engine import unpack_saved
-            name = item[len("_saved_"):]
+            name = item[len("_raw_saved_" if raw else "_saved_"):]
             prim = object.__getattribute__(self, "_prim")
             if name == "result":
                 name = "out"
@@ -97,14 +99,41 @@ class Node:
                 if name == "out":
                     if saved[0] is None:
                         return None
-                    return unpack_saved(self, saved[0][0] if len(saved[0]) == 1 else saved[0])
+                    s = saved[0][0] if len(saved[0]) == 1 else saved[0]
+                    if raw:
+                        return tuple(SavedTensor(self, x) for x in s) if isinstance(s, tuple) else SavedTensor(self, s)
+                    return unpack_saved(self, s)
                 i = [j for j in range(len(self._args_meta))
                      if prim.inputs[min(j, len(prim.inputs) - 1)] == name and saved[j + 1] is not None]
-                vals = [unpack_saved(self, saved[j + 1]) for j in i]
+                vals = [(SavedTensor(self, saved[j + 1]) if isinstance(saved[j + 1], Saved) else saved[j + 1])
+                        if raw else unpack_saved(self, saved[j + 1]) for j in i]
                 if prim.variadic and name == prim.inputs[-1]:
                     return vals
                 return vals[0] if vals else None
         raise AttributeError(f"'{type(self).__name__}' object has no attribute '{item}'")
+
+
+class SavedTensor:
+    """torch._C._autograd.SavedTensor: one tensor a node saved (grad_fn._raw_saved_<name>);
+    register_hooks(pack_hook, unpack_hook) packs it now and unpacks it when it is used."""
+    __slots__ = ("_node", "_saved")
+
+    def __init__(self, node, saved):
+        self._node = node
+        self._saved = saved
+
+    def register_hooks(self, pack_hook, unpack_hook):
+        from .engine import unpack
+        if not callable(pack_hook) or not callable(unpack_hook):
+            raise TypeError("register_hooks expects pack_hook and unpack_hook to be callable")
+        s = self._saved
+        if s.hook is not None:
+            raise RuntimeError("Calling register_hooks on a saved tensor whose hooks have already been set. Hint: "
+                               "only one pair of hooks is allowed at a time.")
+        if self._node._saved is None:
+            from .engine import FREED_MSG
+            raise RuntimeError(FREED_MSG)
+        s.pack(unpack(self._node, s), s.tensor is None, (pack_hook, unpack_hook))
 
 
 class AccumulateGrad(Node):
@@ -140,13 +169,19 @@ class Saved:
     An input is held as the tensor itself; an output as its data alone (holding the
     tensor would make a cycle through its grad_fn); unpacking an output rebuilds a
     tensor whose grad_fn is the node that saved it, as torch does.
+
+    Under saved_tensors_hooks the tensor is handed to the pack hook and only what it
+    returns is held (`hook`: packed value, unpack hook, the graph edge of the original);
+    unpacking calls the unpack hook and relinks its result to the graph. As in torch,
+    a hooked saved tensor has no version check.
     """
-    __slots__ = ("tensor", "data", "vc", "version", "output_nr", "nonleaf")
+    __slots__ = ("tensor", "data", "vc", "version", "output_nr", "nonleaf", "hook")
 
     def __init__(self, tensor, is_output, output_nr=0):
         self.vc = tensor._vc
         self.version = tensor._vc[0]
         self.nonleaf = tensor._grad_fn is not None        # a later detach_() of it is refused
+        self.hook = None
         if is_output:
             self.tensor = None
             self.data = tensor._data
@@ -155,6 +190,159 @@ class Saved:
             self.tensor = tensor
             self.data = None
             self.output_nr = -1
+        if _HOOK_USERS[0]:
+            hooks = _current_hooks()
+            if hooks is not None:
+                self.pack(tensor, is_output, hooks)
+
+    def pack(self, tensor, is_output, hooks):
+        pack_hook, unpack_hook = hooks
+        HOOK_USED[0] = True
+        from ..grad_mode import no_grad
+        version = tensor._vc[0]
+        with no_grad():                       # torch runs pack hooks with grad mode off
+            packed = pack_hook(tensor)
+        if tensor._vc[0] != version:
+            raise RuntimeError("A saved tensor pack hook is modifying its input in place. Tensors provided as input "
+                               "to pack hook can not be modified by in-place operations as this can lead to "
+                               "unexpected side-effects. Please open an issue if you need to perform in-place "
+                               "operations on the input to a pack hook.")
+        if is_output:
+            link = None                       # relinked to the node that saved it
+        elif tensor._grad_fn is not None:
+            link = (tensor._grad_fn, tensor._output_nr)
+        elif tensor._req:
+            link = tensor._accumulator()      # a leaf: its AccumulateGrad
+        else:
+            link = False                      # no part of the graph: the unpacked value as it is
+        self.hook = (packed, unpack_hook, link, id(tensor), hooks)
+        self.tensor = None
+        self.data = None
+
+    def unpack_hooked(self, node):
+        """The tensor the unpack hook gives, linked into the graph where the original was."""
+        from ..tensor import Tensor
+        packed, unpack_hook, link = self.hook[:3]
+        r = unpack_hook(packed)
+        if not isinstance(r, Tensor):
+            raise TypeError(f"Output of saved tensor unpack_hook expected to be a Tensor but got result of type "
+                            f"{type(r).__name__}")
+        if link is False:
+            return r
+        if link is None:
+            dt = node._out_meta[self.output_nr][1]
+            if not dt.is_floating_point:
+                return Tensor._make(r._data, r._dtype)
+            return Tensor._make(r._data, r._dtype, True, node, self.output_nr)
+        if isinstance(link, tuple):
+            return Tensor._make(r._data, r._dtype, True, link[0], link[1])
+        t = Tensor._make(r._data, r._dtype, True)
+        t._grad_acc = weakref.ref(link)
+        return t
+
+
+# saved-tensor hooks (torch.autograd.graph.saved_tensors_hooks): a stack per thread, as torch
+# keeps them thread-local; _HOOK_USERS counts the contexts open in any thread, so that saving
+# a tensor looks at its thread's stack only while some are open
+_TLS = threading.local()
+_HOOK_USERS = [0]
+HOOK_USED = [False]          # whether any tensor was ever saved through hooks (the engine then looks)
+
+
+def hooked_saved(node):
+    """The input positions and output slots of `node` whose saved tensors went through hooks:
+    each reads its own unpacked value in backward, so the backward program keeps them apart
+    from other reads of the same forward value. None where there are none."""
+    saved = node._saved
+    if not saved:
+        return None
+    ins = tuple(i for i, s in enumerate(saved[1:]) if isinstance(s, Saved) and s.hook is not None)
+    outs = tuple(k for k, s in enumerate(saved[0] or ()) if s.hook is not None)
+    return (ins, outs) if ins or outs else None
+
+
+def _current_hooks():
+    stack = getattr(_TLS, "stack", None)
+    return stack[-1] if stack else None
+
+
+def saved_tensors_hooks_active():
+    """Whether saved-tensor hooks are set in this thread."""
+    return bool(_HOOK_USERS[0]) and _current_hooks() is not None
+
+
+def _saved_tensors_hooks_is_enabled():
+    """torch._C._autograd._saved_tensors_hooks_is_enabled: False inside disable_saved_tensors_hooks."""
+    return getattr(_TLS, "disabled", None) is None
+
+
+class saved_tensors_hooks:
+    """torch.autograd.graph.saved_tensors_hooks(pack_hook, unpack_hook): while the context is
+    open, each tensor an op saves for backward is passed to pack_hook and only its result is
+    kept; backward (and grad_fn._saved_*) gets unpack_hook(packed) instead. Nested contexts:
+    the innermost one applies."""
+
+    def __init__(self, pack_hook, unpack_hook):
+        self.pack_hook = pack_hook
+        self.unpack_hook = unpack_hook
+
+    def __enter__(self):
+        msg = getattr(_TLS, "disabled", None)
+        if msg is not None:
+            raise RuntimeError(msg)
+        stack = getattr(_TLS, "stack", None)
+        if stack is None:
+            stack = _TLS.stack = []
+        stack.append((self.pack_hook, self.unpack_hook))
+        with _lock:
+            _HOOK_USERS[0] += 1
+
+    def __exit__(self, *exc):
+        _TLS.stack.pop()
+        with _lock:
+            _HOOK_USERS[0] -= 1
+
+
+class save_on_cpu(saved_tensors_hooks):
+    """torch.autograd.graph.save_on_cpu: tensors saved for backward are kept on the CPU and
+    moved back to their device when backward needs them."""
+
+    def __init__(self, pin_memory=False, device_type="cuda"):
+        def pack_to_cpu(tensor):
+            return tensor.device, tensor.cpu()
+
+        def unpack_from_cpu(packed):
+            device, tensor = packed
+            return tensor.to(device)
+
+        super().__init__(pack_to_cpu, unpack_from_cpu)
+
+
+class disable_saved_tensors_hooks:
+    """torch.autograd.graph.disable_saved_tensors_hooks(error_message): inside it, opening
+    saved_tensors_hooks raises RuntimeError(error_message); it raises so itself where hooks
+    are already set."""
+
+    def __init__(self, error_message):
+        self.error_message = error_message
+
+    def __enter__(self):
+        if _current_hooks() is not None:
+            raise RuntimeError(self.error_message)
+        self._prev = getattr(_TLS, "disabled", None)
+        _TLS.disabled = self.error_message
+
+    def __exit__(self, *exc):
+        _TLS.disabled = self._prev
+
+    def __call__(self, fn):
+        import functools
+
+        @functools.wraps(fn)
+        def wrapper(*args, **kwargs):
+            with disable_saved_tensors_hooks(self.error_message):
+                return fn(*args, **kwargs)
+        return wrapper
 
 
 def increment_version(tensor):
