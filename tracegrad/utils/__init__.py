@@ -1,2 +1,3 @@
-"""torch.utils: data loading (tracegrad.utils.data)."""
+"""torch.utils: data loading (tracegrad.utils.data) and activation checkpointing (tracegrad.utils.checkpoint)."""
 from . import data  # noqa: F401
+from . import checkpoint  # noqa: F401
