@@ -12,9 +12,10 @@ reason, so the count of ported tests is honest.
 
 The source is TestAutograd of pytorch/pytorch's test/test_autograd.py, a version a little
 newer than torch 2.13; where its expected messages differ from what torch 2.13 (the oracle
-installed here) does, the test follows torch 2.13 and says so. Count: 235 torch tests ported
-(test_hook_closure_cycle is parametrized 4 ways, as in torch), 230 pass, 5 are strict xfails
-listed in KNOWN_GAPS with the reason; 114 torch tests are out of scope (OUT_OF_SCOPE).
+installed here) does, the test follows torch 2.13 and says so. Count: 241 torch tests ported
+(test_hook_closure_cycle is parametrized 4 ways and test_checkpointing_without_reentrant_detached_tensor
+2 ways, as in torch), 236 pass, 5 are strict xfails listed in KNOWN_GAPS with the reason; 109 torch
+tests are out of scope (OUT_OF_SCOPE).
 """
 import copy
 import gc
@@ -5550,6 +5551,134 @@ def test_access_saved_tensor_twice_without_recomputation_works():
     with pytest.raises(RuntimeError, match="or directly access saved tensors after they have already been freed"):
         d.grad_fn._saved_result
 
+@pytest.mark.parametrize("use_reentrant", [True, False])
+def test_checkpointing_without_reentrant_detached_tensor(use_reentrant):
+    from tracegrad.utils.checkpoint import checkpoint
+    import contextlib
+
+    class NoGradModule(tnn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.linear = tnn.Linear(2, 2, bias=False)
+            self.lin2 = tnn.Linear(2, 2, bias=False)
+
+        def forward(self, x):
+            with tg.no_grad():
+                return self.lin2(self.linear(x))
+
+    module = NoGradModule()
+
+    err_ctx = (pytest.raises(RuntimeError, match="none of output has requires_grad=True")
+               if use_reentrant else contextlib.nullcontext())
+
+    a = tg.randn(2, 2, requires_grad=True)
+    for _ in range(3):
+        with err_ctx:
+            # out does not require grad
+            out = checkpoint(module, a, use_reentrant=use_reentrant)
+            # Make loss require grad, otherwise we would run into
+            # "element 0 of tensors does not require grad and does not have a grad_fn"
+            out += a
+            out.sum().backward()
+
+
+def test_checkpointing_without_reentrant_saved_object_identity():
+    from tracegrad.utils.checkpoint import checkpoint
+    x_backward = None
+
+    class Test(Function):
+        @staticmethod
+        def forward(ctx, x, y):
+            ctx.save_for_backward(y)
+            return x
+
+        @staticmethod
+        def backward(ctx, x):
+            nonlocal x_backward
+            (x_backward,) = ctx.saved_tensors
+            return x, None
+
+    a = tg.tensor(1.0, requires_grad=True)
+    b = tg.tensor(1.0, requires_grad=False)
+
+    Test.apply(a, b).backward()
+    assert b is x_backward
+
+    x_backward = None
+    checkpoint(Test.apply, a, b, use_reentrant=False).backward()
+    assert b is x_backward
+
+
+def test_checkpointing_without_reentrant_correct_grad():
+    from tracegrad.utils.checkpoint import checkpoint
+    a = tg.randn(2, 2, requires_grad=True)
+
+    b = tg.exp(a).sum()
+    b.backward()
+    b_grad = a.grad
+
+    a.grad = None
+    c = checkpoint(tg.exp, a, use_reentrant=False).sum()
+    c.backward()
+    c_grad = a.grad
+
+    a.grad = None
+    d = checkpoint(tg.exp, a, use_reentrant=False).sum()
+    (d_grad,) = tg.autograd.grad(d, (a,))
+
+    assertEqual(b_grad, c_grad)
+    assertEqual(b_grad, d_grad)
+
+
+def test_checkpointing_without_reentrant_parameter_used_in_an_out():
+    from tracegrad.utils.checkpoint import checkpoint
+    w = tg.randn(10, 10, requires_grad=True)
+    count = 0
+
+    def hook(grad):
+        nonlocal count
+        count += 1
+
+    w.register_hook(hook)
+    x = tg.rand(10, 10, requires_grad=True)
+    h = w * x  # Using w outside the checkpoint
+    out = checkpoint(lambda x: w * x, h, use_reentrant=False)  # Using w inside the checkpoint
+
+    out.sum().backward()
+    # should only call hook once
+    assert count == 1
+
+
+def test_checkpointing_without_reentrant_arbitrary_input_output():
+    from tracegrad.utils.checkpoint import checkpoint
+
+    class MyModel(tnn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.layer = tnn.Linear(5, 5, bias=False)
+
+        def forward(self, dict_input):
+            tensor = dict_input["tensor"]
+            return {"result": self.layer(tensor)}
+
+    model_no_checkpoint = MyModel()
+    model_checkpoint_without_reentrant = copy.deepcopy(model_no_checkpoint)
+
+    inp = {"tensor": tg.randn(5, 5)}
+
+    out_no_checkpoint = model_no_checkpoint(inp)["result"].sum()
+
+    out_checkpoint = checkpoint(model_checkpoint_without_reentrant, inp, use_reentrant=False)["result"].sum()
+
+    assertEqual(out_checkpoint, out_no_checkpoint)
+
+    out_no_checkpoint.backward()
+    out_checkpoint.backward()
+
+    for param, checkpoint_param in zip(model_no_checkpoint.parameters(),
+                                       model_checkpoint_without_reentrant.parameters()):
+        assertEqual(param.grad, checkpoint_param.grad)
+
 OUT_OF_SCOPE.update({
     "test_to_sparse_backward": "sparse layouts",
     "test_sparse_mm_backward": "sparse tensors",
@@ -5610,12 +5739,7 @@ OUT_OF_SCOPE.update({
     "test_checkpoint_detects_non_determinism": "checkpoint",
     "test_checkpointing_without_reentrant": "checkpoint",
     "test_checkpoint_valid_reset_on_error": "checkpoint",
-    "test_checkpointing_without_reentrant_detached_tensor": "checkpoint",
-    "test_checkpointing_without_reentrant_saved_object_identity": "checkpoint",
-    "test_checkpointing_without_reentrant_correct_grad": "checkpoint",
     "test_checkpointing_without_reentrant_dataparallel": "checkpoint, DataParallel",
-    "test_checkpointing_without_reentrant_parameter_used_in_an_out": "checkpoint",
-    "test_checkpointing_without_reentrant_arbitrary_input_output": "checkpoint",
     "test_callback_propagates_errors_from_device_thread": "CUDA, queue_callback",
     "test_grad_fn_attr_bindings": "the _saved_* fields of torch's generated nodes (interpolate, conv, pdist, ...)",
     "test_get_data_and_hooks_from_raw_saved_variable": "saved-tensor hooks",

@@ -115,6 +115,13 @@ class _CheckpointFunction(Function):
 
 # -- use_reentrant=False ----------------------------------------------------------------------
 
+class _Kept:
+    __slots__ = ("tensor",)
+
+    def __init__(self, tensor):
+        self.tensor = tensor
+
+
 class _Frame:
     """One call of a checkpointed function: how many tensors its first run saved, and what
     the rerun in backward saved (by position), handed out once each."""
@@ -133,10 +140,14 @@ class _Frame:
     def pack(self, x):
         i = len(self.metas)
         self.metas.append((tuple(x.shape), x.dtype))
+        if x.grad_fn is None and not x.requires_grad:
+            return _Kept(x)          # no part of the graph: kept as it is (the same object), not rerun
         return i
 
     def unpack(self, i):
         from ..autograd.engine import current_task
+        if isinstance(i, _Kept):
+            return i.tensor
         task = current_task()
         if i not in self.recomputed:
             if task is not None and self.task == task.id:
