@@ -36,7 +36,8 @@ from .ops.primitives import Primitive, PRIMITIVES as P
 from .runtime.guards import LEAF, flatten, unflatten, guard_key
 from .runtime.sources import canonical
 from .runtime.cache import ProgramCache
-from .autograd.graph import Node, Saved, saved_tensors_hooks_active, _HOOK_USERS as _SAVED_HOOKS
+from .autograd.graph import (Node, Saved, saved_tensors_hooks_active, _HOOK_USERS as _SAVED_HOOKS,
+                             MODULE_BACKWARD_HOOKS as _MODULE_HOOKS)
 from .autograd.engine import FREED_MSG, _check_version
 
 _PKG = os.path.dirname(os.path.abspath(__file__))
@@ -815,6 +816,11 @@ class CompiledFunction:
     def __call__(self, *args, **kwargs):
         if _ACTIVE[0] and TRACING.stack:
             return self._fn(*args, **kwargs)    # called inside another trace: inlined into it
+        if _MODULE_HOOKS[0]:
+            warnings.warn(f"tracegrad.compile: {self.__name__} runs eagerly while global module backward hooks "
+                          f"(register_module_full_backward_hook) are registered, so that they run",
+                          UserWarning, stacklevel=2)
+            return self._fn(*args, **kwargs)
         if _SAVED_HOOKS[0] and saved_tensors_hooks_active():
             # a compiled program saves its own values for backward, out of the hooks' reach
             warnings.warn(f"tracegrad.compile: {self.__name__} is called under saved_tensors_hooks (or save_on_cpu, "

@@ -247,6 +247,7 @@ class Saved:
 _TLS = threading.local()
 _HOOK_USERS = [0]
 HOOK_USED = [False]          # whether any tensor was ever saved through hooks (the engine then looks)
+MODULE_BACKWARD_HOOKS = [0]  # global module full backward hooks (nn.modules.module) now registered
 
 
 def hooked_saved(node):

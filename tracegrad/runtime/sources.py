@@ -160,6 +160,7 @@ def module_token(m, attrs):
     return (tuple(d), d["training"], tuple(p), tuple(map(token, p.values())), tuple(b),
             tuple(map(token, b.values())), tuple(sub), tuple(map(id, sub.values())),
             tuple(d["_forward_pre_hooks"]), tuple(d["_forward_hooks"]), tuple(d["_backward_hooks"]),
+            tuple(d.get("_backward_pre_hooks", ())),
             tuple([token(d[a]) for a in attrs]))
 
 

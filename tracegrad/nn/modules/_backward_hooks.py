@@ -1,87 +1,117 @@
-"""Module backward hooks (register_full_backward_hook and _pre_hook), as torch's BackwardHook
-does them: the module's tensor inputs and outputs pass through identity autograd Functions;
-the outputs' one sees grad_output (pre-hooks may replace it), the inputs' one sees
-grad_input and calls the hooks (which may replace it)."""
+"""Module full backward hooks (torch's nn.Module.register_full_backward_hook and
+register_full_backward_pre_hook, torch.utils.hooks.BackwardHook).
+
+A call of a module with such hooks passes its tensor inputs, and then its tensor outputs,
+through an identity custom Function (BackwardHookFunction, as in torch). In backward, the
+outputs' node gets the gradients with respect to the outputs: the pre-hooks run there and
+may replace them. The inputs' node gets the gradients with respect to the inputs: the hooks
+run there with (grad_input, grad_output) and may replace grad_input. Where no input requires
+grad, the hooks run at the outputs' node with grad_input all None, with torch's warning.
+"""
+import warnings
+
 from ...tensor import Tensor
 from ...autograd.function import Function
 
 
-class _State:
-    __slots__ = ("module", "n_inputs", "grad_outputs", "input_requires_grad")
-
-    def __init__(self, module, n_inputs):
-        self.module, self.n_inputs, self.grad_outputs, self.input_requires_grad = module, n_inputs, None, False
-
-
-def _run_hooks(state, grad_inputs):
-    out = tuple(grad_inputs)
-    for hook in tuple(state.module._backward_hooks.values()):
-        r = hook(state.module, out, state.grad_outputs)
-        if r is not None:
-            r = tuple(r) if isinstance(r, (tuple, list)) else (r,)
-            if len(r) != len(out):
-                raise RuntimeError(f"Backward hook returned an invalid number of grad_input, got {len(r)}, but "
-                                   f"expected {len(out)}")
-            out = r
-    return out
-
-
-class _InputsHook(Function):
+class BackwardHookFunction(Function):
     @staticmethod
-    def forward(ctx, state, *xs):
-        ctx.state = state
-        ctx.set_materialize_grads(False)
-        return tuple(x.clone() for x in xs) if len(xs) > 1 else xs[0].clone()
+    def forward(ctx, call, kind, *tensors):
+        ctx.call = call
+        ctx.kind = kind
+        ctx.mark_non_differentiable(*[t for t in tensors if not t.requires_grad])
+        return tensors
 
     @staticmethod
     def backward(ctx, *grads):
-        return (None,) + tuple(_run_hooks(ctx.state, grads))
+        if ctx.kind == "outputs":
+            grads = ctx.call.output_grads(grads)
+        else:
+            grads = ctx.call.input_grads(grads)
+        return (None, None) + tuple(grads)
 
 
-class _OutputsHook(Function):
-    @staticmethod
-    def forward(ctx, state, *ys):
-        ctx.state = state
-        ctx.set_materialize_grads(False)     # an output no gradient reached is None, as torch's
-        return tuple(y.clone() for y in ys) if len(ys) > 1 else ys[0].clone()
+class _HookedCall:
+    """One call of a module with backward hooks: what its backward hands to the hooks."""
 
-    @staticmethod
-    def backward(ctx, *grads):
-        state = ctx.state
-        for hook in tuple(state.module._backward_pre_hooks.values()):
-            r = hook(state.module, grads)
+    def __init__(self, module, n_inputs, input_req):
+        from . import module as M
+        self.module = module
+        self.n_inputs = n_inputs
+        self.input_req = input_req
+        self.pre_hooks = (list(M._global_backward_pre_hooks.values())
+                          + list(module.__dict__.get("_backward_pre_hooks", {}).values()))
+        self.hooks = (list(M._global_backward_hooks.values())
+                      + list(module.__dict__.get("_backward_hooks", {}).values()))
+        self.grad_output = None
+
+    def output_grads(self, grads):
+        grads = tuple(grads)
+        for hook in self.pre_hooks:
+            r = hook(self.module, grads)
             if r is not None:
-                grads = tuple(r) if isinstance(r, (tuple, list)) else (r,)
-        state.grad_outputs = tuple(grads)
-        if not state.input_requires_grad:
-            # no input needs a gradient: the hooks see grad_input of Nones now, as torch's
-            _run_hooks(state, (None,) * state.n_inputs)
-        return (None,) + tuple(grads)
+                r = tuple(r) if isinstance(r, (tuple, list)) else (r,)
+                if len(r) != len(grads):
+                    raise RuntimeError(f"Backward pre hook returned an invalid number of grad_output, got {len(r)}, "
+                                       f"but expected {len(grads)}")
+                grads = r
+        self.grad_output = grads
+        if not any(self.input_req) and self.hooks:
+            warnings.warn("Full backward hook is firing when gradients are computed with respect to module outputs "
+                          "since no inputs require gradients. See https://docs.pytorch.org/docs/main/generated/"
+                          "torch.nn.Module.html#torch.nn.Module.register_full_backward_hook for more details.",
+                          stacklevel=2)
+            self.run_hooks((None,) * self.n_inputs)
+            self.grad_output = None
+        return grads
+
+    def input_grads(self, grads):
+        grad_input = tuple(g if req else None for g, req in zip(grads, self.input_req))
+        if self.grad_output is None:
+            # the gradient reached the inputs without passing the outputs (double backward
+            # through a saved input): torch calls no hook then
+            return grad_input
+        grad_input = self.run_hooks(grad_input)
+        self.grad_output = None
+        return grad_input
+
+    def run_hooks(self, grad_input):
+        for hook in self.hooks:
+            r = hook(self.module, grad_input, self.grad_output)
+            if r is not None:
+                r = tuple(r) if isinstance(r, (tuple, list)) else (r,)
+                if len(r) != len(grad_input):
+                    raise RuntimeError(f"Backward hook returned an invalid number of grad_input, got {len(r)}, but "
+                                       f"expected {len(grad_input)}")
+                grad_input = r
+        return grad_input
 
 
 def call_with_backward_hooks(module, call, args, kwargs):
-    positions = [i for i, a in enumerate(args) if isinstance(a, Tensor)]
-    state = _State(module, len(positions))
-    args = list(args)
-    needing = [i for i in positions if args[i].requires_grad]
-    if needing:
-        state.input_requires_grad = True
-        new = _InputsHook.apply(state, *(args[i] for i in positions))
-        new = new if isinstance(new, tuple) else (new,)
-        for i, t in zip(positions, new):
+    from ... import _tensor_methods
+    from ...grad_mode import is_grad_enabled
+    if _tensor_methods._tracing():
+        # the hooks run in backward, which a compiled program does not run through Python:
+        # the call runs eagerly (compile warns and falls back), never without its hooks
+        raise NotImplementedError(f"{type(module).__name__} has module backward hooks "
+                                  f"(register_full_backward_hook), which a compiled function does not run")
+    if not is_grad_enabled():
+        return call(*args, **kwargs)
+    pos = [i for i, a in enumerate(args) if isinstance(a, Tensor)]
+    req = tuple(args[i].requires_grad for i in pos)
+    hooked = _HookedCall(module, len(pos), req)
+    if any(req):
+        new = BackwardHookFunction.apply(hooked, "inputs", *[args[i] for i in pos])
+        args = list(args)
+        for i, t in zip(pos, new):
             args[i] = t
-    result = call(*args, **kwargs)
-    single = isinstance(result, Tensor)
-    outs = [result] if single else (list(result) if isinstance(result, (tuple, list)) else None)
-    if outs is None:
-        return result
-    tensor_pos = [i for i, o in enumerate(outs) if isinstance(o, Tensor) and o.requires_grad]
-    if not tensor_pos:
-        return result
-    wrapped = _OutputsHook.apply(state, *(outs[i] for i in tensor_pos))
-    wrapped = wrapped if isinstance(wrapped, tuple) else (wrapped,)
-    for i, t in zip(tensor_pos, wrapped):
-        outs[i] = t
-    if single:
-        return outs[0]
-    return type(result)(outs) if isinstance(result, list) else tuple(outs)
+        args = tuple(args)
+    out = call(*args, **kwargs)
+    single = isinstance(out, Tensor)
+    outs = (out,) if single else out
+    if not isinstance(outs, tuple) or not all(isinstance(o, Tensor) for o in outs):
+        return out                 # torch hooks tensor outputs only; other structures pass as they are
+    if not any(o.requires_grad for o in outs):
+        return out
+    new = BackwardHookFunction.apply(hooked, "outputs", *outs)
+    return new[0] if single else tuple(new)

@@ -74,6 +74,47 @@ def _typename(obj):
 
 _global_forward_pre_hooks = OrderedDict()
 _global_forward_hooks = OrderedDict()
+_global_backward_hooks = OrderedDict()
+_global_backward_pre_hooks = OrderedDict()
+
+
+class _GlobalHandle:
+    def __init__(self, hooks):
+        self.hooks = hooks
+        self.id = next(_global_ids)
+
+    def remove(self):
+        from ...autograd.graph import MODULE_BACKWARD_HOOKS
+        if self.hooks.pop(self.id, None) is not None:
+            MODULE_BACKWARD_HOOKS[0] -= 1
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.remove()
+
+
+_global_ids = itertools.count()
+
+
+def _add_global(hooks, hook):
+    from ...autograd.graph import MODULE_BACKWARD_HOOKS
+    handle = _GlobalHandle(hooks)
+    hooks[handle.id] = hook
+    MODULE_BACKWARD_HOOKS[0] += 1     # compiled functions run eagerly while there are any
+    return handle
+
+
+def register_module_full_backward_hook(hook):
+    """torch.nn.modules.module.register_module_full_backward_hook: a full backward hook of
+    every module, run before each module's own."""
+    return _add_global(_global_backward_hooks, hook)
+
+
+def register_module_full_backward_pre_hook(hook):
+    """torch.nn.modules.module.register_module_full_backward_pre_hook."""
+    return _add_global(_global_backward_pre_hooks, hook)
 
 
 class Module:
@@ -293,7 +334,8 @@ class Module:
     # -- calling ------------------------------------------------------------------------------------
     def _call_impl(self, *args, **kwargs):
         forward_call = self.forward
-        if self.__dict__.get("_backward_hooks") or self.__dict__.get("_backward_pre_hooks"):
+        if self.__dict__.get("_backward_hooks") or self.__dict__.get("_backward_pre_hooks") or \
+                _global_backward_hooks or _global_backward_pre_hooks:
             from ._backward_hooks import call_with_backward_hooks
             return call_with_backward_hooks(self, self._call_forward_hooks, args, kwargs)
         return self._call_forward_hooks(*args, **kwargs)
