@@ -140,8 +140,8 @@ class _Frame:
     def pack(self, x):
         i = len(self.metas)
         self.metas.append((tuple(x.shape), x.dtype))
-        if x.grad_fn is None and not x.requires_grad:
-            return _Kept(x)          # no part of the graph: kept as it is (the same object), not rerun
+        if not x.requires_grad and any(x is a for a in self.args):
+            return _Kept(x)          # an argument outside the graph: kept as it is (the same object), not rerun
         return i
 
     def unpack(self, i):
