@@ -19,6 +19,7 @@ class BackwardHookFunction(Function):
     def forward(ctx, call, kind, *tensors):
         ctx.call = call
         ctx.kind = kind
+        ctx.set_materialize_grads(False)      # an output no gradient reached is None, as torch's
         ctx.mark_non_differentiable(*[t for t in tensors if not t.requires_grad])
         return tensors
 
