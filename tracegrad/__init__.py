@@ -2,7 +2,7 @@
 
 The stages, in the order data flows:
   tensor.py, ops/       eager tensors on numpy; the op table (one entry per primitive)
-  ir/tracer.py          the one recording mechanism: eager grad_fn nodes or symbolic IR
+  tracing.py            the one recording mechanism: eager grad_fn nodes or symbolic IR
   ir/                   the networkx-based IR: graph, printer (Python text, DOT), verifier, interpreters
   autodiff.py           the symbolic differentiation pass: forward IR -> backward IR
   codegen/              numpy code generated from IR

@@ -202,7 +202,7 @@ def _tracing():
     """Whether compile is tracing in this thread: checked by every in-place op, so the tracer's
     state is looked up once, not imported per call."""
     if not _TRACER:
-        from .ir.tracer import _ACTIVE, TRACING
+        from .tracing import _ACTIVE, TRACING
         _TRACER.extend((_ACTIVE, TRACING))
     active, tracing = _TRACER
     return active[0] and tracing.stack
@@ -214,7 +214,7 @@ def commit(self, result):
         from .functionalize import commit_traced      # inside compile: rewritten out of place
         return commit_traced(self, result)
     if self._data is None or result._data is None:
-        from .ir.tracer import TraceError
+        from .tracing import TraceError
         raise TraceError("in-place ops (such as batch_norm's update of its running statistics in training mode) "
                          "inside a compiled function are not traced yet")
     if result._dtype is not self._dtype and result._dtype._kind > self._dtype._kind:

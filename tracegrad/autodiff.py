@@ -12,7 +12,7 @@ bound lazily: a rule that only asks for `x.shape` saves nothing.
 """
 
 from .ir.graph import Graph, V
-from .ir.tracer import Proxy, trace, proxy_input
+from .tracing import Proxy, trace, proxy_input
 from .ops.primitives import sum_to, DerivativeNotImplemented
 from .ops import functional as F
 
@@ -103,7 +103,7 @@ def derive(fwd, outputs, wrt, hooks=None, node_hooks=(), defer_errors=False):
     ctxs = {}
     added_projs = []
     from .ops.primitives import PRIMITIVES as P
-    from .ir.tracer import apply
+    from .tracing import apply
     with trace(bwd):
         grads = {}
         for o in outputs:
@@ -231,7 +231,7 @@ def derive(fwd, outputs, wrt, hooks=None, node_hooks=(), defer_errors=False):
 def _call_hooks(g, key):
     """Tensor hooks run at backward time: an opaque op whose callables are bound per run."""
     from .ops.primitives import PRIMITIVES
-    from .ir.tracer import apply
+    from .tracing import apply
     from . import _dtype as D
     bwd = g.__dict__["_graph"]
     fns = proxy_input(bwd, (), D.bool_, role="hook", hook_key=key)
@@ -239,7 +239,7 @@ def _call_hooks(g, key):
 
 
 def F_value(bwd, proxy):
-    from .ir.tracer import value_of
+    from .tracing import value_of
     return value_of(bwd, proxy)
 
 
@@ -293,7 +293,7 @@ def grad_in_trace(outputs, inputs, grad_outputs, create_graph, allow_unused, mat
     the same graph, so a compiled function may take derivatives of derivatives and the
     whole computation becomes one program. Without `create_graph` the gradients are
     detached, as torch's do not require grad."""
-    from .ir.tracer import TraceError, value_of
+    from .tracing import TraceError, value_of
     from .ir.interpret import run_eager
     graph = next(t.__dict__["_graph"] for t in outputs + inputs if isinstance(t, Proxy))
     for t in outputs + inputs:
@@ -325,7 +325,7 @@ def grad_in_trace(outputs, inputs, grad_outputs, create_graph, allow_unused, mat
 def backward_args(bwd, seeds, saved):
     """The arguments of backward graph `bwd` in its input order: `seeds` for its gradient
     inputs, `saved(forward value, attrs)` for its saved inputs, constants' own values."""
-    from .ir.tracer import TraceError
+    from .tracing import TraceError
     args, k = [], 0
     for v in bwd.inputs:
         a = bwd[v]

@@ -29,7 +29,7 @@ from .grad_mode import STATE
 from .tensor import Tensor, _VALUE_READS
 from ._collect import paused
 from .ir.graph import Graph, V
-from .ir.tracer import Proxy, TraceError, trace, proxy_input, apply, TRACING, _ACTIVE
+from .tracing import Proxy, TraceError, trace, proxy_input, apply, TRACING, _ACTIVE
 from .ir.verify import verify
 from .ops.lowering import Refuse, identity
 from .ops.primitives import Primitive, PRIMITIVES as P

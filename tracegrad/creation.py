@@ -497,7 +497,7 @@ def full(size, fill_value, *, out=None, dtype=None, layout=None, device=None, re
             else D.get_default_dtype()
     dtype = D.as_dtype(dtype)
     value = _fill_value(value, dtype, math.prod(size))
-    from .ir.tracer import apply, _ACTIVE, TRACING
+    from .tracing import apply, _ACTIVE, TRACING
     if _ACTIVE[0] and TRACING.stack:
         from .ops.primitives import PRIMITIVES
         return apply(PRIMITIVES["full"], (), {"shape": size, "value": value, "dtype": dtype})

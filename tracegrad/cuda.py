@@ -317,7 +317,7 @@ def parse(dev):
 def transfer(t, dev):
     """t on device `dev` ('cuda' or 'cpu'); differentiable (ToCopyBackward0)."""
     if t._data is None:
-        from .ir.tracer import TraceError
+        from .tracing import TraceError
         raise TraceError("moving a tensor between devices inside a compiled function is not traced")
     src = "cuda" if t._data.__class__ is CudaArray else "cpu"
     if src == dev:
@@ -326,13 +326,13 @@ def transfer(t, dev):
     out = Tensor._make(data, t._dtype)
     from .grad_mode import STATE
     if t._req and STATE.grad_enabled:
-        from .ir.tracer import _record
+        from .tracing import _record
         _record(_to_prim(), (t,), {"device": dev, "src": src}, (out,))
     return out
 
 
 def _to_apply(x, device, src):
-    from .ir.tracer import apply
+    from .tracing import apply
     return apply(_to_prim(), (x,), {"device": device, "src": src})
 
 
@@ -433,7 +433,7 @@ def apply_cuda(prim, args, params):
             else:
                 raise _mixed(cpu_first, prim, args)
     from .grad_mode import STATE
-    from .ir import tracer
+    from . import tracing as tracer
     cdt, odt = prim.dtype_rule(args)
     if odt is None:
         odt = params["dtype"]
@@ -473,7 +473,7 @@ def _key(prim, args, params):
 
 def _build(prim, args, params):
     from .ir.graph import Graph, V
-    from .ir.tracer import trace, proxy_input, apply
+    from .tracing import trace, proxy_input, apply
     g = Graph(prim.name)
     with trace(g):
         ins = tuple(proxy_input(g, tuple(a.shape), a._dtype) if isinstance(a, Tensor) else a for a in args)
@@ -552,7 +552,7 @@ def _run(prim, args, params, cdt, odt):
 
 def _run_host(prim, args, params, cdt, odt):
     """A primitive the lowering refuses: its numpy kernel on host copies, the result copied back."""
-    from .ir import tracer
+    from . import tracing as tracer
     STATS["host"] += 1
     HOST_OPS[prim.name] += 1
     arrays = []
@@ -614,7 +614,7 @@ def _run_backward_graph(graph, args, run_eager):
             env[n] = tuple(Tensor._make(r if r.__class__ is CudaArray else to_device(r, dt), dt)
                            for r, (_, dt) in zip(res, metas))
             continue
-        from .ir.tracer import apply
+        from .tracing import apply
         env[n] = prim.eager(*xs, **a["params"]) if prim.eager else apply(prim, xs, a["params"])
     return [None if o is None else env[o] for o in graph.outputs]
 

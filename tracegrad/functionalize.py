@@ -112,7 +112,7 @@ def guard_key(optimizers, tensors):
 
 def begin(graph):
     if LOCAL.shadow is not None:
-        from .ir.tracer import TraceError
+        from .tracing import TraceError
         raise TraceError("a compiled function called while another is being traced")
     sh = Shadow(graph)
     LOCAL.shadow = sh
@@ -128,13 +128,13 @@ def end():
 # -- in-place ops while tracing --------------------------------------------------------------------
 
 def tracing():
-    from .ir.tracer import _ACTIVE, TRACING
+    from .tracing import _ACTIVE, TRACING
     return bool(_ACTIVE[0] and TRACING.stack)
 
 
 def commit_traced(self, result):
     """The in-place write `self <- result` inside a trace (see the module docstring)."""
-    from .ir.tracer import Proxy, TraceError
+    from .tracing import Proxy, TraceError
     from .ops import functional as F
     from . import _dtype as D
     if result._dtype is not self._dtype and result._dtype._kind > self._dtype._kind:
@@ -175,7 +175,7 @@ def commit_traced(self, result):
 def _as_value(t):
     """A concrete tensor as a value of the graph being traced (an op on it)."""
     from .ops.primitives import PRIMITIVES as P
-    from .ir.tracer import apply_symbolic
+    from .tracing import apply_symbolic
     return apply_symbolic(P["detach"], (t,), {})
 
 
@@ -189,7 +189,7 @@ def _scatter(base, result, prim, rest, params):
     """base with the view (prim, rest, params) of it replaced by result."""
     from .ops.primitives import PRIMITIVES as P
     from .ops import functional as F
-    from .ir.tracer import TraceError
+    from .tracing import TraceError
     if prim.name == "detach":           # the whole value, seen without its gradient
         return result
     if prim.name == "getitem":
@@ -206,7 +206,7 @@ def _scatter(base, result, prim, rest, params):
     item = scratch.itemsize
     offset = (v.__array_interface__["data"][0] - scratch.__array_interface__["data"][0]) // item
     p = {"shape": tuple(v.shape), "strides": tuple(s // item for s in v.strides), "offset": offset}
-    from .ir.tracer import apply
+    from .tracing import apply
     return apply(P["as_strided_scatter"], (base, result), p)
 
 
@@ -219,7 +219,7 @@ def refresh_view(proxy):
         refresh_view(base)
     if base.__dict__.get("_gen", 0) == d.get("_view_gen", 0):
         return
-    from .ir.tracer import apply_symbolic
+    from .tracing import apply_symbolic
     d["_view_gen"] = base.__dict__.get("_gen", 0)
     v = apply_symbolic(prim, (base,) + tuple(rest), params)
     d["_name"] = v.__dict__["_name"]
@@ -227,7 +227,7 @@ def refresh_view(proxy):
 
 def finish(sh, leaves, proxies):
     """After the trace: the writes as extra outputs -> (values, write-back plan)."""
-    from .ir.tracer import Proxy, value_of, TraceError
+    from .tracing import Proxy, value_of, TraceError
     outs, plan = [], []
     for t, p in zip(leaves, proxies):
         if p.__dict__["_name"] != p.__dict__.get("_orig_name", p.__dict__["_name"]):
@@ -317,7 +317,7 @@ def backward_in_trace(outputs, grad_tensors, retain_graph, create_graph, inputs)
     """`Tensor.backward` on symbolic values: the backward graph of what was traced so far,
     traced into the same graph, its gradients accumulated into the leaves' symbolic .grad."""
     import networkx as nx
-    from .ir.tracer import Proxy, TraceError, value_of
+    from .tracing import Proxy, TraceError, value_of
     from .ir.interpret import run_eager
     from .autodiff import derive, differentiable_reach, backward_args
     from .autograd import _seeds

@@ -2,7 +2,7 @@
 every gradient a derivative rule produces and names the forward op that made a NaN."""
 import threading
 
-from ..ir import tracer
+from .. import tracing as tracer
 
 _state = threading.local()
 

@@ -469,7 +469,7 @@ def _execute(order, index, roots, seeds, targets, retain_graph, create_graph, ho
             else:
                 args.append(info)
         from ..ir.interpret import run_eager
-        from ..ir import tracer
+        from .. import tracing as tracer
         try:
             with enable_grad():
                 outs = (run_checked(p, args, order, eager=True) if tracer._ANOMALY[0] or p.undefined else
@@ -491,7 +491,7 @@ def _execute(order, index, roots, seeds, targets, retain_graph, create_graph, ho
                 args.append(order[info])
             else:
                 args.append(info._data)
-        from ..ir import tracer
+        from .. import tracing as tracer
         freeing = STATE.freeing_saved
         STATE.freeing_saved = not retain_graph
         try:
@@ -650,7 +650,7 @@ def run_checked(p, args, order, eager=False):
     `eager` runs each node through the eager ops (create_graph=True)."""
     import time
     import warnings
-    from ..ir import tracer
+    from .. import tracing as tracer
     from ..ir.graph import V
     from . import profiler
     g = p.bwd

@@ -19,13 +19,13 @@ from ..ops.lowering import Refuse, identity
 from ..ops.primitives import Primitive, PRIMITIVES as P
 from .graph import Node, Saved, node_class, _seq
 from . import views
-from ..ir import tracer as _tracer
+from .. import tracing as _tracer
 
 
 # -- the primitives: the Function node, and the run-time calls in backward graphs ------------------
 
 def _function_vjp(g, out, *inputs, ctx, cls, nout):
-    from ..ir.tracer import apply
+    from ..tracing import apply
     metas = tuple((tuple(x.shape), x.dtype) if isinstance(x, Tensor) else None for x in inputs)
     gs = g if isinstance(g, tuple) else (g,)
     res = apply(P["function_backward"], tuple(gs) + (ctx,), {"metas": metas})
@@ -317,7 +317,7 @@ class Function(metaclass=FunctionMeta):
     def apply(cls, *args, **kwargs):
         if kwargs:
             raise NotImplementedError("Function.apply with keyword arguments is not supported")
-        from ..ir.tracer import _ACTIVE, TRACING, Proxy
+        from ..tracing import _ACTIVE, TRACING, Proxy
         if _ACTIVE[0] and (TRACING.stack or any(isinstance(a, Proxy) for a in args)):
             return _apply_traced(cls, args)
         ctx = object.__new__(_ctx_class(cls))
@@ -491,7 +491,7 @@ def once_differentiable(fn):
         req = [a for a in args if isinstance(a, Tensor) and a._req]
         if not req:
             return outputs
-        from ..ir.tracer import apply
+        from ..tracing import apply
         single = not isinstance(outputs, tuple)
         outs = (outputs,) if single else outputs
         wrapped = tuple(apply(P["delayed_error"], (o,) + tuple(req), {}) if isinstance(o, Tensor) else o
@@ -519,7 +519,7 @@ def _traced_fn_shape(*xs, n_in, n_out, **k):
 
 
 def _traced_fn_vjp(g, out, *xs, ctx, n_in, n_out, n_saved, attrs, once, out_refs=(), **k):
-    from ..ir.tracer import apply
+    from ..tracing import apply
     cls = ctx._params_cls
     if out_refs:                    # saved outputs of the Function: this node's outputs
         outs = out if isinstance(out, tuple) else (out,)
@@ -559,7 +559,7 @@ _ONCE_MSG = "trying to differentiate twice a function that was marked with @once
 
 def _once_vjp(g, out, x):
     # as torch's DelayedError: the error comes when this derivative runs, not when it is derived
-    from ..ir.tracer import apply
+    from ..tracing import apply
     return (apply(P["once_differentiable_error"], (g,), {}),)
 
 
@@ -579,7 +579,7 @@ Primitive("once_differentiable", "x", lambda x: np.array(x, copy=True), shape=la
 def _requires_grad_traced(graph, t):
     """Whether a value of the graph being traced depends differentiably on something that
     requires grad (the arguments that do, the parameters the function read)."""
-    from ..ir.tracer import Proxy, value_of
+    from ..tracing import Proxy, value_of
     from ..autodiff import differentiable_reach
     if not isinstance(t, Proxy):
         return t._req
@@ -590,7 +590,7 @@ def _requires_grad_traced(graph, t):
 
 
 def _apply_traced(cls, args):
-    from ..ir.tracer import Proxy, TraceError, TRACING, apply
+    from ..tracing import Proxy, TraceError, TRACING, apply
     from .. import functionalize
     graph = next((a.__dict__["_graph"] for a in args if isinstance(a, Proxy)), None) or TRACING.stack[-1]
     ctx = object.__new__(_ctx_class(cls))

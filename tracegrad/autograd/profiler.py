@@ -11,7 +11,7 @@ import os
 import threading
 import time
 
-from ..ir import tracer
+from .. import tracing as tracer
 
 _ACTIVE = []          # active profiles (innermost last)
 _LOCK = threading.Lock()

@@ -176,7 +176,7 @@ def _unsupported():
 
 def _regenerate(t):
     """Give view `t` the grad_fn as_strided(base) (torch's AsStridedBackward0)."""
-    from ..ir.tracer import _record
+    from ..tracing import _record
     from ..ops.primitives import PRIMITIVES as P
     old_fn, old_nr = t._grad_fn, t._output_nr
     params = geometry(t._data, t._base._data)
@@ -203,7 +203,7 @@ def move_retained(t, old_fn, old_nr):
 def rebase(view, result):
     """After an in-place op on `view` whose result (with its history) is `result`: the base
     becomes as_strided_scatter(old base, result) (CopySlices), the view as_strided of it."""
-    from ..ir.tracer import _record
+    from ..tracing import _record
     from ..ops.primitives import PRIMITIVES as P
     from ..tensor import Tensor
     base = view._base

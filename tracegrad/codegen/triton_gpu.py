@@ -104,7 +104,7 @@ def _decompose(graph):
 
 
 def _decompose_once(graph):
-    from ..ir.tracer import Proxy, trace
+    from ..tracing import Proxy, trace
     from ..passes.rewrite import rewrite
 
     def rule(b, n, a, args):
@@ -228,7 +228,7 @@ def _split_whole_reductions(graph, max_row_block):
 
 
 def _apply1(name, x, **params):
-    from ..ir.tracer import apply
+    from ..tracing import apply
     return apply(PRIMITIVES[name], (x,), params)
 
 

@@ -8,7 +8,7 @@ a backward graph is differentiated again (create_graph=True).
 import numpy as np
 
 from .graph import V
-from .tracer import apply
+from ..tracing import apply
 
 
 def _resolve(a, env):

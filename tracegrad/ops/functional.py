@@ -12,7 +12,7 @@ import numpy as np
 from .. import _dtype as D
 from ..tensor import Tensor
 from ..grad_mode import STATE
-from ..ir.tracer import apply
+from ..tracing import apply
 from . import shapes as S
 from .primitives import PRIMITIVES as P, sum_to
 
@@ -1022,7 +1022,7 @@ def _normalize_key(input, key, zero_dim_select=True):
                         raise IndexError(f"The shape of the mask {list(k.shape)} at index {j} does not match the shape "
                                          f"of the indexed tensor {list(shape)} at index {dim + j}")
                 if k._data is None:
-                    from ..ir.tracer import TraceError
+                    from ..tracing import TraceError
                     raise TraceError("indexing with a boolean mask has a data-dependent shape")
                 for a in np.nonzero(k._data):
                     out.append(("t", len(idx)))

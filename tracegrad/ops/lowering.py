@@ -118,9 +118,9 @@ class Glue:
 
 
 class Decompose:
-    """A lowering by rewriting: `fn(*args, **params)`, called on symbolic tensors (ir/tracer.py's
+    """A lowering by rewriting: `fn(*args, **params)`, called on symbolic tensors (tracing.py's
     Proxy) while the graph is lowered, builds the node's value from other primitives (through
-    ir.tracer.apply) and returns it (a tuple of values for a multi-output op). It raises
+    tracing.apply) and returns it (a tuple of values for a multi-output op). It raises
     NotImplementedError, naming the op, for a call it does not lower."""
     __slots__ = ("fn",)
 

@@ -10,7 +10,7 @@ import numpy as np
 
 from .. import _dtype as D
 from ..tensor import Tensor
-from ..ir.tracer import apply
+from ..tracing import apply
 from . import shapes as S
 from . import math_primitives  # noqa: F401  (registers the primitives)
 from .math_primitives import LinAlgError  # noqa: F401

@@ -29,7 +29,7 @@ from .primitives import Primitive, PRIMITIVES, R, _no_kernel
 
 
 def _apply(name, args, params):
-    from ..ir.tracer import apply
+    from ..tracing import apply
     return apply(PRIMITIVES[name], args, params)
 
 

@@ -267,7 +267,7 @@ def _zeros_like(x):
 
 def R(name, x, dims, keepdim=False):
     """A reduction primitive over normalized `dims`, for use inside rules."""
-    from ..ir.tracer import apply
+    from ..tracing import apply
     return apply(PRIMITIVES[name], (x,), {"dims": tuple(dims), "keepdim": keepdim})
 
 
@@ -1366,7 +1366,7 @@ def _einsum_triton(*xs, equation):
     out, and each further operand is contracted into the running result by one matmul over
     (shared kept indices as the batch, own indices, contracted indices), built with permute and
     reshape; a last permute puts the result's indices in order."""
-    from ..ir.tracer import apply
+    from ..tracing import apply
     P = PRIMITIVES
     ins, res = equation.split("->")
     specs = ins.split(",")

@@ -234,7 +234,7 @@ class Optimizer:
         elif fn is Adam._update:
             traced.adam(self, sh)
         elif fn is not None and fn.__module__.startswith(__package__ + "."):
-            from ..ir.tracer import TraceError      # a built-in update written on numpy storage
+            from ..tracing import TraceError      # a built-in update written on numpy storage
             raise TraceError(f"{type(self).__name__}.step() inside a compiled function is not traced yet "
                              f"(SGD, Adam and AdamW are); compile the forward and backward only")
         else:

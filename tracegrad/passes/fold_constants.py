@@ -8,7 +8,7 @@ tensors) are never folded: they are read afresh at every call. Large results (ov
 import numpy as np
 
 from ..ir.graph import V, refs
-from ..ir.tracer import _wrap
+from ..tracing import _wrap
 from .rewrite import rewrite, is_pure
 
 MAX_ELEMENTS = 1 << 16

@@ -1,5 +1,9 @@
 """The one recording mechanism: `apply(prim, args, params)`.
 
+Part of the front end, beside the tensor: it builds `Tensor`s and grad_fn nodes, so it
+sits above the compiler core (`ir/`, the op table, `passes/`, `codegen/`), which never
+imports it back.
+
 Every op goes through `apply`. With concrete tensors it runs the primitive's numpy
 kernel and, when grad mode is on and an input requires grad, records a grad_fn node
 (eager autograd). With symbolic tensors (`Proxy`, made by `trace`) it adds a node to
@@ -10,14 +14,14 @@ import threading
 
 import numpy as np
 
-from .. import _dtype as D
-from ..grad_mode import STATE
-from ..tensor import Tensor, Size
-from ..autograd.graph import Saved, _seq
-from ..autograd.views import make_view, creation_meta
-from .graph import Graph, V
-from .. import cuda as _cuda
-from .. import functionalize as _FN
+from . import _dtype as D
+from .grad_mode import STATE
+from .tensor import Tensor, Size
+from .autograd.graph import Saved, _seq
+from .autograd.views import make_view, creation_meta
+from .ir.graph import Graph, V
+from . import cuda as _cuda
+from . import functionalize as _FN
 
 _CUDA = _cuda._ON         # non-zero once a CUDA tensor exists: the eager hot path's only device test
 
@@ -59,7 +63,7 @@ class Proxy(Tensor):
     def size(self, dim=None):
         if dim is None:
             return Size(self._shape)
-        from ..ops.shapes import normalize_dim
+        from .ops.shapes import normalize_dim
         return self._shape[normalize_dim(dim, len(self._shape))]
 
     def dim(self):
@@ -112,7 +116,7 @@ class Proxy(Tensor):
         return self._shape[0]
 
     def detach(self):
-        from ..ops.primitives import PRIMITIVES
+        from .ops.primitives import PRIMITIVES
         return apply(PRIMITIVES["detach"], (self,), {})
 
     def __repr__(self):
@@ -153,7 +157,7 @@ def value_of(graph, a):
     if isinstance(a, Proxy):
         d = a.__dict__
         if "_view" in d:                      # a view whose base was written since (functionalize)
-            from ..functionalize import refresh_view
+            from .functionalize import refresh_view
             refresh_view(a)
         name = d["_name"]
         if name is None:                      # a lazily bound input (see autodiff)
@@ -200,7 +204,7 @@ def apply_symbolic(prim, args, params):
     out = _apply_symbolic(prim, args, params)
     if not STATE.grad_enabled and prim.name != "detach":
         sh = _FN.LOCAL.shadow
-        from ..ops.primitives import PRIMITIVES as P
+        from .ops.primitives import PRIMITIVES as P
         if sh is not None and out.__class__ is not tuple and out.__dict__["_graph"] is sh.graph:
             # under no_grad in the function being compiled: no gradient flows through this
             # value, as in eager (a write to it still reaches what it views)
@@ -224,7 +228,7 @@ def _apply_symbolic(prim, args, params):
     cdt, odt = prim.dtype_rule(args)
     if odt is None:
         odt = params["dtype"]
-    from ..ops.primitives import PRIMITIVES
+    from .ops.primitives import PRIMITIVES
     convert = PRIMITIVES["convert"]
     new_args = []
     for i, a in enumerate(args):
