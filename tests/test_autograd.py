@@ -428,7 +428,7 @@ def test_ir_prints_and_dot():
     tg.ir.verify(g)
     tg.ir.verify(b)
     # the backward graph computes the gradient: run it through the reference interpreter
-    from tracegrad.ir.interpret import run_numpy
+    from tracegrad.interpret import run_numpy
     from tracegrad.autograd import engine
     order, index, roots = tg.ir._recorded(y)
     prog = engine.build_program(order, index, roots, [(n, 0) for n in order if n._prim is None], {})

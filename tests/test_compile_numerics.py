@@ -378,7 +378,7 @@ def traced_gradients(program, xs):
     from tracegrad.autodiff import backward_args, derive
     from tracegrad.compile import trace_function
     from tracegrad.ir.graph import V
-    from tracegrad.ir.interpret import run_eager
+    from tracegrad.interpret import run_eager
     g, _, _, outs = trace_function(program, tuple(xs), {}, "reference")
     g.outputs = [V(o._name) for o in outs]
     n = len(xs)

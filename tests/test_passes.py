@@ -6,7 +6,7 @@ import pytest
 import tracegrad as tg
 from tracegrad.autodiff import derive
 from tracegrad.compile import trace_function
-from tracegrad.ir.interpret import run_numpy
+from tracegrad.interpret import run_numpy
 from tracegrad.ir.verify import verify
 from tracegrad.passes import (eliminate_common_subexpressions, eliminate_dead_code, fold_constants, simplify,
                               partition, collect_terms, FORWARD_PIPELINE, RECOMPUTED_PIPELINE)

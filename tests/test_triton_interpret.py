@@ -45,7 +45,7 @@ import tracegrad.nn.functional as NF  # noqa: E402
 from tracegrad.autodiff import derive  # noqa: E402
 from tracegrad.compile import trace_function  # noqa: E402
 from tracegrad.ir.graph import Graph, map_args  # noqa: E402
-from tracegrad.ir.interpret import run_numpy  # noqa: E402
+from tracegrad.interpret import run_numpy  # noqa: E402
 from tracegrad.ops.primitives import PRIMITIVES  # noqa: E402
 from tracegrad.codegen import triton_gpu  # noqa: E402
 from tracegrad.codegen.triton_gpu import lower  # noqa: E402

@@ -3,7 +3,8 @@
 The stages, in the order data flows:
   tensor.py, ops/       eager tensors on numpy; the op table (one entry per primitive)
   tracing.py            the one recording mechanism: eager grad_fn nodes or symbolic IR
-  ir/                   the networkx-based IR: graph, printer (Python text, DOT), verifier, interpreters
+  ir/                   the networkx-based IR: graph, printer (Python text, DOT), verifier
+  interpret.py          reference interpreters of the IR (numpy kernels, eager ops)
   autodiff.py           the symbolic differentiation pass: forward IR -> backward IR
   codegen/              numpy code generated from IR
   autograd/             torch's autograd API over all of it: engine, grad_fn nodes, grad modes

@@ -294,7 +294,7 @@ def grad_in_trace(outputs, inputs, grad_outputs, create_graph, allow_unused, mat
     whole computation becomes one program. Without `create_graph` the gradients are
     detached, as torch's do not require grad."""
     from .tracing import TraceError, value_of
-    from .ir.interpret import run_eager
+    from .interpret import run_eager
     graph = next(t.__dict__["_graph"] for t in outputs + inputs if isinstance(t, Proxy))
     for t in outputs + inputs:
         if isinstance(t, Proxy) and t.__dict__["_graph"] is not graph:

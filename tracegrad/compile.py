@@ -721,7 +721,7 @@ def _compiled_backward_eager(*args, prog):
 
 def _backward_function(p):
     """The forward and backward IR of p as one function of (seeds..., inputs...)."""
-    from .ir.interpret import run_eager
+    from .interpret import run_eager
     from .autodiff import backward_args
     from .autodiff import derive
     # derived from the graph as traced, not as optimised: a rewrite such as x - x -> 0 must

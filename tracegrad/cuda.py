@@ -651,7 +651,7 @@ def run_backward(p, args):
             STATS["backward_triton"] += 1
             return [None if r is None else CudaArray(r) for r in res]
     from .grad_mode import no_grad
-    from .ir.interpret import run_eager
+    from .interpret import run_eager
     on_device = any(a.__class__ is CudaArray for a in args) and not p.transfers
     targs = []
     for n, a in zip(p.bwd.inputs, args):

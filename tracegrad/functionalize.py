@@ -318,7 +318,7 @@ def backward_in_trace(outputs, grad_tensors, retain_graph, create_graph, inputs)
     traced into the same graph, its gradients accumulated into the leaves' symbolic .grad."""
     import networkx as nx
     from .tracing import Proxy, TraceError, value_of
-    from .ir.interpret import run_eager
+    from .interpret import run_eager
     from .autodiff import derive, differentiable_reach, backward_args
     from .autograd import _seeds
     from .autograd.engine import FREED_MSG

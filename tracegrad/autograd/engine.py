@@ -468,7 +468,7 @@ def _execute(order, index, roots, seeds, targets, retain_graph, create_graph, ho
                 args.append(order[info])
             else:
                 args.append(info)
-        from ..ir.interpret import run_eager
+        from ..interpret import run_eager
         from .. import tracing as tracer
         try:
             with enable_grad():

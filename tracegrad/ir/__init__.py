@@ -1,5 +1,4 @@
-"""The IR: graphs (graph.py), the recording mechanism (tracer.py), printing (printer.py),
-verification (verify.py) and reference interpreters (interpret.py).
+"""The IR: graphs (graph.py), printing (printer.py) and verification (verify.py).
 
 `graph_of(t)` gives the forward graph recorded for tensor `t`; `backward_graph_of(t)`
 the backward graph the differentiation pass derives from it.

@@ -1,5 +1,8 @@
 """Reference interpreters for the IR.
 
+They run the op table's kernels (`run_numpy`) or the eager ops (`run_eager`), so they live
+in the front end, not in `ir/`, which is a data structure only.
+
 `run_numpy` runs each node's numpy kernel and checks that the kernel's result has the
 shape and dtype the graph says (what defines the IR). `run_eager` runs each node through
 the eager ops, so with grad mode on the results record their own grad_fn: this is how
@@ -7,8 +10,8 @@ a backward graph is differentiated again (create_graph=True).
 """
 import numpy as np
 
-from .graph import V
-from ..tracing import apply
+from .ir.graph import V
+from .tracing import apply
 
 
 def _resolve(a, env):
