@@ -38,6 +38,10 @@ from .ops.functional import (
 )
 from ._tensor_str import set_printoptions
 from . import autograd, ir, codegen, cuda
+from .autograd.recorded import graph_of as _graph_of, backward_graph_of as _backward_graph_of
+# `ir/` imports nothing outside itself; reading a tensor's recorded graph needs the engine, so
+# the two readers live in autograd/recorded.py and are put on the `ir` namespace here.
+ir.graph_of, ir.backward_graph_of = _graph_of, _backward_graph_of
 from .autograd import Node  # noqa: F401
 from .autograd.anomaly_mode import is_anomaly_enabled, is_anomaly_check_nan_enabled  # noqa: F401
 
