@@ -4,7 +4,7 @@ Text that comes from the user (source lines, file names, constants of their own 
 never runs as code here or in generated source: `comment_text` escapes what goes into
 a comment, `safe_repr` writes a constant without calling the user's `__repr__`.
 """
-from .graph import V, type_str
+from .values import V, type_str
 
 _EXACT = (bool, int, float, str, type(None))
 
