@@ -145,12 +145,13 @@ def _category(d):
 
 def result_type(args):
     """torch.result_type over tensors and Python scalars (dimensioned tensors win
-    inside a category; zero-dim tensors next; Python numbers only lift the category)."""
-    from .tensor import Tensor
+    inside a category; zero-dim tensors next; Python numbers only lift the category).
+    A tensor is what carries a `_dtype` (Tensor and its symbolic Proxy): this module is core
+    and never imports the tensor."""
     dim_r = zero_r = wrapped_r = None
     for a in args:
-        if isinstance(a, Tensor):
-            d = a.dtype
+        d = getattr(a, "_dtype", None)
+        if d is not None:
             if a.ndim:
                 dim_r = d if dim_r is None else promote_types(dim_r, d)
             else:
