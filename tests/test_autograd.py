@@ -430,7 +430,8 @@ def test_ir_prints_and_dot():
     # the backward graph computes the gradient: run it through the reference interpreter
     from tracegrad.interpret import run_numpy
     from tracegrad.autograd import engine
-    order, index, roots = tg.ir._recorded(y)
+    from tracegrad.autograd.recorded import _recorded
+    order, index, roots = _recorded(y)
     prog = engine.build_program(order, index, roots, [(n, 0) for n in order if n._prim is None], {})
     args = []
     for kind, info in prog.binds:
