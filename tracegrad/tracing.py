@@ -17,7 +17,7 @@ import numpy as np
 from . import _dtype as D
 from .grad_mode import STATE
 from .tensor import Tensor, Size
-from .autograd.graph import Saved, _seq
+from .autograd.graph import Saved, _seq, node_class, node_class_of
 from .autograd.views import make_view, creation_meta
 from .ir.graph import Graph, V
 from . import cuda as _cuda
@@ -351,9 +351,18 @@ def _make_out(data, dt, base, multi=False):
     return t
 
 
+def rename_grad_fn(t, name):
+    """Show `t`'s grad_fn under torch's name `name` (a composite's public name); the node, its
+    derivative and its next_functions stay those of the primitive that made it."""
+    fn = t.grad_fn
+    if fn is not None:
+        fn.__class__ = node_class(name)
+    return t
+
+
 def _record(prim, args, params, outs):
     """Make the grad_fn node for one op and attach it to its outputs."""
-    cls = prim.node_class(args, params)
+    cls = node_class_of(prim, args, params)
     node = object.__new__(cls)
     node._prim = prim
     node._params = params

@@ -163,6 +163,19 @@ def node_class(name):
     return cls
 
 
+def node_class_of(prim, args, params):
+    """The grad_fn class for one call of op-table entry `prim`, named from the table's data:
+    `prim.grad_fn` is torch's name, or a function of the call's arguments giving it. The table
+    never imports this module; a fixed name's class is cached on the entry (`_node_cls`)."""
+    cls = prim._node_cls
+    if cls is not None:
+        return cls
+    if callable(prim.grad_fn):
+        return node_class(prim.grad_fn(args, params))
+    cls = prim._node_cls = node_class(prim.grad_fn)
+    return cls
+
+
 class Saved:
     """A tensor saved for backward, with the version it had when saved.
 

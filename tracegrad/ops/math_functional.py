@@ -10,7 +10,7 @@ import numpy as np
 
 from .. import _dtype as D
 from ..tensor import Tensor
-from ..tracing import apply
+from ..tracing import apply, rename_grad_fn
 from . import shapes as S
 from . import math_primitives  # noqa: F401  (registers the primitives)
 from .math_primitives import LinAlgError  # noqa: F401
@@ -56,7 +56,7 @@ def _scan(name, input, dim, dtype):
     d = S.normalize_dim(dim, max(input.ndim, 1))
     if input.ndim == 0:
         out = apply(P[name], (input.reshape(1),), {"dim": 0}).reshape(())
-        return _rename(out, name.capitalize() + "Backward0")
+        return rename_grad_fn(out, name.capitalize() + "Backward0")
     return apply(P[name], (input,), {"dim": d})
 
 
@@ -75,14 +75,6 @@ class return_types:
     kthvalue = O._return_type("kthvalue")
 
 
-def _rename(t, name):
-    fn = t.grad_fn
-    if fn is not None:
-        from ..autograd.graph import node_class
-        fn.__class__ = node_class(name)
-    return t
-
-
 def _sorted(input, dim, descending, stable=True):
     d = S.normalize_dim(dim, max(input.ndim, 1))
     x = input.reshape(1) if input.ndim == 0 else input
@@ -97,7 +89,7 @@ def sort(input, dim=-1, descending=False, stable=False):
     """Values in order along dim (NaN counts as largest) and where they came from."""
     O._check_tensor(input, "sort")
     vals, idx, _ = _sorted(input, dim, descending)
-    return return_types.sort(_rename(vals, "SortBackward0"), idx)
+    return return_types.sort(rename_grad_fn(vals, "SortBackward0"), idx)
 
 
 def argsort(input, dim=-1, descending=False, stable=False):
@@ -116,7 +108,7 @@ def topk(input, k, dim=-1, largest=True, sorted=True):
         raise RuntimeError("selected index k out of range")
     vals, idx, d = _sorted(input, dim, largest)
     vals, idx = O.narrow(vals, d, 0, k), O.narrow(idx, d, 0, k)
-    return return_types.topk(_rename(vals, "TopkBackward0"), idx)
+    return return_types.topk(rename_grad_fn(vals, "TopkBackward0"), idx)
 
 
 def kthvalue(input, k, dim=-1, keepdim=False):
@@ -128,7 +120,7 @@ def kthvalue(input, k, dim=-1, keepdim=False):
     v, i = O.narrow(vals, d, k - 1, 1), O.narrow(idx, d, k - 1, 1)
     if not keepdim:
         v, i = O.squeeze(v, d), O.squeeze(i, d)
-    return return_types.kthvalue(_rename(v, "KthvalueBackward0"), i)
+    return return_types.kthvalue(rename_grad_fn(v, "KthvalueBackward0"), i)
 
 
 def median(input, dim=None, keepdim=False):
@@ -155,7 +147,7 @@ def median(input, dim=None, keepdim=False):
         v, i = O.squeeze(v, d), O.squeeze(i, d)
     if input.ndim == 0:
         v, i = v.reshape(()), i.reshape(())
-    return return_types.median(_rename(v, "MedianBackward1"), i)
+    return return_types.median(rename_grad_fn(v, "MedianBackward1"), i)
 
 
 def _quantile(input, q, dim, keepdim, interpolation, ignore_nan, name):
@@ -250,13 +242,13 @@ def diag(input, diagonal=0):
         cols = np.arange(input.shape[0]) + max(k, 0)
         flat = tensor((rows * n + cols).astype(np.int64))
         out = O.scatter(zeros(n * n, dtype=input.dtype), 0, flat, input)
-        return _rename(out.reshape(n, n), "DiagEmbedBackward0")
+        return rename_grad_fn(out.reshape(n, n), "DiagEmbedBackward0")
     if input.ndim == 2:
         r, c = input.shape
         start_r, start_c = max(-k, 0), max(k, 0)
         m = max(min(r - start_r, c - start_c), 0)
         flat = tensor(((np.arange(m) + start_r) * c + np.arange(m) + start_c).astype(np.int64))
-        return _rename(O.index_select(input.reshape(-1), 0, flat), "DiagonalBackward0")
+        return rename_grad_fn(O.index_select(input.reshape(-1), 0, flat), "DiagonalBackward0")
     raise RuntimeError("diag(): Supports 1D or 2D tensors. Got " + f"{input.ndim}D")
 
 
@@ -308,7 +300,7 @@ def repeat_interleave(input, repeats=None, dim=None, *, output_size=None):
     if np.any(r < 0):
         raise RuntimeError("repeats can not be negative")
     idx = tensor(np.repeat(np.arange(n), r).astype(np.int64))
-    return _rename(O.index_select(x, d, idx), "RepeatInterleaveBackward0") if x.ndim else x
+    return rename_grad_fn(O.index_select(x, d, idx), "RepeatInterleaveBackward0") if x.ndim else x
 
 
 def index_add(input, dim, index, source, *, alpha=1):
@@ -380,7 +372,7 @@ def linalg_solve(A, B, *, left=True):
         return linalg_solve(A.mT, B.mT).mT
     vector = B.ndim == 1 or (B.ndim == A.ndim - 1 and tuple(B.shape) == tuple(A.shape[:-1]))
     if vector:
-        return _rename(O.squeeze(linalg_solve_matrix(A, O.unsqueeze(B, -1)), -1), "LinalgSolveExBackward0")
+        return rename_grad_fn(O.squeeze(linalg_solve_matrix(A, O.unsqueeze(B, -1)), -1), "LinalgSolveExBackward0")
     if B.shape[-2] != A.shape[-1]:
         raise RuntimeError(f"linalg.solve: Incompatible shapes of A and B for the equation AX = B "
                            f"({A.shape[-2]}x{A.shape[-1]} and {B.shape[-2]}x{B.shape[-1]})")

@@ -69,7 +69,7 @@ class Primitive:
         self.reduction = reduction
         self.triton = triton
         self.cast = cast                  # argument positions promoted to the compute dtype (None: all)
-        self._node_cls = None
+        self._node_cls = None     # the engine's grad_fn class for a fixed name (autograd.graph.node_class_of)
         # needs: {input name: names its gradient reads}; with it, a call saves only what the
         # gradients of its inputs that require grad read (as torch does)
         self.needs = {k: tuple(v.split()) for k, v in needs.items()} if needs else None
@@ -99,15 +99,6 @@ class Primitive:
                         out.append(i)
             pos = self._save_pos[key] = (tuple(out), "out" in names)
         return pos
-
-    def node_class(self, args, params):
-        if self._node_cls is not None:
-            return self._node_cls
-        from ..autograd.graph import node_class
-        if callable(self.grad_fn):
-            return node_class(self.grad_fn(args, params))
-        self._node_cls = node_class(self.grad_fn)
-        return self._node_cls
 
     def __repr__(self):
         return f"<primitive {self.name}>"
