@@ -21,7 +21,9 @@ def traced(fn, *shapes, dtype=tg.float64):
 
 
 def inputs_for(g, arrays):
-    return list(arrays) + [g[v]["value"]._data for v in g.inputs[len(arrays):]]
+    # a constant the function read is its tensor; one fold_constants made is its numpy array
+    vals = [g[v]["value"] for v in g.inputs[len(arrays):]]
+    return list(arrays) + [c if isinstance(c, np.ndarray) else c._data for c in vals]
 
 
 def _cancel_tol(*arrays):

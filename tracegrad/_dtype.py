@@ -205,6 +205,17 @@ def cast(a, d):
         return a.astype(d.np)
 
 
+def as_dtype_array(out, dt):
+    """A kernel's result as the ndarray that stores dtype `dt` (cast; bfloat16 rounded)."""
+    if type(out) is not np.ndarray:
+        out = np.asarray(out)
+    if out.dtype != dt.np:
+        out = out.astype(dt.np) if dt is not bfloat16 else round_bfloat16(out)
+    elif dt is bfloat16:
+        out = round_bfloat16(out)
+    return out
+
+
 def round_bfloat16(a):
     """Round a float32 array to the nearest bfloat16 value (ties to even), in float32."""
     shape = np.shape(a)

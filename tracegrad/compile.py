@@ -181,6 +181,16 @@ def build(fn, args, kwargs, name, backend, value_reads=None):
         return _build(fn, args, kwargs, name, backend, value_reads)
 
 
+def _bind_folded(g):
+    """Folded constants as tensors: fold_constants leaves each one's array in its input's
+    `value` (passes know no Tensor); programs bind constants as tensors, as they bind the
+    ones the function read."""
+    for v in g.inputs:
+        a = g[v]
+        if a.get("folded") and type(a["value"]) is np.ndarray:
+            a["value"] = Tensor._make(a["value"], a["dtype"])
+
+
 def _build(fn, args, kwargs, name, backend, value_reads=None):
     from .autodiff import derive, differentiable_reach
     from .passes import FORWARD_PIPELINE, BACKWARD_PIPELINE, RECOMPUTED_PIPELINE, partition
@@ -226,6 +236,7 @@ def _build(fn, args, kwargs, name, backend, value_reads=None):
         g = pass_fn(g)
         _verify_pass(g, k == len(FORWARD_PIPELINE) - 1)
         p.stage(f"forward IR after {pass_fn.__name__}", g)
+    _bind_folded(g)
     p.fwd_ir = g
     p.consts = inputs = [g[v]["value"] for v in g.inputs[n_args:]]
     all_inputs = list(leaves) + inputs
@@ -267,6 +278,7 @@ def _build(fn, args, kwargs, name, backend, value_reads=None):
             bwd = pass_fn(bwd)
             _verify_pass(bwd, k == len(BACKWARD_PIPELINE) - 1)
             p.stage(f"backward IR after {pass_fn.__name__}", bwd)
+        _bind_folded(bwd)
         p.bwd_opt = bwd
         part = partition(g, bwd)
         p.stage("partition", part)

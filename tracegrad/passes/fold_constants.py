@@ -1,5 +1,7 @@
 """Constant folding: ops whose arguments are all Python literals or folded values are
-evaluated once at compile time and become constant inputs.
+evaluated once at compile time and become constant inputs. The kernels run on numpy
+arrays, and a folded input's `value` is the array: the front end (compile.py) binds it as a
+tensor once the pipeline has run.
 
 Constant inputs that came from the caller's tensors (module parameters, captured
 tensors) are never folded: they are read afresh at every call. Large results (over
@@ -8,7 +10,7 @@ tensors) are never folded: they are read afresh at every call. Large results (ov
 import numpy as np
 
 from ..ir.graph import V, refs
-from ..tracing import _wrap
+from .._dtype import as_dtype_array
 from .rewrite import rewrite, is_pure
 
 MAX_ELEMENTS = 1 << 16
@@ -26,10 +28,9 @@ def fold_constants(graph):
         if int(np.prod(a["shape"])) > MAX_ELEMENTS:
             return None
         vals = [folded[x] if isinstance(x, V) else x for x in args]
-        out = _wrap(a["prim"].impl(*vals, **a["params"]), a["dtype"])
-        from ..tensor import Tensor
+        out = as_dtype_array(a["prim"].impl(*vals, **a["params"]), a["dtype"])
         v = b.add_input(a["shape"], a["dtype"], "const")
-        b[v]["value"] = Tensor._make(out, a["dtype"])
+        b[v]["value"] = out
         b[v]["folded"] = True
         folded[v] = out
         return v

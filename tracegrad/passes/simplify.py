@@ -43,6 +43,8 @@ import math
 
 import numpy as np
 
+from .._dtype import round_bfloat16
+
 from ..ops.primitives import PRIMITIVES as P
 from ..ir.graph import V
 from .rewrite import rewrite, add, literal_key
@@ -212,7 +214,9 @@ def _uniform(b, v):
     if c["op"] == "input":
         if not c.get("folded"):
             return None
-        d = c["value"]._data
+        d = c["value"]            # fold_constants' array (the front end binds it as a tensor later)
+        if not isinstance(d, np.ndarray):
+            d = d._data
         if d.size == 0:
             return None
         first = d.flat[0]
@@ -222,7 +226,6 @@ def _uniform(b, v):
         # the value as the full array holds it, rounded to its dtype (0.1 in float16 is not 0.1)
         held = float(np.asarray(c["params"]["value"], dtype=c["dtype"].np))
         if c["dtype"].name == "bfloat16":
-            from .._dtype import round_bfloat16
             held = float(round_bfloat16(np.float32(held)))
         return held if np.isfinite(held) else None
     if c["op"] == "pow" and len(c["args"]) == 2 and _lit(c["args"][1]) and c["args"][1] == 0:
