@@ -25,6 +25,7 @@ import threading
 
 import numpy as np
 
+from .._dtype import round_bfloat16
 from ..ir.graph import V, refs, type_str
 from ..ir.printer import comment_text
 
@@ -204,8 +205,7 @@ def _call(n, a, env, args_fn=None):
     comment = _comment(a)
     call = f"{k}({', '.join(args)})"
     if getattr(a["dtype"], "name", None) == "bfloat16":      # stored as float32, rounded after each op
-        from .. import _dtype
-        env["round_bfloat16"] = _dtype.round_bfloat16
+        env["round_bfloat16"] = round_bfloat16
         call = f"round_bfloat16({call})"
     return f"{n} = {call}  # {comment}"
 
