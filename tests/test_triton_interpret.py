@@ -48,7 +48,7 @@ from tracegrad.ir.graph import Graph, map_args  # noqa: E402
 from tracegrad.interpret import run_numpy  # noqa: E402
 from tracegrad.ops.primitives import PRIMITIVES  # noqa: E402
 from tracegrad.codegen import triton_gpu  # noqa: E402
-from tracegrad.codegen.triton_gpu import lower  # noqa: E402
+from tracegrad.decompositions import lower  # noqa: E402
 from tracegrad.ops.lowering import Decompose, Dot, Expr, Glue, Reduce, Refuse, Scatter  # noqa: E402
 
 F32 = dict(rtol=2e-5, atol=2e-6)

@@ -492,7 +492,7 @@ def _triton(graph, name):
     """The graph as Triton kernels (codegen/triton_gpu.py); arrays in and out, so it plugs
     into the same calling convention as the numpy backend. Without a GPU it needs
     TRITON_INTERPRET=1 (slow: for tests of small graphs)."""
-    from .codegen.triton_gpu import lower
+    from .decompositions import lower
     prog = lower(graph)
 
     def run(*arrays):

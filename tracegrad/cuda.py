@@ -4,14 +4,15 @@ Storage: a CUDA tensor's `_data` is a `CudaArray`, a small numpy-like wrapper ar
 torch tensor used only as a memory carrier (allocation, host<->device copies, views).
 torch is imported lazily, when the first CUDA tensor is made.
 
-Dispatch: once a CUDA tensor exists, `_apply_eager` (ir/tracer.py) hands every op with
+Dispatch: once a CUDA tensor exists, `_apply_eager` (tracing.py) hands every op with
 a CUDA argument to `apply_cuda`, which traces the primitive into a one-op IR graph,
-lowers it with `codegen.triton_gpu.lower` and runs the resulting Triton program; the
-programs are cached by (primitive, parameters, Python constants, input shapes and
-dtypes); convolutions, pooling and einsum are decomposed by the lowering into views,
-copies and matmul / reduction / scatter kernels like any other op. Calls the lowering
-refuses (custom Functions and hooks call Python; integer convolutions, which tl.dot does
-not lower) run their numpy kernel on a host copy and the result is copied back.
+lowers it with `decompositions.lower` (decomposition, then `codegen.triton_gpu.lower`)
+and runs the resulting Triton program; the programs are cached by (primitive, parameters,
+Python constants, input shapes and dtypes); convolutions, pooling and einsum are
+decomposed by the lowering into views, copies and matmul / reduction / scatter kernels
+like any other op. Calls the lowering refuses (custom Functions and hooks call Python;
+integer convolutions, which tl.dot does not lower) run their numpy kernel on a host copy
+and the result is copied back.
 
 Without a GPU, setting TRITON_INTERPRET=1 before tracegrad (and triton) are imported
 makes "cuda" run on Triton's CPU interpreter, with CPU torch tensors as carriers: the
@@ -26,7 +27,7 @@ from . import _dtype as D
 from .tensor import Tensor, device as _device
 
 CUDA0 = _device("cuda", 0)
-_ON = [0]                    # set once a CUDA tensor exists (read by ir/tracer.py and the engine)
+_ON = [0]                    # set once a CUDA tensor exists (read by tracing.py and the engine)
 _KERNELS = {}                # (prim, params, args) -> TritonProgram or _HOST
 _HOST = object()
 STATS = collections.Counter()      # how device ops ran: triton / host (eager), backward_triton / backward_eager
@@ -480,7 +481,7 @@ def _build(prim, args, params):
         out = apply(prim, ins, params)
     outs = out if isinstance(out, tuple) else (out,)
     g.outputs = [V(o.__dict__["_name"]) for o in outs]
-    from .codegen.triton_gpu import lower
+    from .decompositions import lower
     return lower(g), [g[o]["dtype"] for o in g.outputs]
 
 
@@ -631,7 +632,7 @@ def run_backward(p, args):
         if not any(p.bwd[n]["op"] == "to_copy" for n in p.bwd.nodes()) and \
                 all(p.bwd[n]["role"] in ("grad", "saved", "const") for n in p.bwd.inputs):
             try:
-                from .codegen.triton_gpu import lower
+                from .decompositions import lower
                 prog = lower(p.bwd)
             except Exception:
                 prog = False

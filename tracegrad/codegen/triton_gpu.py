@@ -41,7 +41,8 @@ under the interpreter a fixed small config. `TritonProgram.source` holds every k
 
 What each primitive lowers to is its op table entry's `triton` slot (an `Expr` template,
 a `Reduce`/`Dot`/`Scatter` marker, `Glue` the launcher runs as a view or copy, a
-`Decompose` rule that rewrites the node into other primitives before grouping, as
+`Decompose` rule that rewrites the node into other primitives before grouping (in
+tracegrad/decompositions.py: rules are traced on symbolic tensors, in the front end), as
 convolutions (im2col views + matmul), pooling (window views + an elementwise chain or a
 reduction, a scatter-add for max pooling's backward) and einsum (permute/reshape + matmul)
 are, or a `Refuse` with its reason: tracegrad/ops/lowering.py); this module reads the
@@ -85,65 +86,6 @@ def classify(name):
     if isinstance(low, Decompose):
         return "decomposed"
     return "unsupported"
-
-
-# == decomposition =================================================================================
-# A primitive whose slot is `Decompose` (convolutions, pooling, einsum) is rewritten, before
-# grouping, into primitives the other slots lower: its rule runs on Proxies of the graph under
-# construction, so the ops it applies are traced into it with their shapes and dtypes. A rule
-# may add constants (index maps such as pooling's window positions): they become graph inputs
-# after the original ones, bound from their values when the program runs.
-
-def _decompose(graph):
-    """The graph with every `Decompose` node rewritten (the graph itself when there is none)."""
-    for _ in range(8):               # a rule may apply another decomposed primitive
-        if not any(isinstance(_lowering(graph[n]), Decompose) for n in graph.ops() if graph[n]["op"] != "proj"):
-            return graph
-        graph = _decompose_once(graph)
-    raise NotImplementedError("decompositions do not terminate")
-
-
-def _decompose_once(graph):
-    from ..tracing import Proxy, trace
-    from ..passes.rewrite import rewrite
-
-    def rule(b, n, a, args):
-        if a["op"] == "proj":
-            return args[0][a["params"]["index"]] if isinstance(args[0], tuple) else None
-        low = _lowering(a)
-        if not isinstance(low, Decompose):
-            return None
-        ins = [Proxy.make(b, x, b[x]["shape"], b[x]["dtype"]) if isinstance(x, V) else x for x in args]
-        b.__dict__["source_hint"] = a.get("source")
-        with trace(b):
-            out = low.fn(*ins, **a["params"])
-            outs = out if a["prim"].multi else (out,)
-            types = list(zip(a["shape"], a["dtype"])) if a["prim"].multi else [(a["shape"], a["dtype"])]
-            vals = []
-            for o, (shape, dtype) in zip(outs, types):
-                assert tuple(o.shape) == tuple(shape), (a["op"], tuple(o.shape), tuple(shape))
-                if o.dtype is not dtype:
-                    o = _apply1("convert", o, dtype=dtype)
-                if o.__dict__["_name"] in args or b[o.__dict__["_name"]]["op"] == "input":
-                    # an argument itself (einsum("ij->ij")): a copy stands for the node
-                    o = _apply1("clone", o)
-                vals.append(V(o.__dict__["_name"]))
-        return tuple(vals) if a["prim"].multi else vals[0]
-
-    saved = {k: graph.__dict__[k] for k in ("constants", "origin", "source_hint") if k in graph.__dict__}
-    try:
-        for k in saved:
-            del graph.__dict__[k]
-        b = rewrite(graph, rule)
-    finally:
-        graph.__dict__.update(saved)
-    b.__dict__.pop("source_hint", None)
-    b.__dict__.pop("constants", None)
-    added = [v for v in b.inputs if v not in set(graph.inputs)]
-    for v in added:
-        b[v]["fixed"] = True
-    b.inputs = list(graph.inputs) + added
-    return b
 
 
 # == split whole-tensor reductions ==================================================================
@@ -195,41 +137,6 @@ def _splittable(graph, n, max_row_block):
         # written out by its own kernel instead of computed in the reduction's
         return None
     return _split_point(shape, max_row_block)
-
-
-def _split_whole_reductions(graph, max_row_block):
-    """The graph with each whole-tensor reduction that _splittable takes done in two stages."""
-    if not any(_splittable(graph, n, max_row_block) is not None for n in graph.ops()):
-        return graph
-    from ..ir.tracer import Proxy, trace
-    from ..passes.rewrite import rewrite
-
-    def rule(b, n, a, args):
-        split = _splittable(graph, n, max_row_block)
-        if split is None:
-            return None
-        k, rows = split
-        x = args[0]
-        shape = tuple(b[x]["shape"])
-        op = _SPLIT[a["op"]]
-        with trace(b):
-            p = Proxy.make(b, x, shape, b[x]["dtype"])
-            if rows is not None:
-                p, shape = _apply1("reshape", p, shape=rows), rows
-            part = _apply1(op, p, dims=tuple(range(k, len(shape))), keepdim=False)
-            out = _apply1(op, part, dims=tuple(range(k)), keepdim=False)
-            if tuple(out.shape) != tuple(a["shape"]):
-                out = _apply1("reshape", out, shape=tuple(a["shape"]))
-            if out.dtype is not a["dtype"]:
-                out = _apply1("convert", out, dtype=a["dtype"])
-        return V(out.__dict__["_name"])
-
-    return rewrite(graph, rule)
-
-
-def _apply1(name, x, **params):
-    from ..tracing import apply
-    return apply(PRIMITIVES[name], (x,), params)
 
 
 def _one_index_dim(key):
@@ -1893,13 +1800,20 @@ def _kernel_runner(g, u, kernel):
 
 
 def lower(graph, max_row_block=None):
-    """Lower an IR graph to Triton kernels and a launcher (`TritonProgram`).
+    """Lower an IR graph to Triton kernels and a launcher (`TritonProgram`). The graph holds
+    no `Decompose`-lowered node: tracegrad/decompositions.py rewrites those first (its
+    `lower` does both), since a rule is tracegrad ops traced on symbolic tensors.
 
     max_row_block: the longest reduction row a kernel keeps whole in registers (longer
     rows loop over blocks); 64 under the interpreter, 4096 on a GPU."""
     if max_row_block is None:
         max_row_block = 64 if interpreting() else 4096
-    g = _split_whole_reductions(_decompose(graph), max_row_block)
+    for n in graph.ops():
+        if graph[n]["op"] != "proj" and isinstance(_lowering(graph[n]), Decompose):
+            raise NotImplementedError(
+                f"triton lowering: {n} = {graph[n]['op']}(...) is lowered by decomposition; lower the graph "
+                "with tracegrad.decompositions.lower, which rewrites such nodes first")
+    g = graph
     units = _group(g, max_row_block)
     pieces = []
     used_names = set()
