@@ -20,6 +20,8 @@ from .tensor import Tensor, Size
 from .autograd.graph import Saved, _seq, node_class, node_class_of
 from .autograd.views import make_view, creation_meta
 from .ir.graph import Graph, V
+from .ops import shapes as S
+from .ops.primitives import FrontEnd, PRIMITIVES
 from . import cuda as _cuda
 from . import functionalize as _FN
 
@@ -63,8 +65,7 @@ class Proxy(Tensor):
     def size(self, dim=None):
         if dim is None:
             return Size(self._shape)
-        from .ops.shapes import normalize_dim
-        return self._shape[normalize_dim(dim, len(self._shape))]
+        return self._shape[S.normalize_dim(dim, len(self._shape))]
 
     def dim(self):
         return len(self._shape)
@@ -116,7 +117,6 @@ class Proxy(Tensor):
         return self._shape[0]
 
     def detach(self):
-        from .ops.primitives import PRIMITIVES
         return apply(PRIMITIVES["detach"], (self,), {})
 
     def __repr__(self):
@@ -204,7 +204,7 @@ def apply_symbolic(prim, args, params):
     out = _apply_symbolic(prim, args, params)
     if not STATE.grad_enabled and prim.name != "detach":
         sh = _FN.LOCAL.shadow
-        from .ops.primitives import PRIMITIVES as P
+        P = PRIMITIVES
         if sh is not None and out.__class__ is not tuple and out.__dict__["_graph"] is sh.graph:
             # under no_grad in the function being compiled: no gradient flows through this
             # value, as in eager (a write to it still reaches what it views)
@@ -228,7 +228,6 @@ def _apply_symbolic(prim, args, params):
     cdt, odt = prim.dtype_rule(args)
     if odt is None:
         odt = params["dtype"]
-    from .ops.primitives import PRIMITIVES
     convert = PRIMITIVES["convert"]
     new_args = []
     for i, a in enumerate(args):
@@ -421,3 +420,7 @@ _PROFILE = [None]          # the profiler's op recorder while a profile is activ
 def _anomaly_trace():
     import traceback
     return traceback.format_stack()[:-3]
+
+
+# the op table's rules apply primitives and make tensors through these (it imports no front end)
+FrontEnd.apply, FrontEnd.Tensor = apply, Tensor

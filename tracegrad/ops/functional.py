@@ -5,6 +5,7 @@ import builtins
 import collections
 import math
 import numbers
+import sys
 import warnings
 
 import numpy as np
@@ -14,7 +15,9 @@ from ..tensor import Tensor
 from ..grad_mode import STATE
 from ..tracing import apply
 from . import shapes as S
-from .primitives import PRIMITIVES as P, sum_to
+from .primitives import PRIMITIVES as P, FrontEnd, sum_to
+
+FrontEnd.ops = sys.modules[__name__]      # the ops the table's derivative rules are written in
 
 _Scalar = (int, float, bool, np.number, np.bool_)
 

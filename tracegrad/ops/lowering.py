@@ -29,6 +29,8 @@ import math
 
 import numpy as np
 
+from ..ir.values import V
+
 # Triton's names for tracegrad's dtypes
 TL = {"float16": "tl.float16", "bfloat16": "tl.bfloat16", "float32": "tl.float32", "float64": "tl.float64",
       "int8": "tl.int8", "int16": "tl.int16", "int32": "tl.int32", "int64": "tl.int64", "uint8": "tl.uint8",
@@ -227,7 +229,6 @@ _SMALL_POW = {2: "{x} * {x}", 3: "{x} * {x} * {x}", 4: "({x} * {x}) * ({x} * {x}
 
 
 def _pow(a, p, c):
-    from ..ir.graph import V
     x, y = c.args[0], c.args[1]
     if not isinstance(y, V):
         e = y.item() if hasattr(y, "item") else y

@@ -25,12 +25,11 @@ from numpy.lib.stride_tricks import as_strided
 
 from .. import _dtype as D
 from . import lowering as T
-from .primitives import Primitive, PRIMITIVES, R, _no_kernel
+from .primitives import F, FrontEnd, Primitive, PRIMITIVES, R, _no_kernel
 
 
 def _apply(name, args, params):
-    from ..tracing import apply
-    return apply(PRIMITIVES[name], args, params)
+    return FrontEnd.apply(PRIMITIVES[name], args, params)
 
 
 def conv_out_size(n, k, s, p, d):
@@ -245,7 +244,6 @@ def _conv_cropped(x, w, like, stride, padding, dilation, groups):
     output_padding (allowed up to the dilation) can add rows past the last window."""
     out = _conv2d_prim(x, w, stride, padding, dilation, groups)
     if tuple(out.shape[2:]) != tuple(like.shape[2:]):
-        from . import functional as F
         out = F.getitem(out, (slice(None), slice(None), slice(0, like.shape[2]), slice(0, like.shape[3])))
     return out
 
@@ -399,8 +397,7 @@ def _max_pool2d_triton(x, *, kernel, stride, padding, dilation, ceil_mode):
     fl = x.dtype.is_floating_point
     low = -np.inf if fl else int(np.iinfo(x.dtype.np).min)
     xp = _place(x, (hp, wp), padding, (1, 1), low)
-    from ..tensor import Tensor
-    pos = Tensor._make(np.arange(h * w, dtype=np.int64).reshape(1, 1, h, w), D.int64)
+    pos = FrontEnd.Tensor._make(np.arange(h * w, dtype=np.int64).reshape(1, 1, h, w), D.int64)
     pp = _place(pos, (hp, wp), padding, (1, 1), _BIG)
     if kernel[0] * kernel[1] <= POOL_CHAIN:
         vs = _offset_views(xp, ho, wo, kernel, stride, dilation)
@@ -444,8 +441,7 @@ def _avg_divide(total, h, w, ho, wo, kernel, stride, padding, count_include_pad,
         if div.size and (div == div.flat[0]).all():
             out = _op("div", total, float(div.flat[0]))
         else:
-            from ..tensor import Tensor
-            out = _op("div", total, Tensor._make(np.ascontiguousarray(div).reshape(1, 1, ho, wo), total.dtype))
+            out = _op("div", total, FrontEnd.Tensor._make(np.ascontiguousarray(div).reshape(1, 1, ho, wo), total.dtype))
     return out if fl else _op("convert", out, dtype=out_dtype)
 
 
@@ -558,7 +554,6 @@ def _max_pool2d_kernel(x, *, kernel, stride, padding, dilation, ceil_mode):
 def _max_pool2d_shape(x, *, kernel, stride, padding, dilation, ceil_mode):
     n, c, h, w = x.shape
     ho, wo, _, _ = _pool_geometry(h, w, kernel, stride, padding, dilation, ceil_mode)
-    from .. import _dtype as D
     return [((n, c, ho, wo), x.dtype), ((n, c, ho, wo), D.int64)]
 
 
@@ -577,7 +572,6 @@ def _max_pool2d_backward_kernel(g, idx, *, input_shape, overlap):
 
 def _gather_pooled(gg, idx):
     """The adjoint of the max-pool scatter: each output reads the input element it picked."""
-    from . import functional as F
     n, c = idx.shape[0], idx.shape[1]
     flat = F.gather(F.reshape(gg, (n, c, gg.shape[2] * gg.shape[3])), 2,
                     F.reshape(idx, (n, c, idx.shape[2] * idx.shape[3])))
@@ -665,7 +659,6 @@ def _bce_kernel(p, t):
 
 
 def _bce_vjp(g, out, p, t):
-    from . import functional as F
     gp = g * (p - t) / F.clamp(p * (1 - p), min=_BCE_EPS)
     gt = None
     if hasattr(t, "shape"):
@@ -674,7 +667,6 @@ def _bce_vjp(g, out, p, t):
 
 
 def _bce_triton(p, t):
-    from . import functional as F
     return -(t * F.clamp(F.log(p), min=-100) + (1 - t) * F.clamp(F.log1p(-p), min=-100))
 
 

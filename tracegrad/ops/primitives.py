@@ -30,15 +30,22 @@ warnings.filterwarnings("ignore", message=r"(divide by zero|invalid value|overfl
                         category=RuntimeWarning, module=r"tracegrad\.")
 
 
-class _LazyOps:
-    """The public ops, imported on first use (rules run long after import)."""
+class FrontEnd:
+    """What the table's rules call of the front end, which imports this table: the public ops
+    (`F.add`, ...), the tracer's `apply` and the `Tensor` class. Rules run long after import,
+    so the front end plugs them in as it is imported (tracing.py sets `apply` and `Tensor`,
+    ops/functional.py `ops`) and the table imports no tensor, tracer or public op."""
+    ops = apply = Tensor = None
+
+
+class _PublicOps:
+    """The public ops (ops/functional.py), which derivative rules are written in."""
 
     def __getattr__(self, name):
-        from . import functional
-        return getattr(functional, name)
+        return getattr(FrontEnd.ops, name)
 
 
-F = _LazyOps()
+F = _PublicOps()
 
 
 class Primitive:
@@ -107,7 +114,7 @@ class Primitive:
 # -- dtype rules: (args) -> (compute dtype or None for "leave inputs alone", output dtype) --
 
 def _tensors(args):
-    from ..tensor import Tensor
+    Tensor = FrontEnd.Tensor
     return [a for a in args if isinstance(a, Tensor)]
 
 
@@ -207,8 +214,7 @@ DTYPE_RULES = {"same": _same, "float": _float, "promote": _promote, "promote_flo
 # -- shape rules ----------------------------------------------------------------
 
 def _is_tensor(a):
-    from ..tensor import Tensor
-    return isinstance(a, Tensor)
+    return isinstance(a, FrontEnd.Tensor)
 
 
 def _shape_of(a):
@@ -258,8 +264,7 @@ def _zeros_like(x):
 
 def R(name, x, dims, keepdim=False):
     """A reduction primitive over normalized `dims`, for use inside rules."""
-    from ..tracing import apply
-    return apply(PRIMITIVES[name], (x,), {"dims": tuple(dims), "keepdim": keepdim})
+    return FrontEnd.apply(PRIMITIVES[name], (x,), {"dims": tuple(dims), "keepdim": keepdim})
 
 
 # == elementwise, one input =======================================================
@@ -618,7 +623,7 @@ def _pow_vjp(g, out, x, y):
 
 
 def _pow_name(args, params):
-    from ..tensor import Tensor
+    Tensor = FrontEnd.Tensor
     x, y = args
     if not isinstance(y, Tensor):
         return "PowBackward0"
@@ -1357,7 +1362,7 @@ def _einsum_triton(*xs, equation):
     out, and each further operand is contracted into the running result by one matmul over
     (shared kept indices as the batch, own indices, contracted indices), built with permute and
     reshape; a last permute puts the result's indices in order."""
-    from ..tracing import apply
+    apply = FrontEnd.apply
     P = PRIMITIVES
     ins, res = equation.split("->")
     specs = ins.split(",")
@@ -1457,8 +1462,7 @@ def _index_put_direct(key):
 
 
 def _call_hooks_kernel(g, fns):
-    from ..tensor import Tensor
-    from .. import _dtype as D
+    Tensor = FrontEnd.Tensor
     if g is None:                      # an undefined gradient: hooks see None (as torch's)
         for k, fn in enumerate(fns):
             r = fn(None)
