@@ -6,8 +6,13 @@ The stages, in the order data flows:
   ir/                   the networkx-based IR: graph, printer (Python text, DOT), verifier
   interpret.py          reference interpreters of the IR (numpy kernels, eager ops)
   autodiff.py           the symbolic differentiation pass: forward IR -> backward IR
-  codegen/              numpy code generated from IR
+  passes/               Graph -> Graph passes over IR and the op table's data
+  codegen/              numpy code (and Triton kernels) generated from IR
+  decompositions.py     the Triton lowering's decompositions, traced on symbolic tensors
   autograd/             torch's autograd API over all of it: engine, grad_fn nodes, grad modes
+  compile.py, runtime/  @compile: guards, trace, pipeline, programs
+The compiler core (ir/, ops/, passes/, codegen/) imports no tensor or autograd engine; the
+import-linter contracts in pyproject.toml check it.
 """
 from . import _dtype
 import builtins as _builtins  # `bool` below is tracegrad.bool, the dtype

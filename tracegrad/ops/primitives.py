@@ -12,6 +12,10 @@ of the output (a tuple for multi-output ops) and return one gradient per input (
 None). The autodiff pass does the plumbing: summing fan-out, reducing broadcast
 dimensions back to each input's shape, casting to each input's dtype. Only the values
 named in `saves` carry data at backward time; the others give their shapes alone.
+
+The table is data plus rules and imports nothing of the front end: grad_fn names are strings
+the engine makes classes of (autograd.graph.node_class_of), and the public ops, `apply` and
+`Tensor` that rules call are plugged in by the front end as it is imported (`FrontEnd`).
 """
 import math
 import warnings
