@@ -1,7 +1,8 @@
 """Adam and AdamW, with amsgrad (torch.optim.Adam, torch.optim.AdamW)."""
 import numpy as np
 
-from .optimizer import Optimizer, _scalar, _zeros_like, _finish
+from . import traced
+from .optimizer import TRACED_UPDATES, Optimizer, _scalar, _zeros_like, _finish
 from ..tensor import Tensor
 from .. import _dtype as D
 
@@ -115,3 +116,6 @@ class AdamW(Adam):
         super().__setstate__(state)
         for group in self.param_groups:
             group["decoupled_weight_decay"] = True
+
+
+TRACED_UPDATES[Adam._update] = traced.adam      # step() inside a compiled training step

@@ -224,15 +224,11 @@ class Optimizer:
         """optimizer.step() inside a compiled function: the update on symbolic values
         (optim/traced.py) for the built-in optimizers; another optimizer's update runs as
         written, its in-place ops on the parameters recorded as writes (functionalize.py)."""
-        from . import traced
-        from .sgd import SGD
-        from .adam import Adam
         sh.optimizers[id(self)] = self
         fn = getattr(update, "__func__", None)
-        if fn is SGD._update:
-            traced.sgd(self, sh)
-        elif fn is Adam._update:
-            traced.adam(self, sh)
+        rule = TRACED_UPDATES.get(fn)
+        if rule is not None:
+            rule(self, sh)
         elif fn is not None and fn.__module__.startswith(__package__ + "."):
             from ..tracing import TraceError      # a built-in update written on numpy storage
             raise TraceError(f"{type(self).__name__}.step() inside a compiled function is not traced yet "
@@ -246,6 +242,11 @@ def _typename(obj):
         return "torch." + D.LEGACY[obj.dtype]
     return type(obj).__module__ + "." + type(obj).__qualname__ if type(obj).__module__ != "builtins" else \
         type(obj).__qualname__
+
+
+# {an optimizer's numpy update function: its update on symbolic values (optim/traced.py)}, filled
+# by the optimizers' modules (sgd.py, adam.py), which import this one
+TRACED_UPDATES = {}
 
 
 def _scalar(x):

@@ -1,7 +1,8 @@
 """SGD with momentum, dampening, Nesterov momentum and weight decay (torch.optim.SGD)."""
 import numpy as np
 
-from .optimizer import Optimizer, required, _scalar, _finish
+from . import traced
+from .optimizer import TRACED_UPDATES, Optimizer, required, _scalar, _finish
 from ..tensor import Tensor
 
 __all__ = ["SGD"]
@@ -67,3 +68,6 @@ class SGD(Optimizer):
                     d = d + dt(momentum) * buf._data if group["nesterov"] else buf._data
                 x += dt(-lr) * d
                 _finish((p,))
+
+
+TRACED_UPDATES[SGD._update] = traced.sgd      # step() inside a compiled training step

@@ -13,11 +13,11 @@ import numpy as np
 from .. import _dtype as D
 from ..tensor import Tensor
 from ..ops import functional as F
+from .optimizer import _scalar
 
 
 def _lr(sh, group):
     """The group's learning rate as a float64 scalar input of the program."""
-    from .optimizer import _scalar
     for holder, g in sh.lr_inputs:
         if g is group:
             return holder
