@@ -34,7 +34,8 @@ from .ir.verify import verify
 from .ops.lowering import Refuse, identity
 from .ops.primitives import Primitive, PRIMITIVES as P
 from .runtime.guards import LEAF, flatten, unflatten, guard_key
-from .runtime.sources import canonical
+from .runtime.side_effects import SideEffects
+from .runtime.sources import build_guards, canonical
 from .runtime.cache import ProgramCache
 from .autograd.graph import (Node, Saved, saved_tensors_hooks_active, _HOOK_USERS as _SAVED_HOOKS,
                              MODULE_BACKWARD_HOOKS as _MODULE_HOOKS)
@@ -806,6 +807,11 @@ class CompiledFunction:
     """What `compile` returns for a function: call it as the function."""
     _guard_by_identity = True      # its cache and last program change with every call (runtime/sources.py)
 
+    def _runs_when_traced(self):
+        """What a call of this runs when a trace reaches it (runtime/side_effects.py reads it, so
+        it imports nothing of this module)."""
+        return self._module if self._module is not None else self._fn
+
     def __init__(self, fn, backend="auto", fullgraph=False, dynamic=False, module=None, cache_limit=8, name=None):
         if backend not in ("auto", "numpy", "triton"):
             raise ValueError(f"tracegrad.compile: unknown backend {backend!r} (expected 'auto', 'numpy' or 'triton')")
@@ -884,7 +890,6 @@ class CompiledFunction:
         that decision: a fallback taken on a branch that a global chose is taken again only
         while the global is the same; or an _Ran holding the result of an eager run this
         call made, and its guards)."""
-        from .runtime.sources import build_guards
         effect = self._side_effect(args, kwargs)
         if effect is not None:
             msg = (f"tracegrad.compile: {self.__name__} has a Python side effect at {effect.describe()}; "
@@ -936,7 +941,6 @@ class CompiledFunction:
     def _side_effect(self, args, kwargs):
         """The first Python side effect the function would have (runtime/side_effects.py), or None."""
         if self._effects is None:
-            from .runtime.side_effects import SideEffects
             self._effects = SideEffects(self._fn, self._module)
         found = self._effects.find(args, kwargs)
         return found[0] if found else None

@@ -570,9 +570,9 @@ class _Finder:
     def follow(self, obj, args=None, kwargs=None):
         """Read what calling obj runs: a function, a bound method, a module, a callable object."""
         from ..nn.modules.module import Module
-        from ..compile import CompiledFunction
-        if isinstance(obj, CompiledFunction):        # called under the trace, it runs what it wraps
-            return self.follow(obj._module if obj._module is not None else obj._fn, args, kwargs)
+        runs = getattr(type(obj), "_runs_when_traced", None)
+        if runs is not None:        # a compiled function: called under the trace, it runs what it wraps
+            return self.follow(runs(obj), args, kwargs)
         if isinstance(obj, types.FunctionType):
             self.function(obj, _bind(obj, None, args, kwargs))
         elif isinstance(obj, types.MethodType) and isinstance(obj.__func__, types.FunctionType):
