@@ -37,8 +37,6 @@ KNOWN_CYCLES = [
      "tracegrad.cuda", "tracegrad.decompositions", "tracegrad.functionalize", "tracegrad.interpret",
      "tracegrad.nn.parameter", "tracegrad.ops.functional", "tracegrad.ops.math_functional", "tracegrad.tensor",
      "tracegrad.tracing"},
-    {"tracegrad.optim.adam", "tracegrad.optim.optimizer", "tracegrad.optim.sgd", "tracegrad.optim.traced"},
-    {"tracegrad.compile", "tracegrad.runtime.side_effects", "tracegrad.runtime.sources"},
 ]
 
 
