@@ -635,7 +635,7 @@ def _bind_saved(order, info, as_tensor):
     try:
         return _saved_value(order, info, as_tensor)
     except RuntimeError:
-        from ..ir import tracer
+        from .. import tracing as tracer
         if tracer._ANOMALY[0]:
             node = order[info[0][0]]
             anomaly_warn(type(node).__name__, node)
@@ -661,7 +661,7 @@ def run_checked(p, args, order, eager=False):
 def _run_checked(p, g, env, order, eager):
     import time
     import warnings
-    from ..ir import tracer
+    from .. import tracing as tracer
     from ..ir.graph import V
     from . import profiler
     anomaly = tracer._ANOMALY[0]

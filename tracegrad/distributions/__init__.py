@@ -23,7 +23,7 @@ def _as_tensor(v, like=None):
 def _traced(*ts):
     """Whether compile is tracing these values: a check of the values cannot run then (a traced
     program does not branch on data), so the arguments are validated by eager calls only."""
-    from ..ir.tracer import Proxy
+    from ..tracing import Proxy
     return any(isinstance(t, Proxy) for t in ts)
 
 

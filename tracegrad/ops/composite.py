@@ -292,7 +292,7 @@ def matrix_exp(input):
     O._check_tensor(input, "matrix_exp")
     if input.ndim < 2 or input.shape[-1] != input.shape[-2]:
         raise RuntimeError("linalg.matrix_exp: A must be batches of square matrices")
-    from ..ir.tracer import Proxy
+    from ..tracing import Proxy
     if isinstance(input, Proxy):
         raise NotImplementedError("matrix_exp: the number of squarings depends on the values, which a traced "
                                   "program does not see; call it outside tracegrad.compile")
