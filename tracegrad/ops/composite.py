@@ -12,6 +12,7 @@ from ..tensor import Tensor
 from . import functional as O
 from . import math_functional as M
 from . import shapes as S
+from ..tracing import rename_grad_fn
 
 __all__ = ["diagonal", "trace", "diag_embed", "log10", "trunc", "fix", "frac", "fmax", "fmin", "fmod", "masked_select",
            "movedim", "moveaxis", "ravel", "std_mean", "var_mean", "nan_to_num", "argwhere", "cdist", "bincount",
@@ -42,7 +43,7 @@ def trace(input):
     O._check_tensor(input, "trace")
     if input.ndim != 2:
         raise RuntimeError(f"trace: expected a matrix, but got tensor with dim {input.ndim}")
-    return M._rename(O.sum(diagonal(input)), "TraceBackward0")
+    return rename_grad_fn(O.sum(diagonal(input)), "TraceBackward0")
 
 
 def diag_embed(input, offset=0, dim1=-2, dim2=-1):
@@ -57,7 +58,7 @@ def diag_embed(input, offset=0, dim1=-2, dim2=-1):
     idx = O.expand(flat.reshape((1,) * len(lead) + (n,)), *(lead + (n,)))
     out = O.scatter(base, len(lead), idx, input).reshape(*lead, m, m)
     nd = out.ndim
-    return M._rename(movedim(out, (nd - 2, nd - 1), (S.normalize_dim(dim1, nd), S.normalize_dim(dim2, nd))),
+    return rename_grad_fn(movedim(out, (nd - 2, nd - 1), (S.normalize_dim(dim1, nd), S.normalize_dim(dim2, nd))),
                      "DiagEmbedBackward0")
 
 
