@@ -28,7 +28,7 @@ def _index(values):
 def diagonal(input, offset=0, dim1=0, dim2=1):
     """The offset diagonal of the (dim1, dim2) planes, as a last dimension (torch.diagonal): a
     view, so writes through it reach the input."""
-    from ..ir.tracer import apply
+    from ..tracing import apply
     from .primitives import PRIMITIVES
     O._check_tensor(input, "diagonal")
     if input.ndim < 2:
