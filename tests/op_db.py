@@ -420,6 +420,8 @@ OPS = [
     OpInfo("tile", lambda m, x, dims: m.tile(x, dims),
            [Sample((2, 3), dims=(2,)), Sample((3,), dims=(2, 2)), Sample((2, 2), dims=(1, 2, 1))],
            method=lambda m, x, dims: x.tile(dims)),
+    OpInfo("diagonal", samples=[Sample((3, 4)), Sample((3, 4), offset=1), Sample((4, 3), offset=-2),
+                                Sample((2, 3, 4), dim1=-1, dim2=0), Sample((2, 3), offset=5)], method=True),
     OpInfo("tril", samples=[Sample((3, 4)), Sample((3, 4), diagonal=1), Sample((2, 3, 3), diagonal=-1),
                             Sample((0, 2))], method=True),
     OpInfo("triu", samples=[Sample((3, 4)), Sample((4, 3), diagonal=1), Sample((2, 3, 3), diagonal=-2)], method=True),
