@@ -820,6 +820,8 @@ EXTRA = [  # (primitive, fn, inputs, differentiable): the primitives ELSEWHERE n
      lambda: [np.array([0.0, -1.5, np.inf, -np.inf, np.nan, 2.5], dtype=np.float32)], False),
     ("scatter", lambda m, a, i, s: a.scatter_add(1, i, s).tanh() + a.scatter(1, i[:, :3], s[:, :3]),
      lambda: [make_inputs([(3, 5)])[0], IDX, make_inputs([(3, 4)], seed=1)[0]], True),
+    ("diagonal", lambda m, a: (a.diagonal().exp() * 2, a.transpose(0, 2).diagonal(1, 0, 2).tanh()),
+     lambda: make_inputs([(4, 3, 5)]), True),
     ("getitem_backward", lambda m, a, i: a[i].exp() * 2,
      lambda: [make_inputs([(4, 3, 2)])[0], np.array([[0, 2], [-1, 0], [2, 2]], dtype=np.int64)], True),
     ("index_put", lambda m, a, i, v: m.index_put(a, (i,), v * 2, accumulate=True).exp(),

@@ -426,6 +426,7 @@ def _diagonal_vjp(g, out, x, offset, dim1, dim2):
 
 Primitive("diagonal", "x", _diagonal_kernel,
           shape=lambda x, offset, dim1, dim2: _diagonal_geometry(tuple(x.shape), offset, dim1, dim2)[0],
-          dtype="same", vjp=_diagonal_vjp, grad_fn="DiagonalBackward0", view=True, triton=_HOST)
+          dtype="same", vjp=_diagonal_vjp, grad_fn="DiagonalBackward0", view=True,
+          triton=T.Glue(lambda torch, dev, x, offset, dim1, dim2: x.diagonal(offset, dim1, dim2), view=True))
 
 __all__ = ["LinAlgError", "PRIMITIVES"]
