@@ -90,6 +90,11 @@ def test_fused_programs_move_their_minimum_bytes(built):
         assert sum(k.kind == "reduce" and k.M == 64 for k in prog.kernels) == 1, prog.plan
         assert not any(k.kind == "scatter" for k in prog.kernels) and "= gather(" not in prog.plan, prog.plan
     assert kernels[("layer_norm", "backward")] == 1
+    # convolutions are implicit GEMMs (no padded, unfolded or flipped copies): conv2d +
+    # max_pool2d at most 2x its minimum, forward and backward
+    for label in ("forward", "backward"):
+        moved, least = ratios[("conv2d + max_pool2d", label)]
+        assert moved <= 2 * least, ("conv2d + max_pool2d", label, moved, least)
     # every other program moves at least its minimum, and the report counts something
     for key, (moved, least) in ratios.items():
         assert 0 < least <= moved, (key, moved, least)

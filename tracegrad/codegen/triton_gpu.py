@@ -25,6 +25,9 @@ Kernels, one per group:
   matmul     a tiled `tl.dot` with fp32 accumulation and its elementwise epilogue
              (bias, activation, scaling) fused; float32 inputs stay IEEE unless
              set_float32_matmul_precision("high" or "medium") allows TF32;
+             a convolution (conv2d, its input and weight gradients) is the same kernel
+             as an implicit GEMM: its tiles are gathered from the image and the kernel
+             by index arithmetic, padding and stride as load masks (no copies);
   scatter    scatter / scatter_add (atomic adds) into a copy of its input; indexing's
              backward and index_put(accumulate=True) with any key add at each element's
              position (repeated indices adding up). A scatter of one value per row
@@ -43,9 +46,9 @@ What each primitive lowers to is its op table entry's `triton` slot (an `Expr` t
 a `Reduce`/`Dot`/`Scatter` marker, `Glue` the launcher runs as a view or copy, a
 `Decompose` rule that rewrites the node into other primitives before grouping (in
 tracegrad/decompositions.py: rules are traced on symbolic tensors, in the front end), as
-convolutions (im2col views + matmul), pooling (window views + an elementwise chain or a
-reduction, a scatter-add for max pooling's backward) and einsum (permute/reshape + matmul)
-are, or a `Refuse` with its reason: tracegrad/ops/lowering.py); this module reads the
+pooling (window views + an elementwise chain or a reduction, a scatter-add for max
+pooling's backward) and einsum (permute/reshape + matmul) are, or a `Refuse` with its
+reason: tracegrad/ops/lowering.py); this module reads the
 slot and keeps no table of its own.
 """
 import hashlib
@@ -61,7 +64,7 @@ import numpy as np
 from .._dtype import get_float32_matmul_precision
 from ..ir.graph import V, refs, type_str
 from ..ir.printer import comment_text, safe_repr
-from ..ops.lowering import (TL, Decompose, Dot, Expr, Glue, Reduce, Scatter, has_tensor_key, identity, index_key,
+from ..ops.lowering import (TL, ConvDot, Decompose, Dot, Expr, Glue, Reduce, Scatter, has_tensor_key, identity, index_key,
                             is_float, lit, torch_dtype)
 from ..ops.primitives import PRIMITIVES
 
@@ -284,6 +287,9 @@ def _kind(a, shapes=None):
     if isinstance(low, Reduce):
         return "reduce"
     if isinstance(low, Dot):
+        if isinstance(low, ConvDot) and not a["dtype"].is_floating_point:
+            raise NotImplementedError(f"{op}: {a['dtype'].name} convolutions have no Triton lowering (tl.dot is "
+                                      f"lowered for floating point only){where}")
         return "matmul"
     if isinstance(low, Scatter):
         p = a["params"]
@@ -551,7 +557,8 @@ def _group(g, max_row_block=None):
                         continue
                     shape = tuple(g[m]["shape"])
                     if k == "matmul":
-                        if shape != out_shape or len(out_shape) < 2 or any(len(g[x]["shape"]) < 2 for x in args(n)):
+                        if shape != out_shape or len(out_shape) < 2 or (
+                                not isinstance(_lowering(a), ConvDot) and any(len(g[x]["shape"]) < 2 for x in args(n))):
                             continue
                         where = "full"
                     elif shape == out_shape and n in row_vals and all(
@@ -1376,6 +1383,8 @@ def _matmul_shapes(g, n):
 
 
 def _emit_matmul(g, u, name):
+    if isinstance(_lowering(g[u.root]), ConvDot):
+        return _emit_conv(g, u, name)
     e = _Emitter(g)
     n = u.root
     a_name, b_name, a2, b2, out2 = _matmul_shapes(g, n)
@@ -1422,13 +1431,7 @@ def _emit_matmul(g, u, name):
     body.append(f"    for k in range(0, {K}, BLOCK_K):")
     body.append(f"        a = tl.load(a_ptrs, mask=(offs_m[:, None] < {M}) & (offs_k[None, :] + k < {K}), other=0.0)")
     body.append(f"        b = tl.load(b_ptrs, mask=(offs_k[:, None] + k < {K}) & (offs_n[None, :] < {N}), other=0.0)")
-    # ieee: fp32 inputs stay fp32, unless set_float32_matmul_precision("high" or "medium")
-    # lets tf32 round them to 10 bits of mantissa for tensor cores
-    prec = ""
-    if d.name == "float64" or d.name == "float32" and get_float32_matmul_precision() == "highest":
-        prec = ', input_precision="ieee"'
-    elif d.name == "float32":
-        prec = ', input_precision="tf32"'
+    prec = _dot_precision(d)
     u.precision = prec
     body.append(f"        acc = tl.dot(a, b, acc{prec})")
     body.append(f"        a_ptrs += BLOCK_K * {sak}")
@@ -1451,6 +1454,152 @@ def _emit_matmul(g, u, name):
                              always=("offs_m[:, None]", "offs_n[None, :]"))
     for w in u.writes:
         e.store(w, off, "mask", body, "    ")
+    return e, body, ["BLOCK_M", "BLOCK_N", "BLOCK_K"]
+
+
+def _dot_precision(d):
+    """tl.dot's input_precision for dtype d: ieee for float64, and for float32 unless
+    set_float32_matmul_precision("high" or "medium") lets tf32 round the inputs to 10 bits
+    of mantissa for tensor cores."""
+    if d.name == "float64" or d.name == "float32" and get_float32_matmul_precision() == "highest":
+        return ', input_precision="ieee"'
+    return ', input_precision="tf32"' if d.name == "float32" else ""
+
+
+def _digits(flat, sizes, names):
+    """Lines naming the row-major digits of `flat` over `sizes` (an int or name per size)."""
+    out, inner = [], 1
+    for size, nm in reversed(list(zip(sizes, names))):
+        e = flat if inner == 1 else f"({flat} // {inner})"
+        if inner * size != _numel(sizes):
+            e = f"{e} % {size}"
+        out.append(f"{nm} = {e}")
+        inner *= size
+    return list(reversed(out))
+
+
+def _emit_conv(g, u, name):
+    """A convolution as an implicit GEMM (ops/lowering.py's ConvDot): the tiles tl.dot takes
+    are gathered from the image and the kernel by index arithmetic, with padding and a
+    transposed convolution's stride as load masks, so nothing is padded, unfolded or flipped
+    in memory. One program per (BLOCK_M x BLOCK_N) output tile and group:
+      forward  rows: output pixels (n, y, x), columns: output channels, k: (c, i, j);
+      input    (conv_transpose2d) the same, a row's input pixel hy = (y + p - i*d) / s
+               taken only where it divides;
+      weight   rows: output channels, columns: (c, i, j), k: output pixels (n, y, x)."""
+    e = _Emitter(g)
+    n = u.root
+    a = g[n]
+    kind = _lowering(a).kind
+    p = a["params"]
+    d = a["dtype"]
+    acc_t = "tl.float64" if d.name == "float64" else "tl.float32"
+    (sh, sw), (ph, pw), (dh, dw), G = p["stride"], p["padding"], p["dilation"], p["groups"]
+    out = tuple(a["shape"])
+    xs = list(a["args"])
+    bias = xs[2] if len(xs) > 2 and isinstance(xs[2], V) else None
+
+    def ptr(v):
+        return e.param(f"{v}_ptr", ("ptr", v))
+
+    def st(v, j):
+        return e.param(f"stride_{v}_{j}", ("stride", v, j))
+    if kind == "forward":
+        x, w = xs[0], xs[1]
+        nb, c, h, wd = g[x]["shape"]
+        o, cg, kh, kw = g[w]["shape"]
+        _, _, ho, wo = out
+        og = o // G
+        M, N, K = nb * ho * wo, og, cg * kh * kw
+    elif kind == "input":
+        x, w = xs[0], xs[1]                          # y (N, Cin, H, W), w (Cin, Cout/G, kh, kw)
+        nb, cin, h, wd = g[x]["shape"]
+        _, cg, kh, kw = g[w]["shape"]
+        _, _, ho, wo = out
+        ig = cin // G
+        M, N, K = nb * ho * wo, cg, ig * kh * kw
+    else:
+        x, gr = xs[0], xs[1]                         # x (N, C, H, W), g (N, O, Ho, Wo)
+        nb, c, h, wd = g[x]["shape"]
+        o, cg, kh, kw = out
+        _, _, ho, wo = g[gr]["shape"]
+        og = o // G
+        M, N, K = og, cg * kh * kw, nb * ho * wo
+    u.M, u.N, u.K, u.batch = M, N, K, G
+    u.out2 = out
+    body = ["    pid_m = tl.program_id(0)", "    pid_n = tl.program_id(1)",
+            "    grp = tl.program_id(2)",
+            "    offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)",
+            "    offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)"]
+    i4 = "    "
+    if kind in ("forward", "input"):
+        body += [i4 + ln for ln in _digits("offs_m", (nb, ho, wo), ("rn", "ry", "rx"))]
+        body += [i4 + "rn = rn[:, None]", i4 + "ry = ry[:, None]", i4 + "rx = rx[:, None]",
+                 f"{i4}oc = grp * {N} + offs_n[None, :]"]
+        idx = ["rn", "oc", "ry", "rx"]
+    else:
+        body += [f"{i4}oc = grp * {M} + offs_m[:, None]"]
+        body += [i4 + ln for ln in _digits("offs_n", (cg, kh, kw), ("wc", "wi", "wj"))]
+        body += [i4 + "wc = wc[None, :]", i4 + "wi = wi[None, :]", i4 + "wj = wj[None, :]"]
+        idx = ["oc", "wc", "wi", "wj"]
+    body.append(f"    acc = tl.full((BLOCK_M, BLOCK_N), 0.0, {acc_t})")
+    body.append(f"    for k in range(0, {K}, BLOCK_K):")
+    i8 = "        "
+    if kind == "forward":
+        body += [f"{i8}kk = k + tl.arange(0, BLOCK_K)"] + [i8 + ln for ln in _digits("kk", (cg, kh, kw), ("kc", "ki", "kj"))]
+        body += [f"{i8}iy = ry * {sh} - {ph} + ki[None, :] * {dh}",
+                 f"{i8}ix = rx * {sw} - {pw} + kj[None, :] * {dw}",
+                 f"{i8}am = (offs_m[:, None] < {M}) & (kk[None, :] < {K}) & (iy >= 0) & (iy < {h}) & (ix >= 0) & "
+                 f"(ix < {wd})",
+                 f"{i8}a = tl.load({ptr(x)} + rn * {st(x, 0)} + (grp * {cg} + kc[None, :]) * {st(x, 1)} + "
+                 f"iy * {st(x, 2)} + ix * {st(x, 3)}, mask=am, other=0.0)",
+                 f"{i8}bm = (kk[:, None] < {K}) & (offs_n[None, :] < {N})",
+                 f"{i8}b = tl.load({ptr(w)} + oc * {st(w, 0)} + kc[:, None] * {st(w, 1)} + ki[:, None] * {st(w, 2)} + "
+                 f"kj[:, None] * {st(w, 3)}, mask=bm, other=0.0)"]
+    elif kind == "input":
+        body += [f"{i8}kk = k + tl.arange(0, BLOCK_K)"] + [i8 + ln for ln in _digits("kk", (ig, kh, kw), ("ko", "ki", "kj"))]
+        body += [f"{i8}ty = ry + {ph} - ki[None, :] * {dh}",
+                 f"{i8}tx = rx + {pw} - kj[None, :] * {dw}",
+                 f"{i8}hy = ty // {sh}", f"{i8}hx = tx // {sw}",
+                 f"{i8}am = (offs_m[:, None] < {M}) & (kk[None, :] < {K}) & (ty >= 0) & (tx >= 0) & "
+                 f"(hy * {sh} == ty) & (hx * {sw} == tx) & (hy < {h}) & (hx < {wd})",
+                 f"{i8}a = tl.load({ptr(x)} + rn * {st(x, 0)} + (grp * {ig} + ko[None, :]) * {st(x, 1)} + "
+                 f"hy * {st(x, 2)} + hx * {st(x, 3)}, mask=am, other=0.0)",
+                 f"{i8}bm = (kk[:, None] < {K}) & (offs_n[None, :] < {N})",
+                 f"{i8}b = tl.load({ptr(w)} + (grp * {ig} + ko[:, None]) * {st(w, 0)} + offs_n[None, :] * {st(w, 1)} + "
+                 f"ki[:, None] * {st(w, 2)} + kj[:, None] * {st(w, 3)}, mask=bm, other=0.0)"]
+    else:
+        body += [f"{i8}kk = k + tl.arange(0, BLOCK_K)"] + [i8 + ln for ln in _digits("kk", (nb, ho, wo), ("kn", "ky", "kx"))]
+        body += [f"{i8}am = (offs_m[:, None] < {M}) & (kk[None, :] < {K})",
+                 f"{i8}a = tl.load({ptr(gr)} + kn[None, :] * {st(gr, 0)} + oc * {st(gr, 1)} + ky[None, :] * {st(gr, 2)} + "
+                 f"kx[None, :] * {st(gr, 3)}, mask=am, other=0.0)",
+                 f"{i8}iy = ky[:, None] * {sh} - {ph} + wi * {dh}",
+                 f"{i8}ix = kx[:, None] * {sw} - {pw} + wj * {dw}",
+                 f"{i8}bm = (kk[:, None] < {K}) & (offs_n[None, :] < {N}) & (iy >= 0) & (iy < {h}) & (ix >= 0) & "
+                 f"(ix < {wd})",
+                 f"{i8}b = tl.load({ptr(x)} + kn[:, None] * {st(x, 0)} + (grp * {cg} + wc) * {st(x, 1)} + "
+                 f"iy * {st(x, 2)} + ix * {st(x, 3)}, mask=bm, other=0.0)"]
+    prec = _dot_precision(d)
+    u.precision = prec
+    body.append(f"{i8}acc = tl.dot(a, b, acc{prec})")
+    body.append(f"    mask = (offs_m[:, None] < {M}) & (offs_n[None, :] < {N})")
+    if bias is not None:
+        body.append(f"    acc += tl.load({ptr(bias)} + oc * {st(bias, 0)}, mask=offs_n[None, :] < {N}, "
+                    f"other=0.0).to({acc_t})")
+    body.append(f"    {n} = acc")
+    vec = set(idx)
+    mem = set(u.members)
+    done = {n}
+    for m in u.members[1:]:
+        for y in refs(g[m]["args"]):
+            if y not in done and y not in mem:
+                e.load(y, out, idx, vec, "mask", body, "    ")
+                done.add(y)
+        e.compute(m, idx, body, "    ")
+        done.add(m)
+    off = _contiguous_offset(out, idx, always=tuple(idx))
+    for v in u.writes:
+        e.store(v, off, "mask", body, "    ")
     return e, body, ["BLOCK_M", "BLOCK_N", "BLOCK_K"]
 
 
