@@ -1527,6 +1527,7 @@ def _emit_conv(g, u, name):
         M, N, K = og, cg * kh * kw, nb * ho * wo
     u.M, u.N, u.K, u.batch = M, N, K, G
     u.out2 = out
+    u.conv = True
     body = ["    pid_m = tl.program_id(0)", "    pid_n = tl.program_id(1)",
             "    grp = tl.program_id(2)",
             "    offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)",
@@ -1741,12 +1742,32 @@ CONFIGS = {
     "matmul": [{"BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 32}, {"BLOCK_M": 128, "BLOCK_N": 64, "BLOCK_K": 32},
                {"BLOCK_M": 64, "BLOCK_N": 128, "BLOCK_K": 32}, {"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 32}],
 }
+# float32 IEEE and float64 tl.dot run on FMA units, every operand tile in registers: tiles
+# whose accumulator and operand tiles fit without spilling (compiled for sm_90 and sm_80:
+# 64x64x32 spills in plain matmuls with an epilogue, 64x64x16 in the implicit-GEMM
+# convolutions, whose gathered tiles carry per-element indices and masks)
+IEEE_CONFIGS = {
+    "matmul": [{"BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 16}, {"BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 8},
+               {"BLOCK_M": 32, "BLOCK_N": 32, "BLOCK_K": 32}],
+    "conv": [{"BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 32}, {"BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 8},
+             {"BLOCK_M": 32, "BLOCK_N": 32, "BLOCK_K": 32}],
+}
+
+
+def configs(u):
+    """The block configs a kernel unit is timed over on a GPU; the first is the one reports
+    compile (the sm test holds it to no spills)."""
+    if u.kind == "matmul" and getattr(u, "precision", "") == ', input_precision="ieee"':
+        return IEEE_CONFIGS["conv" if getattr(u, "conv", False) else "matmul"]
+    return CONFIGS[u.kind]
+
+
 INTERPRET_CONFIGS = {"pointwise": {"BLOCK_SIZE": 128}, "reduce": {"BLOCK_SIZE": 32},
                      "matmul": {"BLOCK_M": 16, "BLOCK_N": 16, "BLOCK_K": 16}}
 _TUNED = {}      # (kernel source hash, kernel name) -> config: kernels are generated per shape
 
 
-def _autotune(key, kind, run):
+def _autotune(key, kind, run, choices=None):
     cfg = _TUNED.get(key)
     if cfg is not None:
         return cfg
@@ -1755,7 +1776,7 @@ def _autotune(key, kind, run):
     else:
         from triton.testing import do_bench
         best = None
-        for c in CONFIGS[kind]:
+        for c in choices or CONFIGS[kind]:
             try:
                 t = do_bench(lambda: run(c), warmup=5, rep=20)
             except Exception:           # a config the device cannot hold (shared memory, registers)
@@ -1934,7 +1955,7 @@ def _kernel_runner(g, u, kernel):
         elif u.kind == "scatter":     # untuned: timing runs would add into the output again
             cfg = INTERPRET_CONFIGS["pointwise"] if interpreting() else {"BLOCK_SIZE": 256}
         elif all(grid_of(INTERPRET_CONFIGS[u.kind])):
-            cfg = _autotune(u.key, u.kind, lambda c: kernel[grid_of(c)](*vals, **c))
+            cfg = _autotune(u.key, u.kind, lambda c: kernel[grid_of(c)](*vals, **c), configs(u))
         else:
             cfg = INTERPRET_CONFIGS[u.kind]
         grid = grid_of(cfg)

@@ -137,7 +137,7 @@ def kernel_specs(prog):
         elif u.kind == "scatter":
             consts = {"BLOCK_SIZE": 256}
         else:
-            consts = dict(T.CONFIGS[u.kind][0])
+            consts = dict(T.configs(u)[0])
         for c in consts:
             sig[c] = "constexpr"
         out.append((u.name, prog.source, sig, consts, u.kind))
