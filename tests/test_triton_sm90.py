@@ -63,6 +63,13 @@ def test_every_emitted_kernel_compiles(built, arch):
         r["half"] = h
     _check(results)
     assert any(r["dot"] and r["half"] and r["mma"] for r in results)
+    # contiguous inputs are loaded in vectors: the elementwise chain's and GELU's kernels
+    # (rows of 512, inputs contiguous) hold no single-element load
+    for case in ("elementwise chain", "gelu"):
+        names = {k.name for name, label, prog in built if name == case for k in prog.kernels}
+        got = [r for s, r in zip(specs, results) if s[0] in names and r["kind"] == "pointwise"]
+        assert got and all(r["loads"]["v4"] and not r["loads"]["scalar"] for r in got), [
+            (r["name"], r["loads"]) for r in got]
 
 
 def test_fused_programs_move_their_minimum_bytes(built):

@@ -956,7 +956,8 @@ class _Emitter:
         lines.append(f"{indent}tl.store({ptr} + {off}, {val}{m})" if off else f"{indent}tl.store({ptr}, {val}{m})")
 
     def signature(self, name, consts):
-        ps = [p for p, _ in self.params] + [f"{c}: tl.constexpr" for c in consts]
+        ps = [p + (": tl.constexpr" if what[0] == "contig" else "") for p, what in self.params] + \
+            [f"{c}: tl.constexpr" for c in consts]
         head = f"def {name}("
         out, line = [], head
         for i, p in enumerate(ps):
@@ -1023,6 +1024,17 @@ def _emit_pointwise(g, u, name):
     body += lines
     vec = set(x for x in idx if x)
     for x in u.reads:
+        if tuple(g[x]["shape"]) == tuple(dom) and sum(n != 1 for n in dom) > 1:
+            # an input of the domain's shape: when it is contiguous (a constexpr flag checked
+            # at launch, each value its own compiled variant) the flat offset addresses it, which
+            # the compiler sees as contiguous and loads in vectors; else its strides
+            flag = e.param(f"{x}_contiguous", ("contig", x))
+            body.append(f"    if {flag}:")
+            body.append(f"        {x} = tl.load({e.param(f'{x}_ptr', ('ptr', x))} + offsets, mask=mask)"
+                        + (f".to({_ctype(g[x]['dtype'])})" if _ctype(g[x]["dtype"]) != TL[g[x]["dtype"].name] else ""))
+            body.append("    else:")
+            e.load(x, dom, idx, vec | {"offsets"}, "mask", body, "        ")
+            continue
         e.load(x, dom, idx, vec | {"offsets"}, "mask", body, "    ")
     for m in u.members:
         e.compute(m, idx, body, "    ")
@@ -1527,7 +1539,6 @@ def _emit_conv(g, u, name):
         M, N, K = og, cg * kh * kw, nb * ho * wo
     u.M, u.N, u.K, u.batch = M, N, K, G
     u.out2 = out
-    u.conv = True
     body = ["    pid_m = tl.program_id(0)", "    pid_n = tl.program_id(1)",
             "    grp = tl.program_id(2)",
             "    offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)",
@@ -1743,22 +1754,18 @@ CONFIGS = {
                {"BLOCK_M": 64, "BLOCK_N": 128, "BLOCK_K": 32}, {"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 32}],
 }
 # float32 IEEE and float64 tl.dot run on FMA units, every operand tile in registers: tiles
-# whose accumulator and operand tiles fit without spilling (compiled for sm_90 and sm_80:
-# 64x64x32 spills in plain matmuls with an epilogue, 64x64x16 in the implicit-GEMM
-# convolutions, whose gathered tiles carry per-element indices and masks)
-IEEE_CONFIGS = {
-    "matmul": [{"BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 16}, {"BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 8},
-               {"BLOCK_M": 32, "BLOCK_N": 32, "BLOCK_K": 32}],
-    "conv": [{"BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 32}, {"BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 8},
-             {"BLOCK_M": 32, "BLOCK_N": 32, "BLOCK_K": 32}],
-}
+# whose accumulator and operand tiles fit without spilling, plain matmuls with epilogues and
+# the implicit-GEMM convolutions alike (compiled for sm_90 and sm_80 as a launch specialises
+# contiguous values; 64x64x32 spills in both)
+IEEE_CONFIGS = [{"BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 16}, {"BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 8},
+                {"BLOCK_M": 32, "BLOCK_N": 32, "BLOCK_K": 32}]
 
 
 def configs(u):
     """The block configs a kernel unit is timed over on a GPU; the first is the one reports
     compile (the sm test holds it to no spills)."""
     if u.kind == "matmul" and getattr(u, "precision", "") == ', input_precision="ieee"':
-        return IEEE_CONFIGS["conv" if getattr(u, "conv", False) else "matmul"]
+        return IEEE_CONFIGS
     return CONFIGS[u.kind]
 
 
@@ -1907,6 +1914,8 @@ def _kernel_runner(g, u, kernel):
                 vals.append(env[what[1]].stride(what[2]))
             elif what[0] == "pos":
                 vals.append(outs["pos"])
+            elif what[0] == "contig":
+                vals.append(bool(env[what[1]].is_contiguous()))
             elif what[0] == "stride2":
                 v, j, role = what[1], what[2], what[3]
                 t = env[v]
