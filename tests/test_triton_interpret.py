@@ -268,7 +268,9 @@ ELSEWHERE = {"matmul": "test_matmul_*", "tril": "test_tril_triu_and_glue_ops", "
              "max_dim": "test_index_reductions_*", "min_dim": "test_index_reductions_*",
              "isnan": "test_nonfinite_*", "isinf": "test_nonfinite_*", "isfinite": "test_nonfinite_*",
              "lt": "BINARY['eq']", "scatter": "test_scatter_*",
-             "getitem_backward": "test_indexing_backward_*", "index_put": "test_index_put_*"}
+             "getitem_backward": "test_indexing_backward_*", "index_put": "test_index_put_*",
+             "conv2d": "test_compiled_conv2d_*", "conv2d_weight": "test_compiled_conv2d_*",
+             "conv_transpose2d": "test_compiled_conv_transpose2d_*"}
 
 R = "real"
 UNARY = [  # (primitive, fn, domain, differentiable)
@@ -557,6 +559,22 @@ def test_rows_longer_than_the_block_loop(fn):
     whole = lower(g, max_row_block=128)
     assert all(k.whole for k in whole.kernels if k.kind == "reduce")
     assert_same(whole(*bind(g, x)), run_numpy(g, bind(g, x)), F32)
+
+
+@pytest.mark.parametrize("shape", [(37, 10), (5, 3, 7), (2, 64)])
+def test_short_rows_are_packed_several_to_a_program(shape):
+    """Rows shorter than PACK_LANES: a program takes a [rows, BLOCK_SIZE] block (the last
+    program's rows past the end masked), for row values and full-row values alike."""
+    def fn(m, a, t):
+        return (m.softmax(a, -1) * t).sum(-1) + a.amax(-1) + a.argmax(-1) + m.logsumexp(a, -1)
+    x, t = make_inputs([shape, shape], seed=3)
+    g, prog = check_forward(fn, [x, t])
+    red = [k for k in prog.kernels if k.kind == "reduce"]
+    n = shape[-1]
+    want = min(triton_gpu.PACK_LANES // triton_gpu._next_pow2(n), triton_gpu._next_pow2(x.size // n))
+    assert red and all(k.rows == want > 1 for k in red), [(k.name, k.rows) for k in red]
+    assert all(f"tl.arange(0, {want})[:, None]" in k.source and "keep_dims=True" in k.source for k in red)
+    check_backward(fn, [x, t], wrt=[0, 1])
 
 
 def test_softmax_backward_fuses_around_its_row_sum():
@@ -853,6 +871,7 @@ def test_compiled_primitive_forward_and_backward(name, fn, inputs, diff):
 
 def test_every_lowered_primitive_is_compiled_forward_and_backward():
     named = {c[0] for c in COMPILED} | {"lt", "triu", "argmin", "min_dim", "isinf", "isfinite"}
+    named |= CONVS              # test_compiled_conv2d_* and test_compiled_conv_transpose2d_*
     assert named == lowered_primitives(), sorted(lowered_primitives() ^ named)
 
 

@@ -15,7 +15,8 @@ Kernels, one per group:
              elementwise ops feeding them (prologue) and those using their results
              (epilogue, per row or over the full row again) fused in; the whole row
              sits in registers when it fits in `max_row_block`, else the kernel loops
-             over blocks of it, once per pass. A gather of one element per row
+             over blocks of it, once per pass. Rows shorter than PACK_LANES are packed,
+             several to a program as a 2-d [rows, block] tile. A gather of one element per row
              (cross-entropy's target logit) is one more stage; sums over the rows of
              full-row values (LayerNorm's weight and bias gradients) are column sums
              of the same kernel, each program taking several rows and adding its
@@ -1129,6 +1130,15 @@ def _emit_reduction(g, u, name, max_row_block):
     u.M, u.N, u.whole = M, N, whole
     u.block = _next_pow2(N) if whole else None
     mem = u.internal
+    # short rows are packed: a program takes R rows as a 2-d [R, BLOCK_SIZE] block (row
+    # values [R, 1]), so a row of 10 does not leave most of a program's lanes idle
+    R = 1
+    if whole and M > 1 and 2 <= N and u.block < PACK_LANES and not u.col_stages:
+        R = min(PACK_LANES // u.block, _next_pow2(M))
+    u.rows = R
+    packed = R > 1
+    rmask = "rmask" if packed else None
+    final = {c: (f.replace(", 0, ", ", 1, ")[:-1] + ", keep_dims=True)" if packed else f) for c, f in _FINAL.items()}
 
     # per stage: (node, input, v name, passes, finish) with s-names made unique per stage
     stages = []
@@ -1178,11 +1188,14 @@ def _emit_reduction(g, u, name, max_row_block):
 
     names = [f"i{d}" for d in range(len(s_in))]
     body = ["    row = tl.program_id(0)"]
+    if packed:
+        body = [f"    row = tl.program_id(0) * {R} + tl.arange(0, {R})[:, None]", f"    rmask = row < {M}"]
     row_lines, row_idx = _index_lines([names[d] for d in kept], [s_in[d] for d in kept], "row", "    ")
     body += row_lines
     idx = [None] * len(s_in)
     for d, nm in zip(kept, row_idx):
         idx[d] = nm
+    row_vec = set(x for x in row_idx if x) | {"row"} if packed else set()
     full_nodes = sorted(set(u.full_epilogue) | ({r} if full else set()), key=order.index)
 
     def needed_full(roots):
@@ -1197,6 +1210,8 @@ def _emit_reduction(g, u, name, max_row_block):
 
     def columns(indent, start):
         ls = [f"{indent}cols = {start}tl.arange(0, BLOCK_SIZE)", f"{indent}mask = cols < {N}"]
+        if packed:
+            ls = [f"{indent}cols = tl.arange(0, BLOCK_SIZE)[None, :]", f"{indent}mask = (cols < {N}) & rmask"]
         col_lines, col_idx = _index_lines([names[d] for d in dims], [s_in[d] for d in dims], "cols", indent)
         ls += col_lines
         bidx = list(idx)
@@ -1254,7 +1269,7 @@ def _emit_reduction(g, u, name, max_row_block):
                 continue
             for y in refs(g[m]["args"]):
                 if y not in mem and y not in loaded:
-                    e.load(y, out_shape, out_idx, set(), None, body, "    ")
+                    e.load(y, out_shape, out_idx, row_vec, rmask, body, "    ")
                     loaded.add(y)
             e.compute(m, out_idx, body, "    ")
 
@@ -1272,7 +1287,8 @@ def _emit_reduction(g, u, name, max_row_block):
         rk = stages[k][0]
         if g[rk]["op"] == "gather":
             index = refs(g[rk]["args"])[1]
-            e.load(index, s_in, [None if d in dims else idx[d] for d in range(len(s_in))], set(), None, body, "    ")
+            e.load(index, s_in, [None if d in dims else idx[d] for d in range(len(s_in))], row_vec, rmask, body,
+                   "    ")
 
     if whole:
         done = set()
@@ -1282,7 +1298,7 @@ def _emit_reduction(g, u, name, max_row_block):
             take_index(k)
             stage_value(k, body, "    ", done, bidx, vec)
             for (comb, ex, _, ident), sn in zip(passes, sname):
-                body.append(f"    {sn} = {_FINAL[comb].format(a=f'tl.where(mask, {ex}, {ident})')}")
+                body.append(f"    {sn} = {final[comb].format(a=f'tl.where(mask, {ex}, {ident})')}")
             row_epilogue(k)
     else:
         for k, (rk, xk, vname, vt, passes, finish, sname) in enumerate(stages):
@@ -1299,7 +1315,7 @@ def _emit_reduction(g, u, name, max_row_block):
             row_epilogue(k)
     for w in u.writes:
         if w in u.stages and not (w == r and full) or w in u.row_epilogue:
-            e.store(w, "row" if M > 1 else "", None, body, "    ")
+            e.store(w, "row" if M > 1 else "", rmask, body, "    ")
     stored_full = [w for w in u.writes if w in full_nodes]
     if stored_full:
         if whole:
@@ -1322,6 +1338,10 @@ def _emit_reduction(g, u, name, max_row_block):
         body = _column_sums(g, u, e, body, done, bidx, vec, compute_full, needed_full, M)
     return e, body, ["BLOCK_SIZE"]
 
+
+# a row kernel whose rows are shorter than this packs rows into one program up to this many
+# lanes (elements of a block)
+PACK_LANES = 128
 
 # rows one program of a kernel with column sums handles: its column partials are added into
 # the outputs once per program, so the atomic traffic is at most 1/COL_ROWS of the rows'
