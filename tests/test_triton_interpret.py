@@ -577,6 +577,23 @@ def test_short_rows_are_packed_several_to_a_program(shape):
     check_backward(fn, [x, t], wrt=[0, 1])
 
 
+@pytest.mark.parametrize("shape, fn", [
+    ((64, 10), lambda m, a: a.sum(0)),                       # a bias gradient
+    ((150, 70), lambda m, a: (a * a).mean(0)),               # rows past a block, columns past a tile
+    ((5, 7, 3), lambda m, a: a.amax((0, 1))),
+    ((33, 5), lambda m, a: a.amin(0)),
+], ids=["sum", "mean_prologue", "amax_two_dims", "amin"])
+def test_column_reductions_are_tiled_rows_by_columns(shape, fn):
+    """A reduction over leading dims (every case keeps the last dim only) reads [rows, columns]
+    tiles, COL_BLOCK columns a program."""
+    x = make_inputs([shape], seed=5)
+    g, prog = check_forward(fn, x)
+    red = [k for k in prog.kernels if k.kind == "reduce"]
+    assert len(red) == 1 and "tl.reduce(acc, 0," in red[0].source and "cmask = cols <" in red[0].source
+    assert red[0].rows == min(triton_gpu.COL_BLOCK, triton_gpu._next_pow2(shape[-1]))    # columns a program
+    check_backward(fn, x)
+
+
 def test_softmax_backward_fuses_around_its_row_sum():
     x = make_inputs([(4, 6)])
     bwd, prog = check_backward(lambda m, a: a.softmax(1), x)

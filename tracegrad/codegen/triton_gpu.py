@@ -16,7 +16,9 @@ Kernels, one per group:
              (epilogue, per row or over the full row again) fused in; the whole row
              sits in registers when it fits in `max_row_block`, else the kernel loops
              over blocks of it, once per pass. Rows shorter than PACK_LANES are packed,
-             several to a program as a 2-d [rows, block] tile. A gather of one element per row
+             several to a program as a 2-d [rows, block] tile. A lone reduction over
+             leading dims (a bias gradient's sum over the batch) is tiled rows x
+             columns instead of reading one strided column per program. A gather of one element per row
              (cross-entropy's target logit) is one more stage; sums over the rows of
              full-row values (LayerNorm's weight and bias gradients) are column sums
              of the same kernel, each program taking several rows and adding its
@@ -1113,10 +1115,84 @@ _COMBINE = {"sum": "_add_combine", "max": "_max_combine", "min": "_min_combine",
 _STEP = {"sum": "{acc} + {x}", "prod": "{acc} * {x}", "max": "tl.maximum({acc}, {x})", "min": "tl.minimum({acc}, {x})"}
 
 
+# columns one program of a column reduction takes (a [BLOCK_SIZE, COL_BLOCK] tile of rows x
+# columns, reading whole rows of the block at once)
+COL_BLOCK = 64
+
+
+def _column_reduction(g, u):
+    """u reduces leading dims of its input and keeps the trailing ones (a bias gradient's sum
+    over the batch), one sum/mean/max/min/prod with at most an elementwise prologue."""
+    a = g[u.root]
+    if a["prim"].multi or len(u.stages) != 1 or u.full_epilogue or u.row_epilogue or u.aliases or u.col_stages:
+        return False
+    if _lowering(a).kind not in ("sum", "mean", "max", "min", "prod"):
+        return False
+    s_in, dims = u.s_in, u.dims
+    kept = _numel([s_in[d] for d in range(len(s_in)) if d not in dims])
+    return dims == tuple(range(len(dims))) and 0 < len(dims) < len(s_in) and kept > 1 and \
+        _numel([s_in[d] for d in dims]) > 1
+
+
+def _emit_column_reduction(g, u, name):
+    """A reduction over leading dims, tiled rows x columns: a program takes COL_BLOCK columns
+    and walks the rows in blocks of BLOCK_SIZE, accumulating a [BLOCK_SIZE, COL_BLOCK] tile
+    (whole rows of the block are read together), then reduces it along the rows."""
+    e = _Emitter(g)
+    r = u.root
+    a = g[r]
+    s_in, dims = u.s_in, u.dims
+    k = len(dims)
+    M = _numel(s_in[k:])
+    N = _numel(s_in[:k])
+    C = min(COL_BLOCK, _next_pow2(M))
+    u.M, u.N, u.whole, u.rows = M, N, True, C
+    u.block = max(1, min(_next_pow2(N), 2048 // C, 64 if interpreting() else 2048))
+    acc_t = _ctype(a["dtype"])
+    passes, finish = _reduction_plan(_lowering(a).kind, a["params"], N, acc_t)
+    comb = passes[0][0]
+    ident = _identity(comb, acc_t)
+    e.helpers.add(_COMBINE[comb])
+    names = [f"i{d}" for d in range(len(s_in))]
+    body = ["    pid = tl.program_id(0)",
+            f"    cols = pid * {C} + tl.arange(0, {C})[None, :]",
+            f"    cmask = cols < {M}"]
+    col_lines, col_idx = _index_lines(names[k:], s_in[k:], "cols", "    ")
+    body += col_lines
+    body.append(f"    acc = tl.full([BLOCK_SIZE, {C}], {ident}, {acc_t})")
+    body.append(f"    for start in range(0, {N}, BLOCK_SIZE):")
+    body.append("        rows = start + tl.arange(0, BLOCK_SIZE)[:, None]")
+    body.append(f"        mask = (rows < {N}) & cmask")
+    row_lines, row_idx = _index_lines(names[:k], s_in[:k], "rows", "        ")
+    body += row_lines
+    idx = list(row_idx) + list(col_idx)
+    vec = set(x for x in idx if x) | {"rows", "cols"}
+    done = set()
+    for m in u.prologue:
+        for y in refs(g[m]["args"]):
+            if y not in done and y not in u.internal:
+                e.load(y, s_in, idx, vec, "mask", body, "        ")
+                done.add(y)
+        e.compute(m, idx, body, "        ")
+        done.add(m)
+    x = refs(a["args"])[0]
+    if x not in done:
+        e.load(x, s_in, idx, vec, "mask", body, "        ")
+    body.append(f"        v = {x}.to({acc_t})")
+    body.append(f"        acc = {_STEP[comb].format(acc='acc', x=f'tl.where(mask, {passes[0][1]}, {ident})')}")
+    body.append(f"    s0 = tl.reduce(acc, 0, {_COMBINE[comb]}, keep_dims=True)")
+    body.append(f"    {r} = {finish}")
+    for w in u.writes:
+        e.store(w, "cols", "cmask", body, "    ")
+    return e, body, ["BLOCK_SIZE"]
+
+
 def _emit_reduction(g, u, name, max_row_block):
     """One program per row. Each stage (a reduction over the row) makes its passes over the
     columns: in registers when the row fits one block, else a loop per pass; the per-row
     epilogue follows each stage, and a last sweep computes and stores the full-row values."""
+    if _column_reduction(g, u):
+        return _emit_column_reduction(g, u, name)
     e = _Emitter(g)
     r = u.root
     a = g[r]
