@@ -52,6 +52,7 @@ from tracegrad.decompositions import lower  # noqa: E402
 from tracegrad.ops.lowering import Decompose, Dot, Expr, Glue, Reduce, Refuse, Scatter  # noqa: E402
 
 F32 = dict(rtol=2e-5, atol=2e-6)
+F64 = dict(rtol=1e-10, atol=1e-12)
 # masked-off lanes compute on the `other=0` fill (log(0), 1/0): numpy warns, the lanes are dropped
 pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning:triton.runtime.interpreter")
 
@@ -267,7 +268,9 @@ ELSEWHERE = {"matmul": "test_matmul_*", "tril": "test_tril_triu_and_glue_ops", "
              "max_dim": "test_index_reductions_*", "min_dim": "test_index_reductions_*",
              "isnan": "test_nonfinite_*", "isinf": "test_nonfinite_*", "isfinite": "test_nonfinite_*",
              "lt": "BINARY['eq']", "scatter": "test_scatter_*",
-             "getitem_backward": "test_indexing_backward_*", "index_put": "test_index_put_*"}
+             "getitem_backward": "test_indexing_backward_*", "index_put": "test_index_put_*",
+             "conv2d": "test_compiled_conv2d_*", "conv2d_weight": "test_compiled_conv2d_*",
+             "conv_transpose2d": "test_compiled_conv_transpose2d_*"}
 
 R = "real"
 UNARY = [  # (primitive, fn, domain, differentiable)
@@ -458,6 +461,8 @@ def test_strided_and_broadcast_inputs_are_read_through_their_strides():
     g = trace(lambda m, a, b, c: a * b + c, [x, x[:, 2:3].copy(), x[0].copy()])
     prog = lower(g)
     assert "stride_x0_1" in prog.source
+    # an input of the domain's shape has a contiguous variant (flat offsets), picked at launch
+    assert "x0_contiguous: tl.constexpr" in prog.source and "x1_contiguous" not in prog.source
     big = torch.from_numpy(np.ascontiguousarray(x.T))
     a = big.t()                                          # transposed: strides (1, 4)
     b = torch.from_numpy(x)[:, 2:3]                      # a column: storage offset 2, stride 6
@@ -554,6 +559,39 @@ def test_rows_longer_than_the_block_loop(fn):
     whole = lower(g, max_row_block=128)
     assert all(k.whole for k in whole.kernels if k.kind == "reduce")
     assert_same(whole(*bind(g, x)), run_numpy(g, bind(g, x)), F32)
+
+
+@pytest.mark.parametrize("shape", [(37, 10), (5, 3, 7), (2, 64)])
+def test_short_rows_are_packed_several_to_a_program(shape):
+    """Rows shorter than PACK_LANES: a program takes a [rows, BLOCK_SIZE] block (the last
+    program's rows past the end masked), for row values and full-row values alike."""
+    def fn(m, a, t):
+        return (m.softmax(a, -1) * t).sum(-1) + a.amax(-1) + a.argmax(-1) + m.logsumexp(a, -1)
+    x, t = make_inputs([shape, shape], seed=3)
+    g, prog = check_forward(fn, [x, t])
+    red = [k for k in prog.kernels if k.kind == "reduce"]
+    n = shape[-1]
+    want = min(triton_gpu.PACK_LANES // triton_gpu._next_pow2(n), triton_gpu._next_pow2(x.size // n))
+    assert red and all(k.rows == want > 1 for k in red), [(k.name, k.rows) for k in red]
+    assert all(f"tl.arange(0, {want})[:, None]" in k.source and "keep_dims=True" in k.source for k in red)
+    check_backward(fn, [x, t], wrt=[0, 1])
+
+
+@pytest.mark.parametrize("shape, fn", [
+    ((64, 10), lambda m, a: a.sum(0)),                       # a bias gradient
+    ((150, 70), lambda m, a: (a * a).mean(0)),               # rows past a block, columns past a tile
+    ((5, 7, 3), lambda m, a: a.amax((0, 1))),
+    ((33, 5), lambda m, a: a.amin(0)),
+], ids=["sum", "mean_prologue", "amax_two_dims", "amin"])
+def test_column_reductions_are_tiled_rows_by_columns(shape, fn):
+    """A reduction over leading dims (every case keeps the last dim only) reads [rows, columns]
+    tiles, COL_BLOCK columns a program."""
+    x = make_inputs([shape], seed=5)
+    g, prog = check_forward(fn, x)
+    red = [k for k in prog.kernels if k.kind == "reduce"]
+    assert len(red) == 1 and "tl.reduce(acc, 0," in red[0].source and "cmask = cols <" in red[0].source
+    assert red[0].rows == min(triton_gpu.COL_BLOCK, triton_gpu._next_pow2(shape[-1]))    # columns a program
+    check_backward(fn, x)
 
 
 def test_softmax_backward_fuses_around_its_row_sum():
@@ -855,6 +893,7 @@ def test_compiled_primitive_forward_and_backward(name, fn, inputs, diff):
 
 def test_every_lowered_primitive_is_compiled_forward_and_backward():
     named = {c[0] for c in COMPILED} | {"lt", "triu", "argmin", "min_dim", "isinf", "isfinite"}
+    named |= CONVS              # test_compiled_conv2d_* and test_compiled_conv_transpose2d_*
     assert named == lowered_primitives(), sorted(lowered_primitives() ^ named)
 
 
@@ -1119,13 +1158,16 @@ def test_fused_chain_and_matmul_on_a_gpu(monkeypatch):
     np.testing.assert_allclose(got.cpu().numpy(), run_numpy(g, [x, w, b])[0], rtol=1e-4, atol=1e-6)
 
 
-# -- convolutions, pooling and einsum: decomposed when a graph is lowered --------------------------------
-# Their `triton` slot is a Decompose rule: padding is a copy into a filled buffer, windows are
-# as_strided views, im2col the copy a reshape of the window view makes; the arithmetic is a
-# tl.dot matmul (bias as its epilogue), a reduction over each window or a scatter-add.
+# -- convolutions (implicit GEMM), pooling and einsum (decomposed) ------------------------------------
+# Convolutions are ConvDot kernels: tl.dot over tiles gathered by index arithmetic (padding,
+# windows, a transposed convolution's stride and flip are masks and offsets, never copies),
+# bias and elementwise consumers as their epilogue. Pooling and einsum are Decompose rules:
+# padding is a copy into a filled buffer, windows are as_strided views; the arithmetic is a
+# reduction over each window, an elementwise chain, a scatter-add or a matmul.
 
-DECOMPOSED = {"conv2d", "conv_transpose2d", "conv2d_weight", "max_pool2d", "max_pool2d_backward", "avg_pool2d",
-              "avg_pool2d_backward", "einsum", "binary_cross_entropy"}
+DECOMPOSED = {"max_pool2d", "max_pool2d_backward", "avg_pool2d", "avg_pool2d_backward", "einsum",
+              "binary_cross_entropy"}
+CONVS = {"conv2d", "conv_transpose2d", "conv2d_weight"}
 CONV_TOL = dict(rtol=1e-4, atol=1e-5)
 
 
@@ -1133,10 +1175,18 @@ def nnf(m):
     return torch.nn.functional if m is torch else NF
 
 
-def test_convolutions_pooling_and_einsum_are_decomposed():
+def test_pooling_and_einsum_are_decomposed_and_convolutions_lowered():
     assert {n for n in PRIMITIVES if triton_gpu.classify(n) == "decomposed"} == DECOMPOSED
     for n in DECOMPOSED:
         assert isinstance(PRIMITIVES[n].triton, Decompose)
+    assert all(triton_gpu.classify(n) == "lowered" for n in CONVS)
+
+
+def conv_copies(prog):
+    """The launcher's copies in a program (glue that is not a view): what implicit GEMM avoids."""
+    g = prog.graph
+    return [u.root for u in prog.units if u.kind == "glue" and g[u.root]["op"] != "proj"
+            and not triton_gpu._glue_of(g[u.root]).view]
 
 
 CONV2D = [  # (input, weight, bias, keyword arguments)
@@ -1156,8 +1206,19 @@ def test_compiled_conv2d_forward_and_backward(xs, ws, bias, kw):
     assert "conv2d" in ops_of(p.stages[0][1])
     assert {"conv_transpose2d", "conv2d_weight"} <= ops_of(p.bwd_ir)
     fwd, bwd = p.fwd_fn.program, p.bwd_fn.program
-    assert any(k.kind == "matmul" for k in fwd.kernels) and sum(k.kind == "matmul" for k in bwd.kernels) == 2
-    assert "as_strided" in fwd.plan and "conv2d" not in {fwd.graph[n]["op"] for n in fwd.graph.ops()}
+    # one implicit-GEMM kernel forward, one per gradient backward; nothing padded or unfolded
+    assert [k.name for k in fwd.kernels] == ["conv2d_kernel"]
+    assert sorted(k.name for k in bwd.kernels if k.kind == "matmul") == ["conv2d_weight_kernel",
+                                                                          "conv_transpose2d_kernel"]
+    assert not conv_copies(fwd) and not conv_copies(bwd), (fwd.plan, bwd.plan)
+
+
+@pytest.mark.parametrize("xs, ws, bias, kw", CONV2D[1:3], ids=["conv2d_f64_1", "conv2d_f64_2"])
+def test_compiled_conv2d_float64_against_torch(xs, ws, bias, kw):
+    arrays = make_inputs([xs, ws] + ([(ws[0],)] if bias else []), dtype=np.float64, seed=2)
+    fn = lambda m, x, w, *b: nnf(m).conv2d(x, w, b[0] if b else None, **kw).relu()  # noqa: E731
+    p = check_compiled(fn, arrays, tol=F64)
+    assert [k.name for k in p.fwd_fn.program.kernels] == ["conv2d_relu_kernel"]
 
 
 CONV_T = [
@@ -1174,14 +1235,16 @@ def test_compiled_conv_transpose2d_forward_and_backward(xs, ws, bias, kw):
     fn = lambda m, x, w, *b: nnf(m).conv_transpose2d(x, w, b[0] if b else None, **kw)  # noqa: E731
     p = check_compiled(fn, arrays, tol=CONV_TOL)
     assert "conv_transpose2d" in ops_of(p.stages[0][1])
+    assert [k.name for k in p.fwd_fn.program.kernels] == ["conv_transpose2d_kernel"]
+    assert not conv_copies(p.fwd_fn.program) and not conv_copies(p.bwd_fn.program)
 
 
 def test_conv2d_lowered_graph_against_numpy_and_torch():
     x, w, b = make_inputs([(2, 4, 6, 6), (6, 2, 3, 3), (6,)], seed=5)
     fn = lambda m, a, w_, b_: nnf(m).conv2d(a, w_, b_, stride=2, padding=1, groups=2).tanh()  # noqa: E731
     g, prog = check_forward(fn, [x, w, b], tol=CONV_TOL)
-    # the bias is the matmul's epilogue
-    assert "matmul_add_kernel" in prog.kernel_names
+    # the bias and tanh are the implicit GEMM's epilogue
+    assert prog.kernel_names == ["conv2d_tanh_kernel"]
     check_backward(fn, [x, w, b], tol=CONV_TOL)
 
 

@@ -8,9 +8,9 @@ Dispatch: once a CUDA tensor exists, `_apply_eager` (tracing.py) hands every op 
 a CUDA argument to `apply_cuda`, which traces the primitive into a one-op IR graph,
 lowers it with `decompositions.lower` (decomposition, then `codegen.triton_gpu.lower`)
 and runs the resulting Triton program; the programs are cached by (primitive, parameters,
-Python constants, input shapes and dtypes); convolutions, pooling and einsum are
-decomposed by the lowering into views, copies and matmul / reduction / scatter kernels
-like any other op. Calls the lowering refuses (custom Functions and hooks call Python;
+Python constants, input shapes and dtypes); convolutions are implicit-GEMM kernels,
+pooling and einsum are decomposed by the lowering into views, copies and matmul /
+reduction / scatter kernels like any other op. Calls the lowering refuses (custom Functions and hooks call Python;
 integer convolutions, which tl.dot does not lower) run their numpy kernel on a host copy
 and the result is copied back.
 

@@ -1,6 +1,6 @@
 """Lowering by decomposition, the front end's share of the Triton backend.
 
-A primitive whose op-table `triton` slot is `Decompose` (convolutions, pooling, einsum) is
+A primitive whose op-table `triton` slot is `Decompose` (pooling, einsum) is
 rewritten into primitives the code generator lowers directly. Its rule is tracegrad ops run
 on symbolic tensors (`Proxy`), so this lives beside the tracer, above the compiler core:
 `codegen/triton_gpu.py` never imports the tracer and refuses a graph that still holds such
@@ -28,7 +28,7 @@ def lower(graph, max_row_block=None):
 
 
 # == decomposition =================================================================================
-# A primitive whose slot is `Decompose` (convolutions, pooling, einsum) is rewritten, before
+# A primitive whose slot is `Decompose` (pooling, einsum) is rewritten, before
 # grouping, into primitives the other slots lower: its rule runs on Proxies of the graph under
 # construction, so the ops it applies are traced into it with their shapes and dtypes. A rule
 # may add constants (index maps such as pooling's window positions): they become graph inputs

@@ -15,7 +15,10 @@ Kernels, one per group:
              elementwise ops feeding them (prologue) and those using their results
              (epilogue, per row or over the full row again) fused in; the whole row
              sits in registers when it fits in `max_row_block`, else the kernel loops
-             over blocks of it, once per pass. A gather of one element per row
+             over blocks of it, once per pass. Rows shorter than PACK_LANES are packed,
+             several to a program as a 2-d [rows, block] tile. A lone reduction over
+             leading dims (a bias gradient's sum over the batch) is tiled rows x
+             columns instead of reading one strided column per program. A gather of one element per row
              (cross-entropy's target logit) is one more stage; sums over the rows of
              full-row values (LayerNorm's weight and bias gradients) are column sums
              of the same kernel, each program taking several rows and adding its
@@ -25,6 +28,9 @@ Kernels, one per group:
   matmul     a tiled `tl.dot` with fp32 accumulation and its elementwise epilogue
              (bias, activation, scaling) fused; float32 inputs stay IEEE unless
              set_float32_matmul_precision("high" or "medium") allows TF32;
+             a convolution (conv2d, its input and weight gradients) is the same kernel
+             as an implicit GEMM: its tiles are gathered from the image and the kernel
+             by index arithmetic, padding and stride as load masks (no copies);
   scatter    scatter / scatter_add (atomic adds) into a copy of its input; indexing's
              backward and index_put(accumulate=True) with any key add at each element's
              position (repeated indices adding up). A scatter of one value per row
@@ -43,9 +49,9 @@ What each primitive lowers to is its op table entry's `triton` slot (an `Expr` t
 a `Reduce`/`Dot`/`Scatter` marker, `Glue` the launcher runs as a view or copy, a
 `Decompose` rule that rewrites the node into other primitives before grouping (in
 tracegrad/decompositions.py: rules are traced on symbolic tensors, in the front end), as
-convolutions (im2col views + matmul), pooling (window views + an elementwise chain or a
-reduction, a scatter-add for max pooling's backward) and einsum (permute/reshape + matmul)
-are, or a `Refuse` with its reason: tracegrad/ops/lowering.py); this module reads the
+pooling (window views + an elementwise chain or a reduction, a scatter-add for max
+pooling's backward) and einsum (permute/reshape + matmul) are, or a `Refuse` with its
+reason: tracegrad/ops/lowering.py); this module reads the
 slot and keeps no table of its own.
 """
 import hashlib
@@ -61,7 +67,7 @@ import numpy as np
 from .._dtype import get_float32_matmul_precision
 from ..ir.graph import V, refs, type_str
 from ..ir.printer import comment_text, safe_repr
-from ..ops.lowering import (TL, Decompose, Dot, Expr, Glue, Reduce, Scatter, has_tensor_key, identity, index_key,
+from ..ops.lowering import (TL, ConvDot, Decompose, Dot, Expr, Glue, Reduce, Scatter, has_tensor_key, identity, index_key,
                             is_float, lit, torch_dtype)
 from ..ops.primitives import PRIMITIVES
 
@@ -284,6 +290,9 @@ def _kind(a, shapes=None):
     if isinstance(low, Reduce):
         return "reduce"
     if isinstance(low, Dot):
+        if isinstance(low, ConvDot) and not a["dtype"].is_floating_point:
+            raise NotImplementedError(f"{op}: {a['dtype'].name} convolutions have no Triton lowering (tl.dot is "
+                                      f"lowered for floating point only){where}")
         return "matmul"
     if isinstance(low, Scatter):
         p = a["params"]
@@ -551,7 +560,8 @@ def _group(g, max_row_block=None):
                         continue
                     shape = tuple(g[m]["shape"])
                     if k == "matmul":
-                        if shape != out_shape or len(out_shape) < 2 or any(len(g[x]["shape"]) < 2 for x in args(n)):
+                        if shape != out_shape or len(out_shape) < 2 or (
+                                not isinstance(_lowering(a), ConvDot) and any(len(g[x]["shape"]) < 2 for x in args(n))):
                             continue
                         where = "full"
                     elif shape == out_shape and n in row_vals and all(
@@ -949,7 +959,8 @@ class _Emitter:
         lines.append(f"{indent}tl.store({ptr} + {off}, {val}{m})" if off else f"{indent}tl.store({ptr}, {val}{m})")
 
     def signature(self, name, consts):
-        ps = [p for p, _ in self.params] + [f"{c}: tl.constexpr" for c in consts]
+        ps = [p + (": tl.constexpr" if what[0] == "contig" else "") for p, what in self.params] + \
+            [f"{c}: tl.constexpr" for c in consts]
         head = f"def {name}("
         out, line = [], head
         for i, p in enumerate(ps):
@@ -1016,6 +1027,17 @@ def _emit_pointwise(g, u, name):
     body += lines
     vec = set(x for x in idx if x)
     for x in u.reads:
+        if tuple(g[x]["shape"]) == tuple(dom) and sum(n != 1 for n in dom) > 1:
+            # an input of the domain's shape: when it is contiguous (a constexpr flag checked
+            # at launch, each value its own compiled variant) the flat offset addresses it, which
+            # the compiler sees as contiguous and loads in vectors; else its strides
+            flag = e.param(f"{x}_contiguous", ("contig", x))
+            body.append(f"    if {flag}:")
+            body.append(f"        {x} = tl.load({e.param(f'{x}_ptr', ('ptr', x))} + offsets, mask=mask)"
+                        + (f".to({_ctype(g[x]['dtype'])})" if _ctype(g[x]["dtype"]) != TL[g[x]["dtype"].name] else ""))
+            body.append("    else:")
+            e.load(x, dom, idx, vec | {"offsets"}, "mask", body, "        ")
+            continue
         e.load(x, dom, idx, vec | {"offsets"}, "mask", body, "    ")
     for m in u.members:
         e.compute(m, idx, body, "    ")
@@ -1093,10 +1115,84 @@ _COMBINE = {"sum": "_add_combine", "max": "_max_combine", "min": "_min_combine",
 _STEP = {"sum": "{acc} + {x}", "prod": "{acc} * {x}", "max": "tl.maximum({acc}, {x})", "min": "tl.minimum({acc}, {x})"}
 
 
+# columns one program of a column reduction takes (a [BLOCK_SIZE, COL_BLOCK] tile of rows x
+# columns, reading whole rows of the block at once)
+COL_BLOCK = 64
+
+
+def _column_reduction(g, u):
+    """u reduces leading dims of its input and keeps the trailing ones (a bias gradient's sum
+    over the batch), one sum/mean/max/min/prod with at most an elementwise prologue."""
+    a = g[u.root]
+    if a["prim"].multi or len(u.stages) != 1 or u.full_epilogue or u.row_epilogue or u.aliases or u.col_stages:
+        return False
+    if _lowering(a).kind not in ("sum", "mean", "max", "min", "prod"):
+        return False
+    s_in, dims = u.s_in, u.dims
+    kept = _numel([s_in[d] for d in range(len(s_in)) if d not in dims])
+    return dims == tuple(range(len(dims))) and 0 < len(dims) < len(s_in) and kept > 1 and \
+        _numel([s_in[d] for d in dims]) > 1
+
+
+def _emit_column_reduction(g, u, name):
+    """A reduction over leading dims, tiled rows x columns: a program takes COL_BLOCK columns
+    and walks the rows in blocks of BLOCK_SIZE, accumulating a [BLOCK_SIZE, COL_BLOCK] tile
+    (whole rows of the block are read together), then reduces it along the rows."""
+    e = _Emitter(g)
+    r = u.root
+    a = g[r]
+    s_in, dims = u.s_in, u.dims
+    k = len(dims)
+    M = _numel(s_in[k:])
+    N = _numel(s_in[:k])
+    C = min(COL_BLOCK, _next_pow2(M))
+    u.M, u.N, u.whole, u.rows = M, N, True, C
+    u.block = max(1, min(_next_pow2(N), 2048 // C, 64 if interpreting() else 2048))
+    acc_t = _ctype(a["dtype"])
+    passes, finish = _reduction_plan(_lowering(a).kind, a["params"], N, acc_t)
+    comb = passes[0][0]
+    ident = _identity(comb, acc_t)
+    e.helpers.add(_COMBINE[comb])
+    names = [f"i{d}" for d in range(len(s_in))]
+    body = ["    pid = tl.program_id(0)",
+            f"    cols = pid * {C} + tl.arange(0, {C})[None, :]",
+            f"    cmask = cols < {M}"]
+    col_lines, col_idx = _index_lines(names[k:], s_in[k:], "cols", "    ")
+    body += col_lines
+    body.append(f"    acc = tl.full([BLOCK_SIZE, {C}], {ident}, {acc_t})")
+    body.append(f"    for start in range(0, {N}, BLOCK_SIZE):")
+    body.append("        rows = start + tl.arange(0, BLOCK_SIZE)[:, None]")
+    body.append(f"        mask = (rows < {N}) & cmask")
+    row_lines, row_idx = _index_lines(names[:k], s_in[:k], "rows", "        ")
+    body += row_lines
+    idx = list(row_idx) + list(col_idx)
+    vec = set(x for x in idx if x) | {"rows", "cols"}
+    done = set()
+    for m in u.prologue:
+        for y in refs(g[m]["args"]):
+            if y not in done and y not in u.internal:
+                e.load(y, s_in, idx, vec, "mask", body, "        ")
+                done.add(y)
+        e.compute(m, idx, body, "        ")
+        done.add(m)
+    x = refs(a["args"])[0]
+    if x not in done:
+        e.load(x, s_in, idx, vec, "mask", body, "        ")
+    body.append(f"        v = {x}.to({acc_t})")
+    body.append(f"        acc = {_STEP[comb].format(acc='acc', x=f'tl.where(mask, {passes[0][1]}, {ident})')}")
+    body.append(f"    s0 = tl.reduce(acc, 0, {_COMBINE[comb]}, keep_dims=True)")
+    body.append(f"    {r} = {finish}")
+    for w in u.writes:
+        e.store(w, "cols", "cmask", body, "    ")
+    return e, body, ["BLOCK_SIZE"]
+
+
 def _emit_reduction(g, u, name, max_row_block):
     """One program per row. Each stage (a reduction over the row) makes its passes over the
     columns: in registers when the row fits one block, else a loop per pass; the per-row
     epilogue follows each stage, and a last sweep computes and stores the full-row values."""
+    if _column_reduction(g, u):
+        return _emit_column_reduction(g, u, name)
     e = _Emitter(g)
     r = u.root
     a = g[r]
@@ -1110,6 +1206,15 @@ def _emit_reduction(g, u, name, max_row_block):
     u.M, u.N, u.whole = M, N, whole
     u.block = _next_pow2(N) if whole else None
     mem = u.internal
+    # short rows are packed: a program takes R rows as a 2-d [R, BLOCK_SIZE] block (row
+    # values [R, 1]), so a row of 10 does not leave most of a program's lanes idle
+    R = 1
+    if whole and M > 1 and 2 <= N and u.block < PACK_LANES and not u.col_stages:
+        R = min(PACK_LANES // u.block, _next_pow2(M))
+    u.rows = R
+    packed = R > 1
+    rmask = "rmask" if packed else None
+    final = {c: (f.replace(", 0, ", ", 1, ")[:-1] + ", keep_dims=True)" if packed else f) for c, f in _FINAL.items()}
 
     # per stage: (node, input, v name, passes, finish) with s-names made unique per stage
     stages = []
@@ -1159,11 +1264,14 @@ def _emit_reduction(g, u, name, max_row_block):
 
     names = [f"i{d}" for d in range(len(s_in))]
     body = ["    row = tl.program_id(0)"]
+    if packed:
+        body = [f"    row = tl.program_id(0) * {R} + tl.arange(0, {R})[:, None]", f"    rmask = row < {M}"]
     row_lines, row_idx = _index_lines([names[d] for d in kept], [s_in[d] for d in kept], "row", "    ")
     body += row_lines
     idx = [None] * len(s_in)
     for d, nm in zip(kept, row_idx):
         idx[d] = nm
+    row_vec = set(x for x in row_idx if x) | {"row"} if packed else set()
     full_nodes = sorted(set(u.full_epilogue) | ({r} if full else set()), key=order.index)
 
     def needed_full(roots):
@@ -1178,6 +1286,8 @@ def _emit_reduction(g, u, name, max_row_block):
 
     def columns(indent, start):
         ls = [f"{indent}cols = {start}tl.arange(0, BLOCK_SIZE)", f"{indent}mask = cols < {N}"]
+        if packed:
+            ls = [f"{indent}cols = tl.arange(0, BLOCK_SIZE)[None, :]", f"{indent}mask = (cols < {N}) & rmask"]
         col_lines, col_idx = _index_lines([names[d] for d in dims], [s_in[d] for d in dims], "cols", indent)
         ls += col_lines
         bidx = list(idx)
@@ -1235,7 +1345,7 @@ def _emit_reduction(g, u, name, max_row_block):
                 continue
             for y in refs(g[m]["args"]):
                 if y not in mem and y not in loaded:
-                    e.load(y, out_shape, out_idx, set(), None, body, "    ")
+                    e.load(y, out_shape, out_idx, row_vec, rmask, body, "    ")
                     loaded.add(y)
             e.compute(m, out_idx, body, "    ")
 
@@ -1253,7 +1363,8 @@ def _emit_reduction(g, u, name, max_row_block):
         rk = stages[k][0]
         if g[rk]["op"] == "gather":
             index = refs(g[rk]["args"])[1]
-            e.load(index, s_in, [None if d in dims else idx[d] for d in range(len(s_in))], set(), None, body, "    ")
+            e.load(index, s_in, [None if d in dims else idx[d] for d in range(len(s_in))], row_vec, rmask, body,
+                   "    ")
 
     if whole:
         done = set()
@@ -1263,7 +1374,7 @@ def _emit_reduction(g, u, name, max_row_block):
             take_index(k)
             stage_value(k, body, "    ", done, bidx, vec)
             for (comb, ex, _, ident), sn in zip(passes, sname):
-                body.append(f"    {sn} = {_FINAL[comb].format(a=f'tl.where(mask, {ex}, {ident})')}")
+                body.append(f"    {sn} = {final[comb].format(a=f'tl.where(mask, {ex}, {ident})')}")
             row_epilogue(k)
     else:
         for k, (rk, xk, vname, vt, passes, finish, sname) in enumerate(stages):
@@ -1280,7 +1391,7 @@ def _emit_reduction(g, u, name, max_row_block):
             row_epilogue(k)
     for w in u.writes:
         if w in u.stages and not (w == r and full) or w in u.row_epilogue:
-            e.store(w, "row" if M > 1 else "", None, body, "    ")
+            e.store(w, "row" if M > 1 else "", rmask, body, "    ")
     stored_full = [w for w in u.writes if w in full_nodes]
     if stored_full:
         if whole:
@@ -1303,6 +1414,10 @@ def _emit_reduction(g, u, name, max_row_block):
         body = _column_sums(g, u, e, body, done, bidx, vec, compute_full, needed_full, M)
     return e, body, ["BLOCK_SIZE"]
 
+
+# a row kernel whose rows are shorter than this packs rows into one program up to this many
+# lanes (elements of a block)
+PACK_LANES = 128
 
 # rows one program of a kernel with column sums handles: its column partials are added into
 # the outputs once per program, so the atomic traffic is at most 1/COL_ROWS of the rows'
@@ -1376,6 +1491,8 @@ def _matmul_shapes(g, n):
 
 
 def _emit_matmul(g, u, name):
+    if isinstance(_lowering(g[u.root]), ConvDot):
+        return _emit_conv(g, u, name)
     e = _Emitter(g)
     n = u.root
     a_name, b_name, a2, b2, out2 = _matmul_shapes(g, n)
@@ -1422,13 +1539,7 @@ def _emit_matmul(g, u, name):
     body.append(f"    for k in range(0, {K}, BLOCK_K):")
     body.append(f"        a = tl.load(a_ptrs, mask=(offs_m[:, None] < {M}) & (offs_k[None, :] + k < {K}), other=0.0)")
     body.append(f"        b = tl.load(b_ptrs, mask=(offs_k[:, None] + k < {K}) & (offs_n[None, :] < {N}), other=0.0)")
-    # ieee: fp32 inputs stay fp32, unless set_float32_matmul_precision("high" or "medium")
-    # lets tf32 round them to 10 bits of mantissa for tensor cores
-    prec = ""
-    if d.name == "float64" or d.name == "float32" and get_float32_matmul_precision() == "highest":
-        prec = ', input_precision="ieee"'
-    elif d.name == "float32":
-        prec = ', input_precision="tf32"'
+    prec = _dot_precision(d)
     u.precision = prec
     body.append(f"        acc = tl.dot(a, b, acc{prec})")
     body.append(f"        a_ptrs += BLOCK_K * {sak}")
@@ -1451,6 +1562,152 @@ def _emit_matmul(g, u, name):
                              always=("offs_m[:, None]", "offs_n[None, :]"))
     for w in u.writes:
         e.store(w, off, "mask", body, "    ")
+    return e, body, ["BLOCK_M", "BLOCK_N", "BLOCK_K"]
+
+
+def _dot_precision(d):
+    """tl.dot's input_precision for dtype d: ieee for float64, and for float32 unless
+    set_float32_matmul_precision("high" or "medium") lets tf32 round the inputs to 10 bits
+    of mantissa for tensor cores."""
+    if d.name == "float64" or d.name == "float32" and get_float32_matmul_precision() == "highest":
+        return ', input_precision="ieee"'
+    return ', input_precision="tf32"' if d.name == "float32" else ""
+
+
+def _digits(flat, sizes, names):
+    """Lines naming the row-major digits of `flat` over `sizes` (an int or name per size)."""
+    out, inner = [], 1
+    for size, nm in reversed(list(zip(sizes, names))):
+        e = flat if inner == 1 else f"({flat} // {inner})"
+        if inner * size != _numel(sizes):
+            e = f"{e} % {size}"
+        out.append(f"{nm} = {e}")
+        inner *= size
+    return list(reversed(out))
+
+
+def _emit_conv(g, u, name):
+    """A convolution as an implicit GEMM (ops/lowering.py's ConvDot): the tiles tl.dot takes
+    are gathered from the image and the kernel by index arithmetic, with padding and a
+    transposed convolution's stride as load masks, so nothing is padded, unfolded or flipped
+    in memory. One program per (BLOCK_M x BLOCK_N) output tile and group:
+      forward  rows: output pixels (n, y, x), columns: output channels, k: (c, i, j);
+      input    (conv_transpose2d) the same, a row's input pixel hy = (y + p - i*d) / s
+               taken only where it divides;
+      weight   rows: output channels, columns: (c, i, j), k: output pixels (n, y, x)."""
+    e = _Emitter(g)
+    n = u.root
+    a = g[n]
+    kind = _lowering(a).kind
+    p = a["params"]
+    d = a["dtype"]
+    acc_t = "tl.float64" if d.name == "float64" else "tl.float32"
+    (sh, sw), (ph, pw), (dh, dw), G = p["stride"], p["padding"], p["dilation"], p["groups"]
+    out = tuple(a["shape"])
+    xs = list(a["args"])
+    bias = xs[2] if len(xs) > 2 and isinstance(xs[2], V) else None
+
+    def ptr(v):
+        return e.param(f"{v}_ptr", ("ptr", v))
+
+    def st(v, j):
+        return e.param(f"stride_{v}_{j}", ("stride", v, j))
+    if kind == "forward":
+        x, w = xs[0], xs[1]
+        nb, c, h, wd = g[x]["shape"]
+        o, cg, kh, kw = g[w]["shape"]
+        _, _, ho, wo = out
+        og = o // G
+        M, N, K = nb * ho * wo, og, cg * kh * kw
+    elif kind == "input":
+        x, w = xs[0], xs[1]                          # y (N, Cin, H, W), w (Cin, Cout/G, kh, kw)
+        nb, cin, h, wd = g[x]["shape"]
+        _, cg, kh, kw = g[w]["shape"]
+        _, _, ho, wo = out
+        ig = cin // G
+        M, N, K = nb * ho * wo, cg, ig * kh * kw
+    else:
+        x, gr = xs[0], xs[1]                         # x (N, C, H, W), g (N, O, Ho, Wo)
+        nb, c, h, wd = g[x]["shape"]
+        o, cg, kh, kw = out
+        _, _, ho, wo = g[gr]["shape"]
+        og = o // G
+        M, N, K = og, cg * kh * kw, nb * ho * wo
+    u.M, u.N, u.K, u.batch = M, N, K, G
+    u.out2 = out
+    body = ["    pid_m = tl.program_id(0)", "    pid_n = tl.program_id(1)",
+            "    grp = tl.program_id(2)",
+            "    offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)",
+            "    offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)"]
+    i4 = "    "
+    if kind in ("forward", "input"):
+        body += [i4 + ln for ln in _digits("offs_m", (nb, ho, wo), ("rn", "ry", "rx"))]
+        body += [i4 + "rn = rn[:, None]", i4 + "ry = ry[:, None]", i4 + "rx = rx[:, None]",
+                 f"{i4}oc = grp * {N} + offs_n[None, :]"]
+        idx = ["rn", "oc", "ry", "rx"]
+    else:
+        body += [f"{i4}oc = grp * {M} + offs_m[:, None]"]
+        body += [i4 + ln for ln in _digits("offs_n", (cg, kh, kw), ("wc", "wi", "wj"))]
+        body += [i4 + "wc = wc[None, :]", i4 + "wi = wi[None, :]", i4 + "wj = wj[None, :]"]
+        idx = ["oc", "wc", "wi", "wj"]
+    body.append(f"    acc = tl.full((BLOCK_M, BLOCK_N), 0.0, {acc_t})")
+    body.append(f"    for k in range(0, {K}, BLOCK_K):")
+    i8 = "        "
+    if kind == "forward":
+        body += [f"{i8}kk = k + tl.arange(0, BLOCK_K)"] + [i8 + ln for ln in _digits("kk", (cg, kh, kw), ("kc", "ki", "kj"))]
+        body += [f"{i8}iy = ry * {sh} - {ph} + ki[None, :] * {dh}",
+                 f"{i8}ix = rx * {sw} - {pw} + kj[None, :] * {dw}",
+                 f"{i8}am = (offs_m[:, None] < {M}) & (kk[None, :] < {K}) & (iy >= 0) & (iy < {h}) & (ix >= 0) & "
+                 f"(ix < {wd})",
+                 f"{i8}a = tl.load({ptr(x)} + rn * {st(x, 0)} + (grp * {cg} + kc[None, :]) * {st(x, 1)} + "
+                 f"iy * {st(x, 2)} + ix * {st(x, 3)}, mask=am, other=0.0)",
+                 f"{i8}bm = (kk[:, None] < {K}) & (offs_n[None, :] < {N})",
+                 f"{i8}b = tl.load({ptr(w)} + oc * {st(w, 0)} + kc[:, None] * {st(w, 1)} + ki[:, None] * {st(w, 2)} + "
+                 f"kj[:, None] * {st(w, 3)}, mask=bm, other=0.0)"]
+    elif kind == "input":
+        body += [f"{i8}kk = k + tl.arange(0, BLOCK_K)"] + [i8 + ln for ln in _digits("kk", (ig, kh, kw), ("ko", "ki", "kj"))]
+        body += [f"{i8}ty = ry + {ph} - ki[None, :] * {dh}",
+                 f"{i8}tx = rx + {pw} - kj[None, :] * {dw}",
+                 f"{i8}hy = ty // {sh}", f"{i8}hx = tx // {sw}",
+                 f"{i8}am = (offs_m[:, None] < {M}) & (kk[None, :] < {K}) & (ty >= 0) & (tx >= 0) & "
+                 f"(hy * {sh} == ty) & (hx * {sw} == tx) & (hy < {h}) & (hx < {wd})",
+                 f"{i8}a = tl.load({ptr(x)} + rn * {st(x, 0)} + (grp * {ig} + ko[None, :]) * {st(x, 1)} + "
+                 f"hy * {st(x, 2)} + hx * {st(x, 3)}, mask=am, other=0.0)",
+                 f"{i8}bm = (kk[:, None] < {K}) & (offs_n[None, :] < {N})",
+                 f"{i8}b = tl.load({ptr(w)} + (grp * {ig} + ko[:, None]) * {st(w, 0)} + offs_n[None, :] * {st(w, 1)} + "
+                 f"ki[:, None] * {st(w, 2)} + kj[:, None] * {st(w, 3)}, mask=bm, other=0.0)"]
+    else:
+        body += [f"{i8}kk = k + tl.arange(0, BLOCK_K)"] + [i8 + ln for ln in _digits("kk", (nb, ho, wo), ("kn", "ky", "kx"))]
+        body += [f"{i8}am = (offs_m[:, None] < {M}) & (kk[None, :] < {K})",
+                 f"{i8}a = tl.load({ptr(gr)} + kn[None, :] * {st(gr, 0)} + oc * {st(gr, 1)} + ky[None, :] * {st(gr, 2)} + "
+                 f"kx[None, :] * {st(gr, 3)}, mask=am, other=0.0)",
+                 f"{i8}iy = ky[:, None] * {sh} - {ph} + wi * {dh}",
+                 f"{i8}ix = kx[:, None] * {sw} - {pw} + wj * {dw}",
+                 f"{i8}bm = (kk[:, None] < {K}) & (offs_n[None, :] < {N}) & (iy >= 0) & (iy < {h}) & (ix >= 0) & "
+                 f"(ix < {wd})",
+                 f"{i8}b = tl.load({ptr(x)} + kn[:, None] * {st(x, 0)} + (grp * {cg} + wc) * {st(x, 1)} + "
+                 f"iy * {st(x, 2)} + ix * {st(x, 3)}, mask=bm, other=0.0)"]
+    prec = _dot_precision(d)
+    u.precision = prec
+    body.append(f"{i8}acc = tl.dot(a, b, acc{prec})")
+    body.append(f"    mask = (offs_m[:, None] < {M}) & (offs_n[None, :] < {N})")
+    if bias is not None:
+        body.append(f"    acc += tl.load({ptr(bias)} + oc * {st(bias, 0)}, mask=offs_n[None, :] < {N}, "
+                    f"other=0.0).to({acc_t})")
+    body.append(f"    {n} = acc")
+    vec = set(idx)
+    mem = set(u.members)
+    done = {n}
+    for m in u.members[1:]:
+        for y in refs(g[m]["args"]):
+            if y not in done and y not in mem:
+                e.load(y, out, idx, vec, "mask", body, "    ")
+                done.add(y)
+        e.compute(m, idx, body, "    ")
+        done.add(m)
+    off = _contiguous_offset(out, idx, always=tuple(idx))
+    for v in u.writes:
+        e.store(v, off, "mask", body, "    ")
     return e, body, ["BLOCK_M", "BLOCK_N", "BLOCK_K"]
 
 
@@ -1592,12 +1849,28 @@ CONFIGS = {
     "matmul": [{"BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 32}, {"BLOCK_M": 128, "BLOCK_N": 64, "BLOCK_K": 32},
                {"BLOCK_M": 64, "BLOCK_N": 128, "BLOCK_K": 32}, {"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 32}],
 }
+# float32 IEEE and float64 tl.dot run on FMA units, every operand tile in registers: tiles
+# whose accumulator and operand tiles fit without spilling, plain matmuls with epilogues and
+# the implicit-GEMM convolutions alike (compiled for sm_90 and sm_80 as a launch specialises
+# contiguous values; 64x64x32 spills in both)
+IEEE_CONFIGS = [{"BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 16}, {"BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 8},
+                {"BLOCK_M": 32, "BLOCK_N": 32, "BLOCK_K": 32}]
+
+
+def configs(u):
+    """The block configs a kernel unit is timed over on a GPU; the first is the one reports
+    compile (the sm test holds it to no spills)."""
+    if u.kind == "matmul" and getattr(u, "precision", "") == ', input_precision="ieee"':
+        return IEEE_CONFIGS
+    return CONFIGS[u.kind]
+
+
 INTERPRET_CONFIGS = {"pointwise": {"BLOCK_SIZE": 128}, "reduce": {"BLOCK_SIZE": 32},
                      "matmul": {"BLOCK_M": 16, "BLOCK_N": 16, "BLOCK_K": 16}}
 _TUNED = {}      # (kernel source hash, kernel name) -> config: kernels are generated per shape
 
 
-def _autotune(key, kind, run):
+def _autotune(key, kind, run, choices=None):
     cfg = _TUNED.get(key)
     if cfg is not None:
         return cfg
@@ -1606,7 +1879,7 @@ def _autotune(key, kind, run):
     else:
         from triton.testing import do_bench
         best = None
-        for c in CONFIGS[kind]:
+        for c in choices or CONFIGS[kind]:
             try:
                 t = do_bench(lambda: run(c), warmup=5, rep=20)
             except Exception:           # a config the device cannot hold (shared memory, registers)
@@ -1737,6 +2010,8 @@ def _kernel_runner(g, u, kernel):
                 vals.append(env[what[1]].stride(what[2]))
             elif what[0] == "pos":
                 vals.append(outs["pos"])
+            elif what[0] == "contig":
+                vals.append(bool(env[what[1]].is_contiguous()))
             elif what[0] == "stride2":
                 v, j, role = what[1], what[2], what[3]
                 t = env[v]
@@ -1785,7 +2060,7 @@ def _kernel_runner(g, u, kernel):
         elif u.kind == "scatter":     # untuned: timing runs would add into the output again
             cfg = INTERPRET_CONFIGS["pointwise"] if interpreting() else {"BLOCK_SIZE": 256}
         elif all(grid_of(INTERPRET_CONFIGS[u.kind])):
-            cfg = _autotune(u.key, u.kind, lambda c: kernel[grid_of(c)](*vals, **c))
+            cfg = _autotune(u.key, u.kind, lambda c: kernel[grid_of(c)](*vals, **c), configs(u))
         else:
             cfg = INTERPRET_CONFIGS[u.kind]
         grid = grid_of(cfg)

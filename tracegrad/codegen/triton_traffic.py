@@ -118,29 +118,61 @@ def traffic(prog):
 
 # -- compiling for a GPU target --------------------------------------------------------------------
 
+def _contiguous_strides(shape):
+    out, inner = [], 1
+    for n in reversed(tuple(shape)):
+        out.append(inner)
+        inner *= n
+    return out[::-1]
+
+
+def _stride_value(g, what):
+    """The stride a launch passes for a stride parameter when every value is contiguous."""
+    shape = tuple(g[what[1]]["shape"])
+    if what[0] == "stride2" and len(shape) == 1:
+        shape = (1,) + shape if what[3] == "a" else shape + (1,)
+    return _contiguous_strides(shape)[what[2]]
+
+
 def kernel_specs(prog):
-    """One (name, source, signature, constexprs, kind) per kernel of a TritonProgram."""
+    """One (name, source, signature, constexprs, kind, attrs) per kernel of a TritonProgram,
+    specialised as a launch on a GPU specialises it when every value is contiguous: pointers
+    16-byte aligned, strides of 1 constants and strides that are multiples of 16 marked so
+    (what lets the compiler emit vector loads), contiguous-input flags true."""
     from . import triton_gpu as T
     g = prog.graph
     out = []
     for u in prog.kernels:
-        sig = {}
-        for pname, what in u.params:
+        sig, attrs, fixed = {}, {}, {}
+        for i, (pname, what) in enumerate(u.params):
             if what[0] in ("ptr", "out"):
                 sig[pname] = "*" + SIG[g[what[1]]["dtype"].name]
+                attrs[(i,)] = [["tt.divisibility", 16]]
             elif what[0] == "pos":
                 sig[pname] = "*i64"
+                attrs[(i,)] = [["tt.divisibility", 16]]
+            elif what[0] == "contig":
+                sig[pname] = "constexpr"
+                fixed[pname] = True
             else:
                 sig[pname] = "i32"
+                if what[0] in ("stride", "stride2"):
+                    st = _stride_value(g, what)
+                    if st == 1:
+                        sig[pname] = "constexpr"
+                        fixed[pname] = 1
+                    elif st % 16 == 0:
+                        attrs[(i,)] = [["tt.divisibility", 16]]
         if u.kind == "reduce" and u.whole:
             consts = {"BLOCK_SIZE": u.block}
         elif u.kind == "scatter":
             consts = {"BLOCK_SIZE": 256}
         else:
-            consts = dict(T.CONFIGS[u.kind][0])
+            consts = dict(T.configs(u)[0])
         for c in consts:
             sig[c] = "constexpr"
-        out.append((u.name, prog.source, sig, consts, u.kind))
+        consts.update(fixed)
+        out.append((u.name, prog.source, sig, consts, u.kind, attrs))
     return out
 
 
@@ -151,8 +183,9 @@ def _tool(name):
 
 def compile_kernel(spec, arch=90):
     """Compile one kernel for cuda sm_<arch>; returns a dict: name, kind, regs, spill bytes
-    (local memory), shared, ptx mma (whether the PTX holds MMA instructions), error."""
-    name, source, sig, consts, kind = spec
+    (local memory), shared, ptx mma (whether the PTX holds MMA instructions), loads (global
+    loads in the PTX by width), error."""
+    name, source, sig, consts, kind, attrs = spec
     os.environ.pop("TRITON_INTERPRET", None)
     import tempfile
     import triton
@@ -163,9 +196,13 @@ def compile_kernel(spec, arch=90):
     try:
         mod = T._load(source)
         fn = getattr(mod, name)
-        c = triton.compile(ASTSource(fn, sig, consts), target=GPUTarget("cuda", arch, 32))
+        c = triton.compile(ASTSource(fn, sig, consts, attrs), target=GPUTarget("cuda", arch, 32))
         ptx = c.asm["ptx"]
         res["mma"] = bool(re.search(r"\b(w?gmma|mma)\.", ptx))
+        # global loads by width: 128-bit and 64-bit vectors, and single elements
+        res["loads"] = {"v4": len(re.findall(r"ld\.global[\w.]*\.v4", ptx)),
+                        "v2": len(re.findall(r"ld\.global[\w.]*\.v2", ptx)),
+                        "scalar": len(re.findall(r"ld\.global(?![\w.]*\.v[24])[\w.]*\s", ptx))}
         res["dot"] = "tl.dot(" in source.split(f"def {name}(")[1].split("@triton.jit")[0]
         res["shared"] = c.metadata.shared
         with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
@@ -189,7 +226,7 @@ def _init_worker():
 
 def _key(s):
     body = s[1].split(f"def {s[0]}(")[1].split("@triton.jit")[0]
-    return body, tuple(sorted(s[2].items())), tuple(sorted(s[3].items()))
+    return body, tuple(sorted(s[2].items())), tuple(sorted(s[3].items())), repr(sorted(s[5].items()))
 
 
 def _compile_distinct(specs, arch, workers):

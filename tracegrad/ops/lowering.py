@@ -7,6 +7,8 @@
                                integer helpers), so the kernel casts it
   Reduce(kind)                 a reduction over rows; `kind` picks the passes over each row
   Dot()                        matmul: a tiled tl.dot kernel, its elementwise epilogue fused
+  ConvDot(kind)                a convolution as an implicit GEMM (a Dot whose operands are
+                               gathered by index arithmetic), its epilogue fused
   Scatter(kind, glue=None)     writes (or atomically adds) values at indices into a copy
   Glue(fn, view=False, ...)    the launcher runs `fn(torch, device, *args, **params)`: a
                                torch view or copy, never arithmetic
@@ -83,6 +85,21 @@ class Dot:
 
     def __repr__(self):
         return "Dot()"
+
+
+class ConvDot(Dot):
+    """A convolution as an implicit GEMM: a tiled `tl.dot` kernel whose operand tiles are
+    gathered from the image and the kernel by index arithmetic (padding, windows, the
+    transposed convolution's stride and flip are masks and offsets, never copies). `kind`:
+    "forward" (conv2d), "input" (conv_transpose2d, conv2d's input gradient) or "weight"
+    (conv2d_weight)."""
+    __slots__ = ("kind",)
+
+    def __init__(self, kind):
+        self.kind = kind
+
+    def __repr__(self):
+        return f"ConvDot({self.kind!r})"
 
 
 class Scatter:

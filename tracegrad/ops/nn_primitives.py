@@ -262,19 +262,13 @@ def _conv2d_weight_vjp(v, out, x, g, *, weight_shape, stride, padding, dilation,
 # -- Triton lowerings: decompositions ----------------------------------------------------------------
 # Run when a graph is lowered to Triton (ops/lowering.py's Decompose): each rule applies other
 # primitives to symbolic tensors. Padding is a copy into a filled buffer (full +
-# as_strided_scatter), windows are as_strided views, im2col is the copy a reshape of the window
-# view makes; the arithmetic is one matmul (tl.dot), a reduction over the window, or a
-# scatter-add. A transposed convolution is a convolution (stride 1) of its input spread out by
-# the stride and padded, with the kernel flipped and its channel axes swapped.
+# as_strided_scatter), windows are as_strided views; the arithmetic is a reduction over the
+# window, an elementwise chain over one view per window offset, or a scatter-add.
+# Convolutions are not decomposed: their slot is ConvDot, an implicit-GEMM kernel
+# (codegen/triton_gpu.py's _emit_conv) that gathers its tiles by index arithmetic.
 
 def _op(name, *args, **params):
     return _apply(name, args, params)
-
-
-def _float_or_refuse(op, x):
-    if not x.dtype.is_floating_point:
-        raise NotImplementedError(f"{op}: {x.dtype} convolutions have no Triton lowering (tl.dot is lowered for "
-                                  f"floating point only)")
 
 
 def _place(x, size, start, step, value):
@@ -328,59 +322,6 @@ def _fold(name, xs):
     for x in xs[1:]:
         out = _op(name, out, x)
     return out
-
-
-def _conv2d_triton(x, w, b=None, *, stride, padding, dilation, groups):
-    """im2col (pad, window view, copy) and one matmul per group, the bias its epilogue."""
-    _float_or_refuse("conv2d", x)
-    n, c, h, wd = x.shape
-    o, cg, kh, kw = w.shape
-    ho, wo = _out_hw(h, wd, kh, kw, stride, padding, dilation)
-    g, k = groups, cg * kh * kw
-    hp, wp = _padded_size(h, wd, kh, kw, ho, wo, stride, padding, dilation)
-    xp = _place(x, (hp, wp), padding, (1, 1), 0)
-    cols = _op("as_strided", xp, shape=(n, g, cg, kh, kw, ho, wo),
-               strides=(c * hp * wp, cg * hp * wp, hp * wp, dilation[0] * wp, dilation[1], stride[0] * wp, stride[1]),
-               offset=0)
-    cols = _op("reshape", cols, shape=(n, g, k, ho * wo))
-    out = _op("matmul", _op("reshape", w, shape=(g, o // g, k)), cols)           # (N, G, O/G, L)
-    if b is not None:
-        out = _op("add", out, _op("reshape", b, shape=(g, o // g, 1)))
-    return _op("reshape", out, shape=(n, o, ho, wo))
-
-
-def _conv_transpose2d_triton(y, w, b=None, *, stride, padding, output_padding, dilation, groups):
-    """conv2d (stride 1) of y spread out by the stride and padded by dilation * (k - 1) - padding,
-    with the kernel flipped and its (in, out) channel axes swapped per group."""
-    _float_or_refuse("conv_transpose2d", y)
-    n, cin, h, wd = y.shape
-    _, cg, kh, kw = w.shape
-    g = groups
-    ho = conv_transpose_out_size(h, kh, stride[0], padding[0], dilation[0], output_padding[0])
-    wo = conv_transpose_out_size(wd, kw, stride[1], padding[1], dilation[1], output_padding[1])
-    ext = (dilation[0] * (kh - 1), dilation[1] * (kw - 1))
-    z = _place(y, (ho + ext[0], wo + ext[1]), (ext[0] - padding[0], ext[1] - padding[1]), stride, 0)
-    wf = _op("permute", _op("reshape", w, shape=(g, cin // g, cg, kh, kw)), dims=(0, 2, 1, 3, 4))
-    wf = _op("flip", _op("reshape", wf, shape=(g * cg, cin // g, kh, kw)), dims=(2, 3))
-    return _conv2d_triton(z, wf, b, stride=(1, 1), padding=(0, 0), dilation=dilation, groups=g)
-
-
-def _conv2d_weight_triton(x, gr, *, weight_shape, stride, padding, dilation, groups):
-    """The weight gradient: one (O/G, N*L) @ (N*L, C/G*kh*kw) matmul per group over copied columns."""
-    _float_or_refuse("conv2d_weight", x)
-    n, c, h, wd = x.shape
-    o, cg, kh, kw = weight_shape
-    ho, wo = gr.shape[2], gr.shape[3]
-    g, k, l = groups, cg * kh * kw, ho * wo
-    hp, wp = _padded_size(h, wd, kh, kw, ho, wo, stride, padding, dilation)
-    xp = _place(x, (hp, wp), padding, (1, 1), 0)
-    cols = _op("as_strided", xp, shape=(g, n, ho, wo, cg, kh, kw),
-               strides=(cg * hp * wp, c * hp * wp, stride[0] * wp, stride[1], hp * wp, dilation[0] * wp,
-                        dilation[1]), offset=0)
-    cols = _op("reshape", cols, shape=(g, n * l, k))
-    g2 = _op("permute", _op("reshape", gr, shape=(n, g, o // g, l)), dims=(1, 2, 0, 3))
-    g2 = _op("reshape", g2, shape=(g, o // g, n * l))
-    return _op("reshape", _op("matmul", g2, cols), shape=tuple(weight_shape))
 
 
 _BIG = 2 ** 62
@@ -484,16 +425,16 @@ def _no_kernel_but_int64(op):
 
 Primitive("conv2d", "x w b", _conv2d_kernel, shape=_conv2d_shape, dtype="same", vjp=_conv2d_vjp,
           saves="x w", needs={"x": "w", "w": "x"}, grad_fn="ConvolutionBackward0",
-          refuse={0: _no_kernel("slow_conv2d_cpu")}, triton=T.Decompose(_conv2d_triton))
+          refuse={0: _no_kernel("slow_conv2d_cpu")}, triton=T.ConvDot("forward"))
 Primitive("conv_transpose2d", "y w b", _conv_transpose2d_kernel, shape=_conv_transpose2d_shape, dtype="same",
           vjp=_conv_transpose2d_vjp, saves="y w", needs={"y": "w", "w": "y"}, grad_fn="ConvolutionBackward0",
           refuse={0: _no_kernel("slow_conv_transpose2d_out_cpu"),
                   1: _no_kernel_but_int64("slow_conv_transpose2d_out_cpu")},
-          triton=T.Decompose(_conv_transpose2d_triton))
+          triton=T.ConvDot("input"))
 Primitive("conv2d_weight", "x g", _conv2d_weight_kernel,
           shape=lambda x, g, *, weight_shape, **p: tuple(weight_shape), dtype="same", vjp=_conv2d_weight_vjp,
           saves="x g", needs={"x": "g", "g": "x"}, grad_fn="ConvolutionBackwardBackward0",
-          triton=T.Decompose(_conv2d_weight_triton))
+          triton=T.ConvDot("weight"))
 
 
 # -- pooling --------------------------------------------------------------------------------------------
