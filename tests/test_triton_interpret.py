@@ -1439,3 +1439,23 @@ def test_row_gather_and_scatter_count_negative_indices_from_the_end_and_mark_bad
     out = [np.asarray(t) for t in prog(*bind(g, [x, bad]))]
     for o in out:
         assert np.isnan(o[[1, 3]]).all() and not np.isnan(o[[0, 2]]).any()
+
+
+def test_generated_kernels_call_no_jit_function_of_triton_language():
+    # triton.language's standard functions (tl.zeros, tl.sum, tl.cdiv, ...) are @triton.jit
+    # functions made when triton is imported: a triton imported before TRITON_INTERPRET was set
+    # cannot call them from an interpreted kernel ("Cannot call @triton.jit'd outside of the
+    # scope of a kernel"), so the code generators emit builtins only (tl.full, tl.reduce, ...)
+    import re
+    import triton.language.standard as standard
+    from triton.runtime.jit import JITFunction
+    jitted = {n for n in dir(standard) if isinstance(getattr(standard, n), JITFunction)}
+    root = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tracegrad")
+    found = []
+    for sub in ("codegen", "ops"):
+        for name in sorted(os.listdir(os.path.join(root, sub))):
+            if name.endswith(".py"):
+                with open(os.path.join(root, sub, name)) as f:
+                    used = set(re.findall(r"\btl\.([a-z_0-9]+)\(", f.read()))
+                found += [f"{sub}/{name}: tl.{n}" for n in sorted(used & jitted)]
+    assert not found, found

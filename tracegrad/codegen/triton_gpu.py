@@ -1443,7 +1443,7 @@ def _column_sums(g, u, e, body, done, bidx, vec, compute_full, needed_full, M):
         acc = _ctype(g[m]["dtype"])
         tail.append(f"    colacc{j} += tl.where(valid, tl.where(mask, {x}.to({acc}), 0.0), 0.0)")
     head = ["    pid = tl.program_id(0)"]
-    head += [f"    colacc{j} = tl.zeros([BLOCK_SIZE], {_ctype(g[m]['dtype'])})" for j, m in enumerate(u.col_stages)]
+    head += [f"    colacc{j} = tl.full([BLOCK_SIZE], 0, {_ctype(g[m]['dtype'])})" for j, m in enumerate(u.col_stages)]
     head += [f"    for rr in range({rows}):",
              f"        valid = pid * {rows} + rr < {M}",
              f"        row = tl.minimum(pid * {rows} + rr, {M - 1})"]
