@@ -39,7 +39,6 @@ KNOWN_CYCLES = [
      "tracegrad.ops.composite", "tracegrad.ops.functional", "tracegrad.ops.math_functional", "tracegrad.tensor",
      "tracegrad.tracing"},
     {"tracegrad.nn.functional", "tracegrad.nn.functional_extra"},
-    {"tracegrad.nn.modules._backward_hooks", "tracegrad.nn.modules.module"},
 ]
 
 

@@ -9,9 +9,15 @@ run there with (grad_input, grad_output) and may replace grad_input. Where no in
 grad, the hooks run at the outputs' node with grad_input all None, with torch's warning.
 """
 import warnings
+from collections import OrderedDict
 
 from ...tensor import Tensor
 from ...autograd.function import Function
+
+# The full backward (pre-)hooks of every module (register_module_full_backward_hook and
+# register_module_full_backward_pre_hook in module.py add to them), run before a module's own.
+_global_backward_hooks = OrderedDict()
+_global_backward_pre_hooks = OrderedDict()
 
 
 class BackwardHookFunction(Function):
@@ -36,13 +42,12 @@ class _HookedCall:
     """One call of a module with backward hooks: what its backward hands to the hooks."""
 
     def __init__(self, module, n_inputs, input_req):
-        from . import module as M
         self.module = module
         self.n_inputs = n_inputs
         self.input_req = input_req
-        self.pre_hooks = (list(M._global_backward_pre_hooks.values())
+        self.pre_hooks = (list(_global_backward_pre_hooks.values())
                           + list(module.__dict__.get("_backward_pre_hooks", {}).values()))
-        self.hooks = (list(M._global_backward_hooks.values())
+        self.hooks = (list(_global_backward_hooks.values())
                       + list(module.__dict__.get("_backward_hooks", {}).values()))
         self.grad_output = None
 

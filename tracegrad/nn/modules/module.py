@@ -13,6 +13,7 @@ from ...tensor import Tensor
 from ...grad_mode import no_grad
 from ... import _dtype as D
 from ..parameter import Parameter, Buffer
+from ._backward_hooks import _global_backward_hooks, _global_backward_pre_hooks, call_with_backward_hooks
 
 __all__ = ["Module", "RemovableHandle"]
 
@@ -74,8 +75,6 @@ def _typename(obj):
 
 _global_forward_pre_hooks = OrderedDict()
 _global_forward_hooks = OrderedDict()
-_global_backward_hooks = OrderedDict()
-_global_backward_pre_hooks = OrderedDict()
 
 
 class _GlobalHandle:
@@ -336,7 +335,6 @@ class Module:
         forward_call = self.forward
         if self.__dict__.get("_backward_hooks") or self.__dict__.get("_backward_pre_hooks") or \
                 _global_backward_hooks or _global_backward_pre_hooks:
-            from ._backward_hooks import call_with_backward_hooks
             return call_with_backward_hooks(self, self._call_forward_hooks, args, kwargs)
         return self._call_forward_hooks(*args, **kwargs)
 
