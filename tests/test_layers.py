@@ -38,7 +38,6 @@ KNOWN_CYCLES = [
      "tracegrad.functionalize", "tracegrad.interpret", "tracegrad.linalg", "tracegrad.nn.parameter",
      "tracegrad.ops.composite", "tracegrad.ops.functional", "tracegrad.ops.math_functional", "tracegrad.tensor",
      "tracegrad.tracing"},
-    {"tracegrad.nn.functional", "tracegrad.nn.functional_extra"},
 ]
 
 

@@ -1025,5 +1025,3 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
         attn = dropout(attn, dropout_p, training=True)
     return O.matmul(attn, value)
 
-
-from .functional_extra import *  # noqa: E402,F401,F403  (1-d and adaptive pooling, instance_norm, unfold, more losses)

@@ -466,3 +466,11 @@ def grid_sample(input, grid, mode="bilinear", padding_mode="zeros", align_corner
     wx0, wy0 = 1 - wx1, 1 - wy1
     out = pick(x0, y0) * O.unsqueeze(wx0 * wy0, 1) + pick(x1, y0) * O.unsqueeze(wx1 * wy0, 1)
     return out + pick(x0, y1) * O.unsqueeze(wx0 * wy1, 1) + pick(x1, y1) * O.unsqueeze(wx1 * wy1, 1)
+
+
+# torch.nn.functional is one namespace: these functions join nn.functional's as this module is
+# imported (nn/__init__ imports it right after nn.functional), so that nn.functional, which
+# they are built on, need not import them back.
+for _name in __all__:
+    setattr(F, _name, globals()[_name])
+del _name
