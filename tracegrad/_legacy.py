@@ -2,12 +2,12 @@
 `torch.Tensor(2, 3)` (the default dtype), `torch.FloatTensor([...])`, `torch.LongTensor(3)` and
 the others, with `isinstance(x, torch.FloatTensor)` true for a float32 tensor."""
 from . import _dtype as D
-from .tensor import Tensor, Size
+from .tensor import Tensor, Size, Above
+from .creation import tensor, zeros, _creation_dtype
 
 
 def construct(dtype, args, device=None):
     """From data (a sequence, an array or a tensor) or from sizes (uninitialised in torch; zeros here)."""
-    from .creation import tensor, zeros, _creation_dtype
     dt = _creation_dtype(None) if dtype is None else dtype
     if len(args) == 1 and not isinstance(args[0], int) and not isinstance(args[0], Size):
         data = args[0]
@@ -18,6 +18,9 @@ def construct(dtype, args, device=None):
     if not all(isinstance(s, int) for s in sizes):
         raise TypeError(f"new(): invalid data type '{type(sizes[0]).__name__}'")
     return zeros(sizes, dtype=dt, device=device)
+
+
+Above.construct = construct        # Tensor(...) is the legacy constructor of the default dtype
 
 
 class _LegacyType(type):

@@ -5,6 +5,7 @@ import math
 import numpy as np
 
 from . import _dtype as D
+from .tensor import Above
 
 
 class _PrintOptions:
@@ -192,3 +193,6 @@ def tensor_repr(t, prefix="tensor(", indent=None):
         elif t._req:
             suffixes.append("requires_grad=True")
     return _add_suffixes(prefix + body, suffixes, indent, False)
+
+
+Above.tensor_repr = tensor_repr        # Tensor.__repr__

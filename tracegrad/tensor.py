@@ -12,6 +12,13 @@ from .grad_mode import STATE
 _VALUE_READS = [None]
 
 
+class Above:
+    """What Tensor's own methods call of modules above it, which import this one: plugged in
+    by each as it is imported, so that this module imports none of them. `construct` (the
+    legacy constructor, _legacy.py), `Parameter` (nn/parameter.py), `tensor_repr` (_tensor_str.py)."""
+    construct = Parameter = tensor_repr = None
+
+
 class Size(tuple):
     def __new__(cls, sizes=()):
         items = []
@@ -101,8 +108,7 @@ class Tensor:
 
     def __new__(cls, *args, device=None):
         """The legacy constructor: Tensor(data) or Tensor(*sizes), of the default dtype."""
-        from ._legacy import construct
-        return construct(None, args, device)
+        return Above.construct(None, args, device)
 
     def __init__(self, *args, **kwargs):
         pass
@@ -451,8 +457,7 @@ class Tensor:
         return id(self)
 
     def __repr__(self, *, tensor_contents=None):
-        from ._tensor_str import tensor_repr
-        return tensor_repr(self)
+        return Above.tensor_repr(self)
 
     def __format__(self, spec):
         if self._data.ndim == 0 and not self._req and self.grad_fn is None:
@@ -476,8 +481,7 @@ class Tensor:
         if self._grad is not None:
             t._grad = self._grad.__deepcopy__(memo)
         if self._is_param:
-            from .nn.parameter import Parameter
-            t = Parameter(t, self._req)
+            t = Above.Parameter(t, self._req)
         memo[id(self)] = t
         return t
 

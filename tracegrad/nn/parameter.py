@@ -1,5 +1,5 @@
 """Parameter: a leaf tensor that a Module registers when it is assigned as an attribute."""
-from ..tensor import Tensor
+from ..tensor import Tensor, Above
 from .. import _dtype as D
 
 
@@ -54,3 +54,6 @@ class Buffer(Tensor):
 
 def is_lazy(param):
     return False
+
+
+Above.Parameter = Parameter        # a deep copy of a parameter is one
