@@ -4,7 +4,7 @@ import math
 from .ops import functional as O
 from .ops.math_functional import linalg_inv as inv, linalg_det as det, linalg_solve as solve
 from .ops.math_primitives import LinAlgError
-from .ops.composite import matrix_power, matrix_exp
+from .ops.composite import matrix_power, matrix_exp, vector_norm
 from . import _dtype as D
 
 __all__ = ["inv", "det", "slogdet", "solve", "norm", "vector_norm", "matrix_norm", "LinAlgError", "inv_ex",
@@ -20,39 +20,6 @@ def slogdet(A):
 def inv_ex(A, *, check_errors=False):
     from .creation import zeros
     return inv(A), zeros(tuple(A.shape[:-2]), dtype=D.int32)
-
-
-def vector_norm(x, ord=2, dim=None, keepdim=False, *, dtype=None):
-    if dtype is not None:
-        x = x.to(dtype)
-    if not x.dtype.is_floating_point:
-        raise RuntimeError(f"linalg.vector_norm: Expected a floating point or complex tensor as input. Got "
-                           f"{D.SCALAR_NAME[x.dtype]}")
-    dims = tuple(range(x.ndim)) if dim is None else ((dim,) if isinstance(dim, int) else tuple(dim))
-    a = O.abs(x)
-    if ord == math.inf:
-        return O.amax(a, dims, keepdim=keepdim)
-    if ord == -math.inf:
-        return O.amin(a, dims, keepdim=keepdim)
-    if ord == 0:
-        # the count of nonzeros, with torch's (zero) gradient: sign(|x|) is 1 off zero, its derivative 0
-        return O.sum(O.where(a != 0, O.sign(a), a), dims, keepdim=keepdim)
-    if ord == 1:
-        return O.sum(a, dims, keepdim=keepdim)
-    # the root's derivative is infinite at 0: a zero norm takes its root of 1 instead, so its
-    # gradient is 0 there (torch's subgradient) rather than 0 * inf = NaN
-    if ord == 2:
-        s = O.sum(x * x, dims, keepdim=keepdim)
-    elif ord < 0:
-        s = O.sum(O.pow(a, ord), dims, keepdim=keepdim)
-    else:
-        # |x|^p for p < 1 has an infinite derivative at 0 too: zeros take the power of 1 instead
-        az = a == 0
-        s = O.sum(O.where(az, O.zeros_like(a), O.pow(O.where(az, O.ones_like(a), a), ord)), dims, keepdim=keepdim)
-    zero = s == 0
-    safe = O.where(zero, O.ones_like(s), s)
-    root = O.sqrt(safe) if ord == 2 else O.pow(safe, 1.0 / ord)
-    return O.where(zero, O.zeros_like(s), root)
 
 
 def matrix_norm(A, ord="fro", dim=(-2, -1), keepdim=False, *, dtype=None):

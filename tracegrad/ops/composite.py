@@ -200,9 +200,42 @@ def argwhere(input):
     return O.nonzero(input)
 
 
+def vector_norm(x, ord=2, dim=None, keepdim=False, *, dtype=None):
+    """torch.linalg.vector_norm (public as tracegrad.linalg.vector_norm; here for cdist)."""
+    if dtype is not None:
+        x = x.to(dtype)
+    if not x.dtype.is_floating_point:
+        raise RuntimeError(f"linalg.vector_norm: Expected a floating point or complex tensor as input. Got "
+                           f"{D.SCALAR_NAME[x.dtype]}")
+    dims = tuple(range(x.ndim)) if dim is None else ((dim,) if isinstance(dim, int) else tuple(dim))
+    a = O.abs(x)
+    if ord == math.inf:
+        return O.amax(a, dims, keepdim=keepdim)
+    if ord == -math.inf:
+        return O.amin(a, dims, keepdim=keepdim)
+    if ord == 0:
+        # the count of nonzeros, with torch's (zero) gradient: sign(|x|) is 1 off zero, its derivative 0
+        return O.sum(O.where(a != 0, O.sign(a), a), dims, keepdim=keepdim)
+    if ord == 1:
+        return O.sum(a, dims, keepdim=keepdim)
+    # the root's derivative is infinite at 0: a zero norm takes its root of 1 instead, so its
+    # gradient is 0 there (torch's subgradient) rather than 0 * inf = NaN
+    if ord == 2:
+        s = O.sum(x * x, dims, keepdim=keepdim)
+    elif ord < 0:
+        s = O.sum(O.pow(a, ord), dims, keepdim=keepdim)
+    else:
+        # |x|^p for p < 1 has an infinite derivative at 0 too: zeros take the power of 1 instead
+        az = a == 0
+        s = O.sum(O.where(az, O.zeros_like(a), O.pow(O.where(az, O.ones_like(a), a), ord)), dims, keepdim=keepdim)
+    zero = s == 0
+    safe = O.where(zero, O.ones_like(s), s)
+    root = O.sqrt(safe) if ord == 2 else O.pow(safe, 1.0 / ord)
+    return O.where(zero, O.zeros_like(s), root)
+
+
 def cdist(x1, x2, p=2.0, compute_mode="use_mm_for_euclid_dist_if_necessary"):
     """Pairwise p-norm distances between the rows of x1 (..., P, M) and of x2 (..., R, M)."""
-    from ..linalg import vector_norm
     O._check_tensor(x1, "cdist")
     if x1.ndim < 2 or x2.ndim < 2:
         raise RuntimeError(f"cdist only supports at least 2D tensors, X1 got: {x1.ndim}D")
