@@ -36,7 +36,7 @@ KNOWN_CYCLES = [
      "tracegrad.autograd.engine", "tracegrad.autograd.graph", "tracegrad.autograd.profiler",
      "tracegrad.autograd.views", "tracegrad.creation", "tracegrad.cuda", "tracegrad.decompositions",
      "tracegrad.functionalize", "tracegrad.interpret",
-     "tracegrad.ops.composite", "tracegrad.ops.functional", "tracegrad.ops.math_functional", "tracegrad.tensor",
+     "tracegrad.ops.composite", "tracegrad.ops.functional", "tracegrad.ops.math_functional",
      "tracegrad.tracing"},
 ]
 

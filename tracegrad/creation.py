@@ -14,7 +14,7 @@ import warnings
 import numpy as np
 
 from . import _dtype as D
-from .tensor import Tensor, Size
+from .tensor import Tensor, Size, Above
 
 
 class _RNG(threading.local):
@@ -879,3 +879,7 @@ for _fn_name in ("tensor", "as_tensor", "asarray", "full", "zeros", "ones", "emp
 for _fn_name in ("zeros_like", "ones_like", "empty_like", "full_like", "rand_like", "randn_like", "randint_like"):
     globals()[_fn_name] = _on_device(globals()[_fn_name], like=True)
 del _fn_name
+
+
+# Tensor.new_tensor, new_zeros, new_ones, new_full and new_empty
+Above.tensor, Above.zeros, Above.ones, Above.full, Above.empty = tensor, zeros, ones, full, empty

@@ -24,7 +24,7 @@ import os
 import numpy as np
 
 from . import _dtype as D
-from .tensor import Tensor, device as _device
+from .tensor import Tensor, Above, device as _device
 
 CUDA0 = _device("cuda", 0)
 _ON = [0]                    # set once a CUDA tensor exists (read by tracing.py and the engine)
@@ -669,3 +669,6 @@ def run_backward(p, args):
     finally:
         _DEFAULT[0] = False
     return [None if o is None else (o._data if isinstance(o, Tensor) else o) for o in outs]
+
+
+Above.transfer, Above.parse = transfer, parse        # Tensor.cpu() and .cuda()

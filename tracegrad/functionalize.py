@@ -29,7 +29,7 @@ import threading
 import numpy as np
 
 from .tensor import Tensor
-from .tensor import _SHADOW
+from .tensor import _SHADOW, Above
 
 
 class _Local(threading.local):
@@ -38,6 +38,7 @@ class _Local(threading.local):
 
 
 LOCAL = _Local()
+Above.functionalize_local = LOCAL        # Tensor reads the trace being made through it
 
 
 def active():

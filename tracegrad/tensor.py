@@ -15,8 +15,14 @@ _VALUE_READS = [None]
 class Above:
     """What Tensor's own methods call of modules above it, which import this one: plugged in
     by each as it is imported, so that this module imports none of them. `construct` (the
-    legacy constructor, _legacy.py), `Parameter` (nn/parameter.py), `tensor_repr` (_tensor_str.py)."""
-    construct = Parameter = tensor_repr = None
+    legacy constructor, _legacy.py), `Parameter` (nn/parameter.py), `tensor_repr` (_tensor_str.py),
+    `functionalize_local` (functionalize.LOCAL), `view_grad_fn` (autograd/views.py),
+    `AccumulateGrad` and `RemovableHandle` (autograd/graph.py), `backward` (autograd),
+    `transfer` and `parse` (cuda.py), `to`, `detach` and `_cname` (ops/functional.py),
+    `tensor`, `zeros`, `ones`, `full` and `empty` (creation.py)."""
+    construct = Parameter = tensor_repr = functionalize_local = view_grad_fn = None
+    AccumulateGrad = RemovableHandle = backward = transfer = parse = to = detach = _cname = None
+    tensor = zeros = ones = full = empty = None
 
 
 class Size(tuple):
@@ -95,8 +101,7 @@ _SHADOW = [None]          # the trace being made (functionalize.Shadow), in whic
 
 
 def _shadow_here():
-    from .functionalize import LOCAL
-    return LOCAL.shadow
+    return Above.functionalize_local.shadow
 
 
 class Tensor:
@@ -236,8 +241,7 @@ class Tensor:
     def grad_fn(self):
         if self._view is None:
             return self._grad_fn
-        from .autograd.views import view_grad_fn
-        return view_grad_fn(self)
+        return Above.view_grad_fn(self)
 
     @grad_fn.setter
     def grad_fn(self, node):
@@ -309,9 +313,8 @@ class Tensor:
             if value is self:
                 raise RuntimeError("can't assign Variable as its own grad")
             if value._dtype is not self._dtype:
-                from .ops.functional import _cname
                 raise RuntimeError(
-                    f"attempting to assign a gradient with dtype '{_cname(value._dtype)}' to a tensor with grad_dtype "
+                    f"attempting to assign a gradient with dtype '{Above._cname(value._dtype)}' to a tensor with grad_dtype "
                     f"'{D.SCALAR_NAME[self._dtype]}'. The gradient must match the tensor's grad_dtype (defaults to the "
                     f"tensor's dtype). You can set the tensor's grad_dtype attribute with a specific dtype, or None to "
                     f"allow any dtype. Set grad_dtype with caution. Diverging the dtypes of a tensor and its gradient "
@@ -362,8 +365,7 @@ class Tensor:
         acc = self._grad_acc() if self._grad_acc is not None else None
         if acc is None:
             import weakref
-            from .autograd.graph import AccumulateGrad
-            acc = AccumulateGrad(self)
+            acc = Above.AccumulateGrad(self)
             self._grad_acc = weakref.ref(acc)
         return acc
 
@@ -492,12 +494,10 @@ class Tensor:
 
     # -- autograd -------------------------------------------------------------
     def backward(self, gradient=None, retain_graph=None, create_graph=False, inputs=None):
-        from .autograd import backward
-        backward(self, gradient, retain_graph, create_graph, inputs=inputs)
+        Above.backward(self, gradient, retain_graph, create_graph, inputs=inputs)
 
     def detach(self):
-        from .ops.functional import detach
-        return detach(self)
+        return Above.detach(self)
 
     def detach_(self):
         if self._base is not None and self._base._req:
@@ -518,22 +518,20 @@ class Tensor:
             self._retains_grad = True
 
     def register_hook(self, hook):
-        from .autograd.graph import RemovableHandle
         if not self._req:
             raise RuntimeError("cannot register a hook on a tensor that doesn't require gradient")
         if self._hooks is None:
             self._hooks = {}
-        h = RemovableHandle(self._hooks)
+        h = Above.RemovableHandle(self._hooks)
         self._hooks[h.id] = hook
         return h
 
     def register_post_accumulate_grad_hook(self, hook):
-        from .autograd.graph import RemovableHandle
         if self.grad_fn is not None:
             raise RuntimeError("post accumulate grad hooks cannot be registered on non-leaf tensors")
         if self._post_acc_hooks is None:
             self._post_acc_hooks = {}
-        h = RemovableHandle(self._post_acc_hooks)
+        h = Above.RemovableHandle(self._post_acc_hooks)
         self._post_acc_hooks[h.id] = hook
         return h
 
@@ -541,17 +539,14 @@ class Tensor:
     def cpu(self, memory_format=None):
         if not self.is_cuda:
             return self
-        from .cuda import transfer
-        return transfer(self, "cpu")
+        return Above.transfer(self, "cpu")
 
     def cuda(self, device=None, non_blocking=False, memory_format=None):
-        from .cuda import transfer, parse
-        parse("cuda" if device is None else device)
-        return transfer(self, "cuda")
+        Above.parse("cuda" if device is None else device)
+        return Above.transfer(self, "cuda")
 
     def to(self, *args, **kwargs):
-        from .ops.functional import to
-        return to(self, *args, **kwargs)
+        return Above.to(self, *args, **kwargs)
 
     def type(self, dtype=None):
         if dtype is None:
@@ -580,25 +575,20 @@ class Tensor:
         return self.to(D.bool_)
 
     def new_tensor(self, data, dtype=None, device=None, requires_grad=False):
-        from .creation import tensor
-        return tensor(data, dtype=dtype or self._dtype, device=device or self.device, requires_grad=requires_grad)
+        return Above.tensor(data, dtype=dtype or self._dtype, device=device or self.device, requires_grad=requires_grad)
 
     def new_zeros(self, *size, dtype=None, device=None, requires_grad=False):
-        from .creation import zeros
-        return zeros(*size, dtype=dtype or self._dtype, device=device or self.device, requires_grad=requires_grad)
+        return Above.zeros(*size, dtype=dtype or self._dtype, device=device or self.device, requires_grad=requires_grad)
 
     def new_ones(self, *size, dtype=None, device=None, requires_grad=False):
-        from .creation import ones
-        return ones(*size, dtype=dtype or self._dtype, device=device or self.device, requires_grad=requires_grad)
+        return Above.ones(*size, dtype=dtype or self._dtype, device=device or self.device, requires_grad=requires_grad)
 
     def new_full(self, size, fill_value, dtype=None, device=None, requires_grad=False):
-        from .creation import full
-        return full(size, fill_value, dtype=dtype or self._dtype, device=device or self.device,
+        return Above.full(size, fill_value, dtype=dtype or self._dtype, device=device or self.device,
                     requires_grad=requires_grad)
 
     def new_empty(self, *size, dtype=None, device=None, requires_grad=False):
-        from .creation import empty
-        return empty(*size, dtype=dtype or self._dtype, device=device or self.device, requires_grad=requires_grad)
+        return Above.empty(*size, dtype=dtype or self._dtype, device=device or self.device, requires_grad=requires_grad)
 
 
 

@@ -4,7 +4,7 @@ import weakref
 from .. import _dtype as D
 from ..grad_mode import (no_grad, enable_grad, set_grad_enabled, is_grad_enabled, inference_mode,
                          is_inference_mode_enabled, STATE)
-from ..tensor import Tensor
+from ..tensor import Tensor, Above
 from . import engine
 from .graph import Node, AccumulateGrad, RemovableHandle
 
@@ -340,3 +340,5 @@ class _VariableMeta(type):
 class Variable(metaclass=_VariableMeta):
     """The pre-0.4 wrapper, kept by torch for old code: Variable(t, requires_grad=True) is a new
     leaf on t's values, and every tensor counts as a Variable."""
+
+Above.backward = backward        # Tensor.backward()

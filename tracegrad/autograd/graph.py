@@ -10,6 +10,8 @@ import itertools
 import threading
 import weakref
 
+from ..tensor import Above
+
 _seq = itertools.count()
 _classes = {}
 _lock = threading.Lock()
@@ -437,3 +439,6 @@ def register_multi_grad_hook(tensors, fn, *, mode="all"):
             super().remove()
 
     return _AllHandle(handles)
+
+
+Above.AccumulateGrad, Above.RemovableHandle = AccumulateGrad, RemovableHandle        # a leaf's node; hooks

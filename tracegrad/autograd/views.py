@@ -16,6 +16,7 @@ import re
 import numpy as np
 
 from ..grad_mode import STATE
+from ..tensor import Above
 
 DEFAULT = 0
 NO_GRAD_MODE = 1
@@ -228,3 +229,6 @@ def rebase(view, result):
     _record(P["as_strided"], (base,), params, (view,))
     move_retained(view, old_fn, old_nr)
     return view
+
+
+Above.view_grad_fn = view_grad_fn        # Tensor.grad_fn of a view

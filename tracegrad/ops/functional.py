@@ -11,7 +11,7 @@ import warnings
 import numpy as np
 
 from .. import _dtype as D
-from ..tensor import Tensor
+from ..tensor import Tensor, Above
 from ..grad_mode import STATE
 from ..tracing import apply
 from . import shapes as S
@@ -1392,3 +1392,5 @@ def _takes_out(fn):
 for _n in ("add", "sub", "mul", "div", "matmul", "mm", "bmm", "cat", "stack"):
     globals()[_n] = _takes_out(globals()[_n])
 subtract, multiply, divide, true_divide, concat, concatenate = sub, mul, div, div, cat, cat
+
+Above.to, Above.detach, Above._cname = to, detach, _cname        # Tensor.to(), .detach(), the grad setter
