@@ -27,6 +27,7 @@ from .creation import (tensor, as_tensor, asarray, from_numpy, from_dlpack, zero
                        zeros_like, ones_like, empty_like, full_like, manual_seed, seed, initial_seed, multinomial,
                        bernoulli, Generator, default_generator, get_rng_state, set_rng_state)
 from . import _tensor_methods  # noqa: F401  (binds methods and operators onto Tensor)
+from . import functionalize  # noqa: F401  (plugs what tensor.py and tracing.py call of it)
 from .ops.functional import (
     neg, negative, abs, absolute, sign, exp, exp2, log, log2, log1p, expm1, sqrt, rsqrt, sin, cos, tan, tanh,
     sigmoid, erf, relu, floor, ceil, round, isnan, isinf, isfinite, logical_not, logical_and, logical_or, logical_xor,

@@ -25,9 +25,10 @@ import numpy as np
 
 from . import _dtype as D
 from .tensor import Tensor, Above, device as _device
+from . import tracing as _tracing
 
 CUDA0 = _device("cuda", 0)
-_ON = [0]                    # set once a CUDA tensor exists (read by tracing.py and the engine)
+_ON = _tracing._CUDA         # set once a CUDA tensor exists (read by tracing.py and the engine)
 _KERNELS = {}                # (prim, params, args) -> TritonProgram or _HOST
 _HOST = object()
 STATS = collections.Counter()      # how device ops ran: triton / host (eager), backward_triton / backward_eager
@@ -672,3 +673,6 @@ def run_backward(p, args):
 
 
 Above.transfer, Above.parse = transfer, parse        # Tensor.cpu() and .cuda()
+
+
+_tracing.Above.apply_cuda, _tracing.Above.NOT_CUDA = apply_cuda, NOT_CUDA        # the eager path's CUDA branch

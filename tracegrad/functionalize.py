@@ -30,14 +30,10 @@ import numpy as np
 
 from .tensor import Tensor
 from .tensor import _SHADOW, Above
+from . import tracing as _tracing
+from .tracing import LOCAL
 
 
-class _Local(threading.local):
-    def __init__(self):
-        self.shadow = None
-
-
-LOCAL = _Local()
 Above.functionalize_local = LOCAL        # Tensor reads the trace being made through it
 
 
@@ -400,3 +396,6 @@ def backward_in_trace(outputs, grad_tensors, retain_graph, create_graph, inputs)
             if new.dtype is not t.dtype:
                 new = F.convert(new, t.dtype)
             sh.set_grad(t, new, inplace)
+
+
+_tracing.Above.refresh_view = refresh_view        # a Proxy view whose base was written

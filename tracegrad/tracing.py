@@ -17,15 +17,29 @@ import numpy as np
 from . import _dtype as D
 from .grad_mode import STATE
 from .tensor import Tensor, Size
-from .autograd.graph import Saved, _seq, node_class, node_class_of
-from .autograd.views import make_view, creation_meta
 from .ir.graph import Graph, V
 from .ops import shapes as S
 from .ops.primitives import FrontEnd, PRIMITIVES
-from . import cuda as _cuda
-from . import functionalize as _FN
 
-_CUDA = _cuda._ON         # non-zero once a CUDA tensor exists: the eager hot path's only device test
+_CUDA = [0]               # non-zero once a CUDA tensor exists: the eager hot path's only device test (cuda._ON)
+
+
+class Above:
+    """What recording calls of the modules above it, which import this one: plugged in by
+    each as it is imported, so that this module imports none of them. `Saved`, `node_class`
+    and `node_class_of` (autograd/graph.py), `make_view` and `creation_meta`
+    (autograd/views.py), `apply_cuda` and `NOT_CUDA` (cuda.py, called only once a CUDA tensor
+    exists), `refresh_view` (functionalize.py, called only on its own views)."""
+    Saved = node_class = node_class_of = make_view = creation_meta = None
+    apply_cuda = NOT_CUDA = refresh_view = None
+
+
+class _Local(threading.local):
+    def __init__(self):
+        self.shadow = None
+
+
+LOCAL = _Local()          # the functionalized trace being made in this thread (functionalize.Shadow)
 
 
 class TraceError(RuntimeError):
@@ -157,13 +171,12 @@ def value_of(graph, a):
     if isinstance(a, Proxy):
         d = a.__dict__
         if "_view" in d:                      # a view whose base was written since (functionalize)
-            from .functionalize import refresh_view
-            refresh_view(a)
+            Above.refresh_view(a)
         name = d["_name"]
         if name is None:                      # a lazily bound input (see autodiff)
             name = d["_bind"](a)
         return name
-    sh = _FN.LOCAL.shadow
+    sh = LOCAL.shadow
     if sh is not None and sh.graph is graph:
         return _shadowed_value(sh, graph, a)
     return _const(graph, a)
@@ -203,7 +216,7 @@ def user_source():
 def apply_symbolic(prim, args, params):
     out = _apply_symbolic(prim, args, params)
     if not STATE.grad_enabled and prim.name != "detach":
-        sh = _FN.LOCAL.shadow
+        sh = LOCAL.shadow
         P = PRIMITIVES
         if sh is not None and out.__class__ is not tuple and out.__dict__["_graph"] is sh.graph:
             # under no_grad in the function being compiled: no gradient flows through this
@@ -288,8 +301,8 @@ def apply(prim, args, params):
 
 def _apply_eager(prim, args, params):
     if _CUDA[0]:
-        out = _cuda.apply_cuda(prim, args, params)
-        if out is not _cuda.NOT_CUDA:
+        out = Above.apply_cuda(prim, args, params)
+        if out is not Above.NOT_CUDA:
             return out
     cdt, odt = prim.dtype_rule(args)
     if odt is None:
@@ -339,7 +352,7 @@ def _apply_eager(prim, args, params):
 def _make_out(data, dt, base, multi=False):
     t = Tensor._make(data, dt)
     if base is not None:
-        make_view(t, base, creation_meta(multi))
+        Above.make_view(t, base, Above.creation_meta(multi))
     return t
 
 
@@ -348,13 +361,13 @@ def rename_grad_fn(t, name):
     derivative and its next_functions stay those of the primitive that made it."""
     fn = t.grad_fn
     if fn is not None:
-        fn.__class__ = node_class(name)
+        fn.__class__ = Above.node_class(name)
     return t
 
 
 def _record(prim, args, params, outs):
     """Make the grad_fn node for one op and attach it to its outputs."""
-    cls = node_class_of(prim, args, params)
+    cls = Above.node_class_of(prim, args, params)
     node = object.__new__(cls)
     node._prim = prim
     node._params = params
@@ -389,11 +402,11 @@ def _record(prim, args, params, outs):
                                    "created in inference mode in computation tracked by autograd. To work around "
                                    "this, you can make a clone to get a normal tensor and use it in autograd, or "
                                    "use `torch.no_grad()` instead of `torch.inference_mode()`.")
-            saved[i + 1] = Saved(a, False)
+            saved[i + 1] = Above.Saved(a, False)
         else:
             saved[i + 1] = a
     if save_out:
-        saved[0] = tuple(Saved(o, True, k) for k, o in enumerate(outs))
+        saved[0] = tuple(Above.Saved(o, True, k) for k, o in enumerate(outs))
     node._saved = tuple(saved)
     node._out_meta = tuple((o._data.shape, o._dtype) for o in outs)
     if _ANOMALY[0]:

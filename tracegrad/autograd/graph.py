@@ -11,6 +11,7 @@ import threading
 import weakref
 
 from ..tensor import Above
+from .. import tracing as _tracing
 
 _seq = itertools.count()
 _classes = {}
@@ -442,3 +443,6 @@ def register_multi_grad_hook(tensors, fn, *, mode="all"):
 
 
 Above.AccumulateGrad, Above.RemovableHandle = AccumulateGrad, RemovableHandle        # a leaf's node; hooks
+
+
+_tracing.Above.Saved, _tracing.Above.node_class, _tracing.Above.node_class_of = Saved, node_class, node_class_of

@@ -17,6 +17,7 @@ import numpy as np
 
 from ..grad_mode import STATE
 from ..tensor import Above
+from .. import tracing as _tracing
 
 DEFAULT = 0
 NO_GRAD_MODE = 1
@@ -232,3 +233,6 @@ def rebase(view, result):
 
 
 Above.view_grad_fn = view_grad_fn        # Tensor.grad_fn of a view
+
+
+_tracing.Above.make_view, _tracing.Above.creation_meta = make_view, creation_meta        # views made by recording
