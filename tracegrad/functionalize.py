@@ -24,7 +24,6 @@ function makes is recorded instead, as torch.compile's functionalization does:
 `Shadow` is the record of one trace; `active()` the one being traced in this thread.
 """
 import sys
-import threading
 
 import numpy as np
 
