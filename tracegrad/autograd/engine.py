@@ -21,7 +21,7 @@ from .. import _dtype as D
 from ..grad_mode import STATE, enable_grad, set_grad_enabled
 from ..ir.graph import Graph, V
 from ..tensor import Tensor
-from .graph import AccumulateGrad, HOOK_USED, hooked_saved
+from .graph import AccumulateGrad, HOOK_USED, hooked_saved, FREED_MSG, Engine
 from .._collect import paused
 from .. import cuda as _cuda
 
@@ -35,11 +35,6 @@ _CACHE_MAX_NODES = 20000          # bigger graphs are derived afresh, not kept
 _CODEGEN_MAX_NODES = 5000
 _LOCK = threading.RLock()
 STATS = collections.Counter()
-
-FREED_MSG = ("Trying to backward through the graph a second time (or directly access saved tensors after they have "
-             "already been freed). Saved intermediate values of the graph are freed when you call .backward() or "
-             "autograd.grad(). Specify retain_graph=True if you need to backward through the graph a second time or "
-             "if you need to access saved tensors after calling backward.")
 
 
 class Program:
@@ -748,3 +743,8 @@ def call_node(node, grads):
         outs = iter(execute(order, index, [(node, i) for i in range(n_out)], seeds, edges, True, False, {}))
     res = tuple(None if nf is None else next(outs) for nf, _ in node.next_functions)
     return res[0] if len(res) == 1 else res
+
+
+# what the nodes of autograd/graph.py call of the engine
+Engine.call_node, Engine.unpack_saved, Engine.unpack = call_node, unpack_saved, unpack
+Engine.current_task = current_task

@@ -13,6 +13,19 @@ import weakref
 from ..tensor import Above
 from .. import tracing as _tracing
 
+FREED_MSG = ("Trying to backward through the graph a second time (or directly access saved tensors after they have "
+             "already been freed). Saved intermediate values of the graph are freed when you call .backward() or "
+             "autograd.grad(). Specify retain_graph=True if you need to backward through the graph a second time or "
+             "if you need to access saved tensors after calling backward.")
+
+
+class Engine:
+    """What nodes call of the engine (autograd/engine.py), which imports this module: plugged in
+    by it as it is imported (autograd/__init__ imports it first), so that this module imports
+    no engine. `call_node`, `unpack_saved`, `unpack`, `current_task`."""
+    call_node = unpack_saved = unpack = current_task = None
+
+
 _seq = itertools.count()
 _classes = {}
 _lock = threading.Lock()
@@ -53,8 +66,7 @@ class Node:
         return f"<{type(self).__name__} object at {hex(id(self))}>"
 
     def __call__(self, *grads):
-        from .engine import call_node
-        return call_node(self, grads)
+        return Engine.call_node(self, grads)
 
     @property
     def metadata(self):
@@ -84,7 +96,6 @@ class Node:
         # themselves as _raw_saved_<name>
         raw = item.startswith("_raw_saved_")
         if (item.startswith("_saved_") and item != "_saved_meta") or raw:
-            from .engine import unpack_saved
             name = item[len("_raw_saved_" if raw else "_saved_"):]
             prim = object.__getattribute__(self, "_prim")
             if name == "result":
@@ -97,7 +108,6 @@ class Node:
             if prim is not None and name in prim.saves:
                 saved = object.__getattribute__(self, "_saved")
                 if saved is None:
-                    from .engine import FREED_MSG
                     raise RuntimeError(FREED_MSG)
                 if name == "out":
                     if saved[0] is None:
@@ -105,11 +115,11 @@ class Node:
                     s = saved[0][0] if len(saved[0]) == 1 else saved[0]
                     if raw:
                         return tuple(SavedTensor(self, x) for x in s) if isinstance(s, tuple) else SavedTensor(self, s)
-                    return unpack_saved(self, s)
+                    return Engine.unpack_saved(self, s)
                 i = [j for j in range(len(self._args_meta))
                      if prim.inputs[min(j, len(prim.inputs) - 1)] == name and saved[j + 1] is not None]
                 vals = [(SavedTensor(self, saved[j + 1]) if isinstance(saved[j + 1], Saved) else saved[j + 1])
-                        if raw else unpack_saved(self, saved[j + 1]) for j in i]
+                        if raw else Engine.unpack_saved(self, saved[j + 1]) for j in i]
                 if prim.variadic and name == prim.inputs[-1]:
                     return vals
                 return vals[0] if vals else None
@@ -126,7 +136,6 @@ class SavedTensor:
         self._saved = saved
 
     def register_hooks(self, pack_hook, unpack_hook):
-        from .engine import unpack
         if not callable(pack_hook) or not callable(unpack_hook):
             raise TypeError("register_hooks expects pack_hook and unpack_hook to be callable")
         s = self._saved
@@ -134,9 +143,8 @@ class SavedTensor:
             raise RuntimeError("Calling register_hooks on a saved tensor whose hooks have already been set. Hint: "
                                "only one pair of hooks is allowed at a time.")
         if self._node._saved is None:
-            from .engine import FREED_MSG
             raise RuntimeError(FREED_MSG)
-        s.pack(unpack(self._node, s), s.tensor is None, (pack_hook, unpack_hook))
+        s.pack(Engine.unpack(self._node, s), s.tensor is None, (pack_hook, unpack_hook))
 
 
 class AccumulateGrad(Node):
@@ -390,7 +398,6 @@ def register_multi_grad_hook(tensors, fn, *, mode="all"):
     backward, with the first gradient computed of any of `tensors`; mode "all" calls
     fn(grads) once per backward that reaches some of them, with each one's gradient (None
     where the backward computed none), when that backward has computed them."""
-    from .engine import current_task
     supported = ("all", "any")
     if mode not in supported:
         raise ValueError(f"Expects mode to be one of {supported} but got {mode}")
@@ -400,7 +407,7 @@ def register_multi_grad_hook(tensors, fn, *, mode="all"):
         fired = [None]
 
         def any_hook(grad):
-            task = current_task()
+            task = Engine.current_task()
             key = task.id if task is not None else None
             if fired[0] != key or key is None:
                 fired[0] = key
@@ -414,7 +421,7 @@ def register_multi_grad_hook(tensors, fn, *, mode="all"):
 
     def make(i):
         def all_hook(grad):
-            task = current_task()
+            task = Engine.current_task()
             if task is None:
                 return
             got = seen.get(task.id)
