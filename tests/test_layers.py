@@ -34,7 +34,6 @@ TABLE = ("tracegrad.ops.primitives", "tracegrad.ops.math_primitives", "tracegrad
 KNOWN_CYCLES = [
     {"tracegrad.creation", "tracegrad.cuda", "tracegrad.ops.composite", "tracegrad.ops.functional",
      "tracegrad.ops.math_functional"},
-    {"tracegrad.autodiff", "tracegrad.autograd", "tracegrad.autograd.engine", "tracegrad.functionalize"},
 ]
 
 

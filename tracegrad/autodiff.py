@@ -15,6 +15,7 @@ from .ir.graph import Graph, V
 from .tracing import Proxy, trace, proxy_input
 from .ops.primitives import sum_to, DerivativeNotImplemented
 from .ops import functional as F
+from .autograd._grad_io import _seeds, _results
 
 
 class DerivativeError(RuntimeError):
@@ -309,7 +310,6 @@ def grad_in_trace(outputs, inputs, grad_outputs, create_graph, allow_unused, mat
     for v in wrt:
         if v not in reach:
             raise RuntimeError("One of the differentiated Tensors does not require grad")
-    from .autograd import _seeds, _results
     seeds = _seeds(outputs, list(grad_outputs or ()), True, "grad_outputs",
                    ones=lambda o: F.full(tuple(o.shape), 1.0, dtype=o.dtype))
     bwd = derive(graph, outs, wrt)

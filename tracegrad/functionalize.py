@@ -316,8 +316,8 @@ def backward_in_trace(outputs, grad_tensors, retain_graph, create_graph, inputs)
     from .tracing import Proxy, TraceError, value_of
     from .interpret import run_eager
     from .autodiff import derive, differentiable_reach, backward_args
-    from .autograd import _seeds
-    from .autograd.engine import FREED_MSG
+    from .autograd._grad_io import _seeds
+    from .autograd.graph import FREED_MSG
     from .ops import functional as F
     sh = active()
     if sh is None:

@@ -7,6 +7,7 @@ from ..grad_mode import (no_grad, enable_grad, set_grad_enabled, is_grad_enabled
 from ..tensor import Tensor, Above
 from . import engine
 from .graph import Node, AccumulateGrad, RemovableHandle
+from ._grad_io import _seeds, _results
 
 __all__ = ["backward", "grad", "no_grad", "enable_grad", "set_grad_enabled", "is_grad_enabled", "inference_mode",
            "Node", "graph"]
@@ -31,37 +32,6 @@ def _root(t, i):
     if t.grad_fn is not None:
         return (t.grad_fn, t._output_nr)
     return (t._accumulator(), 0)
-
-
-def _seeds(outputs, grads, create_graph, what="grad_tensors", ones=None):
-    """The gradient each output starts from; `ones(o)` makes an implicit one (by default
-    a concrete tensor; a traced grad makes a symbolic one)."""
-    from ..creation import ones_like_data
-    ones = ones or ones_like_data
-    if len(grads) == 0:
-        grads = [None] * len(outputs)
-    if len(grads) != len(outputs):
-        raise RuntimeError(f"{what} should be a sequence of length {len(outputs)}, got {len(grads)}")
-    seeds = []
-    for i, (o, g) in enumerate(zip(outputs, grads)):
-        if g is None:
-            if o.numel() != 1:
-                raise RuntimeError("grad can be implicitly created only for scalar outputs")
-            if not o.dtype.is_floating_point:
-                raise RuntimeError(f"grad can be implicitly created only for real scalar outputs but got {o.dtype}")
-            g = ones(o)
-        elif not isinstance(g, Tensor):
-            from ..creation import tensor
-            g = tensor(g, dtype=o.dtype)
-        if tuple(g.shape) != tuple(o.shape):
-            raise RuntimeError(f"Mismatch in shape: grad_output[{i}] has a shape of {g.shape} and output[{i}] has a "
-                               f"shape of {o.shape}.")
-        # torch only refuses a complex/real mismatch (tracegrad has no complex dtype); any other
-        # grad_output dtype is cast to the output's
-        if g.dtype is not o.dtype:
-            g = g.to(o.dtype)
-        seeds.append(g)
-    return seeds
 
 
 def _target(t):
@@ -288,21 +258,6 @@ def _batched(outputs, grad_outputs, targets, retain_graph, create_graph):
         with set_grad_enabled(create_graph):
             out.append(stack(col) if n else zeros((0,) + tuple(shape), dtype=dt))
     return out
-
-
-def _results(inputs, res, allow_unused, materialize_grads, create_graph=False):
-    """grad()'s answer: torch's error for an unused input, or None, or zeros."""
-    out = []
-    for i, (t, g) in enumerate(zip(inputs, res)):
-        if g is None:
-            if not allow_unused:
-                raise RuntimeError(f"The differentiated Tensor at index {i} appears to not have been used in the "
-                                   f"graph. Set allow_unused=True if this is the desired behavior.")
-            if materialize_grads:
-                from ..creation import zeros
-                g = zeros(tuple(t.shape), dtype=t.dtype, requires_grad=create_graph)
-        out.append(g)
-    return tuple(out)
 
 
 from . import graph  # noqa: E402  (torch.autograd.graph)
