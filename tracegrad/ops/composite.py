@@ -455,3 +455,10 @@ def scatter_reduce(input, dim, index, src, reduce, *, include_self=True):
         r = (O.amax if reduce == "amax" else O.amin)(both, -1)
         out = r if include_self else O.where(hit, r, x)
     return movedim(out.to(input.dtype), -1, d)
+
+
+# the public ops are one namespace: these join ops.functional's as this module is imported,
+# so that ops.functional, which they are written in, need not import them back
+for _name in __all__:
+    setattr(O, _name, globals()[_name])
+del _name

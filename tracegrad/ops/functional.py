@@ -1346,8 +1346,9 @@ def as_strided_scatter(input, src, size, stride, storage_offset=0):
                                                           "offset": int(storage_offset)})
 
 
-from .math_functional import *  # noqa: E402,F401,F403  (inverse and hyperbolic functions, scans, sorting, linear algebra)
-from .composite import *  # noqa: E402,F401,F403  (decompositions: diagonal, trace, trunc, cdist, nan_to_num, ...)
+# math_functional.py (inverse and hyperbolic functions, scans, sorting, linear algebra) and
+# composite.py (decompositions: diagonal, trace, trunc, cdist, nan_to_num, ...) add their
+# functions to this namespace as they are imported (tracegrad/__init__ imports them next).
 
 
 # == out= ===========================================================================================

@@ -420,3 +420,10 @@ def linalg_pinv(A, *, atol=None, rtol=None, hermitian=False):
     if atol is not None:
         raise NotImplementedError("linalg.pinv(atol=...): only rtol is implemented")
     return apply(P["linalg_pinv"], (A,), {"rtol": None if rtol is None else float(rtol)})
+
+
+# the public ops are one namespace: these join ops.functional's as this module is imported,
+# so that ops.functional, which they are written in, need not import them back
+for _name in __all__:
+    setattr(O, _name, globals()[_name])
+del _name
