@@ -171,8 +171,7 @@ def _wrap_np(a, dtype=None):
 
 def ones_like_data(t):
     if t.is_cuda:
-        from .cuda import to_device
-        return Tensor._make(to_device(np.ones(t._data.shape, t._dtype.np), t._dtype), t._dtype)
+        return Tensor._make(Above.to_device(np.ones(t._data.shape, t._dtype.np), t._dtype), t._dtype)
     return Tensor._make(np.ones(t._data.shape, t._dtype.np), t._dtype)
 
 
@@ -861,14 +860,13 @@ def _on_device(fn, like=False):
             device = "cuda"
         if device is None or (isinstance(device, str) and device == "cpu"):
             return fn(*args, **kwargs)
-        from . import cuda
-        if cuda.parse(device) == "cpu":
+        if Above.parse(device) == "cpu":
             return fn(*args, **kwargs)
         req = kwargs.pop("requires_grad", False)
         t = fn(*args, **kwargs)
         if t.is_cuda:
             return t.requires_grad_(True) if req else t
-        out = Tensor._make(cuda.to_device(t._data, t._dtype), t._dtype)
+        out = Tensor._make(Above.to_device(t._data, t._dtype), t._dtype)
         return out.requires_grad_(True) if req else out
     return make
 

@@ -672,7 +672,8 @@ def run_backward(p, args):
     return [None if o is None else (o._data if isinstance(o, Tensor) else o) for o in outs]
 
 
-Above.transfer, Above.parse = transfer, parse        # Tensor.cpu() and .cuda()
+# Tensor.cpu() and .cuda(), creation on a device, .to(device)
+Above.transfer, Above.parse, Above.to_device = transfer, parse, to_device
 
 
 _tracing.Above.apply_cuda, _tracing.Above.NOT_CUDA = apply_cuda, NOT_CUDA        # the eager path's CUDA branch

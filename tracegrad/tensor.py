@@ -18,10 +18,11 @@ class Above:
     legacy constructor, _legacy.py), `Parameter` (nn/parameter.py), `tensor_repr` (_tensor_str.py),
     `functionalize_local` (functionalize.LOCAL), `view_grad_fn` (autograd/views.py),
     `AccumulateGrad` and `RemovableHandle` (autograd/graph.py), `backward` (autograd),
-    `transfer` and `parse` (cuda.py), `to`, `detach` and `_cname` (ops/functional.py),
+    `transfer`, `parse` and `to_device` (cuda.py; creation.py and ops/functional.py move
+    tensors between devices with them too), `to`, `detach` and `_cname` (ops/functional.py),
     `tensor`, `zeros`, `ones`, `full` and `empty` (creation.py)."""
     construct = Parameter = tensor_repr = functionalize_local = view_grad_fn = None
-    AccumulateGrad = RemovableHandle = backward = transfer = parse = to = detach = _cname = None
+    AccumulateGrad = RemovableHandle = backward = transfer = parse = to_device = to = detach = _cname = None
     tensor = zeros = ones = full = empty = None
 
 

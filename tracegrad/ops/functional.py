@@ -1321,12 +1321,11 @@ def to(input, *args, **kwargs):
         elif isinstance(a, str) or a.__class__.__name__ == "device":
             device = a
     if device is not None:
-        from .. import cuda
-        dev = cuda.parse(device)
+        dev = Above.parse(device)
         if dev != ("cuda" if input.is_cuda else "cpu"):
             if dtype is not None and dtype is not input.dtype:
                 input = apply(P["convert"], (input,), {"dtype": dtype})
-            return cuda.transfer(input, dev)
+            return Above.transfer(input, dev)
     if dtype is None or dtype is input.dtype:
         return clone(input) if copy else input
     return apply(P["convert"], (input,), {"dtype": dtype})
