@@ -31,6 +31,11 @@ from .tensor import Tensor
 from .tensor import _SHADOW, Above
 from . import tracing as _tracing
 from .tracing import LOCAL
+from .tracing import TraceError, Proxy, apply_symbolic, apply, value_of
+from .ops import functional as F
+from . import _dtype as D
+from .autodiff import derive, differentiable_reach, backward_args
+from .autograd._grad_io import _seeds
 
 
 Above.functionalize_local = LOCAL        # Tensor reads the trace being made through it
@@ -108,7 +113,6 @@ def guard_key(optimizers, tensors):
 
 def begin(graph):
     if LOCAL.shadow is not None:
-        from .tracing import TraceError
         raise TraceError("a compiled function called while another is being traced")
     sh = Shadow(graph)
     LOCAL.shadow = sh
@@ -130,9 +134,6 @@ def tracing():
 
 def commit_traced(self, result):
     """The in-place write `self <- result` inside a trace (see the module docstring)."""
-    from .tracing import Proxy, TraceError
-    from .ops import functional as F
-    from . import _dtype as D
     if result._dtype is not self._dtype and result._dtype._kind > self._dtype._kind:
         raise RuntimeError(f"result type {D.SCALAR_NAME[result._dtype]} can't be cast to the desired output type "
                            f"{D.SCALAR_NAME[self._dtype]}")
@@ -171,7 +172,6 @@ def commit_traced(self, result):
 def _as_value(t):
     """A concrete tensor as a value of the graph being traced (an op on it)."""
     from .ops.primitives import PRIMITIVES as P
-    from .tracing import apply_symbolic
     return apply_symbolic(P["detach"], (t,), {})
 
 
@@ -184,14 +184,11 @@ def _rebind(proxy, result):
 def _scatter(base, result, prim, rest, params):
     """base with the view (prim, rest, params) of it replaced by result."""
     from .ops.primitives import PRIMITIVES as P
-    from .ops import functional as F
-    from .tracing import TraceError
     if prim.name == "detach":           # the whole value, seen without its gradient
         return result
     if prim.name == "getitem":
         return F.index_put_prim(base, result, [r for r in rest if isinstance(r, Tensor)], params["key"])
     # any other view: find its layout within the base on a scratch array, then as_strided_scatter
-    from . import _dtype as D
     scratch = np.empty(tuple(base.shape), D.float64.np)
     try:
         v = prim.impl(scratch, *rest, **params)
@@ -202,7 +199,6 @@ def _scatter(base, result, prim, rest, params):
     item = scratch.itemsize
     offset = (v.__array_interface__["data"][0] - scratch.__array_interface__["data"][0]) // item
     p = {"shape": tuple(v.shape), "strides": tuple(s // item for s in v.strides), "offset": offset}
-    from .tracing import apply
     return apply(P["as_strided_scatter"], (base, result), p)
 
 
@@ -215,7 +211,6 @@ def refresh_view(proxy):
         refresh_view(base)
     if base.__dict__.get("_gen", 0) == d.get("_view_gen", 0):
         return
-    from .tracing import apply_symbolic
     d["_view_gen"] = base.__dict__.get("_gen", 0)
     v = apply_symbolic(prim, (base,) + tuple(rest), params)
     d["_name"] = v.__dict__["_name"]
@@ -223,7 +218,6 @@ def refresh_view(proxy):
 
 def finish(sh, leaves, proxies):
     """After the trace: the writes as extra outputs -> (values, write-back plan)."""
-    from .tracing import Proxy, value_of, TraceError
     outs, plan = [], []
     for t, p in zip(leaves, proxies):
         if p.__dict__["_name"] != p.__dict__.get("_orig_name", p.__dict__["_name"]):
@@ -265,7 +259,6 @@ def write_back(plan, arrays, input_ids=()):
     """Write the program's extra outputs into the real tensors (versions bumped, as in-place
     ops would). An output array takes the place of a storage no one else sees; else it
     is copied into it."""
-    from . import _dtype as D
     it = iter(arrays)
     adopted = set(input_ids)             # an input's array is never adopted by another tensor
     for kind, t, extra in plan:
@@ -313,12 +306,8 @@ def backward_in_trace(outputs, grad_tensors, retain_graph, create_graph, inputs)
     """`Tensor.backward` on symbolic values: the backward graph of what was traced so far,
     traced into the same graph, its gradients accumulated into the leaves' symbolic .grad."""
     import networkx as nx
-    from .tracing import Proxy, TraceError, value_of
     from .interpret import run_eager
-    from .autodiff import derive, differentiable_reach, backward_args
-    from .autograd._grad_io import _seeds
     from .autograd.graph import FREED_MSG
-    from .ops import functional as F
     sh = active()
     if sh is None:
         raise TraceError("backward() on symbolic tensors outside a compiled function's trace")

@@ -24,6 +24,13 @@ from ..tensor import Tensor
 from .graph import AccumulateGrad, HOOK_USED, hooked_saved, FREED_MSG, Engine
 from .._collect import paused
 from .. import cuda as _cuda
+import sys
+import warnings
+import time
+from ..autodiff import derive
+from ..codegen.numpy_cpu import compile_graph, interpret_graph
+from .. import tracing as tracer
+from . import profiler
 
 _CACHE = collections.OrderedDict()
 _CACHE_LIMIT = 512
@@ -159,8 +166,6 @@ def node_hooks_of(order):
 
 
 def build_program(order, index, roots, targets, hooks_spec):
-    from ..autodiff import derive
-    from ..codegen.numpy_cpu import compile_graph, interpret_graph
     fwd, vals = forward_graph(order)
     outputs = [vals[(id(n), s)] for n, s in roots]
     wrt = [vals[(id(n), s)] for n, s in targets]
@@ -464,7 +469,6 @@ def _execute(order, index, roots, seeds, targets, retain_graph, create_graph, ho
             else:
                 args.append(info)
         from ..interpret import run_eager
-        from .. import tracing as tracer
         try:
             with enable_grad():
                 outs = (run_checked(p, args, order, eager=True) if tracer._ANOMALY[0] or p.undefined else
@@ -486,7 +490,6 @@ def _execute(order, index, roots, seeds, targets, retain_graph, create_graph, ho
                 args.append(order[info])
             else:
                 args.append(info._data)
-        from .. import tracing as tracer
         freeing = STATE.freeing_saved
         STATE.freeing_saved = not retain_graph
         try:
@@ -605,8 +608,6 @@ UNDEFINED_OK = threading.local()
 def anomaly_warn(name, node):
     """Anomaly mode's warning for an error in the backward of `node`: where its forward ran
     (torch's), or that it is unknown; a warning the filters turn into an error goes to stderr."""
-    import sys
-    import warnings
     if node._trace:
         msg = f"Error detected in {name}. Traceback of forward call that caused the error:\n" + "".join(node._trace)
     else:
@@ -630,7 +631,6 @@ def _bind_saved(order, info, as_tensor):
     try:
         return _saved_value(order, info, as_tensor)
     except RuntimeError:
-        from .. import tracing as tracer
         if tracer._ANOMALY[0]:
             node = order[info[0][0]]
             anomaly_warn(type(node).__name__, node)
@@ -643,22 +643,14 @@ def run_checked(p, args, order, eager=False):
     first derivative rule that returns NaN, naming the forward op and where it was made;
     an error raised while differentiating an op warns with where that op was made.
     `eager` runs each node through the eager ops (create_graph=True)."""
-    import time
-    import warnings
-    from .. import tracing as tracer
     from ..ir.graph import V
-    from . import profiler
     g = p.bwd
     env = dict(zip(g.inputs, args))
     return _run_checked(p, g, env, order, eager)
 
 
 def _run_checked(p, g, env, order, eager):
-    import time
-    import warnings
-    from .. import tracing as tracer
     from ..ir.graph import V
-    from . import profiler
     anomaly = tracer._ANOMALY[0]
     check = anomaly and tracer._ANOMALY_NAN[0]
     prof = profiler.is_profiling()
