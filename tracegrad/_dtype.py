@@ -4,6 +4,7 @@ Each dtype carries the numpy dtype that stores it. bfloat16 has no numpy type, s
 it is stored as float32 and rounded to bfloat16 precision after every op.
 """
 import threading
+import warnings
 
 import numpy as np
 
@@ -118,7 +119,6 @@ def get_float32_matmul_precision():
 
 def set_float32_matmul_precision(precision):
     if precision not in ("highest", "high", "medium"):     # torch warns and keeps the setting
-        import warnings
         warnings.warn(f"set_float32_matmul_precision: {precision!r} is not one of 'highest', 'high' or "
                       f"'medium'; the precision stays {_matmul_precision[0]!r}", UserWarning, stacklevel=2)
         return

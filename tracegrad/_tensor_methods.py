@@ -5,6 +5,7 @@ leaf rule), then writes it into the tensor's storage, bumps the version counter 
 moves the tensor's history onto the new node, as torch does.
 """
 import numbers
+import weakref
 
 import numpy as np
 
@@ -14,6 +15,10 @@ from .tensor import Tensor
 from .ops import functional as F
 from .autograd.graph import Saved
 from .autograd import views
+from .creation import _wrap_np, tensor, takes_generator
+from .tracing import TraceError
+from .ops.primitives import np_index_set
+from .autograd.graph import RemovableHandle
 
 _METHODS = """neg negative abs absolute sign exp exp2 log log2 log1p expm1 sqrt rsqrt sin cos tan tanh sigmoid erf
 relu floor ceil round isnan isinf isfinite logical_not logical_and logical_or logical_xor clone add sub subtract mul
@@ -52,7 +57,6 @@ def _with_ndarray(ufunc, self, other):
     """tensor (op) ndarray as torch gives it: torch's operator declines the array and numpy's own
     operator computes it on the tensor's values (numpy's promotion: float32 with a float64 array
     is float64) and hands back a tensor."""
-    from .creation import _wrap_np
     return _wrap_np(np.asarray(ufunc(_numpy_of(self), other)))
 
 
@@ -214,7 +218,6 @@ def commit(self, result):
         from .functionalize import commit_traced      # inside compile: rewritten out of place
         return commit_traced(self, result)
     if self._data is None or result._data is None:
-        from .tracing import TraceError
         raise TraceError("in-place ops (such as batch_norm's update of its running statistics in training mode) "
                          "inside a compiled function are not traced yet")
     if result._dtype is not self._dtype and result._dtype._kind > self._dtype._kind:
@@ -338,7 +341,6 @@ def fill_(self, value):
 def copy_(self, src, non_blocking=False):
     check_inplace(self)
     if not isinstance(src, Tensor):
-        from .creation import tensor
         src = tensor(src)
     try:
         F.broadcast_shapes(tuple(self.shape), tuple(src.shape))
@@ -368,7 +370,6 @@ def _setitem(self, key, value):
     check_inplace(self)
     if not isinstance(value, Tensor):
         if isinstance(value, (list, tuple, np.ndarray)):
-            from .creation import tensor
             value = tensor(value, dtype=self.dtype)
         else:
             value = F._scalar(value)
@@ -378,7 +379,6 @@ def _setitem(self, key, value):
     needs_graph = STATE.grad_enabled and (self.requires_grad or (isinstance(value, Tensor) and value._req))
     if _tracing():
         if not isinstance(value, Tensor):
-            from .creation import tensor
             value = tensor(value, dtype=self.dtype)
         commit(self, F.index_put_prim(self, value, idx, k))
         return
@@ -387,7 +387,6 @@ def _setitem(self, key, value):
         if not target.flags.writeable:
             # an expanded tensor: torch refuses only a write whose target elements share memory
             target = _writeable_region(target, k, idx)
-        from .ops.primitives import np_index_set
         np_index_set(target, k, [i._data for i in idx], value._data if isinstance(value, Tensor) else value)
         self._vc[0] += 1
         return
@@ -440,7 +439,6 @@ Tensor.__setitem__ = _setitem
 
 
 def _takes_generator(fn):
-    from .creation import takes_generator
     return takes_generator(fn)
 
 
@@ -488,7 +486,6 @@ Tensor.bernoulli_ = _bernoulli_
 
 
 def _retain_grad(self):
-    import weakref
     if not self._req:
         raise RuntimeError("can't retain_grad on Tensor that has requires_grad=False")
     if self.grad_fn is None or self._retains_grad:
@@ -498,7 +495,6 @@ def _retain_grad(self):
 
 
 def _register_hook(self, hook):
-    from .autograd.graph import RemovableHandle
     if not self._req:
         raise RuntimeError("cannot register a hook on a tensor that doesn't require gradient")
     if self.grad_fn is not None:

@@ -6,6 +6,7 @@ import numpy as np
 
 from . import _dtype as D
 from .tensor import Above
+from .cuda import to_host
 
 
 class _PrintOptions:
@@ -166,7 +167,6 @@ def tensor_repr(t, prefix="tensor(", indent=None):
     indent = len(prefix) if indent is None else indent
     suffixes = []
     if data.__class__ is not np.ndarray and hasattr(data, "_tg_device"):
-        from .cuda import to_host
         data = to_host(data)
         suffixes.append(f"device='{t.device}'")
     has_default_dtype = dtype in (D.get_default_dtype(), D.int64, D.bool_)

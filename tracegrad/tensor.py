@@ -3,10 +3,14 @@
 Methods are thin: each calls the public op of the same name in `ops/functional.py`,
 which builds on the op table in `ops/primitives.py`.
 """
+import warnings
+import weakref
+
 import numpy as np
 
 from . import _dtype as D
 from .grad_mode import STATE
+from .ops.shapes import normalize_dim
 
 # while compile traces a function: {id(tensor): version} of the concrete tensors it reads by value
 _VALUE_READS = [None]
@@ -153,7 +157,6 @@ class Tensor:
     def _dim_index(self, dim):
         if self._data.ndim == 0:
             raise IndexError(f"Dimension specified as {dim} but tensor has no dimensions")
-        from .ops.shapes import normalize_dim
         return normalize_dim(dim, self._data.ndim)
 
     def dim(self):
@@ -286,7 +289,6 @@ class Tensor:
         if sh is not None and sh is _shadow_here():
             return sh.get_grad(self)          # inside a trace: the symbolic gradient (functionalize.py)
         if self.grad_fn is not None and not self._retains_grad and not getattr(self, "_warned_grad", False):
-            import warnings
             warnings.warn(
                 "The .grad attribute of a Tensor that is not a leaf Tensor is being accessed. Its .grad attribute "
                 "won't be populated during autograd.backward(). If you indeed want the .grad field to be populated "
@@ -365,7 +367,6 @@ class Tensor:
         """The AccumulateGrad node of a leaf that requires grad (made once, held weakly here)."""
         acc = self._grad_acc() if self._grad_acc is not None else None
         if acc is None:
-            import weakref
             acc = Above.AccumulateGrad(self)
             self._grad_acc = weakref.ref(acc)
         return acc

@@ -11,6 +11,7 @@ the IR graph being traced instead (the autodiff pass and `compile` trace this wa
 """
 import sys
 import threading
+import traceback
 
 import numpy as np
 
@@ -431,7 +432,6 @@ _PROFILE = [None]          # the profiler's op recorder while a profile is activ
 
 
 def _anomaly_trace():
-    import traceback
     return traceback.format_stack()[:-3]
 
 

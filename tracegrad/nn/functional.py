@@ -21,6 +21,8 @@ from ..tracing import apply
 from ..ops import functional as O
 from ..ops.primitives import PRIMITIVES as P
 from ..ops import nn_primitives  # noqa: F401  (registers the convolution and pooling primitives)
+from ..autograd.graph import node_class
+from ..creation import tensor, ones
 
 __all__ = ["relu", "relu_", "leaky_relu", "gelu", "silu", "sigmoid", "tanh", "softplus", "logsigmoid", "softmax",
            "log_softmax", "linear", "conv2d", "conv_transpose2d", "max_pool2d", "avg_pool2d",
@@ -39,7 +41,6 @@ def _named(out, name, *inputs):
     derivative and its next_functions stay those of the primitive that made it."""
     fn = getattr(out, "grad_fn", None)
     if fn is not None and all(fn is not getattr(i, "grad_fn", None) for i in inputs):
-        from ..autograd.graph import node_class
         fn.__class__ = node_class(name)
     return out
 
@@ -982,12 +983,10 @@ def upsample(input, size=None, scale_factor=None, mode="nearest", align_corners=
 
 
 def _long(idx):
-    from ..creation import tensor
     return tensor(idx, dtype=D.int64)
 
 
 def _const(a, dtype):
-    from ..creation import tensor
     return tensor(a, dtype=dtype)
 
 
@@ -1012,7 +1011,6 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
         if attn_mask is not None:
             raise RuntimeError("_scaled_dot_product_attention: Explicit attn_mask should not be set when "
                                "is_causal=True")
-        from ..creation import ones
         keep = O.tril(ones(L, S, dtype=D.bool_))
         scores = O.masked_fill(scores, O.logical_not(keep), float("-inf"))
     elif attn_mask is not None:

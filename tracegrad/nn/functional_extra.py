@@ -9,6 +9,8 @@ import numpy as np
 from .. import _dtype as D
 from ..ops import functional as O
 from . import functional as F
+from ..grad_mode import no_grad
+from ..creation import from_numpy, zeros, arange, ones
 
 __all__ = ["max_pool1d", "avg_pool1d", "adaptive_avg_pool1d", "adaptive_max_pool1d", "adaptive_max_pool2d",
            "adaptive_avg_pool2d", "instance_norm", "pixel_shuffle", "pixel_unshuffle", "unfold", "fold",
@@ -133,7 +135,6 @@ def instance_norm(input, running_mean=None, running_var=None, weight=None, bias=
     if not use_input_stats:
         return F.batch_norm(input, running_mean, running_var, weight, bias, False, momentum, eps)
     if running_mean is not None or running_var is not None:
-        from ..grad_mode import no_grad
         dims = tuple(range(2, input.ndim))
         n = math.prod(input.shape[2:])
         with no_grad():
@@ -179,7 +180,6 @@ def _pair(v):
 
 def _one_hot_kernels(c, kh, kw, dtype):
     """(c*kh*kw, 1, kh, kw): kernel p of each channel picks position p of its window."""
-    from ..creation import from_numpy
     eye = np.eye(kh * kw, dtype=np.float64).reshape(kh * kw, 1, kh, kw)
     return from_numpy(np.ascontiguousarray(np.tile(eye, (c, 1, 1, 1)))).to(dtype)
 
@@ -306,7 +306,6 @@ def gaussian_nll_loss(input, target, var, full=False, eps=1e-6, reduction="mean"
             var = O.unsqueeze(var, -1)
     if bool((var.detach() < 0).any()):
         raise ValueError("var has negative entry/entries")
-    from ..grad_mode import no_grad
     with no_grad():
         clamped = O.clamp_min(var, eps)
     var = var + (clamped - var).detach() if var.requires_grad else clamped
@@ -336,7 +335,6 @@ def embedding_bag(input, weight, offsets=None, max_norm=None, norm_type=2, scale
     starting at `offsets`. Each index's bag comes from a cumulative sum over the offsets and the
     rows are added into their bag (index_add), so it traces and differentiates like its parts;
     padding_idx entries count in no bag, an empty bag is zeros (torch's)."""
-    from ..creation import zeros, arange
     if mode not in ("sum", "mean", "max"):
         raise ValueError(f"mode has to be one of sum, mean or max")
     if per_sample_weights is not None and mode != "sum":
@@ -392,7 +390,6 @@ def embedding_bag(input, weight, offsets=None, max_norm=None, norm_type=2, scale
 
 
 def _base_coords(n, align_corners, dtype):
-    from ..creation import arange
     if align_corners:
         return (arange(n, dtype=dtype) * (2.0 / (n - 1)) - 1.0) if n > 1 else O.zeros_like(arange(n, dtype=dtype))
     return (arange(n, dtype=dtype) * 2.0 + 1.0) / n - 1.0
@@ -400,7 +397,6 @@ def _base_coords(n, align_corners, dtype):
 
 def affine_grid(theta, size, align_corners=None):
     """The sampling grid of a batch of 2-D affine maps: (N, H, W, 2) = base grid @ theta^T."""
-    from ..creation import ones
     if align_corners is None:
         align_corners = False
     if not theta.dtype.is_floating_point:

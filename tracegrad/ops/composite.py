@@ -13,6 +13,8 @@ from . import functional as O
 from . import math_functional as M
 from . import shapes as S
 from ..tracing import rename_grad_fn
+from ..creation import tensor, zeros, from_numpy, eye, randn, arange
+from ..tracing import apply, Proxy
 
 __all__ = ["diagonal", "trace", "diag_embed", "log10", "trunc", "fix", "frac", "fmax", "fmin", "fmod", "masked_select",
            "movedim", "moveaxis", "ravel", "std_mean", "var_mean", "nan_to_num", "argwhere", "cdist", "bincount",
@@ -21,14 +23,12 @@ __all__ = ["diagonal", "trace", "diag_embed", "log10", "trunc", "fix", "frac", "
 
 
 def _index(values):
-    from ..creation import tensor
     return tensor(np.asarray(values, dtype=np.int64))
 
 
 def diagonal(input, offset=0, dim1=0, dim2=1):
     """The offset diagonal of the (dim1, dim2) planes, as a last dimension (torch.diagonal): a
     view, so writes through it reach the input."""
-    from ..tracing import apply
     from .primitives import PRIMITIVES
     O._check_tensor(input, "diagonal")
     if input.ndim < 2:
@@ -48,7 +48,6 @@ def trace(input):
 
 def diag_embed(input, offset=0, dim1=-2, dim2=-1):
     """Each last-dimension vector as the offset diagonal of a square matrix placed at (dim1, dim2)."""
-    from ..creation import zeros
     O._check_tensor(input, "diag_embed")
     n = input.shape[-1] if input.ndim else 1
     m = n + abs(offset)
@@ -252,7 +251,6 @@ def cdist(x1, x2, p=2.0, compute_mode="use_mm_for_euclid_dist_if_necessary"):
 def bincount(input, weights=None, minlength=0):
     """How often each non-negative integer occurs (weighted): counts, not differentiable (torch's
     bincount has no derivative either)."""
-    from ..creation import from_numpy
     O._check_tensor(input, "bincount")
     if input.ndim != 1 or input.dtype.is_floating_point or input.dtype is D.bool_:
         raise RuntimeError("bincount only supports 1-d non-negative integral inputs.")
@@ -273,7 +271,6 @@ def bincount(input, weights=None, minlength=0):
 def histc(input, bins=100, min=0, max=0):
     """A histogram of equal-width bins between min and max (the data's range when both are 0);
     values outside are ignored. Not differentiable, as torch's."""
-    from ..creation import from_numpy
     O._check_tensor(input, "histc")
     if not input.dtype.is_floating_point:
         raise RuntimeError(f"\"histogram_cpu\" not implemented for '{D.SCALAR_NAME[input.dtype]}'")
@@ -293,7 +290,6 @@ def histc(input, bins=100, min=0, max=0):
 
 def matrix_power(input, n):
     """A @ A @ ... (n times) by repeated squaring; n = 0 gives the identity, n < 0 powers the inverse."""
-    from ..creation import eye
     O._check_tensor(input, "matrix_power")
     if input.ndim < 2 or input.shape[-1] != input.shape[-2]:
         raise RuntimeError(f"linalg.matrix_power: A must be batches of square matrices, but they are "
@@ -322,11 +318,9 @@ _THETA13 = {np.dtype(np.float64): 5.371920351148152, np.dtype(np.float32): 3.925
 def matrix_exp(input):
     """exp(A) by scaling and squaring with the [13/13] Padé approximant; the number of squarings
     comes from the values' 1-norm, so a traced call is refused (it would fix them)."""
-    from ..creation import eye
     O._check_tensor(input, "matrix_exp")
     if input.ndim < 2 or input.shape[-1] != input.shape[-2]:
         raise RuntimeError("linalg.matrix_exp: A must be batches of square matrices")
-    from ..tracing import Proxy
     if isinstance(input, Proxy):
         raise NotImplementedError("matrix_exp: the number of squarings depends on the values, which a traced "
                                   "program does not see; call it outside tracegrad.compile")
@@ -354,7 +348,6 @@ def normal(mean, std=1.0, size=None, *, generator=None, out=None, dtype=None, la
            requires_grad=False, pin_memory=False):
     """Draws of N(mean, std): tensor means and stds broadcast (the draw has their shape), float
     ones need `size`. Not differentiable in mean or std (torch.normal is not either)."""
-    from ..creation import randn, tensor
     mt, st = isinstance(mean, Tensor), isinstance(std, Tensor)
     if not mt and not st:
         if size is None:
@@ -374,7 +367,6 @@ def normal(mean, std=1.0, size=None, *, generator=None, out=None, dtype=None, la
 
 def _index_mask(input, d, index):
     """A bool mask of input's dim d, true at `index`, shaped to broadcast against input."""
-    from ..creation import zeros
     if index.ndim > 1:
         raise IndexError("index_fill_(): Index has to be a vector")
     n = input.shape[d] if input.ndim else 1
@@ -415,7 +407,6 @@ def scatter_reduce(input, dim, index, src, reduce, *, include_self=True):
     """src's values reduced ("sum", "prod", "mean", "amax", "amin") into input at `index` along
     dim: each output position against a mask of the src positions scattered to it, so the
     gradient is the reductions' (amax/amin share it among ties, as torch)."""
-    from ..creation import arange
     O._check_tensor(input, "scatter_reduce")
     if reduce not in ("sum", "prod", "mean", "amax", "amin"):
         raise RuntimeError(f"reduce argument must be either sum, prod, mean, amax or amin, got {reduce}")

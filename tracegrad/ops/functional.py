@@ -16,6 +16,10 @@ from ..grad_mode import STATE
 from ..tracing import apply
 from . import shapes as S
 from .primitives import PRIMITIVES as P, FrontEnd, sum_to
+from ..creation import tensor, full as _full, _wrap_np
+from ..tensor import Size
+from ..tracing import TraceError
+from ..grad_mode import no_grad
 
 FrontEnd.ops = sys.modules[__name__]      # the ops the table's derivative rules are written in
 
@@ -26,7 +30,6 @@ def _t(x):
     """Coerce a Python number or nested list to a tensor where an op needs one."""
     if isinstance(x, Tensor):
         return x
-    from ..creation import tensor
     return tensor(x)
 
 
@@ -102,7 +105,6 @@ def _into_out(name, result, out, args):
     """An op's `out=` argument: the result is written into `out` (resized to fit, as torch
     does); autograd does not record it, so torch's error where anything requires grad."""
     from ..grad_mode import STATE
-    import builtins
     if STATE.grad_enabled and (out.requires_grad or
                                builtins.any(isinstance(a, Tensor) and a.requires_grad for a in args)):
         raise RuntimeError(f"{name}(): functions with out=... arguments don't support automatic differentiation, "
@@ -249,7 +251,6 @@ def convert(x, dtype):
 
 
 def full(size, fill_value, *, dtype=None, requires_grad=False):
-    from ..creation import full as _full
     return _full(size, fill_value, dtype=dtype, requires_grad=requires_grad)
 
 
@@ -660,7 +661,6 @@ def broadcast_tensors(*tensors):
 
 
 def broadcast_shapes(*shapes):
-    from ..tensor import Size
     return Size(S.broadcast_shapes(*[tuple(s) if not isinstance(s, int) else (s,) for s in shapes]))
 
 
@@ -937,7 +937,6 @@ def nonzero(input, *, as_tuple=False):
         out = nonzero(input.cpu(), as_tuple=as_tuple)
         return tuple(t.cuda() for t in out) if as_tuple else out.cuda()
     nz = np.nonzero(input._data)
-    from ..creation import _wrap_np
     if as_tuple:
         return tuple(_wrap_np(a.astype(np.int64)) for a in nz)
     return _wrap_np(np.stack(nz, axis=1).astype(np.int64) if nz else np.zeros((1, 0), np.int64))
@@ -1025,7 +1024,6 @@ def _normalize_key(input, key, zero_dim_select=True):
                         raise IndexError(f"The shape of the mask {list(k.shape)} at index {j} does not match the shape "
                                          f"of the indexed tensor {list(shape)} at index {dim + j}")
                 if k._data is None:
-                    from ..tracing import TraceError
                     raise TraceError("indexing with a boolean mask has a data-dependent shape")
                 for a in np.nonzero(k._data):
                     out.append(("t", len(idx)))
@@ -1374,7 +1372,6 @@ def _write_out(result, out, op):
                           f"have zero elements. You can explicitly reuse an out tensor t by resizing it, inplace, "
                           f"to zero elements with t.resize_(0).", UserWarning, stacklevel=3)
         out._data = np.empty(result._data.shape, dtype=out._data.dtype)
-    from ..grad_mode import no_grad
     with no_grad():
         out.copy_(result)
     return out

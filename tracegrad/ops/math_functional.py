@@ -16,6 +16,7 @@ from . import math_primitives  # noqa: F401  (registers the primitives)
 from .math_primitives import LinAlgError  # noqa: F401
 from .primitives import PRIMITIVES as P
 from . import functional as O
+from ..creation import tensor, from_numpy, zeros
 
 __all__ = ["asin", "acos", "atan", "sinh", "cosh", "asinh", "acosh", "atanh", "arcsin", "arccos", "arctan",
            "arcsinh", "arccosh", "arctanh", "atan2", "arctan2", "cumsum", "cumprod", "sort", "argsort", "topk",
@@ -128,7 +129,6 @@ def median(input, dim=None, keepdim=False):
     O._check_tensor(input, "median")
     if dim is None:
         if input.numel() == 0:
-            from ..creation import tensor
             return tensor(float("nan"), dtype=input.dtype)
         return median(input.reshape(-1), 0).values
     d = S.normalize_dim(dim, max(input.ndim, 1))
@@ -216,7 +216,6 @@ def nanquantile(input, q, dim=None, keepdim=False, *, interpolation="linear"):
 def unique(input, sorted=True, return_inverse=False, return_counts=False, dim=None):
     """The distinct values (sorted), and optionally where each input value went and how many
     there are; not differentiable, as in torch."""
-    from ..creation import from_numpy
     O._check_tensor(input, "unique")
     a = input.detach().numpy() if input._dtype is not D.bfloat16 else input.detach().float().numpy()
     res = np.unique(a, return_inverse=True, return_counts=True, axis=dim)
@@ -233,7 +232,6 @@ def unique(input, sorted=True, return_inverse=False, return_counts=False, dim=No
 
 def diag(input, diagonal=0):
     """A 1-D input becomes the k-th diagonal of a square matrix; a 2-D input gives its k-th diagonal."""
-    from ..creation import tensor, zeros
     O._check_tensor(input, "diag")
     k = int(diagonal)
     if input.ndim == 1:
@@ -285,7 +283,6 @@ def meshgrid(*tensors, indexing=None):
 
 def repeat_interleave(input, repeats=None, dim=None, *, output_size=None):
     """Each element (or slice along dim) repeated `repeats` times in a row."""
-    from ..creation import tensor
     if repeats is None:                               # repeat_interleave(repeats): the indices repeated
         r = input.detach().numpy()
         return tensor(np.repeat(np.arange(r.shape[0]), r).astype(np.int64))
