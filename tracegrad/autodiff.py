@@ -16,6 +16,8 @@ from .tracing import Proxy, trace, proxy_input
 from .ops.primitives import sum_to, DerivativeNotImplemented
 from .ops import functional as F
 from .autograd._grad_io import _seeds, _results
+from . import _dtype as D
+from .tracing import apply, value_of, TraceError
 
 
 class DerivativeError(RuntimeError):
@@ -78,7 +80,6 @@ def x_needed(x, need):
 
 def _ctx_proxy(bwd, n, cache):
     """The run-time grad_fn node of forward value n, as a backward-graph input (role "ctx")."""
-    from . import _dtype as D
     if n not in cache:
         cache[n] = proxy_input(bwd, (), D.bool_, role="ctx", fwd=n)
     return cache[n]
@@ -104,7 +105,6 @@ def derive(fwd, outputs, wrt, hooks=None, node_hooks=(), defer_errors=False):
     ctxs = {}
     added_projs = []
     from .ops.primitives import PRIMITIVES as P
-    from .tracing import apply
     with trace(bwd):
         grads = {}
         for o in outputs:
@@ -232,15 +232,12 @@ def derive(fwd, outputs, wrt, hooks=None, node_hooks=(), defer_errors=False):
 def _call_hooks(g, key):
     """Tensor hooks run at backward time: an opaque op whose callables are bound per run."""
     from .ops.primitives import PRIMITIVES
-    from .tracing import apply
-    from . import _dtype as D
     bwd = g.__dict__["_graph"]
     fns = proxy_input(bwd, (), D.bool_, role="hook", hook_key=key)
     return apply(PRIMITIVES["call_hooks"], (g, fns), {})
 
 
 def F_value(bwd, proxy):
-    from .tracing import value_of
     return value_of(bwd, proxy)
 
 
@@ -294,7 +291,6 @@ def grad_in_trace(outputs, inputs, grad_outputs, create_graph, allow_unused, mat
     the same graph, so a compiled function may take derivatives of derivatives and the
     whole computation becomes one program. Without `create_graph` the gradients are
     detached, as torch's do not require grad."""
-    from .tracing import TraceError, value_of
     from .interpret import run_eager
     graph = next(t.__dict__["_graph"] for t in outputs + inputs if isinstance(t, Proxy))
     for t in outputs + inputs:
@@ -325,7 +321,6 @@ def grad_in_trace(outputs, inputs, grad_outputs, create_graph, allow_unused, mat
 def backward_args(bwd, seeds, saved):
     """The arguments of backward graph `bwd` in its input order: `seeds` for its gradient
     inputs, `saved(forward value, attrs)` for its saved inputs, constants' own values."""
-    from .tracing import TraceError
     args, k = [], 0
     for v in bwd.inputs:
         a = bwd[v]

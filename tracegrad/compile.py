@@ -40,6 +40,12 @@ from .runtime.cache import ProgramCache
 from .autograd.graph import (Node, Saved, saved_tensors_hooks_active, _HOOK_USERS as _SAVED_HOOKS,
                              MODULE_BACKWARD_HOOKS as _MODULE_HOOKS)
 from .autograd.engine import FREED_MSG, _check_version
+from .autograd.engine import forget
+from .nn.modules.module import Module
+from . import functionalize, creation
+from .autodiff import derive, differentiable_reach, carries_grad, backward_args, DerivativeError
+from .codegen.numpy_cpu import compile_graph
+from .functionalize import write_back
 
 _PKG = os.path.dirname(os.path.abspath(__file__))
 _TESTS = os.path.join(os.path.dirname(_PKG), "tests")
@@ -69,7 +75,6 @@ class Program:
         elsewhere (the engine's cached backwards of graphs through its calls; the program
         of its create_graph backward, and theirs) lets go, so it is freed once the
         tensors of its calls are."""
-        from .autograd.engine import forget
         self.evicted = True
         forget(self)
         double = self.__dict__.get("double")
@@ -122,7 +127,6 @@ def _caller_frame():
 
 def _library_context(tb):
     """`nn.Dropout` where the innermost module forward a failing trace ran is tracegrad's own."""
-    from .nn.modules.module import Module
     name = None
     while tb is not None:
         f = tb.tb_frame
@@ -145,7 +149,6 @@ def _trace_with_writes(fn, args, kwargs, name, value_reads=None):
     spec = flatten((args, kwargs), leaves)
     g = Graph(_ident(name))
     from .creation import RNG
-    from . import functionalize
     gen = RNG.gen
     RNG.gen = _NoRandom()       # a random draw while tracing would be baked in as a constant
     reads = _VALUE_READS[0]
@@ -193,9 +196,7 @@ def _bind_folded(g):
 
 
 def _build(fn, args, kwargs, name, backend, value_reads=None):
-    from .autodiff import derive, differentiable_reach
     from .passes import FORWARD_PIPELINE, BACKWARD_PIPELINE, RECOMPUTED_PIPELINE, partition
-    from .codegen.numpy_cpu import compile_graph
     p = Program(name)
     p.double = None
     p.backend = backend
@@ -445,7 +446,6 @@ def input_masks(g, wrt):
     gradient flows from: through ops with a derivative rule and floating-point values, not
     through detach. An input in no output's mask is not part of the autograd graph, as in
     torch: its gradient is None, not zeros. One pass in topological order."""
-    from .autodiff import carries_grad
     mask = {w: 1 << j for j, w in enumerate(wrt)}
     for n in g.nx.nodes:
         a = g[n]
@@ -476,7 +476,6 @@ def _speculative_program(p):
     from .passes import RECOMPUTED_PIPELINE
     from .passes.partition import joint
     from .passes.fuse import group_fusions
-    from .codegen.numpy_cpu import compile_graph
     j = joint(p.fwd_ir, p.bwd_opt)
     for pass_fn in RECOMPUTED_PIPELINE:
         j = pass_fn(j)
@@ -533,7 +532,6 @@ def run_program(p, leaves):
         res = p.fwd_fn(*arrays)
     n_out = p.n_out
     if p.writeback:
-        from .functionalize import write_back
         ids = [id(a) for a in arrays]
         if not (p.needs_grad and STATE.grad_enabled):
             arrays.clear()                # the old storages: replaceable where nothing else holds them
@@ -720,7 +718,6 @@ def _compiled_backward_eager(*args, prog):
     """create_graph=True: the backward as a function of (seeds, inputs), itself compiled
     (forward recomputed, then the backward IR), so its results carry a grad_fn of their
     own and differentiate again: any order of derivative runs generated code."""
-    from . import creation
     *gs, ctx = args
     p = prog
     _start_backward(p, ctx, counts=False)
@@ -735,8 +732,6 @@ def _compiled_backward_eager(*args, prog):
 def _backward_function(p):
     """The forward and backward IR of p as one function of (seeds..., inputs...)."""
     from .interpret import run_eager
-    from .autodiff import backward_args
-    from .autodiff import derive
     # derived from the graph as traced, not as optimised: a rewrite such as x - x -> 0 must
     # not take an input out of the graph of the next derivative
     fwd = p.traced_ir.copy()
@@ -983,7 +978,6 @@ def _drop_detach(g):
 
 
 def _untraceable(e):
-    from .autodiff import DerivativeError
     return isinstance(e, (DerivativeError, NotImplementedError))
 
 

@@ -20,12 +20,18 @@ whole device path (eager ops, autograd, optimizers, compile) then runs on the CP
 """
 import collections
 import os
+import warnings
 
 import numpy as np
 
 from . import _dtype as D
 from .tensor import Tensor, Above, device as _device
 from . import tracing as _tracing
+from .creation import manual_seed as seed_all
+from .ops import functional as F
+from .grad_mode import no_grad
+from .tracing import TraceError, _record, apply, trace, proxy_input
+from . import tracing as tracer
 
 CUDA0 = _device("cuda", 0)
 _ON = _tracing._CUDA         # set once a CUDA tensor exists (read by tracing.py and the engine)
@@ -81,7 +87,6 @@ def synchronize(device=None):
 
 def manual_seed(seed):
     """CUDA tensors draw their random numbers on the host (the same stream as the CPU)."""
-    from .creation import manual_seed as seed_all
     seed_all(seed)
 
 
@@ -164,7 +169,6 @@ class CudaArray:
         dtype = np.dtype(dtype)
         if dtype == self.dtype:
             return self.copy() if copy else self
-        from .ops import functional as F
         return F.convert(_as_tensor(self), D.from_numpy_dtype(dtype))._data
 
     def __array__(self, dtype=None, copy=None):
@@ -232,8 +236,6 @@ def _as_tensor(x):
 
 
 def _op(name, *xs):
-    from .grad_mode import no_grad
-    from .ops import functional as F
     with no_grad():
         return getattr(F, name)(*[_as_tensor(x) for x in xs])._data
 
@@ -319,7 +321,6 @@ def parse(dev):
 def transfer(t, dev):
     """t on device `dev` ('cuda' or 'cpu'); differentiable (ToCopyBackward0)."""
     if t._data is None:
-        from .tracing import TraceError
         raise TraceError("moving a tensor between devices inside a compiled function is not traced")
     src = "cuda" if t._data.__class__ is CudaArray else "cpu"
     if src == dev:
@@ -328,13 +329,11 @@ def transfer(t, dev):
     out = Tensor._make(data, t._dtype)
     from .grad_mode import STATE
     if t._req and STATE.grad_enabled:
-        from .tracing import _record
         _record(_to_prim(), (t,), {"device": dev, "src": src}, (out,))
     return out
 
 
 def _to_apply(x, device, src):
-    from .tracing import apply
     return apply(_to_prim(), (x,), {"device": device, "src": src})
 
 
@@ -435,7 +434,6 @@ def apply_cuda(prim, args, params):
             else:
                 raise _mixed(cpu_first, prim, args)
     from .grad_mode import STATE
-    from . import tracing as tracer
     cdt, odt = prim.dtype_rule(args)
     if odt is None:
         odt = params["dtype"]
@@ -475,7 +473,6 @@ def _key(prim, args, params):
 
 def _build(prim, args, params):
     from .ir.graph import Graph, V
-    from .tracing import trace, proxy_input, apply
     g = Graph(prim.name)
     with trace(g):
         ins = tuple(proxy_input(g, tuple(a.shape), a._dtype) if isinstance(a, Tensor) else a for a in args)
@@ -515,7 +512,6 @@ def _warn_host(prim, e):
     from then on, and says so once per primitive."""
     if prim.name not in _WARNED:
         _WARNED.add(prim.name)
-        import warnings
         warnings.warn(f"tracegrad cuda: the Triton kernel of {prim.name} failed ({type(e).__name__}: "
                       f"{str(e)[:300]}); {prim.name} runs on a host copy instead", RuntimeWarning, stacklevel=4)
 
@@ -554,7 +550,6 @@ def _run(prim, args, params, cdt, odt):
 
 def _run_host(prim, args, params, cdt, odt):
     """A primitive the lowering refuses: its numpy kernel on host copies, the result copied back."""
-    from . import tracing as tracer
     STATS["host"] += 1
     HOST_OPS[prim.name] += 1
     arrays = []
@@ -616,7 +611,6 @@ def _run_backward_graph(graph, args, run_eager):
             env[n] = tuple(Tensor._make(r if r.__class__ is CudaArray else to_device(r, dt), dt)
                            for r, (_, dt) in zip(res, metas))
             continue
-        from .tracing import apply
         env[n] = prim.eager(*xs, **a["params"]) if prim.eager else apply(prim, xs, a["params"])
     return [None if o is None else env[o] for o in graph.outputs]
 
@@ -652,7 +646,6 @@ def run_backward(p, args):
         else:
             STATS["backward_triton"] += 1
             return [None if r is None else CudaArray(r) for r in res]
-    from .grad_mode import no_grad
     from .interpret import run_eager
     on_device = any(a.__class__ is CudaArray for a in args) and not p.transfers
     targs = []

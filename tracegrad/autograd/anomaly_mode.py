@@ -1,6 +1,8 @@
 """Anomaly detection: forward ops remember where they were created; backward checks
 every gradient a derivative rule produces and names the forward op that made a NaN."""
 import threading
+import warnings
+import functools
 
 from .. import tracing as tracer
 
@@ -34,7 +36,6 @@ class detect_anomaly:
     """Context manager (and decorator) enabling anomaly detection."""
 
     def __init__(self, check_nan=True):
-        import warnings
         self.check_nan = check_nan
         self.prev = None
         warnings.warn("Anomaly Detection has been enabled. This mode will increase the runtime and should only "
@@ -50,7 +51,6 @@ class detect_anomaly:
         tracer._ANOMALY[0], tracer._ANOMALY_NAN[0] = self.prev
 
     def __call__(self, fn):
-        import functools
 
         @functools.wraps(fn)
         def wrapper(*a, **k):

@@ -13,7 +13,10 @@ eager ops with grad mode on, so its results have their own grad_fn (any order).
 import collections
 import itertools
 import re
+import sys
 import threading
+import time
+import warnings
 
 import numpy as np
 
@@ -24,9 +27,6 @@ from ..tensor import Tensor
 from .graph import AccumulateGrad, HOOK_USED, hooked_saved, FREED_MSG, Engine
 from .._collect import paused
 from .. import cuda as _cuda
-import sys
-import warnings
-import time
 from ..autodiff import derive
 from ..codegen.numpy_cpu import compile_graph, interpret_graph
 from .. import tracing as tracer

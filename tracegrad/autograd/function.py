@@ -9,6 +9,9 @@ written in tracegrad ops.
 The same run-time call mechanism runs grad_fn hooks (`register_hook`, `register_prehook`).
 """
 import functools
+import warnings
+import traceback
+import inspect
 
 import numpy as np
 
@@ -20,12 +23,16 @@ from ..ops.primitives import Primitive, PRIMITIVES as P
 from .graph import Node, Saved, node_class, _seq
 from . import views
 from .. import tracing as _tracer
+from ..tracing import apply, Proxy, value_of
+from ..ops.primitives import sum_to
+from .engine import unpack, _check_version
+from ..autodiff import differentiable_reach
+from .. import functionalize
 
 
 # -- the primitives: the Function node, and the run-time calls in backward graphs ------------------
 
 def _function_vjp(g, out, *inputs, ctx, cls, nout):
-    from ..tracing import apply
     metas = tuple((tuple(x.shape), x.dtype) if isinstance(x, Tensor) else None for x in inputs)
     gs = g if isinstance(g, tuple) else (g,)
     res = apply(P["function_backward"], tuple(gs) + (ctx,), {"metas": metas})
@@ -70,7 +77,6 @@ def _fit_grad(name, i, g, meta, as_tensor):
             raise RuntimeError(f"Function {name} returned an invalid gradient at index {i} - got "
                                f"[{', '.join(map(str, gs))}] but expected shape compatible with "
                                f"[{', '.join(map(str, shape))}]")
-        from ..ops.primitives import sum_to
         g = sum_to(g, tuple(shape)) if as_tensor else None
         if not as_tensor:
             raise AssertionError
@@ -226,7 +232,6 @@ class FunctionCtx:
         if self._saved is None:
             from .engine import FREED_MSG
             raise RuntimeError(FREED_MSG)
-        from .engine import unpack, _check_version
         saved = self.__dict__.get("_fn_saved")
         if saved is None:                    # forward still running, or nothing required grad
             return tuple(self.__dict__.get("_to_save", ()))
@@ -248,7 +253,6 @@ class FunctionCtx:
 
     @property
     def saved_variables(self):
-        import warnings
         warnings.warn("'saved_variables' is deprecated; use 'saved_tensors'", DeprecationWarning, stacklevel=2)
         return self.saved_tensors
 
@@ -289,7 +293,6 @@ class Function(metaclass=FunctionMeta):
     """Subclass with static `forward(ctx, *args)` and `backward(ctx, *grad_outputs)`; call `.apply`."""
 
     def __init__(self, *args, **kwargs):
-        import warnings
         warnings.warn(f"{type(self).__name__} should not be instantiated. Methods on autograd functions are all "
                       f"static, so you should invoke them on the class itself.", DeprecationWarning, stacklevel=2)
 
@@ -345,7 +348,6 @@ class Function(metaclass=FunctionMeta):
                        "mutated should be passed to ctx.mark_dirty().")
                 if d._view is not None:
                     raise RuntimeError(msg)
-                import warnings
                 warnings.warn(msg, UserWarning, stacklevel=2)
             if not any(d is o for o in outs):
                 raise RuntimeError("Some elements marked as dirty during the forward method were not returned as "
@@ -362,7 +364,6 @@ class Function(metaclass=FunctionMeta):
                     o._view.creation = views.MULTI_OUTPUT_NODE if n_tensors > 1 else views.IN_CUSTOM_FUNCTION
             return tuple(outs) if is_tuple else outs[0]
         if _tracer._ANOMALY[0]:
-            import traceback
             ctx._trace = traceback.format_stack()[:-1]
             if _tracer._ANOMALY_PARENT[0] is not None:
                 ctx.__dict__["_anomaly_parent"] = _tracer._ANOMALY_PARENT[0]
@@ -440,7 +441,6 @@ _DIRTY_VIEW_MSG = (
 
 def _with_defaults(forward, args):
     """The inputs setup_context sees: forward's arguments with its defaults filled in (torch's)."""
-    import inspect
     try:
         bound = inspect.signature(forward).bind(*args)
     except (TypeError, ValueError):
@@ -491,7 +491,6 @@ def once_differentiable(fn):
         req = [a for a in args if isinstance(a, Tensor) and a._req]
         if not req:
             return outputs
-        from ..tracing import apply
         single = not isinstance(outputs, tuple)
         outs = (outputs,) if single else outputs
         wrapped = tuple(apply(P["delayed_error"], (o,) + tuple(req), {}) if isinstance(o, Tensor) else o
@@ -519,7 +518,6 @@ def _traced_fn_shape(*xs, n_in, n_out, **k):
 
 
 def _traced_fn_vjp(g, out, *xs, ctx, n_in, n_out, n_saved, attrs, once, out_refs=(), **k):
-    from ..tracing import apply
     cls = ctx._params_cls
     if out_refs:                    # saved outputs of the Function: this node's outputs
         outs = out if isinstance(out, tuple) else (out,)
@@ -559,7 +557,6 @@ _ONCE_MSG = "trying to differentiate twice a function that was marked with @once
 
 def _once_vjp(g, out, x):
     # as torch's DelayedError: the error comes when this derivative runs, not when it is derived
-    from ..tracing import apply
     return (apply(P["once_differentiable_error"], (g,), {}),)
 
 
@@ -579,8 +576,6 @@ Primitive("once_differentiable", "x", lambda x: np.array(x, copy=True), shape=la
 def _requires_grad_traced(graph, t):
     """Whether a value of the graph being traced depends differentiably on something that
     requires grad (the arguments that do, the parameters the function read)."""
-    from ..tracing import Proxy, value_of
-    from ..autodiff import differentiable_reach
     if not isinstance(t, Proxy):
         return t._req
     sources = [v for v in graph.inputs
@@ -591,7 +586,6 @@ def _requires_grad_traced(graph, t):
 
 def _apply_traced(cls, args):
     from ..tracing import Proxy, TraceError, TRACING, apply
-    from .. import functionalize
     graph = next((a.__dict__["_graph"] for a in args if isinstance(a, Proxy)), None) or TRACING.stack[-1]
     ctx = object.__new__(_ctx_class(cls))
     _init_node(ctx)

@@ -14,6 +14,8 @@ import numpy as np
 from .. import _dtype as D
 from ..tensor import Tensor
 from ..grad_mode import no_grad
+from .function import Function, _call_user_backward
+from ..creation import rand
 
 __all__ = ["gradcheck", "gradgradcheck", "GradcheckError"]
 
@@ -390,7 +392,6 @@ def _test_undefined_backward_mode(func, outputs, inputs):
         raise GradcheckError("no Tensors requiring grad found in input")
     outs = [o for o in _differentiable_outputs(func(*inputs)) if isinstance(o, Tensor)]
     zeros = [Tensor._make(np.zeros(o._data.shape, dtype=o._dtype.np), o._dtype) for o in outs]
-    from .function import Function
 
     class UndefinedGrad(Function):
         """torch._C._functions.UndefinedGrad: identity forward; backward gives None."""
@@ -412,7 +413,6 @@ def _test_undefined_backward_mode(func, outputs, inputs):
     _check_zero_grads(grads)
     # a custom Function that asked for undefined gradients (set_materialize_grads(False)) gets
     # None, as torch's UndefinedGrad gives it: all of them, then one at a time
-    from .function import _call_user_backward
     for o in outs:
         node = o.grad_fn
         if node is None or node._prim is None or not node._prim.takes_ctx or \
@@ -495,7 +495,6 @@ def gradcheck(func, inputs, *, eps=1e-6, atol=1e-5, rtol=1e-3, raise_exception=T
 
 
 def _random_grad_output(shape, dtype, noncontiguous):
-    from ..creation import rand
     dt = dtype if dtype.is_floating_point else D.float64
     values = rand(tuple(shape), dtype=D.float64)._data * 2 - 1
     if noncontiguous and values.size > 1:

@@ -9,9 +9,12 @@ freed by reference counting.
 import itertools
 import threading
 import weakref
+import functools
 
 from ..tensor import Above
 from .. import tracing as _tracing
+from ..grad_mode import no_grad
+from ..tensor import Tensor
 
 FREED_MSG = ("Trying to backward through the graph a second time (or directly access saved tensors after they have "
              "already been freed). Saved intermediate values of the graph are freed when you call .backward() or "
@@ -222,7 +225,6 @@ class Saved:
     def pack(self, tensor, is_output, hooks):
         pack_hook, unpack_hook = hooks
         HOOK_USED[0] = True
-        from ..grad_mode import no_grad
         version = tensor._vc[0]
         with no_grad():                       # torch runs pack hooks with grad mode off
             packed = pack_hook(tensor)
@@ -245,7 +247,6 @@ class Saved:
 
     def unpack_hooked(self, node):
         """The tensor the unpack hook gives, linked into the graph where the original was."""
-        from ..tensor import Tensor
         packed, unpack_hook, link = self.hook[:3]
         r = unpack_hook(packed)
         if not isinstance(r, Tensor):
@@ -361,7 +362,6 @@ class disable_saved_tensors_hooks:
         _TLS.disabled = self._prev
 
     def __call__(self, fn):
-        import functools
 
         @functools.wraps(fn)
         def wrapper(*args, **kwargs):
@@ -373,7 +373,6 @@ class disable_saved_tensors_hooks:
 def increment_version(tensor):
     """Bump the version counter of `tensor` (or of each tensor of an iterable), as an in-place
     change would: what was saved of it for backward is then refused (torch's increment_version)."""
-    from ..tensor import Tensor
     for t in ((tensor,) if isinstance(tensor, Tensor) else tensor):
         t._vc[0] += 1
 

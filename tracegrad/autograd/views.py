@@ -12,12 +12,15 @@ The geometry of a view is written as (shape, strides, offset) in elements of its
 row-major layout, whatever the base's own strides are.
 """
 import re
+import weakref
 
 import numpy as np
 
 from ..grad_mode import STATE
 from ..tensor import Above
 from .. import tracing as _tracing
+from ..tracing import _record
+from ..tensor import Tensor
 
 DEFAULT = 0
 NO_GRAD_MODE = 1
@@ -178,7 +181,6 @@ def _unsupported():
 
 def _regenerate(t):
     """Give view `t` the grad_fn as_strided(base) (torch's AsStridedBackward0)."""
-    from ..tracing import _record
     from ..ops.primitives import PRIMITIVES as P
     old_fn, old_nr = t._grad_fn, t._output_nr
     params = geometry(t._data, t._base._data)
@@ -198,16 +200,13 @@ def move_retained(t, old_fn, old_nr):
             del ret[old_nr]
     new = t._grad_fn
     if new is not None:
-        import weakref
         new.__dict__.setdefault("_retained", {})[t._output_nr] = weakref.ref(t)
 
 
 def rebase(view, result):
     """After an in-place op on `view` whose result (with its history) is `result`: the base
     becomes as_strided_scatter(old base, result) (CopySlices), the view as_strided of it."""
-    from ..tracing import _record
     from ..ops.primitives import PRIMITIVES as P
-    from ..tensor import Tensor
     base = view._base
     params = geometry(view._data, base._data)
     old_base = Tensor._make(base._data, base._dtype, base._req, base._grad_fn, base._output_nr, vc=[base._vc[0]])
