@@ -6,6 +6,7 @@ from .ops.math_functional import linalg_inv as inv, linalg_det as det, linalg_so
 from .ops.math_primitives import LinAlgError
 from .ops.composite import matrix_power, matrix_exp, vector_norm
 from . import _dtype as D
+from .creation import zeros
 
 __all__ = ["inv", "det", "slogdet", "solve", "norm", "vector_norm", "matrix_norm", "LinAlgError", "inv_ex",
            "matrix_power", "matrix_exp"]
@@ -18,7 +19,6 @@ def slogdet(A):
 
 
 def inv_ex(A, *, check_errors=False):
-    from .creation import zeros
     return inv(A), zeros(tuple(A.shape[:-2]), dtype=D.int32)
 
 
@@ -121,7 +121,6 @@ def matrix_rank(A, *, atol=None, rtol=None, hermitian=False):
 
 
 def cholesky_ex(A, *, upper=False, check_errors=False):
-    from .creation import zeros
     return cholesky(A, upper=upper), zeros(tuple(A.shape[:-2]), dtype=D.int32)
 
 

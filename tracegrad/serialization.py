@@ -43,6 +43,8 @@ import numpy as np
 
 from . import _dtype as D
 from .tensor import Tensor, Size
+from .creation import _check_device
+from .nn.parameter import Parameter
 
 __all__ = ["save", "load"]
 
@@ -190,7 +192,6 @@ def load(f, map_location=None, pickle_module=None, *, weights_only=True, mmap=No
     if pickle_module is not None:
         raise ValueError("tracegrad.load never unpickles; pickle_module is not supported")
     if map_location is not None and str(map_location).split(":")[0] not in ("cpu",):
-        from .creation import _check_device
         _check_device(map_location)
     if isinstance(f, (str, os.PathLike)):
         with open(f, "rb") as fh:
@@ -281,7 +282,6 @@ def _tensor(arr, meta):
     dt = D._lookup(name)
     t = Tensor._make(arr, dt)
     if meta.get("parameter"):
-        from .nn.parameter import Parameter
         return Parameter(t, requires_grad=bool(meta.get("requires_grad")))
     if meta.get("requires_grad"):
         t.requires_grad_(True)

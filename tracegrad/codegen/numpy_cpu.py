@@ -22,6 +22,7 @@ import math
 import os
 import sys
 import threading
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
@@ -249,7 +250,6 @@ def run_chunks(fn, rows, step, args, serial=False):
         _walk(fn, bounds, args)
         return
     if not _pool:
-        from concurrent.futures import ThreadPoolExecutor
         _pool.append(ThreadPoolExecutor(THREADS, thread_name_prefix="tracegrad-chunk"))
     # each thread walks its own contiguous run of chunks: one hand-over per thread rather
     # than one per chunk, and the memory each reads streams in order

@@ -70,6 +70,7 @@ from ..ir.printer import comment_text, safe_repr
 from ..ops.lowering import (TL, ConvDot, Decompose, Dot, Expr, Glue, Reduce, Scatter, has_tensor_key, identity, index_key,
                             is_float, lit, torch_dtype)
 from ..ops.primitives import PRIMITIVES
+from ..ops.primitives import np_index
 
 
 # == per-primitive lowering ====================================================================
@@ -1739,7 +1740,6 @@ def _emit_index_add(g, u, name):
 
 def _key_domain(g, n):
     """The shape of x[key] for a getitem_backward / index_put node n (the positions it adds to)."""
-    from ..ops.primitives import np_index
     a = g[n]
     xs = refs(a["args"])
     idx = xs[1:] if _lowering(a).kind == "index_add" else xs[2:]

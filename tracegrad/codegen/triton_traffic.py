@@ -15,6 +15,12 @@ report both; tests/test_triton_sm90.py holds every emitted kernel to them."""
 import os
 import re
 import subprocess
+import tempfile
+import warnings
+import multiprocessing as mp
+import pickle
+import sys
+from concurrent.futures import ProcessPoolExecutor
 
 import numpy as np
 
@@ -187,7 +193,6 @@ def compile_kernel(spec, arch=90):
     loads in the PTX by width), error."""
     name, source, sig, consts, kind, attrs = spec
     os.environ.pop("TRITON_INTERPRET", None)
-    import tempfile
     import triton
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
@@ -220,7 +225,6 @@ def compile_kernel(spec, arch=90):
 def _init_worker():
     os.environ.pop("TRITON_INTERPRET", None)
     os.environ.setdefault("TRITON_DEFAULT_FP_FUSION", "1")
-    import warnings
     warnings.simplefilter("ignore")
 
 
@@ -232,8 +236,6 @@ def _key(s):
 def _compile_distinct(specs, arch, workers):
     if workers <= 1 or len(specs) <= 1:
         return [compile_kernel(s, arch) for s in specs]
-    import multiprocessing as mp
-    from concurrent.futures import ProcessPoolExecutor
     with ProcessPoolExecutor(max_workers=workers, mp_context=mp.get_context("spawn"),
                              initializer=_init_worker) as ex:
         return list(ex.map(compile_kernel, specs, [arch] * len(specs)))
@@ -241,8 +243,6 @@ def _compile_distinct(specs, arch, workers):
 
 def _serve():
     """A compiling process: reads (specs, arch, workers) pickled on stdin, writes the results."""
-    import pickle
-    import sys
     _init_worker()
     specs, arch, workers = pickle.load(sys.stdin.buffer)
     sys.stdout.buffer.write(pickle.dumps(_compile_distinct(specs, arch, workers)))
@@ -253,8 +253,6 @@ def compile_all(specs, arch=90, workers=2):
     worker in a process that is not interpreting, in a fresh Python process (which starts
     `workers` processes of its own): triton imported for its interpreter compiles nothing, and
     worker processes started from here would run an unguarded __main__ script again."""
-    import pickle
-    import sys
     distinct = {}
     for s in specs:
         distinct.setdefault(_key(s), s)

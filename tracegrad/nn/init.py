@@ -5,10 +5,12 @@ statistics, not torch's numbers. Every initializer fills in place under no_grad.
 """
 import math
 import warnings
+from math import erf
 
 import numpy as np
 
 from ..grad_mode import no_grad
+from .. import _dtype as D
 
 __all__ = ["calculate_gain", "uniform_", "normal_", "trunc_normal_", "constant_", "ones_", "zeros_", "eye_",
            "xavier_uniform_", "xavier_normal_", "kaiming_uniform_", "kaiming_normal_", "orthogonal_", "sparse_", "dirac_"]
@@ -20,7 +22,6 @@ def _rng(generator):
 
 
 def _fill(tensor, values):
-    from .. import _dtype as D
     with no_grad():
         tensor._data[...] = values
         if tensor.dtype is D.bfloat16:
@@ -62,7 +63,6 @@ def normal_(tensor, mean=0.0, std=1.0, generator=None):
 def trunc_normal_(tensor, mean=0.0, std=1.0, a=-2.0, b=2.0, generator=None):
     """Normal(mean, std) restricted to [a, b], by rejection (as torch): normal draws when most
     of the mass lies inside [a, b], else uniform draws on [a, b] accepted by the density."""
-    from math import erf
     if mean < a - 2 * std or mean > b + 2 * std:
         warnings.warn("mean is more than 2 std from [a, b] in nn.init.trunc_normal_. The distribution of values may "
                       "be incorrect.", stacklevel=2)

@@ -218,7 +218,6 @@ class MultiStepLR(LRScheduler):
         return [group["lr"] * self.gamma ** self.milestones[self.last_epoch] for group in self.optimizer.param_groups]
 
     def _get_closed_form_lr(self):
-        import bisect
         milestones = sorted(self.milestones.elements())
         return [base_lr * self.gamma ** bisect.bisect_right(milestones, self.last_epoch) for base_lr in self.base_lrs]
 

@@ -16,6 +16,8 @@ import numpy as np
 from .. import _dtype as D
 from ..tensor import Tensor
 from ..grad_mode import no_grad, enable_grad
+from ..functionalize import active
+from ..nn.modules.module import RemovableHandle
 
 __all__ = ["Optimizer", "required"]
 
@@ -104,7 +106,6 @@ class Optimizer:
         self.param_groups.append(param_group)
 
     def zero_grad(self, set_to_none=True):
-        from ..functionalize import active
         sh = active()
         if sh is not None:
             sh.optimizers[id(self)] = self        # inside compile: .grad writes are recorded
@@ -185,13 +186,11 @@ class Optimizer:
                                                             zip(groups, saved_groups)]})
 
     def register_step_pre_hook(self, hook):
-        from ..nn.modules.module import RemovableHandle
         handle = RemovableHandle(self._optimizer_step_pre_hooks)
         self._optimizer_step_pre_hooks[handle.id] = hook
         return handle
 
     def register_step_post_hook(self, hook):
-        from ..nn.modules.module import RemovableHandle
         handle = RemovableHandle(self._optimizer_step_post_hooks)
         self._optimizer_step_post_hooks[handle.id] = hook
         return handle
@@ -206,7 +205,6 @@ class Optimizer:
         if closure is not None:
             with enable_grad():
                 loss = closure()
-        from ..functionalize import active
         sh = active()
         with no_grad():
             if sh is None:

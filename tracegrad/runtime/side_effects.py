@@ -29,6 +29,8 @@ import os
 import sys
 import sysconfig
 import types
+from ..tensor import Tensor
+from ..nn.modules.module import Module
 
 _PKG = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -398,14 +400,12 @@ class _Items:
 
 
 def _tensor_like(obj):
-    from ..tensor import Tensor
     if isinstance(obj, _Items):
         return bool(obj.values) and all(isinstance(v, Tensor) for v in obj.values)
     return isinstance(obj, Tensor)
 
 
 def _items(obj):
-    from ..nn.modules.module import Module
     if type(obj) in (list, tuple) or isinstance(obj, (list, tuple)) and type(obj).__module__ == "collections":
         return _Items(list(obj))
     if type(obj) is dict or isinstance(obj, dict) and type(obj).__module__ == "collections":
@@ -418,7 +418,6 @@ def _items(obj):
 def _attr(obj, name):
     """obj.name without running the user's code (no properties, no __getattr__): a bound
     method for a function defined on obj's class."""
-    from ..nn.modules.module import Module
     if isinstance(obj, (_Items,)) or obj is _MISSING:
         return _MISSING
     if isinstance(obj, types.ModuleType):
@@ -516,7 +515,6 @@ class _Finder:
             return f"writes an item of `{where}` ({_kind_text(obj)} the call does not own)"
         if kind == "method":
             if obj is _MISSING:
-                from ..tensor import Tensor
                 if hasattr(Tensor, name):
                     return None         # x.add(y), x.sort(): tensor methods of the same name
             elif not isinstance(obj, _Items) and inspect.getattr_static(obj, name, _MISSING) is _MISSING:
@@ -569,7 +567,6 @@ class _Finder:
 
     def follow(self, obj, args=None, kwargs=None):
         """Read what calling obj runs: a function, a bound method, a module, a callable object."""
-        from ..nn.modules.module import Module
         runs = getattr(type(obj), "_runs_when_traced", None)
         if runs is not None:        # a compiled function: called under the trace, it runs what it wraps
             return self.follow(runs(obj), args, kwargs)

@@ -31,6 +31,8 @@ import numpy as np
 
 from ..tensor import Tensor
 from .side_effects import is_library
+from ..nn.modules.module import Module
+from ..nn.modules import module as _m
 
 _MAX_ITEMS = 64          # containers up to this size are guarded item by item
 _MAX_DEPTH = 5           # how deep into containers and plain objects the walk goes
@@ -388,7 +390,6 @@ def token_of(d, name):
 
 
 def _is_module(v):
-    from ..nn.modules.module import Module
     return isinstance(v, Module)
 
 
@@ -415,7 +416,6 @@ def build_guards(fn, module, args, kwargs, used=(), value_reads=None, exempt=fro
         if len(names) == before:
             break
     if any(_is_module(x) for x in w.keep) or module is not None:
-        from ..nn.modules import module as _m
         hooks = (tuple(_m._global_forward_pre_hooks), tuple(_m._global_forward_hooks))
         w.add(_const(_m), lambda mm, hooks=hooks: (tuple(mm._global_forward_pre_hooks),
                                                    tuple(mm._global_forward_hooks)) == hooks,

@@ -24,6 +24,7 @@ from ..grad_mode import enable_grad, no_grad, is_grad_enabled
 from ..autograd.function import Function
 from ..autograd.graph import saved_tensors_hooks
 from .. import creation
+from ..autograd.engine import current_task
 
 __all__ = ["checkpoint", "checkpoint_sequential", "CheckpointError", "noop_context_fn"]
 
@@ -145,7 +146,6 @@ class _Frame:
         return i
 
     def unpack(self, i):
-        from ..autograd.engine import current_task
         if isinstance(i, _Kept):
             return i.tensor
         task = current_task()

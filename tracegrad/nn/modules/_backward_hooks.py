@@ -13,6 +13,8 @@ from collections import OrderedDict
 
 from ...tensor import Tensor
 from ...autograd.function import Function
+from ... import _tensor_methods
+from ...grad_mode import is_grad_enabled
 
 # The full backward (pre-)hooks of every module (register_module_full_backward_hook and
 # register_module_full_backward_pre_hook in module.py add to them), run before a module's own.
@@ -94,8 +96,6 @@ class _HookedCall:
 
 
 def call_with_backward_hooks(module, call, args, kwargs):
-    from ... import _tensor_methods
-    from ...grad_mode import is_grad_enabled
     if _tensor_methods._tracing():
         # the hooks run in backward, which a compiled program does not run through Python:
         # the call runs eagerly (compile warns and falls back), never without its hooks

@@ -8,12 +8,14 @@ import collections
 import itertools
 import warnings
 from collections import OrderedDict
+import weakref
 
 from ...tensor import Tensor
 from ...grad_mode import no_grad
 from ... import _dtype as D
 from ..parameter import Parameter, Buffer
 from ._backward_hooks import _global_backward_hooks, _global_backward_pre_hooks, call_with_backward_hooks
+from ... import cuda
 
 __all__ = ["Module", "RemovableHandle"]
 
@@ -23,7 +25,6 @@ class RemovableHandle:
     _next_id = itertools.count()
 
     def __init__(self, hooks_dict, *, extra_dict=None):
-        import weakref
         self.hooks_dict_ref = weakref.ref(hooks_dict)
         self.id = next(RemovableHandle._next_id)
         self.extra_dict_refs = tuple(weakref.ref(d) for d in (extra_dict if isinstance(extra_dict, list) else
@@ -572,7 +573,6 @@ class Module:
             raise TypeError(f"nn.Module.to only accepts floating point or complex dtypes, but got desired "
                             f"dtype={dtype}")
         if device is not None:
-            from ... import cuda
             device = cuda.parse(device)
 
         def convert(t):

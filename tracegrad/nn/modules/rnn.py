@@ -11,6 +11,7 @@ from ..parameter import Parameter
 from .. import functional as F
 from ...ops import functional as O
 from ... import creation as C
+from .. import init
 
 __all__ = ["RNNBase", "RNN", "LSTM", "GRU", "RNNCellBase", "RNNCell", "LSTMCell", "GRUCell"]
 
@@ -47,7 +48,6 @@ def _gru_cell(x_proj, h, w_hh, b_hh):
 
 def _reset_uniform(m):
     """torch's initialisation of recurrent weights and biases: U(-1/sqrt(hidden), 1/sqrt(hidden))."""
-    from .. import init
     stdv = 1.0 / math.sqrt(m.hidden_size) if m.hidden_size > 0 else 0
     for w in m.parameters():
         init.uniform_(w, -stdv, stdv)

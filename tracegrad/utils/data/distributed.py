@@ -4,6 +4,7 @@ import math
 import numpy as np
 
 from .sampler import Sampler
+from ... import distributed as dist
 
 __all__ = ["DistributedSampler"]
 
@@ -30,7 +31,6 @@ class DistributedSampler(Sampler):
 
     def __init__(self, dataset, num_replicas=None, rank=None, shuffle=True, seed=0, drop_last=False):
         if num_replicas is None or rank is None:
-            from ... import distributed as dist
             if not dist.is_initialized():
                 raise RuntimeError("DistributedSampler: pass num_replicas and rank, or call "
                                    "tracegrad.distributed.init_process_group first")
