@@ -53,7 +53,7 @@ def interpreting():
 def _torch_or_none():
     if _TORCH[0] is None:
         try:
-            import torch
+            import torch  # lazy: torch is optional
             import triton  # noqa: F401
         except ImportError:
             return None

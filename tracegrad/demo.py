@@ -51,8 +51,8 @@ class DigitsCNN(nn.Module):
 
 def load_data(seed=0, subset=None):
     """(x_train, y_train, x_test, y_test) as float32 images (N, 1, 8, 8) in [0, 1] and int64 labels."""
-    from sklearn.datasets import load_digits
-    from sklearn.model_selection import train_test_split
+    from sklearn.datasets import load_digits  # lazy: sklearn is optional
+    from sklearn.model_selection import train_test_split  # lazy: sklearn is optional
     digits = load_digits()
     x = (digits.images / 16.0).astype(np.float32)[:, None, :, :]
     y = digits.target.astype(np.int64)
@@ -95,9 +95,9 @@ def short_graph(graph, lines=14):
 
 
 def plot_curves(history, path):
-    import matplotlib
+    import matplotlib  # lazy: matplotlib is optional
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    import matplotlib.pyplot as plt  # lazy: matplotlib is optional
     epochs = range(1, len(history["loss"]) + 1)
     fig, (a1, a2) = plt.subplots(1, 2, figsize=(9, 3.5))
     a1.plot(epochs, history["loss"], marker="o")
@@ -169,7 +169,7 @@ def main(argv=None):
 
 
 def train(args, device):
-    from tqdm import tqdm
+    from tqdm import tqdm  # lazy: tqdm is optional
     rank, world = 0, 1
     if args.distributed:
         import tracegrad.distributed as dist

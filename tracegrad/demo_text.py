@@ -172,7 +172,7 @@ def _train(args):
     step = torch.compile(train_step) if args.compile else train_step
     print(f"{len(text):,} characters of standard-library source, {vocab} distinct; unigram baseline "
           f"{baseline:.3f} nats/char")
-    from tqdm import tqdm
+    from tqdm import tqdm  # lazy: tqdm is optional
     losses, steps = [], 0
     t0 = time.perf_counter()
     bar = tqdm(total=args.max_steps, unit="step", disable=args.quiet)
@@ -197,9 +197,9 @@ def _train(args):
     print("sampled text:\n" + sample(model, chars, "def ", seed=args.seed))
     if not args.no_plot:
         os.makedirs(args.out, exist_ok=True)
-        import matplotlib
+        import matplotlib  # lazy: matplotlib is optional
         matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
+        import matplotlib.pyplot as plt  # lazy: matplotlib is optional
         fig, ax = plt.subplots(figsize=(6, 3.5))
         ax.plot(losses, lw=0.8, label="training loss")
         ax.axhline(baseline, color="gray", ls="--", label="unigram baseline")

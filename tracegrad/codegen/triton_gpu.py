@@ -1877,7 +1877,7 @@ def _autotune(key, kind, run, choices=None):
     if interpreting():
         cfg = INTERPRET_CONFIGS[kind]
     else:
-        from triton.testing import do_bench
+        from triton.testing import do_bench  # lazy: triton is optional
         best = None
         for c in choices or CONFIGS[kind]:
             try:
@@ -1911,7 +1911,7 @@ class TritonProgram:
         return [u.name for u in self.kernels]
 
     def __call__(self, *args):
-        import torch
+        import torch  # lazy: torch is optional
         env = {}
         for v, x in zip(self.graph.inputs, args):
             env[v] = _as_torch(torch, x)

@@ -12,19 +12,20 @@ index element, a row kernel's column sums once per program, after zeroing the ou
 needed) and reads its registers and spills from the cubin; `compile_all` does that for distinct
 kernels in worker processes. explain(..., backend="triton") and benchmarks/triton_traffic.py
 report both; tests/test_triton_sm90.py holds every emitted kernel to them."""
+import multiprocessing as mp
 import os
+import pickle
 import re
 import subprocess
+import sys
 import tempfile
 import warnings
-import multiprocessing as mp
-import pickle
-import sys
 from concurrent.futures import ProcessPoolExecutor
 
 import numpy as np
 
 from ..ir.graph import refs
+from . import triton_gpu as T
 
 # tracegrad dtype name -> Triton signature type
 SIG = {"float32": "fp32", "float16": "fp16", "bfloat16": "bf16", "float64": "fp64", "int64": "i64",
@@ -55,7 +56,6 @@ class Traffic:
 
 def traffic(prog):
     """The Traffic of a TritonProgram's launch plan."""
-    from . import triton_gpu as T
     g = prog.graph
     view_of = {}
     for u in prog.units:
@@ -145,7 +145,6 @@ def kernel_specs(prog):
     specialised as a launch on a GPU specialises it when every value is contiguous: pointers
     16-byte aligned, strides of 1 constants and strides that are multiples of 16 marked so
     (what lets the compiler emit vector loads), contiguous-input flags true."""
-    from . import triton_gpu as T
     g = prog.graph
     out = []
     for u in prog.kernels:
@@ -183,7 +182,7 @@ def kernel_specs(prog):
 
 
 def _tool(name):
-    import triton
+    import triton  # lazy: triton is optional
     return os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin", name)
 
 
@@ -193,10 +192,9 @@ def compile_kernel(spec, arch=90):
     loads in the PTX by width), error."""
     name, source, sig, consts, kind, attrs = spec
     os.environ.pop("TRITON_INTERPRET", None)
-    import triton
-    from triton.backends.compiler import GPUTarget
-    from triton.compiler import ASTSource
-    from . import triton_gpu as T
+    import triton  # lazy: triton is optional
+    from triton.backends.compiler import GPUTarget  # lazy: triton is optional
+    from triton.compiler import ASTSource  # lazy: triton is optional
     res = {"name": name, "kind": kind, "arch": arch}
     try:
         mod = T._load(source)

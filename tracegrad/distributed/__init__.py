@@ -134,7 +134,7 @@ def init_process_group(backend=None, init_method=None, timeout=None, world_size=
                            f"is 'mpi' (CPU tensors, the MPI library from wheels: {_INSTALL})")
     seconds = _seconds(timeout)
     try:
-        from mpi4py import MPI
+        from mpi4py import MPI  # lazy: mpi4py is optional
     except ImportError as e:
         raise RuntimeError(f"init_process_group(backend='mpi') needs mpi4py and an MPI library: {_INSTALL}; "
                            f"then launch with `mpiexec -n N python script.py`") from e
