@@ -225,7 +225,7 @@ def derive(fwd, outputs, wrt, hooks=None, node_hooks=(), defer_errors=False):
             fwd.nx.remove_node(u)
     # rules compute every input's gradient; those no output needs (and the saved
     # values only they read) go here
-    from .passes import eliminate_dead_code
+    from .passes import eliminate_dead_code  # deferred: import tracegrad does not load tracegrad.passes
     return eliminate_dead_code(bwd, drop_inputs=("saved",))
 
 
@@ -291,7 +291,7 @@ def grad_in_trace(outputs, inputs, grad_outputs, create_graph, allow_unused, mat
     the same graph, so a compiled function may take derivatives of derivatives and the
     whole computation becomes one program. Without `create_graph` the gradients are
     detached, as torch's do not require grad."""
-    from .interpret import run_eager
+    from .interpret import run_eager  # deferred: import tracegrad does not load tracegrad.interpret
     graph = next(t.__dict__["_graph"] for t in outputs + inputs if isinstance(t, Proxy))
     for t in outputs + inputs:
         if isinstance(t, Proxy) and t.__dict__["_graph"] is not graph:

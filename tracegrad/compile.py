@@ -308,7 +308,7 @@ def _build(fn, args, kwargs, name, backend, value_reads=None):
                          "optimizer.step) are compiled for the numpy backend only, not yet for Triton")
     if lower is compile_graph:
         # chunked groups for the numpy code; the Triton lowering forms its own kernels
-        from .passes.fuse import group_fusions
+        from .passes.fuse import group_fusions  # deferred: import tracegrad does not load tracegrad.passes.fuse
         fwd_run = group_fusions(fwd_run)
         if bwd_run is not None:
             bwd_run = group_fusions(bwd_run)
@@ -473,9 +473,9 @@ def speculative_program(p):
 
 
 def _speculative_program(p):
-    from .passes import RECOMPUTED_PIPELINE
-    from .passes.partition import joint
-    from .passes.fuse import group_fusions
+    from .passes import RECOMPUTED_PIPELINE  # deferred: import tracegrad does not load tracegrad.passes
+    from .passes.partition import joint  # deferred: import tracegrad does not load tracegrad.passes.partition
+    from .passes.fuse import group_fusions  # deferred: import tracegrad does not load tracegrad.passes.fuse
     j = joint(p.fwd_ir, p.bwd_opt)
     for pass_fn in RECOMPUTED_PIPELINE:
         j = pass_fn(j)
@@ -492,7 +492,7 @@ def _triton(graph, name):
     """The graph as Triton kernels (codegen/triton_gpu.py); arrays in and out, so it plugs
     into the same calling convention as the numpy backend. Without a GPU it needs
     TRITON_INTERPRET=1 (slow: for tests of small graphs)."""
-    from .decompositions import lower
+    from .decompositions import lower  # deferred: import tracegrad does not load tracegrad.decompositions
     prog = lower(graph)
 
     def run(*arrays):
@@ -731,7 +731,7 @@ def _compiled_backward_eager(*args, prog):
 
 def _backward_function(p):
     """The forward and backward IR of p as one function of (seeds..., inputs...)."""
-    from .interpret import run_eager
+    from .interpret import run_eager  # deferred: import tracegrad does not load tracegrad.interpret
     # derived from the graph as traced, not as optimised: a rewrite such as x - x -> 0 must
     # not take an input out of the graph of the next derivative
     fwd = p.traced_ir.copy()
@@ -973,7 +973,7 @@ def _drop_detach(g):
     """A graph that is differentiated no further (a whole step's, or one nothing in it
     requires grad): its detach ops (gradients backward() made, values computed under
     no_grad) are identities, and as such only cost copies."""
-    from .passes.rewrite import rewrite
+    from .passes.rewrite import rewrite  # deferred: import tracegrad does not load tracegrad.passes.rewrite
     return rewrite(g, lambda b, n, a, args: args[0] if a["op"] == "detach" else None)
 
 

@@ -479,7 +479,7 @@ def _build(prim, args, params):
         out = apply(prim, ins, params)
     outs = out if isinstance(out, tuple) else (out,)
     g.outputs = [V(o.__dict__["_name"]) for o in outs]
-    from .decompositions import lower
+    from .decompositions import lower  # deferred: import tracegrad does not load tracegrad.decompositions
     return lower(g), [g[o]["dtype"] for o in g.outputs]
 
 
@@ -627,7 +627,7 @@ def run_backward(p, args):
         if not any(p.bwd[n]["op"] == "to_copy" for n in p.bwd.nodes()) and \
                 all(p.bwd[n]["role"] in ("grad", "saved", "const") for n in p.bwd.inputs):
             try:
-                from .decompositions import lower
+                from .decompositions import lower  # deferred: import tracegrad does not load tracegrad.decompositions
                 prog = lower(p.bwd)
             except Exception:
                 prog = False
@@ -646,7 +646,7 @@ def run_backward(p, args):
         else:
             STATS["backward_triton"] += 1
             return [None if r is None else CudaArray(r) for r in res]
-    from .interpret import run_eager
+    from .interpret import run_eager  # deferred: import tracegrad does not load tracegrad.interpret
     on_device = any(a.__class__ is CudaArray for a in args) and not p.transfers
     targs = []
     for n, a in zip(p.bwd.inputs, args):

@@ -306,7 +306,7 @@ def backward_in_trace(outputs, grad_tensors, retain_graph, create_graph, inputs)
     """`Tensor.backward` on symbolic values: the backward graph of what was traced so far,
     traced into the same graph, its gradients accumulated into the leaves' symbolic .grad."""
     import networkx as nx
-    from .interpret import run_eager
+    from .interpret import run_eager  # deferred: import tracegrad does not load tracegrad.interpret
     from .autograd.graph import FREED_MSG
     sh = active()
     if sh is None:

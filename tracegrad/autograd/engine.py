@@ -468,7 +468,7 @@ def _execute(order, index, roots, seeds, targets, retain_graph, create_graph, ho
                 args.append(order[info])
             else:
                 args.append(info)
-        from ..interpret import run_eager
+        from ..interpret import run_eager  # deferred: import tracegrad does not load tracegrad.interpret
         try:
             with enable_grad():
                 outs = (run_checked(p, args, order, eager=True) if tracer._ANOMALY[0] or p.undefined else
