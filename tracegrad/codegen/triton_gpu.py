@@ -1491,6 +1491,20 @@ def _matmul_shapes(g, n):
     return a_name, b_name, a2, b2, batch + (a2[-2], b2[-1])
 
 
+
+def _epilogue(e, g, u, acc, out, idx, vec, body):
+    """A matmul or convolution kernel's epilogue: the unit's members after the product `acc`,
+    each loading what it reads from outside the unit (once) and computing on the tile."""
+    mem = set(u.members)
+    done = {acc}
+    for m in u.members[1:]:
+        for y in refs(g[m]["args"]):
+            if y not in done and y not in mem:
+                e.load(y, out, idx, vec, "mask", body, "    ")
+                done.add(y)
+        e.compute(m, idx, body, "    ")
+        done.add(m)
+
 def _emit_matmul(g, u, name):
     if isinstance(_lowering(g[u.root]), ConvDot):
         return _emit_conv(g, u, name)
@@ -1550,15 +1564,7 @@ def _emit_matmul(g, u, name):
     body.append(f"    mask = {mask}")
     idx = list(bidx) + ["offs_m[:, None]", "offs_n[None, :]"]
     vec = {"offs_m[:, None]", "offs_n[None, :]"}
-    mem = set(u.members)
-    done = {n}
-    for m in u.members[1:]:
-        for y in refs(g[m]["args"]):
-            if y not in done and y not in mem:
-                e.load(y, out2, idx, vec, "mask", body, "    ")
-                done.add(y)
-        e.compute(m, idx, body, "    ")
-        done.add(m)
+    _epilogue(e, g, u, n, out2, idx, vec, body)
     off = _contiguous_offset(out2, list(bidx) + ["offs_m[:, None]", "offs_n[None, :]"],
                              always=("offs_m[:, None]", "offs_n[None, :]"))
     for w in u.writes:
@@ -1697,15 +1703,7 @@ def _emit_conv(g, u, name):
                     f"other=0.0).to({acc_t})")
     body.append(f"    {n} = acc")
     vec = set(idx)
-    mem = set(u.members)
-    done = {n}
-    for m in u.members[1:]:
-        for y in refs(g[m]["args"]):
-            if y not in done and y not in mem:
-                e.load(y, out, idx, vec, "mask", body, "    ")
-                done.add(y)
-        e.compute(m, idx, body, "    ")
-        done.add(m)
+    _epilogue(e, g, u, n, out, idx, vec, body)
     off = _contiguous_offset(out, idx, always=tuple(idx))
     for v in u.writes:
         e.store(v, off, "mask", body, "    ")
