@@ -511,7 +511,24 @@ class OneCycleLR(LRScheduler):
         return lrs
 
 
-class SequentialLR(LRScheduler):
+class _SchedulerOfSchedulers(LRScheduler):
+    """SequentialLR and ChainedScheduler: their state holds each inner scheduler's own state
+    (torch's `_schedulers` entry), not the schedulers or the optimizer."""
+
+    def state_dict(self):
+        state = {k: v for k, v in self.__dict__.items() if k not in ("optimizer", "_schedulers")}
+        state["_schedulers"] = [s.state_dict() for s in self._schedulers]
+        return state
+
+    def load_state_dict(self, state_dict):
+        state = dict(state_dict)
+        scheds = state.pop("_schedulers")
+        self.__dict__.update(state)
+        for s, sd in zip(self._schedulers, scheds):
+            s.load_state_dict(sd)
+
+
+class SequentialLR(_SchedulerOfSchedulers):
     """Hands the schedule from one scheduler to the next at each milestone (a warm-up, then a
     decay); the next one starts from its own epoch 0."""
 
@@ -558,20 +575,8 @@ class SequentialLR(LRScheduler):
             scheduler.step()
         self._last_lr = scheduler.get_last_lr()
 
-    def state_dict(self):
-        state = {k: v for k, v in self.__dict__.items() if k not in ("optimizer", "_schedulers")}
-        state["_schedulers"] = [s.state_dict() for s in self._schedulers]
-        return state
 
-    def load_state_dict(self, state_dict):
-        state = dict(state_dict)
-        scheds = state.pop("_schedulers")
-        self.__dict__.update(state)
-        for s, sd in zip(self._schedulers, scheds):
-            s.load_state_dict(sd)
-
-
-class ChainedScheduler(LRScheduler):
+class ChainedScheduler(_SchedulerOfSchedulers):
     """Steps every scheduler of the chain at once (their factors multiply)."""
 
     def __init__(self, schedulers, optimizer=None):
@@ -586,15 +591,3 @@ class ChainedScheduler(LRScheduler):
         for s in self._schedulers:
             s.step()
         self._last_lr = [g["lr"] for g in self._schedulers[-1].optimizer.param_groups]
-
-    def state_dict(self):
-        state = {k: v for k, v in self.__dict__.items() if k not in ("optimizer", "_schedulers")}
-        state["_schedulers"] = [s.state_dict() for s in self._schedulers]
-        return state
-
-    def load_state_dict(self, state_dict):
-        state = dict(state_dict)
-        scheds = state.pop("_schedulers")
-        self.__dict__.update(state)
-        for s, sd in zip(self._schedulers, scheds):
-            s.load_state_dict(sd)
