@@ -136,8 +136,9 @@ def main(argv=None):
     print(f"W2 MLP 784-512-512-10, SGD, {args.dtype}, {args.steps} steps per configuration (medians); "
           f"DDP buckets (bucket_cap_mb={args.bucket_cap_mb}): {two['buckets']}")
     last = two["bytes"][-1]
-    print(f"bucket sizes {two['bytes']} bytes: the last bucket holds the backward's last gradient, so at most "
-          f"{100 * (1 - last / sum(two['bytes'])):.0f}% of the bytes can be all-reduced while the backward computes")
+    print(f"bucket sizes {two['bytes']} bytes: the last bucket ({100 * last / sum(two['bytes']):.0f}% of the bytes) "
+          f"holds the backward's last gradients; it starts when they are ready and overlaps only the rest of the "
+          f"backward after them (the engine's tail up to its final callback)")
     for scaling in ("strong", "weak"):
         t1 = one["ranks"][0][scaling]["overlap"]["step_ms"]
         print(f"\n{scaling} scaling (batch {args.batch}{' global' if scaling == 'strong' else ' per process'})")
