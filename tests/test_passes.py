@@ -9,7 +9,8 @@ from tracegrad.compile import trace_function
 from tracegrad.interpret import run_numpy
 from tracegrad.ir.verify import verify
 from tracegrad.passes import (eliminate_common_subexpressions, eliminate_dead_code, fold_constants, simplify,
-                              partition, collect_terms, FORWARD_PIPELINE, RECOMPUTED_PIPELINE)
+                              partition, collect_terms, decompose_row_ops, FORWARD_PIPELINE, RECOMPUTED_PIPELINE)
+from tracegrad.passes.rewrite import rewrite
 from tracegrad.passes.fuse import group_fusions
 
 
@@ -371,3 +372,26 @@ def test_collect_terms_keeps_values_of_random_sums_of_products(seed):
     got = run_numpy(h, inputs_for(h, a))
     np.testing.assert_allclose(got[0], want[0], rtol=1e-9, atol=1e-9 * np.abs(want[0]).max())
     assert len(eliminate_dead_code(h).ops()) <= len(eliminate_dead_code(g).ops())
+
+
+@pytest.mark.parametrize("pass_fn", [eliminate_common_subexpressions, fold_constants, decompose_row_ops])
+def test_a_pass_with_nothing_to_do_returns_what_the_full_rewrite_returns(pass_fn):
+    # the passes skip their per-node rewrite when a scan shows nothing to change: the result
+    # must be the identity rewrite's (same names, attributes, inputs, outputs, next fresh name)
+    g, _ = traced(lambda x, y: ((x * y).sin() + y).sum(), (3, 4), (4,))
+    full = rewrite(g, lambda b, n, a, args: None)
+    fast = pass_fn(g)
+    assert fast is not g and fast.nx is not g.nx
+    assert list(fast.nx.nodes(data=True)) == list(full.nx.nodes(data=True))
+    assert sorted(fast.nx.edges) == sorted(full.nx.edges)
+    assert (fast.inputs, fast.outputs, fast.name) == (full.inputs, full.outputs, full.name)
+    assert fast.fresh() == full.fresh()
+    assert all(fast[n] is not g[n] for n in g.nodes())    # attribute dicts are copies, as the rewrite's
+
+
+def test_cse_still_merges_when_the_first_repeat_comes_late():
+    g, arrays = traced(lambda x: (x.sin() * 2).exp() + (x.sin() * 2).exp(), (5,))
+    after = eliminate_common_subexpressions(g)
+    assert sum(a["op"] == "sin" for a in after.nx._node.values()) == 1
+    assert sum(a["op"] == "exp" for a in after.nx._node.values()) == 1
+    check(g, after, arrays)

@@ -17,12 +17,15 @@ exponent for range; the result does not depend on it, so it is detached and gets
 derivative of its own.
 """
 from ..ops.primitives import PRIMITIVES as P
-from .rewrite import rewrite, add
+from .rewrite import rewrite, add, unchanged
 
 _FLOATS = frozenset({"float32", "float64"})
 
 
 def decompose_row_ops(graph):
+    if not any(a["op"] in ("softmax", "log_softmax") for a in graph.nx._node.values()):
+        return unchanged(graph)
+
     def rule(b, n, a, args):
         if a["op"] not in ("softmax", "log_softmax") or a["dtype"].name not in _FLOATS or not a["shape"] or \
                 0 in a["shape"]:

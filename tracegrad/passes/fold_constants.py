@@ -11,7 +11,7 @@ import numpy as np
 
 from ..ir.graph import V, refs
 from .._dtype import as_dtype_array
-from .rewrite import rewrite, is_pure
+from .rewrite import rewrite, is_pure, unchanged
 
 MAX_ELEMENTS = 1 << 16
 
@@ -19,6 +19,11 @@ MAX_ELEMENTS = 1 << 16
 def fold_constants(graph):
     outputs = set(o for o in graph.outputs if o is not None)
     folded = {}
+    # only an op with no value among its arguments can start a fold (every folded value
+    # comes from one); without such an op the pass has nothing to do
+    if not any(a["op"] not in ("input", "proj") and n not in outputs and not refs(a["args"])
+               for n, a in graph.nx._node.items()):
+        return unchanged(graph)
 
     def rule(b, n, a, args):
         if n in outputs or a["op"] in ("proj",) or not is_pure(a) or a["prim"].multi:

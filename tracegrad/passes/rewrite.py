@@ -7,7 +7,7 @@ copy the node as it is. Inputs and outputs keep their names.
 """
 import itertools
 
-from ..ir.graph import Graph, V, map_args, refs, insert
+from ..ir.graph import Graph, V, copy_nx, map_args, refs, insert
 
 IMPURE = frozenset({"call_hooks", "node_hooks", "node_prehooks", "function", "function_backward", "delayed_error",
                     "compiled_call", "compiled_backward", "derivative_error"})
@@ -40,6 +40,19 @@ def rewrite(graph, rule):
             new = copy_node(b, n, a, args)
         rename[n] = new
     b.outputs = [None if o is None else rename[o] for o in graph.outputs]
+    return b
+
+
+def unchanged(graph):
+    """What `rewrite(graph, rule)` returns when `rule` changes no node: a copy with the same
+    names, built without calling a rule per node (passes that can tell cheaply that they
+    have nothing to do return this)."""
+    b = Graph(graph.name)
+    b.__dict__.update({k: v for k, v in graph.__dict__.items() if k not in ("name", "nx", "inputs", "outputs", "_ids")})
+    b.nx = copy_nx(graph.nx)
+    b.inputs = list(graph.inputs)
+    b.outputs = list(graph.outputs)
+    b._ids = itertools.count(_next_id(graph))
     return b
 
 
