@@ -64,9 +64,14 @@ class Untraceable(TraceError):
 class Program:
     """One compiled specialisation: its IR at every stage, generated functions and bindings."""
 
-    def __init__(self, name):
+    def __init__(self, name, keep_stages=False):
         self.__name__ = name
         self.stages = []              # (header, graph or text) for explain and TRACEGRAD_DEBUG
+        # Each stage's graph is a copy of the program (a 10,000-op chain: ~15 graphs, a million
+        # objects the cyclic collector walks on every full collection from then on): kept only
+        # for explain and TRACEGRAD_DEBUG=2; the traced IR (the first stage, which the demo shows)
+        # and the generated sources (plain strings) always.
+        self.keep_stages = keep_stages
         self.backward_keys = set()    # the engine's cached backwards that refer to this program
         self.evicted = False
 
@@ -86,7 +91,8 @@ class Program:
 
     def stage(self, header, obj):
         """Keep a stage's output (a graph, a partition or source text), printed on demand."""
-        self.stages.append((header, obj))
+        if self.keep_stages or isinstance(obj, str) or not self.stages:
+            self.stages.append((header, obj))
 
 
 def _render(obj):
@@ -180,9 +186,9 @@ class _NoRandom:
         raise TraceError("random numbers (dropout, rand*) inside a compiled function are not traced yet")
 
 
-def build(fn, args, kwargs, name, backend, value_reads=None):
+def build(fn, args, kwargs, name, backend, value_reads=None, keep_stages=False):
     with paused():
-        return _build(fn, args, kwargs, name, backend, value_reads)
+        return _build(fn, args, kwargs, name, backend, value_reads, keep_stages or _debug() >= 2)
 
 
 def _bind_folded(g):
@@ -195,9 +201,9 @@ def _bind_folded(g):
             a["value"] = Tensor._make(a["value"], a["dtype"])
 
 
-def _build(fn, args, kwargs, name, backend, value_reads=None):
+def _build(fn, args, kwargs, name, backend, value_reads=None, keep_stages=False):
     from .passes import FORWARD_PIPELINE, BACKWARD_PIPELINE, RECOMPUTED_PIPELINE, partition
-    p = Program(name)
+    p = Program(name, keep_stages)
     p.double = None
     p.backend = backend
     try:

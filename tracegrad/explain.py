@@ -81,7 +81,7 @@ def explain(fn, *args, dot=None, file=None, backend=None, verbose=False, arch=No
     else:
         name = getattr(fn, "__qualname__", None) or type(fn).__name__
         target = fn
-    p = build(target, args, kwargs, name, backend or "numpy")
+    p = build(target, args, kwargs, name, backend or "numpy", keep_stages=True)
     if p.spec_ok and verbose:
         speculative_program(p)          # what calls run once their backward follows each of them
     out = ["==== summary ====\n" + "\n".join(summary(p)) + "\n"]
