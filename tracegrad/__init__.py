@@ -14,8 +14,11 @@ The stages, in the order data flows:
 The compiler core (ir/, ops/, passes/, codegen/) imports no tensor or autograd engine; the
 import-linter contracts in pyproject.toml check it.
 """
-from . import _dtype
 import builtins as _builtins  # `bool` below is tracegrad.bool, the dtype
+
+import numpy as _np
+
+from . import _dtype
 from ._dtype import (dtype, bool_ as bool, uint8, int8, int16, int32, int64, float16, bfloat16, float32, float64,
                      get_default_dtype, set_default_dtype, promote_types, finfo, iinfo,
                      get_float32_matmul_precision, set_float32_matmul_precision)
@@ -82,17 +85,14 @@ def can_cast(from_, to):
 
 
 def allclose(input, other, rtol=1e-05, atol=1e-08, equal_nan=False):
-    import numpy as _np
     return _builtins.bool(_np.allclose(input._data, other._data, rtol=rtol, atol=atol, equal_nan=equal_nan))
 
 
 def isclose(input, other, rtol=1e-05, atol=1e-08, equal_nan=False):
-    import numpy as _np
     return tensor(_np.isclose(input._data, other._data, rtol=rtol, atol=atol, equal_nan=equal_nan))
 
 
 def equal(input, other):
-    import numpy as _np
     return tuple(input.shape) == tuple(other.shape) and _builtins.bool(_np.array_equal(input._data, other._data))
 
 

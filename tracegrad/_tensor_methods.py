@@ -15,9 +15,10 @@ from .tensor import Tensor
 from .ops import functional as F
 from .autograd.graph import Saved
 from .autograd import views
-from .creation import _wrap_np, tensor, takes_generator
-from .tracing import TraceError
-from .ops.primitives import np_index_set
+from .creation import _wrap_np, tensor, takes_generator, RNG
+from .tracing import TraceError, _ACTIVE, TRACING
+from .ops.primitives import np_index_set, PRIMITIVES
+from .functionalize import commit_traced
 from .autograd.graph import RemovableHandle
 
 _METHODS = """neg negative abs absolute sign exp exp2 log log2 log1p expm1 sqrt rsqrt sin cos tan tanh sigmoid erf
@@ -199,24 +200,15 @@ def check_inplace(self):
         views.check_inplace_on_view(self)
 
 
-_TRACER = []      # (the count of active traces, the per-thread trace stack), bound on first use
-
-
 def _tracing():
-    """Whether compile is tracing in this thread: checked by every in-place op, so the tracer's
-    state is looked up once, not imported per call."""
-    if not _TRACER:
-        from .tracing import _ACTIVE, TRACING
-        _TRACER.extend((_ACTIVE, TRACING))
-    active, tracing = _TRACER
-    return active[0] and tracing.stack
+    """Whether compile is tracing in this thread (checked by every in-place op)."""
+    return _ACTIVE[0] and TRACING.stack
 
 
 def commit(self, result):
     """Write `result` into `self` (the second half of every in-place op)."""
     if _tracing():
-        from .functionalize import commit_traced      # inside compile: rewritten out of place
-        return commit_traced(self, result)
+        return commit_traced(self, result)      # inside compile: rewritten out of place
     if self._data is None or result._data is None:
         raise TraceError("in-place ops (such as batch_norm's update of its running statistics in training mode) "
                          "inside a compiled function are not traced yet")
@@ -417,7 +409,6 @@ def _writeable_region(target, k, idx):
 def _check_setitem_shape(self, k, idx, value):
     """torch's errors for a value that does not fit: index_put's with index tensors, else
     those of copy_ into the indexed view (expand's)."""
-    from .ops.primitives import PRIMITIVES
     sub = tuple(PRIMITIVES["getitem"].shape(self, *idx, key=k))
     if idx:
         try:
@@ -444,7 +435,6 @@ def _takes_generator(fn):
 
 @_takes_generator
 def _uniform_(self, a=0.0, b=1.0, generator=None):
-    from .creation import RNG
     check_inplace(self)
     self._data[...] = RNG.gen.uniform(a, b, self._data.shape)
     self._vc[0] += 1
@@ -453,7 +443,6 @@ def _uniform_(self, a=0.0, b=1.0, generator=None):
 
 @_takes_generator
 def _normal_(self, mean=0.0, std=1.0, generator=None):
-    from .creation import RNG
     check_inplace(self)
     self._data[...] = RNG.gen.normal(mean, std, self._data.shape)
     self._vc[0] += 1
@@ -462,7 +451,6 @@ def _normal_(self, mean=0.0, std=1.0, generator=None):
 
 @_takes_generator
 def _bernoulli_(self, p=0.5, generator=None):
-    from .creation import RNG
     self._data[...] = RNG.gen.random(self._data.shape) < p
     self._vc[0] += 1
     return self
@@ -470,7 +458,6 @@ def _bernoulli_(self, p=0.5, generator=None):
 
 @_takes_generator
 def _exponential_(self, lambd=1.0, generator=None):
-    from .creation import RNG
     check_inplace(self)
     if lambd <= 0:
         raise RuntimeError(f"exponential_ expects lambda > 0.0, but found lambda={lambd}")

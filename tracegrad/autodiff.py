@@ -13,7 +13,7 @@ bound lazily: a rule that only asks for `x.shape` saves nothing.
 
 from .ir.graph import Graph, V
 from .tracing import Proxy, trace, proxy_input
-from .ops.primitives import sum_to, DerivativeNotImplemented
+from .ops.primitives import sum_to, DerivativeNotImplemented, PRIMITIVES as P
 from .ops import functional as F
 from .autograd._grad_io import _seeds, _results
 from . import _dtype as D
@@ -104,7 +104,6 @@ def derive(fwd, outputs, wrt, hooks=None, node_hooks=(), defer_errors=False):
     hooks = hooks or {}
     ctxs = {}
     added_projs = []
-    from .ops.primitives import PRIMITIVES as P
     with trace(bwd):
         grads = {}
         for o in outputs:
@@ -231,10 +230,9 @@ def derive(fwd, outputs, wrt, hooks=None, node_hooks=(), defer_errors=False):
 
 def _call_hooks(g, key):
     """Tensor hooks run at backward time: an opaque op whose callables are bound per run."""
-    from .ops.primitives import PRIMITIVES
     bwd = g.__dict__["_graph"]
     fns = proxy_input(bwd, (), D.bool_, role="hook", hook_key=key)
-    return apply(PRIMITIVES["call_hooks"], (g, fns), {})
+    return apply(P["call_hooks"], (g, fns), {})
 
 
 def F_value(bwd, proxy):

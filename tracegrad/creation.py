@@ -15,6 +15,8 @@ import numpy as np
 
 from . import _dtype as D
 from .tensor import Tensor, Size, Above
+from .tracing import apply, _ACTIVE, TRACING
+from .ops.primitives import PRIMITIVES
 
 
 class _RNG(threading.local):
@@ -496,9 +498,7 @@ def full(size, fill_value, *, out=None, dtype=None, layout=None, device=None, re
             else D.get_default_dtype()
     dtype = D.as_dtype(dtype)
     value = _fill_value(value, dtype, math.prod(size))
-    from .tracing import apply, _ACTIVE, TRACING
     if _ACTIVE[0] and TRACING.stack:
-        from .ops.primitives import PRIMITIVES
         return apply(PRIMITIVES["full"], (), {"shape": size, "value": value, "dtype": dtype})
     return _finish(_filled(size, value, dtype), dtype, requires_grad)
 

@@ -25,6 +25,7 @@ function makes is recorded instead, as torch.compile's functionalization does:
 """
 import sys
 
+import networkx as nx
 import numpy as np
 
 from .tensor import Tensor
@@ -36,6 +37,8 @@ from .ops import functional as F
 from . import _dtype as D
 from .autodiff import derive, differentiable_reach, backward_args
 from .autograd._grad_io import _seeds
+from .autograd.graph import FREED_MSG
+from .ops.primitives import PRIMITIVES as P
 
 
 Above.functionalize_local = LOCAL        # Tensor reads the trace being made through it
@@ -128,8 +131,7 @@ def end():
 # -- in-place ops while tracing --------------------------------------------------------------------
 
 def tracing():
-    from .tracing import _ACTIVE, TRACING
-    return bool(_ACTIVE[0] and TRACING.stack)
+    return bool(_tracing._ACTIVE[0] and _tracing.TRACING.stack)
 
 
 def commit_traced(self, result):
@@ -171,7 +173,6 @@ def commit_traced(self, result):
 
 def _as_value(t):
     """A concrete tensor as a value of the graph being traced (an op on it)."""
-    from .ops.primitives import PRIMITIVES as P
     return apply_symbolic(P["detach"], (t,), {})
 
 
@@ -183,7 +184,6 @@ def _rebind(proxy, result):
 
 def _scatter(base, result, prim, rest, params):
     """base with the view (prim, rest, params) of it replaced by result."""
-    from .ops.primitives import PRIMITIVES as P
     if prim.name == "detach":           # the whole value, seen without its gradient
         return result
     if prim.name == "getitem":
@@ -305,9 +305,7 @@ def write_back(plan, arrays, input_ids=()):
 def backward_in_trace(outputs, grad_tensors, retain_graph, create_graph, inputs):
     """`Tensor.backward` on symbolic values: the backward graph of what was traced so far,
     traced into the same graph, its gradients accumulated into the leaves' symbolic .grad."""
-    import networkx as nx
     from .interpret import run_eager  # deferred: import tracegrad does not load tracegrad.interpret
-    from .autograd.graph import FREED_MSG
     sh = active()
     if sh is None:
         raise TraceError("backward() on symbolic tensors outside a compiled function's trace")
