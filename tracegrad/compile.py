@@ -46,6 +46,7 @@ from . import functionalize, creation
 from .autodiff import derive, differentiable_reach, carries_grad, backward_args, DerivativeError
 from .codegen.numpy_cpu import compile_graph
 from .functionalize import write_back
+from .cuda import CudaArray
 
 _PKG = os.path.dirname(os.path.abspath(__file__))
 _TESTS = os.path.join(os.path.dirname(_PKG), "tests")
@@ -154,9 +155,8 @@ def _trace_with_writes(fn, args, kwargs, name, value_reads=None):
     leaves = []
     spec = flatten((args, kwargs), leaves)
     g = Graph(_ident(name))
-    from .creation import RNG
-    gen = RNG.gen
-    RNG.gen = _NoRandom()       # a random draw while tracing would be baked in as a constant
+    gen = creation.RNG.gen
+    creation.RNG.gen = _NoRandom()       # a random draw while tracing would be baked in as a constant
     reads = _VALUE_READS[0]
     _VALUE_READS[0] = value_reads if value_reads is not None else {}
     sh = functionalize.begin(g)   # writes (in-place ops, .grad, optimizer steps) are recorded
@@ -173,7 +173,7 @@ def _trace_with_writes(fn, args, kwargs, name, value_reads=None):
             sh.extra, sh.plan = functionalize.finish(sh, leaves, proxies)
     finally:
         functionalize.end()
-        RNG.gen = gen
+        creation.RNG.gen = gen
         _VALUE_READS[0] = reads
     return g, leaves, out_spec, out_leaves, sh
 
@@ -202,6 +202,7 @@ def _bind_folded(g):
 
 
 def _build(fn, args, kwargs, name, backend, value_reads=None, keep_stages=False):
+    # deferred: import tracegrad does not load tracegrad.passes
     from .passes import FORWARD_PIPELINE, BACKWARD_PIPELINE, RECOMPUTED_PIPELINE, partition
     p = Program(name, keep_stages)
     p.double = None
@@ -502,7 +503,6 @@ def _triton(graph, name):
     prog = lower(graph)
 
     def run(*arrays):
-        from .cuda import CudaArray
         if any(a.__class__ is CudaArray for a in arrays):
             res = prog(*[a.t if a.__class__ is CudaArray else a for a in arrays])
             return tuple(None if o is None else CudaArray(o) for o in res)
@@ -958,13 +958,11 @@ class _StepGuards:
     __slots__ = ("inner", "spec", "key")
 
     def __init__(self, inner, spec):
-        from .functionalize import guard_key
-        self.inner, self.spec, self.key = inner, spec, guard_key(*spec)
+        self.inner, self.spec, self.key = inner, spec, functionalize.guard_key(*spec)
 
     def failed(self, env):
-        from .functionalize import guard_key
         why = self.inner.failed(env) if self.inner is not None else None
-        if why is None and guard_key(*self.spec) != self.key:
+        if why is None and functionalize.guard_key(*self.spec) != self.key:
             return "an optimizer's options or state, or which .grad exist"
         return why
 

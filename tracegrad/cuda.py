@@ -29,7 +29,9 @@ from .tensor import Tensor, Above, device as _device
 from . import tracing as _tracing
 from .creation import manual_seed as seed_all
 from .ops import functional as F
-from .grad_mode import no_grad
+from .grad_mode import STATE, no_grad
+from .ir.graph import Graph, V
+from .ops.primitives import Primitive, PRIMITIVES
 from .tracing import TraceError, _record, apply, trace, proxy_input
 from . import tracing as tracer
 
@@ -54,7 +56,7 @@ def _torch_or_none():
     if _TORCH[0] is None:
         try:
             import torch  # lazy: torch is optional
-            import triton  # noqa: F401
+            import triton  # noqa: F401  lazy: triton is optional
         except ImportError:
             return None
         _TORCH[0] = torch
@@ -327,7 +329,6 @@ def transfer(t, dev):
         return t
     data = to_device(t._data, t._dtype) if dev == "cuda" else to_host(t._data)
     out = Tensor._make(data, t._dtype)
-    from .grad_mode import STATE
     if t._req and STATE.grad_enabled:
         _record(_to_prim(), (t,), {"device": dev, "src": src}, (out,))
     return out
@@ -346,7 +347,6 @@ def _to_impl(x, device, src):
 
 
 def _to_prim():
-    from .ops.primitives import Primitive, PRIMITIVES
     if "to_copy" in PRIMITIVES:
         return PRIMITIVES["to_copy"]
     return Primitive("to_copy", "x", _to_impl, shape=lambda x, **p: tuple(x.shape), dtype="same",
@@ -433,7 +433,6 @@ def apply_cuda(prim, args, params):
                 new[i] = Tensor._make(to_device(a._data, a._dtype), a._dtype)
             else:
                 raise _mixed(cpu_first, prim, args)
-    from .grad_mode import STATE
     cdt, odt = prim.dtype_rule(args)
     if odt is None:
         odt = params["dtype"]
@@ -472,7 +471,6 @@ def _key(prim, args, params):
 
 
 def _build(prim, args, params):
-    from .ir.graph import Graph, V
     g = Graph(prim.name)
     with trace(g):
         ins = tuple(proxy_input(g, tuple(a.shape), a._dtype) if isinstance(a, Tensor) else a for a in args)
@@ -584,11 +582,9 @@ def _run_backward_graph(graph, args, run_eager):
     bwd = [n for n in graph.nodes() if graph[n]["op"] == "compiled_backward"]
     if not bwd:
         return run_eager(graph, args)
-    from .ir.graph import Graph  # noqa: F401
     env = dict(zip(graph.inputs, args))
 
     def resolve(x):
-        from .ir.graph import V
         if isinstance(x, V):
             return env[x]
         if isinstance(x, (tuple, list)):
@@ -618,7 +614,6 @@ def _run_backward_graph(graph, args, run_eager):
 def run_backward(p, args):
     """The engine's backward program on device data: the graph lowered to Triton once per
     program, or (transfers between devices, hooks, custom Functions) run op by op."""
-    from .ir.graph import V  # noqa: F401
     # lowered once per program and float32 matmul precision (p.triton: (precision, program))
     precision = D.get_float32_matmul_precision()
     prog = p.triton[1] if p.triton is not None and p.triton[0] == precision else None

@@ -66,7 +66,7 @@ def summary(p):
     for stem, run in (("forward", p.fwd_fn), ("backward", p.bwd_fn)):
         prog = getattr(run, "program", None)
         if prog is not None:
-            from .codegen.triton_traffic import traffic
+            from .codegen.triton_traffic import traffic  # deferred: import tracegrad does not load the Triton backend
             t = traffic(prog)
             lines.append(f"{stem} Triton kernels: {len(prog.kernels)}, moving {t.moved:,} bytes against a "
                          f"minimum of {t.least:,} ({t.ratio:.2f}x)")
@@ -106,6 +106,7 @@ def explain(fn, *args, dot=None, file=None, backend=None, verbose=False, arch=No
     for stem, run in (("forward", p.fwd_fn), ("backward", p.bwd_fn)):
         if getattr(run, "program", None) is not None:
             out.append(f"==== Triton launcher ({stem}) ====\n{run.program.plan}\n")
+            # deferred: import tracegrad does not load the Triton backend
             from .codegen.triton_traffic import report_lines
             lines = report_lines(run.program, arch=arch, workers=1)
             out.append(f"==== Triton traffic ({stem}) ====\n" + "\n".join(lines) + "\n")
