@@ -28,6 +28,7 @@ import numpy as np
 import tracegrad as torch
 import tracegrad.nn as nn
 import tracegrad.nn.functional as F
+import tracegrad.distributed as dist
 from tracegrad._cli import HelpFormatter
 
 
@@ -141,7 +142,7 @@ def limit_blas_threads(n):
     """Cap numpy's BLAS thread pool (threadpoolctl comes with scikit-learn); returns the
     limiter, which restores the previous setting when closed."""
     try:
-        from threadpoolctl import threadpool_limits
+        from threadpoolctl import threadpool_limits  # lazy: threadpoolctl is optional
     except ImportError:
         return None
     return threadpool_limits(limits=n, user_api="blas")
@@ -156,7 +157,6 @@ def main(argv=None):
         if device != "cpu":
             print("--distributed trains on the CPU (the MPI backend averages CPU tensors)", file=sys.stderr)
             return 2
-        import tracegrad.distributed as dist
         dist.init_process_group("mpi")
     limiter = limit_blas_threads(args.threads)
     try:
@@ -172,7 +172,6 @@ def train(args, device):
     from tqdm import tqdm  # lazy: tqdm is optional
     rank, world = 0, 1
     if args.distributed:
-        import tracegrad.distributed as dist
         rank, world = dist.get_rank(), dist.get_world_size()
     show = print if rank == 0 else (lambda *a, **k: None)
     quiet = args.quiet or rank != 0

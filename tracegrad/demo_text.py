@@ -25,6 +25,7 @@ import tracegrad.nn as nn
 import tracegrad.nn.functional as F
 from tracegrad.utils.data import DataLoader, Dataset
 from tracegrad._cli import HelpFormatter
+from tracegrad.demo import limit_blas_threads
 
 MODULES = ("string", "textwrap", "shlex", "fnmatch", "glob", "bisect", "heapq", "colorsys", "calendar", "getopt",
            "abc", "copy", "queue", "sched", "this", "keyword", "token", "reprlib", "struct", "base64", "difflib",
@@ -132,7 +133,6 @@ def parse_args(argv=None):
 
 def main(argv=None):
     args = parse_args(argv)
-    from .demo import limit_blas_threads
     limiter = limit_blas_threads(args.threads)       # small matrices: more BLAS threads mostly synchronise
     try:
         return _train(args)

@@ -3,6 +3,7 @@
 Run with `python -m tracegrad.tour`.
 """
 import tracegrad as torch
+from tracegrad.codegen import generate
 
 
 def section(title):
@@ -29,7 +30,6 @@ def main():
     print(bwd)
 
     section("4. ... and the numpy code generated for it")
-    from tracegrad.codegen import generate
     print(generate(bwd, "backward")[0])
 
     section("5. backward() runs it; gradients accumulate as in PyTorch")

@@ -17,6 +17,7 @@ collective (or in the one they wait in) rather than wait for the timeout.
 import atexit
 import datetime
 import enum
+import importlib
 import queue
 import sys
 import threading
@@ -68,7 +69,7 @@ _PG = None          # the default process group (_ProcessGroup) while initialize
 def is_available():
     """Whether the MPI backend can be used here (mpi4py is importable)."""
     try:
-        import mpi4py  # noqa: F401
+        import mpi4py  # noqa: F401  lazy: mpi4py is optional
     except ImportError:
         return False
     return True
@@ -568,6 +569,5 @@ def _finish_reduced(output, out, op, size):
 
 def __getattr__(name):
     if name == "nn":
-        import importlib
         return importlib.import_module(".nn", __name__)
     raise AttributeError(f"module 'tracegrad.distributed' has no attribute '{name}'")

@@ -4,12 +4,15 @@ rsample differentiate; sample does not)."""
 import math
 import numbers
 
-from ..tensor import Tensor
+from ..tensor import Tensor, Size
+from ..tracing import Proxy
 from ..grad_mode import no_grad
 from .. import creation as C
 from .. import _dtype as D
 from ..ops import functional as O
 from ..nn import functional as NF
+from .. import linalg
+from ..ops.math_functional import linalg_solve
 
 __all__ = ["Distribution", "Normal", "Categorical", "Bernoulli", "Uniform", "MultivariateNormal", "kl_divergence"]
 
@@ -23,7 +26,6 @@ def _as_tensor(v, like=None):
 def _traced(*ts):
     """Whether compile is tracing these values: a check of the values cannot run then (a traced
     program does not branch on data), so the arguments are validated by eager calls only."""
-    from ..tracing import Proxy
     return any(isinstance(t, Proxy) for t in ts)
 
 
@@ -37,12 +39,10 @@ class Distribution:
 
     @property
     def batch_shape(self):
-        from ..tensor import Size
         return Size(self._batch_shape)
 
     @property
     def event_shape(self):
-        from ..tensor import Size
         return Size(())
 
     def sample(self, sample_shape=()):
@@ -268,7 +268,6 @@ class MultivariateNormal(Distribution):
     has_rsample = True
 
     def __init__(self, loc, covariance_matrix=None, precision_matrix=None, scale_tril=None, validate_args=None):
-        from .. import linalg
         if (covariance_matrix is not None) + (precision_matrix is not None) + (scale_tril is not None) != 1:
             raise ValueError("Exactly one of covariance_matrix or precision_matrix or scale_tril may be specified.")
         if loc.ndim < 1:
@@ -291,7 +290,6 @@ class MultivariateNormal(Distribution):
 
     @property
     def event_shape(self):
-        from ..tensor import Size
         return Size((self._event,))
 
     @property
@@ -315,7 +313,6 @@ class MultivariateNormal(Distribution):
         return O.sum(O.log(O.diagonal(self.scale_tril, 0, -2, -1)), -1)
 
     def log_prob(self, value):
-        from ..ops.math_functional import linalg_solve
         diff = value - self.loc
         L = O.tril(self.scale_tril)      # a triangular solve: the upper triangle is not read
         lead = O.broadcast_shapes(tuple(L.shape[:-2]), tuple(diff.shape[:-1]))

@@ -22,7 +22,7 @@ from ..ops import functional as O
 from ..ops.primitives import PRIMITIVES as P
 from ..ops import nn_primitives  # noqa: F401  (registers the convolution and pooling primitives)
 from ..autograd.graph import node_class
-from ..creation import tensor, ones
+from ..creation import tensor, ones, RNG
 
 __all__ = ["relu", "relu_", "leaky_relu", "gelu", "silu", "sigmoid", "tanh", "softplus", "logsigmoid", "softmax",
            "log_softmax", "linear", "conv2d", "conv_transpose2d", "max_pool2d", "avg_pool2d",
@@ -316,7 +316,6 @@ def dropout(input, p=0.5, training=True, inplace=False):
         raise ValueError(f"dropout probability has to be between 0 and 1, but got {p}")
     if not training or p == 0.0:
         return input
-    from ..creation import RNG
     if p == 1.0:
         noise = np.zeros(input.shape, dtype=input.dtype.np)
     else:

@@ -10,7 +10,7 @@ from .. import _dtype as D
 from ..ops import functional as O
 from . import functional as F
 from ..grad_mode import no_grad
-from ..creation import from_numpy, zeros, arange, ones
+from ..creation import from_numpy, zeros, arange, ones, empty_like
 
 __all__ = ["max_pool1d", "avg_pool1d", "adaptive_avg_pool1d", "adaptive_max_pool1d", "adaptive_max_pool2d",
            "adaptive_avg_pool2d", "instance_norm", "pixel_shuffle", "pixel_unshuffle", "unfold", "fold",
@@ -231,7 +231,6 @@ def fold(input, output_size, kernel_size, dilation=1, padding=0, stride=1):
 def gumbel_softmax(logits, tau=1, hard=False, eps=1e-10, dim=-1):
     """Softmax of (logits + Gumbel noise) / tau; hard=True gives one-hot samples whose gradient is
     the soft sample's (the straight-through estimator), as torch."""
-    from ..creation import empty_like
     gumbels = -O.log(empty_like(logits, dtype=logits.dtype).exponential_())
     y_soft = O.softmax((logits + gumbels) / tau, dim)
     if not hard:

@@ -11,13 +11,13 @@ import numpy as np
 
 from ..grad_mode import no_grad
 from .. import _dtype as D
+from ..creation import RNG
 
 __all__ = ["calculate_gain", "uniform_", "normal_", "trunc_normal_", "constant_", "ones_", "zeros_", "eye_",
            "xavier_uniform_", "xavier_normal_", "kaiming_uniform_", "kaiming_normal_", "orthogonal_", "sparse_", "dirac_"]
 
 
 def _rng(generator):
-    from ..creation import RNG
     return RNG.gen if generator is None else generator._np
 
 

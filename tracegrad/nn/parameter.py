@@ -1,4 +1,6 @@
 """Parameter: a leaf tensor that a Module registers when it is assigned as an attribute."""
+import numpy as np
+
 from ..tensor import Tensor, Above
 from .. import _dtype as D
 
@@ -12,7 +14,6 @@ class Parameter(Tensor):
     __slots__ = ()
 
     def __new__(cls, data=None, requires_grad=True):
-        import numpy as np
         if data is None:
             data = Tensor._make(np.empty((0,), dtype=D.get_default_dtype().np), D.get_default_dtype())
         if not isinstance(data, Tensor):
@@ -41,7 +42,6 @@ class Buffer(Tensor):
     __slots__ = ()
 
     def __new__(cls, data=None, *, persistent=True):
-        import numpy as np
         if data is None:
             data = Tensor._make(np.empty((0,), dtype=D.get_default_dtype().np), D.get_default_dtype())
         t = Tensor._make.__func__(cls, data._data, data._dtype, data._req, vc=data._vc)

@@ -12,6 +12,7 @@ from ..tensor import Tensor
 from . import functional as O
 from . import math_functional as M
 from . import shapes as S
+from .primitives import PRIMITIVES
 from ..tracing import rename_grad_fn
 from ..creation import tensor, zeros, from_numpy, eye, randn, arange
 from ..tracing import apply, Proxy
@@ -29,7 +30,6 @@ def _index(values):
 def diagonal(input, offset=0, dim1=0, dim2=1):
     """The offset diagonal of the (dim1, dim2) planes, as a last dimension (torch.diagonal): a
     view, so writes through it reach the input."""
-    from .primitives import PRIMITIVES
     O._check_tensor(input, "diagonal")
     if input.ndim < 2:
         raise RuntimeError(f"diagonal(): input must have at least 2 dimensions, got {input.ndim}")

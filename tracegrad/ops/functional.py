@@ -104,7 +104,6 @@ def _binary(name):
 def _into_out(name, result, out, args):
     """An op's `out=` argument: the result is written into `out` (resized to fit, as torch
     does); autograd does not record it, so torch's error where anything requires grad."""
-    from ..grad_mode import STATE
     if STATE.grad_enabled and (out.requires_grad or
                                builtins.any(isinstance(a, Tensor) and a.requires_grad for a in args)):
         raise RuntimeError(f"{name}(): functions with out=... arguments don't support automatic differentiation, "

@@ -17,6 +17,7 @@ from .. import _dtype as D
 from ..tensor import Tensor
 from ..grad_mode import no_grad, enable_grad
 from ..functionalize import active
+from ..tracing import TraceError
 from ..nn.modules.module import RemovableHandle
 
 __all__ = ["Optimizer", "required"]
@@ -228,7 +229,7 @@ class Optimizer:
         if rule is not None:
             rule(self, sh)
         elif fn is not None and fn.__module__.startswith(__package__ + "."):
-            from ..tracing import TraceError      # a built-in update written on numpy storage
+            # a built-in update written on numpy storage
             raise TraceError(f"{type(self).__name__}.step() inside a compiled function is not traced yet "
                              f"(SGD, Adam and AdamW are); compile the forward and backward only")
         else:

@@ -25,6 +25,7 @@ from ..autograd.function import Function
 from ..autograd.graph import saved_tensors_hooks
 from .. import creation
 from ..autograd.engine import current_task
+from ..autograd import backward as _backward
 
 __all__ = ["checkpoint", "checkpoint_sequential", "CheckpointError", "noop_context_fn"]
 
@@ -94,7 +95,6 @@ class _CheckpointFunction(Function):
 
     @staticmethod
     def backward(ctx, *grads):
-        from ..autograd import backward as _backward
         saved = ctx.saved_tensors
         args = list(ctx.others)
         for i, t in zip(ctx.tensor_pos, saved):

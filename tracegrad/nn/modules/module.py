@@ -10,7 +10,9 @@ import warnings
 from collections import OrderedDict
 import weakref
 
+import tracegrad
 from ...tensor import Tensor
+from ...autograd.graph import MODULE_BACKWARD_HOOKS
 from ...grad_mode import no_grad
 from ... import _dtype as D
 from ..parameter import Parameter, Buffer
@@ -84,7 +86,6 @@ class _GlobalHandle:
         self.id = next(_global_ids)
 
     def remove(self):
-        from ...autograd.graph import MODULE_BACKWARD_HOOKS
         if self.hooks.pop(self.id, None) is not None:
             MODULE_BACKWARD_HOOKS[0] -= 1
 
@@ -99,7 +100,6 @@ _global_ids = itertools.count()
 
 
 def _add_global(hooks, hook):
-    from ...autograd.graph import MODULE_BACKWARD_HOOKS
     handle = _GlobalHandle(hooks)
     hooks[handle.id] = hook
     MODULE_BACKWARD_HOOKS[0] += 1     # compiled functions run eagerly while there are any
@@ -439,7 +439,7 @@ class Module:
                                   "module's last op) is not supported; use register_full_backward_hook")
 
     def compile(self, *args, **kwargs):
-        import tracegrad
+        # tracegrad.compile, the function, read at call time: compile.py imports this module
         if not hasattr(tracegrad, "compile"):
             raise NotImplementedError("tracegrad.compile is not available yet")
         self._compiled_call_impl = tracegrad.compile(self._call_impl, *args, **kwargs)
