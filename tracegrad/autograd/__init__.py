@@ -1,4 +1,5 @@
 """torch.autograd's API over the symbolic engine: backward, grad, grad modes."""
+import warnings
 import weakref
 
 from .. import _dtype as D
@@ -8,6 +9,10 @@ from ..tensor import Tensor, Above
 from . import engine
 from .graph import Node, AccumulateGrad, RemovableHandle
 from ._grad_io import _seeds, _results
+from ..autodiff import grad_in_trace
+from ..creation import zeros
+from ..functionalize import backward_in_trace
+from ..ops.functional import stack
 
 __all__ = ["backward", "grad", "no_grad", "enable_grad", "set_grad_enabled", "is_grad_enabled", "inference_mode",
            "Node", "graph"]
@@ -79,8 +84,7 @@ def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, 
         inputs = _as_list(inputs, "inputs")
         if len(inputs) == 0:
             raise RuntimeError("`inputs` argument to `backward()` cannot be empty.")
-    if any(t.__class__.__name__ == "Proxy" for t in outputs):
-        from ..functionalize import backward_in_trace      # inside a function being traced (compile)
+    if any(t.__class__.__name__ == "Proxy" for t in outputs):     # inside a function being traced (compile)
         return backward_in_trace(outputs, _as_list(grad_tensors, "grad_tensors"), retain_graph, create_graph,
                                  inputs)
     for i, t in enumerate(outputs):
@@ -115,7 +119,6 @@ def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, 
     reach = [(tg, r) for tg, r in zip(targets, receivers) if index[id(tg[0])] >= 0]
     hooks = _hooks_spec(order)
     if create_graph and any(isinstance(tg[0], AccumulateGrad) for tg, _ in reach):
-        import warnings
         warnings.warn("Using backward() with create_graph=True will create a reference cycle between the parameter "
                       "and its gradient which can cause a memory leak. We recommend using autograd.grad when creating "
                       "the graph to avoid this. If you have to use this function, make sure to reset the .grad fields "
@@ -196,8 +199,8 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
     for t in inputs:
         if not isinstance(t, Tensor):
             raise TypeError(f"grad(): inputs must be Tensors, got {type(t).__name__}")
+    # inside a function being traced
     if any(t.__class__ is not Tensor for t in outputs) and any(t.__class__.__name__ == "Proxy" for t in outputs):
-        from ..autodiff import grad_in_trace          # inside a function being traced
         return grad_in_trace(outputs, inputs, _as_list(grad_outputs, "grad_outputs"), create_graph, allow_unused,
                              materialize_grads)
     for i, t in enumerate(outputs):
@@ -221,7 +224,6 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
 def _batched(outputs, grad_outputs, targets, retain_graph, create_graph):
     """is_grads_batched=True: the first dimension of each grad_output indexes a batch of
     vector-Jacobian products, run one after another and stacked (torch vmaps them)."""
-    from ..ops.functional import stack
     if len(grad_outputs) != len(outputs):
         raise RuntimeError(f"grad_outputs should be a sequence of length {len(outputs)}, got {len(grad_outputs)}")
     sizes = set()
@@ -253,7 +255,6 @@ def _batched(outputs, grad_outputs, targets, retain_graph, create_graph):
             out.append(None)
             continue
         shape, dt = node._out_meta[slot]
-        from ..creation import zeros
         col = [zeros(shape, dtype=dt) if g is None else g for g in col]
         with set_grad_enabled(create_graph):
             out.append(stack(col) if n else zeros((0,) + tuple(shape), dtype=dt))
@@ -261,22 +262,6 @@ def _batched(outputs, grad_outputs, targets, retain_graph, create_graph):
 
 
 from . import graph  # noqa: E402  (torch.autograd.graph)
-
-
-def __getattr__(name):
-    # submodules that build on the public ops load on first use: this package is imported
-    # while the ops are still being defined
-    import importlib
-    if name in ("gradcheck", "gradgradcheck"):
-        mod = importlib.import_module(".gradcheck", __name__)
-        # the functions, not the submodule of the same name (as in torch)
-        globals()["gradcheck"], globals()["gradgradcheck"] = mod.gradcheck, mod.gradgradcheck
-        return globals()[name]
-    if name in ("functional", "profiler", "anomaly_mode", "function"):
-        return importlib.import_module("." + name, __name__)
-    raise AttributeError(f"module 'tracegrad.autograd' has no attribute '{name}'")
-
-
 from .function import Function, FunctionCtx, once_differentiable, InplaceFunction, NestedIOFunction  # noqa: E402
 from .anomaly_mode import detect_anomaly, set_detect_anomaly, is_anomaly_enabled  # noqa: E402
 from . import profiler  # noqa: E402

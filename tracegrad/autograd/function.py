@@ -23,9 +23,9 @@ from ..ops.primitives import Primitive, PRIMITIVES as P
 from .graph import Node, Saved, node_class, _seq
 from . import views
 from .. import tracing as _tracer
-from ..tracing import apply, Proxy, value_of
+from ..tracing import apply, Proxy, value_of, TraceError, TRACING, _ACTIVE
 from ..ops.primitives import sum_to
-from .engine import unpack, _check_version
+from .engine import unpack, _check_version, UNDEFINED_OK, FREED_MSG
 from ..autodiff import differentiable_reach
 from .. import functionalize
 
@@ -110,7 +110,6 @@ def _call_user_backward(ctx, gs, metas, as_tensor):
         if m is None:
             continue
         if g is None:
-            from .engine import UNDEFINED_OK
             if ctx.needs_input_grad[i] and not getattr(UNDEFINED_OK, "on", False):
                 # a backward generated as one program needs a value: zeros stand for None
                 g = Tensor._make(np.zeros(m[0], m[1].np), m[1])
@@ -230,7 +229,6 @@ class FunctionCtx:
     @property
     def saved_tensors(self):
         if self._saved is None:
-            from .engine import FREED_MSG
             raise RuntimeError(FREED_MSG)
         saved = self.__dict__.get("_fn_saved")
         if saved is None:                    # forward still running, or nothing required grad
@@ -320,7 +318,6 @@ class Function(metaclass=FunctionMeta):
     def apply(cls, *args, **kwargs):
         if kwargs:
             raise NotImplementedError("Function.apply with keyword arguments is not supported")
-        from ..tracing import _ACTIVE, TRACING, Proxy
         if _ACTIVE[0] and (TRACING.stack or any(isinstance(a, Proxy) for a in args)):
             return _apply_traced(cls, args)
         ctx = object.__new__(_ctx_class(cls))
@@ -585,7 +582,6 @@ def _requires_grad_traced(graph, t):
 
 
 def _apply_traced(cls, args):
-    from ..tracing import Proxy, TraceError, TRACING, apply
     graph = next((a.__dict__["_graph"] for a in args if isinstance(a, Proxy)), None) or TRACING.stack[-1]
     ctx = object.__new__(_ctx_class(cls))
     _init_node(ctx)

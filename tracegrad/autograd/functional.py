@@ -5,6 +5,7 @@ g -> J^T g is linear in g, so differentiating it with respect to g (at any g, he
 zeros that require grad) against v gives J v. jacobian takes one vjp per output
 element; `vectorize=True` gives the same result through the same loop.
 """
+from .. import autograd            # autograd.grad: autograd/__init__ imports this module
 from .. import creation as _creation
 from ..grad_mode import enable_grad, set_grad_enabled, is_grad_enabled
 from ..ops import functional as _ops
@@ -98,13 +99,12 @@ def _check_requires_grad(inputs, input_type, strict):
 
 def _autograd_grad(outputs, inputs, grad_outputs=None, create_graph=False, retain_graph=None):
     """autograd.grad over the outputs that require grad; all None when none does."""
-    from . import grad
     if grad_outputs is None:
         grad_outputs = (None,) * len(outputs)
     pairs = [(o, g) for o, g in zip(outputs, grad_outputs) if o is not None and o.requires_grad]
     if not pairs:
         return (None,) * len(inputs)
-    return grad([o for o, _ in pairs], inputs, [g for _, g in pairs], allow_unused=True,
+    return autograd.grad([o for o, _ in pairs], inputs, [g for _, g in pairs], allow_unused=True,
                 create_graph=create_graph, retain_graph=retain_graph)
 
 

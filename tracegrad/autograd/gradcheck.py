@@ -12,6 +12,7 @@ import warnings
 import numpy as np
 
 from .. import _dtype as D
+from .. import autograd            # autograd.grad: autograd/__init__ imports this module
 from ..tensor import Tensor
 from ..grad_mode import no_grad
 from .function import Function, _call_user_backward
@@ -101,8 +102,7 @@ def _notallclose_msg(analytical, numerical, output_idx, input_idx):
 
 
 def _grad(outputs, inputs, grad_outputs, retain_graph=None, create_graph=False):
-    from . import grad
-    return grad(outputs, inputs, grad_outputs, retain_graph=retain_graph, create_graph=create_graph,
+    return autograd.grad(outputs, inputs, grad_outputs, retain_graph=retain_graph, create_graph=create_graph,
                 allow_unused=True)
 
 

@@ -20,6 +20,7 @@ from ..grad_mode import STATE
 from ..tensor import Above
 from .. import tracing as _tracing
 from ..tracing import _record
+from ..ops.primitives import PRIMITIVES as P
 from ..tensor import Tensor
 
 DEFAULT = 0
@@ -181,7 +182,6 @@ def _unsupported():
 
 def _regenerate(t):
     """Give view `t` the grad_fn as_strided(base) (torch's AsStridedBackward0)."""
-    from ..ops.primitives import PRIMITIVES as P
     old_fn, old_nr = t._grad_fn, t._output_nr
     params = geometry(t._data, t._base._data)
     t._output_nr = 0
@@ -206,7 +206,6 @@ def move_retained(t, old_fn, old_nr):
 def rebase(view, result):
     """After an in-place op on `view` whose result (with its history) is `result`: the base
     becomes as_strided_scatter(old base, result) (CopySlices), the view as_strided of it."""
-    from ..ops.primitives import PRIMITIVES as P
     base = view._base
     params = geometry(view._data, base._data)
     old_base = Tensor._make(base._data, base._dtype, base._req, base._grad_fn, base._output_nr, vc=[base._vc[0]])
