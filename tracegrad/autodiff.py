@@ -18,6 +18,7 @@ from .ops import functional as F
 from .autograd._grad_io import _seeds, _results
 from . import _dtype as D
 from .tracing import apply, value_of, TraceError
+from .interpret import run_eager
 
 
 class DerivativeError(RuntimeError):
@@ -289,7 +290,6 @@ def grad_in_trace(outputs, inputs, grad_outputs, create_graph, allow_unused, mat
     the same graph, so a compiled function may take derivatives of derivatives and the
     whole computation becomes one program. Without `create_graph` the gradients are
     detached, as torch's do not require grad."""
-    from .interpret import run_eager  # deferred: import tracegrad does not load tracegrad.interpret
     graph = next(t.__dict__["_graph"] for t in outputs + inputs if isinstance(t, Proxy))
     for t in outputs + inputs:
         if isinstance(t, Proxy) and t.__dict__["_graph"] is not graph:

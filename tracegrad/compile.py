@@ -47,6 +47,7 @@ from .autodiff import derive, differentiable_reach, carries_grad, backward_args,
 from .codegen.numpy_cpu import compile_graph
 from .functionalize import write_back
 from .cuda import CudaArray
+from .interpret import run_eager
 
 _PKG = os.path.dirname(os.path.abspath(__file__))
 _TESTS = os.path.join(os.path.dirname(_PKG), "tests")
@@ -737,7 +738,6 @@ def _compiled_backward_eager(*args, prog):
 
 def _backward_function(p):
     """The forward and backward IR of p as one function of (seeds..., inputs...)."""
-    from .interpret import run_eager  # deferred: import tracegrad does not load tracegrad.interpret
     # derived from the graph as traced, not as optimised: a rewrite such as x - x -> 0 must
     # not take an input out of the graph of the next derivative
     fwd = p.traced_ir.copy()

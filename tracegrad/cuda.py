@@ -34,6 +34,7 @@ from .ir.graph import Graph, V
 from .ops.primitives import Primitive, PRIMITIVES
 from .tracing import TraceError, _record, apply, trace, proxy_input
 from . import tracing as tracer
+from .interpret import run_eager
 
 CUDA0 = _device("cuda", 0)
 _ON = _tracing._CUDA         # set once a CUDA tensor exists (read by tracing.py and the engine)
@@ -641,7 +642,6 @@ def run_backward(p, args):
         else:
             STATS["backward_triton"] += 1
             return [None if r is None else CudaArray(r) for r in res]
-    from .interpret import run_eager  # deferred: import tracegrad does not load tracegrad.interpret
     on_device = any(a.__class__ is CudaArray for a in args) and not p.transfers
     targs = []
     for n, a in zip(p.bwd.inputs, args):

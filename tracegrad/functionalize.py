@@ -39,6 +39,7 @@ from .autodiff import derive, differentiable_reach, backward_args
 from .autograd._grad_io import _seeds
 from .autograd.graph import FREED_MSG
 from .ops.primitives import PRIMITIVES as P
+from .interpret import run_eager
 
 
 Above.functionalize_local = LOCAL        # Tensor reads the trace being made through it
@@ -305,7 +306,6 @@ def write_back(plan, arrays, input_ids=()):
 def backward_in_trace(outputs, grad_tensors, retain_graph, create_graph, inputs):
     """`Tensor.backward` on symbolic values: the backward graph of what was traced so far,
     traced into the same graph, its gradients accumulated into the leaves' symbolic .grad."""
-    from .interpret import run_eager  # deferred: import tracegrad does not load tracegrad.interpret
     sh = active()
     if sh is None:
         raise TraceError("backward() on symbolic tensors outside a compiled function's trace")

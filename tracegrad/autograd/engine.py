@@ -27,10 +27,12 @@ from ..tensor import Tensor
 from .graph import AccumulateGrad, HOOK_USED, hooked_saved, FREED_MSG, Engine
 from .._collect import paused
 from .. import cuda as _cuda
+from ..ops.primitives import PRIMITIVES
 from ..autodiff import derive
 from ..codegen.numpy_cpu import compile_graph, interpret_graph
 from .. import tracing as tracer
 from . import profiler
+from ..interpret import run_eager
 
 _CACHE = collections.OrderedDict()
 _CACHE_LIMIT = 512
@@ -111,7 +113,6 @@ def structure_key(order, index):
 
 def forward_graph(order):
     """The recorded nodes as a forward IR graph (leaves and constants become inputs)."""
-    from ..ops.primitives import PRIMITIVES
     g = Graph("forward")
     vals = {}
     for k, node in enumerate(order):
@@ -468,7 +469,6 @@ def _execute(order, index, roots, seeds, targets, retain_graph, create_graph, ho
                 args.append(order[info])
             else:
                 args.append(info)
-        from ..interpret import run_eager  # deferred: import tracegrad does not load tracegrad.interpret
         try:
             with enable_grad():
                 outs = (run_checked(p, args, order, eager=True) if tracer._ANOMALY[0] or p.undefined else
@@ -643,14 +643,12 @@ def run_checked(p, args, order, eager=False):
     first derivative rule that returns NaN, naming the forward op and where it was made;
     an error raised while differentiating an op warns with where that op was made.
     `eager` runs each node through the eager ops (create_graph=True)."""
-    from ..ir.graph import V
     g = p.bwd
     env = dict(zip(g.inputs, args))
     return _run_checked(p, g, env, order, eager)
 
 
 def _run_checked(p, g, env, order, eager):
-    from ..ir.graph import V
     anomaly = tracer._ANOMALY[0]
     check = anomaly and tracer._ANOMALY_NAN[0]
     prof = profiler.is_profiling()
