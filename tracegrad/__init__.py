@@ -1,7 +1,7 @@
 """tracegrad: a trace-and-compile autograd library that speaks PyTorch's autograd API.
 
 The stages, in the order data flows:
-  tensor.py, ops/       eager tensors on numpy; the op table (one entry per primitive)
+  tensor.py, ops/       eager tensors on numpy; the op table (one entry per primitive), the public ops
   tracing.py            the one recording mechanism: eager grad_fn nodes or symbolic IR
   ir/                   the networkx-based IR: graph, printer (Python text, DOT), verifier
   interpret.py          reference interpreters of the IR (numpy kernels, eager ops)
@@ -10,9 +10,10 @@ The stages, in the order data flows:
   codegen/              numpy code (and Triton kernels) generated from IR
   decompositions.py     the Triton lowering's decompositions, traced on symbolic tensors
   autograd/             torch's autograd API over all of it: engine, grad_fn nodes, grad modes
-  compile.py, runtime/  @compile: guards, trace, pipeline, programs
-The compiler core (ir/, ops/, passes/, codegen/) imports no tensor or autograd engine; the
-import-linter contracts in pyproject.toml check it.
+  compile.py, runtime/  @compile: guards, trace, pipeline, programs (functionalize.py: the
+                        writes a traced function makes; explain.py: each stage printed)
+The compiler core (ir/, the op table in ops/, passes/, codegen/) imports no tensor, tracer or
+autograd engine; the import-linter contracts in pyproject.toml check it.
 """
 import builtins as _builtins  # `bool` below is tracegrad.bool, the dtype
 

@@ -1,7 +1,8 @@
 """Tensor: numpy storage plus the grad_fn node that produced it.
 
 Methods are thin: each calls the public op of the same name in `ops/functional.py`,
-which builds on the op table in `ops/primitives.py`.
+which builds on the op table in `ops/primitives.py`; most are bound onto the class by
+`_tensor_methods.py`, which also holds the in-place ops.
 """
 import warnings
 import weakref

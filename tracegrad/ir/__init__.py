@@ -1,4 +1,5 @@
-"""The IR: graphs (graph.py), printing (printer.py) and verification (verify.py).
+"""The IR: graphs (graph.py), values and their types (values.py), printing (printer.py) and
+verification (verify.py).
 
 A pure data structure: it imports nothing of tracegrad outside `ir/`, so passes, code
 generators and tests can use it without the eager library. `tracegrad.ir.graph_of(t)` and
