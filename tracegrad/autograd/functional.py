@@ -105,7 +105,7 @@ def _autograd_grad(outputs, inputs, grad_outputs=None, create_graph=False, retai
     if not pairs:
         return (None,) * len(inputs)
     return autograd.grad([o for o, _ in pairs], inputs, [g for _, g in pairs], allow_unused=True,
-                create_graph=create_graph, retain_graph=retain_graph)
+                         create_graph=create_graph, retain_graph=retain_graph)
 
 
 _STRICT_NONE = {

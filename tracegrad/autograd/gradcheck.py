@@ -103,7 +103,7 @@ def _notallclose_msg(analytical, numerical, output_idx, input_idx):
 
 def _grad(outputs, inputs, grad_outputs, retain_graph=None, create_graph=False):
     return autograd.grad(outputs, inputs, grad_outputs, retain_graph=retain_graph, create_graph=create_graph,
-                allow_unused=True)
+                         allow_unused=True)
 
 
 # -- input and output checks ------------------------------------------------------
