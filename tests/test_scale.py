@@ -235,8 +235,8 @@ def _counting_programs(monkeypatch):
     made = []
     init = C.Program.__init__
 
-    def counting_init(self, name):
-        init(self, name)
+    def counting_init(self, *args, **kwargs):
+        init(self, *args, **kwargs)
         made.append(weakref.ref(self))
     monkeypatch.setattr(C.Program, "__init__", counting_init)
 
