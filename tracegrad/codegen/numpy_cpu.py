@@ -194,7 +194,78 @@ def _direct(graph, n, a, env):
     if a["op"] in ("reshape", "squeeze", "unsqueeze") and isinstance(a["args"][0], V):
         # squeeze and unsqueeze only drop or add dims of size 1: a reshape, a view always
         return f"{n} = np.reshape({a['args'][0]}, {tuple(a['shape'])!r})  # {comment}"
+    # the calls the kernels below make, without the Python frame of the kernel around them
+    # (a few µs each on a cold cache: a step's small statements are dozens of them)
+    op, args = a["op"], a["args"]
+    if op == "permute" and isinstance(x, V):
+        return f"{n} = np.transpose({x}, {tuple(a['params']['dims'])!r})  # {comment}"
+    if op == "detach" and isinstance(x, V):
+        return f"{n} = {x}  # {comment}"
+    if op == "matmul" and all(isinstance(v, V) and graph[v]["dtype"] is a["dtype"] for v in args) and \
+            a["dtype"].name in _NATIVE_FLOATS:
+        return f"{n} = np.matmul({args[0]}, {args[1]})  # {comment}"
+    if op == "where" and not a["dtype"].is_floating_point:
+        # the kernel's bit-mask form is for float values only: for the others it is np.where
+        return f"{n} = np.where({', '.join(_literal(v, env) for v in args)})  # {comment}"
+    if op == "convert" and isinstance(x, V) and graph[x]["shape"] and _exact_cast(graph[x]["dtype"], a["params"]["dtype"]):
+        return f"{n} = {x}.astype(np.{a['params']['dtype'].np.name})  # {comment}"
+    rows = _row_pick(graph, a)
+    if rows is not None:
+        env[rows] = np.arange(a["shape"][0]).reshape(-1, 1)
+        if op == "gather":
+            return f"{n} = {args[0]}[{rows}, {args[1]}]  # {comment}"
+        env["scatter_rows"] = scatter_rows
+        return f"{n} = scatter_rows({args[0]}, {rows}, {args[1]}, {args[2]}, " \
+               f"{a['params'].get('reduce') == 'add'})  # {comment}"
     return None
+
+
+def _exact_cast(src, dst):
+    """Whether converting src to dst is numpy's astype alone (the kernel's other steps,
+    bfloat16 rounding, float16 through float32 and the overflow warnings they silence,
+    cannot apply): bool or integer to float32/64, float32 to float64, and no change."""
+    if getattr(dst, "name", None) not in _REDUCING_FLOATS:
+        return False
+    return src.name == "bool" or src.np.kind in "iu" or (src.name == "float32" and dst.name == "float64") or \
+        src is dst
+
+
+def _row_pick(graph, a):
+    """For gather or scatter along the last dim of a 2-d value, with an integer index of
+    the value's rows (scatter: a src of the index's shape and the value's dtype, and one
+    index per row where it adds, so no position is written twice): the name of the row
+    numbers' column, a constant; else None. Such a gather is x[rows, index], the same
+    indexing np.take_along_axis does; the scatter writes the same positions np.add.at
+    would, each once."""
+    op = a["op"]
+    if op not in ("gather", "scatter"):
+        return None
+    args = a["args"]
+    x, index = args[0], args[1]
+    if not isinstance(x, V) or not isinstance(index, V):
+        return None
+    xs, ix = graph[x]["shape"], graph[index]["shape"]
+    if len(xs) != 2 or len(ix) != 2 or ix[0] != xs[0] or a["params"].get("dim") % 2 != 1 or \
+            graph[index]["dtype"].np.kind not in "iu":
+        return None
+    if op == "scatter":
+        src, reduce = args[2], a["params"].get("reduce")
+        if not isinstance(src, V) or tuple(graph[src]["shape"]) != tuple(ix) or \
+                graph[src]["dtype"] is not graph[x]["dtype"] or reduce not in (None, "add") or \
+                (reduce == "add" and ix[1] != 1):
+            return None
+    return f"ROWS_{xs[0]}"
+
+
+def scatter_rows(x, rows, index, src, add):
+    """scatter(x, 1, index, src) of a 2-d x (see _row_pick): a copy of x with src written,
+    or added, at (row, index) of each row."""
+    out = x.copy()
+    if add:
+        out[rows, index] += src
+    else:
+        out[rows, index] = src
+    return out
 
 
 def _call(n, a, env, args_fn=None):
