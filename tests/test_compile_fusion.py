@@ -194,3 +194,21 @@ def test_relu_comparisons_and_masked_gradients_in_fused_groups_keep_special_valu
         _same_values(a.detach().numpy(), b.detach().numpy())
     src = cf.last_program.fwd_fn.source + cf.last_program.bwd_fn.source
     assert "relu_into" in src and "where_zero" in src
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_where_zero_and_relu_masks_match_numpy_for_every_bool_byte(dtype):
+    # where_zero's mask is an int8 from the bool cast by the ufunc: a bool array whose bytes
+    # are not 0/1 (a view of other data) counts every nonzero byte as True, as np.where does
+    v = _special((64, 33), dtype, 5)
+    c = np.random.default_rng(6).integers(0, 4, v.shape).astype(np.uint8).view(np.bool_)
+    for keep in (True, False):
+        out = np.empty_like(v)
+        got = numpy_cpu.where_zero(c, keep, v, out)
+        want = np.where(c, v, dtype(0)) if keep else np.where(c, dtype(0), v)
+        assert got is out
+        _same_values(got, want)
+    r = numpy_cpu.relu_into(v, np.empty_like(v))
+    _same_values(r, torch.relu(torch.tensor(v)).numpy())
+    inplace = v.copy()
+    _same_values(numpy_cpu.relu_into(inplace, inplace), r)
