@@ -85,6 +85,10 @@ def generate(graph, name=None, donors=()):
     # (a whole MLP step's SGD update ran 2-4x slower on two threads than on one)
     env["SERIAL"] = any(graph[n]["op"] in _BLAS_OPS for n in graph.nodes())
     implicit = _implicit_expands(graph, keep)
+    # arrays a statement outside the groups makes afresh (a ufunc's or a matrix product's
+    # result), no output of the program: a group where all their readers are may write an
+    # output of the same shape over one of them instead of a new array, memory still warm
+    temps = frozenset(n for n in graph.nodes() if n not in keep and n not in implicit and _fresh(graph, graph[n]))
     before, seen = set(), 0
     for n in graph.nodes():
         a = graph[n]
@@ -102,7 +106,7 @@ def generate(graph, name=None, donors=()):
                     for d, _, _ in stmts[seen:]:
                         before.update(d)
                     seen = len(stmts)
-                stmts.append(_group_stmt(graph, gid, groups[gid], keep, env, name, donors, before))
+                stmts.append(_group_stmt(graph, gid, groups[gid], keep, env, name, donors, before, temps))
             continue
         if op == "proj":
             stmts.append(([n], refs(a["args"]), [f"{n} = {a['args'][0]}[{a['params']['index']}]"]))
@@ -218,6 +222,17 @@ def _direct(graph, n, a, env):
         return f"{n} = scatter_rows({args[0]}, {rows}, {args[1]}, {args[2]}, " \
                f"{a['params'].get('reduce') == 'add'})  # {comment}"
     return None
+
+
+def _fresh(graph, a):
+    """Whether the statement of node a (outside groups) returns a new array that nothing
+    else refers to: a ufunc called directly, or a matrix product (see _direct)."""
+    if a.get("group") is not None or a["op"] == "input" or not a["shape"]:
+        return False
+    if a["op"] == "matmul":
+        return a["dtype"].name in _NATIVE_FLOATS and all(isinstance(v, V) and graph[v]["dtype"] is a["dtype"]
+                                                         for v in a["args"])
+    return _ufunc_ok(graph, a)
 
 
 def _exact_cast(src, dst):
@@ -614,11 +629,24 @@ def _donor_for(graph, o, members, cut, into_out, keep, donors, taken, before=())
                 alias.add(m)
         reads = [pos[m] for m in members if any(r in alias for r in refs(graph[m]["args"]))]
         last = max(reads)
-        if last < first_write or (last == first_write and _ufunc_ok(graph, graph[writer]) and
+        if last < first_write or (last == first_write and _elementwise_writer(graph, graph[writer]) and
                                   tuple(graph[writer]["shape"]) == tuple(a["shape"]) and
                                   not any(graph[m]["op"] in _VIEWS and pos[m] < last for m in alias - {s})):
             return s
     return None
+
+
+def _elementwise_writer(graph, a):
+    """Whether the group statement of node a reads each position of its arguments before it
+    writes that position of its result, and no other: it may write over an argument."""
+    if _ufunc_ok(graph, a):
+        return True
+    if a["op"] == "relu" and a["dtype"].np in _BITS and isinstance(a["args"][0], V) and \
+            graph[a["args"][0]]["dtype"] is a["dtype"]:
+        return True                                # relu_into: np.less, then the and, in place
+    if a["op"] in _COMPARES and a["dtype"].name == "bool" and _compare_ok(graph, a):
+        return True
+    return _where_zero(graph, a) is not None       # where_zero: the mask of c, then the and
 
 
 def _read_before(graph, u, group, keep, before):
@@ -632,7 +660,7 @@ def _read_before(graph, u, group, keep, before):
     return u not in keep and all(_read_before(graph, w, group, keep, before) for w in graph.users(u))
 
 
-def _group_stmt(graph, gid, members, keep, env, name, donors=(), before=()):
+def _group_stmt(graph, gid, members, keep, env, name, donors=(), before=(), temps=frozenset()):
     mset = set(members)
     first = members[0]
     rows = graph[first]["fuse_rows"]
@@ -686,13 +714,65 @@ def _group_stmt(graph, gid, members, keep, env, name, donors=(), before=()):
                 a["params"].get("dim", 0) % len(a["shape"]) != 0:
             into_out[x] = n
 
+    # where each output lives: over an input the caller may donate, over a temporary of the
+    # program that dies here, in a recycled big array or in a new one
+    nchunks = -(-rows // step)
+    placed, used = {}, []
+    for o in outs:
+        a = graph[o]
+        shape = (nchunks,) + tuple(a["shape"]) if o in cols else tuple(a["shape"])
+        big = int(np.prod(shape, dtype=np.int64)) * a["dtype"].itemsize >= RECYCLE_BYTES
+        donor = _donor_for(graph, o, members, cut, into_out, keep, donors, env["DONATED"], before) \
+            if big and donors and o not in cols else None
+        temp = _donor_for(graph, o, members, cut, into_out, keep, temps, used) \
+            if donor is None and temps and o not in cols else None
+        if temp is not None:
+            used.append(temp)
+        if donor is not None:
+            env["DONATED"].append(donor)
+        placed[o] = (shape, big, donor, temp)
+    pos = {n: i for i, n in enumerate(members)}
+    writes = {o: pos[next((x for x, t in into_out.items() if t == o), o)] for o in outs if o not in cols}
+    claimed = set(into_out.values())
+
+    def in_output(n, a):
+        """An output whose chunk can hold member n until the output is written there (a
+        bias add before an activation writes where the activation's result goes): one of
+        n's shape and dtype, written later, by a statement that is n's last reader or after
+        it, and if it reads n, does so position by position; its memory free by now (over
+        an array the group reads, every read of that array done, or done by n itself
+        position by position)."""
+        i = pos[n]
+        for o, w in writes.items():
+            if o in claimed or w <= i or graph[o]["dtype"] is not a["dtype"] or \
+                    tuple(graph[o]["shape"]) != tuple(a["shape"]):
+                continue
+            end = last.get(n, i)
+            if end > w or (end == w and not (n in graph[members[w]]["args"] and
+                                            _elementwise_writer(graph, graph[members[w]]))):
+                continue
+            over = placed[o][2] or placed[o][3]
+            if over is not None:
+                alias = {over} | {m for m in members if graph[m]["op"] in _VIEWS and graph[m]["args"][0] == over}
+                reads = [pos[m] for m in members if any(r in alias for r in refs(graph[m]["args"]))]
+                if any(r > i for r in reads) or (i in reads and (len(alias) > 1 or not _elementwise_writer(graph, a))):
+                    continue
+            claimed.add(o)
+            return o
+        return None
+
     def target(n, a, dying, inplace=True):
-        """Where member n's chunk goes: its output array, or a scratch buffer (in place
-        over an argument dying here when allowed and the types agree)."""
+        """Where member n's chunk goes: its output array, an output's chunk until that output
+        is written, or a scratch buffer (in place over an argument dying here when allowed
+        and the types agree)."""
         if n in outs:
+            claimed.add(n)
             return f"o_{n}[lo:hi]"
         if n in into_out:
             return f"o_{into_out[n]}[lo:hi]"
+        o = in_output(n, a) if inplace else None
+        if o is not None:
+            return f"o_{o}[lo:hi]"
         key = (tuple(a["shape"][1:]), a["dtype"].np.name)
         reuse = [r for r in dying if inplace and graph[r]["shape"] == a["shape"] and
                  (tuple(graph[r]["shape"][1:]), graph[r]["dtype"].np.name) == key]
@@ -764,9 +844,9 @@ def _group_stmt(graph, gid, members, keep, env, name, donors=(), before=()):
             out = target(n, a, dying)
             body.append(f"    {n}_c = {_COMPARES[op]}({', '.join(args)}, out={out})  # {op}")
         elif _where_zero(graph, a) is not None:
-            keep, v = _where_zero(graph, a)
+            kept, v = _where_zero(graph, a)
             out = target(n, a, dying)
-            body.append(f"    {n}_c = where_zero({arg(a['args'][0])}, {keep}, {arg(v)}, {out})  # where")
+            body.append(f"    {n}_c = where_zero({arg(a['args'][0])}, {kept}, {arg(v)}, {out})  # where")
         elif _ufunc_ok(graph, a):
             args = [arg(x) if isinstance(x, V) else _literal(x, env) for x in a["args"]]
             if op == "rsub":
@@ -799,19 +879,16 @@ def _group_stmt(graph, gid, members, keep, env, name, donors=(), before=()):
     env[fname].source = src
     env.setdefault("GROUP_SOURCES", []).append(src)
     lines = [f"# fused group {gid}: {', '.join(graph[n]['op'] for n in members)} in chunks of {step} rows"]
-    nchunks = -(-rows // step)
     for o in outs:
         a = graph[o]
-        shape = (nchunks,) + tuple(a["shape"]) if o in cols else tuple(a["shape"])
-        big = int(np.prod(shape, dtype=np.int64)) * a["dtype"].itemsize >= RECYCLE_BYTES
-        donor = _donor_for(graph, o, members, cut, into_out, keep, donors, env["DONATED"], before) \
-            if big and donors and o not in cols else None
-        if big:
+        shape, big, donor, temp = placed[o]
+        if big and temp is None:
             pool = f"OUTPUTS_{next(_ids)}"
             env[pool] = []
             fresh = f"recycled({pool}, {shape!r}, np.{a['dtype'].np.name})"
-        if donor is not None:
-            env["DONATED"].append(donor)
+        if temp is not None:
+            lines.append(f"{o} = {temp}  # over {temp}, a temporary read here for the last time")
+        elif donor is not None:
             lines.append(f"{o} = {donor} if donate else {fresh}  # over {donor}: read here for the last time")
         elif big:
             lines.append(f"{o} = {fresh}")
