@@ -316,9 +316,16 @@ _pool = []
 # at 1024 it runs as fast (measured on rows of 1,000-4,096 float32). Set per thread and
 # put back after, so the caller's numpy settings are untouched.
 UFUNC_BUFSIZE = 1024
+# rows up to this long run as fast with the default buffer (measured: 512-element rows no
+# faster at 1024, rows of 768-2,048 1.6-5x faster): their groups leave the setting alone
+BUFSIZE_ROW = 512
 
 
-def _walk(fn, run, args):
+def _walk(fn, run, args, bufsize=True):
+    if not bufsize:
+        for lo, hi in run:
+            fn(lo, hi, *args)
+        return
     old = np.getbufsize()
     np.setbufsize(UFUNC_BUFSIZE)
     try:
@@ -328,12 +335,15 @@ def _walk(fn, run, args):
         np.setbufsize(old)
 
 
-def run_chunks(fn, rows, step, args, serial=False):
+def run_chunks(fn, rows, step, args, serial=False, bufsize=True):
     """fn(lo, hi, *args) over [0, rows) in chunks of `step` rows, on THREADS threads (on
-    the calling thread alone where `serial`)."""
+    the calling thread alone where `serial`). `bufsize`: the group broadcasts an operand
+    over rows longer than BUFSIZE_ROW, which runs faster with numpy's buffer at
+    UFUNC_BUFSIZE (setting it and putting it back costs a few µs: groups that need not,
+    do not)."""
     bounds = [(lo, min(lo + step, rows)) for lo in range(0, rows, step)] if rows > step else [(0, rows)]
     if serial or THREADS <= 1 or len(bounds) == 1:
-        _walk(fn, bounds, args)
+        _walk(fn, bounds, args, bufsize)
         return
     if not _pool:
         _pool.append(ThreadPoolExecutor(THREADS, thread_name_prefix="tracegrad-chunk"))
@@ -341,7 +351,7 @@ def run_chunks(fn, rows, step, args, serial=False):
     # than one per chunk, and the memory each reads streams in order
     k = min(THREADS, len(bounds))
     runs = [bounds[i * len(bounds) // k:(i + 1) * len(bounds) // k] for i in range(k)]
-    for _ in _pool[0].map(lambda run: _walk(fn, run, args), runs):
+    for _ in _pool[0].map(lambda run: _walk(fn, run, args, bufsize), runs):
         pass
 
 
@@ -636,6 +646,15 @@ def _donor_for(graph, o, members, cut, into_out, keep, donors, taken, before=())
     return None
 
 
+def _broadcast_row(graph, a):
+    """The row length (elements after the first dim) of member a where it broadcasts an
+    argument of another shape over its own (the case UFUNC_BUFSIZE is for), else 0."""
+    if not a["shape"] or not any(isinstance(x, V) and tuple(graph[x]["shape"]) != tuple(a["shape"])
+                                 for x in a["args"]):
+        return 0
+    return math.prod(a["shape"][1:])
+
+
 def _elementwise_writer(graph, a):
     """Whether the group statement of node a reads each position of its arguments before it
     writes that position of its result, and no other: it may write over an argument."""
@@ -895,6 +914,8 @@ def _group_stmt(graph, gid, members, keep, env, name, donors=(), before=(), temp
         else:
             lines.append(f"{o} = np.empty({shape!r}, np.{a['dtype'].np.name})")
     serial = ", serial=True" if env.get("SERIAL") else ""
+    if not any(_broadcast_row(graph, graph[n]) > BUFSIZE_ROW for n in members):
+        serial += ", bufsize=False"
     lines.append(f"run_chunks({fname}, {rows}, {step}, ({', '.join(ext + outs)}{',' if len(ext + outs) == 1 else ''})"
                  f"{serial})")
     for o in cols:
