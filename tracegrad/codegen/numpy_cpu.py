@@ -648,9 +648,10 @@ def _donor_for(graph, o, members, cut, into_out, keep, donors, taken, before=())
 
 def _broadcast_row(graph, a):
     """The row length (elements after the first dim) of member a where it broadcasts an
-    argument of another shape over its own (the case UFUNC_BUFSIZE is for), else 0."""
-    if not a["shape"] or not any(isinstance(x, V) and tuple(graph[x]["shape"]) != tuple(a["shape"])
-                                 for x in a["args"]):
+    argument of another shape over its own (the case UFUNC_BUFSIZE is for; a one-element
+    argument, a scalar, runs alike with either buffer), else 0."""
+    if not a["shape"] or not any(isinstance(x, V) and tuple(graph[x]["shape"]) != tuple(a["shape"]) and
+                                 math.prod(graph[x]["shape"]) > 1 for x in a["args"]):
         return 0
     return math.prod(a["shape"][1:])
 
