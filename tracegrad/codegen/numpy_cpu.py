@@ -10,8 +10,13 @@ the GIL inside a ufunc): ufuncs write with `out=` into per-thread scratch buffer
 across chunks and calls (in place over an argument that dies there), row sums go
 through BLAS (`x @ ones`), sums over the first axis become per-chunk partial sums.
 Big arrays a group writes for later statements or for the caller are recycled from
-call to call once nothing references them (`recycled`). Outside groups, ufuncs are
-called directly and expands that their users broadcast anyway cost nothing.
+call to call once nothing references them (`recycled`); an output goes over a temporary
+of the program that dies in the group (a matrix product under its bias add and relu),
+and a member may wait in an output's chunk until the output is written there, so a
+step's groups touch no memory besides their arguments and results. Outside groups,
+ufuncs, matrix products, transposes, integer where, exact conversions and row gathers
+and scatters are called directly (no kernel frame), and expands that their users
+broadcast anyway cost nothing.
 Graphs whose values all have one element run on scalars of their dtype instead (a numpy
 call on a [1]-shaped array costs ~0.4 µs; a Python float op ~0.03 µs, a numpy float32
 scalar op ~0.1 µs), falling back to the numpy version on arithmetic errors so inf and
