@@ -131,3 +131,21 @@ def test_narrowing_conversion_keeps_the_kernel():
     x = tg.tensor(np.array([1e300, -1e300, 1.5], np.float64))
     _same_values(cf(x).numpy(), (torch.tensor([1e300, -1e300, 1.5], dtype=torch.float64) * 2).to(torch.float32).numpy())
     assert "k_convert" in cf.last_program.fwd_fn.source
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_reshapes_of_numpy_values_use_the_arrays_method_and_match_torch(dtype):
+    # reshapes of an input, of a ufunc's result, of a 0-d sum (a numpy scalar) and of a reshape
+    x0 = _special((6, 4), dtype, 3)
+
+    def f(m, x):
+        s = x.sum()                                    # 0-d: a numpy scalar in the generated code
+        y = (x * 2).reshape(4, 6).unsqueeze(0)
+        return x.reshape(24), y.squeeze(0).reshape(2, 12), s.reshape(1) * x.reshape(24, 1)
+
+    cf = tg.compile(lambda x: f(tg, x))
+    got = cf(tg.tensor(x0))
+    for a, b in zip(got, f(torch, torch.tensor(x0))):
+        _same_values(a.numpy(), b.numpy())
+    src = cf.last_program.fwd_fn.source
+    assert ".reshape((" in src and "np.reshape(" not in src

@@ -194,14 +194,17 @@ def _direct(graph, n, a, env):
         return f"{n} = {_UFUNCS[a['op']]}({', '.join(args)})  # {comment}"
     red = _REDUCE_UFUNCS.get(a["op"])
     x = a["args"][0] if a["args"] else None
-    if red is not None and isinstance(x, V) and a["dtype"].name in _REDUCING_FLOATS and \
-            graph[x]["dtype"] is a["dtype"] and graph[x]["shape"] and set(a["params"]) <= {"dims", "keepdim"}:
+    if _reduce_ufunc_ok(graph, a):
         # what the kernel's np.sum / np.max call comes to, its axes normalized here
         dims, nd = a["params"].get("dims"), len(graph[x]["shape"])
         axes = None if dims is None else tuple(sorted({d % nd for d in ((dims,) if isinstance(dims, int) else dims)}))
         return f"{n} = {red}({x}, axis={axes!r}, keepdims={bool(a['params'].get('keepdim', False))!r})  # {comment}"
     if a["op"] in ("reshape", "squeeze", "unsqueeze") and isinstance(a["args"][0], V):
-        # squeeze and unsqueeze only drop or add dims of size 1: a reshape, a view always
+        # squeeze and unsqueeze only drop or add dims of size 1: a reshape, a view always;
+        # the array's own method where the value is surely an ndarray or a numpy scalar
+        # (np.reshape is two Python frames around it)
+        if _numpy_value(graph, a["args"][0]):
+            return f"{n} = {a['args'][0]}.reshape({tuple(a['shape'])!r})  # {comment}"
         return f"{n} = np.reshape({a['args'][0]}, {tuple(a['shape'])!r})  # {comment}"
     # the calls the kernels below make, without the Python frame of the kernel around them
     # (a few µs each on a cold cache: a step's small statements are dozens of them)
@@ -227,6 +230,33 @@ def _direct(graph, n, a, env):
         return f"{n} = scatter_rows({args[0]}, {rows}, {args[1]}, {args[2]}, " \
                f"{a['params'].get('reduce') == 'add'})  # {comment}"
     return None
+
+
+def _reduce_ufunc_ok(graph, a):
+    """Whether a sum/amax/amin is written as its reduce ufunc (the call its kernel makes)."""
+    x = a["args"][0] if a["args"] else None
+    return a["op"] in _REDUCE_UFUNCS and isinstance(x, V) and a["dtype"].name in _REDUCING_FLOATS and \
+        graph[x]["dtype"] is a["dtype"] and bool(graph[x]["shape"]) and set(a["params"]) <= {"dims", "keepdim"}
+
+
+def _numpy_value(graph, x, depth=0):
+    """Whether value x is an ndarray or a numpy scalar whatever the call: an input, a member
+    of a group (its chunks are written into arrays), or the result of a statement written as
+    a numpy call here (a ufunc, a matrix product, a reduce ufunc, a reshape of such a value)."""
+    a = graph[x]
+    if a["op"] == "input" or a.get("group") is not None or _fresh(graph, a):
+        return True
+    if a.get("group") is None and (_ufunc_ok(graph, a) or _reduce_ufunc_ok(graph, a)):
+        return True
+    if a["op"] == "where" and not a["dtype"].is_floating_point:
+        return True                                # np.where
+    if a["op"] == "convert" and isinstance(a["args"][0], V) and graph[a["args"][0]]["shape"] and \
+            _exact_cast(graph[a["args"][0]]["dtype"], a["params"]["dtype"]):
+        return True                                # .astype of an array
+    if _row_pick(graph, a) is not None:
+        return True                                # fancy indexing, scatter_rows
+    return a["op"] in ("reshape", "squeeze", "unsqueeze") and depth < 8 and isinstance(a["args"][0], V) and \
+        _numpy_value(graph, a["args"][0], depth + 1)
 
 
 def _fresh(graph, a):
