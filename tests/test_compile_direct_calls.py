@@ -2,6 +2,8 @@
 op's kernel (gather and scatter along the last dim of a 2-d value, where on integers,
 exact conversions, matmul, permute, detach): compiled values and gradients equal torch's,
 special values (-0.0, NaN, infinities) included, and an index out of range still raises."""
+import warnings
+
 import numpy as np
 import pytest
 import torch
@@ -149,3 +151,18 @@ def test_reshapes_of_numpy_values_use_the_arrays_method_and_match_torch(dtype):
         _same_values(a.numpy(), b.numpy())
     src = cf.last_program.fwd_fn.source
     assert ".reshape((" in src and "np.reshape(" not in src
+
+
+@pytest.mark.parametrize("value", [0.1, -0.0, 1e300, -1e300, float("nan"), float("inf"), 3.4028234663852886e38,
+                                   3.4028235e38, 3.40282357e38, 1e-46, -1e-300])
+def test_float64_scalar_to_float32_matches_torch_without_a_warning(value):
+    # a 0-d float64 (a learning rate) converted to float32: the cast alone within float32's
+    # range, the kernel (inf, no overflow warning) outside it
+    cf = tg.compile(lambda x, s: x * (s * 1).to(tg.float32))
+    x = tg.tensor(np.ones(3, np.float32))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        got = cf(x, tg.tensor(value, dtype=tg.float64))
+    want = torch.ones(3) * (torch.tensor(value, dtype=torch.float64) * 1).to(torch.float32)
+    _same_values(got.numpy(), want.numpy())
+    assert "F32_MAX" in cf.last_program.fwd_fn.source

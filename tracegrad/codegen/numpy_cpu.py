@@ -221,6 +221,14 @@ def _direct(graph, n, a, env):
         return f"{n} = np.where({', '.join(_literal(v, env) for v in args)})  # {comment}"
     if op == "convert" and isinstance(x, V) and graph[x]["shape"] and _exact_cast(graph[x]["dtype"], a["params"]["dtype"]):
         return f"{n} = {x}.astype(np.{a['params']['dtype'].np.name})  # {comment}"
+    if op == "convert" and isinstance(x, V) and not graph[x]["shape"] and graph[x]["dtype"].name == "float64" and \
+            getattr(a["params"]["dtype"], "name", None) == "float32" and set(a["params"]) == {"dtype"}:
+        # a float64 scalar (a learning rate) to float32: within float32's range the cast cannot
+        # overflow, so it needs none of the kernel's warning handling; else the kernel
+        env["k_convert"] = a["prim"].impl
+        env["F32_MAX"] = float(np.finfo(np.float32).max)
+        return f"{n} = np.array({x}, np.float32) if -F32_MAX <= {x} <= F32_MAX else " \
+               f"k_convert({x}, dtype={_literal(a['params']['dtype'], env)})  # {comment}"
     rows = _row_pick(graph, a)
     if rows is not None:
         env[rows] = np.arange(a["shape"][0]).reshape(-1, 1)
