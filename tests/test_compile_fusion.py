@@ -194,3 +194,74 @@ def test_relu_comparisons_and_masked_gradients_in_fused_groups_keep_special_valu
         _same_values(a.detach().numpy(), b.detach().numpy())
     src = cf.last_program.fwd_fn.source + cf.last_program.bwd_fn.source
     assert "relu_into" in src and "where_zero" in src
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_where_zero_and_relu_masks_match_numpy_for_every_bool_byte(dtype):
+    # where_zero's mask is an int8 from the bool cast by the ufunc: a bool array whose bytes
+    # are not 0/1 (a view of other data) counts every nonzero byte as True, as np.where does
+    v = _special((64, 33), dtype, 5)
+    c = np.random.default_rng(6).integers(0, 4, v.shape).astype(np.uint8).view(np.bool_)
+    for keep in (True, False):
+        out = np.empty_like(v)
+        got = numpy_cpu.where_zero(c, keep, v, out)
+        want = np.where(c, v, dtype(0)) if keep else np.where(c, dtype(0), v)
+        assert got is out
+        _same_values(got, want)
+    r = numpy_cpu.relu_into(v, np.empty_like(v))
+    _same_values(r, torch.relu(torch.tensor(v)).numpy())
+    inplace = v.copy()
+    _same_values(numpy_cpu.relu_into(inplace, inplace), r)
+
+
+REUSE_CASES = {
+    # a matrix product's result dies in the group: the activation is written over it, and the
+    # bias add goes where the activation's result will be
+    "linear_relu": lambda m, x, w, b: m.relu(x @ w + b),
+    # the product is read after the group too: no group output may take its memory
+    "product_read_after": lambda m, x, w, b: (lambda y: (m.relu(y + b), x.T @ y))(x @ w),
+    # the bias add is read after the activation's write: it cannot wait in the output's chunk
+    "sum_read_after_activation": lambda m, x, w, b: (lambda t: (m.relu(t), t * 3, m.tanh(t) - t))(x @ w + b),
+    # the activation's output is read back by later members of the same group
+    "chain_after_output": lambda m, x, w, b: (lambda r: (r, r * r + b, r <= 0))(m.relu(x @ w - b)),
+    # an output written before the product it could take dies
+    "two_products": lambda m, x, w, b: m.relu(x @ w + b) * m.relu(x @ w * 2 - b),
+}
+
+
+@pytest.mark.filterwarnings("ignore:invalid value encountered")
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("case", sorted(REUSE_CASES))
+def test_groups_writing_over_dying_temporaries_match_torch(case, dtype, chunk_bytes):
+    f = REUSE_CASES[case]
+    x0 = np.random.default_rng(0).standard_normal((37, 16)).astype(dtype)   # the bias brings -0.0, NaN, inf
+    w0 = np.random.default_rng(1).standard_normal((16, 24)).astype(dtype)
+    b0 = _special((24,), dtype, 2)
+    g = tg.compile(lambda x, w, b: f(tg, x, w, b))
+    ins = [tg.tensor(x0), tg.tensor(w0), tg.tensor(b0)]
+    for _ in range(2):                         # the second call reuses what the first left
+        got = g(*ins)
+    got = got if isinstance(got, tuple) else (got,)
+    eager = f(tg, *ins)
+    eager = eager if isinstance(eager, tuple) else (eager,)
+    want = f(torch, torch.tensor(x0), torch.tensor(w0), torch.tensor(b0))
+    want = want if isinstance(want, tuple) else (want,)
+    for a, e, t in zip(got, eager, want):
+        _same_values(a.numpy(), e.numpy())        # the eager kernels' values, bit for bit
+        if t.dtype == torch.bool:
+            _same_values(a.numpy(), t.numpy())
+        else:
+            tol = dict(rtol=1e-4, atol=1e-4) if dtype == np.float32 else dict(rtol=1e-12, atol=1e-12)
+            np.testing.assert_allclose(a.numpy(), t.numpy(), **tol)      # BLAS sums in its own order
+    np.testing.assert_array_equal(ins[0].numpy(), x0)     # inputs untouched
+    np.testing.assert_array_equal(ins[2].numpy(), b0)
+
+
+def test_linear_relu_group_writes_over_the_product():
+    x, w, b = (tg.tensor(np.random.default_rng(s).standard_normal(sh).astype(np.float32))
+               for s, sh in ((0, (256, 128)), (1, (128, 256)), (2, (256,))))
+    g = tg.compile(lambda x, w, b: tg.relu(x @ w + b))
+    g(x, w, b)
+    src = g.last_program.fwd_fn.source
+    assert "a temporary read here for the last time" in src
+    assert "np.add(" in src and "out=o_" in src.split("np.add(")[1].split("\n")[0]

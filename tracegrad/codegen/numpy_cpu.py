@@ -10,8 +10,13 @@ the GIL inside a ufunc): ufuncs write with `out=` into per-thread scratch buffer
 across chunks and calls (in place over an argument that dies there), row sums go
 through BLAS (`x @ ones`), sums over the first axis become per-chunk partial sums.
 Big arrays a group writes for later statements or for the caller are recycled from
-call to call once nothing references them (`recycled`). Outside groups, ufuncs are
-called directly and expands that their users broadcast anyway cost nothing.
+call to call once nothing references them (`recycled`); an output goes over a temporary
+of the program that dies in the group (a matrix product under its bias add and relu),
+and a member may wait in an output's chunk until the output is written there, so a
+step's groups touch no memory besides their arguments and results. Outside groups,
+ufuncs, matrix products, transposes, integer where, exact conversions and row gathers
+and scatters are called directly (no kernel frame), and expands that their users
+broadcast anyway cost nothing.
 Graphs whose values all have one element run on scalars of their dtype instead (a numpy
 call on a [1]-shaped array costs ~0.4 µs; a Python float op ~0.03 µs, a numpy float32
 scalar op ~0.1 µs), falling back to the numpy version on arithmetic errors so inf and
@@ -85,6 +90,10 @@ def generate(graph, name=None, donors=()):
     # (a whole MLP step's SGD update ran 2-4x slower on two threads than on one)
     env["SERIAL"] = any(graph[n]["op"] in _BLAS_OPS for n in graph.nodes())
     implicit = _implicit_expands(graph, keep)
+    # arrays a statement outside the groups makes afresh (a ufunc's or a matrix product's
+    # result), no output of the program: a group where all their readers are may write an
+    # output of the same shape over one of them instead of a new array, memory still warm
+    temps = frozenset(n for n in graph.nodes() if n not in keep and n not in implicit and _fresh(graph, graph[n]))
     before, seen = set(), 0
     for n in graph.nodes():
         a = graph[n]
@@ -102,7 +111,7 @@ def generate(graph, name=None, donors=()):
                     for d, _, _ in stmts[seen:]:
                         before.update(d)
                     seen = len(stmts)
-                stmts.append(_group_stmt(graph, gid, groups[gid], keep, env, name, donors, before))
+                stmts.append(_group_stmt(graph, gid, groups[gid], keep, env, name, donors, before, temps))
             continue
         if op == "proj":
             stmts.append(([n], refs(a["args"]), [f"{n} = {a['args'][0]}[{a['params']['index']}]"]))
@@ -185,16 +194,136 @@ def _direct(graph, n, a, env):
         return f"{n} = {_UFUNCS[a['op']]}({', '.join(args)})  # {comment}"
     red = _REDUCE_UFUNCS.get(a["op"])
     x = a["args"][0] if a["args"] else None
-    if red is not None and isinstance(x, V) and a["dtype"].name in _REDUCING_FLOATS and \
-            graph[x]["dtype"] is a["dtype"] and graph[x]["shape"] and set(a["params"]) <= {"dims", "keepdim"}:
+    if _reduce_ufunc_ok(graph, a):
         # what the kernel's np.sum / np.max call comes to, its axes normalized here
         dims, nd = a["params"].get("dims"), len(graph[x]["shape"])
         axes = None if dims is None else tuple(sorted({d % nd for d in ((dims,) if isinstance(dims, int) else dims)}))
         return f"{n} = {red}({x}, axis={axes!r}, keepdims={bool(a['params'].get('keepdim', False))!r})  # {comment}"
     if a["op"] in ("reshape", "squeeze", "unsqueeze") and isinstance(a["args"][0], V):
-        # squeeze and unsqueeze only drop or add dims of size 1: a reshape, a view always
+        # squeeze and unsqueeze only drop or add dims of size 1: a reshape, a view always;
+        # the array's own method where the value is surely an ndarray or a numpy scalar
+        # (np.reshape is two Python frames around it)
+        if _numpy_value(graph, a["args"][0]):
+            return f"{n} = {a['args'][0]}.reshape({tuple(a['shape'])!r})  # {comment}"
         return f"{n} = np.reshape({a['args'][0]}, {tuple(a['shape'])!r})  # {comment}"
+    # the calls the kernels below make, without the Python frame of the kernel around them
+    # (a few µs each on a cold cache: a step's small statements are dozens of them)
+    op, args = a["op"], a["args"]
+    if op == "permute" and isinstance(x, V):
+        return f"{n} = np.transpose({x}, {tuple(a['params']['dims'])!r})  # {comment}"
+    if op == "detach" and isinstance(x, V):
+        return f"{n} = {x}  # {comment}"
+    if op == "matmul" and all(isinstance(v, V) and graph[v]["dtype"] is a["dtype"] for v in args) and \
+            a["dtype"].name in _NATIVE_FLOATS:
+        return f"{n} = np.matmul({args[0]}, {args[1]})  # {comment}"
+    if op == "where" and not a["dtype"].is_floating_point:
+        # the kernel's bit-mask form is for float values only: for the others it is np.where
+        return f"{n} = np.where({', '.join(_literal(v, env) for v in args)})  # {comment}"
+    if op == "convert" and isinstance(x, V) and graph[x]["shape"] and _exact_cast(graph[x]["dtype"], a["params"]["dtype"]):
+        return f"{n} = {x}.astype(np.{a['params']['dtype'].np.name})  # {comment}"
+    if op == "convert" and isinstance(x, V) and not graph[x]["shape"] and graph[x]["dtype"].name == "float64" and \
+            getattr(a["params"]["dtype"], "name", None) == "float32" and set(a["params"]) == {"dtype"}:
+        # a float64 scalar (a learning rate) to float32: within float32's range the cast cannot
+        # overflow, so it needs none of the kernel's warning handling; else the kernel
+        env["k_convert"] = a["prim"].impl
+        env["F32_MAX"] = float(np.finfo(np.float32).max)
+        return f"{n} = np.array({x}, np.float32) if -F32_MAX <= {x} <= F32_MAX else " \
+               f"k_convert({x}, dtype={_literal(a['params']['dtype'], env)})  # {comment}"
+    rows = _row_pick(graph, a)
+    if rows is not None:
+        env[rows] = np.arange(a["shape"][0]).reshape(-1, 1)
+        if op == "gather":
+            return f"{n} = {args[0]}[{rows}, {args[1]}]  # {comment}"
+        env["scatter_rows"] = scatter_rows
+        return f"{n} = scatter_rows({args[0]}, {rows}, {args[1]}, {args[2]}, " \
+               f"{a['params'].get('reduce') == 'add'})  # {comment}"
     return None
+
+
+def _reduce_ufunc_ok(graph, a):
+    """Whether a sum/amax/amin is written as its reduce ufunc (the call its kernel makes)."""
+    x = a["args"][0] if a["args"] else None
+    return a["op"] in _REDUCE_UFUNCS and isinstance(x, V) and a["dtype"].name in _REDUCING_FLOATS and \
+        graph[x]["dtype"] is a["dtype"] and bool(graph[x]["shape"]) and set(a["params"]) <= {"dims", "keepdim"}
+
+
+def _numpy_value(graph, x, depth=0):
+    """Whether value x is an ndarray or a numpy scalar whatever the call: an input, a member
+    of a group (its chunks are written into arrays), or the result of a statement written as
+    a numpy call here (a ufunc, a matrix product, a reduce ufunc, a reshape of such a value)."""
+    a = graph[x]
+    if a["op"] == "input" or a.get("group") is not None or _fresh(graph, a):
+        return True
+    if a.get("group") is None and (_ufunc_ok(graph, a) or _reduce_ufunc_ok(graph, a)):
+        return True
+    if a["op"] == "where" and not a["dtype"].is_floating_point:
+        return True                                # np.where
+    if a["op"] == "convert" and isinstance(a["args"][0], V) and graph[a["args"][0]]["shape"] and \
+            _exact_cast(graph[a["args"][0]]["dtype"], a["params"]["dtype"]):
+        return True                                # .astype of an array
+    if _row_pick(graph, a) is not None:
+        return True                                # fancy indexing, scatter_rows
+    return a["op"] in ("reshape", "squeeze", "unsqueeze") and depth < 8 and isinstance(a["args"][0], V) and \
+        _numpy_value(graph, a["args"][0], depth + 1)
+
+
+def _fresh(graph, a):
+    """Whether the statement of node a (outside groups) returns a new array that nothing
+    else refers to: a ufunc called directly, or a matrix product (see _direct)."""
+    if a.get("group") is not None or a["op"] == "input" or not a["shape"]:
+        return False
+    if a["op"] == "matmul":
+        return a["dtype"].name in _NATIVE_FLOATS and all(isinstance(v, V) and graph[v]["dtype"] is a["dtype"]
+                                                         for v in a["args"])
+    return _ufunc_ok(graph, a)
+
+
+def _exact_cast(src, dst):
+    """Whether converting src to dst is numpy's astype alone (the kernel's other steps,
+    bfloat16 rounding, float16 through float32 and the overflow warnings they silence,
+    cannot apply): bool or integer to float32/64, float32 to float64, and no change."""
+    if getattr(dst, "name", None) not in _REDUCING_FLOATS:
+        return False
+    return src.name == "bool" or src.np.kind in "iu" or (src.name == "float32" and dst.name == "float64") or \
+        src is dst
+
+
+def _row_pick(graph, a):
+    """For gather or scatter along the last dim of a 2-d value, with an integer index of
+    the value's rows (scatter: a src of the index's shape and the value's dtype, and one
+    index per row where it adds, so no position is written twice): the name of the row
+    numbers' column, a constant; else None. Such a gather is x[rows, index], the same
+    indexing np.take_along_axis does; the scatter writes the same positions np.add.at
+    would, each once."""
+    op = a["op"]
+    if op not in ("gather", "scatter"):
+        return None
+    args = a["args"]
+    x, index = args[0], args[1]
+    if not isinstance(x, V) or not isinstance(index, V):
+        return None
+    xs, ix = graph[x]["shape"], graph[index]["shape"]
+    if len(xs) != 2 or len(ix) != 2 or ix[0] != xs[0] or a["params"].get("dim") % 2 != 1 or \
+            graph[index]["dtype"].np.kind not in "iu":
+        return None
+    if op == "scatter":
+        src, reduce = args[2], a["params"].get("reduce")
+        if not isinstance(src, V) or tuple(graph[src]["shape"]) != tuple(ix) or \
+                graph[src]["dtype"] is not graph[x]["dtype"] or reduce not in (None, "add") or \
+                (reduce == "add" and ix[1] != 1):
+            return None
+    return f"ROWS_{xs[0]}"
+
+
+def scatter_rows(x, rows, index, src, add):
+    """scatter(x, 1, index, src) of a 2-d x (see _row_pick): a copy of x with src written,
+    or added, at (row, index) of each row."""
+    out = x.copy()
+    if add:
+        out[rows, index] += src
+    else:
+        out[rows, index] = src
+    return out
 
 
 def _call(n, a, env, args_fn=None):
@@ -230,9 +359,16 @@ _pool = []
 # at 1024 it runs as fast (measured on rows of 1,000-4,096 float32). Set per thread and
 # put back after, so the caller's numpy settings are untouched.
 UFUNC_BUFSIZE = 1024
+# rows up to this long run as fast with the default buffer (measured: 512-element rows no
+# faster at 1024, rows of 768-2,048 1.6-5x faster): their groups leave the setting alone
+BUFSIZE_ROW = 512
 
 
-def _walk(fn, run, args):
+def _walk(fn, run, args, bufsize=True):
+    if not bufsize:
+        for lo, hi in run:
+            fn(lo, hi, *args)
+        return
     old = np.getbufsize()
     np.setbufsize(UFUNC_BUFSIZE)
     try:
@@ -242,12 +378,15 @@ def _walk(fn, run, args):
         np.setbufsize(old)
 
 
-def run_chunks(fn, rows, step, args, serial=False):
+def run_chunks(fn, rows, step, args, serial=False, bufsize=True):
     """fn(lo, hi, *args) over [0, rows) in chunks of `step` rows, on THREADS threads (on
-    the calling thread alone where `serial`)."""
+    the calling thread alone where `serial`). `bufsize`: the group broadcasts an operand
+    over rows longer than BUFSIZE_ROW, which runs faster with numpy's buffer at
+    UFUNC_BUFSIZE (setting it and putting it back costs a few µs: groups that need not,
+    do not)."""
     bounds = [(lo, min(lo + step, rows)) for lo in range(0, rows, step)] if rows > step else [(0, rows)]
     if serial or THREADS <= 1 or len(bounds) == 1:
-        _walk(fn, bounds, args)
+        _walk(fn, bounds, args, bufsize)
         return
     if not _pool:
         _pool.append(ThreadPoolExecutor(THREADS, thread_name_prefix="tracegrad-chunk"))
@@ -255,7 +394,7 @@ def run_chunks(fn, rows, step, args, serial=False):
     # than one per chunk, and the memory each reads streams in order
     k = min(THREADS, len(bounds))
     runs = [bounds[i * len(bounds) // k:(i + 1) * len(bounds) // k] for i in range(k)]
-    for _ in _pool[0].map(lambda run: _walk(fn, run, args), runs):
+    for _ in _pool[0].map(lambda run: _walk(fn, run, args, bufsize), runs):
         pass
 
 
@@ -386,11 +525,12 @@ def _mask_temp(shape, dtype):
 def relu_into(x, out):
     """torch's relu, x < 0 ? 0 : x (-0.0 and NaN pass through), into out (which may be x):
     the bits of x and a mask of all ones where x is kept, three passes and no branch per
-    element; the values are the op table's kernel's."""
+    element; the values are the op table's kernel's. The mask is one byte per element
+    (an int8 -1 widens to all bits set in the and): a quarter of the memory of a mask of
+    x's width, which a step touches cold after its matrix products."""
+    m = np.less(x, 0, out=_mask_temp(x.shape, np.bool_)).view(np.int8)   # 0 or 1: np.less's own bools
+    np.subtract(m, 1, out=m)                       # 0 where x < 0, -1 (all bits set) elsewhere
     ints = _BITS[x.dtype]
-    m = _mask_temp(x.shape, ints)
-    np.copyto(m, np.less(x, 0, out=_mask_temp(x.shape, np.bool_)))     # a cast outside the ufunc: faster
-    np.subtract(m, 1, out=m)                       # 0 where x < 0, all bits set elsewhere
     np.bitwise_and(x.view(ints), m, out=out.view(ints))
     return out
 
@@ -399,14 +539,14 @@ def where_zero(c, keep, v, out):
     """where(c, v, 0) (keep=True) or where(c, 0, v) (keep=False) for a bool c and a float v of
     c's shape, into out: v's bits under a mask (relu's backward, threshold_backward), so
     NaN and infinity are kept or dropped exactly as np.where would."""
-    ints = _BITS[v.dtype]
-    m = _mask_temp(c.shape, ints)
-    np.copyto(m, c)
+    # an int8 mask, -1 where v is kept (widened to all bits set in the and); c is cast to
+    # int8 by the ufunc, so any nonzero byte of a bool counts as True, as in the kernel
+    m = _mask_temp(c.shape, np.int8)
     if keep:
-        np.negative(m, out=m)                      # all bits set where c
+        np.negative(c, out=m, dtype=np.int8)       # -1 where c
     else:
-        np.subtract(m, 1, out=m)                   # all bits set where not c
-    np.bitwise_and(v.view(ints), m, out=out.view(ints))
+        np.subtract(c, 1, out=m, dtype=np.int8)    # -1 where not c
+    np.bitwise_and(v.view(_BITS[v.dtype]), m, out=out.view(_BITS[v.dtype]))
     return out
 
 
@@ -542,11 +682,34 @@ def _donor_for(graph, o, members, cut, into_out, keep, donors, taken, before=())
                 alias.add(m)
         reads = [pos[m] for m in members if any(r in alias for r in refs(graph[m]["args"]))]
         last = max(reads)
-        if last < first_write or (last == first_write and _ufunc_ok(graph, graph[writer]) and
+        if last < first_write or (last == first_write and _elementwise_writer(graph, graph[writer]) and
                                   tuple(graph[writer]["shape"]) == tuple(a["shape"]) and
                                   not any(graph[m]["op"] in _VIEWS and pos[m] < last for m in alias - {s})):
             return s
     return None
+
+
+def _broadcast_row(graph, a):
+    """The row length (elements after the first dim) of member a where it broadcasts an
+    argument of another shape over its own (the case UFUNC_BUFSIZE is for; a one-element
+    argument, a scalar, runs alike with either buffer), else 0."""
+    if not a["shape"] or not any(isinstance(x, V) and tuple(graph[x]["shape"]) != tuple(a["shape"]) and
+                                 math.prod(graph[x]["shape"]) > 1 for x in a["args"]):
+        return 0
+    return math.prod(a["shape"][1:])
+
+
+def _elementwise_writer(graph, a):
+    """Whether the group statement of node a reads each position of its arguments before it
+    writes that position of its result, and no other: it may write over an argument."""
+    if _ufunc_ok(graph, a):
+        return True
+    if a["op"] == "relu" and a["dtype"].np in _BITS and isinstance(a["args"][0], V) and \
+            graph[a["args"][0]]["dtype"] is a["dtype"]:
+        return True                                # relu_into: np.less, then the and, in place
+    if a["op"] in _COMPARES and a["dtype"].name == "bool" and _compare_ok(graph, a):
+        return True
+    return _where_zero(graph, a) is not None       # where_zero: the mask of c, then the and
 
 
 def _read_before(graph, u, group, keep, before):
@@ -560,7 +723,7 @@ def _read_before(graph, u, group, keep, before):
     return u not in keep and all(_read_before(graph, w, group, keep, before) for w in graph.users(u))
 
 
-def _group_stmt(graph, gid, members, keep, env, name, donors=(), before=()):
+def _group_stmt(graph, gid, members, keep, env, name, donors=(), before=(), temps=frozenset()):
     mset = set(members)
     first = members[0]
     rows = graph[first]["fuse_rows"]
@@ -614,13 +777,65 @@ def _group_stmt(graph, gid, members, keep, env, name, donors=(), before=()):
                 a["params"].get("dim", 0) % len(a["shape"]) != 0:
             into_out[x] = n
 
+    # where each output lives: over an input the caller may donate, over a temporary of the
+    # program that dies here, in a recycled big array or in a new one
+    nchunks = -(-rows // step)
+    placed, used = {}, []
+    for o in outs:
+        a = graph[o]
+        shape = (nchunks,) + tuple(a["shape"]) if o in cols else tuple(a["shape"])
+        big = int(np.prod(shape, dtype=np.int64)) * a["dtype"].itemsize >= RECYCLE_BYTES
+        donor = _donor_for(graph, o, members, cut, into_out, keep, donors, env["DONATED"], before) \
+            if big and donors and o not in cols else None
+        temp = _donor_for(graph, o, members, cut, into_out, keep, temps, used) \
+            if donor is None and temps and o not in cols else None
+        if temp is not None:
+            used.append(temp)
+        if donor is not None:
+            env["DONATED"].append(donor)
+        placed[o] = (shape, big, donor, temp)
+    pos = {n: i for i, n in enumerate(members)}
+    writes = {o: pos[next((x for x, t in into_out.items() if t == o), o)] for o in outs if o not in cols}
+    claimed = set(into_out.values())
+
+    def in_output(n, a):
+        """An output whose chunk can hold member n until the output is written there (a
+        bias add before an activation writes where the activation's result goes): one of
+        n's shape and dtype, written later, by a statement that is n's last reader or after
+        it, and if it reads n, does so position by position; its memory free by now (over
+        an array the group reads, every read of that array done, or done by n itself
+        position by position)."""
+        i = pos[n]
+        for o, w in writes.items():
+            if o in claimed or w <= i or graph[o]["dtype"] is not a["dtype"] or \
+                    tuple(graph[o]["shape"]) != tuple(a["shape"]):
+                continue
+            end = last.get(n, i)
+            if end > w or (end == w and not (n in graph[members[w]]["args"] and
+                                            _elementwise_writer(graph, graph[members[w]]))):
+                continue
+            over = placed[o][2] or placed[o][3]
+            if over is not None:
+                alias = {over} | {m for m in members if graph[m]["op"] in _VIEWS and graph[m]["args"][0] == over}
+                reads = [pos[m] for m in members if any(r in alias for r in refs(graph[m]["args"]))]
+                if any(r > i for r in reads) or (i in reads and (len(alias) > 1 or not _elementwise_writer(graph, a))):
+                    continue
+            claimed.add(o)
+            return o
+        return None
+
     def target(n, a, dying, inplace=True):
-        """Where member n's chunk goes: its output array, or a scratch buffer (in place
-        over an argument dying here when allowed and the types agree)."""
+        """Where member n's chunk goes: its output array, an output's chunk until that output
+        is written, or a scratch buffer (in place over an argument dying here when allowed
+        and the types agree)."""
         if n in outs:
+            claimed.add(n)
             return f"o_{n}[lo:hi]"
         if n in into_out:
             return f"o_{into_out[n]}[lo:hi]"
+        o = in_output(n, a) if inplace else None
+        if o is not None:
+            return f"o_{o}[lo:hi]"
         key = (tuple(a["shape"][1:]), a["dtype"].np.name)
         reuse = [r for r in dying if inplace and graph[r]["shape"] == a["shape"] and
                  (tuple(graph[r]["shape"][1:]), graph[r]["dtype"].np.name) == key]
@@ -692,9 +907,9 @@ def _group_stmt(graph, gid, members, keep, env, name, donors=(), before=()):
             out = target(n, a, dying)
             body.append(f"    {n}_c = {_COMPARES[op]}({', '.join(args)}, out={out})  # {op}")
         elif _where_zero(graph, a) is not None:
-            keep, v = _where_zero(graph, a)
+            kept, v = _where_zero(graph, a)
             out = target(n, a, dying)
-            body.append(f"    {n}_c = where_zero({arg(a['args'][0])}, {keep}, {arg(v)}, {out})  # where")
+            body.append(f"    {n}_c = where_zero({arg(a['args'][0])}, {kept}, {arg(v)}, {out})  # where")
         elif _ufunc_ok(graph, a):
             args = [arg(x) if isinstance(x, V) else _literal(x, env) for x in a["args"]]
             if op == "rsub":
@@ -727,25 +942,24 @@ def _group_stmt(graph, gid, members, keep, env, name, donors=(), before=()):
     env[fname].source = src
     env.setdefault("GROUP_SOURCES", []).append(src)
     lines = [f"# fused group {gid}: {', '.join(graph[n]['op'] for n in members)} in chunks of {step} rows"]
-    nchunks = -(-rows // step)
     for o in outs:
         a = graph[o]
-        shape = (nchunks,) + tuple(a["shape"]) if o in cols else tuple(a["shape"])
-        big = int(np.prod(shape, dtype=np.int64)) * a["dtype"].itemsize >= RECYCLE_BYTES
-        donor = _donor_for(graph, o, members, cut, into_out, keep, donors, env["DONATED"], before) \
-            if big and donors and o not in cols else None
-        if big:
+        shape, big, donor, temp = placed[o]
+        if big and temp is None:
             pool = f"OUTPUTS_{next(_ids)}"
             env[pool] = []
             fresh = f"recycled({pool}, {shape!r}, np.{a['dtype'].np.name})"
-        if donor is not None:
-            env["DONATED"].append(donor)
+        if temp is not None:
+            lines.append(f"{o} = {temp}  # over {temp}, a temporary read here for the last time")
+        elif donor is not None:
             lines.append(f"{o} = {donor} if donate else {fresh}  # over {donor}: read here for the last time")
         elif big:
             lines.append(f"{o} = {fresh}")
         else:
             lines.append(f"{o} = np.empty({shape!r}, np.{a['dtype'].np.name})")
     serial = ", serial=True" if env.get("SERIAL") else ""
+    if not any(_broadcast_row(graph, graph[n]) > BUFSIZE_ROW for n in members):
+        serial += ", bufsize=False"
     lines.append(f"run_chunks({fname}, {rows}, {step}, ({', '.join(ext + outs)}{',' if len(ext + outs) == 1 else ''})"
                  f"{serial})")
     for o in cols:
