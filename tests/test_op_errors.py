@@ -294,3 +294,41 @@ def test_error_matches_torch(case):
 def test_case_names_are_unique():
     names = [name for name, _ in CASES]
     assert len(names) == len(set(names))
+
+
+# -- indices out of range: torch raises for a negative index too (these ops do not wrap) ---------
+
+INDEX_OPS = {
+    "gather": lambda m, x, ix: m.gather(x, 1, ix),
+    "scatter": lambda m, x, ix: x.scatter(1, ix, 1.0),
+    "scatter_add": lambda m, x, ix: x.scatter_add(1, ix, m.ones(2, 2)),
+    "scatter_reduce": lambda m, x, ix: x.scatter_reduce(1, ix, m.ones(2, 2), "sum"),
+    "index_select": lambda m, x, ix: x.index_select(1, ix[:, 1]),
+    "index_add": lambda m, x, ix: x.index_add(1, ix[:, 1], m.ones(2, 2)),
+}
+
+
+@pytest.mark.parametrize("bad", [-1, -5, -6, 5, 9])
+@pytest.mark.parametrize("name", sorted(INDEX_OPS))
+def test_an_index_out_of_range_raises_as_torch_eagerly_and_compiled(name, bad):
+    op = INDEX_OPS[name]
+    data = [[0, 1], [2, bad]]
+    with pytest.raises(Exception) as want:
+        op(torch, torch.arange(10.).reshape(2, 5), torch.tensor(data))
+    for run in ("eager", "compiled"):
+        x, ix = tracegrad.arange(10.).reshape(2, 5), tracegrad.tensor(data)
+        fn = (lambda a, b: op(tracegrad, a, b)) if run == "eager" else tracegrad.compile(
+            lambda a, b: op(tracegrad, a, b))
+        with pytest.raises(want.type) as got:
+            fn(x, ix)
+        assert str(got.value).startswith(str(want.value)), (run, str(got.value), str(want.value))
+
+
+def test_a_compiled_row_gather_checks_its_labels_each_call():
+    # cross-entropy's pick of each row's label is emitted as direct fancy indexing: a label
+    # that changes to -1 between calls must raise, not wrap to the last class
+    ce = tracegrad.compile(lambda z, y: tracegrad.gather(z, 1, y.reshape(-1, 1)).sum())
+    z = tracegrad.randn(4, 3)
+    ce(z, tracegrad.tensor([0, 1, 2, 1]))
+    with pytest.raises(RuntimeError, match="index -1 is out of bounds for dimension 1 with size 3"):
+        ce(z, tracegrad.tensor([0, 1, -1, 1]))

@@ -34,6 +34,7 @@ import numpy as np
 from .._dtype import round_bfloat16
 from ..ir.graph import V, refs, type_str
 from ..ir.printer import comment_text
+from ..ops.primitives import check_index_bounds
 
 _ids = itertools.count()
 
@@ -233,7 +234,10 @@ def _direct(graph, n, a, env):
     if rows is not None:
         env[rows] = np.arange(a["shape"][0]).reshape(-1, 1)
         if op == "gather":
-            return f"{n} = {args[0]}[{rows}, {args[1]}]  # {comment}"
+            # the kernel's bounds check first: numpy indexing would wrap a negative index
+            env["check_index_bounds"] = check_index_bounds
+            size = graph[a["args"][0]]["shape"][1]
+            return f"{n} = {args[0]}[{rows}, check_index_bounds({args[1]}, {size}, 1)]  # {comment}"
         env["scatter_rows"] = scatter_rows
         return f"{n} = scatter_rows({args[0]}, {rows}, {args[1]}, {args[2]}, " \
                f"{a['params'].get('reduce') == 'add'})  # {comment}"
@@ -318,6 +322,7 @@ def _row_pick(graph, a):
 def scatter_rows(x, rows, index, src, add):
     """scatter(x, 1, index, src) of a 2-d x (see _row_pick): a copy of x with src written,
     or added, at (row, index) of each row."""
+    check_index_bounds(index, x.shape[1], 1)
     out = x.copy()
     if add:
         out[rows, index] += src

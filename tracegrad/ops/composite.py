@@ -415,6 +415,13 @@ def scatter_reduce(input, dim, index, src, reduce, *, include_self=True):
             tuple(index.shape[:d]) + tuple(index.shape[d + 1:]):
         raise NotImplementedError("scatter_reduce: index and src must have one shape, equal to input's off `dim` "
                                   "(the other shapes torch allows are not implemented yet)")
+    # the masks below would drop an index out of range silently: a concrete index is checked
+    # here, a traced one through gather, whose kernel checks (it returns the index unchanged)
+    O._index_range_check(input, d, index)
+    if index._data is None and index.numel():
+        n_d = input.shape[d] if input.ndim else 1
+        base = arange(n_d).reshape(tuple(n_d if k == d else 1 for k in range(index.ndim)))
+        index = O.gather(O.expand(base, *(n_d if k == d else s for k, s in enumerate(index.shape))), d, index)
     x, idx, sv = movedim(input, d, -1), movedim(index, d, -1), movedim(src, d, -1)
     n = x.shape[-1]
     mask = O.unsqueeze(idx, -2) == arange(n).reshape(n, 1)             # (..., n, m)

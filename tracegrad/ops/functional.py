@@ -15,7 +15,7 @@ from ..tensor import Tensor, Above
 from ..grad_mode import STATE
 from ..tracing import apply
 from . import shapes as S
-from .primitives import PRIMITIVES as P, FrontEnd, sum_to
+from .primitives import PRIMITIVES as P, FrontEnd, check_index_bounds, check_index_select_bounds, sum_to
 from ..creation import tensor, full as _full, _wrap_np
 from ..tensor import Size
 from ..tracing import TraceError
@@ -858,10 +858,8 @@ def gather(input, dim, index, *, sparse_grad=False):
 
 
 def _index_range_check(input, d, index):
-    n = input.shape[d] if input.ndim else 1
-    if index._data is not None and index.numel() and (index._data.max() >= n or index._data.min() < -n):
-        bad = int(index._data.max()) if index._data.max() >= n else int(index._data.min())
-        raise RuntimeError(f"index {bad} is out of bounds for dimension {d} with size {n}")
+    if index._data is not None:        # a concrete index: raise before anything is recorded
+        check_index_bounds(index._data, input.shape[d] if input.ndim else 1, d)
 
 
 def scatter(input, dim, index, src=None, *, value=None, reduce=None):
@@ -899,9 +897,8 @@ def index_select(input, dim, index):
         raise RuntimeError("index_select(): Expected dtype int32 or int64 for index")
     if index.ndim > 1:
         raise IndexError("index_select(): Index is supposed to be a vector")
-    if index._data is not None and index.numel() and (index._data.max() >= input.shape[d] or
-                                                     index._data.min() < -input.shape[d]):
-        raise IndexError("index out of range in self")
+    if index._data is not None:        # a concrete index: raise before anything is recorded
+        check_index_select_bounds(index._data, input.shape, d)
     return apply(P["index_select"], (input, index.reshape(-1) if index.ndim == 0 else index), {"dim": d})
 
 

@@ -1215,13 +1215,26 @@ Primitive("triu", "x", lambda x, k=0: np.triu(x, k), shape=_unary_shape, dtype="
           vjp=lambda g, out, x, k=0: (F.triu(g, k),), grad_fn="TriuBackward0", triton=T.triu)
 
 
+def check_index_bounds(index, n, dim):
+    """index itself, where every entry lies in [0, n) (gather and scatter take no negative
+    indices in torch, nor do their compiled forms); else torch's RuntimeError."""
+    if index.size:
+        lo, hi = index.min(), index.max()
+        if lo < 0 or hi >= n:
+            raise RuntimeError(f"index {int(lo) if lo < 0 else int(hi)} is out of bounds for dimension {dim} "
+                               f"with size {n}")
+    return index
+
+
 def _gather_kernel(x, index, dim):
+    check_index_bounds(index, x.shape[dim] if x.ndim else 1, dim)
     # the index may be smaller than x in the other dims: it reads the leading block
     x = x[tuple(slice(None) if i == dim else slice(0, n) for i, n in enumerate(index.shape))]
     return np.take_along_axis(x, index, axis=dim)
 
 
 def _scatter_kernel(x, index, src, dim, reduce=None):
+    check_index_bounds(index, x.shape[dim] if x.ndim else 1, dim)
     out = x.copy()
     src = np.broadcast_to(np.asarray(src, dtype=x.dtype), index.shape) if np.ndim(src) == 0 else src
     if index.shape != src.shape:
@@ -1250,7 +1263,22 @@ Primitive("scatter", "x index src", _scatter_kernel, shape=lambda x, i, s, dim, 
           dtype=lambda args: (args[0]._dtype, args[0]._dtype), cast=(2,), vjp=_scatter_vjp, saves="index",
           grad_fn=lambda a, p: "ScatterAddBackward0" if p.get("reduce") == "add" else (
               "ScatterBackward0" if hasattr(a[2], "shape") else "ScatterBackward1"), triton=T.Scatter("scatter"))
-Primitive("index_select", "x index", lambda x, index, dim: np.take(x, index, axis=dim),
+def check_index_select_bounds(index, shape, dim):
+    """index_select's check of a concrete index against a value of `shape`, as torch's."""
+    n = shape[dim] if shape else 1
+    if index.size and (index.min() < 0 or index.max() >= n):
+        bad = index.min() if index.min() < 0 else index.max()
+        if dim == 1 and len(shape) > 1:     # torch's kernel for dim 1 has its own check and message
+            raise RuntimeError(f"INDICES element is out of DATA bounds, id={int(bad)} axis_dim={n}")
+        raise IndexError("index out of range in self")
+
+
+def _index_select_kernel(x, index, dim):
+    check_index_select_bounds(index, x.shape, dim)
+    return np.take(x, index, axis=dim)
+
+
+Primitive("index_select", "x index", _index_select_kernel,
           shape=lambda x, i, dim: tuple(x.shape[:dim]) + tuple(i.shape) + tuple(x.shape[dim + 1:]), dtype="same",
           vjp=lambda g, out, x, index, dim: (F.getitem_backward(g, (index,), (("s", None, None, None),) * dim + (("t", 0),),
                                                                  tuple(x.shape)), None),
