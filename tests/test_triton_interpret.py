@@ -1422,20 +1422,23 @@ def test_logical_ops_on_float_and_integer_operands():
         check_forward(fn, [x, np.array(y, dtype=np.float32), z])
 
 
-def test_row_gather_and_scatter_count_negative_indices_from_the_end_and_mark_bad_ones():
+def test_row_gather_and_scatter_mark_an_index_outside_the_row():
     """The target-logit gather (a row kernel's stage) and the one-value-per-row scatter (an
-    elementwise comparison) read a negative index from the end, as the numpy backend does;
-    an index outside the row gives NaN in that row rather than a plausible number."""
+    elementwise comparison) take an index in [0, n); one outside the row, negative included
+    (torch and the numpy backend raise, a kernel cannot), gives NaN in that row rather than a
+    plausible number."""
     x = make_inputs([(4, 6)])[0]
     fn = lambda m, a, i: (a.log_softmax(1).gather(1, i), a.scatter_add(1, i, a[:, :1] * 2).exp())  # noqa: E731
     g = trace(fn, [x, np.zeros((4, 1), np.int64)])
     prog = lower(g)
     assert {k.kind for k in prog.kernels} == {"reduce", "pointwise"}, prog.plan
-    idx = np.array([[0], [-1], [5], [-6]], dtype=np.int64)
+    idx = np.array([[0], [5], [3], [1]], dtype=np.int64)
     got = [np.asarray(t) for t in prog(*bind(g, [x, idx]))]
     want = run_numpy(g, bind(g, [x, idx]))
     assert_same(got, want, F32)
-    bad = np.array([[1], [6], [2], [-7]], dtype=np.int64)
+    with pytest.raises(RuntimeError, match="index -1 is out of bounds for dimension 1 with size 6"):
+        run_numpy(g, bind(g, [x, np.array([[0], [-1], [3], [1]], dtype=np.int64)]))
+    bad = np.array([[1], [6], [2], [-1]], dtype=np.int64)
     out = [np.asarray(t) for t in prog(*bind(g, [x, bad]))]
     for o in out:
         assert np.isnan(o[[1, 3]]).all() and not np.isnan(o[[0, 2]]).any()

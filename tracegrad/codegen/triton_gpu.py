@@ -335,16 +335,16 @@ def _row_scatter(a, shapes):
 
 
 def _row_scatter_expr(n):
-    """The element expression of a scatter of one value per row along a dim of size n: a
-    negative index counts from the end (as the numpy backend's); for floats an index outside
-    [-n, n) makes the row NaN rather than leave it silently unchanged."""
+    """The element expression of a scatter of one value per row along a dim of size n: for
+    floats an index outside [0, n) (torch and the numpy backend raise; a kernel cannot) makes
+    the row NaN rather than leave it silently unchanged."""
     def expr(a, p, c):
         x, index, src = a
         pos = c.idx[p["dim"] % len(c.idx)] or "0"
-        hit = f"{pos} == tl.where({index} < 0, {index} + {n}, {index})"
+        hit = f"{pos} == {index}"
         out = f"tl.where({hit}, {x} + {src}, {x})" if p.get("reduce") == "add" else f"tl.where({hit}, {src}, {x})"
         if is_float(c.out_dtype):
-            out = f"tl.where(({index} < -{n}) | ({index} >= {n}), float(\"nan\"), {out})"
+            out = f"tl.where(({index} < 0) | ({index} >= {n}), float(\"nan\"), {out})"
         return out
     return Expr(expr, cast=True)
 
@@ -1226,13 +1226,12 @@ def _emit_reduction(g, u, name, max_row_block):
         if ak["op"] == "gather":
             # the element at the row's index: a sum of the row with every other lane -0.0 (the
             # identity of +, so the element comes out bit for bit, a -0.0 included); an index
-            # outside the row gives NaN rather than a plausible number
-            # (a negative index counts from the end, as the numpy backend's)
+            # outside [0, N) (torch and the numpy backend raise; a kernel cannot) gives NaN
+            # rather than a plausible number
             kind, index = "take", refs(ak["args"])[1]
             ident = "-0.0" if ak["dtype"].is_floating_point else "0"
-            passes = [("sum", f"tl.where(cols == tl.where({index} < 0, {index} + {N}, {index}), v, {ident})",
-                       acc, ident)]
-            finish = f"tl.where(({index} < -{N}) | ({index} >= {N}), float(\"nan\"), s0)" \
+            passes = [("sum", f"tl.where(cols == {index}, v, {ident})", acc, ident)]
+            finish = f"tl.where(({index} < 0) | ({index} >= {N}), float(\"nan\"), s0)" \
                 if ak["dtype"].is_floating_point else "s0"
         else:
             kind = _lowering(ak).kind
