@@ -1263,7 +1263,14 @@ def test_compiled_max_pool2d_values_indices_and_backward(xs, kw):
     fn = lambda m, a: nnf(m).max_pool2d(a, return_indices=True, **kw)  # noqa: E731
     p = check_compiled(fn, x)
     assert "max_pool2d_backward" in ops_of(p.bwd_ir)
-    assert "scatter_add_kernel" in p.bwd_fn.program.kernel_names
+    k, s = kw["kernel_size"], kw.get("stride", kw["kernel_size"])
+    k, s, d = [(v, v) if isinstance(v, int) else v for v in (k, s, kw.get("dilation", 1))]
+    overlap = any(s[i] < d[i] * (k[i] - 1) + 1 for i in range(2))
+    bwd = p.bwd_fn.program
+    # overlapping windows add their gradients atomically into zeros; others are an elementwise
+    # gather: each input element compares its position with its window's index
+    assert ("scatter_add_kernel" in bwd.kernel_names) == overlap, bwd.plan
+    assert all(k.kind == "pointwise" for k in bwd.kernels) != overlap, bwd.plan
 
 
 def test_max_pool2d_ties_infinities_and_nans_pick_torchs_indices():
