@@ -618,6 +618,16 @@ def _group(g, max_row_block=None):
             unit_of[v] = u
         units.insert(len(units) - len(u.glued), u)
 
+    # an elementwise value a convolution reads (max pooling's gradient into the gradient
+    # GEMMs) is computed where the kernel loads its operand tiles, never stored
+    for v, consumers in _conv_operand_cones(g, kinds, unit_of, outputs, units).items():
+        cone = consumers[0][1]
+        for u, _ in consumers:
+            u.cones[v] = cone
+            u.internal |= set(cone.nodes)
+        for m in cone.nodes:
+            unit_of[m] = consumers[0][0]
+
     # pointwise chains: a node joins the groups of its arguments with its shape (merging
     # them) or a sibling chain of that shape
     position = {v: i for i, v in enumerate(nodes)}
@@ -669,13 +679,99 @@ def _group(g, max_row_block=None):
         mem = getattr(u, "internal", None) or set(u.members)
         glued = set(getattr(u, "glued", ()))
         reads = []
-        for m in u.members:
+        for m in _computed(u):
             for x in args(m):
                 if x not in mem and x not in reads:
                     reads.append(x)
         u.reads = reads
         u.writes = [m for m in u.members if m in outputs or any(w not in mem or w in glued for w in g.users(m))]
     return units
+
+
+def _computed(u):
+    """The nodes a unit computes: its members and the operand cones a convolution computes
+    as it loads its tiles (shared between the convolutions that read one operand)."""
+    cones = getattr(u, "cones", None)
+    if not cones:
+        return u.members
+    return list(u.members) + [m for c in cones.values() for m in c.nodes if m not in u.members]
+
+
+class _Cone:
+    """The elementwise nodes (and views of them) that compute a convolution's operand `root`
+    inside the kernel, in graph order."""
+
+    def __init__(self, root, nodes):
+        self.root = root
+        self.nodes = nodes
+
+
+_CONE_VIEWS = ("reshape", "as_strided")
+
+
+def _conv_operand_cones(g, kinds, unit_of, outputs, units):
+    """{operand: [(conv unit, _Cone)]}: each operand of a convolution that is an elementwise
+    chain (through reshape/as_strided views of it) read only by convolutions, and what of the
+    chain is computed at the operand's tile positions: every node of it read only inside it,
+    each seen at one index (a node reached through two different views stays outside)."""
+    convs = {}
+    for u in units:
+        if u.kind == "matmul" and isinstance(_lowering(g[u.root]), ConvDot):
+            u.cones = {}
+            for x in refs(g[u.root]["args"])[:2]:
+                convs.setdefault(x, [])
+                if u not in convs[x]:
+                    convs[x].append(u)
+    conv_roots = {u.root for us in convs.values() for u in us}
+    position = {v: i for i, v in enumerate(g.nodes())}
+    out = {}
+    for v, us in convs.items():
+        if not all(w in conv_roots for w in g.users(v)):
+            continue
+        # the candidates and the views on the path from v to each (one path per node)
+        path = {}
+        stack = [(v, ())]
+        clash = False
+        while stack:
+            m, views = stack.pop()
+            if m in unit_of or m in outputs or kinds[m] not in ("pointwise", "glue"):
+                continue
+            a = g[m]
+            if kinds[m] == "glue":
+                src = refs(a["args"])
+                if a["op"] not in _CONE_VIEWS or len(src) != 1 or src[0] in unit_of or src[0] in outputs or \
+                        not (kinds[src[0]] == "pointwise" or g[src[0]]["op"] in _CONE_VIEWS):
+                    continue
+            if m in path:
+                clash |= path[m] != views
+                continue
+            path[m] = views
+            if kinds[m] == "glue":
+                stack.append((refs(a["args"])[0], views + (m,)))
+                continue
+            for x in refs(a["args"]):
+                if tuple(g[x]["shape"]) == tuple(a["shape"]):
+                    stack.append((x, views))
+        if clash or v not in path:
+            continue
+        cone = set(path)
+        changed = True
+        while changed:             # each node read only inside the cone (v only by convolutions)
+            changed = False
+            for m in list(cone):
+                if m != v and any(w not in cone for w in g.users(m)):
+                    cone.discard(m)
+                    changed = True
+        if v not in cone or kinds[v] == "glue" and refs(g[v]["args"])[0] not in cone:
+            continue
+        # a view whose source left the cone is loaded as the view it is
+        while any(kinds[m] == "glue" and refs(g[m]["args"])[0] not in cone for m in cone):
+            cone = {m for m in cone if kinds[m] != "glue" or refs(g[m]["args"])[0] in cone}
+        if v not in cone:
+            continue
+        c = _Cone(v, sorted(cone, key=position.get))
+        out[v] = [(u, c) for u in us]
+    return out
 
 
 def _unit_dag(g, units, unit_of, kinds):
@@ -685,7 +781,7 @@ def _unit_dag(g, units, unit_of, kinds):
     index = {id(u): i for i, u in enumerate(units)}
     for i, u in enumerate(units):
         mem = getattr(u, "internal", None) or set(u.members)
-        for m in u.members:
+        for m in _computed(u):
             for x in refs(g[m]["args"]):
                 if x in mem or kinds[x] == "input":
                     continue
@@ -927,7 +1023,9 @@ class _Emitter:
         else:
             lines.append(f"{indent}{v} = tl.load({ptr} + {' + '.join(terms)}){cast}")
 
-    def compute(self, n, idx, lines, indent):
+    def compute(self, n, idx, lines, indent, names=None, out=None):
+        """n's element expression over the index names idx, assigned to n (or `out`); its
+        arguments are the values of their names (or `names[x]`)."""
         a = self.g[n]
         low = _expr(a)
         args = a["args"]
@@ -935,7 +1033,7 @@ class _Emitter:
         in_dtypes = []
         for x in args:
             if isinstance(x, V):
-                exprs.append(str(x))
+                exprs.append(names[x] if names is not None else str(x))
                 in_dtypes.append(self.g[x]["dtype"])
             elif x is None:
                 exprs.append(None)
@@ -950,7 +1048,7 @@ class _Emitter:
                 self.helpers.add(h)
         if low.cast:
             expr = f"({expr}).to({_ctype(a['dtype'])})"
-        lines.append(f"{indent}{n} = {expr}")
+        lines.append(f"{indent}{out or n} = {expr}")
 
     def store(self, v, off, mask, lines, indent):
         ptr = self.param(f"{v}_out_ptr", ("out", v))
@@ -1619,6 +1717,21 @@ def _emit_conv(g, u, name):
 
     def st(v, j):
         return e.param(f"stride_{v}_{j}", ("stride", v, j))
+
+    cones = getattr(u, "cones", {})
+
+    def operand(name, v, dims, mask, tile):
+        """Lines loading operand tile `name` of value v at the index expressions `dims` (one per
+        dimension of v), or computing it there when v is an elementwise chain (its cone)."""
+        if v not in cones:
+            terms = " + ".join(f"{dd} * {st(v, j)}" for j, dd in enumerate(dims))
+            return [f"{i8}{name} = tl.load({ptr(v)} + {terms}, mask={mask}, other=0.0)"]
+        lines = []
+        val = _cone_lines(e, g, cones[v], dims, mask, tile, name, lines, i8)
+        lines.append(f"{i8}{name} = tl.where({mask}, {val}, 0.0).to({TL[d.name]})")
+        return lines
+    A_TILE, B_TILE = "(BLOCK_M, BLOCK_K)", "(BLOCK_K, BLOCK_N)"
+    i8 = "        "
     if kind == "forward":
         x, w = xs[0], xs[1]
         nb, c, h, wd = g[x]["shape"]
@@ -1659,41 +1772,35 @@ def _emit_conv(g, u, name):
         idx = ["oc", "wc", "wi", "wj"]
     body.append(f"    acc = tl.full((BLOCK_M, BLOCK_N), 0.0, {acc_t})")
     body.append(f"    for k in range(0, {K}, BLOCK_K):")
-    i8 = "        "
     if kind == "forward":
         body += [f"{i8}kk = k + tl.arange(0, BLOCK_K)"] + [i8 + ln for ln in _digits("kk", (cg, kh, kw), ("kc", "ki", "kj"))]
         body += [f"{i8}iy = ry * {sh} - {ph} + ki[None, :] * {dh}",
                  f"{i8}ix = rx * {sw} - {pw} + kj[None, :] * {dw}",
                  f"{i8}am = (offs_m[:, None] < {M}) & (kk[None, :] < {K}) & (iy >= 0) & (iy < {h}) & (ix >= 0) & "
-                 f"(ix < {wd})",
-                 f"{i8}a = tl.load({ptr(x)} + rn * {st(x, 0)} + (grp * {cg} + kc[None, :]) * {st(x, 1)} + "
-                 f"iy * {st(x, 2)} + ix * {st(x, 3)}, mask=am, other=0.0)",
-                 f"{i8}bm = (kk[:, None] < {K}) & (offs_n[None, :] < {N})",
-                 f"{i8}b = tl.load({ptr(w)} + oc * {st(w, 0)} + kc[:, None] * {st(w, 1)} + ki[:, None] * {st(w, 2)} + "
-                 f"kj[:, None] * {st(w, 3)}, mask=bm, other=0.0)"]
+                 f"(ix < {wd})"]
+        body += operand("a", x, ["rn", f"(grp * {cg} + kc[None, :])", "iy", "ix"], "am", A_TILE)
+        body += [f"{i8}bm = (kk[:, None] < {K}) & (offs_n[None, :] < {N})"]
+        body += operand("b", w, ["oc", "kc[:, None]", "ki[:, None]", "kj[:, None]"], "bm", B_TILE)
     elif kind == "input":
         body += [f"{i8}kk = k + tl.arange(0, BLOCK_K)"] + [i8 + ln for ln in _digits("kk", (ig, kh, kw), ("ko", "ki", "kj"))]
         body += [f"{i8}ty = ry + {ph} - ki[None, :] * {dh}",
                  f"{i8}tx = rx + {pw} - kj[None, :] * {dw}",
                  f"{i8}hy = ty // {sh}", f"{i8}hx = tx // {sw}",
                  f"{i8}am = (offs_m[:, None] < {M}) & (kk[None, :] < {K}) & (ty >= 0) & (tx >= 0) & "
-                 f"(hy * {sh} == ty) & (hx * {sw} == tx) & (hy < {h}) & (hx < {wd})",
-                 f"{i8}a = tl.load({ptr(x)} + rn * {st(x, 0)} + (grp * {ig} + ko[None, :]) * {st(x, 1)} + "
-                 f"hy * {st(x, 2)} + hx * {st(x, 3)}, mask=am, other=0.0)",
-                 f"{i8}bm = (kk[:, None] < {K}) & (offs_n[None, :] < {N})",
-                 f"{i8}b = tl.load({ptr(w)} + (grp * {ig} + ko[:, None]) * {st(w, 0)} + offs_n[None, :] * {st(w, 1)} + "
-                 f"ki[:, None] * {st(w, 2)} + kj[:, None] * {st(w, 3)}, mask=bm, other=0.0)"]
+                 f"(hy * {sh} == ty) & (hx * {sw} == tx) & (hy < {h}) & (hx < {wd})"]
+        body += operand("a", x, ["rn", f"(grp * {ig} + ko[None, :])", "hy", "hx"], "am", A_TILE)
+        body += [f"{i8}bm = (kk[:, None] < {K}) & (offs_n[None, :] < {N})"]
+        body += operand("b", w, [f"(grp * {ig} + ko[:, None])", "offs_n[None, :]", "ki[:, None]", "kj[:, None]"],
+                        "bm", B_TILE)
     else:
         body += [f"{i8}kk = k + tl.arange(0, BLOCK_K)"] + [i8 + ln for ln in _digits("kk", (nb, ho, wo), ("kn", "ky", "kx"))]
-        body += [f"{i8}am = (offs_m[:, None] < {M}) & (kk[None, :] < {K})",
-                 f"{i8}a = tl.load({ptr(gr)} + kn[None, :] * {st(gr, 0)} + oc * {st(gr, 1)} + ky[None, :] * {st(gr, 2)} + "
-                 f"kx[None, :] * {st(gr, 3)}, mask=am, other=0.0)",
-                 f"{i8}iy = ky[:, None] * {sh} - {ph} + wi * {dh}",
+        body += [f"{i8}am = (offs_m[:, None] < {M}) & (kk[None, :] < {K})"]
+        body += operand("a", gr, ["kn[None, :]", "oc", "ky[None, :]", "kx[None, :]"], "am", A_TILE)
+        body += [f"{i8}iy = ky[:, None] * {sh} - {ph} + wi * {dh}",
                  f"{i8}ix = kx[:, None] * {sw} - {pw} + wj * {dw}",
                  f"{i8}bm = (kk[:, None] < {K}) & (offs_n[None, :] < {N}) & (iy >= 0) & (iy < {h}) & (ix >= 0) & "
-                 f"(ix < {wd})",
-                 f"{i8}b = tl.load({ptr(x)} + kn[:, None] * {st(x, 0)} + (grp * {cg} + wc) * {st(x, 1)} + "
-                 f"iy * {st(x, 2)} + ix * {st(x, 3)}, mask=bm, other=0.0)"]
+                 f"(ix < {wd})"]
+        body += operand("b", x, ["kn[:, None]", f"(grp * {cg} + wc)", "iy", "ix"], "bm", B_TILE)
     prec = _dot_precision(d)
     u.precision = prec
     body.append(f"{i8}acc = tl.dot(a, b, acc{prec})")
@@ -1708,6 +1815,117 @@ def _emit_conv(g, u, name):
     for v in u.writes:
         e.store(v, off, "mask", body, "    ")
     return e, body, ["BLOCK_M", "BLOCK_N", "BLOCK_K"]
+
+
+def _reshape_groups(src, dst):
+    """[(src dims, dst dims)]: the fewest runs of dimensions of equal size products that a
+    reshape from src to dst maps onto each other (size-1 dimensions left out)."""
+    si = [d for d, n in enumerate(src) if n != 1]
+    di = [d for d, n in enumerate(dst) if n != 1]
+    out, a, b = [], 0, 0
+    while a < len(si) and b < len(di):
+        sd, dd = [si[a]], [di[b]]
+        ps, pd = src[si[a]], dst[di[b]]
+        while ps != pd:
+            if ps < pd:
+                a += 1
+                sd.append(si[a])
+                ps *= src[si[a]]
+            else:
+                b += 1
+                dd.append(di[b])
+                pd *= dst[di[b]]
+        out.append((sd, dd))
+        a += 1
+        b += 1
+    return out
+
+
+def _view_index(g, x, idx, fresh, lines, indent):
+    """The index expressions into the source of view x (reshape or as_strided of a
+    contiguous value) of x's element at `idx`."""
+    a = g[x]
+    src = refs(a["args"])[0]
+    S, X = tuple(g[src]["shape"]), tuple(a["shape"])
+    out = ["0"] * len(S)
+    if a["op"] == "reshape":
+        for sd, dd in _reshape_groups(S, X):
+            if len(sd) == 1 and len(dd) == 1:
+                out[sd[0]] = idx[dd[0]]
+                continue
+            terms, inner = [], 1
+            for d in reversed(dd):
+                terms.append(idx[d] if inner == 1 else f"{idx[d]} * {inner}")
+                inner *= X[d]
+            flat = fresh()
+            lines.append(f"{indent}{flat} = {' + '.join(reversed(terms))}")
+            names = [fresh() for _ in sd]
+            lines += [indent + ln for ln in _digits(flat, [S[d] for d in sd], names)]
+            for d, nm in zip(sd, names):
+                out[d] = nm
+        return out
+    p = a["params"]
+    terms = [f"{idx[d]} * {st}" for d, (n, st) in enumerate(zip(X, p["strides"])) if n != 1 and st != 0]
+    flat = fresh()
+    lines.append(f"{indent}{flat} = {' + '.join(terms + [str(p['offset'])])}")
+    keep = [d for d, n in enumerate(S) if n != 1]
+    names = [fresh() for _ in keep]
+    lines += [indent + ln for ln in _digits(flat, [S[d] for d in keep], names)]
+    for d, nm in zip(keep, names):
+        out[d] = nm
+    return out
+
+
+def _cone_lines(e, g, cone, dims, mask, tile, tag, lines, indent):
+    """Lines computing a convolution operand's elementwise chain (a _Cone) at the index
+    expressions `dims` (one per dimension of cone.root, broadcasting to the tile shape);
+    returns the name of the root's value. The chain's inputs are loaded under `mask`."""
+    nodes = set(cone.nodes)
+    count = [0]
+
+    def fresh():
+        count[0] += 1
+        return f"{tag}_{count[0]}"
+    zero = f"{tag}_zero"
+    lines.append(f"{indent}{zero} = tl.zeros({tile}, tl.int32)")
+    idx_of = {cone.root: list(dims)}
+    for m in reversed(cone.nodes):         # from the root out: a node after all its users
+        a = g[m]
+        if m not in idx_of:
+            raise AssertionError(f"Triton codegen: {m} in the cone of {cone.root} has no index")
+        if a["op"] in _CONE_VIEWS:
+            idx_of[refs(a["args"])[0]] = _view_index(g, m, idx_of[m], fresh, lines, indent)
+        else:
+            for x in refs(a["args"]):
+                if x in nodes:
+                    idx_of[x] = idx_of[m]
+    names, loaded = {}, {}
+    for m in cone.nodes:
+        a = g[m]
+        xs = refs(a["args"])
+        if a["op"] in _CONE_VIEWS:
+            names[m] = names[xs[0]]
+            continue
+        shape = tuple(a["shape"])
+        for x in xs:
+            if x in nodes:
+                continue
+            key = (x, tuple(idx_of[m]), len(shape))
+            if key not in loaded:
+                nm = loaded[key] = fresh()
+                terms = e.offset(x, shape, idx_of[m])
+                ptr = e.param(f"{x}_ptr", ("ptr", x))
+                dt = g[x]["dtype"]
+                cast = f".to({_ctype(dt)})" if _ctype(dt) != TL[dt.name] else ""
+                if terms:
+                    lines.append(f"{indent}{nm} = tl.load({ptr} + {zero} + {' + '.join(terms)}, mask={mask}, "
+                                 f"other=0){cast}")
+                else:
+                    lines.append(f"{indent}{nm} = tl.load({ptr}){cast}")
+            names[x] = loaded[key]
+        names[m] = fresh()
+        e.compute(m, idx_of[m], lines, indent, names=names, out=names[m])
+    return names[cone.root]
 
 
 def _emit_index_add(g, u, name):
@@ -2113,7 +2331,7 @@ def lower(graph, max_row_block=None):
             e, body, consts = _emit_matmul(g, u, name)
         u.params = e.params
         helpers |= e.helpers
-        text = "\n".join(["@triton.jit"] + e.signature(name, consts) + _comment(g, u.members) + body) + "\n"
+        text = "\n".join(["@triton.jit"] + e.signature(name, consts) + _comment(g, _computed(u)) + body) + "\n"
         u.source = text
         pieces.append(text)
         kernel_units.append(u)
