@@ -467,6 +467,12 @@ def _group(g, max_row_block=None):
         full_ok = k == "reduce"
         multi = a["prim"].multi
         out_shape = tuple(a["shape"][0]) if multi else tuple(a["shape"])
+        u.views = _conv_views(g, n, outputs) if k == "matmul" else None
+        if u.views:
+            # a convolution read only through disjoint strided views (max pooling's window
+            # offsets): each view is one accumulator, the epilogue runs over the views' shape
+            members |= set(u.views)
+            out_shape = tuple(g[u.views[0]]["shape"])
         row_vals = {n} if k == "reduce" and not _lowering(a).full_row else set()
         full_vals = set(pro) | ({n} if n not in row_vals else set())
         aliases = {}
@@ -686,6 +692,53 @@ def _group(g, max_row_block=None):
         u.reads = reads
         u.writes = [m for m in u.members if m in outputs or any(w not in mem or w in glued for w in g.users(m))]
     return units
+
+
+# the most views of one convolution computed as separate accumulators of one kernel
+MAX_CONV_VIEWS = 16
+
+
+def _conv_views(g, n, outputs):
+    """The as_strided views through which alone convolution n (conv2d or conv_transpose2d,
+    not a graph output) is read, when they are disjoint sub-grids of its output: one shape
+    (N, C, Ho, Wo), steps (s1, s2) over its rows and columns, each starting at a different
+    (a, b) with a < s1, b < s2 (max pooling's window offsets where windows do not overlap).
+    Their order is the graph's; None when the convolution is read otherwise."""
+    a = g[n]
+    if not isinstance(_lowering(a), ConvDot) or _lowering(a).kind == "weight" or n in outputs:
+        return None
+    users = g.users(n)
+    if not users or len(users) > MAX_CONV_VIEWS or any(g[w]["op"] != "as_strided" for w in users):
+        return None
+    nb, c, h, w = a["shape"]
+    shape = tuple(g[users[0]]["shape"])
+    if len(shape) != 4 or shape[:2] != (nb, c):
+        return None
+    seen = set()
+    for v in users:
+        p = g[v]["params"]
+        st = tuple(p["strides"])
+        if tuple(p["shape"]) != shape or st[:2] != (c * h * w, h * w) or st[2] % w or st[2] <= 0 or st[3] <= 0:
+            return None
+        s1, s2 = st[2] // w, st[3]
+        oy, ox = divmod(p["offset"], w)
+        if oy >= s1 or ox >= s2 or oy + s1 * (shape[2] - 1) >= h or ox + s2 * (shape[3] - 1) >= w or \
+                (oy, ox) in seen:
+            return None
+        seen.add((oy, ox))
+    steps = {(g[v]["params"]["strides"][2], g[v]["params"]["strides"][3]) for v in users}
+    if len(steps) != 1:
+        return None
+    order = {v: i for i, v in enumerate(g.nodes())}
+    return sorted(users, key=order.get)
+
+
+def _view_origin(g, v):
+    """(row, column, row step, column step) of a view _conv_views accepted."""
+    p = g[v]["params"]
+    w = g[refs(g[v]["args"])[0]]["shape"][3]
+    oy, ox = divmod(p["offset"], w)
+    return oy, ox, p["strides"][2] // w, p["strides"][3]
 
 
 def _computed(u):
@@ -1590,12 +1643,15 @@ def _matmul_shapes(g, n):
 
 
 
-def _epilogue(e, g, u, acc, out, idx, vec, body):
-    """A matmul or convolution kernel's epilogue: the unit's members after the product `acc`,
-    each loading what it reads from outside the unit (once) and computing on the tile."""
+def _epilogue(e, g, u, acc, out, idx, vec, body, done=()):
+    """A matmul or convolution kernel's epilogue: the unit's members after the product `acc`
+    (and those in `done`, computed already), each loading what it reads from outside the unit
+    (once) and computing on the tile."""
     mem = set(u.members)
-    done = {acc}
+    done = {acc} | set(done)
     for m in u.members[1:]:
+        if m in done:
+            continue
         for y in refs(g[m]["args"]):
             if y not in done and y not in mem:
                 e.load(y, out, idx, vec, "mask", body, "    ")
@@ -1732,6 +1788,9 @@ def _emit_conv(g, u, name):
         return lines
     A_TILE, B_TILE = "(BLOCK_M, BLOCK_K)", "(BLOCK_K, BLOCK_N)"
     i8 = "        "
+    views = getattr(u, "views", None) or []
+    if views:                    # the output's rows and columns are the views' (see _conv_views)
+        out = tuple(g[views[0]]["shape"])
     if kind == "forward":
         x, w = xs[0], xs[1]
         nb, c, h, wd = g[x]["shape"]
@@ -1755,6 +1814,13 @@ def _emit_conv(g, u, name):
         M, N, K = og, cg * kh * kw, nb * ho * wo
     u.M, u.N, u.K, u.batch = M, N, K, G
     u.out2 = out
+    # one accumulator per view, its output row and column (a sub-grid of the convolution's)
+    rows = [("", "ry", "rx")]
+    if views:
+        rows = []
+        for j, v in enumerate(views):
+            oy, ox, s1, s2 = _view_origin(g, v)
+            rows.append((str(j), f"({oy} + ry * {s1})", f"({ox} + rx * {s2})"))
     body = ["    pid_m = tl.program_id(0)", "    pid_n = tl.program_id(1)",
             "    grp = tl.program_id(2)",
             "    offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)",
@@ -1770,28 +1836,35 @@ def _emit_conv(g, u, name):
         body += [i4 + ln for ln in _digits("offs_n", (cg, kh, kw), ("wc", "wi", "wj"))]
         body += [i4 + "wc = wc[None, :]", i4 + "wi = wi[None, :]", i4 + "wj = wj[None, :]"]
         idx = ["oc", "wc", "wi", "wj"]
-    body.append(f"    acc = tl.full((BLOCK_M, BLOCK_N), 0.0, {acc_t})")
+    prec = _dot_precision(d)
+    u.precision = prec
+    for j, _, _ in rows:
+        body.append(f"    acc{j} = tl.full((BLOCK_M, BLOCK_N), 0.0, {acc_t})")
     body.append(f"    for k in range(0, {K}, BLOCK_K):")
     if kind == "forward":
         body += [f"{i8}kk = k + tl.arange(0, BLOCK_K)"] + [i8 + ln for ln in _digits("kk", (cg, kh, kw), ("kc", "ki", "kj"))]
-        body += [f"{i8}iy = ry * {sh} - {ph} + ki[None, :] * {dh}",
-                 f"{i8}ix = rx * {sw} - {pw} + kj[None, :] * {dw}",
-                 f"{i8}am = (offs_m[:, None] < {M}) & (kk[None, :] < {K}) & (iy >= 0) & (iy < {h}) & (ix >= 0) & "
-                 f"(ix < {wd})"]
-        body += operand("a", x, ["rn", f"(grp * {cg} + kc[None, :])", "iy", "ix"], "am", A_TILE)
         body += [f"{i8}bm = (kk[:, None] < {K}) & (offs_n[None, :] < {N})"]
         body += operand("b", w, ["oc", "kc[:, None]", "ki[:, None]", "kj[:, None]"], "bm", B_TILE)
+        for j, ry, rx in rows:
+            body += [f"{i8}iy{j} = {ry} * {sh} - {ph} + ki[None, :] * {dh}",
+                     f"{i8}ix{j} = {rx} * {sw} - {pw} + kj[None, :] * {dw}",
+                     f"{i8}am{j} = (offs_m[:, None] < {M}) & (kk[None, :] < {K}) & (iy{j} >= 0) & (iy{j} < {h}) & "
+                     f"(ix{j} >= 0) & (ix{j} < {wd})"]
+            body += operand(f"a{j}", x, ["rn", f"(grp * {cg} + kc[None, :])", f"iy{j}", f"ix{j}"], f"am{j}", A_TILE)
+            body.append(f"{i8}acc{j} = tl.dot(a{j}, b, acc{j}{prec})")
     elif kind == "input":
         body += [f"{i8}kk = k + tl.arange(0, BLOCK_K)"] + [i8 + ln for ln in _digits("kk", (ig, kh, kw), ("ko", "ki", "kj"))]
-        body += [f"{i8}ty = ry + {ph} - ki[None, :] * {dh}",
-                 f"{i8}tx = rx + {pw} - kj[None, :] * {dw}",
-                 f"{i8}hy = ty // {sh}", f"{i8}hx = tx // {sw}",
-                 f"{i8}am = (offs_m[:, None] < {M}) & (kk[None, :] < {K}) & (ty >= 0) & (tx >= 0) & "
-                 f"(hy * {sh} == ty) & (hx * {sw} == tx) & (hy < {h}) & (hx < {wd})"]
-        body += operand("a", x, ["rn", f"(grp * {ig} + ko[None, :])", "hy", "hx"], "am", A_TILE)
         body += [f"{i8}bm = (kk[:, None] < {K}) & (offs_n[None, :] < {N})"]
         body += operand("b", w, [f"(grp * {ig} + ko[:, None])", "offs_n[None, :]", "ki[:, None]", "kj[:, None]"],
                         "bm", B_TILE)
+        for j, ry, rx in rows:
+            body += [f"{i8}ty{j} = {ry} + {ph} - ki[None, :] * {dh}",
+                     f"{i8}tx{j} = {rx} + {pw} - kj[None, :] * {dw}",
+                     f"{i8}hy{j} = ty{j} // {sh}", f"{i8}hx{j} = tx{j} // {sw}",
+                     f"{i8}am{j} = (offs_m[:, None] < {M}) & (kk[None, :] < {K}) & (ty{j} >= 0) & (tx{j} >= 0) & "
+                     f"(hy{j} * {sh} == ty{j}) & (hx{j} * {sw} == tx{j}) & (hy{j} < {h}) & (hx{j} < {wd})"]
+            body += operand(f"a{j}", x, ["rn", f"(grp * {ig} + ko[None, :])", f"hy{j}", f"hx{j}"], f"am{j}", A_TILE)
+            body.append(f"{i8}acc{j} = tl.dot(a{j}, b, acc{j}{prec})")
     else:
         body += [f"{i8}kk = k + tl.arange(0, BLOCK_K)"] + [i8 + ln for ln in _digits("kk", (nb, ho, wo), ("kn", "ky", "kx"))]
         body += [f"{i8}am = (offs_m[:, None] < {M}) & (kk[None, :] < {K})"]
@@ -1801,16 +1874,18 @@ def _emit_conv(g, u, name):
                  f"{i8}bm = (kk[:, None] < {K}) & (offs_n[None, :] < {N}) & (iy >= 0) & (iy < {h}) & (ix >= 0) & "
                  f"(ix < {wd})"]
         body += operand("b", x, ["kn[:, None]", f"(grp * {cg} + wc)", "iy", "ix"], "bm", B_TILE)
-    prec = _dot_precision(d)
-    u.precision = prec
-    body.append(f"{i8}acc = tl.dot(a, b, acc{prec})")
+        body.append(f"{i8}acc = tl.dot(a, b, acc{prec})")
     body.append(f"    mask = (offs_m[:, None] < {M}) & (offs_n[None, :] < {N})")
     if bias is not None:
-        body.append(f"    acc += tl.load({ptr(bias)} + oc * {st(bias, 0)}, mask=offs_n[None, :] < {N}, "
+        body.append(f"    bias = tl.load({ptr(bias)} + oc * {st(bias, 0)}, mask=offs_n[None, :] < {N}, "
                     f"other=0.0).to({acc_t})")
-    body.append(f"    {n} = acc")
+    # a view is the convolution's value: rounded to a half type as the stored output would be
+    # (max pooling's comparisons and ties see what an unfused pooling would read)
+    rnd = f".to({TL[d.name]}).to(tl.float32)" if views and d.name in ("float16", "bfloat16") else ""
+    for (j, _, _), v in zip(rows, views or [n]):
+        body.append(f"    {v} = (acc{j} + bias){rnd}" if bias is not None else f"    {v} = acc{j}{rnd}")
     vec = set(idx)
-    _epilogue(e, g, u, n, out, idx, vec, body)
+    _epilogue(e, g, u, n, out, idx, vec, body, done=views)
     off = _contiguous_offset(out, idx, always=tuple(idx))
     for v in u.writes:
         e.store(v, off, "mask", body, "    ")
@@ -2075,10 +2150,25 @@ IEEE_CONFIGS = [{"BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 16}, {"BLOCK_M": 64, "
 
 def configs(u):
     """The block configs a kernel unit is timed over on a GPU; the first is the one reports
-    compile (the sm test holds it to no spills)."""
+    compile (the sm test holds it to no spills). A convolution computing k views (k
+    accumulators) takes tiles of about 1/k the area, down to 16 x 16."""
     if u.kind == "matmul" and getattr(u, "precision", "") == ', input_precision="ieee"':
-        return IEEE_CONFIGS
-    return CONFIGS[u.kind]
+        out = IEEE_CONFIGS
+    else:
+        out = CONFIGS[u.kind]
+    k = len(getattr(u, "views", None) or ())
+    if k > 1:
+        shrunk = []
+        for c in out:
+            c = dict(c)
+            while c["BLOCK_M"] * c["BLOCK_N"] * k > 2 * out[0]["BLOCK_M"] * out[0]["BLOCK_N"] and \
+                    max(c["BLOCK_M"], c["BLOCK_N"]) > 16:
+                big = "BLOCK_M" if c["BLOCK_M"] >= c["BLOCK_N"] else "BLOCK_N"
+                c[big] //= 2
+            if c not in shrunk:
+                shrunk.append(c)
+        out = shrunk
+    return out
 
 
 INTERPRET_CONFIGS = {"pointwise": {"BLOCK_SIZE": 128}, "reduce": {"BLOCK_SIZE": 32},
