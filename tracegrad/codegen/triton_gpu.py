@@ -432,15 +432,19 @@ def _group(g, max_row_block=None):
         rest = tuple(i for i in range(len(s_n)) if i not in d)
         trailing = tuple(range(len(s_n) - len(rest), len(s_n)))
         return bool(rest) and rest == trailing and (s_n, rest) in row_dims
+    bias_sums = _bias_sums(g, kinds)
+    claimed = set(v for vs in bias_sums.values() for v in vs)
     for n in [n for n in nodes if not waits(n)] + [n for n in nodes if waits(n)]:
         k = kinds[n]
-        if k not in ("reduce", "matmul") or n in unit_of:
+        if k not in ("reduce", "matmul") or n in unit_of or n in claimed:
             continue
         u = _Unit(k, n)
         u.stages = [n]
         u.col_stages = []        # column sums of full-row values (see _emit_reduction)
         members = {n}
         a = g[n]
+        u.bias_sums = bias_sums.get(n, [])
+        members |= set(u.bias_sums)
         if k == "reduce":
             x = args(n)[0]
             s_in = g[x]["shape"]
@@ -694,6 +698,27 @@ def _group(g, max_row_block=None):
     return units
 
 
+def _bias_sums(g, kinds):
+    """{conv2d_weight node: [sums]}: the sums over (N, H, W) of a weight gradient's output
+    gradient (the bias gradient, float32/float64), which its kernel adds up from the tiles it
+    loads: the gradient is read once for both."""
+    out = {}
+    for n in g.nodes():
+        low = _lowering(g[n]) if kinds[n] == "matmul" else None
+        if not (isinstance(low, ConvDot) and low.kind == "weight"):
+            continue
+        gr = refs(g[n]["args"])[1]
+        for m in g.users(gr):
+            a = g[m]
+            if m in out.get(n, ()) or a["op"] != "sum" or kinds[m] != "reduce" or a["prim"].multi or \
+                    refs(a["args"])[0] != gr or _dims(a, 4) != (0, 2, 3) or \
+                    a["dtype"] != g[gr]["dtype"] or a["dtype"].name not in ("float32", "float64") or \
+                    any(out.get(q) and m in out[q] for q in out):
+                continue
+            out.setdefault(n, []).append(m)
+    return out
+
+
 # the most views of one convolution computed as separate accumulators of one kernel
 MAX_CONV_VIEWS = 16
 
@@ -763,10 +788,11 @@ _CONE_VIEWS = ("reshape", "as_strided")
 
 
 def _conv_operand_cones(g, kinds, unit_of, outputs, units):
-    """{operand: [(conv unit, _Cone)]}: each operand of a convolution that is an elementwise
-    chain (through reshape/as_strided views of it) read only by convolutions, and what of the
-    chain is computed at the operand's tile positions: every node of it read only inside it,
-    each seen at one index (a node reached through two different views stays outside)."""
+    """{operand: [(unit, _Cone)]}: each operand of a convolution that is an elementwise chain
+    (through reshape/as_strided views of it) read only by convolutions and reductions, and
+    what of the chain those units compute where they load it: every node of it read only
+    inside it, each seen at one index (a node reached through two different views stays
+    outside)."""
     convs = {}
     for u in units:
         if u.kind == "matmul" and isinstance(_lowering(g[u.root]), ConvDot):
@@ -778,8 +804,18 @@ def _conv_operand_cones(g, kinds, unit_of, outputs, units):
     conv_roots = {u.root for us in convs.values() for u in us}
     position = {v: i for i, v in enumerate(g.nodes())}
     out = {}
-    for v, us in convs.items():
-        if not all(w in conv_roots for w in g.users(v)):
+    for v in list(convs):
+        # convolutions read it, and reductions may too (a bias gradient's sum): each
+        # computes the chain where it loads v
+        us = []
+        for w in g.users(v):
+            q = unit_of.get(w)
+            if q is None or not (w in conv_roots or q.kind == "reduce" or w in getattr(q, "bias_sums", ())):
+                us = None
+                break
+            if q not in us:
+                us.append(q)
+        if not us:
             continue
         # the candidates and the views on the path from v to each (one path per node)
         path = {}
@@ -823,6 +859,9 @@ def _conv_operand_cones(g, kinds, unit_of, outputs, units):
         if v not in cone:
             continue
         c = _Cone(v, sorted(cone, key=position.get))
+        for u in us:
+            if not hasattr(u, "cones"):
+                u.cones = {}
         out[v] = [(u, c) for u in us]
     return out
 
@@ -1039,11 +1078,13 @@ class _Ctx:
 class _Emitter:
     """Builds one kernel: its parameters (pointers, strides, outputs) and its body."""
 
-    def __init__(self, g):
+    def __init__(self, g, cones=None):
         self.g = g
         self.params = []           # (parameter name, ("ptr", v) | ("stride", v, j) | ("out", v))
         self.have = set()
         self.helpers = set()
+        self.cones = cones or {}   # value -> _Cone: computed where it is loaded, never stored
+        self.loads = 0
 
     def param(self, name, what):
         if name not in self.have:
@@ -1064,6 +1105,16 @@ class _Emitter:
         return terms
 
     def load(self, v, dom, idx, vector_idx, mask, lines, indent, other="0"):
+        if v in self.cones:
+            shape = tuple(self.g[v]["shape"])
+            lead = len(dom) - len(shape)
+            dims = [idx[j + lead] if n != 1 and j + lead >= 0 and idx[j + lead] is not None else "0"
+                    for j, n in enumerate(shape)]
+            self.loads += 1
+            zero = f"({mask}).to(tl.int32) * 0" if mask else None
+            val = _cone_lines(self, self.g, self.cones[v], dims, mask, zero, f"{v}_c{self.loads}", lines, indent)
+            lines.append(f"{indent}{v} = tl.where({mask}, {val}, {other})" if mask else f"{indent}{v} = {val}")
+            return
         ptr = self.param(f"{v}_ptr", ("ptr", v))
         terms = self.offset(v, dom, idx)
         d = self.g[v]["dtype"]
@@ -1290,7 +1341,7 @@ def _emit_column_reduction(g, u, name):
     """A reduction over leading dims, tiled rows x columns: a program takes COL_BLOCK columns
     and walks the rows in blocks of BLOCK_SIZE, accumulating a [BLOCK_SIZE, COL_BLOCK] tile
     (whole rows of the block are read together), then reduces it along the rows."""
-    e = _Emitter(g)
+    e = _Emitter(g, getattr(u, "cones", None))
     r = u.root
     a = g[r]
     s_in, dims = u.s_in, u.dims
@@ -1345,7 +1396,7 @@ def _emit_reduction(g, u, name, max_row_block):
     epilogue follows each stage, and a last sweep computes and stores the full-row values."""
     if _column_reduction(g, u):
         return _emit_column_reduction(g, u, name)
-    e = _Emitter(g)
+    e = _Emitter(g, getattr(u, "cones", None))
     r = u.root
     a = g[r]
     s_in, dims = u.s_in, u.dims
@@ -1756,7 +1807,7 @@ def _emit_conv(g, u, name):
       input    (conv_transpose2d) the same, a row's input pixel hy = (y + p - i*d) / s
                taken only where it divides;
       weight   rows: output channels, columns: (c, i, j), k: output pixels (n, y, x)."""
-    e = _Emitter(g)
+    e = _Emitter(g, getattr(u, "cones", None))
     n = u.root
     a = g[n]
     kind = _lowering(a).kind
@@ -1783,7 +1834,7 @@ def _emit_conv(g, u, name):
             terms = " + ".join(f"{dd} * {st(v, j)}" for j, dd in enumerate(dims))
             return [f"{i8}{name} = tl.load({ptr(v)} + {terms}, mask={mask}, other=0.0)"]
         lines = []
-        val = _cone_lines(e, g, cones[v], dims, mask, tile, name, lines, i8)
+        val = _cone_lines(e, g, cones[v], dims, mask, f"tl.zeros({tile}, tl.int32)", name, lines, i8)
         lines.append(f"{i8}{name} = tl.where({mask}, {val}, 0.0).to({TL[d.name]})")
         return lines
     A_TILE, B_TILE = "(BLOCK_M, BLOCK_K)", "(BLOCK_K, BLOCK_N)"
@@ -1840,6 +1891,9 @@ def _emit_conv(g, u, name):
     u.precision = prec
     for j, _, _ in rows:
         body.append(f"    acc{j} = tl.full((BLOCK_M, BLOCK_N), 0.0, {acc_t})")
+    sums = getattr(u, "bias_sums", None) or []
+    if sums:        # the bias gradient: the output gradient's rows summed as they are loaded
+        body.append(f"    bsum = tl.zeros((BLOCK_M,), {acc_t})")
     body.append(f"    for k in range(0, {K}, BLOCK_K):")
     if kind == "forward":
         body += [f"{i8}kk = k + tl.arange(0, BLOCK_K)"] + [i8 + ln for ln in _digits("kk", (cg, kh, kw), ("kc", "ki", "kj"))]
@@ -1875,6 +1929,8 @@ def _emit_conv(g, u, name):
                  f"(ix < {wd})"]
         body += operand("b", x, ["kn[:, None]", f"(grp * {cg} + wc)", "iy", "ix"], "bm", B_TILE)
         body.append(f"{i8}acc = tl.dot(a, b, acc{prec})")
+        if sums:
+            body.append(f"{i8}bsum += tl.sum(a.to({acc_t}), axis=1)")
     body.append(f"    mask = (offs_m[:, None] < {M}) & (offs_n[None, :] < {N})")
     if bias is not None:
         body.append(f"    bias = tl.load({ptr(bias)} + oc * {st(bias, 0)}, mask=offs_n[None, :] < {N}, "
@@ -1885,10 +1941,14 @@ def _emit_conv(g, u, name):
     for (j, _, _), v in zip(rows, views or [n]):
         body.append(f"    {v} = (acc{j} + bias){rnd}" if bias is not None else f"    {v} = acc{j}{rnd}")
     vec = set(idx)
-    _epilogue(e, g, u, n, out, idx, vec, body, done=views)
+    _epilogue(e, g, u, n, out, idx, vec, body, done=list(views) + sums)
     off = _contiguous_offset(out, idx, always=tuple(idx))
     for v in u.writes:
-        e.store(v, off, "mask", body, "    ")
+        if v in sums:      # once per output channel: by the programs of the first column tile
+            body.append(f"    {v} = bsum")
+            e.store(v, f"grp * {M} + offs_m", f"offs_m < {M} - pid_n * {M}", body, "    ")
+        else:
+            e.store(v, off, "mask", body, "    ")
     return e, body, ["BLOCK_M", "BLOCK_N", "BLOCK_K"]
 
 
@@ -1951,18 +2011,20 @@ def _view_index(g, x, idx, fresh, lines, indent):
     return out
 
 
-def _cone_lines(e, g, cone, dims, mask, tile, tag, lines, indent):
-    """Lines computing a convolution operand's elementwise chain (a _Cone) at the index
-    expressions `dims` (one per dimension of cone.root, broadcasting to the tile shape);
-    returns the name of the root's value. The chain's inputs are loaded under `mask`."""
+def _cone_lines(e, g, cone, dims, mask, zero, tag, lines, indent):
+    """Lines computing an elementwise chain (a _Cone) at the index expressions `dims` (one
+    per dimension of cone.root); returns the name of the root's value. The chain's inputs
+    are loaded under `mask` (None: unmasked), their pointers given the tile's shape by adding
+    `zero` (an int32 block of zeros)."""
     nodes = set(cone.nodes)
     count = [0]
 
     def fresh():
         count[0] += 1
         return f"{tag}_{count[0]}"
-    zero = f"{tag}_zero"
-    lines.append(f"{indent}{zero} = tl.zeros({tile}, tl.int32)")
+    if mask:
+        lines.append(f"{indent}{tag}_zero = {zero}")
+        zero = f"{tag}_zero"
     idx_of = {cone.root: list(dims)}
     for m in reversed(cone.nodes):         # from the root out: a node after all its users
         a = g[m]
@@ -1992,9 +2054,11 @@ def _cone_lines(e, g, cone, dims, mask, tile, tag, lines, indent):
                 ptr = e.param(f"{x}_ptr", ("ptr", x))
                 dt = g[x]["dtype"]
                 cast = f".to({_ctype(dt)})" if _ctype(dt) != TL[dt.name] else ""
-                if terms:
+                if terms and mask:
                     lines.append(f"{indent}{nm} = tl.load({ptr} + {zero} + {' + '.join(terms)}, mask={mask}, "
                                  f"other=0){cast}")
+                elif terms:
+                    lines.append(f"{indent}{nm} = tl.load({ptr} + {' + '.join(terms)}){cast}")
                 else:
                     lines.append(f"{indent}{nm} = tl.load({ptr}){cast}")
             names[x] = loaded[key]
