@@ -1831,10 +1831,11 @@ def _emit_conv(g, u, name):
         """Lines loading operand tile `name` of value v at the index expressions `dims` (one per
         dimension of v), or computing it there when v is an elementwise chain (its cone)."""
         if v not in cones:
+            base = ptr(v)
             terms = " + ".join(f"{dd} * {st(v, j)}" for j, dd in enumerate(dims))
-            return [f"{i8}{name} = tl.load({ptr(v)} + {terms}, mask={mask}, other=0.0)"]
+            return [f"{i8}{name} = tl.load({base} + {terms}, mask={mask}, other=0.0)"]
         lines = []
-        val = _cone_lines(e, g, cones[v], dims, mask, f"tl.zeros({tile}, tl.int32)", name, lines, i8)
+        val = _cone_lines(e, g, cones[v], dims, mask, f"tl.full({tile}, 0, tl.int32)", name, lines, i8)
         lines.append(f"{i8}{name} = tl.where({mask}, {val}, 0.0).to({TL[d.name]})")
         return lines
     A_TILE, B_TILE = "(BLOCK_M, BLOCK_K)", "(BLOCK_K, BLOCK_N)"
@@ -1893,31 +1894,39 @@ def _emit_conv(g, u, name):
         body.append(f"    acc{j} = tl.full((BLOCK_M, BLOCK_N), 0.0, {acc_t})")
     sums = getattr(u, "bias_sums", None) or []
     if sums:        # the bias gradient: the output gradient's rows summed as they are loaded
-        body.append(f"    bsum = tl.zeros((BLOCK_M,), {acc_t})")
+        body.append(f"    bsum = tl.full((BLOCK_M,), 0.0, {acc_t})")
     body.append(f"    for k in range(0, {K}, BLOCK_K):")
-    if kind == "forward":
-        body += [f"{i8}kk = k + tl.arange(0, BLOCK_K)"] + [i8 + ln for ln in _digits("kk", (cg, kh, kw), ("kc", "ki", "kj"))]
-        body += [f"{i8}bm = (kk[:, None] < {K}) & (offs_n[None, :] < {N})"]
-        body += operand("b", w, ["oc", "kc[:, None]", "ki[:, None]", "kj[:, None]"], "bm", B_TILE)
+    if kind in ("forward", "input"):
+        def b_lines():
+            if kind == "forward":
+                ls = operand("b", w, ["oc", "kc[:, None]", "ki[:, None]", "kj[:, None]"], "bm", B_TILE)
+            else:
+                ls = operand("b", w, [f"(grp * {ig} + ko[:, None])", "offs_n[None, :]", "ki[:, None]",
+                                      "kj[:, None]"], "bm", B_TILE)
+            return [f"{i8}bm = (kk[:, None] < {K}) & (offs_n[None, :] < {N})"] + ls
+        kdig = (cg, kh, kw) if kind == "forward" else (ig, kh, kw)
+        body += [f"{i8}kk = k + tl.arange(0, BLOCK_K)"] + \
+            [i8 + ln for ln in _digits("kk", kdig, ("kc" if kind == "forward" else "ko", "ki", "kj"))]
+        if views:                  # the kernel tile, once for every view
+            body += b_lines()
         for j, ry, rx in rows:
-            body += [f"{i8}iy{j} = {ry} * {sh} - {ph} + ki[None, :] * {dh}",
-                     f"{i8}ix{j} = {rx} * {sw} - {pw} + kj[None, :] * {dw}",
-                     f"{i8}am{j} = (offs_m[:, None] < {M}) & (kk[None, :] < {K}) & (iy{j} >= 0) & (iy{j} < {h}) & "
-                     f"(ix{j} >= 0) & (ix{j} < {wd})"]
-            body += operand(f"a{j}", x, ["rn", f"(grp * {cg} + kc[None, :])", f"iy{j}", f"ix{j}"], f"am{j}", A_TILE)
-            body.append(f"{i8}acc{j} = tl.dot(a{j}, b, acc{j}{prec})")
-    elif kind == "input":
-        body += [f"{i8}kk = k + tl.arange(0, BLOCK_K)"] + [i8 + ln for ln in _digits("kk", (ig, kh, kw), ("ko", "ki", "kj"))]
-        body += [f"{i8}bm = (kk[:, None] < {K}) & (offs_n[None, :] < {N})"]
-        body += operand("b", w, [f"(grp * {ig} + ko[:, None])", "offs_n[None, :]", "ki[:, None]", "kj[:, None]"],
-                        "bm", B_TILE)
-        for j, ry, rx in rows:
-            body += [f"{i8}ty{j} = {ry} + {ph} - ki[None, :] * {dh}",
-                     f"{i8}tx{j} = {rx} + {pw} - kj[None, :] * {dw}",
-                     f"{i8}hy{j} = ty{j} // {sh}", f"{i8}hx{j} = tx{j} // {sw}",
-                     f"{i8}am{j} = (offs_m[:, None] < {M}) & (kk[None, :] < {K}) & (ty{j} >= 0) & (tx{j} >= 0) & "
-                     f"(hy{j} * {sh} == ty{j}) & (hx{j} * {sw} == tx{j}) & (hy{j} < {h}) & (hx{j} < {wd})"]
-            body += operand(f"a{j}", x, ["rn", f"(grp * {ig} + ko[None, :])", f"hy{j}", f"hx{j}"], f"am{j}", A_TILE)
+            if kind == "forward":
+                body += [f"{i8}iy{j} = {ry} * {sh} - {ph} + ki[None, :] * {dh}",
+                         f"{i8}ix{j} = {rx} * {sw} - {pw} + kj[None, :] * {dw}",
+                         f"{i8}am{j} = (offs_m[:, None] < {M}) & (kk[None, :] < {K}) & (iy{j} >= 0) & (iy{j} < {h}) & "
+                         f"(ix{j} >= 0) & (ix{j} < {wd})"]
+                body += operand(f"a{j}", x, ["rn", f"(grp * {cg} + kc[None, :])", f"iy{j}", f"ix{j}"], f"am{j}",
+                                A_TILE)
+            else:
+                body += [f"{i8}ty{j} = {ry} + {ph} - ki[None, :] * {dh}",
+                         f"{i8}tx{j} = {rx} + {pw} - kj[None, :] * {dw}",
+                         f"{i8}hy{j} = ty{j} // {sh}", f"{i8}hx{j} = tx{j} // {sw}",
+                         f"{i8}am{j} = (offs_m[:, None] < {M}) & (kk[None, :] < {K}) & (ty{j} >= 0) & (tx{j} >= 0) & "
+                         f"(hy{j} * {sh} == ty{j}) & (hx{j} * {sw} == tx{j}) & (hy{j} < {h}) & (hx{j} < {wd})"]
+                body += operand(f"a{j}", x, ["rn", f"(grp * {ig} + ko[None, :])", f"hy{j}", f"hx{j}"], f"am{j}",
+                                A_TILE)
+            if not views:
+                body += b_lines()
             body.append(f"{i8}acc{j} = tl.dot(a{j}, b, acc{j}{prec})")
     else:
         body += [f"{i8}kk = k + tl.arange(0, BLOCK_K)"] + [i8 + ln for ln in _digits("kk", (nb, ho, wo), ("kn", "ky", "kx"))]
@@ -1930,7 +1939,8 @@ def _emit_conv(g, u, name):
         body += operand("b", x, ["kn[:, None]", f"(grp * {cg} + wc)", "iy", "ix"], "bm", B_TILE)
         body.append(f"{i8}acc = tl.dot(a, b, acc{prec})")
         if sums:
-            body.append(f"{i8}bsum += tl.sum(a.to({acc_t}), axis=1)")
+            body.append(f"{i8}bsum += tl.reduce(a.to({acc_t}), 1, _add_combine)")
+            e.helpers.add("_add_combine")
     body.append(f"    mask = (offs_m[:, None] < {M}) & (offs_n[None, :] < {N})")
     if bias is not None:
         body.append(f"    bias = tl.load({ptr(bias)} + oc * {st(bias, 0)}, mask=offs_n[None, :] < {N}, "
@@ -2212,20 +2222,27 @@ IEEE_CONFIGS = [{"BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 16}, {"BLOCK_M": 64, "
                 {"BLOCK_M": 32, "BLOCK_N": 32, "BLOCK_K": 32}]
 
 
+# an IEEE convolution that also computes an operand where it loads it (max pooling's gradient),
+# several views (max pooling's window offsets) or a bias gradient keeps more live per tile:
+# smaller tiles first (32 x 32 x 8 compiles for sm_90 and sm_80 without spilling)
+IEEE_HEAVY_CONFIGS = [{"BLOCK_M": 32, "BLOCK_N": 32, "BLOCK_K": 8}] + IEEE_CONFIGS
+
+
 def configs(u):
     """The block configs a kernel unit is timed over on a GPU; the first is the one reports
-    compile (the sm test holds it to no spills). A convolution computing k views (k
-    accumulators) takes tiles of about 1/k the area, down to 16 x 16."""
+    compile (the sm test holds it to no spills). A convolution computing k > 4 views (k
+    accumulators) takes tiles of about 4/k the area, down to 16 x 16."""
+    views = len(getattr(u, "views", None) or ())
+    heavy = views > 1 or bool(getattr(u, "cones", None) or getattr(u, "bias_sums", None))
     if u.kind == "matmul" and getattr(u, "precision", "") == ', input_precision="ieee"':
-        out = IEEE_CONFIGS
+        out = IEEE_HEAVY_CONFIGS if heavy else IEEE_CONFIGS
     else:
         out = CONFIGS[u.kind]
-    k = len(getattr(u, "views", None) or ())
-    if k > 1:
+    if views > 4:
         shrunk = []
         for c in out:
             c = dict(c)
-            while c["BLOCK_M"] * c["BLOCK_N"] * k > 2 * out[0]["BLOCK_M"] * out[0]["BLOCK_N"] and \
+            while c["BLOCK_M"] * c["BLOCK_N"] * views > 4 * out[0]["BLOCK_M"] * out[0]["BLOCK_N"] and \
                     max(c["BLOCK_M"], c["BLOCK_N"]) > 16:
                 big = "BLOCK_M" if c["BLOCK_M"] >= c["BLOCK_N"] else "BLOCK_N"
                 c[big] //= 2
