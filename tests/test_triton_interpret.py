@@ -1285,6 +1285,85 @@ def test_max_pool2d_ties_infinities_and_nans_pick_torchs_indices():
         check_compiled(fn, [x], wrt=[])
 
 
+def test_max_pool2d_gradient_gather_keeps_torchs_ties_nans_and_infinities():
+    """Windows that do not overlap: the gradient is an elementwise gather (each element compares
+    its position with its window's saved index), and goes where torch's does: the first of
+    tied maxima, the last NaN of a window, the first of an all -inf window (never the padding),
+    float32 and float64, with the border rows a floor-mode pooling drops getting zeros."""
+    base = np.round(make_inputs([(2, 2, 7, 7)], seed=13)[0])          # many ties
+    base[0, 0, :2, :2] = -np.inf                                      # an all -inf window
+    base[0, 1, 2, 3] = np.nan
+    base[1, 0, 0, 0] = base[1, 0, 1, 1] = np.nan                      # two NaNs in one window
+    base[1, 1, 4, :] = np.inf
+    base[1, 1, 0:2, 2:4] = 3.0                                        # a window of four equal values
+    pools = [dict(kernel_size=2), dict(kernel_size=3, stride=3, padding=1), dict(kernel_size=2, stride=3),
+             dict(kernel_size=(2, 3), stride=(3, 3), padding=(1, 1), ceil_mode=True),
+             dict(kernel_size=2, dilation=2, stride=4)]
+    for dtype, tol in ((np.float32, F32), (np.float64, F64)):
+        for kw in pools:
+            fn = lambda m, a: nnf(m).max_pool2d(a, return_indices=True, **kw)  # noqa: E731
+            p = check_compiled(fn, [base.astype(dtype)], tol=tol, wrt=[0])
+            bwd = p.bwd_fn.program
+            assert [k.kind for k in bwd.kernels] == ["pointwise"], bwd.plan
+            # zeros are written only for the rows and columns no window reaches
+            out = torch.nn.functional.max_pool2d(torch.from_numpy(base), **{**kw, "dilation": kw.get("dilation", 1)})
+            pair = lambda v: (v, v) if isinstance(v, int) else v  # noqa: E731
+            st, pad = pair(kw.get("stride", kw["kernel_size"])), pair(kw.get("padding", 0))
+            covered = all(out.shape[2 + i] * st[i] >= base.shape[2 + i] + pad[i] for i in range(2))
+            assert bool(conv_copies(bwd)) != covered, (kw, bwd.plan)
+
+
+CONV_POOL = [  # (input, weight, conv keyword arguments, pool keyword arguments, fused backward)
+    ((1, 2, 6, 6), (3, 2, 3, 3), dict(padding=1), dict(kernel_size=2), True),
+    ((2, 2, 7, 5), (3, 2, 3, 3), dict(padding=1), dict(kernel_size=2), False),       # a dropped border
+    ((1, 1, 8, 8), (2, 1, 2, 2), {}, dict(kernel_size=3, stride=3, padding=1), True),
+    ((1, 2, 9, 9), (2, 2, 3, 3), {}, dict(kernel_size=2, stride=3, ceil_mode=True), True),
+    ((2, 4, 8, 8), (4, 2, 3, 3), dict(padding=1, groups=2), dict(kernel_size=(2, 1)), True),
+    ((1, 2, 7, 7), (2, 2, 2, 2), dict(stride=2, padding=1), dict(kernel_size=2), True),
+]
+
+
+@pytest.mark.parametrize("xs, ws, ckw, pkw, fused", CONV_POOL, ids=[f"conv_pool{i}" for i in range(len(CONV_POOL))])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_conv_then_max_pool_fuse_forward_and_backward(xs, ws, ckw, pkw, fused, dtype):
+    """conv2d (+ bias) then max_pool2d, against torch: where the pooling reads the convolution
+    through its window offsets (no padding before it, kernel == stride) the pooling is the
+    convolution kernel's epilogue; where its gradient needs no copy into zeros (the windows
+    cover the convolution's output, maybe past it), the gradient GEMMs compute it where they
+    load their tiles, the bias gradient summed by the weight gradient's kernel. With relu
+    between, the relu's gradient joins the chain the GEMMs compute."""
+    x, w, b = make_inputs([xs, ws, (ws[0],)], dtype=dtype, seed=3)
+    tol = CONV_TOL if dtype == np.float32 else F64
+    fn = lambda m, a, w_, b_: nnf(m).max_pool2d(nnf(m).conv2d(a, w_, b_, **ckw), **pkw)  # noqa: E731
+    p = check_compiled(fn, [x, w, b], tol=tol)
+    fwd, bwd = p.fwd_fn.program, p.bwd_fn.program
+    views = pkw.get("padding", 0) == 0 and pkw.get("stride") in (None, pkw["kernel_size"])
+    assert [k.kind for k in fwd.kernels] == ["matmul"] if views else len(fwd.kernels) == 2, fwd.plan
+    if fused:
+        assert [k.kind for k in bwd.kernels] == ["matmul", "matmul"], bwd.plan
+        assert not conv_copies(bwd), bwd.plan
+        assert "conv2d_weight_sum_kernel" in bwd.kernel_names
+    relu = lambda m, a, w_, b_: nnf(m).max_pool2d(nnf(m).conv2d(a, w_, b_, **ckw).relu(), **pkw)  # noqa: E731
+    p = check_compiled(relu, [x, w, b], tol=tol)
+    if fused:
+        assert [k.kind for k in p.bwd_fn.program.kernels] == ["matmul", "matmul"], p.bwd_fn.program.plan
+
+
+def test_conv_then_max_pool_ties_and_nans_follow_torch():
+    """Integer-valued images and weights make exact ties among the convolution's outputs, which
+    the fused kernel compares as torch does (first maximum; a NaN in the image makes its
+    neighbours' windows NaN, the last NaN taking the gradient)."""
+    rng = np.random.default_rng(21)
+    x = rng.integers(-1, 2, (2, 2, 8, 8)).astype(np.float32)
+    w = rng.integers(0, 2, (3, 2, 2, 2)).astype(np.float32)
+    x[1, 0, 3, 3] = np.nan
+    x[0, 1, 5, :] = -np.inf
+    for dtype in (np.float32, np.float64):
+        fn = lambda m, a, w_: nnf(m).max_pool2d(nnf(m).conv2d(a, w_, padding=1), 2, return_indices=True)  # noqa: E731
+        p = check_compiled(fn, [x.astype(dtype), w.astype(dtype)], tol=F32 if dtype == np.float32 else F64)
+        assert [k.kind for k in p.fwd_fn.program.kernels] == ["matmul"]
+
+
 AVGPOOL = [
     ((2, 2, 7, 6), dict(kernel_size=3, stride=2, padding=1)),
     ((1, 2, 7, 6), dict(kernel_size=3, stride=2, padding=1, ceil_mode=True, count_include_pad=False)),
