@@ -30,7 +30,13 @@ Kernels, one per group:
              set_float32_matmul_precision("high" or "medium") allows TF32;
              a convolution (conv2d, its input and weight gradients) is the same kernel
              as an implicit GEMM: its tiles are gathered from the image and the kernel
-             by index arithmetic, padding and stride as load masks (no copies);
+             by index arithmetic, padding and stride as load masks (no copies). A
+             convolution read only through disjoint strided views (max pooling's
+             window offsets) computes each view as an accumulator, the pooling its
+             epilogue; an elementwise operand read only by convolutions and reductions
+             (max pooling's gradient, through the views that lay it out) is computed
+             where each loads it; the weight gradient's kernel also sums the bias
+             gradient;
   scatter    scatter / scatter_add (atomic adds) into a copy of its input; indexing's
              backward and index_put(accumulate=True) with any key add at each element's
              position (repeated indices adding up). A scatter of one value per row
@@ -49,8 +55,8 @@ What each primitive lowers to is its op table entry's `triton` slot (an `Expr` t
 a `Reduce`/`Dot`/`Scatter` marker, `Glue` the launcher runs as a view or copy, a
 `Decompose` rule that rewrites the node into other primitives before grouping (in
 tracegrad/decompositions.py: rules are traced on symbolic tensors, in the front end), as
-pooling (window views + an elementwise chain or a reduction, a scatter-add for max
-pooling's backward) and einsum (permute/reshape + matmul) are, or a `Refuse` with its
+pooling (window views + an elementwise chain or a reduction; max pooling's backward an
+elementwise gather where windows do not overlap, else a scatter-add) and einsum (permute/reshape + matmul) are, or a `Refuse` with its
 reason: tracegrad/ops/lowering.py); this module reads the
 slot and keeps no table of its own.
 """

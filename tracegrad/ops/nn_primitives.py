@@ -263,7 +263,8 @@ def _conv2d_weight_vjp(v, out, x, g, *, weight_shape, stride, padding, dilation,
 # Run when a graph is lowered to Triton (ops/lowering.py's Decompose): each rule applies other
 # primitives to symbolic tensors. Padding is a copy into a filled buffer (full +
 # as_strided_scatter), windows are as_strided views; the arithmetic is a reduction over the
-# window, an elementwise chain over one view per window offset, or a scatter-add.
+# window, an elementwise chain over one view per window offset, an elementwise gather (max
+# pooling's gradient where windows do not overlap) or a scatter-add (where they do).
 # Convolutions are not decomposed: their slot is ConvDot, an implicit-GEMM kernel
 # (codegen/triton_gpu.py's _emit_conv) that gathers its tiles by index arithmetic.
 
