@@ -1364,6 +1364,26 @@ def test_conv_then_max_pool_ties_and_nans_follow_torch():
         assert [k.kind for k in p.fwd_fn.program.kernels] == ["matmul"]
 
 
+def test_convolutions_compute_elementwise_operands_and_pool_transposed_convolutions():
+    """An elementwise value only a convolution reads is computed where its tiles are loaded
+    (no kernel of its own); a transposed convolution's max pooling is its epilogue, and the
+    pooling's gradient is computed where the gradient convolutions load their tiles."""
+    x, w1, w2 = make_inputs([(2, 2, 8, 8), (3, 2, 3, 3), (4, 3, 3, 3)], seed=17)
+    fn = lambda m, a, w_, v_: nnf(m).conv2d(  # noqa: E731
+        nnf(m).max_pool2d(nnf(m).conv2d(a.tanh() * 2, w_, padding=1).relu(), 2), v_, padding=1)
+    p = check_compiled(fn, [x, w1, w2], wrt=[], tol=CONV_TOL)
+    fwd = p.fwd_fn.program
+    first = fwd.kernels[0]
+    assert first.name == "conv2d_relu_kernel" and set(first.reads) == set(fwd.graph.inputs[:2]), fwd.plan
+    assert "_tanh(" in first.source
+    y, wt = make_inputs([(1, 3, 4, 5), (3, 2, 3, 3)], seed=18)
+    fn = lambda m, a, w_: nnf(m).max_pool2d(  # noqa: E731
+        nnf(m).conv_transpose2d(a, w_, stride=2, padding=1, output_padding=1), 2)
+    p = check_compiled(fn, [y, wt], tol=CONV_TOL)
+    assert [k.kind for k in p.fwd_fn.program.kernels] == ["matmul"], p.fwd_fn.program.plan
+    assert [k.kind for k in p.bwd_fn.program.kernels] == ["matmul", "matmul"], p.bwd_fn.program.plan
+
+
 AVGPOOL = [
     ((2, 2, 7, 6), dict(kernel_size=3, stride=2, padding=1)),
     ((1, 2, 7, 6), dict(kernel_size=3, stride=2, padding=1, ceil_mode=True, count_include_pad=False)),
