@@ -45,7 +45,8 @@ def cases():
         return m.nn.functional.cross_entropy(h @ w2 + b2, y)
 
     def digits_cnn(m, x, c1, d1, c2, d2, w1, b1, w2, b2, y):
-        """tracegrad.demo's DigitsCNN and its loss, on a batch of 64 8x8 images."""
+        """tracegrad.demo's DigitsCNN and its loss, on a batch of 64 8x8 images (which take no
+        gradient, as in training)."""
         F_ = m.nn.functional
         h = F_.max_pool2d(F_.relu(F_.conv2d(x, c1, d1, padding=1)), 2)
         h = F_.max_pool2d(F_.relu(F_.conv2d(h, c2, d2, padding=1)), 2)
@@ -67,7 +68,7 @@ def cases():
          [t((8, 3, 16, 16)), t((8, 3, 3, 3)), t((8,))]),
         ("conv2d + max_pool2d", lambda m, x, w: m.nn.functional.max_pool2d(m.nn.functional.conv2d(x, w, padding=1), 2),
          [t((8, 3, 16, 16)), t((8, 3, 3, 3))]),
-        ("digits CNN", digits_cnn, [t((64, 1, 8, 8)), t((16, 1, 3, 3)), t((16,)), t((32, 16, 3, 3)), t((32,)),
+        ("digits CNN", digits_cnn, [t((64, 1, 8, 8), grad=False), t((16, 1, 3, 3)), t((16,)), t((32, 16, 3, 3)), t((32,)),
                                     t((128, 64)), t((64,)), t((64, 10)), t((10,)),
                                     tg.tensor(r.integers(0, 10, 64))]),
         ("MLP training step", mlp, [t((64, 32)), t((32, 64)), t((64,)), t((64, 10)), t((10,)),
