@@ -477,11 +477,13 @@ def _group(g, max_row_block=None):
         full_ok = k == "reduce"
         multi = a["prim"].multi
         out_shape = tuple(a["shape"][0]) if multi else tuple(a["shape"])
-        u.views = _conv_views(g, n, outputs) if k == "matmul" else None
+        found = _conv_views(g, n, outputs, kinds) if k == "matmul" else None
+        u.views, u.chain = found if found else (None, [])
         if u.views:
             # a convolution read only through disjoint strided views (max pooling's window
-            # offsets): each view is one accumulator, the epilogue runs over the views' shape
-            members |= set(u.views)
+            # offsets), maybe after an elementwise chain: each view is one accumulator (the
+            # chain computed on it), the epilogue runs over the views' shape
+            members |= set(u.views) | set(u.chain)
             out_shape = tuple(g[u.views[0]]["shape"])
         row_vals = {n} if k == "reduce" and not _lowering(a).full_row else set()
         full_vals = set(pro) | ({n} if n not in row_vals else set())
@@ -729,19 +731,31 @@ def _bias_sums(g, kinds):
 MAX_CONV_VIEWS = 16
 
 
-def _conv_views(g, n, outputs):
-    """The as_strided views through which alone convolution n (conv2d or conv_transpose2d,
-    not a graph output) is read, when they are disjoint sub-grids of its output: one shape
-    (N, C, Ho, Wo), steps (s1, s2) over its rows and columns, each starting at a different
-    (a, b) with a < s1, b < s2 (max pooling's window offsets where windows do not overlap).
-    Their order is the graph's; None when the convolution is read otherwise."""
+def _conv_views(g, n, outputs, kinds):
+    """(views, chain): the as_strided views through which alone convolution n (conv2d or
+    conv_transpose2d, not a graph output) is read, when they are disjoint sub-grids of its
+    output, and the elementwise chain between (a bias's relu: each node the one user of the
+    one before, of the output's shape, only the last read by the views and maybe stored).
+    The views share one shape (N, C, Ho, Wo) and steps (s1, s2) over rows and columns, each
+    starting at a different (a, b) with a < s1, b < s2 (max pooling's window offsets where
+    windows do not overlap); where the last value of the chain is stored, they cover it.
+    The views in the graph's order; None when the convolution is read otherwise."""
     a = g[n]
     if not isinstance(_lowering(a), ConvDot) or _lowering(a).kind == "weight" or n in outputs:
         return None
-    users = g.users(n)
+    shape_n = tuple(a["shape"])
+    chain, src = [], n
+    while True:
+        users = g.users(src)
+        if len(users) == 1 and kinds[users[0]] == "pointwise" and tuple(g[users[0]]["shape"]) == shape_n and \
+                src not in outputs and not _positional(g, g[users[0]]):
+            src = users[0]
+            chain.append(src)
+            continue
+        break
     if not users or len(users) > MAX_CONV_VIEWS or any(g[w]["op"] != "as_strided" for w in users):
         return None
-    nb, c, h, w = a["shape"]
+    nb, c, h, w = shape_n
     shape = tuple(g[users[0]]["shape"])
     if len(shape) != 4 or shape[:2] != (nb, c):
         return None
@@ -760,8 +774,12 @@ def _conv_views(g, n, outputs):
     steps = {(g[v]["params"]["strides"][2], g[v]["params"]["strides"][3]) for v in users}
     if len(steps) != 1:
         return None
+    s1, s2 = steps.pop()
+    s1 //= w
+    if src in outputs and (len(users) != s1 * s2 or shape[2] * s1 != h or shape[3] * s2 != w):
+        return None                  # stored: every element of it is in one view
     order = {v: i for i, v in enumerate(g.nodes())}
-    return sorted(users, key=order.get)
+    return sorted(users, key=order.get), chain
 
 
 def _view_origin(g, v):
@@ -1160,10 +1178,12 @@ class _Emitter:
             expr = f"({expr}).to({_ctype(a['dtype'])})"
         lines.append(f"{indent}{out or n} = {expr}")
 
-    def store(self, v, off, mask, lines, indent):
+    def store(self, v, off, mask, lines, indent, name=None):
+        """Store value v (held in `name`, else in v) at offset `off`."""
         ptr = self.param(f"{v}_out_ptr", ("out", v))
         d = self.g[v]["dtype"]
-        val = f"{v}.to({TL[d.name]})" if _ctype(d) != TL[d.name] else str(v)
+        name = name or str(v)
+        val = f"{name}.to({TL[d.name]})" if _ctype(d) != TL[d.name] else name
         m = f", mask={mask}" if mask else ""
         lines.append(f"{indent}tl.store({ptr} + {off}, {val}{m})" if off else f"{indent}tl.store({ptr}, {val}{m})")
 
@@ -1953,13 +1973,43 @@ def _emit_conv(g, u, name):
                     f"other=0.0).to({acc_t})")
     # a view is the convolution's value: rounded to a half type as the stored output would be
     # (max pooling's comparisons and ties see what an unfused pooling would read)
-    rnd = f".to({TL[d.name]}).to(tl.float32)" if views and d.name in ("float16", "bfloat16") else ""
-    for (j, _, _), v in zip(rows, views or [n]):
-        body.append(f"    {v} = (acc{j} + bias){rnd}" if bias is not None else f"    {v} = acc{j}{rnd}")
+    chain = list(getattr(u, "chain", None) or [])
+    for (j, ry, rx), v in zip(rows, views or [n]):
+        val = f"(acc{j} + bias)" if bias is not None else f"acc{j}"
+        if not views:
+            body.append(f"    {v} = {val}")
+            continue
+        # the chain at the view's elements of the convolution's output, stored where it is
+        # a kernel output; the view is its last value, rounded to a half type as the stored
+        # value would be (max pooling's comparisons and ties see what an unfused pooling reads)
+        full = tuple(a["shape"])
+        cidx = ["rn", "oc", ry, rx]
+        names = {n: f"{n}_v{j}"}
+        body.append(f"    {n}_v{j} = {val}")
+        for m in chain:
+            for y in refs(g[m]["args"]):
+                if y not in names:
+                    terms = e.offset(y, full, cidx)
+                    nm = names[y] = f"{y}_v{j}"
+                    yp = e.param(f"{y}_ptr", ("ptr", y))
+                    yd = g[y]["dtype"]
+                    cast = f".to({_ctype(yd)})" if _ctype(yd) != TL[yd.name] else ""
+                    body.append(f"    {nm} = tl.load({yp} + {' + '.join(terms)}, mask=mask, other=0){cast}"
+                                if terms else f"    {nm} = tl.load({yp}){cast}")
+            names[m] = f"{m}_v{j}"
+            e.compute(m, cidx, body, "    ", names=names, out=names[m])
+        for m in [n] + chain:
+            if m in u.writes:
+                e.store(m, _contiguous_offset(full, cidx, always=tuple(cidx)), "mask", body, "    ", names[m])
+        last = names[chain[-1]] if chain else names[n]
+        body.append(f"    {v} = {last}.to({TL[d.name]}).to(tl.float32)" if d.name in ("float16", "bfloat16") else
+                    f"    {v} = {last}")
     vec = set(idx)
-    _epilogue(e, g, u, n, out, idx, vec, body, done=list(views) + sums)
+    _epilogue(e, g, u, n, out, idx, vec, body, done=list(views) + sums + chain)
     off = _contiguous_offset(out, idx, always=tuple(idx))
     for v in u.writes:
+        if v in chain:
+            continue                 # stored per view above
         if v in sums:      # once per output channel: by the programs of the first column tile
             body.append(f"    {v} = bsum")
             e.store(v, f"grp * {M} + offs_m", f"offs_m < {M} - pid_n * {M}", body, "    ")
