@@ -32,8 +32,8 @@ Kernels, one per group:
              as an implicit GEMM: its tiles are gathered from the image and the kernel
              by index arithmetic, padding and stride as load masks (no copies). A
              convolution read only through disjoint strided views (max pooling's
-             window offsets) computes each view as an accumulator, the pooling its
-             epilogue; an elementwise operand read only by convolutions and reductions
+             window offsets), maybe after an elementwise chain (bias, relu), computes
+             each view as an accumulator, the pooling its epilogue; an elementwise operand read only by convolutions and reductions
              (max pooling's gradient, through the views that lay it out) is computed
              where each loads it; the weight gradient's kernel also sums the bias
              gradient;
