@@ -77,6 +77,9 @@ def cases():
         ("matmul float16", lambda m, a, w: (a @ w).relu(), [t((128, 256), tg.float16), t((256, 64), tg.float16)]),
         ("layer_norm bfloat16", lambda m, x, w, b: m.nn.functional.layer_norm(x, (512,), w, b),
          [t((256, 512), tg.bfloat16), t((512,), tg.bfloat16), t((512,), tg.bfloat16)]),
+        ("conv2d + pool float16", lambda m, x, w, b: m.nn.functional.max_pool2d(
+            m.nn.functional.conv2d(x, w, b, padding=1), 2),
+         [t((8, 3, 16, 16), tg.float16), t((8, 3, 3, 3), tg.float16), t((8,), tg.float16)]),
         ("matmul bfloat16", lambda m, a, w: (a @ w) * 2, [t((128, 256), tg.bfloat16), t((256, 64), tg.bfloat16)]),
         ("indexing", lambda m, x, i: x[i, i].exp().sum() + m.index_put(x, (i, i), x[i, 0] * 2, accumulate=True)[1:, 0],
          [t((256, 512)), tg.tensor(r.integers(0, 256, 1000))]),

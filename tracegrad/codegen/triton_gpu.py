@@ -708,8 +708,8 @@ def _group(g, max_row_block=None):
 
 def _bias_sums(g, kinds):
     """{conv2d_weight node: [sums]}: the sums over (N, H, W) of a weight gradient's output
-    gradient (the bias gradient, float32/float64), which its kernel adds up from the tiles it
-    loads: the gradient is read once for both."""
+    gradient (the bias gradient), which its kernel adds up from the tiles it loads, in float32
+    (float64) within one program per channel: the gradient is read once for both."""
     out = {}
     for n in g.nodes():
         low = _lowering(g[n]) if kinds[n] == "matmul" else None
@@ -720,7 +720,7 @@ def _bias_sums(g, kinds):
             a = g[m]
             if m in out.get(n, ()) or a["op"] != "sum" or kinds[m] != "reduce" or a["prim"].multi or \
                     refs(a["args"])[0] != gr or _dims(a, 4) != (0, 2, 3) or \
-                    a["dtype"] != g[gr]["dtype"] or a["dtype"].name not in ("float32", "float64") or \
+                    a["dtype"] != g[gr]["dtype"] or not a["dtype"].is_floating_point or \
                     any(out.get(q) and m in out[q] for q in out):
                 continue
             out.setdefault(n, []).append(m)
@@ -2282,6 +2282,8 @@ IEEE_CONFIGS = [{"BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 16}, {"BLOCK_M": 64, "
 # several views (max pooling's window offsets) or a bias gradient keeps more live per tile:
 # smaller tiles first (32 x 32 x 8 compiles for sm_90 and sm_80 without spilling)
 IEEE_HEAVY_CONFIGS = [{"BLOCK_M": 32, "BLOCK_N": 32, "BLOCK_K": 8}] + IEEE_CONFIGS
+# (and on tensor cores, 32 x 32 x 32 for float16/bfloat16/TF32, which compiles to MMA unspilled)
+HEAVY_CONFIGS = [{"BLOCK_M": 32, "BLOCK_N": 32, "BLOCK_K": 32}] + CONFIGS["matmul"]
 
 
 def configs(u):
@@ -2292,6 +2294,8 @@ def configs(u):
     heavy = views > 1 or bool(getattr(u, "cones", None) or getattr(u, "bias_sums", None))
     if u.kind == "matmul" and getattr(u, "precision", "") == ', input_precision="ieee"':
         out = IEEE_HEAVY_CONFIGS if heavy else IEEE_CONFIGS
+    elif u.kind == "matmul" and heavy:
+        out = HEAVY_CONFIGS
     else:
         out = CONFIGS[u.kind]
     if views > 4:
