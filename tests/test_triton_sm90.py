@@ -1,6 +1,6 @@
 """Every kernel the Triton backend emits for benchmarks/triton_traffic.py's cases (elementwise
 chains, GELU, reductions of rows and of a whole tensor, softmax, log_softmax, cross-entropy,
-layer_norm, matmul epilogues, conv/pool, an MLP training step, float16/bfloat16), compiled by
+layer_norm, matmul epilogues, conv/pool, the digits CNN, an MLP step, float16/bfloat16), compiled by
 the real Triton compiler for Hopper (sm_90) and Ampere (sm_80), no GPU needed: each compiles,
 no kernel spills (float32 IEEE matmuls and convolutions at their spill-free first tiles), a
 float16/bfloat16 tl.dot becomes MMA instructions. Distinct kernels compile once per target,
