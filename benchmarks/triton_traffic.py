@@ -44,6 +44,15 @@ def cases():
         h = m.nn.functional.relu(x @ w1 + b1)
         return m.nn.functional.cross_entropy(h @ w2 + b2, y)
 
+    def digits_cnn(m, x, c1, d1, c2, d2, w1, b1, w2, b2, y):
+        """tracegrad.demo's DigitsCNN and its loss, on a batch of 64 8x8 images (which take no
+        gradient, as in training)."""
+        F_ = m.nn.functional
+        h = F_.max_pool2d(F_.relu(F_.conv2d(x, c1, d1, padding=1)), 2)
+        h = F_.max_pool2d(F_.relu(F_.conv2d(h, c2, d2, padding=1)), 2)
+        h = F_.relu(h.reshape(h.shape[0], -1) @ w1 + b1)
+        return F_.cross_entropy(h @ w2 + b2, y)
+
     return [
         ("elementwise chain", lambda m, x, w: (m.tanh(x * w) + x).sigmoid() * 2, [t((256, 512)), t((512,))]),
         ("gelu", lambda m, x: m.nn.functional.gelu(x), [t((256, 512))]),
@@ -55,14 +64,22 @@ def cases():
         ("layer_norm", lambda m, x, w, b: m.nn.functional.layer_norm(x, (512,), w, b),
          [t((256, 512)), t((512,)), t((512,))]),
         ("matmul epilogue", lambda m, a, w, b: m.relu(a @ w + b), [t((128, 256)), t((256, 64)), t((64,))]),
+        ("conv2d", lambda m, x, w, b: m.nn.functional.conv2d(x, w, b, padding=1),
+         [t((8, 3, 16, 16)), t((8, 3, 3, 3)), t((8,))]),
         ("conv2d + max_pool2d", lambda m, x, w: m.nn.functional.max_pool2d(m.nn.functional.conv2d(x, w, padding=1), 2),
          [t((8, 3, 16, 16)), t((8, 3, 3, 3))]),
+        ("digits CNN", digits_cnn, [t((64, 1, 8, 8), grad=False), t((16, 1, 3, 3)), t((16,)), t((32, 16, 3, 3)), t((32,)),
+                                    t((128, 64)), t((64,)), t((64, 10)), t((10,)),
+                                    tg.tensor(r.integers(0, 10, 64))]),
         ("MLP training step", mlp, [t((64, 32)), t((32, 64)), t((64,)), t((64, 10)), t((10,)),
                                     tg.tensor(r.integers(0, 10, 64))]),
         ("softmax float16", lambda m, x: m.softmax(x, 1), [t((64, 1000), dtype=tg.float16)]),
         ("matmul float16", lambda m, a, w: (a @ w).relu(), [t((128, 256), tg.float16), t((256, 64), tg.float16)]),
         ("layer_norm bfloat16", lambda m, x, w, b: m.nn.functional.layer_norm(x, (512,), w, b),
          [t((256, 512), tg.bfloat16), t((512,), tg.bfloat16), t((512,), tg.bfloat16)]),
+        ("conv2d + pool float16", lambda m, x, w, b: m.nn.functional.max_pool2d(
+            m.nn.functional.conv2d(x, w, b, padding=1), 2),
+         [t((8, 3, 16, 16), tg.float16), t((8, 3, 3, 3), tg.float16), t((8,), tg.float16)]),
         ("matmul bfloat16", lambda m, a, w: (a @ w) * 2, [t((128, 256), tg.bfloat16), t((256, 64), tg.bfloat16)]),
         ("indexing", lambda m, x, i: x[i, i].exp().sum() + m.index_put(x, (i, i), x[i, 0] * 2, accumulate=True)[1:, 0],
          [t((256, 512)), tg.tensor(r.integers(0, 256, 1000))]),

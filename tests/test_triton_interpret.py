@@ -1206,10 +1206,11 @@ def test_compiled_conv2d_forward_and_backward(xs, ws, bias, kw):
     assert "conv2d" in ops_of(p.stages[0][1])
     assert {"conv_transpose2d", "conv2d_weight"} <= ops_of(p.bwd_ir)
     fwd, bwd = p.fwd_fn.program, p.bwd_fn.program
-    # one implicit-GEMM kernel forward, one per gradient backward; nothing padded or unfolded
+    # one implicit-GEMM kernel forward, one per gradient backward; nothing padded or unfolded;
+    # the weight gradient's kernel sums the bias gradient from the tiles it loads
     assert [k.name for k in fwd.kernels] == ["conv2d_kernel"]
-    assert sorted(k.name for k in bwd.kernels if k.kind == "matmul") == ["conv2d_weight_kernel",
-                                                                          "conv_transpose2d_kernel"]
+    assert sorted(k.name for k in bwd.kernels) == ["conv2d_weight_sum_kernel" if bias else "conv2d_weight_kernel",
+                                                   "conv_transpose2d_kernel"]
     assert not conv_copies(fwd) and not conv_copies(bwd), (fwd.plan, bwd.plan)
 
 
@@ -1263,7 +1264,14 @@ def test_compiled_max_pool2d_values_indices_and_backward(xs, kw):
     fn = lambda m, a: nnf(m).max_pool2d(a, return_indices=True, **kw)  # noqa: E731
     p = check_compiled(fn, x)
     assert "max_pool2d_backward" in ops_of(p.bwd_ir)
-    assert "scatter_add_kernel" in p.bwd_fn.program.kernel_names
+    k, s = kw["kernel_size"], kw.get("stride", kw["kernel_size"])
+    k, s, d = [(v, v) if isinstance(v, int) else v for v in (k, s, kw.get("dilation", 1))]
+    overlap = any(s[i] < d[i] * (k[i] - 1) + 1 for i in range(2))
+    bwd = p.bwd_fn.program
+    # overlapping windows add their gradients atomically into zeros; others are an elementwise
+    # gather: each input element compares its position with its window's index
+    assert ("scatter_add_kernel" in bwd.kernel_names) == overlap, bwd.plan
+    assert all(k.kind == "pointwise" for k in bwd.kernels) != overlap, bwd.plan
 
 
 def test_max_pool2d_ties_infinities_and_nans_pick_torchs_indices():
@@ -1275,6 +1283,125 @@ def test_max_pool2d_ties_infinities_and_nans_pick_torchs_indices():
     for kw in (dict(kernel_size=3, stride=2, padding=1), dict(kernel_size=2, ceil_mode=True, stride=2)):
         fn = lambda m, a: nnf(m).max_pool2d(a, return_indices=True, **kw)  # noqa: E731
         check_compiled(fn, [x], wrt=[])
+
+
+def test_max_pool2d_gradient_gather_keeps_torchs_ties_nans_and_infinities():
+    """Windows that do not overlap: the gradient is an elementwise gather (each element compares
+    its position with its window's saved index), and goes where torch's does: the first of
+    tied maxima, the last NaN of a window, the first of an all -inf window (never the padding),
+    float32 and float64, with the border rows a floor-mode pooling drops getting zeros."""
+    base = np.round(make_inputs([(2, 2, 7, 7)], seed=13)[0])          # many ties
+    base[0, 0, :2, :2] = -np.inf                                      # an all -inf window
+    base[0, 1, 2, 3] = np.nan
+    base[1, 0, 0, 0] = base[1, 0, 1, 1] = np.nan                      # two NaNs in one window
+    base[1, 1, 4, :] = np.inf
+    base[1, 1, 0:2, 2:4] = 3.0                                        # a window of four equal values
+    pools = [dict(kernel_size=2), dict(kernel_size=3, stride=3, padding=1), dict(kernel_size=2, stride=3),
+             dict(kernel_size=(2, 3), stride=(3, 3), padding=(1, 1), ceil_mode=True),
+             dict(kernel_size=2, dilation=2, stride=4)]
+    for dtype, tol in ((np.float32, F32), (np.float64, F64)):
+        for kw in pools:
+            fn = lambda m, a: nnf(m).max_pool2d(a, return_indices=True, **kw)  # noqa: E731
+            p = check_compiled(fn, [base.astype(dtype)], tol=tol, wrt=[0])
+            bwd = p.bwd_fn.program
+            assert [k.kind for k in bwd.kernels] == ["pointwise"], bwd.plan
+            # zeros are written only for the rows and columns no window reaches
+            out = torch.nn.functional.max_pool2d(torch.from_numpy(base), **{**kw, "dilation": kw.get("dilation", 1)})
+            pair = lambda v: (v, v) if isinstance(v, int) else v  # noqa: E731
+            st, pad = pair(kw.get("stride", kw["kernel_size"])), pair(kw.get("padding", 0))
+            covered = all(out.shape[2 + i] * st[i] >= base.shape[2 + i] + pad[i] for i in range(2))
+            assert bool(conv_copies(bwd)) != covered, (kw, bwd.plan)
+
+
+CONV_POOL = [  # (input, weight, conv keyword arguments, pool keyword arguments, fused backward)
+    ((1, 2, 6, 6), (3, 2, 3, 3), dict(padding=1), dict(kernel_size=2), True),
+    ((2, 2, 7, 5), (3, 2, 3, 3), dict(padding=1), dict(kernel_size=2), False),       # a dropped border
+    ((1, 1, 8, 8), (2, 1, 2, 2), {}, dict(kernel_size=3, stride=3, padding=1), True),
+    ((1, 2, 9, 9), (2, 2, 3, 3), {}, dict(kernel_size=2, stride=3, ceil_mode=True), True),
+    ((2, 4, 8, 8), (4, 2, 3, 3), dict(padding=1, groups=2), dict(kernel_size=(2, 1)), True),
+    ((1, 2, 7, 7), (2, 2, 2, 2), dict(stride=2, padding=1), dict(kernel_size=2), True),
+]
+
+
+@pytest.mark.parametrize("xs, ws, ckw, pkw, fused", CONV_POOL, ids=[f"conv_pool{i}" for i in range(len(CONV_POOL))])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_conv_then_max_pool_fuse_forward_and_backward(xs, ws, ckw, pkw, fused, dtype):
+    """conv2d (+ bias) then max_pool2d, against torch: where the pooling reads the convolution
+    through its window offsets (no padding before it, kernel == stride) the pooling is the
+    convolution kernel's epilogue; where its gradient needs no copy into zeros (the windows
+    cover the convolution's output, maybe past it), the gradient GEMMs compute it where they
+    load their tiles, the bias gradient summed by the weight gradient's kernel. With relu
+    between, the relu's gradient joins the chain the GEMMs compute."""
+    x, w, b = make_inputs([xs, ws, (ws[0],)], dtype=dtype, seed=3)
+    tol = CONV_TOL if dtype == np.float32 else F64
+    fn = lambda m, a, w_, b_: nnf(m).max_pool2d(nnf(m).conv2d(a, w_, b_, **ckw), **pkw)  # noqa: E731
+    p = check_compiled(fn, [x, w, b], tol=tol)
+    fwd, bwd = p.fwd_fn.program, p.bwd_fn.program
+    views = pkw.get("padding", 0) == 0 and pkw.get("stride") in (None, pkw["kernel_size"])
+    assert [k.kind for k in fwd.kernels] == ["matmul"] if views else len(fwd.kernels) == 2, fwd.plan
+    if fused:
+        assert [k.kind for k in bwd.kernels] == ["matmul", "matmul"], bwd.plan
+        assert not conv_copies(bwd), bwd.plan
+        assert "conv2d_weight_sum_kernel" in bwd.kernel_names
+    # with relu between: its output is kept for the backward, so the pooling joins the
+    # convolution's kernel (which stores the relu at each view's elements) where the views
+    # cover the whole output
+    relu = lambda m, a, w_, b_: nnf(m).max_pool2d(nnf(m).conv2d(a, w_, b_, **ckw).relu(), **pkw)  # noqa: E731
+    p = check_compiled(relu, [x, w, b], tol=tol)
+    fwd = p.fwd_fn.program
+    k = pkw["kernel_size"]
+    k = (k, k) if isinstance(k, int) else k
+    hw = tuple(torch.nn.functional.conv2d(torch.from_numpy(x), torch.from_numpy(w), **ckw).shape[2:])
+    covered = views and all(hw[i] % k[i] == 0 for i in range(2))
+    assert [k.kind for k in fwd.kernels] == (["matmul"] if covered else ["matmul", "pointwise"]), fwd.plan
+    if fused:
+        assert [k.kind for k in p.bwd_fn.program.kernels] == ["matmul", "matmul"], p.bwd_fn.program.plan
+
+
+def test_conv_then_max_pool_ties_and_nans_follow_torch():
+    """Integer-valued images and weights make exact ties among the convolution's outputs, which
+    the fused kernel compares as torch does (first maximum; a NaN in the image makes its
+    neighbours' windows NaN, the last NaN taking the gradient)."""
+    rng = np.random.default_rng(21)
+    x = rng.integers(-1, 2, (2, 2, 8, 8)).astype(np.float32)
+    w = rng.integers(0, 2, (3, 2, 2, 2)).astype(np.float32)
+    x[1, 0, 3, 3] = np.nan
+    x[0, 1, 5, :] = -np.inf
+    for dtype in (np.float32, np.float64):
+        fn = lambda m, a, w_: nnf(m).max_pool2d(nnf(m).conv2d(a, w_, padding=1), 2, return_indices=True)  # noqa: E731
+        p = check_compiled(fn, [x.astype(dtype), w.astype(dtype)], tol=F32 if dtype == np.float32 else F64)
+        assert [k.kind for k in p.fwd_fn.program.kernels] == ["matmul"]
+    # float16: the views are rounded as the stored output would be before they are compared
+    x16 = np.nan_to_num(x, nan=2.0, neginf=-2.0).astype(np.float16)
+    w16 = rng.integers(-1, 2, (3, 2, 3, 3)).astype(np.float16)
+    b16 = np.array([0.5, -1, 0], np.float16)
+    fn = lambda m, a, w_, b_: nnf(m).max_pool2d(  # noqa: E731
+        nnf(m).conv2d(a, w_, b_, padding=1).relu(), 2, return_indices=True)
+    p = check_compiled(fn, [x16, w16, b16], tol=dict(rtol=1e-3, atol=1e-3))
+    assert [k.kind for k in p.fwd_fn.program.kernels] == ["matmul"]
+
+
+def test_convolutions_compute_elementwise_operands_and_pool_transposed_convolutions():
+    """An elementwise value only a convolution reads is computed where its tiles are loaded
+    (no kernel of its own), relu then max pooling are the convolution's epilogue (inference:
+    nothing of the relu is kept); a transposed convolution's max pooling is its epilogue, and the
+    pooling's gradient is computed where the gradient convolutions load their tiles."""
+    x, w1, w2 = make_inputs([(2, 2, 8, 8), (3, 2, 3, 3), (4, 3, 3, 3)], seed=17)
+    fn = lambda m, a, w_, v_: nnf(m).conv2d(  # noqa: E731
+        nnf(m).max_pool2d(nnf(m).conv2d(a.tanh() * 2, w_, padding=1).relu(), 2), v_, padding=1)
+    p = check_compiled(fn, [x, w1, w2], wrt=[], tol=CONV_TOL)
+    fwd = p.fwd_fn.program
+    # tanh(x) * 2 computed as the first convolution loads x; relu and the pooling its epilogue
+    assert [k.kind for k in fwd.kernels] == ["matmul", "matmul"], fwd.plan
+    first = fwd.kernels[0]
+    assert first.name.startswith("conv2d_relu_as_strided_maximum") and "_tanh(" in first.source, fwd.plan
+    assert set(fwd.graph.inputs[:2]) <= set(first.reads) and fwd.graph.inputs[2] not in first.reads
+    y, wt = make_inputs([(1, 3, 4, 5), (3, 2, 3, 3)], seed=18)
+    fn = lambda m, a, w_: nnf(m).max_pool2d(  # noqa: E731
+        nnf(m).conv_transpose2d(a, w_, stride=2, padding=1, output_padding=1), 2)
+    p = check_compiled(fn, [y, wt], tol=CONV_TOL)
+    assert [k.kind for k in p.fwd_fn.program.kernels] == ["matmul"], p.fwd_fn.program.plan
+    assert [k.kind for k in p.bwd_fn.program.kernels] == ["matmul", "matmul"], p.bwd_fn.program.plan
 
 
 AVGPOOL = [

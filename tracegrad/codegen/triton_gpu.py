@@ -30,7 +30,13 @@ Kernels, one per group:
              set_float32_matmul_precision("high" or "medium") allows TF32;
              a convolution (conv2d, its input and weight gradients) is the same kernel
              as an implicit GEMM: its tiles are gathered from the image and the kernel
-             by index arithmetic, padding and stride as load masks (no copies);
+             by index arithmetic, padding and stride as load masks (no copies). A
+             convolution read only through disjoint strided views (max pooling's
+             window offsets), maybe after an elementwise chain (bias, relu), computes
+             each view as an accumulator, the pooling its epilogue; an elementwise operand read only by convolutions and reductions
+             (max pooling's gradient, through the views that lay it out) is computed
+             where each loads it; the weight gradient's kernel also sums the bias
+             gradient;
   scatter    scatter / scatter_add (atomic adds) into a copy of its input; indexing's
              backward and index_put(accumulate=True) with any key add at each element's
              position (repeated indices adding up). A scatter of one value per row
@@ -49,8 +55,8 @@ What each primitive lowers to is its op table entry's `triton` slot (an `Expr` t
 a `Reduce`/`Dot`/`Scatter` marker, `Glue` the launcher runs as a view or copy, a
 `Decompose` rule that rewrites the node into other primitives before grouping (in
 tracegrad/decompositions.py: rules are traced on symbolic tensors, in the front end), as
-pooling (window views + an elementwise chain or a reduction, a scatter-add for max
-pooling's backward) and einsum (permute/reshape + matmul) are, or a `Refuse` with its
+pooling (window views + an elementwise chain or a reduction; max pooling's backward an
+elementwise gather where windows do not overlap, else a scatter-add) and einsum (permute/reshape + matmul) are, or a `Refuse` with its
 reason: tracegrad/ops/lowering.py); this module reads the
 slot and keeps no table of its own.
 """
@@ -432,15 +438,19 @@ def _group(g, max_row_block=None):
         rest = tuple(i for i in range(len(s_n)) if i not in d)
         trailing = tuple(range(len(s_n) - len(rest), len(s_n)))
         return bool(rest) and rest == trailing and (s_n, rest) in row_dims
+    bias_sums = _bias_sums(g, kinds)
+    claimed = set(v for vs in bias_sums.values() for v in vs)
     for n in [n for n in nodes if not waits(n)] + [n for n in nodes if waits(n)]:
         k = kinds[n]
-        if k not in ("reduce", "matmul") or n in unit_of:
+        if k not in ("reduce", "matmul") or n in unit_of or n in claimed:
             continue
         u = _Unit(k, n)
         u.stages = [n]
         u.col_stages = []        # column sums of full-row values (see _emit_reduction)
         members = {n}
         a = g[n]
+        u.bias_sums = bias_sums.get(n, [])
+        members |= set(u.bias_sums)
         if k == "reduce":
             x = args(n)[0]
             s_in = g[x]["shape"]
@@ -467,6 +477,14 @@ def _group(g, max_row_block=None):
         full_ok = k == "reduce"
         multi = a["prim"].multi
         out_shape = tuple(a["shape"][0]) if multi else tuple(a["shape"])
+        found = _conv_views(g, n, outputs, kinds) if k == "matmul" else None
+        u.views, u.chain = found if found else (None, [])
+        if u.views:
+            # a convolution read only through disjoint strided views (max pooling's window
+            # offsets), maybe after an elementwise chain: each view is one accumulator (the
+            # chain computed on it), the epilogue runs over the views' shape
+            members |= set(u.views) | set(u.chain)
+            out_shape = tuple(g[u.views[0]]["shape"])
         row_vals = {n} if k == "reduce" and not _lowering(a).full_row else set()
         full_vals = set(pro) | ({n} if n not in row_vals else set())
         aliases = {}
@@ -618,6 +636,16 @@ def _group(g, max_row_block=None):
             unit_of[v] = u
         units.insert(len(units) - len(u.glued), u)
 
+    # an elementwise value a convolution reads (max pooling's gradient into the gradient
+    # GEMMs) is computed where the kernel loads its operand tiles, never stored
+    for v, consumers in _conv_operand_cones(g, kinds, unit_of, outputs, units).items():
+        cone = consumers[0][1]
+        for u, _ in consumers:
+            u.cones[v] = cone
+            u.internal |= set(cone.nodes)
+        for m in cone.nodes:
+            unit_of[m] = consumers[0][0]
+
     # pointwise chains: a node joins the groups of its arguments with its shape (merging
     # them) or a sibling chain of that shape
     position = {v: i for i, v in enumerate(nodes)}
@@ -669,13 +697,197 @@ def _group(g, max_row_block=None):
         mem = getattr(u, "internal", None) or set(u.members)
         glued = set(getattr(u, "glued", ()))
         reads = []
-        for m in u.members:
+        for m in _computed(u):
             for x in args(m):
                 if x not in mem and x not in reads:
                     reads.append(x)
         u.reads = reads
         u.writes = [m for m in u.members if m in outputs or any(w not in mem or w in glued for w in g.users(m))]
     return units
+
+
+def _bias_sums(g, kinds):
+    """{conv2d_weight node: [sums]}: the sums over (N, H, W) of a weight gradient's output
+    gradient (the bias gradient), which its kernel adds up from the tiles it loads, in float32
+    (float64) within one program per channel: the gradient is read once for both."""
+    out = {}
+    for n in g.nodes():
+        low = _lowering(g[n]) if kinds[n] == "matmul" else None
+        if not (isinstance(low, ConvDot) and low.kind == "weight"):
+            continue
+        gr = refs(g[n]["args"])[1]
+        for m in g.users(gr):
+            a = g[m]
+            if m in out.get(n, ()) or a["op"] != "sum" or kinds[m] != "reduce" or a["prim"].multi or \
+                    refs(a["args"])[0] != gr or _dims(a, 4) != (0, 2, 3) or \
+                    a["dtype"] != g[gr]["dtype"] or not a["dtype"].is_floating_point or \
+                    any(out.get(q) and m in out[q] for q in out):
+                continue
+            out.setdefault(n, []).append(m)
+    return out
+
+
+# the most views of one convolution computed as separate accumulators of one kernel
+MAX_CONV_VIEWS = 16
+
+
+def _conv_views(g, n, outputs, kinds):
+    """(views, chain): the as_strided views through which alone convolution n (conv2d or
+    conv_transpose2d, not a graph output) is read, when they are disjoint sub-grids of its
+    output, and the elementwise chain between (a bias's relu: each node the one user of the
+    one before, of the output's shape, only the last read by the views and maybe stored).
+    The views share one shape (N, C, Ho, Wo) and steps (s1, s2) over rows and columns, each
+    starting at a different (a, b) with a < s1, b < s2 (max pooling's window offsets where
+    windows do not overlap); where the last value of the chain is stored, they cover it.
+    The views in the graph's order; None when the convolution is read otherwise."""
+    a = g[n]
+    if not isinstance(_lowering(a), ConvDot) or _lowering(a).kind == "weight" or n in outputs:
+        return None
+    shape_n = tuple(a["shape"])
+    chain, src = [], n
+    while True:
+        users = g.users(src)
+        if len(users) == 1 and kinds[users[0]] == "pointwise" and tuple(g[users[0]]["shape"]) == shape_n and \
+                src not in outputs and not _positional(g, g[users[0]]):
+            src = users[0]
+            chain.append(src)
+            continue
+        break
+    if not users or len(users) > MAX_CONV_VIEWS or any(g[w]["op"] != "as_strided" for w in users):
+        return None
+    nb, c, h, w = shape_n
+    shape = tuple(g[users[0]]["shape"])
+    if len(shape) != 4 or shape[:2] != (nb, c):
+        return None
+    seen = set()
+    for v in users:
+        p = g[v]["params"]
+        st = tuple(p["strides"])
+        if tuple(p["shape"]) != shape or st[:2] != (c * h * w, h * w) or st[2] % w or st[2] <= 0 or st[3] <= 0:
+            return None
+        s1, s2 = st[2] // w, st[3]
+        oy, ox = divmod(p["offset"], w)
+        if oy >= s1 or ox >= s2 or oy + s1 * (shape[2] - 1) >= h or ox + s2 * (shape[3] - 1) >= w or \
+                (oy, ox) in seen:
+            return None
+        seen.add((oy, ox))
+    steps = {(g[v]["params"]["strides"][2], g[v]["params"]["strides"][3]) for v in users}
+    if len(steps) != 1:
+        return None
+    s1, s2 = steps.pop()
+    s1 //= w
+    if src in outputs and (len(users) != s1 * s2 or shape[2] * s1 != h or shape[3] * s2 != w):
+        return None                  # stored: every element of it is in one view
+    order = {v: i for i, v in enumerate(g.nodes())}
+    return sorted(users, key=order.get), chain
+
+
+def _view_origin(g, v):
+    """(row, column, row step, column step) of a view _conv_views accepted."""
+    p = g[v]["params"]
+    w = g[refs(g[v]["args"])[0]]["shape"][3]
+    oy, ox = divmod(p["offset"], w)
+    return oy, ox, p["strides"][2] // w, p["strides"][3]
+
+
+def _computed(u):
+    """The nodes a unit computes: its members and the operand cones a convolution computes
+    as it loads its tiles (shared between the convolutions that read one operand)."""
+    cones = getattr(u, "cones", None)
+    if not cones:
+        return u.members
+    return list(u.members) + [m for c in cones.values() for m in c.nodes if m not in u.members]
+
+
+class _Cone:
+    """The elementwise nodes (and views of them) that compute a convolution's operand `root`
+    inside the kernel, in graph order."""
+
+    def __init__(self, root, nodes):
+        self.root = root
+        self.nodes = nodes
+
+
+_CONE_VIEWS = ("reshape", "as_strided")
+
+
+def _conv_operand_cones(g, kinds, unit_of, outputs, units):
+    """{operand: [(unit, _Cone)]}: each operand of a convolution that is an elementwise chain
+    (through reshape/as_strided views of it) read only by convolutions and reductions, and
+    what of the chain those units compute where they load it: every node of it read only
+    inside it, each seen at one index (a node reached through two different views stays
+    outside)."""
+    convs = {}
+    for u in units:
+        if u.kind == "matmul" and isinstance(_lowering(g[u.root]), ConvDot):
+            u.cones = {}
+            for x in refs(g[u.root]["args"])[:2]:
+                convs.setdefault(x, [])
+                if u not in convs[x]:
+                    convs[x].append(u)
+    conv_roots = {u.root for us in convs.values() for u in us}
+    position = {v: i for i, v in enumerate(g.nodes())}
+    out = {}
+    for v in list(convs):
+        # convolutions read it, and reductions may too (a bias gradient's sum): each
+        # computes the chain where it loads v
+        us = []
+        for w in g.users(v):
+            q = unit_of.get(w)
+            if q is None or not (w in conv_roots or q.kind == "reduce" or w in getattr(q, "bias_sums", ())):
+                us = None
+                break
+            if q not in us:
+                us.append(q)
+        if not us:
+            continue
+        # the candidates and the views on the path from v to each (one path per node)
+        path = {}
+        stack = [(v, ())]
+        clash = False
+        while stack:
+            m, views = stack.pop()
+            if m in unit_of or m in outputs or kinds[m] not in ("pointwise", "glue"):
+                continue
+            a = g[m]
+            if kinds[m] == "glue":
+                src = refs(a["args"])
+                if a["op"] not in _CONE_VIEWS or len(src) != 1 or src[0] in unit_of or src[0] in outputs or \
+                        not (kinds[src[0]] == "pointwise" or g[src[0]]["op"] in _CONE_VIEWS):
+                    continue
+            if m in path:
+                clash |= path[m] != views
+                continue
+            path[m] = views
+            if kinds[m] == "glue":
+                stack.append((refs(a["args"])[0], views + (m,)))
+                continue
+            for x in refs(a["args"]):
+                if tuple(g[x]["shape"]) == tuple(a["shape"]):
+                    stack.append((x, views))
+        if clash or v not in path:
+            continue
+        cone = set(path)
+        changed = True
+        while changed:             # each node read only inside the cone (v only by convolutions)
+            changed = False
+            for m in list(cone):
+                if m != v and any(w not in cone for w in g.users(m)):
+                    cone.discard(m)
+                    changed = True
+        if v not in cone or kinds[v] == "glue" and refs(g[v]["args"])[0] not in cone:
+            continue
+        # a view whose source left the cone is loaded as the view it is
+        while any(kinds[m] == "glue" and refs(g[m]["args"])[0] not in cone for m in cone):
+            cone = {m for m in cone if kinds[m] != "glue" or refs(g[m]["args"])[0] in cone}
+        if v not in cone:
+            continue
+        c = _Cone(v, sorted(cone, key=position.get))
+        for u in us:
+            if not hasattr(u, "cones"):
+                u.cones = {}
+        out[v] = [(u, c) for u in us]
+    return out
 
 
 def _unit_dag(g, units, unit_of, kinds):
@@ -685,7 +897,7 @@ def _unit_dag(g, units, unit_of, kinds):
     index = {id(u): i for i, u in enumerate(units)}
     for i, u in enumerate(units):
         mem = getattr(u, "internal", None) or set(u.members)
-        for m in u.members:
+        for m in _computed(u):
             for x in refs(g[m]["args"]):
                 if x in mem or kinds[x] == "input":
                     continue
@@ -890,11 +1102,13 @@ class _Ctx:
 class _Emitter:
     """Builds one kernel: its parameters (pointers, strides, outputs) and its body."""
 
-    def __init__(self, g):
+    def __init__(self, g, cones=None):
         self.g = g
         self.params = []           # (parameter name, ("ptr", v) | ("stride", v, j) | ("out", v))
         self.have = set()
         self.helpers = set()
+        self.cones = cones or {}   # value -> _Cone: computed where it is loaded, never stored
+        self.loads = 0
 
     def param(self, name, what):
         if name not in self.have:
@@ -915,6 +1129,16 @@ class _Emitter:
         return terms
 
     def load(self, v, dom, idx, vector_idx, mask, lines, indent, other="0"):
+        if v in self.cones:
+            shape = tuple(self.g[v]["shape"])
+            lead = len(dom) - len(shape)
+            dims = [idx[j + lead] if n != 1 and j + lead >= 0 and idx[j + lead] is not None else "0"
+                    for j, n in enumerate(shape)]
+            self.loads += 1
+            zero = f"({mask}).to(tl.int32) * 0" if mask else None
+            val = _cone_lines(self, self.g, self.cones[v], dims, mask, zero, f"{v}_c{self.loads}", lines, indent)
+            lines.append(f"{indent}{v} = tl.where({mask}, {val}, {other})" if mask else f"{indent}{v} = {val}")
+            return
         ptr = self.param(f"{v}_ptr", ("ptr", v))
         terms = self.offset(v, dom, idx)
         d = self.g[v]["dtype"]
@@ -927,7 +1151,9 @@ class _Emitter:
         else:
             lines.append(f"{indent}{v} = tl.load({ptr} + {' + '.join(terms)}){cast}")
 
-    def compute(self, n, idx, lines, indent):
+    def compute(self, n, idx, lines, indent, names=None, out=None):
+        """n's element expression over the index names idx, assigned to n (or `out`); its
+        arguments are the values of their names (or `names[x]`)."""
         a = self.g[n]
         low = _expr(a)
         args = a["args"]
@@ -935,7 +1161,7 @@ class _Emitter:
         in_dtypes = []
         for x in args:
             if isinstance(x, V):
-                exprs.append(str(x))
+                exprs.append(names[x] if names is not None else str(x))
                 in_dtypes.append(self.g[x]["dtype"])
             elif x is None:
                 exprs.append(None)
@@ -950,12 +1176,14 @@ class _Emitter:
                 self.helpers.add(h)
         if low.cast:
             expr = f"({expr}).to({_ctype(a['dtype'])})"
-        lines.append(f"{indent}{n} = {expr}")
+        lines.append(f"{indent}{out or n} = {expr}")
 
-    def store(self, v, off, mask, lines, indent):
+    def store(self, v, off, mask, lines, indent, name=None):
+        """Store value v (held in `name`, else in v) at offset `off`."""
         ptr = self.param(f"{v}_out_ptr", ("out", v))
         d = self.g[v]["dtype"]
-        val = f"{v}.to({TL[d.name]})" if _ctype(d) != TL[d.name] else str(v)
+        name = name or str(v)
+        val = f"{name}.to({TL[d.name]})" if _ctype(d) != TL[d.name] else name
         m = f", mask={mask}" if mask else ""
         lines.append(f"{indent}tl.store({ptr} + {off}, {val}{m})" if off else f"{indent}tl.store({ptr}, {val}{m})")
 
@@ -1139,7 +1367,7 @@ def _emit_column_reduction(g, u, name):
     """A reduction over leading dims, tiled rows x columns: a program takes COL_BLOCK columns
     and walks the rows in blocks of BLOCK_SIZE, accumulating a [BLOCK_SIZE, COL_BLOCK] tile
     (whole rows of the block are read together), then reduces it along the rows."""
-    e = _Emitter(g)
+    e = _Emitter(g, getattr(u, "cones", None))
     r = u.root
     a = g[r]
     s_in, dims = u.s_in, u.dims
@@ -1194,7 +1422,7 @@ def _emit_reduction(g, u, name, max_row_block):
     epilogue follows each stage, and a last sweep computes and stores the full-row values."""
     if _column_reduction(g, u):
         return _emit_column_reduction(g, u, name)
-    e = _Emitter(g)
+    e = _Emitter(g, getattr(u, "cones", None))
     r = u.root
     a = g[r]
     s_in, dims = u.s_in, u.dims
@@ -1491,12 +1719,15 @@ def _matmul_shapes(g, n):
 
 
 
-def _epilogue(e, g, u, acc, out, idx, vec, body):
-    """A matmul or convolution kernel's epilogue: the unit's members after the product `acc`,
-    each loading what it reads from outside the unit (once) and computing on the tile."""
+def _epilogue(e, g, u, acc, out, idx, vec, body, done=()):
+    """A matmul or convolution kernel's epilogue: the unit's members after the product `acc`
+    (and those in `done`, computed already), each loading what it reads from outside the unit
+    (once) and computing on the tile."""
     mem = set(u.members)
-    done = {acc}
+    done = {acc} | set(done)
     for m in u.members[1:]:
+        if m in done:
+            continue
         for y in refs(g[m]["args"]):
             if y not in done and y not in mem:
                 e.load(y, out, idx, vec, "mask", body, "    ")
@@ -1601,7 +1832,7 @@ def _emit_conv(g, u, name):
       input    (conv_transpose2d) the same, a row's input pixel hy = (y + p - i*d) / s
                taken only where it divides;
       weight   rows: output channels, columns: (c, i, j), k: output pixels (n, y, x)."""
-    e = _Emitter(g)
+    e = _Emitter(g, getattr(u, "cones", None))
     n = u.root
     a = g[n]
     kind = _lowering(a).kind
@@ -1618,6 +1849,25 @@ def _emit_conv(g, u, name):
 
     def st(v, j):
         return e.param(f"stride_{v}_{j}", ("stride", v, j))
+
+    cones = getattr(u, "cones", {})
+
+    def operand(name, v, dims, mask, tile):
+        """Lines loading operand tile `name` of value v at the index expressions `dims` (one per
+        dimension of v), or computing it there when v is an elementwise chain (its cone)."""
+        if v not in cones:
+            base = ptr(v)
+            terms = " + ".join(f"{dd} * {st(v, j)}" for j, dd in enumerate(dims))
+            return [f"{i8}{name} = tl.load({base} + {terms}, mask={mask}, other=0.0)"]
+        lines = []
+        val = _cone_lines(e, g, cones[v], dims, mask, f"tl.full({tile}, 0, tl.int32)", name, lines, i8)
+        lines.append(f"{i8}{name} = tl.where({mask}, {val}, 0.0).to({TL[d.name]})")
+        return lines
+    A_TILE, B_TILE = "(BLOCK_M, BLOCK_K)", "(BLOCK_K, BLOCK_N)"
+    i8 = "        "
+    views = getattr(u, "views", None) or []
+    if views:                    # the output's rows and columns are the views' (see _conv_views)
+        out = tuple(g[views[0]]["shape"])
     if kind == "forward":
         x, w = xs[0], xs[1]
         nb, c, h, wd = g[x]["shape"]
@@ -1641,6 +1891,13 @@ def _emit_conv(g, u, name):
         M, N, K = og, cg * kh * kw, nb * ho * wo
     u.M, u.N, u.K, u.batch = M, N, K, G
     u.out2 = out
+    # one accumulator per view, its output row and column (a sub-grid of the convolution's)
+    rows = [("", "ry", "rx")]
+    if views:
+        rows = []
+        for j, v in enumerate(views):
+            oy, ox, s1, s2 = _view_origin(g, v)
+            rows.append((str(j), f"({oy} + ry * {s1})", f"({ox} + rx * {s2})"))
     body = ["    pid_m = tl.program_id(0)", "    pid_n = tl.program_id(1)",
             "    grp = tl.program_id(2)",
             "    offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)",
@@ -1656,57 +1913,223 @@ def _emit_conv(g, u, name):
         body += [i4 + ln for ln in _digits("offs_n", (cg, kh, kw), ("wc", "wi", "wj"))]
         body += [i4 + "wc = wc[None, :]", i4 + "wi = wi[None, :]", i4 + "wj = wj[None, :]"]
         idx = ["oc", "wc", "wi", "wj"]
-    body.append(f"    acc = tl.full((BLOCK_M, BLOCK_N), 0.0, {acc_t})")
-    body.append(f"    for k in range(0, {K}, BLOCK_K):")
-    i8 = "        "
-    if kind == "forward":
-        body += [f"{i8}kk = k + tl.arange(0, BLOCK_K)"] + [i8 + ln for ln in _digits("kk", (cg, kh, kw), ("kc", "ki", "kj"))]
-        body += [f"{i8}iy = ry * {sh} - {ph} + ki[None, :] * {dh}",
-                 f"{i8}ix = rx * {sw} - {pw} + kj[None, :] * {dw}",
-                 f"{i8}am = (offs_m[:, None] < {M}) & (kk[None, :] < {K}) & (iy >= 0) & (iy < {h}) & (ix >= 0) & "
-                 f"(ix < {wd})",
-                 f"{i8}a = tl.load({ptr(x)} + rn * {st(x, 0)} + (grp * {cg} + kc[None, :]) * {st(x, 1)} + "
-                 f"iy * {st(x, 2)} + ix * {st(x, 3)}, mask=am, other=0.0)",
-                 f"{i8}bm = (kk[:, None] < {K}) & (offs_n[None, :] < {N})",
-                 f"{i8}b = tl.load({ptr(w)} + oc * {st(w, 0)} + kc[:, None] * {st(w, 1)} + ki[:, None] * {st(w, 2)} + "
-                 f"kj[:, None] * {st(w, 3)}, mask=bm, other=0.0)"]
-    elif kind == "input":
-        body += [f"{i8}kk = k + tl.arange(0, BLOCK_K)"] + [i8 + ln for ln in _digits("kk", (ig, kh, kw), ("ko", "ki", "kj"))]
-        body += [f"{i8}ty = ry + {ph} - ki[None, :] * {dh}",
-                 f"{i8}tx = rx + {pw} - kj[None, :] * {dw}",
-                 f"{i8}hy = ty // {sh}", f"{i8}hx = tx // {sw}",
-                 f"{i8}am = (offs_m[:, None] < {M}) & (kk[None, :] < {K}) & (ty >= 0) & (tx >= 0) & "
-                 f"(hy * {sh} == ty) & (hx * {sw} == tx) & (hy < {h}) & (hx < {wd})",
-                 f"{i8}a = tl.load({ptr(x)} + rn * {st(x, 0)} + (grp * {ig} + ko[None, :]) * {st(x, 1)} + "
-                 f"hy * {st(x, 2)} + hx * {st(x, 3)}, mask=am, other=0.0)",
-                 f"{i8}bm = (kk[:, None] < {K}) & (offs_n[None, :] < {N})",
-                 f"{i8}b = tl.load({ptr(w)} + (grp * {ig} + ko[:, None]) * {st(w, 0)} + offs_n[None, :] * {st(w, 1)} + "
-                 f"ki[:, None] * {st(w, 2)} + kj[:, None] * {st(w, 3)}, mask=bm, other=0.0)"]
-    else:
-        body += [f"{i8}kk = k + tl.arange(0, BLOCK_K)"] + [i8 + ln for ln in _digits("kk", (nb, ho, wo), ("kn", "ky", "kx"))]
-        body += [f"{i8}am = (offs_m[:, None] < {M}) & (kk[None, :] < {K})",
-                 f"{i8}a = tl.load({ptr(gr)} + kn[None, :] * {st(gr, 0)} + oc * {st(gr, 1)} + ky[None, :] * {st(gr, 2)} + "
-                 f"kx[None, :] * {st(gr, 3)}, mask=am, other=0.0)",
-                 f"{i8}iy = ky[:, None] * {sh} - {ph} + wi * {dh}",
-                 f"{i8}ix = kx[:, None] * {sw} - {pw} + wj * {dw}",
-                 f"{i8}bm = (kk[:, None] < {K}) & (offs_n[None, :] < {N}) & (iy >= 0) & (iy < {h}) & (ix >= 0) & "
-                 f"(ix < {wd})",
-                 f"{i8}b = tl.load({ptr(x)} + kn[:, None] * {st(x, 0)} + (grp * {cg} + wc) * {st(x, 1)} + "
-                 f"iy * {st(x, 2)} + ix * {st(x, 3)}, mask=bm, other=0.0)"]
     prec = _dot_precision(d)
     u.precision = prec
-    body.append(f"{i8}acc = tl.dot(a, b, acc{prec})")
+    for j, _, _ in rows:
+        body.append(f"    acc{j} = tl.full((BLOCK_M, BLOCK_N), 0.0, {acc_t})")
+    sums = getattr(u, "bias_sums", None) or []
+    if sums:        # the bias gradient: the output gradient's rows summed as they are loaded
+        body.append(f"    bsum = tl.full((BLOCK_M,), 0.0, {acc_t})")
+    body.append(f"    for k in range(0, {K}, BLOCK_K):")
+    if kind in ("forward", "input"):
+        def b_lines():
+            if kind == "forward":
+                ls = operand("b", w, ["oc", "kc[:, None]", "ki[:, None]", "kj[:, None]"], "bm", B_TILE)
+            else:
+                ls = operand("b", w, [f"(grp * {ig} + ko[:, None])", "offs_n[None, :]", "ki[:, None]",
+                                      "kj[:, None]"], "bm", B_TILE)
+            return [f"{i8}bm = (kk[:, None] < {K}) & (offs_n[None, :] < {N})"] + ls
+        kdig = (cg, kh, kw) if kind == "forward" else (ig, kh, kw)
+        body += [f"{i8}kk = k + tl.arange(0, BLOCK_K)"] + \
+            [i8 + ln for ln in _digits("kk", kdig, ("kc" if kind == "forward" else "ko", "ki", "kj"))]
+        if views:                  # the kernel tile, once for every view
+            body += b_lines()
+        for j, ry, rx in rows:
+            if kind == "forward":
+                body += [f"{i8}iy{j} = {ry} * {sh} - {ph} + ki[None, :] * {dh}",
+                         f"{i8}ix{j} = {rx} * {sw} - {pw} + kj[None, :] * {dw}",
+                         f"{i8}am{j} = (offs_m[:, None] < {M}) & (kk[None, :] < {K}) & (iy{j} >= 0) & (iy{j} < {h}) & "
+                         f"(ix{j} >= 0) & (ix{j} < {wd})"]
+                body += operand(f"a{j}", x, ["rn", f"(grp * {cg} + kc[None, :])", f"iy{j}", f"ix{j}"], f"am{j}",
+                                A_TILE)
+            else:
+                body += [f"{i8}ty{j} = {ry} + {ph} - ki[None, :] * {dh}",
+                         f"{i8}tx{j} = {rx} + {pw} - kj[None, :] * {dw}",
+                         f"{i8}hy{j} = ty{j} // {sh}", f"{i8}hx{j} = tx{j} // {sw}",
+                         f"{i8}am{j} = (offs_m[:, None] < {M}) & (kk[None, :] < {K}) & (ty{j} >= 0) & (tx{j} >= 0) & "
+                         f"(hy{j} * {sh} == ty{j}) & (hx{j} * {sw} == tx{j}) & (hy{j} < {h}) & (hx{j} < {wd})"]
+                body += operand(f"a{j}", x, ["rn", f"(grp * {ig} + ko[None, :])", f"hy{j}", f"hx{j}"], f"am{j}",
+                                A_TILE)
+            if not views:
+                body += b_lines()
+            body.append(f"{i8}acc{j} = tl.dot(a{j}, b, acc{j}{prec})")
+    else:
+        body += [f"{i8}kk = k + tl.arange(0, BLOCK_K)"] + [i8 + ln for ln in _digits("kk", (nb, ho, wo), ("kn", "ky", "kx"))]
+        body += [f"{i8}am = (offs_m[:, None] < {M}) & (kk[None, :] < {K})"]
+        body += operand("a", gr, ["kn[None, :]", "oc", "ky[None, :]", "kx[None, :]"], "am", A_TILE)
+        body += [f"{i8}iy = ky[:, None] * {sh} - {ph} + wi * {dh}",
+                 f"{i8}ix = kx[:, None] * {sw} - {pw} + wj * {dw}",
+                 f"{i8}bm = (kk[:, None] < {K}) & (offs_n[None, :] < {N}) & (iy >= 0) & (iy < {h}) & (ix >= 0) & "
+                 f"(ix < {wd})"]
+        body += operand("b", x, ["kn[:, None]", f"(grp * {cg} + wc)", "iy", "ix"], "bm", B_TILE)
+        body.append(f"{i8}acc = tl.dot(a, b, acc{prec})")
+        if sums:
+            body.append(f"{i8}bsum += tl.reduce(a.to({acc_t}), 1, _add_combine)")
+            e.helpers.add("_add_combine")
     body.append(f"    mask = (offs_m[:, None] < {M}) & (offs_n[None, :] < {N})")
     if bias is not None:
-        body.append(f"    acc += tl.load({ptr(bias)} + oc * {st(bias, 0)}, mask=offs_n[None, :] < {N}, "
+        body.append(f"    bias = tl.load({ptr(bias)} + oc * {st(bias, 0)}, mask=offs_n[None, :] < {N}, "
                     f"other=0.0).to({acc_t})")
-    body.append(f"    {n} = acc")
+    # a view is the convolution's value: rounded to a half type as the stored output would be
+    # (max pooling's comparisons and ties see what an unfused pooling would read)
+    chain = list(getattr(u, "chain", None) or [])
+    for (j, ry, rx), v in zip(rows, views or [n]):
+        val = f"(acc{j} + bias)" if bias is not None else f"acc{j}"
+        if not views:
+            body.append(f"    {v} = {val}")
+            continue
+        # the chain at the view's elements of the convolution's output, stored where it is
+        # a kernel output; the view is its last value, rounded to a half type as the stored
+        # value would be (max pooling's comparisons and ties see what an unfused pooling reads)
+        full = tuple(a["shape"])
+        cidx = ["rn", "oc", ry, rx]
+        names = {n: f"{n}_v{j}"}
+        body.append(f"    {n}_v{j} = {val}")
+        for m in chain:
+            for y in refs(g[m]["args"]):
+                if y not in names:
+                    terms = e.offset(y, full, cidx)
+                    nm = names[y] = f"{y}_v{j}"
+                    yp = e.param(f"{y}_ptr", ("ptr", y))
+                    yd = g[y]["dtype"]
+                    cast = f".to({_ctype(yd)})" if _ctype(yd) != TL[yd.name] else ""
+                    body.append(f"    {nm} = tl.load({yp} + {' + '.join(terms)}, mask=mask, other=0){cast}"
+                                if terms else f"    {nm} = tl.load({yp}){cast}")
+            names[m] = f"{m}_v{j}"
+            e.compute(m, cidx, body, "    ", names=names, out=names[m])
+        for m in [n] + chain:
+            if m in u.writes:
+                e.store(m, _contiguous_offset(full, cidx, always=tuple(cidx)), "mask", body, "    ", names[m])
+        last = names[chain[-1]] if chain else names[n]
+        body.append(f"    {v} = {last}.to({TL[d.name]}).to(tl.float32)" if d.name in ("float16", "bfloat16") else
+                    f"    {v} = {last}")
     vec = set(idx)
-    _epilogue(e, g, u, n, out, idx, vec, body)
+    _epilogue(e, g, u, n, out, idx, vec, body, done=list(views) + sums + chain)
     off = _contiguous_offset(out, idx, always=tuple(idx))
     for v in u.writes:
-        e.store(v, off, "mask", body, "    ")
+        if v in chain:
+            continue                 # stored per view above
+        if v in sums:      # once per output channel: by the programs of the first column tile
+            body.append(f"    {v} = bsum")
+            e.store(v, f"grp * {M} + offs_m", f"offs_m < {M} - pid_n * {M}", body, "    ")
+        else:
+            e.store(v, off, "mask", body, "    ")
     return e, body, ["BLOCK_M", "BLOCK_N", "BLOCK_K"]
+
+
+def _reshape_groups(src, dst):
+    """[(src dims, dst dims)]: the fewest runs of dimensions of equal size products that a
+    reshape from src to dst maps onto each other (size-1 dimensions left out)."""
+    si = [d for d, n in enumerate(src) if n != 1]
+    di = [d for d, n in enumerate(dst) if n != 1]
+    out, a, b = [], 0, 0
+    while a < len(si) and b < len(di):
+        sd, dd = [si[a]], [di[b]]
+        ps, pd = src[si[a]], dst[di[b]]
+        while ps != pd:
+            if ps < pd:
+                a += 1
+                sd.append(si[a])
+                ps *= src[si[a]]
+            else:
+                b += 1
+                dd.append(di[b])
+                pd *= dst[di[b]]
+        out.append((sd, dd))
+        a += 1
+        b += 1
+    return out
+
+
+def _view_index(g, x, idx, fresh, lines, indent):
+    """The index expressions into the source of view x (reshape or as_strided of a
+    contiguous value) of x's element at `idx`."""
+    a = g[x]
+    src = refs(a["args"])[0]
+    S, X = tuple(g[src]["shape"]), tuple(a["shape"])
+    out = ["0"] * len(S)
+    if a["op"] == "reshape":
+        for sd, dd in _reshape_groups(S, X):
+            if len(sd) == 1 and len(dd) == 1:
+                out[sd[0]] = idx[dd[0]]
+                continue
+            terms, inner = [], 1
+            for d in reversed(dd):
+                terms.append(idx[d] if inner == 1 else f"{idx[d]} * {inner}")
+                inner *= X[d]
+            flat = fresh()
+            lines.append(f"{indent}{flat} = {' + '.join(reversed(terms))}")
+            names = [fresh() for _ in sd]
+            lines += [indent + ln for ln in _digits(flat, [S[d] for d in sd], names)]
+            for d, nm in zip(sd, names):
+                out[d] = nm
+        return out
+    p = a["params"]
+    terms = [f"{idx[d]} * {st}" for d, (n, st) in enumerate(zip(X, p["strides"])) if n != 1 and st != 0]
+    flat = fresh()
+    lines.append(f"{indent}{flat} = {' + '.join(terms + [str(p['offset'])])}")
+    keep = [d for d, n in enumerate(S) if n != 1]
+    names = [fresh() for _ in keep]
+    lines += [indent + ln for ln in _digits(flat, [S[d] for d in keep], names)]
+    for d, nm in zip(keep, names):
+        out[d] = nm
+    return out
+
+
+def _cone_lines(e, g, cone, dims, mask, zero, tag, lines, indent):
+    """Lines computing an elementwise chain (a _Cone) at the index expressions `dims` (one
+    per dimension of cone.root); returns the name of the root's value. The chain's inputs
+    are loaded under `mask` (None: unmasked), their pointers given the tile's shape by adding
+    `zero` (an int32 block of zeros)."""
+    nodes = set(cone.nodes)
+    count = [0]
+
+    def fresh():
+        count[0] += 1
+        return f"{tag}_{count[0]}"
+    if mask:
+        lines.append(f"{indent}{tag}_zero = {zero}")
+        zero = f"{tag}_zero"
+    idx_of = {cone.root: list(dims)}
+    for m in reversed(cone.nodes):         # from the root out: a node after all its users
+        a = g[m]
+        if m not in idx_of:
+            raise AssertionError(f"Triton codegen: {m} in the cone of {cone.root} has no index")
+        if a["op"] in _CONE_VIEWS:
+            idx_of[refs(a["args"])[0]] = _view_index(g, m, idx_of[m], fresh, lines, indent)
+        else:
+            for x in refs(a["args"]):
+                if x in nodes:
+                    idx_of[x] = idx_of[m]
+    names, loaded = {}, {}
+    for m in cone.nodes:
+        a = g[m]
+        xs = refs(a["args"])
+        if a["op"] in _CONE_VIEWS:
+            names[m] = names[xs[0]]
+            continue
+        shape = tuple(a["shape"])
+        for x in xs:
+            if x in nodes:
+                continue
+            key = (x, tuple(idx_of[m]), len(shape))
+            if key not in loaded:
+                nm = loaded[key] = fresh()
+                terms = e.offset(x, shape, idx_of[m])
+                ptr = e.param(f"{x}_ptr", ("ptr", x))
+                dt = g[x]["dtype"]
+                cast = f".to({_ctype(dt)})" if _ctype(dt) != TL[dt.name] else ""
+                if terms and mask:
+                    lines.append(f"{indent}{nm} = tl.load({ptr} + {zero} + {' + '.join(terms)}, mask={mask}, "
+                                 f"other=0){cast}")
+                elif terms:
+                    lines.append(f"{indent}{nm} = tl.load({ptr} + {' + '.join(terms)}){cast}")
+                else:
+                    lines.append(f"{indent}{nm} = tl.load({ptr}){cast}")
+            names[x] = loaded[key]
+        names[m] = fresh()
+        e.compute(m, idx_of[m], lines, indent, names=names, out=names[m])
+    return names[cone.root]
 
 
 def _emit_index_add(g, u, name):
@@ -1854,12 +2277,38 @@ IEEE_CONFIGS = [{"BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 16}, {"BLOCK_M": 64, "
                 {"BLOCK_M": 32, "BLOCK_N": 32, "BLOCK_K": 32}]
 
 
+# an IEEE convolution that also computes an operand where it loads it (max pooling's gradient),
+# several views (max pooling's window offsets) or a bias gradient keeps more live per tile:
+# smaller tiles first (32 x 32 x 8 compiles for sm_90 and sm_80 without spilling)
+IEEE_HEAVY_CONFIGS = [{"BLOCK_M": 32, "BLOCK_N": 32, "BLOCK_K": 8}] + IEEE_CONFIGS
+# (and on tensor cores, 32 x 32 x 32 for float16/bfloat16/TF32, which compiles to MMA unspilled)
+HEAVY_CONFIGS = [{"BLOCK_M": 32, "BLOCK_N": 32, "BLOCK_K": 32}] + CONFIGS["matmul"]
+
+
 def configs(u):
     """The block configs a kernel unit is timed over on a GPU; the first is the one reports
-    compile (the sm test holds it to no spills)."""
+    compile (the sm test holds it to no spills). A convolution computing k > 4 views (k
+    accumulators) takes tiles of about 4/k the area, down to 16 x 16."""
+    views = len(getattr(u, "views", None) or ())
+    heavy = views > 1 or bool(getattr(u, "cones", None) or getattr(u, "bias_sums", None))
     if u.kind == "matmul" and getattr(u, "precision", "") == ', input_precision="ieee"':
-        return IEEE_CONFIGS
-    return CONFIGS[u.kind]
+        out = IEEE_HEAVY_CONFIGS if heavy else IEEE_CONFIGS
+    elif u.kind == "matmul" and heavy:
+        out = HEAVY_CONFIGS
+    else:
+        out = CONFIGS[u.kind]
+    if views > 4:
+        shrunk = []
+        for c in out:
+            c = dict(c)
+            while c["BLOCK_M"] * c["BLOCK_N"] * views > 4 * out[0]["BLOCK_M"] * out[0]["BLOCK_N"] and \
+                    max(c["BLOCK_M"], c["BLOCK_N"]) > 16:
+                big = "BLOCK_M" if c["BLOCK_M"] >= c["BLOCK_N"] else "BLOCK_N"
+                c[big] //= 2
+            if c not in shrunk:
+                shrunk.append(c)
+        out = shrunk
+    return out
 
 
 INTERPRET_CONFIGS = {"pointwise": {"BLOCK_SIZE": 128}, "reduce": {"BLOCK_SIZE": 32},
@@ -2112,7 +2561,7 @@ def lower(graph, max_row_block=None):
             e, body, consts = _emit_matmul(g, u, name)
         u.params = e.params
         helpers |= e.helpers
-        text = "\n".join(["@triton.jit"] + e.signature(name, consts) + _comment(g, u.members) + body) + "\n"
+        text = "\n".join(["@triton.jit"] + e.signature(name, consts) + _comment(g, _computed(u)) + body) + "\n"
         u.source = text
         pieces.append(text)
         kernel_units.append(u)

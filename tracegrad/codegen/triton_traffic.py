@@ -3,7 +3,8 @@
 `traffic(prog)` counts the bytes each step of a TritonProgram's launch plan moves against the
 least the program needs (its inputs read once, its outputs written once): for a memory-bound
 GPU program the ratio predicts its speed. A kernel reads each value it loads (a broadcast view
-costs its base's bytes; a row reduction that loops over blocks reads its inputs once per pass)
+costs its base's bytes, views of one value the sum of theirs up to the value's bytes; a row
+reduction that loops over blocks reads its inputs once per pass)
 and writes each value it stores; a glue copy (cat, flip, gather, ...) writes its value and reads
 at most as much of each argument; an atomic add reads and writes its target (a scatter's every
 index element, a row kernel's column sums once per program, after zeroing the output).
@@ -87,12 +88,13 @@ def traffic(prog):
         passes = 1
         if u.kind == "reduce" and not u.whole:
             passes = max(1, u.source.count("for start in range("))
-        seen = set()
+        # views of one value read the elements they hold: a strided view a part, several
+        # views (a window's offsets) their sum, all of them together at most the value once
+        per_base = {}
         for x in u.reads:
             b, base = read_bytes(x)
-            if base not in seen:
-                seen.add(base)
-                moved += b * passes
+            per_base[base] = min(per_base.get(base, 0) + b, _nbytes(g, base))
+        moved += passes * sum(per_base.values())
         moved += sum(_nbytes(g, w) for w in u.writes)
         if u.kind == "scatter":
             # atomic adds read and write each target element they touch; an index kernel over

@@ -263,7 +263,8 @@ def _conv2d_weight_vjp(v, out, x, g, *, weight_shape, stride, padding, dilation,
 # Run when a graph is lowered to Triton (ops/lowering.py's Decompose): each rule applies other
 # primitives to symbolic tensors. Padding is a copy into a filled buffer (full +
 # as_strided_scatter), windows are as_strided views; the arithmetic is a reduction over the
-# window, an elementwise chain over one view per window offset, or a scatter-add.
+# window, an elementwise chain over one view per window offset, an elementwise gather (max
+# pooling's gradient where windows do not overlap) or a scatter-add (where they do).
 # Convolutions are not decomposed: their slot is ConvDot, an implicit-GEMM kernel
 # (codegen/triton_gpu.py's _emit_conv) that gathers its tiles by index arithmetic.
 
@@ -359,13 +360,48 @@ def _max_pool2d_triton(x, *, kernel, stride, padding, dilation, ceil_mode):
     return _op("reshape", m, shape=(n, c, ho, wo)), _op("reshape", idx, shape=(n, c, ho, wo))
 
 
-def _max_pool2d_backward_triton(g, idx, *, input_shape, overlap):
-    """Each output's gradient added (atomically) at the input position its index names."""
+def _max_pool2d_backward_triton(g, idx, *, input_shape, overlap, window=None):
+    """Windows that do not overlap (window: their (kernel, stride, padding, dilation)): each
+    input element's gradient is its window's, where the window's index names the element,
+    else 0 (`_pool_gather`). Windows that overlap: each output's gradient added (atomically)
+    at the input position its index names, into zeros."""
+    if not overlap and window is not None:
+        return _pool_gather(g, idx, input_shape, window[1], window[2])
     n, c, h, w = input_shape
     l = g.shape[2] * g.shape[3]
     out = _op("scatter", _op("full", shape=(n, c, h * w), value=0, dtype=g.dtype),
               _op("reshape", idx, shape=(n, c, l)), _op("reshape", g, shape=(n, c, l)), dim=2, reduce="add")
     return _op("reshape", out, shape=tuple(input_shape))
+
+
+def _pool_gather(g, idx, input_shape, stride, padding):
+    """Max pooling's gradient when no two windows overlap, elementwise: window (y, x) starts at
+    padded row y * sh, column x * sw, and no other window reaches rows y * sh .. y * sh + sh - 1
+    or those columns, so the padded input seen as (N, C, Ho, sh, Wo, sw) holds in
+    [:, :, y, i, x, j] the only element window (y, x) can have picked there. Each element is
+    where(idx == its position, g, 0) over g and idx broadcast across (i, j) (stride-0 views)
+    and a constant map of positions (-1 for padding): no zeros written first, no scatter, the
+    element the forward picked (ties, NaN) gets the gradient. The (N, C, Ho * sh, Wo * sw)
+    result cut to the input is a view; rows or columns no window reaches (the floor mode's
+    dropped border) are a copy into zeros."""
+    n, c, h, w = input_shape
+    ho, wo = g.shape[2], g.shape[3]
+    (sh, sw), (ph, pw) = stride, padding
+    hb, wb = ho * sh, wo * sw
+    rows = (np.arange(ho)[:, None] * sh + np.arange(sh)[None, :] - ph).reshape(ho, sh, 1, 1)
+    cols = (np.arange(wo)[:, None] * sw + np.arange(sw)[None, :] - pw).reshape(1, 1, wo, sw)
+    inside = (rows >= 0) & (rows < h) & (cols >= 0) & (cols < w)
+    pos = np.where(inside, rows * w + cols, -1).astype(np.int64).reshape(1, 1, ho, sh, wo, sw)
+    spread = dict(shape=(n, c, ho, sh, wo, sw), strides=(c * ho * wo, ho * wo, wo, 0, 1, 0), offset=0)
+    hit = _op("eq", _op("as_strided", idx, **spread), FrontEnd.Tensor._make(pos, D.int64))
+    out = _op("where", hit, _op("as_strided", g, **spread), 0)
+    out = _op("reshape", out, shape=(n, c, hb, wb))
+    if (hb, wb, ph, pw) == (h, w, 0, 0):
+        return out
+    if hb >= ph + h and wb >= pw + w:               # the input is a window of the result
+        return _op("as_strided", out, shape=(n, c, h, w), strides=(c * hb * wb, hb * wb, wb, 1),
+                   offset=ph * wb + pw)
+    return _place(out, (h, w), (-ph, -pw), (1, 1), 0)
 
 
 def _avg_divide(total, h, w, ho, wo, kernel, stride, padding, count_include_pad, divisor_override):
@@ -498,7 +534,7 @@ def _max_pool2d_shape(x, *, kernel, stride, padding, dilation, ceil_mode):
     return [((n, c, ho, wo), x.dtype), ((n, c, ho, wo), D.int64)]
 
 
-def _max_pool2d_backward_kernel(g, idx, *, input_shape, overlap):
+def _max_pool2d_backward_kernel(g, idx, *, input_shape, overlap, window=None):
     """Scatter each output's gradient to the input element it came from."""
     n, c, h, w = input_shape
     flat = idx.reshape(n * c, -1) + (np.arange(n * c) * (h * w))[:, None]
@@ -521,15 +557,17 @@ def _gather_pooled(gg, idx):
 
 def _max_pool2d_vjp(g, out, x, *, kernel, stride, padding, dilation, ceil_mode):
     overlap = stride[0] < dilation[0] * (kernel[0] - 1) + 1 or stride[1] < dilation[1] * (kernel[1] - 1) + 1
-    return (_apply("max_pool2d_backward", (g[0], out[1]), {"input_shape": tuple(x.shape), "overlap": overlap}),)
+    return (_apply("max_pool2d_backward", (g[0], out[1]), {"input_shape": tuple(x.shape), "overlap": overlap,
+                                                          "window": (kernel, stride, padding, dilation)}),)
 
 
 Primitive("max_pool2d", "x", _max_pool2d_kernel, shape=_max_pool2d_shape, dtype="same", multi=True,
           nondiff_outputs=(1,), vjp=_max_pool2d_vjp, saves="out", grad_fn="MaxPool2DWithIndicesBackward0",
           refuse={0: _no_kernel("max_pool2d")}, triton=T.Decompose(_max_pool2d_triton))
 Primitive("max_pool2d_backward", "g idx", _max_pool2d_backward_kernel,
-          shape=lambda g, idx, *, input_shape, overlap: tuple(input_shape), dtype="same",
-          vjp=lambda gg, out, g, idx, *, input_shape, overlap: (_gather_pooled(gg, idx), None), saves="idx",
+          shape=lambda g, idx, *, input_shape, overlap, window=None: tuple(input_shape), dtype="same",
+          vjp=lambda gg, out, g, idx, *, input_shape, overlap, window=None: (_gather_pooled(gg, idx), None),
+          saves="idx",
           grad_fn="MaxPool2DWithIndicesBackwardBackward0", triton=T.Decompose(_max_pool2d_backward_triton))
 
 
