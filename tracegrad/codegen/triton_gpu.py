@@ -1647,9 +1647,10 @@ def _emit_reduction(g, u, name, max_row_block):
 # lanes (elements of a block)
 PACK_LANES = 128
 
-# rows one program of a kernel with column sums handles: its column partials are added into
-# the outputs once per program, so the atomic traffic is at most 1/COL_ROWS of the rows'
-_COL_ROWS = 8
+# rows one program of a kernel with column sums handles, at least and at most: its column
+# partials (read and written as float32) are added into the outputs once per program, and it
+# takes enough rows that this traffic stays within 1/_COL_SHARE of what its rows move
+_COL_ROWS, _COL_ROWS_MAX, _COL_SHARE = 8, 64, 8
 
 
 def _column_sums(g, u, e, body, done, bidx, vec, compute_full, needed_full, M):
@@ -1658,9 +1659,14 @@ def _column_sums(g, u, e, body, done, bidx, vec, compute_full, needed_full, M):
     registers, then atomically adds its partial sums into the (zeroed) outputs. A program's
     rows past the last are the last row again (the same values stored twice) with their
     partials masked off."""
-    rows = max(1, min(_COL_ROWS, M))
-    u.rows = rows
     u.col_stages = [m for m in u.col_stages if m in u.writes]     # (a sum nothing reads is not made)
+    row_bytes = sum(g[v]["dtype"].itemsize for v in dict.fromkeys(u.reads + u.writes)
+                    if _numel(tuple(g[v]["shape"])) == M * u.N)    # per column, over one row
+    rows = _COL_ROWS
+    while rows < _COL_ROWS_MAX and rows * row_bytes < _COL_SHARE * 8 * len(u.col_stages):
+        rows *= 2
+    rows = max(1, min(rows, M))
+    u.rows = rows
     tail = []
     for j, m in enumerate(u.col_stages):
         x = refs(g[m]["args"])[0]
