@@ -12,6 +12,7 @@ from tracegrad.passes import (eliminate_common_subexpressions, eliminate_dead_co
                               partition, collect_terms, decompose_row_ops, FORWARD_PIPELINE, RECOMPUTED_PIPELINE)
 from tracegrad.passes.rewrite import rewrite
 from tracegrad.passes.fuse import group_fusions
+from tracegrad.passes.partition import SMALL_BYTES
 
 
 def traced(fn, *shapes, dtype=tg.float64):
@@ -113,7 +114,7 @@ def test_simplify_keeps_an_added_zero_and_a_subtracted_negative_zero():
 
 def test_partition_recomputes_cheap_values_and_saves_fewer_bytes():
     fn = lambda x: (((x * 2).sin() * 3 + 1) ** 2).sum()   # noqa: E731
-    g, a = traced(fn, (1000,))
+    g, a = traced(fn, (20000,))        # values of 160 kB: above SMALL_BYTES, worth recomputing
     for p in FORWARD_PIPELINE:
         g = p(g)
     bwd = derive(g, list(g.outputs), [g.inputs[0]])
@@ -136,6 +137,32 @@ def test_partition_recomputes_cheap_values_and_saves_fewer_bytes():
     # near the zeros of cos(2a) and 3 sin(2a) + 1 the product is exact to its factors' rounding only
     np.testing.assert_allclose(got[0], want[0], rtol=1e-12, atol=_cancel_tol(want[0]))
     np.testing.assert_allclose(got[0], exact, rtol=1e-12, atol=_cancel_tol(exact) * 36)
+
+
+def test_partition_saves_small_values_instead_of_recomputing_them():
+    """Below SMALL_BYTES an op's fixed cost outweighs the memory: the backward reads the small
+    values it needs as the forward made them (a view is remade from its base), and gives the
+    gradient the unpartitioned backward gives."""
+    fn = lambda x: (((x * 2).sin() * 3 + 1) ** 2).reshape(10, 100).sum()   # noqa: E731
+    g, a = traced(fn, (1000,))
+    assert 1000 * 8 <= SMALL_BYTES
+    for p in FORWARD_PIPELINE:
+        g = p(g)
+    bwd = derive(g, list(g.outputs), [g.inputs[0]])
+    part = partition(g, bwd)
+    verify(part.forward)
+    verify(part.backward)
+    assert not [n for n in part.recomputed if g[n]["op"] not in ("reshape", "expand", "permute")]
+    assert part.saved_bytes > 0
+    seed = np.ones(())
+    outs = run_numpy(part.forward, a)
+    n_out = len(g.outputs)
+    want = run_numpy(bwd, [seed] + [run_numpy(_with_outputs(g, [bwd[n]["fwd"]]), a)[0] for n in bwd.inputs[1:]])
+
+    def bind(kind, i):
+        return {"seed": lambda: seed, "in": lambda: a[i], "res": lambda: outs[n_out + i]}[kind]()
+    got = run_numpy(part.backward, [bind(k, i) for k, i in part.binds])
+    np.testing.assert_array_equal(got[0], want[0])
 
 
 def _with_outputs(g, outs):
@@ -324,14 +351,15 @@ def test_simplify_keeps_a_uniform_constant_that_sets_the_result_shape():
 
 
 def test_collect_terms_writes_a_product_rule_derivative_as_few_ops():
-    # the backward of 0.5 x (1 + tanh(k (x + c x x x))), recomputing the forward from x
-    g, a = traced(lambda x: 0.5 * x * (1 + (0.79788456 * (x + 0.044715 * x * x * x)).tanh()), (1000,))
+    # the backward of 0.5 x (1 + tanh(k (x + c x x x))), recomputing the forward from x (values
+    # above partition.SMALL_BYTES: smaller ones would be saved)
+    g, a = traced(lambda x: 0.5 * x * (1 + (0.79788456 * (x + 0.044715 * x * x * x)).tanh()), (20000,))
     part = partition(g, derive(g, list(g.outputs), [g.inputs[0]]))
     assert part.binds == [("seed", 0), ("in", 0)]
     before = eliminate_dead_code(simplify(part.backward))
     after = collect_terms(before)
     verify(after)
-    args = [np.random.default_rng(9).standard_normal(1000), a[0]]
+    args = [np.random.default_rng(9).standard_normal(20000), a[0]]
     want = run_numpy(before, args)[0]
     np.testing.assert_allclose(run_numpy(after, args)[0], want, rtol=1e-12, atol=_cancel_tol(want))
     # 0.5 (1 + t) + x (k/2 + 3 k c/2 x^2)(1 - t^2), times the seed: x^2 and t made once each

@@ -17,10 +17,14 @@ from ..ir.graph import Graph, V, map_args, refs, insert
 from ..ops.primitives import PRIMITIVES as P
 
 INF = float("inf")
-_FREE = frozenset({"reshape", "permute", "expand", "squeeze", "unsqueeze", "convert", "clone"})
+_VIEWS = frozenset({"reshape", "permute", "expand", "squeeze", "unsqueeze"})
+_FREE = _VIEWS | {"convert", "clone"}
 # erf's kernel is a Python loop; pow's slow path; exp costs about four elementwise passes
 # (a softmax's exponentials are read back, not taken again)
 _EXPENSIVE = frozenset({"erf", "pow", "exp"})
+# 32 KiB: at ~0.12 ns an element a numpy pass over 8192 float32 values costs about what one
+# call costs on its own (PERF-NOTES.md)
+SMALL_BYTES = 32 * 1024
 
 
 def recomputable(attrs):
@@ -49,9 +53,22 @@ class Partition:
 
 
 def choose_saved(fwd, required, remat=True):
-    """The forward values to save so that `required` can be computed from them."""
+    """The forward values to save so that `required` can be computed from them. A small
+    value (SMALL_BYTES or less) is saved as it is: recomputing it would cost an op's
+    fixed overhead (~1 µs a numpy call) to spare less memory than that time streams."""
     if not remat or not required:
         return list(dict.fromkeys(required))
+    small, rest = [], []
+    for r in required:
+        if nbytes(fwd[r]) > SMALL_BYTES:
+            rest.append(r)
+            continue
+        src = r
+        while fwd[src]["op"] in _VIEWS:      # a view is remade from its base for free: the base is saved
+            src = fwd[src]["args"][0]
+        (small if nbytes(fwd[src]) <= SMALL_BYTES else rest).append(src)
+    if small:
+        return list(dict.fromkeys(small + (choose_saved(fwd, rest) if rest else [])))
     free = _free_cut(fwd, required)
     if free is not None:
         return free
