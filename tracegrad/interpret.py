@@ -36,6 +36,44 @@ def run_eager(graph, args):
     return [None if o is None else env[o] for o in graph.outputs]
 
 
+def plan_eager(graph):
+    """run_eager of `graph` as one generated function of its inputs, each op's eager rule
+    (or `apply`) and parameters bound once: what a backward taken again and again with
+    create_graph=True runs. Parameters and constants reach the code through a table, never
+    as text."""
+    table = {"apply": apply}
+    names = {v: f"a{k}" for k, v in enumerate(graph.inputs)}
+    lines = []
+
+    def arg(x):
+        if isinstance(x, V):
+            return names[x]
+        table[f"c{len(table)}"] = x
+        return f"c{len(table) - 1}"
+    for n in graph.nodes():
+        a = graph[n]
+        if a["op"] == "input":
+            continue
+        out = names[n] = f"t{len(names)}"
+        if a["op"] == "proj":
+            lines.append(f"    {out} = {names[a['args'][0]]}[{int(a['params']['index'])}]")
+            continue
+        prim, k = a["prim"], len(table)
+        args = "".join(arg(x) + ", " for x in a["args"])
+        table[f"p{k}"] = a["params"]
+        if prim.eager:
+            table[f"f{k}"] = prim.eager
+            lines.append(f"    {out} = f{k}({args}**p{k})")
+        else:
+            table[f"f{k}"] = prim
+            lines.append(f"    {out} = apply(f{k}, ({args}), p{k})")
+    outs = "".join(("None" if o is None else names[o]) + ", " for o in graph.outputs)
+    src = f"def run({''.join(f'a{k}, ' for k in range(len(graph.inputs)))}):\n" + "\n".join(lines) + \
+        f"\n    return [{outs}]\n"
+    exec(compile(src, "<tracegrad:eager backward>", "exec"), table)
+    return table["run"]
+
+
 def run_numpy(graph, args, check=True):
     env = dict(zip(graph.inputs, args))
     for n in graph.nodes():

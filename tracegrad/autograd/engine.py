@@ -48,7 +48,7 @@ STATS = collections.Counter()
 
 class Program:
     __slots__ = ("fwd", "bwd", "fn", "binds", "node_count", "triton", "transfers", "owners", "undefined",
-                 "family", "kin")
+                 "family", "kin", "eager")
 
 
 def _owners(order):
@@ -199,6 +199,7 @@ def build_program(order, index, roots, targets, hooks_spec):
     p.binds = binds
     p.node_count = len(order)
     p.triton = None
+    p.eager = None                       # bwd run through the eager ops (create_graph), made on first use
     p.transfers = any(fwd[v]["op"] == "to_copy" for v in fwd.nodes())
     # a custom Function's backward may return None (an undefined gradient, torch's): such a
     # backward runs node by node, where None flows on as torch's engine lets it. A compiled
@@ -455,8 +456,7 @@ def _execute(order, index, roots, seeds, targets, retain_graph, create_graph, ho
         if node._saved is None and not node._prim.takes_ctx:
             raise RuntimeError(FREED_MSG)
     p = get_program(order, index, roots, targets, hooks_spec)
-    hook_fns = {k: fns for k, fns in hooks_spec.items()}
-    hook_by_key = {(index[id(n)], s): fns for (n, s), fns in hooks_spec.items()}
+    hook_by_key = {(index[id(n)], s): fns for (n, s), fns in hooks_spec.items()} if hooks_spec else {}
     if create_graph:
         args = []
         for kind, info in p.binds:
@@ -473,7 +473,7 @@ def _execute(order, index, roots, seeds, targets, retain_graph, create_graph, ho
         try:
             with enable_grad():
                 outs = (run_checked(p, args, order, eager=True) if tracer._ANOMALY[0] or p.undefined else
-                        run_eager(p.bwd, args))
+                        (p.eager or _plan_eager(p))(*args))
         except BaseException:
             if not retain_graph:
                 free_graph(ran)
@@ -512,6 +512,12 @@ def _execute(order, index, roots, seeds, targets, retain_graph, create_graph, ho
     if not retain_graph:
         free_graph(ran)
     return outs
+
+
+def _plan_eager(p):
+    from ..interpret import plan_eager  # deferred: import tracegrad does not load tracegrad.interpret
+    p.eager = plan_eager(p.bwd)
+    return p.eager
 
 
 def executed(order, targets):
