@@ -322,6 +322,7 @@ def _build(fn, args, kwargs, name, backend, value_reads=None, keep_stages=False)
             bwd_run = group_fusions(bwd_run)
     p.fwd_run, p.bwd_run = fwd_run, bwd_run
     p.spec, p.spec_ok = None, False
+    p.out_shape = None
     p.streak = p.bwd_count = p.bwd_seen = 0
     if p.needs_grad and lower is compile_graph and sum(p.out_diff) == 1:
         k = p.out_diff.index(True)
@@ -550,9 +551,28 @@ def run_program(p, leaves):
         outs.append(Tensor._make(o, dt))
     if p.needs_grad and STATE.grad_enabled:
         _attach(p, leaves, arrays, outs, () if spec else res[n_out:], res[n_out:] if spec else None)
+    shape = p.out_shape
+    if shape is None:
+        shape = p.out_shape = _out_shape(p)
+    if shape == 1:
+        return outs[0]
+    if shape == 2:
+        return tuple(outs)
     it = iter(outs)
     flat = [next(it) if c is None else c for c in p.out_consts]
     return unflatten(p.out_spec, iter(flat))
+
+
+def _out_shape(p):
+    """How run_program gives the outputs back: 1 a lone tensor, 2 a tuple of the tensors as
+    they come, 3 anything else (unflatten of the output structure)."""
+    if all(c is None for c in p.out_consts):
+        if p.out_spec is LEAF:
+            return 1
+        if type(p.out_spec) is tuple and len(p.out_spec) == 2 and p.out_spec[0] is tuple and \
+                all(s is LEAF for s in p.out_spec[1]):
+            return 2
+    return 3
 
 
 def _speculate(p):
@@ -584,10 +604,11 @@ def _attach(p, leaves, arrays, outs, residuals, grads=None):
     used = p.used_inputs
     for k, t in enumerate(inputs):
         metas.append((t._data.shape, t._dtype))
+        fn = t._grad_fn if t._view is None else t.grad_fn
         if k not in used:
             edges.append((None, 0))          # not in the graph (torch: no edge, a None gradient)
-        elif t.grad_fn is not None:
-            edges.append((t.grad_fn, t._output_nr))
+        elif fn is not None:
+            edges.append((fn, t._output_nr))
         elif t._req:
             edges.append((t._accumulator(), 0))
         else:
@@ -610,7 +631,7 @@ def _attach(p, leaves, arrays, outs, residuals, grads=None):
     for k, o in enumerate(outs):
         if p.out_diff[k]:
             o._req = True
-            o.grad_fn = node
+            o._grad_fn = node                # a new tensor, no view: what the grad_fn setter does
             o._output_nr = k
 
 
@@ -728,12 +749,19 @@ def _compiled_backward_eager(*args, prog):
     *gs, ctx = args
     p = prog
     _start_backward(p, ctx, counts=False)
-    seeds = _seeds(p, gs, lambda s, dt: creation.zeros(s, dtype=dt))
+    seeds = _seeds(p, gs, _zeros_tensor)
     if p.double is None:
         p.double = CompiledFunction(_backward_function(p), backend=p.backend, name=f"{p.__name__}_grad")
         p.double._warned = True          # where it cannot be traced it runs through the eager ops
     res = p.double(*seeds, *ctx.__dict__["_inputs"])
-    return tuple(creation.zeros(shape, dtype=dt) if r is None else r for r, (shape, dt) in zip(res, p.grad_metas))
+    out = []
+    for r, (shape, dt) in zip(res, p.grad_metas):
+        out.append(creation.zeros(shape, dtype=dt) if r is None else r)
+    return tuple(out)
+
+
+def _zeros_tensor(shape, dt):
+    return creation.zeros(shape, dtype=dt)
 
 
 def _backward_function(p):
@@ -804,6 +832,13 @@ class _Ran:
         self.result = result
 
 
+def _all_tensors(args):
+    for a in args:
+        if not isinstance(a, Tensor):
+            return False
+    return True
+
+
 class CompiledFunction:
     """What `compile` returns for a function: call it as the function."""
     _guard_by_identity = True      # its cache and last program change with every call (runtime/sources.py)
@@ -846,7 +881,7 @@ class CompiledFunction:
                           f"checkpoint); it runs eagerly so that the hooks see every tensor saved for backward",
                           UserWarning, stacklevel=2)
             return self._fn(*args, **kwargs)
-        if not kwargs and all(isinstance(a, Tensor) for a in args):
+        if not kwargs and _all_tensors(args):
             leaves = list(args)                 # the common call: tensors only, no keywords
             spec = _TENSORS_SPEC.get(len(args))
             if spec is None:

@@ -180,6 +180,13 @@ def _accumulate(t, g, create_graph):
                 raise RuntimeError("hooks should return None.")
 
 
+def _any_proxy(outputs):
+    for t in outputs:
+        if t.__class__ is not Tensor and t.__class__.__name__ == "Proxy":
+            return True
+    return False
+
+
 def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=False, only_inputs=True,
          allow_unused=None, is_grads_batched=False, materialize_grads=False):
     """Gradients of `outputs` with respect to `inputs` (nothing is accumulated into .grad)."""
@@ -199,8 +206,7 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
     for t in inputs:
         if not isinstance(t, Tensor):
             raise TypeError(f"grad(): inputs must be Tensors, got {type(t).__name__}")
-    # inside a function being traced
-    if any(t.__class__ is not Tensor for t in outputs) and any(t.__class__.__name__ == "Proxy" for t in outputs):
+    if _any_proxy(outputs):                         # inside a function being traced
         return grad_in_trace(outputs, inputs, _as_list(grad_outputs, "grad_outputs"), create_graph, allow_unused,
                              materialize_grads)
     for i, t in enumerate(outputs):

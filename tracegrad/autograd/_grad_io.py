@@ -9,6 +9,7 @@ from ..creation import ones_like_data, tensor, zeros
 def _seeds(outputs, grads, create_graph, what="grad_tensors", ones=None):
     """The gradient each output starts from; `ones(o)` makes an implicit one (by default
     a concrete tensor; a traced grad makes a symbolic one)."""
+    concrete = ones is None
     ones = ones or ones_like_data
     if len(grads) == 0:
         grads = [None] * len(outputs)
@@ -22,6 +23,9 @@ def _seeds(outputs, grads, create_graph, what="grad_tensors", ones=None):
             if not o.dtype.is_floating_point:
                 raise RuntimeError(f"grad can be implicitly created only for real scalar outputs but got {o.dtype}")
             g = ones(o)
+            if concrete:                 # ones_like_data: the output's shape and dtype already
+                seeds.append(g)
+                continue
         elif not isinstance(g, Tensor):
             g = tensor(g, dtype=o.dtype)
         if tuple(g.shape) != tuple(o.shape):

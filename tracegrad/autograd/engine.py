@@ -99,14 +99,15 @@ def walk(roots):
 
 def structure_key(order, index):
     key = []
+    hooked = HOOK_USED[0]
     for node in order:
         prim = node._prim
         if prim is None:
             key.append(node._out_meta)
             continue
-        edges = tuple(-1 if n is None else (index[id(n)], s) for n, s in node.next_functions)
+        edges = tuple([-1 if n is None else (index[id(n)], s) for n, s in node.next_functions])
         key.append((prim.name, tuple(node._params.items()), node._args_meta, edges, node._out_meta))
-        if HOOK_USED[0]:
+        if hooked:
             key.append(hooked_saved(node))
     return tuple(key)
 
@@ -163,7 +164,7 @@ def _value_names(g, vals, order, index, refs):
 
 
 def node_hooks_of(order):
-    return frozenset(k for k, n in enumerate(order) if n._hooks or n._pre_hooks)
+    return frozenset([k for k, n in enumerate(order) if n._hooks or n._pre_hooks])
 
 
 def build_program(order, index, roots, targets, hooks_spec):
@@ -330,9 +331,9 @@ def unpack_saved(node, s):
 
 
 def get_program(order, index, roots, targets, hooks_spec):
-    key = (structure_key(order, index), tuple((index[id(n)], s) for n, s in roots),
-           tuple((index[id(n)], s) for n, s in targets),
-           tuple(sorted(((index[id(n)], s), len(f)) for (n, s), f in hooks_spec.items())),
+    key = (structure_key(order, index), tuple([(index[id(n)], s) for n, s in roots]),
+           tuple([(index[id(n)], s) for n, s in targets]),
+           tuple(sorted([((index[id(n)], s), len(f)) for (n, s), f in hooks_spec.items()])) if hooks_spec else (),
            node_hooks_of(order))
     with _LOCK:
         p = _CACHE.get(key)
