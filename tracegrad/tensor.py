@@ -112,7 +112,7 @@ def _shadow_here():
 
 class Tensor:
     """An n-dimensional array with autograd, stored in a numpy array."""
-    __slots__ = ("_data", "_dtype", "_req", "_grad_fn", "_output_nr", "_grad", "_vc", "_base", "_view",
+    __slots__ = ("_data", "_dtype", "_req", "_grad_fn_slot", "_output_nr", "_grad", "_vc", "_base", "_view",
                  "_grad_acc", "_retains_grad", "_hooks", "_is_param", "_inference", "_post_acc_hooks",
                  "__weakref__", "__dict__")
     __array_priority__ = 1000
@@ -131,7 +131,7 @@ class Tensor:
         t._data = data
         t._dtype = dtype
         t._req = requires_grad
-        t._grad_fn = grad_fn
+        t._grad_fn_slot = grad_fn
         t._output_nr = output_nr
         t._grad = None
         t._vc = [0] if vc is None else vc
@@ -178,13 +178,16 @@ class Tensor:
     def dtype(self):
         return self._dtype
 
+    # a numpy array first: getattr's default costs a caught AttributeError
     @property
     def device(self):
-        return getattr(self._data, "_tg_device", CPU)
+        d = self._data
+        return CPU if d.__class__ is np.ndarray else getattr(d, "_tg_device", CPU)
 
     @property
     def is_cuda(self):
-        return getattr(self._data, "_tg_device", CPU) is not CPU
+        d = self._data
+        return d.__class__ is not np.ndarray and getattr(d, "_tg_device", CPU) is not CPU
 
     def get_device(self):
         return 0 if self.is_cuda else -1
@@ -490,10 +493,14 @@ class Tensor:
         memo[id(self)] = t
         return t
 
-    def __delattr__(self, name):
-        if name in ("requires_grad", "_grad_fn", "grad_fn", "_backward_hooks", "is_leaf", "_version"):
-            raise RuntimeError(f"can't delete the attribute '{name}' of a Tensor")
-        object.__delattr__(self, name)
+    @property
+    def _backward_hooks(self):
+        # torch's private attribute (None unless set): only stored here, for code that sets it
+        return self.__dict__.get("_backward_hooks")
+
+    @_backward_hooks.setter
+    def _backward_hooks(self, value):
+        self.__dict__["_backward_hooks"] = value
 
     # -- autograd -------------------------------------------------------------
     def backward(self, gradient=None, retain_graph=None, create_graph=False, inputs=None):
@@ -593,6 +600,22 @@ class Tensor:
     def new_empty(self, *size, dtype=None, device=None, requires_grad=False):
         return Above.empty(*size, dtype=dtype or self._dtype, device=device or self.device, requires_grad=requires_grad)
 
+
+# Attributes torch refuses to delete. Each refuses through a deleter of its own: a Python
+# __delattr__ on the class would route every attribute write on every tensor through a
+# Python-level lookup of __setattr__ (several times slower).
+def _undeletable(name):
+    def fdel(self):
+        raise RuntimeError(f"can't delete the attribute '{name}' of a Tensor")
+    return fdel
+
+
+# _grad_fn: the slot's own descriptor as getter and setter (C calls), with a deleter that refuses
+_slot = Tensor.__dict__["_grad_fn_slot"]
+Tensor._grad_fn = property(_slot.__get__, _slot.__set__, _undeletable("_grad_fn"))
+for _name in ("requires_grad", "grad_fn", "_backward_hooks", "is_leaf", "_version"):
+    setattr(Tensor, _name, Tensor.__dict__[_name].deleter(_undeletable(_name)))
+del _slot, _name
 
 
 def _grad_enabled():

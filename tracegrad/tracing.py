@@ -141,6 +141,8 @@ class Proxy(Tensor):
     def _version(self):
         return 0
 
+    _version = _version.deleter(Tensor._version.fdel)      # refused, as a tensor's
+
 
 class trace:
     """Context in which ops on Proxies record into `graph`."""
