@@ -734,7 +734,7 @@ def _grad_arrays(p, res):
     for r, (shape, dt) in zip(res, p.grad_metas):
         if r is None:
             r = np.zeros(shape, dt.np)
-        elif hasattr(r, "_tg_device"):
+        elif r.__class__ is not np.ndarray and hasattr(r, "_tg_device"):
             r = r if r.dtype == dt.np else r.astype(dt.np)
         elif type(r) is not np.ndarray or r.dtype != dt.np:
             r = np.asarray(r, dt.np)

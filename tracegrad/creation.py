@@ -174,7 +174,10 @@ def _wrap_np(a, dtype=None):
 def ones_like_data(t):
     if t.is_cuda:
         return Tensor._make(Above.to_device(np.ones(t._data.shape, t._dtype.np), t._dtype), t._dtype)
-    return Tensor._make(np.ones(t._data.shape, t._dtype.np), t._dtype)
+    shape = t._data.shape
+    if shape == ():                      # a scalar loss's seed: np.array is several times np.ones's speed
+        return Tensor._make(np.array(1, t._dtype.np), t._dtype)
+    return Tensor._make(np.ones(shape, t._dtype.np), t._dtype)
 
 
 # == tensor(): torch's inference of shape and dtype from nested Python data =========================

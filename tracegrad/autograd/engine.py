@@ -471,14 +471,17 @@ def _execute(order, index, roots, seeds, targets, retain_graph, create_graph, ho
                 args.append(order[info])
             else:
                 args.append(info)
+        grad_mode = STATE.grad_enabled
+        STATE.grad_enabled = True            # enable_grad(), without a context object per backward
         try:
-            with enable_grad():
-                outs = (run_checked(p, args, order, eager=True) if tracer._ANOMALY[0] or p.undefined else
-                        (p.eager or _plan_eager(p))(*args))
+            outs = (run_checked(p, args, order, eager=True) if tracer._ANOMALY[0] or p.undefined else
+                    (p.eager or _plan_eager(p))(*args))
         except BaseException:
             if not retain_graph:
                 free_graph(ran)
             raise
+        finally:
+            STATE.grad_enabled = grad_mode
     else:
         args = []
         for kind, info in p.binds:

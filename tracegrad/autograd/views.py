@@ -133,7 +133,7 @@ def view_grad_fn(t):
 
 def _layout(a):
     """(address of element 0, strides), both in elements of the storage."""
-    if hasattr(a, "_tg_device"):
+    if a.__class__ is not np.ndarray and hasattr(a, "_tg_device"):
         return a.t.storage_offset(), tuple(a.t.stride())
     item = a.itemsize
     ptr = a.__array_interface__["data"][0]

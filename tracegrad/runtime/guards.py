@@ -58,5 +58,5 @@ def guard_key(cspec, leaves):
     """The key of a call's arguments: grad mode, default dtype and float32 matmul precision,
     the argument structure with its Python constants by type and bits (`cspec`: sources.canonical of flatten's spec), and each tensor's shape, dtype, requires_grad and
     device. What else the function read is checked by the program's guards (sources.py)."""
-    tensors = tuple((t._data.shape, t._dtype, t._req, t._data.__class__) for t in leaves)
+    tensors = tuple([(t._data.shape, t._dtype, t._req, t._data.__class__) for t in leaves])
     return (STATE.grad_enabled, D.get_default_dtype(), D.get_float32_matmul_precision(), cspec, tensors)
