@@ -354,3 +354,23 @@ def test_every_primitive_is_exercised():
 def test_op_db_names_are_unique():
     names = [op.name for op in OPS]
     assert len(names) == len(set(names))
+
+
+@pytest.mark.parametrize("src", [(), (1,), (3,), (1, 3), (3, 1), (2, 1, 4), (0,), (1, 0), "strided"])
+def test_expand_kernel_is_numpys_broadcast_view(src):
+    """expand's kernel builds its view directly from a contiguous array: the same values,
+    shape, dtype and read-only stride-0 view as np.broadcast_to, and the same errors."""
+    rng = np.random.default_rng(0)
+    x = np.arange(12.).reshape(3, 4)[:, ::2] if src == "strided" else np.asarray(rng.standard_normal(src), np.float32)
+    kernel = PRIMITIVES["expand"].impl
+    for shape in [(), (1,), (3,), (4, 3), (3, 3), (2, 3, 3), (2, 3, 2), (5, 2, 3, 4), (0,), (2, 0), (2, 1, 3), (-1,)]:
+        try:
+            want = np.broadcast_to(x, shape)
+        except ValueError:
+            with pytest.raises(ValueError):
+                kernel(x, shape=shape)
+            continue
+        got = kernel(x, shape=shape)
+        assert got.shape == want.shape and got.dtype == want.dtype and got.strides == want.strides
+        np.testing.assert_array_equal(got, want)
+        assert not got.flags.writeable and (got.size == 0 or np.shares_memory(got, x))

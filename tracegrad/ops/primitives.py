@@ -994,7 +994,36 @@ Primitive("permute", "x", lambda x, dims, name=None: np.transpose(x, dims),
           shape=lambda x, dims, name=None: tuple(x.shape[d] for d in dims), dtype="same",
           vjp=lambda g, out, x, dims, name=None: (F.permute(g, tuple(np.argsort(dims).tolist())),),
           grad_fn=lambda a, p: p.get("name", "PermuteBackward0"), view=True, triton=T.permute)
-Primitive("expand", "x", lambda x, shape: np.broadcast_to(x, shape), shape=lambda x, shape: tuple(shape),
+def _broadcast_view(x, shape):
+    """np.broadcast_to(x, shape) (a read-only view, stride 0 along broadcast dimensions), made
+    directly where x is a C-contiguous array: broadcast_to sets up an iterator first, several
+    times the cost of a small op. Anything else (and every error) goes through broadcast_to."""
+    if x.__class__ is np.ndarray and x.flags.c_contiguous:
+        lead = len(shape) - x.ndim
+        if lead >= 0:
+            strides = [0] * lead
+            for s, n, st in zip(x.shape, shape[lead:], x.strides):
+                if s == 1 and n >= 0:
+                    strides.append(0)            # as broadcast_to: stride 0 along every size-1 dimension
+                elif s == n:
+                    strides.append(st)
+                else:
+                    break
+            else:
+                for n in shape[:lead]:
+                    if n < 0:
+                        break
+                else:
+                    try:
+                        v = np.ndarray(shape, x.dtype, x, 0, tuple(strides))
+                    except (TypeError, ValueError):
+                        return np.broadcast_to(x, shape)
+                    v.flags.writeable = False
+                    return v
+    return np.broadcast_to(x, shape)
+
+
+Primitive("expand", "x", _broadcast_view, shape=lambda x, shape: tuple(shape),
           dtype="same", vjp=lambda g, out, x, shape: (sum_to(g, tuple(x.shape)),), grad_fn="ExpandBackward0",
           view=True, triton=T.expand)
 Primitive("squeeze", "x", lambda x, dims, **_: np.squeeze(x, axis=dims),
