@@ -7,8 +7,9 @@ generates its numpy code. Then it binds the seeds and saved tensors, runs the pr
 and delivers gradients. A training loop that records the same graph every step pays
 for derivation and code generation once.
 
-With create_graph=True the backward IR is instead interpreted op by op through the
-eager ops with grad mode on, so its results have their own grad_fn (any order).
+With create_graph=True the backward IR instead runs op by op through the eager ops with
+grad mode on (one generated function per cached backward, interpret.plan_eager), so its
+results have their own grad_fn (any order).
 """
 import collections
 import itertools
@@ -32,7 +33,7 @@ from ..autodiff import derive
 from ..codegen.numpy_cpu import compile_graph, interpret_graph
 from .. import tracing as tracer
 from . import profiler
-from ..interpret import run_eager
+from ..interpret import plan_eager
 
 _CACHE = collections.OrderedDict()
 _CACHE_LIMIT = 512
@@ -519,7 +520,6 @@ def _execute(order, index, roots, seeds, targets, retain_graph, create_graph, ho
 
 
 def _plan_eager(p):
-    from ..interpret import plan_eager  # deferred: import tracegrad does not load tracegrad.interpret
     p.eager = plan_eager(p.bwd)
     return p.eager
 
