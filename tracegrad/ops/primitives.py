@@ -705,11 +705,13 @@ def _like(r, x):
 
 
 def _sum_kernel(x, dims=None, keepdim=False):
+    # an ndarray straight to the ufunc: np.sum's Python wrapper costs as much as a small sum
+    total = np.add.reduce if x.__class__ is np.ndarray else np.sum
     if x.dtype.kind in "biu":
-        return np.sum(x, axis=_axes(x, dims), keepdims=keepdim, dtype=np.int64)
+        return total(x, axis=_axes(x, dims), keepdims=keepdim, dtype=np.int64)
     if x.dtype == _F16:
-        return np.sum(x, axis=_axes(x, dims), keepdims=keepdim, dtype=np.float32).astype(_F16)
-    return np.sum(x, axis=_axes(x, dims), keepdims=keepdim, dtype=x.dtype)
+        return total(x, axis=_axes(x, dims), keepdims=keepdim, dtype=np.float32).astype(_F16)
+    return total(x, axis=_axes(x, dims), keepdims=keepdim, dtype=x.dtype)
 
 
 def _mean_kernel(x, dims=None, keepdim=False):
