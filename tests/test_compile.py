@@ -657,3 +657,25 @@ def test_a_one_element_joint_program_runs_on_python_floats():
     g, = tg.autograd.grad(f(x), x)
     ge, = tg.autograd.grad(fn(x), x)
     close(g, ge)
+
+
+def test_higher_order_through_a_compiled_loss_keeps_hooks_and_freed_graph_errors():
+    """torch's way (a compiled loss, autograd.grad(create_graph=True) outside it): a hook on
+    the first derivative changes the second as torch's does, call after call (the cached
+    backwards), and a second backward through the freed graph raises as torch's does."""
+    xs = np.random.default_rng(5).standard_normal(50)
+    cl = tg.compile(lambda x: (tg.tanh(x) ** 2).sum())
+    tc = lambda x: (torch.tanh(x) ** 2).sum()       # noqa: E731
+    for _ in range(3):
+        got = []
+        for lib, f in ((tg, cl), (torch, tc)):
+            x = lib.tensor(xs, requires_grad=True)
+            g1, = lib.autograd.grad(f(x), x, create_graph=True)
+            g1.register_hook(lambda g: g * 2)
+            s = g1.sum()
+            g2, = lib.autograd.grad(s, x)
+            with pytest.raises(RuntimeError, match="backward through the graph a second time"):
+                lib.autograd.grad(s, x)
+            got.append((g1.detach().numpy(), g2.numpy()))
+        for a, b in zip(*got):
+            np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-12)
