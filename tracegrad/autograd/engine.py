@@ -98,10 +98,15 @@ def walk(roots):
     return order, index
 
 
-def structure_key(order, index):
+def _structure(order, index):
+    """The graph's structure as a cache key (ops, parameters, types, edges), and the nodes
+    with hooks (node_hooks_of), in one pass over the nodes."""
     key = []
+    hooks = []
     hooked = HOOK_USED[0]
-    for node in order:
+    for k, node in enumerate(order):
+        if node._hooks or node._pre_hooks:
+            hooks.append(k)
         prim = node._prim
         if prim is None:
             key.append(node._out_meta)
@@ -110,7 +115,7 @@ def structure_key(order, index):
         key.append((prim.name, tuple(node._params.items()), node._args_meta, edges, node._out_meta))
         if hooked:
             key.append(hooked_saved(node))
-    return tuple(key)
+    return tuple(key), frozenset(hooks)
 
 
 def forward_graph(order):
@@ -332,10 +337,10 @@ def unpack_saved(node, s):
 
 
 def get_program(order, index, roots, targets, hooks_spec):
-    key = (structure_key(order, index), tuple([(index[id(n)], s) for n, s in roots]),
-           tuple([(index[id(n)], s) for n, s in targets]),
+    structure, node_hooks = _structure(order, index)
+    key = (structure, tuple([(index[id(n)], s) for n, s in roots]), tuple([(index[id(n)], s) for n, s in targets]),
            tuple(sorted([((index[id(n)], s), len(f)) for (n, s), f in hooks_spec.items()])) if hooks_spec else (),
-           node_hooks_of(order))
+           node_hooks)
     with _LOCK:
         p = _CACHE.get(key)
         if p is not None:
