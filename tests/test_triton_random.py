@@ -99,7 +99,7 @@ def test_random_program_compiled_for_triton(seed):
             check_close(a, b, f"seed {seed}: Hessian-vector product {i}")
 
 
-@pytest.mark.parametrize("seed", [37, 47])
+@pytest.mark.parametrize("seed", [189, 203])
 def test_grouping_that_makes_a_cycle_between_kernels_is_split_into_a_launch_order(seed, monkeypatch):
     """Seeds whose first grouping has two kernels that need each other's values: the grouping
     splits a pointwise kernel, and in the launch order every kernel and copy reads only graph
