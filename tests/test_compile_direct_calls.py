@@ -9,23 +9,11 @@ import pytest
 import torch
 
 import tracegrad as tg
+from test_compile_fusion import _same_values, _special as fusion_special
 
 
 def _special(shape, dtype, seed):
-    a = np.random.default_rng(seed).standard_normal(shape).astype(dtype)
-    flat = a.reshape(-1)
-    specials = np.array([-0.0, 0.0, np.nan, -np.nan, np.inf, -np.inf, 1e-30, -1e-30], dtype)
-    flat[::5] = np.resize(specials, flat[::5].shape)
-    return a
-
-
-def _same_values(a, b):
-    """Equal as IEEE values, NaN where NaN, and the sign of every zero the same."""
-    a, b = np.asarray(a), np.asarray(b)
-    assert a.dtype == b.dtype and a.shape == b.shape
-    np.testing.assert_array_equal(a, b)
-    zero = (a == 0) & (b == 0)
-    assert (np.signbit(a[zero]) == np.signbit(b[zero])).all()
+    return fusion_special(shape, dtype, seed, every=5)
 
 
 def _source(cf):

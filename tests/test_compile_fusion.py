@@ -153,12 +153,13 @@ def test_chunks_leave_the_callers_numpy_buffer_size_alone(chunk_bytes):
         np.setbufsize(old)
 
 
-def _special(shape, dtype, seed):
-    """Random values with -0.0, 0.0, NaN, infinities and tiny numbers of both signs spread in."""
+def _special(shape, dtype, seed, every=7):
+    """Random values with -0.0, 0.0, NaN, infinities and tiny numbers of both signs spread in
+    (at every `every`-th element)."""
     a = np.random.default_rng(seed).standard_normal(shape).astype(dtype)
     flat = a.reshape(-1)
     specials = np.array([-0.0, 0.0, np.nan, -np.nan, np.inf, -np.inf, 1e-30, -1e-30], dtype)
-    flat[::7] = np.resize(specials, flat[::7].shape)
+    flat[::every] = np.resize(specials, flat[::every].shape)
     return a
 
 
