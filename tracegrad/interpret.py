@@ -20,7 +20,9 @@ def _resolve(a, env):
     return a
 
 
-def run_eager(graph, args):
+def _walk(graph, args, compute):
+    """Each op node of `graph` in order, `compute(n, attrs, resolved args)` giving its value
+    (a multi-output op's tuple, read by its proj nodes); the outputs' values."""
     env = dict(zip(graph.inputs, args))
     for n in graph.nodes():
         a = graph[n]
@@ -30,10 +32,15 @@ def run_eager(graph, args):
         if op == "proj":
             env[n] = env[a["args"][0]][a["params"]["index"]]
             continue
-        prim = a["prim"]
-        args = tuple(_resolve(x, env) for x in a["args"])
-        env[n] = prim.eager(*args, **a["params"]) if prim.eager else apply(prim, args, a["params"])
+        env[n] = compute(n, a, [_resolve(x, env) for x in a["args"]])
     return [None if o is None else env[o] for o in graph.outputs]
+
+
+def run_eager(graph, args):
+    def compute(n, a, xs):
+        prim = a["prim"]
+        return prim.eager(*xs, **a["params"]) if prim.eager else apply(prim, tuple(xs), a["params"])
+    return _walk(graph, args, compute)
 
 
 def plan_eager(graph):
@@ -75,24 +82,18 @@ def plan_eager(graph):
 
 
 def run_numpy(graph, args, check=True):
-    env = dict(zip(graph.inputs, args))
-    for n in graph.nodes():
-        a = graph[n]
-        op = a["op"]
-        if op == "input":
-            continue
-        if op == "proj":
-            env[n] = env[a["args"][0]][a["params"]["index"]]
-            continue
-        out = a["prim"].impl(*[_resolve(x, env) for x in a["args"]], **a["params"])
+    def compute(n, a, xs):
+        out = a["prim"].impl(*xs, **a["params"])
         if check:
             outs = out if a["prim"].multi else (out,)
             shapes = a["shape"] if a["prim"].multi else [a["shape"]]
             dtypes = a["dtype"] if a["prim"].multi else [a["dtype"]]
             for o, s, d in zip(outs, shapes, dtypes):
                 if tuple(np.shape(o)) != tuple(s):
-                    raise AssertionError(f"{n} = {op}(...): kernel gave shape {np.shape(o)}, graph says {tuple(s)}")
+                    raise AssertionError(f"{n} = {a['op']}(...): kernel gave shape {np.shape(o)}, graph says "
+                                         f"{tuple(s)}")
                 if np.asarray(o).dtype != d.np:
-                    raise AssertionError(f"{n} = {op}(...): kernel gave dtype {np.asarray(o).dtype}, graph says {d}")
-        env[n] = out
-    return [None if o is None else env[o] for o in graph.outputs]
+                    raise AssertionError(f"{n} = {a['op']}(...): kernel gave dtype {np.asarray(o).dtype}, graph "
+                                         f"says {d}")
+        return out
+    return _walk(graph, args, compute)
