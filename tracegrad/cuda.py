@@ -34,7 +34,7 @@ from .ir.graph import Graph, V
 from .ops.primitives import Primitive, PRIMITIVES
 from .tracing import TraceError, _record, apply, trace, proxy_input
 from . import tracing as tracer
-from .interpret import run_eager
+from .interpret import run_eager, walk
 
 CUDA0 = _device("cuda", 0)
 _ON = _tracing._CUDA         # set once a CUDA tensor exists (read by tracing.py and the engine)
@@ -583,33 +583,24 @@ def _run_backward_graph(graph, args, run_eager):
     bwd = [n for n in graph.nodes() if graph[n]["op"] == "compiled_backward"]
     if not bwd:
         return run_eager(graph, args)
-    env = dict(zip(graph.inputs, args))
 
-    def resolve(x):
+    def resolve(x, env):
         if isinstance(x, V):
             return env[x]
         if isinstance(x, (tuple, list)):
-            return type(x)(resolve(y) for y in x)
+            return type(x)(resolve(y, env) for y in x)
         return x
-    for n in graph.nodes():
-        a = graph[n]
-        op = a["op"]
-        if op == "input":
-            continue
-        if op == "proj":
-            env[n] = env[a["args"][0]][a["params"]["index"]]
-            continue
+
+    def compute(n, a, xs):
         prim = a["prim"]
-        xs = tuple(resolve(x) for x in a["args"])
-        if op == "compiled_backward":
+        if a["op"] == "compiled_backward":
             raw = [x._data if isinstance(x, Tensor) else x for x in xs]
             res = prim.impl(*raw, **a["params"])
             metas = a["params"]["prog"].grad_metas
-            env[n] = tuple(Tensor._make(r if r.__class__ is CudaArray else to_device(r, dt), dt)
-                           for r, (_, dt) in zip(res, metas))
-            continue
-        env[n] = prim.eager(*xs, **a["params"]) if prim.eager else apply(prim, xs, a["params"])
-    return [None if o is None else env[o] for o in graph.outputs]
+            return tuple(Tensor._make(r if r.__class__ is CudaArray else to_device(r, dt), dt)
+                         for r, (_, dt) in zip(res, metas))
+        return prim.eager(*xs, **a["params"]) if prim.eager else apply(prim, tuple(xs), a["params"])
+    return walk(graph, args, compute, resolve)
 
 
 def run_backward(p, args):

@@ -20,9 +20,10 @@ def _resolve(a, env):
     return a
 
 
-def _walk(graph, args, compute):
+def walk(graph, args, compute, resolve=_resolve):
     """Each op node of `graph` in order, `compute(n, attrs, resolved args)` giving its value
-    (a multi-output op's tuple, read by its proj nodes); the outputs' values."""
+    (a multi-output op's tuple, read by its proj nodes); the outputs' values. `resolve(x,
+    env)` turns an argument into its value."""
     env = dict(zip(graph.inputs, args))
     for n in graph.nodes():
         a = graph[n]
@@ -32,7 +33,7 @@ def _walk(graph, args, compute):
         if op == "proj":
             env[n] = env[a["args"][0]][a["params"]["index"]]
             continue
-        env[n] = compute(n, a, [_resolve(x, env) for x in a["args"]])
+        env[n] = compute(n, a, [resolve(x, env) for x in a["args"]])
     return [None if o is None else env[o] for o in graph.outputs]
 
 
@@ -40,7 +41,7 @@ def run_eager(graph, args):
     def compute(n, a, xs):
         prim = a["prim"]
         return prim.eager(*xs, **a["params"]) if prim.eager else apply(prim, tuple(xs), a["params"])
-    return _walk(graph, args, compute)
+    return walk(graph, args, compute)
 
 
 def plan_eager(graph):
@@ -96,4 +97,4 @@ def run_numpy(graph, args, check=True):
                     raise AssertionError(f"{n} = {a['op']}(...): kernel gave dtype {np.asarray(o).dtype}, graph "
                                          f"says {d}")
         return out
-    return _walk(graph, args, compute)
+    return walk(graph, args, compute)
