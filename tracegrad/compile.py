@@ -219,9 +219,19 @@ def _build(fn, args, kwargs, name, backend, value_reads=None, keep_stages=False)
     n_args = len(leaves)
     p.n_args = n_args
     p.out_spec = out_spec
+    last_use = _last_uses(g, out_leaves) if sh.first_write else None
     outputs, out_consts = [], []
+    # outputs that are an argument itself, or an output given before: the same tensor object,
+    # as the function returns it (`return x`, `x.add_(1); return x`, `return y, y`)
+    first = {id(px): ("arg", k) for k, (px, _, _) in enumerate(sh.inputs)}
+    p.out_same = []
     for o in out_leaves:
         if isinstance(o, Proxy):
+            src = first.get(id(o))
+            if src is not None:
+                p.out_same.append((len(outputs), src))
+            else:
+                first[id(o)] = ("out", len(outputs))
             outputs.append(V(o.__dict__["_name"]))
             out_consts.append(None)
         else:
@@ -250,6 +260,7 @@ def _build(fn, args, kwargs, name, backend, value_reads=None, keep_stages=False)
     p.fwd_ir = g
     p.consts = inputs = [g[v]["value"] for v in g.inputs[n_args:]]
     all_inputs = list(leaves) + inputs
+    p.arg_writes, p.write_pos, p.write_extra = _writes(p, leaves, sh, last_use)
     req = [isinstance(t, Tensor) and t.requires_grad for t in all_inputs]
     p.wrt_pos = [i for i, r in enumerate(req) if r and all_inputs[i].dtype.is_floating_point]
     p.out_meta = [(tuple(g[o]["shape"]), g[o]["dtype"]) for o in g.outputs]
@@ -343,6 +354,8 @@ def _build(fn, args, kwargs, name, backend, value_reads=None, keep_stages=False)
     else:
         p.fwd_fn = lower(fwd_run, _ident(name) + "_forward")
     p.stage("generated forward source", p.fwd_fn.source)
+    for j, k in p.arg_writes:
+        p.writeback[j] = ("data", None, k)      # each call writes into its own argument (run_program)
     p.bwd_fn = None
     p.bwd_donors = ()
     if bwd_run is not None:
@@ -386,6 +399,81 @@ def _step_donors(p, graph, inputs):
         donors[where[id(t)]] = o
         taken.add(o)
     return donors
+
+
+def _last_uses(g, out_leaves):
+    """{input value: the position in trace order of the last op that reads it} of a graph as
+    traced (a value the function returns is read last of all)."""
+    order = {n: i for i, n in enumerate(g.nx.nodes)}
+    last = {}
+    for u, n in g.nx.edges:
+        if g[u]["op"] == "input" and order[n] > last.get(u, -1):
+            last[u] = order[n]
+    for o in out_leaves:
+        if isinstance(o, Proxy):
+            last[V(o.__dict__["_name"])] = len(order)
+    return last
+
+
+def _writes(p, leaves, sh, last_use):
+    """Where a program's writes of tensor values go: (plan index, argument position) of each
+    argument written in place; for each array of a call (arguments, constants, then the
+    written tensors the program does not read) when the trace first wrote it and when it
+    last read it (writes_alias)."""
+    arg_writes = []
+    if not p.writeback:
+        p.first_write = p.last_read = None
+        return (), (), ()
+    n = len(leaves)
+    where = {id(c): n + i for i, c in enumerate(p.consts)}
+    first = {}
+    extra = []
+    for j, (kind, t, k) in enumerate(p.writeback):
+        if kind != "data":
+            continue
+        if k is not None:
+            arg_writes.append((j, k))
+            first[k] = sh.first_write.get(id(sh.inputs[k][0]), 0)
+        elif id(t) in where:
+            first[where[id(t)]] = sh.first_write.get(id(t), 0)
+        else:
+            first[n + len(p.consts) + len(extra)] = sh.first_write.get(id(t), 0)
+            extra.append(t)
+    by_value = {id(a.get("value")): v for v, a in ((v, sh.graph[v]) for v in sh.graph.inputs)}
+    names = [V(px.__dict__["_orig_name"]) for px, _, _ in sh.inputs] + [by_value.get(id(c)) for c in p.consts]
+    last_use = last_use or {}
+    big = len(sh.graph.nx) + 1        # a constant not found in the traced graph: taken as read last
+    p.first_write = first
+    p.last_read = [last_use.get(v, -1) if v is not None else big for v in names] + [-1] * len(extra)
+    return tuple(arg_writes), tuple(first), tuple(extra)
+
+
+def writes_alias(p, leaves):
+    """Whether a tensor the program writes shares memory with another tensor of the call (the
+    same tensor passed twice, a view of a written buffer, an argument that is a parameter the
+    function also reads) that the trace read after that write, or wrote too: the trace took
+    them for distinct values, so that read would be stale. Only numpy arrays over one
+    allocation are compared."""
+    arrays = [t._data for t in leaves] + [c._data for c in p.consts] + [t._data for t in p.write_extra]
+    first, last = p.first_write, p.last_read
+    written = p.write_pos
+    roots = {}
+    for i, a in enumerate(arrays):
+        if type(a) is np.ndarray:
+            r = _own_root(a)
+            roots.setdefault(None if r is None else id(r), []).append(i)
+    foreign = roots.get(None, [])
+    for i in written:
+        a = arrays[i]
+        if type(a) is not np.ndarray:
+            continue
+        r = _own_root(a)
+        near = range(len(arrays)) if r is None else roots.get(id(r), []) + foreign
+        for j in near:
+            if j != i and (j in first or last[j] >= first[i]) and type(arrays[j]) is np.ndarray and \
+                    np.may_share_memory(a, arrays[j]):
+                return True
+    return False
 
 
 def _own_root(a):
@@ -543,7 +631,12 @@ def run_program(p, leaves):
         ids = [id(a) for a in arrays]
         if not (p.needs_grad and STATE.grad_enabled):
             arrays.clear()                # the old storages: replaceable where nothing else holds them
-        write_back(p.writeback, res[p.n_user:n_out], ids)
+        plan = p.writeback
+        if p.arg_writes:
+            plan = list(plan)
+            for j, k in p.arg_writes:
+                plan[j] = ("data", leaves[k], k)
+        write_back(plan, res[p.n_user:n_out], ids)
     outs = []
     for (shape, dt), o in zip(p.out_meta, res[:p.n_user]):
         if type(o) is not np.ndarray and not hasattr(o, "_tg_device"):
@@ -551,6 +644,8 @@ def run_program(p, leaves):
         outs.append(Tensor._make(o, dt))
     if p.needs_grad and STATE.grad_enabled:
         _attach(p, leaves, arrays, outs, () if spec else res[n_out:], res[n_out:] if spec else None)
+    for k, (kind, j) in p.out_same:
+        outs[k] = leaves[j] if kind == "arg" else outs[j]
     shape = p.out_shape
     if shape is None:
         shape = p.out_shape = _out_shape(p)
@@ -906,8 +1001,18 @@ class CompiledFunction:
             self.cache.put(key, guards, p)
         if p is _EAGER:
             return self._fn(*args, **kwargs)
+        if p.writeback and writes_alias(p, leaves):
+            return self._aliased(args, kwargs)
         self.last_program = p
         return run_program(p, leaves)
+
+    def _aliased(self, args, kwargs):
+        fs = _caller_frame()
+        self._warn(f"tracegrad.compile: {self.__name__} writes in place to a tensor that shares memory with another "
+                   f"tensor of this call (the same tensor passed twice, or a view of it); the program assumes "
+                   f"distinct tensors, so this call runs eagerly", fs.filename if fs else "<unknown>",
+                   fs.lineno if fs else 0)
+        return self._fn(*args, **kwargs)
 
     def _recompile_limit(self):
         """torch's recompile limit: past `cache_limit` programs, one warning, then calls that

@@ -64,6 +64,7 @@ class Shadow:
         self.backwarded = set()  # op values a backward without retain_graph went through (freed)
         self.did_backward = False
         self.inputs = []        # (input Proxy, its value at the start, real tensor)
+        self.first_write = {}   # id(real tensor or input Proxy) -> number of graph values when first written
 
     # -- values of real tensors -----------------------------------------------------------------
     def value(self, t):
@@ -73,6 +74,7 @@ class Shadow:
 
     def write(self, t, proxy):
         self.data[id(t)] = [t, proxy]
+        self.first_write.setdefault(id(t), len(self.graph.nx))
 
     # -- .grad ----------------------------------------------------------------------------------
     def get_grad(self, t):
@@ -159,6 +161,9 @@ def commit_traced(self, result):
             self.__dict__["_view"] = (base, prim, rest, params)
             self.__dict__["_view_gen"] = base.__dict__.get("_gen", 0)
         _rebind(self, result)
+        sh = active()
+        if sh is not None:
+            sh.first_write.setdefault(id(self), len(sh.graph.nx))
         return self
     sh = active()
     if sh is None:
@@ -220,7 +225,7 @@ def refresh_view(proxy):
 def finish(sh, leaves, proxies):
     """After the trace: the writes as extra outputs -> (values, write-back plan)."""
     outs, plan = [], []
-    for t, p in zip(leaves, proxies):
+    for k, (t, p) in enumerate(zip(leaves, proxies)):
         if p.__dict__["_name"] != p.__dict__.get("_orig_name", p.__dict__["_name"]):
             if t._req:
                 raise TraceError("an in-place op on an input of the compiled function that requires grad is not "
@@ -228,7 +233,7 @@ def finish(sh, leaves, proxies):
             if t._base is not None:
                 raise TraceError("an in-place op on an input that is a view is not traced yet")
             outs.append(value_of(sh.graph, p.detach()))
-            plan.append(("data", t, None))
+            plan.append(("data", t, k))      # k: the argument's position, the tensor of each call
     for t, p in sh.data.values():
         outs.append(value_of(sh.graph, p.detach()))
         plan.append(("data", t, None))
