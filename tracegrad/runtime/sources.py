@@ -22,6 +22,7 @@ recompile; reaching less would return a stale result, so where in doubt this gua
 Tensors whose *values* the trace read in Python (`.item()`, `bool()`, `.tolist()`) are
 guarded by their version counter as well.
 """
+import collections
 import functools
 import struct
 import sys
@@ -35,7 +36,9 @@ from ..nn.modules.module import Module
 from ..nn.modules import module as _m
 
 _MAX_ITEMS = 64          # containers up to this size are guarded item by item
-_MAX_DEPTH = 5           # how deep into containers and plain objects the walk goes
+_MAX_DEPTH = 5           # how deep into containers and plain objects the walk goes item by item
+_DEEP_BUDGET = 10000     # deeper than that, how many values one guard compares (deep_token)
+_DYNAMIC = frozenset({"getattr", "hasattr", "vars", "__dict__", "__getattribute__", "attrgetter", "itemgetter"})
 
 _SCALARS = (type(None), bool, int, float, complex, str, bytes)
 
@@ -45,13 +48,20 @@ def _is_library_file(path):
 
 
 def _is_library_type(tp):
-    mod = sys.modules.get(getattr(tp, "__module__", None) or "")
-    return mod is None or _is_library_module(mod)
+    name = getattr(tp, "__module__", None) or ""
+    mod = sys.modules.get(name)
+    if mod is None:
+        return name in sys.builtin_module_names
+    return _is_library_module(mod)
 
 
 def _is_library_module(mod):
     f = getattr(mod, "__file__", None)
-    return f is None or _is_library_file(f)
+    if f is None:
+        # a module without a file is built in, or the user's own: a notebook's or `python -c`'s
+        # __main__, a module made at run time
+        return getattr(mod, "__name__", None) in sys.builtin_module_names
+    return _is_library_file(f)
 
 
 _PACK_D = struct.Struct("<d").pack
@@ -304,10 +314,20 @@ class _Walk:
             self.module(v, what)
         elif isinstance(v, np.ndarray):
             self.add(read, _array_test(v), f"the values of {what}")
-        elif type(v) in (dict, list, tuple) and depth < _MAX_DEPTH:
+        elif depth >= _MAX_DEPTH:
+            if isinstance(v, (dict, list, tuple, set, frozenset, collections.deque)) or hasattr(v, "__dict__"):
+                # deeper than the walk goes item by item: its whole state, recursively, at every call
+                tok = deep_token(v, [_DEEP_BUDGET])
+                self.add(read, lambda x, tok=tok: deep_token(x, [_DEEP_BUDGET]) == tok, f"the contents of {what}")
+        elif isinstance(v, (dict, list, tuple, collections.deque)):
             self.container(v, what, depth)
-        elif hasattr(v, "__dict__") and depth < _MAX_DEPTH:
+        elif isinstance(v, (set, frozenset)):
+            tok = (type(v), frozenset(map(self.token, v)))
+            self.add(read, lambda c, tok=tok: (type(c), frozenset(map(token, c))) == tok, f"the items of {what}")
+        elif hasattr(v, "__dict__"):
             self.obj(v, what, depth)
+        elif not _is_library_type(type(v)):
+            self.slots(v, what, depth)
 
     def seq_token(self, items):
         return tuple(self.token(x) for x in items)
@@ -315,15 +335,17 @@ class _Walk:
     def attrs(self, v, d, names, what, depth):
         """Guard the attributes `names` of v (read from its __dict__ `d`), then what they hold."""
         names = tuple(names)
-        tok = tuple(self.token(d[n]) for n in names)
+        tok = tuple(self.token(d[n]) if n in d else _ABSENT for n in names)
         self.add(_const(d), lambda dd, names=names, tok=tok: tuple(token_of(dd, n) for n in names) == tok,
                  f"the attributes {', '.join(names)} of {what}" if names else what)
         for n in names:
-            self.inside(d[n], f"{what}.{n}", depth + 1)
+            if n in d:
+                self.inside(d[n], f"{what}.{n}", depth + 1)
 
     def container(self, v, what, depth):
         t = type(v)
-        if t is dict:
+        is_dict = isinstance(v, dict)
+        if is_dict:
             keys = tuple(v)
             items = list(v.items())
         else:
@@ -333,13 +355,15 @@ class _Walk:
             # items the program reads afresh at every call (a whole step's learning rate)
             items = [(k, x) for k, x in items if (id(v), k) not in self.exempt]
         if len(items) > _MAX_ITEMS:
-            # too many to guard one by one: the tensors the trace used among them keep their place
-            items = [(k, x) for k, x in items if isinstance(x, Tensor) and id(x) in self.used]
+            # too many to guard one by one: of the tensors among them, those the trace used or
+            # read by value keep their place (the others it did not read); other items all do
+            items = [(k, x) for k, x in items if not isinstance(x, Tensor) or id(x) in self.used
+                     or id(x) in self.value_reads]
         pos = tuple(k for k, _ in items)
         tok = tuple(self.token(x) for _, x in items)
         keep = tuple(x for _, x in items)
-        if t is dict:
-            test = lambda c: type(c) is dict and _same_keys(tuple(c), keys) and \
+        if is_dict:
+            test = lambda c: type(c) is t and _same_keys(tuple(c), keys) and \
                 tuple(token(c[k]) for k in pos) == tok            # noqa: E731
         else:
             test = lambda c: type(c) is t and len(c) == keys and tuple(token(c[k]) for k in pos) == tok  # noqa: E731
@@ -352,16 +376,73 @@ class _Walk:
         tp = type(v)
         self.methods_of(tp)
         d = vars(v)
+        if type(d) is not dict:
+            return
         lib = _is_library_type(tp)
-        # a user object: the attributes its reachable code names; a library object (an
+        # a user object: the attributes its reachable code names (all of them where that code
+        # names attributes it computes: getattr, vars, __dict__), and the names it reads from
+        # the class, which an instance attribute set later would hide; a library object (an
         # optimizer, say): its public state, which the library's code read
-        names = [n for n in sorted(d) if ((n in self.names) if not lib else not n.startswith("_"))]
+        if lib:
+            names = [n for n in sorted(d) if not n.startswith("_")]
+        elif self.names & _DYNAMIC:
+            names = sorted(set(d) | self.class_names(tp))
+        else:
+            names = sorted(n for n in set(d) | self.class_names(tp) if n in self.names)
         self.attrs(v, d, names, what, depth)
+        self.klass(tp, what)
+
+    def class_names(self, tp):
+        """The names the reachable code reads that the user classes of tp's MRO define."""
+        out = set()
+        for klass in tp.__mro__:
+            if not _is_library_type(klass):
+                out.update(n for n in vars(klass) if n in self.names or n in ("forward", "__call__"))
+        return out
+
+    def klass(self, tp, what):
+        """Guard the class attributes an instance of tp reads (methods, constants), in every user
+        class of its MRO (a name a subclass defines later hides its base's)."""
+        names = tuple(sorted(self.class_names(tp)))
+        if not names:
+            return
+        for klass in tp.__mro__:
+            if _is_library_type(klass) or ("class", id(klass)) in self.seen:
+                continue
+            self.seen.add(("class", id(klass)))
+            d = vars(klass)
+            self.keep.append(klass)
+            tok = tuple(self.token(d[n]) if n in d else _ABSENT for n in names)
+            self.add(_const(klass), lambda k, names=names, tok=tok: tuple(token_of(vars(k), n) for n in names) == tok,
+                     f"the class attributes {', '.join(names)} of {klass.__qualname__} (read through {what})")
+            for n in names:
+                if n in d and isinstance(d[n], (dict, list, tuple, set, frozenset, collections.deque)):
+                    self.inside(d[n], f"{klass.__qualname__}.{n}", 1)
+
+    def slots(self, v, what, depth):
+        """A user object without a __dict__ (__slots__): the slots its reachable code names."""
+        names = []
+        for klass in type(v).__mro__:
+            sl = vars(klass).get("__slots__", ())
+            names.extend([sl] if isinstance(sl, str) else sl)
+        names = tuple(sorted(n for n in set(names) if n in self.names or self.names & _DYNAMIC))
+        if not names:
+            return
+        tok = tuple(self.token(getattr(v, n, _ABSENT)) for n in names)
+        self.add(_const(v), lambda o, names=names, tok=tok: _slot_token(o, names) == tok,
+                 f"the attributes {', '.join(names)} of {what}")
+        self.methods_of(type(v))
+        self.klass(type(v), what)
+        for n in names:
+            x = getattr(v, n, None)
+            if x is not None:
+                self.inside(x, f"{what}.{n}", depth + 1)
 
     def module(self, m, what):
         self.methods_of(type(m))
+        self.klass(type(m), what)
         d = m.__dict__
-        attrs = tuple(a for a in d if not a.startswith("_") and a != "training")
+        attrs = tuple(a for a in d if a != "training" and a not in _module_internals())
         for a in attrs:
             self.token(d[a])
         for kind in ("_parameters", "_buffers"):
@@ -385,12 +466,55 @@ def self_token(v):
     return token(v) if not isinstance(v, Tensor) else tensor_token(v)
 
 
+_ABSENT = ("<absent>",)       # an attribute a guard found missing (distinct from one set to None)
+
+
 def token_of(d, name):
-    return token(d[name]) if name in d else None
+    return token(d[name]) if name in d else _ABSENT
+
+
+def _slot_token(o, names):
+    return tuple(token(getattr(o, n, _ABSENT)) for n in names)
+
+
+def deep_token(v, budget):
+    """A value's whole state as one token, for what lies deeper than the walk guards item by
+    item: scalars by bits, tensors by identity and metadata, containers and the attributes of
+    plain objects recursively, up to `budget` (a one-item list) values; anything else by
+    identity."""
+    budget[0] -= 1
+    if budget[0] < 0:
+        return _ABSENT
+    if isinstance(v, Tensor):
+        return tensor_token(v)
+    if isinstance(v, _SCALARS):
+        return token(v)
+    t = type(v)
+    if isinstance(v, dict):
+        return (t, tuple((token(k), deep_token(x, budget)) for k, x in v.items()))
+    if isinstance(v, (list, tuple, collections.deque)):
+        return (t, tuple(deep_token(x, budget) for x in v))
+    if isinstance(v, (set, frozenset)):
+        return (t, frozenset(map(token, v)))
+    d = getattr(v, "__dict__", None)
+    if type(d) is dict and not isinstance(v, (type, types.ModuleType, types.FunctionType, Module)):
+        return (id(v), tuple((k, deep_token(x, budget)) for k, x in d.items()))
+    return id(v)
 
 
 def _is_module(v):
     return isinstance(v, Module)
+
+
+_INTERNALS = []
+
+
+def _module_internals():
+    """The attributes every Module has (its parameters, buffers, submodules, hooks): guarded by
+    module_token itself; a subclass's own attributes, `_private` ones included, by value."""
+    if not _INTERNALS:
+        _INTERNALS.append(frozenset(Module().__dict__) | {"training"})
+    return _INTERNALS[0]
 
 
 def build_guards(fn, module, args, kwargs, used=(), value_reads=None, exempt=frozenset()):

@@ -1,0 +1,212 @@
+"""More of what a trace reads besides its arguments, each guarded so that a change recompiles:
+class attributes (and methods) an instance reads or later hides, a module's `_private`
+attributes, attributes read by a computed name, __slots__, sets and dict subclasses, long
+containers, values nested deeper than the item-by-item walk, and code whose module has no
+file (a notebook's __main__). Each case: compiled == eager after every change, for tracegrad
+and for torch.compile."""
+import collections
+import sys
+import types
+
+import numpy as np
+import pytest
+import torch
+
+import tracegrad as tg
+
+
+def scenario(make, steps=3, torch_compiled=True):
+    """make(lib) -> (fn, mutate): fn(x) reads some state, mutate(i) changes it. For tracegrad
+    (compiled) and torch (torch.compile), the compiled result equals the eager one at each step;
+    and tracegrad's equals torch's."""
+    results = {}
+    for lib, comp in ((tg, tg.compile), (torch, lambda f: torch.compile(f, backend="eager") if torch_compiled else f)):
+        fn, mutate = make(lib)
+        cf = comp(fn)
+        x = lib.tensor(np.array([1.0, -2.0, 3.0], np.float32))
+        for i in range(steps):
+            if i:
+                mutate(i)
+            got, want = cf(x), fn(x)
+            np.testing.assert_array_equal(got.detach().numpy(), want.detach().numpy(),
+                                          err_msg=f"{lib.__name__}, step {i}")
+            results.setdefault(i, []).append(got.detach().numpy())
+    for i, (a, b) in results.items():
+        np.testing.assert_array_equal(a, b, err_msg=f"tracegrad vs torch, step {i}")
+
+
+def test_class_attribute_changed_on_the_class_and_hidden_by_the_instance():
+    def make(lib):
+        class Base:
+            k = 2.0
+
+        class A(Base):
+            pass
+        a = A()
+
+        def mutate(i):
+            if i == 1:
+                Base.k = 5.0
+            else:
+                a.k = 7.0
+        return (lambda x: x * a.k), mutate
+    scenario(make)
+
+
+def test_method_replaced_on_the_class_and_on_the_instance():
+    def make(lib):
+        class A:
+            def go(self, x):
+                return self.h(x)
+
+            def h(self, x):
+                return x * 2
+        a = A()
+
+        def mutate(i):
+            if i == 1:
+                A.h = lambda self, x: x - 1
+            else:
+                a.h = lambda x: x * 10
+        return (lambda x: a.go(x)), mutate
+    scenario(make, torch_compiled=False)     # torch.compile (2.13) keeps the replaced class method
+
+
+def test_module_class_attribute_private_attribute_and_forward():
+    def make(lib):
+        class W(lib.nn.Module):
+            k = 2.0
+
+            def __init__(self):
+                super().__init__()
+                self._shift = 1.0
+
+            def forward(self, x):
+                return x * self.k + self._shift
+        w = W()
+
+        def mutate(i):
+            if i == 1:
+                W.k = 3.0
+            elif i == 2:
+                w._shift = -4.0
+            else:
+                W.forward = lambda self, x: x * 100
+        return w, mutate
+    scenario(make, steps=4)
+
+
+class Holder:
+    def __init__(self, **kw):
+        self.__dict__.update(kw)
+
+
+def test_attribute_read_by_a_computed_name_and_through_vars():
+    def make(lib):
+        o = Holder(alpha=2.0, beta=3.0)
+        name = "al" + "pha"
+
+        def mutate(i):
+            o.alpha, o.beta = o.alpha + 1, o.beta * 2
+        return (lambda x: x * getattr(o, name) + vars(o)["beta"]), mutate
+    scenario(make)
+
+
+class Slotted:
+    __slots__ = ("k",)
+
+
+def test_slots_object():
+    def make(lib):
+        o = Slotted()
+        o.k = 2.0
+
+        def mutate(i):
+            o.k = float(i + 5)
+        return (lambda x: x * o.k), mutate
+    scenario(make)
+
+
+def test_set_membership_and_defaultdict_item():
+    def make(lib):
+        flags = {"relu"}
+        cfg = collections.defaultdict(float, scale=2.0)
+
+        def fn(x):
+            y = x * cfg["scale"]
+            return y.relu() if "relu" in flags else y
+
+        def mutate(i):
+            if i == 1:
+                flags.discard("relu")
+            else:
+                cfg["scale"] = -1.0
+        return fn, mutate
+    scenario(make)
+
+
+def test_long_list_and_dict_of_floats():
+    def make(lib):
+        schedule = [float(i) for i in range(100)]
+        table = {i: float(-i) for i in range(100)}
+
+        def mutate(i):
+            schedule[70] = -1.0 * i
+            table[50] = 0.5 * i
+        return (lambda x: x * schedule[70] + table[50]), mutate
+    scenario(make)
+
+
+def test_value_nested_deeper_than_the_walk():
+    def make(lib):
+        cfg = {"a": {"b": {"c": {"d": {"e": {"f": [2.0]}}}}}}
+        chain = types.SimpleNamespace()
+        cur = chain
+        for _ in range(7):
+            cur.next = types.SimpleNamespace()
+            cur = cur.next
+        cur.val = 1.0
+
+        def fn(x):
+            return x * cfg["a"]["b"]["c"]["d"]["e"]["f"][0] + chain.next.next.next.next.next.next.next.val
+
+        def mutate(i):
+            if i == 1:
+                cfg["a"]["b"]["c"]["d"]["e"]["f"][0] = 3.0
+            else:
+                cur.val = -5.0
+        return fn, mutate
+    scenario(make)
+
+
+NOTEBOOK_CELL = '''
+scale = 2.0
+
+class M(lib.nn.Module):
+    def forward(self, x):
+        return x * scale
+
+class H:
+    def go(self, x):
+        return x + scale
+'''
+
+
+def test_code_whose_module_has_no_file_as_in_a_notebook():
+    # a notebook's __main__ (and `python -c`'s) has no __file__: its classes are the user's,
+    # and the globals their methods read are guarded
+    for lib, comp in ((tg, tg.compile), (torch, lambda f: torch.compile(f, backend="eager"))):
+        mod = types.ModuleType(f"notebook_{lib.__name__}")
+        mod.lib = lib
+        sys.modules[mod.__name__] = mod
+        try:
+            exec(compile(NOTEBOOK_CELL, "<cell 1>", "exec"), mod.__dict__)
+            m, h = mod.M(), mod.H()
+            cm, ch = comp(m), comp(lambda x: h.go(x))
+            x = lib.tensor([1.0, 2.0])
+            for scale in (2.0, 3.0, -1.0):
+                mod.scale = scale
+                np.testing.assert_array_equal(cm(x).detach().numpy(), (x * scale).numpy())
+                np.testing.assert_array_equal(ch(x).detach().numpy(), (x + scale).numpy())
+        finally:
+            del sys.modules[mod.__name__]
