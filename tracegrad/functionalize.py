@@ -72,6 +72,13 @@ class Shadow:
         e = self.data.get(id(t))
         return None if e is None else e[1]
 
+    def read_by_value(self, t):
+        """A real tensor read in Python (.item(), float(), bool()) while tracing: its value is
+        the one before the call unless the trace wrote it."""
+        if id(t) in self.data:
+            raise TraceError("the value of a tensor the function wrote in place (read in Python: .item(), float(), "
+                             "bool()) is symbolic while tracing")
+
     def write(self, t, proxy):
         self.data[id(t)] = [t, proxy]
         self.first_write.setdefault(id(t), len(self.graph.nx))

@@ -378,6 +378,9 @@ class Tensor:
     # -- conversion -----------------------------------------------------------
     def _read_by_value(self):
         # while compile traces, a concrete tensor read in Python bakes its values into the program
+        sh = _SHADOW[0]
+        if sh is not None and sh is _shadow_here():
+            sh.read_by_value(self)        # raises where the trace wrote it: its value is symbolic
         r = _VALUE_READS[0]
         if r is not None:
             r.setdefault(id(self), self._version)
