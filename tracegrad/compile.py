@@ -161,6 +161,7 @@ def _trace_with_writes(fn, args, kwargs, name, value_reads=None):
     reads = _VALUE_READS[0]
     _VALUE_READS[0] = value_reads if value_reads is not None else {}
     sh = functionalize.begin(g)   # writes (in-place ops, .grad, optimizer steps) are recorded
+    modes = (STATE.grad_enabled, STATE.inference, D.get_default_dtype())
     try:
         with trace(g):
             proxies = [proxy_input(g, tuple(t.shape), t.dtype, requires_grad=t.requires_grad) for t in leaves]
@@ -169,6 +170,10 @@ def _trace_with_writes(fn, args, kwargs, name, value_reads=None):
                 sh.inputs.append((px, px.__dict__["_name"], t))
             a, k = unflatten(spec, iter(proxies))
             out = fn(*a, **k)
+            if (STATE.grad_enabled, STATE.inference, D.get_default_dtype()) != modes:
+                # a program would not change them on later calls
+                raise TraceError("the function leaves grad mode, inference mode or the default dtype changed "
+                                 "(torch.set_grad_enabled or set_default_dtype without restoring it)")
             out_leaves = []
             out_spec = flatten(out, out_leaves)
             sh.extra, sh.plan = functionalize.finish(sh, leaves, proxies)
@@ -176,6 +181,9 @@ def _trace_with_writes(fn, args, kwargs, name, value_reads=None):
         functionalize.end()
         creation.RNG.gen = gen
         _VALUE_READS[0] = reads
+        # the trace leaves no global mode changed: a fallback's eager run starts where the call did
+        STATE.grad_enabled, STATE.inference = modes[:2]
+        D.set_default_dtype(modes[2])
     return g, leaves, out_spec, out_leaves, sh
 
 

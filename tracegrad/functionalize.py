@@ -87,6 +87,9 @@ class Shadow:
     def get_grad(self, t):
         e = self.grads.get(id(t))
         if e is None:
+            if any(t is px for px, _, _ in self.inputs):
+                raise TraceError("the .grad of an argument of the compiled function, read inside it, is not traced "
+                                 "yet (each call may pass another tensor)")
             if t._data is not None:
                 self.watched[id(t)] = t       # the trace read the real .grad: guard on it being None
             return t._grad
@@ -357,6 +360,10 @@ def backward_in_trace(outputs, grad_tensors, retain_graph, create_graph, inputs)
     if ops & sh.backwarded:
         raise RuntimeError(FREED_MSG)
     targets = [sources[v] for v in wrt]
+    args = {id(t) for _, _, t in sh.inputs}
+    if any(id(t) in args for t in targets):
+        raise TraceError("backward() inside a compiled function into the .grad of one of its arguments is not traced "
+                         "yet (each call may pass another tensor): parameters read from a module or closure are")
     if inputs is not None:
         keep = {id(t) for t in inputs}
         pairs = [(v, t) for v, t in zip(wrt, targets) if id(t) in keep]

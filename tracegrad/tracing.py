@@ -9,6 +9,7 @@ kernel and, when grad mode is on and an input requires grad, records a grad_fn n
 (eager autograd). With symbolic tensors (`Proxy`, made by `trace`) it adds a node to
 the IR graph being traced instead (the autodiff pass and `compile` trace this way).
 """
+import os
 import sys
 import threading
 import traceback
@@ -57,6 +58,20 @@ _ACTIVE = [0]          # tracers active in any thread: a cheap first test on the
 _ACTIVE_LOCK = threading.Lock()
 
 
+_PKG = os.path.dirname(os.path.abspath(__file__)) + os.sep
+
+
+def _user_code(frame):
+    """Whether the frame runs the user's code (a function being traced), not tracegrad's."""
+    f = frame.f_code.co_filename
+    return not (f.startswith(_PKG) or f.startswith("<tracegrad"))
+
+
+def _layout(what):
+    raise TraceError(f"{what} of a tensor while tracing: a trace follows values, not memory layout or autograd "
+                     f"history, which may differ between calls")
+
+
 class Proxy(Tensor):
     """A symbolic tensor: a value of the graph being traced, with shape and dtype only."""
     __slots__ = ()
@@ -96,7 +111,25 @@ class Proxy(Tensor):
         return n
 
     def is_contiguous(self, memory_format=None):
+        if _user_code(sys._getframe(1)):
+            _layout("Tensor.is_contiguous()")
         return True
+
+    @property
+    def grad_fn(self):
+        if _user_code(sys._getframe(1)):
+            _layout("Tensor.grad_fn")
+        return Tensor.grad_fn.fget(self)
+
+    @grad_fn.setter
+    def grad_fn(self, node):
+        Tensor.grad_fn.fset(self, node)
+
+    @property
+    def is_leaf(self):
+        if _user_code(sys._getframe(1)):
+            _layout("Tensor.is_leaf")
+        return Tensor.grad_fn.fget(self) is None
 
     def _concrete(self, what):
         raise TraceError(f"{what} needs a concrete value, but this tensor is symbolic while tracing "

@@ -82,6 +82,8 @@ def scalar_bits(v):
         return (t, str.__str__(v))
     if isinstance(v, bytes):
         return (t, bytes(v))
+    if isinstance(v, np.generic):         # numpy scalars: np.float32(-0.0) == np.float32(0.0)
+        return (t, v.tobytes())
     return (t, v)
 
 
@@ -91,7 +93,7 @@ def canonical(spec):
     t = type(spec)
     if t is tuple:
         return tuple(canonical(s) for s in spec)
-    if isinstance(spec, _SCALARS):
+    if isinstance(spec, _SCALARS) or isinstance(spec, np.generic):
         return scalar_bits(spec)
     try:
         hash(spec)
@@ -154,7 +156,7 @@ def token(v):
     if isinstance(v, Tensor):
         d = v._data
         return (id(v), v._req, v._dtype, d.shape, d.__class__)
-    if isinstance(v, _SCALARS):
+    if isinstance(v, _SCALARS) or isinstance(v, np.generic):
         return scalar_bits(v)
     return id(v)
 

@@ -1,0 +1,102 @@
+"""What a trace cannot follow makes the call run eagerly, with a warning naming the user's
+line, instead of a program that would be wrong on this call or a later one: a tensor's
+layout or autograd history read in Python, grad mode or the default dtype left changed,
+backward() into the .grad of an argument. Python scalars that `==` calls equal but that give
+different results (numpy's -0.0 and 0.0) get programs of their own. Each case against torch."""
+import warnings
+
+import numpy as np
+import pytest
+import torch
+
+import tracegrad as tg
+
+
+def run(make):
+    """make(lib, compile) -> list of results; tracegrad compiled vs torch eager. Returns the
+    tracegrad warnings."""
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        got = make(tg, tg.compile)
+    want = make(torch, lambda f: f)
+    assert len(got) == len(want)
+    for i, (g, t) in enumerate(zip(got, want)):
+        if isinstance(t, torch.Tensor):
+            np.testing.assert_array_equal(g.detach().numpy(), t.detach().numpy(), err_msg=f"result {i}")
+        else:
+            assert g == t, f"result {i}: {g!r} vs {t!r}"
+    return [x for x in w if "tracegrad.compile" in str(x.message)]
+
+
+def test_contiguity_read_in_python():
+    def make(lib, comp):
+        @comp
+        def f(x):
+            return x * 2 if x.is_contiguous() else x * 3
+        a = lib.ones(3, 3)
+        return [f(a.t()), f(a), f(a.t())]
+    w = run(make)
+    assert w and "is_contiguous" in str(w[0].message) and w[0].filename == __file__
+
+
+@pytest.mark.parametrize("read", ["is_leaf", "grad_fn"])
+def test_autograd_history_read_in_python(read):
+    def make(lib, comp):
+        @comp
+        def f(x):
+            leaf = x.is_leaf if read == "is_leaf" else x.grad_fn is None
+            return x * 2 if leaf else x * 3
+        w = lib.ones(3, requires_grad=True)
+        return [f(w * 1), f(w), f(w * 1)]
+    assert run(make)
+
+
+def test_numpy_signed_zero_scalars_are_different_programs():
+    def make(lib, comp):
+        @comp
+        def f(x, k):
+            return x / k
+        a = lib.ones(2)
+        return [f(a, np.float32(-0.0)), f(a, np.float32(0.0)), f(a, np.float64(0.0)), f(a, np.float64(-0.0))]
+    run(make)
+
+
+def test_grad_mode_left_changed_by_the_function():
+    def make(lib, comp):
+        @comp
+        def f(x):
+            lib.set_grad_enabled(False)
+            return x * 2
+        x = lib.ones(2, requires_grad=True)
+        out = []
+        for _ in range(2):
+            y = f(x)
+            out += [y, y.requires_grad, lib.is_grad_enabled()]
+            lib.set_grad_enabled(True)
+        return out
+    run(make)
+
+
+def test_backward_into_the_grad_of_an_argument():
+    def make(lib, comp):
+        @comp
+        def f(w, x):
+            loss = (w * x).sum()
+            loss.backward()
+            return w.grad
+        w, w2, x = lib.ones(3, requires_grad=True), lib.ones(3, requires_grad=True), lib.tensor([1., 2., 3.])
+        return [f(w, x), f(w, x).clone(), f(w2, x), w.grad, w2.grad]
+    run(make)
+
+
+def test_grad_of_an_argument_read_inside():
+    def make(lib, comp):
+        @comp
+        def f(w):
+            return w * 2 if w.grad is None else w.grad * 3
+        w = lib.ones(3, requires_grad=True)
+        out = [f(w).detach()]
+        w.grad = lib.full((3,), 5.0)
+        out.append(f(w))
+        return out
+    run(make)
