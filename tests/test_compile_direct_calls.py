@@ -43,7 +43,37 @@ def test_gather_and_scatter_along_rows_match_torch(dtype):
     for a, b in zip(got, want):
         _same_values(a.numpy(), b.numpy())
     src = _source(cf)
-    assert "scatter_rows(" in src and "ROWS_9" in src and "k_gather" not in src
+    # positions in the flattened rows; each index's bounds checked once, by its first pick
+    assert "scatter_flat(" in src and "ROWOFF_9_6" in src and "k_gather" not in src
+    assert src.count("check_rows(i") == 0 and src.count("check_rows(") == 2
+
+
+@pytest.mark.parametrize("itype", [np.int64, np.int32])
+@pytest.mark.parametrize("bad", [-1, -7, 6, 2 ** 31 - 1])
+@pytest.mark.parametrize("order", ["gather-first", "scatter-first"])
+def test_index_out_of_range_raises_whichever_pick_of_it_comes_first(order, bad, itype):
+    # a gather and a scatter of one index: only the first checks its bounds, and it raises as
+    # the kernel does (a negative index too, which numpy would wrap)
+    x0 = np.random.default_rng(0).standard_normal((5, 6)).astype(np.float32)
+    s0 = np.ones((5, 1), np.float32)
+
+    def f(m, x, s, i):
+        if order == "gather-first":
+            g = m.gather(x, 1, i)
+            return g * 2, m.scatter_add(x * 1, 1, i, s * g)
+        a = m.scatter_add(x * 1, 1, i, s)
+        return a * 2, m.gather(a, 1, i)
+
+    cf = tg.compile(lambda *a: f(tg, *a))
+    good = np.array([[1], [0], [5], [2], [3]], itype)
+    got = cf(tg.tensor(x0), tg.tensor(s0), tg.tensor(good))
+    for a, b in zip(got, f(torch, torch.tensor(x0), torch.tensor(s0), torch.tensor(good.astype(np.int64)))):
+        _same_values(a.numpy(), b.numpy())
+    assert _source(cf).count("check_rows(") == 1
+    wrong = good.copy()
+    wrong[3, 0] = bad
+    with pytest.raises(RuntimeError, match=f"index {bad} is out of bounds for dimension 1 with size 6"):
+        cf(tg.tensor(x0), tg.tensor(s0), tg.tensor(wrong))
 
 
 def test_gather_and_scatter_gradients_match_torch():
@@ -113,6 +143,7 @@ def test_integer_where_conversions_matmul_and_permute_match_torch(dtype):
         np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-5 if dtype == np.float32 else 1e-12)
     src = _source(cf)
     assert "np.matmul(" in src and "np.transpose(" in src and "np.where(" in src and ".astype(np.float64)" in src
+    assert "np.equal(" in src and "k_eq" not in src
 
 
 def test_narrowing_conversion_keeps_the_kernel():

@@ -266,3 +266,32 @@ def test_linear_relu_group_writes_over_the_product():
     src = g.last_program.fwd_fn.source
     assert "a temporary read here for the last time" in src
     assert "np.add(" in src and "out=o_" in src.split("np.add(")[1].split("\n")[0]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_column_sums_of_a_one_chunk_group_keep_special_values(dtype):
+    # a group run in one chunk adds 0.0 to its one partial sum rather than summing over the
+    # chunks: zero signs, NaN and infinities as torch gives them; the rest to rounding
+    x0 = np.random.default_rng(0).standard_normal((64, 300)).astype(dtype)
+    x0[3] = -0.0
+    x0[5] = 0.0
+    x0[7, ::2] = -0.0
+    x0[7, 1::2] = 0.0
+    x0[9] = -0.0
+    x0[9, 4] = np.nan
+    x0[11] = -0.0
+    x0[11, 8] = -np.inf
+    x0[13, 2] = np.inf
+
+    def f(m, x):                                       # one sum of a strided input, one of a product
+        return x.T.sum(0), (x.T * 2).sum(0), (x.T * -1).sum(0)
+
+    cf = tg.compile(lambda x: f(tg, x))
+    got = cf(tg.tensor(x0))
+    assert "the one chunk's sum" in cf.last_program.fwd_fn.source
+    special = [3, 5, 7, 9, 11, 13]
+    for a, e, t in zip(got, f(tg, tg.tensor(x0)), f(torch, torch.tensor(x0))):
+        _same_values(a.numpy()[special], t.numpy()[special])
+        _same_values(a.numpy()[special], e.numpy()[special])
+        tol = dict(rtol=1e-5, atol=1e-5) if dtype == np.float32 else dict(rtol=1e-12, atol=1e-12)
+        np.testing.assert_allclose(a.numpy(), t.numpy(), **tol)
