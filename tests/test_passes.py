@@ -199,6 +199,38 @@ def test_group_fusions_hoists_small_values_so_row_chains_meet():
     assert first["op"] == "mul" and first["shape"] == ()
 
 
+def _groups(h):
+    groups = {}
+    for n in h.ops():
+        if h[n].get("group") is not None:
+            groups.setdefault(h[n]["group"], []).append(h[n]["op"])
+    return list(groups.values())
+
+
+def test_group_fusions_runs_sibling_chains_apart_in_programs_with_products():
+    # two weights' updates meet only as siblings (they share the learning rate): where a matrix
+    # product makes the groups run on the calling thread, each is a group of its own; without
+    # one they stay one group
+    def updates(p1, g1, p2, g2, s):
+        return p1 + g1 * s, p2 + g2 * s
+    g, a = traced(lambda p1, g1, p2, g2, s, x: updates(p1, g1, p2, g2, s) + (x @ x.T,),
+                  (64, 300), (64, 300), (64, 200), (64, 200), (), (4, 4))
+    h = group_fusions(g)
+    check(g, h, a)
+    assert _groups(h) == [["mul", "add"], ["mul", "add"]]
+    assert len({h[n]["fuse_rows"] for n in h.ops() if h[n].get("group") is not None}) == 1
+    g, a = traced(updates, (64, 300), (64, 300), (64, 200), (64, 200), ())
+    h = group_fusions(g)
+    check(g, h, a)
+    assert _groups(h) == [["mul", "add", "mul", "add"]]
+    # a chain that reads another one's value stays with it
+    g, a = traced(lambda p1, g1, p2, s, x: (lambda u: (u, p2 + u * s, x @ x.T))(p1 + g1 * s),
+                  (64, 300), (64, 300), (64, 300), (), (4, 4))
+    h = group_fusions(g)
+    check(g, h, a)
+    assert _groups(h) == [["mul", "add", "mul", "add"]]
+
+
 def test_group_fusions_leaves_a_loss_per_row_tail_to_whole_array_calls():
     import tracegrad.nn.functional as F
     x = tg.tensor(np.random.default_rng(0).standard_normal((256, 100)))
