@@ -265,6 +265,7 @@ def test_linear_relu_group_writes_over_the_product():
     g(x, w, b)
     src = g.last_program.fwd_fn.source
     assert "a temporary read here for the last time" in src
+    assert "# one chunk, on this thread" in src and "run_chunks" not in src
     assert "np.add(" in src and "out=o_" in src.split("np.add(")[1].split("\n")[0]
 
 
@@ -295,3 +296,61 @@ def test_column_sums_of_a_one_chunk_group_keep_special_values(dtype):
         _same_values(a.numpy()[special], e.numpy()[special])
         tol = dict(rtol=1e-5, atol=1e-5) if dtype == np.float32 else dict(rtol=1e-12, atol=1e-12)
         np.testing.assert_allclose(a.numpy(), t.numpy(), **tol)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_relu_mask_held_in_a_later_comparisons_output(dtype, chunk_bytes):
+    # relu's mask goes in the chunk of a bool output that a comparison writes after it: the
+    # outputs written before the relu, the relu and the comparisons come out as torch's
+    x0, b0 = _special((64, 40), dtype, 0), _special((40,), dtype, 1)
+
+    def f(m, x, b):
+        early = x > 0                                  # written before the relu: left alone
+        y = m.relu(x * 2 + b)
+        return early, y, y <= 0, x < 1
+
+    cf = tg.compile(lambda x, b: f(tg, x, b))
+    got = cf(tg.tensor(x0), tg.tensor(b0))
+    for a, e, t in zip(got, f(tg, tg.tensor(x0), tg.tensor(b0)), f(torch, torch.tensor(x0), torch.tensor(b0))):
+        _same_values(a.numpy(), e.numpy())
+        _same_values(a.numpy(), t.numpy())
+    src = cf.last_program.fwd_fn.source
+    assert any(line.count(", o_") == 2 for line in src.split("\n") if "relu_into(" in line)
+
+
+MASK_CASES = {
+    # the mask of a relu, made by one group and read by another's where alone: the where's
+    # int8 mask is written over it
+    "read_once": lambda m, a, p, mask: (m.where(mask, 0.0, p * 2),),
+    # read twice, or returned: left as it is
+    "read_twice": lambda m, a, p, mask: (m.where(mask, 0.0, p * 2), m.where(mask, p, 0.0) + a),
+    "returned": lambda m, a, p, mask: (m.where(mask, 0.0, p * 2), mask),
+}
+
+
+@pytest.mark.filterwarnings("ignore:invalid value encountered")
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("case", sorted(MASK_CASES))
+def test_where_writes_its_mask_over_a_dying_comparison(case, dtype, chunk_bytes):
+    x0, w0, w1 = _special((48, 16), dtype, 0), _special((16, 24), dtype, 1), _special((24, 24), dtype, 2)
+    b0 = _special((24,), dtype, 3)
+
+    def f(m, x, w, w1, b):
+        a = m.relu(x @ w + b)
+        mask = a <= 0
+        return MASK_CASES[case](m, a, a @ w1, mask)
+
+    cf = tg.compile(lambda *t: f(tg, *t))
+    ins = [tg.tensor(v) for v in (x0, w0, w1, b0)]
+    for _ in range(2):
+        got = cf(*ins)
+    want = f(torch, *(torch.tensor(v) for v in (x0, w0, w1, b0)))
+    for a, e, t in zip(got, f(tg, *ins), want):
+        _same_values(a.numpy(), e.numpy())            # the eager kernels' values, bit for bit
+        if t.dtype == torch.bool:
+            _same_values(a.numpy(), t.numpy())
+        else:
+            tol = dict(rtol=1e-4, atol=1e-4) if dtype == np.float32 else dict(rtol=1e-12, atol=1e-12)
+            np.testing.assert_allclose(a.numpy(), t.numpy(), **tol)      # BLAS sums in its own order
+    src = cf.last_program.fwd_fn.source
+    assert ("where_zero(" in src and ", True)  # where" in src) == (case == "read_once")

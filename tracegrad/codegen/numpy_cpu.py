@@ -600,26 +600,31 @@ def _mask_temp(shape, dtype):
     return b[:n].reshape(shape)
 
 
-def relu_into(x, out):
+def relu_into(x, out, mask=None):
     """torch's relu, x < 0 ? 0 : x (-0.0 and NaN pass through), into out (which may be x):
     the bits of x and a mask of all ones where x is kept, three passes and no branch per
     element; the values are the op table's kernel's. The mask is one byte per element
     (an int8 -1 widens to all bits set in the and): a quarter of the memory of a mask of
-    x's width, which a step touches cold after its matrix products."""
-    m = np.less(x, 0, out=_mask_temp(x.shape, np.bool_)).view(np.int8)   # 0 or 1: np.less's own bools
+    x's width, which a step touches cold after its matrix products. `mask`: a bool array
+    of x's shape to hold it (a comparison's output written later: memory the group touches
+    anyway), else a per-thread buffer."""
+    if mask is None:
+        mask = _mask_temp(x.shape, np.bool_)
+    m = np.less(x, 0, out=mask).view(np.int8)     # 0 or 1: np.less's own bools
     np.subtract(m, 1, out=m)                       # 0 where x < 0, -1 (all bits set) elsewhere
     ints = _BITS[x.dtype]
     np.bitwise_and(x.view(ints), m, out=out.view(ints))
     return out
 
 
-def where_zero(c, keep, v, out):
+def where_zero(c, keep, v, out, spare=False):
     """where(c, v, 0) (keep=True) or where(c, 0, v) (keep=False) for a bool c and a float v of
     c's shape, into out: v's bits under a mask (relu's backward, threshold_backward), so
-    NaN and infinity are kept or dropped exactly as np.where would."""
+    NaN and infinity are kept or dropped exactly as np.where would. `spare`: c is read here
+    for the last time, in memory of the program's own: the mask is written over it."""
     # an int8 mask, -1 where v is kept (widened to all bits set in the and); c is cast to
     # int8 by the ufunc, so any nonzero byte of a bool counts as True, as in the kernel
-    m = _mask_temp(c.shape, np.int8)
+    m = c.view(np.int8) if spare else _mask_temp(c.shape, np.int8)
     if keep:
         np.negative(c, out=m, dtype=np.int8)       # -1 where c
     else:
@@ -903,6 +908,20 @@ def _group_stmt(graph, gid, members, keep, env, name, donors=(), before=(), temp
             return o
         return None
 
+    def mask_output(n, a):
+        """A bool output of n's shape that a comparison of the group writes later, in an
+        array of its own (no input's memory) where no value waits: its chunk can hold
+        relu's mask until then."""
+        for o in outs:
+            b = graph[o]
+            if o not in cols and o not in claimed and pos[o] > pos[n] and b["dtype"].name == "bool" \
+                    and tuple(b["shape"]) == tuple(a["shape"]) and b["op"] in _COMPARES and \
+                    _compare_ok(graph, b) and placed[o][2] is None and placed[o][3] is None and o not in masks:
+                masks.add(o)
+                return o
+        return None
+    masks = set()
+
     def target(n, a, dying, inplace=True):
         """Where member n's chunk goes: its output array, an output's chunk until that output
         is written, or a scratch buffer (in place over an argument dying here when allowed
@@ -980,7 +999,8 @@ def _group_stmt(graph, gid, members, keep, env, name, donors=(), before=(), temp
         elif op == "relu" and a["dtype"].np in _BITS and isinstance(a["args"][0], V) and \
                 graph[a["args"][0]]["dtype"] is a["dtype"]:
             out = target(n, a, dying)
-            body.append(f"    {n}_c = relu_into({arg(a['args'][0])}, {out})  # relu")
+            m = mask_output(n, a)
+            body.append(f"    {n}_c = relu_into({arg(a['args'][0])}, {out}{f', o_{m}[lo:hi]' if m else ''})  # relu")
         elif op in _COMPARES and a["dtype"].name == "bool" and _compare_ok(graph, a):
             args = [arg(x) if isinstance(x, V) else _literal(x, env) for x in a["args"]]
             out = target(n, a, dying)
@@ -988,7 +1008,12 @@ def _group_stmt(graph, gid, members, keep, env, name, donors=(), before=(), temp
         elif _where_zero(graph, a) is not None:
             kept, v = _where_zero(graph, a)
             out = target(n, a, dying)
-            body.append(f"    {n}_c = where_zero({arg(a['args'][0])}, {kept}, {arg(v)}, {out})  # where")
+            c = a["args"][0]
+            # a mask read by this member alone, made by this program (another group's output,
+            # or an array a statement made afresh): its memory is free for the int8 mask
+            spare = c not in mset and c not in keep and set(graph.users(c)) == {n} and \
+                (graph[c].get("group") is not None or c in temps)
+            body.append(f"    {n}_c = where_zero({arg(c)}, {kept}, {arg(v)}, {out}{', True' if spare else ''})  # where")
         elif _ufunc_ok(graph, a):
             args = [arg(x) if isinstance(x, V) else _literal(x, env) for x in a["args"]]
             if op == "rsub":
@@ -1037,10 +1062,14 @@ def _group_stmt(graph, gid, members, keep, env, name, donors=(), before=(), temp
         else:
             lines.append(f"{o} = np.empty({shape!r}, np.{a['dtype'].np.name})")
     serial = ", serial=True" if env.get("SERIAL") else ""
-    if not any(_broadcast_row(graph, graph[n]) > BUFSIZE_ROW for n in members):
+    bufsize = any(_broadcast_row(graph, graph[n]) > BUFSIZE_ROW for n in members)
+    if not bufsize:
         serial += ", bufsize=False"
-    lines.append(f"run_chunks({fname}, {rows}, {step}, ({', '.join(ext + outs)}{',' if len(ext + outs) == 1 else ''})"
-                 f"{serial})")
+    if env.get("SERIAL") and nchunks == 1 and not bufsize:
+        lines.append(f"{fname}(0, {rows}, {', '.join(ext + outs)})  # one chunk, on this thread")
+    else:
+        lines.append(f"run_chunks({fname}, {rows}, {step}, ({', '.join(ext + outs)}"
+                     f"{',' if len(ext + outs) == 1 else ''}){serial})")
     for o in cols:
         if nchunks == 1 and graph[o]["dtype"].name in _REDUCING_FLOATS:
             # the sum over one partial sum: 0.0 plus it (-0.0 becomes 0.0, as there)
