@@ -223,6 +223,12 @@ def test_group_fusions_runs_sibling_chains_apart_in_programs_with_products():
     h = group_fusions(g)
     check(g, h, a)
     assert _groups(h) == [["mul", "add", "mul", "add"]]
+    # chains that read one wide value stay together: one pass over it
+    g, a = traced(lambda p1, g1, p2, s, x: (p1 + g1 * s, p2 + g1 * 3, x @ x.T),
+                  (64, 300), (64, 300), (64, 300), (), (4, 4))
+    h = group_fusions(g)
+    check(g, h, a)
+    assert _groups(h) == [["mul", "add", "mul", "add"]]
     # a chain that reads another one's value stays with it
     g, a = traced(lambda p1, g1, p2, s, x: (lambda u: (u, p2 + u * s, x @ x.T))(p1 + g1 * s),
                   (64, 300), (64, 300), (64, 300), (), (4, 4))

@@ -220,7 +220,7 @@ def group_fusions(graph, min_size=2, min_bytes=None):
     serial = any(g[n]["op"] in SERIAL_OPS for n in order)
     k = 0
     for gid, grp in groups.items():
-        for members in (_chains(g, grp["members"]) if serial else [grp["members"]]):
+        for members in (_chains(g, grp["members"], wide) if serial else [grp["members"]]):
             if len(members) < min_size or all(kinds[n] == "col" for n in members):
                 continue
             widest = max(_nbytes(g[v]) for n in members for v in [n, *g[n]["args"]] if isinstance(v, V))
@@ -236,12 +236,13 @@ def group_fusions(graph, min_size=2, min_bytes=None):
 SERIAL_OPS = frozenset({"matmul", "einsum", "conv2d", "conv_transpose2d", "conv2d_weight"})
 
 
-def _chains(g, members):
-    """The members in groups of their own that share no value: chains joined only as
-    siblings (the SGD updates of two weights). On one thread they run faster one after the
-    other than chunk by chunk together, which streams all their arrays at once (two weights'
-    updates in 83-row chunks: 312-376 µs together, 282-296 µs one after the other); each
-    chain runs where its first member stands, after every argument of the group."""
+def _chains(g, members, wide):
+    """The members in groups of their own that share no value, nor read one wide value:
+    chains joined only as siblings (the SGD updates of two weights). On one thread they run
+    faster one after the other than chunk by chunk together, which streams all their arrays
+    at once (two weights' updates in 83-row chunks: 312-376 µs together, 282-296 µs one after
+    the other); each chain runs where its first member stands, after every argument of the
+    group."""
     root = {n: n for n in members}
 
     def find(n):
@@ -249,10 +250,15 @@ def _chains(g, members):
             root[n] = root[root[n]]
             n = root[n]
         return n
+    readers = {}
     for n in members:
         for x in refs(g[n]["args"]):
             if x in root:
                 root[find(x)] = find(n)
+            elif wide(x):                      # read from outside: one pass over it, not two
+                if x in readers:
+                    root[find(readers[x])] = find(n)
+                readers.setdefault(x, n)
     chains = {}
     for n in members:
         chains.setdefault(find(n), []).append(n)
