@@ -89,7 +89,7 @@ def generate(graph, name=None, donors=()):
     # BLAS's worker threads spin on the other core for ~100 ms after a parallel call: in a
     # program with matrix products, a second chunk thread fights them and both lose
     # (a whole MLP step's SGD update ran 2-4x slower on two threads than on one)
-    env["SERIAL"] = any(graph[n]["op"] in _BLAS_OPS for n in graph.nodes())
+    env["SERIAL"] = any(graph[n]["op"] in BLAS_OPS for n in graph.nodes())
     implicit = _implicit_expands(graph, keep)
     # arrays a statement outside the groups makes afresh (a ufunc's or a matrix product's
     # result), no output of the program: a group where all their readers are may write an
@@ -422,7 +422,7 @@ def _l2_bytes(default=1 << 20):
 # -lr into a scratch buffer and then added to the parameter, 334-row chunks of 1 MiB on a
 # 512 KiB L2: 320-350 µs; 83 rows, 256 KiB: 262-276 µs.)
 SERIAL_CHUNK_BYTES = max(1 << 16, _l2_bytes() // 2)
-_BLAS_OPS = frozenset({"matmul", "einsum", "conv2d", "conv_transpose2d", "conv2d_weight"})
+BLAS_OPS = frozenset({"matmul", "einsum", "conv2d", "conv_transpose2d", "conv2d_weight"})
 _UFUNCS = {"add": "np.add", "sub": "np.subtract", "mul": "np.multiply", "div": "np.true_divide",
            "neg": "np.negative", "exp": "np.exp", "log": "np.log", "tanh": "np.tanh", "sqrt": "np.sqrt",
            "sin": "np.sin", "cos": "np.cos", "abs": "np.abs", "rsub": "np.subtract", "maximum": "np.maximum",
@@ -1013,7 +1013,8 @@ def _group_stmt(graph, gid, members, keep, env, name, donors=(), before=(), temp
             # or an array a statement made afresh): its memory is free for the int8 mask
             spare = c not in mset and c not in keep and set(graph.users(c)) == {n} and \
                 (graph[c].get("group") is not None or c in temps)
-            body.append(f"    {n}_c = where_zero({arg(c)}, {kept}, {arg(v)}, {out}{', True' if spare else ''})  # where")
+            spare = ", True" if spare else ""
+            body.append(f"    {n}_c = where_zero({arg(c)}, {kept}, {arg(v)}, {out}{spare})  # where")
         elif _ufunc_ok(graph, a):
             args = [arg(x) if isinstance(x, V) else _literal(x, env) for x in a["args"]]
             if op == "rsub":

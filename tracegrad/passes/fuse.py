@@ -22,6 +22,7 @@ arrays.
 import heapq
 import math
 
+from ..codegen.numpy_cpu import BLAS_OPS
 from ..ir.graph import V, refs, insert
 from .rewrite import is_pure
 
@@ -217,7 +218,8 @@ def group_fusions(graph, min_size=2, min_bytes=None):
         last = joined
     for grp in groups.values():
         _keep_what_rows_need(g, grp, group_of, wide)
-    serial = any(g[n]["op"] in SERIAL_OPS for n in order)
+    # a program with matrix products runs its groups on the calling thread (codegen/numpy_cpu.py)
+    serial = any(g[n]["op"] in BLAS_OPS for n in order)
     k = 0
     for gid, grp in groups.items():
         for members in (_chains(g, grp["members"], wide) if serial else [grp["members"]]):
@@ -229,11 +231,6 @@ def group_fusions(graph, min_size=2, min_bytes=None):
             _mark(g, k, members, grp["rows"], kinds)
             k += 1
     return g
-
-
-# a program with these runs its groups on the calling thread (codegen/numpy_cpu.py: a second
-# chunk thread fights BLAS's own spinning workers)
-SERIAL_OPS = frozenset({"matmul", "einsum", "conv2d", "conv_transpose2d", "conv2d_weight"})
 
 
 def _chains(g, members, wide):
