@@ -35,7 +35,7 @@ from .ops.lowering import Refuse, identity
 from .ops.primitives import Primitive, PRIMITIVES as P
 from .runtime.guards import LEAF, flatten, unflatten, guard_key
 from .runtime.side_effects import SideEffects
-from .runtime.sources import build_guards, canonical
+from .runtime.sources import Guard, build_guards, canonical
 from .runtime.cache import ProgramCache
 from .autograd.graph import (Node, Saved, saved_tensors_hooks_active, _HOOK_USERS as _SAVED_HOOKS,
                              MODULE_BACKWARD_HOOKS as _MODULE_HOOKS)
@@ -1059,7 +1059,7 @@ class CompiledFunction:
             guards = build_guards(self._fn, self._module, args, kwargs, used=p.consts, value_reads=reads,
                                   exempt=exempt)
             if p.guard_spec is not None:
-                guards = _StepGuards(guards, p.guard_spec)
+                guards.add(_step_guard(p.guard_spec))
             return p, guards
         guards = build_guards(self._fn, self._module, args, kwargs, value_reads=reads)
         fs = _user_frame(failure.__traceback__)
@@ -1100,25 +1100,13 @@ class CompiledFunction:
             warnings.warn_explicit(msg, UserWarning, filename, lineno)
 
 
-class _StepGuards:
-    """A program's guards, and what its recorded writes assumed (functionalize.guard_key):
-    the options and state layout of the optimizers it stepped, which .grad existed."""
-    __slots__ = ("inner", "spec", "key")
-
-    def __init__(self, inner, spec):
-        self.inner, self.spec, self.key = inner, spec, functionalize.guard_key(*spec)
-
-    def failed(self, env):
-        why = self.inner.failed(env) if self.inner is not None else None
-        if why is None and functionalize.guard_key(*self.spec) != self.key:
-            return "an optimizer's options or state, or which .grad exist"
-        return why
-
-    def __len__(self):
-        return (len(self.inner) if self.inner is not None else 0) + 1
-
-    def __repr__(self):
-        return f"{self.inner!r}\nthe optimizer state and .grad a whole step assumed"
+def _step_guard(spec):
+    """What a whole step's recorded writes assumed (functionalize.guard_key): the options and
+    state layout of the optimizers it stepped, which .grad existed."""
+    key = functionalize.guard_key(*spec)
+    return Guard(lambda env: functionalize.guard_key(*spec), lambda k: k == key,
+                 "an optimizer's options or state, or which .grad exist",
+                 lambda code: functionalize.emit_guard_key(code, *spec))
 
 
 def _drop_detach(g):

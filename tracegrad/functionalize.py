@@ -127,6 +127,43 @@ def guard_key(optimizers, tensors):
     return tuple(key)
 
 
+def emit_guard_key(code, optimizers, tensors):
+    """guard_key(optimizers, tensors) == its value now, as tests of a program's generated check
+    (runtime/check_code.py). A little stricter than the key: a group's keys compare whole
+    (params and lr among them), options by type and ==, tensors by identity; where the
+    optimizer has no state, one test of the state's truth stands for the absence of each
+    parameter's."""
+    for opt in optimizers:
+        o = code.const(opt)
+        groups = code.let(f"{o}.param_groups")
+        code.need(f"len({groups}) == {len(opt.param_groups)}")
+        for g, group in zip(code.items_are(groups, len(opt.param_groups)), opt.param_groups):
+            code.need(f"tuple({g}) == {code.const(tuple(group))}")
+            for k, v in group.items():
+                if k in ("params", "lr", "param_names"):
+                    continue
+                x = code.let(f"{g}[{code.const(k)}]")
+                if isinstance(v, Tensor):
+                    code.need(f"{x} is {code.const(v)}")
+                else:
+                    code.need(f"{x}.__class__ is {code.const(type(v))} and {x} == {code.const(v)}")
+            code.need(f"{g}['lr'].__class__ is {code.const(type(group['lr']))}")
+            params = group["params"]
+            ps = code.let(f"{g}['params']")
+            code.need(f"len({ps}) == {len(params)}")
+            st = code.let(f"{o}.state")
+            layouts = [tuple(opt.state[p]) if p in opt.state else () for p in params]
+            if not any(layouts):
+                code.need(f"not {st} or not any(p in {st} for p in {ps})")
+                continue
+            for x, layout in zip(code.items_are(ps, len(params)), layouts):
+                # `in` first: the state is a defaultdict, which a read of a missing key would fill
+                code.need(f"{x} in {st} and tuple({st}[{x}]) == {code.const(layout)}" if layout else
+                          f"{x} not in {st}")
+    for t in tensors:
+        code.need(f"{code.const(t)}._grad is {'None' if t._grad is None else 'not None'}")
+
+
 def begin(graph):
     if LOCAL.shadow is not None:
         raise TraceError("a compiled function called while another is being traced")

@@ -31,6 +31,7 @@ import types
 import numpy as np
 
 from ..tensor import Tensor
+from .check_code import CheckCode
 from .side_effects import is_library
 from ..nn.modules.module import Module
 from ..nn.modules import module as _m
@@ -105,23 +106,53 @@ def canonical(spec):
 # -- guards --------------------------------------------------------------------------------------
 
 class Guard:
-    """One assumption: `test(read(env))` holds. `what` names the source for messages."""
-    __slots__ = ("read", "test", "what")
+    """One assumption: `test(read(env))` holds. `what` names the source for messages;
+    `emit(code)` writes the same tests into the program's generated check (check_code.py),
+    where the guard has such tests (else its read and test are called from there)."""
+    __slots__ = ("read", "test", "what", "emit")
 
-    def __init__(self, read, test, what):
-        self.read, self.test, self.what = read, test, what
+    def __init__(self, read, test, what, emit=None):
+        self.read, self.test, self.what, self.emit = read, test, what, emit
 
 
 class Guards:
     """The guards of one program; `failed(env)` is None while all hold, else the first that fails.
-    `keep` holds the objects whose identities the guards compare, so no id is reused."""
-    __slots__ = ("guards", "keep")
+    `keep` holds the objects whose identities the guards compare, so no id is reused.
+    A call runs them as one generated function (`check`); where one of its tests raises,
+    the guards are asked one by one, each exception a failure. The tests record the values
+    they compare with as they are written: built with the guards, before the program first
+    runs, as the guards' own tokens are."""
+    __slots__ = ("guards", "keep", "code", "check")
 
     def __init__(self, guards, keep=()):
-        self.guards = guards
+        self.guards = []
         self.keep = keep
+        self.code = CheckCode()
+        for g in guards:
+            self.add(g, compile=False)
+        self.check = self.code.function()
+
+    def add(self, guard, compile=True):
+        """One more guard (a whole step's, compile.py), its tests written now."""
+        self.code.guard = len(self.guards)
+        self.guards.append(guard)
+        if guard.emit is not None:
+            guard.emit(self.code)
+        else:
+            self.code.fallback(guard)
+        if compile:
+            self.check = self.code.function()
 
     def failed(self, env):
+        i = self.check(env)
+        if i == -1:
+            return None
+        if i >= 0:
+            return self.guards[i].what
+        return self.failed_one_by_one(env)
+
+    def failed_one_by_one(self, env):
+        """The guards' own reads and tests, in order (what the generated check stands for)."""
         for g in self.guards:
             try:
                 if g.test(g.read(env)):
@@ -222,8 +253,8 @@ class _Walk:
         self.tensors = set()
         self.codes = set()
 
-    def add(self, read, test, what):
-        self.guards.append(Guard(read, test, what))
+    def add(self, read, test, what, emit=None):
+        self.guards.append(Guard(read, test, what, emit))
 
     # functions and their code
     def function(self, f, label):
@@ -238,17 +269,20 @@ class _Walk:
         g = f.__globals__
         for name in sorted(names):
             if name in g:
-                self.root(g[name], lambda env, g=g, name=name: g[name], f"global '{name}' (read by {label})")
+                self.root(g[name], lambda env, g=g, name=name: g[name], f"global '{name}' (read by {label})",
+                          lambda code, g=g, name=name: f"{code.const(g)}[{code.const(name)}]")
         for name, cell in zip(code.co_freevars, f.__closure__ or ()):
             try:
                 v = cell.cell_contents
             except ValueError:
                 continue
-            self.root(v, lambda env, cell=cell: cell.cell_contents, f"closure variable '{name}' of {label}")
+            self.root(v, lambda env, cell=cell: cell.cell_contents, f"closure variable '{name}' of {label}",
+                      lambda code, cell=cell: f"{code.const(cell)}.cell_contents")
         for attr in ("__defaults__", "__kwdefaults__"):
             d0 = getattr(f, attr)
             if d0:
-                self.root(d0, lambda env, f=f, attr=attr: getattr(f, attr), f"the {attr.strip('_')} of {label}")
+                self.root(d0, lambda env, f=f, attr=attr: getattr(f, attr), f"the {attr.strip('_')} of {label}",
+                          lambda code, f=f, attr=attr: f"{code.const(getattr)}({code.const(f)}, {code.const(attr)})")
 
     def methods_of(self, tp):
         """The user methods of a class that the reachable code may call (by name)."""
@@ -263,19 +297,21 @@ class _Walk:
                     if isinstance(fn, types.FunctionType):
                         self.function(fn, f"{klass.__qualname__}.{name}")
 
-    def root(self, v, read, what):
-        """A value read through a source that nothing else guards: its token, then its state."""
+    def root(self, v, read, what, source):
+        """A value read through a source that nothing else guards: its token, then its state.
+        `source(code)`: the expression that reads it in the generated check."""
         tok = self.token(v)
-        self.add(read, lambda x, tok=tok: self_token(x) == tok, what)
+
+        def emit(code):
+            code.token_is(code.let(source(code)), v)
+        self.add(read, lambda x, tok=tok: self_token(x) == tok, what, emit)
         self.inside(v, what, 0)
 
     def token(self, v):
+        """v's token (its version, where the trace read its values, has a guard of its own: inside)."""
         self.keep.append(v)
         if isinstance(v, Tensor):
             self.tensors.add(id(v))
-            ver = self.value_reads.get(id(v))
-            if ver is not None:       # its values were baked in: its version is part of it
-                return tensor_token(v) + (ver,)
         return token(v)
 
     def inside(self, v, what, depth):
@@ -283,7 +319,8 @@ class _Walk:
         if isinstance(v, (Tensor,) + _SCALARS):
             if isinstance(v, Tensor) and id(v) in self.value_reads:
                 ver = self.value_reads[id(v)]
-                self.add(_const(v), lambda t, ver=ver: t._version == ver, f"the values of {what} (read while tracing)")
+                self.add(_const(v), lambda t, ver=ver: t._version == ver, f"the values of {what} (read while tracing)",
+                         lambda code, v=v, ver=ver: code.need(f"{code.const(v)}._version == {code.const(ver)}"))
             return
         key = id(v)
         if key in self.seen or getattr(type(v), "_guard_by_identity", False):
@@ -291,7 +328,9 @@ class _Walk:
         self.seen.add(key)
         read = _const(v)
         if isinstance(v, types.MethodType):
-            self.add(read, lambda m, s=v.__self__, f=v.__func__: m.__self__ is s and m.__func__ is f, what)
+            self.add(read, lambda m, s=v.__self__, f=v.__func__: m.__self__ is s and m.__func__ is f, what,
+                     lambda code, m=v: code.need(f"{code.const(m)}.__self__ is {code.const(m.__self__)} and "
+                                                 f"{code.const(m)}.__func__ is {code.const(m.__func__)}"))
             self.inside(v.__self__, what + ".__self__", depth)
             self.inside(v.__func__, what + ".__func__", depth)
         elif isinstance(v, types.FunctionType):
@@ -338,8 +377,17 @@ class _Walk:
         """Guard the attributes `names` of v (read from its __dict__ `d`), then what they hold."""
         names = tuple(names)
         tok = tuple(self.token(d[n]) if n in d else _ABSENT for n in names)
+        present = {n: d[n] for n in names if n in d}
+
+        def emit(code):
+            dd = code.const(d)
+            for n in names:
+                if n in present:       # a missing name raises: the one-by-one guard finds it absent
+                    code.token_is(code.let(f"{dd}[{code.const(n)}]"), present[n])
+                else:
+                    code.need(f"{code.const(n)} not in {dd}")
         self.add(_const(d), lambda dd, names=names, tok=tok: tuple(token_of(dd, n) for n in names) == tok,
-                 f"the attributes {', '.join(names)} of {what}" if names else what)
+                 f"the attributes {', '.join(names)} of {what}" if names else what, emit)
         for n in names:
             if n in d:
                 self.inside(d[n], f"{what}.{n}", depth + 1)
@@ -370,7 +418,9 @@ class _Walk:
         else:
             test = lambda c: type(c) is t and len(c) == keys and tuple(token(c[k]) for k in pos) == tok  # noqa: E731
         self.keep.append(keep)
-        self.add(_const(v), test, f"the items of {what}")
+        # a dict subclass or a deque: its own __iter__ and __getitem__, called by the guard's test
+        self.add(_const(v), test, f"the items of {what}",
+                 (lambda code: _emit_items(code, v, keys, pos, keep)) if t in (dict, list, tuple) else None)
         for k, x in items:
             self.inside(x, f"{what}[{k!r}]", depth + 1)
 
@@ -453,7 +503,8 @@ class _Walk:
                     self.token(x)
         self.keep.extend(d["_modules"].values())
         tok = module_token(m, attrs)
-        self.add(_const(m), lambda mm, attrs=attrs, tok=tok: module_token(mm, attrs) == tok, f"the state of {what}")
+        self.add(_const(m), lambda mm, attrs=attrs, tok=tok: module_token(mm, attrs) == tok, f"the state of {what}",
+                 lambda code: _emit_module(code, m, attrs))
         for a in attrs:
             self.inside(d[a], f"{what}.{a}", 0)
         for kind in ("_parameters", "_buffers"):
@@ -462,6 +513,56 @@ class _Walk:
         for name, sub in d["_modules"].items():
             if sub is not None:
                 self.inside(sub, f"{what}.{name}", 0)
+
+
+def _emit_keys(code, expr, keys):
+    """Tests that tuple(expr) == keys (a dict's keys, in order)."""
+    code.need(f"not {expr}" if not keys else f"tuple({expr}) == {code.const(tuple(keys))}")
+
+
+def _emit_items(code, c, keys, pos, items):
+    """The tests of _Walk.container's guard: c keeps its type, its keys (a dict's by identity)
+    or length, and the items at `pos` their tokens."""
+    name = code.const(c)
+    t = type(c)
+    n = len(keys) if t is dict else keys
+    code.need(f"{name}.__class__ is {code.const(t)} and len({name}) == {n}")
+    if t is dict and n:
+        ks = code.items_are(name, n)
+        code.need(" and ".join(f"{k} is {code.const(k0)}" for k, k0 in zip(ks, keys)))
+    every = list(pos) == (list(keys) if t is dict else list(range(n)))
+    if every:
+        xs = code.items_are(f"{name}.values()" if t is dict else name, n)
+    else:
+        xs = [code.let(f"{name}[{code.const(k)}]") for k in pos]
+    for x, v in zip(xs, items):
+        code.token_is(x, v)
+
+
+def _emit_module(code, m, attrs):
+    """The tests of module_token(m, attrs) == its value now."""
+    d = m.__dict__
+    dd = code.let(f"{code.const(m)}.__dict__")
+    code.need(f"tuple({dd}) == {code.const(tuple(d))}")
+    code.need(f"{dd}['training'] is {code.const(d['training'])}" if type(d["training"]) is bool else
+              f"{dd}['training'] == {code.const(d['training'])}")
+    for kind in ("_parameters", "_buffers"):
+        items = d[kind]
+        c = code.let(f"{dd}[{code.const(kind)}]")
+        _emit_keys(code, c, tuple(items))
+        for x, v in zip(code.items_are(f"{c}.values()", len(items)), items.values()):
+            code.token_is(x, v)
+    subs = d["_modules"]
+    c = code.let(f"{dd}['_modules']")
+    _emit_keys(code, c, tuple(subs))
+    xs = code.items_are(f"{c}.values()", len(subs))
+    if xs:
+        code.need(" and ".join(f"{x} is {code.const(v)}" for x, v in zip(xs, subs.values())))
+    for kind in ("_forward_pre_hooks", "_forward_hooks", "_backward_hooks"):
+        _emit_keys(code, f"{dd}[{code.const(kind)}]", tuple(d[kind]))
+    _emit_keys(code, f"{dd}.get('_backward_pre_hooks', ())", tuple(d.get("_backward_pre_hooks", ())))
+    for a in attrs:
+        code.token_is(code.let(f"{dd}[{code.const(a)}]"), d[a])
 
 
 def self_token(v):
@@ -545,11 +646,14 @@ def build_guards(fn, module, args, kwargs, used=(), value_reads=None, exempt=fro
         hooks = (tuple(_m._global_forward_pre_hooks), tuple(_m._global_forward_hooks))
         w.add(_const(_m), lambda mm, hooks=hooks: (tuple(mm._global_forward_pre_hooks),
                                                    tuple(mm._global_forward_hooks)) == hooks,
-              "the global module hooks")
+              "the global module hooks", lambda code: (_emit_keys(code, f"{code.const(_m)}._global_forward_pre_hooks",
+                                                                  hooks[0]),
+                                                       _emit_keys(code, f"{code.const(_m)}._global_forward_hooks",
+                                                                  hooks[1])))
     # the concrete tensors the program reads at every call keep the metadata it was built for
     for t in used:
         if id(t) not in w.tensors:
             w.keep.append(t)
             w.add(_const(t), lambda x, tok=tensor_token(t): tensor_token(x) == tok,
-                  f"a tensor the function read ({tuple(t.shape)})")
+                  f"a tensor the function read ({tuple(t.shape)})", lambda code, t=t: code.tensor_meta(code.const(t), t))
     return Guards(w.guards, w.keep)
