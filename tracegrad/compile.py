@@ -45,7 +45,6 @@ from .nn.modules.module import Module
 from . import functionalize, creation
 from .autodiff import derive, differentiable_reach, carries_grad, backward_args, DerivativeError
 from .codegen.numpy_cpu import compile_graph
-from .functionalize import write_back
 from .cuda import CudaArray
 from .interpret import run_eager
 
@@ -364,6 +363,8 @@ def _build(fn, args, kwargs, name, backend, value_reads=None, keep_stages=False)
     p.stage("generated forward source", p.fwd_fn.source)
     for j, k in p.arg_writes:
         p.writeback[j] = ("data", None, k)      # each call writes into its own argument (run_program)
+    p.write_back = functionalize.write_back_function(p.writeback, leaves) if p.writeback else None
+    p.lr_last = [None] * len(p.lr_inputs)
     p.bwd_fn = None
     p.bwd_donors = ()
     if bwd_run is not None:
@@ -513,6 +514,8 @@ def may_donate(arrays, donate):
     for j, b in enumerate(arrays):
         if type(b) is not np.ndarray:
             continue
+        if not foreign and b.base is None and id(b) not in roots and b.flags.owndata:
+            continue           # an allocation of its own, in which no donor lies (the common input)
         r = _own_root(b)
         near = donate if r is None else roots.get(id(r), ())
         for i in (near if r is None else (*near, *foreign)):
@@ -620,13 +623,10 @@ def _ident(name):
 # -- running a program -----------------------------------------------------------------------------
 
 def run_program(p, leaves):
-    for holder, group in p.lr_inputs:       # a whole step's learning rates, read at every call
-        lr = group["lr"]
-        holder._data = np.array(float(lr.item() if isinstance(lr, Tensor) else lr), np.float64)
-    consts = p.consts
+    if p.lr_inputs:
+        _read_learning_rates(p)
     arrays = [t._data for t in leaves]
-    for c in consts:
-        arrays.append(c._data)
+    arrays += [c._data for c in p.consts]
     spec = p.needs_grad and STATE.grad_enabled and _speculate(p)
     if spec:
         res = p.spec(*arrays, *[c._data for c in p.spec_consts])
@@ -639,12 +639,7 @@ def run_program(p, leaves):
         ids = [id(a) for a in arrays]
         if not (p.needs_grad and STATE.grad_enabled):
             arrays.clear()                # the old storages: replaceable where nothing else holds them
-        plan = p.writeback
-        if p.arg_writes:
-            plan = list(plan)
-            for j, k in p.arg_writes:
-                plan[j] = ("data", leaves[k], k)
-        write_back(plan, res[p.n_user:n_out], ids)
+        p.write_back(res[p.n_user:n_out], ids, leaves)
     outs = []
     for (shape, dt), o in zip(p.out_meta, res[:p.n_user]):
         if type(o) is not np.ndarray and not hasattr(o, "_tg_device"):
@@ -664,6 +659,18 @@ def run_program(p, leaves):
     it = iter(outs)
     flat = [next(it) if c is None else c for c in p.out_consts]
     return unflatten(p.out_spec, iter(flat))
+
+
+def _read_learning_rates(p):
+    """A whole step's learning rates, inputs of every call: each group's "lr" into the
+    tensor the program reads it from (a float that is the one of the last call is there)."""
+    last = p.lr_last
+    for i, (holder, group) in enumerate(p.lr_inputs):
+        lr = group["lr"]
+        if lr is last[i] and lr.__class__ is float:
+            continue
+        holder._data = np.array(float(lr.item() if isinstance(lr, Tensor) else lr), np.float64)
+        last[i] = lr
 
 
 def _out_shape(p):

@@ -353,6 +353,100 @@ def write_back(plan, arrays, input_ids=()):
                 st[k] = extra
 
 
+def _resolved(plan, leaves):
+    """The plan with each call's own argument in the entries that write one in place
+    (("data", None, k): argument k, compile._writes)."""
+    return [("data", leaves[e[2]], e[2]) if e[0] == "data" and e[1] is None else e for e in plan]
+
+
+def write_back_function(plan, leaves=()):
+    """write_back for one plan, as generated straight-line code: (arrays, input_ids, leaves)
+    -> None. The same writes, adoptions and copies, without reading the plan at every call;
+    where a target tensor's dtype is no longer the one the plan was made for, the plan is
+    read by write_back itself. `leaves`: the arguments of the call the plan was made for
+    (an entry ("data", None, k) writes into each call's argument k)."""
+    lines, consts = [], {"_plan": plan, "_write_back": write_back, "_resolved": _resolved, "_ndarray": np.ndarray,
+                         "_copyto": np.copyto, "_asarray": np.asarray, "_refs": sys.getrefcount,
+                         "_make": Tensor._make, "_round_bf16": D.round_bfloat16, "_float32": np.float32}
+
+    def const(v):
+        name = f"k{len(consts)}"
+        consts[name] = v
+        return name
+    n = sum(kind in ("data", "grad") for kind, _, _ in plan)
+    names = [f"a{i}" for i in range(n)]
+    typed = []
+    for j, (kind, t, extra) in enumerate(plan):
+        if kind == "data" and t is None:
+            lines.append(f"t{j} = leaves[{int(extra)}]")
+            typed.append((f"t{j}", const(leaves[extra]._dtype), leaves[extra]))
+        elif kind in ("data", "grad"):
+            typed.append((const(t), const(t._dtype), t))
+    if typed:
+        lines.append("if " + " or ".join(f"{t}._dtype is not {dt}" for t, dt, _ in typed) + ":")
+        lines.append("    return _write_back(_resolved(_plan, leaves), arrays, input_ids)")
+    if names:
+        lines.append(f"{', '.join(names)}, = arrays")
+    lines.append("adopted = set(input_ids)             # an input's array is never adopted by another tensor")
+    k = 0
+    for kind, t, extra in plan:
+        if kind in ("data", "grad"):
+            a = names[k]
+            tn, dt, t = typed[k]
+            k += 1
+            npd = const(t._dtype.np)
+        if kind == "data":
+            if t._dtype is D.bfloat16:
+                lines.append(f"{a} = _round_bf16(_asarray({a}, _float32))")
+            # what _adoptable tests, written out (carray: C-contiguous, writeable and aligned);
+            # getrefcount: the tensor's slot, `old`, its argument
+            lines += [f"old = {tn}._data",
+                      f"if {a} is not old:",
+                      f"    if ({a}.__class__ is _ndarray and old.__class__ is _ndarray and {a}.base is None and "
+                      f"{a}.dtype == {npd} and {a}.shape == old.shape and {a}.flags.carray and "
+                      f"id({a}) not in adopted and old.base is None and "
+                      f"old.flags.c_contiguous and _refs(old) <= 3):",
+                      f"        {tn}._data = {a}",
+                      f"        adopted.add(id({a}))",
+                      f"    else:",
+                      f"        _copyto(old, {a}, casting='unsafe')",
+                      "old = None",
+                      f"{tn}._vc[0] += 1"]
+        elif kind == "grad":
+            lines += [f"if {a}.__class__ is not _ndarray:",
+                      f"    {a} = _asarray({a}, {npd})",
+                      f"if id({a}) in adopted or {a}.base is not None:",
+                      f"    {a} = {a}.copy()",
+                      f"adopted.add(id({a}))"]
+            new = f"{tn}._grad = _make({a} if {a}.dtype == {npd} else {a}.astype({npd}), {dt})"
+            if extra:
+                lines += [f"g = {tn}._grad",
+                          f"if g is not None and g._data.shape == {a}.shape:",
+                          f"    _copyto(g._data, {a}, casting='unsafe')      # accumulated into the .grad, in place",
+                          "    g._vc[0] += 1",
+                          "else:",
+                          f"    {new}",
+                          "g = None"]
+            else:
+                lines.append(new)
+        elif kind == "grad_none":
+            lines.append(f"{const(t)}._grad = None")
+        elif kind == "grad_set":
+            lines.append(f"{const(t)}._grad = {const(extra)}")
+        elif kind == "state":
+            opt, p, key = t
+            lines += [f"st = {const(opt)}.state[{const(p)}]",
+                      f"if st.get({const(key)}) is not {const(extra)}:",
+                      f"    st[{const(key)}] = {const(extra)}"]
+        else:
+            raise AssertionError(f"write-back plan entry of unknown kind {kind!r}")
+    src = "\n".join(["def write_back_plan(arrays, input_ids, leaves=()):"] + [f"    {line}" for line in lines])
+    exec(compile(src, "<tracegrad:write_back>", "exec"), consts)
+    fn = consts["write_back_plan"]
+    fn.source = src
+    return fn
+
+
 # -- backward() while tracing ----------------------------------------------------------------------
 
 def backward_in_trace(outputs, grad_tensors, retain_graph, create_graph, inputs):

@@ -33,6 +33,7 @@ class CheckCode:
         self.ids = {}
         self.n_locals = 0
         self.guard = 0
+        self.checked = set()          # ids of the tensors whose metadata a test before checks
 
     def const(self, v):
         key = (type(v), id(v)) if not isinstance(v, (str, int)) or type(v) is bool else (type(v), v)
@@ -70,7 +71,8 @@ class CheckCode:
                 self.need(f"{x}.__class__ is float and {self.const(_PACK_D)}({x}) == {self.const(_PACK_D(v))}")
         elif isinstance(v, Tensor):
             self.need(f"{x} is {self.const(v)}")
-            self.tensor_meta(x, v)
+            if id(v) not in self.checked:      # tested before in this check: its identity says the rest
+                self.tensor_meta(x, v)
         else:
             from .sources import token, _SCALARS
             if isinstance(v, _SCALARS) or isinstance(v, np.generic):
@@ -80,6 +82,7 @@ class CheckCode:
 
     def tensor_meta(self, x, t):
         """Tests that tensor x has t's requires_grad, dtype, array type and shape."""
+        self.checked.add(id(t))
         req = t._req
         self.need(f"{x}._req is {self.const(req)}" if type(req) is bool else f"{x}._req == {self.const(req)}")
         self.need(f"{x}._dtype is {self.const(t._dtype)}")
