@@ -324,3 +324,31 @@ def test_step_guard_against_its_reference_key(momentum):
             p.grad = gr
         g2, _ = _step_guards(opt, ps)
         assert g2.check(None) == -1 and g.check(None) == -1, what
+
+
+def test_guards_and_write_back_free_what_they_read_without_the_collector():
+    # the generated check and write-back are no cycles: a dropped compiled step frees its
+    # module at once, as the guards' closures did
+    import gc
+    import weakref
+    m = nn.Linear(3, 2)
+    opt = tg.optim.SGD(m.parameters(), lr=0.1)
+
+    def step(x):
+        opt.zero_grad()
+        loss = m(x).sum()
+        loss.backward()
+        opt.step()
+        return loss
+    cf = tg.compile(step)
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        cf(T(np.ones((4, 3))))
+        assert cf.last_program.write_back is not None
+        alive = weakref.ref(m)
+        del cf, step, opt, m
+        assert alive() is None
+    finally:
+        if was:
+            gc.enable()

@@ -442,7 +442,7 @@ def write_back_function(plan, leaves=()):
             raise AssertionError(f"write-back plan entry of unknown kind {kind!r}")
     src = "\n".join(["def write_back_plan(arrays, input_ids, leaves=()):"] + [f"    {line}" for line in lines])
     exec(compile(src, "<tracegrad:write_back>", "exec"), consts)
-    fn = consts["write_back_plan"]
+    fn = consts.pop("write_back_plan")     # not kept in its own namespace: no cycle to wait for the collector
     fn.source = src
     return fn
 

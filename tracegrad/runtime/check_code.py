@@ -106,6 +106,6 @@ class CheckCode:
                         ["    except Exception:", "        return -2", "    return -1"])
         ns = dict(self.consts)
         exec(compile(src, "<tracegrad:guards>", "exec"), ns)
-        check = ns["check"]
+        check = ns.pop("check")          # not kept in its own namespace: no cycle to wait for the collector
         check.source = src
         return check
