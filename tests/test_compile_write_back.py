@@ -128,3 +128,19 @@ def test_generated_write_back_does_what_the_plan_says(case):
         assert results[1][0][4][3] == [True, True, False]       # the first takes the array ...
         assert results[1][1][4][3] == [False, False, False]     # ... the second a copy of it
         assert results[1][2][4][1:3] == ([5.0, 5.0], 1)         # accumulated in place
+
+
+def test_an_output_is_adopted_after_torch_compile_ran():
+    # torch.compile's frame hook, left installed by a compiled call that raised, makes a
+    # Python call count its arguments twice: whether nothing else holds the old storage is
+    # counted without a Python call in between
+    import torch
+    with pytest.raises(RuntimeError):
+        torch.compile(lambda a: a.exp() + torch.ones(4), backend="eager")(torch.zeros(3))
+    for generated in (False, True):
+        plan, outs, inputs, hold, targets = _setup("data adopted")
+        if generated:
+            functionalize.write_back_function(plan)(tuple(outs), [])
+        else:
+            functionalize.write_back(plan, tuple(outs), [])
+        assert targets[0]._data is outs[0], "generated" if generated else "read from the plan"

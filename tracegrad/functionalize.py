@@ -304,8 +304,9 @@ def _adoptable(a, old, dtype, adopted):
     holds, replacing one that nothing but the tensor holds (no view, no .data alias)."""
     return (type(a) is np.ndarray and type(old) is np.ndarray and a.base is None and a.dtype == dtype.np
             and a.shape == old.shape and a.flags.c_contiguous and a.flags.writeable and id(a) not in adopted
-            and old.base is None and old.flags.c_contiguous and sys.getrefcount(old) <= 4)
-    # 4: the tensor's slot, write_back's and this function's names for it, getrefcount's argument
+            and old.base is None and old.flags.c_contiguous)
+    # that nothing else holds old, write_back counts itself: a Python call's arguments count
+    # once or twice, as the interpreter runs it (torch.compile's frame hook makes it twice)
 
 
 def write_back(plan, arrays, input_ids=()):
@@ -322,7 +323,8 @@ def write_back(plan, arrays, input_ids=()):
             old = t._data
             if a is old:
                 pass                      # written in place by the program (a donated input)
-            elif _adoptable(a, old, t._dtype, adopted):
+            elif sys.getrefcount(old) <= 3 and _adoptable(a, old, t._dtype, adopted):
+                # 3: the tensor's slot, `old`, getrefcount's argument
                 t._data = a
                 adopted.add(id(a))
             else:

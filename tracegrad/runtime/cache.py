@@ -26,7 +26,8 @@ class ProgramCache:
                 if self.entries else None
             return None
         for i, (guards, p) in enumerate(bucket):
-            why = guards.failed(env) if guards is not None else None
+            # the generated check first (-1: all hold); the guards' own verdict where it is not
+            why = None if guards is None or guards.check(env) == -1 else guards.failed(env)
             if why is None:
                 if i:
                     bucket.insert(0, bucket.pop(i))
