@@ -193,6 +193,19 @@ def test_tensor_in_a_dict_a_list_and_an_attribute():
     fires(tg.compile(f), (T([1.]),), lambda: params.__setitem__("v", params.pop("w")), "items of")
 
 
+def test_equal_keys_of_two_dicts_are_two_objects():
+    # dict keys are compared by identity: each dict's own key object, not an equal one
+    k1, k2 = "".join(["a", "b"]), "".join(["a", "b"])
+    assert k1 == k2 and k1 is not k2
+    d1, d2 = {k1: T([1.])}, {k2: T([2.])}
+    f = tg.compile(lambda x: x * d1["ab"] + d2["ab"])
+    x = T([1.])
+    for _ in range(3):
+        np.testing.assert_array_equal(f(x).numpy(), [3.])
+    assert f.cache.compiles == 1
+    fires(f, (x,), lambda: d2.__setitem__("ab", T([5.])), "items of")
+
+
 def test_tensor_read_by_value():
     thr = tg.tensor(0.5)
     fires(tg.compile(lambda x: x * float(thr)), (T([2.]),), lambda: thr.fill_(2.0), "the values of")

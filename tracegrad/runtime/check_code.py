@@ -36,10 +36,11 @@ class CheckCode:
         self.checked = set()          # ids of the tensors whose metadata a test before checks
 
     def const(self, v):
-        key = (type(v), id(v)) if not isinstance(v, (str, int)) or type(v) is bool else (type(v), v)
-        name = self.ids.get(key)
+        """By identity, never by value: a test `x is k` needs the very object (two equal strings
+        may be two objects, as two dicts' keys)."""
+        name = self.ids.get(id(v))
         if name is None:
-            name = self.ids[key] = f"k{len(self.consts)}"
+            name = self.ids[id(v)] = f"k{len(self.consts)}"
             self.consts[name] = v
         return name
 
