@@ -144,3 +144,21 @@ def test_an_output_is_adopted_after_torch_compile_ran():
         else:
             functionalize.write_back(plan, tuple(outs), [])
         assert targets[0]._data is outs[0], "generated" if generated else "read from the plan"
+
+
+def test_a_write_into_an_argument_goes_to_each_calls_own():
+    # ("data", None, k): the plan was made on the first call's argument; every call writes
+    # into the tensor passed then, as run_program hands the call's arguments over
+    first = Tensor._make(np.zeros(3, np.float32), tg.float32)
+    plan = [("data", None, 0)]
+    fn = functionalize.write_back_function(plan, [first])
+    for _ in range(2):
+        arg = Tensor._make(np.zeros(3, np.float32), tg.float32)
+        out = np.full(3, 4, np.float32)
+        fn((out,), [], [arg])
+        assert arg._data is out and arg._vc[0] == 1
+        assert first._data.tolist() == [0.0, 0.0, 0.0] and first._vc[0] == 0
+    # an argument of another dtype than the plan's: the plan is read as it is, resolved to it
+    arg = Tensor._make(np.zeros(3, np.float64), tg.float64)
+    fn((np.full(3, 5, np.float32),), [], [arg])
+    assert arg._data.dtype == np.float64 and arg._data.tolist() == [5.0] * 3 and arg._vc[0] == 1
