@@ -418,9 +418,11 @@ class _Walk:
         else:
             test = lambda c: type(c) is t and len(c) == keys and tuple(token(c[k]) for k in pos) == tok  # noqa: E731
         self.keep.append(keep)
-        # a dict subclass or a deque: its own __iter__ and __getitem__, called by the guard's test
+        # a user's dict subclass or a deque: its own __iter__ and __getitem__, called by the
+        # guard's test (defaultdict's and OrderedDict's are dict's, but for a missing key, which
+        # the generated tests never read)
         self.add(_const(v), test, f"the items of {what}",
-                 (lambda code: _emit_items(code, v, keys, pos, keep)) if t in (dict, list, tuple) else None)
+                 (lambda code: _emit_items(code, v, keys, pos, keep)) if t in _EMITTED_CONTAINERS else None)
         for k, x in items:
             self.inside(x, f"{what}[{k!r}]", depth + 1)
 
@@ -515,6 +517,9 @@ class _Walk:
                 self.inside(sub, f"{what}.{name}", 0)
 
 
+_EMITTED_CONTAINERS = (dict, list, tuple, collections.defaultdict, collections.OrderedDict)
+
+
 def _emit_keys(code, expr, keys):
     """Tests that tuple(expr) == keys (a dict's keys, in order)."""
     code.need(f"not {expr}" if not keys else f"tuple({expr}) == {code.const(tuple(keys))}")
@@ -525,14 +530,15 @@ def _emit_items(code, c, keys, pos, items):
     or length, and the items at `pos` their tokens."""
     name = code.const(c)
     t = type(c)
-    n = len(keys) if t is dict else keys
+    is_dict = isinstance(c, dict)
+    n = len(keys) if is_dict else keys
     code.need(f"{name}.__class__ is {code.const(t)} and len({name}) == {n}")
-    if t is dict and n:
+    if is_dict and n:
         ks = code.items_are(name, n)
         code.need(" and ".join(f"{k} is {code.const(k0)}" for k, k0 in zip(ks, keys)))
-    every = list(pos) == (list(keys) if t is dict else list(range(n)))
+    every = list(pos) == (list(keys) if is_dict else list(range(n)))
     if every:
-        xs = code.items_are(f"{name}.values()" if t is dict else name, n)
+        xs = code.items_are(f"{name}.values()" if is_dict else name, n)
     else:
         xs = [code.let(f"{name}[{code.const(k)}]") for k in pos]
     for x, v in zip(xs, items):
