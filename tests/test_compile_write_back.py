@@ -2,6 +2,8 @@
 generated code for one plan does what functionalize.write_back does reading the plan, entry
 kind by entry kind: the same arrays adopted or copied, the same values, .grad tensors,
 optimizer state and version counters."""
+import importlib
+
 import numpy as np
 import pytest
 
@@ -162,3 +164,16 @@ def test_a_write_into_an_argument_goes_to_each_calls_own():
     arg = Tensor._make(np.zeros(3, np.float64), tg.float64)
     fn((np.full(3, 5, np.float32),), [], [arg])
     assert arg._data.dtype == np.float64 and arg._data.tolist() == [5.0] * 3 and arg._vc[0] == 1
+
+
+def test_donation_and_alias_checks_take_their_short_path_only_for_distinct_allocations():
+    compile_mod = importlib.import_module("tracegrad.compile")
+    may_donate, distinct = compile_mod.may_donate, compile_mod._distinct
+    w, b, x = np.zeros((8, 4)), np.zeros(4), np.ones((3, 4))
+    assert distinct([x, w, b]) and may_donate([x, w, b], (1, 2))
+    assert not distinct([w, w, b]) and not may_donate([w, w, b], (1, 2))      # one array passed twice
+    assert not distinct([w[:3], w, b]) and not may_donate([w[:3], w, b], (1, 2))
+    ro = np.zeros(4)
+    ro.flags.writeable = False
+    assert distinct([x, w, ro]) and not may_donate([x, w, ro], (1, 2))      # a donor that is read-only
+    assert may_donate([x, w, ro], (1,))

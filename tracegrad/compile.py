@@ -464,6 +464,8 @@ def writes_alias(p, leaves):
     them for distinct values, so that read would be stale. Only numpy arrays over one
     allocation are compared."""
     arrays = [t._data for t in leaves] + [c._data for c in p.consts] + [t._data for t in p.write_extra]
+    if _distinct(arrays):
+        return False
     first, last = p.first_write, p.last_read
     written = p.write_pos
     roots = {}
@@ -485,6 +487,17 @@ def writes_alias(p, leaves):
     return False
 
 
+def _distinct(arrays):
+    """Whether the arrays are numpy arrays over allocations of their own, each once: then none
+    shares memory with another (the common call, checked without looking for roots)."""
+    seen = set()
+    for a in arrays:
+        if a.__class__ is not np.ndarray or a.base is not None or id(a) in seen or not a.flags.owndata:
+            return False
+        seen.add(id(a))
+    return True
+
+
 def _own_root(a):
     """The array that owns a's memory where numpy allocated it (distinct allocations never
     overlap); None where the memory came from elsewhere (a buffer, another library)."""
@@ -503,6 +516,11 @@ def may_donate(arrays, donate):
     argument that is a view of a parameter would read overwritten values). Arrays over
     different numpy allocations cannot overlap: only those over one allocation, or over
     memory numpy did not allocate, are compared (one pass, not a test per pair)."""
+    if _distinct(arrays):
+        for i in donate:
+            if not arrays[i].flags.writeable:
+                return False
+        return True
     roots = {}
     for i in donate:
         a = arrays[i]
@@ -514,8 +532,6 @@ def may_donate(arrays, donate):
     for j, b in enumerate(arrays):
         if type(b) is not np.ndarray:
             continue
-        if not foreign and b.base is None and id(b) not in roots and b.flags.owndata:
-            continue           # an allocation of its own, in which no donor lies (the common input)
         r = _own_root(b)
         near = donate if r is None else roots.get(id(r), ())
         for i in (near if r is None else (*near, *foreign)):
