@@ -457,14 +457,14 @@ def _writes(p, leaves, sh, last_use):
     return tuple(arg_writes), tuple(first), tuple(extra)
 
 
-def writes_alias(p, leaves):
+def writes_alias(p, leaves, distinct=None):
     """Whether a tensor the program writes shares memory with another tensor of the call (the
     same tensor passed twice, a view of a written buffer, an argument that is a parameter the
     function also reads) that the trace read after that write, or wrote too: the trace took
     them for distinct values, so that read would be stale. Only numpy arrays over one
     allocation are compared."""
     arrays = [t._data for t in leaves] + [c._data for c in p.consts] + [t._data for t in p.write_extra]
-    if _distinct(arrays):
+    if distinct or (distinct is None and _distinct(arrays)):
         return False
     first, last = p.first_write, p.last_read
     written = p.write_pos
@@ -490,12 +490,10 @@ def writes_alias(p, leaves):
 def _distinct(arrays):
     """Whether the arrays are numpy arrays over allocations of their own, each once: then none
     shares memory with another (the common call, checked without looking for roots)."""
-    seen = set()
     for a in arrays:
-        if a.__class__ is not np.ndarray or a.base is not None or id(a) in seen or not a.flags.owndata:
+        if a.__class__ is not np.ndarray or a.base is not None or not a.flags.owndata:
             return False
-        seen.add(id(a))
-    return True
+    return len(set(map(id, arrays))) == len(arrays)
 
 
 def _own_root(a):
@@ -510,13 +508,14 @@ def _own_root(a):
         a = b
 
 
-def may_donate(arrays, donate):
+def may_donate(arrays, donate, distinct=None):
     """Whether the arrays at positions `donate` may take their new values in place this call:
     plain writeable arrays that share no memory with any other input of the call (an
     argument that is a view of a parameter would read overwritten values). Arrays over
     different numpy allocations cannot overlap: only those over one allocation, or over
-    memory numpy did not allocate, are compared (one pass, not a test per pair)."""
-    if _distinct(arrays):
+    memory numpy did not allocate, are compared (one pass, not a test per pair). `distinct`:
+    _distinct of these arrays (or more), where the caller knows it."""
+    if distinct or (distinct is None and _distinct(arrays)):
         for i in donate:
             if not arrays[i].flags.writeable:
                 return False
@@ -638,7 +637,7 @@ def _ident(name):
 
 # -- running a program -----------------------------------------------------------------------------
 
-def run_program(p, leaves):
+def run_program(p, leaves, distinct=None):
     if p.lr_inputs:
         _read_learning_rates(p)
     arrays = [t._data for t in leaves]
@@ -646,7 +645,7 @@ def run_program(p, leaves):
     spec = p.needs_grad and STATE.grad_enabled and _speculate(p)
     if spec:
         res = p.spec(*arrays, *[c._data for c in p.spec_consts])
-    elif p.fwd_donate and may_donate(arrays, p.fwd_donate):
+    elif p.fwd_donate and may_donate(arrays, p.fwd_donate, distinct):
         res = p.fwd_fn(*arrays, donate=True)
     else:
         res = p.fwd_fn(*arrays)
@@ -1032,10 +1031,16 @@ class CompiledFunction:
             self.cache.put(key, guards, p)
         if p is _EAGER:
             return self._fn(*args, **kwargs)
-        if p.writeback and writes_alias(p, leaves):
-            return self._aliased(args, kwargs)
+        distinct = None
+        if p.writeback:
+            # the arrays of the call, each an allocation of its own (the common call): no alias,
+            # and no donor shares memory with another input (the new learning rates' arrays are new)
+            distinct = _distinct([t._data for t in leaves] + [c._data for c in p.consts] +
+                                 [t._data for t in p.write_extra])
+            if not distinct and writes_alias(p, leaves, False):
+                return self._aliased(args, kwargs)
         self.last_program = p
-        return run_program(p, leaves)
+        return run_program(p, leaves, distinct)
 
     def _aliased(self, args, kwargs):
         fs = _caller_frame()
