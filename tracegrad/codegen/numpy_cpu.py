@@ -34,7 +34,7 @@ import numpy as np
 from .._dtype import round_bfloat16
 from ..ir.graph import V, refs, type_str
 from ..ir.printer import comment_text
-from ..ops.primitives import check_index_bounds
+from ..ops.primitives import BLAS_OPS, check_index_bounds
 
 _ids = itertools.count()
 
@@ -422,7 +422,6 @@ def _l2_bytes(default=1 << 20):
 # -lr into a scratch buffer and then added to the parameter, 334-row chunks of 1 MiB on a
 # 512 KiB L2: 320-350 µs; 83 rows, 256 KiB: 262-276 µs.)
 SERIAL_CHUNK_BYTES = max(1 << 16, _l2_bytes() // 2)
-BLAS_OPS = frozenset({"matmul", "einsum", "conv2d", "conv_transpose2d", "conv2d_weight"})
 _UFUNCS = {"add": "np.add", "sub": "np.subtract", "mul": "np.multiply", "div": "np.true_divide",
            "neg": "np.negative", "exp": "np.exp", "log": "np.log", "tanh": "np.tanh", "sqrt": "np.sqrt",
            "sin": "np.sin", "cos": "np.cos", "abs": "np.abs", "rsub": "np.subtract", "maximum": "np.maximum",

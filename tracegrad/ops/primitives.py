@@ -1580,3 +1580,8 @@ Primitive("as_strided_scatter", "x src", _as_strided_scatter_kernel,
           vjp=lambda g, out, x, src, shape, strides, offset: (
               F.as_strided_scatter(g, F.full(tuple(shape), 0, dtype=g.dtype), shape, strides, offset),
               F.as_strided(g, shape, strides, offset)), triton=T.as_strided_scatter)
+
+
+# The ops a backend runs as matrix products (BLAS on the CPU): the fusion pass and the numpy
+# code generator both ask whether a program has one (its groups then run on the calling thread).
+BLAS_OPS = frozenset({"matmul", "einsum", "conv2d", "conv_transpose2d", "conv2d_weight"})

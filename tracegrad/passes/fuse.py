@@ -22,7 +22,7 @@ arrays.
 import heapq
 import math
 
-from ..codegen.numpy_cpu import BLAS_OPS
+from ..ops.primitives import BLAS_OPS
 from ..ir.graph import V, refs, insert
 from .rewrite import is_pure
 

@@ -17,7 +17,6 @@ import struct
 
 import numpy as np
 
-
 from ..tensor import Tensor
 
 _PACK_D = struct.Struct("<d").pack
@@ -27,7 +26,8 @@ class CheckCode:
     """The source of the check being built: `need(cond)` fails the current guard unless
     cond holds; `let(expr)` names a value; `const(v)` a constant the source refers to."""
 
-    def __init__(self):
+    def __init__(self, token, scalars):
+        self.token, self.scalars = token, scalars      # sources.token and the types it keys by value
         self.lines = []
         self.consts = {}
         self.ids = {}
@@ -75,9 +75,8 @@ class CheckCode:
             if id(v) not in self.checked:      # tested before in this check: its identity says the rest
                 self.tensor_meta(x, v)
         else:
-            from .sources import token, _SCALARS
-            if isinstance(v, _SCALARS) or isinstance(v, np.generic):
-                self.need(f"{self.const(token)}({x}) == {self.const(token(v))}")
+            if isinstance(v, self.scalars) or isinstance(v, np.generic):
+                self.need(f"{self.const(self.token)}({x}) == {self.const(self.token(v))}")
             else:
                 self.need(f"{x} is {self.const(v)}")
 

@@ -127,7 +127,7 @@ class Guards:
     def __init__(self, guards, keep=()):
         self.guards = []
         self.keep = keep
-        self.code = CheckCode()
+        self.code = CheckCode(token, _SCALARS)
         for g in guards:
             self.add(g, compile=False)
         self.check = self.code.function()
