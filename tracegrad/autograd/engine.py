@@ -650,15 +650,19 @@ def free_graph(order):
     """Free the saved values of the graph's nodes (retain_graph=False)."""
     for node in order:
         saved = node._saved
-        if saved is None or node._prim is None:
+        if saved is None:
+            continue
+        prim = node._prim
+        if prim is None:
+            continue
+        # what holds_saved says, without asking twice: a node that saved nothing stays runnable
+        if prim.takes_ctx or "_residuals" in node.__dict__:
+            node._saved = None
             continue
         for v in saved:
             if v is not None:
                 node._saved = None
                 break
-        else:
-            if holds_saved(node):
-                node._saved = None
 
 
 def _gradient_tensors(raw, args, targets):
