@@ -721,43 +721,53 @@ def _speculate(p):
 def _attach(p, leaves, arrays, outs, residuals, grads=None):
     """One grad_fn node for the whole call, whose derivative runs the compiled backward
     (or, where the call took its gradient with the forward, scales that by the seed)."""
-    inputs = list(leaves) + list(p.consts)
+    consts = p.consts
+    inputs = leaves + consts if consts else list(leaves)
     node = object.__new__(_NODE_CLS[0])
-    node._prim = P["compiled_call"]
-    node._params = {"cls": p, "nout": len(outs)}
+    node._prim = _COMPILED_CALL
+    params = p.__dict__.get("node_params")
+    if params is None or params["nout"] != len(outs):
+        params = p.node_params = {"cls": p, "nout": len(outs)}
+    node._params = params
     metas, edges = [], []
     used = p.used_inputs
-    for k, t in enumerate(inputs):
+    k = 0
+    for t in inputs:
         metas.append((t._data.shape, t._dtype))
-        fn = t._grad_fn if t._view is None else t.grad_fn
         if k not in used:
             edges.append((None, 0))          # not in the graph (torch: no edge, a None gradient)
-        elif fn is not None:
-            edges.append((fn, t._output_nr))
-        elif t._req:
-            edges.append((t._accumulator(), 0))
         else:
-            edges.append((None, 0))
+            fn = t._grad_fn if t._view is None else t.grad_fn
+            if fn is not None:
+                edges.append((fn, t._output_nr))
+            elif t._req:
+                edges.append((t._accumulator(), 0))
+            else:
+                edges.append((None, 0))
+        k += 1
     node._args_meta = tuple(metas)
     node.next_functions = tuple(edges)
-    node._saved = (None,) * (len(inputs) + 1)
-    node._out_meta = tuple((o._data.shape, o._dtype) for o in outs)
     d = node.__dict__
+    d["_saved_slots"] = (None,) * (len(inputs) + 1)      # the _saved property's value
+    node._out_meta = tuple([(o._data.shape, o._dtype) for o in outs])
     d["_residuals"] = residuals
     d["_arrays"] = arrays
     d["_inputs"] = inputs
     # the inputs the backward reads, with their versions now: changed in place before the
     # backward, they would give a wrong gradient, so the backward raises torch's error
-    d["_read"] = [Saved(inputs[i], False) for i in p.bwd_reads]
+    d["_read"] = [Saved(inputs[i], False) for i in p.bwd_reads] if p.bwd_reads else ()
     if grads is not None:
         d["_grads"] = grads
     elif p.bwd_donors:
         d["_donate"] = _donatable(p, residuals, outs)
-    for k, o in enumerate(outs):
-        if p.out_diff[k]:
+    out_diff = p.out_diff
+    k = 0
+    for o in outs:
+        if out_diff[k]:
             o._req = True
             o._grad_fn = node                # a new tensor, no view: what the grad_fn setter does
             o._output_nr = k
+        k += 1
 
 
 def _donatable(p, residuals, outs):
@@ -792,6 +802,12 @@ def _compiled_vjp(g, out, *inputs, ctx, cls, nout):
 def _seeds(p, gs, zeros):
     if len(gs) < len(p.out_meta):         # the written-back values (functionalize) get no gradient
         gs = tuple(gs) + (None,) * (len(p.out_meta) - len(gs))
+    else:
+        for g in gs:
+            if g is None:
+                break
+        else:
+            return list(gs)
     return [zeros(shape, dt) if g is None else g for g, (shape, dt) in zip(gs, p.out_meta)]
 
 
@@ -808,25 +824,23 @@ def _start_backward(p, ctx, counts=True):
         p.bwd_count += 1
 
 
+_BIND_SOURCE = {"seed": 0, "in": 1, "res": 2}        # a backward argument's source; any other kind: a constant
+
+
 def _compiled_backward_kernel(*args, prog):
     *gs, ctx = args
     p = prog
     _start_backward(p, ctx)
     d = ctx.__dict__
-    seeds = _seeds(p, gs, lambda s, dt: np.zeros(s, dt.np))
+    seeds = _seeds(p, gs, _zeros_array)
     if "_grads" in d:
         return _scaled_grads(p, d, seeds[p.out_diff.index(True)])
-    arrays, residuals = d["_arrays"], d["_residuals"]
-    bargs = []
-    for kind, i in p.bwd_binds:
-        if kind == "seed":
-            bargs.append(seeds[i])
-        elif kind == "in":
-            bargs.append(arrays[i])
-        elif kind == "res":
-            bargs.append(residuals[i])
-        else:
-            bargs.append(i._data)
+    # the backward's arguments: seeds, the call's input arrays, the saved values, constants
+    pick = p.__dict__.get("bwd_pick")
+    if pick is None:
+        pick = p.bwd_pick = tuple([(_BIND_SOURCE.get(kind, 3), i) for kind, i in p.bwd_binds])
+    sources = (seeds, d["_arrays"], d["_residuals"])
+    bargs = [sources[k][i] if k != 3 else i._data for k, i in pick]
     if p.bwd_donors and d.get("_donate") and STATE.freeing_saved:
         d["_donate"] = False              # once: the saved values now hold the results
         res = p.bwd_fn(*bargs, donate=True)
@@ -885,6 +899,10 @@ def _compiled_backward_eager(*args, prog):
     return tuple(out)
 
 
+def _zeros_array(shape, dt):
+    return np.zeros(shape, dt.np)
+
+
 def _zeros_tensor(shape, dt):
     return creation.zeros(shape, dtype=dt)
 
@@ -941,6 +959,7 @@ class CompiledFunctionBackward(Node):
 
 
 _NODE_CLS = [CompiledFunctionBackward]
+_COMPILED_CALL = P["compiled_call"]
 
 
 # -- the compiled callable ------------------------------------------------------------------------

@@ -403,7 +403,9 @@ def rename_grad_fn(t, name):
 
 def _record(prim, args, params, outs):
     """Make the grad_fn node for one op and attach it to its outputs."""
-    cls = Above.node_class_of(prim, args, params)
+    cls = prim._node_cls
+    if cls is None:
+        cls = Above.node_class_of(prim, args, params)
     node = object.__new__(cls)
     node._prim = prim
     node._params = params
@@ -411,7 +413,7 @@ def _record(prim, args, params, outs):
     edges = []
     req = []
     for a in args:
-        if isinstance(a, Tensor):
+        if a.__class__ is Tensor or isinstance(a, Tensor):
             metas.append((a._data.shape, a._dtype))
             # (a stale view's grad_fn is made again here, and then requires grad)
             fn = a._grad_fn if a._view is None else a.grad_fn
@@ -428,30 +430,37 @@ def _record(prim, args, params, outs):
             edges.append((None, 0))      # torch wraps Python numbers as inputs with no grad_fn
     node._args_meta = tuple(metas)
     node.next_functions = tuple(edges)
-    saved = [None] * (len(args) + 1)
     positions, save_out = prim.saved_positions(len(args), tuple(req))
-    for i in positions:
-        a = args[i]
-        if isinstance(a, Tensor):
-            if a._inference:
-                raise RuntimeError("Inference tensors cannot be saved for backward. Please do not use Tensors "
-                                   "created in inference mode in computation tracked by autograd. To work around "
-                                   "this, you can make a clone to get a normal tensor and use it in autograd, or "
-                                   "use `torch.no_grad()` instead of `torch.inference_mode()`.")
-            saved[i + 1] = Above.Saved(a, False)
-        else:
-            saved[i + 1] = a
-    if save_out:
-        saved[0] = tuple(Above.Saved(o, True, k) for k, o in enumerate(outs))
-    node._saved = tuple(saved)
-    node._out_meta = tuple((o._data.shape, o._dtype) for o in outs)
+    if positions or save_out:
+        saved = [None] * (len(args) + 1)
+        for i in positions:
+            a = args[i]
+            if isinstance(a, Tensor):
+                if a._inference:
+                    raise RuntimeError("Inference tensors cannot be saved for backward. Please do not use Tensors "
+                                       "created in inference mode in computation tracked by autograd. To work "
+                                       "around this, you can make a clone to get a normal tensor and use it in "
+                                       "autograd, or use `torch.no_grad()` instead of `torch.inference_mode()`.")
+                saved[i + 1] = Above.Saved(a, False)
+            else:
+                saved[i + 1] = a
+        if save_out:
+            saved[0] = tuple([Above.Saved(o, True, k) for k, o in enumerate(outs)])
+        node._saved = tuple(saved)
+    else:
+        node._saved = (None,) * (len(args) + 1)
+    if len(outs) == 1:
+        o = outs[0]
+        node._out_meta = ((o._data.shape, o._dtype),)
+    else:
+        node._out_meta = tuple([(o._data.shape, o._dtype) for o in outs])
     if _ANOMALY[0]:
         node._trace = _anomaly_trace()
         if _ANOMALY_PARENT[0] is not None:           # made by the backward of that node
             node.__dict__["_anomaly_parent"] = _ANOMALY_PARENT[0]
     nondiff = prim.nondiff_outputs
     for k, o in enumerate(outs):
-        if k in nondiff or not o._dtype.is_floating_point:
+        if (nondiff and k in nondiff) or not o._dtype.is_floating_point:
             continue
         o._req = True
         o._grad_fn = node

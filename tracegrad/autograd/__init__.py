@@ -28,6 +28,8 @@ def _as_list(x, what):
 
 def _requires(t):
     """t.requires_grad, after a stale view's grad_fn is made again (it may now require grad)."""
+    if t._view is None:
+        return t._req or t._grad_fn is not None
     return t.grad_fn is not None or t._req
 
 
@@ -45,32 +47,20 @@ def _target(t):
     return (t._accumulator(), 0)
 
 
-def _hooks_spec(order):
-    """Tensor hooks of the walked graph: {(node, slot): [fn, ...]} in registration order."""
-    spec = {}
-    for node in order:
-        d = node.__dict__ if hasattr(node, "__dict__") else None
-        if d and d.get("_tensor_hooks"):
-            for slot, hooks in d["_tensor_hooks"].items():
-                if hooks:
-                    spec[(node, slot)] = list(hooks.values())
-        if isinstance(node, AccumulateGrad):
-            v = node.variable
-            if v._hooks:
-                spec[(node, 0)] = list(v._hooks.values())
-    return spec
-
-
 def _run(outputs, seeds, targets, retain_graph, create_graph, extra_roots=()):
     roots = [_root(t, i) for i, t in enumerate(outputs)]
-    order, index = engine.walk([r[0] for r in roots])
-    for n, _ in targets:
-        if id(n) not in index:
+    order, index, structure, hooks = engine.walk_keyed([r[0] for r in roots])
+    reach = []
+    for n, s in targets:
+        k = index.get(id(n))
+        if k is None:
             index[id(n)] = -2          # unreachable: its gradient is None
-    reach = [(n, s) for n, s in targets if index[id(n)] >= 0]
-    hooks = _hooks_spec(order)
+        elif k >= 0:
+            reach.append((n, s))
     with engine.final_callbacks():
-        outs = engine.execute(order, index, roots, seeds, reach, retain_graph, create_graph, hooks)
+        outs = engine.execute(order, index, roots, seeds, reach, retain_graph, create_graph, hooks, structure)
+    if len(reach) == len(targets):
+        return outs, order
     res = iter(outs)
     return [next(res) if index[id(n)] >= 0 else None for n, s in targets], order
 
@@ -94,7 +84,7 @@ def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, 
     if retain_graph is None:
         retain_graph = create_graph
     roots = [_root(t, i) for i, t in enumerate(outputs)]
-    order, index = engine.walk([r[0] for r in roots])
+    order, index, structure, hooks = engine.walk_keyed([r[0] for r in roots])
     if inputs is not None:
         targets, receivers = [], []
         for t in inputs:
@@ -117,7 +107,6 @@ def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, 
     for n, _ in targets:
         index.setdefault(id(n), -2)
     reach = [(tg, r) for tg, r in zip(targets, receivers) if index[id(tg[0])] >= 0]
-    hooks = _hooks_spec(order)
     if create_graph and any(isinstance(tg[0], AccumulateGrad) for tg, _ in reach):
         warnings.warn("Using backward() with create_graph=True will create a reference cycle between the parameter "
                       "and its gradient which can cause a memory leak. We recommend using autograd.grad when creating "
@@ -125,7 +114,8 @@ def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, 
                       "of your parameters to None after use to break the cycle and avoid the leak.", UserWarning,
                       stacklevel=3)
     with set_grad_enabled(create_graph), engine.final_callbacks(accumulates=True):
-        outs = engine.execute(order, index, roots, seeds, [tg for tg, _ in reach], retain_graph, create_graph, hooks)
+        outs = engine.execute(order, index, roots, seeds, [tg for tg, _ in reach], retain_graph, create_graph, hooks,
+                              structure)
         _target_prehooks(reach, outs, engine.executed(order, [tg for tg, _ in reach]))
         for (tg, t), g in zip(reach, outs):
             if g is None:
@@ -222,8 +212,16 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
         res = _batched(outputs, _as_list(grad_outputs, "grad_outputs"), targets, retain_graph, create_graph)
     else:
         seeds = _seeds(outputs, _as_list(grad_outputs, "grad_outputs"), create_graph, "grad_outputs")
-        with set_grad_enabled(create_graph):
-            res, _ = _run(outputs, seeds, targets, retain_graph, create_graph)
+        if create_graph.__class__ is not bool:
+            with set_grad_enabled(create_graph):       # (which refuses a mode that is no bool)
+                res, _ = _run(outputs, seeds, targets, retain_graph, create_graph)
+        else:
+            prev = STATE.grad_enabled             # set_grad_enabled(create_graph), without a context object
+            STATE.grad_enabled = create_graph
+            try:
+                res, _ = _run(outputs, seeds, targets, retain_graph, create_graph)
+            finally:
+                STATE.grad_enabled = prev
     return _results(inputs, res, allow_unused, materialize_grads, create_graph)
 
 

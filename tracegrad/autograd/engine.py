@@ -49,7 +49,7 @@ STATS = collections.Counter()
 
 class Program:
     __slots__ = ("fwd", "bwd", "fn", "binds", "node_count", "triton", "transfers", "owners", "undefined",
-                 "family", "kin", "eager")
+                 "family", "kin", "eager", "ran")
 
 
 def _owners(order):
@@ -96,6 +96,59 @@ def walk(roots):
                 index[id(node)] = len(order)
                 order.append(node)
     return order, index
+
+
+def walk_keyed(roots):
+    """walk, _structure and the graph's tensor hooks in one pass over the nodes (what a
+    backward of a small graph spends most of its bookkeeping on): (order, index, structure,
+    node_hooks, hooks_spec), hooks_spec as autograd's {(node, slot): [fn, ...]}."""
+    order = []
+    index = {}
+    key = []
+    hooks = []
+    spec = {}
+    hooked = HOOK_USED[0]
+    for r in roots:
+        if r is None or id(r) in index:
+            continue
+        index[id(r)] = -1
+        stack = [(r, iter(r.next_functions))]
+        while stack:
+            node, it = stack[-1]
+            for nxt, _ in it:
+                if nxt is not None and id(nxt) not in index:
+                    index[id(nxt)] = -1
+                    stack.append((nxt, iter(nxt.next_functions)))
+                    break
+            else:
+                stack.pop()
+                k = len(order)
+                index[id(node)] = k
+                order.append(node)
+                if node._hooks or node._pre_hooks:
+                    hooks.append(k)
+                d = node.__dict__
+                if d:
+                    th = d.get("_tensor_hooks")
+                    if th:
+                        for slot, fns in th.items():
+                            if fns:
+                                spec[(node, slot)] = list(fns.values())
+                prim = node._prim
+                if prim is None:
+                    key.append(node._out_meta)
+                    if node.__class__ is AccumulateGrad or isinstance(node, AccumulateGrad):
+                        v = node.variable
+                        if v._hooks:
+                            spec[(node, 0)] = list(v._hooks.values())
+                    continue
+                # post-order: every node an edge leads to is indexed already
+                key.append((prim.name, tuple(node._params.items()), node._args_meta,
+                            tuple([-1 if n is None else (index[id(n)], s) for n, s in node.next_functions]),
+                            node._out_meta))
+                if hooked:
+                    key.append(hooked_saved(node))
+    return order, index, (tuple(key), frozenset(hooks)), spec
 
 
 def _structure(order, index):
@@ -336,21 +389,37 @@ def unpack_saved(node, s):
     return unpack(node, s)
 
 
-def get_program(order, index, roots, targets, hooks_spec):
-    structure, node_hooks = _structure(order, index)
-    key = (structure, tuple([(index[id(n)], s) for n, s in roots]), tuple([(index[id(n)], s) for n, s in targets]),
-           tuple(sorted([((index[id(n)], s), len(f)) for (n, s), f in hooks_spec.items()])) if hooks_spec else (),
-           node_hooks)
+def program_key(order, index, roots, targets, hooks_spec, structure=None):
+    """The cache key of a backward: the graph's structure (walk_keyed's, or made here), the
+    roots, the targets and which tensor hooks and node hooks there are."""
+    structure, node_hooks = structure or _structure(order, index)
+    return (structure, tuple([(index[id(n)], s) for n, s in roots]), tuple([(index[id(n)], s) for n, s in targets]),
+            tuple(sorted([((index[id(n)], s), len(f)) for (n, s), f in hooks_spec.items()])) if hooks_spec else (),
+            node_hooks)
+
+
+def cached_program(key):
+    """The cached backward of `key`, or None."""
     with _LOCK:
         p = _CACHE.get(key)
         if p is not None:
             _CACHE.move_to_end(key)
             p.kin.move_to_end(key)          # the least recently used of a family goes first
             STATS["hits"] += 1
-            return p
+        return p
+
+
+def get_program(order, index, roots, targets, hooks_spec, structure=None, key=None):
+    if key is None:
+        key = program_key(order, index, roots, targets, hooks_spec, structure)
+    p = cached_program(key)
+    if p is not None:
+        return p
     with paused():
         p = build_program(order, index, roots, targets, hooks_spec)
     STATS["misses"] += 1
+    # the nodes a backward of this structure runs (executed), by position
+    p.ran = tuple([index[id(n)] for n in executed(order, targets)])
     p.owners = _owners(order)
     # a backward through an evicted compiled program is not kept: it would keep it alive
     if len(order) <= _CACHE_MAX_NODES and not any(o.evicted for o in p.owners):
@@ -391,17 +460,28 @@ def clear_cache():
         _FAMILIES.clear()
 
 
-def execute(order, index, roots, seeds, targets, retain_graph, create_graph, hooks_spec=None):
+def execute(order, index, roots, seeds, targets, retain_graph, create_graph, hooks_spec=None, structure=None):
     """Run the backward of `roots` (list of (node, slot)) with `seeds`; return the gradient of
-    each target (node, slot), None where no path reaches it."""
+    each target (node, slot), None where no path reaches it. `structure`: walk_keyed's, where
+    the caller walked the graph with it."""
     hooks_spec = hooks_spec or {}
-    if len(_TASKS.stack) >= _REENTRANT_DEPTH:
+    stack = _TASKS.stack
+    if len(stack) >= _REENTRANT_DEPTH:
         # a backward called from a backward called from ... (reentrant): as torch's engine, a
         # deep chain goes on in a fresh thread, whose stack and recursion count start empty
         return _on_fresh_thread(execute, order, index, roots, seeds, targets, retain_graph, create_graph,
-                                hooks_spec)
-    with graph_task():
-        return _execute(order, index, roots, seeds, targets, retain_graph, create_graph, hooks_spec)
+                                hooks_spec, structure)
+    task = graph_task()                  # what `with graph_task():` does, without its two calls
+    task.id = next(_task_ids)
+    task.at_end = []
+    stack.append(task)
+    try:
+        outs = _execute(order, index, roots, seeds, targets, retain_graph, create_graph, hooks_spec, structure)
+    finally:
+        stack.pop()
+    for fn in task.at_end:
+        fn()
+    return outs
 
 
 _REENTRANT_DEPTH = 12
@@ -455,14 +535,17 @@ def current_task():
     return _TASKS.stack[-1] if _TASKS.stack else None
 
 
-def _execute(order, index, roots, seeds, targets, retain_graph, create_graph, hooks_spec):
-    ran = executed(order, targets)
+def _execute(order, index, roots, seeds, targets, retain_graph, create_graph, hooks_spec, structure=None):
+    key = program_key(order, index, roots, targets, hooks_spec, structure)
+    p = cached_program(key)
+    ran = executed(order, targets) if p is None else [order[k] for k in p.ran]
     for node in ran:
         # freed by an earlier backward (see free_graph); a custom Function raises only where
         # its backward reads ctx.saved_tensors, as in torch
         if node._saved is None and not node._prim.takes_ctx:
             raise RuntimeError(FREED_MSG)
-    p = get_program(order, index, roots, targets, hooks_spec)
+    if p is None:
+        p = get_program(order, index, roots, targets, hooks_spec, key=key)
     hook_by_key = {(index[id(n)], s): fns for (n, s), fns in hooks_spec.items()} if hooks_spec else {}
     if create_graph:
         args = []
@@ -567,15 +650,19 @@ def free_graph(order):
     """Free the saved values of the graph's nodes (retain_graph=False)."""
     for node in order:
         saved = node._saved
-        if saved is None or node._prim is None:
+        if saved is None:
+            continue
+        prim = node._prim
+        if prim is None:
+            continue
+        # what holds_saved says, without asking twice: a node that saved nothing stays runnable
+        if prim.takes_ctx or "_residuals" in node.__dict__:
+            node._saved = None
             continue
         for v in saved:
             if v is not None:
                 node._saved = None
                 break
-        else:
-            if holds_saved(node):
-                node._saved = None
 
 
 def _gradient_tensors(raw, args, targets):

@@ -1542,10 +1542,26 @@ def _call_hooks_kernel(g, fns):
     return g
 
 
+def _call_hooks_eager(g, fns):
+    """The hooks under create_graph=True: run on the gradient tensor itself, so that what they
+    compute (a hook's `g * 3`) is recorded and differentiated again, as torch's are."""
+    Tensor = FrontEnd.Tensor
+    if g is not None and not isinstance(g, Tensor):
+        a = np.asarray(g)
+        g = Tensor._make(a, D.from_numpy_dtype(a.dtype))
+    for fn in fns:
+        r = fn(g)
+        if r is not None:
+            if g is not None and tuple(r.shape) != tuple(g.shape):
+                raise RuntimeError(f"hook '{getattr(fn, '__name__', fn)}' has changed the size of value")
+            g = r
+    return g
+
+
 # A tensor's hooks, run on its gradient at backward time. The callables are an input bound
 # at each run (hooks may change between runs of one cached program).
 Primitive("call_hooks", "g fns", _call_hooks_kernel, shape=lambda g, fns: tuple(g.shape), dtype="same",
-          vjp=lambda gg, out, g, fns: (gg, None), grad_fn="HookBackward0",
+          eager=_call_hooks_eager, vjp=lambda gg, out, g, fns: (gg, None), grad_fn="HookBackward0",
           triton=T.Refuse("tensor hooks call Python at backward time"))
 
 
