@@ -1,18 +1,23 @@
 """The memory order eager execution gives a traced value.
 
-A derivative rule that picks its product's orientation by an operand's layout, as matmul's
-does (torch's mm_mat1_backward / mm_mat2_backward), asks a traced operand what the eager
-tensor would answer: the choice decides which BLAS product runs, and BLAS adds a product's
-terms in another order when its operands swap roles, so eager and compiled gradients are
-equal bit for bit only where both choose alike.
+matmul's derivative picks its products by its operands' layouts, as torch's
+mm_mat1_backward / mm_mat2_backward do: the gradient of a column-major operand (a transposed
+contiguous matrix, as Linear's weight.T) is the transpose of the product that comes out of
+BLAS in that layout. BLAS adds a product's terms in another order when its operands swap
+roles, so eager and compiled gradients are equal bit for bit only where both choose alike.
+Eager autograd derives its backward from the graph it recorded (engine.forward_graph) with
+the same rules, so both ask a graph, and this module answers for both from the graph alone.
 
 An order is the axes of size above 1 of a dense array (a permutation of a contiguous one),
 outermost first; size-1 axes have no place in memory and are left out. None: not dense, or
-not known. The inference follows the eager kernels: views reorder or keep their operand's
-order, elementwise ops keep the order their full-size operands share (numpy's and torch's
-'K' order), every other op makes a C-contiguous result. A traced input's order is the
-`order` attribute its maker recorded (a compiled function's argument, a forward value saved
-for the backward), else the order of the tensor it holds, else C.
+not known. The inference follows the eager kernels (torch's strides, numpy's 'K' order):
+views reorder or keep their operand's order (permute, detach, reshape/squeeze/unsqueeze
+that only add or drop size-1 axes), an elementwise op keeps the order its full-size operands
+share, clone keeps a dense operand's, and every other op is taken to make a C-contiguous
+result (softmax or a slice of a transposed tensor keep its layout eagerly: there the choice
+is not torch's, in eager and compiled alike). An input's order is the `order` attribute its
+maker recorded (a compiled function's argument, an eager leaf, a forward value saved for
+the backward), else the order of the constant tensor it holds, else C.
 """
 
 
