@@ -297,3 +297,21 @@ def test_traced_values_answer_for_their_eager_layout():
             assert _traced_column_major(fn, args) == want, f"expression {k}"
             seen.add(want)
     assert {(True, False), (False, True)} <= seen      # both answers were asked for
+
+
+def test_a_transposed_tensor_without_grad_mixed_into_the_operand_keeps_eager_s_choice():
+    # eager autograd's graph knows its leaves' layouts, not those of the other tensors it
+    # read; the compiled trace takes them as eager does (here w.t() * mask, mask transposed)
+    rng = np.random.default_rng(7)
+    x = tg.tensor(rng.standard_normal((128, 784)).astype(np.float32))
+    w = rng.standard_normal((512, 784)).astype(np.float32)
+    mask = tg.tensor((rng.random((512, 784)) > 0.5).astype(np.float32)).t()
+    fn = lambda x, w, mask: x @ (w.t() * mask)    # noqa: E731
+    compiled = tg.compile(fn)
+    seed = tg.tensor(rng.standard_normal((128, 512)).astype(np.float32))
+    we = tg.tensor(w, requires_grad=True)
+    want, = tg.autograd.grad(fn(x, we, mask), we, seed)
+    for _ in range(2):
+        wc = tg.tensor(w, requires_grad=True)
+        got, = tg.autograd.grad(compiled(x, wc, mask), wc, seed)
+        assert_same_bits(got, want, "w.grad")

@@ -17,7 +17,8 @@ share, clone keeps a dense operand's, and every other op is taken to make a C-co
 result (softmax or a slice of a transposed tensor keep its layout eagerly: there the choice
 is not torch's, in eager and compiled alike). An input's order is the `order` attribute its
 maker recorded (a compiled function's argument, an eager leaf, a forward value saved for
-the backward), else the order of the constant tensor it holds, else C.
+the backward), else the order of the tensor it holds where that requires grad, else C:
+eager autograd's graph knows the layouts of its leaves, not of the other tensors it read.
 """
 
 
@@ -105,7 +106,7 @@ def _rule(graph, a, memo):
         if "order" in a:
             return a["order"]
         value = a.get("value")
-        if value is not None and hasattr(getattr(value, "_data", value), "strides"):
+        if getattr(value, "requires_grad", False):
             return tensor_order(value)
         return _c(shape)
     if prim is None:
