@@ -366,6 +366,22 @@ def test_simplify_keeps_a_transposed_product_as_it_is():
         assert np.array_equal(got, (x.T @ y).T * 2)
 
 
+def test_simplify_gives_an_output_transposed_back_the_product_itself_once():
+    # (g.T @ x).T transposed back is the product: an output takes the product's own array
+    # (a written-back .grad adopts it; a view of it would be copied), but never one that
+    # another output, an input or a view already stands for (outputs never alias)
+    g, a = traced(lambda x, y: (lambda m: (m.T.T, m.T.T, x.T.T, m * 2))(x.T @ y), (5, 3), (5, 4))
+    h = eliminate_dead_code(simplify(g))
+    check(g, h, a)
+    outs = h.outputs
+    assert h[outs[0]]["op"] == "matmul"
+    assert len(set(outs)) == len(outs)
+    assert h[outs[1]]["op"] == "permute"      # the product is taken by the first output
+    assert h[outs[2]]["op"] == "permute"      # x.T.T: x is an input
+    got = run_numpy(h, inputs_for(h, a))
+    assert got[0].base is None and got[0].flags.c_contiguous
+
+
 def test_compiled_weight_gradients_are_contiguous_and_eager_bit_for_bit():
     # matmul's derivative takes weight.T's layout into account (as torch's mm_mat2_backward):
     # the weight's gradient comes out of BLAS contiguous, eagerly and compiled by the same product

@@ -94,16 +94,25 @@ def _gather_before_shift(b, a, args):
     return add(b, v["prim"], (picked, r), a)
 
 
-def _permute_of_permute(b, a, args, is_output):
+def _permute_of_permute(b, a, args, is_output, outputs, claimed):
     """permute(permute(x, p), q) -> permute(x, p[q]), or x itself where that is the
-    identity (a transpose's derivative transposed back, in higher-order graphs)."""
+    identity (a transpose's derivative transposed back: the gradient of Linear's weight,
+    which matmul's derivative makes as (g.T @ x).T for weight.T). An output becomes x only
+    where x is a fresh array that no input, view or other output shares (`claimed`: the
+    values outputs took so far): then a written-back .grad adopts it instead of copying a view."""
     if a["op"] != "permute" or not isinstance(args[0], V) or b[args[0]]["op"] != "permute":
         return None
     inner = b[args[0]]
     x = inner["args"][0]
     dims = tuple(inner["params"]["dims"][d] for d in a["params"]["dims"])
     if dims == tuple(range(len(dims))):
-        return None if is_output else x
+        if not is_output:
+            return x
+        prim = b[x]["prim"] if isinstance(x, V) else None
+        if prim is None or prim.view or prim.multi or x in outputs or x in claimed:
+            return None
+        claimed.add(x)
+        return x
     return add(b, a["prim"], (x,), a, **dict(a["params"], dims=dims))
 
 
@@ -271,6 +280,7 @@ def simplify_before_autodiff(graph):
 
 def simplify(graph, before_autodiff=False):
     outputs = set(o for o in graph.outputs if o is not None)
+    claimed = set()
 
     def same_type(b, v, a):
         return isinstance(v, V) and b[v]["shape"] == a["shape"] and b[v]["dtype"] is a["dtype"]
@@ -285,11 +295,11 @@ def simplify(graph, before_autodiff=False):
     def body(b, n, a, args):
         op = a["op"]
         if before_autodiff:
-            moved = _scatter_add_rules(b, a, args) or _permute_of_permute(b, a, args, n in outputs) or \
+            moved = _scatter_add_rules(b, a, args) or _permute_of_permute(b, a, args, n in outputs, outputs, claimed) or \
                 _repeated_term(b, a, args)
         else:
             moved = _through_expand(b, a, args) or _scatter_add_rules(b, a, args) or \
-                _gather_before_shift(b, a, args) or _permute_of_permute(b, a, args, n in outputs) or \
+                _gather_before_shift(b, a, args) or _permute_of_permute(b, a, args, n in outputs, outputs, claimed) or \
                 _repeated_term(b, a, args)
         if moved is not None:
             return moved
