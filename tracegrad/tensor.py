@@ -231,7 +231,8 @@ class Tensor:
     def _column_major(self):
         """Whether this is a matrix laid out column by column (a transposed contiguous one, both
         sizes above 1): matmul's derivative picks its products by it, as torch's
-        mm_mat1_backward / mm_mat2_backward do. A traced value answers for the eager tensor."""
+        mm_mat1_backward / mm_mat2_backward do. Derivative rules run on traced values, which
+        answer from their graph what the eager tensor answers here (ir/layout.py)."""
         d = self._data
         s = d.shape
         if len(s) != 2 or s[0] < 2 or s[1] < 2:
