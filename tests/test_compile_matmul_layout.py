@@ -232,6 +232,13 @@ def test_matmul_derivative_gradcheck_and_second_order_against_torch():
         assert tg.autograd.gradcheck(f, (a, b))
         assert tg.autograd.gradgradcheck(f, (a, b))
         assert tg.autograd.gradcheck(tg.compile(f), (a, b))
+    # a batch of rows times a matrix: the batch folded into the rows, as torch does
+    a3 = tg.tensor(rng.standard_normal((2, 5, 4)), requires_grad=True)
+    b = tg.tensor(w, requires_grad=True)
+    assert tg.autograd.gradcheck(lambda a, b: a @ b.t(), (a3, b))
+    assert tg.autograd.gradgradcheck(lambda a, b: a @ b.t(), (a3, b))
+    c = tg.tensor(rng.standard_normal((3, 5)), requires_grad=True)
+    assert tg.autograd.gradgradcheck(lambda a, c: a.transpose(1, 2) @ c.t(), (a3, c))
     # second order through matmul (an HVP of tanh(x @ w.T)), eager and compiled, vs torch
     v = rng.standard_normal((3, 4))
 

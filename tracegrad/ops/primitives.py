@@ -1369,6 +1369,13 @@ def _matmul_vjp(g, out, a, b, op=None):
         gb = F.transpose(F.matmul(F.transpose(g, 0, 1), a), 0, 1) if b._column_major() else \
             F.matmul(F.transpose(a, 0, 1), g)
         return ga, gb
+    if a.ndim > 2 and b.ndim == 2:
+        # a batch of rows times one matrix (Linear on a sequence): torch folds the batch into
+        # the rows, one mm whose derivative is the one above (one product for the weight's
+        # gradient, not one per batch element and their sum)
+        rows, n = math.prod(a.shape[:-1]), b.shape[1]
+        ga, gb = _matmul_vjp(F.reshape(g, (rows, n)), None, F.reshape(a, (rows, a.shape[-1])), b)
+        return F.reshape(ga, tuple(a.shape)), gb
     a2 = a if a.ndim > 1 else F.unsqueeze(a, 0)
     b2 = b if b.ndim > 1 else F.unsqueeze(b, 1)
     if a.ndim == 1:
