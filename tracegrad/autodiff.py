@@ -13,6 +13,7 @@ bound lazily: a rule that only asks for `x.shape` saves nothing.
 
 from .ir.graph import Graph, V
 from .tracing import Proxy, trace, proxy_input
+from .ir.layout import order_attr, value_order
 from .ops.primitives import sum_to, DerivativeNotImplemented, PRIMITIVES as P
 from .ops import functional as F
 from .autograd._grad_io import _seeds, _results
@@ -25,15 +26,20 @@ class DerivativeError(RuntimeError):
     pass
 
 
-def _lazy(bwd, fwd, value, src, saved_inputs):
-    """A symbolic stand-in for forward value `value`, made an input of `bwd` on first use."""
+def _lazy(bwd, fwd, value, src, saved_inputs, orders):
+    """A symbolic stand-in for forward value `value`, made an input of `bwd` on first use.
+    A rule that asks its layout (matmul's) is answered from the forward graph (ir/layout.py;
+    `orders`: the orders found so far), and a saved value keeps its order for the derivative
+    of this backward graph."""
     a = fwd[value]
     p = Proxy.make(bwd, None, a["shape"], a["dtype"])
+    p.__dict__["_layout_of"] = (fwd, value, orders)
 
     def bind(proxy):
         name = saved_inputs.get(value)
         if name is None:
-            name = bwd.add_input(a["shape"], a["dtype"], "saved", name=None, fwd=value, srcs=[])
+            name = bwd.add_input(a["shape"], a["dtype"], "saved", name=None, fwd=value, srcs=[],
+                                 **order_attr(value_order(fwd, value, orders), a["shape"]))
             saved_inputs[value] = name
         srcs = bwd[name]["srcs"]
         if src not in srcs:
@@ -101,6 +107,7 @@ def derive(fwd, outputs, wrt, hooks=None, node_hooks=(), defer_errors=False):
     bwd = Graph("backward")
     bwd.number_after(fwd)           # no backward value takes the name of a forward value it is printed beside
     saved_inputs = {}
+    orders = {}
     need = needed_values(fwd, outputs, wrt)
     hooks = hooks or {}
     ctxs = {}
@@ -143,15 +150,15 @@ def derive(fwd, outputs, wrt, hooks=None, node_hooks=(), defer_errors=False):
                 if not prim.takes_ctx:   # a custom Function gets None for undefined gradients
                     g = tuple(x if x is not None else F.full(tuple(s), 0, dtype=d)
                               for x, s, d in zip(g, a["shape"], a["dtype"]))
-                out = tuple(_lazy(bwd, fwd, p, (n, -1, k), saved_inputs)
+                out = tuple(_lazy(bwd, fwd, p, (n, -1, k), saved_inputs, orders)
                             for k, p in enumerate(_projections(fwd, n, a, added_projs)))
             else:
                 if n not in grads:
                     continue
                 g = grads[n]
-                out = _lazy(bwd, fwd, n, (n, -1, 0), saved_inputs)
+                out = _lazy(bwd, fwd, n, (n, -1, 0), saved_inputs, orders)
             args = a["args"]
-            in_proxies = tuple(_lazy(bwd, fwd, x, (n, i, 0), saved_inputs) if isinstance(x, V) else x
+            in_proxies = tuple(_lazy(bwd, fwd, x, (n, i, 0), saved_inputs, orders) if isinstance(x, V) else x
                                for i, x in enumerate(args))
             if prim.vjp is None:
                 if any(isinstance(x, V) and x in need for x in args):

@@ -30,6 +30,7 @@ from .tensor import Tensor, _VALUE_READS
 from ._collect import paused
 from .ir.graph import Graph, V
 from .tracing import Proxy, TraceError, trace, proxy_input, apply, TRACING, _ACTIVE
+from .ir.layout import order_attr, tensor_order
 from .ir.verify import verify
 from .ops.lowering import Refuse, identity
 from .ops.primitives import Primitive, PRIMITIVES as P
@@ -163,7 +164,12 @@ def _trace_with_writes(fn, args, kwargs, name, value_reads=None):
     modes = (STATE.grad_enabled, STATE.inference, D.get_default_dtype())
     try:
         with trace(g):
-            proxies = [proxy_input(g, tuple(t.shape), t.dtype, requires_grad=t.requires_grad) for t in leaves]
+            # the memory order of each argument that requires grad, which matmul's derivative
+            # asks (ir/layout.py; eager autograd knows its leaves' orders, and takes other
+            # tensors as C-contiguous)
+            proxies = [proxy_input(g, tuple(t.shape), t.dtype, requires_grad=t.requires_grad,
+                                   **(order_attr(tensor_order(t), tuple(t.shape)) if t.requires_grad else {}))
+                       for t in leaves]
             for t, px in zip(leaves, proxies):
                 px.__dict__["_orig_name"] = px.__dict__["_name"]
                 sh.inputs.append((px, px.__dict__["_name"], t))

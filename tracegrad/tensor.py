@@ -228,6 +228,18 @@ class Tensor:
     def is_contiguous(self, memory_format=None):
         return self._data.flags.c_contiguous
 
+    def _column_major(self):
+        """Whether this is a matrix laid out column by column (a transposed contiguous one, both
+        sizes above 1): matmul's derivative picks its products by it, as torch's
+        mm_mat1_backward / mm_mat2_backward do. Derivative rules run on traced values, which
+        answer from their graph what the eager tensor answers here (ir/layout.py)."""
+        d = self._data
+        s = d.shape
+        if len(s) != 2 or s[0] < 2 or s[1] < 2:
+            return False
+        st, item = d.strides, d.itemsize
+        return st[0] == item and st[1] == item * s[0]
+
     def data_ptr(self):
         if self.is_cuda:
             return self._data.t.data_ptr()

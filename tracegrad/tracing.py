@@ -20,6 +20,7 @@ from . import _dtype as D
 from .grad_mode import STATE
 from .tensor import Tensor, Size
 from .ir.graph import Graph, V
+from .ir.layout import c_contiguous, column_major
 from .ops import shapes as S
 from .ops.primitives import FrontEnd, PRIMITIVES
 
@@ -113,7 +114,17 @@ class Proxy(Tensor):
     def is_contiguous(self, memory_format=None):
         if _user_code(sys._getframe(1)):
             _layout("Tensor.is_contiguous()")
-        return True
+        # tracegrad's own code (contiguous()) gets what the eager tensor would answer, where
+        # that is known (ir/layout.py): a forward value a derivative rule reads is asked in
+        # the forward graph, without saving it
+        d = self.__dict__
+        src = d.get("_layout_of")
+        return c_contiguous(*src[:2]) if src is not None else c_contiguous(d["_graph"], value_of(d["_graph"], self))
+
+    def _column_major(self):
+        d = self.__dict__
+        src = d.get("_layout_of")
+        return column_major(*src) if src is not None else column_major(d["_graph"], value_of(d["_graph"], self))
 
     @property
     def grad_fn(self):

@@ -24,6 +24,7 @@ import numpy as np
 from .. import _dtype as D
 from ..grad_mode import STATE, enable_grad, set_grad_enabled
 from ..ir.graph import Graph, V
+from ..ir.layout import order_attr, tensor_order
 from ..tensor import Tensor
 from .graph import AccumulateGrad, HOOK_USED, hooked_saved, FREED_MSG, Engine
 from .._collect import paused
@@ -162,13 +163,23 @@ def _structure(order, index):
             hooks.append(k)
         prim = node._prim
         if prim is None:
-            key.append(node._out_meta)
+            order = _leaf_order(node)
+            key.append(node._out_meta if order is True else (node._out_meta, order))
             continue
         edges = tuple([-1 if n is None else (index[id(n)], s) for n, s in node.next_functions])
         key.append((prim.name, tuple(node._params.items()), node._args_meta, edges, node._out_meta))
         if hooked:
             key.append(hooked_saved(node))
     return tuple(key), frozenset(hooks)
+
+
+def _leaf_order(node):
+    """True for a leaf laid out C-contiguous, else its memory order (ir/layout.py): matmul's
+    derivative picks its products by its operands' layouts, as torch's does."""
+    v = getattr(node, "variable", None)
+    if v is None or v._data.flags.c_contiguous:
+        return True
+    return tensor_order(v._data)
 
 
 def forward_graph(order):
@@ -179,7 +190,9 @@ def forward_graph(order):
         prim = node._prim
         if prim is None:
             (shape, dtype), = node._out_meta
-            v = g.add_input(shape, dtype, "leaf", name=f"x{k}", node_index=k)
+            order = _leaf_order(node)
+            v = g.add_input(shape, dtype, "leaf", name=f"x{k}", node_index=k,
+                            **({} if order is True else order_attr(order, shape)))
             vals[(id(node), 0)] = v
             continue
         # a value saved through saved-tensor hooks is read as the hook unpacks it: a clone

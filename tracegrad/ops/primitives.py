@@ -1358,6 +1358,24 @@ def _matmul_shape(a, b, op=None):
 
 
 def _matmul_vjp(g, out, a, b, op=None):
+    if a.ndim == 2 and b.ndim == 2:
+        # torch's mm_mat1_backward / mm_mat2_backward: an operand laid out column by column
+        # (a transposed contiguous matrix, as Linear's weight.T) gets its gradient as the
+        # transpose of the product that comes out of BLAS in that layout, a contiguous weight
+        # gradient. The choice is the eager tensor's layout, traced or not (ir/layout.py), so
+        # compiled gradients run eager's BLAS products, bit for bit.
+        ga = F.transpose(F.matmul(b, F.transpose(g, 0, 1)), 0, 1) if a._column_major() else \
+            F.matmul(g, F.transpose(b, 0, 1))
+        gb = F.transpose(F.matmul(F.transpose(g, 0, 1), a), 0, 1) if b._column_major() else \
+            F.matmul(F.transpose(a, 0, 1), g)
+        return ga, gb
+    if a.ndim > 2 and b.ndim == 2:
+        # a batch of rows times one matrix (Linear on a sequence): torch folds the batch into
+        # the rows, one mm whose derivative is the one above (one product for the weight's
+        # gradient, not one per batch element and their sum)
+        rows, n = math.prod(a.shape[:-1]), b.shape[1]
+        ga, gb = _matmul_vjp(F.reshape(g, (rows, n)), None, F.reshape(a, (rows, a.shape[-1])), b)
+        return F.reshape(ga, tuple(a.shape)), gb
     a2 = a if a.ndim > 1 else F.unsqueeze(a, 0)
     b2 = b if b.ndim > 1 else F.unsqueeze(b, 1)
     if a.ndim == 1:

@@ -24,20 +24,22 @@ moved across a rounding unless that is exact.
 - `-(x * y)` becomes `x * -y` where y is the smaller factor (negation is exact);
 - `gather(x - r, i, d)` with r constant along d becomes `gather(x, i, d) - r`;
 - `y + y` becomes `y * 2` (the same rounding of the same value);
-- `(a @ b).T` becomes `b.T @ a.T`, a contiguous result (the same products; BLAS may add
-  them in another order, which changes a result's last bits as any reduction order does);
 - `permute(permute(x))` becomes one permute, or `x` where the two cancel;
 - elementwise ops move before broadcasts (`expand(x) / c -> expand(x / c)`): they touch
   fewer elements and compute the same values.
 
-Before autodiff (`simplify_before_autodiff`, the forward pipeline) the power lowering,
-the moves across broadcasts and gathers and the transposed product wait: they would
+Before autodiff (`simplify_before_autodiff`, the forward pipeline) the power lowering
+and the moves across broadcasts and gathers wait: they would
 change the derivative autodiff takes (pow's rule rounds otherwise than the product
 rule's), so compiled gradients would no longer be eager autograd's.
 
 Not done, because they change results: `(x + c) - c -> x`, `x + y - x -> y`, moving a
 scale out of a sum (`sum(x * c) -> sum(x) * c` overflows where the unscaled sum does,
-and rounds differently), `(x + y) + y -> x + 2 * y`, `x ** 4 -> (x * x) * (x * x)`.
+and rounds differently), `(x + y) + y -> x + 2 * y`, `x ** 4 -> (x * x) * (x * x)`,
+`(a @ b).T -> b.T @ a.T` (BLAS adds the products in another order when the operands swap
+roles: 217 of 896 shapes differ in the last bits). A weight's gradient comes out contiguous
+without it: matmul's derivative picks its product by the operand's layout, eagerly and
+traced alike, as torch does.
 """
 import math
 
@@ -92,16 +94,25 @@ def _gather_before_shift(b, a, args):
     return add(b, v["prim"], (picked, r), a)
 
 
-def _permute_of_permute(b, a, args, is_output):
+def _permute_of_permute(b, a, args, is_output, outputs, claimed):
     """permute(permute(x, p), q) -> permute(x, p[q]), or x itself where that is the
-    identity (a transpose's derivative transposed back, in higher-order graphs)."""
+    identity (a transpose's derivative transposed back: the gradient of Linear's weight,
+    which matmul's derivative makes as (g.T @ x).T for weight.T). An output becomes x only
+    where x is a fresh array that no input, view or other output shares (`claimed`: the
+    values outputs took so far): then a written-back .grad adopts it instead of copying a view."""
     if a["op"] != "permute" or not isinstance(args[0], V) or b[args[0]]["op"] != "permute":
         return None
     inner = b[args[0]]
     x = inner["args"][0]
     dims = tuple(inner["params"]["dims"][d] for d in a["params"]["dims"])
     if dims == tuple(range(len(dims))):
-        return None if is_output else x
+        if not is_output:
+            return x
+        prim = b[x]["prim"] if isinstance(x, V) else None
+        if prim is None or prim.view or prim.multi or x in outputs or x in claimed:
+            return None
+        claimed.add(x)
+        return x
     return add(b, a["prim"], (x,), a, **dict(a["params"], dims=dims))
 
 
@@ -126,29 +137,6 @@ def _repeated_term(b, a, args):
     if _same_value(b, args[0], args[1]):
         return add(b, P["mul"], (args[1], 2.0), a)
     return None
-
-
-def _transposed_product(b, a, args):
-    """permute(a @ b, (1, 0)) -> b.T @ a.T for 2-d a and b: the product comes out of BLAS
-    already in the transposed layout, so a weight's gradient is a contiguous array
-    (a transposed view would make every later elementwise use of it, such as an
-    optimizer step, walk memory column by column)."""
-    if a["op"] != "permute" or tuple(a["params"]["dims"]) != (1, 0) or not isinstance(args[0], V):
-        return None
-    mm = b[args[0]]
-    if mm["op"] != "matmul" or mm["params"].get("op") is not None or len(mm["args"]) != 2 or \
-            not all(isinstance(x, V) and len(b[x]["shape"]) == 2 for x in mm["args"]):
-        return None
-    x, y = mm["args"]
-    return add(b, mm["prim"], (_t(b, a, y), _t(b, a, x)), a, **mm["params"])
-
-
-def _t(b, like, v):
-    """v.T, or w where v is itself w.T."""
-    if b[v]["op"] == "permute" and tuple(b[v]["params"]["dims"]) == (1, 0):
-        return b[v]["args"][0]
-    return add(b, like["prim"], (v,), dict(like, shape=tuple(reversed(b[v]["shape"])), dtype=b[v]["dtype"]),
-               **like["params"])
 
 
 def _is_zeros(b, v):
@@ -283,8 +271,8 @@ def _exact_scales(c1, c2, dtype):
 def simplify_before_autodiff(graph):
     """simplify without the rewrites that would change the derivative autodiff then takes:
     lowering a power to products (pow's rule `g * n * x ** (n - 1)` and the product
-    rule round differently), moving an op across a broadcast or a gather (the gradient
-    would be reduced before the op instead of after) and transposing a product. What is
+    rule round differently), and moving an op across a broadcast or a gather (the gradient
+    would be reduced before the op instead of after). What is
     left keeps gradients bit for bit too (x * 1, y + y -> y * 2, ...); the full simplify
     runs on the forward and backward programs after autodiff."""
     return simplify(graph, before_autodiff=True)
@@ -292,6 +280,7 @@ def simplify_before_autodiff(graph):
 
 def simplify(graph, before_autodiff=False):
     outputs = set(o for o in graph.outputs if o is not None)
+    claimed = set()
 
     def same_type(b, v, a):
         return isinstance(v, V) and b[v]["shape"] == a["shape"] and b[v]["dtype"] is a["dtype"]
@@ -306,12 +295,12 @@ def simplify(graph, before_autodiff=False):
     def body(b, n, a, args):
         op = a["op"]
         if before_autodiff:
-            moved = _scatter_add_rules(b, a, args) or _permute_of_permute(b, a, args, n in outputs) or \
+            moved = _scatter_add_rules(b, a, args) or _permute_of_permute(b, a, args, n in outputs, outputs, claimed) or \
                 _repeated_term(b, a, args)
         else:
             moved = _through_expand(b, a, args) or _scatter_add_rules(b, a, args) or \
-                _gather_before_shift(b, a, args) or _permute_of_permute(b, a, args, n in outputs) or \
-                _repeated_term(b, a, args) or _transposed_product(b, a, args)
+                _gather_before_shift(b, a, args) or _permute_of_permute(b, a, args, n in outputs, outputs, claimed) or \
+                _repeated_term(b, a, args)
         if moved is not None:
             return moved
         if op == "pow" and not before_autodiff and len(args) == 2 and isinstance(args[0], V) and _lit(args[1]) and \

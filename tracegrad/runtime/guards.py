@@ -1,12 +1,13 @@
 """Guards: what a compiled program assumed about its call, as one hashable key.
 
-A tensor contributes its shape, dtype, device and requires_grad; a Python constant its
-type and bit pattern; containers their structure; grad mode and the default dtype too.
+A tensor contributes its shape, dtype, device, requires_grad and memory order; a Python
+constant its type and bit pattern; containers their structure; grad mode and the default dtype too.
 Equal keys may share a program, once its guards (sources.py) hold as well.
 """
 from .. import _dtype as D
 from ..grad_mode import STATE
 from ..tensor import Tensor
+from ..ir.layout import tensor_order
 
 
 class _Leaf:
@@ -58,5 +59,8 @@ def guard_key(cspec, leaves):
     """The key of a call's arguments: grad mode, default dtype and float32 matmul precision,
     the argument structure with its Python constants by type and bits (`cspec`: sources.canonical of flatten's spec), and each tensor's shape, dtype, requires_grad and
     device. What else the function read is checked by the program's guards (sources.py)."""
-    tensors = tuple([(t._data.shape, t._dtype, t._req, t._data.__class__) for t in leaves])
+    # and each tensor's memory order (True: C-contiguous): matmul's derivative picks its
+    # products by its operands' layouts, as the trace recorded them (ir/layout.py)
+    tensors = tuple([(t._data.shape, t._dtype, t._req, t._data.__class__,
+                      t._data.flags.c_contiguous or tensor_order(t._data)) for t in leaves])
     return (STATE.grad_enabled, D.get_default_dtype(), D.get_float32_matmul_precision(), cspec, tensors)

@@ -1,0 +1,170 @@
+"""The memory order eager execution gives a traced value.
+
+matmul's derivative picks its products by its operands' layouts, as torch's
+mm_mat1_backward / mm_mat2_backward do: the gradient of a column-major operand (a transposed
+contiguous matrix, as Linear's weight.T) is the transpose of the product that comes out of
+BLAS in that layout. BLAS adds a product's terms in another order when its operands swap
+roles, so eager and compiled gradients are equal bit for bit only where both choose alike.
+Eager autograd derives its backward from the graph it recorded (engine.forward_graph) with
+the same rules, so both ask a graph, and this module answers for both from the graph alone.
+
+An order is the axes of size above 1 of a dense array (a permutation of a contiguous one),
+outermost first; size-1 axes have no place in memory and are left out. None: not dense, or
+not known. The inference follows the eager kernels (torch's strides, numpy's 'K' order):
+views reorder or keep their operand's order (permute, detach, reshape/squeeze/unsqueeze
+that only add or drop size-1 axes), an elementwise op keeps the order its full-size operands
+share, clone keeps a dense operand's, and every other op is taken to make a C-contiguous
+result (softmax or a slice of a transposed tensor keep its layout eagerly: there the choice
+is not torch's, in eager and compiled alike). An input's order is the `order` attribute its
+maker recorded (a compiled function's argument, an eager leaf, a forward value saved for
+the backward), else the order of the tensor it holds where that requires grad, else C:
+eager autograd's graph knows the layouts of its leaves, not of the other tensors it read.
+"""
+
+
+from .graph import V
+
+
+def array_order(shape, strides):
+    """The order of a dense array of this shape and these strides (in elements), or None."""
+    axes = [k for k, n in enumerate(shape) if n > 1]
+    if any(n == 0 for n in shape):
+        return tuple(axes)                    # no elements: every layout at once
+    axes.sort(key=lambda k: -strides[k])
+    expect = 1
+    for k in reversed(axes):
+        if strides[k] != expect:
+            return None
+        expect *= shape[k]
+    return tuple(axes)
+
+
+def tensor_order(t):
+    """The order of a concrete tensor (or numpy array), or None."""
+    d = getattr(t, "_data", t)
+    item = d.itemsize
+    if any(s % item for s in d.strides):
+        return None
+    return array_order(tuple(d.shape), tuple(s // item for s in d.strides))
+
+
+def is_column_major(shape, order):
+    """A matrix laid out column by column: a transposed contiguous one (both sizes above 1;
+    a row or a column is laid out both ways)."""
+    return len(shape) == 2 and order == (1, 0)
+
+
+def _c(shape):
+    return tuple(k for k, n in enumerate(shape) if not isinstance(n, int) or n > 1)
+
+
+_BROADCAST = "broadcast"       # an expand's: stride 0 along the broadcast axes, no order
+
+
+def value_order(graph, v, memo=None):
+    """The order eager execution gives value v of graph, None, or _BROADCAST (an expand's).
+    `memo` keeps the orders found, for further questions about a graph that has not changed
+    since."""
+    if memo is None:
+        memo = {}
+    stack = [v]
+    while stack:
+        n = stack[-1]
+        if n in memo:
+            stack.pop()
+            continue
+        a = graph[n]
+        todo = [x for x in _deps(a) if x not in memo]
+        if todo:
+            stack.extend(todo)
+            continue
+        stack.pop()
+        memo[n] = _rule(graph, a, memo)
+    return memo[v]
+
+
+_FOLLOW = frozenset({"permute", "detach", "clone", "reshape", "squeeze", "unsqueeze"})
+
+
+def _deps(a):
+    """The operands whose orders decide value a's."""
+    op, prim = a["op"], a["prim"]
+    if prim is None:
+        return ()
+    if op in _FOLLOW or prim.elementwise:
+        return tuple(x for x in a["args"] if isinstance(x, V))
+    return ()
+
+
+def _rule(graph, a, memo):
+    op, prim, shape = a["op"], a["prim"], tuple(a["shape"])
+    if op == "proj":
+        # an element of a multi-output op's result: split's and unbind's are views, not followed
+        tup = graph[a["args"][0]]
+        return None if tup["prim"] is not None and tup["prim"].view else _c(shape)
+    if op == "input":
+        if "order" in a:
+            return a["order"]
+        value = a.get("value")
+        if getattr(value, "requires_grad", False):
+            return tensor_order(value)
+        return _c(shape)
+    if prim is None:
+        return None
+    x = a["args"][0] if a["args"] else None
+    inner = memo.get(x) if isinstance(x, V) else None
+    if op == "permute":
+        if inner is None or inner is _BROADCAST:
+            return None
+        pos = {d: i for i, d in enumerate(a["params"]["dims"])}    # operand axis d is result axis pos[d]
+        return tuple(pos[d] for d in inner)
+    if op == "detach":
+        return inner if isinstance(x, V) else _c(shape)
+    if op == "expand":
+        return _BROADCAST
+    if op in ("reshape", "squeeze", "unsqueeze"):
+        # size-1 axes added or taken away: a view of the same layout; else a C-contiguous view or copy
+        src = tuple(graph[x]["shape"]) if isinstance(x, V) else ()
+        big_src = [k for k, n in enumerate(src) if n != 1]
+        big = [k for k, n in enumerate(shape) if n != 1]
+        if [src[k] for k in big_src] != [shape[k] for k in big]:
+            return _c(shape)
+        if inner is None or inner is _BROADCAST:
+            return inner
+        rank = {k: i for i, k in enumerate(big_src)}
+        return tuple(big[rank[k]] for k in inner)
+    if op == "clone":
+        # preserve_format keeps a dense operand's layout and lays any other out C-contiguous
+        if a["params"].get("memory_format") == "contiguous" or inner is None or inner is _BROADCAST:
+            return _c(shape)
+        return inner
+    if prim.elementwise:
+        # 'K' order: the order of the full-size operands where they agree (a broadcast operand
+        # has no say), else C's
+        full = [memo[y] for y in a["args"] if isinstance(y, V) and tuple(graph[y]["shape"]) == shape and
+                memo[y] is not _BROADCAST]
+        if full and full[0] is not None and all(o == full[0] for o in full):
+            return full[0]
+        return _c(shape)
+    return _c(shape)
+
+
+def order_attr(order, shape):
+    """The `order` attribute for a traced input holding a value of this order: none where it
+    is C's (the order an input without the attribute is taken to have)."""
+    return {} if order == _c(shape) else {"order": order}
+
+
+def c_contiguous(graph, v):
+    """Whether eager execution lays value v of graph out C-contiguous, where that is known
+    (Tensor.contiguous() copies where it is not)."""
+    order = value_order(graph, v)
+    return order is not _BROADCAST and (order is None or order == _c(graph[v]["shape"]))
+
+
+def column_major(graph, v, memo=None):
+    """Whether eager execution lays value v of graph out column by column."""
+    shape = graph[v]["shape"]
+    if len(shape) != 2 or not all(isinstance(n, int) and n > 1 for n in shape):
+        return False
+    return is_column_major(shape, value_order(graph, v, memo))
