@@ -157,3 +157,42 @@ def test_value_of_a_tensor_written_in_the_function_read_in_python():
             return x * count.item()
         return [f(lib.ones(2)) for _ in range(3)] + [count]
     both(make2)
+
+
+VIEWS = {
+    "view": lambda lib, x: x.view(-1), "getitem": lambda lib, x: x[0], "t": lambda lib, x: x.t(),
+    "slice": lambda lib, x: x[:, 1:], "diagonal": lambda lib, x: x.diagonal(),
+    "tuple": lambda lib, x: (x[0], x[1], x * 2), "no_grad": None,
+}
+
+
+@pytest.mark.parametrize("name", list(VIEWS))
+def test_output_that_views_an_argument_is_a_view_of_it(name):
+    # an in-place op on the output reaches the argument and its autograd graph, as in torch
+    def make(lib, comp):
+        fn = VIEWS[name]
+        if fn is None:
+            def f(x):
+                with lib.no_grad():
+                    return x[0]
+        else:
+            def f(x):
+                return fn(lib, x)
+        f = comp(f)
+        w = lib.tensor([[1., 2., 3.], [4., 5., 6.]], requires_grad=True)
+        out = []
+        x = w * 1
+        y = f(x)
+        y = y if isinstance(y, tuple) else (y,)
+        try:
+            y[0].mul_(3)
+            out.append(lib.zeros(()))
+        except RuntimeError:          # a view made under no_grad, changed in place with grad on
+            out.append(lib.ones(()))
+        (x * x).sum().backward()
+        out += [x, w.grad]
+        plain = lib.tensor([[1., 2., 3.], [4., 5., 6.]])
+        z = f(plain)
+        (z if not isinstance(z, tuple) else z[0]).add_(100)
+        return out + [plain]
+    both(make)

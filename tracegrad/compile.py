@@ -15,6 +15,7 @@ Code that cannot be traced runs eagerly, with one warning naming the line; so do
 from the start, a function with a Python side effect (runtime/side_effects.py reads
 its bytecode before the first trace). An error of the function's own raises as itself.
 """
+import contextlib
 import functools
 import os
 import sys
@@ -25,7 +26,7 @@ import weakref
 import numpy as np
 
 from . import _dtype as D
-from .grad_mode import STATE
+from .grad_mode import STATE, no_grad
 from .tensor import Tensor, _VALUE_READS
 from ._collect import paused
 from .ir.graph import Graph, V
@@ -238,6 +239,7 @@ def _build(fn, args, kwargs, name, backend, value_reads=None, keep_stages=False)
     # as the function returns it (`return x`, `x.add_(1); return x`, `return y, y`)
     first = {id(px): ("arg", k) for k, (px, _, _) in enumerate(sh.inputs)}
     p.out_same = []
+    p.out_views = []
     for o in out_leaves:
         if isinstance(o, Proxy):
             src = first.get(id(o))
@@ -245,6 +247,9 @@ def _build(fn, args, kwargs, name, backend, value_reads=None, keep_stages=False)
                 p.out_same.append((len(outputs), src))
             else:
                 first[id(o)] = ("out", len(outputs))
+                chain = _view_of_argument(o, first)
+                if chain is not None:
+                    p.out_views.append((len(outputs),) + chain)
             outputs.append(V(o.__dict__["_name"]))
             out_consts.append(None)
         else:
@@ -428,6 +433,36 @@ def _last_uses(g, out_leaves):
         if isinstance(o, Proxy):
             last[V(o.__dict__["_name"])] = len(order)
     return last
+
+
+def _view_of_argument(o, args):
+    """(argument position, [(view op, args, params), ...]) where the output o is a view of an
+    argument through view ops alone, else None: such an output is taken again from the
+    argument at every call (as torch.compile regenerates output views), so that it shares
+    the argument's memory, version counter and autograd history, and an in-place op on it
+    reaches the argument's graph."""
+    chain = []
+    while True:
+        src = args.get(id(o))
+        if src is not None and src[0] == "arg":
+            break
+        view = o.__dict__.get("_view")
+        if view is None:
+            return None
+        base, prim, rest, params = view
+        if any(isinstance(r, Tensor) for r in rest):
+            return None
+        chain.append((prim, rest, params))
+        o = base
+    chain.reverse()
+    # a view made under no_grad inside the function is traced as the view, then a detach of
+    # it: taken again under no_grad (an in-place op on it then raises as torch's does)
+    ops = [c for c in chain if c[0].name != "detach"]
+    if len(ops) == len(chain):
+        return src[1], chain, False
+    if len(ops) * 2 == len(chain) and all(chain[2 * i + 1][0].name == "detach" for i in range(len(ops))):
+        return src[1], ops, True
+    return None
 
 
 def _writes(p, leaves, sh, last_use):
@@ -668,6 +703,12 @@ def run_program(p, leaves, distinct=None):
         outs.append(Tensor._make(o, dt))
     if p.needs_grad and STATE.grad_enabled:
         _attach(p, leaves, arrays, outs, () if spec else res[n_out:], res[n_out:] if spec else None)
+    for k, j, chain, nograd in p.out_views:
+        v = leaves[j]
+        with no_grad() if nograd else contextlib.nullcontext():
+            for prim, rest, params in chain:
+                v = apply(prim, (v,) + rest, params)
+        outs[k] = v
     for k, (kind, j) in p.out_same:
         outs[k] = leaves[j] if kind == "arg" else outs[j]
     shape = p.out_shape
