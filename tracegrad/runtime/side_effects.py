@@ -41,6 +41,42 @@ MUTATING = frozenset({"append", "extend", "insert", "pop", "remove", "clear", "u
                       "symmetric_difference_update", "flush", "put", "put_nowait"})
 # builtins whose call is itself a side effect (I/O, attributes set by name)
 IO_CALLS = frozenset({"print", "input", "open", "breakpoint", "setattr", "delattr"})
+# names of what gives another value at every call (random draws, clocks, the environment):
+# a trace would bake in the first one; `_impure` tells whether the object read is one
+IMPURE_NAMES = frozenset({
+    "random", "randint", "randrange", "uniform", "gauss", "normalvariate", "lognormvariate", "expovariate",
+    "vonmisesvariate", "gammavariate", "betavariate", "paretovariate", "weibullvariate", "triangular", "choice",
+    "choices", "sample", "shuffle", "getrandbits", "randbytes", "seed", "rand", "randn", "random_sample",
+    "standard_normal", "normal", "integers", "permutation", "binomial", "poisson", "exponential", "beta", "gamma",
+    "time", "time_ns", "perf_counter", "perf_counter_ns", "monotonic", "monotonic_ns", "process_time",
+    "process_time_ns", "thread_time", "now", "today", "utcnow", "getenv", "environ", "urandom"})
+_TIME = frozenset({"time", "time_ns", "perf_counter", "perf_counter_ns", "monotonic", "monotonic_ns", "process_time",
+                   "process_time_ns", "thread_time"})
+
+
+def _impure(v):
+    """Whether v (a function or object a compiled function reads) gives another value at each
+    call: the random module's draws and numpy's, clocks, datetime's now(), os.environ."""
+    import random
+    owner = getattr(v, "__self__", None)
+    if owner is not None and not isinstance(owner, types.ModuleType):
+        if isinstance(owner, random.Random):
+            return True
+        npr = sys.modules.get("numpy.random")
+        if npr is not None and isinstance(owner, (npr.Generator, npr.RandomState)):
+            return True
+        dt = sys.modules.get("datetime")
+        if dt is not None and owner in (dt.datetime, dt.date) and getattr(v, "__name__", "") in ("now", "today",
+                                                                                                     "utcnow"):
+            return True
+        return False
+    mod = getattr(v, "__module__", None) or ""
+    if isinstance(v, (types.BuiltinFunctionType, types.FunctionType)):
+        if mod == "time" and v.__name__ in _TIME:
+            return True
+        if mod.startswith("numpy.random") or mod == "random":
+            return v.__name__ in IMPURE_NAMES
+    return v is os.environ or v is os.getenv or v is os.urandom
 
 _OWN = "own"                # a value the function made itself
 _VIEW = ("()",)             # path end: a method whose result is items of its object (d.values())
@@ -253,6 +289,8 @@ class _Scan:
             self.refs.add(("global", name))
             if name in IO_CALLS:
                 self._effect(i, "io", name, ("global", name))
+            elif name in IMPURE_NAMES:
+                self._effect(i, "impure", None, ("global", name))
         elif op in ("LOAD_ATTR", "LOAD_METHOD"):
             obj = pop()[0]
             name = ins.argval
@@ -263,6 +301,8 @@ class _Scan:
                 val = _derive(obj, _ITEM) + _VIEW       # its call's result: items of obj
             if name in MUTATING and obj != _OWN:
                 self._effect(i, "method", name, obj)
+            elif name in IMPURE_NAMES and obj != _OWN and obj[0] != "?":
+                self._effect(i, "impure", name, obj)
             n = dis.stack_effect(ins.opcode, arg)
             st.append(val)
             if n > 0:
@@ -326,6 +366,10 @@ class _Scan:
         elif op in _CALLS:
             n = _CALLS[op] + arg
             called = st[len(st) - n:len(st) - arg] if len(st) >= n else []
+            if ("global", "next") in called and arg >= 1 and len(st) >= n:
+                it = st[len(st) - arg]          # next(it) on an iterator from outside: advances it
+                if it != _OWN and it[0] != "?":
+                    self._effect(i, "next", "next", it)
             pop(n)
             views = [c for c in called if c != _OWN and c[-1:] == _VIEW]
             st.append(views[0][:-1] if views else _OWN)
@@ -505,6 +549,17 @@ class _Finder:
         if kind == "io":
             return f"calls `{name}(...)`" if obj is builtins.__dict__.get(name) else None
         where = _path_text(path)
+        if kind == "next":
+            if self.resolve(("global", "next"), ctx) is not builtins.next or obj is _MISSING or \
+                    not hasattr(type(obj), "__next__"):
+                return None
+            return f"calls `next({where})` on an iterator the call does not own"
+        if kind == "impure":
+            v = obj if name is None else (getattr(obj, name, None) if obj is not _MISSING else None)
+            if v is None or not _impure(v):
+                return None
+            return (f"reads `{where}{'.' + name if name else ''}`, which gives another value at every call (a random "
+                    f"draw, a clock, the environment)")
         if kind == "attr":
             return f"sets `{where}.{name}` on {_kind_text(obj)} the call does not own"
         if isinstance(obj, (types.ModuleType, type)) or _tensor_like(obj):
