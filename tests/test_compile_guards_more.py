@@ -210,3 +210,31 @@ def test_code_whose_module_has_no_file_as_in_a_notebook():
                 np.testing.assert_array_equal(ch(x).detach().numpy(), (x + scale).numpy())
         finally:
             del sys.modules[mod.__name__]
+
+
+def test_what_a_module_hook_reads():
+    def make(lib):
+        m = lib.nn.Linear(3, 3)
+        with lib.no_grad():
+            m.weight.copy_(lib.tensor(np.arange(9, dtype=np.float32).reshape(3, 3) / 4))
+            m.bias.fill_(0.5)
+        s = {"k": 2.0}
+        m.register_forward_hook(lambda mod, i, o: o * s["k"])
+
+        def mutate(i):
+            s["k"] = float(i + 2)
+        return m, mutate
+    scenario(make)
+
+
+def test_what_a_compiled_function_called_inside_reads():
+    # the inner compiled function is inlined into the outer trace: its reads are the outer's
+    def make(lib):
+        box = {"k": 2.0}
+        comp = tg.compile if lib is tg else (lambda f: torch.compile(f, backend="eager"))
+        inner = comp(lambda x: x * box["k"])
+
+        def mutate(i):
+            box["k"] = float(i * 3)
+        return (lambda x: inner(x) + 1), mutate
+    scenario(make)

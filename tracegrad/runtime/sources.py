@@ -326,9 +326,13 @@ class _Walk:
                          lambda code, v=v, ver=ver: code.need(f"{code.const(v)}._version == {code.const(ver)}"))
             return
         key = id(v)
-        if key in self.seen or getattr(type(v), "_guard_by_identity", False):
-            return          # a compiled function: its identity, guarded before, is all a call depends on
+        if key in self.seen:
+            return
         self.seen.add(key)
+        if getattr(type(v), "_guard_by_identity", False):
+            # a compiled function called inside the trace is inlined: what its function reads is read
+            self.inside(v._runs_when_traced(), what, depth)
+            return
         read = _const(v)
         if isinstance(v, types.MethodType):
             self.add(read, lambda m, s=v.__self__, f=v.__func__: m.__self__ is s and m.__func__ is f, what,
@@ -518,6 +522,9 @@ class _Walk:
         for name, sub in d["_modules"].items():
             if sub is not None:
                 self.inside(sub, f"{what}.{name}", 0)
+        for kind in ("_forward_pre_hooks", "_forward_hooks", "_backward_hooks", "_backward_pre_hooks"):
+            for hook in (d.get(kind) or {}).values():       # what the hooks read, as the forward's code
+                self.inside(hook, f"a hook of {what}", 0)
 
 
 _EMITTED_CONTAINERS = (dict, list, tuple, collections.defaultdict, collections.OrderedDict)
@@ -652,6 +659,8 @@ def build_guards(fn, module, args, kwargs, used=(), value_reads=None, exempt=fro
         if len(names) == before:
             break
     if any(_is_module(x) for x in w.keep) or module is not None:
+        for hook in (*_m._global_forward_pre_hooks.values(), *_m._global_forward_hooks.values()):
+            w.inside(hook, "a global module hook", 0)
         hooks = (tuple(_m._global_forward_pre_hooks), tuple(_m._global_forward_hooks))
         w.add(_const(_m), lambda mm, hooks=hooks: (tuple(mm._global_forward_pre_hooks),
                                                    tuple(mm._global_forward_hooks)) == hooks,
