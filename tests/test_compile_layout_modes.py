@@ -100,3 +100,17 @@ def test_grad_of_an_argument_read_inside():
         out.append(f(w))
         return out
     run(make)
+
+
+def test_inference_tensor_saved_for_backward_raises_as_in_torch():
+    for lib, comp in ((tg, tg.compile), (torch, lambda f: f)):
+        @comp
+        def f(x, w):
+            return (x * w).sum()
+        with lib.inference_mode():
+            x = lib.ones(2, 3)
+        w = lib.ones(2, 3, requires_grad=True)
+        with pytest.raises(RuntimeError, match="Inference tensors cannot be saved for backward"):
+            f(x, w)
+        with lib.no_grad():
+            assert float(f(x, w)) == 6.0          # no autograd: no error

@@ -802,7 +802,13 @@ def _attach(p, leaves, arrays, outs, residuals, grads=None):
     d["_inputs"] = inputs
     # the inputs the backward reads, with their versions now: changed in place before the
     # backward, they would give a wrong gradient, so the backward raises torch's error
-    d["_read"] = [Saved(inputs[i], False) for i in p.bwd_reads] if p.bwd_reads else ()
+    d["_read"] = read = [Saved(inputs[i], False) for i in p.bwd_reads] if p.bwd_reads else ()
+    for s in read:
+        if s.tensor._inference:
+            raise RuntimeError("Inference tensors cannot be saved for backward. Please do not use Tensors created in "
+                               "inference mode in computation tracked by autograd. To work around this, you can make "
+                               "a clone to get a normal tensor and use it in autograd, or use `torch.no_grad()` "
+                               "instead of `torch.inference_mode()`.")
     if grads is not None:
         d["_grads"] = grads
     elif p.bwd_donors:
