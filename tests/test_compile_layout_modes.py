@@ -114,3 +114,20 @@ def test_inference_tensor_saved_for_backward_raises_as_in_torch():
             f(x, w)
         with lib.no_grad():
             assert float(f(x, w)) == 6.0          # no autograd: no error
+
+
+def test_inference_mode_inside_the_function():
+    # what it computes there is an inference tensor, which may not be changed in place later
+    for lib, comp in ((tg, tg.compile), (torch, lambda f: f)):
+        @comp
+        def f(x):
+            with lib.inference_mode():
+                y = x * 2
+            return y
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            for _ in range(2):
+                y = f(lib.ones(2, requires_grad=True))
+                assert y.is_inference()
+                with pytest.raises(RuntimeError, match="Inplace update to inference tensor"):
+                    y.add_(1)

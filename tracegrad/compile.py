@@ -163,6 +163,7 @@ def _trace_with_writes(fn, args, kwargs, name, value_reads=None):
     _VALUE_READS[0] = value_reads if value_reads is not None else {}
     sh = functionalize.begin(g)   # writes (in-place ops, .grad, optimizer steps) are recorded
     modes = (STATE.grad_enabled, STATE.inference, D.get_default_dtype())
+    entered = STATE.inference_entered
     try:
         with trace(g):
             # the memory order of each argument that requires grad, which matmul's derivative
@@ -180,6 +181,9 @@ def _trace_with_writes(fn, args, kwargs, name, value_reads=None):
                 # a program would not change them on later calls
                 raise TraceError("the function leaves grad mode, inference mode or the default dtype changed "
                                  "(torch.set_grad_enabled or set_default_dtype without restoring it)")
+            if STATE.inference_entered != entered and not modes[1]:
+                # its values would be inference tensors, which the program's outputs are not
+                raise TraceError("inference_mode inside a compiled function is not traced yet")
             out_leaves = []
             out_spec = flatten(out, out_leaves)
             sh.extra, sh.plan = functionalize.finish(sh, leaves, proxies)

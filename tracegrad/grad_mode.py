@@ -16,6 +16,8 @@ class _ModeState(threading.local):
         # set by the engine while it runs a backward that frees the graph's saved values
         # after (retain_graph=False): a compiled backward may then write over them
         self.freeing_saved = False
+        # how many times inference_mode was entered (compile: a trace that entered it falls back)
+        self.inference_entered = 0
 
 
 STATE = _ModeState()
@@ -142,6 +144,7 @@ class inference_mode(_DecoratorContextManager):
         # as torch's InferenceMode guard: grad mode is the opposite of inference mode
         STATE.grad_enabled = not self.mode
         STATE.inference = self.mode
+        STATE.inference_entered += 1
 
     def __exit__(self, *exc):
         STATE.grad_enabled, STATE.inference = self.prev
