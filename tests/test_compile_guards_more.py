@@ -238,3 +238,43 @@ def test_what_a_compiled_function_called_inside_reads():
             box["k"] = float(i * 3)
         return (lambda x: inner(x) + 1), mutate
     scenario(make)
+
+
+def test_compiled_method_in_a_class_body():
+    # @compile on a method binds as a method (torch.compile's does); the instance is an argument
+    # whose state is guarded
+    results = []
+    for lib, comp in ((tg, tg.compile), (torch, lambda f: torch.compile(f, backend="eager"))):
+        class M(lib.nn.Module):
+            def __init__(self, k):
+                super().__init__()
+                self.k = k
+                self.act = lib.nn.Identity()
+
+            @comp
+            def forward(self, x):
+                return self.act(x) * self.k
+        a, b = M(2.0), M(3.0)
+        x = lib.tensor([-1.0, 2.0])
+        out = [a(x), b(x)]
+        a.k = 5.0
+        b.act = lib.nn.ReLU()
+        out += [a(x), b(x)]
+        results.append([o.detach().numpy() for o in out])
+    for g, t in zip(*results):
+        np.testing.assert_array_equal(g, t)
+
+
+def test_what_a_classes_getattr_reads():
+    def make(lib):
+        table = {"k": 2.0}
+
+        class A:
+            def __getattr__(self, name):
+                return table[name]
+        a = A()
+
+        def mutate(i):
+            table["k"] = float(i + 4)
+        return (lambda x: x * a.k), mutate
+    scenario(make)

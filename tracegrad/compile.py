@@ -20,6 +20,7 @@ import functools
 import os
 import sys
 import traceback
+import types
 import warnings
 import weakref
 
@@ -1043,6 +1044,11 @@ def _all_tensors(args):
 class CompiledFunction:
     """What `compile` returns for a function: call it as the function."""
     _guard_by_identity = True      # its cache and last program change with every call (runtime/sources.py)
+
+    def __get__(self, obj, objtype=None):
+        """A compiled function in a class body is a method, as torch.compile's is: called on an
+        instance, the instance is its first argument (guarded as any argument object)."""
+        return self if obj is None else types.MethodType(self, obj)
 
     def _runs_when_traced(self):
         """What a call of this runs when a trace reaches it (runtime/side_effects.py reads it, so

@@ -42,6 +42,9 @@ _DEEP_BUDGET = 10000     # deeper than that, how many values one guard compares 
 _DYNAMIC = frozenset({"getattr", "hasattr", "vars", "__dict__", "__getattribute__", "attrgetter", "itemgetter"})
 
 _SCALARS = (type(None), bool, int, float, complex, str, bytes)
+# methods Python calls without naming them in the caller's code
+_IMPLICIT = frozenset({"forward", "__call__", "__getattr__", "__getattribute__", "__getitem__", "__iter__", "__next__",
+                       "__len__", "__contains__", "__bool__", "__float__", "__int__", "__index__", "__get__"})
 
 
 def _is_library_file(path):
@@ -293,7 +296,7 @@ class _Walk:
             if _is_library_type(klass):
                 continue
             for name, attr in list(vars(klass).items()):
-                if name in self.names or name in ("forward", "__call__"):
+                if name in self.names or name in _IMPLICIT:
                     fn = attr.__func__ if isinstance(attr, (staticmethod, classmethod)) else attr
                     if isinstance(fn, property):
                         fn = fn.fget
@@ -458,7 +461,7 @@ class _Walk:
         out = set()
         for klass in tp.__mro__:
             if not _is_library_type(klass):
-                out.update(n for n in vars(klass) if n in self.names or n in ("forward", "__call__"))
+                out.update(n for n in vars(klass) if n in self.names or n in _IMPLICIT)
         return out
 
     def klass(self, tp, what):
