@@ -196,3 +196,24 @@ def test_output_that_views_an_argument_is_a_view_of_it(name):
         (z if not isinstance(z, tuple) else z[0]).add_(100)
         return out + [plain]
     both(make)
+
+
+@pytest.mark.parametrize("write", ["t_mul", "diag_fill", "chain", "relu_", "two_views", "scatter"])
+def test_view_returned_after_its_base_was_written_inside(write):
+    def make(lib, comp):
+        ops = {"t_mul": lambda x: x.t().mul_(2), "diag_fill": lambda x: x.diagonal().fill_(7),
+               "chain": lambda x: x[1:].t()[0].sub_(5), "relu_": lambda x: x.sub_(3).relu_(),
+               "two_views": lambda x: (x[0].mul_(10), x[:, 0].add_(1)),
+               "scatter": lambda x: x.scatter_(1, lib.tensor([[0], [1], [2]]), 100.0)}
+
+        @comp
+        def f(a):
+            x = a * 1
+            v = x[1]              # taken before the write: sees it, as a view does
+            ops[write](x)
+            return x, v
+        out = []
+        for scale in (1, 2):
+            out += list(f(lib.arange(9.0).reshape(3, 3) * scale))
+        return out
+    both(make)

@@ -187,6 +187,9 @@ def _trace_with_writes(fn, args, kwargs, name, value_reads=None):
                 raise TraceError("inference_mode inside a compiled function is not traced yet")
             out_leaves = []
             out_spec = flatten(out, out_leaves)
+            for o in out_leaves:
+                if isinstance(o, Proxy) and "_view" in o.__dict__:
+                    functionalize.refresh_view(o)     # a view returned after its base was written
             sh.extra, sh.plan = functionalize.finish(sh, leaves, proxies)
     finally:
         functionalize.end()
