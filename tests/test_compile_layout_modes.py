@@ -131,3 +131,33 @@ def test_inference_mode_inside_the_function():
                 assert y.is_inference()
                 with pytest.raises(RuntimeError, match="Inplace update to inference tensor"):
                     y.add_(1)
+
+
+MIXED_DEVICES = r"""
+import json, warnings
+import tracegrad as tg
+warnings.filterwarnings("ignore")
+
+def f(x, w):
+    return (x @ w).sum(0)
+
+out = {}
+for name, fn in (("eager", f), ("compiled", tg.compile(f))):
+    try:
+        fn(tg.ones(2, 3), tg.ones(3, 2).cuda())
+        out[name] = "no error"
+    except RuntimeError as e:
+        out[name] = str(e)
+cf = tg.compile(f)
+out["same"] = float(cf(tg.ones(2, 3).cuda(), tg.ones(3, 2).cuda()).sum().cpu())
+print(json.dumps(out))
+"""
+
+
+def test_tensors_on_different_devices_raise_as_eager():
+    pytest.importorskip("triton")
+    from test_cuda_interpret import run_script
+    out = run_script(MIXED_DEVICES)
+    assert "Expected all tensors to be on the same device" in out["eager"]
+    assert out["compiled"] == out["eager"]
+    assert out["same"] == 12.0

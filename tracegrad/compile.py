@@ -242,6 +242,10 @@ def _build(fn, args, kwargs, name, backend, value_reads=None, keep_stages=False)
     p.n_args = n_args
     p.out_spec = out_spec
     last_use = _last_uses(g, out_leaves) if sh.first_write else None
+    read = list(leaves) + [g[v].get("value") for v in g.inputs[n_args:]]
+    if len({t._data.__class__ for t in read if isinstance(t, Tensor) and t._data.ndim}) > 1:
+        # the trace follows no devices: run the function, whose ops raise torch's error (or mix as it allows)
+        raise Untraceable("tensors on different devices (cpu and cuda) in one call")
     outputs, out_consts = [], []
     # outputs that are an argument itself, or an output given before: the same tensor object,
     # as the function returns it (`return x`, `x.add_(1); return x`, `return y, y`)
