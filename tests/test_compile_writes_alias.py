@@ -217,3 +217,42 @@ def test_view_returned_after_its_base_was_written_inside(write):
             out += list(f(lib.arange(9.0).reshape(3, 3) * scale))
         return out
     both(make)
+
+
+ALIASING = {
+    # each returns a tensor that torch makes fresh: changing it in place must not reach x or another call's result
+    "flip": lambda lib, x: x.flip(0),
+    "t_contiguous": lambda lib, x: x.t().contiguous(),
+    "empty_like_copy_": lambda lib, x: lib.empty_like(x).copy_(x * 3),
+    "empty_copy_": lambda lib, x: lib.empty(3, 3).copy_(x),
+    "tensor_add_": lambda lib, x: lib.tensor([1.0, 2.0, 3.0]).add_(x[0]),
+    "arange_mul_": lambda lib, x: lib.arange(3.0).mul_(x[1]),
+}
+
+
+@pytest.mark.parametrize("name", list(ALIASING))
+def test_fresh_results_share_no_memory(name):
+    def make(lib, comp):
+        f = comp(lambda x: ALIASING[name](lib, x))
+        x = lib.tensor(np.arange(9.0, dtype=np.float32).reshape(3, 3))
+        a = f(x)
+        b = f(x * 2)
+        a.add_(100)
+        return [x, a, b]
+    both(make)
+
+
+def test_in_place_after_contiguous_of_a_transposed_view():
+    # contiguous() of a transposed view is a copy: writes to it leave the base alone; of a
+    # contiguous view it is the view itself: writes reach the base (as in torch)
+    def make(lib, comp):
+        @comp
+        def f(a):
+            x = a * 1
+            y = x.t().contiguous()
+            y.mul_(2)
+            z = x[1:].contiguous()
+            z.add_(100)
+            return x, y, z
+        return list(f(lib.arange(9.0).reshape(3, 3)))
+    both(make)

@@ -341,7 +341,8 @@ def copy_(self, src, non_blocking=False):
                            f"b ({src.shape[-1] if src.ndim else 1}) at non-singleton dimension "
                            f"{max(self.ndim, src.ndim) - 1}") from None
     if _tracing():
-        return commit(self, F.expand(F.convert(src, self.dtype), tuple(self.shape)))
+        # a copy, not a broadcast view of src: the program's array of self must not be src's memory
+        return commit(self, F.clone(F.expand(F.convert(src, self.dtype), tuple(self.shape))))
     if src._req and STATE.grad_enabled and self._dtype.is_floating_point:
         r = F.expand(F.convert(src, self.dtype), tuple(self.shape))
         r = F.clone(r)

@@ -15,7 +15,7 @@ import numpy as np
 
 from . import _dtype as D
 from .tensor import Tensor, Size, Above
-from .tracing import apply, _ACTIVE, TRACING
+from .tracing import apply, _ACTIVE, TRACING, LOCAL
 from .ops.primitives import PRIMITIVES
 
 
@@ -155,8 +155,18 @@ def _tpname(x):
     return t.__name__ if t.__module__ == "builtins" else f"{t.__module__}.{t.__name__}"
 
 
+def _created(t):
+    """A concrete tensor made while a compiled function is traced: the trace's own (a write
+    into it is no write-back to a tensor from outside; functionalize.commit_traced)."""
+    if _ACTIVE[0] and TRACING.stack:
+        sh = LOCAL.shadow
+        if sh is not None:
+            sh.created[id(t)] = t
+    return t
+
+
 def _finish(data, dtype, requires_grad):
-    t = Tensor._make(data, dtype)
+    t = _created(Tensor._make(data, dtype))
     if requires_grad:
         if not dtype.is_floating_point:
             raise RuntimeError("Only Tensors of floating point and complex dtype can require gradients")
@@ -168,7 +178,7 @@ def _wrap_np(a, dtype=None):
     dt = dtype or D.from_numpy_dtype(a.dtype)
     if a.dtype != dt.np:
         a = a.astype(dt.np)
-    return Tensor._make(a, dt)
+    return _created(Tensor._make(a, dt))
 
 
 def ones_like_data(t):
@@ -518,6 +528,8 @@ def empty(*size, out=None, dtype=None, layout=None, device=None, requires_grad=F
           memory_format=None):
     _check_device(device)
     dt = _creation_dtype(dtype)
+    if _ACTIVE[0] and TRACING.stack:
+        return full(_size("empty", size), 0, dtype=dt, requires_grad=requires_grad)     # a value of the trace
     return _finish(np.zeros(_size("empty", size), dtype=dt.np), dt, requires_grad)
 
 

@@ -65,6 +65,7 @@ class Shadow:
         self.did_backward = False
         self.inputs = []        # (input Proxy, its value at the start, real tensor)
         self.first_write = {}   # id(real tensor or input Proxy) -> number of graph values when first written
+        self.created = {}       # id -> concrete tensor made while tracing (creation._created)
 
     # -- values of real tensors -----------------------------------------------------------------
     def value(self, t):
@@ -220,6 +221,11 @@ def commit_traced(self, result):
                          "yet (write to the tensor itself)")
     if self._req and self.grad_fn is not None:
         raise TraceError("an in-place op on a tensor from outside the compiled function that has autograd history")
+    if id(self) in sh.created:
+        # made inside the function (torch.tensor(...), arange, ...): each call makes a new one, while
+        # a write-back would go to this one tensor, returned by every call
+        raise TraceError("an in-place op on a tensor the function made with a creation function that is not traced "
+                         "(tensor(data), arange, eye, ...); zeros, ones, full and empty are")
     sh.write(self, result)
     return self
 

@@ -1214,7 +1214,7 @@ Primitive("unbind", "x", _unbind_kernel,
           shape=lambda x, dim: [(tuple(x.shape[:dim]) + tuple(x.shape[dim + 1:]), x.dtype)] * x.shape[dim],
           dtype="same", multi=True, vjp=lambda g, out, x, dim: (F.stack(list(g), dim),), grad_fn="UnbindBackward0",
           view=True, triton=T.unbind)
-Primitive("flip", "x", lambda x, dims: np.flip(x, axis=_axes(x, dims)), shape=_unary_shape, dtype="same",
+Primitive("flip", "x", lambda x, dims: np.flip(x, axis=_axes(x, dims)).copy(), shape=_unary_shape, dtype="same",
           vjp=lambda g, out, x, dims: (F.flip(g, dims),), grad_fn="FlipBackward0", triton=T.flip)
 Primitive("roll", "x", lambda x, shifts, dims: np.roll(x, shifts, axis=dims) if dims else np.roll(x, shifts),
           shape=_unary_shape, dtype="same",
