@@ -161,3 +161,19 @@ def test_tensors_on_different_devices_raise_as_eager():
     assert "Expected all tensors to be on the same device" in out["eager"]
     assert out["compiled"] == out["eager"]
     assert out["same"] == 12.0
+
+
+def test_view_of_a_traced_non_contiguous_view_raises_as_eager():
+    for lib, comp in ((tg, tg.compile), (torch, lambda f: f)):
+        @comp
+        def f(a):
+            x = a * 1
+            return x.t()[1:].view(-1)
+
+        @comp
+        def g(a):
+            x = a * 1
+            return x[1:].view(-1), x.t().reshape(-1), x.unsqueeze(0).view(3, 3)
+        with pytest.raises(RuntimeError, match="view size is not compatible"):
+            f(lib.ones(3, 3))
+        assert [tuple(o.shape) for o in g(lib.ones(3, 3))] == [(6,), (9,), (3, 3)]

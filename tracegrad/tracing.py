@@ -126,6 +126,30 @@ class Proxy(Tensor):
         src = d.get("_layout_of")
         return column_major(*src) if src is not None else column_major(d["_graph"], value_of(d["_graph"], self))
 
+    def _layout_scratch(self):
+        """A view's layout as eager makes it: the same views taken of a scratch array shaped as
+        the value they start from (an op's result, contiguous); None for a value that is no
+        view, False where it cannot be found."""
+        chain, o = [], self
+        while True:
+            view = o.__dict__.get("_view")
+            if view is None:
+                break
+            base, prim, rest, params = view
+            if any(isinstance(r, Tensor) for r in rest):
+                return False
+            chain.append((prim, rest, params))
+            o = base
+        if not chain:
+            return None
+        a = np.empty(o._shape, np.int8)
+        try:
+            for prim, rest, params in reversed(chain):
+                a = prim.impl(a, *rest, **params)
+        except Exception:
+            return False
+        return a
+
     @property
     def grad_fn(self):
         if _user_code(sys._getframe(1)):

@@ -519,7 +519,9 @@ def view(input, *shape):
         raise NotImplementedError("Tensor.view(dtype) is not supported; use Tensor.to(dtype)")
     shape = S.infer_size(_size_args(shape, "view"), input.numel())
     data = input._data
-    if data is not None:
+    if data is None:
+        data = input._layout_scratch()        # a traced view: its layout as eager's (tracing.Proxy)
+    if data is not None and data is not False:
         try:
             np.reshape(data, shape, copy=False)
         except ValueError:
