@@ -26,6 +26,7 @@ import functools
 import inspect
 import linecache
 import os
+import random
 import sys
 import sysconfig
 import types
@@ -57,7 +58,6 @@ _TIME = frozenset({"time", "time_ns", "perf_counter", "perf_counter_ns", "monoto
 def _impure(v):
     """Whether v (a function or object a compiled function reads) gives another value at each
     call: the random module's draws and numpy's, clocks, datetime's now(), os.environ."""
-    import random
     owner = getattr(v, "__self__", None)
     if owner is not None and not isinstance(owner, types.ModuleType):
         if isinstance(owner, random.Random):
