@@ -177,3 +177,23 @@ def test_view_of_a_traced_non_contiguous_view_raises_as_eager():
         with pytest.raises(RuntimeError, match="view size is not compatible"):
             f(lib.ones(3, 3))
         assert [tuple(o.shape) for o in g(lib.ones(3, 3))] == [(6,), (9,), (3, 3)]
+
+
+@pytest.mark.parametrize("src,size", [((3,), (3,)), ((3,), (1, 3)), ((2, 3), (1, 2, 3)), ((1, 3), (1, 3)),
+                                      ((1, 3), (4, 3)), ((3,), (2, 3)), ((3, 1), (3, 5)), ((1,), (1, 1))])
+def test_contiguous_of_an_expand_writes_through_where_eager_does(src, size):
+    """An expand that widens no axis keeps its operand's strides: contiguous() returns it, and
+    an in-place op on the result writes into the argument, compiled as eagerly; one that
+    broadcasts copies."""
+    def make(lib, comp):
+        @comp
+        def f(x):
+            y = x.expand(size).contiguous()
+            y.add_(1)
+            return y * 1
+        x = lib.zeros(src)
+        r1 = f(x)
+        x1 = x.clone()
+        r2 = f(x)
+        return [r1, x1, r2, x]
+    run(make)

@@ -120,9 +120,10 @@ def _rule(graph, a, memo):
         return tuple(pos[d] for d in inner)
     if op == "detach":
         return inner if isinstance(x, V) else _c(shape)
-    if op == "expand":
+    if op == "expand" and _broadcasts(graph[x]["shape"] if isinstance(x, V) else (), shape):
         return _BROADCAST
-    if op in ("reshape", "squeeze", "unsqueeze"):
+    if op in ("reshape", "squeeze", "unsqueeze", "expand"):
+        # (an expand that broadcasts no axis of size above 1 keeps its operand's strides)
         # size-1 axes added or taken away: a view of the same layout; else a C-contiguous view or copy
         src = tuple(graph[x]["shape"]) if isinstance(x, V) else ()
         big_src = [k for k, n in enumerate(src) if n != 1]
@@ -147,6 +148,14 @@ def _rule(graph, a, memo):
             return full[0]
         return _c(shape)
     return _c(shape)
+
+
+def _broadcasts(src, shape):
+    """Whether expanding src to shape gives some axis of size above 1 a stride of 0 (a new
+    leading axis or a size-1 axis widened)."""
+    src = tuple(src)
+    lead = len(shape) - len(src)
+    return any(n > 1 and (k < lead or src[k - lead] != n) for k, n in enumerate(shape))
 
 
 def order_attr(order, shape):
