@@ -77,30 +77,13 @@ def forget(program):
 
 
 def walk(roots):
-    """Nodes reachable from `roots`, producers first (iterative post-order DFS)."""
-    order = []
-    index = {}
-    for r in roots:
-        if r is None or id(r) in index:
-            continue
-        index[id(r)] = -1
-        stack = [(r, iter(r.next_functions))]
-        while stack:
-            node, it = stack[-1]
-            for nxt, _ in it:
-                if nxt is not None and id(nxt) not in index:
-                    index[id(nxt)] = -1
-                    stack.append((nxt, iter(nxt.next_functions)))
-                    break
-            else:
-                stack.pop()
-                index[id(node)] = len(order)
-                order.append(node)
-    return order, index
+    """Nodes reachable from `roots`, producers first (iterative post-order DFS): (order, index)."""
+    return walk_keyed(roots)[:2]
 
 
 def walk_keyed(roots):
-    """walk, _structure and the graph's tensor hooks in one pass over the nodes (what a
+    """The nodes reachable from `roots`, producers first (iterative post-order DFS), with
+    _structure's key and the graph's tensor hooks, in one pass over the nodes (what a
     backward of a small graph spends most of its bookkeeping on): (order, index, structure,
     node_hooks, hooks_spec), hooks_spec as autograd's {(node, slot): [fn, ...]}."""
     order = []
