@@ -171,3 +171,26 @@ def test_float32_matmul_with_tf32_uses_tensor_cores(arch):
     results = TT.compile_all(specs, arch=arch)
     assert not [r for r in results if "error" in r], results
     assert all(r["dot"] and r["mma"] and r["spill"] == 0 for r in results), results
+
+
+def test_kernels_round_products_and_sums_apart():
+    """No FP contraction: a product added to a value stays a rounded multiply and a rounded
+    add, as the eager ops compute it (Triton's default fuses them into one FMA, which rounds
+    once). The same kernel with Triton's defaults does hold an FMA: the check can fail."""
+    import numpy as np
+    import tracegrad as tg
+    rng = np.random.default_rng(0)
+    x, y, z = (tg.tensor(rng.standard_normal(4096).astype(np.float32)) for _ in range(3))
+    before = os.environ.pop("TRITON_INTERPRET", None)
+    try:
+        progs = TT.programs(lambda m, a, b, c: a * b + c, [x, y, z])
+    finally:
+        if before is not None:
+            os.environ["TRITON_INTERPRET"] = before
+    specs = [s for _, prog in progs for s in TT.kernel_specs(prog)]
+    assert specs
+    ours = TT.compile_all(specs, arch=90)
+    fused = TT.compile_all(specs, arch=90, options={"enable_fp_fusion": True})
+    assert not [r for r in ours + fused if "error" in r], ours + fused
+    assert all(r["fma"] == 0 for r in ours), [(r["name"], r["fma"]) for r in ours]
+    assert any(r["fma"] > 0 for r in fused), [(r["name"], r["fma"]) for r in fused]

@@ -2317,6 +2317,10 @@ def configs(u):
     return out
 
 
+# Compiler options of every kernel. No FP contraction: Triton fuses a*b+c into one FMA by default,
+# which rounds once where the op table's kernels (and torch's eager ops) round the product and
+# the sum each: a compiled program would give other bits than the eager ops it replaces.
+KERNEL_OPTIONS = {"enable_fp_fusion": False}
 INTERPRET_CONFIGS = {"pointwise": {"BLOCK_SIZE": 128}, "reduce": {"BLOCK_SIZE": 32},
                      "matmul": {"BLOCK_M": 16, "BLOCK_N": 16, "BLOCK_K": 16}}
 _TUNED = {}      # (kernel source hash, kernel name) -> config: kernels are generated per shape
@@ -2512,12 +2516,12 @@ def _kernel_runner(g, u, kernel):
         elif u.kind == "scatter":     # untuned: timing runs would add into the output again
             cfg = INTERPRET_CONFIGS["pointwise"] if interpreting() else {"BLOCK_SIZE": 256}
         elif all(grid_of(INTERPRET_CONFIGS[u.kind])):
-            cfg = _autotune(u.key, u.kind, lambda c: kernel[grid_of(c)](*vals, **c), configs(u))
+            cfg = _autotune(u.key, u.kind, lambda c: kernel[grid_of(c)](*vals, **c, **KERNEL_OPTIONS), configs(u))
         else:
             cfg = INTERPRET_CONFIGS[u.kind]
         grid = grid_of(cfg)
         if all(grid):                  # an empty tensor launches nothing
-            kernel[grid](*vals, **cfg)
+            kernel[grid](*vals, **cfg, **KERNEL_OPTIONS)
         for w in u.writes:
             out = outs[w]
             if tuple(out.shape) != tuple(g[w]["shape"]):

@@ -188,10 +188,11 @@ def _tool(name):
     return os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin", name)
 
 
-def compile_kernel(spec, arch=90):
-    """Compile one kernel for cuda sm_<arch>; returns a dict: name, kind, regs, spill bytes
-    (local memory), shared, ptx mma (whether the PTX holds MMA instructions), loads (global
-    loads in the PTX by width), error."""
+def compile_kernel(spec, arch=90, options=None):
+    """Compile one kernel for cuda sm_<arch> with the backend's compiler options (or
+    `options`); returns a dict: name, kind, regs, spill bytes (local memory), shared, ptx mma
+    (whether the PTX holds MMA instructions), fma (fused multiply-adds in the PTX), loads
+    (global loads in the PTX by width), error."""
     name, source, sig, consts, kind, attrs = spec
     os.environ.pop("TRITON_INTERPRET", None)
     import triton  # lazy: triton is optional
@@ -201,9 +202,11 @@ def compile_kernel(spec, arch=90):
     try:
         mod = T._load(source)
         fn = getattr(mod, name)
-        c = triton.compile(ASTSource(fn, sig, consts, attrs), target=GPUTarget("cuda", arch, 32))
+        c = triton.compile(ASTSource(fn, sig, consts, attrs), target=GPUTarget("cuda", arch, 32),
+                            options=dict(T.KERNEL_OPTIONS if options is None else options))
         ptx = c.asm["ptx"]
         res["mma"] = bool(re.search(r"\b(w?gmma|mma)\.", ptx))
+        res["fma"] = len(re.findall(r"\bfma\.rn", ptx))
         # global loads by width: 128-bit and 64-bit vectors, and single elements
         res["loads"] = {"v4": len(re.findall(r"ld\.global[\w.]*\.v4", ptx)),
                         "v2": len(re.findall(r"ld\.global[\w.]*\.v2", ptx)),
@@ -224,7 +227,6 @@ def compile_kernel(spec, arch=90):
 
 def _init_worker():
     os.environ.pop("TRITON_INTERPRET", None)
-    os.environ.setdefault("TRITON_DEFAULT_FP_FUSION", "1")
     warnings.simplefilter("ignore")
 
 
@@ -233,22 +235,22 @@ def _key(s):
     return body, tuple(sorted(s[2].items())), tuple(sorted(s[3].items())), repr(sorted(s[5].items()))
 
 
-def _compile_distinct(specs, arch, workers):
+def _compile_distinct(specs, arch, workers, options=None):
     if workers <= 1 or len(specs) <= 1:
-        return [compile_kernel(s, arch) for s in specs]
+        return [compile_kernel(s, arch, options) for s in specs]
     with ProcessPoolExecutor(max_workers=workers, mp_context=mp.get_context("spawn"),
                              initializer=_init_worker) as ex:
-        return list(ex.map(compile_kernel, specs, [arch] * len(specs)))
+        return list(ex.map(compile_kernel, specs, [arch] * len(specs), [options] * len(specs)))
 
 
 def _serve():
-    """A compiling process: reads (specs, arch, workers) pickled on stdin, writes the results."""
+    """A compiling process: reads (specs, arch, workers, options) pickled on stdin, writes the results."""
     _init_worker()
-    specs, arch, workers = pickle.load(sys.stdin.buffer)
-    sys.stdout.buffer.write(pickle.dumps(_compile_distinct(specs, arch, workers)))
+    specs, arch, workers, options = pickle.load(sys.stdin.buffer)
+    sys.stdout.buffer.write(pickle.dumps(_compile_distinct(specs, arch, workers, options)))
 
 
-def compile_all(specs, arch=90, workers=2):
+def compile_all(specs, arch=90, workers=2, options=None):
     """compile_kernel over distinct kernels (by source text and name). Unless it is one
     worker in a process that is not interpreting, in a fresh Python process (which starts
     `workers` processes of its own): triton imported for its interpreter compiles nothing, and
@@ -258,13 +260,13 @@ def compile_all(specs, arch=90, workers=2):
         distinct.setdefault(_key(s), s)
     todo = list(distinct.values())
     if workers <= 1 and os.environ.get("TRITON_INTERPRET") != "1":
-        results = _compile_distinct(todo, arch, 1)
+        results = _compile_distinct(todo, arch, 1, options)
     else:
         root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
         env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
         code = (f"import sys; sys.path.insert(0, {root!r}); "
                 "from tracegrad.codegen.triton_traffic import _serve; _serve()")
-        r = subprocess.run([sys.executable, "-c", code], input=pickle.dumps((todo, arch, workers)),
+        r = subprocess.run([sys.executable, "-c", code], input=pickle.dumps((todo, arch, workers, options)),
                            capture_output=True, env=env)
         if r.returncode != 0:
             raise RuntimeError(f"compiling {len(todo)} Triton kernels for sm_{arch} failed: "
