@@ -89,6 +89,12 @@ def _binop(fn, reflected=False):
     return op
 
 
+def _rmul(self, other):
+    # torch's __rmul__ is mul(self, other): the number second, where mul reads it at float32 precision
+    # for float16 and bfloat16 tensors (0.1 * x is x * 0.1, bit for bit)
+    return F.mul(self, other)
+
+
 def _rsub(self, other):
     return F.rsub(self, other)
 
@@ -156,7 +162,7 @@ Tensor.__radd__ = _binop(F.add, True)
 Tensor.__sub__ = _binop(F.sub)
 Tensor.__rsub__ = _binop(_rsub)
 Tensor.__mul__ = _binop(F.mul)
-Tensor.__rmul__ = _binop(F.mul, True)
+Tensor.__rmul__ = _binop(_rmul)
 Tensor.__truediv__ = _binop(F.div)
 Tensor.__rtruediv__ = _binop(_rtruediv)
 Tensor.__floordiv__ = _binop(F.floor_divide)

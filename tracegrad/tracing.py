@@ -22,7 +22,7 @@ from .tensor import Tensor, Size
 from .ir.graph import Graph, V
 from .ir.layout import c_contiguous, column_major
 from .ops import shapes as S
-from .ops.primitives import FrontEnd, PRIMITIVES
+from .ops.primitives import FrontEnd, PRIMITIVES, scalar_operands
 
 _CUDA = [0]               # non-zero once a CUDA tensor exists: the eager hot path's only device test (cuda._ON)
 
@@ -313,8 +313,11 @@ def _apply_symbolic(prim, args, params):
     if odt is None:
         odt = params["dtype"]
     convert = PRIMITIVES["convert"]
+    kargs = args
+    if cdt is not None and cdt._rank == 1 and cdt._kind == 2:       # float16, bfloat16: torch's scalar rules
+        cdt, kargs = scalar_operands(prim, cdt, args)
     new_args = []
-    for i, a in enumerate(args):
+    for i, a in enumerate(kargs):
         if isinstance(a, Tensor):
             v = value_of(graph, a)
             if cdt is not None and a._dtype is not cdt and (prim.cast is None or i in prim.cast):
@@ -323,6 +326,12 @@ def _apply_symbolic(prim, args, params):
         else:
             new_args.append(a)
     shape = prim.shape(*args, **params)
+    if cdt is not None and cdt is not odt and cdt is D.float32 and odt._rank == 1 and odt._kind == 2 \
+            and not prim.multi:
+        # computed in float32 from a number read at float32 precision, rounded once to the result's dtype
+        src = graph.__dict__.get("source_hint") or user_source()
+        v = graph.add_op(prim, tuple(new_args), params, tuple(shape), cdt, src)
+        new_args, prim, params = (v,), convert, {"dtype": odt}
     src = graph.__dict__.get("source_hint") or user_source()
     if prim.multi:
         shapes = [s for s, _ in shape]
@@ -381,11 +390,14 @@ def _apply_eager(prim, args, params):
     arrays = []
     req = False
     cast = prim.cast
-    for i, a in enumerate(args):
+    kargs = args
+    if cdt is not None and cdt._rank == 1 and cdt._kind == 2:       # float16, bfloat16: torch's scalar rules
+        cdt, kargs = scalar_operands(prim, cdt, args)
+    for i, a in enumerate(kargs):
         if isinstance(a, Tensor):
             d = a._data
             if cdt is not None and a._dtype is not cdt and (cast is None or i in cast):
-                d = d.astype(cdt.np)
+                d = D.cast(d, cdt)
             arrays.append(d)
             if a._req or (a._view is not None and a._base._req):    # a view whose base gained history
                 req = True

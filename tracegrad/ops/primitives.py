@@ -55,11 +55,11 @@ F = _PublicOps()
 class Primitive:
     __slots__ = ("name", "inputs", "variadic", "dtype_rule", "shape", "impl", "vjp", "saves", "grad_fn",
                  "view", "nondiff_outputs", "multi", "triton", "elementwise", "reduction", "cast", "_node_cls",
-                 "_save_pos", "needs", "takes_ctx", "eager")
+                 "_save_pos", "needs", "takes_ctx", "eager", "opmath")
 
     def __init__(self, name, inputs, impl, *, shape, dtype, vjp=None, saves=(), grad_fn=None, view=False,
                  multi=False, nondiff_outputs=(), elementwise=False, reduction=False, triton=None, cast=None,
-                 needs=None, takes_ctx=False, eager=None, refuse=None):
+                 needs=None, takes_ctx=False, eager=None, refuse=None, opmath=None):
         self.name = name
         self.variadic = inputs.startswith("*")
         self.inputs = tuple(inputs.lstrip("*").split()) if inputs else ()
@@ -87,6 +87,10 @@ class Primitive:
         self._save_pos = {}
         self.takes_ctx = takes_ctx      # the rule gets the run-time grad_fn node (custom Functions)
         self.eager = eager              # how create_graph runs it, where not through apply (opaque calls)
+        # the argument position whose number (a Python number or a 0-dim tensor) torch's kernel reads in
+        # float32 where the op computes in float16 or bfloat16 (see scalar_operands); None: every number
+        # is first rounded to the compute dtype
+        self.opmath = opmath
         PRIMITIVES[name] = self
 
     def saved_positions(self, nargs, req=None):
@@ -186,6 +190,46 @@ def _where(args):
 
 def _int64(args):
     return None, D.int64
+
+
+def scalar_operands(prim, cdt, args):
+    """How numbers meet the kernel where the compute dtype `cdt` is float16 or bfloat16, as torch's CPU
+    kernels do: (dtype the tensors are cast to and the kernel runs in, the arguments with each Python
+    number replaced by its value in that dtype).
+
+    Most kernels convert a Python number to the compute dtype first (0.1 becomes float16's 0.0999755859375)
+    and compute each element in float32 from the two rounded values. Some (mul, div, floor_divide and
+    div's rounding modes) read their second operand, where it is a Python number or a 0-dim tensor, at
+    float32 precision from its original value (torch's original_scalar_value<opmath_t>): the whole op then
+    runs in float32 on the float32 value of that number, and the result is rounded once to `cdt`."""
+    k = prim.opmath
+    if k is not None and k < len(args) and len(args) > 1:
+        a = args[k]
+        if isinstance(a, (int, float)) and not isinstance(a, bool):
+            return D.float32, tuple(_float32_value(x) if i == k else x for i, x in enumerate(args))
+        if isinstance(a, FrontEnd.Tensor) and not a.ndim:
+            return D.float32, args          # read from its own dtype, not rounded to cdt first
+    return cdt, tuple(_rounded(x, cdt) if isinstance(x, (int, float)) and not isinstance(x, bool) else x
+                      for x in args)
+
+
+def _float32_value(x):
+    try:
+        x = float(x)
+    except OverflowError:            # an int past float64's range: left for the kernel to refuse
+        return x
+    with np.errstate(over="ignore"):
+        return float(np.float32(x))
+
+
+def _rounded(x, d):
+    """A Python number as torch stores it in a float16 or bfloat16 scalar (through float32)."""
+    try:
+        x = float(x)
+    except OverflowError:
+        return x
+    with np.errstate(over="ignore", invalid="ignore"):
+        return float(D.cast(np.asarray(x, dtype=np.float64), d)[()])
 
 
 def _refusing(rule, refuse):
@@ -484,19 +528,21 @@ Primitive("logical_not", "x", np.logical_not, shape=_unary_shape, dtype="logical
 # == elementwise, two or three inputs (broadcasting) ========================================
 
 
-def binary(name, fn, vjp, saves, dtype="promote", grad_fn=None, needs=None, refuse=None, triton=None):
+def binary(name, fn, vjp, saves, dtype="promote", grad_fn=None, needs=None, refuse=None, triton=None,
+           opmath=None):
     return Primitive(name, "x y", fn, shape=_bcast_shape, dtype=dtype, vjp=vjp, saves=saves,
                      grad_fn=grad_fn or f"{name.capitalize()}Backward0", elementwise=True, needs=needs,
-                     refuse=refuse, triton=triton)
+                     refuse=refuse, triton=triton, opmath=opmath)
 
 
 binary("add", np.add, lambda g, out, x, y: (g, g), "", triton=T.binop("+"))
 binary("sub", np.subtract, lambda g, out, x, y: (g, -g), "", triton=T.binop("-"))
 binary("rsub", lambda x, y: np.subtract(y, x), lambda g, out, x, y: (-g, g), "",
        grad_fn=lambda a, p: "RsubBackward0" if _is_tensor(a[1]) else "RsubBackward1", triton=T.Expr("{1} - {0}"))
-binary("mul", np.multiply, lambda g, out, x, y: (g * y, g * x), "x y", needs={"x": "y", "y": "x"}, triton=T.binop("*"))
+binary("mul", np.multiply, lambda g, out, x, y: (g * y, g * x), "x y", needs={"x": "y", "y": "x"}, triton=T.binop("*"),
+       opmath=1)
 binary("div", np.true_divide, lambda g, out, x, y: (g / y, -g * (out / y)), "y out", dtype="promote_float",
-       needs={"x": "y", "y": "y out"}, triton=T.binop("/"))
+       needs={"x": "y", "y": "y out"}, triton=T.binop("/"), opmath=1)
 
 
 def _integer_division(fn):
@@ -558,7 +604,7 @@ def _remainder_name(args, params):
 
 
 binary("floor_divide", _integer_division(np.floor_divide), _not_implemented("floor_divide"), "",
-       grad_fn="NotImplemented", refuse={0: _no_kernel("div_floor_cpu")}, triton=T.floor_divide)
+       grad_fn="NotImplemented", refuse={0: _no_kernel("div_floor_cpu")}, triton=T.floor_divide, opmath=1)
 binary("remainder", _integer_division(_remainder), _remainder_vjp, "x y", needs={"y": "x y"},
        grad_fn=_remainder_name, refuse={0: _no_kernel("remainder_cpu")},
        triton=T.Expr("_remainder({0}, {1})", cast=True))
@@ -567,7 +613,7 @@ Primitive("div_rounding", "x y", _integer_division(
     lambda x, y, rounding_mode: np.floor_divide(x, y) if rounding_mode == "floor" else _trunc_divide(x, y)),
           shape=_bcast_shape, dtype="promote",
           vjp=lambda g, out, x, y, rounding_mode: (_zeros_like(g), _zeros_like(g) if _is_tensor(y) else None),
-          grad_fn="DivBackward2", elementwise=True, triton=T.div_rounding)
+          grad_fn="DivBackward2", elementwise=True, triton=T.div_rounding, opmath=1)
 binary("maximum", np.maximum, lambda g, out, x, y: (_max_split(g, x, y), _max_split(g, y, x)), "x y", triton=T.maximum)
 binary("minimum", np.minimum, lambda g, out, x, y: (_max_split(g, y, x), _max_split(g, x, y)), "x y", triton=T.minimum)
 
@@ -585,7 +631,8 @@ def _pow_kernel(x, y):
     # torch computes these by multiplication, so do we.
     if not isinstance(y, np.ndarray) or y.ndim == 0 and not isinstance(x, np.ndarray):
         e = y.item() if isinstance(y, np.ndarray) else y
-        if isinstance(x, np.ndarray) and x.dtype.kind == "f":
+        if isinstance(x, np.ndarray) and x.dtype.kind == "f" and x.dtype != np.float16:
+            # (torch computes float16 ** number as float32 pow of the two, rounded once: no shortcuts)
             if e == 2:
                 return x * x
             if e == 3:
