@@ -55,11 +55,11 @@ F = _PublicOps()
 class Primitive:
     __slots__ = ("name", "inputs", "variadic", "dtype_rule", "shape", "impl", "vjp", "saves", "grad_fn",
                  "view", "nondiff_outputs", "multi", "triton", "elementwise", "reduction", "cast", "_node_cls",
-                 "_save_pos", "needs", "takes_ctx", "eager", "opmath")
+                 "_save_pos", "needs", "takes_ctx", "eager", "opmath", "checked")
 
     def __init__(self, name, inputs, impl, *, shape, dtype, vjp=None, saves=(), grad_fn=None, view=False,
                  multi=False, nondiff_outputs=(), elementwise=False, reduction=False, triton=None, cast=None,
-                 needs=None, takes_ctx=False, eager=None, refuse=None, opmath=None):
+                 needs=None, takes_ctx=False, eager=None, refuse=None, opmath=None, checked=((), False)):
         self.name = name
         self.variadic = inputs.startswith("*")
         self.inputs = tuple(inputs.lstrip("*").split()) if inputs else ()
@@ -91,6 +91,10 @@ class Primitive:
         # float32 where the op computes in float16 or bfloat16 (see scalar_operands); None: every number
         # is first rounded to the compute dtype
         self.opmath = opmath
+        # (argument positions, whether floats too): where a Python number there meets an integer (or, with
+        # True, a floating) compute dtype, torch converts it with its checked conversion (RuntimeError "value
+        # cannot be converted ... without overflow"); other integers wrap
+        self.checked = checked
         PRIMITIVES[name] = self
 
     def saved_positions(self, nargs, req=None):
@@ -193,15 +197,38 @@ def _int64(args):
 
 
 def scalar_operands(prim, cdt, args):
-    """How numbers meet the kernel where the compute dtype `cdt` is float16 or bfloat16, as torch's CPU
-    kernels do: (dtype the tensors are cast to and the kernel runs in, the arguments with each Python
-    number replaced by its value in that dtype).
+    """How Python numbers meet the kernel of `prim` computing in dtype `cdt`, as torch's CPU kernels
+    take them: (the dtype the tensors are cast to and the kernel runs in, the arguments with each
+    Python number replaced by the value the kernel sees).
 
-    Most kernels convert a Python number to the compute dtype first (0.1 becomes float16's 0.0999755859375)
-    and compute each element in float32 from the two rounded values. Some (mul, div, floor_divide and
-    div's rounding modes) read their second operand, where it is a Python number or a 0-dim tensor, at
-    float32 precision from its original value (torch's original_scalar_value<opmath_t>): the whole op then
-    runs in float32 on the float32 value of that number, and the result is rounded once to `cdt`."""
+    Integers beyond [-2**63, 2**64) are refused (torch's argument parser); an integer meeting an
+    integer dtype wraps to it (int8 + 300 is int8 + 44), except at `prim.checked` positions, where
+    torch's checked conversion raises instead (pow's exponent, clamp's bounds, where's values).
+
+    A float16 or bfloat16 kernel mostly converts a number to its dtype first (0.1 becomes float16's
+    0.0999755859375) and computes each element in float32 from the two rounded values. Some (mul,
+    div, floor_divide and div's rounding modes) read their second operand, where it is a Python
+    number or a 0-dim tensor, at float32 precision from its original value (torch's
+    original_scalar_value<opmath_t>): the op then runs in float32 on that value, and the result
+    is rounded once to `cdt`."""
+    kind = cdt._kind
+    if not any(isinstance(a, (int, float)) and not isinstance(a, bool) or
+               (i == prim.opmath and isinstance(a, FrontEnd.Tensor) and not a.ndim) for i, a in enumerate(args)):
+        return cdt, args
+    for a in args:
+        if a.__class__ is int and not -2 ** 63 <= a < 2 ** 64:
+            raise OverflowError("int too big to convert")
+    if kind == 1:
+        return cdt, tuple(_int_operand(a, cdt, i in prim.checked[0]) if isinstance(a, int) and not isinstance(a, bool)
+                          else a for i, a in enumerate(args))
+    if kind != 2:
+        return cdt, args
+    if prim.checked[1]:
+        for i in prim.checked[0]:
+            if i < len(args) and isinstance(args[i], (int, float)) and not isinstance(args[i], bool):
+                _check_float(args[i], cdt)
+    if cdt._rank != 1:
+        return cdt, args
     k = prim.opmath
     if k is not None and k < len(args) and len(args) > 1:
         a = args[k]
@@ -211,6 +238,35 @@ def scalar_operands(prim, cdt, args):
             return D.float32, args          # read from its own dtype, not rounded to cdt first
     return cdt, tuple(_rounded(x, cdt) if isinstance(x, (int, float)) and not isinstance(x, bool) else x
                       for x in args)
+
+
+def _overflow(d):
+    return RuntimeError(f"value cannot be converted to type {D.C_NAME[d]} without overflow")
+
+
+def _int_operand(v, d, checked):
+    lo, hi, int_lo = D.integer_bounds(d)
+    if int_lo <= v <= hi:
+        return v if v >= lo else v + hi + 1          # unsigned: -255..-1 wrap for uint8
+    if checked:
+        raise _overflow(d)
+    bits = 8 * d.itemsize
+    v %= 1 << bits
+    return v - (1 << bits) if lo < 0 and v > hi else v
+
+
+def _check_float(v, d):
+    if d is D.float64:
+        return
+    try:
+        f = float(v)
+    except OverflowError:
+        raise _overflow(d) from None
+    if math.isfinite(f) and abs(f) > _FLOAT_MAX[d.name]:
+        raise _overflow(d)
+
+
+_FLOAT_MAX = {"float16": 65504.0, "bfloat16": 3.3895313892515355e38, "float32": float(np.finfo(np.float32).max)}
 
 
 def _float32_value(x):
@@ -506,6 +562,7 @@ def _clamp_kernel(x, lo, hi, op=None):
 
 Primitive("clamp", "x min max", _clamp_kernel, shape=_bcast_shape, dtype="promote",
           vjp=_clamp_vjp, saves="x min max", grad_fn=_clamp_name, elementwise=True, refuse={0: _clamp_no_bool},
+          checked=((1, 2), True),
           triton=T.clamp)
 
 
@@ -529,10 +586,10 @@ Primitive("logical_not", "x", np.logical_not, shape=_unary_shape, dtype="logical
 
 
 def binary(name, fn, vjp, saves, dtype="promote", grad_fn=None, needs=None, refuse=None, triton=None,
-           opmath=None):
+           opmath=None, checked=((), False)):
     return Primitive(name, "x y", fn, shape=_bcast_shape, dtype=dtype, vjp=vjp, saves=saves,
                      grad_fn=grad_fn or f"{name.capitalize()}Backward0", elementwise=True, needs=needs,
-                     refuse=refuse, triton=triton, opmath=opmath)
+                     refuse=refuse, triton=triton, opmath=opmath, checked=checked)
 
 
 binary("add", np.add, lambda g, out, x, y: (g, g), "", triton=T.binop("+"))
@@ -631,6 +688,8 @@ def _pow_kernel(x, y):
     # torch computes these by multiplication, so do we.
     if not isinstance(y, np.ndarray) or y.ndim == 0 and not isinstance(x, np.ndarray):
         e = y.item() if isinstance(y, np.ndarray) else y
+        if e == 0 and isinstance(x, np.ndarray):
+            return np.ones_like(x)         # torch's x ** 0 is 1 for every x (libm's pow gives NaN at a signaling NaN)
         if isinstance(x, np.ndarray) and x.dtype.kind == "f" and x.dtype != np.float16:
             # (torch computes float16 ** number as float32 pow of the two, rounded once: no shortcuts)
             if e == 2:
@@ -683,7 +742,8 @@ def _pow_name(args, params):
 
 # a bool exponent (x ** True, x ** False) needs no kernel: torch allows it on bool tensors
 binary("pow", _pow_kernel, _pow_vjp, "x y out", grad_fn=_pow_name, needs={"x": "x y", "y": "x y out"},
-       refuse={0: lambda d, args: None if isinstance(args[1], bool) else _no_kernel("pow")(d, args)}, triton=T.pow_)
+       refuse={0: lambda d, args: None if isinstance(args[1], bool) else _no_kernel("pow")(d, args)}, triton=T.pow_,
+       checked=((1,), True))
 
 for _n, _f, _t in (("eq", np.equal, "=="), ("ne", np.not_equal, "!="), ("lt", np.less, "<"),
                    ("le", np.less_equal, "<="), ("gt", np.greater, ">"), ("ge", np.greater_equal, ">=")):
@@ -722,7 +782,8 @@ def _where(c, x, y):
 
 Primitive("where", "cond x y", _where, shape=_bcast_shape, dtype="where",
           vjp=lambda g, out, c, x, y: (None, F.where(c, g, 0), F.where(c, 0, g)), saves="cond",
-          grad_fn="WhereBackward0", elementwise=True, cast=(1, 2), triton=T.Expr("tl.where({0}, {1}, {2})", cast=True))
+          grad_fn="WhereBackward0", elementwise=True, cast=(1, 2), triton=T.Expr("tl.where({0}, {1}, {2})", cast=True),
+          checked=((1, 2), False))
 # value: a Python number or a 0-dim tensor (MaskedFillBackward1, differentiable)
 Primitive("masked_fill", "x mask value", lambda x, m, v: np.where(m, np.asarray(v, x.dtype), x),
           shape=_bcast_shape, dtype=lambda args: (args[0]._dtype, args[0]._dtype), cast=(2,),
