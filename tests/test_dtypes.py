@@ -249,8 +249,6 @@ def test_bfloat16_arithmetic_rounds_like_torch(op):
     same_bits(got._data, want.float().numpy())
 
 
-@pytest.mark.xfail(strict=True, reason="ops: torch rounds a Python scalar to the tensor's 16-bit dtype for add/sub "
-                                       "but keeps it in float32 for mul/div; tracegrad's kernels do neither")
 @pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
 def test_16bit_arithmetic_with_python_scalar(dtype):
     a = np.random.default_rng(3).normal(size=500).astype(np.float32)

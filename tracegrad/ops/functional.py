@@ -51,6 +51,10 @@ def _operand(x, op):
         return _scalar(x)
     if isinstance(x, (list, tuple)):
         return _t(x)
+    if isinstance(x, (complex, np.complexfloating)):
+        # torch computes these in a complex dtype (x * 1j is complex64); tracegrad has none
+        raise TypeError(f"{op}(): a complex number ({x!r}) as an operand is not supported: tracegrad has no complex "
+                        f"dtypes (torch's result would be complex); use real tensors for the real and imaginary parts")
     raise TypeError(f"{op}(): argument 'other' (position 2) must be Tensor or Number, not {type(x).__name__}")
 
 
