@@ -18,6 +18,7 @@ the engine makes classes of (autograd.graph.node_class_of), and the public ops, 
 `Tensor` that rules call are plugged in by the front end as it is imported (`FrontEnd`).
 """
 import math
+import struct
 import warnings
 
 import numpy as np
@@ -211,33 +212,41 @@ def scalar_operands(prim, cdt, args):
     number or a 0-dim tensor, at float32 precision from its original value (torch's
     original_scalar_value<opmath_t>): the op then runs in float32 on that value, and the result
     is rounded once to `cdt`."""
-    kind = cdt._kind
-    if not any(isinstance(a, (int, float)) and not isinstance(a, bool) or
-               (i == prim.opmath and isinstance(a, FrontEnd.Tensor) and not a.ndim) for i, a in enumerate(args)):
+    for a in args:
+        c = a.__class__
+        if c is int or c is float:
+            break
+    else:
+        k = prim.opmath
+        if k is not None and cdt._rank == 1 and cdt._kind == 2 and 1 < len(args) and k < len(args) and \
+                isinstance(args[k], FrontEnd.Tensor) and not args[k].ndim:
+            return D.float32, args          # a 0-dim tensor read from its own dtype, not rounded to cdt first
         return cdt, args
     for a in args:
         if a.__class__ is int and not -2 ** 63 <= a < 2 ** 64:
             raise OverflowError("int too big to convert")
+    kind = cdt._kind
     if kind == 1:
-        return cdt, tuple(_int_operand(a, cdt, i in prim.checked[0]) if isinstance(a, int) and not isinstance(a, bool)
-                          else a for i, a in enumerate(args))
+        checked = prim.checked[0]
+        return cdt, tuple(_int_operand(a, cdt, i in checked) if a.__class__ is int else a
+                          for i, a in enumerate(args))
     if kind != 2:
         return cdt, args
     if prim.checked[1]:
         for i in prim.checked[0]:
-            if i < len(args) and isinstance(args[i], (int, float)) and not isinstance(args[i], bool):
+            if i < len(args) and args[i].__class__ in (int, float):
                 _check_float(args[i], cdt)
     if cdt._rank != 1:
         return cdt, args
     k = prim.opmath
     if k is not None and k < len(args) and len(args) > 1:
         a = args[k]
-        if isinstance(a, (int, float)) and not isinstance(a, bool):
+        if a.__class__ in (int, float):
             return D.float32, tuple(_float32_value(x) if i == k else x for i, x in enumerate(args))
         if isinstance(a, FrontEnd.Tensor) and not a.ndim:
-            return D.float32, args          # read from its own dtype, not rounded to cdt first
-    return cdt, tuple(_rounded(x, cdt) if isinstance(x, (int, float)) and not isinstance(x, bool) else x
-                      for x in args)
+            return D.float32, args
+    rounded = _to_float16 if cdt is D.float16 else _to_bfloat16
+    return cdt, tuple(rounded(x) if x.__class__ in (int, float) else x for x in args)
 
 
 def _overflow(d):
@@ -269,23 +278,40 @@ def _check_float(v, d):
 _FLOAT_MAX = {"float16": 65504.0, "bfloat16": 3.3895313892515355e38, "float32": float(np.finfo(np.float32).max)}
 
 
+_F32_OVERFLOW = 3.4028235677973366e38      # float32's largest value plus half its last step: inf from there on
+_F16_OVERFLOW = 65520.0
+
+
 def _float32_value(x):
-    try:
-        x = float(x)
-    except OverflowError:            # an int past float64's range: left for the kernel to refuse
-        return x
-    with np.errstate(over="ignore"):
-        return float(np.float32(x))
+    """A Python number rounded to float32 (nearest, ties to even), as a Python float."""
+    x = float(x)
+    if x != x or -_F32_OVERFLOW < x < _F32_OVERFLOW:
+        return _unpack_f(_pack_f(x))[0]
+    return math.copysign(math.inf, x)
 
 
-def _rounded(x, d):
-    """A Python number as torch stores it in a float16 or bfloat16 scalar (through float32)."""
-    try:
-        x = float(x)
-    except OverflowError:
+def _to_float16(x):
+    """A Python number as torch converts it to a float16 scalar: to float32 first, then to float16."""
+    x = _float32_value(x)
+    if x != x or -_F16_OVERFLOW < x < _F16_OVERFLOW:
+        return _unpack_e(_pack_e(x))[0]
+    return math.copysign(math.inf, x)
+
+
+def _to_bfloat16(x):
+    """A Python number as torch converts it to a bfloat16 scalar: to float32, then its 16 high bits
+    rounded to nearest, ties to even (bfloat16 values are float32 values)."""
+    x = _float32_value(x)
+    if x != x or x in (math.inf, -math.inf):
         return x
-    with np.errstate(over="ignore", invalid="ignore"):
-        return float(D.cast(np.asarray(x, dtype=np.float64), d)[()])
+    bits = _unpack_I(_pack_f(x))[0]
+    bits = (bits + 0x7FFF + ((bits >> 16) & 1)) & 0xFFFF0000
+    return _unpack_f(_pack_I(bits))[0]
+
+
+_pack_f, _unpack_f = struct.Struct("<f").pack, struct.Struct("<f").unpack
+_pack_e, _unpack_e = struct.Struct("<e").pack, struct.Struct("<e").unpack
+_pack_I, _unpack_I = struct.Struct("<I").pack, struct.Struct("<I").unpack
 
 
 def _refusing(rule, refuse):
