@@ -152,12 +152,16 @@ def _int_cases(m):
         "clamp uint8 min=-1": lambda: m.clamp(m.ones(3, dtype=m.uint8), min=-1),
         # torch's checked conversions
         "int8 ** 300": lambda: m.ones(3, dtype=m.int8) ** 300,
+        "int8 ** -129": lambda: m.ones(3, dtype=m.int8) ** -129,
         "clamp int8 max=300": lambda: m.clamp(m.ones(3, dtype=m.int8), max=300),
         "clamp int32 min=2**40": lambda: m.clamp(m.ones(3, dtype=m.int32), min=2 ** 40),
         "clamp int64 max=2**63": lambda: m.clamp(m.ones(3, dtype=m.int64), max=2 ** 63),
         "where int8 300": lambda: m.where(m.ones(3, dtype=m.bool), m.ones(3, dtype=m.int8), 300),
         "clamp float16 max=1e5": lambda: m.clamp(m.ones(3, dtype=m.float16), max=1e5),
         "float16 ** 1e5": lambda: m.ones(3, dtype=m.float16) ** 1e5,
+        "masked_fill int8 300": lambda: m.ones(3, dtype=m.int8).masked_fill(m.ones(3, dtype=m.bool), 300),
+        "masked_fill uint8 -1": lambda: m.ones(3, dtype=m.uint8).masked_fill(m.ones(3, dtype=m.bool), -1),
+        "masked_fill float16 1e5": lambda: m.ones(3, dtype=m.float16).masked_fill(m.ones(3, dtype=m.bool), 1e5),
         # past what torch's argument parser takes
         "int64 + 2**70": lambda: m.ones(3, dtype=m.int64) + 2 ** 70,
         "uint8 + 2**64": lambda: m.ones(3, dtype=m.uint8) + 2 ** 64,

@@ -314,7 +314,7 @@ def _apply_symbolic(prim, args, params):
         odt = params["dtype"]
     convert = PRIMITIVES["convert"]
     kargs = args
-    if cdt is not None and cdt._kind:             # Python numbers meet the kernel as torch's kernels take them
+    if cdt is not None and cdt._kind and prim.elementwise:   # numbers meet the kernel as torch's kernels take them
         cdt, kargs = scalar_operands(prim, cdt, args)
     new_args = []
     for i, a in enumerate(kargs):
@@ -391,7 +391,7 @@ def _apply_eager(prim, args, params):
     req = False
     cast = prim.cast
     kargs = args
-    if cdt is not None and cdt._kind:             # Python numbers meet the kernel as torch's kernels take them
+    if cdt is not None and cdt._kind and prim.elementwise:   # numbers meet the kernel as torch's kernels take them
         cdt, kargs = scalar_operands(prim, cdt, args)
     for i, a in enumerate(kargs):
         if isinstance(a, Tensor):

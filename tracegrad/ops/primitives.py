@@ -742,6 +742,14 @@ def _pow_kernel(x, y):
     return np.power(x, y)
 
 
+def _negative_integer_power(d, args):
+    # torch refuses before converting the exponent (int8 ** -129 is this error, not an overflow)
+    y = args[1]
+    if y.__class__ is int and y < 0 and _is_tensor(args[0]):
+        return RuntimeError("Integers to negative integer powers are not allowed.")
+    return None
+
+
 def _pow_vjp(g, out, x, y):
     gx = gy = None
     if isinstance(y, (int, float)):
@@ -768,7 +776,8 @@ def _pow_name(args, params):
 
 # a bool exponent (x ** True, x ** False) needs no kernel: torch allows it on bool tensors
 binary("pow", _pow_kernel, _pow_vjp, "x y out", grad_fn=_pow_name, needs={"x": "x y", "y": "x y out"},
-       refuse={0: lambda d, args: None if isinstance(args[1], bool) else _no_kernel("pow")(d, args)}, triton=T.pow_,
+       refuse={0: lambda d, args: None if isinstance(args[1], bool) else _no_kernel("pow")(d, args),
+               1: _negative_integer_power}, triton=T.pow_,
        checked=((1,), True))
 
 for _n, _f, _t in (("eq", np.equal, "=="), ("ne", np.not_equal, "!="), ("lt", np.less, "<"),
@@ -813,6 +822,7 @@ Primitive("where", "cond x y", _where, shape=_bcast_shape, dtype="where",
 # value: a Python number or a 0-dim tensor (MaskedFillBackward1, differentiable)
 Primitive("masked_fill", "x mask value", lambda x, m, v: np.where(m, np.asarray(v, x.dtype), x),
           shape=_bcast_shape, dtype=lambda args: (args[0]._dtype, args[0]._dtype), cast=(2,),
+          checked=((2,), True),
           vjp=lambda g, out, x, mask, value: (F.where(mask, 0, g), None,
                                               F.sum(F.where(mask, g, 0)) if _is_tensor(value) else None),
           saves="mask", grad_fn=lambda a, p: "MaskedFillBackward1" if _is_tensor(a[2]) else "MaskedFillBackward0",
