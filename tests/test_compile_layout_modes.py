@@ -3,6 +3,7 @@ line, instead of a program that would be wrong on this call or a later one: a te
 layout or autograd history read in Python, grad mode or the default dtype left changed,
 backward() into the .grad of an argument. Python scalars that `==` calls equal but that give
 different results (numpy's -0.0 and 0.0) get programs of their own. Each case against torch."""
+import os
 import warnings
 
 import numpy as np
@@ -197,3 +198,36 @@ def test_contiguous_of_an_expand_writes_through_where_eager_does(src, size):
         r2 = f(x)
         return [r1, x1, r2, x]
     run(make)
+
+
+def test_library_code_is_told_from_the_users_when_imported_by_a_relative_path(tmp_path):
+    """tracegrad imported through a sys.path entry with `..` in it (a benchmark script's
+    `sys.path.insert(0, "benchmarks/..")`): its own layers still read grad_fn and layouts
+    while traced, so a whole training step compiles instead of running eagerly."""
+    import subprocess
+    import sys
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    code = f"""
+import sys, warnings
+sys.path.insert(0, {os.path.join(root, "tests", "..")!r})
+import tracegrad as tg, tracegrad.nn as nn, tracegrad.nn.functional as F
+assert ".." in tg.__file__, tg.__file__
+m = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 3))
+opt = tg.optim.SGD(m.parameters(), lr=0.1)
+@tg.compile
+def step(x, y):
+    opt.zero_grad()
+    loss = F.cross_entropy(m(x), y)
+    loss.backward()
+    opt.step()
+    return loss
+with warnings.catch_warnings():
+    warnings.simplefilter("error")
+    for _ in range(3):
+        step(tg.randn(5, 4), tg.tensor([0, 1, 2, 0, 1]))
+assert step.last_program is not None
+print("ok")
+"""
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path,
+                       env={k: v for k, v in os.environ.items() if k != "PYTHONPATH"})
+    assert r.returncode == 0 and r.stdout.strip() == "ok", r.stderr[-3000:]

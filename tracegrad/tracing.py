@@ -62,10 +62,18 @@ _ACTIVE_LOCK = threading.Lock()
 _PKG = os.path.dirname(os.path.abspath(__file__)) + os.sep
 
 
+_USER_FILES = {}       # a code object's file name -> whether it is the user's
+
+
 def _user_code(frame):
-    """Whether the frame runs the user's code (a function being traced), not tracegrad's."""
+    """Whether the frame runs the user's code (a function being traced), not tracegrad's. A
+    code object's file name is the path it was imported by, as written (`bench/../tracegrad/
+    nn/functional.py` where sys.path holds `bench/..`): compared once made absolute."""
     f = frame.f_code.co_filename
-    return not (f.startswith(_PKG) or f.startswith("<tracegrad"))
+    user = _USER_FILES.get(f)
+    if user is None:
+        user = _USER_FILES[f] = not (f.startswith("<tracegrad") or os.path.abspath(f).startswith(_PKG))
+    return user
 
 
 def _layout(what):
