@@ -163,6 +163,18 @@ def _special(shape, dtype, seed, every=7):
     return a
 
 
+def _check_outputs(got, eager, want, dtype):
+    """Compiled outputs: the eager kernels' values bit for bit, torch's within the dtype's
+    tolerance (BLAS sums in its own order); booleans exactly."""
+    for a, e, t in zip(got, eager, want):
+        _same_values(a.numpy(), e.numpy())
+        if t.dtype == torch.bool:
+            _same_values(a.numpy(), t.numpy())
+        else:
+            tol = dict(rtol=1e-4, atol=1e-4) if dtype == np.float32 else dict(rtol=1e-12, atol=1e-12)
+            np.testing.assert_allclose(a.numpy(), t.numpy(), **tol)
+
+
 def _same_values(a, b):
     """Equal as IEEE values, NaN where NaN, and the sign of every zero the same."""
     a, b = np.asarray(a), np.asarray(b)
@@ -247,13 +259,7 @@ def test_groups_writing_over_dying_temporaries_match_torch(case, dtype, chunk_by
     eager = eager if isinstance(eager, tuple) else (eager,)
     want = f(torch, torch.tensor(x0), torch.tensor(w0), torch.tensor(b0))
     want = want if isinstance(want, tuple) else (want,)
-    for a, e, t in zip(got, eager, want):
-        _same_values(a.numpy(), e.numpy())        # the eager kernels' values, bit for bit
-        if t.dtype == torch.bool:
-            _same_values(a.numpy(), t.numpy())
-        else:
-            tol = dict(rtol=1e-4, atol=1e-4) if dtype == np.float32 else dict(rtol=1e-12, atol=1e-12)
-            np.testing.assert_allclose(a.numpy(), t.numpy(), **tol)      # BLAS sums in its own order
+    _check_outputs(got, eager, want, dtype)
     np.testing.assert_array_equal(ins[0].numpy(), x0)     # inputs untouched
     np.testing.assert_array_equal(ins[2].numpy(), b0)
 
@@ -345,12 +351,6 @@ def test_where_writes_its_mask_over_a_dying_comparison(case, dtype, chunk_bytes)
     for _ in range(2):
         got = cf(*ins)
     want = f(torch, *(torch.tensor(v) for v in (x0, w0, w1, b0)))
-    for a, e, t in zip(got, f(tg, *ins), want):
-        _same_values(a.numpy(), e.numpy())            # the eager kernels' values, bit for bit
-        if t.dtype == torch.bool:
-            _same_values(a.numpy(), t.numpy())
-        else:
-            tol = dict(rtol=1e-4, atol=1e-4) if dtype == np.float32 else dict(rtol=1e-12, atol=1e-12)
-            np.testing.assert_allclose(a.numpy(), t.numpy(), **tol)      # BLAS sums in its own order
+    _check_outputs(got, f(tg, *ins), want, dtype)
     src = cf.last_program.fwd_fn.source
     assert ("where_zero(" in src and ", True)  # where" in src) == (case == "read_once")

@@ -16,6 +16,8 @@ from tracegrad.runtime.sources import Guards
 from tracegrad import functionalize
 import importlib
 
+from test_compile_guards import Scaled
+
 compile_mod = importlib.import_module("tracegrad.compile")
 
 
@@ -121,16 +123,6 @@ def test_forward_hook_on_a_submodule_and_a_global_one():
                   "global module hooks")
         finally:
             hooks.pop(key, None)
-
-
-class Scaled(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.lin = nn.Linear(3, 2)
-        self.scale = 1.0
-
-    def forward(self, x):
-        return self.lin(x) * self.scale
 
 
 def test_user_module_attribute_changed_or_added():

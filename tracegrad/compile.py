@@ -31,7 +31,7 @@ from .grad_mode import STATE, no_grad
 from .tensor import Tensor, _VALUE_READS
 from ._collect import paused
 from .ir.graph import Graph, V
-from .tracing import Proxy, TraceError, trace, proxy_input, apply, TRACING, _ACTIVE
+from .tracing import Proxy, TraceError, trace, proxy_input, apply, TRACING, _ACTIVE, user_file
 from .ir.layout import order_attr, tensor_order
 from .ir.verify import verify
 from .ops.lowering import Refuse, identity
@@ -50,9 +50,6 @@ from .autodiff import derive, differentiable_reach, carries_grad, backward_args,
 from .codegen.numpy_cpu import compile_graph
 from .cuda import CudaArray
 from .interpret import run_eager
-
-_PKG = os.path.dirname(os.path.abspath(__file__))
-_TESTS = os.path.join(os.path.dirname(_PKG), "tests")
 
 
 class CompileError(RuntimeError):
@@ -109,17 +106,12 @@ def _debug():
     return int(v) if v.isdigit() else (1 if v else 0)
 
 
-def _is_user_file(filename):
-    f = os.path.abspath(filename)
-    return not f.startswith(_PKG + os.sep) or f.startswith(_TESTS + os.sep)
-
-
 def _user_frame(tb):
     """The innermost traceback frame in the user's code (outside the tracegrad package),
     or None where the whole traceback is tracegrad's (a library module compiled as it is)."""
     found = None
     for fs in traceback.extract_tb(tb):
-        if _is_user_file(fs.filename):
+        if user_file(fs.filename):
             found = fs
     return found
 
@@ -128,7 +120,7 @@ def _caller_frame():
     """The user's line that called the compiled function: the innermost frame on the
     stack outside tracegrad."""
     f = sys._getframe(1)
-    while f is not None and not _is_user_file(f.f_code.co_filename):
+    while f is not None and not user_file(f.f_code.co_filename):
         f = f.f_back
     if f is None:
         return None

@@ -65,15 +65,20 @@ _PKG = os.path.dirname(os.path.abspath(__file__)) + os.sep
 _USER_FILES = {}       # a code object's file name -> whether it is the user's
 
 
-def _user_code(frame):
-    """Whether the frame runs the user's code (a function being traced), not tracegrad's. A
-    code object's file name is the path it was imported by, as written (`bench/../tracegrad/
-    nn/functional.py` where sys.path holds `bench/..`): compared once made absolute."""
-    f = frame.f_code.co_filename
+def user_file(f):
+    """Whether code from file name f is the user's, not tracegrad's (its package or the source
+    it generates). A code object's file name is the path it was imported by, as written
+    (`bench/../tracegrad/nn/functional.py` where sys.path holds `bench/..`): compared once
+    made absolute."""
     user = _USER_FILES.get(f)
     if user is None:
         user = _USER_FILES[f] = not (f.startswith("<tracegrad") or os.path.abspath(f).startswith(_PKG))
     return user
+
+
+def _user_code(frame):
+    """Whether the frame runs the user's code (a function being traced), not tracegrad's."""
+    return user_file(frame.f_code.co_filename)
 
 
 def _layout(what):
