@@ -322,3 +322,20 @@ def test_a_transposed_tensor_without_grad_mixed_into_the_operand_keeps_eager_s_c
         wc = tg.tensor(w, requires_grad=True)
         got, = tg.autograd.grad(compiled(x, wc, mask), wc, seed)
         assert_same_bits(got, want, "w.grad")
+
+
+def test_eager_backward_cache_keys_a_leafs_layout():
+    """A cached eager backward chose its products by its leaves' layouts: a column-major leaf's
+    program is not reused for a row-major leaf of the same graph (the gradients stay the
+    products the row-major rule makes, bit for bit, whatever ran before)."""
+    rng = np.random.default_rng(7)
+    for m, k, n in [(129, 781, 509), (67, 391, 203), (7, 33, 5), (33, 17, 65)]:
+        xs = rng.standard_normal((m, k)).astype(np.float32)
+        ws = rng.standard_normal((k, n)).astype(np.float32)
+        g = np.ones((m, n), np.float32)
+        for w in (tg.tensor(ws.T.copy()).t().detach().requires_grad_(), tg.tensor(ws, requires_grad=True)):
+            x = tg.tensor(xs, requires_grad=True)
+            (x @ w).sum().backward()
+        assert w._data.flags.c_contiguous
+        assert np.array_equal(x.grad.numpy(), np.matmul(g, ws.T))
+        assert np.array_equal(w.grad.numpy(), np.matmul(xs.T, g))

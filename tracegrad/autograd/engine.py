@@ -82,10 +82,11 @@ def walk(roots):
 
 
 def walk_keyed(roots):
-    """The nodes reachable from `roots`, producers first (iterative post-order DFS), with
-    _structure's key and the graph's tensor hooks, in one pass over the nodes (what a
-    backward of a small graph spends most of its bookkeeping on): (order, index, structure,
-    node_hooks, hooks_spec), hooks_spec as autograd's {(node, slot): [fn, ...]}."""
+    """The nodes reachable from `roots`, producers first (iterative post-order DFS), the
+    graph's structure as a cache key (ops, parameters, types, edges, leaves' layouts), the
+    nodes with hooks (node_hooks_of) and the tensor hooks, in one pass over the nodes (what a
+    backward of a small graph spends most of its bookkeeping on): (order, index, (structure,
+    node_hooks), hooks_spec), hooks_spec as autograd's {(node, slot): [fn, ...]}."""
     order = []
     index = {}
     key = []
@@ -120,7 +121,8 @@ def walk_keyed(roots):
                                 spec[(node, slot)] = list(fns.values())
                 prim = node._prim
                 if prim is None:
-                    key.append(node._out_meta)
+                    lo = _leaf_order(node)
+                    key.append(node._out_meta if lo is True else (node._out_meta, lo))
                     if node.__class__ is AccumulateGrad or isinstance(node, AccumulateGrad):
                         v = node.variable
                         if v._hooks:
@@ -133,27 +135,6 @@ def walk_keyed(roots):
                 if hooked:
                     key.append(hooked_saved(node))
     return order, index, (tuple(key), frozenset(hooks)), spec
-
-
-def _structure(order, index):
-    """The graph's structure as a cache key (ops, parameters, types, edges), and the nodes
-    with hooks (node_hooks_of), in one pass over the nodes."""
-    key = []
-    hooks = []
-    hooked = HOOK_USED[0]
-    for k, node in enumerate(order):
-        if node._hooks or node._pre_hooks:
-            hooks.append(k)
-        prim = node._prim
-        if prim is None:
-            order = _leaf_order(node)
-            key.append(node._out_meta if order is True else (node._out_meta, order))
-            continue
-        edges = tuple([-1 if n is None else (index[id(n)], s) for n, s in node.next_functions])
-        key.append((prim.name, tuple(node._params.items()), node._args_meta, edges, node._out_meta))
-        if hooked:
-            key.append(hooked_saved(node))
-    return tuple(key), frozenset(hooks)
 
 
 def _leaf_order(node):
@@ -385,10 +366,10 @@ def unpack_saved(node, s):
     return unpack(node, s)
 
 
-def program_key(order, index, roots, targets, hooks_spec, structure=None):
-    """The cache key of a backward: the graph's structure (walk_keyed's, or made here), the
-    roots, the targets and which tensor hooks and node hooks there are."""
-    structure, node_hooks = structure or _structure(order, index)
+def program_key(order, index, roots, targets, hooks_spec, structure):
+    """The cache key of a backward: the graph's structure (walk_keyed's), the roots, the
+    targets and which tensor hooks and node hooks there are."""
+    structure, node_hooks = structure
     return (structure, tuple([(index[id(n)], s) for n, s in roots]), tuple([(index[id(n)], s) for n, s in targets]),
             tuple(sorted([((index[id(n)], s), len(f)) for (n, s), f in hooks_spec.items()])) if hooks_spec else (),
             node_hooks)
@@ -827,9 +808,10 @@ def call_node(node, grads):
             raise RuntimeError(f"{type(node).__name__}: expected a gradient of shape {list(shape)}, got "
                                f"{list(g.shape)}")
         seeds.append(g if g._dtype is dt else g.to(dt))
-    order, index = walk([node])
+    order, index, structure, _ = walk_keyed([node])
     with set_grad_enabled(False):
-        outs = iter(execute(order, index, [(node, i) for i in range(n_out)], seeds, edges, True, False, {}))
+        outs = iter(execute(order, index, [(node, i) for i in range(n_out)], seeds, edges, True, False, {},
+                            structure))
     res = tuple(None if nf is None else next(outs) for nf, _ in node.next_functions)
     return res[0] if len(res) == 1 else res
 
