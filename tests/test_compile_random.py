@@ -354,10 +354,10 @@ def check_program(seed, dtype, backend="auto", higher=True):
                 assert_close(a, ht[i], dtype, f"seed {seed} {dtype} second derivative {i} (compiled vs torch)",
                              none_is_zero=True)
     # order 2 with the first derivative taken inside the compiled function
-    ff = inside(tg, plan, out_w, [v if v is not None else np.zeros(1, dtype) for v, x in zip(vs, xt)
-                                  if x.requires_grad])
-    ft = inside(torch, plan, out_w, [v if v is not None else np.zeros(1, dtype) for v, x in zip(vs, xt)
-                                     if x.requires_grad])
+    # one direction per input that requires grad (vs has one per such input, as the gradients)
+    seed_v = [v if v is not None else np.zeros(1, dtype) for v in vs]
+    ff = inside(tg, plan, out_w, seed_v)
+    ft = inside(torch, plan, out_w, seed_v)
     fc = tg.compile(ff, fullgraph=True, backend=backend)
     xt2 = [torch.tensor(a, dtype=tdt, requires_grad=q) for a, q in zip(arrays, req)]
     xc2 = [tg.tensor(a, dtype=getattr(tg, dtype), requires_grad=q) for a, q in zip(arrays, req)]
