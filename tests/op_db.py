@@ -222,6 +222,7 @@ OPS = [
     _binary("add"), _binary("sub"), _binary("mul"), _binary("div", ("nonzero", "nonzero")),
     _binary("maximum"), _binary("minimum"), _binary("pow", ("pos", "exp")),
     _binary("remainder", (None, "nonzero")),
+    _binary("fmod", (None, "nonzero")),
     # torch gives floor_divide no derivative: its output requires grad, backward raises
     _binary("floor_divide", (None, "nonzero"), grad=False),
     _binary("eq"), _binary("ne"), _binary("lt"), _binary("le"), _binary("gt"), _binary("ge"),

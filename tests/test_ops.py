@@ -252,6 +252,7 @@ PROMOTE = {
     "pow": lambda m, a, b: m.pow(a, b),
     "rpow": lambda m, a, b: b ** a,
     "remainder": lambda m, a, b: m.remainder(a, b),
+    "fmod": lambda m, a, b: m.fmod(a, b),
     "floor_divide": lambda m, a, b: m.floor_divide(a, b),
     "maximum": lambda m, a, b: m.maximum(a, b if isinstance(b, m.Tensor) else m.tensor(b)),
     "eq": lambda m, a, b: m.eq(a, b),

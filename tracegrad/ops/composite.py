@@ -94,12 +94,13 @@ def fmin(input, other):
     return O.where(O.isnan(b), a, O.where(O.isnan(a), b, O.minimum(a, b)))
 
 
+_fmod = O.fmod         # the primitive's function: this module's fmod replaces it in O below
+
+
 def fmod(input, other):
-    """The remainder with the dividend's sign (C's fmod): remainder's result moved by one divisor
-    where the signs differ; its derivative in other is -trunc(input / other), as torch's."""
-    a = O._operand(input, "fmod")
-    r = O.remainder(a, other)
-    return O.where((r != 0) & ((r < 0) != (a < 0)), r - other, r)
+    """The remainder with the dividend's sign (C's fmod): one primitive (np.fmod), whose
+    derivative in other is -trunc(input / other), as torch's."""
+    return _fmod(O._operand(input, "fmod"), other)
 
 
 def logaddexp(input, other):

@@ -122,7 +122,7 @@ def _into_out(name, result, out, args):
 
 
 for _n in ("mul", "maximum", "minimum", "eq", "ne", "lt", "le", "gt", "ge", "logical_and", "logical_or",
-           "logical_xor", "remainder", "floor_divide", "bitwise_and", "bitwise_or", "bitwise_xor"):
+           "logical_xor", "remainder", "fmod", "floor_divide", "bitwise_and", "bitwise_or", "bitwise_xor"):
     globals()[_n] = _binary(_n)
 multiply = mul
 greater, greater_equal, less, less_equal, not_equal = gt, ge, lt, le, ne

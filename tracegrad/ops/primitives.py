@@ -691,6 +691,17 @@ binary("floor_divide", _integer_division(np.floor_divide), _not_implemented("flo
 binary("remainder", _integer_division(_remainder), _remainder_vjp, "x y", needs={"y": "x y"},
        grad_fn=_remainder_name, refuse={0: _no_kernel("remainder_cpu")},
        triton=T.Expr("_remainder({0}, {1})", cast=True))
+
+
+def _fmod_vjp(g, out, x, y):
+    # torch's -grad * div(x, y, rounding_mode="trunc")
+    return g, -g * F.div(x, y, rounding_mode="trunc")
+
+
+# C's fmod (the dividend's sign): np.fmod, and Triton's % (frem; srem on integers)
+binary("fmod", _integer_division(np.fmod), _fmod_vjp, "x y", needs={"y": "x y"},
+       grad_fn=lambda a, p: "FmodBackward1" if _is_tensor(a[1]) else "FmodBackward0",
+       refuse={0: _no_kernel("fmod_cpu")}, triton=T.Expr("{0} % {1}", cast=True))
 # div(..., rounding_mode="floor" | "trunc"): no promotion to float, and a zero derivative
 Primitive("div_rounding", "x y", _integer_division(
     lambda x, y, rounding_mode: np.floor_divide(x, y) if rounding_mode == "floor" else _trunc_divide(x, y)),
