@@ -324,6 +324,7 @@ BINARY = [
     ("minimum", lambda m, x, y: m.minimum(x, y), R, True),
     ("pow", lambda m, x, y: x ** y, "pos", True),
     ("remainder", lambda m, x, y: m.remainder(x * 4, y), "pos", True),
+    ("fmod", lambda m, x, y: m.fmod(x * 4 - 2, y), "pos", True),
     ("floor_divide", lambda m, x, y: m.floor_divide(x * 4, y), "pos", False),
     ("div_rounding", lambda m, x, y: m.div(x * 4, y, rounding_mode="trunc"), "pos", True),
     ("where", lambda m, x, y: m.where(x > y, x, y * 2), R, True),

@@ -192,15 +192,18 @@ _HELPERS = {
     "_log1p": '''@triton.jit
 def _log1p(x):
     # log(1 + x) * x / ((1 + x) - 1): the rounding of 1 + x cancels out (Goldberg)
+    # (x / (u - 1) first: log(u) * x overflows for x near the largest float; log1p(inf) = inf)
     u = 1.0 + x
-    return tl.where(u == 1.0, x, tl.log(u) * x / (u - 1.0))
+    return tl.where(u == 1.0, x, tl.where(u == float("inf"), u, tl.log(u) * (x / (u - 1.0))))
 ''',
     "_expm1": '''@triton.jit
 def _expm1(x):
     # (exp(x) - 1) * x / log(exp(x)): exact for small x where exp(x) - 1 cancels (Kahan)
+    # (x / log(u) first: (u - 1) * x overflows for x near exp's limit, expm1(88) in float32;
+    # where exp overflows to inf, expm1 is inf, not inf / inf)
     u = tl.exp(x)
-    r = tl.where(u == 1.0, x, (u - 1.0) * x / tl.log(u))
-    return tl.where(u - 1.0 == -1.0, -1.0, tl.where(x > 700.0, u, r))
+    r = tl.where(u == 1.0, x, (u - 1.0) * (x / tl.log(u)))
+    return tl.where(u - 1.0 == -1.0, -1.0, tl.where(u == float("inf"), u, r))
 ''',
     "_tanh": '''@triton.jit
 def _tanh(x):
@@ -218,11 +221,13 @@ def _sigmoid(x):
 ''',
     "_rint": '''@triton.jit
 def _rint(x):
-    # round half to even, as numpy and torch do
-    r = tl.floor(x + 0.5)
-    half = (r - x) == 0.5
-    odd = (r - 2.0 * tl.floor(r * 0.5)) != 0.0
-    return tl.where(half & odd, r - 1.0, r)
+    # round half to even, as numpy and torch do. x - floor(x) is exact (x + 0.5 is not once
+    # x needs all the mantissa's bits: 2**23 + 1 in float32); a zero keeps x's sign (-0.3 -> -0.0)
+    f = tl.floor(x)
+    d = x - f
+    odd = (f - 2.0 * tl.floor(f * 0.5)) != 0.0
+    r = tl.where(d > 0.5, f + 1.0, tl.where(d == 0.5, tl.where(odd, f + 1.0, f), f))
+    return tl.where(r == 0, x * 0.0, r)
 ''',
     "_trunc": '''@triton.jit
 def _trunc(x):
@@ -230,14 +235,24 @@ def _trunc(x):
 ''',
     "_pow": '''@triton.jit
 def _pow(x, y):
-    # |x| ** y from exp and log; a negative base takes its sign from y's parity (conditions
-    # nest in tl.where: the interpreter rejects `&` between a scalar's and a block's)
-    r = tl.exp(y * tl.log(tl.abs(x)))
-    y_int = tl.floor(y) == y
-    odd = tl.where(y_int, tl.abs(y - 2.0 * tl.floor(y * 0.5)) == 1.0, False)
-    r = tl.where(x < 0, tl.where(odd, -r, r), r)
-    r = tl.where(x < 0, tl.where(y_int, r, float("nan")), r)
-    return tl.where(y == 0, 1.0, r)
+    # |x| ** y from exp and log in float64 (in float32 the product y * log|x| loses the last
+    # bits: 7 ** 2 came out 49.000008), rounded once to x's type; then C's pow special cases:
+    # a base with its sign bit set (-0.0 too) takes the sign from an odd integer y; a finite
+    # negative base with a non-integer y is NaN (-inf's power is inf or 0); (+-1) ** +-inf and
+    # 1 ** y (NaN too) are 1, x ** 0 is 1. (Conditions nest in tl.where: the interpreter
+    # rejects `&` between a scalar's and a block's.)
+    xd = x.to(tl.float64)
+    yd = y.to(tl.float64)
+    ax = tl.abs(xd)
+    r = tl.exp(yd * tl.log(ax))
+    y_int = tl.floor(yd) == yd
+    odd = tl.where(y_int, tl.abs(yd - 2.0 * tl.floor(yd * 0.5)) == 1.0, False)
+    neg = tl.where(xd < 0, True, tl.where(xd == 0, 1.0 / xd < 0, False))
+    r = tl.where(neg, tl.where(odd, -r, r), r)
+    r = tl.where(xd < 0, tl.where(y_int, r, tl.where(ax == float("inf"), r, float("nan"))), r)
+    r = tl.where(ax == 1.0, tl.where(tl.abs(yd) == float("inf"), 1.0, r), r)
+    r = tl.where(xd == 1.0, 1.0, r)
+    return tl.where(yd == 0, 1.0, r).to(x.dtype)
 ''',
     "_remainder": '''@triton.jit
 def _remainder(x, y):
@@ -247,12 +262,17 @@ def _remainder(x, y):
 ''',
     "_floordiv": '''@triton.jit
 def _floordiv(x, y):
-    # numpy's float floor_divide: (x - fmod(x, y)) / y, corrected to the floor
+    # torch's div_floor: (x - fmod(x, y)) / y, corrected to the floor; a zero quotient takes
+    # the sign of x / y, and a zero divisor gives x / y (inf or NaN)
     m = x % y
     d = (x - m) / y
     d = tl.where((m != 0) & ((m < 0) != (y < 0)), d - 1.0, d)
     f = tl.floor(d)
-    return tl.where(d - f > 0.5, f + 1.0, f)
+    f = tl.where(d - f > 0.5, f + 1.0, f)
+    q = x / y
+    z = tl.where(q < 0, -0.0, tl.where(1.0 / q < 0, -0.0, 0.0))
+    f = tl.where(d == 0, z, f)
+    return tl.where(y == 0, q, f)
 ''',
     "_floordiv_int": '''@triton.jit
 def _floordiv_int(x, y):
@@ -271,11 +291,12 @@ def _mul_combine(a, b):
 ''',
     "_max_combine": '''@triton.jit
 def _max_combine(a, b):
-    return tl.maximum(a, b)
+    # a NaN wins, as in torch's max/amax (Triton's default, PropagateNan.NONE, drops it)
+    return tl.maximum(a, b, propagate_nan=tl.PropagateNan.ALL)
 ''',
     "_min_combine": '''@triton.jit
 def _min_combine(a, b):
-    return tl.minimum(a, b)
+    return tl.minimum(a, b, propagate_nan=tl.PropagateNan.ALL)
 ''',
 }
 
@@ -1312,7 +1333,8 @@ def _reduction_plan(kind, p, N, acc):
     if kind in ("argmax", "argmin", "max_dim", "min_dim"):
         # the first position holding the extreme value (row-major over the reduced dims)
         comb = kind[:3] if kind.endswith("_dim") else kind[3:]
-        passes = [(comb, "v"), ("min", f"tl.where(v == s0, cols, {N})", "tl.int64", str(N))]
+        # (a NaN is the extreme: the first NaN's position, as torch)
+        passes = [(comb, "v"), ("min", f"tl.where(v == s0, cols, tl.where(v != v, tl.where(s0 != s0, cols, {N}), {N}))", "tl.int64", str(N))]
         # max(dim)/min(dim): (values, indices), one per projection
         return passes, ("s0", "s1.to(tl.int64)") if kind.endswith("_dim") else "s1.to(tl.int64)"
     if kind == "softmax":
@@ -1341,7 +1363,8 @@ def _identity(comb, ty):
 _FINAL = {"sum": "tl.reduce({a}, 0, _add_combine)", "max": "tl.reduce({a}, 0, _max_combine)",
           "min": "tl.reduce({a}, 0, _min_combine)", "prod": "tl.reduce({a}, 0, _mul_combine)"}
 _COMBINE = {"sum": "_add_combine", "max": "_max_combine", "min": "_min_combine", "prod": "_mul_combine"}
-_STEP = {"sum": "{acc} + {x}", "prod": "{acc} * {x}", "max": "tl.maximum({acc}, {x})", "min": "tl.minimum({acc}, {x})"}
+_STEP = {"sum": "{acc} + {x}", "prod": "{acc} * {x}", "max": "tl.maximum({acc}, {x}, propagate_nan=tl.PropagateNan.ALL)",
+         "min": "tl.minimum({acc}, {x}, propagate_nan=tl.PropagateNan.ALL)"}
 
 
 # columns one program of a column reduction takes (a [BLOCK_SIZE, COL_BLOCK] tile of rows x

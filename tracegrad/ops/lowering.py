@@ -242,7 +242,15 @@ def _div_rounding(a, p, c):
 
 
 _SMALL_POW = {2: "{x} * {x}", 3: "{x} * {x} * {x}", 4: "({x} * {x}) * ({x} * {x})", 1: "{x}",
-              0.5: "tl.sqrt({x})", -1: "1.0 / {x}", -2: "1.0 / ({x} * {x})", 0: "tl.where({x} == {x}, 1, 1)"}
+              # pow(-inf, 0.5) is inf and pow(-0.0, 0.5) is +0.0, where sqrt gives NaN and -0.0
+              0.5: "tl.where({x} == float(\"-inf\"), float(\"inf\"), tl.sqrt({x}) + 0.0)", -1: "1.0 / {x}",
+              -2: "1.0 / ({x} * {x})", 0: "tl.where({x} == {x}, 1, 1)"}
+
+
+def _splat(x, c):
+    """The constant c as a block of x's shape and type (x * 0 + c would be NaN where x is inf
+    or NaN; a literal alone is a float32 scalar, which rounds c for a float64 kernel)."""
+    return f"(({x}) != ({x})).to(({x}).dtype) * 0.0 + {lit(c)}"
 
 
 def _pow(a, p, c):
@@ -253,17 +261,13 @@ def _pow(a, p, c):
             return _SMALL_POW[e].format(x=a[0])
         if not is_float(c.out_dtype):
             raise NotImplementedError("pow on integer tensors with an exponent other than 0..4")
-        if float(e).is_integer():        # the sign of a negative base follows the exponent's parity
-            r = f"tl.exp({lit(float(e))} * tl.log(tl.abs({a[0]})))"
-            return f"tl.where({a[0]} < 0, -{r}, {r})" if int(e) % 2 else r
-        return f"tl.where({a[0]} < 0, float(\"nan\"), tl.exp({lit(float(e))} * tl.log({a[0]})))"
+        # the helper's float64 exp and log and C's special cases (the sign of -0.0 ** odd, -inf)
+        return f"_pow({a[0]}, {_splat(a[0], float(e))})"
     if not is_float(c.out_dtype):
         raise NotImplementedError("pow on integer tensors with an exponent other than 0..4")
     if not isinstance(x, V):
         b = float(x.item() if hasattr(x, "item") else x)
-        if b > 0:
-            return f"tl.exp({a[1]} * {lit(math.log(b))})"
-        return f"_pow({a[1]} * 0 + {lit(b)}, {a[1]})"
+        return f"_pow({_splat(a[1], b)}, {a[1]})"
     return f"_pow({a[0]}, {a[1]})"
 
 
