@@ -14,10 +14,12 @@ raises: a symbolic size that reached run time is an internal error, never its hi
 Decisions that only steer performance (whether to save or recompute a value, how to
 order small ops) may read `hint(x)` without a guard; what makes a result must not.
 """
+import os
 import threading
+import traceback
 
 _LEAK = "internal error: a symbolic size reached run time"
-_TRACE_SPECIALIZE = bool(__import__("os").environ.get("TRACEGRAD_DEBUG_SPECIALIZE"))
+_TRACE_SPECIALIZE = bool(os.environ.get("TRACEGRAD_DEBUG_SPECIALIZE"))   # print each guard and where it came from
 
 
 class _Local(threading.local):
@@ -103,7 +105,6 @@ class ShapeEnv:
 
     def record(self, src, op, outcome):
         if _TRACE_SPECIALIZE and (src, op) not in self.guards:
-            import traceback
             st = [f for f in traceback.extract_stack() if "symbolic.py" not in f.filename][-3:]
             print("GUARD", src, op, outcome, " <- ".join(f"{f.filename.rsplit('/', 1)[-1]}:{f.lineno}:{f.name}"
                                                          for f in reversed(st)))
@@ -245,7 +246,6 @@ class Sym:
     def _specialize(self):
         env = self._live()
         if _TRACE_SPECIALIZE:
-            import traceback
             st = [f for f in traceback.extract_stack() if "symbolic.py" not in f.filename][-3:]
             print("SPECIALIZE", self.source(), " <- ".join(f"{f.filename.rsplit('/', 1)[-1]}:{f.lineno}:{f.name}"
                                                            for f in reversed(st)))
