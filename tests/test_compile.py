@@ -98,7 +98,8 @@ def test_guards_recompile_on_shape_dtype_requires_grad_grad_mode_and_constants()
 
 
 def test_cache_limit_warns_once_and_stays_bounded():
-    f = tg.compile(lambda x: x + 1, cache_limit=2)
+    # (dynamic=False: a program per size; automatic dynamic shapes would need one program)
+    f = tg.compile(lambda x: x + 1, cache_limit=2, dynamic=False)
     with pytest.warns(RuntimeWarning, match="recompiled"):
         for n in range(1, 6):
             f(leaf(n, req=False))

@@ -263,7 +263,7 @@ def _projections(fwd, n, a, added):
 
 def _fit(gi, shape, dtype, prim, i):
     """The broadcast and dtype plumbing, shared by every rule."""
-    if tuple(gi.shape) != tuple(shape):
+    if len(gi.shape) != len(shape) or tuple(gi.shape) != tuple(shape):      # (ranks first: no guard on a symbolic size)
         try:
             gi = sum_to(gi, tuple(shape))
         except Exception:

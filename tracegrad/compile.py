@@ -48,6 +48,7 @@ from .nn.modules.module import Module
 from . import functionalize, creation
 from .autodiff import derive, differentiable_reach, carries_grad, backward_args, DerivativeError
 from .codegen.numpy_cpu import compile_graph
+from .ir import symbolic
 from .cuda import CudaArray
 from .interpret import run_eager
 
@@ -145,10 +146,17 @@ def trace_function(fn, args, kwargs, name, value_reads=None):
     return _trace_with_writes(fn, args, kwargs, name, value_reads)[:4]
 
 
-def _trace_with_writes(fn, args, kwargs, name, value_reads=None):
-    """trace_function, and the record of the writes the function made (functionalize.Shadow)."""
+def _trace_with_writes(fn, args, kwargs, name, value_reads=None, dyn=()):
+    """trace_function, and the record of the writes the function made (functionalize.Shadow).
+    `dyn`: (leaf position, dim) pairs traced as symbolic sizes of the active ShapeEnv."""
     leaves = []
     spec = flatten((args, kwargs), leaves)
+    shapes = [tuple(t.shape) for t in leaves]
+    if dyn:
+        senv = symbolic.current()
+        for i, d in sorted(dyn):
+            s = shapes[i]
+            shapes[i] = s[:d] + (senv.symbol(s[d], (i, d)),) + s[d + 1:]
     g = Graph(_ident(name))
     gen = creation.RNG.gen
     creation.RNG.gen = _NoRandom()       # a random draw while tracing would be baked in as a constant
@@ -162,9 +170,9 @@ def _trace_with_writes(fn, args, kwargs, name, value_reads=None):
             # the memory order of each argument that requires grad, which matmul's derivative
             # asks (ir/layout.py; eager autograd knows its leaves' orders, and takes other
             # tensors as C-contiguous)
-            proxies = [proxy_input(g, tuple(t.shape), t.dtype, requires_grad=t.requires_grad,
+            proxies = [proxy_input(g, s, t.dtype, requires_grad=t.requires_grad,
                                    **(order_attr(tensor_order(t), tuple(t.shape)) if t.requires_grad else {}))
-                       for t in leaves]
+                       for t, s in zip(leaves, shapes)]
             for t, px in zip(leaves, proxies):
                 px.__dict__["_orig_name"] = px.__dict__["_name"]
                 sh.inputs.append((px, px.__dict__["_name"], t))
@@ -201,9 +209,28 @@ class _NoRandom:
         raise TraceError("random numbers (dropout, rand*) inside a compiled function are not traced yet")
 
 
-def build(fn, args, kwargs, name, backend, value_reads=None, keep_stages=False):
+def build(fn, args, kwargs, name, backend, value_reads=None, keep_stages=False, dyn=None):
+    """A program for the call. With `dyn` ((leaf position, dim) pairs), those sizes are
+    symbolic (ir/symbolic.py): the program serves every call whose sizes pass the guards its
+    build recorded (`p.sym_check`, a function of the call's leaves); `dyn` may hold no pair
+    where the dims that changed before are 0 or 1 now (then the check pins them)."""
     with paused():
-        return _build(fn, args, kwargs, name, backend, value_reads, keep_stages or _debug() >= 2)
+        if dyn is None:
+            return _build(fn, args, kwargs, name, backend, value_reads, keep_stages or _debug() >= 2)
+        senv = symbolic.ShapeEnv()
+        with senv:
+            p = _build(fn, args, kwargs, name, backend, value_reads, keep_stages or _debug() >= 2, dyn[0])
+        senv.fixed = dyn[1]
+        p.sym_check = senv.compile_check()
+        p.sym_sources = [(n, src) for n, _, src in senv.symbols]
+        p.sym_static = senv.specialized()
+        return p
+
+
+def _sym_values(p, inputs):
+    """{symbol: its value in this call} of a dynamic program, from the call's leaves
+    (or the inputs of its grad_fn node, whose first ones are the leaves)."""
+    return {n: inputs[i].shape[d] for n, (i, d) in p.sym_sources}
 
 
 def _bind_folded(g):
@@ -216,14 +243,16 @@ def _bind_folded(g):
             a["value"] = Tensor._make(a["value"], a["dtype"])
 
 
-def _build(fn, args, kwargs, name, backend, value_reads=None, keep_stages=False):
+def _build(fn, args, kwargs, name, backend, value_reads=None, keep_stages=False, dyn=()):
     # deferred: import tracegrad does not load tracegrad.passes
     from .passes import FORWARD_PIPELINE, BACKWARD_PIPELINE, RECOMPUTED_PIPELINE, partition
     p = Program(name, keep_stages)
     p.double = None
     p.backend = backend
+    p.sym_check = p.sym_sources = None
+    dynamic = symbolic.current() is not None
     try:
-        g, leaves, out_spec, out_leaves, sh = _trace_with_writes(fn, args, kwargs, name, value_reads)
+        g, leaves, out_spec, out_leaves, sh = _trace_with_writes(fn, args, kwargs, name, value_reads, dyn)
     except TraceError:
         raise
     except Exception as e:        # an op or Python construct the symbolic trace does not support
@@ -357,7 +386,10 @@ def _build(fn, args, kwargs, name, backend, value_reads=None, keep_stages=False)
     p.spec, p.spec_ok = None, False
     p.out_shape = None
     p.streak = p.bwd_count = p.bwd_seen = 0
-    if p.needs_grad and lower is compile_graph and sum(p.out_diff) == 1:
+    if dynamic and lower is not compile_graph:
+        raise TraceError("symbolic sizes are compiled for the numpy backend only")
+    if p.needs_grad and lower is compile_graph and sum(p.out_diff) == 1 and not dynamic:
+        # (not for a dynamic program: its joint program would be built after its sizes' guards)
         k = p.out_diff.index(True)
         shape, dt = p.out_meta[k]
         grad_bytes = sum(int(np.prod(s, dtype=np.int64)) * d.itemsize for s, d in p.grad_metas)
@@ -707,10 +739,13 @@ def run_program(p, leaves, distinct=None):
         outs.append(Tensor._make(o, dt))
     if p.needs_grad and STATE.grad_enabled:
         _attach(p, leaves, arrays, outs, () if spec else res[n_out:], res[n_out:] if spec else None)
+    values = _sym_values(p, leaves) if p.out_views and p.sym_sources else None
     for k, j, chain, nograd in p.out_views:
         v = leaves[j]
         with no_grad() if nograd else contextlib.nullcontext():
             for prim, rest, params in chain:
+                if values is not None:         # a dynamic program's sizes, for this call
+                    rest, params = symbolic.substitute(rest, values), symbolic.substitute(params, values)
                 v = apply(prim, (v,) + rest, params)
         outs[k] = v
     for k, (kind, j) in p.out_same:
@@ -848,7 +883,9 @@ def _compiled_vjp(g, out, *inputs, ctx, cls, nout):
     for m, s, d in zip(p.out_masks, gs, p.out_diff):
         if s is not None and d:
             live |= m
-    res = apply(P["compiled_backward"], tuple(gs) + (ctx,), {"prog": p})
+    # the gradients' types: the inputs' of this call (a dynamic program's sizes change)
+    metas = tuple([(tuple(inputs[i].shape), inputs[i].dtype) for i in p.wrt_pos])
+    res = apply(P["compiled_backward"], tuple(gs) + (ctx,), {"prog": p, "metas": metas})
     grads = [None] * len(inputs)
     for j, i in enumerate(p.wrt_pos):
         if live >> j & 1:
@@ -856,7 +893,7 @@ def _compiled_vjp(g, out, *inputs, ctx, cls, nout):
     return tuple(grads)
 
 
-def _seeds(p, gs, zeros):
+def _seeds(p, gs, zeros, ctx):
     if len(gs) < len(p.out_meta):         # the written-back values (functionalize) get no gradient
         gs = tuple(gs) + (None,) * (len(p.out_meta) - len(gs))
     else:
@@ -865,7 +902,17 @@ def _seeds(p, gs, zeros):
                 break
         else:
             return list(gs)
-    return [zeros(shape, dt) if g is None else g for g, (shape, dt) in zip(gs, p.out_meta)]
+    metas = p.out_meta
+    if p.sym_sources:                      # a dynamic program's output shapes, for this call
+        metas = symbolic.substitute(metas, _sym_values(p, ctx.__dict__["_inputs"]))
+    return [zeros(shape, dt) if g is None else g for g, (shape, dt) in zip(gs, metas)]
+
+
+def _grad_metas(p, ctx):
+    """(shape, dtype) of each input the program differentiates, as the call that made the
+    node `ctx` passed it (what torch's zeros for a missing gradient take)."""
+    meta = ctx._args_meta
+    return [meta[i] for i in p.wrt_pos]
 
 
 def _start_backward(p, ctx, counts=True):
@@ -884,14 +931,14 @@ def _start_backward(p, ctx, counts=True):
 _BIND_SOURCE = {"seed": 0, "in": 1, "res": 2}        # a backward argument's source; any other kind: a constant
 
 
-def _compiled_backward_kernel(*args, prog):
+def _compiled_backward_kernel(*args, prog, metas=None):
     *gs, ctx = args
     p = prog
     _start_backward(p, ctx)
     d = ctx.__dict__
-    seeds = _seeds(p, gs, _zeros_array)
+    seeds = _seeds(p, gs, _zeros_array, ctx)
     if "_grads" in d:
-        return _scaled_grads(p, d, seeds[p.out_diff.index(True)])
+        return _scaled_grads(p, d, seeds[p.out_diff.index(True)], ctx)
     # the backward's arguments: seeds, the call's input arrays, the saved values, constants
     pick = p.__dict__.get("bwd_pick")
     if pick is None:
@@ -903,10 +950,10 @@ def _compiled_backward_kernel(*args, prog):
         res = p.bwd_fn(*bargs, donate=True)
     else:
         res = p.bwd_fn(*bargs)
-    return _grad_arrays(p, res)
+    return _grad_arrays(p, res, ctx)
 
 
-def _scaled_grads(p, d, seed):
+def _scaled_grads(p, d, seed, ctx):
     """The gradients the forward took for a seed of one, times this seed: handed over as
     they are where the seed is one and the graph is freed after, else new arrays."""
     seed = np.asarray(seed).reshape(())
@@ -922,12 +969,12 @@ def _scaled_grads(p, d, seed):
             res.append(np.multiply(r, seed, dtype=r.dtype))
     if free:
         d["_grads"] = (None,) * len(d["_grads"])
-    return _grad_arrays(p, res)
+    return _grad_arrays(p, res, ctx)
 
 
-def _grad_arrays(p, res):
+def _grad_arrays(p, res, ctx):
     out = []
-    for r, (shape, dt) in zip(res, p.grad_metas):
+    for r, (shape, dt) in zip(res, _grad_metas(p, ctx)):
         if r is None:
             r = np.zeros(shape, dt.np)
         elif r.__class__ is not np.ndarray and hasattr(r, "_tg_device"):
@@ -938,20 +985,21 @@ def _grad_arrays(p, res):
     return tuple(out)
 
 
-def _compiled_backward_eager(*args, prog):
+def _compiled_backward_eager(*args, prog, metas=None):
     """create_graph=True: the backward as a function of (seeds, inputs), itself compiled
     (forward recomputed, then the backward IR), so its results carry a grad_fn of their
     own and differentiate again: any order of derivative runs generated code."""
     *gs, ctx = args
     p = prog
     _start_backward(p, ctx, counts=False)
-    seeds = _seeds(p, gs, _zeros_tensor)
+    seeds = _seeds(p, gs, _zeros_tensor, ctx)
     if p.double is None:
-        p.double = CompiledFunction(_backward_function(p), backend=p.backend, name=f"{p.__name__}_grad")
+        p.double = CompiledFunction(_backward_function(p), backend=p.backend, name=f"{p.__name__}_grad",
+                                    dynamic=False)
         p.double._warned = True          # where it cannot be traced it runs through the eager ops
     res = p.double(*seeds, *ctx.__dict__["_inputs"])
     out = []
-    for r, (shape, dt) in zip(res, p.grad_metas):
+    for r, (shape, dt) in zip(res, _grad_metas(p, ctx)):
         out.append(creation.zeros(shape, dtype=dt) if r is None else r)
     return tuple(out)
 
@@ -966,22 +1014,45 @@ def _zeros_tensor(shape, dt):
 
 def _backward_function(p):
     """The forward and backward IR of p as one function of (seeds..., inputs...)."""
-    # derived from the graph as traced, not as optimised: a rewrite such as x - x -> 0 must
-    # not take an input out of the graph of the next derivative
-    fwd = p.traced_ir.copy()
-    bwd = derive(fwd, list(fwd.outputs), [p.traced_names[i] for i in p.wrt_pos])
-    where = {v: k for k, v in enumerate(p.traced_names) if v is not None}
-    # the traced graph's inputs from the call's: a constant the passes dropped is its own value
-    pick = [where.get(v, fwd[v].get("value")) for v in fwd.inputs]
-    want = [bwd[n]["fwd"] for n in bwd.inputs if bwd[n]["role"] == "saved"]
-    fwd.outputs = [V(w) for w in want]
     n_out = len(p.out_meta)
+    prepared = {}
+
+    def prepare(values):
+        # derived from the graph as traced, not as optimised: a rewrite such as x - x -> 0 must
+        # not take an input out of the graph of the next derivative
+        fwd = p.traced_ir.copy() if values is None else _concrete_graph(p.traced_ir, values)
+        bwd = derive(fwd, list(fwd.outputs), [p.traced_names[i] for i in p.wrt_pos])
+        where = {v: k for k, v in enumerate(p.traced_names) if v is not None}
+        # the traced graph's inputs from the call's: a constant the passes dropped is its own value
+        pick = [where.get(v, fwd[v].get("value")) for v in fwd.inputs]
+        want = [bwd[n]["fwd"] for n in bwd.inputs if bwd[n]["role"] == "saved"]
+        fwd.outputs = [V(w) for w in want]
+        return fwd, bwd, pick, want
 
     def backward_of(*args):
         seeds, inputs = args[:n_out], args[n_out:]
+        # a dynamic program's graph has symbolic sizes: made concrete for the sizes of this call
+        values = _sym_values(p, inputs) if p.sym_sources else None
+        key = None if values is None else tuple(sorted(values.items()))
+        got = prepared.get(key)
+        if got is None:
+            if len(prepared) >= 8:
+                prepared.clear()
+            got = prepared[key] = prepare(values)
+        fwd, bwd, pick, want = got
         vals = dict(zip(want, run_eager(fwd, [inputs[k] if type(k) is int else k for k in pick])))
         return tuple(run_eager(bwd, backward_args(bwd, seeds, lambda v, a: vals[v])))
     return backward_of
+
+
+def _concrete_graph(g, values):
+    """A copy of graph g (of a dynamic program) with its symbolic sizes evaluated for `values`."""
+    g = g.copy()
+    for a in g.nx._node.values():
+        for k in ("shape", "params", "args"):
+            if symbolic.has_sym(a[k]):
+                a[k] = symbolic.substitute(a[k], values)
+    return g
 
 
 def _no_forward(*a, **k):
@@ -991,7 +1062,7 @@ def _no_forward(*a, **k):
 Primitive("compiled_call", "*xs", _no_forward, shape=lambda *a, **k: _no_forward(), dtype="same", multi=True,
           vjp=_compiled_vjp, takes_ctx=True, grad_fn="CompiledFunctionBackward",
           triton=Refuse("a nested compiled call is not lowered"))
-Primitive("compiled_backward", "*gs", _compiled_backward_kernel, shape=lambda *a, prog: list(prog.grad_metas),
+Primitive("compiled_backward", "*gs", _compiled_backward_kernel, shape=lambda *a, prog, metas: list(metas),
           dtype=lambda args: (None, D.float32), multi=True, eager=_compiled_backward_eager,
           grad_fn="CompiledFunctionBackwardBackward", triton=Refuse("a nested compiled call is not lowered"))
 Primitive("detach", "x", lambda x: x, shape=lambda x: tuple(x.shape), dtype="same", vjp=lambda g, out, x: (None,),
@@ -1054,7 +1125,7 @@ class CompiledFunction:
         it imports nothing of this module)."""
         return self._module if self._module is not None else self._fn
 
-    def __init__(self, fn, backend="auto", fullgraph=False, dynamic=False, module=None, cache_limit=8, name=None):
+    def __init__(self, fn, backend="auto", fullgraph=False, dynamic=None, module=None, cache_limit=8, name=None):
         if backend not in ("auto", "numpy", "triton"):
             raise ValueError(f"tracegrad.compile: unknown backend {backend!r} (expected 'auto', 'numpy' or 'triton')")
         if module is None and hasattr(fn, "__name__"):
@@ -1072,6 +1143,10 @@ class CompiledFunction:
         self._warned = False
         self._effects = None
         self.last_program = None
+        # automatic dynamic shapes: per argument structure (the key without sizes), the
+        # sizes of the calls compiled so far and the (leaf, dim) pairs that changed between them
+        self._seen = {}
+        self._dims = {}
 
     def __call__(self, *args, **kwargs):
         if _ACTIVE[0] and TRACING.stack:
@@ -1101,14 +1176,21 @@ class CompiledFunction:
         key = guard_key(cspec, leaves)
         env = (args, kwargs)
         p = self.cache.lookup(key, env)
+        if p is None and self._dims:
+            dims = self._dims.get(_struct_key(key))
+            if dims:                  # a program compiled with symbolic sizes, its guards checked
+                p = self.cache.lookup(_dynamic_key(key, dims), env, leaves)
         if p is None:
             if self.cache.full():
                 self._recompile_limit()
                 return self._fn(*args, **kwargs)
-            p, guards = self._compile(args, kwargs)
+            dyn = self._mark(key, leaves)
+            p, guards = self._compile(args, kwargs, dyn)
             if p.__class__ is _Ran:
                 self.cache.put(key, guards, _EAGER)
                 return p.result
+            if p is not _EAGER and p.sym_check is not None:
+                key = _dynamic_key(key, self._dims[_struct_key(key)])
             self.cache.put(key, guards, p)
         if p is _EAGER:
             return self._fn(*args, **kwargs)
@@ -1143,11 +1225,43 @@ class CompiledFunction:
                       f"{why}. Calls that match none of the compiled programs run eagerly from now on: pass values "
                       f"that change every call as tensors, or raise cache_limit.", RuntimeWarning, stacklevel=3)
 
-    def _compile(self, args, kwargs):
+    def _mark(self, key, leaves):
+        """Automatic dynamic shapes (torch's): the dims of the argument tensors that differ
+        from a call compiled before with the same structure become symbolic (all of them
+        with dynamic=True; none with dynamic=False). -> (symbolic (leaf, dim) pairs, the
+        marked dims held at their size 0 or 1 in this call), or None: compile statically."""
+        if self.dynamic is False or not leaves:
+            return None
+        struct = _struct_key(key)
+        marked = self._dims.get(struct)
+        if marked is None and struct in self._seen and self._seen[struct] is None:
+            return None                  # a dynamic build of this structure failed before
+        shapes = [t._data.shape for t in leaves]
+        if any(t._data.__class__ is not np.ndarray or not t._data.flags.c_contiguous for t in leaves):
+            return None                  # the numpy backend, arguments in C order only
+        marked = set(marked or ())
+        if self.dynamic is True:
+            marked.update((i, d) for i, s in enumerate(shapes) for d in range(len(s)))
+        seen = self._seen.setdefault(struct, [])
+        for prev in seen:
+            for i, (a, b) in enumerate(zip(prev, shapes)):
+                marked.update((i, d) for d, (x, y) in enumerate(zip(a, b)) if x != y)
+        if shapes not in seen and len(seen) < 4:
+            seen.append(shapes)
+        if not marked:
+            return None
+        self._dims[struct] = frozenset(marked)
+        sym = tuple(sorted((i, d) for i, d in marked if shapes[i][d] >= 2))
+        fixed = tuple((i, d, shapes[i][d]) for i, d in sorted(marked) if shapes[i][d] < 2)
+        return sym, fixed
+
+    def _compile(self, args, kwargs, dyn=None):
         """A program for this call and the guards it holds under (or _EAGER and the guards of
         that decision: a fallback taken on a branch that a global chose is taken again only
         while the global is the same; or an _Ran holding the result of an eager run this
-        call made, and its guards)."""
+        call made, and its guards). With `dyn` (see _mark) the program's sizes there are
+        symbolic where its build allows it; where anything in the build fails with them,
+        it is built for this call's sizes alone."""
         effect = self._side_effect(args, kwargs)
         if effect is not None:
             msg = (f"tracegrad.compile: {self.__name__} has a Python side effect at {effect.describe()}; "
@@ -1157,8 +1271,20 @@ class CompiledFunction:
             self._warn(msg + "; running it eagerly", effect.filename, effect.lineno)
             return _EAGER, build_guards(self._fn, self._module, args, kwargs)
         reads = {}
+        p = None
+        if dyn is not None:
+            try:
+                p = build(self._fn, args, kwargs, self.__name__, self.backend, value_reads=reads, dyn=dyn)
+            except Exception as e:
+                if _debug() or os.environ.get("TRACEGRAD_DEBUG_DYNAMIC"):
+                    print(f"tracegrad.compile: {self.__name__}: symbolic sizes refused ({type(e).__name__}: {e}); "
+                          f"compiled for these sizes", file=sys.stderr)
+                self._seen[_struct_key_of(args, kwargs)] = None
+                self._dims.pop(_struct_key_of(args, kwargs), None)
+                reads = {}
         try:
-            p = build(self._fn, args, kwargs, self.__name__, self.backend, value_reads=reads)
+            if p is None:
+                p = build(self._fn, args, kwargs, self.__name__, self.backend, value_reads=reads)
         except Exception as e:
             if not isinstance(e, TraceError) and not _untraceable(e):
                 raise
@@ -1209,6 +1335,26 @@ class CompiledFunction:
             warnings.warn_explicit(msg, UserWarning, filename, lineno)
 
 
+_MARK = None         # a symbolic size's place in a dynamic program's key
+
+
+def _struct_key(key):
+    """guard_key's key with each tensor's shape replaced by its rank."""
+    return key[:4] + (tuple([(len(t[0]),) + t[1:] for t in key[4]]),)
+
+
+def _dynamic_key(key, dims):
+    """guard_key's key with the sizes at the (leaf, dim) pairs `dims` replaced by a marker."""
+    return key[:4] + (tuple([(tuple([_MARK if (i, d) in dims else n for d, n in enumerate(t[0])]),) + t[1:]
+                             for i, t in enumerate(key[4])]),)
+
+
+def _struct_key_of(args, kwargs):
+    leaves = []
+    spec = flatten((args, kwargs), leaves)
+    return _struct_key(guard_key(canonical(spec), leaves))
+
+
 def _step_guard(spec):
     """What a whole step's recorded writes assumed (functionalize.guard_key): the options and
     state layout of the optimizers it stepped, which .grad existed."""
@@ -1249,15 +1395,14 @@ class CompiledModule(CompiledFunction):
         return getattr(self.__dict__["_module"], item)
 
 
-def compile(fn=None, *, backend="auto", fullgraph=False, dynamic=False, mode=None, cache_limit=8):
-    """Compile a function or module: `@compile`, `@compile(fullgraph=True)`, `compile(model)`."""
+def compile(fn=None, *, backend="auto", fullgraph=False, dynamic=None, mode=None, cache_limit=8):
+    """Compile a function or module: `@compile`, `@compile(fullgraph=True)`, `compile(model)`.
+    `dynamic`, as torch's: None (automatic) compiles a dimension symbolically once a call
+    changed its size; True does so from the first call for every dimension of every
+    tensor argument; False compiles a program for each set of sizes."""
     if fn is None:
         return lambda f: compile(f, backend=backend, fullgraph=fullgraph, dynamic=dynamic, mode=mode,
                                  cache_limit=cache_limit)
-    if dynamic:
-        warnings.warn("tracegrad.compile(dynamic=True): shapes are not compiled symbolically yet; each new shape "
-                      "compiles a program of its own, up to cache_limit, and calls past it run eagerly",
-                      UserWarning, stacklevel=2)
     kw = dict(backend=backend, fullgraph=fullgraph, dynamic=dynamic, cache_limit=cache_limit)
     if hasattr(fn, "forward") and hasattr(fn, "parameters"):
         return CompiledModule(fn, **kw)

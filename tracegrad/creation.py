@@ -15,6 +15,7 @@ import numpy as np
 
 from . import _dtype as D
 from .tensor import Tensor, Size, Above
+from .ir.symbolic import Sym
 from .tracing import apply, _ACTIVE, TRACING, LOCAL
 from .ops.primitives import PRIMITIVES
 
@@ -421,7 +422,7 @@ def from_dlpack(ext):
 def _int_like(x):
     if isinstance(x, Tensor):
         return not x.dtype.is_floating_point and x.numel() == 1
-    return isinstance(x, (int, np.integer))
+    return isinstance(x, (int, np.integer)) or type(x) is Sym     # (a symbolic size while compiling)
 
 
 def _size(name, size):
@@ -441,7 +442,7 @@ def _size(name, size):
         if not _int_like(s):
             raise TypeError(f"{name}(): argument 'size' failed to unpack the object at pos {i + 1} with error "
                             f"\"type must be tuple of ints,but got {_tpname(s)}\"")
-        out.append(int(s))
+        out.append(s if type(s) is Sym else int(s))
     _check_nonnegative(name, out)
     return tuple(out)
 
@@ -502,7 +503,7 @@ def full(size, fill_value, *, out=None, dtype=None, layout=None, device=None, re
         if not _int_like(s):
             raise TypeError(f"full(): argument 'size' (position 1) must be tuple of ints, but found element of "
                             f"type {_tpname(s)} at pos {i}")
-    size = tuple(int(s) for s in size)
+    size = tuple(s if type(s) is Sym else int(s) for s in size)
     _check_nonnegative("full", size)
     value = _number(fill_value, "full", "fill_value", 2)
     if dtype is None:               # a numpy bool is not a Python bool: torch fills it as a float

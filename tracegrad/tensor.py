@@ -12,6 +12,7 @@ import numpy as np
 from . import _dtype as D
 from .grad_mode import STATE
 from .ops.shapes import normalize_dim
+from .ir.symbolic import Sym
 
 # while compile traces a function: {id(tensor): version} of the concrete tensors it reads by value
 _VALUE_READS = [None]
@@ -37,6 +38,8 @@ class Size(tuple):
         for i, s in enumerate(sizes):
             if isinstance(s, (int, np.integer)) and not isinstance(s, (bool, np.bool_)):
                 items.append(int(s))
+            elif type(s) is Sym:
+                items.append(s)          # a symbolic size while a dynamic program is built (ir/symbolic.py)
             elif hasattr(s, "__index__") and not isinstance(s, (bool, np.bool_)):
                 items.append(s.__index__())
             else:

@@ -32,6 +32,7 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 
 from .._dtype import round_bfloat16
+from ..ir import symbolic
 from ..ir.graph import V, refs, type_str
 from ..ir.printer import comment_text
 from ..ops.primitives import BLAS_OPS, check_index_bounds
@@ -48,6 +49,11 @@ def _literal(x, env):
     t = type(x)
     if x is None or t is bool or t is int or t is str or (t is float and math.isfinite(x)):
         return repr(x)
+    if t is symbolic.Sym or (t is tuple and symbolic.has_sym(x)):
+        # a symbolic size: its expression where the function binds its symbols, else its
+        # value in the call being compiled (guarded: ir/symbolic.py)
+        return repr(x) if t is symbolic.Sym else \
+            "(" + "".join(_literal(a, env) + ", " for a in x) + ")"
     name = f"CONST_{len(env)}"           # upper case: never a value name (t3, s1, c2...)
     env[name] = x
     return name
@@ -76,6 +82,24 @@ def generate(graph, name=None, donors=()):
            "run_chunks": run_chunks, "recycled": recycled, "DONATED": []}
     params = ", ".join(graph.inputs)
     head = [f"def {name}({params}):"]
+    # a dynamic program's symbols, bound at the top from an input whose shape holds one
+    # (`s0 = x0.shape[0]`); sizes over them print as expressions in this function
+    binds = {}
+    if symbolic.current() is not None:
+        for x in graph.inputs:
+            for d, n in enumerate(graph[x]["shape"]):
+                s = symbolic.symbol_name(n)
+                if s is not None and s not in binds:
+                    binds[s] = f"    {s} = {x}.shape[{d}]"
+    with symbolic.bound(binds):
+        stmts, keep = _statements(graph, name, donors, env)
+    if env["DONATED"]:
+        head = [f"def {name}({params}{', ' if params else ''}donate=False):"]
+    head += list(binds.values())
+    return _assemble(graph, head, stmts, keep, env)
+
+
+def _statements(graph, name, donors, env):
     keep = set(o for o in graph.outputs if o is not None)
     # statements: (values defined, values read, lines); a fused group is one statement,
     # placed where its first member stands
@@ -119,6 +143,10 @@ def generate(graph, name=None, donors=()):
             stmts.append(([n], refs(a["args"]), [f"{n} = {a['args'][0]}[{a['params']['index']}]"]))
             continue
         stmts.append(([n], refs(a["args"]), [_direct(graph, n, a, env, checked) or _call(n, a, env)]))
+    return stmts, keep
+
+
+def _assemble(graph, head, stmts, keep, env):
     # free each value after its last use, so big temporaries go back to the allocator
     # (and are reused without page faults) instead of living to the end of the call
     last_use = {}
@@ -129,8 +157,6 @@ def generate(graph, name=None, donors=()):
     for v, i in last_use.items():
         if v not in keep:
             dying.setdefault(i, []).append(v)
-    if env["DONATED"]:
-        head = [f"def {name}({params}{', ' if params else ''}donate=False):"]
     lines = list(head)
     # small values are freed a few at a time: a `del` statement of its own after every op
     # is half of what Python's compile() spends on a long program of small values
@@ -159,7 +185,7 @@ def _small(a):
     dt = a["dtype"]
     if isinstance(dt, (list, tuple)):
         return False
-    return math.prod(a["shape"]) * dt.itemsize < SMALL_DEL_BYTES
+    return math.prod(symbolic.hint(a["shape"])) * dt.itemsize < SMALL_DEL_BYTES     # (when to free: no guard)
 
 
 def _implicit_expands(graph, keep):
@@ -236,6 +262,8 @@ def _direct(graph, n, a, env, checked=None):
         return f"{n} = np.array({x}, np.float32) if -F32_MAX <= {x} <= F32_MAX else " \
                f"k_convert({x}, dtype={_literal(a['params']['dtype'], env)})  # {comment}"
     rows = _row_pick(graph, a)
+    if rows is not None and symbolic.is_sym(a["shape"][0]):
+        rows = None             # a symbolic number of rows: the kernel's call (below)
     if rows is not None:
         env[rows] = np.arange(a["shape"][0]).reshape(-1, 1)
         size = graph[args[0]]["shape"][1]
@@ -513,11 +541,17 @@ def recycled(pool, shape, dtype):
     RECYCLE_KEEP arrays per statement stay alive for reuse."""
     with _RECYCLE_LOCK:
         for i in range(len(pool)):
-            if sys.getrefcount(pool[i]) == 2:          # only the pool holds it
+            # only the pool holds it (and it has the shape: a dynamic program's sizes change)
+            if sys.getrefcount(pool[i]) == 2 and pool[i].shape == shape:
                 return pool[i]
         a = np.empty(shape, dtype)
         if len(pool) < RECYCLE_KEEP:
             pool.append(a)
+        else:
+            for i in range(len(pool)):
+                if sys.getrefcount(pool[i]) == 2:      # free, of another shape: this one takes its place
+                    pool[i] = a
+                    break
         return a
 
 
@@ -806,6 +840,20 @@ def _read_before(graph, u, group, keep, before):
 
 
 def _group_stmt(graph, gid, members, keep, env, name, donors=(), before=(), temps=frozenset()):
+    senv = symbolic.current()
+    if senv is None:
+        return _group_stmt_in(graph, gid, members, keep, env, name, donors, before, temps)
+    # the group's own function binds no symbol: sizes written there specialize (guarded);
+    # its call in the function being written sees that function's symbols
+    outer = senv.bound
+    senv.bound = frozenset()
+    try:
+        return _group_stmt_in(graph, gid, members, keep, env, name, donors, before, temps, outer)
+    finally:
+        senv.bound = outer
+
+
+def _group_stmt_in(graph, gid, members, keep, env, name, donors=(), before=(), temps=frozenset(), outer=None):
     mset = set(members)
     first = members[0]
     rows = graph[first]["fuse_rows"]
@@ -867,7 +915,8 @@ def _group_stmt(graph, gid, members, keep, env, name, donors=(), before=(), temp
     for o in outs:
         a = graph[o]
         shape = (nchunks,) + tuple(a["shape"]) if o in cols else tuple(a["shape"])
-        big = int(np.prod(shape, dtype=np.int64)) * a["dtype"].itemsize >= RECYCLE_BYTES
+        # (a size's hint, no guard: recycled() hands out an array of the asked shape only)
+        big = math.prod(symbolic.hint(shape)) * a["dtype"].itemsize >= RECYCLE_BYTES
         donor = _donor_for(graph, o, members, cut, into_out, keep, donors, env["DONATED"], before) \
             if big and donors and o not in cols else None
         temp = _donor_for(graph, o, members, cut, into_out, keep, temps, used) \
@@ -962,7 +1011,8 @@ def _group_stmt(graph, gid, members, keep, env, name, donors=(), before=(), temp
         elif blas == "row":
             x = a["args"][0]
             scale = f", {_literal(int(graph[x]['shape'][1]), env)}" if op == "mean" else ""
-            body.append(f"    {n}_c = row_sum({arg(x)}, {tuple(a['shape'])!r}{scale})  # {op}")
+            # (row_sum reads the shape's dims after the first)
+            body.append(f"    {n}_c = row_sum({arg(x)}, {(0,) + tuple(a['shape'][1:])!r}{scale})  # {op}")
             copy_out = True
         elif op == "full":
             out = target(n, a, dying)
@@ -1045,6 +1095,8 @@ def _group_stmt(graph, gid, members, keep, env, name, donors=(), before=(), temp
     exec(compile(src, f"<tracegrad:{fname}>", "exec"), env)
     env[fname].source = src
     env.setdefault("GROUP_SOURCES", []).append(src)
+    if outer is not None:
+        symbolic.current().bound = outer      # the lines below go into the function being written
     lines = [f"# fused group {gid}: {', '.join(graph[n]['op'] for n in members)} in chunks of {step} rows"]
     for o in outs:
         a = graph[o]
@@ -1065,13 +1117,16 @@ def _group_stmt(graph, gid, members, keep, env, name, donors=(), before=(), temp
     bufsize = any(_broadcast_row(graph, graph[n]) > BUFSIZE_ROW for n in members)
     if not bufsize:
         serial += ", bufsize=False"
-    if env.get("SERIAL") and nchunks == 1 and not bufsize:
+    if env.get("SERIAL") and not symbolic.is_sym(nchunks) and nchunks == 1 and not bufsize:
         lines.append(f"{fname}(0, {rows}, {', '.join(ext + outs)})  # one chunk, on this thread")
     else:
         lines.append(f"run_chunks({fname}, {rows}, {step}, ({', '.join(ext + outs)}"
                      f"{',' if len(ext + outs) == 1 else ''}){serial})")
     for o in cols:
-        if nchunks == 1 and graph[o]["dtype"].name in _REDUCING_FLOATS:
+        if symbolic.is_sym(nchunks) and graph[o]["dtype"].name in _REDUCING_FLOATS:
+            # one chunk or more, as this call's rows come
+            lines.append(f"{o} = np.add({o}[0], 0.0) if {o}.shape[0] == 1 else np.asarray({o}.sum(0))")
+        elif nchunks == 1 and graph[o]["dtype"].name in _REDUCING_FLOATS:
             # the sum over one partial sum: 0.0 plus it (-0.0 becomes 0.0, as there)
             lines.append(f"{o} = np.add({o}[0], 0.0)  # the one chunk's sum")
         else:
@@ -1108,7 +1163,7 @@ def scalar_ok(graph):
         a = graph[n]
         if isinstance(a["dtype"], (list, tuple)) or a["dtype"].name not in _SCALAR_DTYPES:
             return False
-        if int(np.prod(a["shape"], dtype=np.int64)) != 1:
+        if symbolic.has_sym(a["shape"]) or int(np.prod(a["shape"], dtype=np.int64)) != 1:
             return False
         op = a["op"]
         if op == "input":

@@ -142,7 +142,10 @@ def _rule(graph, a, memo):
     if prim.elementwise:
         # 'K' order: the order of the full-size operands where they agree (a broadcast operand
         # has no say), else C's
-        full = [memo[y] for y in a["args"] if isinstance(y, V) and tuple(graph[y]["shape"]) == shape and
+        # (ranks first: a tuple compares its items before its length, and a symbolic size's
+        # comparison is a guard of the program)
+        full = [memo[y] for y in a["args"] if isinstance(y, V) and len(graph[y]["shape"]) == len(shape) and
+                tuple(graph[y]["shape"]) == shape and
                 memo[y] is not _BROADCAST]
         if full and full[0] is not None and all(o == full[0] for o in full):
             return full[0]

@@ -4,6 +4,7 @@ Text that comes from the user (source lines, file names, constants of their own 
 never runs as code here or in generated source: `comment_text` escapes what goes into
 a comment, `safe_repr` writes a constant without calling the user's `__repr__`.
 """
+from .symbolic import Sym
 from .values import V, type_str
 
 _EXACT = (bool, int, float, str, type(None))
@@ -15,6 +16,8 @@ def safe_repr(x):
     t = type(x)
     if t in _EXACT:
         return repr(x)
+    if t is Sym:
+        return x.display()           # a symbolic size: its expression, no guard
     if t is tuple or t is list:
         inner = ", ".join(safe_repr(a) for a in x) + ("," if t is tuple and len(x) == 1 else "")
         return f"({inner})" if t is tuple else f"[{inner}]"

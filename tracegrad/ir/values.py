@@ -2,6 +2,7 @@
 helpers that walk argument lists, and a type's text (`f32[2, 3]`). A value's type is its
 shape and its dtype; the graph and the printer both build on this module.
 """
+from .symbolic import Sym
 
 
 class V(str):
@@ -63,4 +64,6 @@ def type_str(shape, dtype):
 
 def _dim_str(d):
     # int's own text for a user's int subclass: its __str__ never runs (type strings go into generated source)
+    if type(d) is Sym:
+        return d.display()           # a symbolic size (ir/symbolic.py): its expression, no guard
     return int.__repr__(d) if isinstance(d, int) else str(d)

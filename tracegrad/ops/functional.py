@@ -12,6 +12,7 @@ import numpy as np
 
 from .. import _dtype as D
 from ..tensor import Tensor, Above
+from ..ir.symbolic import Sym
 from ..grad_mode import STATE
 from ..tracing import apply
 from . import shapes as S
@@ -504,6 +505,9 @@ def _size_args(size, op):
     for s in size:
         if isinstance(s, Tensor):
             s = int(s)
+        if type(s) is Sym:
+            out.append(s)            # a symbolic size while a dynamic program is built (ir/symbolic.py)
+            continue
         if not isinstance(s, (int, np.integer)) or isinstance(s, bool):
             raise TypeError(f"{op}(): argument 'size' must be tuple of ints, but found element of type "
                             f"{type(s).__name__} at pos {len(out)}")

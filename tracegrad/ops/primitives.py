@@ -1197,7 +1197,7 @@ Primitive("unsqueeze", "x", lambda x, dim: np.expand_dims(x, dim),
 def sum_to(g, shape):
     """Sum a broadcast gradient back to `shape` (the autodiff pass's broadcast plumbing)."""
     gs = tuple(g.shape)
-    if gs == tuple(shape):
+    if len(gs) == len(shape) and gs == tuple(shape):      # (ranks first: no guard on a symbolic size)
         return g
     lead = len(gs) - len(shape)
     dims = tuple(range(lead)) + tuple(i + lead for i, n in enumerate(shape) if n == 1 and gs[i + lead] != 1)

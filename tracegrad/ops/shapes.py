@@ -34,7 +34,7 @@ def broadcast_shapes(*shapes):
     out = tuple(shapes[0])
     for s in shapes[1:]:
         s = tuple(s)
-        if s == out:
+        if len(s) == len(out) and s == out:
             continue
         ndim = max(len(out), len(s))
         res = [1] * ndim

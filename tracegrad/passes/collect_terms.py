@@ -21,6 +21,7 @@ alone here.
 """
 import numpy as np
 
+from ..ir.symbolic import surely_equal
 from ..ir.graph import V
 from ..ops.primitives import PRIMITIVES as P
 from .dead_code import eliminate_dead_code, live_values
@@ -43,7 +44,7 @@ def _poly_node(g, n):
             a["dtype"].name not in ("float32", "float64"):      # 16-bit values round after every op
         return False
     vs = [x for x in a["args"] if isinstance(x, V)]
-    if not vs or any(g[x]["shape"] != a["shape"] or g[x]["dtype"] is not a["dtype"] for x in vs):
+    if not vs or any(not surely_equal(g[x]["shape"], a["shape"]) or g[x]["dtype"] is not a["dtype"] for x in vs):
         return False
     if any(not isinstance(x, V) and not _lit(x) for x in a["args"]):
         return False

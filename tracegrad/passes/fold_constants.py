@@ -10,6 +10,7 @@ tensors) are never folded: they are read afresh at every call. Large results (ov
 import numpy as np
 
 from ..ir.graph import V, refs
+from ..ir.symbolic import has_sym
 from .._dtype import as_dtype_array
 from .rewrite import rewrite, is_pure, unchanged
 
@@ -30,6 +31,8 @@ def fold_constants(graph):
             return None
         if any(r not in folded for r in refs(args)):
             return None
+        if has_sym(a["shape"]) or has_sym(a["params"]):
+            return None          # a value of symbolic size is made at run time, for the call's sizes
         if int(np.prod(a["shape"])) > MAX_ELEMENTS:
             return None
         vals = [folded[x] if isinstance(x, V) else x for x in args]

@@ -24,6 +24,7 @@ import math
 
 from ..ops.primitives import BLAS_OPS
 from ..ir.graph import V, refs, insert
+from ..ir.symbolic import hint
 from .rewrite import is_pure
 
 ROW_OPS = frozenset({"softmax", "log_softmax"})
@@ -108,7 +109,8 @@ MIN_BYTES = 1 << 16
 
 
 def _nbytes(a):
-    return math.prod(a["shape"]) * a["dtype"].itemsize
+    # (the order and grouping of ops steer cost alone: a symbolic size's hint, unguarded)
+    return math.prod(hint(a["shape"])) * a["dtype"].itemsize
 
 
 def schedule_small_first(graph, min_bytes=MIN_BYTES):

@@ -14,6 +14,7 @@ import math
 import networkx as nx
 
 from ..ir.graph import Graph, V, map_args, refs, insert
+from ..ir.symbolic import hint
 from ..ops.primitives import PRIMITIVES as P
 
 INF = float("inf")
@@ -37,7 +38,8 @@ def recomputable(attrs):
 def nbytes(attrs):
     if isinstance(attrs["dtype"], (list, tuple)):
         return INF
-    return math.prod(attrs["shape"]) * attrs["dtype"].itemsize
+    # (what to save or recompute steers cost alone: a symbolic size's hint, unguarded)
+    return math.prod(hint(attrs["shape"])) * attrs["dtype"].itemsize
 
 
 class Partition:

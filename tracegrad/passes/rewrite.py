@@ -8,6 +8,7 @@ copy the node as it is. Inputs and outputs keep their names.
 import itertools
 
 from ..ir.graph import Graph, V, copy_nx, map_args, refs, insert
+from ..ir.symbolic import Sym
 
 IMPURE = frozenset({"call_hooks", "node_hooks", "node_prehooks", "function", "function_backward", "delayed_error",
                     "compiled_call", "compiled_backward", "derivative_error"})
@@ -69,6 +70,8 @@ def literal_key(x):
         return ("float", x.hex())
     if c is tuple:
         return ("tuple",) + tuple([literal_key(v) for v in x])
+    if c is Sym:
+        return ("sym", x.source())      # a symbolic size by its expression (equal ones are one value)
     if isinstance(x, float):
         return ("float", x.hex())
     if isinstance(x, bool):

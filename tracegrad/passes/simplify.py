@@ -45,6 +45,8 @@ import math
 
 import numpy as np
 
+from ..ir.symbolic import surely_equal
+
 from .._dtype import round_bfloat16
 
 from ..ops.primitives import PRIMITIVES as P
@@ -65,7 +67,7 @@ def _through_expand(b, a, args):
             any(not isinstance(x, V) and not _lit(x) for x in args):
         return None
     e = b[vs[0]]
-    if e["op"] != "expand" or e["shape"] != a["shape"]:
+    if e["op"] != "expand" or not surely_equal(e["shape"], a["shape"]):
         return None
     src = e["args"][0]
     small = dict(a, shape=b[src]["shape"])
@@ -86,7 +88,7 @@ def _gather_before_shift(b, a, args):
     shape, ndim = v["shape"], len(v["shape"])
     dim = a["params"]["dim"] % ndim
     rs, idx_shape = b[r]["shape"], b[args[1]]["shape"]
-    if b[x]["shape"] != shape or len(rs) != ndim or rs[dim] != 1 or len(idx_shape) != ndim or \
+    if not surely_equal(b[x]["shape"], shape) or len(rs) != ndim or rs[dim] != 1 or len(idx_shape) != ndim or \
             any(rs[k] != shape[k] or idx_shape[k] != shape[k] for k in range(ndim) if k != dim) or \
             b[x]["dtype"] is not a["dtype"] or b[r]["dtype"] is not a["dtype"]:
         return None
@@ -131,7 +133,7 @@ def _repeated_term(b, a, args):
     """y + y -> y * 2: a value the derivative adds twice (the two factors of y * y); the
     same correctly rounded 2y, overflow and the sign of zero included."""
     if a["op"] != "add" or len(args) != 2 or not all(isinstance(x, V) for x in args) or \
-            not a["dtype"].is_floating_point or any(b[x]["shape"] != a["shape"] or b[x]["dtype"] is not a["dtype"]
+            not a["dtype"].is_floating_point or any(not surely_equal(b[x]["shape"], a["shape"]) or b[x]["dtype"] is not a["dtype"]
                                                    for x in args):
         return None
     if _same_value(b, args[0], args[1]):
@@ -158,7 +160,7 @@ def _scatter_add_rules(b, a, args):
             return None
         _, idx, src = sc["args"]
         dim = sc["params"]["dim"] % len(sc["shape"])
-        if not isinstance(src, V) or b[src]["shape"] != b[idx]["shape"] or b[src]["dtype"] is not sc["dtype"] or \
+        if not isinstance(src, V) or not surely_equal(b[src]["shape"], b[idx]["shape"]) or b[src]["dtype"] is not sc["dtype"] or \
                 b[src]["shape"][dim] != 1 or not sc["dtype"].is_floating_point:
             return None
         if op == "sum":
@@ -169,8 +171,8 @@ def _scatter_add_rules(b, a, args):
                 return add(b, P["add"], (src, 0.0), b[src])
             return None
         y = args[1]
-        if not isinstance(y, V) or b[y]["shape"] != sc["shape"] or b[y]["dtype"] is not sc["dtype"] or \
-                a["shape"] != sc["shape"] or a["dtype"] is not sc["dtype"]:
+        if not isinstance(y, V) or not surely_equal(b[y]["shape"], sc["shape"]) or b[y]["dtype"] is not sc["dtype"] or \
+                not surely_equal(a["shape"], sc["shape"]) or a["dtype"] is not sc["dtype"]:
             return None
         base = add(b, P["rsub"], (y, 0.0), b[y]) if op == "sub" else add(b, P["add"], (y, 0.0), b[y])
         return add(b, sc["prim"], (base, idx, src), sc, **sc["params"])
@@ -185,8 +187,8 @@ def _negate_small(b, v):
     a = b[v]
     if a["op"] == "mul":
         x, y = a["args"]
-        if isinstance(x, V) and isinstance(y, V) and b[x]["shape"] == a["shape"] and \
-                int(np.prod(b[y]["shape"])) < int(np.prod(a["shape"])) and b[y]["dtype"] is a["dtype"] and \
+        if isinstance(x, V) and isinstance(y, V) and surely_equal(b[x]["shape"], a["shape"]) and \
+                math.prod(b[y]["shape"]) < math.prod(a["shape"]) and b[y]["dtype"] is a["dtype"] and \
                 b[x]["dtype"] is a["dtype"]:
             return add(b, P["mul"], (x, add(b, P["neg"], (y,), b[y])), a)
     return None
@@ -231,7 +233,7 @@ def _literal_args(b, a, args):
         return None
     for k in (0, 1):
         other = args[1 - k]
-        if isinstance(other, V) and b[other]["shape"] == a["shape"] and b[other]["dtype"] is a["dtype"]:
+        if isinstance(other, V) and surely_equal(b[other]["shape"], a["shape"]) and b[other]["dtype"] is a["dtype"]:
             c = _uniform(b, args[k])
             if c is not None:
                 return (c, other) if k == 0 else (other, c)
@@ -283,7 +285,7 @@ def simplify(graph, before_autodiff=False):
     claimed = set()
 
     def same_type(b, v, a):
-        return isinstance(v, V) and b[v]["shape"] == a["shape"] and b[v]["dtype"] is a["dtype"]
+        return isinstance(v, V) and surely_equal(b[v]["shape"], a["shape"]) and b[v]["dtype"] is a["dtype"]
 
     def rule(b, n, a, args):
         lit = _literal_args(b, a, args)

@@ -19,13 +19,20 @@ class ProgramCache:
         self.warned = False
         self.last_miss = None                         # why the last lookup found no program
 
-    def lookup(self, key, env):
+    def lookup(self, key, env, leaves=None):
+        """The program under key whose guards hold for env; for a key with symbolic sizes
+        (`leaves` given), whose size guards (`sym_check`, compile.build) hold too."""
         bucket = self.entries.get(key)
         if bucket is None:
             self.last_miss = "its arguments differ (shapes, dtypes, requires_grad, grad mode or Python constants)" \
                 if self.entries else None
             return None
         for i, (guards, p) in enumerate(bucket):
+            if leaves is not None:
+                check = getattr(p, "sym_check", None)
+                if check is not None and not check(leaves):
+                    why = "a symbolic size's guard"
+                    continue
             # the generated check first (-1: all hold); the guards' own verdict where it is not
             why = None if guards is None or guards.check(env) == -1 else guards.failed(env)
             if why is None:
