@@ -261,3 +261,49 @@ def test_symbolic_sizes_never_reach_run_time():
         str(t)
     with pytest.raises(RuntimeError, match="symbolic size reached run time"):
         _ = s == 5
+
+
+@pytest.mark.parametrize("ret", ["int", "size", "numel", "nested"])
+def test_sizes_the_function_returns_are_the_calls_own(ret):
+    """x.shape[0] returned beside a tensor is a plain int of this call (a symbolic size kept in
+    the output structure reached the caller as a symbol and raised at its first use)."""
+    def fn(x):
+        y = x * 2
+        if ret == "int":
+            return y, x.shape[0]
+        if ret == "size":
+            return y, x.shape
+        if ret == "numel":
+            return y, x.numel()
+        return {"y": y, "n": [x.shape[0] * 3, x.size(1)]}
+    cfn = tg.compile(fn)
+    for n in [4, 6, 9, 2, 13]:
+        x = rng_tensor((n, 3), n)
+        got, want = cfn(x), fn(x)
+        if ret == "nested":
+            assert got["n"] == want["n"] == [3 * n, 3] and all(type(v) is int for v in got["n"])
+            np.testing.assert_array_equal(arr(got["y"]), arr(want["y"]))
+            continue
+        assert got[1] == want[1] and type(got[1]) is type(want[1]), (n, got[1], want[1])
+        np.testing.assert_array_equal(arr(got[0]), arr(want[0]))
+    assert cfn.last_program.sym_check is not None
+
+
+def test_second_derivative_through_a_dynamic_program():
+    """create_graph=True through a program with a symbolic batch size: the next derivative
+    is the eager one's for every size."""
+    w0 = np.random.default_rng(1).standard_normal((3, 4))
+
+    def fn(x, w):
+        return ((x @ w).tanh() ** 2).sum()
+    cfn = tg.compile(fn)
+    for n in [4, 6, 9, 2, 13]:
+        x = rng_tensor((n, 3), n, req=True)
+        w = tg.tensor(w0, requires_grad=True)
+        out = []
+        for f in (cfn, fn):
+            gx, gw = tg.autograd.grad(f(x, w), (x, w), create_graph=True)
+            out.append(tg.autograd.grad((gx * gx).sum() + (gw * gw).sum(), (x, w)))
+        for a, b in zip(*out):
+            np.testing.assert_allclose(arr(a), arr(b), rtol=1e-10, atol=1e-12, err_msg=f"size {n}")
+    assert cfn.cache.compiles <= 3

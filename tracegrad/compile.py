@@ -296,6 +296,9 @@ def _build(fn, args, kwargs, name, backend, value_reads=None, keep_stages=False,
     p.whole_step = sh.did_backward
     g.outputs = outputs
     p.out_consts = out_consts
+    # sizes the function returns (x.shape[0], x.shape): a dynamic program's are this call's
+    p.out_sym = symbolic.current() is not None and (symbolic.has_sym(out_spec) or
+                                                    any(symbolic.has_sym(c) for c in out_consts))
     if p.whole_step or not (STATE.grad_enabled and any(
             g[v].get("requires_grad") or (isinstance(g[v].get("value"), Tensor) and g[v]["value"]._req)
             for v in g.inputs)):
@@ -758,8 +761,13 @@ def run_program(p, leaves, distinct=None):
     if shape == 2:
         return tuple(outs)
     it = iter(outs)
-    flat = [next(it) if c is None else c for c in p.out_consts]
-    return unflatten(p.out_spec, iter(flat))
+    consts, spec = p.out_consts, p.out_spec
+    if p.out_sym:
+        values = _sym_values(p, leaves)
+        consts = [symbolic.substitute(c, values) for c in consts]
+        spec = symbolic.substitute(spec, values)
+    flat = [next(it) if c is None else c for c in consts]
+    return unflatten(spec, iter(flat))
 
 
 def _read_learning_rates(p):

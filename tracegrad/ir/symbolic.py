@@ -463,6 +463,8 @@ def has_sym(x):
         return any(has_sym(a) for a in x)
     if t is dict:
         return any(has_sym(a) for a in x.values())
+    if isinstance(x, (tuple, list)):          # torch.Size-like sequences, named tuples
+        return any(has_sym(a) for a in x)
     return False
 
 
@@ -473,11 +475,14 @@ def substitute(x, values):
     if t is Sym:
         return x.evaluate(values)
     if t is tuple or t is list:
-        if not any(type(a) is Sym or type(a) in (tuple, list, dict) for a in x):
+        if not any(type(a) is Sym or type(a) in (tuple, list, dict) or isinstance(a, (tuple, list)) for a in x):
             return x
         return t(substitute(a, values) for a in x)
     if t is dict:
         return {k: substitute(v, values) for k, v in x.items()}
+    if isinstance(x, (tuple, list)) and has_sym(x):
+        items = [substitute(a, values) for a in x]
+        return t(*items) if hasattr(t, "_fields") else t(items)      # a named tuple takes its fields
     return x
 
 
