@@ -156,7 +156,7 @@ def test_200_shapes_past_the_recompile_limit_keep_memory_flat(recwarn):
     import tracemalloc
     w = tg.tensor(np.float32([0.5]), requires_grad=True)
 
-    @tg.compile
+    @tg.compile(dynamic=False)          # a program per shape (automatic dynamic shapes: test_compile_dynamic.py)
     def f(x, w):
         return ((x * w).tanh() * 2 + 1).sum()
 
@@ -248,7 +248,7 @@ def _counting_programs(monkeypatch):
 
 def test_programs_dropped_from_the_cache_are_freed(monkeypatch):
     made, live = _counting_programs(monkeypatch)
-    f = tg.compile(lambda x: (x.sin() * x).sum())
+    f = tg.compile(lambda x: (x.sin() * x).sum(), dynamic=False)      # a program per shape
     for n in range(1, 6):
         x = tg.tensor(np.linspace(-1, 1, n, dtype=np.float32), requires_grad=True)
         f(x).backward()                  # the engine caches a backward through each program
