@@ -13,6 +13,7 @@ from ..autodiff import grad_in_trace
 from ..creation import zeros
 from ..functionalize import backward_in_trace
 from ..ops.functional import stack
+from ..ops.primitives import check_hook_results
 
 __all__ = ["backward", "grad", "no_grad", "enable_grad", "set_grad_enabled", "is_grad_enabled", "inference_mode",
            "Node", "graph"]
@@ -125,11 +126,15 @@ def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, 
                 for h in list(node._pre_hooks.values()):     # AccumulateGrad pre-hooks: (grad,) -> (grad,)
                     r = h((g,))
                     if r is not None:
-                        g = r[0]
+                        g, = check_hook_results(h, (g,), r)
+                if g is None:
+                    continue
             _accumulate(t, g, create_graph)
             if isinstance(node, AccumulateGrad) and node._hooks:
                 for h in list(node._hooks.values()):         # post-hooks see no grad_inputs, as in torch
-                    h((), (g,))
+                    r = h((), (g,))
+                    if r is not None:
+                        check_hook_results(h, (), r)
 
 
 def _target_prehooks(reach, outs, ran):
@@ -146,7 +151,7 @@ def _target_prehooks(reach, outs, ran):
         for h in list(node._pre_hooks.values()):
             r = h(gs)
             if r is not None:
-                gs = tuple(r)
+                gs = check_hook_results(h, gs, r)
 
 
 def _accumulate(t, g, create_graph):
@@ -167,7 +172,7 @@ def _accumulate(t, g, create_graph):
     if t.grad_fn is None and t._post_acc_hooks:
         for h in list(t._post_acc_hooks.values()):
             if h(t) is not None:
-                raise RuntimeError("hooks should return None.")
+                raise RuntimeError("Tensor post accumulate grad hooks should return None.")
 
 
 def _any_proxy(outputs):

@@ -240,8 +240,10 @@ def build_program(order, index, roots, targets, hooks_spec):
     p.transfers = any(fwd[v]["op"] == "to_copy" for v in fwd.nodes())
     # a custom Function's backward may return None (an undefined gradient, torch's): such a
     # backward runs node by node, where None flows on as torch's engine lets it. A compiled
-    # call's backward never does (its kernel answers zeros where no gradient reaches)
-    p.undefined = any(n._prim is not None and n._prim.takes_ctx and n._prim.name != "compiled_call" for n in order)
+    # call's backward never does (its kernel answers zeros where no gradient reaches). A
+    # grad_fn hook may make a gradient undefined too, returning None in its place
+    p.undefined = any(order[k]._prim is not None for k in hooked) or any(
+        n._prim is not None and n._prim.takes_ctx and n._prim.name != "compiled_call" for n in order)
     # generated source pays off for graphs a loop runs again; very deep ones are interpreted
     p.fn = compile_graph(bwd, "backward") if len(bwd) <= _CODEGEN_MAX_NODES else interpret_graph(bwd)
     return p

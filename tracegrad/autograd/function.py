@@ -19,7 +19,7 @@ from .. import _dtype as D
 from ..grad_mode import STATE, no_grad, enable_grad
 from ..tensor import Tensor
 from ..ops.lowering import Refuse, identity
-from ..ops.primitives import Primitive, PRIMITIVES as P
+from ..ops.primitives import Primitive, PRIMITIVES as P, check_hook_results
 from .graph import Node, Saved, node_class, _seq
 from . import views
 from .. import tracing as _tracer
@@ -174,7 +174,7 @@ def _prehooks(*args, present=None, as_tensor=False):
     for h in list((node._pre_hooks or {}).values()):
         r = h(gs)
         if r is not None:
-            gs = _wrap_grads(tuple(r))
+            gs = check_hook_results(h, gs, r)
     if present is not None:
         gs = tuple(g for g, p in zip(gs, present) if p)
     return _unwrap(gs, as_tensor)
@@ -190,7 +190,7 @@ def _posthooks(*args, mask, n_out, present=None, as_tensor=False):
     for h in list((node._hooks or {}).values()):
         r = h(grad_inputs, grad_outputs)
         if r is not None:
-            grad_inputs = _wrap_grads(tuple(r))
+            grad_inputs = check_hook_results(h, grad_inputs, r)
     return _unwrap(tuple(g for g, m in zip(grad_inputs, mask) if m), as_tensor)
 
 
