@@ -380,6 +380,8 @@ class Function(metaclass=FunctionMeta):
             if not isinstance(o, Tensor):
                 continue
             is_input = any(o is a for a in args)
+            # asked before an input returned as is is replaced by its alias, which no mark names
+            nd = any(o is x for x in non_diff)
             if any(o is d for d in dirty):
                 if o._grad_fn is None and o._req:
                     raise RuntimeError("a leaf Variable that requires grad has been used in an in-place operation.")
@@ -389,6 +391,8 @@ class Function(metaclass=FunctionMeta):
                         raise RuntimeError(_DIRTY_VIEW_MSG)
                     views.check_inplace_on_view(o)
                     rebased.append(k)
+            elif is_input and nd:
+                o = outs[k] = o.detach()   # a non-differentiable input returned as is: a detached alias (torch's)
             elif is_input:
                 # an input returned as is: the output is a new tensor viewing it
                 o = outs[k] = _alias(o, views.IN_CUSTOM_FUNCTION)
@@ -402,7 +406,7 @@ class Function(metaclass=FunctionMeta):
                     o._view.creation = views.DEFAULT
                 else:
                     o._view.creation = views.MULTI_OUTPUT_NODE if n_tensors > 1 else views.IN_CUSTOM_FUNCTION
-            if any(o is nd for nd in non_diff) or not o._dtype.is_floating_point:
+            if nd or not o._dtype.is_floating_point:
                 continue
             o._req = True
             o.grad_fn = ctx

@@ -1,0 +1,45 @@
+"""Custom autograd.Function corners against torch: marks on inputs returned as they are,
+and what backward then receives."""
+from test_autograd_parity import same
+
+
+def test_input_returned_as_is_and_marked_non_differentiable():
+    def run(m):
+        a = m.tensor([1., 2.], requires_grad=True)
+        b = m.tensor([3., 4.])
+        log = []
+
+        class Pass(m.autograd.Function):
+            @staticmethod
+            def forward(ctx, a, b):
+                ctx.mark_non_differentiable(b)
+                return a, b
+
+            @staticmethod
+            def backward(ctx, ga, gb):
+                log.append((ga.tolist(), None if gb is None else gb.tolist()))
+                return ga, gb
+
+        x, y = Pass.apply(a, b)
+        (x * y).sum().backward()
+        return log, a.grad, x.requires_grad, y.requires_grad, y.grad_fn is None
+    same(run)
+
+
+def test_input_that_requires_grad_returned_as_is_and_marked_non_differentiable():
+    def run(m):
+        a = m.tensor([1., 2.], requires_grad=True)
+
+        class Pass(m.autograd.Function):
+            @staticmethod
+            def forward(ctx, a):
+                ctx.mark_non_differentiable(a)
+                return a
+
+            @staticmethod
+            def backward(ctx, g):
+                return g
+
+        y = Pass.apply(a)
+        return y.requires_grad, y.is_leaf, y is a
+    same(run)
