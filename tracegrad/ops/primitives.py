@@ -1707,10 +1707,11 @@ def _type_name(t):
     return ("torch.cuda." if t.is_cuda else "torch.") + D.LEGACY[t._dtype]
 
 
-def check_hook_result(fn, original, result):
+def check_hook_result(fn, original, result, name=None):
     """torch's checks on a tensor `result` a hook returned in place of the gradient `original`
     (a Tensor or None): a None gradient stays None, a Tensor keeps its dtype, device and size.
-    Without them a hook's wrong value became the gradient (a size-3 grad of a size-2 leaf)."""
+    Without them a hook's wrong value became the gradient (a size-3 grad of a size-2 leaf).
+    Messages name the hook `name`, or the hook's own name."""
     if result is None:
         return
     if original is None:
@@ -1718,22 +1719,22 @@ def check_hook_result(fn, original, result):
     if not isinstance(result, FrontEnd.Tensor):
         raise TypeError(f"expected Variable, but hook returned '{type(result).__name__}'")
     if result._dtype is not original._dtype or result.is_cuda != original.is_cuda:
-        raise RuntimeError(f"hook '{hook_name(fn)}' has changed the type of value (was {_type_name(original)} "
-                           f"got {_type_name(result)})")
+        raise RuntimeError(f"hook '{name or hook_name(fn)}' has changed the type of value (was "
+                           f"{_type_name(original)} got {_type_name(result)})")
     if tuple(result.shape) != tuple(original.shape):
-        raise RuntimeError(f"hook '{hook_name(fn)}' has changed the size of value")
+        raise RuntimeError(f"hook '{name or hook_name(fn)}' has changed the size of value")
 
 
-def check_hook_results(fn, previous, result):
+def check_hook_results(fn, previous, result, name=None):
     """torch's checks on what a grad_fn hook returned in place of the tuple `previous`: a tuple
     of as many values, each as check_hook_result asks."""
     if not isinstance(result, tuple):
         raise TypeError(f"expected tuple, but hook returned '{type(result).__name__}'")
     if len(result) != len(previous):
-        raise RuntimeError(f"hook '{hook_name(fn)}' has returned an incorrect number of values "
+        raise RuntimeError(f"hook '{name or hook_name(fn)}' has returned an incorrect number of values "
                            f"(got {len(result)}, but expected {len(previous)})")
     for o, r in zip(previous, result):
-        check_hook_result(fn, o, r)
+        check_hook_result(fn, o, r, name)
     return result
 
 
