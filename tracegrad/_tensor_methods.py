@@ -19,7 +19,7 @@ from .creation import _wrap_np, tensor, takes_generator, RNG
 from .tracing import TraceError, _ACTIVE, TRACING
 from .ops.primitives import np_index_set, PRIMITIVES
 from .functionalize import commit_traced
-from .autograd.graph import RemovableHandle
+from .autograd.graph import RemovableHandle, node_class
 
 _METHODS = """neg negative abs absolute sign exp exp2 log log2 log1p expm1 sqrt rsqrt sin cos tan tanh sigmoid erf
 relu floor ceil round isnan isinf isfinite logical_not logical_and logical_or logical_xor clone add sub subtract mul
@@ -440,27 +440,46 @@ def _takes_generator(fn):
     return takes_generator(fn)
 
 
+def _write_drawn(self, values, name):
+    """Write freshly drawn values into `self`. Where autograd records the write, it is an
+    in-place op with a constant result: the history `self` had gets a zero gradient (torch's
+    UniformBackward0 and the like; CopySlices on a view), where it used to keep its old
+    grad_fn and pass the gradient on as if the values had not been replaced."""
+    if STATE.grad_enabled and self.requires_grad:
+        src = Tensor._make(np.asarray(values, dtype=self._data.dtype), self._dtype)
+        copy_(self, src if not self.is_cuda else src.to(self.device))
+        name_grad_fn(self, name)
+        return self
+    self._data[...] = values
+    self._vc[0] += 1
+    return self
+
+
+def name_grad_fn(self, name):
+    """Give the node an in-place op just recorded on `self` torch's name for that op (the
+    node was made by the ops the in-place op is written in); a view's stays CopySlices."""
+    fn = self._grad_fn
+    if self._view is None and fn is not None:
+        fn.__class__ = node_class(name)
+
+
 @_takes_generator
 def _uniform_(self, a=0.0, b=1.0, generator=None):
     check_inplace(self)
-    self._data[...] = RNG.gen.uniform(a, b, self._data.shape)
-    self._vc[0] += 1
-    return self
+    return _write_drawn(self, RNG.gen.uniform(a, b, self._data.shape), "UniformBackward0")
 
 
 @_takes_generator
 def _normal_(self, mean=0.0, std=1.0, generator=None):
     check_inplace(self)
-    self._data[...] = RNG.gen.normal(mean, std, self._data.shape)
-    self._vc[0] += 1
-    return self
+    return _write_drawn(self, RNG.gen.normal(mean, std, self._data.shape), "NormalBackward0")
 
 
 @_takes_generator
 def _bernoulli_(self, p=0.5, generator=None):
-    self._data[...] = RNG.gen.random(self._data.shape) < p
-    self._vc[0] += 1
-    return self
+    check_inplace(self)
+    return _write_drawn(self, RNG.gen.random(self._data.shape) < p,
+                        "BernoulliBackward1" if isinstance(p, Tensor) else "BernoulliBackward2")
 
 
 @_takes_generator
@@ -468,9 +487,7 @@ def _exponential_(self, lambd=1.0, generator=None):
     check_inplace(self)
     if lambd <= 0:
         raise RuntimeError(f"exponential_ expects lambda > 0.0, but found lambda={lambd}")
-    self._data[...] = RNG.gen.exponential(1.0 / lambd, self._data.shape)
-    self._vc[0] += 1
-    return self
+    return _write_drawn(self, RNG.gen.exponential(1.0 / lambd, self._data.shape), "ExponentialBackward0")
 
 
 Tensor.exponential_ = _exponential_
