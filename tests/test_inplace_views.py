@@ -109,3 +109,30 @@ def test_inplace_without_grad_on_views_writes_through():
             x.t()[1].zero_()
         return x.tolist()
     assert run(torch) == run(tg)
+
+
+# == torch's op names in the saved-tensor version error ====================================
+
+@pytest.mark.parametrize("op", ["clamp", "pow_tensor", "sigmoid", "setitem", "custom"])
+def test_version_error_names_the_op_as_torch(op):
+    # ClampBackward1 -> Clamp1, SigmoidBackward0 -> Sigmoid, CopySlices -> torch::autograd::CopySlices,
+    # a custom Function's DoubleInPlaceBackward -> DoubleInPlace
+    from test_autograd_parity import raises
+
+    def run(m):
+        class DoubleInPlace(m.autograd.Function):
+            @staticmethod
+            def forward(ctx, x):
+                ctx.mark_dirty(x)
+                return x.mul_(2)
+
+            @staticmethod
+            def backward(ctx, g):
+                return g * 2
+        x = m.ones(2, 2, requires_grad=True)
+        y = x * 1
+        z = y * y
+        {"clamp": lambda: y.clamp_(0, 1), "pow_tensor": lambda: y.pow_(m.ones(1)), "sigmoid": lambda: y.sigmoid_(),
+         "setitem": lambda: y.__setitem__(0, 1.), "custom": lambda: DoubleInPlace.apply(y)}[op]()
+        z.sum().backward()
+    raises(run)

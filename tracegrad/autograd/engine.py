@@ -13,7 +13,6 @@ results have their own grad_fn (any order).
 """
 import collections
 import itertools
-import re
 import sys
 import threading
 import time
@@ -26,7 +25,7 @@ from ..grad_mode import STATE, enable_grad, set_grad_enabled
 from ..ir.graph import Graph, V
 from ..ir.layout import order_attr, tensor_order
 from ..tensor import Tensor
-from .graph import AccumulateGrad, HOOK_USED, hooked_saved, FREED_MSG, Engine
+from .graph import AccumulateGrad, HOOK_USED, hooked_saved, FREED_MSG, Engine, op_name
 from .._collect import paused
 from .. import cuda as _cuda
 from ..ops.primitives import PRIMITIVES
@@ -307,8 +306,6 @@ def _check_version(s, node):
         t = s.tensor
         dt = t._dtype if t is not None else node._out_meta[s.output_nr][1]
         shape = tuple(t._data.shape) if t is not None else node._out_meta[s.output_nr][0]
-        def op_name(n):     # torch names the forward op here: ExpBackward0 -> Exp
-            return re.sub(r"Backward\d*$", "", type(n).__name__)
         # torch names the op that made a non-leaf; of a leaf it gives the type alone
         which = (f", which is output {s.output_nr} of {op_name(node)}," if t is None else
                  (f", which is output {t._output_nr} of {op_name(t.grad_fn)}," if t.grad_fn is not None else ""))
