@@ -136,3 +136,36 @@ def test_version_error_names_the_op_as_torch(op):
          "setitem": lambda: y.__setitem__(0, 1.), "custom": lambda: DoubleInPlace.apply(y)}[op]()
         z.sum().backward()
     raises(run)
+
+
+# == a view of a leaf ======================================================================
+
+@pytest.mark.parametrize("op", ["mul_", "setitem", "copy_"])
+def test_inplace_on_a_view_of_a_leaf_made_by_requires_grad_on_a_view_raises(op):
+    # x is a view of a, made a leaf that requires grad; its view t is a view of the leaf a:
+    # torch refuses the write (tracegrad wrote it, and x stopped being a leaf)
+    from test_autograd_parity import same
+
+    def run(m):
+        a = m.arange(4.)
+        x = a.reshape(2, 2).requires_grad_(True)
+        t = x[:]
+        {"mul_": lambda: t.mul_(2), "setitem": lambda: t.__setitem__(0, 1.), "copy_": lambda: t.copy_(m.ones(2, 2))}[op]()
+        return x.is_leaf, x
+    same(run, expect="raised")
+
+
+def test_inplace_on_a_view_of_a_plain_leaf_that_takes_a_grad_from_its_value():
+    from test_autograd_parity import same
+
+    def run(m):
+        a = m.zeros(3)
+        w = m.tensor([1., 2.], requires_grad=True)
+        v = a[:2]
+        v.copy_(w)
+        a[2:].mul_(3)
+        (a * a).sum().backward()
+        return w.grad, type(a.grad_fn).__name__
+    same(run)
+
+

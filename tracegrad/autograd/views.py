@@ -103,8 +103,9 @@ def check_rebase(t, indirect=False):
 def check_inplace_on_view(t):
     """The checks of an in-place op that requires grad, run with grad mode on, on view `t`."""
     check_rebase(t)
-    base = t._base
-    if base._grad_fn is None and base._req:
+    # torch's: a view that requires grad, of a base that is a leaf (whether or not the base
+    # requires grad: a view made a leaf by requires_grad_() has a base that does not)
+    if t._base._grad_fn is None and t.requires_grad:
         raise RuntimeError("a view of a leaf Variable that requires grad is being used in an in-place operation.")
 
 
