@@ -1,4 +1,6 @@
 """In-place ops, views and version counters, against torch."""
+import contextlib
+
 import pytest
 import torch
 
@@ -169,3 +171,88 @@ def test_inplace_on_a_view_of_a_plain_leaf_that_takes_a_grad_from_its_value():
     same(run)
 
 
+# == in-place view ops (t_, transpose_, squeeze_, unsqueeze_, swapdims_) ===================
+
+INPLACE_VIEW_OPS = {"t_": (), "transpose_": (0, 1), "swapdims_": (0, 1), "swapaxes_": (0, 1),
+                    "unsqueeze_": (0,), "squeeze_": (), "squeeze_dim": (1,), "squeeze_dims": ((1,),)}
+
+
+def _apply(t, op):
+    return getattr(t, op if op.endswith("_") else "squeeze_")(*INPLACE_VIEW_OPS[op])
+
+
+def _shape_for(op):
+    return (2, 1, 2) if op.startswith(("squeeze", "unsqueeze")) else (2, 2)
+
+
+@pytest.mark.parametrize("op", sorted(INPLACE_VIEW_OPS))
+def test_inplace_view_op_on_a_leaf_that_requires_grad_raises(op):
+    from test_autograd_parity import raises
+    raises(lambda m: _apply(m.ones(*_shape_for(op), requires_grad=True), op))
+
+
+@pytest.mark.parametrize("op", sorted(INPLACE_VIEW_OPS))
+@pytest.mark.parametrize("where", ["non_leaf", "view_of_non_leaf", "view_of_leaf", "no_grad_leaf", "plain"])
+def test_inplace_view_op_history_names_and_versions(op, where):
+    from test_autograd_parity import same
+
+    def run(m):
+        shape = _shape_for(op)
+        x = m.arange(4., dtype=m.float64).reshape(shape).requires_grad_(where != "plain")
+        if where == "no_grad_leaf":
+            with m.no_grad():
+                y = _apply(x, op)
+            return y is x, tuple(x.shape), x.requires_grad, x.is_leaf, x._version
+        y = x * 1 if where in ("non_leaf", "view_of_non_leaf") else x
+        t = y[:] if where.startswith("view") else y
+        r = _apply(t, op)
+        out = [r is t, tuple(t.shape), t._version, y._version, t.requires_grad,
+               None if t.grad_fn is None else type(t.grad_fn).__name__, t._base is (y if t is not y else None)]
+        if t.requires_grad:
+            (t * m.arange(4., dtype=m.float64).reshape(t.shape)).sum().backward()
+            out.append(x.grad)
+        return out
+    same(run, expect=None)
+
+
+def test_inplace_view_op_bumps_the_version_a_saved_tensor_checks():
+    from test_autograd_parity import raises
+
+    def run(m):
+        x = m.ones(1, 2, requires_grad=True)
+        y = x * 1
+        z = y * y
+        y.unsqueeze_(0)
+        z.sum().backward()
+    raises(run)
+
+
+def test_inplace_view_op_under_no_grad_keeps_the_history_as_torch():
+    from test_autograd_parity import same
+
+    def run(m):
+        x = m.tensor([[1., 2.], [3., 4.]], requires_grad=True)
+        y = x * 1
+        with m.no_grad():
+            y.t_()
+        y.mul(m.tensor([[1., 2.], [3., 4.]])).sum().backward()
+        return x.grad, type(y.grad_fn).__name__, y._version
+    same(run)
+
+
+def test_inplace_view_ops_in_a_compiled_function_run_eagerly_and_give_torchs_answer():
+    def run(m):
+        def f(x):
+            y = x * 2
+            y.t_()
+            y.unsqueeze_(0)
+            return (y * m.arange(4., dtype=m.float64).reshape(1, 2, 2)).sum()
+        x = m.arange(4., dtype=m.float64).reshape(2, 2).requires_grad_()
+        if m is tg:
+            f = tg.compile(f)
+        with pytest.warns(UserWarning, match="in-place view op") if m is tg else contextlib.nullcontext():
+            out = f(x)
+        out.backward()
+        return out.item(), x.grad.tolist()
+    t, g = both(run)
+    assert t == g

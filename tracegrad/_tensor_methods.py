@@ -5,6 +5,7 @@ leaf rule), then writes it into the tensor's storage, bumps the version counter 
 moves the tensor's history onto the new node, as torch does.
 """
 import numbers
+import re
 import weakref
 
 import numpy as np
@@ -556,33 +557,52 @@ Tensor.inverse = F.linalg_inv
 Tensor.det = F.linalg_det
 
 
-def _inplace_view(name):
+def _inplace_view(name, inplace_name):
     """In-place view ops (transpose_, t_, squeeze_, ...): the tensor becomes the view the
-    out-of-place op makes of it, keeping the creation meta it had (torch's in-place views);
-    on a view whose history may not be rewritten they raise as an in-place op does."""
+    out-of-place op makes of it, as torch's in-place view ops: an in-place op (a leaf that
+    requires grad refuses it, a view checks as for any in-place op, the version moves) whose
+    grad_fn takes torch's in-place name (`inplace_name` of the out-of-place op's node name:
+    TransposeBackward0 -> TransposeBackward1). Without grad recording the history stays, as
+    torch leaves it (a leaf keeps requires_grad)."""
     def op(self, *args, **kwargs):
-        if self._view is not None and STATE.grad_enabled and self.requires_grad:
-            views.check_rebase(self)
+        if _tracing():
+            # a traced value has no layout to change in place: the call runs eagerly (compile
+            # warns), where the trace lost the change and gave a wrong answer
+            raise TraceError(f"{name}_ (an in-place view op) inside a compiled function is not traced yet")
+        check_inplace(self)
+        if not (STATE.grad_enabled and self.requires_grad):
+            with no_grad():
+                self._data = getattr(self, name)(*args, **kwargs)._data
+            self._vc[0] += 1
+            return self
         creation = self._view.creation if self._view is not None else None
         new = getattr(self, name)(*args, **kwargs)
+        old_fn, old_nr = self._grad_fn, self._output_nr
         self._data = new._data
         self._grad_fn = new._grad_fn
         self._output_nr = new._output_nr
         self._req = new._req
-        if new._view is not None:
-            self._base = new._base
+        self._grad_fn.__class__ = node_class(inplace_name(type(new._grad_fn).__name__))
+        self._vc[0] += 1
+        if creation is not None:          # a view stays a view of its base, as it was made
             self._view = new._view
-            if creation is not None:
-                self._view.creation = creation
+            self._view.creation = creation
+            self._view.attr_version = self._vc[0]
+        views.move_retained(self, old_fn, old_nr)
         return self
     op.__name__ = name + "_"
     return op
 
 
+def _next_overload(by):
+    """torch's in-place view ops' node names: the out-of-place name's number plus `by`."""
+    return lambda n: re.sub(r"\d+$", lambda d: str(int(d.group()) + by), n)
+
+
 # (t_ was an in-place write of the transposed values: wrong for a non-square matrix, and for a
 # square one it moved the data under the tensor's other views)
-for _name in ("transpose", "t", "squeeze", "unsqueeze", "swapdims", "swapaxes"):
-    setattr(Tensor, _name + "_", _inplace_view(_name))
+for _name, _by in (("transpose", 1), ("t", 1), ("squeeze", 3), ("unsqueeze", 1), ("swapdims", 1), ("swapaxes", 1)):
+    setattr(Tensor, _name + "_", _inplace_view(_name, _next_overload(_by)))
 
 # decompositions into the ops above (ops/composite.py)
 for _name in """diagonal trace diag_embed log10 trunc fix frac fmax fmin fmod masked_select movedim moveaxis ravel
