@@ -256,3 +256,26 @@ def test_inplace_view_ops_in_a_compiled_function_run_eagerly_and_give_torchs_ans
         return out.item(), x.grad.tolist()
     t, g = both(run)
     assert t == g
+
+
+# == writing by index into a leaf that requires grad =========================================
+
+SETITEM_KEYS = {"int": lambda m: 0, "slice": lambda m: slice(0, 1), "full_slice": lambda m: slice(None),
+                "slice_past_the_end": lambda m: slice(0, 5), "none": lambda m: None, "ellipsis": lambda m: Ellipsis,
+                "ellipsis_int": lambda m: (Ellipsis, 0), "int_and_index": lambda m: (0, m.tensor([0])),
+                "index_and_full_slice": lambda m: (m.tensor([0]), slice(None)), "true": lambda m: True,
+                "false": lambda m: False, "empty_slice": lambda m: slice(0, 0), "mask": lambda m: m.ones(2, 2) > 0,
+                "out_of_range": lambda m: 5}
+
+
+@pytest.mark.parametrize("key", sorted(SETITEM_KEYS))
+def test_setitem_on_a_leaf_that_requires_grad_raises_as_torch(key):
+    # torch writes through the view a key's basic part makes (a full slice makes none): then
+    # the error speaks of a view of a leaf; x[False] = v writes nothing at all
+    from test_autograd_parity import same
+
+    def run(m):
+        x = m.ones(2, 2, requires_grad=True)
+        x[SETITEM_KEYS[key](m)] = 1.
+        return x._version
+    same(run, expect=None)

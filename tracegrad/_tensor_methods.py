@@ -367,6 +367,14 @@ def copy_(self, src, non_blocking=False):
 
 
 def _setitem(self, key, value):
+    if key is False:
+        return                # torch's: selects nothing, writes nothing, checks nothing
+    if self._grad_fn is None and self._req and STATE.grad_enabled and self._view is None:
+        # torch indexes first (a bad key raises its IndexError) and writes into the view the
+        # key's basic part makes, if it makes one: then its error is about a view of a leaf
+        k, _ = F._normalize_key(self, key)
+        if _makes_view(self._data, k):
+            raise RuntimeError("a view of a leaf Variable that requires grad is being used in an in-place operation.")
     check_inplace(self)
     if not isinstance(value, Tensor):
         if isinstance(value, (list, tuple, np.ndarray)):
@@ -391,6 +399,15 @@ def _setitem(self, key, value):
         self._vc[0] += 1
         return
     commit(self, F.index_put_prim(self, value, idx, k))
+
+
+def _makes_view(data, k):
+    """Whether the basic part of normalized key `k` (ints, slices, None, bools) selects other
+    than the whole array as it is: torch then writes through a view (a full slice is no view)."""
+    basic = tuple(slice(None) if isinstance(p, tuple) and p[0] == "t" else
+                  slice(*p[1:]) if isinstance(p, tuple) else p for p in k)
+    v = data[basic]
+    return v.shape != data.shape or v.strides != data.strides
 
 
 def _writeable_region(target, k, idx):
