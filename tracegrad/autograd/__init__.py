@@ -7,7 +7,7 @@ from ..grad_mode import (no_grad, enable_grad, set_grad_enabled, is_grad_enabled
                          is_inference_mode_enabled, STATE)
 from ..tensor import Tensor, Above
 from . import engine
-from .graph import Node, AccumulateGrad, RemovableHandle
+from .graph import Node, AccumulateGrad, RemovableHandle, node_class
 from ._grad_io import _seeds, _results
 from ..autodiff import grad_in_trace
 from ..creation import zeros
@@ -197,12 +197,20 @@ def _target_prehooks(reach, outs, ran):
 
 
 def _accumulate(t, g, create_graph):
-    """AccumulateGrad: steal the first gradient, add later ones (in place unless create_graph)."""
+    """torch's AccumulateGrad: without create_graph the first gradient is stolen and later
+    ones are added in place (even into a .grad that requires grad, which keeps its history);
+    with create_graph the first is copied (it may be the caller's own tensor: a seed) and
+    later ones added out of place."""
     if not create_graph:
         g = Tensor._make(g._data, g._dtype) if g._req else g
     if t._grad is None:
+        if create_graph:
+            g = g.clone()                 # torch's clone_obey_contract: empty_strided(...).copy_(g)
+            if g._grad_fn is not None:
+                g._grad_fn.__class__ = node_class("CopyBackwards")
+            g._vc[0] += 1
         t._grad = g
-    elif create_graph or t._grad._req:
+    elif create_graph:
         t._grad = t._grad + g
     else:
         t._grad._data += g._data.astype(t._grad._data.dtype, copy=False)
