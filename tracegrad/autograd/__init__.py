@@ -1,6 +1,7 @@
 """torch.autograd's API over the symbolic engine: backward, grad, grad modes."""
 import warnings
 import weakref
+from collections.abc import Mapping
 
 from .. import _dtype as D
 from ..grad_mode import (no_grad, enable_grad, set_grad_enabled, is_grad_enabled, inference_mode,
@@ -230,17 +231,35 @@ def _any_proxy(outputs):
 
 def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=False, only_inputs=True,
          allow_unused=None, is_grads_batched=False, materialize_grads=False):
-    """Gradients of `outputs` with respect to `inputs` (nothing is accumulated into .grad)."""
+    """Gradients of `outputs` with respect to `inputs` (nothing is accumulated into .grad);
+    `inputs` a dict gives a dict of gradients under the same keys, as torch's."""
     if materialize_grads and allow_unused is False:
         raise ValueError("Expected allow_unused to be True or not passed when materialize_grads=True, "
                          "but got: allow_unused=False.")
     if allow_unused is None:
         allow_unused = materialize_grads
-    single = isinstance(inputs, Tensor)
+    keys = None
+    if type(inputs) is dict:
+        keys = list(inputs)
+        inputs = list(inputs.values())
+    elif isinstance(inputs, Mapping):
+        raise TypeError(f"`inputs` argument to `grad()` must be a dict, not {type(inputs).__name__}. Other Mapping "
+                        f"types are not supported.")
     outputs = _as_list(outputs, "outputs")
     inputs = _as_list(inputs, "inputs")
     if not inputs:
         raise RuntimeError("`inputs` argument to `grad()` cannot be empty.")
+    if not only_inputs:
+        warnings.warn("only_inputs argument is deprecated and is ignored now (defaults to True). To accumulate "
+                      "gradient for other parts of the graph, please use torch.autograd.backward.", FutureWarning,
+                      stacklevel=2)
+    res = _grad(outputs, inputs, grad_outputs, retain_graph, create_graph, allow_unused, is_grads_batched,
+                materialize_grads)
+    return res if keys is None else dict(zip(keys, res))
+
+
+def _grad(outputs, inputs, grad_outputs, retain_graph, create_graph, allow_unused, is_grads_batched,
+          materialize_grads):
     for i, t in enumerate(outputs):
         if not isinstance(t, Tensor):
             raise TypeError(f"grad(): outputs must be Tensors, got {type(t).__name__}")
