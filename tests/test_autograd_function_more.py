@@ -1,5 +1,8 @@
 """Custom autograd.Function corners against torch: marks on inputs returned as they are,
-and what backward then receives."""
+and what backward then receives or returns."""
+import pytest
+
+import tracegrad as tg
 from test_autograd_parity import same
 
 
@@ -43,3 +46,27 @@ def test_input_that_requires_grad_returned_as_is_and_marked_non_differentiable()
         y = Pass.apply(a)
         return y.requires_grad, y.is_leaf, y is a
     same(run)
+
+
+@pytest.mark.parametrize("compiled", [False, True])
+@pytest.mark.parametrize("ret", ["grad_for_a_number_argument", "a_number_as_gradient", "none_for_the_number"])
+def test_what_backward_returns_per_argument_is_checked_as_torch(ret, compiled):
+    def run(m):
+        class Scale(m.autograd.Function):
+            @staticmethod
+            def forward(ctx, x, k):
+                return x * k
+
+            @staticmethod
+            def backward(ctx, g):
+                return {"grad_for_a_number_argument": (g * 2, m.ones(1)), "a_number_as_gradient": (3, None),
+                        "none_for_the_number": (g * 2, None)}[ret]
+
+        def f(x):
+            return Scale.apply(x, 2.).sum()
+        if compiled and m is tg:
+            f = tg.compile(f)
+        x = m.ones(2, requires_grad=True)
+        f(x).backward()
+        return x.grad
+    same(run, expect=None)

@@ -64,6 +64,17 @@ def _check_grads(ctx, grads, metas):
     return grads
 
 
+def _check_grad_kind(name, i, g, for_tensor):
+    """torch's checks on the gradient a custom backward returned at position i: a Tensor or
+    None for a tensor argument, None for any other argument."""
+    if not for_tensor:
+        if g is not None:
+            raise RuntimeError(f"function {name} returned a gradient different than None at position {i + 1}, but "
+                               f"the corresponding forward input was not a Variable")
+    elif g is not None and not isinstance(g, Tensor):
+        raise RuntimeError(f"expected Variable or None (got {type(g).__name__})")
+
+
 def _fit_grad(name, i, g, meta, as_tensor):
     shape, dtype = meta
     gs = tuple(g.shape)
@@ -107,6 +118,7 @@ def _call_user_backward(ctx, gs, metas, as_tensor):
     out = []
     name = type(ctx).__name__
     for i, (g, m) in enumerate(zip(res, metas)):
+        _check_grad_kind(name, i, g, m is not None)
         if m is None:
             continue
         if g is None:
@@ -116,9 +128,6 @@ def _call_user_backward(ctx, gs, metas, as_tensor):
             else:
                 out.append(None)
                 continue
-        if not isinstance(g, Tensor):
-            raise TypeError(f"function {name} returned a gradient of type {type(g).__name__} at index {i}; "
-                            f"expected a Tensor or None")
         out.append(_fit_grad(name, i, g, m, True))
     return tuple(out)
 
@@ -538,14 +547,14 @@ def _traced_fn_vjp(g, out, *xs, ctx, n_in, n_out, n_saved, attrs, once, out_refs
     res = _check_grads(tc, cls.backward(tc, *gs), (None,) * ctx.__dict__["_n_args"])
     name = cls.__name__ + "Backward"
     grads = []
-    for k, i in enumerate(ctx.__dict__["_tensor_pos"]):
+    tpos = ctx.__dict__["_tensor_pos"]
+    for i, gi in enumerate(res):
+        _check_grad_kind(name, i, gi, i in tpos)
+    for k, i in enumerate(tpos):
         gi = res[i]
         if gi is None:
             grads.append(None)
             continue
-        if not isinstance(gi, Tensor):
-            raise TypeError(f"function {name} returned a gradient of type {type(gi).__name__} at index {i}; "
-                            f"expected a Tensor or None")
         gi = _fit_grad(name, i, gi, metas[k], True)
         if once:                  # @once_differentiable: differentiating this again raises
             gi = apply(P["once_differentiable"], (gi,), {})
