@@ -70,3 +70,33 @@ def test_what_backward_returns_per_argument_is_checked_as_torch(ret, compiled):
         f(x).backward()
         return x.grad
     same(run, expect=None)
+
+
+CALLS = {
+    "same_input_twice": lambda m, x: (x * x).grad_fn(m.ones(2)),
+    "input_reached_through_the_other": lambda m, x: (x * (x * 2)).grad_fn(m.ones(2)),
+    "non_leaf_twice": lambda m, x: ((x * 2) + (x * 2)).grad_fn(m.ones(2)),
+    "multi_output": lambda m, x: m.cat([x, x]).split(2)[0].grad_fn(m.ones(2), m.ones(2) * 2),
+    "wrong_count": lambda m, x: (x * x).grad_fn(m.ones(2), m.ones(2)),
+    "not_a_tensor": lambda m, x: (x * x).grad_fn(3.0),
+}
+
+
+@pytest.mark.parametrize("case", sorted(CALLS))
+def test_calling_a_grad_fn_gives_its_own_rule_per_input(case):
+    # x * x's MulBackward0 called with ones answers (x, x), as torch's: every path to x was summed
+    same(lambda m: CALLS[case](m, m.tensor([1., 2.], requires_grad=True)), expect=None)
+
+
+def test_calling_a_custom_functions_grad_fn_raises_as_torch():
+    def run(m):
+        class Twice(m.autograd.Function):
+            @staticmethod
+            def forward(ctx, a):
+                return a * 2
+
+            @staticmethod
+            def backward(ctx, g):
+                return g * 2
+        return Twice.apply(m.ones(2, requires_grad=True)).grad_fn(m.ones(2))
+    same(run, expect="raised")

@@ -25,7 +25,7 @@ from ..grad_mode import STATE, enable_grad, set_grad_enabled
 from ..ir.graph import Graph, V
 from ..ir.layout import order_attr, tensor_order
 from ..tensor import Tensor
-from .graph import AccumulateGrad, HOOK_USED, hooked_saved, FREED_MSG, Engine, op_name
+from .graph import AccumulateGrad, HOOK_USED, hooked_saved, FREED_MSG, Engine, Node, op_name
 from .._collect import paused
 from .. import cuda as _cuda
 from ..ops.primitives import PRIMITIVES
@@ -795,14 +795,34 @@ def call_node(node, grads):
     """grad_fn(*grad_outputs): run one node's backward alone; its gradients for each input."""
     n_out = len(node._out_meta)
     if len(grads) != n_out:
-        raise TypeError(f"{type(node).__name__}: expected {n_out} arguments, got {len(grads)} instead")
+        raise TypeError(f"expected {n_out} arguments, got {len(grads)} instead")
     if node._prim is None:
         raise RuntimeError(f"{type(node).__name__} cannot be called directly")
-    edges = [(nf, s) for nf, s in node.next_functions if nf is not None]
+    if node._prim.takes_ctx:
+        raise TypeError(f"'{type(node).__name__}' object is not callable")
+    # the node's own rule, each input apart: a copy of the node whose edges lead to leaves of
+    # their own (through its real edges, an input used twice, or reached again through
+    # another input, got the sum of every path to it: x * x's node answered 2x for each)
+    alone = object.__new__(type(node))
+    for slot in ("_prim", "_params", "_args_meta", "_saved", "_out_meta"):
+        setattr(alone, slot, getattr(node, slot))
+    edges = []
+    fresh = []
+    for nf, s in node.next_functions:
+        if nf is None:
+            fresh.append((None, 0))
+            continue
+        leaf = object.__new__(Node)
+        leaf._prim, leaf._params, leaf._args_meta, leaf.next_functions, leaf._saved = None, None, (), (), ()
+        leaf._out_meta = (nf._out_meta[s],)
+        fresh.append((leaf, 0))
+        edges.append((leaf, 0))
+    alone.next_functions = tuple(fresh)
+    node = alone
     seeds = []
-    for g, (shape, dt) in zip(grads, node._out_meta):
+    for i, (g, (shape, dt)) in enumerate(zip(grads, node._out_meta)):
         if not isinstance(g, Tensor):
-            raise TypeError(f"{type(node).__name__}: expected Tensor arguments, got {type(g).__name__}")
+            raise TypeError(f"argument {i} is not a Variable")
         if tuple(g.shape) != tuple(shape):
             raise RuntimeError(f"{type(node).__name__}: expected a gradient of shape {list(shape)}, got "
                                f"{list(g.shape)}")
