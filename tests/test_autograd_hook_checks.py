@@ -1,7 +1,8 @@
-"""What a hook may return, against torch: a tensor hook, a grad_fn pre-hook or post-hook, an
-AccumulateGrad hook and a post-accumulate-grad hook each get torch's checks (a tuple of the
-right length, no value where the gradient was None, the same dtype, device and size), raise
-torch's error and message otherwise, and a grad_fn hook may make a gradient undefined."""
+"""Tensor and grad_fn hooks against torch. What a hook may return: a tensor hook, a grad_fn
+pre-hook or post-hook, an AccumulateGrad hook and a post-accumulate-grad hook each get
+torch's checks (a tuple of the right length, no value where the gradient was None, the same
+dtype, device and size) and raise torch's error and message otherwise; a grad_fn hook may
+make a gradient undefined. The order in which leaves' hooks run."""
 import pytest
 
 from test_autograd_parity import same, raises
@@ -140,3 +141,38 @@ def test_post_accumulate_grad_hook_checks():
         (x * 3).sum().backward()
     raises(on_plain)
     raises(returning)
+
+
+# == the order leaves' hooks run in ==========================================================
+
+ORDER_GRAPHS = {
+    "mul": lambda m, a, b, c: (a * b).sum(),
+    "three_leaves": lambda m, a, b, c: ((a * b) + c.exp()).sum(),
+    "matmul_and_bias": lambda m, a, b, c: (a[None] @ m.stack([b, c]) + c).sum(),
+    "leaf_used_twice": lambda m, a, b, c: (a * a * b).sum(),
+    "through_a_non_leaf": lambda m, a, b, c: ((a * b).exp() * c).sum(),
+}
+
+
+@pytest.mark.parametrize("graph", sorted(ORDER_GRAPHS))
+def test_leaf_hooks_run_in_torchs_order(graph):
+    # torch runs a leaf's AccumulateGrad (and its hooks) once its last consumer has run, the
+    # leaves of one node in argument order: (a * b) runs a's hooks before b's
+    def run(m):
+        a, b, c = (m.tensor(v, requires_grad=True) for v in ([1., 2.], [3., 4.], [5., 6.]))
+        log = []
+        for name, t in zip("abc", (a, b, c)):
+            t.register_hook(lambda g, name=name: log.append(name))
+        ORDER_GRAPHS[graph](m, a, b, c).backward()
+        return log
+    same(run)
+
+
+def test_multi_grad_hook_any_sees_the_first_leaf_torch_reaches():
+    def run(m):
+        a, b = m.tensor([1., 2.], requires_grad=True), m.tensor([3., 4.], requires_grad=True)
+        log = []
+        m.autograd.graph.register_multi_grad_hook((a, b), lambda g: log.append(g.tolist()), mode="any")
+        (a * b).sum().backward()
+        return log
+    same(run)
