@@ -100,3 +100,26 @@ def test_calling_a_custom_functions_grad_fn_raises_as_torch():
                 return g * 2
         return Twice.apply(m.ones(2, requires_grad=True)).grad_fn(m.ones(2))
     same(run, expect="raised")
+
+
+def test_node_names_as_torch():
+    # name() of the nodes torch writes in C++ carries their namespace; once_differentiable's
+    # node is torch's Error
+    def run(m):
+        x = m.ones(2, requires_grad=True)
+        y = x * 1
+        y[0] = 1.
+
+        class Twice(m.autograd.Function):
+            @staticmethod
+            def forward(ctx, a):
+                return a * 2
+
+            @staticmethod
+            @m.autograd.function.once_differentiable
+            def backward(ctx, g):
+                return g * 2
+        g, = m.autograd.grad(Twice.apply(x), x, m.ones(2, requires_grad=True), create_graph=True)
+        return [y.grad_fn.name(), (x * 2).grad_fn.next_functions[0][0].name(), (x * 2).grad_fn.name(),
+                g.grad_fn.name(), type(g.grad_fn).__name__]
+    same(run)

@@ -223,7 +223,7 @@ def _delayed_error_vjp(g, out, *a):
 
 
 Primitive("delayed_error", "*xs", lambda x, *rest: x, shape=lambda x, *r: tuple(x.shape), dtype="same",
-          vjp=_delayed_error_vjp, grad_fn="DelayedError", triton=identity)
+          vjp=_delayed_error_vjp, grad_fn="Error", triton=identity)
 
 
 # -- the user-facing classes ------------------------------------------------------------------------
@@ -580,7 +580,7 @@ Primitive("traced_function", "*xs", _traced_fn_impl, shape=_traced_fn_shape, dty
 Primitive("once_differentiable_error", "g", _once_error, shape=lambda g: tuple(g.shape), dtype="same",
           triton=Refuse(_ONCE_MSG))
 Primitive("once_differentiable", "x", lambda x: np.array(x, copy=True), shape=lambda x: tuple(x.shape), dtype="same",
-          vjp=_once_vjp, grad_fn="DelayedError", triton=identity)
+          vjp=_once_vjp, grad_fn="Error", triton=identity)
 
 
 def _requires_grad_traced(graph, t):

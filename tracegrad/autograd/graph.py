@@ -64,7 +64,10 @@ class Node:
     _seq = 0
 
     def name(self):
-        return type(self).__name__
+        """torch's node name: the class name, with its namespace for the nodes torch writes
+        by hand in C++ (torch::autograd::AccumulateGrad, torch::autograd::CopySlices)."""
+        name = type(self).__name__
+        return "torch::autograd::" + name if name in _CPP_NODES else name
 
     def __repr__(self):
         return f"<{type(self).__name__} object at {hex(id(self))}>"
@@ -179,7 +182,7 @@ def node_class(name):
 
 
 # nodes torch writes by hand in C++, which its messages name with their namespace
-_CPP_NODES = frozenset({"CopySlices", "CopyBackwards"})
+_CPP_NODES = frozenset({"CopySlices", "CopyBackwards", "AccumulateGrad", "NotImplemented", "Error"})
 
 
 def op_name(node):
@@ -188,7 +191,7 @@ def op_name(node):
     torch::autograd::CopySlices."""
     name = type(node).__name__
     if name in _CPP_NODES:
-        return "torch::autograd::" + name
+        return node.name()
     m = re.fullmatch(r"(.*)Backward(\d*)", name)
     if m is None:
         return name
