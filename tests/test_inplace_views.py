@@ -279,3 +279,33 @@ def test_setitem_on_a_leaf_that_requires_grad_raises_as_torch(key):
         x[SETITEM_KEYS[key](m)] = 1.
         return x._version
     same(run, expect=None)
+
+
+WRITES = {"fill": lambda m, y: y.fill_(2.), "fill_tensor": lambda m, y: y.fill_(m.tensor(2.)),
+          "zero": lambda m, y: y.zero_(), "copy": lambda m, y: y.copy_(m.ones(2, 2)),
+          "setitem_ellipsis": lambda m, y: y.__setitem__(Ellipsis, 1.),
+          "setitem_full_slice_tensor": lambda m, y: y.__setitem__(slice(None), m.ones(2)),
+          "setitem_row": lambda m, y: y.__setitem__(0, 1.)}
+
+
+@pytest.mark.parametrize("op", sorted(WRITES))
+def test_whole_tensor_writes_are_named_and_differentiated_as_torch(op):
+    # torch's FillBackward2/3, ZeroBackward0, CopyBackwards (x[...] = v is a fill_ or copy_,
+    # not a write through a view); the version error names them (Fill2, torch::autograd::CopyBackwards)
+    from test_autograd_parity import same
+
+    def run(m):
+        x = m.tensor([[1., 2.], [3., 4.]], dtype=m.float64, requires_grad=True)
+        y = x * 1
+        WRITES[op](m, y)
+        (y * y).sum().backward()
+        return type(y.grad_fn).__name__, y._version, x.grad
+    same(run)
+
+    def stale(m):
+        x = m.ones(2, 2, requires_grad=True)
+        y = x * 1
+        z = y * y
+        WRITES[op](m, y)
+        z.sum().backward()
+    same(stale, expect="raised")

@@ -316,11 +316,34 @@ Tensor.__iand__ = _iand
 Tensor.__ior__ = _ior
 
 
+def _named_inplace(name):
+    """An in-place op whose recorded node takes torch's name for it (`name(*args)`): the ops it
+    is written in made the node (fill_ as full(...) + self * 0 was AddBackward0, where torch's
+    is FillBackward2). Through a view the node stays CopySlices."""
+    def wrap(op):
+        def named(self, *args, **kwargs):
+            old = self._grad_fn
+            out = op(self, *args, **kwargs)
+            if self._grad_fn is not old and self._grad_fn is not None and not _tracing():
+                name_grad_fn(self, name(*args))
+            return out
+        named.__name__ = op.__name__
+        named.__doc__ = op.__doc__
+        return named
+    return wrap
+
+
+@_named_inplace(lambda: "ZeroBackward0")
 def zero_(self):
-    return fill_(self, 0)
+    return _fill(self, 0)
 
 
+@_named_inplace(lambda value: "FillBackward3" if isinstance(value, Tensor) else "FillBackward2")
 def fill_(self, value):
+    return _fill(self, value)
+
+
+def _fill(self, value):
     check_inplace(self)
     if isinstance(value, Tensor):
         if value.ndim:
@@ -337,6 +360,7 @@ def fill_(self, value):
     return self
 
 
+@_named_inplace(lambda src, non_blocking=False: "CopyBackwards")
 def copy_(self, src, non_blocking=False):
     check_inplace(self)
     if not isinstance(src, Tensor):
@@ -353,7 +377,6 @@ def copy_(self, src, non_blocking=False):
     if src._req and STATE.grad_enabled and self._dtype.is_floating_point:
         r = F.expand(F.convert(src, self.dtype), tuple(self.shape))
         r = F.clone(r)
-        node = r.grad_fn
         return commit(self, r)
     if self.grad_fn is not None and STATE.grad_enabled:
         # the old value is overwritten: its gradient is zero from here on
@@ -397,6 +420,14 @@ def _setitem(self, key, value):
             target = _writeable_region(target, k, idx)
         np_index_set(target, k, [i._data for i in idx], value._data if isinstance(value, Tensor) else value)
         self._vc[0] += 1
+        return
+    if not idx and not _makes_view(self._data, k):
+        # the whole tensor (x[...] = v, x[:] = v): torch writes it with copy_, or fill_ of the
+        # number as a 0-dim tensor, not through a view (CopyBackwards, FillBackward3)
+        if isinstance(value, Tensor):
+            copy_(self, value)
+        else:
+            fill_(self, F.full((), value, dtype=self.dtype))
         return
     commit(self, F.index_put_prim(self, value, idx, k))
 
