@@ -283,6 +283,7 @@ def test_setitem_on_a_leaf_that_requires_grad_raises_as_torch(key):
 
 WRITES = {"fill": lambda m, y: y.fill_(2.), "fill_tensor": lambda m, y: y.fill_(m.tensor(2.)),
           "zero": lambda m, y: y.zero_(), "copy": lambda m, y: y.copy_(m.ones(2, 2)),
+          "copy_broadcast_with_grad": lambda m, y: y.copy_(m.ones(2, requires_grad=True)),
           "setitem_ellipsis": lambda m, y: y.__setitem__(Ellipsis, 1.),
           "setitem_full_slice_tensor": lambda m, y: y.__setitem__(slice(None), m.ones(2)),
           "setitem_row": lambda m, y: y.__setitem__(0, 1.)}

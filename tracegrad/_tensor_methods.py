@@ -377,6 +377,10 @@ def copy_(self, src, non_blocking=False):
     if src._req and STATE.grad_enabled and self._dtype.is_floating_point:
         r = F.expand(F.convert(src, self.dtype), tuple(self.shape))
         r = F.clone(r)
+        if self._view is None and self._grad_fn is not None:
+            # the history self had gets a zero gradient, as torch's CopyBackwards gives it
+            # (it was cut off: its leaves' .grad stayed None)
+            r = r + self * 0
         return commit(self, r)
     if self.grad_fn is not None and STATE.grad_enabled:
         # the old value is overwritten: its gradient is zero from here on
