@@ -34,3 +34,17 @@ def test_create_graph_after_plain_adds_out_of_place():
         (x * x).sum().backward(create_graph=True)
         return x.grad, g is x.grad, x.grad.requires_grad, g._version, type(x.grad.grad_fn).__name__
     same(run)
+
+
+def test_a_leaf_set_not_to_require_grad_after_use_takes_no_gradient():
+    def run(m):
+        x = m.ones(2, requires_grad=True)
+        w = m.ones(2, requires_grad=True)
+        log = []
+        x.register_hook(lambda g: log.append("hook"))
+        x.register_post_accumulate_grad_hook(lambda t: log.append("post"))
+        y = (x * w * 2).sum()
+        x.requires_grad_(False)
+        y.backward()
+        return x.grad, w.grad, log
+    same(run)

@@ -140,7 +140,9 @@ def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, 
                         g, = check_hook_results(h, (g,), r)
                 if g is None:
                     continue
-            _accumulate(t, g, create_graph)
+            if t._req:                     # a leaf set to requires_grad=False since takes nothing, as torch's
+                _accumulate(t, g, create_graph)
+            _post_accumulate_hooks(t)
             if node._hooks:
                 for h in list(node._hooks.values()):         # post-hooks see no grad_inputs, as in torch
                     r = h((), (g,))
@@ -216,6 +218,11 @@ def _accumulate(t, g, create_graph):
     else:
         t._grad._data += g._data.astype(t._grad._data.dtype, copy=False)
         t._grad._vc[0] += 1
+
+
+def _post_accumulate_hooks(t):
+    """A leaf's post-accumulate-grad hooks, run after its AccumulateGrad (also where it took
+    nothing, a leaf set not to require grad since: torch runs them all the same)."""
     if t.grad_fn is None and t._post_acc_hooks:
         for h in list(t._post_acc_hooks.values()):
             if h(t) is not None:
