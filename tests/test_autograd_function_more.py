@@ -123,3 +123,55 @@ def test_node_names_as_torch():
         return [y.grad_fn.name(), (x * 2).grad_fn.next_functions[0][0].name(), (x * 2).grad_fn.name(),
                 g.grad_fn.name(), type(g.grad_fn).__name__]
     same(run)
+
+
+KW = {"number": lambda m, x: {"k": 3.}, "tensor_that_requires_grad": lambda m, x: {"k": m.ones(2, requires_grad=True)}}
+
+
+@pytest.mark.parametrize("compiled", [False, True])
+@pytest.mark.parametrize("kw", sorted(KW))
+def test_apply_with_keyword_arguments_as_torch(kw, compiled):
+    # torch 2.13 passes them to forward and counts them as inputs after the positional ones
+    # (needs_input_grad, one gradient each from backward); compiled, the call runs eagerly
+    def run(m):
+        class Scale(m.autograd.Function):
+            @staticmethod
+            def forward(ctx, x, k=1.):
+                ctx.needs = ctx.needs_input_grad
+                return x * k
+
+            @staticmethod
+            def backward(ctx, g):
+                return g * 2, None
+
+        def f(x):
+            y = Scale.apply(x, **KW[kw](m, x))
+            return y.sum(), y.grad_fn.needs
+        if compiled and m is tg:
+            f = tg.compile(f)
+        x = m.ones(2, requires_grad=True)
+        out, needs = f(x)
+        out.backward()
+        return out, needs, x.grad
+    same(run)
+
+
+def test_apply_with_keyword_arguments_and_setup_context():
+    def run(m):
+        class Scale(m.autograd.Function):
+            @staticmethod
+            def forward(x, k=1.):
+                return x * k
+
+            @staticmethod
+            def setup_context(ctx, inputs, output):
+                ctx.k = inputs[1]
+
+            @staticmethod
+            def backward(ctx, g):
+                return g * ctx.k, None
+        x = m.ones(2, requires_grad=True)
+        y = Scale.apply(x, k=3.)
+        y.sum().backward()
+        return y, x.grad, len(y.grad_fn.needs_input_grad)
+    same(run)

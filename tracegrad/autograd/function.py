@@ -325,24 +325,34 @@ class Function(metaclass=FunctionMeta):
 
     @classmethod
     def apply(cls, *args, **kwargs):
-        if kwargs:
-            raise NotImplementedError("Function.apply with keyword arguments is not supported")
-        if _ACTIVE[0] and (TRACING.stack or any(isinstance(a, Proxy) for a in args)):
+        custom_setup = cls.setup_context is not Function.setup_context
+        if kwargs and custom_setup:
+            # torch binds them to forward's parameters: what stays a keyword is keyword-only
+            bound = inspect.signature(cls.forward).bind(*args, **kwargs)
+            bound.apply_defaults()
+            args, kwargs = bound.args, bound.kwargs
+        if _ACTIVE[0] and (TRACING.stack or any(isinstance(a, Proxy) for a in args + tuple(kwargs.values()))):
+            if kwargs:
+                raise TraceError(f"{cls.__name__}.apply with keyword arguments inside a compiled function is not "
+                                 f"traced yet")
             return _apply_traced(cls, args)
+        pos = args
+        # keyword arguments count as inputs after the positional ones, as torch's (needs_input_grad,
+        # and a gradient for each from backward)
+        args = args + tuple(kwargs.values())
         ctx = object.__new__(_ctx_class(cls))
         _init_node(ctx)
         needs = tuple(isinstance(a, Tensor) and (a._req or a.grad_fn is not None) for a in args)
         ctx.__dict__["needs_input_grad"] = needs
-        custom_setup = cls.setup_context is not Function.setup_context
         if STATE.grad_enabled and any(needs):
             # the inputs' history before forward runs (it may modify them in place: mark_dirty)
             edges = [_edge(a) if isinstance(a, Tensor) else (None, 0) for a in args]
         with no_grad():
             if custom_setup:
-                outputs = cls.forward(*args)
-                cls.setup_context(ctx, _with_defaults(cls.forward, args), outputs)
+                outputs = cls.forward(*pos, **kwargs)
+                cls.setup_context(ctx, _with_defaults(cls.forward, pos) if not kwargs else pos, outputs)
             else:
-                outputs = cls.forward(ctx, *args)
+                outputs = cls.forward(ctx, *pos, **kwargs)
         is_tuple = isinstance(outputs, tuple)
         outs = list(outputs) if is_tuple else [outputs]
         requires = STATE.grad_enabled and any(needs)
