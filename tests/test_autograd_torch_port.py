@@ -2349,17 +2349,24 @@ def test_backward_twice_retained_graph_without_saved_values():
 
 
 def test_backward_create_graph_warns():
-    b = tg.randn(3, requires_grad=True, dtype=tg.double)
-    c = b * b
-    with warnings.catch_warnings(record=True) as ws:
-        warnings.simplefilter("always")
-        c.backward(tg.ones_like(c), create_graph=True)
-    b.grad = None
-    assert any("Using backward() with create_graph=True" in str(w.message) for w in ws)
-    with warnings.catch_warnings(record=True) as ws:
-        warnings.simplefilter("always")
-        tg.autograd.grad(c, b, tg.ones_like(c), create_graph=True)
-    assert not any("Using backward() with create_graph=True" in str(w.message) for w in ws)
+    # torch's test runs under set_warn_always(True): the warning is otherwise given once a process
+    prev = tg.is_warn_always_enabled()
+    tg.set_warn_always(True)
+    try:
+        b = tg.randn(3, requires_grad=True, dtype=tg.double)
+        c = b * b
+        for _ in range(2):
+            with warnings.catch_warnings(record=True) as ws:
+                warnings.simplefilter("always")
+                c.backward(tg.ones_like(c), create_graph=True)
+            b.grad = None
+            assert any("Using backward() with create_graph=True" in str(w.message) for w in ws)
+        with warnings.catch_warnings(record=True) as ws:
+            warnings.simplefilter("always")
+            tg.autograd.grad(c, b, tg.ones_like(c), create_graph=True)
+        assert not any("Using backward() with create_graph=True" in str(w.message) for w in ws)
+    finally:
+        tg.set_warn_always(prev)
 
 
 def test_next_functions():

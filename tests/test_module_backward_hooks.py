@@ -128,3 +128,65 @@ def test_compiled_module_with_backward_hook_runs_eagerly_with_its_hook():
     tlin, tx = _setup(torch)
     (tlin(tx) ** 2).sum().backward()
     np.testing.assert_allclose(x.grad.numpy(), tx.grad.numpy(), rtol=1e-12)
+
+
+def _same_as_torch(fn):
+    from test_autograd_parity import same
+    return same(fn, expect=None)
+
+
+def _mod(m, forward):
+    class M(m.nn.Module):
+        pass
+    M.forward = forward
+    return M()
+
+
+def _lists(gs):
+    return [None if g is None else g.tolist() for g in gs]
+
+
+def test_grad_input_has_an_entry_per_argument_and_zeros_where_no_gradient_reached():
+    # torch's BackwardHookFunction materializes: b (no grad) and c (its output unused) get
+    # zeros; a number argument gets None
+    def run(m):
+        mod = _mod(m, lambda self, a, b, k, c: (a * b * k, c))
+        log = []
+        mod.register_full_backward_hook(lambda mm, gi, go: log.append((_lists(gi), _lists(go))))
+        a = m.tensor([1., 2.], requires_grad=True)
+        c = m.tensor([5., 6.], requires_grad=True)
+        o1, o2 = mod(a, m.tensor([3., 4.]), 2, c)
+        o1.sum().backward()
+        return log, a.grad, c.grad
+    _same_as_torch(run)
+
+
+@pytest.mark.parametrize("ret", ["other_size", "other_dtype", "none", "a_list"])
+def test_what_a_full_backward_hook_returns_is_checked_as_torch(ret):
+    def run(m):
+        mod = _mod(m, lambda self, x: x * m.tensor([3., 4.]))
+        r = {"other_size": lambda gi: (m.ones(3),), "other_dtype": lambda gi: (gi[0].double(),),
+             "none": lambda gi: (None,), "a_list": lambda gi: [gi[0] * 2]}[ret]
+        mod.register_full_backward_hook(lambda mm, gi, go: r(gi))
+        x = m.ones(1, 2, requires_grad=True)
+        mod(x).sum().backward()
+        return x.grad
+    _same_as_torch(run)
+
+
+@pytest.mark.parametrize("ret", ["other_size", "other_dtype"])
+def test_what_a_full_backward_pre_hook_returns_is_checked_as_torch(ret):
+    def run(m):
+        mod = _mod(m, lambda self, x: x * m.tensor([3., 4.]))
+        r = {"other_size": lambda go: (m.ones(3),), "other_dtype": lambda go: (go[0].double(),)}[ret]
+        mod.register_full_backward_pre_hook(lambda mm, go: r(go))
+        mod(m.ones(1, 2, requires_grad=True)).sum().backward()
+    _same_as_torch(run)
+
+
+def test_a_hook_of_a_module_whose_inputs_need_no_grad_may_only_return_none():
+    def run(m):
+        mod = _mod(m, lambda self, x: x * m.tensor([3., 4.], requires_grad=True))
+        mod.register_full_backward_hook(lambda mm, gi, go: (m.ones(2),))
+        mod(m.ones(1, 2)).sum().backward()
+    _same_as_torch(run)

@@ -1002,3 +1002,37 @@ def test_grad_fn_names_match_torch(call):
         t, y = L.tensor([0, 2, 1, 1]), L.tensor(RNG.uniform(0, 1, (4, 5)), dtype=L.float32)
         return type(call(m, L, x, t, y, w, b, img).grad_fn).__name__
     assert run(TF, tracegrad) == run(torch.nn.functional, torch)
+
+
+def test_global_forward_hooks_as_torch():
+    import warnings
+    from test_autograd_parity import same
+
+    def run(m):
+        class M(m.nn.Module):
+            def forward(self, x, k=1.0):
+                if k < 0:
+                    raise ValueError("negative")
+                return x * k
+        log = []
+        mm = m.nn.modules.module
+        h1 = mm.register_module_forward_pre_hook(lambda mod, args: (args[0] * 2,))
+        h2 = mm.register_module_forward_hook(
+            lambda mod, args, kwargs, out: log.append(("global", sorted(kwargs), None if out is None else out.tolist())),
+            with_kwargs=True, always_call=True)
+        try:
+            mod = M()
+            mod.register_forward_hook(lambda mod, args, out: log.append("local"))
+            y = mod(m.tensor([1., 2.]), k=3.0)
+            with warnings.catch_warnings(record=True) as w:
+                warnings.simplefilter("always")
+                try:
+                    mod(m.tensor([1.]), k=-1.0)
+                except ValueError as e:
+                    log.append(str(e))
+            log.extend(str(x.message).split(":")[0] for x in w)
+        finally:
+            h1.remove()
+            h2.remove()
+        return y, mod(m.tensor([1.]), k=1.0), log
+    same(run)

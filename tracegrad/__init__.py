@@ -61,6 +61,15 @@ long, int, float, double, half, short = int64, int32, float32, float64, float16,
 cfloat = None
 
 
+def set_warn_always(b):
+    """Give every time the warnings torch gives once a process (TORCH_WARN_ONCE)."""
+    autograd.WARN_ALWAYS[0] = _builtins.bool(b)
+
+
+def is_warn_always_enabled():
+    return autograd.WARN_ALWAYS[0]
+
+
 def is_tensor(obj):
     return isinstance(obj, Tensor)
 

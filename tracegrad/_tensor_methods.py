@@ -5,6 +5,7 @@ leaf rule), then writes it into the tensor's storage, bumps the version counter 
 moves the tensor's history onto the new node, as torch does.
 """
 import numbers
+import re
 import weakref
 
 import numpy as np
@@ -19,7 +20,7 @@ from .creation import _wrap_np, tensor, takes_generator, RNG
 from .tracing import TraceError, _ACTIVE, TRACING
 from .ops.primitives import np_index_set, PRIMITIVES
 from .functionalize import commit_traced
-from .autograd.graph import RemovableHandle
+from .autograd.graph import RemovableHandle, node_class
 
 _METHODS = """neg negative abs absolute sign exp exp2 log log2 log1p expm1 sqrt rsqrt sin cos tan tanh sigmoid erf
 relu floor ceil round isnan isinf isfinite logical_not logical_and logical_or logical_xor clone add sub subtract mul
@@ -315,11 +316,34 @@ Tensor.__iand__ = _iand
 Tensor.__ior__ = _ior
 
 
+def _named_inplace(name):
+    """An in-place op whose recorded node takes torch's name for it (`name(*args)`): the ops it
+    is written in made the node (fill_ as full(...) + self * 0 was AddBackward0, where torch's
+    is FillBackward2). Through a view the node stays CopySlices."""
+    def wrap(op):
+        def named(self, *args, **kwargs):
+            old = self._grad_fn
+            out = op(self, *args, **kwargs)
+            if self._grad_fn is not old and self._grad_fn is not None and not _tracing():
+                name_grad_fn(self, name(*args))
+            return out
+        named.__name__ = op.__name__
+        named.__doc__ = op.__doc__
+        return named
+    return wrap
+
+
+@_named_inplace(lambda: "ZeroBackward0")
 def zero_(self):
-    return fill_(self, 0)
+    return _fill(self, 0)
 
 
+@_named_inplace(lambda value: "FillBackward3" if isinstance(value, Tensor) else "FillBackward2")
 def fill_(self, value):
+    return _fill(self, value)
+
+
+def _fill(self, value):
     check_inplace(self)
     if isinstance(value, Tensor):
         if value.ndim:
@@ -336,6 +360,7 @@ def fill_(self, value):
     return self
 
 
+@_named_inplace(lambda src, non_blocking=False: "CopyBackwards")
 def copy_(self, src, non_blocking=False):
     check_inplace(self)
     if not isinstance(src, Tensor):
@@ -352,7 +377,10 @@ def copy_(self, src, non_blocking=False):
     if src._req and STATE.grad_enabled and self._dtype.is_floating_point:
         r = F.expand(F.convert(src, self.dtype), tuple(self.shape))
         r = F.clone(r)
-        node = r.grad_fn
+        if self._view is None and self._grad_fn is not None:
+            # the history self had gets a zero gradient, as torch's CopyBackwards gives it
+            # (it was cut off: its leaves' .grad stayed None)
+            r = r + self * 0
         return commit(self, r)
     if self.grad_fn is not None and STATE.grad_enabled:
         # the old value is overwritten: its gradient is zero from here on
@@ -366,6 +394,14 @@ def copy_(self, src, non_blocking=False):
 
 
 def _setitem(self, key, value):
+    if key is False:
+        return                # torch's: selects nothing, writes nothing, checks nothing
+    if self._grad_fn is None and self._req and STATE.grad_enabled and self._view is None:
+        # torch indexes first (a bad key raises its IndexError) and writes into the view the
+        # key's basic part makes, if it makes one: then its error is about a view of a leaf
+        k, _ = F._normalize_key(self, key)
+        if _makes_view(self._data, k):
+            raise RuntimeError("a view of a leaf Variable that requires grad is being used in an in-place operation.")
     check_inplace(self)
     if not isinstance(value, Tensor):
         if isinstance(value, (list, tuple, np.ndarray)):
@@ -389,7 +425,24 @@ def _setitem(self, key, value):
         np_index_set(target, k, [i._data for i in idx], value._data if isinstance(value, Tensor) else value)
         self._vc[0] += 1
         return
+    if not idx and not _makes_view(self._data, k):
+        # the whole tensor (x[...] = v, x[:] = v): torch writes it with copy_, or fill_ of the
+        # number as a 0-dim tensor, not through a view (CopyBackwards, FillBackward3)
+        if isinstance(value, Tensor):
+            copy_(self, value)
+        else:
+            fill_(self, F.full((), value, dtype=self.dtype))
+        return
     commit(self, F.index_put_prim(self, value, idx, k))
+
+
+def _makes_view(data, k):
+    """Whether the basic part of normalized key `k` (ints, slices, None, bools) selects other
+    than the whole array as it is: torch then writes through a view (a full slice is no view)."""
+    basic = tuple(slice(None) if isinstance(p, tuple) and p[0] == "t" else
+                  slice(*p[1:]) if isinstance(p, tuple) else p for p in k)
+    v = data[basic]
+    return v.shape != data.shape or v.strides != data.strides
 
 
 def _writeable_region(target, k, idx):
@@ -440,27 +493,46 @@ def _takes_generator(fn):
     return takes_generator(fn)
 
 
+def _write_drawn(self, values, name):
+    """Write freshly drawn values into `self`. Where autograd records the write, it is an
+    in-place op with a constant result: the history `self` had gets a zero gradient (torch's
+    UniformBackward0 and the like; CopySlices on a view), where it used to keep its old
+    grad_fn and pass the gradient on as if the values had not been replaced."""
+    if STATE.grad_enabled and self.requires_grad:
+        src = Tensor._make(np.asarray(values, dtype=self._data.dtype), self._dtype)
+        copy_(self, src if not self.is_cuda else src.to(self.device))
+        name_grad_fn(self, name)
+        return self
+    self._data[...] = values
+    self._vc[0] += 1
+    return self
+
+
+def name_grad_fn(self, name):
+    """Give the node an in-place op just recorded on `self` torch's name for that op (the
+    node was made by the ops the in-place op is written in); a view's stays CopySlices."""
+    fn = self._grad_fn
+    if self._view is None and fn is not None:
+        fn.__class__ = node_class(name)
+
+
 @_takes_generator
 def _uniform_(self, a=0.0, b=1.0, generator=None):
     check_inplace(self)
-    self._data[...] = RNG.gen.uniform(a, b, self._data.shape)
-    self._vc[0] += 1
-    return self
+    return _write_drawn(self, RNG.gen.uniform(a, b, self._data.shape), "UniformBackward0")
 
 
 @_takes_generator
 def _normal_(self, mean=0.0, std=1.0, generator=None):
     check_inplace(self)
-    self._data[...] = RNG.gen.normal(mean, std, self._data.shape)
-    self._vc[0] += 1
-    return self
+    return _write_drawn(self, RNG.gen.normal(mean, std, self._data.shape), "NormalBackward0")
 
 
 @_takes_generator
 def _bernoulli_(self, p=0.5, generator=None):
-    self._data[...] = RNG.gen.random(self._data.shape) < p
-    self._vc[0] += 1
-    return self
+    check_inplace(self)
+    return _write_drawn(self, RNG.gen.random(self._data.shape) < p,
+                        "BernoulliBackward1" if isinstance(p, Tensor) else "BernoulliBackward2")
 
 
 @_takes_generator
@@ -468,9 +540,7 @@ def _exponential_(self, lambd=1.0, generator=None):
     check_inplace(self)
     if lambd <= 0:
         raise RuntimeError(f"exponential_ expects lambda > 0.0, but found lambda={lambd}")
-    self._data[...] = RNG.gen.exponential(1.0 / lambd, self._data.shape)
-    self._vc[0] += 1
-    return self
+    return _write_drawn(self, RNG.gen.exponential(1.0 / lambd, self._data.shape), "ExponentialBackward0")
 
 
 Tensor.exponential_ = _exponential_
@@ -539,33 +609,52 @@ Tensor.inverse = F.linalg_inv
 Tensor.det = F.linalg_det
 
 
-def _inplace_view(name):
+def _inplace_view(name, inplace_name):
     """In-place view ops (transpose_, t_, squeeze_, ...): the tensor becomes the view the
-    out-of-place op makes of it, keeping the creation meta it had (torch's in-place views);
-    on a view whose history may not be rewritten they raise as an in-place op does."""
+    out-of-place op makes of it, as torch's in-place view ops: an in-place op (a leaf that
+    requires grad refuses it, a view checks as for any in-place op, the version moves) whose
+    grad_fn takes torch's in-place name (`inplace_name` of the out-of-place op's node name:
+    TransposeBackward0 -> TransposeBackward1). Without grad recording the history stays, as
+    torch leaves it (a leaf keeps requires_grad)."""
     def op(self, *args, **kwargs):
-        if self._view is not None and STATE.grad_enabled and self.requires_grad:
-            views.check_rebase(self)
+        if _tracing():
+            # a traced value has no layout to change in place: the call runs eagerly (compile
+            # warns), where the trace lost the change and gave a wrong answer
+            raise TraceError(f"{name}_ (an in-place view op) inside a compiled function is not traced yet")
+        check_inplace(self)
+        if not (STATE.grad_enabled and self.requires_grad):
+            with no_grad():
+                self._data = getattr(self, name)(*args, **kwargs)._data
+            self._vc[0] += 1
+            return self
         creation = self._view.creation if self._view is not None else None
         new = getattr(self, name)(*args, **kwargs)
+        old_fn, old_nr = self._grad_fn, self._output_nr
         self._data = new._data
         self._grad_fn = new._grad_fn
         self._output_nr = new._output_nr
         self._req = new._req
-        if new._view is not None:
-            self._base = new._base
+        self._grad_fn.__class__ = node_class(inplace_name(type(new._grad_fn).__name__))
+        self._vc[0] += 1
+        if creation is not None:          # a view stays a view of its base, as it was made
             self._view = new._view
-            if creation is not None:
-                self._view.creation = creation
+            self._view.creation = creation
+            self._view.attr_version = self._vc[0]
+        views.move_retained(self, old_fn, old_nr)
         return self
     op.__name__ = name + "_"
     return op
 
 
+def _next_overload(by):
+    """torch's in-place view ops' node names: the out-of-place name's number plus `by`."""
+    return lambda n: re.sub(r"\d+$", lambda d: str(int(d.group()) + by), n)
+
+
 # (t_ was an in-place write of the transposed values: wrong for a non-square matrix, and for a
 # square one it moved the data under the tensor's other views)
-for _name in ("transpose", "t", "squeeze", "unsqueeze", "swapdims", "swapaxes"):
-    setattr(Tensor, _name + "_", _inplace_view(_name))
+for _name, _by in (("transpose", 1), ("t", 1), ("squeeze", 3), ("unsqueeze", 1), ("swapdims", 1), ("swapaxes", 1)):
+    setattr(Tensor, _name + "_", _inplace_view(_name, _next_overload(_by)))
 
 # decompositions into the ops above (ops/composite.py)
 for _name in """diagonal trace diag_embed log10 trunc fix frac fmax fmin fmod masked_select movedim moveaxis ravel

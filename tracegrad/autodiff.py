@@ -120,9 +120,16 @@ def derive(fwd, outputs, wrt, hooks=None, node_hooks=(), defer_errors=False):
             grads[o] = grads[o] + seed if o in grads else seed
         tuple_grads = {}
         order = list(fwd.nx.nodes)
+        last_use = _last_uses(fwd, order, hooks)
+        pending = ()
         for n in reversed(order):
+            for x in pending:            # a leaf whose last consumer just ran: its hooks now
+                if x in grads:
+                    grads[x] = _call_hooks(grads[x], hooks[x])
             a = fwd[n]
-            if n in grads and n in hooks:
+            pending = [x for x in dict.fromkeys(a["args"]) if isinstance(x, V) and last_use.get(x) == n] \
+                if last_use and a["op"] != "input" else ()
+            if n in grads and n in hooks and n not in last_use:
                 grads[n] = _call_hooks(grads[n], hooks[n])
             op = a["op"]
             if op == "input":
@@ -223,6 +230,9 @@ def derive(fwd, outputs, wrt, hooks=None, node_hooks=(), defer_errors=False):
                     # its incoming gradient through, as add's, does not take it over)
                     bwd[gi.__dict__["_name"]].setdefault("grad_of", (n, i))
                 grads[x] = grads[x] + gi if x in grads else gi
+        for x in pending:
+            if x in grads:
+                grads[x] = _call_hooks(grads[x], hooks[x])
         result = []
         for w in wrt:
             result.append(grads.get(w))
@@ -234,6 +244,23 @@ def derive(fwd, outputs, wrt, hooks=None, node_hooks=(), defer_errors=False):
     # values only they read) go here
     from .passes import eliminate_dead_code  # deferred: import tracegrad does not load tracegrad.passes
     return eliminate_dead_code(bwd, drop_inputs=("saved",))
+
+
+def _last_uses(fwd, order, hooks):
+    """{leaf input with tensor hooks: the op that reads it first}: torch runs a leaf's
+    AccumulateGrad, and with it the leaf's hooks, as soon as the last of its consumers has run
+    backward, the leaves of one node in the order of its arguments (a * b: a's hooks, then b's)."""
+    if not hooks:
+        return {}
+    found = {}
+    for n in order:
+        a = fwd[n]
+        if a["op"] in ("input", "proj"):
+            continue
+        for x in a["args"]:
+            if isinstance(x, V) and x in hooks and x not in found and fwd[x]["op"] == "input":
+                found[x] = n
+    return found
 
 
 def _call_hooks(g, key):

@@ -31,7 +31,7 @@ from .creation import manual_seed as seed_all
 from .ops import functional as F
 from .grad_mode import STATE, no_grad
 from .ir.graph import Graph, V
-from .ops.primitives import Primitive, PRIMITIVES
+from .ops.primitives import Primitive, PRIMITIVES, check_hook_result
 from .tracing import TraceError, _record, apply, trace, proxy_input
 from . import tracing as tracer
 from .interpret import run_eager, walk
@@ -396,14 +396,13 @@ _INDEXING = {"getitem", "getitem_backward", "index_put"}
 
 
 def _call_hooks_device(g, fns):
-    dt = D.from_numpy_dtype(g.dtype)
+    t = None if g is None else Tensor._make(g, D.from_numpy_dtype(g.dtype))
     for fn in fns:
-        r = fn(Tensor._make(g, dt))
+        r = fn(t)
         if r is not None:
-            if tuple(r.shape) != tuple(g.shape):
-                raise RuntimeError(f"hook '{getattr(fn, '__name__', fn)}' has changed the size of value")
-            g = r._data if r._data.__class__ is CudaArray else to_device(r._data)
-    return g
+            check_hook_result(fn, t, r)
+            t = r
+    return None if t is None else t._data
 
 
 _DIRECT_IMPL = {"call_hooks": _call_hooks_device}

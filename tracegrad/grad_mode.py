@@ -111,7 +111,7 @@ class set_grad_enabled(_DecoratorContextManager):
 
     def __init__(self, mode):
         if not isinstance(mode, bool):
-            raise TypeError(f"set_grad_enabled(): argument 'mode' must be bool, not {type(mode).__name__}")
+            raise TypeError(f"set_grad_enabled(): argument 'enabled' (position 1) must be bool, not {type(mode).__name__}")
         self.prev = STATE.grad_enabled
         self.mode = mode
         STATE.grad_enabled = mode

@@ -1,18 +1,20 @@
 """torch.autograd's API over the symbolic engine: backward, grad, grad modes."""
 import warnings
 import weakref
+from collections.abc import Mapping
 
 from .. import _dtype as D
 from ..grad_mode import (no_grad, enable_grad, set_grad_enabled, is_grad_enabled, inference_mode,
                          is_inference_mode_enabled, STATE)
 from ..tensor import Tensor, Above
 from . import engine
-from .graph import Node, AccumulateGrad, RemovableHandle
+from .graph import Node, AccumulateGrad, RemovableHandle, node_class
 from ._grad_io import _seeds, _results
 from ..autodiff import grad_in_trace
 from ..creation import zeros
 from ..functionalize import backward_in_trace
 from ..ops.functional import stack
+from ..ops.primitives import check_hook_results
 
 __all__ = ["backward", "grad", "no_grad", "enable_grad", "set_grad_enabled", "is_grad_enabled", "inference_mode",
            "Node", "graph"]
@@ -47,7 +49,9 @@ def _target(t):
     return (t._accumulator(), 0)
 
 
-def _run(outputs, seeds, targets, retain_graph, create_graph, extra_roots=()):
+def _run(outputs, seeds, targets, retain_graph, create_graph, retain=False):
+    """grad()'s backward: the gradients at `targets` (None where unreachable); with `retain`,
+    retain_grad() tensors on the way get theirs too, as torch's hooks give it them."""
     roots = [_root(t, i) for i, t in enumerate(outputs)]
     order, index, structure, hooks = engine.walk_keyed([r[0] for r in roots])
     reach = []
@@ -57,8 +61,15 @@ def _run(outputs, seeds, targets, retain_graph, create_graph, extra_roots=()):
             index[id(n)] = -2          # unreachable: its gradient is None
         elif k >= 0:
             reach.append((n, s))
+    retained = _retained(order, index, reach) if retain else ()
     with engine.final_callbacks():
-        outs = engine.execute(order, index, roots, seeds, reach, retain_graph, create_graph, hooks, structure)
+        outs = engine.execute(order, index, roots, seeds, reach + [tg for tg, _ in retained], retain_graph,
+                              create_graph, hooks, structure)
+    if retained:
+        for (_, t), g in zip(retained, outs[len(reach):]):
+            if g is not None:
+                _retain(t, g)
+        outs = outs[:len(reach)]
     if len(reach) == len(targets):
         return outs, order
     res = iter(outs)
@@ -86,28 +97,26 @@ def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, 
     roots = [_root(t, i) for i, t in enumerate(outputs)]
     order, index, structure, hooks = engine.walk_keyed([r[0] for r in roots])
     if inputs is not None:
-        targets, receivers = [], []
+        targets, seen = [], set()
         for t in inputs:
             if not _requires(t):
                 raise RuntimeError("can't retain_grad on Tensor that has requires_grad=False")
-            targets.append(_target(t))
-            receivers.append(t)
+            if t.grad_fn is not None:
+                t.retain_grad()        # torch takes a non-leaf input's gradient as retain_grad() does
+            tg = _target(t)
+            if (id(tg[0]), tg[1]) not in seen:         # an input named twice gets its gradient once
+                seen.add((id(tg[0]), tg[1]))
+                targets.append(tg)
+        leaves = [(tg, tg[0].variable) for tg in targets if isinstance(tg[0], AccumulateGrad)]
     else:
         targets = [(node, 0) for node in order if isinstance(node, AccumulateGrad)]
-        receivers = [node.variable for node, _ in targets]
-    for node in order:
-        # retain_grad() tensors get their gradient whenever backward passes through them
-        ret = node.__dict__.get("_retained") if node._prim is not None else None
-        if ret:
-            for slot, ref in ret.items():
-                t = ref()
-                if t is not None and t.grad_fn is node and (node, slot) not in targets:
-                    targets.append((node, slot))
-                    receivers.append(t)
+        leaves = [(tg, tg[0].variable) for tg in targets]
     for n, _ in targets:
         index.setdefault(id(n), -2)
-    reach = [(tg, r) for tg, r in zip(targets, receivers) if index[id(tg[0])] >= 0]
-    if create_graph and any(isinstance(tg[0], AccumulateGrad) for tg, _ in reach):
+    retained = _retained(order, index, targets)
+    reach = retained + [(tg, t) for tg, t in leaves if index[id(tg[0])] >= 0]
+    if create_graph and (WARN_ALWAYS[0] or not _WARNED_CYCLE[0]):
+        _WARNED_CYCLE[0] = True        # once a process, as torch's TORCH_WARN_ONCE
         warnings.warn("Using backward() with create_graph=True will create a reference cycle between the parameter "
                       "and its gradient which can cause a memory leak. We recommend using autograd.grad when creating "
                       "the graph to avoid this. If you have to use this function, make sure to reset the .grad fields "
@@ -117,19 +126,60 @@ def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, 
         outs = engine.execute(order, index, roots, seeds, [tg for tg, _ in reach], retain_graph, create_graph, hooks,
                               structure)
         _target_prehooks(reach, outs, engine.executed(order, [tg for tg, _ in reach]))
-        for (tg, t), g in zip(reach, outs):
+        for k, ((tg, t), g) in enumerate(zip(reach, outs)):
             if g is None:
                 continue
+            if k < len(retained):
+                _retain(t, g)
+                continue
             node = tg[0]
-            if isinstance(node, AccumulateGrad) and node._pre_hooks:
+            if node._pre_hooks:
                 for h in list(node._pre_hooks.values()):     # AccumulateGrad pre-hooks: (grad,) -> (grad,)
                     r = h((g,))
                     if r is not None:
-                        g = r[0]
-            _accumulate(t, g, create_graph)
-            if isinstance(node, AccumulateGrad) and node._hooks:
+                        g, = check_hook_results(h, (g,), r)
+                if g is None:
+                    continue
+            if t._req:                     # a leaf set to requires_grad=False since takes nothing, as torch's
+                _accumulate(t, g, create_graph)
+            _post_accumulate_hooks(t)
+            if node._hooks:
                 for h in list(node._hooks.values()):         # post-hooks see no grad_inputs, as in torch
-                    h((), (g,))
+                    r = h((), (g,))
+                    if r is not None:
+                        check_hook_results(h, (), r)
+
+
+_WARNED_CYCLE = [False]
+WARN_ALWAYS = [False]                  # torch.set_warn_always: warnings given once a process come every time
+
+
+def _retained(order, index, targets):
+    """(target, tensor) for each retain_grad() tensor whose grad_fn a backward to `targets`
+    runs or which is a target itself: torch's retains_grad hook runs as that node is
+    reached, in backward() and in grad() alike, and not where the node is not run."""
+    out = []
+    ran = None
+    for node in order:
+        ret = node.__dict__.get("_retained") if node._prim is not None else None
+        if not ret:
+            continue
+        if ran is None:
+            ran = {id(n) for n in engine.executed(order, targets)}
+            ran.update(id(n) for n, _ in targets if index[id(n)] >= 0)
+        if id(node) not in ran:
+            continue
+        for slot, ref in ret.items():
+            t = ref()
+            if t is not None and t.grad_fn is node:
+                out.append(((node, slot), t))
+    return out
+
+
+def _retain(t, g):
+    """torch's retains_grad hook, run in the backward's grad mode: the first gradient is
+    copied, later ones are added out of place (the old .grad object is left as it was)."""
+    t._grad = g.clone() if t._grad is None else t._grad + g
 
 
 def _target_prehooks(reach, outs, ran):
@@ -146,28 +196,37 @@ def _target_prehooks(reach, outs, ran):
         for h in list(node._pre_hooks.values()):
             r = h(gs)
             if r is not None:
-                gs = tuple(r)
+                gs = check_hook_results(h, gs, r)
 
 
 def _accumulate(t, g, create_graph):
-    """AccumulateGrad: steal the first gradient, add later ones (in place unless create_graph)."""
-    if t._is_param or t.grad_fn is None or t._retains_grad:
-        pass
-    if t.grad_fn is not None and not t._retains_grad:
-        pass
+    """torch's AccumulateGrad: without create_graph the first gradient is stolen and later
+    ones are added in place (even into a .grad that requires grad, which keeps its history);
+    with create_graph the first is copied (it may be the caller's own tensor: a seed) and
+    later ones added out of place."""
     if not create_graph:
         g = Tensor._make(g._data, g._dtype) if g._req else g
     if t._grad is None:
+        if create_graph:
+            g = g.clone()                 # torch's clone_obey_contract: empty_strided(...).copy_(g)
+            if g._grad_fn is not None:
+                g._grad_fn.__class__ = node_class("CopyBackwards")
+            g._vc[0] += 1
         t._grad = g
-    elif create_graph or t._grad._req:
+    elif create_graph:
         t._grad = t._grad + g
     else:
         t._grad._data += g._data.astype(t._grad._data.dtype, copy=False)
         t._grad._vc[0] += 1
+
+
+def _post_accumulate_hooks(t):
+    """A leaf's post-accumulate-grad hooks, run after its AccumulateGrad (also where it took
+    nothing, a leaf set not to require grad since: torch runs them all the same)."""
     if t.grad_fn is None and t._post_acc_hooks:
         for h in list(t._post_acc_hooks.values()):
             if h(t) is not None:
-                raise RuntimeError("hooks should return None.")
+                raise RuntimeError("Tensor post accumulate grad hooks should return None.")
 
 
 def _any_proxy(outputs):
@@ -179,17 +238,35 @@ def _any_proxy(outputs):
 
 def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=False, only_inputs=True,
          allow_unused=None, is_grads_batched=False, materialize_grads=False):
-    """Gradients of `outputs` with respect to `inputs` (nothing is accumulated into .grad)."""
+    """Gradients of `outputs` with respect to `inputs` (nothing is accumulated into .grad);
+    `inputs` a dict gives a dict of gradients under the same keys, as torch's."""
     if materialize_grads and allow_unused is False:
         raise ValueError("Expected allow_unused to be True or not passed when materialize_grads=True, "
                          "but got: allow_unused=False.")
     if allow_unused is None:
         allow_unused = materialize_grads
-    single = isinstance(inputs, Tensor)
+    keys = None
+    if type(inputs) is dict:
+        keys = list(inputs)
+        inputs = list(inputs.values())
+    elif isinstance(inputs, Mapping):
+        raise TypeError(f"`inputs` argument to `grad()` must be a dict, not {type(inputs).__name__}. Other Mapping "
+                        f"types are not supported.")
     outputs = _as_list(outputs, "outputs")
     inputs = _as_list(inputs, "inputs")
     if not inputs:
         raise RuntimeError("`inputs` argument to `grad()` cannot be empty.")
+    if not only_inputs:
+        warnings.warn("only_inputs argument is deprecated and is ignored now (defaults to True). To accumulate "
+                      "gradient for other parts of the graph, please use torch.autograd.backward.", FutureWarning,
+                      stacklevel=2)
+    res = _grad(outputs, inputs, grad_outputs, retain_graph, create_graph, allow_unused, is_grads_batched,
+                materialize_grads)
+    return res if keys is None else dict(zip(keys, res))
+
+
+def _grad(outputs, inputs, grad_outputs, retain_graph, create_graph, allow_unused, is_grads_batched,
+          materialize_grads):
     for i, t in enumerate(outputs):
         if not isinstance(t, Tensor):
             raise TypeError(f"grad(): outputs must be Tensors, got {type(t).__name__}")
@@ -214,12 +291,12 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
         seeds = _seeds(outputs, _as_list(grad_outputs, "grad_outputs"), create_graph, "grad_outputs")
         if create_graph.__class__ is not bool:
             with set_grad_enabled(create_graph):       # (which refuses a mode that is no bool)
-                res, _ = _run(outputs, seeds, targets, retain_graph, create_graph)
+                res, _ = _run(outputs, seeds, targets, retain_graph, create_graph, True)
         else:
             prev = STATE.grad_enabled             # set_grad_enabled(create_graph), without a context object
             STATE.grad_enabled = create_graph
             try:
-                res, _ = _run(outputs, seeds, targets, retain_graph, create_graph)
+                res, _ = _run(outputs, seeds, targets, retain_graph, create_graph, True)
             finally:
                 STATE.grad_enabled = prev
     return _results(inputs, res, allow_unused, materialize_grads, create_graph)

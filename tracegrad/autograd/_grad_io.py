@@ -3,7 +3,7 @@ points (autograd/__init__.py), traced grad (autodiff.py) and traced backward
 (functionalize.py): the seed gradient of each output and the checked result for each input.
 It imports only the tensor and creation, below all three."""
 from ..tensor import Tensor
-from ..creation import ones_like_data, tensor, zeros
+from ..creation import ones_like_data, zeros
 
 
 def _seeds(outputs, grads, create_graph, what="grad_tensors", ones=None):
@@ -13,8 +13,13 @@ def _seeds(outputs, grads, create_graph, what="grad_tensors", ones=None):
     ones = ones or ones_like_data
     if len(grads) == 0:
         grads = [None] * len(outputs)
-    if len(grads) != len(outputs):
-        raise RuntimeError(f"{what} should be a sequence of length {len(outputs)}, got {len(grads)}")
+    for g in grads:
+        if g is not None and not isinstance(g, Tensor):
+            raise TypeError(f"gradients can be either Tensors or None, but got {type(g).__name__}")
+    # torch pairs outputs with gradients as zip does: extra gradients go unused
+    if len(grads) < len(outputs):
+        raise RuntimeError(f"got {len(outputs)} tensors and {len(grads)} gradients")
+    grads = grads[:len(outputs)]
     seeds = []
     for i, (o, g) in enumerate(zip(outputs, grads)):
         if g is None:
@@ -26,8 +31,6 @@ def _seeds(outputs, grads, create_graph, what="grad_tensors", ones=None):
             if concrete:                 # ones_like_data: the output's shape and dtype already
                 seeds.append(g)
                 continue
-        elif not isinstance(g, Tensor):
-            g = tensor(g, dtype=o.dtype)
         if tuple(g.shape) != tuple(o.shape):
             raise RuntimeError(f"Mismatch in shape: grad_output[{i}] has a shape of {g.shape} and output[{i}] has a "
                                f"shape of {o.shape}.")

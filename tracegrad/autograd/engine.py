@@ -13,7 +13,6 @@ results have their own grad_fn (any order).
 """
 import collections
 import itertools
-import re
 import sys
 import threading
 import time
@@ -26,7 +25,7 @@ from ..grad_mode import STATE, enable_grad, set_grad_enabled
 from ..ir.graph import Graph, V
 from ..ir.layout import order_attr, tensor_order
 from ..tensor import Tensor
-from .graph import AccumulateGrad, HOOK_USED, hooked_saved, FREED_MSG, Engine
+from .graph import AccumulateGrad, HOOK_USED, hooked_saved, FREED_MSG, Engine, Node, op_name
 from .._collect import paused
 from .. import cuda as _cuda
 from ..ops.primitives import PRIMITIVES
@@ -240,8 +239,10 @@ def build_program(order, index, roots, targets, hooks_spec):
     p.transfers = any(fwd[v]["op"] == "to_copy" for v in fwd.nodes())
     # a custom Function's backward may return None (an undefined gradient, torch's): such a
     # backward runs node by node, where None flows on as torch's engine lets it. A compiled
-    # call's backward never does (its kernel answers zeros where no gradient reaches)
-    p.undefined = any(n._prim is not None and n._prim.takes_ctx and n._prim.name != "compiled_call" for n in order)
+    # call's backward never does (its kernel answers zeros where no gradient reaches). A
+    # grad_fn hook may make a gradient undefined too, returning None in its place
+    p.undefined = any(order[k]._prim is not None for k in hooked) or any(
+        n._prim is not None and n._prim.takes_ctx and n._prim.name != "compiled_call" for n in order)
     # generated source pays off for graphs a loop runs again; very deep ones are interpreted
     p.fn = compile_graph(bwd, "backward") if len(bwd) <= _CODEGEN_MAX_NODES else interpret_graph(bwd)
     return p
@@ -305,8 +306,6 @@ def _check_version(s, node):
         t = s.tensor
         dt = t._dtype if t is not None else node._out_meta[s.output_nr][1]
         shape = tuple(t._data.shape) if t is not None else node._out_meta[s.output_nr][0]
-        def op_name(n):     # torch names the forward op here: ExpBackward0 -> Exp
-            return re.sub(r"Backward\d*$", "", type(n).__name__)
         # torch names the op that made a non-leaf; of a leaf it gives the type alone
         which = (f", which is output {s.output_nr} of {op_name(node)}," if t is None else
                  (f", which is output {t._output_nr} of {op_name(t.grad_fn)}," if t.grad_fn is not None else ""))
@@ -796,14 +795,34 @@ def call_node(node, grads):
     """grad_fn(*grad_outputs): run one node's backward alone; its gradients for each input."""
     n_out = len(node._out_meta)
     if len(grads) != n_out:
-        raise TypeError(f"{type(node).__name__}: expected {n_out} arguments, got {len(grads)} instead")
+        raise TypeError(f"expected {n_out} arguments, got {len(grads)} instead")
     if node._prim is None:
         raise RuntimeError(f"{type(node).__name__} cannot be called directly")
-    edges = [(nf, s) for nf, s in node.next_functions if nf is not None]
+    if node._prim.takes_ctx:
+        raise TypeError(f"'{type(node).__name__}' object is not callable")
+    # the node's own rule, each input apart: a copy of the node whose edges lead to leaves of
+    # their own (through its real edges, an input used twice, or reached again through
+    # another input, got the sum of every path to it: x * x's node answered 2x for each)
+    alone = object.__new__(type(node))
+    for slot in ("_prim", "_params", "_args_meta", "_saved", "_out_meta"):
+        setattr(alone, slot, getattr(node, slot))
+    edges = []
+    fresh = []
+    for nf, s in node.next_functions:
+        if nf is None:
+            fresh.append((None, 0))
+            continue
+        leaf = object.__new__(Node)
+        leaf._prim, leaf._params, leaf._args_meta, leaf.next_functions, leaf._saved = None, None, (), (), ()
+        leaf._out_meta = (nf._out_meta[s],)
+        fresh.append((leaf, 0))
+        edges.append((leaf, 0))
+    alone.next_functions = tuple(fresh)
+    node = alone
     seeds = []
-    for g, (shape, dt) in zip(grads, node._out_meta):
+    for i, (g, (shape, dt)) in enumerate(zip(grads, node._out_meta)):
         if not isinstance(g, Tensor):
-            raise TypeError(f"{type(node).__name__}: expected Tensor arguments, got {type(g).__name__}")
+            raise TypeError(f"argument {i} is not a Variable")
         if tuple(g.shape) != tuple(shape):
             raise RuntimeError(f"{type(node).__name__}: expected a gradient of shape {list(shape)}, got "
                                f"{list(g.shape)}")

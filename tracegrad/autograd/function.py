@@ -19,7 +19,7 @@ from .. import _dtype as D
 from ..grad_mode import STATE, no_grad, enable_grad
 from ..tensor import Tensor
 from ..ops.lowering import Refuse, identity
-from ..ops.primitives import Primitive, PRIMITIVES as P
+from ..ops.primitives import Primitive, PRIMITIVES as P, check_hook_results
 from .graph import Node, Saved, node_class, _seq
 from . import views
 from .. import tracing as _tracer
@@ -62,6 +62,17 @@ def _check_grads(ctx, grads, metas):
             raise RuntimeError(f"function {name} returned an incorrect number of gradients (expected {n_in}, "
                                f"got {len(grads)})")
     return grads
+
+
+def _check_grad_kind(name, i, g, for_tensor):
+    """torch's checks on the gradient a custom backward returned at position i: a Tensor or
+    None for a tensor argument, None for any other argument."""
+    if not for_tensor:
+        if g is not None:
+            raise RuntimeError(f"function {name} returned a gradient different than None at position {i + 1}, but "
+                               f"the corresponding forward input was not a Variable")
+    elif g is not None and not isinstance(g, Tensor):
+        raise RuntimeError(f"expected Variable or None (got {type(g).__name__})")
 
 
 def _fit_grad(name, i, g, meta, as_tensor):
@@ -107,6 +118,7 @@ def _call_user_backward(ctx, gs, metas, as_tensor):
     out = []
     name = type(ctx).__name__
     for i, (g, m) in enumerate(zip(res, metas)):
+        _check_grad_kind(name, i, g, m is not None)
         if m is None:
             continue
         if g is None:
@@ -116,9 +128,6 @@ def _call_user_backward(ctx, gs, metas, as_tensor):
             else:
                 out.append(None)
                 continue
-        if not isinstance(g, Tensor):
-            raise TypeError(f"function {name} returned a gradient of type {type(g).__name__} at index {i}; "
-                            f"expected a Tensor or None")
         out.append(_fit_grad(name, i, g, m, True))
     return tuple(out)
 
@@ -174,7 +183,7 @@ def _prehooks(*args, present=None, as_tensor=False):
     for h in list((node._pre_hooks or {}).values()):
         r = h(gs)
         if r is not None:
-            gs = _wrap_grads(tuple(r))
+            gs = check_hook_results(h, gs, r)
     if present is not None:
         gs = tuple(g for g, p in zip(gs, present) if p)
     return _unwrap(gs, as_tensor)
@@ -190,7 +199,7 @@ def _posthooks(*args, mask, n_out, present=None, as_tensor=False):
     for h in list((node._hooks or {}).values()):
         r = h(grad_inputs, grad_outputs)
         if r is not None:
-            grad_inputs = _wrap_grads(tuple(r))
+            grad_inputs = check_hook_results(h, grad_inputs, r)
     return _unwrap(tuple(g for g, m in zip(grad_inputs, mask) if m), as_tensor)
 
 
@@ -214,7 +223,7 @@ def _delayed_error_vjp(g, out, *a):
 
 
 Primitive("delayed_error", "*xs", lambda x, *rest: x, shape=lambda x, *r: tuple(x.shape), dtype="same",
-          vjp=_delayed_error_vjp, grad_fn="DelayedError", triton=identity)
+          vjp=_delayed_error_vjp, grad_fn="Error", triton=identity)
 
 
 # -- the user-facing classes ------------------------------------------------------------------------
@@ -316,24 +325,34 @@ class Function(metaclass=FunctionMeta):
 
     @classmethod
     def apply(cls, *args, **kwargs):
-        if kwargs:
-            raise NotImplementedError("Function.apply with keyword arguments is not supported")
-        if _ACTIVE[0] and (TRACING.stack or any(isinstance(a, Proxy) for a in args)):
+        custom_setup = cls.setup_context is not Function.setup_context
+        if kwargs and custom_setup:
+            # torch binds them to forward's parameters: what stays a keyword is keyword-only
+            bound = inspect.signature(cls.forward).bind(*args, **kwargs)
+            bound.apply_defaults()
+            args, kwargs = bound.args, bound.kwargs
+        if _ACTIVE[0] and (TRACING.stack or any(isinstance(a, Proxy) for a in args + tuple(kwargs.values()))):
+            if kwargs:
+                raise TraceError(f"{cls.__name__}.apply with keyword arguments inside a compiled function is not "
+                                 f"traced yet")
             return _apply_traced(cls, args)
+        pos = args
+        # keyword arguments count as inputs after the positional ones, as torch's (needs_input_grad,
+        # and a gradient for each from backward)
+        args = args + tuple(kwargs.values())
         ctx = object.__new__(_ctx_class(cls))
         _init_node(ctx)
         needs = tuple(isinstance(a, Tensor) and (a._req or a.grad_fn is not None) for a in args)
         ctx.__dict__["needs_input_grad"] = needs
-        custom_setup = cls.setup_context is not Function.setup_context
         if STATE.grad_enabled and any(needs):
             # the inputs' history before forward runs (it may modify them in place: mark_dirty)
             edges = [_edge(a) if isinstance(a, Tensor) else (None, 0) for a in args]
         with no_grad():
             if custom_setup:
-                outputs = cls.forward(*args)
-                cls.setup_context(ctx, _with_defaults(cls.forward, args), outputs)
+                outputs = cls.forward(*pos, **kwargs)
+                cls.setup_context(ctx, _with_defaults(cls.forward, pos) if not kwargs else pos, outputs)
             else:
-                outputs = cls.forward(ctx, *args)
+                outputs = cls.forward(ctx, *pos, **kwargs)
         is_tuple = isinstance(outputs, tuple)
         outs = list(outputs) if is_tuple else [outputs]
         requires = STATE.grad_enabled and any(needs)
@@ -380,6 +399,8 @@ class Function(metaclass=FunctionMeta):
             if not isinstance(o, Tensor):
                 continue
             is_input = any(o is a for a in args)
+            # asked before an input returned as is is replaced by its alias, which no mark names
+            nd = any(o is x for x in non_diff)
             if any(o is d for d in dirty):
                 if o._grad_fn is None and o._req:
                     raise RuntimeError("a leaf Variable that requires grad has been used in an in-place operation.")
@@ -389,6 +410,8 @@ class Function(metaclass=FunctionMeta):
                         raise RuntimeError(_DIRTY_VIEW_MSG)
                     views.check_inplace_on_view(o)
                     rebased.append(k)
+            elif is_input and nd:
+                o = outs[k] = o.detach()   # a non-differentiable input returned as is: a detached alias (torch's)
             elif is_input:
                 # an input returned as is: the output is a new tensor viewing it
                 o = outs[k] = _alias(o, views.IN_CUSTOM_FUNCTION)
@@ -402,7 +425,7 @@ class Function(metaclass=FunctionMeta):
                     o._view.creation = views.DEFAULT
                 else:
                     o._view.creation = views.MULTI_OUTPUT_NODE if n_tensors > 1 else views.IN_CUSTOM_FUNCTION
-            if any(o is nd for nd in non_diff) or not o._dtype.is_floating_point:
+            if nd or not o._dtype.is_floating_point:
                 continue
             o._req = True
             o.grad_fn = ctx
@@ -534,14 +557,14 @@ def _traced_fn_vjp(g, out, *xs, ctx, n_in, n_out, n_saved, attrs, once, out_refs
     res = _check_grads(tc, cls.backward(tc, *gs), (None,) * ctx.__dict__["_n_args"])
     name = cls.__name__ + "Backward"
     grads = []
-    for k, i in enumerate(ctx.__dict__["_tensor_pos"]):
+    tpos = ctx.__dict__["_tensor_pos"]
+    for i, gi in enumerate(res):
+        _check_grad_kind(name, i, gi, i in tpos)
+    for k, i in enumerate(tpos):
         gi = res[i]
         if gi is None:
             grads.append(None)
             continue
-        if not isinstance(gi, Tensor):
-            raise TypeError(f"function {name} returned a gradient of type {type(gi).__name__} at index {i}; "
-                            f"expected a Tensor or None")
         gi = _fit_grad(name, i, gi, metas[k], True)
         if once:                  # @once_differentiable: differentiating this again raises
             gi = apply(P["once_differentiable"], (gi,), {})
@@ -567,7 +590,7 @@ Primitive("traced_function", "*xs", _traced_fn_impl, shape=_traced_fn_shape, dty
 Primitive("once_differentiable_error", "g", _once_error, shape=lambda g: tuple(g.shape), dtype="same",
           triton=Refuse(_ONCE_MSG))
 Primitive("once_differentiable", "x", lambda x: np.array(x, copy=True), shape=lambda x: tuple(x.shape), dtype="same",
-          vjp=_once_vjp, grad_fn="DelayedError", triton=identity)
+          vjp=_once_vjp, grad_fn="Error", triton=identity)
 
 
 def _requires_grad_traced(graph, t):

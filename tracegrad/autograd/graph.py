@@ -7,6 +7,7 @@ their outputs, so a graph lives exactly as long as some tensor refers to it and 
 freed by reference counting.
 """
 import itertools
+import re
 import threading
 import weakref
 import functools
@@ -63,7 +64,10 @@ class Node:
     _seq = 0
 
     def name(self):
-        return type(self).__name__
+        """torch's node name: the class name, with its namespace for the nodes torch writes
+        by hand in C++ (torch::autograd::AccumulateGrad, torch::autograd::CopySlices)."""
+        name = type(self).__name__
+        return "torch::autograd::" + name if name in _CPP_NODES else name
 
     def __repr__(self):
         return f"<{type(self).__name__} object at {hex(id(self))}>"
@@ -175,6 +179,23 @@ def node_class(name):
                 cls.__module__ = "tracegrad.autograd.graph"
                 _classes[name] = cls
     return cls
+
+
+# nodes torch writes by hand in C++, which its messages name with their namespace
+_CPP_NODES = frozenset({"CopySlices", "CopyBackwards", "AccumulateGrad", "NotImplemented", "Error"})
+
+
+def op_name(node):
+    """A node as torch's messages name the op that made a tensor: ExpBackward0 -> Exp,
+    ClampBackward1 -> Clamp1, MyFnBackward -> MyFn, CopySlices ->
+    torch::autograd::CopySlices."""
+    name = type(node).__name__
+    if name in _CPP_NODES:
+        return node.name()
+    m = re.fullmatch(r"(.*)Backward(\d*)", name)
+    if m is None:
+        return name
+    return m.group(1) + ("" if m.group(2) in ("", "0") else m.group(2))
 
 
 def node_class_of(prim, args, params):

@@ -11,7 +11,6 @@ whose grad_fn predates the change gets, when its grad_fn is next read, a new one
 The geometry of a view is written as (shape, strides, offset) in elements of its base's
 row-major layout, whatever the base's own strides are.
 """
-import re
 import weakref
 
 import numpy as np
@@ -22,6 +21,7 @@ from .. import tracing as _tracing
 from ..tracing import _record
 from ..ops.primitives import PRIMITIVES as P
 from ..tensor import Tensor
+from .graph import op_name
 
 DEFAULT = 0
 NO_GRAD_MODE = 1
@@ -64,10 +64,6 @@ def make_view(t, base, creation):
     return t
 
 
-def _op_name(node):
-    return re.sub(r"Backward\d*$", "", type(node).__name__)
-
-
 def check_rebase(t, indirect=False):
     """torch's handle_view_on_rebase: raise where the view's history may not be rewritten."""
     meta = t._view
@@ -77,14 +73,14 @@ def check_rebase(t, indirect=False):
     fn = t._grad_fn
     modified = "its base or another view of its base has been" if indirect else "is being"
     if creation in (INFERENCE_MODE, NO_GRAD_MODE) or fn is None:
-        prefix = (f"Output {t._output_nr} of {_op_name(fn)} is a view of a view which was created in" if fn is not None
+        prefix = (f"Output {t._output_nr} of {op_name(fn)} is a view of a view which was created in" if fn is not None
                   else "A view was created in")
         if creation == INFERENCE_MODE:
             msg = f"{prefix} inference mode and {modified} modified inplace in normal mode."
         else:
             msg = f"{prefix} no_grad mode and {modified} modified inplace with grad mode enabled."
     else:
-        msg = f"Output {t._output_nr} of {_op_name(fn)} is a view and {modified} modified inplace."
+        msg = f"Output {t._output_nr} of {op_name(fn)} is a view and {modified} modified inplace."
     if creation == MULTI_OUTPUT_NODE:
         msg += (" This view is the output of a function that returns multiple views. Such functions do not allow the "
                 "output views to be modified inplace. You should replace the inplace operation by an out-of-place one.")
@@ -107,8 +103,9 @@ def check_rebase(t, indirect=False):
 def check_inplace_on_view(t):
     """The checks of an in-place op that requires grad, run with grad mode on, on view `t`."""
     check_rebase(t)
-    base = t._base
-    if base._grad_fn is None and base._req:
+    # torch's: a view that requires grad, of a base that is a leaf (whether or not the base
+    # requires grad: a view made a leaf by requires_grad_() has a base that does not)
+    if t._base._grad_fn is None and t.requires_grad:
         raise RuntimeError("a view of a leaf Variable that requires grad is being used in an in-place operation.")
 
 

@@ -1697,22 +1697,55 @@ def _index_put_direct(key):
         k is Ellipsis or k == ("s", None, None, None) or isinstance(k, tuple) and k[0] == "t" for k in key)
 
 
+def hook_name(fn):
+    """A hook as torch's messages name it: its __name__, else '<unknown>'."""
+    name = getattr(fn, "__name__", None)
+    return name if isinstance(name, str) else "<unknown>"
+
+
+def _type_name(t):
+    return ("torch.cuda." if t.is_cuda else "torch.") + D.LEGACY[t._dtype]
+
+
+def check_hook_result(fn, original, result, name=None):
+    """torch's checks on a tensor `result` a hook returned in place of the gradient `original`
+    (a Tensor or None): a None gradient stays None, a Tensor keeps its dtype, device and size.
+    Without them a hook's wrong value became the gradient (a size-3 grad of a size-2 leaf).
+    Messages name the hook `name`, or the hook's own name."""
+    if result is None:
+        return
+    if original is None:
+        raise RuntimeError("can't replace a None gradient with a non-None value")
+    if not isinstance(result, FrontEnd.Tensor):
+        raise TypeError(f"expected Variable, but hook returned '{type(result).__name__}'")
+    if result._dtype is not original._dtype or result.is_cuda != original.is_cuda:
+        raise RuntimeError(f"hook '{name or hook_name(fn)}' has changed the type of value (was "
+                           f"{_type_name(original)} got {_type_name(result)})")
+    if tuple(result.shape) != tuple(original.shape):
+        raise RuntimeError(f"hook '{name or hook_name(fn)}' has changed the size of value")
+
+
+def check_hook_results(fn, previous, result, name=None):
+    """torch's checks on what a grad_fn hook returned in place of the tuple `previous`: a tuple
+    of as many values, each as check_hook_result asks."""
+    if not isinstance(result, tuple):
+        raise TypeError(f"expected tuple, but hook returned '{type(result).__name__}'")
+    if len(result) != len(previous):
+        raise RuntimeError(f"hook '{name or hook_name(fn)}' has returned an incorrect number of values "
+                           f"(got {len(result)}, but expected {len(previous)})")
+    for o, r in zip(previous, result):
+        check_hook_result(fn, o, r, name)
+    return result
+
+
 def _call_hooks_kernel(g, fns):
     Tensor = FrontEnd.Tensor
-    if g is None:                      # an undefined gradient: hooks see None (as torch's)
-        for k, fn in enumerate(fns):
-            r = fn(None)
-            if r is not None:
-                return _call_hooks_kernel(r._data, list(fns)[k + 1:])
-        return None
-    dt = D.from_numpy_dtype(np.asarray(g).dtype)
-    for fn in fns:
-        r = fn(Tensor._make(np.asarray(g), dt))
-        if r is not None:
-            if tuple(r.shape) != tuple(np.shape(g)):
-                raise RuntimeError(f"hook '{getattr(fn, '__name__', fn)}' has changed the size of value")
-            g = r._data
-    return g
+    t = None
+    if g is not None:                  # an undefined gradient: hooks see None (as torch's)
+        a = np.asarray(g)
+        t = Tensor._make(a, D.from_numpy_dtype(a.dtype))
+    t = _call_hooks_eager(t, fns)
+    return None if t is None else t._data
 
 
 def _call_hooks_eager(g, fns):
@@ -1725,8 +1758,7 @@ def _call_hooks_eager(g, fns):
     for fn in fns:
         r = fn(g)
         if r is not None:
-            if g is not None and tuple(r.shape) != tuple(g.shape):
-                raise RuntimeError(f"hook '{getattr(fn, '__name__', fn)}' has changed the size of value")
+            check_hook_result(fn, g, r)
             g = r
     return g
 

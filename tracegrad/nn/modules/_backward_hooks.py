@@ -15,6 +15,8 @@ from ...tensor import Tensor
 from ...autograd.function import Function
 from ... import _tensor_methods
 from ...grad_mode import is_grad_enabled
+from ...creation import zeros
+from ...ops.primitives import check_hook_results
 
 # The full backward (pre-)hooks of every module (register_module_full_backward_hook and
 # register_module_full_backward_pre_hook in module.py add to them), run before a module's own.
@@ -29,23 +31,39 @@ class BackwardHookFunction(Function):
         ctx.kind = kind
         ctx.set_materialize_grads(False)      # an output no gradient reached is None, as torch's
         ctx.mark_non_differentiable(*[t for t in tensors if not t.requires_grad])
+        ctx.metas = [(tuple(t.shape), t.dtype, t.device) for t in tensors]
         return tensors
 
     @staticmethod
     def backward(ctx, *grads):
         if ctx.kind == "outputs":
-            grads = ctx.call.output_grads(grads)
+            grads = ctx.call.output_grads(grads, ctx.metas)
         else:
-            grads = ctx.call.input_grads(grads)
+            grads = ctx.call.input_grads(grads, ctx.metas)
         return (None, None) + tuple(grads)
+
+
+def _materialized(grads, metas):
+    """The gradients torch's BackwardHookFunction hands on (it materializes): zeros where none
+    reached."""
+    return tuple(zeros(s, dtype=d, device=dev) if g is None else g for g, (s, d, dev) in zip(grads, metas))
+
+
+def _packed(pos, values, size):
+    """A tuple of `size`, the values at positions `pos` (the tensor arguments), None elsewhere."""
+    res = [None] * size
+    for i, v in zip(pos, values):
+        res[i] = v
+    return tuple(res)
 
 
 class _HookedCall:
     """One call of a module with backward hooks: what its backward hands to the hooks."""
 
-    def __init__(self, module, n_inputs, input_req):
+    def __init__(self, module, n_args, pos, input_req):
         self.module = module
-        self.n_inputs = n_inputs
+        self.n_args = n_args              # the hooks' grad_input has one entry per argument, tensor or not
+        self.pos = pos                    # the positions of the tensor arguments
         self.input_req = input_req
         self.pre_hooks = (list(_global_backward_pre_hooks.values())
                           + list(module.__dict__.get("_backward_pre_hooks", {}).values()))
@@ -53,8 +71,8 @@ class _HookedCall:
                       + list(module.__dict__.get("_backward_hooks", {}).values()))
         self.grad_output = None
 
-    def output_grads(self, grads):
-        grads = tuple(grads)
+    def output_grads(self, grads, metas):
+        grads = orig = tuple(grads)
         for hook in self.pre_hooks:
             r = hook(self.module, grads)
             if r is not None:
@@ -69,30 +87,32 @@ class _HookedCall:
                           "since no inputs require gradients. See https://docs.pytorch.org/docs/main/generated/"
                           "torch.nn.Module.html#torch.nn.Module.register_full_backward_hook for more details.",
                           stacklevel=2)
-            self.run_hooks((None,) * self.n_inputs)
+            for hook in self.hooks:
+                r = hook(self.module, (None,) * self.n_args, self.grad_output)
+                if r is not None and not (isinstance(r, tuple) and all(g is None for g in r)):
+                    raise RuntimeError("Backward hook for Modules where no input requires gradient should always "
+                                       "return None or None for all gradients.")
             self.grad_output = None
-        return grads
+        # torch checks what the pre-hooks leave against the gradients its node would hand on
+        return check_hook_results(None, _materialized(orig, metas), grads, name="hook")
 
-    def input_grads(self, grads):
-        grad_input = tuple(g if req else None for g, req in zip(grads, self.input_req))
+    def input_grads(self, grads, metas):
         if self.grad_output is None:
             # the gradient reached the inputs without passing the outputs (double backward
             # through a saved input): torch calls no hook then
-            return grad_input
-        grad_input = self.run_hooks(grad_input)
-        self.grad_output = None
-        return grad_input
-
-    def run_hooks(self, grad_input):
+            return tuple(g if req else None for g, req in zip(grads, self.input_req))
+        grads = _materialized(grads, metas)
+        res = _packed(self.pos, grads, self.n_args)
         for hook in self.hooks:
-            r = hook(self.module, grad_input, self.grad_output)
+            r = hook(self.module, res, self.grad_output)
             if r is not None:
-                r = tuple(r) if isinstance(r, (tuple, list)) else (r,)
-                if len(r) != len(grad_input):
+                if len(r) != len(res):
                     raise RuntimeError(f"Backward hook returned an invalid number of grad_input, got {len(r)}, but "
-                                       f"expected {len(grad_input)}")
-                grad_input = r
-        return grad_input
+                                       f"expected {len(res)}")
+                res = r
+        self.grad_output = None
+        res = check_hook_results(None, grads, tuple(res[i] for i in self.pos), name="hook")
+        return tuple(g if req else None for g, req in zip(res, self.input_req))
 
 
 def call_with_backward_hooks(module, call, args, kwargs):
@@ -105,7 +125,7 @@ def call_with_backward_hooks(module, call, args, kwargs):
         return call(*args, **kwargs)
     pos = [i for i, a in enumerate(args) if isinstance(a, Tensor)]
     req = tuple(args[i].requires_grad for i in pos)
-    hooked = _HookedCall(module, len(pos), req)
+    hooked = _HookedCall(module, len(args), pos, req)
     if any(req):
         new = BackwardHookFunction.apply(hooked, "inputs", *[args[i] for i in pos])
         args = list(args)

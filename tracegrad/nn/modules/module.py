@@ -78,6 +78,29 @@ def _typename(obj):
 
 _global_forward_pre_hooks = OrderedDict()
 _global_forward_hooks = OrderedDict()
+_global_forward_hooks_with_kwargs = OrderedDict()
+_global_forward_hooks_always_called = OrderedDict()
+
+
+def register_module_forward_pre_hook(hook):
+    """torch.nn.modules.module.register_module_forward_pre_hook: a forward pre-hook of every
+    module, run before each module's own."""
+    handle = RemovableHandle(_global_forward_pre_hooks)
+    _global_forward_pre_hooks[handle.id] = hook
+    return handle
+
+
+def register_module_forward_hook(hook, *, with_kwargs=False, always_call=False):
+    """torch.nn.modules.module.register_module_forward_hook: a forward hook of every module,
+    run before each module's own."""
+    handle = RemovableHandle(_global_forward_hooks, extra_dict=[_global_forward_hooks_with_kwargs,
+                                                                _global_forward_hooks_always_called])
+    _global_forward_hooks[handle.id] = hook
+    if with_kwargs:
+        _global_forward_hooks_with_kwargs[handle.id] = True
+    if always_call:
+        _global_forward_hooks_always_called[handle.id] = True
+    return handle
 
 
 class _GlobalHandle:
@@ -362,9 +385,9 @@ class Module:
                         args = r if isinstance(r, tuple) else (r,)
             result = forward_call(*args, **kwargs)
             for hook_id, hook in (*_global_forward_hooks.items(), *self._forward_hooks.items()):
-                if hook_id in self._forward_hooks_always_called:
+                if hook_id in self._forward_hooks_always_called or hook_id in _global_forward_hooks_always_called:
                     called_always.add(hook_id)
-                if hook_id in self._forward_hooks_with_kwargs:
+                if hook_id in self._forward_hooks_with_kwargs or hook_id in _global_forward_hooks_with_kwargs:
                     r = hook(self, args, kwargs, result)
                 else:
                     r = hook(self, args, result)
@@ -372,6 +395,16 @@ class Module:
                     result = r
             return result
         except Exception:
+            for hook_id, hook in _global_forward_hooks.items():
+                if hook_id in _global_forward_hooks_always_called and hook_id not in called_always:
+                    try:
+                        r = hook(self, args, result)         # torch's: without kwargs, even with_kwargs hooks
+                        if r is not None:
+                            result = r
+                    except Exception as e:
+                        warnings.warn("global module forward hook with ``always_call=True`` raised an exception "
+                                      f"that was silenced as another error was raised in forward: {str(e)}",
+                                      stacklevel=2)
             for hook_id, hook in self._forward_hooks.items():
                 if hook_id in self._forward_hooks_always_called and hook_id not in called_always:
                     try:
