@@ -588,7 +588,8 @@ def _check_class_target(input, target, fn="nll_loss"):
 
 
 def _picked(input, target, weight, ignore_index):
-    """-input[n, target[n], ...] and the weight of each term (None: all ones)."""
+    """-input[n, target[n], ...], the weight of each term (None: all ones) and where the target
+    is ignore_index (None: nowhere)."""
     t = target if target.dtype is D.int64 else target.long()
     c = input.shape[1]
     concrete = t._data is not None
@@ -608,9 +609,7 @@ def _picked(input, target, weight, ignore_index):
     w = None
     if weight is not None:
         w = O.reshape(O.index_select(weight, 0, O.reshape(t, (-1,))), tuple(t.shape))
-    if ignore is not None:
-        w = O.where(ignore, 0, w if w is not None else 1).to(input.dtype)
-    return -picked, w
+    return -picked, w, ignore
 
 
 def nll_loss(input, target, weight=None, size_average=None, ignore_index=-100, reduce=None, reduction="mean"):
@@ -626,9 +625,15 @@ def nll_loss(input, target, weight=None, size_average=None, ignore_index=-100, r
     if weight is not None and (weight.ndim != 1 or weight.shape[0] != input.shape[1]):
         raise RuntimeError(f"weight tensor should be defined either for all {input.shape[1]} classes or no classes "
                            f"but got weight tensor of shape: {list(weight.shape)}")
-    loss, w = _picked(input, target, weight, ignore_index)
+    loss, w, ignore = _picked(input, target, weight, ignore_index)
     if w is not None:
         loss = loss * w
+    if ignore is not None:
+        # an ignored term is 0 and so is its gradient, as torch's: a weight of 0 would make it
+        # 0 * (g / 0) = nan where every target is ignored (the mean's total weight is 0), and
+        # 0 * inf = nan where the ignored row's log-probability is -inf
+        loss = O.where(ignore, 0, loss)
+        w = O.where(ignore, 0, w if w is not None else 1).to(input.dtype)
     if reduction == "mean" and w is not None:
         out = O.sum(loss) / O.sum(w)
     else:

@@ -1,0 +1,84 @@
+"""Corner cases of single ops and small programs, compiled, against eager tracegrad and torch.
+
+Each case runs under torch, eagerly under tracegrad, and compiled: the compiled function is
+called on the case's inputs and again on other values of the same shape (the cached program),
+and values, dtypes and gradients must equal torch's; where torch raises, both raise its
+error type.
+"""
+import warnings
+
+import numpy as np
+import pytest
+import torch
+
+import tracegrad as tg
+
+pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
+
+
+def _np(t):
+    t = t.detach()
+    return (t.float() if t.dtype in (torch.bfloat16, tg.bfloat16) else t).cpu().numpy()
+
+
+def _close(got, want, what, tol=1e-12):
+    assert str(got.dtype) == str(want.dtype), (what, got.dtype, want.dtype)
+    assert tuple(got.shape) == tuple(want.shape), (what, got.shape, want.shape)
+    np.testing.assert_allclose(_np(got), _np(want), rtol=tol, atol=tol, equal_nan=True, err_msg=what)
+
+
+def _run(m, fn, arrays, grad):
+    """fn(m, *tensors) and, where `grad` flags inputs, autograd.grad of its sum w.r.t. them."""
+    xs = [m.tensor(a, requires_grad=bool(g)) for a, g in zip(arrays, grad)]
+    out = fn(m, *xs)
+    want = [x for x, g in zip(xs, grad) if g]
+    gs = m.autograd.grad(out.sum(), want, allow_unused=True) if want else ()
+    return out, gs
+
+
+def check(fn, *value_sets, grad=None, tol=1e-12):
+    """fn under torch, eager tracegrad and compiled tracegrad, on every set of input arrays in
+    turn (the compiled function traces on the first and reuses its program for the rest)."""
+    grad = grad or [a.dtype.kind == "f" for a in value_sets[0]]
+    compiled = tg.compile(lambda *xs: fn(tg, *xs))
+    for k, arrays in enumerate(value_sets):
+        out_t, g_t = _run(torch, fn, arrays, grad)
+        for label, f in (("eager", fn), ("compiled", lambda m, *xs: compiled(*xs))):
+            out, gs = _run(tg, f, arrays, grad)
+            _close(out, out_t, f"{label} #{k} value", tol)
+            assert len(gs) == len(g_t)
+            for j, (a, b) in enumerate(zip(gs, g_t)):
+                assert (a is None) == (b is None), (label, k, j)
+                if a is not None:
+                    _close(a, b, f"{label} #{k} grad {j}", tol)
+
+
+# -- losses: targets equal to ignore_index --------------------------------------------------------
+
+def _logits(seed, n=3, c=4):
+    return np.random.default_rng(seed).standard_normal((n, c))
+
+
+@pytest.mark.parametrize("label_smoothing", [0.0, 0.2])
+@pytest.mark.parametrize("weighted", [False, True])
+def test_cross_entropy_with_every_target_ignored_has_zero_gradient(weighted, label_smoothing):
+    # torch's mean is 0 / 0 = nan, but an ignored row's gradient is 0, not 0 * (g / 0) = nan
+    w = np.array([0.5, 1.0, 2.0, 1.5])
+
+    def fn(m, x, t):
+        kw = {"weight": m.tensor(w)} if weighted else {}
+        return m.nn.functional.cross_entropy(x, t, ignore_index=1, label_smoothing=label_smoothing, **kw)
+
+    ones = np.ones(3, np.int64)
+    check(fn, [_logits(0), ones], [_logits(1), ones], [_logits(2), np.array([1, 0, 1])])
+
+
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+def test_nll_loss_ignores_a_row_whose_log_probability_is_minus_inf(reduction):
+    def fn(m, x, t):
+        return m.nn.functional.nll_loss(x, t, ignore_index=2, reduction=reduction)
+
+    x = _logits(3)
+    x[1, 2] = -np.inf                        # the ignored row picks -inf: its term is 0, not 0 * inf
+    t = np.array([0, 2, 3])
+    check(fn, [x, t], [_logits(4), np.array([2, 2, 2])])
