@@ -82,3 +82,33 @@ def test_nll_loss_ignores_a_row_whose_log_probability_is_minus_inf(reduction):
     x[1, 2] = -np.inf                        # the ignored row picks -inf: its term is 0, not 0 * inf
     t = np.array([0, 2, 3])
     check(fn, [x, t], [_logits(4), np.array([2, 2, 2])])
+
+
+def raises_like_torch(fn, arrays):
+    """fn raises torch's error type under torch, eagerly and compiled (a fresh compile, and a
+    program compiled on valid inputs of the same shape then called on these)."""
+    def tensors(m):
+        return [m.tensor(a) for a in arrays]
+    with pytest.raises(Exception) as want:
+        fn(torch, *tensors(torch))
+    kind = type(want.value)
+    with pytest.raises(kind):
+        fn(tg, *tensors(tg))
+    with pytest.raises(kind):
+        tg.compile(lambda *xs: fn(tg, *xs))(*tensors(tg))
+    return kind
+
+
+def test_binary_cross_entropy_checks_its_input_range_on_every_compiled_call():
+    def fn(m, p, t):
+        return m.nn.functional.binary_cross_entropy(p, t)
+
+    t = np.array([0.0, 1.0, 0.3, 0.6])
+    good, bad = np.array([0.5, 0.9, 0.2, 0.3]), np.array([0.5, 1.5, 0.2, 0.3])
+    assert raises_like_torch(fn, [bad, t]) is RuntimeError
+    c = tg.compile(lambda p, t: fn(tg, p, t))
+    _close(c(tg.tensor(good), tg.tensor(t)), fn(torch, torch.tensor(good), torch.tensor(t)), "valid")
+    for p in (bad, np.array([0.5, np.nan, 0.2, 0.3]), np.array([-1e-9, 0.5, 0.2, 0.3])):
+        with pytest.raises(RuntimeError, match="between 0 and 1"):
+            c(tg.tensor(p), tg.tensor(t))           # the cached program, not a silent nan
+    _close(c(tg.tensor(good), tg.tensor(t)), fn(torch, torch.tensor(good), torch.tensor(t)), "valid again")

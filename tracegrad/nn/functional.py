@@ -709,10 +709,8 @@ def binary_cross_entropy(input, target, weight=None, size_average=None, reduce=N
     if tuple(target.shape) != tuple(input.shape):
         raise ValueError(f"Using a target size ({target.shape!r}) that is different to the input size "
                          f"({input.shape!r}) is deprecated. Please ensure they have the same size.")
-    d = input._data
-    if d is not None and d.size and not ((d >= 0) & (d <= 1)).all():
-        raise RuntimeError("all elements of input should be between 0 and 1")
-    # one primitive: torch's derivative (p - t) / max(p (1 - p), 1e-12) stays finite at p = 0 and 1
+    # one primitive: torch's derivative (p - t) / max(p (1 - p), 1e-12) stays finite at p = 0 and 1;
+    # its kernel checks that the input lies in [0, 1], eagerly and on every compiled call
     loss = apply(P["binary_cross_entropy"], (input, target), {})
     if weight is not None:
         loss = loss * weight

@@ -631,6 +631,9 @@ _BCE_EPS = 1e-12
 
 
 def _bce_kernel(p, t):
+    # torch's check, here so that a compiled program makes it on every call's values
+    if p.size and not ((p >= 0) & (p <= 1)).all():
+        raise RuntimeError("all elements of input should be between 0 and 1")
     with np.errstate(divide="ignore"):
         lp = np.maximum(np.log(p), -100)
         lq = np.maximum(np.log1p(-p), -100)
