@@ -112,3 +112,27 @@ def test_binary_cross_entropy_checks_its_input_range_on_every_compiled_call():
         with pytest.raises(RuntimeError, match="between 0 and 1"):
             c(tg.tensor(p), tg.tensor(t))           # the cached program, not a silent nan
     _close(c(tg.tensor(good), tg.tensor(t)), fn(torch, torch.tensor(good), torch.tensor(t)), "valid again")
+
+
+# -- the sign of a zero constant ------------------------------------------------------------------
+
+@pytest.mark.parametrize("op", ["div", "mul", "rdiv"])
+def test_a_gradient_through_zero_and_minus_zero_constants_keeps_each_sign(op):
+    # 0.0 == -0.0, but x / -0.0 has gradient -inf where x / 0.0 has inf: one program for both
+    # (the eager backward cache, or a compiled call) gives one of them the other's sign
+    def fn(m, x, c):
+        return {"div": lambda: x / c, "mul": lambda: x * c, "rdiv": lambda: c / (x + 1)}[op]()
+
+    x = np.array([1.0, -2.0, 3.0])
+    for order in ((0.0, -0.0, 0.0), (-0.0, 0.0, -0.0)):
+        compiled = {}
+        for c in order:
+            xt = torch.tensor(x, requires_grad=True)
+            want, = torch.autograd.grad(fn(torch, xt, c).sum(), xt)
+            for label in ("eager", "compiled"):
+                xg = tg.tensor(x, requires_grad=True)
+                f = fn if label == "eager" else \
+                    compiled.setdefault(str(c), tg.compile(lambda x, c=c: fn(tg, x, c)))
+                got, = tg.autograd.grad((fn(tg, xg, c) if label == "eager" else f(xg)).sum(), xg)
+                np.testing.assert_array_equal(np.signbit(_np(got)), np.signbit(_np(want)), err_msg=f"{label} {c}")
+                _close(got, want, f"{label} {op} {c}")

@@ -9,6 +9,7 @@ kernel and, when grad mode is on and an input requires grad, records a grad_fn n
 (eager autograd). With symbolic tensors (`Proxy`, made by `trace`) it adds a node to
 the IR graph being traced instead (the autodiff pass and `compile` trace this way).
 """
+import math
 import os
 import sys
 import threading
@@ -490,6 +491,10 @@ def _record(prim, args, params, outs):
             metas.append(a)
             req.append(False)
             edges.append((None, 0))      # torch wraps Python numbers as inputs with no grad_fn
+            if isinstance(a, float) and a == 0 and math.copysign(1.0, a) < 0:
+                # -0.0 == 0.0: the eager backward cache keys this argument apart (x / -0.0's
+                # gradient is -inf where x / 0.0's is inf)
+                node._neg_zero = (node._neg_zero or ()) + (len(metas) - 1,)
     node._args_meta = tuple(metas)
     node.next_functions = tuple(edges)
     positions, save_out = prim.saved_positions(len(args), tuple(req))

@@ -131,6 +131,8 @@ def walk_keyed(roots):
                 key.append((prim.name, tuple(node._params.items()), node._args_meta,
                             tuple([-1 if n is None else (index[id(n)], s) for n, s in node.next_functions]),
                             node._out_meta))
+                if node._neg_zero:
+                    key.append(("-0.0", node._neg_zero))
                 if hooked:
                     key.append(hooked_saved(node))
     return order, index, (tuple(key), frozenset(hooks)), spec

@@ -62,6 +62,7 @@ class Node:
     _trace = None          # the forward traceback, in anomaly mode
     _freed = False
     _seq = 0
+    _neg_zero = None       # the positions of Python -0.0 arguments (the backward cache's key)
 
     def name(self):
         """torch's node name: the class name, with its namespace for the nodes torch writes
