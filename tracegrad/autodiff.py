@@ -165,8 +165,9 @@ def derive(fwd, outputs, wrt, hooks=None, node_hooks=(), defer_errors=False):
                 g = grads[n]
                 out = _lazy(bwd, fwd, n, (n, -1, 0), saved_inputs, orders)
             args = a["args"]
-            in_proxies = tuple(_lazy(bwd, fwd, x, (n, i, 0), saved_inputs, orders) if isinstance(x, V) else x
-                               for i, x in enumerate(args))
+            numbers = a.get("numbers") or {}      # Python numbers as given, where the kernel's are rounded
+            in_proxies = tuple(_lazy(bwd, fwd, x, (n, i, 0), saved_inputs, orders) if isinstance(x, V) else
+                               numbers.get(i, x) for i, x in enumerate(args))
             if prim.vjp is None:
                 if any(isinstance(x, V) and x in need for x in args):
                     raise DerivativeError(f"the derivative for '{prim.name}' is not implemented")

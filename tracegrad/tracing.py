@@ -340,11 +340,17 @@ def _apply_symbolic(prim, args, params):
         else:
             new_args.append(a)
     shape = prim.shape(*args, **params)
+    # the numbers as the user gave them, where the kernel sees them rounded: the derivative reads
+    # these, as eager autograd's does (the gradient of 3.7 ** x in float16 is out * log(3.7))
+    numbers = None if kargs is args else {i: a for i, (a, k) in enumerate(zip(args, kargs)) if a is not k}
     if cdt is not None and cdt is not odt and cdt is D.float32 and odt._rank == 1 and odt._kind == 2 \
             and not prim.multi:
         # computed in float32 from a number read at float32 precision, rounded once to the result's dtype
         src = graph.__dict__.get("source_hint") or user_source()
         v = graph.add_op(prim, tuple(new_args), params, tuple(shape), cdt, src)
+        if numbers:
+            graph[v]["numbers"] = numbers
+            numbers = None
         new_args, prim, params = (v,), convert, {"dtype": odt}
     src = graph.__dict__.get("source_hint") or user_source()
     if prim.multi:
@@ -358,6 +364,8 @@ def _apply_symbolic(prim, args, params):
             outs.append(Proxy.make(graph, graph.add_proj(tup, k, s, d), s, d))
         return tuple(outs)
     v = graph.add_op(prim, tuple(new_args), params, tuple(shape), odt, src)
+    if numbers:
+        graph[v]["numbers"] = numbers
     origin = graph.__dict__.get("origin")
     if origin is not None:
         graph.nx.nodes[v]["origin"] = origin
