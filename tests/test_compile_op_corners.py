@@ -141,7 +141,7 @@ def test_a_gradient_through_zero_and_minus_zero_constants_keeps_each_sign(op):
 # -- Python numbers in float16 and bfloat16 ops -----------------------------------------------------
 
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
-@pytest.mark.parametrize("case", ["3.7 ** x", "|x| ** 0.3", "x ** 2.2"])
+@pytest.mark.parametrize("case", ["3.7 ** x", "|x| ** 0.3", "x ** 2.2", "0.3 * |x| ** -1.1"])
 def test_a_derivative_reads_a_python_number_as_given_not_as_the_kernel_rounds_it(case, dtype):
     # the kernel sees 3.7 as float16's 3.69921875, as torch's does; the derivative is
     # out * log(3.7), as torch's and eager's (compiled, it read the rounded number: log(3.699))
@@ -165,3 +165,25 @@ def test_a_derivative_reads_a_python_number_as_given_not_as_the_kernel_rounds_it
         # round in their own order
         tol = 8e-3 if dtype == "float16" else 4e-2
         np.testing.assert_allclose(grads[1], _np(g), rtol=tol, atol=tol, equal_nan=True)
+
+
+@pytest.mark.parametrize("base", [-2.0, -3, -np.inf, np.nan, np.inf, 0.0, -0.0, 2.5])
+def test_the_exponents_gradient_of_a_number_to_a_tensor_power(base):
+    # d/dy base ** y = base ** y * log(base): nan for a negative base, as torch (it raised
+    # math.log's ValueError, eagerly at backward and compiled at the first call)
+    check(lambda m, y: base ** y, [np.array([1.0, 2.0, -1.0, 0.0, 0.5])], [np.array([3.0, -2.0, 0.25, 1.0, 0.0])])
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_pow_derivative_groups_its_products_as_torch(dtype):
+    # torch's grad * (y * x ** (y - 1)): y * x ** (y - 1) overflows float16 to inf where
+    # x is tiny, (grad * y) * x ** (y - 1) does not; elsewhere the grouping moves the rounding
+    a = np.array([-0.00509155, 0.3, -1.7, 2.2, 0.0012])
+    w = np.array([0.6472, -1.1, 0.25, 3.0, 0.01])
+    x = torch.tensor(a).to(getattr(torch, dtype)).requires_grad_()
+    want, = torch.autograd.grad(x.abs() ** -1.1, x, torch.tensor(w).to(x.dtype))
+    compiled = tg.compile(lambda x: x.abs() ** -1.1)
+    for f in (lambda x: x.abs() ** -1.1, compiled, compiled):
+        x = tg.tensor(a).to(getattr(tg, dtype)).requires_grad_()
+        got, = tg.autograd.grad(f(x), x, tg.tensor(w).to(x.dtype))
+        np.testing.assert_array_equal(_np(got), _np(want))

@@ -762,18 +762,24 @@ def _negative_integer_power(d, args):
 
 
 def _pow_vjp(g, out, x, y):
+    # each product grouped as torch's pow_backward groups it, grad * (...): in float16 the
+    # grouping changes the rounding, and y * x ** (y - 1) may overflow where g * y does not
     gx = gy = None
     if isinstance(y, (int, float)):
-        gx = _zeros_like(g) if y == 0 else g * y * x ** (y - 1)
+        gx = _zeros_like(g) if y == 0 else g * (y * x ** (y - 1))
     elif not isinstance(x, (int, float)):
         # 0 where the exponent is 0, whatever x (torch's pow_backward_self)
-        gx = F.where(y == 0, 0, g * y * x ** (y - 1))
+        gx = F.where(y == 0, 0, g * (y * x ** (y - 1)))
     if isinstance(x, (int, float)):
-        gy = g * out * math.log(x) if x > 0 else (g * out * math.log(x) if x < 0 else F.where(y >= 0, 0, g * out * -math.inf))
+        if x == 0:
+            gy = g * F.where(y >= 0, 0, out * -math.inf)
+        else:
+            # log of a negative base (or of -inf, or nan) is nan, as torch's
+            gy = g * (out * (math.log(x) if x > 0 else math.nan))
     elif not isinstance(y, (int, float)):
         # d/dy x**y = x**y log x, defined as 0 where x == 0 and y >= 0 (torch's convention)
         safe = F.logical_and(x == 0, y >= 0)
-        gy = F.where(safe, 0, g * out * F.log(F.where(safe, 1, x)))
+        gy = g * F.where(safe, 0, out * F.log(F.where(safe, 1, x)))
     return gx, gy
 
 
