@@ -187,3 +187,39 @@ def test_pow_derivative_groups_its_products_as_torch(dtype):
         x = tg.tensor(a).to(getattr(tg, dtype)).requires_grad_()
         got, = tg.autograd.grad(f(x), x, tg.tensor(w).to(x.dtype))
         np.testing.assert_array_equal(_np(got), _np(want))
+
+
+# -- gradients summed where eager autograd sums them ---------------------------------------------
+
+def _grads_bitwise(fn, dtype, n=3000, seed=0):
+    """fn's gradients w.r.t. x: torch's, eager tracegrad's and compiled (two calls), as arrays."""
+    r = np.random.default_rng(seed)
+    compiled = tg.compile(lambda x, u, v: fn(tg, x, u, v))
+    out = {}
+    for k in range(2):
+        a, u, v = (r.standard_normal(n) for _ in range(3))
+        for label, m, f in (("torch", torch, fn), ("eager", tg, fn), ("compiled", tg, lambda m, *xs: compiled(*xs))):
+            x = m.tensor(a).to(getattr(m, dtype)).requires_grad_()
+            U, V = m.tensor(u).to(x.dtype), m.tensor(v).to(x.dtype)
+            g, = m.autograd.grad(f(m, x, U, V).sum(), x)
+            out.setdefault(label, []).append(_np(g))
+    return out
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16"])
+@pytest.mark.parametrize("case", ["x * 3.3 twice", "gelu"])
+def test_two_uses_of_one_expression_get_their_own_derivatives(case, dtype):
+    # (x * 3.3) * u + (x * 3.3) * v: eager autograd and torch differentiate each product and
+    # sum g1 * 3.3 + g2 * 3.3; merging the two x * 3.3 before autodiff made it
+    # (g1 + g2) * 3.3, which rounds otherwise in about half the elements. gelu's two float16
+    # products with Python numbers read x through one float32 conversion once merged, so
+    # the two gradients were summed in float32 instead of float16.
+    fns = {"x * 3.3 twice": lambda m, x, u, v: (x * 3.3) * u + (x * 3.3) * v,
+           "gelu": lambda m, x, u, v: m.nn.functional.gelu(x) * u}
+    got = _grads_bitwise(fns[case], dtype)
+    for k in range(2):
+        np.testing.assert_array_equal(got["compiled"][k], got["eager"][k], err_msg=f"compiled vs eager, call {k}")
+        if case != "gelu":
+            # the products and sums are exact IEEE operations, as torch's (torch's gelu is one
+            # kernel computing in float32, tracegrad's a composite)
+            np.testing.assert_array_equal(got["eager"][k], got["torch"][k], err_msg=f"eager vs torch, call {k}")

@@ -12,7 +12,7 @@ def test_explain_prints_each_stage_in_order(tmp_path):
     assert buf.getvalue().strip() == text.strip()
     headers = [line[5:-5].removesuffix(" (unchanged)").removesuffix(" (changed lines)") for line in text.splitlines() if line.startswith("==== ")]
     want = ["traced IR", "forward IR after fold_constants", "forward IR after simplify_before_autodiff",
-            "forward IR after eliminate_common_subexpressions", "forward IR after eliminate_dead_code",
+            "forward IR after eliminate_dead_code",
             "backward IR (derived)", "partition", "forward IR (partitioned)", "backward IR (partitioned)",
             "forward IR (simplified after autodiff)", "generated forward source", "generated backward source"]
     pos = [headers.index(h) for h in want]

@@ -23,8 +23,10 @@ def eliminate_dead_values(graph):
 # them keeps each value's IEEE result in its dtype. collect_terms is in none of them: it
 # reassociates and factors floating-point sums (in float32 it changed 56% of the
 # elements of GELU's backward, by up to 0.5% where terms cancel), so it is a pass to
-# call by hand where reassociated results are acceptable.
-FORWARD_PIPELINE = [fold_constants, decompose_row_ops, simplify_before_autodiff, eliminate_common_subexpressions,
-                    eliminate_dead_code]
+# call by hand where reassociated results are acceptable. Common subexpressions wait
+# until after autodiff: two uses of x * 3.3 merged before it get one derivative,
+# (g1 + g2) * 3.3, where eager autograd (and torch) sum g1 * 3.3 + g2 * 3.3, which
+# rounds otherwise.
+FORWARD_PIPELINE = [fold_constants, decompose_row_ops, simplify_before_autodiff, eliminate_dead_code]
 BACKWARD_PIPELINE = [fold_constants, simplify, eliminate_common_subexpressions, eliminate_dead_values]
 RECOMPUTED_PIPELINE = [simplify, eliminate_common_subexpressions, eliminate_dead_code]
