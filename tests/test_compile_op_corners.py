@@ -223,3 +223,11 @@ def test_two_uses_of_one_expression_get_their_own_derivatives(case, dtype):
             # the products and sums are exact IEEE operations, as torch's (torch's gelu is one
             # kernel computing in float32, tracegrad's a composite)
             np.testing.assert_array_equal(got["eager"][k], got["torch"][k], err_msg=f"eager vs torch, call {k}")
+
+
+def test_a_kernel_error_in_a_compiled_program_raises_torchs_type():
+    # an inf norm over an empty dim has no identity: torch raises RuntimeError, and so does
+    # the eager op; the compiled program let numpy's ValueError through
+    def fn(m, x):
+        return x.norm(float("inf"), dim=1)
+    assert raises_like_torch(fn, [np.zeros((4, 0))]) is RuntimeError

@@ -723,12 +723,17 @@ def run_program(p, leaves, distinct=None):
     arrays = [t._data for t in leaves]
     arrays += [c._data for c in p.consts]
     spec = p.needs_grad and STATE.grad_enabled and _speculate(p)
-    if spec:
-        res = p.spec(*arrays, *[c._data for c in p.spec_consts])
-    elif p.fwd_donate and may_donate(arrays, p.fwd_donate, distinct):
-        res = p.fwd_fn(*arrays, donate=True)
-    else:
-        res = p.fwd_fn(*arrays)
+    try:
+        if spec:
+            res = p.spec(*arrays, *[c._data for c in p.spec_consts])
+        elif p.fwd_donate and may_donate(arrays, p.fwd_donate, distinct):
+            res = p.fwd_fn(*arrays, donate=True)
+        else:
+            res = p.fwd_fn(*arrays)
+    except ValueError as e:
+        # numpy's error from a kernel (an inf norm over an empty dim has no identity): torch's
+        # type, as the eager op raises it (tracing._kernel_error)
+        raise RuntimeError(f"{p.__name__}: {e}") from e
     n_out = p.n_out
     if p.writeback:
         ids = [id(a) for a in arrays]
