@@ -231,3 +231,29 @@ def test_a_kernel_error_in_a_compiled_program_raises_torchs_type():
     def fn(m, x):
         return x.norm(float("inf"), dim=1)
     assert raises_like_torch(fn, [np.zeros((4, 0))]) is RuntimeError
+
+
+# -- what cannot be traced runs eagerly, naming the user's line --------------------------------------
+
+def _nonzero_of_positive(x):
+    return tg.where(x > 0)
+
+
+def _isclose_and_positive(x, y):
+    return tg.isclose(x, y) & (x > 0)
+
+
+@pytest.mark.parametrize("fn, line", [(_nonzero_of_positive, "return tg.where(x > 0)"),
+                                      (_isclose_and_positive, "return tg.isclose(x, y) & (x > 0)")])
+def test_an_op_that_falls_back_names_the_users_line_not_numpys(fn, line):
+    # where(condition) has a data-dependent shape and isclose reads values with numpy: both fail
+    # inside numpy's own code while tracing, and the warning named numpy's file
+    x = tg.tensor([[1.0, -2.0], [0.5, 0.0]])
+    compiled = tg.compile(fn)
+    with pytest.warns(UserWarning, match="running it eagerly") as rec:
+        got = compiled(*([x] if fn is _nonzero_of_positive else [x, x]))
+    msg = str(rec[0].message)
+    assert __file__ in msg and line in msg and "numpy" not in msg, msg
+    want = fn(*([x] if fn is _nonzero_of_positive else [x, x]))
+    for a, b in zip(got if isinstance(got, tuple) else (got,), want if isinstance(want, tuple) else (want,)):
+        np.testing.assert_array_equal(a.numpy(), b.numpy())

@@ -107,12 +107,17 @@ def _debug():
     return int(v) if v.isdigit() else (1 if v else 0)
 
 
+_NUMPY_DIR = os.path.dirname(os.path.abspath(np.__file__)) + os.sep
+
+
 def _user_frame(tb):
-    """The innermost traceback frame in the user's code (outside the tracegrad package),
-    or None where the whole traceback is tracegrad's (a library module compiled as it is)."""
+    """The innermost traceback frame in the user's code (outside the tracegrad package, and
+    outside numpy, which tracegrad's ops call: an op that handed a symbolic value to numpy
+    fails in numpy's frames, and the line to name is the user's call of the op), or None
+    where the whole traceback is tracegrad's (a library module compiled as it is)."""
     found = None
     for fs in traceback.extract_tb(tb):
-        if user_file(fs.filename):
+        if user_file(fs.filename) and not os.path.abspath(fs.filename).startswith(_NUMPY_DIR):
             found = fs
     return found
 

@@ -942,6 +942,8 @@ def nonzero(input, *, as_tuple=False):
     if input.is_cuda:
         out = nonzero(input.cpu(), as_tuple=as_tuple)
         return tuple(t.cuda() for t in out) if as_tuple else out.cuda()
+    if input._data is None:
+        raise TraceError("nonzero (and where(condition) with one argument) has a data-dependent shape")
     nz = np.nonzero(input._data)
     if as_tuple:
         return tuple(_wrap_np(a.astype(np.int64)) for a in nz)
