@@ -257,3 +257,57 @@ def test_an_op_that_falls_back_names_the_users_line_not_numpys(fn, line):
     want = fn(*([x] if fn is _nonzero_of_positive else [x, x]))
     for a, b in zip(got if isinstance(got, tuple) else (got,), want if isinstance(want, tuple) else (want,)):
         np.testing.assert_array_equal(a.numpy(), b.numpy())
+
+
+# -- writes through detach() and under no_grad -------------------------------------------------------
+
+def _write_through_detach(m, x):
+    y = x * 2
+    y.detach().mul_(0.5)          # shares y's storage, as in torch: y's data is x, its gradient 2
+    return y * 3
+
+
+def _write_through_detached_view(m, x):
+    y = x * 1
+    y.detach()[1:].zero_()
+    return (y * x).sum(1)
+
+
+def _write_under_no_grad(m, x):
+    y = x * 2
+    with m.no_grad():
+        y.mul_(3)                 # y's data 6x, its gradient still that of x * 2
+    return y * 1
+
+
+def _write_view_under_no_grad(m, x):
+    y = x * 1
+    with m.no_grad():
+        y[0].zero_()
+    return y.sum(0)
+
+
+@pytest.mark.parametrize("fn", [_write_through_detach, _write_through_detached_view, _write_under_no_grad,
+                                _write_view_under_no_grad])
+@pytest.mark.parametrize("requires_grad", [True, False])
+def test_a_write_through_detach_or_under_no_grad_reaches_the_value(fn, requires_grad):
+    # compiled, the write through detach() was lost (y kept its old values); with a gradient,
+    # the value took the write's result and lost its gradient. Where torch keeps the gradient
+    # and changes the data the call runs eagerly, with a warning
+    a = [np.array([[1.0, -2.0, 3.0], [0.5, 4.0, -1.0]]), np.array([[2.0, 1.0, -3.0], [1.5, -0.5, 2.0]])]
+    compiled = tg.compile(lambda x: fn(tg, x))
+    for k, arr in enumerate(a):
+        xt = torch.tensor(arr, requires_grad=requires_grad)
+        want = fn(torch, xt)
+        x = tg.tensor(arr, requires_grad=requires_grad)
+        with warnings.catch_warnings(record=True) as rec:
+            warnings.simplefilter("always")
+            got = compiled(x)
+        if requires_grad and k == 0:
+            assert any("running it eagerly" in str(w.message) for w in rec), [str(w.message) for w in rec]
+        _close(got, want, f"call {k}")
+        assert got.requires_grad == want.requires_grad
+        if requires_grad:
+            gw, = torch.autograd.grad(want.sum(), xt)
+            gg, = tg.autograd.grad(got.sum(), x)
+            _close(gg, gw, f"grad, call {k}")

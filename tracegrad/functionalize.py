@@ -201,6 +201,11 @@ def commit_traced(self, result):
         if not isinstance(result, Proxy):
             result = _as_value(result)
     if isinstance(self, Proxy):
+        if not _tracing.STATE.grad_enabled and _carries_grad(self):
+            # torch changes the data and keeps the value's gradient (y.mul_(3) under no_grad:
+            # y's gradient stays that of y = x * 2); the trace has no value that is one
+            # value's data with another's gradient, and the result computed under no_grad has none
+            raise TraceError("an in-place op under no_grad on a value that requires grad is not traced yet")
         view = self.__dict__.get("_view")
         if view is not None:
             base, prim, rest, params = view
@@ -230,6 +235,14 @@ def commit_traced(self, result):
     return self
 
 
+def _carries_grad(proxy):
+    """Whether a gradient reaches this traced value from an input that requires grad."""
+    g = proxy.__dict__["_graph"]
+    wrt = [v for v in g.inputs if g[v].get("requires_grad") or
+           (isinstance(g[v].get("value"), Tensor) and g[v]["value"]._req)]
+    return bool(wrt) and value_of(g, proxy) in differentiable_reach(g, wrt)
+
+
 def _as_value(t):
     """A concrete tensor as a value of the graph being traced (an op on it)."""
     return apply_symbolic(P["detach"], (t,), {})
@@ -244,6 +257,9 @@ def _rebind(proxy, result):
 def _scatter(base, result, prim, rest, params):
     """base with the view (prim, rest, params) of it replaced by result."""
     if prim.name == "detach":           # the whole value, seen without its gradient
+        if _carries_grad(base):
+            raise TraceError("an in-place op through detach() (or on a view taken under no_grad) of a value that "
+                             "requires grad is not traced yet")
         return result
     if prim.name == "getitem":
         return F.index_put_prim(base, result, [r for r in rest if isinstance(r, Tensor)], params["key"])

@@ -214,7 +214,12 @@ class Proxy(Tensor):
         return self._shape[0]
 
     def detach(self):
-        return apply(PRIMITIVES["detach"], (self,), {})
+        # an alias of the value, as eager's detach() shares storage: a write through it reaches
+        # the value (functionalize._scatter)
+        d = apply(PRIMITIVES["detach"], (self,), {})
+        d.__dict__["_view"] = (self, PRIMITIVES["detach"], (), {})
+        d.__dict__["_view_gen"] = self.__dict__.get("_gen", 0)
+        return d
 
     def __repr__(self):
         return f"Proxy({self._name}: {'x'.join(map(str, self._shape))} {self._dtype!r})"
