@@ -311,3 +311,28 @@ def test_a_write_through_detach_or_under_no_grad_reaches_the_value(fn, requires_
             gw, = torch.autograd.grad(want.sum(), xt)
             gg, = tg.autograd.grad(got.sum(), x)
             _close(gg, gw, f"grad, call {k}")
+
+
+def test_an_input_written_with_a_value_that_requires_grad_keeps_its_gradient():
+    # eager, buf.copy_(y[0]) gives buf autograd history (CopyBackwards) and a later use of buf
+    # differentiates into y; the compiled write-back gave buf the data only, so that
+    # gradient was silently missing. It runs eagerly, with a warning
+    def fn(m, buf, y):
+        buf.copy_(y[0] * 2)
+        return buf.sum()
+
+    a = np.array([[1.0, -2.0, 3.0], [0.5, 4.0, -1.0]])
+    compiled = tg.compile(lambda buf, y: fn(tg, buf, y))
+    for k in range(2):
+        bt, yt = torch.zeros(2, 3, dtype=torch.float64), torch.tensor(a + k, requires_grad=True)
+        want_out = fn(torch, bt, yt)
+        want, = torch.autograd.grad(want_out + (bt * 3).sum(), yt)
+        bg, yg = tg.zeros(2, 3, dtype=tg.float64), tg.tensor(a + k, requires_grad=True)
+        with warnings.catch_warnings(record=True) as rec:
+            warnings.simplefilter("always")
+            out = compiled(bg, yg)
+        assert k > 0 or any("running it eagerly" in str(w.message) for w in rec)
+        assert bg.requires_grad
+        got, = tg.autograd.grad(out + (bg * 3).sum(), yg)
+        _close(got, want, f"call {k}")
+        _close(bg, bt, f"buffer, call {k}")

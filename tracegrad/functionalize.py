@@ -243,6 +243,14 @@ def _carries_grad(proxy):
     return bool(wrt) and value_of(g, proxy) in differentiable_reach(g, wrt)
 
 
+def _check_written(p):
+    """A tensor from outside written with a value that requires grad gets autograd history in
+    eager (x.copy_(y): x's grad_fn is CopyBackwards); the write-back gives it data only."""
+    if _carries_grad(p):
+        raise TraceError("an in-place op that writes a value requiring grad into a tensor from outside the "
+                         "compiled function (which gains autograd history) is not traced yet")
+
+
 def _as_value(t):
     """A concrete tensor as a value of the graph being traced (an op on it)."""
     return apply_symbolic(P["detach"], (t,), {})
@@ -301,9 +309,11 @@ def finish(sh, leaves, proxies):
                                  "traced yet")
             if t._base is not None:
                 raise TraceError("an in-place op on an input that is a view is not traced yet")
+            _check_written(p)
             outs.append(value_of(sh.graph, p.detach()))
             plan.append(("data", t, k))      # k: the argument's position, the tensor of each call
     for t, p in sh.data.values():
+        _check_written(p)
         outs.append(value_of(sh.graph, p.detach()))
         plan.append(("data", t, None))
     for t, g, inplace in sh.grads.values():
