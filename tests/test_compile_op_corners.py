@@ -336,3 +336,40 @@ def test_an_input_written_with_a_value_that_requires_grad_keeps_its_gradient():
         got, = tg.autograd.grad(out + (bg * 3).sum(), yg)
         _close(got, want, f"call {k}")
         _close(bg, bt, f"buffer, call {k}")
+
+
+# -- lerp -------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16"])
+@pytest.mark.parametrize("weight", [1.0, 0.75, 0.3, -0.6, "tensor"])
+def test_lerp_is_torchs_two_sided_formula(weight, dtype):
+    # weight 1 gives end exactly (the one-sided start + w (end - start) gave lerp(1e8, 1, 1) = 0
+    # in float32), weights from 0.5 up round as end - (end - start)(1 - w), and float16
+    # rounds once from float32. torch's CPU kernel fuses each multiply-add (one rounding),
+    # numpy rounds the product and the sum: elsewhere within a unit in the last place
+    r = np.random.default_rng(1)
+    a, b = r.standard_normal(400) * 10, r.standard_normal(400)
+    a[:3], b[:3] = [1e8, -3e7, 2.0], [1.0, 5.0, -2.0]
+    w = r.uniform(-1, 2, 400)
+
+    def fn(m, x, y, wt):
+        return m.lerp(x, y, wt if weight == "tensor" else weight)
+
+    compiled = tg.compile(lambda x, y, wt: fn(tg, x, y, wt))
+    want = fn(torch, *(torch.tensor(v).to(getattr(torch, dtype)) for v in (a, b, w)))
+    for f in (fn, lambda m, *xs: compiled(*xs), lambda m, *xs: compiled(*xs)):
+        got = f(tg, *(tg.tensor(v).to(getattr(tg, dtype)) for v in (a, b, w)))
+        assert got.dtype == getattr(tg, dtype)
+        if weight == 1.0:
+            np.testing.assert_array_equal(_np(got), _np(want))
+        else:
+            np.testing.assert_array_equal(_np(got)[:3], _np(want)[:3])
+            eps = {"float32": 2.0 ** -23, "float16": 2.0 ** -10, "bfloat16": 2.0 ** -7}[dtype]
+            np.testing.assert_allclose(_np(got), _np(want), rtol=2 * eps, atol=np.abs(_np(want)).max() * eps)
+
+
+def test_lerp_gradients_match_torch():
+    r = np.random.default_rng(2)
+    arrays = [r.standard_normal(6), r.standard_normal(6), r.uniform(-1, 2, 6)]
+    check(lambda m, x, y, w: m.lerp(x, y, w), arrays, [a + 1 for a in arrays], tol=1e-12)
+    check(lambda m, x, y: m.lerp(x, y, 0.8), arrays[:2], [a - 1 for a in arrays[:2]], tol=1e-12)

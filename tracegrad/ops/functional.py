@@ -267,7 +267,21 @@ def ones_like(input, *, dtype=None, requires_grad=False):
 
 
 def lerp(input, end, weight):
-    return input + weight * (end - input)
+    """torch's two-sided formula: input + weight (end - input) where |weight| < 0.5, else
+    end - (end - input) (1 - weight), so weight 1 gives end exactly (the one-sided formula
+    gives input + (end - input), which rounds: lerp(1e8, 1, 1) was 0 in float32); float16 and
+    bfloat16 compute in float32 and round once, as torch's kernel."""
+    low = input.dtype if input.dtype in (D.float16, D.bfloat16) else None
+    if low is not None:
+        input = convert(input, D.float32)
+        end = convert(end, D.float32) if isinstance(end, Tensor) else end
+        weight = convert(weight, D.float32) if isinstance(weight, Tensor) else weight
+    diff = end - input
+    if isinstance(weight, Tensor):
+        out = where(abs(weight) < 0.5, input + weight * diff, end - diff * (1 - weight))
+    else:
+        out = input + weight * diff if builtins.abs(weight) < 0.5 else end - diff * (1 - weight)
+    return convert(out, low) if low is not None else out
 
 
 def sigmoid_(x):
