@@ -373,3 +373,19 @@ def test_lerp_gradients_match_torch():
     arrays = [r.standard_normal(6), r.standard_normal(6), r.uniform(-1, 2, 6)]
     check(lambda m, x, y, w: m.lerp(x, y, w), arrays, [a + 1 for a in arrays], tol=1e-12)
     check(lambda m, x, y: m.lerp(x, y, 0.8), arrays[:2], [a - 1 for a in arrays[:2]], tol=1e-12)
+
+
+# -- sizes that change between calls (compiled symbolically) ----------------------------------------
+
+@pytest.mark.parametrize("case", ["gather", "diag_embed", "cross_entropy", "topk"])
+def test_a_row_pick_over_a_symbolic_row_length(case):
+    # after calls of shapes (4, 6), (5, 6) and (4, 9) both sizes are symbolic; a call with one
+    # row then took gather's row-offset fast path with offsets over the symbolic length (an
+    # array of symbols: IndexError; a name never defined: NameError)
+    fns = {"gather": lambda m, x, i: x.gather(1, i),
+           "diag_embed": lambda m, x, i: m.diag_embed(x),
+           "cross_entropy": lambda m, x, i: m.nn.functional.cross_entropy(x, i[:, 0]),
+           "topk": lambda m, x, i: m.topk(x, 1, 1)[0]}
+    r = np.random.default_rng(3)
+    sets = [[r.standard_normal(s), r.integers(0, s[1], (s[0], 2))] for s in [(4, 6), (5, 6), (4, 9), (1, 6), (1, 9)]]
+    check(fns[case], *sets, grad=[True, False])

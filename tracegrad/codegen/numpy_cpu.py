@@ -262,8 +262,11 @@ def _direct(graph, n, a, env, checked=None):
         return f"{n} = np.array({x}, np.float32) if -F32_MAX <= {x} <= F32_MAX else " \
                f"k_convert({x}, dtype={_literal(a['params']['dtype'], env)})  # {comment}"
     rows = _row_pick(graph, a)
-    if rows is not None and symbolic.is_sym(a["shape"][0]):
-        rows = None             # a symbolic number of rows: the kernel's call (below)
+    if rows is not None and (symbolic.is_sym(a["shape"][0]) or symbolic.is_sym(graph[args[0]]["shape"][1])):
+        # a symbolic number of rows or row length: the kernel's call (the flat offsets below are
+        # numbers made at build time; over a symbolic length they were an array of symbols,
+        # which is no index)
+        rows = None
     if rows is not None:
         env[rows] = np.arange(a["shape"][0]).reshape(-1, 1)
         size = graph[args[0]]["shape"][1]
