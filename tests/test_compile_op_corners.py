@@ -389,3 +389,21 @@ def test_a_row_pick_over_a_symbolic_row_length(case):
     r = np.random.default_rng(3)
     sets = [[r.standard_normal(s), r.integers(0, s[1], (s[0], 2))] for s in [(4, 6), (5, 6), (4, 9), (1, 6), (1, 9)]]
     check(fns[case], *sets, grad=[True, False])
+
+
+@pytest.mark.parametrize("case", ["split 2", "split 0", "chunk 2", "chunk 3"])
+def test_split_and_chunk_of_an_empty_dim_give_torchs_pieces(case):
+    # torch: split of an empty dim is one empty piece, chunk(k) is k of them; split(2) gave
+    # none, so the caller's unpacking and torch.cat of the pieces failed
+    fns = {"split 2": lambda m, x: m.cat([p * 2 for p in x.split(2, 0)] + [x[:0]]),
+           "split 0": lambda m, x: m.cat([p * 2 for p in x.split(0, 0)] + [x[:0]]) if x.shape[0] == 0 else x * 2,
+           "chunk 2": lambda m, x: m.cat([p + i for i, p in enumerate(x.chunk(2, 0))] + [x[:0]]),
+           "chunk 3": lambda m, x: m.stack([p.sum() for p in x.chunk(3, 0)])}
+    for shape in [(0, 5), (4, 5)]:
+        x = np.ones(shape)
+        want = [tuple(p.shape) for p in (torch.tensor(x).split(2, 0) if case.startswith("split 2") else
+                                         torch.tensor(x).chunk(int(case[-1]), 0) if case.startswith("chunk") else ())]
+        got = [tuple(p.shape) for p in (tg.tensor(x).split(2, 0) if case.startswith("split 2") else
+                                        tg.tensor(x).chunk(int(case[-1]), 0) if case.startswith("chunk") else ())]
+        assert got == want
+    check(fns[case], [np.ones((0, 5))], [np.zeros((0, 5))], grad=[True])

@@ -751,7 +751,8 @@ def split(tensor, split_size_or_sections, dim=0):
         s = split_size_or_sections
         if s <= 0 and not (s == 0 and n == 0):
             raise RuntimeError(f"split_size can only be 0 if dimension size is 0, but got dimension size of {n}")
-        sizes = [s] * (n // s) + ([n % s] if n % s else []) if s else [0]
+        # at least one piece, as torch's: an empty dim splits into one empty piece
+        sizes = ([s] * (n // s) + ([n % s] if n % s else []) if s else []) or [0]
         name = "SplitBackward0"
     else:
         sizes = [int(x) for x in split_size_or_sections]
@@ -768,7 +769,8 @@ def chunk(input, chunks, dim=0):
     d = S.normalize_dim(dim, input.ndim)
     n = input.shape[d]
     size = -(-n // chunks) if n else 0
-    return split(input, size if size else 1, d) if n else split(input, [0] * 1, d)
+    # an empty dim: `chunks` empty pieces, as torch's
+    return split(input, size if size else 1, d) if n else split(input, [0] * chunks, d)
 
 
 def tensor_split(input, sections, dim=0):
