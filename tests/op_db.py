@@ -565,6 +565,7 @@ NOT_OPS = {
     "once_differentiable": "a @once_differentiable backward's results traced inside a compiled function",
     "once_differentiable_error": "differentiating a @once_differentiable backward again (its error)",
     "detach": "detach inside a traced graph (tracegrad.compile)",
+    "class_target": "nll_loss's check of a traced target inside a compiled function (tracegrad.compile)",
 }
 
 # grad_fn names where tracegrad's decomposition differs from torch's kernel.

@@ -407,3 +407,19 @@ def test_split_and_chunk_of_an_empty_dim_give_torchs_pieces(case):
                                         tg.tensor(x).chunk(int(case[-1]), 0) if case.startswith("chunk") else ())]
         assert got == want
     check(fns[case], [np.ones((0, 5))], [np.zeros((0, 5))], grad=[True])
+
+
+@pytest.mark.parametrize("loss", ["cross_entropy", "nll_loss"])
+@pytest.mark.parametrize("target", [[0, 1, 4], [0, -1, 2], [0, 7, 4]])
+def test_a_class_target_out_of_range_raises_torchs_index_error_on_every_compiled_call(loss, target):
+    # compiled, the check was gather's bounds check: RuntimeError "index 4 is out of bounds
+    # for dimension 1", where torch (and eager) raise IndexError "Target 4 is out of bounds."
+    def fn(m, x, t):
+        return getattr(m.nn.functional, loss)(x, t, ignore_index=7)
+
+    x = _logits(5)
+    assert raises_like_torch(fn, [x, np.array(target)]) is IndexError
+    c = tg.compile(lambda x, t: fn(tg, x, t))
+    c(tg.tensor(x), tg.tensor([0, 7, 3]))
+    with pytest.raises(IndexError, match="Target .* is out of bounds"):
+        c(tg.tensor(x), tg.tensor(target))

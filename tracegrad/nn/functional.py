@@ -592,16 +592,13 @@ def _picked(input, target, weight, ignore_index):
     is ignore_index (None: nowhere)."""
     t = target if target.dtype is D.int64 else target.long()
     c = input.shape[1]
-    concrete = t._data is not None
     ignore = None
-    if concrete:
-        data = t._data
-        bad = (data != ignore_index) & ((data < 0) | (data >= c))
-        if bad.any():
-            raise IndexError(f"Target {int(data[bad].ravel()[0])} is out of bounds.")
+    if t._data is not None:
+        data = nn_primitives.check_class_targets(t._data, c, ignore_index)
         if (data == ignore_index).any():
             ignore = t == ignore_index
     else:
+        t = apply(P["class_target"], (t,), {"classes": c, "ignore_index": ignore_index})
         ignore = t == ignore_index
     if ignore is not None:
         t = O.where(ignore, 0, t)

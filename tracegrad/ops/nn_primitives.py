@@ -655,3 +655,19 @@ def _bce_triton(p, t):
 Primitive("binary_cross_entropy", "p t", _bce_kernel, shape=lambda p, t: tuple(p.shape), dtype="same",
           vjp=_bce_vjp, saves="p t", grad_fn="BinaryCrossEntropyBackward0", elementwise=True,
           triton=T.Decompose(_bce_triton))
+
+
+# == class-index targets ==========================================================================
+# nll_loss and cross_entropy check their targets as torch does; eager tensors before anything is
+# recorded, a traced target through this primitive, so that a compiled program checks each call's
+
+def check_class_targets(t, classes, ignore_index):
+    """t itself, where every entry is a class in [0, classes) or ignore_index; else torch's IndexError."""
+    bad = (t != ignore_index) & ((t < 0) | (t >= classes))
+    if bad.any():
+        raise IndexError(f"Target {int(t[bad].ravel()[0])} is out of bounds.")
+    return t
+
+
+Primitive("class_target", "t", check_class_targets, shape=lambda t, **p: tuple(t.shape), dtype="same",
+          triton=T.identity)
