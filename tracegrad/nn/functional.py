@@ -16,7 +16,7 @@ import numpy as np
 
 from .. import _dtype as D
 from ..tensor import Tensor
-from ..grad_mode import no_grad
+from ..grad_mode import no_grad, is_grad_enabled
 from ..tracing import apply
 from ..ops import functional as O
 from ..ops.primitives import PRIMITIVES as P
@@ -587,6 +587,14 @@ def _check_class_target(input, target, fn="nll_loss"):
         raise RuntimeError(f"size mismatch (got input: {list(input.shape)}, target: {list(target.shape)})")
 
 
+def _weight_without_grad(weight, op):
+    """torch's kernels (nll_loss, binary_cross_entropy) have no derivative for their weight:
+    one that requires grad is refused (a gradient for it would be one torch never gives)."""
+    if weight is not None and weight.requires_grad and is_grad_enabled():
+        raise RuntimeError(f"The function '{op}' is not differentiable with respect to argument 'weight'. "
+                           f"This input cannot have requires_grad True.")
+
+
 def _picked(input, target, weight, ignore_index):
     """-input[n, target[n], ...], the weight of each term (None: all ones) and where the target
     is ignore_index (None: nowhere)."""
@@ -622,6 +630,7 @@ def nll_loss(input, target, weight=None, size_average=None, ignore_index=-100, r
     if weight is not None and (weight.ndim != 1 or weight.shape[0] != input.shape[1]):
         raise RuntimeError(f"weight tensor should be defined either for all {input.shape[1]} classes or no classes "
                            f"but got weight tensor of shape: {list(weight.shape)}")
+    _weight_without_grad(weight, "nll_loss_forward")
     loss, w, ignore = _picked(input, target, weight, ignore_index)
     if w is not None:
         loss = loss * w
@@ -706,6 +715,7 @@ def binary_cross_entropy(input, target, weight=None, size_average=None, reduce=N
     if tuple(target.shape) != tuple(input.shape):
         raise ValueError(f"Using a target size ({target.shape!r}) that is different to the input size "
                          f"({input.shape!r}) is deprecated. Please ensure they have the same size.")
+    _weight_without_grad(weight, "binary_cross_entropy")
     # one primitive: torch's derivative (p - t) / max(p (1 - p), 1e-12) stays finite at p = 0 and 1;
     # its kernel checks that the input lies in [0, 1], eagerly and on every compiled call
     loss = apply(P["binary_cross_entropy"], (input, target), {})
