@@ -587,11 +587,12 @@ def _check_class_target(input, target, fn="nll_loss"):
         raise RuntimeError(f"size mismatch (got input: {list(input.shape)}, target: {list(target.shape)})")
 
 
-def _weight_without_grad(weight, op):
-    """torch's kernels (nll_loss, binary_cross_entropy) have no derivative for their weight:
-    one that requires grad is refused (a gradient for it would be one torch never gives)."""
+def _weight_without_grad(weight, op, name="weight"):
+    """torch's loss kernels (nll_loss, binary_cross_entropy and with_logits) have no derivative
+    for their weights: one that requires grad is refused (a gradient for it would be one torch
+    never gives)."""
     if weight is not None and weight.requires_grad and is_grad_enabled():
-        raise RuntimeError(f"The function '{op}' is not differentiable with respect to argument 'weight'. "
+        raise RuntimeError(f"The function '{op}' is not differentiable with respect to argument '{name}'. "
                            f"This input cannot have requires_grad True.")
 
 
@@ -699,6 +700,8 @@ def binary_cross_entropy_with_logits(input, target, weight=None, size_average=No
     reduction = _legacy_reduction(size_average, reduce, reduction)
     if tuple(target.shape) != tuple(input.shape):
         raise ValueError(f"Target size ({target.shape!r}) must be the same as input size ({input.shape!r})")
+    _weight_without_grad(weight, "binary_cross_entropy_with_logits")
+    _weight_without_grad(pos_weight, "binary_cross_entropy_with_logits", "pos_weight")
     sp = _softplus1(-input)                       # -log sigmoid(x)
     if pos_weight is not None:
         loss = (1 - target) * input + (1 + (pos_weight - 1) * target) * sp
