@@ -1365,10 +1365,13 @@ def _struct_key_of(args, kwargs):
 
 def _step_guard(spec):
     """What a whole step's recorded writes assumed (functionalize.guard_key): the options and
-    state layout of the optimizers it stepped, which .grad existed."""
+    state layout of the optimizers it stepped, the .grad tensors it read (held here, so that
+    the ids the key compares are never another tensor's)."""
     key = functionalize.guard_key(*spec)
-    return Guard(lambda env: functionalize.guard_key(*spec), lambda k: k == key,
-                 "an optimizer's options or state, or which .grad exist",
+    held = [t._grad for t in spec[1]]
+    return Guard(lambda env, held=held: functionalize.guard_key(*spec), lambda k: k == key,
+                 "an optimizer's options or state, or the .grad tensors it read (a .grad made anew outside, "
+                 "after zero_grad() set it to None; zero_grad(set_to_none=False) keeps it)",
                  lambda code: functionalize.emit_guard_key(code, *spec))
 
 

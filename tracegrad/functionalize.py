@@ -112,7 +112,9 @@ class Shadow:
 
 def guard_key(optimizers, tensors):
     """The state a whole-step program assumed: each optimizer's options (but the learning
-    rate, an input) and the layout of its state; which gradients exist."""
+    rate, an input) and the layout of its state; the .grad tensors the trace read (each
+    by identity: the program reads that tensor, a constant of its graph). The ids are
+    those of tensors the program holds, so none is reused while it is cached."""
     key = []
     for opt in optimizers:
         for group in opt.param_groups:
@@ -124,7 +126,9 @@ def guard_key(optimizers, tensors):
             key.append((id(opt), tuple(opts), type(group["lr"]),
                         tuple(tuple(opt.state[p]) if p in opt.state else () for p in group["params"])))
     for t in tensors:
-        key.append(t._grad is None)
+        # the .grad tensor itself: the program reads (and writes) the one the trace saw, so
+        # another tensor there (a backward outside after zero_grad set it to None) is a miss
+        key.append(id(t._grad))
     return tuple(key)
 
 
@@ -162,7 +166,7 @@ def emit_guard_key(code, optimizers, tensors):
                 code.need(f"{x} in {st} and tuple({st}[{x}]) == {code.const(layout)}" if layout else
                           f"{x} not in {st}")
     for t in tensors:
-        code.need(f"{code.const(t)}._grad is {'None' if t._grad is None else 'not None'}")
+        code.need(f"{code.const(t)}._grad is {'None' if t._grad is None else code.const(t._grad)}")
 
 
 def begin(graph):
