@@ -78,3 +78,89 @@ def test_a_step_that_steps_every_other_call_matches_torch():
         xg, yg, xt, yt = _batch(rng)
         _close(step(xg, yg, i % 2 == 1), body(torch, tm, topt, xt, yt, i % 2 == 1), torch.float64)
         _same_params(gm, tm)
+
+
+def _train(lib, model, opt, x, y):
+    opt.zero_grad()
+    loss = lib.nn.functional.cross_entropy(model(x), y)
+    loss.backward()
+    opt.step()
+    return loss
+
+
+def test_a_schedule_stepped_inside_the_compiled_step_runs_eagerly_as_torch():
+    # the trace would step the schedule once (the first call then used the next rate) and the
+    # program never again: the step runs eagerly, after a warning naming the schedule's line
+    tm, gm, _ = _models(torch.float64)
+    topt, gopt = torch.optim.SGD(tm.parameters(), lr=0.1), tg.optim.SGD(gm.parameters(), lr=0.1)
+    tsched = torch.optim.lr_scheduler.StepLR(topt, 1, gamma=0.5)
+    gsched = tg.optim.lr_scheduler.StepLR(gopt, 1, gamma=0.5)
+
+    @tg.compile
+    def step(x, y):
+        loss = _train(tg, gm, gopt, x, y)
+        gsched.step()
+        return loss
+
+    rng = np.random.default_rng(2)
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        for _ in range(4):
+            xg, yg, xt, yt = _batch(rng)
+            _close(step(xg, yg), _train(torch, tm, topt, xt, yt), torch.float64)
+            tsched.step()
+            assert gopt.param_groups[0]["lr"] == topt.param_groups[0]["lr"]
+            _same_params(gm, tm)
+    msgs = [str(x.message) for x in w if "StepLR.step() inside a compiled function" in str(x.message)]
+    assert len(msgs) == 1 and "gsched.step()" in msgs[0]
+
+
+def test_a_learning_rate_set_inside_the_step_by_a_helper_runs_eagerly_as_torch():
+    # the program reads each group's rate as the call starts, before the function sets it; a
+    # rate set outside between calls (to 5.0) then won over the one set inside
+    tm, gm, _ = _models(torch.float64)
+    topt, gopt = torch.optim.SGD(tm.parameters(), lr=0.1), tg.optim.SGD(gm.parameters(), lr=0.1)
+
+    def set_lr(opt, lr):
+        for group in opt.param_groups:
+            group["lr"] = lr
+
+    def body(lib, model, opt, x, y, lr):
+        set_lr(opt, lr)
+        return _train(lib, model, opt, x, y)
+
+    step = tg.compile(lambda x, y, lr: body(tg, gm, gopt, x, y, lr))
+    rng = np.random.default_rng(3)
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        for _ in range(3):
+            set_lr(gopt, 5.0)
+            set_lr(topt, 5.0)
+            xg, yg, xt, yt = _batch(rng)
+            _close(step(xg, yg, 0.05), body(torch, tm, topt, xt, yt, 0.05), torch.float64)
+            _same_params(gm, tm)
+    assert any("changes SGD.param_groups[0]['lr']" in str(x.message) for x in w)
+
+
+def test_a_failed_trace_leaves_the_optimizers_options_as_they_were():
+    # the trace set the rate (halving it), then failed; the eager run that follows halves it once
+    tm, gm, _ = _models(torch.float64)
+    topt, gopt = torch.optim.SGD(tm.parameters(), lr=0.1), tg.optim.SGD(gm.parameters(), lr=0.1)
+
+    def halve(opt):
+        for group in opt.param_groups:
+            group["lr"] *= 0.5
+
+    def body(lib, model, opt, x, y):
+        halve(opt)
+        return _train(lib, model, opt, x, y).item()        # .item() of a traced value: not traced
+
+    step = tg.compile(lambda x, y: body(tg, gm, gopt, x, y))
+    rng = np.random.default_rng(4)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        for _ in range(3):
+            xg, yg, xt, yt = _batch(rng)
+            assert step(xg, yg) == pytest.approx(body(torch, tm, topt, xt, yt), rel=1e-12)
+            assert gopt.param_groups[0]["lr"] == topt.param_groups[0]["lr"]
+            _same_params(gm, tm)

@@ -178,6 +178,14 @@ def _trace_with_writes(fn, args, kwargs, name, value_reads=None, dyn=()):
                 sh.inputs.append((px, px.__dict__["_name"], t))
             a, k = unflatten(spec, iter(proxies))
             out = fn(*a, **k)
+            changed = functionalize.options_changed(sh)
+            if changed is not None:
+                # set once by the trace, never by the program; and the program reads the
+                # learning rates before the function would set them (undone in end())
+                raise TraceError(f"the function changes {changed} (an optimizer's options, set in Python: an "
+                                 f"lr_scheduler's step() or a write to the group) while it is traced; a program "
+                                 f"would not change it again at later calls. Change the options outside the "
+                                 f"compiled function (the learning rate is read at every call)")
             if (STATE.grad_enabled, STATE.inference, D.get_default_dtype()) != modes:
                 # a program would not change them on later calls
                 raise TraceError("the function leaves grad mode, inference mode or the default dtype changed "

@@ -24,6 +24,7 @@ function makes is recorded instead, as torch.compile's functionalization does:
 `Shadow` is the record of one trace; `active()` the one being traced in this thread.
 """
 import sys
+import weakref
 
 import networkx as nx
 import numpy as np
@@ -66,6 +67,7 @@ class Shadow:
         self.inputs = []        # (input Proxy, its value at the start, real tensor)
         self.first_write = {}   # id(real tensor or input Proxy) -> number of graph values when first written
         self.created = {}       # id -> concrete tensor made while tracing (creation._created)
+        self.options_before = []  # the optimizers' param_groups as the trace began (_options)
 
     # -- values of real tensors -----------------------------------------------------------------
     def value(self, t):
@@ -169,18 +171,70 @@ def emit_guard_key(code, optimizers, tensors):
         code.need(f"{code.const(t)}._grad is {'None' if t._grad is None else code.const(t._grad)}")
 
 
+# every optimizer made (optim/optimizer.py adds each): their options as a trace began
+OPTIMIZERS = weakref.WeakSet()
+
+
+def _options():
+    """Each live optimizer's param_groups list, its groups and a copy of each group's items."""
+    return [(opt, opt.param_groups, list(opt.param_groups),
+             [{k: (tuple(v) if k == "params" else v) for k, v in g.items()} for g in opt.param_groups])
+            for opt in list(OPTIMIZERS)]
+
+
+def _same(a, b):
+    return a is b or (type(a) is type(b) and not isinstance(a, Tensor) and bool(a == b))
+
+
+def options_changed(sh):
+    """Where the traced function changed an optimizer's param_groups in Python (an
+    lr_scheduler's step(), `group["lr"] = ...` in a helper): a text naming the first
+    change, else None. A program would not make that change again at later calls, and
+    reads each learning rate at the start of the call, before the function set it."""
+    for opt, groups, items, copies in sh.options_before:
+        name = type(opt).__name__
+        if opt.param_groups is not groups or len(groups) != len(items) or \
+                any(g is not h for g, h in zip(groups, items)):
+            return f"{name}.param_groups"
+        for i, (g, c) in enumerate(zip(items, copies)):
+            for k in set(g) | set(c):
+                if k not in g or k not in c or not _same(tuple(g[k]) if k == "params" else g[k], c[k]):
+                    return f"{name}.param_groups[{i}][{k!r}]"
+    return None
+
+
+def restore_options(sh):
+    """The optimizers' param_groups as the trace found them (an eager run follows a failed trace)."""
+    for opt, groups, items, copies in sh.options_before:
+        opt.param_groups = groups
+        groups[:] = items
+        for g, c in zip(items, copies):
+            if any(k not in g or g[k] is not v for k, v in c.items() if k != "params") or len(g) != len(c):
+                params = g.get("params")
+                g.clear()
+                g.update(c)
+                if params is not None and tuple(params) == c["params"]:
+                    g["params"] = params
+                else:
+                    g["params"] = list(c["params"])
+
+
 def begin(graph):
     if LOCAL.shadow is not None:
         raise TraceError("a compiled function called while another is being traced")
     sh = Shadow(graph)
+    sh.options_before = _options()
     LOCAL.shadow = sh
     _SHADOW[0] = sh
     return sh
 
 
 def end():
+    sh = LOCAL.shadow
     LOCAL.shadow = None
     _SHADOW[0] = None
+    if sh is not None and options_changed(sh) is not None:
+        restore_options(sh)
 
 
 # -- in-place ops while tracing --------------------------------------------------------------------

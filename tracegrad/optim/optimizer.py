@@ -16,7 +16,7 @@ import numpy as np
 from .. import _dtype as D
 from ..tensor import Tensor
 from ..grad_mode import no_grad, enable_grad
-from ..functionalize import active
+from ..functionalize import active, OPTIMIZERS
 from ..tracing import TraceError
 from ..nn.modules.module import RemovableHandle
 
@@ -51,6 +51,7 @@ class Optimizer:
             param_groups = [{"params": param_groups}]
         for group in param_groups:
             self.add_param_group(dict(group))
+        OPTIMIZERS.add(self)          # a trace undoes changes of its options (functionalize.options_changed)
 
     def __getstate__(self):
         return {"defaults": self.defaults, "state": self.state, "param_groups": self.param_groups}
