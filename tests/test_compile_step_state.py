@@ -164,3 +164,67 @@ def test_a_failed_trace_leaves_the_optimizers_options_as_they_were():
             assert step(xg, yg) == pytest.approx(body(torch, tm, topt, xt, yt), rel=1e-12)
             assert gopt.param_groups[0]["lr"] == topt.param_groups[0]["lr"]
             _same_params(gm, tm)
+
+
+def _bn_models():
+    torch.manual_seed(5)
+    tm = torch.nn.Sequential(torch.nn.Linear(12, 6), torch.nn.BatchNorm1d(6), torch.nn.Linear(6, 5)).double()
+    gm = tg.nn.Sequential(tg.nn.Linear(12, 6), tg.nn.BatchNorm1d(6), tg.nn.Linear(6, 5)).double()
+    with tg.no_grad():
+        for p, q in zip(tm.parameters(), gm.parameters()):
+            q.copy_(tg.tensor(p.detach().numpy()))
+    return tm, gm
+
+
+def test_train_and_eval_inside_the_step_set_the_flags_at_every_call_as_torch():
+    # the function reads the model in the mode the call finds, then switches it: the trace
+    # switched it once and the guards saw the flags it left, so the next call (eval, as the
+    # last one left it) ran a program traced in training mode
+    tm, gm = _bn_models()
+    topt, gopt = torch.optim.SGD(tm.parameters(), lr=0.1), tg.optim.SGD(gm.parameters(), lr=0.1)
+
+    def body(lib, model, opt, x, y):
+        before = model(x)                   # in the mode the model is in as the call starts
+        model.train()
+        _train(lib, model, opt, x, y)
+        model.eval()
+        return before
+
+    step = tg.compile(lambda x, y: body(tg, gm, gopt, x, y))
+    rng = np.random.default_rng(6)
+    for i in range(4):
+        if i == 2:
+            tm.train()
+            gm.train()
+        xg, yg, xt, yt = _batch(rng)
+        _close(step(xg, yg), body(torch, tm, topt, xt, yt), torch.float64)
+        assert [m.training for m in gm.modules()] == [m.training for m in tm.modules()]
+        _same_params(gm, tm)
+        _close(gm[1].running_mean, tm[1].running_mean, torch.float64)
+        _close(gm[1].running_var, tm[1].running_var, torch.float64)
+    assert len(step.cache) == 2          # one program per mode the calls found
+
+
+def test_a_step_that_calls_train_needs_no_program_per_call():
+    # model.train() at the start of the step, model.eval() outside between the calls: the
+    # guards see the eval flags each call starts with, so one program serves them all
+    tm, gm = _bn_models()
+    # (not Adam: the gradient of the bias before the batch norm is rounding noise, whose sign it follows)
+    topt = torch.optim.SGD(tm.parameters(), lr=0.1, momentum=0.9)
+    gopt = tg.optim.SGD(gm.parameters(), lr=0.1, momentum=0.9)
+
+    def body(lib, model, opt, x, y):
+        model.train()
+        return _train(lib, model, opt, x, y)
+
+    step = tg.compile(lambda x, y: body(tg, gm, gopt, x, y))
+    rng = np.random.default_rng(7)
+    for _ in range(4):
+        gm.eval()
+        tm.eval()
+        xg, yg, xt, yt = _batch(rng)
+        _close(step(xg, yg), body(torch, tm, topt, xt, yt), torch.float64)
+        assert gm.training and gm[1].training
+        _same_params(gm, tm)
+        _close(gm[1].running_mean, tm[1].running_mean, torch.float64)
+    assert len(step.cache) == 2          # the first call found no momentum buffers

@@ -299,6 +299,7 @@ def _build(fn, args, kwargs, name, backend, value_reads=None, keep_stages=False,
     # the function's writes to real tensors: extra outputs, written back after each call
     outputs = outputs + list(sh.extra)
     p.writeback = sh.plan
+    p.training_writes = sh.training_writes      # Module.train()/eval() inside: set after every call
     p.lr_inputs = sh.lr_inputs
     p.guard_spec = sh.guard_spec() if (sh.optimizers or sh.watched) else None
     p.whole_step = sh.did_backward
@@ -750,6 +751,8 @@ def run_program(p, leaves, distinct=None):
         outs.append(Tensor._make(o, dt))
     if p.needs_grad and STATE.grad_enabled:
         _attach(p, leaves, arrays, outs, () if spec else res[n_out:], res[n_out:] if spec else None)
+    for m, mode in p.training_writes:
+        m.training = mode
     values = _sym_values(p, leaves) if p.out_views and p.sym_sources else None
     for k, j, chain, nograd in p.out_views:
         v = leaves[j]

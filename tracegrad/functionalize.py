@@ -68,6 +68,16 @@ class Shadow:
         self.first_write = {}   # id(real tensor or input Proxy) -> number of graph values when first written
         self.created = {}       # id -> concrete tensor made while tracing (creation._created)
         self.options_before = []  # the optimizers' param_groups as the trace began (_options)
+        self.training = {}      # id(module) -> (module, its training flag before the trace set it)
+        self.training_writes = ()  # (module, flag) the function left set: set again after every call
+
+    # -- Python state the program sets ----------------------------------------------------------
+    def set_training(self, m, mode):
+        """Module.train(mode) inside the trace: set now (the rest of the trace reads it), and
+        undone when the trace ends, so that the guards see the flags as the call found them;
+        the program sets the flags the function left after each of its calls."""
+        self.training.setdefault(id(m), (m, m.training))
+        m.training = mode
 
     # -- values of real tensors -----------------------------------------------------------------
     def value(self, t):
@@ -233,8 +243,12 @@ def end():
     sh = LOCAL.shadow
     LOCAL.shadow = None
     _SHADOW[0] = None
-    if sh is not None and options_changed(sh) is not None:
-        restore_options(sh)
+    if sh is not None:
+        if options_changed(sh) is not None:
+            restore_options(sh)
+        sh.training_writes = tuple((m, m.training) for m, before in sh.training.values() if m.training != before)
+        for m, before in sh.training.values():
+            m.training = before
 
 
 # -- in-place ops while tracing --------------------------------------------------------------------
