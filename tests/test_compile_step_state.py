@@ -228,3 +228,39 @@ def test_a_step_that_calls_train_needs_no_program_per_call():
         _same_params(gm, tm)
         _close(gm[1].running_mean, tm[1].running_mean, torch.float64)
     assert len(step.cache) == 2          # the first call found no momentum buffers
+
+
+def test_optimizer_step_hooks_run_at_every_call_as_torch():
+    # a hook with a Python side effect ran once, as the trace was made: such a step runs
+    # eagerly; a hook of tensor ops alone (scaling the gradients) is traced with the step
+    tm, gm, _ = _models(torch.float64)
+    topt, gopt = torch.optim.SGD(tm.parameters(), lr=0.1), tg.optim.SGD(gm.parameters(), lr=0.1)
+    seen = {"torch": [], "tg": []}
+
+    def halve(opt, args, kwargs):
+        for group in opt.param_groups:
+            for p in group["params"]:
+                p.grad.mul_(0.5)
+    for opt, key in ((topt, "torch"), (gopt, "tg")):
+        opt.register_step_pre_hook(halve)
+        opt.register_step_post_hook(lambda opt, args, kwargs, key=key: seen[key].append(len(seen[key])))
+    step = tg.compile(lambda x, y: _train(tg, gm, gopt, x, y))
+    rng = np.random.default_rng(8)
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        for _ in range(3):
+            xg, yg, xt, yt = _batch(rng)
+            _close(step(xg, yg), _train(torch, tm, topt, xt, yt), torch.float64)
+            _same_params(gm, tm)
+    assert seen["tg"] == seen["torch"] == [0, 1, 2]
+    assert any("a step hook of SGD has a Python side effect" in str(x.message) for x in w)
+
+    tm, gm, _ = _models(torch.float64)
+    topt, gopt = torch.optim.SGD(tm.parameters(), lr=0.1), tg.optim.SGD(gm.parameters(), lr=0.1)
+    topt.register_step_pre_hook(halve)
+    gopt.register_step_pre_hook(halve)
+    step = tg.compile(lambda x, y: _train(tg, gm, gopt, x, y), fullgraph=True)
+    for _ in range(3):
+        xg, yg, xt, yt = _batch(rng)
+        _close(step(xg, yg), _train(torch, tm, topt, xt, yt), torch.float64)
+        _same_params(gm, tm)

@@ -19,6 +19,7 @@ from ..grad_mode import no_grad, enable_grad
 from ..functionalize import active, OPTIMIZERS
 from ..tracing import TraceError
 from ..nn.modules.module import RemovableHandle
+from ..runtime.side_effects import SideEffects
 
 __all__ = ["Optimizer", "required"]
 
@@ -199,6 +200,8 @@ class Optimizer:
 
     def _run_step(self, closure, update):
         """Pre-hooks, the closure (with grad enabled), `update()` under no_grad, post-hooks."""
+        if active() is not None:
+            _hooks_traceable(self)
         for hook in self._optimizer_step_pre_hooks.values():
             r = hook(self, (), {})
             if r is not None:
@@ -235,6 +238,17 @@ class Optimizer:
                              f"(SGD, Adam and AdamW are); compile the forward and backward only")
         else:
             update()
+
+
+def _hooks_traceable(opt):
+    """Inside a trace, the step's hooks run once, as the trace is made: a hook with a Python
+    side effect (a counter, a log) would not run at the program's calls, so the function
+    runs eagerly instead (what runtime/side_effects.py finds in the hook's code)."""
+    for hook in (*opt._optimizer_step_pre_hooks.values(), *opt._optimizer_step_post_hooks.values()):
+        found = SideEffects(hook).find((opt, (), {}), {})
+        if found:
+            raise TraceError(f"a step hook of {type(opt).__name__} has a Python side effect at "
+                             f"{found[0].describe()}; a program would not run it")
 
 
 def _typename(obj):
