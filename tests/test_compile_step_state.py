@@ -264,3 +264,46 @@ def test_optimizer_step_hooks_run_at_every_call_as_torch():
         xg, yg, xt, yt = _batch(rng)
         _close(step(xg, yg), _train(torch, tm, topt, xt, yt), torch.float64)
         _same_params(gm, tm)
+
+
+def test_a_gan_step_with_two_backwards_through_a_detach_compiles_as_torch():
+    # the discriminator's loss reads the generator's output through detach(): its backward
+    # neither reaches nor frees the generator's graph, which the generator's loss then uses
+    def nets(lib):
+        lib.manual_seed(0)
+        g = lib.nn.Sequential(lib.nn.Linear(4, 6), lib.nn.Tanh(), lib.nn.Linear(6, 6)).double()
+        d = lib.nn.Sequential(lib.nn.Linear(6, 5), lib.nn.Tanh(), lib.nn.Linear(5, 1)).double()
+        return g, d
+    tg_g, tg_d = nets(tg)
+    t_g, t_d = nets(torch)
+    with tg.no_grad():
+        for p, q in zip([*t_g.parameters(), *t_d.parameters()], [*tg_g.parameters(), *tg_d.parameters()]):
+            q.copy_(tg.tensor(p.detach().numpy()))
+    opts = {}
+    for lib, g, d in ((tg, tg_g, tg_d), (torch, t_g, t_d)):
+        opts[lib] = (lib.optim.Adam(g.parameters(), lr=0.01, betas=(0.5, 0.9)),
+                     lib.optim.SGD(d.parameters(), lr=0.05, momentum=0.5))
+
+    def body(lib, g, d, z, real):
+        og, od = opts[lib]
+        od.zero_grad()
+        fake = g(z)
+        ld = lib.nn.functional.softplus(-d(real)).mean() + lib.nn.functional.softplus(d(fake.detach())).mean()
+        ld.backward()
+        od.step()
+        og.zero_grad()
+        lg = lib.nn.functional.softplus(-d(fake)).mean()
+        lg.backward()
+        og.step()
+        return ld, lg
+
+    step = tg.compile(lambda z, real: body(tg, tg_g, tg_d, z, real), fullgraph=True)
+    rng = np.random.default_rng(9)
+    for _ in range(3):
+        zn, rn = rng.standard_normal((5, 4)), rng.standard_normal((5, 6))
+        got = step(tg.tensor(zn), tg.tensor(rn))
+        want = body(torch, t_g, t_d, torch.tensor(zn), torch.tensor(rn))
+        for a, b in zip(got, want):
+            _close(a, b, torch.float64)
+        _same_params(tg_g, t_g)
+        _same_params(tg_d, t_d)

@@ -559,9 +559,13 @@ def backward_in_trace(outputs, grad_tensors, retain_graph, create_graph, inputs)
         outs.append(v)
     seeds = _seeds(outputs, list(grad_tensors or ()), False, "grad_tensors",
                    ones=lambda o: F.full(tuple(o.shape), 1.0, dtype=o.dtype))
+    # what the backward goes through: the values the outputs come from along differentiable
+    # edges (as torch's grad_fn graph), not through a detach (a GAN's generator, behind
+    # `fake.detach()` in the discriminator's loss, is neither differentiated nor freed)
+    sub = graph.nx.subgraph(reach)
     up = set(outs)
     for o in outs:
-        up |= nx.ancestors(graph.nx, o)
+        up |= nx.ancestors(sub, o)
     wrt = [v for v in sources if v in up]
     for v in wrt:
         if sources[v] is None:
