@@ -40,14 +40,14 @@ def _same_params(gm, tm, dtype=torch.float64):
                                   lambda lib, ps: lib.optim.Adam(ps, lr=0.01)], ids=["sgd", "adam"])
 def test_compiled_optimizer_step_reads_the_gradients_of_each_call(make):
     # the backward runs eagerly and zero_grad() sets .grad to None: every call has new .grad
-    # tensors, which the program must read (it read the first call's before)
+    # tensors, which the program reads at each call (it read the first call's before)
     tm, gm, _ = _models(torch.float64)
     topt, gopt = make(torch, tm.parameters()), make(tg, gm.parameters())
     step = tg.compile(gopt.step)
     rng = np.random.default_rng(0)
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)      # past cache_limit: eager, after a warning
-        for _ in range(5):
+        warnings.simplefilter("error")
+        for _ in range(10):
             xg, yg, xt, yt = _batch(rng)
             gopt.zero_grad()
             F.cross_entropy(gm(xg), yg).backward()
@@ -56,6 +56,31 @@ def test_compiled_optimizer_step_reads_the_gradients_of_each_call(make):
             torch.nn.functional.cross_entropy(tm(xt), yt).backward()
             topt.step()
             _same_params(gm, tm)
+    assert len(step.cache) == 2          # the first call found no optimizer state; then one program
+
+
+def test_a_step_that_writes_gradients_made_outside_matches_torch():
+    # clipping writes the .grad tensors an eager backward made: the program writes into the
+    # ones the trace saw, so each new set compiles again (past cache_limit, eagerly)
+    tm, gm, _ = _models(torch.float64)
+    topt, gopt = torch.optim.Adam(tm.parameters(), lr=0.01), tg.optim.Adam(gm.parameters(), lr=0.01)
+
+    def clip_and_step(lib, model, opt):
+        lib.nn.utils.clip_grad_norm_(model.parameters(), 0.5)
+        opt.step()
+    step = tg.compile(lambda: clip_and_step(tg, gm, gopt))
+    rng = np.random.default_rng(10)
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        for _ in range(10):
+            xg, yg, xt, yt = _batch(rng)
+            for lib, model, opt, x, y, run in ((tg, gm, gopt, xg, yg, step),
+                                               (torch, tm, topt, xt, yt, lambda: clip_and_step(torch, tm, topt))):
+                opt.zero_grad()
+                lib.nn.functional.cross_entropy(model(x), y).backward()
+                run()
+            _same_params(gm, tm)
+    assert any("recompile limit" in str(x.message) for x in w)
 
 
 def test_a_step_that_steps_every_other_call_matches_torch():
@@ -307,3 +332,29 @@ def test_a_gan_step_with_two_backwards_through_a_detach_compiles_as_torch():
             _close(a, b, torch.float64)
         _same_params(tg_g, t_g)
         _same_params(tg_d, t_d)
+
+
+def test_a_gradient_the_step_only_reads_and_returns_is_that_calls():
+    # the program reads each call's .grad (a backward outside made new ones); a .grad it
+    # returns is that call's too, the very tensor, as eager returns it
+    tm, gm, _ = _models(torch.float64)
+    topt, gopt = torch.optim.SGD(tm.parameters(), lr=0.1), tg.optim.SGD(gm.parameters(), lr=0.1)
+
+    def body(model, opt):
+        opt.step()
+        return {"grad": model[0].weight.grad, "norm": model[0].weight.grad.norm()}
+
+    step = tg.compile(lambda: body(gm, gopt))
+    rng = np.random.default_rng(13)
+    for _ in range(4):
+        xg, yg, xt, yt = _batch(rng)
+        gopt.zero_grad()
+        F.cross_entropy(gm(xg), yg).backward()
+        got = step()
+        topt.zero_grad()
+        torch.nn.functional.cross_entropy(tm(xt), yt).backward()
+        want = body(tm, topt)
+        assert got["grad"] is gm[0].weight.grad
+        _close(got["grad"], want["grad"], torch.float64)
+        _close(got["norm"], want["norm"], torch.float64)
+        _same_params(gm, tm)

@@ -322,6 +322,15 @@ def _build(fn, args, kwargs, name, backend, value_reads=None, keep_stages=False,
     _bind_folded(g)
     p.fwd_ir = g
     p.consts = inputs = [g[v]["value"] for v in g.inputs[n_args:]]
+    # .grad tensors the function only read (an optimizer's step after a backward outside,
+    # which makes new ones at every call): each call reads the tensor's .grad of that call
+    # into the constant's place (_rebind_grads), guarded by its metadata only; one the function
+    # returns is that call's .grad too, as in eager
+    written = {id(t) for kind, t, _ in sh.plan if kind == "data"}
+    only_read = lambda c: id(c) in sh.grad_reads and id(c) not in written and id(c) not in sh.data  # noqa: E731
+    p.grad_slots = tuple((i, sh.grad_reads[id(c)]) for i, c in enumerate(inputs) if only_read(c))
+    p.out_grads = tuple((k, sh.grad_reads[id(c)]) for k, c in enumerate(out_consts)
+                        if isinstance(c, Tensor) and only_read(c))
     all_inputs = list(leaves) + inputs
     p.arg_writes, p.write_pos, p.write_extra = _writes(p, leaves, sh, last_use)
     req = [isinstance(t, Tensor) and t.requires_grad for t in all_inputs]
@@ -349,6 +358,9 @@ def _build(fn, args, kwargs, name, backend, value_reads=None, keep_stages=False,
             if d:
                 union |= m
         p.used_inputs = frozenset(i for j, i in enumerate(p.wrt_pos) if union >> j & 1)
+    if p.needs_grad:
+        p.grad_slots = p.out_grads = ()   # a backward (and its speculated form) binds the constants it was built with
+    p.out_consts_now = list(out_consts)   # out_consts with this call's .grad at p.out_grads (_rebind_grads)
     p.bwd_ir = None
     if p.needs_grad:
         bwd = derive(g, list(g.outputs), wrt, defer_errors=True)
@@ -772,13 +784,25 @@ def run_program(p, leaves, distinct=None):
     if shape == 2:
         return tuple(outs)
     it = iter(outs)
-    consts, spec = p.out_consts, p.out_spec
+    consts, spec = (p.out_consts_now if p.out_grads else p.out_consts), p.out_spec
     if p.out_sym:
         values = _sym_values(p, leaves)
         consts = [symbolic.substitute(c, values) for c in consts]
         spec = symbolic.substitute(spec, values)
     flat = [next(it) if c is None else c for c in consts]
     return unflatten(spec, iter(flat))
+
+
+def _rebind_grads(p):
+    """The .grad tensors of this call in the places of the constants the program reads them
+    from (Program.grad_slots; the step guard checked that each exists, with the metadata of
+    the one the trace read)."""
+    consts = p.consts
+    for i, t in p.grad_slots:
+        consts[i] = t._grad
+    now = p.out_consts_now
+    for k, t in p.out_grads:
+        now[k] = t._grad               # as the call starts: what the function read (and returns)
 
 
 def _read_learning_rates(p):
@@ -1214,6 +1238,8 @@ class CompiledFunction:
         if p is _EAGER:
             return self._fn(*args, **kwargs)
         distinct = None
+        if p.grad_slots or p.out_grads:
+            _rebind_grads(p)
         if p.writeback:
             # the arrays of the call, each an allocation of its own (the common call): no alias,
             # and no donor shares memory with another input (the new learning rates' arrays are new)
@@ -1313,7 +1339,7 @@ class CompiledFunction:
             guards = build_guards(self._fn, self._module, args, kwargs, used=p.consts, value_reads=reads,
                                   exempt=exempt)
             if p.guard_spec is not None:
-                guards.add(_step_guard(p.guard_spec))
+                guards.add(_step_guard(p.guard_spec, frozenset(id(t) for _, t in p.grad_slots + p.out_grads)))
             return p, guards
         guards = build_guards(self._fn, self._module, args, kwargs, value_reads=reads)
         fs = _user_frame(failure.__traceback__)
@@ -1374,16 +1400,18 @@ def _struct_key_of(args, kwargs):
     return _struct_key(guard_key(canonical(spec), leaves))
 
 
-def _step_guard(spec):
+def _step_guard(spec, rebound=frozenset()):
     """What a whole step's recorded writes assumed (functionalize.guard_key): the options and
     state layout of the optimizers it stepped, the .grad tensors it read (held here, so that
-    the ids the key compares are never another tensor's)."""
-    key = functionalize.guard_key(*spec)
+    the ids the key compares are never another tensor's; those in `rebound`, which the
+    program reads afresh at every call, by their metadata)."""
+    key = functionalize.guard_key(*spec, rebound)
     held = [t._grad for t in spec[1]]
-    return Guard(lambda env, held=held: functionalize.guard_key(*spec), lambda k: k == key,
+    return Guard(lambda env, held=held: functionalize.guard_key(*spec, rebound), lambda k: k == key,
                  "an optimizer's options or state, or the .grad tensors it read (a .grad made anew outside, "
-                 "after zero_grad() set it to None; zero_grad(set_to_none=False) keeps it)",
-                 lambda code: functionalize.emit_guard_key(code, *spec))
+                 "after zero_grad() set it to None, where the function also writes it; "
+                 "zero_grad(set_to_none=False) keeps it)",
+                 lambda code: functionalize.emit_guard_key(code, *spec, rebound))
 
 
 def _drop_detach(g):

@@ -62,6 +62,7 @@ class Shadow:
         self.optimizers = {}    # id -> optimizer that the function zeroed or stepped
         self.lr_inputs = []     # (holder tensor, param group): the learning rate read at every call
         self.watched = {}       # id -> tensor whose .grad being None or not the trace depended on
+        self.grad_reads = {}    # id(a real .grad tensor the trace read) -> the tensor whose .grad it is
         self.backwarded = set()  # op values a backward without retain_graph went through (freed)
         self.did_backward = False
         self.inputs = []        # (input Proxy, its value at the start, real tensor)
@@ -104,7 +105,9 @@ class Shadow:
                 raise TraceError("the .grad of an argument of the compiled function, read inside it, is not traced "
                                  "yet (each call may pass another tensor)")
             if t._data is not None:
-                self.watched[id(t)] = t       # the trace read the real .grad: guard on it being None
+                self.watched[id(t)] = t       # the trace read the real .grad: guarded (guard_key)
+                if t._grad is not None:
+                    self.grad_reads[id(t._grad)] = t
             return t._grad
         return e[1]
 
@@ -122,11 +125,18 @@ class Shadow:
         return list(self.optimizers.values()), list(self.watched.values())
 
 
-def guard_key(optimizers, tensors):
+def _grad_meta(g):
+    d = g._data
+    return (g._req, g._dtype, d.__class__, d.shape)
+
+
+def guard_key(optimizers, tensors, rebound=frozenset()):
     """The state a whole-step program assumed: each optimizer's options (but the learning
-    rate, an input) and the layout of its state; the .grad tensors the trace read (each
-    by identity: the program reads that tensor, a constant of its graph). The ids are
-    those of tensors the program holds, so none is reused while it is cached."""
+    rate, an input) and the layout of its state; the .grad tensors the trace read: each
+    by identity (a constant of the program, or written by it), but those in `rebound`
+    (ids of tensors whose .grad the program reads afresh at every call, compile.Program's
+    grad_slots) by their metadata. The ids are those of tensors the program holds, so
+    none is reused while it is cached."""
     key = []
     for opt in optimizers:
         for group in opt.param_groups:
@@ -138,13 +148,17 @@ def guard_key(optimizers, tensors):
             key.append((id(opt), tuple(opts), type(group["lr"]),
                         tuple(tuple(opt.state[p]) if p in opt.state else () for p in group["params"])))
     for t in tensors:
-        # the .grad tensor itself: the program reads (and writes) the one the trace saw, so
-        # another tensor there (a backward outside after zero_grad set it to None) is a miss
-        key.append(id(t._grad))
+        g = t._grad
+        if id(t) in rebound:
+            key.append(None if g is None else _grad_meta(g))
+        else:
+            # the .grad tensor itself: the program reads (and writes) the one the trace saw, so
+            # another tensor there (a backward outside after zero_grad set it to None) is a miss
+            key.append(id(g))
     return tuple(key)
 
 
-def emit_guard_key(code, optimizers, tensors):
+def emit_guard_key(code, optimizers, tensors, rebound=frozenset()):
     """guard_key(optimizers, tensors) == its value now, as tests of a program's generated check
     (runtime/check_code.py). A little stricter than the key: a group's keys compare whole
     (params and lr among them), options by type and ==, tensors by identity; where the
@@ -178,7 +192,15 @@ def emit_guard_key(code, optimizers, tensors):
                 code.need(f"{x} in {st} and tuple({st}[{x}]) == {code.const(layout)}" if layout else
                           f"{x} not in {st}")
     for t in tensors:
-        code.need(f"{code.const(t)}._grad is {'None' if t._grad is None else code.const(t._grad)}")
+        g = t._grad
+        if g is not None and id(t) in rebound:
+            # the tests of _grad_meta (not CheckCode.tensor_meta, which notes g as checked)
+            x = code.let(f"{code.const(t)}._grad")
+            code.need(f"{x} is not None and {x}._req is {code.const(g._req)} and {x}._dtype is {code.const(g._dtype)}")
+            a = code.let(f"{x}._data")
+            code.need(f"{a}.__class__ is {code.const(g._data.__class__)} and {a}.shape == {code.const(g._data.shape)}")
+        else:
+            code.need(f"{code.const(t)}._grad is {'None' if g is None else code.const(g)}")
 
 
 # every optimizer made (optim/optimizer.py adds each): their options as a trace began
