@@ -358,3 +358,36 @@ def test_a_gradient_the_step_only_reads_and_returns_is_that_calls():
         _close(got["grad"], want["grad"], torch.float64)
         _close(got["norm"], want["norm"], torch.float64)
         _same_params(gm, tm)
+
+
+def test_a_clone_of_the_gradient_returned_by_the_step_is_not_the_momentum_buffers_storage():
+    # the first momentum buffer is a clone of the gradient, as is what the step returns: one
+    # value of the graph, whose array became the buffer's storage, and the next call's
+    # in-place update of the buffer changed the tensor the caller held
+    torch.manual_seed(12)
+    tm = torch.nn.Linear(3, 2).double()
+    gm = tg.nn.Linear(3, 2).double()
+    with tg.no_grad():
+        for p, q in zip(tm.parameters(), gm.parameters()):
+            q.copy_(tg.tensor(p.detach().numpy()))
+    topt = torch.optim.SGD(tm.parameters(), lr=0.1, momentum=0.9)
+    gopt = tg.optim.SGD(gm.parameters(), lr=0.1, momentum=0.9)
+
+    def body(lib, model, opt, x, y):
+        opt.zero_grad()
+        lib.nn.functional.mse_loss(model(x), y).backward()
+        opt.step()
+        return model.weight.grad.clone(), model.bias.grad.clone()[1:]
+
+    step = tg.compile(lambda x, y: body(tg, gm, gopt, x, y), fullgraph=True)
+    rng = np.random.default_rng(11)
+    held = []
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for _ in range(4):
+            xn, yn = rng.standard_normal((4, 3)), rng.standard_normal((4, 2))
+            held.append((step(tg.tensor(xn), tg.tensor(yn)), body(torch, tm, topt, torch.tensor(xn), torch.tensor(yn))))
+            for got, want in held:
+                for a, b in zip(got, want):
+                    _close(a, b, torch.float64)
+            _same_params(gm, tm)

@@ -753,6 +753,16 @@ def run_program(p, leaves, distinct=None):
     n_out = p.n_out
     if p.writeback:
         ids = [id(a) for a in arrays]
+        for o in res[:p.n_user]:
+            # an array the function returns (or the one it is a view of) becomes no tensor's storage:
+            # a value both returned and written (a gradient that is also the new momentum buffer)
+            # would be changed under the caller by the next call's in-place update
+            if o.__class__ is np.ndarray:
+                ids.append(id(o))
+                if o.base is not None:
+                    r = _own_root(o)
+                    if r is not None:
+                        ids.append(id(r))
         if not (p.needs_grad and STATE.grad_enabled):
             arrays.clear()                # the old storages: replaceable where nothing else holds them
         p.write_back(res[p.n_user:n_out], ids, leaves)
