@@ -391,3 +391,28 @@ def test_a_clone_of_the_gradient_returned_by_the_step_is_not_the_momentum_buffer
                 for a, b in zip(got, want):
                     _close(a, b, torch.float64)
             _same_params(gm, tm)
+
+
+def test_a_gradient_the_step_returns_is_the_grad_tensor_the_next_calls_accumulate_into():
+    # without zero_grad the calls accumulate into .grad in place: a returned .grad (or a view
+    # of it) is that tensor, as in eager, so what the caller holds follows the accumulation
+    tm, gm, _ = _models(torch.float64)
+    topt, gopt = torch.optim.SGD(tm.parameters(), lr=0.1), tg.optim.SGD(gm.parameters(), lr=0.1)
+
+    def body(lib, model, opt, x, y):
+        lib.nn.functional.cross_entropy(model(x), y).backward()
+        opt.step()
+        return model[0].weight.grad, model[2].bias.grad[1:], model[2].bias.grad * 1
+
+    step = tg.compile(lambda x, y: body(tg, gm, gopt, x, y), fullgraph=True)
+    rng = np.random.default_rng(14)
+    held = []
+    for _ in range(4):
+        xg, yg, xt, yt = _batch(rng)
+        got = step(xg, yg)
+        assert got[0] is gm[0].weight.grad
+        held.append((got, body(torch, tm, topt, xt, yt)))
+        for got, want in held:
+            for a, b in zip(got, want):
+                _close(a, b, torch.float64)
+        _same_params(gm, tm)

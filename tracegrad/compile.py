@@ -281,6 +281,10 @@ def _build(fn, args, kwargs, name, backend, value_reads=None, keep_stages=False,
     first = {id(px): ("arg", k) for k, (px, _, _) in enumerate(sh.inputs)}
     p.out_same = []
     p.out_views = []
+    # outputs that are a real tensor's .grad as the function leaves it, or a view of it: that
+    # .grad tensor after the write-back (or the view taken again of it), as eager returns it
+    grads_now = {id(e[1]): ("arg", e[0]) for e in sh.grads.values() if isinstance(e[1], Proxy)}
+    p.out_grads_after = []
     for o in out_leaves:
         if isinstance(o, Proxy):
             src = first.get(id(o))
@@ -291,6 +295,10 @@ def _build(fn, args, kwargs, name, backend, value_reads=None, keep_stages=False,
                 chain = _view_of_argument(o, first)
                 if chain is not None:
                     p.out_views.append((len(outputs),) + chain)
+                elif grads_now:
+                    chain = _view_of_argument(o, grads_now)
+                    if chain is not None:
+                        p.out_grads_after.append((len(outputs),) + chain)
             outputs.append(V(o.__dict__["_name"]))
             out_consts.append(None)
         else:
@@ -786,6 +794,12 @@ def run_program(p, leaves, distinct=None):
         outs[k] = v
     for k, (kind, j) in p.out_same:
         outs[k] = leaves[j] if kind == "arg" else outs[j]
+    for k, t, chain, nograd in p.out_grads_after:
+        v = t._grad
+        with no_grad() if nograd else contextlib.nullcontext():
+            for prim, rest, params in chain:
+                v = apply(prim, (v,) + rest, params)
+        outs[k] = v
     shape = p.out_shape
     if shape is None:
         shape = p.out_shape = _out_shape(p)
