@@ -416,3 +416,56 @@ def test_a_gradient_the_step_returns_is_the_grad_tensor_the_next_calls_accumulat
             for a, b in zip(got, want):
                 _close(a, b, torch.float64)
         _same_params(gm, tm)
+
+
+def test_in_place_ops_on_views_of_parameters_inside_the_step_write_them_as_torch():
+    # the padding row of an embedding zeroed after the update, a pruning mask set through
+    # indexing, a row scaled through a view taken before the step: views of real tensors
+    # were values of their own, and the writes through them were lost
+    def make(lib):
+        lib.manual_seed(0)
+        return lib.nn.Embedding(6, 4).double(), lib.nn.Linear(4, 3).double()
+    (te, tl), (ge, gl) = make(torch), make(tg)
+    with tg.no_grad():
+        for p, q in zip([*te.parameters(), *tl.parameters()], [*ge.parameters(), *gl.parameters()]):
+            q.copy_(tg.tensor(p.detach().numpy()))
+    mask_n = np.abs(tl.weight.detach().numpy()) < 0.2
+    topt = torch.optim.SGD([*te.parameters(), *tl.parameters()], lr=0.5, momentum=0.9)
+    gopt = tg.optim.SGD([*ge.parameters(), *gl.parameters()], lr=0.5, momentum=0.9)
+
+    def body(lib, emb, lin, opt, mask, idx, y):
+        row = lin.weight[:, 1]                  # a view, taken before the update
+        opt.zero_grad()
+        loss = lib.nn.functional.cross_entropy(lin(emb(idx).mean(1)), y)
+        loss.backward()
+        opt.step()
+        with lib.no_grad():
+            emb.weight[0].zero_()
+            lin.weight[mask] = 0.0
+            row.mul_(0.5)
+            lin.bias.narrow(0, 1, 2).clamp_(-0.1, 0.1)
+        return loss, row * 1
+
+    step = tg.compile(lambda idx, y: body(tg, ge, gl, gopt, tg.tensor(mask_n), idx, y), fullgraph=True)
+    rng = np.random.default_rng(15)
+    for _ in range(4):
+        idx, y = rng.integers(0, 6, (5, 3)), rng.integers(0, 3, 5)
+        got = step(tg.tensor(idx), tg.tensor(y))
+        want = body(torch, te, tl, topt, torch.tensor(mask_n), torch.tensor(idx), torch.tensor(y))
+        for a, b in zip(got, want):
+            _close(a, b, torch.float64)
+        _same_params(ge, te)
+        _same_params(gl, tl)
+
+
+def test_in_place_op_on_a_view_of_a_parameter_with_grad_on_raises_torchs_error():
+    m = tg.nn.Linear(3, 2)
+
+    def body(x):
+        m.weight[0].zero_()
+        return m(x).sum()
+
+    with pytest.raises(RuntimeError, match="a view of a leaf Variable that requires grad is being used in an in-place"):
+        tg.compile(body)(tg.ones(2, 3))
+    with pytest.raises(RuntimeError, match="a view of a leaf Variable that requires grad is being used in an in-place"):
+        body(tg.ones(2, 3))

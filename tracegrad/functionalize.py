@@ -31,6 +31,7 @@ import numpy as np
 
 from .tensor import Tensor
 from .tensor import _SHADOW, Above
+from .grad_mode import STATE
 from . import tracing as _tracing
 from .tracing import LOCAL
 from .tracing import TraceError, Proxy, apply_symbolic, apply, value_of
@@ -297,6 +298,7 @@ def commit_traced(self, result):
     if isinstance(self, Proxy):
         view = self.__dict__.get("_view")
         if view is not None:
+            _check_view_of_leaf(self)
             base, prim, rest, params = view
             new_base = _scatter(base, result, prim, rest, params)
             commit_traced(base, new_base)
@@ -306,6 +308,9 @@ def commit_traced(self, result):
         sh = active()
         if sh is not None:
             sh.first_write.setdefault(id(self), len(sh.graph.nx))
+        real = self.__dict__.get("_real")
+        if real is not None:
+            commit_traced(real, result)      # the base of a view of a real tensor: the tensor's write
         return self
     sh = active()
     if sh is None:
@@ -322,6 +327,22 @@ def commit_traced(self, result):
                          "(tensor(data), arange, eye, ...); zeros, ones, full and empty are")
     sh.write(self, result)
     return self
+
+
+def _check_view_of_leaf(v):
+    """torch's error for an in-place op, with grad mode on, on a view of a real leaf that
+    requires grad (a parameter's row): raised by eager's check (autograd/views.py), which
+    sees no Proxy view."""
+    if not STATE.grad_enabled:
+        return
+    d = v.__dict__
+    while "_view" in d:
+        if d["_view"][1].name == "detach":
+            return                          # a view made under no_grad (tracing.apply_symbolic)
+        d = d["_view"][0].__dict__
+    real = d.get("_real")
+    if real is not None and real._req and real.grad_fn is None:
+        raise RuntimeError("a view of a leaf Variable that requires grad is being used in an in-place operation.")
 
 
 def _as_value(t):
@@ -355,10 +376,24 @@ def _scatter(base, result, prim, rest, params):
     return apply(P["as_strided_scatter"], (base, result), p)
 
 
+def _sync_real(base):
+    """The stand-in for a real tensor that views were taken of (tracing._apply_symbolic): bound
+    to the tensor's value now, where the trace wrote the tensor since (not through it)."""
+    d = base.__dict__
+    sh = active()
+    if sh is None:
+        return
+    now = sh.value(d["_real"])
+    if now is not None and now.__dict__["_name"] != d["_name"]:
+        _rebind(base, now)
+
+
 def refresh_view(proxy):
     """A view read after its base was written through another alias: taken again from the base."""
     d = proxy.__dict__
     base, prim, rest, params = d["_view"]
+    if "_real" in base.__dict__:
+        _sync_real(base)
     refresh_base = base.__dict__.get("_view")
     if refresh_base is not None:
         refresh_view(base)
