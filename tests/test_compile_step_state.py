@@ -469,3 +469,23 @@ def test_in_place_op_on_a_view_of_a_parameter_with_grad_on_raises_torchs_error()
         tg.compile(body)(tg.ones(2, 3))
     with pytest.raises(RuntimeError, match="a view of a leaf Variable that requires grad is being used in an in-place"):
         body(tg.ones(2, 3))
+
+
+def test_a_decorated_methods_reads_are_guarded():
+    # no_grad() on a method wraps it in tracegrad's own function, whose code the guards did
+    # not read, nor what it wraps: a changed attribute the method reads kept its old value
+    def decorated(lib):
+        class Decorated:
+            scale = 2.0
+
+            @lib.no_grad()
+            def scaled(self, x):
+                return x * self.scale
+        return Decorated()
+
+    g, t = decorated(tg), decorated(torch)
+    f = tg.compile(lambda x: g.scaled(x))
+    for scale in (2.0, 3.0, -0.5):
+        g.scale = t.scale = scale
+        _close(f(tg.ones(3, dtype=tg.float64)), t.scaled(torch.ones(3, dtype=torch.float64)), torch.float64)
+
