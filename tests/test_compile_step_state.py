@@ -489,3 +489,46 @@ def test_a_decorated_methods_reads_are_guarded():
         g.scale = t.scale = scale
         _close(f(tg.ones(3, dtype=tg.float64)), t.scaled(torch.ones(3, dtype=torch.float64)), torch.float64)
 
+
+def _momentum_sgd(lib):
+    class MomentumSGD(lib.optim.Optimizer):
+        """A user's optimizer that makes its state at its first step, as many do."""
+
+        def __init__(self, params, lr, momentum):
+            super().__init__(params, dict(lr=lr, momentum=momentum))
+
+        @lib.no_grad()
+        def step(self, closure=None):
+            for group in self.param_groups:
+                for p in group["params"]:
+                    if p.grad is None:
+                        continue
+                    state = self.state[p]
+                    if "buf" not in state:
+                        state["buf"] = p.grad.clone()
+                    else:
+                        state["buf"].mul_(group["momentum"]).add_(p.grad)
+                    p.add_(state["buf"], alpha=-group["lr"])
+    return MomentumSGD
+
+
+def test_a_users_optimizer_that_makes_its_state_in_step_matches_torch():
+    # the trace stored its symbolic buffers into the optimizer's state, and the program never
+    # made them: that call runs eagerly (the state restored first), and once the state
+    # exists the step, which updates it in place, compiles
+    tm, gm, _ = _models(torch.float64)
+    topt = _momentum_sgd(torch)(tm.parameters(), lr=0.1, momentum=0.9)
+    gopt = _momentum_sgd(tg)(gm.parameters(), lr=0.1, momentum=0.9)
+    step = tg.compile(lambda x, y: _train(tg, gm, gopt, x, y))
+    rng = np.random.default_rng(16)
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        for _ in range(4):
+            xg, yg, xt, yt = _batch(rng)
+            _close(step(xg, yg), _train(torch, tm, topt, xt, yt), torch.float64)
+            _same_params(gm, tm)
+            for p, q in zip(gm.parameters(), tm.parameters()):
+                assert type(gopt.state[p]["buf"]) is tg.Tensor
+                _close(gopt.state[p]["buf"], topt.state[q]["buf"], torch.float64)
+    assert sum("changes MomentumSGD.state" in str(x.message) for x in w) == 1
+    assert step.last_program is not None          # the later calls ran a program

@@ -182,6 +182,11 @@ def _trace_with_writes(fn, args, kwargs, name, value_reads=None, dyn=()):
             if changed is not None:
                 # set once by the trace, never by the program; and the program reads the
                 # learning rates before the function would set them (undone in end())
+                if changed.endswith(".state"):
+                    raise TraceError(f"the function changes {changed} in Python (a custom optimizer's step() "
+                                     f"making its state) while it is traced; a program would not change it again "
+                                     f"at later calls (once the state exists, a step that updates it in place "
+                                     f"compiles)")
                 raise TraceError(f"the function changes {changed} (an optimizer's options, set in Python: an "
                                  f"lr_scheduler's step() or a write to the group) while it is traced; a program "
                                  f"would not change it again at later calls. Change the options outside the "

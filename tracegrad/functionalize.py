@@ -209,10 +209,25 @@ OPTIMIZERS = weakref.WeakSet()
 
 
 def _options():
-    """Each live optimizer's param_groups list, its groups and a copy of each group's items."""
+    """Each live optimizer's param_groups list, its groups and a copy of each group's items;
+    its state, the state's per-parameter dicts and a copy of each (what is in them)."""
     return [(opt, opt.param_groups, list(opt.param_groups),
-             [{k: (tuple(v) if k == "params" else v) for k, v in g.items()} for g in opt.param_groups])
+             [{k: (tuple(v) if k == "params" else v) for k, v in g.items()} for g in opt.param_groups],
+             opt.state, dict(opt.state), {k: dict(v) if isinstance(v, dict) else v for k, v in opt.state.items()})
             for opt in list(OPTIMIZERS)]
+
+
+def _state_changed(state, entries, copies):
+    """Whether an optimizer's state was changed in Python (an entry or an item set, replaced or
+    removed); an entry the code only read into being (a defaultdict's empty dict) is none."""
+    for k, v in state.items():
+        if k not in entries:
+            if not (isinstance(v, dict) and not v):
+                return True
+        elif v is not entries[k] or (isinstance(v, dict) and (v.keys() != copies[k].keys() or
+                                                               any(v[j] is not x for j, x in copies[k].items()))):
+            return True
+    return any(k not in state for k in entries)
 
 
 def _same(a, b):
@@ -220,12 +235,16 @@ def _same(a, b):
 
 
 def options_changed(sh):
-    """Where the traced function changed an optimizer's param_groups in Python (an
-    lr_scheduler's step(), `group["lr"] = ...` in a helper): a text naming the first
-    change, else None. A program would not make that change again at later calls, and
+    """Where the traced function changed an optimizer's param_groups (an lr_scheduler's
+    step(), `group["lr"] = ...` in a helper) or its state in Python: a text naming the
+    first change, else None. A program would not make that change again at later calls, and
     reads each learning rate at the start of the call, before the function set it."""
-    for opt, groups, items, copies in sh.options_before:
+    for opt, groups, items, copies, state, entries, state_copies in sh.options_before:
         name = type(opt).__name__
+        if opt.state is not state or _state_changed(state, entries, state_copies):
+            # a custom optimizer's step() making its state in Python: the trace would leave
+            # symbolic values in it, and the program would not make it again
+            return f"{name}.state"
         if opt.param_groups is not groups or len(groups) != len(items) or \
                 any(g is not h for g, h in zip(groups, items)):
             return f"{name}.param_groups"
@@ -237,8 +256,17 @@ def options_changed(sh):
 
 
 def restore_options(sh):
-    """The optimizers' param_groups as the trace found them (an eager run follows a failed trace)."""
-    for opt, groups, items, copies in sh.options_before:
+    """The optimizers' param_groups and state as the trace found them (an eager run follows a
+    failed trace)."""
+    for opt, groups, items, copies, state, entries, state_copies in sh.options_before:
+        opt.state = state
+        if _state_changed(state, entries, state_copies):
+            state.clear()
+            state.update(entries)
+            for k, v in entries.items():
+                if isinstance(v, dict):
+                    v.clear()
+                    v.update(state_copies[k])
         opt.param_groups = groups
         groups[:] = items
         for g, c in zip(items, copies):
