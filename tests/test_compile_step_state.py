@@ -532,3 +532,28 @@ def test_a_users_optimizer_that_makes_its_state_in_step_matches_torch():
                 _close(gopt.state[p]["buf"], topt.state[q]["buf"], torch.float64)
     assert sum("changes MomentumSGD.state" in str(x.message) for x in w) == 1
     assert step.last_program is not None          # the later calls ran a program
+
+
+def test_autograd_grad_of_parameters_inside_the_step_matches_torch():
+    # autograd.grad with respect to a module's parameters inside a compiled step (a gradient
+    # penalty, a manual update): the trace differentiated with respect to its inputs only,
+    # raised "does not require grad" and ran the step eagerly, or failed under fullgraph
+    tm, gm, _ = _models(torch.float64)
+    topt, gopt = torch.optim.Adam(tm.parameters(), lr=0.01), tg.optim.Adam(gm.parameters(), lr=0.01)
+
+    def body(lib, model, opt, x, y):
+        opt.zero_grad()
+        loss = lib.nn.functional.cross_entropy(model(x), y)
+        grads = lib.autograd.grad(loss, list(model.parameters()), create_graph=True)
+        penalty = sum((g ** 2).sum() for g in grads)
+        (loss + 0.1 * penalty).backward()
+        opt.step()
+        return loss, penalty
+
+    step = tg.compile(lambda x, y: body(tg, gm, gopt, x, y), fullgraph=True)
+    rng = np.random.default_rng(17)
+    for _ in range(3):
+        xg, yg, xt, yt = _batch(rng)
+        for a, b in zip(step(xg, yg), body(torch, tm, topt, xt, yt)):
+            _close(a, b, torch.float64)
+        _same_params(gm, tm)
