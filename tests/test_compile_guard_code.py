@@ -282,7 +282,7 @@ def test_step_optimizer_changes(change, expect):
 def test_step_grad_existence():
     m, opt, cf, args = _step(set_to_none=False)
     # the first call found no .grad, the second the ones the first made: a program each
-    fires(cf, args, lambda: setattr(m[0].weight, "grad", None), "which .grad exist", calls=2)
+    fires(cf, args, lambda: setattr(m[0].weight, "grad", None), "the .grad tensors it read", calls=2)
     assert cf.cache.compiles == 2
 
 
@@ -312,6 +312,7 @@ def test_step_guard_against_its_reference_key(momentum):
         ("state dropped", lambda: opt.state.pop(ps[1], None) if momentum else
          opt.state[ps[1]].__setitem__("momentum_buffer", tg.zeros(1))),
         ("grad gone", lambda: setattr(ps[0], "grad", None)),
+        ("another grad tensor", lambda: setattr(ps[1], "grad", ps[1].grad.clone())),   # the program read the old one
     ]
     for what, change in changes:
         saved = ([dict(g, params=list(g["params"])) for g in opt.param_groups],

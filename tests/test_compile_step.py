@@ -135,7 +135,7 @@ def test_whole_step_is_one_program_that_writes_in_place():
 
 def test_zero_grad_keep_and_accumulation_match_eager():
     """zero_grad(set_to_none=False) zeroes .grad in place; a step without zero_grad
-    accumulates into .grad (the program is guarded on .grad existing)."""
+    accumulates into .grad (the program is guarded on the .grad tensors it read)."""
     tm, gm, em = _models(torch.float64)
     gopt, eopt = tg.optim.SGD(gm.parameters(), lr=0.1), tg.optim.SGD(em.parameters(), lr=0.1)
 

@@ -18,7 +18,7 @@ from .ops.primitives import sum_to, DerivativeNotImplemented, PRIMITIVES as P
 from .ops import functional as F
 from .autograd._grad_io import _seeds, _results
 from . import _dtype as D
-from .tracing import apply, value_of, TraceError
+from .tracing import apply, value_of, TraceError, LOCAL
 from .interpret import run_eager
 
 
@@ -330,9 +330,14 @@ def grad_in_trace(outputs, inputs, grad_outputs, create_graph, allow_unused, mat
         if isinstance(t, Proxy) and t.__dict__["_graph"] is not graph:
             raise TraceError("autograd.grad across two traced graphs")
     sources = [v for v in graph.inputs if graph[v].get("requires_grad")]
-    reach = differentiable_reach(graph, sources)
     outs = [value_of(graph, t) for t in outputs]
     wrt = [value_of(graph, t) for t in inputs]
+    sh = LOCAL.shadow
+    if sh is not None and sh.graph is graph:
+        # the real leaves that require grad the function read (a module's parameters), as
+        # backward() inside the trace takes them (functionalize.backward_in_trace)
+        sources += [name for _, name in sh.leaf_values.values()]
+    reach = differentiable_reach(graph, sources)
     for i, v in enumerate(outs):
         if v not in reach:
             raise RuntimeError(f"element {i} of tensors does not require grad and does not have a grad_fn")

@@ -183,6 +183,19 @@ def _trace_with_writes(fn, args, kwargs, name, value_reads=None, dyn=()):
                 sh.inputs.append((px, px.__dict__["_name"], t))
             a, k = unflatten(spec, iter(proxies))
             out = fn(*a, **k)
+            changed = functionalize.options_changed(sh)
+            if changed is not None:
+                # set once by the trace, never by the program; and the program reads the
+                # learning rates before the function would set them (undone in end())
+                if changed.endswith(".state"):
+                    raise TraceError(f"the function changes {changed} in Python (a custom optimizer's step() "
+                                     f"making its state) while it is traced; a program would not change it again "
+                                     f"at later calls (once the state exists, a step that updates it in place "
+                                     f"compiles)")
+                raise TraceError(f"the function changes {changed} (an optimizer's options, set in Python: an "
+                                 f"lr_scheduler's step() or a write to the group) while it is traced; a program "
+                                 f"would not change it again at later calls. Change the options outside the "
+                                 f"compiled function (the learning rate is read at every call)")
             if (STATE.grad_enabled, STATE.inference, D.get_default_dtype()) != modes:
                 # a program would not change them on later calls
                 raise TraceError("the function leaves grad mode, inference mode or the default dtype changed "
@@ -278,6 +291,10 @@ def _build(fn, args, kwargs, name, backend, value_reads=None, keep_stages=False,
     first = {id(px): ("arg", k) for k, (px, _, _) in enumerate(sh.inputs)}
     p.out_same = []
     p.out_views = []
+    # outputs that are a real tensor's .grad as the function leaves it, or a view of it: that
+    # .grad tensor after the write-back (or the view taken again of it), as eager returns it
+    grads_now = {id(e[1]): ("arg", e[0]) for e in sh.grads.values() if isinstance(e[1], Proxy)}
+    p.out_grads_after = []
     for o in out_leaves:
         if isinstance(o, Proxy):
             src = first.get(id(o))
@@ -288,6 +305,10 @@ def _build(fn, args, kwargs, name, backend, value_reads=None, keep_stages=False,
                 chain = _view_of_argument(o, first)
                 if chain is not None:
                     p.out_views.append((len(outputs),) + chain)
+                elif grads_now:
+                    chain = _view_of_argument(o, grads_now)
+                    if chain is not None:
+                        p.out_grads_after.append((len(outputs),) + chain)
             outputs.append(V(o.__dict__["_name"]))
             out_consts.append(None)
         else:
@@ -296,6 +317,7 @@ def _build(fn, args, kwargs, name, backend, value_reads=None, keep_stages=False,
     # the function's writes to real tensors: extra outputs, written back after each call
     outputs = outputs + list(sh.extra)
     p.writeback = sh.plan
+    p.training_writes = sh.training_writes      # Module.train()/eval() inside: set after every call
     p.lr_inputs = sh.lr_inputs
     p.guard_spec = sh.guard_spec() if (sh.optimizers or sh.watched) else None
     p.whole_step = sh.did_backward
@@ -318,6 +340,15 @@ def _build(fn, args, kwargs, name, backend, value_reads=None, keep_stages=False,
     _bind_folded(g)
     p.fwd_ir = g
     p.consts = inputs = [g[v]["value"] for v in g.inputs[n_args:]]
+    # .grad tensors the function only read (an optimizer's step after a backward outside,
+    # which makes new ones at every call): each call reads the tensor's .grad of that call
+    # into the constant's place (_rebind_grads), guarded by its metadata only; one the function
+    # returns is that call's .grad too, as in eager
+    written = {id(t) for kind, t, _ in sh.plan if kind == "data"}
+    only_read = lambda c: id(c) in sh.grad_reads and id(c) not in written and id(c) not in sh.data  # noqa: E731
+    p.grad_slots = tuple((i, sh.grad_reads[id(c)]) for i, c in enumerate(inputs) if only_read(c))
+    p.out_grads = tuple((k, sh.grad_reads[id(c)]) for k, c in enumerate(out_consts)
+                        if isinstance(c, Tensor) and only_read(c))
     all_inputs = list(leaves) + inputs
     p.arg_writes, p.write_pos, p.write_extra = _writes(p, leaves, sh, last_use)
     req = [isinstance(t, Tensor) and t.requires_grad for t in all_inputs]
@@ -345,6 +376,9 @@ def _build(fn, args, kwargs, name, backend, value_reads=None, keep_stages=False,
             if d:
                 union |= m
         p.used_inputs = frozenset(i for j, i in enumerate(p.wrt_pos) if union >> j & 1)
+    if p.needs_grad:
+        p.grad_slots = p.out_grads = ()   # a backward (and its speculated form) binds the constants it was built with
+    p.out_consts_now = list(out_consts)   # out_consts with this call's .grad at p.out_grads (_rebind_grads)
     p.bwd_ir = None
     if p.needs_grad:
         bwd = derive(g, list(g.outputs), wrt, defer_errors=True)
@@ -742,6 +776,16 @@ def run_program(p, leaves, distinct=None):
     n_out = p.n_out
     if p.writeback:
         ids = [id(a) for a in arrays]
+        for o in res[:p.n_user]:
+            # an array the function returns (or the one it is a view of) becomes no tensor's storage:
+            # a value both returned and written (a gradient that is also the new momentum buffer)
+            # would be changed under the caller by the next call's in-place update
+            if o.__class__ is np.ndarray:
+                ids.append(id(o))
+                if o.base is not None:
+                    r = _own_root(o)
+                    if r is not None:
+                        ids.append(id(r))
         if not (p.needs_grad and STATE.grad_enabled):
             arrays.clear()                # the old storages: replaceable where nothing else holds them
         p.write_back(res[p.n_user:n_out], ids, leaves)
@@ -752,6 +796,8 @@ def run_program(p, leaves, distinct=None):
         outs.append(Tensor._make(o, dt))
     if p.needs_grad and STATE.grad_enabled:
         _attach(p, leaves, arrays, outs, () if spec else res[n_out:], res[n_out:] if spec else None)
+    for m, mode in p.training_writes:
+        m.training = mode
     values = _sym_values(p, leaves) if p.out_views and p.sym_sources else None
     for k, j, chain, nograd in p.out_views:
         v = leaves[j]
@@ -763,6 +809,12 @@ def run_program(p, leaves, distinct=None):
         outs[k] = v
     for k, (kind, j) in p.out_same:
         outs[k] = leaves[j] if kind == "arg" else outs[j]
+    for k, t, chain, nograd in p.out_grads_after:
+        v = t._grad
+        with no_grad() if nograd else contextlib.nullcontext():
+            for prim, rest, params in chain:
+                v = apply(prim, (v,) + rest, params)
+        outs[k] = v
     shape = p.out_shape
     if shape is None:
         shape = p.out_shape = _out_shape(p)
@@ -771,13 +823,25 @@ def run_program(p, leaves, distinct=None):
     if shape == 2:
         return tuple(outs)
     it = iter(outs)
-    consts, spec = p.out_consts, p.out_spec
+    consts, spec = (p.out_consts_now if p.out_grads else p.out_consts), p.out_spec
     if p.out_sym:
         values = _sym_values(p, leaves)
         consts = [symbolic.substitute(c, values) for c in consts]
         spec = symbolic.substitute(spec, values)
     flat = [next(it) if c is None else c for c in consts]
     return unflatten(spec, iter(flat))
+
+
+def _rebind_grads(p):
+    """The .grad tensors of this call in the places of the constants the program reads them
+    from (Program.grad_slots; the step guard checked that each exists, with the metadata of
+    the one the trace read)."""
+    consts = p.consts
+    for i, t in p.grad_slots:
+        consts[i] = t._grad
+    now = p.out_consts_now
+    for k, t in p.out_grads:
+        now[k] = t._grad               # as the call starts: what the function read (and returns)
 
 
 def _read_learning_rates(p):
@@ -1213,6 +1277,8 @@ class CompiledFunction:
         if p is _EAGER:
             return self._fn(*args, **kwargs)
         distinct = None
+        if p.grad_slots or p.out_grads:
+            _rebind_grads(p)
         if p.writeback:
             # the arrays of the call, each an allocation of its own (the common call): no alias,
             # and no donor shares memory with another input (the new learning rates' arrays are new)
@@ -1312,7 +1378,7 @@ class CompiledFunction:
             guards = build_guards(self._fn, self._module, args, kwargs, used=p.consts, value_reads=reads,
                                   exempt=exempt)
             if p.guard_spec is not None:
-                guards.add(_step_guard(p.guard_spec))
+                guards.add(_step_guard(p.guard_spec, frozenset(id(t) for _, t in p.grad_slots + p.out_grads)))
             return p, guards
         guards = build_guards(self._fn, self._module, args, kwargs, value_reads=reads)
         fs = _user_frame(failure.__traceback__)
@@ -1373,13 +1439,18 @@ def _struct_key_of(args, kwargs):
     return _struct_key(guard_key(canonical(spec), leaves))
 
 
-def _step_guard(spec):
+def _step_guard(spec, rebound=frozenset()):
     """What a whole step's recorded writes assumed (functionalize.guard_key): the options and
-    state layout of the optimizers it stepped, which .grad existed."""
-    key = functionalize.guard_key(*spec)
-    return Guard(lambda env: functionalize.guard_key(*spec), lambda k: k == key,
-                 "an optimizer's options or state, or which .grad exist",
-                 lambda code: functionalize.emit_guard_key(code, *spec))
+    state layout of the optimizers it stepped, the .grad tensors it read (held here, so that
+    the ids the key compares are never another tensor's; those in `rebound`, which the
+    program reads afresh at every call, by their metadata)."""
+    key = functionalize.guard_key(*spec, rebound)
+    held = [t._grad for t in spec[1]]
+    return Guard(lambda env, held=held: functionalize.guard_key(*spec, rebound), lambda k: k == key,
+                 "an optimizer's options or state, or the .grad tensors it read (a .grad made anew outside, "
+                 "after zero_grad() set it to None, where the function also writes it; "
+                 "zero_grad(set_to_none=False) keeps it)",
+                 lambda code: functionalize.emit_guard_key(code, *spec, rebound))
 
 
 def _drop_detach(g):

@@ -24,12 +24,14 @@ function makes is recorded instead, as torch.compile's functionalization does:
 `Shadow` is the record of one trace; `active()` the one being traced in this thread.
 """
 import sys
+import weakref
 
 import networkx as nx
 import numpy as np
 
 from .tensor import Tensor
 from .tensor import _SHADOW, Above
+from .grad_mode import STATE
 from . import tracing as _tracing
 from .tracing import LOCAL
 from .tracing import TraceError, Proxy, apply_symbolic, apply, value_of
@@ -61,11 +63,23 @@ class Shadow:
         self.optimizers = {}    # id -> optimizer that the function zeroed or stepped
         self.lr_inputs = []     # (holder tensor, param group): the learning rate read at every call
         self.watched = {}       # id -> tensor whose .grad being None or not the trace depended on
+        self.grad_reads = {}    # id(a real .grad tensor the trace read) -> the tensor whose .grad it is
         self.backwarded = set()  # op values a backward without retain_graph went through (freed)
         self.did_backward = False
         self.inputs = []        # (input Proxy, its value at the start, real tensor)
         self.first_write = {}   # id(real tensor or input Proxy) -> number of graph values when first written
         self.created = {}       # id -> concrete tensor made while tracing (creation._created)
+        self.options_before = []  # the optimizers' param_groups as the trace began (_options)
+        self.training = {}      # id(module) -> (module, its training flag before the trace set it)
+        self.training_writes = ()  # (module, flag) the function left set: set again after every call
+
+    # -- Python state the program sets ----------------------------------------------------------
+    def set_training(self, m, mode):
+        """Module.train(mode) inside the trace: set now (the rest of the trace reads it), and
+        undone when the trace ends, so that the guards see the flags as the call found them;
+        the program sets the flags the function left after each of its calls."""
+        self.training.setdefault(id(m), (m, m.training))
+        m.training = mode
 
     # -- values of real tensors -----------------------------------------------------------------
     def value(self, t):
@@ -92,7 +106,9 @@ class Shadow:
                 raise TraceError("the .grad of an argument of the compiled function, read inside it, is not traced "
                                  "yet (each call may pass another tensor)")
             if t._data is not None:
-                self.watched[id(t)] = t       # the trace read the real .grad: guard on it being None
+                self.watched[id(t)] = t       # the trace read the real .grad: guarded (guard_key)
+                if t._grad is not None:
+                    self.grad_reads[id(t._grad)] = t
             return t._grad
         return e[1]
 
@@ -110,9 +126,18 @@ class Shadow:
         return list(self.optimizers.values()), list(self.watched.values())
 
 
-def guard_key(optimizers, tensors):
+def _grad_meta(g):
+    d = g._data
+    return (g._req, g._dtype, d.__class__, d.shape)
+
+
+def guard_key(optimizers, tensors, rebound=frozenset()):
     """The state a whole-step program assumed: each optimizer's options (but the learning
-    rate, an input) and the layout of its state; which gradients exist."""
+    rate, an input) and the layout of its state; the .grad tensors the trace read: each
+    by identity (a constant of the program, or written by it), but those in `rebound`
+    (ids of tensors whose .grad the program reads afresh at every call, compile.Program's
+    grad_slots) by their metadata. The ids are those of tensors the program holds, so
+    none is reused while it is cached."""
     key = []
     for opt in optimizers:
         for group in opt.param_groups:
@@ -124,11 +149,17 @@ def guard_key(optimizers, tensors):
             key.append((id(opt), tuple(opts), type(group["lr"]),
                         tuple(tuple(opt.state[p]) if p in opt.state else () for p in group["params"])))
     for t in tensors:
-        key.append(t._grad is None)
+        g = t._grad
+        if id(t) in rebound:
+            key.append(None if g is None else _grad_meta(g))
+        else:
+            # the .grad tensor itself: the program reads (and writes) the one the trace saw, so
+            # another tensor there (a backward outside after zero_grad set it to None) is a miss
+            key.append(id(g))
     return tuple(key)
 
 
-def emit_guard_key(code, optimizers, tensors):
+def emit_guard_key(code, optimizers, tensors, rebound=frozenset()):
     """guard_key(optimizers, tensors) == its value now, as tests of a program's generated check
     (runtime/check_code.py). A little stricter than the key: a group's keys compare whole
     (params and lr among them), options by type and ==, tensors by identity; where the
@@ -162,21 +193,113 @@ def emit_guard_key(code, optimizers, tensors):
                 code.need(f"{x} in {st} and tuple({st}[{x}]) == {code.const(layout)}" if layout else
                           f"{x} not in {st}")
     for t in tensors:
-        code.need(f"{code.const(t)}._grad is {'None' if t._grad is None else 'not None'}")
+        g = t._grad
+        if g is not None and id(t) in rebound:
+            # the tests of _grad_meta (not CheckCode.tensor_meta, which notes g as checked)
+            x = code.let(f"{code.const(t)}._grad")
+            code.need(f"{x} is not None and {x}._req is {code.const(g._req)} and {x}._dtype is {code.const(g._dtype)}")
+            a = code.let(f"{x}._data")
+            code.need(f"{a}.__class__ is {code.const(g._data.__class__)} and {a}.shape == {code.const(g._data.shape)}")
+        else:
+            code.need(f"{code.const(t)}._grad is {'None' if g is None else code.const(g)}")
+
+
+# every optimizer made (optim/optimizer.py adds each): their options as a trace began
+OPTIMIZERS = weakref.WeakSet()
+
+
+def _options():
+    """Each live optimizer's param_groups list, its groups and a copy of each group's items;
+    its state, the state's per-parameter dicts and a copy of each (what is in them)."""
+    return [(opt, opt.param_groups, list(opt.param_groups),
+             [{k: (tuple(v) if k == "params" else v) for k, v in g.items()} for g in opt.param_groups],
+             opt.state, dict(opt.state), {k: dict(v) if isinstance(v, dict) else v for k, v in opt.state.items()})
+            for opt in list(OPTIMIZERS)]
+
+
+def _state_changed(state, entries, copies):
+    """Whether an optimizer's state was changed in Python (an entry or an item set, replaced or
+    removed); an entry the code only read into being (a defaultdict's empty dict) is none."""
+    for k, v in state.items():
+        if k not in entries:
+            if not (isinstance(v, dict) and not v):
+                return True
+        elif v is not entries[k] or (isinstance(v, dict) and (v.keys() != copies[k].keys() or
+                                                               any(v[j] is not x for j, x in copies[k].items()))):
+            return True
+    return any(k not in state for k in entries)
+
+
+def _same(a, b):
+    return a is b or (type(a) is type(b) and not isinstance(a, Tensor) and bool(a == b))
+
+
+def options_changed(sh):
+    """Where the traced function changed an optimizer's param_groups (an lr_scheduler's
+    step(), `group["lr"] = ...` in a helper) or its state in Python: a text naming the
+    first change, else None. A program would not make that change again at later calls, and
+    reads each learning rate at the start of the call, before the function set it."""
+    for opt, groups, items, copies, state, entries, state_copies in sh.options_before:
+        name = type(opt).__name__
+        if opt.state is not state or _state_changed(state, entries, state_copies):
+            # a custom optimizer's step() making its state in Python: the trace would leave
+            # symbolic values in it, and the program would not make it again
+            return f"{name}.state"
+        if opt.param_groups is not groups or len(groups) != len(items) or \
+                any(g is not h for g, h in zip(groups, items)):
+            return f"{name}.param_groups"
+        for i, (g, c) in enumerate(zip(items, copies)):
+            for k in set(g) | set(c):
+                if k not in g or k not in c or not _same(tuple(g[k]) if k == "params" else g[k], c[k]):
+                    return f"{name}.param_groups[{i}][{k!r}]"
+    return None
+
+
+def restore_options(sh):
+    """The optimizers' param_groups and state as the trace found them (an eager run follows a
+    failed trace)."""
+    for opt, groups, items, copies, state, entries, state_copies in sh.options_before:
+        opt.state = state
+        if _state_changed(state, entries, state_copies):
+            state.clear()
+            state.update(entries)
+            for k, v in entries.items():
+                if isinstance(v, dict):
+                    v.clear()
+                    v.update(state_copies[k])
+        opt.param_groups = groups
+        groups[:] = items
+        for g, c in zip(items, copies):
+            if any(k not in g or g[k] is not v for k, v in c.items() if k != "params") or len(g) != len(c):
+                params = g.get("params")
+                g.clear()
+                g.update(c)
+                if params is not None and tuple(params) == c["params"]:
+                    g["params"] = params
+                else:
+                    g["params"] = list(c["params"])
 
 
 def begin(graph):
     if LOCAL.shadow is not None:
         raise TraceError("a compiled function called while another is being traced")
     sh = Shadow(graph)
+    sh.options_before = _options()
     LOCAL.shadow = sh
     _SHADOW[0] = sh
     return sh
 
 
 def end():
+    sh = LOCAL.shadow
     LOCAL.shadow = None
     _SHADOW[0] = None
+    if sh is not None:
+        if options_changed(sh) is not None:
+            restore_options(sh)
+        sh.training_writes = tuple((m, m.training) for m, before in sh.training.values() if m.training != before)
+        for m, before in sh.training.values():
+            m.training = before
 
 
 # -- in-place ops while tracing --------------------------------------------------------------------
@@ -201,13 +324,14 @@ def commit_traced(self, result):
         if not isinstance(result, Proxy):
             result = _as_value(result)
     if isinstance(self, Proxy):
-        if not _tracing.STATE.grad_enabled and _carries_grad(self):
+        if not STATE.grad_enabled and _carries_grad(self):
             # torch changes the data and keeps the value's gradient (y.mul_(3) under no_grad:
             # y's gradient stays that of y = x * 2); the trace has no value that is one
             # value's data with another's gradient, and the result computed under no_grad has none
             raise TraceError("an in-place op under no_grad on a value that requires grad is not traced yet")
         view = self.__dict__.get("_view")
         if view is not None:
+            _check_view_of_leaf(self)
             base, prim, rest, params = view
             new_base = _scatter(base, result, prim, rest, params)
             commit_traced(base, new_base)
@@ -217,6 +341,9 @@ def commit_traced(self, result):
         sh = active()
         if sh is not None:
             sh.first_write.setdefault(id(self), len(sh.graph.nx))
+        real = self.__dict__.get("_real")
+        if real is not None:
+            commit_traced(real, result)      # the base of a view of a real tensor: the tensor's write
         return self
     sh = active()
     if sh is None:
@@ -249,6 +376,22 @@ def _check_written(p):
     if _carries_grad(p):
         raise TraceError("an in-place op that writes a value requiring grad into a tensor from outside the "
                          "compiled function (which gains autograd history) is not traced yet")
+
+
+def _check_view_of_leaf(v):
+    """torch's error for an in-place op, with grad mode on, on a view of a real leaf that
+    requires grad (a parameter's row): raised by eager's check (autograd/views.py), which
+    sees no Proxy view."""
+    if not STATE.grad_enabled:
+        return
+    d = v.__dict__
+    while "_view" in d:
+        if d["_view"][1].name == "detach":
+            return                          # a view made under no_grad (tracing.apply_symbolic)
+        d = d["_view"][0].__dict__
+    real = d.get("_real")
+    if real is not None and real._req and real.grad_fn is None:
+        raise RuntimeError("a view of a leaf Variable that requires grad is being used in an in-place operation.")
 
 
 def _as_value(t):
@@ -285,10 +428,24 @@ def _scatter(base, result, prim, rest, params):
     return apply(P["as_strided_scatter"], (base, result), p)
 
 
+def _sync_real(base):
+    """The stand-in for a real tensor that views were taken of (tracing._apply_symbolic): bound
+    to the tensor's value now, where the trace wrote the tensor since (not through it)."""
+    d = base.__dict__
+    sh = active()
+    if sh is None:
+        return
+    now = sh.value(d["_real"])
+    if now is not None and now.__dict__["_name"] != d["_name"]:
+        _rebind(base, now)
+
+
 def refresh_view(proxy):
     """A view read after its base was written through another alias: taken again from the base."""
     d = proxy.__dict__
     base, prim, rest, params = d["_view"]
+    if "_real" in base.__dict__:
+        _sync_real(base)
     refresh_base = base.__dict__.get("_view")
     if refresh_base is not None:
         refresh_view(base)
@@ -513,9 +670,13 @@ def backward_in_trace(outputs, grad_tensors, retain_graph, create_graph, inputs)
         outs.append(v)
     seeds = _seeds(outputs, list(grad_tensors or ()), False, "grad_tensors",
                    ones=lambda o: F.full(tuple(o.shape), 1.0, dtype=o.dtype))
+    # what the backward goes through: the values the outputs come from along differentiable
+    # edges (as torch's grad_fn graph), not through a detach (a GAN's generator, behind
+    # `fake.detach()` in the discriminator's loss, is neither differentiated nor freed)
+    sub = graph.nx.subgraph(reach)
     up = set(outs)
     for o in outs:
-        up |= nx.ancestors(graph.nx, o)
+        up |= nx.ancestors(sub, o)
     wrt = [v for v in sources if v in up]
     for v in wrt:
         if sources[v] is None:

@@ -154,8 +154,8 @@ class Proxy(Tensor):
                 return False
             chain.append((prim, rest, params))
             o = base
-        if not chain:
-            return None
+        if not chain or "_real" in o.__dict__:
+            return None            # no view, or one of a real tensor, whose layout is its own
         a = np.empty(o._shape, np.int8)
         try:
             for prim, rest, params in reversed(chain):
@@ -375,9 +375,18 @@ def _apply_symbolic(prim, args, params):
     if origin is not None:
         graph.nx.nodes[v]["origin"] = origin
     out = Proxy.make(graph, v, shape, odt)
-    if prim.view and args and isinstance(args[0], Proxy) and (prim.view is True or prim.view(params)):
-        # a view of a symbolic value: an in-place op on it writes through to the base
+    if prim.view and args and isinstance(args[0], Tensor) and (prim.view is True or prim.view(params)):
         base = args[0]
+        if not isinstance(base, Proxy):
+            sh = LOCAL.shadow
+            if sh is None or sh.graph is not graph:
+                return out
+            # a view of a real tensor (a parameter, a buffer) in a function whose writes are
+            # recorded: its base stands for the tensor's value now, and an in-place op on the
+            # view writes the tensor through it (functionalize.commit_traced), as in eager
+            base = Proxy.make(graph, new_args[0], tuple(base.shape), base._dtype)
+            base.__dict__["_real"] = args[0]
+        # a view of a symbolic value: an in-place op on it writes through to the base
         d = out.__dict__
         d["_view"] = (base, prim, tuple(args[1:]), params)
         d["_view_gen"] = base.__dict__.get("_gen", 0)

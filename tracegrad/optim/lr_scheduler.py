@@ -14,6 +14,8 @@ from collections import Counter
 from functools import wraps
 
 from .optimizer import Optimizer
+from ..functionalize import active
+from ..tracing import TraceError
 
 __all__ = ["LRScheduler", "LambdaLR", "MultiplicativeLR", "StepLR", "MultiStepLR", "ConstantLR", "LinearLR",
            "ExponentialLR", "CosineAnnealingLR", "ReduceLROnPlateau", "OneCycleLR", "SequentialLR", "ChainedScheduler"]
@@ -69,6 +71,7 @@ class LRScheduler:
         raise NotImplementedError
 
     def step(self, epoch=None):
+        _not_traced(self)
         if self._step_count == 1:
             if not hasattr(self.optimizer.step, "_wrapped_by_lr_sched"):
                 warnings.warn("Seems like `optimizer.step()` has been overridden after learning rate scheduler "
@@ -107,6 +110,16 @@ class LRScheduler:
 
 
 _LRScheduler = LRScheduler
+
+
+def _not_traced(sched):
+    """A schedule's step inside a compiled function would run once, as the trace is made, and
+    never in the program: it raises there instead, before it changes anything, so that the
+    function runs eagerly (the learning rate is read at every call: step it outside)."""
+    if active() is not None:
+        raise TraceError(f"{type(sched).__name__}.step() inside a compiled function is not traced (a program would "
+                         f"not step the schedule); call it outside the compiled function, whose programs read the "
+                         f"learning rate at every call")
 
 
 def _track_step_calls(opt):
@@ -352,6 +365,7 @@ class ReduceLROnPlateau(LRScheduler):
         self.num_bad_epochs = 0
 
     def step(self, metrics, epoch=None):
+        _not_traced(self)
         current = float(metrics)
         if epoch is None:
             epoch = self.last_epoch + 1
@@ -564,6 +578,7 @@ class SequentialLR(_SchedulerOfSchedulers):
         self._last_lr = first.get_last_lr()
 
     def step(self):
+        _not_traced(self)
         self.last_epoch += 1
         idx = bisect.bisect_right(self._milestones, self.last_epoch)
         scheduler = self._schedulers[idx]
@@ -588,6 +603,7 @@ class ChainedScheduler(_SchedulerOfSchedulers):
         self._last_lr = [g["lr"] for g in self.optimizer.param_groups]
 
     def step(self):
+        _not_traced(self)
         for s in self._schedulers:
             s.step()
         self._last_lr = [g["lr"] for g in self._schedulers[-1].optimizer.param_groups]

@@ -16,9 +16,10 @@ import numpy as np
 from .. import _dtype as D
 from ..tensor import Tensor
 from ..grad_mode import no_grad, enable_grad
-from ..functionalize import active
+from ..functionalize import active, OPTIMIZERS
 from ..tracing import TraceError
 from ..nn.modules.module import RemovableHandle
+from ..runtime.side_effects import SideEffects
 
 __all__ = ["Optimizer", "required"]
 
@@ -51,6 +52,7 @@ class Optimizer:
             param_groups = [{"params": param_groups}]
         for group in param_groups:
             self.add_param_group(dict(group))
+        OPTIMIZERS.add(self)          # a trace undoes changes of its options (functionalize.options_changed)
 
     def __getstate__(self):
         return {"defaults": self.defaults, "state": self.state, "param_groups": self.param_groups}
@@ -198,6 +200,8 @@ class Optimizer:
 
     def _run_step(self, closure, update):
         """Pre-hooks, the closure (with grad enabled), `update()` under no_grad, post-hooks."""
+        if active() is not None:
+            _hooks_traceable(self)
         for hook in self._optimizer_step_pre_hooks.values():
             r = hook(self, (), {})
             if r is not None:
@@ -234,6 +238,17 @@ class Optimizer:
                              f"(SGD, Adam and AdamW are); compile the forward and backward only")
         else:
             update()
+
+
+def _hooks_traceable(opt):
+    """Inside a trace, the step's hooks run once, as the trace is made: a hook with a Python
+    side effect (a counter, a log) would not run at the program's calls, so the function
+    runs eagerly instead (what runtime/side_effects.py finds in the hook's code)."""
+    for hook in (*opt._optimizer_step_pre_hooks.values(), *opt._optimizer_step_post_hooks.values()):
+        found = SideEffects(hook).find((opt, (), {}), {})
+        if found:
+            raise TraceError(f"a step hook of {type(opt).__name__} has a Python side effect at "
+                             f"{found[0].describe()}; a program would not run it")
 
 
 def _typename(obj):

@@ -609,6 +609,11 @@ class _Finder:
             self.code(c, glb, closure, {}, inner)
 
     def function(self, fn, binding):
+        w = getattr(fn, "__dict__", {}).get("__wrapped__")
+        if isinstance(w, types.FunctionType) and w is not fn:
+            # a decorated function (functools.wraps: no_grad() on a method): the wrapper may be
+            # a library's, what it wraps the user's own code, called with the same arguments
+            self.function(w, binding)
         code = getattr(fn, "__code__", None)
         if not isinstance(code, types.CodeType):
             return

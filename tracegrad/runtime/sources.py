@@ -264,6 +264,11 @@ class _Walk:
 
     # functions and their code
     def function(self, f, label):
+        w = f.__dict__.get("__wrapped__")
+        if isinstance(w, types.FunctionType) and w is not f:
+            # a decorated function (functools.wraps: no_grad() on an optimizer's step): the
+            # wrapper may be a library's, what it wraps the user's own code
+            self.function(w, label)
         code = f.__code__
         if code in self.codes or _is_library_file(code.co_filename):
             return

@@ -11,7 +11,7 @@ from collections import OrderedDict
 import weakref
 
 import tracegrad
-from ...tensor import Tensor
+from ...tensor import Tensor, _SHADOW, _shadow_here
 from ...autograd.graph import MODULE_BACKWARD_HOOKS
 from ...grad_mode import no_grad
 from ... import _dtype as D
@@ -536,7 +536,11 @@ class Module:
     def train(self, mode=True):
         if not isinstance(mode, bool):
             raise ValueError("training mode is expected to be boolean")
-        self.training = mode
+        sh = _SHADOW[0]
+        if sh is not None and sh is _shadow_here():
+            sh.set_training(self, mode)      # inside a trace: set again after every call (functionalize.py)
+        else:
+            self.training = mode
         for module in self.children():
             module.train(mode)
         return self
