@@ -352,6 +352,9 @@ def grad_in_trace(outputs, inputs, grad_outputs, create_graph, allow_unused, mat
         raise TraceError("autograd.grad through an op that runs eagerly inside a traced function")
     res = run_eager(bwd, args)
     if not create_graph:           # as torch's: the gradients do not require grad
+        for g in res:
+            if isinstance(g, Proxy):
+                g.__dict__["_no_grad_value"] = True        # (functionalize: a write through the detach is no loss)
         res = [None if g is None else g.detach() for g in res]
     return _results(inputs, res, allow_unused, materialize_grads)
 

@@ -363,7 +363,11 @@ def commit_traced(self, result):
 
 
 def _carries_grad(proxy):
-    """Whether a gradient reaches this traced value from an input that requires grad."""
+    """Whether a gradient reaches this traced value from an input that requires grad (not a
+    gradient that backward() or grad() without create_graph made: it requires none in eager,
+    though the graph connects it to the inputs)."""
+    if proxy.__dict__.get("_no_grad_value"):
+        return False
     g = proxy.__dict__["_graph"]
     wrt = [v for v in g.inputs if g[v].get("requires_grad") or
            (isinstance(g[v].get("value"), Tensor) and g[v]["value"]._req)]
@@ -717,6 +721,8 @@ def backward_in_trace(outputs, grad_tensors, retain_graph, create_graph, inputs)
     for t, g in zip(targets, res):
         if g is None:
             continue
+        if isinstance(g, Proxy):
+            g.__dict__["_no_grad_value"] = True   # made as torch's backward makes it: requires no grad
         g = g.detach()
         cur = sh.get_grad(t)
         if cur is None:
