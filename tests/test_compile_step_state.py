@@ -557,3 +557,30 @@ def test_autograd_grad_of_parameters_inside_the_step_matches_torch():
         for a, b in zip(step(xg, yg), body(torch, tm, topt, xt, yt)):
             _close(a, b, torch.float64)
         _same_params(gm, tm)
+
+
+@pytest.mark.parametrize("clip", ["norm", "value"])
+def test_gradient_clipping_in_a_whole_step_traces_under_fullgraph(clip):
+    """clip_grad_norm_/clip_grad_value_ scale .grad in place under no_grad; a Linear weight's
+    gradient is a transpose of a value of the derivative, which the graph connects to the
+    parameters but which requires no grad in eager (backward without create_graph): the write
+    through it is traced, not refused as a write to a value that requires grad."""
+    tm, gm, _ = _models(torch.float64)
+    topt, gopt = torch.optim.SGD(tm.parameters(), lr=0.1), tg.optim.SGD(gm.parameters(), lr=0.1)
+
+    def step(lib, model, opt, x, y):
+        opt.zero_grad()
+        loss = lib.nn.functional.cross_entropy(model(x), y)
+        loss.backward()
+        if clip == "norm":
+            lib.nn.utils.clip_grad_norm_(model.parameters(), 0.5)
+        else:
+            lib.nn.utils.clip_grad_value_(model.parameters(), 0.05)
+        opt.step()
+        return loss
+    cstep = tg.compile(lambda x, y: step(tg, gm, gopt, x, y), fullgraph=True)
+    rng = np.random.default_rng(3)
+    for _ in range(3):
+        xg, yg, xt, yt = _batch(rng)
+        _close(cstep(xg, yg), step(torch, tm, topt, xt, yt), torch.float64)
+        _same_params(gm, tm)

@@ -350,11 +350,11 @@ def grad_in_trace(outputs, inputs, grad_outputs, create_graph, allow_unused, mat
     args = backward_args(bwd, seeds, lambda v, a: Proxy.make(graph, v, a["shape"], a["dtype"]))
     if any(bwd[n]["prim"] is not None and bwd[n]["prim"].eager for n in bwd.nodes()):
         raise TraceError("autograd.grad through an op that runs eagerly inside a traced function")
+    before = set(graph.nx) if not create_graph else None
     res = run_eager(bwd, args)
     if not create_graph:           # as torch's: the gradients do not require grad
-        for g in res:
-            if isinstance(g, Proxy):
-                g.__dict__["_no_grad_value"] = True        # (functionalize: a write through the detach is no loss)
+        # (nor what they are computed from: a write through their detach loses no gradient)
+        graph.__dict__.setdefault("no_grad_values", set()).update(n for n in graph.nx if n not in before)
         res = [None if g is None else g.detach() for g in res]
     return _results(inputs, res, allow_unused, materialize_grads)
 

@@ -362,16 +362,24 @@ def commit_traced(self, result):
     return self
 
 
+def mark_no_grad(graph, before):
+    """The values a derivative without create_graph added to `graph` (all but `before`): as
+    torch's backward computes them, none requires grad (_carries_grad)."""
+    graph.__dict__.setdefault("no_grad_values", set()).update(n for n in graph.nx if n not in before)
+
+
 def _carries_grad(proxy):
     """Whether a gradient reaches this traced value from an input that requires grad (not a
-    gradient that backward() or grad() without create_graph made: it requires none in eager,
-    though the graph connects it to the inputs)."""
-    if proxy.__dict__.get("_no_grad_value"):
-        return False
+    value that backward() or grad() without create_graph made, its gradients and what they
+    were computed from: those require none in eager, though the graph connects them to the
+    inputs)."""
     g = proxy.__dict__["_graph"]
+    v = value_of(g, proxy)
+    if v in g.__dict__.get("no_grad_values", ()):
+        return False
     wrt = [v for v in g.inputs if g[v].get("requires_grad") or
            (isinstance(g[v].get("value"), Tensor) and g[v]["value"]._req)]
-    return bool(wrt) and value_of(g, proxy) in differentiable_reach(g, wrt)
+    return bool(wrt) and v in differentiable_reach(g, wrt)
 
 
 def _check_written(p):
@@ -714,15 +722,16 @@ def backward_in_trace(outputs, grad_tensors, retain_graph, create_graph, inputs)
         if a["op"] != "input" and a["prim"] is not None and a["prim"].eager:
             raise TraceError("backward() through an op that runs eagerly inside a traced function")
     args = backward_args(bwd, seeds, lambda v, a: Proxy.make(graph, v, a["shape"], a["dtype"]))
+    before = set(graph.nx) if not create_graph else None
     res = run_eager(bwd, args)
+    if before is not None:
+        mark_no_grad(graph, before)
     if not retain_graph:
         sh.backwarded |= ops
     sh.did_backward = True
     for t, g in zip(targets, res):
         if g is None:
             continue
-        if isinstance(g, Proxy):
-            g.__dict__["_no_grad_value"] = True   # made as torch's backward makes it: requires no grad
         g = g.detach()
         cur = sh.get_grad(t)
         if cur is None:

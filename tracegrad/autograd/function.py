@@ -610,7 +610,12 @@ def _apply_traced(cls, args):
     _init_node(ctx)
     needs = tuple(isinstance(a, Tensor) and STATE.grad_enabled and _requires_grad_traced(graph, a) for a in args)
     ctx.__dict__["needs_input_grad"] = needs
-    fargs = tuple(a.detach() if isinstance(a, Tensor) else a for a in args)
+    # the forward's inputs detached without the alias Proxy.detach() makes: an in-place write
+    # to one (with mark_dirty) becomes this Function's output, and the input's new value takes
+    # the Function's history below (a write through the alias would give it the forward's value
+    # without a gradient)
+    fargs = tuple(apply(P["detach"], (a,), {}) if isinstance(a, Proxy) else a.detach() if isinstance(a, Tensor) else a
+                  for a in args)
     with no_grad():
         if cls.setup_context is not Function.setup_context:
             outputs = cls.forward(*fargs)
