@@ -452,3 +452,27 @@ def test_a_loss_weight_that_requires_grad_is_refused_as_torch_refuses_it(loss):
             f(tg, *tensors(tg))
     with tg.no_grad():                     # no autograd, no refusal
         _close(fn(tg, *tensors(tg)), fn(torch, *(t.detach() for t in tensors(torch))), "no_grad")
+
+
+@pytest.mark.parametrize("op", ["amax_rows", "amax_cols", "amin_rows", "max_all", "min_all", "norm_inf"])
+@pytest.mark.parametrize("compiled", [False, True])
+def test_max_min_gradients_at_nan_are_torchs(op, compiled):
+    """amax/amin share the gradient as torch's scale_grad_by_count, (g / count) * mask: a slice
+    whose result is NaN gets NaN (it was 0); max()/min() over everything share it among the
+    NaNs (it was 0 everywhere); the zeros elsewhere take the sign of g / count."""
+    fns = {"amax_rows": lambda m, t: m.amax(t.reshape(2, 3), 1), "amax_cols": lambda m, t: m.amax(t.reshape(2, 3), 0),
+           "amin_rows": lambda m, t: m.amin(t.reshape(2, 3), 1), "max_all": lambda m, t: t.max(),
+           "min_all": lambda m, t: t.min(), "norm_inf": lambda m, t: m.linalg.vector_norm(t, float("inf"))}
+    f = fns[op]
+    for x in ([1.0, float("nan"), 3.0, 4.0, -2.0, 4.0], [1.0, 2.0, 3.0, float("nan"), -2.0, float("nan")],
+              [1.0, 5.0, 3.0, 4.0, -2.0, 5.0]):
+        t = torch.tensor(x, dtype=torch.float64, requires_grad=True)
+        y = f(torch, t)
+        seed = torch.linspace(-1, 1, y.numel(), dtype=torch.float64).reshape(y.shape)
+        y.backward(seed)
+        g = tg.tensor(x, dtype=tg.float64, requires_grad=True)
+        fn = tg.compile(lambda a: f(tg, a)) if compiled else (lambda a: f(tg, a))
+        fn(g).backward(tg.tensor(seed.numpy()))
+        got, want = g.grad.numpy(), t.grad.numpy()
+        assert np.array_equal(got, want, equal_nan=True) and (np.signbit(got) == np.signbit(want)).all(), \
+            (op, x, got, want)

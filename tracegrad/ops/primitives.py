@@ -932,14 +932,27 @@ Primitive("prod", "x", lambda x, dims=None, keepdim=False: np.prod(
           reduction=True, triton=T.Reduce("prod"))
 
 
-def _evenly(g, out, x, dims, keepdim):
-    """Gradient of max/min: shared evenly among the elements equal to the result."""
+def _evenly(g, out, x, dims, keepdim, nans=False):
+    """Gradient of amax/amin (and the inf-norms): shared evenly among the elements equal to the
+    result, as torch's scale_grad_by_count: (g / count) * mask, so a slice whose result is NaN
+    (no element equals it) gets NaN, and the others' zeros take the sign of g / count."""
     d = _dims(x, dims)
     shape = tuple(x.shape)
     outk = out if keepdim or not d else F.reshape(out, S.reduced_shape(shape, d, True))
     mask = x == outk
+    if nans:                                  # the inf-norms': a NaN counts as an extreme (torch's)
+        mask = mask | F.isnan(x)
     count = R("sum", mask, d, True)
-    return (F.where(mask, _expand_reduced(g, shape, d, keepdim) / count, 0),)
+    return ((_expand_reduced(g, shape, d, keepdim) / count) * mask,)
+
+
+def _evenly_all(g, out, x):
+    """Gradient of max()/min() over everything, as torch's evenly_distribute_backward on the
+    CPU: shared among the elements equal to the result, or among the NaNs where it is NaN;
+    zero elsewhere."""
+    mask = F.where(F.isnan(out), F.isnan(x), x == out)
+    count = R("sum", mask, tuple(range(len(x.shape))), False)
+    return (F.where(mask, g / count, 0),)
 
 
 for _n, _f in (("amax", np.max), ("amin", np.min)):
@@ -950,7 +963,7 @@ for _n, _f in (("amax", np.max), ("amin", np.min)):
 # max()/min() over everything: torch's MaxBackward1, shared evenly among ties
 for _n, _f in (("max_all", np.max), ("min_all", np.min)):
     Primitive(_n, "x", (lambda f: lambda x: f(x))(_f), shape=lambda x: (), dtype="same",
-              vjp=lambda g, out, x: _evenly(g, out, x, None, False), saves="x out",
+              vjp=_evenly_all, saves="x out",
               grad_fn=f"{_n[:3].capitalize()}Backward1", reduction=True, triton=T.Reduce(_n[:3]))
 
 
@@ -1101,7 +1114,7 @@ def _norm_vjp(g, out, x, p=2.0, dims=None, keepdim=False):
     if p == 1:
         return (gk * F.sign(x),)
     if p in (math.inf, -math.inf):
-        return _evenly(g, out, F.abs(x), dims, keepdim)[0] * F.sign(x),
+        return _evenly(g, out, F.abs(x), dims, keepdim, nans=True)[0] * F.sign(x),
     if p == 0:
         return (None,)      # torch's norm_backward leaves it undefined: as if x were unused
     a = F.abs(x)
