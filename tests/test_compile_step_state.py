@@ -584,3 +584,33 @@ def test_gradient_clipping_in_a_whole_step_traces_under_fullgraph(clip):
         xg, yg, xt, yt = _batch(rng)
         _close(cstep(xg, yg), step(torch, tm, topt, xt, yt), torch.float64)
         _same_params(gm, tm)
+
+
+def test_views_of_parameters_returned_from_a_step_follow_later_steps_as_eager():
+    """m.weight[0], m.weight.t() returned from a compiled step are views of the parameter, as
+    eager's: they share its memory, carry its history and show what later steps write (the
+    program returned snapshots of the values)."""
+    def run(compiled):
+        tg.manual_seed(0)
+        m = tg.nn.Linear(3, 2)
+        opt = tg.optim.SGD(m.parameters(), lr=0.5, momentum=0.9)
+
+        def step(x, y):
+            opt.zero_grad()
+            loss = F.mse_loss(m(x), y)
+            loss.backward()
+            opt.step()
+            return loss, m.weight[0], m.weight.t(), m.bias.detach()
+        f = tg.compile(step) if compiled else step
+        rng = np.random.default_rng(0)
+        held = [f(tg.tensor(rng.standard_normal((4, 3)), dtype=tg.float32), tg.tensor(rng.standard_normal((4, 2)), dtype=tg.float32))
+                for _ in range(3)]
+        return m, held
+    (me, he), (mc, hc) = run(False), run(True)
+    for e, c in zip(he, hc):
+        for k in (1, 2, 3):
+            np.testing.assert_array_equal(c[k].detach().numpy(), e[k].detach().numpy())
+            assert c[k].requires_grad == e[k].requires_grad
+            base = mc.weight if k < 3 else mc.bias
+            assert np.shares_memory(c[k].detach().numpy(), base.detach().numpy())
+    np.testing.assert_array_equal(hc[0][1].detach().numpy(), mc.weight.detach().numpy()[0])   # the first call's view, now

@@ -305,10 +305,15 @@ def _build(fn, args, kwargs, name, backend, value_reads=None, keep_stages=False,
                 chain = _view_of_argument(o, first)
                 if chain is not None:
                     p.out_views.append((len(outputs),) + chain)
-                elif grads_now:
-                    chain = _view_of_argument(o, grads_now)
+                elif grads_now and _view_of_argument(o, grads_now) is not None:
+                    p.out_grads_after.append((len(outputs),) + _view_of_argument(o, grads_now))
+                else:
+                    # a view of a tensor from outside (m.weight[0], a buffer's row): taken again
+                    # of it after the write-back, as eager's view shares its memory and follows
+                    # its later in-place updates (the program's value was a snapshot)
+                    chain = _view_of_argument(o, _real_roots(o))
                     if chain is not None:
-                        p.out_grads_after.append((len(outputs),) + chain)
+                        p.out_grads_after.append((len(outputs), _RealTensor(chain[0])) + chain[1:])
             outputs.append(V(o.__dict__["_name"]))
             out_consts.append(None)
         else:
@@ -541,6 +546,25 @@ def _view_of_argument(o, args):
     if len(ops) * 2 == len(chain) and all(chain[2 * i + 1][0].name == "detach" for i in range(len(ops))):
         return src[1], ops, True
     return None
+
+
+class _RealTensor:
+    """An output's root in out_grads_after that is the tensor itself (not its .grad)."""
+    __slots__ = ("tensor",)
+
+    def __init__(self, tensor):
+        self.tensor = tensor
+
+
+def _real_roots(o):
+    """{id(stand-in): ("arg", tensor)} for the real tensor o is a view of, through views alone
+    (tracing._apply_symbolic's stand-in of a parameter or buffer carries it as _real)."""
+    while True:
+        view = o.__dict__.get("_view")
+        if view is None:
+            real = o.__dict__.get("_real")
+            return {} if real is None else {id(o): ("arg", real)}
+        o = view[0]
 
 
 def _writes(p, leaves, sh, last_use):
@@ -810,7 +834,7 @@ def run_program(p, leaves, distinct=None):
     for k, (kind, j) in p.out_same:
         outs[k] = leaves[j] if kind == "arg" else outs[j]
     for k, t, chain, nograd in p.out_grads_after:
-        v = t._grad
+        v = t.tensor if t.__class__ is _RealTensor else t._grad
         with no_grad() if nograd else contextlib.nullcontext():
             for prim, rest, params in chain:
                 v = apply(prim, (v,) + rest, params)
