@@ -231,3 +231,27 @@ print("ok")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path,
                        env={k: v for k, v in os.environ.items() if k != "PYTHONPATH"})
     assert r.returncode == 0 and r.stdout.strip() == "ok", r.stderr[-3000:]
+
+
+def test_printed_ir_names_the_users_line_wherever_the_users_file_lies(tmp_path):
+    """The source comment of each traced op is the user's file:line by the one predicate
+    (tracing.user_file): a user's script in a directory named tracegrad is the user's (a path
+    test named it library code), and so are the example programs in the package (the demo's
+    graph named `<frozen runpy>:88` for every op)."""
+    import importlib.util
+    from tracegrad.compile import trace_function
+    d = tmp_path / "tracegrad"
+    d.mkdir()
+    (d / "myprog.py").write_text("def f(x):\n    y = x * 2\n    return y + 1\n")
+    spec = importlib.util.spec_from_file_location("myprog", d / "myprog.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    g = trace_function(mod.f, (tg.randn(3),), {}, "f")[0]
+    sources = {g[n].get("source") for n in g.nodes() if g[n]["op"] not in ("input",)}
+    assert sources == {"myprog.py:2", "myprog.py:3"}, sources
+
+    from tracegrad import demo
+    model = demo.DigitsCNN()
+    g = trace_function(model, (tg.randn(2, 1, 8, 8),), {}, "m")[0]
+    sources = {g[n].get("source") for n in g.nodes() if g[n]["op"] == "conv2d"}
+    assert sources and all(s.startswith("demo.py:") for s in sources), sources

@@ -61,6 +61,9 @@ _ACTIVE_LOCK = threading.Lock()
 
 
 _PKG = os.path.dirname(os.path.abspath(__file__)) + os.sep
+# programs written with tracegrad that ship in its package (`python -m tracegrad.demo`): the
+# user's code as far as a trace is concerned (the lines a graph and a warning name are theirs)
+_PROGRAMS = frozenset(_PKG + f for f in ("demo.py", "demo_text.py", "tour.py"))
 
 
 _USER_FILES = {}       # a code object's file name -> whether it is the user's
@@ -73,7 +76,8 @@ def user_file(f):
     made absolute."""
     user = _USER_FILES.get(f)
     if user is None:
-        user = _USER_FILES[f] = not (f.startswith("<tracegrad") or os.path.abspath(f).startswith(_PKG))
+        a = os.path.abspath(f)
+        user = _USER_FILES[f] = not (f.startswith("<tracegrad") or a.startswith(_PKG) and a not in _PROGRAMS)
     return user
 
 
@@ -293,10 +297,10 @@ def _const(graph, a):
 
 
 def user_source():
-    """file:line of the innermost frame outside tracegrad (for comments in printed IR)."""
+    """file:line of the innermost frame of the user's code (for comments in printed IR): the
+    one predicate, user_file (a path holding a directory named tracegrad is no library code)."""
     f = sys._getframe(2)
-    while f is not None and "/tracegrad/" in f.f_code.co_filename.replace("\\", "/") and \
-            "/tracegrad/tests/" not in f.f_code.co_filename:
+    while f is not None and not user_file(f.f_code.co_filename):
         f = f.f_back
     if f is None:
         return None
