@@ -409,10 +409,28 @@ LN2 = math.log(2.0)
 TWO_OVER_SQRT_PI = 2.0 / math.sqrt(math.pi)
 
 
+def _half_in_float32(fn):
+    """fn of a float16 array computed in float32 and rounded once, as torch computes a Half
+    op in its opmath type (each numpy step on float16 would round: sigmoid and rsqrt were 1 ulp
+    off torch's for 13 % and 9 % of all float16 values)."""
+    def kernel(x):
+        if x.dtype == np.float16:
+            return fn(x.astype(np.float32)).astype(np.float16)
+        return fn(x)
+    kernel.__name__ = fn.__name__
+    return kernel
+
+
+@_half_in_float32
 def _sigmoid(x):
     # exp(-|x|) never overflows; torch's sigmoid is exact at both tails
     e = np.exp(-np.abs(x))
     return np.where(x >= 0, 1 / (1 + e), e / (1 + e)).astype(x.dtype, copy=False)
+
+
+@_half_in_float32
+def _rsqrt(x):
+    return 1 / np.sqrt(x)
 
 
 # erf for 1 < |x| < 6: W. J. Cody's rational Chebyshev approximations of erfc (CALERF, Math. Comp. 1969)
@@ -508,7 +526,7 @@ unary("log2", np.log2, lambda g, out, x: (g / (x * LN2),), "x", triton=T.unary("
 unary("log1p", np.log1p, lambda g, out, x: (g / (x + 1),), "x", grad_fn="Log1PBackward0", triton=T.unary("_log1p"))
 unary("expm1", np.expm1, lambda g, out, x: (g * (out + 1),), "out", triton=T.unary("_expm1"))
 unary("sqrt", np.sqrt, lambda g, out, x: (g / (2 * out),), "out", triton=T.unary("tl.sqrt"))
-unary("rsqrt", lambda x: 1 / np.sqrt(x), lambda g, out, x: (-0.5 * g * out * out * out,), "out",
+unary("rsqrt", _rsqrt, lambda g, out, x: (-0.5 * g * out * out * out,), "out",
       triton=T.unary("tl.rsqrt"))
 unary("reciprocal", lambda x: 1 / x, lambda g, out, x: (-g * out * out,), "out", triton=T.Expr("1.0 / {0}", cast=True))
 unary("sin", np.sin, lambda g, out, x: (g * F.cos(x),), "x", triton=T.unary("tl.sin"))
