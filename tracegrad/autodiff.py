@@ -317,6 +317,13 @@ def differentiable_reach(g, wrt):
     return reach
 
 
+def mark_no_grad(graph, before):
+    """The values a derivative without create_graph added to `graph` (all but `before`): as
+    torch's backward computes them, none requires grad (functionalize._carries_grad: a write
+    through their detach loses no gradient)."""
+    graph.__dict__.setdefault("no_grad_values", set()).update(n for n in graph.nx if n not in before)
+
+
 def grad_in_trace(outputs, inputs, grad_outputs, create_graph, allow_unused, materialize_grads):
     """`autograd.grad` on symbolic tensors, inside a function being traced (`compile`).
 
@@ -353,8 +360,7 @@ def grad_in_trace(outputs, inputs, grad_outputs, create_graph, allow_unused, mat
     before = set(graph.nx) if not create_graph else None
     res = run_eager(bwd, args)
     if not create_graph:           # as torch's: the gradients do not require grad
-        # (nor what they are computed from: a write through their detach loses no gradient)
-        graph.__dict__.setdefault("no_grad_values", set()).update(n for n in graph.nx if n not in before)
+        mark_no_grad(graph, before)
         res = [None if g is None else g.detach() for g in res]
     return _results(inputs, res, allow_unused, materialize_grads)
 

@@ -37,7 +37,7 @@ from .tracing import LOCAL
 from .tracing import TraceError, Proxy, apply_symbolic, apply, value_of
 from .ops import functional as F
 from . import _dtype as D
-from .autodiff import derive, differentiable_reach, backward_args
+from .autodiff import derive, differentiable_reach, backward_args, mark_no_grad
 from .autograd._grad_io import _seeds
 from .autograd.graph import FREED_MSG
 from .ops.primitives import PRIMITIVES as P
@@ -360,12 +360,6 @@ def commit_traced(self, result):
                          "(tensor(data), arange, eye, ...); zeros, ones, full and empty are")
     sh.write(self, result)
     return self
-
-
-def mark_no_grad(graph, before):
-    """The values a derivative without create_graph added to `graph` (all but `before`): as
-    torch's backward computes them, none requires grad (_carries_grad)."""
-    graph.__dict__.setdefault("no_grad_values", set()).update(n for n in graph.nx if n not in before)
 
 
 def _carries_grad(proxy):
