@@ -79,7 +79,8 @@ def shape_op(m, name, x, rng_state):
         return x.permute(*reversed(range(x.ndim)))
     if name == "getitem_mixed" and x.ndim >= 2 and all(x.shape):
         # ints and an index tensor, apart or side by side: torch applies the ints first
-        idx = m.tensor([int(v) for v in r.integers(-x.shape[-1], x.shape[-1], int(r.integers(1, 4)))])
+        idx = m.tensor([int(v) for v in r.integers(-x.shape[-1], x.shape[-1], int(r.integers(1, 4)))],
+                       device=x.device)
         i = int(r.integers(-x.shape[0], x.shape[0]))
         if x.ndim >= 3:
             return x[i, 1:, idx] if r.integers(0, 2) else x[i, ..., idx]
@@ -117,7 +118,7 @@ def _loss(m, out):
     """A scalar that weighs every position differently, so a result laid out differently (a
     permutation of torch's) does not go unseen."""
     w = m.tensor(np.cos(np.arange(max(out.numel(), 1)) + 0.5)[:out.numel()].reshape(tuple(out.shape)),
-                 dtype=out.dtype)
+                 dtype=out.dtype, device=out.device)
     return (out * out * w).sum()
 
 

@@ -31,7 +31,7 @@ from .grad_mode import STATE, no_grad
 from .tensor import Tensor, _VALUE_READS
 from ._collect import paused
 from .ir.graph import Graph, V
-from .tracing import Proxy, TraceError, trace, proxy_input, apply, TRACING, _ACTIVE, user_file
+from .tracing import Proxy, TraceError, trace, proxy_input, apply, TRACING, TRACE_DEVICE, _ACTIVE, user_file
 from .ir.layout import order_attr, tensor_order
 from .ir.verify import verify
 from .ops.lowering import Refuse, identity
@@ -163,6 +163,9 @@ def _trace_with_writes(fn, args, kwargs, name, value_reads=None, dyn=()):
             s = shapes[i]
             shapes[i] = s[:d] + (senv.symbol(s[d], (i, d)),) + s[d + 1:]
     g = Graph(_ident(name))
+    devices = {t.device for t in leaves if isinstance(t, Tensor)}
+    if len(devices) == 1 and next(iter(devices)).type != "cpu":
+        TRACE_DEVICE[id(g)] = next(iter(devices))
     gen = creation.RNG.gen
     creation.RNG.gen = _NoRandom()       # a random draw while tracing would be baked in as a constant
     reads = _VALUE_READS[0]
@@ -210,6 +213,7 @@ def _trace_with_writes(fn, args, kwargs, name, value_reads=None, dyn=()):
                     functionalize.refresh_view(o)     # a view returned after its base was written
             sh.extra, sh.plan = functionalize.finish(sh, leaves, proxies)
     finally:
+        TRACE_DEVICE.pop(id(g), None)
         functionalize.end()
         creation.RNG.gen = gen
         _VALUE_READS[0] = reads

@@ -19,7 +19,7 @@ import numpy as np
 
 from . import _dtype as D
 from .grad_mode import STATE
-from .tensor import Tensor, Size
+from .tensor import CPU, Tensor, Size
 from .ir.graph import Graph, V
 from .ir.layout import c_contiguous, column_major
 from .ops import shapes as S
@@ -91,6 +91,9 @@ def _layout(what):
                      f"history, which may differ between calls")
 
 
+TRACE_DEVICE = {}        # id(graph being traced) -> the device of its call's arguments, where not the CPU
+
+
 class Proxy(Tensor):
     """A symbolic tensor: a value of the graph being traced, with shape and dtype only."""
     __slots__ = ()
@@ -110,6 +113,20 @@ class Proxy(Tensor):
         if s is None:                 # made once: shape rules and derivative rules ask often
             s = d["_size"] = Size(d["_shape"])
         return s
+
+    # the device of the call being traced (its arguments' one device; the CPU where they are
+    # on several, which the compiler refuses): `torch.zeros(n, device=x.device)` in a function
+    # makes its constant where the arguments are, as the eager call would
+    @property
+    def device(self):
+        return TRACE_DEVICE.get(id(self.__dict__["_graph"]), CPU)
+
+    @property
+    def is_cuda(self):
+        return self.device is not CPU
+
+    def get_device(self):
+        return 0 if self.is_cuda else -1
 
     def size(self, dim=None):
         if dim is None:

@@ -51,6 +51,6 @@ def _results(inputs, res, allow_unused, materialize_grads, create_graph=False):
                 raise RuntimeError(f"The differentiated Tensor at index {i} appears to not have been used in the "
                                    f"graph. Set allow_unused=True if this is the desired behavior.")
             if materialize_grads:
-                g = zeros(tuple(t.shape), dtype=t.dtype, requires_grad=create_graph)
+                g = zeros(tuple(t.shape), dtype=t.dtype, device=t.device, requires_grad=create_graph)
         out.append(g)
     return tuple(out)

@@ -1,0 +1,103 @@
+"""The Triton backend's numeric checks (tests/triton_checks.py) on "cuda" tensors: random
+programs (value, gradients, Hessian-vector product against torch's float64) and IEEE special
+values. On a real GPU (tests marked `gpu`) every case runs, in one process per pair of cores;
+without one a few cases run on Triton's interpreter, so the path stays exercised in CI."""
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+pytest.importorskip("triton")
+torch = pytest.importorskip("torch")
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+needs_gpu = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+
+
+def run_checks(kind, shards, interpret, extra=(), timeout=900):
+    env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + HERE, PYTHONWARNINGS="ignore")
+    env.pop("TRITON_INTERPRET", None)
+    if interpret:
+        env["TRITON_INTERPRET"] = "1"
+    procs = [subprocess.Popen([sys.executable, os.path.join(HERE, "triton_checks.py"), kind, f"{i}/{shards}",
+                               *extra], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                              cwd=ROOT) for i in range(shards)]
+    n, fails = 0, []
+    for p in procs:
+        out, err = p.communicate(timeout=timeout)
+        assert p.returncode == 0, err[-4000:]
+        r = json.loads(out.strip().splitlines()[-1])
+        n += r["n"]
+        fails += r["fails"]
+    return n, fails
+
+
+def gpu_shards():
+    return max(1, min(8, (os.cpu_count() or 2) // 2))
+
+
+def test_random_programs_on_cuda_under_the_interpreter():
+    n, fails = run_checks("programs", 1, interpret=True, extra=["2"])
+    assert n == 2 and not fails, fails
+
+
+def test_special_values_on_cuda_under_the_interpreter():
+    n, fails = run_checks("special", 2, interpret=True)
+    assert n > 60 and not fails, "\n".join(fails)
+
+
+@pytest.mark.gpu
+@needs_gpu
+def test_random_programs_on_a_gpu():
+    n, fails = run_checks("programs", gpu_shards(), interpret=False, extra=["150"])
+    assert n == 150 and not fails, "\n".join(fails)
+
+
+@pytest.mark.gpu
+@needs_gpu
+def test_special_values_on_a_gpu():
+    n, fails = run_checks("special", gpu_shards(), interpret=False)
+    assert n > 60 and not fails, "\n".join(fails)
+
+
+DEVICE_SCRIPT = r"""
+import json, warnings
+import numpy as np
+import tracegrad as tg
+out = {}
+x = tg.tensor([1., 2.], device="cuda", requires_grad=True)
+unused = tg.tensor([3.], device="cuda", requires_grad=True)
+g = tg.autograd.grad((x * x).sum(), [x, unused], materialize_grads=True)
+out["materialized"] = [str(t.device) for t in g] + [g[1].cpu().tolist()]
+def f(a):
+    # constants made where the argument is, as user code writes them
+    return a * tg.ones(2, device=a.device) + tg.tensor([10., 20.], device=a.device) + tg.zeros_like(a)
+with warnings.catch_warnings(record=True) as w:
+    warnings.simplefilter("always")
+    cf = tg.compile(f, fullgraph=True)
+    y = cf(x.detach())
+out["compiled"] = [str(y.device), y.cpu().tolist(), [str(m.message) for m in w]]
+out["traced_device"] = []
+def probe(a):
+    out["traced_device"] += [str(a.device), a.is_cuda, a.get_device()]
+    return a + 1
+tg.compile(probe)(x.detach())
+print(json.dumps(out))
+"""
+
+
+def test_unused_inputs_and_constants_follow_the_device_on_cuda():
+    """materialize_grads' zeros are made on the input's device (they were CPU tensors), and a
+    compiled function that makes a constant with `device=x.device` traces (it fell back to eager
+    with 'tensors on different devices'): the traced tensor reports the call's device."""
+    env = dict(os.environ, PYTHONPATH=ROOT, PYTHONWARNINGS="ignore", TRITON_INTERPRET="1")
+    r = subprocess.run([sys.executable, "-c", DEVICE_SCRIPT], env=env, capture_output=True, text=True,
+                       timeout=300, cwd=ROOT)
+    assert r.returncode == 0, r.stderr[-3000:]
+    out = json.loads(r.stdout.strip().splitlines()[-1])
+    assert out["materialized"] == ["cuda:0", "cuda:0", [0.0]]
+    assert out["compiled"] == ["cuda:0", [11.0, 22.0], []], out["compiled"]
+    assert out["traced_device"] == ["cuda:0", True, 0]
