@@ -194,3 +194,30 @@ def test_kernels_round_products_and_sums_apart():
     assert not [r for r in ours + fused if "error" in r], ours + fused
     assert all(r["fma"] == 0 for r in ours), [(r["name"], r["fma"]) for r in ours]
     assert any(r["fma"] > 0 for r in fused), [(r["name"], r["fma"]) for r in fused]
+
+
+def test_float32_division_and_roots_round_as_ieee():
+    """On a GPU Triton's `/` is div.full.f32 and tl.sqrt sqrt.approx.ftz.f32 (up to 2 ulp off torch,
+    and a subnormal's root 0: pow(1e-40, 0.5) came out 0 on an H200): division, sqrt, rsqrt and
+    the means, variances, norms and softmax of reductions, and the helpers' divisions (sigmoid, tanh,
+    log1p, expm1, floor_divide) compile to div.rn / sqrt.rn."""
+    import numpy as np
+    import tracegrad as tg
+    r = np.random.default_rng(0)
+    x, y = (tg.tensor(r.random((64, 96)).astype(np.float32) + 0.5, requires_grad=True) for _ in range(2))
+    n = tg.tensor(r.integers(1, 9, (64, 96)))
+
+    def f(m, a, b, k):
+        return (a / b + m.sqrt(a) + m.rsqrt(b) + a ** 0.5 + k / 3 + a.mean(1, keepdim=True) + a.var(1, keepdim=True)
+                + a.std(0) + m.linalg.vector_norm(b, dim=1, keepdim=True) + m.softmax(a, 1) + a.mean(0)
+                + m.sigmoid(a) + m.tanh(b) + m.log1p(a) + m.expm1(b) + m.floor_divide(a.detach(), b.detach())).sum()
+    before = os.environ.pop("TRITON_INTERPRET", None)
+    try:
+        progs = TT.programs(f, [x, y, n])
+    finally:
+        if before is not None:
+            os.environ["TRITON_INTERPRET"] = before
+    specs = [s for _, prog in progs for s in TT.kernel_specs(prog)]
+    results = TT.compile_all(specs, arch=90)
+    assert not [r["error"] for r in results if "error" in r]
+    assert not {r["name"]: r["approx"] for r in results if r["approx"]}

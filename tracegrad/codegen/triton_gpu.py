@@ -60,6 +60,7 @@ elementwise gather where windows do not overlap, else a scatter-add) and einsum 
 reason: tracegrad/ops/lowering.py); this module reads the
 slot and keeps no table of its own.
 """
+import functools
 import hashlib
 import re
 import importlib.util
@@ -186,15 +187,24 @@ def _numel(shape):
 
 # == helpers the generated kernels call ============================================================
 # Pure tl code (libdevice is not available under the interpreter); each is accurate to a
-# few ulp where its naive form would cancel.
+# few ulp where its naive form would cancel. A helper may call another (lower() includes it).
 
 _HELPERS = {
+    "_ieee_div": '''@triton.jit
+def _ieee_div(x, y):
+    # x / y rounded as IEEE division: on a GPU Triton's `/` on float32 is div.full.f32 (2 ulp);
+    # float64's is IEEE already
+    if (x + y).dtype == tl.float64:
+        return x / y
+    else:
+        return tl.div_rn(x, y)
+''',
     "_log1p": '''@triton.jit
 def _log1p(x):
     # log(1 + x) * x / ((1 + x) - 1): the rounding of 1 + x cancels out (Goldberg)
     # (x / (u - 1) first: log(u) * x overflows for x near the largest float; log1p(inf) = inf)
     u = 1.0 + x
-    return tl.where(u == 1.0, x, tl.where(u == float("inf"), u, tl.log(u) * (x / (u - 1.0))))
+    return tl.where(u == 1.0, x, tl.where(u == float("inf"), u, tl.log(u) * _ieee_div(x, u - 1.0)))
 ''',
     "_expm1": '''@triton.jit
 def _expm1(x):
@@ -202,22 +212,22 @@ def _expm1(x):
     # (x / log(u) first: (u - 1) * x overflows for x near exp's limit, expm1(88) in float32;
     # where exp overflows to inf, expm1 is inf, not inf / inf)
     u = tl.exp(x)
-    r = tl.where(u == 1.0, x, (u - 1.0) * (x / tl.log(u)))
+    r = tl.where(u == 1.0, x, (u - 1.0) * _ieee_div(x, tl.log(u)))
     return tl.where(u - 1.0 == -1.0, -1.0, tl.where(u == float("inf"), u, r))
 ''',
     "_tanh": '''@triton.jit
 def _tanh(x):
     # expm1(2x) / (expm1(2x) + 2); saturates to +-1 before exp overflows
     u = tl.exp(2.0 * x)
-    e = tl.where(u == 1.0, 2.0 * x, (u - 1.0) * (2.0 * x) / tl.log(u))
-    r = e / (e + 2.0)
+    e = tl.where(u == 1.0, 2.0 * x, _ieee_div((u - 1.0) * (2.0 * x), tl.log(u)))
+    r = _ieee_div(e, e + 2.0)
     return tl.where(x > 20.0, 1.0, tl.where(x < -20.0, -1.0, r))
 ''',
     "_sigmoid": '''@triton.jit
 def _sigmoid(x):
     # exp(-|x|) never overflows
     e = tl.exp(-tl.abs(x))
-    return tl.where(x >= 0, 1.0 / (1.0 + e), e / (1.0 + e))
+    return tl.where(x >= 0, _ieee_div(1.0, 1.0 + e), _ieee_div(e, 1.0 + e))
 ''',
     "_rint": '''@triton.jit
 def _rint(x):
@@ -248,16 +258,24 @@ def _pow(x, y):
     y_int = tl.floor(yd) == yd
     odd = tl.where(y_int, tl.abs(yd - 2.0 * tl.floor(yd * 0.5)) == 1.0, False)
     neg = tl.where(xd < 0, True, tl.where(xd == 0, 1.0 / xd < 0, False))
-    r = tl.where(neg, tl.where(odd, -r, r), r)
+    r = tl.where(neg, tl.where(odd, r * -1.0, r), r)
     r = tl.where(xd < 0, tl.where(y_int, r, tl.where(ax == float("inf"), r, float("nan"))), r)
     r = tl.where(ax == 1.0, tl.where(tl.abs(yd) == float("inf"), 1.0, r), r)
     r = tl.where(xd == 1.0, 1.0, r)
     return tl.where(yd == 0, 1.0, r).to(x.dtype)
 ''',
+    "_fmod": '''@triton.jit
+def _fmod(x, y):
+    # C's fmod: NaN for an infinite (or NaN) x; on a GPU `%` (frem) gives x for fmod(inf, inf)
+    n = x - x
+    return tl.where(n != n, n, x % y)
+''',
     "_remainder": '''@triton.jit
 def _remainder(x, y):
-    # Python's modulo: the result takes the divisor's sign (`%` truncates)
-    r = x % y
+    # Python's modulo: the result takes the divisor's sign (`%` truncates); NaN for an
+    # infinite x, as _fmod
+    n = x - x
+    r = tl.where(n != n, n, x % y)
     return tl.where((r != 0) & ((r < 0) != (y < 0)), r + y, r)
 ''',
     "_floordiv": '''@triton.jit
@@ -265,12 +283,13 @@ def _floordiv(x, y):
     # torch's div_floor: (x - fmod(x, y)) / y, corrected to the floor; a zero quotient takes
     # the sign of x / y, and a zero divisor gives x / y (inf or NaN)
     m = x % y
-    d = (x - m) / y
+    d = _ieee_div(x - m, y)
     d = tl.where((m != 0) & ((m < 0) != (y < 0)), d - 1.0, d)
     f = tl.floor(d)
     f = tl.where(d - f > 0.5, f + 1.0, f)
-    q = x / y
-    z = tl.where(q < 0, -0.0, tl.where(1.0 / q < 0, -0.0, 0.0))
+    q = _ieee_div(x, y)
+    nz = tl.full([1], 0.0, tl.float32) * -1.0          # -0.0 (a -0.0 literal is +0.0 before Triton 3.9)
+    z = tl.where(q < 0, nz, tl.where(_ieee_div(1.0, q) < 0, nz, 0.0))
     f = tl.where(d == 0, z, f)
     return tl.where(y == 0, q, f)
 ''',
@@ -1297,6 +1316,17 @@ def _emit_pointwise(g, u, name):
     return e, body, ["BLOCK_SIZE"]
 
 
+def _div(a, b, ty):
+    """a / b in a kernel computing in ty, rounded as IEEE division (see ops/lowering.py's true_div)."""
+    if ty == "tl.float64":
+        return f"{a} / {b}"
+    return f"tl.div_rn({a}, ({b}) * 1.0)"
+
+
+def _sqrt(x, ty):
+    return f"tl.sqrt({x})" if ty == "tl.float64" else f"tl.sqrt_rn({x})"
+
+
 def _reduction_plan(kind, p, N, acc):
     """(passes, finish): passes are (combine, element expression of v and earlier scalars);
     finish maps the pass results s0, s1, ... to the result (row kinds) or to the full-row
@@ -1304,15 +1334,16 @@ def _reduction_plan(kind, p, N, acc):
     if kind == "sum":
         return [("sum", "v")], "s0"
     if kind == "mean":
-        return [("sum", "v")], f"s0 / {N}"
+        return [("sum", "v")], _div("s0", N, acc)
     if kind == "prod":
         return [("prod", "v")], "s0"
     if kind in ("max", "min"):
         return [(kind, "v")], "s0"
     if kind in ("var", "std"):
         dof = N - p.get("correction", 1)
-        r = f"s1 / {lit(float(dof)) if dof > 0 else '0.0'}"
-        return [("sum", "v"), ("sum", f"(v - s0 / {N}) * (v - s0 / {N})")], (r if kind == "var" else f"tl.sqrt({r})")
+        r = _div("s1", lit(float(dof)) if dof > 0 else "0.0", acc)
+        m = _div("s0", N, acc)
+        return [("sum", "v"), ("sum", f"(v - {m}) * (v - {m})")], (r if kind == "var" else _sqrt(r, acc))
     if kind == "logsumexp":
         # a row of -inf (or inf) gives max m = -inf; shift by 0 there, as numpy's kernel does
         return [("max", "v"), ("sum", "tl.exp(v - tl.where((s0 - s0) == 0, s0, 0.0))")], \
@@ -1320,7 +1351,7 @@ def _reduction_plan(kind, p, N, acc):
     if kind == "norm":
         q = p.get("p", 2.0)
         if q == 2:
-            return [("sum", "v * v")], "tl.sqrt(s0)"
+            return [("sum", "v * v")], _sqrt("s0", acc)
         if q == 1:
             return [("sum", "tl.abs(v)")], "s0"
         if q == math.inf:
@@ -1338,7 +1369,7 @@ def _reduction_plan(kind, p, N, acc):
         # max(dim)/min(dim): (values, indices), one per projection
         return passes, ("s0", "s1.to(tl.int64)") if kind.endswith("_dim") else "s1.to(tl.int64)"
     if kind == "softmax":
-        return [("max", "v"), ("sum", "tl.exp(v - s0)")], "tl.exp(v - s0) / s1"
+        return [("max", "v"), ("sum", "tl.exp(v - s0)")], _div("tl.exp(v - s0)", "s1", acc)
     if kind == "log_softmax":
         return [("max", "v"), ("sum", "tl.exp(v - s0)")], "v - s0 - tl.log(s1)"
     raise NotImplementedError(kind)
@@ -1347,6 +1378,18 @@ def _reduction_plan(kind, p, N, acc):
 _IDENTITY = {"sum": "0", "prod": "1", "max": 'float("-inf")', "min": 'float("inf")'}
 _INT_RANGE = {"tl.int1": (0, 1), "tl.uint8": (0, 255), "tl.int8": (-128, 127), "tl.int16": (-2 ** 15, 2 ** 15 - 1),
               "tl.int32": (-2 ** 31, 2 ** 31 - 1), "tl.int64": (-2 ** 63, 2 ** 63 - 1)}
+
+
+# -0.0 as a value of Triton code: a literal -0.0 is +0.0 to Triton before 3.9 (a zero constant
+# becomes the type's null value), a product is not (float32: exact in any float type it meets)
+NEG_ZERO = "(tl.full([1], 0.0, tl.float32) * -1.0)"
+
+
+def _full(shape, value, ty):
+    """tl.full of a scalar's text, or of NEG_ZERO."""
+    if value == NEG_ZERO:
+        return f"tl.full({shape}, 0.0, {ty}) * -1.0"
+    return f"tl.full({shape}, {value}, {ty})"
 
 
 def _identity(comb, ty):
@@ -1480,7 +1523,7 @@ def _emit_reduction(g, u, name, max_row_block):
             # outside [0, N) (torch and the numpy backend raise; a kernel cannot) gives NaN
             # rather than a plausible number
             kind, index = "take", refs(ak["args"])[1]
-            ident = "-0.0" if ak["dtype"].is_floating_point else "0"
+            ident = NEG_ZERO if ak["dtype"].is_floating_point else "0"
             passes = [("sum", f"tl.where(cols == {index}, v, {ident})", acc, ident)]
             finish = f"tl.where(({index} < 0) | ({index} >= {N}), float(\"nan\"), s0)" \
                 if ak["dtype"].is_floating_point else "s0"
@@ -1631,7 +1674,7 @@ def _emit_reduction(g, u, name, max_row_block):
         for k, (rk, xk, vname, vt, passes, finish, sname) in enumerate(stages):
             take_index(k)
             for (comb, ex, ty, ident), sn in zip(passes, sname):
-                body.append(f"    acc = tl.full([BLOCK_SIZE], {ident}, {ty})")
+                body.append(f"    acc = {_full('[BLOCK_SIZE]', ident, ty)}")
                 body.append(f"    for start in range(0, {N}, BLOCK_SIZE):")
                 done = set()
                 ls, bidx, vec = sweep("        ", "start + ", [], done)
@@ -1709,8 +1752,11 @@ def _column_sums(g, u, e, body, done, bidx, vec, compute_full, needed_full, M):
     out += ["    cols = tl.arange(0, BLOCK_SIZE)", f"    mask = cols < {u.N}"]
     for j, m in enumerate(u.col_stages):
         ptr = e.param(f"{m}_out_ptr", ("out", m))
-        scale = f" / {u.M}" if _lowering(g[m]).kind == "mean" else ""
-        out.append(f"    tl.atomic_add({ptr} + cols, (colacc{j}{scale}).to({TL[g[m]['dtype'].name]}), mask=mask)")
+        acc = f"colacc{j}"
+        if _lowering(g[m]).kind == "mean":
+            acc = _div(acc, u.M, _ctype(g[m]["dtype"]))
+        ty = TL[g[m]['dtype'].name]
+        out.append(f"    {_atomic_add(f'{ptr} + cols', f'({acc}).to({ty})')}")
     return out
 
 
@@ -2161,6 +2207,13 @@ def _cone_lines(e, g, cone, dims, mask, zero, tag, lines, indent):
     return names[cone.root]
 
 
+def _atomic_add(pointers, value):
+    """An atomic add of value at pointers under the kernel's mask, both broadcast to the mask's
+    shape: where every operand is one element (a one-element index) the mask is still a block,
+    and Triton before 3.9 rejects an atomic whose mask and value differ in shape."""
+    return f"tl.atomic_add(tl.broadcast_to({pointers}, mask.shape), tl.broadcast_to({value}, mask.shape), mask=mask)"
+
+
 def _emit_index_add(g, u, name):
     """getitem_backward(g, idx, key) with key = (:, ..., idx, :, ...): out[..., idx[j], ...] += g[..., j, ...]."""
     e = _Emitter(g)
@@ -2183,7 +2236,8 @@ def _emit_index_add(g, u, name):
     target = idx[:k] + [str(index)] + idx[k + len(ishape):]
     off = _contiguous_offset(oshape, target, always=(str(index),))
     ptr = e.param(f"{n}_out_ptr", ("out", n))
-    body.append(f"    tl.atomic_add({ptr} + {off}, {grad}.to({TL[a['dtype'].name]}), mask=mask)")
+    ty = TL[a["dtype"].name]
+    body.append(f"    {_atomic_add(f'{ptr} + {off}', f'{grad}.to({ty})')}")
     return e, body, ["BLOCK_SIZE"]
 
 
@@ -2234,7 +2288,7 @@ def _emit_index_scatter(g, u, name):
     pos = e.param(f"{n}_pos_ptr", ("pos", n))
     body.append(f"    pos = tl.load({pos} + offsets, mask=mask, other=0)")
     ptr = e.param(f"{n}_out_ptr", ("out", n))
-    body.append(f"    tl.atomic_add({ptr} + pos, {value}, mask=mask)")
+    body.append(f"    {_atomic_add(f'{ptr} + pos', value)}")
     return e, body, ["BLOCK_SIZE"]
 
 
@@ -2279,7 +2333,7 @@ def _emit_scatter(g, u, name):
     ptr = e.param(f"{n}_out_ptr", ("out", n))
     store = f"{value}.to({TL[a['dtype'].name]})"
     if a["params"].get("reduce") == "add":
-        body.append(f"    tl.atomic_add({ptr} + {off}, {store}, mask=mask)")
+        body.append(f"    {_atomic_add(f'{ptr} + {off}', store)}")
     else:
         body.append(f"    tl.store({ptr} + {off}, {store}, mask=mask)")
     return e, body, ["BLOCK_SIZE"]
@@ -2337,7 +2391,28 @@ def configs(u):
             if c not in shrunk:
                 shrunk.append(c)
         out = shrunk
+    if _dot_min_k() > 8 and u.kind == "matmul":
+        out = [dict(c, BLOCK_K=max(c["BLOCK_K"], _dot_min_k())) for c in out]
+        out = [c for i, c in enumerate(out) if c not in out[:i]]
     return out
+
+
+@functools.lru_cache(maxsize=None)
+def _old_triton():
+    """Triton before 3.9: its tl.dot takes no K tile under 16, and it compiles the constant -0.0
+    as +0.0 (a zero constant becomes the type's null value) and `-x` as `0 - x` (+0.0 for x = 0)."""
+    import triton  # lazy: triton is optional
+    return tuple(int(v) for v in triton.__version__.split(".")[:2]) < (3, 9)
+
+
+def _dot_min_k():
+    """The smallest K tile tl.dot takes: 8 from Triton 3.9 on, 16 before (the 8-deep IEEE tiles
+    above become 16-deep there)."""
+    return 16 if _old_triton() else 8
+
+
+# a -0.0 literal in a kernel's body (generated code writes no unary minus of a value)
+_NEG_ZERO = re.compile(r"(?<![\w.])-0\.0(?![\d.eE])")
 
 
 # Compiler options of every kernel. No FP contraction: Triton fuses a*b+c into one FMA by default,
@@ -2594,11 +2669,17 @@ def lower(graph, max_row_block=None):
             e, body, consts = _emit_matmul(g, u, name)
         u.params = e.params
         helpers |= e.helpers
+        if _NEG_ZERO.search("\n".join(body)) and _old_triton():
+            raise NotImplementedError(
+                f"triton lowering: {name} needs the constant -0.0, which Triton before 3.9 compiles as +0.0 "
+                f"(the sign of a zero result would differ from torch's); install triton>=3.9")
         text = "\n".join(["@triton.jit"] + e.signature(name, consts) + _comment(g, _computed(u)) + body) + "\n"
         u.source = text
         pieces.append(text)
         kernel_units.append(u)
     head = "import triton\nimport triton.language as tl\n"
+    for h in list(helpers):
+        helpers |= {h2 for h2 in _HELPERS if h2 != h and h2 + "(" in _HELPERS[h]}
     helper_src = [_HELPERS[h] for h in _HELPERS if h in helpers]
     source = head + "\n\n" + "\n\n".join(helper_src + pieces)
     module = _load(source) if kernel_units else None

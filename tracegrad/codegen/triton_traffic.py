@@ -207,6 +207,8 @@ def compile_kernel(spec, arch=90, options=None):
         ptx = c.asm["ptx"]
         res["mma"] = bool(re.search(r"\b(w?gmma|mma)\.", ptx))
         res["fma"] = len(re.findall(r"\bfma\.rn", ptx))
+        # approximate float32 division and roots (IEEE ones are div.rn / sqrt.rn)
+        res["approx"] = sorted(set(re.findall(r"\b(div\.full\.f32|r?sqrt\.approx[\w.]*)", ptx)))
         # global loads by width: 128-bit and 64-bit vectors, and single elements
         res["loads"] = {"v4": len(re.findall(r"ld\.global[\w.]*\.v4", ptx)),
                         "v2": len(re.findall(r"ld\.global[\w.]*\.v2", ptx)),
@@ -221,7 +223,7 @@ def compile_kernel(spec, arch=90, options=None):
         res["regs"] = int(m.group(1)) if m else None
         res["spill"] = int(m.group(2)) + int(m.group(3)) if m else None
     except Exception as e:       # reported, never swallowed: callers fail or show it
-        res["error"] = f"{type(e).__name__}: {str(e)[:400] or repr(e)}"
+        res["error"] = f"{type(e).__name__}: {str(e)[-1500:] or repr(e)}"
     return res
 
 

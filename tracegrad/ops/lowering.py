@@ -288,6 +288,38 @@ round_ = Expr(_round, cast=True)
 convert = Expr(_convert)
 clamp = Expr(_clamp, cast=True)
 floor_divide = Expr(_floordiv, cast=True)
+
+
+# float32 division and square roots rounded as IEEE (and torch) round them: on a GPU Triton's
+# `/` is div.full.f32 and tl.sqrt sqrt.approx.ftz.f32 (up to 2 ulp off, a subnormal's root 0);
+# float64's `/` and tl.sqrt are IEEE already. Half types compute in float32 (codegen's _ctype).
+def _float32(t, d):
+    if d is None:
+        return t + ".0" if t.lstrip("-").isdigit() else t
+    return t if d.is_floating_point else f"({t}).to(tl.float32)"
+
+
+def _true_div(a, p, c):
+    if c.out_dtype.name == "float64":
+        return f"{a[0]} / {a[1]}"
+    return f"tl.div_rn({_float32(a[0], c.in_dtypes[0])}, {_float32(a[1], c.in_dtypes[1])})"
+
+
+def _sqrt_rn(a, p, c):
+    if c.out_dtype.name == "float64":
+        return f"tl.sqrt({a[0]})"
+    return f"tl.sqrt_rn({_float32(a[0], c.in_dtypes[0])})"
+
+
+def _rsqrt_rn(a, p, c):
+    if c.out_dtype.name == "float64":
+        return f"1.0 / tl.sqrt({a[0]})"
+    return f"tl.div_rn(1.0, tl.sqrt_rn({_float32(a[0], c.in_dtypes[0])}))"
+
+
+true_div = Expr(_true_div)
+sqrt = Expr(_sqrt_rn)
+rsqrt = Expr(_rsqrt_rn)
 div_rounding = Expr(_div_rounding, cast=True)
 pow_ = Expr(_pow, cast=True)
 tril = Expr(_tri("<="), cast=True)

@@ -506,7 +506,7 @@ def _round(x, decimals=0):
 
 unary("neg", np.negative, lambda g, out, x: (-g,), "", dtype="same", refuse={0: _refuse(
     RuntimeError, "Negation, the `-` operator, on a bool tensor is not supported. If you are trying to invert a mask, "
-                  "use the `~` or `logical_not()` operator instead.")}, triton=T.Expr("-{0}"))
+                  "use the `~` or `logical_not()` operator instead.")}, triton=T.Expr("{0} * -1"))   # `-x` is 0 - x to Triton before 3.9: +0.0 for 0.0
 unary("abs", np.abs, lambda g, out, x: (g * F.sign(x),), "x", dtype="same", refuse={0: _no_kernel("abs_cpu")},
       triton=T.Expr("tl.abs({0})"))
 def _sign(x):
@@ -525,9 +525,9 @@ unary("log", np.log, lambda g, out, x: (g / x,), "x", triton=T.unary("tl.log"))
 unary("log2", np.log2, lambda g, out, x: (g / (x * LN2),), "x", triton=T.unary("tl.log2"))
 unary("log1p", np.log1p, lambda g, out, x: (g / (x + 1),), "x", grad_fn="Log1PBackward0", triton=T.unary("_log1p"))
 unary("expm1", np.expm1, lambda g, out, x: (g * (out + 1),), "out", triton=T.unary("_expm1"))
-unary("sqrt", np.sqrt, lambda g, out, x: (g / (2 * out),), "out", triton=T.unary("tl.sqrt"))
+unary("sqrt", np.sqrt, lambda g, out, x: (g / (2 * out),), "out", triton=T.sqrt)
 unary("rsqrt", _rsqrt, lambda g, out, x: (-0.5 * g * out * out * out,), "out",
-      triton=T.unary("tl.rsqrt"))
+      triton=T.rsqrt)
 unary("reciprocal", lambda x: 1 / x, lambda g, out, x: (-g * out * out,), "out", triton=T.Expr("1.0 / {0}", cast=True))
 unary("sin", np.sin, lambda g, out, x: (g * F.cos(x),), "x", triton=T.unary("tl.sin"))
 unary("cos", np.cos, lambda g, out, x: (-g * F.sin(x),), "x", triton=T.unary("tl.cos"))
@@ -643,7 +643,7 @@ binary("rsub", lambda x, y: np.subtract(y, x), lambda g, out, x, y: (-g, g), "",
 binary("mul", np.multiply, lambda g, out, x, y: (g * y, g * x), "x y", needs={"x": "y", "y": "x"}, triton=T.binop("*"),
        opmath=1)
 binary("div", np.true_divide, lambda g, out, x, y: (g / y, -g * (out / y)), "y out", dtype="promote_float",
-       needs={"x": "y", "y": "y out"}, triton=T.binop("/"), opmath=1)
+       needs={"x": "y", "y": "y out"}, triton=T.true_div, opmath=1)
 
 
 def _integer_division(fn):
@@ -716,10 +716,11 @@ def _fmod_vjp(g, out, x, y):
     return g, -g * F.div(x, y, rounding_mode="trunc")
 
 
-# C's fmod (the dividend's sign): np.fmod, and Triton's % (frem; srem on integers)
+# C's fmod (the dividend's sign): np.fmod, and Triton's % (frem; srem on integers) with C's NaN
+# for an infinite dividend (the _fmod helper)
 binary("fmod", _integer_division(np.fmod), _fmod_vjp, "x y", needs={"y": "x y"},
        grad_fn=lambda a, p: "FmodBackward1" if _is_tensor(a[1]) else "FmodBackward0",
-       refuse={0: _no_kernel("fmod_cpu")}, triton=T.Expr("{0} % {1}", cast=True))
+       refuse={0: _no_kernel("fmod_cpu")}, triton=T.Expr("_fmod({0}, {1})", cast=True))
 # div(..., rounding_mode="floor" | "trunc"): no promotion to float, and a zero derivative
 Primitive("div_rounding", "x y", _integer_division(
     lambda x, y, rounding_mode: np.floor_divide(x, y) if rounding_mode == "floor" else _trunc_divide(x, y)),
