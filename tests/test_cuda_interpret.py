@@ -24,15 +24,39 @@ torch = pytest.importorskip("torch")
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-def run_script(script, interpret=True, timeout=400):
+def _env(interpret):
     env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.path.join(ROOT, "tests"), PYTHONWARNINGS="ignore")
     env.pop("TRITON_INTERPRET", None)
     if interpret:
         env["TRITON_INTERPRET"] = "1"
-    r = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=timeout,
-                       cwd=ROOT)
+    return env
+
+
+def run_script(script, interpret=True, timeout=400, args=()):
+    r = subprocess.run([sys.executable, "-c", script, *args], env=_env(interpret), capture_output=True, text=True,
+                       timeout=timeout, cwd=ROOT)
     assert r.returncode == 0, r.stderr[-4000:]
     return json.loads(r.stdout.strip().splitlines()[-1])
+
+
+def run_sharded(script, shards, interpret=True, timeout=400):
+    """script over the ops in `shards` processes at once (argv: dtype, "i/n"), results merged:
+    on a GPU each process compiles its own kernels, so the sweep takes the cores it is given."""
+    procs = [subprocess.Popen([sys.executable, "-c", script, "float32", f"{i}/{shards}"], env=_env(interpret),
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT)
+             for i in range(shards)]
+    merged = {"fwd": 0, "bwd": 0, "fails": [], "stats": {}, "host_ops": []}
+    for p in procs:
+        out, err = p.communicate(timeout=timeout)
+        assert p.returncode == 0, err[-4000:]
+        r = json.loads(out.strip().splitlines()[-1])
+        merged["fwd"] += r["fwd"]
+        merged["bwd"] += r["bwd"]
+        merged["fails"] += r["fails"]
+        for k, v in r["stats"].items():
+            merged["stats"][k] = merged["stats"].get(k, 0) + v
+        merged["host_ops"] = sorted(set(merged["host_ops"]) | set(r["host_ops"]))
+    return merged
 
 
 def has_gpu():
@@ -71,6 +95,7 @@ class OnCuda:
 
 CUDA = OnCuda()
 DTYPE = sys.argv[1] if len(sys.argv) > 1 else "float32"
+SHARD, SHARDS = (int(v) for v in (sys.argv[2] if len(sys.argv) > 2 else "0/1").split("/"))
 fails, n_fwd, n_bwd = [], 0, 0
 
 
@@ -95,7 +120,7 @@ def host(t):
     return t.detach().cpu().numpy()
 
 
-for op in op_db.OPS:
+for op in op_db.OPS[SHARD::SHARDS]:
     for i, s in enumerate(op.samples):
         dt = DTYPE if DTYPE in op.dtypes else None
         if dt is None or (s.dtypes is not None and dt not in s.dtypes):
@@ -132,6 +157,7 @@ for op in op_db.OPS:
                 n_bwd += 1
         except Exception as e:
             fails.append(f"{name}: {type(e).__name__}: {str(e)[:400]}")
+            print(fails[-1], file=sys.stderr, flush=True)      # as it happens: a run cut short keeps it
 print(json.dumps({"fwd": n_fwd, "bwd": n_bwd, "fails": fails, "stats": dict(tg.cuda.STATS),
                   "host_ops": sorted(tg.cuda.HOST_OPS)}))
 """
@@ -156,7 +182,7 @@ def check_ops(result):
 
 
 def test_every_op_forward_and_backward_on_cuda_matches_cpu_and_torch():
-    r = run_script(OPS_SCRIPT)
+    r = run_sharded(OPS_SCRIPT, 2)
     assert r["fwd"] > 600 and r["bwd"] > 450, r
     check_ops(r)
 
@@ -164,7 +190,8 @@ def test_every_op_forward_and_backward_on_cuda_matches_cpu_and_torch():
 @gpu
 @needs_gpu
 def test_every_op_on_a_gpu():
-    r = run_script(OPS_SCRIPT, interpret=False)
+    r = run_sharded(OPS_SCRIPT, max(1, min(8, (os.cpu_count() or 2) // 2)), interpret=False, timeout=900)
+    assert r["fwd"] > 600 and r["bwd"] > 450, r
     check_ops(r)
 
 

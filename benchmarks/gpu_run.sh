@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# The checks and benchmarks that need a CUDA GPU, in one command for a lent GPU machine: its
+# python3 (with torch and triton) runs the repository's tests marked `gpu` (every op, training
+# and the demo, random programs and special values compiled for the GPU) and
+# benchmarks/bench_compile.py --device cuda. Each stage has a time limit, so the run ends inside
+# the machine's and what finished is kept. Logs and JSON go to $OUT (default benchmarks/out/gpu),
+# packed into gpu_run.tgz at the end.
+#
+#   bash benchmarks/gpu_run.sh [tests] [checks SECONDS] [bench W2,W6,W8] [bench W3,W4,W5] ...
+#   (no arguments: tests, then every workload)
+set -u
+cd "$(dirname "$0")/.."
+OUT=${OUT:-benchmarks/out/gpu}
+mkdir -p "$OUT"
+export PYTHONUNBUFFERED=1 PYTHONPATH=$PWD PYTHONDONTWRITEBYTECODE=1
+PY=${PY:-python3}
+TESTS_S=${TESTS_S:-240}
+BENCH_S=${BENCH_S:-150}
+[ $# -eq 0 ] && set -- tests bench W2,W6,W8 bench W3,W4,W5 bench W7
+
+{
+  date -u
+  nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.sm,clocks.max.sm --format=csv 2>&1
+  $PY -c "import sys, torch, triton, numpy, networkx; print(sys.version.split()[0], 'torch', torch.__version__, \
+'cuda', torch.version.cuda, 'triton', triton.__version__, 'numpy', numpy.__version__, 'networkx', \
+networkx.__version__, torch.cuda.get_device_name())"
+  $PY -c "import tracegrad as tg; print('tracegrad cuda available:', tg.cuda.is_available())"
+  nproc
+} 2>&1 | tee "$OUT/env.txt"
+
+while [ $# -gt 0 ]; do
+  case "$1" in
+    tests)
+      shift
+      echo "== tests marked gpu (limit ${TESTS_S} s)"
+      timeout "$TESTS_S" $PY -m pytest -q -m gpu -p no:cacheprovider -rfE -n 4 --durations=10 \
+        tests/test_cuda_interpret.py tests/test_triton_interpret.py tests/test_triton_on_a_gpu.py \
+        2>&1 | tee "$OUT/gpu_tests.log" | tail -60
+      echo "tests exit: ${PIPESTATUS[0]}" | tee -a "$OUT/gpu_tests.log"
+      ;;
+    checks)
+      secs=$2; shift 2
+      echo "== numeric sweeps on the GPU (limit ${secs} s)"
+      $PY benchmarks/gpu_checks.py "$OUT/checks" "$secs" 2>&1 | tail -80
+      ;;
+    bench)
+      only=$2; shift 2
+      echo "== bench_compile --device cuda --only $only (limit ${BENCH_S} s)"
+      timeout "$BENCH_S" $PY benchmarks/bench_compile.py --device cuda --repeat 15 --only "$only" ${BENCH_ARGS:-} \
+        --out "$OUT/bench_${only//,/_}" 2>&1 | tee "$OUT/bench_${only//,/_}.log" | grep -v '^\s*$' | tail -40
+      echo "bench $only exit: ${PIPESTATUS[0]}"
+      ;;
+    *)
+      echo "unknown stage $1"; shift
+      ;;
+  esac
+done
+(cd "$OUT" && tar czf gpu_run.tgz --exclude=gpu_run.tgz . 2>/dev/null)
+ls -la "$OUT"
