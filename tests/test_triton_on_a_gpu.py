@@ -101,3 +101,57 @@ def test_unused_inputs_and_constants_follow_the_device_on_cuda():
     assert out["materialized"] == ["cuda:0", "cuda:0", [0.0]]
     assert out["compiled"] == ["cuda:0", [11.0, 22.0], []], out["compiled"]
     assert out["traced_device"] == ["cuda:0", True, 0]
+
+
+DEVICE_CASES_SCRIPT = r"""
+import json, warnings
+import numpy as np
+import tracegrad as tg
+x = tg.tensor(np.arange(6, dtype=np.float32).reshape(2, 3), device="cuda", requires_grad=True)
+cases = {
+    "is_cuda_branch": lambda a: a * 2 if a.is_cuda else a * 3,
+    "device_type": lambda a: a * (2 if a.device.type == "cuda" else 3),
+    "get_device": lambda a: a * (a.get_device() + 5),
+    "to_cpu_returned": lambda a: (a * 2).cpu(),
+    "cpu_round_trip": lambda a: (a.cpu() * 2).to(a.device).sum(),
+    "cpu_zeros_moved": lambda a: a + tg.zeros(3).to(a.device),
+    "full_like_on_cpu": lambda a: tg.full_like(a, 2.0, device="cpu"),
+    "cpu_ones_mixed": lambda a: a + tg.ones(3),
+    "new_zeros": lambda a: a + a.new_zeros(3),
+    "new_tensor": lambda a: a * a.new_tensor([1., 2., 3.]),
+    "arange": lambda a: a * tg.arange(3, device=a.device),
+    "eye": lambda a: a @ tg.eye(3, device=a.device),
+    "zeros_like": lambda a: a + tg.zeros_like(a),
+}
+out = {}
+for name, fn in cases.items():
+    res = []
+    for run in (fn, tg.compile(fn)):
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                r = run(x)
+            res.append([str(r.device), r.detach().cpu().numpy().tolist()])
+        except RuntimeError as e:
+            res.append(["raises", str(e)[:80]])
+    out[name] = res
+print(json.dumps(out))
+"""
+
+
+def test_a_compiled_function_on_cuda_answers_as_eager_about_devices():
+    """Code that asks a traced tensor for its device (a branch on `is_cuda`, `device.type`,
+    `get_device()`) took the CPU's branch and returned other numbers; tensors made on the CPU
+    inside (a returned `.cpu()`, `full_like(..., device="cpu")`, `a + ones(3)`, which eager
+    refuses) came out on the GPU or were added. Each now gives eager's values on eager's device,
+    or the same error."""
+    env = dict(os.environ, PYTHONPATH=ROOT, PYTHONWARNINGS="ignore", TRITON_INTERPRET="1")
+    r = subprocess.run([sys.executable, "-c", DEVICE_CASES_SCRIPT], env=env, capture_output=True, text=True,
+                       timeout=300, cwd=ROOT)
+    assert r.returncode == 0, r.stderr[-3000:]
+    out = json.loads(r.stdout.strip().splitlines()[-1])
+    for name, (eager, compiled) in out.items():
+        assert eager == compiled, (name, eager, compiled)
+    assert out["is_cuda_branch"][0][1] == [[0.0, 2.0, 4.0], [6.0, 8.0, 10.0]]
+    assert out["cpu_ones_mixed"][0][0] == "raises"
+    assert out["to_cpu_returned"][0][0] == "cpu" and out["full_like_on_cpu"][0][0] == "cpu"
