@@ -67,6 +67,30 @@ def test_eliminate_dead_code_drops_unused_values():
     check(g, h, a)
 
 
+def test_eliminate_dead_code_on_a_graph_handed_over_gives_the_copying_result():
+    # own=True takes the dead values out of the graph itself (derive's backward): the result
+    # must be the one the copying form builds, edges, inputs and next fresh name included
+    def f(x, y):
+        d = (x * y).exp()                    # dead, with a dead user and a live argument's edge
+        _ = d.sin() + y
+        return (x.cos() * 3).sum() + (x * y.exp()).sum()
+    g, a = traced(f, (4,), (4,))
+    bwd = derive(g, list(g.outputs), [g.inputs[0], g.inputs[1]])
+    bwd.outputs = [bwd.outputs[0], None]     # x's gradient only: y's, and what only it reads, are dead
+    for graph, drop in ((g, ()), (bwd, ("saved",)), (bwd, ())):
+        want = eliminate_dead_code(graph, drop)
+        assert len(want.nx) < len(graph.nx)
+        mine = graph.copy()
+        got = eliminate_dead_code(mine, drop, own=True)
+        assert list(got.nx.nodes(data=True)) == list(want.nx.nodes(data=True))
+        assert sorted(got.nx.edges) == sorted(want.nx.edges)
+        assert {n: set(p) for n, p in got.nx._pred.items()} == {n: set(p) for n, p in want.nx._pred.items()}
+        assert (got.inputs, got.outputs, got.name) == (want.inputs, want.outputs, want.name)
+        assert got.fresh() == want.fresh()
+        verify(got)
+    check(g, eliminate_dead_code(g.copy(), own=True), a)
+
+
 def test_cse_merges_repeated_subexpressions():
     g, a = traced(lambda x, y: (x * y).exp() + (x * y).exp() + (y * x), (4,), (4,))
     h = eliminate_dead_code(eliminate_common_subexpressions(g))

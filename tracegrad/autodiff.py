@@ -244,7 +244,7 @@ def derive(fwd, outputs, wrt, hooks=None, node_hooks=(), defer_errors=False):
     # rules compute every input's gradient; those no output needs (and the saved
     # values only they read) go here
     from .passes import eliminate_dead_code  # deferred: import tracegrad does not load tracegrad.passes
-    return eliminate_dead_code(bwd, drop_inputs=("saved",))
+    return eliminate_dead_code(bwd, drop_inputs=("saved",), own=True)
 
 
 def _last_uses(fwd, order, hooks):

@@ -3,6 +3,8 @@
 Inputs are kept unless `drop_inputs` names the roles whose unused inputs may go
 (a backward graph drops the saved values its live code never reads).
 """
+import itertools
+
 from ..ir.graph import refs, copy_nx
 
 
@@ -18,10 +20,33 @@ def live_values(graph, drop_inputs=()):
     return live
 
 
-def eliminate_dead_code(graph, drop_inputs=()):
+def eliminate_dead_code(graph, drop_inputs=(), own=False):
+    """The graph without the values no output needs. With `own`, the caller hands `graph`
+    over and reads it no more (derive's backward, a third of which its rules leave dead):
+    the dead values are taken out of its networkx graph instead of the live ones copied
+    into a new one; the result is the same."""
     live = live_values(graph, drop_inputs)
     if len(live) == len(graph.nx):
         return graph                 # nothing to drop: the graph as it is, not a copy of it
-    g = graph.copy(copy_nx(graph.nx, live))
+    if not own:
+        g = graph.copy(copy_nx(graph.nx, live))
+    else:
+        G = graph.nx
+        node, succ, pred = G._node, G._succ, G._pred
+        dead = [n for n in node if n not in live]
+        size = len(node)
+        for n in reversed(dead):        # (a dead value's users are dead: they went before it)
+            for u in pred.pop(n):
+                out = succ.get(u)
+                if out is not None:
+                    del out[n]
+            for v in succ.pop(n):
+                pred[v].pop(n, None)
+            del node[n]
+        cache = G.__dict__.get("__networkx_cache__")
+        if cache:
+            cache.clear()
+        g = graph.copy(G)
+        g._ids = itertools.count(size + 1)      # as graph.copy numbers a copy of the whole graph
     g.inputs = [n for n in g.inputs if n in live]
     return g
