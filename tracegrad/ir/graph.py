@@ -46,12 +46,7 @@ class Graph:
     def number_after(self, other):
         """Number this graph's new values after every value of `other`, so listings of the two
         side by side (a backward and its forward) never give two values one name."""
-        last = -1
-        for n in other.nx:
-            digits = n.lstrip("abcdefghijklmnopqrstuvwxyz_")
-            if digits.isdigit():
-                last = max(last, int(digits))
-        self._ids = itertools.count(last + 1)
+        self._ids = itertools.count(number_after(other.nx))
 
     def fresh(self, prefix="t"):
         while True:
@@ -120,6 +115,22 @@ class Graph:
         g.outputs = list(self.outputs)
         g._ids = itertools.count(len(self.nx) + 1)
         return g
+
+
+_PREFIX = "abcdefghijklmnopqrstuvwxyz_"
+
+
+def number_after(G):
+    """The number after the largest one that ends a value name of networkx graph G (t12,
+    s_t7, x3), 0 for none: where fresh names made after all of G's begin."""
+    top = -1
+    for n in G._node:
+        digits = n.lstrip(_PREFIX)
+        if digits.isdigit():
+            k = int(digits)
+            if k > top:
+                top = k
+    return top + 1
 
 
 def copy_nx(S, keep=None):

@@ -7,7 +7,7 @@ copy the node as it is. Inputs and outputs keep their names.
 """
 import itertools
 
-from ..ir.graph import Graph, V, map_args, refs, insert
+from ..ir.graph import Graph, V, map_args, refs, insert, number_after
 from ..ir.symbolic import Sym
 
 IMPURE = frozenset({"call_hooks", "node_hooks", "node_prehooks", "function", "function_backward", "delayed_error",
@@ -23,7 +23,7 @@ def rewrite(graph, rule):
     b = Graph(graph.name)
     b.__dict__.update({k: v for k, v in graph.__dict__.items() if k not in ("name", "nx", "inputs", "outputs", "_ids")})
     rename = {}
-    b._ids = itertools.count(_next_id(graph))
+    b._ids = itertools.count(number_after(graph.nx))
     for n, a in list(graph.nx._node.items()):
         if a["op"] == "input":
             insert(b.nx, n, a.copy(), ())
@@ -83,15 +83,6 @@ def literal_key(x):
         return x
     except TypeError:
         return ("id", id(x))
-
-
-def _next_id(graph):
-    top = -1
-    for n in graph.nx.nodes:
-        digits = n.lstrip("abcdefghijklmnopqrstuvwxyz_")
-        if digits.isdigit():
-            top = max(top, int(digits))
-    return top + 1
 
 
 def copy_node(b, n, a, args):
