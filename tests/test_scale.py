@@ -231,6 +231,51 @@ def test_small_values_of_a_long_program_are_freed_in_batches():
     np.testing.assert_allclose(y.numpy(), chain(torch.from_numpy(x.numpy())).numpy(), rtol=1e-12)
 
 
+def _in_oldest_generation(obj):
+    return any(o is obj for o in gc.get_objects(generation=2))
+
+
+def test_a_big_build_moves_what_it_made_to_the_oldest_generation(monkeypatch):
+    """What a big build made (the program's graphs) goes to the collector's oldest generation
+    when the build ends, walked by no young collection; garbage the young generations held
+    before the build is freed when it starts; the program computes what it did."""
+    from tracegrad import _collect
+    monkeypatch.setattr(_collect, "PROMOTE_AFTER", 1000)
+
+    class Cycle:
+        def __init__(self):
+            self.me = self
+    garbage = Cycle()
+    gone = weakref.ref(garbage)
+    del garbage
+    x = tg.tensor(np.linspace(-1, 1, 16), requires_grad=True)
+    f = tg.compile(lambda x: _chain(x, 300))
+    f(x).backward()
+    assert gone() is None
+    p = f.last_program
+    assert _in_oldest_generation(p.fwd_ir[p.fwd_ir.inputs[0]])
+    assert _in_oldest_generation(p.bwd_run.nx._node)
+    xt = torch.tensor(np.linspace(-1, 1, 16), requires_grad=True)
+    _chain(xt, 300).backward()
+    np.testing.assert_allclose(x.grad.numpy(), xt.grad.numpy(), rtol=1e-12)
+
+
+def test_a_build_leaves_an_application_freeze_alone(monkeypatch):
+    """An application that froze its objects (gc.freeze before a fork) keeps them frozen
+    through a build (the build's objects then age as usual)."""
+    from tracegrad import _collect
+    monkeypatch.setattr(_collect, "PROMOTE_AFTER", 1000)
+    gc.freeze()
+    try:
+        frozen = gc.get_freeze_count()
+        x = tg.tensor(np.linspace(-1, 1, 16), requires_grad=True)
+        f = tg.compile(lambda x: _chain(x, 300))
+        f(x).backward()
+        assert gc.get_freeze_count() == frozen
+    finally:
+        gc.unfreeze()
+
+
 def _counting_programs(monkeypatch):
     made = []
     init = C.Program.__init__

@@ -236,7 +236,7 @@ def build(fn, args, kwargs, name, backend, value_reads=None, keep_stages=False, 
     symbolic (ir/symbolic.py): the program serves every call whose sizes pass the guards its
     build recorded (`p.sym_check`, a function of the call's leaves); `dyn` may hold no pair
     where the dims that changed before are 0 or 1 now (then the check pins them)."""
-    with paused():
+    with paused(promote=True):
         if dyn is None:
             return _build(fn, args, kwargs, name, backend, value_reads, keep_stages or _debug() >= 2)
         senv = symbolic.ShapeEnv()
@@ -738,7 +738,7 @@ SPECULATE_AFTER = 2
 def speculative_program(p):
     """The joint forward+backward of p (passes/partition.joint) as generated code, and its
     explain stages: built the first time p's calls show that their backward follows."""
-    with paused():
+    with paused(promote=True):
         return _speculative_program(p)
 
 
