@@ -513,3 +513,27 @@ def test_cse_still_merges_when_the_first_repeat_comes_late():
     assert sum(a["op"] == "sin" for a in after.nx._node.values()) == 1
     assert sum(a["op"] == "exp" for a in after.nx._node.values()) == 1
     check(g, after, arrays)
+
+
+def test_pipelines_hand_the_graphs_they_made_to_dead_code_with_the_same_result(monkeypatch):
+    # a program that keeps no stages lets the dead-code passes change the graphs an earlier
+    # pass of the same pipeline made instead of copying them: the graphs come out the same
+    import sys
+    from tracegrad.passes import dead_code
+    C = sys.modules["tracegrad.compile"]
+    copies = []
+    copy_nx = dead_code.copy_nx
+    monkeypatch.setattr(dead_code, "copy_nx", lambda *a: copies.append(1) or copy_nx(*a))
+
+    def f(x, w):
+        for _ in range(4):
+            x = (x * w).sin().cos() * 1.01
+        return x.sum() + (w * w).sum()
+    x, w = tg.tensor(np.linspace(-1, 1, 6)), tg.tensor(np.linspace(0.5, 1, 6), requires_grad=True)
+    made = []
+    for keep in (True, False):
+        del copies[:]
+        p = C.build(f, (x, w), {}, "f", "numpy", keep_stages=keep)
+        made.append((len(copies), [str(g) for g in (p.fwd_ir, p.bwd_opt, p.fwd_run, p.bwd_run)]))
+    assert made[1][1] == made[0][1]
+    assert made[1][0] < made[0][0]

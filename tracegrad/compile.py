@@ -342,10 +342,7 @@ def _build(fn, args, kwargs, name, backend, value_reads=None, keep_stages=False,
     verify(g)
     p.stage("traced IR", g)
     traced = g.copy()       # autograd's graph as torch records it: which inputs are part of it
-    for k, pass_fn in enumerate(FORWARD_PIPELINE):
-        g = pass_fn(g)
-        _verify_pass(g, k == len(FORWARD_PIPELINE) - 1)
-        p.stage(f"forward IR after {pass_fn.__name__}", g)
+    g = _run_pipeline(p, FORWARD_PIPELINE, g, "forward IR")
     _bind_folded(g)
     p.fwd_ir = g
     p.consts = inputs = [g[v]["value"] for v in g.inputs[n_args:]]
@@ -397,18 +394,14 @@ def _build(fn, args, kwargs, name, backend, value_reads=None, keep_stages=False,
         verify(bwd)
         p.stage("backward IR (derived)", bwd)
         p.bwd_ir = bwd
-        for k, pass_fn in enumerate(BACKWARD_PIPELINE):
-            bwd = pass_fn(bwd)
-            _verify_pass(bwd, k == len(BACKWARD_PIPELINE) - 1)
-            p.stage(f"backward IR after {pass_fn.__name__}", bwd)
+        bwd = _run_pipeline(p, BACKWARD_PIPELINE, bwd, "backward IR")
         _bind_folded(bwd)
         p.bwd_opt = bwd
         part = partition(g, bwd)
         p.stage("partition", part)
         fwd_run, bwd_run = part.forward, part.backward
-        for k, pass_fn in enumerate(RECOMPUTED_PIPELINE):
-            bwd_run = pass_fn(bwd_run)      # recomputed values meet the backward's: simplify them together
-            _verify_pass(bwd_run, k == len(RECOMPUTED_PIPELINE) - 1)
+        # recomputed values meet the backward's: simplify them together
+        bwd_run = _run_pipeline(p, RECOMPUTED_PIPELINE, bwd_run)
         p.n_out = len(g.outputs)
         p.bwd_binds = part.binds
         p.bwd_reads = sorted({i for kind, i in part.binds if kind == "in"})
@@ -418,9 +411,7 @@ def _build(fn, args, kwargs, name, backend, value_reads=None, keep_stages=False,
     else:
         fwd_run, bwd_run = g, None
         p.n_out = len(g.outputs)
-    for k, pass_fn in enumerate(RECOMPUTED_PIPELINE):
-        fwd_run = pass_fn(fwd_run)          # the rewrites left until after autodiff (x ** 2 -> x * x, ...)
-        _verify_pass(fwd_run, k == len(RECOMPUTED_PIPELINE) - 1)
+    fwd_run = _run_pipeline(p, RECOMPUTED_PIPELINE, fwd_run)   # the rewrites left until after autodiff (x ** 2 -> x * x, ...)
     p.stage("forward IR (simplified after autodiff)", fwd_run)
     on_device = any(t.is_cuda for t in leaves) or any(t.is_cuda for t in p.consts)
     lower = _triton if backend == "triton" or (backend == "auto" and on_device) else compile_graph
@@ -684,6 +675,25 @@ def may_donate(arrays, donate, distinct=None):
             if i != j and np.may_share_memory(arrays[i], b):
                 return False
     return True
+
+
+def _run_pipeline(p, passes, g, header=None):
+    """g after each pass of `passes` in turn, verified (_verify_pass), each result a stage of p
+    under `header` where one is given. A graph an earlier pass of the pipeline made is the
+    pipeline's alone where p keeps no stages: passes that may change a graph handed over
+    (passes.HANDED_OVER: dead code) get it to change instead of copying it (a backward's
+    dead-value pass dropped 2 of 26,669 values by copying the other 26,667)."""
+    from .passes import HANDED_OVER  # deferred: import tracegrad does not load tracegrad.passes
+    start = g
+    for k, pass_fn in enumerate(passes):
+        if pass_fn in HANDED_OVER and g is not start and not p.keep_stages:
+            g = pass_fn(g, own=True)
+        else:
+            g = pass_fn(g)
+        _verify_pass(g, k == len(passes) - 1)
+        if header is not None:
+            p.stage(f"{header} after {pass_fn.__name__}", g)
+    return g
 
 
 VERIFY_EVERY_PASS_NODES = 5000

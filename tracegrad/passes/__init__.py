@@ -10,9 +10,9 @@ from .decompose import decompose_row_ops  # noqa: F401
 from .collect_terms import collect_terms  # noqa: F401
 
 
-def eliminate_dead_values(graph):
+def eliminate_dead_values(graph, own=False):
     """Dead code, dropping the saved inputs nothing reads."""
-    return eliminate_dead_code(graph, drop_inputs=("saved",))
+    return eliminate_dead_code(graph, drop_inputs=("saved",), own=own)
 
 
 # compile.py runs: FORWARD_PIPELINE on the traced graph; autodiff; BACKWARD_PIPELINE on the
@@ -30,3 +30,6 @@ def eliminate_dead_values(graph):
 FORWARD_PIPELINE = [fold_constants, decompose_row_ops, simplify_before_autodiff, eliminate_dead_code]
 BACKWARD_PIPELINE = [fold_constants, simplify, eliminate_common_subexpressions, eliminate_dead_values]
 RECOMPUTED_PIPELINE = [simplify, eliminate_common_subexpressions, eliminate_dead_code]
+# the passes above that take `own=True`: the graph is handed over (a pipeline's own result of
+# an earlier pass, which nothing else holds), and they may change it instead of copying it
+HANDED_OVER = frozenset({eliminate_dead_code, eliminate_dead_values})
