@@ -339,7 +339,7 @@ def _build(fn, args, kwargs, name, backend, value_reads=None, keep_stages=False,
             g[v].get("requires_grad") or (isinstance(g[v].get("value"), Tensor) and g[v]["value"]._req)
             for v in g.inputs)):
         g = _drop_detach(g)          # no gradient will be derived from this graph
-    verify(g)
+    _verify_pass(g, False)          # (a big one's first check is the forward pipeline's last)
     p.stage("traced IR", g)
     traced = g.copy()       # autograd's graph as torch records it: which inputs are part of it
     g = _run_pipeline(p, FORWARD_PIPELINE, g, "forward IR")
@@ -391,7 +391,7 @@ def _build(fn, args, kwargs, name, backend, value_reads=None, keep_stages=False,
         for a in bwd.nx.nodes.values():
             if a["op"] == "input" and a["role"] in ("ctx", "hook"):
                 raise TraceError("a custom autograd.Function or hook inside the compiled function")
-        verify(bwd)
+        _verify_pass(bwd, False)    # (a big one's first check is the backward pipeline's last)
         p.stage("backward IR (derived)", bwd)
         p.bwd_ir = bwd
         bwd = _run_pipeline(p, BACKWARD_PIPELINE, bwd, "backward IR")
@@ -700,10 +700,11 @@ VERIFY_EVERY_PASS_NODES = 5000
 
 
 def _verify_pass(g, last):
-    """The verifier after a pass: after every pass for graphs of up to VERIFY_EVERY_PASS_NODES
-    values, and after the last pass of a pipeline for bigger ones (on a 10,000-op chain
-    verifying each pass's result was a tenth of the compile time). The programs the tests
-    compile are smaller: every pass's result is verified there."""
+    """The verifier after a pass (or on a graph that a pipeline takes next: the traced one,
+    the derived backward): on every graph of up to VERIFY_EVERY_PASS_NODES values, and on
+    the last result of a pipeline for bigger ones (on a 10,000-op chain verifying each
+    pass's result was a tenth of the compile time). The programs the tests compile are
+    smaller: every graph is verified there."""
     if last or len(g.nx) <= VERIFY_EVERY_PASS_NODES:
         verify(g)
 
@@ -756,10 +757,7 @@ def _speculative_program(p):
     from .passes import RECOMPUTED_PIPELINE  # deferred: import tracegrad does not load tracegrad.passes
     from .passes.partition import joint  # deferred: import tracegrad does not load tracegrad.passes.partition
     from .passes.fuse import group_fusions  # deferred: import tracegrad does not load tracegrad.passes.fuse
-    j = joint(p.fwd_ir, p.bwd_opt)
-    for pass_fn in RECOMPUTED_PIPELINE:
-        j = pass_fn(j)
-        verify(j)
+    j = _run_pipeline(p, RECOMPUTED_PIPELINE, joint(p.fwd_ir, p.bwd_opt))
     p.stage("joint forward+backward IR (the gradient of the scalar output taken with it)", j)
     fn = compile_graph(group_fusions(j), _ident(p.__name__) + "_joint")
     p.stage("generated joint forward+backward source", fn.source)
