@@ -450,8 +450,13 @@ def hint(x):
     t = type(x)
     if t is Sym:
         return x._hint
-    if t is tuple or t is list:
-        return t(hint(a) for a in x)
+    if t is tuple:
+        for a in x:
+            if a.__class__ is not int:
+                return tuple([hint(a) for a in x])
+        return x                # a shape of plain sizes (the common case): itself, no new tuple
+    if t is list:
+        return [hint(a) for a in x]
     return x
 
 
