@@ -24,6 +24,7 @@ def rewrite(graph, rule):
     b.__dict__.update({k: v for k, v in graph.__dict__.items() if k not in ("name", "nx", "inputs", "outputs", "_ids")})
     rename = {}
     b._ids = itertools.count(number_after(graph.nx))
+    made = b.nx._succ
     for n, a in list(graph.nx._node.items()):
         if a["op"] == "input":
             insert(b.nx, n, a.copy(), ())
@@ -38,7 +39,12 @@ def rewrite(graph, rule):
             args = map_args(args, rename.__getitem__)
         new = rule(b, n, a, args)
         if new is None:
-            new = copy_node(b, n, a, args)
+            # copy_node, inline: most nodes of most rewrites are copied as they are
+            name = n if n not in made else b.fresh()
+            attrs = a.copy()
+            attrs["args"] = args
+            insert(b.nx, name, attrs, refs(args))
+            new = name if name.__class__ is V else V(name)
         rename[n] = new
     b.outputs = [None if o is None else rename[o] for o in graph.outputs]
     return b
