@@ -5,17 +5,27 @@ Inputs are kept unless `drop_inputs` names the roles whose unused inputs may go
 """
 import itertools
 
-from ..ir.graph import refs, copy_nx
+from ..ir.graph import V, refs, copy_nx
 
 
 def live_values(graph, drop_inputs=()):
     """The values eliminate_dead_code keeps."""
     live = set(o for o in graph.outputs if o is not None)
-    for n in reversed(graph.nodes()):
+    node = graph.nx._node
+    for n in reversed(node):
         if n in live:
-            live.update(refs(graph[n]["args"]))
+            args = node[n]["args"]
+            if args.__class__ is tuple:     # refs(args), without the call for the common arguments
+                for x in args:
+                    c = x.__class__
+                    if c is V:
+                        live.add(x)
+                    elif c is not float and c is not int:
+                        live.update(refs((x,)))
+            else:
+                live.update(refs(args))
     for n in graph.inputs:
-        if graph[n]["role"] not in drop_inputs:
+        if node[n]["role"] not in drop_inputs:
             live.add(n)
     return live
 
