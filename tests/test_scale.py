@@ -271,7 +271,8 @@ def test_a_build_leaves_an_application_freeze_alone(monkeypatch):
         x = tg.tensor(np.linspace(-1, 1, 16), requires_grad=True)
         f = tg.compile(lambda x: _chain(x, 300))
         f(x).backward()
-        assert gc.get_freeze_count() == frozen
+        # still frozen (an unfreeze would leave 0), less the few frozen objects freed meanwhile
+        assert frozen - 1000 < gc.get_freeze_count() <= frozen
     finally:
         gc.unfreeze()
 
