@@ -18,6 +18,20 @@ TESTS_S=${TESTS_S:-240}
 BENCH_S=${BENCH_S:-150}
 [ $# -eq 0 ] && set -- tests bench W2,W6,W8 bench W3,W4,W5 bench W7
 
+# run "$@" in a process group of its own, killed whole at the limit or when it ends: a test run
+# cut off leaves no worker compiling kernels on the host while the next stage measures
+limited() {
+  local secs=$1; shift
+  setsid "$@" &
+  local pid=$!
+  ( sleep "$secs"; kill -9 -- -"$pid" 2>/dev/null ) &
+  local killer=$!
+  wait "$pid"; local rc=$?
+  kill "$killer" 2>/dev/null
+  kill -9 -- -"$pid" 2>/dev/null
+  return $rc
+}
+
 {
   date -u
   nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.sm,clocks.max.sm --format=csv 2>&1
@@ -33,22 +47,25 @@ while [ $# -gt 0 ]; do
     tests)
       shift
       echo "== tests marked gpu (limit ${TESTS_S} s)"
-      timeout "$TESTS_S" $PY -m pytest -q -m gpu -p no:cacheprovider -rfE -n 4 --durations=10 \
+      limited "$TESTS_S" $PY -m pytest -q -m gpu -p no:cacheprovider -rfE -n 4 --durations=10 \
         tests/test_cuda_interpret.py tests/test_triton_interpret.py tests/test_triton_on_a_gpu.py \
-        2>&1 | tee "$OUT/gpu_tests.log" | tail -60
-      echo "tests exit: ${PIPESTATUS[0]}" | tee -a "$OUT/gpu_tests.log"
+        > "$OUT/gpu_tests.log" 2>&1
+      echo "tests exit: $? (137: cut off at the limit)" >> "$OUT/gpu_tests.log"
+      tail -60 "$OUT/gpu_tests.log"
       ;;
     checks)
       secs=$2; shift 2
       echo "== numeric sweeps on the GPU (limit ${secs} s)"
-      $PY benchmarks/gpu_checks.py "$OUT/checks" "$secs" 2>&1 | tail -80
+      limited $((secs + 60)) $PY benchmarks/gpu_checks.py "$OUT/checks" "$secs" > "$OUT/checks.log" 2>&1
+      tail -80 "$OUT/checks.log"
       ;;
     bench)
       only=$2; shift 2
       echo "== bench_compile --device cuda --only $only (limit ${BENCH_S} s)"
-      timeout "$BENCH_S" $PY benchmarks/bench_compile.py --device cuda --repeat 15 --only "$only" ${BENCH_ARGS:-} \
-        --out "$OUT/bench_${only//,/_}" 2>&1 | tee "$OUT/bench_${only//,/_}.log" | grep -v '^\s*$' | tail -40
-      echo "bench $only exit: ${PIPESTATUS[0]}"
+      limited "$BENCH_S" $PY benchmarks/bench_compile.py --device cuda --repeat 15 --only "$only" ${BENCH_ARGS:-} \
+        --out "$OUT/bench_${only//,/_}" > "$OUT/bench_${only//,/_}.log" 2>&1
+      echo "bench $only exit: $?"
+      tr '\r' '\n' < "$OUT/bench_${only//,/_}.log" | grep -v '^\s*$' | tail -12
       ;;
     *)
       echo "unknown stage $1"; shift
