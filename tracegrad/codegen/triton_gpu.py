@@ -436,7 +436,9 @@ class _Unit:
         self.rows = 1                    # rows per program of a reduction kernel
 
 
-def _group(g, max_row_block=None):
+def _group(g, max_row_block=None, solo=frozenset()):
+    """The graph's kernel units. A reduction or matmul in `solo` takes its prologue alone (no
+    sibling stage, no epilogue): lower() regroups so when fused units would need each other."""
     nodes = g.nodes()
     kinds = {n: _kind(g[n], lambda v: tuple(g[v]["shape"])) for n in nodes}
     unit_of = {}
@@ -532,7 +534,7 @@ def _group(g, max_row_block=None):
         again = True
         while again:     # expelling a prologue value may let more epilogue in
             again = False
-            changed = True
+            changed = n not in solo       # (a solo unit takes no stage or epilogue)
             while changed:
                 changed = False
                 for m in nodes:
@@ -947,6 +949,15 @@ def _unit_dag(g, units, unit_of, kinds):
     return dag
 
 
+class _Cycle(NotImplementedError):
+    """Kernels that would need each other's values; `roots`: the fused reductions and matmuls
+    on the cycle."""
+
+    def __init__(self, roots):
+        super().__init__(f"triton lowering: kernels {roots} would need each other's values")
+        self.roots = roots
+
+
 def _split_cycles(g, units, unit_of, kinds):
     """Split pointwise units until the unit graph is acyclic; returns it.
 
@@ -966,8 +977,9 @@ def _split_cycles(g, units, unit_of, kinds):
         on = [units[i] for i, _ in cycle]
         cands = [u for u in on if u.kind == "pointwise" and len(u.members) > 1]
         if not cands:
-            raise AssertionError("Triton grouping: a cycle between kernels "
-                                 f"{[u.root for u in on]} with no pointwise unit to split")
+            # reduction and matmul units that took in stages or epilogues other kernels need
+            # (a loss's forward sum beside its backward's seed): lower() regroups them solo
+            raise _Cycle([u.root for u in on if u.kind in ("reduce", "matmul") and len(u.internal) > 1])
         u = max(cands, key=lambda q: len(q.members))
         i = units.index(u)
         reach = set()
@@ -2643,7 +2655,15 @@ def lower(graph, max_row_block=None):
                 f"triton lowering: {n} = {graph[n]['op']}(...) is lowered by decomposition; lower the graph "
                 "with tracegrad.decompositions.lower, which rewrites such nodes first")
     g = graph
-    units = _group(g, max_row_block)
+    solo = set()
+    while True:
+        try:
+            units = _group(g, max_row_block, frozenset(solo))
+            break
+        except _Cycle as e:
+            if not set(e.roots) - solo:
+                raise              # nothing left to take apart: the caller runs the graph otherwise
+            solo |= set(e.roots)
     pieces = []
     used_names = set()
     helpers = set()
