@@ -296,8 +296,7 @@ def w2():
     checker = (t_grads, g_grads, None) if on_gpu() else None
     return contenders({"torch eager": t_eager, "torch.compile": None if tcloss is None else t_comp,
                        "tracegrad.compile": g_comp,
-                       # the whole step compiles for the numpy backend (Triton: not yet)
-                       "compile (whole step)": None if on_gpu() else lambda: g_whole(xg, yg)}), checker, None
+                       "compile (whole step)": lambda: g_whole(xg, yg)}), checker, None
 
 
 def gelu_tanh(m, x):

@@ -415,9 +415,14 @@ def _build(fn, args, kwargs, name, backend, value_reads=None, keep_stages=False,
     p.stage("forward IR (simplified after autodiff)", fwd_run)
     on_device = any(t.is_cuda for t in leaves) or any(t.is_cuda for t in p.consts)
     lower = _triton if backend == "triton" or (backend == "auto" and on_device) else compile_graph
-    if lower is not compile_graph and p.writeback:
+    if lower is not compile_graph and p.writeback and not (on_device and all(
+            (t.is_cuda or not t.dim()) and t._dtype is not D.bfloat16
+            for kind, t, _ in p.writeback if kind in ("data", "grad"))):
+        # (CUDA tensors' writes are copied into their storage: functionalize._write_back_device;
+        # a 0-dim CPU tensor, Adam's step count, is copied back to the host)
         raise TraceError("writes to tensors from outside the function (in-place ops on inputs or buffers, .grad, "
-                         "optimizer.step) are compiled for the numpy backend only, not yet for Triton")
+                         "optimizer.step) are compiled for the numpy backend and for CUDA tensors, not yet for "
+                         "bfloat16 ones or CPU tensors under backend='triton'")
     if lower is compile_graph:
         # chunked groups for the numpy code; the Triton lowering forms its own kernels
         from .passes.fuse import group_fusions  # deferred: import tracegrad does not load tracegrad.passes.fuse

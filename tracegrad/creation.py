@@ -8,6 +8,7 @@ import functools
 import json
 import math
 import os
+import sys
 import threading
 import warnings
 
@@ -16,7 +17,7 @@ import numpy as np
 from . import _dtype as D
 from .tensor import Tensor, Size, Above
 from .ir.symbolic import Sym
-from .tracing import apply, _ACTIVE, TRACING, LOCAL
+from .tracing import apply, _ACTIVE, TRACING, LOCAL, user_file
 from .ops.primitives import PRIMITIVES
 
 
@@ -893,8 +894,9 @@ def _on_device(fn, like=False):
         if device is None and like and args and isinstance(args[0], Tensor) and args[0].is_cuda:
             device = "cuda"
         if device is None or (isinstance(device, str) and device == "cpu") or Above.parse(device) == "cpu":
-            if _ACTIVE[0] and TRACING.stack and not getattr(_MAKING, "on", False):
-                return _made_in_trace(fn, args, kwargs)
+            if _ACTIVE[0] and TRACING.stack and not getattr(_MAKING, "on", False) and \
+                    user_file(sys._getframe(1).f_code.co_filename):
+                return _made_in_trace(fn, args, kwargs)     # (tracegrad's own code makes program values)
             return fn(*args, **kwargs)
         req = kwargs.pop("requires_grad", False)
         if _ACTIVE[0] and TRACING.stack and not getattr(_MAKING, "on", False):

@@ -42,6 +42,7 @@ from .autograd._grad_io import _seeds
 from .autograd.graph import FREED_MSG
 from .ops.primitives import PRIMITIVES as P
 from .interpret import run_eager
+from .cuda import to_host
 
 
 Above.functionalize_local = LOCAL        # Tensor reads the trace being made through it
@@ -511,8 +512,13 @@ def write_back(plan, arrays, input_ids=()):
     it = iter(arrays)
     adopted = set(input_ids)             # an input's array is never adopted by another tensor
     for kind, t, extra in plan:
+        if kind in ("data", "grad") and hasattr(t._data, "_tg_device"):
+            _write_back_device(kind, t, extra, next(it))
+            continue
         if kind == "data":
             a = next(it)
+            if hasattr(a, "_tg_device"):
+                a = to_host(a)           # a CPU tensor (a step count) of a program run on the device
             if t._dtype is D.bfloat16:
                 a = D.round_bfloat16(np.asarray(a, np.float32))
             old = t._data
@@ -528,6 +534,8 @@ def write_back(plan, arrays, input_ids=()):
             t._vc[0] += 1
         elif kind == "grad":
             a = next(it)
+            if hasattr(a, "_tg_device"):
+                a = to_host(a)
             if type(a) is not np.ndarray:
                 a = np.asarray(a, t._dtype.np)
             if id(a) in adopted or a.base is not None:
@@ -548,6 +556,24 @@ def write_back(plan, arrays, input_ids=()):
             st = opt.state[p]
             if st.get(k) is not extra:
                 st[k] = extra
+
+
+def _write_back_device(kind, t, extra, a):
+    """write_back's entry for a CUDA tensor: the program's array is copied into the tensor's
+    storage (views of it follow, as after eager in-place ops), never adopted; a new .grad gets
+    a copy of its own (the program's array may also be an output the caller holds)."""
+    if kind == "data":
+        old = t._data
+        if a is not old:
+            old.t.copy_(a.t)
+        t._vc[0] += 1
+        return
+    g = t._grad
+    if extra and g is not None and tuple(g._data.shape) == tuple(a.shape) and hasattr(g._data, "_tg_device"):
+        g._data.t.copy_(a.t)              # accumulated into the existing .grad, in place
+        g._vc[0] += 1
+    else:
+        t._grad = Tensor._make(a.copy(), t._dtype)
 
 
 def _resolved(plan, leaves):
@@ -584,6 +610,9 @@ def write_back_function(plan, leaves=()):
         lines.append("    return _write_back(_resolved(_plan, leaves), arrays, input_ids)")
     if names:
         lines.append(f"{', '.join(names)}, = arrays")
+        # (a program run on the device: write_back itself)
+        lines.append("if " + " or ".join(f"{a}.__class__ is not _ndarray" for a in names) + ":")
+        lines.append("    return _write_back(_resolved(_plan, leaves), arrays, input_ids)")
     lines.append("adopted = set(input_ids)             # an input's array is never adopted by another tensor")
     k = 0
     for kind, t, extra in plan:

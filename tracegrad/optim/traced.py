@@ -11,7 +11,7 @@ group at every call), so schedules that change it need no recompile.
 import numpy as np
 
 from .. import _dtype as D
-from ..tensor import Tensor
+from ..tensor import Tensor, Above
 from ..ops import functional as F
 from .optimizer import _scalar
 
@@ -40,15 +40,20 @@ def _new_state(sh, opt, p):
     return st
 
 
-def _holder(like_shape, dtype):
-    return Tensor._make(np.zeros(like_shape, dtype.np), dtype)
+def _holder(like_shape, dtype, device):
+    """A new state tensor where the eager step makes it: on the parameters' device, a step
+    count (0-dim) on the CPU, as torch's."""
+    data = np.zeros(like_shape, dtype.np)
+    if like_shape and device.type != "cpu":
+        data = Above.to_device(data, dtype)
+    return Tensor._make(data, dtype)
 
 
 def _set(sh, st, key, value, dtype):
     """state[key] <- value: the tensor already there takes the new value (written back)."""
     t = st.get(key)
     if t is None:
-        t = st[key] = _holder(tuple(value.shape), dtype)
+        t = st[key] = _holder(tuple(value.shape), dtype, value.device)
     sh.write(t, value if value.dtype is dtype else F.convert(value, dtype))
     return t
 
