@@ -870,18 +870,13 @@ def bernoulli(input, p=None):
 
 # == devices: device="cuda" makes the tensor on the host, then copies it to the device ==============
 
-_MAKING = threading.local()       # inside a creation function's own calls of another
-
-
 def _made_in_trace(fn, args, kwargs):
-    """fn's CPU tensor made while a function is traced: where the trace's arguments are on the
-    GPU, its value would be made there by the program, where the eager call makes a CPU tensor
-    (which does not mix with them): the trace stops, and the function runs eagerly."""
-    _MAKING.on = True
-    try:
-        t = fn(*args, **kwargs)
-    finally:
-        _MAKING.on = False
+    """fn's CPU tensor, asked for by the user's code while a function is traced: where the
+    trace's arguments are on the GPU, its value would be made there by the program, where the
+    eager call makes a CPU tensor (which does not mix with them): the trace stops, and the
+    function runs eagerly. (tracegrad's own calls, a creation function's of another among them,
+    make program values.)"""
+    t = fn(*args, **kwargs)
     if t.is_cuda and t.dim():
         raise RuntimeError(f"{fn.__name__}() makes a CPU tensor inside a function traced with CUDA arguments; "
                            f"a compiled program keeps one device (pass device=x.device)")
@@ -894,19 +889,11 @@ def _on_device(fn, like=False):
         if device is None and like and args and isinstance(args[0], Tensor) and args[0].is_cuda:
             device = "cuda"
         if device is None or (isinstance(device, str) and device == "cpu") or Above.parse(device) == "cpu":
-            if _ACTIVE[0] and TRACING.stack and not getattr(_MAKING, "on", False) and \
-                    user_file(sys._getframe(1).f_code.co_filename):
-                return _made_in_trace(fn, args, kwargs)     # (tracegrad's own code makes program values)
+            if _ACTIVE[0] and TRACING.stack and user_file(sys._getframe(1).f_code.co_filename):
+                return _made_in_trace(fn, args, kwargs)
             return fn(*args, **kwargs)
         req = kwargs.pop("requires_grad", False)
-        if _ACTIVE[0] and TRACING.stack and not getattr(_MAKING, "on", False):
-            _MAKING.on = True            # fn's own creation calls make what it asked for
-            try:
-                t = fn(*args, **kwargs)
-            finally:
-                _MAKING.on = False
-        else:
-            t = fn(*args, **kwargs)
+        t = fn(*args, **kwargs)
         if t.is_cuda:
             return t.requires_grad_(True) if req else t
         out = Tensor._make(Above.to_device(t._data, t._dtype), t._dtype)

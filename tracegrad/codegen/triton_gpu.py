@@ -75,7 +75,7 @@ from .._dtype import get_float32_matmul_precision
 from ..ir.graph import V, refs, type_str
 from ..ir.printer import comment_text, safe_repr
 from ..ops.lowering import (TL, ConvDot, Decompose, Dot, Expr, Glue, Reduce, Scatter, has_tensor_key, identity, index_key,
-                            is_float, lit, torch_dtype)
+                            ieee_div, ieee_sqrt, is_float, lit, torch_dtype)
 from ..ops.primitives import PRIMITIVES
 from ..ops.primitives import np_index
 
@@ -1329,14 +1329,13 @@ def _emit_pointwise(g, u, name):
 
 
 def _div(a, b, ty):
-    """a / b in a kernel computing in ty, rounded as IEEE division (see ops/lowering.py's true_div)."""
-    if ty == "tl.float64":
-        return f"{a} / {b}"
-    return f"tl.div_rn({a}, ({b}) * 1.0)"
+    """a / b in a kernel computing in ty (a float Triton type), rounded as IEEE division
+    (ops/lowering.py's true_div); b a value's text or a number (a row length)."""
+    return ieee_div(a, b if isinstance(b, str) else lit(float(b)), ty == "tl.float64")
 
 
 def _sqrt(x, ty):
-    return f"tl.sqrt({x})" if ty == "tl.float64" else f"tl.sqrt_rn({x})"
+    return ieee_sqrt(x, ty == "tl.float64")
 
 
 def _reduction_plan(kind, p, N, acc):

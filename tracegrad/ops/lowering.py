@@ -299,22 +299,28 @@ def _float32(t, d):
     return t if d.is_floating_point else f"({t}).to(tl.float32)"
 
 
+def ieee_div(a, b, float64):
+    """a / b as Triton code computing in float64 or float32 (the codegen's reductions use it too)."""
+    return f"{a} / {b}" if float64 else f"tl.div_rn({a}, {b})"
+
+
+def ieee_sqrt(x, float64):
+    return f"tl.sqrt({x})" if float64 else f"tl.sqrt_rn({x})"
+
+
 def _true_div(a, p, c):
-    if c.out_dtype.name == "float64":
-        return f"{a[0]} / {a[1]}"
-    return f"tl.div_rn({_float32(a[0], c.in_dtypes[0])}, {_float32(a[1], c.in_dtypes[1])})"
+    f64 = c.out_dtype.name == "float64"
+    return ieee_div(a[0] if f64 else _float32(a[0], c.in_dtypes[0]), a[1] if f64 else _float32(a[1], c.in_dtypes[1]),
+                    f64)
 
 
 def _sqrt_rn(a, p, c):
-    if c.out_dtype.name == "float64":
-        return f"tl.sqrt({a[0]})"
-    return f"tl.sqrt_rn({_float32(a[0], c.in_dtypes[0])})"
+    f64 = c.out_dtype.name == "float64"
+    return ieee_sqrt(a[0] if f64 else _float32(a[0], c.in_dtypes[0]), f64)
 
 
 def _rsqrt_rn(a, p, c):
-    if c.out_dtype.name == "float64":
-        return f"1.0 / tl.sqrt({a[0]})"
-    return f"tl.div_rn(1.0, tl.sqrt_rn({_float32(a[0], c.in_dtypes[0])}))"
+    return ieee_div("1.0", _sqrt_rn(a, p, c), c.out_dtype.name == "float64")
 
 
 true_div = Expr(_true_div)
