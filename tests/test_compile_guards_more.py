@@ -278,3 +278,37 @@ def test_what_a_classes_getattr_reads():
             table["k"] = float(i + 4)
         return (lambda x: x * a.k), mutate
     scenario(make)
+
+
+def test_code_swapped_under_the_function_and_under_a_helper():
+    """`f.__code__ = ...` (a reload, a patch) keeps the function object: the code is guarded,
+    as Dynamo's cache, kept on code objects, sees it."""
+    def make(lib):
+        def helper(x):
+            return x * 2
+
+        def fn(x):
+            return helper(x) + 1
+
+        def mutate(i):
+            if i == 1:
+                helper.__code__ = (lambda x: x * 11).__code__
+            else:
+                fn.__code__ = (lambda x: helper(x) - 1).__code__
+        return fn, mutate
+    scenario(make)
+
+
+def test_a_library_function_patched_after_the_trace(monkeypatch):
+    """What user code reads from a library's module (`F.relu`, `tg.nn.functional.sigmoid`) is
+    guarded by identity: a patch after the trace runs the patched function, as eagerly."""
+    def make(lib):
+        F = lib.nn.functional
+
+        def mutate(i):
+            if i == 1:
+                monkeypatch.setattr(F, "relu", lambda t: t * 100)
+            else:
+                monkeypatch.setattr(lib.nn.functional, "sigmoid", lambda t: t - 5)
+        return (lambda x: F.relu(x - 1) + lib.nn.functional.sigmoid(x)), mutate
+    scenario(make)

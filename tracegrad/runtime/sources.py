@@ -7,9 +7,11 @@ program is reused only while those reads would give the same values. Like torch'
 which builds guards from the *sources* of the values a frame read, this module finds the
 sources a call can reach and records a guard for each:
 
-- the code the function can run: its own code objects, the global functions and methods it
-  calls (recursively), and for modules every module's class (user code only: tracegrad's
-  own code, the standard library and installed packages are taken as fixed);
+- the code the function can run: its own code objects (`f.__code__` swapped is another
+  program), the global functions and methods it calls (recursively), and for modules every
+  module's class (user code only: the code of tracegrad, the standard library and installed
+  packages is taken as fixed, but what user code reads from their modules, `F.relu`, is
+  guarded by identity, so a patch after the trace is seen);
 - from that code, the names it reads: globals and closure cells, and attribute names;
 - from those roots, the values: a Python scalar is guarded by type and bit pattern (`1` is
   not `1.0`, `0.0` is not `-0.0`), a tensor by identity and its shape, dtype and
@@ -273,6 +275,10 @@ class _Walk:
         if code in self.codes or _is_library_file(code.co_filename):
             return
         self.codes.add(code)
+        # the code itself: `f.__code__ = ...` (a reload, a patch) runs other code under the same
+        # function object, as Dynamo's cache, kept on the code object, sees
+        self.add(_const(f), lambda fn, code=code: fn.__code__ is code, f"the code of {label}",
+                 lambda cc, f=f, code=code: cc.need(f"{cc.const(f)}.__code__ is {cc.const(code)}"))
         names = set()
         for c in _code_objects(code):
             names.update(c.co_names)
@@ -351,8 +357,14 @@ class _Walk:
         elif isinstance(v, types.FunctionType):
             self.function(v, v.__qualname__)
         elif isinstance(v, types.ModuleType):
+            names = sorted(n for n in self.names if n in vars(v))
             if not _is_library_module(v):
-                self.attrs(v, vars(v), sorted(n for n in self.names if n in vars(v)), what, depth)
+                self.attrs(v, vars(v), names, what, depth)
+            else:
+                # a library's module: what the code reads from it by identity (`F.relu` patched
+                # after the trace must not leave the old function in the program), its contents
+                # as fixed; followed only into its submodules (`tg.nn.functional.relu`)
+                self.attrs(v, vars(v), names, what, depth, descend=types.ModuleType)
         elif isinstance(v, type):
             self.methods_of(v)
             if not _is_library_type(v):
@@ -388,8 +400,9 @@ class _Walk:
     def seq_token(self, items):
         return tuple(self.token(x) for x in items)
 
-    def attrs(self, v, d, names, what, depth):
-        """Guard the attributes `names` of v (read from its __dict__ `d`), then what they hold."""
+    def attrs(self, v, d, names, what, depth, descend=object):
+        """Guard the attributes `names` of v (read from its __dict__ `d`), then what they hold
+        (those of type `descend`)."""
         names = tuple(names)
         tok = tuple(self.token(d[n]) if n in d else _ABSENT for n in names)
         present = {n: d[n] for n in names if n in d}
@@ -404,7 +417,7 @@ class _Walk:
         self.add(_const(d), lambda dd, names=names, tok=tok: tuple(token_of(dd, n) for n in names) == tok,
                  f"the attributes {', '.join(names)} of {what}" if names else what, emit)
         for n in names:
-            if n in d:
+            if n in d and isinstance(d[n], descend):
                 self.inside(d[n], f"{what}.{n}", depth + 1)
 
     def container(self, v, what, depth):
