@@ -5,6 +5,7 @@ containers, values nested deeper than the item-by-item walk, and code whose modu
 file (a notebook's __main__). Each case: compiled == eager after every change, for tracegrad
 and for torch.compile."""
 import collections
+import contextlib
 import sys
 import types
 
@@ -312,3 +313,41 @@ def test_a_library_function_patched_after_the_trace(monkeypatch):
                 monkeypatch.setattr(lib.nn.functional, "sigmoid", lambda t: t - 5)
         return (lambda x: F.relu(x - 1) + lib.nn.functional.sigmoid(x)), mutate
     scenario(make)
+
+
+@pytest.mark.parametrize("first", ["parameter", "tensor"])
+def test_a_branch_on_the_class_of_an_argument(first):
+    """isinstance(x, nn.Parameter) inside a compiled function answers for the argument passed
+    (the class is part of the call's key), as eagerly and under torch.compile."""
+    order = [first, "tensor" if first == "parameter" else "parameter"]
+    for lib, comp in ((tg, tg.compile), (torch, lambda f: torch.compile(f, backend="eager"))):
+        def fn(x):
+            return x * 2 if isinstance(x, lib.nn.Parameter) else x * 3
+        cf = comp(fn)
+        for kind in order * 2:
+            x = lib.ones(3)
+            x = lib.nn.Parameter(x) if kind == "parameter" else x
+            want = 2.0 if kind == "parameter" else 3.0
+            got = cf(x)
+            np.testing.assert_array_equal(got.detach().numpy(), np.full(3, want, np.float32), err_msg=f"{lib.__name__} {kind}")
+            assert type(got) is lib.Tensor
+
+
+def test_autograd_bookkeeping_read_in_python_is_not_baked_into_a_program():
+    """A branch on an argument's `_version` or `retains_grad` (which the call's key does not
+    hold) runs eagerly with a warning, rather than keeping the first call's branch."""
+    def by_version(x):
+        return x * 2 if x._version == 0 else x * 3
+
+    def by_retains(x):
+        return x * 2 if x.retains_grad else x * 3
+    for fn, change in ((by_version, lambda x: x.add_(0)), (by_retains, lambda x: x.retain_grad())):
+        cf = tg.compile(fn)
+        for changed in (False, True):
+            x = tg.ones(3, requires_grad=True) * 1
+            if changed:
+                with tg.no_grad() if fn is by_version else contextlib.nullcontext():
+                    change(x)
+            with pytest.warns(UserWarning, match="cannot be traced") if not changed else contextlib.nullcontext():
+                got = cf(x)            # (the warning once: the key then runs eagerly)
+            np.testing.assert_array_equal(got.detach().numpy(), fn(x).detach().numpy())

@@ -182,6 +182,9 @@ def _trace_with_writes(fn, args, kwargs, name, value_reads=None, dyn=()):
                                    **(order_attr(tensor_order(t), tuple(t.shape)) if t.requires_grad else {}))
                        for t, s in zip(leaves, shapes)]
             for t, px in zip(leaves, proxies):
+                if t.__class__ is not Tensor and not Proxy.of_class(px, t.__class__):
+                    raise TraceError(f"an argument of class {t.__class__.__qualname__} (a Tensor subclass with "
+                                     f"slots of its own) has no symbolic stand-in")
                 px.__dict__["_orig_name"] = px.__dict__["_name"]
                 sh.inputs.append((px, px.__dict__["_name"], t))
             a, k = unflatten(spec, iter(proxies))

@@ -247,9 +247,38 @@ class Proxy(Tensor):
 
     @property
     def _version(self):
+        if _user_code(sys._getframe(1)):
+            _layout("Tensor._version")
         return 0
 
     _version = _version.deleter(Tensor._version.fdel)      # refused, as a tensor's
+
+    @property
+    def retains_grad(self):
+        if _user_code(sys._getframe(1)):
+            _layout("Tensor.retains_grad")
+        return self._retains_grad
+
+    @classmethod
+    def of_class(cls, proxy, klass):
+        """`proxy` as an instance of klass too (a Parameter, a Buffer, a subclass of Tensor), so
+        that `isinstance` answers for it as for the argument it stands for; False where klass's
+        instances are laid out otherwise (extra slots)."""
+        if klass is Tensor:
+            return True
+        k = _PROXY_CLASSES.get(klass)
+        if k is None:
+            try:
+                k = type(f"Proxy[{klass.__name__}]", (cls, klass), {"__slots__": ()})
+                proxy.__class__ = k
+            except TypeError:
+                return False
+            _PROXY_CLASSES[klass] = k
+        proxy.__class__ = k
+        return True
+
+
+_PROXY_CLASSES = {}       # a Tensor subclass -> the Proxy class whose instances are its instances too
 
 
 class trace:

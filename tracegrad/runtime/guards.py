@@ -61,6 +61,7 @@ def guard_key(cspec, leaves):
     device. What else the function read is checked by the program's guards (sources.py)."""
     # and each tensor's memory order (True: C-contiguous): matmul's derivative picks its
     # products by its operands' layouts, as the trace recorded them (ir/layout.py)
+    # and each tensor's class (`isinstance(x, nn.Parameter)` branches)
     tensors = tuple([(t._data.shape, t._dtype, t._req, t._data.__class__,
-                      t._data.flags.c_contiguous or tensor_order(t._data)) for t in leaves])
+                      t._data.flags.c_contiguous or tensor_order(t._data), t.__class__) for t in leaves])
     return (STATE.grad_enabled, D.get_default_dtype(), D.get_float32_matmul_precision(), cspec, tensors)
