@@ -149,6 +149,51 @@ def test_print_runs_every_call(capsys):
     assert capsys.readouterr().out.count("value") == 3
 
 
+
+LOGGER = __import__("logging").getLogger("tracegrad-tests.side-effects")
+
+
+def test_warnings_and_log_records_are_written_every_call(caplog):
+    """warnings.warn and a logger's info(...) in a compiled function are side effects: written at
+    every call (as torch.compile, which breaks the graph there), never once at the trace."""
+    def warns(x):
+        if x.shape[0] > 1:
+            warnings.warn("a big batch")
+        return x * 3
+
+    def logs(x):
+        LOGGER.info("shape %s", tuple(x.shape))
+        return x * 3
+    cw = tg.compile(warns)
+    with pytest.warns(UserWarning) as record:
+        warnings.simplefilter("always")
+        for _ in range(3):
+            close(cw(leaf(2)), leaf(2) * 3)
+    assert sum("a big batch" == str(w.message) for w in record) == 3
+    assert sum("writes a warning or a log record" in str(w.message) for w in record) == 1
+    cl = tg.compile(logs)
+    with caplog.at_level("INFO", logger=LOGGER.name), pytest.warns(UserWarning, match="LOGGER.info"):
+        for _ in range(3):
+            cl(leaf(2))
+    assert sum(r.getMessage() == "shape (2,)" for r in caplog.records) == 3
+
+
+def test_requires_grad_set_on_a_value_made_inside_runs_eagerly():
+    """A tensor made inside the function and then set to require grad is a leaf of the user's
+    graph (its .grad filled by backward); a program has no such leaf: the call runs eagerly,
+    as torch.compile gives the same leaf."""
+    def f(x):
+        w = tg.ones(3, dtype=tg.float64) * 2
+        w.requires_grad_()
+        return (x * w).sum(), w
+    cf = tg.compile(f)
+    with pytest.warns(UserWarning, match=r"requires_grad_\(True\)"):
+        loss, w = cf(leaf(3, req=False))
+    assert w.requires_grad and w.is_leaf and loss.requires_grad
+    loss.backward()
+    close(w.grad, leaf(3, req=False))
+
+
 class Remember(nn.Module):
     def __init__(self):
         super().__init__()

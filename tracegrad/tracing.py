@@ -91,6 +91,11 @@ def _layout(what):
                      f"history, which may differ between calls")
 
 
+def _autograd_flag(value):
+    raise TraceError(f"requires_grad_({bool(value)}) on a value of the trace: a program has no leaf tensors of its "
+                     f"own to start a graph from (make the tensor outside the compiled function and pass it in)")
+
+
 TRACE_DEVICE = {}        # id(graph being traced) -> the device of its call's arguments, where not the CPU
 
 
@@ -252,6 +257,21 @@ class Proxy(Tensor):
         return 0
 
     _version = _version.deleter(Tensor._version.fdel)      # refused, as a tensor's
+
+    @property
+    def requires_grad(self):
+        return Tensor.requires_grad.fget(self)
+
+    @requires_grad.setter
+    def requires_grad(self, value):
+        if bool(value) != self._req and _user_code(sys._getframe(1)):
+            _autograd_flag(value)
+        Tensor.requires_grad.fset(self, value)
+
+    def requires_grad_(self, requires_grad=True):
+        if bool(requires_grad) != self._req and _user_code(sys._getframe(1)):
+            _autograd_flag(requires_grad)
+        return Tensor.requires_grad_(self, requires_grad)
 
     @property
     def retains_grad(self):

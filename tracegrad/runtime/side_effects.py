@@ -51,8 +51,26 @@ IMPURE_NAMES = frozenset({
     "standard_normal", "normal", "integers", "permutation", "binomial", "poisson", "exponential", "beta", "gamma",
     "time", "time_ns", "perf_counter", "perf_counter_ns", "monotonic", "monotonic_ns", "process_time",
     "process_time_ns", "thread_time", "now", "today", "utcnow", "getenv", "environ", "urandom"})
+# names of what writes a warning or a log record (warnings.warn, a logger's info(...)): once
+# per trace, not once per call, were it traced; `_writes_out` tells whether the object is one
+OUTPUT_NAMES = frozenset({"warn", "warn_explicit", "debug", "info", "warning", "error", "exception", "critical",
+                          "fatal", "log"})
 _TIME = frozenset({"time", "time_ns", "perf_counter", "perf_counter_ns", "monotonic", "monotonic_ns", "process_time",
                    "process_time_ns", "thread_time"})
+
+
+def _writes_out(v):
+    """Whether v is warnings.warn (or warn_explicit), a logging function or a logger's method
+    that writes a record."""
+    import logging
+    import warnings
+    if v is warnings.warn or v is warnings.warn_explicit:
+        return True
+    owner = getattr(v, "__self__", None)
+    if isinstance(owner, (logging.Logger, logging.LoggerAdapter)):
+        return getattr(v, "__name__", "") in OUTPUT_NAMES
+    return getattr(v, "__module__", None) == "logging" and isinstance(v, types.FunctionType) and \
+        v.__name__ in OUTPUT_NAMES
 
 
 def _impure(v):
@@ -291,6 +309,8 @@ class _Scan:
                 self._effect(i, "io", name, ("global", name))
             elif name in IMPURE_NAMES:
                 self._effect(i, "impure", None, ("global", name))
+            elif name in OUTPUT_NAMES:
+                self._effect(i, "output", None, ("global", name))
         elif op in ("LOAD_ATTR", "LOAD_METHOD"):
             obj = pop()[0]
             name = ins.argval
@@ -303,6 +323,8 @@ class _Scan:
                 self._effect(i, "method", name, obj)
             elif name in IMPURE_NAMES and obj != _OWN and obj[0] != "?":
                 self._effect(i, "impure", name, obj)
+            elif name in OUTPUT_NAMES and obj != _OWN and obj[0] != "?":
+                self._effect(i, "output", name, obj)
             n = dis.stack_effect(ins.opcode, arg)
             st.append(val)
             if n > 0:
@@ -560,6 +582,12 @@ class _Finder:
                 return None
             return (f"reads `{where}{'.' + name if name else ''}`, which gives another value at every call (a random "
                     f"draw, a clock, the environment)")
+        if kind == "output":
+            v = obj if name is None else (getattr(obj, name, None) if obj is not _MISSING else None)
+            if v is None or not _writes_out(v):
+                return None
+            return (f"calls `{where}{'.' + name if name else ''}(...)`, which writes a warning or a log record (a "
+                    f"trace would write it once, not at every call)")
         if kind == "attr":
             return f"sets `{where}.{name}` on {_kind_text(obj)} the call does not own"
         if isinstance(obj, (types.ModuleType, type)) or _tensor_like(obj):
