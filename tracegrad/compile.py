@@ -1336,7 +1336,8 @@ class CompiledFunction:
     def _aliased(self, args, kwargs):
         fs = _caller_frame()
         self._warn(f"tracegrad.compile: {self.__name__} writes in place to a tensor that shares memory with another "
-                   f"tensor of this call (the same tensor passed twice, or a view of it); the program assumes "
+                   f"tensor of this call (the same tensor passed twice, a view of it, or a tensor's .data or .detach() "
+                   f"written in place where the function also writes the tensor); the program assumes "
                    f"distinct tensors, so this call runs eagerly", fs.filename if fs else "<unknown>",
                    fs.lineno if fs else 0)
         return self._fn(*args, **kwargs)
