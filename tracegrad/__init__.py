@@ -19,6 +19,8 @@ import builtins as _builtins  # `bool` below is tracegrad.bool, the dtype
 
 import numpy as _np
 
+from . import _malloc  # noqa: F401  (glibc's malloc thresholds for arrays made at every step)
+
 from . import _dtype
 from ._dtype import (dtype, bool_ as bool, uint8, int8, int16, int32, int64, float16, bfloat16, float32, float64,
                      get_default_dtype, set_default_dtype, promote_types, finfo, iinfo,
