@@ -491,3 +491,62 @@ def test_float16_sigmoid_and_rsqrt_round_once_as_torch(name, most, compiled):
         got = (tg.compile(fn) if compiled else fn)(tg.tensor(x)).numpy()
     off = ~(((got == want) & (np.signbit(got) == np.signbit(want))) | (np.isnan(got) & np.isnan(want)))
     assert int(off.sum()) <= most, (name, int(off.sum()), x[off][:8], got[off][:8], want[off][:8])
+
+
+@pytest.mark.parametrize("expr", ["nelement()", "ndimension()", "nbytes", "numel()", "dim()", "element_size()",
+                                  "data.shape", "data.sum()"])
+def test_size_questions_and_data_of_a_traced_value_trace_whole(expr):
+    """Tensor's aliases (nelement, ndimension) and nbytes and .data answer on a traced value
+    as on a tensor: the function traces whole and returns what eager does."""
+    ask = eval(f"lambda x: x.{expr}")
+    cf = tg.compile(lambda x: (x * 2, ask(x)))
+    x = tg.ones(2, 3, dtype=tg.float64)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        got = cf(x)[1]
+    want = ask(torch.ones(2, 3, dtype=torch.float64))
+    assert str(got) == str(want)
+
+
+@pytest.mark.parametrize("expr", ["stride()", "storage_offset()", "data_ptr()"])
+def test_memory_layout_questions_run_eagerly(expr):
+    ask = eval(f"lambda x: x.{expr}")
+    cf = tg.compile(lambda x: x * 2 + float(np.sum(ask(x))))
+    x = tg.ones(2, 3, dtype=tg.float64)
+    with pytest.warns(UserWarning, match="memory layout"):
+        got = cf(x)
+    np.testing.assert_array_equal(got.numpy(), (x * 2 + float(np.sum(ask(x)))).numpy())
+
+
+@pytest.mark.parametrize("name", ["hvp", "vhp", "jvp", "vjp", "jacobian", "hessian"])
+def test_autograd_functional_inside_a_compiled_function_equals_torch(name):
+    """hvp and jvp differentiate with respect to leaves they make (zeros_like(requires_grad=True),
+    detach().requires_grad_()): a program has no such leaves, and the derivative with respect to
+    one was zero, silently. Such a function runs eagerly, with the reason, and equals torch."""
+    def scalar(lib):
+        return lambda x: (lib.tanh(x) ** 3).sum() + x[0] * x[1]
+
+    def vector(lib):
+        return lambda x: lib.sin(x) * x.sum()
+
+    def call(lib, x, v):
+        F = getattr(lib.autograd.functional, name)
+        f = scalar(lib) if name in ("hvp", "vhp", "hessian") else vector(lib)
+        return F(f, x) if name in ("jacobian", "hessian") else F(f, x, v)[1]
+    a, v = np.array([0.3, -1.2, 2.0]), np.array([1.0, 0.5, -2.0])
+    want = call(torch, torch.tensor(a), torch.tensor(v))
+    cf = tg.compile(lambda x, v: call(tg, x, v))
+    with pytest.warns(UserWarning, match="leaf"):
+        got = cf(tg.tensor(a), tg.tensor(v))
+    np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-12, atol=1e-12)
+
+
+def test_a_tensor_made_with_requires_grad_inside_runs_eagerly():
+    def f(lib, x):
+        z = lib.zeros(3, dtype=lib.float64, requires_grad=True)
+        y = ((x + z) ** 3).sum()
+        return lib.autograd.grad(y, z, allow_unused=True)[0]
+    x = np.array([1.0, 2.0, -1.5])
+    with pytest.warns(UserWarning, match="requires_grad=True"):
+        got = tg.compile(lambda x: f(tg, x))(tg.tensor(x))
+    np.testing.assert_allclose(got.numpy(), f(torch, torch.tensor(x)).numpy(), rtol=1e-12)

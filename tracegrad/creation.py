@@ -17,7 +17,7 @@ import numpy as np
 from . import _dtype as D
 from .tensor import Tensor, Size, Above
 from .ir.symbolic import Sym
-from .tracing import apply, _ACTIVE, TRACING, LOCAL, user_file
+from .tracing import apply, _ACTIVE, TRACING, LOCAL, user_file, TraceError
 from .ops.primitives import PRIMITIVES
 
 
@@ -167,9 +167,17 @@ def _created(t):
     return t
 
 
+def _new_leaf_in_trace():
+    raise TraceError("a tensor made with requires_grad=True while a compiled function is traced would be a leaf of a "
+                     "graph of its own, which a program does not have (autograd.functional's hvp, jvp and hessian "
+                     "make such leaves); make it outside the compiled function and pass it in")
+
+
 def _finish(data, dtype, requires_grad):
     t = _created(Tensor._make(data, dtype))
     if requires_grad:
+        if _ACTIVE[0] and TRACING.stack:
+            _new_leaf_in_trace()
         if not dtype.is_floating_point:
             raise RuntimeError("Only Tensors of floating point and complex dtype can require gradients")
         t.requires_grad = True
@@ -514,6 +522,8 @@ def full(size, fill_value, *, out=None, dtype=None, layout=None, device=None, re
     dtype = D.as_dtype(dtype)
     value = _fill_value(value, dtype, math.prod(size))
     if _ACTIVE[0] and TRACING.stack:
+        if requires_grad:
+            _new_leaf_in_trace()
         return apply(PRIMITIVES["full"], (), {"shape": size, "value": value, "dtype": dtype})
     return _finish(_filled(size, value, dtype), dtype, requires_grad)
 

@@ -93,7 +93,8 @@ def _layout(what):
 
 def _autograd_flag(value):
     raise TraceError(f"requires_grad_({bool(value)}) on a value of the trace: a program has no leaf tensors of its "
-                     f"own to start a graph from (make the tensor outside the compiled function and pass it in)")
+                     f"own to start a graph from (make the tensor outside the compiled function and pass it in; "
+                     f"autograd.functional's hvp, jvp and hessian make such leaves)")
 
 
 TRACE_DEVICE = {}        # id(graph being traced) -> the device of its call's arguments, where not the CPU
@@ -150,6 +151,33 @@ class Proxy(Tensor):
         for s in self._shape:
             n *= s
         return n
+
+    nelement = numel          # (Tensor's aliases name Tensor's own functions, which read an array)
+    ndimension = dim
+
+    @property
+    def nbytes(self):
+        return self._dtype.itemsize * self.numel()
+
+    def stride(self, dim=None):
+        _layout("Tensor.stride()")
+
+    def storage_offset(self):
+        _layout("Tensor.storage_offset()")
+
+    def data_ptr(self):
+        _layout("Tensor.data_ptr()")
+
+    @property
+    def data(self):
+        # the value without its history, as eager's .data (an alias: a write through it
+        # reaches the value, as detach()'s does)
+        return self.detach()
+
+    @data.setter
+    def data(self, value):
+        raise TraceError("`x.data = ...` on a value of the trace: the program would not rebind the caller's tensor; "
+                         "assign .data outside the compiled function")
 
     def is_contiguous(self, memory_format=None):
         if _user_code(sys._getframe(1)):
@@ -264,12 +292,12 @@ class Proxy(Tensor):
 
     @requires_grad.setter
     def requires_grad(self, value):
-        if bool(value) != self._req and _user_code(sys._getframe(1)):
+        if bool(value) != self._req:
             _autograd_flag(value)
         Tensor.requires_grad.fset(self, value)
 
     def requires_grad_(self, requires_grad=True):
-        if bool(requires_grad) != self._req and _user_code(sys._getframe(1)):
+        if bool(requires_grad) != self._req:
             _autograd_flag(requires_grad)
         return Tensor.requires_grad_(self, requires_grad)
 
