@@ -593,3 +593,33 @@ def test_triton_source_takes_no_user_text_as_code():
     r = subprocess.run([sys.executable, "-c", TRITON_SCRIPT], env=env, capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr[-3000:]
     assert r.stdout.strip().endswith("ok")
+
+
+def test_seeding_and_global_settings_inside_run_at_every_call():
+    """manual_seed, the generator's state and the float32 matmul precision are the process's
+    state: set inside a compiled function they were set once, at the trace (and the seed not
+    even then: the trace stands a refusing generator in). Such a function runs eagerly."""
+    def seeded(x):
+        tg.manual_seed(3)
+        return x * 2
+
+    def reads_state(x):
+        return x * 2, tg.get_rng_state()
+
+    def precision(x):
+        tg.set_float32_matmul_precision("medium")
+        return x @ x
+    x = leaf(3)
+    for fn in (seeded, reads_state, precision):
+        cf = tg.compile(fn)
+        with pytest.warns(UserWarning, match="random generator|matmul precision"):
+            cf(x)
+        tg.set_float32_matmul_precision("highest")
+        tg.manual_seed(0)
+        cf(x)
+        after = (tg.rand(2).numpy().tolist(), tg.get_float32_matmul_precision())
+        tg.set_float32_matmul_precision("highest")
+        tg.manual_seed(0)
+        fn(x)
+        assert after == (tg.rand(2).numpy().tolist(), tg.get_float32_matmul_precision())
+        tg.set_float32_matmul_precision("highest")

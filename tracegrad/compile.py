@@ -171,7 +171,7 @@ def _trace_with_writes(fn, args, kwargs, name, value_reads=None, dyn=()):
     reads = _VALUE_READS[0]
     _VALUE_READS[0] = value_reads if value_reads is not None else {}
     sh = functionalize.begin(g)   # writes (in-place ops, .grad, optimizer steps) are recorded
-    modes = (STATE.grad_enabled, STATE.inference, D.get_default_dtype())
+    modes = (STATE.grad_enabled, STATE.inference, D.get_default_dtype(), D.get_float32_matmul_precision())
     entered = STATE.inference_entered
     try:
         with trace(g):
@@ -202,9 +202,10 @@ def _trace_with_writes(fn, args, kwargs, name, value_reads=None, dyn=()):
                                  f"lr_scheduler's step() or a write to the group) while it is traced; a program "
                                  f"would not change it again at later calls. Change the options outside the "
                                  f"compiled function (the learning rate is read at every call)")
-            if (STATE.grad_enabled, STATE.inference, D.get_default_dtype()) != modes:
+            if (STATE.grad_enabled, STATE.inference, D.get_default_dtype(), D.get_float32_matmul_precision()) != modes:
                 # a program would not change them on later calls
-                raise TraceError("the function leaves grad mode, inference mode or the default dtype changed "
+                raise TraceError("the function leaves grad mode, inference mode, the default dtype or the float32 "
+                                 "matmul precision changed "
                                  "(torch.set_grad_enabled or set_default_dtype without restoring it)")
             if STATE.inference_entered != entered and not modes[1]:
                 # its values would be inference tensors, which the program's outputs are not
@@ -223,6 +224,7 @@ def _trace_with_writes(fn, args, kwargs, name, value_reads=None, dyn=()):
         # the trace leaves no global mode changed: a fallback's eager run starts where the call did
         STATE.grad_enabled, STATE.inference = modes[:2]
         D.set_default_dtype(modes[2])
+        D.set_float32_matmul_precision(modes[3])
     return g, leaves, out_spec, out_leaves, sh
 
 

@@ -40,6 +40,7 @@ class Generator:
         self._np = np.random.default_rng(self._seed)
 
     def manual_seed(self, seed):
+        _no_state_change_in_trace()
         self._seed = int(seed)
         self._np = np.random.default_rng(self._seed)
         return self
@@ -54,10 +55,12 @@ class Generator:
 
     def get_state(self):
         """The stream's state as a uint8 tensor (what set_state takes back)."""
+        _no_state_change_in_trace()
         raw = json.dumps(self._np.bit_generator.state).encode()
         return _finish(np.frombuffer(raw, np.uint8).copy(), D.uint8, False)
 
     def set_state(self, new_state):
+        _no_state_change_in_trace()
         if not isinstance(new_state, Tensor) or new_state.dtype is not D.uint8:
             raise TypeError(f"expected a torch.ByteTensor, but got {_tpname(new_state)}")
         state = json.loads(new_state._data.tobytes().decode())
@@ -165,6 +168,12 @@ def _created(t):
         if sh is not None:
             sh.created[id(t)] = t
     return t
+
+
+def _no_state_change_in_trace():
+    if _ACTIVE[0] and TRACING.stack:
+        raise TraceError("a random generator seeded, or its state read or set, while a compiled function is traced: a "
+                         "program would not do it at later calls; seed outside the compiled function")
 
 
 def _new_leaf_in_trace():
