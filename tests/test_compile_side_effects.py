@@ -623,3 +623,28 @@ def test_seeding_and_global_settings_inside_run_at_every_call():
         fn(x)
         assert after == (tg.rand(2).numpy().tolist(), tg.get_float32_matmul_precision())
         tg.set_float32_matmul_precision("highest")
+
+
+
+@pytest.mark.parametrize("setting", ["anomaly", "printoptions"])
+def test_a_process_setting_changed_inside_is_changed_at_every_call(setting):
+    def fn(x):
+        if setting == "anomaly":
+            tg.autograd.set_detect_anomaly(True)
+        else:
+            tg.set_printoptions(precision=2)
+        return x * 2
+    cf = tg.compile(fn)
+    try:
+        with pytest.warns(UserWarning, match="a setting of the process"):
+            cf(leaf(2))
+        tg.autograd.set_detect_anomaly(False)
+        tg.set_printoptions(profile="default")
+        cf(leaf(2))
+        if setting == "anomaly":
+            assert tg.is_anomaly_enabled()
+        else:
+            assert repr(tg.tensor([1.23456])) == "tensor([1.23])"
+    finally:
+        tg.autograd.set_detect_anomaly(False)
+        tg.set_printoptions(profile="default")

@@ -172,6 +172,7 @@ def _trace_with_writes(fn, args, kwargs, name, value_reads=None, dyn=()):
     _VALUE_READS[0] = value_reads if value_reads is not None else {}
     sh = functionalize.begin(g)   # writes (in-place ops, .grad, optimizer steps) are recorded
     modes = (STATE.grad_enabled, STATE.inference, D.get_default_dtype(), D.get_float32_matmul_precision())
+    settings = _settings()
     entered = STATE.inference_entered
     try:
         with trace(g):
@@ -207,6 +208,10 @@ def _trace_with_writes(fn, args, kwargs, name, value_reads=None, dyn=()):
                 raise TraceError("the function leaves grad mode, inference mode, the default dtype or the float32 "
                                  "matmul precision changed "
                                  "(torch.set_grad_enabled or set_default_dtype without restoring it)")
+            if _settings() != settings:
+                raise TraceError("the function changes a setting of the process (anomaly detection, print options, "
+                                 "warn_always) while it is traced; a program would not change it again at later "
+                                 "calls")
             if STATE.inference_entered != entered and not modes[1]:
                 # its values would be inference tensors, which the program's outputs are not
                 raise TraceError("inference_mode inside a compiled function is not traced yet")
@@ -226,6 +231,15 @@ def _trace_with_writes(fn, args, kwargs, name, value_reads=None, dyn=()):
         D.set_default_dtype(modes[2])
         D.set_float32_matmul_precision(modes[3])
     return g, leaves, out_spec, out_leaves, sh
+
+
+def _settings():
+    """The process's settings besides the modes a trace restores itself: anomaly detection, print
+    options, warn_always (a function that sets one would set it at every call)."""
+    from ._tensor_str import PRINT_OPTS  # deferred: printing is loaded after compile
+    from .autograd import WARN_ALWAYS  # deferred: autograd imports compile
+    from . import tracing
+    return (tracing._ANOMALY[0], tracing._ANOMALY_NAN[0], tuple(vars(PRINT_OPTS).items()), WARN_ALWAYS[0])
 
 
 class _NoRandom:
