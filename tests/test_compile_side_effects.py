@@ -648,3 +648,40 @@ def test_a_process_setting_changed_inside_is_changed_at_every_call(setting):
     finally:
         tg.autograd.set_detect_anomaly(False)
         tg.set_printoptions(profile="default")
+
+
+class Holder:
+    def __init__(self, t):
+        self.t = t
+
+
+def _gen(x):
+    yield x * 2
+    yield x * 3
+
+
+@pytest.mark.parametrize("case", ["object", "closure", "generator"])
+def test_an_object_holding_traced_values_is_never_returned(case):
+    """A returned user object, closure or generator held the trace's symbolic values (printed as
+    Proxy(...), failing when used) and would be the same object at every call: such a function
+    runs eagerly, with the reason, and its result works as eager's."""
+    fn = {"object": lambda x: [Holder(x * 3)], "closure": lambda x: (lambda: x * 2), "generator": _gen}[case]
+    use = {"object": lambda r: [r[0].t], "closure": lambda r: [r()], "generator": list}[case]
+    cf = tg.compile(fn)
+    x = leaf(2)
+    with pytest.warns(UserWarning, match="the function returns a"):
+        got = use(cf(x))
+    for a, b in zip(got, use(fn(x)), strict=True):
+        close(a, b)
+    assert all(type(a) is tg.Tensor for a in got)
+
+
+def test_plain_values_and_containers_are_returned_by_the_program():
+    import collections
+    NT = collections.namedtuple("NT", "a b")
+    cf = tg.compile(lambda x: NT(x * 2, {"k": (x + 1, [x - 1], 3.5, "s", None, x.shape, x.dtype, x.device)}))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        r = cf(leaf(2))
+    assert type(r) is NT and r.b["k"][2:] == (3.5, "s", None, tg.Size([2]), tg.float64, tg.device("cpu"))
+    close(r.b["k"][1][0], leaf(2) - 1)

@@ -28,7 +28,7 @@ import numpy as np
 
 from . import _dtype as D
 from .grad_mode import STATE, no_grad
-from .tensor import Tensor, _VALUE_READS
+from .tensor import Tensor, _VALUE_READS, device as _device
 from ._collect import paused
 from .ir.graph import Graph, V
 from .tracing import Proxy, TraceError, trace, proxy_input, apply, TRACING, TRACE_DEVICE, _ACTIVE, user_file
@@ -36,7 +36,7 @@ from .ir.layout import order_attr, tensor_order
 from .ir.verify import verify
 from .ops.lowering import Refuse, identity
 from .ops.primitives import Primitive, PRIMITIVES as P
-from .runtime.guards import LEAF, flatten, unflatten, guard_key
+from .runtime.guards import LEAF, _Struct, flatten, unflatten, guard_key
 from .runtime.side_effects import SideEffects
 from .runtime.sources import Guard, build_guards, canonical
 from .runtime.cache import ProgramCache
@@ -217,6 +217,7 @@ def _trace_with_writes(fn, args, kwargs, name, value_reads=None, dyn=()):
                 raise TraceError("inference_mode inside a compiled function is not traced yet")
             out_leaves = []
             out_spec = flatten(out, out_leaves)
+            _check_returned(out_spec)
             for o in out_leaves:
                 if isinstance(o, Proxy) and "_view" in o.__dict__:
                     functionalize.refresh_view(o)     # a view returned after its base was written
@@ -231,6 +232,29 @@ def _trace_with_writes(fn, args, kwargs, name, value_reads=None, dyn=()):
         D.set_default_dtype(modes[2])
         D.set_float32_matmul_precision(modes[3])
     return g, leaves, out_spec, out_leaves, sh
+
+
+_PLAIN = (type(None), bool, int, float, complex, str, bytes, type(Ellipsis), slice, range, D.dtype, np.generic,
+          np.dtype, type)
+
+
+def _check_returned(spec):
+    """A program gives back tensors, Python values and the containers flatten rebuilds at every
+    call; any other object the function returns (a dataclass, a generator, a closure, an object
+    holding a traced value) would be the trace's own object, returned again at every call."""
+    if spec is LEAF:
+        return
+    t = type(spec)
+    if t is tuple and spec and (spec[0] in (tuple, list, dict) and len(spec) == 2 or spec[0] is _Struct):
+        for item in spec[-1]:
+            _check_returned(item[1] if spec[0] is dict else item)
+        return
+    from .optim.optimizer import Optimizer  # deferred: the optimizers' traced steps import compile
+    if isinstance(spec, _PLAIN + (_device, symbolic.Sym, Module, Optimizer)) or \
+            isinstance(spec, (tuple, frozenset)) and all(isinstance(x, _PLAIN + (symbolic.Sym,)) for x in spec):
+        return
+    raise TraceError(f"the function returns a {t.__qualname__} object; a program gives back tensors, Python "
+                     f"numbers and strings, and tuples, lists, dicts and namedtuples of them, made anew at every call")
 
 
 def _settings():
