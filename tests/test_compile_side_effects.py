@@ -172,6 +172,7 @@ def test_warnings_and_log_records_are_written_every_call(caplog):
     assert sum("a big batch" == str(w.message) for w in record) == 3
     assert sum("writes a warning or a log record" in str(w.message) for w in record) == 1
     cl = tg.compile(logs)
+    LOGGER.disabled = False          # (a logging.config call elsewhere in the session may have disabled it)
     with caplog.at_level("INFO", logger=LOGGER.name), pytest.warns(UserWarning, match="LOGGER.info"):
         for _ in range(3):
             cl(leaf(2))

@@ -17,6 +17,7 @@ a time (M_TOP_PAD). The cost: up to 64 MiB of freed memory stays with the proces
 is changed where the process runs on another C library, where the user set glibc's own
 MALLOC_*_ variables or malloc tunables, or with TRACEGRAD_MALLOC_TUNING=0.
 """
+import ctypes
 import os
 
 M_TRIM_THRESHOLD, M_TOP_PAD, M_MMAP_THRESHOLD = -1, -2, -3
@@ -36,7 +37,6 @@ def tune(environ=os.environ, libc=None):
                 return False
         except (AttributeError, ValueError, OSError):
             return False                # no confstr, or no GNU C library
-        import ctypes
         try:
             libc = ctypes.CDLL("libc.so.6")
         except OSError:

@@ -31,7 +31,8 @@ from .grad_mode import STATE, no_grad
 from .tensor import Tensor, _VALUE_READS, device as _device
 from ._collect import paused
 from .ir.graph import Graph, V
-from .tracing import Proxy, TraceError, trace, proxy_input, apply, TRACING, TRACE_DEVICE, _ACTIVE, user_file
+from .tracing import Proxy, TraceError, trace, proxy_input, apply, TRACING, TRACE_DEVICE, _ACTIVE, user_file, \
+    _ANOMALY, _ANOMALY_NAN
 from .ir.layout import order_attr, tensor_order
 from .ir.verify import verify
 from .ops.lowering import Refuse, identity
@@ -45,6 +46,9 @@ from .autograd.graph import (Node, Saved, saved_tensors_hooks_active, _HOOK_USER
 from .autograd.engine import FREED_MSG, _check_version
 from .autograd.engine import forget
 from .nn.modules.module import Module
+from .optim.optimizer import Optimizer
+from ._tensor_str import PRINT_OPTS
+from .autograd import WARN_ALWAYS
 from . import functionalize, creation
 from .autodiff import derive, differentiable_reach, carries_grad, backward_args, DerivativeError
 from .codegen.numpy_cpu import compile_graph
@@ -249,7 +253,6 @@ def _check_returned(spec):
         for item in spec[-1]:
             _check_returned(item[1] if spec[0] is dict else item)
         return
-    from .optim.optimizer import Optimizer  # deferred: the optimizers' traced steps import compile
     if isinstance(spec, _PLAIN + (_device, symbolic.Sym, Module, Optimizer)) or \
             isinstance(spec, (tuple, frozenset)) and all(isinstance(x, _PLAIN + (symbolic.Sym,)) for x in spec):
         return
@@ -260,10 +263,7 @@ def _check_returned(spec):
 def _settings():
     """The process's settings besides the modes a trace restores itself: anomaly detection, print
     options, warn_always (a function that sets one would set it at every call)."""
-    from ._tensor_str import PRINT_OPTS  # deferred: printing is loaded after compile
-    from .autograd import WARN_ALWAYS  # deferred: autograd imports compile
-    from . import tracing
-    return (tracing._ANOMALY[0], tracing._ANOMALY_NAN[0], tuple(vars(PRINT_OPTS).items()), WARN_ALWAYS[0])
+    return (_ANOMALY[0], _ANOMALY_NAN[0], tuple(vars(PRINT_OPTS).items()), WARN_ALWAYS[0])
 
 
 class _NoRandom:

@@ -25,11 +25,13 @@ import dis
 import functools
 import inspect
 import linecache
+import logging
 import os
 import random
 import sys
 import sysconfig
 import types
+import warnings
 from ..tensor import Tensor
 from ..nn.modules.module import Module
 
@@ -62,8 +64,6 @@ _TIME = frozenset({"time", "time_ns", "perf_counter", "perf_counter_ns", "monoto
 def _writes_out(v):
     """Whether v is warnings.warn (or warn_explicit), a logging function or a logger's method
     that writes a record."""
-    import logging
-    import warnings
     if v is warnings.warn or v is warnings.warn_explicit:
         return True
     owner = getattr(v, "__self__", None)
