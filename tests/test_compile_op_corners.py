@@ -550,3 +550,37 @@ def test_a_tensor_made_with_requires_grad_inside_runs_eagerly():
     with pytest.warns(UserWarning, match="requires_grad=True"):
         got = tg.compile(lambda x: f(tg, x))(tg.tensor(x))
     np.testing.assert_allclose(got.numpy(), f(torch, torch.tensor(x)).numpy(), rtol=1e-12)
+
+
+OUTPUT_CHANGED = {
+    "exp": lambda m, x: m.exp(x), "sigmoid": lambda m, x: m.sigmoid(x), "tanh": lambda m, x: m.tanh(x),
+    "sqrt": lambda m, x: m.sqrt(x), "relu": lambda m, x: m.relu(x), "softmax": lambda m, x: m.softmax(x, 0),
+    "view of exp": lambda m, x: m.exp(x)[1:], "first of two": lambda m, x: (m.exp(x), m.exp(x) * 1)[0],
+    "pow": lambda m, x: x ** 3, "times two": lambda m, x: x * 2, "mul by itself": lambda m, x: x * x,
+}
+
+
+@pytest.mark.parametrize("name", sorted(OUTPUT_CHANGED))
+def test_an_output_changed_in_place_before_the_backward_raises_where_torch_does(name):
+    """exp's result is its own derivative: a compiled backward read the output's memory, so
+    y.mul_(2) before y.sum().backward() gave a wrong gradient (4 e^x), silently, where torch
+    raises. The outputs a backward reads are version-checked as the inputs are."""
+    f = OUTPUT_CHANGED[name]
+    a = np.array([0.5, 1.0, 2.0])
+    tx = torch.tensor(a, requires_grad=True)
+    ty = f(torch, tx)
+    ty.mul_(2)
+    try:
+        ty.sum().backward()
+        want = tx.grad.numpy()
+    except RuntimeError:
+        want = None
+    gx = tg.tensor(a, requires_grad=True)
+    gy = tg.compile(lambda x: f(tg, x))(gx)
+    gy.mul_(2)
+    if want is None:
+        with pytest.raises(RuntimeError, match="modified by an inplace operation.*output 0 of CompiledFunction,"):
+            gy.sum().backward()
+    else:
+        gy.sum().backward()
+        np.testing.assert_allclose(gx.grad.numpy(), want, rtol=1e-12)

@@ -558,6 +558,30 @@ def test_device_backward_of_a_compiled_call_runs_its_partitioned_program():
     assert r["bwd_triton"] and not r["double"], r
 
 
+OUTPUT_CHANGED_SCRIPT = r"""
+import json, numpy as np, tracegrad as tg
+out = {}
+for name in ("exp", "tanh", "times two"):
+    f = {"exp": lambda x: tg.exp(x), "tanh": lambda x: tg.tanh(x), "times two": lambda x: x * 2}[name]
+    x = tg.tensor(np.array([0.5, 1.0, 2.0], np.float32), device="cuda", requires_grad=True)
+    y = tg.compile(f)(x)
+    y.mul_(2)
+    try:
+        y.sum().backward()
+        out[name] = x.grad.cpu().numpy().tolist()
+    except RuntimeError as e:
+        out[name] = "raises" if "modified by an inplace operation" in str(e) else str(e)
+print(json.dumps(out))
+"""
+
+
+def test_a_compiled_output_changed_in_place_on_the_device_raises_as_on_the_cpu():
+    """The device's saved values are checked as the CPU's (its arrays compared by storage):
+    exp's and tanh's backward read their output, which y.mul_(2) changed."""
+    r = run_script(OUTPUT_CHANGED_SCRIPT)
+    assert r == {"exp": "raises", "tanh": "raises", "times two": [4.0, 4.0, 4.0]}, r
+
+
 HOST_WARNING_SCRIPT = r"""
 import json, warnings, numpy as np, tracegrad as tg
 from tracegrad.codegen import triton_gpu

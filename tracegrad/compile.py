@@ -1008,8 +1008,15 @@ def _attach(p, leaves, arrays, outs, residuals, grads=None):
     # the inputs the backward reads, with their versions now: changed in place before the
     # backward, they would give a wrong gradient, so the backward raises torch's error
     d["_read"] = read = [Saved(inputs[i], False) for i in p.bwd_reads] if p.bwd_reads else ()
+    if residuals:
+        # and the outputs whose memory it reads (exp's result is its own derivative): changed in
+        # place (y.mul_(2)) before the backward, they too would give a wrong gradient
+        for k in _outputs_saved(residuals, outs):
+            if read == ():
+                d["_read"] = read = []
+            read.append(Saved(outs[k], True, k))
     for s in read:
-        if s.tensor._inference:
+        if s.tensor is not None and s.tensor._inference:
             raise RuntimeError("Inference tensors cannot be saved for backward. Please do not use Tensors created in "
                                "inference mode in computation tracked by autograd. To work around this, you can make "
                                "a clone to get a normal tensor and use it in autograd, or use `torch.no_grad()` "
@@ -1026,6 +1033,22 @@ def _attach(p, leaves, arrays, outs, residuals, grads=None):
             o._grad_fn = node                # a new tensor, no view: what the grad_fn setter does
             o._output_nr = k
         k += 1
+
+
+def _outputs_saved(residuals, outs):
+    """The positions of the outputs whose memory is (or is viewed by) a saved value."""
+    saved = {_memory(r) for r in residuals if r is not None}
+    return [k for k, o in enumerate(outs) if _memory(o._data) in saved]
+
+
+def _memory(a):
+    """Which memory an array is in: the numpy array owning it, a CUDA array's storage."""
+    if a.__class__ is np.ndarray:
+        root = _own_root(a)
+        return id(a if root is None else root)
+    if a.__class__ is CudaArray:
+        return ("cuda", a.t.untyped_storage().data_ptr())
+    return id(a)
 
 
 def _donatable(p, residuals, outs):
