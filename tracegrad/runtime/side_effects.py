@@ -96,6 +96,15 @@ def _impure(v):
             return v.__name__ in IMPURE_NAMES
     return v is os.environ or v is os.getenv or v is os.urandom
 
+
+# the effects judged by the value read (an object's method or a global): its test, and the text
+_BY_VALUE = {
+    "impure": (_impure, "reads `{}`, which gives another value at every call (a random draw, a clock, the "
+                        "environment)"),
+    "output": (_writes_out, "calls `{}(...)`, which writes a warning or a log record (a trace would write it once, "
+                            "not at every call)"),
+}
+
 _OWN = "own"                # a value the function made itself
 _VIEW = ("()",)             # path end: a method whose result is items of its object (d.values())
 _VIEWS = frozenset({"values", "items", "keys", "get", "__getitem__"})
@@ -576,18 +585,12 @@ class _Finder:
                     not hasattr(type(obj), "__next__"):
                 return None
             return f"calls `next({where})` on an iterator the call does not own"
-        if kind == "impure":
+        if kind in _BY_VALUE:
+            test, text = _BY_VALUE[kind]
             v = obj if name is None else (getattr(obj, name, None) if obj is not _MISSING else None)
-            if v is None or not _impure(v):
+            if v is None or not test(v):
                 return None
-            return (f"reads `{where}{'.' + name if name else ''}`, which gives another value at every call (a random "
-                    f"draw, a clock, the environment)")
-        if kind == "output":
-            v = obj if name is None else (getattr(obj, name, None) if obj is not _MISSING else None)
-            if v is None or not _writes_out(v):
-                return None
-            return (f"calls `{where}{'.' + name if name else ''}(...)`, which writes a warning or a log record (a "
-                    f"trace would write it once, not at every call)")
+            return text.format(f"{where}{'.' + name if name else ''}")
         if kind == "attr":
             return f"sets `{where}.{name}` on {_kind_text(obj)} the call does not own"
         if isinstance(obj, (types.ModuleType, type)) or _tensor_like(obj):
