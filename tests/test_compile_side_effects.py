@@ -686,3 +686,23 @@ def test_plain_values_and_containers_are_returned_by_the_program():
         r = cf(leaf(2))
     assert type(r) is NT and r.b["k"][2:] == (3.5, "s", None, tg.Size([2]), tg.float64, tg.device("cpu"))
     close(r.b["k"][1][0], leaf(2) - 1)
+
+
+def test_enable_grad_inside_a_function_called_under_no_grad_gives_a_graph():
+    """Called under no_grad, a function that turns grad on inside returns a tensor with a
+    grad_fn (eager, torch): the program built under no_grad had none; it runs eagerly."""
+    def fn(lib, x):
+        with lib.enable_grad():
+            return (x * x).sum()
+    a = np.array([0.5, 1.0, 3.0])
+    tx = torch.tensor(a, requires_grad=True)
+    with torch.no_grad():
+        want = fn(torch, tx)
+    want.backward()
+    cf = tg.compile(lambda x: fn(tg, x))
+    gx = tg.tensor(a, requires_grad=True)
+    with tg.no_grad(), pytest.warns(UserWarning, match="enable_grad"):
+        got = cf(gx)
+    assert got.requires_grad and got.grad_fn is not None
+    got.backward()
+    close(gx.grad, tx.grad)

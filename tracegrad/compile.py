@@ -178,6 +178,7 @@ def _trace_with_writes(fn, args, kwargs, name, value_reads=None, dyn=()):
     modes = (STATE.grad_enabled, STATE.inference, D.get_default_dtype(), D.get_float32_matmul_precision())
     settings = _settings()
     entered = STATE.inference_entered
+    grad_entered = STATE.grad_entered
     try:
         with trace(g):
             # the memory order of each argument that requires grad, which matmul's derivative
@@ -216,6 +217,10 @@ def _trace_with_writes(fn, args, kwargs, name, value_reads=None, dyn=()):
                 raise TraceError("the function changes a setting of the process (anomaly detection, print options, "
                                  "warn_always) while it is traced; a program would not change it again at later "
                                  "calls")
+            if STATE.grad_entered != grad_entered and not modes[0]:
+                # its values would need grad_fns, which a program built under no_grad does not give
+                raise TraceError("enable_grad (or set_grad_enabled(True)) inside a compiled function called under "
+                                 "no_grad is not traced yet")
             if STATE.inference_entered != entered and not modes[1]:
                 # its values would be inference tensors, which the program's outputs are not
                 raise TraceError("inference_mode inside a compiled function is not traced yet")

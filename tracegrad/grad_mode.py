@@ -18,6 +18,9 @@ class _ModeState(threading.local):
         self.freeing_saved = False
         # how many times inference_mode was entered (compile: a trace that entered it falls back)
         self.inference_entered = 0
+        # how many times grad mode was turned on from off (compile: a trace called under no_grad
+        # that turns it on falls back)
+        self.grad_entered = 0
 
 
 STATE = _ModeState()
@@ -100,6 +103,8 @@ class enable_grad(_DecoratorContextManager):
 
     def __enter__(self):
         self.prev = STATE.grad_enabled
+        if not self.prev:
+            STATE.grad_entered += 1
         STATE.grad_enabled = True
 
     def __exit__(self, *exc):
@@ -114,6 +119,8 @@ class set_grad_enabled(_DecoratorContextManager):
             raise TypeError(f"set_grad_enabled(): argument 'enabled' (position 1) must be bool, not {type(mode).__name__}")
         self.prev = STATE.grad_enabled
         self.mode = mode
+        if mode and not self.prev:
+            STATE.grad_entered += 1
         STATE.grad_enabled = mode
 
     def __call__(self, func):
@@ -121,6 +128,8 @@ class set_grad_enabled(_DecoratorContextManager):
         return super().__call__(func)
 
     def __enter__(self):
+        if self.mode and not STATE.grad_enabled:
+            STATE.grad_entered += 1
         STATE.grad_enabled = self.mode
 
     def __exit__(self, *exc):
