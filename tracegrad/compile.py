@@ -1042,17 +1042,25 @@ def _attach(p, leaves, arrays, outs, residuals, grads=None):
 
 def _outputs_saved(residuals, outs):
     """The positions of the outputs whose memory is (or is viewed by) a saved value."""
+    if len(outs) == 1:
+        m = _memory(outs[0]._data)
+        for r in residuals:
+            if r is not None and _memory(r) == m:
+                return (0,)
+        return ()
     saved = {_memory(r) for r in residuals if r is not None}
     return [k for k, o in enumerate(outs) if _memory(o._data) in saved]
 
 
 def _memory(a):
-    """Which memory an array is in: the numpy array owning it, a CUDA array's storage."""
-    if a.__class__ is np.ndarray:
-        root = _own_root(a)
-        return id(a if root is None else root)
+    """Which memory an array is in: the object at the end of its chain of bases (the numpy
+    array that allocated it, or the buffer it was made from), a CUDA array's storage."""
     if a.__class__ is CudaArray:
         return ("cuda", a.t.untyped_storage().data_ptr())
+    b = getattr(a, "base", None)
+    while b is not None:
+        a = b
+        b = getattr(a, "base", None)
     return id(a)
 
 
