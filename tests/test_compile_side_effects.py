@@ -706,3 +706,35 @@ def test_enable_grad_inside_a_function_called_under_no_grad_gives_a_graph():
     assert got.requires_grad and got.grad_fn is not None
     got.backward()
     close(gx.grad, tx.grad)
+
+
+STATS = {}
+
+
+def _store(d, k, v):
+    d[k] = v
+
+
+def test_a_helper_writing_into_a_dict_it_is_given_is_a_side_effect():
+    """_store(STATS, "m", x.mean()) stored the trace's symbolic value into the caller's dict
+    (and guard building then failed on it): the reader now follows a helper with the objects
+    the call passes, so the write into a dict the call does not own is found at its line. A
+    dict the function made itself, or a tensor, passed to the same helper still traces."""
+    def fn(x):
+        _store(STATS, "m", x.mean())
+        return x * 2
+
+    def own(x):
+        d = {}
+        _store(d, "k", x * 2)
+        return d["k"] + 1
+    cf = tg.compile(fn)
+    with pytest.warns(UserWarning) as record:
+        for k in range(3):
+            cf(leaf(3, seed=k))
+            assert type(STATS["m"]) is tg.Tensor
+            close(STATS["m"], leaf(3, seed=k).mean())
+    one_warning(record, _store, "d[k] = v")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        close(tg.compile(own)(leaf(3)), leaf(3) * 2 + 1)

@@ -205,6 +205,8 @@ class _Scan:
         self.code = code
         self.effects = {}       # instruction index -> (kind, lineno, name, path)
         self.refs = set()       # paths of globals, closure variables and attributes it loads
+        self.calls = {}         # instruction index -> (paths of the callable, paths of the positional arguments)
+        self._kw = 0            # keyword names of the next call (3.11's KW_NAMES)
         self.nested = [c for c in code.co_consts if isinstance(c, types.CodeType)]
         self._run()
 
@@ -394,9 +396,21 @@ class _Scan:
             st.append(_UNKNOWN)
         elif op == "PRECALL":
             pass                        # 3.11: CALL pops the callable and the arguments
+        elif op == "KW_NAMES":
+            self._kw = len(ins.argval) if isinstance(ins.argval, tuple) else 0
         elif op in _CALLS:
             n = _CALLS[op] + arg
             called = st[len(st) - n:len(st) - arg] if len(st) >= n else []
+            if op == "CALL" and len(st) >= n:
+                # who is called with what (positional arguments only): a helper's writes into
+                # an argument are judged by the object the caller passes
+                positional = arg - self._kw
+                old = self.calls.get(i)
+                paths = tuple(st[len(st) - arg:len(st) - arg + positional])
+                if old is not None and len(old[1]) == len(paths):
+                    paths = tuple(_join(a, b) for a, b in zip(old[1], paths))
+                self.calls[i] = (tuple(c for c in called if c != _OWN and c[0] != "?"), paths)
+            self._kw = 0
             if ("global", "next") in called and arg >= 1 and len(st) >= n:
                 it = st[len(st) - arg]          # next(it) on an iterator from outside: advances it
                 if it != _OWN and it[0] != "?":
@@ -638,6 +652,32 @@ class _Finder:
         inner = owned | frozenset(code.co_cellvars)
         for c in scan.nested:
             self.code(c, glb, closure, {}, inner)
+        for callees, args in scan.calls.values():
+            self.call_site(callees, args, ctx, from_call)
+
+    def call_site(self, callees, args, ctx, from_call):
+        """Read a user function called here with the objects the caller passes (a helper that
+        writes into a dict it is given writes into the caller's dict)."""
+        for path in callees:
+            fn = self.resolve(path, ctx)
+            self_obj = None
+            if isinstance(fn, types.MethodType):
+                fn, self_obj = fn.__func__, fn.__self__
+            if not isinstance(fn, types.FunctionType) or is_library(fn.__code__.co_filename):
+                continue
+            code = fn.__code__
+            params = list(code.co_varnames[:code.co_argcount])
+            binding = {}
+            if self_obj is not None and params:
+                binding[params.pop(0)] = self_obj
+            for name, path in zip(params, args):
+                obj = _OWNED if path == _OWN else self.resolve(path, ctx)
+                if obj is not _MISSING:
+                    binding[name] = obj
+                if from_call and path != _OWN and path[0] == "arg":
+                    self.used_args = True       # judged by this call's arguments: judge again at the next compile
+            if binding:
+                self.function(fn, binding)
 
     def function(self, fn, binding):
         w = getattr(fn, "__dict__", {}).get("__wrapped__")
