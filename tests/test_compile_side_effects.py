@@ -396,7 +396,10 @@ def test_side_effect_reader_knows_each_kind():
         global COUNT
         COUNT = 1
 
-    for fn in (helper_free, sets_item, deletes_item, loops, io, uses_global):
+    def namespace(x):
+        globals()["LEAKED"] = x
+
+    for fn in (helper_free, sets_item, deletes_item, loops, io, uses_global, namespace):
         found[fn.__name__] = side_effects.SideEffects(fn).find((x,), {})
     assert found["helper_free"] == []
     assert "writes an item" in found["sets_item"][0].what
@@ -404,6 +407,7 @@ def test_side_effect_reader_knows_each_kind():
     assert "append" in found["loops"][0].what
     assert "write" in found["io"][0].what
     assert "global variable `COUNT`" in found["uses_global"][0].what
+    assert "globals(...)" in found["namespace"][0].what
 
 
 # -- item 6: generated source is never built from user text -----------------------------------------

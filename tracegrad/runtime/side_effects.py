@@ -42,8 +42,9 @@ MUTATING = frozenset({"append", "extend", "insert", "pop", "remove", "clear", "u
                       "discard", "popitem", "sort", "reverse", "write", "writelines", "appendleft",
                       "extendleft", "popleft", "rotate", "difference_update", "intersection_update",
                       "symmetric_difference_update", "flush", "put", "put_nowait"})
-# builtins whose call is itself a side effect (I/O, attributes set by name)
-IO_CALLS = frozenset({"print", "input", "open", "breakpoint", "setattr", "delattr"})
+# builtins whose call is itself a side effect (I/O, attributes set by name, the module's namespace
+# handed out for writing)
+IO_CALLS = frozenset({"print", "input", "open", "breakpoint", "setattr", "delattr", "globals"})
 # names of what gives another value at every call (random draws, clocks, the environment):
 # a trace would bake in the first one; `_impure` tells whether the object read is one
 IMPURE_NAMES = frozenset({
