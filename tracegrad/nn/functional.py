@@ -45,6 +45,21 @@ def _named(out, name, *inputs):
     return out
 
 
+def _opmath(input):
+    """(the value to compute with, the dtype to round back to): float16 and bfloat16 inputs in
+    float32, rounded once at the end, as torch's kernels compute them. A decomposition run in
+    half precision rounds after every primitive: gelu(-3.8) came out -0 and softplus(12) inf in
+    float16, hardsigmoid near -3 and logaddexp hundreds of ulps off."""
+    dt = input.dtype
+    if dt is D.float16 or dt is D.bfloat16:
+        return input.float(), dt
+    return input, None
+
+
+def _rounded(out, dt):
+    return out if dt is None else out.to(dt)
+
+
 def _check_tensor(x, fn, name="input"):
     if not isinstance(x, Tensor):
         raise TypeError(f"{fn}(): argument '{name}' (position 1) must be Tensor, not {type(x).__name__}")
@@ -73,16 +88,20 @@ _SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
 def gelu(input, approximate="none"):
     """x * Phi(x); approximate='tanh' uses torch's tanh formula."""
     _check_tensor(input, "gelu")
+    if approximate not in ("none", "tanh"):
+        raise RuntimeError("approximate argument must be either none or tanh.")
+    x, dt = _opmath(input)
     if approximate == "none":
-        return _named(input * 0.5 * (O.erf(input * _SQRT1_2) + 1), "GeluBackward0", input)
-    if approximate == "tanh":
-        inner = (input + input * input * input * 0.044715) * _SQRT_2_OVER_PI
-        return _named(input * 0.5 * (O.tanh(inner) + 1), "GeluBackward0", input)
-    raise RuntimeError("approximate argument must be either none or tanh.")
+        out = x * 0.5 * (O.erf(x * _SQRT1_2) + 1)
+    else:
+        inner = (x + x * x * x * 0.044715) * _SQRT_2_OVER_PI
+        out = x * 0.5 * (O.tanh(inner) + 1)
+    return _named(_rounded(out, dt), "GeluBackward0", input)
 
 
 def silu(input, inplace=False):
-    out = _named(input * O.sigmoid(input), "SiluBackward0", input)
+    x, dt = _opmath(input)
+    out = _named(_rounded(x * O.sigmoid(x), dt), "SiluBackward0", input)
     return input.copy_(out) if inplace else out
 
 
@@ -108,19 +127,21 @@ def _softplus1(z):
 
 
 def softplus(input, beta=1.0, threshold=20.0):
-    z = input * beta if beta != 1 else input
+    x, dt = _opmath(input)
+    z = x * beta if beta != 1 else x
     out = O.log1p(O.exp(O.where(z > threshold, threshold, z)))     # NaN flows to the value and the gradient
     if beta != 1:
         out = out / beta
-    return _named(O.where(z > threshold, input, out), "SoftplusBackward0", input)
+    return _named(_rounded(O.where(z > threshold, x, out), dt), "SoftplusBackward0", input)
 
 
 def logsigmoid(input):
     # torch's min(x, 0) - log1p(exp(-|x|)), with min and -|x| written as selections on x >= 0 so that the
     # second derivative at 0 is the smooth one (abs' is 0 there), zeros keep torch's sign and NaN flows
-    nonneg = input >= 0
-    lse = O.log1p(O.exp(O.where(nonneg, -input, input)))
-    return _named(O.where(nonneg, 0.0, input) - lse, "LogSigmoidBackward0", input)
+    x, dt = _opmath(input)
+    nonneg = x >= 0
+    lse = O.log1p(O.exp(O.where(nonneg, -x, x)))
+    return _named(_rounded(O.where(nonneg, 0.0, x) - lse, dt), "LogSigmoidBackward0", input)
 
 
 def _softmax_dim(ndim):
@@ -768,16 +789,18 @@ def relu6(input, inplace=False):
 
 
 def hardsigmoid(input, inplace=False):
-    inside = (input > -3.0) & (input < 3.0)
-    out = O.where(inside, input / 6.0 + 0.5, O.clamp(input.detach() / 6.0 + 0.5, 0.0, 1.0))
-    return _inplace(input, _named(out, "HardsigmoidBackward0", input), inplace)
+    x, dt = _opmath(input)
+    inside = (x > -3.0) & (x < 3.0)
+    out = O.where(inside, x / 6.0 + 0.5, O.clamp(x.detach() / 6.0 + 0.5, 0.0, 1.0))
+    return _inplace(input, _named(_rounded(out, dt), "HardsigmoidBackward0", input), inplace)
 
 
 def hardswish(input, inplace=False):
     # torch: x * relu6(x + 3) / 6, with gradient (2x + 3) / 6 on [-3, 3] (ends included)
-    inner = input * (input + 3.0) / 6.0
-    out = O.where(input <= -3.0, input * 0.0, O.where(input >= 3.0, input, inner))
-    return _inplace(input, _named(out, "HardswishBackward0", input), inplace)
+    x, dt = _opmath(input)
+    inner = x * (x + 3.0) / 6.0
+    out = O.where(x <= -3.0, x * 0.0, O.where(x >= 3.0, x, inner))
+    return _inplace(input, _named(_rounded(out, dt), "HardswishBackward0", input), inplace)
 
 
 def softsign(input):
@@ -789,8 +812,9 @@ def tanhshrink(input):
 
 
 def mish(input, inplace=False):
-    out = input * O.tanh(softplus(input))
-    return _inplace(input, _named(out, "MishBackward0", input), inplace)
+    x, dt = _opmath(input)
+    out = x * O.tanh(softplus(x))
+    return _inplace(input, _named(_rounded(out, dt), "MishBackward0", input), inplace)
 
 
 def hardshrink(input, lambd=0.5):
@@ -813,8 +837,9 @@ def glu(input, dim=-1):
     n = input.shape[dim]
     if n % 2:
         raise RuntimeError(f"Halving dimension must be even, but dimension {dim % input.ndim} is size {n}")
-    a, b = O.split(input, n // 2, dim)
-    return _named(a * sigmoid(b), "GluBackward0", input)
+    x, dt = _opmath(input)
+    a, b = O.split(x, n // 2, dim)
+    return _named(_rounded(a * sigmoid(b), dt), "GluBackward0", input)
 
 
 def prelu(input, weight):

@@ -104,9 +104,15 @@ def fmod(input, other):
 
 
 def logaddexp(input, other):
+    dt = D.promote_types(input.dtype, other.dtype) if isinstance(input, Tensor) and isinstance(other, Tensor) \
+        else None
+    if dt is D.float16 or dt is D.bfloat16:
+        # in float32, rounded once (torch's opmath): in half precision the sum of the two
+        # exponentials lost hundreds of ulps
+        return rename_grad_fn(logaddexp(input.float(), other.float()).to(dt), "LogaddexpBackward0")
     m = O.maximum(input, other).detach()
     m = O.where(O.isinf(m), O.zeros_like(m), m)
-    return O.log(O.exp(input - m) + O.exp(other - m)) + m
+    return rename_grad_fn(O.log(O.exp(input - m) + O.exp(other - m)) + m, "LogaddexpBackward0")
 
 
 def xlogy(input, other):
