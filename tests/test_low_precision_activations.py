@@ -74,3 +74,47 @@ def test_the_tails_that_came_out_wrong():
     assert tg.nn.functional.softplus(x.to(tg.float16))[1].item() == pytest.approx(12.0, abs=0.01)   # was inf
     hs = tg.nn.functional.hardsigmoid(x.to(tg.float16))[2].float().item()
     assert hs == pytest.approx(torch.nn.functional.hardsigmoid(torch.tensor(-2.99).half()).item(), rel=1e-3)
+
+
+@pytest.mark.parametrize("name", ["elu", "selu", "celu"])
+def test_the_exponential_branch_never_makes_a_nan_gradient(name):
+    """elu's exponential was taken of every x, so at x = 100 (float32) it overflowed where its
+    value is not used, and the gradient was inf * 0 = NaN."""
+    kw = {"alpha": 0.5} if name == "celu" else {}
+    a = np.array([100.0, 1000.0, -100.0, 1.5, -1.5], np.float32)
+    tx, gx = torch.tensor(a, requires_grad=True), tg.tensor(a, requires_grad=True)
+    getattr(torch.nn.functional, name)(tx, **kw).sum().backward()
+    getattr(tg.nn.functional, name)(gx, **kw).sum().backward()
+    np.testing.assert_allclose(gx.grad.numpy(), tx.grad.numpy(), rtol=1e-6, atol=1e-37)   # exp(-100) is subnormal
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+@pytest.mark.parametrize("name", ["elu", "selu", "group_norm", "bce_with_logits"])
+def test_more_composites_in_half_precision_are_no_worse_than_torchs(name, dtype):
+    x = (RNG.standard_normal((8, 12)) * 3).astype(np.float32)
+    y = RNG.uniform(0.05, 0.95, (8, 12)).astype(np.float32)
+
+    def f(lib, a):
+        F = lib.nn.functional
+        if name == "group_norm":
+            return F.group_norm(a.reshape(4, 4, 6), 2)
+        if name == "bce_with_logits":
+            return F.binary_cross_entropy_with_logits(a, lib.tensor(y).to(a.dtype), reduction="none")
+        return getattr(F, name)(a)
+    tdt = getattr(torch, dtype)
+    tx = torch.tensor(x).to(tdt).requires_grad_()
+    x64 = tx.detach().double().requires_grad_()
+    gx = tg.tensor(x).to(getattr(tg, dtype)).requires_grad_()
+    outs = [f(torch, tx), f(torch, x64), f(tg, gx)]
+    for o in outs:
+        o.sum().backward()
+    eps = 2.0 ** -7 if dtype == "bfloat16" else 2.0 ** -10
+    for what, (want, exact, got) in (("value", [o.detach().double().numpy() for o in outs]),
+                                     ("gradient", (tx.grad.double().numpy(), x64.grad.numpy(),
+                                                   gx.grad.double().numpy()))):
+        # bce's gradient is sigmoid(x) - y, a difference of terms of order one: its error is
+        # relative to them, not to the (cancelled) result
+        floor = 1.0 if (name, what) == ("bce_with_logits", "gradient") else 1e-3
+        scale = (np.abs(exact) + floor) * eps
+        err_t, err_g = np.abs(want - exact) / scale, np.abs(got - exact) / scale
+        assert np.all(err_g <= np.maximum(2 * err_t, 1.5) + 0.5), (what, float(err_g.max()), float(err_t.max()))

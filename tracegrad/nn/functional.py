@@ -723,14 +723,16 @@ def binary_cross_entropy_with_logits(input, target, weight=None, size_average=No
         raise ValueError(f"Target size ({target.shape!r}) must be the same as input size ({input.shape!r})")
     _weight_without_grad(weight, "binary_cross_entropy_with_logits")
     _weight_without_grad(pos_weight, "binary_cross_entropy_with_logits", "pos_weight")
-    sp = _softplus1(-input)                       # -log sigmoid(x)
+    x, dt = _opmath(input) if target.dtype is input.dtype else (input, None)   # 16-bit: in float32, rounded once
+    t = target.float() if dt is not None else target
+    sp = _softplus1(-x)                           # -log sigmoid(x)
     if pos_weight is not None:
-        loss = (1 - target) * input + (1 + (pos_weight - 1) * target) * sp
+        loss = (1 - t) * x + (1 + (pos_weight - 1) * t) * sp
     else:
-        loss = (1 - target) * input + sp
+        loss = (1 - t) * x + sp
     if weight is not None:
         loss = loss * weight
-    return _named(_reduce(loss, reduction), "BinaryCrossEntropyWithLogitsBackward0", input, target)
+    return _named(_rounded(_reduce(loss, reduction), dt), "BinaryCrossEntropyWithLogitsBackward0", input, target)
 
 
 def binary_cross_entropy(input, target, weight=None, size_average=None, reduce=None, reduction="mean"):
@@ -754,16 +756,26 @@ def _inplace(input, out, inplace):
     return input.copy_(out) if inplace else out
 
 
+def _elu(input, alpha, scale, input_scale, name, inplace):
+    """scale * (x if x > 0 else alpha * expm1(x * input_scale)), in float32 for half precision.
+    The exponential sees min(x, 0): on the positive side its value is not taken, and exp(x)
+    overflowing there made the gradient inf * 0 = NaN (elu(100.) in float32)."""
+    x, dt = _opmath(input)
+    positive = x > 0
+    neg = O.where(positive, 0.0, x)
+    out = O.where(positive, x * scale if scale != 1 else x,
+                  O.expm1(neg * input_scale if input_scale != 1 else neg) * (alpha * scale))
+    return _inplace(input, _named(_rounded(out, dt), name, input), inplace)
+
+
 def elu(input, alpha=1.0, inplace=False):
-    out = O.where(input > 0, input, O.expm1(input) * alpha)
-    return _inplace(input, _named(out, "EluBackward0", input), inplace)
+    return _elu(input, alpha, 1.0, 1.0, "EluBackward0", inplace)
 
 
 def celu(input, alpha=1.0, inplace=False):
     if alpha == 0:
         raise RuntimeError("ZeroDivisionError")
-    out = O.where(input > 0, input, O.expm1(input / alpha) * alpha)
-    return _inplace(input, _named(out, "EluBackward0", input), inplace)
+    return _elu(input, alpha, 1.0, 1.0 / alpha, "EluBackward0", inplace)
 
 
 _SELU_ALPHA = 1.6732632423543772848170429916717
@@ -771,8 +783,7 @@ _SELU_SCALE = 1.0507009873554804934193349852946
 
 
 def selu(input, inplace=False):
-    out = O.where(input > 0, input * _SELU_SCALE, O.expm1(input) * (_SELU_ALPHA * _SELU_SCALE))
-    return _inplace(input, _named(out, "EluBackward0", input), inplace)
+    return _elu(input, _SELU_ALPHA, _SELU_SCALE, 1.0, "EluBackward0", inplace)
 
 
 def hardtanh(input, min_val=-1.0, max_val=1.0, inplace=False):
@@ -931,17 +942,18 @@ def group_norm(input, num_groups, weight=None, bias=None, eps=1e-5):
     if c % num_groups:
         raise RuntimeError(f"Expected number of channels in input to be divisible by num_groups, but got input of "
                            f"shape {list(input.shape)} and num_groups={num_groups}")
-    x = input.reshape(n, num_groups, -1)
+    x, dt = _opmath(input)             # 16-bit inputs: statistics and result in float32, as layer_norm
+    x = x.reshape(n, num_groups, -1)
     mean = O.mean(x, -1, keepdim=True)
     xc = x - mean
     var = O.mean(xc * xc, -1, keepdim=True)
     out = (xc * O.rsqrt(var + eps)).reshape(tuple(input.shape))
     shape = (1, c) + (1,) * (input.ndim - 2)
     if weight is not None:
-        out = out * weight.reshape(shape)
+        out = out * (weight.float() if dt is not None and weight.dtype is dt else weight).reshape(shape)
     if bias is not None:
-        out = out + bias.reshape(shape)
-    return _named(out, "NativeGroupNormBackward0", input, weight, bias)
+        out = out + (bias.float() if dt is not None and bias.dtype is dt else bias).reshape(shape)
+    return _named(_rounded(out, dt), "NativeGroupNormBackward0", input, weight, bias)
 
 
 def _interp_sizes(input, size, scale_factor, name):
