@@ -118,3 +118,31 @@ def test_more_composites_in_half_precision_are_no_worse_than_torchs(name, dtype)
         scale = (np.abs(exact) + floor) * eps
         err_t, err_g = np.abs(want - exact) / scale, np.abs(got - exact) / scale
         assert np.all(err_g <= np.maximum(2 * err_t, 1.5) + 0.5), (what, float(err_g.max()), float(err_t.max()))
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+@pytest.mark.parametrize("name", ["softmax", "log_softmax", "cross_entropy"])
+def test_the_softmax_gradients_in_half_precision_are_no_worse_than_torchs(name, dtype):
+    """The softmax kernels run half precision in float32; their derivative rules now do too."""
+    x = (RNG.standard_normal((16, 24)) * 3).astype(np.float32)
+    target = RNG.integers(0, 24, 16)
+    w = RNG.standard_normal((16, 24)).astype(np.float32)
+
+    def f(lib, a):
+        if name == "cross_entropy":
+            return lib.nn.functional.cross_entropy(a, lib.tensor(target), reduction="none")
+        return getattr(lib, name)(a, 1) * lib.tensor(w).to(a.dtype)
+    tdt = getattr(torch, dtype)
+    tx = torch.tensor(x).to(tdt).requires_grad_()
+    x64 = tx.detach().double().requires_grad_()
+    gx = tg.tensor(x).to(getattr(tg, dtype)).requires_grad_()
+    for lib, a in ((torch, tx), (torch, x64), (tg, gx)):
+        f(lib, a).sum().backward()
+    eps = 2.0 ** -7 if dtype == "bfloat16" else 2.0 ** -10
+    want, exact, got = tx.grad.double().numpy(), x64.grad.numpy(), gx.grad.double().numpy()
+    scale = (np.abs(exact) + 1e-3) * eps
+    err_t, err_g = np.abs(want - exact) / scale, np.abs(got - exact) / scale
+    # where g and softmax * sum(g) cancel, either library's result is a few rounded terms apart
+    # from float64's: compared as a whole (the worst error, how many are past 1.5 ulps)
+    assert err_g.max() <= max(1.01 * err_t.max(), 1.5) + 0.5, (float(err_g.max()), float(err_t.max()))
+    assert (err_g > 1.5).sum() <= 1.1 * (err_t > 1.5).sum() + 2, ((err_g > 1.5).sum(), (err_t > 1.5).sum())

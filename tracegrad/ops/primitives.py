@@ -1168,11 +1168,22 @@ def _log_softmax_kernel(x, dim):
     return s - np.log(np.sum(np.exp(s), axis=dim, keepdims=True))
 
 
+def _in_float32(rule):
+    """A softmax's derivative rule for float16/bfloat16 values computed in float32 and rounded
+    once, as its forward kernel is (and torch's backward kernels are)."""
+    def vjp(g, out, x, dim):
+        dt = out.dtype
+        if dt is D.float16 or dt is D.bfloat16:
+            return tuple(r.to(dt) for r in rule(g.float(), out.float(), x, dim))
+        return rule(g, out, x, dim)
+    return vjp
+
+
 Primitive("softmax", "x", _softmax_kernel, shape=_unary_shape, dtype="same",
-          vjp=lambda g, out, x, dim: (out * (g - R("sum", g * out, (dim,), True)),), saves="out",
+          vjp=_in_float32(lambda g, out, x, dim: (out * (g - R("sum", g * out, (dim,), True)),)), saves="out",
           grad_fn="SoftmaxBackward0", reduction=True, triton=T.Reduce("softmax"))
 Primitive("log_softmax", "x", _log_softmax_kernel, shape=_unary_shape, dtype="same",
-          vjp=lambda g, out, x, dim: (g - F.exp(out) * R("sum", g, (dim,), True),), saves="out",
+          vjp=_in_float32(lambda g, out, x, dim: (g - F.exp(out) * R("sum", g, (dim,), True),)), saves="out",
           grad_fn="LogSoftmaxBackward0", reduction=True, triton=T.Reduce("log_softmax"))
 
 # == shape ops (views where torch makes views) ==================================================
