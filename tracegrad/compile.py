@@ -175,7 +175,6 @@ def _trace_with_writes(fn, args, kwargs, name, value_reads=None, dyn=()):
     reads = _VALUE_READS[0]
     _VALUE_READS[0] = value_reads if value_reads is not None else {}
     sh = functionalize.begin(g)   # writes (in-place ops, .grad, optimizer steps) are recorded
-    modes = (STATE.grad_enabled, STATE.inference, D.get_default_dtype(), D.get_float32_matmul_precision())
     settings = _settings()
     entered = STATE.inference_entered
     grad_entered = STATE.grad_entered
@@ -208,20 +207,17 @@ def _trace_with_writes(fn, args, kwargs, name, value_reads=None, dyn=()):
                                  f"lr_scheduler's step() or a write to the group) while it is traced; a program "
                                  f"would not change it again at later calls. Change the options outside the "
                                  f"compiled function (the learning rate is read at every call)")
-            if (STATE.grad_enabled, STATE.inference, D.get_default_dtype(), D.get_float32_matmul_precision()) != modes:
-                # a program would not change them on later calls
-                raise TraceError("the function leaves grad mode, inference mode, the default dtype or the float32 "
-                                 "matmul precision changed "
-                                 "(torch.set_grad_enabled or set_default_dtype without restoring it)")
             if _settings() != settings:
-                raise TraceError("the function changes a setting of the process (anomaly detection, print options, "
-                                 "warn_always) while it is traced; a program would not change it again at later "
-                                 "calls")
-            if STATE.grad_entered != grad_entered and not modes[0]:
+                # a program would not change them on later calls
+                raise TraceError("the function leaves a setting of the process changed (grad mode, inference mode, "
+                                 "the default dtype, the float32 matmul precision, anomaly detection, print "
+                                 "options, warn_always: set_grad_enabled or set_default_dtype without restoring "
+                                 "it, say); a program would not change it again at later calls")
+            if STATE.grad_entered != grad_entered and not settings[0]:
                 # its values would need grad_fns, which a program built under no_grad does not give
                 raise TraceError("enable_grad (or set_grad_enabled(True)) inside a compiled function called under "
                                  "no_grad is not traced yet")
-            if STATE.inference_entered != entered and not modes[1]:
+            if STATE.inference_entered != entered and not settings[1]:
                 # its values would be inference tensors, which the program's outputs are not
                 raise TraceError("inference_mode inside a compiled function is not traced yet")
             out_leaves = []
@@ -237,9 +233,9 @@ def _trace_with_writes(fn, args, kwargs, name, value_reads=None, dyn=()):
         creation.RNG.gen = gen
         _VALUE_READS[0] = reads
         # the trace leaves no global mode changed: a fallback's eager run starts where the call did
-        STATE.grad_enabled, STATE.inference = modes[:2]
-        D.set_default_dtype(modes[2])
-        D.set_float32_matmul_precision(modes[3])
+        STATE.grad_enabled, STATE.inference = settings[:2]
+        D.set_default_dtype(settings[2])
+        D.set_float32_matmul_precision(settings[3])
     return g, leaves, out_spec, out_leaves, sh
 
 
@@ -266,9 +262,11 @@ def _check_returned(spec):
 
 
 def _settings():
-    """The process's settings besides the modes a trace restores itself: anomaly detection, print
-    options, warn_always (a function that sets one would set it at every call)."""
-    return (_ANOMALY[0], _ANOMALY_NAN[0], tuple(vars(PRINT_OPTS).items()), WARN_ALWAYS[0])
+    """The process's settings a function could change (and a program would not change again):
+    grad mode, inference mode, the default dtype and the float32 matmul precision (which a
+    trace puts back as it found them), anomaly detection, print options, warn_always."""
+    return (STATE.grad_enabled, STATE.inference, D.get_default_dtype(), D.get_float32_matmul_precision(),
+            _ANOMALY[0], _ANOMALY_NAN[0], tuple(vars(PRINT_OPTS).items()), WARN_ALWAYS[0])
 
 
 class _NoRandom:

@@ -91,6 +91,14 @@ def _layout(what):
                      f"history, which may differ between calls")
 
 
+def _asked_by_user(what):
+    """Refuse `what` (a layout or autograd-history question) where the user's code asks it of a
+    traced value (the caller of the Proxy method that calls this); tracegrad's own code gets the
+    answer the trace knows."""
+    if _user_code(sys._getframe(2)):
+        _layout(what)
+
+
 def _autograd_flag(value):
     raise TraceError(f"requires_grad_({bool(value)}) on a value of the trace: a program has no leaf tensors of its "
                      f"own to start a graph from (make the tensor outside the compiled function and pass it in; "
@@ -180,8 +188,7 @@ class Proxy(Tensor):
                          "assign .data outside the compiled function")
 
     def is_contiguous(self, memory_format=None):
-        if _user_code(sys._getframe(1)):
-            _layout("Tensor.is_contiguous()")
+        _asked_by_user("Tensor.is_contiguous()")
         # tracegrad's own code (contiguous()) gets what the eager tensor would answer, where
         # that is known (ir/layout.py): a forward value a derivative rule reads is asked in
         # the forward graph, without saving it
@@ -220,8 +227,7 @@ class Proxy(Tensor):
 
     @property
     def grad_fn(self):
-        if _user_code(sys._getframe(1)):
-            _layout("Tensor.grad_fn")
+        _asked_by_user("Tensor.grad_fn")
         return Tensor.grad_fn.fget(self)
 
     @grad_fn.setter
@@ -230,8 +236,7 @@ class Proxy(Tensor):
 
     @property
     def is_leaf(self):
-        if _user_code(sys._getframe(1)):
-            _layout("Tensor.is_leaf")
+        _asked_by_user("Tensor.is_leaf")
         return Tensor.grad_fn.fget(self) is None
 
     def _concrete(self, what):
@@ -280,8 +285,7 @@ class Proxy(Tensor):
 
     @property
     def _version(self):
-        if _user_code(sys._getframe(1)):
-            _layout("Tensor._version")
+        _asked_by_user("Tensor._version")
         return 0
 
     _version = _version.deleter(Tensor._version.fdel)      # refused, as a tensor's
@@ -303,8 +307,7 @@ class Proxy(Tensor):
 
     @property
     def retains_grad(self):
-        if _user_code(sys._getframe(1)):
-            _layout("Tensor.retains_grad")
+        _asked_by_user("Tensor.retains_grad")
         return self._retains_grad
 
     @classmethod
@@ -314,15 +317,13 @@ class Proxy(Tensor):
         instances are laid out otherwise (extra slots)."""
         if klass is Tensor:
             return True
-        k = _PROXY_CLASSES.get(klass)
-        if k is None:
-            try:
-                k = type(f"Proxy[{klass.__name__}]", (cls, klass), {"__slots__": ()})
-                proxy.__class__ = k
-            except TypeError:
-                return False
-            _PROXY_CLASSES[klass] = k
-        proxy.__class__ = k
+        try:
+            k = _PROXY_CLASSES.get(klass)
+            if k is None:
+                k = _PROXY_CLASSES[klass] = type(f"Proxy[{klass.__name__}]", (cls, klass), {"__slots__": ()})
+            proxy.__class__ = k
+        except TypeError:
+            return False
         return True
 
 

@@ -60,6 +60,12 @@ def _rounded(out, dt):
     return out if dt is None else out.to(dt)
 
 
+def _affine(p, dt):
+    """A norm's weight or bias, in float32 where the input it scales is computed so (_opmath)
+    and it has the input's 16-bit dtype."""
+    return p.float() if dt is not None and p.dtype is dt else p
+
+
 def _check_tensor(x, fn, name="input"):
     if not isinstance(x, Tensor):
         raise TypeError(f"{fn}(): argument '{name}' (position 1) must be Tensor, not {type(x).__name__}")
@@ -362,19 +368,16 @@ def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
                            f"[*, {', '.join(map(str, normalized_shape))}], but got input of size"
                            f"{list(input.shape)}")
     dims = tuple(range(input.ndim - k, input.ndim))
-    low = input.dtype in (D.float16, D.bfloat16)
-    x = input.float() if low else input      # 16-bit inputs: statistics and result in float32, as torch
+    x, dt = _opmath(input)              # 16-bit inputs: statistics and result in float32, as torch
     mean = O.mean(x, dims, keepdim=True)
     xc = x - mean
     var = O.mean(xc * xc, dims, keepdim=True)
     out = xc * O.rsqrt(var + eps)
     if weight is not None:
-        out = out * (weight.float() if low and weight.dtype is input.dtype else weight)
+        out = out * _affine(weight, dt)
     if bias is not None:
-        out = out + (bias.float() if low and bias.dtype is input.dtype else bias)
-    if low:
-        out = out.to(input.dtype)
-    return _named(out, "NativeLayerNormBackward0", input, weight, bias)
+        out = out + _affine(bias, dt)
+    return _named(_rounded(out, dt), "NativeLayerNormBackward0", input, weight, bias)
 
 
 def batch_norm(input, running_mean, running_var, weight=None, bias=None, training=False, momentum=0.1, eps=1e-5):
@@ -756,7 +759,7 @@ def _inplace(input, out, inplace):
     return input.copy_(out) if inplace else out
 
 
-def _elu(input, alpha, scale, input_scale, name, inplace):
+def _elu(input, alpha, scale, input_scale, inplace):
     """scale * (x if x > 0 else alpha * expm1(x * input_scale)), in float32 for half precision.
     The exponential sees min(x, 0): on the positive side its value is not taken, and exp(x)
     overflowing there made the gradient inf * 0 = NaN (elu(100.) in float32)."""
@@ -765,17 +768,17 @@ def _elu(input, alpha, scale, input_scale, name, inplace):
     neg = O.where(positive, 0.0, x)
     out = O.where(positive, x * scale if scale != 1 else x,
                   O.expm1(neg * input_scale if input_scale != 1 else neg) * (alpha * scale))
-    return _inplace(input, _named(_rounded(out, dt), name, input), inplace)
+    return _inplace(input, _named(_rounded(out, dt), "EluBackward0", input), inplace)
 
 
 def elu(input, alpha=1.0, inplace=False):
-    return _elu(input, alpha, 1.0, 1.0, "EluBackward0", inplace)
+    return _elu(input, alpha, 1.0, 1.0, inplace)
 
 
 def celu(input, alpha=1.0, inplace=False):
     if alpha == 0:
         raise RuntimeError("ZeroDivisionError")
-    return _elu(input, alpha, 1.0, 1.0 / alpha, "EluBackward0", inplace)
+    return _elu(input, alpha, 1.0, 1.0 / alpha, inplace)
 
 
 _SELU_ALPHA = 1.6732632423543772848170429916717
@@ -783,7 +786,7 @@ _SELU_SCALE = 1.0507009873554804934193349852946
 
 
 def selu(input, inplace=False):
-    return _elu(input, _SELU_ALPHA, _SELU_SCALE, 1.0, "EluBackward0", inplace)
+    return _elu(input, _SELU_ALPHA, _SELU_SCALE, 1.0, inplace)
 
 
 def hardtanh(input, min_val=-1.0, max_val=1.0, inplace=False):
@@ -950,9 +953,9 @@ def group_norm(input, num_groups, weight=None, bias=None, eps=1e-5):
     out = (xc * O.rsqrt(var + eps)).reshape(tuple(input.shape))
     shape = (1, c) + (1,) * (input.ndim - 2)
     if weight is not None:
-        out = out * (weight.float() if dt is not None and weight.dtype is dt else weight).reshape(shape)
+        out = out * _affine(weight, dt).reshape(shape)
     if bias is not None:
-        out = out + (bias.float() if dt is not None and bias.dtype is dt else bias).reshape(shape)
+        out = out + _affine(bias, dt).reshape(shape)
     return _named(_rounded(out, dt), "NativeGroupNormBackward0", input, weight, bias)
 
 
