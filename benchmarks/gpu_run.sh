@@ -6,7 +6,10 @@
 # the machine's and what finished is kept. Logs and JSON go to $OUT (default benchmarks/out/gpu),
 # packed into gpu_run.tgz at the end.
 #
-#   bash benchmarks/gpu_run.sh [tests] [checks SECONDS] [bench W2,W6,W8] [bench W3,W4,W5] ...
+#   bash benchmarks/gpu_run.sh [tests] [steps] [checks SECONDS] [bench W2,W6,W8] [bench W3,W4,W5] ...
+#
+# `steps` runs the whole-training-step scripts of tests/test_triton_on_a_gpu.py (four optimizers,
+# then eight corners, each compiled step against the eager step) on the GPU itself, side by side.
 #   (no arguments: tests, then every workload)
 set -u
 cd "$(dirname "$0")/.."
@@ -52,6 +55,16 @@ while [ $# -gt 0 ]; do
         > "$OUT/gpu_tests.log" 2>&1
       echo "tests exit: $? (137: cut off at the limit)" >> "$OUT/gpu_tests.log"
       tail -60 "$OUT/gpu_tests.log"
+      ;;
+    steps)
+      shift
+      echo "== whole training steps compiled for the GPU against eager (limit ${STEPS_S:-150} s)"
+      for script in STEP_SCRIPT STEP_CASES_SCRIPT; do
+        limited "${STEPS_S:-150}" $PY -c "import sys; sys.path.insert(0, 'tests'); import test_triton_on_a_gpu as t; \
+exec(compile(t.$script, '$script', 'exec'))" > "$OUT/steps_$script.log" 2>&1 &
+      done
+      wait
+      for script in STEP_SCRIPT STEP_CASES_SCRIPT; do echo "-- $script"; tail -c 3000 "$OUT/steps_$script.log"; done
       ;;
     checks)
       secs=$2; shift 2
