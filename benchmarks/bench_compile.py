@@ -778,9 +778,14 @@ def report(results, bw):
         first = row.get("first call tracegrad.compile s")
         print(f"{w:4} " + " | ".join(cells(w, row, cols, 24)) +
               f" | {'' if roof is None else f'{roof * 100:.0f} %':>18} | {'' if first is None else f'{first:.3f} s'}")
+    report_others(results, cols)
+
+
+def report_others(results, cols):
+    """The contenders of one workload only (W2's whole step), then W6 and W8 torch's way."""
     for w, row in results.items():
         for c in row["times"]:
-            if c not in cols and c != TORCH_WAY:      # a contender of one workload only (W2's whole step)
+            if c not in cols and c != TORCH_WAY:
                 print(f"{w:4} {c}: {cells(w, row, [c], 0)[0].strip()}")
     report_torch_way(results)
 
@@ -808,7 +813,7 @@ def report_gpu(results, bw):
         first = row.get("first call tracegrad.compile s")
         print(f"{w:4} " + " | ".join(cells(w, row, cols, 32, roofline=True)) +
               f" | {'' if first is None else f'{first:.3f} s'}")
-    report_torch_way(results)
+    report_others(results, cols)
 
 
 def cells(w, row, cols, width, roofline=False):

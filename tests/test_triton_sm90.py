@@ -221,3 +221,28 @@ def test_float32_division_and_roots_round_as_ieee():
     results = TT.compile_all(specs, arch=90)
     assert not [r["error"] for r in results if "error" in r]
     assert not {r["name"]: r["approx"] for r in results if r["approx"]}
+
+
+def test_fmod_remainder_and_floor_division_do_not_use_the_gpus_frem():
+    """A float `%` compiles to fma(-trunc(x / y), y, x) on a GPU: fmod(1e10, 3) was 256 and
+    fmod(-4, 2) +0.0 on an H200. fmod, remainder and floor_divide (float16, float32, float64)
+    compile for sm_90 without it (their exact reduction runs under the interpreter in
+    tests/test_triton_special_values.py: the `*-large-quotients-*` cases), with no spills."""
+    import numpy as np
+    import tracegrad as tg
+    r = np.random.default_rng(0)
+    before = os.environ.pop("TRITON_INTERPRET", None)
+    try:
+        progs = []
+        for dt in (np.float16, np.float32, np.float64):
+            a, b = (tg.tensor(r.random(300).astype(dt) + 0.5) for _ in range(2))
+            progs += TT.programs(lambda m, x, y: m.fmod(x, y) + m.remainder(x, y) + m.floor_divide(x, y), [a, b])
+    finally:
+        if before is not None:
+            os.environ["TRITON_INTERPRET"] = before
+    specs = [s for _, prog in progs for s in TT.kernel_specs(prog)]
+    assert len({s[1].split("def _fmod(")[1][:40] for s in specs}) == 1     # one helper, in every program
+    results = TT.compile_all(specs, arch=90)
+    assert not [r["error"] for r in results if "error" in r]
+    assert not [r["name"] for r in results if r["spill"]]
+    assert not {r["name"]: r["frem"] for r in results if r["frem"]}

@@ -127,6 +127,32 @@ def pairs(dtype):
     return np.repeat(v, len(v)).astype(dtype), np.tile(v, len(v)).astype(dtype)
 
 
+def quotient_pairs(dtype):
+    """Dividends and divisors whose quotients pass 2 ** 24 (up to 2 ** 277 in float32, 2 ** 2098 in
+    float64), subnormal divisors, and exact multiples (signed zero remainders)."""
+    f = np.finfo(dtype)
+    big = [1e10, 3e38, 1.7e308, 65504.0, 16777217.0, 2.0 ** 60 + 2.0 ** 8, 123456.789, 1e-30, 4.0, 6.0]
+    small = [3.0, 7.0, 0.1, 1e-40, 1.4e-45, 5e-324, 2.5, 1.5, 2.0, 1e-7, 6.1e-5]
+    v = np.array([b for b in big if b <= f.max], np.float64)
+    w = np.array([s for s in small if s >= float(f.smallest_subnormal)], np.float64)
+    a = np.concatenate([v, -v]).astype(dtype)
+    b = np.concatenate([w, -w]).astype(dtype)
+    return np.repeat(a, len(b)), np.tile(b, len(a))
+
+
+def reference_division(op, a, b):
+    """fmod, remainder and floor_divide as torch's CUDA kernels compute them (exact fmod; the
+    remainder moved by b where its sign is not b's, a zero keeping fmod's sign; numpy's
+    floor_divide, whose algorithm torch's div_floor copies), in the inputs' dtype."""
+    with np.errstate(all="ignore"):
+        m = np.fmod(a, b)
+        if op == "fmod":
+            return m
+        if op == "remainder":
+            return np.where((m != 0) & ((m < 0) != (b < 0)), m + b, m)
+        return np.floor_divide(a, b)
+
+
 def _reduction(op, dim):
     if dim is None:
         return lambda m, x: getattr(m, op)(x)
@@ -139,8 +165,12 @@ def special_cases():
     """{id: (fn(m, *arrays), arrays, dtype, how)}: how is "exact" (positions), "same" (against
     torch), or "float64" (against torch's float64 result, rounded back: fmod and remainder are
     exact in any precision, and torch's float32 kernel takes a - trunc(a / b) * b in its
-    vectorized loop, NaN where a / b overflows: fmod(7, 1e-40) is NaN on 8 elements)."""
+    vectorized loop, NaN where a / b overflows: fmod(7, 1e-40) is NaN on 8 elements), or
+    "division" (bit for bit against reference_division: torch's CUDA kernels' definitions)."""
     out = {}
+    for op in ("fmod", "remainder", "floor_divide"):
+        out[f"{op}-large-quotients-float64"] = ((lambda op: lambda m, p, q: getattr(m, op)(p, q))(op),
+                                                list(quotient_pairs("float64")), "float64", "division")
     for dtype in ("float32", "float16"):
         x = np.array([[1.0, np.nan, np.inf, -3.0], [np.inf, -np.inf, 2.0, np.nan], [0.5, 2.0, -1.0, 0.0],
                       [-np.inf, -0.0, np.nan, 5.0], [4.0, 4.0, -2.0, 1.0]], dtype)
@@ -158,6 +188,9 @@ def special_cases():
         for op in ("floor_divide", "fmod", "remainder"):
             out[f"{op}-{dtype}"] = ((lambda op: lambda m, p, q: getattr(m, op)(p, q))(op), [a, b], dtype,
                                     "float64" if op in ("fmod", "remainder") else "same")
+        for op in ("fmod", "remainder", "floor_divide"):
+            out[f"{op}-large-quotients-{dtype}"] = ((lambda op: lambda m, p, q: getattr(m, op)(p, q))(op),
+                                                    list(quotient_pairs(dtype)), dtype, "division")
         edges = np.array(SPECIAL + [-0.3, 0.3, -1.5, 2.5, 8388609.0, -8388609.0, 16777215.0, 88.0, 89.0, 700.0],
                          dtype)
         for op in ("round", "log1p", "expm1"):
@@ -173,6 +206,12 @@ def check_special(name, device="cpu"):
         want = fn(torch, *[torch.tensor(a.astype(np.float64)) for a in arrays]).numpy().astype(dtype)
     else:
         want = fn(torch, *[torch.tensor(a) for a in arrays]).numpy()
+    if how == "division":
+        want = reference_division(name.split("-")[0], *arrays)
+        bad = ~((got == want) & (np.signbit(got) == np.signbit(want)) | (np.isnan(got) & np.isnan(want)))
+        assert not bad.any(), (name, np.argwhere(bad)[:5].tolist(), [a[bad][:5] for a in arrays], got[bad][:5],
+                               want[bad][:5])
+        return
     if how == "exact":
         np.testing.assert_array_equal(got, want, err_msg=name)
     else:

@@ -264,25 +264,55 @@ def _pow(x, y):
     r = tl.where(xd == 1.0, 1.0, r)
     return tl.where(yd == 0, 1.0, r).to(x.dtype)
 ''',
+    "_pow2": '''@triton.jit
+def _pow2(k):
+    # 2 ** k in float64, exactly, for an integer k in [-1022, 1023]
+    return ((k + 1023).to(tl.int64) << 52).to(tl.float64, bitcast=True)
+''',
     "_fmod": '''@triton.jit
 def _fmod(x, y):
-    # C's fmod: NaN for an infinite (or NaN) x; on a GPU `%` (frem) gives x for fmod(inf, inf)
-    n = x - x
-    return tl.where(n != n, n, x % y)
+    # C's fmod, exact: NaN for a NaN or infinite x or a zero y, x for an infinite y, and a zero
+    # takes x's sign. On a GPU `%` is fma(-trunc(x / y), y, x): wrong once the quotient passes
+    # 2 ** 24 (fmod(1e10, 3) gave 256, not 1) and +0.0 for fmod(-4, 2). Floats are reduced in
+    # float64 by y scaled by powers of two, the quotient under 2 ** 51 a step: then n * B is
+    # exact under an fma and the remainder, a multiple of B's last bit under B, too.
+    if x.dtype.is_floating():
+        a = tl.abs(x).to(tl.float64)
+        b = tl.abs(y).to(tl.float64)
+        tiny = b < 2.2250738585072014e-308                  # a subnormal y: its exponent, scaled
+        bn = tl.where(tiny, b * 1.152921504606847e18, b)
+        eb = ((bn.to(tl.int64, bitcast=True) >> 52) & 2047) - tl.where(tiny, 60, 0)
+        r = a
+        # exponents apart by up to 2 ** 11 (float64) or 277 (float32), 50 fewer each step
+        for _ in range(45 if x.dtype == tl.float64 else 7):            # a loop, not unrolled
+            er = (r.to(tl.int64, bitcast=True) >> 52) & 2047
+            d = tl.maximum(er - eb - 50, 0)
+            d1 = d // 3
+            d2 = (d - d1) // 2
+            big = b * _pow2(d1) * _pow2(d2) * _pow2(d - d1 - d2)
+            n = tl.floor(r / big)
+            r = tl.fma(-n, big, r)
+            r = tl.where(r < 0, r + big, r)
+        neg = x.to(tl.float64).to(tl.int64, bitcast=True) < 0
+        r = tl.where(neg, r * -1.0, r)
+        r = tl.where(b == float("inf"), x.to(tl.float64), r)
+        bad = (a != a) | (b != b) | (a == float("inf")) | (b == 0)
+        return tl.where(bad, float("nan"), r).to(x.dtype)
+    else:
+        return x % y
 ''',
     "_remainder": '''@triton.jit
 def _remainder(x, y):
-    # Python's modulo: the result takes the divisor's sign (`%` truncates); NaN for an
-    # infinite x, as _fmod
-    n = x - x
-    r = tl.where(n != n, n, x % y)
+    # torch's remainder: fmod's result, moved by y where its sign is not y's (a zero keeps
+    # fmod's sign, x's, as torch's does)
+    r = _fmod(x, y)
     return tl.where((r != 0) & ((r < 0) != (y < 0)), r + y, r)
 ''',
     "_floordiv": '''@triton.jit
 def _floordiv(x, y):
     # torch's div_floor: (x - fmod(x, y)) / y, corrected to the floor; a zero quotient takes
     # the sign of x / y, and a zero divisor gives x / y (inf or NaN)
-    m = x % y
+    m = _fmod(x, y)
     d = _ieee_div(x - m, y)
     d = tl.where((m != 0) & ((m < 0) != (y < 0)), d - 1.0, d)
     f = tl.floor(d)
@@ -2697,8 +2727,13 @@ def lower(graph, max_row_block=None):
         pieces.append(text)
         kernel_units.append(u)
     head = "import triton\nimport triton.language as tl\n"
-    for h in list(helpers):
-        helpers |= {h2 for h2 in _HELPERS if h2 != h and h2 + "(" in _HELPERS[h]}
+    todo = list(helpers)
+    while todo:                    # the helpers a helper calls, and theirs
+        h = todo.pop()
+        for h2 in _HELPERS:
+            if h2 not in helpers and h2 + "(" in _HELPERS[h]:
+                helpers.add(h2)
+                todo.append(h2)
     helper_src = [_HELPERS[h] for h in _HELPERS if h in helpers]
     source = head + "\n\n" + "\n\n".join(helper_src + pieces)
     module = _load(source) if kernel_units else None

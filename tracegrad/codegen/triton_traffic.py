@@ -209,6 +209,8 @@ def compile_kernel(spec, arch=90, options=None):
         res["fma"] = len(re.findall(r"\bfma\.rn", ptx))
         # approximate float32 division and roots (IEEE ones are div.rn / sqrt.rn)
         res["approx"] = sorted(set(re.findall(r"\b(div\.full\.f32|r?sqrt\.approx[\w.]*)", ptx)))
+        # a float `%` (frem) becomes fma(-trunc(x / y), y, x): a round-to-zero convert marks it
+        res["frem"] = len(re.findall(r"\bcvt\.rzi\.f(?:32|64)\.f(?:32|64)", ptx))
         # global loads by width: 128-bit and 64-bit vectors, and single elements
         res["loads"] = {"v4": len(re.findall(r"ld\.global[\w.]*\.v4", ptx)),
                         "v2": len(re.findall(r"ld\.global[\w.]*\.v2", ptx)),
