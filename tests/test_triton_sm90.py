@@ -246,3 +246,26 @@ def test_fmod_remainder_and_floor_division_do_not_use_the_gpus_frem():
     assert not [r["error"] for r in results if "error" in r]
     assert not [r["name"] for r in results if r["spill"]]
     assert not {r["name"]: r["frem"] for r in results if r["frem"]}
+
+
+def test_signbit_copysign_and_hypot_compile_for_sm90():
+    """The _signbit (a bitcast per float width) and _hypot helpers, and copysign by a tensor and by
+    a negative number, in float16, float32 and float64: they compile for sm_90, without spills."""
+    import numpy as np
+    import tracegrad as tg
+    r = np.random.default_rng(0)
+    before = os.environ.pop("TRITON_INTERPRET", None)
+    try:
+        progs = []
+        for dt in (np.float16, np.float32, np.float64):
+            a, b = (tg.tensor(r.standard_normal(300).astype(dt)) for _ in range(2))
+            progs += TT.programs(lambda m, x, y: (m.copysign(x, y), m.copysign(x, -0.0), m.hypot(x, y),
+                                                  m.signbit(y)), [a, b])
+    finally:
+        if before is not None:
+            os.environ["TRITON_INTERPRET"] = before
+    specs = [s for _, prog in progs for s in TT.kernel_specs(prog)]
+    assert all("_hypot(" in s[1] and "_signbit(" in s[1] for s in specs)
+    results = TT.compile_all(specs, arch=90)
+    assert not [r["error"] for r in results if "error" in r]
+    assert not [r["name"] for r in results if r["spill"]]

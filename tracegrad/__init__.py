@@ -113,14 +113,15 @@ from . import viz  # noqa: E402
 from .serialization import save, load  # noqa: E402
 from . import nn, optim, utils, linalg, distributions  # noqa: E402,F401
 from .ops.math_functional import (asin, acos, atan, sinh, cosh, asinh, acosh, atanh, arcsin, arccos, arctan,  # noqa: E402,F401
-                                  arcsinh, arccosh, arctanh, atan2, arctan2, cumsum, cumprod, sort, argsort, topk,
+                                  arcsinh, arccosh, arctanh, atan2, arctan2, signbit, copysign, hypot, cumsum, cumprod, sort, argsort, topk,
                                   msort, kthvalue, median, quantile, nanquantile, unique, diag, meshgrid,
                                   repeat_interleave, index_add)
 from .ops.math_functional import linalg_inv as inverse, linalg_det as det  # noqa: E402,F401
 from .ops.composite import (diagonal, trace, diag_embed, log10, trunc, fix, frac, fmax, fmin, fmod,  # noqa: E402,F401
                             masked_select, movedim, moveaxis, ravel, std_mean, var_mean, nan_to_num, argwhere, cdist,
                             bincount, histc, matrix_power, matrix_exp, normal, logaddexp, xlogy, addmm, baddbmm,
-                            index_fill, index_copy, take, scatter_reduce)
+                            index_fill, index_copy, take, scatter_reduce, logaddexp2, deg2rad, rad2deg, logit, sinc,
+                            sgn, positive, float_power, heaviside, addcmul, addcdiv, nansum, nanmean, diff, aminmax)
 from .compile import compile  # noqa: E402,F401
 from ._legacy import TYPES as _LEGACY_TYPES  # noqa: E402
 globals().update(_LEGACY_TYPES)  # FloatTensor, LongTensor, ...

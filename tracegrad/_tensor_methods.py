@@ -600,10 +600,10 @@ Tensor.is_inference = _is_inference
 
 # inverse and hyperbolic functions, scans, sorting (ops/math_functional.py)
 for _name in """asin acos atan sinh cosh asinh acosh atanh arcsin arccos arctan arcsinh arccosh arctanh atan2 arctan2
-cumsum cumprod sort argsort topk msort kthvalue median quantile nanquantile unique diag repeat_interleave
+signbit copysign hypot cumsum cumprod sort argsort topk msort kthvalue median quantile nanquantile unique diag repeat_interleave
 index_add""".split():
     setattr(Tensor, _name, getattr(F, _name))
-for _name in "asin acos atan sinh cosh asinh acosh atanh atan2 cumsum cumprod index_add".split():
+for _name in "asin acos atan sinh cosh asinh acosh atanh atan2 copysign hypot cumsum cumprod index_add".split():
     setattr(Tensor, _name + "_", _inplace(getattr(F, _name)))
 Tensor.inverse = F.linalg_inv
 Tensor.det = F.linalg_det
@@ -659,7 +659,9 @@ for _name, _by in (("transpose", 1), ("t", 1), ("squeeze", 3), ("unsqueeze", 1),
 # decompositions into the ops above (ops/composite.py)
 for _name in """diagonal trace diag_embed log10 trunc fix frac fmax fmin fmod masked_select movedim moveaxis ravel
 nan_to_num argwhere bincount histc matrix_power matrix_exp logaddexp xlogy addmm baddbmm index_fill index_copy take
-scatter_reduce""".split():
+scatter_reduce logaddexp2 deg2rad rad2deg logit sinc sgn positive float_power heaviside addcmul addcdiv nansum nanmean
+diff aminmax""".split():
     setattr(Tensor, _name, getattr(F, _name))
-for _name in "trunc fix frac fmod nan_to_num log10 index_fill index_copy scatter_reduce".split():
+for _name in """trunc fix frac fmod nan_to_num log10 index_fill index_copy scatter_reduce deg2rad rad2deg logit sinc sgn
+heaviside addcmul addcdiv""".split():
     setattr(Tensor, _name + "_", _inplace(getattr(F, _name)))

@@ -264,6 +264,37 @@ def _pow(x, y):
     r = tl.where(xd == 1.0, 1.0, r)
     return tl.where(yd == 0, 1.0, r).to(x.dtype)
 ''',
+    "_signbit": '''@triton.jit
+def _signbit(x):
+    # the sign bit, of -0.0 and a negative NaN too
+    if x.dtype == tl.float64:
+        return x.to(tl.int64, bitcast=True) < 0
+    elif x.dtype == tl.float32:
+        return x.to(tl.int32, bitcast=True) < 0
+    elif x.dtype.is_floating():
+        return x.to(tl.int16, bitcast=True) < 0
+    else:
+        return x < 0
+''',
+    "_hypot": '''@triton.jit
+def _hypot(x, y):
+    # sqrt(x^2 + y^2) without overflow or underflow: in float64 for narrower floats (rounded
+    # once), scaled by the larger magnitude in float64; inf if either is infinite, NaN before it
+    if x.dtype == tl.float64:
+        a = tl.abs(x)
+        b = tl.abs(y)
+        m = tl.maximum(a, b)
+        n = tl.minimum(a, b)
+        q = n / tl.where(m == 0, 1.0, m)
+        r = m * tl.sqrt(1.0 + q * q)                         # float64's sqrt is IEEE
+    else:
+        a = x.to(tl.float64)
+        b = y.to(tl.float64)
+        r = tl.sqrt(a * a + b * b)
+    r = tl.where((x != x) | (y != y), float("nan"), r)
+    inf = (tl.abs(x) == float("inf")) | (tl.abs(y) == float("inf"))
+    return tl.where(inf, float("inf"), r).to(x.dtype)
+''',
     "_pow2": '''@triton.jit
 def _pow2(k):
     # 2 ** k in float64, exactly, for an integer k in [-1022, 1023]

@@ -20,7 +20,8 @@ from ..tracing import apply, Proxy
 __all__ = ["diagonal", "trace", "diag_embed", "log10", "trunc", "fix", "frac", "fmax", "fmin", "fmod", "masked_select",
            "movedim", "moveaxis", "ravel", "std_mean", "var_mean", "nan_to_num", "argwhere", "cdist", "bincount",
            "histc", "matrix_power", "matrix_exp", "normal", "logaddexp", "xlogy", "addmm", "baddbmm", "index_fill", "index_copy",
-           "take", "scatter_reduce"]
+           "take", "scatter_reduce", "logaddexp2", "deg2rad", "rad2deg", "logit", "sinc", "sgn", "positive",
+           "float_power", "heaviside", "addcmul", "addcdiv", "nansum", "nanmean", "diff", "aminmax"]
 
 
 def _index(values):
@@ -104,8 +105,14 @@ def fmod(input, other):
 
 
 def logaddexp(input, other):
-    dt = D.promote_types(input.dtype, other.dtype) if isinstance(input, Tensor) and isinstance(other, Tensor) \
-        else None
+    for i, (name, v) in enumerate((("input", input), ("other", other))):
+        if not isinstance(v, Tensor):
+            raise TypeError(f"logaddexp(): argument '{name}' (position {i + 1}) must be Tensor, "
+                            f"not {type(v).__name__}")
+    dt = D.result_type((input, other))
+    if not dt.is_floating_point:
+        raise NotImplementedError(f"\"logaddexp_cpu\" not implemented for '{D.SCALAR_NAME[dt]}'")
+    input, other = input.to(dt), other.to(dt)       # a bool or integer operand takes the float dtype
     if dt is D.float16 or dt is D.bfloat16:
         # in float32, rounded once (torch's opmath): in half precision the sum of the two
         # exponentials lost hundreds of ulps
@@ -113,6 +120,185 @@ def logaddexp(input, other):
     m = O.maximum(input, other).detach()
     m = O.where(O.isinf(m), O.zeros_like(m), m)
     return rename_grad_fn(O.log(O.exp(input - m) + O.exp(other - m)) + m, "LogaddexpBackward0")
+
+
+def logaddexp2(input, other):
+    """log2(2**input + 2**other) without overflow, as torch.logaddexp2 (float tensors)."""
+    for i, (name, v) in enumerate((("input", input), ("other", other))):
+        if not isinstance(v, Tensor):
+            raise TypeError(f"logaddexp2(): argument '{name}' (position {i + 1}) must be Tensor, "
+                            f"not {type(v).__name__}")
+    dt = D.result_type((input, other))
+    if not dt.is_floating_point:
+        raise NotImplementedError(f"\"logaddexp2_cpu\" not implemented for '{D.SCALAR_NAME[dt]}'")
+    input, other = input.to(dt), other.to(dt)
+    if dt is D.float16 or dt is D.bfloat16:
+        return rename_grad_fn(logaddexp2(input.float(), other.float()).to(dt), "Logaddexp2Backward0")
+    m = O.maximum(input, other).detach()
+    m = O.where(O.isinf(m), O.zeros_like(m), m)
+    return rename_grad_fn(O.log2(O.exp2(input - m) + O.exp2(other - m)) + m, "Logaddexp2Backward0")
+
+
+def _floating(input, op):
+    """input in a float dtype (integers and bool take the default one), as torch's unary float ops."""
+    O._check_tensor(input, op)
+    return input if input.dtype.is_floating_point else input.to(D.get_default_dtype())
+
+
+def deg2rad(input):
+    x = _floating(input, "deg2rad")
+    return rename_grad_fn(x * (math.pi / 180.0), "Deg2RadBackward0")
+
+
+def rad2deg(input):
+    x = _floating(input, "rad2deg")
+    return rename_grad_fn(x * (180.0 / math.pi), "Rad2DegBackward0")
+
+
+def logit(input, eps=None):
+    """log(x / (1 - x)), x clamped to [eps, 1 - eps] when eps is given (its gradient 0 outside),
+    as torch.logit."""
+    x = _floating(input, "logit")
+    if eps is not None:
+        x = O.clamp(x, eps, 1.0 - eps)
+    return rename_grad_fn(O.log(x / (1.0 - x)), "LogitBackward0")
+
+
+def sinc(input):
+    """sin(pi x) / (pi x), 1 at 0 (its gradient there 0), as torch.sinc."""
+    x = _floating(input, "sinc")
+    if x.dtype is D.float16 or x.dtype is D.bfloat16:      # in float32, rounded once (torch's opmath)
+        return rename_grad_fn(sinc(x.float()).to(x.dtype), "SincBackward0")
+    zero = x == 0
+    px = O.where(zero, O.ones_like(x), x) * math.pi       # no 0 / 0 in the branch where() drops
+    return rename_grad_fn(O.where(zero, O.ones_like(x), O.sin(px) / px), "SincBackward0")
+
+
+def sgn(input):
+    """sign(x) for real tensors, as torch.sgn."""
+    O._check_tensor(input, "sgn")
+    return rename_grad_fn(O.sign(input), "SgnBackward0")
+
+
+def positive(input):
+    """input itself, as torch.positive (a bool tensor raises)."""
+    O._check_tensor(input, "positive")
+    if input.dtype is D.bool_:
+        raise RuntimeError("The `+` operator, on a bool tensor is not supported.")
+    return input
+
+
+def float_power(input, exponent):
+    """input ** exponent in float64, as torch.float_power."""
+    if isinstance(input, Tensor):
+        base = input.to(D.float64)
+    else:
+        base = float(input)
+    if isinstance(exponent, Tensor):
+        exponent = exponent.to(D.float64)
+    elif isinstance(exponent, (bool, np.bool_)):
+        exponent = float(exponent)
+    return O.pow(base, exponent)
+
+
+def heaviside(input, values):
+    """0 where input < 0, values where input == 0, 1 where input > 0, as torch.heaviside (no
+    derivative: backward through it raises)."""
+    O._check_tensor(input, "heaviside")
+    O._check_tensor(values, "heaviside", "values")
+    if input.dtype is not values.dtype:
+        raise RuntimeError("heaviside is not yet implemented for tensors with different dtypes.")
+    return apply(PRIMITIVES["heaviside"], (input, values), {})
+
+
+def addcmul(input, tensor1, tensor2, *, value=1):
+    """input + value * tensor1 * tensor2, as torch.addcmul."""
+    # torch's kernel: fma(value * tensor1, tensor2, input), one rounding for the product and the
+    # sum (3e38 + 1.5e38 * -2.5 is -7.5e37, not -inf); below float64 that is the float64 result
+    # rounded once
+    p = value * tensor1 if value != 1 else tensor1
+    out = input + p * tensor2
+    dt = out.dtype
+    if dt.is_floating_point and dt is not D.float64:
+        out = (input.double() + p.to(dt).double() * tensor2.double()).to(dt)
+    return rename_grad_fn(out, "AddcmulBackward0")
+
+
+def addcdiv(input, tensor1, tensor2, *, value=1):
+    """input + value * tensor1 / tensor2, as torch.addcdiv (integer operands raise, as torch's)."""
+    if not tensor1.dtype.is_floating_point and not tensor2.dtype.is_floating_point:
+        raise RuntimeError(
+            "Integer division with addcdiv is no longer supported, and in a future  release addcdiv will perform a "
+            "true division of tensor1 and tensor2. The historic addcdiv behavior can be implemented as (input + "
+            "value * torch.trunc(tensor1 / tensor2)).to(input.dtype) for integer inputs and as (input + value * "
+            "tensor1 / tensor2) for float inputs. The future addcdiv behavior is just the latter implementation: "
+            "(input + value * tensor1 / tensor2), for all dtypes.")
+    return rename_grad_fn(input + value * tensor1 / tensor2 if value != 1 else input + tensor1 / tensor2,
+                          "AddcdivBackward0")
+
+
+def nansum(input, dim=None, keepdim=False, *, dtype=None):
+    """sum with NaN counted as 0 (its gradient 0 there), as torch.nansum."""
+    O._check_tensor(input, "nansum")
+    x = input if dtype is None else input.to(dtype)
+    if x.dtype.is_floating_point:
+        x = O.where(O.isnan(x), O.zeros_like(x), x)
+    return rename_grad_fn(O.sum(x, dim, keepdim), "NansumBackward0")
+
+
+def nanmean(input, dim=None, keepdim=False, *, dtype=None):
+    """mean of the values that are not NaN, as torch.nanmean (NaN where all are)."""
+    O._check_tensor(input, "nanmean")
+    if not input.dtype.is_floating_point:
+        raise RuntimeError(f"nanmean(): expected input to have floating point or complex dtype but got "
+                           f"{D.SCALAR_NAME[input.dtype]}")
+    x = input if dtype is None else input.to(dtype)
+    count = O.sum(O.logical_not(O.isnan(x)), dim, keepdim)
+    return nansum(x, dim, keepdim) / count
+
+
+def diff(input, n=1, dim=-1, prepend=None, append=None):
+    """The n-th forward difference along dim (prepend and append joined first), as torch.diff."""
+    O._check_tensor(input, "diff")
+    if input.ndim == 0:
+        raise RuntimeError("diff expects input to be at least one-dimensional")
+    if n < 0:
+        raise RuntimeError(f"order must be non-negative but got {n}")
+    d = S.normalize_dim(dim, input.ndim)
+    x = input
+    if prepend is not None or append is not None:
+        if any(p is not None and p.ndim != x.ndim for p in (prepend, append)):
+            raise RuntimeError("diff expects prepend or append to be the same dimension as input")
+        x = O.cat([p for p in (prepend, x, append) if p is not None], d)
+    for _ in range(n):
+        length = x.shape[d]
+        if length == 0:
+            break
+        hi, lo = O.narrow(x, d, 1, length - 1), O.narrow(x, d, 0, length - 1)
+        x = O.logical_xor(hi, lo) if x.dtype is D.bool_ else hi - lo
+    return x
+
+
+class _AminmaxType(tuple):
+    """torch.return_types.aminmax: (min, max), also by name."""
+    __slots__ = ()
+
+    def __new__(cls, mn, mx):
+        return tuple.__new__(cls, (mn, mx))
+
+    min = property(lambda self: self[0])
+    max = property(lambda self: self[1])
+
+    def __repr__(self):
+        return f"torch.return_types.aminmax(\nmin={self[0]!r},\nmax={self[1]!r})"
+
+
+def aminmax(input, *, dim=None, keepdim=False):
+    """(amin, amax) over dim (every element without one), as torch.aminmax."""
+    O._check_tensor(input, "aminmax")
+    dims = tuple(range(input.ndim)) if dim is None else dim
+    return _AminmaxType(rename_grad_fn(O.amin(input, dims, keepdim), "AminmaxBackward0"),
+                        rename_grad_fn(O.amax(input, dims, keepdim), "AminmaxBackward0"))
 
 
 def xlogy(input, other):

@@ -235,6 +235,18 @@ def _floordiv(a, p, c):
     return f"_floordiv({a[0]}, {a[1]})" if is_float(c.out_dtype) else f"_floordiv_int({a[0]}, {a[1]})"
 
 
+def _copysign(a, p, c):
+    # a number's sign is known when the kernel is written (a literal -0.0 would lose its sign
+    # before Triton 3.9); a tensor's is its sign bit, -0.0 and NaN included
+    if c.in_dtypes[1] is None:
+        neg = math.copysign(1.0, float(c.args[1])) < 0
+        return f"(tl.abs({a[0]}) * -1.0)" if neg else f"tl.abs({a[0]})"
+    return f"tl.where(_signbit({a[0]}) != _signbit({a[1]}), {a[0]} * -1.0, {a[0]})"
+
+
+copysign = Expr(_copysign, cast=True)
+
+
 def _div_rounding(a, p, c):
     if p["rounding_mode"] == "floor":
         return _floordiv(a, p, c)

@@ -19,7 +19,7 @@ from . import functional as O
 from ..creation import tensor, from_numpy, zeros
 
 __all__ = ["asin", "acos", "atan", "sinh", "cosh", "asinh", "acosh", "atanh", "arcsin", "arccos", "arctan",
-           "arcsinh", "arccosh", "arctanh", "atan2", "arctan2", "cumsum", "cumprod", "sort", "argsort", "topk",
+           "arcsinh", "arccosh", "arctanh", "atan2", "arctan2", "signbit", "copysign", "hypot", "cumsum", "cumprod", "sort", "argsort", "topk",
            "msort", "median", "quantile", "nanquantile", "unique", "diag", "diagonal_embed", "meshgrid",
            "repeat_interleave", "index_add", "linalg_inv", "linalg_det", "linalg_slogdet", "linalg_solve_matrix",
            "det_cofactor", "linalg_solve", "kthvalue", "return_types_slogdet"]
@@ -48,6 +48,27 @@ def atan2(input, other):
 
 
 arctan2 = atan2
+
+
+def signbit(input):
+    """Whether the sign bit is set (-0.0 and a negative NaN too; False for unsigned and bool), as torch.signbit."""
+    O._check_tensor(input, "signbit")
+    return apply(P["signbit"], (input,), {})
+
+
+def copysign(input, other):
+    """|input| with other's sign (its sign bit: -0.0 counts), in a float dtype, as torch.copysign."""
+    O._check_tensor(input, "copysign")
+    return apply(P["copysign"], (input, O._scalar(other) if isinstance(other, O._Scalar) else O._operand(other,
+                                                                                                      "copysign")), {})
+
+
+def hypot(input, other):
+    """sqrt(input^2 + other^2) without overflow, as torch.hypot (two float tensors)."""
+    for i, (name, v) in enumerate((("input", input), ("other", other))):
+        if not isinstance(v, Tensor):
+            raise TypeError(f"hypot(): argument '{name}' (position {i + 1}) must be Tensor, not {type(v).__name__}")
+    return apply(P["hypot"], (input, other), {})
 
 
 def _scan(name, input, dim, dtype):

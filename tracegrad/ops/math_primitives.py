@@ -11,7 +11,8 @@ import numpy as np
 
 from .. import _dtype as D
 from . import lowering as T
-from .primitives import Primitive, PRIMITIVES, F, unary, binary
+from .primitives import Primitive, PRIMITIVES, F, unary, binary, _unary_shape, _is_tensor, _no_kernel, \
+    _not_implemented
 
 _HOST = T.Refuse("runs its numpy kernel on the host")
 
@@ -32,6 +33,41 @@ unary("acosh", np.arccosh, lambda g, out, x: (g * F.rsqrt(x * x - 1),), "x", tri
 unary("atanh", np.arctanh, lambda g, out, x: (g / (1 - x * x),), "x", triton=_HOST)
 binary("atan2", np.arctan2, lambda g, out, y, x: (g * x / (x * x + y * y), -g * y / (x * x + y * y)), "x y",
        dtype="promote_float", triton=_HOST)
+
+
+# sign bits (-0.0 and a negative NaN count), |x| with another value's sign, sqrt(x^2 + y^2)
+# without overflow: torch.signbit, copysign, hypot
+Primitive("signbit", "x", np.signbit, shape=_unary_shape, dtype="to_bool", elementwise=True,
+          triton=T.Expr("_signbit({0})"))
+
+
+def _copysign_vjp(g, out, x, y):
+    # torch: grad * result / self, 0 where self is 0; other gets zeros
+    return g * F.where(x == 0, F.zeros_like(out), out / x), F.zeros_like(y) if _is_tensor(y) else None
+
+
+binary("copysign", np.copysign, _copysign_vjp, "x y out", dtype="promote_float",
+       grad_fn=lambda a, p: "CopysignBackward0" if _is_tensor(a[1]) else "CopysignBackward1",
+       triton=T.copysign)
+
+
+def _hypot(x, y):
+    if x.dtype == np.float16:
+        return np.hypot(x.astype(np.float32), y.astype(np.float32)).astype(np.float16)
+    return np.hypot(x, y)
+
+
+binary("hypot", _hypot, lambda g, out, x, y: (g * x / out, g * y / out), "x y out",
+       refuse={0: _no_kernel("hypot_cpu"), 1: _no_kernel("hypot_cpu")}, triton=T.Expr("_hypot({0}, {1})", cast=True))
+
+
+
+def _heaviside(x, v):
+    return np.where(x == 0, v, x > 0).astype(np.result_type(x, v), copy=False)
+
+
+binary("heaviside", _heaviside, _not_implemented("heaviside"), "", grad_fn="NotImplemented",
+       triton=T.Expr("tl.where({0} == 0, {1}, tl.where({0} > 0, 1, 0))", cast=True))
 
 
 # -- scans -------------------------------------------------------------------------------------------

@@ -1,0 +1,283 @@
+"""torch functions users reach for beyond API.md's list, against torch: signbit, copysign, hypot
+(primitives, with Triton lowerings), logaddexp2, deg2rad, rad2deg, logit, sinc, sgn, positive,
+float_power, heaviside, addcmul, addcdiv, nansum, nanmean, diff, aminmax (decompositions).
+Values on IEEE special values in each float dtype, dtypes of integer and mixed operands, grad_fn
+names, gradcheck and gradgradcheck in float64, torch's errors, compiled equal to eager; and a
+sweep of binary ops' result dtypes over every pair of dtypes, dimensioned and zero-dim."""
+import itertools
+import os
+import subprocess
+import sys
+import warnings
+
+import numpy as np
+import pytest
+import torch
+
+import tracegrad as tg
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SPECIAL = [0.0, -0.0, 1.0, -2.5, 0.3, 7.0, np.inf, -np.inf, np.nan, 1e-40, 3e38, -3e38, 1e-8]
+FLOATS = ["float16", "float32", "float64"]
+ULP = {"float16": 2.0 ** -10, "float32": 2.0 ** -23, "float64": 2.0 ** -52}
+
+
+def pairs(dtype):
+    v = np.array(SPECIAL, np.float64)
+    with np.errstate(over="ignore"):
+        return np.repeat(v, len(v)).astype(dtype), np.tile(v, len(v)).astype(dtype)
+
+
+def agree(got, want, dtype, ulps=2):
+    """NaN where torch has NaN, the same infinities and signed zeros, the rest within `ulps` ulp."""
+    got, want = np.asarray(got, np.float64), np.asarray(want, np.float64)
+    assert got.shape == want.shape
+    nan = np.isnan(want)
+    assert (np.isnan(got) == nan).all(), (got[np.isnan(got) != nan], want[np.isnan(got) != nan])
+    exact = ~nan & (np.isinf(want) | (want == 0))
+    assert (got[exact] == want[exact]).all() and (np.signbit(got[exact]) == np.signbit(want[exact])).all()
+    rest = ~nan & ~exact
+    np.testing.assert_allclose(got[rest], want[rest], rtol=ulps * ULP[dtype], atol=0)
+
+
+BINARY = {"copysign": lambda m, a, b: m.copysign(a, b), "hypot": lambda m, a, b: m.hypot(a, b),
+          "logaddexp2": lambda m, a, b: m.logaddexp2(a, b), "heaviside": lambda m, a, b: m.heaviside(a, b),
+          "addcmul": lambda m, a, b: m.addcmul(a, a, b, value=0.5), "addcdiv": lambda m, a, b: m.addcdiv(b, a, b),
+          "float_power": lambda m, a, b: m.float_power(a, b)}
+UNARY = {"deg2rad": lambda m, a: m.deg2rad(a), "rad2deg": lambda m, a: m.rad2deg(a), "logit": lambda m, a: m.logit(a),
+         "logit_eps": lambda m, a: m.logit(a, 1e-3), "sinc": lambda m, a: m.sinc(a), "sgn": lambda m, a: m.sgn(a),
+         "signbit": lambda m, a: m.signbit(a), "positive": lambda m, a: m.positive(a)}
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("name", sorted(BINARY))
+def test_binary_on_special_values(name, dtype):
+    a, b = pairs(dtype)
+    got = BINARY[name](tg, tg.tensor(a), tg.tensor(b))
+    want = BINARY[name](torch, torch.tensor(a), torch.tensor(b))
+    assert str(got.dtype) == str(want.dtype)
+    # logaddexp2's and addcmul's composites round twice where torch's kernels round once
+    agree(got.numpy(), want.numpy(), dtype, ulps=4 if name in ("logaddexp2", "addcmul", "addcdiv") else 1)
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("name", sorted(UNARY))
+def test_unary_on_special_values(name, dtype):
+    with np.errstate(over="ignore"):
+        a = np.array(SPECIAL + [0.5, 0.999, 1e-3, -1e-3, 180.0, 1e4, 2.0 ** 30], np.float64).astype(dtype)
+    got, want = UNARY[name](tg, tg.tensor(a)), UNARY[name](torch, torch.tensor(a))
+    assert str(got.dtype) == str(want.dtype)
+    if name == "signbit":
+        assert np.array_equal(got.numpy(), want.numpy())
+    else:
+        # sinc: sin(pi x) / (pi x) with pi x rounded in the dtype, as torch's; a few ulp apart
+        agree(got.numpy(), want.numpy(), dtype, ulps=8 if name == "sinc" else 2)
+
+
+def test_integer_and_bool_operands_take_torchs_dtypes():
+    i, f, b = ([1, -2, 0], [0.5, -1.0, 2.0], [True, False, True])
+    for fn in (lambda m: m.copysign(m.tensor(i), -1), lambda m: m.copysign(m.tensor(i), m.tensor(f, dtype=m.float64)),
+               lambda m: m.deg2rad(m.tensor(i)), lambda m: m.rad2deg(m.tensor(b)), lambda m: m.logit(m.tensor(i)),
+               lambda m: m.sinc(m.tensor(i)), lambda m: m.sgn(m.tensor(i)), lambda m: m.signbit(m.tensor(i)),
+               lambda m: m.nansum(m.tensor(i)), lambda m: m.float_power(m.tensor(i), 2),
+               lambda m: m.float_power(2, m.tensor(f)), lambda m: m.heaviside(m.tensor(i), m.tensor([7])),
+               lambda m: m.logaddexp(m.tensor(b), m.tensor(f)), lambda m: m.logaddexp2(m.tensor(i), m.tensor(f)),
+               lambda m: m.logaddexp(m.tensor(f), m.tensor(2.0, dtype=m.float64)),
+               lambda m: m.addcmul(m.tensor(i), m.tensor(i), m.tensor(i), value=2),
+               lambda m: m.diff(m.tensor(b)), lambda m: m.diff(m.tensor(i), 2, prepend=m.tensor([5]))):
+        got, want = fn(tg), fn(torch)
+        assert str(got.dtype) == str(want.dtype), (got, want)
+        np.testing.assert_allclose(got.numpy().astype(np.float64), want.numpy().astype(np.float64), rtol=1e-6)
+
+
+def test_reductions_and_diff_against_torch():
+    r = np.random.default_rng(0)
+    x = r.standard_normal((4, 5, 3))
+    x[0, 1, 2] = x[3, 0, 0] = np.nan
+    x[2, :, 1] = np.nan
+    for fn in (lambda m, t: m.nansum(t), lambda m, t: m.nansum(t, 1), lambda m, t: m.nansum(t, (0, 2), keepdim=True),
+               lambda m, t: m.nanmean(t), lambda m, t: m.nanmean(t, 1), lambda m, t: m.nanmean(t, -1, True),
+               lambda m, t: t.nansum(dtype=m.float32), lambda m, t: m.diff(t), lambda m, t: m.diff(t, 2, 0),
+               lambda m, t: m.diff(t, 1, 1, prepend=t[:, :1], append=t[:, -2:]),
+               lambda m, t: m.diff(t, 0),
+               lambda m, t: m.diff(t, 9), lambda m, t: m.aminmax(t[1]).min, lambda m, t: m.aminmax(t[1]).max,
+               lambda m, t: m.aminmax(t[1], dim=0)[0], lambda m, t: m.aminmax(t[1], dim=1, keepdim=True).max,
+               lambda m, t: m.aminmax(t, dim=None, keepdim=True)[1]):
+        got, want = fn(tg, tg.tensor(x)), fn(torch, torch.tensor(x))
+        assert got.shape == tuple(want.shape) and str(got.dtype) == str(want.dtype)
+        np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-12, equal_nan=True)
+    assert repr(tg.aminmax(tg.tensor([1.0, 3.0]))).startswith("torch.return_types.aminmax(\nmin=tensor(1.)")
+
+
+DIFFERENTIABLE = {
+    "copysign": (lambda m, a, b: m.copysign(a, b), "CopysignBackward0"),
+    "copysign_number": (lambda m, a, b: m.copysign(a, -1.5) * b, "MulBackward0"),
+    "hypot": (lambda m, a, b: m.hypot(a, b), "HypotBackward0"),
+    "logaddexp2": (lambda m, a, b: m.logaddexp2(a, b), "Logaddexp2Backward0"),
+    "deg2rad": (lambda m, a, b: m.deg2rad(a), "Deg2RadBackward0"),
+    "rad2deg": (lambda m, a, b: m.rad2deg(a), "Rad2DegBackward0"),
+    "logit": (lambda m, a, b: m.logit(m.sigmoid(a)), "LogitBackward0"),
+    "logit_eps": (lambda m, a, b: m.logit(m.sigmoid(a), 0.3), "LogitBackward0"),
+    "sinc": (lambda m, a, b: m.sinc(a), "SincBackward0"),
+    "sgn": (lambda m, a, b: m.sgn(a) * b, "MulBackward0"),
+    "float_power": (lambda m, a, b: m.float_power(a.abs() + 0.5, b), "PowBackward1"),
+    "addcmul": (lambda m, a, b: m.addcmul(a, a, b, value=0.7), "AddcmulBackward0"),
+    "addcdiv": (lambda m, a, b: m.addcdiv(a, a, b.abs() + 0.5, value=-2), "AddcdivBackward0"),
+    "nansum": (lambda m, a, b: m.nansum(a * b, 1), "NansumBackward0"),
+    "nanmean": (lambda m, a, b: m.nanmean(a * b, 0), "DivBackward0"),
+    "diff": (lambda m, a, b: m.diff(a * b, 2, 1, append=b), "SubBackward0"),
+    "aminmax": (lambda m, a, b: m.aminmax(a * b, dim=1).max, "AminmaxBackward0"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(DIFFERENTIABLE))
+def test_gradients_against_torch_and_gradcheck(name):
+    fn, node = DIFFERENTIABLE[name]
+    r = np.random.default_rng(1)
+    a, b = r.standard_normal((3, 4)), r.standard_normal((3, 4))
+    a[0, 0] = 0.0                                # copysign's and sinc's gradient at 0
+    ta, tb = (torch.tensor(v, requires_grad=True) for v in (a, b))
+    ga, gb = (tg.tensor(v, requires_grad=True) for v in (a, b))
+    out_t, out_g = fn(torch, ta, tb), fn(tg, ga, gb)
+    assert type(out_g.grad_fn).__name__ == type(out_t.grad_fn).__name__ == node
+    np.testing.assert_allclose(out_g.detach().numpy(), out_t.detach().numpy(), rtol=1e-12, atol=1e-15)
+    w = r.standard_normal(tuple(out_t.shape))
+    want = torch.autograd.grad(out_t, (ta, tb), torch.tensor(w), allow_unused=True, materialize_grads=True)
+    got = tg.autograd.grad(out_g, (ga, gb), tg.tensor(w), allow_unused=True, materialize_grads=True)
+    for g1, g2 in zip(got, want):
+        np.testing.assert_allclose(g1.numpy(), g2.numpy(force=True), rtol=1e-10, atol=1e-12)
+    if name not in ("sgn", "aminmax"):           # sgn's derivative is 0; amax's is not smooth at ties
+        f = (lambda x, y: fn(tg, x, y))
+        x0 = a.copy()
+        x0[0, 0] = 0.25                         # finite differences need a smooth point
+        xs = (tg.tensor(x0, requires_grad=True), tg.tensor(b, requires_grad=True))
+        assert tg.autograd.gradcheck(f, xs)
+        assert tg.autograd.gradgradcheck(f, xs)
+
+
+def test_errors_as_torchs():
+    cases = [lambda m: m.hypot(m.tensor([1, 2]), m.tensor([1, 2])), lambda m: m.hypot(m.tensor([1.0]), 2.0),
+             lambda m: m.logaddexp(m.tensor([1.0]), 2.0), lambda m: m.logaddexp(m.tensor([1]), m.tensor([2])),
+             lambda m: m.logaddexp(m.tensor([True]), m.tensor([False])),
+             lambda m: m.logaddexp2(m.tensor([1]), m.tensor([2])), lambda m: m.nanmean(m.tensor([1, 2])),
+             lambda m: m.addcdiv(m.tensor([1]), m.tensor([1]), m.tensor([1])),
+             lambda m: m.positive(m.tensor([True])), lambda m: m.heaviside(m.tensor([1]), m.tensor([1.0])),
+             lambda m: m.diff(m.tensor(1.0)), lambda m: m.diff(m.tensor([1.0]), -1),
+             lambda m: m.diff(m.tensor([1.0, 2.0]), prepend=m.tensor(0.5)),
+             lambda m: m.heaviside(m.tensor([1.0, 0.0], requires_grad=True), m.tensor([0.5])).sum().backward()]
+    for fn in cases:
+        with pytest.raises(Exception) as want:
+            fn(torch)
+        with pytest.raises(type(want.value)) as got:
+            fn(tg)
+        assert str(got.value) == str(want.value)
+
+
+def test_positive_is_its_input_and_inplace_forms_bump_the_version():
+    x = tg.tensor([1.0, -2.0])
+    assert tg.positive(x) is x
+    for name, args in (("copysign_", (-1.0,)), ("hypot_", (tg.tensor([3.0, 4.0]),)), ("logit_", ()), ("sinc_", ()),
+                       ("deg2rad_", ()), ("addcmul_", (tg.tensor([1.0, 2.0]), tg.tensor([3.0, 4.0]))),
+                       ("addcdiv_", (tg.tensor([1.0, 2.0]), tg.tensor([3.0, 4.0])))):
+        a, t = tg.tensor([0.25, 0.5]), torch.tensor([0.25, 0.5])
+        targs = tuple(torch.tensor(v.numpy()) if isinstance(v, tg.Tensor) else v for v in args)
+        v = a._version
+        assert getattr(a, name)(*args) is a and a._version == v + 1
+        getattr(t, name)(*targs)
+        np.testing.assert_allclose(a.numpy(), t.numpy(), rtol=1e-6)
+
+
+def test_compiled_equals_eager():
+    r = np.random.default_rng(2)
+    a, b = pairs("float32")
+    c = r.standard_normal(a.shape).astype(np.float32)
+
+    def f(m, x, y, z):
+        return (m.copysign(x, y), m.hypot(x, y), m.signbit(x), m.logaddexp2(z, y), m.sinc(z), m.logit(m.sigmoid(z)),
+                m.deg2rad(z), m.nansum(x), m.nanmean(z), m.diff(z, 2), m.addcdiv(z, z, y.abs() + 1))
+    args = [tg.tensor(v) for v in (a, b, c)]
+    eager = f(tg, *args)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)            # a fallback to eager fails the test
+        compiled = tg.compile(lambda *xs: f(tg, *xs), fullgraph=True)(*args)
+    for e, k in zip(eager, compiled):
+        np.testing.assert_array_equal(e.numpy(), k.numpy())
+
+
+TRITON_SCRIPT = r"""
+import json, warnings
+import numpy as np, torch, tracegrad as tg
+vals = [0.0, -0.0, 1.0, -2.5, 0.3, np.inf, -np.inf, np.nan, -np.nan, 1e-40, 3e38, -3e38, 1e-8]
+out = {}
+for dt in ("float16", "float32", "float64"):
+    with np.errstate(over="ignore"):
+        a = np.repeat(np.array(vals), len(vals)).astype(dt); b = np.tile(np.array(vals), len(vals)).astype(dt)
+    f = tg.compile(lambda x, y: (tg.copysign(x, y), tg.hypot(x, y), tg.signbit(x), tg.copysign(x, -0.0),
+                                 tg.heaviside(x, y)), backend="triton", fullgraph=True)
+    got = [v.numpy() for v in f(tg.tensor(a), tg.tensor(b))]
+    ta, tb = torch.tensor(a), torch.tensor(b)
+    want = [torch.copysign(ta, tb).numpy(), torch.hypot(ta, tb).numpy(), torch.signbit(ta).numpy(),
+            torch.copysign(ta, -0.0).numpy(), torch.heaviside(ta, tb).numpy()]
+    res = []
+    for g, w in zip(got, want):
+        g64, w64 = g.astype(np.float64), w.astype(np.float64)
+        nan = np.isnan(w64)
+        same = (np.isnan(g64) == nan).all() and (np.signbit(g64[~nan]) == np.signbit(w64[~nan])).all()
+        rel = np.abs(g64[~nan] - w64[~nan]) / np.maximum(np.abs(w64[~nan]), np.finfo(dt).tiny)
+        res.append([bool(same), float(np.nanmax(np.where(np.isinf(w64[~nan]), 0, rel)))])
+    out[dt] = res
+print(json.dumps(out))
+"""
+
+
+def test_signbit_copysign_hypot_on_triton_under_the_interpreter():
+    """The Triton lowerings (the _signbit and _hypot helpers, heaviside) on every pair of special values, in
+    float16, float32 and float64: signs, NaN and infinities as torch's, hypot within an ulp."""
+    pytest.importorskip("triton")
+    env = dict(os.environ, PYTHONPATH=ROOT, PYTHONWARNINGS="ignore", TRITON_INTERPRET="1")
+    r = subprocess.run([sys.executable, "-c", TRITON_SCRIPT], env=env, capture_output=True, text=True, timeout=600,
+                       cwd=ROOT)
+    assert r.returncode == 0, r.stderr[-3000:]
+    import json
+    out = json.loads(r.stdout.strip().splitlines()[-1])
+    for dt, res in out.items():
+        ulp = {"float16": 2.0 ** -10, "float32": 2.0 ** -23, "float64": 2.0 ** -52}[dt]
+        for same, rel in res:
+            assert same and rel <= ulp, (dt, res)
+
+
+DTYPES = ["bool", "uint8", "int8", "int16", "int32", "int64", "float16", "bfloat16", "float32", "float64"]
+PROMOTING = {"add": lambda m, a, b: a + b, "mul": lambda m, a, b: a * b, "div": lambda m, a, b: a / b,
+             "sub": lambda m, a, b: a - b, "floordiv": lambda m, a, b: a // b, "pow": lambda m, a, b: a ** b,
+             "where": lambda m, a, b: m.where(a > 0, a, b), "maximum": lambda m, a, b: m.maximum(a, b),
+             "eq": lambda m, a, b: a == b, "atan2": lambda m, a, b: m.atan2(a, b), "remainder": lambda m, a, b: a % b,
+             "and": lambda m, a, b: a & b, "fmod": lambda m, a, b: m.fmod(a, b),
+             "copysign": lambda m, a, b: m.copysign(a, b), "hypot": lambda m, a, b: m.hypot(a, b),
+             "xlogy": lambda m, a, b: m.xlogy(a, b), "logaddexp": lambda m, a, b: m.logaddexp(a, b),
+             "logaddexp2": lambda m, a, b: m.logaddexp2(a, b), "clamp_min": lambda m, a, b: m.clamp(a, min=b)}
+
+
+def _make(m, dt, shape):
+    data = np.array([1.0, 0.0, 1.0, 1.0, 0.0, 1.0]).reshape(shape) if shape else np.array(1.0)
+    return m.tensor(data, dtype=m.float32).to(getattr(m, dt))
+
+
+@pytest.mark.parametrize("name", sorted(PROMOTING))
+def test_result_dtypes_over_every_pair_of_dtypes(name):
+    """Each op over every pair of the ten dtypes, dimensioned and zero-dim operands: tracegrad
+    raises where torch does and gives torch's dtype and shape where torch computes."""
+    fn = PROMOTING[name]
+    wrong = []
+    for d1, d2, s1, s2 in itertools.product(DTYPES, DTYPES, [(2, 3), ()], [(2, 3), ()]):
+        res = []
+        for m in (torch, tg):
+            try:
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")
+                    r = fn(m, _make(m, d1, s1), _make(m, d2, s2))
+                res.append((str(r.dtype).split(".")[-1], tuple(r.shape)))
+            except Exception as e:
+                res.append(type(e).__name__)
+        if res[0] != res[1] and not (isinstance(res[0], str) and isinstance(res[1], str)):
+            wrong.append((d1, s1, d2, s2, res))
+    assert not wrong, wrong[:10]
