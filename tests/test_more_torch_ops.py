@@ -281,3 +281,50 @@ def test_result_dtypes_over_every_pair_of_dtypes(name):
         if res[0] != res[1] and not (isinstance(res[0], str) and isinstance(res[1], str)):
             wrong.append((d1, s1, d2, s2, res))
     assert not wrong, wrong[:10]
+
+
+UNARY_NAMES = """neg abs sign exp exp2 log log2 log10 log1p expm1 sqrt rsqrt sin cos tan tanh sigmoid erf relu floor ceil
+round trunc frac isnan isinf isfinite logical_not square reciprocal asin acos atan sinh cosh asinh acosh atanh deg2rad
+rad2deg logit sinc sgn signbit nan_to_num cumsum cumprod sum mean prod amax amin argmax argmin var std logsumexp norm
+softmax log_softmax nansum nanmean median msort sort bitwise_not clone positive negative absolute fix count_nonzero
+all any max min unique flip nonzero argwhere argsort""".split()
+UNARY_ARGS = {"cumsum": (0,), "cumprod": (0,), "softmax": (0,), "log_softmax": (0,), "logsumexp": (0,), "flip": ((0,),)}
+
+
+@pytest.mark.parametrize("shape", [(2, 3), ()])
+def test_unary_result_dtypes_over_every_dtype(shape):
+    """Where torch computes a unary op or reduction of any of the ten dtypes (a matrix and a
+    zero-dim value), tracegrad computes it too, with torch's dtype and shape."""
+    data = np.array([[1, 0, 2], [0, 1, 3]], np.float32) if shape else np.array(2.0, np.float32)
+    wrong = []
+    for name, dt in itertools.product(UNARY_NAMES, DTYPES):
+        res = []
+        for m in (torch, tg):
+            try:
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")
+                    r = getattr(m, name)(m.tensor(data).to(getattr(m, dt)), *UNARY_ARGS.get(name, ()))
+                r = r[0] if isinstance(r, tuple) else r
+                res.append((str(r.dtype).split(".")[-1], tuple(r.shape)))
+            except Exception as e:
+                res.append(type(e).__name__)
+        if not isinstance(res[0], str) and res[0] != res[1]:
+            wrong.append((name, dt, res))
+    assert not wrong, wrong
+
+
+def test_nonzero_of_a_zero_dim_value_and_bitwise_not():
+    for v in (2.0, 0.0, -0.0):
+        got, want = tg.nonzero(tg.tensor(v)), torch.nonzero(torch.tensor(v))
+        assert got.shape == tuple(want.shape) == ((1, 0) if v else (0, 0))
+        (gt,), (wt,) = tg.nonzero(tg.tensor(v), as_tuple=True), torch.nonzero(torch.tensor(v), as_tuple=True)
+        assert gt.tolist() == wt.tolist()
+        assert tg.tensor(v).argwhere().shape == tuple(torch.tensor(v).argwhere().shape)
+    for dt in ("bool", "uint8", "int8", "int32", "int64"):
+        a = np.array([0, 1, 5, 127], np.int64)
+        got, want = tg.tensor(a).to(getattr(tg, dt)).bitwise_not(), torch.tensor(a).to(getattr(torch, dt)).bitwise_not()
+        assert str(got.dtype) == str(want.dtype) and got.tolist() == want.tolist()
+    x, t = tg.tensor([3, -4]), torch.tensor([3, -4])
+    assert x.bitwise_not_() is x and x.tolist() == t.bitwise_not_().tolist() and x._version == 1
+    with pytest.raises(NotImplementedError, match="\"bitwise_not_cpu\" not implemented for 'Float'"):
+        tg.bitwise_not(tg.tensor([1.0]))

@@ -121,7 +121,8 @@ from .ops.composite import (diagonal, trace, diag_embed, log10, trunc, fix, frac
                             masked_select, movedim, moveaxis, ravel, std_mean, var_mean, nan_to_num, argwhere, cdist,
                             bincount, histc, matrix_power, matrix_exp, normal, logaddexp, xlogy, addmm, baddbmm,
                             index_fill, index_copy, take, scatter_reduce, logaddexp2, deg2rad, rad2deg, logit, sinc,
-                            sgn, positive, float_power, heaviside, addcmul, addcdiv, nansum, nanmean, diff, aminmax)
+                            sgn, positive, float_power, heaviside, addcmul, addcdiv, nansum, nanmean, diff, aminmax,
+                            bitwise_not)
 from .compile import compile  # noqa: E402,F401
 from ._legacy import TYPES as _LEGACY_TYPES  # noqa: E402
 globals().update(_LEGACY_TYPES)  # FloatTensor, LongTensor, ...

@@ -660,8 +660,8 @@ for _name, _by in (("transpose", 1), ("t", 1), ("squeeze", 3), ("unsqueeze", 1),
 for _name in """diagonal trace diag_embed log10 trunc fix frac fmax fmin fmod masked_select movedim moveaxis ravel
 nan_to_num argwhere bincount histc matrix_power matrix_exp logaddexp xlogy addmm baddbmm index_fill index_copy take
 scatter_reduce logaddexp2 deg2rad rad2deg logit sinc sgn positive float_power heaviside addcmul addcdiv nansum nanmean
-diff aminmax""".split():
+diff aminmax bitwise_not""".split():
     setattr(Tensor, _name, getattr(F, _name))
 for _name in """trunc fix frac fmod nan_to_num log10 index_fill index_copy scatter_reduce deg2rad rad2deg logit sinc sgn
-heaviside addcmul addcdiv""".split():
+heaviside addcmul addcdiv bitwise_not""".split():
     setattr(Tensor, _name + "_", _inplace(getattr(F, _name)))

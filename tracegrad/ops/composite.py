@@ -21,7 +21,7 @@ __all__ = ["diagonal", "trace", "diag_embed", "log10", "trunc", "fix", "frac", "
            "movedim", "moveaxis", "ravel", "std_mean", "var_mean", "nan_to_num", "argwhere", "cdist", "bincount",
            "histc", "matrix_power", "matrix_exp", "normal", "logaddexp", "xlogy", "addmm", "baddbmm", "index_fill", "index_copy",
            "take", "scatter_reduce", "logaddexp2", "deg2rad", "rad2deg", "logit", "sinc", "sgn", "positive",
-           "float_power", "heaviside", "addcmul", "addcdiv", "nansum", "nanmean", "diff", "aminmax"]
+           "float_power", "heaviside", "addcmul", "addcdiv", "nansum", "nanmean", "diff", "aminmax", "bitwise_not"]
 
 
 def _index(values):
@@ -299,6 +299,14 @@ def aminmax(input, *, dim=None, keepdim=False):
     dims = tuple(range(input.ndim)) if dim is None else dim
     return _AminmaxType(rename_grad_fn(O.amin(input, dims, keepdim), "AminmaxBackward0"),
                         rename_grad_fn(O.amax(input, dims, keepdim), "AminmaxBackward0"))
+
+
+def bitwise_not(input):
+    """~input: logical not of bool, -input - 1 of integers (wrapping), as torch.bitwise_not."""
+    O._check_tensor(input, "bitwise_not")
+    if input.dtype.is_floating_point:
+        raise NotImplementedError(f"\"bitwise_not_cpu\" not implemented for '{D.SCALAR_NAME[input.dtype]}'")
+    return ~input
 
 
 def xlogy(input, other):

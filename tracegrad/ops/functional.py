@@ -960,7 +960,11 @@ def nonzero(input, *, as_tuple=False):
         return tuple(t.cuda() for t in out) if as_tuple else out.cuda()
     if input._data is None:
         raise TraceError("nonzero (and where(condition) with one argument) has a data-dependent shape")
-    nz = np.nonzero(input._data)
+    data = input._data
+    if data.ndim == 0:           # torch: one index of no dimensions when the value is not zero
+        n = int(data != 0)
+        return (_wrap_np(np.zeros(n, np.int64)),) if as_tuple else _wrap_np(np.zeros((n, 0), np.int64))
+    nz = np.nonzero(data)
     if as_tuple:
         return tuple(_wrap_np(a.astype(np.int64)) for a in nz)
     return _wrap_np(np.stack(nz, axis=1).astype(np.int64) if nz else np.zeros((1, 0), np.int64))
