@@ -594,6 +594,8 @@ OPS += [
     _unary("asinh", dtypes=FLOAT),
     OpInfo("acosh", lambda m, x: m.acosh(x * x + 1.5), [Sample(s) for s in U_SHAPES], dtypes=FLOAT),
     _binary("atan2", dtypes=FLOAT),
+    _binary("copysign"), _binary("hypot", dtypes=FLOAT), _binary("heaviside", grad=False),
+    OpInfo("signbit", samples=[Sample((2, 3), domain="special"), Sample((0,)), Sample(()), Sample((5,))], method=True),
     OpInfo("cumsum", lambda m, x, **kw: m.cumsum(x, **kw),
            [Sample((5,), dim=0), Sample((2, 3), dim=1), Sample((2, 3, 4), dim=-2), Sample((), dim=0),
             Sample((0, 3), dim=0)], method=lambda m, x, **kw: x.cumsum(**kw)),

@@ -191,6 +191,14 @@ def special_cases():
         for op in ("fmod", "remainder", "floor_divide"):
             out[f"{op}-large-quotients-{dtype}"] = ((lambda op: lambda m, p, q: getattr(m, op)(p, q))(op),
                                                     list(quotient_pairs(dtype)), dtype, "division")
+        # a number operand is a literal in the kernel (the array beside it holds its value, for
+        # the reference)
+        p, q = quotient_pairs(dtype)
+        for op in ("fmod", "remainder", "floor_divide"):
+            out[f"{op}-number-divisor-{dtype}"] = ((lambda op: lambda m, x, _: getattr(m, op)(x, -2.5))(op),
+                                                   [p, np.full_like(p, -2.5)], dtype, "division")
+        out[f"remainder-number-dividend-{dtype}"] = (lambda m, _, y: m.remainder(7.5, y),
+                                                     [np.full_like(q, 7.5), q], dtype, "division")
         edges = np.array(SPECIAL + [-0.3, 0.3, -1.5, 2.5, 8388609.0, -8388609.0, 16777215.0, 88.0, 89.0, 700.0],
                          dtype)
         for op in ("round", "log1p", "expm1"):

@@ -280,20 +280,18 @@ def _signbit(x):
 def _hypot(x, y):
     # sqrt(x^2 + y^2) without overflow or underflow: in float64 for narrower floats (rounded
     # once), scaled by the larger magnitude in float64; inf if either is infinite, NaN before it
-    if x.dtype == tl.float64:
-        a = tl.abs(x)
-        b = tl.abs(y)
+    s = x + y                   # the operands' block and type (a zero-dim operand is a scalar)
+    one = tl.where(s == s, 1.0, 1.0).to(tl.float64)   # ones of s's block (see _fmod)
+    a = tl.abs(one * x)
+    b = tl.abs(one * y)
+    if s.dtype == tl.float64:
         m = tl.maximum(a, b)
-        n = tl.minimum(a, b)
-        q = n / tl.where(m == 0, 1.0, m)
+        q = tl.minimum(a, b) / tl.where(m == 0, 1.0, m)
         r = m * tl.sqrt(1.0 + q * q)                         # float64's sqrt is IEEE
     else:
-        a = x.to(tl.float64)
-        b = y.to(tl.float64)
         r = tl.sqrt(a * a + b * b)
-    r = tl.where((x != x) | (y != y), float("nan"), r)
-    inf = (tl.abs(x) == float("inf")) | (tl.abs(y) == float("inf"))
-    return tl.where(inf, float("inf"), r).to(x.dtype)
+    r = tl.where((a != a) | (b != b), float("nan"), r)
+    return tl.where((a == float("inf")) | (b == float("inf")), float("inf"), r).to(s.dtype)
 ''',
     "_pow2": '''@triton.jit
 def _pow2(k):
@@ -307,15 +305,20 @@ def _fmod(x, y):
     # 2 ** 24 (fmod(1e10, 3) gave 256, not 1) and +0.0 for fmod(-4, 2). Floats are reduced in
     # float64 by y scaled by powers of two, the quotient under 2 ** 51 a step: then n * B is
     # exact under an fma and the remainder, a multiple of B's last bit under B, too.
-    if x.dtype.is_floating():
-        a = tl.abs(x).to(tl.float64)
-        b = tl.abs(y).to(tl.float64)
+    s = x + y                   # the operands' block and type (a number operand is a literal)
+    if s.dtype.is_floating():
+        # ones of s's block; not tl.zeros_like, a jit function of triton's own that the
+        # interpreter cannot call once a kernel was compiled for a GPU in the process
+        one = tl.where(s == s, 1.0, 1.0).to(tl.float64)
+        xd = one * x                # exact, and -0.0 keeps its sign
+        a = tl.abs(xd)
+        b = tl.abs(one * y)
         tiny = b < 2.2250738585072014e-308                  # a subnormal y: its exponent, scaled
         bn = tl.where(tiny, b * 1.152921504606847e18, b)
         eb = ((bn.to(tl.int64, bitcast=True) >> 52) & 2047) - tl.where(tiny, 60, 0)
         r = a
         # exponents apart by up to 2 ** 11 (float64) or 277 (float32), 50 fewer each step
-        for _ in range(45 if x.dtype == tl.float64 else 7):            # a loop, not unrolled
+        for _ in range(45 if s.dtype == tl.float64 else 7):            # a loop, not unrolled
             er = (r.to(tl.int64, bitcast=True) >> 52) & 2047
             d = tl.maximum(er - eb - 50, 0)
             d1 = d // 3
@@ -324,11 +327,10 @@ def _fmod(x, y):
             n = tl.floor(r / big)
             r = tl.fma(-n, big, r)
             r = tl.where(r < 0, r + big, r)
-        neg = x.to(tl.float64).to(tl.int64, bitcast=True) < 0
-        r = tl.where(neg, r * -1.0, r)
-        r = tl.where(b == float("inf"), x.to(tl.float64), r)
+        r = tl.where(xd.to(tl.int64, bitcast=True) < 0, r * -1.0, r)
+        r = tl.where(b == float("inf"), xd, r)
         bad = (a != a) | (b != b) | (a == float("inf")) | (b == 0)
-        return tl.where(bad, float("nan"), r).to(x.dtype)
+        return tl.where(bad, float("nan"), r).to(s.dtype)
     else:
         return x % y
 ''',
