@@ -105,7 +105,7 @@ def check_program(seed, device="cpu"):
 
 SPECIAL = [np.nan, np.inf, -np.inf, 0.0, -0.0, 1.0, -1.0, 0.5, -0.5, -2.5, 2.0, 3.0, 7.0, -7.0, 100.0,
            1e-40, 1e-8, 3e38, -3e38]
-ULPS = {"float32": 2.0 ** -21, "float16": 2.0 ** -9}          # 2 units in the last place
+ULPS = {"float32": 2.0 ** -21, "float16": 2.0 ** -9, "float64": 2.0 ** -50}          # 2 units in the last place
 
 
 def same(got, want, dtype, what):
@@ -171,6 +171,9 @@ def special_cases():
     for op in ("fmod", "remainder", "floor_divide"):
         out[f"{op}-large-quotients-float64"] = ((lambda op: lambda m, p, q: getattr(m, op)(p, q))(op),
                                                 list(quotient_pairs("float64")), "float64", "division")
+    a, b = pairs("float64")
+    for op in ("copysign", "hypot"):
+        out[f"{op}-float64"] = ((lambda op: lambda m, p, q: getattr(m, op)(p, q))(op), [a, b], "float64", "same")
     for dtype in ("float32", "float16"):
         x = np.array([[1.0, np.nan, np.inf, -3.0], [np.inf, -np.inf, 2.0, np.nan], [0.5, 2.0, -1.0, 0.0],
                       [-np.inf, -0.0, np.nan, 5.0], [4.0, 4.0, -2.0, 1.0]], dtype)
@@ -191,6 +194,10 @@ def special_cases():
         for op in ("fmod", "remainder", "floor_divide"):
             out[f"{op}-large-quotients-{dtype}"] = ((lambda op: lambda m, p, q: getattr(m, op)(p, q))(op),
                                                     list(quotient_pairs(dtype)), dtype, "division")
+        for op in ("copysign", "hypot", "heaviside"):
+            out[f"{op}-{dtype}"] = ((lambda op: lambda m, p, q: getattr(m, op)(p, q))(op), [a, b], dtype, "same")
+        out[f"copysign-number-{dtype}"] = (lambda m, p: m.copysign(p, -0.0) + m.copysign(p, 2.0), [a], dtype, "same")
+        out[f"signbit-{dtype}"] = (lambda m, p: m.signbit(p), [np.concatenate([a, -a])], dtype, "exact")
         # a number operand is a literal in the kernel (the array beside it holds its value, for
         # the reference)
         p, q = quotient_pairs(dtype)
