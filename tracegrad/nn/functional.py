@@ -17,7 +17,7 @@ import numpy as np
 from .. import _dtype as D
 from ..tensor import Tensor
 from ..grad_mode import no_grad, is_grad_enabled
-from ..tracing import apply
+from ..tracing import apply, rename_grad_fn
 from ..ops import functional as O
 from ..ops.primitives import PRIMITIVES as P
 from ..ops import nn_primitives  # noqa: F401  (registers the convolution and pooling primitives)
@@ -691,10 +691,12 @@ def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-1
         terms = logp * target
         if weight is not None:
             terms = terms * O.reshape(weight, wshape)
-        loss = -O.sum(terms, class_dim)
+        # torch's sums and nodes: -(terms).sum() / (numel / C), -(terms).sum(), -(terms).sum(C)
         if reduction == "mean":
-            return O.sum(loss) / (input.numel() // c if c else 0)
-        return _reduce(loss, reduction)
+            return rename_grad_fn(-O.sum(terms) / (input.numel() // c if c else 0), "DivBackward1")
+        if reduction == "sum":
+            return -O.sum(terms)
+        return _reduce(-O.sum(terms, class_dim), reduction)
     if input.ndim >= 1:
         _check_class_target(input, target, "cross_entropy")
     nll = nll_loss(logp, target, weight, None, ignore_index, None, reduction)

@@ -11,11 +11,12 @@ from ..ops import functional as O
 from . import functional as F
 from ..grad_mode import no_grad
 from ..creation import from_numpy, zeros, arange, ones, empty_like
+from ..tracing import rename_grad_fn
 
 __all__ = ["max_pool1d", "avg_pool1d", "adaptive_avg_pool1d", "adaptive_max_pool1d", "adaptive_max_pool2d",
            "adaptive_avg_pool2d", "instance_norm", "pixel_shuffle", "pixel_unshuffle", "unfold", "fold",
            "gumbel_softmax", "cosine_embedding_loss", "margin_ranking_loss", "soft_margin_loss",
-           "multilabel_soft_margin_loss", "triplet_margin_loss", "gaussian_nll_loss", "poisson_nll_loss",
+           "multilabel_soft_margin_loss", "multi_margin_loss", "multilabel_margin_loss", "triplet_margin_loss", "gaussian_nll_loss", "poisson_nll_loss",
            "hinge_embedding_loss", "embedding_bag", "affine_grid", "grid_sample"]
 
 
@@ -271,7 +272,7 @@ def hinge_embedding_loss(input, target, margin=1.0, size_average=None, reduce=No
 def soft_margin_loss(input, target, size_average=None, reduce=None, reduction="mean"):
     if size_average is not None or reduce is not None:
         reduction = F._legacy_reduction(size_average, reduce, reduction)
-    return F._reduce(F.softplus(-target * input), reduction)
+    return rename_grad_fn(F._reduce(F.softplus(-target * input), reduction), "SoftMarginLossBackward0")
 
 
 def multilabel_soft_margin_loss(input, target, weight=None, size_average=None, reduce=None, reduction="mean"):
@@ -280,8 +281,64 @@ def multilabel_soft_margin_loss(input, target, weight=None, size_average=None, r
     loss = -(target * F.logsigmoid(input) + (1 - target) * F.logsigmoid(-input))
     if weight is not None:
         loss = loss * weight
-    loss = O.mean(loss, -1)
+    loss = O.sum(loss, -1) / input.shape[-1]        # torch's sum / C (a DivBackward0 node)
     return F._reduce(loss, reduction)
+
+
+def _margin_rows(input, target, op):
+    """input as (N, C) and target as (N,) or (N, C): an unbatched call is a batch of one."""
+    if input.ndim not in (1, 2) or input.ndim == 2 and input.shape[1] == 0:
+        raise RuntimeError(f"{op}: Expected non-empty vector or matrix with optional 0-dim batch size, but got: "
+                           f"{list(input.shape)}")
+    one = input.ndim == 1
+    return (O.unsqueeze(input, 0), O.unsqueeze(target, 0)) if one else (input, target), one
+
+
+def multi_margin_loss(input, target, p=1, margin=1.0, weight=None, size_average=None, reduce=None,
+                      reduction="mean"):
+    """Multi-class hinge loss: per sample, the sum over classes j != y of max(0, margin - x[y] +
+    x[j]) ** p (times weight[y]) over C, as torch.nn.functional.multi_margin_loss."""
+    if size_average is not None or reduce is not None:
+        reduction = F._legacy_reduction(size_average, reduce, reduction)
+    if p not in (1, 2):
+        raise ValueError("only p == 1 and p == 2 supported")
+    (x, y), one = _margin_rows(input, target, "multi_margin_loss")
+    n, c = x.shape
+    if tuple(y.shape) != (n,):
+        raise RuntimeError(f"multi_margin_loss: target tensor should be 1-D with size equal to the number of input "
+                           f"samples (batch size). Expected target size [{n}], but got {list(target.shape)}. Input has "
+                           f"shape {list(input.shape)}.")
+    picked = O.gather(x, 1, O.unsqueeze(y, 1))                       # x[y], (N, 1)
+    other = O.logical_not(F.one_hot(y, c).to(D.bool_))
+    z = F.relu(margin - picked + x)                                   # gradient 0 where z is 0, as torch's z > 0
+    h = z if p == 1 else z * z
+    if weight is not None:
+        h = h * O.unsqueeze(O.index_select(weight, 0, y), 1)
+    loss = O.sum(O.where(other, h, O.zeros_like(h)), 1) / c
+    if one:
+        loss = loss.reshape(())
+    return rename_grad_fn(F._reduce(loss, reduction), "MultiMarginLossBackward0")
+
+
+def multilabel_margin_loss(input, target, size_average=None, reduce=None, reduction="mean"):
+    """Multi-label hinge loss: target lists each sample's classes, up to its first -1; per sample,
+    the sum over listed j and unlisted k of max(0, 1 - (x[j] - x[k])) over C, as
+    torch.nn.functional.multilabel_margin_loss."""
+    if size_average is not None or reduce is not None:
+        reduction = F._legacy_reduction(size_average, reduce, reduction)
+    (x, t), one = _margin_rows(input, target, "multilabel_margin_loss")
+    if tuple(t.shape) != tuple(x.shape):
+        raise RuntimeError(f"inconsistent target size: {list(target.shape)} for input of size: {list(input.shape)}")
+    n, c = x.shape
+    listed = O.cumprod((t != -1).to(D.int64), 1)                     # 1 up to the first -1
+    counts = O.sum(F.one_hot(O.clamp_min(t, 0), c) * O.unsqueeze(listed, 2), 1)   # (N, C): times listed
+    is_target = counts > 0
+    z = F.relu(1 - O.unsqueeze(x, 2) + O.unsqueeze(x, 1))             # [n, j, k] = max(0, 1 - x[j] + x[k])
+    pairs = O.unsqueeze(counts.to(x.dtype), 2) * O.unsqueeze(O.logical_not(is_target).to(x.dtype), 1)
+    loss = O.sum(z * pairs, (1, 2)) / c
+    if one:
+        loss = loss.reshape(())
+    return rename_grad_fn(F._reduce(loss, reduction), "MultilabelMarginLossBackward0")
 
 
 def triplet_margin_loss(anchor, positive, negative, margin=1.0, p=2, eps=1e-6, swap=False, size_average=None,

@@ -13,4 +13,5 @@ from .transformer import (MultiheadAttention, TransformerEncoderLayer, Transform
                           TransformerDecoder, Transformer)
 from .loss import (L1Loss, MSELoss, NLLLoss, CrossEntropyLoss, BCELoss, BCEWithLogitsLoss, SmoothL1Loss, HuberLoss,
                    KLDivLoss, CosineEmbeddingLoss, MarginRankingLoss, HingeEmbeddingLoss, SoftMarginLoss,
-                   MultiLabelSoftMarginLoss, TripletMarginLoss, GaussianNLLLoss, PoissonNLLLoss)
+                   MultiLabelSoftMarginLoss, MultiMarginLoss, MultiLabelMarginLoss,
+                   TripletMarginLoss, GaussianNLLLoss, PoissonNLLLoss)
