@@ -10,14 +10,15 @@ from .. import _dtype as D
 from ..ops import functional as O
 from . import functional as F
 from ..grad_mode import no_grad
-from ..creation import from_numpy, zeros, arange, ones, empty_like
+from ..creation import from_numpy, zeros, arange, ones, empty_like, rand_like
 from ..tracing import rename_grad_fn
 
 __all__ = ["max_pool1d", "avg_pool1d", "adaptive_avg_pool1d", "adaptive_max_pool1d", "adaptive_max_pool2d",
            "adaptive_avg_pool2d", "instance_norm", "pixel_shuffle", "pixel_unshuffle", "unfold", "fold",
            "gumbel_softmax", "cosine_embedding_loss", "margin_ranking_loss", "soft_margin_loss",
-           "multilabel_soft_margin_loss", "multi_margin_loss", "multilabel_margin_loss", "triplet_margin_loss", "gaussian_nll_loss", "poisson_nll_loss",
-           "hinge_embedding_loss", "embedding_bag", "affine_grid", "grid_sample"]
+           "multilabel_soft_margin_loss", "multi_margin_loss", "multilabel_margin_loss", "triplet_margin_loss",
+           "gaussian_nll_loss", "poisson_nll_loss", "hinge_embedding_loss", "embedding_bag", "affine_grid", "grid_sample",
+           "rms_norm", "local_response_norm", "lp_pool1d", "lp_pool2d", "conv_transpose1d", "rrelu"]
 
 
 def _single(v, name="kernel_size"):
@@ -239,6 +240,85 @@ def gumbel_softmax(logits, tau=1, hard=False, eps=1e-10, dim=-1):
     index = O.argmax(y_soft, dim, keepdim=True)
     y_hard = O.scatter(O.zeros_like(logits), dim, index, value=1.0)
     return y_hard - y_soft.detach() + y_soft
+
+
+def rms_norm(input, normalized_shape, weight=None, eps=None):
+    """x / sqrt(mean(x^2) + eps) * weight over the last len(normalized_shape) dims, as
+    torch.nn.functional.rms_norm: 16-bit inputs computed in float32 and rounded once, eps by
+    default the machine epsilon of that computing dtype."""
+    if not isinstance(normalized_shape, (tuple, list)):
+        raise TypeError(f"rms_norm(): argument 'normalized_shape' (position 2) must be tuple of ints, not "
+                        f"{type(normalized_shape).__name__}")
+    normalized_shape = tuple(normalized_shape)
+    k = len(normalized_shape)
+    if k == 0 or input.ndim < k or tuple(input.shape[input.ndim - k:]) != normalized_shape:
+        raise RuntimeError(f"Given normalized_shape={list(normalized_shape)}, expected input with shape "
+                           f"[*{', '.join(map(str, normalized_shape))}], but got input of size{list(input.shape)}")
+    x, dt = F._opmath(input)
+    if eps is None:
+        eps = float(np.finfo(x.dtype.np).eps)
+    dims = tuple(range(input.ndim - k, input.ndim))
+    out = x * O.rsqrt(O.mean(x * x, dims, keepdim=True) + eps)
+    if weight is not None:
+        out = out * F._affine(weight, dt)
+    return F._rounded(out, dt)
+
+
+def local_response_norm(input, size, alpha=1e-4, beta=0.75, k=1.0):
+    """input / (k + alpha * mean of squares over `size` neighbouring channels) ** beta, as
+    torch.nn.functional.local_response_norm (the window padded with zeros, size // 2 before)."""
+    if input.ndim < 3:
+        # torch's message, with the run of spaces its source's line break leaves
+        raise ValueError(f"Expected 3D or higher dimensionality{' ' * 26}input (got {input.ndim} dimensions)")
+    if input.numel() == 0:
+        return input
+    sizes = tuple(input.shape)
+    div = (input * input).reshape(sizes[0], 1, sizes[1], -1)            # channels as a height
+    div = F.pad(div, (0, 0, size // 2, (size - 1) // 2))
+    div = F.avg_pool2d(div, (size, 1), stride=1).reshape(sizes)
+    return input / (div * alpha + k) ** beta
+
+
+def lp_pool1d(input, norm_type, kernel_size, stride=None, ceil_mode=False):
+    """(sum over each window of x ** p) ** (1 / p), as torch's lp_pool1d (an average pool of x ** p
+    times the window's size)."""
+    kw = _single(kernel_size)
+    out = avg_pool1d(input ** norm_type, kw, stride, 0, ceil_mode)
+    return ((O.sign(out) * F.relu(O.abs(out))) * kw) ** (1.0 / norm_type)
+
+
+def lp_pool2d(input, norm_type, kernel_size, stride=None, ceil_mode=False):
+    kh, kw = (tuple(kernel_size) if isinstance(kernel_size, (tuple, list)) else (kernel_size, kernel_size))
+    out = F.avg_pool2d(input ** norm_type, (kh, kw), stride, 0, ceil_mode)
+    return ((O.sign(out) * F.relu(O.abs(out))) * (kh * kw)) ** (1.0 / norm_type)
+
+
+def conv_transpose1d(input, weight, bias=None, stride=1, padding=0, output_padding=0, groups=1, dilation=1):
+    """1-D transposed convolution over NCL input, as a 2-D one over an added height of one."""
+    if input.ndim not in (2, 3):
+        raise RuntimeError(f"Expected 2D (unbatched) or 3D (batched) input to conv_transpose1d, but got input of "
+                           f"size: {list(input.shape)}")
+    if weight.ndim != 3:
+        raise RuntimeError(f"weight should have 3 dimensions for conv_transpose1d, got {weight.ndim}")
+    if input.ndim == 2:                 # unbatched: a batch of one, as torch (a SqueezeBackward1 node)
+        return O.squeeze(conv_transpose1d(O.unsqueeze(input, 0), weight, bias, stride, padding, output_padding,
+                                          groups, dilation), 0)
+    one = lambda v, first=1: (first, v[0] if isinstance(v, (tuple, list)) else v)      # noqa: E731
+    out = F.conv_transpose2d(O.unsqueeze(input, -2), O.unsqueeze(weight, 2), bias, one(stride), one(padding, 0),
+                             one(output_padding, 0), groups, one(dilation))
+    return rename_grad_fn(O.squeeze(out, -2), "ConvolutionBackward0")
+
+
+def rrelu(input, lower=1.0 / 8, upper=1.0 / 3, training=False, inplace=False):
+    """Leaky ReLU whose negative slope is drawn uniformly from [lower, upper] per element in
+    training, (lower + upper) / 2 otherwise, as torch.nn.functional.rrelu."""
+    if training:
+        slope = rand_like(input) * (upper - lower) + lower
+        out = O.where(input >= 0, input, input * slope)
+    else:
+        out = O.where(input >= 0, input, input * ((lower + upper) / 2))
+    out = rename_grad_fn(out, "RreluWithNoiseBackward0")
+    return input.copy_(out) if inplace else out
 
 
 # == losses ===========================================================================================

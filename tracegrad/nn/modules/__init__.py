@@ -5,7 +5,8 @@ from .layers import (Identity, Linear, Conv1d, Conv2d, ConvTranspose2d, ReLU, Le
                      Softplus, Softmax, LogSoftmax, Dropout, LayerNorm, GroupNorm, BatchNorm1d, BatchNorm2d, Embedding,
                      Flatten, Unflatten, MaxPool2d, AvgPool2d, AdaptiveAvgPool2d, Upsample, CosineSimilarity,
                      PairwiseDistance, MaxPool1d, AvgPool1d, AdaptiveAvgPool1d, AdaptiveMaxPool1d, AdaptiveMaxPool2d,
-                     InstanceNorm1d, InstanceNorm2d, PixelShuffle, Unfold, Fold, EmbeddingBag)
+                     InstanceNorm1d, InstanceNorm2d, PixelShuffle, Unfold, Fold, EmbeddingBag, RMSNorm,
+                     LocalResponseNorm, LPPool1d, LPPool2d, RReLU)
 from .activation import (ELU, CELU, SELU, Hardtanh, ReLU6, Hardsigmoid, Hardswish, Softsign, Tanhshrink, Mish,
                          Hardshrink, Softshrink, Softmin, GLU, PReLU, LogSigmoid, Threshold)
 from .rnn import RNNBase, RNN, LSTM, GRU, RNNCellBase, RNNCell, LSTMCell, GRUCell
