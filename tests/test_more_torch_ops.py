@@ -328,3 +328,87 @@ def test_nonzero_of_a_zero_dim_value_and_bitwise_not():
     assert x.bitwise_not_() is x and x.tolist() == t.bitwise_not_().tolist() and x._version == 1
     with pytest.raises(NotImplementedError, match="\"bitwise_not_cpu\" not implemented for 'Float'"):
         tg.bitwise_not(tg.tensor([1.0]))
+
+
+@pytest.mark.parametrize("make, dim, size, step", [
+    (lambda m: m.arange(12.0).reshape(3, 4), 1, 2, 1), (lambda m: m.arange(12.0).reshape(3, 4), 0, 2, 1),
+    (lambda m: m.arange(24.0).reshape(2, 3, 4).transpose(0, 2), 1, 2, 1),      # a non-contiguous view
+    (lambda m: m.arange(10.0), 0, 3, 2), (lambda m: m.arange(10.0), -1, 4, 3), (lambda m: m.arange(6.0), 0, 0, 2),
+    (lambda m: m.tensor(5.0), 0, 1, 1), (lambda m: m.arange(12.0).reshape(3, 4)[:, ::2], 1, 2, 2)])
+def test_unfold_is_a_view_with_torchs_values_and_gradients(make, dim, size, step):
+    xt, xg = make(torch).double().requires_grad_(), make(tg).double().requires_grad_()
+    ut, ug = xt.unfold(dim, size, step), xg.unfold(dim, size, step)
+    assert ug.shape == tuple(ut.shape) and type(ug.grad_fn).__name__ == type(ut.grad_fn).__name__
+    np.testing.assert_array_equal(ug.detach().numpy(), ut.detach().numpy())
+    w = np.cos(np.arange(ut.numel())).reshape(tuple(ut.shape))
+    (gt,) = torch.autograd.grad(ut, xt, torch.tensor(w))        # overlapping windows add up
+    (gg,) = tg.autograd.grad(ug, xg, tg.tensor(w))
+    np.testing.assert_allclose(gg.numpy(), gt.numpy(), rtol=1e-14)
+    bt, bg = make(torch).double(), make(tg).double()             # a write through the view reaches the base
+    vt, vg = bt.unfold(dim, size, step), bg.unfold(dim, size, step)
+    if vt.numel():
+        vt[(0,) * vt.ndim] = -7.0
+        vg[(0,) * vg.ndim] = -7.0
+    assert bg.tolist() == bt.tolist() and vg.tolist() == vt.tolist()
+
+
+def test_unfold_gradients_after_an_inplace_op_on_the_base_and_errors():
+    a, at = tg.arange(6.0, dtype=tg.float64).requires_grad_(), torch.arange(6.0, dtype=torch.float64).requires_grad_()
+    b, bt = a * 1, at * 1
+    u, ut = b.unfold(0, 3, 1), bt.unfold(0, 3, 1)
+    b.mul_(2)
+    bt.mul_(2)
+    u.pow(2).sum().backward()
+    ut.pow(2).sum().backward()
+    np.testing.assert_allclose(a.grad.numpy(), at.grad.numpy())
+    x = tg.tensor(np.random.default_rng(0).standard_normal(7), requires_grad=True)
+    assert tg.autograd.gradcheck(lambda v: v.unfold(0, 3, 2).exp(), (x,))
+    assert tg.autograd.gradgradcheck(lambda v: v.unfold(0, 3, 1) ** 3, (x,))
+    for fn in (lambda m: m.ones(3, 4).unfold(1, 5, 1), lambda m: m.ones(3, 4).unfold(1, 2, 0),
+               lambda m: m.ones(3, 4).unfold(2, 1, 1), lambda m: m.ones(3, 4).unfold(1, -1, 1)):
+        with pytest.raises(Exception) as want:
+            fn(torch)
+        with pytest.raises(type(want.value)) as got:
+            fn(tg)
+        assert str(got.value) == str(want.value)
+    f = tg.compile(lambda v: (v.unfold(0, 3, 1) * 2).sum(-1), fullgraph=True)
+    v = tg.arange(7.0, requires_grad=True)
+    out = f(v)
+    out.sum().backward()
+    assert out.tolist() == [6.0, 12.0, 18.0, 24.0, 30.0] and v.grad.tolist() == [2.0, 4.0, 6.0, 6.0, 6.0, 4.0, 2.0]
+
+
+def test_inplace_comparisons_casts_and_questions_as_torchs():
+    for name in ("eq_", "ne_", "lt_", "le_", "gt_", "ge_", "greater_", "less_equal_", "not_equal_", "logical_and_",
+                 "logical_xor_", "multiply_", "subtract_", "true_divide_", "divide_"):
+        for dt, other in (("float32", [1.0, 3.0, 4.0]), ("int64", [1, 3, 4])):
+            t, g = torch.tensor([1, 2, 0]).to(getattr(torch, dt)), tg.tensor([1, 2, 0]).to(getattr(tg, dt))
+            res = []
+            for m, x in ((torch, t), (tg, g)):
+                try:
+                    out = getattr(x, name)(m.tensor(other))
+                    res.append((out is x, str(x.dtype), x.tolist()))
+                except Exception as e:
+                    res.append((type(e).__name__, str(e)))
+            assert res[0] == res[1], (name, dt, res)
+    for name in ("absolute_", "negative_", "arctan_", "tan_", "log2_"):
+        t, g = torch.tensor([0.5, 2.0]), tg.tensor([0.5, 2.0])
+        getattr(t, name)()
+        assert getattr(g, name)() is g and g.numpy().tolist() == pytest.approx(t.tolist(), rel=1e-6)
+    x, xt = tg.tensor([1.5, -2.0, 300.0]), torch.tensor([1.5, -2.0, 300.0])
+    for name in ("byte", "char", "short"):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            got, want = getattr(x[:2], name)(), getattr(xt[:2], name)()
+        assert str(got.dtype) == str(want.dtype) and got.tolist() == want.tolist()
+    assert x.is_cpu and x.is_signed() and not tg.tensor([1], dtype=tg.uint8).is_signed()
+    assert x.is_same_size(tg.zeros(3)) and not x.is_same_size(tg.zeros(2))
+    assert not x.is_conj() and not x.is_neg() and x.conj() is x and x.resolve_conj() is x
+    assert tg.tensor([2.0]).is_nonzero() and not tg.tensor(0.0).is_nonzero()
+    for bad in (tg.tensor([1.0, 2.0]), tg.tensor([])):
+        with pytest.raises(RuntimeError, match="ambiguous"):
+            bad.is_nonzero()
+    a, b = tg.tensor([1.0, np.nan, 2.0]), tg.tensor([1.0 + 1e-9, np.nan, 2.1])
+    assert a.isclose(b).tolist() == torch.tensor([1.0, np.nan, 2.0]).isclose(
+        torch.tensor([1.0 + 1e-9, np.nan, 2.1])).tolist()
+    assert a.isclose(b, equal_nan=True).tolist() == [True, True, False]

@@ -17,7 +17,7 @@ from .ops import functional as F
 from .autograd.graph import Saved
 from .autograd import views
 from .creation import _wrap_np, tensor, takes_generator, RNG
-from .tracing import TraceError, _ACTIVE, TRACING
+from .tracing import TraceError, _ACTIVE, TRACING, rename_grad_fn
 from .ops.primitives import np_index_set, PRIMITIVES
 from .functionalize import commit_traced
 from .autograd.graph import RemovableHandle, node_class
@@ -665,3 +665,56 @@ diff aminmax bitwise_not""".split():
 for _name in """trunc fix frac fmod nan_to_num log10 index_fill index_copy scatter_reduce deg2rad rad2deg logit sinc sgn
 heaviside addcmul addcdiv bitwise_not""".split():
     setattr(Tensor, _name + "_", _inplace(getattr(F, _name)))
+
+
+# -- in-place forms, casts and questions torch's Tensor also has -------------------------------------
+# (each in-place form is the out-of-place op written back: a result of another dtype is cast to
+# self's, or refused as torch refuses it, by the write)
+for _name in """eq ne lt le gt ge greater less greater_equal less_equal not_equal logical_and logical_or logical_xor
+bitwise_and bitwise_or bitwise_xor multiply divide subtract true_divide absolute negative arccos arcsin arctan arccosh
+arcsinh arctanh arctan2 tan log2 xlogy""".split():
+    if hasattr(Tensor, _name) and not hasattr(Tensor, _name + "_"):
+        setattr(Tensor, _name + "_", _inplace(getattr(Tensor, _name)))
+Tensor.isclose = lambda self, other, rtol=1e-05, atol=1e-08, equal_nan=False: _wrap_np(
+    np.isclose(self.numpy(), np.asarray(other.numpy() if isinstance(other, Tensor) else other), rtol=rtol, atol=atol,
+               equal_nan=equal_nan))
+Tensor.byte = lambda self: self.to(D.uint8)
+Tensor.char = lambda self: self.to(D.int8)
+Tensor.short = lambda self: self.to(D.int16)
+Tensor.is_cpu = property(lambda self: not self.is_cuda)
+Tensor.is_signed = lambda self: self.dtype is not D.bool_ and self.dtype is not D.uint8
+Tensor.is_same_size = lambda self, other: tuple(self.shape) == tuple(other.shape)
+Tensor.is_conj = lambda self: False          # no complex dtypes: nothing is conjugated or negated lazily
+Tensor.is_neg = lambda self: False
+Tensor.resolve_conj = Tensor.resolve_neg = Tensor.conj = lambda self: self
+
+
+def _is_nonzero(self):
+    if self.numel() == 0:
+        raise RuntimeError("Boolean value of Tensor with no values is ambiguous")
+    if self.numel() > 1:
+        raise RuntimeError("Boolean value of Tensor with more than one value is ambiguous")
+    return bool(self.item())
+
+
+Tensor.is_nonzero = _is_nonzero
+
+
+def _unfold(self, dimension, size, step):
+    """Every window of `size` elements along `dimension`, `step` apart, as a last dimension: a view
+    (writes through it reach self), as torch's Tensor.unfold."""
+    if self.ndim == 0:                  # torch: the value as one window of `size` (at most 1)
+        out = _unfold(self.reshape(1), 0 if dimension in (0, -1) else dimension, size, step).reshape(size)
+        return rename_grad_fn(out, "UnfoldBackward0")
+    d = F.S.normalize_dim(dimension, self.ndim)
+    n = self.shape[d]
+    if size < 0:
+        raise RuntimeError(f"size is {size} but must be >= 0")
+    if size > n:
+        raise RuntimeError(f"maximum size for tensor at dimension {d} is {n} but size is {size}")
+    if step <= 0:
+        raise RuntimeError(f"step is {step} but must be > 0")
+    return F.apply(PRIMITIVES["unfold"], (self,), {"dim": d, "size": int(size), "step": int(step)})
+
+
+Tensor.unfold = _unfold

@@ -465,4 +465,32 @@ Primitive("diagonal", "x", _diagonal_kernel,
           dtype="same", vjp=_diagonal_vjp, grad_fn="DiagonalBackward0", view=True,
           triton=T.Glue(lambda torch, dev, x, offset, dim1, dim2: x.diagonal(offset, dim1, dim2), view=True))
 
+
+
+def _unfold_shape(shape, dim, size, step):
+    out = list(shape) + [size]
+    out[dim] = (shape[dim] - size) // step + 1
+    return tuple(out)
+
+
+def _unfold_kernel(x, dim, size, step):
+    # a writeable view of x's own memory, for any strides of x: windows `step` apart along dim
+    st = x.strides
+    return np.lib.stride_tricks.as_strided(x, _unfold_shape(x.shape, dim, size, step),
+                                           st[:dim] + (st[dim] * step,) + st[dim + 1:] + (st[dim],))
+
+
+def _unfold_vjp(g, out, x, dim, size, step):
+    # overlapping windows (step < size) add up where they share an element
+    n = x.shape[dim]
+    nw = (n - size) // step + 1
+    pos = (np.arange(nw)[:, None] * step + np.arange(size)[None, :]).reshape(-1)
+    g2 = F.reshape(F.movedim(g, -1, dim + 1), tuple(x.shape[:dim]) + (nw * size,) + tuple(x.shape[dim + 1:]))
+    return (F.index_add(F.full(tuple(x.shape), 0, dtype=g.dtype), dim, F.tensor(pos), g2),)
+
+
+Primitive("unfold", "x", _unfold_kernel, shape=lambda x, dim, size, step: _unfold_shape(tuple(x.shape), dim, size, step),
+          dtype="same", vjp=_unfold_vjp, grad_fn="UnfoldBackward0", view=True,
+          triton=T.Glue(lambda torch, dev, x, dim, size, step: x.unfold(dim, size, step), view=True))
+
 __all__ = ["LinAlgError", "PRIMITIVES"]

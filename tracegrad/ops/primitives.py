@@ -1839,11 +1839,22 @@ def _as_strided_scatter_kernel(x, src, shape, strides, offset):
     return out
 
 
+def _as_strided_vjp(g, out, x, shape, strides, offset):
+    # each element of x gets the sum of the gradients of the view's elements that are it: a
+    # scatter where no two are (as torch's AsStridedBackward0), an accumulating one where windows
+    # overlap (a view of unfold's regenerated after an in-place op)
+    pos = np.full(tuple(shape), offset, np.int64)
+    for d, (n, s) in enumerate(zip(shape, strides)):
+        pos = pos + (np.arange(n, dtype=np.int64) * s).reshape((-1,) + (1,) * (len(shape) - d - 1))
+    if len(np.unique(pos)) == pos.size:
+        return (F.as_strided_scatter(F.full(tuple(x.shape), 0, dtype=g.dtype), g, shape, strides, offset),)
+    flat = F.full((math.prod(x.shape),), 0, dtype=g.dtype)
+    flat = F.index_put(flat, (F.tensor(pos.reshape(-1)),), F.reshape(g, (-1,)), True)
+    return (F.reshape(flat, tuple(x.shape)),)
+
+
 Primitive("as_strided", "x", _as_strided_kernel, shape=lambda x, shape, strides, offset: tuple(shape),
-          dtype="same", view=True, grad_fn="AsStridedBackward0",
-          vjp=lambda g, out, x, shape, strides, offset: (
-              F.as_strided_scatter(F.full(tuple(x.shape), 0, dtype=g.dtype), g, shape, strides, offset),),
-          triton=T.as_strided)
+          dtype="same", view=True, grad_fn="AsStridedBackward0", vjp=_as_strided_vjp, triton=T.as_strided)
 Primitive("as_strided_scatter", "x src", _as_strided_scatter_kernel,
           shape=lambda x, src, shape, strides, offset: tuple(x.shape), dtype="same", cast=(1,),
           grad_fn="CopySlices",
