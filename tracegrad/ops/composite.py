@@ -104,39 +104,31 @@ def fmod(input, other):
     return _fmod(O._operand(input, "fmod"), other)
 
 
-def logaddexp(input, other):
-    for i, (name, v) in enumerate((("input", input), ("other", other))):
+def _logaddexp(input, other, name, log, exp, node):
+    """log(exp(input) + exp(other)) in base e or 2 without overflow (torch.logaddexp/logaddexp2):
+    float tensors; a bool or integer operand takes the float dtype; 16-bit ones are computed in
+    float32 and rounded once (torch's opmath: in half precision the sum of the two exponentials
+    lost hundreds of ulps)."""
+    for i, (arg, v) in enumerate((("input", input), ("other", other))):
         if not isinstance(v, Tensor):
-            raise TypeError(f"logaddexp(): argument '{name}' (position {i + 1}) must be Tensor, "
-                            f"not {type(v).__name__}")
+            raise TypeError(f"{name}(): argument '{arg}' (position {i + 1}) must be Tensor, not {type(v).__name__}")
     dt = D.result_type((input, other))
     if not dt.is_floating_point:
-        raise NotImplementedError(f"\"logaddexp_cpu\" not implemented for '{D.SCALAR_NAME[dt]}'")
-    input, other = input.to(dt), other.to(dt)       # a bool or integer operand takes the float dtype
+        raise NotImplementedError(f"\"{name}_cpu\" not implemented for '{D.SCALAR_NAME[dt]}'")
+    input, other = input.to(dt), other.to(dt)
     if dt is D.float16 or dt is D.bfloat16:
-        # in float32, rounded once (torch's opmath): in half precision the sum of the two
-        # exponentials lost hundreds of ulps
-        return rename_grad_fn(logaddexp(input.float(), other.float()).to(dt), "LogaddexpBackward0")
+        return rename_grad_fn(_logaddexp(input.float(), other.float(), name, log, exp, node).to(dt), node)
     m = O.maximum(input, other).detach()
     m = O.where(O.isinf(m), O.zeros_like(m), m)
-    return rename_grad_fn(O.log(O.exp(input - m) + O.exp(other - m)) + m, "LogaddexpBackward0")
+    return rename_grad_fn(log(exp(input - m) + exp(other - m)) + m, node)
+
+
+def logaddexp(input, other):
+    return _logaddexp(input, other, "logaddexp", O.log, O.exp, "LogaddexpBackward0")
 
 
 def logaddexp2(input, other):
-    """log2(2**input + 2**other) without overflow, as torch.logaddexp2 (float tensors)."""
-    for i, (name, v) in enumerate((("input", input), ("other", other))):
-        if not isinstance(v, Tensor):
-            raise TypeError(f"logaddexp2(): argument '{name}' (position {i + 1}) must be Tensor, "
-                            f"not {type(v).__name__}")
-    dt = D.result_type((input, other))
-    if not dt.is_floating_point:
-        raise NotImplementedError(f"\"logaddexp2_cpu\" not implemented for '{D.SCALAR_NAME[dt]}'")
-    input, other = input.to(dt), other.to(dt)
-    if dt is D.float16 or dt is D.bfloat16:
-        return rename_grad_fn(logaddexp2(input.float(), other.float()).to(dt), "Logaddexp2Backward0")
-    m = O.maximum(input, other).detach()
-    m = O.where(O.isinf(m), O.zeros_like(m), m)
-    return rename_grad_fn(O.log2(O.exp2(input - m) + O.exp2(other - m)) + m, "Logaddexp2Backward0")
+    return _logaddexp(input, other, "logaddexp2", O.log2, O.exp2, "Logaddexp2Backward0")
 
 
 def _floating(input, op):
@@ -279,18 +271,7 @@ def diff(input, n=1, dim=-1, prepend=None, append=None):
     return x
 
 
-class _AminmaxType(tuple):
-    """torch.return_types.aminmax: (min, max), also by name."""
-    __slots__ = ()
-
-    def __new__(cls, mn, mx):
-        return tuple.__new__(cls, (mn, mx))
-
-    min = property(lambda self: self[0])
-    max = property(lambda self: self[1])
-
-    def __repr__(self):
-        return f"torch.return_types.aminmax(\nmin={self[0]!r},\nmax={self[1]!r})"
+_AminmaxType = O._pair_type("aminmax", "min", "max")
 
 
 def aminmax(input, *, dim=None, keepdim=False):

@@ -343,6 +343,18 @@ def _return_type(name):
     return type(name, (base,), {"__slots__": (), "__repr__": __repr__})
 
 
+def _pair_type(name, first, second):
+    """A torch.return_types pair of two named fields (aminmax's min and max, slogdet's sign and
+    logabsdet): a tuple, its fields also by name."""
+    def __new__(cls, a, b):
+        return tuple.__new__(cls, (a, b))
+
+    def __repr__(self):
+        return f"torch.return_types.{name}(\n{first}={self[0]!r},\n{second}={self[1]!r})"
+    return type(name, (tuple,), {"__slots__": (), "__new__": __new__, "__repr__": __repr__,
+                                 first: property(lambda self: self[0]), second: property(lambda self: self[1])})
+
+
 class return_types:
     max = _return_type("max")
     min = _return_type("min")

@@ -357,18 +357,7 @@ def linalg_slogdet(A):
     return apply(P["linalg_slogdet"], (A,), {})
 
 
-class _slogdet(tuple):
-    """torch.return_types.slogdet: (sign, logabsdet)."""
-    __slots__ = ()
-
-    def __new__(cls, sign, logabsdet):
-        return tuple.__new__(cls, (sign, logabsdet))
-
-    sign = property(lambda self: self[0])
-    logabsdet = property(lambda self: self[1])
-
-    def __repr__(self):
-        return f"torch.return_types.linalg_slogdet(\nsign={self[0]!r},\nlogabsdet={self[1]!r})"
+_slogdet = O._pair_type("linalg_slogdet", "sign", "logabsdet")
 
 
 def return_types_slogdet(sign, logabsdet):

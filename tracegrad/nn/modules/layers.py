@@ -293,22 +293,26 @@ class Dropout(Module):
 
 # == normalization ===========================================================================================
 
+def _norm_shape_and_weight(m, normalized_shape, eps, elementwise_affine, device, dtype):
+    """LayerNorm's and RMSNorm's common settings, and their weight (None without elementwise_affine)."""
+    if isinstance(normalized_shape, int):
+        normalized_shape = (normalized_shape,)
+    m.normalized_shape = tuple(normalized_shape)
+    m.eps = eps
+    m.elementwise_affine = elementwise_affine
+    if elementwise_affine:
+        m.weight = Parameter(_empty(*m.normalized_shape, dtype=dtype, device=device))
+    else:
+        m.register_parameter("weight", None)
+
+
 class LayerNorm(Module):
     def __init__(self, normalized_shape, eps=1e-5, elementwise_affine=True, bias=True, device=None, dtype=None):
         super().__init__()
-        if isinstance(normalized_shape, int):
-            normalized_shape = (normalized_shape,)
-        self.normalized_shape = tuple(normalized_shape)
-        self.eps = eps
-        self.elementwise_affine = elementwise_affine
-        if elementwise_affine:
-            self.weight = Parameter(_empty(*self.normalized_shape, dtype=dtype, device=device))
-            if bias:
-                self.bias = Parameter(_empty(*self.normalized_shape, dtype=dtype, device=device))
-            else:
-                self.register_parameter("bias", None)
+        _norm_shape_and_weight(self, normalized_shape, eps, elementwise_affine, device, dtype)
+        if elementwise_affine and bias:
+            self.bias = Parameter(_empty(*self.normalized_shape, dtype=dtype, device=device))
         else:
-            self.register_parameter("weight", None)
             self.register_parameter("bias", None)
         self.reset_parameters()
 
@@ -329,15 +333,7 @@ class LayerNorm(Module):
 class RMSNorm(Module):
     def __init__(self, normalized_shape, eps=None, elementwise_affine=True, device=None, dtype=None):
         super().__init__()
-        if isinstance(normalized_shape, int):
-            normalized_shape = (normalized_shape,)
-        self.normalized_shape = tuple(normalized_shape)
-        self.eps = eps
-        self.elementwise_affine = elementwise_affine
-        if elementwise_affine:
-            self.weight = Parameter(_empty(*self.normalized_shape, dtype=dtype, device=device))
-        else:
-            self.register_parameter("weight", None)
+        _norm_shape_and_weight(self, normalized_shape, eps, elementwise_affine, device, dtype)
         self.reset_parameters()
 
     def reset_parameters(self):
