@@ -1,0 +1,97 @@
+"""Adamax, NAdam, RAdam, Adadelta and Rprop against torch's: parameters over twelve steps of
+the same gradients (float64 to 1e-12, float32 to an ulp or two), with their options, state
+saved and restored mid-way, torch's errors; inside a compiled step they run eagerly and say so."""
+import copy
+import warnings
+
+import numpy as np
+import pytest
+import torch
+
+import tracegrad as tg
+
+R = np.random.default_rng(0)
+W = [R.standard_normal((4, 3)), R.standard_normal(3)]
+GRADS = [[R.standard_normal(w.shape) for w in W] for _ in range(12)]
+GRADS[5][0][1, 1] = 0.0                              # Rprop: a zero gradient keeps the step size
+
+CONFIGS = [
+    ("Adamax", dict(lr=0.01)), ("Adamax", dict(lr=0.01, weight_decay=0.1, maximize=True, betas=(0.7, 0.8))),
+    ("NAdam", dict(lr=0.01)), ("NAdam", dict(lr=0.01, weight_decay=0.1, momentum_decay=0.01)),
+    ("NAdam", dict(lr=0.01, weight_decay=0.1, decoupled_weight_decay=True, maximize=True)),
+    ("RAdam", dict(lr=0.01)), ("RAdam", dict(lr=0.01, betas=(0.9, 0.5))),       # rectified from the 2nd step
+    ("RAdam", dict(lr=0.01, weight_decay=0.2, decoupled_weight_decay=True)),
+    ("RAdam", dict(lr=0.01, weight_decay=0.2, betas=(0.6, 0.7), maximize=True)),
+    ("Adadelta", dict()), ("Adadelta", dict(lr=0.5, rho=0.8, eps=1e-4, weight_decay=0.1, maximize=True)),
+    ("Rprop", dict(lr=0.01)), ("Rprop", dict(lr=0.1, etas=(0.3, 1.5), step_sizes=(1e-3, 0.2), maximize=True)),
+]
+
+
+def run(m, name, kw, dtype, reload_at=None):
+    ps = [m.tensor(w.astype(dtype), requires_grad=True) for w in W]
+    opt = getattr(m.optim, name)(ps, **kw)
+    for i, gs in enumerate(GRADS):
+        for p, g in zip(ps, gs):
+            p.grad = m.tensor(g.astype(dtype))
+        opt.step()
+        if i == reload_at:
+            sd = copy.deepcopy(opt.state_dict())
+            opt = getattr(m.optim, name)(ps, **kw)
+            opt.load_state_dict(sd)
+    return [p.detach().numpy() for p in ps], opt
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+@pytest.mark.parametrize("name, kw", CONFIGS, ids=[f"{n}{i}" for i, (n, _) in enumerate(CONFIGS)])
+def test_parameters_follow_torchs(name, kw, dtype):
+    want, topt = run(torch, name, kw, dtype)
+    got, gopt = run(tg, name, kw, dtype)
+    for a, b in zip(got, want):
+        if dtype == "float64":
+            np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-14)
+        else:
+            np.testing.assert_allclose(a, b, rtol=3e-7, atol=1e-7)
+    assert sorted(gopt.state_dict()["state"][0]) == sorted(topt.state_dict()["state"][0])
+    assert gopt.state_dict()["param_groups"][0].keys() == topt.state_dict()["param_groups"][0].keys()
+
+
+@pytest.mark.parametrize("name, kw", CONFIGS[::2], ids=[n for n, _ in CONFIGS[::2]])
+def test_state_saved_and_restored_mid_way(name, kw):
+    want, _ = run(torch, name, kw, "float64", reload_at=4)
+    got, _ = run(tg, name, kw, "float64", reload_at=4)
+    for a, b in zip(got, want):
+        np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-14)
+
+
+def test_errors_as_torchs():
+    cases = [("Adamax", dict(lr=-1)), ("Adamax", dict(eps=-1)), ("Adamax", dict(betas=(1.0, 0.9))),
+             ("Adamax", dict(weight_decay=-1)), ("NAdam", dict(momentum_decay=-1)), ("NAdam", dict(betas=(0.9, 1.5))),
+             ("RAdam", dict(eps=-1e-8)), ("Adadelta", dict(rho=1.5)), ("Adadelta", dict(eps=-1)),
+             ("Rprop", dict(etas=(1.2, 0.5))), ("Rprop", dict(lr=-0.1))]
+    for name, kw in cases:
+        with pytest.raises(Exception) as want:
+            getattr(torch.optim, name)([torch.zeros(2, requires_grad=True)], **kw)
+        with pytest.raises(type(want.value)) as got:
+            getattr(tg.optim, name)([tg.zeros(2, requires_grad=True)], **kw)
+        assert str(got.value) == str(want.value)
+
+
+def test_inside_a_compiled_step_they_run_eagerly_and_say_so():
+    w = tg.tensor(W[0], requires_grad=True)
+    w2 = tg.tensor(W[0], requires_grad=True)
+    opt, opt2 = tg.optim.NAdam([w], lr=0.01), tg.optim.NAdam([w2], lr=0.01)
+
+    def body(p, o):
+        o.zero_grad()
+        loss = (p * p).sum()
+        loss.backward()
+        o.step()
+        return loss
+    step = tg.compile(lambda: body(w, opt))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for _ in range(3):
+            step()
+            body(w2, opt2)
+    assert any("NAdam.step() inside a compiled function is not traced yet" in str(c.message) for c in caught)
+    np.testing.assert_array_equal(w.detach().numpy(), w2.detach().numpy())
