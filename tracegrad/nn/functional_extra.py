@@ -3,6 +3,7 @@
 pooling whose windows do not tile the input, instance_norm, pixel_shuffle, unfold/fold as
 convolutions with one-hot kernels, gumbel_softmax and the remaining common losses."""
 import math
+import warnings
 
 import numpy as np
 
@@ -18,7 +19,8 @@ __all__ = ["max_pool1d", "avg_pool1d", "adaptive_avg_pool1d", "adaptive_max_pool
            "gumbel_softmax", "cosine_embedding_loss", "margin_ranking_loss", "soft_margin_loss",
            "multilabel_soft_margin_loss", "multi_margin_loss", "multilabel_margin_loss", "triplet_margin_loss",
            "gaussian_nll_loss", "poisson_nll_loss", "hinge_embedding_loss", "embedding_bag", "affine_grid", "grid_sample",
-           "rms_norm", "local_response_norm", "lp_pool1d", "lp_pool2d", "conv_transpose1d", "rrelu"]
+           "rms_norm", "local_response_norm", "lp_pool1d", "lp_pool2d", "conv_transpose1d", "rrelu", "dropout1d",
+           "dropout2d", "dropout3d", "channel_shuffle"]
 
 
 def _single(v, name="kernel_size"):
@@ -319,6 +321,63 @@ def rrelu(input, lower=1.0 / 8, upper=1.0 / 3, training=False, inplace=False):
         out = O.where(input >= 0, input, input * ((lower + upper) / 2))
     out = rename_grad_fn(out, "RreluWithNoiseBackward0")
     return input.copy_(out) if inplace else out
+
+
+def _channel_dropout(input, p, training, inplace, batched):
+    """Zero whole channels with probability p, scale the others by 1 / (1 - p): the mask has the
+    input's (batch and) channel dims and size 1 elsewhere, drawn as F.dropout draws."""
+    if p < 0.0 or p > 1.0:
+        raise ValueError(f"dropout probability has to be between 0 and 1, but got {p}")
+    if not training or p == 0.0:
+        return input
+    lead = 2 if batched else 1
+    shape = tuple(input.shape[:lead]) + (1,) * (input.ndim - lead)
+    mask = F.dropout(ones(shape, dtype=input.dtype, device=input.device), p, True)
+    return input.mul_(mask) if inplace else input * mask
+
+
+def dropout1d(input, p=0.5, training=True, inplace=False):
+    if input.ndim not in (2, 3):
+        raise RuntimeError(f"dropout1d: Expected 2D or 3D input, but received a {input.ndim}D input. Note that "
+                           "dropout1d exists to provide channel-wise dropout on inputs with 1 spatial dimension, a "
+                           "channel dimension, and an optional batch dimension (i.e. 2D or 3D inputs).")
+    return _channel_dropout(input, p, training, inplace, input.ndim == 3)
+
+
+def dropout2d(input, p=0.5, training=True, inplace=False):
+    if input.ndim not in (3, 4):
+        warnings.warn(f"dropout2d: Received a {input.ndim}-D input to dropout2d, which is deprecated and will "
+                      "result in an error in a future release. To retain the behavior and silence this warning, "
+                      "please use dropout instead. Note that dropout2d exists to provide channel-wise dropout on "
+                      "inputs with 2 spatial dimensions, a channel dimension, and an optional batch dimension "
+                      "(i.e. 3D or 4D inputs).", stacklevel=2)
+    if input.ndim == 3:
+        warnings.warn("dropout2d: Received a 3D input to dropout2d and assuming that channel-wise 1D dropout "
+                      "behavior is desired - input is interpreted as shape (N, C, L), where C is the channel dim. "
+                      "This behavior will change in a future release to interpret the input as one without a "
+                      "batch dimension, i.e. shape (C, H, W). To maintain the 1D channel-wise dropout behavior, "
+                      "please switch to using dropout1d instead.", stacklevel=2)
+    return _channel_dropout(input, p, training, inplace, input.ndim >= 3)
+
+
+def dropout3d(input, p=0.5, training=True, inplace=False):
+    if input.ndim not in (4, 5):
+        warnings.warn(f"dropout3d: Received a {input.ndim}-D input to dropout3d, which is deprecated and will "
+                      "result in an error in a future release. To retain the behavior and silence this warning, "
+                      "please use dropout instead. Note that dropout3d exists to provide channel-wise dropout on "
+                      "inputs with 3 spatial dimensions, a channel dimension, and an optional batch dimension "
+                      "(i.e. 4D or 5D inputs).", stacklevel=2)
+    return _channel_dropout(input, p, training, inplace, input.ndim != 4)
+
+
+def channel_shuffle(input, groups):
+    """(N, g * k, *) -> (N, k * g, *): channel i * k + j moves to j * g + i, as torch's."""
+    n, c = input.shape[0], input.shape[1]
+    if c % groups:
+        raise RuntimeError(f"Number of channels must be divisible by groups. Got {c} channels and {groups} groups.")
+    rest = tuple(input.shape[2:])
+    out = O.transpose(input.reshape((n, groups, c // groups) + rest), 1, 2)
+    return out.reshape((n, c) + rest)
 
 
 # == losses ===========================================================================================
