@@ -95,3 +95,49 @@ def test_inside_a_compiled_step_they_run_eagerly_and_say_so():
             body(w2, opt2)
     assert any("NAdam.step() inside a compiled function is not traced yet" in str(c.message) for c in caught)
     np.testing.assert_array_equal(w.detach().numpy(), w2.detach().numpy())
+
+
+SCHEDULES = {
+    "polynomial": lambda m, o: m.optim.lr_scheduler.PolynomialLR(o, total_iters=7, power=2.0),
+    "polynomial_default": lambda m, o: m.optim.lr_scheduler.PolynomialLR(o),
+    "warm_restarts": lambda m, o: m.optim.lr_scheduler.CosineAnnealingWarmRestarts(o, T_0=3),
+    "warm_restarts_mult": lambda m, o: m.optim.lr_scheduler.CosineAnnealingWarmRestarts(o, T_0=2, T_mult=2,
+                                                                                        eta_min=0.01),
+}
+EPOCHS = [0.5, 1.5, 2.7, 3.0, 7.2, 12.0, 1.0, 30.5] + [i * 0.7 for i in range(12)]
+
+
+def schedule(m, make, epochs=None, reload_at=None):
+    p = m.zeros(2, requires_grad=True)
+    opt = m.optim.SGD([p], lr=0.5)
+    s = make(m, opt)
+    out = [s.get_last_lr()[0]]
+    for i in range(20):
+        opt.step()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")            # the epoch argument's deprecation warning
+            s.step() if epochs is None else s.step(epochs[i])
+        if i == reload_at:
+            sd = s.state_dict()
+            s = make(m, m.optim.SGD([p], lr=0.5))
+            s.optimizer = opt
+            s.load_state_dict(sd)
+        out.append(s.get_last_lr()[0])
+    return out
+
+
+@pytest.mark.parametrize("name", sorted(SCHEDULES))
+def test_schedules_equal_torchs(name):
+    make = SCHEDULES[name]
+    assert schedule(tg, make) == schedule(torch, make)
+    assert schedule(tg, make, EPOCHS) == schedule(torch, make, EPOCHS)          # fractional and jumping epochs
+    assert schedule(tg, make, reload_at=6) == schedule(torch, make, reload_at=6)
+
+
+def test_warm_restarts_errors_as_torchs():
+    for kw in (dict(T_0=0), dict(T_0=2.5), dict(T_0=2, T_mult=0), dict(T_0=2, eta_min="x")):
+        with pytest.raises(ValueError) as want:
+            torch.optim.lr_scheduler.CosineAnnealingWarmRestarts(torch.optim.SGD([torch.zeros(1)], lr=0.1), **kw)
+        with pytest.raises(ValueError) as got:
+            tg.optim.lr_scheduler.CosineAnnealingWarmRestarts(tg.optim.SGD([tg.zeros(1)], lr=0.1), **kw)
+        assert str(got.value) == str(want.value)
