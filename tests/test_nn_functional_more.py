@@ -125,3 +125,37 @@ def test_rrelu_in_training_draws_a_slope_per_negative_element():
     np.testing.assert_array_equal(GF.rrelu(x, 0.1, 0.4, training=True).detach().numpy(), ys)   # seeded
     z = tg.tensor([-2.0, 1.0])
     assert GF.rrelu(z, inplace=True) is z and z.tolist() == pytest.approx([-2.0 * (1 / 8 + 1 / 3) / 2, 1.0], rel=1e-7)
+
+
+@pytest.mark.parametrize("kw", [dict(size=(9, 4)), dict(scale_factor=1.7), dict(size=(5, 11), align_corners=True),
+                                dict(size=(3, 3)), dict(scale_factor=(0.6, 2.5)), dict(size=(1, 1)),
+                                dict(size=(6, 7), align_corners=True)])
+def test_bicubic_interpolation_against_torch(kw):
+    x = R.standard_normal((2, 3, 7, 6))
+    xt, xg = torch.tensor(x, requires_grad=True), tg.tensor(x, requires_grad=True)
+    want = TF.interpolate(xt, mode="bicubic", **kw)
+    got = GF.interpolate(xg, mode="bicubic", **kw)
+    assert type(got.grad_fn).__name__ == type(want.grad_fn).__name__ == "UpsampleBicubic2DBackward0"
+    np.testing.assert_allclose(got.detach().numpy(), want.detach().numpy(), rtol=1e-12, atol=1e-13)
+    w = np.cos(np.arange(want.numel())).reshape(tuple(want.shape))
+    (gt,) = torch.autograd.grad(want, xt, torch.tensor(w))
+    (gg,) = tg.autograd.grad(got, xg, tg.tensor(w))
+    np.testing.assert_allclose(gg.numpy(), gt.numpy(), rtol=1e-12, atol=1e-13)
+    x32 = x.astype(np.float32)           # float32: the 16 taps summed in another order, a few ulp apart
+    np.testing.assert_allclose(GF.interpolate(tg.tensor(x32), mode="bicubic", **kw).numpy(),
+                               TF.interpolate(torch.tensor(x32), mode="bicubic", **kw).numpy(), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("kw, shape", [(dict(size=(3, 4)), (2, 3, 7, 6)), (dict(scale_factor=0.5), (2, 3, 7, 6)),
+                                       (dict(size=(9, 13)), (2, 3, 7, 6)), (dict(size=5), (2, 3, 7))])
+def test_area_interpolation_is_adaptive_average_pooling(kw, shape):
+    x = R.standard_normal(shape)
+    xt, xg = torch.tensor(x, requires_grad=True), tg.tensor(x, requires_grad=True)
+    want, got = TF.interpolate(xt, mode="area", **kw), GF.interpolate(xg, mode="area", **kw)
+    np.testing.assert_allclose(got.detach().numpy(), want.detach().numpy(), rtol=1e-12, atol=1e-14)
+    w = np.cos(np.arange(want.numel())).reshape(tuple(want.shape))
+    (gt,) = torch.autograd.grad(want, xt, torch.tensor(w))
+    (gg,) = tg.autograd.grad(got, xg, tg.tensor(w))
+    np.testing.assert_allclose(gg.numpy(), gt.numpy(), rtol=1e-12, atol=1e-14)
+    with pytest.raises(ValueError, match="align_corners option can only be set"):
+        GF.interpolate(xg, mode="area", align_corners=True, **kw)

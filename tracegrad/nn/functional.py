@@ -980,18 +980,38 @@ def _interp_sizes(input, size, scale_factor, name):
     return [int(math.floor(float(input.shape[2 + i]) * scales[i])) for i in range(dims)], scales
 
 
-def _source_index(out_size, in_size, scale, align_corners, i):
-    """Where output position i reads in the input (torch's area_pixel_compute_source_index)."""
+def _source_index(out_size, in_size, scale, align_corners, i, cubic=False):
+    """Where output position i reads in the input (torch's area_pixel_compute_source_index; the
+    cubic modes keep a negative position, their taps are clamped instead)."""
     if align_corners:
         return i * ((in_size - 1) / (out_size - 1)) if out_size > 1 else 0.0
     ratio = (1.0 / scale) if scale is not None else in_size / out_size
-    return max(ratio * (i + 0.5) - 0.5, 0.0)
+    src = ratio * (i + 0.5) - 0.5
+    return src if cubic else max(src, 0.0)
+
+
+def _cubic_taps(out_size, in_size, scale, align_corners):
+    """For each output position, its four input taps (clamped to the input) and their weights:
+    torch's cubic convolution with A = -0.75 (upsample_bicubic2d)."""
+    a = -0.75
+    near = lambda x: ((a + 2) * x - (a + 3)) * x * x + 1                      # noqa: E731  |x| <= 1
+    far = lambda x: ((a * x - 5 * a) * x + 8 * a) * x - 4 * a                 # noqa: E731  1 < |x| < 2
+    taps, weights = [[] for _ in range(4)], [[] for _ in range(4)]
+    for i in range(out_size):
+        src = _source_index(out_size, in_size, scale, align_corners, i, cubic=True)
+        i0 = math.floor(src)
+        t = src - i0
+        for k, w in enumerate((far(t + 1.0), near(t), near(1.0 - t), far(2.0 - t))):
+            taps[k].append(min(max(i0 - 1 + k, 0), in_size - 1))
+            weights[k].append(w)
+    return taps, weights
 
 
 def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corners=None,
                 recompute_scale_factor=None, antialias=False):
     """Resampling over the spatial dims: 'nearest' and 'nearest-exact' gather, 'linear' and
-    'bilinear' blend the two neighbours along each dim (separably), as torch computes them."""
+    'bilinear' blend the two neighbours along each dim and 'bicubic' four (separably), as torch
+    computes them; 'area' is adaptive average pooling."""
     if mode in ("nearest", "nearest-exact", "area") and align_corners is not None:
         raise ValueError("align_corners option can only be set with the interpolating modes: linear | bilinear | "
                          "bicubic | trilinear")
@@ -1026,10 +1046,29 @@ def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corne
             lam = O.reshape(_const(np.asarray(w), input.dtype), shape)
             a, b = O.index_select(out, axis, _long(lo)), O.index_select(out, axis, _long(hi))
             out = a * (1 - lam) + b * lam
+        elif mode == "bicubic":
+            if len(sizes) != 2:
+                raise NotImplementedError(f"Input Error: Only 3D, 4D and 5D input Tensors supported (got "
+                                          f"{input.ndim}D) for the modes: nearest | linear | bilinear | bicubic | "
+                                          f"trilinear | lanczos | area | nearest-exact (got bicubic)")
+            taps, weights = _cubic_taps(out_size, in_size, scale, bool(align_corners))
+            shape = [1] * input.ndim
+            shape[axis] = out_size
+            terms = [O.index_select(out, axis, _long(taps[k])) * O.reshape(_const(np.asarray(weights[k]), input.dtype),
+                                                                            shape) for k in range(4)]
+            out = terms[0] + terms[1] + terms[2] + terms[3]
+        elif mode == "area":        # torch: adaptive average pooling to the output size
+            if len(sizes) == 3:
+                raise NotImplementedError("interpolate: mode 'area' of 5-D input (adaptive_avg_pool3d) is not "
+                                          "supported")
+            return (adaptive_avg_pool1d if len(sizes) == 1 else adaptive_avg_pool2d)(input, tuple(sizes))
         else:
             raise NotImplementedError(f"interpolate: mode {mode!r} is not supported (nearest, nearest-exact, linear, "
-                                      f"bilinear, trilinear are)")
+                                      f"bilinear, bicubic, trilinear, area are)")
+    if mode == "bicubic":
+        out = _named(out, "UpsampleBicubic2DBackward0", input)
     return out
+
 
 
 def upsample(input, size=None, scale_factor=None, mode="nearest", align_corners=None):
