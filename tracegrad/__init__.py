@@ -123,6 +123,11 @@ from .ops.composite import (diagonal, trace, diag_embed, log10, trunc, fix, frac
                             index_fill, index_copy, take, scatter_reduce, logaddexp2, deg2rad, rad2deg, logit, sinc,
                             sgn, positive, float_power, heaviside, addcmul, addcdiv, nansum, nanmean, diff, aminmax,
                             bitwise_not)
+from .ops.composite_more import (cross, inner, kron, vdot, addmv, addr, addbmm, dist, cov, corrcoef,  # noqa: E402,F401
+                                 trapezoid, trapz, cumulative_trapezoid, rot90, take_along_dim, block_diag,
+                                 column_stack, dstack, row_stack, atleast_1d, atleast_2d, atleast_3d, split_with_sizes,
+                                 hsplit, vsplit, dsplit, cummax, cummin, tril_indices, triu_indices, searchsorted,
+                                 bucketize, cartesian_prod, vander)
 from .compile import compile  # noqa: E402,F401
 from ._legacy import TYPES as _LEGACY_TYPES  # noqa: E402
 globals().update(_LEGACY_TYPES)  # FloatTensor, LongTensor, ...

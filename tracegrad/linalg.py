@@ -125,3 +125,7 @@ def cholesky_ex(A, *, upper=False, check_errors=False):
 
 
 __all__ += ["cholesky", "cholesky_ex", "eigh", "eigvalsh", "svd", "svdvals", "qr", "matrix_rank", "pinv"]
+
+from .ops.composite_more import linalg_cross as cross  # noqa: E402
+
+__all__ += ["cross"]

@@ -344,13 +344,18 @@ def dropout1d(input, p=0.5, training=True, inplace=False):
     return _channel_dropout(input, p, training, inplace, input.ndim == 3)
 
 
+def _warn_dims(name, ndim, spatial):
+    """torch's warning for channel dropout of an input without (batch,) channel and `spatial` dims."""
+    if ndim not in (spatial + 1, spatial + 2):
+        warnings.warn(f"{name}: Received a {ndim}-D input to {name}, which is deprecated and will result in an "
+                      "error in a future release. To retain the behavior and silence this warning, please use "
+                      f"dropout instead. Note that {name} exists to provide channel-wise dropout on inputs with "
+                      f"{spatial} spatial dimensions, a channel dimension, and an optional batch dimension (i.e. "
+                      f"{spatial + 1}D or {spatial + 2}D inputs).", stacklevel=3)
+
+
 def dropout2d(input, p=0.5, training=True, inplace=False):
-    if input.ndim not in (3, 4):
-        warnings.warn(f"dropout2d: Received a {input.ndim}-D input to dropout2d, which is deprecated and will "
-                      "result in an error in a future release. To retain the behavior and silence this warning, "
-                      "please use dropout instead. Note that dropout2d exists to provide channel-wise dropout on "
-                      "inputs with 2 spatial dimensions, a channel dimension, and an optional batch dimension "
-                      "(i.e. 3D or 4D inputs).", stacklevel=2)
+    _warn_dims("dropout2d", input.ndim, 2)
     if input.ndim == 3:
         warnings.warn("dropout2d: Received a 3D input to dropout2d and assuming that channel-wise 1D dropout "
                       "behavior is desired - input is interpreted as shape (N, C, L), where C is the channel dim. "
@@ -361,12 +366,7 @@ def dropout2d(input, p=0.5, training=True, inplace=False):
 
 
 def dropout3d(input, p=0.5, training=True, inplace=False):
-    if input.ndim not in (4, 5):
-        warnings.warn(f"dropout3d: Received a {input.ndim}-D input to dropout3d, which is deprecated and will "
-                      "result in an error in a future release. To retain the behavior and silence this warning, "
-                      "please use dropout instead. Note that dropout3d exists to provide channel-wise dropout on "
-                      "inputs with 3 spatial dimensions, a channel dimension, and an optional batch dimension "
-                      "(i.e. 4D or 5D inputs).", stacklevel=2)
+    _warn_dims("dropout3d", input.ndim, 3)
     return _channel_dropout(input, p, training, inplace, input.ndim != 4)
 
 

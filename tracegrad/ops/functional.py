@@ -785,11 +785,19 @@ def chunk(input, chunks, dim=0):
     return split(input, size if size else 1, d) if n else split(input, [0] * chunks, d)
 
 
-def tensor_split(input, sections, dim=0):
+def tensor_split(input, indices_or_sections, dim=0):
+    """input in `sections` near-equal parts along dim, or cut before each of the indices (clamped
+    to the dim, so parts can be empty), as torch.tensor_split."""
     d = S.normalize_dim(dim, input.ndim)
     n = input.shape[d]
-    base, extra = divmod(n, sections)
-    return split(input, [base + (1 if i < extra else 0) for i in range(sections)], d)
+    if isinstance(indices_or_sections, (list, tuple)):
+        cuts = [int(i) + (n if i < 0 else 0) for i in indices_or_sections]
+        bounds = [0] + [0 if c < 0 else n if c > n else c for c in cuts] + [n]
+        return tuple(narrow(input, d, lo, hi - lo if hi > lo else 0) for lo, hi in zip(bounds, bounds[1:]))
+    if indices_or_sections <= 0:
+        raise RuntimeError(f"number of sections must be larger than 0, got {indices_or_sections}")
+    base, extra = divmod(n, indices_or_sections)
+    return split(input, [base + (1 if i < extra else 0) for i in range(indices_or_sections)], d)
 
 
 def unbind(input, dim=0):

@@ -32,6 +32,25 @@ def _step(state):
     return float(t._data)
 
 
+def _decayed(g, x, lr, wd, decoupled, dt):
+    """The gradient with weight decay: x scaled by 1 - lr wd in place (decoupled), or g + wd x."""
+    if wd == 0:
+        return g
+    if decoupled:
+        x *= dt(1 - lr * wd)
+        return g
+    return g + dt(wd) * x
+
+
+def _moments(state, g, beta1, beta2, dt):
+    """Adam's moments in place: m.lerp_(g, 1 - beta1); v.mul_(beta2).addcmul_(g, g, value=1 - beta2)."""
+    m, v = state["exp_avg"]._data, state["exp_avg_sq"]._data
+    _lerp_(m, g, 1 - beta1, dt)
+    v *= dt(beta2)
+    v += g * dt(1 - beta2) * g
+    return m, v
+
+
 def _new_step():
     return Tensor._make(np.zeros((), np.float32), D.float32)
 
@@ -106,11 +125,7 @@ class NAdam(Optimizer):
                              exp_avg=_zeros_like(p), exp_avg_sq=_zeros_like(p))
             step = _step(state)
             bias_correction2 = 1 - beta2 ** step
-            if wd != 0:
-                if group["decoupled_weight_decay"]:
-                    x *= dt(1 - lr * wd)
-                else:
-                    g = g + dt(wd) * x
+            g = _decayed(g, x, lr, wd, group["decoupled_weight_decay"], dt)
             mu = beta1 * (1.0 - 0.5 * (0.96 ** (step * psi)))
             mu_next = beta1 * (1.0 - 0.5 * (0.96 ** ((step + 1) * psi)))
             mp = state["mu_product"]
@@ -118,10 +133,7 @@ class NAdam(Optimizer):
             mp._data[...] = mp._data * mp._data.dtype.type(mu)
             mp._vc[0] += 1
             mu_product = float(mp._data)
-            m, v = state["exp_avg"]._data, state["exp_avg_sq"]._data
-            _lerp_(m, g, 1 - beta1, dt)
-            v *= dt(beta2)
-            v += g * dt(1 - beta2) * g
+            m, v = _moments(state, g, beta1, beta2, dt)
             denom = np.sqrt(v / dt(bias_correction2))
             denom += dt(group["eps"])
             upd = g * dt(-lr * (1.0 - mu) / (1.0 - mu_product))
@@ -157,15 +169,8 @@ class RAdam(Optimizer):
             if len(state) == 0:
                 state.update(step=_new_step(), exp_avg=_zeros_like(p), exp_avg_sq=_zeros_like(p))
             step = _step(state)
-            if wd != 0:
-                if group["decoupled_weight_decay"]:
-                    x *= dt(1 - lr * wd)
-                else:
-                    g = g + dt(wd) * x
-            m, v = state["exp_avg"]._data, state["exp_avg_sq"]._data
-            _lerp_(m, g, 1 - beta1, dt)
-            v *= dt(beta2)
-            v += g * dt(1 - beta2) * g
+            g = _decayed(g, x, lr, wd, group["decoupled_weight_decay"], dt)
+            m, v = _moments(state, g, beta1, beta2, dt)
             bias_correction1 = 1 - beta1 ** step
             bias_correction2 = 1 - beta2 ** step
             corrected = m / dt(bias_correction1)

@@ -1,0 +1,361 @@
+"""More of torch's functions as decompositions into the ops before them (their gradients are
+those ops'): products (cross, inner, kron, vdot, addmv, addr, addbmm), distances and
+statistics (dist, cov, corrcoef, trapezoid), layout (rot90, take_along_dim, block_diag,
+column_stack, dstack, atleast_nd, the split family), running extremes (cummax, cummin), and
+integer helpers (tril_indices, triu_indices, searchsorted, bucketize, cartesian_prod, vander)."""
+import warnings
+
+import numpy as np
+
+from .. import _dtype as D
+from ..tensor import Tensor
+from ..tracing import rename_grad_fn
+from ..creation import tensor, zeros
+from . import functional as O
+from . import shapes as S
+
+__all__ = ["cross", "linalg_cross", "inner", "kron", "vdot", "addmv", "addr", "addbmm", "dist", "cov", "corrcoef",
+           "trapezoid", "trapz", "cumulative_trapezoid", "rot90", "take_along_dim", "block_diag", "column_stack",
+           "dstack", "row_stack", "atleast_1d", "atleast_2d", "atleast_3d", "split_with_sizes", "hsplit", "vsplit",
+           "dsplit", "cummax", "cummin", "tril_indices", "triu_indices", "searchsorted", "bucketize",
+           "cartesian_prod", "vander"]
+
+
+def linalg_cross(input, other, *, dim=-1):
+    """The cross product of 3-vectors along dim (broadcasting the rest), as torch.linalg.cross."""
+    if input.ndim != other.ndim:
+        raise RuntimeError("linalg.cross: inputs must have the same number of dimensions.")
+    d = S.normalize_dim(dim, input.ndim)
+    if input.shape[d] != 3 or other.shape[d] != 3:
+        raise RuntimeError(f"linalg.cross: inputs dimension {dim} must have length 3. Got {input.shape[d]} and "
+                           f"{other.shape[d]}")
+    a = [O.narrow(input, d, i, 1) for i in range(3)]
+    b = [O.narrow(other, d, i, 1) for i in range(3)]
+    out = O.cat([a[1] * b[2] - a[2] * b[1], a[2] * b[0] - a[0] * b[2], a[0] * b[1] - a[1] * b[0]], d)
+    return rename_grad_fn(out, "LinalgCrossBackward0")
+
+
+_WARNED = {"cross": False}
+CROSS_WARNING = ("Using torch.cross without specifying the dim arg is deprecated.\nPlease either pass the dim "
+                 "explicitly or simply use torch.linalg.cross.\nThe default value of dim will change to agree with "
+                 "that of linalg.cross in a future release.")
+
+
+def cross(input, other, dim=None):
+    """torch.cross: linalg.cross along dim, by default the first dim of size 3 (deprecated, with
+    torch's warning)."""
+    if dim is None:
+        if not _WARNED["cross"]:            # once a process, as torch's TORCH_WARN_ONCE
+            _WARNED["cross"] = True
+            warnings.warn(CROSS_WARNING, UserWarning, stacklevel=2)
+        shape = S.broadcast_shapes(tuple(input.shape), tuple(other.shape))
+        dim = next((i for i, n in enumerate(shape) if n == 3), -1)
+    return linalg_cross(input, other, dim=dim)
+
+
+def inner(input, other):
+    """The sum over the last dims of input and other: shape input.shape[:-1] + other.shape[:-1]."""
+    if input.ndim == 0 or other.ndim == 0:
+        return input * other
+    if input.shape[-1] != other.shape[-1]:
+        raise RuntimeError(f"inner() the last dimension must match on both input tensors but got shapes "
+                           f"{list(input.shape)} and {list(other.shape)}")
+    n = input.shape[-1]
+    out = O.matmul(input.reshape(-1, n), O.transpose(other.reshape(-1, n), 0, 1))
+    return out.reshape(tuple(input.shape[:-1]) + tuple(other.shape[:-1]))
+
+
+def kron(input, other):
+    """The Kronecker product: block (i, j, ...) is input[i, j, ...] * other."""
+    nd = max(input.ndim, other.ndim)
+    a = input.reshape((1,) * (nd - input.ndim) + tuple(input.shape))
+    b = other.reshape((1,) * (nd - other.ndim) + tuple(other.shape))
+    ai = a.reshape(tuple(x for n in a.shape for x in (n, 1)))
+    bi = b.reshape(tuple(x for n in b.shape for x in (1, n)))
+    return (ai * bi).reshape(tuple(m * n for m, n in zip(a.shape, b.shape)))
+
+
+def vdot(input, other):
+    if input.ndim != 1 or other.ndim != 1:
+        raise RuntimeError(f"1D tensors expected, but got {input.ndim}D and {other.ndim}D tensors")
+    return rename_grad_fn(O.sum(input * other), "VdotBackward0")
+
+
+def addmv(input, mat, vec, *, beta=1, alpha=1):
+    prod = O.matmul(mat, vec)
+    out = (input if beta == 1 else input * beta) + (prod if alpha == 1 else prod * alpha)
+    return rename_grad_fn(out, "AddmvBackward0")
+
+
+def addr(input, vec1, vec2, *, beta=1, alpha=1):
+    prod = O.unsqueeze(vec1, 1) * O.unsqueeze(vec2, 0)
+    out = (input if beta == 1 else input * beta) + (prod if alpha == 1 else prod * alpha)
+    return rename_grad_fn(out, "AddrBackward0")
+
+
+def addbmm(input, batch1, batch2, *, beta=1, alpha=1):
+    prod = O.sum(O.matmul(batch1, batch2), 0)
+    out = (input if beta == 1 else input * beta) + (prod if alpha == 1 else prod * alpha)
+    return rename_grad_fn(out, "AddbmmBackward0")
+
+
+def dist(input, other, p=2):
+    """The p-norm of input - other (broadcast), as torch.dist."""
+    return rename_grad_fn(O.norm((input - other).reshape(-1), p), "DistBackward0")
+
+
+def cov(input, *, correction=1, fweights=None, aweights=None):
+    """The covariance of the variables in input's rows (observations in its columns)."""
+    if fweights is not None or aweights is not None:
+        raise NotImplementedError("cov(): fweights and aweights are not supported yet")
+    if input.ndim > 2:
+        raise RuntimeError(f"cov(): expected input to have two or fewer dimensions but got an input with "
+                           f"{input.ndim} dimensions")
+    x = input.reshape(1, -1) if input.ndim < 2 else input
+    if not x.dtype.is_floating_point:
+        x = x.to(D.get_default_dtype())
+    n = x.shape[1]
+    xc = x - O.mean(x, 1, keepdim=True)
+    c = O.matmul(xc, O.transpose(xc, 0, 1)) / max(n - correction, 0)
+    return c.reshape(()) if input.ndim < 2 else c
+
+
+def corrcoef(input):
+    c = cov(input)
+    if c.ndim == 0:
+        return c / c
+    d = O.sqrt(O.diagonal(c, 0, 0, 1))
+    return O.clamp(c / O.unsqueeze(d, 1) / O.unsqueeze(d, 0), -1, 1)
+
+
+def trapezoid(y, x=None, *, dx=None, dim=-1):
+    """The trapezoidal rule along dim, with spacing dx (1 by default) or sample points x."""
+    d = S.normalize_dim(dim, y.ndim)
+    n = y.shape[d]
+    if n == 0:
+        return O.sum(y, d)
+    mid = (O.narrow(y, d, 1, n - 1) + O.narrow(y, d, 0, n - 1))
+    if x is None:
+        return O.sum(mid, d) * ((1.0 if dx is None else dx) / 2)
+    spacing = O.narrow(x, -1 if x.ndim == 1 else d, 1, n - 1) - O.narrow(x, -1 if x.ndim == 1 else d, 0, n - 1)
+    if x.ndim == 1:
+        spacing = spacing.reshape(tuple(n - 1 if i == d else 1 for i in range(y.ndim)))
+    return O.sum(mid * spacing, d) / 2
+
+
+trapz = trapezoid
+
+
+def cumulative_trapezoid(y, x=None, *, dx=None, dim=-1):
+    d = S.normalize_dim(dim, y.ndim)
+    n = y.shape[d]
+    mid = (O.narrow(y, d, 1, max(n - 1, 0)) + O.narrow(y, d, 0, max(n - 1, 0)))
+    if x is None:
+        return O.cumsum(mid * ((1.0 if dx is None else dx) / 2), d)
+    spacing = O.narrow(x, -1 if x.ndim == 1 else d, 1, n - 1) - O.narrow(x, -1 if x.ndim == 1 else d, 0, n - 1)
+    if x.ndim == 1:
+        spacing = spacing.reshape(tuple(n - 1 if i == d else 1 for i in range(y.ndim)))
+    return O.cumsum(mid * spacing / 2, d)
+
+
+def rot90(input, k=1, dims=(0, 1)):
+    """input turned k quarter turns in the plane of dims (from the first towards the second)."""
+    dims = list(dims)
+    if len(dims) != 2:
+        raise RuntimeError(f"expected total rotation dims == 2, but got dims = {len(dims)}")
+    if input.ndim < 2:
+        raise RuntimeError(f"expected total dims >= 2, but got total dims = {input.ndim}")
+    d0, d1 = (S.normalize_dim(d, input.ndim) for d in dims)
+    if d0 == d1:
+        raise RuntimeError(f"expected rotation dims to be different, but got dim0 = {d0} and dim1 = {d1}")
+    k %= 4
+    if k == 1:
+        out = O.transpose(O.flip(input, (d1,)), d0, d1)
+    elif k == 2:
+        out = O.flip(input, (d0, d1))
+    elif k == 3:
+        out = O.flip(O.transpose(input, d0, d1), (d1,))
+    else:
+        out = O.clone(input)
+    return rename_grad_fn(out, "Rot90Backward0")
+
+
+def take_along_dim(input, indices, dim=None):
+    """input's values at indices along dim (broadcasting the other dims), or in the flattened
+    input without dim, as torch.take_along_dim."""
+    if dim is None:
+        return O.gather(input.reshape(-1), 0, indices.reshape(-1))
+    d = S.normalize_dim(dim, input.ndim)
+    shape_i = list(S.broadcast_shapes(tuple(n for i, n in enumerate(input.shape) if i != d),
+                                      tuple(n for i, n in enumerate(indices.shape) if i != d)))
+    ishape = tuple(shape_i[:d] + [input.shape[d]] + shape_i[d:])
+    jshape = tuple(shape_i[:d] + [indices.shape[d]] + shape_i[d:])
+    return O.gather(input.expand(*ishape) if tuple(input.shape) != ishape else input, d,
+                    indices.expand(*jshape) if tuple(indices.shape) != jshape else indices)
+
+
+def block_diag(*tensors):
+    """The tensors (0-, 1- or 2-d) as blocks along the diagonal of one matrix, zeros elsewhere."""
+    blocks = []
+    for t in tensors:
+        if t.ndim > 2:
+            raise RuntimeError(f"torch.block_diag: Input tensors must have 2 or fewer dimensions. Input {len(blocks)} "
+                               f"has {t.ndim} dimensions")
+        blocks.append(t.reshape(1, -1) if t.ndim < 2 else t)
+    if not blocks:
+        return tensor(np.zeros((1, 0), np.float32))
+    dt = blocks[0].dtype
+    for b in blocks[1:]:
+        dt = D.promote_types(dt, b.dtype)
+    cols = sum(b.shape[1] for b in blocks)
+    rows, left = [], 0
+    for b in blocks:
+        right = cols - left - b.shape[1]
+        rows.append(_pad_cols(b.to(dt), left, right))
+        left += b.shape[1]
+    return rename_grad_fn(O.cat(rows, 0), "BlockDiagBackward0")
+
+
+def _pad_cols(b, left, right):
+    z = lambda n: zeros((b.shape[0], n), dtype=b.dtype, device=b.device) if n else None      # noqa: E731
+    parts = [p for p in (z(left), b, z(right)) if p is not None]
+    return O.cat(parts, 1) if len(parts) > 1 else b
+
+
+def atleast_1d(*tensors):
+    out = [t.reshape(1) if t.ndim == 0 else t for t in _flat(tensors)]
+    return out[0] if len(out) == 1 and not isinstance(tensors[0], (list, tuple)) else tuple(out)
+
+
+def atleast_2d(*tensors):
+    out = [t.reshape(1, 1) if t.ndim == 0 else O.unsqueeze(t, 0) if t.ndim == 1 else t for t in _flat(tensors)]
+    return out[0] if len(out) == 1 and not isinstance(tensors[0], (list, tuple)) else tuple(out)
+
+
+def atleast_3d(*tensors):
+    def three(t):
+        if t.ndim == 0:
+            return t.reshape(1, 1, 1)
+        if t.ndim == 1:
+            return t.reshape(1, -1, 1)
+        if t.ndim == 2:
+            return O.unsqueeze(t, -1)
+        return t
+    out = [three(t) for t in _flat(tensors)]
+    return out[0] if len(out) == 1 and not isinstance(tensors[0], (list, tuple)) else tuple(out)
+
+
+def _flat(tensors):
+    return list(tensors[0]) if len(tensors) == 1 and isinstance(tensors[0], (list, tuple)) else list(tensors)
+
+
+def column_stack(tensors):
+    return O.hstack([t.reshape(-1, 1) if t.ndim < 2 else t for t in tensors])
+
+
+def dstack(tensors):
+    return O.cat(list(atleast_3d(*tensors)) if len(tensors) > 1 else [atleast_3d(tensors[0])], 2)
+
+
+def row_stack(tensors):
+    return O.vstack(tensors)
+
+
+def split_with_sizes(input, split_sizes, dim=0):
+    d = S.normalize_dim(dim, input.ndim)
+    if sum(split_sizes) != input.shape[d]:
+        raise RuntimeError(f"split_with_sizes expects split_sizes to sum exactly to {input.shape[d]} (input tensor's "
+                           f"size at dimension {dim}), but got split_sizes={list(split_sizes)}")
+    return O.split(input, list(split_sizes), d)
+
+
+def _nsplit(name, need, d):
+    def fn(input, indices_or_sections):
+        if input.ndim < need:
+            raise RuntimeError(f"torch.{name} requires a tensor with at least {need} dimension, but got a tensor with "
+                               f"{input.ndim} dimensions!")
+        dim = 0 if (name == "hsplit" and input.ndim == 1) else d
+        if isinstance(indices_or_sections, int) and input.shape[dim] % indices_or_sections:
+            raise RuntimeError(f"torch.{name} attempted to split along dimension {dim}, but the size of the "
+                               f"dimension {input.shape[dim]} is not divisible by the split_size "
+                               f"{indices_or_sections}!")
+        return O.tensor_split(input, indices_or_sections, dim)
+    fn.__name__ = name
+    return fn
+
+
+hsplit, vsplit, dsplit = _nsplit("hsplit", 1, 1), _nsplit("vsplit", 2, 0), _nsplit("dsplit", 3, 2)
+
+def _cumulative_extreme(input, dim, name, better):
+    d = S.normalize_dim(dim, max(input.ndim, 1))
+    data = input.detach().numpy() if input.ndim else input.detach().numpy().reshape(1)
+    x = np.moveaxis(np.asarray(data), d, -1)
+    idx = np.zeros(x.shape, np.int64)
+    if x.shape[-1]:
+        best = x[..., 0].copy()
+        for i in range(x.shape[-1]):
+            v = x[..., i]
+            take = better(v, best) | (v == best) | np.isnan(v) if x.dtype.kind == "f" else better(v, best) | (v == best)
+            if x.dtype.kind == "f":
+                take &= ~(np.isnan(best) & ~np.isnan(v))              # a NaN, once seen, stays
+            idx[..., i] = np.where(take, i, idx[..., i - 1] if i else 0)
+            best = np.where(take, v, best)
+    index = tensor(np.moveaxis(idx, -1, d).reshape(tuple(input.shape)))
+    values = O.gather(input, d, index) if input.ndim else input.clone()
+    out = O._return_type(name)
+    return out(rename_grad_fn(values, name.capitalize() + "Backward0"), index)
+
+
+def cummax(input, dim):
+    """The running maximum along dim and where it was (NaN propagates; ties take the later)."""
+    return _cumulative_extreme(input, dim, "cummax", np.greater)
+
+
+def cummin(input, dim):
+    return _cumulative_extreme(input, dim, "cummin", np.less)
+
+
+def tril_indices(row, col, offset=0, *, dtype=None, device=None, layout=None):
+    r, c = np.tril_indices(row, offset, col)
+    return tensor(np.stack([r, c]).astype(np.int64), dtype=dtype or D.int64, device=device)
+
+
+def triu_indices(row, col, offset=0, *, dtype=None, device=None, layout=None):
+    r, c = np.triu_indices(row, offset, col)
+    return tensor(np.stack([r, c]).astype(np.int64), dtype=dtype or D.int64, device=device)
+
+
+def searchsorted(sorted_sequence, input, *, out_int32=False, right=False, side=None, sorter=None):
+    """Where each value would be inserted in the sorted last dim to keep it sorted."""
+    if side is not None:
+        right = side == "right"
+    seq = sorted_sequence.numpy()
+    vals = input.numpy() if isinstance(input, Tensor) else np.asarray(input)
+    if sorter is not None:
+        seq = np.take_along_axis(seq, sorter.numpy(), -1)
+    how = "right" if right else "left"
+    if seq.ndim == 1:
+        res = np.searchsorted(seq, vals, side=how)
+    else:
+        res = np.stack([np.searchsorted(s, v, side=how) for s, v in zip(seq.reshape(-1, seq.shape[-1]),
+                                                                         vals.reshape(-1, vals.shape[-1]))])
+        res = res.reshape(vals.shape)
+    return tensor(np.asarray(res).astype(np.int32 if out_int32 else np.int64))
+
+
+def bucketize(input, boundaries, *, out_int32=False, right=False):
+    return searchsorted(boundaries, input, out_int32=out_int32, right=right)
+
+
+def cartesian_prod(*tensors):
+    if len(tensors) == 1:
+        return tensors[0]
+    grids = O.meshgrid(*tensors, indexing="ij")
+    return O.stack([g.reshape(-1) for g in grids], 1)
+
+
+def vander(x, N=None, increasing=False):
+    n = x.shape[0] if N is None else N
+    powers = [x ** i if i else O.ones_like(x) for i in range(n)]
+    out = O.stack(powers if increasing else powers[::-1], 1)
+    return out if x.dtype.is_floating_point else out.to(D.int64)
