@@ -146,3 +146,16 @@ def test_errors_and_warnings_as_torchs():
 def test_tensor_split_at_indices_and_in_sections(idx):
     want = [t.tolist() for t in torch.tensor_split(torch.arange(6.0), idx)]
     assert [t.tolist() for t in tg.tensor_split(tg.arange(6.0), idx)] == want
+
+
+def test_integer_results_of_values_that_require_grad_and_inside_compile():
+    x = tg.tensor(np.array([0.5, 2.5, 9.0]), requires_grad=True)
+    seq = tg.tensor(np.array([1.0, 3.0, 5.0]), requires_grad=True)
+    assert tg.searchsorted(seq, x).tolist() == [0, 1, 3] and tg.bucketize(x, seq, right=True).tolist() == [0, 1, 3]
+    assert tg.cummax(x, 0).indices.tolist() == [0, 1, 2]
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        f = tg.compile(lambda v: tg.cummax(v, 0).values.sum() + tg.searchsorted(seq, v).sum())
+        out = f(x)
+    assert float(out) == 0.5 + 2.5 + 9.0 + 4
+    assert any("cannot be traced" in str(c.message) for c in caught)     # data-dependent: eager, with the reason

@@ -329,10 +329,10 @@ def searchsorted(sorted_sequence, input, *, out_int32=False, right=False, side=N
     """Where each value would be inserted in the sorted last dim to keep it sorted."""
     if side is not None:
         right = side == "right"
-    seq = sorted_sequence.numpy()
-    vals = input.numpy() if isinstance(input, Tensor) else np.asarray(input)
+    seq = sorted_sequence.detach().numpy()
+    vals = input.detach().numpy() if isinstance(input, Tensor) else np.asarray(input)
     if sorter is not None:
-        seq = np.take_along_axis(seq, sorter.numpy(), -1)
+        seq = np.take_along_axis(seq, sorter.detach().numpy(), -1)
     how = "right" if right else "left"
     if seq.ndim == 1:
         res = np.searchsorted(seq, vals, side=how)
