@@ -595,6 +595,8 @@ OPS += [
     OpInfo("acosh", lambda m, x: m.acosh(x * x + 1.5), [Sample(s) for s in U_SHAPES], dtypes=FLOAT),
     _binary("atan2", dtypes=FLOAT),
     _binary("copysign"), _binary("hypot", dtypes=FLOAT), _binary("heaviside", grad=False),
+    OpInfo("erfc", samples=[Sample((2, 3)), Sample(()), Sample((0,)), Sample((4,), domain="special", grad=False)],
+           method=True),
     OpInfo("signbit", samples=[Sample((2, 3), domain="special"), Sample((0,)), Sample(()), Sample((5,))], method=True),
     OpInfo("unfold", lambda m, x, **kw: x.unfold(**kw),
            [Sample((7,), dimension=0, size=3, step=1), Sample((3, 8), dimension=1, size=2, step=3),

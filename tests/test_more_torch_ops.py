@@ -412,3 +412,32 @@ def test_inplace_comparisons_casts_and_questions_as_torchs():
     assert a.isclose(b).tolist() == torch.tensor([1.0, np.nan, 2.0]).isclose(
         torch.tensor([1.0 + 1e-9, np.nan, 2.1])).tolist()
     assert a.isclose(b, equal_nan=True).tolist() == [True, True, False]
+
+
+def test_erfc_keeps_its_tail():
+    """erfc without 1 - erf's cancellation: against math.erfc to a few float64 ulp down to 1e-300
+    (erfc(10) is 2.1e-45, erfc(26) 5.7e-296), 2 - erfc(|x|) below 0; float32 and float16 rounded
+    once; the derivative -2/sqrt(pi) exp(-x^2), gradcheck and gradgradcheck; torch's dtypes."""
+    import math
+    x = np.linspace(-30, 27, 20001)
+    ref = np.array([math.erfc(v) for v in x])
+    got = tg.erfc(tg.tensor(x)).numpy()
+    ok = ref > 1e-300
+    assert (np.abs(got[ok] - ref[ok]) <= 8 * np.spacing(ref[ok])).all()
+    assert (got[~ok] <= 1e-300).all() and (got >= 0).all()
+    special = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, 27.5, -27.5])
+    np.testing.assert_array_equal(tg.erfc(tg.tensor(special)).numpy(), torch.erfc(torch.tensor(special)).numpy())
+    for dt in ("float32", "float16"):
+        xs = x.astype(dt)
+        want = np.array([math.erfc(float(v)) for v in xs]).astype(dt)
+        np.testing.assert_array_equal(tg.erfc(tg.tensor(xs)).numpy(), want)
+    assert str(tg.erfc(tg.tensor([1, 2])).dtype) == str(torch.erfc(torch.tensor([1, 2])).dtype)
+    xt, xg = torch.tensor(x[::50], requires_grad=True), tg.tensor(x[::50], requires_grad=True)
+    (gt,) = torch.autograd.grad(torch.erfc(xt).sum(), xt)
+    (gg,) = tg.autograd.grad(tg.erfc(xg).sum(), xg)
+    np.testing.assert_allclose(gg.numpy(), gt.numpy(), rtol=1e-13, atol=1e-300)
+    assert type(tg.erfc(xg).grad_fn).__name__ == "ErfcBackward0"
+    p = tg.tensor([0.3, -1.2, 2.5, 5.0], dtype=tg.float64, requires_grad=True)
+    assert tg.autograd.gradcheck(tg.erfc, (p,)) and tg.autograd.gradgradcheck(tg.erfc, (p,))
+    v = tg.tensor([0.5, 3.0])
+    assert v.erfc_() is v and v.tolist() == pytest.approx([math.erfc(0.5), math.erfc(3.0)], rel=1e-6)

@@ -37,7 +37,7 @@ from . import _tensor_methods  # noqa: F401  (binds methods and operators onto T
 from . import functionalize  # noqa: F401  (plugs what tensor.py and tracing.py call of it)
 from .ops.functional import (
     neg, negative, abs, absolute, sign, exp, exp2, log, log2, log1p, expm1, sqrt, rsqrt, sin, cos, tan, tanh,
-    sigmoid, erf, relu, floor, ceil, round, isnan, isinf, isfinite, logical_not, logical_and, logical_or, logical_xor,
+    sigmoid, erf, erfc, relu, floor, ceil, round, isnan, isinf, isfinite, logical_not, logical_and, logical_or, logical_xor,
     clone, add, sub, subtract, mul, multiply, div, divide, true_divide, floor_divide, remainder, pow, square,
     reciprocal, maximum, minimum, clamp, clip, clamp_min, clamp_max, eq, ne, lt, le, gt, ge, greater, greater_equal,
     less, less_equal, not_equal, where, lerp, rsub, bitwise_and, bitwise_or, bitwise_xor,

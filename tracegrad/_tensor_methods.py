@@ -22,7 +22,7 @@ from .ops.primitives import np_index_set, PRIMITIVES
 from .functionalize import commit_traced
 from .autograd.graph import RemovableHandle, node_class
 
-_METHODS = """neg negative abs absolute sign exp exp2 log log2 log1p expm1 sqrt rsqrt sin cos tan tanh sigmoid erf
+_METHODS = """neg negative abs absolute sign exp exp2 log log2 log1p expm1 sqrt rsqrt sin cos tan tanh sigmoid erf erfc
 relu floor ceil round isnan isinf isfinite logical_not logical_and logical_or logical_xor clone add sub subtract mul
 multiply div divide true_divide floor_divide remainder pow square reciprocal maximum minimum clamp clip clamp_min
 clamp_max eq ne lt le gt ge greater greater_equal less less_equal not_equal lerp bitwise_and bitwise_or bitwise_xor
@@ -282,7 +282,7 @@ def _inplace(fn):
 
 
 for _name in """add sub mul div pow neg abs sign exp log sqrt rsqrt sin cos tanh sigmoid relu floor ceil round clamp
-clip clamp_min clamp_max masked_fill scatter scatter_add tril triu lerp remainder floor_divide exp2 log1p expm1 erf
+clip clamp_min clamp_max masked_fill scatter scatter_add tril triu lerp remainder floor_divide exp2 log1p expm1 erf erfc
 logical_not square reciprocal t""".split():
     setattr(Tensor, _name + "_", _inplace(getattr(F, _name)))
 

@@ -500,6 +500,36 @@ def _erf(x):
     return out.astype(np.asarray(x).dtype, copy=False)
 
 
+def _erfc(x):
+    """erfc to float64 rounding (within a few ulp, no cancellation in the tail: erfc(10) is 2.1e-45),
+    computed in float64 and cast back; erfc(-y) = 2 - erfc(y)."""
+    xd = np.asarray(x, dtype=np.float64)
+    y = np.abs(xd)
+    tail = np.empty_like(y)                  # erfc(|x|)
+    small = y < 0.46875                      # erf < 0.5: 1 - erf loses no more than a bit (Cody's ranges)
+    mid = (y >= 0.46875) & (y <= 4.0)
+    big = y > 4.0
+    tail[small] = 1.0 - _erf(y[small])
+    if mid.any():
+        z = y[mid]
+        num, den = _ERF_C[8] * z, z
+        for i in range(7):
+            num, den = (num + _ERF_C[i]) * z, (den + _ERF_D[i]) * z
+        tail[mid] = _erfc_scaled_tail(z, num + _ERF_C[7], den + _ERF_D[7])
+    if big.any():
+        with np.errstate(all="ignore"):     # inf: 1 / z^2 is 0, exp(-z^2) underflows to 0
+            z = y[big]
+            zi = 1.0 / (z * z)
+            num, den = _ERF_P[5] * zi, zi
+            for i in range(4):
+                num, den = (num + _ERF_P[i]) * zi, (den + _ERF_Q[i]) * zi
+            r = (0.5641895835477562869 - zi * (num + _ERF_P[4]) / (den + _ERF_Q[4])) / z
+            tail[big] = np.where(z > 27.3, 0.0, _erfc_scaled_tail(np.minimum(z, 27.3), r, 1.0))
+    out = np.where(xd < 0, 2.0 - tail, tail)
+    out = np.where(np.isnan(xd), xd, out)
+    return out.astype(np.asarray(x).dtype, copy=False)
+
+
 def _round(x, decimals=0):
     return np.round(x, decimals)
 
@@ -535,6 +565,8 @@ unary("tan", np.tan, lambda g, out, x: (g * (1 + out * out),), "out", triton=T.E
 unary("tanh", np.tanh, lambda g, out, x: (g * (1 - out * out),), "out", triton=T.unary("_tanh"))
 unary("sigmoid", _sigmoid, lambda g, out, x: (g * out * (1 - out),), "out", triton=T.unary("_sigmoid"))
 unary("erf", _erf, lambda g, out, x: (g * TWO_OVER_SQRT_PI * F.exp(-(x * x)),), "x", triton=T.unary("tl.erf"))
+unary("erfc", _half_in_float32(_erfc), lambda g, out, x: (-g * TWO_OVER_SQRT_PI * F.exp(-(x * x)),), "x",
+      triton=T.Refuse("runs its numpy kernel on the host"))     # (1 - tl.erf would lose the tail)
 def _relu(x):
     # torch's x < 0 ? 0 : x: -0.0 and NaN pass through (numpy's maximum turns -0.0 into 0.0)
     if x.dtype.kind != "f":
