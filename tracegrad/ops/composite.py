@@ -209,10 +209,11 @@ def addcmul(input, tensor1, tensor2, *, value=1):
     # sum (3e38 + 1.5e38 * -2.5 is -7.5e37, not -inf); below float64 that is the float64 result
     # rounded once
     p = value * tensor1 if value != 1 else tensor1
-    out = input + p * tensor2
-    dt = out.dtype
+    dt = D.result_type((input, p, tensor2))
     if dt.is_floating_point and dt is not D.float64:
         out = (input.double() + p.to(dt).double() * tensor2.double()).to(dt)
+    else:
+        out = input + p * tensor2
     return rename_grad_fn(out, "AddcmulBackward0")
 
 
