@@ -1,4 +1,4 @@
-"""Adamax, NAdam, RAdam, Adadelta and Rprop against torch's: parameters over twelve steps of
+"""Adamax, NAdam, RAdam, Adadelta, Rprop and ASGD against torch's: parameters over twelve steps of
 the same gradients (float64 to 1e-12, float32 to an ulp or two), with their options, state
 saved and restored mid-way, torch's errors; inside a compiled step they run eagerly and say so."""
 import copy
@@ -24,6 +24,7 @@ CONFIGS = [
     ("RAdam", dict(lr=0.01, weight_decay=0.2, betas=(0.6, 0.7), maximize=True)),
     ("Adadelta", dict()), ("Adadelta", dict(lr=0.5, rho=0.8, eps=1e-4, weight_decay=0.1, maximize=True)),
     ("Rprop", dict(lr=0.01)), ("Rprop", dict(lr=0.1, etas=(0.3, 1.5), step_sizes=(1e-3, 0.2), maximize=True)),
+    ("ASGD", dict(lr=0.05)), ("ASGD", dict(lr=0.05, lambd=0.01, alpha=0.5, t0=3, weight_decay=0.1, maximize=True)),
 ]
 
 

@@ -73,8 +73,8 @@ def _unary(name):
 
 
 for _n in ("neg", "abs", "sign", "exp", "exp2", "log", "log2", "log1p", "expm1", "sqrt", "rsqrt", "sin", "cos",
-           "tan", "tanh", "sigmoid", "erf", "erfc", "relu", "floor", "ceil", "isnan", "isinf", "isfinite", "logical_not",
-           "clone"):
+           "tan", "tanh", "sigmoid", "erf", "erfc", "relu", "floor", "ceil", "isnan", "isinf", "isfinite",
+           "logical_not", "clone"):
     globals()[_n] = _unary(_n)
 negative = neg
 absolute = abs

@@ -19,7 +19,8 @@ from . import functional as O
 from ..creation import tensor, from_numpy, zeros
 
 __all__ = ["asin", "acos", "atan", "sinh", "cosh", "asinh", "acosh", "atanh", "arcsin", "arccos", "arctan",
-           "arcsinh", "arccosh", "arctanh", "atan2", "arctan2", "signbit", "copysign", "hypot", "cumsum", "cumprod", "sort", "argsort", "topk",
+           "arcsinh", "arccosh", "arctanh", "atan2", "arctan2", "signbit", "copysign", "hypot", "cumsum", "cumprod",
+           "sort", "argsort", "topk",
            "msort", "median", "quantile", "nanquantile", "unique", "diag", "diagonal_embed", "meshgrid",
            "repeat_interleave", "index_add", "linalg_inv", "linalg_det", "linalg_slogdet", "linalg_solve_matrix",
            "det_cofactor", "linalg_solve", "kthvalue", "return_types_slogdet"]

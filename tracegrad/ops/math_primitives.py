@@ -489,7 +489,8 @@ def _unfold_vjp(g, out, x, dim, size, step):
     return (F.index_add(F.full(tuple(x.shape), 0, dtype=g.dtype), dim, F.tensor(pos), g2),)
 
 
-Primitive("unfold", "x", _unfold_kernel, shape=lambda x, dim, size, step: _unfold_shape(tuple(x.shape), dim, size, step),
+Primitive("unfold", "x", _unfold_kernel,
+          shape=lambda x, dim, size, step: _unfold_shape(tuple(x.shape), dim, size, step),
           dtype="same", vjp=_unfold_vjp, grad_fn="UnfoldBackward0", view=True,
           triton=T.Glue(lambda torch, dev, x, dim, size, step: x.unfold(dim, size, step), view=True))
 

@@ -1,4 +1,4 @@
-"""Adamax, NAdam, RAdam, Adadelta and Rprop (torch.optim's), their updates in the order and the
+"""Adamax, NAdam, RAdam, Adadelta, Rprop and ASGD (torch.optim's), their updates in the order and the
 precision of torch's single-tensor implementations, so that parameters equal torch's.
 Inside a compiled training step they are not traced yet (the step says so and runs eagerly)."""
 import numpy as np
@@ -7,7 +7,7 @@ from .optimizer import Optimizer, _scalar, _zeros_like, _finish, _check_options
 from ..tensor import Tensor
 from .. import _dtype as D
 
-__all__ = ["Adamax", "NAdam", "RAdam", "Adadelta", "Rprop"]
+__all__ = ["Adamax", "NAdam", "RAdam", "Adadelta", "Rprop", "ASGD"]
 
 
 def _check_betas(betas):
@@ -256,3 +256,40 @@ class Rprop(Optimizer):
             x += np.sign(g) * dt(-1) * size
             prev[...] = g
             _finish([p, state["prev"], state["step_size"]])
+
+
+class ASGD(Optimizer):
+    """Averaged SGD: p <- p (1 - lambd eta) - eta g, with eta = lr / (1 + lambd lr t)^alpha, and a
+    running average ax of p from step t0 on (ax = p before it)."""
+
+    def __init__(self, params, lr=1e-2, lambd=1e-4, alpha=0.75, t0=1e6, weight_decay=0, foreach=None,
+                 maximize=False, differentiable=False, capturable=False):
+        _check_options("ASGD", lr, differentiable, weight_decay=weight_decay)
+        super().__init__(params, dict(lr=lr, lambd=lambd, alpha=alpha, t0=t0, weight_decay=weight_decay,
+                                      foreach=foreach, maximize=maximize, differentiable=differentiable,
+                                      capturable=capturable))
+
+    def step(self, closure=None):
+        return self._run_step(closure, self._update)
+
+    def _update(self):
+        for group, p, x, g, dt in _grads(self):
+            lr, lambd, alpha, t0 = _scalar(group["lr"]), group["lambd"], group["alpha"], group["t0"]
+            state = self.state[p]
+            if len(state) == 0:           # eta and mu are float32 scalars, as torch's state
+                state.update(step=_new_step(), eta=Tensor._make(np.array(lr, np.float32), D.float32),
+                             mu=Tensor._make(np.ones((), np.float32), D.float32), ax=_zeros_like(p))
+            step = _step(state)
+            if group["weight_decay"] != 0:
+                g = g + dt(group["weight_decay"]) * x
+            eta = float(state["eta"]._data)
+            x *= dt(1 - lambd * eta)
+            x += dt(-eta) * g
+            ax, mu = state["ax"]._data, float(state["mu"]._data)
+            if mu != 1:
+                ax += (x - ax) * dt(mu)
+            else:
+                ax[...] = x
+            state["eta"]._data[...] = np.float32(lr / ((1 + lambd * lr * step) ** alpha))
+            state["mu"]._data[...] = np.float32(1 / max(1, step - t0))
+            _finish([p, state["ax"], state["eta"], state["mu"]])
