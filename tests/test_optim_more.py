@@ -142,3 +142,43 @@ def test_warm_restarts_errors_as_torchs():
         with pytest.raises(ValueError) as got:
             tg.optim.lr_scheduler.CosineAnnealingWarmRestarts(tg.optim.SGD([tg.zeros(1)], lr=0.1), **kw)
         assert str(got.value) == str(want.value)
+
+
+CYCLIC = {
+    "triangular": (lambda m, o: m.optim.lr_scheduler.CyclicLR(o, 0.01, 0.1, step_size_up=3), "SGD"),
+    "triangular2": (lambda m, o: m.optim.lr_scheduler.CyclicLR(o, 0.01, 0.1, step_size_up=2, step_size_down=4,
+                                                               mode="triangular2"), "SGD"),
+    "exp_range": (lambda m, o: m.optim.lr_scheduler.CyclicLR(o, [0.01], [0.1], step_size_up=3, mode="exp_range",
+                                                             gamma=0.9), "SGD"),
+    "custom_iterations": (lambda m, o: m.optim.lr_scheduler.CyclicLR(o, 0.01, 0.1, step_size_up=2,
+                                                                     scale_fn=lambda x: 1 / (1 + x),
+                                                                     scale_mode="iterations"), "SGD"),
+    "adam_beta1": (lambda m, o: m.optim.lr_scheduler.CyclicLR(o, 0.001, 0.01, step_size_up=3, base_momentum=0.85,
+                                                              max_momentum=0.95), "Adam"),
+    "no_momentum": (lambda m, o: m.optim.lr_scheduler.CyclicLR(o, 0.01, 0.1, step_size_up=3, cycle_momentum=False),
+                    "Adagrad"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(CYCLIC))
+def test_cyclic_lr_equals_torchs(name):
+    make, opt_name = CYCLIC[name]
+    res = []
+    for m in (torch, tg):
+        p = m.zeros(2, requires_grad=True)
+        kw = {"momentum": 0.9} if opt_name == "SGD" else {}
+        opt = getattr(m.optim, opt_name)([p], lr=0.5, **kw)
+        s = make(m, opt)
+        seq = []
+        for _ in range(14):
+            opt.step()
+            s.step()
+            g = opt.param_groups[0]
+            seq.append((s.get_last_lr()[0], g.get("momentum"), g.get("betas")))
+        res.append(seq)
+    assert res[0] == res[1]
+    with pytest.raises(ValueError) as want:
+        torch.optim.lr_scheduler.CyclicLR(torch.optim.Adagrad([torch.zeros(1)]), 0.1, 1.0)
+    with pytest.raises(ValueError) as got:
+        tg.optim.lr_scheduler.CyclicLR(tg.optim.Adagrad([tg.zeros(1)]), 0.1, 1.0)
+    assert str(got.value) == str(want.value)
