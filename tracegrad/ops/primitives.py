@@ -460,6 +460,24 @@ def _erfc_scaled_tail(y, num, den):
     return np.exp(-ysq * ysq) * np.exp(-(y - ysq) * (y + ysq)) * num / den
 
 
+def _erfc_mid(z):
+    """erfc(z) for 0.46875 <= z <= 4 (Cody's rational approximation)."""
+    num, den = _ERF_C[8] * z, z
+    for i in range(7):
+        num, den = (num + _ERF_C[i]) * z, (den + _ERF_D[i]) * z
+    return _erfc_scaled_tail(z, num + _ERF_C[7], den + _ERF_D[7])
+
+
+def _erfc_big(z):
+    """erfc(z) for z > 4 (Cody's asymptotic rational in 1 / z^2)."""
+    zi = 1.0 / (z * z)
+    num, den = _ERF_P[5] * zi, zi
+    for i in range(4):
+        num, den = (num + _ERF_P[i]) * zi, (den + _ERF_Q[i]) * zi
+    r = (0.5641895835477562869 - zi * (num + _ERF_P[4]) / (den + _ERF_Q[4])) / z
+    return _erfc_scaled_tail(z, r, 1.0)
+
+
 def _erf(x):
     """erf to float64 rounding (within 2 ulp), computed in float64 and cast back."""
     xd = np.asarray(x, dtype=np.float64)
@@ -478,21 +496,9 @@ def _erf(x):
         zk = z * _TWO_OVER_SQRT_PI_HI
         out[small] = np.copysign(zk + (z * _TWO_OVER_SQRT_PI_LO + zk * (p * zsq)), xd[small])
     if mid.any():
-        z = y[mid]
-        num, den = _ERF_C[8] * z, z
-        for i in range(7):
-            num, den = (num + _ERF_C[i]) * z, (den + _ERF_D[i]) * z
-        r = _erfc_scaled_tail(z, num + _ERF_C[7], den + _ERF_D[7])
-        out[mid] = np.copysign((0.5 - r) + 0.5, xd[mid])
+        out[mid] = np.copysign((0.5 - _erfc_mid(y[mid])) + 0.5, xd[mid])
     if big.any():
-        z = y[big]
-        zi = 1.0 / (z * z)
-        num, den = _ERF_P[5] * zi, zi
-        for i in range(4):
-            num, den = (num + _ERF_P[i]) * zi, (den + _ERF_Q[i]) * zi
-        r = (0.5641895835477562869 - zi * (num + _ERF_P[4]) / (den + _ERF_Q[4])) / z
-        r = _erfc_scaled_tail(z, r, 1.0)
-        out[big] = np.copysign((0.5 - r) + 0.5, xd[big])
+        out[big] = np.copysign((0.5 - _erfc_big(y[big])) + 0.5, xd[big])
     rest = y >= 6.0                       # erf is 1 to float64 rounding (erfc(6) < 2**-54)
     out[rest] = np.copysign(1.0, xd[rest])
     nan = np.isnan(xd)
@@ -511,20 +517,10 @@ def _erfc(x):
     big = y > 4.0
     tail[small] = 1.0 - _erf(y[small])
     if mid.any():
-        z = y[mid]
-        num, den = _ERF_C[8] * z, z
-        for i in range(7):
-            num, den = (num + _ERF_C[i]) * z, (den + _ERF_D[i]) * z
-        tail[mid] = _erfc_scaled_tail(z, num + _ERF_C[7], den + _ERF_D[7])
-    if big.any():
-        with np.errstate(all="ignore"):     # inf: 1 / z^2 is 0, exp(-z^2) underflows to 0
-            z = y[big]
-            zi = 1.0 / (z * z)
-            num, den = _ERF_P[5] * zi, zi
-            for i in range(4):
-                num, den = (num + _ERF_P[i]) * zi, (den + _ERF_Q[i]) * zi
-            r = (0.5641895835477562869 - zi * (num + _ERF_P[4]) / (den + _ERF_Q[4])) / z
-            tail[big] = np.where(z > 27.3, 0.0, _erfc_scaled_tail(np.minimum(z, 27.3), r, 1.0))
+        tail[mid] = _erfc_mid(y[mid])
+    if big.any():                            # erfc(27.3) is under float64's least subnormal
+        z = y[big]
+        tail[big] = np.where(z > 27.3, 0.0, _erfc_big(np.minimum(z, 27.3)))
     out = np.where(xd < 0, 2.0 - tail, tail)
     out = np.where(np.isnan(xd), xd, out)
     return out.astype(np.asarray(x).dtype, copy=False)

@@ -90,14 +90,18 @@ class LRScheduler:
         self._step_count += 1
         if epoch is not None:
             warnings.warn(_EPOCH_DEPRECATION_WARNING, UserWarning, stacklevel=2)
+        if epoch is None:
+            self.last_epoch += 1
+            self._set_lrs(self.get_lr)
+        else:
+            self.last_epoch = epoch
+            self._set_lrs(self._get_closed_form_lr if hasattr(self, "_get_closed_form_lr") else self.get_lr)
+
+    def _set_lrs(self, compute):
+        """The groups' learning rates from compute() (get_lr and the like, allowed inside a step)."""
         self._get_lr_called_within_step = True
         try:
-            if epoch is None:
-                self.last_epoch += 1
-                values = self.get_lr()
-            else:
-                self.last_epoch = epoch
-                values = self._get_closed_form_lr() if hasattr(self, "_get_closed_form_lr") else self.get_lr()
+            values = compute()
         finally:
             self._get_lr_called_within_step = False
         for group, lr in zip(self.optimizer.param_groups, values):
@@ -403,24 +407,7 @@ class CosineAnnealingWarmRestarts(LRScheduler):
                 self.T_i = self.T_0
                 self.T_cur = epoch
         self.last_epoch = math.floor(epoch)
-        self._get_lr_called_within_step = True
-        try:
-            values = self.get_lr()
-        finally:
-            self._get_lr_called_within_step = False
-        for group, lr in zip(self.optimizer.param_groups, values):
-            group["lr"] = lr
-        self._last_lr = [group["lr"] for group in self.optimizer.param_groups]
-
-
-def _format_param(name, optimizer, param):
-    """One value per parameter group: a list of that length, or one value for all."""
-    if isinstance(param, (list, tuple)):
-        if len(param) != len(optimizer.param_groups):
-            raise ValueError(f"{name} must have the same length as optimizer.param_groups. {name} has {len(param)} "
-                             f"values, param_groups has {len(optimizer.param_groups)}.")
-        return list(param)
-    return [param] * len(optimizer.param_groups)
+        self._set_lrs(self.get_lr)
 
 
 class CyclicLR(LRScheduler):
