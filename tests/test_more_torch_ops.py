@@ -441,3 +441,64 @@ def test_erfc_keeps_its_tail():
     assert tg.autograd.gradcheck(tg.erfc, (p,)) and tg.autograd.gradgradcheck(tg.erfc, (p,))
     v = tg.tensor([0.5, 3.0])
     assert v.erfc_() is v and v.tolist() == pytest.approx([math.erfc(0.5), math.erfc(3.0)], rel=1e-6)
+
+
+SPECIAL_FNS = ["expit", "logit", "erf", "erfc", "exp2", "expm1", "log1p", "sinc", "ndtr"]
+
+
+@pytest.mark.parametrize("name", SPECIAL_FNS)
+def test_special_namespace_against_torch(name):
+    x = np.array([0.5, -1.0, 0.0, 3.0, -40.0, 8.0, 0.25, np.nan, np.inf, -np.inf])
+    xt, xg = torch.tensor(x, requires_grad=True), tg.tensor(x, requires_grad=True)
+    want, got = getattr(torch.special, name)(xt), getattr(tg.special, name)(xg)
+    np.testing.assert_allclose(got.detach().numpy(), want.detach().numpy(), rtol=1e-12, atol=1e-300, equal_nan=True)
+    assert type(got.grad_fn).__name__ == type(want.grad_fn).__name__
+    fin = np.isfinite(x) & (x > -30) & (np.abs(x) != 1)
+    (gt,) = torch.autograd.grad(want[torch.tensor(fin)].sum(), xt)
+    (gg,) = tg.autograd.grad(got[tg.tensor(fin)].sum(), xg)
+    np.testing.assert_allclose(gg.numpy(), gt.numpy(), rtol=1e-10, atol=1e-300, equal_nan=True)
+
+
+def test_special_xlog1py_round_and_reductions():
+    x, y = np.array([0.0, 0.0, 1.0, 2.0, 0.0, 3.0]), np.array([-1.0, np.nan, -1.0, 0.5, np.inf, -0.5])
+    xt, yt = torch.tensor(x, requires_grad=True), torch.tensor(y, requires_grad=True)
+    xg, yg = tg.tensor(x, requires_grad=True), tg.tensor(y, requires_grad=True)
+    want, got = torch.special.xlog1py(xt, yt), tg.special.xlog1py(xg, yg)
+    np.testing.assert_array_equal(got.detach().numpy(), want.detach().numpy())
+    assert type(got.grad_fn).__name__ == "SpecialXlog1PyBackward0"
+    keep = [3, 5]
+    wt = torch.autograd.grad(want[keep].sum(), (xt, yt))
+    wg = tg.autograd.grad(got[tg.tensor(keep)].sum(), (xg, yg))
+    for a, b in zip(wg, wt):             # a zero gradient stays zero where log1p(y) is infinite, as torch's
+        np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-12, equal_nan=True)
+    z = np.array([[1.25, -2.5, 0.3], [4.0, 0.0, -1.0]])
+    assert tg.special.round(tg.tensor(z), decimals=1).tolist() == torch.special.round(torch.tensor(z), decimals=1).tolist()
+    for fn in (lambda m: m.special.softmax(m.tensor(z), 1), lambda m: m.special.log_softmax(m.tensor(z), 0),
+               lambda m: m.special.logsumexp(m.tensor(z), 1)):
+        np.testing.assert_allclose(fn(tg).numpy(), fn(torch).numpy(), rtol=1e-12)
+
+
+@pytest.mark.parametrize("name", ["xlogy", "xlog1py"])
+def test_xlogy_gradient_where_the_upstream_gradient_is_zero(name):
+    """A masked-out term of a loss (gradient 0) where log(y) is infinite: torch's derivative in x
+    is xlogy(grad, y), 0 there (x * log(y) by the chain rule gave 0 * -inf = NaN, and NaN weights
+    after the step); the derivative in y is grad * x / y (NaN at 0 / 0, as torch's)."""
+    tf = torch.xlogy if name == "xlogy" else torch.special.xlog1py
+    gf = tg.xlogy if name == "xlogy" else tg.special.xlog1py
+    edge = 0.0 if name == "xlogy" else -1.0
+    x = np.array([1.0, 0.0, 2.0, 0.0, 3.0, -1.0])
+    y = np.array([edge, edge, 3.0, np.nan, edge - 1.0, 0.5])
+    g = np.array([0.0, 1.0, 1.0, 1.0, 0.0, 2.0])
+    xt, yt = torch.tensor(x, requires_grad=True), torch.tensor(y, requires_grad=True)
+    xg, yg = tg.tensor(x, requires_grad=True), tg.tensor(y, requires_grad=True)
+    want, got = tf(xt, yt), gf(xg, yg)
+    np.testing.assert_array_equal(got.detach().numpy(), want.detach().numpy())
+    assert type(got.grad_fn).__name__ == type(want.grad_fn).__name__
+    for a, b in zip(tg.autograd.grad(got, (xg, yg), tg.tensor(g)), torch.autograd.grad(want, (xt, yt), torch.tensor(g))):
+        np.testing.assert_array_equal(a.numpy(), b.numpy())
+    for args in ((xt, 2.0), (2.0, yt)):
+        assert type(gf(*[tg.tensor(a.detach().numpy(), requires_grad=True) if isinstance(a, torch.Tensor) else a
+                         for a in args]).grad_fn).__name__ == type(tf(*args).grad_fn).__name__
+    p = tg.tensor([0.5, 1.5, 2.0], dtype=tg.float64, requires_grad=True)
+    q = tg.tensor([0.7, 2.0, 0.3], dtype=tg.float64, requires_grad=True)
+    assert tg.autograd.gradcheck(gf, (p, q)) and tg.autograd.gradgradcheck(gf, (p, q))

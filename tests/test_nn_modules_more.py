@@ -86,3 +86,25 @@ def test_channel_dropout_errors_and_warnings_as_torchs():
         warnings.simplefilter("always")
         tg.nn.functional.dropout2d(tg.ones(2, 3, 4))
     assert [str(w.message) for w in wg] == [str(w.message) for w in wt]
+
+
+def test_bilinear_against_torch():
+    r = np.random.default_rng(2)
+    x1, x2 = r.standard_normal((2, 5, 3)), r.standard_normal((2, 5, 4))
+    mt = torch.nn.Bilinear(3, 4, 6).double()
+    mg = tg.nn.Bilinear(3, 4, 6).double()
+    assert repr(mg) == repr(mt) and list(mg.state_dict()) == list(mt.state_dict())
+    bound = 1 / np.sqrt(3)
+    assert (np.abs(mg.weight.detach().numpy()) <= bound).all() and mg.weight.detach().numpy().std() > 0.1
+    with torch.no_grad(), tg.no_grad():
+        mg.weight.copy_(tg.tensor(mt.weight.numpy()))
+        mg.bias.copy_(tg.tensor(mt.bias.numpy()))
+    ts = [torch.tensor(v, requires_grad=True) for v in (x1, x2)]
+    gs = [tg.tensor(v, requires_grad=True) for v in (x1, x2)]
+    yt, yg = mt(*ts), mg(*gs)
+    np.testing.assert_allclose(yg.detach().numpy(), yt.detach().numpy(), rtol=1e-12)
+    w = np.cos(np.arange(yt.numel())).reshape(tuple(yt.shape))
+    want = torch.autograd.grad(yt, ts + [mt.weight, mt.bias], torch.tensor(w))
+    got = tg.autograd.grad(yg, gs + [mg.weight, mg.bias], tg.tensor(w))
+    for a, b in zip(got, want):
+        np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-10, atol=1e-12)

@@ -301,6 +301,7 @@ UNARY = [  # (primitive, fn, domain, differentiable)
     ("clamp", lambda m, x: x.clamp(-0.5, 0.7), R, True),
     ("pow", lambda m, x: x ** 3 + x ** 2, R, True),
     ("pow", lambda m, x: x ** 2.5, "pos", True),
+    ("logit", lambda m, x: m.logit(m.sigmoid(x)) + m.logit(m.sigmoid(x), 0.4), R, True),
 ]
 
 
@@ -328,6 +329,8 @@ BINARY = [
     ("copysign", lambda m, x, y: m.copysign(x, y - 0.5) + m.copysign(y, -1.0), R, True),
     ("hypot", lambda m, x, y: m.hypot(x, y * 3), R, True),
     ("heaviside", lambda m, x, y: m.heaviside(x, y), R, False),
+    ("xlogy", lambda m, x, y: m.xlogy(x, y) + m.xlogy(x * 0, y - 1) + m.xlogy(2.0, y), "pos", True),
+    ("xlog1py", lambda m, x, y: m.special.xlog1py(x, y) + m.special.xlog1py(x, 0.5), "pos", True),
     ("signbit", lambda m, x, y: m.signbit(x - y), R, False),
     ("floor_divide", lambda m, x, y: m.floor_divide(x * 4, y), "pos", False),
     ("div_rounding", lambda m, x, y: m.div(x * 4, y, rounding_mode="trunc"), "pos", True),

@@ -249,8 +249,9 @@ def test_fmod_remainder_and_floor_division_do_not_use_the_gpus_frem():
 
 
 def test_signbit_copysign_and_hypot_compile_for_sm90():
-    """The _signbit (a bitcast per float width) and _hypot helpers, and copysign by a tensor and by
-    a negative number, in float16, float32 and float64: they compile for sm_90, without spills."""
+    """The _signbit (a bitcast per float width), _hypot, _xlogy and _xlog1py helpers, and copysign
+    by a tensor and by a negative number, in float16, float32 and float64: they compile for sm_90,
+    without spills."""
     import numpy as np
     import tracegrad as tg
     r = np.random.default_rng(0)
@@ -260,7 +261,8 @@ def test_signbit_copysign_and_hypot_compile_for_sm90():
         for dt in (np.float16, np.float32, np.float64):
             a, b = (tg.tensor(r.standard_normal(300).astype(dt)) for _ in range(2))
             progs += TT.programs(lambda m, x, y: (m.copysign(x, y), m.copysign(x, -0.0), m.hypot(x, y),
-                                                  m.signbit(y)), [a, b])
+                                                  m.signbit(y), m.xlogy(x, y.abs()), m.special.xlog1py(x, y.abs())),
+                                 [a, b])
     finally:
         if before is not None:
             os.environ["TRITON_INTERPRET"] = before

@@ -111,7 +111,7 @@ def equal(input, other):
 __version__ = "0.1.0"
 from . import viz  # noqa: E402
 from .serialization import save, load  # noqa: E402
-from . import nn, optim, utils, linalg, distributions  # noqa: E402,F401
+from . import nn, optim, utils, linalg, distributions, special  # noqa: E402,F401
 from .ops.math_functional import (asin, acos, atan, sinh, cosh, asinh, acosh, atanh, arcsin, arccos, arctan,  # noqa: E402,F401
                                   arcsinh, arccosh, arctanh, atan2, arctan2, signbit, copysign, hypot, cumsum, cumprod, sort, argsort, topk,
                                   msort, kthvalue, median, quantile, nanquantile, unique, diag, meshgrid,

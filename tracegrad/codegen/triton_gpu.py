@@ -293,6 +293,33 @@ def _hypot(x, y):
     r = tl.where((a != a) | (b != b), float("nan"), r)
     return tl.where((a == float("inf")) | (b == float("inf")), float("inf"), r).to(s.dtype)
 ''',
+    "_logit": '''@triton.jit
+def _logit(x):
+    # log(x / (1 - x)), 16-bit operands in float32 rounded once, the division IEEE
+    w = tl.float64 if x.dtype == tl.float64 else tl.float32
+    xw = x.to(w)
+    return tl.log(_ieee_div(xw, 1.0 - xw)).to(x.dtype)
+''',
+    "_xlogy": '''@triton.jit
+def _xlogy(x, y):
+    # x * log(y), 0 where x is 0 unless y is NaN; 16-bit operands in float32, rounded once
+    s = x + y                   # the operands' block and type (a zero-dim operand is a scalar)
+    w = tl.float64 if s.dtype == tl.float64 else tl.float32
+    one = tl.where(s == s, 1.0, 1.0).to(w)
+    xb = one * x
+    yb = one * y
+    return tl.where((xb == 0) & (yb == yb), 0.0, xb * tl.log(yb)).to(s.dtype)
+''',
+    "_xlog1py": '''@triton.jit
+def _xlog1py(x, y):
+    # x * log1p(y), 0 where x is 0 unless y is NaN, as _xlogy
+    s = x + y
+    w = tl.float64 if s.dtype == tl.float64 else tl.float32
+    one = tl.where(s == s, 1.0, 1.0).to(w)
+    xb = one * x
+    yb = one * y
+    return tl.where((xb == 0) & (yb == yb), 0.0, xb * _log1p(yb)).to(s.dtype)
+''',
     "_pow2": '''@triton.jit
 def _pow2(k):
     # 2 ** k in float64, exactly, for an integer k in [-1022, 1023]

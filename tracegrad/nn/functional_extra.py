@@ -20,7 +20,7 @@ __all__ = ["max_pool1d", "avg_pool1d", "adaptive_avg_pool1d", "adaptive_max_pool
            "multilabel_soft_margin_loss", "multi_margin_loss", "multilabel_margin_loss", "triplet_margin_loss",
            "gaussian_nll_loss", "poisson_nll_loss", "hinge_embedding_loss", "embedding_bag", "affine_grid", "grid_sample",
            "rms_norm", "local_response_norm", "lp_pool1d", "lp_pool2d", "conv_transpose1d", "rrelu", "dropout1d",
-           "dropout2d", "dropout3d", "channel_shuffle"]
+           "dropout2d", "dropout3d", "channel_shuffle", "bilinear"]
 
 
 def _single(v, name="kernel_size"):
@@ -378,6 +378,18 @@ def channel_shuffle(input, groups):
     rest = tuple(input.shape[2:])
     out = O.transpose(input.reshape((n, groups, c // groups) + rest), 1, 2)
     return out.reshape((n, c) + rest)
+
+
+def bilinear(input1, input2, weight, bias=None):
+    """out[..., o] = sum_ij input1[..., i] weight[o, i, j] input2[..., j] (+ bias[o])."""
+    if input1.ndim != input2.ndim:
+        raise RuntimeError(f"bilinear(): input dimensions do not match: got {input1.ndim} and {input2.ndim}")
+    o, i, j = weight.shape
+    lead = tuple(input1.shape[:-1])
+    x1, x2 = input1.reshape(-1, i), input2.reshape(-1, j)
+    t = O.matmul(x1, O.permute(weight, (1, 0, 2)).reshape(i, o * j)).reshape(-1, o, j)
+    out = O.sum(t * O.unsqueeze(x2, 1), -1).reshape(lead + (o,))
+    return out + bias if bias is not None else out
 
 
 # == losses ===========================================================================================

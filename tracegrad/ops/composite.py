@@ -21,7 +21,7 @@ __all__ = ["diagonal", "trace", "diag_embed", "log10", "trunc", "fix", "frac", "
            "movedim", "moveaxis", "ravel", "std_mean", "var_mean", "nan_to_num", "argwhere", "cdist", "bincount",
            "histc", "matrix_power", "matrix_exp", "normal", "logaddexp", "xlogy", "addmm", "baddbmm", "index_fill", "index_copy",
            "take", "scatter_reduce", "logaddexp2", "deg2rad", "rad2deg", "logit", "sinc", "sgn", "positive",
-           "float_power", "heaviside", "addcmul", "addcdiv", "nansum", "nanmean", "diff", "aminmax", "bitwise_not"]
+           "float_power", "heaviside", "addcmul", "addcdiv", "nansum", "nanmean", "diff", "aminmax", "bitwise_not", "xlog1py"]
 
 
 def _index(values):
@@ -153,7 +153,7 @@ def logit(input, eps=None):
     x = _floating(input, "logit")
     if eps is not None:
         x = O.clamp(x, eps, 1.0 - eps)
-    return rename_grad_fn(O.log(x / (1.0 - x)), "LogitBackward0")
+    return rename_grad_fn(apply(PRIMITIVES["logit"], (x,), {}), "LogitBackward0")
 
 
 def sinc(input):
@@ -292,12 +292,22 @@ def bitwise_not(input):
 
 
 def xlogy(input, other):
-    """x * log(y), 0 where x == 0 (unless y is NaN); its derivative in x is log(y), 0 where x == 0
-    and y <= 0, as torch's."""
-    x, y = O._operand(input, "xlogy"), O._operand(other, "xlogy")
-    special = (x == 0) & ((y <= 0) | O.isinf(y))
-    safe_y = O.where(special, O.ones_like(y * x), y)
-    return O.where(special, O.zeros_like(x * safe_y), x * O.log(safe_y))
+    """x * log(y), 0 where x == 0 (unless y is NaN), as torch.xlogy (a primitive: its derivative
+    in x is xlogy(grad, y), zero where the gradient is)."""
+    return _x_log("xlogy", input, other)
+
+
+def xlog1py(input, other):
+    """x * log1p(y), 0 where x == 0 (unless y is NaN), as torch.special.xlog1py."""
+    return _x_log("xlog1py", input, other)
+
+
+def _x_log(name, input, other):
+    if not isinstance(input, Tensor) and not isinstance(other, Tensor):
+        raise TypeError(f"{name}(): argument 'input' (position 1) must be Tensor, not {type(input).__name__}")
+    x = input if isinstance(input, Tensor) else O._scalar(input)
+    y = other if isinstance(other, Tensor) else O._scalar(other)
+    return apply(PRIMITIVES[name], (x, y), {})
 
 
 def addmm(input, mat1, mat2, *, beta=1, alpha=1):

@@ -12,7 +12,7 @@ import numpy as np
 from .. import _dtype as D
 from . import lowering as T
 from .primitives import Primitive, PRIMITIVES, F, unary, binary, _unary_shape, _is_tensor, _no_kernel, \
-    _not_implemented
+    _not_implemented, _half_in_float32
 
 _HOST = T.Refuse("runs its numpy kernel on the host")
 
@@ -68,6 +68,63 @@ def _heaviside(x, v):
 
 binary("heaviside", _heaviside, _not_implemented("heaviside"), "", grad_fn="NotImplemented",
        triton=T.Expr("tl.where({0} == 0, {1}, tl.where({0} > 0, 1, 0))", cast=True))
+
+
+# log(x / (1 - x)); torch's derivative grad / (x (1 - x)), NaN outside [0, 1] whatever the gradient
+def _logit_kernel(x):
+    with np.errstate(all="ignore"):
+        return np.log(x / (1 - x))
+
+
+def _logit_vjp(g, out, x):
+    # the NaN outside [0, 1] is added as a constant (of x detached): a where() choosing between
+    # g * nan and the derivative would leak NaN into the second derivative inside [0, 1] too
+    xd = x.detach()
+    outside = F.where((xd < 0) | (xd > 1), xd * float("nan"), xd * 0)
+    return (g / (x * (1 - x)) + outside,)
+
+
+unary("logit", _half_in_float32(_logit_kernel), _logit_vjp, "x", triton=T.Expr("_logit({0})", cast=True))
+
+# x * log(y) and x * log1p(y), 0 where x is 0 (unless y is NaN): torch.xlogy, special.xlog1py.
+# Their derivative in x is xlogy(grad, y) (xlog1py), so a zero gradient stays zero where log(y)
+# is infinite (a masked-out term of a loss), and 0 where x is 0 and y is outside log's domain
+
+
+def _x_log(log, edge):
+    def kernel(x, y):
+        # a number operand takes the tensor's dtype (the dispatcher cast the tensors already)
+        dt = (x if isinstance(x, np.ndarray) else y).dtype
+        x, y = np.asarray(x, dtype=dt), np.asarray(y, dtype=dt)
+        with np.errstate(all="ignore"):
+            r = np.multiply(x, log(y))
+        return np.where((x == 0) & ~np.isnan(y), np.zeros_like(r), r)
+
+    def vjp(g, out, x, y):
+        gx = gy = None
+        if _is_tensor(x):
+            gx = getattr(F, kernel.public)(g, y)
+            off = (x == 0) & (y <= edge) if _is_tensor(y) else (x == 0) & (float(y) <= edge)
+            gx = F.where(off, F.zeros_like(gx), gx)
+        if _is_tensor(y):
+            gy = g * x / (y if edge == 0 else y + 1)
+        return gx, gy
+    return kernel, vjp
+
+
+def _x_log_name(base):
+    return lambda a, p: base + ("0" if _is_tensor(a[0]) and _is_tensor(a[1]) else "2" if _is_tensor(a[0]) else "1")
+
+
+_xlogy_kernel, _xlogy_vjp = _x_log(np.log, 0)
+_xlogy_kernel.public = "xlogy"
+_xlog1py_kernel, _xlog1py_vjp = _x_log(np.log1p, -1)
+_xlog1py_kernel.public = "xlog1py"
+binary("xlogy", _xlogy_kernel, _xlogy_vjp, "x y", dtype="promote_float", grad_fn=_x_log_name("XlogyBackward"),
+       triton=T.Expr("_xlogy({0}, {1})", cast=True))
+binary("xlog1py", _xlog1py_kernel, _xlog1py_vjp, "x y", dtype="promote_float",
+       grad_fn=_x_log_name("SpecialXlog1PyBackward"),
+       triton=T.Expr("_xlog1py({0}, {1})", cast=True))
 
 
 # -- scans -------------------------------------------------------------------------------------------

@@ -19,4 +19,4 @@ from .loss import (L1Loss, MSELoss, NLLLoss, CrossEntropyLoss, BCELoss, BCEWithL
 from .more import (ZeroPad1d, ZeroPad2d, ZeroPad3d, ConstantPad1d, ConstantPad2d, ConstantPad3d, ReflectionPad1d,
                    ReflectionPad2d, ReplicationPad1d, ReplicationPad2d, CircularPad1d, CircularPad2d, Dropout1d,
                    Dropout2d, Dropout3d, ConvTranspose1d, PixelUnshuffle, ChannelShuffle, Softmax2d,
-                   UpsamplingNearest2d, UpsamplingBilinear2d)
+                   UpsamplingNearest2d, UpsamplingBilinear2d, Bilinear)

@@ -1,14 +1,19 @@
 """More of torch.nn's layers, each a thin module over a function of nn.functional: the padding
 layers, channel dropout, ConvTranspose1d, PixelUnshuffle, ChannelShuffle, Softmax2d and the
 fixed-mode upsampling layers, with torch's constructor arguments and reprs."""
+import math
+
+from ... import creation as C
 from .. import functional as F
+from .. import init
+from ..parameter import Parameter
 from .module import Module
 from .layers import _ConvNd, Upsample, Dropout
 
 __all__ = ["ZeroPad1d", "ZeroPad2d", "ZeroPad3d", "ConstantPad1d", "ConstantPad2d", "ConstantPad3d",
            "ReflectionPad1d", "ReflectionPad2d", "ReplicationPad1d", "ReplicationPad2d", "CircularPad1d",
            "CircularPad2d", "Dropout1d", "Dropout2d", "Dropout3d", "ConvTranspose1d", "PixelUnshuffle",
-           "ChannelShuffle", "Softmax2d", "UpsamplingNearest2d", "UpsamplingBilinear2d"]
+           "ChannelShuffle", "Softmax2d", "UpsamplingNearest2d", "UpsamplingBilinear2d", "Bilinear"]
 
 
 class _PadNd(Module):
@@ -137,3 +142,30 @@ class UpsamplingNearest2d(Upsample):
 class UpsamplingBilinear2d(Upsample):
     def __init__(self, size=None, scale_factor=None):
         super().__init__(size, scale_factor, mode="bilinear", align_corners=True)
+
+
+class Bilinear(Module):
+    """y = x1^T A x2 + b; weight (out, in1, in2) and bias ~ U(-1/sqrt(in1), 1/sqrt(in1)), as torch's."""
+
+    def __init__(self, in1_features, in2_features, out_features, bias=True, device=None, dtype=None):
+        super().__init__()
+        self.in1_features, self.in2_features, self.out_features = in1_features, in2_features, out_features
+        self.weight = Parameter(C.empty(out_features, in1_features, in2_features, dtype=dtype, device=device))
+        if bias:
+            self.bias = Parameter(C.empty(out_features, dtype=dtype, device=device))
+        else:
+            self.register_parameter("bias", None)
+        self.reset_parameters()
+
+    def reset_parameters(self):
+        bound = 1 / math.sqrt(self.weight.shape[1])
+        init.uniform_(self.weight, -bound, bound)
+        if self.bias is not None:
+            init.uniform_(self.bias, -bound, bound)
+
+    def forward(self, input1, input2):
+        return F.bilinear(input1, input2, self.weight, self.bias)
+
+    def extra_repr(self):
+        return (f"in1_features={self.in1_features}, in2_features={self.in2_features}, "
+                f"out_features={self.out_features}, bias={self.bias is not None}")

@@ -1,0 +1,49 @@
+"""torch.special's functions that tracegrad has the kernels for: aliases of the ops, and ndtr,
+xlog1py as decompositions."""
+import math
+
+from . import ops  # noqa: F401
+from .ops import functional as O
+from .ops import composite as C
+from .nn import functional as F
+from .tracing import rename_grad_fn
+
+__all__ = ["expit", "logit", "erf", "erfc", "exp2", "expm1", "log1p", "log_softmax", "softmax", "logsumexp",
+           "round", "sinc", "xlogy", "xlog1py", "ndtr"]
+
+
+def expit(input):
+    return O.sigmoid(input)
+
+
+def logit(input, eps=None):
+    return C.logit(input, eps)
+
+
+erf, erfc, exp2, expm1, log1p = O.erf, O.erfc, O.exp2, O.expm1, O.log1p
+sinc, xlogy = C.sinc, C.xlogy
+
+
+def log_softmax(input, dim, *, dtype=None):
+    return F.log_softmax(input, dim, dtype=dtype)
+
+
+def softmax(input, dim, *, dtype=None):
+    return F.softmax(input, dim, dtype=dtype)
+
+
+def logsumexp(input, dim, keepdim=False):
+    return O.logsumexp(input, dim, keepdim)
+
+
+def round(input, *, decimals=0):
+    return O.round(input, decimals=decimals)
+
+
+def ndtr(input):
+    """The standard normal CDF, 0.5 erfc(-x / sqrt(2)): its lower tail kept (erfc's)."""
+    x = C._floating(input, "special_ndtr")
+    return rename_grad_fn(O.erfc(x * -math.sqrt(0.5)) * 0.5, "MulBackward1")
+
+
+xlog1py = C.xlog1py
