@@ -99,6 +99,12 @@ def _asked_by_user(what):
         _layout(what)
 
 
+def _hook_refused(what):
+    raise TraceError(f"{what} on a value inside a compiled function: a program's backward does not call Python "
+                     f"hooks or keep gradients of its values yet (register the hook outside the compiled function, "
+                     f"on a tensor passed in or returned)")
+
+
 def _autograd_flag(value):
     raise TraceError(f"requires_grad_({bool(value)}) on a value of the trace: a program has no leaf tensors of its "
                      f"own to start a graph from (make the tensor outside the compiled function and pass it in; "
@@ -175,6 +181,18 @@ class Proxy(Tensor):
 
     def data_ptr(self):
         _layout("Tensor.data_ptr()")
+
+    # a program's backward calls no Python hooks on its values, and keeps no .grad of its
+    # intermediates: a hook registered while tracing would be dropped without a word (x.grad came
+    # out without the hook's effect), so the function runs eagerly, saying why
+    def register_hook(self, hook):
+        _hook_refused("register_hook")
+
+    def register_post_accumulate_grad_hook(self, hook):
+        _hook_refused("register_post_accumulate_grad_hook")
+
+    def retain_grad(self):
+        _hook_refused("retain_grad()")
 
     @property
     def data(self):

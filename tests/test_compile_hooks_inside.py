@@ -1,0 +1,66 @@
+"""Hooks registered inside a compiled function: a program's backward calls no Python hooks and
+keeps no .grad of its values, so a hook registered while tracing was dropped without a word
+(x.register_hook(lambda g: g * 3) inside gave x.grad without the factor 3, torch.compile and eager
+with it). Such a function now runs eagerly, with a warning naming the line; gradients equal
+eager's and torch's."""
+import warnings
+
+import numpy as np
+import pytest
+import torch
+
+import tracegrad as tg
+
+
+def triple(g):
+    return g * 3
+
+
+def times_ten(p):
+    p.grad.mul_(10)
+
+
+def on_argument(m, x):
+    x.register_hook(triple)
+    return (x * x).sum()
+
+
+def on_intermediate(m, x):
+    y = x * 2
+    y.register_hook(triple)
+    return (y * y).sum()
+
+
+def post_accumulate(m, x):
+    x.register_post_accumulate_grad_hook(times_ten)
+    return (x * x).sum()
+
+
+def retained(m, x):
+    y = x * 2
+    y.retain_grad()
+    return (y * y).sum(), y
+
+
+@pytest.mark.parametrize("fn", [on_argument, on_intermediate, post_accumulate, retained])
+def test_hooks_inside_run_eagerly_with_the_gradients_of_eager_and_torch(fn):
+    data = np.array([0.5, -1.25, 2.0])
+    xt = torch.tensor(data, requires_grad=True)
+    out_t = fn(torch, xt)
+    (out_t[0] if isinstance(out_t, tuple) else out_t).backward()
+    xg = tg.tensor(data, requires_grad=True)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        out_g = tg.compile(lambda x: fn(tg, x))(xg)
+        (out_g[0] if isinstance(out_g, tuple) else out_g).backward()
+    np.testing.assert_allclose(xg.grad.numpy(), xt.grad.numpy(), rtol=1e-12)
+    if isinstance(out_t, tuple):
+        np.testing.assert_allclose(out_g[1].grad.numpy(), out_t[1].grad.numpy(), rtol=1e-12)
+    messages = [str(c.message) for c in caught]
+    assert any("inside a compiled function" in m and ("hook" in m or "retain_grad" in m) for m in messages), messages
+
+
+def test_fullgraph_raises_instead():
+    x = tg.tensor([1.0, 2.0], requires_grad=True)
+    with pytest.raises(Exception, match="register_hook on a value inside a compiled function"):
+        tg.compile(lambda v: on_argument(tg, v), fullgraph=True)(x)
