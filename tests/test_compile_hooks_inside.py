@@ -64,3 +64,25 @@ def test_fullgraph_raises_instead():
     x = tg.tensor([1.0, 2.0], requires_grad=True)
     with pytest.raises(Exception, match="register_hook on a value inside a compiled function"):
         tg.compile(lambda v: on_argument(tg, v), fullgraph=True)(x)
+
+
+def detach_argument(m, x, w):
+    w.detach_()
+    return (x * w).sum()
+
+
+def test_detach_inplace_of_an_argument_runs_eagerly():
+    """w.detach_() inside a compiled function: eager (and torch) leave w without grad and its
+    .grad None; the trace kept w's graph and gave it a gradient, silently."""
+    res = []
+    for m, compiled in ((torch, False), (tg, True)):
+        x = m.tensor([1.0, 2.0], requires_grad=True)
+        w = m.tensor([3.0, 4.0], requires_grad=True)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            f = tg.compile(lambda a, b: detach_argument(tg, a, b)) if compiled else (lambda a, b: detach_argument(m, a, b))
+            f(x, w).backward()
+        res.append((x.grad.tolist(), w.grad, w.requires_grad))
+        if compiled:
+            assert any("detach_() on a value inside a compiled function" in str(c.message) for c in caught)
+    assert res[0] == res[1] == ([3.0, 4.0], None, False)

@@ -194,6 +194,14 @@ class Proxy(Tensor):
     def retain_grad(self):
         _hook_refused("retain_grad()")
 
+    def detach_(self):
+        # from user code: detaching the caller's tensor in place (it stops requiring grad) is
+        # not something a program can do to its argument; the trace would keep the graph
+        if _user_code(sys._getframe(1)):
+            raise TraceError("detach_() on a value inside a compiled function: the program cannot change the "
+                             "autograd state of the caller's tensor (use detach(), or call detach_() outside)")
+        return super().detach_()
+
     @property
     def data(self):
         # the value without its history, as eager's .data (an alias: a write through it
