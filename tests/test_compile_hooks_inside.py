@@ -86,3 +86,50 @@ def test_detach_inplace_of_an_argument_runs_eagerly():
         if compiled:
             assert any("detach_() on a value inside a compiled function" in str(c.message) for c in caught)
     assert res[0] == res[1] == ([3.0, 4.0], None, False)
+
+
+BACKWARD_CALLS = []
+
+
+class CountedSquare(tg.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return x * x
+
+    @staticmethod
+    def backward(ctx, g):
+        BACKWARD_CALLS.append(1)         # a Python side effect of the backward
+        (x,) = ctx.saved_tensors
+        return 2 * x * g
+
+
+class PlainSquare(tg.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return x * x
+
+    @staticmethod
+    def backward(ctx, g):
+        (x,) = ctx.saved_tensors
+        return 2 * x * g
+
+
+def test_a_custom_function_with_a_side_effect_in_its_backward_runs_eagerly():
+    """Its backward is traced into the program: the side effect ran at the trace only (one call
+    of three), without a word. Now the function runs eagerly, naming the line; a custom Function
+    without side effects still compiles whole."""
+    BACKWARD_CALLS.clear()
+    f = tg.compile(lambda v: CountedSquare.apply(v).sum())
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for _ in range(3):
+            x = tg.tensor([1.0, 2.0], requires_grad=True)
+            f(x).backward()
+    assert len(BACKWARD_CALLS) == 3 and x.grad.tolist() == [2.0, 4.0]
+    assert any("BACKWARD_CALLS.append" in str(c.message) for c in caught)
+    g = tg.compile(lambda v: PlainSquare.apply(v).sum(), fullgraph=True)
+    x = tg.tensor([1.0, 2.0], requires_grad=True)
+    g(x).backward()
+    assert x.grad.tolist() == [2.0, 4.0]

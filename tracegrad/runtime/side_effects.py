@@ -711,6 +711,14 @@ class _Finder:
         elif isinstance(obj, functools.partial):
             self.follow(obj.func, None if args is None else tuple(obj.args) + tuple(args),
                         None if kwargs is None else {**obj.keywords, **kwargs})
+        elif isinstance(obj, type) and hasattr(obj, "_backward_cls") and hasattr(obj, "apply"):
+            # a custom autograd.Function: its forward is traced and its backward traced into the
+            # program, so a side effect in either would run once, not at every call
+            for name in ("forward", "setup_context", "backward", "jvp"):
+                fn = inspect.getattr_static(obj, name, None)
+                fn = fn.__func__ if isinstance(fn, (staticmethod, classmethod)) else fn
+                if isinstance(fn, types.FunctionType) and not is_library(fn.__code__.co_filename):
+                    self.function(fn, {})
         elif not isinstance(obj, type):
             call = inspect.getattr_static(type(obj), "__call__", None)
             if not isinstance(call, types.FunctionType):
