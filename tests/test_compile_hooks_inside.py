@@ -133,3 +133,15 @@ def test_a_custom_function_with_a_side_effect_in_its_backward_runs_eagerly():
     x = tg.tensor([1.0, 2.0], requires_grad=True)
     g(x).backward()
     assert x.grad.tolist() == [2.0, 4.0]
+
+
+def test_a_mutator_called_by_its_dunder_name_is_a_side_effect():
+    count = [0]
+    layer = tg.nn.Linear(2, 2)
+    layer.register_forward_hook(lambda mod, i, o: count.__setitem__(0, count[0] + 1))
+    f = tg.compile(lambda v: layer(v).sum())
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for _ in range(3):
+            f(tg.ones(2))
+    assert count[0] == 3 and any("side effect" in str(c.message) for c in caught)

@@ -41,7 +41,10 @@ _PKG = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MUTATING = frozenset({"append", "extend", "insert", "pop", "remove", "clear", "update", "setdefault", "add",
                       "discard", "popitem", "sort", "reverse", "write", "writelines", "appendleft",
                       "extendleft", "popleft", "rotate", "difference_update", "intersection_update",
-                      "symmetric_difference_update", "flush", "put", "put_nowait"})
+                      "symmetric_difference_update", "flush", "put", "put_nowait",
+                      # the same, called by their dunder names
+                      "__setitem__", "__delitem__", "__iadd__", "__isub__", "__imul__", "__ior__", "__iand__",
+                      "__ixor__"})
 # builtins whose call is itself a side effect (I/O, attributes set by name, the module's namespace
 # handed out for writing)
 IO_CALLS = frozenset({"print", "input", "open", "breakpoint", "setattr", "delattr", "globals"})
