@@ -104,6 +104,9 @@ def isclose(input, other, rtol=1e-05, atol=1e-08, equal_nan=False):
     return tensor(_np.isclose(input._data, other._data, rtol=rtol, atol=atol, equal_nan=equal_nan))
 
 
+Tensor.isclose = isclose
+
+
 def equal(input, other):
     return tuple(input.shape) == tuple(other.shape) and _builtins.bool(_np.array_equal(input._data, other._data))
 

@@ -675,9 +675,6 @@ bitwise_and bitwise_or bitwise_xor multiply divide subtract true_divide absolute
 arcsinh arctanh arctan2 tan log2 xlogy""".split():
     if hasattr(Tensor, _name) and not hasattr(Tensor, _name + "_"):
         setattr(Tensor, _name + "_", _inplace(getattr(Tensor, _name)))
-Tensor.isclose = lambda self, other, rtol=1e-05, atol=1e-08, equal_nan=False: _wrap_np(
-    np.isclose(self.numpy(), np.asarray(other.numpy() if isinstance(other, Tensor) else other), rtol=rtol, atol=atol,
-               equal_nan=equal_nan))
 Tensor.byte = lambda self: self.to(D.uint8)
 Tensor.char = lambda self: self.to(D.int8)
 Tensor.short = lambda self: self.to(D.int16)

@@ -61,7 +61,6 @@ binary("hypot", _hypot, lambda g, out, x, y: (g * x / out, g * y / out), "x y ou
        refuse={0: _no_kernel("hypot_cpu"), 1: _no_kernel("hypot_cpu")}, triton=T.Expr("_hypot({0}, {1})", cast=True))
 
 
-
 def _heaviside(x, v):
     return np.where(x == 0, v, x > 0).astype(np.result_type(x, v), copy=False)
 
@@ -91,7 +90,7 @@ unary("logit", _half_in_float32(_logit_kernel), _logit_vjp, "x", triton=T.Expr("
 # is infinite (a masked-out term of a loss), and 0 where x is 0 and y is outside log's domain
 
 
-def _x_log(log, edge):
+def _x_log(name, log, edge):
     def kernel(x, y):
         # a number operand takes the tensor's dtype (the dispatcher cast the tensors already)
         dt = (x if isinstance(x, np.ndarray) else y).dtype
@@ -103,11 +102,11 @@ def _x_log(log, edge):
     def vjp(g, out, x, y):
         gx = gy = None
         if _is_tensor(x):
-            gx = getattr(F, kernel.public)(g, y)
+            gx = getattr(F, name)(g, y)
             off = (x == 0) & (y <= edge) if _is_tensor(y) else (x == 0) & (float(y) <= edge)
             gx = F.where(off, F.zeros_like(gx), gx)
         if _is_tensor(y):
-            gy = g * x / (y if edge == 0 else y + 1)
+            gy = g * x / (y - edge)                 # log's derivative 1 / y, log1p's 1 / (y + 1)
         return gx, gy
     return kernel, vjp
 
@@ -116,10 +115,8 @@ def _x_log_name(base):
     return lambda a, p: base + ("0" if _is_tensor(a[0]) and _is_tensor(a[1]) else "2" if _is_tensor(a[0]) else "1")
 
 
-_xlogy_kernel, _xlogy_vjp = _x_log(np.log, 0)
-_xlogy_kernel.public = "xlogy"
-_xlog1py_kernel, _xlog1py_vjp = _x_log(np.log1p, -1)
-_xlog1py_kernel.public = "xlog1py"
+_xlogy_kernel, _xlogy_vjp = _x_log("xlogy", np.log, 0)
+_xlog1py_kernel, _xlog1py_vjp = _x_log("xlog1py", np.log1p, -1)
 binary("xlogy", _xlogy_kernel, _xlogy_vjp, "x y", dtype="promote_float", grad_fn=_x_log_name("XlogyBackward"),
        triton=T.Expr("_xlogy({0}, {1})", cast=True))
 binary("xlog1py", _xlog1py_kernel, _xlog1py_vjp, "x y", dtype="promote_float",
@@ -521,7 +518,6 @@ Primitive("diagonal", "x", _diagonal_kernel,
           shape=lambda x, offset, dim1, dim2: _diagonal_geometry(tuple(x.shape), offset, dim1, dim2)[0],
           dtype="same", vjp=_diagonal_vjp, grad_fn="DiagonalBackward0", view=True,
           triton=T.Glue(lambda torch, dev, x, offset, dim1, dim2: x.diagonal(offset, dim1, dim2), view=True))
-
 
 
 def _unfold_shape(shape, dim, size, step):
