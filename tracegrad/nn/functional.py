@@ -380,6 +380,16 @@ def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
     return _named(_rounded(out, dt), "NativeLayerNormBackward0", input, weight, bias)
 
 
+def _update_running(r, batch, momentum):
+    """r = (1 - momentum) r + momentum batch, in place. 16-bit running statistics are updated in
+    float32 and rounded once, as torch's: a variance of 7e4 scaled by momentum fits float16,
+    the variance itself does not."""
+    if r.dtype is D.float16 or r.dtype is D.bfloat16:
+        r.copy_(r.float() * (1 - momentum) + batch.float() * momentum)
+    else:
+        r.mul_(1 - momentum).add_(batch.to(r.dtype) * momentum)
+
+
 def batch_norm(input, running_mean, running_var, weight=None, bias=None, training=False, momentum=0.1, eps=1e-5):
     """Normalize over every dim but the channel dim (1); in training, with batch statistics,
     updating the running statistics in place (unbiased variance, as torch)."""
@@ -388,30 +398,32 @@ def batch_norm(input, running_mean, running_var, weight=None, bias=None, trainin
     c = input.shape[1]
     dims = (0,) + tuple(range(2, input.ndim))
     bshape = (1, c) + (1,) * (input.ndim - 2)
+    x, dt = _opmath(input)               # 16-bit inputs: statistics and result in float32, as torch
     if training:
         n = input.numel() // c if c else 0
         if n <= 1:
             raise ValueError(f"Expected more than 1 value per channel when training, got input size "
                              f"{input.shape!r}")
-        mean = O.mean(input, dims, keepdim=True)
-        xc = input - mean
+        mean = O.mean(x, dims, keepdim=True)
+        xc = x - mean
         var = O.mean(xc * xc, dims, keepdim=True)
         if running_mean is not None or running_var is not None:
             with no_grad():
                 if running_mean is not None:
-                    running_mean.mul_(1 - momentum).add_(O.reshape(mean, (c,)).to(running_mean.dtype) * momentum)
+                    _update_running(running_mean, O.reshape(mean, (c,)), momentum)
                 if running_var is not None:
-                    unbiased = O.reshape(var, (c,)) * (n / (n - 1))
-                    running_var.mul_(1 - momentum).add_(unbiased.to(running_var.dtype) * momentum)
+                    _update_running(running_var, O.reshape(var, (c,)) * (n / (n - 1)), momentum)
         out = xc * O.rsqrt(var + eps)
     else:
         if running_mean is None or running_var is None:
             raise RuntimeError("running_mean and running_var must be defined in evaluation mode")
-        out = (input - O.reshape(running_mean, bshape)) * O.rsqrt(O.reshape(running_var, bshape) + eps)
+        out = (x - O.reshape(_affine(running_mean, dt), bshape)) * \
+            O.rsqrt(O.reshape(_affine(running_var, dt), bshape) + eps)
     if weight is not None:
-        out = out * O.reshape(weight, bshape)
+        out = out * O.reshape(_affine(weight, dt), bshape)
     if bias is not None:
-        out = out + O.reshape(bias, bshape)
+        out = out + O.reshape(_affine(bias, dt), bshape)
+    out = _rounded(out, dt)
     return _named(out, "NativeBatchNormBackward0", input, weight, bias)
 
 
@@ -916,11 +928,25 @@ def kl_div(input, target, size_average=None, reduce=None, reduction="mean", log_
 
 
 def cosine_similarity(x1, x2, dim=1, eps=1e-8):
-    """x1 . x2 / max(|x1| |x2|, eps), as torch (which clamps the product of the norms)."""
-    w12 = O.sum(x1 * x2, dim)
-    n1 = O.sum(x1 * x1, dim)
-    n2 = O.sum(x2 * x2, dim)
-    return w12 / O.sqrt(O.clamp(n1 * n2, min=eps * eps))
+    """torch's: each input divided by its norm, the norm clamped at eps outside autograd, then
+    summed. The dot product of the raw inputs (and the product of the norms) would overflow in
+    float16 where the cosine is representable, and could leave [-1, 1]."""
+    dt = D.result_type((x1, x2))
+    if not dt.is_floating_point:
+        raise RuntimeError(f"expected common dtype to be floating point, yet common dtype is "
+                           f"{D.SCALAR_NAME[dt]}")
+    x1, x2 = (x if x.dtype.is_floating_point else x.to(dt) for x in (x1, x2))
+    x1, x2 = O.broadcast_tensors(x1, x2)
+    return O.sum((x1 / _clamped_norm(x1, dim, eps)) * (x2 / _clamped_norm(x2, dim, eps)), dim)
+
+
+def _clamped_norm(x, dim, eps):
+    """torch clamps a clone of the norm in place under no_grad: the value is max(norm, eps), the
+    derivative that of the norm itself. Written without the in-place op (which compile would not
+    trace): n - n.detach() is exactly 0 where n is finite."""
+    n = O.norm(x, 2, dim, keepdim=True)
+    nd = n.detach()
+    return O.where(O.isinf(nd), n, n - nd + O.clamp_min(nd, eps))
 
 
 def pairwise_distance(x1, x2, p=2.0, eps=1e-6, keepdim=False):

@@ -400,30 +400,9 @@ def vector_norm(x, ord=2, dim=None, keepdim=False, *, dtype=None):
         raise RuntimeError(f"linalg.vector_norm: Expected a floating point or complex tensor as input. Got "
                            f"{D.SCALAR_NAME[x.dtype]}")
     dims = tuple(range(x.ndim)) if dim is None else ((dim,) if isinstance(dim, int) else tuple(dim))
-    if ord in (math.inf, -math.inf):
-        # the norm primitive: torch's LinalgVectorNormBackward0, whose mask counts a NaN as an
-        # extreme (amax's would give the slice NaN)
-        return O.norm(x, ord, dims, keepdim)
-    a = O.abs(x)
-    if ord == 0:
-        # the count of nonzeros, with torch's (zero) gradient: sign(|x|) is 1 off zero, its derivative 0
-        return O.sum(O.where(a != 0, O.sign(a), a), dims, keepdim=keepdim)
-    if ord == 1:
-        return O.sum(a, dims, keepdim=keepdim)
-    # the root's derivative is infinite at 0: a zero norm takes its root of 1 instead, so its
-    # gradient is 0 there (torch's subgradient) rather than 0 * inf = NaN
-    if ord == 2:
-        s = O.sum(x * x, dims, keepdim=keepdim)
-    elif ord < 0:
-        s = O.sum(O.pow(a, ord), dims, keepdim=keepdim)
-    else:
-        # |x|^p for p < 1 has an infinite derivative at 0 too: zeros take the power of 1 instead
-        az = a == 0
-        s = O.sum(O.where(az, O.zeros_like(a), O.pow(O.where(az, O.ones_like(a), a), ord)), dims, keepdim=keepdim)
-    zero = s == 0
-    safe = O.where(zero, O.ones_like(s), s)
-    root = O.sqrt(safe) if ord == 2 else O.pow(safe, 1.0 / ord)
-    return O.where(zero, O.zeros_like(s), root)
+    # the norm primitive for every order: torch's LinalgVectorNormBackward0 (its derivative, zero
+    # where the norm is zero, differentiates again as torch's), 16-bit input accumulated in float32
+    return O.norm(x, ord, dims, keepdim)
 
 
 def cdist(x1, x2, p=2.0, compute_mode="use_mm_for_euclid_dist_if_necessary"):

@@ -592,9 +592,10 @@ def _avg_pool2d_kernel(x, *, kernel, stride, padding, ceil_mode, count_include_p
     n, c, h, w = x.shape
     ho, wo, eh, ew = _pool_geometry(h, w, kernel, stride, padding, (1, 1), ceil_mode)
     xp = _pad2d(x, padding[0], padding[1], 0, eh, ew)
-    total = _windows(xp, kernel[0], kernel[1], ho, wo, stride, (1, 1)).sum(axis=(2, 3), dtype=x.dtype)
-    return total / _avg_divisor(h, w, ho, wo, kernel, stride, padding, count_include_pad, divisor_override,
-                                x.dtype)
+    acc = np.float32 if x.dtype == np.float16 else x.dtype     # float16 windows summed in float32, as torch's
+    total = _windows(xp, kernel[0], kernel[1], ho, wo, stride, (1, 1)).sum(axis=(2, 3), dtype=acc)
+    return (total / _avg_divisor(h, w, ho, wo, kernel, stride, padding, count_include_pad, divisor_override,
+                                 acc)).astype(x.dtype, copy=False)
 
 
 def _avg_pool2d_backward_kernel(g, *, input_shape, kernel, stride, padding, ceil_mode, count_include_pad,
