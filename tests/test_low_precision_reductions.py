@@ -148,3 +148,66 @@ def test_avg_pool_of_float16_sums_in_float32(scale, k, st, pad, cip, ceil):
     t1 = torch.nn.functional.avg_pool1d(torch.tensor(x[0]), k, st, pad, ceil, cip).numpy()
     g1 = tg.nn.functional.avg_pool1d(tg.tensor(x[0]), k, st, pad, ceil, cip).numpy()
     np.testing.assert_array_equal(g1, t1)
+
+
+def spacing(ref64, dt):
+    t = torch.tensor(np.abs(ref64)).to(dt)
+    return (torch.nextafter(t, torch.tensor(float("inf"), dtype=dt)).double() - t.double()).numpy()
+
+
+BLENDS = {
+    "linear": lambda lib, a: lib.nn.functional.interpolate(a.reshape(1, 8, 40), scale_factor=2, mode="linear"),
+    "linear_corners": lambda lib, a: lib.nn.functional.interpolate(a.reshape(1, 8, 40), size=67, mode="linear",
+                                                                   align_corners=True),
+    "bilinear": lambda lib, a: lib.nn.functional.interpolate(a.reshape(1, 2, 4, 40), scale_factor=2, mode="bilinear"),
+    "bicubic": lambda lib, a: lib.nn.functional.interpolate(a.reshape(1, 2, 4, 40), scale_factor=2, mode="bicubic"),
+    "addcmul": lambda lib, a: lib.addcmul(a, a, a.flip(0), value=0.001),
+    "addmm": lambda lib, a: lib.addmm(a[:, :8], a, a.T[:, :8], beta=0.5, alpha=0.001),
+    "baddbmm": lambda lib, a: lib.baddbmm(a.reshape(2, 4, 40)[:, :, :4], a.reshape(2, 4, 40),
+                                          a.reshape(2, 4, 40).transpose(1, 2)[:, :, :4], alpha=0.001),
+    "addmv": lambda lib, a: lib.addmv(a[:, 0], a, a[0], alpha=0.001),
+    "addr": lambda lib, a: lib.addr(a[:, :5], a[:, 0], a[0, :5], alpha=0.001, beta=2),
+    "addbmm": lambda lib, a: lib.addbmm(a[:4, :4], a.reshape(2, 4, 40), a.reshape(2, 4, 40).transpose(1, 2),
+                                        alpha=0.001),
+}
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+@pytest.mark.parametrize("name", list(BLENDS))
+def test_16bit_blends_and_products_rounded_once(name, dtype):
+    """Interpolation blends and the addmm family in float32, rounded once: weights and partial
+    sums rounded to float16 put bicubic 6,000 ulps off, and a float16 product of 300s overflowed
+    to inf before alpha scaled it (torch: within half an ulp)."""
+    x = (np.random.default_rng(5).standard_normal((8, 40)) * 300).astype(np.float32)
+    tdt = getattr(torch, dtype)
+    xt = torch.tensor(x).to(tdt)
+    exact = BLENDS[name](torch, xt.double()).numpy()
+    got = BLENDS[name](tg, tg.tensor(x).to(getattr(tg, dtype)))
+    assert got.dtype == getattr(tg, dtype)
+    ref = BLENDS[name](torch, xt).double().numpy()
+    err = np.abs(got.double().numpy() - exact) / spacing(exact, tdt)
+    # (half an ulp, or torch's error where larger, plus what float32 accumulation adds: 0.02 ulp)
+    assert err.max() <= max(0.5, (np.abs(ref - exact) / spacing(exact, tdt)).max()) + 0.02
+
+
+@pytest.mark.parametrize("name", ["addmm", "baddbmm", "addmv", "addr", "addbmm"])
+@pytest.mark.parametrize("beta", [0, 1, 0.5])
+def test_addmm_family_beta_zero_ignores_input(name, beta):
+    """beta = 0: input's NaN and inf are not propagated and its gradient is zeros (torch's
+    documented rule); the node is torch's."""
+    res = []
+    for lib in (torch, tg):
+        i = lib.tensor([[float("nan"), 1.0], [float("inf"), 2.0]], requires_grad=True)
+        a = lib.tensor([[1.0, -2.0], [0.5, 3.0]], requires_grad=True)
+        o = {"addmm": lambda: lib.addmm(i, a, a, beta=beta, alpha=2),
+             "baddbmm": lambda: lib.baddbmm(i[None], a[None], a[None], beta=beta),
+             "addmv": lambda: lib.addmv(i[0], a, a[0], beta=beta),
+             "addr": lambda: lib.addr(i, a[0], a[1], beta=beta),
+             "addbmm": lambda: lib.addbmm(i, a[None], a[None], beta=beta)}[name]()
+        o.sum().backward()
+        res.append((o.detach().numpy(), i.grad.numpy(), a.grad.numpy(), type(o.grad_fn).__name__))
+    (ot, it, at, nt), (og, ig, ag, ng) = res
+    np.testing.assert_array_equal(og, ot)
+    np.testing.assert_array_equal(ig, it)
+    np.testing.assert_array_equal(ag, at)
+    assert ng == nt

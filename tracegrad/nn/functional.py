@@ -1044,7 +1044,9 @@ def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corne
     sizes, scales = _interp_sizes(input, size, scale_factor, mode)
     if recompute_scale_factor:
         scales = None
-    out = input
+    # 16-bit input blended in float32 and rounded once, as torch's (weights and every partial
+    # sum rounded to float16 were thousands of ulps off)
+    out, dt = _opmath(input) if mode in ("linear", "bilinear", "trilinear", "bicubic") else (input, None)
     for d, out_size in enumerate(sizes):
         axis = 2 + d
         in_size = input.shape[axis]
@@ -1069,7 +1071,7 @@ def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corne
                 w.append(src - i0)
             shape = [1] * input.ndim
             shape[axis] = out_size
-            lam = O.reshape(_const(np.asarray(w), input.dtype), shape)
+            lam = O.reshape(_const(np.asarray(w), out.dtype), shape)
             a, b = O.index_select(out, axis, _long(lo)), O.index_select(out, axis, _long(hi))
             out = a * (1 - lam) + b * lam
         elif mode == "bicubic":
@@ -1080,7 +1082,7 @@ def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corne
             taps, weights = _cubic_taps(out_size, in_size, scale, bool(align_corners))
             shape = [1] * input.ndim
             shape[axis] = out_size
-            terms = [O.index_select(out, axis, _long(taps[k])) * O.reshape(_const(np.asarray(weights[k]), input.dtype),
+            terms = [O.index_select(out, axis, _long(taps[k])) * O.reshape(_const(np.asarray(weights[k]), out.dtype),
                                                                             shape) for k in range(4)]
             out = terms[0] + terms[1] + terms[2] + terms[3]
         elif mode == "area":        # torch: adaptive average pooling to the output size
@@ -1091,6 +1093,7 @@ def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corne
         else:
             raise NotImplementedError(f"interpolate: mode {mode!r} is not supported (nearest, nearest-exact, linear, "
                                       f"bilinear, bicubic, trilinear, area are)")
+    out = _rounded(out, dt)
     if mode == "bicubic":
         out = _named(out, "UpsampleBicubic2DBackward0", input)
     return out

@@ -208,9 +208,14 @@ def addcmul(input, tensor1, tensor2, *, value=1):
     # torch's kernel: fma(value * tensor1, tensor2, input), one rounding for the product and the
     # sum (3e38 + 1.5e38 * -2.5 is -7.5e37, not -inf); below float64 that is the float64 result
     # rounded once
-    p = value * tensor1 if value != 1 else tensor1
-    dt = D.result_type((input, p, tensor2))
-    if dt.is_floating_point and dt is not D.float64:
+    # (16-bit operands: value * tensor1 and the fma in float32, as torch's opmath, then rounded once more)
+    dt = D.result_type((input, tensor1 if value == 1 else value * tensor1, tensor2))
+    half = dt is D.float16 or dt is D.bfloat16
+    t1 = tensor1.float() if half else tensor1
+    p = value * t1 if value != 1 else t1
+    if half:
+        out = (input.double() + p.double() * tensor2.double()).float().to(dt)
+    elif dt.is_floating_point and dt is not D.float64:
         out = (input.double() + p.to(dt).double() * tensor2.double()).to(dt)
     else:
         out = input + p * tensor2
@@ -310,14 +315,30 @@ def _x_log(name, input, other):
     return apply(PRIMITIVES[name], (x, y), {})
 
 
+def scaled_sum(name, input, product, operands, beta, alpha):
+    """beta * input + alpha * product(*operands), as torch's addmm family: beta = 0 ignores input
+    (its NaN and inf are not propagated; its gradient is zeros), and 16-bit operands are computed
+    in float32 and rounded once (a float16 product of 300s overflowed before alpha = 1e-3 scaled
+    it). The node is torch's (`name`)."""
+    dt = input.dtype if input.dtype in (D.float16, D.bfloat16) else None
+    if dt is not None:
+        input, operands = input.float(), [t.float() for t in operands]
+    prod = product(*operands)
+    prod = prod if alpha == 1 else prod * alpha
+    if beta == 0:
+        # adding -0.0 is exact for every value, -0.0 included; the where passes input a zero gradient
+        out = prod + O.where(O.zeros_like(input, dtype=D.bool_), input, -0.0)
+    else:
+        out = (input if beta == 1 else input * beta) + prod
+    return rename_grad_fn(out if dt is None else out.to(dt), name)
+
+
 def addmm(input, mat1, mat2, *, beta=1, alpha=1):
-    prod = O.mm(mat1, mat2)
-    return (input if beta == 1 else input * beta) + (prod if alpha == 1 else prod * alpha)
+    return scaled_sum("AddmmBackward0", input, O.mm, (mat1, mat2), beta, alpha)
 
 
 def baddbmm(input, batch1, batch2, *, beta=1, alpha=1):
-    prod = O.bmm(batch1, batch2)
-    return (input if beta == 1 else input * beta) + (prod if alpha == 1 else prod * alpha)
+    return scaled_sum("BaddbmmBackward0", input, O.bmm, (batch1, batch2), beta, alpha)
 
 
 def masked_select(input, mask):

@@ -13,6 +13,7 @@ from ..tracing import rename_grad_fn
 from ..creation import tensor, zeros
 from . import functional as O
 from . import shapes as S
+from .composite import scaled_sum
 
 __all__ = ["cross", "linalg_cross", "inner", "kron", "vdot", "addmv", "addr", "addbmm", "dist", "cov", "corrcoef",
            "trapezoid", "trapz", "cumulative_trapezoid", "rot90", "take_along_dim", "block_diag", "column_stack",
@@ -82,21 +83,16 @@ def vdot(input, other):
 
 
 def addmv(input, mat, vec, *, beta=1, alpha=1):
-    prod = O.matmul(mat, vec)
-    out = (input if beta == 1 else input * beta) + (prod if alpha == 1 else prod * alpha)
-    return rename_grad_fn(out, "AddmvBackward0")
+    return scaled_sum("AddmvBackward0", input, O.matmul, (mat, vec), beta, alpha)
 
 
 def addr(input, vec1, vec2, *, beta=1, alpha=1):
-    prod = O.unsqueeze(vec1, 1) * O.unsqueeze(vec2, 0)
-    out = (input if beta == 1 else input * beta) + (prod if alpha == 1 else prod * alpha)
-    return rename_grad_fn(out, "AddrBackward0")
+    return scaled_sum("AddrBackward0", input, lambda a, b: O.unsqueeze(a, 1) * O.unsqueeze(b, 0), (vec1, vec2),
+                      beta, alpha)
 
 
 def addbmm(input, batch1, batch2, *, beta=1, alpha=1):
-    prod = O.sum(O.matmul(batch1, batch2), 0)
-    out = (input if beta == 1 else input * beta) + (prod if alpha == 1 else prod * alpha)
-    return rename_grad_fn(out, "AddbmmBackward0")
+    return scaled_sum("AddbmmBackward0", input, lambda a, b: O.sum(O.matmul(a, b), 0), (batch1, batch2), beta, alpha)
 
 
 def dist(input, other, p=2):
