@@ -198,6 +198,10 @@ Tensor.__hash__ = lambda self: id(self)
 
 def check_inplace(self):
     if self._grad_fn is None and self._req and STATE.grad_enabled:
+        if self.__class__ is not Tensor and self.__dict__.get("_nonleaf_arg"):
+            # a compiled function's argument with history (x = w * 2): eager allows the write
+            raise TraceError("an in-place op on an argument that has autograd history (not a leaf) is not traced "
+                             "yet")
         raise RuntimeError("a leaf Variable that requires grad is being used in an in-place operation.")
     if self._inference and not STATE.inference:
         raise RuntimeError("Inplace update to inference tensor outside InferenceMode is not allowed.You can make a "

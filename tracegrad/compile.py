@@ -28,7 +28,7 @@ import numpy as np
 
 from . import _dtype as D
 from .grad_mode import STATE, no_grad
-from .tensor import Tensor, _VALUE_READS, device as _device
+from .tensor import Tensor, _VALUE_READS, UNTRACKED_WRITES, device as _device
 from ._collect import paused
 from .ir.graph import Graph, V
 from .tracing import Proxy, TraceError, trace, proxy_input, apply, TRACING, TRACE_DEVICE, _ACTIVE, user_file, \
@@ -37,6 +37,7 @@ from .ir.layout import order_attr, tensor_order
 from .ir.verify import verify
 from .ops.lowering import Refuse, identity
 from .ops.primitives import Primitive, PRIMITIVES as P
+from .ops.functional import detach
 from .runtime.guards import LEAF, _Struct, flatten, unflatten, guard_key
 from .runtime.side_effects import SideEffects
 from .runtime.sources import Guard, build_guards, canonical
@@ -191,6 +192,8 @@ def _trace_with_writes(fn, args, kwargs, name, value_reads=None, dyn=()):
                     raise TraceError(f"an argument of class {t.__class__.__qualname__} (a Tensor subclass with "
                                      f"slots of its own) has no symbolic stand-in")
                 px.__dict__["_orig_name"] = px.__dict__["_name"]
+                if t.requires_grad and t.grad_fn is not None:
+                    px.__dict__["_nonleaf_arg"] = True     # a leaf in the trace, not to the caller
                 sh.inputs.append((px, px.__dict__["_name"], t))
             a, k = unflatten(spec, iter(proxies))
             out = fn(*a, **k)
@@ -345,6 +348,7 @@ def _build(fn, args, kwargs, name, backend, value_reads=None, keep_stages=False,
     # .grad tensor after the write-back (or the view taken again of it), as eager returns it
     grads_now = {id(e[1]): ("arg", e[0]) for e in sh.grads.values() if isinstance(e[1], Proxy)}
     p.out_grads_after = []
+    kept = {id(t) for t in functionalize.kept_graphs(sh, out_leaves)} if sh.did_backward else ()
     for o in out_leaves:
         if isinstance(o, Proxy):
             src = first.get(id(o))
@@ -354,7 +358,11 @@ def _build(fn, args, kwargs, name, backend, value_reads=None, keep_stages=False,
                 first[id(o)] = ("out", len(outputs))
                 chain = _view_of_argument(o, first)
                 if chain is not None:
-                    p.out_views.append((len(outputs),) + chain)
+                    p.out_views.append((len(outputs), "arg") + chain)
+                elif (chain := _view_of_argument(o, first, "out")) is not None:
+                    # a view of an output given before (`return y, y[1:]`): taken again of that
+                    # output, so that an in-place op on one reaches the other's graph, as in eager
+                    p.out_views.append((len(outputs), "out") + chain)
                 elif grads_now and _view_of_argument(o, grads_now) is not None:
                     p.out_grads_after.append((len(outputs),) + _view_of_argument(o, grads_now))
                 else:
@@ -364,6 +372,12 @@ def _build(fn, args, kwargs, name, backend, value_reads=None, keep_stages=False,
                     chain = _view_of_argument(o, _real_roots(o))
                     if chain is not None:
                         p.out_grads_after.append((len(outputs), _RealTensor(chain[0])) + chain[1:])
+                    elif id(o) in kept:
+                        # eager returns it with its graph, which backward() did not free: a whole
+                        # step's program has no backward
+                        raise TraceError("the function calls backward() and returns a tensor whose graph it kept "
+                                         "(retain_graph=True, or a value the backward did not go through): a later "
+                                         "backward through it is not compiled yet")
             outputs.append(V(o.__dict__["_name"]))
             out_consts.append(None)
         else:
@@ -374,7 +388,7 @@ def _build(fn, args, kwargs, name, backend, value_reads=None, keep_stages=False,
     p.writeback = sh.plan
     p.training_writes = sh.training_writes      # Module.train()/eval() inside: set after every call
     p.lr_inputs = sh.lr_inputs
-    p.guard_spec = sh.guard_spec() if (sh.optimizers or sh.watched) else None
+    p.guard_spec = sh.guard_spec() if (sh.optimizers or sh.watched or sh.targets) else None
     p.whole_step = sh.did_backward
     g.outputs = outputs
     p.out_consts = out_consts
@@ -488,7 +502,9 @@ def _build(fn, args, kwargs, name, backend, value_reads=None, keep_stages=False,
         grad_bytes = sum(int(np.prod(s, dtype=np.int64)) * d.itemsize for s, d in p.grad_metas)
         # a scalar's backward is its gradient times the seed: worth taking with the forward
         # where the gradients take no more memory than what the forward would save
-        p.spec_ok = int(np.prod(shape, dtype=np.int64)) == 1 and dt.is_floating_point and \
+        # (not for a program with write-backs: its inputs' old values, which a backward that cannot
+        # take the forward's gradient would recompute from, are overwritten by the call)
+        p.spec_ok = int(np.prod(shape, dtype=np.int64)) == 1 and dt.is_floating_point and not p.writeback and \
             grad_bytes <= 2 * max(part.saved_bytes, SPECULATE_MIN_BYTES) and \
             not any(a["op"] == "derivative_error" for a in p.bwd_opt.nx.nodes.values())   # it raises: not in a forward
     p.fwd_donate = ()
@@ -564,16 +580,17 @@ def _last_uses(g, out_leaves):
     return last
 
 
-def _view_of_argument(o, args):
+def _view_of_argument(o, args, kind="arg"):
     """(argument position, [(view op, args, params), ...]) where the output o is a view of an
     argument through view ops alone, else None: such an output is taken again from the
     argument at every call (as torch.compile regenerates output views), so that it shares
     the argument's memory, version counter and autograd history, and an in-place op on it
-    reaches the argument's graph."""
+    reaches the argument's graph. kind "out": a view of an earlier output (its position),
+    through at least one view op."""
     chain = []
     while True:
         src = args.get(id(o))
-        if src is not None and src[0] == "arg":
+        if src is not None and src[0] == kind and (chain or kind == "arg"):
             break
         view = o.__dict__.get("_view")
         if view is None:
@@ -587,11 +604,11 @@ def _view_of_argument(o, args):
     # a view made under no_grad inside the function is traced as the view, then a detach of
     # it: taken again under no_grad (an in-place op on it then raises as torch's does)
     ops = [c for c in chain if c[0].name != "detach"]
-    if len(ops) == len(chain):
-        return src[1], chain, False
+    if len(ops) == len(chain) or not ops:
+        return src[1], chain, False          # (detach alone: the same memory and version counter)
     if len(ops) * 2 == len(chain) and all(chain[2 * i + 1][0].name == "detach" for i in range(len(ops))):
         return src[1], ops, True
-    return None
+    return src[1], chain, False       # views of a detached value (y.detach()[1:]): detach taken as eager's
 
 
 class _RealTensor:
@@ -886,10 +903,13 @@ def run_program(p, leaves, distinct=None):
     for m, mode in p.training_writes:
         m.training = mode
     values = _sym_values(p, leaves) if p.out_views and p.sym_sources else None
-    for k, j, chain, nograd in p.out_views:
-        v = leaves[j]
+    for k, kind, j, chain, nograd in p.out_views:
+        v = leaves[j] if kind == "arg" else outs[j]
         with no_grad() if nograd else contextlib.nullcontext():
             for prim, rest, params in chain:
+                if prim.name == "detach":
+                    v = detach(v)              # as Tensor.detach: the same memory and version counter
+                    continue
                 if values is not None:         # a dynamic program's sizes, for this call
                     rest, params = symbolic.substitute(rest, values), symbolic.substitute(params, values)
                 v = apply(prim, (v,) + rest, params)
@@ -1008,6 +1028,7 @@ def _attach(p, leaves, arrays, outs, residuals, grads=None):
     d["_residuals"] = residuals
     d["_arrays"] = arrays
     d["_inputs"] = inputs
+    d["_untracked"] = UNTRACKED_WRITES[0]
     # the inputs the backward reads, with their versions now: changed in place before the
     # backward, they would give a wrong gradient, so the backward raises torch's error
     d["_read"] = read = [Saved(inputs[i], False) for i in p.bwd_reads] if p.bwd_reads else ()
@@ -1137,8 +1158,22 @@ def _compiled_backward_kernel(*args, prog, metas=None):
     _start_backward(p, ctx)
     d = ctx.__dict__
     seeds = _seeds(p, gs, _zeros_array, ctx)
+    written = d["_untracked"] != UNTRACKED_WRITES[0] and not p.writeback
+    if written:
+        # a write through .data (or x.data = y) since the forward: the backward reads the
+        # inputs as they are now, as autograd reads a saved tensor
+        d["_arrays"] = [t._data for t in d["_inputs"]]
     if "_grads" in d:
-        return _scaled_grads(p, d, seeds[p.out_diff.index(True)], ctx)
+        seed = np.asarray(seeds[p.out_diff.index(True)])
+        if not written and (seed == 1).all():
+            return _handed_over(p, d, ctx)
+        # The forward's gradient is for a seed of one and the inputs as they were: seed * it
+        # rounds otherwise than the backward, which carries the seed through every step
+        # ((loss / 3).backward()). The forward's saved values are recomputed and the backward
+        # runs as for a call that did not take its gradient; later calls do not take it.
+        p.spec_ok = False
+        del d["_grads"]
+        d["_residuals"] = p.fwd_fn(*d["_arrays"])[p.n_out:]
     # the backward's arguments: seeds, the call's input arrays, the saved values, constants
     pick = p.__dict__.get("bwd_pick")
     if pick is None:
@@ -1153,20 +1188,11 @@ def _compiled_backward_kernel(*args, prog, metas=None):
     return _grad_arrays(p, res, ctx)
 
 
-def _scaled_grads(p, d, seed, ctx):
-    """The gradients the forward took for a seed of one, times this seed: handed over as
-    they are where the seed is one and the graph is freed after, else new arrays."""
-    seed = np.asarray(seed).reshape(())
-    one = seed == 1
+def _handed_over(p, d, ctx):
+    """The gradients the forward took (for a seed of one): handed over as they are where the
+    graph is freed after, else copies."""
     free = STATE.freeing_saved
-    res = []
-    for r in d["_grads"]:
-        if r is None:
-            res.append(None)
-        elif one:
-            res.append(r if free else r.copy())
-        else:
-            res.append(np.multiply(r, seed, dtype=r.dtype))
+    res = [r if r is None or free else r.copy() for r in d["_grads"]]
     if free:
         d["_grads"] = (None,) * len(d["_grads"])
     return _grad_arrays(p, res, ctx)
@@ -1566,9 +1592,10 @@ def _step_guard(spec, rebound=frozenset()):
     key = functionalize.guard_key(*spec, rebound)
     held = [t._grad for t in spec[1]]
     return Guard(lambda env, held=held: functionalize.guard_key(*spec, rebound), lambda k: k == key,
-                 "an optimizer's options or state, or the .grad tensors it read (a .grad made anew outside, "
+                 "an optimizer's options or state, the .grad tensors it read (a .grad made anew outside, "
                  "after zero_grad() set it to None, where the function also writes it; "
-                 "zero_grad(set_to_none=False) keeps it)",
+                 "zero_grad(set_to_none=False) keeps it), or a hook registered since on a parameter its "
+                 "backward() reaches",
                  lambda code: functionalize.emit_guard_key(code, *spec, rebound))
 
 

@@ -64,6 +64,7 @@ class Shadow:
         self.optimizers = {}    # id -> optimizer that the function zeroed or stepped
         self.lr_inputs = []     # (holder tensor, param group): the learning rate read at every call
         self.watched = {}       # id -> tensor whose .grad being None or not the trace depended on
+        self.targets = {}       # id -> leaf a backward() inside accumulated into, without hooks (guarded)
         self.grad_reads = {}    # id(a real .grad tensor the trace read) -> the tensor whose .grad it is
         self.backwarded = set()  # op values a backward without retain_graph went through (freed)
         self.did_backward = False
@@ -123,8 +124,9 @@ class Shadow:
 
     # -- guards ---------------------------------------------------------------------------------
     def guard_spec(self):
-        """What the program's key must also cover: (optimizers, tensors whose .grad was read)."""
-        return list(self.optimizers.values()), list(self.watched.values())
+        """What the program's key must also cover: (optimizers, tensors whose .grad was read,
+        leaves a backward inside accumulated into)."""
+        return list(self.optimizers.values()), list(self.watched.values()), list(self.targets.values())
 
 
 def _grad_meta(g):
@@ -132,7 +134,16 @@ def _grad_meta(g):
     return (g._req, g._dtype, d.__class__, d.shape)
 
 
-def guard_key(optimizers, tensors, rebound=frozenset()):
+def hook_free(t):
+    """Whether no hook is registered on the leaf t (a tensor hook, a post-accumulate-grad hook,
+    a hook on its gradient accumulator): what a backward traced into t's .grad assumed."""
+    if t._hooks or t._post_acc_hooks:
+        return False
+    acc = t._grad_acc() if t._grad_acc is not None else None
+    return acc is None or not (acc._pre_hooks or acc._hooks)
+
+
+def guard_key(optimizers, tensors, targets=(), rebound=frozenset()):
     """The state a whole-step program assumed: each optimizer's options (but the learning
     rate, an input) and the layout of its state; the .grad tensors the trace read: each
     by identity (a constant of the program, or written by it), but those in `rebound`
@@ -157,10 +168,12 @@ def guard_key(optimizers, tensors, rebound=frozenset()):
             # the .grad tensor itself: the program reads (and writes) the one the trace saw, so
             # another tensor there (a backward outside after zero_grad set it to None) is a miss
             key.append(id(g))
+    # a hook registered on a parameter after the trace: the program's backward would not call it
+    key.append(all(hook_free(t) for t in targets))
     return tuple(key)
 
 
-def emit_guard_key(code, optimizers, tensors, rebound=frozenset()):
+def emit_guard_key(code, optimizers, tensors, targets=(), rebound=frozenset()):
     """guard_key(optimizers, tensors) == its value now, as tests of a program's generated check
     (runtime/check_code.py). A little stricter than the key: a group's keys compare whole
     (params and lr among them), options by type and ==, tensors by identity; where the
@@ -203,6 +216,9 @@ def emit_guard_key(code, optimizers, tensors, rebound=frozenset()):
             code.need(f"{a}.__class__ is {code.const(g._data.__class__)} and {a}.shape == {code.const(g._data.shape)}")
         else:
             code.need(f"{code.const(t)}._grad is {'None' if g is None else code.const(g)}")
+    if targets:
+        free = code.const(hook_free)
+        code.need(" and ".join(f"{free}({code.const(t)})" for t in targets))
 
 
 # every optimizer made (optim/optimizer.py adds each): their options as a trace began
@@ -675,6 +691,31 @@ def write_back_function(plan, leaves=()):
 
 # -- backward() while tracing ----------------------------------------------------------------------
 
+def _grad_sources(sh):
+    """{input value: real tensor (None: history recorded outside)} of the trace's values that
+    gradients flow from: the leaves that require grad, as eager autograd has them."""
+    graph = sh.graph
+    sources = {name: t for t, name in sh.leaf_values.values()}
+    for p, v0, t in sh.inputs:
+        if t._req and t.grad_fn is None and p.__dict__["_name"] == v0:
+            sources[v0] = t
+    for v in graph.inputs:
+        a = graph[v]
+        if a["role"] == "const" and isinstance(a.get("value"), Tensor) and a["value"]._req \
+                and a["value"].grad_fn is not None:
+            sources.setdefault(v, None)        # history recorded outside: found below if reached
+    return sources
+
+
+def kept_graphs(sh, outputs):
+    """The outputs of a function that called backward() which eager would return with a graph
+    no backward freed (retain_graph=True, or a value the backward did not go through)."""
+    graph = sh.graph
+    reach = differentiable_reach(graph, list(_grad_sources(sh)))
+    return [t for t in outputs if isinstance(t, Proxy) and t.__dict__["_graph"] is graph and
+            (v := value_of(graph, t)) is not None and v in reach and v not in sh.backwarded]
+
+
 def backward_in_trace(outputs, grad_tensors, retain_graph, create_graph, inputs):
     """`Tensor.backward` on symbolic values: the backward graph of what was traced so far,
     traced into the same graph, its gradients accumulated into the leaves' symbolic .grad."""
@@ -687,15 +728,7 @@ def backward_in_trace(outputs, grad_tensors, retain_graph, create_graph, inputs)
     for t in outputs:
         if isinstance(t, Proxy) and t.__dict__["_graph"] is not graph:
             raise TraceError("backward() across two traced graphs")
-    sources = {name: t for t, name in sh.leaf_values.values()}
-    for p, v0, t in sh.inputs:
-        if t._req and t.grad_fn is None and p.__dict__["_name"] == v0:
-            sources[v0] = t
-    for v in graph.inputs:
-        a = graph[v]
-        if a["role"] == "const" and isinstance(a.get("value"), Tensor) and a["value"]._req \
-                and a["value"].grad_fn is not None:
-            sources.setdefault(v, None)        # history recorded outside: found below if reached
+    sources = _grad_sources(sh)
     reach = differentiable_reach(graph, list(sources))
     outs = []
     for i, t in enumerate(outputs):
@@ -730,8 +763,8 @@ def backward_in_trace(outputs, grad_tensors, retain_graph, create_graph, inputs)
         pairs = [(v, t) for v, t in zip(wrt, targets) if id(t) in keep]
         wrt, targets = [v for v, _ in pairs], [t for _, t in pairs]
     for t in targets:
-        if t._hooks or t._post_acc_hooks or (t._grad_acc is not None and t._grad_acc() is not None and
-                                              (t._grad_acc()._pre_hooks or t._grad_acc()._hooks)):
+        sh.targets[id(t)] = t
+        if not hook_free(t):
             hints = {getattr(h, "trace_hint", None) for h in (t._hooks or {}).values()} - {None}
             raise TraceError("a hook on a leaf that backward() inside a compiled function reaches is not traced yet" +
                              "".join(f" ({h})" for h in sorted(hints)))

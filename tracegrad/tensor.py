@@ -113,6 +113,21 @@ def _shadow_here():
     return Above.functionalize_local.shadow
 
 
+UNTRACKED_WRITES = [0]
+
+
+class _UntrackedVersion(list):
+    """The version counter of a `.data` tensor. Writes through it are not autograd's to see (as
+    in torch: a saved tensor changed this way is read as it is by the backward), but each one
+    counts in UNTRACKED_WRITES, as does `x.data = y`: a compiled call that took its gradient
+    with the forward, before the write, knows from the count that it must not hand it over."""
+    __slots__ = ()
+
+    def __setitem__(self, i, v):
+        list.__setitem__(self, i, v)
+        UNTRACKED_WRITES[0] += 1
+
+
 class Tensor:
     """An n-dimensional array with autograd, stored in a numpy array."""
     __slots__ = ("_data", "_dtype", "_req", "_grad_fn_slot", "_output_nr", "_grad", "_vc", "_base", "_view",
@@ -354,7 +369,7 @@ class Tensor:
 
     @property
     def data(self):
-        return Tensor._make(self._data, self._dtype, vc=[0])
+        return Tensor._make(self._data, self._dtype, vc=_UntrackedVersion([0]))
 
     @data.deleter
     def data(self):
@@ -369,6 +384,7 @@ class Tensor:
         self._data = value._data
         self._dtype = value._dtype
         self._inference = value._inference
+        UNTRACKED_WRITES[0] += 1
 
     @property
     def retains_grad(self):

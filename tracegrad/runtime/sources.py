@@ -32,7 +32,7 @@ import types
 
 import numpy as np
 
-from ..tensor import Tensor
+from ..tensor import Tensor, UNTRACKED_WRITES
 from .check_code import CheckCode
 from .side_effects import is_library
 from ..nn.modules.module import Module
@@ -252,6 +252,7 @@ class _Walk:
 
     def __init__(self, names, value_reads, used, exempt=frozenset()):
         self.exempt = exempt
+        self.saw_module = False
         self.names = names
         self.value_reads = value_reads
         self.used = used
@@ -335,9 +336,7 @@ class _Walk:
         """Guards on the state of v, an object whose identity a guard before already checked."""
         if isinstance(v, (Tensor,) + _SCALARS):
             if isinstance(v, Tensor) and id(v) in self.value_reads:
-                ver = self.value_reads[id(v)]
-                self.add(_const(v), lambda t, ver=ver: t._version == ver, f"the values of {what} (read while tracing)",
-                         lambda code, v=v, ver=ver: code.need(f"{code.const(v)}._version == {code.const(ver)}"))
+                self.value_read(v, what)
             return
         key = id(v)
         if key in self.seen:
@@ -379,6 +378,7 @@ class _Walk:
             for i, a in enumerate(v.args):
                 self.inside(a, f"{what}.args[{i}]", depth + 1)
         elif _is_module(v):
+            self.saw_module = True         # the global module hooks apply to it (build_guards)
             self.module(v, what)
         elif isinstance(v, np.ndarray):
             self.add(read, _array_test(v), f"the values of {what}")
@@ -396,6 +396,28 @@ class _Walk:
             self.obj(v, what, depth)
         elif not _is_library_type(type(v)):
             self.slots(v, what, depth)
+
+    def value_read(self, v, what):
+        """Guard a tensor the trace read by value (.item(), bool()): its version, and what the
+        version does not see: writes through .data or numpy, and `t.data = other`. A small
+        tensor (a temperature, a step count) by its bytes; a larger one by its array's identity
+        and the count of writes through .data (tensor.UNTRACKED_WRITES)."""
+        ver = self.value_reads[id(v)]
+        a = v._data
+        if type(a) is np.ndarray and a.size <= 64:
+            b = a.tobytes()
+            self.add(_const(v), lambda t, ver=ver, b=b: t._version == ver and t._data.tobytes() == b,
+                     f"the values of {what} (read while tracing)",
+                     lambda code, v=v, ver=ver, b=b: code.need(
+                         f"{code.const(v)}._version == {code.const(ver)} and "
+                         f"{code.const(v)}._data.tobytes() == {code.const(b)}"))
+            return
+        n = UNTRACKED_WRITES[0]
+        self.add(_const(v), lambda t, ver=ver, a=a, n=n: t._version == ver and t._data is a and
+                 UNTRACKED_WRITES[0] == n, f"the values of {what} (read while tracing)",
+                 lambda code, v=v, ver=ver, a=a, n=n: code.need(
+                     f"{code.const(v)}._version == {code.const(ver)} and {code.const(v)}._data is {code.const(a)} "
+                     f"and {code.const(UNTRACKED_WRITES)}[0] == {code.const(n)}"))
 
     def seq_token(self, items):
         return tuple(self.token(x) for x in items)
@@ -679,7 +701,7 @@ def build_guards(fn, module, args, kwargs, used=(), value_reads=None, exempt=fro
                 w.inside(a, f"keyword argument '{k}'", 0)
         if len(names) == before:
             break
-    if any(_is_module(x) for x in w.keep) or module is not None:
+    if w.saw_module or any(_is_module(x) for x in w.keep) or module is not None:
         for hook in (*_m._global_forward_pre_hooks.values(), *_m._global_forward_hooks.values()):
             w.inside(hook, "a global module hook", 0)
         hooks = (tuple(_m._global_forward_pre_hooks), tuple(_m._global_forward_hooks))
