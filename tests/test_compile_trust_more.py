@@ -266,3 +266,15 @@ def test_in_place_on_an_argument_with_history_names_the_reason():
         tg.compile(lambda x: x.add_(1), fullgraph=True)(x)
     y = quiet(tg.compile(lambda x: x.add_(1)), x)
     assert y is x and x.tolist() == [3.0, 3.0] and type(x.grad_fn).__name__ == "AddBackward0"
+
+
+def test_embedding_with_max_norm_falls_back_naming_the_renormalization():
+    tg.manual_seed(0)
+    e = tg.nn.Embedding(5, 4, max_norm=1.0)
+    f = tg.compile(lambda i: e(i), fullgraph=True)
+    with pytest.raises(CompileError, match="max_norm"):
+        f(tg.tensor([1, 2]))
+    tg.manual_seed(0)
+    e2 = tg.nn.Embedding(5, 4, max_norm=1.0)
+    got = quiet(tg.compile(lambda i: e(i)), tg.tensor([1, 2, 1]))
+    np.testing.assert_array_equal(got.detach().numpy(), e2(tg.tensor([1, 2, 1])).detach().numpy())

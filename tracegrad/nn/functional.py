@@ -17,7 +17,7 @@ import numpy as np
 from .. import _dtype as D
 from ..tensor import Tensor
 from ..grad_mode import no_grad, is_grad_enabled
-from ..tracing import apply, rename_grad_fn
+from ..tracing import apply, rename_grad_fn, Proxy, TraceError
 from ..ops import functional as O
 from ..ops.primitives import PRIMITIVES as P
 from ..ops import nn_primitives  # noqa: F401  (registers the convolution and pooling primitives)
@@ -465,6 +465,9 @@ def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0, sca
 
 
 def _embedding_renorm_(weight, input, max_norm, norm_type):
+    if isinstance(input, Proxy) or isinstance(weight, Proxy):
+        raise TraceError("embedding(max_norm=...) renormalizes the rows the indices pick, in place, by their "
+                         "values: not traced yet")
     with no_grad():
         rows = np.unique(np.asarray(input._data).ravel())
         w = weight._data
