@@ -1,0 +1,92 @@
+"""Views, in-place ops and what autograd keeps for them, against torch: retain_grad() across
+an in-place op through a view, double backward of the relu family, views of detached views,
+the `_base` of returned values, and what div saves for backward.
+
+Each case is one function run with `m` = torch and `m` = tracegrad (see test_autograd_parity)."""
+from test_autograd_parity import same, raises
+
+
+def _name(x):
+    return None if x is None else type(x).__name__
+
+
+# == retain_grad() follows the tensor to its new grad_fn ====================================================
+
+def test_retain_grad_survives_an_inplace_op_through_a_view():
+    # torch moves the retains_grad hook to the base's new grad_fn (CopySlices)
+    def run(m):
+        x = m.tensor([1., 2., 3.], requires_grad=True)
+        y = x * 2
+        y.retain_grad()
+        y[1:].mul_(3)
+        (y * m.tensor([1., 2., 3.])).sum().backward()
+        return y.grad, x.grad, _name(y.grad_fn)
+    same(run)
+
+
+def test_retain_grad_survives_a_direct_inplace_op():
+    def run(m):
+        x = m.tensor([1., 2., 3.], requires_grad=True)
+        y = x * 2
+        y.retain_grad()
+        y.mul_(3)
+        (y * m.tensor([1., 2., 3.])).sum().backward()
+        return y.grad, x.grad
+    same(run)
+
+
+def test_retain_grad_of_base_and_view_across_view_then_direct_inplace():
+    def run(m):
+        x = m.tensor([1., 2., 3.], requires_grad=True)
+        y = x * 2
+        y.retain_grad()
+        v = y[:2]
+        v.retain_grad()
+        y[1:].mul_(3)
+        y.mul_(2)
+        (y * m.tensor([1., 2., 3.])).sum().backward()
+        return y.grad, v.grad, x.grad
+    same(run)
+
+
+def test_retained_view_regenerated_after_its_base_changed():
+    def run(m):
+        x = m.tensor([1., 2., 3.], requires_grad=True)
+        y = x * 2
+        y.retain_grad()
+        v = y[:2]
+        v.retain_grad()
+        y[1:].mul_(3)
+        (v * m.tensor([1., 2.])).sum().backward()
+        return y.grad, v.grad, x.grad
+    same(run)
+
+
+def test_retained_view_modified_in_place():
+    def run(m):
+        x = m.tensor([1., 2., 3.], requires_grad=True)
+        y = x * 2
+        v = y[1:]
+        v.retain_grad()
+        v.mul_(3)
+        (v * m.tensor([1., 2.])).sum().backward()
+        a = v.grad
+        x2 = m.tensor([1., 2., 3.], requires_grad=True)
+        y2 = x2 * 2
+        v2 = y2[1:]
+        v2.retain_grad()
+        v2.mul_(3)
+        y2.sum().backward()             # v2's new grad_fn is not on this path
+        return a, y.grad, v2.grad, x2.grad
+    same(run)
+
+
+def test_retain_grad_of_base_through_a_view_of_a_view():
+    def run(m):
+        x = m.tensor([1., 2., 3., 4.], requires_grad=True)
+        y = x * 2
+        y.retain_grad()
+        y.view(2, 2)[1].mul_(3)
+        (y * m.tensor([1., 2., 3., 4.])).sum().backward()
+        return y.grad, x.grad
+    same(run)
