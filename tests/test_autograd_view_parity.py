@@ -90,3 +90,47 @@ def test_retain_grad_of_base_through_a_view_of_a_view():
         (y * m.tensor([1., 2., 3., 4.])).sum().backward()
         return y.grad, x.grad
     same(run)
+
+
+# == detach() of a view is no view to autograd ===============================================================
+
+_VIEWS_OF_DETACHED = {
+    "view": lambda d: d.view(2, 2),
+    "t": lambda d: d.view(2, 2).t(),
+    "reshape": lambda d: d.reshape(2, 2),
+    "none": lambda d: d[None],
+    "expand": lambda d: d[None].expand(2, 4),
+    "split": lambda d: d.split(2)[1],
+    "unbind": lambda d: d.view(2, 2).unbind()[1],
+}
+
+
+def test_view_of_a_detached_view_needs_no_grad_and_writes_the_shared_storage():
+    for name, f in _VIEWS_OF_DETACHED.items():
+        def run(m):
+            x = m.tensor([1., 2., 3., 4.], requires_grad=True)
+            d = x[:].detach()
+            v = f(d)
+            flags = (v.requires_grad, v.grad_fn is None, v._base is d, d._base is None, d._is_view())
+            w = v if name != "expand" else v[0]
+            w.mul_(2)
+            return flags, x, x._version, d._version, w._version
+        same(run)
+
+
+def test_backward_through_a_view_of_a_detached_view_raises():
+    def run(m):
+        x = m.tensor([1., 2., 3., 4.], requires_grad=True)
+        v = x[1:].detach().view(3, 1)
+        (v * 2).sum().backward()
+    raises(run)
+
+
+def test_inplace_on_a_detached_view_invalidates_what_the_graph_saved():
+    def run(m):
+        x = m.tensor([1., 2., 3., 4.], requires_grad=True)
+        y = x * 1
+        z = y.sin()                 # saves y
+        y[1:].detach().mul_(2)
+        z.sum().backward()
+    raises(run)
