@@ -3,6 +3,10 @@ an in-place op through a view, double backward of the relu family, views of deta
 the `_base` of returned values, and what div saves for backward.
 
 Each case is one function run with `m` = torch and `m` = tracegrad (see test_autograd_parity)."""
+import pytest
+import torch
+
+import tracegrad as tg
 from test_autograd_parity import same, raises
 
 
@@ -134,3 +138,43 @@ def test_inplace_on_a_detached_view_invalidates_what_the_graph_saved():
         y[1:].detach().mul_(2)
         z.sum().backward()
     raises(run)
+
+
+# == returned values are no views of internal tensors ===================================================
+
+def test_topk_kthvalue_median_return_tensors_of_their_own():
+    def run(m):
+        out = []
+        for f in (lambda x: x.topk(2), lambda x: x.kthvalue(2), lambda x: x.median(0),
+                  lambda x: x.kthvalue(2, keepdim=True), lambda x: x.view(2, 2).topk(1, dim=0)):
+            x = m.tensor([3., 1., 2., 5.], requires_grad=True)
+            r = f(x)
+            v, i = r.values, r.indices
+            out.append((v._base is None, i._base is None, v._is_view(), i._is_view(), v._version,
+                        _name(v.grad_fn)))
+            v.mul_(2)                       # the value's own history, no rewritten view
+            out.append((_name(v.grad_fn), v._version))
+            (v * v).sum().backward()
+            out.append(x.grad)
+        return out
+    same(run)
+
+
+def test_inplace_on_topk_indices_invalidates_its_backward():
+    # (torch's message names the saved [2] indices, tracegrad's the sort's [4] it cut them from)
+    for m in (torch, tg):
+        x = m.tensor([3., 1., 2., 5.], requires_grad=True)
+        r = x.topk(2)
+        r.indices.add_(0)
+        with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+            r.values.sum().backward()
+
+
+def test_ravel_is_a_view_of_a_contiguous_copy():
+    def run(m):
+        t = m.arange(6.).view(2, 3).t().requires_grad_()
+        r = t.ravel()
+        c = m.arange(6.).view(2, 3)
+        return (r._base is None, r._base is t, _name(r.grad_fn), _name(r.grad_fn.next_functions[0][0]),
+                c.ravel()._base is c._base, r)
+    same(run)
