@@ -178,3 +178,78 @@ def test_ravel_is_a_view_of_a_contiguous_copy():
         return (r._base is None, r._base is t, _name(r.grad_fn), _name(r.grad_fn.next_functions[0][0]),
                 c.ravel()._base is c._base, r)
     same(run)
+
+
+# == div saves its inputs, as torch's DivBackward0 ========================================================
+
+def _ac(m):
+    return (m.tensor([1., 2.], dtype=m.float64, requires_grad=True),
+            m.tensor([3., 4.], dtype=m.float64, requires_grad=True))
+
+
+def test_inplace_on_a_quotient_keeps_its_backward():
+    def run(m):
+        a, c = _ac(m)
+        b = m.tensor([5., -2.], dtype=m.float64)
+        y = a / c
+        y.mul_(2)
+        z = c / b
+        z.mul_(3)
+        w = 2. / c
+        w.mul_(3)
+        (y.sum() + z.sum() + w.sum()).backward()
+        return a.grad, c.grad
+    same(run)
+
+
+def test_inplace_div_then_another_inplace_op():
+    def run(m):
+        x, w = _ac(m)
+        b = x * 1
+        b.div_(w)
+        b.neg_()
+        (b * b).sum().backward()
+        return x.grad, w.grad
+    same(run)
+
+
+def test_inplace_on_normalize_output():
+    def run(m):
+        x = m.tensor([[1., 2.], [3., 4.]], dtype=m.float64, requires_grad=True)
+        y = m.nn.functional.normalize(x, dim=1)
+        y.mul_(2)
+        (y * m.tensor([1., -2.], dtype=m.float64)).sum().backward()
+        return x.grad
+    same(run)
+
+
+def test_inplace_on_the_dividend_raises_where_the_divisor_requires_grad():
+    def run(m):
+        a, c = _ac(m)
+        a2 = a * 1
+        y = a2 / c
+        a2.mul_(2)
+        y.sum().backward()
+    raises(run)
+
+
+def test_inplace_on_the_dividend_is_fine_where_the_divisor_needs_no_grad():
+    def run(m):
+        a, c = _ac(m)
+        a2 = a * 1
+        y = a2 / c.detach()
+        a2.mul_(2)
+        y.sum().backward()
+        return a.grad
+    same(run)
+
+
+def test_div_second_and_third_order():
+    def run(m):
+        a, c = _ac(m)
+        y = (a / c * m.tensor([1., -3.], dtype=m.float64)).sum()
+        ga, gc = m.autograd.grad(y, (a, c), create_graph=True)
+        h = m.autograd.grad((ga * gc).sum() + (gc * gc).sum(), (a, c), create_graph=True)
+        k = m.autograd.grad(h[1].sum(), (a, c))
+        return ga, gc, h, k
+    same(run, rtol=1e-12, atol=1e-12)

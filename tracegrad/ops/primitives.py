@@ -670,8 +670,10 @@ binary("rsub", lambda x, y: np.subtract(y, x), lambda g, out, x, y: (-g, g), "",
        grad_fn=lambda a, p: "RsubBackward0" if _is_tensor(a[1]) else "RsubBackward1", triton=T.Expr("{1} - {0}"))
 binary("mul", np.multiply, lambda g, out, x, y: (g * y, g * x), "x y", needs={"x": "y", "y": "x"}, triton=T.binop("*"),
        opmath=1)
-binary("div", np.true_divide, lambda g, out, x, y: (g / y, -g * (out / y)), "y out", dtype="promote_float",
-       needs={"x": "y", "y": "y out"}, triton=T.true_div, opmath=1)
+# torch's DivBackward0 saves self and other, not the result (-grad * ((self / other) / other)): an
+# in-place op on the quotient leaves the backward valid, one on the dividend does not
+binary("div", np.true_divide, lambda g, out, x, y: (g / y, -g * ((x / y) / y)), "x y", dtype="promote_float",
+       needs={"x": "y", "y": "x y"}, triton=T.true_div, opmath=1)
 
 
 def _integer_division(fn):
