@@ -253,3 +253,30 @@ def test_div_second_and_third_order():
         k = m.autograd.grad(h[1].sum(), (a, c))
         return ga, gc, h, k
     same(run, rtol=1e-12, atol=1e-12)
+
+
+# == relu's double backward connects x (torch's ThresholdBackwardBackward0) ==============================
+
+def test_relu_double_backward_connects_its_input():
+    def run(m):
+        x = m.tensor([.5, -4., 0., 2.], dtype=m.float64, requires_grad=True)
+        g, = m.autograd.grad(x.relu().sum(), x, create_graph=True)
+        first = (g, g.requires_grad, _name(g.grad_fn))
+        gg, = m.autograd.grad(g.sum(), x)
+        w = m.tensor([2., 3., -1., 5.], dtype=m.float64, requires_grad=True)
+        g2, = m.autograd.grad((m.nn.functional.relu(x) * w).sum(), x, create_graph=True)
+        second = m.autograd.grad((g2 * g2).sum(), (x, w), allow_unused=True)
+        return first, gg, g2, _name(g2.grad_fn), second
+    same(run)
+
+
+def test_relu_third_order_and_inplace_relu():
+    def run(m):
+        x = m.tensor([.5, -4., 3.], dtype=m.float64, requires_grad=True)
+        w = m.tensor([2., 3., -1.], dtype=m.float64, requires_grad=True)
+        y = (x * w).relu_()
+        g, = m.autograd.grad((y * y).sum(), w, create_graph=True)
+        h, = m.autograd.grad(g.sum(), x, create_graph=True)
+        k = m.autograd.grad(h.sum(), (x, w), allow_unused=True)
+        return g, h, _name(h.grad_fn), k
+    same(run)
