@@ -270,7 +270,8 @@ ELSEWHERE = {"matmul": "test_matmul_*", "tril": "test_tril_triu_and_glue_ops", "
              "lt": "BINARY['eq']", "scatter": "test_scatter_*",
              "getitem_backward": "test_indexing_backward_*", "index_put": "test_index_put_*",
              "conv2d": "test_compiled_conv2d_*", "conv2d_weight": "test_compiled_conv2d_*",
-             "conv_transpose2d": "test_compiled_conv_transpose2d_*"}
+             "conv_transpose2d": "test_compiled_conv_transpose2d_*",
+             "threshold_backward": "UNARY['relu'] (its backward)"}
 
 R = "real"
 UNARY = [  # (primitive, fn, domain, differentiable)
@@ -900,7 +901,8 @@ def test_compiled_primitive_forward_and_backward(name, fn, inputs, diff):
 
 
 def test_every_lowered_primitive_is_compiled_forward_and_backward():
-    named = {c[0] for c in COMPILED} | {"lt", "triu", "argmin", "min_dim", "isinf", "isfinite"}
+    named = {c[0] for c in COMPILED} | {"lt", "triu", "argmin", "min_dim", "isinf", "isfinite",
+                                        "threshold_backward"}      # relu's backward
     named |= CONVS              # test_compiled_conv2d_* and test_compiled_conv_transpose2d_*
     assert named == lowered_primitives(), sorted(lowered_primitives() ^ named)
 

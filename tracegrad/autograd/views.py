@@ -220,7 +220,9 @@ def rebase(view, result):
                     _record(P["as_strided"], (old_base,), params, (alias,))
                 edges[i] = (alias._grad_fn, 0)
         node.next_functions = tuple(edges)
+    base_fn, base_nr = base._grad_fn, base._output_nr
     _record(P["as_strided_scatter"], (old_base, result), params, (base,))
+    move_retained(base, base_fn, base_nr)
     view._output_nr = 0
     _record(P["as_strided"], (base,), params, (view,))
     move_retained(view, old_fn, old_nr)

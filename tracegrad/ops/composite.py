@@ -375,7 +375,9 @@ moveaxis = movedim
 
 
 def ravel(input):
-    return O.reshape(input, -1)
+    # torch's contiguous().view(-1): a view of the contiguous copy where the input is not
+    # contiguous (ViewBackward0 over CloneBackward0), where reshape copies into no view
+    return O.view(O.contiguous(input), -1)
 
 
 def std_mean(input, dim=None, unbiased=None, keepdim=False, *, correction=None):

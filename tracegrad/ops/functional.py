@@ -1349,7 +1349,9 @@ def einsum(equation, *operands):
 # == conversion, detach ===================================================================================
 
 def detach(input):
-    t = Tensor._make(input._data, input._dtype, False, vc=input._vc, base=input._base)
+    # as torch: the storage and version counter are shared, but the result is no view to
+    # autograd (no _base), so a view of it is a view of it alone and needs no grad
+    t = Tensor._make(input._data, input._dtype, False, vc=input._vc)
     t._inference = input._inference
     return t
 

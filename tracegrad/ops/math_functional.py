@@ -123,6 +123,15 @@ def msort(input):
     return sort(input, 0).values
 
 
+def _own(*ts):
+    """torch's topk, kthvalue and median return tensors of their own: a value cut from the
+    internal sorted tensor is no view of it to autograd (`_base` None). It keeps the version
+    counter, which the indices that the sort's node saved share."""
+    for t in ts:
+        t._base = t._view = None
+    return ts
+
+
 def topk(input, k, dim=-1, largest=True, sorted=True):
     O._check_tensor(input, "topk")
     d = S.normalize_dim(dim, max(input.ndim, 1))
@@ -130,7 +139,7 @@ def topk(input, k, dim=-1, largest=True, sorted=True):
     if k < 0 or k > n:
         raise RuntimeError("selected index k out of range")
     vals, idx, d = _sorted(input, dim, largest)
-    vals, idx = O.narrow(vals, d, 0, k), O.narrow(idx, d, 0, k)
+    vals, idx = _own(O.narrow(vals, d, 0, k), O.narrow(idx, d, 0, k))
     return return_types.topk(rename_grad_fn(vals, "TopkBackward0"), idx)
 
 
@@ -143,6 +152,7 @@ def kthvalue(input, k, dim=-1, keepdim=False):
     v, i = O.narrow(vals, d, k - 1, 1), O.narrow(idx, d, k - 1, 1)
     if not keepdim:
         v, i = O.squeeze(v, d), O.squeeze(i, d)
+    v, i = _own(v, i)
     return return_types.kthvalue(rename_grad_fn(v, "KthvalueBackward0"), i)
 
 
@@ -169,6 +179,7 @@ def median(input, dim=None, keepdim=False):
         v, i = O.squeeze(v, d), O.squeeze(i, d)
     if input.ndim == 0:
         v, i = v.reshape(()), i.reshape(())
+    v, i = _own(v, i)
     return return_types.median(rename_grad_fn(v, "MedianBackward1"), i)
 
 

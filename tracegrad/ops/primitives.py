@@ -570,10 +570,22 @@ def _relu(x):
     return _where(x < 0, 0, x)
 
 
-# the derivative is torch's threshold_backward: the gradient flows where out <= 0 is false (NaN too)
-unary("relu", _relu, lambda g, out, x: (F.where(out <= 0, 0, g),), "out",
+def _threshold_backward(g, x, threshold):
+    return FrontEnd.apply(PRIMITIVES["threshold_backward"], (g, x), {"threshold": threshold})
+
+
+# the derivative is torch's threshold_backward(grad, result, 0): the gradient flows where out <= 0
+# is false (NaN too). As torch's, it is an op of its own, whose result depends on `out` with a
+# zero derivative: a double backward connects x (zeros where a mask of no history gave None, and
+# the first gradient requires grad, ThresholdBackwardBackward0)
+unary("relu", _relu, lambda g, out, x: (_threshold_backward(g, out, 0),), "out",
       dtype="same", refuse={0: _refuse(RuntimeError, "Boolean inputs not supported for relu")},
       triton=T.Expr("tl.where({0} < 0, 0, {0})", cast=True))
+Primitive("threshold_backward", "g x", lambda g, x, threshold: _where(x <= threshold, 0, g),
+          shape=lambda g, x, **p: _bcast_shape(g, x), dtype="promote",
+          vjp=lambda gg, out, g, x, threshold: (_threshold_backward(gg, x, threshold), _zeros_like(x)),
+          saves="x", grad_fn="ThresholdBackwardBackward0", elementwise=True,
+          triton=T.Expr(lambda a, p, c: f"tl.where({a[1]} <= {float(p['threshold'])!r}, 0, {a[0]})", cast=True))
 unary("floor", np.floor, lambda g, out, x: (_zeros_like(g),), "", dtype="same", refuse={0: _no_kernel("floor_vml_cpu")},
       triton=T.unary("tl.floor", ints="{x}"))
 unary("ceil", np.ceil, lambda g, out, x: (_zeros_like(g),), "", dtype="same", refuse={0: _no_kernel("ceil_vml_cpu")},
@@ -670,8 +682,10 @@ binary("rsub", lambda x, y: np.subtract(y, x), lambda g, out, x, y: (-g, g), "",
        grad_fn=lambda a, p: "RsubBackward0" if _is_tensor(a[1]) else "RsubBackward1", triton=T.Expr("{1} - {0}"))
 binary("mul", np.multiply, lambda g, out, x, y: (g * y, g * x), "x y", needs={"x": "y", "y": "x"}, triton=T.binop("*"),
        opmath=1)
-binary("div", np.true_divide, lambda g, out, x, y: (g / y, -g * (out / y)), "y out", dtype="promote_float",
-       needs={"x": "y", "y": "y out"}, triton=T.true_div, opmath=1)
+# torch's DivBackward0 saves self and other, not the result (-grad * ((self / other) / other)): an
+# in-place op on the quotient leaves the backward valid, one on the dividend does not
+binary("div", np.true_divide, lambda g, out, x, y: (g / y, -g * ((x / y) / y)), "x y", dtype="promote_float",
+       needs={"x": "y", "y": "x y"}, triton=T.true_div, opmath=1)
 
 
 def _integer_division(fn):
