@@ -537,3 +537,31 @@ def test_pipelines_hand_the_graphs_they_made_to_dead_code_with_the_same_result(m
         made.append((len(copies), [str(g) for g in (p.fwd_ir, p.bwd_opt, p.fwd_run, p.bwd_run)]))
     assert made[1][1] == made[0][1]
     assert made[1][0] < made[0][0]
+
+
+def test_relu_backward_compiles_to_a_mask_and_a_select_and_differentiates_again():
+    """relu's derivative is threshold_backward (so that a derivative of it connects x, as torch's
+    ThresholdBackwardBackward0); a graph nobody differentiates again (a backward after autodiff,
+    a whole step) has it as x <= 0 and a select: the mask kept from the forward, the select
+    written through it (where_zero), no kernel call per chunk."""
+    import torch
+    import io
+    tg.manual_seed(0)
+    m = tg.nn.Sequential(tg.nn.Linear(64, 256), tg.nn.ReLU(), tg.nn.Linear(256, 3))
+    x = tg.tensor(np.random.default_rng(0).standard_normal((128, 64)).astype(np.float32))
+    y = tg.tensor(np.random.default_rng(1).integers(0, 3, 128))
+    f = tg.compile(lambda x, y: tg.nn.functional.cross_entropy(m(x), y), fullgraph=True)
+    f(x, y).backward()
+    out = io.StringIO()
+    tg.explain(f, x, y, file=out, verbose=True)
+    src = out.getvalue().split("==== generated backward source ====", 1)[1].split("\n====", 1)[0]
+    assert "threshold_backward" not in src and "where_zero(" in src
+    for lib, c in ((torch, lambda fn: fn), (tg, lambda fn: tg.compile(fn, fullgraph=True))):
+        g2 = c(lambda x, w: (x.relu() * w).sum())
+        for _ in range(3):
+            a = lib.tensor([0.5, -4.0, 0.0], requires_grad=True)
+            w = lib.tensor([2.0, 3.0, 4.0], requires_grad=True)
+            (g,) = lib.autograd.grad(g2(a, w), a, create_graph=True)
+            assert g.requires_grad
+            ha, hw = lib.autograd.grad(g.sum(), (a, w))
+            assert ha.tolist() == [0.0, 0.0, 0.0] and hw.tolist() == [1.0, 0.0, 0.0]

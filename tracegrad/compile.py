@@ -316,7 +316,8 @@ def _bind_folded(g):
 
 def _build(fn, args, kwargs, name, backend, value_reads=None, keep_stages=False, dyn=()):
     # deferred: import tracegrad does not load tracegrad.passes
-    from .passes import FORWARD_PIPELINE, BACKWARD_PIPELINE, RECOMPUTED_PIPELINE, partition
+    from .passes import FORWARD_PIPELINE, BACKWARD_PIPELINE, RECOMPUTED_PIPELINE, partition, \
+        decompose_threshold_backward
     p = Program(name, keep_stages)
     p.double = None
     p.backend = backend
@@ -399,6 +400,7 @@ def _build(fn, args, kwargs, name, backend, value_reads=None, keep_stages=False,
             g[v].get("requires_grad") or (isinstance(g[v].get("value"), Tensor) and g[v]["value"]._req)
             for v in g.inputs)):
         g = _drop_detach(g)          # no gradient will be derived from this graph
+        g = decompose_threshold_backward(g)
     _verify_pass(g, False)          # (a big one's first check is the forward pipeline's last)
     p.stage("traced IR", g)
     traced = g.copy()       # autograd's graph as torch records it: which inputs are part of it

@@ -16,6 +16,7 @@ element, `e * (g / s)`, with no exp left in the backward. The maximum only shift
 exponent for range; the result does not depend on it, so it is detached and gets no
 derivative of its own.
 """
+from .. import _dtype as D
 from ..ops.primitives import PRIMITIVES as P
 from .rewrite import rewrite, add, unchanged
 
@@ -42,4 +43,23 @@ def decompose_row_ops(graph):
         if a["op"] == "softmax":
             return add(b, P["div"], (e, s), a)
         return add(b, P["sub"], (shifted, add(b, P["log"], (s,), row)), a)
+    return rewrite(graph, rule)
+
+
+def decompose_threshold_backward(graph):
+    """threshold_backward(g, x, t) -> where(x <= t, 0, g): relu's derivative, an op of its own
+    so that a derivative of it connects x (torch's ThresholdBackwardBackward0), is the
+    comparison and the select in a graph nobody differentiates again: a backward graph after
+    autodiff (the next derivative is taken from the graph as traced), or a whole step's. The
+    same values; the partition can then keep the 1-byte mask instead of x, and the numpy code
+    writes the select through it (codegen's where_zero)."""
+    if not any(a["op"] == "threshold_backward" for a in graph.nx._node.values()):
+        return unchanged(graph)
+
+    def rule(b, n, a, args):
+        if a["op"] != "threshold_backward":
+            return None
+        g, x = args
+        mask = add(b, P["le"], (x, a["params"]["threshold"]), dict(a, shape=b[x]["shape"], dtype=D.bool_))
+        return add(b, P["where"], (mask, 0, g), a)
     return rewrite(graph, rule)
