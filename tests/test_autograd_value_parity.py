@@ -1,0 +1,148 @@
+"""Values and gradients against torch where they differed in corners: a gradient a hook kept
+was later added into, overwrites that dropped the overwritten tensor's (zero) gradient,
+ties in median and fmax/fmin, atan2 at the origin, rrelu in evaluation at 0, signed zeros,
+and in-place writes through overlapping windows.
+
+Each case is one function run with `m` = torch and `m` = tracegrad. Results compare as
+values (NaN equal to NaN, and the sign of a zero counted), dtypes and None where torch
+has None."""
+import warnings
+
+import numpy as np
+import torch
+
+import tracegrad as tg
+
+
+def _plain(v):
+    if isinstance(v, (torch.Tensor, tg.Tensor)):
+        d = v.detach()
+        return ("tensor", tuple(d.shape), str(d.dtype).replace("torch.", "").replace("tracegrad.", ""),
+                np.asarray(d.tolist(), dtype=np.float64))
+    if isinstance(v, (list, tuple)):
+        return type(v).__name__, [_plain(x) for x in v]
+    return v
+
+
+def _assert_same(t, g, rtol, atol, where="result"):
+    if isinstance(t, tuple) and t and t[0] == "tensor" and len(t) == 4:
+        assert isinstance(g, tuple) and g[:3] == t[:3], (where, g[:3], t[:3])
+        np.testing.assert_allclose(g[3], t[3], rtol=rtol, atol=atol, equal_nan=True, err_msg=where)
+        zero = t[3] == 0
+        assert (np.signbit(g[3][zero]) == np.signbit(t[3][zero])).all(), (where, "sign of zero", g[3], t[3])
+    elif isinstance(t, tuple) and len(t) == 2 and t[0] in ("list", "tuple"):
+        assert isinstance(g, tuple) and g[0] == t[0] and len(g[1]) == len(t[1]), (where, g, t)
+        for k, (a, b) in enumerate(zip(t[1], g[1])):
+            _assert_same(a, b, rtol, atol, f"{where}[{k}]")
+    else:
+        assert g == t, (where, g, t)
+
+
+def same(fn, rtol=1e-6, atol=1e-12):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        t = _plain(fn(torch))
+        g = _plain(fn(tg))
+    _assert_same(t, g, rtol, atol)
+
+
+# == gradients kept by hooks are not added into later ======================================================
+
+def test_leaf_hook_argument_is_not_changed_by_a_later_backward():
+    def run(m):
+        x = m.tensor([1., 2.], dtype=m.float64, requires_grad=True)
+        seen = []
+        x.register_hook(lambda g: seen.append(g))
+        (x * 2).sum().backward()
+        (x * 2).sum().backward()
+        return seen, x.grad
+    same(run)
+
+
+def test_leaf_hook_result_kept_by_the_user_is_not_changed():
+    def run(m):
+        x = m.tensor([1., 2.], dtype=m.float64, requires_grad=True)
+        kept = []
+        x.register_hook(lambda g: kept.append(g * 1) or kept[-1])
+        (x * 2).sum().backward()
+        (x * 3).sum().backward()
+        return kept, x.grad
+    same(run)
+
+
+def test_accumulate_grad_prehook_argument_is_not_changed():
+    def run(m):
+        x = m.tensor([1., 2.], dtype=m.float64, requires_grad=True)
+        seen = []
+        y = x * 2
+        y.grad_fn.next_functions[0][0].register_prehook(lambda gs: seen.append(gs[0]))
+        y.sum().backward()
+        (x * 2).sum().backward()
+        return seen, x.grad
+    same(run)
+
+
+def test_custom_backward_input_and_result_kept_are_not_changed():
+    def run(m):
+        kept = []
+
+        class Keep(m.autograd.Function):
+            @staticmethod
+            def forward(ctx, a):
+                return a * 1
+
+            @staticmethod
+            def backward(ctx, g):
+                kept.append(g)
+                r = g * 3
+                kept.append(r)
+                return r
+        x = m.tensor([1., 2.], dtype=m.float64, requires_grad=True)
+        (Keep.apply(x) * 2).sum().backward()
+        (x * 2).sum().backward()
+        return kept, x.grad
+    same(run)
+
+
+def test_custom_backward_returning_its_input_kept():
+    def run(m):
+        kept = []
+
+        class Pass(m.autograd.Function):
+            @staticmethod
+            def forward(ctx, a):
+                return a * 1
+
+            @staticmethod
+            def backward(ctx, g):
+                kept.append(g)
+                return g
+        x = m.tensor([1., 2.], dtype=m.float64, requires_grad=True)
+        (Pass.apply(x) * 2).sum().backward()
+        (x * 2).sum().backward()
+        return kept, x.grad
+    same(run)
+
+
+def test_grad_held_between_backwards_is_added_into_in_place_as_torch():
+    def run(m):
+        x = m.tensor([1., 2.], dtype=m.float64, requires_grad=True)
+        (x * 2).sum().backward()
+        g = x.grad
+        (x * 2).sum().backward()
+        return g, g is x.grad
+    same(run)
+
+
+def test_post_accumulate_hook_and_retain_grad_keep_torch_aliasing():
+    def run(m):
+        x = m.tensor([1., 2.], dtype=m.float64, requires_grad=True)
+        seen = []
+        x.register_post_accumulate_grad_hook(lambda t: seen.append(t.grad))
+        y = x * 1
+        y.retain_grad()
+        (y * 2).sum().backward(retain_graph=True)
+        first = y.grad
+        (y * 2).sum().backward()
+        return seen, x.grad, first, y.grad, seen[0] is x.grad
+    same(run)
