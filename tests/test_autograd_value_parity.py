@@ -146,3 +146,51 @@ def test_post_accumulate_hook_and_retain_grad_keep_torch_aliasing():
         (y * 2).sum().backward()
         return seen, x.grad, first, y.grad, seen[0] is x.grad
     same(run)
+
+
+# == overwrites keep the overwritten history, with a zero gradient =========================================
+
+def _name(node):
+    return None if node is None else type(node).__name__
+
+
+def test_fill_with_a_tensor_gives_the_overwritten_history_zeros():
+    def run(m):
+        x = m.tensor([1., 2.], dtype=m.float64, requires_grad=True)
+        w = m.tensor(3., dtype=m.float64, requires_grad=True)
+        b = x * 1
+        b.fill_(w)
+        b.sum().backward()
+        return x.grad, w.grad, _name(b.grad_fn), _name(b.grad_fn.next_functions[0][0])
+    same(run)
+
+
+def test_fill_with_a_tensor_under_autograd_grad():
+    def run(m):
+        x = m.tensor([1., 2.], dtype=m.float64, requires_grad=True)
+        w = m.tensor(3., dtype=m.float64, requires_grad=True)
+        b = x * x
+        b.fill_(w * 2)
+        gx, gw = m.autograd.grad((b * b).sum(), [x, w], create_graph=True)
+        ggw, = m.autograd.grad(gw, w)
+        return gx, gw, ggw
+    same(run)
+
+
+def test_other_overwrites_give_the_overwritten_history_zeros():
+    def run(m):
+        out = []
+        for write in (lambda b: b.fill_(2.), lambda b: b.zero_(),
+                      lambda b: b.copy_(m.tensor([3., 4.], dtype=m.float64)),
+                      lambda b: b.copy_(m.tensor([3., 4.], dtype=m.float64, requires_grad=True)),
+                      lambda b: b.masked_fill_(m.tensor([True, True]), 2.),
+                      lambda b: b.masked_fill_(m.tensor([True, True]), m.tensor(2., dtype=m.float64,
+                                                                                   requires_grad=True)),
+                      lambda b: b.__setitem__(Ellipsis, 5.), lambda b: b[:].fill_(2.)):
+            x = m.tensor([1., 2.], dtype=m.float64, requires_grad=True)
+            b = x * 1
+            write(b)
+            b.sum().backward()
+            out.append((x.grad, _name(b.grad_fn)))
+        return out
+    same(run)
