@@ -194,3 +194,34 @@ def test_other_overwrites_give_the_overwritten_history_zeros():
             out.append((x.grad, _name(b.grad_fn)))
         return out
     same(run)
+
+
+# == median() over everything shares its gradient among ties ============================================
+
+def test_median_over_everything_shares_the_gradient_among_ties():
+    inf, nan = float("inf"), float("nan")
+    rows = ([1., 2., 2., 2., 3.], [2., 2., 1., 3.], [1., nan, nan], [-0., 0., 0., 5.], [0., -0., -0., 5.],
+            [inf, inf, 1.], [-inf, -inf, 1.], [-inf, -inf, -inf, 2.], [[1., 2., 2.], [3., 3., 1.]], [7.], 4.)
+
+    def run(m):
+        out = []
+        for row in rows:
+            x = m.tensor(row, dtype=m.float64, requires_grad=True)
+            v = x.median()
+            g, = m.autograd.grad(v * v, x, create_graph=True)
+            gg, = m.autograd.grad(g.sum(), x, allow_unused=True, materialize_grads=True)
+            out.append((v, g, gg, _name(v.grad_fn)))
+        y = m.tensor([3., 1., 1.], requires_grad=True)
+        y.median().backward()
+        out.append((y.grad, m.tensor([2., 2., 1.]).median()))
+        return out
+    same(run)
+
+
+def test_median_along_a_dim_gives_the_gradient_to_the_returned_index():
+    def run(m):
+        x = m.tensor([[1., 2., 2.], [3., 3., 1.]], dtype=m.float64, requires_grad=True)
+        v, i = x.median(1)
+        v.sum().backward()
+        return v, i, x.grad, _name(v.grad_fn)
+    same(run)
