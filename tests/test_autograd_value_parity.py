@@ -225,3 +225,24 @@ def test_median_along_a_dim_gives_the_gradient_to_the_returned_index():
         v.sum().backward()
         return v, i, x.grad, _name(v.grad_fn)
     same(run)
+
+
+# == atan2 at the origin =========================================================================
+
+def test_atan2_gradient_at_the_origin_is_zero_not_nan():
+    pairs = [(0., 0.), (-0., 0.), (0., -0.), (-0., -0.), (1., 2.), (1e-200, 1e-200), (0., 3.), (float("inf"), 1.)]
+
+    def run(m):
+        out = []
+        for yv, xv in pairs:
+            y = m.tensor(yv, dtype=m.float64, requires_grad=True)
+            x = m.tensor(xv, dtype=m.float64, requires_grad=True)
+            r = m.atan2(y, x)
+            gy, gx = m.autograd.grad(r * r * 3, [y, x], create_graph=True)
+            out.append((r, gy, gx, m.autograd.grad(gy + gx, [y, x])))
+        y = m.zeros(3, requires_grad=True)
+        x = m.tensor([0., 1., -0.], requires_grad=True)
+        m.atan2(y, x).sum().backward()
+        out.append((y.grad, x.grad))
+        return out
+    same(run)
