@@ -246,3 +246,27 @@ def test_atan2_gradient_at_the_origin_is_zero_not_nan():
         out.append((y.grad, x.grad))
         return out
     same(run)
+
+
+# == fmax/fmin give ties and NaNs' gradients as torch's; maximum/minimum split ties =======================
+
+def test_fmax_fmin_maximum_minimum_ties_and_nans():
+    nan = float("nan")
+    pairs = [(1., 1.), (2., 1.), (1., 2.), (nan, 1.), (1., nan), (nan, nan)]
+
+    def run(m):
+        out = []
+        for op in ("fmax", "fmin", "maximum", "minimum"):
+            for a, b in pairs:
+                x = m.tensor([a], dtype=m.float64, requires_grad=True)
+                y = m.tensor([b], dtype=m.float64, requires_grad=True)
+                r = getattr(m, op)(x, y)
+                r.sum().backward()
+                out.append((r, x.grad, y.grad))
+            x = m.tensor([[1., 2.]], requires_grad=True)
+            y = m.tensor([1.], requires_grad=True)
+            r = getattr(m, op)(x, y)
+            r.sum().backward()
+            out.append((r, x.grad, y.grad, _name(r.grad_fn)))
+        return out
+    same(run)
