@@ -270,3 +270,19 @@ def test_fmax_fmin_maximum_minimum_ties_and_nans():
             out.append((r, x.grad, y.grad, _name(r.grad_fn)))
         return out
     same(run)
+
+
+# == rrelu at 0 ======================================================================================
+
+def test_rrelu_takes_the_negative_slope_at_zero():
+    def run(m):
+        x = m.tensor([-1., -0., 0., 2.], dtype=m.float64, requires_grad=True)
+        r = m.nn.functional.rrelu(x, training=False)
+        g, = m.autograd.grad(r.sum(), x)
+        y = m.tensor([-0., 0., 1.], requires_grad=True)
+        s = m.nn.functional.rrelu(y, 0.1, 0.2, training=True)
+        gy, = m.autograd.grad(s.sum(), y)
+        z = m.tensor([0., 3.], requires_grad=True)
+        m.nn.RReLU().eval()(z).sum().backward()
+        return r, g, _name(r.grad_fn), (gy < 1).tolist(), z.grad
+    same(run)
