@@ -286,3 +286,55 @@ def test_rrelu_takes_the_negative_slope_at_zero():
         m.nn.RReLU().eval()(z).sum().backward()
         return r, g, _name(r.grad_fn), (gy < 1).tolist(), z.grad
     same(run)
+
+
+# == signed zeros ===================================================================================
+# fmax/fmin keep the first operand on a tie of -0.0 and 0.0 and a clamp to number bounds keeps the
+# input, in torch's scalar and vector loops alike; hardshrink writes 0.0, softshrink input * 0.
+# (maximum, minimum and a clamp to tensor bounds are left out: torch's AVX loop gives the second
+# operand on such a tie, its scalar loop, for a tensor's last elements, the first.)
+
+_ZERO_SIGN_OPS = {
+    "fmax": lambda m, a, b, c: m.fmax(a, b),
+    "fmin": lambda m, a, b, c: m.fmin(a, b),
+    "clamp_numbers": lambda m, a, b, c: m.clamp(a, min=-0., max=0.),
+    "clamp_numbers_crossed": lambda m, a, b, c: m.clamp(a, min=0., max=-0.),
+    "hardshrink": lambda m, a, b, c: m.nn.functional.hardshrink(a, 1.),
+    "softshrink": lambda m, a, b, c: m.nn.functional.softshrink(a, 1.),
+}
+
+
+def _zero_sign_cases(m, f, dtype, compiled=False):
+    import itertools
+    vals = [-0., 0., 1., -1., float("nan")]
+    out = []
+    for combo in itertools.product(vals, repeat=3):
+        args = [m.tensor([v], dtype=dtype) for v in combo]
+        if compiled:
+            out.append(tg.compile(lambda a, b, c: f(m, a, b, c))(*args))
+        else:
+            out.append(f(m, *args))
+    return out
+
+
+def test_signed_zeros_of_fmax_fmin_clamp_and_shrink():
+    for name, f in _ZERO_SIGN_OPS.items():
+        for dt in ("float32", "float64"):
+            same(lambda m: _zero_sign_cases(m, f, getattr(m, dt)))
+
+
+def test_signed_zeros_in_compiled_code():
+    for name in ("fmax", "fmin", "clamp_numbers", "hardshrink"):
+        f = _ZERO_SIGN_OPS[name]
+        want = _plain(_zero_sign_cases(torch, f, torch.float32))
+        got = _plain(_zero_sign_cases(tg, f, tg.float32, compiled=True))
+        _assert_same(want, got, 0, 0, name)
+
+
+def test_signed_zeros_past_torch_vector_blocks():
+    def run(m):
+        a, b = m.full((41,), -0.), m.zeros(41)
+        x = m.tensor([-1., -0.5, -0., 0., 0.5, 1., -2.] * 6)
+        f = m.nn.functional
+        return m.fmax(a, b), m.fmin(b, a), m.clamp(a, min=0.), f.hardshrink(x, 1.), f.hardshrink(x.double(), 0.5)
+    same(run)
