@@ -120,7 +120,10 @@ def test_rrelu_in_training_draws_a_slope_per_negative_element():
     slope = ys[neg] / xs[neg]
     assert (slope >= 0.1).all() and (slope <= 0.4).all() and slope.std() > 0.05     # one draw per element
     np.testing.assert_allclose(gs[neg], slope, rtol=1e-12)                          # the gradient is the slope
-    assert (ys[~neg] == xs[~neg]).all() and (gs[~neg] == 1).all()
+    pos = xs > 0
+    assert (ys[~neg] == xs[~neg]).all() and (gs[pos] == 1).all()
+    zero = xs == 0                      # torch's rrelu_with_noise draws a slope for input <= 0
+    assert zero.sum() == 1 and 0.1 <= gs[zero][0] <= 0.4
     tg.manual_seed(5)
     np.testing.assert_array_equal(GF.rrelu(x, 0.1, 0.4, training=True).detach().numpy(), ys)   # seeded
     z = tg.tensor([-2.0, 1.0])

@@ -353,6 +353,10 @@ def _fill(self, value):
         if value.ndim:
             raise RuntimeError(f"fill_ only supports 0-dimension value tensor but got tensor with {value.ndim} dimensions.")
         if value._req and STATE.grad_enabled:
+            if self._view is None and self._grad_fn is not None and not _tracing():
+                # the overwritten history stays linked with a zero gradient, as torch's
+                # FillBackward3 keeps it (its leaves' .grad became zeros there, not None here)
+                return commit(self, F.masked_fill(self, F.full((), True, dtype=D.bool_), F.convert(value, self.dtype)))
             return commit(self, F.expand(F.convert(value, self.dtype), tuple(self.shape)) * 1)
         value = value.item()
     if _tracing():

@@ -31,7 +31,7 @@ from .creation import manual_seed as seed_all
 from .ops import functional as F
 from .grad_mode import STATE, no_grad
 from .ir.graph import Graph, V
-from .ops.primitives import Primitive, PRIMITIVES, check_hook_result
+from .ops.primitives import Primitive, PRIMITIVES, check_hook_result, handed_out
 from .tracing import TraceError, _record, apply, trace, proxy_input
 from . import tracing as tracer
 from .interpret import run_eager, walk
@@ -397,12 +397,16 @@ _INDEXING = {"getitem", "getitem_backward", "index_put"}
 
 def _call_hooks_device(g, fns):
     t = None if g is None else Tensor._make(g, D.from_numpy_dtype(g.dtype))
+    handed_out(t)
     for fn in fns:
         r = fn(t)
         if r is not None:
             check_hook_result(fn, t, r)
             t = r
-    return None if t is None else t._data
+    if t is None:
+        return None
+    handed_out(t)
+    return t._data
 
 
 _DIRECT_IMPL = {"call_hooks": _call_hooks_device}

@@ -1,4 +1,5 @@
 """torch.autograd's API over the symbolic engine: backward, grad, grad modes."""
+import sys
 import warnings
 import weakref
 from collections.abc import Mapping
@@ -133,15 +134,23 @@ def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, 
                 _retain(t, g)
                 continue
             node = tg[0]
+            shared = False
             if node._pre_hooks:
+                first = g
+                base = sys.getrefcount(g)
                 for h in list(node._pre_hooks.values()):     # AccumulateGrad pre-hooks: (grad,) -> (grad,)
                     r = h((g,))
                     if r is not None:
                         g, = check_hook_results(h, (g,), r)
+                r = h = None
                 if g is None:
                     continue
+                # torch steals the gradient only where nothing else holds it (its use_count): a
+                # hook may have kept the tensor it was given or the one it returned
+                shared = sys.getrefcount(g) > (base if g is first else 2)
+                first = None
             if t._req:                     # a leaf set to requires_grad=False since takes nothing, as torch's
-                _accumulate(t, g, create_graph)
+                _accumulate(t, g, create_graph, shared)
             _post_accumulate_hooks(t)
             if node._hooks:
                 for h in list(node._hooks.values()):         # post-hooks see no grad_inputs, as in torch
@@ -199,15 +208,18 @@ def _target_prehooks(reach, outs, ran):
                 gs = check_hook_results(h, gs, r)
 
 
-def _accumulate(t, g, create_graph):
-    """torch's AccumulateGrad: without create_graph the first gradient is stolen and later
-    ones are added in place (even into a .grad that requires grad, which keeps its history);
-    with create_graph the first is copied (it may be the caller's own tensor: a seed) and
-    later ones added out of place."""
+def _accumulate(t, g, create_graph, shared=False):
+    """torch's AccumulateGrad: without create_graph the first gradient is stolen where nothing
+    else holds it (`shared`: a hook saw it, and it is copied) and later ones are added in place
+    (even into a .grad that requires grad, which keeps its history); with create_graph the
+    first is copied (it may be the caller's own tensor: a seed) and later ones added out of
+    place."""
     if not create_graph:
         g = Tensor._make(g._data, g._dtype) if g._req else g
     if t._grad is None:
-        if create_graph:
+        if shared and not create_graph:
+            g = Tensor._make(g._data.copy(), g._dtype)
+        elif create_graph:
             g = g.clone()                 # torch's clone_obey_contract: empty_strided(...).copy_(g)
             if g._grad_fn is not None:
                 g._grad_fn.__class__ = node_class("CopyBackwards")

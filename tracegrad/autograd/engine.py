@@ -28,7 +28,7 @@ from ..tensor import Tensor
 from .graph import AccumulateGrad, HOOK_USED, hooked_saved, FREED_MSG, Engine, Node, op_name
 from .._collect import paused
 from .. import cuda as _cuda
-from ..ops.primitives import PRIMITIVES
+from ..ops.primitives import PRIMITIVES, HANDED
 from ..autodiff import derive
 from ..codegen.numpy_cpu import compile_graph, interpret_graph
 from .. import tracing as tracer
@@ -564,6 +564,8 @@ def _execute(order, index, roots, seeds, targets, retain_graph, create_graph, ho
                 args.append(info._data)
         freeing = STATE.freeing_saved
         STATE.freeing_saved = not retain_graph
+        handed = getattr(HANDED, "tensors", None)
+        HANDED.tensors = []                 # what hooks and custom backwards are given or return
         try:
             if tracer._CUDA[0] and (p.transfers or any(a.__class__ is _cuda.CudaArray for a in args)):
                 raw = _cuda.run_backward(p, args)
@@ -579,7 +581,8 @@ def _execute(order, index, roots, seeds, targets, retain_graph, create_graph, ho
             raise
         finally:
             STATE.freeing_saved = freeing
-        outs = _gradient_tensors(raw, args, targets)
+            shared, HANDED.tensors = HANDED.tensors, handed
+        outs = _gradient_tensors(raw, args, targets, shared)
     if not retain_graph:
         free_graph(ran)
     return outs
@@ -643,10 +646,18 @@ def free_graph(order):
                 break
 
 
-def _gradient_tensors(raw, args, targets):
+def _gradient_tensors(raw, args, targets, shared=()):
     """The backward program's results as tensors of their targets' dtypes that alias
-    nothing: no input of the program and no other gradient."""
+    nothing: no input of the program, no other gradient and no tensor the user still holds
+    (`shared`: weak references to the tensors hooks and custom backwards were given or
+    returned; torch's AccumulateGrad too steals only a gradient nothing else holds)."""
     seen = {id(a) for a in args if isinstance(a, np.ndarray)}
+    for ref in shared:
+        t = ref()
+        if t is not None:              # kept by the user: its memory must not become a .grad
+            seen.add(id(t._data))
+            if getattr(t._data, "base", None) is not None:
+                seen.add(id(t._data.base))
     on_device = None                   # storage pointers of device arrays, gathered on first need
     outs = []
     for (n, s), o in zip(targets, raw):
@@ -660,7 +671,7 @@ def _gradient_tensors(raw, args, targets):
             if o.dtype != dt.np:
                 o = o.astype(dt.np)
             ptr = o.t.untyped_storage().data_ptr()
-            if ptr in on_device or not o.t.is_contiguous():
+            if ptr in on_device or not o.t.is_contiguous() or id(o) in seen:
                 o = o.copy()
                 ptr = o.t.untyped_storage().data_ptr()
             on_device.add(ptr)

@@ -19,7 +19,7 @@ from .. import _dtype as D
 from ..grad_mode import STATE, no_grad, enable_grad
 from ..tensor import Tensor
 from ..ops.lowering import Refuse, identity
-from ..ops.primitives import Primitive, PRIMITIVES as P, check_hook_results
+from ..ops.primitives import Primitive, PRIMITIVES as P, check_hook_results, handed_out
 from .graph import Node, Saved, node_class, _seq
 from . import views
 from .. import tracing as _tracer
@@ -135,8 +135,10 @@ def _call_user_backward(ctx, gs, metas, as_tensor):
 def _function_backward_kernel(*args, metas):
     *gs, ctx = args
     grads = [None if g is None else Tensor._make(np.asarray(g), dt) for g, (_, dt) in zip(gs, ctx._out_meta)]
+    handed_out(*grads)
     with no_grad():
         res = _call_user_backward(ctx, grads, metas, True)
+    handed_out(*res)
     return tuple(None if r is None else r._data for r in res)
 
 
@@ -162,10 +164,13 @@ def _wrap_grads(gs):
         else:
             a = np.asarray(g)
             out.append(Tensor._make(a, D.from_numpy_dtype(a.dtype)))
+            handed_out(out[-1])
     return tuple(out)
 
 
 def _unwrap(gs, as_tensor):
+    if not as_tensor:
+        handed_out(*gs)
     return tuple(g if as_tensor or g is None else g._data for g in gs)
 
 

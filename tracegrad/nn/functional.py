@@ -849,7 +849,9 @@ def mish(input, inplace=False):
 
 
 def hardshrink(input, lambd=0.5):
-    return O.where((input > lambd) | (input < -lambd), input, input * 0.0)
+    # torch's kernel writes 0 (never -0.0, as input * 0 gave for negative input) inside [-lambd,
+    # lambd] and keeps the rest, NaN included
+    return O.where((input >= -lambd) & (input <= lambd), 0.0, input)
 
 
 def softshrink(input, lambd=0.5):

@@ -316,9 +316,9 @@ def rrelu(input, lower=1.0 / 8, upper=1.0 / 3, training=False, inplace=False):
     training, (lower + upper) / 2 otherwise, as torch.nn.functional.rrelu."""
     if training:
         slope = rand_like(input) * (upper - lower) + lower
-        out = O.where(input >= 0, input, input * slope)
+        out = O.where(input > 0, input, input * slope)
     else:
-        out = O.where(input >= 0, input, input * ((lower + upper) / 2))
+        out = O.where(input > 0, input, input * ((lower + upper) / 2))
     out = rename_grad_fn(out, "RreluWithNoiseBackward0")
     return input.copy_(out) if inplace else out
 

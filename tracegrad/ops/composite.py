@@ -85,14 +85,16 @@ def frac(input):
 
 
 def fmax(input, other):
-    """maximum that ignores NaN: where one operand is NaN, the other (torch.fmax)."""
+    """maximum that ignores NaN: where one operand is NaN, the other (torch.fmax). As torch's,
+    input wins ties (its value and the whole gradient: torch's FmaxBackward0 gives input the
+    gradient where input >= other or other is NaN, other the rest)."""
     a, b = O._operand(input, "fmax"), O._operand(other, "fmax")
-    return O.where(O.isnan(b), a, O.where(O.isnan(a), b, O.maximum(a, b)))
+    return rename_grad_fn(O.where(O.isnan(b) | (a >= b), a, b), "FmaxBackward0")
 
 
 def fmin(input, other):
     a, b = O._operand(input, "fmin"), O._operand(other, "fmin")
-    return O.where(O.isnan(b), a, O.where(O.isnan(a), b, O.minimum(a, b)))
+    return rename_grad_fn(O.where(O.isnan(b) | (a <= b), a, b), "FminBackward0")
 
 
 _fmod = O.fmod         # the primitive's function: this module's fmod replaces it in O below

@@ -10,7 +10,7 @@ import numpy as np
 
 from .. import _dtype as D
 from ..tensor import Tensor
-from ..tracing import apply, rename_grad_fn
+from ..tracing import apply, rename_grad_fn, Proxy
 from . import shapes as S
 from . import math_primitives  # noqa: F401  (registers the primitives)
 from .math_primitives import LinAlgError  # noqa: F401
@@ -162,7 +162,8 @@ def median(input, dim=None, keepdim=False):
     if dim is None:
         if input.numel() == 0:
             return tensor(float("nan"), dtype=input.dtype)
-        return median(input.reshape(-1), 0).values
+        m = median(input.reshape(-1), 0).values
+        return rename_grad_fn(_evenly_distributed(input, m) if input.requires_grad else m, "MedianBackward0")
     d = S.normalize_dim(dim, max(input.ndim, 1))
     x = input.reshape(1) if input.ndim == 0 else input
     n = x.shape[d]
@@ -181,6 +182,28 @@ def median(input, dim=None, keepdim=False):
         v, i = v.reshape(()), i.reshape(())
     v, i = _own(v, i)
     return return_types.median(rename_grad_fn(v, "MedianBackward1"), i)
+
+
+def _evenly_distributed(input, m):
+    """`m`, the value of some of `input`'s elements, as a function of `input` whose gradient is
+    shared evenly among the elements equal to it (the NaNs where it is NaN), as torch's
+    evenly_distribute_backward for median() over everything; the value keeps m's bits (its
+    zero's sign included)."""
+    m = m.detach()
+    mask = O.where(O.isnan(m), O.isnan(input), input == m)
+    inf = float("inf")
+    # top: an extreme of the elements equal to m, every other element past it (max()/min() over
+    # everything share their gradient among exactly those); it is m but for the sign of a
+    # zero, and m - (top - top) is m's bits where m is finite
+    up, down = (lambda: O.max(O.where(mask, input, -inf))), (lambda: O.min(O.where(mask, input, inf)))
+    if isinstance(m, Proxy):
+        top = O.where(m == -inf, down(), up())
+        return O.where(O.isfinite(m), m - (top.detach() - top), top)
+    # an eager call picks in Python: a branch a where leaves out adds a +0 to the gradient, which
+    # turned torch's -0 into 0
+    v = float(m)
+    top = down() if v == -inf else up()
+    return m - (top.detach() - top) if math.isfinite(v) else top
 
 
 def _quantile(input, q, dim, keepdim, interpolation, ignore_nan, name):

@@ -31,8 +31,15 @@ unary("cosh", np.cosh, lambda g, out, x: (g * F.sinh(x),), "x", triton=_HOST)
 unary("asinh", np.arcsinh, lambda g, out, x: (g * F.rsqrt(x * x + 1),), "x", triton=_HOST)
 unary("acosh", np.arccosh, lambda g, out, x: (g * F.rsqrt(x * x - 1),), "x", triton=_HOST)
 unary("atanh", np.arctanh, lambda g, out, x: (g / (1 - x * x),), "x", triton=_HOST)
-binary("atan2", np.arctan2, lambda g, out, y, x: (g * x / (x * x + y * y), -g * y / (x * x + y * y)), "x y",
-       dtype="promote_float", triton=_HOST)
+def _atan2_vjp(g, out, y, x):
+    # torch's atan2_backward: 1 / (y^2 + x^2) taken as 0 where it is infinite, so the origin
+    # gets gradients 0 and -0, not NaN
+    recip = 1 / (y * y + x * x)
+    recip = F.where(F.isinf(recip), 0, recip)
+    return g * x * recip, g * -y * recip
+
+
+binary("atan2", np.arctan2, _atan2_vjp, "x y", dtype="promote_float", triton=_HOST)
 
 
 # sign bits (-0.0 and a negative NaN count), |x| with another value's sign, sqrt(x^2 + y^2)

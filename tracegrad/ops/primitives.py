@@ -19,7 +19,9 @@ the engine makes classes of (autograd.graph.node_class_of), and the public ops, 
 """
 import math
 import struct
+import threading
 import warnings
+import weakref
 
 import numpy as np
 
@@ -1829,14 +1831,32 @@ def check_hook_results(fn, previous, result, name=None):
     return result
 
 
+# The tensors a running backward program has handed to Python (hooks, custom backwards) or got
+# back from it, held weakly, per thread: torch's AccumulateGrad steals a gradient for .grad
+# (and later backwards add into it in place) only where nothing else holds it, so the engine
+# copies a gradient whose tensor the user still holds. None outside a backward.
+HANDED = threading.local()
+
+
+def handed_out(*tensors):
+    """Note tensors a backward program shares with Python code (see HANDED)."""
+    seen = getattr(HANDED, "tensors", None)
+    if seen is not None:
+        seen.extend(weakref.ref(t) for t in tensors if t is not None)
+
+
 def _call_hooks_kernel(g, fns):
     Tensor = FrontEnd.Tensor
     t = None
     if g is not None:                  # an undefined gradient: hooks see None (as torch's)
         a = np.asarray(g)
         t = Tensor._make(a, D.from_numpy_dtype(a.dtype))
+        handed_out(t)
     t = _call_hooks_eager(t, fns)
-    return None if t is None else t._data
+    if t is None:
+        return None
+    handed_out(t)
+    return t._data
 
 
 def _call_hooks_eager(g, fns):
