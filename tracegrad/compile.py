@@ -404,6 +404,7 @@ def _build(fn, args, kwargs, name, backend, value_reads=None, keep_stages=False,
     _verify_pass(g, False)          # (a big one's first check is the forward pipeline's last)
     p.stage("traced IR", g)
     traced = g.copy()       # autograd's graph as torch records it: which inputs are part of it
+    p.out_saved_eager = _outputs_saved_by_eager(traced, p.n_user)
     g = _run_pipeline(p, FORWARD_PIPELINE, g, "forward IR")
     _bind_folded(g)
     p.fwd_ir = g
@@ -1034,13 +1035,16 @@ def _attach(p, leaves, arrays, outs, residuals, grads=None):
     # the inputs the backward reads, with their versions now: changed in place before the
     # backward, they would give a wrong gradient, so the backward raises torch's error
     d["_read"] = read = [Saved(inputs[i], False) for i in p.bwd_reads] if p.bwd_reads else ()
+    saved = p.out_saved_eager
     if residuals:
         # and the outputs whose memory it reads (exp's result is its own derivative): changed in
         # place (y.mul_(2)) before the backward, they too would give a wrong gradient
-        for k in _outputs_saved(residuals, outs):
-            if read == ():
-                d["_read"] = read = []
-            read.append(Saved(outs[k], True, k))
+        saved = set(saved).union(_outputs_saved(residuals, outs)) if saved else _outputs_saved(residuals, outs)
+    for k in sorted(saved):
+        # (and those eager autograd saves, which it refuses changed in place, as torch)
+        if read == ():
+            d["_read"] = read = []
+        read.append(Saved(outs[k], True, k))
     for s in read:
         if s.tensor is not None and s.tensor._inference:
             raise RuntimeError("Inference tensors cannot be saved for backward. Please do not use Tensors created in "
@@ -1059,6 +1063,33 @@ def _attach(p, leaves, arrays, outs, residuals, grads=None):
             o._grad_fn = node                # a new tensor, no view: what the grad_fn setter does
             o._output_nr = k
         k += 1
+
+
+def _outputs_saved_by_eager(g, n_user):
+    """The positions of the outputs (through views) of ops whose eager derivative saves their
+    result (softmax, exp, sigmoid, ...): changed in place before the backward, eager autograd
+    raises, whether or not the compiled backward reads them (softmax's reads e and the row sums
+    once decomposed)."""
+    sources = [v for v in g.inputs if g[v].get("requires_grad") or
+               (isinstance(g[v].get("value"), Tensor) and g[v]["value"]._req)]
+    if not sources:
+        return ()
+    reach = differentiable_reach(g, sources)
+    pos = []
+    for k, o in enumerate(g.outputs[:n_user]):
+        if o is None or o not in reach:
+            continue
+        a = g[o]
+        while a["op"] != "input" and a["prim"] is not None and a["prim"].view and a["args"] and \
+                a["args"][0].__class__ is V:
+            a = g[a["args"][0]]
+        prim = a["prim"] if a["op"] != "input" else None
+        if prim is not None and "out" in prim.saves and type(a["args"]) is tuple:
+            # what eager records (tracing._record): the saved values for the arguments that require grad
+            req = tuple(x.__class__ is V and x in reach for x in a["args"])
+            if prim.saved_positions(len(a["args"]), req)[1]:
+                pos.append(k)
+    return tuple(pos)
 
 
 def _outputs_saved(residuals, outs):
