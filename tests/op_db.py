@@ -546,6 +546,23 @@ OPS += [
     OpInfo("binary_cross_entropy", lambda m, x, t: _nnf(m).binary_cross_entropy(m.sigmoid(x), m.sigmoid(t),
                                                                                  reduction="none"),
            [Sample((2, 3), (2, 3)), Sample((), ())], dtypes=FLOAT),
+    # relu's family: each value with piecewise_backward for its derivative (its own derivative
+    # connects the input with zeros, as torch's *BackwardBackward0). Floating inputs only: on
+    # integer and bool ones torch keeps the dtype or refuses, tracegrad's composites give float32
+    OpInfo("hardtanh", lambda m, x, **kw: _nnf(m).hardtanh(x, **kw),
+           [Sample((2, 3), dtypes=FLOAT), Sample((3, 4), min_val=-0.3, max_val=0.6, dtypes=FLOAT),
+            Sample((), dtypes=FLOAT)], dtypes=FLOAT),
+    OpInfo("relu6", lambda m, x: _nnf(m).relu6(x * 4), [Sample((2, 3), dtypes=FLOAT)], dtypes=FLOAT),
+    OpInfo("leaky_relu", lambda m, x, **kw: _nnf(m).leaky_relu(x, **kw),
+           [Sample((2, 3), dtypes=FLOAT), Sample((3, 4), negative_slope=-0.5, dtypes=FLOAT),
+            Sample((), negative_slope=0.2, dtypes=FLOAT)], dtypes=FLOAT),
+    OpInfo("threshold", lambda m, x, **kw: _nnf(m).threshold(x, **kw),
+           [Sample((2, 3), threshold=0.1, value=2.0, dtypes=FLOAT),
+            Sample((3,), threshold=-0.2, value=-1.0, dtypes=FLOAT)], dtypes=FLOAT),
+    OpInfo("softshrink", lambda m, x, **kw: _nnf(m).softshrink(x, **kw),
+           [Sample((2, 3), dtypes=FLOAT), Sample((3, 4), lambd=0.2, dtypes=FLOAT)], dtypes=FLOAT),
+    OpInfo("hardshrink", lambda m, x, **kw: _nnf(m).hardshrink(x, **kw),
+           [Sample((2, 3), dtypes=FLOAT), Sample((3, 4), lambd=0.2, dtypes=FLOAT)], dtypes=FLOAT),
     # an in-place op on a view rewrites its base (CopySlices) and the view (AsStridedBackward0)
     OpInfo("inplace_on_view", _inplace_on_view, [Sample((3, 4), (3,)), Sample((2, 3), ())], dtypes=FLOAT),
 ]

@@ -3,6 +3,7 @@ an in-place op through a view, double backward of the relu family, views of deta
 the `_base` of returned values, and what div saves for backward.
 
 Each case is one function run with `m` = torch and `m` = tracegrad (see test_autograd_parity)."""
+import numpy as np
 import pytest
 import torch
 
@@ -280,3 +281,100 @@ def test_relu_third_order_and_inplace_relu():
         k = m.autograd.grad(h.sum(), (x, w), allow_unused=True)
         return g, h, _name(h.grad_fn), k
     same(run)
+
+
+# == the rest of relu's family: its derivative is an op whose own derivative connects x =================
+
+_RELU_FAMILY = {
+    "relu6": lambda F, x: F.relu6(x),
+    "hardtanh": lambda F, x: F.hardtanh(x, -2., 3.),
+    "leaky_relu": lambda F, x: F.leaky_relu(x, 0.2),
+    "leaky_relu_negative_slope": lambda F, x: F.leaky_relu(x, -0.5),
+    "threshold": lambda F, x: F.threshold(x, 0.5, -3.),
+    "softshrink": lambda F, x: F.softshrink(x, 0.5),
+    "hardshrink": lambda F, x: F.hardshrink(x, 0.5),
+}
+_AT_THE_ENDS = [.5, -4., 7., 0., -2., 3., 6., -3., .25, -.5, 1.5, -1.]
+
+
+@pytest.mark.parametrize("op", list(_RELU_FAMILY))
+def test_relu_family_double_backward_connects_its_input(op):
+    """torch's hardtanh_backward, leaky_relu_backward, threshold_backward, softshrink_backward and
+    hardshrink_backward have a derivative wrt the input (zeros): the first gradient requires grad
+    (HardtanhBackwardBackward0, ...), the second wrt x is zeros, not None, and with a weight the
+    second wrt the weight is the mask; a third order through it as torch's."""
+    f = _RELU_FAMILY[op]
+
+    def run(m):
+        F = m.nn.functional
+        x = m.tensor(_AT_THE_ENDS, dtype=m.float64, requires_grad=True)
+        y = f(F, x)
+        g, = m.autograd.grad(y.sum(), x, create_graph=True)
+        first = (_name(y.grad_fn), g, g.requires_grad, _name(g.grad_fn))
+        gg, = m.autograd.grad(g.sum(), x)
+        w = m.tensor([float(i) - 3 for i in range(12)], dtype=m.float64, requires_grad=True)
+        g2, = m.autograd.grad((f(F, x) * w).sum(), x, create_graph=True)
+        hx, hw = m.autograd.grad((g2 * g2).sum(), (x, w), create_graph=True)
+        third = m.autograd.grad(hw.sum(), (x, w), allow_unused=True)
+        return first, gg, g2, _name(g2.grad_fn), hx, hw, third
+    same(run)
+
+
+@pytest.mark.parametrize("op", ["hardtanh", "threshold", "softshrink", "leaky_relu"])
+def test_relu_family_gradient_at_nan_and_infinities(op):
+    """torch's kernels test `x <= min || x >= max ? 0 : grad` (hardtanh, threshold) and `-l <= x <= l
+    ? 0 : grad` (the shrinks): NaN passes the gradient, where the composite's where() gave 0;
+    threshold(-inf) is the value (x * 0 + value was NaN)."""
+    f = _RELU_FAMILY[op]
+
+    def run(m):
+        x = m.tensor([float("nan"), float("inf"), -float("inf"), -0.0, 0.5, -2.], requires_grad=True)
+        y = f(m.nn.functional, x)
+        g, = m.autograd.grad(y, x, m.full((6,), 2.0))
+        return y, g
+    same(run)
+
+
+@pytest.mark.parametrize("op", list(_RELU_FAMILY))
+def test_relu_family_compiled_derivatives_are_eager_ones(op):
+    """Compiled, the first derivative (its backward program: a mask and a select) and the
+    create_graph derivatives (the backward as a program of its own) are eager's."""
+    f = _RELU_FAMILY[op]
+    res = []
+    for c in (lambda fn: fn, lambda fn: tg.compile(fn, fullgraph=True)):
+        fn = c(lambda x, w: (f(tg.nn.functional, x) * w).sum())
+        out = []
+        for _ in range(2):
+            x = tg.tensor(_AT_THE_ENDS, requires_grad=True)
+            w = tg.tensor([float(i) - 3 for i in range(12)], requires_grad=True)
+            fn(x, w).backward()
+            x2 = tg.tensor(_AT_THE_ENDS, requires_grad=True)
+            g, = tg.autograd.grad(fn(x2, w), x2, create_graph=True)
+            hx, hw = tg.autograd.grad(g.sum(), (x2, w))
+            out.append([x.grad.tolist(), w.grad.tolist(), g.tolist(), g.requires_grad, hx.tolist(), hw.tolist()])
+        res.append(out)
+    assert res[0] == res[1]
+
+
+def test_relu_family_backward_compiles_to_masks_kept_from_the_forward():
+    """A compiled MLP with LeakyReLU, ReLU6 and Hardtanh: the backward reads each 1-byte mask the
+    forward computed (piecewise_backward's comparisons are the composite's) and writes its select
+    through it (where_zero), with no kernel call in its fused groups, as where()'s derivative did."""
+    import io
+    tg.manual_seed(0)
+    nn = tg.nn
+    m = nn.Sequential(nn.Linear(64, 256), nn.LeakyReLU(0.1), nn.Linear(256, 256), nn.ReLU6(),
+                      nn.Linear(256, 256), nn.Hardtanh(-2., 2.), nn.Linear(256, 3))
+    x = tg.tensor(np.random.default_rng(0).standard_normal((128, 64)).astype(np.float32))
+    y = tg.tensor(np.random.default_rng(1).integers(0, 3, 128))
+    f = tg.compile(lambda x, y: tg.nn.functional.cross_entropy(m(x), y), fullgraph=True)
+    f(x, y).backward()
+    out = io.StringIO()
+    tg.explain(f, x, y, file=out, verbose=True)
+    text = out.getvalue()
+    src = text.split("==== generated backward source ====", 1)[1].split("\n====", 1)[0]
+    groups = src.split("_group0(lo, hi", 1)[1]
+    assert "piecewise" not in src and src.count("where_zero(") == 4
+    assert "k_" not in groups and "(recomputed)" not in groups
+    fwd = text.split("==== generated forward source ====", 1)[1].split("\n====", 1)[0]
+    assert "piecewise" not in fwd and "k_detach" not in fwd

@@ -271,7 +271,8 @@ ELSEWHERE = {"matmul": "test_matmul_*", "tril": "test_tril_triu_and_glue_ops", "
              "getitem_backward": "test_indexing_backward_*", "index_put": "test_index_put_*",
              "conv2d": "test_compiled_conv2d_*", "conv2d_weight": "test_compiled_conv2d_*",
              "conv_transpose2d": "test_compiled_conv_transpose2d_*",
-             "threshold_backward": "UNARY['relu'] (its backward)"}
+             "threshold_backward": "UNARY['relu'] (its backward)",
+             "piecewise_backward": "UNARY['piecewise'] (its backward)"}
 
 R = "real"
 UNARY = [  # (primitive, fn, domain, differentiable)
@@ -294,6 +295,10 @@ UNARY = [  # (primitive, fn, domain, differentiable)
     ("sigmoid", lambda m, x: x.sigmoid(), R, True),
     ("erf", lambda m, x: m.erf(x), R, True),
     ("relu", lambda m, x: m.relu(x), R, True),
+    # hardtanh, leaky_relu, threshold and the shrinks: their values with piecewise_backward for x
+    ("piecewise", lambda m, x: (m.nn.functional.hardtanh(x, -0.5, 0.7) + m.nn.functional.leaky_relu(x, 0.2) +
+                                m.nn.functional.threshold(x, 0.1, 2.0) + m.nn.functional.softshrink(x, 0.3) +
+                                m.nn.functional.hardshrink(x, 0.4)), R, True),
     ("floor", lambda m, x: (x * 3).floor(), R, True),
     ("ceil", lambda m, x: (x * 3).ceil(), R, True),
     ("round", lambda m, x: (x * 3).round(), R, True),
@@ -902,7 +907,8 @@ def test_compiled_primitive_forward_and_backward(name, fn, inputs, diff):
 
 def test_every_lowered_primitive_is_compiled_forward_and_backward():
     named = {c[0] for c in COMPILED} | {"lt", "triu", "argmin", "min_dim", "isinf", "isfinite",
-                                        "threshold_backward"}      # relu's backward
+                                        "threshold_backward",      # relu's backward
+                                        "piecewise_backward"}      # hardtanh's, leaky_relu's, ... backward
     named |= CONVS              # test_compiled_conv2d_* and test_compiled_conv_transpose2d_*
     assert named == lowered_primitives(), sorted(lowered_primitives() ^ named)
 

@@ -317,7 +317,7 @@ def _bind_folded(g):
 def _build(fn, args, kwargs, name, backend, value_reads=None, keep_stages=False, dyn=()):
     # deferred: import tracegrad does not load tracegrad.passes
     from .passes import FORWARD_PIPELINE, BACKWARD_PIPELINE, RECOMPUTED_PIPELINE, partition, \
-        decompose_threshold_backward
+        decompose_derivative_ops, share_forward_masks
     p = Program(name, keep_stages)
     p.double = None
     p.backend = backend
@@ -400,7 +400,7 @@ def _build(fn, args, kwargs, name, backend, value_reads=None, keep_stages=False,
             g[v].get("requires_grad") or (isinstance(g[v].get("value"), Tensor) and g[v]["value"]._req)
             for v in g.inputs)):
         g = _drop_detach(g)          # no gradient will be derived from this graph
-        g = decompose_threshold_backward(g)
+        g = decompose_derivative_ops(g)
     _verify_pass(g, False)          # (a big one's first check is the forward pipeline's last)
     p.stage("traced IR", g)
     traced = g.copy()       # autograd's graph as torch records it: which inputs are part of it
@@ -454,6 +454,7 @@ def _build(fn, args, kwargs, name, backend, value_reads=None, keep_stages=False,
         for a in bwd.nx.nodes.values():
             if a["op"] == "input" and a["role"] in ("ctx", "hook"):
                 raise TraceError("a custom autograd.Function or hook inside the compiled function")
+        bwd = share_forward_masks(g, bwd)
         _verify_pass(bwd, False)    # (a big one's first check is the backward pipeline's last)
         p.stage("backward IR (derived)", bwd)
         p.bwd_ir = bwd

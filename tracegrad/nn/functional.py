@@ -82,8 +82,31 @@ def relu_(input):
     return input.relu_()
 
 
+def _piecewise(input, value, fwd_name, name, lo=None, hi=None, closed=False, inside=1.0, outside=0.0,
+               nan_inside=False):
+    """value(input) with torch's derivative for a piecewise-linear activation: g times `inside`
+    on the interval (lo, hi) ([lo, hi] when closed), `outside` elsewhere, as one op,
+    piecewise_backward (see ops/primitives.py), whose own derivative connects input with zeros
+    (torch's `name`, HardtanhBackwardBackward0, ...). value is computed from input, its
+    masks in the comparisons piecewise_backward's decomposition makes (passes/decompose.py),
+    so that a compiled step computes each mask once; in eager it records no history (the op
+    gives it no gradient), in a trace its ops are left as they are (no detach in the program)."""
+    if isinstance(input, Proxy) and is_grad_enabled():
+        y = value(input)
+    elif not (is_grad_enabled() and input.requires_grad):
+        return value(input)
+    else:
+        with no_grad():
+            y = value(input)
+    spec = dict(lo=lo, hi=hi, closed=closed, inside=inside, outside=outside, nan_inside=nan_inside, name=name)
+    return apply(P["piecewise"], (input, y), dict(spec, fwd_name=fwd_name))
+
+
 def leaky_relu(input, negative_slope=0.01, inplace=False):
-    out = _named(O.where(input > 0, input, input * negative_slope), "LeakyReluBackward0", input)
+    # torch's leaky_relu_backward: x > 0 ? grad : grad * negative_slope (NaN: the slope)
+    s = negative_slope
+    out = _piecewise(input, lambda x: O.where(x > 0.0, x, x * s), "LeakyReluBackward0", "LeakyReluBackwardBackward0",
+                     lo=0.0, outside=s)
     return input.copy_(out) if inplace else out
 
 
@@ -809,10 +832,11 @@ def selu(input, inplace=False):
 def hardtanh(input, min_val=-1.0, max_val=1.0, inplace=False):
     if min_val > max_val:
         raise ValueError("min_val cannot be greater than max_val")
-    # torch's gradient is 1 strictly inside (min_val, max_val) and 0 at and beyond the ends
-    inside = (input > min_val) & (input < max_val)
-    out = O.where(inside, input, O.clamp(input.detach(), min_val, max_val))
-    return _inplace(input, _named(out, "HardtanhBackward0", input), inplace)
+    # torch's hardtanh_backward: x <= min_val || x >= max_val ? 0 : grad (NaN: grad)
+    lo, hi = float(min_val), float(max_val)
+    out = _piecewise(input, lambda x: O.where(O.logical_or(x <= lo, x >= hi), O.clamp(x, min_val, max_val), x),
+                     "HardtanhBackward0", "HardtanhBackwardBackward0", lo=lo, hi=hi, nan_inside=True)
+    return _inplace(input, out, inplace)
 
 
 def relu6(input, inplace=False):
@@ -848,16 +872,28 @@ def mish(input, inplace=False):
     return _inplace(input, _named(_rounded(out, dt), "MishBackward0", input), inplace)
 
 
+def _shrink_mask(x, lambd):
+    return O.logical_and(x >= -lambd, x <= lambd)
+
+
 def hardshrink(input, lambd=0.5):
     # torch's kernel writes 0 (never -0.0, as input * 0 gave for negative input) inside [-lambd,
-    # lambd] and keeps the rest, NaN included
-    return O.where((input >= -lambd) & (input <= lambd), 0.0, input)
+    # lambd] and keeps the rest, NaN included; hardshrink_backward: 0 there, grad elsewhere
+    lambd = float(lambd)
+    return _piecewise(input, lambda x: O.where(_shrink_mask(x, lambd), 0.0, x), "HardshrinkBackward0",
+                      "HardshrinkBackwardBackward0", lo=-lambd, hi=lambd, closed=True, inside=0.0, outside=1.0)
 
 
 def softshrink(input, lambd=0.5):
     if lambd < 0:
         raise RuntimeError(f"lambda must be greater or equal to 0, but found to be {lambd}.")
-    return O.where(input > lambd, input - lambd, O.where(input < -lambd, input + lambd, input * 0.0))
+    lambd = float(lambd)
+    # torch's kernel: x > lambd ? x - lambd : x < -lambd ? x + lambd : x * 0 (NaN kept);
+    # softshrink_backward: 0 on [-lambd, lambd], grad elsewhere (NaN: grad)
+    return _piecewise(input, lambda x: O.where(_shrink_mask(x, lambd), x * 0.0,
+                                               O.where(x > lambd, x - lambd, x + lambd)),
+                      "SoftshrinkBackward0", "SoftshrinkBackwardBackward0", lo=-lambd, hi=lambd, closed=True,
+                      inside=0.0, outside=1.0)
 
 
 def softmin(input, dim=None, _stacklevel=3, dtype=None):
@@ -886,8 +922,12 @@ def prelu(input, weight):
 
 
 def threshold(input, threshold, value, inplace=False):
-    out = O.where(input > threshold, input, input * 0.0 + value)
-    return _inplace(input, _named(out, "ThresholdBackward0", input), inplace)
+    # torch's kernel: x <= threshold ? value : x (-inf too, where x * 0 + value was NaN);
+    # threshold_backward: x <= threshold ? 0 : grad (NaN: grad)
+    t = float(threshold)
+    out = _piecewise(input, lambda x: O.where(x <= t, value, x), "ThresholdBackward0",
+                     "ThresholdBackwardBackward0", lo=t, nan_inside=True)
+    return _inplace(input, out, inplace)
 
 
 def smooth_l1_loss(input, target, size_average=None, reduce=None, reduction="mean", beta=1.0):

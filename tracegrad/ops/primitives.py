@@ -588,6 +588,84 @@ Primitive("threshold_backward", "g x", lambda g, x, threshold: _where(x <= thres
           vjp=lambda gg, out, g, x, threshold: (_threshold_backward(gg, x, threshold), _zeros_like(x)),
           saves="x", grad_fn="ThresholdBackwardBackward0", elementwise=True,
           triton=T.Expr(lambda a, p, c: f"tl.where({a[1]} <= {float(p['threshold'])!r}, 0, {a[0]})", cast=True))
+# -- the rest of relu's family (hardtanh, relu6, leaky_relu, threshold, softshrink, hardshrink):
+# each derivative is g times a slope that is constant on an interval of x and on its outside,
+# as torch's hardtanh_backward, leaky_relu_backward, ... are. One op, piecewise_backward, with
+# the interval and the two slopes for parameters, is each of them: like threshold_backward its
+# result depends on x with a zero derivative, so that under create_graph the first gradient
+# requires grad and the second connects x (zeros, torch's *BackwardBackward0) where a where()
+# with a mask of no history gave None. `piecewise(x, y)` is the activation's value y (computed
+# by its composite) with that derivative for x and none through y (its grad_fn is `fwd_name`).
+#   lo, hi: the interval's ends (None: unbounded), closed: the ends inside it;
+#   inside, outside: the slopes; nan_inside: which side NaN takes (torch's kernels test
+#   `x <= lo || x >= hi ? 0 : grad` for hardtanh and threshold, so NaN passes the gradient);
+#   name: torch's grad_fn name of the derivative (HardtanhBackwardBackward0, ...)
+PIECEWISE = ("lo", "hi", "closed", "inside", "outside", "nan_inside", "name")
+
+
+def piecewise_mask(x, lo, hi, closed, inside, outside, nan_inside, **_):
+    """(mask, slope where it holds, slope where not) of piecewise_backward, in the comparisons of
+    whatever x is (numpy arrays, tensors, proxies): the interval's outside when NaN goes inside,
+    else the interval, so that a NaN compares False and takes the other slope as torch's does."""
+    parts = []
+    if nan_inside:
+        if lo is not None:
+            parts.append(x < lo if closed else x <= lo)
+        if hi is not None:
+            parts.append(x > hi if closed else x >= hi)
+        return parts, outside, inside
+    if lo is not None:
+        parts.append(x >= lo if closed else x > lo)
+    if hi is not None:
+        parts.append(x <= hi if closed else x < hi)
+    return parts, inside, outside
+
+
+def _np_slope(g, s):
+    return 0 if s == 0 else g if s == 1 else g * s
+
+
+def _piecewise_backward_kernel(g, x, **p):
+    parts, a, b = piecewise_mask(x, **p)
+    m = parts[0]
+    for q in parts[1:]:
+        m = (m | q) if p["nan_inside"] else (m & q)
+    return _where(m, _np_slope(g, a), _np_slope(g, b))
+
+
+def _piecewise_backward(g, x, p):
+    return FrontEnd.apply(PRIMITIVES["piecewise_backward"], (g, x), {k: p[k] for k in PIECEWISE})
+
+
+def _triton_piecewise(a, p, c):
+    g, x = a
+    parts, s_in, s_out = piecewise_mask(_TritonOperand(x), **p)
+    m = f" {'|' if p['nan_inside'] else '&'} ".join(f"({q})" for q in parts)
+    slope = lambda s: "0" if s == 0 else g if s == 1 else f"{g} * {float(s)!r}"  # noqa: E731
+    return f"tl.where({m}, {slope(s_in)}, {slope(s_out)})"
+
+
+class _TritonOperand:
+    """An operand's text under piecewise_mask's comparisons: `x <= 1.0` gives '{x} <= 1.0'."""
+
+    def __init__(self, text):
+        self.text = text
+
+    def _cmp(op):
+        return lambda self, v: f"{self.text} {op} {float(v)!r}"
+    __lt__, __le__, __gt__, __ge__ = _cmp("<"), _cmp("<="), _cmp(">"), _cmp(">=")
+    del _cmp
+
+
+Primitive("piecewise_backward", "g x", _piecewise_backward_kernel,
+          shape=lambda g, x, **p: _bcast_shape(g, x), dtype="promote",
+          vjp=lambda gg, out, g, x, **p: (_piecewise_backward(gg, x, p), _zeros_like(x)),
+          saves="x", grad_fn=lambda a, p: p["name"], elementwise=True,
+          triton=T.Expr(_triton_piecewise, cast=True))
+Primitive("piecewise", "x y", lambda x, y, **p: y, shape=lambda x, y, **p: tuple(y.shape),
+          dtype=lambda args: (None, args[1]._dtype),
+          vjp=lambda g, out, x, y, **p: (_piecewise_backward(g, x, p), None),
+          saves="x", grad_fn=lambda a, p: p["fwd_name"], elementwise=True, triton=T.Expr("{1}"))
 unary("floor", np.floor, lambda g, out, x: (_zeros_like(g),), "", dtype="same", refuse={0: _no_kernel("floor_vml_cpu")},
       triton=T.unary("tl.floor", ints="{x}"))
 unary("ceil", np.ceil, lambda g, out, x: (_zeros_like(g),), "", dtype="same", refuse={0: _no_kernel("ceil_vml_cpu")},

@@ -6,7 +6,8 @@ from .fold_constants import fold_constants  # noqa: F401
 from .simplify import simplify, simplify_before_autodiff  # noqa: F401
 from .partition import partition  # noqa: F401
 from .fuse import group_fusions  # noqa: F401
-from .decompose import decompose_row_ops, decompose_threshold_backward  # noqa: F401
+from .decompose import decompose_row_ops, decompose_threshold_backward, decompose_derivative_ops, \
+    share_forward_masks  # noqa: F401
 from .collect_terms import collect_terms  # noqa: F401
 
 
@@ -28,8 +29,8 @@ def eliminate_dead_values(graph, own=False):
 # (g1 + g2) * 3.3, where eager autograd (and torch) sum g1 * 3.3 + g2 * 3.3, which
 # rounds otherwise.
 FORWARD_PIPELINE = [fold_constants, decompose_row_ops, simplify_before_autodiff, eliminate_dead_code]
-BACKWARD_PIPELINE = [decompose_threshold_backward, fold_constants, simplify, eliminate_common_subexpressions, eliminate_dead_values]
-RECOMPUTED_PIPELINE = [simplify, eliminate_common_subexpressions, eliminate_dead_code]
+BACKWARD_PIPELINE = [decompose_derivative_ops, fold_constants, simplify, eliminate_common_subexpressions, eliminate_dead_values]
+RECOMPUTED_PIPELINE = [decompose_derivative_ops, simplify, eliminate_common_subexpressions, eliminate_dead_code]
 # the passes above that take `own=True`: the graph is handed over (a pipeline's own result of
 # an earlier pass, which nothing else holds), and they may change it instead of copying it
 HANDED_OVER = frozenset({eliminate_dead_code, eliminate_dead_values})
