@@ -1,6 +1,7 @@
 """More of torch's functions (ops/composite_more.py) against torch: values and dtypes, input
 gradients in float64 where torch has them, grad_fn names, torch's errors; tensor_split at
 indices."""
+import re
 import warnings
 
 import numpy as np
@@ -159,3 +160,36 @@ def test_integer_results_of_values_that_require_grad_and_inside_compile():
         out = f(x)
     assert float(out) == 0.5 + 2.5 + 9.0 + 4
     assert any("cannot be traced" in str(c.message) for c in caught)     # data-dependent: eager, with the reason
+
+
+TD_A = r.standard_normal((3, 4, 5))
+TD_B = r.standard_normal((4, 5, 6))
+
+
+@pytest.mark.parametrize("dims", [2, 0, ([1, 2], [0, 1]), ([2, 1], [1, 0]), ([1], [0]), [[-2], [0]], "tensor",
+                                  "tensor_lists"])
+def test_tensordot_values_gradients_and_node(dims):
+    res = []
+    for m in (torch, tg):
+        a, b = m.tensor(TD_A, requires_grad=True), m.tensor(TD_B, requires_grad=True)
+        d = m.tensor(2) if dims == "tensor" else m.tensor([[1, 2], [0, 1]]) if dims == "tensor_lists" else dims
+        o = m.tensordot(a, b, dims=d)
+        o.pow(2).sum().backward()
+        res.append((o.detach().numpy(), a.grad.numpy(), b.grad.numpy(), type(o.grad_fn).__name__))
+    for u, v in zip(res[0][:3], res[1][:3]):
+        np.testing.assert_allclose(v, u, rtol=1e-12, atol=1e-12)
+    assert res[1][3] == res[0][3]
+
+
+@pytest.mark.parametrize("dims", [-1, 4, 1, ([1], [1]), ([0, 1], [0])])
+def test_tensordot_errors_as_torch(dims):
+    with pytest.raises(RuntimeError) as want:
+        torch.tensordot(torch.tensor(TD_A), torch.tensor(TD_B), dims=dims)
+    with pytest.raises(RuntimeError, match=re.escape(str(want.value))):
+        tg.tensordot(tg.tensor(TD_A), tg.tensor(TD_B), dims=dims)
+
+
+def test_tensordot_compiles():
+    f = tg.compile(lambda x, y: tg.tensordot(x, y, dims=([1, 2], [0, 1])), fullgraph=True)
+    a, b = tg.tensor(TD_A), tg.tensor(TD_B)
+    np.testing.assert_array_equal(f(a, b).numpy(), tg.tensordot(a, b, dims=([1, 2], [0, 1])).numpy())

@@ -3,6 +3,7 @@ those ops'): products (cross, inner, kron, vdot, addmv, addr, addbmm), distances
 statistics (dist, cov, corrcoef, trapezoid), layout (rot90, take_along_dim, block_diag,
 column_stack, dstack, atleast_nd, the split family), running extremes (cummax, cummin), and
 integer helpers (tril_indices, triu_indices, searchsorted, bucketize, cartesian_prod, vander)."""
+import math
 import warnings
 
 import numpy as np
@@ -19,7 +20,7 @@ __all__ = ["cross", "linalg_cross", "inner", "kron", "vdot", "addmv", "addr", "a
            "trapezoid", "trapz", "cumulative_trapezoid", "rot90", "take_along_dim", "block_diag", "column_stack",
            "dstack", "row_stack", "atleast_1d", "atleast_2d", "atleast_3d", "split_with_sizes", "hsplit", "vsplit",
            "dsplit", "cummax", "cummin", "tril_indices", "triu_indices", "searchsorted", "bucketize",
-           "cartesian_prod", "vander"]
+           "cartesian_prod", "vander", "tensordot"]
 
 
 def linalg_cross(input, other, *, dim=-1):
@@ -64,6 +65,39 @@ def inner(input, other):
     n = input.shape[-1]
     out = O.matmul(input.reshape(-1, n), O.transpose(other.reshape(-1, n), 0, 1))
     return out.reshape(tuple(input.shape[:-1]) + tuple(other.shape[:-1]))
+
+
+def tensordot(a, b, dims=2, out=None):
+    """The sum over dims of a paired with dims of b (an int n: a's last n with b's first n), as
+    torch.tensordot: a's other dims, then b's; one matrix product of the two reshaped."""
+    if out is not None:
+        raise NotImplementedError("tensordot(out=...) is not supported")
+    if isinstance(dims, Tensor):
+        dims = dims.tolist()
+    if isinstance(dims, int):
+        if dims < 0:
+            raise RuntimeError(f"tensordot expects dims >= 0, but got dims={dims}")
+        if dims > a.ndim or dims > b.ndim:
+            raise RuntimeError(f"tensordot expects dims < ndim_a or ndim_b, but got dims={dims}")
+        da, db = list(range(-dims, 0)), list(range(dims))
+    else:
+        da, db = ([d] if isinstance(d, int) else list(d) for d in dims)
+        if len(da) != len(db):
+            raise RuntimeError("both dimension lists should have same length")
+    if a.dtype is not b.dtype:
+        raise RuntimeError("both inputs should have same dtype")
+    for i, j in zip(da, db):
+        if a.shape[i] != b.shape[j]:
+            raise RuntimeError(f"contracted dimensions need to match, but first has size {a.shape[i]} in dim {i} and "
+                               f"second has size {b.shape[j]} in dim {j}")
+    da = [S.normalize_dim(d, a.ndim) for d in da]
+    db = [S.normalize_dim(d, b.ndim) for d in db]
+    ka = [d for d in range(a.ndim) if d not in da]
+    kb = [d for d in range(b.ndim) if d not in db]
+    n = math.prod(a.shape[d] for d in da)
+    am = O.permute(a, ka + da).reshape(math.prod(a.shape[d] for d in ka), n)
+    bm = O.permute(b, db + kb).reshape(n, math.prod(b.shape[d] for d in kb))
+    return O.matmul(am, bm).reshape(tuple(a.shape[d] for d in ka) + tuple(b.shape[d] for d in kb))
 
 
 def kron(input, other):
