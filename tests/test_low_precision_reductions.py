@@ -211,3 +211,19 @@ def test_addmm_family_beta_zero_ignores_input(name, beta):
     np.testing.assert_array_equal(ig, it)
     np.testing.assert_array_equal(ag, at)
     assert ng == nt
+
+
+@pytest.mark.parametrize("scale", [1e19, 1e20, 1e30, 1.0, 1e-20])
+def test_float32_var_and_std_accumulate_in_float64_as_torch(scale):
+    """torch's CPU var and std of float32 accumulate in float64: a variance of ~1e38, whose squares
+    overflow float32, is finite; a std of 1e30 values too. tracegrad squared in float32 (inf)."""
+    a = (np.random.default_rng(1).standard_normal((7, 100)) * scale).astype(np.float32)
+    fns = [lambda m, t: t.var(), lambda m, t: t.std(1), lambda m, t: m.var_mean(t, 0)[0],
+           lambda m, t: m.std_mean(t, 1, correction=0)[0], lambda m, t: t.var(1, keepdim=True)]
+    for f in fns:
+        want = f(torch, torch.tensor(a)).numpy()
+        got = f(tg, tg.tensor(a)).numpy()
+        assert got.dtype == np.float32
+        np.testing.assert_array_equal(got, want)
+    c = tg.compile(lambda t: t.std(1), fullgraph=True)
+    np.testing.assert_array_equal(c(tg.tensor(a)).numpy(), torch.tensor(a).std(1).numpy())

@@ -1158,8 +1158,14 @@ for _n, _f in (("argmax", np.argmax), ("argmin", np.argmin)):
               refuse={0: _refuse(RuntimeError, f"{_n}(): does not support bool input")})
 
 
+def _var_in(x):
+    """x in the dtype torch's CPU var and std accumulate in: float64 for float32 (a float32
+    variance of 1e38 whose squares overflow float32 is finite in torch), float32 for float16."""
+    return x.astype(np.float64) if x.dtype == np.float32 else _acc(x)
+
+
 def _var_kernel(x, dims=None, correction=1, keepdim=False):
-    return _like(_var_acc(_acc(x), dims, correction, keepdim), x)
+    return np.asarray(_var_acc(_var_in(x), dims, correction, keepdim)).astype(x.dtype, copy=False)
 
 
 def _var_acc(x, dims, correction, keepdim):
@@ -1191,8 +1197,8 @@ def _std_vjp(g, out, x, dims=None, correction=1, keepdim=False):
 
 Primitive("var", "x", _var_kernel, shape=_reduce_shape, dtype="same", vjp=_var_vjp, saves="x",
           grad_fn="VarBackward0", reduction=True, triton=T.Reduce("var"))
-Primitive("std", "x", lambda x, dims=None, correction=1, keepdim=False: _like(np.sqrt(_var_acc(_acc(x), dims,
-                                                                                             correction, keepdim)), x),
+Primitive("std", "x", lambda x, dims=None, correction=1, keepdim=False: np.asarray(np.sqrt(_var_acc(
+              _var_in(x), dims, correction, keepdim))).astype(x.dtype, copy=False),
           shape=_reduce_shape, dtype="same", vjp=_std_vjp, saves="x out", grad_fn="StdBackward0", reduction=True,
           triton=T.Reduce("std"))
 
