@@ -962,9 +962,9 @@ def kl_div(input, target, size_average=None, reduce=None, reduction="mean", log_
     if log_target:
         loss = O.exp(target) * (target - input)
     else:
-        # xlogy: 0 where the target is 0, as torch
-        loss = O.where(target > 0, target * O.log(O.where(target > 0, target, target * 0 + 1)), target * 0) \
-            - target * input
+        # torch's xlogy(target, target) - target * input: 0 where the target is 0, NaN where it is
+        # negative, and xlogy's derivatives in the target
+        loss = O.xlogy(target, target) - target * input
     if reduction == "batchmean":
         out = O.sum(loss) / (input.shape[0] if input.ndim else 1)
     else:
