@@ -23,3 +23,23 @@ def test_kl_div_negative_target_is_nan_and_target_gradient_as_xlogy():
         out[lib] = (loss, a.grad, b.grad)
     for p, q in zip(out[torch], out[tg]):
         _close(p, q, rtol=1e-12, atol=0, equal_nan=True)
+
+
+def _copy_state(tm, gm):
+    return gm.load_state_dict({k: tg.tensor(v.detach().numpy().copy()) for k, v in tm.state_dict().items()})
+
+
+def test_instance_norm_tracking_stats_has_num_batches_tracked():
+    # torch's InstanceNorm (a _NormBase) registers num_batches_tracked with running stats, so its
+    # state_dict loads strictly; instance norm never increments it
+    tm = torch.nn.InstanceNorm2d(3, affine=True, track_running_stats=True).double()
+    gm = tg.nn.InstanceNorm2d(3, affine=True, track_running_stats=True).double()
+    assert list(gm.state_dict()) == list(tm.state_dict())
+    _copy_state(tm, gm)
+    x = np.random.default_rng(0).standard_normal((2, 3, 4, 4))
+    _close(tm(torch.tensor(x)), gm(tg.tensor(x)), rtol=1e-12, atol=1e-12)
+    for name, b in tm.named_buffers():
+        _close(b, dict(gm.named_buffers())[name], rtol=1e-12, atol=1e-12)
+    assert gm.num_batches_tracked.dtype == tg.int64 and int(gm.num_batches_tracked) == 0
+    assert tg.nn.InstanceNorm1d(3).num_batches_tracked is None
+    assert list(tg.nn.InstanceNorm1d(3).state_dict()) == list(torch.nn.InstanceNorm1d(3).state_dict())
