@@ -43,3 +43,52 @@ def test_instance_norm_tracking_stats_has_num_batches_tracked():
     assert gm.num_batches_tracked.dtype == tg.int64 and int(gm.num_batches_tracked) == 0
     assert tg.nn.InstanceNorm1d(3).num_batches_tracked is None
     assert list(tg.nn.InstanceNorm1d(3).state_dict()) == list(torch.nn.InstanceNorm1d(3).state_dict())
+
+
+def _extra_state_module(lib):
+    class WithExtra(lib.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = lib.nn.Linear(2, 2)
+            self.extra = {"calls": 3}
+
+        def get_extra_state(self):
+            return dict(self.extra)
+
+        def set_extra_state(self, state):
+            self.extra = state
+    return WithExtra
+
+
+def test_extra_state_saved_and_loaded():
+    # torch: a module overriding get_extra_state saves its value under '_extra_state'; one
+    # overriding set_extra_state gets it back from load_state_dict (missing key when strict)
+    for lib in (torch, tg):
+        cls = _extra_state_module(lib)
+        m = lib.nn.Sequential(cls())
+        sd = m.state_dict()
+        assert list(sd) == ["0._extra_state", "0.lin.weight", "0.lin.bias"]
+        assert sd["0._extra_state"] == {"calls": 3}
+        n = lib.nn.Sequential(cls())
+        sd["0._extra_state"] = {"calls": 7}
+        assert n.load_state_dict(sd).missing_keys == []
+        assert n[0].extra == {"calls": 7}
+        del sd["0._extra_state"]
+        r = n.load_state_dict(sd, strict=False)
+        assert r.missing_keys == ["0._extra_state"] and r.unexpected_keys == []
+        try:
+            n.load_state_dict(sd)
+        except RuntimeError as e:
+            assert 'Missing key(s) in state_dict: "0._extra_state"' in str(e)
+        else:
+            raise AssertionError("strict load without the extra state should fail")
+        plain = lib.nn.Sequential(lib.nn.Linear(2, 2))
+        res = plain.load_state_dict({"0.weight": lib.zeros(2, 2), "0.bias": lib.zeros(2), "0._extra_state": 1},
+                                    strict=False)
+        assert res.unexpected_keys == ["0._extra_state"]
+        try:
+            plain.load_state_dict({"0.weight": lib.zeros(2, 2), "0.bias": lib.zeros(2), "0._extra_state": 1})
+        except RuntimeError as e:
+            assert 'Unexpected key(s) in state_dict: "0._extra_state"' in str(e)
+        else:
+            raise AssertionError("strict load of an unexpected extra state should fail")
