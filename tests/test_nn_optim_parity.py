@@ -92,3 +92,45 @@ def test_extra_state_saved_and_loaded():
             assert 'Unexpected key(s) in state_dict: "0._extra_state"' in str(e)
         else:
             raise AssertionError("strict load of an unexpected extra state should fail")
+
+
+def test_sdpa_fully_masked_row_is_zero_with_finite_gradients():
+    # torch's math attention uses _safe_softmax: a query row whose mask is all False (or all
+    # -inf) gets zeros and zero gradients, not NaN
+    rng = np.random.default_rng(0)
+    q, k, v = rng.standard_normal((2, 5, 3)), rng.standard_normal((2, 6, 3)), rng.standard_normal((2, 6, 4))
+    keep = np.array([[False] * 6] + [[True] * 6] * 2 + [[False] * 3 + [True] * 3] * 2)
+    additive = np.where(keep, 0.0, -np.inf)
+    w = rng.standard_normal((2, 5, 4))
+    for mask in (keep, additive):
+        res = []
+        for lib in (torch, tg):
+            ins = [lib.tensor(a, requires_grad=True) for a in (q, k, v)]
+            m = lib.tensor(mask, requires_grad=mask.dtype != bool)
+            out = lib.nn.functional.scaled_dot_product_attention(*ins, attn_mask=m)
+            (out * lib.tensor(w)).sum().backward()
+            res.append([out] + [t.grad for t in ins] + ([m.grad] if mask.dtype != bool else []))
+        for a, b in zip(*res):
+            _close(a, b, rtol=1e-10, atol=1e-12)
+
+
+def test_multihead_attention_fully_masked_row_without_weights():
+    # torch's MultiheadAttention: need_weights=False goes through scaled_dot_product_attention
+    # (zeros for a query that may attend to nothing); need_weights=True keeps softmax's NaN
+    rng = np.random.default_rng(1)
+    tm = torch.nn.MultiheadAttention(4, 2).double()
+    gm = tg.nn.MultiheadAttention(4, 2).double()
+    _copy_state(tm, gm)
+    x = rng.standard_normal((3, 2, 4))
+    masks = dict(key_padding_mask=np.array([[True] * 3, [False, True, False]]),
+                 attn_mask=np.array([[True] * 3, [False, False, True], [False] * 3]))
+    for need_weights in (False, True):
+        for name, mask in masks.items():
+            res = []
+            for lib, mod in ((torch, tm), (tg, gm)):
+                xx = lib.tensor(x, requires_grad=True)
+                out, _ = mod(xx, xx, xx, need_weights=need_weights, **{name: lib.tensor(mask)})
+                out.sum().backward()
+                res.append((out, xx.grad))
+            for a, b in zip(*res):
+                _close(a, b, rtol=1e-10, atol=1e-12, equal_nan=True)

@@ -1165,6 +1165,14 @@ def _repeat_heads(t, rep):
     return e.reshape(shape[:-3] + (shape[-3] * rep,) + shape[-2:])
 
 
+def _safe_softmax(scores):
+    """torch's _safe_softmax over the last dim (attention's, under a mask): a row that is all
+    -inf attends to nothing, zeros with zero gradients, rather than NaN. Its scores are replaced
+    before the softmax so that the backward does not meet NaN there."""
+    dead = O.all(O.eq(scores.detach(), float("-inf")), -1, keepdim=True)
+    return O.where(dead, 0.0, softmax(O.where(dead, 0.0, scores), -1))
+
+
 def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None,
                                  enable_gqa=False):
     """softmax(q k^T * scale + mask) v over the last two dims; a boolean mask keeps where True,
@@ -1185,7 +1193,7 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
             scores = O.masked_fill(scores, O.logical_not(attn_mask), float("-inf"))
         else:
             scores = scores + attn_mask
-    attn = softmax(scores, -1)
+    attn = softmax(scores, -1) if attn_mask is None else _safe_softmax(scores)
     if dropout_p > 0.0:
         attn = dropout(attn, dropout_p, training=True)
     return O.matmul(attn, value)
