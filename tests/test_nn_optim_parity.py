@@ -134,3 +134,18 @@ def test_multihead_attention_fully_masked_row_without_weights():
                 res.append((out, xx.grad))
             for a, b in zip(*res):
                 _close(a, b, rtol=1e-10, atol=1e-12, equal_nan=True)
+
+
+def test_interpolate_antialias_is_not_silently_ignored():
+    # torch: antialias only with bilinear/bicubic/lanczos on 4-D input (ValueError otherwise);
+    # tracegrad has no antialiased kernels, so it refuses rather than return plain interpolation
+    import pytest
+    for lib in (torch, tg):
+        with pytest.raises(ValueError, match="Anti-alias option is restricted to bilinear, bicubic"):
+            lib.nn.functional.interpolate(lib.ones(1, 1, 4), scale_factor=0.5, mode="linear", antialias=True)
+    with pytest.raises(NotImplementedError, match="antialias"):
+        tg.nn.functional.interpolate(tg.ones(1, 1, 8, 8), scale_factor=0.4, mode="bilinear", antialias=True)
+    x = np.random.default_rng(0).standard_normal((1, 2, 5, 6))
+    _close(torch.nn.functional.interpolate(torch.tensor(x), scale_factor=0.5, mode="bilinear", antialias=False),
+           tg.nn.functional.interpolate(tg.tensor(x), scale_factor=0.5, mode="bilinear", antialias=False),
+           rtol=1e-12, atol=1e-12)

@@ -1086,6 +1086,13 @@ def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corne
     if mode in ("nearest", "nearest-exact", "area") and align_corners is not None:
         raise ValueError("align_corners option can only be set with the interpolating modes: linear | bilinear | "
                          "bicubic | trilinear")
+    if antialias:
+        if mode not in ("bilinear", "bicubic", "lanczos") or input.ndim != 4:
+            raise ValueError("Anti-alias option is restricted to bilinear, bicubic, and lanczos modes and requires "
+                             "a 4-D tensor as input")
+        # torch's antialiased kernels (a filter widened by the downscale factor) are not
+        # written; plain interpolation would give other values
+        raise NotImplementedError(f"interpolate(mode={mode!r}, antialias=True) is not supported")
     sizes, scales = _interp_sizes(input, size, scale_factor, mode)
     if recompute_scale_factor:
         scales = None
