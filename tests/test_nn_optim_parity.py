@@ -149,3 +149,15 @@ def test_interpolate_antialias_is_not_silently_ignored():
     _close(torch.nn.functional.interpolate(torch.tensor(x), scale_factor=0.5, mode="bilinear", antialias=False),
            tg.nn.functional.interpolate(tg.tensor(x), scale_factor=0.5, mode="bilinear", antialias=False),
            rtol=1e-12, atol=1e-12)
+
+
+def test_sequential_pop():
+    # torch's Sequential.pop(key): the module (a Sequential for a slice), removed and renumbered
+    for lib in (torch, tg):
+        a, b, c = lib.nn.ReLU(), lib.nn.Tanh(), lib.nn.Sigmoid()
+        s = lib.nn.Sequential(a, b, c)
+        assert s.pop(1) is b
+        assert [n for n, _ in s.named_children()] == ["0", "1"] and s[1] is c
+        s.append(b)
+        popped = s.pop(slice(0, 2))
+        assert type(popped).__name__ == "Sequential" and list(popped) == [a, c] and list(s) == [b]
