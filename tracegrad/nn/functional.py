@@ -962,9 +962,9 @@ def kl_div(input, target, size_average=None, reduce=None, reduction="mean", log_
     if log_target:
         loss = O.exp(target) * (target - input)
     else:
-        # xlogy: 0 where the target is 0, as torch
-        loss = O.where(target > 0, target * O.log(O.where(target > 0, target, target * 0 + 1)), target * 0) \
-            - target * input
+        # torch's xlogy(target, target) - target * input: 0 where the target is 0, NaN where it is
+        # negative, and xlogy's derivatives in the target
+        loss = O.xlogy(target, target) - target * input
     if reduction == "batchmean":
         out = O.sum(loss) / (input.shape[0] if input.ndim else 1)
     else:
@@ -1086,6 +1086,13 @@ def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corne
     if mode in ("nearest", "nearest-exact", "area") and align_corners is not None:
         raise ValueError("align_corners option can only be set with the interpolating modes: linear | bilinear | "
                          "bicubic | trilinear")
+    if antialias:
+        if mode not in ("bilinear", "bicubic", "lanczos") or input.ndim != 4:
+            raise ValueError("Anti-alias option is restricted to bilinear, bicubic, and lanczos modes and requires "
+                             "a 4-D tensor as input")
+        # torch's antialiased kernels (a filter widened by the downscale factor) are not
+        # written; plain interpolation would give other values
+        raise NotImplementedError(f"interpolate(mode={mode!r}, antialias=True) is not supported")
     sizes, scales = _interp_sizes(input, size, scale_factor, mode)
     if recompute_scale_factor:
         scales = None
@@ -1165,6 +1172,14 @@ def _repeat_heads(t, rep):
     return e.reshape(shape[:-3] + (shape[-3] * rep,) + shape[-2:])
 
 
+def _safe_softmax(scores):
+    """torch's _safe_softmax over the last dim (attention's, under a mask): a row that is all
+    -inf attends to nothing, zeros with zero gradients, rather than NaN. Its scores are replaced
+    before the softmax so that the backward does not meet NaN there."""
+    dead = O.all(O.eq(scores.detach(), float("-inf")), -1, keepdim=True)
+    return O.where(dead, 0.0, softmax(O.where(dead, 0.0, scores), -1))
+
+
 def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None,
                                  enable_gqa=False):
     """softmax(q k^T * scale + mask) v over the last two dims; a boolean mask keeps where True,
@@ -1185,7 +1200,7 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
             scores = O.masked_fill(scores, O.logical_not(attn_mask), float("-inf"))
         else:
             scores = scores + attn_mask
-    attn = softmax(scores, -1)
+    attn = softmax(scores, -1) if attn_mask is None else _safe_softmax(scores)
     if dropout_p > 0.0:
         attn = dropout(attn, dropout_p, training=True)
     return O.matmul(attn, value)

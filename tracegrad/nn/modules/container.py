@@ -61,6 +61,12 @@ class Sequential(Module):
         self.add_module(str(len(self)), module)
         return self
 
+    def pop(self, key):
+        """Remove the module (or the Sequential of a slice) at key and return it, as torch's."""
+        v = self[key]
+        del self[key]
+        return v
+
     def insert(self, index, module):
         if not isinstance(module, Module):
             raise AssertionError(f"module should be of type: {Module}")

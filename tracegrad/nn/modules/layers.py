@@ -780,8 +780,10 @@ class _InstanceNorm(Module):
         if track_running_stats:
             self.register_buffer("running_mean", C.zeros(num_features, dtype=dt))
             self.register_buffer("running_var", C.ones(num_features, dtype=dt))
+            # torch's _NormBase registers it for instance norm too (and never counts batches there)
+            self.register_buffer("num_batches_tracked", C.tensor(0, dtype=D.int64))
         else:
-            self.running_mean = self.running_var = None
+            self.running_mean = self.running_var = self.num_batches_tracked = None
 
     def forward(self, input):
         unbatched = input.dim() == self._batched_dim - 1

@@ -140,6 +140,9 @@ def register_module_full_backward_pre_hook(hook):
     return _add_global(_global_backward_pre_hooks, hook)
 
 
+_EXTRA_STATE = "_extra_state"      # the state_dict key of get_extra_state()'s value, as torch's
+
+
 class Module:
     """Base class for all neural network modules (torch.nn.Module)."""
 
@@ -643,6 +646,14 @@ class Module:
         return self._apply(lambda t: t.bfloat16() if t.is_floating_point() else t)
 
     # -- state dict -------------------------------------------------------------------------------------------
+    def get_extra_state(self):
+        """What a subclass that overrides it saves in the state_dict under '_extra_state'."""
+        raise RuntimeError("Reached a code path in Module.get_extra_state() that should never be called.")
+
+    def set_extra_state(self, state):
+        """Receives what get_extra_state returned, from load_state_dict."""
+        raise RuntimeError("Reached a code path in Module.set_extra_state() that should never be called.")
+
     def _save_to_state_dict(self, destination, prefix, keep_vars):
         for name, param in self._parameters.items():
             if param is not None:
@@ -650,6 +661,8 @@ class Module:
         for name, buf in self._buffers.items():
             if buf is not None and name not in self._non_persistent_buffers_set:
                 destination[prefix + name] = buf if keep_vars else buf.detach()
+        if getattr(type(self), "get_extra_state", Module.get_extra_state) is not Module.get_extra_state:
+            destination[prefix + _EXTRA_STATE] = self.get_extra_state()
 
     def state_dict(self, *args, destination=None, prefix="", keep_vars=False):
         """An OrderedDict of parameters and persistent buffers, keyed 'child.name' (torch's keys).
@@ -717,9 +730,17 @@ class Module:
                 error_msgs.append(f'While copying the parameter named "{key}", whose dimensions in the model are '
                                   f"{param.size()} and whose dimensions in the checkpoint are {input_param.size()}, "
                                   f"an exception occurred : {ex.args}.")
+        extra_state_key = prefix + _EXTRA_STATE
+        if getattr(type(self), "set_extra_state", Module.set_extra_state) is not Module.set_extra_state:
+            if extra_state_key in state_dict:
+                self.set_extra_state(state_dict[extra_state_key])
+            elif strict:
+                missing_keys.append(extra_state_key)
+        elif strict and extra_state_key in state_dict:
+            unexpected_keys.append(extra_state_key)
         if strict:
             for key in state_dict.keys():
-                if key.startswith(prefix):
+                if key.startswith(prefix) and key != extra_state_key:
                     input_name = key[len(prefix):].split(".", 1)
                     if len(input_name) > 1:
                         if input_name[0] not in self._modules:

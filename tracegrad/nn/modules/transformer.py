@@ -131,7 +131,9 @@ class MultiheadAttention(Module):
         scores = O.matmul(q * math.sqrt(1.0 / hd), O.transpose(k, -2, -1))
         if mask is not None:
             scores = scores + mask
-        weights = F.softmax(scores, -1)
+        # torch computes the weights it returns with softmax (NaN in a fully masked row), and
+        # without them calls scaled_dot_product_attention, whose softmax gives such a row zeros
+        weights = F.softmax(scores, -1) if need_weights or mask is None else F._safe_softmax(scores)
         if self.dropout > 0.0 and self.training:
             weights = F.dropout(weights, self.dropout, training=True)
         out = O.matmul(weights, v)                                    # (N, H, L, hd)
