@@ -307,3 +307,22 @@ def test_second_derivative_through_a_dynamic_program():
         for a, b in zip(*out):
             np.testing.assert_allclose(arr(a), arr(b), rtol=1e-10, atol=1e-12, err_msg=f"size {n}")
     assert cfn.cache.compiles <= 3
+
+
+def test_floor_division_and_modulo_by_a_product_of_sizes():
+    """A symbolic size divided by a product (`numel // (2 * n)`) was written without parentheses
+    around the divisor: `(24 * s0 // 2 * s0)`, right at the first call only; a reshape inferring
+    -1 next to a symbolic dim (GroupNorm's) then raised where eager works."""
+    import warnings
+    f = lambda x: (x.numel() // (2 * x.shape[0]), (5 * x.shape[0] + 1) % (2 * x.shape[0]),  # noqa: E731
+                   tg.ones(x.numel() // (2 * x.shape[0])).shape)
+    g = lambda x: x.reshape(x.shape[0], 2, -1).sum(-1)  # noqa: E731
+    h = lambda x: tg.nn.functional.group_norm(x, 2)  # noqa: E731
+    cf, cg, ch = tg.compile(f), tg.compile(g), tg.compile(h)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for n in [2, 3, 5, 2, 7]:
+            x = tg.randn(n, 4, 6)
+            assert cf(x) == f(x)
+            np.testing.assert_array_equal(cg(x).numpy(), g(x).numpy())
+            np.testing.assert_array_equal(ch(x).numpy(), h(x).numpy())

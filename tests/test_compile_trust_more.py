@@ -278,3 +278,39 @@ def test_embedding_with_max_norm_falls_back_naming_the_renormalization():
     e2 = tg.nn.Embedding(5, 4, max_norm=1.0)
     got = quiet(tg.compile(lambda i: e(i)), tg.tensor([1, 2, 1]))
     np.testing.assert_array_equal(got.detach().numpy(), e2(tg.tensor([1, 2, 1])).detach().numpy())
+
+
+def test_arguments_that_compare_equal_but_differ_are_new_keys():
+    """A frozen dataclass, a namedtuple, a frozenset or an object whose __eq__ leaves an attribute
+    out, equal to the one a program was traced with but holding 2.0 for 2 (or 5.0 for 2.0): the
+    cache keyed it by ==, and the guards read the traced object's attributes, so the program of
+    the first ran (int64 result, or the old factor)."""
+    import collections
+    import dataclasses
+
+    @dataclasses.dataclass(frozen=True)
+    class Cfg:
+        scale: float
+
+    @dataclasses.dataclass(frozen=True)
+    class Named:
+        name: str
+        scale: float = dataclasses.field(compare=False)
+
+    NT = collections.namedtuple("NT", "scale")
+    x = tg.tensor([1, 2, 3])
+    cases = [(lambda x, c: x * c.scale, Cfg(2), Cfg(2.0)), (lambda x, c: x * c.scale, Named("a", 2.0), Named("a", 5.0)),
+             (lambda x, c: x * c.scale, NT(2), NT(2.0)), (lambda x, c: x * next(iter(c)), frozenset({2}),
+                                                          frozenset({2.0}))]
+    for f, first, second in cases:
+        cf = tg.compile(f)
+        for arg in (first, second, first):
+            got, want = quiet(cf, x, arg), f(x, arg)
+            assert got.dtype == want.dtype
+            np.testing.assert_array_equal(got.numpy(), want.numpy())
+    same = Cfg(3.0)
+    cf = tg.compile(lambda x, c: x * c.scale)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")            # the same object again: no recompile
+        for _ in range(12):
+            cf(x, same)

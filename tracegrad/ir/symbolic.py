@@ -389,7 +389,8 @@ class Sym:
             env.record(_poly_src(pn), "!=", hn != 0)
             if hn != 0:
                 return 1
-        src = f"({_poly_src(pn)} {op} {_poly_src(pd)})"
+        # (each side in parentheses: `2 * s0` as a divisor would otherwise divide by 2 and multiply by s0)
+        src = f"(({_poly_src(pn)}) {op} ({_poly_src(pd)}))"
         hint = hn // hd if op == "//" else hn % hd
         if not nn | nd:
             return hint

@@ -93,19 +93,48 @@ def scalar_bits(v):
     return (t, v)
 
 
+class _Same:
+    """A key for an object that equals others it is not (a frozen dataclass, a class with its own
+    __eq__): equal to itself alone. Programs trace such an argument's attributes as constants and
+    their guards read the object the trace saw, so an equal object with other attributes (2 and
+    2.0, a field left out of __eq__) must be a new key. Holds the object: its id is not reused."""
+    __slots__ = ("obj",)
+
+    def __init__(self, obj):
+        self.obj = obj
+
+    def __eq__(self, other):
+        return other.__class__ is _Same and other.obj is self.obj
+
+    def __hash__(self):
+        return id(self.obj)
+
+
+_VALUE_TYPES = (str, bytes, type(None), type(Ellipsis), range, type, types.FunctionType, types.BuiltinFunctionType)
+
+
 def canonical(spec):
     """A flattened argument structure with every Python scalar replaced by its bits key, so
-    equal keys mean equal arguments, not merely `==` ones; unhashable constants by identity."""
+    equal keys mean equal arguments, not merely `==` ones; unhashable constants by identity,
+    and so objects that compare equal by their own __eq__ (_Same)."""
     t = type(spec)
     if t is tuple:
         return tuple(canonical(s) for s in spec)
     if isinstance(spec, _SCALARS) or isinstance(spec, np.generic):
         return scalar_bits(spec)
+    if isinstance(spec, tuple):                       # a namedtuple: its items by their bits
+        return (t, tuple(canonical(s) for s in spec))
+    if t is slice:
+        return (t, canonical((spec.start, spec.stop, spec.step)))
+    if t is frozenset:
+        return (t, frozenset(canonical(s) for s in spec))
     try:
         hash(spec)
-        return (t, spec)
     except TypeError:
         return (t, id(spec))
+    if isinstance(spec, _VALUE_TYPES) or t.__eq__ is object.__eq__:
+        return (t, spec)
+    return (t, _Same(spec))
 
 
 # -- guards --------------------------------------------------------------------------------------
