@@ -32,7 +32,7 @@ import types
 
 import numpy as np
 
-from ..tensor import Tensor, UNTRACKED_WRITES
+from ..tensor import Tensor, UNTRACKED_WRITES, device as _device
 from .check_code import CheckCode
 from .side_effects import is_library
 from ..nn.modules.module import Module
@@ -110,7 +110,9 @@ class _Same:
         return id(self.obj)
 
 
-_VALUE_TYPES = (str, bytes, type(None), type(Ellipsis), range, type, types.FunctionType, types.BuiltinFunctionType)
+# immutable values whose == is their identity's worth (a device made anew at every call is the same key)
+_VALUE_TYPES = (str, bytes, type(None), type(Ellipsis), range, type, types.FunctionType, types.BuiltinFunctionType,
+                _device)
 
 
 def canonical(spec):
