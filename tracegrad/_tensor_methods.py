@@ -411,6 +411,7 @@ def _setitem(self, key, value):
         if _makes_view(self._data, k):
             raise RuntimeError("a view of a leaf Variable that requires grad is being used in an in-place operation.")
     check_inplace(self)
+    F._refuse_byte_mask_fill(key, value)
     if not isinstance(value, Tensor):
         if isinstance(value, (list, tuple, np.ndarray)):
             value = tensor(value, dtype=self.dtype)

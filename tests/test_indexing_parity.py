@@ -1,0 +1,94 @@
+"""Tensor indexing and the Tensor API against torch: corners of x[key] and x[key] = value, the
+index ops and their gradients, eagerly and compiled (a compiled result equals the eager one)."""
+import warnings
+
+import numpy as np
+import pytest
+import torch
+
+import tracegrad as tg
+
+
+def _same(t, ref):
+    """A tracegrad tensor equal to a torch one: dtype, shape and values (NaN and -0.0 included)."""
+    assert str(t.dtype).split(".")[-1] == str(ref.dtype).split(".")[-1]
+    assert tuple(t.shape) == tuple(ref.shape)
+    a, b = np.asarray(t.detach().numpy()), ref.detach().numpy()
+    assert np.array_equal(a, b, equal_nan=a.dtype.kind == "f")
+    if a.dtype.kind == "f":
+        assert np.array_equal(np.signbit(a), np.signbit(b))
+
+
+def _both(fn):
+    """fn(torch) and fn(tracegrad), warnings silenced."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return fn(torch), fn(tg)
+
+
+def _raises_same(fn):
+    """fn raises under torch and tracegrad alike: the same type and message."""
+    errs = []
+    for m in (torch, tg):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            with pytest.raises(Exception) as e:
+                fn(m)
+        errs.append((type(e.value), str(e.value)))
+    assert errs[0] == errs[1]
+
+
+# -- uint8 index tensors are masks ------------------------------------------------------------------
+
+@pytest.mark.parametrize("key", [
+    lambda m: m.tensor([1, 0], dtype=m.uint8),
+    lambda m: (slice(None), m.tensor([2, 0, 1], dtype=m.uint8)),
+    lambda m: (m.tensor([[1, 0, 3], [0, 0, 1]], dtype=m.uint8),),
+    lambda m: (m.tensor([0, 1], dtype=m.uint8), Ellipsis, m.tensor([3])),
+])
+def test_getitem_uint8_mask(key):
+    def f(m):
+        x = m.arange(24, dtype=m.float64).reshape(2, 3, 4).requires_grad_()
+        y = x[key(m)]
+        g, = m.autograd.grad((y * m.arange(y.numel(), dtype=m.float64).reshape(y.shape)).sum(), x)
+        return y, g
+    (r, rg), (t, tgg) = _both(f)
+    _same(t, r)
+    _same(tgg, rg)
+
+
+def test_getitem_uint8_mask_warns():
+    with pytest.warns(UserWarning, match="indexing with dtype torch.uint8 is now deprecated"):
+        tg.zeros(2, 3)[tg.tensor([1, 0], dtype=tg.uint8)]
+
+
+@pytest.mark.parametrize("key, value", [
+    (lambda m: m.tensor([1, 0], dtype=m.uint8), lambda m: m.tensor([[7.0, 8.0, 9.0]])),
+    (lambda m: (slice(None), m.tensor([1, 0, 2], dtype=m.uint8)), lambda m: m.tensor([7.0, 8.0])),
+    (lambda m: (m.tensor([1, 0], dtype=m.uint8), [0]), lambda m: m.tensor([5.0])),
+    (lambda m: m.tensor(1, dtype=m.uint8), lambda m: 5.0),
+])
+def test_setitem_uint8_mask(key, value):
+    def f(m):
+        x = m.arange(6, dtype=m.float32).reshape(2, 3)
+        x[key(m)] = value(m)
+        return x
+    r, t = _both(f)
+    _same(t, r)
+
+
+@pytest.mark.parametrize("key, value", [
+    (lambda m: m.tensor([1, 0], dtype=m.uint8), lambda m: 5.0),
+    (lambda m: (1, m.tensor([1, 0, 1], dtype=m.uint8)), lambda m: m.tensor([5.0])),
+    (lambda m: (None, m.tensor([1, 0], dtype=m.uint8)), lambda m: m.tensor(5.0)),
+])
+def test_setitem_uint8_mask_one_value_refused(key, value):
+    # torch fills through masked_fill_, which takes bool masks only
+    def f(m):
+        x = m.arange(6, dtype=m.float32).reshape(2, 3)
+        x[key(m)] = value(m)
+    _raises_same(f)
+    _raises_same(lambda m: m.index_put(m.zeros(2, 3), (m.tensor([1, 0], dtype=m.uint8),), m.tensor([1.0])))
+    r, t = _both(lambda m: m.index_put(m.zeros(2, 3), (m.tensor([1, 0], dtype=m.uint8),), m.tensor([1.0]),
+                                       accumulate=True))
+    _same(t, r)
