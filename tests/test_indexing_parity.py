@@ -92,3 +92,10 @@ def test_setitem_uint8_mask_one_value_refused(key, value):
     r, t = _both(lambda m: m.index_put(m.zeros(2, 3), (m.tensor([1, 0], dtype=m.uint8),), m.tensor([1.0]),
                                        accumulate=True))
     _same(t, r)
+
+
+def test_getitem_empty_list():
+    r, t = _both(lambda m: m.arange(6.0).reshape(2, 3)[[]])
+    _same(t, r)
+    r, t = _both(lambda m: m.arange(6.0).reshape(2, 3)[:, []])
+    _same(t, r)

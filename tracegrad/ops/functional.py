@@ -1016,8 +1016,9 @@ def _normalize_key(input, key, zero_dim_select=True):
     single = not isinstance(key, tuple)
     if single:
         key = (key,)
-    # a list or array indexes as the tensor made of it
-    key = tuple(_t(k) if isinstance(k, (list, np.ndarray)) else k for k in key)
+    # a list or array indexes as the tensor made of it (an empty list as an empty int64 one, as torch's)
+    key = tuple((tensor(k, dtype=D.int64) if isinstance(k, list) and not k else _t(k))
+                if isinstance(k, (list, np.ndarray)) else k for k in key)
     if builtins.any(isinstance(k, Tensor) and k.dtype is D.uint8 and k.ndim for k in key):
         # torch reads a uint8 index tensor as a mask (its nonzero entries), as a bool one
         warnings.warn("indexing with dtype torch.uint8 is now deprecated, please use a dtype torch.bool instead.",
