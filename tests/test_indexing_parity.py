@@ -99,3 +99,15 @@ def test_getitem_empty_list():
     _same(t, r)
     r, t = _both(lambda m: m.arange(6.0).reshape(2, 3)[:, []])
     _same(t, r)
+
+
+@pytest.mark.parametrize("value", [None, "a", b"1"])
+def test_setitem_value_not_a_number(value):
+    # torch's TypeError; a NaN (None) or a parsed number (b"1") was written
+    def f(m):
+        x = m.zeros(2, 3)
+        x[0] = value
+    _raises_same(f)
+    x = tg.zeros(2, dtype=tg.int32)
+    with pytest.raises(TypeError, match="can't assign a NoneType to a torch.IntTensor"):
+        x[0] = None

@@ -415,8 +415,13 @@ def _setitem(self, key, value):
     if not isinstance(value, Tensor):
         if isinstance(value, (list, tuple, np.ndarray)):
             value = tensor(value, dtype=self.dtype)
+        elif isinstance(value, (int, float, complex, np.number, np.bool_)) or hasattr(value, "__float__"):
+            value = F._scalar(value)     # a number (a symbolic size too)
         else:
-            value = F._scalar(value)
+            # None, a str or bytes, any other object: torch's TypeError (not a NaN or a parsed number)
+            t = type(value)
+            name = t.__qualname__ if t.__module__ == "builtins" else f"{t.__module__}.{t.__qualname__}"
+            raise TypeError(f"can't assign a {name} to a {self.type()}")
     k, idx = F._normalize_key(self, key)
     if isinstance(value, Tensor):
         _check_setitem_shape(self, k, idx, value)
