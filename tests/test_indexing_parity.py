@@ -142,3 +142,30 @@ def test_index_fill_copy_out_of_range(op, index):
             return x.index_fill(1, m.tensor(index), 1.0)
         return x.index_copy(1, m.tensor(index), m.ones(2, 1))
     _raises_same(f)
+
+
+# -- setitem values ---------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("key, shape", [
+    (0, (1, 1, 4)), ((0, 1), (1, 1)), ((slice(None), [0, 2]), (1, 3, 2)), ((0, [1, 2]), (1, 1, 1, 2)),
+    (Ellipsis, (1, 1, 3, 4)), ((1, slice(None, 2)), (1, 1, 2)),
+])
+def test_setitem_value_with_leading_ones(key, shape):
+    # torch drops a value's leading size-1 dims before it writes; the value's gradient keeps them
+    def f(m):
+        x = m.arange(12, dtype=m.float64).reshape(3, 4).requires_grad_()
+        v = m.arange(1, 1 + int(np.prod(shape)), dtype=m.float64).reshape(shape).requires_grad_()
+        y = x * 1
+        y[key] = v
+        gx, gv = m.autograd.grad((y * m.arange(12.0, dtype=m.float64).reshape(3, 4)).sum(), (x, v))
+        return y, gx, gv
+    for r, t in zip(*_both(f)):
+        _same(t, r)
+
+
+@pytest.mark.parametrize("key, shape", [(0, (2, 1, 4)), ((1, slice(None, 2)), (1, 2, 1))])
+def test_setitem_value_too_big_still_refused(key, shape):
+    def f(m):
+        x = m.zeros(3, 4)
+        x[key] = m.ones(shape)
+    _raises_same(f)
