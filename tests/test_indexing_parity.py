@@ -169,3 +169,17 @@ def test_setitem_value_too_big_still_refused(key, shape):
         x = m.zeros(3, 4)
         x[key] = m.ones(shape)
     _raises_same(f)
+
+
+# -- Tensor API ---------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("spec", [".3f", "", ">10.2e", "+"])
+def test_format_zero_dim_requires_grad(spec):
+    # torch formats any 0-dim tensor as its number; tracegrad raised for one that requires grad
+    r, t = _both(lambda m: [format(x, spec) for x in (m.tensor(3.14159, requires_grad=True),
+                                                      m.tensor(3.14159, requires_grad=True) * 2)])
+    assert t == r
+
+
+def test_format_zero_dim_parameter():
+    _raises_same(lambda m: format(m.nn.Parameter(m.tensor(1.5)), ".2f"))
