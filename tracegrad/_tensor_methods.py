@@ -411,13 +411,20 @@ def _setitem(self, key, value):
         if _makes_view(self._data, k):
             raise RuntimeError("a view of a leaf Variable that requires grad is being used in an in-place operation.")
     check_inplace(self)
+    F._refuse_byte_mask_fill(key, value)
     if not isinstance(value, Tensor):
         if isinstance(value, (list, tuple, np.ndarray)):
             value = tensor(value, dtype=self.dtype)
+        elif isinstance(value, (int, float, complex, np.number, np.bool_)) or hasattr(value, "__float__"):
+            value = F._scalar(value)     # a number (a symbolic size too)
         else:
-            value = F._scalar(value)
+            # None, a str or bytes, any other object: torch's TypeError (not a NaN or a parsed number)
+            t = type(value)
+            name = t.__qualname__ if t.__module__ == "builtins" else f"{t.__module__}.{t.__qualname__}"
+            raise TypeError(f"can't assign a {name} to a {self.type()}")
     k, idx = F._normalize_key(self, key)
     if isinstance(value, Tensor):
+        value = _strip_leading_ones(value, len(PRIMITIVES["getitem"].shape(self, *idx, key=k)))
         _check_setitem_shape(self, k, idx, value)
     needs_graph = STATE.grad_enabled and (self.requires_grad or (isinstance(value, Tensor) and value._req))
     if _tracing():
@@ -442,6 +449,15 @@ def _setitem(self, key, value):
             fill_(self, F.full((), value, dtype=self.dtype))
         return
     commit(self, F.index_put_prim(self, value, idx, k))
+
+
+def _strip_leading_ones(value, ndim):
+    """value without the leading size-1 dims that it has beyond `ndim`: torch drops a value's
+    leading 1s before it writes (x[0] = v of shape (1, 1, n) for a row of n)."""
+    n = 0
+    while value.ndim - n > ndim and value.shape[n] == 1:
+        n += 1
+    return value.reshape(tuple(value.shape)[n:]) if n else value
 
 
 def _makes_view(data, k):

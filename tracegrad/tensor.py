@@ -502,7 +502,8 @@ class Tensor:
         return Above.tensor_repr(self)
 
     def __format__(self, spec):
-        if self._data.ndim == 0 and not self._req and self.grad_fn is None:
+        # as torch: a 0-dim tensor (one that requires grad too, not a subclass) formats as its number
+        if self._data.ndim == 0 and type(self) is Tensor:
             return self.item().__format__(spec)
         return object.__format__(self, spec) if spec else repr(self)
 

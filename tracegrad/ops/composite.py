@@ -562,12 +562,28 @@ def normal(mean, std=1.0, size=None, *, generator=None, out=None, dtype=None, la
     return z * s + m
 
 
-def _index_mask(input, d, index):
-    """A bool mask of input's dim d, true at `index`, shaped to broadcast against input."""
-    if index.ndim > 1:
-        raise IndexError("index_fill_(): Index has to be a vector")
+def _index_mask(input, d, index, op):
+    """A bool mask of input's dim d, true at `index`, shaped to broadcast against input.
+
+    As torch: index_fill takes negative indices (from the end), index_copy none."""
     n = input.shape[d] if input.ndim else 1
-    hit = O.scatter(zeros(n), 0, index.reshape(-1), value=1.0) > 0
+    if op == "index_fill":
+        if index.ndim > 1:
+            raise RuntimeError("Index has to be a vector/scalar")
+        lo, prefix = -n, ""
+    else:
+        if index.ndim > 1:
+            raise IndexError(f"index_copy_(): Index should have dimension 1 or 0 (got {index.ndim})")
+        lo, prefix = 0, "index_copy_(): "
+    if index._data is not None:
+        bad = index._data.reshape(-1)
+        bad = bad[(bad < lo) | (bad >= n)]
+        if bad.size:
+            raise IndexError(f"{prefix}index {int(bad[0])} is out of bounds for dimension {d} with size {n}")
+    index = index.reshape(-1)
+    if lo < 0:
+        index = O.where(index < 0, index + n, index)
+    hit = O.scatter(zeros(n), 0, index, value=1.0) > 0
     shape = [1] * max(input.ndim, 1)
     shape[d] = n
     return hit.reshape(*shape) if input.ndim else hit.reshape(())
@@ -578,7 +594,7 @@ def index_fill(input, dim, index, value):
     O._check_tensor(input, "index_fill")
     d = S.normalize_dim(dim, max(input.ndim, 1))
     fill = value if isinstance(value, Tensor) else O.full((), value, dtype=input.dtype)
-    return O.where(_index_mask(input, d, index), fill.to(input.dtype), input)
+    return O.where(_index_mask(input, d, index, "index_fill"), fill.to(input.dtype), input)
 
 
 def index_copy(input, dim, index, source):
@@ -586,11 +602,11 @@ def index_copy(input, dim, index, source):
     O._check_tensor(input, "index_copy")
     d = S.normalize_dim(dim, max(input.ndim, 1))
     if index.ndim > 1:
-        raise IndexError("index_copy_(): Index should have dimension 1 or 0")
+        raise IndexError(f"index_copy_(): Index should have dimension 1 or 0 (got {index.ndim})")
     if source.ndim and index.numel() != source.shape[d]:
         raise RuntimeError(f"index_copy_(): Number of indices ({index.numel()}) should be equal to "
                            f"source.size(dim) ({source.shape[d]})")
-    kept = O.where(_index_mask(input, d, index), O.zeros_like(input), input)
+    kept = O.where(_index_mask(input, d, index, "index_copy"), O.zeros_like(input), input)
     return M.index_add(kept, d, index.reshape(-1), source)
 
 

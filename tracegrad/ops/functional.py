@@ -992,6 +992,9 @@ def nonzero(input, *, as_tuple=False):
 
 # == indexing ============================================================================================
 
+_MASK_DTYPES = (D.bool_, D.uint8)
+
+
 def _normalize_key(input, key, zero_dim_select=True):
     """Turn a Python index into the primitive's key (hashable) plus its index tensors.
 
@@ -1013,12 +1016,19 @@ def _normalize_key(input, key, zero_dim_select=True):
     single = not isinstance(key, tuple)
     if single:
         key = (key,)
+    # a list or array indexes as the tensor made of it (an empty list as an empty int64 one, as torch's)
+    key = tuple((tensor(k, dtype=D.int64) if isinstance(k, list) and not k else _t(k))
+                if isinstance(k, (list, np.ndarray)) else k for k in key)
+    if builtins.any(isinstance(k, Tensor) and k.dtype is D.uint8 and k.ndim for k in key):
+        # torch reads a uint8 index tensor as a mask (its nonzero entries), as a bool one
+        warnings.warn("indexing with dtype torch.uint8 is now deprecated, please use a dtype torch.bool instead.",
+                      UserWarning, stacklevel=3)
     shape = tuple(input.shape)
     out, idx = [], []
     # dims consumed, to check ints and masks against the right size
     n_consuming = builtins.sum(1 for k in key if k is not None and k is not Ellipsis and not isinstance(k, bool)
-                               and not (isinstance(k, Tensor) and k.dtype is D.bool_)) + builtins.sum(
-        k.ndim for k in key if isinstance(k, Tensor) and k.dtype is D.bool_)
+                               and not (isinstance(k, Tensor) and k.dtype in _MASK_DTYPES)) + builtins.sum(
+        k.ndim for k in key if isinstance(k, Tensor) and k.dtype in _MASK_DTYPES)
     if not shape and builtins.any(isinstance(k, (int, np.integer)) and not isinstance(k, bool) for k in key):
         raise IndexError("invalid index of a 0-dim tensor. Use `tensor.item()` in Python or "
                          "`tensor.item<T>()` in C++ to convert a 0-dim tensor to a number")
@@ -1064,9 +1074,7 @@ def _normalize_key(input, key, zero_dim_select=True):
             out.append(("s", start, stop, step))
             dim += 1
         elif isinstance(k, (Tensor, list, np.ndarray)):
-            if not isinstance(k, Tensor):
-                k = _t(k)
-            if k.dtype is D.bool_:
+            if k.dtype in _MASK_DTYPES:
                 for j in range(k.ndim):
                     if k.shape[j] != shape[dim + j]:
                         raise IndexError(f"The shape of the mask {list(k.shape)} at index {j} does not match the shape "
@@ -1100,6 +1108,17 @@ def _normalize_key(input, key, zero_dim_select=True):
             raise IndexError("shape mismatch: indexing tensors could not be broadcast together with shapes " +
                              ", ".join(str(list(i.shape)) for i in idx)) from None
     return tuple(out), tuple(idx)
+
+
+def _refuse_byte_mask_fill(key, value):
+    """torch writes a one-element value through a lone mask index (the other entries basic) with
+    masked_fill_, which refuses a uint8 mask (a bool one fills as index_put would)."""
+    if not isinstance(key, tuple):
+        key = (key,)
+    adv = [k for k in key if isinstance(k, (Tensor, list, np.ndarray)) and not (isinstance(k, Tensor) and k.ndim == 0)]
+    if (len(adv) == 1 and isinstance(adv[0], Tensor) and adv[0].dtype is D.uint8
+            and (not isinstance(value, Tensor) or value.numel() == 1)):
+        raise RuntimeError("masked_fill_ only supports boolean masks, but got mask with dtype unsigned char")
 
 
 def getitem(input, key):
@@ -1140,6 +1159,8 @@ def index_put(input, indices, values, accumulate=False, *, _op="index_put"):
         raise RuntimeError(f"Index put requires the source and destination dtypes match, got "
                            f"{D.SCALAR_NAME[input.dtype]} for the destination and {D.SCALAR_NAME[values.dtype]} for "
                            "the source.")
+    if not accumulate:
+        _refuse_byte_mask_fill(tuple(indices), values)
     # every entry is an index tensor (a 0-dim one too, not a select as in x[...])
     key, idx = _normalize_key(input, tuple(indices), zero_dim_select=False)
     sub = tuple(P["getitem"].shape(input, *idx, key=key))
