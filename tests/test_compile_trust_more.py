@@ -310,7 +310,10 @@ def test_arguments_that_compare_equal_but_differ_are_new_keys():
             np.testing.assert_array_equal(got.numpy(), want.numpy())
     same = Cfg(3.0)
     cf = tg.compile(lambda x, c: x * c.scale)
+    lin = tg.nn.Linear(3, 2)
+    cm = tg.compile(lambda x, fn, d: fn(x.to(d)))
     with warnings.catch_warnings():
-        warnings.simplefilter("error")            # the same object again: no recompile
+        warnings.simplefilter("error")            # the same object again, or an equal value made anew: no recompile
         for _ in range(12):
             cf(x, same)
+            cm(tg.ones(1, 3), lin.forward, tg.device("cpu"))

@@ -112,7 +112,7 @@ class _Same:
 
 # immutable values whose == is their identity's worth (a device made anew at every call is the same key)
 _VALUE_TYPES = (str, bytes, type(None), type(Ellipsis), range, type, types.FunctionType, types.BuiltinFunctionType,
-                _device)
+                types.MethodType, types.BuiltinMethodType, np.dtype, _device)
 
 
 def canonical(spec):
