@@ -183,3 +183,31 @@ def test_format_zero_dim_requires_grad(spec):
 
 def test_format_zero_dim_parameter():
     _raises_same(lambda m: format(m.nn.Parameter(m.tensor(1.5)), ".2f"))
+
+
+NUMBERS = [-1, 200, 255, 256, -129, -255, -256, 2 ** 31, -2 ** 31 - 1, 2 ** 63, -2 ** 63, 1.5, -1.5, 300.7, 70000.0,
+           1e39, float("inf"), float("nan"), True, -0.0]
+
+
+@pytest.mark.parametrize("dtype", ["uint8", "int8", "int16", "int32", "int64", "bool", "float16", "bfloat16",
+                                   "float32", "float64"])
+def test_numbers_written_by_fill_and_setitem_convert_as_torch(dtype):
+    """torch's checked conversion of a Python number written into a tensor: uint8 takes -1 as 255
+    (numpy raised OverflowError), int8 refuses 200 with a RuntimeError (numpy's OverflowError),
+    NaN into an integer type raises torch's RuntimeError (numpy's ValueError), an int beyond int64
+    is the binding's ValueError, a float16 setitem rounds 70000 to inf where fill_ refuses it."""
+    writes = {"set": lambda x, m, v: x.__setitem__(0, v), "fill": lambda x, m, v: x.fill_(v),
+              "index": lambda x, m, v: x.__setitem__(m.tensor([0, 2]), v),
+              "mask": lambda x, m, v: x.__setitem__(m.tensor([True, False, True]), v),
+              "slice": lambda x, m, v: x.__setitem__(slice(1, None), v)}
+    for v in NUMBERS:
+        for name, w in writes.items():
+            res = []
+            for m in (torch, tg):
+                x = m.zeros(3, dtype=getattr(m, dtype))
+                try:
+                    w(x, m, v)
+                    res.append(str(x.tolist()))
+                except Exception as e:          # noqa: BLE001 (the type is what is compared)
+                    res.append(type(e).__name__)
+            assert res[1] == res[0], (dtype, v, name, res)

@@ -16,7 +16,7 @@ from .tensor import Tensor
 from .ops import functional as F
 from .autograd.graph import Saved
 from .autograd import views
-from .creation import _wrap_np, tensor, takes_generator, RNG
+from .creation import _wrap_np, tensor, takes_generator, RNG, stored_scalar
 from .tracing import TraceError, _ACTIVE, TRACING, rename_grad_fn
 from .ops.primitives import np_index_set, PRIMITIVES
 from .functionalize import commit_traced
@@ -363,9 +363,25 @@ def _fill(self, value):
         return commit(self, F.full(tuple(self.shape), value, dtype=self.dtype))
     if self.grad_fn is not None and STATE.grad_enabled:
         return commit(self, F.full(tuple(self.shape), value, dtype=self.dtype) + self * 0)
-    self._data[...] = value
+    # torch's checked conversion (uint8 takes -1 as 255; int8 refuses 200 with its RuntimeError)
+    self._data[...] = stored_scalar(value, self.dtype, self.numel()) if _plain_number(value) else value
     self._vc[0] += 1
     return self
+
+
+def _setitem_scalar(v, dt):
+    """A Python number written by x[k] = v, as torch converts it: an int beyond int64 is the
+    binding's ValueError; then fill_'s checked conversion (uint8 takes -1 as 255, int8 refuses
+    200, float32 refuses 1e39), but into a 16-bit float, rounded (70000 is inf in float16)."""
+    if v.__class__ is int and not -2 ** 63 <= v < 2 ** 63:
+        raise ValueError("Overflow when unpacking long long")
+    if dt is D.float16 or dt is D.bfloat16:
+        return Tensor._make(D.cast(np.asarray(float(v)), dt), dt)
+    return Tensor._make(stored_scalar(v, dt), dt)
+
+
+def _plain_number(v):
+    return v.__class__ in (int, float, bool) or isinstance(v, (np.integer, np.floating, np.bool_))
 
 
 @_named_inplace(lambda src, non_blocking=False: "CopyBackwards")
@@ -412,9 +428,12 @@ def _setitem(self, key, value):
             raise RuntimeError("a view of a leaf Variable that requires grad is being used in an in-place operation.")
     check_inplace(self)
     F._refuse_byte_mask_fill(key, value)
-    if not isinstance(value, Tensor):
+    number = not isinstance(value, Tensor)
+    if number:
         if isinstance(value, (list, tuple, np.ndarray)):
             value = tensor(value, dtype=self.dtype)
+        elif _plain_number(value) and not _tracing():
+            value = _setitem_scalar(value, self.dtype)
         elif isinstance(value, (int, float, complex, np.number, np.bool_)) or hasattr(value, "__float__"):
             value = F._scalar(value)     # a number (a symbolic size too)
         else:
@@ -443,10 +462,10 @@ def _setitem(self, key, value):
     if not idx and not _makes_view(self._data, k):
         # the whole tensor (x[...] = v, x[:] = v): torch writes it with copy_, or fill_ of the
         # number as a 0-dim tensor, not through a view (CopyBackwards, FillBackward3)
-        if isinstance(value, Tensor):
+        if not number:
             copy_(self, value)
         else:
-            fill_(self, F.full((), value, dtype=self.dtype))
+            fill_(self, value if isinstance(value, Tensor) else F.full((), value, dtype=self.dtype))
         return
     commit(self, F.index_put_prim(self, value, idx, k))
 

@@ -507,6 +507,13 @@ def _fill_value(v, dt, numel=None):
     return int(v)
 
 
+def stored_scalar(v, dt, numel=None):
+    """A Python number as torch's fill_ and setitem store it in dt: torch's overflow check (a
+    RuntimeError naming the type), then converted as torch converts (an unsigned type takes -1
+    as its largest value). A 0-dim array of dt's storage."""
+    return _filled((), _fill_value(v, dt, numel), dt)
+
+
 def _filled(shape, value, dt):
     a = np.full(shape, value, dtype=np.float64 if dt.is_floating_point else dt.np if dt is D.bool_ else np.int64)
     return D.cast(a, dt)
