@@ -228,6 +228,7 @@ OPS = [
     _binary("eq"), _binary("ne"), _binary("lt"), _binary("le"), _binary("gt"), _binary("ge"),
     _binary("logical_and"), _binary("logical_or"), _binary("logical_xor"),
     _binary("bitwise_and", dtypes=INT), _binary("bitwise_or", dtypes=INT), _binary("bitwise_xor", dtypes=INT),
+    _binary("bitwise_left_shift", dtypes=INT), _binary("bitwise_right_shift", dtypes=INT),
     OpInfo("add_alpha", lambda m, x, y: m.add(x, y, alpha=2), [Sample((2, 3), (3,))], dtypes=FLOAT + ("int64",)),
     OpInfo("sub_alpha", lambda m, x, y: m.sub(x, y, alpha=2), [Sample((2, 3), (3,))], dtypes=FLOAT + ("int64",)),
     OpInfo("rsub", lambda m, x, y: m.rsub(x, y), [Sample((2, 3), (3,))]),

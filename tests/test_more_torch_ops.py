@@ -6,6 +6,7 @@ names, gradcheck and gradgradcheck in float64, torch's errors, compiled equal to
 sweep of binary ops' result dtypes over every pair of dtypes, dimensioned and zero-dim."""
 import itertools
 import os
+import re
 import subprocess
 import sys
 import warnings
@@ -502,3 +503,30 @@ def test_xlogy_gradient_where_the_upstream_gradient_is_zero(name):
     p = tg.tensor([0.5, 1.5, 2.0], dtype=tg.float64, requires_grad=True)
     q = tg.tensor([0.7, 2.0, 0.3], dtype=tg.float64, requires_grad=True)
     assert tg.autograd.gradcheck(gf, (p, q)) and tg.autograd.gradgradcheck(gf, (p, q))
+
+
+@pytest.mark.parametrize("dtype", ["int8", "uint8", "int16", "int32", "int64"])
+def test_shift_operators_as_torch(dtype):
+    """<<, >>, their reflected and in-place forms and bitwise_left/right_shift: a shift by a
+    negative amount or by the width or more gives 0 (left) or the sign (right), as torch's
+    kernels; the result dtype is the promoted one; bool and float operands raise torch's error."""
+    xs = [1, -8, 100, 0, 127, -128] if dtype != "uint8" else [1, 8, 200, 0, 255, 128]
+    ops = {"l": lambda m, x, s: x << s, "r": lambda m, x, s: x >> s,
+           "rl": lambda m, x, s: 3 << (x % 9), "rr": lambda m, x, s: -1000 >> (x % 9),
+           "il": lambda m, x, s: x.clone().__ilshift__(s), "ir": lambda m, x, s: x.clone().__irshift__(s),
+           "fn": lambda m, x, s: m.bitwise_left_shift(x, s), "method": lambda m, x, s: x.bitwise_right_shift(s),
+           "tensor": lambda m, x, s: x << m.full((6,), s, dtype=m.int64),
+           "tensor8": lambda m, x, s: x >> m.full((6,), s, dtype=m.int8)}
+    for s in (-100, -1, 0, 1, 3, 7, 8, 15, 16, 31, 32, 63, 64, 100):
+        for name, f in ops.items():
+            want = f(torch, torch.tensor(xs, dtype=getattr(torch, dtype)), s)
+            got = f(tg, tg.tensor(xs, dtype=getattr(tg, dtype)), s)
+            assert str(got.dtype) == str(want.dtype) and got.tolist() == want.tolist(), (dtype, s, name)
+    for a, b in ((torch.tensor([True]), torch.tensor([True])), (torch.tensor([1.5]), 1), (torch.tensor([1]), 1.5)):
+        with pytest.raises(NotImplementedError) as e:
+            a << b
+        with pytest.raises(NotImplementedError, match=re.escape(str(e.value))):
+            tg.tensor(a.numpy()) << (b if not isinstance(b, torch.Tensor) else tg.tensor(b.numpy()))
+    f = tg.compile(lambda x, s: (x << s) >> 1, fullgraph=True)
+    x, s = tg.tensor([1, -8, 100], dtype=tg.int32), tg.tensor([1, 40, -2], dtype=tg.int32)
+    assert f(x, s).tolist() == ((x << s) >> 1).tolist() == [1, 0, 0]

@@ -178,7 +178,7 @@ REFUSED = {
 REFUSED.update({n: "numpy kernel on the host" for n in (
     "erfc", "asin", "acos", "atan", "sinh", "cosh", "asinh", "acosh", "atanh", "atan2", "cumsum", "cumprod", "argsort",
     "linalg_inv", "det_cofactor", "linalg_det", "linalg_slogdet", "linalg_solve", "linalg_cholesky", "linalg_eigh",
-    "linalg_svd", "linalg_qr", "linalg_pinv")})
+    "linalg_svd", "linalg_qr", "linalg_pinv", "bitwise_left_shift", "bitwise_right_shift")})
 
 
 def lowered_primitives():

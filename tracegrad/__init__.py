@@ -41,6 +41,7 @@ from .ops.functional import (
     clone, add, sub, subtract, mul, multiply, div, divide, true_divide, floor_divide, remainder, pow, square,
     reciprocal, maximum, minimum, clamp, clip, clamp_min, clamp_max, eq, ne, lt, le, gt, ge, greater, greater_equal,
     less, less_equal, not_equal, where, lerp, rsub, bitwise_and, bitwise_or, bitwise_xor,
+    bitwise_left_shift, bitwise_right_shift,
     sum, mean, prod, max, min, amax, amin, argmax, argmin, var, std, logsumexp, norm, softmax, log_softmax, all, any,
     count_nonzero,
     reshape, flatten, unflatten, squeeze, unsqueeze, permute, transpose, swapaxes, swapdims, t, broadcast_to,

@@ -26,7 +26,7 @@ _METHODS = """neg negative abs absolute sign exp exp2 log log2 log1p expm1 sqrt 
 relu floor ceil round isnan isinf isfinite logical_not logical_and logical_or logical_xor clone add sub subtract mul
 multiply div divide true_divide floor_divide remainder pow square reciprocal maximum minimum clamp clip clamp_min
 clamp_max eq ne lt le gt ge greater greater_equal less less_equal not_equal lerp bitwise_and bitwise_or bitwise_xor
-sum mean prod max min amax amin argmax argmin var std logsumexp norm softmax log_softmax all any count_nonzero
+bitwise_left_shift bitwise_right_shift sum mean prod max min amax amin argmax argmin var std logsumexp norm softmax log_softmax all any count_nonzero
 view view_as reshape reshape_as flatten unflatten squeeze unsqueeze permute transpose swapaxes swapdims t expand
 expand_as broadcast_to contiguous split chunk tensor_split unbind select narrow flip fliplr flipud roll repeat tile
 gather scatter scatter_add index_select masked_fill tril triu nonzero matmul mm bmm mv dot outer ger
@@ -318,6 +318,14 @@ def _ior(self, other):
 
 Tensor.__iand__ = _iand
 Tensor.__ior__ = _ior
+Tensor.bitwise_left_shift_ = _inplace(F.bitwise_left_shift)
+Tensor.bitwise_right_shift_ = _inplace(F.bitwise_right_shift)
+Tensor.__lshift__ = _binop(F.bitwise_left_shift)
+Tensor.__rlshift__ = _binop(F.bitwise_left_shift, True)
+Tensor.__rshift__ = _binop(F.bitwise_right_shift)
+Tensor.__rrshift__ = _binop(F.bitwise_right_shift, True)
+Tensor.__ilshift__ = Tensor.bitwise_left_shift_
+Tensor.__irshift__ = Tensor.bitwise_right_shift_
 
 
 def _named_inplace(name):
@@ -364,7 +372,8 @@ def _fill(self, value):
     if self.grad_fn is not None and STATE.grad_enabled:
         return commit(self, F.full(tuple(self.shape), value, dtype=self.dtype) + self * 0)
     # torch's checked conversion (uint8 takes -1 as 255; int8 refuses 200 with its RuntimeError)
-    self._data[...] = stored_scalar(value, self.dtype, self.numel()) if _plain_number(value) else value
+    plain = _plain_number(value) and self._data.__class__ is np.ndarray
+    self._data[...] = stored_scalar(value, self.dtype, self.numel()) if plain else value
     self._vc[0] += 1
     return self
 
@@ -432,7 +441,7 @@ def _setitem(self, key, value):
     if number:
         if isinstance(value, (list, tuple, np.ndarray)):
             value = tensor(value, dtype=self.dtype)
-        elif _plain_number(value) and not _tracing():
+        elif _plain_number(value) and not _tracing() and self._data.__class__ is np.ndarray:
             value = _setitem_scalar(value, self.dtype)
         elif isinstance(value, (int, float, complex, np.number, np.bool_)) or hasattr(value, "__float__"):
             value = F._scalar(value)     # a number (a symbolic size too)

@@ -123,7 +123,8 @@ def _into_out(name, result, out, args):
 
 
 for _n in ("mul", "maximum", "minimum", "eq", "ne", "lt", "le", "gt", "ge", "logical_and", "logical_or",
-           "logical_xor", "remainder", "fmod", "floor_divide", "bitwise_and", "bitwise_or", "bitwise_xor"):
+           "logical_xor", "remainder", "fmod", "floor_divide", "bitwise_and", "bitwise_or", "bitwise_xor",
+           "bitwise_left_shift", "bitwise_right_shift"):
     globals()[_n] = _binary(_n)
 multiply = mul
 greater, greater_equal, less, less_equal, not_equal = gt, ge, lt, le, ne

@@ -948,6 +948,27 @@ for _n, _f, _t in (("bitwise_and", np.bitwise_and, "&"), ("bitwise_or", np.bitwi
                    ("bitwise_xor", np.bitwise_xor, "^")):
     binary(_n, _f, None, "", refuse={2: _no_kernel(_n + "_cpu")}, triton=T.binop(_t))
 
+
+
+def _shift(left):
+    """x << y or x >> y as torch's kernels: a shift by a negative amount or by the width or more
+    gives 0 (left) or the sign (right: -1 for a negative x), where C and numpy leave it undefined."""
+    def kernel(x, y):
+        x, y = np.asarray(x), np.asarray(y)
+        ok = (y >= 0) & (y < x.dtype.itemsize * 8)
+        s = np.where(ok, y, 0).astype(x.dtype, copy=False)
+        if left:
+            return np.where(ok, np.left_shift(x, s), 0).astype(x.dtype, copy=False)
+        return np.where(ok, np.right_shift(x, s), np.where(x < 0, -1, 0)).astype(x.dtype, copy=False)
+    kernel.__name__ = "lshift" if left else "rshift"
+    return kernel
+
+
+for _n, _left in (("bitwise_left_shift", True), ("bitwise_right_shift", False)):
+    _k = ("lshift" if _left else "rshift") + "_cpu"
+    binary(_n, _shift(_left), None, "", refuse={0: _no_kernel(_k), 2: _no_kernel(_k)},
+           triton=T.Refuse("runs its numpy kernel on the host"))
+
 _BITS = {np.dtype(np.float32): np.int32, np.dtype(np.float64): np.int64}
 
 
