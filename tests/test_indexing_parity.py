@@ -211,3 +211,16 @@ def test_numbers_written_by_fill_and_setitem_convert_as_torch(dtype):
                 except Exception as e:          # noqa: BLE001 (the type is what is compared)
                     res.append(type(e).__name__)
             assert res[1] == res[0], (dtype, v, name, res)
+
+
+def test_flip_and_tile_take_dims_as_several_ints_or_one_sequence():
+    for m in (torch, tg):
+        x = m.arange(6).reshape(2, 3)
+        res = [x.flip(0, -1), x.flip((0, 1)), x.flip([1]), x.flip(0), x.flip(dims=(0,)), x.tile(2), x.tile((2, 1)),
+               x.tile(2, 1, 1), x.tile(dims=(2,))]
+        if m is torch:
+            want = [r.tolist() for r in res]
+        else:
+            assert [r.tolist() for r in res] == want
+        with pytest.raises(TypeError):
+            x.flip()

@@ -35,6 +35,21 @@ index_put type_as""".split()
 for _name in _METHODS:
     setattr(Tensor, _name, getattr(F, _name))
 
+
+
+def _dims_method(fn):
+    """A method taking its dims as several ints or one sequence (x.flip(0, -1), x.tile(2)), as
+    torch's methods do; the function itself takes the sequence."""
+    def method(self, *dims, **kwargs):
+        if not kwargs and len(dims) == 1 and isinstance(dims[0], (tuple, list)):
+            dims = dims[0]
+        return fn(self, *([tuple(dims)] if dims else []), **kwargs)
+    method.__name__ = fn.__name__
+    return method
+
+
+Tensor.flip = _dims_method(F.flip)
+Tensor.tile = _dims_method(F.tile)
 Tensor.T = property(F._T)
 Tensor.mT = property(F._mT)
 Tensor.H = Tensor.T
