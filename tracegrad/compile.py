@@ -1041,11 +1041,11 @@ def _attach(p, leaves, arrays, outs, residuals, grads=None):
         # and the outputs whose memory it reads (exp's result is its own derivative): changed in
         # place (y.mul_(2)) before the backward, they too would give a wrong gradient
         saved = set(saved).union(_outputs_saved(residuals, outs)) if saved else _outputs_saved(residuals, outs)
-    for k in sorted(saved):
+    if saved:
         # (and those eager autograd saves, which it refuses changed in place, as torch)
         if read == ():
             d["_read"] = read = []
-        read.append(Saved(outs[k], True, k))
+        read.extend([Saved(outs[k], True, k) for k in sorted(saved)])
     for s in read:
         if s.tensor is not None and s.tensor._inference:
             raise RuntimeError("Inference tensors cannot be saved for backward. Please do not use Tensors created in "

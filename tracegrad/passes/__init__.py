@@ -6,7 +6,7 @@ from .fold_constants import fold_constants  # noqa: F401
 from .simplify import simplify, simplify_before_autodiff  # noqa: F401
 from .partition import partition  # noqa: F401
 from .fuse import group_fusions  # noqa: F401
-from .decompose import decompose_row_ops, decompose_threshold_backward, decompose_derivative_ops, \
+from .decompose import decompose_row_ops, decompose_derivative_ops, \
     share_forward_masks  # noqa: F401
 from .collect_terms import collect_terms  # noqa: F401
 

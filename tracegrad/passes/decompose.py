@@ -47,25 +47,6 @@ def decompose_row_ops(graph):
     return rewrite(graph, rule)
 
 
-def decompose_threshold_backward(graph):
-    """threshold_backward(g, x, t) -> where(x <= t, 0, g): relu's derivative, an op of its own
-    so that a derivative of it connects x (torch's ThresholdBackwardBackward0), is the
-    comparison and the select in a graph nobody differentiates again: a backward graph after
-    autodiff (the next derivative is taken from the graph as traced), or a whole step's. The
-    same values; the partition can then keep the 1-byte mask instead of x, and the numpy code
-    writes the select through it (codegen's where_zero)."""
-    if not any(a["op"] == "threshold_backward" for a in graph.nx._node.values()):
-        return unchanged(graph)
-
-    def rule(b, n, a, args):
-        if a["op"] != "threshold_backward":
-            return None
-        g, x = args
-        mask = add(b, P["le"], (x, a["params"]["threshold"]), dict(a, shape=b[x]["shape"], dtype=D.bool_))
-        return add(b, P["where"], (mask, 0, g), a)
-    return rewrite(graph, rule)
-
-
 def _piecewise_select(b, a, g, x, m=None):
     """piecewise_backward(g, x) as the comparisons of x its activation's composite makes
     (nn/functional.py: the same ops, so that a step computes each mask once), or the mask m
@@ -161,18 +142,23 @@ def share_forward_masks(fwd, bwd):
 def decompose_derivative_ops(graph):
     """The ops that make a derivative differentiable again, as plain ops in a graph nobody
     differentiates again (a backward graph after autodiff, a whole step's, a forward after
-    its autodiff): relu's threshold_backward (decompose_threshold_backward), the rest of its
+    its autodiff): relu's threshold_backward(g, x, t) as where(x <= t, 0, g), the rest of its
     family's piecewise_backward (_piecewise_select), and `piecewise(x, y)`, an activation's
-    value y with its derivative for x, which is y."""
+    value y with its derivative for x, which is y. The same values; the partition can then keep
+    the 1-byte mask instead of x, and the numpy code writes the select through it (where_zero)."""
     ops = {"threshold_backward", "piecewise_backward", "piecewise"}
     if not any(a["op"] in ops for a in graph.nx._node.values()):
         return unchanged(graph)
-    graph = decompose_threshold_backward(graph)
 
     def rule(b, n, a, args):
-        if a["op"] == "piecewise":
+        op = a["op"]
+        if op == "piecewise":
             return args[1]
-        if a["op"] == "piecewise_backward":
+        if op == "piecewise_backward":
             return _piecewise_select(b, a, *args)
+        if op == "threshold_backward":
+            g, x = args
+            mask = add(b, P["le"], (x, a["params"]["threshold"]), dict(a, shape=b[x]["shape"], dtype=D.bool_))
+            return add(b, P["where"], (mask, 0, g), a)
         return None
     return rewrite(graph, rule)
