@@ -19,7 +19,7 @@ from .autograd import views
 from .creation import _wrap_np, tensor, takes_generator, RNG, stored_scalar
 from .tracing import TraceError, _ACTIVE, TRACING, rename_grad_fn
 from .ops.primitives import np_index_set, PRIMITIVES
-from .functionalize import commit_traced
+from .functionalize import commit_traced, may_overlap
 from .autograd.graph import RemovableHandle, node_class
 
 _METHODS = """neg negative abs absolute sign exp exp2 log log2 log1p expm1 sqrt rsqrt sin cos tan tanh sigmoid erf erfc
@@ -372,6 +372,7 @@ def fill_(self, value):
 
 def _fill(self, value):
     check_inplace(self)
+    from_tensor = isinstance(value, Tensor)
     if isinstance(value, Tensor):
         if value.ndim:
             raise RuntimeError(f"fill_ only supports 0-dimension value tensor but got tensor with {value.ndim} dimensions.")
@@ -388,7 +389,15 @@ def _fill(self, value):
         return commit(self, F.full(tuple(self.shape), value, dtype=self.dtype) + self * 0)
     # torch's checked conversion (uint8 takes -1 as 255; int8 refuses 200 with its RuntimeError)
     plain = _plain_number(value) and self._data.__class__ is np.ndarray
-    self._data[...] = stored_scalar(value, self.dtype, self.numel()) if plain else value
+    target = self._data
+    if not target.flags.writeable and target.__class__ is np.ndarray:
+        # an expanded or overlapping view: one number written to every element is the same
+        # whichever element writes last, and torch's fill_(number) and zero_ write it (its
+        # fill_(tensor) refuses)
+        if from_tensor:
+            raise RuntimeError(_OVERLAP_MSG)
+        target = _writeable_alias(target)
+    target[...] = stored_scalar(value, self.dtype, self.numel()) if plain else value
     self._vc[0] += 1
     return self
 
@@ -434,8 +443,7 @@ def copy_(self, src, non_blocking=False):
         # the old value is overwritten: its gradient is zero from here on
         return commit(self, F.clone(F.expand(F.convert(src.detach(), self.dtype), tuple(self.shape))) + self * 0)
     if not self._data.flags.writeable:
-        raise RuntimeError("unsupported operation: more than one element of the written-to tensor refers to a single "
-                           "memory location. Please clone() the tensor before performing the operation.")
+        raise RuntimeError(_OVERLAP_MSG)
     np.copyto(self._data, np.broadcast_to(src._data, self._data.shape), casting="unsafe")
     self._vc[0] += 1
     return self
@@ -479,7 +487,7 @@ def _setitem(self, key, value):
         target = self._data
         if not target.flags.writeable:
             # an expanded tensor: torch refuses only a write whose target elements share memory
-            target = _writeable_region(target, k, idx)
+            target = _writeable_region(target, k, idx, number)
         np_index_set(target, k, [i._data for i in idx], value._data if isinstance(value, Tensor) else value)
         self._vc[0] += 1
         return
@@ -506,30 +514,66 @@ def _strip_leading_ones(value, ndim):
 def _makes_view(data, k):
     """Whether the basic part of normalized key `k` (ints, slices, None, bools) selects other
     than the whole array as it is: torch then writes through a view (a full slice is no view)."""
-    basic = tuple(slice(None) if isinstance(p, tuple) and p[0] == "t" else
-                  slice(*p[1:]) if isinstance(p, tuple) else p for p in k)
-    v = data[basic]
+    v = data[_basic_key(k)]
     return v.shape != data.shape or v.strides != data.strides
 
 
-def _writeable_region(target, k, idx):
-    """A writeable alias of the read-only (expanded) array `target`, where the elements that
-    `target[k]` writes are distinct in memory; torch's error otherwise."""
-    msg = ("unsupported operation: more than one element of the written-to tensor refers to a single memory "
-           "location. Please clone() the tensor before performing the operation.")
+_OVERLAP_MSG = ("unsupported operation: more than one element of the written-to tensor refers to a single memory "
+                "location. Please clone() the tensor before performing the operation.")
+
+
+def _basic_key(k):
+    """The numpy key of the basic part of normalized key `k` (ints, slices, None, bools)."""
+    return tuple(slice(None) if isinstance(p, tuple) and p[0] == "t" else
+                 slice(*p[1:]) if isinstance(p, tuple) else p for p in k)
+
+
+def _writeable_alias(target):
+    """A writeable array over the memory of the read-only (expanded or overlapping) view
+    `target`, with its shape and strides; torch's error where there is none to make."""
+    if not isinstance(target, np.ndarray):
+        raise RuntimeError(_OVERLAP_MSG)
     base = target
-    while isinstance(base.base, np.ndarray):
-        base = base.base
-    if idx or not base.flags.writeable or not isinstance(target, np.ndarray) or not base.flags.c_contiguous:
-        raise RuntimeError(msg)
-    off = (target.__array_interface__["data"][0] - base.__array_interface__["data"][0]) // target.itemsize
-    alias = np.lib.stride_tricks.as_strided(base.reshape(-1)[off:], target.shape, target.strides)
+    while True:
+        up = base.base
+        if not isinstance(up, np.ndarray):
+            up = getattr(up, "base", None)        # as_strided's array holds its source through one more object
+        if not isinstance(up, np.ndarray):
+            break
+        base = up
+    if not base.flags.writeable:
+        raise RuntimeError(_OVERLAP_MSG)
+    return np.asarray(_Memory(target, base))
+
+
+class _Memory:
+    """`target`'s memory, shape and strides, written through: the memory is `base`'s, which
+    is writeable (numpy's own as_strided works the same way)."""
+    def __init__(self, target, base):
+        face = dict(target.__array_interface__)
+        face["data"] = (face["data"][0], False)
+        self.__array_interface__ = face
+        self.base = base
+
+
+def _writeable_region(target, k, idx, number=False):
+    """A writeable alias of the read-only (expanded or overlapping) array `target`, where the
+    elements that `target[k]` writes are distinct in memory, or one `number` is written to
+    overlapping windows (torch's copy of it there); torch's error otherwise. An op whose result would depend on the
+    order the shared elements are written in (`mul_` on overlapping `unfold` windows: torch
+    multiplies a shared element once per window) raises."""
+    if idx:
+        raise RuntimeError(_OVERLAP_MSG)
+    alias = _writeable_alias(target)
     try:
-        region = alias[tuple(k) if isinstance(k, list) else k]
+        region = alias[_basic_key(k)]
     except (IndexError, TypeError):
-        raise RuntimeError(msg) from None
-    if isinstance(region, np.ndarray) and any(st == 0 and n > 1 for st, n in zip(region.strides, region.shape)):
-        raise RuntimeError(msg)
+        raise RuntimeError(_OVERLAP_MSG) from None
+    if isinstance(region, np.ndarray):
+        if any(st == 0 and n > 1 for st, n in zip(region.strides, region.shape)):
+            raise RuntimeError(_OVERLAP_MSG)     # torch's check: an element repeated by a zero stride
+        if not number and may_overlap(region.shape, region.strides, region.itemsize):
+            raise RuntimeError(_OVERLAP_MSG)
     return alias
 
 
@@ -570,6 +614,8 @@ def _write_drawn(self, values, name):
         copy_(self, src if not self.is_cuda else src.to(self.device))
         name_grad_fn(self, name)
         return self
+    if not self._data.flags.writeable:
+        raise RuntimeError(_OVERLAP_MSG)
     self._data[...] = values
     self._vc[0] += 1
     return self

@@ -446,9 +446,24 @@ def _scatter(base, result, prim, rest, params):
     if v is None or type(v) is not np.ndarray or not np.shares_memory(v, scratch):
         raise TraceError(f"an in-place op on a '{prim.name}' view inside a compiled function is not traced yet")
     item = scratch.itemsize
+    if may_overlap(v.shape, v.strides, item):
+        # eager writes a region of it where that region's elements are distinct, and raises
+        # torch's error where they are not (an expanded tensor, overlapping unfold windows)
+        raise TraceError(f"an in-place op through a '{prim.name}' view whose elements share memory is not traced")
     offset = (v.__array_interface__["data"][0] - scratch.__array_interface__["data"][0]) // item
     p = {"shape": tuple(v.shape), "strides": tuple(s // item for s in v.strides), "offset": offset}
     return apply(P["as_strided_scatter"], (base, result), p)
+
+
+def may_overlap(shape, strides, itemsize):
+    """Whether two elements of an array of `shape` and `strides` may share memory: the dims of
+    more than one element, by their stride, must each step over all the smaller ones."""
+    extent = itemsize
+    for st, n in sorted((abs(st), n) for st, n in zip(strides, shape) if n > 1):
+        if st < extent:
+            return True
+        extent += st * (n - 1)
+    return False
 
 
 def _sync_real(base):

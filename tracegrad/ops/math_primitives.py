@@ -535,9 +535,12 @@ def _unfold_shape(shape, dim, size, step):
 
 def _unfold_kernel(x, dim, size, step):
     # a writeable view of x's own memory, for any strides of x: windows `step` apart along dim
+    # (read-only where windows share elements: an in-place op through it raises, as torch's
+    # does on an expanded tensor, where torch's own result would depend on the write order)
     st = x.strides
-    return np.lib.stride_tricks.as_strided(x, _unfold_shape(x.shape, dim, size, step),
-                                           st[:dim] + (st[dim] * step,) + st[dim + 1:] + (st[dim],))
+    shape = _unfold_shape(x.shape, dim, size, step)
+    return np.lib.stride_tricks.as_strided(x, shape, st[:dim] + (st[dim] * step,) + st[dim + 1:] + (st[dim],),
+                                           writeable=x.flags.writeable and (step >= size or shape[dim] < 2))
 
 
 def _unfold_vjp(g, out, x, dim, size, step):
