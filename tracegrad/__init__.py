@@ -98,18 +98,21 @@ def can_cast(from_, to):
 
 
 def allclose(input, other, rtol=1e-05, atol=1e-08, equal_nan=False):
-    return _builtins.bool(_np.allclose(input._data, other._data, rtol=rtol, atol=atol, equal_nan=equal_nan))
+    return _builtins.bool(_np.allclose(input._values("allclose"), other._values("allclose"), rtol=rtol, atol=atol,
+                                       equal_nan=equal_nan))
 
 
 def isclose(input, other, rtol=1e-05, atol=1e-08, equal_nan=False):
-    return tensor(_np.isclose(input._data, other._data, rtol=rtol, atol=atol, equal_nan=equal_nan))
+    return tensor(_np.isclose(input._values("isclose"), other._values("isclose"), rtol=rtol, atol=atol,
+                              equal_nan=equal_nan))
 
 
 Tensor.isclose = isclose
 
 
 def equal(input, other):
-    return tuple(input.shape) == tuple(other.shape) and _builtins.bool(_np.array_equal(input._data, other._data))
+    return tuple(input.shape) == tuple(other.shape) and _builtins.bool(
+        _np.array_equal(input._values("equal"), other._values("equal")))
 
 
 __version__ = "0.1.0"

@@ -690,11 +690,12 @@ Tensor.register_hook = _register_hook
 
 
 def _equal(self, other):
-    return tuple(self.shape) == tuple(other.shape) and bool(np.array_equal(self._data, other._data))
+    return tuple(self.shape) == tuple(other.shape) and bool(np.array_equal(self._values("equal"), other._values("equal")))
 
 
 def _allclose(self, other, rtol=1e-05, atol=1e-08, equal_nan=False):
-    return bool(np.allclose(self._data, other._data, rtol=rtol, atol=atol, equal_nan=equal_nan))
+    return bool(np.allclose(self._values("allclose"), other._values("allclose"), rtol=rtol, atol=atol,
+                            equal_nan=equal_nan))
 
 
 def _is_inference(self):

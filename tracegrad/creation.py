@@ -15,7 +15,7 @@ import warnings
 import numpy as np
 
 from . import _dtype as D
-from .tensor import Tensor, Size, Above
+from .tensor import Tensor, Size, Above, escape
 from .ir.symbolic import Sym
 from .tracing import apply, _ACTIVE, TRACING, LOCAL, user_file, TraceError
 from .ops.primitives import PRIMITIVES
@@ -394,6 +394,7 @@ def from_numpy(ndarray):
                       "This means writing to this tensor will result in undefined behavior. You may want to copy "
                       "the array to protect its data or make it writable before converting it to a tensor. This "
                       "type of warning will be suppressed for the rest of this program.", UserWarning, stacklevel=2)
+    escape(ndarray)
     return Tensor._make(ndarray, dt)
 
 

@@ -113,7 +113,39 @@ def _shadow_here():
     return Above.functionalize_local.shadow
 
 
+class TraceError(RuntimeError):
+    """An operation that a symbolic trace cannot record (it needs concrete values)."""
+
+
 UNTRACKED_WRITES = [0]
+ESCAPES = [0]                                  # arrays handed to numpy so far (a count)
+_ESCAPED = weakref.WeakValueDictionary()       # id -> the memory's root array, of those
+
+
+def memory_root(a):
+    """The array that owns `a`'s memory (numpy's base chain, through as_strided's holder)."""
+    while True:
+        up = a.base
+        if not isinstance(up, np.ndarray):
+            up = getattr(up, "base", None)
+        if not isinstance(up, np.ndarray):
+            return a
+        a = up
+
+
+def escape(a):
+    """Note that numpy code outside tracegrad holds `a`'s memory: it can write it unseen
+    by any version counter (`t.numpy()[:] = ...`, an array given to from_numpy)."""
+    if type(a) is np.ndarray:
+        r = memory_root(a)
+        _ESCAPED[id(r)] = r
+        ESCAPES[0] += 1
+
+
+def escaped(a):
+    """Whether numpy code outside tracegrad may hold `a`'s memory."""
+    r = memory_root(a)
+    return _ESCAPED.get(id(r)) is r
 
 
 class _UntrackedVersion(list):
@@ -416,6 +448,16 @@ class Tensor:
         if r is not None:
             r.setdefault(id(self), self._version)
 
+    def _values(self, op=None):
+        """The array, for code that turns the values into Python decisions or constants (a
+        mask's positions, equal()): while compile traces, a read by value (guarded, or traced
+        again when they change); a traced value has none, and `op` cannot be traced."""
+        if self._data is None:
+            raise TraceError(f"{op} needs the values of a tensor the trace computes (a data-dependent result)")
+        if _VALUE_READS[0] is not None:
+            self._read_by_value()
+        return self._data
+
     def item(self):
         if _VALUE_READS[0] is not None:
             self._read_by_value()
@@ -440,6 +482,7 @@ class Tensor:
             raise TypeError("Got unsupported ScalarType BFloat16")
         if _VALUE_READS[0] is not None:
             self._read_by_value()
+        escape(self._data)
         return self._data
 
     def __array__(self, dtype=None, copy=None):
@@ -453,6 +496,7 @@ class Tensor:
             raise BufferError("Can't export tensors that require gradient, use tensor.detach()")
         if self._dtype is D.bfloat16:
             raise BufferError("bfloat16 tensors are stored as float32 and cannot be exported through DLPack")
+        escape(self._data)
         return self._data.__dlpack__(*args, **kwargs)
 
     def __dlpack_device__(self):

@@ -19,7 +19,7 @@ import numpy as np
 
 from . import _dtype as D
 from .grad_mode import STATE
-from .tensor import CPU, Tensor, Size
+from .tensor import CPU, Tensor, Size, TraceError
 from .ir.graph import Graph, V
 from .ir.layout import c_contiguous, column_major
 from .ops import shapes as S
@@ -44,10 +44,6 @@ class _Local(threading.local):
 
 
 LOCAL = _Local()          # the functionalized trace being made in this thread (functionalize.Shadow)
-
-
-class TraceError(RuntimeError):
-    """An operation that a symbolic trace cannot record (it needs concrete values)."""
 
 
 class _Tracing(threading.local):

@@ -503,7 +503,7 @@ def _embedding_renorm_(weight, input, max_norm, norm_type):
 def one_hot(tensor, num_classes=-1):
     if tensor.dtype is not D.int64:
         raise RuntimeError("one_hot is only applicable to index tensor of type LongTensor.")
-    idx = np.asarray(tensor._data)
+    idx = np.asarray(tensor._values("one_hot"))
     if num_classes == -1:
         num_classes = int(idx.max()) + 1 if idx.size else 0
     if idx.size and (idx.min() < 0 or idx.max() >= num_classes):

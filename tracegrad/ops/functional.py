@@ -981,7 +981,7 @@ def nonzero(input, *, as_tuple=False):
         return tuple(t.cuda() for t in out) if as_tuple else out.cuda()
     if input._data is None:
         raise TraceError("nonzero (and where(condition) with one argument) has a data-dependent shape")
-    data = input._data
+    data = input._values()
     if data.ndim == 0:           # torch: one index of no dimensions when the value is not zero
         n = int(data != 0)
         return (_wrap_np(np.zeros(n, np.int64)),) if as_tuple else _wrap_np(np.zeros((n, 0), np.int64))
@@ -1039,7 +1039,7 @@ def _normalize_key(input, key, zero_dim_select=True):
     seen_ellipsis = False
     for pos, k in enumerate(key):
         if isinstance(k, Tensor) and k.ndim == 0 and k._data is not None and k.dtype in (D.bool_, D.uint8):
-            k = bool(k._data)
+            k = bool(k._values())
         elif isinstance(k, Tensor) and k.ndim == 0 and k.dtype._kind == 1 and k._data is not None and zero_dim_select:
             k = int(k.item())
         if k is None:
@@ -1082,7 +1082,7 @@ def _normalize_key(input, key, zero_dim_select=True):
                                          f"of the indexed tensor {list(shape)} at index {dim + j}")
                 if k._data is None:
                     raise TraceError("indexing with a boolean mask has a data-dependent shape")
-                for a in np.nonzero(k._data):
+                for a in np.nonzero(k._values()):
                     out.append(("t", len(idx)))
                     idx.append(_t(a.astype(np.int64)))
                 dim += k.ndim

@@ -32,7 +32,7 @@ import types
 
 import numpy as np
 
-from ..tensor import Tensor, UNTRACKED_WRITES, device as _device
+from ..tensor import Tensor, UNTRACKED_WRITES, ESCAPES, escaped, device as _device
 from .check_code import CheckCode
 from .side_effects import is_library
 from ..nn.modules.module import Module
@@ -245,15 +245,21 @@ def module_token(m, attrs):
             tuple([token(d[a]) for a in attrs]))
 
 
-_SNAPSHOT_BYTES = 1 << 24     # numpy arrays up to this size are compared whole at every call
-
-
 def _array_test(a0):
-    if a0.nbytes <= _SNAPSHOT_BYTES:
-        snap = a0.copy()
-        return lambda v: v.shape == snap.shape and v.dtype == snap.dtype and np.array_equal(v, snap, equal_nan=True)
-    shape, dt = a0.shape, a0.dtype       # too big to compare every call: in-place changes go unseen
-    return lambda v: v.shape == shape and v.dtype == dt
+    """A guard on a numpy array the trace read: its bytes at every call (-0.0 is not 0.0,
+    a NaN's payload counts), whatever its size (an unseen in-place change is a stale result)."""
+    snap = np.array(a0, copy=True, order="C")
+    return lambda v: same_bytes(v, snap)
+
+
+def same_bytes(v, snap):
+    """Whether array v holds exactly the C-ordered array snap: shape, dtype and bytes."""
+    if type(v) is not np.ndarray or v.shape != snap.shape or v.dtype != snap.dtype:
+        return False
+    if snap.dtype.hasobject:
+        return bool(np.array_equal(v, snap))
+    a = v if v.flags.c_contiguous else np.ascontiguousarray(v)
+    return bool(np.array_equal(a.reshape(-1).view(np.uint8), snap.reshape(-1).view(np.uint8)))
 
 
 def _same_keys(a, b):
@@ -444,11 +450,26 @@ class _Walk:
                          f"{code.const(v)}._data.tobytes() == {code.const(b)}"))
             return
         n = UNTRACKED_WRITES[0]
-        self.add(_const(v), lambda t, ver=ver, a=a, n=n: t._version == ver and t._data is a and
-                 UNTRACKED_WRITES[0] == n, f"the values of {what} (read while tracing)",
-                 lambda code, v=v, ver=ver, a=a, n=n: code.need(
+        if type(a) is np.ndarray and escaped(a):
+            # numpy code holds its memory (t.numpy(), from_numpy): it can write it unseen by
+            # the version and the count, so its bytes are compared at every call
+            snap = np.array(a, copy=True, order="C")
+            self.add(_const(v), lambda t, ver=ver, snap=snap: t._version == ver and same_bytes(t._data, snap),
+                     f"the values of {what} (read while tracing)",
+                     lambda code, v=v, ver=ver, snap=snap: code.need(
+                         f"{code.const(v)}._version == {code.const(ver)} and "
+                         f"{code.const(same_bytes)}({code.const(v)}._data, {code.const(snap)})"))
+            return
+        # else by the array's identity, the count of writes through .data and the count of
+        # arrays handed to numpy since (then one of them may be this one: traced again)
+        e = ESCAPES[0]
+        self.add(_const(v), lambda t, ver=ver, a=a, n=n, e=e: t._version == ver and t._data is a and
+                 UNTRACKED_WRITES[0] == n and (ESCAPES[0] == e or not escaped(a)),
+                 f"the values of {what} (read while tracing)",
+                 lambda code, v=v, ver=ver, a=a, n=n, e=e: code.need(
                      f"{code.const(v)}._version == {code.const(ver)} and {code.const(v)}._data is {code.const(a)} "
-                     f"and {code.const(UNTRACKED_WRITES)}[0] == {code.const(n)}"))
+                     f"and {code.const(UNTRACKED_WRITES)}[0] == {code.const(n)} and "
+                     f"({code.const(ESCAPES)}[0] == {code.const(e)} or not {code.const(escaped)}({code.const(a)}))"))
 
     def seq_token(self, items):
         return tuple(self.token(x) for x in items)
