@@ -116,3 +116,35 @@ def test_a_numpy_array_read_by_the_function_keeps_the_sign_of_zero():
         assert np.signbit(got.numpy()).tolist() == np.signbit((tx * torch.tensor(c)).numpy()).tolist()
         assert np.signbit(got.numpy()).tolist() == np.signbit(want.numpy()).tolist()
         change(k)
+
+
+@pytest.mark.parametrize("how", ["detach", "data"])
+@pytest.mark.parametrize("change", ["in place", "rebound"])
+def test_values_read_through_a_tensor_of_their_own(how, change):
+    """`g.detach().tolist()` read a tensor the guards' walk never meets (the detached one, made
+    while tracing): a change to g, in place or `g.data = other`, left the first value baked in."""
+    g, tgl = tg.tensor([2.5, 1.0]), torch.tensor([2.5, 1.0])
+    x, tx = tg.ones(2), torch.ones(2)
+
+    def f(lib, x, g):
+        v = g.detach() if how == "detach" else g.data
+        return x * sum(v.tolist())
+
+    def step(k):
+        if change == "in place":
+            g.add_(k + 1)
+            tgl.add_(k + 1)
+        else:
+            g.data = tg.tensor([7.0 + k, 1.0])
+            tgl.data = torch.tensor([7.0 + k, 1.0])
+    _check(lambda x: f(tg, x, g), lambda x: f(torch, x, tgl), x, tx, step)
+
+
+def test_repeat_interleave_by_captured_repeats():
+    r, tr = tg.tensor([1, 2, 0]), torch.tensor([1, 2, 0])
+    x, tx = tg.arange(3.0), torch.arange(3.0)
+
+    def step(k):
+        for lib, t in ((tg, r), (torch, tr)):
+            t.copy_(lib.tensor([0, 1 + k, 2]))
+    _check(lambda x: x.repeat_interleave(r), lambda x: x.repeat_interleave(tr), x, tx, step)

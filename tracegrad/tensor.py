@@ -401,7 +401,10 @@ class Tensor:
 
     @property
     def data(self):
-        return Tensor._make(self._data, self._dtype, vc=_UntrackedVersion([0]))
+        t = Tensor._make(self._data, self._dtype, vc=_UntrackedVersion([0]))
+        if _VALUE_READS[0] is not None:
+            t.__dict__["_value_of"] = self     # while compile traces: a read of t's values reads self's
+        return t
 
     @data.deleter
     def data(self):
@@ -446,7 +449,11 @@ class Tensor:
             sh.read_by_value(self)        # raises where the trace wrote it: its value is symbolic
         r = _VALUE_READS[0]
         if r is not None:
+            src = self.__dict__.get("_value_of")
+            if src is not None:
+                src._read_by_value()
             r.setdefault(id(self), self._version)
+            r.setdefault(("tensor", id(self)), self)   # the tensor itself, found or not by the guards' walk
 
     def _values(self, op=None):
         """The array, for code that turns the values into Python decisions or constants (a

@@ -11,7 +11,7 @@ import warnings
 import numpy as np
 
 from .. import _dtype as D
-from ..tensor import Tensor, Above
+from ..tensor import Tensor, Above, _VALUE_READS
 from ..ir.symbolic import Sym
 from ..grad_mode import STATE
 from ..tracing import apply
@@ -1375,6 +1375,8 @@ def detach(input):
     # autograd (no _base), so a view of it is a view of it alone and needs no grad
     t = Tensor._make(input._data, input._dtype, False, vc=input._vc)
     t._inference = input._inference
+    if _VALUE_READS[0] is not None:
+        t.__dict__["_value_of"] = input        # while compile traces: a read of t's values reads input's
     return t
 
 

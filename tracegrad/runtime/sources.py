@@ -297,6 +297,7 @@ class _Walk:
         self.keep = []
         self.seen = set()
         self.tensors = set()
+        self.value_guarded = set()      # ids of the tensors read by value that a guard covers
         self.codes = set()
 
     def add(self, read, test, what, emit=None):
@@ -439,6 +440,7 @@ class _Walk:
         version does not see: writes through .data or numpy, and `t.data = other`. A small
         tensor (a temperature, a step count) by its bytes; a larger one by its array's identity
         and the count of writes through .data (tensor.UNTRACKED_WRITES)."""
+        self.value_guarded.add(id(v))
         ver = self.value_reads[id(v)]
         a = v._data
         if type(a) is np.ndarray and a.size <= 64:
@@ -763,6 +765,19 @@ def build_guards(fn, module, args, kwargs, used=(), value_reads=None, exempt=fro
                                                                   hooks[0]),
                                                        _emit_keys(code, f"{code.const(_m)}._global_forward_hooks",
                                                                   hooks[1])))
+    # tensors read by value that no walk reaches (`g.detach().tolist()` of a global g: a
+    # tensor of its own over g's memory): by their bytes, which a write to g changes
+    for key, t in value_reads.items():
+        if isinstance(key, tuple) and key[0] == "tensor" and key[1] not in w.value_guarded:
+            w.keep.append(t)
+            w.value_guarded.add(key[1])
+            snap = np.array(t._data, copy=True, order="C")
+            ver = value_reads[key[1]]
+            w.add(_const(t), lambda x, ver=ver, snap=snap: x._version == ver and same_bytes(x._data, snap),
+                  f"the values of a tensor read while tracing ({tuple(t.shape)})",
+                  lambda code, t=t, ver=ver, snap=snap: code.need(
+                      f"{code.const(t)}._version == {code.const(ver)} and "
+                      f"{code.const(same_bytes)}({code.const(t)}._data, {code.const(snap)})"))
     # the concrete tensors the program reads at every call keep the metadata it was built for
     for t in used:
         if id(t) not in w.tensors:
