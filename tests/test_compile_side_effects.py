@@ -742,3 +742,55 @@ def test_a_helper_writing_into_a_dict_it_is_given_is_a_side_effect():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         close(tg.compile(own)(leaf(3)), leaf(3) * 2 + 1)
+
+
+def _scaled_function(lib, log=None):
+    class Scaled(lib.autograd.Function):
+        @staticmethod
+        def forward(ctx, x, k):
+            ctx.k = k                       # the usual way to keep a number for backward
+            ctx.save_for_backward(x)
+            if log is not None:
+                log.append(k)               # a real side effect: an outside list
+            return x * k * FACTOR[0]
+
+        @staticmethod
+        def backward(ctx, g):
+            (x,) = ctx.saved_tensors
+            return g * ctx.k * FACTOR[0] * x.cos(), None
+    return Scaled
+
+
+FACTOR = [2.0]
+
+
+def test_a_custom_function_that_sets_attributes_on_ctx_is_traced_whole():
+    """`ctx.k = k` was taken for a side effect on an object the call does not own, so every
+    compiled function using such a custom Function ran eagerly, with a warning."""
+    S, TS = _scaled_function(tg), _scaled_function(torch)
+    f = tg.compile(lambda x: S.apply(x, 3.0).sum())
+    try:
+        for k in range(3):
+            FACTOR[0] = 2.0 + k
+            x = tg.tensor([0.5, -1.0, 2.0], dtype=tg.float64, requires_grad=True)
+            tx = torch.tensor([0.5, -1.0, 2.0], dtype=torch.float64, requires_grad=True)
+            with warnings.catch_warnings():
+                warnings.simplefilter("error")
+                y = f(x)
+            y.backward()
+            ty = TS.apply(tx, 3.0).sum()
+            ty.backward()
+            assert y.item() == ty.item()
+            np.testing.assert_allclose(x.grad.numpy(), tx.grad.numpy(), rtol=1e-15)
+    finally:
+        FACTOR[0] = 2.0
+
+
+def test_a_custom_functions_side_effect_on_an_outside_list_still_runs_eagerly():
+    log = []
+    S = _scaled_function(tg, log)
+    f = tg.compile(lambda x: S.apply(x, 3.0).sum())
+    with pytest.warns(UserWarning, match="side effect"):
+        f(tg.ones(2))
+    f(tg.ones(2))
+    assert log == [3.0, 3.0]

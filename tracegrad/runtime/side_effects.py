@@ -717,11 +717,15 @@ class _Finder:
         elif isinstance(obj, type) and hasattr(obj, "_backward_cls") and hasattr(obj, "apply"):
             # a custom autograd.Function: its forward is traced and its backward traced into the
             # program, so a side effect in either would run once, not at every call
+            # ctx is each call's own object (`ctx.alpha = alpha` is no side effect); forward
+            # takes it unless setup_context is the class's own
+            own_setup = _user_function(inspect.getattr_static(obj, "setup_context", None)) is not None
             for name in ("forward", "setup_context", "backward", "jvp"):
-                fn = inspect.getattr_static(obj, name, None)
-                fn = fn.__func__ if isinstance(fn, (staticmethod, classmethod)) else fn
-                if isinstance(fn, types.FunctionType) and not is_library(fn.__code__.co_filename):
-                    self.function(fn, {})
+                fn = _user_function(inspect.getattr_static(obj, name, None))
+                if fn is not None:
+                    params = fn.__code__.co_varnames[:fn.__code__.co_argcount]
+                    takes_ctx = params and (name != "forward" or not own_setup)
+                    self.function(fn, {params[0]: _OWNED} if takes_ctx else {})
         elif not isinstance(obj, type):
             call = inspect.getattr_static(type(obj), "__call__", None)
             if not isinstance(call, types.FunctionType):
@@ -750,6 +754,13 @@ class _Finder:
             for table in ("_forward_pre_hooks", "_forward_hooks"):
                 for hook in (sub.__dict__.get(table) or {}).values():
                     self.follow(hook)
+
+
+def _user_function(fn):
+    """The user's function behind a class attribute (a staticmethod's, a classmethod's), or None
+    for library code and what is no function."""
+    fn = fn.__func__ if isinstance(fn, (staticmethod, classmethod)) else fn
+    return fn if isinstance(fn, types.FunctionType) and not is_library(fn.__code__.co_filename) else None
 
 
 def _bind(fn, self_obj, args, kwargs):
