@@ -243,7 +243,7 @@ def nansum(input, dim=None, keepdim=False, *, dtype=None):
     x = input if dtype is None else input.to(dtype)
     if x.dtype.is_floating_point:
         x = O.where(O.isnan(x), O.zeros_like(x), x)
-    return rename_grad_fn(O.sum(x, dim, keepdim), "NansumBackward0")
+    return O._in_dtype(rename_grad_fn(O.sum(x, dim, keepdim), "NansumBackward0"), dtype)
 
 
 def nanmean(input, dim=None, keepdim=False, *, dtype=None):

@@ -315,7 +315,16 @@ def sum(input, dim=None, keepdim=False, *, dtype=None):
     _check_tensor(input, "sum")
     if dtype is not None:
         input = convert(input, dtype)
-    return _reduce(P["sum"], input, dim, keepdim)
+    return _in_dtype(_reduce(P["sum"], input, dim, keepdim), dtype)
+
+
+def _in_dtype(out, dtype):
+    """A reduction's result in the dtype= it was asked for: the primitives sum integers and
+    bools into int64, which torch does only without dtype= (x.sum(dtype=torch.int8) wraps
+    around in int8; the int64 result taken modulo 2**8 is that value)."""
+    if dtype is None or out.dtype is dtype:
+        return out
+    return convert(out, dtype)
 
 
 def mean(input, dim=None, keepdim=False, *, dtype=None):
@@ -333,7 +342,7 @@ def prod(input, dim=None, keepdim=False, *, dtype=None):
         input = convert(input, dtype)
     if dim is not None and not isinstance(dim, int):
         raise TypeError("prod(): argument 'dim' must be int")
-    return _reduce(P["prod"], input, dim, keepdim)
+    return _in_dtype(_reduce(P["prod"], input, dim, keepdim), dtype)
 
 
 def _return_type(name):
@@ -387,8 +396,13 @@ def min(input, dim=None, keepdim=False, *, other=None):
 
 def _amax(name, input, dim, keepdim):
     dims = _dims_arg(dim, input.ndim)
-    if input.numel() == 0 and (dims is None or builtins.any(input.shape[d] == 0 for d in dims)):
-        raise IndexError(f"{name}(): Expected reduction dim {dims[0] if dims else 0} to have non-zero size.")
+    if input.numel() == 0:
+        if dim is None or isinstance(dim, (list, tuple)) and len(dim) == 0:
+            raise RuntimeError(f"{name}(): Expected reduction dim to be specified for input.numel() == 0. Specify "
+                               f"the reduction dim with the 'dim' argument.")
+        empty = sorted(d for d in dims if input.shape[d] == 0)
+        if empty:
+            raise IndexError(f"{name}(): Expected reduction dim {empty[0]} to have non-zero size.")
     return _reduce(P[name], input, dim, keepdim)
 
 
@@ -401,11 +415,14 @@ def amin(input, dim=(), keepdim=False):
 
 
 def _arg(name, input, dim, keepdim):
-    if input.numel() == 0:
+    if input.numel() == 0 and dim is None:
         raise IndexError(f"{name}(): Expected reduction dim to be specified for input.numel() == 0.")
     params = {"keepdim": keepdim}
     if dim is not None:
-        params["dim"] = S.normalize_dim(dim, input.ndim)
+        params["dim"] = d = S.normalize_dim(dim, input.ndim)
+        if input.ndim and input.shape[d] == 0:
+            # (an empty tensor reduced along a dim of nonzero size: an empty result, as torch's)
+            raise IndexError(f"{name}(): Expected reduction dim {d} to have non-zero size.")
     return apply(P[name], (input,), params)
 
 

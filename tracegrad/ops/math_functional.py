@@ -75,12 +75,14 @@ def hypot(input, other):
 def _scan(name, input, dim, dtype):
     O._check_tensor(input, name)
     if dtype is not None:
+        if dtype is D.bool_:
+            raise NotImplementedError(f'"{name}_out_cpu" not implemented for \'Bool\'')
         input = O.convert(input, dtype) if hasattr(O, "convert") else input.to(dtype)
     d = S.normalize_dim(dim, max(input.ndim, 1))
     if input.ndim == 0:
         out = apply(P[name], (input.reshape(1),), {"dim": 0}).reshape(())
-        return rename_grad_fn(out, name.capitalize() + "Backward0")
-    return apply(P[name], (input,), {"dim": d})
+        return O._in_dtype(rename_grad_fn(out, name.capitalize() + "Backward0"), dtype)
+    return O._in_dtype(apply(P[name], (input,), {"dim": d}), dtype)
 
 
 def cumsum(input, dim, *, dtype=None):
