@@ -28,7 +28,7 @@ import numpy as np
 
 from . import _dtype as D
 from .grad_mode import STATE, no_grad
-from .tensor import Tensor, _VALUE_READS, UNTRACKED_WRITES, device as _device
+from .tensor import Tensor, begin_value_reads, end_value_reads, UNTRACKED_WRITES, device as _device
 from ._collect import paused
 from .ir.graph import Graph, V
 from .tracing import Proxy, TraceError, trace, proxy_input, apply, TRACING, TRACE_DEVICE, _ACTIVE, user_file, \
@@ -171,11 +171,10 @@ def _trace_with_writes(fn, args, kwargs, name, value_reads=None, dyn=()):
     devices = {t.device for t in leaves if isinstance(t, Tensor)}
     if len(devices) == 1 and next(iter(devices)).type != "cpu":
         TRACE_DEVICE[id(g)] = next(iter(devices))
+    sh = functionalize.begin(g)   # writes (in-place ops, .grad, optimizer steps) are recorded
     gen = creation.RNG.gen
     creation.RNG.gen = _NoRandom()       # a random draw while tracing would be baked in as a constant
-    reads = _VALUE_READS[0]
-    _VALUE_READS[0] = value_reads if value_reads is not None else {}
-    sh = functionalize.begin(g)   # writes (in-place ops, .grad, optimizer steps) are recorded
+    reads = begin_value_reads(value_reads if value_reads is not None else {})
     settings = _settings()
     entered = STATE.inference_entered
     grad_entered = STATE.grad_entered
@@ -234,7 +233,7 @@ def _trace_with_writes(fn, args, kwargs, name, value_reads=None, dyn=()):
         TRACE_DEVICE.pop(id(g), None)
         functionalize.end()
         creation.RNG.gen = gen
-        _VALUE_READS[0] = reads
+        end_value_reads(reads)
         # the trace leaves no global mode changed: a fallback's eager run starts where the call did
         STATE.grad_enabled, STATE.inference = settings[:2]
         D.set_default_dtype(settings[2])

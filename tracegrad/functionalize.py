@@ -30,7 +30,7 @@ import networkx as nx
 import numpy as np
 
 from .tensor import Tensor
-from .tensor import _SHADOW, Above
+from .tensor import _SHADOW, _TRACES_LOCK, Above
 from .grad_mode import STATE
 from . import tracing as _tracing
 from .tracing import LOCAL
@@ -303,14 +303,17 @@ def begin(graph):
     sh = Shadow(graph)
     sh.options_before = _options()
     LOCAL.shadow = sh
-    _SHADOW[0] = sh
+    with _TRACES_LOCK:
+        _SHADOW[0] += 1       # (a count: another thread's trace may end before this one)
     return sh
 
 
 def end():
     sh = LOCAL.shadow
     LOCAL.shadow = None
-    _SHADOW[0] = None
+    if sh is not None:
+        with _TRACES_LOCK:
+            _SHADOW[0] -= 1
     if sh is not None:
         if options_changed(sh) is not None:
             restore_options(sh)

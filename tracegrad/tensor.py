@@ -4,6 +4,7 @@ Methods are thin: each calls the public op of the same name in `ops/functional.p
 which builds on the op table in `ops/primitives.py`; most are bound onto the class by
 `_tensor_methods.py`, which also holds the in-place ops.
 """
+import threading
 import warnings
 import weakref
 
@@ -14,8 +15,34 @@ from .grad_mode import STATE
 from .ops.shapes import normalize_dim
 from .ir.symbolic import Sym
 
-# while compile traces a function: {id(tensor): version} of the concrete tensors it reads by value
-_VALUE_READS = [None]
+# How many threads are tracing a function for compile now: 0 on the eager path (one test of it
+# there); each tracing thread's {id(tensor): version} of the concrete tensors it reads by value
+# is in _READS, that thread's own (another thread's eager .item() is no read of the trace)
+_VALUE_READS = [0]
+_TRACES_LOCK = threading.Lock()
+
+
+class _Reads(threading.local):
+    reads = None
+
+
+_READS = _Reads()
+
+
+def begin_value_reads(reads):
+    """This thread's trace starts noting the tensors it reads by value into `reads`; -> what
+    end_value_reads takes back."""
+    prev = _READS.reads
+    _READS.reads = reads
+    with _TRACES_LOCK:
+        _VALUE_READS[0] += 1
+    return prev
+
+
+def end_value_reads(prev):
+    _READS.reads = prev
+    with _TRACES_LOCK:
+        _VALUE_READS[0] -= 1
 
 
 class Above:
@@ -106,7 +133,9 @@ class device:
 CPU = device("cpu")
 
 
-_SHADOW = [None]          # the trace being made (functionalize.Shadow), in whichever thread
+# How many threads are making a functionalized trace now (functionalize.begin): 0 on the eager
+# path; each thread's own trace (functionalize.Shadow) is _shadow_here(), None in the others
+_SHADOW = [0]
 
 
 def _shadow_here():
@@ -351,8 +380,8 @@ class Tensor:
 
     @property
     def grad(self):
-        sh = _SHADOW[0]
-        if sh is not None and sh is _shadow_here():
+        sh = _SHADOW[0] and _shadow_here()
+        if sh:
             return sh.get_grad(self)          # inside a trace: the symbolic gradient (functionalize.py)
         if self.grad_fn is not None and not self._retains_grad and not getattr(self, "_warned_grad", False):
             warnings.warn(
@@ -369,8 +398,8 @@ class Tensor:
 
     @grad.setter
     def grad(self, value):
-        sh = _SHADOW[0]
-        if sh is not None and sh is _shadow_here() and (value is None or getattr(value, "_data", 0) is None):
+        sh = _SHADOW[0] and _shadow_here()
+        if sh and (value is None or getattr(value, "_data", 0) is None):
             if value is not None and (value._dtype is not self._dtype or tuple(value.shape) != tuple(self.shape)):
                 raise RuntimeError(f"attempting to assign a gradient of size '{list(value.shape)}' and dtype "
                                    f"{value._dtype} to a tensor of size '{list(self.shape)}' and dtype {self._dtype}")
@@ -394,7 +423,7 @@ class Tensor:
                                    f"size")
             if value._data.__class__ is not self._data.__class__ and value.device != self.device:
                 raise RuntimeError("assigned grad has data located on a different device")
-        if sh is not None and sh is _shadow_here():
+        if sh:
             sh.set_grad(self, value)
             return
         self._grad = value
@@ -444,10 +473,10 @@ class Tensor:
     # -- conversion -----------------------------------------------------------
     def _read_by_value(self):
         # while compile traces, a concrete tensor read in Python bakes its values into the program
-        sh = _SHADOW[0]
-        if sh is not None and sh is _shadow_here():
+        sh = _SHADOW[0] and _shadow_here()
+        if sh:
             sh.read_by_value(self)        # raises where the trace wrote it: its value is symbolic
-        r = _VALUE_READS[0]
+        r = _READS.reads
         if r is not None:
             src = self.__dict__.get("_value_of")
             if src is not None:
@@ -466,14 +495,14 @@ class Tensor:
         return self._data
 
     def item(self):
-        if _VALUE_READS[0] is not None:
+        if _VALUE_READS[0]:
             self._read_by_value()
         if self._data.size != 1:
             raise RuntimeError(f"a Tensor with {self._data.size} elements cannot be converted to Scalar")
         return self._data.reshape(()).item()
 
     def tolist(self):
-        if _VALUE_READS[0] is not None:
+        if _VALUE_READS[0]:
             self._read_by_value()
         return self._data.tolist()
 
@@ -487,7 +516,7 @@ class Tensor:
             raise RuntimeError("Can't call numpy() on Tensor that requires grad. Use tensor.detach().numpy() instead.")
         if self._dtype is D.bfloat16:
             raise TypeError("Got unsupported ScalarType BFloat16")
-        if _VALUE_READS[0] is not None:
+        if _VALUE_READS[0]:
             self._read_by_value()
         escape(self._data)
         return self._data
@@ -510,7 +539,7 @@ class Tensor:
         return self._data.__dlpack_device__()
 
     def _scalar(self):
-        if _VALUE_READS[0] is not None:
+        if _VALUE_READS[0]:
             self._read_by_value()
         if self._data.size != 1:
             raise ValueError("only one element tensors can be converted to Python scalars")
@@ -523,7 +552,7 @@ class Tensor:
         return int(self._scalar())
 
     def __bool__(self):
-        if _VALUE_READS[0] is not None:
+        if _VALUE_READS[0]:
             self._read_by_value()
         if self._data.size == 0:
             raise RuntimeError("Boolean value of Tensor with no values is ambiguous")

@@ -539,8 +539,8 @@ class Module:
     def train(self, mode=True):
         if not isinstance(mode, bool):
             raise ValueError("training mode is expected to be boolean")
-        sh = _SHADOW[0]
-        if sh is not None and sh is _shadow_here():
+        sh = _SHADOW[0] and _shadow_here()
+        if sh:
             sh.set_training(self, mode)      # inside a trace: set again after every call (functionalize.py)
         else:
             self.training = mode
