@@ -143,13 +143,18 @@ def _cumsum_vjp(g, out, x, dim):
 
 
 def _scan_kernel(fn):
-    """np.cumsum / np.cumprod with torch's accumulation: int64 for integers and bool,
-    float32 for float16 (each running value rounded to float16 once, as torch's scans do)."""
+    """np.cumsum / np.cumprod with torch's accumulation on the CPU: int64 for integers and
+    bool, float32 for float16, float64 for float32 (each running value rounded to the dtype
+    once, as torch's scans do: the float32 running sum of 10**7 values near 1000 was 2%
+    off, where torch's is the exact sum's rounding). bfloat16 values come as float32 arrays:
+    their running sums too are taken in float64, no less exact than torch's float32 ones."""
     def kernel(x, dim):
         if x.dtype.kind in "biu":
             return fn(x, axis=dim, dtype=np.int64)
         if x.dtype == np.float16:
             return fn(x, axis=dim, dtype=np.float32).astype(np.float16)
+        if x.dtype == np.float32:
+            return fn(x, axis=dim, dtype=np.float64).astype(np.float32)
         return fn(x, axis=dim, dtype=x.dtype)
     return kernel
 
