@@ -127,6 +127,30 @@ def test_random_draws_from_a_generator_object_passed_in():
     same(tg.rand(3, generator=gc), tg.rand(3, generator=ge))
 
 
+@pytest.mark.parametrize("init", ["normal_", "uniform_", "kaiming_uniform_", "trunc_normal_", "orthogonal_"])
+@pytest.mark.parametrize("where", ["argument", "value of the trace"])
+def test_an_initializer_drawing_from_a_generator_passed_in_draws_once_per_call(init, where):
+    # nn.init drew from an explicit generator while compile traced; the trace then failed and
+    # the eager run drew again: the generator was a draw ahead of eager's from the first call
+    def f(x, w, gen):
+        if where == "argument":
+            getattr(tg.nn.init, init)(w, generator=gen)
+            return x @ w
+        y = w * 1
+        getattr(tg.nn.init, init)(y, generator=gen)
+        return x @ y
+    cf = tg.compile(f)
+    x = tg.ones(2, 3)
+    we, wc = tg.zeros(3, 3), tg.zeros(3, 3)
+    ge, gc = tg.Generator().manual_seed(4), tg.Generator().manual_seed(4)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for _ in range(3):
+            same(cf(x, wc, gc), f(x, we, ge))
+            same(wc, we)
+    same(tg.rand(2, generator=gc), tg.rand(2, generator=ge))
+
+
 @pytest.mark.parametrize("p", [0.0, 0.5, 1.0])
 @pytest.mark.parametrize("train", [True, False])
 def test_dropout_module_compiled_in_train_and_eval_mode(p, train):

@@ -18,7 +18,12 @@ __all__ = ["calculate_gain", "uniform_", "normal_", "trunc_normal_", "constant_"
 
 
 def _rng(generator):
-    return RNG.gen if generator is None else generator._np
+    if generator is None:
+        return RNG.gen
+    # while compile traces, the global stream refuses to draw (the function runs eagerly): so
+    # must this one, or the trace's draw would advance it once more than the eager run does
+    getattr(RNG.gen, "bit_generator")
+    return generator._np
 
 
 def _fill(tensor, values):

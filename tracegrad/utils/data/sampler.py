@@ -27,7 +27,10 @@ class SequentialSampler(Sampler):
 
 
 def _stream(generator):
-    return creation.RNG.gen if generator is None else generator._np
+    if generator is None:
+        return creation.RNG.gen
+    getattr(creation.RNG.gen, "bit_generator")     # refused while compile traces, as the global stream
+    return generator._np
 
 
 class RandomSampler(Sampler):
