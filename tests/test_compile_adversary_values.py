@@ -151,6 +151,83 @@ def test_an_initializer_drawing_from_a_generator_passed_in_draws_once_per_call(i
     same(tg.rand(2, generator=gc), tg.rand(2, generator=ge))
 
 
+@pytest.mark.parametrize("init", ["constant_", "zeros_", "ones_", "eye_", "dirac_"])
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16", "int32", "leaf"])
+@pytest.mark.parametrize("held", ["captured", "argument"])
+def test_a_deterministic_initializer_inside_a_compiled_function_fills_at_every_call(init, dtype, held):
+    # nn.init wrote into a captured tensor's array while compile traced: once, by the trace;
+    # the program then never filled it again (the tensor changed between calls kept its values)
+    shape = (3, 3, 3) if init == "dirac_" else (3, 3)
+    args = (2.7,) if init == "constant_" else ()
+
+    def make():
+        if dtype == "leaf":
+            return tg.nn.Parameter(tg.full(shape, 7.0))
+        return tg.full(shape, 7.0, dtype=getattr(tg, dtype))
+
+    def build(w):
+        box = [w]
+
+        def f(x, *arg):
+            w = arg[0] if arg else box[0]
+            getattr(tg.nn.init, init)(w, *args)
+            return x * w.sum(), w * x.sum()
+        return f
+    we, wc = make(), make()
+    f, cf = build(we), tg.compile(build(wc))
+    extra_e, extra_c = ((we,), (wc,)) if held == "argument" else ((), ())
+    x = tg.ones(2, dtype=we.dtype) if dtype != "leaf" else tg.ones(2, requires_grad=True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for _ in range(3):
+            want, got = f(x, *extra_e), cf(x, *extra_c)
+            for g, w in zip(got, want):
+                same(g, w)
+            same(wc, we)
+            assert wc._version == we._version
+            with tg.no_grad():
+                we.fill_(5)
+                wc.fill_(5)
+        if dtype == "leaf":
+            (ge,) = tg.autograd.grad(f(x, *extra_e)[1].sum(), we)
+            (gc,) = tg.autograd.grad(cf(x, *extra_c)[1].sum(), wc)
+            same(gc, ge)
+
+
+@pytest.mark.parametrize("how", ["fill_", "copy_", "mul_", "init"])
+def test_a_parameter_written_under_no_grad_then_used_with_grad_keeps_its_gradient(how):
+    # the program's value of the parameter after the write was the write's, with no gradient
+    # for the parameter: backward() left its .grad None where eager's is x.sum()
+    def build():
+        w = tg.nn.Parameter(tg.full((3,), 7.0, dtype=tg.float64))
+
+        def f(x):
+            with tg.no_grad():
+                if how == "fill_":
+                    w.fill_(2.0)
+                elif how == "copy_":
+                    w.copy_(tg.ones(3, dtype=tg.float64))
+                elif how == "mul_":
+                    w.mul_(1.5)
+            if how == "init":
+                tg.nn.init.constant_(w, 0.5)
+            return w * x.sum()
+        return w, f
+    we, f = build()
+    wc, g = build()
+    cf = tg.compile(g)
+    x = tg.ones(2, dtype=tg.float64, requires_grad=True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for _ in range(2):
+            ye, yc = f(x), cf(x)
+            same(yc, ye)
+            ye.sum().backward()
+            yc.sum().backward()
+            same(wc.grad, we.grad)
+            same(wc, we)
+
+
 @pytest.mark.parametrize("p", [0.0, 0.5, 1.0])
 @pytest.mark.parametrize("train", [True, False])
 def test_dropout_module_compiled_in_train_and_eval_mode(p, train):

@@ -11,7 +11,8 @@ import numpy as np
 
 from ..grad_mode import no_grad
 from .. import _dtype as D
-from ..creation import RNG
+from ..creation import RNG, tensor as _tensor
+from ..tracing import _ACTIVE, TRACING
 
 __all__ = ["calculate_gain", "uniform_", "normal_", "trunc_normal_", "constant_", "ones_", "zeros_", "eye_",
            "xavier_uniform_", "xavier_normal_", "kaiming_uniform_", "kaiming_normal_", "orthogonal_", "sparse_", "dirac_"]
@@ -27,6 +28,12 @@ def _rng(generator):
 
 
 def _fill(tensor, values):
+    if _ACTIVE[0] and TRACING.stack:
+        # while compile traces: an in-place copy that the trace records, so that the program
+        # fills the tensor at every call (a write into its array would be made once, by the trace)
+        with no_grad():
+            tensor.copy_(_tensor(np.asarray(values)))
+        return tensor
     with no_grad():
         tensor._data[...] = values
         if tensor.dtype is D.bfloat16:
