@@ -444,6 +444,13 @@ def _build(fn, args, kwargs, name, backend, value_reads=None, keep_stages=False,
             if d:
                 union |= m
         p.used_inputs = frozenset(i for j, i in enumerate(p.wrt_pos) if union >> j & 1)
+    if p.needs_grad and sh.leaf_reads_after_write:
+        # eager: the leaf keeps requiring grad through the write, and what is computed from its new
+        # value has a gradient for it; in the trace the new value is the write's, with none
+        t = next(iter(sh.leaf_reads_after_write.values()))
+        raise TraceError(f"the function writes in place (under no_grad) a tensor from outside that requires grad "
+                         f"(of shape {list(t.shape)}: a parameter) and then computes with it with grad enabled; the "
+                         f"gradient that eager autograd gives that tensor through its new value is not compiled yet")
     if p.needs_grad:
         p.grad_slots = p.out_grads = ()   # a backward (and its speculated form) binds the constants it was built with
     p.out_consts_now = list(out_consts)   # out_consts with this call's .grad at p.out_grads (_rebind_grads)

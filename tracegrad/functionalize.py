@@ -60,6 +60,9 @@ class Shadow:
         self.data = {}          # id(real tensor) -> [tensor, Proxy]: its value now
         self.grads = {}         # id(real tensor) -> [tensor, Proxy or None, existing grad tensor or None]
         self.leaf_values = {}   # id(real leaf that requires grad) -> (tensor, its graph value now)
+        # real leaves that require grad, read with grad enabled after the function wrote them: a
+        # value of the trace that is the write's, without the leaf's gradient (compile._build)
+        self.leaf_reads_after_write = {}
         self.state = {}         # (id(optimizer), id(param)) -> (optimizer, param, {key: Tensor placeholder})
         self.optimizers = {}    # id -> optimizer that the function zeroed or stepped
         self.lr_inputs = []     # (holder tensor, param group): the learning rate read at every call

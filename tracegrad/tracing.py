@@ -400,6 +400,8 @@ def _shadowed_value(sh, graph, a):
     name = value_of(graph, p) if p is not None else _const(graph, a)
     if a._req and a.grad_fn is None:
         sh.leaf_values[id(a)] = (a, name)
+        if p is not None and STATE.grad_enabled:
+            sh.leaf_reads_after_write[id(a)] = a
     return name
 
 
