@@ -431,7 +431,7 @@ class Tensor:
     @property
     def data(self):
         t = Tensor._make(self._data, self._dtype, vc=_UntrackedVersion([0]))
-        if _VALUE_READS[0] is not None:
+        if _VALUE_READS[0]:
             t.__dict__["_value_of"] = self     # while compile traces: a read of t's values reads self's
         return t
 
@@ -490,7 +490,7 @@ class Tensor:
         again when they change); a traced value has none, and `op` cannot be traced."""
         if self._data is None:
             raise TraceError(f"{op} needs the values of a tensor the trace computes (a data-dependent result)")
-        if _VALUE_READS[0] is not None:
+        if _VALUE_READS[0]:
             self._read_by_value()
         return self._data
 

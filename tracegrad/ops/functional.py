@@ -1392,7 +1392,7 @@ def detach(input):
     # autograd (no _base), so a view of it is a view of it alone and needs no grad
     t = Tensor._make(input._data, input._dtype, False, vc=input._vc)
     t._inference = input._inference
-    if _VALUE_READS[0] is not None:
+    if _VALUE_READS[0]:
         t.__dict__["_value_of"] = input        # while compile traces: a read of t's values reads input's
     return t
 
