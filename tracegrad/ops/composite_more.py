@@ -318,7 +318,10 @@ hsplit, vsplit, dsplit = _nsplit("hsplit", 1, 1), _nsplit("vsplit", 2, 0), _nspl
 
 def _cumulative_extreme(input, dim, name, better):
     d = S.normalize_dim(dim, max(input.ndim, 1))
-    data = input.detach().numpy() if input.ndim else input.detach().numpy().reshape(1)
+    # a read by value (a compiled function's guards see it); bfloat16 values in their float32
+    # storage, compared as they are (.numpy() refuses bfloat16)
+    data = input.detach().cpu()._values(name)
+    data = data if input.ndim else data.reshape(1)
     x = np.moveaxis(np.asarray(data), d, -1)
     idx = np.zeros(x.shape, np.int64)
     if x.shape[-1]:
