@@ -490,6 +490,58 @@ def test_broadcasting_to_zero_size_zero_dim_and_a_long_vector():
     same(tg.compile(lambda x: (x * 2).sum())(big), (big * 2).sum())
 
 
+ZERO_DIM_OPS = {
+    "sum0": lambda x: x.sum(0), "mean0k": lambda x: x.mean(0, True), "amax": lambda x: x.amax(0),
+    "max0": lambda x: x.max(0, keepdim=True), "argmax0": lambda x: x.argmax(0, keepdim=True),
+    "softmax": lambda x: x.softmax(0), "log_softmax": lambda x: x.log_softmax(-1), "cumsum": lambda x: x.cumsum(0),
+    "cumprod": lambda x: x.cumprod(-1), "unsqueeze": lambda x: x.unsqueeze(-1), "squeeze": lambda x: x.squeeze(0),
+    "transpose": lambda x: x.transpose(0, -1), "t": lambda x: x.t(), "flatten": lambda x: x.flatten(),
+    "view": lambda x: x.view(1, 1), "expand": lambda x: x.expand(3, 2), "index": lambda x: x[None, ..., None],
+    "stack": lambda x: lib_of(x).stack([x, x]), "logsumexp": lambda x: x.logsumexp(0), "var0": lambda x: x.var(0, correction=0),
+    "norm": lambda x: x.norm(dim=0), "prod0": lambda x: x.prod(0), "sort": lambda x: x.sort(0), "flip": lambda x: x.flip(0),
+    "repeat": lambda x: x.repeat(2), "where": lambda x: lib_of(x).where(x > 0, x, 0.0),
+    "index_select": lambda x: x.index_select(0, lib_of(x).tensor([0])),
+    "index_select_0d": lambda x: x.index_select(-1, lib_of(x).tensor(0)),
+    "index_select_two": lambda x: x.index_select(0, lib_of(x).tensor([0, 0])),
+    "index_select_out_of_range": lambda x: x.index_select(0, lib_of(x).tensor([1])),
+    "cat": lambda x: lib_of(x).cat([x.reshape(1), x]), "chunk": lambda x: x.chunk(1), "roll": lambda x: x.roll(1, 0),
+    "roll_flat": lambda x: x.roll(1), "narrow_view": lambda x: x.reshape(-1).narrow(0, 0, 1), "unbind": lambda x: x.unbind(0),
+}
+
+
+@pytest.mark.parametrize("op", sorted(ZERO_DIM_OPS))
+def test_zero_dim_tensors_through_ops_and_their_gradients(op):
+    # index_select of a 0-dim tensor gave a 1-element vector (torch: 0-dim), and with two
+    # indices a vector where torch raises; cat, chunk and roll of a 0-dim tensor raised other
+    # error types than torch's
+    fn = ZERO_DIM_OPS[op]
+
+    def run(f, x):
+        try:
+            out = f(x)
+        except Exception as e:      # compared by type below
+            return type(e)
+        out = tuple(out) if isinstance(out, (tuple, list)) else (out,)
+        if not out[0].requires_grad:
+            return out, None
+        (g,) = lib_of(x).autograd.grad(out[0].sum(), x)
+        return out, g
+    want = run(fn, torch.tensor(1.5, dtype=torch.float64, requires_grad=True))
+    cf = tg.compile(fn, dynamic=False)
+    for f in (fn, cf, cf):
+        got = run(f, tg.tensor(1.5, dtype=tg.float64, requires_grad=True))
+        if isinstance(want, type):
+            assert got is want, (got, want)
+            continue
+        assert not isinstance(got, type), (got, want)
+        assert len(got[0]) == len(want[0])
+        for a, b in zip(got[0], want[0]):
+            same(a, b)
+        assert (got[1] is None) == (want[1] is None)
+        if want[1] is not None:
+            same(got[1], want[1])
+
+
 def test_non_contiguous_inputs():
     def fn(x):
         return x * 2 + 1, x.sum(0), x.cumsum(1), x.exp()

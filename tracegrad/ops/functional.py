@@ -14,7 +14,7 @@ from .. import _dtype as D
 from ..tensor import Tensor, Above, _VALUE_READS
 from ..ir.symbolic import Sym
 from ..grad_mode import STATE
-from ..tracing import apply
+from ..tracing import apply, rename_grad_fn
 from . import shapes as S
 from .primitives import PRIMITIVES as P, FrontEnd, check_index_bounds, check_index_select_bounds, sum_to
 from ..creation import tensor, full as _full, _wrap_np
@@ -738,6 +738,9 @@ def _cat_check(tensors, dim, op):
 
 def cat(tensors, dim=0):
     _cat_check(tensors, dim, "cat")
+    for i, x in enumerate(tensors):
+        if x.ndim == 0:
+            raise RuntimeError(f"zero-dimensional tensor (at position {i}) cannot be concatenated")
     # torch skips 1-D empty tensors (a legacy rule the primitive keeps too)
     ts = [x for x in tensors if not (x.ndim == 1 and x.shape[0] == 0)] or list(tensors[:1])
     ref = ts[0]
@@ -794,6 +797,8 @@ def split(tensor, split_size_or_sections, dim=0):
 
 
 def chunk(input, chunks, dim=0):
+    if input.ndim == 0:
+        raise RuntimeError("chunk expects at least a 1-dimensional tensor")
     if chunks <= 0:
         raise RuntimeError("chunk expects `chunks` to be greater than 0, got: " + str(chunks))
     d = S.normalize_dim(dim, input.ndim)
@@ -885,6 +890,8 @@ def roll(input, shifts, dims=None):
         dims = (dims,)
     if len(shifts) != len(dims):
         raise RuntimeError(f"shifts and dimensions must align. shifts: {len(shifts)}, dims:{len(dims)}")
+    if input.ndim == 0:
+        raise IndexError(f"Dimension specified as {dims[0]} but tensor has no dimensions")
     return apply(P["roll"], (input,), {"shifts": tuple(shifts),
                                        "dims": tuple(S.normalize_dim(d, input.ndim) for d in dims)})
 
@@ -961,6 +968,13 @@ def index_select(input, dim, index):
         raise RuntimeError("index_select(): Expected dtype int32 or int64 for index")
     if index.ndim > 1:
         raise IndexError("index_select(): Index is supposed to be a vector")
+    if input.ndim == 0:
+        # a 0-dim input: one index, a 0-dim result, as torch's (it gave a 1-element vector)
+        n = index.numel()
+        if n != 1:
+            raise RuntimeError(f"index_select(): Index to scalar can have only 1 value, got {n} value(s)")
+        out = index_select(input.reshape(1), 0, index.reshape(1)).reshape(())
+        return rename_grad_fn(out, "IndexSelectBackward0") if out.grad_fn is not None else out
     if index._data is not None:        # a concrete index: raise before anything is recorded
         check_index_select_bounds(index._data, input.shape, d)
     return apply(P["index_select"], (input, index.reshape(-1) if index.ndim == 0 else index), {"dim": d})
