@@ -447,11 +447,11 @@ def test_reductions_of_empty_tensors():
                 same(a, b)
 
 
-@pytest.mark.parametrize("op", ["max", "min", "argmax", "argmin", "amax", "amin"])
+@pytest.mark.parametrize("op", ["max", "min", "argmax", "argmin", "amax", "amin", "aminmax"])
 @pytest.mark.parametrize("dim", [None, (), 0, 1, (0, 1)])
 def test_max_of_an_empty_tensor_raises_as_torch(op, dim):
     # amax/amin over every dim of an empty tensor raised IndexError (torch: RuntimeError,
-    # "Expected reduction dim to be specified for input.numel() == 0")
+    # "Expected reduction dim to be specified for input.numel() == 0"), and so did aminmax
     if dim is not None and op not in ("amax", "amin") and not isinstance(dim, int):
         return
     for shape in [(0,), (0, 3), (3, 0)]:
@@ -459,6 +459,8 @@ def test_max_of_an_empty_tensor_raises_as_torch(op, dim):
             continue
 
         def fn(x):
+            if op == "aminmax":
+                return lib_of(x).aminmax(x) if dim is None else lib_of(x).aminmax(x, dim=dim)
             f = getattr(x, op)
             return f() if dim is None else f(dim)
         want = outcome(fn, (torch.zeros(shape),))

@@ -285,6 +285,13 @@ _AminmaxType = O._pair_type("aminmax", "min", "max")
 def aminmax(input, *, dim=None, keepdim=False):
     """(amin, amax) over dim (every element without one), as torch.aminmax."""
     O._check_tensor(input, "aminmax")
+    if input.numel() == 0:
+        if dim is None:
+            raise RuntimeError("aminmax(): cannot compute aminmax over an empty dimension as the operation has no "
+                               "identity.")
+        d = S.normalize_dim(dim, max(input.ndim, 1))
+        if input.ndim and input.shape[d] == 0:
+            raise IndexError(f"aminmax: Expected reduction dim {d} to have non-zero size.")
     dims = tuple(range(input.ndim)) if dim is None else dim
     return _AminmaxType(rename_grad_fn(O.amin(input, dims, keepdim), "AminmaxBackward0"),
                         rename_grad_fn(O.amax(input, dims, keepdim), "AminmaxBackward0"))
