@@ -156,6 +156,9 @@ def trace_function(fn, args, kwargs, name, value_reads=None):
     return _trace_with_writes(fn, args, kwargs, name, value_reads)[:4]
 
 
+_NOT_BEGUN = object()
+
+
 def _trace_with_writes(fn, args, kwargs, name, value_reads=None, dyn=()):
     """trace_function, and the record of the writes the function made (functionalize.Shadow).
     `dyn`: (leaf position, dim) pairs traced as symbolic sizes of the active ShapeEnv."""
@@ -171,14 +174,15 @@ def _trace_with_writes(fn, args, kwargs, name, value_reads=None, dyn=()):
     devices = {t.device for t in leaves if isinstance(t, Tensor)}
     if len(devices) == 1 and next(iter(devices)).type != "cpu":
         TRACE_DEVICE[id(g)] = next(iter(devices))
-    sh = functionalize.begin(g)   # writes (in-place ops, .grad, optimizer steps) are recorded
-    gen = creation.RNG.gen
-    creation.RNG.gen = _NoRandom()       # a random draw while tracing would be baked in as a constant
-    reads = begin_value_reads(value_reads if value_reads is not None else {})
     settings = _settings()
     entered = STATE.inference_entered
     grad_entered = STATE.grad_entered
+    gen = creation.RNG.gen
+    sh = functionalize.begin(g)   # writes (in-place ops, .grad, optimizer steps) are recorded
+    reads = _NOT_BEGUN
     try:
+        creation.RNG.gen = _NoRandom()       # a random draw while tracing would be baked in as a constant
+        reads = begin_value_reads(value_reads if value_reads is not None else {})
         with trace(g):
             # the memory order of each argument that requires grad, which matmul's derivative
             # asks (ir/layout.py; eager autograd knows its leaves' orders, and takes other
@@ -233,7 +237,8 @@ def _trace_with_writes(fn, args, kwargs, name, value_reads=None, dyn=()):
         TRACE_DEVICE.pop(id(g), None)
         functionalize.end()
         creation.RNG.gen = gen
-        end_value_reads(reads)
+        if reads is not _NOT_BEGUN:
+            end_value_reads(reads)
         # the trace leaves no global mode changed: a fallback's eager run starts where the call did
         STATE.grad_enabled, STATE.inference = settings[:2]
         D.set_default_dtype(settings[2])
