@@ -751,3 +751,23 @@ def test_compile_of_methods_lambdas_in_a_loop_and_one_function_twice():
     c1, c2 = tg.compile(g), tg.compile(g)
     same(c1(tg.ones(1)), torch.full((1,), 2.0))
     same(c2(tg.ones(2)), torch.full((2,), 2.0))
+
+
+def test_compile_of_a_staticmethod_object_in_a_class_body_takes_no_instance():
+    # the compiled staticmethod was bound as a method: a.s(x) passed the instance too (TypeError)
+    class A:
+        k = 3
+
+        @tg.compile
+        @staticmethod
+        def s(x):
+            return x + 2
+
+        @tg.compile
+        def m(self, x):
+            return x * self.k
+    a = A()
+    for got in (A.s(tg.ones(1)), a.s(tg.ones(1))):
+        same(got, torch.full((1,), 3.0))
+    same(a.m(tg.ones(1)), torch.full((1,), 3.0))
+

@@ -1388,8 +1388,9 @@ class CompiledFunction:
 
     def __get__(self, obj, objtype=None):
         """A compiled function in a class body is a method, as torch.compile's is: called on an
-        instance, the instance is its first argument (guarded as any argument object)."""
-        return self if obj is None else types.MethodType(self, obj)
+        instance, the instance is its first argument (guarded as any argument object); a compiled
+        staticmethod object takes no instance, as the staticmethod itself."""
+        return self if obj is None or self._fn.__class__ is staticmethod else types.MethodType(self, obj)
 
     def _runs_when_traced(self):
         """What a call of this runs when a trace reaches it (runtime/side_effects.py reads it, so
