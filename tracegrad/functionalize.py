@@ -317,7 +317,6 @@ def end():
     if sh is not None:
         with _TRACES_LOCK:
             _SHADOW[0] -= 1
-    if sh is not None:
         if options_changed(sh) is not None:
             restore_options(sh)
         sh.training_writes = tuple((m, m.training) for m, before in sh.training.values() if m.training != before)
