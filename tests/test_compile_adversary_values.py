@@ -608,6 +608,39 @@ def test_one_compiled_function_from_four_threads_with_different_shapes_and_dtype
     assert not errors, errors[0]
 
 
+def test_threads_drawing_random_numbers_in_a_partly_random_compiled_function():
+    # float64 calls draw (and run eagerly), float32 ones run a program: each thread's draws
+    # and its generator's state after the call are the eager function's
+    def f(x):
+        y = x * 2
+        if x.dtype == tg.float64:
+            y = TF.dropout(y, 0.5) + tg.rand(tuple(x.shape))
+        return y.sum(0)
+    cf = tg.compile(f, cache_limit=32)
+    errors = []
+
+    def work(k):
+        try:
+            dt = tg.float64 if k % 2 else tg.float32
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                for rep in range(10):
+                    x = tg.ones(3 + rep % 3, 4, dtype=dt)
+                    tg.manual_seed(100 * k + rep)
+                    got = (cf(x), tg.rand(2))
+                    tg.manual_seed(100 * k + rep)
+                    for g, w in zip(got, (f(x), tg.rand(2))):
+                        same(g, w)
+        except Exception as e:        # reported below
+            errors.append(e)
+    threads = [threading.Thread(target=work, args=(k,)) for k in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors[0]
+
+
 def _overlapping_traces(body_b):
     """Thread A traces a function while thread B traces one whose body is body_b; A's trace
     ends while B's is still running (events order them). -> B's compiled function and its
