@@ -157,3 +157,144 @@ def test_a_module_converted_to_double_between_steps_gets_gradients_of_its_new_dt
         return loss
     plain = lambda lib, m: lib.optim.SGD(m.parameters(), lr=0.1)  # noqa: E731
     _check(plain, body, between)
+
+
+# -- the optimizer's options changed between the steps ---------------------------------------------
+
+_SCHEDULES = {}      # id(optimizer) -> its schedule (outside what the step reads)
+
+
+def _schedule(make):
+    def between(i, lib, model, opts):
+        opt = opts[0]
+        if i == 0:
+            _SCHEDULES[id(opt)] = make(lib.optim.lr_scheduler, opt)
+        elif isinstance(_SCHEDULES[id(opt)], lib.optim.lr_scheduler.ReduceLROnPlateau):
+            _SCHEDULES[id(opt)].step(1.0)         # never better: the rate falls at every step
+        else:
+            _SCHEDULES[id(opt)].step()
+    return between
+
+
+SCHEDULES = {
+    "StepLR": lambda s, opt: s.StepLR(opt, 1, gamma=0.7),
+    "CosineAnnealingLR": lambda s, opt: s.CosineAnnealingLR(opt, 4),
+    "OneCycleLR": lambda s, opt: s.OneCycleLR(opt, max_lr=0.05, total_steps=20),       # momentum or beta1 too
+    "CyclicLR": lambda s, opt: s.CyclicLR(opt, 0.001, 0.05, step_size_up=3),          # momentum or beta1 too
+    "ReduceLROnPlateau": lambda s, opt: s.ReduceLROnPlateau(opt, patience=0, factor=0.5),
+}
+
+
+@pytest.mark.parametrize("make_opt", [SGD, ADAM, lambda lib, m: lib.optim.AdamW(m.parameters(), lr=0.01)],
+                         ids=["sgd", "adam", "adamw"])
+@pytest.mark.parametrize("schedule", list(SCHEDULES))
+def test_every_schedule_takes_effect_at_the_next_step_without_a_program_per_step(schedule, make_opt):
+    """The learning rate, and the momentum or Adam's beta1 that OneCycleLR and CyclicLR
+    cycle, are read by the program at every call: no recompile per step (which would reach
+    the recompile limit and run eagerly after a warning)."""
+    f, _ = _check(make_opt, _step, _schedule(SCHEDULES[schedule]), steps=7)
+    assert f.cache.compiles <= 2          # the first step makes the optimizer's state: a second program
+
+
+@pytest.mark.parametrize("make_opt, key, values", [
+    (SGD, "lr", [0.1, 0.05, 0.2, 1]),
+    (SGD, "momentum", [0.9, 0.5, 0.0, 0.9, 0.7]),
+    (SGD, "dampening", [0.0, 0.5, 0.25]),
+    (SGD, "weight_decay", [0.0, 0.1, 0.2, 0]),
+    (SGD, "nesterov", [False, True]),
+    (SGD, "maximize", [False, True]),
+    (ADAM, "lr", [0.01, 0.02, 0.005]),
+    (ADAM, "betas", [(0.9, 0.999), (0.8, 0.99), (0.5, 0.9)]),
+    (ADAM, "eps", [1e-8, 1e-3, 0.5]),
+    (ADAM, "weight_decay", [0.0, 0.1, 0.01]),
+    (ADAM, "maximize", [False, True]),
+    (ADAM, "foreach", [None, False]),
+    (lambda lib, m: lib.optim.AdamW(m.parameters(), lr=0.01), "weight_decay", [0.01, 0.1, 0.0, 0.3]),
+    (lambda lib, m: lib.optim.Adam(m.parameters(), lr=0.01, amsgrad=True), "betas", [(0.9, 0.999), (0.8, 0.9)]),
+])
+def test_an_option_set_by_hand_between_steps_takes_effect_at_the_next_step(make_opt, key, values):
+    def between(i, lib, model, opts):
+        opts[0].param_groups[0][key] = values[i % len(values)]
+    f, _ = _check(make_opt, _step, between, steps=7)
+    # float options are read at every call; a program for each optimizer state and each of
+    # them being zero or not, and for each value of a flag
+    zero = {v == 0 for v in values if isinstance(v, (int, float)) and not isinstance(v, bool)}
+    assert f.cache.compiles <= 2 * max(len(zero), 1) if key not in ("nesterov", "maximize", "foreach") else \
+        f.cache.compiles <= 2 * len(values)
+
+
+def test_a_tensor_learning_rate_changed_in_place_needs_no_program_per_step():
+    def make(lib, m):
+        return lib.optim.Adam(m.parameters(), lr=lib.tensor(0.01))
+
+    def between(i, lib, model, opts):
+        opts[0].param_groups[0]["lr"].fill_(0.01 / (i + 1))
+    f, _ = _check(make, _step, between)
+    assert f.cache.compiles <= 2
+
+
+@pytest.mark.parametrize("read", ["scale", "return", "momentum", "betas"])
+def test_a_step_that_reads_an_option_in_python_runs_eagerly_as_torch(read):
+    """An option the program reads at every call, read by the function's own Python code
+    (scaling the loss by the learning rate, returning it) would keep the first call's value:
+    the step runs eagerly after a warning, and needs no trace per new value."""
+    def body(lib, model, opts, x, y):
+        opt = opts[0]
+        group = opt.param_groups[0]
+        opt.zero_grad()
+        loss = lib.nn.functional.cross_entropy(model(x), y)
+        if read == "scale":
+            loss = loss * (group["lr"] * 10)
+        loss.backward()
+        opt.step()
+        if read == "momentum":
+            return loss.detach() * group["momentum"]
+        if read == "betas":
+            return loss.detach() * group["betas"][0]
+        return (loss, group["lr"]) if read == "return" else loss
+
+    def between(i, lib, model, opts):
+        group = opts[0].param_groups[0]
+        group["lr"] = 0.1 / (i + 1)
+        if "momentum" in group:
+            group["momentum"] = 0.9 - 0.1 * (i % 3)
+        else:
+            group["betas"] = (0.9 - 0.1 * (i % 3), 0.999)
+    make = ADAM if read == "betas" else SGD
+    f, w = _check(make, body, between, warns=True)
+    key = {"betas": "betas", "momentum": "momentum"}.get(read, "lr")
+    assert len(w) == 1 and f"reads the option '{key}'" in w[0], w
+    assert f.cache.compiles <= 2          # (the optimizer state made by the first call is guarded)
+
+
+def _converted(i, lib, model, opts, to="double"):
+    if i == 3:
+        getattr(model, to)()
+
+
+def _step_any_dtype(lib, model, opts, x, y):
+    opt = opts[0]
+    opt.zero_grad()
+    loss = lib.nn.functional.cross_entropy(model(x.to(model[0].weight.dtype)).float(), y)
+    loss.backward()
+    opt.step()
+    return loss
+
+
+@pytest.mark.parametrize("to", ["double", "half"])
+def test_momentum_buffers_of_another_dtype_than_their_parameters_run_eagerly(to):
+    """m.double() or m.half() after the momentum buffers were made: the eager update computes
+    them in their own dtype, which the traced one did not (float16 parameters differed from
+    eager by 6e-5): the step runs eagerly after a warning."""
+    f, w = _check(SGD, _step_any_dtype, lambda *a: _converted(*a, to=to), torch_too=to == "double", warns=True)
+    assert len(w) == 1 and "momentum_buffer" in w[0] and "not traced" in w[0], w
+
+
+def test_adam_state_replaced_by_one_of_another_dtype_runs_eagerly():
+    def between(i, lib, model, opts):
+        if i == 3:
+            opt = opts[0]
+            for p in model.parameters():
+                opt.state[p]["exp_avg"] = opt.state[p]["exp_avg"].double()
+    f, w = _check(ADAM, _step, between, torch_too=False, warns=True)      # torch's lerp_ raises
+    assert len(w) == 1 and "'exp_avg'" in w[0], w

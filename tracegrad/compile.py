@@ -197,6 +197,7 @@ def _trace_with_writes(fn, args, kwargs, name, value_reads=None, dyn=()):
                 sh.inputs.append((px, px.__dict__["_name"], t))
             a, k = unflatten(spec, iter(proxies))
             out = fn(*a, **k)
+            functionalize.restore_installed(sh)
             changed = functionalize.options_changed(sh)
             if changed is not None:
                 # set once by the trace, never by the program; and the program reads the
@@ -260,6 +261,8 @@ def _check_returned(spec):
     if isinstance(spec, _PLAIN + (_device, symbolic.Sym, Module, Optimizer)) or \
             isinstance(spec, (tuple, frozenset)) and all(isinstance(x, _PLAIN + (symbolic.Sym,)) for x in spec):
         return
+    if t is functionalize._Option:
+        spec._read()              # an optimizer's option, which the program reads at every call
     raise TraceError(f"the function returns a {t.__qualname__} object; a program gives back tensors, Python "
                      f"numbers and strings, and tuples, lists, dicts and namedtuples of them, made anew at every call")
 
@@ -956,11 +959,14 @@ def _rebind_grads(p):
 
 
 def _read_learning_rates(p):
-    """A whole step's learning rates, inputs of every call: each group's "lr" into the
-    tensor the program reads it from (a float that is the one of the last call is there)."""
+    """A whole step's learning rates and the other options it reads at every call
+    (optim/traced.py): each group's "lr" (or betas[0], ...) into the tensor the program reads
+    it from (a float that is the one of the last call is there)."""
     last = p.lr_last
-    for i, (holder, group) in enumerate(p.lr_inputs):
-        lr = group["lr"]
+    for i, (holder, group, key, index) in enumerate(p.lr_inputs):
+        lr = group[key]
+        if index is not None:
+            lr = lr[index]
         if lr is last[i] and lr.__class__ is float:
             continue
         holder._data = np.array(float(lr.item() if isinstance(lr, Tensor) else lr), np.float64)
@@ -1553,13 +1559,16 @@ class CompiledFunction:
                 raise
             failure = e
         else:
-            exempt = frozenset((id(group), "lr") for _, group in p.lr_inputs)      # inputs of every call
+            exempt = frozenset((id(group), key) for _, group, key, _ in p.lr_inputs)      # inputs of every call
             guards = build_guards(self._fn, self._module, args, kwargs, used=p.consts, value_reads=reads,
                                   exempt=exempt)
             if p.guard_spec is not None:
                 guards.add(_step_guard(p.guard_spec, frozenset(id(t) for _, t in p.grad_slots + p.out_grads)))
             return p, guards
-        guards = build_guards(self._fn, self._module, args, kwargs, value_reads=reads)
+        # a function that read an option its programs would read at every call runs eagerly
+        # whatever the option's value
+        guards = build_guards(self._fn, self._module, args, kwargs, value_reads=reads,
+                              exempt=frozenset(getattr(failure, "exempt", ())))
         fs = _user_frame(failure.__traceback__)
         context = ""
         if fs is None:
