@@ -233,11 +233,12 @@ def test_a_tensor_learning_rate_changed_in_place_needs_no_program_per_step():
     assert f.cache.compiles <= 2
 
 
-@pytest.mark.parametrize("read", ["scale", "return", "momentum", "betas"])
+@pytest.mark.parametrize("read", ["scale", "return", "momentum", "betas", "caught"])
 def test_a_step_that_reads_an_option_in_python_runs_eagerly_as_torch(read):
     """An option the program reads at every call, read by the function's own Python code
     (scaling the loss by the learning rate, returning it) would keep the first call's value:
-    the step runs eagerly after a warning, and needs no trace per new value."""
+    the step runs eagerly after a warning (also where the function caught the trace's error),
+    and needs no trace per new value."""
     def body(lib, model, opts, x, y):
         opt = opts[0]
         group = opt.param_groups[0]
@@ -245,6 +246,12 @@ def test_a_step_that_reads_an_option_in_python_runs_eagerly_as_torch(read):
         loss = lib.nn.functional.cross_entropy(model(x), y)
         if read == "scale":
             loss = loss * (group["lr"] * 10)
+        if read == "caught":
+            try:
+                scale = float(group["lr"])
+            except Exception:
+                scale = 0.1
+            loss = loss * scale
         loss.backward()
         opt.step()
         if read == "momentum":

@@ -75,6 +75,7 @@ class Shadow:
         self.training = {}      # id(module) -> (module, its training flag before the trace set it)
         self.training_writes = ()  # (module, flag) the function left set: set again after every call
         self.installed = []     # (group, key, value, its _Option): options the program reads at every call
+        self.option_reads = [frozenset()]   # install_options
 
     # -- Python state the program sets ----------------------------------------------------------
     def set_training(self, m, mode):
@@ -201,17 +202,20 @@ class _Option:
     """Stands in a param group, while a whole step is traced, for an option its program reads
     at every call (`group["lr"]`, a Python number): the traced update reads `value`; a read of
     it in the function's own Python code (which would bake this call's value into the program)
-    raises, so that the function runs eagerly."""
-    __slots__ = ("value", "key", "opt", "exempt")
+    raises, so that the function runs eagerly (and where the function caught that, the trace
+    raises it again as it ends: `reads`)."""
+    __slots__ = ("value", "key", "opt", "reads")
 
-    def __init__(self, value, key, opt, exempt):
-        self.value, self.key, self.opt, self.exempt = value, key, opt, exempt
+    def __init__(self, value, key, opt, reads):
+        self.value, self.key, self.opt, self.reads = value, key, opt, reads
 
     def _read(self, *args, **kwargs):
-        raise OptionRead(f"the function reads the option {self.key!r} of a param group of "
-                         f"{type(self.opt).__name__} in Python, which a program would keep at this call's value; "
-                         f"its programs read the options at every call themselves (read it outside the compiled "
-                         f"function, or keep it in a tensor)", self.exempt)
+        e = OptionRead(f"the function reads the option {self.key!r} of a param group of {type(self.opt).__name__} "
+                       f"in Python, which a program would keep at this call's value; its programs read the options "
+                       f"at every call themselves (read it outside the compiled function, or keep it in a tensor)",
+                       self.reads[0])
+        self.reads[1:] = [e]
+        raise e
 
     def __getattr__(self, name):
         self._read()
@@ -231,6 +235,7 @@ def install_options(sh):
     """Each param group option a whole step's program would read at every call, replaced by an
     _Option for the trace (put back by restore_installed)."""
     exempt = set()
+    sh.option_reads = reads = [exempt]       # [the installed (id(group), key), the first read's error]
     for opt in list(OPTIMIZERS):
         keys = runtime_keys(opt)
         for group in opt.param_groups if keys else ():
@@ -240,19 +245,23 @@ def install_options(sh):
                     continue
                 exempt.add((id(group), key))
                 if key == "betas":
-                    stand = type(v)(_Option(b, key, opt, exempt) for b in v)
+                    stand = type(v)(_Option(b, key, opt, reads) for b in v)
                 else:
-                    stand = _Option(v, key, opt, exempt)
+                    stand = _Option(v, key, opt, reads)
                 group[key] = stand
                 sh.installed.append((group, key, v, stand))
 
 
-def restore_installed(sh):
-    """The options install_options replaced, back (where the function left the stand-in there)."""
+def restore_installed(sh, check=True):
+    """The options install_options replaced, back (where the function left the stand-in there).
+    Where the function read one (and caught the error), its error raises now (with `check`)."""
     for group, key, v, stand in reversed(sh.installed):
         if group.get(key) is stand:
             group[key] = v
     sh.installed.clear()
+    reads, sh.option_reads = sh.option_reads, [frozenset()]
+    if check and len(reads) > 1:
+        raise reads[1]
 
 
 def guard_key(optimizers, tensors, targets=(), rebound=frozenset()):
@@ -431,7 +440,7 @@ def end():
     LOCAL.shadow = None
     _SHADOW[0] = None
     if sh is not None:
-        restore_installed(sh)
+        restore_installed(sh, check=False)
         if options_changed(sh) is not None:
             restore_options(sh)
         sh.training_writes = tuple((m, m.training) for m, before in sh.training.values() if m.training != before)
