@@ -90,6 +90,16 @@ def _state(sh, opt, p):
     return opt.state[p] if p in opt.state else None
 
 
+def _fresh(sh, opt, p, keys):
+    """A new state for p, its tensors (all but the 0-dim float32 step, of p's shape and dtype)
+    made in the order of `keys`, as the eager update makes them (the state's layout is part of
+    what a program assumes, and what state_dict gives)."""
+    st = _new_state(sh, opt, p)
+    for k in keys:
+        st[k] = _holder((), D.float32, p.device) if k == "step" else _holder(tuple(p.shape), p.dtype, p.device)
+    return st
+
+
 def _new_state(sh, opt, p):
     st = {}
     sh.state[(id(opt), id(p))] = (opt, p, st)
@@ -166,10 +176,7 @@ def adam(opt, sh):
             dt = p.dtype
             st = _state(sh, opt, p)
             if st is None or len(st) == 0:
-                real = opt.state[p] if p in opt.state else None
-                st = _new_state(sh, opt, p)
-                if real:
-                    st.update(real)
+                st = _fresh(sh, opt, p, ("step", "exp_avg", "exp_avg_sq") + (("max_exp_avg_sq",) if amsgrad else ()))
                 step = F.full((), 0.0, dtype=D.float32)
                 m = F.full(tuple(p.shape), 0.0, dtype=dt)
                 v = F.full(tuple(p.shape), 0.0, dtype=dt)
@@ -215,6 +222,88 @@ def adam(opt, sh):
             sh.write(p, x + upd)
 
 
+def rmsprop(opt, sh):
+    for group in opt.param_groups:
+        lr = _lr(sh, group)
+        wd, momentum, centered = _val(group, "weight_decay"), _val(group, "momentum"), group["centered"]
+        for p in group["params"]:
+            g = p.grad
+            if g is None:
+                continue
+            dt = p.dtype
+            st = _state(sh, opt, p)
+            if st is None or len(st) == 0:
+                st = _fresh(sh, opt, p, ("step", "square_avg") + (("momentum_buffer",) if momentum > 0 else ()) +
+                            (("grad_avg",) if centered else ()))
+                step = F.full((), 0.0, dtype=D.float32)
+                v = b = m = F.full(tuple(p.shape), 0.0, dtype=dt)
+            else:
+                keys = ("square_avg",) + (("momentum_buffer",) if momentum > 0 else ()) + \
+                    (("grad_avg",) if centered else ())
+                for key in keys:
+                    _same_dtype(opt, p, key, st[key])
+                step, v = _value(sh, st["step"]), _value(sh, st["square_avg"])
+                b = _value(sh, st["momentum_buffer"]) if momentum > 0 else None
+                m = _value(sh, st["grad_avg"]) if centered else None
+            x = _value(sh, p)
+            if group["maximize"]:
+                g = -g
+            step = step + 1
+            _set(sh, st, "step", step, D.float32)
+            if wd != 0:
+                g = g + x * _as(_opt(sh, group, "weight_decay"), dt)
+            alpha = _opt(sh, group, "alpha")
+            v = v * _as(alpha, dt)
+            v = v + g * _as(1 - alpha, dt) * g
+            _set(sh, st, "square_avg", v, dt)
+            if centered:
+                m = m + (g - m) * _as(1 - alpha, dt)
+                _set(sh, st, "grad_avg", m, dt)
+                avg = F.sqrt(v - m * m)
+            else:
+                avg = F.sqrt(v)
+            avg = avg + _as(_opt(sh, group, "eps"), dt)
+            if momentum > 0:
+                b = b * _as(_opt(sh, group, "momentum"), dt)
+                b = b + g / avg
+                _set(sh, st, "momentum_buffer", b, dt)
+                x = x + b * _as(-lr, dt)
+            else:
+                upd = g * _as(-lr, dt)
+                x = x + upd / avg
+            sh.write(p, x)
+
+
+def adagrad(opt, sh):
+    for group in opt.param_groups:
+        lr = _lr(sh, group)
+        wd = _val(group, "weight_decay")
+        for p in group["params"]:
+            g = p.grad
+            if g is None:
+                continue
+            dt = p.dtype
+            st = _state(sh, opt, p)
+            if st is None:
+                raise KeyError("step")            # the eager update's error (its state made in __init__)
+            _same_dtype(opt, p, "sum", st["sum"])
+            x = _value(sh, p)
+            if group["maximize"]:
+                g = -g
+            step = _value(sh, st["step"]) + 1
+            _set(sh, st, "step", step, D.float32)
+            if wd != 0:
+                g = g + x * _as(_opt(sh, group, "weight_decay"), dt)
+            clr = lr / (1 + (_cast(step, D.float64) - 1) * _opt(sh, group, "lr_decay"))
+            s = _value(sh, st["sum"]) + g * g
+            _set(sh, st, "sum", s, dt)
+            std = F.sqrt(s) + _as(_opt(sh, group, "eps"), dt)
+            upd = g * _as(-clr, dt)
+            sh.write(p, x + upd / std)
+
+
 # the options a whole step's program reads at every call (where they are Python numbers)
 RUNTIME_OPTIONS_SGD = ("lr", "momentum", "dampening", "weight_decay")
 RUNTIME_OPTIONS_ADAM = ("lr", "betas", "eps", "weight_decay")
+RUNTIME_OPTIONS_RMSPROP = ("lr", "alpha", "eps", "weight_decay", "momentum")
+RUNTIME_OPTIONS_ADAGRAD = ("lr", "lr_decay", "eps", "weight_decay")
