@@ -341,3 +341,23 @@ def test_rmsprop_momentum_cycled_by_one_cycle_needs_no_program_per_step():
     make = lambda lib, m: lib.optim.RMSprop(m.parameters(), lr=0.01, momentum=0.9)  # noqa: E731
     f, _ = _check(make, _step, _schedule(SCHEDULES["OneCycleLR"]), steps=7)
     assert f.cache.compiles <= 2
+
+
+@pytest.mark.parametrize("make", [
+    lambda lib, m: lib.optim.Adam(m.parameters(), lr=0.01, amsgrad=True),
+    lambda lib, m: lib.optim.RMSprop(m.parameters(), lr=0.01, momentum=0.5, centered=True),
+    lambda lib, m: lib.optim.SGD(m.parameters(), lr=0.1, momentum=0.9),
+], ids=["adam_amsgrad", "rmsprop_centered_momentum", "sgd_momentum"])
+def test_the_state_a_compiled_step_makes_is_laid_out_as_torchs(make):
+    """The keys of each parameter's state in torch's order (state_dict gives them so)."""
+    layouts = {}
+    for lib, compiled in ((torch, False), (tg, False), (tg, True)):
+        model = _model(lib)
+        opt = make(lib, model)
+
+        def step(x, y):
+            return _step(lib, model, (opt,), x, y)
+        f = tg.compile(step) if compiled else step
+        f(lib.ones(8, 12), lib.tensor([0, 1, 2, 3, 4, 0, 1, 2]))
+        layouts[lib.__name__, compiled] = [list(s) for s in opt.state_dict()["state"].values()]
+    assert layouts["tracegrad", True] == layouts["tracegrad", False] == layouts["torch", False]
