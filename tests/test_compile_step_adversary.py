@@ -361,3 +361,35 @@ def test_the_state_a_compiled_step_makes_is_laid_out_as_torchs(make):
         f(lib.ones(8, 12), lib.tensor([0, 1, 2, 3, 4, 0, 1, 2]))
         layouts[lib.__name__, compiled] = [list(s) for s in opt.state_dict()["state"].values()]
     assert layouts["tracegrad", True] == layouts["tracegrad", False] == layouts["torch", False]
+
+
+def test_an_eager_step_in_another_thread_while_a_step_is_traced_reads_its_options():
+    """While a step is traced, the options its program reads at every call are stand-ins in
+    the param groups; another thread's eager step (and copies of its state_dict) see them as
+    their values."""
+    from tracegrad import functionalize
+    from tracegrad.ir.graph import Graph
+    import copy
+    import threading
+
+    def train(opt, model):
+        model(tg.ones(2, 12)).sum().backward()
+        opt.step()
+        return copy.deepcopy(opt.state_dict()["param_groups"][0]["betas"]), model[0].weight.detach().numpy().copy()
+    results = []
+    for traced in (False, True):
+        model = _model(tg)
+        opt = tg.optim.Adam(model.parameters(), lr=0.01, weight_decay=0.1)
+        functionalize.begin(Graph("g")) if traced else None
+        try:
+            if traced:
+                with pytest.raises(functionalize.OptionRead):
+                    float(opt.param_groups[0]["lr"])      # in the tracing thread: the trace's error
+            t = threading.Thread(target=lambda: results.append(train(opt, model)))
+            t.start()
+            t.join()
+        finally:
+            functionalize.end() if traced else None
+        assert type(opt.param_groups[0]["lr"]) is float and type(opt.param_groups[0]["betas"][0]) is float
+    assert results[0][0] == results[1][0] == (0.9, 0.999)
+    np.testing.assert_array_equal(results[0][1], results[1][1])

@@ -24,6 +24,7 @@ function makes is recorded instead, as torch.compile's functionalization does:
 `Shadow` is the record of one trace; `active()` the one being traced in this thread.
 """
 import sys
+import threading
 import weakref
 
 import networkx as nx
@@ -75,7 +76,7 @@ class Shadow:
         self.training = {}      # id(module) -> (module, its training flag before the trace set it)
         self.training_writes = ()  # (module, flag) the function left set: set again after every call
         self.installed = []     # (group, key, value, its _Option): options the program reads at every call
-        self.option_reads = [frozenset()]   # install_options
+        self.option_reads = None    # install_options
 
     # -- Python state the program sets ----------------------------------------------------------
     def set_training(self, m, mode):
@@ -198,44 +199,83 @@ def _option_key(keys, k, v):
     return k, type(v), v if not isinstance(v, Tensor) else id(v)
 
 
+class _Reads:
+    """What the _Options of one trace share: the (id(group), key) installed, the first read's
+    error, the tracing thread."""
+    __slots__ = ("exempt", "error", "thread")
+
+    def __init__(self):
+        self.exempt, self.error, self.thread = set(), None, threading.get_ident()
+
+
 class _Option:
     """Stands in a param group, while a whole step is traced, for an option its program reads
     at every call (`group["lr"]`, a Python number): the traced update reads `value`; a read of
     it in the function's own Python code (which would bake this call's value into the program)
     raises, so that the function runs eagerly (and where the function caught that, the trace
-    raises it again as it ends: `reads`)."""
+    raises it again as it ends: `reads.error`). In another thread (an eager step there while
+    this one is traced) it acts as its value."""
     __slots__ = ("value", "key", "opt", "reads")
 
     def __init__(self, value, key, opt, reads):
         self.value, self.key, self.opt, self.reads = value, key, opt, reads
 
-    def _read(self, *args, **kwargs):
+    def _read(self):
         e = OptionRead(f"the function reads the option {self.key!r} of a param group of {type(self.opt).__name__} "
                        f"in Python, which a program would keep at this call's value; its programs read the options "
                        f"at every call themselves (read it outside the compiled function, or keep it in a tensor)",
-                       self.reads[0])
-        self.reads[1:] = [e]
+                       frozenset(self.reads.exempt))
+        if self.reads.error is None:
+            self.reads.error = e
         raise e
 
     def __getattr__(self, name):
+        if threading.get_ident() != self.reads.thread:
+            return getattr(self.value, name)
         self._read()
+
+    def __copy__(self):
+        if threading.get_ident() != self.reads.thread:
+            return self.value
+        self._read()
+
+    def __deepcopy__(self, memo):
+        return self.__copy__()
+
+    def __reduce_ex__(self, protocol):
+        return type(self.__copy__()), (self.value,)
+
+    def __reduce__(self):
+        return self.__reduce_ex__(2)
+
+
+def _option_method(name):
+    def method(self, *args):
+        if threading.get_ident() != self.reads.thread:
+            if name == "__array__":
+                return np.asarray(self.value, *args[:1])
+            f = getattr(self.value, name, None)
+            return NotImplemented if f is None else f(*args)     # (x += 1: float's __add__ then)
+        self._read()
+    method.__name__ = name
+    return method
 
 
 for _name in ("__float__", "__int__", "__index__", "__bool__", "__complex__", "__round__", "__trunc__", "__floor__",
               "__ceil__", "__abs__", "__neg__", "__pos__", "__repr__", "__str__", "__format__", "__hash__", "__eq__",
-              "__ne__", "__lt__", "__le__", "__gt__", "__ge__", "__array__", "__reduce__", "__reduce_ex__",
-              "__copy__", "__deepcopy__", "__iter__", "__len__", "__getitem__", "__contains__", "__call__",
+              "__ne__", "__lt__", "__le__", "__gt__", "__ge__", "__array__", "__iter__", "__len__", "__getitem__",
+              "__contains__", "__call__",
               *(f"__{op}__" for base in ("add", "sub", "mul", "truediv", "floordiv", "mod", "pow", "divmod", "matmul",
                                          "and", "or", "xor", "lshift", "rshift")
                 for op in (base, "r" + base, "i" + base))):
-    setattr(_Option, _name, _Option._read)
+    setattr(_Option, _name, _option_method(_name))
 
 
 def install_options(sh):
     """Each param group option a whole step's program would read at every call, replaced by an
     _Option for the trace (put back by restore_installed)."""
-    exempt = set()
-    sh.option_reads = reads = [exempt]       # [the installed (id(group), key), the first read's error]
+    sh.option_reads = reads = _Reads()
+    exempt = reads.exempt
     for opt in list(OPTIMIZERS):
         keys = runtime_keys(opt)
         for group in opt.param_groups if keys else ():
@@ -259,9 +299,9 @@ def restore_installed(sh, check=True):
         if group.get(key) is stand:
             group[key] = v
     sh.installed.clear()
-    reads, sh.option_reads = sh.option_reads, [frozenset()]
-    if check and len(reads) > 1:
-        raise reads[1]
+    reads, sh.option_reads = sh.option_reads, None
+    if check and reads is not None and reads.error is not None:
+        raise reads.error
 
 
 def guard_key(optimizers, tensors, targets=(), rebound=frozenset()):
