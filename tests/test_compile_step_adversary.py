@@ -393,3 +393,24 @@ def test_an_eager_step_in_another_thread_while_a_step_is_traced_reads_its_option
         assert type(opt.param_groups[0]["lr"]) is float and type(opt.param_groups[0]["betas"][0]) is float
     assert results[0][0] == results[1][0] == (0.9, 0.999)
     np.testing.assert_array_equal(results[0][1], results[1][1])
+
+
+# -- module buffers --------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("momenta", [[None], [None, 0.1, 0.5], [0.1, 0.3]], ids=["cumulative", "switched", "changed"])
+def test_batchnorm_running_stats_and_count_follow_eager_and_torch(momenta):
+    """momentum=None (a cumulative average, its factor 1 / num_batches_tracked, which ran
+    eagerly after a warning) and a momentum changed between steps."""
+    def between(i, lib, model, opts):
+        model[1].momentum = momenta[i % len(momenta)]
+    f, _ = _check(SGD, _step, between, steps=7, bn=True)
+    assert f.cache.compiles <= 2 * len(momenta)
+
+
+def test_batchnorm_in_train_and_eval_between_steps_follows_eager_and_torch():
+    def between(i, lib, model, opts):
+        model.train(i % 3 != 1)
+        model[1].momentum = None
+    # (not Adam: the bias before the BatchNorm has a gradient of rounding errors alone, which
+    # Adam's normalization would make steps of the learning rate's size)
+    _check(SGD, _step, between, steps=7, bn=True)
