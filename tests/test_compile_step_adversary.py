@@ -414,3 +414,29 @@ def test_batchnorm_in_train_and_eval_between_steps_follows_eager_and_torch():
     # (not Adam: the bias before the BatchNorm has a gradient of rounding errors alone, which
     # Adam's normalization would make steps of the learning rate's size)
     _check(SGD, _step, between, steps=7, bn=True)
+
+
+# -- gradients -------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("zero", ["model", "model_keep", "optimizer_keep", "by_hand", "none"])
+def test_each_way_of_zeroing_gradients_needs_no_program_per_step(zero):
+    """model.zero_grad() read each .grad before dropping it: the step guard then held the
+    .grad tensors that each call makes anew, and every call recompiled (reaching the
+    recompile limit). Without zeroing, gradients accumulate over the steps as in eager."""
+    def body(lib, model, opts, x, y):
+        opt = opts[0]
+        if zero == "model":
+            model.zero_grad()
+        elif zero == "model_keep":
+            model.zero_grad(set_to_none=False)
+        elif zero == "optimizer_keep":
+            opt.zero_grad(set_to_none=False)
+        elif zero == "by_hand":
+            for p in model.parameters():
+                p.grad = None
+        loss = lib.nn.functional.cross_entropy(model(x), y)
+        loss.backward()
+        opt.step()
+        return loss
+    f, _ = _check(SGD, body, steps=7)
+    assert f.cache.compiles <= 3 if zero != "none" else f.cache.compiles <= 2
