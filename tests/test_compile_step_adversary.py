@@ -42,7 +42,10 @@ def _model(lib, bn=False):
 
 
 def _np(t):
-    return t.detach().cpu().numpy().copy() if isinstance(t, (tg.Tensor, torch.Tensor)) else t
+    if not isinstance(t, (tg.Tensor, torch.Tensor)):
+        return t
+    t = t.detach().cpu()
+    return (t.float() if str(t.dtype) == "torch.bfloat16" else t).numpy().copy()
 
 
 def _snapshot(model, opts):
@@ -440,3 +443,20 @@ def test_each_way_of_zeroing_gradients_needs_no_program_per_step(zero):
         return loss
     f, _ = _check(SGD, body, steps=7)
     assert f.cache.compiles <= 3 if zero != "none" else f.cache.compiles <= 2
+
+
+@pytest.mark.parametrize("make", [SGD, ADAM, lambda lib, m: lib.optim.RMSprop(m.parameters(), lr=0.01),
+                                  lambda lib, m: lib.optim.Adagrad(m.parameters(), lr=0.1)],
+                         ids=["sgd", "adam", "rmsprop", "adagrad"])
+def test_a_step_on_bfloat16_parameters_runs_eagerly(make):
+    """The eager update of bfloat16 parameters computes in float32 and rounds each tensor it
+    writes once; the traced one rounded every op (parameters one bfloat16 step off from
+    eager's after the first step): the step runs eagerly after one warning, and, the
+    decision not depending on the options, no trace per learning rate."""
+    def between(i, lib, model, opts):
+        if i == 0:
+            model.to(lib.bfloat16)
+        opts[0].param_groups[0]["lr"] *= 0.9
+    f, w = _check(make, _step_any_dtype, between, torch_too=False, warns=True)
+    assert len(w) == 1 and "bfloat16" in w[0], w
+    assert f.cache.compiles <= 2

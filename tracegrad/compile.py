@@ -231,6 +231,15 @@ def _trace_with_writes(fn, args, kwargs, name, value_reads=None, dyn=()):
                 if isinstance(o, Proxy) and "_view" in o.__dict__:
                     functionalize.refresh_view(o)     # a view returned after its base was written
             sh.extra, sh.plan = functionalize.finish(sh, leaves, proxies)
+    except Exception as e:
+        # the function runs eagerly: whatever the options its programs would read at every
+        # call (functionalize.install_options) are at later calls
+        if not getattr(e, "exempt", None) and sh.option_reads is not None:
+            try:
+                e.exempt = frozenset(sh.option_reads.exempt)
+            except AttributeError:
+                pass              # an exception class without a __dict__: the options stay guarded
+        raise
     finally:
         TRACE_DEVICE.pop(id(g), None)
         functionalize.end()
@@ -331,7 +340,9 @@ def _build(fn, args, kwargs, name, backend, value_reads=None, keep_stages=False,
     except TraceError:
         raise
     except Exception as e:        # an op or Python construct the symbolic trace does not support
-        raise Untraceable(f"{type(e).__name__}: {e}").with_traceback(e.__traceback__) from e
+        u = Untraceable(f"{type(e).__name__}: {e}")
+        u.exempt = getattr(e, "exempt", frozenset())
+        raise u.with_traceback(e.__traceback__) from e
     # inputs of the call: the argument tensors, then the concrete tensors the function
     # read (constants; module parameters among them), read afresh at every call
     n_args = len(leaves)

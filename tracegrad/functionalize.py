@@ -299,9 +299,12 @@ def restore_installed(sh, check=True):
         if group.get(key) is stand:
             group[key] = v
     sh.installed.clear()
-    reads, sh.option_reads = sh.option_reads, None
-    if check and reads is not None and reads.error is not None:
-        raise reads.error
+    reads = sh.option_reads
+    error = None if reads is None else reads.error
+    if error is not None:
+        reads.error = None
+        if check:
+            raise error
 
 
 def guard_key(optimizers, tensors, targets=(), rebound=frozenset()):

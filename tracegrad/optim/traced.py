@@ -73,6 +73,16 @@ def _as(x, dtype):
     return F.convert(x, dtype) if isinstance(x, Tensor) else x
 
 
+def _param_dtype(opt, p):
+    """p's dtype, in which the traced update computes. The eager update of a bfloat16 parameter
+    computes in float32 and rounds each tensor it writes once (as torch's), the traced one
+    would round every op: such a step runs eagerly."""
+    if p.dtype is D.bfloat16:
+        raise TraceError(f"{type(opt).__name__}.step() on a bfloat16 parameter inside a compiled function is not "
+                         f"traced yet (its update computes in float32, rounding once)")
+    return p.dtype
+
+
 def _same_dtype(opt, p, key, t):
     """The eager update computes a state tensor of another dtype than its parameter's (a
     module converted with .double() or .half() after the state was made) in that dtype;
@@ -142,7 +152,7 @@ def sgd(opt, sh):
             g = p.grad
             if g is None:
                 continue
-            dt = p.dtype
+            dt = _param_dtype(opt, p)
             x = _value(sh, p)
             d = -g if group["maximize"] else g
             if wd != 0:
@@ -173,7 +183,7 @@ def adam(opt, sh):
             g = p.grad
             if g is None:
                 continue
-            dt = p.dtype
+            dt = _param_dtype(opt, p)
             st = _state(sh, opt, p)
             if st is None or len(st) == 0:
                 st = _fresh(sh, opt, p, ("step", "exp_avg", "exp_avg_sq") + (("max_exp_avg_sq",) if amsgrad else ()))
@@ -230,7 +240,7 @@ def rmsprop(opt, sh):
             g = p.grad
             if g is None:
                 continue
-            dt = p.dtype
+            dt = _param_dtype(opt, p)
             st = _state(sh, opt, p)
             if st is None or len(st) == 0:
                 st = _fresh(sh, opt, p, ("step", "square_avg") + (("momentum_buffer",) if momentum > 0 else ()) +
@@ -282,7 +292,7 @@ def adagrad(opt, sh):
             g = p.grad
             if g is None:
                 continue
-            dt = p.dtype
+            dt = _param_dtype(opt, p)
             st = _state(sh, opt, p)
             if st is None:
                 raise KeyError("step")            # the eager update's error (its state made in __init__)
