@@ -460,3 +460,212 @@ def test_a_step_on_bfloat16_parameters_runs_eagerly(make):
     f, w = _check(make, _step_any_dtype, between, torch_too=False, warns=True)
     assert len(w) == 1 and "bfloat16" in w[0], w
     assert f.cache.compiles <= 2
+
+
+# -- the rest of the user's changes between steps: each as eager and torch, without a warning ------
+
+def _between_cases():
+    def add_group(i, lib, model, opts):
+        if i == 2:
+            model.extra = lib.nn.Parameter(lib.ones(5))
+            opts[0].add_param_group({"params": [model.extra], "lr": 0.05})
+
+    def clear_state(i, lib, model, opts):
+        if i == 3:
+            opts[0].state.clear()
+
+    def load_opt(i, lib, model, opts):
+        if i == 1:
+            _SCHEDULES[id(opts[0])] = opts[0].state_dict()      # (the tensors: written in place later)
+            _SCHEDULES[id(opts[0])] = {"state": {k: {n: v.clone() for n, v in s.items()} for k, s in
+                                                 _SCHEDULES[id(opts[0])]["state"].items()},
+                                       "param_groups": _SCHEDULES[id(opts[0])]["param_groups"]}
+        if i == 4:
+            opts[0].load_state_dict(_SCHEDULES[id(opts[0])])
+
+    def grads(fn):
+        def between(i, lib, model, opts):
+            if i % 2 == 1:
+                for p in model.parameters():
+                    fn(lib, p)
+        return between
+
+    def load_model(i, lib, model, opts):
+        if i == 2:
+            model.load_state_dict({k: v * 0.5 for k, v in model.state_dict().items()})
+
+    def copy_no_grad(i, lib, model, opts):
+        if i == 2:
+            with lib.no_grad():
+                model[0].weight.copy_(model[0].weight * 2)
+
+    def set_data(i, lib, model, opts):
+        if i == 2:
+            model[0].weight.data = model[0].weight.data * 2
+
+    def freeze(i, lib, model, opts):
+        if i == 2:
+            model[0].weight.requires_grad_(False)
+        if i == 4:
+            model[0].weight.requires_grad_(True)
+
+    return {
+        "add_param_group": add_group,
+        "state_clear": clear_state,
+        "optimizer_load_state_dict": load_opt,
+        "grad_mul_": grads(lambda lib, p: p.grad.mul_(0.5)),
+        "grad_none": grads(lambda lib, p: setattr(p, "grad", None)),
+        "grad_other_tensor": grads(lambda lib, p: setattr(p, "grad", lib.ones_like(p) * 0.1)),
+        "model_load_state_dict": load_model,
+        "copy_under_no_grad": copy_no_grad,
+        "data_set": set_data,
+        "freeze_unfreeze": freeze,
+    }
+
+
+def _step_extra(lib, model, opts, x, y):
+    """_step, with the parameter `extra` (registered by a later step) added to the output."""
+    opt = opts[0]
+    opt.zero_grad()
+    out = model(x)
+    if hasattr(model, "extra"):
+        out = out + model.extra
+    loss = lib.nn.functional.cross_entropy(out, y)
+    loss.backward()
+    opt.step()
+    return loss
+
+
+def _step_accumulating(lib, model, opts, x, y):
+    loss = lib.nn.functional.cross_entropy(model(x), y)
+    loss.backward()
+    opts[0].step()
+    return loss
+
+
+@pytest.mark.parametrize("make", [SGD, ADAM], ids=["sgd", "adam"])
+@pytest.mark.parametrize("case", list(_between_cases()))
+@pytest.mark.parametrize("zero", [True, False], ids=["zero_grad", "accumulating"])
+def test_state_changed_between_steps_is_seen_by_the_next_step(case, make, zero):
+    body = _step_extra if zero else _step_accumulating
+    _check(make, body, _between_cases()[case], steps=6)
+
+
+def test_a_second_optimizer_on_the_same_parameters():
+    def make(lib, m):
+        return SGD(lib, m), ADAM(lib, m)
+
+    def body(lib, model, opts, x, y):
+        opts[0].zero_grad()
+        loss = lib.nn.functional.cross_entropy(model(x), y)
+        loss.backward()
+        opts[0].step()
+        opts[1].step()
+        return loss
+
+    def between(i, lib, model, opts):
+        opts[0].param_groups[0]["lr"] = 0.1 / (i + 1)
+        opts[1].param_groups[0]["betas"] = (0.9 - 0.05 * i, 0.999)
+    f, _ = _check(make, body, between)
+    assert f.cache.compiles <= 2
+
+
+@pytest.mark.parametrize("clip", ["norm", "norm_inf", "value"])
+def test_gradient_clipping_inside_the_step_with_its_bound_changed_between_steps(clip):
+    bounds = [0.1, 0.5, 0.01]
+
+    def body(lib, model, opts, x, y):
+        opt = opts[0]
+        opt.zero_grad()
+        loss = lib.nn.functional.cross_entropy(model(x), y)
+        loss.backward()
+        bound = bounds[len(opt.state) and int(opt.param_groups[0]["clip_index"])]
+        if clip == "value":
+            lib.nn.utils.clip_grad_value_(model.parameters(), bound)
+            norm = loss
+        else:
+            norm = lib.nn.utils.clip_grad_norm_(model.parameters(), bound,
+                                                norm_type=float("inf") if clip == "norm_inf" else 2.0)
+        opt.step()
+        return loss, norm
+
+    def between(i, lib, model, opts):
+        opts[0].param_groups[0]["clip_index"] = i % 3        # a group option of the user's, guarded
+    f, _ = _check(SGD, body, between)
+    assert f.cache.compiles <= 4
+
+
+@pytest.mark.parametrize("way", ["logits", "retain_graph", "inputs", "closure", "closure_again"])
+def test_steps_of_other_shapes(way):
+    def body(lib, model, opts, x, y):
+        opt = opts[0]
+        F = lib.nn.functional
+
+        def closure():
+            opt.zero_grad()
+            loss = F.cross_entropy(model(x), y)
+            loss.backward()
+            return loss
+        if way.startswith("closure"):
+            loss = opt.step(closure)
+            return (loss, closure().detach()) if way == "closure_again" else loss
+        opt.zero_grad()
+        out = model(x)
+        loss = F.cross_entropy(out, y)
+        if way == "retain_graph":
+            loss.backward(retain_graph=True)
+            (loss * 0.5).backward()
+        elif way == "inputs":
+            loss.backward(inputs=[model[0].weight, model[2].bias])
+        else:
+            loss.backward()
+        opt.step()
+        return (loss, out.detach()) if way == "logits" else loss
+    f, _ = _check(ADAM, body)
+    assert f.cache.compiles <= 2
+
+
+def test_an_exception_after_backward_leaves_what_eager_leaves():
+    """A step that raises after backward() (before the optimizer's step) at one call: the
+    gradients are those of that call, the parameters and state not stepped, as in eager."""
+    def body(lib, model, opts, x, y):
+        opt = opts[0]
+        opt.zero_grad()
+        loss = lib.nn.functional.cross_entropy(model(x), y)
+        loss.backward()
+        if opt.param_groups[0].get("fail"):
+            raise ValueError("a failing step")
+        opt.step()
+        return loss
+
+    def between(i, lib, model, opts):
+        opts[0].param_groups[0]["fail"] = i == 3
+
+    def guarded(lib, model, opts, x, y):
+        try:
+            return body(lib, model, opts, x, y)
+        except ValueError as e:
+            return lib.tensor(float(len(str(e))))
+    for fn in (body, guarded):
+        runs = []
+        for compiled in (False, True):
+            model = _model(tg)
+            opts = (ADAM(tg, model),)
+            f = tg.compile(lambda x, y: fn(tg, model, opts, x, y)) if compiled else \
+                (lambda x, y: fn(tg, model, opts, x, y))
+            rng = np.random.default_rng(1)
+            snaps = []
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", UserWarning)
+                for i in range(5):
+                    x, y = tg.tensor(rng.standard_normal((8, 12)), dtype=tg.float32), tg.tensor(rng.integers(0, 5, 8))
+                    between(i, tg, model, opts)
+                    if fn is body and i == 3:
+                        with pytest.raises(ValueError, match="a failing step"):
+                            f(x, y)
+                    else:
+                        f(x, y)
+                    snaps.append(_snapshot(model, opts))
+            runs.append(snaps)
+        for i, (a, b) in enumerate(zip(*runs)):
+            _same(a, b, True, f"step {i}, compiled against eager")
