@@ -669,3 +669,19 @@ def test_an_exception_after_backward_leaves_what_eager_leaves():
             runs.append(snaps)
         for i, (a, b) in enumerate(zip(*runs)):
             _same(a, b, True, f"step {i}, compiled against eager")
+
+
+def test_a_tensor_learning_rate_written_inside_the_step_before_it_steps_runs_eagerly():
+    """The program reads a tensor learning rate as the call starts: one the function halves
+    before opt.step() runs the step eagerly (as it did before the rate's trace-time read
+    stopped being a guarded value read)."""
+    def make(lib, m):
+        return lib.optim.SGD(m.parameters(), lr=lib.tensor(0.1), momentum=0.9)
+
+    def body(lib, model, opts, x, y):
+        opt = opts[0]
+        with lib.no_grad():
+            opt.param_groups[0]["lr"].mul_(0.5)
+        return _step(lib, model, opts, x, y)
+    f, w = _check(make, body, warns=True)
+    assert len(w) == 1 and "learning rate tensor written in place" in w[0], w

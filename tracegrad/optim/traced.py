@@ -47,6 +47,10 @@ def _lr(sh, group):
     if lr.__class__ is _Option:
         return _input(sh, group, "lr", None, float(lr.value))
     if isinstance(lr, Tensor):
+        if sh.value(lr) is not None:
+            # the program reads the rate as the call starts, before the function wrote it
+            raise TraceError("a learning rate tensor written in place inside the compiled function before "
+                             "optimizer.step() is not traced yet")
         return _input(sh, group, "lr", None, _peek(lr))
     return lr
 
