@@ -302,7 +302,9 @@ def test_step_guard_against_its_reference_key(momentum):
     opt.step()                  # with momentum: a buffer per parameter
     ps = list(m.parameters())
     changes = [
-        ("momentum", lambda: opt.param_groups[0].__setitem__("momentum", momentum + 0.5)),
+        # a program reads the momentum at every call: it assumes only whether it is zero
+        ("momentum", lambda: opt.param_groups[0].__setitem__("momentum", 0.0 if momentum else 0.5)),
+        ("momentum type", lambda: opt.param_groups[0].__setitem__("momentum", tg.tensor(momentum))),
         ("nesterov type", lambda: opt.param_groups[0].__setitem__("nesterov", 0)),
         ("weight_decay", lambda: opt.param_groups[0].__setitem__("weight_decay", 0.01)),
         ("lr type", lambda: opt.param_groups[0].__setitem__("lr", tg.tensor(0.1))),
@@ -330,6 +332,12 @@ def test_step_guard_against_its_reference_key(momentum):
             p.grad = gr
         g2, _ = _step_guards(opt, ps)
         assert g2.check(None) == -1 and g.check(None) == -1, what
+    # options read at every call: another nonzero value (float or int) is the same key
+    g, spec = _step_guards(opt, ps)
+    key = functionalize.guard_key(*spec)
+    for k, v in (("lr", 0.5), ("momentum", momentum and 0.25), ("dampening", 0.0), ("weight_decay", 0.0), ("lr", 1)):
+        opt.param_groups[0][k] = v
+    assert functionalize.guard_key(*spec) == key and g.check(None) == -1
 
 
 def test_guards_and_write_back_free_what_they_read_without_the_collector():

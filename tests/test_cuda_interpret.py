@@ -440,7 +440,10 @@ def train(dev, make_opt, steps=6, compiled=False):
 
 out = {}
 opts = {"sgd": lambda ps: tg.optim.SGD(ps, lr=0.1, momentum=0.9, weight_decay=1e-3),
-        "adam": lambda ps: tg.optim.Adam(ps, lr=0.01), "adamw": lambda ps: tg.optim.AdamW(ps, lr=0.01)}
+        "adam": lambda ps: tg.optim.Adam(ps, lr=0.01), "adamw": lambda ps: tg.optim.AdamW(ps, lr=0.01),
+        "rmsprop": lambda ps: tg.optim.RMSprop(ps, lr=0.01, momentum=0.5),
+        # its accumulator made in __init__, on the parameters' device (it was a host array)
+        "adagrad": lambda ps: tg.optim.Adagrad(ps, lr=0.1, initial_accumulator_value=0.1)}
 for name, make in opts.items():
     lc, pc, _, _ = train("cpu", make)
     lg, pg, devs, _ = train("cuda", make)
@@ -469,7 +472,7 @@ print(json.dumps(out))
 def test_training_on_cuda_matches_cpu_and_compile_auto_picks_triton():
     r = run_script(TRAIN_SCRIPT)
     import numpy as np
-    for name in ("sgd", "adam", "adamw", "compiled"):
+    for name in ("sgd", "adam", "adamw", "rmsprop", "adagrad", "compiled"):
         np.testing.assert_allclose(r[name]["loss_cuda"], r[name]["loss_cpu"], rtol=1e-5, err_msg=name)
         assert r[name]["param_diff"] < 1e-5, (name, r[name]["param_diff"])
         assert r[name]["devices"] == ["cuda:0"], name

@@ -200,6 +200,7 @@ def _trace_with_writes(fn, args, kwargs, name, value_reads=None, dyn=()):
                 sh.inputs.append((px, px.__dict__["_name"], t))
             a, k = unflatten(spec, iter(proxies))
             out = fn(*a, **k)
+            functionalize.restore_installed(sh)
             changed = functionalize.options_changed(sh)
             if changed is not None:
                 # set once by the trace, never by the program; and the program reads the
@@ -233,6 +234,15 @@ def _trace_with_writes(fn, args, kwargs, name, value_reads=None, dyn=()):
                 if isinstance(o, Proxy) and "_view" in o.__dict__:
                     functionalize.refresh_view(o)     # a view returned after its base was written
             sh.extra, sh.plan = functionalize.finish(sh, leaves, proxies)
+    except Exception as e:
+        # the function runs eagerly: whatever the options its programs would read at every
+        # call (functionalize.install_options) are at later calls
+        if not getattr(e, "exempt", None) and sh.option_reads is not None:
+            try:
+                e.exempt = frozenset(sh.option_reads.exempt)
+            except AttributeError:
+                pass              # an exception class without a __dict__: the options stay guarded
+        raise
     finally:
         TRACE_DEVICE.pop(id(g), None)
         functionalize.end()
@@ -264,6 +274,8 @@ def _check_returned(spec):
     if isinstance(spec, _PLAIN + (_device, symbolic.Sym, Module, Optimizer)) or \
             isinstance(spec, (tuple, frozenset)) and all(isinstance(x, _PLAIN + (symbolic.Sym,)) for x in spec):
         return
+    if t is functionalize._Option:
+        spec._read()              # an optimizer's option, which the program reads at every call
     raise TraceError(f"the function returns a {t.__qualname__} object; a program gives back tensors, Python "
                      f"numbers and strings, and tuples, lists, dicts and namedtuples of them, made anew at every call")
 
@@ -332,7 +344,9 @@ def _build(fn, args, kwargs, name, backend, value_reads=None, keep_stages=False,
     except TraceError:
         raise
     except Exception as e:        # an op or Python construct the symbolic trace does not support
-        raise Untraceable(f"{type(e).__name__}: {e}").with_traceback(e.__traceback__) from e
+        u = Untraceable(f"{type(e).__name__}: {e}")
+        u.exempt = getattr(e, "exempt", frozenset())
+        raise u.with_traceback(e.__traceback__) from e
     # inputs of the call: the argument tensors, then the concrete tensors the function
     # read (constants; module parameters among them), read afresh at every call
     n_args = len(leaves)
@@ -967,11 +981,14 @@ def _rebind_grads(p):
 
 
 def _read_learning_rates(p):
-    """A whole step's learning rates, inputs of every call: each group's "lr" into the
-    tensor the program reads it from (a float that is the one of the last call is there)."""
+    """A whole step's learning rates and the other options it reads at every call
+    (optim/traced.py): each group's "lr" (or betas[0], ...) into the tensor the program reads
+    it from (a float that is the one of the last call is there)."""
     last = p.lr_last
-    for i, (holder, group) in enumerate(p.lr_inputs):
-        lr = group["lr"]
+    for i, (holder, group, key, index) in enumerate(p.lr_inputs):
+        lr = group[key]
+        if index is not None:
+            lr = lr[index]
         if lr is last[i] and lr.__class__ is float:
             continue
         holder._data = np.array(float(lr.item() if isinstance(lr, Tensor) else lr), np.float64)
@@ -1565,13 +1582,16 @@ class CompiledFunction:
                 raise
             failure = e
         else:
-            exempt = frozenset((id(group), "lr") for _, group in p.lr_inputs)      # inputs of every call
+            exempt = frozenset((id(group), key) for _, group, key, _ in p.lr_inputs)      # inputs of every call
             guards = build_guards(self._fn, self._module, args, kwargs, used=p.consts, value_reads=reads,
                                   exempt=exempt)
             if p.guard_spec is not None:
                 guards.add(_step_guard(p.guard_spec, frozenset(id(t) for _, t in p.grad_slots + p.out_grads)))
             return p, guards
-        guards = build_guards(self._fn, self._module, args, kwargs, value_reads=reads)
+        # a function that read an option its programs would read at every call runs eagerly
+        # whatever the option's value
+        guards = build_guards(self._fn, self._module, args, kwargs, value_reads=reads,
+                              exempt=frozenset(getattr(failure, "exempt", ())))
         fs = _user_frame(failure.__traceback__)
         context = ""
         if fs is None:

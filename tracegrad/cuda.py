@@ -202,6 +202,9 @@ class CudaArray:
             return CudaArray(args[0].t.expand(tuple(args[1] if len(args) > 1 else kwargs["shape"])))
         if name in ("zeros_like", "empty_like"):
             return CudaArray(_TORCH[0].zeros_like(args[0].t))
+        if name == "full_like" and isinstance(args[0], CudaArray) and len(args) == 2 and not kwargs:
+            # Adagrad's accumulator, made where its parameter is (a host array beside it would mix devices)
+            return CudaArray(_TORCH[0].full_like(args[0].t, args[1]))
         if name in ("may_share_memory", "shares_memory"):
             a, b = args[0], args[1]
             return isinstance(a, CudaArray) and isinstance(b, CudaArray) and \

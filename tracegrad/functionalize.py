@@ -24,6 +24,7 @@ function makes is recorded instead, as torch.compile's functionalization does:
 `Shadow` is the record of one trace; `active()` the one being traced in this thread.
 """
 import sys
+import threading
 import weakref
 
 import networkx as nx
@@ -77,6 +78,8 @@ class Shadow:
         self.options_before = []  # the optimizers' param_groups as the trace began (_options)
         self.training = {}      # id(module) -> (module, its training flag before the trace set it)
         self.training_writes = ()  # (module, flag) the function left set: set again after every call
+        self.installed = []     # (group, key, value, its _Option): options the program reads at every call
+        self.option_reads = None    # install_options
 
     # -- Python state the program sets ----------------------------------------------------------
     def set_training(self, m, mode):
@@ -146,22 +149,185 @@ def hook_free(t):
     return acc is None or not (acc._pre_hooks or acc._hooks)
 
 
+# {an optimizer class's update function (optim/traced.py has its rule): the options of a param
+# group that a whole step's program reads at every call, where they are Python numbers}, filled
+# by the optimizers' modules
+RUNTIME_OPTIONS = {}
+
+
+class OptionRead(TraceError):
+    """The traced function read, in Python, an option that its program reads at every call."""
+
+    def __init__(self, msg, exempt=frozenset()):
+        super().__init__(msg)
+        self.exempt = exempt      # (id(group), key): what the decision to run eagerly does not depend on
+
+
+def runtime_keys(opt):
+    """The options of opt's param groups that a whole step's program reads at every call."""
+    return RUNTIME_OPTIONS.get(getattr(type(opt), "_update", None), ())
+
+
+def _number(v):
+    # numbers whose arithmetic in the eager update is float64's (a float32 scalar's is not)
+    return v.__class__ in (float, int, np.float64)
+
+
+def runtime_value(key, v):
+    """Whether an option's value is one a program reads at every call: a Python number (for
+    betas, a tuple or list of them)."""
+    if key == "betas":
+        return v.__class__ in (tuple, list) and all(_number(b) for b in v)
+    return _number(v)
+
+
+def option_token(key, v):
+    """What a program assumed of an option it reads at every call (a float or an int, read
+    as a float): which of its numbers are zero (`weight_decay != 0` and `momentum != 0`
+    choose the update's code)."""
+    if key == "betas":
+        return v.__class__, tuple(b == 0 for b in v)
+    return v == 0
+
+
+def _lr_kind(lr):
+    """What a program assumed of a learning rate, which it reads at every call: a Python number
+    (a float or an int) or a tensor of some class."""
+    return "number" if _number(lr) else lr.__class__
+
+
+def _option_key(keys, k, v):
+    if k in keys and runtime_value(k, v):
+        return k, option_token(k, v)
+    return k, type(v), v if not isinstance(v, Tensor) else id(v)
+
+
+class _Reads:
+    """What the _Options of one trace share: the (id(group), key) installed, the first read's
+    error, the tracing thread."""
+    __slots__ = ("exempt", "error", "thread")
+
+    def __init__(self):
+        self.exempt, self.error, self.thread = set(), None, threading.get_ident()
+
+
+class _Option:
+    """Stands in a param group, while a whole step is traced, for an option its program reads
+    at every call (`group["lr"]`, a Python number): the traced update reads `value`; a read of
+    it in the function's own Python code (which would bake this call's value into the program)
+    raises, so that the function runs eagerly (and where the function caught that, the trace
+    raises it again as it ends: `reads.error`). In another thread (an eager step there while
+    this one is traced) it acts as its value."""
+    __slots__ = ("value", "key", "opt", "reads")
+
+    def __init__(self, value, key, opt, reads):
+        self.value, self.key, self.opt, self.reads = value, key, opt, reads
+
+    def _read(self):
+        e = OptionRead(f"the function reads the option {self.key!r} of a param group of {type(self.opt).__name__} "
+                       f"in Python, which a program would keep at this call's value; its programs read the options "
+                       f"at every call themselves (read it outside the compiled function, or keep it in a tensor)",
+                       frozenset(self.reads.exempt))
+        if self.reads.error is None:
+            self.reads.error = e
+        raise e
+
+    def __getattr__(self, name):
+        if threading.get_ident() != self.reads.thread:
+            return getattr(self.value, name)
+        self._read()
+
+    def __copy__(self):
+        if threading.get_ident() != self.reads.thread:
+            return self.value
+        self._read()
+
+    def __deepcopy__(self, memo):
+        return self.__copy__()
+
+    def __reduce_ex__(self, protocol):
+        return type(self.__copy__()), (self.value,)
+
+    def __reduce__(self):
+        return self.__reduce_ex__(2)
+
+
+def _option_method(name):
+    def method(self, *args):
+        if threading.get_ident() != self.reads.thread:
+            if name == "__array__":
+                return np.asarray(self.value, *args[:1])
+            f = getattr(self.value, name, None)
+            return NotImplemented if f is None else f(*args)     # (x += 1: float's __add__ then)
+        self._read()
+    method.__name__ = name
+    return method
+
+
+for _name in ("__float__", "__int__", "__index__", "__bool__", "__complex__", "__round__", "__trunc__", "__floor__",
+              "__ceil__", "__abs__", "__neg__", "__pos__", "__repr__", "__str__", "__format__", "__hash__", "__eq__",
+              "__ne__", "__lt__", "__le__", "__gt__", "__ge__", "__array__", "__iter__", "__len__", "__getitem__",
+              "__contains__", "__call__",
+              *(f"__{op}__" for base in ("add", "sub", "mul", "truediv", "floordiv", "mod", "pow", "divmod", "matmul",
+                                         "and", "or", "xor", "lshift", "rshift")
+                for op in (base, "r" + base, "i" + base))):
+    setattr(_Option, _name, _option_method(_name))
+
+
+def install_options(sh):
+    """Each param group option a whole step's program would read at every call, replaced by an
+    _Option for the trace (put back by restore_installed)."""
+    sh.option_reads = reads = _Reads()
+    exempt = reads.exempt
+    for opt in list(OPTIMIZERS):
+        keys = runtime_keys(opt)
+        for group in opt.param_groups if keys else ():
+            for key in keys:
+                v = group.get(key)
+                if not runtime_value(key, v):
+                    continue
+                exempt.add((id(group), key))
+                if key == "betas":
+                    stand = type(v)(_Option(b, key, opt, reads) for b in v)
+                else:
+                    stand = _Option(v, key, opt, reads)
+                group[key] = stand
+                sh.installed.append((group, key, v, stand))
+
+
+def restore_installed(sh, check=True):
+    """The options install_options replaced, back (where the function left the stand-in there).
+    Where the function read one (and caught the error), its error raises now (with `check`)."""
+    for group, key, v, stand in reversed(sh.installed):
+        if group.get(key) is stand:
+            group[key] = v
+    sh.installed.clear()
+    reads = sh.option_reads
+    error = None if reads is None else reads.error
+    if error is not None:
+        reads.error = None
+        if check:
+            raise error
+
+
 def guard_key(optimizers, tensors, targets=(), rebound=frozenset()):
-    """The state a whole-step program assumed: each optimizer's options (but the learning
-    rate, an input) and the layout of its state; the .grad tensors the trace read: each
+    """The state a whole-step program assumed: each optimizer's options (but those the program
+    reads at every call, runtime_keys, of which it assumed their type and which are zero,
+    option_token) and the layout of its state; the .grad tensors the trace read: each
     by identity (a constant of the program, or written by it), but those in `rebound`
     (ids of tensors whose .grad the program reads afresh at every call, compile.Program's
     grad_slots) by their metadata. The ids are those of tensors the program holds, so
     none is reused while it is cached."""
     key = []
     for opt in optimizers:
+        keys = runtime_keys(opt)
         for group in opt.param_groups:
             opts = []
             for k, v in group.items():
                 if k in ("params", "lr", "param_names"):
                     continue
-                opts.append((k, type(v), v if not isinstance(v, Tensor) else id(v)))
-            key.append((id(opt), tuple(opts), type(group["lr"]),
+                opts.append(_option_key(keys, k, v))
+            key.append((id(opt), tuple(opts), _lr_kind(group["lr"]),
                         tuple(tuple(opt.state[p]) if p in opt.state else () for p in group["params"])))
     for t in tensors:
         g = t._grad
@@ -183,6 +349,7 @@ def emit_guard_key(code, optimizers, tensors, targets=(), rebound=frozenset()):
     optimizer has no state, one test of the state's truth stands for the absence of each
     parameter's."""
     for opt in optimizers:
+        keys = runtime_keys(opt)
         o = code.const(opt)
         groups = code.let(f"{o}.param_groups")
         code.need(f"len({groups}) == {len(opt.param_groups)}")
@@ -192,11 +359,14 @@ def emit_guard_key(code, optimizers, tensors, targets=(), rebound=frozenset()):
                 if k in ("params", "lr", "param_names"):
                     continue
                 x = code.let(f"{g}[{code.const(k)}]")
-                if isinstance(v, Tensor):
+                if k in keys and runtime_value(k, v):
+                    code.need(f"{code.const(_option_key)}({code.const(keys)}, {code.const(k)}, {x}) == "
+                              f"{code.const(_option_key(keys, k, v))}")
+                elif isinstance(v, Tensor):
                     code.need(f"{x} is {code.const(v)}")
                 else:
                     code.need(f"{x}.__class__ is {code.const(type(v))} and {x} == {code.const(v)}")
-            code.need(f"{g}['lr'].__class__ is {code.const(type(group['lr']))}")
+            code.need(f"{code.const(_lr_kind)}({g}['lr']) == {code.const(_lr_kind(group['lr']))}")
             params = group["params"]
             ps = code.let(f"{g}['params']")
             code.need(f"len({ps}) == {len(params)}")
@@ -305,6 +475,7 @@ def begin(graph):
         raise TraceError("a compiled function called while another is being traced")
     sh = Shadow(graph)
     sh.options_before = _options()
+    install_options(sh)
     LOCAL.shadow = sh
     with _TRACES_LOCK:
         _SHADOW[0] += 1       # (a count: another thread's trace may end before this one)
@@ -317,6 +488,7 @@ def end():
     if sh is not None:
         with _TRACES_LOCK:
             _SHADOW[0] -= 1
+        restore_installed(sh, check=False)
         if options_changed(sh) is not None:
             restore_options(sh)
         sh.training_writes = tuple((m, m.training) for m, before in sh.training.values() if m.training != before)

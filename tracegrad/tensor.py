@@ -445,6 +445,10 @@ class Tensor:
             raise TypeError(f"Variable data has to be a tensor, but got {type(value).__name__}")
         if self._req and not (value._dtype.is_floating_point or value._dtype.is_complex):
             raise RuntimeError("data set to a tensor that requires gradients must be floating point or complex dtype")
+        if self._grad_acc is not None and (value._dtype is not self._dtype or value.device != self.device):
+            # torch's set_data: a gradient accumulator made for the old dtype or device (alive while a graph
+            # through it is) is not the new data's; the next graph makes its own
+            self._grad_acc = None
         self._data = value._data
         self._dtype = value._dtype
         self._inference = value._inference

@@ -407,10 +407,17 @@ def _update_running(r, batch, momentum):
     """r = (1 - momentum) r + momentum batch, in place. 16-bit running statistics are updated in
     float32 and rounded once, as torch's: a variance of 7e4 scaled by momentum fits float16,
     the variance itself does not."""
-    if r.dtype is D.float16 or r.dtype is D.bfloat16:
-        r.copy_(r.float() * (1 - momentum) + batch.float() * momentum)
+    if isinstance(momentum, Tensor):
+        # a float64 factor (BatchNorm's cumulative average in a compiled step): cast, as a Python
+        # float is, to the dtype the update computes in
+        dt = D.float32 if r.dtype is D.float16 or r.dtype is D.bfloat16 else r.dtype
+        keep, momentum = (1 - momentum).to(dt), momentum.to(dt)
     else:
-        r.mul_(1 - momentum).add_(batch.to(r.dtype) * momentum)
+        keep = 1 - momentum
+    if r.dtype is D.float16 or r.dtype is D.bfloat16:
+        r.copy_(r.float() * keep + batch.float() * momentum)
+    else:
+        r.mul_(keep).add_(batch.to(r.dtype) * momentum)
 
 
 def batch_norm(input, running_mean, running_var, weight=None, bias=None, training=False, momentum=0.1, eps=1e-5):

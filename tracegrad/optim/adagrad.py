@@ -1,8 +1,10 @@
 """Adagrad (torch.optim.Adagrad)."""
 import numpy as np
 
-from .optimizer import Optimizer, _scalar, _finish, _check_options
+from . import traced
+from .optimizer import TRACED_UPDATES, Optimizer, _scalar, _finish, _check_options
 from ..tensor import Tensor
+from ..functionalize import RUNTIME_OPTIONS
 from .. import _dtype as D
 
 __all__ = ["Adagrad"]
@@ -55,3 +57,7 @@ class Adagrad(Optimizer):
                 upd /= std
                 x += upd                                   # param.addcdiv_(g, std, value=-clr)
                 _finish([p, state["step"], state["sum"]])
+
+
+TRACED_UPDATES[Adagrad._update] = traced.adagrad      # step() inside a compiled training step
+RUNTIME_OPTIONS[Adagrad._update] = traced.RUNTIME_OPTIONS_ADAGRAD     # read by its program at every call

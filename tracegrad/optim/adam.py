@@ -2,6 +2,7 @@
 import numpy as np
 
 from . import traced
+from ..functionalize import RUNTIME_OPTIONS
 from .optimizer import TRACED_UPDATES, Optimizer, _scalar, _zeros_like, _finish
 from ..tensor import Tensor
 from .. import _dtype as D
@@ -119,3 +120,4 @@ class AdamW(Adam):
 
 
 TRACED_UPDATES[Adam._update] = traced.adam      # step() inside a compiled training step
+RUNTIME_OPTIONS[Adam._update] = traced.RUNTIME_OPTIONS_ADAM     # read by its program at every call

@@ -235,7 +235,7 @@ class Optimizer:
         elif fn is not None and fn.__module__.startswith(__package__ + "."):
             # a built-in update written on numpy storage
             raise TraceError(f"{type(self).__name__}.step() inside a compiled function is not traced yet "
-                             f"(SGD, Adam and AdamW are); compile the forward and backward only")
+                             f"(SGD, Adam, AdamW, RMSprop and Adagrad are); compile the forward and backward only")
         else:
             update()
 

@@ -1,8 +1,10 @@
 """RMSprop (torch.optim.RMSprop), with momentum and the centered variant."""
 import numpy as np
 
-from .optimizer import Optimizer, _scalar, _zeros_like, _finish, _check_options
+from . import traced
+from .optimizer import TRACED_UPDATES, Optimizer, _scalar, _zeros_like, _finish, _check_options
 from ..tensor import Tensor
+from ..functionalize import RUNTIME_OPTIONS
 from .. import _dtype as D
 
 __all__ = ["RMSprop"]
@@ -70,3 +72,7 @@ class RMSprop(Optimizer):
                     upd /= avg
                     x += upd                              # param.addcdiv_(g, avg, value=-lr)
                 _finish(touched)
+
+
+TRACED_UPDATES[RMSprop._update] = traced.rmsprop      # step() inside a compiled training step
+RUNTIME_OPTIONS[RMSprop._update] = traced.RUNTIME_OPTIONS_RMSPROP     # read by its program at every call

@@ -2,6 +2,7 @@
 import numpy as np
 
 from . import traced
+from ..functionalize import RUNTIME_OPTIONS
 from .optimizer import TRACED_UPDATES, Optimizer, required, _scalar, _finish
 from ..tensor import Tensor
 
@@ -71,3 +72,4 @@ class SGD(Optimizer):
 
 
 TRACED_UPDATES[SGD._update] = traced.sgd      # step() inside a compiled training step
+RUNTIME_OPTIONS[SGD._update] = traced.RUNTIME_OPTIONS_SGD     # read by its program at every call

@@ -5,6 +5,7 @@ import math
 from ... import creation as C
 from ... import _dtype as D
 from ...grad_mode import no_grad
+from ...tensor import _SHADOW, _shadow_here
 from .. import functional as F
 from .. import init
 from ..parameter import Parameter
@@ -443,7 +444,15 @@ class _BatchNorm(Module):
         if self.training and self.track_running_stats and self.num_batches_tracked is not None:
             with no_grad():
                 self.num_batches_tracked.add_(1)
-            factor = 1.0 / float(self.num_batches_tracked) if self.momentum is None else self.momentum
+            if self.momentum is not None:
+                factor = self.momentum
+            elif _SHADOW[0] is not None and _SHADOW[0] is _shadow_here():
+                # a compiled step: the count is a value of the trace (it wrote it), and so is the
+                # cumulative average's factor, computed in float64 as the float below
+                with no_grad():
+                    factor = 1.0 / self.num_batches_tracked.to(D.float64)
+            else:
+                factor = 1.0 / float(self.num_batches_tracked)
         bn_training = self.training or (self.running_mean is None and self.running_var is None)
         use_stats = not self.training or self.track_running_stats
         return F.batch_norm(input, self.running_mean if use_stats else None,

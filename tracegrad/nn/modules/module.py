@@ -557,6 +557,13 @@ class Module:
         return self
 
     def zero_grad(self, set_to_none=True):
+        sh = _SHADOW[0]
+        if set_to_none and sh is not None and sh is _shadow_here():
+            # inside a trace, as Optimizer.zero_grad: each .grad set to None without reading it
+            # (a read is guarded by the .grad tensor's identity, which every call makes anew)
+            for p in self.parameters():
+                sh.set_grad(p, None)
+            return
         for p in self.parameters():
             if p.grad is not None:
                 if set_to_none:
