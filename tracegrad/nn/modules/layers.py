@@ -446,7 +446,7 @@ class _BatchNorm(Module):
                 self.num_batches_tracked.add_(1)
             if self.momentum is not None:
                 factor = self.momentum
-            elif _SHADOW[0] is not None and _SHADOW[0] is _shadow_here():
+            elif _SHADOW[0] and _shadow_here() is not None:
                 # a compiled step: the count is a value of the trace (it wrote it), and so is the
                 # cumulative average's factor, computed in float64 as the float below
                 with no_grad():

@@ -557,8 +557,8 @@ class Module:
         return self
 
     def zero_grad(self, set_to_none=True):
-        sh = _SHADOW[0]
-        if set_to_none and sh is not None and sh is _shadow_here():
+        sh = _SHADOW[0] and _shadow_here()
+        if set_to_none and sh:
             # inside a trace, as Optimizer.zero_grad: each .grad set to None without reading it
             # (a read is guarded by the .grad tensor's identity, which every call makes anew)
             for p in self.parameters():
