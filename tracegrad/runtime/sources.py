@@ -24,7 +24,9 @@ recompile; reaching less would return a stale result, so where in doubt this gua
 Tensors whose *values* the trace read in Python (`.item()`, `bool()`, `.tolist()`) are
 guarded by their version counter as well.
 """
+import array
 import collections
+import contextvars
 import functools
 import struct
 import sys
@@ -320,6 +322,7 @@ class _Walk:
             if name in g:
                 self.root(g[name], lambda env, g=g, name=name: g[name], f"global '{name}' (read by {label})",
                           lambda code, g=g, name=name: f"{code.const(g)}[{code.const(name)}]")
+        self.builtins(g, label)
         for name, cell in zip(code.co_freevars, f.__closure__ or ()):
             try:
                 v = cell.cell_contents
@@ -332,6 +335,21 @@ class _Walk:
             if d0:
                 self.root(d0, lambda env, f=f, attr=attr: getattr(f, attr), f"the {attr.strip('_')} of {label}",
                           lambda code, f=f, attr=attr: f"{code.const(getattr)}({code.const(f)}, {code.const(attr)})")
+
+    def builtins(self, g, label):
+        """The names the code reads that its globals lack but the builtins hold (`max`, `abs`):
+        each still absent from the globals (a global defined later hides the builtin) and the
+        builtin the same object (`builtins.max = ...` patched after the trace)."""
+        b = g.get("__builtins__")
+        b = vars(b) if isinstance(b, types.ModuleType) else b
+        if type(b) is not dict:
+            return
+        found = tuple(sorted(n for n in self.names if n not in g and n in b))
+        if not found or ("builtins", id(g)) in self.seen:
+            return
+        self.seen.add(("builtins", id(g)))
+        self.attrs(g, g, found, f"the globals of {label} (names the builtins hold)", 0, descend=())
+        self.attrs(b, b, found, f"the builtins read by {label}", 0, descend=types.FunctionType)
 
     def methods_of(self, tp):
         """The user methods of a class that the reachable code may call (by name)."""
@@ -398,9 +416,9 @@ class _Walk:
         elif isinstance(v, type):
             self.methods_of(v)
             if not _is_library_type(v):
+                # every name the code reads from it (`N.h(x)` with `N.h` replaced, `N.cfg["a"]`)
                 d = vars(v)
-                self.attrs(v, d, sorted(n for n in self.names if n in d and isinstance(d[n], (Tensor,) + _SCALARS)),
-                           what, depth)
+                self.attrs(v, d, sorted(n for n in self.names if n in d), what, depth)
         elif isinstance(v, functools.partial):
             tok = (id(v.func), self.seq_token(v.args), tuple(v.keywords.items()))
             self.add(read, lambda p, tok=tok: (id(p.func), tuple(map(token, p.args)),
@@ -413,6 +431,18 @@ class _Walk:
             self.module(v, what)
         elif isinstance(v, np.ndarray):
             self.add(read, _array_test(v), f"the values of {what}")
+        elif isinstance(v, (bytearray, array.array)):
+            # mutable buffers without attributes: their bytes (and an array's item type)
+            snap = (getattr(v, "typecode", None), bytes(v))
+            self.add(read, lambda b, snap=snap: (getattr(b, "typecode", None), bytes(b)) == snap,
+                     f"the contents of {what}")
+        elif isinstance(v, contextvars.ContextVar):
+            # its value in the calling context, which the trace read through get()
+            x = v.get(_ABSENT)
+            tok = self.token(x)
+            self.add(read, lambda c, tok=tok: self_token(c.get(_ABSENT)) == tok,
+                     f"the value of the context variable {what}")
+            self.inside(x, f"the value of {what}", depth + 1)
         elif depth >= _MAX_DEPTH:
             if isinstance(v, (dict, list, tuple, set, frozenset, collections.deque)) or hasattr(v, "__dict__"):
                 # deeper than the walk goes item by item: its whole state, recursively, at every call
@@ -514,6 +544,11 @@ class _Walk:
         if type(d) is not dict:
             return
         lib = _is_library_type(tp)
+        wrapped = d.get("__wrapped__")
+        if lib and isinstance(wrapped, types.FunctionType):
+            # a library's wrapper of the user's function (functools.lru_cache): what that reads,
+            # so that a change retraces the call through the wrapper, as eager calls it
+            self.inside(wrapped, what + ".__wrapped__", depth)
         # a user object: the attributes its reachable code names (all of them where that code
         # names attributes it computes: getattr, vars, __dict__), and the names it reads from
         # the class, which an instance attribute set later would hide; a library object (an
@@ -551,8 +586,12 @@ class _Walk:
             self.add(_const(klass), lambda k, names=names, tok=tok: tuple(token_of(vars(k), n) for n in names) == tok,
                      f"the class attributes {', '.join(names)} of {klass.__qualname__} (read through {what})")
             for n in names:
-                if n in d and isinstance(d[n], (dict, list, tuple, set, frozenset, collections.deque)):
-                    self.inside(d[n], f"{klass.__qualname__}.{n}", 1)
+                x = d.get(n)
+                if isinstance(x, (dict, list, tuple, set, frozenset, collections.deque)) or \
+                        x is not None and not isinstance(x, (type, types.FunctionType, staticmethod, classmethod,
+                                                             property)) and not _is_library_type(type(x)):
+                    # a container, or a user object (a descriptor whose __get__ reads its own state)
+                    self.inside(x, f"{klass.__qualname__}.{n}", 1)
 
     def slots(self, v, what, depth):
         """A user object without a __dict__ (__slots__): the slots its reachable code names."""
@@ -710,6 +749,23 @@ def _module_internals():
     return _INTERNALS[0]
 
 
+def _arg_objects(a, what):
+    """The objects of an argument that its key holds by identity alone (guards.flatten's
+    constants other than scalars: a config object, a module), also inside the lists, tuples
+    and dicts the key spells out item by item: their state is guarded as a global's."""
+    if isinstance(a, (Tensor,) + _SCALARS):
+        return
+    t = type(a)
+    if t is list or t is tuple:
+        for i, x in enumerate(a):
+            yield from _arg_objects(x, f"{what}[{i}]")
+    elif t is dict:
+        for k, x in a.items():
+            yield from _arg_objects(x, f"{what}[{k!r}]")
+    else:
+        yield a, what
+
+
 def build_guards(fn, module, args, kwargs, used=(), value_reads=None, exempt=frozenset()):
     """Guards for everything a call of fn (or module) with these arguments can read besides the
     argument tensors themselves. `used`: the concrete tensors the trace made inputs of the
@@ -725,11 +781,11 @@ def build_guards(fn, module, args, kwargs, used=(), value_reads=None, exempt=fro
         else:
             w.inside(fn, f"the function {getattr(fn, '__qualname__', type(fn).__name__)}", 0)
         for i, a in enumerate(args):
-            if not isinstance(a, (Tensor,) + _SCALARS) and type(a) not in (list, tuple, dict):
-                w.inside(a, f"argument {i}", 0)
+            for x, where in _arg_objects(a, f"argument {i}"):
+                w.inside(x, where, 0)
         for k, a in kwargs.items():
-            if not isinstance(a, (Tensor,) + _SCALARS) and type(a) not in (list, tuple, dict):
-                w.inside(a, f"keyword argument '{k}'", 0)
+            for x, where in _arg_objects(a, f"keyword argument '{k}'"):
+                w.inside(x, where, 0)
         if len(names) == before:
             break
     if w.saw_module or any(_is_module(x) for x in w.keep) or module is not None:
