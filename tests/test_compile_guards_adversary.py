@@ -190,3 +190,33 @@ def test_a_module_inside_a_dict_argument():
             tg_outs = outs
     for a, b in zip(tg_outs, outs):
         np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-6)
+
+
+def test_requires_grad_of_a_value_the_function_computes():
+    """`y.requires_grad` asked of a traced value is eager's answer (a trace's values have no
+    autograd history of their own), under grad mode and no_grad, for a parameter that stops
+    requiring grad, through detach, comparisons and argmax."""
+    def make(lib, w):
+        def fn(x):
+            y = x * w
+            with lib.no_grad():
+                n = y * 3
+            return (y * 2 if y.requires_grad else y * 3), y.requires_grad, y.detach().requires_grad, \
+                (x > 0).requires_grad, n.requires_grad, y.argmax().requires_grad
+        return fn
+    tw, w = torch.nn.Parameter(torch.ones(3)), tg.nn.Parameter(tg.ones(3))
+    t_fn, fn = make(torch, tw), make(tg, w)
+    cf, ct = tg.compile(fn), torch.compile(t_fn, backend="eager")
+    x, tx = tg.tensor([1.0, 2.0, 3.0]), torch.tensor([1.0, 2.0, 3.0])
+
+    def check():
+        got, want, t_got, t_want = cf(x), fn(x), ct(tx), t_fn(tx)
+        for g in (want, t_got, t_want):
+            assert g[1:] == got[1:]
+            np.testing.assert_array_equal(got[0].detach().numpy(), g[0].detach().numpy())
+    check()
+    with tg.no_grad(), torch.no_grad():
+        check()
+    w.requires_grad_(False)
+    tw.requires_grad_(False)
+    check()

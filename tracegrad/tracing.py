@@ -318,7 +318,13 @@ class Proxy(Tensor):
 
     @property
     def requires_grad(self):
-        return Tensor.requires_grad.fget(self)
+        if self._req or not _user_code(sys._getframe(1)):
+            return self._req
+        # asked by the user's code (`if y.requires_grad:`): what eager would answer, whether a
+        # gradient reaches the value from an input or a tensor read that requires grad (the
+        # trace makes its values without autograd history, so their own flag is False)
+        from . import functionalize  # deferred: functionalize imports this module
+        return functionalize._carries_grad(self)
 
     @requires_grad.setter
     def requires_grad(self, value):
