@@ -220,3 +220,53 @@ def test_requires_grad_of_a_value_the_function_computes():
     w.requires_grad_(False)
     tw.requires_grad_(False)
     check()
+
+
+def test_names_read_by_eval_of_a_string():
+    def make(lib):
+        ns = {"__builtins__": builtins, "SCALE": 2.0, "o": types.SimpleNamespace(k=1.0)}
+        exec("def fn(x):\n    return x * eval('SCALE * o.k')\n", ns)
+
+        def mutate(i):
+            if i == 1:
+                ns["SCALE"] = 3.0
+            else:
+                ns["o"].k = -0.5
+        return ns["fn"], mutate
+    scenario(make, torch_compiled=False)      # torch.compile does not trace eval
+
+
+def test_an_attrgetter_made_outside_the_function():
+    """The attribute names an operator.attrgetter (or methodcaller) holds are read as the
+    function's own."""
+    def make(lib):
+        import operator
+
+        class Obj:
+            def __init__(self):
+                self.a = 2.0
+        o = Obj()
+        get = operator.attrgetter("a")
+
+        def mutate(i):
+            o.a = float(i + 4)
+        return (lambda x: x * get(o)), mutate
+    scenario(make)
+
+
+@pytest.mark.filterwarnings("ignore:divide by zero")
+@pytest.mark.parametrize("n", [4, 5_000_000])
+def test_a_numpy_array_changed_in_place_by_its_bytes(n):
+    """A numpy array read by the function is guarded by its bytes (0.0 and -0.0 differ, as 1 / x
+    shows), also where it is too big to copy (by its digest)."""
+    def make(lib):
+        a = np.ones(n, np.float32)
+        a[0] = 0.0
+
+        def mutate(i):
+            if i == 1:
+                a[0] = -0.0
+            else:
+                a[1] = 5.0
+        return (lambda x: x / lib.tensor(a[:3])), mutate
+    scenario(make)

@@ -28,6 +28,8 @@ import array
 import collections
 import contextvars
 import functools
+import hashlib
+import operator
 import struct
 import sys
 import types
@@ -247,20 +249,50 @@ def module_token(m, attrs):
             tuple([token(d[a]) for a in attrs]))
 
 
-_SNAPSHOT_BYTES = 1 << 24     # numpy arrays up to this size are compared whole at every call
+_SNAPSHOT_BYTES = 1 << 24     # numpy arrays up to this size are compared whole at every call; larger by a digest
+
+
+def _raw(a):
+    """An array's bytes as a flat uint8 array (a copy only where it is not C-contiguous)."""
+    return np.ascontiguousarray(a).reshape(-1).view(np.uint8)
 
 
 def _array_test(a0):
-    if a0.nbytes <= _SNAPSHOT_BYTES:
+    """A numpy array's shape, dtype and bytes (0.0 is not -0.0, as a scalar's guard tells them
+    apart): compared with a copy, or for an array too big to copy per program, its SHA-1
+    digest (the whole array read at every call, as the function's own read of it may be)."""
+    shape, dt = a0.shape, a0.dtype
+    if dt.hasobject:
         snap = a0.copy()
-        return lambda v: v.shape == snap.shape and v.dtype == snap.dtype and np.array_equal(v, snap, equal_nan=True)
-    shape, dt = a0.shape, a0.dtype       # too big to compare every call: in-place changes go unseen
-    return lambda v: v.shape == shape and v.dtype == dt
+        return lambda v: v.shape == shape and v.dtype == dt and np.array_equal(v, snap)
+    if a0.nbytes <= _SNAPSHOT_BYTES:
+        snap = _raw(a0).copy()
+        return lambda v: v.shape == shape and v.dtype == dt and np.array_equal(_raw(v), snap)
+    digest = hashlib.sha1(_raw(a0)).digest()
+    return lambda v: v.shape == shape and v.dtype == dt and hashlib.sha1(_raw(v)).digest() == digest
 
 
 def _same_keys(a, b):
     # by identity: a key's own __eq__ (a tensor's, say) is never called
     return len(a) == len(b) and all(x is y for x, y in zip(a, b))
+
+
+_EVAL = frozenset({"eval", "exec"})
+
+
+def _names_in_strings(code):
+    """The names read by the string constants of code that compile as Python."""
+    out = set()
+    for c in _code_objects(code):
+        for k in c.co_consts:
+            if isinstance(k, str) and len(k) < 10000:
+                try:
+                    compiled = compile(k, "<string>", "exec")
+                except (SyntaxError, ValueError):
+                    continue
+                for cc in _code_objects(compiled):
+                    out.update(cc.co_names)
+    return out
 
 
 def _code_objects(code):
@@ -316,8 +348,13 @@ class _Walk:
         names = set()
         for c in _code_objects(code):
             names.update(c.co_names)
-        self.names.update(names)
         g = f.__globals__
+        if names & _EVAL and not all(n in g for n in names & _EVAL):
+            # eval/exec of a string: the names it reads are in no code object; those of its
+            # string constants (`eval("SCALE * o.k")`), and every global of the module
+            names.update(_names_in_strings(code))
+            names.update(n for n in g if not n.startswith("__"))
+        self.names.update(names)
         for name in sorted(names):
             if name in g:
                 self.root(g[name], lambda env, g=g, name=name: g[name], f"global '{name}' (read by {label})",
@@ -431,6 +468,13 @@ class _Walk:
             self.module(v, what)
         elif isinstance(v, np.ndarray):
             self.add(read, _array_test(v), f"the values of {what}")
+        elif isinstance(v, (operator.attrgetter, operator.methodcaller)):
+            # the attribute (or method) names it reads, which no code object holds
+            if isinstance(v, operator.attrgetter):
+                self.names.update(n for path in v.__reduce__()[1] for n in path.split("."))
+            else:
+                red = v.__reduce__()
+                self.names.add(red[0].args[0] if isinstance(red[0], functools.partial) else red[1][0])
         elif isinstance(v, (bytearray, array.array)):
             # mutable buffers without attributes: their bytes (and an array's item type)
             snap = (getattr(v, "typecode", None), bytes(v))
