@@ -33,9 +33,10 @@ class Above:
     each as it is imported, so that this module imports none of them. `Saved`, `node_class`
     and `node_class_of` (autograd/graph.py), `make_view` and `creation_meta`
     (autograd/views.py), `apply_cuda` and `NOT_CUDA` (cuda.py, called only once a CUDA tensor
-    exists), `refresh_view` (functionalize.py, called only on its own views)."""
+    exists), `refresh_view` (functionalize.py, called only on its own views), `carries_grad`
+    (functionalize.py: whether a traced value would require grad in eager)."""
     Saved = node_class = node_class_of = make_view = creation_meta = None
-    apply_cuda = NOT_CUDA = refresh_view = None
+    apply_cuda = NOT_CUDA = refresh_view = carries_grad = None
 
 
 class _Local(threading.local):
@@ -323,8 +324,7 @@ class Proxy(Tensor):
         # asked by the user's code (`if y.requires_grad:`): what eager would answer, whether a
         # gradient reaches the value from an input or a tensor read that requires grad (the
         # trace makes its values without autograd history, so their own flag is False)
-        from . import functionalize  # deferred: functionalize imports this module
-        return functionalize._carries_grad(self)
+        return Above.carries_grad(self)
 
     @requires_grad.setter
     def requires_grad(self, value):
