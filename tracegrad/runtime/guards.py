@@ -56,7 +56,7 @@ def unflatten(spec, leaves):
 
 
 def guard_key(cspec, leaves):
-    """The key of a call's arguments: grad mode, default dtype and float32 matmul precision,
+    """The key of a call's arguments: grad and inference mode, default dtype and float32 matmul precision,
     the argument structure with its Python constants by type and bits (`cspec`: sources.canonical of flatten's spec), and each tensor's shape, dtype, requires_grad and
     device. What else the function read is checked by the program's guards (sources.py)."""
     # and each tensor's memory order (True: C-contiguous): matmul's derivative picks its
@@ -64,4 +64,7 @@ def guard_key(cspec, leaves):
     # and each tensor's class (`isinstance(x, nn.Parameter)` branches)
     tensors = tuple([(t._data.shape, t._dtype, t._req, t._data.__class__,
                       t._data.flags.c_contiguous or tensor_order(t._data), t.__class__) for t in leaves])
-    return (STATE.grad_enabled, D.get_default_dtype(), D.get_float32_matmul_precision(), cspec, tensors)
+    # grad mode with inference mode: a function may ask is_inference_mode_enabled(), and
+    # inference_mode's values are inference tensors
+    return ((STATE.grad_enabled, STATE.inference), D.get_default_dtype(), D.get_float32_matmul_precision(), cspec,
+            tensors)

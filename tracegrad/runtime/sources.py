@@ -36,7 +36,7 @@ import types
 
 import numpy as np
 
-from ..tensor import Tensor, UNTRACKED_WRITES, device as _device
+from ..tensor import Tensor, UNTRACKED_WRITES, LIBRARY_PATCHES, _count_patch, device as _device
 from .check_code import CheckCode
 from .side_effects import is_library
 from ..nn.modules.module import Module
@@ -237,15 +237,15 @@ def _items_token(items):
 
 
 def module_token(m, attrs):
-    """A module's own state in one tuple: its attribute names, training flag, parameters and
-    buffers (as tensor tokens), submodules (by identity), hooks (by handle id) and its plain
-    attributes `attrs`."""
+    """A module's own state in one tuple: its class, attribute names, training flag, parameters
+    and buffers (as tensor tokens), submodules (by identity), hooks (by handle id and function)
+    and its plain attributes `attrs`."""
     d = m.__dict__
     p, b, sub = d["_parameters"], d["_buffers"], d["_modules"]
-    return (tuple(d), d["training"], tuple(p), tuple(map(token, p.values())), tuple(b),
+    return (type(m), tuple(d), d["training"], tuple(p), tuple(map(token, p.values())), tuple(b),
             tuple(map(token, b.values())), tuple(sub), tuple(map(id, sub.values())),
-            tuple(d["_forward_pre_hooks"]), tuple(d["_forward_hooks"]), tuple(d["_backward_hooks"]),
-            tuple(d.get("_backward_pre_hooks", ())),
+            tuple(d["_forward_pre_hooks"].items()), tuple(d["_forward_hooks"].items()),
+            tuple(d["_backward_hooks"].items()), tuple(d.get("_backward_pre_hooks", {}).items()),
             tuple([token(d[a]) for a in attrs]))
 
 
@@ -326,6 +326,7 @@ class _Walk:
         self.seen = set()
         self.tensors = set()
         self.codes = set()
+        self.lib_classes = {}          # the library classes of the modules met (id -> class)
 
     def add(self, read, test, what, emit=None):
         self.guards.append(Guard(read, test, what, emit))
@@ -367,6 +368,10 @@ class _Walk:
                 continue
             self.root(v, lambda env, cell=cell: cell.cell_contents, f"closure variable '{name}' of {label}",
                       lambda code, cell=cell: f"{code.const(cell)}.cell_contents")
+        read = sorted(n for n in f.__dict__ if n in self.names)
+        if read:
+            # attributes set on the function object (`f.scale`) that the code reads
+            self.attrs(f, f.__dict__, read, f"the attributes of {label}", 0)
         for attr in ("__defaults__", "__kwdefaults__"):
             d0 = getattr(f, attr)
             if d0:
@@ -457,12 +462,15 @@ class _Walk:
                 d = vars(v)
                 self.attrs(v, d, sorted(n for n in self.names if n in d), what, depth)
         elif isinstance(v, functools.partial):
-            tok = (id(v.func), self.seq_token(v.args), tuple(v.keywords.items()))
-            self.add(read, lambda p, tok=tok: (id(p.func), tuple(map(token, p.args)),
-                                               tuple(p.keywords.items())) == tok, what)
+            # its keyword values by their tokens as its arguments (0.0 is not -0.0, 1 not 1.0)
+            tok = (id(v.func), self.seq_token(v.args), tuple(v.keywords), self.seq_token(v.keywords.values()))
+            self.add(read, lambda p, tok=tok: (id(p.func), tuple(map(token, p.args)), tuple(p.keywords),
+                                               tuple(map(token, p.keywords.values()))) == tok, what)
             self.inside(v.func, what + ".func", depth)
             for i, a in enumerate(v.args):
                 self.inside(a, f"{what}.args[{i}]", depth + 1)
+            for k, a in v.keywords.items():
+                self.inside(a, f"{what}.keywords[{k!r}]", depth + 1)
         elif _is_module(v):
             self.saw_module = True         # the global module hooks apply to it (build_guards)
             self.module(v, what)
@@ -527,21 +535,25 @@ class _Walk:
     def seq_token(self, items):
         return tuple(self.token(x) for x in items)
 
-    def attrs(self, v, d, names, what, depth, descend=object):
+    def attrs(self, v, d, names, what, depth, descend=object, cls=None):
         """Guard the attributes `names` of v (read from its __dict__ `d`), then what they hold
-        (those of type `descend`)."""
+        (those of type `descend`); with `cls`, that v is still of that class (`o.__class__ = B`
+        runs B's methods)."""
         names = tuple(names)
         tok = tuple(self.token(d[n]) if n in d else _ABSENT for n in names)
         present = {n: d[n] for n in names if n in d}
 
         def emit(code):
+            if cls is not None:
+                code.need(f"{code.const(v)}.__class__ is {code.const(cls)}")
             dd = code.const(d)
             for n in names:
                 if n in present:       # a missing name raises: the one-by-one guard finds it absent
                     code.token_is(code.let(f"{dd}[{code.const(n)}]"), present[n])
                 else:
                     code.need(f"{code.const(n)} not in {dd}")
-        self.add(_const(d), lambda dd, names=names, tok=tok: tuple(token_of(dd, n) for n in names) == tok,
+        self.add(_const(d), lambda dd, names=names, tok=tok, v=v: (cls is None or type(v) is cls) and
+                 tuple(token_of(dd, n) for n in names) == tok,
                  f"the attributes {', '.join(names)} of {what}" if names else what, emit)
         for n in names:
             if n in d and isinstance(d[n], descend):
@@ -603,7 +615,7 @@ class _Walk:
             names = sorted(set(d) | self.class_names(tp))
         else:
             names = sorted(n for n in set(d) | self.class_names(tp) if n in self.names)
-        self.attrs(v, d, names, what, depth)
+        self.attrs(v, d, names, what, depth, cls=tp)
         self.klass(tp, what)
 
     def class_names(self, tp):
@@ -647,7 +659,7 @@ class _Walk:
         if not names:
             return
         tok = tuple(self.token(getattr(v, n, _ABSENT)) for n in names)
-        self.add(_const(v), lambda o, names=names, tok=tok: _slot_token(o, names) == tok,
+        self.add(_const(v), lambda o, names=names, tok=tok, tp=type(v): type(o) is tp and _slot_token(o, names) == tok,
                  f"the attributes {', '.join(names)} of {what}")
         self.methods_of(type(v))
         self.klass(type(v), what)
@@ -657,6 +669,9 @@ class _Walk:
                 self.inside(x, f"{what}.{n}", depth + 1)
 
     def module(self, m, what):
+        for klass in type(m).__mro__:
+            if klass is not object and _is_library_type(klass):
+                self.lib_classes[id(klass)] = klass
         self.methods_of(type(m))
         self.klass(type(m), what)
         d = m.__dict__
@@ -715,6 +730,7 @@ def _emit_items(code, c, keys, pos, items):
 def _emit_module(code, m, attrs):
     """The tests of module_token(m, attrs) == its value now."""
     d = m.__dict__
+    code.need(f"{code.const(m)}.__class__ is {code.const(type(m))}")
     dd = code.let(f"{code.const(m)}.__dict__")
     code.need(f"tuple({dd}) == {code.const(tuple(d))}")
     code.need(f"{dd}['training'] is {code.const(d['training'])}" if type(d["training"]) is bool else
@@ -731,9 +747,16 @@ def _emit_module(code, m, attrs):
     xs = code.items_are(f"{c}.values()", len(subs))
     if xs:
         code.need(" and ".join(f"{x} is {code.const(v)}" for x, v in zip(xs, subs.values())))
-    for kind in ("_forward_pre_hooks", "_forward_hooks", "_backward_hooks"):
-        _emit_keys(code, f"{dd}[{code.const(kind)}]", tuple(d[kind]))
-    _emit_keys(code, f"{dd}.get('_backward_pre_hooks', ())", tuple(d.get("_backward_pre_hooks", ())))
+    for kind in ("_forward_pre_hooks", "_forward_hooks", "_backward_hooks", "_backward_pre_hooks"):
+        hooks = d.get(kind, {})
+        expr = f"{dd}[{code.const(kind)}]" if kind in d else f"{dd}.get({code.const(kind)}, ())"
+        if not hooks:
+            _emit_keys(code, expr, ())
+        else:
+            # the handles and their functions (tuple == compares them by identity first)
+            h = code.let(expr)
+            code.need(f"tuple({h}) == {code.const(tuple(hooks))} and "
+                      f"tuple({h}.values()) == {code.const(tuple(hooks.values()))}")
     for a in attrs:
         code.token_is(code.let(f"{dd}[{code.const(a)}]"), d[a])
 
@@ -793,6 +816,80 @@ def _module_internals():
     return _INTERNALS[0]
 
 
+class _WatchedModule(types.ModuleType):
+    """The class of tracegrad's own modules once a program was compiled: a function rebound
+    on one (`tracegrad.nn.functional.linear = f`, called by nn.Linear) counts in
+    LIBRARY_PATCHES, as a Tensor method replaced does."""
+
+    def __setattr__(self, name, value):
+        _count_patch(self.__dict__, name, value)
+        types.ModuleType.__setattr__(self, name, value)
+
+    def __delattr__(self, name):
+        LIBRARY_PATCHES[0] += 1
+        types.ModuleType.__delattr__(self, name)
+
+
+_WATCHED = set()
+_WATCHED_AT = [0]        # len(sys.modules) when last looked
+_PREFIX = __name__.split(".")[0] + "."
+
+
+def _watch_library_modules():
+    """Give tracegrad's modules loaded so far the class that counts their patches."""
+    if len(sys.modules) == _WATCHED_AT[0]:
+        return
+    _WATCHED_AT[0] = len(sys.modules)
+    for name, mod in list(sys.modules.items()):
+        if name not in _WATCHED and (name.startswith(_PREFIX) or name == _PREFIX[:-1]) and \
+                type(mod) is types.ModuleType:
+            try:
+                mod.__class__ = _WatchedModule
+            except TypeError:
+                continue
+            _WATCHED.add(name)
+
+
+# the methods of nn.Module itself that every module's call runs
+_MODULE_CALL = ("__call__", "_call_impl", "_wrapped_call_impl", "__getattr__")
+
+
+def _library_guard(w):
+    """One guard that the library code the trace ran is the same: no patch of tracegrad's
+    modules or Tensor (LIBRARY_PATCHES), and the library classes of the modules met (nn.Linear's
+    forward replaced on the class) keep their attributes."""
+    _watch_library_modules()
+    n = LIBRARY_PATCHES[0]
+    classes = []
+    for klass in w.lib_classes.values():
+        d = vars(klass)
+        names = tuple(x for x in _MODULE_CALL if x in d) if klass is Module else tuple(d)
+        classes.append((klass, names, tuple(d[x] for x in names)))
+    w.keep.append(classes)
+
+    def same(k, names, vals):
+        d = vars(k)
+        return (k is Module or tuple(d) == names) and all(x in d for x in names) and \
+            _same_keys(tuple(d[x] for x in names), vals)
+
+    def test(c):
+        return c[0] == n and all(same(*c) for c in classes)
+
+    def emit(code):
+        code.need(f"{code.const(LIBRARY_PATCHES)}[0] == {code.const(n)}")
+        for klass, names, vals in classes:
+            d = code.let(f"{code.const(klass)}.__dict__")
+            if klass is not Module:
+                # (tuple == compares items by identity first; an item whose == raises or
+                # differs fails the check, and the guard's own test decides by identity)
+                code.need(f"tuple({d}) == {code.const(names)} and tuple({d}.values()) == {code.const(vals)}")
+            elif names:
+                code.need(" and ".join(f"{d}[{code.const(x)}] is {code.const(v)}" for x, v in zip(names, vals)))
+    w.add(_const(LIBRARY_PATCHES), test,
+          "tracegrad's own code (a function of its modules, a Tensor method or a library module's method "
+          "replaced since)", emit)
+
+
 def _arg_objects(a, what):
     """The objects of an argument that its key holds by identity alone (guards.flatten's
     constants other than scalars: a config object, a module), also inside the lists, tuples
@@ -842,6 +939,7 @@ def build_guards(fn, module, args, kwargs, used=(), value_reads=None, exempt=fro
                                                                   hooks[0]),
                                                        _emit_keys(code, f"{code.const(_m)}._global_forward_hooks",
                                                                   hooks[1])))
+    _library_guard(w)
     # the concrete tensors the program reads at every call keep the metadata it was built for
     for t in used:
         if id(t) not in w.tensors:
