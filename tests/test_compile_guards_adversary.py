@@ -399,3 +399,44 @@ def test_a_forward_hook_function_replaced_under_its_handle():
             lin._forward_hooks[h.id] = lambda m, i_, o: o * 0 + 3 + i
         return lin, mutate
     scenario(make)
+
+
+@pytest.mark.parametrize("what", ["numpy array", "module parameter", "module hook", "function closure",
+                                  "object method"])
+def test_state_of_an_object_deeper_than_the_walk(what):
+    """Past the depth the walk guards item by item, a container is guarded by one token of
+    its contents; the modules, functions, numpy arrays and classes in it keep guards of their
+    own."""
+    def make(lib):
+        s = [2.0]
+        lin = lib.nn.Linear(3, 3)
+        lin.weight, lin.bias = lib.nn.Parameter(lib.full((3, 3), 0.5)), lib.nn.Parameter(lib.zeros(3))
+
+        class O:
+            def go(self, x):
+                return x * 2
+        item = {"numpy array": np.array([2.0], np.float32), "module parameter": lin, "module hook": lin,
+                "function closure": lambda x: x * s[0], "object method": O()}[what]
+        deep = [[[[[[[item]]]]]]]
+
+        def fn(x):
+            v = deep[0][0][0][0][0][0][0]
+            if what == "numpy array":
+                return x * lib.tensor(v)
+            return v.go(x) if what == "object method" else v(x)
+
+        def mutate(i):
+            if what == "numpy array":
+                item[0] = float(i + 4)
+            elif what == "module parameter":
+                lin.weight = lib.nn.Parameter(lib.full((3, 3), float(i)))
+            elif what == "module hook":
+                lin.register_forward_hook(lambda m, a, o: o * 10)
+            elif what == "function closure":
+                s[0] = float(i + 6)
+            else:
+                O.go = lambda self, x: x - i
+        return fn, mutate
+    # torch.compile (2.13) misses the hook added to a module this deep, and the method replaced
+    # on the class of an object this deep
+    scenario(make, torch_compiled=what not in ("module hook", "object method"))

@@ -500,6 +500,14 @@ class _Walk:
                 # deeper than the walk goes item by item: its whole state, recursively, at every call
                 tok = deep_token(v, [_DEEP_BUDGET])
                 self.add(read, lambda x, tok=tok: deep_token(x, [_DEEP_BUDGET]) == tok, f"the contents of {what}")
+                # what it holds that the token takes by identity alone (a module, a function, a
+                # numpy array) has guards of its own, and plain objects the methods of their class
+                for x in _deep_objects(v, [_DEEP_BUDGET], set()):
+                    if isinstance(x, type):
+                        self.methods_of(x)
+                        self.klass(x, what)
+                    else:
+                        self.inside(x, f"an object inside {what}", 0)
         elif isinstance(v, (dict, list, tuple, collections.deque)):
             self.container(v, what, depth)
         elif isinstance(v, (set, frozenset)):
@@ -797,8 +805,39 @@ def deep_token(v, budget):
         return (t, frozenset(map(token, v)))
     d = getattr(v, "__dict__", None)
     if type(d) is dict and not isinstance(v, (type, types.ModuleType, types.FunctionType, Module)):
-        return (id(v), tuple((k, deep_token(x, budget)) for k, x in d.items()))
+        return (id(v), t, tuple((k, deep_token(x, budget)) for k, x in d.items()))
     return id(v)
+
+
+# what deep_token takes by identity but holds state of its own
+_OWN_STATE = (Module, types.FunctionType, types.MethodType, functools.partial, np.ndarray, bytearray, array.array,
+              contextvars.ContextVar, operator.attrgetter, operator.methodcaller)
+
+
+def _deep_objects(v, budget, seen):
+    """The objects in v, walked as deep_token walks it, whose state deep_token does not hold
+    (_OWN_STATE), and the user classes of the plain objects in it."""
+    budget[0] -= 1
+    if budget[0] < 0 or isinstance(v, (Tensor,) + _SCALARS) or id(v) in seen:
+        return
+    seen.add(id(v))
+    if isinstance(v, _OWN_STATE):
+        yield v
+        return
+    if isinstance(v, dict):
+        for x in v.values():
+            yield from _deep_objects(x, budget, seen)
+        return
+    if isinstance(v, (list, tuple, collections.deque, set, frozenset)):
+        for x in v:
+            yield from _deep_objects(x, budget, seen)
+        return
+    d = getattr(v, "__dict__", None)
+    if type(d) is dict and not isinstance(v, (type, types.ModuleType)):
+        if not _is_library_type(type(v)):
+            yield type(v)
+        for x in d.values():
+            yield from _deep_objects(x, budget, seen)
 
 
 def _is_module(v):
