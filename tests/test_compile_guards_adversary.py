@@ -3,6 +3,7 @@ recompiles (or runs eagerly) rather than return the first trace's result. Compar
 step, with the eager function, with torch.compile's result and with torch's eager one."""
 import array
 import builtins
+import contextlib
 import contextvars
 import functools
 import types
@@ -440,3 +441,100 @@ def test_state_of_an_object_deeper_than_the_walk(what):
     # torch.compile (2.13) misses the hook added to a module this deep, and the method replaced
     # on the class of an object this deep
     scenario(make, torch_compiled=what not in ("module hook", "object method"))
+
+
+@pytest.mark.parametrize("how", ["twice", "in a list", "then two"])
+def test_one_tensor_passed_twice_is_one_value(how):
+    """`a is b` inside the function answers as in eager: the trace makes a tensor passed twice
+    one value, and the call's key holds which arguments are the same tensor."""
+    for lib, comp in ((tg, tg.compile), (torch, lambda f: torch.compile(f, backend="eager"))):
+        def fn(a, b):
+            return a * 3 if a is b else a + b
+        call = (lambda f, a, b: f([a, b])) if how == "in a list" else (lambda f, a, b: f(a, b))
+        g = (lambda xs: fn(*xs)) if how == "in a list" else fn
+        cf = comp(g)
+        t, u = lib.tensor([1.0, 2.0]), lib.tensor([1.0, 2.0])
+        pairs = [(t, u), (t, t), (u, u), (t, u)] if how == "then two" else [(t, t), (t, u), (u, u)]
+        for a, b in pairs:
+            same(call(cf, a, b).numpy(), call(g, a, b).numpy(), f"{lib.__name__} {a is b}")
+            same(call(cf, a, b).numpy(), (a * 3 if a is b else a + b).numpy(), lib.__name__)
+
+
+def test_one_tensor_passed_twice_with_a_gradient():
+    for lib, comp in ((tg, tg.compile), (torch, lambda f: torch.compile(f, backend="eager"))):
+        cf = comp(lambda a, b: (a * b).sum())
+        grads = []
+        for alias in (False, True, False):
+            a = lib.tensor([1.0, -2.0], requires_grad=True)
+            b = a if alias else lib.tensor([1.0, -2.0], requires_grad=True)
+            cf(a, b).backward()
+            grads.append(a.grad.numpy())
+        same(grads[1], np.array([2.0, -4.0], np.float32), lib.__name__)
+        same(grads[0], np.array([1.0, -2.0], np.float32), lib.__name__)
+        same(grads[2], grads[0], lib.__name__)
+
+
+def test_an_argument_that_is_a_tensor_the_function_reads(recwarn):
+    """A global tensor passed as the argument too: the trace took them for two values (`a is W`
+    False), so that call runs eagerly, with a warning naming why."""
+    for lib, comp in ((tg, tg.compile), (torch, lambda f: torch.compile(f, backend="eager"))):
+        w = lib.tensor([1.0, 2.0])
+
+        def fn(a):
+            return a * 3 if a is w else a + w
+        cf = comp(fn)
+        u = lib.tensor([5.0, 6.0])
+        for a in (u, w, u, w):
+            same(cf(a).numpy(), fn(a).numpy(), lib.__name__)
+    assert any("also reads" in str(r.message) for r in recwarn)
+
+
+@pytest.mark.parametrize("how", ["str", "repr", "f-string"])
+def test_text_of_a_tensor_inside_the_function(how):
+    """str(x) of a value the trace holds would be the trace's own text: the function runs
+    eagerly (with a warning) and returns eager's text, as torch.compile's graph break does."""
+    fmt = {"str": str, "repr": repr, "f-string": lambda t: f"{t}"}[how]
+    outs = []
+    for lib, comp in ((tg, tg.compile), (torch, lambda f: torch.compile(f, backend="eager"))):
+        def fn(x):
+            return fmt(x.sum())
+        x = lib.tensor([1.0, 2.0])
+        with pytest.warns(UserWarning, match="cannot be traced") if lib is tg else contextlib.nullcontext():
+            got = comp(fn)(x)
+        assert got == fn(x), (lib.__name__, got)
+        outs.append(got)
+    assert outs[0] == outs[1]
+
+
+@pytest.mark.parametrize("change", ["shape", "requires_grad"])
+def test_a_tensor_in_a_long_container_read_for_its_metadata(change):
+    """In a list or dict too long for item-by-item tests, a tensor the trace read only in Python
+    (its length, requires_grad) is guarded with the rest."""
+    def make(lib):
+        tensors = [lib.ones(2) for _ in range(100)]
+        table = {f"k{i}": float(i) for i in range(100)}
+        table["w"] = lib.ones(3)
+
+        def fn(x):
+            if change == "shape":
+                return x * len(tensors[50]) + table["w"].shape[0]
+            return x * 2 if tensors[60].requires_grad else x * 3
+
+        def mutate(i):
+            if change == "shape":
+                tensors[50], table["w"] = lib.ones(i + 5), lib.ones(i + 7)
+            else:
+                tensors[60] = lib.ones(2, requires_grad=i == 1)
+        return fn, mutate
+    scenario(make)
+
+
+def test_a_value_deep_in_a_container_past_the_budget():
+    """A deep container with more values than one guard compares by default is compared whole."""
+    def make(lib):
+        deep = [[[[[[list(range(20000))]]]]]]
+
+        def mutate(i):
+            deep[0][0][0][0][0][0][-1] = i + 5
+        return (lambda x: x * deep[0][0][0][0][0][0][-1]), mutate
+    scenario(make)

@@ -308,7 +308,15 @@ class Proxy(Tensor):
         return d
 
     def __repr__(self):
+        if _user_code(sys._getframe(1)):
+            # str(x), repr(x), print's text: eager gives the values, which a trace has not
+            self._concrete("repr() or str() of a tensor")
         return f"Proxy({self._name}: {'x'.join(map(str, self._shape))} {self._dtype!r})"
+
+    def __format__(self, spec):
+        if _user_code(sys._getframe(1)):
+            self._concrete("formatting a tensor (an f-string, format())")
+        return format(repr(self), spec)
 
     @property
     def _version(self):

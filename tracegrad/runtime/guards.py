@@ -66,5 +66,11 @@ def guard_key(cspec, leaves):
                       t._data.flags.c_contiguous or tensor_order(t._data), t.__class__) for t in leaves])
     # grad mode with inference mode: a function may ask is_inference_mode_enabled(), and
     # inference_mode's values are inference tensors
+    # and which arguments are one tensor passed twice (the trace makes them one value)
+    alias = None
+    if len(leaves) > 1:
+        ids = [id(t) for t in leaves]
+        if len(set(ids)) < len(ids):
+            alias = tuple([ids.index(i) for i in ids])
     return ((STATE.grad_enabled, STATE.inference), D.get_default_dtype(), D.get_float32_matmul_precision(), cspec,
-            tensors)
+            tensors, alias)

@@ -162,11 +162,12 @@ class Guards:
     the guards are asked one by one, each exception a failure. The tests record the values
     they compare with as they are written: built with the guards, before the program first
     runs, as the guards' own tokens are."""
-    __slots__ = ("guards", "keep", "code", "check")
+    __slots__ = ("guards", "keep", "code", "check", "tensor_ids")
 
-    def __init__(self, guards, keep=()):
+    def __init__(self, guards, keep=(), tensor_ids=frozenset()):
         self.guards = []
         self.keep = keep
+        self.tensor_ids = tensor_ids       # the tensors the guards reached (compile: an argument that is one)
         self.code = CheckCode(token, _SCALARS)
         for g in guards:
             self.add(g, compile=False)
@@ -498,8 +499,13 @@ class _Walk:
         elif depth >= _MAX_DEPTH:
             if isinstance(v, (dict, list, tuple, set, frozenset, collections.deque)) or hasattr(v, "__dict__"):
                 # deeper than the walk goes item by item: its whole state, recursively, at every call
-                tok = deep_token(v, [_DEEP_BUDGET])
-                self.add(read, lambda x, tok=tok: deep_token(x, [_DEEP_BUDGET]) == tok, f"the contents of {what}")
+                n, left = _DEEP_BUDGET, [_DEEP_BUDGET]
+                tok = deep_token(v, left)
+                if left[0] < 0:
+                    # more values than the budget: all of them (a change past it is a change too)
+                    n = float("inf")
+                    tok = deep_token(v, [n])
+                self.add(read, lambda x, tok=tok, n=n: deep_token(x, [n]) == tok, f"the contents of {what}")
                 # what it holds that the token takes by identity alone (a module, a function, a
                 # numpy array) has guards of its own, and plain objects the methods of their class
                 for x in _deep_objects(v, [_DEEP_BUDGET], set()):
@@ -579,11 +585,10 @@ class _Walk:
         if self.exempt:
             # items the program reads afresh at every call (a whole step's learning rate)
             items = [(k, x) for k, x in items if (id(v), k) not in self.exempt]
-        if len(items) > _MAX_ITEMS:
-            # too many to guard one by one: of the tensors among them, those the trace used or
-            # read by value keep their place (the others it did not read); other items all do
-            items = [(k, x) for k, x in items if not isinstance(x, Tensor) or id(x) in self.used
-                     or id(x) in self.value_reads]
+        # every item, tensors the trace did not make inputs among them: it may have read their
+        # shape or requires_grad in Python (`len(L[50])`); too many to write tests for one by
+        # one, they are compared by the guard's own test
+        big = len(items) > _MAX_ITEMS
         pos = tuple(k for k, _ in items)
         tok = tuple(self.token(x) for _, x in items)
         keep = tuple(x for _, x in items)
@@ -597,7 +602,7 @@ class _Walk:
         # guard's test (defaultdict's and OrderedDict's are dict's, but for a missing key, which
         # the generated tests never read)
         self.add(_const(v), test, f"the items of {what}",
-                 (lambda code: _emit_items(code, v, keys, pos, keep)) if t in _EMITTED_CONTAINERS else None)
+                 (lambda code: _emit_items(code, v, keys, pos, keep)) if t in _EMITTED_CONTAINERS and not big else None)
         for k, x in items:
             self.inside(x, f"{what}[{k!r}]", depth + 1)
 
@@ -985,4 +990,4 @@ def build_guards(fn, module, args, kwargs, used=(), value_reads=None, exempt=fro
             w.keep.append(t)
             w.add(_const(t), lambda x, tok=tensor_token(t): tensor_token(x) == tok,
                   f"a tensor the function read ({tuple(t.shape)})", lambda code, t=t: code.tensor_meta(code.const(t), t))
-    return Guards(w.guards, w.keep)
+    return Guards(w.guards, w.keep, frozenset(w.tensors) | {id(t) for t in used} | set(value_reads))
