@@ -7,6 +7,7 @@ import contextlib
 import contextvars
 import functools
 import types
+import warnings
 
 import numpy as np
 import pytest
@@ -538,3 +539,50 @@ def test_a_value_deep_in_a_container_past_the_budget():
             deep[0][0][0][0][0][0][-1] = i + 5
         return (lambda x: x * deep[0][0][0][0][0][0][-1]), mutate
     scenario(make)
+
+
+@pytest.mark.parametrize("read", ["getattr with a default", "hasattr"])
+def test_a_python_attribute_set_on_an_argument_tensor(read):
+    """The attributes set on an argument tensor are part of the call's key (their names), and
+    reading one runs the function eagerly: a trace holds values, not attributes."""
+    for lib in (tg, torch):
+        def fn(x):
+            if read == "hasattr":
+                return x * 2 if hasattr(x, "scale") else x * 3
+            return x * getattr(x, "scale", 1.0)
+        cf = tg.compile(fn) if lib is tg else fn
+        plain, tagged, other = lib.tensor([1.0, 2.0]), lib.tensor([1.0, 2.0]), lib.tensor([1.0, 2.0])
+        tagged.scale, other.tag = 5.0, 1
+        for x in (plain, tagged, other, plain, tagged):
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                got = cf(x)
+            same(got.numpy(), fn(x).numpy(), lib.__name__)
+        tagged.scale = 7.0
+        same(cf(tagged).numpy(), fn(tagged).numpy(), lib.__name__)
+
+
+def test_an_inference_tensor_argument():
+    """An inference tensor passed outside inference_mode: `x.is_inference()` answers for it (the
+    call's key holds it), and an in-place op on it raises torch's error, as eagerly."""
+    for lib in (tg, torch):
+        with lib.inference_mode():
+            inf = lib.tensor([1.0, 2.0])
+        normal = lib.tensor([1.0, 2.0])
+
+        def fn(x):
+            return x * 2 if x.is_inference() else x * 3
+        cf = tg.compile(fn) if lib is tg else torch.compile(fn, backend="eager")
+        for x in (normal, inf, normal, inf):
+            same(cf(x).numpy(), fn(x).numpy(), lib.__name__)
+
+        def write(x):
+            x.add_(1)
+            return x * 2
+        cw = tg.compile(write) if lib is tg else write
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            with pytest.raises(RuntimeError, match="Inplace update to inference tensor outside InferenceMode"):
+                cw(inf)
+        if lib is tg:      # (eager tracegrad raises before the write; torch writes, then raises)
+            same(inf.numpy(), np.array([1.0, 2.0], np.float32), lib.__name__)

@@ -195,6 +195,11 @@ def _trace_with_writes(fn, args, kwargs, name, value_reads=None, dyn=()):
                     raise TraceError(f"an argument of class {t.__class__.__qualname__} (a Tensor subclass with "
                                      f"slots of its own) has no symbolic stand-in")
                 px.__dict__["_orig_name"] = px.__dict__["_name"]
+                # an inference tensor's in-place ops raise as eager's do; the Python attributes
+                # set on the argument are its own, which the trace does not read (Proxy.__getattr__)
+                px._inference = t._inference
+                if t.__dict__:
+                    px.__dict__["_arg_attrs"] = frozenset(t.__dict__)
                 if t.requires_grad and t.grad_fn is not None:
                     px.__dict__["_nonleaf_arg"] = True     # a leaf in the trace, not to the caller
                 sh.inputs.append((px, px.__dict__["_name"], t))

@@ -266,6 +266,14 @@ class Proxy(Tensor):
         _asked_by_user("Tensor.is_leaf")
         return Tensor.grad_fn.fget(self) is None
 
+    def __getattr__(self, name):
+        # (called for a name the Proxy lacks) one the caller set on the argument tensor: eager
+        # reads its value (`getattr(x, "scale", 1.0)`, hasattr), which the trace does not hold
+        if name in self.__dict__.get("_arg_attrs", ()):
+            raise TraceError(f"the attribute {name!r} set on an argument tensor is read; a trace holds the tensor's "
+                             f"values, not its Python attributes (pass {name} as an argument of its own)")
+        raise AttributeError(f"'{type(self).__name__}' object has no attribute '{name}'")
+
     def _concrete(self, what):
         raise TraceError(f"{what} needs a concrete value, but this tensor is symbolic while tracing "
                          f"(value {self._name or '?'} {self._shape})")

@@ -62,8 +62,11 @@ def guard_key(cspec, leaves):
     # and each tensor's memory order (True: C-contiguous): matmul's derivative picks its
     # products by its operands' layouts, as the trace recorded them (ir/layout.py)
     # and each tensor's class (`isinstance(x, nn.Parameter)` branches)
+    # and whether it is an inference tensor, and the names of the Python attributes set on it
+    # (`getattr(x, "scale", 1.0)`; the trace refuses to read their values)
     tensors = tuple([(t._data.shape, t._dtype, t._req, t._data.__class__,
-                      t._data.flags.c_contiguous or tensor_order(t._data), t.__class__) for t in leaves])
+                      t._data.flags.c_contiguous or tensor_order(t._data), t.__class__, t._inference,
+                      tuple(t.__dict__)) for t in leaves])
     # grad mode with inference mode: a function may ask is_inference_mode_enabled(), and
     # inference_mode's values are inference tensors
     # and which arguments are one tensor passed twice (the trace makes them one value)
