@@ -6,6 +6,7 @@ import builtins
 import contextlib
 import contextvars
 import functools
+import sys
 import types
 import warnings
 
@@ -586,3 +587,19 @@ def test_an_inference_tensor_argument():
                 cw(inf)
         if lib is tg:      # (eager tracegrad raises before the write; torch writes, then raises)
             same(inf.numpy(), np.array([1.0, 2.0], np.float32), lib.__name__)
+
+
+def test_a_module_the_function_imports_itself(monkeypatch):
+    """`import cfg` inside the function reads sys.modules at every call: what the code reads from
+    that module is guarded as a global module's is."""
+    def make(lib):
+        mod = types.ModuleType(f"adversary_cfg_{lib.__name__}")
+        mod.SCALE = 2.0
+        monkeypatch.setitem(sys.modules, mod.__name__, mod)
+        ns = {"__builtins__": builtins}
+        exec(f"def fn(x):\n    import {mod.__name__} as cfg\n    return x * cfg.SCALE\n", ns)
+
+        def mutate(i):
+            mod.SCALE = float(i + 3)
+        return ns["fn"], mutate
+    scenario(make)

@@ -362,6 +362,13 @@ class _Walk:
                 self.root(g[name], lambda env, g=g, name=name: g[name], f"global '{name}' (read by {label})",
                           lambda code, g=g, name=name: f"{code.const(g)}[{code.const(name)}]")
         self.builtins(g, label)
+        # modules the code imports itself (`import cfg` inside the function): read from
+        # sys.modules at every call, as the import statement does
+        for name in sorted(names):
+            if name not in g and isinstance(sys.modules.get(name), types.ModuleType):
+                self.root(sys.modules[name], lambda env, name=name: sys.modules[name],
+                          f"the module '{name}' (imported by {label})",
+                          lambda code, name=name: f"{code.const(sys.modules)}[{code.const(name)}]")
         for name, cell in zip(code.co_freevars, f.__closure__ or ()):
             try:
                 v = cell.cell_contents
