@@ -603,3 +603,18 @@ def test_a_module_the_function_imports_itself(monkeypatch):
             mod.SCALE = float(i + 3)
         return ns["fn"], mutate
     scenario(make)
+
+
+def test_the_base_of_an_argument_that_is_a_view():
+    """`x._base` of an argument is the caller's tensor, which the trace does not hold: the
+    function runs eagerly (with a warning) and answers for each call's argument."""
+    for lib in (tg, torch):
+        def fn(a, b):
+            return a + b if a._base is None else a * 10
+        cf = tg.compile(fn) if lib is tg else fn     # torch.compile (2.13) keeps the first call's branch
+        base, u = lib.ones(4), lib.tensor([1.0, 2.0])
+        for a in (lib.tensor([3.0, 4.0]), base[:2], lib.tensor([3.0, 4.0])):
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                got = cf(a, u)
+            same(got.numpy(), fn(a, u).numpy(), lib.__name__)

@@ -115,6 +115,9 @@ def _autograd_flag(value):
 TRACE_DEVICE = {}        # id(graph being traced) -> the device of its call's arguments, where not the CPU
 
 
+_BASE_SLOT = Tensor.__dict__["_base"]
+
+
 class Proxy(Tensor):
     """A symbolic tensor: a value of the graph being traced, with shape and dtype only."""
     __slots__ = ()
@@ -332,6 +335,17 @@ class Proxy(Tensor):
         return 0
 
     _version = _version.deleter(Tensor._version.fdel)      # refused, as a tensor's
+
+    @property
+    def _base(self):
+        # the view an argument is of the caller's memory, and the base eager gives a view of a
+        # view: neither is the trace's (its values have no storage)
+        _asked_by_user("Tensor._base")
+        return _BASE_SLOT.__get__(self)
+
+    @_base.setter
+    def _base(self, value):
+        _BASE_SLOT.__set__(self, value)
 
     @property
     def requires_grad(self):
