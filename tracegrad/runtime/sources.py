@@ -27,12 +27,14 @@ guarded by their version counter as well.
 import array
 import collections
 import contextvars
+import enum
 import functools
 import hashlib
 import operator
 import struct
 import sys
 import types
+import weakref
 
 import numpy as np
 
@@ -45,7 +47,8 @@ from ..nn.modules import module as _m
 _MAX_ITEMS = 64          # containers up to this size are guarded item by item
 _MAX_DEPTH = 5           # how deep into containers and plain objects the walk goes item by item
 _DEEP_BUDGET = 10000     # deeper than that, how many values one guard compares (deep_token)
-_DYNAMIC = frozenset({"getattr", "hasattr", "vars", "__dict__", "__getattribute__", "attrgetter", "itemgetter"})
+_DYNAMIC = frozenset({"getattr", "hasattr", "vars", "__dict__", "__getattribute__", "attrgetter", "itemgetter",
+                      "asdict", "astuple", "dir", "getmembers"})
 
 _SCALARS = (type(None), bool, int, float, complex, str, bytes)
 # methods Python calls without naming them in the caller's code
@@ -279,6 +282,16 @@ def _same_keys(a, b):
 
 
 _EVAL = frozenset({"eval", "exec"})
+_DICT_VIEWS = (type({}.keys()), type({}.values()), type({}.items()))
+
+
+def _buffer(v):
+    """A buffer's contents as (format, shape, bytes), or None for an object that is no buffer."""
+    try:
+        m = memoryview(v)
+    except (TypeError, ValueError):
+        return None
+    return (m.format, m.shape, m.tobytes())
 
 
 def _names_in_strings(code):
@@ -491,11 +504,27 @@ class _Walk:
             else:
                 red = v.__reduce__()
                 self.names.add(red[0].args[0] if isinstance(red[0], functools.partial) else red[1][0])
-        elif isinstance(v, (bytearray, array.array)):
-            # mutable buffers without attributes: their bytes (and an array's item type)
-            snap = (getattr(v, "typecode", None), bytes(v))
-            self.add(read, lambda b, snap=snap: (getattr(b, "typecode", None), bytes(b)) == snap,
-                     f"the contents of {what}")
+        elif isinstance(v, (bytearray, array.array, memoryview)) or \
+                _is_library_type(type(v)) and not isinstance(v, type) and _buffer(v) is not None:
+            # mutable buffers (a bytearray, an array.array, a memoryview, a ctypes value): their
+            # bytes, item type and shape
+            snap = _buffer(v)
+            self.add(read, lambda b, snap=snap: _buffer(b) == snap, f"the contents of {what}")
+        elif isinstance(v, weakref.ref):
+            # what it refers to now, and that object's state
+            x = v()
+            tok = self.token(x)
+            self.add(read, lambda r, tok=tok: self_token(r()) == tok, f"the object {what} refers to")
+            if x is not None:
+                self.inside(x, f"{what}()", depth + 1)
+        elif isinstance(v, _DICT_VIEWS):
+            # a view of a dict changed elsewhere: its items now
+            items = [y for x in v for y in (x if isinstance(x, tuple) and type(v) is _DICT_VIEWS[2] else (x,))]
+            tok = tuple(self.token(x) for x in items)
+            self.add(read, lambda c, tok=tok, items_view=type(v) is _DICT_VIEWS[2]: tuple(
+                token(y) for x in c for y in (x if items_view else (x,))) == tok, f"the items of {what}")
+            for i, x in enumerate(items):
+                self.inside(x, f"{what}[{i}]", depth + 1)
         elif isinstance(v, contextvars.ContextVar):
             # its value in the calling context, which the trace read through get()
             x = v.get(_ABSENT)
@@ -521,7 +550,7 @@ class _Walk:
                         self.klass(x, what)
                     else:
                         self.inside(x, f"an object inside {what}", 0)
-        elif isinstance(v, (dict, list, tuple, collections.deque)):
+        elif isinstance(v, (dict, list, tuple, collections.deque, types.MappingProxyType)):
             self.container(v, what, depth)
         elif isinstance(v, (set, frozenset)):
             tok = (type(v), frozenset(map(self.token, v)))
@@ -582,7 +611,7 @@ class _Walk:
 
     def container(self, v, what, depth):
         t = type(v)
-        is_dict = isinstance(v, dict)
+        is_dict = isinstance(v, (dict, types.MappingProxyType))
         if is_dict:
             keys = tuple(v)
             items = list(v.items())
@@ -631,6 +660,9 @@ class _Walk:
         # optimizer, say): its public state, which the library's code read
         if lib:
             names = [n for n in sorted(d) if not n.startswith("_")]
+        elif isinstance(v, enum.Enum):
+            # a member's value, read through Enum's own `value` property
+            names = sorted(n for n in set(d) | self.class_names(tp) if n in self.names or n == "_value_")
         elif self.names & _DYNAMIC:
             names = sorted(set(d) | self.class_names(tp))
         else:
