@@ -9,15 +9,22 @@ sources a call can reach and records a guard for each:
 
 - the code the function can run: its own code objects (`f.__code__` swapped is another
   program), the global functions and methods it calls (recursively), and for modules every
-  module's class (user code only: the code of tracegrad, the standard library and installed
-  packages is taken as fixed, but what user code reads from their modules, `F.relu`, is
-  guarded by identity, so a patch after the trace is seen);
-- from that code, the names it reads: globals and closure cells, and attribute names;
-- from those roots, the values: a Python scalar is guarded by type and bit pattern (`1` is
+  module's class (user code only: the code of the standard library and installed packages
+  is taken as fixed, but what user code reads from their modules, `F.relu`, is guarded by
+  identity, so a patch after the trace is seen; tracegrad's own code is guarded by a count
+  of the patches of its modules and of Tensor, and the attributes of the library classes
+  of the modules met, `_library_guard`);
+- from that code, the names it reads: globals, builtins (`max`, and a global that hides one
+  later), the modules it imports itself, closure cells, the function object's attributes,
+  attribute names (and the names in the strings it passes to eval);
+- from those roots, and from the objects inside the call's arguments that its key holds by
+  identity alone, the values: a Python scalar is guarded by type and bit pattern (`1` is
   not `1.0`, `0.0` is not `-0.0`), a tensor by identity and its shape, dtype and
-  requires_grad, a module by identity with its training flag, parameters, buffers,
-  submodules, hooks and plain attributes, a small container by its structure and items, a
-  user object by identity and the attributes the code names, anything else by identity.
+  requires_grad, a module by identity with its class, training flag, parameters, buffers,
+  submodules, hooks and plain attributes, a container by its structure and items (deeper
+  than the walk goes, by one token of its contents), a numpy array or another buffer by its
+  bytes, a user object by identity, class and the attributes the code names, anything else
+  by identity.
 
 Reaching further than the trace did (a name read only on a branch not taken) only costs a
 recompile; reaching less would return a stale result, so where in doubt this guards more.
