@@ -659,3 +659,24 @@ def test_state_read_through_a_library_holder(holder):
             d["a"] = arr[0] = num.value = obj.k = cfg.k = E.A.value[0] = v
         return (lambda x: x * read()), mutate
     scenario(make)
+
+
+def test_the_library_branches_on_requires_grad_of_a_traced_value():
+    """The library's own code asks requires_grad of the values it is given (median's derivative
+    spreads over ties where its input requires grad; an op's out= refuses an input that
+    requires grad): a traced value answers as in eager, so the compiled gradient and error are
+    eager's and torch's."""
+    grads = []
+    for lib, comp in ((tg, tg.compile), (tg, lambda f: f), (torch, lambda f: f)):
+        x = lib.tensor([1.0, 2.0, 2.0, 2.0, 3.0], dtype=lib.float64, requires_grad=True)
+        comp(lambda x: lib.median(x * 1))(x).backward()
+        grads.append(x.grad.numpy())
+    for g in grads[1:]:
+        np.testing.assert_allclose(grads[0], g, rtol=1e-12)
+    for lib, comp in ((tg, tg.compile), (torch, lambda f: f)):
+        buf = lib.zeros(2)
+        x = lib.tensor([1.0, 2.0], requires_grad=True)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            with pytest.raises(RuntimeError, match="out=... arguments don't support automatic differentiation"):
+                comp(lambda x: lib.add(x * 1, 1.0, out=buf))(x)

@@ -349,11 +349,12 @@ class Proxy(Tensor):
 
     @property
     def requires_grad(self):
-        if self._req or not _user_code(sys._getframe(1)):
-            return self._req
-        # asked by the user's code (`if y.requires_grad:`): what eager would answer, whether a
-        # gradient reaches the value from an input or a tensor read that requires grad (the
-        # trace makes its values without autograd history, so their own flag is False)
+        if self._req:
+            return True
+        # what eager would answer, whether a gradient reaches the value from an input or a
+        # tensor read that requires grad (the trace makes its values without autograd history,
+        # so their own flag is False): for the user's code (`if y.requires_grad:`) and the
+        # library's (median's derivative, which spreads over ties where its input requires grad)
         return Above.carries_grad(self)
 
     @requires_grad.setter
