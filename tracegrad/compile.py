@@ -81,6 +81,9 @@ class Program:
         self.keep_stages = keep_stages
         self.backward_keys = set()    # the engine's cached backwards that refer to this program
         self.evicted = False
+        # ids of the tensors the function read besides its arguments (globals, parameters):
+        # a call that passes one of them as an argument runs eagerly (CompiledFunction._arg_is_read)
+        self.read_ids = None
 
     def release(self):
         """Called when the program leaves its function's cache: what refers to it from
@@ -195,10 +198,19 @@ def _trace_with_writes(fn, args, kwargs, name, value_reads=None, dyn=()):
                     raise TraceError(f"an argument of class {t.__class__.__qualname__} (a Tensor subclass with "
                                      f"slots of its own) has no symbolic stand-in")
                 px.__dict__["_orig_name"] = px.__dict__["_name"]
+                # an inference tensor's in-place ops raise as eager's do; the Python attributes
+                # set on the argument are its own, which the trace does not read (Proxy.__getattr__)
+                px._inference = t._inference
+                if t.__dict__:
+                    px.__dict__["_arg_attrs"] = frozenset(t.__dict__)
                 if t.requires_grad and t.grad_fn is not None:
                     px.__dict__["_nonleaf_arg"] = True     # a leaf in the trace, not to the caller
                 sh.inputs.append((px, px.__dict__["_name"], t))
-            a, k = unflatten(spec, iter(proxies))
+            # a tensor passed twice is one value, as in eager (`a is b`, a write through one
+            # read through the other); the call's key holds which arguments are the same tensor
+            seen = {}
+            same = [proxies[seen.setdefault(id(t), i)] for i, t in enumerate(leaves)]
+            a, k = unflatten(spec, iter(same))
             out = fn(*a, **k)
             functionalize.restore_installed(sh)
             changed = functionalize.options_changed(sh)
@@ -1483,6 +1495,8 @@ class CompiledFunction:
             self.cache.put(key, guards, p)
         if p is _EAGER:
             return self._fn(*args, **kwargs)
+        if p.read_ids is not None and not p.read_ids.isdisjoint([id(t) for t in leaves]):
+            return self._arg_is_read(args, kwargs)
         distinct = None
         if p.grad_slots or p.out_grads:
             _rebind_grads(p)
@@ -1502,6 +1516,14 @@ class CompiledFunction:
                    f"tensor of this call (the same tensor passed twice, a view of it, or a tensor's .data or .detach() "
                    f"written in place where the function also writes the tensor); the program assumes "
                    f"distinct tensors, so this call runs eagerly", fs.filename if fs else "<unknown>",
+                   fs.lineno if fs else 0)
+        return self._fn(*args, **kwargs)
+
+    def _arg_is_read(self, args, kwargs):
+        fs = _caller_frame()
+        self._warn(f"tracegrad.compile: {self.__name__} is passed a tensor that it also reads from elsewhere "
+                   f"(a global, a closure, a module's parameter); the trace took the argument and that tensor for "
+                   f"two (`a is W` was False there), so this call runs eagerly", fs.filename if fs else "<unknown>",
                    fs.lineno if fs else 0)
         return self._fn(*args, **kwargs)
 
@@ -1587,6 +1609,7 @@ class CompiledFunction:
                                   exempt=exempt)
             if p.guard_spec is not None:
                 guards.add(_step_guard(p.guard_spec, frozenset(id(t) for _, t in p.grad_slots + p.out_grads)))
+            p.read_ids = guards.tensor_ids or None
             return p, guards
         # a function that read an option its programs would read at every call runs eagerly
         # whatever the option's value
@@ -1635,13 +1658,13 @@ _MARK = None         # a symbolic size's place in a dynamic program's key
 
 def _struct_key(key):
     """guard_key's key with each tensor's shape replaced by its rank."""
-    return key[:4] + (tuple([(len(t[0]),) + t[1:] for t in key[4]]),)
+    return key[:4] + (tuple([(len(t[0]),) + t[1:] for t in key[4]]),) + key[5:]
 
 
 def _dynamic_key(key, dims):
     """guard_key's key with the sizes at the (leaf, dim) pairs `dims` replaced by a marker."""
     return key[:4] + (tuple([(tuple([_MARK if (i, d) in dims else n for d, n in enumerate(t[0])]),) + t[1:]
-                             for i, t in enumerate(key[4])]),)
+                             for i, t in enumerate(key[4])]),) + key[5:]
 
 
 def _struct_key_of(args, kwargs):

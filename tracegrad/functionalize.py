@@ -38,7 +38,7 @@ from .tracing import LOCAL
 from .tracing import TraceError, Proxy, apply_symbolic, apply, value_of
 from .ops import functional as F
 from . import _dtype as D
-from .autodiff import derive, differentiable_reach, backward_args, mark_no_grad
+from .autodiff import derive, differentiable_reach, backward_args, mark_no_grad, carries_grad
 from .autograd._grad_io import _seeds
 from .autograd.graph import FREED_MSG
 from .ops.primitives import PRIMITIVES as P
@@ -563,11 +563,31 @@ def _carries_grad(proxy):
     inputs)."""
     g = proxy.__dict__["_graph"]
     v = value_of(g, proxy)
-    if v in g.__dict__.get("no_grad_values", ()):
+    if v is None or v in g.__dict__.get("no_grad_values", ()):
         return False
-    wrt = [v for v in g.inputs if g[v].get("requires_grad") or
-           (isinstance(g[v].get("value"), Tensor) and g[v]["value"]._req)]
-    return bool(wrt) and v in differentiable_reach(g, wrt)
+    # differentiable_reach from the inputs that require grad, asked backwards from v and
+    # remembered per value (a value's answer never changes once it is made): Proxy.requires_grad
+    # asks it for every value the library's code branches on
+    memo = g.__dict__.setdefault("carries_grad_memo", {})
+    stack = [v]
+    while stack:
+        n = stack[-1]
+        if n in memo:
+            stack.pop()
+            continue
+        a = g[n]
+        if a["op"] == "input":
+            memo[n] = bool(a.get("requires_grad") or (isinstance(a.get("value"), Tensor) and a["value"]._req))
+        elif a["op"] == "detach" or (a["prim"] is not None and a["prim"].vjp is None) or not carries_grad(a):
+            memo[n] = False
+        else:
+            todo = [u for u in g.nx._pred[n] if u not in memo]
+            if todo:
+                stack.extend(todo)
+                continue
+            memo[n] = any(memo[u] for u in g.nx._pred[n])
+        stack.pop()
+    return memo[v]
 
 
 def _check_written(p):
@@ -993,3 +1013,4 @@ def backward_in_trace(outputs, grad_tensors, retain_graph, create_graph, inputs)
 
 
 _tracing.Above.refresh_view = refresh_view        # a Proxy view whose base was written
+_tracing.Above.carries_grad = _carries_grad       # Proxy.requires_grad, asked by the user's code

@@ -33,9 +33,10 @@ class Above:
     each as it is imported, so that this module imports none of them. `Saved`, `node_class`
     and `node_class_of` (autograd/graph.py), `make_view` and `creation_meta`
     (autograd/views.py), `apply_cuda` and `NOT_CUDA` (cuda.py, called only once a CUDA tensor
-    exists), `refresh_view` (functionalize.py, called only on its own views)."""
+    exists), `refresh_view` (functionalize.py, called only on its own views), `carries_grad`
+    (functionalize.py: whether a traced value would require grad in eager)."""
     Saved = node_class = node_class_of = make_view = creation_meta = None
-    apply_cuda = NOT_CUDA = refresh_view = None
+    apply_cuda = NOT_CUDA = refresh_view = carries_grad = None
 
 
 class _Local(threading.local):
@@ -108,6 +109,9 @@ def _autograd_flag(value):
 
 
 TRACE_DEVICE = {}        # id(graph being traced) -> the device of its call's arguments, where not the CPU
+
+
+_BASE_SLOT = Tensor.__dict__["_base"]
 
 
 class Proxy(Tensor):
@@ -261,6 +265,14 @@ class Proxy(Tensor):
         _asked_by_user("Tensor.is_leaf")
         return Tensor.grad_fn.fget(self) is None
 
+    def __getattr__(self, name):
+        # (called for a name the Proxy lacks) one the caller set on the argument tensor: eager
+        # reads its value (`getattr(x, "scale", 1.0)`, hasattr), which the trace does not hold
+        if name in self.__dict__.get("_arg_attrs", ()):
+            raise TraceError(f"the attribute {name!r} set on an argument tensor is read; a trace holds the tensor's "
+                             f"values, not its Python attributes (pass {name} as an argument of its own)")
+        raise AttributeError(f"'{type(self).__name__}' object has no attribute '{name}'")
+
     def _concrete(self, what):
         raise TraceError(f"{what} needs a concrete value, but this tensor is symbolic while tracing "
                          f"(value {self._name or '?'} {self._shape})")
@@ -303,7 +315,15 @@ class Proxy(Tensor):
         return d
 
     def __repr__(self):
+        if _user_code(sys._getframe(1)):
+            # str(x), repr(x), print's text: eager gives the values, which a trace has not
+            self._concrete("repr() or str() of a tensor")
         return f"Proxy({self._name}: {'x'.join(map(str, self._shape))} {self._dtype!r})"
+
+    def __format__(self, spec):
+        if _user_code(sys._getframe(1)):
+            self._concrete("formatting a tensor (an f-string, format())")
+        return format(repr(self), spec)
 
     @property
     def _version(self):
@@ -313,8 +333,25 @@ class Proxy(Tensor):
     _version = _version.deleter(Tensor._version.fdel)      # refused, as a tensor's
 
     @property
+    def _base(self):
+        # the view an argument is of the caller's memory, and the base eager gives a view of a
+        # view: neither is the trace's (its values have no storage)
+        _asked_by_user("Tensor._base")
+        return _BASE_SLOT.__get__(self)
+
+    @_base.setter
+    def _base(self, value):
+        _BASE_SLOT.__set__(self, value)
+
+    @property
     def requires_grad(self):
-        return Tensor.requires_grad.fget(self)
+        if self._req:
+            return True
+        # what eager would answer, whether a gradient reaches the value from an input or a
+        # tensor read that requires grad (the trace makes its values without autograd history,
+        # so their own flag is False): for the user's code (`if y.requires_grad:`) and the
+        # library's (median's derivative, which spreads over ties where its input requires grad)
+        return Above.carries_grad(self)
 
     @requires_grad.setter
     def requires_grad(self, value):

@@ -56,12 +56,24 @@ def unflatten(spec, leaves):
 
 
 def guard_key(cspec, leaves):
-    """The key of a call's arguments: grad mode, default dtype and float32 matmul precision,
+    """The key of a call's arguments: grad and inference mode, default dtype and float32 matmul precision,
     the argument structure with its Python constants by type and bits (`cspec`: sources.canonical of flatten's spec), and each tensor's shape, dtype, requires_grad and
     device. What else the function read is checked by the program's guards (sources.py)."""
     # and each tensor's memory order (True: C-contiguous): matmul's derivative picks its
     # products by its operands' layouts, as the trace recorded them (ir/layout.py)
     # and each tensor's class (`isinstance(x, nn.Parameter)` branches)
+    # and whether it is an inference tensor, and the names of the Python attributes set on it
+    # (`getattr(x, "scale", 1.0)`; the trace refuses to read their values)
     tensors = tuple([(t._data.shape, t._dtype, t._req, t._data.__class__,
-                      t._data.flags.c_contiguous or tensor_order(t._data), t.__class__) for t in leaves])
-    return (STATE.grad_enabled, D.get_default_dtype(), D.get_float32_matmul_precision(), cspec, tensors)
+                      t._data.flags.c_contiguous or tensor_order(t._data), t.__class__, t._inference,
+                      tuple(t.__dict__)) for t in leaves])
+    # grad mode with inference mode: a function may ask is_inference_mode_enabled(), and
+    # inference_mode's values are inference tensors
+    # and which arguments are one tensor passed twice (the trace makes them one value)
+    alias = None
+    if len(leaves) > 1:
+        ids = [id(t) for t in leaves]
+        if len(set(ids)) < len(ids):
+            alias = tuple([ids.index(i) for i in ids])
+    return ((STATE.grad_enabled, STATE.inference), D.get_default_dtype(), D.get_float32_matmul_precision(), cspec,
+            tensors, alias)

@@ -9,30 +9,43 @@ sources a call can reach and records a guard for each:
 
 - the code the function can run: its own code objects (`f.__code__` swapped is another
   program), the global functions and methods it calls (recursively), and for modules every
-  module's class (user code only: the code of tracegrad, the standard library and installed
-  packages is taken as fixed, but what user code reads from their modules, `F.relu`, is
-  guarded by identity, so a patch after the trace is seen);
-- from that code, the names it reads: globals and closure cells, and attribute names;
-- from those roots, the values: a Python scalar is guarded by type and bit pattern (`1` is
+  module's class (user code only: the code of the standard library and installed packages
+  is taken as fixed, but what user code reads from their modules, `F.relu`, is guarded by
+  identity, so a patch after the trace is seen; tracegrad's own code is guarded by a count
+  of the patches of its modules and of Tensor, and the attributes of the library classes
+  of the modules met, `_library_guard`);
+- from that code, the names it reads: globals, builtins (`max`, and a global that hides one
+  later), the modules it imports itself, closure cells, the function object's attributes,
+  attribute names (and the names in the strings it passes to eval);
+- from those roots, and from the objects inside the call's arguments that its key holds by
+  identity alone, the values: a Python scalar is guarded by type and bit pattern (`1` is
   not `1.0`, `0.0` is not `-0.0`), a tensor by identity and its shape, dtype and
-  requires_grad, a module by identity with its training flag, parameters, buffers,
-  submodules, hooks and plain attributes, a small container by its structure and items, a
-  user object by identity and the attributes the code names, anything else by identity.
+  requires_grad, a module by identity with its class, training flag, parameters, buffers,
+  submodules, hooks and plain attributes, a container by its structure and items (deeper
+  than the walk goes, by one token of its contents), a numpy array or another buffer by its
+  bytes, a user object by identity, class and the attributes the code names, anything else
+  by identity.
 
 Reaching further than the trace did (a name read only on a branch not taken) only costs a
 recompile; reaching less would return a stale result, so where in doubt this guards more.
 Tensors whose *values* the trace read in Python (`.item()`, `bool()`, `.tolist()`) are
 guarded by their version counter as well.
 """
+import array
 import collections
+import contextvars
+import enum
 import functools
+import hashlib
+import operator
 import struct
 import sys
 import types
+import weakref
 
 import numpy as np
 
-from ..tensor import Tensor, UNTRACKED_WRITES, ESCAPES, escaped, device as _device
+from ..tensor import Tensor, UNTRACKED_WRITES, ESCAPES, escaped, LIBRARY_PATCHES, _count_patch, device as _device
 from .check_code import CheckCode
 from .side_effects import is_library
 from ..nn.modules.module import Module
@@ -41,7 +54,8 @@ from ..nn.modules import module as _m
 _MAX_ITEMS = 64          # containers up to this size are guarded item by item
 _MAX_DEPTH = 5           # how deep into containers and plain objects the walk goes item by item
 _DEEP_BUDGET = 10000     # deeper than that, how many values one guard compares (deep_token)
-_DYNAMIC = frozenset({"getattr", "hasattr", "vars", "__dict__", "__getattribute__", "attrgetter", "itemgetter"})
+_DYNAMIC = frozenset({"getattr", "hasattr", "vars", "__dict__", "__getattribute__", "attrgetter", "itemgetter",
+                      "asdict", "astuple", "dir", "getmembers"})
 
 _SCALARS = (type(None), bool, int, float, complex, str, bytes)
 # methods Python calls without naming them in the caller's code
@@ -158,11 +172,12 @@ class Guards:
     the guards are asked one by one, each exception a failure. The tests record the values
     they compare with as they are written: built with the guards, before the program first
     runs, as the guards' own tokens are."""
-    __slots__ = ("guards", "keep", "code", "check")
+    __slots__ = ("guards", "keep", "code", "check", "tensor_ids")
 
-    def __init__(self, guards, keep=()):
+    def __init__(self, guards, keep=(), tensor_ids=frozenset()):
         self.guards = []
         self.keep = keep
+        self.tensor_ids = tensor_ids       # the tensors the guards reached (compile: an argument that is one)
         self.code = CheckCode(token, _SCALARS)
         for g in guards:
             self.add(g, compile=False)
@@ -233,23 +248,39 @@ def _items_token(items):
 
 
 def module_token(m, attrs):
-    """A module's own state in one tuple: its attribute names, training flag, parameters and
-    buffers (as tensor tokens), submodules (by identity), hooks (by handle id) and its plain
-    attributes `attrs`."""
+    """A module's own state in one tuple: its class, attribute names, training flag, parameters
+    and buffers (as tensor tokens), submodules (by identity), hooks (by handle id and function)
+    and its plain attributes `attrs`."""
     d = m.__dict__
     p, b, sub = d["_parameters"], d["_buffers"], d["_modules"]
-    return (tuple(d), d["training"], tuple(p), tuple(map(token, p.values())), tuple(b),
+    return (type(m), tuple(d), d["training"], tuple(p), tuple(map(token, p.values())), tuple(b),
             tuple(map(token, b.values())), tuple(sub), tuple(map(id, sub.values())),
-            tuple(d["_forward_pre_hooks"]), tuple(d["_forward_hooks"]), tuple(d["_backward_hooks"]),
-            tuple(d.get("_backward_pre_hooks", ())),
+            tuple(d["_forward_pre_hooks"].items()), tuple(d["_forward_hooks"].items()),
+            tuple(d["_backward_hooks"].items()), tuple(d.get("_backward_pre_hooks", {}).items()),
             tuple([token(d[a]) for a in attrs]))
 
 
+_SNAPSHOT_BYTES = 1 << 24     # numpy arrays up to this size are compared whole at every call; larger by a digest
+
+
+def _raw(a):
+    """An array's bytes as a flat uint8 array (a copy only where it is not C-contiguous)."""
+    return np.ascontiguousarray(a).reshape(-1).view(np.uint8)
+
+
 def _array_test(a0):
-    """A guard on a numpy array the trace read: its bytes at every call (-0.0 is not 0.0,
-    a NaN's payload counts), whatever its size (an unseen in-place change is a stale result)."""
-    snap = np.array(a0, copy=True, order="C")
-    return lambda v: same_bytes(v, snap)
+    """A numpy array's shape, dtype and bytes (0.0 is not -0.0, as a scalar's guard tells them
+    apart): compared with a copy, or for an array too big to copy per program, its SHA-1
+    digest (the whole array read at every call, as the function's own read of it may be)."""
+    shape, dt = a0.shape, a0.dtype
+    if dt.hasobject:
+        snap = a0.copy()
+        return lambda v: v.shape == shape and v.dtype == dt and np.array_equal(v, snap)
+    if a0.nbytes <= _SNAPSHOT_BYTES:
+        snap = _raw(a0).copy()
+        return lambda v: v.shape == shape and v.dtype == dt and np.array_equal(_raw(v), snap)
+    digest = hashlib.sha1(_raw(a0)).digest()
+    return lambda v: v.shape == shape and v.dtype == dt and hashlib.sha1(_raw(v)).digest() == digest
 
 
 def same_bytes(v, snap):
@@ -258,13 +289,40 @@ def same_bytes(v, snap):
         return False
     if snap.dtype.hasobject:
         return bool(np.array_equal(v, snap))
-    a = v if v.flags.c_contiguous else np.ascontiguousarray(v)
-    return bool(np.array_equal(a.reshape(-1).view(np.uint8), snap.reshape(-1).view(np.uint8)))
+    return bool(np.array_equal(_raw(v), _raw(snap)))
 
 
 def _same_keys(a, b):
     # by identity: a key's own __eq__ (a tensor's, say) is never called
     return len(a) == len(b) and all(x is y for x, y in zip(a, b))
+
+
+_EVAL = frozenset({"eval", "exec"})
+_DICT_VIEWS = (type({}.keys()), type({}.values()), type({}.items()))
+
+
+def _buffer(v):
+    """A buffer's contents as (format, shape, bytes), or None for an object that is no buffer."""
+    try:
+        m = memoryview(v)
+    except (TypeError, ValueError):
+        return None
+    return (m.format, m.shape, m.tobytes())
+
+
+def _names_in_strings(code):
+    """The names read by the string constants of code that compile as Python."""
+    out = set()
+    for c in _code_objects(code):
+        for k in c.co_consts:
+            if isinstance(k, str) and len(k) < 10000:
+                try:
+                    compiled = compile(k, "<string>", "exec")
+                except (SyntaxError, ValueError):
+                    continue
+                for cc in _code_objects(compiled):
+                    out.update(cc.co_names)
+    return out
 
 
 def _code_objects(code):
@@ -299,6 +357,7 @@ class _Walk:
         self.tensors = set()
         self.value_guarded = set()      # ids of the tensors read by value that a guard covers
         self.codes = set()
+        self.lib_classes = {}          # the library classes of the modules met (id -> class)
 
     def add(self, read, test, what, emit=None):
         self.guards.append(Guard(read, test, what, emit))
@@ -321,12 +380,25 @@ class _Walk:
         names = set()
         for c in _code_objects(code):
             names.update(c.co_names)
-        self.names.update(names)
         g = f.__globals__
+        if names & _EVAL and not all(n in g for n in names & _EVAL):
+            # eval/exec of a string: the names it reads are in no code object; those of its
+            # string constants (`eval("SCALE * o.k")`), and every global of the module
+            names.update(_names_in_strings(code))
+            names.update(n for n in g if not n.startswith("__"))
+        self.names.update(names)
         for name in sorted(names):
             if name in g:
                 self.root(g[name], lambda env, g=g, name=name: g[name], f"global '{name}' (read by {label})",
                           lambda code, g=g, name=name: f"{code.const(g)}[{code.const(name)}]")
+        self.builtins(g, label)
+        # modules the code imports itself (`import cfg` inside the function): read from
+        # sys.modules at every call, as the import statement does
+        for name in sorted(names):
+            if name not in g and isinstance(sys.modules.get(name), types.ModuleType):
+                self.root(sys.modules[name], lambda env, name=name: sys.modules[name],
+                          f"the module '{name}' (imported by {label})",
+                          lambda code, name=name: f"{code.const(sys.modules)}[{code.const(name)}]")
         for name, cell in zip(code.co_freevars, f.__closure__ or ()):
             try:
                 v = cell.cell_contents
@@ -334,11 +406,30 @@ class _Walk:
                 continue
             self.root(v, lambda env, cell=cell: cell.cell_contents, f"closure variable '{name}' of {label}",
                       lambda code, cell=cell: f"{code.const(cell)}.cell_contents")
+        read = sorted(n for n in f.__dict__ if n in self.names)
+        if read:
+            # attributes set on the function object (`f.scale`) that the code reads
+            self.attrs(f, f.__dict__, read, f"the attributes of {label}", 0)
         for attr in ("__defaults__", "__kwdefaults__"):
             d0 = getattr(f, attr)
             if d0:
                 self.root(d0, lambda env, f=f, attr=attr: getattr(f, attr), f"the {attr.strip('_')} of {label}",
                           lambda code, f=f, attr=attr: f"{code.const(getattr)}({code.const(f)}, {code.const(attr)})")
+
+    def builtins(self, g, label):
+        """The names the code reads that its globals lack but the builtins hold (`max`, `abs`):
+        each still absent from the globals (a global defined later hides the builtin) and the
+        builtin the same object (`builtins.max = ...` patched after the trace)."""
+        b = g.get("__builtins__")
+        b = vars(b) if isinstance(b, types.ModuleType) else b
+        if type(b) is not dict:
+            return
+        found = tuple(sorted(n for n in self.names if n not in g and n in b))
+        if not found or ("builtins", id(g)) in self.seen:
+            return
+        self.seen.add(("builtins", id(g)))
+        self.attrs(g, g, found, f"the globals of {label} (names the builtins hold)", 0, descend=())
+        self.attrs(b, b, found, f"the builtins read by {label}", 0, descend=types.FunctionType)
 
     def methods_of(self, tp):
         """The user methods of a class that the reachable code may call (by name)."""
@@ -405,27 +496,78 @@ class _Walk:
         elif isinstance(v, type):
             self.methods_of(v)
             if not _is_library_type(v):
+                # every name the code reads from it (`N.h(x)` with `N.h` replaced, `N.cfg["a"]`)
                 d = vars(v)
-                self.attrs(v, d, sorted(n for n in self.names if n in d and isinstance(d[n], (Tensor,) + _SCALARS)),
-                           what, depth)
+                self.attrs(v, d, sorted(n for n in self.names if n in d), what, depth)
         elif isinstance(v, functools.partial):
-            tok = (id(v.func), self.seq_token(v.args), tuple(v.keywords.items()))
-            self.add(read, lambda p, tok=tok: (id(p.func), tuple(map(token, p.args)),
-                                               tuple(p.keywords.items())) == tok, what)
+            # its keyword values by their tokens as its arguments (0.0 is not -0.0, 1 not 1.0)
+            tok = (id(v.func), self.seq_token(v.args), tuple(v.keywords), self.seq_token(v.keywords.values()))
+            self.add(read, lambda p, tok=tok: (id(p.func), tuple(map(token, p.args)), tuple(p.keywords),
+                                               tuple(map(token, p.keywords.values()))) == tok, what)
             self.inside(v.func, what + ".func", depth)
             for i, a in enumerate(v.args):
                 self.inside(a, f"{what}.args[{i}]", depth + 1)
+            for k, a in v.keywords.items():
+                self.inside(a, f"{what}.keywords[{k!r}]", depth + 1)
         elif _is_module(v):
             self.saw_module = True         # the global module hooks apply to it (build_guards)
             self.module(v, what)
         elif isinstance(v, np.ndarray):
             self.add(read, _array_test(v), f"the values of {what}")
+        elif isinstance(v, (operator.attrgetter, operator.methodcaller)):
+            # the attribute (or method) names it reads, which no code object holds
+            if isinstance(v, operator.attrgetter):
+                self.names.update(n for path in v.__reduce__()[1] for n in path.split("."))
+            else:
+                red = v.__reduce__()
+                self.names.add(red[0].args[0] if isinstance(red[0], functools.partial) else red[1][0])
+        elif isinstance(v, (bytearray, array.array, memoryview)) or \
+                _is_library_type(type(v)) and not isinstance(v, type) and _buffer(v) is not None:
+            # mutable buffers (a bytearray, an array.array, a memoryview, a ctypes value): their
+            # bytes, item type and shape
+            snap = _buffer(v)
+            self.add(read, lambda b, snap=snap: _buffer(b) == snap, f"the contents of {what}")
+        elif isinstance(v, weakref.ref):
+            # what it refers to now, and that object's state
+            x = v()
+            tok = self.token(x)
+            self.add(read, lambda r, tok=tok: self_token(r()) == tok, f"the object {what} refers to")
+            if x is not None:
+                self.inside(x, f"{what}()", depth + 1)
+        elif isinstance(v, _DICT_VIEWS):
+            # a view of a dict changed elsewhere: its items now
+            items = [y for x in v for y in (x if isinstance(x, tuple) and type(v) is _DICT_VIEWS[2] else (x,))]
+            tok = tuple(self.token(x) for x in items)
+            self.add(read, lambda c, tok=tok, items_view=type(v) is _DICT_VIEWS[2]: tuple(
+                token(y) for x in c for y in (x if items_view else (x,))) == tok, f"the items of {what}")
+            for i, x in enumerate(items):
+                self.inside(x, f"{what}[{i}]", depth + 1)
+        elif isinstance(v, contextvars.ContextVar):
+            # its value in the calling context, which the trace read through get()
+            x = v.get(_ABSENT)
+            tok = self.token(x)
+            self.add(read, lambda c, tok=tok: self_token(c.get(_ABSENT)) == tok,
+                     f"the value of the context variable {what}")
+            self.inside(x, f"the value of {what}", depth + 1)
         elif depth >= _MAX_DEPTH:
             if isinstance(v, (dict, list, tuple, set, frozenset, collections.deque)) or hasattr(v, "__dict__"):
                 # deeper than the walk goes item by item: its whole state, recursively, at every call
-                tok = deep_token(v, [_DEEP_BUDGET])
-                self.add(read, lambda x, tok=tok: deep_token(x, [_DEEP_BUDGET]) == tok, f"the contents of {what}")
-        elif isinstance(v, (dict, list, tuple, collections.deque)):
+                n, left = _DEEP_BUDGET, [_DEEP_BUDGET]
+                tok = deep_token(v, left)
+                if left[0] < 0:
+                    # more values than the budget: all of them (a change past it is a change too)
+                    n = float("inf")
+                    tok = deep_token(v, [n])
+                self.add(read, lambda x, tok=tok, n=n: deep_token(x, [n]) == tok, f"the contents of {what}")
+                # what it holds that the token takes by identity alone (a module, a function, a
+                # numpy array) has guards of its own, and plain objects the methods of their class
+                for x in _deep_objects(v, [_DEEP_BUDGET], set()):
+                    if isinstance(x, type):
+                        self.methods_of(x)
+                        self.klass(x, what)
+                    else:
+                        self.inside(x, f"an object inside {what}", 0)
+        elif isinstance(v, (dict, list, tuple, collections.deque, types.MappingProxyType)):
             self.container(v, what, depth)
         elif isinstance(v, (set, frozenset)):
             tok = (type(v), frozenset(map(self.token, v)))
@@ -476,21 +618,25 @@ class _Walk:
     def seq_token(self, items):
         return tuple(self.token(x) for x in items)
 
-    def attrs(self, v, d, names, what, depth, descend=object):
+    def attrs(self, v, d, names, what, depth, descend=object, cls=None):
         """Guard the attributes `names` of v (read from its __dict__ `d`), then what they hold
-        (those of type `descend`)."""
+        (those of type `descend`); with `cls`, that v is still of that class (`o.__class__ = B`
+        runs B's methods)."""
         names = tuple(names)
         tok = tuple(self.token(d[n]) if n in d else _ABSENT for n in names)
         present = {n: d[n] for n in names if n in d}
 
         def emit(code):
+            if cls is not None:
+                code.need(f"{code.const(v)}.__class__ is {code.const(cls)}")
             dd = code.const(d)
             for n in names:
                 if n in present:       # a missing name raises: the one-by-one guard finds it absent
                     code.token_is(code.let(f"{dd}[{code.const(n)}]"), present[n])
                 else:
                     code.need(f"{code.const(n)} not in {dd}")
-        self.add(_const(d), lambda dd, names=names, tok=tok: tuple(token_of(dd, n) for n in names) == tok,
+        self.add(_const(d), lambda dd, names=names, tok=tok, v=v: (cls is None or type(v) is cls) and
+                 tuple(token_of(dd, n) for n in names) == tok,
                  f"the attributes {', '.join(names)} of {what}" if names else what, emit)
         for n in names:
             if n in d and isinstance(d[n], descend):
@@ -498,7 +644,7 @@ class _Walk:
 
     def container(self, v, what, depth):
         t = type(v)
-        is_dict = isinstance(v, dict)
+        is_dict = isinstance(v, (dict, types.MappingProxyType))
         if is_dict:
             keys = tuple(v)
             items = list(v.items())
@@ -508,11 +654,10 @@ class _Walk:
         if self.exempt:
             # items the program reads afresh at every call (a whole step's learning rate)
             items = [(k, x) for k, x in items if (id(v), k) not in self.exempt]
-        if len(items) > _MAX_ITEMS:
-            # too many to guard one by one: of the tensors among them, those the trace used or
-            # read by value keep their place (the others it did not read); other items all do
-            items = [(k, x) for k, x in items if not isinstance(x, Tensor) or id(x) in self.used
-                     or id(x) in self.value_reads]
+        # every item, tensors the trace did not make inputs among them: it may have read their
+        # shape or requires_grad in Python (`len(L[50])`); too many to write tests for one by
+        # one, they are compared by the guard's own test
+        big = len(items) > _MAX_ITEMS
         pos = tuple(k for k, _ in items)
         tok = tuple(self.token(x) for _, x in items)
         keep = tuple(x for _, x in items)
@@ -526,7 +671,7 @@ class _Walk:
         # guard's test (defaultdict's and OrderedDict's are dict's, but for a missing key, which
         # the generated tests never read)
         self.add(_const(v), test, f"the items of {what}",
-                 (lambda code: _emit_items(code, v, keys, pos, keep)) if t in _EMITTED_CONTAINERS else None)
+                 (lambda code: _emit_items(code, v, keys, pos, keep)) if t in _EMITTED_CONTAINERS and not big else None)
         for k, x in items:
             self.inside(x, f"{what}[{k!r}]", depth + 1)
 
@@ -537,17 +682,25 @@ class _Walk:
         if type(d) is not dict:
             return
         lib = _is_library_type(tp)
+        wrapped = d.get("__wrapped__")
+        if lib and isinstance(wrapped, types.FunctionType):
+            # a library's wrapper of the user's function (functools.lru_cache): what that reads,
+            # so that a change retraces the call through the wrapper, as eager calls it
+            self.inside(wrapped, what + ".__wrapped__", depth)
         # a user object: the attributes its reachable code names (all of them where that code
         # names attributes it computes: getattr, vars, __dict__), and the names it reads from
         # the class, which an instance attribute set later would hide; a library object (an
         # optimizer, say): its public state, which the library's code read
         if lib:
             names = [n for n in sorted(d) if not n.startswith("_")]
+        elif isinstance(v, enum.Enum):
+            # a member's value, read through Enum's own `value` property
+            names = sorted(n for n in set(d) | self.class_names(tp) if n in self.names or n == "_value_")
         elif self.names & _DYNAMIC:
             names = sorted(set(d) | self.class_names(tp))
         else:
             names = sorted(n for n in set(d) | self.class_names(tp) if n in self.names)
-        self.attrs(v, d, names, what, depth)
+        self.attrs(v, d, names, what, depth, cls=tp)
         self.klass(tp, what)
 
     def class_names(self, tp):
@@ -574,8 +727,12 @@ class _Walk:
             self.add(_const(klass), lambda k, names=names, tok=tok: tuple(token_of(vars(k), n) for n in names) == tok,
                      f"the class attributes {', '.join(names)} of {klass.__qualname__} (read through {what})")
             for n in names:
-                if n in d and isinstance(d[n], (dict, list, tuple, set, frozenset, collections.deque)):
-                    self.inside(d[n], f"{klass.__qualname__}.{n}", 1)
+                x = d.get(n)
+                if isinstance(x, (dict, list, tuple, set, frozenset, collections.deque)) or \
+                        x is not None and not isinstance(x, (type, types.FunctionType, staticmethod, classmethod,
+                                                             property)) and not _is_library_type(type(x)):
+                    # a container, or a user object (a descriptor whose __get__ reads its own state)
+                    self.inside(x, f"{klass.__qualname__}.{n}", 1)
 
     def slots(self, v, what, depth):
         """A user object without a __dict__ (__slots__): the slots its reachable code names."""
@@ -587,7 +744,7 @@ class _Walk:
         if not names:
             return
         tok = tuple(self.token(getattr(v, n, _ABSENT)) for n in names)
-        self.add(_const(v), lambda o, names=names, tok=tok: _slot_token(o, names) == tok,
+        self.add(_const(v), lambda o, names=names, tok=tok, tp=type(v): type(o) is tp and _slot_token(o, names) == tok,
                  f"the attributes {', '.join(names)} of {what}")
         self.methods_of(type(v))
         self.klass(type(v), what)
@@ -597,6 +754,9 @@ class _Walk:
                 self.inside(x, f"{what}.{n}", depth + 1)
 
     def module(self, m, what):
+        for klass in type(m).__mro__:
+            if klass is not object and _is_library_type(klass):
+                self.lib_classes[id(klass)] = klass
         self.methods_of(type(m))
         self.klass(type(m), what)
         d = m.__dict__
@@ -655,6 +815,7 @@ def _emit_items(code, c, keys, pos, items):
 def _emit_module(code, m, attrs):
     """The tests of module_token(m, attrs) == its value now."""
     d = m.__dict__
+    code.need(f"{code.const(m)}.__class__ is {code.const(type(m))}")
     dd = code.let(f"{code.const(m)}.__dict__")
     code.need(f"tuple({dd}) == {code.const(tuple(d))}")
     code.need(f"{dd}['training'] is {code.const(d['training'])}" if type(d["training"]) is bool else
@@ -671,9 +832,16 @@ def _emit_module(code, m, attrs):
     xs = code.items_are(f"{c}.values()", len(subs))
     if xs:
         code.need(" and ".join(f"{x} is {code.const(v)}" for x, v in zip(xs, subs.values())))
-    for kind in ("_forward_pre_hooks", "_forward_hooks", "_backward_hooks"):
-        _emit_keys(code, f"{dd}[{code.const(kind)}]", tuple(d[kind]))
-    _emit_keys(code, f"{dd}.get('_backward_pre_hooks', ())", tuple(d.get("_backward_pre_hooks", ())))
+    for kind in ("_forward_pre_hooks", "_forward_hooks", "_backward_hooks", "_backward_pre_hooks"):
+        hooks = d.get(kind, {})
+        expr = f"{dd}[{code.const(kind)}]" if kind in d else f"{dd}.get({code.const(kind)}, ())"
+        if not hooks:
+            _emit_keys(code, expr, ())
+        else:
+            # the handles and their functions (tuple == compares them by identity first)
+            h = code.let(expr)
+            code.need(f"tuple({h}) == {code.const(tuple(hooks))} and "
+                      f"tuple({h}.values()) == {code.const(tuple(hooks.values()))}")
     for a in attrs:
         code.token_is(code.let(f"{dd}[{code.const(a)}]"), d[a])
 
@@ -714,8 +882,39 @@ def deep_token(v, budget):
         return (t, frozenset(map(token, v)))
     d = getattr(v, "__dict__", None)
     if type(d) is dict and not isinstance(v, (type, types.ModuleType, types.FunctionType, Module)):
-        return (id(v), tuple((k, deep_token(x, budget)) for k, x in d.items()))
+        return (id(v), t, tuple((k, deep_token(x, budget)) for k, x in d.items()))
     return id(v)
+
+
+# what deep_token takes by identity but holds state of its own
+_OWN_STATE = (Module, types.FunctionType, types.MethodType, functools.partial, np.ndarray, bytearray, array.array,
+              contextvars.ContextVar, operator.attrgetter, operator.methodcaller)
+
+
+def _deep_objects(v, budget, seen):
+    """The objects in v, walked as deep_token walks it, whose state deep_token does not hold
+    (_OWN_STATE), and the user classes of the plain objects in it."""
+    budget[0] -= 1
+    if budget[0] < 0 or isinstance(v, (Tensor,) + _SCALARS) or id(v) in seen:
+        return
+    seen.add(id(v))
+    if isinstance(v, _OWN_STATE):
+        yield v
+        return
+    if isinstance(v, dict):
+        for x in v.values():
+            yield from _deep_objects(x, budget, seen)
+        return
+    if isinstance(v, (list, tuple, collections.deque, set, frozenset)):
+        for x in v:
+            yield from _deep_objects(x, budget, seen)
+        return
+    d = getattr(v, "__dict__", None)
+    if type(d) is dict and not isinstance(v, (type, types.ModuleType)):
+        if not _is_library_type(type(v)):
+            yield type(v)
+        for x in d.values():
+            yield from _deep_objects(x, budget, seen)
 
 
 def _is_module(v):
@@ -733,6 +932,97 @@ def _module_internals():
     return _INTERNALS[0]
 
 
+class _WatchedModule(types.ModuleType):
+    """The class of tracegrad's own modules once a program was compiled: a function rebound
+    on one (`tracegrad.nn.functional.linear = f`, called by nn.Linear) counts in
+    LIBRARY_PATCHES, as a Tensor method replaced does."""
+
+    def __setattr__(self, name, value):
+        _count_patch(self.__dict__, name, value)
+        types.ModuleType.__setattr__(self, name, value)
+
+    def __delattr__(self, name):
+        LIBRARY_PATCHES[0] += 1
+        types.ModuleType.__delattr__(self, name)
+
+
+_WATCHED = set()
+_WATCHED_AT = [0]        # len(sys.modules) when last looked
+_PREFIX = __name__.split(".")[0] + "."
+
+
+def _watch_library_modules():
+    """Give tracegrad's modules loaded so far the class that counts their patches."""
+    if len(sys.modules) == _WATCHED_AT[0]:
+        return
+    _WATCHED_AT[0] = len(sys.modules)
+    for name, mod in list(sys.modules.items()):
+        if name not in _WATCHED and (name.startswith(_PREFIX) or name == _PREFIX[:-1]) and \
+                type(mod) is types.ModuleType:
+            try:
+                mod.__class__ = _WatchedModule
+            except TypeError:
+                continue
+            _WATCHED.add(name)
+
+
+# the methods of nn.Module itself that every module's call runs
+_MODULE_CALL = ("__call__", "_call_impl", "_wrapped_call_impl", "__getattr__")
+
+
+def _library_guard(w):
+    """One guard that the library code the trace ran is the same: no patch of tracegrad's
+    modules or Tensor (LIBRARY_PATCHES), and the library classes of the modules met (nn.Linear's
+    forward replaced on the class) keep their attributes."""
+    _watch_library_modules()
+    n = LIBRARY_PATCHES[0]
+    classes = []
+    for klass in w.lib_classes.values():
+        d = vars(klass)
+        names = tuple(x for x in _MODULE_CALL if x in d) if klass is Module else tuple(d)
+        classes.append((klass, names, tuple(d[x] for x in names)))
+    w.keep.append(classes)
+
+    def same(k, names, vals):
+        d = vars(k)
+        return (k is Module or tuple(d) == names) and all(x in d for x in names) and \
+            _same_keys(tuple(d[x] for x in names), vals)
+
+    def test(c):
+        return c[0] == n and all(same(*c) for c in classes)
+
+    def emit(code):
+        code.need(f"{code.const(LIBRARY_PATCHES)}[0] == {code.const(n)}")
+        for klass, names, vals in classes:
+            d = code.let(f"{code.const(klass)}.__dict__")
+            if klass is not Module:
+                # (tuple == compares items by identity first; an item whose == raises or
+                # differs fails the check, and the guard's own test decides by identity)
+                code.need(f"tuple({d}) == {code.const(names)} and tuple({d}.values()) == {code.const(vals)}")
+            elif names:
+                code.need(" and ".join(f"{d}[{code.const(x)}] is {code.const(v)}" for x, v in zip(names, vals)))
+    w.add(_const(LIBRARY_PATCHES), test,
+          "tracegrad's own code (a function of its modules, a Tensor method or a library module's method "
+          "replaced since)", emit)
+
+
+def _arg_objects(a, what):
+    """The objects of an argument that its key holds by identity alone (guards.flatten's
+    constants other than scalars: a config object, a module), also inside the lists, tuples
+    and dicts the key spells out item by item: their state is guarded as a global's."""
+    if isinstance(a, (Tensor,) + _SCALARS):
+        return
+    t = type(a)
+    if t is list or t is tuple:
+        for i, x in enumerate(a):
+            yield from _arg_objects(x, f"{what}[{i}]")
+    elif t is dict:
+        for k, x in a.items():
+            yield from _arg_objects(x, f"{what}[{k!r}]")
+    else:
+        yield a, what
+
+
 def build_guards(fn, module, args, kwargs, used=(), value_reads=None, exempt=frozenset()):
     """Guards for everything a call of fn (or module) with these arguments can read besides the
     argument tensors themselves. `used`: the concrete tensors the trace made inputs of the
@@ -748,11 +1038,11 @@ def build_guards(fn, module, args, kwargs, used=(), value_reads=None, exempt=fro
         else:
             w.inside(fn, f"the function {getattr(fn, '__qualname__', type(fn).__name__)}", 0)
         for i, a in enumerate(args):
-            if not isinstance(a, (Tensor,) + _SCALARS) and type(a) not in (list, tuple, dict):
-                w.inside(a, f"argument {i}", 0)
+            for x, where in _arg_objects(a, f"argument {i}"):
+                w.inside(x, where, 0)
         for k, a in kwargs.items():
-            if not isinstance(a, (Tensor,) + _SCALARS) and type(a) not in (list, tuple, dict):
-                w.inside(a, f"keyword argument '{k}'", 0)
+            for x, where in _arg_objects(a, f"keyword argument '{k}'"):
+                w.inside(x, where, 0)
         if len(names) == before:
             break
     if w.saw_module or any(_is_module(x) for x in w.keep) or module is not None:
@@ -778,10 +1068,11 @@ def build_guards(fn, module, args, kwargs, used=(), value_reads=None, exempt=fro
                   lambda code, t=t, ver=ver, snap=snap: code.need(
                       f"{code.const(t)}._version == {code.const(ver)} and "
                       f"{code.const(same_bytes)}({code.const(t)}._data, {code.const(snap)})"))
+    _library_guard(w)
     # the concrete tensors the program reads at every call keep the metadata it was built for
     for t in used:
         if id(t) not in w.tensors:
             w.keep.append(t)
             w.add(_const(t), lambda x, tok=tensor_token(t): tensor_token(x) == tok,
                   f"a tensor the function read ({tuple(t.shape)})", lambda code, t=t: code.tensor_meta(code.const(t), t))
-    return Guards(w.guards, w.keep)
+    return Guards(w.guards, w.keep, frozenset(w.tensors) | {id(t) for t in used} | set(value_reads))
