@@ -283,10 +283,11 @@ def test_a_numpy_array_changed_in_place_by_its_bytes(n):
     scenario(make)
 
 
-@pytest.mark.parametrize("patch", ["Linear.forward", "F.linear", "Tensor.__mul__", "Tensor.relu"])
+@pytest.mark.parametrize("patch", ["Linear.forward", "F.linear"])
 def test_library_code_patched_after_the_trace(monkeypatch, patch):
     """A patch of the library's own code that the trace ran (a module class's forward, a
-    function its forward calls, a Tensor method or operator) runs at the next call, as in eager."""
+    function its forward calls) runs at the next call, as in eager. (A Tensor method replaced on
+    the class is not seen: the metaclass that saw it slowed every isinstance(x, Tensor).)"""
     def make(lib):
         torch.manual_seed(0)
         t_lin = torch.nn.Linear(3, 3)
@@ -304,21 +305,17 @@ def test_library_code_patched_after_the_trace(monkeypatch, patch):
         def mutate(i):
             if i == 1:
                 owner, name = {"Linear.forward": (lib.nn.Linear, "forward"),
-                               "F.linear": (lib.nn.functional, "linear"),
-                               "Tensor.__mul__": (lib.Tensor, "__mul__"),
-                               "Tensor.relu": (lib.Tensor, "relu")}[patch]
+                               "F.linear": (lib.nn.functional, "linear")}[patch]
                 orig = getattr(owner, name)
                 new = {"Linear.forward": lambda self, x: x * 3,
-                       "F.linear": lambda x, w, b=None: orig(x, w) - 1,
-                       "Tensor.__mul__": lambda a, b: a + b,
-                       "Tensor.relu": lambda a: a.abs()}[patch]
+                       "F.linear": lambda x, w, b=None: orig(x, w) - 1}[patch]
                 monkeypatch.setattr(owner, name, new)
             else:
                 monkeypatch.undo()
         return fn, mutate
-    # torch.compile (2.13) keeps its program after a patch of nn.Linear.forward on the class;
-    # torch.Tensor.__mul__ patched breaks its tracing: compared with torch's eager result there
-    scenario(make, torch_compiled=patch in ("F.linear", "Tensor.relu"))
+    # torch.compile (2.13) keeps its program after a patch of nn.Linear.forward on the class:
+    # compared with torch's eager result there
+    scenario(make, torch_compiled=patch == "F.linear")
 
 
 @pytest.mark.parametrize("owner", ["module", "object"])

@@ -190,8 +190,9 @@ class _UntrackedVersion(list):
 
 
 # patches of tracegrad's own code after import: a function of one of its modules rebound
-# (`tracegrad.nn.functional.linear = f`) or a Tensor method (`Tensor.relu = f`); compiled
-# programs traced the code as it was, and are reused only while the count is the same
+# (`tracegrad.nn.functional.linear = f`); compiled programs traced the code as it was, and are
+# reused only while the count is the same. (A Tensor method replaced on the class is not
+# counted: a metaclass that saw it made every isinstance(x, Tensor) of another type 3x slower.)
 LIBRARY_PATCHES = [0]
 
 
@@ -200,19 +201,7 @@ def _count_patch(d, name, value):
         LIBRARY_PATCHES[0] += 1
 
 
-class _TensorType(type):
-    """Tensor's metaclass: counts a method replaced on the class (LIBRARY_PATCHES)."""
-
-    def __setattr__(cls, name, value):
-        _count_patch(cls.__dict__, name, value)
-        type.__setattr__(cls, name, value)
-
-    def __delattr__(cls, name):
-        LIBRARY_PATCHES[0] += 1
-        type.__delattr__(cls, name)
-
-
-class Tensor(metaclass=_TensorType):
+class Tensor:
     """An n-dimensional array with autograd, stored in a numpy array."""
     __slots__ = ("_data", "_dtype", "_req", "_grad_fn_slot", "_output_nr", "_grad", "_vc", "_base", "_view",
                  "_grad_acc", "_retains_grad", "_hooks", "_is_param", "_inference", "_post_acc_hooks",
