@@ -370,6 +370,13 @@ def fill_(self, value):
     return _fill(self, value)
 
 
+def _overwrite(self, new):
+    """`new`, linked with self's history by a zero gradient (torch's FillBackward2 and
+    CopyBackwards give the overwritten history zeros): a where() with an always-true mask, not
+    new + self * 0, which wrote NaN where self held inf or NaN."""
+    return F.where(F.full((), True, dtype=D.bool_), new, self)
+
+
 def _fill(self, value):
     check_inplace(self)
     if isinstance(value, Tensor):
@@ -385,7 +392,7 @@ def _fill(self, value):
     if _tracing():
         return commit(self, F.full(tuple(self.shape), value, dtype=self.dtype))
     if self.grad_fn is not None and STATE.grad_enabled:
-        return commit(self, F.full(tuple(self.shape), value, dtype=self.dtype) + self * 0)
+        return commit(self, _overwrite(self, F.full(tuple(self.shape), value, dtype=self.dtype)))
     # torch's checked conversion (uint8 takes -1 as 255; int8 refuses 200 with its RuntimeError)
     plain = _plain_number(value) and self._data.__class__ is np.ndarray
     self._data[...] = stored_scalar(value, self.dtype, self.numel()) if plain else value
@@ -428,11 +435,11 @@ def copy_(self, src, non_blocking=False):
         if self._view is None and self._grad_fn is not None:
             # the history self had gets a zero gradient, as torch's CopyBackwards gives it
             # (it was cut off: its leaves' .grad stayed None)
-            r = r + self * 0
+            r = _overwrite(self, r)
         return commit(self, r)
     if self.grad_fn is not None and STATE.grad_enabled:
         # the old value is overwritten: its gradient is zero from here on
-        return commit(self, F.clone(F.expand(F.convert(src.detach(), self.dtype), tuple(self.shape))) + self * 0)
+        return commit(self, _overwrite(self, F.clone(F.expand(F.convert(src.detach(), self.dtype), tuple(self.shape)))))
     if not self._data.flags.writeable:
         raise RuntimeError("unsupported operation: more than one element of the written-to tensor refers to a single "
                            "memory location. Please clone() the tensor before performing the operation.")
