@@ -89,3 +89,124 @@ def test_inplace_overwrite_of_a_history_with_inf_and_nan(write):
     for a, b in zip(t[:3], g[:3]):
         assert _same_bits(a, b), (t, g)
     assert t[3] == g[3]
+
+
+# == elu, celu, selu ======================================================================================
+
+CORNERS = [-math.inf, -0.0, 0.0, math.inf, math.nan]
+GENERIC = [-2.5, -1.0, -0.3, 0.7, 2.0]
+
+ELUS = {
+    "elu": lambda m, x: m.nn.functional.elu(x),
+    "elu_alpha": lambda m, x: m.nn.functional.elu(x, alpha=2.0),
+    "celu": lambda m, x: m.nn.functional.celu(x),
+    "celu_alpha": lambda m, x: m.nn.functional.celu(x, alpha=0.3),
+    "selu": lambda m, x: m.nn.functional.selu(x),
+    "elu_inplace": lambda m, x: m.nn.functional.elu(x * 1, alpha=0.5, inplace=True),
+    "elu_": lambda m, x: m.nn.functional.elu_(x * 1),
+    "celu_inplace": lambda m, x: m.nn.functional.celu(x * 1, alpha=0.3, inplace=True),
+    "selu_": lambda m, x: m.nn.functional.selu_(x * 1),
+    "module": lambda m, x: m.nn.ELU(alpha=1.5)(x) + m.nn.SELU()(x) + m.nn.CELU(0.7)(x),
+}
+
+
+@pytest.mark.parametrize("name", ELUS)
+def test_elu_family_first_and_second_derivatives_at_the_corners(name):
+    # torch's elu_double_backward is zero at x == 0 (the derivative of the composite was alpha * scale
+    # there), its elu_backward gives the positive slope at NaN, and the first gradient's grad_fn is
+    # EluBackwardBackward0 (it was AddBackward0)
+    check_derivs(ELUS[name], CORNERS)
+    check_derivs(ELUS[name], GENERIC, exact=False)
+
+
+def test_elu_family_grad_fn_names():
+    def run(m):
+        x = m.tensor([-1.0, 2.0], dtype=m.float64, requires_grad=True)
+        F = m.nn.functional
+        return [f(x * 1).grad_fn.name() for f in (F.elu, F.selu, lambda v: F.celu(v, 0.5), F.elu_, F.selu_,
+                                                    lambda v: F.celu(v, 0.5, inplace=True))]
+    assert run(tg) == run(torch)
+
+
+def test_celu_derivative_scales_by_one_over_alpha_rounded_to_float():
+    # torch's celu backward is elu_backward(grad, alpha, 1, 1.0 / alpha.toFloat(), ...): in float64 too
+    def run(m):
+        x = m.tensor([-1.0, -0.2], dtype=m.float64, requires_grad=True)
+        g, = m.autograd.grad(m.nn.functional.celu(x, alpha=0.3).sum(), x)
+        return g.numpy()
+    np.testing.assert_array_equal(run(tg), run(torch))
+
+
+def test_elu_derivatives_with_a_gradient_that_requires_grad():
+    # the second derivative for grad_output is elu_backward again
+    def run(m):
+        x = m.tensor([-1.5, -0.0, 0.0, 0.5], dtype=m.float64, requires_grad=True)
+        v = m.tensor([0.3, -2.0, 1.5, 4.0], dtype=m.float64, requires_grad=True)
+        y = m.nn.functional.elu(x, alpha=0.7)
+        g, = m.autograd.grad(y, x, v, create_graph=True)
+        gx, gv = m.autograd.grad((g * g).sum(), (x, v))
+        return g.detach().numpy(), gx.numpy(), gv.numpy()
+    for a, b in zip(run(torch), run(tg)):
+        np.testing.assert_allclose(b, a, rtol=1e-13, atol=0)
+
+
+# == hardsigmoid, hardswish ===============================================================================
+
+KINKS = [-math.inf, -3.0, -0.0, 0.0, 3.0, math.inf, math.nan]
+HARD_GENERIC = [-4.0, -2.9, -1.0, 0.5, 2.5, 3.5]
+
+HARDS = {
+    "hardswish": lambda m, x: m.nn.functional.hardswish(x),
+    "hardswish_inplace": lambda m, x: m.nn.functional.hardswish(x * 1, inplace=True),
+    "hardswish_module": lambda m, x: m.nn.Hardswish()(x),
+}
+
+
+@pytest.mark.parametrize("name", HARDS)
+def test_hardswish_first_and_second_derivatives_at_the_kinks(name):
+    # torch's hardswish_backward: x <= -3 ? 0 : x < 3 ? g * (x / 3 + 0.5) : g (it was NaN at +-inf and NaN,
+    # x / 3 + 0.5 is 1 ulp from the (2x + 3) / 6 it was), its own derivative zero at the kinks and at NaN,
+    # and the first gradient's grad_fn HardswishBackwardBackward0 (it was AddBackward0)
+    check_derivs(HARDS[name], KINKS)
+    check_derivs(HARDS[name], HARD_GENERIC, exact=False)
+
+
+@pytest.mark.parametrize("inplace", [False, True])
+def test_hardsigmoid_first_derivative_and_its_missing_second(inplace):
+    # torch has no derivative for hardsigmoid_backward: the first gradient requires grad (NotImplemented)
+    # and differentiating it raises; tracegrad gave a second derivative torch does not have
+    f = lambda m, x: m.nn.functional.hardsigmoid(x * 1, inplace=inplace)  # noqa: E731
+    check_derivs(f, KINKS, second=False)
+    check_derivs(f, HARD_GENERIC, second=False, exact=False)
+    for m in (torch, tg):
+        x = m.tensor([-1.0, 0.5], dtype=m.float64, requires_grad=True)
+        g, = m.autograd.grad(f(m, x).sum(), x, create_graph=True)
+        with pytest.raises(RuntimeError, match="derivative for aten::hardsigmoid_backward is not implemented"):
+            m.autograd.grad(g.sum(), x)
+
+
+def test_hardswish_second_derivative_for_a_gradient_that_requires_grad():
+    def run(m):
+        x = m.tensor([-3.0, -1.5, 0.0, 3.0, 4.0], dtype=m.float64, requires_grad=True)
+        v = m.tensor([0.3, -2.0, 1.5, 4.0, 2.0], dtype=m.float64, requires_grad=True)
+        g, = m.autograd.grad(m.nn.functional.hardswish(x), x, v, create_graph=True)
+        gx, gv = m.autograd.grad((g * g).sum(), (x, v))
+        return g.detach().numpy(), gx.numpy(), gv.numpy()
+    for a, b in zip(run(torch), run(tg)):
+        np.testing.assert_allclose(b, a, rtol=1e-13, atol=0)
+
+
+@pytest.mark.parametrize("fn", ["hardswish", "hardsigmoid"])
+def test_hard_activations_in_place_record_their_own_node(fn):
+    # torch's HardswishBackward0 (not CopyBackwards), reading the input from before the write (it
+    # raised "modified by an inplace operation")
+    def run(m):
+        x = m.tensor([-4.0, -1.0, 2.0, 5.0], dtype=m.float64, requires_grad=True)
+        y = x * 1
+        getattr(m.nn.functional, fn)(y, inplace=True)
+        y.sum().backward()
+        return y.grad_fn.name(), _np(y), _np(x.grad)
+    t, g = run(torch), run(tg)
+    assert t[0] == g[0]
+    for a, b in zip(t[1:], g[1:]):
+        np.testing.assert_allclose(b, a, rtol=1e-14, atol=0)

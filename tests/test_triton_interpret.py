@@ -272,7 +272,9 @@ ELSEWHERE = {"matmul": "test_matmul_*", "tril": "test_tril_triu_and_glue_ops", "
              "conv2d": "test_compiled_conv2d_*", "conv2d_weight": "test_compiled_conv2d_*",
              "conv_transpose2d": "test_compiled_conv_transpose2d_*",
              "threshold_backward": "UNARY['relu'] (its backward)",
-             "piecewise_backward": "UNARY['piecewise'] (its backward)"}
+             "piecewise_backward": "UNARY['piecewise'] (its backward)",
+             "elu_backward": "UNARY['elu'] (its backward)",
+             "hardswish_backward": "UNARY['hardswish'] (its backward)"}
 
 R = "real"
 UNARY = [  # (primitive, fn, domain, differentiable)
@@ -299,6 +301,12 @@ UNARY = [  # (primitive, fn, domain, differentiable)
     ("piecewise", lambda m, x: (m.nn.functional.hardtanh(x, -0.5, 0.7) + m.nn.functional.leaky_relu(x, 0.2) +
                                 m.nn.functional.threshold(x, 0.1, 2.0) + m.nn.functional.softshrink(x, 0.3) +
                                 m.nn.functional.hardshrink(x, 0.4)), R, True),
+    # elu, selu and celu: their values with elu_backward for x; the in-place forms' from the result
+    ("elu", lambda m, x: (m.nn.functional.elu(x, 0.7) + m.nn.functional.selu(x) +
+                          m.nn.functional.celu(x, 0.3)), R, True),
+    ("elu_result", lambda m, x: (m.nn.functional.elu(x * 1, 0.7, inplace=True) +
+                                 m.nn.functional.celu(x * 1, 0.3, inplace=True)), R, True),
+    ("hardswish", lambda m, x: m.nn.functional.hardswish(x * 4), R, True),
     ("floor", lambda m, x: (x * 3).floor(), R, True),
     ("ceil", lambda m, x: (x * 3).ceil(), R, True),
     ("round", lambda m, x: (x * 3).round(), R, True),
@@ -908,7 +916,9 @@ def test_compiled_primitive_forward_and_backward(name, fn, inputs, diff):
 def test_every_lowered_primitive_is_compiled_forward_and_backward():
     named = {c[0] for c in COMPILED} | {"lt", "triu", "argmin", "min_dim", "isinf", "isfinite",
                                         "threshold_backward",      # relu's backward
-                                        "piecewise_backward"}      # hardtanh's, leaky_relu's, ... backward
+                                        "piecewise_backward",      # hardtanh's, leaky_relu's, ... backward
+                                        "elu_backward",            # elu's, selu's, celu's backward
+                                        "hardswish_backward"}
     named |= CONVS              # test_compiled_conv2d_* and test_compiled_conv_transpose2d_*
     assert named == lowered_primitives(), sorted(lowered_primitives() ^ named)
 

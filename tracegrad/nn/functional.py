@@ -23,6 +23,7 @@ from ..ops.primitives import PRIMITIVES as P
 from ..ops import nn_primitives  # noqa: F401  (registers the convolution and pooling primitives)
 from ..autograd.graph import node_class
 from ..creation import tensor, ones, RNG
+from .._tensor_methods import check_inplace, commit
 
 __all__ = ["relu", "relu_", "leaky_relu", "gelu", "silu", "sigmoid", "tanh", "softplus", "logsigmoid", "softmax",
            "log_softmax", "linear", "conv2d", "conv_transpose2d", "max_pool2d", "avg_pool2d",
@@ -83,7 +84,7 @@ def relu_(input):
 
 
 def _piecewise(input, value, fwd_name, name, lo=None, hi=None, closed=False, inside=1.0, outside=0.0,
-               nan_inside=False):
+               nan_inside=False, no_derivative=None):
     """value(input) with torch's derivative for a piecewise-linear activation: g times `inside`
     on the interval (lo, hi) ([lo, hi] when closed), `outside` elsewhere, as one op,
     piecewise_backward (see ops/primitives.py), whose own derivative connects input with zeros
@@ -98,7 +99,8 @@ def _piecewise(input, value, fwd_name, name, lo=None, hi=None, closed=False, ins
     else:
         with no_grad():
             y = value(input)
-    spec = dict(lo=lo, hi=hi, closed=closed, inside=inside, outside=outside, nan_inside=nan_inside, name=name)
+    spec = dict(lo=lo, hi=hi, closed=closed, inside=inside, outside=outside, nan_inside=nan_inside, name=name,
+                no_derivative=no_derivative)
     return apply(P["piecewise"], (input, y), dict(spec, fwd_name=fwd_name))
 
 
@@ -108,6 +110,10 @@ def leaky_relu(input, negative_slope=0.01, inplace=False):
     out = _piecewise(input, lambda x: O.where(x > 0.0, x, x * s), "LeakyReluBackward0", "LeakyReluBackwardBackward0",
                      lo=0.0, outside=s)
     return input.copy_(out) if inplace else out
+
+
+def leaky_relu_(input, negative_slope=0.01):
+    return leaky_relu(input, negative_slope, inplace=True)
 
 
 _SQRT1_2 = 1.0 / math.sqrt(2.0)
@@ -799,16 +805,37 @@ def _inplace(input, out, inplace):
     return input.copy_(out) if inplace else out
 
 
-def _elu(input, alpha, scale, input_scale, inplace):
-    """scale * (x if x > 0 else alpha * expm1(x * input_scale)), in float32 for half precision.
-    The exponential sees min(x, 0): on the positive side its value is not taken, and exp(x)
-    overflowing there made the gradient inf * 0 = NaN (elu(100.) in float32)."""
+def _elu(input, alpha, scale, input_scale, inplace, name="Elu", grad_scale=None):
+    """scale * (x if x > 0 else alpha * expm1(x * input_scale)), in float32 for half precision,
+    with torch's derivative, elu_backward (see ops/primitives.py; `grad_scale`: its input_scale
+    where torch's differs from the value's, celu's 1 / float(alpha)). The exponential sees
+    min(x, 0): on the positive side its value is not taken, and exp(x) overflowing there made
+    the gradient inf * 0 = NaN (elu(100.) in float32). The in-place forms record torch's
+    EluBackward1 (CeluBackward1), whose derivative reads the result."""
+    _check_tensor(input, name.lower())
+
+    def value(v):
+        positive = v > 0
+        neg = O.where(positive, 0.0, v)
+        return O.where(positive, v * scale if scale != 1 else v,
+                       O.expm1(neg * input_scale if input_scale != 1 else neg) * (alpha * scale))
+
     x, dt = _opmath(input)
-    positive = x > 0
-    neg = O.where(positive, 0.0, x)
-    out = O.where(positive, x * scale if scale != 1 else x,
-                  O.expm1(neg * input_scale if input_scale != 1 else neg) * (alpha * scale))
-    return _inplace(input, _named(_rounded(out, dt), "EluBackward0", input), inplace)
+    spec = dict(alpha=float(alpha), scale=float(scale),
+                input_scale=float(input_scale if grad_scale is None else grad_scale))
+    traced = isinstance(input, Proxy)
+    if not (is_grad_enabled() and (traced or input.requires_grad)):
+        return _inplace(input, _rounded(value(x), dt), inplace)
+    if traced:
+        y = value(x)
+    else:
+        with no_grad():
+            y = value(x)
+    if inplace and dt is None:
+        check_inplace(input)
+        return commit(input, apply(P["elu_result"], (input, y), dict(spec, name=name + "Backward1")))
+    out = apply(P["elu"], (x, y), dict(spec, name=name + "Backward0"))
+    return _inplace(input, _named(_rounded(out, dt), name + "Backward0", input), inplace)
 
 
 def elu(input, alpha=1.0, inplace=False):
@@ -818,7 +845,16 @@ def elu(input, alpha=1.0, inplace=False):
 def celu(input, alpha=1.0, inplace=False):
     if alpha == 0:
         raise RuntimeError("ZeroDivisionError")
-    return _elu(input, alpha, 1.0, 1.0 / alpha, inplace)
+    # torch's value scales by 1 / alpha, its derivative by 1 / alpha rounded to float first
+    return _elu(input, alpha, 1.0, 1.0 / alpha, inplace, "Celu", 1.0 / float(np.float32(alpha)))
+
+
+def elu_(input, alpha=1.0):
+    return elu(input, alpha, inplace=True)
+
+
+def celu_(input, alpha=1.0):
+    return celu(input, alpha, inplace=True)
 
 
 _SELU_ALPHA = 1.6732632423543772848170429916717
@@ -827,6 +863,10 @@ _SELU_SCALE = 1.0507009873554804934193349852946
 
 def selu(input, inplace=False):
     return _elu(input, _SELU_ALPHA, _SELU_SCALE, 1.0, inplace)
+
+
+def selu_(input):
+    return selu(input, inplace=True)
 
 
 def hardtanh(input, min_val=-1.0, max_val=1.0, inplace=False):
@@ -839,23 +879,52 @@ def hardtanh(input, min_val=-1.0, max_val=1.0, inplace=False):
     return _inplace(input, out, inplace)
 
 
+def hardtanh_(input, min_val=-1.0, max_val=1.0):
+    return hardtanh(input, min_val, max_val, inplace=True)
+
+
 def relu6(input, inplace=False):
     return hardtanh(input, 0.0, 6.0, inplace)
 
 
 def hardsigmoid(input, inplace=False):
+    # torch's hardsigmoid_backward: -3 < x < 3 ? grad * (1.0f / 6.0f) : 0 (NaN: 0; the slope is a float
+    # constant, float64 too), without a derivative of its own
     x, dt = _opmath(input)
-    inside = (x > -3.0) & (x < 3.0)
-    out = O.where(inside, x / 6.0 + 0.5, O.clamp(x.detach() / 6.0 + 0.5, 0.0, 1.0))
-    return _inplace(input, _named(_rounded(out, dt), "HardsigmoidBackward0", input), inplace)
+    value = lambda v: O.where((v > -3.0) & (v < 3.0), v / 6.0 + 0.5, O.clamp(v / 6.0 + 0.5, 0.0, 1.0))  # noqa: E731
+    out = _piecewise(x, value, "HardsigmoidBackward0", "NotImplemented", lo=-3.0, hi=3.0,
+                     inside=float(np.float32(1.0) / np.float32(6.0)), no_derivative="hardsigmoid_backward")
+    return _activation_inplace(input, _named(_rounded(out, dt), "HardsigmoidBackward0", input), inplace)
 
 
 def hardswish(input, inplace=False):
-    # torch: x * relu6(x + 3) / 6, with gradient (2x + 3) / 6 on [-3, 3] (ends included)
+    # torch: x * relu6(x + 3) / 6, with its hardswish_backward (ops/primitives.py)
     x, dt = _opmath(input)
-    inner = x * (x + 3.0) / 6.0
-    out = O.where(x <= -3.0, x * 0.0, O.where(x >= 3.0, x, inner))
-    return _inplace(input, _named(_rounded(out, dt), "HardswishBackward0", input), inplace)
+
+    def value(v):
+        return O.where(v <= -3.0, v * 0.0, O.where(v >= 3.0, v, v * (v + 3.0) / 6.0))
+
+    if isinstance(x, Proxy) and is_grad_enabled():
+        out = apply(P["hardswish"], (x, value(x)), {})
+    elif not (is_grad_enabled() and x.requires_grad):
+        out = value(x)
+    else:
+        with no_grad():
+            y = value(x)
+        out = apply(P["hardswish"], (x, y), {})
+    return _activation_inplace(input, _named(_rounded(out, dt), "HardswishBackward0", input), inplace)
+
+
+def _activation_inplace(input, out, inplace):
+    """out written into input: an activation's in-place form records its own node, as torch's
+    (HardswishBackward0, not CopyBackwards), whose derivative reads input's value from before
+    the write."""
+    if not inplace:
+        return out
+    if out.grad_fn is None or out.dtype != input.dtype or isinstance(input, Proxy):
+        return input.copy_(out)
+    check_inplace(input)
+    return commit(input, out)
 
 
 def softsign(input):
@@ -928,6 +997,10 @@ def threshold(input, threshold, value, inplace=False):
     out = _piecewise(input, lambda x: O.where(x <= t, value, x), "ThresholdBackward0",
                      "ThresholdBackwardBackward0", lo=t, nan_inside=True)
     return _inplace(input, out, inplace)
+
+
+def threshold_(input, threshold, value):
+    return globals()["threshold"](input, threshold, value, inplace=True)
 
 
 def smooth_l1_loss(input, target, size_average=None, reduce=None, reduction="mean", beta=1.0):
