@@ -582,6 +582,11 @@ OPS += [
            dtypes=FLOAT),
     OpInfo("hardsigmoid", lambda m, x: _nnf(m).hardsigmoid(x * 4), [Sample((2, 3), gradgrad=False, dtypes=FLOAT)],
            dtypes=FLOAT, gradgrad=False),
+    # prelu: torch's _prelu_kernel, whose gradients are ops of their own (prelu_grad_input,
+    # prelu_grad_weight) with torch's double backward
+    OpInfo("prelu", lambda m, x, w: _nnf(m).prelu(x, w),
+           [Sample((2, 3, 2), (3,), dtypes=FLOAT), Sample((2, 3), (1,), dtypes=FLOAT), Sample((4,), (1,), dtypes=FLOAT)],
+           dtypes=FLOAT),
     # an in-place op on a view rewrites its base (CopySlices) and the view (AsStridedBackward0)
     OpInfo("inplace_on_view", _inplace_on_view, [Sample((3, 4), (3,)), Sample((2, 3), ())], dtypes=FLOAT),
 ]

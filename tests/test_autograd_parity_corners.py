@@ -210,3 +210,43 @@ def test_hard_activations_in_place_record_their_own_node(fn):
     assert t[0] == g[0]
     for a, b in zip(t[1:], g[1:]):
         np.testing.assert_allclose(b, a, rtol=1e-14, atol=0)
+
+
+# == prelu ================================================================================================
+
+PRELU_X = [-2.0, -0.0, 0.0, 1.5, math.inf, -math.inf, math.nan, 3.0]
+
+
+@pytest.mark.parametrize("shape, weight", [((8,), [0.25]), ((2, 2, 2), [0.25, -0.5]), ((4, 2), [1.5, -0.5]),
+                                           ((2, 4), [0.3])])
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+def test_prelu_first_and_second_derivatives(shape, weight, dtype):
+    # torch's _prelu_kernel_backward: the weight's gradient is x > 0 ? 0 : x * g (it was NaN at x = inf);
+    # its double backward masks with x >= 0 (the weight's second derivative counted x == 0) and the
+    # first gradients' grad_fn is PreluKernelBackwardBackward0 (it was AddBackward0)
+    def run(m):
+        x = m.tensor(PRELU_X, dtype=getattr(m, dtype)).reshape(shape).requires_grad_()
+        w = m.tensor(weight, dtype=getattr(m, dtype), requires_grad=True)
+        y = m.nn.functional.prelu(x, w)
+        v = (m.ones_like(y) * 1.5).requires_grad_()
+        gx, gw = m.autograd.grad(y, (x, w), v, create_graph=True)
+        out = [_np(y), _np(gx), _np(gw), y.grad_fn.name(), gx.grad_fn.name()]
+        for target in ((gx * gx).sum() + (gw * gw).sum(), (gx * 2).sum(), (gw * 3).sum()):
+            out += [_np(a) for a in m.autograd.grad(target, (x, w, v), allow_unused=True, retain_graph=True)]
+        return out
+    t, g = run(torch), run(tg)
+    for k, (a, b) in enumerate(zip(t, g)):
+        assert (_same_bits(a, b) if isinstance(a, np.ndarray) else a == b), (k, a, b)
+
+
+def test_prelu_module_double_backward_matches_torch():
+    def run(m):
+        m.manual_seed(0)
+        x = m.tensor([[-1.0, 2.0, -3.0], [0.5, -0.25, 0.0]], dtype=m.float64, requires_grad=True)
+        layer = m.nn.PReLU(3, init=0.2).double()
+        y = layer(x)
+        g, = m.autograd.grad((y * y).sum(), x, create_graph=True)
+        g.sum().backward()
+        return _np(x.grad), _np(layer.weight.grad)
+    for a, b in zip(run(torch), run(tg)):
+        np.testing.assert_allclose(b, a, rtol=1e-14, atol=0)

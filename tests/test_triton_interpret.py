@@ -274,7 +274,9 @@ ELSEWHERE = {"matmul": "test_matmul_*", "tril": "test_tril_triu_and_glue_ops", "
              "threshold_backward": "UNARY['relu'] (its backward)",
              "piecewise_backward": "UNARY['piecewise'] (its backward)",
              "elu_backward": "UNARY['elu'] (its backward)",
-             "hardswish_backward": "UNARY['hardswish'] (its backward)"}
+             "hardswish_backward": "UNARY['hardswish'] (its backward)",
+             "prelu_grad_input": "BINARY['prelu'] (its backward)",
+             "prelu_grad_weight": "BINARY['prelu'] (its backward)"}
 
 R = "real"
 UNARY = [  # (primitive, fn, domain, differentiable)
@@ -342,6 +344,7 @@ BINARY = [
     ("fmod", lambda m, x, y: m.fmod(x * 4 - 2, y), "pos", True),
     ("copysign", lambda m, x, y: m.copysign(x, y - 0.5) + m.copysign(y, -1.0), R, True),
     ("hypot", lambda m, x, y: m.hypot(x, y * 3), R, True),
+    ("prelu", lambda m, x, y: m.nn.functional.prelu(x, y), R, True),
     ("heaviside", lambda m, x, y: m.heaviside(x, y), R, False),
     ("xlogy", lambda m, x, y: m.xlogy(x, y) + m.xlogy(x * 0, y - 1) + m.xlogy(2.0, y), "pos", True),
     ("xlog1py", lambda m, x, y: m.special.xlog1py(x, y) + m.special.xlog1py(x, 0.5), "pos", True),
@@ -918,7 +921,8 @@ def test_every_lowered_primitive_is_compiled_forward_and_backward():
                                         "threshold_backward",      # relu's backward
                                         "piecewise_backward",      # hardtanh's, leaky_relu's, ... backward
                                         "elu_backward",            # elu's, selu's, celu's backward
-                                        "hardswish_backward"}
+                                        "hardswish_backward",
+                                        "prelu_grad_input", "prelu_grad_weight"}
     named |= CONVS              # test_compiled_conv2d_* and test_compiled_conv_transpose2d_*
     assert named == lowered_primitives(), sorted(lowered_primitives() ^ named)
 

@@ -987,7 +987,7 @@ def prelu(input, weight):
             raise RuntimeError(f"Mismatch of parameter numbers and input channel size. Found parameter numbers = "
                                f"{weight.numel()} and channel size = {input.shape[1] if input.ndim >= 2 else 1}.")
         w = weight.reshape((-1,) + (1,) * (input.ndim - 2))
-    return _named(O.where(input > 0, input, input * w), "PreluKernelBackward0", input, weight)
+    return apply(P["prelu"], (input, w), {})
 
 
 def threshold(input, threshold, value, inplace=False):

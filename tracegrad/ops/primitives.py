@@ -755,6 +755,53 @@ Primitive("hardswish", "x y", lambda x, y: y, shape=lambda x, y: tuple(y.shape),
           dtype=lambda args: (None, args[1]._dtype),
           vjp=lambda g, out, x, y: (_hardswish_backward(g, x), None),
           saves="x", grad_fn="HardswishBackward0", elementwise=True, triton=T.Expr("{1}"))
+# -- prelu: torch's _prelu_kernel, x > 0 ? x : w * x (w broadcast to x), and its backward, the
+# gradients for x (x > 0 ? g : w * g) and for w (x > 0 ? 0 : x * g, before the sum over the
+# broadcast dimensions): a product with the mask was NaN for w's at x = inf. Each is an op of its own
+# (PreluKernelBackwardBackward0) with torch's double backward, whose masks are x >= 0 (zero at
+# x == 0 where the first derivative's is x > 0); a gradient no output reached adds no term (a zero
+# there made inf * 0 = NaN).
+
+
+def _prelu_kernel(x, w):
+    with np.errstate(all="ignore"):
+        return np.where(x > 0, x, w * x).astype(np.result_type(x, w), copy=False)
+
+
+def _prelu_grad_input_kernel(g, x, w):
+    with np.errstate(all="ignore"):
+        return np.where(x > 0, g, w * g).astype(np.result_type(g, x, w), copy=False)
+
+
+def _prelu_grad_weight_kernel(g, x, w):
+    dt = np.result_type(g, x, w)
+    with np.errstate(all="ignore"):
+        return np.where(x > 0, np.zeros((), dt), x * g).astype(dt, copy=False)
+
+
+def _prelu_vjp(g, out, x, w):
+    return (FrontEnd.apply(PRIMITIVES["prelu_grad_input"], (g, x, w), {}),
+            FrontEnd.apply(PRIMITIVES["prelu_grad_weight"], (g, x, w), {}))
+
+
+def _prelu_grad_input_vjp(gg, out, g, x, w):
+    nonneg = x >= 0
+    return F.where(nonneg, gg, gg * w), _zeros_like(x), F.where(nonneg, 0.0, g * gg)
+
+
+def _prelu_grad_weight_vjp(gg, out, g, x, w):
+    nonneg = x >= 0          # (w's: zeros, as torch's zeros_like(self) where no gradient of x reached)
+    return F.where(nonneg, 0.0, gg * x), F.where(nonneg, 0.0, g * gg), _zeros_like(x)
+
+
+Primitive("prelu", "x w", _prelu_kernel, shape=_bcast_shape, dtype="promote", vjp=_prelu_vjp, saves="x w",
+          grad_fn="PreluKernelBackward0", elementwise=True, triton=T.Expr("tl.where({0} > 0, {0}, {1} * {0})", cast=True))
+Primitive("prelu_grad_input", "g x w", _prelu_grad_input_kernel, shape=_bcast_shape, dtype="promote",
+          vjp=_prelu_grad_input_vjp, saves="g x w", grad_fn="PreluKernelBackwardBackward0", elementwise=True,
+          triton=T.Expr("tl.where({1} > 0, {0}, {2} * {0})", cast=True))
+Primitive("prelu_grad_weight", "g x w", _prelu_grad_weight_kernel, shape=_bcast_shape, dtype="promote",
+          vjp=_prelu_grad_weight_vjp, saves="g x", grad_fn="PreluKernelBackwardBackward0", elementwise=True,
+          triton=T.Expr("tl.where({1} > 0, 0.0, {1} * {0})", cast=True))
 # elu_result: the in-place forms' (torch's EluBackward1), whose derivative reads the result
 Primitive("elu", "x y", lambda x, y, **p: y, shape=lambda x, y, **p: tuple(y.shape),
           dtype=lambda args: (None, args[1]._dtype),
