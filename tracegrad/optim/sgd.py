@@ -2,7 +2,7 @@
 import numpy as np
 
 from . import traced
-from .optimizer import TRACED_UPDATES, Optimizer, required, _scalar, _finish
+from .optimizer import TRACED_UPDATES, Optimizer, required, _scalar, _finish, _fma
 from ..tensor import Tensor
 
 __all__ = ["SGD"]
@@ -52,8 +52,9 @@ class SGD(Optimizer):
                 d = p.grad._data
                 if group["maximize"]:
                     d = -d
+                # add(alpha=) is a fused multiply-add in torch's kernel (_fma)
                 if wd != 0:
-                    d = d + dt(wd) * x
+                    d = _fma(dt(wd), x, d)
                 if momentum != 0:
                     state = self.state[p]
                     buf = state.get("momentum_buffer")
@@ -63,10 +64,10 @@ class SGD(Optimizer):
                     else:
                         b = buf._data
                         b *= dt(momentum)
-                        b += d if dampening == 0 else dt(1 - dampening) * d
+                        b[...] = _fma(dt(1 - dampening), d, b)
                         _finish((buf,))
-                    d = d + dt(momentum) * buf._data if group["nesterov"] else buf._data
-                x += dt(-lr) * d
+                    d = _fma(dt(momentum), buf._data, d) if group["nesterov"] else buf._data
+                x[...] = _fma(dt(-lr), d, x)
                 _finish((p,))
 
 
