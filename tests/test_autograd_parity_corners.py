@@ -296,3 +296,122 @@ def test_optimizer_steps_equal_torch_bit_for_bit(name, kwargs, pow2, lr_dtype):
     t = _optimizer_run(torch, name, lr_dtype, kwargs, pow2)
     g = _optimizer_run(tg, name, lr_dtype, kwargs, pow2)
     assert np.array_equal(t, g), f"{int((t != g).sum())} of {t.size} differ, by up to {np.abs(t - g).max()}"
+
+
+# == learning-rate schedules ===============================================================================
+
+def _sched_optimizer(m, groups=2):
+    params = [m.nn.Parameter(m.zeros(2)) for _ in range(groups)]
+    return m.optim.SGD([{"params": [p], "lr": 0.1 * (i + 1)} for i, p in enumerate(params)], lr=0.1, momentum=0.9)
+
+
+SCHEDULES = {
+    "StepLR": lambda S, o, **k: S.StepLR(o, 7, gamma=0.5, **k),
+    "MultiStepLR": lambda S, o, **k: S.MultiStepLR(o, [3, 9, 9, 20], gamma=0.3, **k),
+    "ExponentialLR": lambda S, o, **k: S.ExponentialLR(o, 0.93, **k),
+    "CosineAnnealingLR": lambda S, o, **k: S.CosineAnnealingLR(o, 13, eta_min=0.001, **k),
+    "CosineAnnealingWarmRestarts": lambda S, o, **k: S.CosineAnnealingWarmRestarts(o, 5, T_mult=2, eta_min=0.01, **k),
+    "OneCycleLR": lambda S, o, **k: S.OneCycleLR(o, max_lr=0.5, total_steps=60, **k),
+    "CyclicLR": lambda S, o, **k: S.CyclicLR(o, 0.01, 0.3, step_size_up=4, mode="triangular2", **k),
+    "LinearLR": lambda S, o, **k: S.LinearLR(o, start_factor=0.25, total_iters=9, **k),
+    "ConstantLR": lambda S, o, **k: S.ConstantLR(o, factor=0.3, total_iters=6, **k),
+    "PolynomialLR": lambda S, o, **k: S.PolynomialLR(o, total_iters=17, power=1.7, **k),
+    "LambdaLR": lambda S, o, **k: S.LambdaLR(o, lambda e: 0.95 ** e + 0.01 * (e % 3), **k),
+    "MultiplicativeLR": lambda S, o, **k: S.MultiplicativeLR(o, lambda e: 0.97 if e % 2 else 1.01, **k),
+}
+
+
+def _lrs(o):
+    return [g["lr"] for g in o.param_groups]
+
+
+def _same_schedule(run):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        t, g = run(torch), run(tg)
+    assert t == g, next((k, a, b) for k, (a, b) in enumerate(zip(t, g)) if a != b) if len(t) == len(g) else (t, g)
+
+
+@pytest.mark.parametrize("name", SCHEDULES)
+def test_schedule_over_fifty_steps(name):
+    def run(m):
+        o = _sched_optimizer(m)
+        s = SCHEDULES[name](m.optim.lr_scheduler, o)
+        out = [_lrs(o) + s.get_last_lr()]
+        for _ in range(50):
+            o.step()
+            s.step()
+            out.append(_lrs(o) + s.get_last_lr() + [g["momentum"] for g in o.param_groups])
+        return out
+    _same_schedule(run)
+
+
+@pytest.mark.parametrize("name", SCHEDULES)
+def test_schedule_resumed_with_last_epoch(name):
+    # torch's constructor steps in its initial mode (_is_initial): a chainable form keeps the rates
+    # there, so a schedule made with last_epoch=k over an optimizer at epoch k goes on from k (the
+    # exponential, cosine, linear, polynomial and multiplicative forms moved one step ahead of it)
+    def run(m):
+        o = _sched_optimizer(m)
+        s = SCHEDULES[name](m.optim.lr_scheduler, o)
+        for _ in range(7):
+            o.step()
+            s.step()
+        out = []
+        o2 = _sched_optimizer(m)
+        o2.load_state_dict(o.state_dict())
+        s2 = SCHEDULES[name](m.optim.lr_scheduler, o2, last_epoch=7)
+        out.append(_lrs(o2) + s2.get_last_lr())
+        s3 = SCHEDULES[name](m.optim.lr_scheduler, o, last_epoch=7)     # over the same optimizer, no state
+        out.append(_lrs(o) + s3.get_last_lr())
+        s2.load_state_dict(s.state_dict())
+        for _ in range(20):
+            o2.step()
+            s2.step()
+            o.step()
+            s3.step()
+            out.append(_lrs(o2) + s2.get_last_lr() + _lrs(o))
+        return out
+    _same_schedule(run)
+
+
+@pytest.mark.parametrize("name", SCHEDULES)
+def test_schedule_stepped_with_an_epoch(name):
+    # the deprecated step(epoch): the closed form where there is one
+    def run(m):
+        o = _sched_optimizer(m)
+        s = SCHEDULES[name](m.optim.lr_scheduler, o)
+        out = []
+        for e in [1, 2, 5, 3, 10, 0, 7, 20, 45, 8]:
+            o.step()
+            s.step(e)
+            out.append(_lrs(o) + s.get_last_lr())
+        return out
+    _same_schedule(run)
+
+
+def test_schedules_sharing_an_optimizer_and_composed():
+    def run(m):
+        S = m.optim.lr_scheduler
+        o = _sched_optimizer(m, 1)
+        a, b, c = S.ExponentialLR(o, 0.9), S.MultiplicativeLR(o, lambda e: 0.99), S.PolynomialLR(o, 10, 2.0)
+        o2 = _sched_optimizer(m)
+        seq = S.SequentialLR(o2, [S.ConstantLR(o2, factor=0.5, total_iters=4), S.ExponentialLR(o2, 0.9),
+                                  S.CosineAnnealingLR(o2, 10)], milestones=[5, 12])
+        o3 = _sched_optimizer(m)
+        chain = S.ChainedScheduler([S.ExponentialLR(o3, 0.95), S.StepLR(o3, 4, 0.5), S.LinearLR(o3, 0.5, total_iters=6)])
+        o4 = _sched_optimizer(m)
+        plateau = S.ReduceLROnPlateau(o4, "min", factor=0.5, patience=2, threshold=0.01, cooldown=1,
+                                      min_lr=[0.001, 0.002])
+        losses = [1, 0.9, 0.95, 0.95, 0.95, 0.95, 0.5, 0.5, 0.5, 0.5, 0.5, 0.49, 0.5, 0.5] * 3
+        out = []
+        for loss in losses:
+            for opt in (o, o2, o3, o4):
+                opt.step()
+            for s in (a, b, c, seq, chain):
+                s.step()
+            plateau.step(loss)
+            out.append(_lrs(o) + a.get_last_lr() + b.get_last_lr() + c.get_last_lr() + _lrs(o2) + seq.get_last_lr() +
+                       _lrs(o3) + chain.get_last_lr() + _lrs(o4) + [plateau.num_bad_epochs, plateau.best])
+        return out
+    _same_schedule(run)
