@@ -587,6 +587,10 @@ OPS += [
     OpInfo("prelu", lambda m, x, w: _nnf(m).prelu(x, w),
            [Sample((2, 3, 2), (3,), dtypes=FLOAT), Sample((2, 3), (1,), dtypes=FLOAT), Sample((4,), (1,), dtypes=FLOAT)],
            dtypes=FLOAT),
+    # logaddexp, logaddexp2: one primitive, torch's kernel and derivative (1 at an infinite operand)
+    OpInfo("logaddexp", lambda m, x, y: m.logaddexp(x, y), [Sample((2, 3), (3,), dtypes=FLOAT),
+                                                            Sample((), (), dtypes=FLOAT)], dtypes=FLOAT),
+    OpInfo("logaddexp2", lambda m, x, y: m.logaddexp2(x, y), [Sample((2, 3), (2, 3), dtypes=FLOAT)], dtypes=FLOAT),
     # an in-place op on a view rewrites its base (CopySlices) and the view (AsStridedBackward0)
     OpInfo("inplace_on_view", _inplace_on_view, [Sample((3, 4), (3,)), Sample((2, 3), ())], dtypes=FLOAT),
 ]

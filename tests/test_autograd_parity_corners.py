@@ -51,12 +51,14 @@ def _close(t, g, dtype):
     return bool(np.all(np.isclose(g, t, rtol=tol, atol=0, equal_nan=True)))
 
 
-def check_derivs(f, points=SPECIAL, dtypes=("float64", "float32"), second=True, exact=True):
+def check_derivs(f, points=SPECIAL, dtypes=("float64", "float32"), second=True, exact=True, names=True):
     for dtype in dtypes:
         for p in points:
             t, g = _derivs(torch, f, p, dtype, second), _derivs(tg, f, p, dtype, second)
             for what, a, b in zip(("value", "grad", "grad requires grad", "grad_fn name", "second derivative"),
                                   t, g):
+                if what == "grad_fn name" and not names:
+                    continue
                 if isinstance(a, np.ndarray):
                     ok = _same_bits(a, b) if exact else _close(a, b, dtype)
                 else:
@@ -415,3 +417,92 @@ def test_schedules_sharing_an_optimizer_and_composed():
                        _lrs(o3) + chain.get_last_lr() + _lrs(o4) + [plateau.num_bad_epochs, plateau.best])
         return out
     _same_schedule(run)
+
+
+# == losses, sinc, var: composites whose derivatives met inf * 0 ==========================================
+
+LOSS_POINTS = [-math.inf, -2.0, -1.0, -0.5, 0.0, 0.5, 1.0, 2.0, math.inf]
+
+
+@pytest.mark.parametrize("name", ["smooth_l1", "smooth_l1_beta", "huber", "huber_delta"])
+def test_smooth_l1_and_huber_derivatives_at_the_corners(name):
+    # torch's kernels: the gradient at x = -inf is -1 (it was NaN: the quadratic side's x / beta times the
+    # mask's 0), NaN at NaN, and the second derivative at x == 0 is 1 / beta (abs's zero slope gave 0)
+    f = {"smooth_l1": lambda m, x: m.nn.functional.smooth_l1_loss(x, m.zeros_like(x)),
+         "smooth_l1_beta": lambda m, x: m.nn.functional.smooth_l1_loss(x, m.full_like(x, 0.5), beta=2.0),
+         "huber": lambda m, x: m.nn.functional.huber_loss(x, m.zeros_like(x)),
+         "huber_delta": lambda m, x: m.nn.functional.huber_loss(x, m.full_like(x, -0.5), delta=0.5)}[name]
+    check_derivs(f, LOSS_POINTS, names=False)
+    check_derivs(f, [math.nan], names=False, second=False)     # (torch's second derivative there is 0)
+
+
+def test_smooth_l1_and_huber_with_reductions_match_torch():
+    rs = np.random.RandomState(0)
+    x, t = rs.randn(4, 5) * 2, rs.randn(4, 5)
+    x[0, :3] = t[0, :3]                                    # exact zeros of x - t
+    for name, kw in [("smooth_l1_loss", dict(beta=0.7)), ("huber_loss", dict(delta=0.7))]:
+        for reduction in ("mean", "sum", "none"):
+            out = []
+            for m in (torch, tg):
+                xm = m.tensor(x, requires_grad=True)
+                y = getattr(m.nn.functional, name)(xm, m.tensor(t), reduction=reduction, **kw)
+                g, = m.autograd.grad(y.sum(), xm, create_graph=True)
+                gg, = m.autograd.grad((g * g).sum(), xm)
+                out.append((_np(y), _np(g), _np(gg)))
+            for a, b in zip(*out):
+                np.testing.assert_allclose(b, a, rtol=1e-13, atol=1e-15)
+
+
+def test_sinc_gradient_at_denormals():
+    # torch's sinc_backward is 0 where pi * x * x is 0: at a denormal x it was 0 / 0 = NaN
+    check_derivs(lambda m, x: m.sinc(x), [5e-324, -5e-324, 1e-310, 1e-170, 0.0], dtypes=("float64",),
+                 second=False, names=False)
+    check_derivs(lambda m, x: m.sinc(x), [1e-45, 1e-23, 0.0], dtypes=("float32",), second=False, names=False)
+    check_derivs(lambda m, x: m.sinc(x), [0.3, -2.5, 1e-150], second=False, names=False, exact=False)
+
+
+@pytest.mark.parametrize("values, correction", [([math.inf], 1), ([1.0, math.inf], 2), ([-math.inf, 1.0], 2),
+                                                ([math.nan, 1.0], 3), ([1.0, 2.0], 2), ([math.inf, math.inf], 2)])
+def test_var_and_std_gradient_without_degrees_of_freedom(values, correction):
+    # torch's var_backward over all elements with no degrees of freedom: where(x == mean, nan, inf); an
+    # infinite x equal to its mean gave inf (x - mean == 0 was the test)
+    def run(m):
+        out = []
+        for fn in ("var", "std"):
+            x = m.tensor(values, dtype=m.float64, requires_grad=True)
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                getattr(x, fn)(correction=correction).backward()
+            out.append(_np(x.grad))
+        return out
+    for a, b in zip(run(torch), run(tg)):
+        assert _same_bits(a, b), (a, b)
+
+
+@pytest.mark.parametrize("fn", ["logaddexp", "logaddexp2"])
+@pytest.mark.parametrize("other", [0.5, -math.inf, math.inf])
+def test_logaddexp_derivatives_at_infinities_and_ties(fn, other):
+    # torch's derivative g / (1 + exp(other - x)): 1 at x = inf (it was inf / inf = NaN), and its second
+    # derivative at a tie x == other is 1/4 (base e)
+    # (the values to an ulp: torch's exp and log1p are not numpy's)
+    f = lambda m, x: getattr(m, fn)(x, m.tensor([other], dtype=x.dtype))  # noqa: E731
+    check_derivs(f, [-math.inf, -3.0, -0.0, 0.0, 0.5, 2.0, math.inf, math.nan], exact=False)
+
+
+def test_logaddexp_values_and_gradients_match_torch():
+    rs = np.random.RandomState(0)
+    a, b = rs.randn(500) * 10, rs.randn(500) * 10
+    b[:20] = a[:20]
+    for dtype, tol in (("float64", 1e-13), ("float32", 1e-5)):
+        for fn in ("logaddexp", "logaddexp2"):
+            out = []
+            for m in (torch, tg):
+                x = m.tensor(a, dtype=getattr(m, dtype), requires_grad=True)
+                y = m.tensor(b, dtype=getattr(m, dtype), requires_grad=True)
+                z = getattr(m, fn)(x, y)
+                z.sum().backward()
+                out.append((_np(z), _np(x.grad), _np(y.grad), z.grad_fn.name()))
+            t, g = out
+            assert t[3] == g[3]
+            for u, v in zip(t[:3], g[:3]):
+                np.testing.assert_allclose(v, u, rtol=tol, atol=0)

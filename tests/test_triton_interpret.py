@@ -345,6 +345,7 @@ BINARY = [
     ("copysign", lambda m, x, y: m.copysign(x, y - 0.5) + m.copysign(y, -1.0), R, True),
     ("hypot", lambda m, x, y: m.hypot(x, y * 3), R, True),
     ("prelu", lambda m, x, y: m.nn.functional.prelu(x, y), R, True),
+    ("logaddexp", lambda m, x, y: m.logaddexp(x, y * 3) + m.logaddexp2(x * 2, y), R, True),
     ("heaviside", lambda m, x, y: m.heaviside(x, y), R, False),
     ("xlogy", lambda m, x, y: m.xlogy(x, y) + m.xlogy(x * 0, y - 1) + m.xlogy(2.0, y), "pos", True),
     ("xlog1py", lambda m, x, y: m.special.xlog1py(x, y) + m.special.xlog1py(x, 0.5), "pos", True),

@@ -1009,17 +1009,30 @@ def smooth_l1_loss(input, target, size_average=None, reduce=None, reduction="mea
     _check_size(input, target)
     if beta < 0:
         raise RuntimeError("smooth_l1_loss does not support negative values for beta.")
-    d = O.abs(input - target)
-    loss = d if beta == 0 else O.where(d < beta, 0.5 * d * d / beta, d - 0.5 * beta)
+    x = input - target
+    if beta == 0:
+        loss = O.abs(x)
+    else:
+        inside, xi = _quadratic_side(x, beta)
+        loss = O.where(inside, 0.5 * xi * xi / beta, O.abs(x) - 0.5 * beta)
     return _named(_reduce(loss, reduction), "SmoothL1LossBackward0", input, target)
+
+
+def _quadratic_side(x, bound):
+    """(where smooth_l1 and huber take their quadratic side, x there and 0 elsewhere), as torch's
+    kernels: NaN inside (its gradient NaN, as torch's; abs's slope gave 0), x itself, not |x| (the
+    second derivative at x == 0 is torch's 1 / beta, abs's zero slope there gave 0), and the
+    quadratic's gradient not taken at x = +-inf (it was inf * 0 = NaN)."""
+    inside = O.logical_not(O.abs(x) >= bound)
+    return inside, O.where(inside, x, 0.0)
 
 
 def huber_loss(input, target, reduction="mean", delta=1.0, weight=None):
     if delta <= 0:
         raise RuntimeError("huber_loss does not support non-positive values for delta.")
     _check_size(input, target)
-    d = O.abs(input - target)
-    loss = O.where(d < delta, 0.5 * d * d, delta * (d - 0.5 * delta))
+    inside, xi = _quadratic_side(input - target, delta)
+    loss = O.where(inside, 0.5 * xi * xi, delta * (O.abs(input - target) - 0.5 * delta))
     if weight is not None:
         loss = loss * weight
     return _named(_reduce(loss, reduction), "HuberLossBackward0", input, target)

@@ -802,6 +802,38 @@ Primitive("prelu_grad_input", "g x w", _prelu_grad_input_kernel, shape=_bcast_sh
 Primitive("prelu_grad_weight", "g x w", _prelu_grad_weight_kernel, shape=_bcast_shape, dtype="promote",
           vjp=_prelu_grad_weight_vjp, saves="g x", grad_fn="PreluKernelBackwardBackward0", elementwise=True,
           triton=T.Expr("tl.where({1} > 0, 0.0, {1} * {0})", cast=True))
+# -- logaddexp and logaddexp2: torch's kernel, max(a, b) + log1p(exp(-|a - b|)) (a itself where a == b is
+# infinite; base 2: log1p(exp2(-|a - b|)) / ln 2), and its derivative, g / (1 + exp(b - a)) (base 2:
+# 1 + 2^(b - a)): 1 at a = inf, where the composite's exp(a - m) / (exp(a - m) + exp(b - m)) was inf / inf
+
+
+def _logaddexp_kernel(a, b, base2=False):
+    with np.errstate(all="ignore"):
+        m = np.maximum(a, b)
+        d = -np.abs(a - b)
+        r = m + (np.log1p(np.exp2(d)) * (1.0 / LN2) if base2 else np.log1p(np.exp(d)))
+        dt = np.result_type(a, b)
+        return np.where(np.isinf(a) & (a == b), a, r).astype(dt, copy=False)
+
+
+def _logaddexp_vjp(g, out, a, b, base2=False):
+    e = F.exp2 if base2 else F.exp
+    return g / (e(b - a) + 1), g / (e(a - b) + 1)
+
+
+def _triton_logaddexp(a, p, c):
+    x, y = a
+    if p.get("base2"):
+        soft = f"_log1p(tl.exp2(-tl.abs({x} - {y}))) * {1.0 / LN2!r}"
+    else:
+        soft = f"_log1p(tl.exp(-tl.abs({x} - {y})))"
+    both_inf = f"({x} == {y}) & (({x} - {x}) != ({x} - {x}))"
+    return f"tl.where({both_inf}, {x}, tl.maximum({x}, {y}) + {soft})"
+
+
+Primitive("logaddexp", "x y", _logaddexp_kernel, shape=_bcast_shape, dtype="promote", vjp=_logaddexp_vjp,
+          saves="x y", grad_fn=lambda a, p: "Logaddexp2Backward0" if p.get("base2") else "LogaddexpBackward0",
+          elementwise=True, triton=T.Expr(_triton_logaddexp, cast=True))
 # elu_result: the in-place forms' (torch's EluBackward1), whose derivative reads the result
 Primitive("elu", "x y", lambda x, y, **p: y, shape=lambda x, y, **p: tuple(y.shape),
           dtype=lambda args: (None, args[1]._dtype),
@@ -1346,14 +1378,15 @@ def _var_acc(x, dims, correction, keepdim):
 
 
 def _var_vjp(g, out, x, dims=None, correction=1, keepdim=False):
-    # torch's var_backward: without a dim and no degrees of freedom, inf (nan where x is its mean)
+    # torch's var_backward: without a dim and no degrees of freedom, where(x == mean, nan, inf) (an inf
+    # equal to its mean gives nan: x - mean == 0 took it for inf)
     d = _dims(x, dims)
     dof = _count(x, d) - correction
     gk = _expand_reduced(g, tuple(x.shape), d, keepdim)
-    centered = x - R("mean", x, d, True)
+    mean = R("mean", x, d, True)
     if (dims is None or not x.shape) and dof <= 0:
-        return (gk * F.where(centered == 0, math.nan, math.inf),)
-    return (gk * (2.0 / dof if dof else math.inf) * centered,)
+        return (gk * F.where(x == mean, math.nan, math.inf),)
+    return (gk * (2.0 / dof if dof else math.inf) * (x - mean),)
 
 
 def _std_vjp(g, out, x, dims=None, correction=1, keepdim=False):
