@@ -506,3 +506,29 @@ def test_logaddexp_values_and_gradients_match_torch():
             assert t[3] == g[3]
             for u, v in zip(t[:3], g[:3]):
                 np.testing.assert_allclose(v, u, rtol=tol, atol=0)
+
+
+def test_gaussian_nll_loss_with_an_infinite_variance():
+    # the clamp of var (no autograd) was var + (clamped - var).detach(): inf + (inf - inf) = NaN where
+    # torch's loss is inf and its gradients 0
+    def run(m):
+        x = m.tensor([1.0, 0.5, -2.0], dtype=m.float64, requires_grad=True)
+        var = m.tensor([math.inf, 1e-9, 2.0], dtype=m.float64, requires_grad=True)
+        loss = m.nn.functional.gaussian_nll_loss(x, m.zeros(3, dtype=m.float64), var, reduction="none")
+        gx, gv = m.autograd.grad(loss.sum(), (x, var))
+        return _np(loss), _np(gx), _np(gv)
+    for a, b in zip(run(torch), run(tg)):
+        np.testing.assert_allclose(b, a, rtol=1e-14, atol=0)
+
+
+@pytest.mark.parametrize("values", [[-math.inf, 1.0, 2.0], [1.0, math.inf], [math.inf, math.inf], [5.0],
+                                    [1.0, 2.0, 4.0, 8.0]])
+def test_trapezoid_with_an_even_spacing(values):
+    # torch's (sum - (first + last) / 2) * dx: an infinite end gives NaN (the sum of the pairs gave inf)
+    def run(m):
+        y = m.tensor(values, dtype=m.float64, requires_grad=True)
+        out = m.trapezoid(y, dx=0.5)
+        out.backward()
+        return _np(out), _np(y.grad)
+    for a, b in zip(run(torch), run(tg)):
+        assert _same_bits(a, b), (a, b)

@@ -515,7 +515,13 @@ def gaussian_nll_loss(input, target, var, full=False, eps=1e-6, reduction="mean"
         raise ValueError("var has negative entry/entries")
     with no_grad():
         clamped = O.clamp_min(var, eps)
-    var = var + (clamped - var).detach() if var.requires_grad else clamped
+    if var.requires_grad:
+        # the clamped values with var's gradient, where the clamp moves var (var + (clamped - var) everywhere
+        # was inf + (inf - inf) = NaN at var = inf, whose loss is torch's inf)
+        low = (var < eps).detach()
+        var = O.where(low, var + (clamped - var).detach(), var)
+    else:
+        var = clamped
     loss = 0.5 * (O.log(var) + (input - target) ** 2 / var)
     if full:
         loss = loss + 0.5 * math.log(2 * math.pi)
