@@ -84,7 +84,7 @@ def relu_(input):
 
 
 def _piecewise(input, value, fwd_name, name, lo=None, hi=None, closed=False, inside=1.0, outside=0.0,
-               nan_inside=False, no_derivative=None):
+               nan_inside=False, no_derivative=None, backward_error=None):
     """value(input) with torch's derivative for a piecewise-linear activation: g times `inside`
     on the interval (lo, hi) ([lo, hi] when closed), `outside` elsewhere, as one op,
     piecewise_backward (see ops/primitives.py), whose own derivative connects input with zeros
@@ -101,15 +101,27 @@ def _piecewise(input, value, fwd_name, name, lo=None, hi=None, closed=False, ins
             y = value(input)
     spec = dict(lo=lo, hi=hi, closed=closed, inside=inside, outside=outside, nan_inside=nan_inside, name=name,
                 no_derivative=no_derivative)
-    return apply(P["piecewise"], (input, y), dict(spec, fwd_name=fwd_name))
+    params = dict(spec, fwd_name=fwd_name)
+    if backward_error is not None:
+        params["backward_error"] = backward_error      # torch's backward raises it (see leaky_relu)
+    return apply(P["piecewise"], (input, y), params)
 
 
 def leaky_relu(input, negative_slope=0.01, inplace=False):
     # torch's leaky_relu_backward: x > 0 ? grad : grad * negative_slope (NaN: the slope)
+    # (in place, torch's LeakyReluBackward1 reads the result: with a negative slope its backward raises)
     s = negative_slope
-    out = _piecewise(input, lambda x: O.where(x > 0.0, x, x * s), "LeakyReluBackward0", "LeakyReluBackwardBackward0",
-                     lo=0.0, outside=s)
-    return input.copy_(out) if inplace else out
+    error = _LEAKY_INPLACE_NEGATIVE if inplace and s < 0 else None
+    return _inplace(input, lambda v: _piecewise(v, lambda x: O.where(x > 0.0, x, x * s), "LeakyReluBackward0",
+                                                "LeakyReluBackwardBackward0", lo=0.0, outside=s, backward_error=error),
+                    inplace, "LeakyReluBackward1")
+
+
+_LEAKY_INPLACE_NEGATIVE = (
+    "In-place leakyReLu backward calculation is triggered with a negative slope which is not supported. This is caused "
+    "by calling in-place forward function with a negative slope, please call out-of-place version instead. File an "
+    "issue at https://github.com/pytorch/pytorch if you do require supporting in-place leakRelu backward calculation "
+    "with negative slope")
 
 
 def leaky_relu_(input, negative_slope=0.01):
@@ -135,9 +147,10 @@ def gelu(input, approximate="none"):
 
 
 def silu(input, inplace=False):
-    x, dt = _opmath(input)
-    out = _named(_rounded(x * O.sigmoid(x), dt), "SiluBackward0", input)
-    return input.copy_(out) if inplace else out
+    def compute(v):
+        x, dt = _opmath(v)
+        return _named(_rounded(x * O.sigmoid(x), dt), "SiluBackward0", v)
+    return _inplace(input, compute, inplace)
 
 
 def sigmoid(input):
@@ -801,8 +814,27 @@ def binary_cross_entropy(input, target, weight=None, size_average=None, reduce=N
 
 # == more activations, losses and layers, each a decomposition into the ops above =================
 
-def _inplace(input, out, inplace):
+def _write(input, out, inplace):
     return input.copy_(out) if inplace else out
+
+
+def _inplace(input, compute, inplace, name=None):
+    """compute(input), written into input when inplace. With autograd, the activation is computed
+    from a clone of input, and its node (`name` where torch's in-place form names it otherwise,
+    LeakyReluBackward1, ThresholdBackward1) is written in: copy_ of the result kept the nodes that
+    read input, which the write changed, so backward raised "modified by an inplace operation"
+    (nn.LeakyReLU(inplace=True) or nn.ReLU6(inplace=True) after a Linear)."""
+    if not inplace:
+        return compute(input)
+    if isinstance(input, Proxy) or not (is_grad_enabled() and input.requires_grad):
+        return input.copy_(compute(input))
+    check_inplace(input)
+    out = compute(input.clone())
+    if out.grad_fn is None or out.dtype != input.dtype:
+        return input.copy_(out)
+    if name is not None:
+        out.grad_fn.__class__ = node_class(name)
+    return commit(input, out)
 
 
 def _elu(input, alpha, scale, input_scale, inplace, name="Elu", grad_scale=None):
@@ -825,7 +857,7 @@ def _elu(input, alpha, scale, input_scale, inplace, name="Elu", grad_scale=None)
                 input_scale=float(input_scale if grad_scale is None else grad_scale))
     traced = isinstance(input, Proxy)
     if not (is_grad_enabled() and (traced or input.requires_grad)):
-        return _inplace(input, _rounded(value(x), dt), inplace)
+        return _write(input, _rounded(value(x), dt), inplace)
     if traced:
         y = value(x)
     else:
@@ -835,7 +867,7 @@ def _elu(input, alpha, scale, input_scale, inplace, name="Elu", grad_scale=None)
         check_inplace(input)
         return commit(input, apply(P["elu_result"], (input, y), dict(spec, name=name + "Backward1")))
     out = apply(P["elu"], (x, y), dict(spec, name=name + "Backward0"))
-    return _inplace(input, _named(_rounded(out, dt), name + "Backward0", input), inplace)
+    return _write(input, _named(_rounded(out, dt), name + "Backward0", input), inplace)
 
 
 def elu(input, alpha=1.0, inplace=False):
@@ -874,9 +906,9 @@ def hardtanh(input, min_val=-1.0, max_val=1.0, inplace=False):
         raise ValueError("min_val cannot be greater than max_val")
     # torch's hardtanh_backward: x <= min_val || x >= max_val ? 0 : grad (NaN: grad)
     lo, hi = float(min_val), float(max_val)
-    out = _piecewise(input, lambda x: O.where(O.logical_or(x <= lo, x >= hi), O.clamp(x, min_val, max_val), x),
-                     "HardtanhBackward0", "HardtanhBackwardBackward0", lo=lo, hi=hi, nan_inside=True)
-    return _inplace(input, out, inplace)
+    return _inplace(input, lambda v: _piecewise(
+        v, lambda x: O.where(O.logical_or(x <= lo, x >= hi), O.clamp(x, min_val, max_val), x),
+        "HardtanhBackward0", "HardtanhBackwardBackward0", lo=lo, hi=hi, nan_inside=True), inplace)
 
 
 def hardtanh_(input, min_val=-1.0, max_val=1.0):
@@ -890,41 +922,32 @@ def relu6(input, inplace=False):
 def hardsigmoid(input, inplace=False):
     # torch's hardsigmoid_backward: -3 < x < 3 ? grad * (1.0f / 6.0f) : 0 (NaN: 0; the slope is a float
     # constant, float64 too), without a derivative of its own
-    x, dt = _opmath(input)
-    value = lambda v: O.where((v > -3.0) & (v < 3.0), v / 6.0 + 0.5, O.clamp(v / 6.0 + 0.5, 0.0, 1.0))  # noqa: E731
-    out = _piecewise(x, value, "HardsigmoidBackward0", "NotImplemented", lo=-3.0, hi=3.0,
-                     inside=float(np.float32(1.0) / np.float32(6.0)), no_derivative="hardsigmoid_backward")
-    return _activation_inplace(input, _named(_rounded(out, dt), "HardsigmoidBackward0", input), inplace)
+    def compute(v):
+        x, dt = _opmath(v)
+        value = lambda u: O.where((u > -3.0) & (u < 3.0), u / 6.0 + 0.5, O.clamp(u / 6.0 + 0.5, 0.0, 1.0))  # noqa
+        out = _piecewise(x, value, "HardsigmoidBackward0", "NotImplemented", lo=-3.0, hi=3.0,
+                         inside=float(np.float32(1.0) / np.float32(6.0)), no_derivative="hardsigmoid_backward")
+        return _named(_rounded(out, dt), "HardsigmoidBackward0", v)
+    return _inplace(input, compute, inplace)
 
 
 def hardswish(input, inplace=False):
     # torch: x * relu6(x + 3) / 6, with its hardswish_backward (ops/primitives.py)
-    x, dt = _opmath(input)
-
     def value(v):
         return O.where(v <= -3.0, v * 0.0, O.where(v >= 3.0, v, v * (v + 3.0) / 6.0))
 
-    if isinstance(x, Proxy) and is_grad_enabled():
-        out = apply(P["hardswish"], (x, value(x)), {})
-    elif not (is_grad_enabled() and x.requires_grad):
-        out = value(x)
-    else:
-        with no_grad():
-            y = value(x)
-        out = apply(P["hardswish"], (x, y), {})
-    return _activation_inplace(input, _named(_rounded(out, dt), "HardswishBackward0", input), inplace)
-
-
-def _activation_inplace(input, out, inplace):
-    """out written into input: an activation's in-place form records its own node, as torch's
-    (HardswishBackward0, not CopyBackwards), whose derivative reads input's value from before
-    the write."""
-    if not inplace:
-        return out
-    if out.grad_fn is None or out.dtype != input.dtype or isinstance(input, Proxy):
-        return input.copy_(out)
-    check_inplace(input)
-    return commit(input, out)
+    def compute(v):
+        x, dt = _opmath(v)
+        if isinstance(x, Proxy) and is_grad_enabled():
+            out = apply(P["hardswish"], (x, value(x)), {})
+        elif not (is_grad_enabled() and x.requires_grad):
+            out = value(x)
+        else:
+            with no_grad():
+                y = value(x)
+            out = apply(P["hardswish"], (x, y), {})
+        return _named(_rounded(out, dt), "HardswishBackward0", v)
+    return _inplace(input, compute, inplace)
 
 
 def softsign(input):
@@ -936,9 +959,10 @@ def tanhshrink(input):
 
 
 def mish(input, inplace=False):
-    x, dt = _opmath(input)
-    out = x * O.tanh(softplus(x))
-    return _inplace(input, _named(_rounded(out, dt), "MishBackward0", input), inplace)
+    def compute(v):
+        x, dt = _opmath(v)
+        return _named(_rounded(x * O.tanh(softplus(x)), dt), "MishBackward0", v)
+    return _inplace(input, compute, inplace)
 
 
 def _shrink_mask(x, lambd):
@@ -994,9 +1018,9 @@ def threshold(input, threshold, value, inplace=False):
     # torch's kernel: x <= threshold ? value : x (-inf too, where x * 0 + value was NaN);
     # threshold_backward: x <= threshold ? 0 : grad (NaN: grad)
     t = float(threshold)
-    out = _piecewise(input, lambda x: O.where(x <= t, value, x), "ThresholdBackward0",
-                     "ThresholdBackwardBackward0", lo=t, nan_inside=True)
-    return _inplace(input, out, inplace)
+    return _inplace(input, lambda v: _piecewise(v, lambda x: O.where(x <= t, value, x), "ThresholdBackward0",
+                                                "ThresholdBackwardBackward0", lo=t, nan_inside=True),
+                    inplace, "ThresholdBackward1")
 
 
 def threshold_(input, threshold, value):

@@ -670,9 +670,15 @@ Primitive("piecewise_backward", "g x", _piecewise_backward_kernel,
           vjp=_piecewise_double_backward,
           saves="x", grad_fn=lambda a, p: p["name"], elementwise=True,
           triton=T.Expr(_triton_piecewise, cast=True))
+def _piecewise_vjp(g, out, x, y, **p):
+    if p.get("backward_error"):              # torch's in-place leaky_relu_ with a negative slope
+        raise RuntimeError(p["backward_error"])
+    return _piecewise_backward(g, x, p), None
+
+
 Primitive("piecewise", "x y", lambda x, y, **p: y, shape=lambda x, y, **p: tuple(y.shape),
           dtype=lambda args: (None, args[1]._dtype),
-          vjp=lambda g, out, x, y, **p: (_piecewise_backward(g, x, p), None),
+          vjp=_piecewise_vjp,
           saves="x", grad_fn=lambda a, p: p["fwd_name"], elementwise=True, triton=T.Expr("{1}"))
 # -- elu, celu and selu: the value y is their composite's (nn/functional.py), `elu(x, y)` gives it
 # torch's derivative, elu_backward(g, x): x <= 0 ? g * input_scale * (alpha * scale) *
