@@ -594,3 +594,18 @@ def test_inplace_activation_modules_train():
 
 _PARAMS = [np.random.RandomState(k).randn(*s) for k, s in enumerate([(4, 3), (4,), (4, 4), (4,), (4, 4), (4,),
                                                                       (4, 4), (4,), (1, 4), (1,)])]
+
+
+@pytest.mark.parametrize("method, args", [("log10_", ()), ("sinc_", ()), ("logit_", ()), ("deg2rad_", ()),
+                                          ("addcdiv_", "tensors"), ("frac_", ())])
+def test_inplace_decompositions_of_a_tensor_with_history(method, args):
+    # log10_ (log(x) / ln 10 written back) raised "modified by an inplace operation" at backward
+    def run(m):
+        x = m.tensor([0.2, 0.7, 0.4], dtype=m.float64, requires_grad=True)
+        y = x * 1
+        extra = (x * 2, x + 1) if args == "tensors" else ()
+        getattr(y, method)(*extra)
+        g, = m.autograd.grad((y * m.tensor([1.0, 2.0, 3.0], dtype=m.float64)).sum(), x)
+        return _np(y), _np(g)
+    for a, b in zip(run(torch), run(tg)):
+        np.testing.assert_allclose(b, a, rtol=1e-14, atol=0)

@@ -736,9 +736,23 @@ nan_to_num argwhere bincount histc matrix_power matrix_exp logaddexp xlogy addmm
 scatter_reduce logaddexp2 deg2rad rad2deg logit sinc sgn positive float_power heaviside addcmul addcdiv nansum nanmean
 diff aminmax bitwise_not""".split():
     setattr(Tensor, _name, getattr(F, _name))
+
+
+def _inplace_composite(fn):
+    """The in-place form of a decomposition: with autograd, computed from a clone of self, whose
+    nodes may read self's value (log10_'s log did: backward raised "modified by an inplace
+    operation" once the write changed self)."""
+    def op(self, *args, **kwargs):
+        check_inplace(self)
+        src = self.clone() if STATE.grad_enabled and self.requires_grad and not _tracing() else self
+        return commit(self, fn(src, *args, **kwargs))
+    op.__name__ = fn.__name__ + "_"
+    return op
+
+
 for _name in """trunc fix frac fmod nan_to_num log10 index_fill index_copy scatter_reduce deg2rad rad2deg logit sinc sgn
 heaviside addcmul addcdiv bitwise_not""".split():
-    setattr(Tensor, _name + "_", _inplace(getattr(F, _name)))
+    setattr(Tensor, _name + "_", _inplace_composite(getattr(F, _name)))
 
 
 # -- in-place forms, casts and questions torch's Tensor also has -------------------------------------
