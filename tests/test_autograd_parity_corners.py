@@ -609,3 +609,35 @@ def test_inplace_decompositions_of_a_tensor_with_history(method, args):
         return _np(y), _np(g)
     for a, b in zip(run(torch), run(tg)):
         np.testing.assert_allclose(b, a, rtol=1e-14, atol=0)
+
+
+def test_binary_cross_entropy_derivatives_at_the_clamp():
+    # torch's binary_cross_entropy_backward divides by max((1 - p) p, EPSILON) with EPSILON the float 1e-12
+    # (float64 too), and is an op of its own whose double backward adds eps to p and 1 - p: at p = 0 the
+    # second derivative is t / eps^2 (3e23), where the clamp's zero slope gave 1e12
+    p = np.array([0.0, 1.0, 1e-14, 0.3, 0.999, 0.5])
+    t = np.array([0.3, 0.6, 0.3, 0.3, 1.0, 0.5])
+    for dtype in ("float64", "float32"):
+        out = []
+        for m in (torch, tg):
+            x = m.tensor(p, dtype=getattr(m, dtype), requires_grad=True)
+            tt = m.tensor(t, dtype=getattr(m, dtype), requires_grad=True)
+            y = m.nn.functional.binary_cross_entropy(x, tt, reduction="sum")
+            v = m.ones_like(y, requires_grad=True)
+            gx, gt = m.autograd.grad(y, (x, tt), v, create_graph=True)
+            second = m.autograd.grad((gx * gx).sum() + (gt * gx).sum(), (x, tt, v))
+            out.append([_np(gx), _np(gt), gx.grad_fn.name()] + [_np(a) for a in second])
+        t_, g_ = out
+        assert t_[2] == g_[2]
+        for a, b in zip(t_[:2] + t_[3:], g_[:2] + g_[3:]):
+            np.testing.assert_allclose(b, a, rtol=1e-13 if dtype == "float64" else 1e-6, atol=0)
+
+
+def test_cumsum_never_gives_negative_zero():
+    # torch's running sum starts from +0.0: np.cumsum kept a leading -0.0
+    for dtype in ("float64", "float32", "float16"):
+        def run(m):
+            x = m.tensor([[-0.0, -0.0, 1.0, -1.0, -0.0], [-0.0, 2.0, -0.0, -2.0, -0.0]], dtype=getattr(m, dtype))
+            return _np(m.cumsum(x, 1)), _np(m.cumsum(x, 0))
+        for a, b in zip(run(torch), run(tg)):
+            assert _same_bits(a, b), (dtype, a, b)

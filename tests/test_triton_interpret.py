@@ -276,7 +276,8 @@ ELSEWHERE = {"matmul": "test_matmul_*", "tril": "test_tril_triu_and_glue_ops", "
              "elu_backward": "UNARY['elu'] (its backward)",
              "hardswish_backward": "UNARY['hardswish'] (its backward)",
              "prelu_grad_input": "BINARY['prelu'] (its backward)",
-             "prelu_grad_weight": "BINARY['prelu'] (its backward)"}
+             "prelu_grad_weight": "BINARY['prelu'] (its backward)",
+             "binary_cross_entropy_backward": "EXTRA (binary_cross_entropy's backward)"}
 
 R = "real"
 UNARY = [  # (primitive, fn, domain, differentiable)
@@ -876,6 +877,9 @@ def check_compiled(fn, arrays, tol=F32, torch_fn=None, wrt=None):
 
 IDX = np.array([[0, 4, 4, 1], [2, 2, 2, 2], [3, 0, 1, 3]], dtype=np.int64)
 EXTRA = [  # (primitive, fn, inputs, differentiable): the primitives ELSEWHERE names, compiled
+    # binary_cross_entropy's backward is an op of its own (torch's EPSILON, its double backward)
+    ("binary_cross_entropy_backward", lambda m, a: m.nn.functional.binary_cross_entropy(
+        m.sigmoid(a), m.sigmoid(a * 0.5).detach(), reduction="none"), lambda: make_inputs([(3, 5)]), True),
     ("matmul", lambda m, a, b: (a @ b + 1).relu(), lambda: make_inputs([(4, 5), (5, 3)]), True),
     ("tril", lambda m, a: a.tril() * 2 + a.triu(1).exp(), lambda: make_inputs([(4, 4)]), True),
     ("argmax", lambda m, a: (a.argmax(1), a.argmin(0), a.amax(1) * 2), lambda: make_inputs([(3, 6)]), False),

@@ -144,13 +144,18 @@ def _cumsum_vjp(g, out, x, dim):
 
 def _scan_kernel(fn):
     """np.cumsum / np.cumprod with torch's accumulation: int64 for integers and bool,
-    float32 for float16 (each running value rounded to float16 once, as torch's scans do)."""
+    float32 for float16 (each running value rounded to float16 once, as torch's scans do).
+    torch's sum starts from +0.0, so no running sum is -0.0 (np.cumsum kept a leading -0.0)."""
+    start = 0.0 if fn is np.cumsum else None
+
     def kernel(x, dim):
         if x.dtype.kind in "biu":
             return fn(x, axis=dim, dtype=np.int64)
         if x.dtype == np.float16:
-            return fn(x, axis=dim, dtype=np.float32).astype(np.float16)
-        return fn(x, axis=dim, dtype=x.dtype)
+            r = fn(x, axis=dim, dtype=np.float32)
+            return (r if start is None else r + np.float32(start)).astype(np.float16)
+        r = fn(x, axis=dim, dtype=x.dtype)
+        return r if start is None else np.add(r, x.dtype.type(start), out=r)
     return kernel
 
 
