@@ -641,3 +641,13 @@ def test_cumsum_never_gives_negative_zero():
             return _np(m.cumsum(x, 1)), _np(m.cumsum(x, 0))
         for a, b in zip(run(torch), run(tg)):
             assert _same_bits(a, b), (dtype, a, b)
+
+
+@pytest.mark.parametrize("eps", [None, 0.1])
+def test_logit_second_derivative_outside_its_range(eps):
+    # torch's derivative where(lo <= x <= hi, g / (x (1 - x)), NaN or 0): the second derivative is 0 outside
+    # (it was the quotient's own, -0.75 at x = -1 without eps) and NaN at 0 and 1 with eps (0 * inf)
+    f = lambda m, x: m.logit(x, eps)  # noqa: E731
+    check_derivs(f, [-math.inf, -1.0, -0.0, 0.0, 1.0, 2.0, math.inf, math.nan], dtypes=("float64",), exact=False,
+                 names=eps is None)
+    check_derivs(f, [0.05, 0.3, 0.95], dtypes=("float64",), exact=False, names=eps is None)

@@ -153,9 +153,8 @@ def logit(input, eps=None):
     """log(x / (1 - x)), x clamped to [eps, 1 - eps] when eps is given (its gradient 0 outside),
     as torch.logit."""
     x = _floating(input, "logit")
-    if eps is not None:
-        x = O.clamp(x, eps, 1.0 - eps)
-    return rename_grad_fn(apply(PRIMITIVES["logit"], (x,), {}), "LogitBackward0")
+    return rename_grad_fn(apply(PRIMITIVES["logit"], (x,), {} if eps is None else {"eps": float(eps)}),
+                          "LogitBackward0")
 
 
 def sinc(input):
