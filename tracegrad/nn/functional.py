@@ -863,8 +863,9 @@ def _elu(input, alpha, scale, input_scale, inplace, name="Elu", grad_scale=None)
     else:
         with no_grad():
             y = value(x)
-    if inplace and dt is None:
+    if inplace:          # (16-bit: the value rounded once, the derivative from it in float32, as torch's)
         check_inplace(input)
+        y = y if dt is None else _rounded(y, dt)
         return commit(input, apply(P["elu_result"], (input, y), dict(spec, name=name + "Backward1")))
     out = apply(P["elu"], (x, y), dict(spec, name=name + "Backward0"))
     return _write(input, _named(_rounded(out, dt), name + "Backward0", input), inplace)
