@@ -666,3 +666,40 @@ def test_inplace_elu_in_half_precision(dtype):
     assert t[0] == g[0]
     for a, b in zip(t[1:], g[1:]):
         np.testing.assert_array_equal(b, a)
+
+
+@pytest.mark.parametrize("name, kwargs", [("SGD", dict(lr=0.05, momentum=0.9, nesterov=True, weight_decay=0.01)),
+                                          ("SGD", dict(lr=0.05, momentum=0.9, dampening=0.2)),
+                                          ("Adam", dict(lr=0.05, betas=(0.3, 0.9), weight_decay=0.1)),
+                                          ("AdamW", dict(lr="tensor", amsgrad=True))])
+def test_compiled_optimizer_step_equals_the_eager_one(name, kwargs):
+    # a training step traced whole (optim/traced.py) fuses the same multiply-adds as the eager update
+    def run(compiled):
+        tg.manual_seed(0)
+        m = tg.nn.Linear(16, 8)
+        kw = dict(kwargs, lr=tg.tensor(0.05)) if kwargs["lr"] == "tensor" else kwargs
+        opt = getattr(tg.optim, name)(m.parameters(), **kw)
+
+        def step(x):
+            opt.zero_grad()
+            loss = (m(x) ** 2).mean()
+            loss.backward()
+            opt.step()
+            return loss
+        f = tg.compile(step) if compiled else step
+        rs = np.random.RandomState(0)
+        for _ in range(4):
+            f(tg.tensor(rs.randn(8, 16).astype(np.float32)))
+        return m.weight.detach().numpy().copy(), m.bias.detach().numpy().copy()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")            # traced whole, not run eagerly
+        compiled = run(True)
+    for a, b in zip(run(False), compiled):
+        np.testing.assert_array_equal(b, a)
+
+
+def test_reciprocal_derivatives_at_tiny_zero_and_infinite_inputs():
+    # torch's -grad * result * result: -inf once result * result overflows (1e-20 in float32), at +-0 too
+    check_derivs(lambda m, x: x.reciprocal(), [1e-20, -1e-20, 1e-30, -0.0, 0.0, math.inf, -math.inf, math.nan],
+                 dtypes=("float32",))
+    check_derivs(lambda m, x: 1 / x, [1e-160, 5e-324, -0.0, 0.0, math.inf], dtypes=("float64",))
