@@ -62,28 +62,6 @@ def _cast(x, dtype):
     return F.convert(x, dtype)
 
 
-def _f32(v):
-    """A Python number as torch's float32 kernel reads it (rounded to float32)."""
-    return float(np.float32(v))
-
-
-def _fma(a, b, c, dt):
-    """a * b + c rounded once, for float32 parameters (dt), as the eager update computes it
-    (optimizer._fma: the float32 product is exact in float64)."""
-    a64, b64 = (_cast(v, D.float64) if isinstance(v, Tensor) else v for v in (a, b))
-    return _cast(_cast(c, D.float64) + b64 * a64, D.float32)
-
-
-def _lerp(m, g, w, dt):
-    """m.lerp(g, w) as optimizer._lerp_: from the nearer end, fused in float32."""
-    if dt is not D.float32:
-        return m + (g - m) * w
-    w = _f32(w)
-    if w < 0.5:
-        return _fma(w, g - m, m, dt)
-    return _fma(-(g - m), float(np.float32(1) - np.float32(w)), g, dt)
-
-
 def _value(sh, t):
     """The symbolic value of real tensor t now (its write in this trace, or t itself)."""
     v = sh.value(t)
@@ -102,7 +80,7 @@ def sgd(opt, sh):
             x = _value(sh, p)
             d = -g if group["maximize"] else g
             if wd != 0:
-                d = _fma(_f32(wd), x, d, dt) if dt is D.float32 else d + x * wd
+                d = d + x * wd
             if momentum != 0:
                 st = _state(sh, opt, p)
                 buf = None if st is None else st.get("momentum_buffer")
@@ -113,19 +91,10 @@ def sgd(opt, sh):
                     _set(sh, st, "momentum_buffer", F.clone(d), dt)
                 else:
                     b = _value(sh, buf) * momentum
-                    if dt is D.float32:
-                        b = _fma(_f32(1 - dampening), d, b, dt)
-                    else:
-                        b = b + (d if dampening == 0 else d * (1 - dampening))
+                    b = b + (d if dampening == 0 else d * (1 - dampening))
                     _set(sh, st, "momentum_buffer", b, dt)
-                if group["nesterov"]:
-                    d = _fma(_f32(momentum), b, d, dt) if dt is D.float32 else d + b * momentum
-                else:
-                    d = b
-            if dt is D.float32:
-                sh.write(p, _fma(_cast(-lr, dt), d, x, dt))
-            else:
-                sh.write(p, x + d * _cast(-lr, dt))
+                d = d + b * momentum if group["nesterov"] else b
+            sh.write(p, x + d * _cast(-lr, dt))
 
 
 def adam(opt, sh):
@@ -156,21 +125,18 @@ def adam(opt, sh):
                 g = -g
             step = step + 1
             _set(sh, st, "step", step, D.float32)
-            # a float32 tensor lr: its coefficients computed in float32, as the eager update (adam.py)
-            lr32 = isinstance(group["lr"], Tensor) and group["lr"].dtype is D.float32
             if wd != 0:
                 if group["decoupled_weight_decay"]:
-                    x = x * _cast((1 - _cast(lr, D.float32) * _f32(wd)) if lr32 else 1 - lr * wd, dt)
+                    x = x * _cast(1 - lr * wd, dt)
                 else:
-                    g = _fma(_f32(wd), x, g, dt) if dt is D.float32 else g + x * wd
-            m = _lerp(m, g, 1 - beta1, dt)
+                    g = g + x * wd
+            m = m + (g - m) * (1 - beta1)
             v = v * beta2
-            v = _fma(g * (1 - beta2), g, v, dt) if dt is D.float32 else v + g * (1 - beta2) * g
+            v = v + g * (1 - beta2) * g
             s64 = _cast(step, D.float64)
             bias_correction1 = 1 - F.pow(beta1, s64)
             bias_correction2 = 1 - F.pow(beta2, s64)
-            step_size = _cast(_cast(lr, D.float32) / _cast(bias_correction1, D.float32), D.float64) if lr32 else \
-                lr / bias_correction1
+            step_size = lr / bias_correction1
             bias_correction2_sqrt = F.sqrt(bias_correction2)
             if amsgrad:
                 vmax = F.maximum(vmax, v)
