@@ -290,10 +290,8 @@ def _fma(a, b, c):
     """a * b + c rounded once, as torch's CPU kernels compute add(other, alpha=a), addcmul and
     lerp in float32 (a fused multiply-add; the product and sum rounded apart were 1 ulp off now
     and then, and the parameters drifted from torch's over the steps). A float32 product is exact
-    in float64, so the float64 sum rounded to float32 is the fused result. Other dtypes, and arrays
-    on a device (cuda.py's, which compute as its kernels do): a * b + c."""
-    if type(c) is np.ndarray and c.dtype == np.float32 and all(
-            type(v) is np.ndarray or isinstance(v, (float, np.floating)) for v in (a, b)):
+    in float64, so the float64 sum rounded to float32 is the fused result. Other dtypes: a * b + c."""
+    if getattr(c, "dtype", None) == np.float32:
         return (np.float64(a) * np.asarray(b, np.float64) + c).astype(np.float32)
     return a * b + c
 
