@@ -1,7 +1,7 @@
 """Adagrad (torch.optim.Adagrad)."""
 import numpy as np
 
-from .optimizer import Optimizer, _scalar, _finish, _check_options, _fma, _lr_dtype
+from .optimizer import Optimizer, _scalar, _finish, _check_options
 from ..tensor import Tensor
 from .. import _dtype as D
 
@@ -45,11 +45,10 @@ class Adagrad(Optimizer):
                 state["step"]._data += 1
                 step = float(state["step"]._data)
                 if wd != 0:
-                    g = _fma(dt(wd), x, g)                 # grad.add(param, alpha=weight_decay)
-                lt = _lr_dtype(group["lr"])     # a tensor lr divides in its dtype, as torch's tensor op
-                clr = float(lt(lr) / lt(1 + (step - 1) * lr_decay))
+                    g = g + dt(wd) * x
+                clr = lr / (1 + (step - 1) * lr_decay)
                 s = state["sum"]._data
-                s[...] = _fma(g, g, s)                     # state_sum.addcmul_(g, g, value=1)
+                s += g * dt(1) * g                         # state_sum.addcmul_(g, g, value=1)
                 std = np.sqrt(s)
                 std += dt(eps)
                 upd = g * dt(-clr)

@@ -2,7 +2,7 @@
 import numpy as np
 
 from . import traced
-from .optimizer import TRACED_UPDATES, Optimizer, _scalar, _zeros_like, _finish, _fma, _lerp_, _lr_dtype
+from .optimizer import TRACED_UPDATES, Optimizer, _scalar, _zeros_like, _finish
 from ..tensor import Tensor
 from .. import _dtype as D
 
@@ -52,7 +52,6 @@ class Adam(Optimizer):
     def _update(self):
         for group in self.param_groups:
             lr = _scalar(group["lr"])
-            lt = _lr_dtype(group["lr"])
             beta1, beta2 = (_scalar(b) for b in group["betas"])
             wd, eps, amsgrad = group["weight_decay"], group["eps"], group["amsgrad"]
             for p in group["params"]:
@@ -75,18 +74,18 @@ class Adam(Optimizer):
                 step_t._vc[0] += 1
                 if wd != 0:
                     if group["decoupled_weight_decay"]:
-                        x *= dt(lt(1) - lt(lr) * lt(wd))           # param.mul_(1 - lr * weight_decay)
+                        x *= dt(1 - lr * wd)
                     else:
-                        g = _fma(dt(wd), x, g)                    # grad.add(param, alpha=weight_decay)
+                        g = g + dt(wd) * x
                 m, v = state["exp_avg"]._data, state["exp_avg_sq"]._data
                 # m.lerp_(g, 1 - beta1); v.mul_(beta2).addcmul_(g, g, value=1 - beta2)
-                _lerp_(m, g, 1 - beta1, dt)
+                m += (g - m) * dt(1 - beta1)
                 v *= dt(beta2)
-                v[...] = _fma(dt(1 - beta2) * g, g, v)
+                v += g * dt(1 - beta2) * g
                 step = float(step_t._data)
                 bias_correction1 = 1 - beta1 ** step
                 bias_correction2 = 1 - beta2 ** step
-                step_size = float(lt(lr) / lt(bias_correction1))  # a tensor lr's division in its dtype
+                step_size = lr / bias_correction1
                 bias_correction2_sqrt = bias_correction2 ** 0.5
                 if amsgrad:
                     vmax = state["max_exp_avg_sq"]._data

@@ -3,7 +3,7 @@ precision of torch's single-tensor implementations, so that parameters equal tor
 Inside a compiled training step they are not traced yet (the step says so and runs eagerly)."""
 import numpy as np
 
-from .optimizer import Optimizer, _scalar, _zeros_like, _finish, _check_options, _fma, _lerp_, _lr_dtype
+from .optimizer import Optimizer, _scalar, _zeros_like, _finish, _check_options
 from ..tensor import Tensor
 from .. import _dtype as D
 
@@ -16,6 +16,14 @@ def _check_betas(betas):
             raise ValueError(f"Invalid beta parameter at index {i}: {betas[i]}")
 
 
+def _lerp_(m, g, w, dt):
+    """m.lerp_(g, w) as torch computes it (from the nearer end)."""
+    if w < 0.5:
+        m += (g - m) * dt(w)
+    else:
+        m[...] = g - (g - m) * dt(1 - w)
+
+
 def _step(state):
     """The state's step count (a float32 tensor, as torch's), advanced by one."""
     t = state["step"]
@@ -24,15 +32,14 @@ def _step(state):
     return float(t._data)
 
 
-def _decayed(g, x, lr, wd, decoupled, dt, lt=np.float64):
-    """The gradient with weight decay: x scaled by 1 - lr wd in place (decoupled; in the learning
-    rate's number type lt, _lr_dtype), or g + wd x."""
+def _decayed(g, x, lr, wd, decoupled, dt):
+    """The gradient with weight decay: x scaled by 1 - lr wd in place (decoupled), or g + wd x."""
     if wd == 0:
         return g
     if decoupled:
-        x *= dt(lt(1) - lt(lr) * lt(wd))
+        x *= dt(1 - lr * wd)
         return g
-    return _fma(dt(wd), x, g)
+    return g + dt(wd) * x
 
 
 def _moments(state, g, beta1, beta2, dt):
@@ -40,7 +47,7 @@ def _moments(state, g, beta1, beta2, dt):
     m, v = state["exp_avg"]._data, state["exp_avg_sq"]._data
     _lerp_(m, g, 1 - beta1, dt)
     v *= dt(beta2)
-    v[...] = _fma(dt(1 - beta2) * g, g, v)
+    v += g * dt(1 - beta2) * g
     return m, v
 
 
@@ -80,12 +87,11 @@ class Adamax(Optimizer):
                 state.update(step=_new_step(), exp_avg=_zeros_like(p), exp_inf=_zeros_like(p))
             step = _step(state)
             if group["weight_decay"] != 0:
-                g = _fma(dt(group["weight_decay"]), x, g)
+                g = g + dt(group["weight_decay"]) * x
             m, u = state["exp_avg"]._data, state["exp_inf"]._data
             _lerp_(m, g, 1 - beta1, dt)
             np.maximum(u * dt(beta2), np.abs(g) + dt(group["eps"]), out=u)
-            lt = _lr_dtype(group["lr"])     # a tensor lr: the coefficients in its dtype, as torch's tensor ops
-            clr = float(lt(_scalar(group["lr"])) / lt(1 - beta1 ** step))
+            clr = _scalar(group["lr"]) / (1 - beta1 ** step)
             upd = m * dt(-clr)
             upd /= u
             x += upd
@@ -119,8 +125,7 @@ class NAdam(Optimizer):
                              exp_avg=_zeros_like(p), exp_avg_sq=_zeros_like(p))
             step = _step(state)
             bias_correction2 = 1 - beta2 ** step
-            lt = _lr_dtype(group["lr"])
-            g = _decayed(g, x, lr, wd, group["decoupled_weight_decay"], dt, lt)
+            g = _decayed(g, x, lr, wd, group["decoupled_weight_decay"], dt)
             mu = beta1 * (1.0 - 0.5 * (0.96 ** (step * psi)))
             mu_next = beta1 * (1.0 - 0.5 * (0.96 ** ((step + 1) * psi)))
             mp = state["mu_product"]
@@ -131,10 +136,10 @@ class NAdam(Optimizer):
             m, v = _moments(state, g, beta1, beta2, dt)
             denom = np.sqrt(v / dt(bias_correction2))
             denom += dt(group["eps"])
-            upd = g * dt(lt(-lr) * lt(1.0 - mu) / lt(1.0 - mu_product))
+            upd = g * dt(-lr * (1.0 - mu) / (1.0 - mu_product))
             upd /= denom
             x += upd
-            upd = m * dt(lt(-lr) * lt(mu_next) / lt(1.0 - mu_product * mu_next))
+            upd = m * dt((-lr * mu_next) / (1.0 - mu_product * mu_next))
             upd /= denom
             x += upd
             _finish([p, state["exp_avg"], state["exp_avg_sq"]])
@@ -164,7 +169,7 @@ class RAdam(Optimizer):
             if len(state) == 0:
                 state.update(step=_new_step(), exp_avg=_zeros_like(p), exp_avg_sq=_zeros_like(p))
             step = _step(state)
-            g = _decayed(g, x, lr, wd, group["decoupled_weight_decay"], dt, _lr_dtype(group["lr"]))
+            g = _decayed(g, x, lr, wd, group["decoupled_weight_decay"], dt)
             m, v = _moments(state, g, beta1, beta2, dt)
             bias_correction1 = 1 - beta1 ** step
             bias_correction2 = 1 - beta2 ** step
@@ -204,16 +209,16 @@ class Adadelta(Optimizer):
                 state.update(step=_new_step(), square_avg=_zeros_like(p), acc_delta=_zeros_like(p))
             _step(state)
             if group["weight_decay"] != 0:
-                g = _fma(dt(group["weight_decay"]), x, g)
+                g = g + dt(group["weight_decay"]) * x
             v, u = state["square_avg"]._data, state["acc_delta"]._data
             v *= dt(rho)
-            v[...] = _fma(dt(1 - rho) * g, g, v)
+            v += g * dt(1 - rho) * g
             delta = np.sqrt(u + eps)
             delta /= np.sqrt(v + eps)
             delta *= g
             u *= dt(rho)
-            u[...] = _fma(dt(1 - rho) * delta, delta, u)
-            x[...] = _fma(dt(-_scalar(group["lr"])), delta, x)
+            u += delta * dt(1 - rho) * delta
+            x += dt(-_scalar(group["lr"])) * delta
             _finish([p, state["square_avg"], state["acc_delta"]])
 
 
@@ -276,16 +281,15 @@ class ASGD(Optimizer):
                              mu=Tensor._make(np.ones((), np.float32), D.float32), ax=_zeros_like(p))
             step = _step(state)
             if group["weight_decay"] != 0:
-                g = _fma(dt(group["weight_decay"]), x, g)
+                g = g + dt(group["weight_decay"]) * x
             eta = float(state["eta"]._data)
             x *= dt(1 - lambd * eta)
-            x[...] = _fma(dt(-eta), g, x)
+            x += dt(-eta) * g
             ax, mu = state["ax"]._data, float(state["mu"]._data)
             if mu != 1:
                 ax += (x - ax) * dt(mu)
             else:
                 ax[...] = x
-            lt = _lr_dtype(group["lr"])     # a tensor lr: torch's eta is a float32 tensor expression
-            state["eta"]._data[...] = np.float32(lt(lr) / ((lt(1) + lt(lambd) * lt(lr) * lt(step)) ** lt(alpha)))
+            state["eta"]._data[...] = np.float32(lr / ((1 + lambd * lr * step) ** alpha))
             state["mu"]._data[...] = np.float32(1 / max(1, step - t0))
             _finish([p, state["ax"], state["eta"], state["mu"]])

@@ -286,32 +286,6 @@ def _zeros_like(p):
     return Tensor._make(np.zeros_like(p._data), p._dtype)
 
 
-def _fma(a, b, c):
-    """a * b + c rounded once, as torch's CPU kernels compute add(other, alpha=a), addcmul and
-    lerp in float32 (a fused multiply-add; the product and sum rounded apart were 1 ulp off now
-    and then, and the parameters drifted from torch's over the steps). A float32 product is exact
-    in float64, so the float64 sum rounded to float32 is the fused result. Other dtypes: a * b + c."""
-    if getattr(c, "dtype", None) == np.float32:
-        return (np.float64(a) * np.asarray(b, np.float64) + c).astype(np.float32)
-    return a * b + c
-
-
-def _lerp_(m, g, w, dt):
-    """m.lerp_(g, w) in place, as torch computes it: from the nearer end, the weight and 1 - weight
-    in the computing dtype, each a fused multiply-add."""
-    w = dt(w)
-    if w < 0.5:
-        m[...] = _fma(w, g - m, m)
-    else:
-        m[...] = _fma(-(g - m), dt(1) - w, g)
-
-
-def _lr_dtype(lr):
-    """The number type torch computes the learning rate's products in: a tensor's own dtype (a
-    float32 lr divides by the bias correction in float32), float64 for a Python number."""
-    return lr._data.dtype.type if isinstance(lr, Tensor) and lr._data.dtype.kind == "f" else np.float64
-
-
 def _finish(tensors):
     """After an update in storage: round bfloat16 values and bump version counters."""
     for t in tensors:

@@ -1,7 +1,7 @@
 """RMSprop (torch.optim.RMSprop), with momentum and the centered variant."""
 import numpy as np
 
-from .optimizer import Optimizer, _scalar, _zeros_like, _finish, _check_options, _fma, _lerp_
+from .optimizer import Optimizer, _scalar, _zeros_like, _finish, _check_options
 from ..tensor import Tensor
 from .. import _dtype as D
 
@@ -46,15 +46,15 @@ class RMSprop(Optimizer):
                     g = -g
                 state["step"]._data += 1
                 if wd != 0:
-                    g = _fma(dt(wd), x, g)                 # add(alpha=), addcmul, lerp: fused (_fma)
+                    g = g + dt(wd) * x
                 v = state["square_avg"]._data
                 v *= dt(alpha)
-                v[...] = _fma(dt(1 - alpha) * g, g, v)   # square_avg.mul_(alpha).addcmul_(g, g, value=1 - alpha)
+                v += g * dt(1 - alpha) * g               # square_avg.mul_(alpha).addcmul_(g, g, value=1 - alpha)
                 touched = [p, state["step"], state["square_avg"]]
                 if group["centered"]:
                     m = state["grad_avg"]._data
-                    _lerp_(m, g, 1 - alpha, dt)           # grad_avg.lerp_(g, 1 - alpha)
-                    avg = np.sqrt(_fma(-m, m, v))         # square_avg.addcmul(grad_avg, grad_avg, value=-1)
+                    m += (g - m) * dt(1 - alpha)          # grad_avg.lerp_(g, 1 - alpha)
+                    avg = np.sqrt(v - m * m)
                     touched.append(state["grad_avg"])
                 else:
                     avg = np.sqrt(v)
@@ -63,7 +63,7 @@ class RMSprop(Optimizer):
                     b = state["momentum_buffer"]._data
                     b *= dt(momentum)
                     b += g / avg                          # buf.mul_(momentum).addcdiv_(g, avg)
-                    x[...] = _fma(dt(-lr), b, x)          # param.add_(buf, alpha=-lr)
+                    x += b * dt(-lr)
                     touched.append(state["momentum_buffer"])
                 else:
                     upd = g * dt(-lr)

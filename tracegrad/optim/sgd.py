@@ -2,7 +2,7 @@
 import numpy as np
 
 from . import traced
-from .optimizer import TRACED_UPDATES, Optimizer, required, _scalar, _finish, _fma
+from .optimizer import TRACED_UPDATES, Optimizer, required, _scalar, _finish
 from ..tensor import Tensor
 
 __all__ = ["SGD"]
@@ -52,9 +52,8 @@ class SGD(Optimizer):
                 d = p.grad._data
                 if group["maximize"]:
                     d = -d
-                # add(alpha=) is a fused multiply-add in torch's kernel (_fma)
                 if wd != 0:
-                    d = _fma(dt(wd), x, d)
+                    d = d + dt(wd) * x
                 if momentum != 0:
                     state = self.state[p]
                     buf = state.get("momentum_buffer")
@@ -64,10 +63,10 @@ class SGD(Optimizer):
                     else:
                         b = buf._data
                         b *= dt(momentum)
-                        b[...] = _fma(dt(1 - dampening), d, b)
+                        b += d if dampening == 0 else dt(1 - dampening) * d
                         _finish((buf,))
-                    d = _fma(dt(momentum), buf._data, d) if group["nesterov"] else buf._data
-                x[...] = _fma(dt(-lr), d, x)
+                    d = d + dt(momentum) * buf._data if group["nesterov"] else buf._data
+                x += dt(-lr) * d
                 _finish((p,))
 
 
