@@ -564,6 +564,33 @@ OPS += [
            [Sample((2, 3), dtypes=FLOAT), Sample((3, 4), lambd=0.2, dtypes=FLOAT)], dtypes=FLOAT),
     OpInfo("hardshrink", lambda m, x, **kw: _nnf(m).hardshrink(x, **kw),
            [Sample((2, 3), dtypes=FLOAT), Sample((3, 4), lambd=0.2, dtypes=FLOAT)], dtypes=FLOAT),
+    # elu's family: each value with elu_backward for its derivative (torch's elu_double_backward
+    # for its own); the in-place forms' derivative reads the result (EluBackward1, CeluBackward1)
+    OpInfo("elu", lambda m, x, **kw: _nnf(m).elu(x, **kw),
+           [Sample((2, 3), dtypes=FLOAT), Sample((3, 4), alpha=0.4, dtypes=FLOAT), Sample((), dtypes=FLOAT)],
+           dtypes=FLOAT),
+    OpInfo("selu", lambda m, x: _nnf(m).selu(x), [Sample((2, 3), dtypes=FLOAT)], dtypes=FLOAT),
+    OpInfo("celu", lambda m, x, **kw: _nnf(m).celu(x, **kw),
+           [Sample((2, 3), dtypes=FLOAT), Sample((3,), alpha=0.3, dtypes=FLOAT)], dtypes=FLOAT),
+    OpInfo("elu_inplace", lambda m, x, **kw: _nnf(m).elu(x * 1, inplace=True, **kw),
+           [Sample((2, 3), dtypes=FLOAT), Sample((3,), alpha=0.3, dtypes=FLOAT)], dtypes=FLOAT),
+    OpInfo("celu_inplace", lambda m, x: _nnf(m).celu(x * 1, 0.6, inplace=True), [Sample((2, 3), dtypes=FLOAT)],
+           dtypes=FLOAT),
+    # hardswish: its value with hardswish_backward for its derivative (zero second derivative at the
+    # kinks); hardsigmoid: piecewise_backward, whose derivative torch has not
+    OpInfo("hardswish", lambda m, x: _nnf(m).hardswish(x * 4), [Sample((2, 3), dtypes=FLOAT), Sample((), dtypes=FLOAT)],
+           dtypes=FLOAT),
+    OpInfo("hardsigmoid", lambda m, x: _nnf(m).hardsigmoid(x * 4), [Sample((2, 3), gradgrad=False, dtypes=FLOAT)],
+           dtypes=FLOAT, gradgrad=False),
+    # prelu: torch's _prelu_kernel, whose gradients are ops of their own (prelu_grad_input,
+    # prelu_grad_weight) with torch's double backward
+    OpInfo("prelu", lambda m, x, w: _nnf(m).prelu(x, w),
+           [Sample((2, 3, 2), (3,), dtypes=FLOAT), Sample((2, 3), (1,), dtypes=FLOAT), Sample((4,), (1,), dtypes=FLOAT)],
+           dtypes=FLOAT),
+    # logaddexp, logaddexp2: one primitive, torch's kernel and derivative (1 at an infinite operand)
+    OpInfo("logaddexp", lambda m, x, y: m.logaddexp(x, y), [Sample((2, 3), (3,), dtypes=FLOAT),
+                                                            Sample((), (), dtypes=FLOAT)], dtypes=FLOAT),
+    OpInfo("logaddexp2", lambda m, x, y: m.logaddexp2(x, y), [Sample((2, 3), (2, 3), dtypes=FLOAT)], dtypes=FLOAT),
     # an in-place op on a view rewrites its base (CopySlices) and the view (AsStridedBackward0)
     OpInfo("inplace_on_view", _inplace_on_view, [Sample((3, 4), (3,)), Sample((2, 3), ())], dtypes=FLOAT),
 ]

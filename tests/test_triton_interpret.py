@@ -272,7 +272,12 @@ ELSEWHERE = {"matmul": "test_matmul_*", "tril": "test_tril_triu_and_glue_ops", "
              "conv2d": "test_compiled_conv2d_*", "conv2d_weight": "test_compiled_conv2d_*",
              "conv_transpose2d": "test_compiled_conv_transpose2d_*",
              "threshold_backward": "UNARY['relu'] (its backward)",
-             "piecewise_backward": "UNARY['piecewise'] (its backward)"}
+             "piecewise_backward": "UNARY['piecewise'] (its backward)",
+             "elu_backward": "UNARY['elu'] (its backward)",
+             "hardswish_backward": "UNARY['hardswish'] (its backward)",
+             "prelu_grad_input": "BINARY['prelu'] (its backward)",
+             "prelu_grad_weight": "BINARY['prelu'] (its backward)",
+             "binary_cross_entropy_backward": "EXTRA (binary_cross_entropy's backward)"}
 
 R = "real"
 UNARY = [  # (primitive, fn, domain, differentiable)
@@ -299,6 +304,12 @@ UNARY = [  # (primitive, fn, domain, differentiable)
     ("piecewise", lambda m, x: (m.nn.functional.hardtanh(x, -0.5, 0.7) + m.nn.functional.leaky_relu(x, 0.2) +
                                 m.nn.functional.threshold(x, 0.1, 2.0) + m.nn.functional.softshrink(x, 0.3) +
                                 m.nn.functional.hardshrink(x, 0.4)), R, True),
+    # elu, selu and celu: their values with elu_backward for x; the in-place forms' from the result
+    ("elu", lambda m, x: (m.nn.functional.elu(x, 0.7) + m.nn.functional.selu(x) +
+                          m.nn.functional.celu(x, 0.3)), R, True),
+    ("elu_result", lambda m, x: (m.nn.functional.elu(x * 1, 0.7, inplace=True) +
+                                 m.nn.functional.celu(x * 1, 0.3, inplace=True)), R, True),
+    ("hardswish", lambda m, x: m.nn.functional.hardswish(x * 4), R, True),
     ("floor", lambda m, x: (x * 3).floor(), R, True),
     ("ceil", lambda m, x: (x * 3).ceil(), R, True),
     ("round", lambda m, x: (x * 3).round(), R, True),
@@ -334,6 +345,8 @@ BINARY = [
     ("fmod", lambda m, x, y: m.fmod(x * 4 - 2, y), "pos", True),
     ("copysign", lambda m, x, y: m.copysign(x, y - 0.5) + m.copysign(y, -1.0), R, True),
     ("hypot", lambda m, x, y: m.hypot(x, y * 3), R, True),
+    ("prelu", lambda m, x, y: m.nn.functional.prelu(x, y), R, True),
+    ("logaddexp", lambda m, x, y: m.logaddexp(x, y * 3) + m.logaddexp2(x * 2, y), R, True),
     ("heaviside", lambda m, x, y: m.heaviside(x, y), R, False),
     ("xlogy", lambda m, x, y: m.xlogy(x, y) + m.xlogy(x * 0, y - 1) + m.xlogy(2.0, y), "pos", True),
     ("xlog1py", lambda m, x, y: m.special.xlog1py(x, y) + m.special.xlog1py(x, 0.5), "pos", True),
@@ -864,6 +877,9 @@ def check_compiled(fn, arrays, tol=F32, torch_fn=None, wrt=None):
 
 IDX = np.array([[0, 4, 4, 1], [2, 2, 2, 2], [3, 0, 1, 3]], dtype=np.int64)
 EXTRA = [  # (primitive, fn, inputs, differentiable): the primitives ELSEWHERE names, compiled
+    # binary_cross_entropy's backward is an op of its own (torch's EPSILON, its double backward)
+    ("binary_cross_entropy_backward", lambda m, a: m.nn.functional.binary_cross_entropy(
+        m.sigmoid(a), m.sigmoid(a * 0.5).detach(), reduction="none"), lambda: make_inputs([(3, 5)]), True),
     ("matmul", lambda m, a, b: (a @ b + 1).relu(), lambda: make_inputs([(4, 5), (5, 3)]), True),
     ("tril", lambda m, a: a.tril() * 2 + a.triu(1).exp(), lambda: make_inputs([(4, 4)]), True),
     ("argmax", lambda m, a: (a.argmax(1), a.argmin(0), a.amax(1) * 2), lambda: make_inputs([(3, 6)]), False),
@@ -908,7 +924,10 @@ def test_compiled_primitive_forward_and_backward(name, fn, inputs, diff):
 def test_every_lowered_primitive_is_compiled_forward_and_backward():
     named = {c[0] for c in COMPILED} | {"lt", "triu", "argmin", "min_dim", "isinf", "isfinite",
                                         "threshold_backward",      # relu's backward
-                                        "piecewise_backward"}      # hardtanh's, leaky_relu's, ... backward
+                                        "piecewise_backward",      # hardtanh's, leaky_relu's, ... backward
+                                        "elu_backward",            # elu's, selu's, celu's backward
+                                        "hardswish_backward",
+                                        "prelu_grad_input", "prelu_grad_weight"}
     named |= CONVS              # test_compiled_conv2d_* and test_compiled_conv_transpose2d_*
     assert named == lowered_primitives(), sorted(lowered_primitives() ^ named)
 

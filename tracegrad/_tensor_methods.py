@@ -370,6 +370,13 @@ def fill_(self, value):
     return _fill(self, value)
 
 
+def _overwrite(self, new):
+    """`new`, linked with self's history by a zero gradient (torch's FillBackward2 and
+    CopyBackwards give the overwritten history zeros): a where() with an always-true mask, not
+    new + self * 0, which wrote NaN where self held inf or NaN."""
+    return F.where(F.full((), True, dtype=D.bool_), new, self)
+
+
 def _fill(self, value):
     check_inplace(self)
     from_tensor = isinstance(value, Tensor)
@@ -386,7 +393,7 @@ def _fill(self, value):
     if _tracing():
         return commit(self, F.full(tuple(self.shape), value, dtype=self.dtype))
     if self.grad_fn is not None and STATE.grad_enabled:
-        return commit(self, F.full(tuple(self.shape), value, dtype=self.dtype) + self * 0)
+        return commit(self, _overwrite(self, F.full(tuple(self.shape), value, dtype=self.dtype)))
     # torch's checked conversion (uint8 takes -1 as 255; int8 refuses 200 with its RuntimeError)
     plain = _plain_number(value) and self._data.__class__ is np.ndarray
     target = self._data
@@ -437,11 +444,11 @@ def copy_(self, src, non_blocking=False):
         if self._view is None and self._grad_fn is not None:
             # the history self had gets a zero gradient, as torch's CopyBackwards gives it
             # (it was cut off: its leaves' .grad stayed None)
-            r = r + self * 0
+            r = _overwrite(self, r)
         return commit(self, r)
     if self.grad_fn is not None and STATE.grad_enabled:
         # the old value is overwritten: its gradient is zero from here on
-        return commit(self, F.clone(F.expand(F.convert(src.detach(), self.dtype), tuple(self.shape))) + self * 0)
+        return commit(self, _overwrite(self, F.clone(F.expand(F.convert(src.detach(), self.dtype), tuple(self.shape)))))
     if not self._data.flags.writeable:
         raise RuntimeError(_OVERLAP_MSG)
     np.copyto(self._data, np.broadcast_to(src._data, self._data.shape), casting="unsafe")
@@ -776,9 +783,23 @@ nan_to_num argwhere bincount histc matrix_power matrix_exp logaddexp xlogy addmm
 scatter_reduce logaddexp2 deg2rad rad2deg logit sinc sgn positive float_power heaviside addcmul addcdiv nansum nanmean
 diff aminmax bitwise_not""".split():
     setattr(Tensor, _name, getattr(F, _name))
+
+
+def _inplace_composite(fn):
+    """The in-place form of a decomposition: with autograd, computed from a clone of self, whose
+    nodes may read self's value (log10_'s log did: backward raised "modified by an inplace
+    operation" once the write changed self)."""
+    def op(self, *args, **kwargs):
+        check_inplace(self)
+        src = self.clone() if STATE.grad_enabled and self.requires_grad and not _tracing() else self
+        return commit(self, fn(src, *args, **kwargs))
+    op.__name__ = fn.__name__ + "_"
+    return op
+
+
 for _name in """trunc fix frac fmod nan_to_num log10 index_fill index_copy scatter_reduce deg2rad rad2deg logit sinc sgn
 heaviside addcmul addcdiv bitwise_not""".split():
-    setattr(Tensor, _name + "_", _inplace(getattr(F, _name)))
+    setattr(Tensor, _name + "_", _inplace_composite(getattr(F, _name)))
 
 
 # -- in-place forms, casts and questions torch's Tensor also has -------------------------------------

@@ -23,6 +23,7 @@ from ..ops.primitives import PRIMITIVES as P
 from ..ops import nn_primitives  # noqa: F401  (registers the convolution and pooling primitives)
 from ..autograd.graph import node_class
 from ..creation import tensor, ones, RNG
+from .._tensor_methods import check_inplace, commit
 
 __all__ = ["relu", "relu_", "leaky_relu", "gelu", "silu", "sigmoid", "tanh", "softplus", "logsigmoid", "softmax",
            "log_softmax", "linear", "conv2d", "conv_transpose2d", "max_pool2d", "avg_pool2d",
@@ -83,7 +84,7 @@ def relu_(input):
 
 
 def _piecewise(input, value, fwd_name, name, lo=None, hi=None, closed=False, inside=1.0, outside=0.0,
-               nan_inside=False):
+               nan_inside=False, no_derivative=None, backward_error=None):
     """value(input) with torch's derivative for a piecewise-linear activation: g times `inside`
     on the interval (lo, hi) ([lo, hi] when closed), `outside` elsewhere, as one op,
     piecewise_backward (see ops/primitives.py), whose own derivative connects input with zeros
@@ -98,16 +99,33 @@ def _piecewise(input, value, fwd_name, name, lo=None, hi=None, closed=False, ins
     else:
         with no_grad():
             y = value(input)
-    spec = dict(lo=lo, hi=hi, closed=closed, inside=inside, outside=outside, nan_inside=nan_inside, name=name)
-    return apply(P["piecewise"], (input, y), dict(spec, fwd_name=fwd_name))
+    spec = dict(lo=lo, hi=hi, closed=closed, inside=inside, outside=outside, nan_inside=nan_inside, name=name,
+                no_derivative=no_derivative)
+    params = dict(spec, fwd_name=fwd_name)
+    if backward_error is not None:
+        params["backward_error"] = backward_error      # torch's backward raises it (see leaky_relu)
+    return apply(P["piecewise"], (input, y), params)
 
 
 def leaky_relu(input, negative_slope=0.01, inplace=False):
     # torch's leaky_relu_backward: x > 0 ? grad : grad * negative_slope (NaN: the slope)
+    # (in place, torch's LeakyReluBackward1 reads the result: with a negative slope its backward raises)
     s = negative_slope
-    out = _piecewise(input, lambda x: O.where(x > 0.0, x, x * s), "LeakyReluBackward0", "LeakyReluBackwardBackward0",
-                     lo=0.0, outside=s)
-    return input.copy_(out) if inplace else out
+    error = _LEAKY_INPLACE_NEGATIVE if inplace and s < 0 else None
+    return _inplace(input, lambda v: _piecewise(v, lambda x: O.where(x > 0.0, x, x * s), "LeakyReluBackward0",
+                                                "LeakyReluBackwardBackward0", lo=0.0, outside=s, backward_error=error),
+                    inplace, "LeakyReluBackward1")
+
+
+_LEAKY_INPLACE_NEGATIVE = (
+    "In-place leakyReLu backward calculation is triggered with a negative slope which is not supported. This is caused "
+    "by calling in-place forward function with a negative slope, please call out-of-place version instead. File an "
+    "issue at https://github.com/pytorch/pytorch if you do require supporting in-place leakRelu backward calculation "
+    "with negative slope")
+
+
+def leaky_relu_(input, negative_slope=0.01):
+    return leaky_relu(input, negative_slope, inplace=True)
 
 
 _SQRT1_2 = 1.0 / math.sqrt(2.0)
@@ -129,9 +147,10 @@ def gelu(input, approximate="none"):
 
 
 def silu(input, inplace=False):
-    x, dt = _opmath(input)
-    out = _named(_rounded(x * O.sigmoid(x), dt), "SiluBackward0", input)
-    return input.copy_(out) if inplace else out
+    def compute(v):
+        x, dt = _opmath(v)
+        return _named(_rounded(x * O.sigmoid(x), dt), "SiluBackward0", v)
+    return _inplace(input, compute, inplace)
 
 
 def sigmoid(input):
@@ -802,20 +821,61 @@ def binary_cross_entropy(input, target, weight=None, size_average=None, reduce=N
 
 # == more activations, losses and layers, each a decomposition into the ops above =================
 
-def _inplace(input, out, inplace):
+def _write(input, out, inplace):
     return input.copy_(out) if inplace else out
 
 
-def _elu(input, alpha, scale, input_scale, inplace):
-    """scale * (x if x > 0 else alpha * expm1(x * input_scale)), in float32 for half precision.
-    The exponential sees min(x, 0): on the positive side its value is not taken, and exp(x)
-    overflowing there made the gradient inf * 0 = NaN (elu(100.) in float32)."""
+def _inplace(input, compute, inplace, name=None):
+    """compute(input), written into input when inplace. With autograd, the activation is computed
+    from a clone of input, and its node (`name` where torch's in-place form names it otherwise,
+    LeakyReluBackward1, ThresholdBackward1) is written in: copy_ of the result kept the nodes that
+    read input, which the write changed, so backward raised "modified by an inplace operation"
+    (nn.LeakyReLU(inplace=True) or nn.ReLU6(inplace=True) after a Linear)."""
+    if not inplace:
+        return compute(input)
+    if isinstance(input, Proxy) or not (is_grad_enabled() and input.requires_grad):
+        return input.copy_(compute(input))
+    check_inplace(input)
+    out = compute(input.clone())
+    if out.grad_fn is None or out.dtype != input.dtype:
+        return input.copy_(out)
+    if name is not None:
+        out.grad_fn.__class__ = node_class(name)
+    return commit(input, out)
+
+
+def _elu(input, alpha, scale, input_scale, inplace, name="Elu", grad_scale=None):
+    """scale * (x if x > 0 else alpha * expm1(x * input_scale)), in float32 for half precision,
+    with torch's derivative, elu_backward (see ops/primitives.py; `grad_scale`: its input_scale
+    where torch's differs from the value's, celu's 1 / float(alpha)). The exponential sees
+    min(x, 0): on the positive side its value is not taken, and exp(x) overflowing there made
+    the gradient inf * 0 = NaN (elu(100.) in float32). The in-place forms record torch's
+    EluBackward1 (CeluBackward1), whose derivative reads the result."""
+    _check_tensor(input, name.lower())
+
+    def value(v):
+        positive = v > 0
+        neg = O.where(positive, 0.0, v)
+        return O.where(positive, v * scale if scale != 1 else v,
+                       O.expm1(neg * input_scale if input_scale != 1 else neg) * (alpha * scale))
+
     x, dt = _opmath(input)
-    positive = x > 0
-    neg = O.where(positive, 0.0, x)
-    out = O.where(positive, x * scale if scale != 1 else x,
-                  O.expm1(neg * input_scale if input_scale != 1 else neg) * (alpha * scale))
-    return _inplace(input, _named(_rounded(out, dt), "EluBackward0", input), inplace)
+    spec = dict(alpha=float(alpha), scale=float(scale),
+                input_scale=float(input_scale if grad_scale is None else grad_scale))
+    traced = isinstance(input, Proxy)
+    if not (is_grad_enabled() and (traced or input.requires_grad)):
+        return _write(input, _rounded(value(x), dt), inplace)
+    if traced:
+        y = value(x)
+    else:
+        with no_grad():
+            y = value(x)
+    if inplace:          # (16-bit: the value rounded once, the derivative from it in float32, as torch's)
+        check_inplace(input)
+        y = y if dt is None else _rounded(y, dt)
+        return commit(input, apply(P["elu_result"], (input, y), dict(spec, name=name + "Backward1")))
+    out = apply(P["elu"], (x, y), dict(spec, name=name + "Backward0"))
+    return _write(input, _named(_rounded(out, dt), name + "Backward0", input), inplace)
 
 
 def elu(input, alpha=1.0, inplace=False):
@@ -825,7 +885,16 @@ def elu(input, alpha=1.0, inplace=False):
 def celu(input, alpha=1.0, inplace=False):
     if alpha == 0:
         raise RuntimeError("ZeroDivisionError")
-    return _elu(input, alpha, 1.0, 1.0 / alpha, inplace)
+    # torch's value scales by 1 / alpha, its derivative by 1 / alpha rounded to float first
+    return _elu(input, alpha, 1.0, 1.0 / alpha, inplace, "Celu", 1.0 / float(np.float32(alpha)))
+
+
+def elu_(input, alpha=1.0):
+    return elu(input, alpha, inplace=True)
+
+
+def celu_(input, alpha=1.0):
+    return celu(input, alpha, inplace=True)
 
 
 _SELU_ALPHA = 1.6732632423543772848170429916717
@@ -836,14 +905,22 @@ def selu(input, inplace=False):
     return _elu(input, _SELU_ALPHA, _SELU_SCALE, 1.0, inplace)
 
 
+def selu_(input):
+    return selu(input, inplace=True)
+
+
 def hardtanh(input, min_val=-1.0, max_val=1.0, inplace=False):
     if min_val > max_val:
         raise ValueError("min_val cannot be greater than max_val")
     # torch's hardtanh_backward: x <= min_val || x >= max_val ? 0 : grad (NaN: grad)
     lo, hi = float(min_val), float(max_val)
-    out = _piecewise(input, lambda x: O.where(O.logical_or(x <= lo, x >= hi), O.clamp(x, min_val, max_val), x),
-                     "HardtanhBackward0", "HardtanhBackwardBackward0", lo=lo, hi=hi, nan_inside=True)
-    return _inplace(input, out, inplace)
+    return _inplace(input, lambda v: _piecewise(
+        v, lambda x: O.where(O.logical_or(x <= lo, x >= hi), O.clamp(x, min_val, max_val), x),
+        "HardtanhBackward0", "HardtanhBackwardBackward0", lo=lo, hi=hi, nan_inside=True), inplace)
+
+
+def hardtanh_(input, min_val=-1.0, max_val=1.0):
+    return hardtanh(input, min_val, max_val, inplace=True)
 
 
 def relu6(input, inplace=False):
@@ -851,18 +928,34 @@ def relu6(input, inplace=False):
 
 
 def hardsigmoid(input, inplace=False):
-    x, dt = _opmath(input)
-    inside = (x > -3.0) & (x < 3.0)
-    out = O.where(inside, x / 6.0 + 0.5, O.clamp(x.detach() / 6.0 + 0.5, 0.0, 1.0))
-    return _inplace(input, _named(_rounded(out, dt), "HardsigmoidBackward0", input), inplace)
+    # torch's hardsigmoid_backward: -3 < x < 3 ? grad * (1.0f / 6.0f) : 0 (NaN: 0; the slope is a float
+    # constant, float64 too), without a derivative of its own
+    def compute(v):
+        x, dt = _opmath(v)
+        value = lambda u: O.where((u > -3.0) & (u < 3.0), u / 6.0 + 0.5, O.clamp(u / 6.0 + 0.5, 0.0, 1.0))  # noqa
+        out = _piecewise(x, value, "HardsigmoidBackward0", "NotImplemented", lo=-3.0, hi=3.0,
+                         inside=float(np.float32(1.0) / np.float32(6.0)), no_derivative="hardsigmoid_backward")
+        return _named(_rounded(out, dt), "HardsigmoidBackward0", v)
+    return _inplace(input, compute, inplace)
 
 
 def hardswish(input, inplace=False):
-    # torch: x * relu6(x + 3) / 6, with gradient (2x + 3) / 6 on [-3, 3] (ends included)
-    x, dt = _opmath(input)
-    inner = x * (x + 3.0) / 6.0
-    out = O.where(x <= -3.0, x * 0.0, O.where(x >= 3.0, x, inner))
-    return _inplace(input, _named(_rounded(out, dt), "HardswishBackward0", input), inplace)
+    # torch: x * relu6(x + 3) / 6, with its hardswish_backward (ops/primitives.py)
+    def value(v):
+        return O.where(v <= -3.0, v * 0.0, O.where(v >= 3.0, v, v * (v + 3.0) / 6.0))
+
+    def compute(v):
+        x, dt = _opmath(v)
+        if isinstance(x, Proxy) and is_grad_enabled():
+            out = apply(P["hardswish"], (x, value(x)), {})
+        elif not (is_grad_enabled() and x.requires_grad):
+            out = value(x)
+        else:
+            with no_grad():
+                y = value(x)
+            out = apply(P["hardswish"], (x, y), {})
+        return _named(_rounded(out, dt), "HardswishBackward0", v)
+    return _inplace(input, compute, inplace)
 
 
 def softsign(input):
@@ -874,9 +967,10 @@ def tanhshrink(input):
 
 
 def mish(input, inplace=False):
-    x, dt = _opmath(input)
-    out = x * O.tanh(softplus(x))
-    return _inplace(input, _named(_rounded(out, dt), "MishBackward0", input), inplace)
+    def compute(v):
+        x, dt = _opmath(v)
+        return _named(_rounded(x * O.tanh(softplus(x)), dt), "MishBackward0", v)
+    return _inplace(input, compute, inplace)
 
 
 def _shrink_mask(x, lambd):
@@ -925,16 +1019,20 @@ def prelu(input, weight):
             raise RuntimeError(f"Mismatch of parameter numbers and input channel size. Found parameter numbers = "
                                f"{weight.numel()} and channel size = {input.shape[1] if input.ndim >= 2 else 1}.")
         w = weight.reshape((-1,) + (1,) * (input.ndim - 2))
-    return _named(O.where(input > 0, input, input * w), "PreluKernelBackward0", input, weight)
+    return apply(P["prelu"], (input, w), {})
 
 
 def threshold(input, threshold, value, inplace=False):
     # torch's kernel: x <= threshold ? value : x (-inf too, where x * 0 + value was NaN);
     # threshold_backward: x <= threshold ? 0 : grad (NaN: grad)
     t = float(threshold)
-    out = _piecewise(input, lambda x: O.where(x <= t, value, x), "ThresholdBackward0",
-                     "ThresholdBackwardBackward0", lo=t, nan_inside=True)
-    return _inplace(input, out, inplace)
+    return _inplace(input, lambda v: _piecewise(v, lambda x: O.where(x <= t, value, x), "ThresholdBackward0",
+                                                "ThresholdBackwardBackward0", lo=t, nan_inside=True),
+                    inplace, "ThresholdBackward1")
+
+
+def threshold_(input, threshold, value):
+    return globals()["threshold"](input, threshold, value, inplace=True)
 
 
 def smooth_l1_loss(input, target, size_average=None, reduce=None, reduction="mean", beta=1.0):
@@ -943,17 +1041,30 @@ def smooth_l1_loss(input, target, size_average=None, reduce=None, reduction="mea
     _check_size(input, target)
     if beta < 0:
         raise RuntimeError("smooth_l1_loss does not support negative values for beta.")
-    d = O.abs(input - target)
-    loss = d if beta == 0 else O.where(d < beta, 0.5 * d * d / beta, d - 0.5 * beta)
+    x = input - target
+    if beta == 0:
+        loss = O.abs(x)
+    else:
+        inside, xi = _quadratic_side(x, beta)
+        loss = O.where(inside, 0.5 * xi * xi / beta, O.abs(x) - 0.5 * beta)
     return _named(_reduce(loss, reduction), "SmoothL1LossBackward0", input, target)
+
+
+def _quadratic_side(x, bound):
+    """(where smooth_l1 and huber take their quadratic side, x there and 0 elsewhere), as torch's
+    kernels: NaN inside (its gradient NaN, as torch's; abs's slope gave 0), x itself, not |x| (the
+    second derivative at x == 0 is torch's 1 / beta, abs's zero slope there gave 0), and the
+    quadratic's gradient not taken at x = +-inf (it was inf * 0 = NaN)."""
+    inside = O.logical_not(O.abs(x) >= bound)
+    return inside, O.where(inside, x, 0.0)
 
 
 def huber_loss(input, target, reduction="mean", delta=1.0, weight=None):
     if delta <= 0:
         raise RuntimeError("huber_loss does not support non-positive values for delta.")
     _check_size(input, target)
-    d = O.abs(input - target)
-    loss = O.where(d < delta, 0.5 * d * d, delta * (d - 0.5 * delta))
+    inside, xi = _quadratic_side(input - target, delta)
+    loss = O.where(inside, 0.5 * xi * xi, delta * (O.abs(input - target) - 0.5 * delta))
     if weight is not None:
         loss = loss * weight
     return _named(_reduce(loss, reduction), "HuberLossBackward0", input, target)

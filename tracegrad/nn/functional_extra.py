@@ -316,11 +316,13 @@ def rrelu(input, lower=1.0 / 8, upper=1.0 / 3, training=False, inplace=False):
     training, (lower + upper) / 2 otherwise, as torch.nn.functional.rrelu."""
     if training:
         slope = rand_like(input) * (upper - lower) + lower
-        out = O.where(input > 0, input, input * slope)
+        compute = lambda v: rename_grad_fn(O.where(v > 0, v, v * slope), "RreluWithNoiseBackward0")  # noqa: E731
     else:
-        out = O.where(input > 0, input, input * ((lower + upper) / 2))
-    out = rename_grad_fn(out, "RreluWithNoiseBackward0")
-    return input.copy_(out) if inplace else out
+        # leaky_relu's slope and derivative (its first gradient requires grad, as torch's)
+        s = (lower + upper) / 2
+        compute = lambda v: F._piecewise(v, lambda x: O.where(x > 0, x, x * s), "RreluWithNoiseBackward0",  # noqa
+                                         "RreluWithNoiseBackwardBackward0", lo=0.0, outside=s)
+    return F._inplace(input, compute, inplace, "RreluWithNoiseBackward1")
 
 
 def _channel_dropout(input, p, training, inplace, batched):
@@ -515,7 +517,13 @@ def gaussian_nll_loss(input, target, var, full=False, eps=1e-6, reduction="mean"
         raise ValueError("var has negative entry/entries")
     with no_grad():
         clamped = O.clamp_min(var, eps)
-    var = var + (clamped - var).detach() if var.requires_grad else clamped
+    if var.requires_grad:
+        # the clamped values with var's gradient, where the clamp moves var (var + (clamped - var) everywhere
+        # was inf + (inf - inf) = NaN at var = inf, whose loss is torch's inf)
+        low = (var < eps).detach()
+        var = O.where(low, var + (clamped - var).detach(), var)
+    else:
+        var = clamped
     loss = 0.5 * (O.log(var) + (input - target) ** 2 / var)
     if full:
         loss = loss + 0.5 * math.log(2 * math.pi)

@@ -106,7 +106,7 @@ def fmod(input, other):
     return _fmod(O._operand(input, "fmod"), other)
 
 
-def _logaddexp(input, other, name, log, exp, node):
+def _logaddexp(input, other, name):
     """log(exp(input) + exp(other)) in base e or 2 without overflow (torch.logaddexp/logaddexp2):
     float tensors; a bool or integer operand takes the float dtype; 16-bit ones are computed in
     float32 and rounded once (torch's opmath: in half precision the sum of the two exponentials
@@ -119,18 +119,18 @@ def _logaddexp(input, other, name, log, exp, node):
         raise NotImplementedError(f"\"{name}_cpu\" not implemented for '{D.SCALAR_NAME[dt]}'")
     input, other = input.to(dt), other.to(dt)
     if dt is D.float16 or dt is D.bfloat16:
-        return rename_grad_fn(_logaddexp(input.float(), other.float(), name, log, exp, node).to(dt), node)
-    m = O.maximum(input, other).detach()
-    m = O.where(O.isinf(m), O.zeros_like(m), m)
-    return rename_grad_fn(log(exp(input - m) + exp(other - m)) + m, node)
+        return rename_grad_fn(_logaddexp(input.float(), other.float(), name).to(dt),
+                              "Logaddexp2Backward0" if name == "logaddexp2" else "LogaddexpBackward0")
+    # one primitive with torch's kernel and derivative (ops/primitives.py)
+    return apply(PRIMITIVES["logaddexp"], (input, other), {"base2": True} if name == "logaddexp2" else {})
 
 
 def logaddexp(input, other):
-    return _logaddexp(input, other, "logaddexp", O.log, O.exp, "LogaddexpBackward0")
+    return _logaddexp(input, other, "logaddexp")
 
 
 def logaddexp2(input, other):
-    return _logaddexp(input, other, "logaddexp2", O.log2, O.exp2, "Logaddexp2Backward0")
+    return _logaddexp(input, other, "logaddexp2")
 
 
 def _floating(input, op):
@@ -153,9 +153,8 @@ def logit(input, eps=None):
     """log(x / (1 - x)), x clamped to [eps, 1 - eps] when eps is given (its gradient 0 outside),
     as torch.logit."""
     x = _floating(input, "logit")
-    if eps is not None:
-        x = O.clamp(x, eps, 1.0 - eps)
-    return rename_grad_fn(apply(PRIMITIVES["logit"], (x,), {}), "LogitBackward0")
+    return rename_grad_fn(apply(PRIMITIVES["logit"], (x,), {} if eps is None else {"eps": float(eps)}),
+                          "LogitBackward0")
 
 
 def sinc(input):
@@ -163,7 +162,9 @@ def sinc(input):
     x = _floating(input, "sinc")
     if x.dtype is D.float16 or x.dtype is D.bfloat16:      # in float32, rounded once (torch's opmath)
         return rename_grad_fn(sinc(x.float()).to(x.dtype), "SincBackward0")
-    zero = x == 0
+    # torch's derivative is 0 where pi x^2 is 0 (denormal x too, where (pi x cos(pi x) - sin(pi x)) / (pi x^2)
+    # was 0 / 0 = NaN); the value there is 1 either way
+    zero = x * x * math.pi == 0
     px = O.where(zero, O.ones_like(x), x) * math.pi       # no 0 / 0 in the branch where() drops
     return rename_grad_fn(O.where(zero, O.ones_like(x), O.sin(px) / px), "SincBackward0")
 

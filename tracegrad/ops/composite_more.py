@@ -164,9 +164,12 @@ def trapezoid(y, x=None, *, dx=None, dim=-1):
     n = y.shape[d]
     if n == 0:
         return O.sum(y, d)
-    mid = (O.narrow(y, d, 1, n - 1) + O.narrow(y, d, 0, n - 1))
     if x is None:
-        return O.sum(mid, d) * ((1.0 if dx is None else dx) / 2)
+        # torch's form for an even spacing: (sum - (first + last) / 2) * dx (an infinite end gives NaN, as
+        # torch's; the sum of the pairs gave inf)
+        ends = O.select(y, d, 0) + O.select(y, d, n - 1)
+        return (O.sum(y, d) - ends * 0.5) * (1.0 if dx is None else dx)
+    mid = (O.narrow(y, d, 1, n - 1) + O.narrow(y, d, 0, n - 1))
     spacing = O.narrow(x, -1 if x.ndim == 1 else d, 1, n - 1) - O.narrow(x, -1 if x.ndim == 1 else d, 0, n - 1)
     if x.ndim == 1:
         spacing = spacing.reshape(tuple(n - 1 if i == d else 1 for i in range(y.ndim)))

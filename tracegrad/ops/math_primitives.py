@@ -76,21 +76,35 @@ binary("heaviside", _heaviside, _not_implemented("heaviside"), "", grad_fn="NotI
        triton=T.Expr("tl.where({0} == 0, {1}, tl.where({0} > 0, 1, 0))", cast=True))
 
 
-# log(x / (1 - x)); torch's derivative grad / (x (1 - x)), NaN outside [0, 1] whatever the gradient
-def _logit_kernel(x):
+# log(x / (1 - x)), x clamped to [eps, 1 - eps] first when eps is given (NaN passes); torch's (infinitely
+# differentiable) derivative: where(lo <= x <= hi, g / (x (1 - x)), NaN without eps, 0 with it) of the
+# unclamped x. The constant outside makes the second derivative 0 there, as torch's (adding the NaN of x
+# detached gave the quotient's own second derivative outside [0, 1]; with eps, the clamp's zero slope
+# gave 0 where torch's is 0 * inf = NaN at x = 0, 1 and the infinities)
+def _logit_kernel(x, eps=None):
+    if eps is not None:        # the bounds in x's dtype (float16's too, as torch's)
+        lo, hi = x.dtype.type(eps), x.dtype.type(1 - eps)
+        x = np.where(x < lo, lo, np.where(x > hi, hi, x))
+    v = x.astype(np.float32) if x.dtype == np.float16 else x
     with np.errstate(all="ignore"):
-        return np.log(x / (1 - x))
+        r = np.log(v / (1 - v))
+    return r.astype(np.float16) if x.dtype == np.float16 else r
 
 
-def _logit_vjp(g, out, x):
-    # the NaN outside [0, 1] is added as a constant (of x detached): a where() choosing between
-    # g * nan and the derivative would leak NaN into the second derivative inside [0, 1] too
-    xd = x.detach()
-    outside = F.where((xd < 0) | (xd > 1), xd * float("nan"), xd * 0)
-    return (g / (x * (1 - x)) + outside,)
+def _logit_vjp(g, out, x, eps=None):
+    lo, hi = (0.0, 1.0) if eps is None else (eps, 1.0 - eps)
+    return (F.where(F.logical_and(x >= lo, x <= hi), g / (x * (1 - x)), float("nan") if eps is None else 0.0),)
 
 
-unary("logit", _half_in_float32(_logit_kernel), _logit_vjp, "x", triton=T.Expr("_logit({0})", cast=True))
+def _triton_logit(a, p, c):
+    x, eps = a[0], p.get("eps")
+    if eps is None:
+        return f"_logit({x})"
+    lo, hi = float(eps), 1.0 - float(eps)
+    return f"_logit(tl.where({x} < {lo!r}, {lo!r}, tl.where({x} > {hi!r}, {hi!r}, {x})))"
+
+
+unary("logit", _logit_kernel, _logit_vjp, "x", triton=T.Expr(_triton_logit, cast=True))
 
 # x * log(y) and x * log1p(y), 0 where x is 0 (unless y is NaN): torch.xlogy, special.xlog1py.
 # Their derivative in x is xlogy(grad, y) (xlog1py), so a zero gradient stays zero where log(y)
@@ -147,15 +161,21 @@ def _scan_kernel(fn):
     bool, float32 for float16, float64 for float32 (each running value rounded to the dtype
     once, as torch's scans do: the float32 running sum of 10**7 values near 1000 was 2%
     off, where torch's is the exact sum's rounding). bfloat16 values come as float32 arrays:
-    their running sums too are taken in float64, no less exact than torch's float32 ones."""
+    their running sums too are taken in float64, no less exact than torch's float32 ones.
+    torch's sum starts from +0.0, so no running sum is -0.0 (np.cumsum kept a leading -0.0)."""
+    start = 0.0 if fn is np.cumsum else None
+
     def kernel(x, dim):
         if x.dtype.kind in "biu":
             return fn(x, axis=dim, dtype=np.int64)
         if x.dtype == np.float16:
-            return fn(x, axis=dim, dtype=np.float32).astype(np.float16)
+            r = fn(x, axis=dim, dtype=np.float32)
+            return (r if start is None else r + np.float32(start)).astype(np.float16)
         if x.dtype == np.float32:
-            return fn(x, axis=dim, dtype=np.float64).astype(np.float32)
-        return fn(x, axis=dim, dtype=x.dtype)
+            r = fn(x, axis=dim, dtype=np.float64)
+            return (r if start is None else r + start).astype(np.float32)
+        r = fn(x, axis=dim, dtype=x.dtype)
+        return r if start is None else np.add(r, x.dtype.type(start), out=r)
     return kernel
 
 

@@ -641,8 +641,31 @@ def _bce_kernel(p, t):
     return (-(t * lp + (1 - t) * lq)).astype(p.dtype, copy=False)
 
 
+# torch's binary_cross_entropy_backward: g * (p - t) / max((1 - p) * p, EPSILON), its EPSILON 1e-12 as a
+# float (9.99999996e-13, float64 too); an op of its own whose derivatives are torch's double backward
+# (eps = 1e-12 added to p and 1 - p: at p = 0 the second derivative is t / eps^2, the clamp's zero slope
+# gave 1 / EPSILON)
+_BCE_EPS32 = float(np.float32(1e-12))
+
+
+def _bce_backward_kernel(g, p, t):
+    with np.errstate(all="ignore"):
+        dt = np.result_type(g, p, t)
+        return (g * (p - t) / np.maximum((1 - p) * p, dt.type(_BCE_EPS32))).astype(dt, copy=False)
+
+
+def _bce_double_backward(gg, out, g, p, t):
+    eps = _BCE_EPS
+    gp = (p * p - 2 * p * t + t) / ((p + eps) ** 2 * (1 - p + eps) ** 2) * (gg * g)
+    gg_out = (p - t) / ((p + eps) * (1 - p + eps)) * gg
+    gt = None
+    if hasattr(t, "shape"):
+        gt = -gg * g / F.clamp((1 - p) * p, min=eps).detach()
+    return gg_out, gp, gt
+
+
 def _bce_vjp(g, out, p, t):
-    gp = g * (p - t) / F.clamp(p * (1 - p), min=_BCE_EPS)
+    gp = _apply("binary_cross_entropy_backward", (g, p, t), {})
     gt = None
     if hasattr(t, "shape"):
         gt = g * (F.log1p(-p) - F.log(p))          # torch's target derivative is not clamped
@@ -656,6 +679,10 @@ def _bce_triton(p, t):
 Primitive("binary_cross_entropy", "p t", _bce_kernel, shape=lambda p, t: tuple(p.shape), dtype="same",
           vjp=_bce_vjp, saves="p t", grad_fn="BinaryCrossEntropyBackward0", elementwise=True,
           triton=T.Decompose(_bce_triton))
+Primitive("binary_cross_entropy_backward", "g p t", _bce_backward_kernel, shape=lambda g, p, t: tuple(p.shape),
+          dtype="promote", vjp=_bce_double_backward, saves="g p t", grad_fn="BinaryCrossEntropyBackwardBackward0",
+          elementwise=True, triton=T.Expr(lambda a, p, c: f"{a[0]} * ({a[1]} - {a[2]}) / tl.maximum((1.0 - {a[1]}) * "
+                                                          f"{a[1]}, {_BCE_EPS32!r})", cast=True))
 
 
 # == class-index targets ==========================================================================

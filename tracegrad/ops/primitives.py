@@ -599,8 +599,10 @@ Primitive("threshold_backward", "g x", lambda g, x, threshold: _where(x <= thres
 #   lo, hi: the interval's ends (None: unbounded), closed: the ends inside it;
 #   inside, outside: the slopes; nan_inside: which side NaN takes (torch's kernels test
 #   `x <= lo || x >= hi ? 0 : grad` for hardtanh and threshold, so NaN passes the gradient);
-#   name: torch's grad_fn name of the derivative (HardtanhBackwardBackward0, ...)
-PIECEWISE = ("lo", "hi", "closed", "inside", "outside", "nan_inside", "name")
+#   name: torch's grad_fn name of the derivative (HardtanhBackwardBackward0, ...);
+#   no_derivative: torch's op whose derivative torch has not (hardsigmoid_backward: the first
+#   gradient requires grad, NotImplemented, and differentiating it raises), else None
+PIECEWISE = ("lo", "hi", "closed", "inside", "outside", "nan_inside", "name", "no_derivative")
 
 
 def piecewise_mask(x, lo, hi, closed, inside, outside, nan_inside, **_):
@@ -657,15 +659,196 @@ class _TritonOperand:
     del _cmp
 
 
+def _piecewise_double_backward(gg, out, g, x, **p):
+    if p["no_derivative"]:
+        _not_implemented(p["no_derivative"])(gg, out)
+    return _piecewise_backward(gg, x, p), _zeros_like(x)
+
+
 Primitive("piecewise_backward", "g x", _piecewise_backward_kernel,
           shape=lambda g, x, **p: _bcast_shape(g, x), dtype="promote",
-          vjp=lambda gg, out, g, x, **p: (_piecewise_backward(gg, x, p), _zeros_like(x)),
+          vjp=_piecewise_double_backward,
           saves="x", grad_fn=lambda a, p: p["name"], elementwise=True,
           triton=T.Expr(_triton_piecewise, cast=True))
+def _piecewise_vjp(g, out, x, y, **p):
+    if p.get("backward_error"):              # torch's in-place leaky_relu_ with a negative slope
+        raise RuntimeError(p["backward_error"])
+    return _piecewise_backward(g, x, p), None
+
+
 Primitive("piecewise", "x y", lambda x, y, **p: y, shape=lambda x, y, **p: tuple(y.shape),
           dtype=lambda args: (None, args[1]._dtype),
-          vjp=lambda g, out, x, y, **p: (_piecewise_backward(g, x, p), None),
+          vjp=_piecewise_vjp,
           saves="x", grad_fn=lambda a, p: p["fwd_name"], elementwise=True, triton=T.Expr("{1}"))
+# -- elu, celu and selu: the value y is their composite's (nn/functional.py), `elu(x, y)` gives it
+# torch's derivative, elu_backward(g, x): x <= 0 ? g * input_scale * (alpha * scale) *
+# exp(x * input_scale) : g * scale, or from the result (`is_result`, the in-place forms, whose
+# x is y): y <= 0 ? g * input_scale * (y + alpha * scale) : g * scale. A NaN takes the positive
+# side (torch's scalar and CUDA kernels; its vectorized CPU loop, on long tensors, gives NaN).
+# elu_backward is an op of its own as torch's is: its derivative for x is torch's
+# elu_double_backward, elu_backward(gg * g * input_scale, x) * (x < 0), which is 0 at x == 0
+# (the composite's own derivative was alpha * scale * input_scale ** 2 there), and its first
+# gradient's grad_fn is EluBackwardBackward0.
+ELU = ("alpha", "scale", "input_scale", "is_result")
+
+
+def _elu_coefs(dtype, alpha, scale, input_scale):
+    """(alpha * scale, scale, input_scale) in the computing dtype, as torch's kernel makes them."""
+    t = np.dtype(np.float32 if dtype == np.float16 else dtype).type
+    return t(alpha) * t(scale), t(scale), t(input_scale)
+
+
+def _exp_rounded(v):
+    """exp of a float32 array computed in float64 and rounded once, as torch's expf is (numpy's
+    float32 exp is 1 ulp off for about 40 % of inputs: exp(-1) gave 0.36787942, not 0.36787945)."""
+    return np.exp(v.astype(np.float64)).astype(np.float32) if v.dtype == np.float32 else np.exp(v)
+
+
+def _elu_backward_kernel(g, x, alpha, scale, input_scale, is_result):
+    neg, pos, k = _elu_coefs(np.result_type(g, x), alpha, scale, input_scale)
+    with np.errstate(all="ignore"):              # the side not taken may be inf * 0
+        inside = g * k * (x + neg) if is_result else g * k * neg * _exp_rounded(x * k)
+    return np.where(x <= 0, inside, g * pos).astype(np.result_type(g, x), copy=False)
+
+
+def _elu_backward(g, x, p):
+    return FrontEnd.apply(PRIMITIVES["elu_backward"], (g, x), {k: p[k] for k in ELU})
+
+
+def _elu_double_backward(gg, out, g, x, **p):
+    below = F.convert(x < 0, gg.dtype)
+    if p["is_result"]:
+        return _elu_backward(gg, x, p), gg * g * p["input_scale"] * below
+    return _elu_backward(gg, x, p), _elu_backward(gg * g * p["input_scale"], x, p) * below
+
+
+def _triton_elu_backward(a, p, c):
+    g, x = a
+    k, neg, pos = float(p["input_scale"]), float(p["alpha"]) * float(p["scale"]), float(p["scale"])
+    inside = f"{g} * {k!r} * ({x} + {neg!r})" if p["is_result"] else f"{g} * {k!r} * {neg!r} * tl.exp({x} * {k!r})"
+    return f"tl.where({x} <= 0, {inside}, {g} * {pos!r})"
+
+
+Primitive("elu_backward", "g x", _elu_backward_kernel,
+          shape=lambda g, x, **p: _bcast_shape(g, x), dtype="promote", vjp=_elu_double_backward,
+          saves="g x", grad_fn="EluBackwardBackward0", elementwise=True,
+          triton=T.Expr(_triton_elu_backward, cast=True))
+# -- hardswish: its value y is its composite's, `hardswish(x, y)` gives it torch's derivative,
+# hardswish_backward(g, x): x <= -3 ? 0 : x < 3 ? g * (x / 3 + 0.5) : g (NaN: g, as torch's scalar
+# and CUDA kernels), an op of its own whose derivative for x is torch's
+# where(-3 < x < 3, gg * g / 3, 0) (HardswishBackwardBackward0): zero at the kinks +-3.
+
+
+def _hardswish_backward_kernel(g, x):
+    with np.errstate(all="ignore"):
+        mid = g * (x / np.asarray(3, x.dtype) + np.asarray(0.5, x.dtype))
+    return np.where(x <= -3, np.zeros((), mid.dtype), np.where(x < 3, mid, g)).astype(mid.dtype, copy=False)
+
+
+def _hardswish_backward(g, x):
+    return FrontEnd.apply(PRIMITIVES["hardswish_backward"], (g, x), {})
+
+
+def _hardswish_double_backward(gg, out, g, x):
+    return _hardswish_backward(gg, x), F.where(F.logical_and(x > -3.0, x < 3.0), gg * g / 3.0, 0.0)
+
+
+Primitive("hardswish_backward", "g x", _hardswish_backward_kernel,
+          shape=lambda g, x: _bcast_shape(g, x), dtype="promote", vjp=_hardswish_double_backward,
+          saves="g x", grad_fn="HardswishBackwardBackward0", elementwise=True,
+          triton=T.Expr("tl.where({1} <= -3.0, 0.0, tl.where({1} < 3.0, {0} * ({1} / 3.0 + 0.5), {0}))", cast=True))
+Primitive("hardswish", "x y", lambda x, y: y, shape=lambda x, y: tuple(y.shape),
+          dtype=lambda args: (None, args[1]._dtype),
+          vjp=lambda g, out, x, y: (_hardswish_backward(g, x), None),
+          saves="x", grad_fn="HardswishBackward0", elementwise=True, triton=T.Expr("{1}"))
+# -- prelu: torch's _prelu_kernel, x > 0 ? x : w * x (w broadcast to x), and its backward, the
+# gradients for x (x > 0 ? g : w * g) and for w (x > 0 ? 0 : x * g, before the sum over the
+# broadcast dimensions): a product with the mask was NaN for w's at x = inf. Each is an op of its own
+# (PreluKernelBackwardBackward0) with torch's double backward, whose masks are x >= 0 (zero at
+# x == 0 where the first derivative's is x > 0); a gradient no output reached adds no term (a zero
+# there made inf * 0 = NaN).
+
+
+def _prelu_kernel(x, w):
+    with np.errstate(all="ignore"):
+        return np.where(x > 0, x, w * x).astype(np.result_type(x, w), copy=False)
+
+
+def _prelu_grad_input_kernel(g, x, w):
+    with np.errstate(all="ignore"):
+        return np.where(x > 0, g, w * g).astype(np.result_type(g, x, w), copy=False)
+
+
+def _prelu_grad_weight_kernel(g, x, w):
+    dt = np.result_type(g, x, w)
+    with np.errstate(all="ignore"):
+        return np.where(x > 0, np.zeros((), dt), x * g).astype(dt, copy=False)
+
+
+def _prelu_vjp(g, out, x, w):
+    return (FrontEnd.apply(PRIMITIVES["prelu_grad_input"], (g, x, w), {}),
+            FrontEnd.apply(PRIMITIVES["prelu_grad_weight"], (g, x, w), {}))
+
+
+def _prelu_grad_input_vjp(gg, out, g, x, w):
+    nonneg = x >= 0
+    return F.where(nonneg, gg, gg * w), _zeros_like(x), F.where(nonneg, 0.0, g * gg)
+
+
+def _prelu_grad_weight_vjp(gg, out, g, x, w):
+    nonneg = x >= 0          # (w's: zeros, as torch's zeros_like(self) where no gradient of x reached)
+    return F.where(nonneg, 0.0, gg * x), F.where(nonneg, 0.0, g * gg), _zeros_like(x)
+
+
+Primitive("prelu", "x w", _prelu_kernel, shape=_bcast_shape, dtype="promote", vjp=_prelu_vjp, saves="x w",
+          grad_fn="PreluKernelBackward0", elementwise=True, triton=T.Expr("tl.where({0} > 0, {0}, {1} * {0})", cast=True))
+Primitive("prelu_grad_input", "g x w", _prelu_grad_input_kernel, shape=_bcast_shape, dtype="promote",
+          vjp=_prelu_grad_input_vjp, saves="g x w", grad_fn="PreluKernelBackwardBackward0", elementwise=True,
+          triton=T.Expr("tl.where({1} > 0, {0}, {2} * {0})", cast=True))
+Primitive("prelu_grad_weight", "g x w", _prelu_grad_weight_kernel, shape=_bcast_shape, dtype="promote",
+          vjp=_prelu_grad_weight_vjp, saves="g x", grad_fn="PreluKernelBackwardBackward0", elementwise=True,
+          triton=T.Expr("tl.where({1} > 0, 0.0, {1} * {0})", cast=True))
+# -- logaddexp and logaddexp2: torch's kernel, max(a, b) + log1p(exp(-|a - b|)) (a itself where a == b is
+# infinite; base 2: log1p(exp2(-|a - b|)) / ln 2), and its derivative, g / (1 + exp(b - a)) (base 2:
+# 1 + 2^(b - a)): 1 at a = inf, where the composite's exp(a - m) / (exp(a - m) + exp(b - m)) was inf / inf
+
+
+def _logaddexp_kernel(a, b, base2=False):
+    with np.errstate(all="ignore"):
+        m = np.maximum(a, b)
+        d = -np.abs(a - b)
+        r = m + (np.log1p(np.exp2(d)) * (1.0 / LN2) if base2 else np.log1p(np.exp(d)))
+        dt = np.result_type(a, b)
+        return np.where(np.isinf(a) & (a == b), a, r).astype(dt, copy=False)
+
+
+def _logaddexp_vjp(g, out, a, b, base2=False):
+    e = F.exp2 if base2 else F.exp
+    return g / (e(b - a) + 1), g / (e(a - b) + 1)
+
+
+def _triton_logaddexp(a, p, c):
+    x, y = a
+    if p.get("base2"):
+        soft = f"_log1p(tl.exp2(-tl.abs({x} - {y}))) * {1.0 / LN2!r}"
+    else:
+        soft = f"_log1p(tl.exp(-tl.abs({x} - {y})))"
+    both_inf = f"({x} == {y}) & (({x} - {x}) != ({x} - {x}))"
+    return f"tl.where({both_inf}, {x}, tl.maximum({x}, {y}) + {soft})"
+
+
+Primitive("logaddexp", "x y", _logaddexp_kernel, shape=_bcast_shape, dtype="promote", vjp=_logaddexp_vjp,
+          saves="x y", grad_fn=lambda a, p: "Logaddexp2Backward0" if p.get("base2") else "LogaddexpBackward0",
+          elementwise=True, triton=T.Expr(_triton_logaddexp, cast=True))
+# elu_result: the in-place forms' (torch's EluBackward1), whose derivative reads the result
+Primitive("elu", "x y", lambda x, y, **p: y, shape=lambda x, y, **p: tuple(y.shape),
+          dtype=lambda args: (None, args[1]._dtype),
+          vjp=lambda g, out, x, y, **p: (_elu_backward(g, x, dict(p, is_result=False)), None),
+          saves="x", grad_fn=lambda a, p: p["name"], elementwise=True, triton=T.Expr("{1}"))
+Primitive("elu_result", "x y", lambda x, y, **p: y, shape=lambda x, y, **p: tuple(y.shape),
+          dtype=lambda args: (None, args[1]._dtype),
+          vjp=lambda g, out, x, y, **p: (_elu_backward(g, out, dict(p, is_result=True)), None),
+          saves="out", grad_fn=lambda a, p: p["name"], elementwise=True, triton=T.Expr("{1}"))
 unary("floor", np.floor, lambda g, out, x: (_zeros_like(g),), "", dtype="same", refuse={0: _no_kernel("floor_vml_cpu")},
       triton=T.unary("tl.floor", ints="{x}"))
 unary("ceil", np.ceil, lambda g, out, x: (_zeros_like(g),), "", dtype="same", refuse={0: _no_kernel("ceil_vml_cpu")},
@@ -1201,14 +1384,15 @@ def _var_acc(x, dims, correction, keepdim):
 
 
 def _var_vjp(g, out, x, dims=None, correction=1, keepdim=False):
-    # torch's var_backward: without a dim and no degrees of freedom, inf (nan where x is its mean)
+    # torch's var_backward: without a dim and no degrees of freedom, where(x == mean, nan, inf) (an inf
+    # equal to its mean gives nan: x - mean == 0 took it for inf)
     d = _dims(x, dims)
     dof = _count(x, d) - correction
     gk = _expand_reduced(g, tuple(x.shape), d, keepdim)
-    centered = x - R("mean", x, d, True)
+    mean = R("mean", x, d, True)
     if (dims is None or not x.shape) and dof <= 0:
-        return (gk * F.where(centered == 0, math.nan, math.inf),)
-    return (gk * (2.0 / dof if dof else math.inf) * centered,)
+        return (gk * F.where(x == mean, math.nan, math.inf),)
+    return (gk * (2.0 / dof if dof else math.inf) * (x - mean),)
 
 
 def _std_vjp(g, out, x, dims=None, correction=1, keepdim=False):

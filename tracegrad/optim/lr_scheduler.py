@@ -38,7 +38,12 @@ def _format_param(name, optimizer, param):
 
 
 class LRScheduler:
-    """Base class: `get_lr()` gives the next rates from the current ones (chainable form)."""
+    """Base class: `get_lr()` gives the next rates from the current ones (chainable form).
+    `_is_initial` holds during the constructor's own step, as torch's: the chainable forms keep the
+    rates there (a schedule resumed with last_epoch=k does not move them one step ahead of k), and
+    move them on at any later step, last_epoch 0 too."""
+
+    _is_initial = False
 
     def __init__(self, optimizer, last_epoch=-1):
         if not isinstance(optimizer, Optimizer):
@@ -57,7 +62,11 @@ class LRScheduler:
         _track_step_calls(optimizer)
         self._step_count = 0
         self._get_lr_called_within_step = False
-        self.step()
+        self._is_initial = True
+        try:
+            self.step()
+        finally:
+            self._is_initial = False
 
     def state_dict(self):
         return {k: v for k, v in self.__dict__.items() if k != "optimizer"}
@@ -197,7 +206,7 @@ class MultiplicativeLR(_LambdaScheduler):
 
     def get_lr(self):
         self._warn_outside_step()
-        if self.last_epoch > 0:
+        if not self._is_initial:
             return [group["lr"] * lmbda(self.last_epoch)
                     for lmbda, group in zip(self.lr_lambdas, self.optimizer.param_groups)]
         return [group["lr"] for group in self.optimizer.param_groups]
@@ -280,7 +289,7 @@ class LinearLR(LRScheduler):
         self._warn_outside_step()
         if self.last_epoch == 0:
             return [group["lr"] * self.start_factor for group in self.optimizer.param_groups]
-        if self.last_epoch > self.total_iters:
+        if self._is_initial or self.last_epoch > self.total_iters:
             return [group["lr"] for group in self.optimizer.param_groups]
         return [group["lr"] * (1.0 + (self.end_factor - self.start_factor) /
                                (self.total_iters * self.start_factor + (self.last_epoch - 1) *
@@ -301,7 +310,7 @@ class ExponentialLR(LRScheduler):
 
     def get_lr(self):
         self._warn_outside_step()
-        if self.last_epoch == 0:
+        if self._is_initial:
             return [group["lr"] for group in self.optimizer.param_groups]
         return [group["lr"] * self.gamma for group in self.optimizer.param_groups]
 
@@ -320,7 +329,7 @@ class CosineAnnealingLR(LRScheduler):
     def get_lr(self):
         self._warn_outside_step()
         groups = self.optimizer.param_groups
-        if self.last_epoch == 0:
+        if self._is_initial:
             return [group["lr"] for group in groups]
         if self._step_count == 1 and self.last_epoch > 0:
             return [self.eta_min + (base_lr - self.eta_min) * (1 + math.cos(self.last_epoch * math.pi / self.T_max)) / 2
@@ -348,7 +357,7 @@ class PolynomialLR(LRScheduler):
     def get_lr(self):
         self._warn_outside_step()
         groups = self.optimizer.param_groups
-        if self.last_epoch == 0 or self.last_epoch > self.total_iters:
+        if self._is_initial or self.last_epoch > self.total_iters:
             return [group["lr"] for group in groups]
         decay = ((1.0 - self.last_epoch / self.total_iters) / (1.0 - (self.last_epoch - 1) / self.total_iters)) \
             ** self.power
