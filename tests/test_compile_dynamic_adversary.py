@@ -287,3 +287,64 @@ def test_a_mismatch_in_a_later_call_raises_as_eager(calls):
         arrays = (r.standard_normal(sx), r.standard_normal(sy))
         _same(_run(lambda lib, *xs: cfn(*xs), tg, arrays), _run(f, tg, arrays), 1e-12, 1e-12, (sx, sy))
         _same(_run(lambda lib, *xs: cfn(*xs), tg, arrays), _run(f, torch, arrays), 1e-12, 1e-12, (sx, sy))
+
+
+
+def _flat_view(x):
+    return x.view(-1)
+
+
+def _merge_view(x):
+    return x.view(6, 4)
+
+
+def _rows_view(x):
+    return x.view(x.shape[0], -1)
+
+
+_T = lambda x: x.t()  # noqa: E731
+_T12 = lambda x: x.transpose(1, 2)  # noqa: E731
+_ALL = lambda x: x  # noqa: E731
+
+
+def _pick(*index):
+    return lambda x: x[index]
+
+
+@pytest.mark.parametrize("dynamic", [False, None, True])
+def test_a_view_of_an_argument_not_in_c_order_raises_as_eager(dynamic):
+    """x.view(...) of an argument passed transposed or sliced: eager raises where the strides
+    cannot take the view; the trace checked a view of an argument as if it were in C order, so
+    the compiled call returned a result, and a program traced for one layout served another of
+    the same memory order whose strides cannot take the view."""
+    calls = [
+        (_flat_view, (5, 3), _ALL),
+        (_flat_view, (7, 3), _ALL),
+        (_flat_view, (3, 9), _T),                                                 # raises
+        (_flat_view, (18, 3), _pick(slice(None, None, 2))),                       # raises
+        (_flat_view, (9, 3), _ALL),
+        (_merge_view, (2, 3, 8), _pick(slice(None), slice(None), slice(0, 4))),   # dims 0 and 1 merge
+        (_merge_view, (2, 5, 4), _pick(slice(None), slice(0, 3), slice(None))),   # they do not: raises
+        (_merge_view, (2, 3, 8), _pick(slice(None), slice(None), slice(2, 6))),
+        (_rows_view, (9, 2, 3), _T12),                                            # raises
+        (_rows_view, (9, 3, 2), _ALL),
+        (_rows_view, (4, 2, 3), _T12),                                            # raises
+    ]
+    compiled = {f: tg.compile(f, dynamic=dynamic) for f in (_flat_view, _merge_view, _rows_view)}
+    raised = 0
+    for f, shape, arrange in calls:
+        a = np.random.default_rng(len(shape)).standard_normal(shape)
+        results = []
+        for g, lib in ((compiled[f], tg), (f, tg), (f, torch)):
+            try:
+                results.append(_np(g(arrange(lib.tensor(a))) * 2))
+            except RuntimeError as e:
+                results.append(type(e).__name__)
+        got, eager, ref = results
+        if isinstance(ref, str):
+            raised += 1
+            assert got == eager == ref, (f.__name__, shape, got, eager, ref)
+        else:
+            np.testing.assert_array_equal(got, eager)
+            np.testing.assert_array_equal(got, ref)
+    assert raised == 5

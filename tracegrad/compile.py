@@ -193,7 +193,7 @@ def _trace_with_writes(fn, args, kwargs, name, value_reads=None, dyn=()):
             proxies = [proxy_input(g, s, t.dtype, requires_grad=t.requires_grad,
                                    **(order_attr(tensor_order(t), tuple(t.shape)) if t.requires_grad else {}))
                        for t, s in zip(leaves, shapes)]
-            for t, px in zip(leaves, proxies):
+            for i, (t, px) in enumerate(zip(leaves, proxies)):
                 if t.__class__ is not Tensor and not Proxy.of_class(px, t.__class__):
                     raise TraceError(f"an argument of class {t.__class__.__qualname__} (a Tensor subclass with "
                                      f"slots of its own) has no symbolic stand-in")
@@ -205,6 +205,10 @@ def _trace_with_writes(fn, args, kwargs, name, value_reads=None, dyn=()):
                     px.__dict__["_arg_attrs"] = frozenset(t.__dict__)
                 if t.requires_grad and t.grad_fn is not None:
                     px.__dict__["_nonleaf_arg"] = True     # a leaf in the trace, not to the caller
+                d = t._data
+                if d.__class__ is np.ndarray and not d.flags.c_contiguous and d.itemsize:
+                    # its strides, in elements, for a view's check (Proxy._layout_scratch)
+                    px.__dict__["_arg_strides"] = (i, tuple(s // d.itemsize for s in d.strides))
                 sh.inputs.append((px, px.__dict__["_name"], t))
             # a tensor passed twice is one value, as in eager (`a is b`, a write through one
             # read through the other); the call's key holds which arguments are the same tensor
@@ -359,6 +363,7 @@ def _build(fn, args, kwargs, name, backend, value_reads=None, keep_stages=False,
         u = Untraceable(f"{type(e).__name__}: {e}")
         u.exempt = getattr(e, "exempt", frozenset())
         raise u.with_traceback(e.__traceback__) from e
+    p.layout_reads = g.__dict__.get("layout_reads")
     # inputs of the call: the argument tensors, then the concrete tensors the function
     # read (constants; module parameters among them), read afresh at every call
     n_args = len(leaves)
@@ -1609,6 +1614,8 @@ class CompiledFunction:
                                   exempt=exempt)
             if p.guard_spec is not None:
                 guards.add(_step_guard(p.guard_spec, frozenset(id(t) for _, t in p.grad_slots + p.out_grads)))
+            for i, strides in (p.layout_reads or {}).items():
+                guards.add(_strides_guard(i, strides))
             p.read_ids = guards.tensor_ids or None
             return p, guards
         # a function that read an option its programs would read at every call runs eagerly
@@ -1686,6 +1693,19 @@ def _step_guard(spec, rebound=frozenset()):
                  "zero_grad(set_to_none=False) keeps it), or a hook registered since on a parameter its "
                  "backward() reaches",
                  lambda code: functionalize.emit_guard_key(code, *spec, rebound))
+
+
+def _strides_guard(i, strides):
+    """The strides of argument tensor i, which a view's check in the trace read (an argument
+    not in C order): the key holds its memory order only, and another layout of that order
+    may not take the view (eager raises there)."""
+    def read(env):
+        leaves = []
+        flatten(env, leaves)
+        d = leaves[i]._data
+        return tuple(s // d.itemsize for s in d.strides) if d.__class__ is np.ndarray and d.itemsize else None
+    return Guard(read, lambda s: s == strides, f"the strides of argument tensor {i} (a view of it was checked "
+                 f"against strides {strides})")
 
 
 def _drop_detach(g):

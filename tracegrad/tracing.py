@@ -241,9 +241,23 @@ class Proxy(Tensor):
                 return False
             chain.append((prim, rest, params))
             o = base
-        if not chain or "_real" in o.__dict__:
-            return None            # no view, or one of a real tensor, whose layout is its own
-        a = np.empty(o._shape, np.int8)
+        if "_real" in o.__dict__:
+            return None            # a view of a real tensor, whose layout is its own
+        arg = o.__dict__.get("_arg_strides")
+        if arg is not None:
+            # an argument not in C order (x.t(), x[::2] passed in): its own strides, which the
+            # call's key does not hold (only the memory order); the trace relies on them, so the
+            # program is guarded on them (compile.py's layout guard)
+            i, strides = arg
+            if any(s < 0 for s in strides) or 0 in o._shape:
+                return False
+            o.__dict__["_graph"].__dict__.setdefault("layout_reads", {})[i] = strides
+            span = 1 + sum((n - 1) * s for n, s in zip(o._shape, strides))
+            a = np.lib.stride_tricks.as_strided(np.empty(span, np.int8), o._shape, strides)
+        elif not chain:
+            return None            # no view
+        else:
+            a = np.empty(o._shape, np.int8)
         try:
             for prim, rest, params in reversed(chain):
                 a = prim.impl(a, *rest, **params)
