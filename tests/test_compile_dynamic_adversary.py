@@ -348,3 +348,34 @@ def test_a_view_of_an_argument_not_in_c_order_raises_as_eager(dynamic):
             np.testing.assert_array_equal(got, eager)
             np.testing.assert_array_equal(got, ref)
     assert raised == 5
+
+
+OVERWRITES = {
+    "fill_": lambda lib, x: (x * 1).fill_(x.shape[0] * 1.0),
+    "zero_": lambda lib, x: (x * 2).zero_(),
+    "copy_ of a constant": lambda lib, x: (x * 2).copy_(lib.ones(x.shape, dtype=lib.float64)),
+    "fill_ of inf": lambda lib, x: (x / 0).fill_(1.0) + x,
+    "fill_ of a column": lambda lib, x: (lambda z: (z[:, 0].fill_(3.0), z)[1])(x * 2),
+}
+
+
+@pytest.mark.parametrize("name", list(OVERWRITES))
+def test_an_overwritten_value_keeps_requiring_grad(name):
+    """(x * 1).fill_(v), zero_() and copy_(constant) inside a compiled function: eager's result
+    requires grad, its history linked with a zero gradient (torch's FillBackward2, ZeroBackward0,
+    CopyBackwards); the trace wrote the constant alone, so the compiled result required no grad
+    and its backward() raised where eager's gives x.grad zeros."""
+    f = OVERWRITES[name]
+    cfn = tg.compile(lambda x: f(tg, x), cache_limit=64)
+    for n in [5, 7, 1, 2, 9, 5]:
+        a = np.random.default_rng(n).standard_normal((n, 3))
+        outs = []
+        for g, lib in ((lambda lib, x: cfn(x), tg), (f, tg), (f, torch)):
+            x = lib.tensor(a, requires_grad=True)
+            y = g(lib, x)
+            assert y.requires_grad
+            y.sum().backward()
+            outs.append((_np(y), _np(x.grad)))
+        for (y, gx), (wy, wgx) in zip(outs[:1] * 2, outs[1:]):
+            np.testing.assert_array_equal(y, wy)
+            np.testing.assert_array_equal(gx, wgx)

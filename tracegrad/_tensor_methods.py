@@ -391,7 +391,9 @@ def _fill(self, value):
             return commit(self, F.expand(F.convert(value, self.dtype), tuple(self.shape)) * 1)
         value = value.item()
     if _tracing():
-        return commit(self, F.full(tuple(self.shape), value, dtype=self.dtype))
+        new = F.full(tuple(self.shape), value, dtype=self.dtype)
+        # a value that requires grad stays linked with a zero gradient, as eager's (below)
+        return commit(self, _overwrite(self, new) if self.requires_grad and STATE.grad_enabled else new)
     if self.grad_fn is not None and STATE.grad_enabled:
         return commit(self, _overwrite(self, F.full(tuple(self.shape), value, dtype=self.dtype)))
     # torch's checked conversion (uint8 takes -1 as 255; int8 refuses 200 with its RuntimeError)
@@ -437,7 +439,11 @@ def copy_(self, src, non_blocking=False):
                            f"{max(self.ndim, src.ndim) - 1}") from None
     if _tracing():
         # a copy, not a broadcast view of src: the program's array of self must not be src's memory
-        return commit(self, F.clone(F.expand(F.convert(src, self.dtype), tuple(self.shape))))
+        r = F.clone(F.expand(F.convert(src, self.dtype), tuple(self.shape)))
+        if self.requires_grad and STATE.grad_enabled and \
+                (self._view is None or not (src.requires_grad and self._dtype.is_floating_point)):
+            r = _overwrite(self, r)        # the overwritten history keeps a zero gradient, as eager's below
+        return commit(self, r)
     if src._req and STATE.grad_enabled and self._dtype.is_floating_point:
         r = F.expand(F.convert(src, self.dtype), tuple(self.shape))
         r = F.clone(r)
