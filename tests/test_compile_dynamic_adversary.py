@@ -266,6 +266,15 @@ NN = {
     "padding to the longest": (
         lambda lib, a, b: lib.stack([_tf(lib).pad(s, (0, max(a.shape[0], b.shape[0]) - s.shape[0])) for s in (a, b)]),
         lambda r, n: (r.standard_normal(n), r.standard_normal(n % 3 + 2)), POSITIVE),
+    "pad_sequence": (lambda lib, a, b: lib.nn.utils.rnn.pad_sequence([a, b], batch_first=True).sum(-1),
+                     lambda r, n: (r.standard_normal((n, 2)), r.standard_normal((n % 3 + 1, 2))), SIZES),
+    "mask from lengths": (
+        lambda lib, x, lens: (x * (lib.arange(x.shape[1]).unsqueeze(0) < lens.unsqueeze(1))).sum(1) / lens,
+        lambda r, n: (r.standard_normal((3, n)), r.integers(1, n + 1, 3).astype(np.float64)), POSITIVE),
+    "positions over the length": (
+        lambda lib, x: x + lib.arange(x.shape[1], dtype=lib.float64)[:, None] / x.shape[1] *
+        lib.exp(-math.log(1e4) * lib.arange(0, x.shape[-1], 2, dtype=lib.float64) / x.shape[-1]).repeat(2),
+        lambda r, n: (r.standard_normal((2, n, 4)),), POSITIVE),
 }
 
 
