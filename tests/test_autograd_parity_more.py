@@ -78,3 +78,28 @@ def test_prod_hessian_two_zeros():
         g, = tg.autograd.grad(xt.prod(), xt, create_graph=True)
         rows = [_np(tg.autograd.grad(g[i], xt, retain_graph=True)[0]) for i in range(len(data))]
         np.testing.assert_array_equal(np.stack(rows), want.numpy())
+
+
+@pytest.mark.parametrize("point", [-INF, -1000.0, -30.0, -1.0, 0.0, 5.0, INF, NAN])
+@pytest.mark.parametrize("sign", [1.0, -1.0])
+def test_soft_margin_loss_no_threshold(point, sign):
+    # torch's log1p(exp(-input * target)) takes no threshold: 30.000000000000092 at -30 (softplus
+    # gave 30.0), inf and a NaN gradient at -1000 and -inf (softplus gave -1)
+    def f(m, x):
+        return m.nn.functional.soft_margin_loss(x, m.full((1,), sign, dtype=m.float64), reduction="none")
+    want = _grads(torch, f, [point], False)
+    got = _grads(tg, f, [point], False)
+    np.testing.assert_array_equal(got[0], want[0])
+    np.testing.assert_allclose(got[1], want[1], rtol=1e-15, atol=0, equal_nan=True)
+    w2, o2 = _grads(torch, f, [point])[2], _grads(tg, f, [point])[2]
+    np.testing.assert_allclose(o2, w2, rtol=2e-3 if abs(point) > 20 else 1e-14, atol=0, equal_nan=True)
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16", "float64"])
+def test_soft_margin_loss_values(dtype):
+    a = np.linspace(-40, 40, 161)
+    t = torch.nn.functional.soft_margin_loss(torch.tensor(a).to(getattr(torch, dtype)),
+                                             torch.ones(161, dtype=getattr(torch, dtype)), reduction="none")
+    o = tg.nn.functional.soft_margin_loss(tg.tensor(a).to(getattr(tg, dtype)),
+                                          tg.ones(161, dtype=getattr(tg, dtype)), reduction="none")
+    np.testing.assert_array_equal(o.float().numpy(), t.float().numpy())
