@@ -118,3 +118,43 @@ def test_log10_grad_fn_name(f):
     # (log / ln 10 is within an ulp of torch's log10, not always equal)
     np.testing.assert_allclose(names[1][1], names[0][1], rtol=4e-16, atol=0)
     np.testing.assert_allclose(names[1][2], names[0][2], rtol=4e-16, atol=0)
+
+
+def test_kthvalue_tie_index_and_gradient():
+    got = []
+    for m in (torch, tg):
+        x = m.tensor([2.0, 2.0, 2.0], dtype=m.float64, requires_grad=True)
+        r = m.kthvalue(x, 2)
+        g, = m.autograd.grad(r.values, x)
+        got.append((r.indices.item(), _np(g), r.values.grad_fn.name()))
+    assert got[1][0] == got[0][0] and got[1][2] == got[0][2]
+    np.testing.assert_array_equal(got[1][1], got[0][1])
+
+
+def test_kthvalue_random_ties():
+    # torch's quickselect decides which of equal values it reports; NaN counts as the largest
+    rng = np.random.default_rng(1)
+    for _ in range(300):
+        shape = (int(rng.integers(1, 4)), int(rng.integers(1, 30)))
+        a = rng.integers(0, int(rng.integers(1, 6)), shape).astype(float)
+        a[rng.random(shape) < 0.1] = NAN
+        d = int(rng.integers(0, 2))
+        k = int(rng.integers(1, shape[d] + 1))
+        keep = bool(rng.integers(0, 2))
+        want = torch.kthvalue(torch.tensor(a), k, d, keep)
+        got = tg.kthvalue(tg.tensor(a), k, d, keep)
+        np.testing.assert_array_equal(got.indices.numpy(), want.indices.numpy(), err_msg=f"{a.tolist()} {k} {d}")
+        np.testing.assert_array_equal(got.values.numpy(), want.values.numpy())
+
+
+@pytest.mark.parametrize("dim", [0, 1])
+def test_median_random_ties(dim):
+    rng = np.random.default_rng(2)
+    for _ in range(200):
+        shape = (int(rng.integers(1, 4)), int(rng.integers(1, 30)))
+        a = rng.integers(0, int(rng.integers(1, 6)), shape).astype(float)
+        a[rng.random(shape) < 0.1] = NAN
+        want = torch.median(torch.tensor(a), dim)
+        got = tg.median(tg.tensor(a), dim)
+        np.testing.assert_array_equal(got.indices.numpy(), want.indices.numpy(), err_msg=f"{a.tolist()}")
+        np.testing.assert_array_equal(got.values.numpy(), want.values.numpy())
