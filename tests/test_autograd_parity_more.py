@@ -158,3 +158,167 @@ def test_median_random_ties(dim):
         got = tg.median(tg.tensor(a), dim)
         np.testing.assert_array_equal(got.indices.numpy(), want.indices.numpy(), err_msg=f"{a.tolist()}")
         np.testing.assert_array_equal(got.values.numpy(), want.values.numpy())
+
+
+# -- functions torch has: values, first and second derivatives against torch's -----------------
+
+def _both(f, *arrays, grad=True, rtol=1e-13):
+    """f(m, *tensors) in torch and tracegrad from float64 arrays: values, and the first and second
+    derivatives of the sum (in every input that requires grad)."""
+    res = []
+    for m in (torch, tg):
+        xs = [m.tensor(a, dtype=m.float64, requires_grad=grad) for a in arrays]
+        y = f(m, *xs)
+        out = [_np(y), y.grad_fn.name() if y.grad_fn is not None else None]
+        if grad:
+            gs = m.autograd.grad(y.sum(), xs, create_graph=True)
+            out += [_np(g) for g in gs]
+            if any(g.requires_grad for g in gs):
+                hs = m.autograd.grad(sum((g * g).sum() for g in gs), xs, allow_unused=True)
+            else:                    # a linear function's gradient is a constant
+                hs = [None] * len(xs)
+            out += [None if h is None else _np(h) for h in hs]
+        res.append(out)
+    want, got = res
+    assert got[1] == want[1]
+    for w, o in zip(want[:1] + want[2:], got[:1] + got[2:]):
+        if w is None:
+            assert o is None or not np.any(o)
+            continue
+        # (an entry that cancels is held to the tolerance of the largest)
+        finite = np.abs(w[np.isfinite(w)])
+        atol = rtol * (finite.max() if finite.size else 0.0)
+        np.testing.assert_allclose(o, w, rtol=rtol, atol=atol, equal_nan=True)
+
+
+@pytest.mark.parametrize("dim", [0, 1, -1])
+def test_logcumsumexp(dim):
+    rng = np.random.default_rng(3)
+    _both(lambda m, x: m.logcumsumexp(x, dim), rng.standard_normal((3, 6)) * 4)
+    _both(lambda m, x: x.logcumsumexp(dim), rng.standard_normal((2, 5)))
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32", "float16", "bfloat16"])
+def test_logcumsumexp_values_special(dtype):
+    rng = np.random.default_rng(4)
+    a = rng.standard_normal((4, 9)) * 5
+    a[0, 2] = -INF
+    a[1, 1] = a[1, 3] = INF
+    a[2, 4] = NAN
+    a[3, :3] = -INF
+    want = torch.logcumsumexp(torch.tensor(a).to(getattr(torch, dtype)), 1)
+    got = tg.logcumsumexp(tg.tensor(a).to(getattr(tg, dtype)), 1)
+    assert got.dtype.name == str(want.dtype).split(".")[1]
+    np.testing.assert_array_equal(got.float().numpy(), want.float().numpy())
+    with pytest.raises(RuntimeError):
+        torch.logcumsumexp(torch.tensor([1, 2]), 0)
+    with pytest.raises(RuntimeError):
+        tg.logcumsumexp(tg.tensor([1, 2]), 0)
+
+
+def test_isin():
+    cases = [([1.0, NAN, 2.0, 3.0], [NAN, 2.0]), ([[1, 2], [3, 4]], [4, 1, 9]), ([1, 2, 3], []), ([1.5, 2.0], [2])]
+    for e, t in cases:
+        for invert in (False, True):
+            want = torch.isin(torch.tensor(e), torch.tensor(t), invert=invert)
+            got = tg.isin(tg.tensor(e), tg.tensor(t), invert=invert)
+            np.testing.assert_array_equal(got.numpy(), want.numpy())
+    np.testing.assert_array_equal(tg.isin(tg.tensor([1, 2, 3]), 2).numpy(), torch.isin(torch.tensor([1, 2, 3]), 2).numpy())
+    assert tg.isin(3, tg.tensor([1, 2, 3])).item() == torch.isin(3, torch.tensor([1, 2, 3])).item()
+
+
+@pytest.mark.parametrize("shape,wrap", [((3, 3), False), ((7, 3), True), ((7, 3), False), ((3, 5), False),
+                                        ((3, 3, 3), False), ((8, 2), True), ((2, 2, 2, 2), False)])
+def test_fill_diagonal_(shape, wrap):
+    rng = np.random.default_rng(5)
+    a = rng.standard_normal(shape)
+    res = []
+    for m in (torch, tg):
+        x = m.tensor(a, requires_grad=True)
+        y = (x * 2).fill_diagonal_(-7.0, wrap)
+        g, = m.autograd.grad((y * y).sum(), x)
+        res.append((_np(y), _np(g)))
+    for w, o in zip(*res):
+        np.testing.assert_array_equal(o, w)
+
+
+def test_fill_diagonal_errors():
+    for shape in [(3,), (2, 3, 3)]:
+        with pytest.raises(RuntimeError):
+            torch.zeros(shape).fill_diagonal_(1.0)
+        with pytest.raises(RuntimeError):
+            tg.zeros(shape).fill_diagonal_(1.0)
+
+
+@pytest.mark.parametrize("offset", [0, 2, -1])
+def test_diagflat(offset):
+    rng = np.random.default_rng(6)
+    _both(lambda m, x: m.diagflat(x, offset) * 3.0, rng.standard_normal((2, 3)))
+    _both(lambda m, x: m.diagflat(x, offset), rng.standard_normal((4,)))
+
+
+@pytest.mark.parametrize("shapes", [[(4, 5), (5, 3)], [(5,), (5, 3), (3, 40)], [(4, 5), (5, 3), (3, 40), (40, 2)],
+                                    [(5,), (5, 3), (3, 40), (40, 2), (2, 7), (7,)],
+                                    [(2, 30), (30, 3), (3, 30), (30, 2), (2, 9)]])
+def test_multi_dot(shapes):
+    rng = np.random.default_rng(7)
+    arrays = [rng.standard_normal(s) for s in shapes]
+    # (the chain's order is torch's; a matrix product's last bits are the BLAS's)
+    _both(lambda m, *xs: m.linalg.multi_dot(list(xs)), *arrays, rtol=1e-12)
+
+
+def test_multi_dot_chooses_torch_order():
+    rng = np.random.default_rng(8)
+    shapes = [(4, 5), (5, 3), (3, 40), (40, 2)]
+    a, b, c, d = [tg.tensor(rng.standard_normal(s)) for s in shapes]
+    # torch's matrix_chain_order: a (b (c d)) is the cheapest here
+    np.testing.assert_array_equal(tg.linalg.multi_dot([a, b, c, d]).numpy(), (a @ (b @ (c @ d))).numpy())
+
+
+def test_entr():
+    x = np.array([-2.0, -0.0, 0.0, 1e-300, 0.3, 1.0, 2.5, 1e300, INF, -INF, NAN])
+    want = torch.special.entr(torch.tensor(x))
+    got = tg.special.entr(tg.tensor(x))
+    np.testing.assert_array_equal(got.numpy(), want.numpy())
+    _both(lambda m, x: m.special.entr(x), np.array([0.2, 1.0, 3.5, 1e-5]))
+
+
+def test_ldexp():
+    rng = np.random.default_rng(9)
+    e = rng.integers(-5, 6, (3, 4))
+    for m_dtype in ("float64", "float32"):
+        a = rng.standard_normal((3, 4))
+        want = torch.ldexp(torch.tensor(a).to(getattr(torch, m_dtype)), torch.tensor(e))
+        got = tg.ldexp(tg.tensor(a).to(getattr(tg, m_dtype)), tg.tensor(e))
+        assert got.dtype.name == str(want.dtype).split(".")[1]
+        np.testing.assert_array_equal(got.numpy(), want.numpy())
+    want = torch.ldexp(torch.tensor([1, 2]), torch.tensor([3, -2]))
+    got = tg.ldexp(tg.tensor([1, 2]), tg.tensor([3, -2]))
+    assert got.dtype.name == str(want.dtype).split(".")[1]
+    np.testing.assert_array_equal(got.numpy(), want.numpy())
+    # (torch's derivative takes 2 ** other in the integers: 0 for a negative integer exponent,
+    # where tracegrad's is 2.0 ** other; compared at exponents that are floats or not negative)
+    _both(lambda m, x: m.ldexp(x, m.tensor(np.abs(e))), rng.standard_normal((3, 4)))
+    _both(lambda m, x: m.ldexp(x, m.tensor(e.astype(np.float64))), rng.standard_normal((3, 4)))
+
+
+def test_nanmedian_random():
+    rng = np.random.default_rng(10)
+    for _ in range(200):
+        shape = (int(rng.integers(1, 4)), int(rng.integers(1, 20)))
+        a = rng.integers(0, 4, shape).astype(float)
+        a[rng.random(shape) < 0.3] = NAN
+        d = int(rng.integers(0, 2))
+        keep = bool(rng.integers(0, 2))
+        want = torch.nanmedian(torch.tensor(a), d, keep)
+        got = tg.nanmedian(tg.tensor(a), d, keep)
+        np.testing.assert_array_equal(got.indices.numpy(), want.indices.numpy(), err_msg=f"{a.tolist()}")
+        np.testing.assert_array_equal(got.values.numpy(), want.values.numpy())
+        np.testing.assert_array_equal(tg.nanmedian(tg.tensor(a)).numpy(), torch.nanmedian(torch.tensor(a)).numpy())
+
+
+def test_nanmedian_grad():
+    a = np.array([[1.0, NAN, 3.0, 2.0], [NAN, NAN, NAN, NAN], [2.0, 2.0, NAN, 5.0]])
+    _both(lambda m, x: m.nanmedian(x, 1).values * 2.0, a)
+    _both(lambda m, x: m.nanmedian(x) * 2.0, np.array([[1.0, NAN, 3.0], [2.0, 2.0, 0.5]]))
+    _both(lambda m, x: m.nanmedian(x, 0, keepdim=True).values, np.array([[1.0, NAN], [2.0, 2.0], [0.5, 3.0]]))

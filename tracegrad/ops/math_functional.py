@@ -98,6 +98,7 @@ class return_types:
     topk = O._return_type("topk")
     median = O._return_type("median")
     kthvalue = O._return_type("kthvalue")
+    nanmedian = O._return_type("nanmedian")
 
 
 def _sorted(input, dim, descending, stable=True):
