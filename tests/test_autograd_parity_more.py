@@ -322,3 +322,29 @@ def test_nanmedian_grad():
     _both(lambda m, x: m.nanmedian(x, 1).values * 2.0, a)
     _both(lambda m, x: m.nanmedian(x) * 2.0, np.array([[1.0, NAN, 3.0], [2.0, 2.0, 0.5]]))
     _both(lambda m, x: m.nanmedian(x, 0, keepdim=True).values, np.array([[1.0, NAN], [2.0, 2.0], [0.5, 3.0]]))
+
+
+DERIV_NAMED = {
+    "tanh": lambda m, x: x.tanh(),
+    "sigmoid": lambda m, x: m.sigmoid(x),
+    "softmax": lambda m, x: m.softmax(x, 0) * m.arange(1.0, 4.0, dtype=x.dtype),
+    "log_softmax": lambda m, x: m.log_softmax(x, -1) * m.arange(1.0, 4.0, dtype=x.dtype),
+    "tanh_twice": lambda m, x: m.tanh(m.tanh(x)),
+}
+
+
+@pytest.mark.parametrize("name", list(DERIV_NAMED))
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+def test_first_gradient_grad_fn_name(name, dtype):
+    f = DERIV_NAMED[name]
+    res = []
+    for m in (torch, tg):
+        x = m.tensor([0.3, -0.7, 1.2], dtype=getattr(m, dtype), requires_grad=True)
+        g, = m.autograd.grad(f(m, x).sum(), x, create_graph=True)
+        h, = m.autograd.grad((g * g).sum(), x)
+        res.append((g.grad_fn.name(), _np(g), _np(h)))
+    assert res[1][0] == res[0][0]
+    tol = 1e-13 if dtype == "float64" else 1e-5
+    for o, w in zip(res[1][1:], res[0][1:]):
+        # (a second derivative that cancels is held to the tolerance of the largest)
+        np.testing.assert_allclose(o, w, rtol=tol, atol=tol * np.abs(w).max())

@@ -1544,6 +1544,12 @@ Primitive("log_softmax", "x", _log_softmax_kernel, shape=_unary_shape, dtype="sa
           vjp=_in_float32(lambda g, out, x, dim: (g - F.exp(out) * R("sum", g, (dim,), True),)), saves="out",
           grad_fn="LogSoftmaxBackward0", reduction=True, triton=T.Reduce("log_softmax"))
 
+# torch's grad_fn names of the gradients some rules compute, seen under create_graph=True
+# (tanh_backward's node is TanhBackwardBackward0): the node a rule's result comes from shows
+# the name; its derivative stays that of the op that computed it
+DERIVATIVE_NAMES = {"tanh": "TanhBackwardBackward0", "sigmoid": "SigmoidBackwardBackward0",
+                    "softmax": "SoftmaxBackwardDataBackward0", "log_softmax": "LogSoftmaxBackwardDataBackward0"}
+
 # == shape ops (views where torch makes views) ==================================================
 
 
