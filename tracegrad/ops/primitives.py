@@ -1257,16 +1257,26 @@ Primitive("mean", "x", _mean_kernel,
           grad_fn=_reduce_name("Mean"), reduction=True, triton=T.Reduce("mean"))
 
 
+def _exclusive_products(x, dim):
+    """prod_{k < i} x_k along dim, by doubling (log2 n rounds of a shifted product: ops every
+    backend lowers, where a running product, cumprod, runs on the host)."""
+    n = x.shape[dim]
+    y = F.cat([F.ones_like(F.narrow(x, dim, 0, 1)), F.narrow(x, dim, 0, n - 1)], dim)
+    k = 1
+    while k < n:
+        y = y * F.cat([F.ones_like(F.narrow(y, dim, 0, k)), F.narrow(y, dim, 0, n - k)], dim)
+        k *= 2
+    return y
+
+
 def _prod_others(x, dim):
     """prod_{k != i} x_k along dim without dividing, as torch's prod_safe_zeros_backward: the
-    exclusive running product from the front times the one from the back."""
+    exclusive product from the front times the one from the back."""
     n = x.shape[dim]
     if n == 0:
         return x
-    ones = F.ones_like(F.narrow(x, dim, 0, 1))
-    front = F.cumprod(F.cat([ones, F.narrow(x, dim, 0, n - 1)], dim), dim)
-    back = F.flip(F.cumprod(F.cat([ones, F.flip(F.narrow(x, dim, 1, n - 1), (dim,))], dim), dim), (dim,))
-    return front * back
+    back = F.flip(_exclusive_products(F.flip(x, (dim,)), dim), (dim,))
+    return _exclusive_products(x, dim) * back
 
 
 def _prod_vjp(g, out, x, dims=None, keepdim=False):
