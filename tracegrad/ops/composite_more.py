@@ -14,7 +14,8 @@ from ..tracing import rename_grad_fn
 from ..creation import tensor, zeros
 from . import functional as O
 from . import shapes as S
-from .composite import scaled_sum
+from .composite import scaled_sum, diag_embed
+from .math_functional import _sorted, _own, _evenly_distributed, return_types
 
 __all__ = ["cross", "linalg_cross", "inner", "kron", "vdot", "addmv", "addr", "addbmm", "dist", "cov", "corrcoef",
            "trapezoid", "trapz", "cumulative_trapezoid", "rot90", "take_along_dim", "block_diag", "column_stack",
@@ -458,7 +459,6 @@ def isin(elements, test_elements, *, assume_unique=False, invert=False):
 def diagflat(input, offset=0):
     """The flattened input on the offset diagonal of a square matrix, as torch.diagflat."""
     O._check_tensor(input, "diagflat")
-    from .composite import diag_embed
     return diag_embed(input.reshape(-1), offset)
 
 
@@ -540,7 +540,6 @@ def ldexp(input, other):
 
 def nanmedian(input, dim=None, keepdim=False):
     """The lower median of the values that are not NaN (NaN where all are), as torch.nanmedian."""
-    from .math_functional import _sorted, _own, _evenly_distributed, return_types
     O._check_tensor(input, "nanmedian")
     if dim is None:
         if input.numel() == 0:
