@@ -238,11 +238,22 @@ def test_fill_diagonal_(shape, wrap):
         y = (x * 2).fill_diagonal_(-7.0, wrap)
         g, = m.autograd.grad((y * y).sum(), x)
         res.append((_np(y), _np(g)))
-    for w, o in zip(*res):
+        res[-1] += (y.grad_fn.name(),)
+    assert res[1][2] == res[0][2]
+    for w, o in zip(res[0][:2], res[1][:2]):
         np.testing.assert_array_equal(o, w)
+    # a slice of a larger tensor: the writes reach its base
+    for m in (torch, tg):
+        base = m.zeros(4, 6)
+        base[:, 1:5].fill_diagonal_(3.0, wrap)
+        res.append(base.numpy())
+    np.testing.assert_array_equal(res[3], res[2])
 
 
 def test_fill_diagonal_errors():
+    for m in (torch, tg):
+        with pytest.raises(RuntimeError, match="leaf Variable that requires grad"):
+            m.zeros(3, 3, requires_grad=True).fill_diagonal_(1.0)
     for shape in [(3,), (2, 3, 3)]:
         with pytest.raises(RuntimeError):
             torch.zeros(shape).fill_diagonal_(1.0)

@@ -590,21 +590,21 @@ def _all_equal_nth(n):
 
 
 def fill_diagonal_(self, fill_value, wrap=False):
-    """Write fill_value on the main diagonal in place (a tall matrix's diagonal starts again
-    every width + 1 rows with wrap), as torch's Tensor.fill_diagonal_."""
+    """Write fill_value on the main diagonal in place, through diagonal views as torch writes
+    through a strided one (its grad_fn CopySlices); a tall matrix's diagonal starts again every
+    width + 1 rows with wrap."""
     if self.ndim < 2:
         raise RuntimeError("dimensions must larger than 1")
     if self.ndim > 2 and any(s != self.shape[0] for s in self.shape[1:]):
         raise RuntimeError("all dimensions of input must be of equal length")
+    d = self
+    for _ in range(self.ndim - 1):
+        d = d.diagonal(0, 0, 1)
+    d.fill_(fill_value)
     h, w = self.shape[0], self.shape[1]
-    size = min(h, w)
-    # positions in a contiguous layout: torch steps the sum of the strides
-    step = sum(int(np.prod(self.shape[i + 1:])) for i in range(self.ndim))
-    flat = [k * step for k in range(size)]
     if wrap and self.ndim == 2 and h > w + 1:
-        n = h * w
-        extra = (n + w) // (w + 1) - size
-        flat += [w * (w + 1) + k * step for k in range(extra)]
-    mask = np.zeros(int(np.prod(self.shape)), bool)
-    mask[[f for f in flat if f < mask.size]] = True
-    return self.masked_fill_(tensor(mask.reshape(tuple(self.shape))), fill_value)
+        start = w + 1
+        while start < h:
+            self.narrow(0, start, min(w, h - start)).diagonal().fill_(fill_value)
+            start += w + 1
+    return self
