@@ -661,6 +661,11 @@ OPS += [
     OpInfo("sort", lambda m, x, **kw: tuple(m.sort(x, **kw)),
            [Sample((5,)), Sample((2, 3), dim=0), Sample((2, 3, 4), dim=1, descending=True), Sample(()),
             Sample((2, 6), domain="special", grad=False)], dtypes=FLOAT),
+    # kthvalue_index: torch's quickselect's position where the k-th value is tied ("exp": 0..3)
+    OpInfo("kthvalue", lambda m, x, k, **kw: tuple(m.kthvalue(x, k, **kw)),
+           [Sample((5,), k=2), Sample((2, 3), k=3, dim=1), Sample((2, 3, 4), k=1, dim=0, keepdim=True),
+            Sample((), k=1), Sample((3, 9), k=4, domain="exp", grad=False),
+            Sample((2, 7), k=6, domain="special", grad=False)], dtypes=FLOAT),
     OpInfo("linalg_inv_det_slogdet", lambda m, x: (m.linalg.inv(x + 3 * m.eye(3, dtype=x.dtype)),
                                                   m.linalg.det(x), m.linalg.slogdet(x + 3 * m.eye(3, dtype=x.dtype))[1]),
            [Sample((3, 3)), Sample((2, 3, 3))], dtypes=FLOAT),

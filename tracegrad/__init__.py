@@ -134,7 +134,8 @@ from .ops.composite_more import (cross, inner, kron, vdot, addmv, addr, addbmm, 
                                  trapezoid, trapz, cumulative_trapezoid, rot90, take_along_dim, block_diag,
                                  column_stack, dstack, row_stack, atleast_1d, atleast_2d, atleast_3d, split_with_sizes,
                                  hsplit, vsplit, dsplit, cummax, cummin, tril_indices, triu_indices, searchsorted,
-                                 bucketize, cartesian_prod, vander, tensordot)
+                                 bucketize, cartesian_prod, vander, tensordot, logcumsumexp, isin, diagflat, ldexp,
+                                 nanmedian)
 from .compile import compile  # noqa: E402,F401
 from ._legacy import TYPES as _LEGACY_TYPES  # noqa: E402
 globals().update(_LEGACY_TYPES)  # FloatTensor, LongTensor, ...

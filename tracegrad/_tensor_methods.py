@@ -862,7 +862,7 @@ Tensor.unfold = _unfold
 from .ops import composite_more as _more  # noqa: E402  (the module's own ops, loaded above)
 
 for _name in """cross inner kron vdot addmv addr addbmm dist cov corrcoef rot90 take_along_dim split_with_sizes hsplit
-vsplit dsplit cummax cummin""".split():
+vsplit dsplit cummax cummin logcumsumexp isin diagflat ldexp nanmedian fill_diagonal_""".split():
     setattr(Tensor, _name, getattr(_more, _name))
 for _name in "addmv addr addbmm".split():
     setattr(Tensor, _name + "_", _inplace(getattr(_more, _name)))

@@ -14,7 +14,7 @@ bound lazily: a rule that only asks for `x.shape` saves nothing.
 from .ir.graph import Graph, V
 from .tracing import Proxy, trace, proxy_input
 from .ir.layout import order_attr, value_order
-from .ops.primitives import sum_to, DerivativeNotImplemented, PRIMITIVES as P
+from .ops.primitives import sum_to, DerivativeNotImplemented, DERIVATIVE_NAMES, PRIMITIVES as P
 from .ops import functional as F
 from .autograd._grad_io import _seeds, _results
 from . import _dtype as D
@@ -229,7 +229,10 @@ def derive(fwd, outputs, wrt, hooks=None, node_hooks=(), defer_errors=False):
                 if gi.__dict__.get("_name"):
                     # for anomaly checks: the rule that computed the value (a rule that passes
                     # its incoming gradient through, as add's, does not take it over)
-                    bwd[gi.__dict__["_name"]].setdefault("grad_of", (n, i))
+                    made = bwd[gi.__dict__["_name"]]
+                    made.setdefault("grad_of", (n, i))
+                    if made["grad_of"] == (n, i) and prim.name in DERIVATIVE_NAMES:
+                        made["grad_fn_name"] = DERIVATIVE_NAMES[prim.name]
                 grads[x] = grads[x] + gi if x in grads else gi
         for x in pending:
             if x in grads:

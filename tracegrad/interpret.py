@@ -11,7 +11,7 @@ a backward graph is differentiated again (create_graph=True).
 import numpy as np
 
 from .ir.graph import V
-from .tracing import apply
+from .tracing import apply, rename_grad_fn
 
 
 def _resolve(a, env):
@@ -49,7 +49,7 @@ def plan_eager(graph):
     (or `apply`) and parameters bound once: what a backward taken again and again with
     create_graph=True runs. Parameters and constants reach the code through a table, never
     as text."""
-    table = {"apply": apply}
+    table = {"apply": apply, "rename_grad_fn": rename_grad_fn}
     names = {v: f"a{k}" for k, v in enumerate(graph.inputs)}
     lines = []
 
@@ -75,6 +75,9 @@ def plan_eager(graph):
         else:
             table[f"f{k}"] = prim
             lines.append(f"    {out} = apply(f{k}, ({args}), p{k})")
+        if a.get("grad_fn_name"):        # torch's name for the gradient a rule computed
+            table[f"n{k}"] = a["grad_fn_name"]
+            lines.append(f"    rename_grad_fn({out}, n{k})")
     outs = "".join(("None" if o is None else names[o]) + ", " for o in graph.outputs)
     src = f"def run({''.join(f'a{k}, ' for k in range(len(graph.inputs)))}):\n" + "\n".join(lines) + \
         f"\n    return [{outs}]\n"

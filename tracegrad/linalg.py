@@ -7,9 +7,10 @@ from .ops.math_primitives import LinAlgError
 from .ops.composite import matrix_power, matrix_exp, vector_norm
 from . import _dtype as D
 from .creation import zeros
+from .ops.composite_more import multi_dot
 
 __all__ = ["inv", "det", "slogdet", "solve", "norm", "vector_norm", "matrix_norm", "LinAlgError", "inv_ex",
-           "matrix_power", "matrix_exp"]
+           "matrix_power", "matrix_exp", "multi_dot"]
 
 
 def slogdet(A):

@@ -7,9 +7,10 @@ from .ops import functional as O
 from .ops import composite as C
 from .nn import functional as F
 from .tracing import rename_grad_fn
+from .ops.composite_more import entr
 
 __all__ = ["expit", "logit", "erf", "erfc", "exp2", "expm1", "log1p", "log_softmax", "softmax", "logsumexp",
-           "round", "sinc", "xlogy", "xlog1py", "ndtr"]
+           "round", "sinc", "xlogy", "xlog1py", "ndtr", "entr"]
 
 
 def expit(input):

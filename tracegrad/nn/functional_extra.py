@@ -425,7 +425,11 @@ def hinge_embedding_loss(input, target, margin=1.0, size_average=None, reduce=No
 def soft_margin_loss(input, target, size_average=None, reduce=None, reduction="mean"):
     if size_average is not None or reduce is not None:
         reduction = F._legacy_reduction(size_average, reduce, reduction)
-    return rename_grad_fn(F._reduce(F.softplus(-target * input), reduction), "SoftMarginLossBackward0")
+    # torch's log1p(exp(-input * target)) with no threshold: softplus's took z for z > 20, which
+    # was 30.0 where torch's is 30.000000000000092, and a gradient of -1 at -inf for torch's NaN
+    # (torch's composite rounds each op, half precision too)
+    loss = O.log1p(O.exp(-input * target))
+    return rename_grad_fn(F._reduce(loss, reduction), "SoftMarginLossBackward0")
 
 
 def multilabel_soft_margin_loss(input, target, weight=None, size_average=None, reduce=None, reduction="mean"):

@@ -63,7 +63,7 @@ def diag_embed(input, offset=0, dim1=-2, dim2=-1):
 
 
 def log10(input):
-    return O.log(input) / math.log(10.0)
+    return rename_grad_fn(O.log(input) / math.log(10.0), "Log10Backward0")
 
 
 def trunc(input):

@@ -14,13 +14,15 @@ from ..tracing import rename_grad_fn
 from ..creation import tensor, zeros
 from . import functional as O
 from . import shapes as S
-from .composite import scaled_sum
+from .composite import scaled_sum, diag_embed
+from .math_functional import _sorted, _own, _evenly_distributed, return_types
 
 __all__ = ["cross", "linalg_cross", "inner", "kron", "vdot", "addmv", "addr", "addbmm", "dist", "cov", "corrcoef",
            "trapezoid", "trapz", "cumulative_trapezoid", "rot90", "take_along_dim", "block_diag", "column_stack",
            "dstack", "row_stack", "atleast_1d", "atleast_2d", "atleast_3d", "split_with_sizes", "hsplit", "vsplit",
            "dsplit", "cummax", "cummin", "tril_indices", "triu_indices", "searchsorted", "bucketize",
-           "cartesian_prod", "vander", "tensordot"]
+           "cartesian_prod", "vander", "tensordot", "logcumsumexp", "isin", "diagflat", "multi_dot", "entr",
+           "ldexp", "nanmedian", "fill_diagonal_"]
 
 
 def linalg_cross(input, other, *, dim=-1):
@@ -395,3 +397,214 @@ def vander(x, N=None, increasing=False):
     powers = [x ** i if i else O.ones_like(x) for i in range(n)]
     out = O.stack(powers if increasing else powers[::-1], 1)
     return out if x.dtype.is_floating_point else out.to(D.int64)
+
+
+# -- logcumsumexp, isin, diagflat, multi_dot, entr, ldexp, nanmedian, fill_diagonal_ ---------------
+
+def _log_add_exp(x, acc):
+    """torch's _log_add_exp_helper(x, acc): log1p(exp(min - max)) + max, NaN through, and x
+    itself where both are the same infinity (no inf - inf in the branch where() drops)."""
+    lo, hi = O.minimum(x, acc), O.maximum(x, acc)
+    same_inf = (lo == hi) & O.logical_not(O.isfinite(lo))
+    diff = O.where(same_inf, O.zeros_like(lo), lo - hi)
+    return O.where(same_inf, x, O.log1p(O.exp(diff)) + hi)
+
+
+def logcumsumexp(input, dim):
+    """log(cumsum(exp(input))) along dim, as torch's CPU scan: each step log_add_exp of the next
+    value and the running one, which starts at -inf and is kept in float64 for float32 (float32
+    for 16-bit floats), rounded to the dtype at each output."""
+    O._check_tensor(input, "logcumsumexp")
+    if not input.dtype.is_floating_point:
+        raise RuntimeError(f'"logcumsumexp_out_cpu" not implemented for \'{_scalar_name(input.dtype)}\'')
+    if input.ndim == 0:
+        return rename_grad_fn(input * 1, "LogcumsumexpBackward0")
+    d = S.normalize_dim(dim, input.ndim)
+    if input.shape[d] == 0:
+        return input.clone()
+    acc_dt = D.float64 if input.dtype in (D.float32, D.float64) else D.float32
+    xs = O.unbind(input.to(acc_dt) if input.dtype is not acc_dt else input, d)
+    acc = O.full(tuple(xs[0].shape), -math.inf, dtype=xs[0].dtype)
+    outs = []
+    for x in xs:
+        acc = _log_add_exp(x, acc)
+        outs.append(acc)
+    out = O.stack(outs, d)
+    return rename_grad_fn(out.to(input.dtype) if out.dtype is not input.dtype else out, "LogcumsumexpBackward0")
+
+
+def _scalar_name(dt):
+    return {"int64": "Long", "int32": "Int", "int16": "Short", "int8": "Char", "uint8": "Byte",
+            "bool": "Bool"}.get(dt.name, dt.name)
+
+
+def isin(elements, test_elements, *, assume_unique=False, invert=False):
+    """Whether each element is among test_elements (== as the comparison: NaN is in nothing)."""
+    if not isinstance(elements, Tensor) and not isinstance(test_elements, Tensor):
+        raise TypeError("isin() received an invalid combination of arguments: elements or test_elements must "
+                        "be a Tensor")
+    if not isinstance(elements, Tensor):
+        elements = tensor(elements, dtype=test_elements.dtype if isinstance(elements, bool) else None)
+    if not isinstance(test_elements, Tensor):
+        test_elements = tensor(test_elements)
+    e = elements.detach()
+    t = test_elements.detach().reshape(-1)
+    if t.numel() == 0:
+        hit = O.zeros_like(e, dtype=D.bool_)
+    else:
+        hit = O.any(O.unsqueeze(e, -1) == t, -1)
+    return O.logical_not(hit) if invert else hit
+
+
+def diagflat(input, offset=0):
+    """The flattened input on the offset diagonal of a square matrix, as torch.diagflat."""
+    O._check_tensor(input, "diagflat")
+    return diag_embed(input.reshape(-1), offset)
+
+
+def _chain_order(dims):
+    """torch's matrix_chain_order: the split of each span that costs the fewest multiplies (the
+    first such split where several tie)."""
+    n = len(dims) - 1
+    cost = [[0] * n for _ in range(n)]
+    split = [[0] * n for _ in range(n)]
+    for length in range(1, n):
+        for i in range(n - length):
+            j = i + length
+            cost[i][j] = None
+            for k in range(i, j):
+                q = cost[i][k] + cost[k + 1][j] + dims[i] * dims[k + 1] * dims[j + 1]
+                if cost[i][j] is None or q < cost[i][j]:
+                    cost[i][j] = q
+                    split[i][j] = k
+    return split
+
+
+def multi_dot(tensors):
+    """A chain of matrix products in the order that needs the fewest multiplies, as
+    torch.linalg.multi_dot (the first tensor may be 1-D, a row; the last, a column)."""
+    n = len(tensors)
+    if n < 2:
+        raise RuntimeError(f"multi_dot(): expected at least 2 tensors but got {n}")
+    first_1d, last_1d = tensors[0].ndim == 1, tensors[-1].ndim == 1
+    ts = list(tensors)
+    for i, t in enumerate(ts):
+        want = 1 if (i == 0 and first_1d) or (i == n - 1 and last_1d) else 2
+        if t.ndim not in (want, 2) or (t.ndim == 1 and 0 < i < n - 1):
+            if i == 0:
+                raise RuntimeError(f"multi_dot(): the first tensor must be 1D or 2D but got {t.ndim}D")
+            if i == n - 1:
+                raise RuntimeError(f"multi_dot(): the last tensor must be 1D or 2D but got {t.ndim}D")
+            raise RuntimeError(f"multi_dot(): tensor {i} must be 2D but got {t.ndim}D")
+    if first_1d:
+        ts[0] = O.unsqueeze(ts[0], 0)
+    if last_1d:
+        ts[-1] = O.unsqueeze(ts[-1], -1)
+    for i in range(n - 1):
+        if ts[i].shape[1] != ts[i + 1].shape[0]:
+            raise RuntimeError(f"multi_dot(): tensors {i} and {i + 1} with shapes {list(ts[i].shape)} and "
+                               f"{list(ts[i + 1].shape)} cannot be multiplied")
+    if n == 2:
+        out = O.mm(ts[0], ts[1])
+    elif n == 3:
+        a, b = ts[0].shape[0], ts[1].shape[0]
+        c, d = ts[2].shape[0], ts[2].shape[1]
+        cost_1 = (a * c) * (b + d)
+        cost_2 = (b * d) * (a + c)
+        out = O.mm(ts[0], O.mm(ts[1], ts[2])) if cost_1 > cost_2 else O.mm(O.mm(ts[0], ts[1]), ts[2])
+    else:
+        split = _chain_order([ts[0].shape[0]] + [t.shape[1] for t in ts])
+
+        def chain(i, j):
+            if i == j:
+                return ts[i]
+            return O.mm(chain(i, split[i][j]), chain(split[i][j] + 1, j))
+        out = chain(0, n - 1)
+    shape = ([] if first_1d else [out.shape[0]]) + ([] if last_1d else [out.shape[1]])
+    return out.view(*shape)
+
+
+def entr(input):
+    """-x log x for x > 0, 0 at 0, -inf below 0, NaN at NaN, as torch.special.entr."""
+    O._check_tensor(input, "entr")
+    x = input if input.dtype.is_floating_point else input.to(D.get_default_dtype())
+    pos = x > 0
+    out = O.where(pos, -x * O.log(x), O.where(x == 0, 0.0, -math.inf))
+    return rename_grad_fn(O.where(O.isnan(x), x, out), "SpecialEntrBackward0")
+
+
+def ldexp(input, other):
+    """input * 2 ** other, as torch.ldexp (a float result: 2.0 ** an integer tensor is float)."""
+    return rename_grad_fn(O.mul(input, O.pow(2.0, other)), "LdexpBackward0")
+
+
+def nanmedian(input, dim=None, keepdim=False):
+    """The lower median of the values that are not NaN (NaN where all are), as torch.nanmedian."""
+    O._check_tensor(input, "nanmedian")
+    if dim is None:
+        if input.numel() == 0:
+            return tensor(float("nan"), dtype=input.dtype)
+        m = nanmedian(input.reshape(-1), 0).values
+        return rename_grad_fn(_evenly_distributed(input, m) if input.requires_grad else m, "NanmedianBackward0")
+    d = S.normalize_dim(dim, max(input.ndim, 1))
+    x = input.reshape(1) if input.ndim == 0 else input
+    n = x.shape[d]
+    if n == 0:
+        raise IndexError(f"nanmedian(): Expected reduction dim {d} to have non-zero size.")
+    vals, idx, _ = _sorted(x, d, False)
+    if x.dtype.is_floating_point:
+        real = O.sum(O.logical_not(O.isnan(x)), d, keepdim=True)
+        pos = O.where(real > 0, (real - 1) // 2, _all_equal_nth(n))
+    else:
+        pos = O.full(tuple(1 if i == d else s for i, s in enumerate(x.shape)), (n - 1) // 2, dtype=D.int64)
+    v, i = O.gather(vals, d, pos), O.gather(idx, d, pos)
+    if not keepdim or input.ndim == 0:
+        v, i = O.squeeze(v, d), O.squeeze(i, d)
+    if input.ndim == 0:
+        v, i = v.reshape(()), i.reshape(())
+    v, i = _own(v, i)
+    return return_types.nanmedian(rename_grad_fn(v, "NanmedianBackward1"), i)
+
+
+def _all_equal_nth(n):
+    """The position std::nth_element(first, first, first + n) leaves at the front of n elements
+    that all compare equivalent (libstdc++'s introselect: each round swaps the middle to the
+    front and the pairs from both ends, then keeps the front part): where torch's nanmedian
+    finds its index in a row of NaNs (2 for 4 of them, 5 for 7)."""
+    pos = list(range(n))
+    first, last = 0, n
+    depth = 2 * (n.bit_length() - 1) if n else 0
+    while last - first > 3 and depth > 0:
+        depth -= 1
+        mid = first + (last - first) // 2
+        pos[first], pos[mid] = pos[mid], pos[first]
+        lo, hi = first + 1, last
+        while True:
+            hi -= 1
+            if not lo < hi:
+                break
+            pos[lo], pos[hi] = pos[hi], pos[lo]
+            lo += 1
+        last = lo
+    return pos[first]
+
+
+def fill_diagonal_(self, fill_value, wrap=False):
+    """Write fill_value on the main diagonal in place, through diagonal views as torch writes
+    through a strided one (its grad_fn CopySlices); a tall matrix's diagonal starts again every
+    width + 1 rows with wrap."""
+    if self.ndim < 2:
+        raise RuntimeError("dimensions must larger than 1")
+    if self.ndim > 2 and any(s != self.shape[0] for s in self.shape[1:]):
+        raise RuntimeError("all dimensions of input must be of equal length")
+    d = self
+    for _ in range(self.ndim - 1):
+        d = d.diagonal(0, 0, 1)
+    d.fill_(fill_value)
+    h, w = self.shape[0], self.shape[1]
+    if wrap and self.ndim == 2 and h > w + 1:
+        start = w + 1
+        while start < h:
+            self.narrow(0, start, min(w, h - start)).diagonal().fill_(fill_value)
+            start += w + 1
+    return self

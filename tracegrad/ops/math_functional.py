@@ -98,6 +98,7 @@ class return_types:
     topk = O._return_type("topk")
     median = O._return_type("median")
     kthvalue = O._return_type("kthvalue")
+    nanmedian = O._return_type("nanmedian")
 
 
 def _sorted(input, dim, descending, stable=True):
@@ -146,13 +147,19 @@ def topk(input, k, dim=-1, largest=True, sorted=True):
 
 
 def kthvalue(input, k, dim=-1, keepdim=False):
+    O._check_tensor(input, "kthvalue")
+    if input.dtype is D.bool_ and input.ndim:         # (torch's 0-dim path takes any dtype)
+        raise NotImplementedError('"kthvalue_cpu" not implemented for \'Bool\'')
     d = S.normalize_dim(dim, max(input.ndim, 1))
     n = input.shape[d] if input.ndim else 1
     if not 1 <= k <= n:
         raise RuntimeError(f"kthvalue(): selected number k out of range for dimension {d}")
-    vals, idx, d = _sorted(input, dim, False)
-    v, i = O.narrow(vals, d, k - 1, 1), O.narrow(idx, d, k - 1, 1)
-    if not keepdim:
+    x = input.reshape(1) if input.ndim == 0 else input
+    i = apply(P["kthvalue_index"], (x,), {"k": int(k), "dim": d})
+    v = O.gather(x, d, i)
+    if input.ndim == 0:
+        v, i = v.reshape(()), i.reshape(())
+    elif not keepdim:
         v, i = O.squeeze(v, d), O.squeeze(i, d)
     v, i = _own(v, i)
     return return_types.kthvalue(rename_grad_fn(v, "KthvalueBackward0"), i)

@@ -228,6 +228,76 @@ Primitive("argsort", "x", _argsort_kernel, shape=lambda x, dim, descending, stab
           dtype="int64", grad_fn="SortBackward0", triton=_HOST)
 
 
+def _gt_or_nan(a, b):
+    return (a != a and b == b) or a > b
+
+
+def _quick_select(vals, k):
+    """The position in `vals` (one row) that torch's CPU kthvalue reports for its k-th smallest
+    (0-based): its quick_select_template (median-of-three pivot, NaN largest) run on the row and
+    the row's positions alike; which of equal values it lands on follows from the swaps."""
+    a = list(vals)
+    pos = list(range(len(a)))
+
+    def swap(i, j):
+        a[i], a[j] = a[j], a[i]
+        pos[i], pos[j] = pos[j], pos[i]
+    lo, hi = 0, len(a) - 1
+    while True:
+        if hi <= lo:
+            return pos[k]
+        if hi == lo + 1:
+            if _gt_or_nan(a[lo], a[hi]):
+                swap(lo, hi)
+            return pos[k]
+        swap(lo + (hi - lo) // 2, lo + 1)
+        if _gt_or_nan(a[lo + 1], a[hi]):
+            swap(lo + 1, hi)
+        if _gt_or_nan(a[lo], a[hi]):
+            swap(lo, hi)
+        if _gt_or_nan(a[lo + 1], a[lo]):
+            swap(lo + 1, lo)
+        i, j, piv = lo + 1, hi, a[lo]
+        while True:
+            i += 1
+            while _gt_or_nan(piv, a[i]):
+                i += 1
+            j -= 1
+            while _gt_or_nan(a[j], piv):
+                j -= 1
+            if j < i:
+                break
+            swap(i, j)
+        swap(lo, j)
+        if j <= k:
+            lo = i
+        if j >= k:
+            hi = j - 1
+
+
+def _kthvalue_index_kernel(x, k, dim):
+    """Where torch's kthvalue finds the k-th smallest along dim (kept as a dim of 1): the stable
+    sort's k-th where that value is unique in its row; where it is tied, the position torch's
+    quickselect lands on (kthvalue([2., 2, 2], 2) is index 0, the sort's order gave 1)."""
+    xm = np.moveaxis(x, dim, -1)
+    order = np.argsort(xm.astype(np.int8) if xm.dtype == np.bool_ else xm, axis=-1, kind="stable")
+    idx = order[..., k - 1].astype(np.int64)
+    kth = np.take_along_axis(xm, idx[..., None], -1)
+    same = xm == kth
+    if xm.dtype.kind == "f":
+        same |= np.isnan(xm) & np.isnan(kth)
+    rows = xm.reshape(-1, xm.shape[-1]) if xm.shape[-1] else xm.reshape(0, 0)
+    flat = idx.reshape(-1)
+    for r in np.nonzero(same.reshape(len(flat), -1).sum(-1) > 1)[0]:
+        flat[r] = _quick_select(rows[r].tolist(), k - 1)
+    return np.expand_dims(flat.reshape(idx.shape), dim)
+
+
+Primitive("kthvalue_index", "x", _kthvalue_index_kernel,
+          shape=lambda x, k, dim: tuple(1 if i == dim else s for i, s in enumerate(x.shape)),
+          dtype="int64", triton=_HOST)
+
+
 # -- linear algebra ----------------------------------------------------------------------------------
 
 class LinAlgError(RuntimeError):

@@ -1257,18 +1257,53 @@ Primitive("mean", "x", _mean_kernel,
           grad_fn=_reduce_name("Mean"), reduction=True, triton=T.Reduce("mean"))
 
 
+def _exclusive_products(x, dim):
+    """prod_{k < i} x_k along dim, by doubling (log2 n rounds of a shifted product: ops every
+    backend lowers, where a running product, cumprod, runs on the host)."""
+    n = x.shape[dim]
+    y = F.cat([F.ones_like(F.narrow(x, dim, 0, 1)), F.narrow(x, dim, 0, n - 1)], dim)
+    k = 1
+    while k < n:
+        y = y * F.cat([F.ones_like(F.narrow(y, dim, 0, k)), F.narrow(y, dim, 0, n - k)], dim)
+        k *= 2
+    return y
+
+
+def _prod_others(x, dim):
+    """prod_{k != i} x_k along dim without dividing, as torch's prod_safe_zeros_backward: the
+    exclusive product from the front times the one from the back."""
+    n = x.shape[dim]
+    if n == 0:
+        return x
+    back = F.flip(_exclusive_products(F.flip(x, (dim,)), dim), (dim,))
+    return _exclusive_products(x, dim) * back
+
+
 def _prod_vjp(g, out, x, dims=None, keepdim=False):
-    # Correct with zeros in x: the product of the others, found without dividing by 0.
+    # As torch's prod_backward: out / x where no element of x is 0, else (any zero in the whole
+    # tensor) the product of the others along the dim (all elements for the full product),
+    # found by running products, so that NaN and inf among the others reach only the elements
+    # whose product holds them. (torch's full product without create_graph gives zeros outright
+    # for two or more zeros; here the running products are taken then too, so that the second
+    # derivative stays right.)
     d = _dims(x, dims)
     shape = tuple(x.shape)
+    if not shape:
+        return (g,)
     g = _expand_reduced(g, shape, d, keepdim)
     is_zero = x == 0
-    nz = R("sum", is_zero, d, True)
-    prod_nonzero = _expand_reduced(R("prod", F.where(is_zero, 1, x), d, True), shape, d, True)
     outk = _expand_reduced(out if keepdim or not d else F.reshape(out, S.reduced_shape(shape, d, True)), shape, d, True)
-    others = F.where(is_zero, F.where(_expand_reduced(nz == 1, shape, d, True), prod_nonzero, 0),
-                     outk / F.where(is_zero, 1, x))
-    return (g * others,)
+    plain = outk / F.where(is_zero, 1, x)
+    if len(d) == 1:
+        others = _prod_others(x, d[0])
+    else:
+        rest = [i for i in range(len(shape)) if i not in d]
+        perm = rest + list(d)
+        xt = F.reshape(F.permute(x, perm), tuple(shape[i] for i in rest) + (-1,))
+        ot = F.reshape(_prod_others(xt, len(rest)), tuple(shape[i] for i in perm))
+        others = F.permute(ot, [perm.index(i) for i in range(len(shape))])
+    any_zero = R("sum", is_zero, tuple(range(len(shape)))) > 0
+    return (g * F.where(any_zero, others, plain),)
 
 
 Primitive("prod", "x", lambda x, dims=None, keepdim=False: np.prod(
@@ -1518,6 +1553,12 @@ Primitive("softmax", "x", _softmax_kernel, shape=_unary_shape, dtype="same",
 Primitive("log_softmax", "x", _log_softmax_kernel, shape=_unary_shape, dtype="same",
           vjp=_in_float32(lambda g, out, x, dim: (g - F.exp(out) * R("sum", g, (dim,), True),)), saves="out",
           grad_fn="LogSoftmaxBackward0", reduction=True, triton=T.Reduce("log_softmax"))
+
+# torch's grad_fn names of the gradients some rules compute, seen under create_graph=True
+# (tanh_backward's node is TanhBackwardBackward0): the node a rule's result comes from shows
+# the name; its derivative stays that of the op that computed it
+DERIVATIVE_NAMES = {"tanh": "TanhBackwardBackward0", "sigmoid": "SigmoidBackwardBackward0",
+                    "softmax": "SoftmaxBackwardDataBackward0", "log_softmax": "LogSoftmaxBackwardDataBackward0"}
 
 # == shape ops (views where torch makes views) ==================================================
 
