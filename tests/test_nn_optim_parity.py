@@ -1,5 +1,6 @@
 """tracegrad.nn and tracegrad.optim against torch: corners of modules, losses and optimizers."""
 import numpy as np
+import pytest
 import torch
 
 import tracegrad as tg
@@ -161,3 +162,29 @@ def test_sequential_pop():
         s.append(b)
         popped = s.pop(slice(0, 2))
         assert type(popped).__name__ == "Sequential" and list(popped) == [a, c] and list(s) == [b]
+
+
+@pytest.mark.parametrize("momentum, wd, nesterov, dampening",
+                         [(0.0, 0.0, False, 0.0), (0.0, 0.01, False, 0.0), (0.9, 0.01, False, 0.0),
+                          (0.9, 0.01, True, 0.0), (0.8, 0.02, False, 0.3)])
+def test_sgd_on_bfloat16_parameters_rounds_as_torchs_ops(momentum, wd, nesterov, dampening):
+    """torch's bfloat16 SGD rounds what each op writes (the first momentum buffer, grad + wd * p,
+    buf * momentum) and takes add's alpha (-lr, wd, 1 - dampening) as a bfloat16 number; one
+    rounding in float32 at the end, with alpha in float32, left 8-29 of 200 parameters a bfloat16
+    step off after the first step, and half of them after ten."""
+    res = []
+    for lib in (torch, tg):
+        rs = np.random.RandomState(0)
+        p = lib.tensor(rs.randn(200).astype(np.float32), dtype=lib.bfloat16, requires_grad=True)
+        opt = lib.optim.SGD([p], lr=0.1, momentum=momentum, weight_decay=wd, nesterov=nesterov, dampening=dampening)
+        steps = []
+        for _ in range(10):
+            p.grad = lib.tensor(rs.randn(200).astype(np.float32), dtype=lib.bfloat16)
+            opt.step()
+            steps.append(p.detach().float().numpy().copy())
+        res.append(steps)
+    for k, (t, g) in enumerate(zip(*res)):
+        off = t != g
+        # what is left: a fused multiply-add in torch's float32 arithmetic before its rounding
+        assert off.sum() <= 5, f"step {k}: {int(off.sum())} of 200 differ"
+        np.testing.assert_allclose(g, t, rtol=2 ** -6, atol=2 ** -8)      # a few bfloat16 steps at most

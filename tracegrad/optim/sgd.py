@@ -5,6 +5,7 @@ from . import traced
 from ..functionalize import RUNTIME_OPTIONS
 from .optimizer import TRACED_UPDATES, Optimizer, required, _scalar, _finish
 from ..tensor import Tensor
+from .. import _dtype as D
 
 __all__ = ["SGD"]
 
@@ -50,11 +51,15 @@ class SGD(Optimizer):
                     continue
                 x = p._data
                 dt = x.dtype.type
+                # bfloat16 (held in float32 arrays): each of torch's ops rounds what it writes
+                # and its add(alpha=) takes alpha as a bfloat16 number
+                r = D.round_bfloat16 if p._dtype is D.bfloat16 else _same
+                a = (lambda c: dt(D.round_bfloat16(np.float32(c)))) if r is not _same else dt
                 d = p.grad._data
                 if group["maximize"]:
                     d = -d
                 if wd != 0:
-                    d = d + dt(wd) * x
+                    d = r(d + a(wd) * x)
                 if momentum != 0:
                     state = self.state[p]
                     buf = state.get("momentum_buffer")
@@ -64,11 +69,17 @@ class SGD(Optimizer):
                     else:
                         b = buf._data
                         b *= dt(momentum)
-                        b += d if dampening == 0 else dt(1 - dampening) * d
+                        if r is not _same:
+                            b[...] = r(b)
+                        b += d if dampening == 0 else a(1 - dampening) * d
                         _finish((buf,))
-                    d = d + dt(momentum) * buf._data if group["nesterov"] else buf._data
-                x += dt(-lr) * d
+                    d = r(d + a(momentum) * buf._data) if group["nesterov"] else buf._data
+                x += a(-lr) * d
                 _finish((p,))
+
+
+def _same(a):
+    return a
 
 
 TRACED_UPDATES[SGD._update] = traced.sgd      # step() inside a compiled training step
