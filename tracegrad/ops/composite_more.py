@@ -15,7 +15,7 @@ from ..creation import tensor, zeros
 from . import functional as O
 from . import shapes as S
 from .composite import scaled_sum, diag_embed
-from .math_functional import _sorted, _own, _evenly_distributed, return_types
+from .math_functional import lower_median
 
 __all__ = ["cross", "linalg_cross", "inner", "kron", "vdot", "addmv", "addr", "addbmm", "dist", "cov", "corrcoef",
            "trapezoid", "trapz", "cumulative_trapezoid", "rot90", "take_along_dim", "block_diag", "column_stack",
@@ -540,30 +540,10 @@ def ldexp(input, other):
 
 def nanmedian(input, dim=None, keepdim=False):
     """The lower median of the values that are not NaN (NaN where all are), as torch.nanmedian."""
-    O._check_tensor(input, "nanmedian")
-    if dim is None:
-        if input.numel() == 0:
-            return tensor(float("nan"), dtype=input.dtype)
-        m = nanmedian(input.reshape(-1), 0).values
-        return rename_grad_fn(_evenly_distributed(input, m) if input.requires_grad else m, "NanmedianBackward0")
-    d = S.normalize_dim(dim, max(input.ndim, 1))
-    x = input.reshape(1) if input.ndim == 0 else input
-    n = x.shape[d]
-    if n == 0:
-        raise IndexError(f"nanmedian(): Expected reduction dim {d} to have non-zero size.")
-    vals, idx, _ = _sorted(x, d, False)
-    if x.dtype.is_floating_point:
+    def pos(x, d, n):
         real = O.sum(O.logical_not(O.isnan(x)), d, keepdim=True)
-        pos = O.where(real > 0, (real - 1) // 2, _all_equal_nth(n))
-    else:
-        pos = O.full(tuple(1 if i == d else s for i, s in enumerate(x.shape)), (n - 1) // 2, dtype=D.int64)
-    v, i = O.gather(vals, d, pos), O.gather(idx, d, pos)
-    if not keepdim or input.ndim == 0:
-        v, i = O.squeeze(v, d), O.squeeze(i, d)
-    if input.ndim == 0:
-        v, i = v.reshape(()), i.reshape(())
-    v, i = _own(v, i)
-    return return_types.nanmedian(rename_grad_fn(v, "NanmedianBackward1"), i)
+        return O.where(real > 0, (real - 1) // 2, _all_equal_nth(n))
+    return lower_median(input, dim, keepdim, "nanmedian", pos)
 
 
 def _all_equal_nth(n):

@@ -167,21 +167,31 @@ def kthvalue(input, k, dim=-1, keepdim=False):
 
 def median(input, dim=None, keepdim=False):
     """The lower median; NaN where the values hold a NaN (as torch.median)."""
-    O._check_tensor(input, "median")
+    def pos(x, d, n):
+        nans = O.sum(O.isnan(x), d, keepdim=True)
+        return O.where(nans > 0, n - nans, O.full(tuple(nans.shape), (n - 1) // 2, dtype=D.int64))
+    return lower_median(input, dim, keepdim, "median", pos)
+
+
+def lower_median(input, dim, keepdim, name, float_pos):
+    """median and nanmedian: the value (and its index) at a position of the sorted values along
+    dim, `float_pos(x, d, n)` for floating point (where the NaNs go), the lower middle else;
+    over everything, its gradient shared among the equal elements. `name`: torch's op name."""
+    O._check_tensor(input, name)
+    node = name.capitalize() + "Backward"
     if dim is None:
         if input.numel() == 0:
             return tensor(float("nan"), dtype=input.dtype)
-        m = median(input.reshape(-1), 0).values
-        return rename_grad_fn(_evenly_distributed(input, m) if input.requires_grad else m, "MedianBackward0")
+        m = lower_median(input.reshape(-1), 0, False, name, float_pos).values
+        return rename_grad_fn(_evenly_distributed(input, m) if input.requires_grad else m, node + "0")
     d = S.normalize_dim(dim, max(input.ndim, 1))
     x = input.reshape(1) if input.ndim == 0 else input
     n = x.shape[d]
     if n == 0:
-        raise IndexError(f"median(): Expected reduction dim {d} to have non-zero size.")
+        raise IndexError(f"{name}(): Expected reduction dim {d} to have non-zero size.")
     vals, idx, _ = _sorted(x, d, False)
     if x.dtype.is_floating_point:
-        nans = O.sum(O.isnan(x), d, keepdim=True)
-        pos = O.where(nans > 0, n - nans, O.full(tuple(nans.shape), (n - 1) // 2, dtype=D.int64))
+        pos = float_pos(x, d, n)
     else:
         pos = O.full(tuple(1 if i == d else s for i, s in enumerate(x.shape)), (n - 1) // 2, dtype=D.int64)
     v, i = O.gather(vals, d, pos), O.gather(idx, d, pos)
@@ -190,7 +200,7 @@ def median(input, dim=None, keepdim=False):
     if input.ndim == 0:
         v, i = v.reshape(()), i.reshape(())
     v, i = _own(v, i)
-    return return_types.median(rename_grad_fn(v, "MedianBackward1"), i)
+    return getattr(return_types, name)(rename_grad_fn(v, node + "1"), i)
 
 
 def _evenly_distributed(input, m):
