@@ -296,7 +296,37 @@ def w2():
     checker = (t_grads, g_grads, None) if on_gpu() else None
     return contenders({"torch eager": t_eager, "torch.compile": None if tcloss is None else t_comp,
                        "tracegrad.compile": g_comp,
-                       "compile (whole step)": lambda: g_whole(xg, yg)}), checker, None
+                       "compile (whole step)": lambda: g_whole(xg, yg),
+                       GEMMS: None if on_gpu() else gemms_alone(x, [q.detach().numpy() for q in gm.parameters()])}), \
+        checker, None
+
+
+GEMMS = "numpy's matrix products alone"
+
+
+def gemms_alone(x, params):
+    """The floor of any numpy step of W2: its eight matrix products (three forward, three
+    weight gradients, two input gradients), at the step's shapes and layouts, into arrays
+    allocated once, and nothing else. torch eager runs its own BLAS; where these take most
+    of torch's whole step, no numpy program can come much under it."""
+    ws = params[0::2]                       # Linear weights, (out, in): the forward multiplies by w.T
+    hs = [x]
+    for w in ws:
+        hs.append(np.maximum(hs[-1] @ w.T, 0))
+    g = np.ones_like(hs[-1]) / hs[-1].size
+    fwd = [np.empty_like(h) for h in hs[1:]]
+    gws = [np.empty_like(w) for w in ws]
+    ghs = [np.empty_like(h) for h in hs[1:-1]]
+
+    def run():
+        for i, w in enumerate(ws):
+            np.matmul(hs[i], w.T, out=fwd[i])
+        gi = g
+        for i in range(len(ws) - 1, -1, -1):
+            np.matmul(gi.T, hs[i], out=gws[i])
+            if i:
+                gi = np.matmul(gi, ws[i], out=ghs[i - 1])
+    return run
 
 
 def gelu_tanh(m, x):
