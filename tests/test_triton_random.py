@@ -27,8 +27,8 @@ pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
 
 # CI runs a fixed sample that covers reductions with size-1 dims, softmax, norm/maximum/pow
 # lowerings, 0-dim outputs, views of a reduction's row value and groupings that used to
-# form cycles between kernels; TRACEGRAD_TRITON_RANDOM=150 runs the first 150 valid seeds
-CI_SEEDS = [7, 16, 37, 47, 48, 52, 57, 79, 87, 95, 115, 120, 139, 140]
+# form cycles between kernels, and a column sum its own kernel read (40139); TRACEGRAD_TRITON_RANDOM=150 runs the first 150 valid seeds
+CI_SEEDS = [7, 16, 37, 47, 48, 52, 57, 79, 87, 95, 115, 120, 139, 140, 40139]
 N = int(os.environ.get("TRACEGRAD_TRITON_RANDOM", "0"))
 SEEDS = valid_seeds(N) if N else CI_SEEDS
 
@@ -82,6 +82,28 @@ def test_grouping_that_makes_a_cycle_between_kernels_is_split_into_a_launch_orde
             late = [x for x in needs if x not in made and g[x]["op"] != "input"]
             assert not late, (seed, g.name, u.kind, getattr(u, "name", u.root), late, prog.plan)
             made.update(makes)
+
+
+@pytest.mark.parametrize("shape", [(1, 1), (1, 3), (4, 3), (7, 1)])
+def test_a_sum_over_the_rows_is_no_stage_of_the_kernel_that_reads_it(shape):
+    """norm(mean(x, 0), dim=1) * 2: the norm's row kernel took the mean over the rows in as a
+    column stage (each program adding its partial sums into the output), while its own row
+    read that output: the launcher found the kernel's input unmade (KeyError, random program
+    40139 of triton_checks). The mean is computed by a kernel of its own, before the norm's."""
+    a = np.random.default_rng(3).standard_normal(shape).astype(np.float32)
+
+    def fn(lib, x):
+        return lib.linalg.vector_norm(x.mean(0, keepdim=True), dim=1, keepdim=True) * 2
+    x = tg.tensor(a, requires_grad=True)
+    f = tg.compile(lambda x: fn(tg, x), backend="triton", fullgraph=True)
+    got = f(x)
+    assert isinstance(f.last_program.fwd_fn.program, triton_gpu.TritonProgram)
+    (gx,) = tg.autograd.grad(got.sum(), x)
+    t = torch.tensor(a.astype(np.float64), requires_grad=True)
+    want = fn(torch, t)
+    (tx,) = torch.autograd.grad(want.sum(), t)
+    np.testing.assert_allclose(got.detach().numpy(), want.detach().numpy(), rtol=1e-6, atol=1e-6)
+    np.testing.assert_allclose(gx.numpy(), tx.numpy(), rtol=1e-5, atol=1e-6)
 
 
 def test_fused_reductions_that_would_need_each_other_are_regrouped(monkeypatch):

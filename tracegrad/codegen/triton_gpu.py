@@ -632,10 +632,13 @@ def _group(g, max_row_block=None, solo=frozenset()):
                         continue
                     if any(x in u.col_stages for x in args(m)):
                         continue            # a column sum is complete only when every program is done
-                    if k == "reduce" and kinds[m] == "reduce" and _col_sum(g, m, u, max_row_block):
+                    if k == "reduce" and kinds[m] == "reduce" and _col_sum(g, m, u, max_row_block) and \
+                            not any(m in ancestors(v) for v in members):
                         # a sum over the rows of a full-row value (a LayerNorm weight or bias
                         # gradient): the elementwise chain it sums joins the kernel, which adds
-                        # each program's column partials into the output
+                        # each program's column partials into the output; never a sum the
+                        # kernel itself reads, directly or through other kernels (a norm of a
+                        # mean over the rows): it is complete only when every program is done
                         chain = _col_chain(g, args(m)[0], kinds, unit_of, members, full_vals, outputs,
                                            u, m, safe_external)
                         if chain is not None:
