@@ -1074,7 +1074,29 @@ def _pow_kernel(x, y):
         neg = y < 0
         r = np.power(x, np.where(neg, 0, y))
         return np.where(neg, np.where(x == 1, 1, np.where(x == -1, np.where(y % 2 == 0, 1, -1), 0)), r)
-    return np.power(x, y)
+    r = np.power(x, y)
+    if r.size == 1 and (r.dtype == np.float64 or r.dtype == np.float32 and not isinstance(y, np.ndarray)):
+        return _libm_pow(x, y, r)
+    return r
+
+
+def _libm_pow(x, y, r):
+    """One element's power as torch's CPU kernel computes it: its scalar loop calls the C
+    library's pow in double (a float32 tensor's power of a Python number too), where numpy's
+    vectorized pow (SVML on AVX-512 machines) differs in the last bit for ~10% of arguments.
+    Adam's bias corrections (beta2 ** step) are such powers: eagerly Python's float pow,
+    compiled this kernel, which must agree. (A float32 power of a float32 tensor exponent is
+    powf to torch, which the double's rounding misses now and then: left to numpy, as are
+    bfloat16's, which share float32's arrays.)"""
+    try:
+        v = math.pow(float(np.asarray(x).reshape(())), float(np.asarray(y).reshape(())))
+    except (ValueError, OverflowError):
+        return r                          # (0 ** -1, a negative base's fraction, overflow: IEEE's results)
+    if isinstance(r, np.ndarray):
+        r = r.copy()
+        r.reshape(-1)[0] = v
+        return r
+    return r.dtype.type(v)
 
 
 def _negative_integer_power(d, args):
