@@ -121,7 +121,10 @@ def test_whole_step_is_one_program_that_writes_in_place():
     versions = [p._version for p in params]
     for _ in range(3):
         loss = step(x, y)
-    assert not loss.requires_grad
+    # as eager returns it: requiring grad, its graph freed by the step's backward
+    assert loss.requires_grad and not loss.is_leaf
+    with pytest.raises(RuntimeError, match="backward through the graph a second time"):
+        loss.backward()
     # the parameters' storage is updated in place (views and .data aliases see it) and
     # their versions are bumped, as by an in-place update
     assert all(p._data is a for p, a in zip(params, arrays))

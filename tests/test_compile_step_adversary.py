@@ -685,3 +685,39 @@ def test_a_tensor_learning_rate_written_inside_the_step_before_it_steps_runs_eag
         return _step(lib, model, opts, x, y)
     f, w = _check(make, body, warns=True)
     assert len(w) == 1 and "learning rate tensor written in place" in w[0], w
+
+
+@pytest.mark.parametrize("lib", ["eager", "compiled", "torch"])
+def test_values_a_step_returns_after_its_backward_are_as_eager_returns_them(lib):
+    """The loss and logits a whole step returns after `loss.backward()`: eager's (and
+    torch's) require grad, have a grad_fn and are no leaves; a backward through them again
+    raises that the graph was freed, and so does autograd.grad. Compiled, they did not require
+    grad, and a second backward said "element 0 of tensors does not require grad"."""
+    m = torch if lib == "torch" else tg
+    model = _model(m)
+    opt = m.optim.SGD(model.parameters(), lr=0.1)
+    rng = np.random.default_rng(1)
+    x, y = m.tensor(rng.standard_normal((8, 12)), dtype=m.float32), m.tensor(rng.integers(0, 5, 8))
+
+    def step(x, y):
+        opt.zero_grad()
+        out = model(x)
+        loss = m.nn.functional.cross_entropy(out, y)
+        loss.backward()
+        opt.step()
+        return loss, out, out.detach()
+    f = tg.compile(step) if lib == "compiled" else step
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")           # compiled whole, no fallback
+        for _ in range(3):
+            loss, out, det = f(x, y)
+    assert loss.requires_grad and out.requires_grad and not det.requires_grad
+    assert loss.grad_fn is not None and not loss.is_leaf and det.grad_fn is None
+    for fn in (lambda: loss.backward(), lambda: (out * 2).sum().backward(),
+               lambda: m.autograd.grad(loss, list(model.parameters()))):
+        with pytest.raises(RuntimeError, match="Trying to backward through the graph a second time"):
+            fn()
+    grads = [p.grad.clone() for p in model.parameters()]
+    assert all(g.abs().sum() > 0 for g in grads)
+    with pytest.raises(RuntimeError, match="does not require grad"):
+        det.sum().backward()

@@ -70,6 +70,7 @@ class Untraceable(TraceError):
 
 class Program:
     """One compiled specialisation: its IR at every stage, generated functions and bindings."""
+    out_freed = ()                    # a whole step's outputs whose graph its backward freed
 
     def __init__(self, name, keep_stages=False):
         self.__name__ = name
@@ -385,6 +386,8 @@ def _build(fn, args, kwargs, name, backend, value_reads=None, keep_stages=False,
     grads_now = {id(e[1]): ("arg", e[0]) for e in sh.grads.values() if isinstance(e[1], Proxy)}
     p.out_grads_after = []
     kept = {id(t) for t in functionalize.kept_graphs(sh, out_leaves)} if sh.did_backward else ()
+    freed = functionalize.freed_graphs(sh, out_leaves) if sh.did_backward else {}
+    p.out_freed = []
     for o in out_leaves:
         if isinstance(o, Proxy):
             src = first.get(id(o))
@@ -414,6 +417,8 @@ def _build(fn, args, kwargs, name, backend, value_reads=None, keep_stages=False,
                         raise TraceError("the function calls backward() and returns a tensor whose graph it kept "
                                          "(retain_graph=True, or a value the backward did not go through): a later "
                                          "backward through it is not compiled yet")
+                    elif id(o) in freed:
+                        p.out_freed.append((len(outputs), freed[id(o)]))
             outputs.append(V(o.__dict__["_name"]))
             out_consts.append(None)
         else:
@@ -946,6 +951,8 @@ def run_program(p, leaves, distinct=None):
         outs.append(Tensor._make(o, dt))
     if p.needs_grad and STATE.grad_enabled:
         _attach(p, leaves, arrays, outs, () if spec else res[n_out:], res[n_out:] if spec else None)
+    for k, srcs in p.out_freed:
+        _freed_grad_fn(p, outs[k], srcs, leaves)
     for m, mode in p.training_writes:
         m.training = mode
     values = _sym_values(p, leaves) if p.out_views and p.sym_sources else None
@@ -1109,6 +1116,30 @@ def _attach(p, leaves, arrays, outs, residuals, grads=None):
             o._grad_fn = node                # a new tensor, no view: what the grad_fn setter does
             o._output_nr = k
         k += 1
+
+
+def _freed_grad_fn(p, o, srcs, leaves):
+    """A whole step's output `o` as eager returns it after the step's backward: requiring
+    grad, its grad_fn's saved values freed, edges to the tensors its graph started from
+    (Program.out_freed), so that a backward through it again raises torch's error."""
+    node = object.__new__(_NODE_CLS[0])
+    node._prim = _COMPILED_CALL
+    node._params = {"cls": p, "nout": 1}
+    metas, edges = [], []
+    for kind, t in srcs:
+        if kind == "arg":
+            t = leaves[t]
+        metas.append((t._data.shape, t._dtype))
+        fn = t.grad_fn
+        edges.append((fn, t._output_nr) if fn is not None else (t._accumulator(), 0) if t._req else (None, 0))
+    node._args_meta = tuple(metas)
+    node.next_functions = tuple(edges)
+    node._out_meta = ((o._data.shape, o._dtype),)
+    node._saved = None                   # freed, as the step's backward left it
+    node._freed = True
+    o._req = True
+    o._grad_fn = node
+    o._output_nr = 0
 
 
 def _outputs_saved_by_eager(g, n_user):

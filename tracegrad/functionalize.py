@@ -928,6 +928,41 @@ def kept_graphs(sh, outputs):
             (v := value_of(graph, t)) is not None and v in reach and v not in sh.backwarded]
 
 
+def freed_graphs(sh, outputs):
+    """{id(output): sources} for the outputs of a function that called backward() which eager
+    returns with a graph that backward freed (`loss` after `loss.backward()`): they require
+    grad, and a second backward through them raises. The sources are the tensors from outside
+    the trace that the output's graph starts from, each ("arg", k), the call's k-th argument,
+    or ("const", tensor), a tensor the function read (a parameter)."""
+    graph = sh.graph
+    sources = _grad_sources(sh)
+    reach = differentiable_reach(graph, list(sources))
+    args = {v0: k for k, (_, v0, _) in enumerate(sh.inputs)}
+    sub = None
+    out = {}
+    for t in outputs:
+        if not isinstance(t, Proxy) or t.__dict__["_graph"] is not graph:
+            continue
+        v = value_of(graph, t)
+        if v is None or v not in reach or v not in sh.backwarded:
+            continue
+        if sub is None:
+            sub = graph.nx.subgraph(reach)
+        srcs = []
+        for s in sorted(nx.ancestors(sub, v) & sources.keys(), key=str):
+            if s in args:
+                srcs.append(("arg", args[s]))
+                continue
+            real = sources[s] if sources[s] is not None else graph[s].get("value")
+            if not isinstance(real, Tensor) or isinstance(real, Proxy):
+                break                   # a source the call cannot name: no grad_fn given
+            srcs.append(("const", real))
+        else:
+            if srcs:
+                out[id(t)] = tuple(srcs)
+    return out
+
+
 def backward_in_trace(outputs, grad_tensors, retain_graph, create_graph, inputs):
     """`Tensor.backward` on symbolic values: the backward graph of what was traced so far,
     traced into the same graph, its gradients accumulated into the leaves' symbolic .grad."""

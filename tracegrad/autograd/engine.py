@@ -519,8 +519,8 @@ def _execute(order, index, roots, seeds, targets, retain_graph, create_graph, ho
     ran = executed(order, targets) if p is None else [order[k] for k in p.ran]
     for node in ran:
         # freed by an earlier backward (see free_graph); a custom Function raises only where
-        # its backward reads ctx.saved_tensors, as in torch
-        if node._saved is None and not node._prim.takes_ctx:
+        # its backward reads ctx.saved_tensors, as in torch; a node marked _freed at once
+        if node._saved is None and (not node._prim.takes_ctx or node._freed):
             raise RuntimeError(FREED_MSG)
     if p is None:
         p = get_program(order, index, roots, targets, hooks_spec, key=key)

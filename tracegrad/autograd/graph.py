@@ -60,7 +60,7 @@ class Node:
     _hooks = None
     _pre_hooks = None
     _trace = None          # the forward traceback, in anomaly mode
-    _freed = False
+    _freed = False         # a node made freed (a whole compiled step's output): any backward raises
     _seq = 0
     _neg_zero = None       # the positions of Python -0.0 arguments (the backward cache's key)
 
