@@ -45,7 +45,10 @@ def test_inverse_and_hyperbolic_functions(name, lo, hi):
     with np.errstate(all="ignore"):
         a = getattr(tg, name)(tg.tensor(special, dtype=tg.float64)).numpy()
     b = getattr(torch, name)(torch.tensor(special, dtype=torch.float64)).numpy()
-    np.testing.assert_array_equal(a, b)
+    # IEEE's points (zeros, infinities, NaN) exactly; at +-2 both libraries' vector kernels
+    # are within an ulp or two of the true value, not of each other (numpy's SVML on AVX-512)
+    np.testing.assert_array_equal(a[:5], b[:5])
+    np.testing.assert_allclose(a[5:], b[5:], rtol=4 * np.finfo(np.float64).eps, atol=0)
     real = ~np.isnan(b)                               # a NaN's sign bit means nothing
     np.testing.assert_array_equal(np.signbit(a[real]), np.signbit(b[real]))
 

@@ -98,6 +98,13 @@ def _check(name, f, dtype, compiled):
         differ = w != g
         if w.dtype == np.uint16:          # a NaN is a NaN: its sign and payload are the libraries' own
             differ &= ~(_is_nan(w, dtype) & _is_nan(g, dtype))
+        if name in ("pow", "rpow") and dtype == "bfloat16":
+            # both compute a float32 pow (each library's vector kernel, within an ulp of the
+            # true value, not of each other: numpy's SVML on AVX-512) and round it to bfloat16:
+            # a float32 result at a bfloat16 midpoint may round either way, one step apart
+            step = differ & (np.abs(w.astype(np.int32) - g.astype(np.int32)) == 1)
+            assert step.sum() <= 4, (name, s, int(step.sum()))
+            differ &= ~step
         if differ.any():
             i = np.flatnonzero(differ)
             bad.append((s, len(i), _all_values(dtype)[i[:3]].tolist()))
