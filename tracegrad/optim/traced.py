@@ -220,7 +220,10 @@ def adam(opt, sh):
             bias_correction1 = 1 - F.pow(beta1_s, s64)
             bias_correction2 = 1 - F.pow(beta2_s, s64)
             step_size = lr / bias_correction1
-            bias_correction2_sqrt = F.sqrt(bias_correction2)
+            # Python's float ** 0.5, as the eager step (and torch's) takes it: the C library's pow,
+            # which is not sqrt in the last bit at some steps (1270 of beta2 = 0.999); a tensor
+            # exponent keeps pow from being lowered to sqrt
+            bias_correction2_sqrt = F.pow(bias_correction2, F.full((), 0.5, dtype=D.float64))
             if amsgrad:
                 vmax = F.maximum(vmax, v)
                 _set(sh, st, "max_exp_avg_sq", vmax, dt)
