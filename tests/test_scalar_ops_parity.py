@@ -312,3 +312,28 @@ def test_compiled_adam_takes_the_bias_correction_root_as_python_does():
     assert (1 - 0.999 ** 1270) ** 0.5 != math.sqrt(1 - 0.999 ** 1270)     # the step this test is about
     for a, b in zip(got[False], got[True]):
         assert a.tobytes() == b.tobytes()
+
+
+def test_a_fused_chunk_of_one_element_computes_its_power_as_the_whole_array_does():
+    """Generated code runs an elementwise chain in chunks of rows; the last chunk of 2 * step +
+    1 elements holds one. The one-element power (the C library's, above) is for a tensor of
+    one element: a chunk of a larger one must give what eager's vectorized power of the whole
+    array gives, or the compiled chain differs from eager in that element."""
+    from tracegrad.codegen import numpy_cpu
+    step = numpy_cpu.CHUNK_BYTES // 8
+    n = 2 * step + 1
+    r = np.random.default_rng(0)
+    xs, ys = r.random(4000) + 0.5, r.random(4000) * 3
+    vec = np.power(xs, ys)
+    differ = [i for i in range(4000) if vec[i] != math.pow(xs[i], ys[i])]
+    if not differ:
+        pytest.skip("numpy's vectorized pow is the C library's on this machine")
+    x, y = r.random(n) + 0.5, r.random(n) * 3
+    x[-1], y[-1] = xs[differ[0]], ys[differ[0]]
+
+    def fn(x, y):
+        return -(x ** y) * 2
+    f = tg.compile(fn)
+    got, want = f(tg.tensor(x), tg.tensor(y)).numpy(), fn(tg.tensor(x), tg.tensor(y)).numpy()
+    assert "k_pow_chunk" in f.last_program.fwd_fn.source          # the power runs in the fused chunks
+    assert got.tobytes() == want.tobytes()

@@ -408,7 +408,10 @@ def scatter_rows(x, rows, index, src, add, check=True):
 
 def _call(n, a, env, args_fn=None):
     k = f"k_{a['op']}"
-    env[k] = a["prim"].impl
+    impl = a["prim"].impl
+    if args_fn is not None and a["prim"].chunk_impl is not None:     # over a fused group's chunk
+        k, impl = k + "_chunk", a["prim"].chunk_impl
+    env[k] = impl
     args = [args_fn(x) if args_fn and isinstance(x, V) else _literal(x, env) for x in a["args"]]
     for key, val in a["params"].items():
         args.append(f"{key}={_literal(val, env)}")

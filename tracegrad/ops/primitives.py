@@ -58,11 +58,12 @@ F = _PublicOps()
 class Primitive:
     __slots__ = ("name", "inputs", "variadic", "dtype_rule", "shape", "impl", "vjp", "saves", "grad_fn",
                  "view", "nondiff_outputs", "multi", "triton", "elementwise", "reduction", "cast", "_node_cls",
-                 "_save_pos", "needs", "takes_ctx", "eager", "opmath", "checked")
+                 "_save_pos", "needs", "takes_ctx", "eager", "opmath", "checked", "chunk_impl")
 
     def __init__(self, name, inputs, impl, *, shape, dtype, vjp=None, saves=(), grad_fn=None, view=False,
                  multi=False, nondiff_outputs=(), elementwise=False, reduction=False, triton=None, cast=None,
-                 needs=None, takes_ctx=False, eager=None, refuse=None, opmath=None, checked=((), False)):
+                 needs=None, takes_ctx=False, eager=None, refuse=None, opmath=None, checked=((), False),
+                 chunk_impl=None):
         self.name = name
         self.variadic = inputs.startswith("*")
         self.inputs = tuple(inputs.lstrip("*").split()) if inputs else ()
@@ -98,6 +99,9 @@ class Primitive:
         # True, a floating) compute dtype, torch converts it with its checked conversion (RuntimeError "value
         # cannot be converted ... without overflow"); other integers wrap
         self.checked = checked
+        # the kernel over a chunk of a larger array (generated code's fused groups), where a chunk
+        # must not take a path impl takes for a whole tensor of its size
+        self.chunk_impl = chunk_impl
         PRIMITIVES[name] = self
 
     def saved_positions(self, nargs, req=None):
@@ -933,10 +937,10 @@ Primitive("logical_not", "x", np.logical_not, shape=_unary_shape, dtype="logical
 
 
 def binary(name, fn, vjp, saves, dtype="promote", grad_fn=None, needs=None, refuse=None, triton=None,
-           opmath=None, checked=((), False)):
+           opmath=None, checked=((), False), chunk_impl=None):
     return Primitive(name, "x y", fn, shape=_bcast_shape, dtype=dtype, vjp=vjp, saves=saves,
                      grad_fn=grad_fn or f"{name.capitalize()}Backward0", elementwise=True, needs=needs,
-                     refuse=refuse, triton=triton, opmath=opmath, checked=checked)
+                     refuse=refuse, triton=triton, opmath=opmath, checked=checked, chunk_impl=chunk_impl)
 
 
 binary("add", np.add, lambda g, out, x, y: (g, g), "", triton=T.binop("+"))
@@ -1042,7 +1046,7 @@ def _max_split(g, a, b):
     return F.where(a < b, 0, F.where(a == b, g * 0.5, g))
 
 
-def _pow_kernel(x, y):
+def _pow_kernel(x, y, whole=True):
     if isinstance(y, bool):
         return x.copy() if y else np.ones_like(x)
     # numpy's pow takes a slow path for small integer exponents on negative values;
@@ -1075,7 +1079,7 @@ def _pow_kernel(x, y):
         r = np.power(x, np.where(neg, 0, y))
         return np.where(neg, np.where(x == 1, 1, np.where(x == -1, np.where(y % 2 == 0, 1, -1), 0)), r)
     r = np.power(x, y)
-    if r.size == 1 and (r.dtype == np.float64 or r.dtype == np.float32 and not isinstance(y, np.ndarray)):
+    if whole and r.size == 1 and (r.dtype == np.float64 or r.dtype == np.float32 and not isinstance(y, np.ndarray)):
         return _libm_pow(x, y, r)
     return r
 
@@ -1141,7 +1145,7 @@ def _pow_name(args, params):
 binary("pow", _pow_kernel, _pow_vjp, "x y out", grad_fn=_pow_name, needs={"x": "x y", "y": "x y out"},
        refuse={0: lambda d, args: None if isinstance(args[1], bool) else _no_kernel("pow")(d, args),
                1: _negative_integer_power}, triton=T.pow_,
-       checked=((1,), True))
+       checked=((1,), True), chunk_impl=lambda x, y: _pow_kernel(x, y, whole=False))
 
 for _n, _f, _t in (("eq", np.equal, "=="), ("ne", np.not_equal, "!="), ("lt", np.less, "<"),
                    ("le", np.less_equal, "<="), ("gt", np.greater, ">"), ("ge", np.greater_equal, ">=")):
