@@ -17,10 +17,11 @@ import torch
 import tracegrad as tg
 
 
-def scenario(make, steps=3, torch_compiled=True):
+def scenario(make, steps=3, torch_compiled=True, torch_rtol=0):
     """make(lib) -> (fn, mutate): fn(x) reads some state, mutate(i) changes it. For tracegrad
     (compiled) and torch (torch.compile), the compiled result equals the eager one at each step;
-    and tracegrad's equals torch's."""
+    and tracegrad's equals torch's (within torch_rtol where each library's own matrix product
+    rounds: OpenBLAS's and torch's differ by an ulp on AVX-512 machines)."""
     results = {}
     for lib, comp in ((tg, tg.compile), (torch, lambda f: torch.compile(f, backend="eager") if torch_compiled else f)):
         fn, mutate = make(lib)
@@ -33,7 +34,10 @@ def scenario(make, steps=3, torch_compiled=True):
             same(got.detach().numpy(), want.detach().numpy(), f"{lib.__name__}, step {i}")
             results.setdefault(i, []).append(got.detach().numpy())
     for i, (a, b) in results.items():
-        same(a, b, f"tracegrad vs torch, step {i}")
+        if torch_rtol:
+            np.testing.assert_allclose(a, b, rtol=torch_rtol, atol=0, err_msg=f"tracegrad vs torch, step {i}")
+        else:
+            same(a, b, f"tracegrad vs torch, step {i}")
 
 
 def same(a, b, msg):
@@ -315,7 +319,7 @@ def test_library_code_patched_after_the_trace(monkeypatch, patch):
         return fn, mutate
     # torch.compile (2.13) keeps its program after a patch of nn.Linear.forward on the class:
     # compared with torch's eager result there
-    scenario(make, torch_compiled=patch == "F.linear")
+    scenario(make, torch_compiled=patch == "F.linear", torch_rtol=4 * np.finfo(np.float32).eps)
 
 
 @pytest.mark.parametrize("owner", ["module", "object"])
