@@ -671,6 +671,11 @@ def _apply_traced(cls, args):
         for k, o in enumerate(outs):
             if any(o is nd for nd in non_diff) or not o.dtype.is_floating_point:
                 res[k] = res[k].detach()
+        for k, o in enumerate(outs):
+            # one tensor returned at several places is one output, as torch's (and eager's):
+            # its history is the last place's, so every use's gradient reaches that slot
+            # of backward and the earlier slots get zeros
+            res[k] = res[max(j for j, p in enumerate(outs) if p is o)]
     for d in dirty:                         # mark_dirty: the argument itself now holds the output
         for i, fa in enumerate(fargs):
             if fa is d:
