@@ -27,6 +27,8 @@ def _same(a, b, tol):
         assert a is not None and b is not None, (a, b)
         assert np.shape(a) == np.shape(b), (a, b)
         np.testing.assert_allclose(b, a, rtol=tol, atol=tol)
+    elif isinstance(a, float):
+        assert isinstance(b, float) and abs(a - b) <= tol * (1 + abs(a)), (a, b)
     else:
         assert a == b, (a, b)
 
@@ -85,3 +87,32 @@ def test_one_tensor_returned_twice_sends_every_gradient_to_the_last_slot():
         y.backward()
         return y, x.grad
     three(body)
+
+
+# -- module hooks --------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("compiled", [False, True])
+def test_full_backward_hook_sees_the_gradient_of_what_the_pre_hook_handed_forward(compiled):
+    """torch installs a module's backward-hook node on its inputs after the forward pre-hooks, so
+    grad_input is the gradient with respect to the pre-hook's result. tracegrad installed it
+    before them: with a pre-hook squaring the input, grad_input was 2 x times too large and a
+    hook clamping grad_input clamped the wrong gradient (inp.grad differed from torch's)."""
+    def run(m):
+        log = []
+        mod = lin(m)
+        mod.register_forward_pre_hook(lambda mod, args: (args[0] ** 2,))
+        mod.register_forward_hook(lambda mod, args, out: out + 1)
+
+        def bwd(mod, gin, gout):
+            log.append((gin[0].tolist(), gout[0].tolist()))
+            return (gin[0].clamp(-0.5, 0.5),)
+        mod.register_full_backward_hook(bwd)
+        f = tg.compile(mod) if compiled and m is tg else mod
+        inp = m.tensor([[1., 2., 3.], [0.5, -1, 2]], dtype=m.float64, requires_grad=True)
+        out = f(inp)
+        (out ** 2).sum().backward()
+        return out, inp.grad, mod.weight.grad, log
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")       # compiled: the hooked module runs eagerly, with a warning
+        got = _np(run(tg))
+    _same(_np(run(torch)), got, 1e-12)
