@@ -116,3 +116,43 @@ def test_full_backward_hook_sees_the_gradient_of_what_the_pre_hook_handed_forwar
         warnings.simplefilter("ignore")       # compiled: the hooked module runs eagerly, with a warning
         got = _np(run(tg))
     _same(_np(run(torch)), got, 1e-12)
+
+
+SCALE = 2.0
+
+
+class _Box:
+    k = 3.0
+
+
+BOX = _Box()
+
+
+@pytest.mark.parametrize("once", [False, True])
+def test_what_a_custom_backward_reads_is_guarded_as_forwards_reads_are(once):
+    """A custom backward reading a global and an object's attribute, both changed between calls:
+    eager and torch (torch.compile too) use the new values; the compiled program reused the
+    backward it traced with the old ones (x.grad 5 for every element instead of 2 * 4 + 7)."""
+    def run(m, comp):
+        global SCALE
+        SCALE, BOX.k = 2.0, 3.0
+
+        def backward(ctx, g):
+            return g * SCALE + g * BOX.k
+        if once:
+            backward = m.autograd.function.once_differentiable(backward)
+
+        class Scaled(m.autograd.Function):
+            @staticmethod
+            def forward(ctx, x):
+                return x * 1.0
+        Scaled.backward = staticmethod(backward)
+        f = comp(lambda x: (Scaled.apply(x) * x).sum())
+        x = X(m)
+        f(x).backward()
+        first = x.grad.clone()
+        SCALE, BOX.k = 4.0, 7.0
+        x.grad = None
+        f(x).backward()
+        return first, x.grad
+    three(run)
