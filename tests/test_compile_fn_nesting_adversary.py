@@ -156,3 +156,47 @@ def test_what_a_custom_backward_reads_is_guarded_as_forwards_reads_are(once):
         f(x).backward()
         return first, x.grad
     three(run)
+
+
+def _adds_one_in_place(m):
+    class AddsOne(m.autograd.Function):
+        @staticmethod
+        def forward(ctx, x, w):
+            x.add_(1)                       # no ctx.mark_dirty: torch lets it pass
+            return x * w
+
+        @staticmethod
+        def backward(ctx, g):
+            return g * 2, g * 3
+    return AddsOne
+
+
+def test_an_input_written_in_place_without_mark_dirty_holds_the_write():
+    """forward writing its input in place without mark_dirty: in torch and eager the argument
+    holds the new value (a = [1.3, -0.2, 1.7, 3.0]); compiled ran the write on a copy and left
+    the argument as it was ([0.3, -1.2, 0.7, 2.0]), with the same return value."""
+    def body(m, comp):
+        fn = _adds_one_in_place(m)
+        a = X(m, requires_grad=False)
+        w = X(m, (1., 2., 3., 4.))
+        f = comp(lambda a, w: fn.apply(a, w).sum(), fullgraph=True)
+        out = f(a, w)
+        out.backward()
+        first = a.clone()
+        out2 = f(a, w)
+        return out, first, out2, a, w.grad, a._version > 0
+    three(body)
+
+
+def test_an_input_that_requires_grad_written_without_mark_dirty_runs_eagerly():
+    def body(m, comp):
+        fn = _adds_one_in_place(m)
+        x = X(m)
+        w = X(m, (1., 2., 3., 4.))
+        f = comp(lambda y, w: fn.apply(y, w).sum())
+        y = x * 1
+        out = f(y, w)
+        out.backward()
+        return out, y, x.grad, w.grad
+    with pytest.warns(UserWarning, match="without ctx.mark_dirty"):
+        three(body, quiet=False)

@@ -621,6 +621,7 @@ def _apply_traced(cls, args):
     # without a gradient)
     fargs = tuple(apply(P["detach"], (a,), {}) if isinstance(a, Proxy) else a.detach() if isinstance(a, Tensor) else a
                   for a in args)
+    before = [fa.__dict__.get("_gen", 0) if isinstance(fa, Proxy) else None for fa in fargs]
     with no_grad():
         if cls.setup_context is not Function.setup_context:
             outputs = cls.forward(*fargs)
@@ -631,6 +632,14 @@ def _apply_traced(cls, args):
     outs = list(outputs) if is_tuple else [outputs]
     dirty = ctx.__dict__.pop("_dirty", ())
     non_diff = ctx.__dict__.pop("_non_diff", ())
+    for i, fa in enumerate(fargs):
+        if before[i] is not None and fa.__dict__.get("_gen", 0) != before[i] and not any(fa is d for d in dirty):
+            # forward wrote an input in place without mark_dirty: in eager (and torch) the
+            # argument shares the write's storage, so it holds the new value and keeps its history
+            if _requires_grad_traced(graph, args[i]):
+                raise TraceError(f"{cls.__name__}.forward modifies an input that requires grad in place without "
+                                 f"ctx.mark_dirty: inside a compiled function this is not traced yet")
+            functionalize.commit_traced(args[i], fa)
     for k, o in enumerate(outs):
         if not isinstance(o, Tensor):
             raise TraceError(f"a custom autograd.Function ({cls.__name__}) that returns a "
