@@ -552,7 +552,8 @@ def _build(fn, args, kwargs, name, backend, value_reads=None, keep_stages=False,
         # take the forward's gradient would recompute from, are overwritten by the call)
         p.spec_ok = int(np.prod(shape, dtype=np.int64)) == 1 and dt.is_floating_point and not p.writeback and \
             grad_bytes <= 2 * max(part.saved_bytes, SPECULATE_MIN_BYTES) and \
-            not any(a["op"] == "derivative_error" for a in p.bwd_opt.nx.nodes.values())   # it raises: not in a forward
+            not any(a["op"] in ("derivative_error", "saved_value_written")       # they raise: not in a forward
+                    for a in p.bwd_opt.nx.nodes.values())
     p.fwd_donate = ()
     if lower is compile_graph and p.writeback and not p.needs_grad:
         # a whole step (or in-place writes): new values written over the arrays they replace
