@@ -276,3 +276,41 @@ def test_in_place_writes_whose_derivatives_read_no_stale_value_still_compile():
         out.backward()
         return out, u, x.grad, w.grad
     three(body)
+
+
+def _once_cube(m):
+    class OnceCube(m.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            ctx.save_for_backward(x)
+            return x ** 3
+
+        @staticmethod
+        @m.autograd.function.once_differentiable
+        def backward(ctx, g):
+            x, = ctx.saved_tensors
+            return g * 3 * x * x
+    return OnceCube
+
+
+@pytest.mark.parametrize("inside", [False, True])
+def test_a_once_differentiable_gradient_is_a_constant_where_its_seed_is(inside):
+    """torch runs a @once_differentiable backward without recording: g = 3 x^2 has no history,
+    so (g * x).sum().backward() gives x.grad = g and g.requires_grad is False. Compiled, g kept a
+    node that raised 'trying to differentiate twice' for that program (outside the compiled
+    function and inside it)."""
+    def body(m, comp):
+        fn = _once_cube(m)
+        x = X(m)
+        if inside:
+            def loss(x):
+                g, = m.autograd.grad(fn.apply(x).sum(), x, create_graph=True)
+                return (g * x).sum(), g.requires_grad
+            out, req = comp(loss)(x)
+            out.backward()
+            return out, req, x.grad
+        f = comp(lambda x: fn.apply(x).sum(), fullgraph=True)
+        g, = m.autograd.grad(f(x), x, create_graph=True)
+        (g * x).sum().backward()
+        return g, g.requires_grad, x.grad
+    three(body)

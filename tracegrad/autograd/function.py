@@ -571,8 +571,13 @@ def _traced_fn_vjp(g, out, *xs, ctx, n_in, n_out, n_saved, attrs, once, out_refs
             grads.append(None)
             continue
         gi = _fit_grad(name, i, gi, metas[k], True)
-        if once:                  # @once_differentiable: differentiating this again raises
-            gi = apply(P["once_differentiable"], (gi,), {})
+        if once:
+            # @once_differentiable, as torch's: the backward runs without recording, so its
+            # result has no history of what it read (the saved x); differentiating it with
+            # respect to the incoming gradients raises (DelayedError), and where those
+            # carry no gradient the result requires none
+            gi = apply(P["once_differentiable"], (apply(P["detach"], (gi,), {}),) +
+                       tuple(x for x in gs if isinstance(x, Tensor)), {})
         grads.append(gi)
     return tuple(grads) + (None,) * (len(xs) - n_in)
 
@@ -580,22 +585,25 @@ def _traced_fn_vjp(g, out, *xs, ctx, n_in, n_out, n_saved, attrs, once, out_refs
 _ONCE_MSG = "trying to differentiate twice a function that was marked with @once_differentiable"
 
 
-def _once_vjp(g, out, x):
+def _once_vjp(g, out, x, *gs):
     # as torch's DelayedError: the error comes when this derivative runs, not when it is derived
-    return (apply(P["once_differentiable_error"], (g,), {}),)
+    return (None,) + tuple(apply(P["once_differentiable_error"], (g, x), {}) for x in gs)
 
 
-def _once_error(g):
+def _once_error(g, *like):
     raise RuntimeError(_ONCE_MSG)
 
 
 Primitive("traced_function", "*xs", _traced_fn_impl, shape=_traced_fn_shape, dtype=lambda args: (None, D.float32),
           multi=True, vjp=_traced_fn_vjp, grad_fn=lambda a, p: p["ctx"]._params_cls.__name__ + "Backward",
           triton=Refuse("a custom autograd.Function's node is removed before lowering"))
-Primitive("once_differentiable_error", "g", _once_error, shape=lambda g: tuple(g.shape), dtype="same",
+# the gradient of an incoming gradient of a @once_differentiable backward: shaped as `like`
+# (that gradient), computed from g so that it runs with the derivative and no sooner
+Primitive("once_differentiable_error", "*gs", _once_error,
+          shape=lambda g, *like: tuple((like[0] if like else g).shape), dtype="same",
           triton=Refuse(_ONCE_MSG))
-Primitive("once_differentiable", "x", lambda x: np.array(x, copy=True), shape=lambda x: tuple(x.shape), dtype="same",
-          vjp=_once_vjp, grad_fn="Error", triton=identity)
+Primitive("once_differentiable", "*xs", lambda x, *gs: np.array(x, copy=True), shape=lambda x, *gs: tuple(x.shape),
+          dtype="same", vjp=_once_vjp, grad_fn="Error", triton=identity)
 
 
 def _requires_grad_traced(graph, t):
