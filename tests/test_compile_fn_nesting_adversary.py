@@ -314,3 +314,74 @@ def test_a_once_differentiable_gradient_is_a_constant_where_its_seed_is(inside):
         (g * x).sum().backward()
         return g, g.requires_grad, x.grad
     three(body)
+
+
+# -- outputs of a compiled call that no gradient reaches -------------------------------------------------
+
+def _sqrt_and_double(m):
+    return lambda x: (x.sqrt(), x * 2)
+
+
+def _ones_backward_and_double(m):
+    class OnesBackward(m.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            return x * 2
+
+        @staticmethod
+        def backward(ctx, g):
+            return m.ones_like(g)          # not linear in g
+    return lambda x: (OnesBackward.apply(x), x * 2)
+
+
+def _unmaterialized_pair(m):
+    class Pair(m.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            ctx.set_materialize_grads(False)
+            return x * 3, x * 2
+
+        @staticmethod
+        def backward(ctx, ga, gb):
+            return gb * 100 if ga is None else ga * 3 + gb * 2
+    return lambda x: Pair.apply(x)
+
+
+@pytest.mark.parametrize("create_graph", [False, True])
+@pytest.mark.parametrize("make", [_sqrt_and_double, _ones_backward_and_double, _unmaterialized_pair])
+def test_an_output_no_gradient_reaches_runs_no_rule(make, create_graph):
+    """backward through the second output only: torch runs no rule of the ops only the first
+    reaches. The compiled backward gave that output a zero gradient and ran them: sqrt's rule at
+    0 gave 0 / 0 (x.grad [nan, 2] instead of [2, 2]), a custom backward returning ones added 1
+    to every element, and a Function that set_materialize_grads(False) was told zeros instead of
+    None (x.grad 2 instead of 100)."""
+    def body(m, comp):
+        x = m.tensor([0.0, 1.0, 2.25], dtype=m.float64, requires_grad=True)
+        f = comp(make(m), fullgraph=True)
+        a, b = f(x)
+        g, = m.autograd.grad(b.sum(), x, create_graph=create_graph)
+        out = [a, b, g, g.requires_grad]
+        if create_graph:
+            out.append(m.autograd.grad((g * x).sum(), x)[0])
+        a2, b2 = f(x)                      # and a later call with both gradients
+        (a2.sum() + b2.sum()).backward()
+        return out + [x.grad]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        three(body)
+
+
+def test_an_output_that_feeds_the_loss_keeps_zeros_for_its_gradient():
+    """(loss, logits) with backward from loss alone: the zeros given to logits add to the gradient
+    the loss sends it, exactly (no second program)."""
+    def body(m, comp):
+        x = m.tensor([[0.5, -1.0], [2.0, 0.25]], dtype=m.float64, requires_grad=True)
+        w = m.tensor([[1.0, 2.0], [-0.5, 0.75]], dtype=m.float64, requires_grad=True)
+
+        def step(x, w):
+            logits = (x @ w).tanh()
+            return (logits ** 2).mean(), logits
+        loss, logits = comp(step, fullgraph=True)(x, w)
+        loss.backward()
+        return loss, logits, x.grad, w.grad
+    three(body)
+

@@ -154,7 +154,8 @@ def derive(fwd, outputs, wrt, hooks=None, node_hooks=(), defer_errors=False):
                                  {"present": present})
                     kept = iter(kept if isinstance(kept, tuple) else (kept,))
                     g = tuple(next(kept) if p else None for p in present)
-                if not prim.takes_ctx:   # a custom Function gets None for undefined gradients
+                if not prim.takes_ctx and a["params"].get("materialize", True):
+                    # a custom Function gets None for undefined gradients (traced: set_materialize_grads(False))
                     g = tuple(x if x is not None else F.full(tuple(s), 0, dtype=d)
                               for x, s, d in zip(g, a["shape"], a["dtype"]))
                 out = tuple(_lazy(bwd, fwd, p, (n, -1, k), saved_inputs, orders)

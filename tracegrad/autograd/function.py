@@ -684,7 +684,8 @@ def _apply_traced(cls, args):
         node_args = tuple(args[i] for i in tpos) + tuple(outs) + tuple(saved) + tuple(v for _, v in attrs)
         res = list(apply(P["traced_function"], node_args,
                          {"ctx": ctx, "n_in": len(tpos), "n_out": len(outs), "n_saved": len(saved),
-                          "attrs": tuple(k for k, _ in attrs), "once": once, "out_refs": out_refs}))
+                          "attrs": tuple(k for k, _ in attrs), "once": once, "out_refs": out_refs,
+                          "materialize": ctx.__dict__.get("_materialize", True)}))
         for k, o in enumerate(outs):
             if any(o is nd for nd in non_diff) or not o.dtype.is_floating_point:
                 res[k] = res[k].detach()
