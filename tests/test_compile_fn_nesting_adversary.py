@@ -385,3 +385,23 @@ def test_an_output_that_feeds_the_loss_keeps_zeros_for_its_gradient():
         return loss, logits, x.grad, w.grad
     three(body)
 
+
+def test_save_for_backward_of_a_number_raises_torchs_type_error():
+    """ctx.save_for_backward(x, 3): torch and eager raise TypeError; compiled saved nothing of
+    the 3 and trained on."""
+    def body(m, comp):
+        class SavesANumber(m.autograd.Function):
+            @staticmethod
+            def forward(ctx, x):
+                ctx.save_for_backward(x, 3)
+                return x * 2
+
+            @staticmethod
+            def backward(ctx, g):
+                return g * 2
+        f = comp(lambda x: SavesANumber.apply(x).sum())
+        with pytest.raises(TypeError, match="save_for_backward can only save variables, but argument 1 is of "
+                                            "type int"):
+            f(X(m))
+        return True
+    three(body)

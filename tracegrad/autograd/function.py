@@ -656,6 +656,10 @@ def _apply_traced(cls, args):
         res = outs
     else:
         saved = ctx.__dict__.pop("_to_save", ())
+        for i, t in enumerate(saved):
+            if t is not None and not isinstance(t, Tensor):
+                raise TypeError(f"save_for_backward can only save variables, but argument {i} is of type "
+                                f"{type(t).__name__}")
         if any(s is None for s in saved):
             raise TraceError(f"save_for_backward(None) in {cls.__name__} inside a compiled function is not traced yet")
         attrs = [(k, v) for k, v in ctx.__dict__.items() if isinstance(v, Tensor) and k != "needs_input_grad"]
