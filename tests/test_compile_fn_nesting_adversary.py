@@ -1,6 +1,7 @@
 """Custom autograd.Function, hooks and nesting inside and around @tracegrad.compile, as a careless
 user writes them: each program runs in torch (the oracle), in eager tracegrad and compiled, and
 the values, gradients, hook calls and errors must agree."""
+import contextlib
 import warnings
 
 import numpy as np
@@ -233,6 +234,26 @@ def _saved_result_written(m):
     return fn
 
 
+def _saved_function_output_written(m):
+    class Exp(m.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            r = x.exp()                    # made under no_grad: no view, whatever the trace calls it
+            ctx.save_for_backward(r)
+            return r
+
+        @staticmethod
+        def backward(ctx, g):
+            r, = ctx.saved_tensors
+            return g * r
+
+    def fn(x):
+        z = Exp.apply(x)
+        z.add_(1)
+        return z.sum()
+    return fn
+
+
 def _saved_operand_written_through_a_view(m):
     def fn(x):
         y = x * 1
@@ -242,7 +263,8 @@ def _saved_operand_written_through_a_view(m):
     return fn
 
 
-@pytest.mark.parametrize("make", [_saved_input_written, _saved_result_written, _saved_operand_written_through_a_view])
+@pytest.mark.parametrize("make", [_saved_input_written, _saved_result_written, _saved_function_output_written,
+                                  _saved_operand_written_through_a_view])
 def test_a_value_saved_for_backward_and_written_in_place_inside_raises_as_torch(make):
     """torch (and torch.compile) refuse at backward a value that an op saved and an in-place op
     wrote afterwards; the compiled program computed with the value as saved and returned a
@@ -405,3 +427,80 @@ def test_save_for_backward_of_a_number_raises_torchs_type_error():
             f(X(m))
         return True
     three(body)
+
+
+def _view_of_input(m):
+    class Tail(m.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            return x[1:]
+
+        @staticmethod
+        def backward(ctx, g):
+            return m.cat([m.zeros(1, dtype=g.dtype), g])
+    return lambda y: Tail.apply(y)
+
+
+def _input_as_is(m):
+    class Same(m.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            return x
+
+        @staticmethod
+        def backward(ctx, g):
+            return g * 4
+    return lambda y: Same.apply(y)
+
+
+def _one_of_two_views(m):
+    class Halves(m.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            return x[:2], x[2:]
+
+        @staticmethod
+        def backward(ctx, g1, g2):
+            return m.cat([g1, g2]) * 3
+    return lambda y: Halves.apply(y)[0]
+
+
+@pytest.mark.parametrize("make, what", [(_view_of_input, "created inside a custom Function"),
+                                        (_input_as_is, "created inside a custom Function"),
+                                        (_one_of_two_views, "returns multiple views")])
+def test_an_in_place_op_on_a_view_a_custom_function_returned_raises_as_torch(make, what):
+    """torch refuses an in-place op on a custom Function's output that is a view of its input (or
+    the input itself): the op would override the custom backward. Compiled, the write went to a
+    copy and the gradient came out of the custom backward as if nothing was written (x.grad
+    [0, 2, 2, 2] for Tail)."""
+    for m, compiled in ((torch, False), (tg, False), (tg, True)):
+        apply = make(m)
+
+        def fn(x):
+            v = apply(x * 1)
+            v.mul_(2)
+            return v.sum()
+        if compiled:
+            fn = tg.compile(fn)
+        with pytest.raises(RuntimeError, match=f"Output 0 of .* is a view and is being modified inplace.*{what}"):
+            fn(X(m))
+
+
+def test_a_view_a_custom_function_returned_may_be_written_without_grad():
+    """The same write where nothing requires grad (or under no_grad) is allowed, and reaches the
+    input as in eager."""
+    def body(make, no_grad):
+        def run(m, comp):
+            apply = make(m)
+
+            def fn(x):
+                y = x * 1
+                v = apply(y)
+                v.mul_(2)
+                return y
+            with m.no_grad() if no_grad else contextlib.nullcontext():
+                return comp(fn)(X(m, requires_grad=no_grad))
+        return run
+    for make in (_view_of_input, _input_as_is):
+        three(body(make, False))
+        three(body(make, True), quiet=False)      # (compiled: runs eagerly, with a warning)

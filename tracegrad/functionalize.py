@@ -518,6 +518,11 @@ def commit_traced(self, result):
         if not isinstance(result, Proxy):
             result = _as_value(result)
     if isinstance(self, Proxy):
+        fn_view = self.__dict__.get("_fn_view")
+        if fn_view is not None and STATE.grad_enabled and _carries_grad(self):
+            # a custom Function's output that is a view (or an input returned as is): torch's error
+            from .autograd.views import rebase_message
+            raise RuntimeError(rebase_message(*fn_view))
         if not STATE.grad_enabled and _carries_grad(self):
             # torch changes the data and keeps the value's gradient (y.mul_(3) under no_grad:
             # y's gradient stays that of y = x * 2); the trace has no value that is one

@@ -617,6 +617,18 @@ def _requires_grad_traced(graph, t):
     return value_of(graph, t) in differentiable_reach(graph, sources)
 
 
+def _is_view(t):
+    """Whether t, a value forward returned, is a view (of an input or of a value forward made)."""
+    if not isinstance(t, Proxy):
+        return t._view is not None
+    v = t.__dict__.get("_view")
+    while v is not None:
+        if v[1].name != "detach":     # (under no_grad every value is a detach alias of itself)
+            return True
+        v = v[0].__dict__.get("_view")
+    return False
+
+
 def _apply_traced(cls, args):
     graph = next((a.__dict__["_graph"] for a in args if isinstance(a, Proxy)), None) or TRACING.stack[-1]
     ctx = object.__new__(_ctx_class(cls))
@@ -627,9 +639,11 @@ def _apply_traced(cls, args):
     # to one (with mark_dirty) becomes this Function's output, and the input's new value takes
     # the Function's history below (a write through the alias would give it the forward's value
     # without a gradient)
-    fargs = tuple(apply(P["detach"], (a,), {}) if isinstance(a, Proxy) else a.detach() if isinstance(a, Tensor) else a
-                  for a in args)
-    before = [fa.__dict__.get("_gen", 0) if isinstance(fa, Proxy) else None for fa in fargs]
+    fargs = tuple(apply(P["detach"], (a,), {}) if isinstance(a, Proxy) and any(needs) else
+                  a.detach() if isinstance(a, Tensor) else a for a in args)
+    # (where no input requires grad, Proxy.detach()'s alias: what forward returns of an input, or
+    # views of it, share its values as in eager, so a write through one reaches it)
+    before = [fa.__dict__.get("_gen", 0) if isinstance(fa, Proxy) and any(needs) else None for fa in fargs]
     with no_grad():
         if cls.setup_context is not Function.setup_context:
             outputs = cls.forward(*fargs)
@@ -690,9 +704,16 @@ def _apply_traced(cls, args):
                          {"ctx": ctx, "n_in": len(tpos), "n_out": len(outs), "n_saved": len(saved),
                           "attrs": tuple(k for k, _ in attrs), "once": once, "out_refs": out_refs,
                           "materialize": ctx.__dict__.get("_materialize", True)}))
+        n_tensors = len(outs)
         for k, o in enumerate(outs):
             if any(o is nd for nd in non_diff) or not o.dtype.is_floating_point:
                 res[k] = res[k].detach()
+            elif not any(o is d for d in dirty) and (any(o is fa for fa in fargs) or _is_view(o)):
+                # an input returned as is, or a view: an in-place op on it raises torch's error, as
+                # eagerly (views.check_rebase), instead of writing through to the input
+                creation = views.MULTI_OUTPUT_NODE if n_tensors > 1 and not any(o is fa for fa in fargs) \
+                    else views.IN_CUSTOM_FUNCTION
+                res[k].__dict__["_fn_view"] = (creation, ctx, k)
         for k, o in enumerate(outs):
             # one tensor returned at several places is one output, as torch's (and eager's):
             # its history is the last place's, so every use's gradient reaches that slot
