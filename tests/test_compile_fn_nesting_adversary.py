@@ -504,3 +504,51 @@ def test_a_view_a_custom_function_returned_may_be_written_without_grad():
     for make in (_view_of_input, _input_as_is):
         three(body(make, False))
         three(body(make, True), quiet=False)      # (compiled: runs eagerly, with a warning)
+
+
+class _NoBackward(Exception):
+    pass
+
+
+def _raising_backward(m):
+    class Raises(m.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            return x * 2
+
+        @staticmethod
+        def backward(ctx, g):
+            raise _NoBackward("this Function is for inference")
+    return Raises
+
+
+def _too_many_gradients(m):
+    class TooMany(m.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            return x * 2
+
+        @staticmethod
+        def backward(ctx, g):
+            return g, g
+    return TooMany
+
+
+@pytest.mark.parametrize("make, error", [(_raising_backward, _NoBackward), (_too_many_gradients, RuntimeError)])
+def test_an_error_in_a_custom_backward_comes_with_backward_not_with_the_forward(make, error):
+    """torch runs a custom backward when backward() reaches it: a forward whose input requires
+    grad but that no one differentiates (inference with parameters that require grad) never
+    runs it. Compiled, the backward was traced with the forward, so its error came out of the
+    forward call."""
+    for m, compiled in ((torch, False), (tg, False), (tg, True)):
+        fn = make(m)
+        f = lambda x: fn.apply(x).sum()   # noqa: E731
+        if compiled:
+            f = tg.compile(f, fullgraph=True)
+        x = X(m)
+        y = f(x)                           # no error here
+        assert float(y) == pytest.approx(3.6)
+        with pytest.raises(error):
+            y.backward()
+        with pytest.raises(error):         # and again at the next call's backward
+            f(x).backward()

@@ -196,6 +196,19 @@ def derive(fwd, outputs, wrt, hooks=None, node_hooks=(), defer_errors=False):
                 g = gs if isinstance(g, tuple) else gs[0]
             if prim.takes_ctx:
                 res = prim.vjp(g, out, *in_proxies, ctx=_ctx_proxy(bwd, n, ctxs), **a["params"])
+            elif defer_errors and prim.name == "traced_function":
+                # a custom Function's backward, traced now: what it raises (its own error, a
+                # wrong shape or count of gradients) is raised when the backward runs, as in
+                # torch, not by a forward that may never be differentiated
+                try:
+                    res = prim.vjp(g, out, *in_proxies, **a["params"])
+                except TraceError:
+                    raise                # not traceable: the call runs eagerly (compile falls back)
+                except Exception as e:   # noqa: BLE001  (the user's code: any error)
+                    g0 = next(x for x in g if x is not None)
+                    res = tuple(apply(P["derivative_error"], (g0,), {"message": str(e), "error": e,
+                                                                     "shape": tuple(fwd[x]["shape"])})
+                                if isinstance(x, V) else None for x in args)
             else:
                 try:
                     res = prim.vjp(g, out, *in_proxies, **a["params"])

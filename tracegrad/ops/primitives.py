@@ -978,13 +978,17 @@ def _not_implemented(op):
     return vjp
 
 
-def _derivative_error(g, message):
+def _derivative_error(g, message, error=None, shape=None):
+    if error is not None:          # a custom backward's own exception, raised where torch raises it
+        raise error
     raise DerivativeNotImplemented(message)
 
 
 # stands in a compiled backward for the gradient of an op without a derivative: the
 # forward compiles and runs, and the backward raises torch's error when it runs, as eagerly
-Primitive("derivative_error", "g", _derivative_error, shape=lambda g, message: tuple(g.shape), dtype="same",
+Primitive("derivative_error", "g", _derivative_error,
+          shape=lambda g, message, error=None, shape=None: tuple(g.shape) if shape is None else tuple(shape),
+          dtype="same",
           triton=T.Refuse("an op without a derivative in a compiled backward"))
 
 
