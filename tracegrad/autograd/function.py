@@ -647,7 +647,7 @@ def _apply_traced(cls, args):
     with no_grad():
         if cls.setup_context is not Function.setup_context:
             outputs = cls.forward(*fargs)
-            cls.setup_context(ctx, fargs, outputs)
+            cls.setup_context(ctx, _with_defaults(cls.forward, fargs), outputs)   # (forward's defaults: torch's)
         else:
             outputs = cls.forward(ctx, *fargs)
     is_tuple = isinstance(outputs, tuple)
