@@ -633,7 +633,11 @@ def _apply_traced(cls, args):
     graph = next((a.__dict__["_graph"] for a in args if isinstance(a, Proxy)), None) or TRACING.stack[-1]
     ctx = object.__new__(_ctx_class(cls))
     _init_node(ctx)
-    needs = tuple(isinstance(a, Tensor) and STATE.grad_enabled and _requires_grad_traced(graph, a) for a in args)
+    # in a custom backward being traced into a backward graph (autodiff.derive), what requires grad
+    # is decided when that graph is differentiated in turn (create_graph): any floating input may
+    deriving = graph.name == "backward"
+    needs = tuple(isinstance(a, Tensor) and STATE.grad_enabled and
+                  ((deriving and a.dtype.is_floating_point) or _requires_grad_traced(graph, a)) for a in args)
     ctx.__dict__["needs_input_grad"] = needs
     # the forward's inputs detached without the alias Proxy.detach() makes: an in-place write
     # to one (with mark_dirty) becomes this Function's output, and the input's new value takes
