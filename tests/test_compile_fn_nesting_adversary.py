@@ -772,3 +772,40 @@ def test_a_custom_function_inside_a_custom_backward_is_differentiated_by_its_own
     result had no history: the first derivative did not require grad and the second raised
     'element 0 of tensors does not require grad' where torch and eager give it."""
     three(_probe_backward_through_another_function_twice)
+
+
+def test_an_input_a_custom_backward_gives_none_has_no_gradient_at_the_next_order():
+    """Sin's backward applies CosTimes, whose backward gives None for x: the first derivative does
+    not depend on x through it, and torch's second autograd.grad raises 'appears to not have been
+    used in the graph'. Compiled, the structural path through the Function gave x a gradient of
+    zeros instead."""
+    def body(m, comp):
+        class CosTimes(m.autograd.Function):
+            @staticmethod
+            def forward(ctx, g, x):
+                ctx.save_for_backward(x)
+                return g * x.cos()
+
+            @staticmethod
+            def backward(ctx, gg):
+                x, = ctx.saved_tensors
+                return gg * x.cos(), None
+
+        class Sin(m.autograd.Function):
+            @staticmethod
+            def forward(ctx, x):
+                ctx.save_for_backward(x)
+                return x.sin()
+
+            @staticmethod
+            def backward(ctx, g):
+                x, = ctx.saved_tensors
+                return CosTimes.apply(g, x)
+        f = comp(lambda x: Sin.apply(x).sum(), fullgraph=True)
+        x = X(m)
+        g, = m.autograd.grad(f(x), x, create_graph=True)
+        with pytest.raises(RuntimeError, match="appears to not have been used in the graph"):
+            m.autograd.grad(g.sum(), x, retain_graph=True)
+        g2, = m.autograd.grad(g.sum(), x, allow_unused=True)
+        return g, g2
+    three(body)

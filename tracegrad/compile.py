@@ -494,6 +494,11 @@ def _build(fn, args, kwargs, name, backend, value_reads=None, keep_stages=False,
     p.bwd_ir = None
     if p.needs_grad:
         bwd = derive(g, list(g.outputs), wrt, defer_errors=True)
+        if any(o is None for o in bwd.outputs):
+            # an input that reaches an output only through a custom backward that gives it None
+            # has no gradient, as in torch (autograd.grad: 'appears to not have been used')
+            p.used_inputs = frozenset(i for j, i in enumerate(p.wrt_pos)
+                                      if i in p.used_inputs and bwd.outputs[j] is not None)
         for a in bwd.nx.nodes.values():
             if a["op"] == "input" and a["role"] in ("ctx", "hook"):
                 raise TraceError("a custom autograd.Function or hook inside the compiled function")
