@@ -606,6 +606,7 @@ NOT_OPS = {
     "compiled_call": "a compiled callable's forward (tracegrad.compile)",
     "compiled_backward": "a compiled callable's backward (tracegrad.compile)",
     "derivative_error": "an op without a derivative in a compiled backward (tracegrad.compile)",
+    "saved_value_written": "a value saved for backward and written in place inside a compiled function (its error)",
     "traced_function": "a custom autograd.Function traced inside a compiled function",
     "once_differentiable": "a @once_differentiable backward's results traced inside a compiled function",
     "once_differentiable_error": "differentiating a @once_differentiable backward again (its error)",

@@ -154,7 +154,8 @@ def derive(fwd, outputs, wrt, hooks=None, node_hooks=(), defer_errors=False):
                                  {"present": present})
                     kept = iter(kept if isinstance(kept, tuple) else (kept,))
                     g = tuple(next(kept) if p else None for p in present)
-                if not prim.takes_ctx:   # a custom Function gets None for undefined gradients
+                if not prim.takes_ctx and a["params"].get("materialize", True):
+                    # a custom Function gets None for undefined gradients (traced: set_materialize_grads(False))
                     g = tuple(x if x is not None else F.full(tuple(s), 0, dtype=d)
                               for x, s, d in zip(g, a["shape"], a["dtype"]))
                 out = tuple(_lazy(bwd, fwd, p, (n, -1, k), saved_inputs, orders)
@@ -195,6 +196,19 @@ def derive(fwd, outputs, wrt, hooks=None, node_hooks=(), defer_errors=False):
                 g = gs if isinstance(g, tuple) else gs[0]
             if prim.takes_ctx:
                 res = prim.vjp(g, out, *in_proxies, ctx=_ctx_proxy(bwd, n, ctxs), **a["params"])
+            elif defer_errors and prim.name == "traced_function":
+                # a custom Function's backward, traced now: what it raises (its own error, a
+                # wrong shape or count of gradients) is raised when the backward runs, as in
+                # torch, not by a forward that may never be differentiated
+                try:
+                    res = prim.vjp(g, out, *in_proxies, **a["params"])
+                except TraceError:
+                    raise                # not traceable: the call runs eagerly (compile falls back)
+                except Exception as e:   # noqa: BLE001  (the user's code: any error)
+                    g0 = next(x for x in g if x is not None)
+                    res = tuple(apply(P["derivative_error"], (g0,), {"message": str(e), "error": e,
+                                                                     "shape": tuple(fwd[x]["shape"])})
+                                if isinstance(x, V) else None for x in args)
             else:
                 try:
                     res = prim.vjp(g, out, *in_proxies, **a["params"])
@@ -204,6 +218,8 @@ def derive(fwd, outputs, wrt, hooks=None, node_hooks=(), defer_errors=False):
                     res = (apply(P["derivative_error"], (g,), {"message": str(e)}),) * len(args)
             if not isinstance(res, tuple):
                 res = (res,)
+            if "stale_args" in a or "stale_out" in a:
+                res = _refuse_stale_reads(fwd, n, g, res, need, out if isinstance(out, tuple) else (out,), in_proxies)
             if hooked_post:              # grad_fn hooks: fn(grad_inputs, grad_outputs)
                 gs = g if isinstance(g, tuple) else (g,)
                 params = {}
@@ -248,6 +264,36 @@ def derive(fwd, outputs, wrt, hooks=None, node_hooks=(), defer_errors=False):
     # values only they read) go here
     from .passes import eliminate_dead_code  # deferred: import tracegrad does not load tracegrad.passes
     return eliminate_dead_code(bwd, drop_inputs=("saved",), own=True)
+
+
+def _refuse_stale_reads(fwd, n, g, res, need, outs, ins):
+    """The gradients of op n, made to raise torch's error when they run if its rule read a
+    value that an in-place write inside the traced function replaced after n was recorded
+    (functionalize._note_stale_readers marks such ops)."""
+    a = fwd[n]
+    read = [k for k in a.get("stale_out", ()) if k < len(outs) and _bound(outs[k])] + \
+        [i for i in a.get("stale_args", ()) if i < len(ins) and _bound(ins[i])]
+    if not read:
+        return res
+    shape, dtype = a["shape"], a["dtype"]
+    if a.get("stale_args") and read[-1] in a["stale_args"]:
+        x = fwd[a["args"][read[-1]]]
+        shape, dtype = x["shape"], x["dtype"]
+    elif isinstance(dtype, (list, tuple)):
+        shape, dtype = shape[read[0]], dtype[read[0]]
+    msg = (f"one of the variables needed for gradient computation has been modified by an inplace operation: "
+           f"[torch.{D.LEGACY.get(dtype, dtype)} [{', '.join(map(str, shape))}]], saved by {a['op']} for backward, "
+           f"was written in place afterwards inside the compiled function. Hint: clone it before the in-place op, "
+           f"or write the in-place op's result to a new tensor.")
+    args = a["args"]
+    gs = tuple(x for x in (g if isinstance(g, tuple) else (g,)) if x is not None)
+    return tuple(r if r is None or i >= len(args) or not x_needed(args[i], need) else
+                 apply(P["saved_value_written"], (r,) + gs, {"message": msg}) for i, r in enumerate(res))
+
+
+def _bound(p):
+    """Whether a rule read this lazy stand-in of a forward value (made it a saved input)."""
+    return isinstance(p, Proxy) and p.__dict__.get("_name") is not None
 
 
 def _last_uses(fwd, order, hooks):

@@ -51,11 +51,12 @@ from .optim.optimizer import Optimizer
 from ._tensor_str import PRINT_OPTS
 from .autograd import WARN_ALWAYS
 from . import functionalize, creation
-from .autodiff import derive, differentiable_reach, carries_grad, backward_args, DerivativeError
+from .autodiff import derive, differentiable_reach, carries_grad, backward_args, DerivativeError, needed_values
 from .codegen.numpy_cpu import compile_graph
 from .ir import symbolic
 from .cuda import CudaArray
 from .interpret import run_eager
+from networkx import ancestors as nx_ancestors
 
 
 class CompileError(RuntimeError):
@@ -498,6 +499,11 @@ def _build(fn, args, kwargs, name, backend, value_reads=None, keep_stages=False,
     p.bwd_ir = None
     if p.needs_grad:
         bwd = derive(g, list(g.outputs), wrt, defer_errors=True)
+        if any(o is None for o in bwd.outputs):
+            # an input that reaches an output only through a custom backward that gives it None
+            # has no gradient, as in torch (autograd.grad: 'appears to not have been used')
+            p.used_inputs = frozenset(i for j, i in enumerate(p.wrt_pos)
+                                      if i in p.used_inputs and bwd.outputs[j] is not None)
         for a in bwd.nx.nodes.values():
             if a["op"] == "input" and a["role"] in ("ctx", "hook"):
                 raise TraceError("a custom autograd.Function or hook inside the compiled function")
@@ -557,7 +563,8 @@ def _build(fn, args, kwargs, name, backend, value_reads=None, keep_stages=False,
         # take the forward's gradient would recompute from, are overwritten by the call)
         p.spec_ok = int(np.prod(shape, dtype=np.int64)) == 1 and dt.is_floating_point and not p.writeback and \
             grad_bytes <= 2 * max(part.saved_bytes, SPECULATE_MIN_BYTES) and \
-            not any(a["op"] == "derivative_error" for a in p.bwd_opt.nx.nodes.values())   # it raises: not in a forward
+            not any(a["op"] in ("derivative_error", "saved_value_written")       # they raise: not in a forward
+                    for a in p.bwd_opt.nx.nodes.values())
     p.fwd_donate = ()
     if lower is compile_graph and p.writeback and not p.needs_grad:
         # a whole step (or in-place writes): new values written over the arrays they replace
@@ -1268,6 +1275,11 @@ def _compiled_backward_kernel(*args, prog, metas=None):
     _start_backward(p, ctx)
     d = ctx.__dict__
     seeds = _seeds(p, gs, _zeros_array, ctx)
+    mask = _inexact_without(p, gs)
+    if mask is not None:
+        with no_grad():
+            res = _masked_backward(p, mask)(*[_as_tensor(s) for s in seeds], *d["_inputs"])
+        return _grad_arrays(p, [None if r is None else r._data for r in res], ctx)
     written = d["_untracked"] != UNTRACKED_WRITES[0] and not p.writeback
     if written:
         # a write through .data (or x.data = y) since the forward: the backward reads the
@@ -1329,11 +1341,15 @@ def _compiled_backward_eager(*args, prog, metas=None):
     p = prog
     _start_backward(p, ctx, counts=False)
     seeds = _seeds(p, gs, _zeros_tensor, ctx)
-    if p.double is None:
-        p.double = CompiledFunction(_backward_function(p), backend=p.backend, name=f"{p.__name__}_grad",
-                                    dynamic=False)
-        p.double._warned = True          # where it cannot be traced it runs through the eager ops
-    res = p.double(*seeds, *ctx.__dict__["_inputs"])
+    mask = _inexact_without(p, gs)
+    if mask is not None:
+        res = _masked_backward(p, mask)(*seeds, *ctx.__dict__["_inputs"])
+    else:
+        if p.double is None:
+            p.double = CompiledFunction(_backward_function(p), backend=p.backend, name=f"{p.__name__}_grad",
+                                        dynamic=False)
+            p.double._warned = True          # where it cannot be traced it runs through the eager ops
+        res = p.double(*seeds, *ctx.__dict__["_inputs"])
     out = []
     for r, (shape, dt) in zip(res, _grad_metas(p, ctx)):
         out.append(creation.zeros(shape, dtype=dt) if r is None else r)
@@ -1348,16 +1364,80 @@ def _zeros_tensor(shape, dt):
     return creation.zeros(shape, dtype=dt)
 
 
-def _backward_function(p):
-    """The forward and backward IR of p as one function of (seeds..., inputs...)."""
+def _inexact_without(p, gs):
+    """None where the program's backward, with zeros for the outputs no gradient reached, gives
+    what torch's gives; else the mask of the user outputs that have a gradient. Zeros are exact
+    where every op they pass through also carries a present output's gradient (x + 0 is x); an
+    op that only the absent outputs reach runs no rule in torch, and its rule on a zero
+    gradient may give NaN (sqrt's at 0: 0 / 0) or anything at all (a custom Function's backward,
+    which may also be told None for an output: set_materialize_grads(False))."""
+    n = p.n_user
+    if len(gs) >= n:
+        for g in gs[:n]:
+            if g is None:
+                break
+        else:
+            return None                   # every output has a gradient: the common case
+    mask = tuple(k < len(gs) and gs[k] is not None for k in range(n))
+    if all(mask[k] or not p.out_diff[k] for k in range(n)):
+        return None
+    cache = p.__dict__.setdefault("zeros_exact", {})
+    exact = cache.get(mask)
+    if exact is None:
+        g = p.traced_ir
+        outs = g.outputs[:n]
+        wrt = [p.traced_names[i] for i in p.wrt_pos]
+        present = [o for o, m in zip(outs, mask) if m]
+        absent = [o for o, m, d in zip(outs, mask, p.out_diff) if not m and d]
+        reach = set(present)
+        for o in present:
+            reach |= nx_ancestors(g.nx, o)
+        only_absent = needed_values(g, absent, wrt) - reach
+        exact = cache[mask] = not any(_runs_a_rule(g, v) for v in only_absent)
+    return None if exact else mask
+
+
+def _runs_a_rule(g, v):
+    """Whether a zero gradient reaching value v runs a rule that no gradient would not: an op's,
+    or for one output of several, a custom Function's backward told None for it (a multi-output
+    op's other rules get zeros for it either way)."""
+    a = g[v]
+    if a["op"] == "input":
+        return False
+    if a["op"] == "proj":
+        return not g[a["args"][0]]["params"].get("materialize", True)
+    return True
+
+
+def _masked_backward(p, mask):
+    """The backward of the outputs in `mask` alone, as a compiled function of (seeds...,
+    inputs...) that recomputes the forward: what the program runs where zeros for the other
+    outputs would not be exact (_inexact_without)."""
+    progs = p.__dict__.setdefault("masked", {})
+    f = progs.get(mask)
+    if f is None:
+        f = progs[mask] = CompiledFunction(_backward_function(p, mask), backend=p.backend,
+                                           name=f"{p.__name__}_grad", dynamic=False)
+        f._warned = True                  # where it cannot be traced it runs through the eager ops
+    return f
+
+
+def _as_tensor(a):
+    return a if isinstance(a, Tensor) else Tensor._make(np.asarray(a), D.from_numpy_dtype(np.asarray(a).dtype))
+
+
+def _backward_function(p, mask=None):
+    """The forward and backward IR of p as one function of (seeds..., inputs...); with `mask`,
+    the backward of the user outputs it marks alone (the others' seeds are not read)."""
     n_out = len(p.out_meta)
     prepared = {}
+    keep = (lambda k: True) if mask is None else (lambda k: k < len(mask) and mask[k])
 
     def prepare(values):
         # derived from the graph as traced, not as optimised: a rewrite such as x - x -> 0 must
         # not take an input out of the graph of the next derivative
         fwd = p.traced_ir.copy() if values is None else _concrete_graph(p.traced_ir, values)
-        bwd = derive(fwd, list(fwd.outputs), [p.traced_names[i] for i in p.wrt_pos])
+        bwd = derive(fwd, [o for k, o in enumerate(fwd.outputs) if keep(k)], [p.traced_names[i] for i in p.wrt_pos])
         where = {v: k for k, v in enumerate(p.traced_names) if v is not None}
         # the traced graph's inputs from the call's: a constant the passes dropped is its own value
         pick = [where.get(v, fwd[v].get("value")) for v in fwd.inputs]
@@ -1377,6 +1457,7 @@ def _backward_function(p):
             got = prepared[key] = prepare(values)
         fwd, bwd, pick, want = got
         vals = dict(zip(want, run_eager(fwd, [inputs[k] if type(k) is int else k for k in pick])))
+        seeds = [sd for k, sd in enumerate(seeds) if keep(k)]
         return tuple(run_eager(bwd, backward_args(bwd, seeds, lambda v, a: vals[v])))
     return backward_of
 

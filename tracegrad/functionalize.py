@@ -518,6 +518,11 @@ def commit_traced(self, result):
         if not isinstance(result, Proxy):
             result = _as_value(result)
     if isinstance(self, Proxy):
+        fn_view = self.__dict__.get("_fn_view")
+        if fn_view is not None and STATE.grad_enabled and _carries_grad(self):
+            # a custom Function's output that is a view (or an input returned as is): torch's error
+            from .autograd.views import rebase_message
+            raise RuntimeError(rebase_message(*fn_view))
         if not STATE.grad_enabled and _carries_grad(self):
             # torch changes the data and keeps the value's gradient (y.mul_(3) under no_grad:
             # y's gradient stays that of y = x * 2); the trace has no value that is one
@@ -621,8 +626,52 @@ def _as_value(t):
 
 def _rebind(proxy, result):
     d = proxy.__dict__
-    d["_name"] = result.__dict__["_name"]
+    old, new = d["_name"], result.__dict__["_name"]
+    if old is not None and old != new:
+        _note_stale_readers(d["_graph"], old, new)
+    d["_name"] = new
     d["_gen"] = d.get("_gen", 0) + 1
+
+
+def _note_stale_readers(graph, old, new):
+    """Mark the ops recorded before an in-place write of `old` that read it: their derivatives
+    read the value the write replaced, which torch refuses at backward ("modified by an
+    inplace operation"), while the functional program would compute with the old value. An op
+    that read it as argument i gets i in its attribute `stale_args`; the op that made it (exp,
+    whose derivative reads its result) gets `stale_out`. autodiff makes the derivatives that
+    read a marked value raise torch's error when they run. (Attributes, not names: the
+    passes between trace and derivation rename values and keep attributes.)
+
+    The ops the write itself recorded (the tail of the graph that leads to `new`) are not
+    readers: an in-place op's own derivative reads its input as it was (torch saves it)."""
+    g = graph.nx
+    if old not in g or new not in g:
+        return
+    write = {new}
+    seen_new = False
+    for t in reversed(g._node):
+        if t == new:
+            seen_new = True
+            continue
+        if not seen_new:
+            continue                      # made after the result (a view's scatter into its base)
+        if any(u in write for u in g._succ[t]):
+            write.add(t)
+        else:
+            break
+    for r in g._succ[old]:
+        if r in write:
+            continue
+        a = g._node[r]
+        pos = frozenset(i for i, x in enumerate(a["args"]) if x == old)
+        if pos:
+            a["stale_args"] = a.get("stale_args", frozenset()) | pos
+    a = g._node[old]
+    if a["op"] == "proj":
+        a = g._node[a["args"][0]]
+        a["stale_out"] = a.get("stale_out", frozenset()) | {g._node[old]["params"]["index"]}
+    elif a["op"] != "input":
+        a["stale_out"] = frozenset({0})
 
 
 def _scatter(base, result, prim, rest, params):

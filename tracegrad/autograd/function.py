@@ -571,8 +571,13 @@ def _traced_fn_vjp(g, out, *xs, ctx, n_in, n_out, n_saved, attrs, once, out_refs
             grads.append(None)
             continue
         gi = _fit_grad(name, i, gi, metas[k], True)
-        if once:                  # @once_differentiable: differentiating this again raises
-            gi = apply(P["once_differentiable"], (gi,), {})
+        if once:
+            # @once_differentiable, as torch's: the backward runs without recording, so its
+            # result has no history of what it read (the saved x); differentiating it with
+            # respect to the incoming gradients raises (DelayedError), and where those
+            # carry no gradient the result requires none
+            gi = apply(P["once_differentiable"], (apply(P["detach"], (gi,), {}),) +
+                       tuple(x for x in gs if isinstance(x, Tensor)), {})
         grads.append(gi)
     return tuple(grads) + (None,) * (len(xs) - n_in)
 
@@ -580,22 +585,25 @@ def _traced_fn_vjp(g, out, *xs, ctx, n_in, n_out, n_saved, attrs, once, out_refs
 _ONCE_MSG = "trying to differentiate twice a function that was marked with @once_differentiable"
 
 
-def _once_vjp(g, out, x):
+def _once_vjp(g, out, x, *gs):
     # as torch's DelayedError: the error comes when this derivative runs, not when it is derived
-    return (apply(P["once_differentiable_error"], (g,), {}),)
+    return (None,) + tuple(apply(P["once_differentiable_error"], (g, x), {}) for x in gs)
 
 
-def _once_error(g):
+def _once_error(g, *like):
     raise RuntimeError(_ONCE_MSG)
 
 
 Primitive("traced_function", "*xs", _traced_fn_impl, shape=_traced_fn_shape, dtype=lambda args: (None, D.float32),
           multi=True, vjp=_traced_fn_vjp, grad_fn=lambda a, p: p["ctx"]._params_cls.__name__ + "Backward",
           triton=Refuse("a custom autograd.Function's node is removed before lowering"))
-Primitive("once_differentiable_error", "g", _once_error, shape=lambda g: tuple(g.shape), dtype="same",
+# the gradient of an incoming gradient of a @once_differentiable backward: shaped as `like`
+# (that gradient), computed from g so that it runs with the derivative and no sooner
+Primitive("once_differentiable_error", "*gs", _once_error,
+          shape=lambda g, *like: tuple((like[0] if like else g).shape), dtype="same",
           triton=Refuse(_ONCE_MSG))
-Primitive("once_differentiable", "x", lambda x: np.array(x, copy=True), shape=lambda x: tuple(x.shape), dtype="same",
-          vjp=_once_vjp, grad_fn="Error", triton=identity)
+Primitive("once_differentiable", "*xs", lambda x, *gs: np.array(x, copy=True), shape=lambda x, *gs: tuple(x.shape),
+          dtype="same", vjp=_once_vjp, grad_fn="Error", triton=identity)
 
 
 def _requires_grad_traced(graph, t):
@@ -609,28 +617,55 @@ def _requires_grad_traced(graph, t):
     return value_of(graph, t) in differentiable_reach(graph, sources)
 
 
+def _is_view(t):
+    """Whether t, a value forward returned, is a view (of an input or of a value forward made)."""
+    if not isinstance(t, Proxy):
+        return t._view is not None
+    v = t.__dict__.get("_view")
+    while v is not None:
+        if v[1].name != "detach":     # (under no_grad every value is a detach alias of itself)
+            return True
+        v = v[0].__dict__.get("_view")
+    return False
+
+
 def _apply_traced(cls, args):
     graph = next((a.__dict__["_graph"] for a in args if isinstance(a, Proxy)), None) or TRACING.stack[-1]
     ctx = object.__new__(_ctx_class(cls))
     _init_node(ctx)
-    needs = tuple(isinstance(a, Tensor) and STATE.grad_enabled and _requires_grad_traced(graph, a) for a in args)
+    # in a custom backward being traced into a backward graph (autodiff.derive), what requires grad
+    # is decided when that graph is differentiated in turn (create_graph): any floating input may
+    deriving = graph.name == "backward"
+    needs = tuple(isinstance(a, Tensor) and STATE.grad_enabled and
+                  ((deriving and a.dtype.is_floating_point) or _requires_grad_traced(graph, a)) for a in args)
     ctx.__dict__["needs_input_grad"] = needs
     # the forward's inputs detached without the alias Proxy.detach() makes: an in-place write
     # to one (with mark_dirty) becomes this Function's output, and the input's new value takes
     # the Function's history below (a write through the alias would give it the forward's value
     # without a gradient)
-    fargs = tuple(apply(P["detach"], (a,), {}) if isinstance(a, Proxy) else a.detach() if isinstance(a, Tensor) else a
-                  for a in args)
+    fargs = tuple(apply(P["detach"], (a,), {}) if isinstance(a, Proxy) and any(needs) else
+                  a.detach() if isinstance(a, Tensor) else a for a in args)
+    # (where no input requires grad, Proxy.detach()'s alias: what forward returns of an input, or
+    # views of it, share its values as in eager, so a write through one reaches it)
+    before = [fa.__dict__.get("_gen", 0) if isinstance(fa, Proxy) and any(needs) else None for fa in fargs]
     with no_grad():
         if cls.setup_context is not Function.setup_context:
             outputs = cls.forward(*fargs)
-            cls.setup_context(ctx, fargs, outputs)
+            cls.setup_context(ctx, _with_defaults(cls.forward, fargs), outputs)   # (forward's defaults: torch's)
         else:
             outputs = cls.forward(ctx, *fargs)
     is_tuple = isinstance(outputs, tuple)
     outs = list(outputs) if is_tuple else [outputs]
     dirty = ctx.__dict__.pop("_dirty", ())
     non_diff = ctx.__dict__.pop("_non_diff", ())
+    for i, fa in enumerate(fargs):
+        if before[i] is not None and fa.__dict__.get("_gen", 0) != before[i] and not any(fa is d for d in dirty):
+            # forward wrote an input in place without mark_dirty: in eager (and torch) the
+            # argument shares the write's storage, so it holds the new value and keeps its history
+            if _requires_grad_traced(graph, args[i]):
+                raise TraceError(f"{cls.__name__}.forward modifies an input that requires grad in place without "
+                                 f"ctx.mark_dirty: inside a compiled function this is not traced yet")
+            functionalize.commit_traced(args[i], fa)
     for k, o in enumerate(outs):
         if not isinstance(o, Tensor):
             raise TraceError(f"a custom autograd.Function ({cls.__name__}) that returns a "
@@ -639,6 +674,10 @@ def _apply_traced(cls, args):
         res = outs
     else:
         saved = ctx.__dict__.pop("_to_save", ())
+        for i, t in enumerate(saved):
+            if t is not None and not isinstance(t, Tensor):
+                raise TypeError(f"save_for_backward can only save variables, but argument {i} is of type "
+                                f"{type(t).__name__}")
         if any(s is None for s in saved):
             raise TraceError(f"save_for_backward(None) in {cls.__name__} inside a compiled function is not traced yet")
         attrs = [(k, v) for k, v in ctx.__dict__.items() if isinstance(v, Tensor) and k != "needs_input_grad"]
@@ -667,10 +706,23 @@ def _apply_traced(cls, args):
         node_args = tuple(args[i] for i in tpos) + tuple(outs) + tuple(saved) + tuple(v for _, v in attrs)
         res = list(apply(P["traced_function"], node_args,
                          {"ctx": ctx, "n_in": len(tpos), "n_out": len(outs), "n_saved": len(saved),
-                          "attrs": tuple(k for k, _ in attrs), "once": once, "out_refs": out_refs}))
+                          "attrs": tuple(k for k, _ in attrs), "once": once, "out_refs": out_refs,
+                          "materialize": ctx.__dict__.get("_materialize", True)}))
+        n_tensors = len(outs)
         for k, o in enumerate(outs):
             if any(o is nd for nd in non_diff) or not o.dtype.is_floating_point:
                 res[k] = res[k].detach()
+            elif not any(o is d for d in dirty) and (any(o is fa for fa in fargs) or _is_view(o)):
+                # an input returned as is, or a view: an in-place op on it raises torch's error, as
+                # eagerly (views.check_rebase), instead of writing through to the input
+                creation = views.MULTI_OUTPUT_NODE if n_tensors > 1 and not any(o is fa for fa in fargs) \
+                    else views.IN_CUSTOM_FUNCTION
+                res[k].__dict__["_fn_view"] = (creation, ctx, k)
+        for k, o in enumerate(outs):
+            # one tensor returned at several places is one output, as torch's (and eager's):
+            # its history is the last place's, so every use's gradient reaches that slot
+            # of backward and the earlier slots get zeros
+            res[k] = res[max(j for j, p in enumerate(outs) if p is o)]
     for d in dirty:                         # mark_dirty: the argument itself now holds the output
         for i, fa in enumerate(fargs):
             if fa is d:

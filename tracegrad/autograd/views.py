@@ -70,17 +70,21 @@ def check_rebase(t, indirect=False):
     creation = meta.creation
     if creation == DEFAULT:
         return
-    fn = t._grad_fn
+    raise RuntimeError(rebase_message(creation, t._grad_fn, t._output_nr, indirect))
+
+
+def rebase_message(creation, fn, output_nr, indirect=False):
+    """torch's error for an in-place op on a view of kind `creation`, output `output_nr` of fn."""
     modified = "its base or another view of its base has been" if indirect else "is being"
     if creation in (INFERENCE_MODE, NO_GRAD_MODE) or fn is None:
-        prefix = (f"Output {t._output_nr} of {op_name(fn)} is a view of a view which was created in" if fn is not None
+        prefix = (f"Output {output_nr} of {op_name(fn)} is a view of a view which was created in" if fn is not None
                   else "A view was created in")
         if creation == INFERENCE_MODE:
             msg = f"{prefix} inference mode and {modified} modified inplace in normal mode."
         else:
             msg = f"{prefix} no_grad mode and {modified} modified inplace with grad mode enabled."
     else:
-        msg = f"Output {t._output_nr} of {op_name(fn)} is a view and {modified} modified inplace."
+        msg = f"Output {output_nr} of {op_name(fn)} is a view and {modified} modified inplace."
     if creation == MULTI_OUTPUT_NODE:
         msg += (" This view is the output of a function that returns multiple views. Such functions do not allow the "
                 "output views to be modified inplace. You should replace the inplace operation by an out-of-place one.")
@@ -97,7 +101,7 @@ def check_rebase(t, indirect=False):
                 "autograd logic to handle view+inplace would override the custom backward associated with the custom "
                 "Function, leading to incorrect gradients. This behavior is forbidden. You can fix this by cloning "
                 "the output of the custom Function.")
-    raise RuntimeError(msg)
+    return msg
 
 
 def check_inplace_on_view(t):

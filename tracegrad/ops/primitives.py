@@ -982,14 +982,34 @@ def _not_implemented(op):
     return vjp
 
 
-def _derivative_error(g, message):
+def _derivative_error(g, message, error=None, shape=None):
+    if error is not None:          # a custom backward's own exception, raised where torch raises it
+        raise error
     raise DerivativeNotImplemented(message)
 
 
 # stands in a compiled backward for the gradient of an op without a derivative: the
 # forward compiles and runs, and the backward raises torch's error when it runs, as eagerly
-Primitive("derivative_error", "g", _derivative_error, shape=lambda g, message: tuple(g.shape), dtype="same",
+Primitive("derivative_error", "g", _derivative_error,
+          shape=lambda g, message, error=None, shape=None: tuple(g.shape) if shape is None else tuple(shape),
+          dtype="same",
           triton=T.Refuse("an op without a derivative in a compiled backward"))
+
+
+def _saved_value_written(r, *gs, message):
+    # only where a gradient reached the op: a compiled backward hands zeros for an output no
+    # gradient reached, where torch runs no node and raises nothing
+    if any(np.any(np.asarray(g) != 0) for g in gs):
+        raise RuntimeError(message)
+    return np.array(r, copy=True)
+
+
+# stands in a backward for the gradient r that an op's rule computed from a value an in-place
+# write inside a traced function replaced after the op read it (autodiff._refuse_stale_reads):
+# torch's "modified by an inplace operation" when the backward runs, as eagerly
+Primitive("saved_value_written", "*xs", _saved_value_written, shape=lambda r, *gs, message: tuple(r.shape),
+          dtype="same", vjp=lambda g, out, r, *gs, message: (g,) + (None,) * len(gs),
+          triton=T.Refuse("a value saved for backward and written in place"))
 
 
 def _remainder_vjp(g, out, x, y):

@@ -58,9 +58,12 @@ _DYNAMIC = frozenset({"getattr", "hasattr", "vars", "__dict__", "__getattribute_
                       "asdict", "astuple", "dir", "getmembers"})
 
 _SCALARS = (type(None), bool, int, float, complex, str, bytes)
-# methods Python calls without naming them in the caller's code
+# methods Python calls without naming them in the caller's code; a custom autograd.Function's
+# setup_context and backward (or vjp) are called by apply and by the trace's differentiation, and
+# a backward traced into the program bakes in what it read (a global scale) as forward does
 _IMPLICIT = frozenset({"forward", "__call__", "__getattr__", "__getattribute__", "__getitem__", "__iter__", "__next__",
-                       "__len__", "__contains__", "__bool__", "__float__", "__int__", "__index__", "__get__"})
+                       "__len__", "__contains__", "__bool__", "__float__", "__int__", "__index__", "__get__",
+                       "backward", "vjp", "setup_context"})
 
 
 def _is_library_file(path):

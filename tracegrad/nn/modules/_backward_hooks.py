@@ -115,14 +115,21 @@ class _HookedCall:
         return tuple(g if req else None for g, req in zip(res, self.input_req))
 
 
-def call_with_backward_hooks(module, call, args, kwargs):
+def refuse_tracing(module):
     if _tensor_methods._tracing():
         # the hooks run in backward, which a compiled program does not run through Python:
         # the call runs eagerly (compile warns and falls back), never without its hooks
         raise NotImplementedError(f"{type(module).__name__} has module backward hooks "
                                   f"(register_full_backward_hook), which a compiled function does not run")
+
+
+def setup_input_hook(module, args):
+    """torch's BackwardHook.setup_input_hook: the module's tensor arguments, as the forward
+    pre-hooks left them, through the inputs' node. Returns the call's hook state (None where
+    grad mode is off) and the arguments forward gets."""
+    refuse_tracing(module)
     if not is_grad_enabled():
-        return call(*args, **kwargs)
+        return None, args
     pos = [i for i, a in enumerate(args) if isinstance(a, Tensor)]
     req = tuple(args[i].requires_grad for i in pos)
     hooked = _HookedCall(module, len(args), pos, req)
@@ -132,7 +139,14 @@ def call_with_backward_hooks(module, call, args, kwargs):
         for i, t in zip(pos, new):
             args[i] = t
         args = tuple(args)
-    out = call(*args, **kwargs)
+    return hooked, args
+
+
+def setup_output_hook(hooked, out):
+    """torch's BackwardHook.setup_output_hook: the result, as the forward hooks left it,
+    through the outputs' node."""
+    if hooked is None:
+        return out
     single = isinstance(out, Tensor)
     outs = (out,) if single else out
     if not isinstance(outs, tuple) or not all(isinstance(o, Tensor) for o in outs):

@@ -16,7 +16,8 @@ from ...autograd.graph import MODULE_BACKWARD_HOOKS
 from ...grad_mode import no_grad
 from ... import _dtype as D
 from ..parameter import Parameter, Buffer
-from ._backward_hooks import _global_backward_hooks, _global_backward_pre_hooks, call_with_backward_hooks
+from ._backward_hooks import _global_backward_hooks, _global_backward_pre_hooks, refuse_tracing, \
+    setup_input_hook, setup_output_hook
 from ... import cuda
 
 __all__ = ["Module", "RemovableHandle"]
@@ -359,17 +360,20 @@ class Module:
 
     # -- calling ------------------------------------------------------------------------------------
     def _call_impl(self, *args, **kwargs):
-        forward_call = self.forward
-        if self.__dict__.get("_backward_hooks") or self.__dict__.get("_backward_pre_hooks") or \
-                _global_backward_hooks or _global_backward_pre_hooks:
-            return call_with_backward_hooks(self, self._call_forward_hooks, args, kwargs)
-        return self._call_forward_hooks(*args, **kwargs)
-
-    def _call_forward_hooks(self, *args, **kwargs):
-        forward_call = self.forward
-        if not (self._forward_hooks or self._forward_pre_hooks or _global_forward_hooks or
+        backward_hooks = bool(self.__dict__.get("_backward_hooks") or self.__dict__.get("_backward_pre_hooks") or
+                              _global_backward_hooks or _global_backward_pre_hooks)
+        if not (backward_hooks or self._forward_hooks or self._forward_pre_hooks or _global_forward_hooks or
                 _global_forward_pre_hooks):
-            return forward_call(*args, **kwargs)
+            return self.forward(*args, **kwargs)
+        if backward_hooks:
+            refuse_tracing(self)           # before any hook runs: the eager rerun runs them once
+        return self._call_hooks(args, kwargs, backward_hooks)
+
+    def _call_hooks(self, args, kwargs, backward_hooks):
+        # torch's order: forward pre-hooks, the inputs' backward-hook node (so grad_input is
+        # the gradient with respect to what forward got), forward, forward hooks, the outputs'
+        # node
+        forward_call = self.forward
         called_always = set()
         result = None
         try:
@@ -386,6 +390,8 @@ class Module:
                     r = hook(self, args)
                     if r is not None:
                         args = r if isinstance(r, tuple) else (r,)
+            if backward_hooks:
+                hooked, args = setup_input_hook(self, args)
             result = forward_call(*args, **kwargs)
             for hook_id, hook in (*_global_forward_hooks.items(), *self._forward_hooks.items()):
                 if hook_id in self._forward_hooks_always_called or hook_id in _global_forward_hooks_always_called:
@@ -396,7 +402,7 @@ class Module:
                     r = hook(self, args, result)
                 if r is not None:
                     result = r
-            return result
+            return setup_output_hook(hooked, result) if backward_hooks else result
         except Exception:
             for hook_id, hook in _global_forward_hooks.items():
                 if hook_id in _global_forward_hooks_always_called and hook_id not in called_always:
