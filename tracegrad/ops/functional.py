@@ -219,16 +219,47 @@ def where(condition, input=None, other=None):
     if input is None and other is None:
         return nonzero(condition, as_tuple=True)
     _check_tensor(condition, "where", "condition")
-    if condition._dtype is not D.bool_:
+    if condition._dtype is D.uint8:
+        # torch still takes a uint8 mask (nonzero is True), with a deprecation warning
+        warnings.warn("where received a uint8 condition tensor. This behavior is deprecated and will be removed "
+                      "in a future version of PyTorch. Use a boolean condition instead.", UserWarning, stacklevel=2)
+        condition = convert(condition, D.bool_)
+    elif condition._dtype is not D.bool_:
         raise RuntimeError(f"where expected condition to be a boolean tensor, but got a tensor with dtype "
                            f"{D.SCALAR_NAME[condition._dtype]}")
-    return apply(P["where"], (condition, _operand(input, "where"), _operand(other, "where")), {})
+    input, other = _operand(input, "where"), _operand(other, "where")
+    if not isinstance(input, Tensor) and not isinstance(other, Tensor):
+        # two numbers: the kernel (np.where) would give float64 or int64 whatever torch's result dtype
+        # (where(c, 256, 1 / 3) is float32); one of them as a 0-dim tensor of that dtype fixes it, in
+        # the eager kernel and in a compiled program alike, and changes neither value nor promotion
+        input = tensor(input, dtype=D.result_type([input, other]))
+    return apply(P["where"], (condition, input, other), {})
 
 
 def _clamp(input, lo, hi, op):
     _check_tensor(input, op)
     if lo is None and hi is None:
         raise RuntimeError("torch.clamp: At least one of 'min' or 'max' must not be None")
+    if op == "clamp" and isinstance(lo, Tensor) != isinstance(hi, Tensor) and lo is not None and hi is not None:
+        # torch's overloads are (Tensor min, Tensor max) and (Number min, Number max); its argument parser
+        # reads a 0-dim tensor that does not require grad as a Number, so with a Number beside it the bound
+        # promotes as a Python number (clamp(int8, min=tensor(2.5, dtype=float64), max=3) is float32)
+        t = lo if isinstance(lo, Tensor) else hi
+        if t.ndim or t.requires_grad:
+            def name(b):
+                return "Tensor" if isinstance(b, Tensor) else type(b).__name__
+            raise TypeError(f"clamp() received an invalid combination of arguments - got (Tensor, max={name(hi)}, "
+                            f"min={name(lo)}), but expected one of:\n"
+                            f" * (Tensor input, Tensor min = None, Tensor max = None, *, Tensor out = None)\n"
+                            f" * (Tensor input, Number min = None, Number max = None, *, Tensor out = None)\n")
+        # the bound as that number: in the dtype the number would give (its value converted to the result
+        # dtype once, as torch converts the Number), without reading it, so that it traces
+        wrapped = {0: False, 1: 0, 2: 0.0}[t.dtype._kind]
+        d = D.result_type([input, wrapped, hi if t is lo else lo])
+        if t is lo:
+            lo = convert(lo, d)
+        else:
+            hi = convert(hi, d)
     bounds = tuple(b if b is None or isinstance(b, Tensor) else _operand(b, op) for b in (lo, hi))
     return apply(P["clamp"], (input,) + bounds, {"op": op} if op != "clamp" else {})
 

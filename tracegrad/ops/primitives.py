@@ -1073,7 +1073,10 @@ def _pow_kernel(x, y):
         # torch's integer pow: 1 ** -n = 1, (-1) ** -n = +-1, anything else ** -n = 0
         neg = y < 0
         r = np.power(x, np.where(neg, 0, y))
-        return np.where(neg, np.where(x == 1, 1, np.where(x == -1, np.where(y % 2 == 0, 1, -1), 0)), r)
+        # (the 1, -1 and 0 are Python ints: without the cast the result is int64 whatever x's dtype, and a
+        # compiled program, which takes a kernel's array as it comes, went on with int64 values in an int32)
+        return np.where(neg, np.where(x == 1, 1, np.where(x == -1, np.where(y % 2 == 0, 1, -1), 0)), r) \
+            .astype(r.dtype, copy=False)
     return np.power(x, y)
 
 
