@@ -342,8 +342,16 @@ def _reduce(prim, input, dim, keepdim, **extra):
     return apply(prim, (input,), params)
 
 
+def _check_grad_dtype(input, dtype):
+    """torch refuses a reduction's integer or bool dtype= on a tensor that requires grad (the
+    result could carry no gradient): RuntimeError before it computes anything."""
+    if dtype is not None and not dtype.is_floating_point and STATE.grad_enabled and input.requires_grad:
+        raise RuntimeError(f"Autograd not support dtype: {D.SCALAR_NAME[dtype]}")
+
+
 def sum(input, dim=None, keepdim=False, *, dtype=None):
     _check_tensor(input, "sum")
+    _check_grad_dtype(input, dtype)
     if dtype is not None:
         input = convert(input, dtype)
     return _in_dtype(_reduce(P["sum"], input, dim, keepdim), dtype)
@@ -369,6 +377,7 @@ def mean(input, dim=None, keepdim=False, *, dtype=None):
 
 
 def prod(input, dim=None, keepdim=False, *, dtype=None):
+    _check_grad_dtype(input, dtype)
     if dtype is not None:
         input = convert(input, dtype)
     if dim is not None and not isinstance(dim, int):

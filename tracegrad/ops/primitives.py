@@ -891,6 +891,8 @@ def _clamp_name(args, params):
 
 
 def _clamp_no_bool(d, args):
+    if _is_tensor(args[1]) and _is_tensor(args[2]):
+        return _no_kernel("clamp_cpu")(d, args)      # torch's bool kernels take one tensor bound, not two
     if _is_tensor(args[1]) or _is_tensor(args[2]):
         return None
     return _no_kernel("clamp_scalar_cpu" if args[1] is not None and args[2] is not None else
