@@ -305,9 +305,14 @@ def resolve(refs, vals):
 
 
 def classify(op, args_t, out_t, tiers):
-    """'exact', 'approx' or 'loose' for an instruction's output under torch, from its inputs' tiers."""
-    if any(t == "loose" for t in tiers) or any(t == "approx" for t in tiers):
+    """'exact', 'zero' (exact but for the sign of a zero), 'approx' or 'loose' for an instruction's
+    output under torch, from its inputs' tiers."""
+    if any(t in ("loose", "approx", "zero") for t in tiers):
         return "loose"
+    if op in ("minimum", "maximum") or op == "clamp" and any(isinstance(a, torch.Tensor) for a in args_t[1:]):
+        # on a tie of -0.0 and 0.0 torch's vector loop gives the second operand, its scalar loop (a
+        # tensor's last elements) the first (see test_autograd_value_parity.py)
+        return "zero"
     floating = out_t.dtype in (torch.float16, torch.bfloat16, torch.float32, torch.float64)
     in_float = any(isinstance(a, torch.Tensor) and a.dtype.is_floating_point for a in args_t) or \
         any(isinstance(a, float) for a in args_t)
@@ -423,6 +428,10 @@ def check_program(seed, compiled=True):
         assert tuple(a.shape) == tuple(b.shape), f"{what}: shape {tuple(a.shape)} vs {tuple(b.shape)}"
         if tier == "exact":
             assert np.array_equal(bits(a), bits(b)), f"{what}:\n tracegrad {a}\n torch     {b}"
+        elif tier == "zero":
+            assert np.array_equal(bits(a + 0 if a.dtype.is_floating_point else a),
+                                  bits(b + 0 if b.dtype.is_floating_point else b)), \
+                f"{what}:\n tracegrad {a}\n torch     {b}"
         elif tier == "approx":
             assert close(a, b, torch_name(b.dtype)), f"{what}:\n tracegrad {a}\n torch     {b}"
     outs = [k for k in range(len(inputs), len(vt))]
@@ -432,6 +441,8 @@ def check_program(seed, compiled=True):
         gt, gt_err = None, e
     else:
         gt_err = None
+    if gt_err is not None and "INTERNAL ASSERT" in str(gt_err):
+        gt_err = None                       # torch's own bug (a bool exponent's Scalar in pow's backward)
     if gt_err is not None:
         # torch's backward refuses (an op without a derivative, a bool exponent's `exponent - 1`)
         try:
@@ -594,6 +605,41 @@ def test_integer_dtype_reduction_of_a_tensor_requiring_grad_is_refused(op):
     with tg.no_grad():
         with torch.no_grad():
             assert np.array_equal(f(tg, "int8").numpy(), f(torch, "int8").numpy())
+
+
+@pytest.mark.parametrize("dtype", ["int32", "uint8", "int8", "int16"])
+def test_a_number_shifted_by_a_tensor_shifts_in_the_tensor_dtype_compiled(dtype):
+    """2 << t: the kernel shifted np.asarray(2), an int64; eager cast the result back, a compiled
+    program kept int64 values under the tensor's dtype (2 << 31 was 2147483648 in an int32 tensor,
+    255 << 8 was 65280 in a uint8 one; torch: -2147483648 and 0)."""
+    s = np.array([[0, 1, 7], [8, 31, 33]], np.int64).astype(dtype)
+
+    def f(x):
+        return 2 << x, 255 << x, -3 >> x, (2 << x) + 1
+    want = f(torch.tensor(s))
+    for got in (f(tg.tensor(s)), _compiled(f)(tg.tensor(s))):
+        for g, w in zip(got, want):
+            assert g.numpy().dtype == w.numpy().dtype
+            assert np.array_equal(g.numpy(), w.numpy())
+
+
+@pytest.mark.parametrize("dtype", ["int8", "int16", "int64"])
+def test_integer_pow_of_zero_dim_tensors_with_a_negative_exponent_compiled(dtype):
+    """A compiled graph of one-element values runs on numpy scalars: the pow kernel took a numpy
+    scalar exponent for a Python number and raised 'Integers to negative integer powers are not
+    allowed', which torch (and eager) raise only for a Python number; for a tensor exponent it is
+    1, -1 or 0."""
+    for b, e in [(-1, -1), (-1, -2), (1, -5), (2, -1), (0, -1)]:
+        def f(x, y):
+            return x ** y, (x + y - y) ** (y + x - x), x.clamp(x) ** y.clamp(y)
+        want = f(torch.tensor(b, dtype=getattr(torch, dtype)), torch.tensor(e, dtype=getattr(torch, dtype)))
+        xs = (tg.tensor(b, dtype=getattr(tg, dtype)), tg.tensor(e, dtype=getattr(tg, dtype)))
+        for got in (f(*xs), _compiled(f)(*xs)):
+            for g, w in zip(got, want):
+                assert str(g.dtype) == str(w.dtype) and g.numpy().dtype == w.numpy().dtype
+                assert np.array_equal(g.numpy(), w.numpy()), (b, e, g, w)
+    with pytest.raises(RuntimeError, match="Integers to negative integer powers"):
+        tg.tensor([2], dtype=getattr(tg, dtype)) ** -1
 
 
 if __name__ == "__main__":

@@ -1069,10 +1069,12 @@ def _pow_kernel(x, y):
                 return 1 / (x * x)
             if e == -0.5:
                 return 1 / np.sqrt(x)
-    if isinstance(x, np.ndarray) and x.dtype.kind in "iu" and not isinstance(y, np.ndarray) and y < 0:
+    if isinstance(x, np.ndarray) and x.dtype.kind in "iu" and not isinstance(y, (np.ndarray, np.generic)) and y < 0:
         raise RuntimeError("Integers to negative integer powers are not allowed.")
-    if isinstance(y, np.ndarray) and y.dtype.kind in "iu" and np.any(y < 0):
-        # torch's integer pow: 1 ** -n = 1, (-1) ** -n = +-1, anything else ** -n = 0
+    if isinstance(y, (np.ndarray, np.generic)) and y.dtype.kind in "iu" and np.any(y < 0):
+        # torch's integer pow: 1 ** -n = 1, (-1) ** -n = +-1, anything else ** -n = 0. A numpy scalar
+        # exponent is a 0-dim tensor (a compiled graph of one-element values runs on numpy scalars),
+        # not a Python number: numpy's own power refuses it, torch computes it
         neg = y < 0
         r = np.power(x, np.where(neg, 0, y))
         # (the 1, -1 and 0 are Python ints: without the cast the result is int64 whatever x's dtype, and a
@@ -1142,7 +1144,11 @@ def _shift(left):
     """x << y or x >> y as torch's kernels: a shift by a negative amount or by the width or more
     gives 0 (left) or the sign (right: -1 for a negative x), where C and numpy leave it undefined."""
     def kernel(x, y):
-        x, y = np.asarray(x), np.asarray(y)
+        # a number shifted by a tensor (2 << t) shifts in the tensor's dtype, not as np.asarray's int64: eager
+        # cast the result back, a compiled program kept int64 values under an int32 dtype (2 << 31 was
+        # 2147483648 in an int32 tensor)
+        y = np.asarray(y)
+        x = np.asarray(x, dtype=y.dtype if not isinstance(x, np.ndarray) else None)
         ok = (y >= 0) & (y < x.dtype.itemsize * 8)
         s = np.where(ok, y, 0).astype(x.dtype, copy=False)
         if left:
