@@ -9,6 +9,7 @@ kernel and, when grad mode is on and an input requires grad, records a grad_fn n
 (eager autograd). With symbolic tensors (`Proxy`, made by `trace`) it adds a node to
 the IR graph being traced instead (the autodiff pass and `compile` trace this way).
 """
+import itertools
 import math
 import os
 import sys
@@ -660,6 +661,13 @@ def rename_grad_fn(t, name):
     return t
 
 
+# grad_fn nodes numbered as they are made: the backward runs them in reverse creation order, as
+# torch's engine runs nodes by decreasing sequence number, so a value used by several ops sums its
+# gradients in torch's order (in float16 or bfloat16 another grouping of three or more terms rounds
+# to another number)
+next_node_seq = itertools.count().__next__
+
+
 def _record(prim, args, params, outs):
     """Make the grad_fn node for one op and attach it to its outputs."""
     cls = prim._node_cls
@@ -693,6 +701,7 @@ def _record(prim, args, params, outs):
                 node._neg_zero = (node._neg_zero or ()) + (len(metas) - 1,)
     node._args_meta = tuple(metas)
     node.next_functions = tuple(edges)
+    node._seq = next_node_seq()          # after its inputs' nodes (a view's grad_fn may be made just above)
     positions, save_out = prim.saved_positions(len(args), tuple(req))
     if positions or save_out:
         saved = [None] * (len(args) + 1)
