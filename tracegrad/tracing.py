@@ -511,11 +511,13 @@ def _apply_symbolic(prim, args, params):
     if cdt is not None and cdt._kind and prim.elementwise:   # numbers meet the kernel as torch's kernels take them
         cdt, kargs = scalar_operands(prim, cdt, args)
     new_args = []
+    converted = []
     for i, a in enumerate(kargs):
         if isinstance(a, Tensor):
             v = value_of(graph, a)
             if cdt is not None and a._dtype is not cdt and (prim.cast is None or i in prim.cast):
                 v = graph.add_op(convert, (v,), {"dtype": cdt}, tuple(a.shape), cdt)
+                converted.append(i)
             new_args.append(v)
         else:
             new_args.append(a)
@@ -528,6 +530,9 @@ def _apply_symbolic(prim, args, params):
         # computed in float32 from a number read at float32 precision, rounded once to the result's dtype
         src = graph.__dict__.get("source_hint") or user_source()
         v = graph.add_op(prim, tuple(new_args), params, tuple(shape), cdt, src)
+        # one op of the result's dtype to differentiate, as eager records it (autodiff.opmath_source):
+        # its derivative rounds each of its ops to that dtype, as eager's and torch's do
+        graph[v]["opmath"] = (prim.name, tuple(converted))
         if numbers:
             graph[v]["numbers"] = numbers
             numbers = None
