@@ -127,6 +127,29 @@ for _n in ("mul", "maximum", "minimum", "eq", "ne", "lt", "le", "gt", "ge", "log
            "bitwise_left_shift", "bitwise_right_shift"):
     globals()[_n] = _binary(_n)
 multiply = mul
+
+
+def _floor_low(input, other):
+    """floor division's kernel parameter: low="bfloat16" where a bfloat16 result is computed in
+    bfloat16 steps, as torch's kernel does unless the divisor is a number or a 0-dim tensor (then it
+    runs in float32); float16 arrays say so themselves (primitives._floor_divide)."""
+    if isinstance(other, Tensor) and other.ndim == 0 or not isinstance(other, Tensor):
+        return {}
+    return {"low": "bfloat16"} if D.result_type([input, other]) is D.bfloat16 else {}
+
+
+def floor_divide(input, other, *, out=None):
+    if out is not None:
+        return _into_out("floor_divide", floor_divide(input, other), out, (input, other))
+    if not isinstance(input, Tensor):
+        if isinstance(other, Tensor) and isinstance(input, _Scalar):
+            input = _scalar(input)
+        else:
+            input = _t(input)
+    other = _operand(other, "floor_divide")
+    return apply(P["floor_divide"], (input, other), _floor_low(input, other))
+
+
 greater, greater_equal, less, less_equal, not_equal = gt, ge, lt, le, ne
 _add, _sub, _div, _rsub, _pow = P["add"], P["sub"], P["div"], P["rsub"], P["pow"]
 
@@ -188,7 +211,10 @@ def div(input, other, *, rounding_mode=None):
     if rounding_mode in ("floor", "trunc"):
         if D.result_type([input, other]) is D.bool_:
             raise NotImplementedError(f"\"div_{rounding_mode}_cpu\" not implemented for 'Bool'")
-        return apply(P["div_rounding"], (input, other), {"rounding_mode": rounding_mode})
+        params = {"rounding_mode": rounding_mode}
+        if rounding_mode == "floor":
+            params.update(_floor_low(input, other))
+        return apply(P["div_rounding"], (input, other), params)
     raise RuntimeError(f"div expected rounding_mode to be one of None, 'trunc', or 'floor' but found '{rounding_mode}'")
 
 
