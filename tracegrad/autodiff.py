@@ -81,6 +81,30 @@ def _closure(step, starts):
     return seen
 
 
+def opmath_source(fwd, a):
+    """For the convert that rounds a float32 op to float16 or bfloat16 where the tracer computed a
+    low-precision op in float32 (a number read at float32 precision: x16 * 0.1, x16 / y16 of a 0-dim
+    y), the op as eager autograd records it: the op itself on the arguments before their casts to
+    float32, with the convert's value as its result. Its derivative rule then runs on those, each
+    of its ops rounded to the low dtype as eager's and torch's are; differentiating the cast and the
+    float32 op instead rounded once at the end (x16 / y16's gradient for y, -g * (x / y) / y summed,
+    came out a float16 step away). None for any other convert."""
+    v = a["args"][0]
+    if not isinstance(v, V) or v not in fwd.nx:
+        return None
+    src = fwd[v]
+    mark = src.get("opmath")
+    if mark is None or src["prim"] is None or src["prim"].name != mark[0] or len(list(fwd.nx.successors(v))) != 1:
+        return None
+    args = list(src["args"])
+    for i in mark[1]:
+        x = args[i] if i < len(args) else None
+        if not isinstance(x, V) or fwd[x]["op"] != "convert":
+            return None
+        args[i] = fwd[x]["args"][0]
+    return dict(src, args=tuple(args))
+
+
 def x_needed(x, need):
     return isinstance(x, V) and x in need
 
@@ -141,6 +165,11 @@ def derive(fwd, outputs, wrt, hooks=None, node_hooks=(), defer_errors=False):
             prim = a["prim"]
             if n not in need:
                 continue
+            if op == "convert":
+                src = opmath_source(fwd, a)
+                if src is not None:
+                    a = src
+                    prim = a["prim"]
             if prim.multi:
                 got = tuple_grads.get(n)
                 if not got:

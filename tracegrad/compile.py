@@ -32,7 +32,7 @@ from .tensor import Tensor, begin_value_reads, end_value_reads, UNTRACKED_WRITES
 from ._collect import paused
 from .ir.graph import Graph, V
 from .tracing import Proxy, TraceError, trace, proxy_input, apply, TRACING, TRACE_DEVICE, _ACTIVE, user_file, \
-    _ANOMALY, _ANOMALY_NAN
+    _ANOMALY, _ANOMALY_NAN, next_node_seq
 from .ir.layout import order_attr, tensor_order
 from .ir.verify import verify
 from .ops.lowering import Refuse, identity
@@ -1062,6 +1062,7 @@ def _attach(p, leaves, arrays, outs, residuals, grads=None):
     consts = p.consts
     inputs = leaves + consts if consts else list(leaves)
     node = object.__new__(_NODE_CLS[0])
+    node._seq = next_node_seq()
     node._prim = _COMPILED_CALL
     params = p.__dict__.get("node_params")
     if params is None or params["nout"] != len(outs):
@@ -1144,6 +1145,7 @@ def _freed_grad_fn(p, o, srcs, leaves):
     node._out_meta = ((o._data.shape, o._dtype),)
     node._saved = None                   # freed, as the step's backward left it
     node._freed = True
+    node._seq = next_node_seq()
     o._req = True
     o._grad_fn = node
     o._output_nr = 0

@@ -9,6 +9,7 @@ kernel and, when grad mode is on and an input requires grad, records a grad_fn n
 (eager autograd). With symbolic tensors (`Proxy`, made by `trace`) it adds a node to
 the IR graph being traced instead (the autodiff pass and `compile` trace this way).
 """
+import itertools
 import math
 import os
 import sys
@@ -510,11 +511,13 @@ def _apply_symbolic(prim, args, params):
     if cdt is not None and cdt._kind and prim.elementwise:   # numbers meet the kernel as torch's kernels take them
         cdt, kargs = scalar_operands(prim, cdt, args)
     new_args = []
+    converted = []
     for i, a in enumerate(kargs):
         if isinstance(a, Tensor):
             v = value_of(graph, a)
             if cdt is not None and a._dtype is not cdt and (prim.cast is None or i in prim.cast):
                 v = graph.add_op(convert, (v,), {"dtype": cdt}, tuple(a.shape), cdt)
+                converted.append(i)
             new_args.append(v)
         else:
             new_args.append(a)
@@ -527,6 +530,9 @@ def _apply_symbolic(prim, args, params):
         # computed in float32 from a number read at float32 precision, rounded once to the result's dtype
         src = graph.__dict__.get("source_hint") or user_source()
         v = graph.add_op(prim, tuple(new_args), params, tuple(shape), cdt, src)
+        # one op of the result's dtype to differentiate, as eager records it (autodiff.opmath_source):
+        # its derivative rounds each of its ops to that dtype, as eager's and torch's do
+        graph[v]["opmath"] = (prim.name, tuple(converted))
         if numbers:
             graph[v]["numbers"] = numbers
             numbers = None
@@ -660,6 +666,13 @@ def rename_grad_fn(t, name):
     return t
 
 
+# grad_fn nodes numbered as they are made: the backward runs them in reverse creation order, as
+# torch's engine runs nodes by decreasing sequence number, so a value used by several ops sums its
+# gradients in torch's order (in float16 or bfloat16 another grouping of three or more terms rounds
+# to another number)
+next_node_seq = itertools.count().__next__
+
+
 def _record(prim, args, params, outs):
     """Make the grad_fn node for one op and attach it to its outputs."""
     cls = prim._node_cls
@@ -693,6 +706,7 @@ def _record(prim, args, params, outs):
                 node._neg_zero = (node._neg_zero or ()) + (len(metas) - 1,)
     node._args_meta = tuple(metas)
     node.next_functions = tuple(edges)
+    node._seq = next_node_seq()          # after its inputs' nodes (a view's grad_fn may be made just above)
     positions, save_out = prim.saved_positions(len(args), tuple(req))
     if positions or save_out:
         saved = [None] * (len(args) + 1)

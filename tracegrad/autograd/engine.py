@@ -13,6 +13,7 @@ results have their own grad_fn (any order).
 """
 import collections
 import itertools
+import operator
 import sys
 import threading
 import time
@@ -81,17 +82,18 @@ def walk(roots):
 
 
 def walk_keyed(roots):
-    """The nodes reachable from `roots`, producers first (iterative post-order DFS), the
-    graph's structure as a cache key (ops, parameters, types, edges, leaves' layouts), the
-    nodes with hooks (node_hooks_of) and the tensor hooks, in one pass over the nodes (what a
-    backward of a small graph spends most of its bookkeeping on): (order, index, (structure,
-    node_hooks), hooks_spec), hooks_spec as autograd's {(node, slot): [fn, ...]}."""
+    """The nodes reachable from `roots` in creation order (producers first), the graph's
+    structure as a cache key (ops, parameters, types, edges, leaves' layouts), the nodes with
+    hooks (node_hooks_of) and the tensor hooks, in one pass over the nodes (what a backward of
+    a small graph spends most of its bookkeeping on): (order, index, (structure, node_hooks),
+    hooks_spec), hooks_spec as autograd's {(node, slot): [fn, ...]}.
+
+    Creation order, not the walk's post-order: the backward runs the nodes in reverse, and a
+    value's gradients from its several users are summed in that order, which is torch's (its
+    engine runs nodes by decreasing sequence number); in float16 and bfloat16 another order of
+    three or more terms rounds to another number."""
     order = []
     index = {}
-    key = []
-    hooks = []
-    spec = {}
-    hooked = HOOK_USED[0]
     for r in roots:
         if r is None or id(r) in index:
             continue
@@ -106,36 +108,63 @@ def walk_keyed(roots):
                     break
             else:
                 stack.pop()
-                k = len(order)
-                index[id(node)] = k
                 order.append(node)
-                if node._hooks or node._pre_hooks:
-                    hooks.append(k)
-                d = node.__dict__
-                if d:
-                    th = d.get("_tensor_hooks")
-                    if th:
-                        for slot, fns in th.items():
-                            if fns:
-                                spec[(node, slot)] = list(fns.values())
-                prim = node._prim
-                if prim is None:
-                    lo = _leaf_order(node)
-                    key.append(node._out_meta if lo is True else (node._out_meta, lo))
-                    if node.__class__ is AccumulateGrad or isinstance(node, AccumulateGrad):
-                        v = node.variable
-                        if v._hooks:
-                            spec[(node, 0)] = list(v._hooks.values())
-                    continue
-                # post-order: every node an edge leads to is indexed already
-                key.append((prim.name, tuple(node._params.items()), node._args_meta,
-                            tuple([-1 if n is None else (index[id(n)], s) for n, s in node.next_functions]),
-                            node._out_meta))
-                if node._neg_zero:
-                    key.append(("-0.0", node._neg_zero))
-                if hooked:
-                    key.append(hooked_saved(node))
+    try:
+        got = _keyed(sorted(order, key=_SEQ), index)  # (a post-order is mostly sorted: Timsort's linear case)
+    except AttributeError:               # a node made without a number
+        got = None
+    if got is None:                      # or one made after a node that reads it: the walk's order
+        for node in order:
+            index[id(node)] = -1
+        got = _keyed(order, index)
+    return got
+
+
+def _keyed(order, index):
+    """walk_keyed's result for the nodes in `order`, or None where a node comes before one of its
+    producers."""
+    key = []
+    hooks = []
+    spec = {}
+    hooked = HOOK_USED[0]
+    for k, node in enumerate(order):
+        index[id(node)] = k
+        if node._hooks or node._pre_hooks:
+            hooks.append(k)
+        d = node.__dict__
+        if d:
+            th = d.get("_tensor_hooks")
+            if th:
+                for slot, fns in th.items():
+                    if fns:
+                        spec[(node, slot)] = list(fns.values())
+        prim = node._prim
+        if prim is None:
+            lo = _leaf_order(node)
+            key.append(node._out_meta if lo is True else (node._out_meta, lo))
+            if node.__class__ is AccumulateGrad or isinstance(node, AccumulateGrad):
+                v = node.variable
+                if v._hooks:
+                    spec[(node, 0)] = list(v._hooks.values())
+            continue
+        edges = []
+        for n, s in node.next_functions:
+            if n is None:
+                edges.append(-1)
+                continue
+            i = index[id(n)]
+            if i < 0:                        # not placed yet: it comes after this node
+                return None
+            edges.append((i, s))
+        key.append((prim.name, tuple(node._params.items()), node._args_meta, tuple(edges), node._out_meta))
+        if node._neg_zero:
+            key.append(("-0.0", node._neg_zero))
+        if hooked:
+            key.append(hooked_saved(node))
     return order, index, (tuple(key), frozenset(hooks)), spec
+
+
+_SEQ = operator.attrgetter("_seq")
 
 
 def _leaf_order(node):
@@ -817,7 +846,7 @@ def call_node(node, grads):
     # their own (through its real edges, an input used twice, or reached again through
     # another input, got the sum of every path to it: x * x's node answered 2x for each)
     alone = object.__new__(type(node))
-    for slot in ("_prim", "_params", "_args_meta", "_saved", "_out_meta"):
+    for slot in ("_prim", "_params", "_args_meta", "_saved", "_out_meta", "_seq"):
         setattr(alone, slot, getattr(node, slot))
     edges = []
     fresh = []
@@ -827,6 +856,7 @@ def call_node(node, grads):
             continue
         leaf = object.__new__(Node)
         leaf._prim, leaf._params, leaf._args_meta, leaf.next_functions, leaf._saved = None, None, (), (), ()
+        leaf._seq = -1
         leaf._out_meta = (nf._out_meta[s],)
         fresh.append((leaf, 0))
         edges.append((leaf, 0))

@@ -23,7 +23,7 @@ from ..ops.primitives import Primitive, PRIMITIVES as P, check_hook_results, han
 from .graph import Node, Saved, node_class, _seq
 from . import views
 from .. import tracing as _tracer
-from ..tracing import apply, Proxy, value_of, TraceError, TRACING, _ACTIVE
+from ..tracing import apply, Proxy, value_of, TraceError, TRACING, _ACTIVE, next_node_seq
 from ..ops.primitives import sum_to
 from .engine import unpack, _check_version, UNDEFINED_OK, FREED_MSG
 from ..autodiff import differentiable_reach
@@ -487,6 +487,7 @@ def _alias(t, creation):
 
 
 def _init_node(node):
+    node._seq = next_node_seq()
     node._prim = None
     node._params = None
     node._args_meta = ()

@@ -54,14 +54,15 @@ class RemovableHandle:
 
 class Node:
     """Base of every grad_fn class (`MulBackward0`, ...)."""
-    __slots__ = ("_prim", "_params", "_args_meta", "next_functions", "_saved", "_out_meta", "__weakref__",
+    # _seq: the node's place in creation order (tracing.next_node_seq), which the engine runs backward
+    # in, as torch's runs its nodes by sequence number
+    __slots__ = ("_prim", "_params", "_args_meta", "next_functions", "_saved", "_out_meta", "_seq", "__weakref__",
                  "__dict__")
     # rarely set, so class-level defaults: a node pays for them only when they are set
     _hooks = None
     _pre_hooks = None
     _trace = None          # the forward traceback, in anomaly mode
     _freed = False         # a node made freed (a whole compiled step's output): any backward raises
-    _seq = 0
     _neg_zero = None       # the positions of Python -0.0 arguments (the backward cache's key)
 
     def name(self):
@@ -167,6 +168,7 @@ class AccumulateGrad(Node):
         self.next_functions = ()
         self._saved = ()
         self._out_meta = ((tuple(variable._data.shape), variable._dtype),)
+        self._seq = -1                   # a leaf: before every node (it has no inputs)
 
 
 def node_class(name):

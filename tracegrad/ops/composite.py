@@ -69,6 +69,8 @@ def log10(input):
 def trunc(input):
     """Rounds toward zero; integers are their own truncation. Its derivative is zero, as torch's."""
     O._check_tensor(input, "trunc")
+    if input.dtype is D.bool_:
+        raise NotImplementedError("\"trunc_vml_cpu\" not implemented for 'Bool'")
     if not input.dtype.is_floating_point:
         return O.clone(input)
     return O.where(input >= 0, O.floor(input), O.ceil(input))

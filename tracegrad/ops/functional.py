@@ -127,6 +127,29 @@ for _n in ("mul", "maximum", "minimum", "eq", "ne", "lt", "le", "gt", "ge", "log
            "bitwise_left_shift", "bitwise_right_shift"):
     globals()[_n] = _binary(_n)
 multiply = mul
+
+
+def _floor_low(input, other):
+    """floor division's kernel parameter: low="bfloat16" where a bfloat16 result is computed in
+    bfloat16 steps, as torch's kernel does unless the divisor is a number or a 0-dim tensor (then it
+    runs in float32); float16 arrays say so themselves (primitives._floor_divide)."""
+    if isinstance(other, Tensor) and other.ndim == 0 or not isinstance(other, Tensor):
+        return {}
+    return {"low": "bfloat16"} if D.result_type([input, other]) is D.bfloat16 else {}
+
+
+def floor_divide(input, other, *, out=None):
+    if out is not None:
+        return _into_out("floor_divide", floor_divide(input, other), out, (input, other))
+    if not isinstance(input, Tensor):
+        if isinstance(other, Tensor) and isinstance(input, _Scalar):
+            input = _scalar(input)
+        else:
+            input = _t(input)
+    other = _operand(other, "floor_divide")
+    return apply(P["floor_divide"], (input, other), _floor_low(input, other))
+
+
 greater, greater_equal, less, less_equal, not_equal = gt, ge, lt, le, ne
 _add, _sub, _div, _rsub, _pow = P["add"], P["sub"], P["div"], P["rsub"], P["pow"]
 
@@ -188,7 +211,10 @@ def div(input, other, *, rounding_mode=None):
     if rounding_mode in ("floor", "trunc"):
         if D.result_type([input, other]) is D.bool_:
             raise NotImplementedError(f"\"div_{rounding_mode}_cpu\" not implemented for 'Bool'")
-        return apply(P["div_rounding"], (input, other), {"rounding_mode": rounding_mode})
+        params = {"rounding_mode": rounding_mode}
+        if rounding_mode == "floor":
+            params.update(_floor_low(input, other))
+        return apply(P["div_rounding"], (input, other), params)
     raise RuntimeError(f"div expected rounding_mode to be one of None, 'trunc', or 'floor' but found '{rounding_mode}'")
 
 
@@ -219,16 +245,47 @@ def where(condition, input=None, other=None):
     if input is None and other is None:
         return nonzero(condition, as_tuple=True)
     _check_tensor(condition, "where", "condition")
-    if condition._dtype is not D.bool_:
+    if condition._dtype is D.uint8:
+        # torch still takes a uint8 mask (nonzero is True), with a deprecation warning
+        warnings.warn("where received a uint8 condition tensor. This behavior is deprecated and will be removed "
+                      "in a future version of PyTorch. Use a boolean condition instead.", UserWarning, stacklevel=2)
+        condition = convert(condition, D.bool_)
+    elif condition._dtype is not D.bool_:
         raise RuntimeError(f"where expected condition to be a boolean tensor, but got a tensor with dtype "
                            f"{D.SCALAR_NAME[condition._dtype]}")
-    return apply(P["where"], (condition, _operand(input, "where"), _operand(other, "where")), {})
+    input, other = _operand(input, "where"), _operand(other, "where")
+    if not isinstance(input, Tensor) and not isinstance(other, Tensor):
+        # two numbers: the kernel (np.where) would give float64 or int64 whatever torch's result dtype
+        # (where(c, 256, 1 / 3) is float32); one of them as a 0-dim tensor of that dtype fixes it, in
+        # the eager kernel and in a compiled program alike, and changes neither value nor promotion
+        input = tensor(input, dtype=D.result_type([input, other]))
+    return apply(P["where"], (condition, input, other), {})
 
 
 def _clamp(input, lo, hi, op):
     _check_tensor(input, op)
     if lo is None and hi is None:
         raise RuntimeError("torch.clamp: At least one of 'min' or 'max' must not be None")
+    if op == "clamp" and isinstance(lo, Tensor) != isinstance(hi, Tensor) and lo is not None and hi is not None:
+        # torch's overloads are (Tensor min, Tensor max) and (Number min, Number max); its argument parser
+        # reads a 0-dim tensor that does not require grad as a Number, so with a Number beside it the bound
+        # promotes as a Python number (clamp(int8, min=tensor(2.5, dtype=float64), max=3) is float32)
+        t = lo if isinstance(lo, Tensor) else hi
+        if t.ndim or t.requires_grad:
+            def name(b):
+                return "Tensor" if isinstance(b, Tensor) else type(b).__name__
+            raise TypeError(f"clamp() received an invalid combination of arguments - got (Tensor, max={name(hi)}, "
+                            f"min={name(lo)}), but expected one of:\n"
+                            f" * (Tensor input, Tensor min = None, Tensor max = None, *, Tensor out = None)\n"
+                            f" * (Tensor input, Number min = None, Number max = None, *, Tensor out = None)\n")
+        # the bound as that number: in the dtype the number would give (its value converted to the result
+        # dtype once, as torch converts the Number), without reading it, so that it traces
+        wrapped = {0: False, 1: 0, 2: 0.0}[t.dtype._kind]
+        d = D.result_type([input, wrapped, hi if t is lo else lo])
+        if t is lo:
+            lo = convert(lo, d)
+        else:
+            hi = convert(hi, d)
     bounds = tuple(b if b is None or isinstance(b, Tensor) else _operand(b, op) for b in (lo, hi))
     return apply(P["clamp"], (input,) + bounds, {"op": op} if op != "clamp" else {})
 
@@ -311,8 +368,16 @@ def _reduce(prim, input, dim, keepdim, **extra):
     return apply(prim, (input,), params)
 
 
+def _check_grad_dtype(input, dtype):
+    """torch refuses a reduction's integer or bool dtype= on a tensor that requires grad (the
+    result could carry no gradient): RuntimeError before it computes anything."""
+    if dtype is not None and not dtype.is_floating_point and STATE.grad_enabled and input.requires_grad:
+        raise RuntimeError(f"Autograd not support dtype: {D.SCALAR_NAME[dtype]}")
+
+
 def sum(input, dim=None, keepdim=False, *, dtype=None):
     _check_tensor(input, "sum")
+    _check_grad_dtype(input, dtype)
     if dtype is not None:
         input = convert(input, dtype)
     return _in_dtype(_reduce(P["sum"], input, dim, keepdim), dtype)
@@ -338,6 +403,7 @@ def mean(input, dim=None, keepdim=False, *, dtype=None):
 
 
 def prod(input, dim=None, keepdim=False, *, dtype=None):
+    _check_grad_dtype(input, dtype)
     if dtype is not None:
         input = convert(input, dtype)
     if dim is not None and not isinstance(dim, int):

@@ -232,6 +232,11 @@ def _clamp(a, p, c):
 
 
 def _floordiv(a, p, c):
+    if getattr(c.out_dtype, "name", None) in ("float16", "bfloat16"):
+        # torch rounds each step of its floor division to the half type (primitives._floor_divide);
+        # the kernel's _floordiv divides in float32 and rounds once (65504 // 3.98: 16448, not 16464)
+        raise NotImplementedError(f"floor division of {c.out_dtype.name} tensors (torch rounds each of its steps "
+                                  f"to {c.out_dtype.name}; divide in float32 and cast, or run it on the CPU)")
     return f"_floordiv({a[0]}, {a[1]})" if is_float(c.out_dtype) else f"_floordiv_int({a[0]}, {a[1]})"
 
 

@@ -75,6 +75,7 @@ def hypot(input, other):
 def _scan(name, input, dim, dtype):
     O._check_tensor(input, name)
     if dtype is not None:
+        O._check_grad_dtype(input, dtype)
         if dtype is D.bool_:
             raise NotImplementedError(f'"{name}_out_cpu" not implemented for \'Bool\'')
         input = O.convert(input, dtype) if hasattr(O, "convert") else input.to(dtype)

@@ -895,6 +895,8 @@ def _clamp_name(args, params):
 
 
 def _clamp_no_bool(d, args):
+    if _is_tensor(args[1]) and _is_tensor(args[2]):
+        return _no_kernel("clamp_cpu")(d, args)      # torch's bool kernels take one tensor bound, not two
     if _is_tensor(args[1]) or _is_tensor(args[2]):
         return None
     return _no_kernel("clamp_scalar_cpu" if args[1] is not None and args[2] is not None else
@@ -961,6 +963,31 @@ def _integer_division(fn):
             raise RuntimeError("ZeroDivisionError")
         return fn(x, y, **params)
     return kernel
+
+
+def _floor_divide(x, y, low=None):
+    """x // y as torch's CPU kernel. A float16 or bfloat16 tensor divided by a tensor runs torch's
+    div_floor_floating with each step rounded to that dtype (fmod, the difference, the quotient, the
+    floor and its correction): 65504 // 3.98 is 16464 in float16 where float32's one rounding gives
+    16448 (about 1.5% of random float16 pairs differ). float16 arrays round by themselves (numpy's
+    half arithmetic rounds every op); bfloat16, stored as float32, says so with low="bfloat16". A
+    number or 0-dim divisor makes the op run in float32 (scalar_operands), and float32 and float64
+    are numpy's floor_divide."""
+    half = np.float16 in (getattr(x, "dtype", None), getattr(y, "dtype", None))
+    if low is None and not half:
+        return np.floor_divide(x, y)
+    r = D.round_bfloat16 if low == "bfloat16" else (lambda a: a)
+    # (a number beside a float16 tensor is its float16 value already: 65504.0 // x)
+    x, y = np.asarray(x, np.float16 if half else None), np.asarray(y, np.float16 if half else None)
+    with np.errstate(all="ignore"):
+        q = r(x / y)
+        mod = np.fmod(x, y)                      # exact: no rounding
+        div = r(r(x - mod) / y)
+        div = np.where((mod != 0) & ((y < 0) != (mod < 0)), r(div - 1), div)
+        fl = np.floor(div)
+        fl = np.where(r(div - fl) > 0.5, r(fl + 1), fl)
+        fl = np.where(div == 0, np.copysign(np.zeros_like(fl), q), fl)
+        return np.where(y == 0, q, fl).astype(q.dtype, copy=False)
 
 
 def _trunc_divide(x, y):
@@ -1033,7 +1060,7 @@ def _remainder_name(args, params):
     return "RemainderBackward1" if _is_tensor(args[1]) else "RemainderBackward0"
 
 
-binary("floor_divide", _integer_division(np.floor_divide), _not_implemented("floor_divide"), "",
+binary("floor_divide", _integer_division(_floor_divide), _not_implemented("floor_divide"), "",
        grad_fn="NotImplemented", refuse={0: _no_kernel("div_floor_cpu")}, triton=T.floor_divide, opmath=1)
 binary("remainder", _integer_division(_remainder), _remainder_vjp, "x y", needs={"y": "x y"},
        grad_fn=_remainder_name, refuse={0: _no_kernel("remainder_cpu")},
@@ -1052,7 +1079,8 @@ binary("fmod", _integer_division(np.fmod), _fmod_vjp, "x y", needs={"y": "x y"},
        refuse={0: _no_kernel("fmod_cpu")}, triton=T.Expr("_fmod({0}, {1})", cast=True))
 # div(..., rounding_mode="floor" | "trunc"): no promotion to float, and a zero derivative
 Primitive("div_rounding", "x y", _integer_division(
-    lambda x, y, rounding_mode: np.floor_divide(x, y) if rounding_mode == "floor" else _trunc_divide(x, y)),
+    lambda x, y, rounding_mode, low=None:
+    _floor_divide(x, y, low) if rounding_mode == "floor" else _trunc_divide(x, y)),
           shape=_bcast_shape, dtype="promote",
           vjp=lambda g, out, x, y, rounding_mode: (_zeros_like(g), _zeros_like(g) if _is_tensor(y) else None),
           grad_fn="DivBackward2", elementwise=True, triton=T.div_rounding, opmath=1)
@@ -1091,15 +1119,21 @@ def _pow_kernel(x, y, whole=True):
                 return 1 / (x * x)
             if e == -0.5:
                 return 1 / np.sqrt(x)
-    if isinstance(x, np.ndarray) and x.dtype.kind in "iu" and not isinstance(y, np.ndarray) and y < 0:
+    if isinstance(x, np.ndarray) and x.dtype.kind in "iu" and not isinstance(y, (np.ndarray, np.generic)) and y < 0:
         raise RuntimeError("Integers to negative integer powers are not allowed.")
-    if isinstance(y, np.ndarray) and y.dtype.kind in "iu" and np.any(y < 0):
-        # torch's integer pow: 1 ** -n = 1, (-1) ** -n = +-1, anything else ** -n = 0
+    if isinstance(y, (np.ndarray, np.generic)) and y.dtype.kind in "iu" and np.any(y < 0):
+        # torch's integer pow: 1 ** -n = 1, (-1) ** -n = +-1, anything else ** -n = 0. A numpy scalar
+        # exponent is a 0-dim tensor (a compiled graph of one-element values runs on numpy scalars),
+        # not a Python number: numpy's own power refuses it, torch computes it
         neg = y < 0
         r = np.power(x, np.where(neg, 0, y))
-        return np.where(neg, np.where(x == 1, 1, np.where(x == -1, np.where(y % 2 == 0, 1, -1), 0)), r)
+        # (the 1, -1 and 0 are Python ints: without the cast the result is int64 whatever x's dtype, and a
+        # compiled program, which takes a kernel's array as it comes, went on with int64 values in an int32)
+        return np.where(neg, np.where(x == 1, 1, np.where(x == -1, np.where(y % 2 == 0, 1, -1), 0)), r) \
+            .astype(r.dtype, copy=False)
     r = np.power(x, y)
-    if whole and r.size == 1 and (r.dtype == np.float64 or r.dtype == np.float32 and not isinstance(y, np.ndarray)):
+    if whole and r.size == 1 and (r.dtype == np.float64 or r.dtype == np.float32 and
+                                  not isinstance(y, (np.ndarray, np.generic))):
         return _libm_pow(x, y, r)
     return r
 
@@ -1183,7 +1217,11 @@ def _shift(left):
     """x << y or x >> y as torch's kernels: a shift by a negative amount or by the width or more
     gives 0 (left) or the sign (right: -1 for a negative x), where C and numpy leave it undefined."""
     def kernel(x, y):
-        x, y = np.asarray(x), np.asarray(y)
+        # a number shifted by a tensor (2 << t) shifts in the tensor's dtype, not as np.asarray's int64: eager
+        # cast the result back, a compiled program kept int64 values under an int32 dtype (2 << 31 was
+        # 2147483648 in an int32 tensor)
+        y = np.asarray(y)
+        x = np.asarray(x, dtype=y.dtype if not isinstance(x, np.ndarray) else None)
         ok = (y >= 0) & (y < x.dtype.itemsize * 8)
         s = np.where(ok, y, 0).astype(x.dtype, copy=False)
         if left:
