@@ -647,6 +647,20 @@ OPS += [
            [Sample((2, 3)), Sample(()), Sample((0,)), Sample((5,), eps=0.3)], dtypes=FLOAT),
     OpInfo("erfc", samples=[Sample((2, 3)), Sample(()), Sample((0,)), Sample((4,), domain="special", grad=False)],
            method=True),
+    # the gamma family and erfinv (ops/gamma_primitives.py); "pos" keeps clear of the poles, "special"
+    # checks nan, +-inf, 0 and a negative integer (values only)
+    OpInfo("lgamma", samples=[Sample((2, 3)), Sample(()), Sample((0,)), Sample((6,), domain="special", grad=False)],
+           method=True),
+    OpInfo("digamma", samples=[Sample((2, 3), domain="pos"), Sample((), domain="pos"), Sample((0,)),
+                               Sample((6,), domain="special", grad=False)], method=True),
+    OpInfo("polygamma", lambda m, x, n: m.polygamma(n, x),
+           [Sample((2, 3), domain="pos", n=1), Sample((), domain="pos", n=2), Sample((4,), domain="pos", n=3),
+            Sample((6,), domain="special", grad=False, n=2)], method=lambda m, x, n: x.polygamma(n)),
+    OpInfo("erfinv", lambda m, x: m.erfinv(m.tanh(x) * 0.9) if x.dtype.is_floating_point else m.erfinv(x),
+           [Sample((2, 3)), Sample(()), Sample((0,)), Sample((6,), domain="special", grad=False)]),
+    OpInfo("mvlgamma", lambda m, x, p: m.mvlgamma(x * x + p, p) if x.dtype.is_floating_point else m.mvlgamma(x, p),
+           [Sample((2, 3), p=1), Sample((), p=3), Sample((4,), p=2)], method=lambda m, x, p: (x * x + p).mvlgamma(p)
+           if x.dtype.is_floating_point else x.mvlgamma(p)),
     OpInfo("signbit", samples=[Sample((2, 3), domain="special"), Sample((0,)), Sample(()), Sample((5,))], method=True),
     OpInfo("unfold", lambda m, x, **kw: x.unfold(**kw),
            [Sample((7,), dimension=0, size=3, step=1), Sample((3, 8), dimension=1, size=2, step=3),

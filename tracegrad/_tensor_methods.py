@@ -732,6 +732,26 @@ index_add""".split():
     setattr(Tensor, _name, getattr(F, _name))
 for _name in "asin acos atan sinh cosh asinh acosh atanh atan2 copysign hypot cumsum cumprod index_add".split():
     setattr(Tensor, _name + "_", _inplace(getattr(F, _name)))
+
+
+# the gamma family and erfinv (ops/gamma_primitives.py): x.polygamma(n) takes n second, as torch's
+# method; polygamma_ is torch's other overload (PolygammaBackward1)
+for _name in "lgamma digamma erfinv mvlgamma".split():
+    setattr(Tensor, _name, getattr(F, _name))
+    setattr(Tensor, _name + "_", _inplace(getattr(F, _name)))
+
+
+def _polygamma(self, n):
+    return F.polygamma(n, self)
+
+
+def _polygamma_(self, n):
+    check_inplace(self)
+    return commit(self, rename_grad_fn(F.polygamma(n, self), "PolygammaBackward1"))
+
+
+Tensor.polygamma = _polygamma
+Tensor.polygamma_ = _polygamma_
 Tensor.inverse = F.linalg_inv
 Tensor.det = F.linalg_det
 
