@@ -661,6 +661,10 @@ OPS += [
     OpInfo("mvlgamma", lambda m, x, p: m.mvlgamma(x * x + p, p) if x.dtype.is_floating_point else m.mvlgamma(x, p),
            [Sample((2, 3), p=1), Sample((), p=3), Sample((4,), p=2)], method=lambda m, x, p: (x * x + p).mvlgamma(p)
            if x.dtype.is_floating_point else x.mvlgamma(p)),
+    OpInfo("mode", lambda m, x, **kw: tuple(m.mode(x, **kw)),
+           [Sample((5,)), Sample((2, 3), dim=0), Sample((2, 3, 4), dim=1, keepdim=True), Sample(()),
+            Sample((3, 9), domain="exp", grad=False), Sample((2, 20), domain="exp", grad=False),
+            Sample((2, 7), domain="special", grad=False)], dtypes=FLOAT),
     OpInfo("signbit", samples=[Sample((2, 3), domain="special"), Sample((0,)), Sample(()), Sample((5,))], method=True),
     OpInfo("unfold", lambda m, x, **kw: x.unfold(**kw),
            [Sample((7,), dimension=0, size=3, step=1), Sample((3, 8), dimension=1, size=2, step=3),

@@ -25,7 +25,7 @@ __all__ = ["asin", "acos", "atan", "sinh", "cosh", "asinh", "acosh", "atanh", "a
            "msort", "median", "quantile", "nanquantile", "unique", "diag", "diagonal_embed", "meshgrid",
            "repeat_interleave", "index_add", "linalg_inv", "linalg_det", "linalg_slogdet", "linalg_solve_matrix",
            "det_cofactor", "linalg_solve", "kthvalue", "return_types_slogdet", "lgamma", "digamma", "polygamma", "erfinv",
-           "mvlgamma"]
+           "mvlgamma", "mode"]
 
 
 def _unary(name):
@@ -138,6 +138,7 @@ class return_types:
     topk = O._return_type("topk")
     median = O._return_type("median")
     kthvalue = O._return_type("kthvalue")
+    mode = O._return_type("mode")
     nanmedian = O._return_type("nanmedian")
 
 
@@ -203,6 +204,24 @@ def kthvalue(input, k, dim=-1, keepdim=False):
         v, i = O.squeeze(v, d), O.squeeze(i, d)
     v, i = _own(v, i)
     return return_types.kthvalue(rename_grad_fn(v, "KthvalueBackward0"), i)
+
+
+def mode(input, dim=-1, keepdim=False):
+    """The most frequent value along dim (the smallest of those tied) and a position of it, as
+    torch.mode (which position where the value repeats: torch's sort's; see mode_index)."""
+    O._check_tensor(input, "mode")
+    d = S.normalize_dim(dim, max(input.ndim, 1))
+    if input.ndim and input.shape[d] == 0:
+        raise IndexError(f"mode(): Expected reduction dim {d} to have non-zero size.")
+    x = input.reshape(1) if input.ndim == 0 else input
+    i = apply(P["mode_index"], (x,), {"dim": d})
+    v = O.gather(x, d, i)
+    if input.ndim == 0:
+        v, i = v.reshape(()), i.reshape(())
+    elif not keepdim:
+        v, i = O.squeeze(v, d), O.squeeze(i, d)
+    v, i = _own(v, i)
+    return return_types.mode(rename_grad_fn(v, "ModeBackward0"), i)
 
 
 def median(input, dim=None, keepdim=False):
