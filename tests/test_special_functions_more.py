@@ -392,3 +392,20 @@ def test_compiled_order_and_dimension_are_not_frozen():
     # an in-place form inside a compiled function
     k = tg.compile(lambda t: (t * 1).lgamma_().sum() + (t * 1).polygamma_(2).sum())
     np.testing.assert_array_equal(k(x).numpy(), (tg.lgamma(x).sum() + tg.polygamma(2, x).sum()).numpy())
+
+
+def test_high_order_below_minus_100():
+    """Below -100 the reflection formula replaces torch's sum of -x terms; where its cotangent
+    polynomial overflows (n >= 170) the sum is taken as torch's is: torch's value, not inf * 0 = NaN."""
+    xs = [-150.5, -200.25, -1000.75, -0.5, 2.5]
+    for n in (2, 5, 170, 171, 200):
+        want = torch.polygamma(n, torch.tensor(xs, dtype=torch.float64)).numpy()
+        got = tg.polygamma(n, tg.tensor(xs, dtype=tg.float64)).numpy()
+        np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
+        fin = np.isfinite(want)
+        np.testing.assert_array_equal(got[~fin], want[~fin])
+        # (torch's own sum cancels at -150.5 for n = 2: 3e-11 relative)
+        np.testing.assert_allclose(got[fin], want[fin], rtol=1e-10)
+    # polygamma(2, -100.5) = polygamma(2, 101.5) (cot(pi x) = 0 there): exactly, where torch is 1.6e-11 off
+    np.testing.assert_allclose(tg.polygamma(2, tg.tensor([-100.5], dtype=tg.float64)).numpy(),
+                               tg.polygamma(2, tg.tensor([101.5], dtype=tg.float64)).numpy(), rtol=4e-16)

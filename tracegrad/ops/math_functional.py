@@ -77,7 +77,7 @@ def mvlgamma(input, p):
     if p < 1:
         raise RuntimeError("p has to be greater than or equal to 1")
     dt = input.dtype if input.dtype.is_floating_point else D.get_default_dtype()
-    args = arange(-p * 0.5 + 0.5, 0.5, 0.5, dtype=dt)
+    args = arange(-p * 0.5 + 0.5, 0.5, 0.5, dtype=dt, device=input.device)
     out = lgamma(args + O.unsqueeze(input, -1)).sum(-1) + p * (p - 1) * math.log(math.pi) * 0.25
     return rename_grad_fn(out, "MvlgammaBackward0")
 
