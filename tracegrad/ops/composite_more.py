@@ -2,7 +2,7 @@
 those ops'): products (cross, inner, kron, vdot, addmv, addr, addbmm), distances and
 statistics (dist, cov, corrcoef, trapezoid), layout (rot90, take_along_dim, block_diag,
 column_stack, dstack, atleast_nd, the split family), running extremes (cummax, cummin), and
-integer helpers (tril_indices, triu_indices, searchsorted, bucketize, cartesian_prod, vander), and
+integer functions (tril_indices, triu_indices, searchsorted, bucketize, cartesian_prod, vander), and
 writes into a copy (select/slice/diagonal_scatter, masked_scatter, put) and renorm."""
 import math
 import warnings
