@@ -122,7 +122,7 @@ from . import nn, optim, utils, linalg, distributions, special  # noqa: E402,F40
 from .ops.math_functional import (asin, acos, atan, sinh, cosh, asinh, acosh, atanh, arcsin, arccos, arctan,  # noqa: E402,F401
                                   arcsinh, arccosh, arctanh, atan2, arctan2, signbit, copysign, hypot, cumsum, cumprod, sort, argsort, topk,
                                   msort, kthvalue, median, quantile, nanquantile, unique, diag, meshgrid,
-                                  repeat_interleave, index_add)
+                                  repeat_interleave, index_add, lgamma, digamma, polygamma, erfinv, mvlgamma, mode)
 from .ops.math_functional import linalg_inv as inverse, linalg_det as det  # noqa: E402,F401
 from .ops.composite import (diagonal, trace, diag_embed, log10, trunc, fix, frac, fmax, fmin, fmod,  # noqa: E402,F401
                             masked_select, movedim, moveaxis, ravel, std_mean, var_mean, nan_to_num, argwhere, cdist,
@@ -135,7 +135,8 @@ from .ops.composite_more import (cross, inner, kron, vdot, addmv, addr, addbmm, 
                                  column_stack, dstack, row_stack, atleast_1d, atleast_2d, atleast_3d, split_with_sizes,
                                  hsplit, vsplit, dsplit, cummax, cummin, tril_indices, triu_indices, searchsorted,
                                  bucketize, cartesian_prod, vander, tensordot, logcumsumexp, isin, diagflat, ldexp,
-                                 nanmedian)
+                                 nanmedian, select_scatter, slice_scatter, diagonal_scatter, masked_scatter, put,
+                                 renorm)
 from .compile import compile  # noqa: E402,F401
 from ._legacy import TYPES as _LEGACY_TYPES  # noqa: E402
 globals().update(_LEGACY_TYPES)  # FloatTensor, LongTensor, ...

@@ -732,6 +732,27 @@ index_add""".split():
     setattr(Tensor, _name, getattr(F, _name))
 for _name in "asin acos atan sinh cosh asinh acosh atanh atan2 copysign hypot cumsum cumprod index_add".split():
     setattr(Tensor, _name + "_", _inplace(getattr(F, _name)))
+
+
+# the gamma family and erfinv (ops/gamma_primitives.py): x.polygamma(n) takes n second, as torch's
+# method; polygamma_ is torch's other overload (PolygammaBackward1)
+for _name in "lgamma digamma erfinv mvlgamma".split():
+    setattr(Tensor, _name, getattr(F, _name))
+    setattr(Tensor, _name + "_", _inplace(getattr(F, _name)))
+Tensor.mode = F.mode
+
+
+def _polygamma(self, n):
+    return F.polygamma(n, self)
+
+
+def _polygamma_(self, n):
+    check_inplace(self)
+    return commit(self, rename_grad_fn(F.polygamma(n, self), "PolygammaBackward1"))
+
+
+Tensor.polygamma = _polygamma
+Tensor.polygamma_ = _polygamma_
 Tensor.inverse = F.linalg_inv
 Tensor.det = F.linalg_det
 
@@ -862,7 +883,10 @@ Tensor.unfold = _unfold
 from .ops import composite_more as _more  # noqa: E402  (the module's own ops, loaded above)
 
 for _name in """cross inner kron vdot addmv addr addbmm dist cov corrcoef rot90 take_along_dim split_with_sizes hsplit
-vsplit dsplit cummax cummin logcumsumexp isin diagflat ldexp nanmedian fill_diagonal_""".split():
+vsplit dsplit cummax cummin logcumsumexp isin diagflat ldexp nanmedian fill_diagonal_ select_scatter slice_scatter
+diagonal_scatter masked_scatter put renorm""".split():
     setattr(Tensor, _name, getattr(_more, _name))
+for _name in "masked_scatter put renorm".split():
+    setattr(Tensor, _name + "_", _inplace_composite(getattr(_more, _name)))
 for _name in "addmv addr addbmm".split():
     setattr(Tensor, _name + "_", _inplace(getattr(_more, _name)))

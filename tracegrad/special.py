@@ -5,12 +5,14 @@ import math
 from . import ops  # noqa: F401
 from .ops import functional as O
 from .ops import composite as C
+from .ops import math_functional as M
 from .nn import functional as F
 from .tracing import rename_grad_fn
 from .ops.composite_more import entr
 
 __all__ = ["expit", "logit", "erf", "erfc", "exp2", "expm1", "log1p", "log_softmax", "softmax", "logsumexp",
-           "round", "sinc", "xlogy", "xlog1py", "ndtr", "entr"]
+           "round", "sinc", "xlogy", "xlog1py", "ndtr", "entr", "gammaln", "digamma", "psi", "polygamma",
+           "erfinv", "multigammaln"]
 
 
 def expit(input):
@@ -23,6 +25,11 @@ def logit(input, eps=None):
 
 erf, erfc, exp2, expm1, log1p = O.erf, O.erfc, O.exp2, O.expm1, O.log1p
 sinc, xlogy = C.sinc, C.xlogy
+gammaln, digamma, psi, polygamma, erfinv = M.lgamma, M.digamma, M.digamma, M.polygamma, M.erfinv
+
+
+def multigammaln(input, p):
+    return M.mvlgamma(input, p)
 
 
 def log_softmax(input, dim, *, dtype=None):

@@ -2,7 +2,8 @@
 those ops'): products (cross, inner, kron, vdot, addmv, addr, addbmm), distances and
 statistics (dist, cov, corrcoef, trapezoid), layout (rot90, take_along_dim, block_diag,
 column_stack, dstack, atleast_nd, the split family), running extremes (cummax, cummin), and
-integer helpers (tril_indices, triu_indices, searchsorted, bucketize, cartesian_prod, vander)."""
+integer functions (tril_indices, triu_indices, searchsorted, bucketize, cartesian_prod, vander), and
+writes into a copy (select/slice/diagonal_scatter, masked_scatter, put) and renorm."""
 import math
 import warnings
 
@@ -10,11 +11,11 @@ import numpy as np
 
 from .. import _dtype as D
 from ..tensor import Tensor
-from ..tracing import rename_grad_fn
+from ..tracing import rename_grad_fn, TraceError
 from ..creation import tensor, zeros
 from . import functional as O
 from . import shapes as S
-from .composite import scaled_sum, diag_embed
+from .composite import scaled_sum, diag_embed, vector_norm
 from .math_functional import lower_median
 
 __all__ = ["cross", "linalg_cross", "inner", "kron", "vdot", "addmv", "addr", "addbmm", "dist", "cov", "corrcoef",
@@ -22,7 +23,8 @@ __all__ = ["cross", "linalg_cross", "inner", "kron", "vdot", "addmv", "addr", "a
            "dstack", "row_stack", "atleast_1d", "atleast_2d", "atleast_3d", "split_with_sizes", "hsplit", "vsplit",
            "dsplit", "cummax", "cummin", "tril_indices", "triu_indices", "searchsorted", "bucketize",
            "cartesian_prod", "vander", "tensordot", "logcumsumexp", "isin", "diagflat", "multi_dot", "entr",
-           "ldexp", "nanmedian", "fill_diagonal_"]
+           "ldexp", "nanmedian", "fill_diagonal_", "select_scatter", "slice_scatter", "diagonal_scatter",
+           "masked_scatter", "put", "renorm"]
 
 
 def linalg_cross(input, other, *, dim=-1):
@@ -588,3 +590,134 @@ def fill_diagonal_(self, fill_value, wrap=False):
             self.narrow(0, start, min(w, h - start)).diagonal().fill_(fill_value)
             start += w + 1
     return self
+
+
+# -- writes of a view's values into a copy: select/slice/diagonal_scatter, masked_scatter, put, and
+# renorm. The three view scatters are one as_strided_scatter of src into the input's contiguous
+# layout (the view's strides and offset read off the same view of an index array), so their
+# gradients are as_strided_scatter's: zeros at the view for the input, the view of the gradient
+# for src.
+
+def _view_scatter(input, src, np_view, op, name):
+    if not isinstance(src, Tensor):
+        raise TypeError(f"{op}(): argument 'src' (position 2) must be Tensor, not {type(src).__name__}")
+    pos = np.arange(max(math.prod(input.shape), 1), dtype=np.int64)[:math.prod(input.shape)].reshape(input.shape)
+    v = np_view(pos)
+    if tuple(src.shape) != v.shape:
+        raise RuntimeError(f"expected src to have a size equal to the slice of self. src size = {list(src.shape)}, "
+                           f"slice size = {list(v.shape)}")
+    item = pos.itemsize
+    offset = (v.__array_interface__["data"][0] - pos.__array_interface__["data"][0]) // item if pos.size else 0
+    strides = tuple(s // item for s in v.strides)
+    out = O.as_strided_scatter(input, src, v.shape, strides, offset)
+    return rename_grad_fn(out, name)
+
+
+def select_scatter(input, src, dim, index):
+    """input with src written at input.select(dim, index), as torch.select_scatter."""
+    O._check_tensor(input, "select_scatter")
+    if input.ndim == 0:
+        raise IndexError("select() cannot be applied to a 0-dim tensor.")
+    d = S.normalize_dim(dim, input.ndim)
+    n = input.shape[d]
+    if index < -n or index >= n:
+        raise IndexError(f"select(): index {index} out of range for tensor of size {list(input.shape)} at "
+                         f"dimension {d}")
+    return _view_scatter(input, src, lambda p: p[(slice(None),) * d + (int(index),)], "select_scatter",
+                         "SelectScatterBackward0")
+
+
+def slice_scatter(input, src, dim=0, start=None, end=None, step=1):
+    """input with src written at input[start:end:step] along dim, as torch.slice_scatter."""
+    O._check_tensor(input, "slice_scatter")
+    if input.ndim == 0:
+        raise IndexError("slice() cannot be applied to a 0-dim tensor.")
+    d = S.normalize_dim(dim, input.ndim)
+    if step <= 0:
+        raise RuntimeError("slice step must be positive")
+    n = input.shape[d]
+    lo = 0 if start is None else int(start)
+    hi = n if end is None else int(end)
+    lo, hi = lo + n if lo < 0 else lo, hi + n if hi < 0 else hi
+    lo, hi = min(max(lo, 0), n), min(max(hi, 0), n)
+    hi = max(hi, lo)
+    return _view_scatter(input, src, lambda p: p[(slice(None),) * d + (slice(lo, hi, int(step)),)],
+                         "slice_scatter", "SliceScatterBackward0")
+
+
+def diagonal_scatter(input, src, offset=0, dim1=0, dim2=1):
+    """input with src written at its (offset, dim1, dim2) diagonal, as torch.diagonal_scatter."""
+    O._check_tensor(input, "diagonal_scatter")
+    d1, d2 = S.normalize_dim(dim1, input.ndim), S.normalize_dim(dim2, input.ndim)
+    if d1 == d2:
+        raise RuntimeError(f"diagonal dimensions cannot be identical {dim1}, {dim2}")
+    return _view_scatter(input, src, lambda p: np.diagonal(p, int(offset), d1, d2), "diagonal_scatter",
+                         "DiagonalScatterBackward0")
+
+
+def masked_scatter(input, mask, source):
+    """input (broadcast with mask) with source's leading elements, in order, where mask holds, as
+    torch.masked_scatter: a gather of source at the running count of the mask's ones."""
+    O._check_tensor(input, "masked_scatter")
+    if not isinstance(mask, Tensor) or mask.dtype is not D.bool_:
+        got = D.SCALAR_NAME[mask.dtype] if isinstance(mask, Tensor) else type(mask).__name__
+        raise RuntimeError(f"masked_scatter_ only supports boolean masks, but got mask with dtype {got}")
+    if source.dtype is not input.dtype:
+        raise RuntimeError(f"masked_scatter: expected self and source to have same dtypes but got"
+                           f"{D.SCALAR_NAME[input.dtype]} and {D.SCALAR_NAME[source.dtype]}")
+    x, m = O.broadcast_tensors(input, mask)
+    flat = O.reshape(m, (-1,))
+    if m._data is not None and flat.numel() and int(np.count_nonzero(flat._data)) > source.numel():
+        raise RuntimeError("Number of elements of source < number of ones in mask")
+    if source.numel() == 0 or flat.numel() == 0:
+        if m._data is None and flat.numel():
+            # whether the mask has a one (torch's error) is not known while tracing
+            raise TraceError("masked_scatter with an empty source inside a compiled function is not traced yet")
+        # (no one in the mask: x; the sum of no elements keeps source in the graph, its gradient empty)
+        return rename_grad_fn(O.where(m, O.sum(source), x), "MaskedScatterBackward0")
+    # the k-th one of the mask takes source's k-th element (a zero takes any: where() drops it);
+    # with more ones than source has elements the index is out of range and the gather raises
+    idx = O.clamp(O.cumsum(flat.long(), 0) - 1, min=0)
+    src = O.reshape(O.reshape(source, (-1,))[idx], tuple(x.shape))
+    return rename_grad_fn(O.where(m, src, x), "MaskedScatterBackward0")
+
+
+def put(input, index, source, accumulate=False):
+    """input read as 1-D with source written (or added, with accumulate) at index, as torch.put."""
+    O._check_tensor(input, "put")
+    if index.dtype is not D.int64:
+        raise RuntimeError(f"put_(): Expected a long tensor for index, but got {D.SCALAR_NAME[index.dtype]}")
+    if source.dtype is not input.dtype:
+        raise RuntimeError(f"put_(): self and source expected to have the same dtype, but got self.dtype = "
+                           f"{D.SCALAR_NAME[input.dtype]} and source.dtype = {D.SCALAR_NAME[source.dtype]}")
+    if index.numel() != source.numel():
+        raise IndexError(f"put_(): Expected source and index to have the same number of elements, but got "
+                         f"source.numel() = {source.numel()}, index.numel() = {index.numel()}")
+    n = input.numel()
+    if index._data is not None and index.numel():
+        i = np.asarray(index._data).reshape(-1)
+        bad = i[(i >= n) | (i < -n)]
+        if bad.size:
+            raise IndexError(f"out of range: tried to access index {int(bad[0])} on a tensor of {n} elements.")
+    flat = O.reshape(input, (-1,))
+    out = O.index_put(flat, (O.reshape(index, (-1,)),), O.reshape(source, (-1,)), bool(accumulate))
+    return rename_grad_fn(O.reshape(out, tuple(input.shape)), "PutBackward0")
+
+
+def renorm(input, p, dim, maxnorm):
+    """Each slice along dim with a p-norm above maxnorm scaled to maxnorm (by maxnorm / (norm +
+    1e-7), as torch's kernel), as torch.renorm."""
+    O._check_tensor(input, "renorm")
+    if p <= 0:
+        raise RuntimeError("renorm: non-positive-norm not supported")
+    if maxnorm < 0:
+        raise RuntimeError(f"renorm: expected maxnorm to be >= 0 but got {maxnorm}")
+    if input.ndim <= 1:
+        raise RuntimeError(f"renorm: input needs at least 2 dimensions, got {input.ndim} dimensions")
+    d = S.normalize_dim(dim, input.ndim)
+    if not input.dtype.is_floating_point:
+        raise RuntimeError(f"linalg.vector_norm: Expected a floating point or complex tensor as input. "
+                           f"Got {D.SCALAR_NAME[input.dtype]}")
+    norm = vector_norm(input, p, tuple(k for k in range(input.ndim) if k != d), True)
+    factor = O.where(norm > maxnorm, maxnorm / (norm + 1e-7), O.full((), 1.0, dtype=input.dtype))
+    return rename_grad_fn(input * factor, "RenormBackward0")

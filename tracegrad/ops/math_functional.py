@@ -13,17 +13,19 @@ from ..tensor import Tensor
 from ..tracing import apply, rename_grad_fn, Proxy
 from . import shapes as S
 from . import math_primitives  # noqa: F401  (registers the primitives)
+from . import gamma_primitives  # noqa: F401  (registers the primitives)
 from .math_primitives import LinAlgError  # noqa: F401
 from .primitives import PRIMITIVES as P
 from . import functional as O
-from ..creation import tensor, from_numpy, zeros
+from ..creation import tensor, from_numpy, zeros, arange
 
 __all__ = ["asin", "acos", "atan", "sinh", "cosh", "asinh", "acosh", "atanh", "arcsin", "arccos", "arctan",
            "arcsinh", "arccosh", "arctanh", "atan2", "arctan2", "signbit", "copysign", "hypot", "cumsum", "cumprod",
            "sort", "argsort", "topk",
            "msort", "median", "quantile", "nanquantile", "unique", "diag", "diagonal_embed", "meshgrid",
            "repeat_interleave", "index_add", "linalg_inv", "linalg_det", "linalg_slogdet", "linalg_solve_matrix",
-           "det_cofactor", "linalg_solve", "kthvalue", "return_types_slogdet"]
+           "det_cofactor", "linalg_solve", "kthvalue", "return_types_slogdet", "lgamma", "digamma", "polygamma", "erfinv",
+           "mvlgamma", "mode"]
 
 
 def _unary(name):
@@ -40,6 +42,44 @@ def _unary(name):
 asin, acos, atan, sinh, cosh, asinh, acosh, atanh = (_unary(n) for n in ("asin", "acos", "atan", "sinh", "cosh",
                                                                           "asinh", "acosh", "atanh"))
 arcsin, arccos, arctan, arcsinh, arccosh, arctanh = asin, acos, atan, asinh, acosh, atanh
+
+
+lgamma, digamma, erfinv = (_unary(n) for n in ("lgamma", "digamma", "erfinv"))
+
+
+def _int_arg(v, op, name, pos):
+    """An int argument as torch's parser takes it: an int or a 0-dim integer tensor; a bool or a
+    float is a TypeError."""
+    if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, np.integer, Tensor)) or \
+            isinstance(v, Tensor) and (v.ndim or v.dtype.is_floating_point or v.dtype is D.bool_):
+        raise TypeError(f"{op}(): argument '{name}' (position {pos}) must be int, not {type(v).__name__}")
+    return int(v)
+
+
+def polygamma(n, input):
+    """The n-th derivative of digamma, as torch.polygamma(n, input)."""
+    n = _int_arg(n, "polygamma", "n", 1)
+    if not isinstance(input, Tensor):
+        raise TypeError(f"polygamma(): argument 'input' (position 2) must be Tensor, not {type(input).__name__}")
+    if n < 0:
+        raise RuntimeError("polygamma(n, x) does not support negative n.")
+    return apply(P["polygamma"], (input,), {"n": n})
+
+
+def mvlgamma(input, p):
+    """The multivariate log-gamma function of dimension p, as torch.mvlgamma: the sum of
+    lgamma(input - j / 2) over j < p plus p (p - 1) / 4 log(pi) (no check of the domain: torch
+    has none, lgamma's poles give inf)."""
+    O._check_tensor(input, "mvlgamma")
+    p = _int_arg(p, "mvlgamma", "p", 2)
+    if input.dtype is D.bool_:
+        raise RuntimeError("The input tensor may not be a boolean tensor.")
+    if p < 1:
+        raise RuntimeError("p has to be greater than or equal to 1")
+    dt = input.dtype if input.dtype.is_floating_point else D.get_default_dtype()
+    args = arange(-p * 0.5 + 0.5, 0.5, 0.5, dtype=dt, device=input.device)
+    out = lgamma(args + O.unsqueeze(input, -1)).sum(-1) + p * (p - 1) * math.log(math.pi) * 0.25
+    return rename_grad_fn(out, "MvlgammaBackward0")
 
 
 def atan2(input, other):
@@ -99,6 +139,7 @@ class return_types:
     topk = O._return_type("topk")
     median = O._return_type("median")
     kthvalue = O._return_type("kthvalue")
+    mode = O._return_type("mode")
     nanmedian = O._return_type("nanmedian")
 
 
@@ -164,6 +205,24 @@ def kthvalue(input, k, dim=-1, keepdim=False):
         v, i = O.squeeze(v, d), O.squeeze(i, d)
     v, i = _own(v, i)
     return return_types.kthvalue(rename_grad_fn(v, "KthvalueBackward0"), i)
+
+
+def mode(input, dim=-1, keepdim=False):
+    """The most frequent value along dim (the smallest of those tied) and a position of it, as
+    torch.mode (which position where the value repeats: torch's sort's; see mode_index)."""
+    O._check_tensor(input, "mode")
+    d = S.normalize_dim(dim, max(input.ndim, 1))
+    if input.ndim and input.shape[d] == 0:
+        raise IndexError(f"mode(): Expected reduction dim {d} to have non-zero size.")
+    x = input.reshape(1) if input.ndim == 0 else input
+    i = apply(P["mode_index"], (x,), {"dim": d})
+    v = O.gather(x, d, i)
+    if input.ndim == 0:
+        v, i = v.reshape(()), i.reshape(())
+    elif not keepdim:
+        v, i = O.squeeze(v, d), O.squeeze(i, d)
+    v, i = _own(v, i)
+    return return_types.mode(rename_grad_fn(v, "ModeBackward0"), i)
 
 
 def median(input, dim=None, keepdim=False):

@@ -298,6 +298,174 @@ Primitive("kthvalue_index", "x", _kthvalue_index_kernel,
           dtype="int64", triton=_HOST)
 
 
+# torch.mode's position: torch's CPU kernel sorts each slice's (value, position) pairs with
+# std::sort comparing values with `<` and takes the end of the first longest run of equal values.
+# std::sort is not stable past 16 elements (introsort) and NaNs break its ordering, so which of
+# a tied value's positions comes back (and whether a NaN is the mode) is std::sort's order: below
+# it is libstdc++'s algorithm step for step (over a slice in Python); up to 16 elements without
+# NaN it is an insertion sort, stable, so numpy's stable argsort gives the same order at once.
+def _std_sort_order(vals):
+    """The order libstdc++'s std::sort (introsort, then insertion sort) leaves the positions of
+    `vals` in, comparing values with `<` alone (torch's mode kernel sorts (value, position) pairs so)."""
+    a = list(range(len(vals)))
+    v = vals
+
+    def lt(i, j):
+        return v[i] < v[j]
+
+    def insertion(first, last):
+        if first == last:
+            return
+        for i in range(first + 1, last):
+            x = a[i]
+            if lt(x, a[first]):
+                a[first + 1:i + 1] = a[first:i]
+                a[first] = x
+            else:
+                unguarded_linear_insert(i)
+
+    def unguarded_linear_insert(last):
+        x = a[last]
+        nxt = last - 1
+        while lt(x, a[nxt]):
+            a[last] = a[nxt]
+            last = nxt
+            nxt -= 1
+        a[last] = x
+
+    def adjust_heap(first, hole, length, x):
+        top = hole
+        child = hole
+        while child < (length - 1) // 2:
+            child = 2 * (child + 1)
+            if lt(a[first + child], a[first + child - 1]):
+                child -= 1
+            a[first + hole] = a[first + child]
+            hole = child
+        if (length & 1) == 0 and child == (length - 2) // 2:
+            child = 2 * (child + 1)
+            a[first + hole] = a[first + child - 1]
+            hole = child - 1
+        parent = (hole - 1) // 2
+        while hole > top and lt(a[first + parent], x):
+            a[first + hole] = a[first + parent]
+            hole = parent
+            parent = (hole - 1) // 2
+        a[first + hole] = x
+
+    def heapsort(first, last):
+        length = last - first
+        if length >= 2:
+            parent = (length - 2) // 2
+            while True:
+                adjust_heap(first, parent, length, a[first + parent])
+                if parent == 0:
+                    break
+                parent -= 1
+        while last - first > 1:
+            last -= 1
+            x = a[last]
+            a[last] = a[first]
+            adjust_heap(first, 0, last - first, x)
+
+    def move_median_to_first(result, i, j, k):
+        if lt(a[i], a[j]):
+            if lt(a[j], a[k]):
+                a[result], a[j] = a[j], a[result]
+            elif lt(a[i], a[k]):
+                a[result], a[k] = a[k], a[result]
+            else:
+                a[result], a[i] = a[i], a[result]
+        elif lt(a[i], a[k]):
+            a[result], a[i] = a[i], a[result]
+        elif lt(a[j], a[k]):
+            a[result], a[k] = a[k], a[result]
+        else:
+            a[result], a[j] = a[j], a[result]
+
+    def unguarded_partition(first, last, pivot):
+        while True:
+            while lt(a[first], a[pivot]):
+                first += 1
+            last -= 1
+            while lt(a[pivot], a[last]):
+                last -= 1
+            if not first < last:
+                return first
+            a[first], a[last] = a[last], a[first]
+            first += 1
+
+    def introsort(first, last, depth):
+        while last - first > 16:
+            if depth == 0:
+                heapsort(first, last)
+                return
+            depth -= 1
+            mid = first + (last - first) // 2
+            move_median_to_first(first, first + 1, mid, last - 1)
+            cut = unguarded_partition(first + 1, last, first)
+            introsort(cut, last, depth)
+            last = cut
+
+    n = len(a)
+    if n:
+        introsort(0, n, 2 * (n.bit_length() - 1))
+        if n > 16:
+            insertion(0, 16)
+            for i in range(16, n):
+                unguarded_linear_insert(i)
+        else:
+            insertion(0, n)
+    return a
+
+
+def _mode_row(vals):
+    """(value, position) as torch's mode kernel finds them in one slice: the first longest run of
+    equal values (`!=` ends a run: each NaN is a run of its own) in std::sort's order."""
+    a = _std_sort_order(vals)
+    mode = modei = None
+    tf = mf = 0
+    n = len(a)
+    for i in range(n):
+        tf += 1
+        if i == n - 1 or vals[a[i]] != vals[a[i + 1]]:
+            if tf > mf:
+                mode, modei, mf = vals[a[i]], a[i], tf
+            tf = 0
+    return mode, modei
+
+
+def _mode_index_kernel(x, dim):
+    xm = np.moveaxis(x, dim, -1)
+    n = xm.shape[-1]
+    rows = xm.reshape(-1, n)
+    out = np.empty(rows.shape[0], np.int64)
+    slow = np.zeros(rows.shape[0], bool) if n <= 16 else np.ones(rows.shape[0], bool)
+    if n <= 16 and xm.dtype.kind == "f":
+        slow = np.isnan(rows).any(axis=1)
+    fast = ~slow
+    if fast.any() and n:
+        r = rows[fast]
+        order = np.argsort(r.astype(np.int8) if r.dtype == np.bool_ else r, axis=1, kind="stable")
+        v = np.take_along_axis(r, order, 1)
+        j = np.arange(n)
+        ends = np.ones(v.shape, bool)
+        ends[:, :-1] = v[:, 1:] != v[:, :-1]
+        starts = np.ones(v.shape, bool)
+        starts[:, 1:] = ends[:, :-1]
+        first = np.maximum.accumulate(np.where(starts, j, 0), axis=1)
+        length = np.where(ends, j - first + 1, 0)
+        out[fast] = np.take_along_axis(order, length.argmax(axis=1)[:, None], 1)[:, 0]
+    for k in np.nonzero(slow)[0]:
+        out[k] = _mode_row(rows[k].tolist())[1]
+    return np.expand_dims(out.reshape(xm.shape[:-1]), dim)
+
+
+Primitive("mode_index", "x", _mode_index_kernel,
+          shape=lambda x, dim: tuple(1 if i == dim else s for i, s in enumerate(x.shape)),
+          dtype="int64", triton=_HOST)
+
+
 # -- linear algebra ----------------------------------------------------------------------------------
 
 class LinAlgError(RuntimeError):
