@@ -526,6 +526,9 @@ def commit_traced(self, result):
         view = self.__dict__.get("_view")
         if view is not None:
             _check_view_of_leaf(self)
+            if self.__dict__.get("_multi_view") and STATE.grad_enabled and (_carries_grad(self)
+                                                                            or _carries_grad(result)):
+                raise TraceError(MULTI_VIEW_MSG)
             base, prim, rest, params = view
             new_base = _scatter(base, result, prim, rest, params)
             commit_traced(base, new_base)
@@ -588,6 +591,12 @@ def _carries_grad(proxy):
             memo[n] = any(memo[u] for u in g.nx._pred[n])
         stack.pop()
     return memo[v]
+
+
+# torch raises for these (an output of split, chunk or unbind that requires grad, written in place
+# or read after its base was): eager says so with torch's message
+MULTI_VIEW_MSG = ("an output of split, chunk or unbind (a function that returns several views) of a value that "
+                  "requires grad, written in place or read after its base was written in place")
 
 
 def _check_written(p):
@@ -686,6 +695,8 @@ def refresh_view(proxy):
         refresh_view(base)
     if base.__dict__.get("_gen", 0) == d.get("_view_gen", 0):
         return
+    if d.get("_multi_view") and STATE.grad_enabled and _carries_grad(base):
+        raise TraceError(MULTI_VIEW_MSG)
     d["_view_gen"] = base.__dict__.get("_gen", 0)
     v = apply_symbolic(prim, (base,) + tuple(rest), params)
     d["_name"] = v.__dict__["_name"]

@@ -58,11 +58,12 @@ F = _PublicOps()
 class Primitive:
     __slots__ = ("name", "inputs", "variadic", "dtype_rule", "shape", "impl", "vjp", "saves", "grad_fn",
                  "view", "nondiff_outputs", "multi", "triton", "elementwise", "reduction", "cast", "_node_cls",
-                 "_save_pos", "needs", "takes_ctx", "eager", "opmath", "checked")
+                 "_save_pos", "needs", "takes_ctx", "eager", "opmath", "checked", "pieces")
 
     def __init__(self, name, inputs, impl, *, shape, dtype, vjp=None, saves=(), grad_fn=None, view=False,
                  multi=False, nondiff_outputs=(), elementwise=False, reduction=False, triton=None, cast=None,
-                 needs=None, takes_ctx=False, eager=None, refuse=None, opmath=None, checked=((), False)):
+                 needs=None, takes_ctx=False, eager=None, refuse=None, opmath=None, checked=((), False),
+                 pieces=None):
         self.name = name
         self.variadic = inputs.startswith("*")
         self.inputs = tuple(inputs.lstrip("*").split()) if inputs else ()
@@ -98,6 +99,9 @@ class Primitive:
         # True, a floating) compute dtype, torch converts it with its checked conversion (RuntimeError "value
         # cannot be converted ... without overflow"); other integers wrap
         self.checked = checked
+        # a view with several outputs (split, unbind): (x, **params) -> each output's place in x as
+        # a getitem key, through which a trace writes an in-place op on that output into x
+        self.pieces = pieces
         PRIMITIVES[name] = self
 
     def saved_positions(self, nargs, req=None):
@@ -1781,8 +1785,17 @@ def _split_vjp(g, out, x, sizes, dim, name=None):
     return (F.cat(parts, dim),)
 
 
+def _split_pieces(x, sizes, dim, name=None):
+    out, start = [], 0
+    for n in sizes:
+        out.append((("s", None, None, None),) * dim + (("s", start, start + n, None),))
+        start += n
+    return out
+
+
 Primitive("split", "x", _split_kernel, shape=_split_shape, dtype="same", multi=True, vjp=_split_vjp,
-          grad_fn=lambda a, p: p.get("name", "SplitWithSizesBackward0"), view=True, triton=T.split)
+          grad_fn=lambda a, p: p.get("name", "SplitWithSizesBackward0"), view=True, triton=T.split,
+          pieces=_split_pieces)
 def _unbind_kernel(x, dim):
     m = np.moveaxis(x, dim, 0)
     return tuple(m[i, ...] for i in range(m.shape[0]))     # views, 0-d ones too (as torch)
@@ -1791,7 +1804,8 @@ def _unbind_kernel(x, dim):
 Primitive("unbind", "x", _unbind_kernel,
           shape=lambda x, dim: [(tuple(x.shape[:dim]) + tuple(x.shape[dim + 1:]), x.dtype)] * x.shape[dim],
           dtype="same", multi=True, vjp=lambda g, out, x, dim: (F.stack(list(g), dim),), grad_fn="UnbindBackward0",
-          view=True, triton=T.unbind)
+          view=True, triton=T.unbind, pieces=lambda x, dim: [(("s", None, None, None),) * dim + (k,)
+                                                              for k in range(x.shape[dim])])
 Primitive("flip", "x", lambda x, dims: np.flip(x, axis=_axes(x, dims)).copy(), shape=_unary_shape, dtype="same",
           vjp=lambda g, out, x, dims: (F.flip(g, dims),), grad_fn="FlipBackward0", triton=T.flip)
 Primitive("roll", "x", lambda x, shifts, dims: np.roll(x, shifts, axis=dims) if dims else np.roll(x, shifts),
