@@ -69,3 +69,20 @@ def test_piece_of_split_that_requires_grad_raises_as_eager(case):
             warnings.simplefilter("ignore")
             with pytest.raises(RuntimeError, match="output of a function that returns multiple views"):
                 fn(lib.tensor([1., 2., 3., 4.], requires_grad=True))
+
+
+def test_view_of_a_view_of_a_view_sees_a_write_to_the_root():
+    """A view re-taken from its written base got a new value but kept its generation, so the
+    views taken of it were not taken again: c = y[0:2].t()[0] read after y.add_(1) gave the
+    old [1, 3] in compiled code, eager [2, 4]. The same through a view taken under no_grad."""
+    def f(lib, x):
+        y = x * 1
+        c = y[0:2].t()[0]
+        v = x.unsqueeze(0)[0]
+        with lib.no_grad():
+            w = v.t()
+        y.add_(1)
+        v += 1
+        w.mul_(10)
+        return c * 1, y
+    _assert_same(_eager_and_compiled(f, lambda lib: (lib.tensor([[1., 2.], [3., 4.]]),)))

@@ -700,6 +700,7 @@ def refresh_view(proxy):
     d["_view_gen"] = base.__dict__.get("_gen", 0)
     v = apply_symbolic(prim, (base,) + tuple(rest), params)
     d["_name"] = v.__dict__["_name"]
+    d["_gen"] = d.get("_gen", 0) + 1     # a new value: the views taken of this view are taken again too
 
 
 def finish(sh, leaves, proxies):
