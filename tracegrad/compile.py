@@ -24,6 +24,7 @@ import types
 import warnings
 import weakref
 
+import networkx
 import numpy as np
 
 from . import _dtype as D
@@ -480,6 +481,18 @@ def _build(fn, args, kwargs, name, backend, value_reads=None, keep_stages=False,
             if d:
                 union |= m
         p.used_inputs = frozenset(i for j, i in enumerate(p.wrt_pos) if union >> j & 1)
+    if p.needs_grad and sh.stale_saves:
+        # a backward of the outputs through an op whose saved value was written in place since
+        # raises in eager (torch's version counter check): the call runs eagerly, and so raises
+        outs = [o for o, d in zip(traced.outputs, p.out_diff) if d]
+        reach = differentiable_reach(traced, [names[i] for i in p.wrt_pos if names[i] is not None])
+        sub = traced.nx.subgraph(reach)
+        up = set(outs)
+        for o in outs:
+            if o in reach:
+                up |= networkx.ancestors(sub, o)
+        if any(n in sh.stale_saves and n not in sh.backwarded for n in up):
+            raise TraceError(functionalize.STALE_SAVE_MSG)
     if p.needs_grad and sh.leaf_reads_after_write:
         # eager: the leaf keeps requiring grad through the write, and what is computed from its new
         # value has a gradient for it; in the trace the new value is the write's, with none

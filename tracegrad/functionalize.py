@@ -71,6 +71,7 @@ class Shadow:
         self.targets = {}       # id -> leaf a backward() inside accumulated into, without hooks (guarded)
         self.grad_reads = {}    # id(a real .grad tensor the trace read) -> the tensor whose .grad it is
         self.backwarded = set()  # op values a backward without retain_graph went through (freed)
+        self.stale_saves = {}    # op value -> shape: it saved a value written in place since (_mark_saved_written)
         self.did_backward = False
         self.inputs = []        # (input Proxy, its value at the start, real tensor)
         self.first_write = {}   # id(real tensor or input Proxy) -> number of graph values when first written
@@ -518,6 +519,7 @@ def commit_traced(self, result):
         if not isinstance(result, Proxy):
             result = _as_value(result)
     if isinstance(self, Proxy):
+        _mark_saved_written(self, result)
         if not STATE.grad_enabled and _carries_grad(self):
             # torch changes the data and keeps the value's gradient (y.mul_(3) under no_grad:
             # y's gradient stays that of y = x * 2); the trace has no value that is one
@@ -555,8 +557,66 @@ def commit_traced(self, result):
         # a write-back would go to this one tensor, returned by every call
         raise TraceError("an in-place op on a tensor the function made with a creation function that is not traced "
                          "(tensor(data), arange, eye, ...); zeros, ones, full and empty are")
+    now = sh.value(self)
+    _mark_saved_written(None, result, [now.__dict__["_name"] if now is not None else
+                                       sh.graph.__dict__.get("constants", {}).get(id(self))])
     sh.write(self, result)
     return self
+
+
+def _mark_saved_written(proxy, result, roots=None):
+    """torch's version counter, in the trace: an op that saved a value for its backward (mul
+    its operands, exp its result) before that value, or one sharing its memory (a view, its
+    base, another view of the base), was written in place, has a backward that raises in
+    eager ("modified by an inplace operation"). Those ops are remembered (Shadow.stale_saves);
+    a backward through one runs eagerly (compile._build, backward_in_trace), which raises."""
+    sh = active()
+    if sh is None or result.__dict__["_graph"] is not sh.graph:
+        return
+    g = sh.graph
+    G = g.nx
+    if roots is None:
+        roots, d = [], proxy.__dict__
+        while True:
+            roots.append(d["_name"])
+            if "_view" not in d:
+                real = d.get("_real")
+                if real is not None:
+                    now = sh.value(real)
+                    roots.append(now.__dict__["_name"] if now is not None else
+                                 g.__dict__.get("constants", {}).get(id(real)))
+                break
+            d = d["_view"][0].__dict__
+    # the values that share memory with the written one: the views taken of them, and theirs
+    alias, stack = set(), [r for r in roots if r is not None and r in G]
+    while stack:
+        w = stack.pop()
+        if w in alias:
+            continue
+        alias.add(w)
+        for n in G._succ[w]:
+            a = g[n]
+            prim = a["prim"]
+            if a["op"] == "proj" or (prim is not None and prim.view and a["args"] and a["args"][0] == w
+                                     and (prim.view is True or prim.view(a["params"]))):
+                stack.append(n)
+    res = result.__dict__["_name"]
+    for w in alias:
+        a = g[w]
+        cands = [w] if a["prim"] is not None and a["prim"].saved_positions(len(a["args"]))[1] else []
+        cands += [n for n in G._succ[w] if g[n]["prim"] is not None]
+        for n in cands:
+            if n in sh.stale_saves or n in sh.backwarded or not _value_carries_grad(g, n):
+                continue
+            a = g[n]
+            args = a["args"]
+            req = tuple(isinstance(x, str) and x in G and _value_carries_grad(g, x) for x in args)
+            pos, out = a["prim"].saved_positions(len(args), req)
+            if not ((out and n == w) or any(args[i] == w for i in pos if i < len(args))):
+                continue
+            if n != w and (n == res or nx.has_path(G, n, res)):
+                continue            # part of the write's own computation (clamp_ reads the old value)
+            sh.stale_saves[n] = tuple(a["shape"])
 
 
 def _carries_grad(proxy):
@@ -565,7 +625,10 @@ def _carries_grad(proxy):
     were computed from: those require none in eager, though the graph connects them to the
     inputs)."""
     g = proxy.__dict__["_graph"]
-    v = value_of(g, proxy)
+    return _value_carries_grad(g, value_of(g, proxy))
+
+
+def _value_carries_grad(g, v):
     if v is None or v in g.__dict__.get("no_grad_values", ()):
         return False
     # differentiable_reach from the inputs that require grad, asked backwards from v and
@@ -591,6 +654,10 @@ def _carries_grad(proxy):
             memo[n] = any(memo[u] for u in g.nx._pred[n])
         stack.pop()
     return memo[v]
+
+
+STALE_SAVE_MSG = ("a value saved for the backward (by mul, exp, ...) is written in place before the backward runs; "
+                  "eager autograd raises there (modified by an inplace operation)")
 
 
 # torch raises for these (an output of split, chunk or unbind that requires grad, written in place
@@ -977,6 +1044,8 @@ def backward_in_trace(outputs, grad_tensors, retain_graph, create_graph, inputs)
     ops = {n for n in up if graph[n]["op"] != "input" and n in reach}
     if ops & sh.backwarded:
         raise RuntimeError(FREED_MSG)
+    if any(n in sh.stale_saves for n in ops):
+        raise TraceError(STALE_SAVE_MSG)
     targets = [sources[v] for v in wrt]
     args = {id(t) for _, _, t in sh.inputs}
     if any(id(t) in args for t in targets):
