@@ -86,3 +86,87 @@ def test_view_of_a_view_of_a_view_sees_a_write_to_the_root():
         w.mul_(10)
         return c * 1, y
     _assert_same(_eager_and_compiled(f, lambda lib: (lib.tensor([[1., 2.], [3., 4.]]),)))
+
+
+def _saved_then_written_mul(lib, x):
+    a = x * -1 + 0.5
+    b = x * a                   # mul saves a for x's gradient
+    a.mul_(-1.5)
+    return b
+
+
+def _saved_then_written_exp(lib, x):
+    y = x.exp()                 # exp saves its result
+    y.add_(1)
+    return y
+
+
+def _saved_then_written_through_a_view(lib, x):
+    a = x * 2
+    b = a.sin()                 # sin saves a
+    a[0].zero_()                # a view of a, written: a's version moves
+    return b
+
+
+def _saved_then_written_param(lib, x, w):
+    y = x * w                   # mul saves w for x's gradient
+    with lib.no_grad():
+        w.add_(1.0)
+    return y
+
+
+@pytest.mark.parametrize("f", [_saved_then_written_mul, _saved_then_written_exp, _saved_then_written_through_a_view,
+                               _saved_then_written_param])
+def test_backward_through_a_saved_value_written_in_place_raises_as_eager(f):
+    """A value saved for the backward and then written in place makes eager's (and torch's)
+    backward raise "modified by an inplace operation"; the trace, which keeps every value,
+    gave a gradient from the old value instead (b = x * a; a.mul_(-1.5): x.grad was
+    -x + 0.5 where torch raises). Such a call now runs eagerly, and its backward raises."""
+    n = f.__code__.co_argcount - 1
+    for lib, run in ((torch, lambda *a: f(torch, *a)), (tg, lambda *a: f(tg, *a)),
+                     (tg, tg.compile(lambda *a: f(tg, *a)))):
+        args = [lib.tensor([1., 2., 3.], requires_grad=True) for _ in range(n)]
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            out = run(*args)
+        with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+            out.sum().backward()
+
+
+def test_a_saved_value_written_where_no_backward_goes_through_it_still_compiles():
+    """Only a backward through the op that saved the value raises: in-place ops that save their
+    own result (exp_), read their old value (clamp_), or write a value whose saving op the
+    outputs do not reach, compile, with eager's gradients and no fallback."""
+    def f(lib, x):
+        y = x * 2
+        y.exp_()
+        z = x * 1
+        z.clamp_(-1.5, 2.5)
+        a = x * 2
+        b = a * a               # not returned: its backward is never run
+        a.add_(1)
+        return y * 1, z * z, a * 3
+    grads = []
+    for lib, run in ((torch, None), (tg, None), (tg, "compiled")):
+        fn = (lambda x: f(lib, x)) if run is None else tg.compile(lambda x: f(tg, x))
+        x = lib.tensor([0.5, 1., 2.], requires_grad=True)
+        with warnings.catch_warnings(record=True) as w:
+            warnings.simplefilter("always")
+            outs = fn(x)
+        assert not w, [str(m.message) for m in w]
+        sum(o.sum() for o in outs).backward()
+        grads.append(x.grad.numpy())
+    np.testing.assert_allclose(grads[1], grads[0], rtol=1e-6)
+    np.testing.assert_allclose(grads[2], grads[1], rtol=1e-6)
+
+
+def test_copy_from_a_tensor_that_broadcasts_to_a_larger_shape_raises_torchs_error():
+    """x.copy_(src) where src and x broadcast only to a shape larger than x raised numpy's
+    ValueError ("operands could not be broadcast together ...") where torch raises RuntimeError."""
+    for lib in (torch, tg):
+        for dst, src in (((1, 1), (2, 1)), ((2, 1, 1), (2, 2, 1))):
+            with pytest.raises(RuntimeError, match=r"output with shape .* doesn't match the broadcast shape"):
+                lib.zeros(dst).copy_(lib.ones(src))
+        x = lib.zeros(2, 2, 1)
+        with pytest.raises(RuntimeError, match="doesn't match the broadcast shape"):
+            x[:, 0:1].copy_(x)

@@ -432,11 +432,15 @@ def copy_(self, src, non_blocking=False):
     if not isinstance(src, Tensor):
         src = tensor(src)
     try:
-        F.broadcast_shapes(tuple(self.shape), tuple(src.shape))
+        b = tuple(F.broadcast_shapes(tuple(self.shape), tuple(src.shape)))
     except RuntimeError:
         raise RuntimeError(f"The size of tensor a ({self.shape[-1] if self.ndim else 1}) must match the size of tensor "
                            f"b ({src.shape[-1] if src.ndim else 1}) at non-singleton dimension "
                            f"{max(self.ndim, src.ndim) - 1}") from None
+    if b != tuple(self.shape):
+        # src broadcasts with self only to a larger shape (self [1, 1], src [2, 1]): numpy's
+        # broadcast_to raised its ValueError here
+        raise RuntimeError(f"output with shape {list(self.shape)} doesn't match the broadcast shape {list(b)}")
     if _tracing():
         # a copy, not a broadcast view of src: the program's array of self must not be src's memory
         r = F.clone(F.expand(F.convert(src, self.dtype), tuple(self.shape)))
