@@ -1858,7 +1858,7 @@ def _gather_kernel(x, index, dim):
 
 def _scatter_kernel(x, index, src, dim, reduce=None):
     check_index_bounds(index, x.shape[dim] if x.ndim else 1, dim)
-    out = x.copy()
+    out = np.array(x, copy=True)       # x may be a numpy scalar (_index_put_kernel)
     src = np.broadcast_to(np.asarray(src, dtype=x.dtype), index.shape) if np.ndim(src) == 0 else src
     if index.shape != src.shape:
         src = src[tuple(slice(0, n) for n in index.shape)]
@@ -2109,7 +2109,9 @@ __all__ = ["PRIMITIVES", "Primitive", "sum_to", "np_key", "np_index", "np_index_
 
 
 def _index_put_kernel(x, v, *idx, key, accumulate=False):
-    out = x.copy()
+    # an array even where x is a 0-dim value the generated code holds as a numpy scalar (a sum's
+    # result), which has a copy() but no item assignment
+    out = np.array(x, copy=True)
     np_index_set(out, key, idx, v, accumulate)
     return out
 
