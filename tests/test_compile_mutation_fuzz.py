@@ -170,3 +170,30 @@ def test_copy_from_a_tensor_that_broadcasts_to_a_larger_shape_raises_torchs_erro
         x = lib.zeros(2, 2, 1)
         with pytest.raises(RuntimeError, match="doesn't match the broadcast shape"):
             x[:, 0:1].copy_(x)
+
+
+def test_setitem_on_a_0_dim_value_that_the_program_holds_as_a_numpy_scalar():
+    """A 0-dim value (a sum, a sin of it) is a numpy scalar in the generated code, and the
+    index_put kernel copied it with .copy(), which stays a scalar: `s[...] = 0.5` crashed the
+    compiled call with "'numpy.float32' object does not support item assignment"."""
+    def f(lib, x):
+        s = x.sum().sin()
+        s[...] = 0.5
+        t = x.sum(0)
+        with lib.no_grad():
+            t[...] += 1.5
+        return s * 2, t * 1
+    _assert_same(_eager_and_compiled(f, lambda lib: (lib.tensor([1., 2.]),)))
+
+
+def test_mT_of_a_0_dim_tensor_is_the_identity_view_as_torchs():
+    """torch's 0-dim x.mT is x (a view, with a deprecation warning); tracegrad raised
+    "only supported on matrices ... Got 1-D tensor"."""
+    def f(lib, x):
+        y = x * 2
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            v = y.mT
+        v.add_(1)
+        return y, v * 1
+    _assert_same(_eager_and_compiled(f, lambda lib: (lib.tensor(3.0),)))

@@ -664,6 +664,11 @@ def _T(input):
 
 
 def _mT(input):
+    if input.ndim == 0:
+        # torch: the identity (a view), deprecated
+        warnings.warn("Tensor.mT is deprecated on 0-D tensors. This function is the identity in these cases.",
+                      UserWarning, stacklevel=3)
+        return _T(input)
     if input.ndim < 2:
         raise RuntimeError("tensor.mT is only supported on matrices or batches of matrices. Got 1-D tensor.")
     return transpose(input, -2, -1)
