@@ -23,6 +23,7 @@ function makes is recorded instead, as torch.compile's functionalization does:
 
 `Shadow` is the record of one trace; `active()` the one being traced in this thread.
 """
+import itertools
 import sys
 import threading
 import weakref
@@ -72,6 +73,7 @@ class Shadow:
         self.grad_reads = {}    # id(a real .grad tensor the trace read) -> the tensor whose .grad it is
         self.backwarded = set()  # op values a backward without retain_graph went through (freed)
         self.stale_saves = {}    # op value -> shape: it saved a value written in place since (_mark_saved_written)
+        self.write_starts = {}   # id(tensor) -> number of graph values when an in-place op on it began
         self.did_backward = False
         self.inputs = []        # (input Proxy, its value at the start, real tensor)
         self.first_write = {}   # id(real tensor or input Proxy) -> number of graph values when first written
@@ -503,7 +505,7 @@ def tracing():
     return bool(_tracing._ACTIVE[0] and _tracing.TRACING.stack)
 
 
-def commit_traced(self, result):
+def commit_traced(self, result, through=False):
     """The in-place write `self <- result` inside a trace (see the module docstring)."""
     if result._dtype is not self._dtype and result._dtype._kind > self._dtype._kind:
         raise RuntimeError(f"result type {D.SCALAR_NAME[result._dtype]} can't be cast to the desired output type "
@@ -519,7 +521,8 @@ def commit_traced(self, result):
         if not isinstance(result, Proxy):
             result = _as_value(result)
     if isinstance(self, Proxy):
-        _mark_saved_written(self, result)
+        if not through:         # (a write through a view: its bases were marked with it)
+            _mark_saved_written(self, result)
         if not STATE.grad_enabled and _carries_grad(self):
             # torch changes the data and keeps the value's gradient (y.mul_(3) under no_grad:
             # y's gradient stays that of y = x * 2); the trace has no value that is one
@@ -533,7 +536,7 @@ def commit_traced(self, result):
                 raise TraceError(MULTI_VIEW_MSG)
             base, prim, rest, params = view
             new_base = _scatter(base, result, prim, rest, params)
-            commit_traced(base, new_base)
+            commit_traced(base, new_base, True)
             self.__dict__["_view"] = (base, prim, rest, params)
             self.__dict__["_view_gen"] = base.__dict__.get("_gen", 0)
         _rebind(self, result)
@@ -542,7 +545,7 @@ def commit_traced(self, result):
             sh.first_write.setdefault(id(self), len(sh.graph.nx))
         real = self.__dict__.get("_real")
         if real is not None:
-            commit_traced(real, result)      # the base of a view of a real tensor: the tensor's write
+            commit_traced(real, result, True)    # the base of a view of a real tensor: the tensor's write
         return self
     sh = active()
     if sh is None:
@@ -558,13 +561,22 @@ def commit_traced(self, result):
         raise TraceError("an in-place op on a tensor the function made with a creation function that is not traced "
                          "(tensor(data), arange, eye, ...); zeros, ones, full and empty are")
     now = sh.value(self)
-    _mark_saved_written(None, result, [now.__dict__["_name"] if now is not None else
-                                       sh.graph.__dict__.get("constants", {}).get(id(self))])
+    if not through:
+        _mark_saved_written(None, result, [now.__dict__["_name"] if now is not None else
+                                           sh.graph.__dict__.get("constants", {}).get(id(self))], self)
     sh.write(self, result)
     return self
 
 
-def _mark_saved_written(proxy, result, roots=None):
+def write_starts(t):
+    """An in-place op on t begins (check_inplace): the values the trace makes from here to its
+    write are the op's own (_mark_saved_written)."""
+    sh = active()
+    if sh is not None:
+        sh.write_starts[id(t)] = len(sh.graph.nx)
+
+
+def _mark_saved_written(proxy, result, roots=None, sh_real=None):
     """torch's version counter, in the trace: an op that saved a value for its backward (mul
     its operands, exp its result) before that value, or one sharing its memory (a view, its
     base, another view of the base), was written in place, has a backward that raises in
@@ -601,6 +613,8 @@ def _mark_saved_written(proxy, result, roots=None):
                                      and (prim.view is True or prim.view(a["params"]))):
                 stack.append(n)
     res = result.__dict__["_name"]
+    start = sh.write_starts.pop(id(proxy) if proxy is not None else id(sh_real), None)
+    own = set(itertools.islice(reversed(G._node), len(G) - start)) if start is not None else None
     for w in alias:
         a = g[w]
         cands = [w] if a["prim"] is not None and a["prim"].saved_positions(len(a["args"]))[1] else []
@@ -614,7 +628,7 @@ def _mark_saved_written(proxy, result, roots=None):
             pos, out = a["prim"].saved_positions(len(args), req)
             if not ((out and n == w) or any(args[i] == w for i in pos if i < len(args))):
                 continue
-            if n != w and (n == res or nx.has_path(G, n, res)):
+            if n != w and (n in own if own is not None else n == res or nx.has_path(G, n, res)):
                 continue            # part of the write's own computation (clamp_ reads the old value)
             sh.stale_saves[n] = tuple(a["shape"])
 
