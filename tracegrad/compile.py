@@ -646,7 +646,7 @@ def _view_of_argument(o, args, kind="arg"):
     the argument's memory, version counter and autograd history, and an in-place op on it
     reaches the argument's graph. kind "out": a view of an earlier output (its position),
     through at least one view op."""
-    chain = []
+    chain, no_grad_views = [], []
     while True:
         src = args.get(id(o))
         if src is not None and src[0] == kind and (chain or kind == "arg"):
@@ -658,14 +658,18 @@ def _view_of_argument(o, args, kind="arg"):
         if any(isinstance(r, Tensor) for r in rest):
             return None
         chain.append((prim, rest, params))
+        no_grad_views.append(bool(o.__dict__.get("_no_grad_view")))
         o = base
     chain.reverse()
+    no_grad_views.reverse()
     # a view made under no_grad inside the function is traced as the view, then a detach of
-    # it: taken again under no_grad (an in-place op on it then raises as torch's does)
+    # it: taken again under no_grad (an in-place op on it then raises as torch's does); a
+    # detach() the function called is no such view (x[:, :1].detach() requires no grad)
     ops = [c for c in chain if c[0].name != "detach"]
     if len(ops) == len(chain) or not ops:
         return src[1], chain, False          # (detach alone: the same memory and version counter)
-    if len(ops) * 2 == len(chain) and all(chain[2 * i + 1][0].name == "detach" for i in range(len(ops))):
+    if len(ops) * 2 == len(chain) and all(chain[2 * i + 1][0].name == "detach" and no_grad_views[2 * i + 1]
+                                          for i in range(len(ops))):
         return src[1], ops, True
     return src[1], chain, False       # views of a detached value (y.detach()[1:]): detach taken as eager's
 

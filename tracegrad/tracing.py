@@ -488,6 +488,7 @@ def apply_symbolic(prim, args, params):
             d = _apply_symbolic(P["detach"], (out,), {})
             d.__dict__["_view"] = (out, P["detach"], (), {})
             d.__dict__["_view_gen"] = out.__dict__.get("_gen", 0)
+            d.__dict__["_no_grad_view"] = True     # (not a detach() the function called)
             return d
         if sh is not None and out.__class__ is tuple and out and out[0].__dict__["_graph"] is sh.graph:
             outs = []
@@ -495,6 +496,7 @@ def apply_symbolic(prim, args, params):
                 d = _apply_symbolic(P["detach"], (o,), {})
                 if "_view" in o.__dict__:       # a piece of a split: a write to it reaches its input
                     _mark_view(d, o, P["detach"], (), {})
+                    d.__dict__["_no_grad_view"] = True
                 outs.append(d)
             return tuple(outs)
     return out
