@@ -115,8 +115,23 @@ def _saved_then_written_param(lib, x, w):
     return y
 
 
+def _saved_then_written_by_a_write_that_reads_the_saving_op(lib, x):
+    a = x * 1
+    b = a * a                   # saves a; the write below reads b
+    a.add_(b)
+    return a
+
+
+def _saved_then_written_by_setitem_add(lib, x):
+    a = x * 1
+    s = a.sin()                 # saves a
+    a[:] += s                   # x[k] += y: a getitem, an add_, a setitem
+    return s
+
+
 @pytest.mark.parametrize("f", [_saved_then_written_mul, _saved_then_written_exp, _saved_then_written_through_a_view,
-                               _saved_then_written_param])
+                               _saved_then_written_param, _saved_then_written_by_a_write_that_reads_the_saving_op,
+                               _saved_then_written_by_setitem_add])
 def test_backward_through_a_saved_value_written_in_place_raises_as_eager(f):
     """A value saved for the backward and then written in place makes eager's (and torch's)
     backward raise "modified by an inplace operation"; the trace, which keeps every value,
@@ -197,3 +212,36 @@ def test_mT_of_a_0_dim_tensor_is_the_identity_view_as_torchs():
         v.add_(1)
         return y, v * 1
     _assert_same(_eager_and_compiled(f, lambda lib: (lib.tensor(3.0),)))
+
+
+def test_detach_of_a_view_of_an_argument_requires_no_grad():
+    """An output x[:, :1].detach() was taken again from the argument as if it were a view made
+    under no_grad (which in torch requires grad): compiled gave requires_grad=True where eager
+    and torch give False, and a backward from it ran silently where eager raises. It still
+    shares the argument's memory."""
+    def f(lib, x):
+        with lib.no_grad():
+            n = x[:, 0:1]
+        return x[:, 0:1].detach(), x.t().detach()[0], n, x[:, 1:0].detach()
+    got = []
+    for lib, fn in ((torch, lambda x: f(torch, x)), (tg, lambda x: f(tg, x)), (tg, tg.compile(lambda x: f(tg, x)))):
+        x = lib.tensor([[1., 2.], [3., 4.]], requires_grad=True)
+        outs = fn(x)
+        with lib.no_grad():
+            x.mul_(10)
+        got.append([(o.requires_grad, o.detach().numpy().tolist()) for o in outs])
+    assert got[1] == got[0]
+    assert got[2] == got[1]
+
+
+def test_result_of_an_index_tensor_is_contiguous_so_reshape_views_it():
+    """x[:, idx] came out in numpy's layout (the indexed dim first in memory), not torch's
+    contiguous one: is_contiguous() was False, strides (1, 3, 1) for torch's (3, 1, 1), and
+    y.reshape(-1) copied, so y.fill_(0) left it at 9.0 where torch's sum is 0."""
+    for lib in (torch, tg):
+        x = lib.ones(3, 4, 1)
+        y = x[:, lib.tensor([-4, 0, 3])]
+        r = y.reshape(-1)
+        y.fill_(0)
+        assert y.is_contiguous() and y.stride() == (3, 1, 1)
+        assert r.sum().item() == 0.0

@@ -1688,7 +1688,13 @@ def np_index_set(out, key, idx, v, accumulate=False):
 
 
 def _getitem_kernel(x, *idx, key):
-    return np_index(x, key, idx)
+    r = np_index(x, key, idx)
+    if idx and r.__class__ is np.ndarray and not r.flags.c_contiguous:
+        # an index tensor makes a new tensor, which torch lays out contiguous; numpy's puts the
+        # indexed dims first in memory (x[:, idx]), so reshape or view of it copied where
+        # torch's is a view (a later write to the result did not reach the reshaped one)
+        r = r.copy(order="C")
+    return r
 
 
 def _getitem_shape(x, *idx, key):
