@@ -259,6 +259,7 @@ def commit(self, result):
         _keep_old_self(self, node)
         np.copyto(self._data, result._data, casting="unsafe")
         self._vc[0] += 1
+        _save_as_self(self, node)
         return views.rebase(self, result)
     if node is not None:
         _keep_old_self(self, node)
@@ -270,12 +271,19 @@ def commit(self, result):
         self._output_nr = result._output_nr
         self._req = True
         views.move_retained(self, old_fn, old_nr)
-        if node._saved[0] is not None:
-            for s in node._saved[0]:
-                s.vc = self._vc
-                s.version = self._vc[0]
-                s.data = self._data
+        _save_as_self(self, node)
     return self
+
+
+def _save_as_self(self, node):
+    """The op's result, where its derivative reads it (exp_, sigmoid_), is self now: saved with
+    self's version counter, so that a later write to self, its base or another view of the
+    base makes the backward raise as torch's (the result's own counter never moves)."""
+    if node._saved is not None and node._saved[0] is not None:
+        for s in node._saved[0]:
+            s.vc = self._vc
+            s.version = self._vc[0]
+            s.data = self._data
 
 
 def _keep_old_self(self, node):

@@ -74,6 +74,7 @@ class Shadow:
         self.backwarded = set()  # op values a backward without retain_graph went through (freed)
         self.stale_saves = {}    # op value -> shape: it saved a value written in place since (_mark_saved_written)
         self.write_starts = {}   # id(tensor) -> number of graph values when an in-place op on it began
+        self.same_memory = {}    # value -> the values a write rebound it to or from (one tensor's memory)
         self.did_backward = False
         self.inputs = []        # (input Proxy, its value at the start, real tensor)
         self.first_write = {}   # id(real tensor or input Proxy) -> number of graph values when first written
@@ -606,6 +607,7 @@ def _mark_saved_written(proxy, result, roots=None, sh_real=None):
         if w in alias:
             continue
         alias.add(w)
+        stack.extend(sh.same_memory.get(w, ()))
         for n in G._succ[w]:
             a = g[n]
             prim = a["prim"]
@@ -711,8 +713,14 @@ def _as_value(t):
 
 def _rebind(proxy, result):
     d = proxy.__dict__
-    d["_name"] = result.__dict__["_name"]
+    old, new = d["_name"], result.__dict__["_name"]
+    d["_name"] = new
     d["_gen"] = d.get("_gen", 0) + 1
+    sh = active()
+    if sh is not None and old != new:
+        # the old and the new value are one tensor's memory (_mark_saved_written)
+        sh.same_memory.setdefault(old, set()).add(new)
+        sh.same_memory.setdefault(new, set()).add(old)
 
 
 def _scatter(base, result, prim, rest, params):
