@@ -590,7 +590,12 @@ def _writeable_region(target, k, idx, number=False):
     order the shared elements are written in (`mul_` on overlapping `unfold` windows: torch
     multiplies a shared element once per window) raises."""
     if idx:
-        raise RuntimeError(_OVERLAP_MSG)
+        # torch's index_put_ checks the whole tensor: an element repeated by a zero stride
+        # raises; a size-1 dim's zero stride (x.expand(1, n, m)) repeats nothing
+        if any(st == 0 and n > 1 for st, n in zip(target.strides, target.shape)) or \
+                (not number and may_overlap(target.shape, target.strides, target.itemsize)):
+            raise RuntimeError(_OVERLAP_MSG)
+        return _writeable_alias(target)
     alias = _writeable_alias(target)
     try:
         region = alias[_basic_key(k)]
