@@ -951,3 +951,20 @@ def test_index_add_errors_of_a_vector_a_0_dim_and_an_empty_input_as_torchs(shape
         except Exception as e:  # noqa: BLE001
             res.append(type(e))
     assert res[1] == res[0]
+
+
+def test_autograd_grad_inside_through_a_saved_value_written_in_place_raises_as_eager():
+    """autograd.grad inside the compiled function, through sin's saved input written in place
+    after: eager and torch raise "modified by an inplace operation"; compiled returned the
+    gradient of the old value (cos(2x) * 2)."""
+    def f(lib, x):
+        a = x * 2
+        b = a.sin()
+        a.add_(1)
+        g, = lib.autograd.grad(b.sum(), x)
+        return g
+    for lib, run in ((torch, lambda x: f(torch, x)), (tg, lambda x: f(tg, x)), (tg, tg.compile(lambda x: f(tg, x)))):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+                run(lib.tensor([1., 2.], requires_grad=True))
