@@ -19,7 +19,7 @@ from .autograd import views
 from .creation import _wrap_np, tensor, takes_generator, RNG, stored_scalar
 from .tracing import TraceError, _ACTIVE, TRACING, rename_grad_fn
 from .ops.primitives import np_index_set, PRIMITIVES
-from .functionalize import commit_traced, may_overlap
+from .functionalize import commit_traced, may_overlap, write_starts
 from .autograd.graph import RemovableHandle, node_class
 
 _METHODS = """neg negative abs absolute sign exp exp2 log log2 log1p expm1 sqrt rsqrt sin cos tan tanh sigmoid erf erfc
@@ -212,6 +212,8 @@ Tensor.__hash__ = lambda self: id(self)
 # == in-place ======================================================================================
 
 def check_inplace(self):
+    if _ACTIVE[0] and TRACING.stack:
+        write_starts(self)
     if self._grad_fn is None and self._req and STATE.grad_enabled:
         if self.__class__ is not Tensor and self.__dict__.get("_nonleaf_arg"):
             # a compiled function's argument with history (x = w * 2): eager allows the write
@@ -257,6 +259,7 @@ def commit(self, result):
         _keep_old_self(self, node)
         np.copyto(self._data, result._data, casting="unsafe")
         self._vc[0] += 1
+        _save_as_self(self, node)
         return views.rebase(self, result)
     if node is not None:
         _keep_old_self(self, node)
@@ -268,12 +271,19 @@ def commit(self, result):
         self._output_nr = result._output_nr
         self._req = True
         views.move_retained(self, old_fn, old_nr)
-        if node._saved[0] is not None:
-            for s in node._saved[0]:
-                s.vc = self._vc
-                s.version = self._vc[0]
-                s.data = self._data
+        _save_as_self(self, node)
     return self
+
+
+def _save_as_self(self, node):
+    """The op's result, where its derivative reads it (exp_, sigmoid_), is self now: saved with
+    self's version counter, so that a later write to self, its base or another view of the
+    base makes the backward raise as torch's (the result's own counter never moves)."""
+    if node._saved is not None and node._saved[0] is not None:
+        for s in node._saved[0]:
+            s.vc = self._vc
+            s.version = self._vc[0]
+            s.data = self._data
 
 
 def _keep_old_self(self, node):
@@ -432,11 +442,15 @@ def copy_(self, src, non_blocking=False):
     if not isinstance(src, Tensor):
         src = tensor(src)
     try:
-        F.broadcast_shapes(tuple(self.shape), tuple(src.shape))
+        b = tuple(F.broadcast_shapes(tuple(self.shape), tuple(src.shape)))
     except RuntimeError:
         raise RuntimeError(f"The size of tensor a ({self.shape[-1] if self.ndim else 1}) must match the size of tensor "
                            f"b ({src.shape[-1] if src.ndim else 1}) at non-singleton dimension "
                            f"{max(self.ndim, src.ndim) - 1}") from None
+    if b != tuple(self.shape):
+        # src broadcasts with self only to a larger shape (self [1, 1], src [2, 1]): numpy's
+        # broadcast_to raised its ValueError here
+        raise RuntimeError(f"output with shape {list(self.shape)} doesn't match the broadcast shape {list(b)}")
     if _tracing():
         # a copy, not a broadcast view of src: the program's array of self must not be src's memory
         r = F.clone(F.expand(F.convert(src, self.dtype), tuple(self.shape)))
@@ -576,7 +590,12 @@ def _writeable_region(target, k, idx, number=False):
     order the shared elements are written in (`mul_` on overlapping `unfold` windows: torch
     multiplies a shared element once per window) raises."""
     if idx:
-        raise RuntimeError(_OVERLAP_MSG)
+        # torch's index_put_ checks the whole tensor: an element repeated by a zero stride
+        # raises; a size-1 dim's zero stride (x.expand(1, n, m)) repeats nothing
+        if any(st == 0 and n > 1 for st, n in zip(target.strides, target.shape)) or \
+                (not number and may_overlap(target.shape, target.strides, target.itemsize)):
+            raise RuntimeError(_OVERLAP_MSG)
+        return _writeable_alias(target)
     alias = _writeable_alias(target)
     try:
         region = alias[_basic_key(k)]

@@ -11,6 +11,8 @@ Forward values a rule reads become inputs of the backward graph ("saved" values)
 bound lazily: a rule that only asks for `x.shape` saves nothing.
 """
 
+import networkx as nx
+
 from .ir.graph import Graph, V
 from .tracing import Proxy, trace, proxy_input
 from .ir.layout import order_attr, value_order
@@ -429,6 +431,16 @@ def grad_in_trace(outputs, inputs, grad_outputs, create_graph, allow_unused, mat
     for v in wrt:
         if v not in reach:
             raise RuntimeError("One of the differentiated Tensors does not require grad")
+    if sh is not None and sh.graph is graph and sh.stale_saves:
+        # through an op whose saved value was written in place since: eager raises (the call runs
+        # eagerly; functionalize._mark_saved_written)
+        sub = graph.nx.subgraph(reach)
+        up = set(outs)
+        for o in outs:
+            up |= nx.ancestors(sub, o)
+        if any(n in sh.stale_saves and n not in sh.backwarded for n in up):
+            raise TraceError("autograd.grad through a value saved for the backward and written in place since; "
+                             "eager autograd raises there (modified by an inplace operation)")
     seeds = _seeds(outputs, list(grad_outputs or ()), True, "grad_outputs",
                    ones=lambda o: F.full(tuple(o.shape), 1.0, dtype=o.dtype))
     bwd = derive(graph, outs, wrt)

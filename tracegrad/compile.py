@@ -24,6 +24,7 @@ import types
 import warnings
 import weakref
 
+import networkx
 import numpy as np
 
 from . import _dtype as D
@@ -486,6 +487,20 @@ def _build(fn, args, kwargs, name, backend, value_reads=None, keep_stages=False,
             if d:
                 union |= m
         p.used_inputs = frozenset(i for j, i in enumerate(p.wrt_pos) if union >> j & 1)
+    if p.needs_grad and sh.stale_saves:
+        # a backward of the outputs through an op whose saved value was written in place since
+        # raises in eager (torch's version counter check): the call runs eagerly, and so raises.
+        # (The derivative's own marks, _note_stale_readers, raise lazily, only where a gradient
+        # reaches the op, but miss writes through some views: this check keeps them right.)
+        outs = [o for o, d in zip(traced.outputs, p.out_diff) if d]
+        reach = differentiable_reach(traced, [names[i] for i in p.wrt_pos if names[i] is not None])
+        sub = traced.nx.subgraph(reach)
+        up = set(outs)
+        for o in outs:
+            if o in reach:
+                up |= networkx.ancestors(sub, o)
+        if any(n in sh.stale_saves and n not in sh.backwarded for n in up):
+            raise TraceError(functionalize.STALE_SAVE_MSG)
     if p.needs_grad and sh.leaf_reads_after_write:
         # eager: the leaf keeps requiring grad through the write, and what is computed from its new
         # value has a gradient for it; in the trace the new value is the write's, with none
@@ -645,7 +660,7 @@ def _view_of_argument(o, args, kind="arg"):
     the argument's memory, version counter and autograd history, and an in-place op on it
     reaches the argument's graph. kind "out": a view of an earlier output (its position),
     through at least one view op."""
-    chain = []
+    chain, no_grad_views = [], []
     while True:
         src = args.get(id(o))
         if src is not None and src[0] == kind and (chain or kind == "arg"):
@@ -657,14 +672,18 @@ def _view_of_argument(o, args, kind="arg"):
         if any(isinstance(r, Tensor) for r in rest):
             return None
         chain.append((prim, rest, params))
+        no_grad_views.append(bool(o.__dict__.get("_no_grad_view")))
         o = base
     chain.reverse()
+    no_grad_views.reverse()
     # a view made under no_grad inside the function is traced as the view, then a detach of
-    # it: taken again under no_grad (an in-place op on it then raises as torch's does)
+    # it: taken again under no_grad (an in-place op on it then raises as torch's does); a
+    # detach() the function called is no such view (x[:, :1].detach() requires no grad)
     ops = [c for c in chain if c[0].name != "detach"]
     if len(ops) == len(chain) or not ops:
         return src[1], chain, False          # (detach alone: the same memory and version counter)
-    if len(ops) * 2 == len(chain) and all(chain[2 * i + 1][0].name == "detach" for i in range(len(ops))):
+    if len(ops) * 2 == len(chain) and all(chain[2 * i + 1][0].name == "detach" and no_grad_views[2 * i + 1]
+                                          for i in range(len(ops))):
         return src[1], ops, True
     return src[1], chain, False       # views of a detached value (y.detach()[1:]): detach taken as eager's
 

@@ -23,6 +23,7 @@ function makes is recorded instead, as torch.compile's functionalization does:
 
 `Shadow` is the record of one trace; `active()` the one being traced in this thread.
 """
+import itertools
 import sys
 import threading
 import weakref
@@ -71,6 +72,9 @@ class Shadow:
         self.targets = {}       # id -> leaf a backward() inside accumulated into, without hooks (guarded)
         self.grad_reads = {}    # id(a real .grad tensor the trace read) -> the tensor whose .grad it is
         self.backwarded = set()  # op values a backward without retain_graph went through (freed)
+        self.stale_saves = {}    # op value -> shape: it saved a value written in place since (_mark_saved_written)
+        self.write_starts = {}   # id(tensor) -> number of graph values when an in-place op on it began
+        self.same_memory = {}    # value -> the values a write rebound it to or from (one tensor's memory)
         self.did_backward = False
         self.inputs = []        # (input Proxy, its value at the start, real tensor)
         self.first_write = {}   # id(real tensor or input Proxy) -> number of graph values when first written
@@ -502,7 +506,7 @@ def tracing():
     return bool(_tracing._ACTIVE[0] and _tracing.TRACING.stack)
 
 
-def commit_traced(self, result):
+def commit_traced(self, result, through=False):
     """The in-place write `self <- result` inside a trace (see the module docstring)."""
     if result._dtype is not self._dtype and result._dtype._kind > self._dtype._kind:
         raise RuntimeError(f"result type {D.SCALAR_NAME[result._dtype]} can't be cast to the desired output type "
@@ -523,6 +527,8 @@ def commit_traced(self, result):
             # a custom Function's output that is a view (or an input returned as is): torch's error
             from .autograd.views import rebase_message
             raise RuntimeError(rebase_message(*fn_view))
+        if not through:         # (a write through a view: its bases were marked with it)
+            _mark_saved_written(self, result)
         if not STATE.grad_enabled and _carries_grad(self):
             # torch changes the data and keeps the value's gradient (y.mul_(3) under no_grad:
             # y's gradient stays that of y = x * 2); the trace has no value that is one
@@ -531,9 +537,12 @@ def commit_traced(self, result):
         view = self.__dict__.get("_view")
         if view is not None:
             _check_view_of_leaf(self)
+            if self.__dict__.get("_multi_view") and STATE.grad_enabled and (_carries_grad(self)
+                                                                            or _carries_grad(result)):
+                raise TraceError(MULTI_VIEW_MSG)
             base, prim, rest, params = view
             new_base = _scatter(base, result, prim, rest, params)
-            commit_traced(base, new_base)
+            commit_traced(base, new_base, True)
             self.__dict__["_view"] = (base, prim, rest, params)
             self.__dict__["_view_gen"] = base.__dict__.get("_gen", 0)
         _rebind(self, result)
@@ -542,7 +551,7 @@ def commit_traced(self, result):
             sh.first_write.setdefault(id(self), len(sh.graph.nx))
         real = self.__dict__.get("_real")
         if real is not None:
-            commit_traced(real, result)      # the base of a view of a real tensor: the tensor's write
+            commit_traced(real, result, True)    # the base of a view of a real tensor: the tensor's write
         return self
     sh = active()
     if sh is None:
@@ -557,8 +566,88 @@ def commit_traced(self, result):
         # a write-back would go to this one tensor, returned by every call
         raise TraceError("an in-place op on a tensor the function made with a creation function that is not traced "
                          "(tensor(data), arange, eye, ...); zeros, ones, full and empty are")
+    now = sh.value(self)
+    if not through:
+        _mark_saved_written(None, result, [now.__dict__["_name"] if now is not None else
+                                           sh.graph.__dict__.get("constants", {}).get(id(self))], self)
     sh.write(self, result)
     return self
+
+
+def write_starts(t):
+    """An in-place op on t begins (check_inplace): the values the trace makes from here to its
+    write are the op's own (_mark_saved_written)."""
+    sh = active()
+    if sh is not None:
+        sh.write_starts[id(t)] = len(sh.graph.nx)
+
+
+def _mark_saved_written(proxy, result, roots=None, sh_real=None):
+    """torch's version counter, in the trace: an op that saved a value for its backward (mul
+    its operands, exp its result) before that value, or one sharing its memory (a view, its
+    base, another view of the base), was written in place, has a backward that raises in
+    eager ("modified by an inplace operation"). Those ops are remembered (Shadow.stale_saves):
+    a backward through one inside the trace runs eagerly (backward_in_trace), which raises; the
+    compiled call's own backward raises when it runs, as _note_stale_readers's marks make it."""
+    sh = active()
+    if sh is None or result.__dict__["_graph"] is not sh.graph:
+        return
+    g = sh.graph
+    G = g.nx
+    if roots is None:
+        roots, d = [], proxy.__dict__
+        while True:
+            roots.append(d["_name"])
+            if "_view" not in d:
+                real = d.get("_real")
+                if real is not None:
+                    now = sh.value(real)
+                    roots.append(now.__dict__["_name"] if now is not None else
+                                 g.__dict__.get("constants", {}).get(id(real)))
+                break
+            d = d["_view"][0].__dict__
+    # the values that share memory with the written one: the views taken of them, and theirs
+    alias, stack = set(), [r for r in roots if r is not None and r in G]
+    while stack:
+        w = stack.pop()
+        if w in alias:
+            continue
+        alias.add(w)
+        stack.extend(sh.same_memory.get(w, ()))
+        for n in G._succ[w]:
+            a = g[n]
+            prim = a["prim"]
+            if a["op"] == "proj" or (prim is not None and prim.view and a["args"] and a["args"][0] == w
+                                     and (prim.view is True or prim.view(a["params"]))):
+                stack.append(n)
+    res = result.__dict__["_name"]
+    start = sh.write_starts.pop(id(proxy) if proxy is not None else id(sh_real), None)
+    own = set(itertools.islice(reversed(G._node), len(G) - start)) if start is not None else None
+    for w in alias:
+        a = g[w]
+        cands = [w] if a["prim"] is not None and a["prim"].saved_positions(len(a["args"]))[1] else []
+        cands += [n for n in G._succ[w] if g[n]["prim"] is not None]
+        for n in cands:
+            if n in sh.stale_saves or n in sh.backwarded or not _value_carries_grad(g, n):
+                continue
+            a = g[n]
+            args = a["args"]
+            req = tuple(isinstance(x, str) and x in G and _value_carries_grad(g, x) for x in args)
+            pos, out = a["prim"].saved_positions(len(args), req)
+            if not ((out and n == w) or any(args[i] == w for i in pos if i < len(args))):
+                continue
+            if n != w and (n in own if own is not None else n == res or nx.has_path(G, n, res)):
+                continue            # part of the write's own computation (clamp_ reads the old value)
+            if n != w and n in alias:
+                continue            # an earlier in-place op reading its old self, which eager saves as it was
+            sh.stale_saves[n] = tuple(a["shape"])
+            # and for a derivative taken after the call (the compiled call's backward): raised
+            # when a gradient reaches a rule that reads the value (autodiff._refuse_stale_reads)
+            if out and n == w:
+                a["stale_out"] = a.get("stale_out", frozenset()) | {0}
+            hit = frozenset(i for i in pos if i < len(args) and args[i] == w)
+            if hit:
+                a["stale_args"] = a.get("stale_args", frozenset()) | hit
 
 
 def _carries_grad(proxy):
@@ -567,7 +656,10 @@ def _carries_grad(proxy):
     were computed from: those require none in eager, though the graph connects them to the
     inputs)."""
     g = proxy.__dict__["_graph"]
-    v = value_of(g, proxy)
+    return _value_carries_grad(g, value_of(g, proxy))
+
+
+def _value_carries_grad(g, v):
     if v is None or v in g.__dict__.get("no_grad_values", ()):
         return False
     # differentiable_reach from the inputs that require grad, asked backwards from v and
@@ -593,6 +685,16 @@ def _carries_grad(proxy):
             memo[n] = any(memo[u] for u in g.nx._pred[n])
         stack.pop()
     return memo[v]
+
+
+STALE_SAVE_MSG = ("a value saved for the backward (by mul, exp, ...) is written in place before the backward runs; "
+                  "eager autograd raises there (modified by an inplace operation)")
+
+
+# torch raises for these (an output of split, chunk or unbind that requires grad, written in place
+# or read after its base was): eager says so with torch's message
+MULTI_VIEW_MSG = ("an output of split, chunk or unbind (a function that returns several views) of a value that "
+                  "requires grad, written in place or read after its base was written in place")
 
 
 def _check_written(p):
@@ -631,6 +733,11 @@ def _rebind(proxy, result):
         _note_stale_readers(d["_graph"], old, new)
     d["_name"] = new
     d["_gen"] = d.get("_gen", 0) + 1
+    sh = active()
+    if sh is not None and old != new:
+        # the old and the new value are one tensor's memory (_mark_saved_written)
+        sh.same_memory.setdefault(old, set()).add(new)
+        sh.same_memory.setdefault(new, set()).add(old)
 
 
 def _note_stale_readers(graph, old, new):
@@ -735,9 +842,12 @@ def refresh_view(proxy):
         refresh_view(base)
     if base.__dict__.get("_gen", 0) == d.get("_view_gen", 0):
         return
+    if d.get("_multi_view") and STATE.grad_enabled and _carries_grad(base):
+        raise TraceError(MULTI_VIEW_MSG)
     d["_view_gen"] = base.__dict__.get("_gen", 0)
     v = apply_symbolic(prim, (base,) + tuple(rest), params)
     d["_name"] = v.__dict__["_name"]
+    d["_gen"] = d.get("_gen", 0) + 1     # a new value: the views taken of this view are taken again too
 
 
 def finish(sh, leaves, proxies):
@@ -1049,6 +1159,8 @@ def backward_in_trace(outputs, grad_tensors, retain_graph, create_graph, inputs)
     ops = {n for n in up if graph[n]["op"] != "input" and n in reach}
     if ops & sh.backwarded:
         raise RuntimeError(FREED_MSG)
+    if any(n in sh.stale_saves for n in ops):
+        raise TraceError(STALE_SAVE_MSG)
     targets = [sources[v] for v in wrt]
     args = {id(t) for _, _, t in sh.inputs}
     if any(id(t) in args for t in targets):

@@ -489,9 +489,17 @@ def apply_symbolic(prim, args, params):
             d = _apply_symbolic(P["detach"], (out,), {})
             d.__dict__["_view"] = (out, P["detach"], (), {})
             d.__dict__["_view_gen"] = out.__dict__.get("_gen", 0)
+            d.__dict__["_no_grad_view"] = True     # (not a detach() the function called)
             return d
         if sh is not None and out.__class__ is tuple and out and out[0].__dict__["_graph"] is sh.graph:
-            return tuple(_apply_symbolic(P["detach"], (o,), {}) for o in out)
+            outs = []
+            for o in out:
+                d = _apply_symbolic(P["detach"], (o,), {})
+                if "_view" in o.__dict__:       # a piece of a split: a write to it reaches its input
+                    _mark_view(d, o, P["detach"], (), {})
+                    d.__dict__["_no_grad_view"] = True
+                outs.append(d)
+            return tuple(outs)
     return out
 
 
@@ -547,6 +555,14 @@ def _apply_symbolic(prim, args, params):
         outs = []
         for k, (s, d) in enumerate(zip(shapes, dtypes)):
             outs.append(Proxy.make(graph, graph.add_proj(tup, k, s, d), s, d))
+        if prim.view and prim.pieces is not None and args and isinstance(args[0], Tensor):
+            # each output a view of the input, as the getitem it equals: an in-place op on one
+            # writes the input (split(x)[1].mul_(2), unbind(x)[2].zero_())
+            base = _view_base(graph, args[0], new_args[0])
+            if base is not None:
+                for o, key in zip(outs, prim.pieces(args[0], **params)):
+                    _mark_view(o, base, PRIMITIVES["getitem"], (), {"key": key})
+                    o.__dict__["_multi_view"] = True
         return tuple(outs)
     v = graph.add_op(prim, tuple(new_args), params, tuple(shape), odt, src)
     if numbers:
@@ -556,21 +572,33 @@ def _apply_symbolic(prim, args, params):
         graph.nx.nodes[v]["origin"] = origin
     out = Proxy.make(graph, v, shape, odt)
     if prim.view and args and isinstance(args[0], Tensor) and (prim.view is True or prim.view(params)):
-        base = args[0]
-        if not isinstance(base, Proxy):
-            sh = LOCAL.shadow
-            if sh is None or sh.graph is not graph:
-                return out
-            # a view of a real tensor (a parameter, a buffer) in a function whose writes are
-            # recorded: its base stands for the tensor's value now, and an in-place op on the
-            # view writes the tensor through it (functionalize.commit_traced), as in eager
-            base = Proxy.make(graph, new_args[0], tuple(base.shape), base._dtype)
-            base.__dict__["_real"] = args[0]
-        # a view of a symbolic value: an in-place op on it writes through to the base
-        d = out.__dict__
-        d["_view"] = (base, prim, tuple(args[1:]), params)
-        d["_view_gen"] = base.__dict__.get("_gen", 0)
+        base = _view_base(graph, args[0], new_args[0])
+        if base is not None:
+            _mark_view(out, base, prim, tuple(args[1:]), params)
     return out
+
+
+def _view_base(graph, base, value):
+    """What a view of `base` (graph value `value`) made in `graph` writes through to: the
+    symbolic value itself, or a stand-in for a real tensor; None where writes are not recorded."""
+    if isinstance(base, Proxy):
+        return base
+    sh = LOCAL.shadow
+    if sh is None or sh.graph is not graph:
+        return None
+    # a view of a real tensor (a parameter, a buffer) in a function whose writes are
+    # recorded: its base stands for the tensor's value now, and an in-place op on the
+    # view writes the tensor through it (functionalize.commit_traced), as in eager
+    p = Proxy.make(graph, value, tuple(base.shape), base._dtype)
+    p.__dict__["_real"] = base
+    return p
+
+
+def _mark_view(out, base, prim, rest, params):
+    # a view of a symbolic value: an in-place op on it writes through to the base
+    d = out.__dict__
+    d["_view"] = (base, prim, rest, params)
+    d["_view_gen"] = base.__dict__.get("_gen", 0)
 
 
 _wrap = D.as_dtype_array     # a kernel's result as its dtype's array (constant folding uses it too)

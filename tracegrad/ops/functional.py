@@ -627,8 +627,16 @@ def _size_args(size, op):
 
 def reshape(input, *shape):
     shape = S.infer_size(_size_args(shape, "reshape"), input.numel())
-    if tuple(input.shape) == shape and shape:
-        return apply(P["reshape"], (input,), {"shape": shape})
+    if input._data is None and tuple(input.shape) != shape and hasattr(input, "_layout_scratch"):
+        # a traced view whose layout, as eager's, does not allow the shape: eager's reshape
+        # copies, so writes through the result must not reach the view's base (nor the base's
+        # writes the result): traced as a copy
+        a = input._layout_scratch()
+        if a is not None and a is not False:
+            try:
+                np.reshape(a, shape, copy=False)
+            except ValueError:
+                input = clone(input)
     return apply(P["reshape"], (input,), {"shape": shape})
 
 
@@ -696,6 +704,9 @@ def unsqueeze(input, dim):
 
 
 def permute(input, *dims):
+    if not dims:
+        # torch's binding: dims is required (a 0-dim tensor takes permute(()))
+        raise TypeError('permute() missing 1 required positional arguments: "dims"')
     dims = _size_args(dims, "permute")
     if len(dims) != input.ndim:
         raise RuntimeError(f"permute(sparse_coo): number of dimensions in the tensor input does not match the length "
@@ -730,6 +741,11 @@ def _T(input):
 
 
 def _mT(input):
+    if input.ndim == 0:
+        # torch: the identity (a view), deprecated
+        warnings.warn("Tensor.mT is deprecated on 0-D tensors. This function is the identity in these cases.",
+                      UserWarning, stacklevel=3)
+        return _T(input)
     if input.ndim < 2:
         raise RuntimeError("tensor.mT is only supported on matrices or batches of matrices. Got 1-D tensor.")
     return transpose(input, -2, -1)

@@ -443,10 +443,22 @@ def index_add(input, dim, index, source, *, alpha=1):
     if source.ndim and index.shape[0] != source.shape[d]:
         raise RuntimeError(f"index_add_(): Number of indices ({index.shape[0]}) should be equal to source.size(dim) "
                            f"({source.shape[d]})")
+    n = input.shape[d] if input.ndim else 1
+    data = index._data
+    if input.ndim <= 1 and data is not None and data.__class__ is np.ndarray and data.size and \
+            (data.min() < 0 or data.max() >= n):
+        raise IndexError("index out of range in self")       # torch's kernel for a vector (or 0-dim) input
+    if input.ndim > 1 and input.numel() == 0:
+        return input * 1              # torch's kernel has no element to write and checks nothing
     shape = [1] * max(source.ndim, 1)
     shape[d] = index.shape[0]
     full = index.reshape(shape).expand(tuple(source.shape)) if source.ndim else index
     src = source * alpha if alpha != 1 else source
+    if input.ndim == 0 and index.numel() == 1:
+        if source.ndim:
+            raise RuntimeError(f"source tensor shape must match self tensor shape, excluding the specified dimension. "
+                               f"Got self.shape = [] source.shape = {list(source.shape)}")
+        return input + src                    # (scatter_add has no dim to scatter along)
     return O.scatter_add(input, d, full, src)
 
 

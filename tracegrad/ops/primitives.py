@@ -58,12 +58,12 @@ F = _PublicOps()
 class Primitive:
     __slots__ = ("name", "inputs", "variadic", "dtype_rule", "shape", "impl", "vjp", "saves", "grad_fn",
                  "view", "nondiff_outputs", "multi", "triton", "elementwise", "reduction", "cast", "_node_cls",
-                 "_save_pos", "needs", "takes_ctx", "eager", "opmath", "checked", "chunk_impl")
+                 "_save_pos", "needs", "takes_ctx", "eager", "opmath", "checked", "chunk_impl", "pieces")
 
     def __init__(self, name, inputs, impl, *, shape, dtype, vjp=None, saves=(), grad_fn=None, view=False,
                  multi=False, nondiff_outputs=(), elementwise=False, reduction=False, triton=None, cast=None,
                  needs=None, takes_ctx=False, eager=None, refuse=None, opmath=None, checked=((), False),
-                 chunk_impl=None):
+                 chunk_impl=None, pieces=None):
         self.name = name
         self.variadic = inputs.startswith("*")
         self.inputs = tuple(inputs.lstrip("*").split()) if inputs else ()
@@ -102,6 +102,9 @@ class Primitive:
         # the kernel over a chunk of a larger array (generated code's fused groups), where a chunk
         # must not take a path impl takes for a whole tensor of its size
         self.chunk_impl = chunk_impl
+        # a view with several outputs (split, unbind): (x, **params) -> each output's place in x as
+        # a getitem key, through which a trace writes an in-place op on that output into x
+        self.pieces = pieces
         PRIMITIVES[name] = self
 
     def saved_positions(self, nargs, req=None):
@@ -1768,7 +1771,13 @@ def np_index_set(out, key, idx, v, accumulate=False):
 
 
 def _getitem_kernel(x, *idx, key):
-    return np_index(x, key, idx)
+    r = np_index(x, key, idx)
+    if idx and r.__class__ is np.ndarray and not r.flags.c_contiguous:
+        # an index tensor makes a new tensor, which torch lays out contiguous; numpy's puts the
+        # indexed dims first in memory (x[:, idx]), so reshape or view of it copied where
+        # torch's is a view (a later write to the result did not reach the reshaped one)
+        r = r.copy(order="C")
+    return r
 
 
 def _getitem_shape(x, *idx, key):
@@ -1865,8 +1874,17 @@ def _split_vjp(g, out, x, sizes, dim, name=None):
     return (F.cat(parts, dim),)
 
 
+def _split_pieces(x, sizes, dim, name=None):
+    out, start = [], 0
+    for n in sizes:
+        out.append((("s", None, None, None),) * dim + (("s", start, start + n, None),))
+        start += n
+    return out
+
+
 Primitive("split", "x", _split_kernel, shape=_split_shape, dtype="same", multi=True, vjp=_split_vjp,
-          grad_fn=lambda a, p: p.get("name", "SplitWithSizesBackward0"), view=True, triton=T.split)
+          grad_fn=lambda a, p: p.get("name", "SplitWithSizesBackward0"), view=True, triton=T.split,
+          pieces=_split_pieces)
 def _unbind_kernel(x, dim):
     m = np.moveaxis(x, dim, 0)
     return tuple(m[i, ...] for i in range(m.shape[0]))     # views, 0-d ones too (as torch)
@@ -1875,7 +1893,8 @@ def _unbind_kernel(x, dim):
 Primitive("unbind", "x", _unbind_kernel,
           shape=lambda x, dim: [(tuple(x.shape[:dim]) + tuple(x.shape[dim + 1:]), x.dtype)] * x.shape[dim],
           dtype="same", multi=True, vjp=lambda g, out, x, dim: (F.stack(list(g), dim),), grad_fn="UnbindBackward0",
-          view=True, triton=T.unbind)
+          view=True, triton=T.unbind, pieces=lambda x, dim: [(("s", None, None, None),) * dim + (k,)
+                                                              for k in range(x.shape[dim])])
 Primitive("flip", "x", lambda x, dims: np.flip(x, axis=_axes(x, dims)).copy(), shape=_unary_shape, dtype="same",
           vjp=lambda g, out, x, dims: (F.flip(g, dims),), grad_fn="FlipBackward0", triton=T.flip)
 Primitive("roll", "x", lambda x, shifts, dims: np.roll(x, shifts, axis=dims) if dims else np.roll(x, shifts),
@@ -1928,7 +1947,7 @@ def _gather_kernel(x, index, dim):
 
 def _scatter_kernel(x, index, src, dim, reduce=None):
     check_index_bounds(index, x.shape[dim] if x.ndim else 1, dim)
-    out = x.copy()
+    out = np.array(x, copy=True)       # x may be a numpy scalar (_index_put_kernel)
     src = np.broadcast_to(np.asarray(src, dtype=x.dtype), index.shape) if np.ndim(src) == 0 else src
     if index.shape != src.shape:
         src = src[tuple(slice(0, n) for n in index.shape)]
@@ -2179,7 +2198,9 @@ __all__ = ["PRIMITIVES", "Primitive", "sum_to", "np_key", "np_index", "np_index_
 
 
 def _index_put_kernel(x, v, *idx, key, accumulate=False):
-    out = x.copy()
+    # an array even where x is a 0-dim value the generated code holds as a numpy scalar (a sum's
+    # result), which has a copy() but no item assignment
+    out = np.array(x, copy=True)
     np_index_set(out, key, idx, v, accumulate)
     return out
 
