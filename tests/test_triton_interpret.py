@@ -173,6 +173,7 @@ REFUSED = {
     "compiled_call": "nested compiled call", "compiled_backward": "nested compiled call",
     "traced_function": "removed before lowering", "once_differentiable_error": "differentiate twice",
     "derivative_error": "an op without a derivative in a compiled backward",
+    "saved_value_written": "a value saved for backward and written in place",
 }
 # ops with no Triton kernel yet: on a device they run their numpy kernel on a host copy
 REFUSED.update({n: "numpy kernel on the host" for n in (

@@ -42,6 +42,7 @@ from . import _dtype as D
 from .autodiff import derive, differentiable_reach, backward_args, mark_no_grad, carries_grad
 from .autograd._grad_io import _seeds
 from .autograd.graph import FREED_MSG
+from .autograd.views import rebase_message
 from .ops.primitives import PRIMITIVES as P
 from .interpret import run_eager
 from .cuda import to_host
@@ -525,7 +526,6 @@ def commit_traced(self, result, through=False):
         fn_view = self.__dict__.get("_fn_view")
         if fn_view is not None and STATE.grad_enabled and _carries_grad(self):
             # a custom Function's output that is a view (or an input returned as is): torch's error
-            from .autograd.views import rebase_message
             raise RuntimeError(rebase_message(*fn_view))
         if not through:         # (a write through a view: its bases were marked with it)
             _mark_saved_written(self, result)
