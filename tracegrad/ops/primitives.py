@@ -536,6 +536,11 @@ def _erfc(x):
 
 
 def _round(x, decimals=0):
+    if decimals and x.dtype == np.float16:
+        # torch scales, rounds and scales back in float32 and rounds once to float16; numpy's
+        # float16 steps overflowed (round(65504., 2) was inf) and rounded apart from torch's
+        # for 13% of values with decimals=2, 52% with 3
+        return np.round(x.astype(np.float32), decimals).astype(np.float16)
     return np.round(x, decimals)
 
 
