@@ -57,7 +57,6 @@ from .codegen.numpy_cpu import compile_graph
 from .ir import symbolic
 from .cuda import CudaArray
 from .interpret import run_eager
-from networkx import ancestors as nx_ancestors
 
 
 class CompileError(RuntimeError):
@@ -387,8 +386,7 @@ def _build(fn, args, kwargs, name, backend, value_reads=None, keep_stages=False,
     # .grad tensor after the write-back (or the view taken again of it), as eager returns it
     grads_now = {id(e[1]): ("arg", e[0]) for e in sh.grads.values() if isinstance(e[1], Proxy)}
     p.out_grads_after = []
-    kept = {id(t) for t in functionalize.kept_graphs(sh, out_leaves)} if sh.did_backward else ()
-    freed = functionalize.freed_graphs(sh, out_leaves) if sh.did_backward else {}
+    kept, freed = functionalize.returned_graphs(sh, out_leaves) if sh.did_backward else ((), {})
     p.out_freed = []
     for o in out_leaves:
         if isinstance(o, Proxy):
@@ -1412,7 +1410,7 @@ def _inexact_without(p, gs):
         absent = [o for o, m, d in zip(outs, mask, p.out_diff) if not m and d]
         reach = set(present)
         for o in present:
-            reach |= nx_ancestors(g.nx, o)
+            reach |= networkx.ancestors(g.nx, o)
         only_absent = needed_values(g, absent, wrt) - reach
         exact = cache[mask] = not any(_runs_a_rule(g, v) for v in only_absent)
     return None if exact else mask

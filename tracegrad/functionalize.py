@@ -1078,32 +1078,28 @@ def _grad_sources(sh):
     return sources
 
 
-def kept_graphs(sh, outputs):
-    """The outputs of a function that called backward() which eager would return with a graph
-    no backward freed (retain_graph=True, or a value the backward did not go through)."""
-    graph = sh.graph
-    reach = differentiable_reach(graph, list(_grad_sources(sh)))
-    return [t for t in outputs if isinstance(t, Proxy) and t.__dict__["_graph"] is graph and
-            (v := value_of(graph, t)) is not None and v in reach and v not in sh.backwarded]
-
-
-def freed_graphs(sh, outputs):
-    """{id(output): sources} for the outputs of a function that called backward() which eager
-    returns with a graph that backward freed (`loss` after `loss.backward()`): they require
-    grad, and a second backward through them raises. The sources are the tensors from outside
-    the trace that the output's graph starts from, each ("arg", k), the call's k-th argument,
-    or ("const", tensor), a tensor the function read (a parameter)."""
+def returned_graphs(sh, outputs):
+    """What eager returns with the graph of each output of a function that called backward():
+    (kept, freed). kept: the ids of the outputs whose graph no backward freed (retain_graph=True,
+    or a value the backward did not go through). freed: {id(output): sources} for those whose
+    graph a backward freed (`loss` after `loss.backward()`): they require grad, and a second
+    backward through them raises. The sources are the tensors from outside the trace that the
+    output's graph starts from, each ("arg", k), the call's k-th argument, or ("const", tensor),
+    a tensor the function read (a parameter)."""
     graph = sh.graph
     sources = _grad_sources(sh)
     reach = differentiable_reach(graph, list(sources))
     args = {v0: k for k, (_, v0, _) in enumerate(sh.inputs)}
     sub = None
-    out = {}
+    kept, freed = set(), {}
     for t in outputs:
         if not isinstance(t, Proxy) or t.__dict__["_graph"] is not graph:
             continue
         v = value_of(graph, t)
-        if v is None or v not in reach or v not in sh.backwarded:
+        if v is None or v not in reach:
+            continue
+        if v not in sh.backwarded:
+            kept.add(id(t))
             continue
         if sub is None:
             sub = graph.nx.subgraph(reach)
@@ -1118,8 +1114,8 @@ def freed_graphs(sh, outputs):
             srcs.append(("const", real))
         else:
             if srcs:
-                out[id(t)] = tuple(srcs)
-    return out
+                freed[id(t)] = tuple(srcs)
+    return kept, freed
 
 
 def backward_in_trace(outputs, grad_tensors, retain_graph, create_graph, inputs):

@@ -198,13 +198,7 @@ def kthvalue(input, k, dim=-1, keepdim=False):
         raise RuntimeError(f"kthvalue(): selected number k out of range for dimension {d}")
     x = input.reshape(1) if input.ndim == 0 else input
     i = apply(P["kthvalue_index"], (x,), {"k": int(k), "dim": d})
-    v = O.gather(x, d, i)
-    if input.ndim == 0:
-        v, i = v.reshape(()), i.reshape(())
-    elif not keepdim:
-        v, i = O.squeeze(v, d), O.squeeze(i, d)
-    v, i = _own(v, i)
-    return return_types.kthvalue(rename_grad_fn(v, "KthvalueBackward0"), i)
+    return _picked(input, x, d, i, keepdim, "kthvalue", "KthvalueBackward0")
 
 
 def mode(input, dim=-1, keepdim=False):
@@ -216,13 +210,19 @@ def mode(input, dim=-1, keepdim=False):
         raise IndexError(f"mode(): Expected reduction dim {d} to have non-zero size.")
     x = input.reshape(1) if input.ndim == 0 else input
     i = apply(P["mode_index"], (x,), {"dim": d})
+    return _picked(input, x, d, i, keepdim, "mode", "ModeBackward0")
+
+
+def _picked(input, x, d, i, keepdim, name, node):
+    """kthvalue's and mode's result: the values of x (input, at least 1-d) at the positions i
+    an index primitive picked along d (keepdim shaped), with the positions."""
     v = O.gather(x, d, i)
     if input.ndim == 0:
         v, i = v.reshape(()), i.reshape(())
     elif not keepdim:
         v, i = O.squeeze(v, d), O.squeeze(i, d)
     v, i = _own(v, i)
-    return return_types.mode(rename_grad_fn(v, "ModeBackward0"), i)
+    return getattr(return_types, name)(rename_grad_fn(v, node), i)
 
 
 def median(input, dim=None, keepdim=False):
