@@ -11,7 +11,7 @@ import numpy as np
 
 from .. import _dtype as D
 from . import lowering as T
-from .primitives import Primitive, PRIMITIVES, F, unary, binary, _unary_shape, _is_tensor, _no_kernel, \
+from .primitives import Primitive, PRIMITIVES, F, FrontEnd, unary, binary, _unary_shape, _is_tensor, _no_kernel, \
     _not_implemented, _half_in_float32
 
 _HOST = T.Refuse("runs its numpy kernel on the host")
@@ -184,12 +184,28 @@ Primitive("cumsum", "x", _scan_kernel(np.cumsum),
           triton=_HOST)
 
 
+def _stop_gradient(t):
+    return FrontEnd.apply(PRIMITIVES["detach"], (t,), {})
+
+
+def _reversed_cumsum(w, dim):
+    return F.flip(F.cumsum(F.flip(w, (dim,)), dim), (dim,))
+
+
 def _cumprod_vjp(g, out, x, dim):
-    """d/dx_i of sum_j g_j prod_{k<=j} x_k = (prod_{k<i} x_k) S_i, with S_i = g_i + x_{i+1} S_{i+1}:
-    no division, so zeros in x are fine."""
+    """torch's cumprod_backward. Without a zero anywhere in x: reversed_cumsum(out * g) / x, with
+    the NaN and inf its division makes (an infinite input or product), differentiated again as
+    written. With a zero: the values of torch's first-order path (the masked division before each
+    slice's first zero, a product at it, 0 after), carried by the derivative of the product form
+    d/dx_i = (prod_{k<i} x_k) S_i, S_i = g_i + x_{i+1} S_{i+1}, which holds at every order where
+    the masked one does not (it drops how x_i before a zero reaches the terms past it)."""
     n = x.shape[dim]
-    if n == 0:
-        return (g,)
+    if n <= 1:
+        return (g,)                 # torch: the gradient itself for one element on the dim
+    zero = x == 0
+    # (x taken as 1 at its zeros: this branch is not chosen then, and its derivative, taken
+    # again with a zero gradient, would meet 0 * inf)
+    by_division = _reversed_cumsum(out * g, dim) / F.where(zero, 1, x)
     xs = F.unbind(x, dim)
     gs = F.unbind(g, dim)
     s = [None] * n
@@ -199,11 +215,31 @@ def _cumprod_vjp(g, out, x, dim):
     left = [F.ones_like(xs[0])]
     for i in range(1, n):
         left.append(left[-1] * xs[i - 1])
-    return (F.stack([a * b for a, b in zip(left, s)], dim),)
+    by_products = F.stack([a * b for a, b in zip(left, s)], dim)
+    masked = _stop_gradient(_cumprod_masked(g, out, x, dim, zero))
+    # masked's values, by_products' derivative (p.detach() - p is +0 where p is finite: m - 0 is m)
+    with_zero = F.where(F.isfinite(by_products), masked - (_stop_gradient(by_products) - by_products), masked)
+    return (F.where(F.any(zero), with_zero, by_division),)
+
+
+def _cumprod_masked(g, out, x, dim, zero):
+    """torch's first-order cumprod gradient where x has zeros: before a slice's first zero z1 the
+    division by masked reversed sums; at z1 prod(x[:z1]) * sum_{z1<=j<z2} g_j prod(x[z1+1:j+1]);
+    0 after it."""
+    nz = F.cumsum(zero, dim)
+    before = nz == 0
+    head = _reversed_cumsum(F.where(before, out * g, 0), dim) / F.where(before, x, 1)
+    ones = nz == 1
+    first = F.logical_and(zero, ones)
+    idx = F.argmax(F.where(ones, 1, 0), dim, keepdim=True)         # z1 (0 where the slice has none)
+    prev = F.where(idx == 0, 1, F.gather(out, dim, F.clamp(idx - 1, min=0)))
+    between = F.logical_and(ones, F.logical_not(zero))
+    at_zero = F.sum(F.cumprod(F.where(between, x, 1), dim) * F.where(ones, g, 0), dim, keepdim=True) * prev
+    return F.where(before, head, F.where(first, at_zero, 0))
 
 
 Primitive("cumprod", "x", _scan_kernel(np.cumprod),
-          shape=lambda x, dim: tuple(x.shape), dtype=_cumsum_dtype, vjp=_cumprod_vjp, saves="x",
+          shape=lambda x, dim: tuple(x.shape), dtype=_cumsum_dtype, vjp=_cumprod_vjp, saves="x out",
           grad_fn="CumprodBackward0", triton=_HOST)
 
 
