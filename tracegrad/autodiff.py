@@ -107,6 +107,26 @@ def opmath_source(fwd, a):
     return dict(src, args=tuple(args))
 
 
+def uncast_args(fwd, a):
+    """An op's arguments as eager autograd records them: where the tracer cast an argument to the
+    op's compute dtype (int16 ** float16 casts the base, float16 * a float32 0-dim tensor the
+    tensor), the value before the cast. Derivative rules are torch's, written for the arguments
+    as given: pow's exponent gradient takes the log of the base cast to the result dtype, and
+    pow(x16, y) computes y - 1 in y's dtype; on the cast arguments the compiled backward
+    differed from eager's (1.41 ** int16 y: -inf eagerly and in torch, where y - 1 wraps to
+    32767; compiled y was bfloat16 first, -0.0). The gradient reaches the value before the cast
+    with the same broadcast and dtype plumbing as the cast's own rule."""
+    pos = a.get("cast_args")
+    if not pos:
+        return a
+    args = list(a["args"])
+    for i in pos:
+        x = args[i] if i < len(args) else None
+        if isinstance(x, V) and x in fwd.nx and fwd[x]["op"] == "convert":
+            args[i] = fwd[x]["args"][0]
+    return dict(a, args=tuple(args))
+
+
 def x_needed(x, need):
     return isinstance(x, V) and x in need
 
@@ -172,6 +192,8 @@ def derive(fwd, outputs, wrt, hooks=None, node_hooks=(), defer_errors=False):
                 if src is not None:
                     a = src
                     prim = a["prim"]
+            elif "cast_args" in a:
+                a = uncast_args(fwd, a)
             if prim.multi:
                 got = tuple_grads.get(n)
                 if not got:

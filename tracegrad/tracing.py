@@ -545,11 +545,14 @@ def _apply_symbolic(prim, args, params):
             graph[v]["numbers"] = numbers
             numbers = None
         new_args, prim, params = (v,), convert, {"dtype": odt}
+        converted = ()
     src = graph.__dict__.get("source_hint") or user_source()
     if prim.multi:
         shapes = [s for s, _ in shape]
         dtypes = [d if d is not None else odt for _, d in shape]
         tup = graph.add_op(prim, tuple(new_args), params, shapes, dtypes, src)
+        if converted:
+            graph[tup]["cast_args"] = tuple(converted)
         if graph.__dict__.get("origin") is not None:
             graph.nx.nodes[tup]["origin"] = graph.__dict__["origin"]
         outs = []
@@ -565,6 +568,10 @@ def _apply_symbolic(prim, args, params):
                     o.__dict__["_multi_view"] = True
         return tuple(outs)
     v = graph.add_op(prim, tuple(new_args), params, tuple(shape), odt, src)
+    if converted:
+        # the arguments cast to the compute dtype here: the derivative rule reads them as given
+        # (autodiff.uncast_args), as eager autograd records them
+        graph[v]["cast_args"] = tuple(converted)
     if numbers:
         graph[v]["numbers"] = numbers
     origin = graph.__dict__.get("origin")
@@ -732,6 +739,9 @@ def _record(prim, args, params, outs):
                 # -0.0 == 0.0: the eager backward cache keys this argument apart (x / -0.0's
                 # gradient is -inf where x / 0.0's is inf)
                 node._neg_zero = (node._neg_zero or ()) + (len(metas) - 1,)
+            elif a.__class__ is bool:
+                # False == 0 too: x ** False's gradient is g * (0.0 / x), x ** 0's zeros
+                node._neg_zero = (node._neg_zero or ()) + (-len(metas),)
     node._args_meta = tuple(metas)
     node.next_functions = tuple(edges)
     node._seq = next_node_seq()          # after its inputs' nodes (a view's grad_fn may be made just above)

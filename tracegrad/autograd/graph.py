@@ -63,7 +63,7 @@ class Node:
     _pre_hooks = None
     _trace = None          # the forward traceback, in anomaly mode
     _freed = False         # a node made freed (a whole compiled step's output): any backward raises
-    _neg_zero = None       # the positions of Python -0.0 arguments (the backward cache's key)
+    _neg_zero = None       # the positions of Python -0.0 arguments, and -1 - position of bools (the backward cache's key)
 
     def name(self):
         """torch's node name: the class name, with its namespace for the nodes torch writes

@@ -227,6 +227,12 @@ def pow(input, exponent):
             raise TypeError("pow(): at least one argument must be a Tensor")
         return apply(_pow, (_scalar(input), exponent), {})
     exponent = _operand(exponent, "pow")
+    if input._dtype is D.bfloat16 and (exponent.__class__ is int or exponent.__class__ is float) and \
+            (exponent == 3 or exponent == -2):
+        # torch's bfloat16 x ** 3 and x ** -2 are x * x * x and 1 / (x * x) with each step rounded to
+        # bfloat16 (a float32 pow rounded once differed for a quarter of values); bfloat16, stored
+        # as float32, says so to the kernel
+        return apply(_pow, (input, exponent), {"low": "bfloat16"})
     return apply(_pow, (input, exponent), {})
 
 
@@ -286,6 +292,10 @@ def _clamp(input, lo, hi, op):
             lo = convert(lo, d)
         else:
             hi = convert(hi, d)
+    if isinstance(lo, (int, float)) and isinstance(hi, (int, float)) and (lo != lo or hi != hi):
+        # torch fills the result with NaN before it converts either number to the dtype: no overflow
+        # error for clamp(x16, 65520.0, nan); as NaN both, the kernel and the derivative (0) are torch's
+        lo = hi = math.nan
     bounds = tuple(b if b is None or isinstance(b, Tensor) else _operand(b, op) for b in (lo, hi))
     return apply(P["clamp"], (input,) + bounds, {"op": op} if op != "clamp" else {})
 

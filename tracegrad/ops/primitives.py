@@ -229,7 +229,8 @@ def scalar_operands(prim, cdt, args):
         k = prim.opmath
         if k is not None and cdt._rank == 1 and cdt._kind == 2 and 1 < len(args) and k < len(args) and \
                 isinstance(args[k], FrontEnd.Tensor) and not args[k].ndim:
-            return D.float32, args          # a 0-dim tensor read from its own dtype, not rounded to cdt first
+            # a 0-dim tensor read from its own dtype, not rounded to cdt first
+            return D.float32, _in_dtype_first(args, k, cdt)
         return cdt, args
     for a in args:
         if a.__class__ is int and not -2 ** 63 <= a < 2 ** 64:
@@ -248,14 +249,28 @@ def scalar_operands(prim, cdt, args):
     if cdt._rank != 1:
         return cdt, args
     k = prim.opmath
+    rounded = _to_float16 if cdt is D.float16 else _to_bfloat16
     if k is not None and k < len(args) and len(args) > 1:
         a = args[k]
         if a.__class__ in (int, float):
             return D.float32, tuple(_float32_value(x) if i == k else x for i, x in enumerate(args))
         if isinstance(a, FrontEnd.Tensor) and not a.ndim:
-            return D.float32, args
-    rounded = _to_float16 if cdt is D.float16 else _to_bfloat16
+            # a number elsewhere is still the dtype's value (2 ** 31 // a float16 0-dim tensor: inf // y,
+            # NaN, as torch; read at float32 precision it was 2 ** 31, and the quotient inf)
+            return D.float32, _in_dtype_first(tuple(rounded(x) if x.__class__ in (int, float) else x
+                                                    for x in args), k, cdt)
     return cdt, tuple(rounded(x) if x.__class__ in (int, float) else x for x in args)
+
+
+def _in_dtype_first(args, k, cdt):
+    """The arguments of a float16 or bfloat16 op computed in float32 from a 0-dim tensor at position k:
+    an integer or bool tensor elsewhere becomes cdt before float32, as torch casts every operand to
+    the common dtype before its kernel reads the scalar (int64 [2 ** 31] // a float16 0-dim tensor is
+    inf // y, NaN; cast straight to float32 it was 2 ** 31 // y, inf)."""
+    if not any(i != k and isinstance(a, FrontEnd.Tensor) and a._dtype._kind < 2 for i, a in enumerate(args)):
+        return args
+    return tuple(F.convert(a, cdt) if i != k and isinstance(a, FrontEnd.Tensor) and a._dtype._kind < 2 else a
+                 for i, a in enumerate(args))
 
 
 def _overflow(d):
@@ -914,9 +929,11 @@ def _clamp_no_bool(d, args):
 # min and max: None, a Python number or a tensor (broadcast with x)
 def _clamp_kernel(x, lo, hi, op=None):
     out = np.clip(x, lo, hi)
-    if out.dtype.kind == "f" and not isinstance(lo, np.ndarray) and not isinstance(hi, np.ndarray):
+    if out.dtype.kind == "f" and not isinstance(lo, np.ndarray) and not isinstance(hi, np.ndarray) and \
+            not (lo is not None and hi is not None and lo > hi):
         # torch returns x itself where a number bound does not move it (np.clip may give the bound's
-        # zero for -0.0); tensor bounds take the bound where equal, as np.clip does
+        # zero for -0.0); tensor bounds take the bound where equal, as np.clip does. (With min > max
+        # every element is max, min(max(x, min), max): clamp(0.0, 127, -0.0) is -0.0)
         out = np.where(out == x, x, out).astype(out.dtype, copy=False)
     return out
 
@@ -1102,7 +1119,11 @@ def _max_split(g, a, b):
     return F.where(a < b, 0, F.where(a == b, g * 0.5, g))
 
 
-def _pow_kernel(x, y, whole=True):
+def _pow_kernel(x, y, whole=True, low=None):
+    if low is not None:                     # a bfloat16 x ** 3 or x ** -2 (functional.pow)
+        r = D.round_bfloat16
+        with np.errstate(all="ignore"):
+            return r(r(x * x) * x) if y == 3 else r(1 / r(x * x))
     if isinstance(y, bool):
         return x.copy() if y else np.ones_like(x)
     # numpy's pow takes a slow path for small integer exponents on negative values;
@@ -1173,11 +1194,16 @@ def _negative_integer_power(d, args):
     return None
 
 
-def _pow_vjp(g, out, x, y):
+def _pow_vjp(g, out, x, y, low=None):
     # each product grouped as torch's pow_backward groups it, grad * (...): in float16 the
     # grouping changes the rounding, and y * x ** (y - 1) may overflow where g * y does not
     gx = gy = None
-    if isinstance(y, (int, float)):
+    if isinstance(y, bool):
+        # torch's pow_backward reads a bool exponent as the double 0.0 or 1.0 but tests it against 0
+        # as a bool (never equal): x ** False has the gradient g * (0.0 * x ** -1.0), -0.0 for a
+        # negative x and NaN at 0 and NaN, not zeros
+        gx = g * (float(y) * x ** (float(y) - 1))
+    elif isinstance(y, (int, float)):
         gx = _zeros_like(g) if y == 0 else g * (y * x ** (y - 1))
     elif not isinstance(x, (int, float)):
         # 0 where the exponent is 0, whatever x (torch's pow_backward_self)
@@ -1189,9 +1215,12 @@ def _pow_vjp(g, out, x, y):
             # log of a negative base (or of -inf, or nan) is nan, as torch's
             gy = g * (out * (math.log(x) if x > 0 else math.nan))
     elif not isinstance(y, (int, float)):
-        # d/dy x**y = x**y log x, defined as 0 where x == 0 and y >= 0 (torch's convention)
+        # d/dy x**y = x**y log x, defined as 0 where x == 0 and y >= 0 (torch's convention); the log
+        # of x cast to the result's dtype, as torch's pow_backward_exponent (an int16 or bfloat16
+        # base of a float16 power: log in float16, not in float32 or bfloat16)
         safe = F.logical_and(x == 0, y >= 0)
-        gy = g * F.where(safe, 0, out * F.log(F.where(safe, 1, x)))
+        xo = x if x.dtype is out.dtype else F.convert(x, out.dtype)
+        gy = g * F.where(safe, 0, out * F.log(F.where(safe, 1, xo)))
     return gx, gy
 
 
@@ -1207,7 +1236,7 @@ def _pow_name(args, params):
 binary("pow", _pow_kernel, _pow_vjp, "x y out", grad_fn=_pow_name, needs={"x": "x y", "y": "x y out"},
        refuse={0: lambda d, args: None if isinstance(args[1], bool) else _no_kernel("pow")(d, args),
                1: _negative_integer_power}, triton=T.pow_,
-       checked=((1,), True), chunk_impl=lambda x, y: _pow_kernel(x, y, whole=False))
+       checked=((1,), True), chunk_impl=lambda x, y, low=None: _pow_kernel(x, y, whole=False, low=low))
 
 for _n, _f, _t in (("eq", np.equal, "=="), ("ne", np.not_equal, "!="), ("lt", np.less, "<"),
                    ("le", np.less_equal, "<="), ("gt", np.greater, ">"), ("ge", np.greater_equal, ">=")):
