@@ -62,6 +62,8 @@ C_NAME = {uint8: "uint8_t", int8: "int8_t", int16: "int16_t", int32: "int", int6
 # ... and when random_'s bounds do not fit the dtype ("unsigned char")
 C_RANGE_NAME = {uint8: "unsigned char", int8: "signed char", int16: "short int", int32: "int", int64: "long int",
                 bool_: "bool"}
+# ... and when it prints a tensor's dtype ("expected dtype c10::Half for `end` but got dtype float")
+TYPE_NAME = {**C_RANGE_NAME, float32: "float", float64: "double", float16: "c10::Half", bfloat16: "c10::BFloat16"}
 
 
 def _lookup(name):

@@ -257,13 +257,13 @@ def commit(self, result):
             node = (F.clone(result.detach()) + self * 0)._grad_fn
             result = Tensor._make(result._data, self._dtype, True, node)
         _keep_old_self(self, node)
-        np.copyto(self._data, result._data, casting="unsafe")
+        np.copyto(self._data, _stored_as(result, self._dtype), casting="unsafe")
         self._vc[0] += 1
         _save_as_self(self, node)
         return views.rebase(self, result)
     if node is not None:
         _keep_old_self(self, node)
-    np.copyto(self._data, result._data, casting="unsafe")
+    np.copyto(self._data, _stored_as(result, self._dtype), casting="unsafe")
     self._vc[0] += 1
     if node is not None:
         old_fn, old_nr = self._grad_fn, self._output_nr
@@ -273,6 +273,16 @@ def commit(self, result):
         views.move_retained(self, old_fn, old_nr)
         _save_as_self(self, node)
     return self
+
+
+def _stored_as(t, dtype):
+    """t's values as dtype stores them, converted as torch converts: a bfloat16 tensor's float32 storage
+    took a float32 result unrounded (x16.add_(y32), b.copy_(y32) and b[:] = y32 left every element a
+    float32 value in a bfloat16 tensor), and float64 reaches float16 through float32."""
+    data = t._data
+    if t._dtype is not dtype and (dtype is D.bfloat16 or dtype is D.float16 and data.dtype == np.float64):
+        return D.cast(data, dtype)
+    return data
 
 
 def _save_as_self(self, node):
@@ -471,7 +481,7 @@ def copy_(self, src, non_blocking=False):
         return commit(self, _overwrite(self, F.clone(F.expand(F.convert(src.detach(), self.dtype), tuple(self.shape)))))
     if not self._data.flags.writeable:
         raise RuntimeError(_OVERLAP_MSG)
-    np.copyto(self._data, np.broadcast_to(src._data, self._data.shape), casting="unsafe")
+    np.copyto(self._data, np.broadcast_to(_stored_as(src, self._dtype), self._data.shape), casting="unsafe")
     self._vc[0] += 1
     return self
 
@@ -501,6 +511,14 @@ def _setitem(self, key, value):
             name = t.__qualname__ if t.__module__ == "builtins" else f"{t.__module__}.{t.__qualname__}"
             raise TypeError(f"can't assign a {name} to a {self.type()}")
     k, idx = F._normalize_key(self, key)
+    mask = key[0] if isinstance(key, tuple) and len(key) == 1 else key
+    if not number and idx and value._dtype is not self._dtype and not (
+            value.ndim == 0 and isinstance(mask, Tensor) and mask._dtype is D.bool_):
+        # torch writes through index_put_, which takes no other dtype (a 0-dim value under one bool
+        # mask is a masked_fill): b16[idx] = y32 raised in torch and stored y32's values in tracegrad
+        raise RuntimeError(f"Index put requires the source and destination dtypes match, got "
+                           f"{D.SCALAR_NAME[self._dtype]} for the destination and {D.SCALAR_NAME[value._dtype]} "
+                           f"for the source.")
     if isinstance(value, Tensor):
         value = _strip_leading_ones(value, len(PRIMITIVES["getitem"].shape(self, *idx, key=k)))
         _check_setitem_shape(self, k, idx, value)
@@ -515,7 +533,8 @@ def _setitem(self, key, value):
         if not target.flags.writeable:
             # an expanded tensor: torch refuses only a write whose target elements share memory
             target = _writeable_region(target, k, idx, number)
-        np_index_set(target, k, [i._data for i in idx], value._data if isinstance(value, Tensor) else value)
+        np_index_set(target, k, [i._data for i in idx], _stored_as(value, self._dtype) if isinstance(value, Tensor)
+                     else value)
         self._vc[0] += 1
         return
     if not idx and not _makes_view(self._data, k):

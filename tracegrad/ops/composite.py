@@ -42,6 +42,8 @@ def diagonal(input, offset=0, dim1=0, dim2=1):
 
 def trace(input):
     O._check_tensor(input, "trace")
+    if input._dtype is D.bool_:
+        raise NotImplementedError("\"trace\" not implemented for 'Bool'")
     if input.ndim != 2:
         raise RuntimeError(f"trace: expected a matrix, but got tensor with dim {input.ndim}")
     return rename_grad_fn(O.sum(diagonal(input)), "TraceBackward0")
@@ -216,6 +218,10 @@ def addcmul(input, tensor1, tensor2, *, value=1):
     # (16-bit operands: value * tensor1 and the fma in float32, as torch's opmath, then rounded once more)
     dt = D.result_type((input, tensor1 if value == 1 else value * tensor1, tensor2))
     half = dt is D.float16 or dt is D.bfloat16
+    if dt.is_floating_point:
+        # every operand in the result's dtype first, as torch's kernel takes them (an int64 tensor
+        # beside bfloat16 ones is rounded to bfloat16 before the float32 product)
+        tensor1, tensor2 = O.convert(tensor1, dt), O.convert(tensor2, dt)
     t1 = tensor1.float() if half else tensor1
     p = value * t1 if value != 1 else t1
     if half:
@@ -223,7 +229,13 @@ def addcmul(input, tensor1, tensor2, *, value=1):
     elif dt.is_floating_point and dt is not D.float64:
         out = (input.double() + p.to(dt).double() * tensor2.double()).to(dt)
     else:
-        out = input + p * tensor2
+        # (integers multiply in the result's dtype: int32 + uint8 255 * 255 is int32's 2147483647 + 65025,
+        # wrapped; in uint8 the product wrapped to 1 first)
+        if dt.is_floating_point:
+            out = input + p * tensor2
+        else:
+            t1 = O.convert(tensor1, dt)
+            out = input + (value * t1 if value != 1 else t1) * O.convert(tensor2, dt)
     return rename_grad_fn(out, "AddcmulBackward0")
 
 
@@ -392,9 +404,16 @@ def ravel(input):
     return O.view(O.contiguous(input), -1)
 
 
+def _floating_only(input, name):
+    O._check_tensor(input, name)
+    if not input.dtype.is_floating_point:
+        raise RuntimeError(f"{name} only support floating point and complex dtypes")
+
+
 def std_mean(input, dim=None, unbiased=None, keepdim=False, *, correction=None):
     if isinstance(dim, bool):          # std_mean(x, False): the old `unbiased` positional
         dim, unbiased = None, dim
+    _floating_only(input, "std_mean")
     return (O.std(input, dim, unbiased, keepdim, correction=correction),
             O.mean(input, dim, keepdim) if dim is not None else O.mean(input))
 
@@ -402,6 +421,7 @@ def std_mean(input, dim=None, unbiased=None, keepdim=False, *, correction=None):
 def var_mean(input, dim=None, unbiased=None, keepdim=False, *, correction=None):
     if isinstance(dim, bool):          # var_mean(x, False): the old `unbiased` positional
         dim, unbiased = None, dim
+    _floating_only(input, "var_mean")
     return (O.var(input, dim, unbiased, keepdim, correction=correction),
             O.mean(input, dim, keepdim) if dim is not None else O.mean(input))
 
@@ -459,6 +479,8 @@ def bincount(input, weights=None, minlength=0):
     """How often each non-negative integer occurs (weighted): counts, not differentiable (torch's
     bincount has no derivative either)."""
     O._check_tensor(input, "bincount")
+    if input.dtype.is_floating_point or input.dtype is D.bool_:
+        raise NotImplementedError(f"\"bincount_cpu\" not implemented for '{D.SCALAR_NAME[input.dtype]}'")
     if input.ndim != 1 or input.dtype.is_floating_point or input.dtype is D.bool_:
         raise RuntimeError("bincount only supports 1-d non-negative integral inputs.")
     a = input.detach().numpy()
@@ -480,7 +502,9 @@ def histc(input, bins=100, min=0, max=0):
     values outside are ignored. Not differentiable, as torch's."""
     O._check_tensor(input, "histc")
     if not input.dtype.is_floating_point:
-        raise RuntimeError(f"\"histogram_cpu\" not implemented for '{D.SCALAR_NAME[input.dtype]}'")
+        # (bool fails first in torch's linspace of the bin edges)
+        raise NotImplementedError(f"\"{'linspace_cpu' if input.dtype is D.bool_ else 'histogram_cpu'}\" not "
+                                  f"implemented for '{D.SCALAR_NAME[input.dtype]}'")
     if bins <= 0:
         raise RuntimeError("torch.histc: bins must be > 0, but got " + str(bins) + " for bins")
     a = input.detach().float().numpy().astype(np.float64).reshape(-1)
@@ -616,7 +640,9 @@ def index_copy(input, dim, index, source):
     if source.ndim and index.numel() != source.shape[d]:
         raise RuntimeError(f"index_copy_(): Number of indices ({index.numel()}) should be equal to "
                            f"source.size(dim) ({source.shape[d]})")
-    kept = O.where(_index_mask(input, d, index, "index_copy"), O.zeros_like(input), input)
+    # (-0.0 where the slices go: -0.0 + s is s for every s, where 0.0 + -0.0 lost the sign of a copied -0.0)
+    hole = -0.0 if input.dtype.is_floating_point else 0
+    kept = O.where(_index_mask(input, d, index, "index_copy"), hole, input)
     return M.index_add(kept, d, index.reshape(-1), source)
 
 

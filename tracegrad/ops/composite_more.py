@@ -418,7 +418,7 @@ def logcumsumexp(input, dim):
     for 16-bit floats), rounded to the dtype at each output."""
     O._check_tensor(input, "logcumsumexp")
     if not input.dtype.is_floating_point:
-        raise RuntimeError(f'"logcumsumexp_out_cpu" not implemented for \'{_scalar_name(input.dtype)}\'')
+        raise NotImplementedError(f'"logcumsumexp_out_cpu" not implemented for \'{_scalar_name(input.dtype)}\'')
     if input.ndim == 0:
         return rename_grad_fn(input * 1, "LogcumsumexpBackward0")
     d = S.normalize_dim(dim, input.ndim)

@@ -174,6 +174,10 @@ def _scaled(a, alpha, other):
         raise RuntimeError("For integral input tensors, argument alpha must not be a floating point number.")
     if d is D.bool_:
         return a if alpha else logical_and(a, False)
+    if isinstance(a, Tensor) and a._dtype is not d:
+        # in the op's dtype, as torch computes alpha * other: int8 127 * 3 beside a float32 0-dim
+        # tensor is 381, not int8's wrapped 125; a bool tensor * 3 beside an int32 one is int32
+        a = convert(a, d)
     return a * alpha
 
 
@@ -338,7 +342,28 @@ def lerp(input, end, weight):
     """torch's two-sided formula: input + weight (end - input) where |weight| < 0.5, else
     end - (end - input) (1 - weight), so weight 1 gives end exactly (the one-sided formula
     gives input + (end - input), which rounds: lerp(1e8, 1, 1) was 0 in float32); float16 and
-    bfloat16 compute in float32 and round once, as torch's kernel."""
+    bfloat16 compute in float32 and round once, as torch's kernel. end has input's dtype, and so
+    has a weight tensor of one or more dimensions (torch's checks: lerp(float32, int8, 0.5) and
+    lerp(float16, float32, 0.5) raise); integer and bool input has no kernel, except beside a
+    0-dim floating weight tensor, which promotes."""
+    _check_tensor(input, "lerp")
+    if isinstance(end, Tensor) and end._dtype is not input._dtype:
+        raise RuntimeError(f"expected dtype {D.TYPE_NAME[input._dtype]} for `end` but got dtype "
+                           f"{D.TYPE_NAME[end._dtype]}")
+    if isinstance(weight, Tensor) and weight.ndim and weight._dtype is not input._dtype:
+        raise RuntimeError(f"expected dtype {D.TYPE_NAME[input._dtype]} for `weight` but got dtype "
+                           f"{D.TYPE_NAME[weight._dtype]}")
+    if not input._dtype.is_floating_point:
+        if not (isinstance(weight, Tensor) and not weight.ndim and weight._dtype.is_floating_point):
+            kernel = "lerp_kernel_tensor" if isinstance(weight, Tensor) else "lerp_kernel_scalar"
+            raise NotImplementedError(f"\"{kernel}\" not implemented for '{D.SCALAR_NAME[input._dtype]}'")
+        d = D.result_type([input, end, weight])
+        input, end = convert(input, d), convert(end, d)
+    if isinstance(weight, Tensor) and weight._dtype is not input._dtype:
+        # a 0-dim weight of another dtype in the input's, as torch's kernel reads it: a uint8 7 made
+        # 1 - weight wrap to 250 in uint8, a bool one raised, a float32 0.1 beside float16 tensors is
+        # float16's 0.1 (17% of float16 results were a step off)
+        weight = convert(weight, input._dtype)
     low = input.dtype if input.dtype in (D.float16, D.bfloat16) else None
     if low is not None:
         input = convert(input, D.float32)

@@ -179,6 +179,8 @@ def _own(*ts):
 
 def topk(input, k, dim=-1, largest=True, sorted=True):
     O._check_tensor(input, "topk")
+    if input._dtype is D.bool_:
+        raise RuntimeError("topk does not support bool dtypes on CPU")
     d = S.normalize_dim(dim, max(input.ndim, 1))
     n = input.shape[d] if input.ndim else 1
     if k < 0 or k > n:
@@ -238,6 +240,8 @@ def lower_median(input, dim, keepdim, name, float_pos):
     dim, `float_pos(x, d, n)` for floating point (where the NaNs go), the lower middle else;
     over everything, its gradient shared among the equal elements. `name`: torch's op name."""
     O._check_tensor(input, name)
+    if input._dtype is D.bool_:
+        raise NotImplementedError(f"\"{'median_cpu' if dim is None else 'median_out'}\" not implemented for 'Bool'")
     node = name.capitalize() + "Backward"
     if dim is None:
         if input.numel() == 0:
@@ -290,7 +294,7 @@ def _quantile(input, q, dim, keepdim, interpolation, ignore_nan, name):
     if interpolation not in ("linear", "lower", "higher", "midpoint", "nearest"):
         raise ValueError(f"{name}() interpolation must be one of linear, lower, higher, midpoint or nearest. Got "
                          f"{interpolation}")
-    if not input.dtype.is_floating_point:
+    if input.dtype is not D.float32 and input.dtype is not D.float64:
         raise RuntimeError(f"{name}() input tensor must be either float or double dtype")
     scalar_q = not isinstance(q, Tensor)
     qs = np.atleast_1d(np.asarray(q.detach().numpy() if isinstance(q, Tensor) else q, dtype=np.float64))

@@ -190,7 +190,10 @@ def _compare(args):
 
 
 def _logical(args):
-    return D.bool_, D.bool_
+    # the operands in their common dtype first, as torch's TensorIterator casts them: a bfloat16 0-dim
+    # 1e-39 beside a float16 tensor is float16's 0, so logical_and of them is False (tracegrad read
+    # each operand as bool directly: True)
+    return (D.result_type(args) if len(args) > 1 else D.bool_), D.bool_
 
 
 def _to_bool(args):
