@@ -392,3 +392,18 @@ def test_dtypes_torch_has_no_kernel_for_raise(case):
         with pytest.raises(exc) as e:
             fn(m, m.tensor(vals, dtype=getattr(m, dt)))
         assert type(e.value) is exc and msg in str(e.value), (m.__name__, e.value)
+
+
+def test_fill_with_a_tensor_converts_without_the_number_check():
+    """fill_(tensor(1e6)) on float16 is inf in torch and fill_(tensor(300)) on int8 is 44: the value
+    is copied as a tensor; tracegrad read it as a number and raised the overflow error torch raises
+    for fill_(1e6)."""
+    for dt, v, vdt in [("float16", 1e6, "float32"), ("int8", 300, "int64"), ("uint8", -1, "int64"),
+                       ("bfloat16", 1.001, "float32"), ("float16", 1.0001, "float64"), ("int8", 2.7, "float32"),
+                       ("bool", 0.2, "float32")]:
+        want = torch.zeros(2, dtype=getattr(torch, dt)).fill_(torch.tensor(v, dtype=getattr(torch, vdt)))
+        got = tg.zeros(2, dtype=getattr(tg, dt)).fill_(tg.tensor(v, dtype=getattr(tg, vdt)))
+        assert same(got, want), (dt, v, got, want)
+    for m in (torch, tg):
+        with pytest.raises(RuntimeError, match="without overflow"):
+            m.zeros(2, dtype=m.float16).fill_(1e6)

@@ -409,7 +409,9 @@ def _fill(self, value):
                 # FillBackward3 keeps it (its leaves' .grad became zeros there, not None here)
                 return commit(self, F.masked_fill(self, F.full((), True, dtype=D.bool_), F.convert(value, self.dtype)))
             return commit(self, F.expand(F.convert(value, self.dtype), tuple(self.shape)) * 1)
-        value = value.item()
+        # copied as a tensor, converted without torch's check of a number (fill_(tensor(1e6)) is inf in
+        # float16, fill_(tensor(300)) 44 in int8; as numbers they raise)
+        value = F.convert(value, self.dtype).item()
     if _tracing():
         new = F.full(tuple(self.shape), value, dtype=self.dtype)
         # a value that requires grad stays linked with a zero gradient, as eager's (below)

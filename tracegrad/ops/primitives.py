@@ -190,10 +190,16 @@ def _compare(args):
 
 
 def _logical(args):
-    # the operands in their common dtype first, as torch's TensorIterator casts them: a bfloat16 0-dim
-    # 1e-39 beside a float16 tensor is float16's 0, so logical_and of them is False (tracegrad read
-    # each operand as bool directly: True)
-    return (D.result_type(args) if len(args) > 1 else D.bool_), D.bool_
+    # the operands in their common dtype first, as torch's TensorIterator casts them, where that can
+    # turn a nonzero into 0: a bfloat16 0-dim 1e-39 beside a float16 tensor is float16's 0, so
+    # logical_and of them is False (tracegrad read each operand as bool directly: True). Elsewhere
+    # (no 16-bit common dtype) each operand is read as bool, which gives the same answer.
+    if len(args) > 1:
+        d = D.result_type(args)
+        if (d is D.float16 or d is D.bfloat16) and any(
+                getattr(a, "_dtype", d) is not d and a._dtype.is_floating_point for a in args):
+            return d, D.bool_
+    return D.bool_, D.bool_
 
 
 def _to_bool(args):
