@@ -1,0 +1,51 @@
+"""Sequences of calls to one compiled function whose inputs change between calls, compared
+call by call with eager tracegrad (bit for bit: the same primitives run) and with torch.
+
+A fuzzer draws a small program (elementwise ops, broadcasting, reductions with dim and keepdim,
+matmul, views, indexing with tensors, where, softmax, in-place writes, sizes used as values, a
+`float()` of a tensor) and calls it 4-8 times through one `tracegrad.compile` (dynamic None, True
+or False). Between calls the inputs change in shape (sizes 0 and 1, which change broadcasting;
+the number of dimensions), dtype (float32/float64/float16/int64/bool), layout (contiguous,
+transposed, sliced with a step, expanded with stride 0), requires_grad, the grad mode around the
+call (no_grad, enable_grad, inference_mode, set_grad_enabled(False)), the Python number argument
+(int, float, bool; -0.0, nan, inf) and aliasing (f(x, x)); most calls change one or two of these
+from the call before, so that a program cached for one call is offered the next. After each call:
+outputs (values bit for bit against eager; dtype, shape, requires_grad, grad_fn, is_leaf,
+is_inference against torch; strides where eager's are torch's), the gradients of a weighted sum
+of the outputs (None where torch's is None), errors (the same type as eager's, where eager or
+torch raise), and at most one recompile-limit warning.
+
+Tolerances: values and gradients against torch within a few units of the lowest precision among
+the inputs (float16 2e-2, float32 2e-5, float64 1e-10); against eager bit for bit, except the
+gradients of softmax and log_softmax, which the compiled pipeline decomposes before autodiff
+(passes/decompose.py: `e * (g / s)` instead of the rule's `y * (g - sum(g * y))`), one or two
+ulp apart, within the same tolerance.
+
+CI runs TRACEGRAD_CALL_SEQUENCES sequences (default 150, seeds 0..149, about 10 s); more:
+TRACEGRAD_CALL_SEQUENCES=3000 python -m pytest -q tests/test_compile_call_sequence_fuzz.py
+"""
+
+import numpy as np
+import pytest
+import torch
+
+import tracegrad as tg
+
+# -- the bugs the fuzzer found, one by one ----------------------------------------------------------
+
+@pytest.mark.parametrize("dynamic", [None, True, False])
+@pytest.mark.parametrize("c", [0, 0.0, -0.0])
+def test_a_power_zero_keeps_its_base_in_the_autograd_graph(dynamic, c):
+    """x ** 0 + y: x's gradient is zeros in torch (x is in the graph), not None. The compiled
+    forward had made `x ** 0` the literal 1.0 before autodiff, which cut x out of the graph."""
+    cf = tg.compile(lambda x, y, c: x.abs() ** c + y, dynamic=dynamic)
+    for n in (3, 0, 5, 1):
+        a = np.linspace(-1, 1, n)
+        xs = [m.tensor(a, requires_grad=True) for m in (tg, tg, torch)]
+        ys = [m.tensor(a, requires_grad=True) for m in (tg, tg, torch)]
+        got = tg.autograd.grad(cf(xs[0], ys[0], c).sum(), [xs[0], ys[0]], allow_unused=True)
+        eager = tg.autograd.grad((xs[1].abs() ** c + ys[1]).sum(), [xs[1], ys[1]], allow_unused=True)
+        want = torch.autograd.grad((xs[2].abs() ** c + ys[2]).sum(), [xs[2], ys[2]], allow_unused=True)
+        for gc, ge, gt in zip(got, eager, want):
+            assert gc is not None and ge is not None, (n, c)
+            assert np.array_equal(gc.numpy(), gt.numpy()) and np.array_equal(ge.numpy(), gt.numpy())
