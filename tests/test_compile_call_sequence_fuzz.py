@@ -49,3 +49,33 @@ def test_a_power_zero_keeps_its_base_in_the_autograd_graph(dynamic, c):
         for gc, ge, gt in zip(got, eager, want):
             assert gc is not None and ge is not None, (n, c)
             assert np.array_equal(gc.numpy(), gt.numpy()) and np.array_equal(ge.numpy(), gt.numpy())
+
+
+def _layouts(m):
+    base = m.tensor(np.arange(12.0).reshape(3, 4))
+    row = m.tensor(np.arange(4.0).reshape(1, 4))
+    nchw = m.tensor(np.arange(120.0).reshape(2, 3, 4, 5))
+    return {"transposed": (base.t(), base.t()), "expanded": (row.expand(3, 4), row.expand(3, 4)),
+            "stepped": (base[::2], base[::2]), "transposed and contiguous": (base.t(), base.t().contiguous()),
+            "nhwc view": (nchw.permute(0, 2, 3, 1), nchw.permute(0, 2, 3, 1)),
+            "channels_last": (nchw.permute(0, 2, 3, 1).contiguous().permute(0, 3, 1, 2),) * 2}
+
+
+@pytest.mark.parametrize("case", ["transposed", "expanded", "stepped", "transposed and contiguous",
+                                  "nhwc view", "channels_last"])
+@pytest.mark.parametrize("op", ["cat0", "cat1", "stack0", "stack_last"])
+def test_cat_and_stack_lay_out_their_result_as_torch(case, op):
+    """numpy's concatenate follows its inputs' strides: cat of two transposed (or expanded)
+    tensors came out column-major, where torch's is contiguous, and its view(-1) raised in eager
+    tracegrad only (the compiled program took it for contiguous). torch keeps channels_last."""
+    def f(m, a, b):
+        if op.startswith("cat"):
+            return m.cat([a, b], int(op[-1]))
+        return m.stack([a, b], 0 if op == "stack0" else a.dim())
+    want = f(torch, *_layouts(torch)[case])
+    a, b = _layouts(tg)[case]
+    for got in (f(tg, a, b), tg.compile(lambda a, b: f(tg, a, b))(a, b)):
+        assert got.stride() == want.stride(), (got.stride(), want.stride())
+        assert np.array_equal(got.numpy(), want.numpy())
+        if want.is_contiguous():
+            assert np.array_equal(got.view(-1).numpy(), want.view(-1).numpy())
