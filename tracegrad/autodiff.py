@@ -107,6 +107,19 @@ def opmath_source(fwd, a):
     return dict(src, args=tuple(args))
 
 
+def uncast_args(fwd, args, casts):
+    """The arguments of an op as eager autograd records them: before the casts the tracer
+    inserted to bring them to the op's computation dtype (tracing._apply_symbolic's `casts`).
+    The rule then runs on them as eager's does, and their gradients go to them directly, cast
+    to their dtype as the cast's own derivative would."""
+    args = list(args)
+    for i in casts:
+        x = args[i] if i < len(args) else None
+        if isinstance(x, V) and fwd[x]["op"] == "convert":
+            args[i] = fwd[x]["args"][0]
+    return tuple(args)
+
+
 def x_needed(x, need):
     return isinstance(x, V) and x in need
 
@@ -167,11 +180,13 @@ def derive(fwd, outputs, wrt, hooks=None, node_hooks=(), defer_errors=False):
             prim = a["prim"]
             if n not in need:
                 continue
+            uncast = True
             if op == "convert":
                 src = opmath_source(fwd, a)
                 if src is not None:
-                    a = src
+                    a = src               # its arguments are those before the casts already
                     prim = a["prim"]
+                    uncast = False
             if prim.multi:
                 got = tuple_grads.get(n)
                 if not got:
@@ -197,6 +212,9 @@ def derive(fwd, outputs, wrt, hooks=None, node_hooks=(), defer_errors=False):
                 g = grads[n]
                 out = _lazy(bwd, fwd, n, (n, -1, 0), saved_inputs, orders)
             args = a["args"]
+            casts = a.get("casts") if uncast else None
+            if casts:
+                args = uncast_args(fwd, args, casts)
             numbers = a.get("numbers") or {}      # Python numbers as given, where the kernel's are rounded
             in_proxies = tuple(_lazy(bwd, fwd, x, (n, i, 0), saved_inputs, orders) if isinstance(x, V) else
                                numbers.get(i, x) for i, x in enumerate(args))
@@ -247,6 +265,17 @@ def derive(fwd, outputs, wrt, hooks=None, node_hooks=(), defer_errors=False):
                     if not defer_errors or isinstance(g, tuple):
                         raise
                     res = (apply(P["derivative_error"], (g,), {"message": str(e)}),) * len(args)
+                except TraceError:
+                    raise
+                except (RuntimeError, TypeError) as e:
+                    # the rule itself refuses its arguments (a bool exponent: `exponent - 1` raises
+                    # torch's error in eager's backward, as in torch's): raised when the backward
+                    # runs, as there, not by the forward of a compiled call
+                    if not defer_errors or isinstance(g, tuple):
+                        raise
+                    res = tuple(apply(P["derivative_error"], (g,), {"message": str(e), "error": e,
+                                                                    "shape": tuple(fwd[x]["shape"])})
+                                if isinstance(x, V) else None for x in args)
             if not isinstance(res, tuple):
                 res = (res,)
             if "stale_args" in a or "stale_out" in a:

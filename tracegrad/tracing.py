@@ -567,6 +567,11 @@ def _apply_symbolic(prim, args, params):
     v = graph.add_op(prim, tuple(new_args), params, tuple(shape), odt, src)
     if numbers:
         graph[v]["numbers"] = numbers
+    if converted:
+        # the arguments cast here to the computation's dtype: eager records the op on them as
+        # they were, and its derivative rule reads them so (pow's `exponent - 1` in float16, as
+        # torch's pow_backward); autodiff hands the rule the values before these casts too
+        graph[v]["casts"] = tuple(converted)
     origin = graph.__dict__.get("origin")
     if origin is not None:
         graph.nx.nodes[v]["origin"] = origin

@@ -1189,7 +1189,11 @@ def _pow_vjp(g, out, x, y):
             # log of a negative base (or of -inf, or nan) is nan, as torch's
             gy = g * (out * (math.log(x) if x > 0 else math.nan))
     elif not isinstance(y, (int, float)):
-        # d/dy x**y = x**y log x, defined as 0 where x == 0 and y >= 0 (torch's convention)
+        # d/dy x**y = x**y log x, defined as 0 where x == 0 and y >= 0 (torch's convention);
+        # log x in the result's dtype, as torch's pow_backward_exponent promotes the base
+        # (eager records a float16 base as it was: its log in float16 is off by 1e-4)
+        if x.dtype is not out.dtype:
+            x = F.convert(x, out.dtype)
         safe = F.logical_and(x == 0, y >= 0)
         gy = g * F.where(safe, 0, out * F.log(F.where(safe, 1, x)))
     return gx, gy
