@@ -157,3 +157,27 @@ def test_an_argument_saved_through_a_view_and_changed_in_place_before_backward(v
     # (the compiled message names w, [2, 2], where torch names the view it saved)
     assert [re.sub(r"\[torch\.\w+ \[[^\]]*\]\]", "T", r) for r in compiled] == \
         [re.sub(r"\[torch\.\w+ \[[^\]]*\]\]", "T", r) for r in torch_], compiled
+
+
+@pytest.mark.parametrize("case", ["double", "half", "mixed sub", "times one", "3-d"])
+def test_a_cast_of_a_broadcast_is_contiguous_as_torchs(case):
+    """numpy's astype (order 'K') makes a stride-0 axis the innermost: an expanded (4, 4) row
+    cast to float64 had strides (1, 4), where torch's are (4, 1), and so had x * x - y for a
+    float32 y (cast for the float64 subtraction), eagerly and compiled; compiled alone where
+    simplify dropped y * 1 (eager's product had made y contiguous). view(-1) then raised."""
+    def f(m, x, y):
+        if case == "double":
+            return y.double()
+        if case == "half":
+            return y.half()
+        if case == "mixed sub":
+            return x * x - y
+        if case == "times one":
+            return x * x - y * 1
+        return y.unsqueeze(0).expand(3, 4, 4).double() + x
+    def args(m):
+        return m.tensor(np.arange(4.0).reshape(4, 1)), m.tensor(np.arange(4.0, dtype=np.float32).reshape(1, 4)).expand(4, 4)
+    want = f(torch, *args(torch))
+    for got in (f(tg, *args(tg)), tg.compile(lambda x, y: f(tg, x, y), dynamic=False)(*args(tg))):
+        assert got.stride() == want.stride(), (got.stride(), want.stride())
+        np.testing.assert_array_equal(got.view(-1).numpy(), want.view(-1).numpy())
