@@ -201,10 +201,13 @@ def cast(a, d):
     a = np.asarray(a)
     if d is bfloat16:
         return round_bfloat16(a)
+    # a broadcast (stride 0) comes out C-contiguous, as torch's; numpy's order 'K' would make
+    # the stride-0 axis the innermost
+    order = "C" if 0 in a.strides else "K"
     with np.errstate(invalid="ignore", over="ignore"):
         if d is float16 and a.dtype == np.float64:
-            a = a.astype(np.float32)
-        return a.astype(d.np)
+            a = a.astype(np.float32, order=order)
+        return a.astype(d.np, order=order)
 
 
 def as_dtype_array(out, dt):

@@ -190,7 +190,7 @@ def derive(fwd, outputs, wrt, hooks=None, node_hooks=(), defer_errors=False):
             if op == "convert":
                 src = opmath_source(fwd, a)
                 if src is not None:
-                    a = src
+                    a = src               # its arguments are those before the casts already
                     prim = a["prim"]
             elif "cast_args" in a:
                 a = uncast_args(fwd, a)
@@ -269,6 +269,17 @@ def derive(fwd, outputs, wrt, hooks=None, node_hooks=(), defer_errors=False):
                     if not defer_errors or isinstance(g, tuple):
                         raise
                     res = (apply(P["derivative_error"], (g,), {"message": str(e)}),) * len(args)
+                except TraceError:
+                    raise
+                except (RuntimeError, TypeError) as e:
+                    # the rule itself refuses its arguments (a bool exponent: `exponent - 1` raises
+                    # torch's error in eager's backward, as in torch's): raised when the backward
+                    # runs, as there, not by the forward of a compiled call
+                    if not defer_errors or isinstance(g, tuple):
+                        raise
+                    res = tuple(apply(P["derivative_error"], (g,), {"message": str(e), "error": e,
+                                                                    "shape": tuple(fwd[x]["shape"])})
+                                if isinstance(x, V) else None for x in args)
             if not isinstance(res, tuple):
                 res = (res,)
             if "stale_args" in a or "stale_out" in a:

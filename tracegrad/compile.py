@@ -534,7 +534,11 @@ def _build(fn, args, kwargs, name, backend, value_reads=None, keep_stages=False,
         bwd_run = _run_pipeline(p, RECOMPUTED_PIPELINE, bwd_run)
         p.n_out = len(g.outputs)
         p.bwd_binds = part.binds
-        p.bwd_reads = sorted({i for kind, i in part.binds if kind == "in"})
+        # and those eager autograd saves, themselves or through a view (w[0, 0] of a product),
+        # which the compiled backward may read only as a saved copy or not at all: changed in
+        # place before the backward, eager and torch raise (the view shares their version)
+        p.bwd_reads = sorted({i for kind, i in part.binds if kind == "in"} |
+                             _inputs_saved_by_eager(traced, all_inputs, n_args))
         p.grad_metas = [(tuple(all_inputs[i].shape), all_inputs[i].dtype) for i in p.wrt_pos]
         p.stage("forward IR (partitioned)", fwd_run)
         p.stage("backward IR (partitioned)", bwd_run)
@@ -560,6 +564,7 @@ def _build(fn, args, kwargs, name, backend, value_reads=None, keep_stages=False,
         if bwd_run is not None:
             bwd_run = group_fusions(bwd_run)
     p.fwd_run, p.bwd_run = fwd_run, bwd_run
+    p.res_views = _residual_views(fwd_run, p.n_out) if bwd_run is not None and lower is compile_graph else ()
     p.spec, p.spec_ok = None, False
     p.out_shape = None
     p.streak = p.bwd_count = p.bwd_seen = 0
@@ -974,6 +979,10 @@ def run_program(p, leaves, distinct=None):
             o = np.asarray(o)
         outs.append(Tensor._make(o, dt))
     if p.needs_grad and STATE.grad_enabled:
+        if p.res_views and not spec:
+            res = list(res)
+            for i in p.res_views:        # the backward's own copy of a slice of an input (_residual_views)
+                res[n_out + i] = np.array(res[n_out + i], copy=True)
         _attach(p, leaves, arrays, outs, () if spec else res[n_out:], res[n_out:] if spec else None)
     for k, srcs in p.out_freed:
         _freed_grad_fn(p, outs[k], srcs, leaves)
@@ -1193,6 +1202,66 @@ def _outputs_saved_by_eager(g, n_user):
             if prim.saved_positions(len(a["args"]), req)[1]:
                 pos.append(k)
     return tuple(pos)
+
+
+def _view_root(g, x):
+    """The value that x is a view of, through a chain of view ops (x itself where none)."""
+    while x.__class__ is V and g[x]["op"] != "input":
+        b = g[x]
+        view = b["prim"].view if b.get("prim") is not None else None
+        if not view or not (view is True or view(b["params"])) or not b["args"] or b["args"][0].__class__ is not V:
+            break
+        x = b["args"][0]
+    return x
+
+
+def _residual_views(g, n_out):
+    """The positions among the saved values of forward graph g (its outputs past n_out) of those
+    that are views of its inputs (a slice w[:1] the backward multiplies by): numpy views of the
+    argument's memory, which an in-place write between the call and its backward would change
+    under the backward. Eager saved a tensor of its own there (w[:1] * 1, which simplify made
+    the view), or one whose version counter is the argument's (and raises: _inputs_saved_by_eager);
+    the call copies these."""
+    found = []
+    for i, v in enumerate(g.outputs[n_out:]):
+        if v.__class__ is V and v in g.nx and g[v]["op"] != "input":
+            r = _view_root(g, v)
+            if r.__class__ is V and g[r]["op"] == "input":
+                found.append(i)
+    return tuple(found)
+
+
+def _inputs_saved_by_eager(g, inputs, n_args):
+    """The positions in `inputs` (the call's argument tensors, then its constants) of the
+    tensors an eager derivative of traced graph g saves, as they are or through views."""
+    sources = [v for v in g.inputs if g[v].get("requires_grad") or
+               (isinstance(g[v].get("value"), Tensor) and g[v]["value"]._req)]
+    if not sources:
+        return set()
+    reach = differentiable_reach(g, sources)
+    index = {}
+    for k, v in enumerate(g.inputs):
+        if k < n_args:
+            index[v] = k
+        else:
+            value = g[v].get("value")
+            for j in range(n_args, len(inputs)):
+                if inputs[j] is value:
+                    index[v] = j
+                    break
+    found = set()
+    for a in g.nx._node.values():
+        args = a["args"]
+        if a["op"] in ("input", "proj") or a["prim"] is None or type(args) is not tuple:
+            continue
+        req = tuple(x.__class__ is V and x in reach for x in args)
+        if not any(req):
+            continue                     # eager records no node for it
+        for i in a["prim"].saved_positions(len(args), req)[0]:
+            x = _view_root(g, args[i] if i < len(args) else None)
+            if x.__class__ is V and x in index and g[x]["op"] == "input":
+                found.add(index[x])
+    return found
 
 
 def _outputs_saved(residuals, outs):

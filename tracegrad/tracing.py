@@ -650,7 +650,7 @@ def _apply_eager(prim, args, params):
             if cdt is not None and a._dtype is not cdt and (cast is None or i in cast):
                 # (bfloat16 and float64 -> float16 round as torch does; the rest is numpy's cast)
                 d = D.cast(d, cdt) if cdt is D.bfloat16 or d.dtype == np.float64 and cdt is D.float16 else \
-                    d.astype(cdt.np)
+                    d.astype(cdt.np, order="C" if 0 in d.strides else "K")      # (as D.cast)
             arrays.append(d)
             if a._req or (a._view is not None and a._base._req):    # a view whose base gained history
                 req = True

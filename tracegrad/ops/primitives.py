@@ -1888,9 +1888,31 @@ def _cat_vjp(g, out, *xs, dim):
     return tuple(grads)
 
 
-Primitive("cat", "*xs", lambda *xs, dim: np.concatenate([xs[i] for i in _cat_kept(xs)], axis=dim),
+def _strides_like_channels_last(a):
+    """A 4-d array laid out as torch's channels_last (NHWC in memory) and not also C order."""
+    if a.ndim != 4 or a.flags.c_contiguous or a.size == 0:
+        return False
+    s = a.strides
+    return s[1] <= s[3] <= s[2] <= s[0] and s[1] == a.itemsize
+
+
+def _joined(join, xs, dim, shape, keeps_channels_last=True):
+    """cat's and stack's result in torch's layout: C-contiguous unless every input is
+    channels_last (numpy's own choice follows its inputs' strides: a transposed or
+    expanded input gave a result that no view() takes, where torch's is contiguous)."""
+    if keeps_channels_last and all(_strides_like_channels_last(x) for x in xs):
+        return join(xs, axis=dim)
+    return join(xs, axis=dim, out=np.empty(shape, np.result_type(*xs)))
+
+
+Primitive("cat", "*xs", lambda *xs, dim: _joined(np.concatenate, [xs[i] for i in _cat_kept(xs)], dim,
+                                                   _cat_shape(*xs, dim=dim)),
           shape=_cat_shape, dtype="promote", vjp=_cat_vjp, grad_fn="CatBackward0", triton=T.cat)
-Primitive("stack", "*xs", lambda *xs, dim: np.stack(xs, axis=dim),
+# (torch's stack of channels_last tensors along dim 0 keeps their layout; along the last dim it is
+# contiguous; along the others it follows strides neither numpy nor this picks)
+Primitive("stack", "*xs", lambda *xs, dim: _joined(np.stack, xs, dim,
+                                                   tuple(xs[0].shape[:dim]) + (len(xs),) + tuple(xs[0].shape[dim:]),
+                                                   dim == 0),
           shape=lambda *xs, dim: tuple(xs[0].shape[:dim]) + (len(xs),) + tuple(xs[0].shape[dim:]),
           dtype="promote", vjp=lambda g, out, *xs, dim: tuple(F.select(g, dim, i) for i in range(len(xs))),
           grad_fn="StackBackward0", triton=T.stack)

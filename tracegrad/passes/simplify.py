@@ -194,8 +194,10 @@ def _negate_small(b, v):
     return None
 
 
-def _uniform(b, v):
-    """The Python float every element of value v holds, where that is known at compile time."""
+def _uniform(b, v, before_autodiff=False):
+    """The Python float every element of value v holds, where that is known at compile time.
+    Before autodiff not `x ** 0`: as a literal it would cut x out of the graph, and x's
+    gradient would be None where torch's (and eager's) is zeros."""
     if not isinstance(v, V):
         return None
     c = b[v]
@@ -218,7 +220,7 @@ def _uniform(b, v):
         if c["dtype"].name == "bfloat16":
             held = float(round_bfloat16(np.float32(held)))
         return held if np.isfinite(held) else None
-    if c["op"] == "pow" and len(c["args"]) == 2 and _lit(c["args"][1]) and c["args"][1] == 0:
+    if c["op"] == "pow" and len(c["args"]) == 2 and _lit(c["args"][1]) and c["args"][1] == 0 and not before_autodiff:
         return 1.0
     return None
 
@@ -226,7 +228,7 @@ def _uniform(b, v):
 _LITERAL_OPERAND = frozenset({"mul", "add", "sub", "div"})
 
 
-def _literal_args(b, a, args):
+def _literal_args(b, a, args, before_autodiff=False):
     """args with a uniform operand as a literal, or None: only where the other operand
     alone gives the result its shape and dtype."""
     if a["op"] not in _LITERAL_OPERAND or len(args) != 2 or not a["dtype"].is_floating_point:
@@ -234,7 +236,7 @@ def _literal_args(b, a, args):
     for k in (0, 1):
         other = args[1 - k]
         if isinstance(other, V) and surely_equal(b[other]["shape"], a["shape"]) and b[other]["dtype"] is a["dtype"]:
-            c = _uniform(b, args[k])
+            c = _uniform(b, args[k], before_autodiff)
             if c is not None:
                 return (c, other) if k == 0 else (other, c)
     return None
@@ -288,7 +290,7 @@ def simplify(graph, before_autodiff=False):
         return isinstance(v, V) and surely_equal(b[v]["shape"], a["shape"]) and b[v]["dtype"] is a["dtype"]
 
     def rule(b, n, a, args):
-        lit = _literal_args(b, a, args)
+        lit = _literal_args(b, a, args, before_autodiff)
         if lit is None:
             return body(b, n, a, args)
         new = body(b, n, a, lit)
