@@ -1796,7 +1796,9 @@ def _getitem_shape(x, *idx, key):
 
 def _getitem_backward_kernel(g, *idx, key, shape):
     z = np.zeros(shape, dtype=g.dtype)
-    np_index_set(z, key, idx, g, accumulate=bool(idx))
+    # 0-dim index tensors (a traced x[i]: eager's select) reach one position each: written, as
+    # select's backward writes (accumulated into zeros, a -0.0 gradient came out 0.0)
+    np_index_set(z, key, idx, g, accumulate=any(np.ndim(i) for i in idx))
     return z
 
 
