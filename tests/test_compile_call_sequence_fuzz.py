@@ -1035,6 +1035,26 @@ def test_the_gradient_through_a_0_dim_tensor_index_keeps_the_sign_of_zero():
     np.testing.assert_array_equal(got[2], got[0])
 
 
+@pytest.mark.parametrize("case", ["y * 1 reshaped", "y / 1 transposed", "y - 0.0 row", "y * 1 unsqueezed",
+                                  "y reshaped", "y itself"])
+def test_an_output_the_passes_made_a_view_of_an_argument_is_a_tensor_of_its_own(case):
+    """(y * 1).reshape(-1) is a new tensor in eager; simplify made it y.reshape(-1), a view of
+    the argument's memory, so out.add_(1) changed y too (y became 2.0 where eager's stays 1.0).
+    A real view (y.reshape(-1), y itself) still shares y's memory, as in eager."""
+    body = {"y * 1 reshaped": lambda y: (y * 1).reshape(-1), "y / 1 transposed": lambda y: (y / 1).t(),
+            "y - 0.0 row": lambda y: (y - 0.0)[0], "y * 1 unsqueezed": lambda y: (y * 1).unsqueeze(0),
+            "y reshaped": lambda y: y.reshape(-1), "y itself": lambda y: y}[case]
+    res = []
+    for m, comp in ((torch, None), (tg, None), (tg, tg.compile)):
+        f = comp(body) if comp else body
+        for call in range(2):
+            y = m.tensor(np.ones((1, 3)))
+            o = f(y)
+            o.add_(1)
+            res.append((y.numpy().tolist(), o.numpy().tolist()))
+    assert res[2:4] == res[:2] and res[4:6] == res[:2], res
+
+
 def test_recompile_limit_warns_once_in_a_sequence_and_stays_right():
     cf = tg.compile(lambda x, c: x * c + 1, cache_limit=3)
     x = tg.tensor([1.0, -2.0, 3.0], requires_grad=True)
