@@ -565,6 +565,11 @@ def _build(fn, args, kwargs, name, backend, value_reads=None, keep_stages=False,
             bwd_run = group_fusions(bwd_run)
     p.fwd_run, p.bwd_run = fwd_run, bwd_run
     p.res_views = _residual_views(fwd_run, p.n_out) if bwd_run is not None and lower is compile_graph else ()
+    # outputs the passes made views of an argument ((y * 1).reshape(-1) -> y.reshape(-1)): eager's
+    # is a new tensor, so the call copies them (else an in-place op on one wrote the argument)
+    remade = {k for k, *_ in p.out_views} | {k for k, _ in p.out_same}
+    p.out_copies = tuple(k for k in _residual_views(fwd_run, 0) if k < p.n_user and k not in remade) \
+        if lower is compile_graph else ()
     p.spec, p.spec_ok = None, False
     p.out_shape = None
     p.streak = p.bwd_count = p.bwd_seen = 0
@@ -958,6 +963,10 @@ def run_program(p, leaves, distinct=None):
         # type, as the eager op raises it (tracing._kernel_error)
         raise RuntimeError(f"{p.__name__}: {e}") from e
     n_out = p.n_out
+    if p.out_copies:
+        res = list(res)
+        for k in p.out_copies:
+            res[k] = np.array(res[k], copy=True)
     if p.writeback:
         ids = [id(a) for a in arrays]
         for o in res[:p.n_user]:

@@ -582,6 +582,15 @@ def _apply_symbolic(prim, args, params):
         base = _view_base(graph, args[0], new_args[0])
         if base is not None:
             _mark_view(out, base, prim, tuple(args[1:]), params)
+    elif prim.name == "getitem" and len(args) > 1 and isinstance(args[0], Tensor) and \
+            all(isinstance(i, Tensor) and not i.shape for i in args[1:]):
+        # 0-dim index tensors whose values the trace does not know: eager indexes with them as
+        # ints, a select that views the input (as torch's x[i]), so an in-place op on the result
+        # writes the input; traced, that write goes to the input through index_put
+        # (functionalize._scatter), as through any view
+        base = _view_base(graph, args[0], new_args[0])
+        if base is not None:
+            _mark_view(out, base, prim, tuple(args[1:]), params)
     return out
 
 

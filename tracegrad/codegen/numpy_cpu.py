@@ -255,8 +255,8 @@ def _direct(graph, n, a, env, checked=None):
         if graph[x]["op"] in ("input", "expand"):
             # an argument or a broadcast may have stride 0: its cast is C-contiguous, as torch's
             # (numpy's order 'K' makes the stride-0 axis the innermost: (1, 4) for (4, 4))
-            return f"{n} = {x}.astype(np.{a['params']['dtype'].np.name}, order='C' if 0 in {x}.strides else 'K')" \
-                   f"  # {comment}"
+            t = f"np.{a['params']['dtype'].np.name}"
+            return f"{n} = {x}.astype({t}) if 0 not in {x}.strides else {x}.astype({t}, order='C')  # {comment}"
         return f"{n} = {x}.astype(np.{a['params']['dtype'].np.name})  # {comment}"
     if op == "convert" and isinstance(x, V) and not graph[x]["shape"] and graph[x]["dtype"].name == "float64" and \
             getattr(a["params"]["dtype"], "name", None) == "float32" and set(a["params"]) == {"dtype"}:

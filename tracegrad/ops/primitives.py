@@ -1814,6 +1814,12 @@ def np_index_set(out, key, idx, v, accumulate=False):
 
 
 def _getitem_kernel(x, *idx, key):
+    if idx and x.__class__ is np.ndarray and all(np.ndim(i) == 0 for i in idx):
+        # 0-dim index tensors (a traced x[i]): eager's select, a view, in the view's layout
+        # (a fresh array: the program may write its values' buffers)
+        ints = [int(i) for i in idx]
+        return np_index(x, tuple(ints[k[1]] if isinstance(k, tuple) and k[0] == "t" else k for k in key),
+                        ()).copy(order="K")
     r = np_index(x, key, idx)
     if idx and r.__class__ is np.ndarray and not r.flags.c_contiguous:
         # an index tensor makes a new tensor, which torch lays out contiguous; numpy's puts the
@@ -1830,7 +1836,9 @@ def _getitem_shape(x, *idx, key):
 
 def _getitem_backward_kernel(g, *idx, key, shape):
     z = np.zeros(shape, dtype=g.dtype)
-    np_index_set(z, key, idx, g, accumulate=bool(idx))
+    # 0-dim index tensors (a traced x[i]: eager's select) reach one position each: written, as
+    # select's backward writes (accumulated into zeros, a -0.0 gradient came out 0.0)
+    np_index_set(z, key, idx, g, accumulate=any(np.ndim(i) for i in idx))
     return z
 
 
