@@ -966,7 +966,7 @@ def run_program(p, leaves, distinct=None):
     if p.out_copies:
         res = list(res)
         for k in p.out_copies:
-            res[k] = np.array(res[k], copy=True)
+            res[k] = _own_copy(res[k])
     if p.writeback:
         ids = [id(a) for a in arrays]
         for o in res[:p.n_user]:
@@ -1211,6 +1211,16 @@ def _outputs_saved_by_eager(g, n_user):
             if prim.saved_positions(len(a["args"]), req)[1]:
                 pos.append(k)
     return tuple(pos)
+
+
+def _own_copy(a):
+    """A copy of array a in its layout, a broadcast (stride-0) axis kept a broadcast, as eager's
+    expand of a new tensor is."""
+    if a.size and 0 in a.strides:
+        c = np.array(a[tuple(slice(0, 1) if s == 0 else slice(None) for s in a.strides)], copy=True)
+        strides = tuple(0 if s == 0 else t for s, t in zip(a.strides, c.strides))
+        return np.lib.stride_tricks.as_strided(c, a.shape, strides)
+    return np.array(a, copy=True)
 
 
 def _view_root(g, x):
