@@ -12,14 +12,14 @@ import numpy as np
 
 from . import _dtype as D
 from .grad_mode import STATE, no_grad
-from .tensor import Tensor
+from .tensor import Tensor, Above
 from .ops import functional as F
 from .autograd.graph import Saved
 from .autograd import views
 from .creation import _wrap_np, tensor, takes_generator, RNG, stored_scalar
 from .tracing import TraceError, _ACTIVE, TRACING, rename_grad_fn
 from .ops.primitives import np_index_set, PRIMITIVES
-from .functionalize import commit_traced, may_overlap, write_starts
+from .functionalize import commit_traced, may_overlap, write_starts, traced_layouts
 from .autograd.graph import RemovableHandle, node_class
 
 _METHODS = """neg negative abs absolute sign exp exp2 log log2 log1p expm1 sqrt rsqrt sin cos tan tanh sigmoid erf erfc
@@ -287,26 +287,71 @@ def _save_as_self(self, node):
 
 
 def _keep_old_self(self, node):
-    """The derivative may need self's value from before the op: save a copy instead."""
-    old = None
-    if node._saved is None:
+    """The derivative may need self's value from before the op: save a copy instead, as torch
+    saves a clone of the original self. Only the op's self (its first input) is the copy: self
+    passed again as another operand (y.mul_(y), y.clamp_(w, y)) stays saved as self, at the
+    version before the write, so that its backward raises "modified by an inplace operation" as
+    torch's does (the copy gave a gradient there)."""
+    saved = node._saved
+    if saved is None or len(saved) < 2:
         return
-    for s in node._saved[1:]:
-        hooked = isinstance(s, Saved) and s.hook is not None and s.hook[3] == id(self)
-        if isinstance(s, Saved) and (s.tensor is self or hooked):
-            if old is None:
-                old = Tensor._make(self._data.copy(), self._dtype, self._req, self.grad_fn, self._output_nr)
-            if hooked:                       # what the pack hook kept may be self: pack the old value
-                s.pack(old, False, s.hook[4])
-            else:
-                s.tensor, s.vc, s.version = old, old._vc, 0
+    s = saved[1]
+    if not isinstance(s, Saved):
+        return
+    hooked = s.hook is not None and s.hook[3] == id(self)
+    if s.tensor is self or hooked:
+        old = Tensor._make(self._data.copy(), self._dtype, self._req, self.grad_fn, self._output_nr)
+        if hooked:                       # what the pack hook kept may be self: pack the old value
+            s.pack(old, False, s.hook[4])
+        else:
+            s.tensor, s.vc, s.version = old, old._vc, 0
+
+
+# in-place ops whose operands torch checks for any overlap with the written tensor, itself too
+# (assert_no_overlap: x.index_add_(0, i, x) raises), and those whose operands it does not check
+# (a number taken from a tensor, or a kernel that reads into a buffer first); the rest partial
+# overlap only (TensorIterator's assert_no_partial_overlap: x.mul_(x) runs, x.mul_(x.t()) raises)
+_FULL_OVERLAP_CHECKED = frozenset("scatter scatter_add index_add index_copy index_put scatter_reduce put".split())
+_OVERLAP_UNCHECKED = frozenset("masked_fill index_fill masked_scatter addmv addbmm renorm ldexp float_power".split())
+
+
+def _check_overlap(self, operands, full=False, key=None):
+    """torch's check that an in-place op's operands do not overlap what it writes (self, or the
+    part of it basic key `key` selects): F.check_operand_overlap, on the arrays eager holds, or
+    inside a trace on the values' layouts within their bases (compiled raises as eager does)."""
+    if _tracing():
+        if not any(isinstance(o, Tensor) for o in operands):
+            return
+        arrays = traced_layouts([self, *operands])
+        target = arrays[0]
+        if target is None:
+            return
+        if key is not None:
+            target = _region(target, key)
+        F.check_operand_overlap(target, [a for a in arrays[1:] if a is not None], full)
+        return
+    F.check_operand_overlap(self if key is None or self._data.__class__ is not np.ndarray else
+                            _region(self._data, key), operands, full)
+
+
+Above.check_overlap = _check_overlap       # out= (ops/functional.py)
+
+
+def _operands(args, kwargs):
+    return [a for a in args if isinstance(a, Tensor)] + [a for a in kwargs.values() if isinstance(a, Tensor)]
 
 
 def _inplace(fn):
+    name = fn.__name__
+    full = name in _FULL_OVERLAP_CHECKED
+    checked = name not in _OVERLAP_UNCHECKED
+
     def op(self, *args, **kwargs):
         check_inplace(self)
+        if checked and (args or kwargs):
+            _check_overlap(self, _operands(args, kwargs), full)
         return commit(self, fn(self, *args, **kwargs))
-    op.__name__ = fn.__name__ + "_"
+    op.__name__ = name + "_"
     return op
 
 
@@ -441,6 +486,8 @@ def copy_(self, src, non_blocking=False):
     check_inplace(self)
     if not isinstance(src, Tensor):
         src = tensor(src)
+    else:
+        _check_overlap(self, (src,))
     try:
         b = tuple(F.broadcast_shapes(tuple(self.shape), tuple(src.shape)))
     except RuntimeError:
@@ -504,6 +551,10 @@ def _setitem(self, key, value):
     if isinstance(value, Tensor):
         value = _strip_leading_ones(value, len(PRIMITIVES["getitem"].shape(self, *idx, key=k)))
         _check_setitem_shape(self, k, idx, value)
+        if not number:
+            # torch writes a basic key through copy_ into the view it selects, an advanced one
+            # with index_put_, which refuses any overlap of the values with self
+            _check_overlap(self, (value,), bool(idx), None if idx else _basic_key(k))
     needs_graph = STATE.grad_enabled and (self.requires_grad or (isinstance(value, Tensor) and value._req))
     if _tracing():
         if not isinstance(value, Tensor):
@@ -527,6 +578,12 @@ def _setitem(self, key, value):
             fill_(self, value if isinstance(value, Tensor) else F.full((), value, dtype=self.dtype))
         return
     commit(self, F.index_put_prim(self, value, idx, k))
+
+
+def _region(data, key):
+    """The view of `data` that basic key `key` selects, a 0-dim array where it picks one element."""
+    r = data[key]
+    return r if r.__class__ is np.ndarray else data[key + (Ellipsis,)]
 
 
 def _strip_leading_ones(value, ndim):
@@ -835,9 +892,15 @@ def _inplace_composite(fn):
     """The in-place form of a decomposition: with autograd, computed from a clone of self, whose
     nodes may read self's value (log10_'s log did: backward raised "modified by an inplace
     operation" once the write changed self)."""
+    name = fn.__name__
+    full = name in _FULL_OVERLAP_CHECKED
+    checked = name not in _OVERLAP_UNCHECKED
+
     def op(self, *args, **kwargs):
         check_inplace(self)
-        src = self.clone() if STATE.grad_enabled and self.requires_grad and not _tracing() else self
+        if checked and (args or kwargs):
+            _check_overlap(self, _operands(args, kwargs), full)
+        src = self.clone() if STATE.grad_enabled and self.requires_grad else self
         return commit(self, fn(src, *args, **kwargs))
     op.__name__ = fn.__name__ + "_"
     return op

@@ -348,7 +348,20 @@ def _check_version(s, node):
 
 
 def _saved_value(order, srcs, as_tensor):
-    """The data (or, for create_graph, the tensor) of a saved forward value."""
+    """The data (or, for create_graph, the tensor) of a saved forward value. Every node that
+    saved it is checked, not only the one read: torch checks each node's saved tensors, and
+    in-place ops keep a copy of self's old value beside self saved as another operand
+    (y.clamp_(w, y) reads the copy, and y written raises, as torch's)."""
+    if len(srcs) > 1:
+        # (the latest node first: torch's engine runs them so, and names the first that fails)
+        for k, pos, slot in sorted(srcs, reverse=True):
+            s = order[k]._saved
+            if s is not None:
+                s = s[pos + 1]
+                if pos == -1 and s is not None:
+                    s = s[slot]
+                if s is not None and hasattr(s, "vc"):
+                    _check_version(s, order[k])
     for k, pos, slot in srcs:
         node = order[k]
         saved = node._saved

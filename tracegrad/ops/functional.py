@@ -96,6 +96,7 @@ def _binary(name):
 
     def op(input, other, *, out=None):
         if out is not None:
+            Above.check_overlap(out, (input, other))
             return _into_out(name, op(input, other), out, (input, other))
         if not isinstance(input, Tensor):
             if isinstance(other, Tensor) and isinstance(input, _Scalar):
@@ -1535,6 +1536,56 @@ def as_strided_scatter(input, src, size, stride, storage_offset=0):
 # functions to this namespace as they are imported (tracegrad/__init__ imports them next).
 
 
+# == memory overlap of an op's operands with what it writes =====================================
+
+_OPERAND_OVERLAP_MSG = ("unsupported operation: some elements of the input tensor and the written-to tensor refer to a "
+                        "single memory location. Please clone() the tensor before performing the operation.")
+
+
+def _dense(a):
+    """torch's is_non_overlapping_and_dense of an ndarray's layout (strides in elements)."""
+    n = a.ndim
+    if n == 0:
+        return True
+    st = a.strides
+    if n == 1:
+        return a.shape[0] < 2 or st[0] == a.itemsize
+    need = a.itemsize
+    for size, stride in sorted([(z, t) for z, t in zip(a.shape, st) if z >= 2], key=lambda p: p[1]):
+        if stride != need:
+            return False
+        need *= size
+    return True
+
+
+def check_operand_overlap(target, operands, full=False):
+    """torch's memory-overlap check of an in-place op: an operand whose memory partly overlaps the
+    written tensor's (x.mul_(x.t()), x.add_(x[0])), or with `full` any that overlaps it, raises
+    torch's RuntimeError at the op (computed out of place, tracegrad gave the values as if the
+    operand had been cloned, where torch refuses). As torch, layouts other than
+    non-overlapping-and-dense are not judged. Tensors or their arrays (a traced value's layout
+    within its base: functionalize.traced_layouts)."""
+    t = target._data if isinstance(target, Tensor) else target
+    if t.__class__ is not np.ndarray or not t.size:
+        return
+    for o in operands:
+        if o is target:
+            if full:
+                raise RuntimeError(_OPERAND_OVERLAP_MSG)
+            continue
+        d = o._data if isinstance(o, Tensor) else o
+        if d.__class__ is not np.ndarray or not d.size or not np.may_share_memory(t, d):
+            continue
+        if not (_dense(t) and _dense(d)):
+            continue
+        tb, db = t.__array_interface__["data"][0], d.__array_interface__["data"][0]
+        te, de = tb + t.nbytes, db + d.nbytes
+        if tb == db and te == de and t.strides == d.strides and not full:
+            continue                     # the same elements, in the same order: torch lets it run
+        if tb < de and db < te:
+            raise RuntimeError(_OPERAND_OVERLAP_MSG)
+
+
 # == out= ===========================================================================================
 
 def _write_out(result, out, op):
@@ -1564,8 +1615,12 @@ def _write_out(result, out, op):
     return out
 
 
-def _takes_out(fn):
+def _takes_out(fn, checked=True):
     def op(*args, out=None, **kwargs):
+        if out is not None and checked and isinstance(out, Tensor):
+            # (cat's and stack's first argument is a sequence of tensors)
+            Above.check_overlap(out, [a for x in args for a in (x if isinstance(x, (list, tuple)) else (x,))] +
+                                  list(kwargs.values()))
         result = fn(*args, **kwargs)
         return result if out is None else _write_out(result, out, fn.__name__)
     op.__name__, op.__qualname__, op.__doc__ = fn.__name__, fn.__qualname__, fn.__doc__
@@ -1573,8 +1628,9 @@ def _takes_out(fn):
     return op
 
 
+# (torch's matrix products read their operands into their own buffers: mm(x, x.t(), out=x) runs)
 for _n in ("add", "sub", "mul", "div", "matmul", "mm", "bmm", "cat", "stack"):
-    globals()[_n] = _takes_out(globals()[_n])
+    globals()[_n] = _takes_out(globals()[_n], _n not in ("matmul", "mm", "bmm"))
 subtract, multiply, divide, true_divide, concat, concatenate = sub, mul, div, div, cat, cat
 
 Above.to, Above.detach, Above._cname = to, detach, _cname        # Tensor.to(), .detach(), the grad setter

@@ -1,0 +1,254 @@
+"""In-place ops against autograd's version counters, saved tensors and hooks, as a careless user
+writes them: tracegrad (eager and compiled) against torch.
+
+Each test names the wrong answer it guards against."""
+import warnings
+
+import numpy as np
+import pytest
+import torch
+
+import tracegrad as tg
+
+STALE = "modified by an inplace operation"
+OVERLAP = "input tensor and the written-to tensor refer to a single memory location"
+
+
+def _outcome(lib, f, compiled=False):
+    """f(lib, x, w) on fresh float64 leaves, then backward of the sum of squares: the leaves'
+    gradients, or where it raised ("op" or "backward") with the error's type and message."""
+    x = lib.tensor([[1.5, 2.0, 0.5], [0.7, 3.0, 1.1], [0.2, 0.4, 0.9]], dtype=lib.float64, requires_grad=True)
+    w = lib.tensor([[0.5, 1.2, 0.3], [0.3, 0.9, 0.6], [1.4, 0.8, 0.2]], dtype=lib.float64, requires_grad=True)
+    fn = (lambda x, w: f(lib, x, w))
+    if compiled:
+        fn = tg.compile(fn)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        try:
+            z = fn(x, w)
+        except RuntimeError as e:
+            return ("op", type(e).__name__, str(e))
+        try:
+            (z * z).sum().backward()
+        except RuntimeError as e:
+            return ("backward", type(e).__name__, str(e))
+    return ("ok", None if x.grad is None else x.grad.numpy().copy(), None if w.grad is None else w.grad.numpy().copy())
+
+
+def _same(t, g, exact_message=True):
+    assert g[0] == t[0], f"torch: {t}\ntracegrad: {g}"
+    if t[0] == "ok":
+        for a, b in zip(g[1:], t[1:]):
+            assert (a is None) == (b is None)
+            if a is not None:
+                np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-12)
+    elif exact_message:
+        assert g[1:] == t[1:], f"torch: {t}\ntracegrad: {g}"
+    else:
+        assert g[1] == t[1], f"torch: {t}\ntracegrad: {g}"
+
+
+# -- self passed again as another operand of its own in-place op ---------------------------------
+# torch saves a clone of self's old value as the op's self, but the other operand as itself, at
+# the version before the write: the backward raises. tracegrad replaced every saved reference to
+# self by the clone, and gave a gradient: y.mul_(y) gave x.grad [3, 4, 6] for x = [1.5, 2, 3].
+
+SELF_AS_OPERAND = {
+    "mul_": lambda L, x, w: (lambda y: y.mul_(y))(x * 1),
+    "imul": lambda L, x, w: (lambda y: y.__imul__(y))(x * 1),
+    "div_": lambda L, x, w: (lambda y: y.div_(y))(x * 1),
+    "pow_": lambda L, x, w: (lambda y: y.pow_(y))(x * 1),
+    "addcmul_": lambda L, x, w: (lambda y: y.addcmul_(y, y))(x * 1),
+    "addcdiv_": lambda L, x, w: (lambda y: y.addcdiv_(y, y))(x * 1),
+    "addcmul_w": lambda L, x, w: (lambda y: y.addcmul_(w, y))(x * 1),
+    "clamp_max_is_self": lambda L, x, w: (lambda y: y.clamp_(w, y))(x * 1),
+    "atan2_": lambda L, x, w: (lambda y: y.atan2_(y))(x * 1),
+    "hypot_": lambda L, x, w: (lambda y: y.hypot_(y))(x * 1),
+    "xlogy_": lambda L, x, w: (lambda y: y.xlogy_(y))(x * 1),
+    "remainder_": lambda L, x, w: (lambda y: y.remainder_(y))(x * 1),
+    "fmod_": lambda L, x, w: (lambda y: y.fmod_(y))(x * 1),
+    "div_then_div_by_self": lambda L, x, w: (lambda y: y.div_(w).div_(y))(x * 1),
+    "view_of_self": lambda L, x, w: (lambda y: y.mul_(y.view(9).view(3, 3)))(x * 1),
+    "row_by_another_row": lambda L, x, w: (lambda y: (y[0].mul_(y[1]), y)[1])(x * 1),
+}
+
+
+@pytest.mark.parametrize("case", sorted(SELF_AS_OPERAND))
+def test_self_as_another_operand_of_its_in_place_op_raises_at_backward(case):
+    f = SELF_AS_OPERAND[case]
+    t = _outcome(torch, f)
+    assert t[0] == "backward" and STALE in t[2], t
+    _same(t, _outcome(tg, f))
+
+
+@pytest.mark.parametrize("case", ["mul_", "div_", "pow_", "addcmul_w", "view_of_self", "row_by_another_row"])
+def test_self_as_another_operand_raises_compiled_too(case):
+    """Compiled gave the functional program's gradient (y.div_(y): zeros) where eager raises."""
+    f = SELF_AS_OPERAND[case]
+    g = _outcome(tg, f, compiled=True)
+    assert g[0] == "backward" and STALE in g[2], g
+
+
+# -- a value another op saved, written by an in-place op that saves its old self ------------------
+# The engine reads each saved forward value once, from the first node that saved it: the
+# in-place op's clone of the old value (sin_ saves its input) was read for exp's saved result
+# too, and exp's version was never checked: x.exp().sin_() gave a gradient, torch raises.
+
+SAVED_THEN_WRITTEN = {
+    "exp_sin_": lambda L, x, w: x.exp().sin_(),
+    "exp_clamp_min_": lambda L, x, w: x.exp().clamp_min_(1.75),
+    "sigmoid_mul_x": lambda L, x, w: x.sigmoid().mul_(x),
+    "tanh_pow_": lambda L, x, w: x.tanh().pow_(2),
+    "exp_mul_self": lambda L, x, w: x.exp().mul_(x.exp()),
+    "exp_then_mul_by_itself": lambda L, x, w: (lambda y: y.exp_().mul_(y))(x * 1),
+    "tanh_then_mul_by_itself": lambda L, x, w: (lambda y: y.tanh_().mul_(y))(x * 1),
+    "sqrt_then_scale": lambda L, x, w: (lambda y: y.sqrt_().mul_(2))(x * 1),
+    "sigmoid_then_scale": lambda L, x, w: (lambda y: y.sigmoid_().mul_(2))(x * 1),
+}
+
+
+@pytest.mark.parametrize("case", sorted(SAVED_THEN_WRITTEN))
+def test_saved_value_written_by_an_op_that_saves_its_old_self_raises(case):
+    f = SAVED_THEN_WRITTEN[case]
+    t = _outcome(torch, f)
+    assert t[0] == "backward" and STALE in t[2], t
+    _same(t, _outcome(tg, f))
+    g = _outcome(tg, f, compiled=True)
+    assert g[0] == "backward" and STALE in g[2], g
+
+
+# what must keep working: in-place ops whose derivative reads the old self, or self read by
+# an op that does not save it
+
+STILL_RUNS = {
+    "add_self": lambda L, x, w: (lambda y: y.add_(y))(x * 1),
+    "sub_self_alpha": lambda L, x, w: (lambda y: y.sub_(y, alpha=2))(x * 1),
+    "mul_w": lambda L, x, w: (lambda y: y.mul_(w))(x * 1),
+    "pow_2": lambda L, x, w: (lambda y: y.pow_(2))(x * 1),
+    "pow_w": lambda L, x, w: (lambda y: y.pow_(w))(x * 1),
+    "clamp_": lambda L, x, w: (lambda y: y.clamp_(0.6, 1.8))(x * 1),
+    "clamp_w": lambda L, x, w: (lambda y: y.clamp_(min=w))(x * 1),
+    "div_w": lambda L, x, w: (lambda y: y.div_(w))(x * 1),
+    "addcdiv_w_self": lambda L, x, w: (lambda y: y.addcdiv_(w, w))(x * 1),
+    "copy_self": lambda L, x, w: (lambda y: y.copy_(y))(x * 1),
+    "lerp_scalar": lambda L, x, w: (lambda y: y.lerp_(w, 0.3))(x * 1),
+    "copy_of_exp_mul_by_it": lambda L, x, w: (lambda y: y.exp_().clone().mul_(y))(x * 1),
+    "mul_by_flip": lambda L, x, w: (lambda y: y.mul_(y.flip(0)))(x * 1),
+}
+
+
+@pytest.mark.parametrize("case", sorted(STILL_RUNS))
+def test_in_place_ops_torch_differentiates_still_differentiate(case):
+    f = STILL_RUNS[case]
+    t = _outcome(torch, f)
+    assert t[0] == "ok", t
+    _same(t, _outcome(tg, f))
+    _same(t, _outcome(tg, f, compiled=True))
+
+
+# -- operands that overlap the written tensor ------------------------------------------------------
+# torch refuses an in-place op (and out=) whose operand partly overlaps what it writes
+# (TensorIterator's check), and index_add_/index_copy_/index_put_/scatter_ any overlap;
+# tracegrad computed out of place and wrote the values as if the operand had been cloned:
+# y.mul_(y.t()) gave y * y.T, y.add_(y[0]) y + y[0].
+
+OVERLAPPING = {
+    "mul_t": lambda L, y: y.mul_(y.t()),
+    "mul_row": lambda L, y: y.mul_(y[0]),
+    "add_element": lambda L, y: y.add_(y[0, 0]),
+    "shifted": lambda L, y: y.view(-1)[1:].add_(y.view(-1)[:-1]),
+    "copy_t": lambda L, y: y.copy_(y.t()),
+    "copy_shifted": lambda L, y: y.view(-1)[1:].copy_(y.view(-1)[:-1]),
+    "clamp_min_t": lambda L, y: y.clamp_(min=y.t()),
+    "lerp_t": lambda L, y: y.lerp_(y.t(), 0.5),
+    "lerp_weight_t": lambda L, y: y.lerp_(L.ones(3, 3, dtype=L.float64), y.t()),
+    "addcmul_t": lambda L, y: y.addcmul_(y.t(), y),
+    "pow_t": lambda L, y: y.pow_(y.t()),
+    "div_t": lambda L, y: y.div_(y.t()),
+    "atan2_t": lambda L, y: y.atan2_(y.t()),
+    "copysign_t": lambda L, y: y.copysign_(y.t()),
+    "eq_t": lambda L, y: y.eq_(y.t()),
+    "xlogy_t": lambda L, y: y.xlogy_(y.t()),
+    "heaviside_t": lambda L, y: y.heaviside_(y.t()),
+    "fmod_t": lambda L, y: y.fmod_(y.t()),
+    "remainder_t": lambda L, y: y.remainder_(y.t()),
+    "addr_rows": lambda L, y: y.addr_(y[0], y[1]),
+    "scatter_add_self": lambda L, y: y.scatter_add_(0, L.zeros(3, 3, dtype=L.int64), y),
+    "scatter_self": lambda L, y: y.scatter_(0, L.zeros(3, 3, dtype=L.int64), y),
+    "scatter_rows": lambda L, y: y.scatter_(0, L.zeros(1, 3, dtype=L.int64), y[1:2]),
+    "scatter_reduce_self": lambda L, y: y.scatter_reduce_(0, L.zeros(3, 3, dtype=L.int64), y, "sum"),
+    "index_add_self": lambda L, y: y.index_add_(0, L.tensor([0, 1, 2]), y),
+    "index_add_row": lambda L, y: y.index_add_(0, L.tensor([0]), y[1:2]),
+    "index_copy_self": lambda L, y: y.index_copy_(0, L.tensor([0, 1, 2]), y),
+    "index_put_self": lambda L, y: y.index_put_((L.tensor([0, 1, 2]),), y),
+    "put_self": lambda L, y: y.view(-1).put_(L.arange(9), y.view(-1)),
+    "setitem_t": lambda L, y: y.__setitem__(slice(None), y.t()),
+    "setitem_index_shifted": lambda L, y: y.__setitem__(L.tensor([0, 1]), y[1:]),
+    "setitem_index_self": lambda L, y: y.__setitem__(L.tensor([0, 1, 2]), y),
+    "setitem_slice_shifted": lambda L, y: y.view(-1).__setitem__(slice(1, None), y.view(-1)[:8]),
+    "out_add_t": lambda L, y: L.add(y, y.t(), out=y),
+    "out_maximum_row": lambda L, y: L.maximum(y, y[0], out=y),
+    "out_cat": lambda L, y: L.cat([y[:1], y[1:2]], out=y.view(-1)[:6]),
+    "out_stack": lambda L, y: L.stack([y[0], y[1]], out=y[:2]),
+}
+
+NOT_OVERLAPPING = {
+    "mul_self": lambda L, y: y.mul_(y),
+    "rows": lambda L, y: y[0].mul_(y[1]),
+    "row_by_itself": lambda L, y: y[0].mul_(y[0]),
+    "copy_self": lambda L, y: y.copy_(y),
+    "strided_columns": lambda L, y: y[:, ::2].add_(y[:, 1:2]),     # not dense: torch does not judge it
+    "masked_fill_element": lambda L, y: y.masked_fill_(y > 1, y[0, 0]),
+    "index_fill_element": lambda L, y: y.index_fill_(0, L.tensor([0]), y[1, 1]),
+    "masked_scatter_self": lambda L, y: y.masked_scatter_(y > 1, y),
+    "fill_element": lambda L, y: y.fill_(y[0, 0]),
+    "setitem_row": lambda L, y: y.__setitem__(0, y[1]),
+    "setitem_same": lambda L, y: y.__setitem__(Ellipsis, y),
+    "setitem_element": lambda L, y: y.__setitem__((0, 0), y[0, 0]),
+    "setitem_column_into_row": lambda L, y: y.__setitem__(0, y[:, 0]),
+    "out_mul_self": lambda L, y: L.mul(y, y, out=y),
+    "index_add_other_row": lambda L, y: y[0].index_add_(0, L.tensor([0]), y[1, :1]),
+}
+
+
+def _write_outcome(lib, f, compiled=False):
+    y = lib.tensor([[1.5, 2.0, 0.5], [0.7, 3.0, 1.1], [0.2, 0.4, 0.9]], dtype=lib.float64)
+
+    def g(y):
+        f(lib, y)
+        return y * 1
+    fn = tg.compile(g) if compiled else g
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        try:
+            return ("ok", fn(y).numpy().copy())
+        except RuntimeError as e:
+            return ("op", type(e).__name__, str(e))
+
+
+@pytest.mark.parametrize("case", sorted(OVERLAPPING))
+def test_operand_overlapping_what_an_in_place_op_writes_raises(case):
+    f = OVERLAPPING[case]
+    t = _write_outcome(torch, f)
+    assert t[0] == "op" and OVERLAP in t[2], t
+    assert _write_outcome(tg, f)[1:] == t[1:]
+    assert _write_outcome(tg, f, compiled=True)[1:] == t[1:]
+
+
+@pytest.mark.parametrize("case", sorted(NOT_OVERLAPPING))
+def test_operand_torch_lets_overlap_still_writes(case):
+    f = NOT_OVERLAPPING[case]
+    t = _write_outcome(torch, f)
+    assert t[0] == "ok", t
+    for g in (_write_outcome(tg, f), _write_outcome(tg, f, compiled=True)):
+        assert g[0] == "ok", g
+        np.testing.assert_allclose(g[1], t[1], rtol=1e-12)
+
+
+def test_overlap_check_with_grad_raises_at_the_op_not_at_backward():
+    """With autograd the overlapping y.mul_(y[0]) raised at backward with the version message
+    (the row saved by mul was written), not at the op as torch."""
+    for lib in (torch, tg):
+        y = lib.tensor([1.5, 2.0, 3.0], requires_grad=True) * 1
+        with pytest.raises(RuntimeError, match=OVERLAP):
+            y.mul_(y[0])
