@@ -252,3 +252,81 @@ def test_overlap_check_with_grad_raises_at_the_op_not_at_backward():
         y = lib.tensor([1.5, 2.0, 3.0], requires_grad=True) * 1
         with pytest.raises(RuntimeError, match=OVERLAP):
             y.mul_(y[0])
+
+
+# -- the compiled backward's check of a saved value written in place -----------------------------
+# torch checks a node's saved tensors whenever the node runs, whatever gradient reached it: zeros,
+# or none at all (a custom Function's backward returning None upstream). The compiled backward
+# raised only where a nonzero gradient reached the op: a custom Function's saved output written in
+# place and then multiplied by 0 gave zeros where torch raises.
+
+def _square(lib):
+    class Square(lib.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            y = x * x
+            ctx.save_for_backward(y)
+            return y
+
+        @staticmethod
+        def backward(ctx, g):
+            y, = ctx.saved_tensors
+            return g * 2 * y.sqrt()
+    return Square
+
+
+def _two_outputs(lib, x):
+    y = _square(lib).apply(x)
+    y.mul_(2)
+    return x * 2, y
+
+
+SAVED_WRITTEN_LOSSES = {
+    "times_zero": (lambda lib, x: (lambda y: (y.mul_(2), y * 0)[1])(_square(lib).apply(x)),
+                   lambda a: a.sum(), True),
+    "second_output_times_zero": (_two_outputs, lambda a, b: a.sum() + (b * 0).sum(), True),
+    "second_output_unused": (_two_outputs, lambda a, b: a.sum(), False),
+    "second_output_through_an_integer": (_two_outputs, lambda a, b: a.sum() + b.long().sum(), False),
+    "exp_times_zero": (lambda lib, x: (lambda y: (y.add_(1), y * 0)[1])(x.exp()), lambda a: a.sum(), True),
+}
+
+
+@pytest.mark.parametrize("case", sorted(SAVED_WRITTEN_LOSSES))
+def test_compiled_backward_checks_a_written_saved_value_whenever_its_node_runs(case):
+    f, loss, raises = SAVED_WRITTEN_LOSSES[case]
+    for lib, fn in ((torch, lambda x: f(torch, x)), (tg, lambda x: f(tg, x)), (tg, tg.compile(lambda x: f(tg, x)))):
+        x = lib.tensor([1.5, 2.0, 3.0], dtype=lib.float64, requires_grad=True)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            outs = fn(x)
+        outs = outs if isinstance(outs, tuple) else (outs,)
+        if raises:
+            with pytest.raises(RuntimeError, match=STALE):
+                loss(*outs).backward()
+        else:
+            loss(*outs).backward()
+            np.testing.assert_array_equal(x.grad.numpy(), [2.0, 2.0, 2.0])
+
+
+def test_compiled_backward_checks_a_written_saved_value_behind_an_undefined_gradient():
+    """torch runs a node its graph reaches with an undefined gradient too (a custom Function's
+    backward returned None), and checks its saved tensors first."""
+    def f(lib, x):
+        class Cut(lib.autograd.Function):
+            @staticmethod
+            def forward(ctx, a):
+                return a * 2
+
+            @staticmethod
+            def backward(ctx, g):
+                return None
+        y = x.exp()
+        y.add_(1)
+        return Cut.apply(y) + x
+    for lib, fn in ((torch, lambda x: f(torch, x)), (tg, lambda x: f(tg, x)), (tg, tg.compile(lambda x: f(tg, x)))):
+        x = lib.tensor([1.0, 2.0], requires_grad=True)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            out = fn(x)
+        with pytest.raises(RuntimeError, match=STALE):
+            out.sum().backward()

@@ -19,7 +19,7 @@ from .autograd import views
 from .creation import _wrap_np, tensor, takes_generator, RNG, stored_scalar
 from .tracing import TraceError, _ACTIVE, TRACING, rename_grad_fn
 from .ops.primitives import np_index_set, PRIMITIVES
-from .functionalize import commit_traced, may_overlap, write_starts, traced_layouts
+from .functionalize import commit_traced, may_overlap, traced_layouts
 from .autograd.graph import RemovableHandle, node_class
 
 _METHODS = """neg negative abs absolute sign exp exp2 log log2 log1p expm1 sqrt rsqrt sin cos tan tanh sigmoid erf erfc
@@ -212,8 +212,6 @@ Tensor.__hash__ = lambda self: id(self)
 # == in-place ======================================================================================
 
 def check_inplace(self):
-    if _ACTIVE[0] and TRACING.stack:
-        write_starts(self)
     if self._grad_fn is None and self._req and STATE.grad_enabled:
         if self.__class__ is not Tensor and self.__dict__.get("_nonleaf_arg"):
             # a compiled function's argument with history (x = w * 2): eager allows the write

@@ -23,7 +23,6 @@ function makes is recorded instead, as torch.compile's functionalization does:
 
 `Shadow` is the record of one trace; `active()` the one being traced in this thread.
 """
-import itertools
 import sys
 import threading
 import weakref
@@ -74,7 +73,6 @@ class Shadow:
         self.grad_reads = {}    # id(a real .grad tensor the trace read) -> the tensor whose .grad it is
         self.backwarded = set()  # op values a backward without retain_graph went through (freed)
         self.stale_saves = {}    # op value -> shape: it saved a value written in place since (_mark_saved_written)
-        self.write_starts = {}   # id(tensor) -> number of graph values when an in-place op on it began
         self.same_memory = {}    # value -> the values a write rebound it to or from (one tensor's memory)
         self.did_backward = False
         self.inputs = []        # (input Proxy, its value at the start, real tensor)
@@ -569,20 +567,12 @@ def commit_traced(self, result, through=False):
     now = sh.value(self)
     if not through:
         _mark_saved_written(None, result, [now.__dict__["_name"] if now is not None else
-                                           sh.graph.__dict__.get("constants", {}).get(id(self))], self)
+                                           sh.graph.__dict__.get("constants", {}).get(id(self))])
     sh.write(self, result)
     return self
 
 
-def write_starts(t):
-    """An in-place op on t begins (check_inplace): the values the trace makes from here to its
-    write are the op's own (_mark_saved_written)."""
-    sh = active()
-    if sh is not None:
-        sh.write_starts[id(t)] = len(sh.graph.nx)
-
-
-def _mark_saved_written(proxy, result, roots=None, sh_real=None):
+def _mark_saved_written(proxy, result, roots=None):
     """torch's version counter, in the trace: an op that saved a value for its backward (mul
     its operands, exp its result) before that value, or one sharing its memory (a view, its
     base, another view of the base), was written in place, has a backward that raises in
@@ -621,7 +611,6 @@ def _mark_saved_written(proxy, result, roots=None, sh_real=None):
                                      and (prim.view is True or prim.view(a["params"]))):
                 stack.append(n)
     res = result.__dict__["_name"]
-    sh.write_starts.pop(id(proxy) if proxy is not None else id(sh_real), None)
     final = res if g[res]["op"] != "convert" else g[res]["args"][0]     # (commit_traced's cast)
     for w in alias:
         a = g[w]
