@@ -224,6 +224,11 @@ def check_inplace(self):
                            "https://github.com/pytorch/rfcs/pull/17 for more details.")
     if self._view is not None and STATE.grad_enabled and self.requires_grad:
         views.check_inplace_on_view(self)
+        if self._grad_fn is None:
+            # a view made before its base gained history (b.copy_(x) after v = b.mT), whose
+            # grad_fn nothing has made since: a leaf that requires grad, to torch's check as here
+            # (reading v.grad_fn, or computing with v, makes it and lets the write run)
+            raise RuntimeError("a leaf Variable that requires grad is being used in an in-place operation.")
 
 
 def _tracing():

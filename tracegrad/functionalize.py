@@ -535,6 +535,15 @@ def commit_traced(self, result, through=False):
         view = self.__dict__.get("_view")
         if view is not None:
             _check_view_of_leaf(self)
+            if STATE.grad_enabled and not self.__dict__.get("_view_req", True) and view[1].name != "detach":
+                root = view[0]
+                while "_view" in root.__dict__:
+                    root = root.__dict__["_view"][0]
+                if _carries_grad(root):
+                    # eager: its grad_fn is made only when something asks for it; until then it is
+                    # a leaf that requires grad, and the write raises as torch's
+                    raise TraceError("an in-place op on a view made before its base gained autograd history (b.mT "
+                                     "taken, then b.copy_(x)) is not traced")
             if self.__dict__.get("_multi_view") and STATE.grad_enabled and (_carries_grad(self)
                                                                             or _carries_grad(result)):
                 raise TraceError(MULTI_VIEW_MSG)

@@ -127,7 +127,13 @@ def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, 
         outs = engine.execute(order, index, roots, seeds, [tg for tg, _ in reach], retain_graph, create_graph, hooks,
                               structure)
         _target_prehooks(reach, outs, engine.executed(order, [tg for tg, _ in reach]))
-        for k, ((tg, t), g) in enumerate(zip(reach, outs)):
+        steps = enumerate(zip(reach, outs))
+        if any(tg[0]._pre_hooks or tg[0]._hooks or t._post_acc_hooks for tg, t in reach[len(retained):]):
+            # what the hooks see: torch's order of AccumulateGrad nodes (a model's last layer
+            # first, its bias before its weight), not the leaves' order of creation
+            rank = {id(n): i for i, n in enumerate(engine.torch_run_order([r[0] for r in roots]))}
+            steps = sorted(steps, key=lambda s: -1 if s[0] < len(retained) else rank.get(id(s[1][0][0][0]), -1))
+        for k, ((tg, t), g) in steps:
             if g is None:
                 continue
             if k < len(retained):

@@ -861,6 +861,8 @@ def vstack(tensors):
 
 
 def split(tensor, split_size_or_sections, dim=0):
+    if tensor.ndim == 0:                 # (normalize_dim took the 0-dim tensor's one dim as 0)
+        raise RuntimeError("split expects at least a 1-dimensional tensor")
     d = S.normalize_dim(dim, tensor.ndim)
     n = tensor.shape[d]
     if isinstance(split_size_or_sections, int):
@@ -894,6 +896,8 @@ def chunk(input, chunks, dim=0):
 def tensor_split(input, indices_or_sections, dim=0):
     """input in `sections` near-equal parts along dim, or cut before each of the indices (clamped
     to the dim, so parts can be empty), as torch.tensor_split."""
+    if input.ndim == 0:
+        raise RuntimeError("tensor_split expected at least a 1-dimensional tensor, but got a tensor with 0 dims")
     d = S.normalize_dim(dim, input.ndim)
     n = input.shape[d]
     if isinstance(indices_or_sections, (list, tuple)):
@@ -1566,13 +1570,13 @@ def check_operand_overlap(target, operands, full=False):
     non-overlapping-and-dense are not judged. Tensors or their arrays (a traced value's layout
     within its base: functionalize.traced_layouts)."""
     t = target._data if isinstance(target, Tensor) else target
-    if t.__class__ is not np.ndarray or not t.size:
-        return
     for o in operands:
-        if o is target:
+        if o is target:                  # (torch's: the same tensor overlaps itself fully, empty too)
             if full:
                 raise RuntimeError(_OPERAND_OVERLAP_MSG)
             continue
+        if t.__class__ is not np.ndarray or not t.size:
+            return
         d = o._data if isinstance(o, Tensor) else o
         if d.__class__ is not np.ndarray or not d.size or not np.may_share_memory(t, d):
             continue
