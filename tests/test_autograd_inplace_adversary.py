@@ -437,3 +437,61 @@ def test_post_accumulate_grad_hooks_run_in_torchs_order_on_random_graphs():
     """Several leaves ready at once run as torch's priority queue yields them; several roots."""
     for seed in range(150):
         assert _random_graph_post_hook_order(tg, seed) == _random_graph_post_hook_order(torch, seed), seed
+
+
+# -- saved-tensor hooks around in-place ops ------------------------------------------------------
+
+@pytest.mark.parametrize("op", ["pow_", "mul_w", "div_w", "sin_"])
+def test_pack_hook_sees_an_in_place_ops_old_self_once(op):
+    """torch packs a clone of self's old value once; tracegrad packed self, then its copy (two
+    calls, the first given the tensor about to be written)."""
+    f = {"pow_": lambda y, w: y.pow_(2), "mul_w": lambda y, w: y.mul_(w), "div_w": lambda y, w: y.div_(w),
+         "sin_": lambda y, w: y.sin_()}[op]
+    res = []
+    for lib in (torch, tg):
+        x = lib.tensor([0.5, 1.5, 2.0], dtype=lib.float64, requires_grad=True)
+        w = lib.tensor([2.0, 3.0, 4.0], dtype=lib.float64, requires_grad=True)
+        y = x * 1
+        packed = []
+
+        def pack(t):
+            packed.append((t is y, t.detach().numpy().copy()))
+            return t
+
+        with lib.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+            f(y, w)
+        y.sum().backward()
+        res.append((packed, x.grad.numpy().copy()))
+    (tp, tgrad), (gp, ggrad) = res
+    # (in any order: torch packs mul_'s other before its self)
+    assert sorted((p[0], p[1].tolist()) for p in gp) == sorted((p[0], p[1].tolist()) for p in tp)
+    np.testing.assert_allclose(ggrad, tgrad, rtol=1e-14)
+
+
+# -- .data given another shape after the graph was recorded --------------------------------------
+
+@pytest.mark.parametrize("case", ["exp", "mul", "sum", "kept_layout"])
+def test_leaf_whose_data_changed_shape_gets_torchs_gradient_or_error(case):
+    """x.data = ones(3) for x of shape [2, 3] recorded: torch's AccumulateGrad copies the
+    gradient into the leaf's layout and raises copy_'s error; tracegrad's x.grad took shape
+    [2, 3]. A gradient whose strides fit the new layout is kept as it is, as torch's."""
+    out = []
+    for lib in (torch, tg):
+        if case == "kept_layout":
+            x = lib.tensor([[1., 2., 3.]], requires_grad=True)
+            y = x * 2
+            x.data = lib.ones(2, 3)
+        else:
+            x = lib.tensor([[1., 2., 3.], [4., 5., 6.]], requires_grad=True)
+            y = {"exp": x.exp, "mul": lambda: x * 2, "sum": lambda: x.sum(0)}[case]()
+            x.data = lib.ones(3)
+        try:
+            y.sum().backward()
+            out.append(("ok", x.grad.numpy().copy()))
+        except RuntimeError as e:
+            out.append(("raised", str(e)))
+    assert out[1][0] == out[0][0], out
+    if out[0][0] == "ok":
+        np.testing.assert_allclose(out[1][1], out[0][1])
+    else:
+        assert out[1][1] == out[0][1]

@@ -14,7 +14,7 @@ from . import _dtype as D
 from .grad_mode import STATE, no_grad
 from .tensor import Tensor, Above
 from .ops import functional as F
-from .autograd.graph import Saved
+from .autograd.graph import Saved, _HOOK_USERS, saved_tensors_hooks_active
 from .autograd import views
 from .creation import _wrap_np, tensor, takes_generator, RNG, stored_scalar
 from .tracing import TraceError, _ACTIVE, TRACING, rename_grad_fn
@@ -353,9 +353,22 @@ def _inplace(fn):
         check_inplace(self)
         if checked and (args or kwargs):
             _check_overlap(self, _operands(args, kwargs), full)
+        if _HOOK_USERS[0] and STATE.grad_enabled and saved_tensors_hooks_active() and not _tracing():
+            # torch saves a clone of self's old value, and its pack hook sees that clone, once;
+            # the op saving self and then its copy (_keep_old_self) called the hook twice
+            return commit(self, fn(_old_self(self), *args, **kwargs))
         return commit(self, fn(self, *args, **kwargs))
     op.__name__ = name + "_"
     return op
+
+
+def _old_self(self):
+    """A copy of self's value, at self's place in the graph (no node of its own; a leaf that
+    requires grad was refused by check_inplace)."""
+    fn = self.grad_fn
+    if fn is None:
+        return Tensor._make(self._data.copy(), self._dtype)
+    return Tensor._make(self._data.copy(), self._dtype, True, fn, self._output_nr)
 
 
 for _name in """add sub mul div pow neg abs sign exp log sqrt rsqrt sin cos tanh sigmoid relu floor ceil round clamp

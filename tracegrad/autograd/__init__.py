@@ -220,6 +220,9 @@ def _accumulate(t, g, create_graph, shared=False):
     (even into a .grad that requires grad, which keeps its history); with create_graph the
     first is copied (it may be the caller's own tensor: a seed) and later ones added out of
     place."""
+    if g._data.shape != t._data.shape and (t._grad is not None or create_graph or shared or
+                                           not _obeys_layout(g._data, t._data)):
+        g = _to_leaf_shape(t, g)
     if not create_graph:
         g = Tensor._make(g._data, g._dtype) if g._req else g
     if t._grad is None:
@@ -236,6 +239,30 @@ def _accumulate(t, g, create_graph, shared=False):
     else:
         t._grad._data += g._data.astype(t._grad._data.dtype, copy=False)
         t._grad._vc[0] += 1
+
+
+def _obeys_layout(g, v):
+    """torch's obeys_layout_contract(grad, variable) on arrays: the gradient's strides are the
+    leaf's in every dim of more than one element (AccumulateGrad then keeps it as it is)."""
+    item, vi = g.itemsize, v.itemsize
+    for k, n in enumerate(g.shape):
+        if n != 1:
+            if k >= v.ndim or g.strides[k] // item != v.strides[k] // vi:
+                return False
+        elif g.strides[k] == 0:
+            return False
+    return True
+
+
+def _to_leaf_shape(t, g):
+    """The gradient of a leaf whose .data was given another shape after the graph was recorded
+    (x.data = torch.ones(3) for x of shape [2, 3]), as torch's AccumulateGrad makes it: copied
+    into the leaf's shape (clone_obey_contract), broadcast, or copy_'s error where it does not
+    broadcast to it. tracegrad's .grad took the old shape."""
+    out = zeros(tuple(t.shape), dtype=g.dtype)
+    with no_grad():
+        out.copy_(g)
+    return out
 
 
 def _post_accumulate_hooks(t):
