@@ -323,8 +323,6 @@ def _check_overlap(self, operands, full=False, key=None):
     part of it basic key `key` selects): F.check_operand_overlap, on the arrays eager holds, or
     inside a trace on the values' layouts within their bases (compiled raises as eager does)."""
     if _tracing():
-        if not any(isinstance(o, Tensor) for o in operands):
-            return
         arrays = traced_layouts([self, *operands])
         target = arrays[0]
         if target is None:
@@ -341,7 +339,10 @@ Above.check_overlap = _check_overlap       # out= (ops/functional.py)
 
 
 def _operands(args, kwargs):
-    return [a for a in args if isinstance(a, Tensor)] + [a for a in kwargs.values() if isinstance(a, Tensor)]
+    ops = [a for a in args if isinstance(a, Tensor)]
+    if kwargs:
+        ops += [a for a in kwargs.values() if isinstance(a, Tensor)]
+    return ops
 
 
 def _inplace(fn):
@@ -352,7 +353,16 @@ def _inplace(fn):
     def op(self, *args, **kwargs):
         check_inplace(self)
         if checked and (args or kwargs):
-            _check_overlap(self, _operands(args, kwargs), full)
+            if kwargs or len(args) > 1:
+                operands = _operands(args, kwargs)
+                if operands:
+                    _check_overlap(self, operands, full)
+            elif isinstance(args[0], Tensor):          # (most in-place ops: one operand)
+                d, t = args[0]._data, self._data
+                # two arrays that own their memory share none: the check's cost spared
+                if d is t or d.__class__ is not np.ndarray or t.__class__ is not np.ndarray or \
+                        d.base is not None or t.base is not None:
+                    _check_overlap(self, args, full)
         if _HOOK_USERS[0] and STATE.grad_enabled and saved_tensors_hooks_active() and not _tracing():
             # torch saves a clone of self's old value, and its pack hook sees that clone, once;
             # the op saving self and then its copy (_keep_old_self) called the hook twice
@@ -915,7 +925,9 @@ def _inplace_composite(fn):
     def op(self, *args, **kwargs):
         check_inplace(self)
         if checked and (args or kwargs):
-            _check_overlap(self, _operands(args, kwargs), full)
+            operands = _operands(args, kwargs)
+            if operands:
+                _check_overlap(self, operands, full)
         src = self.clone() if STATE.grad_enabled and self.requires_grad else self
         return commit(self, fn(src, *args, **kwargs))
     op.__name__ = fn.__name__ + "_"

@@ -1578,7 +1578,16 @@ def check_operand_overlap(target, operands, full=False):
         if t.__class__ is not np.ndarray or not t.size:
             return
         d = o._data if isinstance(o, Tensor) else o
-        if d.__class__ is not np.ndarray or not d.size or not np.may_share_memory(t, d):
+        if d.__class__ is not np.ndarray or not d.size:
+            continue
+        # (two arrays that own their memory, or views of two such, share none: numpy points a
+        # view of a view at the owner; may_share_memory costs more than the op's arithmetic)
+        tb, db = t.base, d.base
+        tb, db = t if tb is None else tb, d if db is None else db
+        if tb is not db and tb.__class__ is np.ndarray and db.__class__ is np.ndarray and tb.base is None \
+                and db.base is None:
+            continue
+        if not np.may_share_memory(t, d):
             continue
         if not (_dense(t) and _dense(d)):
             continue
