@@ -495,3 +495,66 @@ def test_leaf_whose_data_changed_shape_gets_torchs_gradient_or_error(case):
         np.testing.assert_allclose(out[1][1], out[0][1])
     else:
         assert out[1][1] == out[0][1]
+
+
+# -- a backward that fails at a saved value written in place -------------------------------------
+# torch's engine runs the nodes before the one whose saved tensor was written (their hooks, their
+# AccumulateGrads: .grad set, post-accumulate hooks) and raises there; tracegrad checked every
+# saved value before running anything, so no hook ran and no .grad was set.
+
+def test_failing_backward_runs_what_torch_runs_before_the_stale_node():
+    res = []
+    for lib in (torch, tg):
+        log = []
+        w1 = lib.tensor([1., 2.], requires_grad=True)
+        w2 = lib.tensor([3., 4.], requires_grad=True)
+        w1.register_hook(lambda g: log.append("w1"))
+        w2.register_hook(lambda g: log.append("w2"))
+        w2.register_post_accumulate_grad_hook(lambda p: log.append("post w2"))
+        a = w1.exp()
+        a.add_(1)                         # exp's saved result written
+        b = w2 * 2
+        c = b + 1
+        c.register_hook(lambda g: log.append("c"))
+        with pytest.raises(RuntimeError, match=STALE):
+            (a.sum() + c.sum()).backward()
+        res.append((log, w1.grad, w2.grad.numpy().tolist()))
+    assert res[0][0] == ["c", "w2", "post w2"]
+    assert res[1] == res[0]
+
+
+def _failing_program(lib, seed):
+    r = np.random.default_rng(seed)
+    n = int(r.integers(2, 5))
+    leaves = [lib.tensor(r.standard_normal(3), requires_grad=True) for _ in range(n)]
+    log = []
+    for i, p in enumerate(leaves):
+        p.register_hook(lambda g, i=i: log.append(("hook", i, np.round(g.numpy(), 6).tolist())))
+    vals = list(leaves)
+    for j in range(int(r.integers(2, 9))):
+        a, b = vals[int(r.integers(0, len(vals)))], vals[int(r.integers(0, len(vals)))]
+        v = [lambda: a * b, lambda: a + b, lambda: a.tanh(), lambda: a * 2][int(r.integers(0, 4))]()
+        if r.random() < 0.3:
+            v.register_hook(lambda g, j=j: log.append(("value hook", j, np.round(g.numpy(), 6).tolist())))
+        if r.random() < 0.2:
+            v.retain_grad()
+        vals.append(v)
+    with lib.no_grad():
+        vals[int(r.integers(n, len(vals)))].add_(0.5)
+    try:
+        lib.autograd.backward([vals[-1].sum()] + ([vals[-2].sum()] if r.random() < 0.4 else []))
+        log.append("ran")
+    except RuntimeError as e:
+        log.append(("raised", str(e)))
+    grads = [None if p.grad is None else np.round(p.grad.numpy(), 6).tolist() for p in leaves]
+    kept = [np.round(v.grad.numpy(), 6).tolist() if v.retains_grad and v.grad is not None else None for v in vals[n:]]
+    return log, grads, kept
+
+
+def test_failing_backward_runs_what_torch_runs_on_random_graphs():
+    raised = 0
+    for seed in range(120):
+        t = _failing_program(torch, seed)
+        raised += t[0][-1] != "ran"
+        assert _failing_program(tg, seed) == t, seed
+    assert raised > 10

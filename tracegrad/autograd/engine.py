@@ -841,10 +841,11 @@ def _bind_saved(order, info, as_tensor):
     """_saved_value, with anomaly mode's warning naming the node whose saved value failed."""
     try:
         return _saved_value(order, info, as_tensor)
-    except RuntimeError:
+    except RuntimeError as e:
         if tracer._ANOMALY[0]:
             node = order[info[0][0]]
             anomaly_warn(type(node).__name__, node)
+        e._at_bind = True                # nothing has run yet (autograd.backward runs what torch would first)
         raise
 
 
