@@ -558,3 +558,27 @@ def test_failing_backward_runs_what_torch_runs_on_random_graphs():
         raised += t[0][-1] != "ran"
         assert _failing_program(tg, seed) == t, seed
     assert raised > 10
+
+
+def test_float_power_and_ldexp_in_place_exist_as_torchs():
+    """Tensor.float_power_ and Tensor.ldexp_ raised AttributeError."""
+    res = []
+    for lib in (torch, tg):
+        x = lib.tensor([0.5, 1.5], dtype=lib.float64, requires_grad=True)
+        w = lib.tensor([2., 3.], dtype=lib.float64, requires_grad=True)
+        y = x * 1
+        y.float_power_(w)
+        z = (x * 1).ldexp_(lib.tensor([1, 3]))
+        (y.sum() + z.sum()).backward()
+        with pytest.raises(RuntimeError, match="the base given to float_power_ has dtype Float"):
+            lib.tensor([1., 2.]).float_power_(2)
+        res.append((y.detach().numpy(), z.detach().numpy(), x.grad.numpy(), w.grad.numpy()))
+    for a, b in zip(*res):
+        np.testing.assert_allclose(b, a, rtol=1e-14)
+
+
+def test_out_overlapping_an_operand_that_requires_grad_raises_the_autograd_error_first():
+    for lib in (torch, tg):
+        x = lib.tensor([[1.5, -2.0], [0.7, 3.0]], requires_grad=True) * 1
+        with pytest.raises(RuntimeError, match="functions with out=... arguments don't support automatic"):
+            lib.mul(x, 2, out=x[0])

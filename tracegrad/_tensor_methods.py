@@ -1000,3 +1000,16 @@ for _name in "masked_scatter put renorm".split():
     setattr(Tensor, _name + "_", _inplace_composite(getattr(_more, _name)))
 for _name in "addmv addr addbmm".split():
     setattr(Tensor, _name + "_", _inplace(getattr(_more, _name)))
+Tensor.ldexp_ = _inplace(_more.ldexp)
+_float_power_ = _inplace_composite(F.float_power)
+
+
+def float_power_(self, exponent):
+    """self ** exponent in place, as torch's: self must be float64, the dtype of the result."""
+    if self.dtype is not D.float64:
+        raise RuntimeError(f"the base given to float_power_ has dtype {D.SCALAR_NAME[self.dtype]} but the "
+                           f"operation's result requires dtype Double")
+    return _float_power_(self, exponent)
+
+
+Tensor.float_power_ = float_power_

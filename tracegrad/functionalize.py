@@ -766,10 +766,12 @@ def _note_stale_readers(graph, old, new):
         pos = frozenset(i for i, x in enumerate(args) if x == old)
         if r == final:
             pos -= {0}                    # the op's self (y.mul_(y) reads its other operand as self)
-        if pos and a["prim"] is not None:
-            # what eager saves: x.sub_(x, alpha=2)'s mul(x, 2) saves no x, and runs
+        prim = a["prim"]
+        if pos and prim is not None and (prim.saves or prim.needs):
+            # what eager saves: x.sub_(x, alpha=2)'s mul(x, 2) saves no x, and runs (an op that
+            # declares nothing, a custom Function's traced call, reads what its rule reads)
             req = tuple(isinstance(x, str) and x in g and _value_carries_grad(graph, x) for x in args)
-            pos &= frozenset(a["prim"].saved_positions(len(args), req)[0])
+            pos &= frozenset(prim.saved_positions(len(args), req)[0])
         if pos:
             a["stale_args"] = a.get("stale_args", frozenset()) | pos
     a = g._node[old]

@@ -96,7 +96,7 @@ def _binary(name):
 
     def op(input, other, *, out=None):
         if out is not None:
-            Above.check_overlap(out, (input, other))
+            _check_out_overlap(out, (input, other))
             return _into_out(name, op(input, other), out, (input, other))
         if not isinstance(input, Tensor):
             if isinstance(other, Tensor) and isinstance(input, _Scalar):
@@ -105,6 +105,15 @@ def _binary(name):
         return apply(prim, (input, _operand(other, name)), {})
     op.__name__ = name
     return op
+
+
+def _check_out_overlap(out, operands):
+    """torch's memory-overlap check of out= against the operands, after its refusal of out=
+    with autograd (which torch raises first)."""
+    if STATE.grad_enabled and (out.requires_grad or builtins.any(isinstance(a, Tensor) and a.requires_grad
+                                                                 for a in operands)):
+        return
+    Above.check_overlap(out, operands)
 
 
 def _into_out(name, result, out, args):
@@ -1632,8 +1641,8 @@ def _takes_out(fn, checked=True):
     def op(*args, out=None, **kwargs):
         if out is not None and checked and isinstance(out, Tensor):
             # (cat's and stack's first argument is a sequence of tensors)
-            Above.check_overlap(out, [a for x in args for a in (x if isinstance(x, (list, tuple)) else (x,))] +
-                                  list(kwargs.values()))
+            _check_out_overlap(out, [a for x in args for a in (x if isinstance(x, (list, tuple)) else (x,))] +
+                               list(kwargs.values()))
         result = fn(*args, **kwargs)
         return result if out is None else _write_out(result, out, fn.__name__)
     op.__name__, op.__qualname__, op.__doc__ = fn.__name__, fn.__qualname__, fn.__doc__
