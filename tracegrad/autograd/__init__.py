@@ -165,7 +165,7 @@ def _run_until_stale(order, index, roots, seeds, retain_graph, create_graph, hoo
     got = {(id(n), s): g for (n, s), g in zip([tg for tg, _ in retained] + targets, outs)}
     _deliver(order, roots, reach, retained, [got[(id(n), s)] for (n, s), _ in reach], create_graph)
     if not retain_graph:
-        engine.free_graph(order)
+        engine.free_graph(before)         # what ran frees its saved values, as torch's nodes release theirs
     return err
 
 
