@@ -12,14 +12,14 @@ import numpy as np
 
 from . import _dtype as D
 from .grad_mode import STATE, no_grad
-from .tensor import Tensor
+from .tensor import Tensor, Above
 from .ops import functional as F
-from .autograd.graph import Saved
+from .autograd.graph import Saved, _HOOK_USERS, saved_tensors_hooks_active
 from .autograd import views
 from .creation import _wrap_np, tensor, takes_generator, RNG, stored_scalar
 from .tracing import TraceError, _ACTIVE, TRACING, rename_grad_fn
 from .ops.primitives import np_index_set, PRIMITIVES
-from .functionalize import commit_traced, may_overlap, write_starts
+from .functionalize import commit_traced, may_overlap, traced_layouts
 from .autograd.graph import RemovableHandle, node_class
 
 _METHODS = """neg negative abs absolute sign exp exp2 log log2 log1p expm1 sqrt rsqrt sin cos tan tanh sigmoid erf erfc
@@ -212,8 +212,6 @@ Tensor.__hash__ = lambda self: id(self)
 # == in-place ======================================================================================
 
 def check_inplace(self):
-    if _ACTIVE[0] and TRACING.stack:
-        write_starts(self)
     if self._grad_fn is None and self._req and STATE.grad_enabled:
         if self.__class__ is not Tensor and self.__dict__.get("_nonleaf_arg"):
             # a compiled function's argument with history (x = w * 2): eager allows the write
@@ -226,6 +224,11 @@ def check_inplace(self):
                            "https://github.com/pytorch/rfcs/pull/17 for more details.")
     if self._view is not None and STATE.grad_enabled and self.requires_grad:
         views.check_inplace_on_view(self)
+        if self._grad_fn is None:
+            # a view made before its base gained history (b.copy_(x) after v = b.mT), whose
+            # grad_fn nothing has made since: a leaf that requires grad, to torch's check as here
+            # (reading v.grad_fn, or computing with v, makes it and lets the write run)
+            raise RuntimeError("a leaf Variable that requires grad is being used in an in-place operation.")
 
 
 def _tracing():
@@ -297,27 +300,95 @@ def _save_as_self(self, node):
 
 
 def _keep_old_self(self, node):
-    """The derivative may need self's value from before the op: save a copy instead."""
-    old = None
-    if node._saved is None:
+    """The derivative may need self's value from before the op: save a copy instead, as torch
+    saves a clone of the original self. Only the op's self (its first input) is the copy: self
+    passed again as another operand (y.mul_(y), y.clamp_(w, y)) stays saved as self, at the
+    version before the write, so that its backward raises "modified by an inplace operation" as
+    torch's does (the copy gave a gradient there)."""
+    saved = node._saved
+    if saved is None or len(saved) < 2:
         return
-    for s in node._saved[1:]:
-        hooked = isinstance(s, Saved) and s.hook is not None and s.hook[3] == id(self)
-        if isinstance(s, Saved) and (s.tensor is self or hooked):
-            if old is None:
-                old = Tensor._make(self._data.copy(), self._dtype, self._req, self.grad_fn, self._output_nr)
-            if hooked:                       # what the pack hook kept may be self: pack the old value
-                s.pack(old, False, s.hook[4])
-            else:
-                s.tensor, s.vc, s.version = old, old._vc, 0
+    s = saved[1]
+    if not isinstance(s, Saved):
+        return
+    hooked = s.hook is not None and s.hook[3] == id(self)
+    if s.tensor is self or hooked:
+        old = Tensor._make(self._data.copy(), self._dtype, self._req, self.grad_fn, self._output_nr)
+        if hooked:                       # what the pack hook kept may be self: pack the old value
+            s.pack(old, False, s.hook[4])
+        else:
+            s.tensor, s.vc, s.version = old, old._vc, 0
+
+
+# in-place ops whose operands torch checks for any overlap with the written tensor, itself too
+# (assert_no_overlap: x.index_add_(0, i, x) raises), and those whose operands it does not check
+# (a number taken from a tensor, or a kernel that reads into a buffer first); the rest partial
+# overlap only (TensorIterator's assert_no_partial_overlap: x.mul_(x) runs, x.mul_(x.t()) raises)
+_FULL_OVERLAP_CHECKED = frozenset("scatter scatter_add index_add index_copy index_put scatter_reduce put".split())
+_OVERLAP_UNCHECKED = frozenset("masked_fill index_fill masked_scatter addmv addbmm renorm ldexp float_power".split())
+
+
+def _check_overlap(self, operands, full=False, key=None):
+    """torch's check that an in-place op's operands do not overlap what it writes (self, or the
+    part of it basic key `key` selects): F.check_operand_overlap, on the arrays eager holds, or
+    inside a trace on the values' layouts within their bases (compiled raises as eager does)."""
+    if _tracing():
+        arrays = traced_layouts([self, *operands])
+        target = arrays[0]
+        if target is None:
+            return
+        if key is not None:
+            target = _region(target, key)
+        F.check_operand_overlap(target, [a for a in arrays[1:] if a is not None], full)
+        return
+    F.check_operand_overlap(self if key is None or self._data.__class__ is not np.ndarray else
+                            _region(self._data, key), operands, full)
+
+
+Above.check_overlap = _check_overlap       # out= (ops/functional.py)
+
+
+def _operands(args, kwargs):
+    ops = [a for a in args if isinstance(a, Tensor)]
+    if kwargs:
+        ops += [a for a in kwargs.values() if isinstance(a, Tensor)]
+    return ops
 
 
 def _inplace(fn):
+    name = fn.__name__
+    full = name in _FULL_OVERLAP_CHECKED
+    checked = name not in _OVERLAP_UNCHECKED
+
     def op(self, *args, **kwargs):
         check_inplace(self)
+        if checked and (args or kwargs):
+            if kwargs or len(args) > 1:
+                operands = _operands(args, kwargs)
+                if operands:
+                    _check_overlap(self, operands, full)
+            elif isinstance(args[0], Tensor):          # (most in-place ops: one operand)
+                d, t = args[0]._data, self._data
+                # two arrays that own their memory share none: the check's cost spared
+                if d is t or d.__class__ is not np.ndarray or t.__class__ is not np.ndarray or \
+                        d.base is not None or t.base is not None:
+                    _check_overlap(self, args, full)
+        if _HOOK_USERS[0] and STATE.grad_enabled and saved_tensors_hooks_active() and not _tracing():
+            # torch saves a clone of self's old value, and its pack hook sees that clone, once;
+            # the op saving self and then its copy (_keep_old_self) called the hook twice
+            return commit(self, fn(_old_self(self), *args, **kwargs))
         return commit(self, fn(self, *args, **kwargs))
-    op.__name__ = fn.__name__ + "_"
+    op.__name__ = name + "_"
     return op
+
+
+def _old_self(self):
+    """A copy of self's value, at self's place in the graph (no node of its own; a leaf that
+    requires grad was refused by check_inplace)."""
+    fn = self.grad_fn
+    if fn is None:
+        return Tensor._make(self._data.copy(), self._dtype)
+    return Tensor._make(self._data.copy(), self._dtype, True, fn, self._output_nr)
 
 
 for _name in """add sub mul div pow neg abs sign exp log sqrt rsqrt sin cos tanh sigmoid relu floor ceil round clamp
@@ -453,6 +524,8 @@ def copy_(self, src, non_blocking=False):
     check_inplace(self)
     if not isinstance(src, Tensor):
         src = tensor(src)
+    else:
+        _check_overlap(self, (src,))
     try:
         b = tuple(F.broadcast_shapes(tuple(self.shape), tuple(src.shape)))
     except RuntimeError:
@@ -524,6 +597,10 @@ def _setitem(self, key, value):
     if isinstance(value, Tensor):
         value = _strip_leading_ones(value, len(PRIMITIVES["getitem"].shape(self, *idx, key=k)))
         _check_setitem_shape(self, k, idx, value)
+        if not number:
+            # torch writes a basic key through copy_ into the view it selects, an advanced one
+            # with index_put_, which refuses any overlap of the values with self
+            _check_overlap(self, (value,), bool(idx), None if idx else _basic_key(k))
     needs_graph = STATE.grad_enabled and (self.requires_grad or (isinstance(value, Tensor) and value._req))
     if _tracing():
         if not isinstance(value, Tensor):
@@ -548,6 +625,12 @@ def _setitem(self, key, value):
             fill_(self, value if isinstance(value, Tensor) else F.full((), value, dtype=self.dtype))
         return
     commit(self, F.index_put_prim(self, value, idx, k))
+
+
+def _region(data, key):
+    """The view of `data` that basic key `key` selects, a 0-dim array where it picks one element."""
+    r = data[key]
+    return r if r.__class__ is np.ndarray else data[key + (Ellipsis,)]
 
 
 def _strip_leading_ones(value, ndim):
@@ -856,9 +939,17 @@ def _inplace_composite(fn):
     """The in-place form of a decomposition: with autograd, computed from a clone of self, whose
     nodes may read self's value (log10_'s log did: backward raised "modified by an inplace
     operation" once the write changed self)."""
+    name = fn.__name__
+    full = name in _FULL_OVERLAP_CHECKED
+    checked = name not in _OVERLAP_UNCHECKED
+
     def op(self, *args, **kwargs):
         check_inplace(self)
-        src = self.clone() if STATE.grad_enabled and self.requires_grad and not _tracing() else self
+        if checked and (args or kwargs):
+            operands = _operands(args, kwargs)
+            if operands:
+                _check_overlap(self, operands, full)
+        src = self.clone() if STATE.grad_enabled and self.requires_grad else self
         return commit(self, fn(src, *args, **kwargs))
     op.__name__ = fn.__name__ + "_"
     return op
@@ -930,3 +1021,16 @@ for _name in "masked_scatter put renorm".split():
     setattr(Tensor, _name + "_", _inplace_composite(getattr(_more, _name)))
 for _name in "addmv addr addbmm".split():
     setattr(Tensor, _name + "_", _inplace(getattr(_more, _name)))
+Tensor.ldexp_ = _inplace(_more.ldexp)
+_float_power_ = _inplace_composite(F.float_power)
+
+
+def float_power_(self, exponent):
+    """self ** exponent in place, as torch's: self must be float64, the dtype of the result."""
+    if self.dtype is not D.float64:
+        raise RuntimeError(f"the base given to float_power_ has dtype {D.SCALAR_NAME[self.dtype]} but the "
+                           f"operation's result requires dtype Double")
+    return _float_power_(self, exponent)
+
+
+Tensor.float_power_ = float_power_

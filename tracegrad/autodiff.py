@@ -283,7 +283,7 @@ def derive(fwd, outputs, wrt, hooks=None, node_hooks=(), defer_errors=False):
             if not isinstance(res, tuple):
                 res = (res,)
             if "stale_args" in a or "stale_out" in a:
-                res = _refuse_stale_reads(fwd, n, g, res, need, out if isinstance(out, tuple) else (out,), in_proxies)
+                res = _refuse_stale_reads(fwd, n, res, need, out if isinstance(out, tuple) else (out,), in_proxies)
             if hooked_post:              # grad_fn hooks: fn(grad_inputs, grad_outputs)
                 gs = g if isinstance(g, tuple) else (g,)
                 params = {}
@@ -330,7 +330,7 @@ def derive(fwd, outputs, wrt, hooks=None, node_hooks=(), defer_errors=False):
     return eliminate_dead_code(bwd, drop_inputs=("saved",), own=True)
 
 
-def _refuse_stale_reads(fwd, n, g, res, need, outs, ins):
+def _refuse_stale_reads(fwd, n, res, need, outs, ins):
     """The gradients of op n, made to raise torch's error when they run if its rule read a
     value that an in-place write inside the traced function replaced after n was recorded
     (functionalize._note_stale_readers marks such ops)."""
@@ -350,9 +350,8 @@ def _refuse_stale_reads(fwd, n, g, res, need, outs, ins):
            f"was written in place afterwards inside the compiled function. Hint: clone it before the in-place op, "
            f"or write the in-place op's result to a new tensor.")
     args = a["args"]
-    gs = tuple(x for x in (g if isinstance(g, tuple) else (g,)) if x is not None)
     return tuple(r if r is None or i >= len(args) or not x_needed(args[i], need) else
-                 apply(P["saved_value_written"], (r,) + gs, {"message": msg}) for i, r in enumerate(res))
+                 apply(P["saved_value_written"], (r,), {"message": msg}) for i, r in enumerate(res))
 
 
 def _bound(p):

@@ -23,7 +23,6 @@ function makes is recorded instead, as torch.compile's functionalization does:
 
 `Shadow` is the record of one trace; `active()` the one being traced in this thread.
 """
-import itertools
 import sys
 import threading
 import weakref
@@ -74,7 +73,6 @@ class Shadow:
         self.grad_reads = {}    # id(a real .grad tensor the trace read) -> the tensor whose .grad it is
         self.backwarded = set()  # op values a backward without retain_graph went through (freed)
         self.stale_saves = {}    # op value -> shape: it saved a value written in place since (_mark_saved_written)
-        self.write_starts = {}   # id(tensor) -> number of graph values when an in-place op on it began
         self.same_memory = {}    # value -> the values a write rebound it to or from (one tensor's memory)
         self.did_backward = False
         self.inputs = []        # (input Proxy, its value at the start, real tensor)
@@ -537,6 +535,15 @@ def commit_traced(self, result, through=False):
         view = self.__dict__.get("_view")
         if view is not None:
             _check_view_of_leaf(self)
+            if STATE.grad_enabled and not self.__dict__.get("_view_req", True) and view[1].name != "detach":
+                root = view[0]
+                while "_view" in root.__dict__:
+                    root = root.__dict__["_view"][0]
+                if _carries_grad(root):
+                    # eager: its grad_fn is made only when something asks for it; until then it is
+                    # a leaf that requires grad, and the write raises as torch's
+                    raise TraceError("an in-place op on a view made before its base gained autograd history (b.mT "
+                                     "taken, then b.copy_(x)) is not traced")
             if self.__dict__.get("_multi_view") and STATE.grad_enabled and (_carries_grad(self)
                                                                             or _carries_grad(result)):
                 raise TraceError(MULTI_VIEW_MSG)
@@ -569,20 +576,12 @@ def commit_traced(self, result, through=False):
     now = sh.value(self)
     if not through:
         _mark_saved_written(None, result, [now.__dict__["_name"] if now is not None else
-                                           sh.graph.__dict__.get("constants", {}).get(id(self))], self)
+                                           sh.graph.__dict__.get("constants", {}).get(id(self))])
     sh.write(self, result)
     return self
 
 
-def write_starts(t):
-    """An in-place op on t begins (check_inplace): the values the trace makes from here to its
-    write are the op's own (_mark_saved_written)."""
-    sh = active()
-    if sh is not None:
-        sh.write_starts[id(t)] = len(sh.graph.nx)
-
-
-def _mark_saved_written(proxy, result, roots=None, sh_real=None):
+def _mark_saved_written(proxy, result, roots=None):
     """torch's version counter, in the trace: an op that saved a value for its backward (mul
     its operands, exp its result) before that value, or one sharing its memory (a view, its
     base, another view of the base), was written in place, has a backward that raises in
@@ -621,8 +620,7 @@ def _mark_saved_written(proxy, result, roots=None, sh_real=None):
                                      and (prim.view is True or prim.view(a["params"]))):
                 stack.append(n)
     res = result.__dict__["_name"]
-    start = sh.write_starts.pop(id(proxy) if proxy is not None else id(sh_real), None)
-    own = set(itertools.islice(reversed(G._node), len(G) - start)) if start is not None else None
+    final = res if g[res]["op"] != "convert" else g[res]["args"][0]     # (commit_traced's cast)
     for w in alias:
         a = g[w]
         cands = [w] if a["prim"] is not None and a["prim"].saved_positions(len(a["args"]))[1] else []
@@ -634,18 +632,24 @@ def _mark_saved_written(proxy, result, roots=None, sh_real=None):
             args = a["args"]
             req = tuple(isinstance(x, str) and x in G and _value_carries_grad(g, x) for x in args)
             pos, out = a["prim"].saved_positions(len(args), req)
-            if not ((out and n == w) or any(args[i] == w for i in pos if i < len(args))):
+            hit = frozenset(i for i in pos if i < len(args) and args[i] == w)
+            if not ((out and n == w) or hit):
                 continue
-            if n != w and (n in own if own is not None else n == res or nx.has_path(G, n, res)):
-                continue            # part of the write's own computation (clamp_ reads the old value)
-            if n != w and n in alias:
+            if n == final and n != w:
+                # the write's own op (clamp_ reads the old value): eager keeps a copy of the old
+                # value as the op's self, its first operand, alone; self passed again as another
+                # operand (y.mul_(y)), or read by the other ops the write's result is computed
+                # with, is saved as self, and the backward raises
+                hit -= {0}
+                if not hit:
+                    continue
+            elif n != w and n in alias:
                 continue            # an earlier in-place op reading its old self, which eager saves as it was
             sh.stale_saves[n] = tuple(a["shape"])
             # and for a derivative taken after the call (the compiled call's backward): raised
             # when a gradient reaches a rule that reads the value (autodiff._refuse_stale_reads)
             if out and n == w:
                 a["stale_out"] = a.get("stale_out", frozenset()) | {0}
-            hit = frozenset(i for i in pos if i < len(args) and args[i] == w)
             if hit:
                 a["stale_args"] = a.get("stale_args", frozenset()) | hit
 
@@ -749,28 +753,25 @@ def _note_stale_readers(graph, old, new):
     read a marked value raise torch's error when they run. (Attributes, not names: the
     passes between trace and derivation rename values and keep attributes.)
 
-    The ops the write itself recorded (the tail of the graph that leads to `new`) are not
-    readers: an in-place op's own derivative reads its input as it was (torch saves it)."""
+    The write's own op is no reader of its first operand: an in-place op's derivative reads
+    its self as it was (torch saves a clone, eager tracegrad a copy); of its other operands,
+    and of the other ops its result is computed with, as eager, it is (y.mul_(y) raises)."""
     g = graph.nx
     if old not in g or new not in g:
         return
-    write = {new}
-    seen_new = False
-    for t in reversed(g._node):
-        if t == new:
-            seen_new = True
-            continue
-        if not seen_new:
-            continue                      # made after the result (a view's scatter into its base)
-        if any(u in write for u in g._succ[t]):
-            write.add(t)
-        else:
-            break
+    final = new if g._node[new]["op"] != "convert" else g._node[new]["args"][0]     # (commit_traced's cast)
     for r in g._succ[old]:
-        if r in write:
-            continue
         a = g._node[r]
-        pos = frozenset(i for i, x in enumerate(a["args"]) if x == old)
+        args = a["args"]
+        pos = frozenset(i for i, x in enumerate(args) if x == old)
+        if r == final:
+            pos -= {0}                    # the op's self (y.mul_(y) reads its other operand as self)
+        prim = a["prim"]
+        if pos and prim is not None and (prim.saves or prim.needs):
+            # what eager saves: x.sub_(x, alpha=2)'s mul(x, 2) saves no x, and runs (an op that
+            # declares nothing, a custom Function's traced call, reads what its rule reads)
+            req = tuple(isinstance(x, str) and x in g and _value_carries_grad(graph, x) for x in args)
+            pos &= frozenset(prim.saved_positions(len(args), req)[0])
         if pos:
             a["stale_args"] = a.get("stale_args", frozenset()) | pos
     a = g._node[old]
@@ -806,6 +807,47 @@ def _scatter(base, result, prim, rest, params):
     offset = (v.__array_interface__["data"][0] - scratch.__array_interface__["data"][0]) // item
     p = {"shape": tuple(v.shape), "strides": tuple(s // item for s in v.strides), "offset": offset}
     return apply(P["as_strided_scatter"], (base, result), p)
+
+
+def traced_layouts(tensors):
+    """Arrays with the layouts of `tensors` (traced values, or real tensors written in the
+    trace) within the memory they share: a value and the views taken of it (in this trace, or
+    of a real tensor) are views of one scratch array (of the real tensor's own array), so that
+    an in-place op's operands can be checked for overlap with what it writes as eager checks
+    them (ops.functional.check_operand_overlap). None for a value whose view cannot be laid
+    out on an array."""
+    bases = {}
+    out = []
+    for t in tensors:
+        chain = []
+        d = t.__dict__ if isinstance(t, Proxy) else None
+        root = t
+        while d is not None and "_view" in d:
+            base, prim, rest, params = d["_view"]
+            chain.append((prim, rest, params))
+            root = base
+            d = base.__dict__
+        real = d.get("_real") if d is not None else root
+        key = id(real) if real is not None else id(root)
+        arr = bases.get(key)
+        if arr is None:
+            data = real._data if real is not None else None
+            arr = data if data.__class__ is np.ndarray else np.empty(tuple(root.shape), D.float64.np)
+            bases[key] = arr
+        for prim, rest, params in reversed(chain):
+            if any(isinstance(r, Tensor) for r in rest):
+                arr = None              # a view indexed by a tensor's values
+                break
+            try:
+                v = prim.impl(arr, *rest, **params)
+            except Exception:         # noqa: BLE001  (a view no array can take: not judged)
+                v = None
+            if v.__class__ is not np.ndarray or not np.shares_memory(v, arr):
+                arr = None
+                break
+            arr = v
+        out.append(arr)
+    return out
 
 
 def may_overlap(shape, strides, itemsize):

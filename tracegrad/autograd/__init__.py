@@ -124,39 +124,111 @@ def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, 
                       "of your parameters to None after use to break the cycle and avoid the leak.", UserWarning,
                       stacklevel=3)
     with set_grad_enabled(create_graph), engine.final_callbacks(accumulates=True):
-        outs = engine.execute(order, index, roots, seeds, [tg for tg, _ in reach], retain_graph, create_graph, hooks,
-                              structure)
-        _target_prehooks(reach, outs, engine.executed(order, [tg for tg, _ in reach]))
-        for k, ((tg, t), g) in enumerate(zip(reach, outs)):
+        try:
+            outs = engine.execute(order, index, roots, seeds, [tg for tg, _ in reach], retain_graph, create_graph,
+                                  hooks, structure)
+        except RuntimeError as e:
+            if not getattr(e, "_at_bind", False) or inputs is not None:
+                raise
+            err = _run_until_stale(order, index, roots, seeds, retain_graph, create_graph, hooks, structure)
+            if err is None:
+                raise
+            raise err from None
+        _deliver(order, roots, reach, retained, outs, create_graph)
+
+
+def _run_until_stale(order, index, roots, seeds, retain_graph, create_graph, hooks, structure):
+    """A backward whose saved value was written in place raised before it ran anything; torch's
+    engine runs the nodes before the one that fails (its hooks, its AccumulateGrads: .grad set,
+    post-accumulate hooks) and raises there. That part is run here, and the error of that node
+    returned (None where no node's saved value is found written)."""
+    run = engine.torch_run_order([r[0] for r in roots])
+    for k, node in enumerate(run):
+        err = _stale_error(node)
+        if err is not None:
+            break
+    else:
+        return None
+    before = run[:k]
+    targets = [(node, s) for s in range(len(node._out_meta))]
+    leaves = []
+    for n in before:
+        if isinstance(n, AccumulateGrad):
+            leaves.append(((n, 0), n.variable))
+        else:
+            targets.extend((n, s) for s in range(len(n._out_meta)))
+    targets.extend(tg for tg, _ in leaves)
+    retained = _retained(order, index, targets)
+    reach = retained + leaves
+    outs = engine.execute(order, index, roots, seeds, [tg for tg, _ in retained] + targets, True, create_graph, hooks,
+                          structure)
+    got = {(id(n), s): g for (n, s), g in zip([tg for tg, _ in retained] + targets, outs)}
+    _deliver(order, roots, reach, retained, [got[(id(n), s)] for (n, s), _ in reach], create_graph)
+    if not retain_graph:
+        engine.free_graph(before)         # what ran frees its saved values, as torch's nodes release theirs
+    return err
+
+
+def _stale_error(node):
+    """The error torch's engine raises when it runs `node`, one of whose saved tensors was
+    written in place since (it unpacks them all first), or None."""
+    items = []
+    for s in node._saved or ():
+        if isinstance(s, tuple):
+            items.extend(s)
+        else:
+            items.append(s)
+    items.extend(node.__dict__.get("_fn_saved") or ())
+    items.extend(node.__dict__.get("_read", ()))
+    for s in items:
+        if s is not None and hasattr(s, "vc"):
+            try:
+                engine._check_version(s, node)
+            except RuntimeError as e:
+                return e
+    return None
+
+
+def _deliver(order, roots, reach, retained, outs, create_graph):
+    """backward()'s gradients handed over: retain_grad() tensors, then the leaves' .grad, each
+    with its AccumulateGrad's hooks and its post-accumulate-grad hooks."""
+    _target_prehooks(reach, outs, engine.executed(order, [tg for tg, _ in reach]))
+    steps = enumerate(zip(reach, outs))
+    if any(tg[0]._pre_hooks or tg[0]._hooks or t._post_acc_hooks for tg, t in reach[len(retained):]):
+        # what the hooks see: torch's order of AccumulateGrad nodes (a model's last layer
+        # first, its bias before its weight), not the leaves' order of creation
+        rank = {id(n): i for i, n in enumerate(engine.torch_run_order([r[0] for r in roots]))}
+        steps = sorted(steps, key=lambda s: -1 if s[0] < len(retained) else rank.get(id(s[1][0][0][0]), -1))
+    for k, ((tg, t), g) in steps:
+        if g is None:
+            continue
+        if k < len(retained):
+            _retain(t, g)
+            continue
+        node = tg[0]
+        shared = False
+        if node._pre_hooks:
+            first = g
+            base = sys.getrefcount(g)
+            for h in list(node._pre_hooks.values()):     # AccumulateGrad pre-hooks: (grad,) -> (grad,)
+                r = h((g,))
+                if r is not None:
+                    g, = check_hook_results(h, (g,), r)
+            r = h = None
             if g is None:
                 continue
-            if k < len(retained):
-                _retain(t, g)
-                continue
-            node = tg[0]
-            shared = False
-            if node._pre_hooks:
-                first = g
-                base = sys.getrefcount(g)
-                for h in list(node._pre_hooks.values()):     # AccumulateGrad pre-hooks: (grad,) -> (grad,)
-                    r = h((g,))
-                    if r is not None:
-                        g, = check_hook_results(h, (g,), r)
-                r = h = None
-                if g is None:
-                    continue
-                # torch steals the gradient only where nothing else holds it (its use_count): a
-                # hook may have kept the tensor it was given or the one it returned
-                shared = sys.getrefcount(g) > (base if g is first else 2)
-                first = None
-            if t._req:                     # a leaf set to requires_grad=False since takes nothing, as torch's
-                _accumulate(t, g, create_graph, shared)
-            _post_accumulate_hooks(t)
-            if node._hooks:
-                for h in list(node._hooks.values()):         # post-hooks see no grad_inputs, as in torch
-                    r = h((), (g,))
-                    if r is not None:
-                        check_hook_results(h, (), r)
+            # torch steals the gradient only where nothing else holds it (its use_count): a
+            # hook may have kept the tensor it was given or the one it returned
+            shared = sys.getrefcount(g) > (base if g is first else 2)
+            first = None
+        if t._req:                     # a leaf set to requires_grad=False since takes nothing, as torch's
+            _accumulate(t, g, create_graph, shared)
+        _post_accumulate_hooks(t)
+        if node._hooks:
+            for h in list(node._hooks.values()):         # post-hooks see no grad_inputs, as in torch
+                r = h((), (g,))
+                if r is not None:
+                    check_hook_results(h, (), r)
 
 
 _WARNED_CYCLE = [False]
@@ -214,6 +286,9 @@ def _accumulate(t, g, create_graph, shared=False):
     (even into a .grad that requires grad, which keeps its history); with create_graph the
     first is copied (it may be the caller's own tensor: a seed) and later ones added out of
     place."""
+    if g._data.shape != t._data.shape and (t._grad is not None or create_graph or shared or
+                                           not _obeys_layout(g._data, t._data)):
+        g = _to_leaf_shape(t, g)
     if not create_graph:
         g = Tensor._make(g._data, g._dtype) if g._req else g
     if t._grad is None:
@@ -230,6 +305,30 @@ def _accumulate(t, g, create_graph, shared=False):
     else:
         t._grad._data += g._data.astype(t._grad._data.dtype, copy=False)
         t._grad._vc[0] += 1
+
+
+def _obeys_layout(g, v):
+    """torch's obeys_layout_contract(grad, variable) on arrays: the gradient's strides are the
+    leaf's in every dim of more than one element (AccumulateGrad then keeps it as it is)."""
+    item, vi = g.itemsize, v.itemsize
+    for k, n in enumerate(g.shape):
+        if n != 1:
+            if k >= v.ndim or g.strides[k] // item != v.strides[k] // vi:
+                return False
+        elif g.strides[k] == 0:
+            return False
+    return True
+
+
+def _to_leaf_shape(t, g):
+    """The gradient of a leaf whose .data was given another shape after the graph was recorded
+    (x.data = torch.ones(3) for x of shape [2, 3]), as torch's AccumulateGrad makes it: copied
+    into the leaf's shape (clone_obey_contract), broadcast, or copy_'s error where it does not
+    broadcast to it. tracegrad's .grad took the old shape."""
+    out = zeros(tuple(t.shape), dtype=g.dtype)
+    with no_grad():
+        out.copy_(g)
+    return out
 
 
 def _post_accumulate_hooks(t):

@@ -76,6 +76,83 @@ def forget(program):
         program.backward_keys.clear()
 
 
+def torch_run_order(roots):
+    """The order in which torch's engine runs the nodes reachable from `roots` (grad_fn nodes):
+    a node is ready once every edge into it from a node that ran has delivered, and the ready
+    node of the highest sequence number runs next, an AccumulateGrad before any other (torch
+    numbers it UINT64_MAX), one of several ready AccumulateGrads as its std::priority_queue
+    yields them; several roots hang under one GraphRoot, numbered after every node. The
+    generated backward runs as one program; accumulating into .grad and the post-accumulate
+    hooks follow this order (torch's Linear: bias, then weight, last layer first)."""
+    roots = [r for r in roots if r is not None]
+    deps = {}
+    seen = set()
+    stack = list(roots)
+    while stack:
+        n = stack.pop()
+        if id(n) in seen:
+            continue
+        seen.add(id(n))
+        for nxt, _ in n.next_functions:
+            if nxt is not None:
+                deps[id(nxt)] = deps.get(id(nxt), 0) + 1
+                stack.append(nxt)
+    top = float("inf")
+    key = lambda n: top if isinstance(n, AccumulateGrad) else getattr(n, "_seq", -1)   # noqa: E731
+    heap = []
+
+    def push(n):                         # libstdc++'s push_heap, comparing by `key`
+        heap.append(n)
+        hole, v = len(heap) - 1, key(n)
+        while hole > 0 and key(heap[(hole - 1) // 2]) < v:
+            heap[hole] = heap[(hole - 1) // 2]
+            hole = (hole - 1) // 2
+        heap[hole] = n
+
+    def pop():                           # libstdc++'s pop_heap (its __adjust_heap), then pop_back
+        first = heap[0]
+        last = heap.pop()
+        n = len(heap)
+        if n:
+            hole = child = 0
+            while child < (n - 1) // 2:
+                child = 2 * (child + 1)
+                if key(heap[child]) < key(heap[child - 1]):
+                    child -= 1
+                heap[hole] = heap[child]
+                hole = child
+            if n % 2 == 0 and child == (n - 2) // 2:
+                child = 2 * (child + 1)
+                heap[hole] = heap[child - 1]
+                hole = child - 1
+            v = key(last)
+            while hole > 0 and key(heap[(hole - 1) // 2]) < v:
+                heap[hole] = heap[(hole - 1) // 2]
+                hole = (hole - 1) // 2
+            heap[hole] = last
+        return first
+
+    ran = []
+    if len(roots) == 1:
+        push(roots[0])
+    else:
+        for r in roots:                  # GraphRoot's edges
+            deps[id(r)] = deps.get(id(r), 0) + 1
+        for r in roots:                  # GraphRoot runs first and delivers to each root
+            deps[id(r)] -= 1
+            if not deps[id(r)]:
+                push(r)
+    while heap:
+        n = pop()
+        ran.append(n)
+        for nxt, _ in n.next_functions:
+            if nxt is not None:
+                deps[id(nxt)] -= 1
+                if not deps[id(nxt)]:
+                    push(nxt)
+    return ran
+
+
 def walk(roots):
     """Nodes reachable from `roots`, producers first (iterative post-order DFS): (order, index)."""
     return walk_keyed(roots)[:2]
@@ -348,7 +425,20 @@ def _check_version(s, node):
 
 
 def _saved_value(order, srcs, as_tensor):
-    """The data (or, for create_graph, the tensor) of a saved forward value."""
+    """The data (or, for create_graph, the tensor) of a saved forward value. Every node that
+    saved it is checked, not only the one read: torch checks each node's saved tensors, and
+    in-place ops keep a copy of self's old value beside self saved as another operand
+    (y.clamp_(w, y) reads the copy, and y written raises, as torch's)."""
+    if len(srcs) > 1:
+        # (the latest node first: torch's engine runs them so, and names the first that fails)
+        for k, pos, slot in sorted(srcs, reverse=True):
+            s = order[k]._saved
+            if s is not None:
+                s = s[pos + 1]
+                if pos == -1 and s is not None:
+                    s = s[slot]
+                if s is not None and hasattr(s, "vc"):
+                    _check_version(s, order[k])
     for k, pos, slot in srcs:
         node = order[k]
         saved = node._saved
@@ -751,10 +841,11 @@ def _bind_saved(order, info, as_tensor):
     """_saved_value, with anomaly mode's warning naming the node whose saved value failed."""
     try:
         return _saved_value(order, info, as_tensor)
-    except RuntimeError:
+    except RuntimeError as e:
         if tracer._ANOMALY[0]:
             node = order[info[0][0]]
             anomaly_warn(type(node).__name__, node)
+        e._at_bind = True                # nothing has run yet (autograd.backward runs what torch would first)
         raise
 
 

@@ -96,6 +96,7 @@ def _binary(name):
 
     def op(input, other, *, out=None):
         if out is not None:
+            _check_out_overlap(out, (input, other))
             return _into_out(name, op(input, other), out, (input, other))
         if not isinstance(input, Tensor):
             if isinstance(other, Tensor) and isinstance(input, _Scalar):
@@ -104,6 +105,15 @@ def _binary(name):
         return apply(prim, (input, _operand(other, name)), {})
     op.__name__ = name
     return op
+
+
+def _check_out_overlap(out, operands):
+    """torch's memory-overlap check of out= against the operands, after its refusal of out=
+    with autograd (which torch raises first)."""
+    if STATE.grad_enabled and (out.requires_grad or builtins.any(isinstance(a, Tensor) and a.requires_grad
+                                                                 for a in operands)):
+        return
+    Above.check_overlap(out, operands)
 
 
 def _into_out(name, result, out, args):
@@ -895,6 +905,8 @@ def vstack(tensors):
 
 
 def split(tensor, split_size_or_sections, dim=0):
+    if tensor.ndim == 0:                 # (normalize_dim took the 0-dim tensor's one dim as 0)
+        raise RuntimeError("split expects at least a 1-dimensional tensor")
     d = S.normalize_dim(dim, tensor.ndim)
     n = tensor.shape[d]
     if isinstance(split_size_or_sections, int):
@@ -928,6 +940,8 @@ def chunk(input, chunks, dim=0):
 def tensor_split(input, indices_or_sections, dim=0):
     """input in `sections` near-equal parts along dim, or cut before each of the indices (clamped
     to the dim, so parts can be empty), as torch.tensor_split."""
+    if input.ndim == 0:
+        raise RuntimeError("tensor_split expected at least a 1-dimensional tensor, but got a tensor with 0 dims")
     d = S.normalize_dim(dim, input.ndim)
     n = input.shape[d]
     if isinstance(indices_or_sections, (list, tuple)):
@@ -1570,6 +1584,65 @@ def as_strided_scatter(input, src, size, stride, storage_offset=0):
 # functions to this namespace as they are imported (tracegrad/__init__ imports them next).
 
 
+# == memory overlap of an op's operands with what it writes =====================================
+
+_OPERAND_OVERLAP_MSG = ("unsupported operation: some elements of the input tensor and the written-to tensor refer to a "
+                        "single memory location. Please clone() the tensor before performing the operation.")
+
+
+def _dense(a):
+    """torch's is_non_overlapping_and_dense of an ndarray's layout (strides in elements)."""
+    n = a.ndim
+    if n == 0:
+        return True
+    st = a.strides
+    if n == 1:
+        return a.shape[0] < 2 or st[0] == a.itemsize
+    need = a.itemsize
+    for size, stride in sorted([(z, t) for z, t in zip(a.shape, st) if z >= 2], key=lambda p: p[1]):
+        if stride != need:
+            return False
+        need *= size
+    return True
+
+
+def check_operand_overlap(target, operands, full=False):
+    """torch's memory-overlap check of an in-place op: an operand whose memory partly overlaps the
+    written tensor's (x.mul_(x.t()), x.add_(x[0])), or with `full` any that overlaps it, raises
+    torch's RuntimeError at the op (computed out of place, tracegrad gave the values as if the
+    operand had been cloned, where torch refuses). As torch, layouts other than
+    non-overlapping-and-dense are not judged. Tensors or their arrays (a traced value's layout
+    within its base: functionalize.traced_layouts)."""
+    t = target._data if isinstance(target, Tensor) else target
+    for o in operands:
+        if o is target:                  # (torch's: the same tensor overlaps itself fully, empty too)
+            if full:
+                raise RuntimeError(_OPERAND_OVERLAP_MSG)
+            continue
+        if t.__class__ is not np.ndarray or not t.size:
+            return
+        d = o._data if isinstance(o, Tensor) else o
+        if d.__class__ is not np.ndarray or not d.size:
+            continue
+        # (two arrays that own their memory, or views of two such, share none: numpy points a
+        # view of a view at the owner; may_share_memory costs more than the op's arithmetic)
+        tb, db = t.base, d.base
+        tb, db = t if tb is None else tb, d if db is None else db
+        if tb is not db and tb.__class__ is np.ndarray and db.__class__ is np.ndarray and tb.base is None \
+                and db.base is None:
+            continue
+        if not np.may_share_memory(t, d):
+            continue
+        if not (_dense(t) and _dense(d)):
+            continue
+        tb, db = t.__array_interface__["data"][0], d.__array_interface__["data"][0]
+        te, de = tb + t.nbytes, db + d.nbytes
+        if tb == db and te == de and t.strides == d.strides and not full:
+            continue                     # the same elements, in the same order: torch lets it run
+        if tb < de and db < te:
+            raise RuntimeError(_OPERAND_OVERLAP_MSG)
+
+
 # == out= ===========================================================================================
 
 def _write_out(result, out, op):
@@ -1599,8 +1672,12 @@ def _write_out(result, out, op):
     return out
 
 
-def _takes_out(fn):
+def _takes_out(fn, checked=True):
     def op(*args, out=None, **kwargs):
+        if out is not None and checked and isinstance(out, Tensor):
+            # (cat's and stack's first argument is a sequence of tensors)
+            _check_out_overlap(out, [a for x in args for a in (x if isinstance(x, (list, tuple)) else (x,))] +
+                               list(kwargs.values()))
         result = fn(*args, **kwargs)
         return result if out is None else _write_out(result, out, fn.__name__)
     op.__name__, op.__qualname__, op.__doc__ = fn.__name__, fn.__qualname__, fn.__doc__
@@ -1608,8 +1685,9 @@ def _takes_out(fn):
     return op
 
 
+# (torch's matrix products read their operands into their own buffers: mm(x, x.t(), out=x) runs)
 for _n in ("add", "sub", "mul", "div", "matmul", "mm", "bmm", "cat", "stack"):
-    globals()[_n] = _takes_out(globals()[_n])
+    globals()[_n] = _takes_out(globals()[_n], _n not in ("matmul", "mm", "bmm"))
 subtract, multiply, divide, true_divide, concat, concatenate = sub, mul, div, div, cat, cat
 
 Above.to, Above.detach, Above._cname = to, detach, _cname        # Tensor.to(), .detach(), the grad setter

@@ -1057,19 +1057,19 @@ Primitive("derivative_error", "g", _derivative_error,
           triton=T.Refuse("an op without a derivative in a compiled backward"))
 
 
-def _saved_value_written(r, *gs, message):
-    # only where a gradient reached the op: a compiled backward hands zeros for an output no
-    # gradient reached, where torch runs no node and raises nothing
-    if any(np.any(np.asarray(g) != 0) for g in gs):
-        raise RuntimeError(message)
-    return np.array(r, copy=True)
+def _saved_value_written(r, message):
+    # whenever the op's rule runs, whatever gradient reached it (zeros, or none: torch runs a
+    # node that its graph reaches, with an undefined gradient too, and checks its saved values
+    # first). An op that only outputs no gradient reached lead to runs no rule: the compiled
+    # call then runs the backward of the other outputs alone (compile._inexact_without)
+    raise RuntimeError(message)
 
 
 # stands in a backward for the gradient r that an op's rule computed from a value an in-place
 # write inside a traced function replaced after the op read it (autodiff._refuse_stale_reads):
 # torch's "modified by an inplace operation" when the backward runs, as eagerly
-Primitive("saved_value_written", "*xs", _saved_value_written, shape=lambda r, *gs, message: tuple(r.shape),
-          dtype="same", vjp=lambda g, out, r, *gs, message: (g,) + (None,) * len(gs),
+Primitive("saved_value_written", "x", _saved_value_written, shape=lambda r, message: tuple(r.shape),
+          dtype="same", vjp=lambda g, out, r, message: (g,),
           triton=T.Refuse("a value saved for backward and written in place"))
 
 
