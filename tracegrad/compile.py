@@ -1644,7 +1644,13 @@ class CompiledFunction:
             if not distinct and writes_alias(p, leaves, False):
                 return self._aliased(args, kwargs)
         self.last_program = p
-        return run_program(p, leaves, distinct)
+        try:
+            return run_program(p, leaves, distinct)
+        except IndexError:
+            # numpy's error from an index out of range in a kernel (masked_scatter's gather past
+            # the end of a source shorter than the mask's count of ones): the eager run raises
+            # torch's error, naming the op. The program raised before writing anything back
+            return self._fn(*args, **kwargs)
 
     def _aliased(self, args, kwargs):
         fs = _caller_frame()

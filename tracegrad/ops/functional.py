@@ -17,6 +17,7 @@ from ..grad_mode import STATE
 from ..tracing import apply, rename_grad_fn
 from . import shapes as S
 from .primitives import PRIMITIVES as P, FrontEnd, check_index_bounds, check_index_select_bounds, sum_to
+from .primitives import _check_float, _overflow
 from ..creation import tensor, full as _full, _wrap_np
 from ..tensor import Size
 from ..tracing import TraceError
@@ -262,6 +263,33 @@ def where(condition, input=None, other=None):
     return apply(P["where"], (condition, input, other), {})
 
 
+def _check_number_bound(t, d):
+    """A 0-dim tensor bound that torch's parser reads as a Number (beside a Number bound) is
+    converted to the result dtype d with torch's checked conversion: clamp(int8, min=-1,
+    max=tensor(1000)) raises "value cannot be converted to type int8_t without overflow" where a
+    plain cast would wrap 1000 to -24. A traced bound's value is not known: where it could
+    overflow d, the function runs eagerly."""
+    td = t.dtype
+    if d._kind == 2:
+        fits = d is D.float64 or td._kind < 2 or td is d or td is D.float16
+    else:
+        fits = td is D.bool_ or d is D.bool_ or (D.integer_bounds(d)[0] <= D.integer_bounds(td)[0] and
+                                                 D.integer_bounds(td)[1] <= D.integer_bounds(d)[1])
+    if fits:
+        return
+    if t._data is None:
+        raise TraceError(f"clamp with a Number bound beside a 0-dim tensor bound of dtype {t.dtype} (torch converts "
+                         f"the tensor's value to {d} with an overflow check) inside a compiled function is not "
+                         f"traced yet")
+    v = t.item()
+    if d._kind < 2:
+        lo_d, hi_d, int_lo = D.integer_bounds(d)
+        if not (lo_d <= v <= hi_d if isinstance(v, float) else int_lo <= v <= hi_d):
+            raise _overflow(d)
+    else:
+        _check_float(v, d)
+
+
 def _clamp(input, lo, hi, op):
     _check_tensor(input, op)
     if lo is None and hi is None:
@@ -282,6 +310,7 @@ def _clamp(input, lo, hi, op):
         # dtype once, as torch converts the Number), without reading it, so that it traces
         wrapped = {0: False, 1: 0, 2: 0.0}[t.dtype._kind]
         d = D.result_type([input, wrapped, hi if t is lo else lo])
+        _check_number_bound(t, d)
         if t is lo:
             lo = convert(lo, d)
         else:
