@@ -12,7 +12,7 @@ import numpy as np
 
 from . import _dtype as D
 from .grad_mode import STATE, no_grad
-from .tensor import Tensor
+from .tensor import Tensor, Above
 from .ops import functional as F
 from .autograd.graph import Saved
 from .autograd import views
@@ -20,6 +20,7 @@ from .creation import _wrap_np, tensor, takes_generator, RNG, stored_scalar
 from .tracing import TraceError, _ACTIVE, TRACING, rename_grad_fn
 from .ops.primitives import np_index_set, PRIMITIVES
 from .functionalize import commit_traced, may_overlap, write_starts
+from .ir.layout import array_order
 from .autograd.graph import RemovableHandle, node_class
 
 _METHODS = """neg negative abs absolute sign exp exp2 log log2 log1p expm1 sqrt rsqrt sin cos tan tanh sigmoid erf erfc
@@ -302,9 +303,114 @@ def _keep_old_self(self, node):
                 s.tensor, s.vc, s.version = old, old._vc, 0
 
 
+_PARTIAL_OVERLAP_MSG = ("unsupported operation: some elements of the input tensor and the written-to tensor refer to "
+                        "a single memory location. Please clone() the tensor before performing the operation.")
+
+
+def _dense_span(a):
+    """(first byte, end) of an array that is non-overlapping and dense (a permutation of a
+    contiguous one), else None: torch's overlap check calls any other layout too hard to tell."""
+    item = a.itemsize
+    if not item or any(st % item for st in a.strides):
+        return None
+    if array_order(a.shape, tuple(st // item for st in a.strides)) is None:
+        return None
+    p = a.__array_interface__["data"][0]
+    return p, p + a.size * item
+
+
+def _memory_of(out, src):
+    """The arrays of two tensors, where they may share memory: their own in eager, a scratch
+    buffer's views where a trace knows both as views of one value (tracing.Proxy._memory_with)."""
+    a, b = out._data, src._data
+    if a is None:
+        return out._memory_with(src) if b is None and hasattr(out, "_memory_with") else None
+    if b is None or a.__class__ is not np.ndarray or b.__class__ is not np.ndarray:
+        return None
+    if a is not b and (a.base is None and b.base is None or not np.may_share_memory(a, b)):
+        return None                      # two allocations of their own, or apart in memory
+    return a, b
+
+
+def overlap_status(a, b):
+    """torch's get_overlap_status of two arrays: 0 no overlap (or too hard to tell), 1 partial,
+    2 full (the same elements in the same layout)."""
+    if a.size == 0 or b.size == 0:
+        return 0
+    sa, sb = _dense_span(a), _dense_span(b)
+    if sa is None or sb is None:
+        return 0
+    if sa == sb:
+        return 2 if a.ndim == b.ndim and all(x == y for n, x, y in zip(a.shape, a.strides, b.strides) if n != 1) else 1
+    return 1 if sa[0] < sb[1] and sb[0] < sa[1] else 0
+
+
+def check_overlap(out, src, full=False, out_array=None):
+    """torch's assert_no_partial_overlap (full=True: assert_no_overlap, index_put_'s, scatter_'s)
+    between the written-to tensor `out` and an input `src` of the op: where some elements of one
+    are elements of the other in another place, the result would depend on the order of the
+    kernel's loop, and torch raises. `out_array`: a function of out's array giving the region
+    written (the view setitem's basic indices make)."""
+    if out is src:
+        if full:
+            raise RuntimeError(_PARTIAL_OVERLAP_MSG)
+        return
+    if not isinstance(src, Tensor):
+        return
+    pair = _memory_of(out, src)
+    if pair is None:
+        return
+    a, b = pair
+    if out_array is not None:
+        a = out_array(a)
+    status = overlap_status(a, b)
+    if status == 1 or (full and status == 2):
+        raise RuntimeError(_PARTIAL_OVERLAP_MSG)
+    if status == 0 and out._data is None and np.shares_memory(a, b):
+        # a layout torch does not check (x[::2].copy_(x[:3])): its kernel reads and writes the
+        # shared elements in its loop's order, eager as well; the program would read them all first
+        raise TraceError("an in-place op whose source shares memory with the written-to tensor in a layout that is "
+                         "not dense is not traced (its result depends on the order elements are written in)")
+
+
+Above.check_overlap = check_overlap           # out= (ops/functional.py)
+
+
+# the in-place ops whose tensor operands torch does not check against the written-to tensor
+# (masked_fill_'s and index_fill_'s 0-dim value is read before the write; masked_scatter_'s
+# source is not checked), and those that refuse a full overlap too (assert_no_overlap), with the
+# positions (after self) of the operands checked so
+_UNCHECKED = frozenset({"masked_fill", "index_fill", "masked_scatter"})
+_NO_OVERLAP = {"index_put": (0, 1), "scatter": (2,), "scatter_add": (2,), "index_add": (2,), "index_copy": (2,),
+               "scatter_reduce": (2,), "put": (1,)}
+
+
+def _overlap_check(name):
+    """The check of an in-place op's tensor operands against self (check_overlap), or None."""
+    if name in _UNCHECKED:
+        return None
+    full = _NO_OVERLAP.get(name, ())
+
+    def check(self, args, kwargs):
+        for i, a in enumerate(args):
+            if isinstance(a, Tensor):
+                check_overlap(self, a, i in full)
+            elif i in full and a.__class__ in (tuple, list):          # index_put_'s indices
+                for t in a:
+                    check_overlap(self, t, True)
+        for a in kwargs.values():
+            if isinstance(a, Tensor):
+                check_overlap(self, a)
+    return check
+
+
 def _inplace(fn):
+    check = _overlap_check(fn.__name__)
+
     def op(self, *args, **kwargs):
         check_inplace(self)
+        if check is not None:
+            check(self, args, kwargs)
         return commit(self, fn(self, *args, **kwargs))
     op.__name__ = fn.__name__ + "_"
     return op
@@ -451,6 +557,7 @@ def copy_(self, src, non_blocking=False):
         # src broadcasts with self only to a larger shape (self [1, 1], src [2, 1]): numpy's
         # broadcast_to raised its ValueError here
         raise RuntimeError(f"output with shape {list(self.shape)} doesn't match the broadcast shape {list(b)}")
+    check_overlap(self, src)
     if _tracing():
         # a copy, not a broadcast view of src: the program's array of self must not be src's memory
         r = F.clone(F.expand(F.convert(src, self.dtype), tuple(self.shape)))
@@ -502,7 +609,14 @@ def _setitem(self, key, value):
             raise TypeError(f"can't assign a {name} to a {self.type()}")
     k, idx = F._normalize_key(self, key)
     if isinstance(value, Tensor):
-        value = _strip_leading_ones(value, len(PRIMITIVES["getitem"].shape(self, *idx, key=k)))
+        shape = PRIMITIVES["getitem"].shape(self, *idx, key=k)
+        if not number and (idx or tuple(value.shape) == tuple(shape)):
+            # torch writes a tensor through the view the basic indices make: with index_put_ where
+            # there are tensor indices (no overlap with the value at all), else with copy_ (no
+            # partial overlap), where the value has the view's shape (a value it expands, or a
+            # 0-dim one it fills with, is not checked)
+            check_overlap(self, value, bool(idx), out_array=lambda a: a[_basic_key(k)])
+        value = _strip_leading_ones(value, len(shape))
         _check_setitem_shape(self, k, idx, value)
     needs_graph = STATE.grad_enabled and (self.requires_grad or (isinstance(value, Tensor) and value._req))
     if _tracing():
@@ -835,8 +949,12 @@ def _inplace_composite(fn):
     """The in-place form of a decomposition: with autograd, computed from a clone of self, whose
     nodes may read self's value (log10_'s log did: backward raised "modified by an inplace
     operation" once the write changed self)."""
+    check = _overlap_check(fn.__name__)
+
     def op(self, *args, **kwargs):
         check_inplace(self)
+        if check is not None:
+            check(self, args, kwargs)
         src = self.clone() if STATE.grad_enabled and self.requires_grad and not _tracing() else self
         return commit(self, fn(src, *args, **kwargs))
     op.__name__ = fn.__name__ + "_"

@@ -53,10 +53,11 @@ class Above:
     `AccumulateGrad` and `RemovableHandle` (autograd/graph.py), `backward` (autograd),
     `transfer`, `parse` and `to_device` (cuda.py; creation.py and ops/functional.py move
     tensors between devices with them too), `to`, `detach` and `_cname` (ops/functional.py),
-    `tensor`, `zeros`, `ones`, `full` and `empty` (creation.py)."""
+    `tensor`, `zeros`, `ones`, `full` and `empty` (creation.py), `check_overlap` (_tensor_methods.py)."""
     construct = Parameter = tensor_repr = functionalize_local = view_grad_fn = None
     AccumulateGrad = RemovableHandle = backward = transfer = parse = to_device = to = detach = _cname = None
     tensor = zeros = ones = full = empty = None
+    check_overlap = None
 
 
 class Size(tuple):

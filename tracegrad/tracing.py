@@ -228,43 +228,80 @@ class Proxy(Tensor):
         src = d.get("_layout_of")
         return column_major(*src) if src is not None else column_major(d["_graph"], value_of(d["_graph"], self))
 
-    def _layout_scratch(self):
-        """A view's layout as eager makes it: the same views taken of a scratch array shaped as
-        the value they start from (an op's result, contiguous); None for a value that is no
-        view, False where it cannot be found."""
+    def _view_chain(self):
+        """(the value the views that make this one start from, [(prim, rest, params)] from the
+        last view taken to the first), or None where a view takes tensors (an index)."""
         chain, o = [], self
         while True:
             view = o.__dict__.get("_view")
             if view is None:
-                break
+                return o, chain
             base, prim, rest, params = view
             if any(isinstance(r, Tensor) for r in rest):
-                return False
+                return None
             chain.append((prim, rest, params))
             o = base
-        if "_real" in o.__dict__:
-            return None            # a view of a real tensor, whose layout is its own
-        arg = o.__dict__.get("_arg_strides")
+
+    def _root_scratch(self):
+        """An int8 array of this value's shape laid out as eager lays out its tensor, or None where
+        that is not known (a real tensor's stand-in, whose layout is its own)."""
+        d = self.__dict__
+        if "_real" in d:
+            return None
+        arg = d.get("_arg_strides")
         if arg is not None:
             # an argument not in C order (x.t(), x[::2] passed in): its own strides, which the
             # call's key does not hold (only the memory order); the trace relies on them, so the
             # program is guarded on them (compile.py's layout guard)
             i, strides = arg
-            if any(s < 0 for s in strides) or 0 in o._shape:
-                return False
-            o.__dict__["_graph"].__dict__.setdefault("layout_reads", {})[i] = strides
-            span = 1 + sum((n - 1) * s for n, s in zip(o._shape, strides))
-            a = np.lib.stride_tricks.as_strided(np.empty(span, np.int8), o._shape, strides)
-        elif not chain:
-            return None            # no view
-        else:
-            a = np.empty(o._shape, np.int8)
+            if any(s < 0 for s in strides) or 0 in self._shape:
+                return None
+            d["_graph"].__dict__.setdefault("layout_reads", {})[i] = strides
+            span = 1 + sum((n - 1) * s for n, s in zip(self._shape, strides))
+            return np.lib.stride_tricks.as_strided(np.empty(span, np.int8), self._shape, strides)
+        return np.empty(self._shape, np.int8)
+
+    @staticmethod
+    def _apply_chain(a, chain):
         try:
             for prim, rest, params in reversed(chain):
                 a = prim.impl(a, *rest, **params)
         except Exception:
-            return False
+            return None
         return a
+
+    def _layout_scratch(self):
+        """A view's layout as eager makes it: the same views taken of a scratch array laid out as
+        the value they start from; None for a value that is no view, False where it cannot be
+        found."""
+        found = self._view_chain()
+        if found is None:
+            return False
+        o, chain = found
+        if "_real" in o.__dict__:
+            return None            # a view of a real tensor, whose layout is its own
+        if not chain and "_arg_strides" not in o.__dict__:
+            return None            # no view
+        a = o._root_scratch()
+        if a is None:
+            return False
+        a = self._apply_chain(a, chain)
+        return False if a is None else a
+
+    def _memory_with(self, other):
+        """Arrays laid out as eager lays out this value's tensor and `other`'s, over one scratch
+        buffer where both are views of one value (so that whether they overlap can be asked),
+        else None."""
+        if not isinstance(other, Proxy) or other.__dict__.get("_graph") is not self.__dict__.get("_graph"):
+            return None
+        mine, theirs = self._view_chain(), other._view_chain()
+        if mine is None or theirs is None or mine[0] is not theirs[0]:
+            return None
+        root = mine[0]._root_scratch()
+        if root is None:
+            return None
+        a, b = self._apply_chain(root, mine[1]), self._apply_chain(root, theirs[1])
+        return None if a is None or b is None else (a, b)
 
     @property
     def grad_fn(self):

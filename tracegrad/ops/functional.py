@@ -1595,6 +1595,12 @@ def _write_out(result, out, op):
 
 def _takes_out(fn):
     def op(*args, out=None, **kwargs):
+        if out is not None and fn.__name__ not in ("matmul", "mm", "bmm"):
+            for a in args:
+                # (torch's TensorIterator and cat refuse an input that partly overlaps out)
+                for t in (a if a.__class__ in (list, tuple) else (a,)):
+                    if isinstance(t, Tensor):
+                        Above.check_overlap(out, t)
         result = fn(*args, **kwargs)
         return result if out is None else _write_out(result, out, fn.__name__)
     op.__name__, op.__qualname__, op.__doc__ = fn.__name__, fn.__qualname__, fn.__doc__
