@@ -155,3 +155,108 @@ def test_write_through_a_strided_view_from_an_overlapping_source_runs_eagerly():
         x[::2].copy_(x[:3])
         return x * 1
     _assert_same(f, lambda lib: (lib.arange(6.),))
+
+
+# -- op results laid out as eager lays them out: reshape, view and contiguous of them ---------------
+
+_X = lambda lib: (lib.tensor(np.arange(6.).reshape(2, 3)),)       # noqa: E731
+
+def _written_then_added(L, x):
+    y = L.exp(x.mT)
+    y[0] = 7.
+    w = y + 1                 # keeps y's order, which the write did not change
+    w.reshape(-1).add_(1)
+    return y, w
+
+
+_LAYOUTS = {
+    # y keeps x.mT's order (torch's TensorIterator, eager's kernels): reshape(-1) copies
+    "exp(x.mT).reshape, write the copy": lambda L, x: (lambda y: (y, y.reshape(-1).add_(1)))(L.exp(x.mT)),
+    "exp(x.mT).reshape, write y": lambda L, x: (lambda y, z: (y.add_(1), z))(*(lambda y: (y, y.reshape(-1)))(L.exp(x.mT))),
+    "x.mT * 2, flatten, setitem": lambda L, x: (lambda y: (y, y.flatten().__setitem__(0, 100.) or y))(x.mT * 2),
+    "x.mT.clone(), reshape, setitem": lambda L, x: (lambda y: (y, y.reshape(-1).__setitem__(0, 100.) or y))(x.mT.clone()),
+    "x.mT.clone(contiguous_format), reshape": lambda L, x: (lambda y: (y, y.reshape(-1).__setitem__(0, 100.) or y))(
+        x.mT.clone(memory_format=L.contiguous_format)),
+    "x.mT + x.mT.mT.mT": lambda L, x: (lambda y: (y, y.reshape(-1).add_(1)))(x.mT + x.mT.mT.mT),
+    "where of x.mT": lambda L, x: (lambda y: (y, y.reshape(-1).add_(1)))(L.where(x.mT > 2, x.mT, 0.)),
+    "x.mT.float().double()": lambda L, x: (lambda y: (y, y.reshape(-1).add_(1)))(x.mT.float().double()),
+    "x.mT plus a broadcast row": lambda L, x: (lambda y: (y, y.reshape(-1).add_(1)))(x.mT + x.mT.sum(0, keepdim=True)),
+    "exp(x.mT).unsqueeze(0).reshape": lambda L, x: (lambda y: (y, y.unsqueeze(0).reshape(-1).add_(1)))(L.exp(x.mT)),
+    # a write does not change the tensor's layout: y[0] = 7 keeps y transposed
+    "exp(x.mT), setitem, reshape": lambda L, x: (lambda y: (y.__setitem__(0, 7.), y, y.reshape(-1).add_(1))[1:])(
+        L.exp(x.mT)),
+    "exp(x.mT), setitem, + 1, reshape": lambda L, x: _written_then_added(L, x),
+    "copy_ into exp(x.mT), reshape": lambda L, x: (lambda y: (y.copy_(x.mT * 3), y.reshape(-1).add_(1), y)[1:])(
+        L.exp(x.mT)),
+    "zeros(3, 2).t() written, * 1, reshape": lambda L, x: (lambda y: (y.copy_(x), (y * 1), (y * 1).reshape(-1).add_(1))[1:])(
+        L.zeros(3, 2).t()),
+    # contiguous() of a strided view copies: a write to the copy does not reach x
+    "x[:, ::2].contiguous()": lambda L, x: (x[:, ::2].contiguous().add_(1), x * 1),
+    "x.t().contiguous()": lambda L, x: (x.t().contiguous().add_(1), x * 1),
+    "exp(x.mT).contiguous()": lambda L, x: (lambda y: (y.contiguous().add_(1), y))(L.exp(x.mT)),
+    # softmax of a transposed input is C-contiguous in torch: its reshape is a view, written through
+    "softmax(x.mT, 0).reshape": lambda L, x: (lambda y: (y.reshape(-1).add_(1), y))(L.softmax(x.mT, 0)),
+    "cumsum(x.mT, 0).reshape": lambda L, x: (lambda y: (y.reshape(-1).add_(1), y))(L.cumsum(x.mT, 0)),
+    "cat of x.mT: C-contiguous, viewed and written": lambda L, x: (lambda y: (y.view(-1).add_(1), y))(
+        L.cat([x.mT, x.mT], 0)),
+}
+
+
+@pytest.mark.parametrize("case", list(_LAYOUTS))
+def test_reshape_of_an_op_result_copies_or_views_as_eager_lays_the_result_out(case):
+    """y = exp(x.mT); y.reshape(-1).add_(1): y keeps x.mT's column order (torch's TensorIterator,
+    and eager's kernels), so the reshape copies and y is unchanged ([[1, 20.1], [2.7, 54.6], ...]);
+    compiled code took every op's result for C-contiguous, made the reshape a view and added 1
+    to y. Likewise for writes to y read through the reshape, flatten, contiguous() of a strided
+    view (x[:, ::2].contiguous().add_(1) changed x compiled), a value written in place (y[0] = 7
+    made y C-contiguous to the trace), and eager itself where torch lays a result out
+    C-contiguous and numpy did not (softmax(x.mT, 0).reshape(-1) copied eagerly, torch's is a
+    view)."""
+    op = _LAYOUTS[case]
+    _assert_same(lambda L, x: tuple(t for t in op(L, x) if t is not None), _X)
+
+
+def test_view_of_an_op_result_in_another_order_raises_as_eager():
+    """exp(x.mT).view(-1): torch and eager raise "view size is not compatible with input
+    tensor's size and stride"; compiled code returned a view of its C-contiguous result."""
+    _assert_same(lambda L, x: L.exp(x.mT).view(-1), _X)
+
+
+@pytest.mark.parametrize("make", ["exp", "twice", "copy"])
+def test_compiled_result_is_laid_out_as_eager_so_later_reshapes_match(make):
+    """A compiled function returned C-contiguous arrays where eager's result keeps another order
+    (zeros(3, 2).t() written and scaled: strides (1, 2) eagerly, (2, 1) compiled), so a reshape
+    of the result outside the function was a view compiled and a copy eagerly: writing it
+    changed the compiled result only."""
+    def f(lib, x):
+        if make == "exp":
+            return lib.exp(x.mT)
+        if make == "twice":
+            return x.mT * 2 + x.mT
+        y = lib.zeros(3, 2, dtype=x.dtype).t()
+        y.copy_(x)
+        return y * 1
+    outs = []
+    for lib, fn in ((torch, lambda x: f(torch, x)), (tg, lambda x: f(tg, x)), (tg, tg.compile(lambda x: f(tg, x)))):
+        for _ in range(2):              # the second call runs the cached program
+            y = fn(_X(lib)[0])
+        strides = tuple(y.stride())
+        y.reshape(-1).add_(1)
+        outs.append((strides, y.tolist()))
+    assert outs[1] == outs[0] and outs[2] == outs[1]
+
+
+def test_clone_takes_torchs_memory_formats():
+    """clone(memory_format=...) raised TypeError; torch.contiguous_format lays the copy out
+    C-contiguous, preserve_format (the default) keeps a dense operand's strides."""
+    for lib in (torch, tg):
+        x = lib.zeros(2, 3).t()
+        assert x.clone().stride() == (1, 3)
+        assert x.clone(memory_format=lib.preserve_format).stride() == (1, 3)
+        assert lib.clone(x, memory_format=lib.contiguous_format).stride() == (2, 1)
+        assert x.contiguous(memory_format=lib.contiguous_format).stride() == (2, 1)
+        with pytest.raises(RuntimeError, match="preserve memory format is unsupported by the contiguous operator"):
+            x.contiguous(memory_format=lib.preserve_format)
+        with pytest.raises(TypeError, match="must be torch.memory_format"):
+            x.clone(memory_format=3)
+    assert repr(tg.contiguous_format) == repr(torch.contiguous_format)

@@ -180,3 +180,47 @@ def column_major(graph, v, memo=None):
     if len(shape) != 2 or not all(isinstance(n, int) and n > 1 for n in shape):
         return False
     return is_column_major(shape, value_order(graph, v, memo))
+
+
+def iterator_order(shape, operands):
+    """The order torch's TensorIterator gives the result of an elementwise op of `shape` (and
+    eager tracegrad's kernels, whose results are laid out as it says): `operands` are the
+    (shape, strides) of the op's tensor operands, broadcast to `shape`. Axes are sorted by the
+    operands' strides, the first operand that tells two axes apart deciding (a broadcast axis
+    tells nothing); C's order where none does."""
+    nd = len(shape)
+    strides = []
+    for oshape, ost in operands:
+        lead = nd - len(oshape)
+        st = [0] * lead + [abs(s) if n != 1 else 0 for n, s in zip(oshape, ost)]
+        strides.append([0 if shape[k] == 1 else s for k, s in enumerate(st)])
+    perm = list(range(nd - 1, -1, -1))           # innermost first, as torch's perm_
+
+    def should_swap(d0, d1):
+        for st in strides:
+            s0, s1 = st[d0], st[d1]
+            if s0 == 0 or s1 == 0:
+                continue
+            if s0 < s1:
+                return -1
+            if s0 > s1:
+                return 1
+            if shape[d0] > shape[d1]:
+                return 1
+        return 0
+
+    for i in range(1, nd):
+        dim1 = i
+        for dim0 in range(i - 1, -1, -1):
+            c = should_swap(perm[dim0], perm[dim1])
+            if c > 0:
+                perm[dim0], perm[dim1] = perm[dim1], perm[dim0]
+                dim1 = dim0
+            elif c < 0:
+                break
+    return tuple(k for k in reversed(perm) if shape[k] > 1)
+
+
+def dense_axes(shape, order):
+    """All axes of `shape`, outermost first, for a dense layout of `order` (size-1 axes first)."""
+    return [k for k, n in enumerate(shape) if n <= 1] + list(order)
