@@ -260,3 +260,22 @@ def test_clone_takes_torchs_memory_formats():
         with pytest.raises(TypeError, match="must be torch.memory_format"):
             x.clone(memory_format=3)
     assert repr(tg.contiguous_format) == repr(torch.contiguous_format)
+
+
+def test_copy_into_an_expanded_view_that_repeats_no_element_writes_as_torch():
+    """x[:1].expand(3, 4).narrow(0, 0, 1) has a zero stride on a size-1 dim only: torch's copy_
+    writes it (x[0] becomes [0, 3, 6, 9]); tracegrad's copy_ refused any read-only array with
+    "more than one element of the written-to tensor refers to a single memory location"."""
+    def f(lib, x):
+        n = x[:1].expand(3, 4).narrow(0, 0, 1)
+        n.copy_(n * 3)
+        return x * 1
+    _assert_same(f, lambda lib: (lib.tensor(np.arange(8.).reshape(2, 4)),))
+
+    def g(lib, x):                  # the whole expand repeats rows: torch's error, kept
+        n = x[:1].expand(3, 4)
+        n.copy_(n * 3)
+        return x * 1
+    t, e, c = _three(g, lambda lib: (lib.tensor(np.arange(8.).reshape(2, 4)),))
+    assert isinstance(t, RuntimeError)
+    _assert_same(g, lambda lib: (lib.tensor(np.arange(8.).reshape(2, 4)),))

@@ -576,9 +576,12 @@ def copy_(self, src, non_blocking=False):
     if self.grad_fn is not None and STATE.grad_enabled:
         # the old value is overwritten: its gradient is zero from here on
         return commit(self, _overwrite(self, F.clone(F.expand(F.convert(src.detach(), self.dtype), tuple(self.shape)))))
-    if not self._data.flags.writeable:
-        raise RuntimeError(_OVERLAP_MSG)
-    np.copyto(self._data, np.broadcast_to(src._data, self._data.shape), casting="unsafe")
+    target = self._data
+    if not target.flags.writeable:
+        # a (view of an) expanded tensor: raises where the written elements share memory (a
+        # size-1 dim's zero stride repeats nothing: x[:1].expand(3, n).narrow(0, 0, 1) is written)
+        target = _writeable_region(target, (), ())
+    np.copyto(target, np.broadcast_to(src._data, target.shape), casting="unsafe")
     self._vc[0] += 1
     return self
 

@@ -115,6 +115,10 @@ TRACE_DEVICE = {}        # id(graph being traced) -> the device of its call's ar
 _BASE_SLOT = Tensor.__dict__["_base"]
 
 
+# views that lay a C-contiguous value out C-contiguous (a reshape of one is a view only so)
+_C_VIEWS = frozenset({"detach", "reshape", "squeeze", "unsqueeze"})
+
+
 def _scratch(shape, strides):
     """An int8 array of this shape and these strides (in elements) over a buffer of its own."""
     if any(st < 0 for st in strides) or 0 in shape:
@@ -282,17 +286,23 @@ class Proxy(Tensor):
             return _scratch(self._shape, strides)
         return np.empty(self._shape, np.int8)
 
-    def _plain(self):
+    def _plain(self, broadcast=False):
         """Whether this value is laid out C-contiguous by what the trace knows: an op's result of
-        the default layout, no view, no argument or real tensor of its own strides."""
+        the default layout (or a view of one that keeps it C-contiguous), no argument or real
+        tensor of its own strides. broadcast: an expand of such a value counts too."""
         d = self.__dict__
-        return "_view" not in d and "_mem" not in d and "_arg_strides" not in d and "_real" not in d
+        view = d.get("_view")
+        while view is not None and (view[1].name in _C_VIEWS or broadcast and view[1].name == "expand"):
+            d = view[0].__dict__
+            view = d.get("_view")
+        return view is None and "_mem" not in d and "_arg_strides" not in d and "_real" not in d
 
     def _eager_scratch(self):
         """An int8 array laid out as eager lays out this value's tensor (views taken of the
-        layout of the value they start from), or None where that is not known."""
+        layout of the value they start from), or None where the value is C-contiguous or its
+        layout is not known."""
         if self._plain():
-            return np.empty(self._shape, np.int8)
+            return None           # C-contiguous: every reshape and view of it is a view
         found = self._view_chain()
         if found is None:
             return None
@@ -563,6 +573,9 @@ def apply_symbolic(prim, args, params):
 def _result_order(shape, args):
     """The order eager gives the result of an op that keeps its operands' layout (keeps_layout),
     where some operand is not C-contiguous; None for C's."""
+    if all(a._plain(True) if isinstance(a, Proxy) else
+           not isinstance(a, Tensor) or a._data.__class__ is not np.ndarray or a._data.flags.c_contiguous for a in args):
+        return None               # (asks nothing of a symbolic size)
     operands = []
     strided = False
     for a in args:
