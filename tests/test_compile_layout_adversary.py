@@ -279,3 +279,20 @@ def test_copy_into_an_expanded_view_that_repeats_no_element_writes_as_torch():
     t, e, c = _three(g, lambda lib: (lib.tensor(np.arange(8.).reshape(2, 4)),))
     assert isinstance(t, RuntimeError)
     _assert_same(g, lambda lib: (lib.tensor(np.arange(8.).reshape(2, 4)),))
+
+
+@pytest.mark.parametrize("case", ["mul", "div", "pow"])
+def test_in_place_op_whose_other_operand_is_self_raises_at_backward_as_torch(case):
+    """x.mul_(x): torch saves the other operand, which is x, and the write changes it: backward
+    raises "one of the variables needed for gradient computation has been modified by an
+    inplace operation". Eager tracegrad saved a copy of x's old value for both operands and
+    gave the gradient of x * x ([2, 4, 6, 8])."""
+    for lib, compiled in ((torch, False), (tg, False), (tg, True)):
+        def f(w):
+            x = w * 1
+            getattr(x, case + "_")(x)
+            return x
+        fn = tg.compile(f) if compiled else f
+        w = lib.tensor([1., 2., 3., 4.], requires_grad=True)
+        with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+            fn(w).sum().backward()

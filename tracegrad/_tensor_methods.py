@@ -288,19 +288,21 @@ def _save_as_self(self, node):
 
 
 def _keep_old_self(self, node):
-    """The derivative may need self's value from before the op: save a copy instead."""
-    old = None
+    """The derivative may need self's value from before the op: save a copy instead. Only the
+    operand that is self is: where self is also another operand (x.mul_(x), x.pow_(x)), torch
+    saves that one as the tensor, which the write changes, and its backward raises "modified by
+    an inplace operation"."""
     if node._saved is None:
         return
     for s in node._saved[1:]:
         hooked = isinstance(s, Saved) and s.hook is not None and s.hook[3] == id(self)
         if isinstance(s, Saved) and (s.tensor is self or hooked):
-            if old is None:
-                old = Tensor._make(self._data.copy(), self._dtype, self._req, self.grad_fn, self._output_nr)
+            old = Tensor._make(self._data.copy(), self._dtype, self._req, self.grad_fn, self._output_nr)
             if hooked:                       # what the pack hook kept may be self: pack the old value
                 s.pack(old, False, s.hook[4])
             else:
                 s.tensor, s.vc, s.version = old, old._vc, 0
+            return
 
 
 _PARTIAL_OVERLAP_MSG = ("unsupported operation: some elements of the input tensor and the written-to tensor refer to "

@@ -767,10 +767,14 @@ def _note_stale_readers(graph, old, new):
         else:
             break
     for r in g._succ[old]:
-        if r in write:
-            continue
         a = g._node[r]
-        pos = frozenset(i for i, x in enumerate(a["args"]) if x == old)
+        pos = [i for i, x in enumerate(a["args"]) if x == old]
+        if r in write:
+            # the write's own op reads its input as it was, where that input is self; where self
+            # is also another operand (x.mul_(x)), torch saves that one as the tensor the write
+            # changes, and its backward raises (as eager's: _tensor_methods._keep_old_self)
+            pos = pos[1:]
+        pos = frozenset(pos)
         if pos:
             a["stale_args"] = a.get("stale_args", frozenset()) | pos
     a = g._node[old]

@@ -813,9 +813,11 @@ def _apply_eager(prim, args, params):
             _record(prim, args, params, outs)
         return tuple(outs)
     out = _wrap(out, odt)
-    if not view and out.__class__ is np.ndarray and out.ndim > 1 and (not out.flags.c_contiguous or (
-            prim.elementwise and _any_strided(arrays))):
-        out = eager_layout(prim, params, arrays, out)
+    if not view and out.__class__ is np.ndarray and out.ndim > 1:
+        # (numpy's kernels give a C-contiguous result where their operands are: an op of several
+        # operands is asked of theirs, any other of its result)
+        if _any_strided(arrays) if prim.elementwise and len(arrays) > 1 else not out.flags.c_contiguous:
+            out = eager_layout(prim, params, arrays, out)
     if view and prim.name == "reshape" and out.size and not np.may_share_memory(out, arrays[0]):
         base = None
         params = dict(params, view=False)

@@ -14,8 +14,10 @@ not known. The inference follows the eager kernels (torch's strides, numpy's 'K'
 views reorder or keep their operand's order (permute, detach, reshape/squeeze/unsqueeze
 that only add or drop size-1 axes), an elementwise op keeps the order its full-size operands
 share, clone keeps a dense operand's, and every other op is taken to make a C-contiguous
-result (softmax or a slice of a transposed tensor keep its layout eagerly: there the choice
-is not torch's, in eager and compiled alike). An input's order is the `order` attribute its
+result (a slice of a transposed tensor keeps its layout eagerly: there the choice is not
+torch's, in eager and compiled alike). These orders pick derivatives; the memory layout
+eager gives a value, which decides whether its reshape copies, is torch's TensorIterator's
+(iterator_order below; tracing.eager_layout, Proxy._eager_scratch). An input's order is the `order` attribute its
 maker recorded (a compiled function's argument, an eager leaf, a forward value saved for
 the backward), else the order of the tensor it holds where that requires grad, else C:
 eager autograd's graph knows the layouts of its leaves, not of the other tensors it read.
