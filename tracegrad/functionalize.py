@@ -78,7 +78,10 @@ class Shadow:
         self.same_memory = {}    # value -> the values a write rebound it to or from (one tensor's memory)
         self.did_backward = False
         self.inputs = []        # (input Proxy, its value at the start, real tensor)
-        self.first_write = {}   # id(real tensor or input Proxy) -> number of graph values when first written
+        # id(real tensor or input Proxy) -> number of graph values when the in-place op that first
+        # wrote it began (its own reads of other tensors come after: x[1:].copy_(y), y a view of x)
+        self.first_write = {}
+        self.write_start = sys.maxsize   # the number of graph values when the last in-place op began
         self.created = {}       # id -> concrete tensor made while tracing (creation._created)
         self.options_before = []  # the optimizers' param_groups as the trace began (_options)
         self.training = {}      # id(module) -> (module, its training flag before the trace set it)
@@ -109,7 +112,7 @@ class Shadow:
 
     def write(self, t, proxy):
         self.data[id(t)] = [t, proxy]
-        self.first_write.setdefault(id(t), len(self.graph.nx))
+        self.first_write.setdefault(id(t), min(len(self.graph.nx), self.write_start))
 
     # -- .grad ----------------------------------------------------------------------------------
     def get_grad(self, t):
@@ -548,7 +551,7 @@ def commit_traced(self, result, through=False):
         _rebind(self, result)
         sh = active()
         if sh is not None:
-            sh.first_write.setdefault(id(self), len(sh.graph.nx))
+            sh.first_write.setdefault(id(self), min(len(sh.graph.nx), sh.write_start))
         real = self.__dict__.get("_real")
         if real is not None:
             commit_traced(real, result, True)    # the base of a view of a real tensor: the tensor's write
@@ -579,7 +582,7 @@ def write_starts(t):
     write are the op's own (_mark_saved_written)."""
     sh = active()
     if sh is not None:
-        sh.write_starts[id(t)] = len(sh.graph.nx)
+        sh.write_starts[id(t)] = sh.write_start = len(sh.graph.nx)
 
 
 def _mark_saved_written(proxy, result, roots=None, sh_real=None):
