@@ -711,16 +711,6 @@ def _mark_view(out, base, prim, rest, params):
 _wrap = D.as_dtype_array     # a kernel's result as its dtype's array (constant folding uses it too)
 
 
-def _any_strided(arrays):
-    """Whether an operand is not C-contiguous (numpy's elementwise kernels then choose the
-    result's layout by their own rule: C's where the operands' orders conflict, torch's the
-    first operand's)."""
-    for a in arrays:
-        if a.__class__ is np.ndarray and not a.flags.c_contiguous:
-            return True
-    return False
-
-
 def keeps_layout(prim, params):
     """Whether the op lays its result out by its operands' strides (torch's TensorIterator, and
     clone's preserve_format), not C-contiguous as every other op that is no view."""
@@ -816,7 +806,12 @@ def _apply_eager(prim, args, params):
     if not view and out.__class__ is np.ndarray and out.ndim > 1:
         # (numpy's kernels give a C-contiguous result where their operands are: an op of several
         # operands is asked of theirs, any other of its result)
-        if _any_strided(arrays) if prim.elementwise and len(arrays) > 1 else not out.flags.c_contiguous:
+        if prim.elementwise and len(arrays) > 1:
+            for a in arrays:
+                if a.__class__ is np.ndarray and not a.flags.c_contiguous:
+                    out = eager_layout(prim, params, arrays, out)
+                    break
+        elif not out.flags.c_contiguous:
             out = eager_layout(prim, params, arrays, out)
     if view and prim.name == "reshape" and out.size and not np.may_share_memory(out, arrays[0]):
         base = None

@@ -15,9 +15,11 @@ views reorder or keep their operand's order (permute, detach, reshape/squeeze/un
 that only add or drop size-1 axes), an elementwise op keeps the order its full-size operands
 share, clone keeps a dense operand's, and every other op is taken to make a C-contiguous
 result (a slice of a transposed tensor keeps its layout eagerly: there the choice is not
-torch's, in eager and compiled alike). These orders pick derivatives; the memory layout
-eager gives a value, which decides whether its reshape copies, is torch's TensorIterator's
-(iterator_order below; tracing.eager_layout, Proxy._eager_scratch). An input's order is the `order` attribute its
+torch's, in eager and compiled alike). An elementwise op whose full-size operands disagree
+takes torch's TensorIterator order (the first operand that tells two axes apart decides), as
+eager lays it out. These orders pick derivatives; the memory layout eager gives a value,
+which decides whether its reshape copies, is torch's TensorIterator's (iterator_order below;
+tracing.eager_layout, Proxy._eager_scratch). An input's order is the `order` attribute its
 maker recorded (a compiled function's argument, an eager leaf, a forward value saved for
 the backward), else the order of the tensor it holds where that requires grad, else C:
 eager autograd's graph knows the layouts of its leaves, not of the other tensors it read.
@@ -151,8 +153,37 @@ def _rule(graph, a, memo):
                 memo[y] is not _BROADCAST]
         if full and full[0] is not None and all(o == full[0] for o in full):
             return full[0]
+        if len(full) > 1 and all(o is not None for o in full):
+            return _first_decides(len(shape), full)      # torch's TensorIterator, as eager lays it out
         return _c(shape)
     return _c(shape)
+
+
+def _first_decides(nd, orders):
+    """iterator_order for dense operands of one shape given by their orders: of two axes, the
+    outer is the one the first operand that has both lays out outer (no size is compared, so a
+    symbolic one is not guarded on)."""
+    ranks = [{ax: len(o) - i for i, ax in enumerate(o)} for o in orders]
+    perm = list(range(nd - 1, -1, -1))           # innermost first
+
+    def should_swap(d0, d1):
+        for r in ranks:
+            s0, s1 = r.get(d0, 0), r.get(d1, 0)
+            if s0 and s1:
+                return -1 if s0 < s1 else 1
+        return 0
+
+    for i in range(1, nd):
+        dim1 = i
+        for dim0 in range(i - 1, -1, -1):
+            c = should_swap(perm[dim0], perm[dim1])
+            if c > 0:
+                perm[dim0], perm[dim1] = perm[dim1], perm[dim0]
+                dim1 = dim0
+            elif c < 0:
+                break
+    axes = set(orders[0])
+    return tuple(k for k in reversed(perm) if k in axes)
 
 
 def _broadcasts(src, shape):
