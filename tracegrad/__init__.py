@@ -49,6 +49,7 @@ from .ops.functional import (
     tensor_split, unbind, select, narrow, flip, fliplr, flipud, roll, tile, gather, scatter, scatter_add,
     index_select, masked_fill, tril, triu, nonzero, index_put,
     matmul, mm, bmm, mv, dot, outer, ger, einsum, detach, return_types,
+    memory_format, preserve_format, contiguous_format, channels_last, channels_last_3d,
 )
 from ._tensor_str import set_printoptions
 from . import autograd, ir, codegen, cuda

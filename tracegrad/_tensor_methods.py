@@ -19,7 +19,7 @@ from .autograd import views
 from .creation import _wrap_np, tensor, takes_generator, RNG, stored_scalar
 from .tracing import TraceError, _ACTIVE, TRACING, rename_grad_fn
 from .ops.primitives import np_index_set, PRIMITIVES
-from .functionalize import commit_traced, may_overlap, traced_layouts
+from .functionalize import commit_traced, may_overlap, traced_layouts, write_starts
 from .autograd.graph import RemovableHandle, node_class
 
 _METHODS = """neg negative abs absolute sign exp exp2 log log2 log1p expm1 sqrt rsqrt sin cos tan tanh sigmoid erf erfc
@@ -212,6 +212,8 @@ Tensor.__hash__ = lambda self: id(self)
 # == in-place ======================================================================================
 
 def check_inplace(self):
+    if _ACTIVE[0] and TRACING.stack:
+        write_starts(self)
     if self._grad_fn is None and self._req and STATE.grad_enabled:
         if self.__class__ is not Tensor and self.__dict__.get("_nonleaf_arg"):
             # a compiled function's argument with history (x = w * 2): eager allows the write
@@ -339,7 +341,18 @@ def _check_overlap(self, operands, full=False, key=None):
             return
         if key is not None:
             target = _region(target, key)
-        F.check_operand_overlap(target, [a for a in arrays[1:] if a is not None], full)
+        others = [a for a in arrays[1:] if a is not None]
+        F.check_operand_overlap(target, others, full)
+        for a in others:
+            if a is not target and np.shares_memory(target, a) and not (
+                    a.__array_interface__["data"][0] == target.__array_interface__["data"][0]
+                    and a.shape == target.shape and a.strides == target.strides):
+                # a layout torch does not judge (x[::2].copy_(x[:3])): its kernel reads and writes
+                # the shared elements in its loop's order, as eager's does; the program would read
+                # them all first
+                raise TraceError("an in-place op whose operand shares memory with the written-to tensor in a "
+                                 "layout that is not dense is not traced (its result depends on the order "
+                                 "elements are written in)")
         return
     F.check_operand_overlap(self if key is None or self._data.__class__ is not np.ndarray else
                             _region(self._data, key), operands, full)
@@ -554,9 +567,12 @@ def copy_(self, src, non_blocking=False):
     if self.grad_fn is not None and STATE.grad_enabled:
         # the old value is overwritten: its gradient is zero from here on
         return commit(self, _overwrite(self, F.clone(F.expand(F.convert(src.detach(), self.dtype), tuple(self.shape)))))
-    if not self._data.flags.writeable:
-        raise RuntimeError(_OVERLAP_MSG)
-    np.copyto(self._data, np.broadcast_to(_stored_as(src, self._dtype), self._data.shape), casting="unsafe")
+    target = self._data
+    if not target.flags.writeable:
+        # a (view of an) expanded tensor: raises where the written elements share memory (a
+        # size-1 dim's zero stride repeats nothing: x[:1].expand(3, n).narrow(0, 0, 1) is written)
+        target = _writeable_region(target, (), ())
+    np.copyto(target, np.broadcast_to(_stored_as(src, self._dtype), target.shape), casting="unsafe")
     self._vc[0] += 1
     return self
 
@@ -595,11 +611,14 @@ def _setitem(self, key, value):
                            f"{D.SCALAR_NAME[self._dtype]} for the destination and {D.SCALAR_NAME[value._dtype]} "
                            f"for the source.")
     if isinstance(value, Tensor):
-        value = _strip_leading_ones(value, len(PRIMITIVES["getitem"].shape(self, *idx, key=k)))
+        shape = PRIMITIVES["getitem"].shape(self, *idx, key=k)
+        checked = not number and (idx or tuple(value.shape) == tuple(shape))
+        value = _strip_leading_ones(value, len(shape))
         _check_setitem_shape(self, k, idx, value)
-        if not number:
+        if checked:
             # torch writes a basic key through copy_ into the view it selects, an advanced one
-            # with index_put_, which refuses any overlap of the values with self
+            # with index_put_, which refuses any overlap of the values with self; a value it
+            # expands, or a 0-dim one it fills with, is not checked
             _check_overlap(self, (value,), bool(idx), None if idx else _basic_key(k))
     needs_graph = STATE.grad_enabled and (self.requires_grad or (isinstance(value, Tensor) and value._req))
     if _tracing():

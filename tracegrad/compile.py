@@ -34,7 +34,7 @@ from ._collect import paused
 from .ir.graph import Graph, V
 from .tracing import Proxy, TraceError, trace, proxy_input, apply, TRACING, TRACE_DEVICE, _ACTIVE, user_file, \
     _ANOMALY, _ANOMALY_NAN, next_node_seq
-from .ir.layout import order_attr, tensor_order
+from .ir.layout import order_attr, tensor_order, array_order, dense_axes
 from .ir.verify import verify
 from .ops.lowering import Refuse, identity
 from .ops.primitives import Primitive, PRIMITIVES as P
@@ -72,6 +72,7 @@ class Untraceable(TraceError):
 class Program:
     """One compiled specialisation: its IR at every stage, generated functions and bindings."""
     out_freed = ()                    # a whole step's outputs whose graph its backward freed
+    out_orders = ()                   # (output, memory order) where eager's result is not C-contiguous
 
     def __init__(self, name, keep_stages=False):
         self.__name__ = name
@@ -209,7 +210,7 @@ def _trace_with_writes(fn, args, kwargs, name, value_reads=None, dyn=()):
                     px.__dict__["_nonleaf_arg"] = True     # a leaf in the trace, not to the caller
                 d = t._data
                 if d.__class__ is np.ndarray and not d.flags.c_contiguous and d.itemsize:
-                    # its strides, in elements, for a view's check (Proxy._layout_scratch)
+                    # its strides, in elements, for a view's check (Proxy._eager_scratch)
                     px.__dict__["_arg_strides"] = (i, tuple(s // d.itemsize for s in d.strides))
                 sh.inputs.append((px, px.__dict__["_name"], t))
             # a tensor passed twice is one value, as in eager (`a is b`, a write through one
@@ -272,6 +273,37 @@ def _trace_with_writes(fn, args, kwargs, name, value_reads=None, dyn=()):
         D.set_default_dtype(settings[2])
         D.set_float32_matmul_precision(settings[3])
     return g, leaves, out_spec, out_leaves, sh
+
+
+def _out_orders(p, out_px):
+    """The outputs the program computes (no view of an argument, of another output or of a .grad,
+    which are taken again after the call) that eager lays out in another order than C's (an
+    elementwise op of a transposed argument, a value written in place through a transposed
+    view): (output, order), for run_program to lay them out so. A later reshape or view of such an
+    output copies or raises as eager's, not as a C-contiguous array's."""
+    again = {t[0] for t in p.out_views} | {k for k, _ in p.out_same} | {t[0] for t in p.out_grads_after}
+    orders = []
+    for k, o in enumerate(out_px):
+        if k in again or o._plain():
+            continue
+        a = o._eager_scratch()
+        if a is None or a.flags.c_contiguous:
+            continue
+        order = array_order(a.shape, a.strides)
+        if order is not None:
+            orders.append((k, order))
+    return tuple(orders)
+
+
+def _laid_out(a, order):
+    """Array a in the dense layout of `order` (a copy where it is laid out otherwise)."""
+    if a.__class__ is not np.ndarray or not a.itemsize or any(st % a.itemsize for st in a.strides) or \
+            array_order(a.shape, tuple(st // a.itemsize for st in a.strides)) == order:
+        return a
+    axes = dense_axes(a.shape, order)
+    out = np.empty(tuple(a.shape[k] for k in axes), a.dtype).transpose(np.argsort(axes))
+    out[...] = a
+    return out
 
 
 _PLAIN = (type(None), bool, int, float, complex, str, bytes, type(Ellipsis), slice, range, D.dtype, np.generic,
@@ -388,6 +420,7 @@ def _build(fn, args, kwargs, name, backend, value_reads=None, keep_stages=False,
     p.out_grads_after = []
     kept, freed = functionalize.returned_graphs(sh, out_leaves) if sh.did_backward else ((), {})
     p.out_freed = []
+    out_px = []
     for o in out_leaves:
         if isinstance(o, Proxy):
             src = first.get(id(o))
@@ -419,11 +452,13 @@ def _build(fn, args, kwargs, name, backend, value_reads=None, keep_stages=False,
                                          "backward through it is not compiled yet")
                     elif id(o) in freed:
                         p.out_freed.append((len(outputs), freed[id(o)]))
+            out_px.append(o)
             outputs.append(V(o.__dict__["_name"]))
             out_consts.append(None)
         else:
             out_consts.append(o)
     p.n_user = len(outputs)
+    p.out_orders = _out_orders(p, out_px)
     # the function's writes to real tensors: extra outputs, written back after each call
     outputs = outputs + list(sh.extra)
     p.writeback = sh.plan
@@ -983,6 +1018,10 @@ def run_program(p, leaves, distinct=None):
             arrays.clear()                # the old storages: replaceable where nothing else holds them
         p.write_back(res[p.n_user:n_out], ids, leaves)
     outs = []
+    if p.out_orders:
+        res = list(res)
+        for k, order in p.out_orders:
+            res[k] = _laid_out(res[k], order)
     for (shape, dt), o in zip(p.out_meta, res[:p.n_user]):
         if type(o) is not np.ndarray and not hasattr(o, "_tg_device"):
             o = np.asarray(o)
@@ -1732,7 +1771,13 @@ class CompiledFunction:
             if not distinct and writes_alias(p, leaves, False):
                 return self._aliased(args, kwargs)
         self.last_program = p
-        return run_program(p, leaves, distinct)
+        try:
+            return run_program(p, leaves, distinct)
+        except IndexError:
+            # numpy's error from an index out of range in a kernel (masked_scatter's gather past
+            # the end of a source shorter than the mask's count of ones): the eager run raises
+            # torch's error, naming the op. The program raised before writing anything back
+            return self._fn(*args, **kwargs)
 
     def _aliased(self, args, kwargs):
         fs = _caller_frame()

@@ -76,7 +76,10 @@ class Shadow:
         self.same_memory = {}    # value -> the values a write rebound it to or from (one tensor's memory)
         self.did_backward = False
         self.inputs = []        # (input Proxy, its value at the start, real tensor)
-        self.first_write = {}   # id(real tensor or input Proxy) -> number of graph values when first written
+        # id(real tensor or input Proxy) -> number of graph values when the in-place op that first
+        # wrote it began (its own reads of other tensors come after: x[1:].copy_(y), y a view of x)
+        self.first_write = {}
+        self.write_start = sys.maxsize   # the number of graph values when the last in-place op began
         self.created = {}       # id -> concrete tensor made while tracing (creation._created)
         self.options_before = []  # the optimizers' param_groups as the trace began (_options)
         self.training = {}      # id(module) -> (module, its training flag before the trace set it)
@@ -107,7 +110,7 @@ class Shadow:
 
     def write(self, t, proxy):
         self.data[id(t)] = [t, proxy]
-        self.first_write.setdefault(id(t), len(self.graph.nx))
+        self.first_write.setdefault(id(t), min(len(self.graph.nx), self.write_start))
 
     # -- .grad ----------------------------------------------------------------------------------
     def get_grad(self, t):
@@ -555,7 +558,7 @@ def commit_traced(self, result, through=False):
         _rebind(self, result)
         sh = active()
         if sh is not None:
-            sh.first_write.setdefault(id(self), len(sh.graph.nx))
+            sh.first_write.setdefault(id(self), min(len(sh.graph.nx), sh.write_start))
         real = self.__dict__.get("_real")
         if real is not None:
             commit_traced(real, result, True)    # the base of a view of a real tensor: the tensor's write
@@ -579,6 +582,14 @@ def commit_traced(self, result, through=False):
                                            sh.graph.__dict__.get("constants", {}).get(id(self))])
     sh.write(self, result)
     return self
+
+
+def write_starts(t):
+    """An in-place op on t begins (check_inplace): a first write of an argument is recorded
+    where the op begins (the alias check of the call's arguments, Shadow.first_write)."""
+    sh = active()
+    if sh is not None:
+        sh.write_start = len(sh.graph.nx)
 
 
 def _mark_saved_written(proxy, result, roots=None):

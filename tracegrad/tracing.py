@@ -22,7 +22,7 @@ from . import _dtype as D
 from .grad_mode import STATE
 from .tensor import CPU, Tensor, Size, TraceError
 from .ir.graph import Graph, V
-from .ir.layout import c_contiguous, column_major
+from .ir.layout import c_contiguous, column_major, iterator_order, array_order, dense_axes
 from .ops import shapes as S
 from .ops.primitives import FrontEnd, PRIMITIVES, scalar_operands
 
@@ -113,6 +113,18 @@ TRACE_DEVICE = {}        # id(graph being traced) -> the device of its call's ar
 
 
 _BASE_SLOT = Tensor.__dict__["_base"]
+
+
+# views that lay a C-contiguous value out C-contiguous (a reshape of one is a view only so)
+_C_VIEWS = frozenset({"detach", "reshape", "squeeze", "unsqueeze"})
+
+
+def _scratch(shape, strides):
+    """An int8 array of this shape and these strides (in elements) over a buffer of its own."""
+    if any(st < 0 for st in strides) or 0 in shape:
+        return None
+    span = 1 + sum((n - 1) * st for n, st in zip(shape, strides))
+    return np.lib.stride_tricks.as_strided(np.empty(span, np.int8), shape, strides)
 
 
 class Proxy(Tensor):
@@ -221,6 +233,10 @@ class Proxy(Tensor):
         # the forward graph, without saving it
         d = self.__dict__
         src = d.get("_layout_of")
+        if src is None and not self._plain():
+            a = self._eager_scratch()
+            if a is not None:
+                return a.flags.c_contiguous
         return c_contiguous(*src[:2]) if src is not None else c_contiguous(d["_graph"], value_of(d["_graph"], self))
 
     def _column_major(self):
@@ -228,42 +244,78 @@ class Proxy(Tensor):
         src = d.get("_layout_of")
         return column_major(*src) if src is not None else column_major(d["_graph"], value_of(d["_graph"], self))
 
-    def _layout_scratch(self):
-        """A view's layout as eager makes it: the same views taken of a scratch array shaped as
-        the value they start from (an op's result, contiguous); None for a value that is no
-        view, False where it cannot be found."""
+    def _view_chain(self):
+        """(the value the views that make this one start from, [(prim, rest, params)] from the
+        last view taken to the first), or None where a view takes tensors (an index)."""
         chain, o = [], self
         while True:
             view = o.__dict__.get("_view")
             if view is None:
-                break
+                return o, chain
             base, prim, rest, params = view
             if any(isinstance(r, Tensor) for r in rest):
-                return False
+                return None
             chain.append((prim, rest, params))
             o = base
-        if "_real" in o.__dict__:
-            return None            # a view of a real tensor, whose layout is its own
-        arg = o.__dict__.get("_arg_strides")
+
+    def _root_scratch(self):
+        """An int8 array of this value's shape laid out as eager lays out its tensor, or None where
+        that is not known (a real tensor's stand-in, whose layout is its own)."""
+        d = self.__dict__
+        real = d.get("_real")
+        if real is not None:
+            a = real._data
+            if a.__class__ is not np.ndarray or not a.itemsize or any(st % a.itemsize for st in a.strides):
+                return None
+            return _scratch(self._shape, tuple(st // a.itemsize for st in a.strides))
+        order = d.get("_mem")
+        if order is not None:
+            # an op's result that eager lays out in another order than C's (an elementwise op of a
+            # transposed operand), kept by the tensor through its in-place writes
+            axes = dense_axes(self._shape, order)
+            return np.empty(tuple(self._shape[k] for k in axes), np.int8).transpose(np.argsort(axes))
+        arg = d.get("_arg_strides")
         if arg is not None:
             # an argument not in C order (x.t(), x[::2] passed in): its own strides, which the
             # call's key does not hold (only the memory order); the trace relies on them, so the
             # program is guarded on them (compile.py's layout guard)
             i, strides = arg
-            if any(s < 0 for s in strides) or 0 in o._shape:
-                return False
-            o.__dict__["_graph"].__dict__.setdefault("layout_reads", {})[i] = strides
-            span = 1 + sum((n - 1) * s for n, s in zip(o._shape, strides))
-            a = np.lib.stride_tricks.as_strided(np.empty(span, np.int8), o._shape, strides)
-        elif not chain:
-            return None            # no view
-        else:
-            a = np.empty(o._shape, np.int8)
+            if any(s < 0 for s in strides) or 0 in self._shape:
+                return None
+            d["_graph"].__dict__.setdefault("layout_reads", {})[i] = strides
+            return _scratch(self._shape, strides)
+        return np.empty(self._shape, np.int8)
+
+    def _plain(self, broadcast=False):
+        """Whether this value is laid out C-contiguous by what the trace knows: an op's result of
+        the default layout (or a view of one that keeps it C-contiguous), no argument or real
+        tensor of its own strides. broadcast: an expand of such a value counts too."""
+        d = self.__dict__
+        view = d.get("_view")
+        while view is not None and (view[1].name in _C_VIEWS or broadcast and view[1].name == "expand"):
+            d = view[0].__dict__
+            view = d.get("_view")
+        return view is None and "_mem" not in d and "_arg_strides" not in d and "_real" not in d
+
+    def _eager_scratch(self):
+        """An int8 array laid out as eager lays out this value's tensor (views taken of the
+        layout of the value they start from), or None where the value is C-contiguous or its
+        layout is not known."""
+        if self._plain():
+            return None           # C-contiguous: every reshape and view of it is a view
+        found = self._view_chain()
+        if found is None:
+            return None
+        a = found[0]._root_scratch()
+        return None if a is None else self._apply_chain(a, found[1])
+
+    @staticmethod
+    def _apply_chain(a, chain):
         try:
             for prim, rest, params in reversed(chain):
                 a = prim.impl(a, *rest, **params)
         except Exception:
-            return False
+            return None
         return a
 
     @property
@@ -503,6 +555,41 @@ def apply_symbolic(prim, args, params):
     return out
 
 
+def _result_order(shape, args):
+    """The order eager gives the result of an op that keeps its operands' layout (keeps_layout),
+    where some operand is not C-contiguous; None for C's."""
+    if all(a._plain(True) if isinstance(a, Proxy) else
+           not isinstance(a, Tensor) or a._data.__class__ is not np.ndarray or a._data.flags.c_contiguous for a in args):
+        return None               # (asks nothing of a symbolic size)
+    operands = []
+    strided = False
+    for a in args:
+        if isinstance(a, Proxy):
+            if a._plain():
+                operands.append((a._shape, _c_strides(a._shape)))
+                continue
+            sc = a._eager_scratch()
+            if sc is None:
+                return None
+            operands.append((sc.shape, sc.strides))
+            strided = strided or not sc.flags.c_contiguous
+        elif isinstance(a, Tensor) and a._data.__class__ is np.ndarray:
+            operands.append((a._data.shape, a._data.strides))
+            strided = strided or not a._data.flags.c_contiguous
+    if not strided:
+        return None
+    order = iterator_order(tuple(shape), operands)
+    return None if order == tuple(k for k, n in enumerate(shape) if n > 1) else order
+
+
+def _c_strides(shape):
+    st, acc = [], 1
+    for n in reversed(shape):
+        st.append(acc)
+        acc *= max(n, 1)
+    return tuple(reversed(st))
+
+
 def _apply_symbolic(prim, args, params):
     graph = None
     for a in args:
@@ -515,6 +602,7 @@ def _apply_symbolic(prim, args, params):
     if odt is None:
         odt = params["dtype"]
     convert = PRIMITIVES["convert"]
+    layout = keeps_layout(prim, params)      # (before an opmath rewrite makes the op a convert)
     kargs = args
     if cdt is not None and cdt._kind and prim.elementwise:   # numbers meet the kernel as torch's kernels take them
         cdt, kargs = scalar_operands(prim, cdt, args)
@@ -591,6 +679,10 @@ def _apply_symbolic(prim, args, params):
         base = _view_base(graph, args[0], new_args[0])
         if base is not None:
             _mark_view(out, base, prim, tuple(args[1:]), params)
+    elif layout and len(shape) > 1:
+        order = _result_order(shape, args)
+        if order is not None:
+            out.__dict__["_mem"] = order
     return out
 
 
@@ -619,6 +711,31 @@ def _mark_view(out, base, prim, rest, params):
 
 
 _wrap = D.as_dtype_array     # a kernel's result as its dtype's array (constant folding uses it too)
+
+
+def keeps_layout(prim, params):
+    """Whether the op lays its result out by its operands' strides (torch's TensorIterator, and
+    clone's preserve_format), not C-contiguous as every other op that is no view."""
+    if prim.name == "clone":
+        return params.get("memory_format") != "contiguous"
+    return prim.elementwise
+
+
+def eager_layout(prim, params, arrays, out):
+    """An eager kernel's result `out` (not C-contiguous: numpy's kernels follow their operands'
+    layouts their own way) laid out as torch lays out the op's result (ir/layout.py), which the
+    trace of a compiled function knows too (Proxy._eager_scratch): whether a later reshape or
+    view of it copies follows from that layout."""
+    if keeps_layout(prim, params):
+        order = iterator_order(out.shape, [(a.shape, a.strides) for a in arrays if a.__class__ is np.ndarray])
+        item = out.itemsize
+        if array_order(out.shape, tuple(st // item for st in out.strides)) == order:
+            return out
+        axes = dense_axes(out.shape, order)
+        new = np.empty(tuple(out.shape[k] for k in axes), out.dtype).transpose(np.argsort(axes))
+        new[...] = out
+        return new
+    return np.ascontiguousarray(out)
 
 
 def _kernel_error(prim, args, params, err):
@@ -681,11 +798,23 @@ def _apply_eager(prim, args, params):
         for k, o in enumerate(out):
             dt = odt if shapes is None or shapes[k][1] is None else shapes[k][1]
             o = _wrap(o, dt)
+            if not view and o.__class__ is np.ndarray and o.ndim > 1 and not o.flags.c_contiguous:
+                o = np.ascontiguousarray(o)
             outs.append(_make_out(o, dt, base, True))
         if req:
             _record(prim, args, params, outs)
         return tuple(outs)
     out = _wrap(out, odt)
+    if not view and out.__class__ is np.ndarray and out.ndim > 1:
+        # (numpy's kernels give a C-contiguous result where their operands are: an op of several
+        # operands is asked of theirs, any other of its result)
+        if prim.elementwise and len(arrays) > 1:
+            for a in arrays:
+                if a.__class__ is np.ndarray and not a.flags.c_contiguous:
+                    out = eager_layout(prim, params, arrays, out)
+                    break
+        elif not out.flags.c_contiguous:
+            out = eager_layout(prim, params, arrays, out)
     if view and prim.name == "reshape" and out.size and not np.may_share_memory(out, arrays[0]):
         base = None
         params = dict(params, view=False)

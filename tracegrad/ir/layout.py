@@ -14,8 +14,12 @@ not known. The inference follows the eager kernels (torch's strides, numpy's 'K'
 views reorder or keep their operand's order (permute, detach, reshape/squeeze/unsqueeze
 that only add or drop size-1 axes), an elementwise op keeps the order its full-size operands
 share, clone keeps a dense operand's, and every other op is taken to make a C-contiguous
-result (softmax or a slice of a transposed tensor keep its layout eagerly: there the choice
-is not torch's, in eager and compiled alike). An input's order is the `order` attribute its
+result (a slice of a transposed tensor keeps its layout eagerly: there the choice is not
+torch's, in eager and compiled alike). An elementwise op whose full-size operands disagree
+takes torch's TensorIterator order (the first operand that tells two axes apart decides), as
+eager lays it out. These orders pick derivatives; the memory layout eager gives a value,
+which decides whether its reshape copies, is torch's TensorIterator's (iterator_order below;
+tracing.eager_layout, Proxy._eager_scratch). An input's order is the `order` attribute its
 maker recorded (a compiled function's argument, an eager leaf, a forward value saved for
 the backward), else the order of the tensor it holds where that requires grad, else C:
 eager autograd's graph knows the layouts of its leaves, not of the other tensors it read.
@@ -149,8 +153,37 @@ def _rule(graph, a, memo):
                 memo[y] is not _BROADCAST]
         if full and full[0] is not None and all(o == full[0] for o in full):
             return full[0]
+        if len(full) > 1 and all(o is not None for o in full):
+            return _first_decides(len(shape), full)      # torch's TensorIterator, as eager lays it out
         return _c(shape)
     return _c(shape)
+
+
+def _first_decides(nd, orders):
+    """iterator_order for dense operands of one shape given by their orders: of two axes, the
+    outer is the one the first operand that has both lays out outer (no size is compared, so a
+    symbolic one is not guarded on)."""
+    ranks = [{ax: len(o) - i for i, ax in enumerate(o)} for o in orders]
+    perm = list(range(nd - 1, -1, -1))           # innermost first
+
+    def should_swap(d0, d1):
+        for r in ranks:
+            s0, s1 = r.get(d0, 0), r.get(d1, 0)
+            if s0 and s1:
+                return -1 if s0 < s1 else 1
+        return 0
+
+    for i in range(1, nd):
+        dim1 = i
+        for dim0 in range(i - 1, -1, -1):
+            c = should_swap(perm[dim0], perm[dim1])
+            if c > 0:
+                perm[dim0], perm[dim1] = perm[dim1], perm[dim0]
+                dim1 = dim0
+            elif c < 0:
+                break
+    axes = set(orders[0])
+    return tuple(k for k in reversed(perm) if k in axes)
 
 
 def _broadcasts(src, shape):
@@ -180,3 +213,47 @@ def column_major(graph, v, memo=None):
     if len(shape) != 2 or not all(isinstance(n, int) and n > 1 for n in shape):
         return False
     return is_column_major(shape, value_order(graph, v, memo))
+
+
+def iterator_order(shape, operands):
+    """The order torch's TensorIterator gives the result of an elementwise op of `shape` (and
+    eager tracegrad's kernels, whose results are laid out as it says): `operands` are the
+    (shape, strides) of the op's tensor operands, broadcast to `shape`. Axes are sorted by the
+    operands' strides, the first operand that tells two axes apart deciding (a broadcast axis
+    tells nothing); C's order where none does."""
+    nd = len(shape)
+    strides = []
+    for oshape, ost in operands:
+        lead = nd - len(oshape)
+        st = [0] * lead + [abs(s) if n != 1 else 0 for n, s in zip(oshape, ost)]
+        strides.append([0 if shape[k] == 1 else s for k, s in enumerate(st)])
+    perm = list(range(nd - 1, -1, -1))           # innermost first, as torch's perm_
+
+    def should_swap(d0, d1):
+        for st in strides:
+            s0, s1 = st[d0], st[d1]
+            if s0 == 0 or s1 == 0:
+                continue
+            if s0 < s1:
+                return -1
+            if s0 > s1:
+                return 1
+            if shape[d0] > shape[d1]:
+                return 1
+        return 0
+
+    for i in range(1, nd):
+        dim1 = i
+        for dim0 in range(i - 1, -1, -1):
+            c = should_swap(perm[dim0], perm[dim1])
+            if c > 0:
+                perm[dim0], perm[dim1] = perm[dim1], perm[dim0]
+                dim1 = dim0
+            elif c < 0:
+                break
+    return tuple(k for k in reversed(perm) if shape[k] > 1)
+
+
+def dense_axes(shape, order):
+    """All axes of `shape`, outermost first, for a dense layout of `order` (size-1 axes first)."""
+    return [k for k, n in enumerate(shape) if n <= 1] + list(order)

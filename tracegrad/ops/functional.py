@@ -17,6 +17,7 @@ from ..grad_mode import STATE
 from ..tracing import apply, rename_grad_fn
 from . import shapes as S
 from .primitives import PRIMITIVES as P, FrontEnd, check_index_bounds, check_index_select_bounds, sum_to
+from .primitives import _check_float, _overflow
 from ..creation import tensor, full as _full, _wrap_np
 from ..tensor import Size
 from ..tracing import TraceError
@@ -74,8 +75,43 @@ def _unary(name):
 
 for _n in ("neg", "abs", "sign", "exp", "exp2", "log", "log2", "log1p", "expm1", "sqrt", "rsqrt", "sin", "cos",
            "tan", "tanh", "sigmoid", "erf", "erfc", "relu", "floor", "ceil", "isnan", "isinf", "isfinite",
-           "logical_not", "clone"):
+           "logical_not"):
     globals()[_n] = _unary(_n)
+
+
+class memory_format:
+    """torch.memory_format: the layout clone() and contiguous() give their result."""
+
+    def __init__(self, name):
+        self._name = name
+
+    def __repr__(self):
+        return f"torch.{self._name}"
+
+
+preserve_format = memory_format("preserve_format")
+contiguous_format = memory_format("contiguous_format")
+channels_last = memory_format("channels_last")
+channels_last_3d = memory_format("channels_last_3d")
+
+
+def _format_param(fmt, op):
+    """clone's primitive's parameters for torch's memory_format argument."""
+    if fmt is None or fmt is preserve_format:
+        return {}
+    if fmt is contiguous_format:
+        return {"memory_format": "contiguous"}
+    if fmt is channels_last or fmt is channels_last_3d:
+        raise NotImplementedError(f"{op}(memory_format={fmt!r}) is not supported by tracegrad yet (only "
+                                  f"torch.preserve_format and torch.contiguous_format)")
+    raise TypeError(f"{op}(): argument 'memory_format' must be torch.memory_format, not {type(fmt).__name__}")
+
+
+def clone(input, *, memory_format=None):
+    """A copy, laid out as its operand where that is dense (preserve_format), or C-contiguous
+    (contiguous_format), as torch.clone."""
+    _check_tensor(input, "clone")
+    return apply(P["clone"], (input,), _format_param(memory_format, "clone"))
 negative = neg
 absolute = abs
 _round_prim = P["round"]
@@ -282,6 +318,33 @@ def where(condition, input=None, other=None):
     return apply(P["where"], (condition, input, other), {})
 
 
+def _check_number_bound(t, d):
+    """A 0-dim tensor bound that torch's parser reads as a Number (beside a Number bound) is
+    converted to the result dtype d with torch's checked conversion: clamp(int8, min=-1,
+    max=tensor(1000)) raises "value cannot be converted to type int8_t without overflow" where a
+    plain cast would wrap 1000 to -24. A traced bound's value is not known: where it could
+    overflow d, the function runs eagerly."""
+    td = t.dtype
+    if d._kind == 2:
+        fits = d is D.float64 or td._kind < 2 or td is d or td is D.float16
+    else:
+        fits = td is D.bool_ or d is D.bool_ or (D.integer_bounds(d)[0] <= D.integer_bounds(td)[0] and
+                                                 D.integer_bounds(td)[1] <= D.integer_bounds(d)[1])
+    if fits:
+        return
+    if t._data is None:
+        raise TraceError(f"clamp with a Number bound beside a 0-dim tensor bound of dtype {t.dtype} (torch converts "
+                         f"the tensor's value to {d} with an overflow check) inside a compiled function is not "
+                         f"traced yet")
+    v = t.item()
+    if d._kind < 2:
+        lo_d, hi_d, int_lo = D.integer_bounds(d)
+        if not (lo_d <= v <= hi_d if isinstance(v, float) else int_lo <= v <= hi_d):
+            raise _overflow(d)
+    else:
+        _check_float(v, d)
+
+
 def _clamp(input, lo, hi, op):
     _check_tensor(input, op)
     if lo is None and hi is None:
@@ -302,6 +365,7 @@ def _clamp(input, lo, hi, op):
         # dtype once, as torch converts the Number), without reading it, so that it traces
         wrapped = {0: False, 1: 0, 2: 0.0}[t.dtype._kind]
         d = D.result_type([input, wrapped, hi if t is lo else lo])
+        _check_number_bound(t, d)
         if t is lo:
             lo = convert(lo, d)
         else:
@@ -672,16 +736,17 @@ def _size_args(size, op):
 
 def reshape(input, *shape):
     shape = S.infer_size(_size_args(shape, "reshape"), input.numel())
-    if input._data is None and tuple(input.shape) != shape and hasattr(input, "_layout_scratch"):
-        # a traced view whose layout, as eager's, does not allow the shape: eager's reshape
-        # copies, so writes through the result must not reach the view's base (nor the base's
-        # writes the result): traced as a copy
-        a = input._layout_scratch()
-        if a is not None and a is not False:
+    if input._data is None and tuple(input.shape) != shape and hasattr(input, "_eager_scratch"):
+        # a traced value whose layout, as eager's (a view, an argument, an elementwise op of a
+        # transposed operand), does not allow the shape: eager's reshape copies, so writes
+        # through the result must not reach the value (nor the value's writes the result):
+        # traced as a copy
+        a = input._eager_scratch()
+        if a is not None:
             try:
                 np.reshape(a, shape, copy=False)
             except ValueError:
-                input = clone(input)
+                input = apply(P["clone"], (input,), {"memory_format": "contiguous"})
     return apply(P["reshape"], (input,), {"shape": shape})
 
 
@@ -690,9 +755,9 @@ def view(input, *shape):
         raise NotImplementedError("Tensor.view(dtype) is not supported; use Tensor.to(dtype)")
     shape = S.infer_size(_size_args(shape, "view"), input.numel())
     data = input._data
-    if data is None:
-        data = input._layout_scratch()        # a traced view: its layout as eager's (tracing.Proxy)
-    if data is not None and data is not False:
+    if data is None and hasattr(input, "_eager_scratch"):
+        data = input._eager_scratch()         # a traced value: its layout as eager's (tracing.Proxy)
+    if data is not None:
         try:
             np.reshape(data, shape, copy=False)
         except ValueError:
@@ -845,6 +910,10 @@ def broadcast_shapes(*shapes):
 
 
 def contiguous(input, memory_format=None):
+    if memory_format is not None and memory_format is not contiguous_format:
+        _format_param(memory_format, "contiguous")
+        if memory_format is preserve_format:
+            raise RuntimeError("preserve memory format is unsupported by the contiguous operator")
     if input.is_contiguous():
         return input
     _check_tensor(input, "contiguous")
