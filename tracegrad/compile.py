@@ -73,6 +73,7 @@ class Program:
     """One compiled specialisation: its IR at every stage, generated functions and bindings."""
     out_freed = ()                    # a whole step's outputs whose graph its backward freed
     out_orders = ()                   # (output, memory order) where eager's result is not C-contiguous
+    out_c = ()                        # outputs eager lays out C-contiguous (numpy's reduce may not)
 
     def __init__(self, name, keep_stages=False):
         self.__name__ = name
@@ -295,6 +296,15 @@ def _out_orders(p, out_px):
     return tuple(orders)
 
 
+def _out_c(p, out_px):
+    """The outputs the program computes that eager lays out C-contiguous, of more than one
+    element: numpy's kernels keep their operands' order where eager's (torch's) do not (a sum
+    over the last dim of x + y.mT is C-contiguous in eager, not in numpy), so run_program
+    copies such an output that comes out otherwise."""
+    again = {t[0] for t in p.out_views} | {k for k, _ in p.out_same} | {t[0] for t in p.out_grads_after}
+    return tuple(k for k, o in enumerate(out_px) if k not in again and o._plain() and len(o._shape))
+
+
 def _laid_out(a, order):
     """Array a in the dense layout of `order` (a copy where it is laid out otherwise)."""
     if a.__class__ is not np.ndarray or not a.itemsize or any(st % a.itemsize for st in a.strides) or \
@@ -459,6 +469,7 @@ def _build(fn, args, kwargs, name, backend, value_reads=None, keep_stages=False,
             out_consts.append(o)
     p.n_user = len(outputs)
     p.out_orders = _out_orders(p, out_px)
+    p.out_c = _out_c(p, out_px)
     # the function's writes to real tensors: extra outputs, written back after each call
     outputs = outputs + list(sh.extra)
     p.writeback = sh.plan
@@ -1022,6 +1033,12 @@ def run_program(p, leaves, distinct=None):
         res = list(res)
         for k, order in p.out_orders:
             res[k] = _laid_out(res[k], order)
+    for k in p.out_c:
+        r = res[k]
+        if r.__class__ is np.ndarray and not r.flags.c_contiguous:
+            if res.__class__ is not list:
+                res = list(res)
+            res[k] = np.ascontiguousarray(r)
     for (shape, dt), o in zip(p.out_meta, res[:p.n_user]):
         if type(o) is not np.ndarray and not hasattr(o, "_tg_device"):
             o = np.asarray(o)

@@ -268,6 +268,11 @@ class Proxy(Tensor):
             if a.__class__ is not np.ndarray or not a.itemsize or any(st % a.itemsize for st in a.strides):
                 return None
             return _scratch(self._shape, tuple(st // a.itemsize for st in a.strides))
+        if "_kernel_layout" in d:
+            # laid out as the op's numpy kernel lays it out, eager and compiled alike (cat of
+            # channels_last tensors, x[i] by a 0-dim index tensor, an elementwise op of either):
+            # not known to the trace, and left as the kernel makes it
+            return None
         order = d.get("_mem")
         if order is not None:
             # an op's result that eager lays out in another order than C's (an elementwise op of a
@@ -295,7 +300,8 @@ class Proxy(Tensor):
         while view is not None and (view[1].name in _C_VIEWS or broadcast and view[1].name == "expand"):
             d = view[0].__dict__
             view = d.get("_view")
-        return view is None and "_mem" not in d and "_arg_strides" not in d and "_real" not in d
+        return view is None and "_mem" not in d and "_arg_strides" not in d and "_real" not in d and \
+            "_kernel_layout" not in d
 
     def _eager_scratch(self):
         """An int8 array laid out as eager lays out this value's tensor (views taken of the
@@ -555,6 +561,11 @@ def apply_symbolic(prim, args, params):
     return out
 
 
+_KERNEL = object()     # _result_order: an operand's layout not known to the trace (_kernel_layout)
+# ops whose numpy kernel lays the result out as torch's does, which eager keeps (eager_layout)
+_KERNEL_LAYOUT = frozenset({"cat", "stack"})
+
+
 def _result_order(shape, args):
     """The order eager gives the result of an op that keeps its operands' layout (keeps_layout),
     where some operand is not C-contiguous; None for C's."""
@@ -570,7 +581,7 @@ def _result_order(shape, args):
                 continue
             sc = a._eager_scratch()
             if sc is None:
-                return None
+                return _KERNEL         # not known to the trace: as the kernel lays it out
             operands.append((sc.shape, sc.strides))
             strided = strided or not sc.flags.c_contiguous
         elif isinstance(a, Tensor) and a._data.__class__ is np.ndarray:
@@ -679,10 +690,17 @@ def _apply_symbolic(prim, args, params):
         base = _view_base(graph, args[0], new_args[0])
         if base is not None:
             _mark_view(out, base, prim, tuple(args[1:]), params)
+        elif len(shape) > 1 and isinstance(args[0], Proxy) and not args[0]._plain():
+            out.__dict__["_kernel_layout"] = True
     elif layout and len(shape) > 1:
         order = _result_order(shape, args)
-        if order is not None:
+        if order is _KERNEL:
+            out.__dict__["_kernel_layout"] = True
+        elif order is not None:
             out.__dict__["_mem"] = order
+    elif prim.name in _KERNEL_LAYOUT and len(shape) > 1 and not all(
+            a._plain(True) for a in args if isinstance(a, Proxy)):
+        out.__dict__["_kernel_layout"] = True
     return out
 
 
@@ -726,6 +744,8 @@ def eager_layout(prim, params, arrays, out):
     layouts their own way) laid out as torch lays out the op's result (ir/layout.py), which the
     trace of a compiled function knows too (Proxy._eager_scratch): whether a later reshape or
     view of it copies follows from that layout."""
+    if prim.name in _KERNEL_LAYOUT:
+        return out
     if keeps_layout(prim, params):
         order = iterator_order(out.shape, [(a.shape, a.strides) for a in arrays if a.__class__ is np.ndarray])
         item = out.itemsize
