@@ -29,6 +29,20 @@ eager autograd's graph knows the layouts of its leaves, not of the other tensors
 from .graph import V
 
 
+def _insertion_sort(perm, should_swap):
+    """torch's TensorIterator reorder_dimensions: perm (innermost first) sorted in place by
+    should_swap(d0, d1) (1: swap, -1: keep and stop, 0: undecided, look further)."""
+    for i in range(1, len(perm)):
+        dim1 = i
+        for dim0 in range(i - 1, -1, -1):
+            c = should_swap(perm[dim0], perm[dim1])
+            if c > 0:
+                perm[dim0], perm[dim1] = perm[dim1], perm[dim0]
+                dim1 = dim0
+            elif c < 0:
+                break
+
+
 def array_order(shape, strides):
     """The order of a dense array of this shape and these strides (in elements), or None."""
     axes = [k for k, n in enumerate(shape) if n > 1]
@@ -173,15 +187,7 @@ def _first_decides(nd, orders):
                 return -1 if s0 < s1 else 1
         return 0
 
-    for i in range(1, nd):
-        dim1 = i
-        for dim0 in range(i - 1, -1, -1):
-            c = should_swap(perm[dim0], perm[dim1])
-            if c > 0:
-                perm[dim0], perm[dim1] = perm[dim1], perm[dim0]
-                dim1 = dim0
-            elif c < 0:
-                break
+    _insertion_sort(perm, should_swap)
     axes = set(orders[0])
     return tuple(k for k in reversed(perm) if k in axes)
 
@@ -242,15 +248,7 @@ def iterator_order(shape, operands):
                 return 1
         return 0
 
-    for i in range(1, nd):
-        dim1 = i
-        for dim0 in range(i - 1, -1, -1):
-            c = should_swap(perm[dim0], perm[dim1])
-            if c > 0:
-                perm[dim0], perm[dim1] = perm[dim1], perm[dim0]
-                dim1 = dim0
-            elif c < 0:
-                break
+    _insertion_sort(perm, should_swap)
     return tuple(k for k in reversed(perm) if shape[k] > 1)
 
 
