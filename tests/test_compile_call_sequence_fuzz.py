@@ -1109,3 +1109,28 @@ def test_two_threads_call_one_compiled_function_with_different_shapes(dynamic):
     for t in threads:
         t.join()
     assert not errors, errors[0]
+
+
+@pytest.mark.parametrize("case", ["argument", "output"])
+def test_a_returned_view_by_a_0_dim_index_tensor_shares_memory_as_in_eager(case):
+    """x[i] with a 0-dim index tensor is a select, a view: a write to the returned value
+    reaches x (or the other returned value). The program computed a copy, so `o.add_(10)` left
+    x as it was compiled; such a call now runs eagerly, with a warning that says why."""
+    def f(m, x, i):
+        if case == "argument":
+            return (x[i],)
+        y = x * 2
+        return y, y[i]
+
+    got = []
+    for m, comp in ((torch, False), (tg, False), (tg, True)):
+        x, i = m.tensor(np.arange(6.0).reshape(2, 3)), m.tensor(1)
+        fn = tg.compile(lambda x, i: f(tg, x, i)) if comp else (lambda x, i: f(m, x, i))
+        with warnings.catch_warnings(record=True) as w:
+            warnings.simplefilter("always")
+            outs = fn(x, i)
+        outs[-1].add_(10)
+        got.append([o.tolist() for o in (x, *outs)])
+        if comp:
+            assert any("0-dim tensor (x[i])" in str(e.message) for e in w)
+    assert got[0] == got[1] == got[2]

@@ -715,16 +715,22 @@ def _view_of_argument(o, args, kind="arg"):
     reaches the argument's graph. kind "out": a view of an earlier output (its position),
     through at least one view op."""
     chain, no_grad_views = [], []
+    tensor_key = False
     while True:
         src = args.get(id(o))
         if src is not None and src[0] == kind and (chain or kind == "arg"):
+            if tensor_key:
+                # x[i] by a 0-dim index tensor: eager's select views x; the program's copy would
+                # not share x's memory (a write to the output would not reach x)
+                raise Untraceable("an output that is a view of an argument or of another output, indexed by a "
+                                  "0-dim tensor (x[i]), is not traced; index with an int, or return x[i].clone()")
             break
         view = o.__dict__.get("_view")
         if view is None:
             return None
         base, prim, rest, params = view
         if any(isinstance(r, Tensor) for r in rest):
-            return None
+            tensor_key = True
         chain.append((prim, rest, params))
         no_grad_views.append(bool(o.__dict__.get("_no_grad_view")))
         o = base
