@@ -739,6 +739,12 @@ def keeps_layout(prim, params):
     return prim.elementwise
 
 
+# eager_layout's answers by the layouts asked about: (shape, strides, itemsize, operands' shapes
+# and strides) -> True (numpy's result is laid out as torch's), or the shape and transpose of an
+# array in torch's order
+_LAYOUT_CACHE = {}
+
+
 def eager_layout(prim, params, arrays, out):
     """An eager kernel's result `out` (not C-contiguous: numpy's kernels follow their operands'
     layouts their own way) laid out as torch lays out the op's result (ir/layout.py), which the
@@ -747,13 +753,27 @@ def eager_layout(prim, params, arrays, out):
     if prim.name in _KERNEL_LAYOUT:
         return out
     if keeps_layout(prim, params):
-        order = iterator_order(out.shape, [(a.shape, a.strides) for a in arrays if a.__class__ is np.ndarray])
-        item = out.itemsize
-        if array_order(out.shape, tuple(st // item for st in out.strides)) == order:
+        operands = tuple((a.shape, a.strides) for a in arrays if a.__class__ is np.ndarray)
+        if len(operands) == 1 and operands[0][0] == out.shape and arrays[0].itemsize == out.itemsize \
+                and operands[0][1] == out.strides:
+            return out             # numpy kept its one operand's strides (x.t().exp()), as torch does
+        key = (out.shape, out.strides, out.itemsize, operands)
+        hit = _LAYOUT_CACHE.get(key)
+        if hit is None:
+            order = iterator_order(out.shape, list(operands))
+            item = out.itemsize
+            if array_order(out.shape, tuple(st // item for st in out.strides)) == order:
+                hit = True
+            else:
+                axes = dense_axes(out.shape, order)
+                hit = (tuple(out.shape[k] for k in axes), tuple(np.argsort(axes)))
+            if len(_LAYOUT_CACHE) > 4096:
+                _LAYOUT_CACHE.clear()
+            _LAYOUT_CACHE[key] = hit
+        if hit is True:
             return out
-        axes = dense_axes(out.shape, order)
-        new = np.empty(tuple(out.shape[k] for k in axes), out.dtype).transpose(np.argsort(axes))
-        new[...] = out
+        new = np.empty(hit[0], out.dtype).transpose(hit[1])
+        np.copyto(new, out)
         return new
     return np.ascontiguousarray(out)
 
@@ -833,7 +853,8 @@ def _apply_eager(prim, args, params):
                 if a.__class__ is np.ndarray and not a.flags.c_contiguous:
                     out = eager_layout(prim, params, arrays, out)
                     break
-        elif not out.flags.c_contiguous:
+        elif not out.flags.c_contiguous and not (prim.elementwise and out.strides == arrays[0].strides):
+            # (a one-operand elementwise op whose result numpy gave its operand's strides, as torch's)
             out = eager_layout(prim, params, arrays, out)
     if view and prim.name == "reshape" and out.size and not np.may_share_memory(out, arrays[0]):
         base = None
