@@ -368,24 +368,35 @@ def _operands(args, kwargs):
     return ops
 
 
+def _operand_check(name):
+    """The check of in-place op `name`'s tensor operands against self (_check_overlap), or None
+    where torch checks none."""
+    if name in _OVERLAP_UNCHECKED:
+        return None
+    full = name in _FULL_OVERLAP_CHECKED
+
+    def check(self, args, kwargs):
+        if kwargs or len(args) > 1:
+            operands = _operands(args, kwargs)
+            if operands:
+                _check_overlap(self, operands, full)
+        elif isinstance(args[0], Tensor):          # (most in-place ops: one operand)
+            d, t = args[0]._data, self._data
+            # two arrays that own their memory share none: the check's cost spared
+            if d is t or d.__class__ is not np.ndarray or t.__class__ is not np.ndarray or \
+                    d.base is not None or t.base is not None:
+                _check_overlap(self, args, full)
+    return check
+
+
 def _inplace(fn):
     name = fn.__name__
-    full = name in _FULL_OVERLAP_CHECKED
-    checked = name not in _OVERLAP_UNCHECKED
+    check = _operand_check(name)
 
     def op(self, *args, **kwargs):
         check_inplace(self)
-        if checked and (args or kwargs):
-            if kwargs or len(args) > 1:
-                operands = _operands(args, kwargs)
-                if operands:
-                    _check_overlap(self, operands, full)
-            elif isinstance(args[0], Tensor):          # (most in-place ops: one operand)
-                d, t = args[0]._data, self._data
-                # two arrays that own their memory share none: the check's cost spared
-                if d is t or d.__class__ is not np.ndarray or t.__class__ is not np.ndarray or \
-                        d.base is not None or t.base is not None:
-                    _check_overlap(self, args, full)
+        if check is not None and (args or kwargs):
+            check(self, args, kwargs)
         if _HOOK_USERS[0] and STATE.grad_enabled and saved_tensors_hooks_active() and not _tracing():
             # torch saves a clone of self's old value, and its pack hook sees that clone, once;
             # the op saving self and then its copy (_keep_old_self) called the hook twice
@@ -958,16 +969,12 @@ def _inplace_composite(fn):
     """The in-place form of a decomposition: with autograd, computed from a clone of self, whose
     nodes may read self's value (log10_'s log did: backward raised "modified by an inplace
     operation" once the write changed self)."""
-    name = fn.__name__
-    full = name in _FULL_OVERLAP_CHECKED
-    checked = name not in _OVERLAP_UNCHECKED
+    check = _operand_check(fn.__name__)
 
     def op(self, *args, **kwargs):
         check_inplace(self)
-        if checked and (args or kwargs):
-            operands = _operands(args, kwargs)
-            if operands:
-                _check_overlap(self, operands, full)
+        if check is not None and (args or kwargs):
+            check(self, args, kwargs)
         src = self.clone() if STATE.grad_enabled and self.requires_grad else self
         return commit(self, fn(src, *args, **kwargs))
     op.__name__ = fn.__name__ + "_"
