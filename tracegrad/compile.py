@@ -276,16 +276,22 @@ def _trace_with_writes(fn, args, kwargs, name, value_reads=None, dyn=()):
     return g, leaves, out_spec, out_leaves, sh
 
 
-def _out_orders(p, out_px):
-    """The outputs the program computes (no view of an argument, of another output or of a .grad,
-    which are taken again after the call) that eager lays out in another order than C's (an
-    elementwise op of a transposed argument, a value written in place through a transposed
-    view): (output, order), for run_program to lay them out so. A later reshape or view of such an
-    output copies or raises as eager's, not as a C-contiguous array's."""
+def _out_layouts(p, out_px):
+    """How run_program lays out the outputs the program computes (no view of an argument, of
+    another output or of a .grad, which are taken again after the call), as eager lays them out:
+    - (output, order) of those eager lays out in another order than C's (an elementwise op of a
+      transposed argument, a value written in place through a transposed view);
+    - the outputs eager lays out C-contiguous, which numpy's kernels may not (a sum over the last
+      dim of x + y.mT is C-contiguous in eager, not in numpy).
+    A later reshape or view of an output then copies or raises as eager's."""
     again = {t[0] for t in p.out_views} | {k for k, _ in p.out_same} | {t[0] for t in p.out_grads_after}
-    orders = []
+    orders, plain = [], []
     for k, o in enumerate(out_px):
-        if k in again or o._plain():
+        if k in again:
+            continue
+        if o._plain():
+            if len(o._shape):
+                plain.append(k)
             continue
         a = o._eager_scratch()
         if a is None or a.flags.c_contiguous:
@@ -293,16 +299,7 @@ def _out_orders(p, out_px):
         order = array_order(a.shape, a.strides)
         if order is not None:
             orders.append((k, order))
-    return tuple(orders)
-
-
-def _out_c(p, out_px):
-    """The outputs the program computes that eager lays out C-contiguous, of more than one
-    element: numpy's kernels keep their operands' order where eager's (torch's) do not (a sum
-    over the last dim of x + y.mT is C-contiguous in eager, not in numpy), so run_program
-    copies such an output that comes out otherwise."""
-    again = {t[0] for t in p.out_views} | {k for k, _ in p.out_same} | {t[0] for t in p.out_grads_after}
-    return tuple(k for k, o in enumerate(out_px) if k not in again and o._plain() and len(o._shape))
+    return tuple(orders), tuple(plain)
 
 
 def _laid_out(a, order):
@@ -468,8 +465,7 @@ def _build(fn, args, kwargs, name, backend, value_reads=None, keep_stages=False,
         else:
             out_consts.append(o)
     p.n_user = len(outputs)
-    p.out_orders = _out_orders(p, out_px)
-    p.out_c = _out_c(p, out_px)
+    p.out_orders, p.out_c = _out_layouts(p, out_px)
     # the function's writes to real tensors: extra outputs, written back after each call
     outputs = outputs + list(sh.extra)
     p.writeback = sh.plan
