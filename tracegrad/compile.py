@@ -33,8 +33,8 @@ from .tensor import Tensor, begin_value_reads, end_value_reads, UNTRACKED_WRITES
 from ._collect import paused
 from .ir.graph import Graph, V
 from .tracing import Proxy, TraceError, trace, proxy_input, apply, TRACING, TRACE_DEVICE, _ACTIVE, user_file, \
-    _ANOMALY, _ANOMALY_NAN, next_node_seq
-from .ir.layout import order_attr, tensor_order, array_order, dense_axes
+    _ANOMALY, _ANOMALY_NAN, next_node_seq, dense_layout, copy_laid_out
+from .ir.layout import order_attr, tensor_order, array_order
 from .ir.verify import verify
 from .ops.lowering import Refuse, identity
 from .ops.primitives import Primitive, PRIMITIVES as P
@@ -307,10 +307,7 @@ def _laid_out(a, order):
     if a.__class__ is not np.ndarray or not a.itemsize or any(st % a.itemsize for st in a.strides) or \
             array_order(a.shape, tuple(st // a.itemsize for st in a.strides)) == order:
         return a
-    axes = dense_axes(a.shape, order)
-    out = np.empty(tuple(a.shape[k] for k in axes), a.dtype).transpose(np.argsort(axes))
-    out[...] = a
-    return out
+    return copy_laid_out(a, dense_layout(a.shape, order))
 
 
 _PLAIN = (type(None), bool, int, float, complex, str, bytes, type(Ellipsis), slice, range, D.dtype, np.generic,
@@ -1648,7 +1645,7 @@ Primitive("compiled_backward", "*gs", _compiled_backward_kernel, shape=lambda *a
           dtype=lambda args: (None, D.float32), multi=True, eager=_compiled_backward_eager,
           grad_fn="CompiledFunctionBackwardBackward", triton=Refuse("a nested compiled call is not lowered"))
 Primitive("detach", "x", lambda x: x, shape=lambda x: tuple(x.shape), dtype="same", vjp=lambda g, out, x: (None,),
-          grad_fn="DetachBackward0", triton=identity)
+          grad_fn="DetachBackward0", triton=identity, layout="view_c")
 class CompiledFunctionBackward(Node):
     """The grad_fn of a compiled call's outputs. When the engine frees the graph after a
     backward without retain_graph (it sets `_saved` to None), the forward's saved

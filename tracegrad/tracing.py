@@ -115,10 +115,6 @@ TRACE_DEVICE = {}        # id(graph being traced) -> the device of its call's ar
 _BASE_SLOT = Tensor.__dict__["_base"]
 
 
-# views that lay a C-contiguous value out C-contiguous (a reshape of one is a view only so)
-_C_VIEWS = frozenset({"detach", "reshape", "squeeze", "unsqueeze"})
-
-
 def _scratch(shape, strides):
     """An int8 array of this shape and these strides (in elements) over a buffer of its own."""
     if any(st < 0 for st in strides) or 0 in shape:
@@ -297,7 +293,8 @@ class Proxy(Tensor):
         tensor of its own strides. broadcast: an expand of such a value counts too."""
         d = self.__dict__
         view = d.get("_view")
-        while view is not None and (view[1].name in _C_VIEWS or broadcast and view[1].name == "expand"):
+        # (views that lay a C-contiguous value out C-contiguous: a reshape of one is a view only so)
+        while view is not None and (view[1].layout == "view_c" or broadcast and view[1].name == "expand"):
             d = view[0].__dict__
             view = d.get("_view")
         return view is None and "_mem" not in d and "_arg_strides" not in d and "_real" not in d and \
@@ -562,8 +559,6 @@ def apply_symbolic(prim, args, params):
 
 
 _KERNEL = object()     # _result_order: an operand's layout not known to the trace (_kernel_layout)
-# ops whose numpy kernel lays the result out as torch's does, which eager keeps (eager_layout)
-_KERNEL_LAYOUT = frozenset({"cat", "stack"})
 
 
 def _result_order(shape, args):
@@ -698,7 +693,7 @@ def _apply_symbolic(prim, args, params):
             out.__dict__["_kernel_layout"] = True
         elif order is not None:
             out.__dict__["_mem"] = order
-    elif prim.name in _KERNEL_LAYOUT and len(shape) > 1 and not all(
+    elif prim.layout == "kernel" and len(shape) > 1 and not all(
             a._plain(True) for a in args if isinstance(a, Proxy)):
         out.__dict__["_kernel_layout"] = True
     return out
@@ -734,9 +729,7 @@ _wrap = D.as_dtype_array     # a kernel's result as its dtype's array (constant 
 def keeps_layout(prim, params):
     """Whether the op lays its result out by its operands' strides (torch's TensorIterator, and
     clone's preserve_format), not C-contiguous as every other op that is no view."""
-    if prim.name == "clone":
-        return params.get("memory_format") != "contiguous"
-    return prim.elementwise
+    return prim.result_layout(params) == "operands"
 
 
 # eager_layout's answers by the layouts asked about: (shape, strides, itemsize, operands' shapes
@@ -750,9 +743,10 @@ def eager_layout(prim, params, arrays, out):
     layouts their own way) laid out as torch lays out the op's result (ir/layout.py), which the
     trace of a compiled function knows too (Proxy._eager_scratch): whether a later reshape or
     view of it copies follows from that layout."""
-    if prim.name in _KERNEL_LAYOUT:
+    layout = prim.result_layout(params)
+    if layout == "kernel":
         return out
-    if keeps_layout(prim, params):
+    if layout == "operands":
         operands = tuple((a.shape, a.strides) for a in arrays if a.__class__ is np.ndarray)
         if len(operands) == 1 and operands[0][0] == out.shape and arrays[0].itemsize == out.itemsize \
                 and operands[0][1] == out.strides:
@@ -765,17 +759,28 @@ def eager_layout(prim, params, arrays, out):
             if array_order(out.shape, tuple(st // item for st in out.strides)) == order:
                 hit = True
             else:
-                axes = dense_axes(out.shape, order)
-                hit = (tuple(out.shape[k] for k in axes), tuple(np.argsort(axes)))
+                hit = dense_layout(out.shape, order)
             if len(_LAYOUT_CACHE) > 4096:
                 _LAYOUT_CACHE.clear()
             _LAYOUT_CACHE[key] = hit
         if hit is True:
             return out
-        new = np.empty(hit[0], out.dtype).transpose(hit[1])
-        np.copyto(new, out)
-        return new
+        return copy_laid_out(out, hit)
     return np.ascontiguousarray(out)
+
+
+def dense_layout(shape, order):
+    """How to make an array of `shape` in the dense layout of `order` (ir/layout's orders): the
+    shape of a C-contiguous array and the transpose of it (copy_laid_out)."""
+    axes = dense_axes(shape, order)
+    return tuple(shape[k] for k in axes), tuple(np.argsort(axes))
+
+
+def copy_laid_out(a, layout):
+    """A copy of array a laid out as dense_layout's `layout` says."""
+    new = np.empty(layout[0], a.dtype).transpose(layout[1])
+    np.copyto(new, a)
+    return new
 
 
 def _kernel_error(prim, args, params, err):

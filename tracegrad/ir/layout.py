@@ -101,15 +101,12 @@ def value_order(graph, v, memo=None):
     return memo[v]
 
 
-_FOLLOW = frozenset({"permute", "detach", "clone", "reshape", "squeeze", "unsqueeze"})
-
-
 def _deps(a):
     """The operands whose orders decide value a's."""
     op, prim = a["op"], a["prim"]
     if prim is None:
         return ()
-    if op in _FOLLOW or prim.elementwise:
+    if op == "permute" or prim.layout == "view_c" or prim.elementwise:
         return tuple(x for x in a["args"] if isinstance(x, V))
     return ()
 
@@ -136,12 +133,12 @@ def _rule(graph, a, memo):
             return None
         pos = {d: i for i, d in enumerate(a["params"]["dims"])}    # operand axis d is result axis pos[d]
         return tuple(pos[d] for d in inner)
-    if op == "detach":
-        return inner if isinstance(x, V) else _c(shape)
     if op == "expand" and _broadcasts(graph[x]["shape"] if isinstance(x, V) else (), shape):
         return _BROADCAST
-    if op in ("reshape", "squeeze", "unsqueeze", "expand"):
-        # (an expand that broadcasts no axis of size above 1 keeps its operand's strides)
+    layout = prim.result_layout(a["params"])
+    if layout == "view_c" or op == "expand":
+        # (detach, reshape, squeeze, unsqueeze; an expand that broadcasts no axis of size above 1
+        # keeps its operand's strides)
         # size-1 axes added or taken away: a view of the same layout; else a C-contiguous view or copy
         src = tuple(graph[x]["shape"]) if isinstance(x, V) else ()
         big_src = [k for k, n in enumerate(src) if n != 1]
@@ -152,12 +149,9 @@ def _rule(graph, a, memo):
             return inner
         rank = {k: i for i, k in enumerate(big_src)}
         return tuple(big[rank[k]] for k in inner)
-    if op == "clone":
-        # preserve_format keeps a dense operand's layout and lays any other out C-contiguous
-        if a["params"].get("memory_format") == "contiguous" or inner is None or inner is _BROADCAST:
-            return _c(shape)
-        return inner
-    if prim.elementwise:
+    if layout == "operands":
+        # (clone's preserve_format too: it keeps a dense operand's layout and lays any other out
+        # C-contiguous)
         # 'K' order: the order of the full-size operands where they agree (a broadcast operand
         # has no say), else C's
         # (ranks first: a tuple compares its items before its length, and a symbolic size's

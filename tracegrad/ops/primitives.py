@@ -58,12 +58,12 @@ F = _PublicOps()
 class Primitive:
     __slots__ = ("name", "inputs", "variadic", "dtype_rule", "shape", "impl", "vjp", "saves", "grad_fn",
                  "view", "nondiff_outputs", "multi", "triton", "elementwise", "reduction", "cast", "_node_cls",
-                 "_save_pos", "needs", "takes_ctx", "eager", "opmath", "checked", "chunk_impl", "pieces")
+                 "_save_pos", "needs", "takes_ctx", "eager", "opmath", "checked", "chunk_impl", "pieces", "layout")
 
     def __init__(self, name, inputs, impl, *, shape, dtype, vjp=None, saves=(), grad_fn=None, view=False,
                  multi=False, nondiff_outputs=(), elementwise=False, reduction=False, triton=None, cast=None,
                  needs=None, takes_ctx=False, eager=None, refuse=None, opmath=None, checked=((), False),
-                 chunk_impl=None, pieces=None):
+                 chunk_impl=None, pieces=None, layout=None):
         self.name = name
         self.variadic = inputs.startswith("*")
         self.inputs = tuple(inputs.lstrip("*").split()) if inputs else ()
@@ -105,7 +105,18 @@ class Primitive:
         # a view with several outputs (split, unbind): (x, **params) -> each output's place in x as
         # a getitem key, through which a trace writes an in-place op on that output into x
         self.pieces = pieces
+        # how eager lays the result out, which the trace knows too (tracing.eager_layout,
+        # Proxy._eager_scratch, ir/layout.py): "operands" (by its operands' strides, torch's
+        # TensorIterator order: elementwise ops), "kernel" (as its numpy kernel lays it out, which
+        # is torch's layout), "c" (C-contiguous); a view's: "view" (its base's strides through the
+        # view) or "view_c" (C-contiguous where its base is); or (params) -> one of these
+        self.layout = layout if layout is not None else "view" if view else "operands" if elementwise else "c"
         PRIMITIVES[name] = self
+
+    def result_layout(self, params):
+        """This call's layout rule (Primitive.layout)."""
+        layout = self.layout
+        return layout if layout.__class__ is str else layout(params)
 
     def saved_positions(self, nargs, req=None):
         """(argument positions to save, whether to save the output) for a call with nargs
@@ -905,7 +916,7 @@ def _clone(x, memory_format=None):
 
 Primitive("clone", "x", _clone, shape=_unary_shape, dtype="same",
           vjp=lambda g, out, x, memory_format=None: (g,), grad_fn="CloneBackward0", elementwise=True,
-          triton=T.Expr("{0}"))
+          triton=T.Expr("{0}"), layout=lambda params: "c" if params.get("memory_format") == "contiguous" else "operands")
 
 
 def _clamp_vjp(g, out, x, lo, hi, op=None):
@@ -1699,7 +1710,7 @@ def _reshape_name(args, params):
 
 Primitive("reshape", "x", lambda x, shape, view=True: np.reshape(x, shape), shape=lambda x, shape, view=True: tuple(shape),
           dtype="same", vjp=lambda g, out, x, shape, view=True: (F.reshape(g, tuple(x.shape)),),
-          grad_fn=_reshape_name, view=True, triton=T.reshape)
+          grad_fn=_reshape_name, view=True, triton=T.reshape, layout="view_c")
 Primitive("permute", "x", lambda x, dims, name=None: np.transpose(x, dims),
           shape=lambda x, dims, name=None: tuple(x.shape[d] for d in dims), dtype="same",
           vjp=lambda g, out, x, dims, name=None: (F.permute(g, tuple(np.argsort(dims).tolist())),),
@@ -1740,11 +1751,12 @@ Primitive("squeeze", "x", lambda x, dims, **_: np.squeeze(x, axis=dims),
           shape=lambda x, dims, **_: tuple(n for i, n in enumerate(x.shape) if i not in dims), dtype="same",
           vjp=lambda g, out, x, dims, **_: (F.reshape(g, tuple(x.shape)),),
           grad_fn=lambda a, p: "SqueezeBackward0" if p.get("all") else (
-              "SqueezeBackward2" if p.get("multi") else "SqueezeBackward1"), view=True, triton=T.squeeze)
+              "SqueezeBackward2" if p.get("multi") else "SqueezeBackward1"), view=True, triton=T.squeeze,
+          layout="view_c")
 Primitive("unsqueeze", "x", lambda x, dim: np.expand_dims(x, dim),
           shape=lambda x, dim: tuple(x.shape[:dim]) + (1,) + tuple(x.shape[dim:]), dtype="same",
           vjp=lambda g, out, x, dim: (F.reshape(g, tuple(x.shape)),), grad_fn="UnsqueezeBackward0", view=True,
-          triton=T.unsqueeze)
+          triton=T.unsqueeze, layout="view_c")
 
 
 def sum_to(g, shape):
@@ -1915,7 +1927,8 @@ def _joined(join, xs, dim, shape, keeps_channels_last=True):
 
 Primitive("cat", "*xs", lambda *xs, dim: _joined(np.concatenate, [xs[i] for i in _cat_kept(xs)], dim,
                                                    _cat_shape(*xs, dim=dim)),
-          shape=_cat_shape, dtype="promote", vjp=_cat_vjp, grad_fn="CatBackward0", triton=T.cat)
+          shape=_cat_shape, dtype="promote", vjp=_cat_vjp, grad_fn="CatBackward0", triton=T.cat,
+          layout="kernel")
 # (torch's stack of channels_last tensors along dim 0 keeps their layout; along the last dim it is
 # contiguous; along the others it follows strides neither numpy nor this picks)
 Primitive("stack", "*xs", lambda *xs, dim: _joined(np.stack, xs, dim,
@@ -1923,7 +1936,7 @@ Primitive("stack", "*xs", lambda *xs, dim: _joined(np.stack, xs, dim,
                                                    dim == 0),
           shape=lambda *xs, dim: tuple(xs[0].shape[:dim]) + (len(xs),) + tuple(xs[0].shape[dim:]),
           dtype="promote", vjp=lambda g, out, *xs, dim: tuple(F.select(g, dim, i) for i in range(len(xs))),
-          grad_fn="StackBackward0", triton=T.stack)
+          grad_fn="StackBackward0", triton=T.stack, layout="kernel")
 
 
 def _split_kernel(x, sizes, dim, name=None):
