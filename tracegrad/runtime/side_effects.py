@@ -56,13 +56,16 @@ IMPURE_NAMES = frozenset({
     "choices", "sample", "shuffle", "getrandbits", "randbytes", "seed", "rand", "randn", "random_sample",
     "standard_normal", "normal", "integers", "permutation", "binomial", "poisson", "exponential", "beta", "gamma",
     "time", "time_ns", "perf_counter", "perf_counter_ns", "monotonic", "monotonic_ns", "process_time",
-    "process_time_ns", "thread_time", "now", "today", "utcnow", "getenv", "environ", "urandom"})
+    "process_time_ns", "thread_time", "now", "today", "utcnow", "getenv", "environ", "urandom",
+    "localtime", "gmtime", "ctime", "asctime", "strftime", "randbelow", "randbits", "token_bytes", "token_hex",
+    "token_urlsafe", "default_rng", "RandomState", "SeedSequence", "PCG64", "PCG64DXSM", "MT19937", "Philox",
+    "SFC64", "Random", "SystemRandom", "uuid1", "uuid4", "getrandom"})
 # names of what writes a warning or a log record (warnings.warn, a logger's info(...)): once
 # per trace, not once per call, were it traced; `_writes_out` tells whether the object is one
 OUTPUT_NAMES = frozenset({"warn", "warn_explicit", "debug", "info", "warning", "error", "exception", "critical",
                           "fatal", "log"})
 _TIME = frozenset({"time", "time_ns", "perf_counter", "perf_counter_ns", "monotonic", "monotonic_ns", "process_time",
-                   "process_time_ns", "thread_time"})
+                   "process_time_ns", "thread_time", "localtime", "gmtime", "ctime", "asctime", "strftime"})
 
 
 def _writes_out(v):
@@ -93,12 +96,20 @@ def _impure(v):
             return True
         return False
     mod = getattr(v, "__module__", None) or ""
+    if callable(v) and mod in _RANDOM_MODULES or mod.startswith("numpy.random"):
+        # (numpy's are Cython functions, neither builtin nor Python functions)
+        name = getattr(v, "__name__", "")
+        # (what makes a generator seeded from the operating system's entropy when given no seed, as
+        # np.random.default_rng() and random.Random(), counts: judged by what is read, a seeded one
+        # runs eagerly too)
+        return name in IMPURE_NAMES or mod == "secrets"
     if isinstance(v, (types.BuiltinFunctionType, types.FunctionType)):
         if mod == "time" and v.__name__ in _TIME:
             return True
-        if mod.startswith("numpy.random") or mod == "random":
-            return v.__name__ in IMPURE_NAMES
     return v is os.environ or v is os.getenv or v is os.urandom
+
+
+_RANDOM_MODULES = frozenset({"random", "secrets", "uuid", "posix", "nt"})
 
 
 # the effects judged by the value read (an object's method or a global): its test, and the text
