@@ -26,6 +26,7 @@ import functools
 import inspect
 import linecache
 import logging
+import operator
 import os
 import random
 import sys
@@ -47,7 +48,7 @@ MUTATING = frozenset({"append", "extend", "insert", "pop", "remove", "clear", "u
                       "__ixor__"})
 # builtins whose call is itself a side effect (I/O, attributes set by name, the module's namespace
 # handed out for writing)
-IO_CALLS = frozenset({"print", "input", "open", "breakpoint", "setattr", "delattr", "globals"})
+IO_CALLS = frozenset({"print", "input", "open", "breakpoint", "setattr", "delattr", "globals", "exec", "eval"})
 # names of what gives another value at every call (random draws, clocks, the environment):
 # a trace would bake in the first one; `_impure` tells whether the object read is one
 IMPURE_NAMES = frozenset({
@@ -664,11 +665,38 @@ class _Finder:
             obj = self.resolve(path, ctx)
             if obj is not _MISSING and obj is not _OWNED and self.follow(obj) and from_call and path[0] == "arg":
                 self.used_args = True           # code reached through an argument (a model passed in)
+            if len(path) > 2 and path[-1] != "[]":
+                self.getter(self.resolve(path[:-1], ctx), path[-1])
         inner = owned | frozenset(code.co_cellvars)
         for c in scan.nested:
             self.code(c, glb, closure, {}, inner)
-        for callees, args in scan.calls.values():
+        for i, (callees, args) in scan.calls.items():
             self.call_site(callees, args, ctx, from_call)
+            if args and callees:
+                self.mutator(callees, args, ctx, code.co_filename, scan.lines[i])
+
+    def getter(self, owner, name):
+        """Read the user's property getter that owner.name runs (a getter that counts its calls
+        or appends to a list has its effect at every eager read)."""
+        if owner is _MISSING or owner is _OWNED or isinstance(owner, (types.ModuleType, _Items)):
+            return
+        prop = inspect.getattr_static(type(owner), name, None)
+        fget = prop.fget if isinstance(prop, property) else None
+        if isinstance(fget, types.FunctionType) and not is_library(fget.__code__.co_filename) and \
+                fget.__code__.co_argcount:
+            self.function(fget, {fget.__code__.co_varnames[0]: owner})
+
+    def mutator(self, callees, args, ctx, filename, line):
+        """operator.setitem(d, k, v), operator.iadd(lst, more) and their kind: a write into their
+        first argument, as `d[k] = v` is."""
+        for path in callees:
+            fn = self.resolve(path, ctx)
+            if not any(fn is w for w in _WRITES_FIRST):
+                continue
+            what = self.judge("item", None, args[0], ctx)
+            if what is not None and (filename, line, what) not in self.where:
+                self.where.add((filename, line, what))
+                self.found.append(Effect(filename, line, what))
 
     def call_site(self, callees, args, ctx, from_call):
         """Read a user function called here with the objects the caller passes (a helper that
@@ -737,6 +765,14 @@ class _Finder:
                     params = fn.__code__.co_varnames[:fn.__code__.co_argcount]
                     takes_ctx = params and (name != "forward" or not own_setup)
                     self.function(fn, {params[0]: _OWNED} if takes_ctx else {})
+        elif isinstance(obj, type) and not is_library(getattr(sys.modules.get(obj.__module__), "__file__", None) or
+                                                       "<builtin>"):
+            # a class of the user's: making one runs its __init__ (a registry it appends to, a
+            # counter of instances), with the new object its own
+            for name in ("__new__", "__init__", "__post_init__"):
+                fn = _user_function(inspect.getattr_static(obj, name, None))
+                if fn is not None and fn.__code__.co_argcount:
+                    self.function(fn, {fn.__code__.co_varnames[0]: _OWNED})
         elif not isinstance(obj, type):
             call = inspect.getattr_static(type(obj), "__call__", None)
             if not isinstance(call, types.FunctionType):
@@ -765,6 +801,12 @@ class _Finder:
             for table in ("_forward_pre_hooks", "_forward_hooks"):
                 for hook in (sub.__dict__.get(table) or {}).values():
                     self.follow(hook)
+
+
+# functions that write into their first argument, as a subscript or an augmented assignment does
+_WRITES_FIRST = tuple(getattr(operator, n) for n in (
+    "setitem", "delitem", "iadd", "iand", "iconcat", "ifloordiv", "ilshift", "imod", "imul", "imatmul", "ior",
+    "ipow", "irshift", "isub", "itruediv", "ixor", "__setitem__", "__delitem__", "__iadd__", "__iconcat__"))
 
 
 def _user_function(fn):
