@@ -23,10 +23,7 @@ class Adagrad(Optimizer):
         super().__init__(params, defaults)
         for group in self.param_groups:
             for p in group["params"]:
-                state = self.state[p]
-                state["step"] = Tensor._make(np.zeros((), np.float32), D.float32)
-                init = group["initial_accumulator_value"]
-                state["sum"] = Tensor._make(np.full_like(p._data, init), p._dtype)
+                _init_state(self.state[p], p, group)
 
     def step(self, closure=None):
         return self._run_step(closure, self._update)
@@ -39,6 +36,8 @@ class Adagrad(Optimizer):
                 if p.grad is None:
                     continue
                 state = self.state[p]
+                if len(state) == 0:              # cleared, or a group added later: made now, as torch's
+                    _init_state(state, p, group)
                 x = p._data
                 dt = x.dtype.type
                 g = p.grad._data
@@ -57,6 +56,13 @@ class Adagrad(Optimizer):
                 upd /= std
                 x += upd                                   # param.addcdiv_(g, std, value=-clr)
                 _finish([p, state["step"], state["sum"]])
+
+
+def _init_state(state, p, group):
+    """A parameter's state as torch's Adagrad makes it (in __init__, and at a step for a
+    parameter whose state is empty): the step count and the sum, initial_accumulator_value."""
+    state["step"] = Tensor._make(np.zeros((), np.float32), D.float32)
+    state["sum"] = Tensor._make(np.full_like(p._data, group["initial_accumulator_value"]), p._dtype)
 
 
 TRACED_UPDATES[Adagrad._update] = traced.adagrad      # step() inside a compiled training step

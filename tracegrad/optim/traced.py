@@ -301,18 +301,23 @@ def adagrad(opt, sh):
                 continue
             dt = _param_dtype(opt, p)
             st = _state(sh, opt, p)
-            if st is None:
-                raise KeyError("step")            # the eager update's error (its state made in __init__)
-            _same_dtype(opt, p, "sum", st["sum"])
+            if st is None or len(st) == 0:
+                # cleared, or a group added later: made at this step, as torch's (and eager's) Adagrad
+                st = _fresh(sh, opt, p, ("step", "sum"))
+                step = F.full((), 1.0, dtype=D.float32)
+                s = F.full(tuple(p.shape), float(group["initial_accumulator_value"]), dtype=dt)
+            else:
+                _same_dtype(opt, p, "sum", st["sum"])
+                step = _value(sh, st["step"]) + 1
+                s = _value(sh, st["sum"])
             x = _value(sh, p)
             if group["maximize"]:
                 g = -g
-            step = _value(sh, st["step"]) + 1
             _set(sh, st, "step", step, D.float32)
             if wd != 0:
                 g = g + x * _as(_opt(sh, group, "weight_decay"), dt)
             clr = lr / (1 + (_cast(step, D.float64) - 1) * _opt(sh, group, "lr_decay"))
-            s = _value(sh, st["sum"]) + g * g
+            s = s + g * g
             _set(sh, st, "sum", s, dt)
             std = F.sqrt(s) + _as(_opt(sh, group, "eps"), dt)
             upd = g * _as(-clr, dt)
