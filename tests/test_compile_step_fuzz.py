@@ -3,9 +3,11 @@ variants, Adam, AdamW with amsgrad, RMSprop centered, Adagrad), a random network
 not), steps that zero their gradients or accumulate, and between the steps a random set of the
 user's changes (options set by hand, state cleared or loaded, a parameter group added, gradients
 scaled or dropped, parameters frozen, written or replaced, train/eval). After every step the
-compiled run equals the eager run bit for bit, and torch's to float32 rounding (the runs with
-BatchNorm, whose Linear bias gradients are rounding noise an adaptive optimizer scales up, are
-compared with eager only). TRACEGRAD_STEP_SEQUENCES=N runs N trainings.
+compiled run equals the eager run bit for bit, and torch's to float32 rounding. Two kinds of
+runs are compared with eager only, being ill-conditioned: those with BatchNorm, whose Linear bias
+gradients are rounding noise an adaptive optimizer scales up; and centered RMSprop's, whose
+sqrt(square_avg - grad_avg**2) cancels (seed 264, an element at step 4: torch's float32 is 0.3%
+from torch's own float64 result, eager's 0.08%). TRACEGRAD_STEP_SEQUENCES=N runs N trainings.
 """
 import os
 import random
@@ -101,7 +103,7 @@ def check(seed):
     zero = rng.random() < 0.6
     body = A._step_extra if zero else A._step_accumulating
     try:
-        A._check(OPTS[oname], body, between, steps=6, warns=True, bn=bn, torch_too=not bn)
+        A._check(OPTS[oname], body, between, steps=6, warns=True, bn=bn, torch_too=not bn and oname != "rmsprop")
     except AssertionError as e:
         raise AssertionError(f"seed {seed}: {oname}, {names}, BatchNorm {bn}, zero_grad {zero}: {e}") from None
 
