@@ -60,7 +60,7 @@ def scale_param(i, lib, model, opts):
             model[-1].bias.mul_(-1.5)
 
 
-def make_events(rng):
+def make_events(rng, oname):
     cases = A._between_cases()
 
     def gmul(i, lib, model, opts):
@@ -74,6 +74,13 @@ def make_events(rng):
     if "add_param_group" in names and "optimizer_load_state_dict" in names:
         names.remove("add_param_group")
     evs = [cases[n] for n in names]
+    # (a schedule and a loaded state both keep their object in A._SCHEDULES; torch's schedules
+    # do not take a group added after them: its get_lr raises ValueError from zip())
+    if rng.random() < 0.3 and "optimizer_load_state_dict" not in names and "add_param_group" not in names:
+        # (Adagrad has no momentum or beta1 for OneCycleLR and CyclicLR to cycle: torch refuses it)
+        sched = rng.choice([k for k in sorted(A.SCHEDULES) if oname != "adagrad" or k not in ("OneCycleLR", "CyclicLR")])
+        evs.append(A._schedule(A.SCHEDULES[sched]))
+        names.append(sched)
     extra = rng.sample(["lr", "wd", "mom", "te", "scale"], rng.randint(0, 3))
     for e in extra:
         if e == "lr":
@@ -94,14 +101,33 @@ def make_events(rng):
     return names, between
 
 
+def _clipped(zero, bound, norm_type):
+    """A step (zeroing its gradients or accumulating) that clips the gradients' norm between its
+    backward and its optimizer step."""
+    def step(lib, model, opts, x, y):
+        if zero:
+            opts[0].zero_grad()
+        out = model(x)
+        if hasattr(model, "extra"):
+            out = out + model.extra
+        loss = lib.nn.functional.cross_entropy(out, y)
+        loss.backward()
+        lib.nn.utils.clip_grad_norm_(model.parameters(), bound, norm_type=norm_type)
+        opts[0].step()
+        return loss
+    return step
+
+
 def check(seed):
     """One random training: optimizer, events, BatchNorm or not, zero_grad or accumulating."""
     rng = random.Random(seed)
     oname = rng.choice(sorted(OPTS))
-    names, between = make_events(rng)
+    names, between = make_events(rng, oname)
     bn = rng.random() < 0.4
     zero = rng.random() < 0.6
     body = A._step_extra if zero else A._step_accumulating
+    if rng.random() < 0.25:
+        body = _clipped(zero, rng.choice([0.05, 1.0, float("inf")]), rng.choice([2.0, 1.0, float("inf")]))
     try:
         A._check(OPTS[oname], body, between, steps=6, warns=True, bn=bn, torch_too=not bn and oname != "rmsprop")
     except AssertionError as e:
