@@ -11,6 +11,7 @@
 Each now runs eagerly, with the side-effect warning naming the line.
 """
 import collections
+import dataclasses
 import operator
 import random
 import secrets
@@ -190,3 +191,35 @@ def test_pure_class_and_property_still_trace():
         got = f(x)
         got = f(x)
     assert np.array_equal(got.numpy(), fn(x).numpy())     # (a fallback would have warned: an error here)
+
+
+def test_a_new_objects_own_lists_are_no_effect():
+    # a dataclass's __post_init__ appending to its own field, an __init__ calling a method of the
+    # new object that appends to the object's own list: they write only the object the call made
+    @dataclasses.dataclass
+    class Cfg:
+        a: float = 2.0
+        b: list = dataclasses.field(default_factory=list)
+
+        def __post_init__(self):
+            self.b.append(self.a)
+
+    class Acc:
+        def __init__(self, s):
+            self.items = []
+            self.reset(s)
+
+        def reset(self, s):
+            self.s = s
+            self.items.append(s)
+
+    def fn(x):
+        c = Cfg()
+        a = Acc(c.b[0])
+        return x * a.items[-1] + a.s
+    f = tg.compile(fn)
+    x = tg.ones(2, dtype=tg.float64)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        got = [f(x), f(x)]
+    assert all(np.array_equal(g.numpy(), fn(x).numpy()) for g in got)

@@ -595,6 +595,8 @@ class _Finder:
         for step in path[2:]:
             if obj is _MISSING:
                 break
+            if obj is _OWNED:
+                return _OWNED           # what a new object of the call holds (self.items of an __init__'s self)
             obj = _items(obj) if step == "[]" else _attr(obj, step)
         return obj
 
