@@ -502,6 +502,9 @@ class _Walk:
                 # every name the code reads from it (`N.h(x)` with `N.h` replaced, `N.cfg["a"]`)
                 d = vars(v)
                 self.attrs(v, d, sorted(n for n in self.names if n in d), what, depth)
+                # and those it inherits (`Sub.k`, `cls.k` in a classmethod called on Sub): the
+                # base's value, and that no class before it in the MRO defines the name since
+                self.klass(v, what)
         elif isinstance(v, functools.partial):
             # its keyword values by their tokens as its arguments (0.0 is not -0.0, 1 not 1.0)
             tok = (id(v.func), self.seq_token(v.args), tuple(v.keywords), self.seq_token(v.keywords.values()))
@@ -728,7 +731,8 @@ class _Walk:
             self.keep.append(klass)
             tok = tuple(self.token(d[n]) if n in d else _ABSENT for n in names)
             self.add(_const(klass), lambda k, names=names, tok=tok: tuple(token_of(vars(k), n) for n in names) == tok,
-                     f"the class attributes {', '.join(names)} of {klass.__qualname__} (read through {what})")
+                     f"the class attributes {', '.join(names)} of {klass.__qualname__} (read through {what})",
+                     lambda code, klass=klass, names=names: _emit_class(code, klass, names))
             for n in names:
                 x = d.get(n)
                 if isinstance(x, (dict, list, tuple, set, frozenset, collections.deque)) or \
@@ -813,6 +817,18 @@ def _emit_items(code, c, keys, pos, items):
         xs = [code.let(f"{name}[{code.const(k)}]") for k in pos]
     for x, v in zip(xs, items):
         code.token_is(x, v)
+
+
+def _emit_class(code, klass, names):
+    """The tests of _Walk.klass's guard: each name of klass's own __dict__ keeps its token, or
+    stays absent."""
+    d = vars(klass)
+    dd = code.let(f"{code.const(klass)}.__dict__")
+    for n in names:
+        if n in d:
+            code.token_is(code.let(f"{dd}[{code.const(n)}]"), d[n])
+        else:
+            code.need(f"{code.const(n)} not in {dd}")
 
 
 def _emit_module(code, m, attrs):
