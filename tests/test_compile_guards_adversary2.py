@@ -6,6 +6,7 @@ import pytest
 import torch
 
 import tracegrad as tg
+from tracegrad.runtime import class_version
 
 
 def same(a, b, msg):
@@ -79,3 +80,83 @@ def test_a_class_attribute_read_through_a_subclass(how):
     # torch.compile (2.13) keeps its program when the classmethod is replaced on the base:
     # compared with torch's eager result there
     scenario(make, grads=True, torch_compiled=how != "inherited classmethod replaced")
+
+
+# -- Tensor methods replaced after the trace ----------------------------------------------------
+
+@pytest.mark.parametrize("how", ["relu", "__add__", "sum wrapped", "a method added then replaced", "Parameter"])
+def test_a_tensor_method_replaced_on_the_class(monkeypatch, how):
+    """`Tensor.relu = f` after the first call: eager runs f, so must the next compiled call (torch.compile
+    does). The program's guards read the version of the class's attributes (class_version.py)."""
+    def make(lib):
+        T = lib.Tensor
+        if how == "a method added then replaced":
+            monkeypatch.setattr(T, "scaled", lambda self: self * 2, raising=False)
+        if how == "Parameter":
+            w = lib.nn.Parameter(lib.tensor([1.0, 2.0, 3.0], dtype=lib.float64))
+        fn = {"relu": lambda x: x.relu() * 2, "__add__": lambda x: (x + x) * 2,
+              "sum wrapped": lambda x: x.sum(0) * x, "a method added then replaced": lambda x: x.scaled() + 1,
+              "Parameter": lambda x: x * w.exp()}[how]
+
+        def mutate(i):
+            if how == "relu":
+                monkeypatch.setattr(T, "relu", lambda self: self * (10.0 + i))
+            elif how == "__add__":
+                monkeypatch.setattr(T, "__add__", lambda a, b: a * (3.0 + i) - b)
+            elif how == "sum wrapped":
+                orig = T.sum
+                monkeypatch.setattr(T, "sum", lambda self, *a: orig(self, *a) * 2)
+            elif how == "a method added then replaced":
+                monkeypatch.setattr(T, "scaled", lambda self: self * (4.0 + i))
+            else:
+                P = lib.nn.Parameter
+                monkeypatch.setattr(P, "exp", lambda self: T.exp(self) * (2.0 + i), raising=False)
+        return fn, mutate
+    # (tracegrad's eager backward adds gradients with `+`, so a patched __add__ changes its
+    # gradients, which torch's engine does not: values alone there)
+    scenario(make, grads=how != "__add__")
+    monkeypatch.undo()
+
+
+def test_a_tensor_method_put_back_still_runs_the_original():
+    """Patched, called, put back: each call runs what eager would (the program of the patched
+    method is not kept after the class changes again)."""
+    orig = tg.Tensor.relu
+    cf = tg.compile(lambda x: x.relu() * 2)
+    x = tg.tensor([1.0, -2.0, 3.0])
+    try:
+        for k in range(3):
+            tg.Tensor.relu = lambda self: self * 10.0
+            same(cf(x).numpy(), np.array([20.0, -40.0, 60.0], np.float32), f"patched, round {k}")
+            tg.Tensor.relu = orig
+            same(cf(x).numpy(), np.array([2.0, 0.0, 6.0], np.float32), f"put back, round {k}")
+    finally:
+        tg.Tensor.relu = orig
+
+
+def test_class_version_sees_every_write_and_no_read():
+    """Both ways of reading a class's version (CPython's dict tag, or its attributes compared)
+    change on a set, a replacement, an addition and a deletion, and not on reads or calls."""
+    assert class_version._TAG_WORKS == (class_version.sys.implementation.name == "cpython")
+
+    class K:
+        def m(self):
+            return 1
+    for use_tag in (True, False):
+        def fresh():
+            v = class_version.ClassVersion(K)
+            if not use_tag:
+                v.tag, v.names, v.values = None, tuple(vars(K)), tuple(vars(K).values())
+            return v
+        v = fresh()
+        _ = K().m(), K.m, vars(K).get("x"), hasattr(K, "y"), len(vars(K))
+        assert v.same()
+        for what, change in (("replaced", lambda: setattr(K, "m", lambda self: 2)),
+                             ("added", lambda: setattr(K, "n", 1)), ("deleted", lambda: delattr(K, "n"))):
+            v = fresh()
+            change()
+            assert not v.same(), (use_tag, what)
+            assert not v.same(), (use_tag, what, "asked again")
+        v = fresh()
+        K.m = K.__dict__["m"]          # the object already there: nothing changed
+        assert v.same(), use_tag

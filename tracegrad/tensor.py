@@ -193,7 +193,8 @@ class _UntrackedVersion(list):
 # patches of tracegrad's own code after import: a function of one of its modules rebound
 # (`tracegrad.nn.functional.linear = f`); compiled programs traced the code as it was, and are
 # reused only while the count is the same. (A Tensor method replaced on the class is not
-# counted: a metaclass that saw it made every isinstance(x, Tensor) of another type 3x slower.)
+# counted here: a metaclass that saw it made every isinstance(x, Tensor) of another type 3x
+# slower; the guards read the version of the class's dict instead, runtime/class_version.py.)
 LIBRARY_PATCHES = [0]
 
 

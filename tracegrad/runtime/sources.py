@@ -12,8 +12,9 @@ sources a call can reach and records a guard for each:
   module's class (user code only: the code of the standard library and installed packages
   is taken as fixed, but what user code reads from their modules, `F.relu`, is guarded by
   identity, so a patch after the trace is seen; tracegrad's own code is guarded by a count
-  of the patches of its modules and of Tensor, and the attributes of the library classes
-  of the modules met, `_library_guard`);
+  of the patches of its modules, the version of Tensor's and Parameter's attributes
+  (class_version.py), and the attributes of the library classes of the modules met,
+  `_library_guard`);
 - from that code, the names it reads: globals, builtins (`max`, and a global that hides one
   later), the modules it imports itself, closure cells, the function object's attributes,
   attribute names (and the names in the strings it passes to eval);
@@ -47,9 +48,11 @@ import numpy as np
 
 from ..tensor import Tensor, UNTRACKED_WRITES, ESCAPES, escaped, LIBRARY_PATCHES, _count_patch, device as _device
 from .check_code import CheckCode
+from .class_version import ClassVersion
 from .side_effects import is_library
 from ..nn.modules.module import Module
 from ..nn.modules import module as _m
+from ..nn.parameter import Parameter
 
 _MAX_ITEMS = 64          # containers up to this size are guarded item by item
 _MAX_DEPTH = 5           # how deep into containers and plain objects the walk goes item by item
@@ -1007,11 +1010,18 @@ def _library_guard(w):
         return (k is Module or tuple(d) == names) and all(x in d for x in names) and \
             _same_keys(tuple(d[x] for x in names), vals)
 
+    # the tensor classes' own attributes (`Tensor.relu = f`, a method added and then replaced):
+    # each user op on a tensor, and the library's, looks its method up there
+    tensor_classes = tuple(ClassVersion(k) for k in (Tensor, Parameter))
+    w.keep.append(tensor_classes)
+
     def test(c):
-        return c[0] == n and all(same(*c) for c in classes)
+        return c[0] == n and all(v.same() for v in tensor_classes) and all(same(*c) for c in classes)
 
     def emit(code):
         code.need(f"{code.const(LIBRARY_PATCHES)}[0] == {code.const(n)}")
+        for v in tensor_classes:
+            v.emit(code)
         for klass, names, vals in classes:
             d = code.let(f"{code.const(klass)}.__dict__")
             if klass is not Module:
