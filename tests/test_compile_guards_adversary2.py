@@ -160,3 +160,45 @@ def test_class_version_sees_every_write_and_no_read():
         v = fresh()
         K.m = K.__dict__["m"]          # the object already there: nothing changed
         assert v.same(), use_tag
+
+
+# -- what the trace read of a captured tensor in Python -----------------------------------------
+
+@pytest.mark.parametrize("how", ["stride after t_", "is_contiguous after data = transposed",
+                                 "stride after data = a column-major array"])
+def test_the_layout_of_a_captured_tensor_read_in_python(how):
+    """`w.stride()` or `w.is_contiguous()` of a captured tensor, baked into the program as a
+    number or a branch: its shape stays, its strides change (`w.t_()` of a square matrix,
+    `w.data = v.t()`). The guards compared shape, dtype and requires_grad alone."""
+    def make(lib):
+        w = lib.tensor([[1.0, 2.0], [3.0, 4.0]], dtype=lib.float64)
+
+        def fn(x):
+            if how.startswith("stride"):
+                return x[:2] * w.stride()[0] + w.sum(0)
+            return x[:2] * (2.0 if w.is_contiguous() else 3.0) + w.sum(0)
+
+        def mutate(i):
+            if how == "stride after t_":
+                w.t_()
+            elif how == "is_contiguous after data = transposed":
+                w.data = w.data.t() if i == 1 else w.data.contiguous()
+            else:
+                w.data = lib.from_numpy(np.asfortranarray(w.detach().numpy()) * i)
+        return fn, mutate
+    scenario(make, steps=4, grads=True)
+
+
+def test_the_text_of_a_captured_tensor():
+    """`repr(w)` of a captured tensor holds its values: a write to w changes it. (The text of
+    an argument, a symbolic value, makes the function run eagerly: test_compile_guards_adversary.py.)"""
+    def make(lib):
+        w = lib.tensor([1.0, 2.0, 3.0], dtype=lib.float64)
+
+        def fn(x):
+            return x * len(repr(w)) + len(f"{w}")
+
+        def mutate(i):
+            w.mul_(1000.0)
+        return fn, mutate
+    scenario(make, grads=True)

@@ -307,6 +307,8 @@ class Tensor:
         return False
 
     def stride(self, dim=None):
+        if _VALUE_READS[0]:
+            self._read_layout()
         if self._data.size == 0:
             # numpy gives an empty array 0 strides; torch keeps the row-major ones (a size-0 dim counts as 1)
             st, n = [], 1
@@ -319,7 +321,16 @@ class Tensor:
         return st if dim is None else st[self._dim_index(dim)]
 
     def is_contiguous(self, memory_format=None):
+        if _VALUE_READS[0]:
+            self._read_layout()
         return self._data.flags.c_contiguous
+
+    def _read_layout(self):
+        # while compile traces, a concrete tensor's strides read in Python are baked into the
+        # program (`w.t_()` or `w.data = v.t()` later changes them, not its shape)
+        r = _READS.reads
+        if r is not None:
+            r.setdefault(("layout", id(self)), self)
 
     def _column_major(self):
         """Whether this is a matrix laid out column by column (a transposed contiguous one, both
@@ -597,6 +608,8 @@ class Tensor:
         return id(self)
 
     def __repr__(self, *, tensor_contents=None):
+        if _VALUE_READS[0] and self._data is not None:
+            self._read_by_value()         # its text holds its values (`str(w)` in a compiled function)
         return Above.tensor_repr(self)
 
     def __format__(self, spec):

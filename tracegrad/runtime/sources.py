@@ -1035,6 +1035,12 @@ def _library_guard(w):
           "replaced since)", emit)
 
 
+def _strides(t):
+    """A tensor's array type and strides (for a layout read while tracing)."""
+    d = t._data
+    return (d.__class__, d.strides if d.__class__ is np.ndarray else getattr(d, "strides", None))
+
+
 def _arg_objects(a, what):
     """The objects of an argument that its key holds by identity alone (guards.flatten's
     constants other than scalars: a config object, a module), also inside the lists, tuples
@@ -1097,6 +1103,14 @@ def build_guards(fn, module, args, kwargs, used=(), value_reads=None, exempt=fro
                   lambda code, t=t, ver=ver, snap=snap: code.need(
                       f"{code.const(t)}._version == {code.const(ver)} and "
                       f"{code.const(same_bytes)}({code.const(t)}._data, {code.const(snap)})"))
+    # tensors whose strides the trace read in Python (`w.stride()`, `w.is_contiguous()`)
+    for key, t in value_reads.items():
+        if isinstance(key, tuple) and key[0] == "layout":
+            w.keep.append(t)
+            s0 = _strides(t)
+            w.add(_const(t), lambda x, s0=s0: _strides(x) == s0,
+                  f"the strides of a tensor read while tracing ({tuple(t.shape)}, strides {t._data.strides})",
+                  lambda code, t=t, s0=s0: code.need(f"{code.const(_strides)}({code.const(t)}) == {code.const(s0)}"))
     _library_guard(w)
     # the concrete tensors the program reads at every call keep the metadata it was built for
     for t in used:
