@@ -202,3 +202,76 @@ def test_the_text_of_a_captured_tensor():
             w.mul_(1000.0)
         return fn, mutate
     scenario(make, grads=True)
+
+
+@pytest.mark.parametrize("how", ["float", "dict item", "on a parameter"])
+def test_a_python_attribute_of_a_captured_tensor(how):
+    """`w.scale` set on a captured tensor (or `p.mult` on a module's parameter) and changed:
+    the guards compared the tensor's metadata alone."""
+    def make(lib):
+        w = lib.tensor([1.0, 2.0, 3.0], dtype=lib.float64)
+        lin = lib.nn.Linear(3, 3).double()
+        with lib.no_grad():
+            lin.weight.copy_(lib.tensor(np.arange(9.0).reshape(3, 3) / 8))      # exact products
+            lin.bias.zero_()
+        w.scale, w.cfg, lin.weight.mult = 2.0, {"s": 2.0}, 2.0
+        fn = {"float": lambda x: x * w * w.scale, "dict item": lambda x: x * w * w.cfg["s"],
+              "on a parameter": lambda x: lin(x) * lin.weight.mult}[how]
+
+        def mutate(i):
+            w.scale = lin.weight.mult = 3.0 + i
+            w.cfg["s"] = 5.0 + i
+        return fn, mutate
+    scenario(make, grads=True)
+
+
+@pytest.mark.parametrize("setting", ["anomaly detection", "warn_always", "print options"])
+def test_a_setting_of_the_process_read_in_python(setting):
+    """`torch.is_anomaly_enabled()`, `torch.is_warn_always_enabled()` or a tensor's text (which
+    follows the print options) read in the function, the setting changed between calls: no
+    call's key holds them, so the trace notes the read and its program is guarded on the value."""
+    def make(lib):
+        w = lib.tensor([1 / 3, 2.0, 3.0], dtype=lib.float64)
+        read = {"anomaly detection": lambda: 2.0 if lib.is_anomaly_enabled() else 1.0,
+                "warn_always": lambda: 2.0 if lib.is_warn_always_enabled() else 1.0,
+                "print options": lambda: float(len(repr(w)))}[setting]
+
+        def fn(x):
+            return x * read()
+
+        def mutate(i):
+            if setting == "anomaly detection":
+                lib.autograd.set_detect_anomaly(i == 1)
+            elif setting == "warn_always":
+                lib.set_warn_always(i == 1)
+            else:
+                lib.set_printoptions(precision=2 + 3 * i)
+        return fn, mutate
+    try:
+        scenario(make)
+    finally:
+        for lib in (tg, torch):
+            lib.autograd.set_detect_anomaly(False)
+            lib.set_warn_always(False)
+            lib.set_printoptions(profile="default")
+
+
+def test_the_initial_seed_read_in_python():
+    """`torch.initial_seed()` read in the function and the generator seeded again between calls:
+    a read of the generator's state, which a program would not read again; the function runs
+    eagerly, as for its state read or set (creation._no_state_change_in_trace)."""
+    def make(lib):
+        lib.manual_seed(3)
+
+        def fn(x):
+            return x * float(lib.initial_seed() % 7)
+
+        def mutate(i):
+            lib.manual_seed(3 + i)
+        return fn, mutate
+    with pytest.warns(UserWarning, match="seeded, or its state read"):
+        try:
+            scenario(make, torch_compiled=False)
+        finally:
+            tg.manual_seed(0)
+            torch.manual_seed(0)

@@ -45,6 +45,15 @@ def end_value_reads(prev):
         _VALUE_READS[0] -= 1
 
 
+def read_setting(name, get):
+    """While compile traces on this thread: the function read a setting of the process in
+    Python (`is_anomaly_enabled()`, the print options a tensor's text follows), which no
+    call's key holds; the program is guarded on `get()`, its value now."""
+    r = _READS.reads
+    if r is not None:
+        r.setdefault(("setting", name), get)
+
+
 class Above:
     """What Tensor's own methods call of modules above it, which import this one: plugged in
     by each as it is imported, so that this module imports none of them. `construct` (the

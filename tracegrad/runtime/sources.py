@@ -470,8 +470,17 @@ class _Walk:
     def inside(self, v, what, depth):
         """Guards on the state of v, an object whose identity a guard before already checked."""
         if isinstance(v, (Tensor,) + _SCALARS):
-            if isinstance(v, Tensor) and id(v) in self.value_reads:
-                self.value_read(v, what)
+            if isinstance(v, Tensor):
+                if id(v) in self.value_reads:
+                    self.value_read(v, what)
+                if v.__dict__ and ("tensor attrs", id(v)) not in self.seen:
+                    # Python attributes set on a captured tensor (`w.scale`, `p.lr_mult`) that the
+                    # code names: read by the trace as constants
+                    self.seen.add(("tensor attrs", id(v)))
+                    d = v.__dict__
+                    names = sorted(d) if self.names & _DYNAMIC else sorted(n for n in d if n in self.names)
+                    if names:
+                        self.attrs(v, d, names, f"the Python attributes of {what}", depth)
             return
         key = id(v)
         if key in self.seen:
@@ -1103,6 +1112,13 @@ def build_guards(fn, module, args, kwargs, used=(), value_reads=None, exempt=fro
                   lambda code, t=t, ver=ver, snap=snap: code.need(
                       f"{code.const(t)}._version == {code.const(ver)} and "
                       f"{code.const(same_bytes)}({code.const(t)}._data, {code.const(snap)})"))
+    # settings of the process the trace read in Python (tensor.read_setting): each keeps its value
+    for key, get in value_reads.items():
+        if isinstance(key, tuple) and key[0] == "setting":
+            v0 = get()
+            w.keep.append(v0)
+            w.add(_const(get), lambda g, v0=v0: g() == v0, f"{key[1]} (read while tracing, then {v0!r})",
+                  lambda code, get=get, v0=v0: code.need(f"{code.const(get)}() == {code.const(v0)}"))
     # tensors whose strides the trace read in Python (`w.stride()`, `w.is_contiguous()`)
     for key, t in value_reads.items():
         if isinstance(key, tuple) and key[0] == "layout":
