@@ -1,6 +1,8 @@
 """More state a compiled function reads, changed between calls: each case recompiles (or runs
 eagerly) rather than return the first trace's result. Compared, at every step, with the eager
 function, with torch.compile's result and with torch's eager one."""
+import types
+
 import numpy as np
 import pytest
 import torch
@@ -275,3 +277,90 @@ def test_the_initial_seed_read_in_python():
         finally:
             tg.manual_seed(0)
             torch.manual_seed(0)
+
+
+# -- names a module or a class answers at run time ----------------------------------------------
+
+def _user_module(name, source):
+    """A module of the user's, made from source (as a notebook's or a config file's module)."""
+    mod = types.ModuleType(name)
+    exec(source, vars(mod))
+    return mod
+
+
+@pytest.mark.parametrize("how", ["module __getattr__", "module __getattr__ then a global", "vars(mod)[name]",
+                                 "getattr(mod, NAME)"])
+def test_a_name_a_user_module_answers_at_run_time(how):
+    """A module's `__getattr__` (PEP 562) answering `cfg.SCALE` from a dict, later a global of
+    that name hiding it; a global of another module read by a name the code computes
+    (`vars(cfg)["SCALE"]`, `getattr(cfg, NAME)`): the guards looked up the names the code
+    spells, in the module's own dict alone."""
+    def make(lib):
+        cfg = _user_module("cfg_" + how.split()[0].replace("(", ""),
+                           "_VALUES = {'SCALE': 2.0}\n"
+                           "def __getattr__(name):\n"
+                           "    if name in _VALUES:\n"
+                           "        return _VALUES[name]\n"
+                           "    raise AttributeError(name)\n"
+                           "OTHER = 2.0\n")
+        name = "OTHER"
+        fn = {"module __getattr__": lambda x: x * cfg.SCALE, "module __getattr__ then a global": lambda x: x * cfg.SCALE,
+              "vars(mod)[name]": lambda x: x * vars(cfg)["OTHER"], "getattr(mod, NAME)": lambda x: x * getattr(cfg, name)}[how]
+
+        def mutate(i):
+            if how == "module __getattr__":
+                cfg._VALUES["SCALE"] = 3.0 + i
+            elif how == "module __getattr__ then a global":
+                cfg.SCALE = 5.0 + i
+            else:
+                cfg.OTHER = 3.0 + i
+        return fn, mutate
+    scenario(make, grads=True)
+
+
+@pytest.mark.parametrize("how", ["property", "__getattr__"])
+def test_a_class_attribute_a_metaclass_answers(how):
+    """`C.k` answered by a property or a `__getattr__` of the user's metaclass, from state of C
+    that then changes: the metaclass's methods were not walked."""
+    def make(lib):
+        class Meta(type):
+            @property
+            def k(cls):
+                return cls._k
+
+            def __getattr__(cls, name):
+                if name in cls._values:
+                    return cls._values[name]
+                raise AttributeError(name)
+
+        class C(metaclass=Meta):
+            _k = 2.0
+            _values = {"j": 2.0}
+        fn = {"property": lambda x: x * C.k, "__getattr__": lambda x: x * C.j}[how]
+
+        def mutate(i):
+            C._k = 3.0 + i
+            C._values["j"] = 4.0 + i
+        return fn, mutate
+    scenario(make, grads=True)
+
+
+def test_a_metaclass_getattr_that_raises_key_error():
+    """A metaclass `__getattr__` that raises KeyError for the names it lacks: the side-effect
+    scan asked `hasattr(C, "_backward_cls")` (is C a custom autograd.Function?), which raised
+    it at the first call; it looks attributes up statically now. (torch.compile 2.13 raises an
+    InternalTorchDynamoError here: compared with the eager function alone.)"""
+    class Meta(type):
+        def __getattr__(cls, name):
+            return cls._values[name]
+
+    class C(metaclass=Meta):
+        _values = {"j": 2.0}
+
+    def fn(x):
+        return x * C.j
+    cf = tg.compile(fn)
+    for i in range(3):
+        C._values["j"] = 2.0 + i
+        x = tg.tensor([1.0, -2.0, 3.0])
+        same(cf(x).numpy(), fn(x).numpy(), f"step {i}")

@@ -503,6 +503,7 @@ class _Walk:
             names = sorted(n for n in self.names if n in vars(v))
             if not _is_library_module(v):
                 self.attrs(v, vars(v), names, what, depth)
+                self.user_module(v, what, depth)
             else:
                 # a library's module: what the code reads from it by identity (`F.relu` patched
                 # after the trace must not leave the old function in the program), its contents
@@ -510,6 +511,10 @@ class _Walk:
                 self.attrs(v, vars(v), names, what, depth, descend=types.ModuleType)
         elif isinstance(v, type):
             self.methods_of(v)
+            if not _is_library_type(type(v)):
+                # a metaclass of the user's: its methods (a property, __getattr__) answer `C.k`
+                self.methods_of(type(v))
+                self.klass(type(v), what)
             if not _is_library_type(v):
                 # every name the code reads from it (`N.h(x)` with `N.h` replaced, `N.cfg["a"]`)
                 d = vars(v)
@@ -594,6 +599,28 @@ class _Walk:
             self.obj(v, what, depth)
         elif not _is_library_type(type(v)):
             self.slots(v, what, depth)
+
+    def user_module(self, v, what, depth):
+        """What a user's module answers beyond the names the code reads from it: every global
+        of it where the code computes names (`getattr(cfg, name)`, `vars(cfg)[name]`), by its
+        token (functions, classes and modules not walked into: their identity says enough of
+        what a computed name reads); and where it has a `__getattr__` (PEP 562), that function's
+        reads and the absence of the names it answers (a global defined later hides it)."""
+        d = vars(v)
+        if self.names & _DYNAMIC and ("module globals", id(v)) not in self.seen:
+            self.seen.add(("module globals", id(v)))
+            names = sorted(n for n in d if not (n.startswith("__") and n.endswith("__")) and n not in self.names)
+            if names:
+                self.attrs(v, d, names, f"the globals of {what} (the code computes names)", depth, descend=())
+                for n in names:
+                    if not isinstance(d[n], (types.FunctionType, type, types.ModuleType)):
+                        self.inside(d[n], f"{what}.{n}", depth + 1)
+        answer = d.get("__getattr__")
+        if isinstance(answer, types.FunctionType):
+            absent = sorted(n for n in self.names if n not in d)
+            if absent:
+                self.attrs(v, d, absent, f"the names {what}.__getattr__ answers", depth, descend=())
+            self.inside(answer, f"{what}.__getattr__", depth)
 
     def value_read(self, v, what):
         """Guard a tensor the trace read by value (.item(), bool()): its version, and what the
