@@ -364,3 +364,43 @@ def test_a_metaclass_getattr_that_raises_key_error():
         C._values["j"] = 2.0 + i
         x = tg.tensor([1.0, -2.0, 3.0])
         same(cf(x).numpy(), fn(x).numpy(), f"step {i}")
+
+
+def test_an_optimizer_method_replaced_on_its_class_after_a_whole_step():
+    """`optim.SGD.step = f` after the first call of a compiled whole step: eager runs f; the
+    program kept the traced step (the library classes guarded were those of the modules met).
+    Compared with the eager step, loss for loss and weight for weight."""
+    results = []
+    orig = tg.optim.SGD.step
+    try:
+        for compiled in (True, False):
+            tg.optim.SGD.step = orig
+            lin = tg.nn.Linear(3, 1).double()
+            with tg.no_grad():
+                lin.weight.copy_(tg.tensor([[0.5, -0.25, 0.125]], dtype=tg.float64))
+                lin.bias.zero_()
+            opt = tg.optim.SGD(lin.parameters(), lr=0.1)
+
+            def step(x):
+                opt.zero_grad()
+                loss = lin(x).pow(2).sum()
+                loss.backward()
+                opt.step()
+                return loss
+            f = tg.compile(step) if compiled else step
+            x = tg.tensor([[1.0, 2.0, 3.0]], dtype=tg.float64)
+            out = []
+            for i in range(3):
+                if i == 1:
+                    def halve(self, closure=None):
+                        with tg.no_grad():
+                            for p in self.param_groups[0]["params"]:
+                                p.mul_(0.5)
+                    tg.optim.SGD.step = halve
+                out.append((f(x).item(), lin.weight.detach().numpy().copy()))
+            results.append(out)
+    finally:
+        tg.optim.SGD.step = orig
+    for i, ((l1, w1), (l2, w2)) in enumerate(zip(*results)):
+        assert l1 == l2, (i, l1, l2)
+        same(w1, w2, f"weights after step {i}")

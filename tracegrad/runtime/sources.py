@@ -727,6 +727,12 @@ class _Walk:
         if type(d) is not dict:
             return
         lib = _is_library_type(tp)
+        if (getattr(tp, "__module__", None) or "").startswith(_PREFIX):
+            # an object of tracegrad's own (an optimizer whose step the trace ran): its classes'
+            # methods replaced since (`optim.SGD.step = f`) are other code (_library_guard)
+            for klass in tp.__mro__:
+                if klass is not object:
+                    self.lib_classes[id(klass)] = klass
         wrapped = d.get("__wrapped__")
         if lib and isinstance(wrapped, types.FunctionType):
             # a library's wrapper of the user's function (functools.lru_cache): what that reads,
@@ -1030,44 +1036,34 @@ _MODULE_CALL = ("__call__", "_call_impl", "_wrapped_call_impl", "__getattr__")
 
 def _library_guard(w):
     """One guard that the library code the trace ran is the same: no patch of tracegrad's
-    modules or Tensor (LIBRARY_PATCHES), and the library classes of the modules met (nn.Linear's
-    forward replaced on the class) keep their attributes."""
+    modules (LIBRARY_PATCHES), no attribute of Tensor or Parameter set since, and the library
+    classes of the modules and objects met (nn.Linear's forward, optim.SGD's step replaced on
+    the class) keep their attributes: each class by the version of its attributes
+    (class_version.py), nn.Module by the methods of its call (its own dict may change)."""
     _watch_library_modules()
     n = LIBRARY_PATCHES[0]
-    classes = []
-    for klass in w.lib_classes.values():
-        d = vars(klass)
-        names = tuple(x for x in _MODULE_CALL if x in d) if klass is Module else tuple(d)
-        classes.append((klass, names, tuple(d[x] for x in names)))
-    w.keep.append(classes)
-
-    def same(k, names, vals):
-        d = vars(k)
-        return (k is Module or tuple(d) == names) and all(x in d for x in names) and \
-            _same_keys(tuple(d[x] for x in names), vals)
-
+    d = vars(Module)
+    call = tuple(x for x in _MODULE_CALL if x in d) if id(Module) in w.lib_classes else ()
+    call_vals = tuple(d[x] for x in call)
     # the tensor classes' own attributes (`Tensor.relu = f`, a method added and then replaced):
     # each user op on a tensor, and the library's, looks its method up there
-    tensor_classes = tuple(ClassVersion(k) for k in (Tensor, Parameter))
-    w.keep.append(tensor_classes)
+    versions = tuple(ClassVersion(k) for k in (Tensor, Parameter, *w.lib_classes.values()) if k is not Module)
+    w.keep.append((versions, call_vals))
 
     def test(c):
-        return c[0] == n and all(v.same() for v in tensor_classes) and all(same(*c) for c in classes)
+        d = vars(Module)
+        return c[0] == n and all(v.same() for v in versions) and all(x in d for x in call) and \
+            _same_keys(tuple(d[x] for x in call), call_vals)
 
     def emit(code):
         code.need(f"{code.const(LIBRARY_PATCHES)}[0] == {code.const(n)}")
-        for v in tensor_classes:
+        for v in versions:
             v.emit(code)
-        for klass, names, vals in classes:
-            d = code.let(f"{code.const(klass)}.__dict__")
-            if klass is not Module:
-                # (tuple == compares items by identity first; an item whose == raises or
-                # differs fails the check, and the guard's own test decides by identity)
-                code.need(f"tuple({d}) == {code.const(names)} and tuple({d}.values()) == {code.const(vals)}")
-            elif names:
-                code.need(" and ".join(f"{d}[{code.const(x)}] is {code.const(v)}" for x, v in zip(names, vals)))
+        if call:
+            d = code.let(f"{code.const(Module)}.__dict__")
+            code.need(" and ".join(f"{d}[{code.const(x)}] is {code.const(v)}" for x, v in zip(call, call_vals)))
     w.add(_const(LIBRARY_PATCHES), test,
-          "tracegrad's own code (a function of its modules, a Tensor method or a library module's method "
+          "tracegrad's own code (a function of its modules, a Tensor method or a library class's method "
           "replaced since)", emit)
 
 
