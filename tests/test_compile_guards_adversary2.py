@@ -404,3 +404,26 @@ def test_an_optimizer_method_replaced_on_its_class_after_a_whole_step():
     for i, ((l1, w1), (l2, w2)) in enumerate(zip(*results)):
         assert l1 == l2, (i, l1, l2)
         same(w1, w2, f"weights after step {i}")
+
+
+@pytest.mark.parametrize("owner", ["object", "function"])
+def test_a_dict_of_attributes_replaced_whole(owner):
+    """`o.__dict__ = {...}` (or a function's): the guards read the attributes from the dict the
+    trace read, which the object no longer has."""
+    def make(lib):
+        class Holder:
+            pass
+        o = Holder()
+        o.k = 2.0
+
+        def fn(x):
+            return x * (o.k if owner == "object" else fn.k)
+        fn.k = 2.0
+
+        def mutate(i):
+            if owner == "object":
+                o.__dict__ = {"k": 5.0 + i}
+            else:
+                fn.__dict__ = {"k": 5.0 + i}
+        return fn, mutate
+    scenario(make, grads=True)

@@ -670,10 +670,15 @@ class _Walk:
         names = tuple(names)
         tok = tuple(self.token(d[n]) if n in d else _ABSENT for n in names)
         present = {n: d[n] for n in names if n in d}
+        # an object's (or a function's) __dict__ may be replaced whole (`o.__dict__ = {...}`): the
+        # tests read the dict the trace read, so v must still have it
+        own = d is not v and type(d) is dict and not isinstance(v, (type, types.ModuleType))
 
         def emit(code):
             if cls is not None:
                 code.need(f"{code.const(v)}.__class__ is {code.const(cls)}")
+            if own:
+                code.need(f"{code.const(v)}.__dict__ is {code.const(d)}")
             dd = code.const(d)
             for n in names:
                 if n in present:       # a missing name raises: the one-by-one guard finds it absent
@@ -681,7 +686,7 @@ class _Walk:
                 else:
                     code.need(f"{code.const(n)} not in {dd}")
         self.add(_const(d), lambda dd, names=names, tok=tok, v=v: (cls is None or type(v) is cls) and
-                 tuple(token_of(dd, n) for n in names) == tok,
+                 (not own or v.__dict__ is dd) and tuple(token_of(dd, n) for n in names) == tok,
                  f"the attributes {', '.join(names)} of {what}" if names else what, emit)
         for n in names:
             if n in d and isinstance(d[n], descend):
