@@ -427,3 +427,32 @@ def test_a_dict_of_attributes_replaced_whole(owner):
                 fn.__dict__ = {"k": 5.0 + i}
         return fn, mutate
     scenario(make, grads=True)
+
+
+@pytest.mark.parametrize("what", ["numpy array", "bytearray", "SimpleNamespace", "on a module's class"])
+def test_a_mutable_class_attribute_read_through_an_instance(what):
+    """`self.table[0]` where `table = np.array(...)` is a class attribute (or a bytearray, a
+    SimpleNamespace), written in place: the class's guard compared it by identity and walked
+    into containers and user objects alone."""
+    def make(lib):
+        class Holder:
+            table = np.array([2.0])
+            raw = bytearray(b"\x02")
+            ns = types.SimpleNamespace(k=2.0)
+
+        class Scaled(lib.nn.Module):
+            table = np.array([2.0])
+
+            def forward(self, x):
+                return x * float(self.table[0])
+        o = Holder()
+        mod = Scaled()
+        fn = {"numpy array": lambda x: x * float(o.table[0]), "bytearray": lambda x: x * o.raw[0],
+              "SimpleNamespace": lambda x: x * o.ns.k, "on a module's class": mod}[what]
+
+        def mutate(i):
+            Holder.table[0] = Scaled.table[0] = 5.0 + i
+            Holder.raw[0] = 5 + i
+            Holder.ns.k = 5.0 + i
+        return fn, mutate
+    scenario(make, grads=True)

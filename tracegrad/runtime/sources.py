@@ -785,10 +785,10 @@ class _Walk:
                      lambda code, klass=klass, names=names: _emit_class(code, klass, names))
             for n in names:
                 x = d.get(n)
-                if isinstance(x, (dict, list, tuple, set, frozenset, collections.deque)) or \
-                        x is not None and not isinstance(x, (type, types.FunctionType, staticmethod, classmethod,
-                                                             property)) and not _is_library_type(type(x)):
-                    # a container, or a user object (a descriptor whose __get__ reads its own state)
+                if x is not None and not isinstance(x, (type, types.FunctionType, staticmethod, classmethod, property)):
+                    # a container, a user object (a descriptor whose __get__ reads its own state), a
+                    # numpy array or another buffer (`table = np.array(...)` on the class, written
+                    # in place), a library object's public state
                     self.inside(x, f"{klass.__qualname__}.{n}", 1)
 
     def slots(self, v, what, depth):
