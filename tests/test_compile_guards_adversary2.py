@@ -1,6 +1,7 @@
 """More state a compiled function reads, changed between calls: each case recompiles (or runs
 eagerly) rather than return the first trace's result. Compared, at every step, with the eager
 function, with torch.compile's result and with torch's eager one."""
+import functools
 import types
 
 import numpy as np
@@ -456,3 +457,92 @@ def test_a_mutable_class_attribute_read_through_an_instance(what):
             Holder.ns.k = 5.0 + i
         return fn, mutate
     scenario(make, grads=True)
+
+
+@pytest.mark.parametrize("dunder", ["__mul__", "__neg__", "__eq__", "__lt__", "__abs__", "__round__", "__str__",
+                                    "__format__", "__hash__", "__enter__"])
+def test_a_special_method_python_calls_for_the_code(dunder):
+    """`n * x`, `-n`, `n == 3.0`, `abs(n)`, `round(n)`, `str(n)`, `f"{n}"`, `hash(n)`, `with n as k`:
+    Python calls the class's special method, which the code never names, and the method reads
+    a class attribute that then changes. The walk followed a fixed list of them (__call__,
+    __getitem__, __float__, ...), not these."""
+    def make(lib):
+        class Num:
+            k = 2.0
+
+            def __mul__(self, o):
+                return o * Num.k
+
+            def __neg__(self):
+                return -Num.k
+
+            def __eq__(self, o):
+                return Num.k == o
+
+            def __lt__(self, o):
+                return Num.k < o
+
+            def __abs__(self):
+                return Num.k
+
+            def __round__(self, ndigits=None):
+                return Num.k
+
+            def __str__(self):
+                return str(Num.k)
+
+            def __format__(self, spec):
+                return str(Num.k)
+
+            def __hash__(self):
+                return int(Num.k)
+
+            def __enter__(self):
+                return Num.k
+
+            def __exit__(self, *exc):
+                return False
+        n = Num()
+
+        def with_block(x):
+            with n as k:
+                return x * k
+        fn = {"__mul__": lambda x: n * x, "__neg__": lambda x: x * -n,
+              "__eq__": lambda x: x * (2.0 if n == 3.0 else 3.0), "__lt__": lambda x: x * (2.0 if n < 2.5 else 3.0),
+              "__abs__": lambda x: x * abs(n), "__round__": lambda x: x * round(n), "__str__": lambda x: x * float(str(n)),
+              "__format__": lambda x: x * float(f"{n}"), "__hash__": lambda x: x * hash(n),
+              "__enter__": with_block}[dunder]
+
+        def mutate(i):
+            Num.k = 3.0 + i
+        return fn, mutate
+    # torch.compile (2.13) keeps its program after __lt__, __str__ and __hash__'s class attribute
+    # changes: compared with torch's eager result there
+    scenario(make, grads=True, torch_compiled=dunder not in ("__lt__", "__str__", "__hash__"))
+
+
+@pytest.mark.parametrize("how", ["a global the implementation reads", "another implementation registered"])
+def test_a_singledispatch_function(how):
+    """`functools.singledispatch` with an implementation registered for tensors: the walk
+    followed the wrapper's default function alone, not the registry."""
+    def make(lib):
+        scale = {"k": 2.0}
+
+        @functools.singledispatch
+        def times(v):
+            return v
+
+        @times.register(lib.Tensor)
+        def _(v):
+            return v * scale["k"]
+
+        def fn(x):
+            return times(x) + 1
+
+        def mutate(i):
+            if how == "a global the implementation reads":
+                scale["k"] = 3.0 + i
+            else:
+                times.register(lib.Tensor, lambda v: v * (7.0 + i))
+        return fn, mutate
+    scenario(make, grads=True, torch_compiled=True)

@@ -67,6 +67,21 @@ _SCALARS = (type(None), bool, int, float, complex, str, bytes)
 _IMPLICIT = frozenset({"forward", "__call__", "__getattr__", "__getattribute__", "__getitem__", "__iter__", "__next__",
                        "__len__", "__contains__", "__bool__", "__float__", "__int__", "__index__", "__get__",
                        "backward", "vjp", "setup_context"})
+# and every other special method a class defines: an operator (`n * x`: __mul__), a builtin
+# (abs, round, str, hash, format), a comparison, a with statement (__enter__, __exit__) calls it;
+# those that make an object only where the class itself is read (`Ctx()` may make one)
+_MAKING = frozenset({"__init__", "__new__", "__post_init__"})
+_NEVER_CALLED = frozenset({"__del__", "__init_subclass__", "__set_name__", "__subclasshook__", "__class_getitem__"})
+
+
+def _implicit(name, attr, made=False):
+    """Whether Python may call the class attribute `name` without the caller's code naming it."""
+    if name in _IMPLICIT:
+        return True
+    if not (name.startswith("__") and name.endswith("__")) or name in _NEVER_CALLED or \
+            name in _MAKING and not made:
+        return False
+    return isinstance(attr, (types.FunctionType, staticmethod, classmethod, property))
 
 
 def _is_library_file(path):
@@ -375,6 +390,12 @@ class _Walk:
             # a decorated function (functools.wraps: no_grad() on an optimizer's step): the
             # wrapper may be a library's, what it wraps the user's own code
             self.function(w, label)
+        reg = f.__dict__.get("registry")
+        if isinstance(reg, types.MappingProxyType) and "dispatch" in f.__dict__ and ("registry", id(reg)) not in self.seen:
+            # functools.singledispatch: the implementation registered for each type (another one
+            # registered later runs instead) and what each reads
+            self.seen.add(("registry", id(reg)))
+            self.inside(reg, f"the implementations of {label}", 0)
         code = f.__code__
         if code in self.codes or _is_library_file(code.co_filename):
             return
@@ -437,13 +458,14 @@ class _Walk:
         self.attrs(g, g, found, f"the globals of {label} (names the builtins hold)", 0, descend=())
         self.attrs(b, b, found, f"the builtins read by {label}", 0, descend=types.FunctionType)
 
-    def methods_of(self, tp):
-        """The user methods of a class that the reachable code may call (by name)."""
+    def methods_of(self, tp, made=False):
+        """The user methods of a class that the reachable code may call (by name, or Python for it;
+        with `made`, those that make an object too)."""
         for klass in tp.__mro__:
             if _is_library_type(klass):
                 continue
             for name, attr in list(vars(klass).items()):
-                if name in self.names or name in _IMPLICIT:
+                if name in self.names or _implicit(name, attr, made):
                     fn = attr.__func__ if isinstance(attr, (staticmethod, classmethod)) else attr
                     if isinstance(fn, property):
                         fn = fn.fget
@@ -510,7 +532,7 @@ class _Walk:
                 # as fixed; followed only into its submodules (`tg.nn.functional.relu`)
                 self.attrs(v, vars(v), names, what, depth, descend=types.ModuleType)
         elif isinstance(v, type):
-            self.methods_of(v)
+            self.methods_of(v, made=True)
             if not _is_library_type(type(v)):
                 # a metaclass of the user's: its methods (a property, __getattr__) answer `C.k`
                 self.methods_of(type(v))
@@ -521,7 +543,7 @@ class _Walk:
                 self.attrs(v, d, sorted(n for n in self.names if n in d), what, depth)
                 # and those it inherits (`Sub.k`, `cls.k` in a classmethod called on Sub): the
                 # base's value, and that no class before it in the MRO defines the name since
-                self.klass(v, what)
+                self.klass(v, what, made=True)
         elif isinstance(v, functools.partial):
             # its keyword values by their tokens as its arguments (0.0 is not -0.0, 1 not 1.0)
             tok = (id(v.func), self.seq_token(v.args), tuple(v.keywords), self.seq_token(v.keywords.values()))
@@ -759,24 +781,26 @@ class _Walk:
         self.attrs(v, d, names, what, depth, cls=tp)
         self.klass(tp, what)
 
-    def class_names(self, tp):
-        """The names the reachable code reads that the user classes of tp's MRO define."""
+    def class_names(self, tp, made=False):
+        """The names the reachable code reads that the user classes of tp's MRO define (and the
+        special methods Python calls for it)."""
         out = set()
         for klass in tp.__mro__:
             if not _is_library_type(klass):
-                out.update(n for n in vars(klass) if n in self.names or n in _IMPLICIT)
+                out.update(n for n, a in vars(klass).items() if n in self.names or _implicit(n, a, made))
         return out
 
-    def klass(self, tp, what):
+    def klass(self, tp, what, made=False):
         """Guard the class attributes an instance of tp reads (methods, constants), in every user
-        class of its MRO (a name a subclass defines later hides its base's)."""
-        names = tuple(sorted(self.class_names(tp)))
+        class of its MRO (a name a subclass defines later hides its base's); with `made`, those
+        that make an instance too (the class itself is read)."""
+        names = tuple(sorted(self.class_names(tp, made)))
         if not names:
             return
         for klass in tp.__mro__:
-            if _is_library_type(klass) or ("class", id(klass)) in self.seen:
+            if _is_library_type(klass) or ("class", id(klass), made) in self.seen:
                 continue
-            self.seen.add(("class", id(klass)))
+            self.seen.add(("class", id(klass), made))
             d = vars(klass)
             self.keep.append(klass)
             tok = tuple(self.token(d[n]) if n in d else _ABSENT for n in names)
