@@ -546,3 +546,18 @@ def test_a_singledispatch_function(how):
                 times.register(lib.Tensor, lambda v: v * (7.0 + i))
         return fn, mutate
     scenario(make, grads=True, torch_compiled=True)
+
+
+def test_the_mask_of_a_masked_array():
+    """A numpy masked array read by the function, its mask changed: the array's guard compared
+    its values alone, not the state its subclass keeps beside them."""
+    def make(lib):
+        m = np.ma.array([1.0, 2.0, 3.0], mask=[False, False, False])
+
+        def fn(x):
+            return x * lib.tensor(m.filled(0.0))
+
+        def mutate(i):
+            m.mask = [i == 1, i == 2, False]
+        return fn, mutate
+    scenario(make, grads=True)

@@ -559,6 +559,10 @@ class _Walk:
             self.module(v, what)
         elif isinstance(v, np.ndarray):
             self.add(read, _array_test(v), f"the values of {what}")
+            extra = getattr(v, "__dict__", None)
+            if type(v) is not np.ndarray and type(extra) is dict and extra:
+                # a subclass's own state beside its values (a masked array's mask, fill value)
+                self.attrs(v, extra, sorted(extra), f"the attributes of {what}", depth + 1)
         elif isinstance(v, (operator.attrgetter, operator.methodcaller)):
             # the attribute (or method) names it reads, which no code object holds
             if isinstance(v, operator.attrgetter):
