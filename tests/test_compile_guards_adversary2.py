@@ -2,6 +2,7 @@
 eagerly) rather than return the first trace's result. Compared, at every step, with the eager
 function, with torch.compile's result and with torch's eager one."""
 import functools
+import sys
 import types
 
 import numpy as np
@@ -10,6 +11,8 @@ import torch
 
 import tracegrad as tg
 from tracegrad.runtime import class_version
+
+compile_module = sys.modules["tracegrad.compile"]
 
 
 def same(a, b, msg):
@@ -561,3 +564,25 @@ def test_the_mask_of_a_masked_array():
             m.mask = [i == 1, i == 2, False]
         return fn, mutate
     scenario(make, grads=True)
+
+
+@pytest.mark.parametrize("name", ["detach", "numel", "size"])
+def test_a_tensor_method_the_trace_answers_itself_replaced_before_the_first_call(monkeypatch, name):
+    """`Tensor.numel = f` before the first call: a trace's symbolic values answer numel (and
+    size, detach, item, ...) with their own version, so the program ignored f (x * 2 where
+    eager gave x * 100). The function runs eagerly, with a warning naming the method; once the
+    method is put back it compiles again."""
+    orig = getattr(tg.Tensor, name)
+    new = {"detach": lambda self: orig(self) * 2, "numel": lambda self: 100,
+           "size": lambda self, dim=None: orig(self) if dim is None else 100}[name]
+    fn = {"detach": lambda x: x.detach() + x, "numel": lambda x: x * x.numel(), "size": lambda x: x * x.size(0)}[name]
+    monkeypatch.setattr(tg.Tensor, name, new)
+    cf = tg.compile(fn)
+    x = tg.tensor([1.0, 2.0])
+    with pytest.warns(UserWarning, match=f"Tensor.{name} is replaced"):
+        got = cf(x)
+    same(got.numpy(), fn(x).numpy(), "patched")
+    assert all(p is compile_module._EAGER for p in cf.cache.programs())
+    monkeypatch.undo()
+    same(cf(x).numpy(), fn(x).numpy(), "put back")
+    assert any(p is not compile_module._EAGER for p in cf.cache.programs())      # traced this time

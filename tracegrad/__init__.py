@@ -150,3 +150,6 @@ from ._legacy import TYPES as _LEGACY_TYPES  # noqa: E402
 globals().update(_LEGACY_TYPES)  # FloatTensor, LongTensor, ...
 from . import accelerator  # noqa: E402,F401
 from .explain import explain  # noqa: E402,F401
+from .compile import note_tensor_methods as _note_tensor_methods  # noqa: E402
+_note_tensor_methods()     # what a trace's symbolic values answer themselves, as imported
+del _note_tensor_methods
