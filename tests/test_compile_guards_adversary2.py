@@ -586,3 +586,28 @@ def test_a_tensor_method_the_trace_answers_itself_replaced_before_the_first_call
     monkeypatch.undo()
     same(cf(x).numpy(), fn(x).numpy(), "put back")
     assert any(p is not compile_module._EAGER for p in cf.cache.programs())      # traced this time
+
+
+@pytest.mark.parametrize("how", ["retains_grad", "is_inference"])
+def test_autograd_flags_of_a_captured_tensor_read_in_python(how):
+    """`w.retains_grad` or `w.is_inference()` of a captured tensor in a branch, then
+    `w.retain_grad()` or `w.data = t` of an inference tensor: the guards compared the tensor's
+    shape, dtype and requires_grad alone. (Of an argument such a read makes the call run
+    eagerly: test_compile_guards_more.py.)"""
+    def make(lib):
+        a = lib.tensor([1.0, 2.0, 3.0], dtype=lib.float64, requires_grad=True)
+        w = a * 2
+
+        def fn(x):
+            flag = w.retains_grad if how == "retains_grad" else w.is_inference()
+            return x * (2.0 if flag else 3.0)
+
+        def mutate(i):
+            if how == "retains_grad":
+                w.retain_grad()
+            else:
+                with lib.inference_mode():
+                    w.data = lib.ones(3, dtype=lib.float64)
+        return fn, mutate
+    # torch.compile (2.13) keeps its program after w.retain_grad(): compared with torch's eager result
+    scenario(make, grads=True, torch_compiled=how != "retains_grad")

@@ -490,7 +490,16 @@ class Tensor:
 
     @property
     def retains_grad(self):
+        if _VALUE_READS[0]:
+            self._read_flags()
         return self._retains_grad
+
+    def _read_flags(self):
+        # while compile traces, a concrete tensor's retains_grad or is_inference() read in Python is
+        # baked into the program (`w.retain_grad()`, `w.data = t` of an inference tensor change them)
+        r = _READS.reads
+        if r is not None:
+            r.setdefault(("flags", id(self)), self)
 
     @property
     def output_nr(self):

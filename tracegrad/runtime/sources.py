@@ -1175,6 +1175,15 @@ def build_guards(fn, module, args, kwargs, used=(), value_reads=None, exempt=fro
             w.keep.append(v0)
             w.add(_const(get), lambda g, v0=v0: g() == v0, f"{key[1]} (read while tracing, then {v0!r})",
                   lambda code, get=get, v0=v0: code.need(f"{code.const(get)}() == {code.const(v0)}"))
+    # tensors whose retains_grad or is_inference() the trace read in Python
+    for key, t in value_reads.items():
+        if isinstance(key, tuple) and key[0] == "flags":
+            w.keep.append(t)
+            f0 = (t._retains_grad, t._inference)
+            w.add(_const(t), lambda x, f0=f0: (x._retains_grad, x._inference) == f0,
+                  f"retains_grad and is_inference() of a tensor read while tracing ({tuple(t.shape)})",
+                  lambda code, t=t, f0=f0: code.need(f"{code.const(t)}._retains_grad is {code.const(f0[0])} and "
+                                                     f"{code.const(t)}._inference is {code.const(f0[1])}"))
     # tensors whose strides the trace read in Python (`w.stride()`, `w.is_contiguous()`)
     for key, t in value_reads.items():
         if isinstance(key, tuple) and key[0] == "layout":
