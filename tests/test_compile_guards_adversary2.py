@@ -611,3 +611,21 @@ def test_autograd_flags_of_a_captured_tensor_read_in_python(how):
         return fn, mutate
     # torch.compile (2.13) keeps its program after w.retain_grad(): compared with torch's eager result
     scenario(make, grads=True, torch_compiled=how != "retains_grad")
+
+
+def test_a_computed_name_leaves_unrelated_module_state_alone():
+    """Where the code computes names (`getattr`), the guards take only the globals of a user
+    module that strings of the code name: a cache in that module changing between calls is no
+    reason to compile again (one program for twelve calls), while the name read is guarded."""
+    cfg = _user_module("cfg_cache", "CACHE = {}\nSCALE = 2.0\n")
+
+    def fn(x):
+        return x * getattr(cfg, "SCALE")
+    cf = tg.compile(fn)
+    for i in range(12):
+        cfg.CACHE[i] = i
+        x = tg.tensor([1.0, -2.0, 3.0])
+        same(cf(x).numpy(), fn(x).numpy(), f"call {i}")
+    assert cf.cache.compiles == 1
+    cfg.SCALE = 5.0
+    same(cf(x).numpy(), fn(x).numpy(), "SCALE changed")

@@ -366,10 +366,13 @@ class _Walk:
     inside another is read as that same object, since the guard before it checked that its
     parent still holds it."""
 
-    def __init__(self, names, value_reads, used, exempt=frozenset()):
+    def __init__(self, names, value_reads, used, exempt=frozenset(), strings=None):
         self.exempt = exempt
         self.saw_module = False
         self.names = names
+        # the strings the reachable code holds or reads that could name an attribute: the names
+        # `getattr(cfg, "X")`, `vars(cfg)["X"]` or `getattr(cfg, NAME)` may compute
+        self.strings = strings if strings is not None else set()
         self.value_reads = value_reads
         self.used = used
         self.guards = []
@@ -407,6 +410,7 @@ class _Walk:
         names = set()
         for c in _code_objects(code):
             names.update(c.co_names)
+            self.strings.update(k for k in c.co_consts if type(k) is str and k.isidentifier())
         g = f.__globals__
         if names & _EVAL and not all(n in g for n in names & _EVAL):
             # eval/exec of a string: the names it reads are in no code object; those of its
@@ -476,6 +480,8 @@ class _Walk:
         """A value read through a source that nothing else guards: its token, then its state.
         `source(code)`: the expression that reads it in the generated check."""
         tok = self.token(v)
+        if type(v) is str and v.isidentifier():
+            self.strings.add(v)
 
         def emit(code):
             code.token_is(code.let(source(code)), v)
@@ -627,20 +633,16 @@ class _Walk:
             self.slots(v, what, depth)
 
     def user_module(self, v, what, depth):
-        """What a user's module answers beyond the names the code reads from it: every global
-        of it where the code computes names (`getattr(cfg, name)`, `vars(cfg)[name]`), by its
-        token (functions, classes and modules not walked into: their identity says enough of
-        what a computed name reads); and where it has a `__getattr__` (PEP 562), that function's
-        reads and the absence of the names it answers (a global defined later hides it)."""
+        """What a user's module answers beyond the names the code spells: where the code
+        computes names (`getattr(cfg, NAME)`, `vars(cfg)["X"]`), the globals of it that a string
+        the code holds or reads names (a name built at run time, f"w{i}", is not found); and
+        where it has a `__getattr__` (PEP 562), that function's reads and the absence of the
+        names it answers (a global defined later hides it)."""
         d = vars(v)
-        if self.names & _DYNAMIC and ("module globals", id(v)) not in self.seen:
-            self.seen.add(("module globals", id(v)))
-            names = sorted(n for n in d if not (n.startswith("__") and n.endswith("__")) and n not in self.names)
+        if self.names & _DYNAMIC:
+            names = sorted(n for n in d if n in self.strings and n not in self.names)
             if names:
-                self.attrs(v, d, names, f"the globals of {what} (the code computes names)", depth, descend=())
-                for n in names:
-                    if not isinstance(d[n], (types.FunctionType, type, types.ModuleType)):
-                        self.inside(d[n], f"{what}.{n}", depth + 1)
+                self.attrs(v, d, names, f"the globals of {what} named by strings of the code", depth)
         answer = d.get("__getattr__")
         if isinstance(answer, types.FunctionType):
             absent = sorted(n for n in self.names if n not in d)
@@ -1129,10 +1131,10 @@ def build_guards(fn, module, args, kwargs, used=(), value_reads=None, exempt=fro
     graph; `value_reads`: {id(tensor): version} of tensors read by value while tracing;
     `exempt`: (id(dict), key) items the program reads at every call instead."""
     value_reads = value_reads or {}
-    names = set()
+    names, strings = set(), set()
     for _ in range(8):
-        before = len(names)
-        w = _Walk(names, value_reads, {id(t) for t in used}, exempt)
+        before = (len(names), len(strings))
+        w = _Walk(names, value_reads, {id(t) for t in used}, exempt, strings)
         if module is not None:
             w.inside(module, f"the module {type(module).__name__}", 0)
         else:
@@ -1143,7 +1145,7 @@ def build_guards(fn, module, args, kwargs, used=(), value_reads=None, exempt=fro
         for k, a in kwargs.items():
             for x, where in _arg_objects(a, f"keyword argument '{k}'"):
                 w.inside(x, where, 0)
-        if len(names) == before:
+        if (len(names), len(strings)) == before:
             break
     if w.saw_module or any(_is_module(x) for x in w.keep) or module is not None:
         for hook in (*_m._global_forward_pre_hooks.values(), *_m._global_forward_hooks.values()):
