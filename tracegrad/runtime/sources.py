@@ -17,20 +17,25 @@ sources a call can reach and records a guard for each:
   `_library_guard`);
 - from that code, the names it reads: globals, builtins (`max`, and a global that hides one
   later), the modules it imports itself, closure cells, the function object's attributes,
-  attribute names (and the names in the strings it passes to eval);
+  attribute names (and the names in the strings it passes to eval), and the special methods
+  Python calls for it (`n * x`, `with`, `str(n)`); a class's attributes in every class of its
+  MRO and its metaclass's methods; a module's `__getattr__`; a singledispatch registry;
 - from those roots, and from the objects inside the call's arguments that its key holds by
   identity alone, the values: a Python scalar is guarded by type and bit pattern (`1` is
   not `1.0`, `0.0` is not `-0.0`), a tensor by identity and its shape, dtype and
   requires_grad, a module by identity with its class, training flag, parameters, buffers,
   submodules, hooks and plain attributes, a container by its structure and items (deeper
   than the walk goes, by one token of its contents), a numpy array or another buffer by its
-  bytes, a user object by identity, class and the attributes the code names, anything else
-  by identity.
+  bytes, a user object by identity, class and the attributes the code names (and a tensor's
+  Python attributes so), anything else by identity.
 
 Reaching further than the trace did (a name read only on a branch not taken) only costs a
 recompile; reaching less would return a stale result, so where in doubt this guards more.
-Tensors whose *values* the trace read in Python (`.item()`, `bool()`, `.tolist()`) are
-guarded by their version counter as well.
+Tensors whose *values* the trace read in Python (`.item()`, `bool()`, `.tolist()`, their
+text) are guarded by their version counter as well; those whose strides (`stride()`,
+`is_contiguous()`) or autograd flags (`retains_grad`, `is_inference()`) it read, by those; and
+the settings of the process it read (`is_anomaly_enabled()`, the print options), by their
+values (tensor.read_setting).
 """
 import array
 import collections
