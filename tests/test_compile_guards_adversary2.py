@@ -629,3 +629,29 @@ def test_a_computed_name_leaves_unrelated_module_state_alone():
     assert cf.cache.compiles == 1
     cfg.SCALE = 5.0
     same(cf(x).numpy(), fn(x).numpy(), "SCALE changed")
+
+
+@pytest.mark.parametrize("how", ["attribute set", "rebound to an equal value"])
+def test_a_float_subclass_with_state_of_its_own(how):
+    """A user's float subclass whose method reads an attribute of its own: the walk took it as a
+    float (its bits alone), so a new attribute value, or another instance of equal value and
+    other attributes, left the first trace's result."""
+    class Scale(float):
+        def times(self, x):
+            return x * float(self) * self.k
+
+    def make(lib):
+        holder = {"s": Scale(2.0)}
+        holder["s"].k = 1.0
+
+        def fn(x):
+            return holder["s"].times(x)
+
+        def mutate(i):
+            if how == "attribute set":
+                holder["s"].k = 3.0 + i
+            else:
+                holder["s"] = Scale(2.0)
+                holder["s"].k = 5.0 + i
+        return fn, mutate
+    scenario(make, grads=True)

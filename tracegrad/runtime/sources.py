@@ -265,6 +265,8 @@ def token(v):
         d = v._data
         return (id(v), v._req, v._dtype, d.shape, d.__class__)
     if isinstance(v, _SCALARS) or isinstance(v, np.generic):
+        if t not in _SCALARS and type(getattr(v, "__dict__", None)) is dict:
+            return (scalar_bits(v), id(v))     # a user's float (str, ...) subclass with state of its own
         return scalar_bits(v)
     return id(v)
 
@@ -503,6 +505,14 @@ class _Walk:
     def inside(self, v, what, depth):
         """Guards on the state of v, an object whose identity a guard before already checked."""
         if isinstance(v, (Tensor,) + _SCALARS):
+            if type(v) not in _SCALARS and not isinstance(v, Tensor) and \
+                    type(getattr(v, "__dict__", None)) is dict and not _is_library_type(type(v)):
+                # a user's subclass of float (int, str) with attributes its methods read
+                key = id(v)
+                if key not in self.seen:
+                    self.seen.add(key)
+                    self.obj(v, what, depth)
+                return
             if isinstance(v, Tensor):
                 if id(v) in self.value_reads:
                     self.value_read(v, what)
