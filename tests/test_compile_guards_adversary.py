@@ -291,7 +291,7 @@ def test_a_numpy_array_changed_in_place_by_its_bytes(n):
 def test_library_code_patched_after_the_trace(monkeypatch, patch):
     """A patch of the library's own code that the trace ran (a module class's forward, a
     function its forward calls) runs at the next call, as in eager. (A Tensor method replaced on
-    the class is not seen: the metaclass that saw it slowed every isinstance(x, Tensor).)"""
+    the class: test_compile_guards_adversary2.py.)"""
     def make(lib):
         torch.manual_seed(0)
         t_lin = torch.nn.Linear(3, 3)

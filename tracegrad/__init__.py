@@ -26,6 +26,7 @@ from ._dtype import (dtype, bool_ as bool, uint8, int8, int16, int32, int64, flo
                      get_default_dtype, set_default_dtype, promote_types, finfo, iinfo,
                      get_float32_matmul_precision, set_float32_matmul_precision)
 from .tensor import Tensor, Size, device
+from .tensor import _VALUE_READS, read_setting as _read_setting
 from .grad_mode import (no_grad, enable_grad, set_grad_enabled, is_grad_enabled, inference_mode,
                         is_inference_mode_enabled)
 from .creation import (tensor, as_tensor, asarray, from_numpy, from_dlpack, zeros, ones, full, empty, eye, arange,
@@ -70,7 +71,13 @@ def set_warn_always(b):
     autograd.WARN_ALWAYS[0] = _builtins.bool(b)
 
 
+def _warn_always():
+    return autograd.WARN_ALWAYS[0]
+
+
 def is_warn_always_enabled():
+    if _VALUE_READS[0]:
+        _read_setting("warn_always", _warn_always)      # a branch on it in a compiled function
     return autograd.WARN_ALWAYS[0]
 
 
@@ -143,3 +150,6 @@ from ._legacy import TYPES as _LEGACY_TYPES  # noqa: E402
 globals().update(_LEGACY_TYPES)  # FloatTensor, LongTensor, ...
 from . import accelerator  # noqa: E402,F401
 from .explain import explain  # noqa: E402,F401
+from .compile import note_tensor_methods as _note_tensor_methods  # noqa: E402
+_note_tensor_methods()     # what a trace's symbolic values answer themselves, as imported
+del _note_tensor_methods

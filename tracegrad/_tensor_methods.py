@@ -12,7 +12,7 @@ import numpy as np
 
 from . import _dtype as D
 from .grad_mode import STATE, no_grad
-from .tensor import Tensor, Above
+from .tensor import Tensor, Above, _VALUE_READS
 from .ops import functional as F
 from .autograd.graph import Saved, _HOOK_USERS, saved_tensors_hooks_active
 from .autograd import views
@@ -865,6 +865,8 @@ def _allclose(self, other, rtol=1e-05, atol=1e-08, equal_nan=False):
 
 
 def _is_inference(self):
+    if _VALUE_READS[0]:
+        self._read_flags()
     return self._inference
 
 

@@ -5,7 +5,7 @@ import math
 import numpy as np
 
 from . import _dtype as D
-from .tensor import Above
+from .tensor import Above, _VALUE_READS, read_setting
 from .cuda import to_host
 
 
@@ -18,6 +18,10 @@ class _PrintOptions:
 
 
 PRINT_OPTS = _PrintOptions()
+
+
+def _print_options():
+    return tuple(vars(PRINT_OPTS).items())
 
 
 def set_printoptions(precision=None, threshold=None, edgeitems=None, linewidth=None, profile=None, sci_mode=None):
@@ -163,6 +167,8 @@ def _add_suffixes(tensor_str_, suffixes, indent, force_newline):
 
 
 def tensor_repr(t, prefix="tensor(", indent=None):
+    if _VALUE_READS[0]:
+        read_setting("the print options", _print_options)
     data, dtype = t._data, t._dtype
     indent = len(prefix) if indent is None else indent
     suffixes = []

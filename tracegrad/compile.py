@@ -43,6 +43,7 @@ from .runtime.guards import LEAF, _Struct, flatten, unflatten, guard_key
 from .runtime.side_effects import SideEffects
 from .runtime.sources import Guard, build_guards, canonical
 from .runtime.cache import ProgramCache
+from .runtime.class_version import ClassVersion
 from .autograd.graph import (Node, Saved, saved_tensors_hooks_active, _HOOK_USERS as _SAVED_HOOKS,
                              MODULE_BACKWARD_HOOKS as _MODULE_HOOKS)
 from .autograd.engine import FREED_MSG, _check_version
@@ -188,6 +189,10 @@ def _trace_with_writes(fn, args, kwargs, name, value_reads=None, dyn=()):
     sh = functionalize.begin(g)   # writes (in-place ops, .grad, optimizer steps) are recorded
     reads = _NOT_BEGUN
     try:
+        replaced = _replaced_tensor_method()
+        if replaced is not None:
+            raise TraceError(f"tracegrad.Tensor.{replaced} is replaced (a patch after import): the trace's symbolic "
+                             f"values answer {replaced} with their own version, not the replacement")
         creation.RNG.gen = _NoRandom()       # a random draw while tracing would be baked in as a constant
         reads = begin_value_reads(value_reads if value_reads is not None else {})
         with trace(g):
@@ -332,6 +337,30 @@ def _check_returned(spec):
         spec._read()              # an optimizer's option, which the program reads at every call
     raise TraceError(f"the function returns a {t.__qualname__} object; a program gives back tensors, Python "
                      f"numbers and strings, and tuples, lists, dicts and namedtuples of them, made anew at every call")
+
+
+_SYMBOLIC_OWN = []       # (name, Tensor's attribute once tracegrad is imported) of those Proxy answers itself
+_TENSOR_AS_IMPORTED = []
+
+
+def note_tensor_methods():
+    """Called once tracegrad is imported: Tensor's attributes that a trace's symbolic values
+    (Proxy) answer with their own version (size, numel, detach, item, ...)."""
+    d = vars(Tensor)
+    _SYMBOLIC_OWN[:] = [(n, d[n]) for n in vars(Proxy) if n in d and n not in ("__module__", "__doc__", "__slots__")]
+    _TENSOR_AS_IMPORTED[:] = [ClassVersion(Tensor)]
+
+
+def _replaced_tensor_method():
+    """The name of such an attribute replaced on Tensor since (eager runs the replacement, a
+    trace would not), or None."""
+    if not _TENSOR_AS_IMPORTED or _TENSOR_AS_IMPORTED[0].same():
+        return None
+    d = vars(Tensor)
+    for name, v in _SYMBOLIC_OWN:
+        if d.get(name) is not v:
+            return name
+    return None
 
 
 def _settings():

@@ -51,6 +51,7 @@ class Generator:
         return s
 
     def initial_seed(self):
+        _no_state_change_in_trace()
         return self._seed
 
     def get_state(self):
@@ -142,6 +143,7 @@ def seed():
 
 
 def initial_seed():
+    _no_state_change_in_trace()
     return _SEED[0]
 
 

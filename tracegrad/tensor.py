@@ -45,6 +45,15 @@ def end_value_reads(prev):
         _VALUE_READS[0] -= 1
 
 
+def read_setting(name, get):
+    """While compile traces on this thread: the function read a setting of the process in
+    Python (`is_anomaly_enabled()`, the print options a tensor's text follows), which no
+    call's key holds; the program is guarded on `get()`, its value now."""
+    r = _READS.reads
+    if r is not None:
+        r.setdefault(("setting", name), get)
+
+
 class Above:
     """What Tensor's own methods call of modules above it, which import this one: plugged in
     by each as it is imported, so that this module imports none of them. `construct` (the
@@ -193,7 +202,8 @@ class _UntrackedVersion(list):
 # patches of tracegrad's own code after import: a function of one of its modules rebound
 # (`tracegrad.nn.functional.linear = f`); compiled programs traced the code as it was, and are
 # reused only while the count is the same. (A Tensor method replaced on the class is not
-# counted: a metaclass that saw it made every isinstance(x, Tensor) of another type 3x slower.)
+# counted here: a metaclass that saw it made every isinstance(x, Tensor) of another type 3x
+# slower; the guards read the version of the class's dict instead, runtime/class_version.py.)
 LIBRARY_PATCHES = [0]
 
 
@@ -306,6 +316,8 @@ class Tensor:
         return False
 
     def stride(self, dim=None):
+        if _VALUE_READS[0]:
+            self._read_layout()
         if self._data.size == 0:
             # numpy gives an empty array 0 strides; torch keeps the row-major ones (a size-0 dim counts as 1)
             st, n = [], 1
@@ -318,7 +330,16 @@ class Tensor:
         return st if dim is None else st[self._dim_index(dim)]
 
     def is_contiguous(self, memory_format=None):
+        if _VALUE_READS[0]:
+            self._read_layout()
         return self._data.flags.c_contiguous
+
+    def _read_layout(self):
+        # while compile traces, a concrete tensor's strides read in Python are baked into the
+        # program (`w.t_()` or `w.data = v.t()` later changes them, not its shape)
+        r = _READS.reads
+        if r is not None:
+            r.setdefault(("layout", id(self)), self)
 
     def _column_major(self):
         """Whether this is a matrix laid out column by column (a transposed contiguous one, both
@@ -469,7 +490,16 @@ class Tensor:
 
     @property
     def retains_grad(self):
+        if _VALUE_READS[0]:
+            self._read_flags()
         return self._retains_grad
+
+    def _read_flags(self):
+        # while compile traces, a concrete tensor's retains_grad or is_inference() read in Python is
+        # baked into the program (`w.retain_grad()`, `w.data = t` of an inference tensor change them)
+        r = _READS.reads
+        if r is not None:
+            r.setdefault(("flags", id(self)), self)
 
     @property
     def output_nr(self):
@@ -596,6 +626,8 @@ class Tensor:
         return id(self)
 
     def __repr__(self, *, tensor_contents=None):
+        if _VALUE_READS[0] and self._data is not None:
+            self._read_by_value()         # its text holds its values (`str(w)` in a compiled function)
         return Above.tensor_repr(self)
 
     def __format__(self, spec):

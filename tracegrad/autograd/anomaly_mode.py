@@ -5,15 +5,24 @@ import warnings
 import functools
 
 from .. import tracing as tracer
+from ..tensor import _VALUE_READS, read_setting
 
 _state = threading.local()
 
 
+def _anomaly():
+    return (tracer._ANOMALY[0], tracer._ANOMALY_NAN[0])
+
+
 def is_anomaly_enabled():
+    if _VALUE_READS[0]:
+        read_setting("anomaly detection", _anomaly)     # a branch on it in a compiled function
     return tracer._ANOMALY[0]
 
 
 def is_anomaly_check_nan_enabled():
+    if _VALUE_READS[0]:
+        read_setting("anomaly detection", _anomaly)
     return tracer._ANOMALY[0] and tracer._ANOMALY_NAN[0]
 
 

@@ -755,7 +755,9 @@ class _Finder:
         elif isinstance(obj, functools.partial):
             self.follow(obj.func, None if args is None else tuple(obj.args) + tuple(args),
                         None if kwargs is None else {**obj.keywords, **kwargs})
-        elif isinstance(obj, type) and hasattr(obj, "_backward_cls") and hasattr(obj, "apply"):
+        elif isinstance(obj, type) and inspect.getattr_static(obj, "_backward_cls", _MISSING) is not _MISSING and \
+                inspect.getattr_static(obj, "apply", _MISSING) is not _MISSING:
+            # (looked up statically: a metaclass's __getattr__ of the user's may raise anything)
             # a custom autograd.Function: its forward is traced and its backward traced into the
             # program, so a side effect in either would run once, not at every call
             # ctx is each call's own object (`ctx.alpha = alpha` is no side effect); forward

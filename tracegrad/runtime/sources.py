@@ -12,24 +12,30 @@ sources a call can reach and records a guard for each:
   module's class (user code only: the code of the standard library and installed packages
   is taken as fixed, but what user code reads from their modules, `F.relu`, is guarded by
   identity, so a patch after the trace is seen; tracegrad's own code is guarded by a count
-  of the patches of its modules and of Tensor, and the attributes of the library classes
-  of the modules met, `_library_guard`);
+  of the patches of its modules, the version of Tensor's and Parameter's attributes
+  (class_version.py), and the attributes of the library classes of the modules met,
+  `_library_guard`);
 - from that code, the names it reads: globals, builtins (`max`, and a global that hides one
   later), the modules it imports itself, closure cells, the function object's attributes,
-  attribute names (and the names in the strings it passes to eval);
+  attribute names (and the names in the strings it passes to eval), and the special methods
+  Python calls for it (`n * x`, `with`, `str(n)`); a class's attributes in every class of its
+  MRO and its metaclass's methods; a module's `__getattr__`; a singledispatch registry;
 - from those roots, and from the objects inside the call's arguments that its key holds by
   identity alone, the values: a Python scalar is guarded by type and bit pattern (`1` is
   not `1.0`, `0.0` is not `-0.0`), a tensor by identity and its shape, dtype and
   requires_grad, a module by identity with its class, training flag, parameters, buffers,
   submodules, hooks and plain attributes, a container by its structure and items (deeper
   than the walk goes, by one token of its contents), a numpy array or another buffer by its
-  bytes, a user object by identity, class and the attributes the code names, anything else
-  by identity.
+  bytes, a user object by identity, class and the attributes the code names (and a tensor's
+  Python attributes so), anything else by identity.
 
 Reaching further than the trace did (a name read only on a branch not taken) only costs a
 recompile; reaching less would return a stale result, so where in doubt this guards more.
-Tensors whose *values* the trace read in Python (`.item()`, `bool()`, `.tolist()`) are
-guarded by their version counter as well.
+Tensors whose *values* the trace read in Python (`.item()`, `bool()`, `.tolist()`, their
+text) are guarded by their version counter as well; those whose strides (`stride()`,
+`is_contiguous()`) or autograd flags (`retains_grad`, `is_inference()`) it read, by those; and
+the settings of the process it read (`is_anomaly_enabled()`, the print options), by their
+values (tensor.read_setting).
 """
 import array
 import collections
@@ -47,9 +53,11 @@ import numpy as np
 
 from ..tensor import Tensor, UNTRACKED_WRITES, ESCAPES, escaped, LIBRARY_PATCHES, _count_patch, device as _device
 from .check_code import CheckCode
+from .class_version import ClassVersion
 from .side_effects import is_library
 from ..nn.modules.module import Module
 from ..nn.modules import module as _m
+from ..nn.parameter import Parameter
 
 _MAX_ITEMS = 64          # containers up to this size are guarded item by item
 _MAX_DEPTH = 5           # how deep into containers and plain objects the walk goes item by item
@@ -64,6 +72,21 @@ _SCALARS = (type(None), bool, int, float, complex, str, bytes)
 _IMPLICIT = frozenset({"forward", "__call__", "__getattr__", "__getattribute__", "__getitem__", "__iter__", "__next__",
                        "__len__", "__contains__", "__bool__", "__float__", "__int__", "__index__", "__get__",
                        "backward", "vjp", "setup_context"})
+# and every other special method a class defines: an operator (`n * x`: __mul__), a builtin
+# (abs, round, str, hash, format), a comparison, a with statement (__enter__, __exit__) calls it;
+# those that make an object only where the class itself is read (`Ctx()` may make one)
+_MAKING = frozenset({"__init__", "__new__", "__post_init__"})
+_NEVER_CALLED = frozenset({"__del__", "__init_subclass__", "__set_name__", "__subclasshook__", "__class_getitem__"})
+
+
+def _implicit(name, attr, made=False):
+    """Whether Python may call the class attribute `name` without the caller's code naming it."""
+    if name in _IMPLICIT:
+        return True
+    if not (name.startswith("__") and name.endswith("__")) or name in _NEVER_CALLED or \
+            name in _MAKING and not made:
+        return False
+    return isinstance(attr, (types.FunctionType, staticmethod, classmethod, property))
 
 
 def _is_library_file(path):
@@ -242,6 +265,8 @@ def token(v):
         d = v._data
         return (id(v), v._req, v._dtype, d.shape, d.__class__)
     if isinstance(v, _SCALARS) or isinstance(v, np.generic):
+        if t not in _SCALARS and type(getattr(v, "__dict__", None)) is dict:
+            return (scalar_bits(v), id(v))     # a user's float (str, ...) subclass with state of its own
         return scalar_bits(v)
     return id(v)
 
@@ -348,10 +373,13 @@ class _Walk:
     inside another is read as that same object, since the guard before it checked that its
     parent still holds it."""
 
-    def __init__(self, names, value_reads, used, exempt=frozenset()):
+    def __init__(self, names, value_reads, used, exempt=frozenset(), strings=None):
         self.exempt = exempt
         self.saw_module = False
         self.names = names
+        # the strings the reachable code holds or reads that could name an attribute: the names
+        # `getattr(cfg, "X")`, `vars(cfg)["X"]` or `getattr(cfg, NAME)` may compute
+        self.strings = strings if strings is not None else set()
         self.value_reads = value_reads
         self.used = used
         self.guards = []
@@ -372,6 +400,12 @@ class _Walk:
             # a decorated function (functools.wraps: no_grad() on an optimizer's step): the
             # wrapper may be a library's, what it wraps the user's own code
             self.function(w, label)
+        reg = f.__dict__.get("registry")
+        if isinstance(reg, types.MappingProxyType) and "dispatch" in f.__dict__ and ("registry", id(reg)) not in self.seen:
+            # functools.singledispatch: the implementation registered for each type (another one
+            # registered later runs instead) and what each reads
+            self.seen.add(("registry", id(reg)))
+            self.inside(reg, f"the implementations of {label}", 0)
         code = f.__code__
         if code in self.codes or _is_library_file(code.co_filename):
             return
@@ -383,6 +417,7 @@ class _Walk:
         names = set()
         for c in _code_objects(code):
             names.update(c.co_names)
+            self.strings.update(k for k in c.co_consts if type(k) is str and k.isidentifier())
         g = f.__globals__
         if names & _EVAL and not all(n in g for n in names & _EVAL):
             # eval/exec of a string: the names it reads are in no code object; those of its
@@ -434,13 +469,14 @@ class _Walk:
         self.attrs(g, g, found, f"the globals of {label} (names the builtins hold)", 0, descend=())
         self.attrs(b, b, found, f"the builtins read by {label}", 0, descend=types.FunctionType)
 
-    def methods_of(self, tp):
-        """The user methods of a class that the reachable code may call (by name)."""
+    def methods_of(self, tp, made=False):
+        """The user methods of a class that the reachable code may call (by name, or Python for it;
+        with `made`, those that make an object too)."""
         for klass in tp.__mro__:
             if _is_library_type(klass):
                 continue
             for name, attr in list(vars(klass).items()):
-                if name in self.names or name in _IMPLICIT:
+                if name in self.names or _implicit(name, attr, made):
                     fn = attr.__func__ if isinstance(attr, (staticmethod, classmethod)) else attr
                     if isinstance(fn, property):
                         fn = fn.fget
@@ -451,6 +487,8 @@ class _Walk:
         """A value read through a source that nothing else guards: its token, then its state.
         `source(code)`: the expression that reads it in the generated check."""
         tok = self.token(v)
+        if type(v) is str and v.isidentifier():
+            self.strings.add(v)
 
         def emit(code):
             code.token_is(code.let(source(code)), v)
@@ -467,8 +505,25 @@ class _Walk:
     def inside(self, v, what, depth):
         """Guards on the state of v, an object whose identity a guard before already checked."""
         if isinstance(v, (Tensor,) + _SCALARS):
-            if isinstance(v, Tensor) and id(v) in self.value_reads:
-                self.value_read(v, what)
+            if type(v) not in _SCALARS and not isinstance(v, Tensor) and \
+                    type(getattr(v, "__dict__", None)) is dict and not _is_library_type(type(v)):
+                # a user's subclass of float (int, str) with attributes its methods read
+                key = id(v)
+                if key not in self.seen:
+                    self.seen.add(key)
+                    self.obj(v, what, depth)
+                return
+            if isinstance(v, Tensor):
+                if id(v) in self.value_reads:
+                    self.value_read(v, what)
+                if v.__dict__ and ("tensor attrs", id(v)) not in self.seen:
+                    # Python attributes set on a captured tensor (`w.scale`, `p.lr_mult`) that the
+                    # code names: read by the trace as constants
+                    self.seen.add(("tensor attrs", id(v)))
+                    d = v.__dict__
+                    names = sorted(d) if self.names & _DYNAMIC else sorted(n for n in d if n in self.names)
+                    if names:
+                        self.attrs(v, d, names, f"the Python attributes of {what}", depth)
             return
         key = id(v)
         if key in self.seen:
@@ -491,17 +546,25 @@ class _Walk:
             names = sorted(n for n in self.names if n in vars(v))
             if not _is_library_module(v):
                 self.attrs(v, vars(v), names, what, depth)
+                self.user_module(v, what, depth)
             else:
                 # a library's module: what the code reads from it by identity (`F.relu` patched
                 # after the trace must not leave the old function in the program), its contents
                 # as fixed; followed only into its submodules (`tg.nn.functional.relu`)
                 self.attrs(v, vars(v), names, what, depth, descend=types.ModuleType)
         elif isinstance(v, type):
-            self.methods_of(v)
+            self.methods_of(v, made=True)
+            if not _is_library_type(type(v)):
+                # a metaclass of the user's: its methods (a property, __getattr__) answer `C.k`
+                self.methods_of(type(v))
+                self.klass(type(v), what)
             if not _is_library_type(v):
                 # every name the code reads from it (`N.h(x)` with `N.h` replaced, `N.cfg["a"]`)
                 d = vars(v)
                 self.attrs(v, d, sorted(n for n in self.names if n in d), what, depth)
+                # and those it inherits (`Sub.k`, `cls.k` in a classmethod called on Sub): the
+                # base's value, and that no class before it in the MRO defines the name since
+                self.klass(v, what, made=True)
         elif isinstance(v, functools.partial):
             # its keyword values by their tokens as its arguments (0.0 is not -0.0, 1 not 1.0)
             tok = (id(v.func), self.seq_token(v.args), tuple(v.keywords), self.seq_token(v.keywords.values()))
@@ -517,6 +580,10 @@ class _Walk:
             self.module(v, what)
         elif isinstance(v, np.ndarray):
             self.add(read, _array_test(v), f"the values of {what}")
+            extra = getattr(v, "__dict__", None)
+            if type(v) is not np.ndarray and type(extra) is dict and extra:
+                # a subclass's own state beside its values (a masked array's mask, fill value)
+                self.attrs(v, extra, sorted(extra), f"the attributes of {what}", depth + 1)
         elif isinstance(v, (operator.attrgetter, operator.methodcaller)):
             # the attribute (or method) names it reads, which no code object holds
             if isinstance(v, operator.attrgetter):
@@ -580,6 +647,24 @@ class _Walk:
         elif not _is_library_type(type(v)):
             self.slots(v, what, depth)
 
+    def user_module(self, v, what, depth):
+        """What a user's module answers beyond the names the code spells: where the code
+        computes names (`getattr(cfg, NAME)`, `vars(cfg)["X"]`), the globals of it that a string
+        the code holds or reads names (a name built at run time, f"w{i}", is not found); and
+        where it has a `__getattr__` (PEP 562), that function's reads and the absence of the
+        names it answers (a global defined later hides it)."""
+        d = vars(v)
+        if self.names & _DYNAMIC:
+            names = sorted(n for n in d if n in self.strings and n not in self.names)
+            if names:
+                self.attrs(v, d, names, f"the globals of {what} named by strings of the code", depth)
+        answer = d.get("__getattr__")
+        if isinstance(answer, types.FunctionType):
+            absent = sorted(n for n in self.names if n not in d)
+            if absent:
+                self.attrs(v, d, absent, f"the names {what}.__getattr__ answers", depth, descend=())
+            self.inside(answer, f"{what}.__getattr__", depth)
+
     def value_read(self, v, what):
         """Guard a tensor the trace read by value (.item(), bool()): its version, and what the
         version does not see: writes through .data or numpy, and `t.data = other`. A small
@@ -628,10 +713,15 @@ class _Walk:
         names = tuple(names)
         tok = tuple(self.token(d[n]) if n in d else _ABSENT for n in names)
         present = {n: d[n] for n in names if n in d}
+        # an object's (or a function's) __dict__ may be replaced whole (`o.__dict__ = {...}`): the
+        # tests read the dict the trace read, so v must still have it
+        own = d is not v and type(d) is dict and not isinstance(v, (type, types.ModuleType))
 
         def emit(code):
             if cls is not None:
                 code.need(f"{code.const(v)}.__class__ is {code.const(cls)}")
+            if own:
+                code.need(f"{code.const(v)}.__dict__ is {code.const(d)}")
             dd = code.const(d)
             for n in names:
                 if n in present:       # a missing name raises: the one-by-one guard finds it absent
@@ -639,7 +729,7 @@ class _Walk:
                 else:
                     code.need(f"{code.const(n)} not in {dd}")
         self.add(_const(d), lambda dd, names=names, tok=tok, v=v: (cls is None or type(v) is cls) and
-                 tuple(token_of(dd, n) for n in names) == tok,
+                 (not own or v.__dict__ is dd) and tuple(token_of(dd, n) for n in names) == tok,
                  f"the attributes {', '.join(names)} of {what}" if names else what, emit)
         for n in names:
             if n in d and isinstance(d[n], descend):
@@ -685,6 +775,12 @@ class _Walk:
         if type(d) is not dict:
             return
         lib = _is_library_type(tp)
+        if (getattr(tp, "__module__", None) or "").startswith(_PREFIX):
+            # an object of tracegrad's own (an optimizer whose step the trace ran): its classes'
+            # methods replaced since (`optim.SGD.step = f`) are other code (_library_guard)
+            for klass in tp.__mro__:
+                if klass is not object:
+                    self.lib_classes[id(klass)] = klass
         wrapped = d.get("__wrapped__")
         if lib and isinstance(wrapped, types.FunctionType):
             # a library's wrapper of the user's function (functools.lru_cache): what that reads,
@@ -706,35 +802,38 @@ class _Walk:
         self.attrs(v, d, names, what, depth, cls=tp)
         self.klass(tp, what)
 
-    def class_names(self, tp):
-        """The names the reachable code reads that the user classes of tp's MRO define."""
+    def class_names(self, tp, made=False):
+        """The names the reachable code reads that the user classes of tp's MRO define (and the
+        special methods Python calls for it)."""
         out = set()
         for klass in tp.__mro__:
             if not _is_library_type(klass):
-                out.update(n for n in vars(klass) if n in self.names or n in _IMPLICIT)
+                out.update(n for n, a in vars(klass).items() if n in self.names or _implicit(n, a, made))
         return out
 
-    def klass(self, tp, what):
+    def klass(self, tp, what, made=False):
         """Guard the class attributes an instance of tp reads (methods, constants), in every user
-        class of its MRO (a name a subclass defines later hides its base's)."""
-        names = tuple(sorted(self.class_names(tp)))
+        class of its MRO (a name a subclass defines later hides its base's); with `made`, those
+        that make an instance too (the class itself is read)."""
+        names = tuple(sorted(self.class_names(tp, made)))
         if not names:
             return
         for klass in tp.__mro__:
-            if _is_library_type(klass) or ("class", id(klass)) in self.seen:
+            if _is_library_type(klass) or ("class", id(klass), made) in self.seen:
                 continue
-            self.seen.add(("class", id(klass)))
+            self.seen.add(("class", id(klass), made))
             d = vars(klass)
             self.keep.append(klass)
             tok = tuple(self.token(d[n]) if n in d else _ABSENT for n in names)
             self.add(_const(klass), lambda k, names=names, tok=tok: tuple(token_of(vars(k), n) for n in names) == tok,
-                     f"the class attributes {', '.join(names)} of {klass.__qualname__} (read through {what})")
+                     f"the class attributes {', '.join(names)} of {klass.__qualname__} (read through {what})",
+                     lambda code, klass=klass, names=names: _emit_class(code, klass, names))
             for n in names:
                 x = d.get(n)
-                if isinstance(x, (dict, list, tuple, set, frozenset, collections.deque)) or \
-                        x is not None and not isinstance(x, (type, types.FunctionType, staticmethod, classmethod,
-                                                             property)) and not _is_library_type(type(x)):
-                    # a container, or a user object (a descriptor whose __get__ reads its own state)
+                if x is not None and not isinstance(x, (type, types.FunctionType, staticmethod, classmethod, property)):
+                    # a container, a user object (a descriptor whose __get__ reads its own state), a
+                    # numpy array or another buffer (`table = np.array(...)` on the class, written
+                    # in place), a library object's public state
                     self.inside(x, f"{klass.__qualname__}.{n}", 1)
 
     def slots(self, v, what, depth):
@@ -813,6 +912,18 @@ def _emit_items(code, c, keys, pos, items):
         xs = [code.let(f"{name}[{code.const(k)}]") for k in pos]
     for x, v in zip(xs, items):
         code.token_is(x, v)
+
+
+def _emit_class(code, klass, names):
+    """The tests of _Walk.klass's guard: each name of klass's own __dict__ keeps its token, or
+    stays absent."""
+    d = vars(klass)
+    dd = code.let(f"{code.const(klass)}.__dict__")
+    for n in names:
+        if n in d:
+            code.token_is(code.let(f"{dd}[{code.const(n)}]"), d[n])
+        else:
+            code.need(f"{code.const(n)} not in {dd}")
 
 
 def _emit_module(code, m, attrs):
@@ -975,38 +1086,41 @@ _MODULE_CALL = ("__call__", "_call_impl", "_wrapped_call_impl", "__getattr__")
 
 def _library_guard(w):
     """One guard that the library code the trace ran is the same: no patch of tracegrad's
-    modules or Tensor (LIBRARY_PATCHES), and the library classes of the modules met (nn.Linear's
-    forward replaced on the class) keep their attributes."""
+    modules (LIBRARY_PATCHES), no attribute of Tensor or Parameter set since, and the library
+    classes of the modules and objects met (nn.Linear's forward, optim.SGD's step replaced on
+    the class) keep their attributes: each class by the version of its attributes
+    (class_version.py), nn.Module by the methods of its call (its own dict may change)."""
     _watch_library_modules()
     n = LIBRARY_PATCHES[0]
-    classes = []
-    for klass in w.lib_classes.values():
-        d = vars(klass)
-        names = tuple(x for x in _MODULE_CALL if x in d) if klass is Module else tuple(d)
-        classes.append((klass, names, tuple(d[x] for x in names)))
-    w.keep.append(classes)
-
-    def same(k, names, vals):
-        d = vars(k)
-        return (k is Module or tuple(d) == names) and all(x in d for x in names) and \
-            _same_keys(tuple(d[x] for x in names), vals)
+    d = vars(Module)
+    call = tuple(x for x in _MODULE_CALL if x in d) if id(Module) in w.lib_classes else ()
+    call_vals = tuple(d[x] for x in call)
+    # the tensor classes' own attributes (`Tensor.relu = f`, a method added and then replaced):
+    # each user op on a tensor, and the library's, looks its method up there
+    versions = tuple(ClassVersion(k) for k in (Tensor, Parameter, *w.lib_classes.values()) if k is not Module)
+    w.keep.append((versions, call_vals))
 
     def test(c):
-        return c[0] == n and all(same(*c) for c in classes)
+        d = vars(Module)
+        return c[0] == n and all(v.same() for v in versions) and all(x in d for x in call) and \
+            _same_keys(tuple(d[x] for x in call), call_vals)
 
     def emit(code):
         code.need(f"{code.const(LIBRARY_PATCHES)}[0] == {code.const(n)}")
-        for klass, names, vals in classes:
-            d = code.let(f"{code.const(klass)}.__dict__")
-            if klass is not Module:
-                # (tuple == compares items by identity first; an item whose == raises or
-                # differs fails the check, and the guard's own test decides by identity)
-                code.need(f"tuple({d}) == {code.const(names)} and tuple({d}.values()) == {code.const(vals)}")
-            elif names:
-                code.need(" and ".join(f"{d}[{code.const(x)}] is {code.const(v)}" for x, v in zip(names, vals)))
+        for v in versions:
+            v.emit(code)
+        if call:
+            d = code.let(f"{code.const(Module)}.__dict__")
+            code.need(" and ".join(f"{d}[{code.const(x)}] is {code.const(v)}" for x, v in zip(call, call_vals)))
     w.add(_const(LIBRARY_PATCHES), test,
-          "tracegrad's own code (a function of its modules, a Tensor method or a library module's method "
+          "tracegrad's own code (a function of its modules, a Tensor method or a library class's method "
           "replaced since)", emit)
+
+
+def _strides(t):
+    """A tensor's array type and strides (for a layout read while tracing)."""
+    d = t._data
+    return (d.__class__, d.strides if d.__class__ is np.ndarray else getattr(d, "strides", None))
 
 
 def _arg_objects(a, what):
@@ -1032,10 +1146,10 @@ def build_guards(fn, module, args, kwargs, used=(), value_reads=None, exempt=fro
     graph; `value_reads`: {id(tensor): version} of tensors read by value while tracing;
     `exempt`: (id(dict), key) items the program reads at every call instead."""
     value_reads = value_reads or {}
-    names = set()
+    names, strings = set(), set()
     for _ in range(8):
-        before = len(names)
-        w = _Walk(names, value_reads, {id(t) for t in used}, exempt)
+        before = (len(names), len(strings))
+        w = _Walk(names, value_reads, {id(t) for t in used}, exempt, strings)
         if module is not None:
             w.inside(module, f"the module {type(module).__name__}", 0)
         else:
@@ -1046,7 +1160,7 @@ def build_guards(fn, module, args, kwargs, used=(), value_reads=None, exempt=fro
         for k, a in kwargs.items():
             for x, where in _arg_objects(a, f"keyword argument '{k}'"):
                 w.inside(x, where, 0)
-        if len(names) == before:
+        if (len(names), len(strings)) == before:
             break
     if w.saw_module or any(_is_module(x) for x in w.keep) or module is not None:
         for hook in (*_m._global_forward_pre_hooks.values(), *_m._global_forward_hooks.values()):
@@ -1071,6 +1185,30 @@ def build_guards(fn, module, args, kwargs, used=(), value_reads=None, exempt=fro
                   lambda code, t=t, ver=ver, snap=snap: code.need(
                       f"{code.const(t)}._version == {code.const(ver)} and "
                       f"{code.const(same_bytes)}({code.const(t)}._data, {code.const(snap)})"))
+    # settings of the process the trace read in Python (tensor.read_setting): each keeps its value
+    for key, get in value_reads.items():
+        if isinstance(key, tuple) and key[0] == "setting":
+            v0 = get()
+            w.keep.append(v0)
+            w.add(_const(get), lambda g, v0=v0: g() == v0, f"{key[1]} (read while tracing, then {v0!r})",
+                  lambda code, get=get, v0=v0: code.need(f"{code.const(get)}() == {code.const(v0)}"))
+    # tensors whose retains_grad or is_inference() the trace read in Python
+    for key, t in value_reads.items():
+        if isinstance(key, tuple) and key[0] == "flags":
+            w.keep.append(t)
+            f0 = (t._retains_grad, t._inference)
+            w.add(_const(t), lambda x, f0=f0: (x._retains_grad, x._inference) == f0,
+                  f"retains_grad and is_inference() of a tensor read while tracing ({tuple(t.shape)})",
+                  lambda code, t=t, f0=f0: code.need(f"{code.const(t)}._retains_grad is {code.const(f0[0])} and "
+                                                     f"{code.const(t)}._inference is {code.const(f0[1])}"))
+    # tensors whose strides the trace read in Python (`w.stride()`, `w.is_contiguous()`)
+    for key, t in value_reads.items():
+        if isinstance(key, tuple) and key[0] == "layout":
+            w.keep.append(t)
+            s0 = _strides(t)
+            w.add(_const(t), lambda x, s0=s0: _strides(x) == s0,
+                  f"the strides of a tensor read while tracing ({tuple(t.shape)}, strides {t._data.strides})",
+                  lambda code, t=t, s0=s0: code.need(f"{code.const(_strides)}({code.const(t)}) == {code.const(s0)}"))
     _library_guard(w)
     # the concrete tensors the program reads at every call keep the metadata it was built for
     for t in used:
