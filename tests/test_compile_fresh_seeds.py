@@ -1,0 +1,98 @@
+"""Reduced repros of what the compile fuzzers found on seeds no run had tried before
+(test_compile_random.py 40500-41999, test_compile_call_sequence_fuzz.py 150-1199,
+test_compile_dtype_fuzz.py 12000-13999, triton_checks.py's programs and special values under
+the interpreter), each compared with eager tracegrad (bit for bit: the same primitives run)
+and with torch."""
+import numpy as np
+import pytest
+import torch
+
+import tracegrad as tg
+
+
+def _bits(got, want, what):
+    got, want = np.asarray(got), np.asarray(want)
+    assert got.dtype == want.dtype and got.shape == want.shape, (what, got.dtype, want.dtype, got.shape, want.shape)
+    assert np.array_equal(got.view(f"u{got.itemsize}"), want.view(f"u{want.itemsize}")), \
+        f"{what}: {got!r} != {want!r}"
+
+
+# -- a reduction of an elementwise op whose operands are laid out in two orders ----------------------
+# Eager lays the result of x.mT + y out as torch's TensorIterator does (x's order: the first operand
+# decides), numpy's ufunc lays it out C-contiguous; a sum of it then adds in another order. The
+# compiled program summed numpy's layout: call-sequence seed 869 (mean of (bool.mT + float64)
+# .float(): -0.9967513 compiled, -0.99675137 eager and torch) and seed 1164 ((x.mT * y).sum over
+# two dims: -18.581793 compiled, -18.58179 eager and torch).
+
+def _transposed(m, a, req=False):
+    """a's values in a tensor laid out with its axes reversed (a contiguous tensor's .permute)."""
+    nd = a.ndim
+    base = m.tensor(np.ascontiguousarray(a.transpose(tuple(range(nd))[::-1])), requires_grad=req)
+    return base.permute(*range(nd - 1, -1, -1)), base
+
+
+def test_the_mean_of_a_sum_of_a_transposed_bool_and_a_float64_is_eagers():
+    a = np.array([[False, False, True, True], [False, True, False, False]])
+    b = np.array([[0.48315146, 1.68816723, -2.30310904, 2.18492513],
+                  [0.66660752, -1.45834051, 2.56272774, 1.14988127]])
+
+    def f(m, x, y):
+        return (x + y).float().mean() * -1
+
+    for dynamic in (None, True):
+        got = tg.compile(lambda x, y: f(tg, x, y), dynamic=dynamic)(_transposed(tg, a)[0], tg.tensor(b))
+        eager = f(tg, _transposed(tg, a)[0], tg.tensor(b))
+        want = f(torch, _transposed(torch, a)[0], torch.tensor(b))
+        _bits(eager.numpy(), want.numpy(), "eager vs torch")
+        _bits(got.numpy(), eager.numpy(), f"compiled (dynamic={dynamic}) vs eager")
+
+
+@pytest.mark.parametrize("opk", range(4))
+def test_a_sum_over_dims_of_operands_in_two_orders_is_eagers(opk):
+    r = np.random.default_rng(opk)
+    dims = [(0, -1), (1,), (0, 1), (0, 2)][opk]
+
+    def f(m, x, y):
+        z = [x * y, x + y.exp(), (x - y).relu(), x * 2 + y][opk]
+        return z.sum(dim=dims, keepdim=True), z.mean(), z.var(dim=dims[0])
+
+    for _ in range(4):
+        a = (r.standard_normal((3, 5, 7)) * 3).astype(np.float32)
+        b = (r.standard_normal((3, 1, 7) if opk % 2 == 0 else (3, 5, 7)) * 3).astype(np.float32)
+        res = []
+        for compiled in (False, True):
+            x, xb = _transposed(tg, a, True)
+            y = tg.tensor(b, requires_grad=True)
+            outs = tg.compile(lambda p, q: f(tg, p, q))(x, y) if compiled else f(tg, x, y)
+            sum((o * o).sum() for o in outs).backward()
+            res.append([o.detach().numpy() for o in outs] + [xb.grad.numpy(), y.grad.numpy()])
+        x, xb = _transposed(torch, a, True)
+        y = torch.tensor(b, requires_grad=True)
+        outs = f(torch, x, y)
+        sum((o * o).sum() for o in outs).backward()
+        want = [o.detach().numpy() for o in outs] + [xb.grad.numpy(), y.grad.numpy()]
+        for k, (e, c, t) in enumerate(zip(*res, want)):
+            _bits(c, e, f"value {k}: compiled vs eager")
+            np.testing.assert_allclose(c, t, rtol=1e-5, atol=1e-5 * max(1.0, float(np.abs(t).max())))
+
+
+def test_a_cast_of_a_stepped_float16_times_a_transposed_float32_summed_is_eagers():
+    """seed 1164 itself: y[::2] of float16 promoted to float32, x transposed."""
+    x0 = np.array([[[-1.8144468, -2.680636, -0.6229372, 0.0070918], [2.0661962, 1.9697121, 1.3123161, 0.759735]],
+                   [[1.6826497, 0.31186953, np.inf, 1.0087787], [1.5657192, -0.5551392, 2.944103, 0.03164032]]],
+                  np.float32)
+    y0 = np.array([[[0.8975, -2.479, -3.797, -5.01]], [[3.102, -1.744, -4.312, 3.418]]], np.float16)
+
+    def args(m):
+        x = m.tensor(np.ascontiguousarray(np.swapaxes(x0, 0, -1)), requires_grad=True).transpose(0, -1)
+        y = m.tensor(np.repeat(y0, 2, axis=0), requires_grad=True)[::2]
+        return x, y
+
+    def f(m, x, y):
+        return (x * y).sum(dim=(0, -1), keepdim=True)
+
+    want = f(torch, *args(torch)).detach().numpy()
+    eager = f(tg, *args(tg)).detach().numpy()
+    got = tg.compile(lambda x, y: f(tg, x, y))(*args(tg)).detach().numpy()
+    _bits(eager, want, "eager vs torch")
+    _bits(got, eager, "compiled vs eager")
