@@ -96,3 +96,23 @@ def test_a_cast_of_a_stepped_float16_times_a_transposed_float32_summed_is_eagers
     got = tg.compile(lambda x, y: f(tg, x, y))(*args(tg)).detach().numpy()
     _bits(eager, want, "eager vs torch")
     _bits(got, eager, "compiled vs eager")
+
+
+# -- a 0-dim tensor's value shifted by a bool ---------------------------------------------------------
+# dtype fuzzer seed 13073: x.sum() >> False for x int64 [-4, 1, -4] was tensor(True) compiled, -7 in
+# eager and torch. A compiled program holds a 0-dim value as a numpy scalar (np.int64), which the
+# shift kernel took for a Python number and cast to the shift's dtype (bool).
+
+@pytest.mark.parametrize("dt", ["int8", "int16", "int32", "int64", "uint8"])
+def test_a_0_dim_value_shifted_by_a_bool_or_a_number_keeps_its_dtype(dt):
+    def f(m, t, u):
+        return (t.sum() >> False, t.sum() >> True, t.max() << False, t.max() << True, t.sum() << 31,
+                5 << t.sum(), t.sum() << u.sum(), u.max() >> t, t << u.max(), 2 << t, True << t)
+
+    a, b = np.array([1, 31, 3], dt), np.array([2, 1], dt)
+    want = f(torch, torch.tensor(a), torch.tensor(b))
+    eager = f(tg, tg.tensor(a), tg.tensor(b))
+    got = tg.compile(lambda x, y: f(tg, x, y), fullgraph=True)(tg.tensor(a), tg.tensor(b))
+    for k, (w, e, c) in enumerate(zip(want, eager, got)):
+        _bits(e.numpy(), w.numpy(), f"{k}: eager vs torch")
+        _bits(c.numpy(), e.numpy(), f"{k}: compiled vs eager")

@@ -1265,9 +1265,10 @@ def _shift(left):
     def kernel(x, y):
         # a number shifted by a tensor (2 << t) shifts in the tensor's dtype, not as np.asarray's int64: eager
         # cast the result back, a compiled program kept int64 values under an int32 dtype (2 << 31 was
-        # 2147483648 in an int32 tensor)
+        # 2147483648 in an int32 tensor). A numpy scalar is a 0-dim tensor's value (a compiled
+        # program's x.sum()), not a number: cast to a bool shift's dtype, x.sum() >> False was True
         y = np.asarray(y)
-        x = np.asarray(x, dtype=y.dtype if not isinstance(x, np.ndarray) else None)
+        x = np.asarray(x, dtype=y.dtype if not isinstance(x, (np.ndarray, np.generic)) else None)
         ok = (y >= 0) & (y < x.dtype.itemsize * 8)
         s = np.where(ok, y, 0).astype(x.dtype, copy=False)
         if left:
