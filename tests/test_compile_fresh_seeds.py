@@ -116,3 +116,44 @@ def test_a_0_dim_value_shifted_by_a_bool_or_a_number_keeps_its_dtype(dt):
     for k, (w, e, c) in enumerate(zip(want, eager, got)):
         _bits(e.numpy(), w.numpy(), f"{k}: eager vs torch")
         _bits(c.numpy(), e.numpy(), f"{k}: compiled vs eager")
+
+
+# -- a 0-dim value computed inside the program as a clamp bound or a power's exponent -----------------
+# The same numpy-scalar mix-up, in two more kernels (found next to seed 13073's): clamp took a
+# 0-dim tensor bound for a number and kept x's -0.0 where eager's np.clip gives the bound's 0.0
+# (clamp(x, min=b.sum()) at x = -0.0: compiled -0.0, eager 0.0); pow took a 0-dim tensor exponent
+# for a number and multiplied (x ** b.sum() at 3: x * x * x, eager np.power; 693 of 2000
+# float32 elements a unit in the last place apart).
+
+def test_a_0_dim_clamp_bound_computed_inside_is_a_tensor_bound_as_in_eager():
+    def f(m, x, b):
+        lo = b.sum()
+        return m.clamp(x, min=lo), m.clamp(x, max=lo), m.clamp(x, min=lo, max=lo + 1), m.clamp(x, min=-lo)
+
+    x0 = np.array([-0.0, 0.0, 1.0, -1.0, -0.0], np.float32)
+    for b0 in ([0.0, 0.0], [-0.0, -0.0], [0.0, -0.0]):
+        b0 = np.array(b0, np.float32)
+        eager = f(tg, tg.tensor(x0), tg.tensor(b0))
+        got = tg.compile(lambda x, b: f(tg, x, b), fullgraph=True)(tg.tensor(x0), tg.tensor(b0))
+        want = f(torch, torch.tensor(x0), torch.tensor(b0))
+        for k, (c, e, t) in enumerate(zip(got, eager, want)):
+            _bits(c.numpy(), e.numpy(), f"{b0} {k}: compiled vs eager")
+            assert np.array_equal(c.numpy(), t.numpy())      # (zero signs: torch's loops differ, see above)
+
+
+@pytest.mark.parametrize("dt", [np.float32, np.float64])
+def test_a_0_dim_exponent_computed_inside_powers_as_in_eager(dt):
+    r = np.random.default_rng(0)
+    x0 = (r.random(500) * 3 + 0.1).astype(dt)
+
+    def f(m, x, e):
+        k = e.sum()                       # 3
+        return tuple(x ** (k + d) for d in (0, -1, -2, -2.5, -3.5, -4, -5))
+
+    e0 = np.array([1.5, 1.5], dt)
+    eager = f(tg, tg.tensor(x0), tg.tensor(e0))
+    got = tg.compile(lambda x, e: f(tg, x, e), fullgraph=True)(tg.tensor(x0), tg.tensor(e0))
+    want = f(torch, torch.tensor(x0), torch.tensor(e0))
+    for k, (c, e, t) in enumerate(zip(got, eager, want)):
+        _bits(c.numpy(), e.numpy(), f"exponent {k}: compiled vs eager")
+        np.testing.assert_allclose(c.numpy(), t.numpy(), rtol=4 * np.finfo(dt).eps, atol=0)

@@ -938,7 +938,9 @@ def _clamp_no_bool(d, args):
 # min and max: None, a Python number or a tensor (broadcast with x)
 def _clamp_kernel(x, lo, hi, op=None):
     out = np.clip(x, lo, hi)
-    if out.dtype.kind == "f" and not isinstance(lo, np.ndarray) and not isinstance(hi, np.ndarray) and \
+    # (a numpy scalar is a 0-dim tensor bound's value in a compiled program, not a number)
+    if out.dtype.kind == "f" and not isinstance(lo, (np.ndarray, np.generic)) and \
+            not isinstance(hi, (np.ndarray, np.generic)) and \
             not (lo is not None and hi is not None and lo > hi):
         # torch returns x itself where a number bound does not move it (np.clip may give the bound's
         # zero for -0.0); tensor bounds take the bound where equal, as np.clip does. (With min > max
@@ -1136,9 +1138,10 @@ def _pow_kernel(x, y, whole=True, low=None):
     if isinstance(y, bool):
         return x.copy() if y else np.ones_like(x)
     # numpy's pow takes a slow path for small integer exponents on negative values;
-    # torch computes these by multiplication, so do we.
-    if not isinstance(y, np.ndarray) or y.ndim == 0 and not isinstance(x, np.ndarray):
-        e = y.item() if isinstance(y, np.ndarray) else y
+    # torch computes these by multiplication, so do we (for a Python number: a numpy scalar is a
+    # 0-dim tensor's value in a compiled program, which eager's 0-dim array powers with np.power)
+    if not isinstance(y, (np.ndarray, np.generic)) or y.ndim == 0 and not isinstance(x, np.ndarray):
+        e = y.item() if isinstance(y, (np.ndarray, np.generic)) else y
         if e == 0 and isinstance(x, np.ndarray):
             return np.ones_like(x)         # torch's x ** 0 is 1 for every x (libm's pow gives NaN at a signaling NaN)
         if isinstance(x, np.ndarray) and x.dtype.kind == "f" and x.dtype != np.float16:
