@@ -157,3 +157,20 @@ def test_a_0_dim_exponent_computed_inside_powers_as_in_eager(dt):
     for k, (c, e, t) in enumerate(zip(got, eager, want)):
         _bits(c.numpy(), e.numpy(), f"exponent {k}: compiled vs eager")
         np.testing.assert_allclose(c.numpy(), t.numpy(), rtol=4 * np.finfo(dt).eps, atol=0)
+
+
+def test_xlogy_of_a_0_dim_value_computed_inside_and_a_number_compiles():
+    """xlogy(x.sum(), 2.0) and special.xlog1py(x.sum(), 3): the kernel read the number's dtype
+    (AttributeError: 'float' object has no attribute 'dtype') where a numpy scalar stood first."""
+    def f(m, x):
+        s = x.sum()
+        return m.xlogy(s, 2.0), m.xlogy(2.0, s), m.special.xlog1py(s, 3), m.special.xlog1py(s, True), m.xlogy(s, x)
+
+    for dt in (np.float32, np.float64):
+        x0 = np.array([0.5, 1.5], dt)
+        eager = f(tg, tg.tensor(x0))
+        got = tg.compile(lambda x: f(tg, x), fullgraph=True)(tg.tensor(x0))
+        want = f(torch, torch.tensor(x0))
+        for k, (c, e, t) in enumerate(zip(got, eager, want)):
+            _bits(c.numpy(), e.numpy(), f"{k}: compiled vs eager")
+            np.testing.assert_allclose(c.numpy(), t.numpy(), rtol=4 * np.finfo(dt).eps)
