@@ -76,6 +76,18 @@ def test_a_sum_over_dims_of_operands_in_two_orders_is_eagers(opk):
             np.testing.assert_allclose(c, t, rtol=1e-5, atol=1e-5 * max(1.0, float(np.abs(t).max())))
 
 
+def test_laying_out_in_an_order_that_names_an_axis_of_size_1_keeps_the_values():
+    """The order a program recorded at its trace names axes of size above 1; a dynamic size may be 1 at
+    a later call, where the axis has no place in memory."""
+    from tracegrad.codegen.numpy_cpu import in_order
+    for shape in [(1, 3, 4), (2, 1, 4), (2, 3, 1), (2, 3, 4)]:
+        a = np.arange(np.prod(shape), dtype=np.float32).reshape(shape)
+        b = in_order(a, (2, 1, 0))
+        assert b.shape == a.shape and np.array_equal(a, b)
+        big = [k for k in (2, 1, 0) if shape[k] > 1]
+        assert [b.strides[k] for k in big] == sorted((b.strides[k] for k in big), reverse=True)
+
+
 def test_a_cast_of_a_stepped_float16_times_a_transposed_float32_summed_is_eagers():
     """seed 1164 itself: y[::2] of float16 promoted to float32, x transposed."""
     x0 = np.array([[[-1.8144468, -2.680636, -0.6229372, 0.0070918], [2.0661962, 1.9697121, 1.3123161, 0.759735]],

@@ -157,8 +157,10 @@ def _statements(graph, name, donors, env):
 def in_order(x, order):
     """Array x in the dense layout of `order` (ir/layout.py: its axes of size above 1,
     outermost first), copied where numpy laid it out otherwise."""
-    if x.__class__ is not np.ndarray or not x.itemsize or any(st % x.itemsize for st in x.strides) or \
-            array_order(x.shape, tuple(st // x.itemsize for st in x.strides)) == order:
+    if x.__class__ is not np.ndarray or not x.itemsize or any(st % x.itemsize for st in x.strides):
+        return x
+    order = tuple(k for k in order if x.shape[k] > 1)      # (a symbolic size that is 1 at this call)
+    if array_order(x.shape, tuple(st // x.itemsize for st in x.strides)) == order:
         return x
     axes = dense_axes(x.shape, order)
     out = np.empty(tuple(x.shape[k] for k in axes), x.dtype).transpose(np.argsort(axes))
