@@ -186,3 +186,49 @@ def test_xlogy_of_a_0_dim_value_computed_inside_and_a_number_compiles():
         for k, (c, e, t) in enumerate(zip(got, eager, want)):
             _bits(c.numpy(), e.numpy(), f"{k}: compiled vs eager")
             np.testing.assert_allclose(c.numpy(), t.numpy(), rtol=4 * np.finfo(dt).eps)
+
+
+# -- call-sequence seeds 1413 and 1869: an expanded argument --------------------------------------------
+
+def _expanded(m, shape, dt="int64"):
+    base = np.arange(int(np.prod(shape[1:])), dtype=dt).reshape((1,) + tuple(shape[1:]))
+    return m.tensor(base).expand(*shape)
+
+
+def test_a_view_of_a_value_the_passes_made_an_argument_is_laid_out_as_eagers():
+    """seed 1413: (y * 1).expand_as(x + y) of an expanded int64 y: the passes drop `* 1`, and the
+    compiled output was a broadcast of y's array, strides (0, 5, 1) where eager's and torch's are
+    (25, 5, 1); a view(-1) of it then raised where torch's works."""
+    def f(m, x, y):
+        return (y * 1).expand_as(x + y), x.unsqueeze(0).expand(3, *x.shape)
+
+    cf = tg.compile(lambda x, y: f(tg, x, y))
+    for make in (lambda m: m.tensor(np.arange(100).reshape(4, 5, 5)), lambda m: _expanded(m, (4, 5, 5))):
+        want = f(torch, make(torch), make(torch))
+        eager = f(tg, make(tg), make(tg))
+        got = cf(make(tg), make(tg))
+        for c, e, t in zip(got, eager, want):
+            assert c.stride() == e.stride() == t.stride()
+            _bits(c.numpy(), e.numpy(), "compiled vs eager")
+        flat = got[0].view(-1)
+        flat.add_(1)
+        assert np.array_equal(flat.numpy(), want[0].reshape(-1).numpy() + 1)
+
+
+def test_an_in_place_op_on_an_expanded_argument_with_no_elements_runs_as_eagers():
+    """seed 1869: x.add_(c) on x an expand of size 0, by a program cached for a strided x: the write
+    back into x's array raised ValueError (assignment destination is read-only), eager and torch
+    write nothing."""
+    def f(m, x, y, c):
+        x.add_(c)
+        return x * y
+
+    cf = tg.compile(lambda x, y, c: f(tg, x, y, c))
+    for make in (lambda m: m.tensor(np.zeros((0, 3, 1), np.float32)),
+                 lambda m: m.tensor(np.zeros((0, 3, 1), np.float32)).transpose(0, 1).transpose(0, 1),
+                 lambda m: _expanded(m, (0, 3, 1), "float32")):
+        x, y = make(tg), tg.tensor(np.zeros((0, 3, 1), np.float32))
+        xt = make(torch)
+        want = f(torch, xt, torch.zeros(0, 3, 1), 0.0)
+        got = cf(x, y, 0.0)
+        assert tuple(got.shape) == tuple(want.shape) and x._version == xt._version
