@@ -1,8 +1,8 @@
 """Reduced repros of what the compile fuzzers found on seeds no run had tried before
-(test_compile_random.py 40500-41999, test_compile_call_sequence_fuzz.py 150-1199,
-test_compile_dtype_fuzz.py 12000-13999, triton_checks.py's programs and special values under
-the interpreter), each compared with eager tracegrad (bit for bit: the same primitives run)
-and with torch."""
+(test_compile_random.py 40500-41999 in float32 and float64, test_compile_call_sequence_fuzz.py
+150-2999, test_compile_dtype_fuzz.py 12000-15999, triton_checks.py's programs 42000-42999 and
+special values under the interpreter), and of what probes next to them found, each compared with
+eager tracegrad (bit for bit: the same primitives run) and with torch."""
 import numpy as np
 import pytest
 import torch
