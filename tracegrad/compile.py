@@ -299,7 +299,13 @@ def _out_layouts(p, out_px):
                 plain.append(k)
             continue
         a = o._eager_scratch()
-        if a is None or a.flags.c_contiguous:
+        if a is None:
+            continue
+        if a.flags.c_contiguous:
+            # a view eager keeps C-contiguous, of a value the passes may have made an argument's
+            # array: (y * 1).expand_as(y) of an expanded y was returned with y's stride 0
+            if len(o._shape):
+                plain.append(k)
             continue
         order = array_order(a.shape, a.strides)
         if order is not None:

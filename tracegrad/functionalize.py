@@ -968,7 +968,9 @@ def write_back(plan, arrays, input_ids=()):
                 # 3: the tensor's slot, `old`, getrefcount's argument
                 t._data = a
                 adopted.add(id(a))
-            else:
+            elif old.size:
+                # (an argument with no elements writes nothing: an expand of one is a read-only
+                # array, which np.copyto refuses even so)
                 np.copyto(old, a, casting="unsafe")
             del old
             t._vc[0] += 1
@@ -1074,7 +1076,7 @@ def write_back_function(plan, leaves=()):
                       f"old.flags.c_contiguous and _refs(old) <= 3):",
                       f"        {tn}._data = {a}",
                       f"        adopted.add(id({a}))",
-                      f"    else:",
+                      f"    elif old.size:           # (no elements: an expand of one is read-only)",
                       f"        _copyto(old, {a}, casting='unsafe')",
                       "old = None",
                       f"{tn}._vc[0] += 1"]

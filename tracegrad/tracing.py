@@ -22,7 +22,7 @@ from . import _dtype as D
 from .grad_mode import STATE
 from .tensor import CPU, Tensor, Size, TraceError
 from .ir.graph import Graph, V
-from .ir.layout import c_contiguous, column_major, iterator_order, array_order, dense_axes
+from .ir.layout import c_contiguous, column_major, iterator_order, array_order, dense_axes, orders_disagree
 from .ops import shapes as S
 from .ops.primitives import FrontEnd, PRIMITIVES, scalar_operands
 
@@ -563,7 +563,8 @@ _KERNEL = object()     # _result_order: an operand's layout not known to the tra
 
 def _result_order(shape, args):
     """The order eager gives the result of an op that keeps its operands' layout (keeps_layout),
-    where some operand is not C-contiguous; None for C's."""
+    where some operand is not C-contiguous, and whether its operands lay out two axes in two
+    orders; None for C's."""
     if all(a._plain(True) if isinstance(a, Proxy) else
            not isinstance(a, Tensor) or a._data.__class__ is not np.ndarray or a._data.flags.c_contiguous for a in args):
         return None               # (asks nothing of a symbolic size)
@@ -585,7 +586,9 @@ def _result_order(shape, args):
     if not strided:
         return None
     order = iterator_order(tuple(shape), operands)
-    return None if order == tuple(k for k, n in enumerate(shape) if n > 1) else order
+    if order == tuple(k for k, n in enumerate(shape) if n > 1):
+        return None
+    return order, orders_disagree(tuple(shape), operands)
 
 
 def _c_strides(shape):
@@ -692,7 +695,14 @@ def _apply_symbolic(prim, args, params):
         if order is _KERNEL:
             out.__dict__["_kernel_layout"] = True
         elif order is not None:
+            order, mixed = order
             out.__dict__["_mem"] = order
+            if mixed:
+                # and the program's: numpy's ufuncs lay out the result of operands in two orders
+                # their own way (C's where they disagree), eager as torch (the first operand
+                # decides), and a sum of it adds in another order (codegen/numpy_cpu.py lays such
+                # a value out as eager does)
+                graph[v]["mem"] = order
     elif prim.layout == "kernel" and len(shape) > 1 and not all(
             a._plain(True) for a in args if isinstance(a, Proxy)):
         out.__dict__["_kernel_layout"] = True

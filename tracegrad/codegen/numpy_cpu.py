@@ -34,6 +34,7 @@ import numpy as np
 from .._dtype import round_bfloat16
 from ..ir import symbolic
 from ..ir.graph import V, refs, type_str
+from ..ir.layout import array_order, dense_axes
 from ..ir.printer import comment_text
 from ..ops.primitives import BLAS_OPS, check_index_bounds
 
@@ -142,8 +143,29 @@ def _statements(graph, name, donors, env):
         if op == "proj":
             stmts.append(([n], refs(a["args"]), [f"{n} = {a['args'][0]}[{a['params']['index']}]"]))
             continue
-        stmts.append(([n], refs(a["args"]), [_direct(graph, n, a, env, checked) or _call(n, a, env)]))
+        lines = [_direct(graph, n, a, env, checked) or _call(n, a, env)]
+        if a.get("mem") is not None:
+            # an elementwise op of operands in two orders: eager lays its result out in torch's
+            # order (tracing.eager_layout), numpy's ufunc in its own, and a sum of it then adds
+            # in another order (the mean of x.mT + y, x.mT * y summed over two dims: 1 ulp apart)
+            env["in_order"] = in_order
+            lines.append(f"{n} = in_order({n}, {a['mem']!r})")
+        stmts.append(([n], refs(a["args"]), lines))
     return stmts, keep
+
+
+def in_order(x, order):
+    """Array x in the dense layout of `order` (ir/layout.py: its axes of size above 1,
+    outermost first), copied where numpy laid it out otherwise."""
+    if x.__class__ is not np.ndarray or not x.itemsize or any(st % x.itemsize for st in x.strides):
+        return x
+    order = tuple(k for k in order if x.shape[k] > 1)      # (a symbolic size that is 1 at this call)
+    if array_order(x.shape, tuple(st // x.itemsize for st in x.strides)) == order:
+        return x
+    axes = dense_axes(x.shape, order)
+    out = np.empty(tuple(x.shape[k] for k in axes), x.dtype).transpose(np.argsort(axes))
+    np.copyto(out, x)
+    return out
 
 
 def _assemble(graph, head, stmts, keep, env):

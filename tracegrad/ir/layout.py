@@ -246,6 +246,26 @@ def iterator_order(shape, operands):
     return tuple(k for k in reversed(perm) if shape[k] > 1)
 
 
+def orders_disagree(shape, operands):
+    """Whether two of an elementwise op's operands ((shape, strides), broadcast to `shape`) lay
+    out two axes of size above 1 that both hold (no stride 0) in opposite orders: then numpy's
+    kernels, which take C's order for such a pair, and torch's TensorIterator (iterator_order),
+    which takes the first operand's, lay the result out differently."""
+    nd = len(shape)
+    seen = {}
+    for oshape, ost in operands:
+        lead = nd - len(oshape)
+        st = {k + lead: abs(s) for k, (n, s) in enumerate(zip(oshape, ost)) if n > 1 and s != 0}
+        axes = sorted(st)
+        for i, d0 in enumerate(axes):
+            for d1 in axes[i + 1:]:
+                if st[d0] != st[d1]:
+                    outer = st[d0] > st[d1]
+                    if seen.setdefault((d0, d1), outer) != outer:
+                        return True
+    return False
+
+
 def dense_axes(shape, order):
     """All axes of `shape`, outermost first, for a dense layout of `order` (size-1 axes first)."""
     return [k for k, n in enumerate(shape) if n <= 1] + list(order)

@@ -113,8 +113,10 @@ unary("logit", _logit_kernel, _logit_vjp, "x", triton=T.Expr(_triton_logit, cast
 
 def _x_log(name, log, edge):
     def kernel(x, y):
-        # a number operand takes the tensor's dtype (the dispatcher cast the tensors already)
-        dt = (x if isinstance(x, np.ndarray) else y).dtype
+        # a number operand takes the tensor's dtype (the dispatcher cast the tensors already); a
+        # numpy scalar is a tensor (a 0-dim value of a compiled program: xlogy(x.sum(), 2.0) raised
+        # AttributeError, 2.0 has no dtype)
+        dt = (x if isinstance(x, (np.ndarray, np.generic)) else y).dtype
         x, y = np.asarray(x, dtype=dt), np.asarray(y, dtype=dt)
         with np.errstate(all="ignore"):
             r = np.multiply(x, log(y))

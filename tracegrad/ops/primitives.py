@@ -949,7 +949,9 @@ def _clamp_no_bool(d, args):
 # min and max: None, a Python number or a tensor (broadcast with x)
 def _clamp_kernel(x, lo, hi, op=None):
     out = np.clip(x, lo, hi)
-    if out.dtype.kind == "f" and not isinstance(lo, np.ndarray) and not isinstance(hi, np.ndarray) and \
+    # (a numpy scalar is a 0-dim tensor bound's value in a compiled program, not a number)
+    if out.dtype.kind == "f" and not isinstance(lo, (np.ndarray, np.generic)) and \
+            not isinstance(hi, (np.ndarray, np.generic)) and \
             not (lo is not None and hi is not None and lo > hi):
         # torch returns x itself where a number bound does not move it (np.clip may give the bound's
         # zero for -0.0); tensor bounds take the bound where equal, as np.clip does. (With min > max
@@ -1147,9 +1149,10 @@ def _pow_kernel(x, y, whole=True, low=None):
     if isinstance(y, bool):
         return x.copy() if y else np.ones_like(x)
     # numpy's pow takes a slow path for small integer exponents on negative values;
-    # torch computes these by multiplication, so do we.
-    if not isinstance(y, np.ndarray) or y.ndim == 0 and not isinstance(x, np.ndarray):
-        e = y.item() if isinstance(y, np.ndarray) else y
+    # torch computes these by multiplication, so do we (for a Python number: a numpy scalar is a
+    # 0-dim tensor's value in a compiled program, which eager's 0-dim array powers with np.power)
+    if not isinstance(y, (np.ndarray, np.generic)) or y.ndim == 0 and not isinstance(x, np.ndarray):
+        e = y.item() if isinstance(y, (np.ndarray, np.generic)) else y
         if e == 0 and isinstance(x, np.ndarray):
             return np.ones_like(x)         # torch's x ** 0 is 1 for every x (libm's pow gives NaN at a signaling NaN)
         if isinstance(x, np.ndarray) and x.dtype.kind == "f" and x.dtype != np.float16:
@@ -1276,9 +1279,10 @@ def _shift(left):
     def kernel(x, y):
         # a number shifted by a tensor (2 << t) shifts in the tensor's dtype, not as np.asarray's int64: eager
         # cast the result back, a compiled program kept int64 values under an int32 dtype (2 << 31 was
-        # 2147483648 in an int32 tensor)
+        # 2147483648 in an int32 tensor). A numpy scalar is a 0-dim tensor's value (a compiled
+        # program's x.sum()), not a number: cast to a bool shift's dtype, x.sum() >> False was True
         y = np.asarray(y)
-        x = np.asarray(x, dtype=y.dtype if not isinstance(x, np.ndarray) else None)
+        x = np.asarray(x, dtype=y.dtype if not isinstance(x, (np.ndarray, np.generic)) else None)
         ok = (y >= 0) & (y < x.dtype.itemsize * 8)
         s = np.where(ok, y, 0).astype(x.dtype, copy=False)
         if left:

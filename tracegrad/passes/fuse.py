@@ -68,7 +68,9 @@ def row_local(g, n):
     """(kind, N) if node n is row-local with N rows: kind 'ew' elementwise, 'red' row reduction."""
     a = g[n]
     prim = a["prim"]
-    if prim is None or prim.multi or not is_pure(a) or isinstance(a["dtype"], (list, tuple)):
+    if prim is None or prim.multi or not is_pure(a) or isinstance(a["dtype"], (list, tuple)) or "mem" in a:
+        # (`mem`: an elementwise result eager lays out in another order than numpy's ufunc, of
+        # operands in two orders; codegen lays it out so on its own, not by chunks)
         return None
     shape = a["shape"]
     xs = [x for x in a["args"] if isinstance(x, V)]
