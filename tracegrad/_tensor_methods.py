@@ -299,6 +299,10 @@ def _save_as_self(self, node):
             s.vc = self._vc
             s.version = self._vc[0]
             s.data = self._data
+    if node._guarded and node._saved is not None:
+        for s in node._saved[len(node._args_meta) + 1:]:
+            if s.tensor is None:            # a composite's result (sgn_'s), kept as self now too
+                s.vc, s.version, s.data = self._vc, self._vc[0], self._data
 
 
 def _keep_old_self(self, node):
@@ -308,6 +312,12 @@ def _keep_old_self(self, node):
     version before the write, so that its backward raises "modified by an inplace operation" as
     torch's does (the copy gave a gradient there)."""
     saved = node._saved
+    if node._guarded and saved is not None:
+        # a composite's self, kept for its version alone (tracing.keep_saved): torch's copy of the
+        # original self is never written, so its counter is one of its own
+        for g in saved[len(node._args_meta) + 1:]:
+            if g.is_self and g.tensor is self:
+                g.vc, g.nonleaf = [g.version], False
     if saved is None or len(saved) < 2:
         return
     s = saved[1]

@@ -1286,7 +1286,9 @@ def _outputs_saved_by_eager(g, n_user):
                 a["args"][0].__class__ is V:
             a = g[a["args"][0]]
         prim = a["prim"] if a["op"] != "input" else None
-        if prim is not None and "out" in prim.saves and type(a["args"]) is tuple:
+        if prim is not None and a.get("guards_out"):
+            pos.append(k)                # a composite's result torch's node saves (tracing.keep_saved)
+        elif prim is not None and "out" in prim.saves and type(a["args"]) is tuple:
             # what eager records (tracing._record): the saved values for the arguments that require grad
             req = tuple(x.__class__ is V and x in reach for x in a["args"])
             if prim.saved_positions(len(a["args"]), req)[1]:
@@ -1359,6 +1361,10 @@ def _inputs_saved_by_eager(g, inputs, n_args):
             continue                     # eager records no node for it
         for i in a["prim"].saved_positions(len(args), req)[0]:
             x = _view_root(g, args[i] if i < len(args) else None)
+            if x.__class__ is V and x in index and g[x]["op"] == "input":
+                found.add(index[x])
+        for x, _ in a.get("guards", ()):        # what a composite's node saves (tracing.keep_saved)
+            x = _view_root(g, x)
             if x.__class__ is V and x in index and g[x]["op"] == "input":
                 found.add(index[x])
     return found

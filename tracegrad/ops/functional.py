@@ -14,7 +14,7 @@ from .. import _dtype as D
 from ..tensor import Tensor, Above, _VALUE_READS
 from ..ir.symbolic import Sym
 from ..grad_mode import STATE
-from ..tracing import apply, rename_grad_fn
+from ..tracing import apply, rename_grad_fn, keep_saved
 from . import shapes as S
 from .primitives import PRIMITIVES as P, FrontEnd, check_index_bounds, check_index_select_bounds, sum_to
 from .primitives import _check_float, _overflow
@@ -421,6 +421,15 @@ def lerp(input, end, weight):
     lerp(float16, float32, 0.5) raise); integer and bool input has no kernel, except beside a
     0-dim floating weight tensor, which promotes."""
     _check_tensor(input, "lerp")
+    # torch's node (lerp with a weight tensor) saves the weight, and self and end where the weight
+    # requires grad (the weight's gradient reads them), and checks their versions when it runs
+    saves = (input, (end, weight)) if isinstance(weight, Tensor) and weight.requires_grad else \
+        (None, (weight,)) if isinstance(weight, Tensor) else None
+    out = rename_grad_fn(_lerp(input, end, weight), "LerpBackward1" if isinstance(weight, Tensor) else "LerpBackward0")
+    return keep_saved(out, *saves) if saves is not None else out
+
+
+def _lerp(input, end, weight):
     if isinstance(end, Tensor) and end._dtype is not input._dtype:
         raise RuntimeError(f"expected dtype {D.TYPE_NAME[input._dtype]} for `end` but got dtype "
                            f"{D.TYPE_NAME[end._dtype]}")
