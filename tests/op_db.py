@@ -639,6 +639,10 @@ OPS += [
     _unary("atan", dtypes=FLOAT), _unary("sinh", dtypes=FLOAT), _unary("cosh", dtypes=FLOAT),
     _unary("asinh", dtypes=FLOAT),
     OpInfo("acosh", lambda m, x: m.acosh(x * x + 1.5), [Sample(s) for s in U_SHAPES], dtypes=FLOAT),
+    # (in place: no derivative, as torch's)
+    OpInfo("asinh_", lambda m, x: x.clone().asinh_(), [Sample(s) for s in U_SHAPES], dtypes=FLOAT, grad=False),
+    OpInfo("acosh_", lambda m, x: (x * x + 1.5).acosh_(), [Sample(s) for s in U_SHAPES], dtypes=FLOAT, grad=False),
+    OpInfo("atanh_", lambda m, x: (m.tanh(x) * 0.9).atanh_(), [Sample(s) for s in U_SHAPES], dtypes=FLOAT, grad=False),
     _binary("atan2", dtypes=FLOAT),
     _binary("copysign"), _binary("hypot", dtypes=FLOAT), _binary("heaviside", grad=False),
     _binary("xlogy", (None, "pos"), dtypes=FLOAT),

@@ -893,8 +893,24 @@ for _name in """asin acos atan sinh cosh asinh acosh atanh arcsin arccos arctan 
 signbit copysign hypot cumsum cumprod sort argsort topk msort kthvalue median quantile nanquantile unique diag repeat_interleave
 index_add""".split():
     setattr(Tensor, _name, getattr(F, _name))
-for _name in "asin acos atan sinh cosh asinh acosh atanh atan2 copysign hypot cumsum cumprod index_add".split():
+for _name in "asin acos atan sinh cosh atan2 copysign hypot cumsum cumprod index_add".split():
     setattr(Tensor, _name + "_", _inplace(getattr(F, _name)))
+
+
+def _no_derivative_inplace(name):
+    """asinh_, acosh_, atanh_: the op's values, with torch's node that has no derivative."""
+    prim = PRIMITIVES[name + "_inplace"]
+
+    def fn(self):
+        F._check_tensor(self, name + "_")
+        return F.apply(prim, (self,), {})
+    fn.__name__ = name
+    return _inplace(fn)
+
+
+for _name in "asinh acosh atanh".split():
+    setattr(Tensor, _name + "_", _no_derivative_inplace(_name))
+    setattr(Tensor, "arc" + _name[1:] + "_", getattr(Tensor, _name + "_"))
 
 
 # the gamma family and erfinv (ops/gamma_primitives.py): x.polygamma(n) takes n second, as torch's

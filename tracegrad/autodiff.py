@@ -268,7 +268,9 @@ def derive(fwd, outputs, wrt, hooks=None, node_hooks=(), defer_errors=False):
                 except DerivativeNotImplemented as e:
                     if not defer_errors or isinstance(g, tuple):
                         raise
-                    res = (apply(P["derivative_error"], (g,), {"message": str(e)}),) * len(args)
+                    # (torch's not_implemented(...) raises NotImplementedError: raised as it is)
+                    res = (apply(P["derivative_error"], (g,), {"message": str(e), **(
+                        {"error": e} if isinstance(e, NotImplementedError) else {})}),) * len(args)
                 except TraceError:
                     raise
                 except (RuntimeError, TypeError) as e:

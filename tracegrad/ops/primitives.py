@@ -1036,6 +1036,11 @@ class DerivativeNotImplemented(RuntimeError):
     time in eager autograd, and at run time of a compiled backward (see derivative_error)."""
 
 
+class InplaceDerivativeNotImplemented(DerivativeNotImplemented, NotImplementedError):
+    """torch's not_implemented(...) in derivatives.yaml (asinh_, acosh_, atanh_): a NotImplementedError
+    at backward time."""
+
+
 def _not_implemented(op):
     """torch's rule for ops without a derivative: the output requires grad, backward raises."""
     def vjp(g, out, *args, **params):
