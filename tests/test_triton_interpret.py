@@ -178,7 +178,8 @@ REFUSED = {
 # ops with no Triton kernel yet: on a device they run their numpy kernel on a host copy
 REFUSED.update({n: "numpy kernel on the host" for n in (
     "lgamma", "digamma", "polygamma", "erfinv", "mode_index",
-    "erfc", "asin", "acos", "atan", "sinh", "cosh", "asinh", "acosh", "atanh", "atan2", "cumsum", "cumprod", "argsort", "kthvalue_index",
+    "erfc", "asin", "acos", "atan", "sinh", "cosh", "asinh", "acosh", "atanh", "asinh_inplace", "acosh_inplace",
+    "atanh_inplace", "atan2", "cumsum", "cumprod", "argsort", "kthvalue_index",
     "linalg_inv", "det_cofactor", "linalg_det", "linalg_slogdet", "linalg_solve", "linalg_cholesky", "linalg_eigh",
     "linalg_svd", "linalg_qr", "linalg_pinv", "bitwise_left_shift", "bitwise_right_shift")})
 
