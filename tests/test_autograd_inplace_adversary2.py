@@ -234,3 +234,63 @@ def test_in_place_inverse_hyperbolic_ops_raise_torchs_error_at_backward(name):
     np.testing.assert_allclose(res[1][1], res[0][1], rtol=1e-15)
     np.testing.assert_array_equal(res[2][1], res[1][1])
     assert res[1][0] == res[0][0]            # AsinhBackward1 ... (the compiled call's node is its own)
+
+
+# -- a 0-dim tensor value that the destination's dtype cannot hold ---------------------------------
+# torch reads masked_fill's and index_fill's 0-dim tensor value (and x[mask] = value's) as a number,
+# converted to the input's dtype with its checked conversion: int8 masked_fill(mask, tensor(300))
+# raised "value cannot be converted to type int8_t without overflow" in torch and gave 44 here, a
+# float16 one with tensor(1e6) inf, uint8 with tensor(-1.0) 255; a Python 127.9 into int8 gave 127.
+# Where the conversion fits, the values are torch's; compiled, such a value (which the check reads)
+# runs eagerly.
+
+FILLS = {
+    "masked_fill": lambda L, x, v: x.masked_fill(L.tensor([True, False, True]), v),
+    "masked_fill_": lambda L, x, v: x.masked_fill_(L.tensor([True, False, True]), v),
+    "index_fill": lambda L, x, v: x.index_fill(0, L.tensor([1]), v),
+    "index_fill_": lambda L, x, v: x.index_fill_(0, L.tensor([1]), v),
+    "setitem_mask": lambda L, x, v: x.__setitem__(L.tensor([True, False, True]), v) or x,
+}
+FILL_DTYPES = ["int8", "uint8", "int16", "int32", "int64", "float16", "bfloat16", "float32", "bool"]
+FILL_VALUES = [("int64", 300), ("int64", -1), ("int64", -256), ("int64", 2 ** 31), ("int64", 2 ** 40),
+               ("float64", 1e6), ("float64", 1e40), ("float64", -2.7), ("float64", -0.5), ("float64", 127.9),
+               ("float64", 255.5), ("float64", 65519.0), ("float64", float("nan")), ("float64", float("inf")),
+               ("float32", 3.4028235e38), ("bool", True), ("int16", -200), ("float16", 65504.0)]
+
+
+def _fill(lib, op, dt, vdt, v, how):
+    x = lib.tensor([1, 2, 3]).to(getattr(lib, dt))
+    value = v if how == "number" else lib.tensor(v, dtype=getattr(lib, vdt))
+    fn = lambda x: FILLS[op](lib, x, value)    # noqa: E731
+    if how == "compiled":
+        fn = tg.compile(lambda x, value: FILLS[op](tg, x, value))
+        fn = (lambda f: lambda x: f(x, value))(fn)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        try:
+            r = fn(x)
+        except RuntimeError as e:
+            return ("raised", str(e))
+    return ("ok", str(r.dtype).split(".")[-1], r.float().tolist() if dt == "bfloat16" else r.tolist())
+
+
+@pytest.mark.parametrize("op", sorted(FILLS))
+def test_zero_dim_value_the_destination_cannot_hold_raises_as_torch(op):
+    raised = 0
+    for dt in FILL_DTYPES:
+        for vdt, v in FILL_VALUES:
+            t = _fill(torch, op, dt, vdt, v, "tensor")
+            raised += t[0] == "raised"
+            for how in ("tensor", "compiled"):
+                assert str(_fill(tg, op, dt, vdt, v, how)) == str(t), (op, dt, vdt, v, how)
+    assert raised > 40
+
+
+@pytest.mark.parametrize("dt", FILL_DTYPES)
+def test_masked_fill_with_a_python_number_the_destination_cannot_hold_raises_as_torch(dt):
+    """A Python float into an integer dtype: torch's checked conversion (127.9 into int8 overflows;
+    NaN and inf too), where numpy's conversion raised its own errors or truncated."""
+    for vdt, v in FILL_VALUES:
+        t = _fill(torch, "masked_fill", dt, vdt, v, "number")
+        g = _fill(tg, "masked_fill", dt, vdt, v, "number")
+        assert str(g) == str(t), (dt, v)

@@ -624,8 +624,10 @@ def _setitem(self, key, value):
             raise TypeError(f"can't assign a {name} to a {self.type()}")
     k, idx = F._normalize_key(self, key)
     mask = key[0] if isinstance(key, tuple) and len(key) == 1 else key
-    if not number and idx and value._dtype is not self._dtype and not (
-            value.ndim == 0 and isinstance(mask, Tensor) and mask._dtype is D.bool_):
+    if not number and idx and value._dtype is not self._dtype and value.ndim == 0 and isinstance(mask, Tensor) \
+            and mask._dtype is D.bool_:
+        F.check_scalar_value(value, self._dtype, "masked_fill_")     # (torch's masked_fill_: its value checked)
+    elif not number and idx and value._dtype is not self._dtype:
         # torch writes through index_put_, which takes no other dtype (a 0-dim value under one bool
         # mask is a masked_fill): b16[idx] = y32 raised in torch and stored y32's values in tracegrad
         raise RuntimeError(f"Index put requires the source and destination dtypes match, got "

@@ -632,6 +632,8 @@ def index_fill(input, dim, index, value):
     """input with its slices at `index` along dim set to value (a number or a 0-dim tensor)."""
     O._check_tensor(input, "index_fill")
     d = S.normalize_dim(dim, max(input.ndim, 1))
+    if isinstance(value, Tensor):
+        O.check_scalar_value(value, input.dtype, "index_fill")
     fill = value if isinstance(value, Tensor) else O.full((), value, dtype=input.dtype)
     return O.where(_index_mask(input, d, index, "index_fill"), fill.to(input.dtype), input)
 

@@ -14,10 +14,10 @@ from .. import _dtype as D
 from ..tensor import Tensor, Above, _VALUE_READS
 from ..ir.symbolic import Sym
 from ..grad_mode import STATE
-from ..tracing import apply, rename_grad_fn, keep_saved
+from ..tracing import apply, rename_grad_fn, keep_saved, TRACING, _ACTIVE
 from . import shapes as S
 from .primitives import PRIMITIVES as P, FrontEnd, check_index_bounds, check_index_select_bounds, sum_to
-from .primitives import _check_float, _overflow
+from .primitives import _check_float, _overflow, check_value_fits, may_not_fit
 from ..creation import tensor, full as _full, _wrap_np
 from ..tensor import Size
 from ..tracing import TraceError
@@ -1189,6 +1189,20 @@ def index_select(input, dim, index):
     return apply(P["index_select"], (input, index.reshape(-1) if index.ndim == 0 else index), {"dim": d})
 
 
+def check_scalar_value(value, d, op):
+    """torch reads a 0-dim tensor value of masked_fill and index_fill as a number, converted to the
+    input's dtype d with its checked conversion: int8 masked_fill(mask, tensor(300)) raised "value cannot
+    be converted to type int8_t without overflow" in torch and stored 44 here, a float16 one with
+    tensor(1e6) inf. The value is read, so a trace that cannot know it runs eagerly."""
+    if not may_not_fit(value._dtype, d):
+        return
+    if _ACTIVE[0] and TRACING.stack:
+        raise TraceError(f"{op} with a 0-dim {D.SCALAR_NAME[value._dtype]} tensor as the value for a "
+                         f"{D.SCALAR_NAME[d]} tensor: torch converts the value with an overflow check, which reads "
+                         f"it (pass a Python number, or a value of the tensor's dtype)")
+    check_value_fits(value.item(), d)
+
+
 def masked_fill(input, mask, value):
     if not isinstance(mask, Tensor) or mask.dtype is not D.bool_:
         raise RuntimeError(f"masked_fill_ only supports boolean masks, but got mask with dtype "
@@ -1197,6 +1211,7 @@ def masked_fill(input, mask, value):
         if value.ndim:
             raise RuntimeError(f"masked_fill_ only supports a 0-dimensional value tensor, but got tensor with "
                                f"{value.ndim} dimension(s).")
+        check_scalar_value(value, input._dtype, "masked_fill")
     else:
         value = _scalar(value)
     S.broadcast_shapes(tuple(mask.shape), tuple(input.shape))

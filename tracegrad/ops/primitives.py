@@ -247,6 +247,9 @@ def scalar_operands(prim, cdt, args):
     kind = cdt._kind
     if kind == 1:
         checked = prim.checked[0]
+        for i in checked:
+            if i < len(args) and args[i].__class__ is float:
+                check_value_fits(args[i], cdt)       # (masked_fill(int8, 127.9) kept 127; torch raises)
         return cdt, tuple(_int_operand(a, cdt, i in checked) if a.__class__ is int else a
                           for i, a in enumerate(args))
     if kind != 2:
@@ -295,6 +298,39 @@ def _int_operand(v, d, checked):
     bits = 8 * d.itemsize
     v %= 1 << bits
     return v - (1 << bits) if lo < 0 and v > hi else v
+
+
+def check_value_fits(v, d):
+    """torch's checked conversion (c10::checked_convert) of a Python number to dtype d, as a Scalar
+    (or a 0-dim tensor's value read as one: masked_fill's, index_fill's) meets a kernel: RuntimeError
+    "value cannot be converted to type int8_t without overflow" for a number out of d's range (a
+    float out of an integer dtype's, NaN and infinities too; an integer beyond a float dtype's largest
+    value); an unsigned dtype takes -max..-1 integers (they wrap). bool takes any number."""
+    if d is D.bool_ or v.__class__ is bool:
+        return
+    if d._kind == 1:
+        if v.__class__ is int:
+            _int_operand(v, d, True)
+            return
+        lo, hi, _ = D.integer_bounds(d)
+        if not lo <= v <= hi:                      # (NaN compares false: it overflows, as torch's)
+            raise _overflow(d)
+        return
+    _check_float(v, d)
+
+
+def may_not_fit(src, d):
+    """Whether some value of dtype src fails torch's checked conversion to dtype d."""
+    if src is d or src is D.bool_ or d is D.bool_ or d is D.float64:
+        return False
+    if d._kind == 2:
+        top = _FLOAT_MAX.get(src.name, math.inf) if src._kind == 2 else D.integer_bounds(src)[1]
+        return top > _FLOAT_MAX[d.name]
+    if src._kind == 2:
+        return True                                # NaN
+    lo, hi, int_lo = D.integer_bounds(d)
+    slo, shi, _ = D.integer_bounds(src)
+    return slo < int_lo or shi > hi
 
 
 def _check_float(v, d):
