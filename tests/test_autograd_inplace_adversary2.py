@@ -294,3 +294,43 @@ def test_masked_fill_with_a_python_number_the_destination_cannot_hold_raises_as_
         t = _fill(torch, "masked_fill", dt, vdt, v, "number")
         g = _fill(tg, "masked_fill", dt, vdt, v, "number")
         assert str(g) == str(t), (dt, v)
+
+
+# -- mutation fuzzer seeds 6500-8500, reduced ----------------------------------------------------
+
+def test_setitem_of_a_view_with_itself_through_a_size_one_expand_writes_as_torch():
+    """Seed 7615: v[:] += v on a.view(1, -1).expand(1, 1, 3) raised torch's overlap error: the
+    in-place add gave v[:] a writeable alias whose size-1 dims are strided apart, which the check
+    took for another layout of the same memory. torch writes [2, 4, 6]."""
+    for lib in (torch, tg):
+        a = lib.tensor([1., 2., 3.])
+        v = a.view(1, -1).expand(1, 1, 3)
+        v[:] += v
+        np.testing.assert_array_equal(a.numpy(), [2., 4., 6.])
+    out = []
+    for fn in (lambda a: (a.view(1, -1).expand(1, 1, 3).__setitem__(slice(None), a.view(1, 1, 3) * 2), a * 1)[1],):
+        for f in (fn, tg.compile(fn)):
+            a = tg.tensor([1., 2., 3.])
+            out.append(f(a).numpy().copy())
+    np.testing.assert_array_equal(out[1], out[0])
+
+
+def test_in_place_op_on_a_view_of_an_empty_tensor_that_requires_grad():
+    """Seed 7549: copy_ into an empty view of an empty tensor with history raised NotImplementedError
+    (its as_strided geometry was asked of a base with no elements); torch writes it, and the backward
+    raises for exp's result written by fill_."""
+    res = []
+    for lib in (torch, tg):
+        a = lib.ones(4, 4, requires_grad=True)
+        y = (a.chunk(2, -1)[1].expand(3, 4, 2).narrow(0, 2, 0) * 0.3).exp()
+        y.fill_(-1.5)
+        v = y[:, :, 1]
+        v.copy_(v)
+        assert tuple(v.shape) == (0, 4) and type(v.grad_fn).__name__ == "AsStridedBackward0"
+        with pytest.raises(RuntimeError, match=STALE) as e:
+            (y.sum() + v.sum()).backward()
+        res.append(str(e.value))
+    assert res[1] == res[0]
+    b = tg.zeros(0, 3, requires_grad=True) * 1
+    b[:, 1].add_(1)                       # (no exp: the backward runs)
+    b.sum().backward()
