@@ -294,6 +294,8 @@ OPS = [
            domain="nonzero"),
     OpInfo("operator_ipow", _inplace(lambda z, y: z.__ipow__(y)), [Sample((2, 3), (3,))], domain=("pos", "exp")),
     OpInfo("add_", _inplace(lambda z, y: z.add_(y)), [Sample((2, 3), (3,))]),
+    # (a comparison in place on a float tensor: torch's LtBackward1, zero gradients)
+    OpInfo("lt_", _inplace(lambda z, y: z.lt_(y)), [Sample((2, 3), (3,))], dtypes=FLOAT),
     OpInfo("mul_", _inplace(lambda z, y: z.mul_(y)), [Sample((2, 3), (2, 3))]),
     OpInfo("sub_alpha_", _inplace(lambda z, y: z.sub_(y, alpha=3)), [Sample((2, 3), (2, 3))], dtypes=FLOAT),
     OpInfo("div_", _inplace(lambda z, y: z.div_(y)), [Sample((2, 3), (3,))], domain="nonzero", dtypes=FLOAT),

@@ -334,3 +334,47 @@ def test_in_place_op_on_a_view_of_an_empty_tensor_that_requires_grad():
     b = tg.zeros(0, 3, requires_grad=True) * 1
     b[:, 1].add_(1)                       # (no exp: the backward runs)
     b.sum().backward()
+
+
+# -- comparisons and logical ops written in place on a value that requires grad --------------------
+# torch: eq_, lt_, ... give the value a node of their own (EqBackward0, LtBackward1, ...) whose
+# gradient is zero for self and other; tracegrad kept self's old node, so the gradient flowed
+# through the write as if nothing had been written: y = x * 2; y.eq_(0.5); (y * 3).sum() gave
+# x.grad [6, 6, 6] where torch gives zeros. logical_and_ and the others keep self's node in torch
+# too (the gradient flows on), which eager did; compiled, the result required no grad and
+# backward raised.
+
+IN_PLACE_COMPARISONS = [("eq_", 0.6), ("ne_", 0.6), ("lt_", 0.8), ("le_", 0.6), ("gt_", 0.8), ("ge_", 1.0),
+                        ("greater_", 0.8), ("less_", 0.8), ("greater_equal_", 1.0), ("less_equal_", 1.0),
+                        ("not_equal_", 0.6), ("eq_", "w"), ("lt_", "w"), ("ge_", "w_nograd"),
+                        ("logical_not_", None), ("logical_and_", "self"), ("logical_or_", "w"),
+                        ("logical_xor_", "self")]
+
+
+@pytest.mark.parametrize("op,other", IN_PLACE_COMPARISONS)
+def test_comparison_written_in_place_gives_torchs_node_and_gradient(op, other):
+    res = []
+    for lib, compiled in ((torch, False), (tg, False), (tg, True)):
+        x = lib.tensor([0.3, 0.5, 0.7], requires_grad=True)
+        w = lib.tensor([0.6, 0.1, 0.7], requires_grad=True)
+
+        def f(x, w):
+            y = x * 2
+            a = {"self": (y,), "w": (w,), "w_nograd": (w.detach(),), None: ()}.get(other, (other,))
+            getattr(y, op)(*a)
+            return y
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            y = (tg.compile(f) if compiled else f)(x, w)
+        (y * 3).sum().backward()
+        res.append((None if compiled else type(y.grad_fn).__name__, y.detach().numpy().copy(),
+                    x.grad.numpy().copy(), None if w.grad is None else w.grad.numpy().copy()))
+    (tn, ty, tx, tw), (en, ey, ex, ew), (_, cy, cx, cw) = res
+    assert en == tn
+    for a, b, c in ((ty, ey, cy), (tx, ex, cx)):
+        np.testing.assert_array_equal(b, a)
+        np.testing.assert_array_equal(c, b)
+    assert (tw is None) == (ew is None) == (cw is None)
+    if tw is not None:
+        np.testing.assert_array_equal(ew, tw)
+        np.testing.assert_array_equal(cw, ew)

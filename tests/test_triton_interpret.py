@@ -174,6 +174,7 @@ REFUSED = {
     "traced_function": "removed before lowering", "once_differentiable_error": "differentiate twice",
     "derivative_error": "an op without a derivative in a compiled backward",
     "saved_value_written": "a value saved for backward and written in place",
+    "compare_inplace": "an in-place comparison on a value that requires grad",
 }
 # ops with no Triton kernel yet: on a device they run their numpy kernel on a host copy
 REFUSED.update({n: "numpy kernel on the host" for n in (

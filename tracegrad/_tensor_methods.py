@@ -1017,11 +1017,46 @@ heaviside addcmul addcdiv bitwise_not""".split():
 # -- in-place forms, casts and questions torch's Tensor also has -------------------------------------
 # (each in-place form is the out-of-place op written back: a result of another dtype is cast to
 # self's, or refused as torch refuses it, by the write)
+def _compared(fn, name):
+    """A comparison written in place: on a float self with grad (or beside an other that requires it),
+    torch's node (EqBackward0, LtBackward1, ...) whose gradient is zero for both."""
+    def cmp(self, other):
+        c = fn(self, other)
+        if STATE.grad_enabled and self._dtype.is_floating_point and (
+                self.requires_grad or (isinstance(other, Tensor) and other.requires_grad)):
+            return F.apply(PRIMITIVES["compare_inplace"], (self, c) + ((other,) if isinstance(other, Tensor) else ()),
+                           {"name": name})
+        return c
+    cmp.__name__ = fn.__name__
+    return _inplace(cmp)
+
+
+for _name, _node in (("eq", "Eq"), ("ne", "Ne"), ("lt", "Lt"), ("le", "Le"), ("gt", "Gt"), ("ge", "Ge"),
+                     ("greater", "Gt"), ("less", "Lt"), ("greater_equal", "Ge"), ("less_equal", "Le"),
+                     ("not_equal", "Ne")):
+    setattr(Tensor, _name + "_", _compared(getattr(Tensor, _name), _node))
+
+
+def _kept_gradient(fn):
+    """logical_and_, ... in place: torch keeps self's node (the gradient flows on through the write as
+    if nothing had been written); a trace has no value with one value's data and another's
+    gradient, so the call runs eagerly (compiled, the result required no grad: backward raised)."""
+    def op(self, *args):
+        if _tracing() and STATE.grad_enabled and self.requires_grad and self._dtype.is_floating_point:
+            raise TraceError(f"{fn.__name__} on a value that requires grad (eager keeps the value's gradient "
+                             f"through the write) is not traced")
+        return fn(self, *args)
+    op.__name__ = fn.__name__
+    return op
+
+
 for _name in """eq ne lt le gt ge greater less greater_equal less_equal not_equal logical_and logical_or logical_xor
 bitwise_and bitwise_or bitwise_xor multiply divide subtract true_divide absolute negative arccos arcsin arctan arccosh
 arcsinh arctanh arctan2 tan log2 xlogy""".split():
     if hasattr(Tensor, _name) and not hasattr(Tensor, _name + "_"):
         setattr(Tensor, _name + "_", _inplace(getattr(Tensor, _name)))
+for _name in "logical_and logical_or logical_xor logical_not".split():
+    setattr(Tensor, _name + "_", _kept_gradient(getattr(Tensor, _name + "_")))
 Tensor.byte = lambda self: self.to(D.uint8)
 Tensor.char = lambda self: self.to(D.int8)
 Tensor.short = lambda self: self.to(D.int16)

@@ -1291,6 +1291,15 @@ binary("pow", _pow_kernel, _pow_vjp, "x y out", grad_fn=_pow_name, needs={"x": "
 for _n, _f, _t in (("eq", np.equal, "=="), ("ne", np.not_equal, "!="), ("lt", np.less, "<"),
                    ("le", np.less_equal, "<="), ("gt", np.greater, ">"), ("ge", np.greater_equal, ">=")):
     binary(_n, _f, None, "", dtype="compare", triton=T.binop(_t))
+# eq_, lt_, ... in place on a float tensor that requires grad (or beside another that does): the
+# comparison `c` (computed by its primitive) in self's dtype, with torch's node, whose derivative is
+# zero for self and other (derivatives.yaml: zeros_like); self kept its old node, and the gradient
+# flowed through the write as if nothing had been written ([6, 6, 6] where torch gives zeros)
+Primitive("compare_inplace", "x c *other", lambda x, c, *other, name: c.astype(x.dtype),
+          shape=lambda x, c, *other, name: tuple(c.shape), dtype=lambda args: (None, args[0]._dtype),
+          vjp=lambda g, out, x, c, *other, name: (_zeros_like(g), None) + tuple(_zeros_like(g) for _ in other),
+          grad_fn=lambda a, p: f"{p['name']}Backward{1 if len(a) > 2 else 0}", elementwise=True,
+          triton=T.Refuse("an in-place comparison on a value that requires grad"))
 for _n, _f, _t in (("logical_and", np.logical_and, "&"), ("logical_or", np.logical_or, "|"),
                    ("logical_xor", np.logical_xor, "!=")):
     binary(_n, _f, None, "", dtype="logical", triton=T.Expr(f"({{0}} != 0) {_t} ({{1}} != 0)"))
