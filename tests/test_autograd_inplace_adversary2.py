@@ -378,3 +378,19 @@ def test_comparison_written_in_place_gives_torchs_node_and_gradient(op, other):
     if tw is not None:
         np.testing.assert_array_equal(ew, tw)
         np.testing.assert_array_equal(cw, ew)
+
+
+def test_soft_margin_loss_refuses_a_target_that_requires_grad_as_torch():
+    """torch's soft_margin_loss has no derivative for its target and refuses one that requires grad
+    at the call; tracegrad gave the target a gradient."""
+    msgs = []
+    for lib in (torch, tg):
+        a = lib.tensor([[0.7, 0.2], [0.3, 0.9]], dtype=lib.float64, requires_grad=True)
+        s = lib.tensor([[1., -1.], [-1., 1.]], dtype=lib.float64, requires_grad=True)
+        with pytest.raises(RuntimeError) as e:
+            lib.nn.functional.soft_margin_loss(a, s)
+        msgs.append(str(e.value))
+        with lib.no_grad():
+            lib.nn.functional.soft_margin_loss(a, s)
+        lib.nn.functional.soft_margin_loss(a, s.detach()).backward()
+    assert msgs[1] == msgs[0]

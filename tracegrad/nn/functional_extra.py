@@ -428,6 +428,9 @@ def soft_margin_loss(input, target, size_average=None, reduce=None, reduction="m
     # torch's log1p(exp(-input * target)) with no threshold: softplus's took z for z > 20, which
     # was 30.0 where torch's is 30.000000000000092, and a gradient of -1 at -inf for torch's NaN
     # (torch's composite rounds each op, half precision too)
+    # (torch's kernel has no derivative for the target: one that requires grad is refused, where
+    # tracegrad gave it a gradient)
+    F._weight_without_grad(target, "soft_margin_loss", "target")
     loss = O.log1p(O.exp(-input * target))
     return rename_grad_fn(F._reduce(loss, reduction), "SoftMarginLossBackward0")
 
