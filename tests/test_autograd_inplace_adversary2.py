@@ -394,3 +394,17 @@ def test_soft_margin_loss_refuses_a_target_that_requires_grad_as_torch():
             lib.nn.functional.soft_margin_loss(a, s)
         lib.nn.functional.soft_margin_loss(a, s.detach()).backward()
     assert msgs[1] == msgs[0]
+
+
+def test_calling_a_composites_grad_fn_checks_what_torchs_node_saved():
+    """grad_fn(grad) runs the node alone: torch checks its saved values there too."""
+    msgs = []
+    for lib in (torch, tg):
+        x = lib.tensor([0.3, -0.5], dtype=lib.float64, requires_grad=True)
+        a = x * 1
+        r = lib.sgn(a)
+        a.mul_(2)
+        with pytest.raises(RuntimeError, match=STALE) as e:
+            r.grad_fn(lib.ones(2, dtype=lib.float64))
+        msgs.append(str(e.value))
+    assert msgs[1] == msgs[0]

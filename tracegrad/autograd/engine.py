@@ -958,6 +958,8 @@ def call_node(node, grads):
     alone = object.__new__(type(node))
     for slot in ("_prim", "_params", "_args_meta", "_saved", "_out_meta", "_seq"):
         setattr(alone, slot, getattr(node, slot))
+    if node._guarded:
+        alone._guarded = True            # (its Guards are checked as it runs)
     edges = []
     fresh = []
     for nf, s in node.next_functions:
