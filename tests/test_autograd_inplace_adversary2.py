@@ -2,7 +2,6 @@
 (eager and compiled) against torch.
 
 Each test names the wrong answer it guards against."""
-import sys
 import warnings
 
 import numpy as np
@@ -100,6 +99,13 @@ SAVED_BY_TORCHS_NODE = {
     "mse_target": _after(lambda L, x, w, a: F_(L).mse_loss(x, a) * x),
     "smooth_l1": _after(lambda L, x, w, a: F_(L).smooth_l1_loss(a, x) * x),
     "huber": _after(lambda L, x, w, a: F_(L).huber_loss(x, a, reduction="none")),
+    "addcdiv_tensor2_only_self_requires_grad":
+        lambda L, x, w: (lambda a: (lambda r: (a.mul_(2), r)[1])(L.addcdiv(x, x.detach(), a)))(w.detach() + 1),
+    "bce_target_only_target_requires_grad":
+        lambda L, x, w: (lambda t: (lambda r: (t.mul_(0.5), r)[1])(F_(L).binary_cross_entropy(w.detach() * 0.5, t)))(
+            x * 0.25),
+    "bce_with_logits_input": _after(lambda L, x, w, a: F_(L).binary_cross_entropy_with_logits(a, x.sigmoid())),
+    "soft_margin_input": _after(lambda L, x, w, a: F_(L).soft_margin_loss(a, x.detach().sign())),
 }
 
 # and what torch's node does not save: these still differentiate
@@ -218,7 +224,7 @@ def test_in_place_inverse_hyperbolic_ops_raise_torchs_error_at_backward(name):
     res = []
     for lib, compiled in ((torch, False), (tg, False), (tg, True)):
         x = lib.tensor(x0, dtype=lib.float64, requires_grad=True)
-        f = (lambda x: getattr(x * 1, name)() * 2)
+        f = (lambda x: getattr(x * 1, name)())
         fn = tg.compile(f) if compiled else f
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
@@ -226,14 +232,15 @@ def test_in_place_inverse_hyperbolic_ops_raise_torchs_error_at_backward(name):
         res.append((type(y.grad_fn).__name__, y.detach().numpy().copy()))
         with pytest.raises(NotImplementedError) as e:
             y.sum().backward()
-        assert str(e.value) == f"the derivative for 'inplace version of {name.replace('arc', 'a')[:-1]}' is not implemented."
+        op = name.replace("arc", "a")[:-1]
+        assert str(e.value) == f"the derivative for 'inplace version of {op}' is not implemented."
         # no gradient needed: the values, as the out-of-place op's
         z = getattr(lib.tensor(x0, dtype=lib.float64), name)()
         np.testing.assert_allclose(z.numpy(), getattr(np, name.replace("arc", "a").replace("a", "arc", 1)[:-1])(x0),
                                    rtol=1e-15)
     np.testing.assert_allclose(res[1][1], res[0][1], rtol=1e-15)
     np.testing.assert_array_equal(res[2][1], res[1][1])
-    assert res[1][0] == res[0][0]            # AsinhBackward1 ... (the compiled call's node is its own)
+    assert res[1][0] == res[0][0] == name.replace('arc', 'a')[:-1].capitalize() + 'Backward1'
 
 
 # -- a 0-dim tensor value that the destination's dtype cannot hold ---------------------------------
@@ -408,3 +415,36 @@ def test_calling_a_composites_grad_fn_checks_what_torchs_node_saved():
             r.grad_fn(lib.ones(2, dtype=lib.float64))
         msgs.append(str(e.value))
     assert msgs[1] == msgs[0]
+
+
+@pytest.mark.parametrize("op", ["mse_loss", "lerp", "fmax", "cdist"])
+def test_inference_tensor_a_composites_torch_node_saves_is_refused_as_torch(op):
+    """torch's node saves the inference tensor, which it refuses ("Inference tensors cannot be saved
+    for backward"); tracegrad's decomposition saved none, and ran."""
+    msgs = []
+    for lib in (torch, tg):
+        with lib.inference_mode():
+            t = lib.tensor([[0.5, 0.2]])
+        w = lib.tensor([[0.3, 0.4]], requires_grad=True)
+        f = {"mse_loss": lambda: lib.nn.functional.mse_loss(w, t), "lerp": lambda: lib.lerp(t, w, w),
+             "fmax": lambda: lib.fmax(w, t), "cdist": lambda: lib.cdist(w, t)}[op]
+        with pytest.raises(RuntimeError) as e:
+            f()
+        msgs.append(str(e.value))
+        with lib.no_grad():
+            f()
+    assert msgs[1] == msgs[0]
+
+
+@pytest.mark.parametrize("shapes", [((3, 3), (3, 3), ()), ((3,), (3, 3), (3,)), ((3, 3), (3, 3), (3, 3)),
+                                    ((3,), (3,), (3,)), ((3,), (3,), ()), ((2, 3), (2, 3), (2,))])
+def test_cosine_embedding_loss_checks_its_shapes_as_torch(shapes):
+    """A 2-D target, or 1-D inputs beside a 1-D target, gave a number where torch raises."""
+    res = []
+    for lib in (torch, tg):
+        a, b, t = (lib.ones(s, dtype=lib.float64) for s in shapes)
+        try:
+            res.append(("ok", round(lib.nn.functional.cosine_embedding_loss(a, b * 2, t).item(), 12)))
+        except RuntimeError as e:
+            res.append(("raised", str(e)))
+    assert res[1] == res[0]

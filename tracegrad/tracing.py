@@ -881,6 +881,12 @@ def rename_grad_fn(t, name):
     return t
 
 
+INFERENCE_SAVED_MSG = ("Inference tensors cannot be saved for backward. Please do not use Tensors created in inference "
+                       "mode in computation tracked by autograd. To work around this, you can make a clone to get a "
+                       "normal tensor and use it in autograd, or use `torch.no_grad()` instead of "
+                       "`torch.inference_mode()`.")
+
+
 def keep_saved(out, input=None, others=(), result=False):
     """What torch's node for a composite op saves and its decomposition here need not read: the
     op's `input` (its self), the tensors in `others`, and with `result` its output. torch checks
@@ -895,6 +901,9 @@ def keep_saved(out, input=None, others=(), result=False):
     if node is None or node._prim is None:
         return out
     guards = []
+    for t in (input,) + tuple(others):
+        if isinstance(t, Tensor) and t._inference:
+            raise RuntimeError(INFERENCE_SAVED_MSG)          # (torch's, as its node saves t)
     if isinstance(input, Tensor):
         guards.append(Above.Guard.of(input, False, True))
     for t in others:
@@ -985,10 +994,7 @@ def _record(prim, args, params, outs):
             a = args[i]
             if isinstance(a, Tensor):
                 if a._inference:
-                    raise RuntimeError("Inference tensors cannot be saved for backward. Please do not use Tensors "
-                                       "created in inference mode in computation tracked by autograd. To work "
-                                       "around this, you can make a clone to get a normal tensor and use it in "
-                                       "autograd, or use `torch.no_grad()` instead of `torch.inference_mode()`.")
+                    raise RuntimeError(INFERENCE_SAVED_MSG)
                 saved[i + 1] = Above.Saved(a, False)
             else:
                 saved[i + 1] = a

@@ -291,7 +291,6 @@ class Saved:
         return t
 
 
-
 class Guard(Saved):
     """A tensor torch's node for a composite op saves but tracegrad's decomposition of it does not
     read (lerp's end, sgn's self and result): kept for torch's version check alone, which the
@@ -316,6 +315,7 @@ class Guard(Saved):
         else:
             g.tensor, g.data, g.output_nr = tensor, None, -1
         return g
+
 
 # saved-tensor hooks (torch.autograd.graph.saved_tensors_hooks): a stack per thread, as torch
 # keeps them thread-local; _HOOK_USERS counts the contexts open in any thread, so that saving

@@ -807,7 +807,8 @@ def binary_cross_entropy_with_logits(input, target, weight=None, size_average=No
         loss = (1 - t) * x + sp
     if weight is not None:
         loss = loss * weight
-    return _named(_rounded(_reduce(loss, reduction), dt), "BinaryCrossEntropyWithLogitsBackward0", input, target)
+    return _named(_rounded(_reduce(loss, reduction), dt), "BinaryCrossEntropyWithLogitsBackward0", input, target,
+                  saves=True)
 
 
 def binary_cross_entropy(input, target, weight=None, size_average=None, reduce=None, reduction="mean"):
@@ -822,7 +823,7 @@ def binary_cross_entropy(input, target, weight=None, size_average=None, reduce=N
     loss = apply(P["binary_cross_entropy"], (input, target), {})
     if weight is not None:
         loss = loss * weight
-    return _named(_reduce(loss, reduction), "BinaryCrossEntropyBackward0", input, target)
+    return _named(_reduce(loss, reduction), "BinaryCrossEntropyBackward0", input, target, saves=True)
 
 
 # == more activations, losses and layers, each a decomposition into the ops above =================

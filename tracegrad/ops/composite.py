@@ -252,8 +252,10 @@ def addcdiv(input, tensor1, tensor2, *, value=1):
             "value * torch.trunc(tensor1 / tensor2)).to(input.dtype) for integer inputs and as (input + value * "
             "tensor1 / tensor2) for float inputs. The future addcdiv behavior is just the latter implementation: "
             "(input + value * tensor1 / tensor2), for all dtypes.")
-    return rename_grad_fn(input + value * tensor1 / tensor2 if value != 1 else input + tensor1 / tensor2,
-                          "AddcdivBackward0")
+    out = rename_grad_fn(input + value * tensor1 / tensor2 if value != 1 else input + tensor1 / tensor2,
+                         "AddcdivBackward0")
+    # (torch's node saves tensor2 whatever requires grad, and tensor1 where tensor2 does)
+    return keep_saved(out, None, (tensor2, tensor1) if tensor2.requires_grad else (tensor2,))
 
 
 def nansum(input, dim=None, keepdim=False, *, dtype=None):
