@@ -294,6 +294,8 @@ OPS = [
            domain="nonzero"),
     OpInfo("operator_ipow", _inplace(lambda z, y: z.__ipow__(y)), [Sample((2, 3), (3,))], domain=("pos", "exp")),
     OpInfo("add_", _inplace(lambda z, y: z.add_(y)), [Sample((2, 3), (3,))]),
+    # (a comparison in place on a float tensor: torch's LtBackward1, zero gradients)
+    OpInfo("lt_", _inplace(lambda z, y: z.lt_(y)), [Sample((2, 3), (3,))], dtypes=FLOAT),
     OpInfo("mul_", _inplace(lambda z, y: z.mul_(y)), [Sample((2, 3), (2, 3))]),
     OpInfo("sub_alpha_", _inplace(lambda z, y: z.sub_(y, alpha=3)), [Sample((2, 3), (2, 3))], dtypes=FLOAT),
     OpInfo("div_", _inplace(lambda z, y: z.div_(y)), [Sample((2, 3), (3,))], domain="nonzero", dtypes=FLOAT),
@@ -639,6 +641,10 @@ OPS += [
     _unary("atan", dtypes=FLOAT), _unary("sinh", dtypes=FLOAT), _unary("cosh", dtypes=FLOAT),
     _unary("asinh", dtypes=FLOAT),
     OpInfo("acosh", lambda m, x: m.acosh(x * x + 1.5), [Sample(s) for s in U_SHAPES], dtypes=FLOAT),
+    # (in place: no derivative, as torch's)
+    OpInfo("asinh_", lambda m, x: x.clone().asinh_(), [Sample(s) for s in U_SHAPES], dtypes=FLOAT, grad=False),
+    OpInfo("acosh_", lambda m, x: (x * x + 1.5).acosh_(), [Sample(s) for s in U_SHAPES], dtypes=FLOAT, grad=False),
+    OpInfo("atanh_", lambda m, x: (m.tanh(x) * 0.9).atanh_(), [Sample(s) for s in U_SHAPES], dtypes=FLOAT, grad=False),
     _binary("atan2", dtypes=FLOAT),
     _binary("copysign"), _binary("hypot", dtypes=FLOAT), _binary("heaviside", grad=False),
     _binary("xlogy", (None, "pos"), dtypes=FLOAT),

@@ -174,11 +174,13 @@ REFUSED = {
     "traced_function": "removed before lowering", "once_differentiable_error": "differentiate twice",
     "derivative_error": "an op without a derivative in a compiled backward",
     "saved_value_written": "a value saved for backward and written in place",
+    "compare_inplace": "an in-place comparison on a value that requires grad",
 }
 # ops with no Triton kernel yet: on a device they run their numpy kernel on a host copy
 REFUSED.update({n: "numpy kernel on the host" for n in (
     "lgamma", "digamma", "polygamma", "erfinv", "mode_index",
-    "erfc", "asin", "acos", "atan", "sinh", "cosh", "asinh", "acosh", "atanh", "atan2", "cumsum", "cumprod", "argsort", "kthvalue_index",
+    "erfc", "asin", "acos", "atan", "sinh", "cosh", "asinh", "acosh", "atanh", "asinh_inplace", "acosh_inplace",
+    "atanh_inplace", "atan2", "cumsum", "cumprod", "argsort", "kthvalue_index",
     "linalg_inv", "det_cofactor", "linalg_det", "linalg_slogdet", "linalg_solve", "linalg_cholesky", "linalg_eigh",
     "linalg_svd", "linalg_qr", "linalg_pinv", "bitwise_left_shift", "bitwise_right_shift")})
 

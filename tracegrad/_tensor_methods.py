@@ -299,6 +299,10 @@ def _save_as_self(self, node):
             s.vc = self._vc
             s.version = self._vc[0]
             s.data = self._data
+    if node._guarded and node._saved is not None:
+        for s in node._saved[len(node._args_meta) + 1:]:
+            if s.tensor is None:            # a composite's result (sgn_'s), kept as self now too
+                s.vc, s.version, s.data = self._vc, self._vc[0], self._data
 
 
 def _keep_old_self(self, node):
@@ -308,6 +312,12 @@ def _keep_old_self(self, node):
     version before the write, so that its backward raises "modified by an inplace operation" as
     torch's does (the copy gave a gradient there)."""
     saved = node._saved
+    if node._guarded and saved is not None:
+        # a composite's self, kept for its version alone (tracing.keep_saved): torch's copy of the
+        # original self is never written, so its counter is one of its own
+        for g in saved[len(node._args_meta) + 1:]:
+            if g.is_self and g.tensor is self:
+                g.vc, g.nonleaf = [g.version], False
     if saved is None or len(saved) < 2:
         return
     s = saved[1]
@@ -614,8 +624,10 @@ def _setitem(self, key, value):
             raise TypeError(f"can't assign a {name} to a {self.type()}")
     k, idx = F._normalize_key(self, key)
     mask = key[0] if isinstance(key, tuple) and len(key) == 1 else key
-    if not number and idx and value._dtype is not self._dtype and not (
-            value.ndim == 0 and isinstance(mask, Tensor) and mask._dtype is D.bool_):
+    if not number and idx and value._dtype is not self._dtype and value.ndim == 0 and isinstance(mask, Tensor) \
+            and mask._dtype is D.bool_:
+        F.check_scalar_value(value, self._dtype, "masked_fill_")     # (torch's masked_fill_: its value checked)
+    elif not number and idx and value._dtype is not self._dtype:
         # torch writes through index_put_, which takes no other dtype (a 0-dim value under one bool
         # mask is a masked_fill): b16[idx] = y32 raised in torch and stored y32's values in tracegrad
         raise RuntimeError(f"Index put requires the source and destination dtypes match, got "
@@ -885,8 +897,24 @@ for _name in """asin acos atan sinh cosh asinh acosh atanh arcsin arccos arctan 
 signbit copysign hypot cumsum cumprod sort argsort topk msort kthvalue median quantile nanquantile unique diag repeat_interleave
 index_add""".split():
     setattr(Tensor, _name, getattr(F, _name))
-for _name in "asin acos atan sinh cosh asinh acosh atanh atan2 copysign hypot cumsum cumprod index_add".split():
+for _name in "asin acos atan sinh cosh atan2 copysign hypot cumsum cumprod index_add".split():
     setattr(Tensor, _name + "_", _inplace(getattr(F, _name)))
+
+
+def _no_derivative_inplace(name):
+    """asinh_, acosh_, atanh_: the op's values, with torch's node that has no derivative."""
+    prim = PRIMITIVES[name + "_inplace"]
+
+    def fn(self):
+        F._check_tensor(self, name + "_")
+        return F.apply(prim, (self,), {})
+    fn.__name__ = name
+    return _inplace(fn)
+
+
+for _name in "asinh acosh atanh".split():
+    setattr(Tensor, _name + "_", _no_derivative_inplace(_name))
+    setattr(Tensor, "arc" + _name[1:] + "_", getattr(Tensor, _name + "_"))
 
 
 # the gamma family and erfinv (ops/gamma_primitives.py): x.polygamma(n) takes n second, as torch's
@@ -991,11 +1019,46 @@ heaviside addcmul addcdiv bitwise_not""".split():
 # -- in-place forms, casts and questions torch's Tensor also has -------------------------------------
 # (each in-place form is the out-of-place op written back: a result of another dtype is cast to
 # self's, or refused as torch refuses it, by the write)
+def _compared(fn, name):
+    """A comparison written in place: on a float self with grad (or beside an other that requires it),
+    torch's node (EqBackward0, LtBackward1, ...) whose gradient is zero for both."""
+    def cmp(self, other):
+        c = fn(self, other)
+        if STATE.grad_enabled and self._dtype.is_floating_point and (
+                self.requires_grad or (isinstance(other, Tensor) and other.requires_grad)):
+            return F.apply(PRIMITIVES["compare_inplace"], (self, c) + ((other,) if isinstance(other, Tensor) else ()),
+                           {"name": name})
+        return c
+    cmp.__name__ = fn.__name__
+    return _inplace(cmp)
+
+
+for _name, _node in (("eq", "Eq"), ("ne", "Ne"), ("lt", "Lt"), ("le", "Le"), ("gt", "Gt"), ("ge", "Ge"),
+                     ("greater", "Gt"), ("less", "Lt"), ("greater_equal", "Ge"), ("less_equal", "Le"),
+                     ("not_equal", "Ne")):
+    setattr(Tensor, _name + "_", _compared(getattr(Tensor, _name), _node))
+
+
+def _kept_gradient(fn):
+    """logical_and_, ... in place: torch keeps self's node (the gradient flows on through the write as
+    if nothing had been written); a trace has no value with one value's data and another's
+    gradient, so the call runs eagerly (compiled, the result required no grad: backward raised)."""
+    def op(self, *args):
+        if _tracing() and STATE.grad_enabled and self.requires_grad and self._dtype.is_floating_point:
+            raise TraceError(f"{fn.__name__} on a value that requires grad (eager keeps the value's gradient "
+                             f"through the write) is not traced")
+        return fn(self, *args)
+    op.__name__ = fn.__name__
+    return op
+
+
 for _name in """eq ne lt le gt ge greater less greater_equal less_equal not_equal logical_and logical_or logical_xor
 bitwise_and bitwise_or bitwise_xor multiply divide subtract true_divide absolute negative arccos arcsin arctan arccosh
 arcsinh arctanh arctan2 tan log2 xlogy""".split():
     if hasattr(Tensor, _name) and not hasattr(Tensor, _name + "_"):
         setattr(Tensor, _name + "_", _inplace(getattr(Tensor, _name)))
+for _name in "logical_and logical_or logical_xor logical_not".split():
+    setattr(Tensor, _name + "_", _kept_gradient(getattr(Tensor, _name + "_")))
 Tensor.byte = lambda self: self.to(D.uint8)
 Tensor.char = lambda self: self.to(D.int8)
 Tensor.short = lambda self: self.to(D.int16)

@@ -268,7 +268,9 @@ def derive(fwd, outputs, wrt, hooks=None, node_hooks=(), defer_errors=False):
                 except DerivativeNotImplemented as e:
                     if not defer_errors or isinstance(g, tuple):
                         raise
-                    res = (apply(P["derivative_error"], (g,), {"message": str(e)}),) * len(args)
+                    # (torch's not_implemented(...) raises NotImplementedError: raised as it is)
+                    res = (apply(P["derivative_error"], (g,), {"message": str(e), **(
+                        {"error": e} if isinstance(e, NotImplementedError) else {})}),) * len(args)
                 except TraceError:
                     raise
                 except (RuntimeError, TypeError) as e:
@@ -282,7 +284,7 @@ def derive(fwd, outputs, wrt, hooks=None, node_hooks=(), defer_errors=False):
                                 if isinstance(x, V) else None for x in args)
             if not isinstance(res, tuple):
                 res = (res,)
-            if "stale_args" in a or "stale_out" in a:
+            if "stale_args" in a or "stale_out" in a or "stale_guard" in a:
                 res = _refuse_stale_reads(fwd, n, res, need, out if isinstance(out, tuple) else (out,), in_proxies)
             if hooked_post:              # grad_fn hooks: fn(grad_inputs, grad_outputs)
                 gs = g if isinstance(g, tuple) else (g,)
@@ -337,14 +339,14 @@ def _refuse_stale_reads(fwd, n, res, need, outs, ins):
     a = fwd[n]
     read = [k for k in a.get("stale_out", ()) if k < len(outs) and _bound(outs[k])] + \
         [i for i in a.get("stale_args", ()) if i < len(ins) and _bound(ins[i])]
-    if not read:
+    if not read and not a.get("stale_guard"):       # (a guard is checked whether or not the rule reads it)
         return res
     shape, dtype = a["shape"], a["dtype"]
-    if a.get("stale_args") and read[-1] in a["stale_args"]:
+    if a.get("stale_args") and read and read[-1] in a["stale_args"]:
         x = fwd[a["args"][read[-1]]]
         shape, dtype = x["shape"], x["dtype"]
     elif isinstance(dtype, (list, tuple)):
-        shape, dtype = shape[read[0]], dtype[read[0]]
+        shape, dtype = shape[read[0] if read else 0], dtype[read[0] if read else 0]
     msg = (f"one of the variables needed for gradient computation has been modified by an inplace operation: "
            f"[torch.{D.LEGACY.get(dtype, dtype)} [{', '.join(map(str, shape))}]], saved by {a['op']} for backward, "
            f"was written in place afterwards inside the compiled function. Hint: clone it before the in-place op, "

@@ -1047,6 +1047,12 @@ def run_program(p, leaves, distinct=None):
         res = list(res)
         for k in p.out_copies:
             res[k] = _own_copy(res[k])
+    if p.res_views and not spec and p.needs_grad and STATE.grad_enabled:
+        # the backward's own copy of a slice of an input (_residual_views), taken before the call
+        # writes its inputs back (a residual x[0] of an x the call then wrote read the new value)
+        res = list(res)
+        for i in p.res_views:
+            res[n_out + i] = np.array(res[n_out + i], copy=True)
     if p.writeback:
         ids = [id(a) for a in arrays]
         for o in res[:p.n_user]:
@@ -1061,6 +1067,14 @@ def run_program(p, leaves, distinct=None):
                         ids.append(id(r))
         if not (p.needs_grad and STATE.grad_enabled):
             arrays.clear()                # the old storages: replaceable where nothing else holds them
+        elif p.write_pos:
+            # the backward reads (or recomputes from) the inputs as the call found them: the arrays
+            # of those it writes are copied first (x[0] * 1 recomputed from an x the call then wrote
+            # with sigmoid_ gave the gradient of sigmoid(x[0]) * w, not of x[0] * w)
+            n_in = len(arrays)
+            for i in p.write_pos:
+                if i < n_in and arrays[i].__class__ is np.ndarray:
+                    arrays[i] = _own_copy(arrays[i])
         p.write_back(res[p.n_user:n_out], ids, leaves)
     outs = []
     if p.out_orders:
@@ -1078,10 +1092,6 @@ def run_program(p, leaves, distinct=None):
             o = np.asarray(o)
         outs.append(Tensor._make(o, dt))
     if p.needs_grad and STATE.grad_enabled:
-        if p.res_views and not spec:
-            res = list(res)
-            for i in p.res_views:        # the backward's own copy of a slice of an input (_residual_views)
-                res[n_out + i] = np.array(res[n_out + i], copy=True)
         _attach(p, leaves, arrays, outs, () if spec else res[n_out:], res[n_out:] if spec else None)
     for k, srcs in p.out_freed:
         _freed_grad_fn(p, outs[k], srcs, leaves)
@@ -1181,6 +1191,19 @@ def _speculate(p):
     return True
 
 
+def _as_found(p, inputs, arrays):
+    """The call's inputs as the backward recomputes from them (a gradient of some outputs alone,
+    create_graph): those the call wrote in place as copies of their values before the write
+    (run_program's arrays), at their places in the graph."""
+    out = list(inputs)
+    for i in p.write_pos:
+        if i < len(out) and arrays[i] is not out[i]._data:
+            t = out[i]
+            if t._grad_fn is not None or not t._req:
+                out[i] = Tensor._make(arrays[i], t._dtype, t._req, t._grad_fn, t._output_nr)
+    return out
+
+
 def _attach(p, leaves, arrays, outs, residuals, grads=None):
     """One grad_fn node for the whole call, whose derivative runs the compiled backward
     (or, where the call took its gradient with the forward, scales that by the seed)."""
@@ -1216,7 +1239,7 @@ def _attach(p, leaves, arrays, outs, residuals, grads=None):
     node._out_meta = tuple([(o._data.shape, o._dtype) for o in outs])
     d["_residuals"] = residuals
     d["_arrays"] = arrays
-    d["_inputs"] = inputs
+    d["_inputs"] = _as_found(p, inputs, arrays) if p.write_pos and arrays else inputs
     d["_untracked"] = UNTRACKED_WRITES[0]
     # the inputs the backward reads, with their versions now: changed in place before the
     # backward, they would give a wrong gradient, so the backward raises torch's error
@@ -1295,7 +1318,9 @@ def _outputs_saved_by_eager(g, n_user):
                 a["args"][0].__class__ is V:
             a = g[a["args"][0]]
         prim = a["prim"] if a["op"] != "input" else None
-        if prim is not None and "out" in prim.saves and type(a["args"]) is tuple:
+        if prim is not None and a.get("guards_out"):
+            pos.append(k)                # a composite's result torch's node saves (tracing.keep_saved)
+        elif prim is not None and "out" in prim.saves and type(a["args"]) is tuple:
             # what eager records (tracing._record): the saved values for the arguments that require grad
             req = tuple(x.__class__ is V and x in reach for x in a["args"])
             if prim.saved_positions(len(a["args"]), req)[1]:
@@ -1368,6 +1393,10 @@ def _inputs_saved_by_eager(g, inputs, n_args):
             continue                     # eager records no node for it
         for i in a["prim"].saved_positions(len(args), req)[0]:
             x = _view_root(g, args[i] if i < len(args) else None)
+            if x.__class__ is V and x in index and g[x]["op"] == "input":
+                found.add(index[x])
+        for x, _ in a.get("guards", ()):        # what a composite's node saves (tracing.keep_saved)
+            x = _view_root(g, x)
             if x.__class__ is V and x in index and g[x]["op"] == "input":
                 found.add(index[x])
     return found

@@ -663,6 +663,21 @@ def _mark_saved_written(proxy, result, roots=None):
                 a["stale_out"] = a.get("stale_out", frozenset()) | {0}
             if hit:
                 a["stale_args"] = a.get("stale_args", frozenset()) | hit
+    # what a composite op's node saves for torch's version check alone (tracing.keep_saved)
+    guarded = g.__dict__.get("guarded")
+    for w in alias:
+        cands = [(n, is_self) for n, is_self in guarded.get(w, ())] if guarded else []
+        if g[w].get("guards_out") and g[w]["prim"] is not None:
+            cands.append((w, False))
+        for n, is_self in cands:
+            if n in sh.stale_saves or n in sh.backwarded or not _value_carries_grad(g, n):
+                continue
+            if n == final and n != w and is_self:
+                continue            # the write's own op: eager keeps its self as it was, as torch's copy
+            if n != w and n in alias and is_self:
+                continue
+            sh.stale_saves[n] = tuple(g[n]["shape"])
+            g[n]["stale_guard"] = True
 
 
 def _carries_grad(proxy):

@@ -31,12 +31,12 @@ _CUDA = [0]               # non-zero once a CUDA tensor exists: the eager hot pa
 
 class Above:
     """What recording calls of the modules above it, which import this one: plugged in by
-    each as it is imported, so that this module imports none of them. `Saved`, `node_class`
+    each as it is imported, so that this module imports none of them. `Saved`, `Guard`, `node_class`
     and `node_class_of` (autograd/graph.py), `make_view` and `creation_meta`
     (autograd/views.py), `apply_cuda` and `NOT_CUDA` (cuda.py, called only once a CUDA tensor
     exists), `refresh_view` (functionalize.py, called only on its own views), `carries_grad`
     (functionalize.py: whether a traced value would require grad in eager)."""
-    Saved = node_class = node_class_of = make_view = creation_meta = None
+    Saved = Guard = node_class = node_class_of = make_view = creation_meta = None
     apply_cuda = NOT_CUDA = refresh_view = carries_grad = None
 
 
@@ -896,6 +896,68 @@ def rename_grad_fn(t, name):
     return t
 
 
+INFERENCE_SAVED_MSG = ("Inference tensors cannot be saved for backward. Please do not use Tensors created in inference "
+                       "mode in computation tracked by autograd. To work around this, you can make a clone to get a "
+                       "normal tensor and use it in autograd, or use `torch.no_grad()` instead of "
+                       "`torch.inference_mode()`.")
+
+
+def keep_saved(out, input=None, others=(), result=False):
+    """What torch's node for a composite op saves and its decomposition here need not read: the
+    op's `input` (its self), the tensors in `others`, and with `result` its output. torch checks
+    the version of each when the node runs, and raises "modified by an inplace operation" where
+    one was written since: lerp(a, b, w) with b written before the backward raised in torch and
+    gave a gradient here (where(...)'s node saved no b). Eagerly they join the saved values of
+    out's node; in a trace they are marked on out's value (functionalize, compile). Returns out."""
+    if out.__class__ is Proxy:
+        _keep_saved_traced(out, input, others, result)
+        return out
+    node = out._grad_fn
+    if node is None or node._prim is None:
+        return out
+    guards = []
+    for t in (input,) + tuple(others):
+        if isinstance(t, Tensor) and t._inference:
+            raise RuntimeError(INFERENCE_SAVED_MSG)          # (torch's, as its node saves t)
+    if isinstance(input, Tensor):
+        guards.append(Above.Guard.of(input, False, True))
+    for t in others:
+        if isinstance(t, Tensor):
+            guards.append(Above.Guard.of(t, False))
+    if result:
+        guards.append(Above.Guard.of(out, True))
+    guards = tuple(g for g in guards if g is not None)
+    if guards:
+        node._saved = node._saved + guards
+        node._guarded = True
+    return out
+
+
+def _keep_saved_traced(out, input, others, result):
+    """keep_saved in a trace: out's value gets "guards", ((value, is_self), ...), and "guards_out"
+    with `result`; the graph's "guarded" maps each guarded value to (op value, is_self) pairs, for
+    functionalize's check of a write to a saved value (_mark_saved_written)."""
+    g = out.__dict__["_graph"]
+    v = value_of(g, out)
+    a = g[v]
+    if a["op"] in ("input", "proj") or a["prim"] is None:
+        return
+    consts = g.__dict__.get("constants", {})
+    found = []
+    for t, is_self in [(input, True)] + [(t, False) for t in others]:
+        if t.__class__ is Proxy and t.__dict__["_graph"] is g:
+            found.append((V(value_of(g, t)), is_self))
+        elif isinstance(t, Tensor) and id(t) in consts:
+            found.append((V(consts[id(t)]), is_self))
+    if found:
+        a["guards"] = a.get("guards", ()) + tuple(found)
+        guarded = g.__dict__.setdefault("guarded", {})
+        for x, is_self in found:
+            guarded.setdefault(x, []).append((v, is_self))
+    if result:
+        a["guards_out"] = True
+
+
 # grad_fn nodes numbered as they are made: the backward runs them in reverse creation order, as
 # torch's engine runs nodes by decreasing sequence number, so a value used by several ops sums its
 # gradients in torch's order (in float16 or bfloat16 another grouping of three or more terms rounds
@@ -947,10 +1009,7 @@ def _record(prim, args, params, outs):
             a = args[i]
             if isinstance(a, Tensor):
                 if a._inference:
-                    raise RuntimeError("Inference tensors cannot be saved for backward. Please do not use Tensors "
-                                       "created in inference mode in computation tracked by autograd. To work "
-                                       "around this, you can make a clone to get a normal tensor and use it in "
-                                       "autograd, or use `torch.no_grad()` instead of `torch.inference_mode()`.")
+                    raise RuntimeError(INFERENCE_SAVED_MSG)
                 saved[i + 1] = Above.Saved(a, False)
             else:
                 saved[i + 1] = a

@@ -424,6 +424,23 @@ def _check_version(s, node):
             f"failed to compute its gradient, with torch.autograd.set_detect_anomaly(True, check_nan=False).")
 
 
+def _check_guards(node):
+    """torch's check of what a composite op's node saves and its decomposition does not read
+    (tracing.keep_saved), made as the node runs: raised before anything runs, as a saved value
+    found written when it is bound (autograd.backward runs what torch runs before it)."""
+    saved = node._saved
+    if saved is None:
+        return
+    for s in saved[len(node._args_meta) + 1:]:
+        try:
+            _check_version(s, node)
+        except RuntimeError as e:
+            if tracer._ANOMALY[0]:
+                anomaly_warn(type(node).__name__, node)
+            e._at_bind = True
+            raise
+
+
 def _saved_value(order, srcs, as_tensor):
     """The data (or, for create_graph, the tensor) of a saved forward value. Every node that
     saved it is checked, not only the one read: torch checks each node's saved tensors, and
@@ -641,6 +658,8 @@ def _execute(order, index, roots, seeds, targets, retain_graph, create_graph, ho
         # its backward reads ctx.saved_tensors, as in torch; a node marked _freed at once
         if node._saved is None and (not node._prim.takes_ctx or node._freed):
             raise RuntimeError(FREED_MSG)
+        if node._guarded:
+            _check_guards(node)
     if p is None:
         p = get_program(order, index, roots, targets, hooks_spec, key=key)
     hook_by_key = {(index[id(n)], s): fns for (n, s), fns in hooks_spec.items()} if hooks_spec else {}
@@ -939,6 +958,8 @@ def call_node(node, grads):
     alone = object.__new__(type(node))
     for slot in ("_prim", "_params", "_args_meta", "_saved", "_out_meta", "_seq"):
         setattr(alone, slot, getattr(node, slot))
+    if node._guarded:
+        alone._guarded = True            # (its Guards are checked as it runs)
     edges = []
     fresh = []
     for nf, s in node.next_functions:

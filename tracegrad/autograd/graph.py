@@ -63,6 +63,7 @@ class Node:
     _pre_hooks = None
     _trace = None          # the forward traceback, in anomaly mode
     _freed = False         # a node made freed (a whole compiled step's output): any backward raises
+    _guarded = False       # its _saved ends with Guards (tracing.keep_saved), checked whenever it runs
     _neg_zero = None       # the positions of Python -0.0 arguments, and -1 - position of bools (the backward cache's key)
 
     def name(self):
@@ -290,6 +291,32 @@ class Saved:
         return t
 
 
+class Guard(Saved):
+    """A tensor torch's node for a composite op saves but tracegrad's decomposition of it does not
+    read (lerp's end, sgn's self and result): kept for torch's version check alone, which the
+    engine makes whenever the node runs (engine._check_guards). `is_self`: the op's self, which
+    an in-place form saves as it was before the write (torch's clone of the original self)."""
+    __slots__ = ("is_self",)
+
+    @classmethod
+    def of(cls, tensor, is_output, is_self=False):
+        """The guard of `tensor` at its version now; None under saved-tensor hooks, where torch
+        checks no version (and the composite's own saved values went through the hooks)."""
+        if _HOOK_USERS[0] and _current_hooks() is not None:
+            return None
+        g = object.__new__(cls)
+        g.vc = tensor._vc
+        g.version = tensor._vc[0]
+        g.nonleaf = tensor._grad_fn is not None
+        g.hook = None
+        g.is_self = is_self
+        if is_output:
+            g.tensor, g.data, g.output_nr = None, tensor._data, tensor._output_nr
+        else:
+            g.tensor, g.data, g.output_nr = tensor, None, -1
+        return g
+
+
 # saved-tensor hooks (torch.autograd.graph.saved_tensors_hooks): a stack per thread, as torch
 # keeps them thread-local; _HOOK_USERS counts the contexts open in any thread, so that saving
 # a tensor looks at its thread's stack only while some are open
@@ -476,3 +503,4 @@ Above.AccumulateGrad, Above.RemovableHandle = AccumulateGrad, RemovableHandle   
 
 
 _tracing.Above.Saved, _tracing.Above.node_class, _tracing.Above.node_class_of = Saved, node_class, node_class_of
+_tracing.Above.Guard = Guard

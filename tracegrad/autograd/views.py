@@ -143,6 +143,14 @@ def _layout(a):
 
 def geometry(view_data, base_data):
     """The view's (shape, strides, offset) in elements of the base's row-major layout."""
+    if not view_data.size or not base_data.size:
+        # an empty view names no element (a view of an empty base raised NotImplementedError where
+        # torch writes it: mutation fuzzer seed 7549)
+        strides, n = [], 1
+        for size in reversed(view_data.shape):
+            strides.append(n)
+            n *= max(size, 1)
+        return {"shape": tuple(view_data.shape), "strides": tuple(reversed(strides)), "offset": 0}
     b0, bst = _layout(base_data)
     v0, vst = _layout(view_data)
     shape = tuple(base_data.shape)

@@ -17,7 +17,7 @@ import numpy as np
 from .. import _dtype as D
 from ..tensor import Tensor
 from ..grad_mode import no_grad, is_grad_enabled
-from ..tracing import apply, rename_grad_fn, Proxy, TraceError
+from ..tracing import apply, rename_grad_fn, Proxy, TraceError, keep_saved
 from ..ops import functional as O
 from ..ops.primitives import PRIMITIVES as P
 from ..ops import nn_primitives  # noqa: F401  (registers the convolution and pooling primitives)
@@ -36,13 +36,19 @@ def _is_tensor(x):
     return isinstance(x, Tensor)
 
 
-def _named(out, name, *inputs):
+def _named(out, name, *inputs, saves=False):
     """Show the composite's last grad_fn node under torch's name for the whole function
     (`loss.grad_fn` prints <NllLossBackward0 ...> as in torch); the node itself, its
-    derivative and its next_functions stay those of the primitive that made it."""
+    derivative and its next_functions stay those of the primitive that made it. With `saves`,
+    the node keeps `inputs` for torch's version check, as torch's node saves them (a loss's
+    input and target, softplus's input: written before the backward, it raises)."""
+    if out.__class__ is Proxy:
+        return keep_saved(out, inputs[0], inputs[1:]) if saves else out
     fn = getattr(out, "grad_fn", None)
     if fn is not None and all(fn is not getattr(i, "grad_fn", None) for i in inputs):
         fn.__class__ = node_class(name)
+        if saves:
+            keep_saved(out, inputs[0], inputs[1:])
     return out
 
 
@@ -143,7 +149,7 @@ def gelu(input, approximate="none"):
     else:
         inner = (x + x * x * x * 0.044715) * _SQRT_2_OVER_PI
         out = x * 0.5 * (O.tanh(inner) + 1)
-    return _named(_rounded(out, dt), "GeluBackward0", input)
+    return _named(_rounded(out, dt), "GeluBackward0", input, saves=True)
 
 
 def silu(input, inplace=False):
@@ -180,7 +186,7 @@ def softplus(input, beta=1.0, threshold=20.0):
     out = O.log1p(O.exp(O.where(z > threshold, threshold, z)))     # NaN flows to the value and the gradient
     if beta != 1:
         out = out / beta
-    return _named(_rounded(O.where(z > threshold, x, out), dt), "SoftplusBackward0", input)
+    return _named(_rounded(O.where(z > threshold, x, out), dt), "SoftplusBackward0", input, saves=True)
 
 
 def logsigmoid(input):
@@ -189,7 +195,7 @@ def logsigmoid(input):
     x, dt = _opmath(input)
     nonneg = x >= 0
     lse = O.log1p(O.exp(O.where(nonneg, -x, x)))
-    return _named(_rounded(O.where(nonneg, 0.0, x) - lse, dt), "LogSigmoidBackward0", input)
+    return _named(_rounded(O.where(nonneg, 0.0, x) - lse, dt), "LogSigmoidBackward0", input, saves=True)
 
 
 def _softmax_dim(ndim):
@@ -651,7 +657,7 @@ def mse_loss(input, target, size_average=None, reduce=None, reduction="mean", we
     loss = d * d
     if weight is not None:
         loss = loss * weight
-    return _named(_reduce(loss, reduction), "MseLossBackward0", input, target)
+    return _named(_reduce(loss, reduction), "MseLossBackward0", input, target, saves=True)
 
 
 def l1_loss(input, target, size_average=None, reduce=None, reduction="mean", weight=None):
@@ -801,7 +807,8 @@ def binary_cross_entropy_with_logits(input, target, weight=None, size_average=No
         loss = (1 - t) * x + sp
     if weight is not None:
         loss = loss * weight
-    return _named(_rounded(_reduce(loss, reduction), dt), "BinaryCrossEntropyWithLogitsBackward0", input, target)
+    return _named(_rounded(_reduce(loss, reduction), dt), "BinaryCrossEntropyWithLogitsBackward0", input, target,
+                  saves=True)
 
 
 def binary_cross_entropy(input, target, weight=None, size_average=None, reduce=None, reduction="mean"):
@@ -816,7 +823,7 @@ def binary_cross_entropy(input, target, weight=None, size_average=None, reduce=N
     loss = apply(P["binary_cross_entropy"], (input, target), {})
     if weight is not None:
         loss = loss * weight
-    return _named(_reduce(loss, reduction), "BinaryCrossEntropyBackward0", input, target)
+    return _named(_reduce(loss, reduction), "BinaryCrossEntropyBackward0", input, target, saves=True)
 
 
 # == more activations, losses and layers, each a decomposition into the ops above =================
@@ -1047,7 +1054,7 @@ def smooth_l1_loss(input, target, size_average=None, reduce=None, reduction="mea
     else:
         inside, xi = _quadratic_side(x, beta)
         loss = O.where(inside, 0.5 * xi * xi / beta, O.abs(x) - 0.5 * beta)
-    return _named(_reduce(loss, reduction), "SmoothL1LossBackward0", input, target)
+    return _named(_reduce(loss, reduction), "SmoothL1LossBackward0", input, target, saves=True)
 
 
 def _quadratic_side(x, bound):
@@ -1067,7 +1074,7 @@ def huber_loss(input, target, reduction="mean", delta=1.0, weight=None):
     loss = O.where(inside, 0.5 * xi * xi, delta * (O.abs(input - target) - 0.5 * delta))
     if weight is not None:
         loss = loss * weight
-    return _named(_reduce(loss, reduction), "HuberLossBackward0", input, target)
+    return _named(_reduce(loss, reduction), "HuberLossBackward0", input, target, saves=True)
 
 
 def kl_div(input, target, size_average=None, reduce=None, reduction="mean", log_target=False):

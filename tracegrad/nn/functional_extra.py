@@ -12,7 +12,7 @@ from ..ops import functional as O
 from . import functional as F
 from ..grad_mode import no_grad
 from ..creation import from_numpy, zeros, arange, ones, empty_like, rand_like
-from ..tracing import rename_grad_fn
+from ..tracing import rename_grad_fn, keep_saved
 
 __all__ = ["max_pool1d", "avg_pool1d", "adaptive_avg_pool1d", "adaptive_max_pool1d", "adaptive_max_pool2d",
            "adaptive_avg_pool2d", "instance_norm", "pixel_shuffle", "pixel_unshuffle", "unfold", "fold",
@@ -399,6 +399,12 @@ def bilinear(input1, input2, weight, bias=None):
 def cosine_embedding_loss(input1, input2, target, margin=0.0, size_average=None, reduce=None, reduction="mean"):
     if size_average is not None or reduce is not None:
         reduction = F._legacy_reduction(size_average, reduce, reduction)
+    # torch's shape checks (a 2-D target, or 1-D inputs beside a 1-D target, gave a number)
+    if target.ndim > 1:
+        raise RuntimeError("0D or 1D target tensor expected, multi-target not supported")
+    if input1.ndim != target.ndim + 1 or input2.ndim != target.ndim + 1:
+        raise RuntimeError(f"{target.ndim}D target tensor expects {target.ndim + 1}D input tensors, but found inputs "
+                           f"with sizes {list(input1.shape)} and {list(input2.shape)}.")
     eps = 1e-12
     prod = O.sum(input1 * input2, -1)
     mag = O.sqrt((O.sum(input1 * input1, -1) + eps) * (O.sum(input2 * input2, -1) + eps))
@@ -428,8 +434,12 @@ def soft_margin_loss(input, target, size_average=None, reduce=None, reduction="m
     # torch's log1p(exp(-input * target)) with no threshold: softplus's took z for z > 20, which
     # was 30.0 where torch's is 30.000000000000092, and a gradient of -1 at -inf for torch's NaN
     # (torch's composite rounds each op, half precision too)
+    # (torch's kernel has no derivative for the target: one that requires grad is refused, where
+    # tracegrad gave it a gradient)
+    F._weight_without_grad(target, "soft_margin_loss", "target")
     loss = O.log1p(O.exp(-input * target))
-    return rename_grad_fn(F._reduce(loss, reduction), "SoftMarginLossBackward0")
+    # (torch's node saves input and target: either written before the backward raises)
+    return keep_saved(rename_grad_fn(F._reduce(loss, reduction), "SoftMarginLossBackward0"), input, (target,))
 
 
 def multilabel_soft_margin_loss(input, target, weight=None, size_average=None, reduce=None, reduction="mean"):

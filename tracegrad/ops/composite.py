@@ -13,7 +13,7 @@ from . import functional as O
 from . import math_functional as M
 from . import shapes as S
 from .primitives import PRIMITIVES
-from ..tracing import rename_grad_fn
+from ..tracing import rename_grad_fn, keep_saved
 from ..creation import tensor, zeros, from_numpy, eye, randn, arange
 from ..tracing import apply, Proxy
 
@@ -93,12 +93,13 @@ def fmax(input, other):
     input wins ties (its value and the whole gradient: torch's FmaxBackward0 gives input the
     gradient where input >= other or other is NaN, other the rest)."""
     a, b = O._operand(input, "fmax"), O._operand(other, "fmax")
-    return rename_grad_fn(O.where(O.isnan(b) | (a >= b), a, b), "FmaxBackward0")
+    # (torch's node saves both operands: either written before the backward raises)
+    return keep_saved(rename_grad_fn(O.where(O.isnan(b) | (a >= b), a, b), "FmaxBackward0"), a, (b,))
 
 
 def fmin(input, other):
     a, b = O._operand(input, "fmin"), O._operand(other, "fmin")
-    return rename_grad_fn(O.where(O.isnan(b) | (a <= b), a, b), "FminBackward0")
+    return keep_saved(rename_grad_fn(O.where(O.isnan(b) | (a <= b), a, b), "FminBackward0"), a, (b,))
 
 
 _fmod = O.fmod         # the primitive's function: this module's fmod replaces it in O below
@@ -165,18 +166,21 @@ def sinc(input):
     """sin(pi x) / (pi x), 1 at 0 (its gradient there 0), as torch.sinc."""
     x = _floating(input, "sinc")
     if x.dtype is D.float16 or x.dtype is D.bfloat16:      # in float32, rounded once (torch's opmath)
-        return rename_grad_fn(sinc(x.float()).to(x.dtype), "SincBackward0")
+        return keep_saved(rename_grad_fn(sinc(x.float()).to(x.dtype), "SincBackward0"), input)
     # torch's derivative is 0 where pi x^2 is 0 (denormal x too, where (pi x cos(pi x) - sin(pi x)) / (pi x^2)
     # was 0 / 0 = NaN); the value there is 1 either way
     zero = x * x * math.pi == 0
     px = O.where(zero, O.ones_like(x), x) * math.pi       # no 0 / 0 in the branch where() drops
-    return rename_grad_fn(O.where(zero, O.ones_like(x), O.sin(px) / px), "SincBackward0")
+    # (torch's node saves its input: written before the backward, it raises)
+    return keep_saved(rename_grad_fn(O.where(zero, O.ones_like(x), O.sin(px) / px), "SincBackward0"), input)
 
 
 def sgn(input):
     """sign(x) for real tensors, as torch.sgn."""
     O._check_tensor(input, "sgn")
-    return rename_grad_fn(O.sign(input), "SgnBackward0")
+    # torch's node saves its input and its result (its derivative is zero for real tensors, but
+    # either written before the backward raises)
+    return keep_saved(rename_grad_fn(O.sign(input), "SgnBackward0"), input, result=True)
 
 
 def positive(input):
@@ -248,8 +252,10 @@ def addcdiv(input, tensor1, tensor2, *, value=1):
             "value * torch.trunc(tensor1 / tensor2)).to(input.dtype) for integer inputs and as (input + value * "
             "tensor1 / tensor2) for float inputs. The future addcdiv behavior is just the latter implementation: "
             "(input + value * tensor1 / tensor2), for all dtypes.")
-    return rename_grad_fn(input + value * tensor1 / tensor2 if value != 1 else input + tensor1 / tensor2,
-                          "AddcdivBackward0")
+    out = rename_grad_fn(input + value * tensor1 / tensor2 if value != 1 else input + tensor1 / tensor2,
+                         "AddcdivBackward0")
+    # (torch's node saves tensor2 whatever requires grad, and tensor1 where tensor2 does)
+    return keep_saved(out, None, (tensor2, tensor1) if tensor2.requires_grad else (tensor2,))
 
 
 def nansum(input, dim=None, keepdim=False, *, dtype=None):
@@ -440,7 +446,7 @@ def nan_to_num(input, nan=0.0, posinf=None, neginf=None):
     lo = float(info.min) if neginf is None else float(neginf)
     out = O.where(O.isnan(input), float(nan), input)
     out = O.where(input == math.inf, hi, out)
-    return O.where(input == -math.inf, lo, out)
+    return keep_saved(O.where(input == -math.inf, lo, out), input)     # (torch's node saves its input)
 
 
 def argwhere(input):
@@ -472,7 +478,8 @@ def cdist(x1, x2, p=2.0, compute_mode="use_mm_for_euclid_dist_if_necessary"):
     if not x1.dtype.is_floating_point:
         raise RuntimeError(f"cdist only supports floating-point dtypes, X1 got: {D.SCALAR_NAME[x1.dtype]}")
     diff = O.unsqueeze(x1, -2) - O.unsqueeze(x2, -3)
-    return vector_norm(diff, p, -1)
+    # (torch's node saves both inputs and the distances)
+    return keep_saved(rename_grad_fn(vector_norm(diff, p, -1), "CdistBackward0"), x1, (x2,), result=True)
 
 
 def bincount(input, weights=None, minlength=0):
@@ -627,6 +634,8 @@ def index_fill(input, dim, index, value):
     """input with its slices at `index` along dim set to value (a number or a 0-dim tensor)."""
     O._check_tensor(input, "index_fill")
     d = S.normalize_dim(dim, max(input.ndim, 1))
+    if isinstance(value, Tensor):
+        O.check_scalar_value(value, input.dtype, "index_fill")
     fill = value if isinstance(value, Tensor) else O.full((), value, dtype=input.dtype)
     return O.where(_index_mask(input, d, index, "index_fill"), fill.to(input.dtype), input)
 

@@ -11,7 +11,7 @@ import numpy as np
 
 from .. import _dtype as D
 from ..tensor import Tensor
-from ..tracing import rename_grad_fn, TraceError
+from ..tracing import rename_grad_fn, TraceError, keep_saved
 from ..creation import tensor, zeros
 from . import functional as O
 from . import shapes as S
@@ -135,7 +135,9 @@ def addbmm(input, batch1, batch2, *, beta=1, alpha=1):
 
 def dist(input, other, p=2):
     """The p-norm of input - other (broadcast), as torch.dist."""
-    return rename_grad_fn(O.norm((input - other).reshape(-1), p), "DistBackward0")
+    # (torch's node saves both operands and the norm, whatever p is)
+    return keep_saved(rename_grad_fn(O.norm((input - other).reshape(-1), p), "DistBackward0"), input, (other,),
+                      result=True)
 
 
 def cov(input, *, correction=1, fweights=None, aweights=None):

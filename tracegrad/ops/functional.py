@@ -14,10 +14,10 @@ from .. import _dtype as D
 from ..tensor import Tensor, Above, _VALUE_READS
 from ..ir.symbolic import Sym
 from ..grad_mode import STATE
-from ..tracing import apply, rename_grad_fn
+from ..tracing import apply, rename_grad_fn, keep_saved, TRACING, _ACTIVE
 from . import shapes as S
 from .primitives import PRIMITIVES as P, FrontEnd, check_index_bounds, check_index_select_bounds, sum_to
-from .primitives import _check_float, _overflow
+from .primitives import _check_float, _overflow, check_value_fits, may_not_fit
 from ..creation import tensor, full as _full, _wrap_np
 from ..tensor import Size
 from ..tracing import TraceError
@@ -421,6 +421,15 @@ def lerp(input, end, weight):
     lerp(float16, float32, 0.5) raise); integer and bool input has no kernel, except beside a
     0-dim floating weight tensor, which promotes."""
     _check_tensor(input, "lerp")
+    # torch's node (lerp with a weight tensor) saves the weight, and self and end where the weight
+    # requires grad (the weight's gradient reads them), and checks their versions when it runs
+    saves = (input, (end, weight)) if isinstance(weight, Tensor) and weight.requires_grad else \
+        (None, (weight,)) if isinstance(weight, Tensor) else None
+    out = rename_grad_fn(_lerp(input, end, weight), "LerpBackward1" if isinstance(weight, Tensor) else "LerpBackward0")
+    return keep_saved(out, *saves) if saves is not None else out
+
+
+def _lerp(input, end, weight):
     if isinstance(end, Tensor) and end._dtype is not input._dtype:
         raise RuntimeError(f"expected dtype {D.TYPE_NAME[input._dtype]} for `end` but got dtype "
                            f"{D.TYPE_NAME[end._dtype]}")
@@ -1180,6 +1189,20 @@ def index_select(input, dim, index):
     return apply(P["index_select"], (input, index.reshape(-1) if index.ndim == 0 else index), {"dim": d})
 
 
+def check_scalar_value(value, d, op):
+    """torch reads a 0-dim tensor value of masked_fill and index_fill as a number, converted to the
+    input's dtype d with its checked conversion: int8 masked_fill(mask, tensor(300)) raised "value cannot
+    be converted to type int8_t without overflow" in torch and stored 44 here, a float16 one with
+    tensor(1e6) inf. The value is read, so a trace that cannot know it runs eagerly."""
+    if not may_not_fit(value._dtype, d):
+        return
+    if _ACTIVE[0] and TRACING.stack:
+        raise TraceError(f"{op} with a 0-dim {D.SCALAR_NAME[value._dtype]} tensor as the value for a "
+                         f"{D.SCALAR_NAME[d]} tensor: torch converts the value with an overflow check, which reads "
+                         f"it (pass a Python number, or a value of the tensor's dtype)")
+    check_value_fits(value.item(), d)
+
+
 def masked_fill(input, mask, value):
     if not isinstance(mask, Tensor) or mask.dtype is not D.bool_:
         raise RuntimeError(f"masked_fill_ only supports boolean masks, but got mask with dtype "
@@ -1188,6 +1211,7 @@ def masked_fill(input, mask, value):
         if value.ndim:
             raise RuntimeError(f"masked_fill_ only supports a 0-dimensional value tensor, but got tensor with "
                                f"{value.ndim} dimension(s).")
+        check_scalar_value(value, input._dtype, "masked_fill")
     else:
         value = _scalar(value)
     S.broadcast_shapes(tuple(mask.shape), tuple(input.shape))
@@ -1706,8 +1730,11 @@ def check_operand_overlap(target, operands, full=False):
             continue
         tb, db = t.__array_interface__["data"][0], d.__array_interface__["data"][0]
         te, de = tb + t.nbytes, db + d.nbytes
-        if tb == db and te == de and t.strides == d.strides and not full:
-            continue                     # the same elements, in the same order: torch lets it run
+        if tb == db and te == de and not full and (t.strides == d.strides or t.shape == d.shape and builtins.all(
+                a == b for a, b, n in zip(t.strides, d.strides, t.shape) if n > 1)):
+            # the same elements, in the same order: torch lets it run (a size-1 dimension's stride
+            # says nothing: v[:] += v of an expand(1, 1, 3) raised, its writeable alias strided apart)
+            continue
         if tb < de and db < te:
             raise RuntimeError(_OPERAND_OVERLAP_MSG)
 

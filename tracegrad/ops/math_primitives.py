@@ -11,6 +11,7 @@ import numpy as np
 
 from .. import _dtype as D
 from . import lowering as T
+from .primitives import InplaceDerivativeNotImplemented
 from .primitives import Primitive, PRIMITIVES, F, FrontEnd, unary, binary, _unary_shape, _is_tensor, _no_kernel, \
     _not_implemented, _half_in_float32
 
@@ -31,6 +32,19 @@ unary("cosh", np.cosh, lambda g, out, x: (g * F.sinh(x),), "x", triton=_HOST)
 unary("asinh", np.arcsinh, lambda g, out, x: (g * F.rsqrt(x * x + 1),), "x", triton=_HOST)
 unary("acosh", np.arccosh, lambda g, out, x: (g * F.rsqrt(x * x - 1),), "x", triton=_HOST)
 unary("atanh", np.arctanh, lambda g, out, x: (g / (1 - x * x),), "x", triton=_HOST)
+
+
+def _inplace_not_implemented(op):
+    def vjp(g, out, x):
+        raise InplaceDerivativeNotImplemented(f"the derivative for 'inplace version of {op}' is not implemented.")
+    return vjp
+
+
+# torch's asinh_, acosh_ and atanh_ have no derivative (derivatives.yaml: not_implemented("inplace
+# version of asinh")): their backward raises NotImplementedError; tracegrad differentiated them as
+# the out-of-place ops
+for _n, _f in (("asinh", np.arcsinh), ("acosh", np.arccosh), ("atanh", np.arctanh)):
+    unary(_n + "_inplace", _f, _inplace_not_implemented(_n), "", grad_fn=f"{_n.capitalize()}Backward1", triton=_HOST)
 def _atan2_vjp(g, out, y, x):
     # torch's atan2_backward: 1 / (y^2 + x^2) taken as 0 where it is infinite, so the origin
     # gets gradients 0 and -0, not NaN

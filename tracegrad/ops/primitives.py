@@ -258,6 +258,9 @@ def scalar_operands(prim, cdt, args):
     kind = cdt._kind
     if kind == 1:
         checked = prim.checked[0]
+        for i in checked:
+            if i < len(args) and args[i].__class__ is float:
+                check_value_fits(args[i], cdt)       # (masked_fill(int8, 127.9) kept 127; torch raises)
         return cdt, tuple(_int_operand(a, cdt, i in checked) if a.__class__ is int else a
                           for i, a in enumerate(args))
     if kind != 2:
@@ -306,6 +309,39 @@ def _int_operand(v, d, checked):
     bits = 8 * d.itemsize
     v %= 1 << bits
     return v - (1 << bits) if lo < 0 and v > hi else v
+
+
+def check_value_fits(v, d):
+    """torch's checked conversion (c10::checked_convert) of a Python number to dtype d, as a Scalar
+    (or a 0-dim tensor's value read as one: masked_fill's, index_fill's) meets a kernel: RuntimeError
+    "value cannot be converted to type int8_t without overflow" for a number out of d's range (a
+    float out of an integer dtype's, NaN and infinities too; an integer beyond a float dtype's largest
+    value); an unsigned dtype takes -max..-1 integers (they wrap). bool takes any number."""
+    if d is D.bool_ or v.__class__ is bool:
+        return
+    if d._kind == 1:
+        if v.__class__ is int:
+            _int_operand(v, d, True)
+            return
+        lo, hi, _ = D.integer_bounds(d)
+        if not lo <= v <= hi:                      # (NaN compares false: it overflows, as torch's)
+            raise _overflow(d)
+        return
+    _check_float(v, d)
+
+
+def may_not_fit(src, d):
+    """Whether some value of dtype src fails torch's checked conversion to dtype d."""
+    if src is d or src is D.bool_ or d is D.bool_ or d is D.float64:
+        return False
+    if d._kind == 2:
+        top = _FLOAT_MAX.get(src.name, math.inf) if src._kind == 2 else D.integer_bounds(src)[1]
+        return top > _FLOAT_MAX[d.name]
+    if src._kind == 2:
+        return True                                # NaN
+    lo, hi, int_lo = D.integer_bounds(d)
+    slo, shi, _ = D.integer_bounds(src)
+    return slo < int_lo or shi > hi
 
 
 def _check_float(v, d):
@@ -1049,6 +1085,11 @@ class DerivativeNotImplemented(RuntimeError):
     time in eager autograd, and at run time of a compiled backward (see derivative_error)."""
 
 
+class InplaceDerivativeNotImplemented(DerivativeNotImplemented, NotImplementedError):
+    """torch's not_implemented(...) in derivatives.yaml (asinh_, acosh_, atanh_): a NotImplementedError
+    at backward time."""
+
+
 def _not_implemented(op):
     """torch's rule for ops without a derivative: the output requires grad, backward raises."""
     def vjp(g, out, *args, **params):
@@ -1264,6 +1305,15 @@ binary("pow", _pow_kernel, _pow_vjp, "x y out", grad_fn=_pow_name, needs={"x": "
 for _n, _f, _t in (("eq", np.equal, "=="), ("ne", np.not_equal, "!="), ("lt", np.less, "<"),
                    ("le", np.less_equal, "<="), ("gt", np.greater, ">"), ("ge", np.greater_equal, ">=")):
     binary(_n, _f, None, "", dtype="compare", triton=T.binop(_t))
+# eq_, lt_, ... in place on a float tensor that requires grad (or beside another that does): the
+# comparison `c` (computed by its primitive) in self's dtype, with torch's node, whose derivative is
+# zero for self and other (derivatives.yaml: zeros_like); self kept its old node, and the gradient
+# flowed through the write as if nothing had been written ([6, 6, 6] where torch gives zeros)
+Primitive("compare_inplace", "x c *other", lambda x, c, *other, name: c.astype(x.dtype),
+          shape=lambda x, c, *other, name: tuple(c.shape), dtype=lambda args: (None, args[0]._dtype),
+          vjp=lambda g, out, x, c, *other, name: (_zeros_like(g), None) + tuple(_zeros_like(g) for _ in other),
+          grad_fn=lambda a, p: f"{p['name']}Backward{1 if len(a) > 2 else 0}", elementwise=True,
+          triton=T.Refuse("an in-place comparison on a value that requires grad"))
 for _n, _f, _t in (("logical_and", np.logical_and, "&"), ("logical_or", np.logical_or, "|"),
                    ("logical_xor", np.logical_xor, "!=")):
     binary(_n, _f, None, "", dtype="logical", triton=T.Expr(f"({{0}} != 0) {_t} ({{1}} != 0)"))
