@@ -4,6 +4,8 @@ import warnings
 import weakref
 from collections.abc import Mapping
 
+import numpy as np
+
 from .. import _dtype as D
 from ..grad_mode import (no_grad, enable_grad, set_grad_enabled, is_grad_enabled, inference_mode,
                          is_inference_mode_enabled, STATE)
@@ -15,7 +17,7 @@ from ..autodiff import grad_in_trace
 from ..creation import zeros
 from ..functionalize import backward_in_trace
 from ..ops.functional import stack
-from ..ops.primitives import check_hook_results
+from ..ops.primitives import check_hook_results, GradStep, HANDED
 
 __all__ = ["backward", "grad", "no_grad", "enable_grad", "set_grad_enabled", "is_grad_enabled", "inference_mode",
            "Node", "graph"]
@@ -63,12 +65,15 @@ def _run(outputs, seeds, targets, retain_graph, create_graph, retain=False):
         elif k >= 0:
             reach.append((n, s))
     retained = _retained(order, index, reach) if retain else ()
+    done = set()
+    if retained and (hooks or structure[1]):
+        hooks = _with_steps(hooks, retained, (), create_graph, done)
     with engine.final_callbacks():
         outs = engine.execute(order, index, roots, seeds, reach + [tg for tg, _ in retained], retain_graph,
                               create_graph, hooks, structure)
     if retained:
-        for (_, t), g in zip(retained, outs[len(reach):]):
-            if g is not None:
+        for (tg, t), g in zip(retained, outs[len(reach):]):
+            if g is not None and (id(tg[0]), tg[1]) not in done:
                 _retain(t, g)
         outs = outs[:len(reach)]
     if len(reach) == len(targets):
@@ -116,6 +121,13 @@ def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, 
         index.setdefault(id(n), -2)
     retained = _retained(order, index, targets)
     reach = retained + [(tg, t) for tg, t in leaves if index[id(tg[0])] >= 0]
+    done = set()
+    user_hooks = hooks
+    if hooks or structure[1] or (retained and any(t._post_acc_hooks for _, t in leaves)):
+        # Python runs inside the backward (a hook) and may read .grad: each leaf's AccumulateGrad
+        # step and each retain_grad() runs in the program where torch's engine runs it
+        idle = _idle_targets(order, targets) if inputs is not None else ()
+        hooks = _with_steps(hooks, retained, reach[len(retained):], create_graph, done, idle)
     if create_graph and (WARN_ALWAYS[0] or not _WARNED_CYCLE[0]):
         _WARNED_CYCLE[0] = True        # once a process, as torch's TORCH_WARN_ONCE
         warnings.warn("Using backward() with create_graph=True will create a reference cycle between the parameter "
@@ -130,11 +142,109 @@ def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, 
         except RuntimeError as e:
             if not getattr(e, "_at_bind", False) or inputs is not None:
                 raise
-            err = _run_until_stale(order, index, roots, seeds, retain_graph, create_graph, hooks, structure)
+            err = _run_until_stale(order, index, roots, seeds, retain_graph, create_graph, user_hooks, structure)
             if err is None:
                 raise
             raise err from None
-        _deliver(order, roots, reach, retained, outs, create_graph)
+        _deliver(order, roots, reach, retained, outs, create_graph, done)
+
+
+def _idle_targets(order, targets):
+    """backward(inputs=[non-leaf]): the grad_fn nodes of such inputs that torch runs though
+    nothing below them is wanted (it marks every input's node needed): their hooks run, their
+    post-hooks seeing None for every grad_input. One output each (see _target_prehooks)."""
+    ran = None
+    idle = set()
+    for node, _ in targets:
+        if node._prim is not None and (node._pre_hooks or node._hooks) and len(node._out_meta) == 1:
+            if ran is None:
+                ran = {id(n) for n in engine.executed(order, targets)}
+            if id(node) not in ran:
+                idle.add(id(node))
+    return idle
+
+
+def _with_steps(hooks, retained, leaves, create_graph, done, idle=()):
+    """The tensor hooks with torch's own steps after them: a retain_grad() tensor's copy of its
+    gradient (torch's retains_grad hook runs after the tensor's hooks, as its grad_fn is
+    reached) and a leaf's AccumulateGrad (its node's pre-hooks, .grad, its post-accumulate-grad
+    hooks, its node's hooks), which torch runs as soon as the last node feeding it has run.
+    What a step handled is noted in `done` ((id(node), slot)): _deliver skips it."""
+    hooks = dict(hooks)
+    for (node, slot), t in retained:
+        steps = [_retain_step(node, slot, t, done)]
+        if id(node) in idle:
+            steps.append(_idle_node_step(node, done))
+        hooks[(node, slot)] = hooks.get((node, slot), []) + steps
+    for (node, slot), t in leaves:
+        hooks[(node, slot)] = hooks.get((node, slot), []) + [_accumulate_step(node, t, create_graph, done)]
+    return hooks
+
+
+def _retain_step(node, slot, t, done):
+    def retain_grad_hook(g, shared):
+        done.add((id(node), slot))
+        if g is not None:
+            _retain(t, g)
+    return GradStep(retain_grad_hook)
+
+
+def _idle_node_step(node, done):
+    def run_node_hooks(g, shared):
+        done.add((id(node), None))
+        _run_idle_node(node, (g,))
+    return GradStep(run_node_hooks)
+
+
+def _run_idle_node(node, gs):
+    """The hooks of a node torch runs with nothing to compute: pre-hooks (what they return is
+    checked, and changes nothing), then post-hooks given None for each grad_input."""
+    for h in list(node._pre_hooks.values()) if node._pre_hooks else ():
+        r = h(gs)
+        if r is not None:
+            gs = check_hook_results(h, gs, r)
+    if node._hooks:
+        gi = (None,) * len(node.next_functions)
+        for h in list(node._hooks.values()):
+            r = h(gi, gs)
+            if r is not None:
+                check_hook_results(h, gi, r)
+
+
+def _accumulate_step(node, t, create_graph, done):
+    shape, dt = node._out_meta[0]
+
+    def accumulate_grad(g, shared):
+        done.add((id(node), 0))
+        if g is None:
+            return
+        if g._dtype is not dt:          # (a bfloat16 leaf's gradient runs as float32)
+            g = g.to(dt) if create_graph else Tensor._make(g._data.astype(dt.np), dt)
+        elif not shared and not create_graph:
+            # the memory is the program's: taken over only where nothing else of the run
+            # (its inputs, a gradient another leaf took) may hold it
+            a = g._data
+            shared = a.__class__ is not np.ndarray or not (a.flags.owndata and a.flags.writeable) or \
+                id(a) in done or any(a is b for b in getattr(HANDED, "args", None) or ()) or \
+                _held_elsewhere(a, g)
+            if not shared:
+                done.add(id(a))
+                taken = HANDED.__dict__.get("taken")
+                if taken is None:
+                    taken = HANDED.taken = set()
+                taken.add(id(a))        # (the engine hands back no copy of it: _gradient_tensors)
+        _deliver_leaf(node, t, g, create_graph, shared)
+    return GradStep(accumulate_grad)
+
+
+def _held_elsewhere(a, g):
+    """Whether a tensor the backward handed to Python (a hook kept it), other than `g`, has
+    array `a` as its memory."""
+    for ref in getattr(HANDED, "tensors", None) or ():
+        t = ref()
+        if t is not None and t is not g and (t._data is a or getattr(t._data, "base", None) is a):
+            return True
+    return False
 
 
 def _run_until_stale(order, index, roots, seeds, retain_graph, create_graph, hooks, structure):
@@ -189,10 +299,11 @@ def _stale_error(node):
     return None
 
 
-def _deliver(order, roots, reach, retained, outs, create_graph):
+def _deliver(order, roots, reach, retained, outs, create_graph, done=()):
     """backward()'s gradients handed over: retain_grad() tensors, then the leaves' .grad, each
-    with its AccumulateGrad's hooks and its post-accumulate-grad hooks."""
-    _target_prehooks(reach, outs, engine.executed(order, [tg for tg, _ in reach]))
+    with its AccumulateGrad's hooks and its post-accumulate-grad hooks (those the program's
+    steps, `done`, handed over already excepted)."""
+    _target_prehooks(reach, outs, engine.executed(order, [tg for tg, _ in reach]), done)
     steps = enumerate(zip(reach, outs))
     if any(tg[0]._pre_hooks or tg[0]._hooks or t._post_acc_hooks for tg, t in reach[len(retained):]):
         # what the hooks see: torch's order of AccumulateGrad nodes (a model's last layer
@@ -202,33 +313,40 @@ def _deliver(order, roots, reach, retained, outs, create_graph):
     for k, ((tg, t), g) in steps:
         if g is None:
             continue
+        if done and (id(tg[0]), tg[1]) in done:
+            continue
         if k < len(retained):
             _retain(t, g)
             continue
-        node = tg[0]
-        shared = False
-        if node._pre_hooks:
-            first = g
-            base = sys.getrefcount(g)
-            for h in list(node._pre_hooks.values()):     # AccumulateGrad pre-hooks: (grad,) -> (grad,)
-                r = h((g,))
-                if r is not None:
-                    g, = check_hook_results(h, (g,), r)
-            r = h = None
-            if g is None:
-                continue
-            # torch steals the gradient only where nothing else holds it (its use_count): a
-            # hook may have kept the tensor it was given or the one it returned
-            shared = sys.getrefcount(g) > (base if g is first else 2)
-            first = None
-        if t._req:                     # a leaf set to requires_grad=False since takes nothing, as torch's
-            _accumulate(t, g, create_graph, shared)
-        _post_accumulate_hooks(t)
-        if node._hooks:
-            for h in list(node._hooks.values()):         # post-hooks see no grad_inputs, as in torch
-                r = h((), (g,))
-                if r is not None:
-                    check_hook_results(h, (), r)
+        _deliver_leaf(tg[0], t, g, create_graph)
+
+
+def _deliver_leaf(node, t, g, create_graph, shared=False):
+    """torch's AccumulateGrad node for leaf `t` given gradient `g`: its pre-hooks, .grad, the
+    leaf's post-accumulate-grad hooks, its hooks. `shared`: the gradient is copied into .grad
+    (not taken over)."""
+    if node._pre_hooks:
+        first = g
+        base = sys.getrefcount(g)
+        for h in list(node._pre_hooks.values()):     # AccumulateGrad pre-hooks: (grad,) -> (grad,)
+            r = h((g,))
+            if r is not None:
+                g, = check_hook_results(h, (g,), r)
+        r = h = None
+        if g is None:
+            return
+        # torch steals the gradient only where nothing else holds it (its use_count): a
+        # hook may have kept the tensor it was given or the one it returned
+        shared = shared or sys.getrefcount(g) > (base if g is first else 2)
+        first = None
+    if t._req:                     # a leaf set to requires_grad=False since takes nothing, as torch's
+        _accumulate(t, g, create_graph, shared)
+    _post_accumulate_hooks(t)
+    if node._hooks:
+        for h in list(node._hooks.values()):         # post-hooks see no grad_inputs, as in torch
+            r = h((), (g,))
+            if r is not None:
+                check_hook_results(h, (), r)
 
 
 _WARNED_CYCLE = [False]
@@ -263,21 +381,19 @@ def _retain(t, g):
     t._grad = g.clone() if t._grad is None else t._grad + g
 
 
-def _target_prehooks(reach, outs, ran):
-    """backward(inputs=[non-leaf]): the grad_fn of a non-leaf input is not run, but its
-    pre-hooks are, as torch runs them before it captures the gradient (which they do not
-    change)."""
+def _target_prehooks(reach, outs, ran, done=()):
+    """backward(inputs=[non-leaf]): the grad_fn of a non-leaf input is run with nothing to
+    compute, as torch runs it: its pre-hooks (after the gradient is captured, which they do
+    not change), then its post-hooks with None for each grad_input (those the program ran,
+    `done`, excepted)."""
     ran = {id(n) for n in ran}
     per_node = {}
     for ((node, slot), _), g in zip(reach, outs):
-        if node._prim is not None and node._pre_hooks and id(node) not in ran:
+        if node._prim is not None and (node._pre_hooks or node._hooks) and id(node) not in ran and \
+                (id(node), None) not in done:
             per_node.setdefault(id(node), (node, {}))[1][slot] = g
     for node, got in per_node.values():
-        gs = tuple(got.get(k) for k in range(len(node._out_meta)))
-        for h in list(node._pre_hooks.values()):
-            r = h(gs)
-            if r is not None:
-                gs = check_hook_results(h, gs, r)
+        _run_idle_node(node, tuple(got.get(k) for k in range(len(node._out_meta))))
 
 
 def _accumulate(t, g, create_graph, shared=False):

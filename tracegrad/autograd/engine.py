@@ -319,7 +319,13 @@ def build_program(order, index, roots, targets, hooks_spec):
         hooks[vals[(id(n), s)]] = (index[id(n)], s)
     hooked = node_hooks_of(order)
     node_hooks = {v for v in fwd.nodes() if fwd[v].get("node_index") in hooked and fwd[v]["op"] != "input"}
-    bwd = derive(fwd, outputs, wrt, hooks, node_hooks)
+    rank = None
+    if sum(1 for n, _ in hooks_spec if n._prim is None) > 1:
+        # leaves' hooks (and the AccumulateGrad steps autograd.backward puts among them) run as
+        # torch's ready queue yields the leaves one node completes, not by argument
+        ran = {id(n): k for k, n in enumerate(torch_run_order([n for n, _ in roots]))}
+        rank = {vals[(id(n), 0)]: ran.get(id(n), -1) for n, _ in hooks_spec if n._prim is None}
+    bwd = derive(fwd, outputs, wrt, hooks, node_hooks, leaf_rank=rank)
     binds = []
     for name in bwd.inputs:
         a = bwd[name]
@@ -685,6 +691,7 @@ def _execute(order, index, roots, seeds, targets, retain_graph, create_graph, ho
         STATE.freeing_saved = not retain_graph
         handed = getattr(HANDED, "tensors", None)
         HANDED.tensors = []                 # what hooks and custom backwards are given or return
+        bound, HANDED.args = getattr(HANDED, "args", None), args   # (memory a .grad may not take over)
         try:
             if tracer._CUDA[0] and (p.transfers or any(a.__class__ is _cuda.CudaArray for a in args)):
                 raw = _cuda.run_backward(p, args)
@@ -700,8 +707,9 @@ def _execute(order, index, roots, seeds, targets, retain_graph, create_graph, ho
             raise
         finally:
             STATE.freeing_saved = freeing
-            shared, HANDED.tensors = HANDED.tensors, handed
-        outs = _gradient_tensors(raw, args, targets, shared)
+            shared, HANDED.tensors, HANDED.args = HANDED.tensors, handed, bound
+        taken = HANDED.__dict__.pop("taken", None) if shared else None
+        outs = _gradient_tensors(raw, args, targets, shared, taken)
     if not retain_graph:
         free_graph(ran)
     return outs
@@ -765,11 +773,12 @@ def free_graph(order):
                 break
 
 
-def _gradient_tensors(raw, args, targets, shared=()):
+def _gradient_tensors(raw, args, targets, shared=(), taken=None):
     """The backward program's results as tensors of their targets' dtypes that alias
     nothing: no input of the program, no other gradient and no tensor the user still holds
     (`shared`: weak references to the tensors hooks and custom backwards were given or
-    returned; torch's AccumulateGrad too steals only a gradient nothing else holds)."""
+    returned; torch's AccumulateGrad too steals only a gradient nothing else holds). None for
+    an array in `taken` (ids): a .grad took it over inside the run, and has it."""
     seen = {id(a) for a in args if isinstance(a, np.ndarray)}
     for ref in shared:
         t = ref()
@@ -780,7 +789,7 @@ def _gradient_tensors(raw, args, targets, shared=()):
     on_device = None                   # storage pointers of device arrays, gathered on first need
     outs = []
     for (n, s), o in zip(targets, raw):
-        if o is None:
+        if o is None or taken and id(o) in taken:
             outs.append(None)
             continue
         shape, dt = n._out_meta[s]

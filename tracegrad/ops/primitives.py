@@ -19,6 +19,7 @@ the engine makes classes of (autograd.graph.node_class_of), and the public ops, 
 """
 import math
 import struct
+import sys
 import threading
 import warnings
 import weakref
@@ -2374,12 +2375,33 @@ def _call_hooks_eager(g, fns):
     if g is not None and not isinstance(g, Tensor):
         a = np.asarray(g)
         g = Tensor._make(a, D.from_numpy_dtype(a.dtype))
+    first = id(g)
+    held = sys.getrefcount(g)            # (the references the engine holds to it)
     for fn in fns:
+        if fn.__class__ is GradStep:
+            # the engine's own step (retain_grad, AccumulateGrad): it may take the gradient
+            # over where nothing but the engine holds it, as torch's steals it at use_count 1
+            r = None
+            shared = sys.getrefcount(g) > (held if id(g) == first else 2)
+            fn(g, shared)
+            continue
         r = fn(g)
         if r is not None:
             check_hook_result(fn, g, r)
             g = r
     return g
+
+
+class GradStep:
+    """A step of the engine run among a tensor's hooks (after them): fn(grad, shared) -> None,
+    `shared` where something besides the engine holds the gradient (called alone: shared)."""
+    __slots__ = ("fn",)
+
+    def __init__(self, fn):
+        self.fn = fn
+
+    def __call__(self, g, shared=True):
+        self.fn(g, shared)
 
 
 # A tensor's hooks, run on its gradient at backward time. The callables are an input bound
