@@ -69,8 +69,17 @@ def _run(outputs, seeds, targets, retain_graph, create_graph, retain=False):
     if retained and (hooks or structure[1]):
         hooks = _with_steps(hooks, retained, (), create_graph, done)
     with engine.final_callbacks():
-        outs = engine.execute(order, index, roots, seeds, reach + [tg for tg, _ in retained], retain_graph,
-                              create_graph, hooks, structure)
+        try:
+            outs = engine.execute(order, index, roots, seeds, reach + [tg for tg, _ in retained], retain_graph,
+                                  create_graph, hooks, structure)
+        except Exception as e:
+            partial = e.__dict__.pop("_partial", None)
+            if partial is not None and retained:        # what torch's retains_grad hooks took first
+                got = partial[1][len(reach):]
+                for i in _ran_first(index, retained, (partial[0], got)):
+                    if (id(retained[i][0][0]), retained[i][0][1]) not in done:
+                        _retain(retained[i][1], got[i])
+            raise
     if retained:
         for (tg, t), g in zip(retained, outs[len(reach):]):
             if g is not None and (id(tg[0]), tg[1]) not in done:
@@ -139,7 +148,11 @@ def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, 
         try:
             outs = engine.execute(order, index, roots, seeds, [tg for tg, _ in reach], retain_graph, create_graph,
                                   hooks, structure)
-        except RuntimeError as e:
+        except Exception as e:
+            partial = e.__dict__.pop("_partial", None)
+            if partial is not None:
+                _deliver_partial(order, index, roots, reach, retained, partial, create_graph, done)
+                raise
             if not getattr(e, "_at_bind", False) or inputs is not None:
                 raise
             err = _run_until_stale(order, index, roots, seeds, retain_graph, create_graph, user_hooks, structure)
@@ -162,6 +175,38 @@ def _idle_targets(order, targets):
             if id(node) not in ran:
                 idle.add(id(node))
     return idle
+
+
+def _ran_first(index, retained, partial):
+    """Of a backward that failed at a node (partial: its index in creation order, and the
+    gradients complete by then), which retain_grad() tensors torch's engine reached first: those
+    whose grad_fn is that node (its tensor pre-hooks run before it) or runs before it (made
+    after it)."""
+    k, outs = partial
+    return [i for i, ((node, _), _) in enumerate(retained) if index[id(node)] >= k and outs[i] is not None]
+
+
+def _deliver_partial(order, index, roots, reach, retained, partial, create_graph, done):
+    """A node's backward raised (a custom Function's): hand over what torch's engine had before
+    it raised, the gradients of the retain_grad() tensors it reached and of the leaves whose
+    AccumulateGrad it ran: those whose last node to run (the first made of those reading the
+    leaf) was made after the failing one."""
+    k, outs = partial
+    outs = list(outs)
+    keep = set(_ran_first(index, retained, partial))
+    for i in range(len(retained)):
+        if i not in keep:
+            outs[i] = None
+    first = {}
+    for node in order:
+        if node._prim is not None:
+            for nf, _ in node.next_functions:
+                if nf is not None and id(nf) not in first:
+                    first[id(nf)] = index[id(node)]
+    for i in range(len(retained), len(reach)):
+        if first.get(id(reach[i][0][0]), -1) <= k:
+            outs[i] = None
+    _deliver(order, roots, reach, retained, outs, create_graph, done)
 
 
 def _with_steps(hooks, retained, leaves, create_graph, done, idle=()):

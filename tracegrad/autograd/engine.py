@@ -668,9 +668,12 @@ def _execute(order, index, roots, seeds, targets, retain_graph, create_graph, ho
         try:
             outs = (run_checked(p, args, order, eager=True) if tracer._ANOMALY[0] or p.undefined else
                     (p.eager or _plan_eager(p))(*args))
-        except BaseException:
+        except BaseException as e:
             if not retain_graph:
                 free_graph(ran)
+            done = e.__dict__.pop("_ran_before", None) if isinstance(e, Exception) else None
+            if done is not None:
+                e._partial = (done[0], list(done[1]))
             raise
         finally:
             STATE.grad_enabled = grad_mode
@@ -699,11 +702,18 @@ def _execute(order, index, roots, seeds, targets, retain_graph, create_graph, ho
                 raw = run_checked(p, args, order)
             else:
                 raw = p.fn(*args)
-        except BaseException:
+        except BaseException as e:
             # a hook or a custom backward raised part way: what ran may have written over saved
             # values, so the graph is freed as torch frees the nodes it ran (a retry raises)
             if not retain_graph:
                 free_graph(ran)
+            done = e.__dict__.pop("_ran_before", None) if isinstance(e, Exception) else None
+            if done is not None:
+                # the gradients complete before the failing node, for autograd.backward to hand
+                # over as torch's engine has (.grad, retain_grad) before it raises
+                shared = HANDED.tensors
+                HANDED.__dict__.pop("taken", None)
+                e._partial = (done[0], _gradient_tensors(done[1], args, targets, shared))
             raise
         finally:
             STATE.freeing_saved = freeing
@@ -908,9 +918,16 @@ def _run_checked(p, g, env, order, eager):
                         out = a["prim"].eager(*vals, **a["params"])
                     else:
                         out = tracer.apply(a["prim"], tuple(vals), a["params"])
-        except Exception:
+        except Exception as e:
             if anomaly and a.get("origin") is not None:
                 warn_forward(a["origin"])
+            # what ran before the failing node: the gradients complete by then (torch's engine has
+            # run the AccumulateGrad of each), and where the failing node sits in creation order
+            k = p.fwd[a["origin"]].get("node_index") if a.get("origin") is not None else None
+            if k is not None and p.fwd[a["origin"]]["op"] == "proj":
+                k = p.fwd[p.fwd[a["origin"]]["args"][0]].get("node_index")
+            if k is not None:
+                e._ran_before = (k, [None if o is None else env.get(o) for o in g.outputs])
             raise
         finally:
             tracer._ANOMALY_PARENT[0] = parent
