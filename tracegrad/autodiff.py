@@ -401,7 +401,8 @@ def _call_hooks(g, key):
     """Tensor hooks run at backward time: an opaque op whose callables are bound per run."""
     bwd = g.__dict__["_graph"]
     fns = proxy_input(bwd, (), D.bool_, role="hook", hook_key=key)
-    return apply(P["call_hooks"], (g, fns), {})
+    # (the gradient's dtype: a bfloat16 one is stored as float32, and its hooks see bfloat16)
+    return apply(P["call_hooks"], (g, fns), {"dtype": g.dtype})
 
 
 def F_value(bwd, proxy):
