@@ -216,13 +216,17 @@ def _with_steps(hooks, retained, leaves, create_graph, done, idle=()):
     hooks, its node's hooks), which torch runs as soon as the last node feeding it has run.
     What a step handled is noted in `done` ((id(node), slot)): _deliver skips it."""
     hooks = dict(hooks)
+
+    def add(key, owner, slot, steps):
+        had = hooks.get(key)
+        hooks[key] = engine.LiveHooks(owner, slot, tuple(steps) if had is None else had.steps + tuple(steps))
     for (node, slot), t in retained:
         steps = [_retain_step(node, slot, t, done)]
         if id(node) in idle:
             steps.append(_idle_node_step(node, done))
-        hooks[(node, slot)] = hooks.get((node, slot), []) + steps
+        add((node, slot), node, slot, steps)
     for (node, slot), t in leaves:
-        hooks[(node, slot)] = hooks.get((node, slot), []) + [_accumulate_step(node, t, create_graph, done)]
+        add((node, slot), t, None, [_accumulate_step(node, t, create_graph, done)])
     return hooks
 
 

@@ -214,7 +214,7 @@ def _keyed(order, index):
             if th:
                 for slot, fns in th.items():
                     if fns:
-                        spec[(node, slot)] = list(fns.values())
+                        spec[(node, slot)] = LiveHooks(node, slot)
         prim = node._prim
         if prim is None:
             lo = _leaf_order(node)
@@ -222,7 +222,7 @@ def _keyed(order, index):
             if node.__class__ is AccumulateGrad or isinstance(node, AccumulateGrad):
                 v = node.variable
                 if v._hooks:
-                    spec[(node, 0)] = list(v._hooks.values())
+                    spec[(node, 0)] = LiveHooks(v, None)
             continue
         edges = []
         for n, s in node.next_functions:
@@ -242,6 +242,42 @@ def _keyed(order, index):
 
 
 _SEQ = operator.attrgetter("_seq")
+
+
+class LiveHooks:
+    """A tensor's hooks as a running backward calls them: read from the tensor's own dict when
+    they run, as torch's hook reads its dict, so a hook removed by an earlier hook of the
+    backward does not run and one added to a tensor whose hooks are still to run does; then
+    the engine's own `steps` (autograd's retain_grad and AccumulateGrad, GradStep). `owner`:
+    the leaf tensor (slot None) or the grad_fn node of output `slot`."""
+    __slots__ = ("owner", "slot", "steps")
+
+    def __init__(self, owner, slot, steps=()):
+        self.owner = owner
+        self.slot = slot
+        self.steps = steps
+
+    def live(self):
+        if self.slot is None:
+            return self.owner._hooks or {}
+        return self.owner.__dict__.get("_tensor_hooks", {}).get(self.slot) or {}
+
+    def __len__(self):
+        return len(self.live()) + len(self.steps)
+
+    def __iter__(self):
+        seen = set()
+        while True:
+            live = self.live()
+            new = [k for k in live if k not in seen]
+            if not new:
+                break
+            for k in new:
+                seen.add(k)
+                fn = self.live().get(k)
+                if fn is not None:
+                    yield fn
+        yield from self.steps
 
 
 def _leaf_order(node):
@@ -577,6 +613,7 @@ def execute(order, index, roots, seeds, targets, retain_graph, create_graph, hoo
     task = graph_task()                  # what `with graph_task():` does, without its two calls
     task.id = next(_task_ids)
     task.at_end = []
+    task.spec, task.index = hooks_spec, index     # (where a hook added during the run has a place)
     stack.append(task)
     try:
         outs = _execute(order, index, roots, seeds, targets, retain_graph, create_graph, hooks_spec, structure)
