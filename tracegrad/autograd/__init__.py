@@ -65,7 +65,7 @@ def _run(outputs, seeds, targets, retain_graph, create_graph, retain=False):
         elif k >= 0:
             reach.append((n, s))
     retained = _retained(order, index, reach) if retain else ()
-    done = set()
+    done = _Steps()
     if retained and (hooks or structure[1]):
         hooks = _with_steps(hooks, retained, (), create_graph, done)
     with engine.final_callbacks():
@@ -130,7 +130,7 @@ def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, 
         index.setdefault(id(n), -2)
     retained = _retained(order, index, targets)
     reach = retained + [(tg, t) for tg, t in leaves if index[id(tg[0])] >= 0]
-    done = set()
+    done = _Steps()
     user_hooks = hooks
     if hooks or structure[1] or (retained and any(t._post_acc_hooks for _, t in leaves)):
         # Python runs inside the backward (a hook) and may read .grad: each leaf's AccumulateGrad
@@ -273,9 +273,10 @@ def _accumulate_step(node, t, create_graph, done):
             # the memory is the program's: taken over only where nothing else of the run
             # (its inputs, a gradient another leaf took) may hold it
             a = g._data
+            if done.args is None:
+                done.args = {id(b) for b in getattr(HANDED, "args", None) or ()}
             shared = a.__class__ is not np.ndarray or not (a.flags.owndata and a.flags.writeable) or \
-                id(a) in done or any(a is b for b in getattr(HANDED, "args", None) or ()) or \
-                _held_elsewhere(a, g)
+                id(a) in done or id(a) in done.args or _held_elsewhere(a, g, done)
             if not shared:
                 done.add(id(a))
                 taken = HANDED.__dict__.get("taken")
@@ -286,14 +287,34 @@ def _accumulate_step(node, t, create_graph, done):
     return GradStep(accumulate_grad)
 
 
-def _held_elsewhere(a, g):
+def _held_elsewhere(a, g, done):
     """Whether a tensor the backward handed to Python (a hook kept it), other than `g`, has
-    array `a` as its memory."""
-    for ref in getattr(HANDED, "tensors", None) or ():
+    array `a` as its memory (the tensors handed out so far are indexed once, in `done`)."""
+    refs = getattr(HANDED, "tensors", None) or ()
+    holders = done.holders
+    for ref in refs[done.seen:]:
         t = ref()
-        if t is not None and t is not g and (t._data is a or getattr(t._data, "base", None) is a):
-            return True
-    return False
+        if t is not None:
+            d = t._data
+            holders.setdefault(id(d), set()).add(id(t))
+            b = getattr(d, "base", None)
+            if b is not None:
+                holders.setdefault(id(b), set()).add(id(t))
+    done.seen = len(refs)
+    h = holders.get(id(a))
+    return bool(h) and (len(h) > 1 or id(g) not in h)
+
+
+class _Steps(set):
+    """What the steps of one backward handled ((id(node), slot), ids of arrays a .grad took), and
+    what they looked up once: the ids of the program's inputs, the arrays of handed-out tensors."""
+    __slots__ = ("args", "holders", "seen")
+
+    def __init__(self):
+        super().__init__()
+        self.args = None
+        self.holders = {}
+        self.seen = 0
 
 
 def _run_until_stale(order, index, roots, seeds, retain_graph, create_graph, hooks, structure):

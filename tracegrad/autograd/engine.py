@@ -266,17 +266,22 @@ class LiveHooks:
         return len(self.live()) + len(self.steps)
 
     def __iter__(self):
-        seen = set()
-        while True:
-            live = self.live()
-            new = [k for k in live if k not in seen]
-            if not new:
-                break
-            for k in new:
-                seen.add(k)
-                fn = self.live().get(k)
+        live = self.live()
+        if live:
+            keys = list(live)
+            for k in keys:
+                fn = live.get(k)
                 if fn is not None:
                     yield fn
+            live = self.live()
+            while len(live) and live.keys() - keys:        # added by the hooks that ran
+                new = [k for k in live if k not in keys]
+                keys = keys + new
+                for k in new:
+                    fn = live.get(k)
+                    if fn is not None:
+                        yield fn
+                live = self.live()
         yield from self.steps
 
 
