@@ -372,3 +372,57 @@ def test_hooks_around_a_compiled_call_see_what_torch_compiles_see():
     except Exception as e:             # noqa: BLE001  (torch.compile unusable on this machine)
         pytest.skip(f"torch.compile(backend='aot_eager') failed: {e}")
     assert got == want
+
+
+# -- module hooks and undefined gradients ------------------------------------------------------
+
+def test_module_backward_hooks_and_post_accumulate_hooks_interleave_as_torchs():
+    """A module's full backward hooks run inside the backward (a custom Function's node, as in
+    torch): its parameters' AccumulateGrads run as torch's, between them. tracegrad set every
+    .grad after the module hooks had all run (they saw None for the last layer's .grads)."""
+    out = []
+    for lib in (torch, tg):
+        m = lib.nn.Sequential(lib.nn.Linear(3, 4), lib.nn.Tanh(), lib.nn.Linear(4, 2))
+        with lib.no_grad():
+            for k, p in enumerate(m.parameters()):
+                p.copy_(lib.tensor(np.sin(np.arange(p.numel()) + k).reshape(tuple(p.shape)).astype(np.float32)))
+        ps = list(m.parameters())
+        log = []
+
+        def st():
+            return [None if p.grad is None else round(float(p.grad.sum()), 4) for p in ps]
+        for i, sub in enumerate(m):
+            sub.register_full_backward_pre_hook(lambda mod, go, i=i: log.append(("pre", i, st())))
+            sub.register_full_backward_hook(lambda mod, gi, go, i=i: log.append(("hook", i, st())))
+        for k, p in enumerate(ps):
+            p.register_post_accumulate_grad_hook(lambda p, k=k: log.append(("post", k, st())))
+        x = lib.tensor(np.linspace(-1, 1, 15).reshape(5, 3).astype(np.float32), requires_grad=True)
+        m(x).sum().backward()
+        out.append(log)
+    assert [e[:2] for e in out[0]] == [("pre", 2), ("post", 3), ("post", 2), ("hook", 2), ("pre", 1), ("hook", 1),
+                                       ("pre", 0), ("post", 1), ("post", 0), ("hook", 0)]
+    assert out[1] == out[0]
+
+
+@pytest.mark.parametrize("variant", ["post_only", "tensor_hook", "node_hooks", "pre_hook_none"])
+def test_a_leaf_whose_gradient_a_hook_made_undefined_still_runs_its_accumulate_grad_hooks(variant):
+    """torch runs the AccumulateGrad of a leaf it reaches even where the gradient is undefined: its
+    hooks see None and .grad stays None; tracegrad skipped the post-accumulate and node hooks."""
+    def run(lib):
+        log = []
+        x = lib.tensor([1., 2.], requires_grad=True)
+        y = x * 2
+        y.grad_fn.register_hook(lambda gi, go: (None, None))
+        x.register_post_accumulate_grad_hook(lambda p: log.append(("post", snap(p.grad))))
+        acc = x.view_as(x).grad_fn.next_functions[0][0]
+        if variant == "tensor_hook":
+            x.register_hook(lambda g: log.append(("x", snap(g))))
+        if variant in ("node_hooks", "pre_hook_none"):
+            acc.register_prehook(lambda go: log.append(("acc pre", snap(go[0]))) or
+                                 ((None,) if variant == "pre_hook_none" else None))
+            acc.register_hook(lambda gi, go: log.append(("acc post", gi, snap(go[0]))))
+        (y * 3).sum().backward()
+        return log, snap(x.grad)
+    t = run(torch)
+    assert ("post", None) in t[0] and t[1] is None
+    assert run(tg) == t

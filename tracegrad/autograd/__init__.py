@@ -65,8 +65,9 @@ def _run(outputs, seeds, targets, retain_graph, create_graph, retain=False):
         elif k >= 0:
             reach.append((n, s))
     retained = _retained(order, index, reach) if retain else ()
-    done = _Steps()
+    done = ()
     if retained and (hooks or structure[1]):
+        done = _Steps()
         hooks = _with_steps(hooks, retained, (), create_graph, done)
     with engine.final_callbacks():
         try:
@@ -130,9 +131,10 @@ def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, 
         index.setdefault(id(n), -2)
     retained = _retained(order, index, targets)
     reach = retained + [(tg, t) for tg, t in leaves if index[id(tg[0])] >= 0]
-    done = _Steps()
+    done = ()
     user_hooks = hooks
     if hooks or structure[1] or (retained and any(t._post_acc_hooks for _, t in leaves)):
+        done = _Steps()
         # Python runs inside the backward (a hook) and may read .grad: each leaf's AccumulateGrad
         # step and each retain_grad() runs in the program where torch's engine runs it
         idle = _idle_targets(order, targets) if inputs is not None else ()
@@ -192,21 +194,17 @@ def _deliver_partial(order, index, roots, reach, retained, partial, create_graph
     AccumulateGrad it ran: those whose last node to run (the first made of those reading the
     leaf) was made after the failing one."""
     k, outs = partial
-    outs = list(outs)
     keep = set(_ran_first(index, retained, partial))
-    for i in range(len(retained)):
-        if i not in keep:
-            outs[i] = None
     first = {}
     for node in order:
         if node._prim is not None:
             for nf, _ in node.next_functions:
                 if nf is not None and id(nf) not in first:
                     first[id(nf)] = index[id(node)]
-    for i in range(len(retained), len(reach)):
-        if first.get(id(reach[i][0][0]), -1) <= k:
-            outs[i] = None
-    _deliver(order, roots, reach, retained, outs, create_graph, done)
+    keep.update(i for i in range(len(retained), len(reach)) if first.get(id(reach[i][0][0]), -1) > k)
+    keep = sorted(keep)
+    _deliver(order, roots, [reach[i] for i in keep], [retained[i] for i in keep if i < len(retained)],
+             [outs[i] for i in keep], create_graph, done)
 
 
 def _with_steps(hooks, retained, leaves, create_graph, done, idle=()):
@@ -266,8 +264,8 @@ def _accumulate_step(node, t, create_graph, done):
     def accumulate_grad(g, shared):
         done.add((id(node), 0))
         if g is None:
-            return
-        if g._dtype is not dt:          # (a bfloat16 leaf's gradient runs as float32)
+            pass
+        elif g._dtype is not dt:          # (a bfloat16 leaf's gradient runs as float32)
             g = g.to(dt) if create_graph else Tensor._make(g._data.astype(dt.np), dt)
         elif not shared and not create_graph:
             # the memory is the program's: taken over only where nothing else of the run
@@ -381,13 +379,14 @@ def _deliver(order, roots, reach, retained, outs, create_graph, done=()):
         rank = {id(n): i for i, n in enumerate(engine.torch_run_order([r[0] for r in roots]))}
         steps = sorted(steps, key=lambda s: -1 if s[0] < len(retained) else rank.get(id(s[1][0][0][0]), -1))
     for k, ((tg, t), g) in steps:
-        if g is None:
-            continue
         if done and (id(tg[0]), tg[1]) in done:
             continue
         if k < len(retained):
-            _retain(t, g)
+            if g is not None:
+                _retain(t, g)
             continue
+        # a leaf the backward reaches: torch runs its AccumulateGrad even where its gradient is
+        # undefined (its hooks see None; .grad is left as it is)
         _deliver_leaf(tg[0], t, g, create_graph)
 
 
@@ -403,13 +402,12 @@ def _deliver_leaf(node, t, g, create_graph, shared=False):
             if r is not None:
                 g, = check_hook_results(h, (g,), r)
         r = h = None
-        if g is None:
-            return
         # torch steals the gradient only where nothing else holds it (its use_count): a
         # hook may have kept the tensor it was given or the one it returned
         shared = shared or sys.getrefcount(g) > (base if g is first else 2)
         first = None
-    if t._req:                     # a leaf set to requires_grad=False since takes nothing, as torch's
+    # an undefined gradient (a hook made it None) sets nothing; the hooks after still run, as torch's
+    if t._req and g is not None:   # a leaf set to requires_grad=False since takes nothing, as torch's
         _accumulate(t, g, create_graph, shared)
     _post_accumulate_hooks(t)
     if node._hooks:

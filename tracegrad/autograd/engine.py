@@ -163,7 +163,8 @@ def walk_keyed(roots):
     structure as a cache key (ops, parameters, types, edges, leaves' layouts), the nodes with
     hooks (node_hooks_of) and the tensor hooks, in one pass over the nodes (what a backward of
     a small graph spends most of its bookkeeping on): (order, index, (structure, node_hooks),
-    hooks_spec), hooks_spec as autograd's {(node, slot): [fn, ...]}.
+    hooks_spec), hooks_spec as autograd's {(node, slot): LiveHooks}; node_hooks holds -1 where
+    a custom Function's backward (Python) runs too.
 
     Creation order, not the walk's post-order: the backward runs the nodes in reverse, and a
     value's gradients from its several users are summed in that order, which is torch's (its
@@ -234,6 +235,8 @@ def _keyed(order, index):
                 return None
             edges.append((i, s))
         key.append((prim.name, tuple(node._params.items()), node._args_meta, tuple(edges), node._out_meta))
+        if prim.takes_ctx and prim.name == "function":
+            hooks.append(-1)             # a custom Function's backward: Python runs inside the backward
         if node._neg_zero:
             key.append(("-0.0", node._neg_zero))
         if hooked:
