@@ -426,3 +426,30 @@ def test_a_leaf_whose_gradient_a_hook_made_undefined_still_runs_its_accumulate_g
     t = run(torch)
     assert ("post", None) in t[0] and t[1] is None
     assert run(tg) == t
+
+
+@pytest.mark.parametrize("case", ["all_reached", "one_unreached", "grad", "leaf_last"])
+def test_multi_grad_hook_all_runs_with_the_last_gradient_as_torchs(case):
+    """mode="all" ran its function when the backward had ended (every .grad set); torch runs it in
+    the hook of the last of the tensors it reaches, before the nodes after it run."""
+    def run(lib):
+        log = []
+        x = lib.tensor([1., 2.], requires_grad=True)
+        w = lib.tensor([3., 4.], requires_grad=True)
+        y = x * w
+        z = y * 2
+        watched = {"all_reached": (x, y), "one_unreached": (y, z.detach().requires_grad_()), "grad": (y, z),
+                   "leaf_last": (w, y)}[case]
+        lib.autograd.graph.register_multi_grad_hook(watched, lambda gs: log.append(
+            ("all", [snap(g) for g in gs], snap(x.grad), snap(w.grad))))
+        w.register_hook(lambda g: log.append(("w", snap(x.grad))))
+        loss = (z.sin() + w).sum()
+        if case == "grad":
+            log.append(("grad", [snap(g) for g in lib.autograd.grad(loss, [x])]))
+        else:
+            loss.backward()
+        log.append(("end", snap(x.grad), snap(w.grad)))
+        return log
+    t = run(torch)
+    assert any(e[0] == "all" for e in t)
+    assert run(tg) == t

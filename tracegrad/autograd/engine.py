@@ -50,7 +50,7 @@ STATS = collections.Counter()
 
 class Program:
     __slots__ = ("fwd", "bwd", "fn", "binds", "node_count", "triton", "transfers", "owners", "undefined",
-                 "family", "kin", "eager", "ran")
+                 "family", "kin", "eager", "ran", "hook_keys")
 
 
 def _owners(order):
@@ -567,6 +567,8 @@ def get_program(order, index, roots, targets, hooks_spec, structure=None, key=No
     STATS["misses"] += 1
     # the nodes a backward of this structure runs (executed), by position
     p.ran = tuple([index[id(n)] for n in executed(order, targets)])
+    # the tensors whose hooks the backward calls, by (position, slot): will_engine_execute_node
+    p.hook_keys = frozenset(info for kind, info in p.binds if kind == "hook")
     p.owners = _owners(order)
     # a backward through an evicted compiled program is not kept: it would keep it alive
     if len(order) <= _CACHE_MAX_NODES and not any(o.evicted for o in p.owners):
@@ -683,6 +685,22 @@ def current_task():
     return _TASKS.stack[-1] if _TASKS.stack else None
 
 
+def will_call_hooks(t):
+    """Whether the running backward calls the hooks of tensor `t` (torch's
+    _will_engine_execute_node for its node): its hooks have a place in the running program."""
+    task = current_task()
+    keys = getattr(task, "hook_keys", None) if task is not None else None
+    if keys is None:
+        return None
+    if t.grad_fn is not None:
+        node, slot = t.grad_fn, t._output_nr
+    else:
+        node = t._grad_acc() if t._grad_acc is not None else None
+        slot = 0
+    k = task.index.get(id(node)) if node is not None else None
+    return k is not None and (k, slot) in keys
+
+
 def _execute(order, index, roots, seeds, targets, retain_graph, create_graph, hooks_spec, structure=None):
     key = program_key(order, index, roots, targets, hooks_spec, structure)
     p = cached_program(key)
@@ -695,6 +713,8 @@ def _execute(order, index, roots, seeds, targets, retain_graph, create_graph, ho
     if p is None:
         p = get_program(order, index, roots, targets, hooks_spec, key=key)
     hook_by_key = {(index[id(n)], s): fns for (n, s), fns in hooks_spec.items()} if hooks_spec else {}
+    if hooks_spec:
+        _TASKS.stack[-1].hook_keys = p.hook_keys
     if create_graph:
         args = []
         for kind, info in p.binds:
@@ -1042,4 +1062,4 @@ def call_node(node, grads):
 
 # what the nodes of autograd/graph.py call of the engine
 Engine.call_node, Engine.unpack_saved, Engine.unpack = call_node, unpack_saved, unpack
-Engine.current_task = current_task
+Engine.current_task, Engine.will_call_hooks = current_task, will_call_hooks
