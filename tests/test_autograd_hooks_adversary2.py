@@ -453,3 +453,25 @@ def test_multi_grad_hook_all_runs_with_the_last_gradient_as_torchs(case):
     t = run(torch)
     assert any(e[0] == "all" for e in t)
     assert run(tg) == t
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16", "float64"])
+@pytest.mark.parametrize("op", ["max_dim", "min_dim", "unbind", "mul"])
+@pytest.mark.parametrize("create_graph", [False, True])
+def test_grad_fn_hooks_see_torchs_gradients_and_dtypes(op, dtype, create_graph):
+    """max(dim)'s grad_fn hooks got a gradient slot (None) for the integer indices, which torch's
+    node has no input for; bfloat16 gradients reached grad_fn hooks as float32."""
+    def run(lib):
+        log = []
+        x = lib.tensor([[1., 5., 2.], [3., 2., 7.]], dtype=getattr(lib, dtype), requires_grad=True)
+        v = {"max_dim": lambda: x.max(1)[0], "min_dim": lambda: x.min(1)[0], "unbind": lambda: x.unbind(0)[1],
+             "mul": lambda: x * 3}[op]()
+
+        def what(gs):
+            return [None if g is None else (str(g.dtype), snap(g.float())) for g in gs]
+        v.grad_fn.register_prehook(lambda go: log.append(("pre", what(go))))
+        v.grad_fn.register_hook(lambda gi, go: log.append(("post", what(gi), what(go))))
+        (v * v).sum().backward(inputs=[x], create_graph=create_graph)
+        log.append(snap(x.grad.float()))
+        return log
+    assert run(tg) == run(torch)

@@ -461,7 +461,9 @@ def _target_prehooks(reach, outs, ran, done=()):
                 (id(node), None) not in done:
             per_node.setdefault(id(node), (node, {}))[1][slot] = g
     for node, got in per_node.values():
-        _run_idle_node(node, tuple(got.get(k) for k in range(len(node._out_meta))))
+        # (torch's node has no input for an integer output, max(dim)'s indices)
+        _run_idle_node(node, tuple(got.get(k) for k, (_, d) in enumerate(node._out_meta)
+                                   if d.is_floating_point or node._prim.takes_ctx))
 
 
 def _accumulate(t, g, create_graph, shared=False):
