@@ -475,3 +475,20 @@ def test_grad_fn_hooks_see_torchs_gradients_and_dtypes(op, dtype, create_graph):
         log.append(snap(x.grad.float()))
         return log
     assert run(tg) == run(torch)
+
+
+@pytest.mark.parametrize("order", [(0, 1, 2, 3), (3, 2, 1, 0), (1, 3, 0, 2)])
+@pytest.mark.parametrize("split", ["split", "unbind", "chunk"])
+def test_hooks_on_the_outputs_of_one_op_run_in_the_order_they_were_registered(order, split):
+    """torch keeps one hook list per output on the node, in the order each output got its first
+    hook; tracegrad ran them by output, last first ([3, 2, 1, 0] for hooks registered 0, 1, 2, 3)."""
+    def run(lib):
+        log = []
+        x = lib.tensor([1., 2., 3., 4.], requires_grad=True)
+        y = x * 2
+        parts = {"split": lambda: y.split(1), "unbind": lambda: y.unbind(0), "chunk": lambda: y.chunk(4)}[split]()
+        for k in order:
+            parts[k].register_hook(lambda g, k=k: log.append((k, snap(g))))
+        sum(p * (i + 1) for i, p in enumerate(parts)).sum().backward()
+        return log, snap(x.grad)
+    assert run(tg) == run(torch)

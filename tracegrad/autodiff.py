@@ -138,7 +138,7 @@ def _ctx_proxy(bwd, n, cache):
     return cache[n]
 
 
-def derive(fwd, outputs, wrt, hooks=None, node_hooks=(), defer_errors=False, leaf_rank=None):
+def derive(fwd, outputs, wrt, hooks=None, node_hooks=(), defer_errors=False, leaf_rank=None, hook_rank=None):
     """Build the backward graph of `fwd`.
 
     Inputs of the result: one gradient per output (role "grad"), then the forward values
@@ -151,6 +151,8 @@ def derive(fwd, outputs, wrt, hooks=None, node_hooks=(), defer_errors=False, lea
     before the first forward runs; eager autograd derives it when backward is called).
     `leaf_rank` orders the hooks of leaves whose gradients one op completes (torch's engine
     runs their AccumulateGrad nodes as its ready queue yields them); by argument without it.
+    `hook_rank` orders the hooks of the outputs of one multi-output op (projections) that have
+    them: they run when that op is reached, in this order.
     """
     bwd = Graph("backward")
     bwd.number_after(fwd)           # no backward value takes the name of a forward value it is printed beside
@@ -168,6 +170,7 @@ def derive(fwd, outputs, wrt, hooks=None, node_hooks=(), defer_errors=False, lea
             grads[o] = grads[o] + seed if o in grads else seed
         tuple_grads = {}
         captured = {}
+        deferred = {}
         wrt_set = set(wrt)
         order = list(fwd.nx.nodes)
         last_use = _last_uses(fwd, order, hooks)
@@ -181,7 +184,10 @@ def derive(fwd, outputs, wrt, hooks=None, node_hooks=(), defer_errors=False, lea
                 if last_use and a["op"] != "input" else ()
             if leaf_rank and len(pending) > 1:
                 pending.sort(key=lambda x: leaf_rank.get(x, -1))
-            if n in grads and n in hooks and n not in last_use:
+            if hook_rank and n in hook_rank:
+                if n in grads:           # hooks on several outputs of one op: run at that op, below
+                    deferred.setdefault(a["args"][0], []).append(n)
+            elif n in grads and n in hooks and n not in last_use:
                 if n in wrt_set and _runs_below(fwd, n, need):
                     # torch's grad() takes the gradient of an input whose grad_fn it runs anyway
                     # (for an input below it) before that node's tensor hooks, which it runs later
@@ -194,6 +200,14 @@ def derive(fwd, outputs, wrt, hooks=None, node_hooks=(), defer_errors=False, lea
                 if n in grads:
                     tuple_grads.setdefault(a["args"][0], {})[a["params"]["index"]] = grads[n]
                 continue
+            if deferred and n in deferred:
+                # torch runs the tensor hooks of a node's outputs one output after another, in the
+                # order each output got its first hook
+                for u in sorted(deferred.pop(n), key=hook_rank.__getitem__):
+                    if u in wrt_set and _runs_below(fwd, u, need):
+                        captured[u] = grads[u]
+                    grads[u] = _call_hooks(grads[u], hooks[u])
+                    tuple_grads[n][fwd[u]["params"]["index"]] = grads[u]
             prim = a["prim"]
             if n not in need:
                 continue

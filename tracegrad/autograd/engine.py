@@ -346,6 +346,27 @@ def forward_graph(order):
     return g, vals
 
 
+def _slot_ranks(hooks_spec, vals, name):
+    """{name((node, slot)): rank} for the hooked outputs of nodes with hooks on several outputs:
+    torch runs those outputs' hooks in the order each output got its first hook (a hook list
+    per output, appended to the node's list at that output's first register_hook); outputs with
+    only the engine's steps (retain_grad) after them. None where no node has two."""
+    per = {}
+    for (n, s), f in hooks_spec.items():
+        if n._prim is not None and len(n._out_meta) > 1:
+            per.setdefault(id(n), []).append((n, s, f))
+    ranks = None
+    for got in per.values():
+        if len(got) > 1:
+            if ranks is None:
+                ranks = {}
+            for n, s, f in got:
+                live = f.live()
+                ranks[name(vals[(id(n), s)]) if vals is not None else (n, s)] = \
+                    (min(live), s) if live else (float("inf"), s)
+    return ranks
+
+
 def _value_names(g, vals, order, index, refs):
     return [vals[(id(n), s)] for n, s in refs]
 
@@ -369,7 +390,8 @@ def build_program(order, index, roots, targets, hooks_spec):
         # torch's ready queue yields the leaves one node completes, not by argument
         ran = {id(n): k for k, n in enumerate(torch_run_order([n for n, _ in roots]))}
         rank = {vals[(id(n), 0)]: ran.get(id(n), -1) for n, _ in hooks_spec if n._prim is None}
-    bwd = derive(fwd, outputs, wrt, hooks, node_hooks, leaf_rank=rank)
+    bwd = derive(fwd, outputs, wrt, hooks, node_hooks, leaf_rank=rank,
+                 hook_rank=_slot_ranks(hooks_spec, vals, lambda v: v))
     binds = []
     for name in bwd.inputs:
         a = bwd[name]
@@ -540,9 +562,14 @@ def program_key(order, index, roots, targets, hooks_spec, structure):
     """The cache key of a backward: the graph's structure (walk_keyed's), the roots, the
     targets and which tensor hooks and node hooks there are."""
     structure, node_hooks = structure
+    hooked = ()
+    if hooks_spec:
+        hooked = tuple(sorted([((index[id(n)], s), len(f)) for (n, s), f in hooks_spec.items()]))
+        ranks = _slot_ranks(hooks_spec, None, None)
+        if ranks:                        # (the order of a node's hooked outputs is the program's)
+            hooked += (tuple([k for _, k in sorted([(r, (index[id(n)], s)) for (n, s), r in ranks.items()])]),)
     return (structure, tuple([(index[id(n)], s) for n, s in roots]), tuple([(index[id(n)], s) for n, s in targets]),
-            tuple(sorted([((index[id(n)], s), len(f)) for (n, s), f in hooks_spec.items()])) if hooks_spec else (),
-            node_hooks)
+            hooked, node_hooks)
 
 
 def cached_program(key):
