@@ -492,3 +492,21 @@ def test_hooks_on_the_outputs_of_one_op_run_in_the_order_they_were_registered(or
         sum(p * (i + 1) for i, p in enumerate(parts)).sum().backward()
         return log, snap(x.grad)
     assert run(tg) == run(torch)
+
+
+@pytest.mark.parametrize("ret", ["tuple", "int", "list", "tensor"])
+def test_post_accumulate_grad_hook_returning_something_raises_torchs_error(ret):
+    """A hook returning (opt.step(), opt.zero_grad()) raised RuntimeError where torch raises
+    TypeError (torch checks the result as a tensor hook's first)."""
+    def run(lib):
+        x = lib.tensor([1., 2.], requires_grad=True)
+        x.register_post_accumulate_grad_hook({"tuple": lambda p: (None, None), "int": lambda p: 5,
+                                              "list": lambda p: [p], "tensor": lambda p: p.grad * 2}[ret])
+        try:
+            (x * 2).sum().backward()
+        except Exception as e:      # noqa: BLE001  (the type is what is compared)
+            return type(e).__name__, str(e)
+        return "ran"
+    t = run(torch)
+    assert t != "ran"
+    assert run(tg) == t

@@ -522,7 +522,10 @@ def _post_accumulate_hooks(t):
     nothing, a leaf set not to require grad since: torch runs them all the same)."""
     if t.grad_fn is None and t._post_acc_hooks:
         for h in list(t._post_acc_hooks.values()):
-            if h(t) is not None:
+            r = h(t)
+            if r is not None:        # torch checks it as a tensor hook's result first
+                if not isinstance(r, Tensor):
+                    raise TypeError(f"expected Variable, but hook returned '{type(r).__name__}'")
                 raise RuntimeError("Tensor post accumulate grad hooks should return None.")
 
 
