@@ -124,7 +124,14 @@ def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, 
                 seen.add((id(tg[0]), tg[1]))
                 targets.append(tg)
         leaves = [(tg, tg[0].variable) for tg in targets if isinstance(tg[0], AccumulateGrad)]
+        idle_nodes, err = _idle_nodes(order, index, targets)
+        if err is not None:              # a saved value of an input's grad_fn, written in place
+            for n, _ in targets:
+                index.setdefault(id(n), -2)
+            raise _run_until_stale(order, index, roots, seeds, retain_graph, create_graph, hooks, structure,
+                                   _wanted(order, targets, idle_nodes)) or err
     else:
+        idle_nodes = ()
         targets = [(node, 0) for node in order if isinstance(node, AccumulateGrad)]
         leaves = [(tg, tg[0].variable) for tg in targets]
     for n, _ in targets:
@@ -155,13 +162,41 @@ def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, 
             if partial is not None:
                 _deliver_partial(order, index, roots, reach, retained, partial, create_graph, done)
                 raise
-            if not getattr(e, "_at_bind", False) or inputs is not None:
+            if not getattr(e, "_at_bind", False):
                 raise
-            err = _run_until_stale(order, index, roots, seeds, retain_graph, create_graph, user_hooks, structure)
+            err = _run_until_stale(order, index, roots, seeds, retain_graph, create_graph, user_hooks, structure,
+                                   _wanted(order, targets, idle_nodes) if inputs is not None else None)
             if err is None:
                 raise
             raise err from None
         _deliver(order, roots, reach, retained, outs, create_graph, done)
+        if idle_nodes and not retain_graph:
+            engine.free_graph(idle_nodes)    # torch ran them: their saved values go as theirs do
+
+
+def _idle_nodes(order, index, targets):
+    """backward(inputs=[non-leaf]): the grad_fn nodes of such inputs that nothing below them
+    wanted run. torch runs them (it marks every input's node needed), unpacking their saved
+    tensors: one written in place since, or freed, raises as there (before anything runs here)."""
+    idle = [n for n, _ in targets if n._prim is not None and index.get(id(n), -1) >= 0]
+    if not idle:
+        return (), None
+    ran = {id(n) for n in engine.executed(order, targets)}
+    idle = [n for n in idle if id(n) not in ran]
+    for node in idle:
+        err = _stale_error(node)
+        if err is not None:
+            return idle, err
+    return idle, None
+
+
+def _wanted(order, targets, idle):
+    """The ids of the nodes a backward(inputs=...) runs in torch: those leading to an input,
+    the inputs' AccumulateGrads and the idle grad_fns of non-leaf inputs."""
+    wanted = {id(n) for n in engine.executed(order, targets)}
+    wanted.update(id(n) for n, _ in targets)
+    wanted.update(id(n) for n in idle)
+    return wanted
 
 
 def _idle_targets(order, targets):
@@ -315,12 +350,15 @@ class _Steps(set):
         self.seen = 0
 
 
-def _run_until_stale(order, index, roots, seeds, retain_graph, create_graph, hooks, structure):
+def _run_until_stale(order, index, roots, seeds, retain_graph, create_graph, hooks, structure, wanted=None):
     """A backward whose saved value was written in place raised before it ran anything; torch's
     engine runs the nodes before the one that fails (its hooks, its AccumulateGrads: .grad set,
     post-accumulate hooks) and raises there. That part is run here, and the error of that node
-    returned (None where no node's saved value is found written)."""
+    returned (None where no node's saved value is found written). `wanted`: the ids of the
+    nodes torch runs (backward(inputs=...)), None for all."""
     run = engine.torch_run_order([r[0] for r in roots])
+    if wanted is not None:
+        run = [n for n in run if id(n) in wanted]
     for k, node in enumerate(run):
         err = _stale_error(node)
         if err is not None:
@@ -349,7 +387,9 @@ def _run_until_stale(order, index, roots, seeds, retain_graph, create_graph, hoo
 
 def _stale_error(node):
     """The error torch's engine raises when it runs `node`, one of whose saved tensors was
-    written in place since (it unpacks them all first), or None."""
+    written in place since (it unpacks them all first) or freed by an earlier backward, or None."""
+    if node._prim is not None and node._saved is None and (not node._prim.takes_ctx or node._freed):
+        return RuntimeError(engine.FREED_MSG)
     items = []
     for s in node._saved or ():
         if isinstance(s, tuple):

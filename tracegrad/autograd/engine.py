@@ -736,7 +736,9 @@ def _execute(order, index, roots, seeds, targets, retain_graph, create_graph, ho
         # freed by an earlier backward (see free_graph); a custom Function raises only where
         # its backward reads ctx.saved_tensors, as in torch; a node marked _freed at once
         if node._saved is None and (not node._prim.takes_ctx or node._freed):
-            raise RuntimeError(FREED_MSG)
+            e = RuntimeError(FREED_MSG)
+            e._at_bind = True            # nothing has run yet (autograd.backward runs what torch would first)
+            raise e
     if p is None:
         p = get_program(order, index, roots, targets, hooks_spec, key=key)
     hook_by_key = {(index[id(n)], s): fns for (n, s), fns in hooks_spec.items()} if hooks_spec else {}
