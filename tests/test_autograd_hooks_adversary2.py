@@ -579,3 +579,35 @@ def test_a_backward_through_a_freed_node_runs_what_torch_runs_before_it():
         raised += t[0][-1] != "ran"
         assert _through_a_freed_node(tg, seed) == t, seed
     assert raised > 10
+
+
+@pytest.mark.parametrize("how", ["grad", "inputs"])
+def test_grad_through_a_saved_value_written_in_place_runs_the_hooks_torch_runs_first(how):
+    """grad() and backward(inputs=...) raised at once; torch runs the nodes made after the one whose
+    saved value was written (their tensor hooks, retain_grad) and raises there."""
+    def run(lib):
+        log = []
+        x = lib.tensor([1., 2.], requires_grad=True)
+        a = x * 1
+        b = a.exp()                    # saves its result
+        c = b * 3
+        d = c + x
+        c.retain_grad()
+        d.register_hook(lambda g: log.append(("d", snap(g))))
+        c.register_hook(lambda g: log.append(("c", snap(g))))
+        a.register_hook(lambda g: log.append(("a", snap(g))))
+        with lib.no_grad():
+            b.add_(1)
+        try:
+            if how == "grad":
+                lib.autograd.grad(d.sum(), [x])
+            else:
+                d.sum().backward(inputs=[x])
+            log.append("ran")
+        except RuntimeError as e:
+            log.append(("raised", str(e)[:60]))
+        log.append((snap(c.grad), snap(x.grad)))
+        return log
+    t = run(torch)
+    assert [e[0] for e in t[:2]] == ["d", "c"] and t[2][0] == "raised"
+    assert run(tg) == t

@@ -66,6 +66,7 @@ def _run(outputs, seeds, targets, retain_graph, create_graph, retain=False):
             reach.append((n, s))
     retained = _retained(order, index, reach) if retain else ()
     done = ()
+    user_hooks = hooks
     if retained and (hooks or structure[1]):
         done = _Steps()
         hooks = _with_steps(hooks, retained, (), create_graph, done)
@@ -80,6 +81,13 @@ def _run(outputs, seeds, targets, retain_graph, create_graph, retain=False):
                 for i in _ran_first(index, retained, (partial[0], got)):
                     if (id(retained[i][0][0]), retained[i][0][1]) not in done:
                         _retain(retained[i][1], got[i])
+            if retain and getattr(e, "_at_bind", False):
+                # a saved value written in place or freed: torch runs the nodes before it first
+                ran = {id(n) for n in engine.executed(order, reach)}
+                err = _run_until_stale(order, index, roots, seeds, retain_graph, create_graph, user_hooks,
+                                       structure, ran | {id(n) for n, _ in reach}, ran)
+                if err is not None:
+                    raise err from None
             raise
     if retained:
         for (tg, t), g in zip(retained, outs[len(reach):]):
@@ -350,17 +358,19 @@ class _Steps(set):
         self.seen = 0
 
 
-def _run_until_stale(order, index, roots, seeds, retain_graph, create_graph, hooks, structure, wanted=None):
+def _run_until_stale(order, index, roots, seeds, retain_graph, create_graph, hooks, structure, wanted=None,
+                     checked=None):
     """A backward whose saved value was written in place raised before it ran anything; torch's
     engine runs the nodes before the one that fails (its hooks, its AccumulateGrads: .grad set,
     post-accumulate hooks) and raises there. That part is run here, and the error of that node
     returned (None where no node's saved value is found written). `wanted`: the ids of the
-    nodes torch runs (backward(inputs=...)), None for all."""
+    nodes torch reaches (backward(inputs=...), grad()), None for all; `checked`: those of them it
+    runs (unpacking their saved values), None for all. A grad() (`checked` given) sets no .grad."""
     run = engine.torch_run_order([r[0] for r in roots])
     if wanted is not None:
         run = [n for n in run if id(n) in wanted]
     for k, node in enumerate(run):
-        err = _stale_error(node)
+        err = _stale_error(node) if checked is None or id(node) in checked else None
         if err is not None:
             break
     else:
@@ -379,6 +389,8 @@ def _run_until_stale(order, index, roots, seeds, retain_graph, create_graph, hoo
     outs = engine.execute(order, index, roots, seeds, [tg for tg, _ in retained] + targets, True, create_graph, hooks,
                           structure)
     got = {(id(n), s): g for (n, s), g in zip([tg for tg, _ in retained] + targets, outs)}
+    if checked is not None:
+        reach = retained                 # grad(): the leaves' hooks ran; no .grad is set
     _deliver(order, roots, reach, retained, [got[(id(n), s)] for (n, s), _ in reach], create_graph)
     if not retain_graph:
         engine.free_graph(before)         # what ran frees its saved values, as torch's nodes release theirs
