@@ -306,6 +306,13 @@ def _accumulate_step(node, t, create_graph, done):
 
     def accumulate_grad(g, shared):
         done.add((id(node), 0))
+        if g is not None and not create_graph:
+            # the engine hands this gradient back to no one (_gradient_tensors makes no copy of it):
+            # every target of a backward() with steps is a step's
+            taken = HANDED.__dict__.get("taken")
+            if taken is None:
+                taken = HANDED.taken = set()
+            taken.add(id(g._data))
         if g is None:
             pass
         elif g._dtype is not dt:          # (a bfloat16 leaf's gradient runs as float32)
@@ -315,15 +322,12 @@ def _accumulate_step(node, t, create_graph, done):
             # (its inputs, a gradient another leaf took) may hold it
             a = g._data
             if done.args is None:
-                done.args = {id(b) for b in getattr(HANDED, "args", None) or ()}
+                task = engine.current_task()
+                done.args = {id(b) for b in getattr(task, "args", None) or ()}
             shared = a.__class__ is not np.ndarray or not (a.flags.owndata and a.flags.writeable) or \
                 id(a) in done or id(a) in done.args or _held_elsewhere(a, g, done)
             if not shared:
                 done.add(id(a))
-                taken = HANDED.__dict__.get("taken")
-                if taken is None:
-                    taken = HANDED.taken = set()
-                taken.add(id(a))        # (the engine hands back no copy of it: _gradient_tensors)
         _deliver_leaf(node, t, g, create_graph, shared)
     return GradStep(accumulate_grad)
 
@@ -437,9 +441,13 @@ def _deliver(order, roots, reach, retained, outs, create_graph, done=()):
             if g is not None:
                 _retain(t, g)
             continue
-        # a leaf the backward reaches: torch runs its AccumulateGrad even where its gradient is
-        # undefined (its hooks see None; .grad is left as it is)
-        _deliver_leaf(tg[0], t, g, create_graph)
+        node = tg[0]
+        if node._pre_hooks or node._hooks or t._post_acc_hooks:
+            # a leaf the backward reaches: torch runs its AccumulateGrad even where its gradient
+            # is undefined (its hooks see None; .grad is left as it is)
+            _deliver_leaf(node, t, g, create_graph)
+        elif g is not None and t._req:
+            _accumulate(t, g, create_graph)
 
 
 def _deliver_leaf(node, t, g, create_graph, shared=False):

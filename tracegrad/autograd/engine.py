@@ -272,10 +272,13 @@ class LiveHooks:
         live = self.live()
         if live:
             keys = list(live)
-            for k in keys:
-                fn = live.get(k)
-                if fn is not None:
-                    yield fn
+            if len(keys) == 1:
+                yield live[keys[0]]
+            else:
+                for k in keys:
+                    fn = live.get(k)
+                    if fn is not None:
+                        yield fn
             live = self.live()
             while len(live) and live.keys() - keys:        # added by the hooks that ran
                 new = [k for k in live if k not in keys]
@@ -784,11 +787,12 @@ def _execute(order, index, roots, seeds, targets, retain_graph, create_graph, ho
                 args.append(order[info])
             else:
                 args.append(info._data)
+        if hooks_spec:
+            _TASKS.stack[-1].args = args     # (memory a .grad may not take over: autograd's steps)
         freeing = STATE.freeing_saved
         STATE.freeing_saved = not retain_graph
         handed = getattr(HANDED, "tensors", None)
         HANDED.tensors = []                 # what hooks and custom backwards are given or return
-        bound, HANDED.args = getattr(HANDED, "args", None), args   # (memory a .grad may not take over)
         try:
             if tracer._CUDA[0] and (p.transfers or any(a.__class__ is _cuda.CudaArray for a in args)):
                 raw = _cuda.run_backward(p, args)
@@ -811,7 +815,7 @@ def _execute(order, index, roots, seeds, targets, retain_graph, create_graph, ho
             raise
         finally:
             STATE.freeing_saved = freeing
-            shared, HANDED.tensors, HANDED.args = HANDED.tensors, handed, bound
+            shared, HANDED.tensors = HANDED.tensors, handed
         taken = HANDED.__dict__.pop("taken", None) if shared else None
         outs = _gradient_tensors(raw, args, targets, shared, taken)
     if not retain_graph:
