@@ -6,6 +6,7 @@ moves the tensor's history onto the new node, as torch does.
 """
 import numbers
 import re
+import warnings
 import weakref
 
 import numpy as np
@@ -20,7 +21,7 @@ from .creation import _wrap_np, tensor, takes_generator, RNG, stored_scalar
 from .tracing import TraceError, _ACTIVE, TRACING, rename_grad_fn
 from .ops.primitives import np_index_set, PRIMITIVES
 from .functionalize import commit_traced, may_overlap, traced_layouts, write_starts
-from .autograd.graph import RemovableHandle, node_class
+from .autograd.graph import RemovableHandle, node_class, Engine
 
 _METHODS = """neg negative abs absolute sign exp exp2 log log2 log1p expm1 sqrt rsqrt sin cos tan tanh sigmoid erf erfc
 relu floor ceil round isnan isinf isfinite logical_not logical_and logical_or logical_xor clone add sub subtract mul
@@ -860,7 +861,29 @@ def _register_hook(self, hook):
         hooks = self._hooks
     h = RemovableHandle(hooks)
     hooks[h.id] = hook
+    if Engine.current_task is not None:
+        _warn_if_missed(self)
     return h
+
+
+def _warn_if_missed(t):
+    """A hook registered while a backward runs, on a tensor of its graph that had none when it
+    started: the running backward has no place to call it (torch's runs it if the tensor's node
+    is still to run). Said, not skipped silently."""
+    task = Engine.current_task()
+    spec = getattr(task, "spec", None) if task is not None else None
+    if spec is None:
+        return
+    if t.grad_fn is not None:
+        node, slot = t.grad_fn, t._output_nr
+    else:
+        node = t._grad_acc() if t._grad_acc is not None else None
+        slot = 0
+    if node is not None and id(node) in task.index and (node, slot) not in spec:
+        warnings.warn("register_hook() during a backward, on a tensor of its graph that had no hooks when it "
+                      "started: the hook runs from the next backward on, not in this one (torch's engine runs it "
+                      "in this one where the tensor's grad_fn has not run yet). Register the hook before calling "
+                      "backward().", UserWarning, stacklevel=3)
 
 
 Tensor.retain_grad = _retain_grad

@@ -138,7 +138,7 @@ def _ctx_proxy(bwd, n, cache):
     return cache[n]
 
 
-def derive(fwd, outputs, wrt, hooks=None, node_hooks=(), defer_errors=False):
+def derive(fwd, outputs, wrt, hooks=None, node_hooks=(), defer_errors=False, leaf_rank=None, hook_rank=None):
     """Build the backward graph of `fwd`.
 
     Inputs of the result: one gradient per output (role "grad"), then the forward values
@@ -149,6 +149,10 @@ def derive(fwd, outputs, wrt, hooks=None, node_hooks=(), defer_errors=False):
     without a derivative (floor_divide) gets a `derivative_error` op that raises torch's
     error when the backward runs, instead of raising now (compile derives the backward
     before the first forward runs; eager autograd derives it when backward is called).
+    `leaf_rank` orders the hooks of leaves whose gradients one op completes (torch's engine
+    runs their AccumulateGrad nodes as its ready queue yields them); by argument without it.
+    `hook_rank` orders the hooks of the outputs of one multi-output op (projections) that have
+    them: they run when that op is reached, in this order.
     """
     bwd = Graph("backward")
     bwd.number_after(fwd)           # no backward value takes the name of a forward value it is printed beside
@@ -165,6 +169,9 @@ def derive(fwd, outputs, wrt, hooks=None, node_hooks=(), defer_errors=False):
             seed = proxy_input(bwd, a["shape"], a["dtype"], role="grad")
             grads[o] = grads[o] + seed if o in grads else seed
         tuple_grads = {}
+        captured = {}
+        deferred = {}
+        wrt_set = set(wrt)
         order = list(fwd.nx.nodes)
         last_use = _last_uses(fwd, order, hooks)
         pending = ()
@@ -175,7 +182,16 @@ def derive(fwd, outputs, wrt, hooks=None, node_hooks=(), defer_errors=False):
             a = fwd[n]
             pending = [x for x in dict.fromkeys(a["args"]) if isinstance(x, V) and last_use.get(x) == n] \
                 if last_use and a["op"] != "input" else ()
-            if n in grads and n in hooks and n not in last_use:
+            if leaf_rank and len(pending) > 1:
+                pending.sort(key=lambda x: leaf_rank.get(x, -1))
+            if hook_rank and n in hook_rank:
+                if n in grads:           # hooks on several outputs of one op: run at that op, below
+                    deferred.setdefault(a["args"][0], []).append(n)
+            elif n in grads and n in hooks and n not in last_use:
+                if n in wrt_set and _runs_below(fwd, n, need):
+                    # torch's grad() takes the gradient of an input whose grad_fn it runs anyway
+                    # (for an input below it) before that node's tensor hooks, which it runs later
+                    captured[n] = grads[n]
                 grads[n] = _call_hooks(grads[n], hooks[n])
             op = a["op"]
             if op == "input":
@@ -184,6 +200,14 @@ def derive(fwd, outputs, wrt, hooks=None, node_hooks=(), defer_errors=False):
                 if n in grads:
                     tuple_grads.setdefault(a["args"][0], {})[a["params"]["index"]] = grads[n]
                 continue
+            if deferred and n in deferred:
+                # torch runs the tensor hooks of a node's outputs one output after another, in the
+                # order each output got its first hook
+                for u in sorted(deferred.pop(n), key=hook_rank.__getitem__):
+                    if u in wrt_set and _runs_below(fwd, u, need):
+                        captured[u] = grads[u]
+                    grads[u] = _call_hooks(grads[u], hooks[u])
+                    tuple_grads[n][fwd[u]["params"]["index"]] = grads[u]
             prim = a["prim"]
             if n not in need:
                 continue
@@ -321,7 +345,7 @@ def derive(fwd, outputs, wrt, hooks=None, node_hooks=(), defer_errors=False):
                 grads[x] = _call_hooks(grads[x], hooks[x])
         result = []
         for w in wrt:
-            result.append(grads.get(w))
+            result.append(captured[w] if w in captured else grads.get(w))
     bwd.outputs = [None if r is None else V(F_value(bwd, r)) for r in result]
     for u in added_projs:                # projections made for rules that did not read them
         if u not in saved_inputs:
@@ -330,6 +354,17 @@ def derive(fwd, outputs, wrt, hooks=None, node_hooks=(), defer_errors=False):
     # values only they read) go here
     from .passes import eliminate_dead_code  # deferred: import tracegrad does not load tracegrad.passes
     return eliminate_dead_code(bwd, drop_inputs=("saved",), own=True)
+
+
+def _runs_below(fwd, n, need):
+    """Whether the backward runs the rule of the op that made value n (some argument of it
+    needs a gradient)."""
+    a = fwd[n]
+    if a["op"] == "proj":
+        a = fwd[a["args"][0]]
+    if a["op"] == "input":
+        return False
+    return any(isinstance(x, V) and x in need for x in a["args"])
 
 
 def _refuse_stale_reads(fwd, n, res, need, outs, ins):
@@ -382,7 +417,8 @@ def _call_hooks(g, key):
     """Tensor hooks run at backward time: an opaque op whose callables are bound per run."""
     bwd = g.__dict__["_graph"]
     fns = proxy_input(bwd, (), D.bool_, role="hook", hook_key=key)
-    return apply(P["call_hooks"], (g, fns), {})
+    # (the gradient's dtype: a bfloat16 one is stored as float32, and its hooks see bfloat16)
+    return apply(P["call_hooks"], (g, fns), {"dtype": g.dtype})
 
 
 def F_value(bwd, proxy):

@@ -398,8 +398,9 @@ _DIRECT = {"compiled_backward", "call_hooks", "node_prehooks", "node_hooks", "fu
 _INDEXING = {"getitem", "getitem_backward", "index_put"}
 
 
-def _call_hooks_device(g, fns):
-    t = None if g is None else Tensor._make(g, D.from_numpy_dtype(g.dtype))
+def _call_hooks_device(g, fns, dtype=None):
+    t = None if g is None else Tensor._make(g, dtype if dtype is not None and dtype.np == g.dtype else
+                                            D.from_numpy_dtype(g.dtype))
     handed_out(t)
     for fn in fns:
         r = fn(t)

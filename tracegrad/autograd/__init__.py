@@ -4,6 +4,8 @@ import warnings
 import weakref
 from collections.abc import Mapping
 
+import numpy as np
+
 from .. import _dtype as D
 from ..grad_mode import (no_grad, enable_grad, set_grad_enabled, is_grad_enabled, inference_mode,
                          is_inference_mode_enabled, STATE)
@@ -15,7 +17,7 @@ from ..autodiff import grad_in_trace
 from ..creation import zeros
 from ..functionalize import backward_in_trace
 from ..ops.functional import stack
-from ..ops.primitives import check_hook_results
+from ..ops.primitives import check_hook_results, GradStep, HANDED
 
 __all__ = ["backward", "grad", "no_grad", "enable_grad", "set_grad_enabled", "is_grad_enabled", "inference_mode",
            "Node", "graph"]
@@ -63,12 +65,33 @@ def _run(outputs, seeds, targets, retain_graph, create_graph, retain=False):
         elif k >= 0:
             reach.append((n, s))
     retained = _retained(order, index, reach) if retain else ()
+    done = ()
+    user_hooks = hooks
+    if retained and (hooks or structure[1]):
+        done = _Steps()
+        hooks = _with_steps(hooks, retained, (), create_graph, done)
     with engine.final_callbacks():
-        outs = engine.execute(order, index, roots, seeds, reach + [tg for tg, _ in retained], retain_graph,
-                              create_graph, hooks, structure)
+        try:
+            outs = engine.execute(order, index, roots, seeds, reach + [tg for tg, _ in retained], retain_graph,
+                                  create_graph, hooks, structure)
+        except Exception as e:
+            partial = e.__dict__.pop("_partial", None)
+            if partial is not None and retained:        # what torch's retains_grad hooks took first
+                got = partial[1][len(reach):]
+                for i in _ran_first(index, retained, (partial[0], got)):
+                    if (id(retained[i][0][0]), retained[i][0][1]) not in done:
+                        _retain(retained[i][1], got[i])
+            if retain and getattr(e, "_at_bind", False):
+                # a saved value written in place or freed: torch runs the nodes before it first
+                ran = {id(n) for n in engine.executed(order, reach)}
+                err = _run_until_stale(order, index, roots, seeds, retain_graph, create_graph, user_hooks,
+                                       structure, ran | {id(n) for n, _ in reach}, ran)
+                if err is not None:
+                    raise err from None
+            raise
     if retained:
-        for (_, t), g in zip(retained, outs[len(reach):]):
-            if g is not None:
+        for (tg, t), g in zip(retained, outs[len(reach):]):
+            if g is not None and (id(tg[0]), tg[1]) not in done:
                 _retain(t, g)
         outs = outs[:len(reach)]
     if len(reach) == len(targets):
@@ -109,13 +132,28 @@ def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, 
                 seen.add((id(tg[0]), tg[1]))
                 targets.append(tg)
         leaves = [(tg, tg[0].variable) for tg in targets if isinstance(tg[0], AccumulateGrad)]
+        idle_nodes, err = _idle_nodes(order, index, targets)
+        if err is not None:              # a saved value of an input's grad_fn, written in place
+            for n, _ in targets:
+                index.setdefault(id(n), -2)
+            raise _run_until_stale(order, index, roots, seeds, retain_graph, create_graph, hooks, structure,
+                                   _wanted(order, targets, idle_nodes)) or err
     else:
+        idle_nodes = ()
         targets = [(node, 0) for node in order if isinstance(node, AccumulateGrad)]
         leaves = [(tg, tg[0].variable) for tg in targets]
     for n, _ in targets:
         index.setdefault(id(n), -2)
     retained = _retained(order, index, targets)
     reach = retained + [(tg, t) for tg, t in leaves if index[id(tg[0])] >= 0]
+    done = ()
+    user_hooks = hooks
+    if hooks or structure[1] or (retained and any(t._post_acc_hooks for _, t in leaves)):
+        done = _Steps()
+        # Python runs inside the backward (a hook) and may read .grad: each leaf's AccumulateGrad
+        # step and each retain_grad() runs in the program where torch's engine runs it
+        idle = _idle_targets(order, targets) if inputs is not None else ()
+        hooks = _with_steps(hooks, retained, reach[len(retained):], create_graph, done, idle)
     if create_graph and (WARN_ALWAYS[0] or not _WARNED_CYCLE[0]):
         _WARNED_CYCLE[0] = True        # once a process, as torch's TORCH_WARN_ONCE
         warnings.warn("Using backward() with create_graph=True will create a reference cycle between the parameter "
@@ -127,24 +165,216 @@ def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, 
         try:
             outs = engine.execute(order, index, roots, seeds, [tg for tg, _ in reach], retain_graph, create_graph,
                                   hooks, structure)
-        except RuntimeError as e:
-            if not getattr(e, "_at_bind", False) or inputs is not None:
+        except Exception as e:
+            partial = e.__dict__.pop("_partial", None)
+            if partial is not None:
+                _deliver_partial(order, index, roots, reach, retained, partial, create_graph, done)
                 raise
-            err = _run_until_stale(order, index, roots, seeds, retain_graph, create_graph, hooks, structure)
+            if not getattr(e, "_at_bind", False):
+                raise
+            err = _run_until_stale(order, index, roots, seeds, retain_graph, create_graph, user_hooks, structure,
+                                   _wanted(order, targets, idle_nodes) if inputs is not None else None)
             if err is None:
                 raise
             raise err from None
-        _deliver(order, roots, reach, retained, outs, create_graph)
+        _deliver(order, roots, reach, retained, outs, create_graph, done)
+        if idle_nodes and not retain_graph:
+            engine.free_graph(idle_nodes)    # torch ran them: their saved values go as theirs do
 
 
-def _run_until_stale(order, index, roots, seeds, retain_graph, create_graph, hooks, structure):
+def _idle_nodes(order, index, targets):
+    """backward(inputs=[non-leaf]): the grad_fn nodes of such inputs that nothing below them
+    wanted run. torch runs them (it marks every input's node needed), unpacking their saved
+    tensors: one written in place since, or freed, raises as there (before anything runs here)."""
+    idle = [n for n, _ in targets if n._prim is not None and index.get(id(n), -1) >= 0]
+    if not idle:
+        return (), None
+    ran = {id(n) for n in engine.executed(order, targets)}
+    idle = [n for n in idle if id(n) not in ran]
+    for node in idle:
+        err = _stale_error(node)
+        if err is not None:
+            return idle, err
+    return idle, None
+
+
+def _wanted(order, targets, idle):
+    """The ids of the nodes a backward(inputs=...) runs in torch: those leading to an input,
+    the inputs' AccumulateGrads and the idle grad_fns of non-leaf inputs."""
+    wanted = {id(n) for n in engine.executed(order, targets)}
+    wanted.update(id(n) for n, _ in targets)
+    wanted.update(id(n) for n in idle)
+    return wanted
+
+
+def _idle_targets(order, targets):
+    """backward(inputs=[non-leaf]): the grad_fn nodes of such inputs that torch runs though
+    nothing below them is wanted (it marks every input's node needed): their hooks run, their
+    post-hooks seeing None for every grad_input. One output each (see _target_prehooks)."""
+    ran = None
+    idle = set()
+    for node, _ in targets:
+        if node._prim is not None and (node._pre_hooks or node._hooks) and len(node._out_meta) == 1:
+            if ran is None:
+                ran = {id(n) for n in engine.executed(order, targets)}
+            if id(node) not in ran:
+                idle.add(id(node))
+    return idle
+
+
+def _ran_first(index, retained, partial):
+    """Of a backward that failed at a node (partial: its index in creation order, and the
+    gradients complete by then), which retain_grad() tensors torch's engine reached first: those
+    whose grad_fn is that node (its tensor pre-hooks run before it) or runs before it (made
+    after it)."""
+    k, outs = partial
+    return [i for i, ((node, _), _) in enumerate(retained) if index[id(node)] >= k and outs[i] is not None]
+
+
+def _deliver_partial(order, index, roots, reach, retained, partial, create_graph, done):
+    """A node's backward raised (a custom Function's): hand over what torch's engine had before
+    it raised, the gradients of the retain_grad() tensors it reached and of the leaves whose
+    AccumulateGrad it ran: those whose last node to run (the first made of those reading the
+    leaf) was made after the failing one."""
+    k, outs = partial
+    keep = set(_ran_first(index, retained, partial))
+    first = {}
+    for node in order:
+        if node._prim is not None:
+            for nf, _ in node.next_functions:
+                if nf is not None and id(nf) not in first:
+                    first[id(nf)] = index[id(node)]
+    keep.update(i for i in range(len(retained), len(reach)) if first.get(id(reach[i][0][0]), -1) > k)
+    keep = sorted(keep)
+    _deliver(order, roots, [reach[i] for i in keep], [retained[i] for i in keep if i < len(retained)],
+             [outs[i] for i in keep], create_graph, done)
+
+
+def _with_steps(hooks, retained, leaves, create_graph, done, idle=()):
+    """The tensor hooks with torch's own steps after them: a retain_grad() tensor's copy of its
+    gradient (torch's retains_grad hook runs after the tensor's hooks, as its grad_fn is
+    reached) and a leaf's AccumulateGrad (its node's pre-hooks, .grad, its post-accumulate-grad
+    hooks, its node's hooks), which torch runs as soon as the last node feeding it has run.
+    What a step handled is noted in `done` ((id(node), slot)): _deliver skips it."""
+    hooks = dict(hooks)
+
+    def add(key, owner, slot, steps):
+        had = hooks.get(key)
+        hooks[key] = engine.LiveHooks(owner, slot, tuple(steps) if had is None else had.steps + tuple(steps))
+    for (node, slot), t in retained:
+        steps = [_retain_step(node, slot, t, done)]
+        if id(node) in idle:
+            steps.append(_idle_node_step(node, done))
+        add((node, slot), node, slot, steps)
+    for (node, slot), t in leaves:
+        add((node, slot), t, None, [_accumulate_step(node, t, create_graph, done)])
+    return hooks
+
+
+def _retain_step(node, slot, t, done):
+    def retain_grad_hook(g, shared):
+        done.add((id(node), slot))
+        if g is not None:
+            _retain(t, g)
+    return GradStep(retain_grad_hook)
+
+
+def _idle_node_step(node, done):
+    def run_node_hooks(g, shared):
+        done.add((id(node), None))
+        _run_idle_node(node, (g,))
+    return GradStep(run_node_hooks)
+
+
+def _run_idle_node(node, gs):
+    """The hooks of a node torch runs with nothing to compute: pre-hooks (what they return is
+    checked, and changes nothing), then post-hooks given None for each grad_input."""
+    for h in list(node._pre_hooks.values()) if node._pre_hooks else ():
+        r = h(gs)
+        if r is not None:
+            gs = check_hook_results(h, gs, r)
+    if node._hooks:
+        gi = (None,) * len(node.next_functions)
+        for h in list(node._hooks.values()):
+            r = h(gi, gs)
+            if r is not None:
+                check_hook_results(h, gi, r)
+
+
+def _accumulate_step(node, t, create_graph, done):
+    shape, dt = node._out_meta[0]
+
+    def accumulate_grad(g, shared):
+        done.add((id(node), 0))
+        if g is not None and not create_graph:
+            # the engine hands this gradient back to no one (_gradient_tensors makes no copy of it):
+            # every target of a backward() with steps is a step's
+            taken = HANDED.__dict__.get("taken")
+            if taken is None:
+                taken = HANDED.taken = set()
+            taken.add(id(g._data))
+        if g is None:
+            pass
+        elif g._dtype is not dt:          # (a bfloat16 leaf's gradient runs as float32)
+            g = g.to(dt) if create_graph else Tensor._make(g._data.astype(dt.np), dt)
+        elif not shared and not create_graph:
+            # the memory is the program's: taken over only where nothing else of the run
+            # (its inputs, a gradient another leaf took) may hold it
+            a = g._data
+            if done.args is None:
+                task = engine.current_task()
+                done.args = {id(b) for b in getattr(task, "args", None) or ()}
+            shared = a.__class__ is not np.ndarray or not (a.flags.owndata and a.flags.writeable) or \
+                id(a) in done or id(a) in done.args or _held_elsewhere(a, g, done)
+            if not shared:
+                done.add(id(a))
+        _deliver_leaf(node, t, g, create_graph, shared)
+    return GradStep(accumulate_grad)
+
+
+def _held_elsewhere(a, g, done):
+    """Whether a tensor the backward handed to Python (a hook kept it), other than `g`, has
+    array `a` as its memory (the tensors handed out so far are indexed once, in `done`)."""
+    refs = getattr(HANDED, "tensors", None) or ()
+    holders = done.holders
+    for ref in refs[done.seen:]:
+        t = ref()
+        if t is not None:
+            d = t._data
+            holders.setdefault(id(d), set()).add(id(t))
+            b = getattr(d, "base", None)
+            if b is not None:
+                holders.setdefault(id(b), set()).add(id(t))
+    done.seen = len(refs)
+    h = holders.get(id(a))
+    return bool(h) and (len(h) > 1 or id(g) not in h)
+
+
+class _Steps(set):
+    """What the steps of one backward handled ((id(node), slot), ids of arrays a .grad took), and
+    what they looked up once: the ids of the program's inputs, the arrays of handed-out tensors."""
+    __slots__ = ("args", "holders", "seen")
+
+    def __init__(self):
+        super().__init__()
+        self.args = None
+        self.holders = {}
+        self.seen = 0
+
+
+def _run_until_stale(order, index, roots, seeds, retain_graph, create_graph, hooks, structure, wanted=None,
+                     checked=None):
     """A backward whose saved value was written in place raised before it ran anything; torch's
     engine runs the nodes before the one that fails (its hooks, its AccumulateGrads: .grad set,
     post-accumulate hooks) and raises there. That part is run here, and the error of that node
-    returned (None where no node's saved value is found written)."""
+    returned (None where no node's saved value is found written). `wanted`: the ids of the
+    nodes torch reaches (backward(inputs=...), grad()), None for all; `checked`: those of them it
+    runs (unpacking their saved values), None for all. A grad() (`checked` given) sets no .grad."""
     run = engine.torch_run_order([r[0] for r in roots])
+    if wanted is not None:
+        run = [n for n in run if id(n) in wanted]
     for k, node in enumerate(run):
-        err = _stale_error(node)
+        err = _stale_error(node) if checked is None or id(node) in checked else None
         if err is not None:
             break
     else:
@@ -163,6 +393,8 @@ def _run_until_stale(order, index, roots, seeds, retain_graph, create_graph, hoo
     outs = engine.execute(order, index, roots, seeds, [tg for tg, _ in retained] + targets, True, create_graph, hooks,
                           structure)
     got = {(id(n), s): g for (n, s), g in zip([tg for tg, _ in retained] + targets, outs)}
+    if checked is not None:
+        reach = retained                 # grad(): the leaves' hooks ran; no .grad is set
     _deliver(order, roots, reach, retained, [got[(id(n), s)] for (n, s), _ in reach], create_graph)
     if not retain_graph:
         engine.free_graph(before)         # what ran frees its saved values, as torch's nodes release theirs
@@ -171,7 +403,9 @@ def _run_until_stale(order, index, roots, seeds, retain_graph, create_graph, hoo
 
 def _stale_error(node):
     """The error torch's engine raises when it runs `node`, one of whose saved tensors was
-    written in place since (it unpacks them all first), or None."""
+    written in place since (it unpacks them all first) or freed by an earlier backward, or None."""
+    if node._prim is not None and node._saved is None and (not node._prim.takes_ctx or node._freed):
+        return RuntimeError(engine.FREED_MSG)
     items = []
     for s in node._saved or ():
         if isinstance(s, tuple):
@@ -189,10 +423,11 @@ def _stale_error(node):
     return None
 
 
-def _deliver(order, roots, reach, retained, outs, create_graph):
+def _deliver(order, roots, reach, retained, outs, create_graph, done=()):
     """backward()'s gradients handed over: retain_grad() tensors, then the leaves' .grad, each
-    with its AccumulateGrad's hooks and its post-accumulate-grad hooks."""
-    _target_prehooks(reach, outs, engine.executed(order, [tg for tg, _ in reach]))
+    with its AccumulateGrad's hooks and its post-accumulate-grad hooks (those the program's
+    steps, `done`, handed over already excepted)."""
+    _target_prehooks(reach, outs, engine.executed(order, [tg for tg, _ in reach]), done)
     steps = enumerate(zip(reach, outs))
     if any(tg[0]._pre_hooks or tg[0]._hooks or t._post_acc_hooks for tg, t in reach[len(retained):]):
         # what the hooks see: torch's order of AccumulateGrad nodes (a model's last layer
@@ -200,35 +435,46 @@ def _deliver(order, roots, reach, retained, outs, create_graph):
         rank = {id(n): i for i, n in enumerate(engine.torch_run_order([r[0] for r in roots]))}
         steps = sorted(steps, key=lambda s: -1 if s[0] < len(retained) else rank.get(id(s[1][0][0][0]), -1))
     for k, ((tg, t), g) in steps:
-        if g is None:
+        if done and (id(tg[0]), tg[1]) in done:
             continue
         if k < len(retained):
-            _retain(t, g)
+            if g is not None:
+                _retain(t, g)
             continue
         node = tg[0]
-        shared = False
-        if node._pre_hooks:
-            first = g
-            base = sys.getrefcount(g)
-            for h in list(node._pre_hooks.values()):     # AccumulateGrad pre-hooks: (grad,) -> (grad,)
-                r = h((g,))
-                if r is not None:
-                    g, = check_hook_results(h, (g,), r)
-            r = h = None
-            if g is None:
-                continue
-            # torch steals the gradient only where nothing else holds it (its use_count): a
-            # hook may have kept the tensor it was given or the one it returned
-            shared = sys.getrefcount(g) > (base if g is first else 2)
-            first = None
-        if t._req:                     # a leaf set to requires_grad=False since takes nothing, as torch's
-            _accumulate(t, g, create_graph, shared)
-        _post_accumulate_hooks(t)
-        if node._hooks:
-            for h in list(node._hooks.values()):         # post-hooks see no grad_inputs, as in torch
-                r = h((), (g,))
-                if r is not None:
-                    check_hook_results(h, (), r)
+        if node._pre_hooks or node._hooks or t._post_acc_hooks:
+            # a leaf the backward reaches: torch runs its AccumulateGrad even where its gradient
+            # is undefined (its hooks see None; .grad is left as it is)
+            _deliver_leaf(node, t, g, create_graph)
+        elif g is not None and t._req:
+            _accumulate(t, g, create_graph)
+
+
+def _deliver_leaf(node, t, g, create_graph, shared=False):
+    """torch's AccumulateGrad node for leaf `t` given gradient `g`: its pre-hooks, .grad, the
+    leaf's post-accumulate-grad hooks, its hooks. `shared`: the gradient is copied into .grad
+    (not taken over)."""
+    if node._pre_hooks:
+        first = g
+        base = sys.getrefcount(g)
+        for h in list(node._pre_hooks.values()):     # AccumulateGrad pre-hooks: (grad,) -> (grad,)
+            r = h((g,))
+            if r is not None:
+                g, = check_hook_results(h, (g,), r)
+        r = h = None
+        # torch steals the gradient only where nothing else holds it (its use_count): a
+        # hook may have kept the tensor it was given or the one it returned
+        shared = shared or sys.getrefcount(g) > (base if g is first else 2)
+        first = None
+    # an undefined gradient (a hook made it None) sets nothing; the hooks after still run, as torch's
+    if t._req and g is not None:   # a leaf set to requires_grad=False since takes nothing, as torch's
+        _accumulate(t, g, create_graph, shared)
+    _post_accumulate_hooks(t)
+    if node._hooks:
+        for h in list(node._hooks.values()):         # post-hooks see no grad_inputs, as in torch
+            r = h((), (g,))
+            if r is not None:
+                check_hook_results(h, (), r)
 
 
 _WARNED_CYCLE = [False]
@@ -263,21 +509,21 @@ def _retain(t, g):
     t._grad = g.clone() if t._grad is None else t._grad + g
 
 
-def _target_prehooks(reach, outs, ran):
-    """backward(inputs=[non-leaf]): the grad_fn of a non-leaf input is not run, but its
-    pre-hooks are, as torch runs them before it captures the gradient (which they do not
-    change)."""
+def _target_prehooks(reach, outs, ran, done=()):
+    """backward(inputs=[non-leaf]): the grad_fn of a non-leaf input is run with nothing to
+    compute, as torch runs it: its pre-hooks (after the gradient is captured, which they do
+    not change), then its post-hooks with None for each grad_input (those the program ran,
+    `done`, excepted)."""
     ran = {id(n) for n in ran}
     per_node = {}
     for ((node, slot), _), g in zip(reach, outs):
-        if node._prim is not None and node._pre_hooks and id(node) not in ran:
+        if node._prim is not None and (node._pre_hooks or node._hooks) and id(node) not in ran and \
+                (id(node), None) not in done:
             per_node.setdefault(id(node), (node, {}))[1][slot] = g
     for node, got in per_node.values():
-        gs = tuple(got.get(k) for k in range(len(node._out_meta)))
-        for h in list(node._pre_hooks.values()):
-            r = h(gs)
-            if r is not None:
-                gs = check_hook_results(h, gs, r)
+        # (torch's node has no input for an integer output, max(dim)'s indices)
+        _run_idle_node(node, tuple(got.get(k) for k, (_, d) in enumerate(node._out_meta)
+                                   if d.is_floating_point or node._prim.takes_ctx))
 
 
 def _accumulate(t, g, create_graph, shared=False):
@@ -336,7 +582,10 @@ def _post_accumulate_hooks(t):
     nothing, a leaf set not to require grad since: torch runs them all the same)."""
     if t.grad_fn is None and t._post_acc_hooks:
         for h in list(t._post_acc_hooks.values()):
-            if h(t) is not None:
+            r = h(t)
+            if r is not None:        # torch checks it as a tensor hook's result first
+                if not isinstance(r, Tensor):
+                    raise TypeError(f"expected Variable, but hook returned '{type(r).__name__}'")
                 raise RuntimeError("Tensor post accumulate grad hooks should return None.")
 
 

@@ -50,7 +50,7 @@ STATS = collections.Counter()
 
 class Program:
     __slots__ = ("fwd", "bwd", "fn", "binds", "node_count", "triton", "transfers", "owners", "undefined",
-                 "family", "kin", "eager", "ran")
+                 "family", "kin", "eager", "ran", "hook_keys")
 
 
 def _owners(order):
@@ -163,7 +163,8 @@ def walk_keyed(roots):
     structure as a cache key (ops, parameters, types, edges, leaves' layouts), the nodes with
     hooks (node_hooks_of) and the tensor hooks, in one pass over the nodes (what a backward of
     a small graph spends most of its bookkeeping on): (order, index, (structure, node_hooks),
-    hooks_spec), hooks_spec as autograd's {(node, slot): [fn, ...]}.
+    hooks_spec), hooks_spec as autograd's {(node, slot): LiveHooks}; node_hooks holds -1 where
+    a custom Function's backward (Python) runs too.
 
     Creation order, not the walk's post-order: the backward runs the nodes in reverse, and a
     value's gradients from its several users are summed in that order, which is torch's (its
@@ -214,7 +215,7 @@ def _keyed(order, index):
             if th:
                 for slot, fns in th.items():
                     if fns:
-                        spec[(node, slot)] = list(fns.values())
+                        spec[(node, slot)] = LiveHooks(node, slot)
         prim = node._prim
         if prim is None:
             lo = _leaf_order(node)
@@ -222,7 +223,7 @@ def _keyed(order, index):
             if node.__class__ is AccumulateGrad or isinstance(node, AccumulateGrad):
                 v = node.variable
                 if v._hooks:
-                    spec[(node, 0)] = list(v._hooks.values())
+                    spec[(node, 0)] = LiveHooks(v, None)
             continue
         edges = []
         for n, s in node.next_functions:
@@ -234,6 +235,8 @@ def _keyed(order, index):
                 return None
             edges.append((i, s))
         key.append((prim.name, tuple(node._params.items()), node._args_meta, tuple(edges), node._out_meta))
+        if prim.takes_ctx and prim.name == "function":
+            hooks.append(-1)             # a custom Function's backward: Python runs inside the backward
         if node._neg_zero:
             key.append(("-0.0", node._neg_zero))
         if hooked:
@@ -242,6 +245,50 @@ def _keyed(order, index):
 
 
 _SEQ = operator.attrgetter("_seq")
+
+
+class LiveHooks:
+    """A tensor's hooks as a running backward calls them: read from the tensor's own dict when
+    they run, as torch's hook reads its dict, so a hook removed by an earlier hook of the
+    backward does not run and one added to a tensor whose hooks are still to run does; then
+    the engine's own `steps` (autograd's retain_grad and AccumulateGrad, GradStep). `owner`:
+    the leaf tensor (slot None) or the grad_fn node of output `slot`."""
+    __slots__ = ("owner", "slot", "steps")
+
+    def __init__(self, owner, slot, steps=()):
+        self.owner = owner
+        self.slot = slot
+        self.steps = steps
+
+    def live(self):
+        if self.slot is None:
+            return self.owner._hooks or {}
+        return self.owner.__dict__.get("_tensor_hooks", {}).get(self.slot) or {}
+
+    def __len__(self):
+        return len(self.live()) + len(self.steps)
+
+    def __iter__(self):
+        live = self.live()
+        if live:
+            keys = list(live)
+            if len(keys) == 1:
+                yield live[keys[0]]
+            else:
+                for k in keys:
+                    fn = live.get(k)
+                    if fn is not None:
+                        yield fn
+            live = self.live()
+            while len(live) and live.keys() - keys:        # added by the hooks that ran
+                new = [k for k in live if k not in keys]
+                keys = keys + new
+                for k in new:
+                    fn = live.get(k)
+                    if fn is not None:
+                        yield fn
+                live = self.live()
+        yield from self.steps
 
 
 def _leaf_order(node):
@@ -302,6 +349,27 @@ def forward_graph(order):
     return g, vals
 
 
+def _slot_ranks(hooks_spec, vals, name):
+    """{name((node, slot)): rank} for the hooked outputs of nodes with hooks on several outputs:
+    torch runs those outputs' hooks in the order each output got its first hook (a hook list
+    per output, appended to the node's list at that output's first register_hook); outputs with
+    only the engine's steps (retain_grad) after them. None where no node has two."""
+    per = {}
+    for (n, s), f in hooks_spec.items():
+        if n._prim is not None and len(n._out_meta) > 1:
+            per.setdefault(id(n), []).append((n, s, f))
+    ranks = None
+    for got in per.values():
+        if len(got) > 1:
+            if ranks is None:
+                ranks = {}
+            for n, s, f in got:
+                live = f.live()
+                ranks[name(vals[(id(n), s)]) if vals is not None else (n, s)] = \
+                    (min(live), s) if live else (float("inf"), s)
+    return ranks
+
+
 def _value_names(g, vals, order, index, refs):
     return [vals[(id(n), s)] for n, s in refs]
 
@@ -319,7 +387,14 @@ def build_program(order, index, roots, targets, hooks_spec):
         hooks[vals[(id(n), s)]] = (index[id(n)], s)
     hooked = node_hooks_of(order)
     node_hooks = {v for v in fwd.nodes() if fwd[v].get("node_index") in hooked and fwd[v]["op"] != "input"}
-    bwd = derive(fwd, outputs, wrt, hooks, node_hooks)
+    rank = None
+    if sum(1 for n, _ in hooks_spec if n._prim is None) > 1:
+        # leaves' hooks (and the AccumulateGrad steps autograd.backward puts among them) run as
+        # torch's ready queue yields the leaves one node completes, not by argument
+        ran = {id(n): k for k, n in enumerate(torch_run_order([n for n, _ in roots]))}
+        rank = {vals[(id(n), 0)]: ran.get(id(n), -1) for n, _ in hooks_spec if n._prim is None}
+    bwd = derive(fwd, outputs, wrt, hooks, node_hooks, leaf_rank=rank,
+                 hook_rank=_slot_ranks(hooks_spec, vals, lambda v: v))
     binds = []
     for name in bwd.inputs:
         a = bwd[name]
@@ -507,9 +582,14 @@ def program_key(order, index, roots, targets, hooks_spec, structure):
     """The cache key of a backward: the graph's structure (walk_keyed's), the roots, the
     targets and which tensor hooks and node hooks there are."""
     structure, node_hooks = structure
+    hooked = ()
+    if hooks_spec:
+        hooked = tuple(sorted([((index[id(n)], s), len(f)) for (n, s), f in hooks_spec.items()]))
+        ranks = _slot_ranks(hooks_spec, None, None)
+        if ranks:                        # (the order of a node's hooked outputs is the program's)
+            hooked += (tuple([k for _, k in sorted([(r, (index[id(n)], s)) for (n, s), r in ranks.items()])]),)
     return (structure, tuple([(index[id(n)], s) for n, s in roots]), tuple([(index[id(n)], s) for n, s in targets]),
-            tuple(sorted([((index[id(n)], s), len(f)) for (n, s), f in hooks_spec.items()])) if hooks_spec else (),
-            node_hooks)
+            hooked, node_hooks)
 
 
 def cached_program(key):
@@ -534,6 +614,8 @@ def get_program(order, index, roots, targets, hooks_spec, structure=None, key=No
     STATS["misses"] += 1
     # the nodes a backward of this structure runs (executed), by position
     p.ran = tuple([index[id(n)] for n in executed(order, targets)])
+    # the tensors whose hooks the backward calls, by (position, slot): will_engine_execute_node
+    p.hook_keys = frozenset(info for kind, info in p.binds if kind == "hook")
     p.owners = _owners(order)
     # a backward through an evicted compiled program is not kept: it would keep it alive
     if len(order) <= _CACHE_MAX_NODES and not any(o.evicted for o in p.owners):
@@ -588,6 +670,7 @@ def execute(order, index, roots, seeds, targets, retain_graph, create_graph, hoo
     task = graph_task()                  # what `with graph_task():` does, without its two calls
     task.id = next(_task_ids)
     task.at_end = []
+    task.spec, task.index = hooks_spec, index     # (where a hook added during the run has a place)
     stack.append(task)
     try:
         outs = _execute(order, index, roots, seeds, targets, retain_graph, create_graph, hooks_spec, structure)
@@ -649,6 +732,22 @@ def current_task():
     return _TASKS.stack[-1] if _TASKS.stack else None
 
 
+def will_call_hooks(t):
+    """Whether the running backward calls the hooks of tensor `t` (torch's
+    _will_engine_execute_node for its node): its hooks have a place in the running program."""
+    task = current_task()
+    keys = getattr(task, "hook_keys", None) if task is not None else None
+    if keys is None:
+        return None
+    if t.grad_fn is not None:
+        node, slot = t.grad_fn, t._output_nr
+    else:
+        node = t._grad_acc() if t._grad_acc is not None else None
+        slot = 0
+    k = task.index.get(id(node)) if node is not None else None
+    return k is not None and (k, slot) in keys
+
+
 def _execute(order, index, roots, seeds, targets, retain_graph, create_graph, hooks_spec, structure=None):
     key = program_key(order, index, roots, targets, hooks_spec, structure)
     p = cached_program(key)
@@ -657,12 +756,16 @@ def _execute(order, index, roots, seeds, targets, retain_graph, create_graph, ho
         # freed by an earlier backward (see free_graph); a custom Function raises only where
         # its backward reads ctx.saved_tensors, as in torch; a node marked _freed at once
         if node._saved is None and (not node._prim.takes_ctx or node._freed):
-            raise RuntimeError(FREED_MSG)
+            e = RuntimeError(FREED_MSG)
+            e._at_bind = True            # nothing has run yet (autograd.backward runs what torch would first)
+            raise e
         if node._guarded:
             _check_guards(node)
     if p is None:
         p = get_program(order, index, roots, targets, hooks_spec, key=key)
     hook_by_key = {(index[id(n)], s): fns for (n, s), fns in hooks_spec.items()} if hooks_spec else {}
+    if hooks_spec:
+        _TASKS.stack[-1].hook_keys = p.hook_keys
     if create_graph:
         args = []
         for kind, info in p.binds:
@@ -681,9 +784,12 @@ def _execute(order, index, roots, seeds, targets, retain_graph, create_graph, ho
         try:
             outs = (run_checked(p, args, order, eager=True) if tracer._ANOMALY[0] or p.undefined else
                     (p.eager or _plan_eager(p))(*args))
-        except BaseException:
+        except BaseException as e:
             if not retain_graph:
                 free_graph(ran)
+            done = e.__dict__.pop("_ran_before", None) if isinstance(e, Exception) else None
+            if done is not None:
+                e._partial = (done[0], list(done[1]))
             raise
         finally:
             STATE.grad_enabled = grad_mode
@@ -700,6 +806,8 @@ def _execute(order, index, roots, seeds, targets, retain_graph, create_graph, ho
                 args.append(order[info])
             else:
                 args.append(info._data)
+        if hooks_spec:
+            _TASKS.stack[-1].args = args     # (memory a .grad may not take over: autograd's steps)
         freeing = STATE.freeing_saved
         STATE.freeing_saved = not retain_graph
         handed = getattr(HANDED, "tensors", None)
@@ -711,16 +819,24 @@ def _execute(order, index, roots, seeds, targets, retain_graph, create_graph, ho
                 raw = run_checked(p, args, order)
             else:
                 raw = p.fn(*args)
-        except BaseException:
+        except BaseException as e:
             # a hook or a custom backward raised part way: what ran may have written over saved
             # values, so the graph is freed as torch frees the nodes it ran (a retry raises)
             if not retain_graph:
                 free_graph(ran)
+            done = e.__dict__.pop("_ran_before", None) if isinstance(e, Exception) else None
+            if done is not None:
+                # the gradients complete before the failing node, for autograd.backward to hand
+                # over as torch's engine has (.grad, retain_grad) before it raises
+                shared = HANDED.tensors
+                HANDED.__dict__.pop("taken", None)
+                e._partial = (done[0], _gradient_tensors(done[1], args, targets, shared))
             raise
         finally:
             STATE.freeing_saved = freeing
             shared, HANDED.tensors = HANDED.tensors, handed
-        outs = _gradient_tensors(raw, args, targets, shared)
+        taken = HANDED.__dict__.pop("taken", None) if shared else None
+        outs = _gradient_tensors(raw, args, targets, shared, taken)
     if not retain_graph:
         free_graph(ran)
     return outs
@@ -784,11 +900,12 @@ def free_graph(order):
                 break
 
 
-def _gradient_tensors(raw, args, targets, shared=()):
+def _gradient_tensors(raw, args, targets, shared=(), taken=None):
     """The backward program's results as tensors of their targets' dtypes that alias
     nothing: no input of the program, no other gradient and no tensor the user still holds
     (`shared`: weak references to the tensors hooks and custom backwards were given or
-    returned; torch's AccumulateGrad too steals only a gradient nothing else holds)."""
+    returned; torch's AccumulateGrad too steals only a gradient nothing else holds). None for
+    an array in `taken` (ids): a .grad took it over inside the run, and has it."""
     seen = {id(a) for a in args if isinstance(a, np.ndarray)}
     for ref in shared:
         t = ref()
@@ -799,7 +916,7 @@ def _gradient_tensors(raw, args, targets, shared=()):
     on_device = None                   # storage pointers of device arrays, gathered on first need
     outs = []
     for (n, s), o in zip(targets, raw):
-        if o is None:
+        if o is None or taken and id(o) in taken:
             outs.append(None)
             continue
         shape, dt = n._out_meta[s]
@@ -918,9 +1035,16 @@ def _run_checked(p, g, env, order, eager):
                         out = a["prim"].eager(*vals, **a["params"])
                     else:
                         out = tracer.apply(a["prim"], tuple(vals), a["params"])
-        except Exception:
+        except Exception as e:
             if anomaly and a.get("origin") is not None:
                 warn_forward(a["origin"])
+            # what ran before the failing node: the gradients complete by then (torch's engine has
+            # run the AccumulateGrad of each), and where the failing node sits in creation order
+            k = p.fwd[a["origin"]].get("node_index") if a.get("origin") is not None else None
+            if k is not None and p.fwd[a["origin"]]["op"] == "proj":
+                k = p.fwd[p.fwd[a["origin"]]["args"][0]].get("node_index")
+            if k is not None:
+                e._ran_before = (k, [None if o is None else env.get(o) for o in g.outputs])
             raise
         finally:
             tracer._ANOMALY_PARENT[0] = parent
@@ -992,4 +1116,4 @@ def call_node(node, grads):
 
 # what the nodes of autograd/graph.py call of the engine
 Engine.call_node, Engine.unpack_saved, Engine.unpack = call_node, unpack_saved, unpack
-Engine.current_task = current_task
+Engine.current_task, Engine.will_call_hooks = current_task, will_call_hooks

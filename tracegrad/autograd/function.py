@@ -156,16 +156,34 @@ Primitive("function_backward", "*gs", _function_backward_kernel, shape=_function
           grad_fn="FunctionBackwardBackward", triton=Refuse("custom autograd Functions call Python"))
 
 
-def _wrap_grads(gs):
+def _wrap_grads(gs, dtypes=None):
+    """The gradients as tensors; `dtypes` (where known) the values' own: a bfloat16 gradient is
+    held as float32, and a hook sees bfloat16."""
     out = []
-    for g in gs:
+    for k, g in enumerate(gs):
         if g is None or isinstance(g, Tensor):
             out.append(g)
         else:
             a = np.asarray(g)
-            out.append(Tensor._make(a, D.from_numpy_dtype(a.dtype)))
+            dt = dtypes[k] if dtypes is not None and k < len(dtypes) else None
+            out.append(Tensor._make(a, dt if dt is not None and dt.np == a.dtype else D.from_numpy_dtype(a.dtype)))
             handed_out(out[-1])
     return tuple(out)
+
+
+def _differentiable(node):
+    """The positions of the node's outputs that take a gradient, or None for all: torch's node
+    has no input for an integer output (max(dim)'s indices), and its hooks see none."""
+    metas = node._out_meta
+    if node._prim is None or node._prim.takes_ctx or len(metas) < 2:
+        return None
+    keep = [k for k, (_, d) in enumerate(metas) if d.is_floating_point]
+    return None if len(keep) == len(metas) else keep
+
+
+def _arg_dtypes(node, mask):
+    metas = node._args_meta or ()
+    return [m[1] if type(m) is tuple else None for m, on in zip(metas, mask) if on]
 
 
 def _unwrap(gs, as_tensor):
@@ -184,11 +202,21 @@ def _spread(gs, present):
 
 def _prehooks(*args, present=None, as_tensor=False):
     *gs, node = args
-    gs = _spread(_wrap_grads(gs), present)
+    outs = [d for _, d in node._out_meta]
+    gs = _spread(_wrap_grads(gs, [d for d, p in zip(outs, present) if p] if present is not None else outs), present)
+    keep = _differentiable(node)
+    shown = gs if keep is None else tuple(gs[k] for k in keep)
     for h in list((node._pre_hooks or {}).values()):
-        r = h(gs)
+        r = h(shown)
         if r is not None:
-            gs = check_hook_results(h, gs, r)
+            shown = check_hook_results(h, shown, r)
+    if keep is None:
+        gs = shown
+    else:
+        gs = list(gs)
+        for k, g in zip(keep, shown):
+            gs[k] = g
+        gs = tuple(gs)
     if present is not None:
         gs = tuple(g for g, p in zip(gs, present) if p)
     return _unwrap(gs, as_tensor)
@@ -196,11 +224,16 @@ def _prehooks(*args, present=None, as_tensor=False):
 
 def _posthooks(*args, mask, n_out, present=None, as_tensor=False):
     *vals, node = args
-    vals = _wrap_grads(vals)
     n_in = len(vals) - n_out
+    outs = [d for _, d in node._out_meta]
+    vals = _wrap_grads(vals, _arg_dtypes(node, mask) +
+                       ([d for d, p in zip(outs, present) if p] if present is not None else outs))
     it = iter(vals[:n_in])
     grad_inputs = tuple(next(it) if m else None for m in mask)
     grad_outputs = _spread(vals[n_in:], present)
+    keep = _differentiable(node)
+    if keep is not None:
+        grad_outputs = tuple(grad_outputs[k] for k in keep)
     for h in list((node._hooks or {}).values()):
         r = h(grad_inputs, grad_outputs)
         if r is not None:

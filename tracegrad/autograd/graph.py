@@ -27,7 +27,7 @@ class Engine:
     """What nodes call of the engine (autograd/engine.py), which imports this module: plugged in
     by it as it is imported (autograd/__init__ imports it first), so that this module imports
     no engine. `call_node`, `unpack_saved`, `unpack`, `current_task`."""
-    call_node = unpack_saved = unpack = current_task = None
+    call_node = unpack_saved = unpack = current_task = will_call_hooks = None
 
 
 _seq = itertools.count()
@@ -468,6 +468,7 @@ def register_multi_grad_hook(tensors, fn, *, mode="all"):
                 handles.append(t.register_hook(any_hook))
         return _MultiHandle(handles)
     seen = {}
+    calls = {}
 
     def make(i):
         def all_hook(grad):
@@ -477,13 +478,26 @@ def register_multi_grad_hook(tensors, fn, *, mode="all"):
             got = seen.get(task.id)
             if got is None:
                 got = seen[task.id] = [None] * len(tensors)
+                # torch's: fn runs in the hook of the last of the tensors the backward reaches
+                # (it counts them once, _will_engine_execute_node), before the nodes after it
+                will = [Engine.will_call_hooks(t) for t in tensors if t.requires_grad]
+                calls[task.id] = [0, None if None in will else sum(will)]
 
-                def at_end(task_id=task.id):
+                def at_end(task_id=task.id):   # where the count was not known
                     grads = seen.pop(task_id, None)
+                    calls.pop(task_id, None)
                     if grads is not None and handles_alive[0]:
                         fn(grads)
                 task.at_end.append(at_end)
             got[i] = grad
+            c = calls.get(task.id)
+            if c is not None:
+                c[0] += 1
+                if c[0] == c[1]:
+                    grads = seen.pop(task.id)
+                    del calls[task.id]
+                    if handles_alive[0]:
+                        fn(grads)
         return all_hook
 
     handles_alive = [True]

@@ -19,6 +19,7 @@ the engine makes classes of (autograd.graph.node_class_of), and the public ops, 
 """
 import math
 import struct
+import sys
 import threading
 import warnings
 import weakref
@@ -2420,12 +2421,12 @@ def handed_out(*tensors):
         seen.extend(weakref.ref(t) for t in tensors if t is not None)
 
 
-def _call_hooks_kernel(g, fns):
+def _call_hooks_kernel(g, fns, dtype=None):
     Tensor = FrontEnd.Tensor
     t = None
     if g is not None:                  # an undefined gradient: hooks see None (as torch's)
         a = np.asarray(g)
-        t = Tensor._make(a, D.from_numpy_dtype(a.dtype))
+        t = Tensor._make(a, dtype if dtype is not None and dtype.np == a.dtype else D.from_numpy_dtype(a.dtype))
         handed_out(t)
     t = _call_hooks_eager(t, fns)
     if t is None:
@@ -2434,14 +2435,23 @@ def _call_hooks_kernel(g, fns):
     return t._data
 
 
-def _call_hooks_eager(g, fns):
+def _call_hooks_eager(g, fns, dtype=None):
     """The hooks under create_graph=True: run on the gradient tensor itself, so that what they
     compute (a hook's `g * 3`) is recorded and differentiated again, as torch's are."""
     Tensor = FrontEnd.Tensor
     if g is not None and not isinstance(g, Tensor):
         a = np.asarray(g)
-        g = Tensor._make(a, D.from_numpy_dtype(a.dtype))
+        g = Tensor._make(a, dtype if dtype is not None and dtype.np == a.dtype else D.from_numpy_dtype(a.dtype))
+    first = id(g)
+    held = sys.getrefcount(g)            # (the references the engine holds to it)
     for fn in fns:
+        if fn.__class__ is GradStep:
+            # the engine's own step (retain_grad, AccumulateGrad): it may take the gradient
+            # over where nothing but the engine holds it, as torch's steals it at use_count 1
+            r = None
+            shared = sys.getrefcount(g) > (held if id(g) == first else 2)
+            fn(g, shared)
+            continue
         r = fn(g)
         if r is not None:
             check_hook_result(fn, g, r)
@@ -2449,10 +2459,22 @@ def _call_hooks_eager(g, fns):
     return g
 
 
+class GradStep:
+    """A step of the engine run among a tensor's hooks (after them): fn(grad, shared) -> None,
+    `shared` where something besides the engine holds the gradient (called alone: shared)."""
+    __slots__ = ("fn",)
+
+    def __init__(self, fn):
+        self.fn = fn
+
+    def __call__(self, g, shared=True):
+        self.fn(g, shared)
+
+
 # A tensor's hooks, run on its gradient at backward time. The callables are an input bound
 # at each run (hooks may change between runs of one cached program).
-Primitive("call_hooks", "g fns", _call_hooks_kernel, shape=lambda g, fns: tuple(g.shape), dtype="same",
-          eager=_call_hooks_eager, vjp=lambda gg, out, g, fns: (gg, None), grad_fn="HookBackward0",
+Primitive("call_hooks", "g fns", _call_hooks_kernel, shape=lambda g, fns, dtype=None: tuple(g.shape), dtype="same",
+          eager=_call_hooks_eager, vjp=lambda gg, out, g, fns, dtype=None: (gg, None), grad_fn="HookBackward0",
           triton=T.Refuse("tensor hooks call Python at backward time"))
 
 
