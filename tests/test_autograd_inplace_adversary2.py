@@ -9,6 +9,7 @@ import pytest
 import torch
 
 import tracegrad as tg
+from test_autograd_inplace_adversary import _outcome
 
 STALE = "modified by an inplace operation"
 
@@ -120,27 +121,6 @@ NOT_SAVED_BY_TORCHS_NODE = {
     "l1": _after(lambda L, x, w, a: F_(L).l1_loss(a, x) * x),
     "trunc": _after(lambda L, x, w, a: L.trunc(a) * x),
 }
-
-
-def _outcome(lib, f, compiled=False):
-    """f(lib, x, w) on fresh float64 leaves, then backward of the sum of squares: the leaves'
-    gradients, or where it raised with the error's type and message."""
-    x = lib.tensor([[1.5, 2.0, 0.5], [0.7, 3.0, 1.1], [0.2, 0.4, 0.9]], dtype=lib.float64, requires_grad=True)
-    w = lib.tensor([[0.5, 1.2, 0.3], [0.3, 0.9, 0.6], [1.4, 0.8, 0.2]], dtype=lib.float64, requires_grad=True)
-    fn = tg.compile(lambda x, w: f(tg, x, w)) if compiled else (lambda x, w: f(lib, x, w))
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        try:
-            z = fn(x, w)
-        except RuntimeError as e:
-            return ("op", type(e).__name__, str(e))
-        try:
-            (z * z).sum().backward()
-        except RuntimeError as e:
-            return ("backward", type(e).__name__, str(e))
-    kw = {"force": True} if lib is torch else {}          # (torch's sgn gives a ZeroTensor gradient)
-    return ("ok", None if x.grad is None else x.grad.numpy(**kw).copy(),
-            None if w.grad is None else w.grad.numpy(**kw).copy())
 
 
 def _same(t, g):

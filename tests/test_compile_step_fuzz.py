@@ -17,16 +17,7 @@ import torch
 
 import tracegrad as tg
 import test_compile_step_adversary as A
-
-
-@pytest.fixture(autouse=True)
-
-
-def _one_torch_thread():
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
+from test_compile_step_adversary import _one_torch_thread  # noqa: F401 (autouse: one torch thread)
 
 
 OPTS = {
