@@ -59,8 +59,12 @@ IMPURE_NAMES = frozenset({
     "time", "time_ns", "perf_counter", "perf_counter_ns", "monotonic", "monotonic_ns", "process_time",
     "process_time_ns", "thread_time", "now", "today", "utcnow", "getenv", "environ", "urandom",
     "localtime", "gmtime", "ctime", "asctime", "strftime", "randbelow", "randbits", "token_bytes", "token_hex",
-    "token_urlsafe", "default_rng", "RandomState", "SeedSequence", "PCG64", "PCG64DXSM", "MT19937", "Philox",
-    "SFC64", "Random", "SystemRandom", "uuid1", "uuid4", "getrandom"})
+    "token_urlsafe", "SystemRandom", "uuid1", "uuid4", "getrandom"})
+# what makes a generator seeded from the operating system's entropy where it is called with no
+# argument (np.random.default_rng().normal(), random.Random().random()); given a seed, the same
+# numbers at every call
+SEEDED_BY_ENTROPY = frozenset({"default_rng", "RandomState", "SeedSequence", "PCG64", "PCG64DXSM", "MT19937", "Philox",
+                               "SFC64", "Random"})
 # names of what writes a warning or a log record (warnings.warn, a logger's info(...)): once
 # per trace, not once per call, were it traced; `_writes_out` tells whether the object is one
 OUTPUT_NAMES = frozenset({"warn", "warn_explicit", "debug", "info", "warning", "error", "exception", "critical",
@@ -100,9 +104,6 @@ def _impure(v):
     if callable(v) and mod in _RANDOM_MODULES or mod.startswith("numpy.random"):
         # (numpy's are Cython functions, neither builtin nor Python functions)
         name = getattr(v, "__name__", "")
-        # (what makes a generator seeded from the operating system's entropy when given no seed, as
-        # np.random.default_rng() and random.Random(), counts: judged by what is read, a seeded one
-        # runs eagerly too)
         return name in IMPURE_NAMES or mod == "secrets"
     if isinstance(v, (types.BuiltinFunctionType, types.FunctionType)):
         if mod == "time" and v.__name__ in _TIME:
@@ -222,6 +223,7 @@ class _Scan:
         self.effects = {}       # instruction index -> (kind, lineno, name, path)
         self.refs = set()       # paths of globals, closure variables and attributes it loads
         self.calls = {}         # instruction index -> (paths of the callable, paths of the positional arguments)
+        self.bare = set()       # instruction indexes of calls with no argument at all
         self._kw = 0            # keyword names of the next call (3.11's KW_NAMES)
         self.nested = [c for c in code.co_consts if isinstance(c, types.CodeType)]
         self._run()
@@ -426,6 +428,8 @@ class _Scan:
                 if old is not None and len(old[1]) == len(paths):
                     paths = tuple(_join(a, b) for a, b in zip(old[1], paths))
                 self.calls[i] = (tuple(c for c in called if c != _OWN and c[0] != "?"), paths)
+                if arg == 0:
+                    self.bare.add(i)
             self._kw = 0
             if ("global", "next") in called and arg >= 1 and len(st) >= n:
                 it = st[len(st) - arg]          # next(it) on an iterator from outside: advances it
@@ -676,6 +680,8 @@ class _Finder:
             self.call_site(callees, args, ctx, from_call)
             if args and callees:
                 self.mutator(callees, args, ctx, code.co_filename, scan.lines[i])
+            elif i in scan.bare and callees:
+                self.entropy(callees, ctx, code.co_filename, scan.lines[i])
 
     def getter(self, owner, name):
         """Read the user's property getter that owner.name runs (a getter that counts its calls
@@ -687,6 +693,20 @@ class _Finder:
         if isinstance(fget, types.FunctionType) and not is_library(fget.__code__.co_filename) and \
                 fget.__code__.co_argcount:
             self.function(fget, {fget.__code__.co_varnames[0]: owner})
+
+    def entropy(self, callees, ctx, filename, line):
+        """np.random.default_rng(), random.Random() and the like called with no seed: seeded from
+        the operating system's entropy, another generator at every call."""
+        for path in callees:
+            fn = self.resolve(path, ctx)
+            name = getattr(fn, "__name__", "")
+            mod = getattr(fn, "__module__", None) or ""
+            if name in SEEDED_BY_ENTROPY and (mod == "random" or mod.startswith("numpy.random")):
+                what = (f"calls `{_path_text(path)}()` with no seed, which makes another generator at every call "
+                        f"(seeded from the operating system's entropy)")
+                if (filename, line, what) not in self.where:
+                    self.where.add((filename, line, what))
+                    self.found.append(Effect(filename, line, what))
 
     def mutator(self, callees, args, ctx, filename, line):
         """operator.setitem(d, k, v), operator.iadd(lst, more) and their kind: a write into their
