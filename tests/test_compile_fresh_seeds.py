@@ -232,3 +232,37 @@ def test_an_in_place_op_on_an_expanded_argument_with_no_elements_runs_as_eagers(
         want = f(torch, xt, torch.zeros(0, 3, 1), 0.0)
         got = cf(x, y, 0.0)
         assert tuple(got.shape) == tuple(want.shape) and x._version == xt._version
+
+
+# -- clamp of bool tensors with a bool bound beside a tensor bound ------------------------------------
+# Call-sequence seed 3200: clamp(b, min=False, max=t) of bool tensors, t 0-dim, raises in torch (a
+# 0-dim tensor beside a number is a number: its scalar kernel, which has no bool version);
+# tracegrad gave tensor(True), eager and compiled. An int or a float bound beside it promotes and
+# runs; beside a 1-d tensor, a number is torch's TypeError. Both shapes, against torch.
+
+_BOUNDS = [("False", "t"), ("t", "False"), ("True", None), (None, "t"), ("t", None), ("t", "t"), ("x", "True"),
+           ("1", "t"), ("t", "1"), ("0.5", "t")]
+
+
+def _bound(m, x, t, b):
+    return None if b is None else {"t": t, "x": x}.get(b, None) if b in ("t", "x") else eval(b)
+
+
+@pytest.mark.parametrize("shape", [(), (2,)], ids=["0-dim", "1-d"])
+@pytest.mark.parametrize("lo, hi", _BOUNDS)
+def test_clamp_of_bools_raises_or_promotes_as_torch(lo, hi, shape):
+    def outcome(m, f):
+        x, t = m.tensor(np.resize([True, False], shape)), m.tensor(np.resize([False, True], shape))
+        try:
+            r = f(x, t)
+        except (NotImplementedError, TypeError) as e:      # (a number beside a 1-d tensor bound: TypeError)
+            return "raises", (type(e).__name__, str(e).split(" - ")[0])
+        return r.dtype.__repr__().split(".")[-1], np.asarray(r.tolist())
+
+    want = outcome(torch, lambda x, t: torch.clamp(x, min=_bound(torch, x, t, lo), max=_bound(torch, x, t, hi)))
+
+    def g(x, t):
+        return tg.clamp(x, min=_bound(tg, x, t, lo), max=_bound(tg, x, t, hi))
+    for got in (outcome(tg, g), outcome(tg, tg.compile(g))):
+        assert got[0] == want[0]
+        assert np.array_equal(got[1], want[1]) if got[0] != "raises" else got[1] == want[1]

@@ -978,6 +978,11 @@ def _clamp_no_bool(d, args):
     if _is_tensor(args[1]) and _is_tensor(args[2]):
         return _no_kernel("clamp_cpu")(d, args)      # torch's bool kernels take one tensor bound, not two
     if _is_tensor(args[1]) or _is_tensor(args[2]):
+        other = args[2] if _is_tensor(args[1]) else args[1]
+        if other.__class__ is bool:
+            # a bool bound beside a tensor one: torch takes the scalar kernel, which has no bool
+            # version (clamp(b, min=False, max=t) raises; min=0 promotes to int64 and runs)
+            return _no_kernel("clamp_scalar_cpu")(d, args)
         return None
     return _no_kernel("clamp_scalar_cpu" if args[1] is not None and args[2] is not None else
                       "clamp_min_scalar_cpu" if args[1] is not None else "clamp_max_scalar_cpu")(d, args)
