@@ -25,16 +25,23 @@ def snap(t):
 # first) after it: a hook reading another leaf's .grad saw None where torch's saw the gradient,
 # a post-accumulate hook saw retained .grads torch had not set yet (258 of 300 graphs differed).
 
-def _hooked_graph(lib, seed, mode, modify):
-    r = np.random.default_rng(seed)
+def _random_leaves(lib, r):
+    """A random graph's start: n leaves, the list of its values (the leaves first, the ops'
+    results appended by the caller), and state(): every leaf's .grad and every retained value's."""
     n = int(r.integers(2, 5))
     leaves = [lib.tensor(r.standard_normal(3), requires_grad=True) for _ in range(n)]
-    log = []
     vals = list(leaves)
 
     def state():
         return tuple(snap(p.grad) for p in leaves) + tuple(snap(v.grad) if v.retains_grad else "-"
                                                            for v in vals[n:])
+    return n, leaves, vals, state
+
+
+def _hooked_graph(lib, seed, mode, modify):
+    r = np.random.default_rng(seed)
+    n, leaves, vals, state = _random_leaves(lib, r)
+    log = []
 
     def add_hooks(v, name, leaf):
         kinds = r.integers(0, 2, size=6)
@@ -197,14 +204,8 @@ def _failing_graph(lib, seed, where, hooks_on):
             raise ValueError("boom in backward")
 
     r = np.random.default_rng(seed)
-    n = int(r.integers(2, 5))
-    leaves = [lib.tensor(r.standard_normal(3), requires_grad=True) for _ in range(n)]
+    n, leaves, vals, state = _random_leaves(lib, r)
     log = []
-    vals = list(leaves)
-
-    def state():
-        return tuple(snap(p.grad) for p in leaves) + tuple(snap(v.grad) if v.retains_grad else "-"
-                                                           for v in vals[n:])
 
     nops = int(r.integers(2, 8))
     bad_at = int(r.integers(0, nops))

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 import tracegrad as tg
-from test_autograd_inplace_adversary import _outcome
+from test_autograd_inplace_adversary import _outcome, _same
 
 STALE = "modified by an inplace operation"
 
@@ -121,17 +121,6 @@ NOT_SAVED_BY_TORCHS_NODE = {
     "l1": _after(lambda L, x, w, a: F_(L).l1_loss(a, x) * x),
     "trunc": _after(lambda L, x, w, a: L.trunc(a) * x),
 }
-
-
-def _same(t, g):
-    assert g[0] == t[0], f"torch: {t}\ntracegrad: {g}"
-    if t[0] == "ok":
-        for a, b in zip(g[1:], t[1:]):
-            assert (a is None) == (b is None)
-            if a is not None:
-                np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-12)
-    else:
-        assert g[1:] == t[1:], f"torch: {t}\ntracegrad: {g}"
 
 
 @pytest.mark.parametrize("case", sorted(SAVED_BY_TORCHS_NODE))
