@@ -212,6 +212,32 @@ def _count_patch(d, name, value):
         LIBRARY_PATCHES[0] += 1
 
 
+
+# torch's channels-last orders, innermost dimension first (c10's is_channels_last_strides)
+_LAST_ORDERS = {"channels_last": (4, (1, 3, 2, 0)), "channels_last_3d": (5, (1, 4, 3, 2, 0))}
+
+
+def _contiguous_as(a, memory_format):
+    """Tensor.is_contiguous(memory_format=...): whether array a is dense in that format's order,
+    size-1 dimensions aside, as torch answers (a channels-last query was answered as a C one)."""
+    from .ops.functional import memory_format as _format
+    if not isinstance(memory_format, _format):
+        raise TypeError(f"is_contiguous(): argument 'memory_format' must be torch.memory_format, not "
+                        f"{type(memory_format).__name__}")
+    last = _LAST_ORDERS.get(memory_format._name)
+    if last is None:                            # contiguous_format (and preserve_format, as torch)
+        return a.flags.c_contiguous
+    ndim, order = last
+    if a.ndim != ndim:
+        return False
+    expected = a.itemsize
+    for d in order:
+        if a.shape[d] != 1:
+            if a.strides[d] != expected:
+                return False
+            expected *= a.shape[d]
+    return True
+
 class Tensor:
     """An n-dimensional array with autograd, stored in a numpy array."""
     __slots__ = ("_data", "_dtype", "_req", "_grad_fn_slot", "_output_nr", "_grad", "_vc", "_base", "_view",
@@ -332,7 +358,9 @@ class Tensor:
     def is_contiguous(self, memory_format=None):
         if _VALUE_READS[0]:
             self._read_layout()
-        return self._data.flags.c_contiguous
+        if memory_format is None:
+            return self._data.flags.c_contiguous
+        return _contiguous_as(self._data, memory_format)
 
     def _read_layout(self):
         # while compile traces, a concrete tensor's strides read in Python are baked into the

@@ -20,9 +20,10 @@ import numpy as np
 
 from . import _dtype as D
 from .grad_mode import STATE
-from .tensor import CPU, Tensor, Size, TraceError
+from .tensor import CPU, Tensor, Size, TraceError, _LAST_ORDERS, _contiguous_as
 from .ir.graph import Graph, V
-from .ir.layout import c_contiguous, column_major, iterator_order, array_order, dense_axes, orders_disagree
+from .ir.layout import c_contiguous, column_major, iterator_order, array_order, dense_axes, orders_disagree, \
+    value_order, _BROADCAST
 from .ops import shapes as S
 from .ops.primitives import FrontEnd, PRIMITIVES, scalar_operands
 
@@ -227,6 +228,8 @@ class Proxy(Tensor):
         # tracegrad's own code (contiguous()) gets what the eager tensor would answer, where
         # that is known (ir/layout.py): a forward value a derivative rule reads is asked in
         # the forward graph, without saving it
+        if memory_format is not None and getattr(memory_format, "_name", None) in _LAST_ORDERS:
+            return self._contiguous_as(memory_format)
         d = self.__dict__
         src = d.get("_layout_of")
         if src is None and not self._plain():
@@ -234,6 +237,26 @@ class Proxy(Tensor):
             if a is not None:
                 return a.flags.c_contiguous
         return c_contiguous(*src[:2]) if src is not None else c_contiguous(d["_graph"], value_of(d["_graph"], self))
+
+    def _contiguous_as(self, memory_format):
+        """is_contiguous(memory_format=torch.channels_last...) as the eager tensor answers it, by an
+        int8 array laid out as eager lays this value out."""
+        shape = tuple(self.shape)
+        if not all(n.__class__ is int for n in shape):
+            _layout("Tensor.is_contiguous(memory_format=...)")
+        a = None if self._plain() else self._eager_scratch()
+        if a is None:
+            d = self.__dict__
+            src = d.get("_layout_of")
+            g, v = (src[0], src[1]) if src is not None else (d["_graph"], value_of(d["_graph"], self))
+            order = None if self._plain() else value_order(g, v)
+            if order is _BROADCAST:
+                return False
+            if order is None:
+                a = np.empty(shape, np.int8)
+            else:
+                a = copy_laid_out(np.empty(shape, np.int8), dense_layout(shape, order))
+        return _contiguous_as(a, memory_format)
 
     def _column_major(self):
         d = self.__dict__
@@ -868,8 +891,14 @@ def _apply_eager(prim, args, params):
                 if a.__class__ is np.ndarray and not a.flags.c_contiguous:
                     out = eager_layout(prim, params, arrays, out)
                     break
-        elif not out.flags.c_contiguous and not (prim.elementwise and out.strides == arrays[0].strides):
-            # (a one-operand elementwise op whose result numpy gave its operand's strides, as torch's)
+        elif not out.flags.c_contiguous:
+            if not (prim.elementwise and out.strides == arrays[0].strides):
+                # (a one-operand elementwise op whose result numpy gave its operand's strides, as torch's)
+                out = eager_layout(prim, params, arrays, out)
+        elif prim.layout == "operands" and arrays and arrays[0].__class__ is np.ndarray \
+                and not arrays[0].flags.c_contiguous and arrays[0].shape == out.shape:
+            # a kernel that builds its result C-contiguous from an operand that is not (lgamma, erfinv,
+            # flip of x.t()): torch lays it out by its operand, as ir/layout says a compiled program does
             out = eager_layout(prim, params, arrays, out)
     if view and prim.name == "reshape" and out.size and not np.may_share_memory(out, arrays[0]):
         base = None

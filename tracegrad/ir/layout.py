@@ -106,7 +106,8 @@ def _deps(a):
     op, prim = a["op"], a["prim"]
     if prim is None:
         return ()
-    if op == "permute" or prim.layout == "view_c" or prim.elementwise:
+    if op == "permute" or prim.layout == "view_c" or prim.elementwise or \
+            prim.result_layout(a["params"]) == "operands":     # (flip: no elementwise op, laid out as one)
         return tuple(x for x in a["args"] if isinstance(x, V))
     return ()
 

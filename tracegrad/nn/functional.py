@@ -63,6 +63,17 @@ def _opmath(input):
     return input, None
 
 
+def _dense(input, channels_last=False):
+    """input as torch's kernels that compute on `input.contiguous()` read it (layer_norm, group_norm,
+    log_sigmoid): their results are C-contiguous whatever the input's layout, so a later .view()
+    works as in torch (a decomposition of elementwise ops would follow x.t()'s strides instead).
+    `channels_last`: a 4-d input laid out channels-last stays so (torch's suggested format)."""
+    if input.is_contiguous() or channels_last and input.ndim == 4 and input.is_contiguous(
+            memory_format=O.channels_last):
+        return input
+    return input.contiguous()
+
+
 def _rounded(out, dt):
     return out if dt is None else out.to(dt)
 
@@ -192,7 +203,7 @@ def softplus(input, beta=1.0, threshold=20.0):
 def logsigmoid(input):
     # torch's min(x, 0) - log1p(exp(-|x|)), with min and -|x| written as selections on x >= 0 so that the
     # second derivative at 0 is the smooth one (abs' is 0 there), zeros keep torch's sign and NaN flows
-    x, dt = _opmath(input)
+    x, dt = _opmath(_dense(input))
     nonneg = x >= 0
     lse = O.log1p(O.exp(O.where(nonneg, -x, x)))
     return _named(_rounded(O.where(nonneg, 0.0, x) - lse, dt), "LogSigmoidBackward0", input, saves=True)
@@ -416,7 +427,7 @@ def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
                            f"[*, {', '.join(map(str, normalized_shape))}], but got input of size"
                            f"{list(input.shape)}")
     dims = tuple(range(input.ndim - k, input.ndim))
-    x, dt = _opmath(input)              # 16-bit inputs: statistics and result in float32, as torch
+    x, dt = _opmath(_dense(input))      # 16-bit inputs: statistics and result in float32, as torch
     mean = O.mean(x, dims, keepdim=True)
     xc = x - mean
     var = O.mean(xc * xc, dims, keepdim=True)
@@ -1143,7 +1154,7 @@ def group_norm(input, num_groups, weight=None, bias=None, eps=1e-5):
     if c % num_groups:
         raise RuntimeError(f"Expected number of channels in input to be divisible by num_groups, but got input of "
                            f"shape {list(input.shape)} and num_groups={num_groups}")
-    x, dt = _opmath(input)             # 16-bit inputs: statistics and result in float32, as layer_norm
+    x, dt = _opmath(_dense(input))     # 16-bit inputs: statistics and result in float32, as layer_norm
     x = x.reshape(n, num_groups, -1)
     mean = O.mean(x, -1, keepdim=True)
     xc = x - mean

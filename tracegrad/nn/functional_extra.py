@@ -256,7 +256,7 @@ def rms_norm(input, normalized_shape, weight=None, eps=None):
     if k == 0 or input.ndim < k or tuple(input.shape[input.ndim - k:]) != normalized_shape:
         raise RuntimeError(f"Given normalized_shape={list(normalized_shape)}, expected input with shape "
                            f"[*{', '.join(map(str, normalized_shape))}], but got input of size{list(input.shape)}")
-    x, dt = F._opmath(input)
+    x, dt = F._opmath(F._dense(input, channels_last=True))
     if eps is None:
         eps = float(np.finfo(x.dtype.np).eps)
     dims = tuple(range(input.ndim - k, input.ndim))

@@ -185,8 +185,16 @@ def topk(input, k, dim=-1, largest=True, sorted=True):
     n = input.shape[d] if input.ndim else 1
     if k < 0 or k > n:
         raise RuntimeError("selected index k out of range")
-    vals, idx, d = _sorted(input, dim, largest)
-    vals, idx = _own(O.narrow(vals, d, 0, k), O.narrow(idx, d, 0, k))
+    # the first k positions of the sort, C-contiguous as torch's topk returns them (a slice of the
+    # sorted values along a dim other than the first was no C array: topk(2, 1)[0].view(-1) raised),
+    # and the values gathered there: their node saves the indices returned, as torch's does
+    x = input.reshape(1) if input.ndim == 0 else input
+    order = apply(P["argsort"], (x,), {"dim": d, "descending": bool(largest), "stable": True})
+    idx = O.narrow(order, d, 0, k)
+    idx, = _own(idx if idx.is_contiguous() else O.contiguous(idx))
+    vals = O.gather(x, d, idx)
+    if input.ndim == 0:
+        vals, idx = vals.reshape(()), idx.reshape(())
     return return_types.topk(rename_grad_fn(vals, "TopkBackward0"), idx)
 
 

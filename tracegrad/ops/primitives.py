@@ -1389,7 +1389,8 @@ Primitive("masked_fill", "x mask value", lambda x, m, v: np.where(m, np.asarray(
           vjp=lambda g, out, x, mask, value: (F.where(mask, 0, g), None,
                                               F.sum(F.where(mask, g, 0)) if _is_tensor(value) else None),
           saves="mask", grad_fn=lambda a, p: "MaskedFillBackward1" if _is_tensor(a[2]) else "MaskedFillBackward0",
-          elementwise=True, triton=T.Expr("tl.where({1}, {2}, {0})", cast=True))
+          elementwise=True, triton=T.Expr("tl.where({1}, {2}, {0})", cast=True),
+          layout="c")     # torch's masked_fill fills a C-contiguous clone: x.t().masked_fill(m, 0).view(-1) works
 
 # == reductions ==============================================================================
 
@@ -2042,7 +2043,8 @@ Primitive("unbind", "x", _unbind_kernel,
           view=True, triton=T.unbind, pieces=lambda x, dim: [(("s", None, None, None),) * dim + (k,)
                                                               for k in range(x.shape[dim])])
 Primitive("flip", "x", lambda x, dims: np.flip(x, axis=_axes(x, dims)).copy(), shape=_unary_shape, dtype="same",
-          vjp=lambda g, out, x, dims: (F.flip(g, dims),), grad_fn="FlipBackward0", triton=T.flip)
+          vjp=lambda g, out, x, dims: (F.flip(g, dims),), grad_fn="FlipBackward0", triton=T.flip,
+          layout="operands")      # (torch's flip lays its result out as its input: x.t().flip(0) is no C array)
 Primitive("roll", "x", lambda x, shifts, dims: np.roll(x, shifts, axis=dims) if dims else np.roll(x, shifts),
           shape=_unary_shape, dtype="same",
           vjp=lambda g, out, x, shifts, dims: (F.roll(g, tuple(-s for s in shifts), dims or None),),
