@@ -32,6 +32,13 @@ def _ops(m, Fm):
         "lgamma": lambda x: (x.abs() + 0.5).lgamma(),
         "erfinv": lambda x: (x * 0.1).erfinv(),
         "digamma": lambda x: (x.abs() + 0.5).digamma(),
+        "batch_norm": lambda x: Fm.batch_norm(x, None, None, training=True),
+        "batch_norm_eval": lambda x: Fm.batch_norm(x, m.zeros(x.shape[1], dtype=x.dtype),
+                                                   m.ones(x.shape[1], dtype=x.dtype)),
+        "rrelu_eval": lambda x: Fm.rrelu(x, training=False),
+        "lerp_c_then_t": lambda x: m.lerp(x.contiguous(), x, 0.75),
+        "fmax_t_then_c": lambda x: m.fmax(x, x.contiguous() * 0.5),
+        "fmin_t_then_c": lambda x: m.fmin(x, x.contiguous() * 0.5),
     }
 
 
@@ -91,6 +98,27 @@ def test_compiled_layout_is_eagers(op, layout):
     got = tg.compile(f)(x)
     assert got.stride() == want.stride(), f"{op} of a {layout} input: compiled {got.stride()}, eager {want.stride()}"
     np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-6, atol=1e-6)
+
+
+ADDMM = {"addmm": ((2, 2), (2, 3), (3, 2)), "addmv": ((2,), (2, 3), (3,)), "addr": ((2, 3), (2,), (3,)),
+         "baddbmm": ((1, 2, 2), (1, 2, 3), (1, 3, 2)), "addbmm": ((2, 2), (1, 2, 3), (1, 3, 2))}
+DTYPES = ["float32", "float64", "float16", "bfloat16", "int64"]
+
+
+@pytest.mark.parametrize("op", sorted(ADDMM))
+def test_addmm_family_dtypes_as_torchs(op):
+    # addmm(float16, float32, float32) computed and returned float16 where torch raises; addr promotes
+    import itertools
+    for a, b, c in itertools.product(DTYPES, repeat=3):
+        out = []
+        for m in (torch, tg):
+            args = [m.full(s, 2, dtype=getattr(m, d)) for s, d in zip(ADDMM[op], (a, b, c))]
+            try:
+                r = getattr(m, op)(*args)
+                out.append((str(r.dtype), r.double().numpy().tolist()))
+            except RuntimeError as e:
+                out.append(("raises", str(e)))
+        assert out[1] == out[0], f"{op}({a}, {b}, {c})"
 
 
 def test_topk_view_of_a_plain_matrix():

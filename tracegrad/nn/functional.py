@@ -464,7 +464,8 @@ def batch_norm(input, running_mean, running_var, weight=None, bias=None, trainin
     c = input.shape[1]
     dims = (0,) + tuple(range(2, input.ndim))
     bshape = (1, c) + (1,) * (input.ndim - 2)
-    x, dt = _opmath(input)               # 16-bit inputs: statistics and result in float32, as torch
+    # 16-bit inputs: statistics and result in float32, as torch; laid out in torch's suggested format
+    x, dt = _opmath(_dense(input, channels_last=True))
     if training:
         n = input.numel() // c if c else 0
         if n <= 1:

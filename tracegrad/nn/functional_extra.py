@@ -322,7 +322,8 @@ def rrelu(input, lower=1.0 / 8, upper=1.0 / 3, training=False, inplace=False):
         s = (lower + upper) / 2
         compute = lambda v: F._piecewise(v, lambda x: O.where(x > 0, x, x * s), "RreluWithNoiseBackward0",  # noqa
                                          "RreluWithNoiseBackwardBackward0", lo=0.0, outside=s)
-    return F._inplace(input, compute, inplace, "RreluWithNoiseBackward1")
+    # (torch writes the result into a C-contiguous tensor, whatever the input's layout)
+    return F._inplace(input, lambda v: compute(F._dense(v)), inplace, "RreluWithNoiseBackward1")
 
 
 def _channel_dropout(input, p, training, inplace, batched):

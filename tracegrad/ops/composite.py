@@ -93,13 +93,14 @@ def fmax(input, other):
     input wins ties (its value and the whole gradient: torch's FmaxBackward0 gives input the
     gradient where input >= other or other is NaN, other the rest)."""
     a, b = O._operand(input, "fmax"), O._operand(other, "fmax")
-    # (torch's node saves both operands: either written before the backward raises)
-    return keep_saved(rename_grad_fn(O.where(O.isnan(b) | (a >= b), a, b), "FmaxBackward0"), a, (b,))
+    # (torch's node saves both operands: either written before the backward raises; the comparison
+    # first, so that the result is laid out by input, as torch's TensorIterator lays it out)
+    return keep_saved(rename_grad_fn(O.where((a >= b) | O.isnan(b), a, b), "FmaxBackward0"), a, (b,))
 
 
 def fmin(input, other):
     a, b = O._operand(input, "fmin"), O._operand(other, "fmin")
-    return keep_saved(rename_grad_fn(O.where(O.isnan(b) | (a <= b), a, b), "FminBackward0"), a, (b,))
+    return keep_saved(rename_grad_fn(O.where((a <= b) | O.isnan(b), a, b), "FminBackward0"), a, (b,))
 
 
 _fmod = O.fmod         # the primitive's function: this module's fmod replaces it in O below
@@ -345,11 +346,38 @@ def _x_log(name, input, other):
     return apply(PRIMITIVES[name], (x, y), {})
 
 
+def _same_dtypes(name, input, a, b):
+    """torch's dtype checks of the addmm family, each op in its own words: addmm(float16, float32,
+    float32) computed, and gave a float16 result, where torch raises."""
+    S_, T_ = D.SCALAR_NAME, D.TYPE_NAME
+    i, a, b = input.dtype, a.dtype, b.dtype
+    if name in ("AddmmBackward0", "AddbmmBackward0"):
+        if i is not b:
+            raise RuntimeError(f"self and mat2 must have the same dtype, but got {S_[i]} and {S_[b]}")
+        if a is not b:
+            raise RuntimeError(f"mat1 and mat2 must have the same dtype, but got {S_[a]} and {S_[b]}")
+    elif name == "AddmvBackward0":
+        if not i is a is b:
+            raise RuntimeError(f"addmv input tensors must have the same dtype, but got {S_[i]}, {S_[a]}, and {S_[b]}")
+    elif name == "BaddbmmBackward0":
+        if a is not i:
+            raise RuntimeError(f"Input dtypes must be the same, got: input {T_[i]}, batch1: {T_[a]}, batch2: {T_[b]}")
+        if b is not i:
+            raise RuntimeError(f"expected scalar type {S_[i]} but found {S_[b]}")
+
+
 def scaled_sum(name, input, product, operands, beta, alpha):
     """beta * input + alpha * product(*operands), as torch's addmm family: beta = 0 ignores input
     (its NaN and inf are not propagated; its gradient is zeros), and 16-bit operands are computed
     in float32 and rounded once (a float16 product of 300s overflowed before alpha = 1e-3 scaled
-    it). The node is torch's (`name`)."""
+    it). The node is torch's (`name`). Every op but addr takes one dtype (torch's checks); addr
+    promotes its three operands, as torch's."""
+    if all(isinstance(t, Tensor) for t in (input,) + tuple(operands)):
+        if name == "AddrBackward0":
+            d = D.result_type([input, *operands])
+            input, operands = O.convert(input, d), [O.convert(t, d) for t in operands]
+        else:
+            _same_dtypes(name, input, *operands)
     dt = input.dtype if input.dtype in (D.float16, D.bfloat16) else None
     if dt is not None:
         input, operands = input.float(), [t.float() for t in operands]

@@ -447,6 +447,10 @@ def _lerp(input, end, weight):
         # 1 - weight wrap to 250 in uint8, a bool one raised, a float32 0.1 beside float16 tensors is
         # float16's 0.1 (17% of float16 results were a step off)
         weight = convert(weight, input._dtype)
+    if isinstance(end, Tensor) and input.is_contiguous() and not end.is_contiguous() and end.shape == input.shape:
+        # torch's TensorIterator lays the result out as input (its first operand); the decomposition's
+        # end - input would follow end's strides (lerp(x, y.t(), w).view(-1) raised)
+        end = contiguous(end)
     low = input.dtype if input.dtype in (D.float16, D.bfloat16) else None
     if low is not None:
         input = convert(input, D.float32)
