@@ -105,12 +105,20 @@ def can_cast(from_, to):
     return from_._kind <= to._kind
 
 
+def _same_dtype_close(input, other):
+    # torch compares in one dtype: allclose(float32, float64) raises
+    if isinstance(input, Tensor) and isinstance(other, Tensor) and input.dtype is not other.dtype:
+        raise RuntimeError(f"{_dtype.SCALAR_NAME[input.dtype]} did not match {_dtype.SCALAR_NAME[other.dtype]}")
+
+
 def allclose(input, other, rtol=1e-05, atol=1e-08, equal_nan=False):
+    _same_dtype_close(input, other)
     return _builtins.bool(_np.allclose(input._values("allclose"), other._values("allclose"), rtol=rtol, atol=atol,
                                        equal_nan=equal_nan))
 
 
 def isclose(input, other, rtol=1e-05, atol=1e-08, equal_nan=False):
+    _same_dtype_close(input, other)
     return tensor(_np.isclose(input._values("isclose"), other._values("isclose"), rtol=rtol, atol=atol,
                               equal_nan=equal_nan))
 

@@ -232,6 +232,14 @@ def log_softmax(input, dim=None, _stacklevel=3, dtype=None):
 def linear(input, weight, bias=None):
     """input @ weight.T + bias."""
     _check_tensor(input, "linear")
+    if bias is not None and isinstance(bias, Tensor):
+        # torch's addmm(bias, input, weight.t()) checks: a float64 bias beside float32 weights raises
+        if bias.dtype is not weight.dtype:
+            raise RuntimeError(f"self and mat2 must have the same dtype, but got {D.SCALAR_NAME[bias.dtype]} and "
+                               f"{D.SCALAR_NAME[weight.dtype]}")
+        if input.dtype is not weight.dtype:
+            raise RuntimeError(f"mat1 and mat2 must have the same dtype, but got {D.SCALAR_NAME[input.dtype]} and "
+                               f"{D.SCALAR_NAME[weight.dtype]}")
     out = O.matmul(input, O.t(weight)) if weight.ndim == 2 else O.matmul(input, weight)
     if bias is None:
         return out
@@ -416,6 +424,16 @@ def dropout(input, p=0.5, training=True, inplace=False):
 
 # == normalization ========================================================================================
 
+def _norm_params(input, *params):
+    """torch's mixed-dtype check of a norm's weight and bias (CPU): of another dtype than the
+    input only as float32 beside a float16 or bfloat16 input."""
+    for p in params:
+        if isinstance(p, Tensor) and p.dtype is not input.dtype and not (
+                p.dtype is D.float32 and input.dtype in (D.float16, D.bfloat16)):
+            raise RuntimeError("mixed dtype (CPU): all inputs must share same datatype." if p.dtype is D.float32
+                               else "mixed dtype (CPU): expect parameter to have scalar type of Float")
+
+
 def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
     """(x - mean) / sqrt(var + eps) * weight + bias over the last len(normalized_shape) dims."""
     if isinstance(normalized_shape, numbers.Integral):
@@ -427,6 +445,9 @@ def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
                            f"[*, {', '.join(map(str, normalized_shape))}], but got input of size"
                            f"{list(input.shape)}")
     dims = tuple(range(input.ndim - k, input.ndim))
+    _norm_params(input, weight, bias)
+    if not input.dtype.is_floating_point:
+        raise NotImplementedError(f"\"LayerNormKernelImpl\" not implemented for '{D.SCALAR_NAME[input.dtype]}'")
     x, dt = _opmath(_dense(input))      # 16-bit inputs: statistics and result in float32, as torch
     mean = O.mean(x, dims, keepdim=True)
     xc = x - mean
@@ -662,10 +683,41 @@ def _check_size(input, target, stacklevel=3):
                       f"ensure they have the same size.", UserWarning, stacklevel=stacklevel)
 
 
+def _float_kernel(input, target, kernel):
+    """torch's pointwise loss kernels exist for floating dtypes only: mse_loss of two int64
+    tensors raises (here it gave an int64 loss)."""
+    d = D.result_type([input, target])
+    if not d.is_floating_point:
+        raise NotImplementedError(f"\"{kernel}\" not implemented for '{D.SCALAR_NAME[d]}'")
+
+
+def _bool_promoted(input, target):
+    """A bool input or target of a loss whose torch kernel computes in the promoted dtype (mse,
+    smooth_l1, huber): the bool one cast to it, where tracegrad's `-` refuses bools."""
+    if input.dtype is D.bool_ or target.dtype is D.bool_:
+        d = D.result_type([input, target])
+        return O.convert(input, d), O.convert(target, d)
+    return input, target
+
+
+def _in_input_dtype(input, target, fn, kernel):
+    """huber's and soft_margin's result has input's dtype (torch writes it into a tensor like
+    input): computed in the promoted dtype and cast, or torch's error where that cannot cast."""
+    d = D.result_type([input, target])
+    if d is not input.dtype and d._kind > input.dtype._kind:        # (torch.can_cast)
+        raise RuntimeError(f"result type {D.SCALAR_NAME[d]} can't be cast to the desired output type "
+                           f"{D.SCALAR_NAME[input.dtype]}")
+    _float_kernel(input, target, kernel)
+    return fn(*_bool_promoted(input, target)) if d is input.dtype else O.convert(fn(*_bool_promoted(input, target)),
+                                                                                 input.dtype)
+
+
 def mse_loss(input, target, size_average=None, reduce=None, reduction="mean", weight=None):
     reduction = _legacy_reduction(size_average, reduce, reduction)
     _check_size(input, target)
-    d = input - target
+    _float_kernel(input, target, "mse_cpu")
+    x, t = _bool_promoted(input, target)
+    d = x - t
     loss = d * d
     if weight is not None:
         loss = loss * weight
@@ -830,6 +882,10 @@ def binary_cross_entropy(input, target, weight=None, size_average=None, reduce=N
         raise ValueError(f"Using a target size ({target.shape!r}) that is different to the input size "
                          f"({input.shape!r}) is deprecated. Please ensure they have the same size.")
     _weight_without_grad(weight, "binary_cross_entropy")
+    if target.dtype is not input.dtype:
+        raise RuntimeError(f"Found dtype {D.SCALAR_NAME[target.dtype]} but expected {D.SCALAR_NAME[input.dtype]}")
+    if not input.dtype.is_floating_point:
+        raise NotImplementedError(f"\"binary_cross_entropy\" not implemented for '{D.SCALAR_NAME[input.dtype]}'")
     # one primitive: torch's derivative (p - t) / max(p (1 - p), 1e-12) stays finite at p = 0 and 1;
     # its kernel checks that the input lies in [0, 1], eagerly and on every compiled call
     loss = apply(P["binary_cross_entropy"], (input, target), {})
@@ -1032,6 +1088,11 @@ def glu(input, dim=-1):
 
 
 def prelu(input, weight):
+    if weight.dtype is not input.dtype:
+        raise RuntimeError(f"prelu: Type promoting not supported. Got {D.SCALAR_NAME[input.dtype]} and "
+                           f"{D.SCALAR_NAME[weight.dtype]}")
+    if not input.dtype.is_floating_point:
+        raise NotImplementedError(f"\"prelu_cpu\" not implemented for '{D.SCALAR_NAME[input.dtype]}'")
     w = weight
     if weight.numel() != 1:
         if input.ndim < 2 or input.shape[1] != weight.numel():
@@ -1060,7 +1121,8 @@ def smooth_l1_loss(input, target, size_average=None, reduce=None, reduction="mea
     _check_size(input, target)
     if beta < 0:
         raise RuntimeError("smooth_l1_loss does not support negative values for beta.")
-    x = input - target
+    _float_kernel(input, target, "smooth_l1_cpu")
+    x = O.sub(*_bool_promoted(input, target))
     if beta == 0:
         loss = O.abs(x)
     else:
@@ -1082,14 +1144,19 @@ def huber_loss(input, target, reduction="mean", delta=1.0, weight=None):
     if delta <= 0:
         raise RuntimeError("huber_loss does not support non-positive values for delta.")
     _check_size(input, target)
-    inside, xi = _quadratic_side(input - target, delta)
-    loss = O.where(inside, 0.5 * xi * xi, delta * (O.abs(input - target) - 0.5 * delta))
+
+    def pointwise(x, t):
+        inside, xi = _quadratic_side(x - t, delta)
+        return O.where(inside, 0.5 * xi * xi, delta * (O.abs(x - t) - 0.5 * delta))
+    loss = _in_input_dtype(input, target, pointwise, "huber_cpu")
     if weight is not None:
         loss = loss * weight
     return _named(_reduce(loss, reduction), "HuberLossBackward0", input, target, saves=True)
 
 
 def kl_div(input, target, size_average=None, reduce=None, reduction="mean", log_target=False):
+    if not input.dtype.is_floating_point or not target.dtype.is_floating_point:
+        raise RuntimeError("kl_div: Integral inputs not supported.")
     if size_average is not None or reduce is not None:
         reduction = _legacy_reduction(size_average, reduce, reduction)
     if reduction == "mean":

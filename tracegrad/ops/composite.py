@@ -222,6 +222,8 @@ def addcmul(input, tensor1, tensor2, *, value=1):
     # rounded once
     # (16-bit operands: value * tensor1 and the fma in float32, as torch's opmath, then rounded once more)
     dt = D.result_type((input, tensor1 if value == 1 else value * tensor1, tensor2))
+    if dt is D.bool_:
+        raise NotImplementedError("\"addcmul_cpu_out\" not implemented for 'Bool'")
     half = dt is D.float16 or dt is D.bfloat16
     if dt.is_floating_point:
         # every operand in the result's dtype first, as torch's kernel takes them (an int64 tensor
@@ -503,8 +505,13 @@ def cdist(x1, x2, p=2.0, compute_mode="use_mm_for_euclid_dist_if_necessary"):
         raise RuntimeError(f"X1 and X2 must have the same number of columns. X1: {x1.shape[-1]} X2: {x2.shape[-1]}")
     if p < 0:
         raise RuntimeError("cdist only supports non-negative p values")
-    if not x1.dtype.is_floating_point:
-        raise RuntimeError(f"cdist only supports floating-point dtypes, X1 got: {D.SCALAR_NAME[x1.dtype]}")
+    for name, x in (("X1", x1), ("X2", x2)):
+        if not x.dtype.is_floating_point:
+            raise RuntimeError(f"cdist only supports floating-point dtypes, {name} got: {D.SCALAR_NAME[x.dtype]}")
+    if x1.dtype is D.float16 or x1.dtype is D.bfloat16:
+        raise NotImplementedError(f"\"cdist\" not implemented for '{D.SCALAR_NAME[x1.dtype]}'")
+    if x2.dtype is not x1.dtype:
+        raise RuntimeError(f"expected scalar type {D.SCALAR_NAME[x1.dtype]} but found {D.SCALAR_NAME[x2.dtype]}")
     diff = O.unsqueeze(x1, -2) - O.unsqueeze(x2, -3)
     # (torch's node saves both inputs and the distances)
     return keep_saved(rename_grad_fn(vector_norm(diff, p, -1), "CdistBackward0"), x1, (x2,), result=True)
@@ -671,12 +678,18 @@ def index_fill(input, dim, index, value):
 def index_copy(input, dim, index, source):
     """input with source's slices written at `index` along dim (index_add into a zeroed copy)."""
     O._check_tensor(input, "index_copy")
+    if isinstance(source, Tensor) and source.dtype is not input.dtype:
+        raise RuntimeError(f"index_copy_(): self and source expected to have the same dtype, but got (self) "
+                           f"{D.SCALAR_NAME[input.dtype]} and (source) {D.SCALAR_NAME[source.dtype]}")
     d = S.normalize_dim(dim, max(input.ndim, 1))
     if index.ndim > 1:
         raise IndexError(f"index_copy_(): Index should have dimension 1 or 0 (got {index.ndim})")
     if source.ndim and index.numel() != source.shape[d]:
         raise RuntimeError(f"index_copy_(): Number of indices ({index.numel()}) should be equal to "
                            f"source.size(dim) ({source.shape[d]})")
+    if input.dtype is D.bool_:
+        # (index_add has no bool kernel: the copy is made in uint8, exact for 0 and 1)
+        return O.convert(index_copy(O.convert(input, D.uint8), dim, index, O.convert(source, D.uint8)), D.bool_)
     # (-0.0 where the slices go: -0.0 + s is s for every s, where 0.0 + -0.0 lost the sign of a copied -0.0)
     hole = -0.0 if input.dtype.is_floating_point else 0
     kept = O.where(_index_mask(input, d, index, "index_copy"), hole, input)

@@ -31,6 +31,10 @@ def linalg_cross(input, other, *, dim=-1):
     """The cross product of 3-vectors along dim (broadcasting the rest), as torch.linalg.cross."""
     if input.ndim != other.ndim:
         raise RuntimeError("linalg.cross: inputs must have the same number of dimensions.")
+    if input.dtype is D.bool_:
+        raise NotImplementedError("\"cross\" not implemented for 'Bool'")
+    if other.dtype is not input.dtype:
+        raise RuntimeError(f"expected scalar type {D.SCALAR_NAME[input.dtype]} but found {D.SCALAR_NAME[other.dtype]}")
     d = S.normalize_dim(dim, input.ndim)
     if input.shape[d] != 3 or other.shape[d] != 3:
         raise RuntimeError(f"linalg.cross: inputs dimension {dim} must have length 3. Got {input.shape[d]} and "
@@ -222,6 +226,9 @@ def rot90(input, k=1, dims=(0, 1)):
 def take_along_dim(input, indices, dim=None):
     """input's values at indices along dim (broadcasting the other dims), or in the flattened
     input without dim, as torch.take_along_dim."""
+    if indices.dtype is not D.int64:
+        raise RuntimeError(f"torch.take_along_dim(): dtype of indices should be Long but got "
+                           f"{D.SCALAR_NAME[indices.dtype]}")
     if dim is None:
         return O.gather(input.reshape(-1), 0, indices.reshape(-1))
     d = S.normalize_dim(dim, input.ndim)

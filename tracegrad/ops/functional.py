@@ -1561,6 +1561,11 @@ def einsum(equation, *operands):
     if len(operands) == 1 and isinstance(operands[0], (list, tuple)):
         operands = tuple(operands[0])
     labels, out, _ = _einsum_parse(equation, len(operands))
+    for x in operands[1:]:
+        if isinstance(x, Tensor) and isinstance(operands[0], Tensor) and x.dtype is not operands[0].dtype:
+            # torch's einsum contracts with bmm, which takes one dtype
+            raise RuntimeError(f"expected scalar type {D.SCALAR_NAME[operands[0].dtype]} but found "
+                               f"{D.SCALAR_NAME[x.dtype]}")
     for j, (lab, x) in enumerate(zip(labels, operands)):
         n = builtins.sum(1 for c in lab if c != _ELL)
         if _ELL in lab:
