@@ -44,6 +44,10 @@ OPS = {
     "bce": lambda m, a, b: m.nn.functional.binary_cross_entropy(_full(m, a, (3,), 0.5), _full(m, b, (3,), 1)),
     "take_along_dim": lambda m, a, b: m.take_along_dim(_full(m, a, (3,)), _full(m, b, (2,), 0), 0),
     "index_copy": lambda m, a, b: m.index_copy(_full(m, a, (3,)), 0, _full(m, "int64", (1,), 0), _full(m, b, (1,), 1)),
+    "searchsorted": lambda m, a, b: m.searchsorted(m.tensor([0.0, 1.0, 2.5]).to(getattr(m, a)),
+                                                   m.tensor([1.0, 3.0]).to(getattr(m, b))),
+    "bucketize": lambda m, a, b: m.bucketize(m.tensor([1.0, 3.0, -1.0]).to(getattr(m, a)),
+                                             m.tensor([0.0, 1.0, 2.5]).to(getattr(m, b)), right=True),
     "addcmul": lambda m, a, b: m.addcmul(_full(m, a, (2,)), _full(m, b, (2,)), _full(m, b, (2,))),
     **{f"{n}_{r}": _losses(n, r) for n in ("mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss")
        for r in ("none", "mean")},

@@ -378,10 +378,14 @@ def searchsorted(sorted_sequence, input, *, out_int32=False, right=False, side=N
     """Where each value would be inserted in the sorted last dim to keep it sorted."""
     if side is not None:
         right = side == "right"
-    seq = sorted_sequence.detach().numpy()
-    vals = input.detach().numpy() if isinstance(input, Tensor) else np.asarray(input)
+    if D.result_type([sorted_sequence, input]) is D.bool_:         # (torch compares in the promoted dtype)
+        raise NotImplementedError("\"searchsorted_out_cpu\" not implemented for 'Bool'")
+    # (the arrays as held: a bfloat16 tensor's are float32 arrays of bfloat16 values, which
+    # .numpy() refuses, as torch's does)
+    seq = sorted_sequence._values("searchsorted")
+    vals = input._values("searchsorted") if isinstance(input, Tensor) else np.asarray(input)
     if sorter is not None:
-        seq = np.take_along_axis(seq, sorter.detach().numpy(), -1)
+        seq = np.take_along_axis(seq, sorter._values("searchsorted"), -1)
     how = "right" if right else "left"
     if seq.ndim == 1:
         res = np.searchsorted(seq, vals, side=how)
