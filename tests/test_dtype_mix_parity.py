@@ -98,3 +98,28 @@ def test_index_copy_of_bools():
     for m in (tg, torch):
         out = m.index_copy(m.tensor([True, False, False]), 0, m.tensor([2]), m.tensor([True]))
         assert out.dtype == m.bool and out.tolist() == [True, False, True]
+
+
+ACTIVATIONS = {
+    "gelu": lambda m, x: m.nn.functional.gelu(x), "silu": lambda m, x: m.nn.functional.silu(x),
+    "mish": lambda m, x: m.nn.functional.mish(x), "softplus": lambda m, x: m.nn.functional.softplus(x),
+    "elu": lambda m, x: m.nn.functional.elu(x), "celu": lambda m, x: m.nn.functional.celu(x),
+    "selu": lambda m, x: m.nn.functional.selu(x), "leaky_relu": lambda m, x: m.nn.functional.leaky_relu(x),
+    "hardswish": lambda m, x: m.nn.functional.hardswish(x), "hardsigmoid": lambda m, x: m.nn.functional.hardsigmoid(x),
+    "logsigmoid": lambda m, x: m.nn.functional.logsigmoid(x), "glu": lambda m, x: m.nn.functional.glu(x, 0),
+    "hardtanh": lambda m, x: m.nn.functional.hardtanh(x), "relu6": lambda m, x: m.nn.functional.relu6(x),
+    "hardtanh_wide": lambda m, x: m.nn.functional.hardtanh(x, -2.5, 2.5), "frac": lambda m, x: m.frac(x),
+}
+
+
+@pytest.mark.parametrize("op", sorted(ACTIVATIONS))
+def test_activations_of_every_dtype_as_torch(op):
+    # gelu of an int64 tensor computed a float32 result where torch has no kernel; hardtanh and
+    # relu6 of integers are integers in torch
+    differ = []
+    for d in DTYPES + ["int8"]:
+        f = lambda m, a, b: ACTIVATIONS[op](m, m.tensor([1.5, -2.0, 0.0, 3.0, 7.0, -0.5]).to(getattr(m, a)))
+        want, got = _outcome(torch, f, d, None), _outcome(tg, f, d, None)
+        if want[:3] != got[:3] or want[0] == "ok" and not np.allclose(want[3], got[3], rtol=1e-2):
+            differ.append(f"{op}({d}): torch {want[:3]}, tracegrad {got[:3]}")
+    assert not differ, "\n".join(differ)

@@ -74,6 +74,13 @@ def _dense(input, channels_last=False):
     return input.contiguous()
 
 
+def _float_only(input, kernel):
+    """torch's activation kernels exist for floating dtypes: gelu of an int64 tensor raises
+    NotImplementedError there (tracegrad computed a float32 result)."""
+    if isinstance(input, Tensor) and not input.dtype.is_floating_point:
+        raise NotImplementedError(f"\"{kernel}\" not implemented for '{D.SCALAR_NAME[input.dtype]}'")
+
+
 def _rounded(out, dt):
     return out if dt is None else out.to(dt)
 
@@ -127,6 +134,7 @@ def _piecewise(input, value, fwd_name, name, lo=None, hi=None, closed=False, ins
 def leaky_relu(input, negative_slope=0.01, inplace=False):
     # torch's leaky_relu_backward: x > 0 ? grad : grad * negative_slope (NaN: the slope)
     # (in place, torch's LeakyReluBackward1 reads the result: with a negative slope its backward raises)
+    _float_only(input, "leaky_relu_cpu")
     s = negative_slope
     error = _LEAKY_INPLACE_NEGATIVE if inplace and s < 0 else None
     return _inplace(input, lambda v: _piecewise(v, lambda x: O.where(x > 0.0, x, x * s), "LeakyReluBackward0",
@@ -154,6 +162,7 @@ def gelu(input, approximate="none"):
     _check_tensor(input, "gelu")
     if approximate not in ("none", "tanh"):
         raise RuntimeError("approximate argument must be either none or tanh.")
+    _float_only(input, "GeluKernelImpl")
     x, dt = _opmath(input)
     if approximate == "none":
         out = x * 0.5 * (O.erf(x * _SQRT1_2) + 1)
@@ -164,6 +173,8 @@ def gelu(input, approximate="none"):
 
 
 def silu(input, inplace=False):
+    _float_only(input, "silu_cpu")
+
     def compute(v):
         x, dt = _opmath(v)
         return _named(_rounded(x * O.sigmoid(x), dt), "SiluBackward0", v)
@@ -192,6 +203,7 @@ def _softplus1(z):
 
 
 def softplus(input, beta=1.0, threshold=20.0):
+    _float_only(input, "softplus_cpu")
     x, dt = _opmath(input)
     z = x * beta if beta != 1 else x
     out = O.log1p(O.exp(O.where(z > threshold, threshold, z)))     # NaN flows to the value and the gradient
@@ -203,6 +215,7 @@ def softplus(input, beta=1.0, threshold=20.0):
 def logsigmoid(input):
     # torch's min(x, 0) - log1p(exp(-|x|)), with min and -|x| written as selections on x >= 0 so that the
     # second derivative at 0 is the smooth one (abs' is 0 there), zeros keep torch's sign and NaN flows
+    _float_only(input, "log_sigmoid_cpu")
     x, dt = _opmath(_dense(input))
     nonneg = x >= 0
     lse = O.log1p(O.exp(O.where(nonneg, -x, x)))
@@ -926,6 +939,7 @@ def _elu(input, alpha, scale, input_scale, inplace, name="Elu", grad_scale=None)
     min(x, 0): on the positive side its value is not taken, and exp(x) overflowing there made
     the gradient inf * 0 = NaN (elu(100.) in float32). The in-place forms record torch's
     EluBackward1 (CeluBackward1), whose derivative reads the result."""
+    _float_only(input, "elu_cpu")
     _check_tensor(input, name.lower())
 
     def value(v):
@@ -987,6 +1001,13 @@ def selu_(input):
 def hardtanh(input, min_val=-1.0, max_val=1.0, inplace=False):
     if min_val > max_val:
         raise ValueError("min_val cannot be greater than max_val")
+    if isinstance(input, Tensor) and not input.dtype.is_floating_point and not inplace:
+        # torch clamps integers in their own dtype (the limits cast to it); bool has no kernel
+        if input.dtype is D.bool_:
+            raise RuntimeError("Bool inputs not supported for hardtanh")
+        if input.dtype is D.uint8 and (min_val < 0 or max_val < 0):
+            raise RuntimeError("cannot do hardtanh on an unsigned type with negative limits")
+        return O.clamp(input, O.full((), int(min_val), dtype=input.dtype), O.full((), int(max_val), dtype=input.dtype))
     # torch's hardtanh_backward: x <= min_val || x >= max_val ? 0 : grad (NaN: grad)
     lo, hi = float(min_val), float(max_val)
     return _inplace(input, lambda v: _piecewise(
@@ -1003,6 +1024,7 @@ def relu6(input, inplace=False):
 
 
 def hardsigmoid(input, inplace=False):
+    _float_only(input, "hardsigmoid_cpu")
     # torch's hardsigmoid_backward: -3 < x < 3 ? grad * (1.0f / 6.0f) : 0 (NaN: 0; the slope is a float
     # constant, float64 too), without a derivative of its own
     def compute(v):
@@ -1015,6 +1037,7 @@ def hardsigmoid(input, inplace=False):
 
 
 def hardswish(input, inplace=False):
+    _float_only(input, "hardswish_cpu")
     # torch: x * relu6(x + 3) / 6, with its hardswish_backward (ops/primitives.py)
     def value(v):
         return O.where(v <= -3.0, v * 0.0, O.where(v >= 3.0, v, v * (v + 3.0) / 6.0))
@@ -1042,6 +1065,8 @@ def tanhshrink(input):
 
 
 def mish(input, inplace=False):
+    _float_only(input, "mish_cpu")
+
     def compute(v):
         x, dt = _opmath(v)
         return _named(_rounded(x * O.tanh(softplus(x)), dt), "MishBackward0", v)
@@ -1082,6 +1107,7 @@ def glu(input, dim=-1):
     n = input.shape[dim]
     if n % 2:
         raise RuntimeError(f"Halving dimension must be even, but dimension {dim % input.ndim} is size {n}")
+    _float_only(input, "glu_cpu")
     x, dt = _opmath(input)
     a, b = O.split(x, n // 2, dim)
     return _named(_rounded(a * sigmoid(b), dt), "GluBackward0", input)

@@ -84,7 +84,7 @@ fix = trunc
 def frac(input):
     O._check_tensor(input, "frac")
     if not input.dtype.is_floating_point:
-        raise RuntimeError(f'"frac_cpu" not implemented for \'{D.SCALAR_NAME[input.dtype]}\'')
+        raise NotImplementedError(f'"frac_cpu" not implemented for \'{D.SCALAR_NAME[input.dtype]}\'')
     return input - trunc(input).detach()
 
 
