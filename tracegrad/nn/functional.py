@@ -748,9 +748,7 @@ def l1_loss(input, target, size_average=None, reduce=None, reduction="mean", wei
 
 def _check_class_target(input, target, fn="nll_loss"):
     if target.dtype not in (D.int64, D.uint8):
-        raise RuntimeError(f"expected target dtype to be Long or Byte, but got {D.SCALAR_NAME[target.dtype]}"
-                           if fn == "cross_entropy" else
-                           f"expected scalar type Long but found {D.SCALAR_NAME[target.dtype]}")
+        raise RuntimeError(f"expected target dtype to be Long or Byte, but got {D.SCALAR_NAME[target.dtype]}")
     if input.ndim >= 2 and (target.ndim == 0 or target.shape[0] != input.shape[0]):
         raise ValueError(f"Expected input batch_size ({input.shape[0]}) to match target batch_size "
                          f"({target.shape[0] if target.ndim else 1}).")

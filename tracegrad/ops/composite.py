@@ -668,6 +668,8 @@ def _index_mask(input, d, index, op):
 def index_fill(input, dim, index, value):
     """input with its slices at `index` along dim set to value (a number or a 0-dim tensor)."""
     O._check_tensor(input, "index_fill")
+    if index.dtype is not D.int64:
+        raise IndexError("index_fill_(): Expected dtype int64 for index.")
     d = S.normalize_dim(dim, max(input.ndim, 1))
     if isinstance(value, Tensor):
         O.check_scalar_value(value, input.dtype, "index_fill")
@@ -678,6 +680,8 @@ def index_fill(input, dim, index, value):
 def index_copy(input, dim, index, source):
     """input with source's slices written at `index` along dim (index_add into a zeroed copy)."""
     O._check_tensor(input, "index_copy")
+    if index.dtype is not D.int64:
+        raise RuntimeError(f"index_copy_(): Expected a long tensor for index, but got {D.SCALAR_NAME[index.dtype]}")
     if isinstance(source, Tensor) and source.dtype is not input.dtype:
         raise RuntimeError(f"index_copy_(): self and source expected to have the same dtype, but got (self) "
                            f"{D.SCALAR_NAME[input.dtype]} and (source) {D.SCALAR_NAME[source.dtype]}")
@@ -699,6 +703,9 @@ def index_copy(input, dim, index, source):
 def take(input, index):
     """input read as 1-D at `index` (the result has index's shape)."""
     O._check_tensor(input, "take")
+    if index.dtype is not D.int64:
+        # (a uint8 or bool index would be read as a mask by the indexing below)
+        raise RuntimeError(f"take(): Expected a long tensor for index, but got {D.SCALAR_NAME[index.dtype]}")
     return O.reshape(input, -1)[index]
 
 
@@ -707,6 +714,8 @@ def scatter_reduce(input, dim, index, src, reduce, *, include_self=True):
     dim: each output position against a mask of the src positions scattered to it, so the
     gradient is the reductions' (amax/amin share it among ties, as torch)."""
     O._check_tensor(input, "scatter_reduce")
+    if index.dtype is not D.int64 and index.dtype is not D.int32:
+        raise RuntimeError("scatter(): Expected dtype int32/int64 for index")
     if reduce not in ("sum", "prod", "mean", "amax", "amin"):
         raise RuntimeError(f"reduce argument must be either sum, prod, mean, amax or amin, got {reduce}")
     d = S.normalize_dim(dim, max(input.ndim, 1))

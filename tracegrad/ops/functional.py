@@ -1345,7 +1345,7 @@ def _normalize_key(input, key, zero_dim_select=True):
                     out.append(("t", len(idx)))
                     idx.append(_t(a.astype(np.int64)))
                 dim += k.ndim
-            elif k.dtype._kind == 1:
+            elif k.dtype is D.int64 or k.dtype is D.int32:
                 n = shape[dim]
                 if k._data is not None and k.numel() and (k._data.max() >= n or k._data.min() < -n):
                     bad = int(k._data.max()) if k._data.max() >= n else int(k._data.min())
@@ -1442,8 +1442,7 @@ def _mm_dtype_check(a, b, op):
 
 
 def _cname(d):
-    return {"float32": "float", "float64": "double", "int64": "long int", "int32": "int", "float16": "c10::Half",
-            "bfloat16": "c10::BFloat16", "bool": "bool"}.get(d.name, d.name)
+    return D.TYPE_NAME.get(d, d.name)
 
 
 def matmul(input, other):

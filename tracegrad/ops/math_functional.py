@@ -436,6 +436,8 @@ def repeat_interleave(input, repeats=None, dim=None, *, output_size=None):
     x = input.reshape(-1) if dim is None else input
     d = 0 if dim is None else S.normalize_dim(dim, max(x.ndim, 1))
     n = x.shape[d]
+    if isinstance(repeats, Tensor) and repeats.dtype is not D.int64 and repeats.dtype is not D.int32:
+        raise NotImplementedError(f"\"repeat_interleave_cpu\" not implemented for '{D.SCALAR_NAME[repeats.dtype]}'")
     r = repeats.detach().numpy() if isinstance(repeats, Tensor) else repeats
     r = np.broadcast_to(np.asarray(r, dtype=np.int64), (n,)) if np.ndim(r) == 0 or np.size(r) == 1 else np.asarray(r)
     if r.shape != (n,):
@@ -449,6 +451,8 @@ def repeat_interleave(input, repeats=None, dim=None, *, output_size=None):
 
 def index_add(input, dim, index, source, *, alpha=1):
     """input with source's slices added at `index` along dim (repeated indices add up)."""
+    if index.dtype is not D.int64 and index.dtype is not D.int32:
+        raise RuntimeError(f"index_add_(): Expected dtype int32/int64 for index but got: {D.SCALAR_NAME[index.dtype]}")
     d = S.normalize_dim(dim, max(input.ndim, 1))
     if index.ndim > 1:
         raise IndexError("index_add_(): Index is supposed to be a vector")
