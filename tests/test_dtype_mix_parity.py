@@ -156,3 +156,28 @@ def test_index_dtypes_as_torch(op):
         if want != got:
             differ.append(f"{op}({d} index): torch {want[:3]}, tracegrad {got[:3]}")
     assert not differ, "\n".join(differ)
+
+
+REDUCTIONS = {
+    "mean": lambda m, x, k: x.mean(dtype=k), "nanmean": lambda m, x, k: x.nanmean(dtype=k),
+    "vector_norm": lambda m, x, k: m.linalg.vector_norm(x, dtype=k), "sum": lambda m, x, k: x.sum(dtype=k),
+    "cumsum": lambda m, x, k: x.cumsum(0, dtype=k), "softmax": lambda m, x, k: m.softmax(x, 0, dtype=k),
+}
+
+
+@pytest.mark.parametrize("op", sorted(REDUCTIONS))
+def test_reduction_dtype_arguments_as_torch(op):
+    # vector_norm(float32, dtype=float16) narrowed and nanmean(dtype=int64) computed where torch refuses
+    differ = []
+    for d, k in itertools.product(DTYPES, ["float32", "float64", "float16", "int64", "int32"]):
+        f = lambda m, a, b: REDUCTIONS[op](m, m.tensor([1.5, -2.0, 0.0, 3.0]).to(getattr(m, a)), getattr(m, b))
+        want, got = _outcome(torch, f, d, k), _outcome(tg, f, d, k)
+        if want[:3] != got[:3] or want[0] == "ok" and not np.allclose(want[3], got[3], rtol=1e-2):
+            differ.append(f"{op}({d}, dtype={k}): torch {want[:3]}, tracegrad {got[:3]}")
+    assert not differ, "\n".join(differ)
+
+
+def test_trapezoid_refuses_bools_as_torch():
+    for m in (tg, torch):
+        with pytest.raises(RuntimeError, match="bool is not supported"):
+            m.trapezoid(m.tensor([True, False]))

@@ -276,6 +276,9 @@ def nanmean(input, dim=None, keepdim=False, *, dtype=None):
     if not input.dtype.is_floating_point:
         raise RuntimeError(f"nanmean(): expected input to have floating point or complex dtype but got "
                            f"{D.SCALAR_NAME[input.dtype]}")
+    if dtype is not None and not dtype.is_floating_point:
+        raise RuntimeError(f"nanmean(): could not infer output dtype. Optional dtype must be either a floating point "
+                           f"or complex dtype. Got: {D.SCALAR_NAME[dtype]}")
     x = input if dtype is None else input.to(dtype)
     count = O.sum(O.logical_not(O.isnan(x)), dim, keepdim)
     return nansum(x, dim, keepdim) / count
@@ -485,11 +488,18 @@ def argwhere(input):
 
 def vector_norm(x, ord=2, dim=None, keepdim=False, *, dtype=None):
     """torch.linalg.vector_norm (public as tracegrad.linalg.vector_norm; here for cdist)."""
-    if dtype is not None:
-        x = x.to(dtype)
     if not x.dtype.is_floating_point:
         raise RuntimeError(f"linalg.vector_norm: Expected a floating point or complex tensor as input. Got "
                            f"{D.SCALAR_NAME[x.dtype]}")
+    if dtype is not None:
+        # torch's checks: a floating dtype, one the input converts to without narrowing
+        if not dtype.is_floating_point:
+            raise RuntimeError(f"linalg.vector_norm: dtype should be floating point or complex, but got "
+                               f"{D.SCALAR_NAME[dtype]}")
+        if D.promote_types(x.dtype, dtype) is not dtype:
+            raise RuntimeError(f"linalg.vector_norm: the dtype of the input ({D.SCALAR_NAME[x.dtype]}) should be "
+                               f"convertible without narrowing to the specified dtype ({D.SCALAR_NAME[dtype]})")
+        x = x.to(dtype)
     dims = tuple(range(x.ndim)) if dim is None else ((dim,) if isinstance(dim, int) else tuple(dim))
     # the norm primitive for every order: torch's LinalgVectorNormBackward0 (its derivative, zero
     # where the norm is zero, differentiates again as torch's), 16-bit input accumulated in float32

@@ -170,6 +170,8 @@ def corrcoef(input):
 
 def trapezoid(y, x=None, *, dx=None, dim=-1):
     """The trapezoidal rule along dim, with spacing dx (1 by default) or sample points x."""
+    if y.dtype is D.bool_:
+        raise RuntimeError("trapezoid: received a bool input for `y`, but bool is not supported")
     d = S.normalize_dim(dim, y.ndim)
     n = y.shape[d]
     if n == 0:

@@ -517,6 +517,9 @@ def _in_dtype(out, dtype):
 def mean(input, dim=None, keepdim=False, *, dtype=None):
     _check_tensor(input, "mean")
     if dtype is not None:
+        if not dtype.is_floating_point:
+            raise RuntimeError(f"mean(): could not infer output dtype. Optional dtype must be either a floating point "
+                               f"or complex dtype. Got: {D.SCALAR_NAME[dtype]}")
         input = convert(input, dtype)
     if not input.dtype.is_floating_point:
         raise RuntimeError(f"mean(): could not infer output dtype. Input dtype must be either a floating point or "
