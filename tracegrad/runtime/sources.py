@@ -1123,6 +1123,28 @@ def _strides(t):
     return (d.__class__, d.strides if d.__class__ is np.ndarray else getattr(d, "strides", None))
 
 
+def _history(t):
+    """A tensor's grad_fn node (by identity: build_guards holds it, so its id is not reused) and
+    output slot; a view's grad_fn is made again once its base is written in place: its
+    version too."""
+    return (id(t._grad_fn), t._output_nr, t._vc[0] if t._view is not None else None)
+
+
+def _version(t):
+    return (t._inference, None if t._inference else t._vc[0])
+
+
+def _memory(t):
+    """A tensor's array (by identity: a numpy array keeps its address for its life, and
+    build_guards holds it)."""
+    return (id(t._data),)
+
+
+# what tensor._read_history notes -> (what a guard compares, its name in messages)
+_HISTORY_READS = {"history": (_history, "grad_fn, is_leaf or output_nr"), "version": (_version, "version counter"),
+                  "memory": (_memory, "address (data_ptr(), storage_offset())")}
+
+
 def _arg_objects(a, what):
     """The objects of an argument that its key holds by identity alone (guards.flatten's
     constants other than scalars: a config object, a module), also inside the lists, tuples
@@ -1209,6 +1231,18 @@ def build_guards(fn, module, args, kwargs, used=(), value_reads=None, exempt=fro
             w.add(_const(t), lambda x, s0=s0: _strides(x) == s0,
                   f"the strides of a tensor read while tracing ({tuple(t.shape)}, strides {t._data.strides})",
                   lambda code, t=t, s0=s0: code.need(f"{code.const(_strides)}({code.const(t)}) == {code.const(s0)}"))
+    # tensors whose autograd history (grad_fn, is_leaf, output_nr), version counter or address
+    # (data_ptr()) the user's code read in Python: none of them is in a tensor's token
+    for key, t in value_reads.items():
+        if isinstance(key, tuple) and key[0] in _HISTORY_READS:
+            w.keep.append(t)
+            get, what = _HISTORY_READS[key[0]]
+            h0 = get(t)
+            w.keep.append((t._grad_fn, t._data))
+            w.add(_const(t), lambda x, get=get, h0=h0: get(x) == h0,
+                  f"the {what} of a tensor read while tracing ({tuple(t.shape)})",
+                  lambda code, t=t, get=get, h0=h0: code.need(
+                      f"{code.const(get)}({code.const(t)}) == {code.const(h0)}"))
     _library_guard(w)
     # the concrete tensors the program reads at every call keep the metadata it was built for
     for t in used:
