@@ -65,6 +65,14 @@ IMPURE_NAMES = frozenset({
 # numbers at every call
 SEEDED_BY_ENTROPY = frozenset({"default_rng", "RandomState", "SeedSequence", "PCG64", "PCG64DXSM", "MT19937", "Philox",
                                "SFC64", "Random"})
+# the names of their seed parameter (Random's x, Random.seed's a), and the method that seeds a
+# generator again (`r.seed()`, `r.seed(None)`: from entropy too); Generator wraps a bit generator
+_SEED_KEYWORDS = ("seed", "x", "entropy", "a", "bit_generator")
+_SEEDS = SEEDED_BY_ENTROPY | {"seed", "Generator"}
+_NONE_SEED = ("none",)      # a seed argument that is the constant None
+_NO_SEED = ("no seed",)     # a call with no seed argument
+# what a seed written as a constant expression is made of
+_CONSTANT_OPS = frozenset({"LOAD_CONST", "BUILD_LIST", "BUILD_TUPLE", "LIST_EXTEND", "BINARY_OP", "UNARY_NEGATIVE"})
 # names of what writes a warning or a log record (warnings.warn, a logger's info(...)): once
 # per trace, not once per call, were it traced; `_writes_out` tells whether the object is one
 OUTPUT_NAMES = frozenset({"warn", "warn_explicit", "debug", "info", "warning", "error", "exception", "critical",
@@ -224,7 +232,8 @@ class _Scan:
         self.refs = set()       # paths of globals, closure variables and attributes it loads
         self.calls = {}         # instruction index -> (paths of the callable, paths of the positional arguments)
         self.bare = set()       # instruction indexes of calls with no argument at all
-        self._kw = 0            # keyword names of the next call (3.11's KW_NAMES)
+        self.seeds = {}         # instruction index -> (name called, its seed's path) of calls of the _SEEDS names
+        self._kw = ()           # keyword names of the next call (3.11's KW_NAMES)
         self.nested = [c for c in code.co_consts if isinstance(c, types.CodeType)]
         self._run()
 
@@ -289,6 +298,37 @@ class _Scan:
             if not rest or budget <= 0:
                 return
             work.append((rest[0], ()))
+
+    def _seed(self, instrs, i, n, positional, st):
+        """At call i (n arguments): where it calls a name of _SEEDS (default_rng, Random, a
+        generator's seed method, ...), note its seed argument: the first positional one or a
+        seed keyword, as its path, _NONE_SEED for the constant None or _NO_SEED for none."""
+        spans = _arg_spans(instrs, i, n)
+        if spans is None:
+            return
+        callee = instrs[spans[0][0] - 1] if spans else _before_call(instrs, i)
+        if callee is None or callee.argval not in _SEEDS or \
+                callee.opname not in ("LOAD_METHOD", "LOAD_ATTR", "LOAD_GLOBAL", "LOAD_NAME", "LOAD_FAST",
+                                      "LOAD_DEREF"):
+            return
+        at = 0 if positional else next((positional + k for k, name in enumerate(self._kw)
+                                        if name in _SEED_KEYWORDS), None)
+        if at is None:
+            path = _NO_SEED
+        else:
+            start, end = spans[at]
+            ins = instrs[start]
+            if start == end and ins.opname == "LOAD_CONST" and ins.argval is None:
+                path = _NONE_SEED
+            elif all(x.opname in _CONSTANT_OPS and (x.opname != "LOAD_CONST" or x.argval is not None)
+                     for x in instrs[start:end + 1]):
+                return          # a seed written in the code (7, [1, 2], 2 ** 10): the same numbers at every call
+            else:
+                path = st[len(st) - n + at]
+        old = self.seeds.get(i)
+        if old is not None and old[1] != path:
+            path = _join(old[1], path) if _NONE_SEED not in (old[1], path) else _NONE_SEED
+        self.seeds[i] = (callee.argval, path)
 
     def _effect(self, i, kind, name, path):
         old = self.effects.get(i)
@@ -415,14 +455,15 @@ class _Scan:
         elif op == "PRECALL":
             pass                        # 3.11: CALL pops the callable and the arguments
         elif op == "KW_NAMES":
-            self._kw = len(ins.argval) if isinstance(ins.argval, tuple) else 0
+            self._kw = ins.argval if isinstance(ins.argval, tuple) else ()
         elif op in _CALLS:
             n = _CALLS[op] + arg
             called = st[len(st) - n:len(st) - arg] if len(st) >= n else []
             if op == "CALL" and len(st) >= n:
                 # who is called with what (positional arguments only): a helper's writes into
                 # an argument are judged by the object the caller passes
-                positional = arg - self._kw
+                positional = arg - len(self._kw)
+                self._seed(instrs, i, arg, positional, st)
                 old = self.calls.get(i)
                 paths = tuple(st[len(st) - arg:len(st) - arg + positional])
                 if old is not None and len(old[1]) == len(paths):
@@ -430,7 +471,7 @@ class _Scan:
                 self.calls[i] = (tuple(c for c in called if c != _OWN and c[0] != "?"), paths)
                 if arg == 0:
                     self.bare.add(i)
-            self._kw = 0
+            self._kw = ()
             if ("global", "next") in called and arg >= 1 and len(st) >= n:
                 it = st[len(st) - arg]          # next(it) on an iterator from outside: advances it
                 if it != _OWN and it[0] != "?":
@@ -479,6 +520,42 @@ class _Scan:
 
 
 _SCANS = {}
+
+
+def _before_call(instrs, i):
+    """The instruction before call i's PRECALL and KW_NAMES (its last argument's, or the callable's)."""
+    j = i - 1
+    while j >= 0 and instrs[j].opname in ("PRECALL", "KW_NAMES", "CACHE"):
+        j -= 1
+    return instrs[j] if j >= 0 else None
+
+
+def _arg_spans(instrs, i, n):
+    """The (first, last) instruction indexes of each of call i's n arguments, found backwards by
+    their stack effects; None where one holds a jump (a conditional expression)."""
+    j = i - 1
+    while j >= 0 and instrs[j].opname in ("PRECALL", "KW_NAMES", "CACHE"):
+        j -= 1
+    spans = []
+    for _ in range(n):
+        end, total = j, 0
+        while j >= 0:
+            ins = instrs[j]
+            if ins.opcode in _JUMPS or ins.opname in _ENDS:
+                return None
+            try:
+                total += dis.stack_effect(ins.opcode, ins.arg) if ins.opcode >= dis.HAVE_ARGUMENT else \
+                    dis.stack_effect(ins.opcode)
+            except ValueError:
+                return None
+            if total >= 1:
+                break
+            j -= 1
+        if j < 0 or total != 1:
+            return None
+        spans.append((j, end))
+        j -= 1
+    return spans[::-1]
 
 
 def _scan(code):
@@ -682,6 +759,9 @@ class _Finder:
                 self.mutator(callees, args, ctx, code.co_filename, scan.lines[i])
             elif i in scan.bare and callees:
                 self.entropy(callees, ctx, code.co_filename, scan.lines[i])
+        for i, (name, seed) in scan.seeds.items():
+            self.seeded(name, seed, scan.calls.get(i, ((), ()))[0], ctx, from_call, code.co_filename,
+                        scan.lines[i])
 
     def getter(self, owner, name):
         """Read the user's property getter that owner.name runs (a getter that counts its calls
@@ -707,6 +787,48 @@ class _Finder:
                 if (filename, line, what) not in self.where:
                     self.where.add((filename, line, what))
                     self.found.append(Effect(filename, line, what))
+
+    def seeded(self, name, seed, callees, ctx, from_call, filename, line):
+        """A generator made (or seeded again) with a seed that is None, or none the reader can
+        tell from None (a value the function computes): seeded from entropy at every call; and
+        one made over a generator from outside the call, which its draws advance."""
+        fns = [self.resolve(p, ctx) for p in callees]
+        known = [fn for fn in fns if getattr(fn, "__name__", "") in _SEEDS and
+                 ((getattr(fn, "__module__", None) or "") == "random" or
+                  (getattr(fn, "__module__", None) or "").startswith("numpy.random"))]
+        if not known and not (name == "seed" and not callees):
+            return          # another function of that name (a method `r.seed()` of an object the call made is one)
+        if seed == _NO_SEED:
+            if name == "Generator":
+                return      # Generator() without its bit generator raises
+            what = "with no seed"
+        elif seed == _NONE_SEED:
+            what = "with the seed None"
+        else:
+            v = self.resolve(seed, ctx)
+            if seed != _OWN and seed[0] == "arg" and from_call or seed != _OWN and seed[0] == "global":
+                self.used_args = True        # judged by this call's value: judged again at the next compile
+            if v is None:
+                what = f"with the seed `{_path_text(seed)}`, None now"
+            elif v is _OWNED or v is _MISSING:
+                what = "with a seed the function computes (None seeds it from the operating system's entropy; " \
+                       "pass the seed in as an argument)"
+            elif type(v).__module__.startswith("numpy.random") and not isinstance(v, type) and \
+                    hasattr(v, "bit_generator") or type(v).__name__ in ("PCG64", "PCG64DXSM", "MT19937", "Philox",
+                                                                         "SFC64", "Random", "RandomState"):
+                what = (f"with `{_path_text(seed)}`, a generator the call does not own, which the draws advance at "
+                        f"every call")
+                self._found(filename, line, f"calls `{name}(...)` {what}")
+                return
+            else:
+                return
+        self._found(filename, line, f"calls `{name}(...)` {what}, which makes another generator at every call "
+                                    f"(seeded from the operating system's entropy)")
+
+    def _found(self, filename, line, what):
+        if (filename, line, what) not in self.where:
+            self.where.add((filename, line, what))
+            self.found.append(Effect(filename, line, what))
 
     def mutator(self, callees, args, ctx, filename, line):
         """operator.setitem(d, k, v), operator.iadd(lst, more) and their kind: a write into their
