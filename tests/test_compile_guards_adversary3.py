@@ -2,6 +2,8 @@
 its backward), and Python effects that must run as often as eagerly: each case recompiles, runs
 eagerly or raises rather than return the first trace's numbers. Compared at every step with the
 eager function, with torch's eager one and, where the same code runs, with torch.compile's."""
+import random
+import types
 import warnings
 
 import numpy as np
@@ -175,3 +177,133 @@ def test_autograd_history_read_by_the_library_is_no_guard():
         for _ in range(4):
             step(x)
     assert step.cache.compiles == 1
+
+
+# -- names built at run time, generators seeded at run time --------------------------------------
+
+def _user_module(name, source):
+    """A module of the user's, made from source (as a notebook's or a config file's module)."""
+    mod = types.ModuleType(name)
+    exec(source, vars(mod))
+    return mod
+
+
+@pytest.mark.parametrize("how", ["vars(cfg)[built]", "getattr(cfg, f-string)", "getattr(cfg, joined)"])
+def test_a_module_global_read_by_a_name_built_at_run_time(how):
+    """`vars(cfg)["SCALE_" + chr(98)]`: the guards took the module's globals that a string of the
+    code names, and "SCALE_b" is in no code: a new value was not seen (3 at every step; eager
+    3, 4, 5, 6)."""
+    def make(lib):
+        cfg = _user_module("cfg_built", "SCALE_a = 2.0\nSCALE_b = 3.0\n")
+        suffix = {"b": 98}
+
+        def fn(x):
+            if how == "vars(cfg)[built]":
+                return x * vars(cfg)["SCALE_" + chr(suffix["b"])]
+            if how == "getattr(cfg, f-string)":
+                return x * getattr(cfg, f"SCALE_{chr(suffix['b'])}")
+            return x * getattr(cfg, "_".join(("SCALE", chr(suffix["b"]))))
+
+        def mutate(i):
+            cfg.SCALE_b = 3.0 + i
+        return fn, mutate
+    scenario(make)
+
+
+def test_a_module_cache_still_leaves_one_program_where_no_name_is_built():
+    """The other side: a literal name read through getattr keeps one program while an
+    unrelated cache of the module grows."""
+    cfg = _user_module("cfg_cache3", "CACHE = {}\nSCALE = 2.0\n")
+
+    def fn(x):
+        return x * getattr(cfg, "SCALE")
+    cf = tg.compile(fn)
+    x = tg.tensor([1.0, -2.0, 3.0])
+    for i in range(6):
+        cfg.CACHE[i] = i
+        same(cf(x).numpy(), fn(x).numpy(), f"call {i}")
+    assert cf.cache.compiles == 1
+
+
+SEED = None
+_OUTSIDE = np.random.default_rng(0)
+_BIT_GENERATOR = np.random.PCG64(1)
+
+
+def _rng_none(x):
+    return x * float(np.random.default_rng(None).random())
+
+
+def _rng_keyword_none(x):
+    return x * float(np.random.default_rng(seed=None).random())
+
+
+def _rng_global_none(x):
+    return x * float(np.random.default_rng(SEED).random())
+
+
+def _rng_default_argument(x, seed=None):
+    return x * float(np.random.default_rng(seed).random())
+
+
+def _rng_computed(x):
+    seed = {"seed": None}.get("seed")
+    return x * float(np.random.default_rng(seed).random())
+
+
+def _random_none(x):
+    return x * random.Random(None).random()
+
+
+def _random_state_none(x):
+    return x * float(np.random.RandomState(None).rand())
+
+
+def _seed_sequence_none(x):
+    return x + float(np.random.SeedSequence(None, spawn_key=(1,)).entropy % 1000003)
+
+
+def _seeded_again(x):
+    r = random.Random(0)
+    r.seed()
+    return x * r.random()
+
+
+def _rng_of_an_outside_generator(x):
+    return x * float(np.random.default_rng(_OUTSIDE).random())
+
+
+def _generator_of_an_outside_bit_generator(x):
+    return x * float(np.random.Generator(_BIT_GENERATOR).random())
+
+
+@pytest.mark.parametrize("fn", [_rng_none, _rng_keyword_none, _rng_global_none, _rng_default_argument, _rng_computed,
+                                _random_none, _random_state_none, _seed_sequence_none, _seeded_again,
+                                _rng_of_an_outside_generator, _generator_of_an_outside_bit_generator])
+def test_a_generator_seeded_at_run_time_is_not_frozen(fn):
+    """The seed None (written, a global, a default argument, a value the function computes),
+    a generator seeded again, or one over a generator from outside: another value at every
+    eager call. The reader knew only calls with no argument at all; the trace kept its first
+    value (four equal results)."""
+    f = tg.compile(fn)
+    x = tg.ones(3, dtype=tg.float64)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        values = {f(x)[0].item() for _ in range(4)}
+    assert len(values) >= 3, values
+    texts = [str(w.message) for w in caught if "side effect" in str(w.message)]
+    assert texts and fn.__name__ in texts[0]
+
+
+def test_a_generator_seeded_by_a_constant_or_an_argument_still_traces():
+    """`default_rng(7)`, `default_rng(2 ** 10)`, `Random(seed)` with an int argument: the same
+    numbers at every call, traced (no warning), with eager's values."""
+    def fn(x, seed):
+        return x * float(np.random.default_rng(7).random()) + float(np.random.default_rng(2 ** 10).random()) + \
+            random.Random(seed).random()
+    f = tg.compile(fn)
+    x = tg.ones(2, dtype=tg.float64)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        got = [f(x, 3)[0].item() for _ in range(2)] + [f(x, 4)[0].item()]
+    assert got == [fn(x, 3)[0].item()] * 2 + [fn(x, 4)[0].item()]

@@ -40,6 +40,7 @@ values (tensor.read_setting).
 import array
 import collections
 import contextvars
+import dis
 import enum
 import functools
 import hashlib
@@ -353,6 +354,31 @@ def _names_in_strings(code):
     return out
 
 
+_STRING_MAKERS = frozenset({"str", "chr", "format", "join", "format_map", "replace", "lower", "upper", "strip",
+                            "lstrip", "rstrip", "removeprefix", "removesuffix", "zfill", "capitalize", "title"})
+_BUILT = {}         # code object -> whether it builds strings (_builds_strings)
+_BUILDS = ("<the code builds strings>",)     # in _Walk.strings where it does
+
+
+def _builds_strings(code):
+    """Whether code may build a string at run time: an f-string, a str method or str() called,
+    or a string constant added to (or %-formatted with) something."""
+    b = _BUILT.get(code)
+    if b is None:
+        has_str = any(type(k) is str for k in code.co_consts)
+        b = bool(_STRING_MAKERS.intersection(code.co_names))
+        if not b:
+            for ins in dis.get_instructions(code):
+                if ins.opname in ("FORMAT_VALUE", "BUILD_STRING") or \
+                        has_str and ins.opname == "BINARY_OP" and ins.arg in (0, 6, 13, 19):   # + % += %=
+                    b = True
+                    break
+        if len(_BUILT) > 4096:
+            _BUILT.clear()
+        _BUILT[code] = b
+    return b
+
+
 def _code_objects(code):
     yield code
     for c in code.co_consts:
@@ -418,6 +444,8 @@ class _Walk:
         for c in _code_objects(code):
             names.update(c.co_names)
             self.strings.update(k for k in c.co_consts if type(k) is str and k.isidentifier())
+            if _BUILDS not in self.strings and _builds_strings(c):
+                self.strings.add(_BUILDS)       # (kept with the strings: the walk is repeated while they grow)
         g = f.__globals__
         if names & _EVAL and not all(n in g for n in names & _EVAL):
             # eval/exec of a string: the names it reads are in no code object; those of its
@@ -655,9 +683,14 @@ class _Walk:
         names it answers (a global defined later hides it)."""
         d = vars(v)
         if self.names & _DYNAMIC:
-            names = sorted(n for n in d if n in self.strings and n not in self.names)
+            # where the code builds strings at run time (`"w" + str(i)`, f"w{i}", "".join), the
+            # name it computes may be any: every global of the module but its own (__name__, ...)
+            built = _BUILDS in self.strings
+            names = sorted(n for n in d if (n in self.strings or built and not n.startswith("__")) and
+                           n not in self.names)
             if names:
-                self.attrs(v, d, names, f"the globals of {what} named by strings of the code", depth)
+                self.attrs(v, d, names, f"the globals of {what} named by strings of the code" if not built
+                           else f"the globals of {what} (the code builds names at run time)", depth)
         answer = d.get("__getattr__")
         if isinstance(answer, types.FunctionType):
             absent = sorted(n for n in self.names if n not in d)
