@@ -2,6 +2,8 @@
 its backward), and Python effects that must run as often as eagerly: each case recompiles, runs
 eagerly or raises rather than return the first trace's numbers. Compared at every step with the
 eager function, with torch's eager one and, where the same code runs, with torch.compile's."""
+import collections
+import copy
 import random
 import types
 import warnings
@@ -307,3 +309,144 @@ def test_a_generator_seeded_by_a_constant_or_an_argument_still_traces():
         warnings.simplefilter("error")
         got = [f(x, 3)[0].item() for _ in range(2)] + [f(x, 4)[0].item()]
     assert got == [fn(x, 3)[0].item()] * 2 + [fn(x, 4)[0].item()]
+
+
+# -- Python code the function runs without naming it ---------------------------------------------
+
+EFFECTS = []
+
+
+class _Registered:
+    def __init__(self, v=0):
+        EFFECTS.append(("init", v))
+        self.v = v
+
+    def scaled(self, k):
+        return type(self)(self.v * k)          # another one, made through the class of this one
+
+
+class _Special:
+    def __enter__(self):
+        EFFECTS.append("enter")
+        return self
+
+    def __exit__(self, *exc):
+        EFFECTS.append("exit")
+        return False
+
+    def __len__(self):
+        EFFECTS.append("len")
+        return 2
+
+    def __iter__(self):
+        EFFECTS.append("iter")
+        return iter([1.0, 2.0])
+
+    def __copy__(self):
+        EFFECTS.append("copy")
+        return _Special()
+
+    def __hash__(self):
+        EFFECTS.append("hash")
+        return 1
+
+    def __format__(self, spec):
+        EFFECTS.append("format")
+        return "s"
+
+    def __lt__(self, other):
+        EFFECTS.append("lt")
+        return True
+
+
+class _Descriptor:
+    def __get__(self, obj, owner=None):
+        EFFECTS.append("get")
+        return 2.0
+
+
+class _HasDescriptor:
+    d = _Descriptor()
+
+
+class _Dies:
+    def __del__(self):
+        EFFECTS.append("del")
+
+
+_SPECIAL = _Special()
+_PAIR = [_Special(), _Special()]
+_HAS = _HasDescriptor()
+_TABLE = {"make": _Registered}
+_DEFAULTS = collections.defaultdict(_Registered)
+_ONE = _Registered(1)
+
+
+def _with(x):
+    with _SPECIAL:
+        return x * 2
+
+
+_EFFECT_CASES = {
+    "a class called from a dict": lambda x: (_TABLE["make"](), x * 2)[1],
+    "type(self)(...) in a method": lambda x: x * _ONE.scaled(2).v,
+    "a missing key of an outside defaultdict": lambda x: (_DEFAULTS[len(_DEFAULTS)], x * 2)[1],
+    "with": _with,
+    "len": lambda x: x * len(_SPECIAL),
+    "iteration": lambda x: x * sum(_SPECIAL),
+    "copy.copy": lambda x: (copy.copy(_SPECIAL), x * 2)[1],
+    "hash of a dict key": lambda x: ({_SPECIAL: 1}, x * 2)[1],
+    "an f-string": lambda x: (f"{_SPECIAL}", x * 2)[1],
+    "sorted": lambda x: (sorted(_PAIR), x * 2)[1],
+    "a descriptor's __get__": lambda x: x * _HAS.d,
+    "__del__ of an object made inside": lambda x: (_Dies(), x * 2)[1],
+}
+
+
+@pytest.mark.parametrize("case", sorted(_EFFECT_CASES))
+def test_code_python_runs_for_the_function_has_its_effects_at_every_call(case):
+    """A special method Python calls (with, len, iteration, copy, hash, format, sorted's
+    comparisons, a descriptor's __get__, __del__ of an object the call makes), a class called
+    as an item of a dict or through type(self): each appends to a list at every eager call; the
+    side-effect reader followed none of them, so the trace ran them once (three calls: one
+    effect, or one pair)."""
+    fn = _EFFECT_CASES[case]
+    x = tg.ones(2, dtype=tg.float64)
+    EFFECTS.clear()
+    want = [fn(x).numpy() for _ in range(3)]
+    eager = list(EFFECTS)
+    assert eager
+    EFFECTS.clear()
+    f = tg.compile(fn)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        got = [f(x).numpy() for _ in range(3)]
+    assert EFFECTS == eager if case != "a missing key of an outside defaultdict" else len(EFFECTS) == len(eager)
+    for g, w in zip(got, want):
+        same(g, w, case)
+    assert any("side effect" in str(c.message) for c in caught)
+
+
+def test_objects_whose_special_methods_are_pure_still_trace():
+    """The other side: an outside object with a pure __len__ and __iter__ read by the function
+    traces (no warning) and recompiles when what they return changes."""
+    class Items:
+        def __init__(self, values):
+            self.values = values
+
+        def __len__(self):
+            return len(self.values)
+
+        def __iter__(self):
+            return iter(self.values)
+    items = Items([1.0, 2.0])
+
+    def fn(x):
+        return x * len(items) + sum(items)
+    f = tg.compile(fn)
+    x = tg.ones(2, dtype=tg.float64)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        same(f(x).numpy(), fn(x).numpy(), "first")
+        items.values = [1.0, 2.0, 4.0]
+        same(f(x).numpy(), fn(x).numpy(), "after a change")

@@ -21,6 +21,7 @@ method is no concern here (the tracer records or refuses it), the same write int
 outside list or dict is a side effect.
 """
 import builtins
+import collections
 import dis
 import functools
 import inspect
@@ -138,6 +139,7 @@ _CALLS = {"CALL": 2, "CALL_METHOD": 2, "CALL_FUNCTION": 1, "CALL_FUNCTION_KW": 2
 _UNKNOWN = ("?",)           # an outside object whose path is not known
 _ITEM = ("[]",)             # path step: an item of (subscript, iteration, unpacking)
 _MAX_CODES = 400            # code objects read per compiled function at most
+_MAX_ITEMS = 64             # items of a container whose special methods are read at most
 
 
 class Effect:
@@ -437,6 +439,8 @@ class _Scan:
         elif op in ("BINARY_SUBSCR", "BINARY_SLICE"):
             k = 2 if op == "BINARY_SUBSCR" else 3
             container = peek(k)
+            if op == "BINARY_SUBSCR" and container != _OWN and container[0] != "?":
+                self._effect(i, "subscript", None, container)
             pop(k)
             st.append(_derive(container, _ITEM))
         elif op == "GET_ITER":
@@ -704,6 +708,10 @@ class _Finder:
             if v is None or not test(v):
                 return None
             return text.format(f"{where}{'.' + name if name else ''}")
+        if kind == "subscript":
+            if isinstance(obj, collections.defaultdict) and obj.default_factory is not None:
+                return f"reads an item of `{where}`, a defaultdict the call does not own (a missing key is inserted)"
+            return None
         if kind == "attr":
             return f"sets `{where}.{name}` on {_kind_text(obj)} the call does not own"
         if isinstance(obj, (types.ModuleType, type)) or _tensor_like(obj):
@@ -768,7 +776,12 @@ class _Finder:
         or appends to a list has its effect at every eager read)."""
         if owner is _MISSING or owner is _OWNED or isinstance(owner, (types.ModuleType, _Items)):
             return
-        prop = inspect.getattr_static(type(owner), name, None)
+        prop = inspect.getattr_static(type(owner) if not isinstance(owner, type) else owner, name, None)
+        get = inspect.getattr_static(type(prop), "__get__", None)
+        if isinstance(get, types.FunctionType) and not is_library(get.__code__.co_filename) and \
+                get.__code__.co_argcount:
+            # a user's descriptor on the class: its __get__ runs at every read
+            self.function(get, {get.__code__.co_varnames[0]: prop})
         fget = prop.fget if isinstance(prop, property) else None
         if isinstance(fget, types.FunctionType) and not is_library(fget.__code__.co_filename) and \
                 fget.__code__.co_argcount:
@@ -847,6 +860,12 @@ class _Finder:
         writes into a dict it is given writes into the caller's dict)."""
         for path in callees:
             fn = self.resolve(path, ctx)
+            if isinstance(fn, _Items):
+                # an item of a container called (`table["make"]()`): what calling each item runs
+                for v in fn.values[:_MAX_ITEMS]:
+                    if isinstance(v, (type, types.FunctionType, types.MethodType, functools.partial)):
+                        self.follow(v)
+                continue
             self_obj = None
             if isinstance(fn, types.MethodType):
                 fn, self_obj = fn.__func__, fn.__self__
@@ -915,18 +934,56 @@ class _Finder:
                                                        "<builtin>"):
             # a class of the user's: making one runs its __init__ (a registry it appends to, a
             # counter of instances), with the new object its own
-            for name in ("__new__", "__init__", "__post_init__"):
+            # (and its __del__, which runs when the new object dies, at every call)
+            for name in ("__new__", "__init__", "__post_init__", "__del__"):
                 fn = _user_function(inspect.getattr_static(obj, name, None))
                 if fn is not None and fn.__code__.co_argcount:
                     self.function(fn, {fn.__code__.co_varnames[0]: _OWNED})
         elif not isinstance(obj, type):
             call = inspect.getattr_static(type(obj), "__call__", None)
+            special = self.special_methods(obj)
             if not isinstance(call, types.FunctionType):
-                return False
+                return special
             self.function(call, _bind(call, obj, args, kwargs))
         else:
             return False
         return True
+
+    def special_methods(self, obj):
+        """Read the special methods Python calls on an object of a user's class without the
+        code naming them (`with obj`, `len(obj)`, `copy.copy(obj)`, `hash`, `repr`, an f-string,
+        `sorted` of such objects, iteration): each is the user's code, run at every eager call.
+        -> whether there were any."""
+        tp = type(obj)
+        if ("special", id(tp), id(obj)) in self.seen or isinstance(obj, (Module, Tensor, _Items)):
+            return False
+        self.seen.add(("special", id(tp), id(obj)))
+        found = False
+        if tp in (list, tuple, dict, set, frozenset, collections.deque):
+            # the objects in an outside container (`sorted(items)` calls their __lt__)
+            for v in list(obj.values() if tp is dict else obj)[:_MAX_ITEMS]:
+                if not isinstance(v, (type, types.FunctionType, types.ModuleType, Module, Tensor, str, bytes, int,
+                                      float, complex, bool, type(None))):
+                    found = self.special_methods(v) or found
+            return found
+        for klass in tp.__mro__:
+            if is_library(getattr(sys.modules.get(klass.__module__), "__file__", None) or "<builtin>"):
+                continue
+            for name, attr in list(vars(klass).items()):
+                if name in _MAKING_METHODS:
+                    # `type(obj)(...)`, `self.__class__(...)` (a clone method) make another one
+                    fn = _user_function(attr)
+                    if fn is not None and fn.__code__.co_argcount:
+                        found = True
+                        self.function(fn, {fn.__code__.co_varnames[0]: _OWNED})
+                    continue
+                if not (name.startswith("__") and name.endswith("__")) or name in _NOT_CALLED_ON_OBJECTS:
+                    continue
+                fn = _user_function(attr)
+                if fn is not None and fn.__code__.co_argcount:
+                    found = True
+                    self.function(fn, {fn.__code__.co_varnames[0]: obj if not isinstance(attr, classmethod) else tp})
+        return found
 
     def module(self, m, args=None, kwargs=None):
         """Read m's forward (bound to m, with the call's arguments where m is the one
@@ -953,6 +1010,17 @@ class _Finder:
 _WRITES_FIRST = tuple(getattr(operator, n) for n in (
     "setitem", "delitem", "iadd", "iand", "iconcat", "ifloordiv", "ilshift", "imod", "imul", "imatmul", "ior",
     "ipow", "irshift", "isub", "itruediv", "ixor", "__setitem__", "__delitem__", "__iadd__", "__iconcat__"))
+
+
+# special methods Python does not call on an object already made (or only where the code names
+# them, a call's own site reads: __call__), and those that make objects (a class reached is read so)
+_NOT_CALLED_ON_OBJECTS = frozenset({"__init__", "__new__", "__post_init__", "__del__", "__init_subclass__",
+                                    "__set_name__", "__subclasshook__", "__class_getitem__", "__call__",
+                                    "__setattr__", "__delattr__", "__setitem__", "__delitem__", "__set__",
+                                    "__delete__"})
+
+
+_MAKING_METHODS = ("__new__", "__init__", "__post_init__", "__del__")
 
 
 def _user_function(fn):
