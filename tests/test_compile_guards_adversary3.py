@@ -4,8 +4,11 @@ eagerly or raises rather than return the first trace's numbers. Compared at ever
 eager function, with torch's eager one and, where the same code runs, with torch.compile's."""
 import collections
 import copy
+import gc
+import os
 import random
 import types
+import weakref
 import warnings
 
 import numpy as np
@@ -450,3 +453,76 @@ def test_objects_whose_special_methods_are_pure_still_trace():
         same(f(x).numpy(), fn(x).numpy(), "first")
         items.values = [1.0, 2.0, 4.0]
         same(f(x).numpy(), fn(x).numpy(), "after a change")
+
+
+# -- the environment under another name, objects held weakly -------------------------------------
+
+from os import environ as _ENV          # noqa: E402  (read under a name of the user's)
+from time import perf_counter as _clock    # noqa: E402
+
+
+def test_the_environment_read_under_another_name():
+    """`from os import environ as ENV; ENV.get(k)`: the reader knew os.environ by its name alone,
+    so the trace kept the first value (2 at every step; eager 2, 3, 4, 5)."""
+    def make(lib):
+        def fn(x):
+            return x * float(_ENV.get("TRACEGRAD_TEST_SCALE", "1"))
+
+        def mutate(i):
+            os.environ["TRACEGRAD_TEST_SCALE"] = str(2 + i)
+        return fn, mutate
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            scenario(make, torch_compiled=False)
+    finally:
+        os.environ.pop("TRACEGRAD_TEST_SCALE", None)
+
+
+def test_a_clock_read_under_another_name():
+    f = tg.compile(lambda x: x + _clock())
+    x = tg.zeros(1, dtype=tg.float64)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        values = {f(x).item() for _ in range(3)}
+    assert len(values) == 3
+    assert any("_clock" in str(c.message) for c in caught)
+
+
+class _Holder:
+    def __init__(self, k):
+        self.k = k
+
+
+@pytest.mark.parametrize("how", ["weakref.ref", "WeakValueDictionary"])
+def test_an_object_held_weakly_dies_between_calls(how):
+    """A plain object the function reads through a weak reference, which dies between calls: the
+    guards held it (their tokens, the generated check's constants), so the program kept it alive
+    and went on returning its value (2 at every step; eager 2, 2, -1, -1)."""
+    def make(lib):
+        box = {"h": _Holder(2.0)}
+        ref = weakref.ref(box["h"]) if how == "weakref.ref" else weakref.WeakValueDictionary({"a": box["h"]})
+
+        def fn(x):
+            o = ref() if how == "weakref.ref" else ref.get("a")
+            return x * (o.k if o is not None else -1.0)
+
+        def mutate(i):
+            if i == 2:
+                box.pop("h")
+                gc.collect()
+        return fn, mutate
+    scenario(make)
+
+
+def test_an_object_held_weakly_still_recompiles_when_its_state_changes():
+    h = _Holder(2.0)
+    ref = weakref.ref(h)
+
+    def fn(x):
+        return x * ref().k
+    f = tg.compile(fn)
+    x = tg.ones(2, dtype=tg.float64)
+    for k in (2.0, 3.0, -0.0):
+        h.k = k
+        same(f(x).numpy(), fn(x).numpy(), f"k={k}")

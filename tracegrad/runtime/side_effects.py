@@ -94,6 +94,14 @@ def _writes_out(v):
         v.__name__ in OUTPUT_NAMES
 
 
+def _safely_impure(v):
+    """_impure(v), False where asking v raises (a metaclass's __getattr__ of the user's)."""
+    try:
+        return _impure(v)
+    except Exception:
+        return False
+
+
 def _impure(v):
     """Whether v (a function or object a compiled function reads) gives another value at each
     call: the random module's draws and numpy's, clocks, datetime's now(), os.environ."""
@@ -232,6 +240,7 @@ class _Scan:
         self.code = code
         self.effects = {}       # instruction index -> (kind, lineno, name, path)
         self.refs = set()       # paths of globals, closure variables and attributes it loads
+        self.ref_lines = {}     # path -> the first line that loads it
         self.calls = {}         # instruction index -> (paths of the callable, paths of the positional arguments)
         self.bare = set()       # instruction indexes of calls with no argument at all
         self.seeds = {}         # instruction index -> (name called, its seed's path) of calls of the _SEEDS names
@@ -368,6 +377,7 @@ class _Scan:
             if name in code.co_freevars:
                 st.append(("deref", name))
                 self.refs.add(("deref", name))
+                self.ref_lines.setdefault(("deref", name), self.lines[i])
             else:
                 st.append(self.locals.get(name, _OWN))
         elif op in ("LOAD_GLOBAL", "LOAD_NAME"):
@@ -376,6 +386,7 @@ class _Scan:
             name = ins.argval
             st.append(("global", name))
             self.refs.add(("global", name))
+            self.ref_lines.setdefault(("global", name), self.lines[i])
             if name in IO_CALLS:
                 self._effect(i, "io", name, ("global", name))
             elif name in IMPURE_NAMES:
@@ -388,6 +399,7 @@ class _Scan:
             val = _derive(obj, (name,))
             if obj != _OWN and obj[0] != "?":
                 self.refs.add(val)
+                self.ref_lines.setdefault(val, self.lines[i])
             if name in _VIEWS and obj != _OWN:
                 val = _derive(obj, _ITEM) + _VIEW       # its call's result: items of obj
             if name in MUTATING and obj != _OWN:
@@ -754,6 +766,12 @@ class _Finder:
                 self.found.append(Effect(code.co_filename, line, what))
         for path in sorted(scan.refs, key=repr):
             obj = self.resolve(path, ctx)
+            if obj is not _MISSING and obj is not _OWNED and not isinstance(obj, _Items) and \
+                    path in scan.ref_lines and _safely_impure(obj):
+                # read under a name of the user's (`from os import environ as ENV`, `from time import
+                # perf_counter as clock`), which the names the scan knows do not spell
+                self._found(code.co_filename, scan.ref_lines[path],
+                            _BY_VALUE["impure"][1].format(_path_text(path)))
             if obj is not _MISSING and obj is not _OWNED and self.follow(obj) and from_call and path[0] == "arg":
                 self.used_args = True           # code reached through an argument (a model passed in)
             if len(path) > 2 and path[-1] != "[]":

@@ -628,10 +628,26 @@ class _Walk:
         elif isinstance(v, weakref.ref):
             # what it refers to now, and that object's state
             x = v()
-            tok = self.token(x)
-            self.add(read, lambda r, tok=tok: self_token(r()) == tok, f"the object {what} refers to")
-            if x is not None:
-                self.inside(x, f"{what}()", depth + 1)
+            if x is None or isinstance(x, (Tensor, type, types.FunctionType, types.ModuleType) + _OWN_STATE) or \
+                    type(getattr(x, "__dict__", None)) is not dict and not isinstance(x, (dict, list, tuple)):
+                tok = self.token(x)
+                self.add(read, lambda r, tok=tok: self_token(r()) == tok, f"the object {what} refers to")
+                if x is not None:
+                    self.inside(x, f"{what}()", depth + 1)
+            else:
+                # a plain object or container held weakly: the guards must not keep it alive (the
+                # user's code would see it die, a program holding it would not), so its state is
+                # compared by one token read through the reference at every call (a reference
+                # refers to that one object or to none), the objects inside it held
+                tok = deep_token(x, [_DEEP_BUDGET])
+                self.keep.extend(_held(x, [_DEEP_BUDGET], set()))
+                self.add(read, lambda r, tok=tok: _weak_token(r) == tok, f"the object {what} refers to")
+                for y in _deep_objects(x, [_DEEP_BUDGET], set()):
+                    if isinstance(y, type):
+                        self.methods_of(y)
+                        self.klass(y, what)
+                    else:
+                        self.inside(y, f"an object inside {what}()", 0)
         elif isinstance(v, _DICT_VIEWS):
             # a view of a dict changed elsewhere: its items now
             items = [y for x in v for y in (x if isinstance(x, tuple) and type(v) is _DICT_VIEWS[2] else (x,))]
@@ -1031,6 +1047,35 @@ def deep_token(v, budget):
     if type(d) is dict and not isinstance(v, (type, types.ModuleType, types.FunctionType, Module)):
         return (id(v), t, tuple((k, deep_token(x, budget)) for k, x in d.items()))
     return id(v)
+
+
+def _weak_token(r):
+    x = r()
+    return None if x is None else deep_token(x, [_DEEP_BUDGET])
+
+
+def _held(v, budget, seen, root=True):
+    """The objects inside v that deep_token names by identity (not v itself): a guard holds
+    them, so that no other object takes their ids."""
+    budget[0] -= 1
+    if budget[0] < 0 or isinstance(v, _SCALARS) or id(v) in seen:
+        return
+    seen.add(id(v))
+    if not root:
+        yield v
+    if isinstance(v, Tensor):
+        return
+    if isinstance(v, dict):
+        items = v.values()
+    elif isinstance(v, (list, tuple, collections.deque, set, frozenset)):
+        items = v
+    else:
+        d = getattr(v, "__dict__", None)
+        if type(d) is not dict or isinstance(v, (type, types.ModuleType, types.FunctionType, Module)):
+            return
+        items = d.values()
+    for x in list(items):
+        yield from _held(x, budget, seen, False)
 
 
 # what deep_token takes by identity but holds state of its own
