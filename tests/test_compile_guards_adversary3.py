@@ -2,14 +2,17 @@
 its backward), and Python effects that must run as often as eagerly: each case recompiles, runs
 eagerly or raises rather than return the first trace's numbers. Compared at every step with the
 eager function, with torch's eager one and, where the same code runs, with torch.compile's."""
+import bisect
 import collections
 import copy
 import gc
+import heapq
+import itertools
 import os
 import random
 import types
-import weakref
 import warnings
+import weakref
 
 import numpy as np
 import pytest
@@ -526,3 +529,136 @@ def test_an_object_held_weakly_still_recompiles_when_its_state_changes():
     for k in (2.0, 3.0, -0.0):
         h.k = k
         same(f(x).numpy(), fn(x).numpy(), f"k={k}")
+
+
+# -- iterators consumed across calls, library functions that write their arguments --------------
+
+def _iterator_cases():
+    def for_loop():
+        it = iter([1.0, 2.0, 3.0, 4.0])
+
+        def fn(x):
+            for v in it:
+                return x * v
+        return fn
+
+    def islice():
+        it = iter([1.0, 2.0, 3.0, 4.0])
+        return lambda x: x * next(itertools.islice(it, 1))
+
+    def dunder_next():
+        it = iter([1.0, 2.0, 3.0, 4.0])
+        return lambda x: x * it.__next__()
+
+    def zipped():
+        gen = (i * 1.0 for i in range(1, 10))
+
+        def fn(x):
+            (a, _), = zip(gen, [0])
+            return x * a
+        return fn
+
+    def send():
+        def counter():
+            i = 0
+            while True:
+                i += 1
+                yield float(i)
+        gen = counter()
+        return lambda x: x * gen.send(None)
+
+    def cycle():
+        cyc = itertools.cycle([1.0, 2.0, 3.0])
+
+        def fn(x):
+            for v in cyc:
+                return x * v
+        return fn
+
+    def heappop():
+        h = [3.0, 1.0, 2.0]
+        return lambda x: x * heapq.heappop(h)
+
+    def insort():
+        h = [1.0, 3.0]
+
+        def fn(x):
+            bisect.insort(h, 2.0)
+            return x * len(h)
+        return fn
+
+    def out_keyword():
+        a = np.zeros(1)
+
+        def fn(x):
+            np.add(a, 1, out=a)
+            return x * float(a[0])
+        return fn
+
+    def ndarray_fill():
+        a = np.zeros(1)
+
+        def fn(x):
+            a.fill(a[0] + 1)
+            return x * float(a[0])
+        return fn
+
+    def vars_item():
+        o = _Holder(0.0)
+
+        def fn(x):
+            vars(o)["k"] += 1
+            return x * o.k
+        return fn
+
+    def object_setattr():
+        o = _Holder(0.0)
+
+        def fn(x):
+            object.__setattr__(o, "k", o.k + 1)
+            return x * o.k
+        return fn
+    return {f.__name__: f for f in (for_loop, islice, dunder_next, zipped, send, cycle, heappop, insort, out_keyword,
+                                     ndarray_fill, vars_item, object_setattr)}
+
+
+_ITERATOR_CASES = _iterator_cases()
+
+
+@pytest.mark.parametrize("case", sorted(_ITERATOR_CASES))
+def test_state_a_call_consumes_or_writes_is_changed_at_every_call(case):
+    """An outside iterator consumed (a for loop, islice, zip, __next__, send, itertools.cycle),
+    heapq.heappop / bisect.insort of an outside list, np.add(..., out=a), a.fill(), vars(o)[k] +=,
+    object.__setattr__: eagerly each call takes the next item or writes again; the trace did so
+    once and the program returned the first call's value at every call (1, 1, 1 where eager
+    gives 1, 2, 3). Each now runs eagerly, the warning naming the line."""
+    x = tg.ones(1, dtype=tg.float64)
+    fn = _ITERATOR_CASES[case]()
+    want = [fn(x).item() for _ in range(3)]
+    f = tg.compile(_ITERATOR_CASES[case]())
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        got = [f(x).item() for _ in range(3)]
+    assert got == want
+    assert len(set(want)) == 3
+    assert any("side effect" in str(c.message) for c in caught)
+
+
+def test_an_iterable_made_inside_and_keywords_of_a_helper_still_trace():
+    """The other side: a list's iterator made inside, a for loop over an outside list (not an
+    iterator), and numpy with out= into an array the function made, trace without a warning."""
+    data = [1.0, 2.0, 3.0]
+
+    def fn(x):
+        buf = np.zeros(1)
+        np.add(buf, 2.0, out=buf)
+        s = 0.0
+        for v in data:
+            s += v
+        return x * (s + next(iter(data)) + float(buf[0]))
+    f = tg.compile(fn)
+    x = tg.ones(2, dtype=tg.float64)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for _ in range(2):
+            same(f(x).numpy(), fn(x).numpy(), "traced")

@@ -20,10 +20,12 @@ the call (`_Context.effects`): an item written into a tensor or an in-place tens
 method is no concern here (the tracer records or refuses it), the same write into an
 outside list or dict is a side effect.
 """
+import bisect
 import builtins
 import collections
 import dis
 import functools
+import heapq
 import inspect
 import linecache
 import logging
@@ -34,6 +36,9 @@ import sys
 import sysconfig
 import types
 import warnings
+
+import numpy as np
+
 from ..tensor import Tensor
 from ..nn.modules.module import Module
 
@@ -44,6 +49,10 @@ MUTATING = frozenset({"append", "extend", "insert", "pop", "remove", "clear", "u
                       "discard", "popitem", "sort", "reverse", "write", "writelines", "appendleft",
                       "extendleft", "popleft", "rotate", "difference_update", "intersection_update",
                       "symmetric_difference_update", "flush", "put", "put_nowait",
+                      # a numpy array's own (an outside array's values are read by the program's guards)
+                      "fill", "itemset", "partition", "resize", "setfield", "byteswap",
+                      # an iterator's or a generator's (the next item differs at every call)
+                      "__next__", "send", "throw",
                       # the same, called by their dunder names
                       "__setitem__", "__delitem__", "__iadd__", "__isub__", "__imul__", "__ior__", "__iand__",
                       "__ixor__"})
@@ -92,6 +101,17 @@ def _writes_out(v):
         return getattr(v, "__name__", "") in OUTPUT_NAMES
     return getattr(v, "__module__", None) == "logging" and isinstance(v, types.FunctionType) and \
         v.__name__ in OUTPUT_NAMES
+
+
+def _iterator(v):
+    """Whether v is an iterator (a generator, iter(list), an itertools object, a file): its own
+    __next__ changes it."""
+    if isinstance(v, (type, types.ModuleType, Tensor, Module, _Items)):
+        return False
+    try:
+        return inspect.getattr_static(type(v), "__next__", None) is not None
+    except Exception:
+        return False
 
 
 def _safely_impure(v):
@@ -471,7 +491,10 @@ class _Scan:
         elif op == "PRECALL":
             pass                        # 3.11: CALL pops the callable and the arguments
         elif op == "KW_NAMES":
-            self._kw = ins.argval if isinstance(ins.argval, tuple) else ()
+            # (3.11's dis does not resolve the names: they are the constant at its argument)
+            names = ins.argval if isinstance(ins.argval, tuple) else self.code.co_consts[arg] \
+                if arg is not None and arg < len(self.code.co_consts) else ()
+            self._kw = names if isinstance(names, tuple) else ()
         elif op in _CALLS:
             n = _CALLS[op] + arg
             called = st[len(st) - n:len(st) - arg] if len(st) >= n else []
@@ -487,6 +510,14 @@ class _Scan:
                 self.calls[i] = (tuple(c for c in called if c != _OWN and c[0] != "?"), paths)
                 if arg == 0:
                     self.bare.add(i)
+            if "out" in self._kw and len(st) >= n:
+                # out=: the call writes into that array (np.add(a, 1, out=a) of an outside a)
+                out = st[len(st) - len(self._kw) + self._kw.index("out")]
+                if out != _OWN:
+                    self._effect(i, "item", None, out)
+            result = _OWN
+            if ("global", "vars") in called and arg == 1 and len(st) >= n:
+                result = _derive(st[-1], ("__dict__",))        # vars(obj) is obj.__dict__
             self._kw = ()
             if ("global", "next") in called and arg >= 1 and len(st) >= n:
                 it = st[len(st) - arg]          # next(it) on an iterator from outside: advances it
@@ -494,7 +525,7 @@ class _Scan:
                     self._effect(i, "next", "next", it)
             pop(n)
             views = [c for c in called if c != _OWN and c[-1:] == _VIEW]
-            st.append(views[0][:-1] if views else _OWN)
+            st.append(views[0][:-1] if views else result)
         elif op == "COPY":
             st.append(peek(arg))
         elif op == "SWAP":
@@ -642,6 +673,8 @@ def _attr(obj, name):
         if isinstance(obj, type) or (d is not None and d.get(name) is v):
             return v
         return types.MethodType(v, obj)
+    if isinstance(obj, type) and isinstance(v, (types.WrapperDescriptorType, types.MethodDescriptorType)):
+        return v                # a builtin class's method read off the class (object.__setattr__): itself
     if hasattr(type(v), "__get__") and not isinstance(v, (types.BuiltinFunctionType, type)):
         return _MISSING         # a property or another descriptor: its value needs the user's code
     return v
@@ -772,6 +805,12 @@ class _Finder:
                 # perf_counter as clock`), which the names the scan knows do not spell
                 self._found(code.co_filename, scan.ref_lines[path],
                             _BY_VALUE["impure"][1].format(_path_text(path)))
+            elif obj is not _MISSING and obj is not _OWNED and path in scan.ref_lines and _iterator(obj):
+                # an iterator or generator from outside: whatever consumes it (a for loop, zip,
+                # islice, reduce, unpacking) takes items that the next call no longer sees
+                self._found(code.co_filename, scan.ref_lines[path],
+                            f"uses `{_path_text(path)}`, an iterator the call does not own (the items a call "
+                            f"takes from it are gone at the next call)")
             if obj is not _MISSING and obj is not _OWNED and self.follow(obj) and from_call and path[0] == "arg":
                 self.used_args = True           # code reached through an argument (a model passed in)
             if len(path) > 2 and path[-1] != "[]":
@@ -1027,7 +1066,10 @@ class _Finder:
 # functions that write into their first argument, as a subscript or an augmented assignment does
 _WRITES_FIRST = tuple(getattr(operator, n) for n in (
     "setitem", "delitem", "iadd", "iand", "iconcat", "ifloordiv", "ilshift", "imod", "imul", "imatmul", "ior",
-    "ipow", "irshift", "isub", "itruediv", "ixor", "__setitem__", "__delitem__", "__iadd__", "__iconcat__"))
+    "ipow", "irshift", "isub", "itruediv", "ixor", "__setitem__", "__delitem__", "__iadd__", "__iconcat__")) + \
+    (heapq.heappush, heapq.heappop, heapq.heapify, heapq.heapreplace, heapq.heappushpop, bisect.insort,
+     bisect.insort_left, bisect.insort_right, object.__setattr__, object.__delattr__, np.copyto, np.put, np.place,
+     np.putmask, np.fill_diagonal)
 
 
 # special methods Python does not call on an object already made (or only where the code names
