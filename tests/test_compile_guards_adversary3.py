@@ -662,3 +662,64 @@ def test_an_iterable_made_inside_and_keywords_of_a_helper_still_trace():
         warnings.simplefilter("error")
         for _ in range(2):
             same(f(x).numpy(), fn(x).numpy(), "traced")
+
+
+# -- names the trace found undefined, defined later ----------------------------------------------
+
+def _late_global(x):
+    try:
+        return x * _LATE        # noqa: F821  (defined and deleted between calls)
+    except NameError:
+        return x * -1.0
+
+
+@pytest.mark.parametrize("how", ["hasattr(obj)", "try obj.k except AttributeError", "getattr(obj) through its class",
+                                 "getattr(obj) through a base class", "hasattr(cls)", "hasattr(module)",
+                                 "global, NameError caught"])
+def test_a_name_absent_at_the_trace_and_set_later(how):
+    """A name the function reads and the trace found undefined (an object's attribute, a class's
+    or a base's, a module's global, a global of the function's own module), set and deleted
+    again between calls: the guards took only the names present, so the program kept the
+    branch of the absent name (-1 at every step; eager -1, 3, -1, 3)."""
+    def make(lib):
+        class Base:
+            pass
+
+        class C(Base):
+            pass
+        o = C()
+        mod = types.ModuleType("cfg_late")
+        target = {"hasattr(obj)": o, "try obj.k except AttributeError": o, "getattr(obj) through its class": C,
+                  "getattr(obj) through a base class": Base, "hasattr(cls)": C, "hasattr(module)": mod,
+                  "global, NameError caught": None}[how]
+
+        def fn(x):
+            if how == "hasattr(obj)":
+                return x * (o.k if hasattr(o, "k") else -1.0)
+            if how == "try obj.k except AttributeError":
+                try:
+                    return x * o.k
+                except AttributeError:
+                    return x * -1.0
+            if how.startswith("getattr(obj)"):
+                return x * getattr(o, "k", -1.0)
+            if how == "hasattr(cls)":
+                return x * (C.k if hasattr(C, "k") else -1.0)
+            if how == "hasattr(module)":
+                return x * (mod.k if hasattr(mod, "k") else -1.0)
+            return _late_global(x)
+
+        def mutate(i):
+            if target is None:
+                if i % 2:
+                    globals()["_LATE"] = 3.0
+                else:
+                    globals().pop("_LATE", None)
+            elif i % 2:
+                setattr(target, "k", 3.0)
+            elif "k" in vars(target):
+                delattr(target, "k")
+        return fn, mutate
+    # torch.compile (2.13) keeps its program after the attribute is set where the code catches
+    # AttributeError: compared with torch's eager result there
+    scenario(make, torch_compiled=how != "try obj.k except AttributeError")

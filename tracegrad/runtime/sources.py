@@ -379,6 +379,26 @@ def _builds_strings(code):
     return b
 
 
+_LOADS = {}         # code object -> the names its LOAD_GLOBAL and LOAD_NAME read
+
+
+def _global_loads(code):
+    names = _LOADS.get(code)
+    if names is None:
+        names = frozenset(ins.argval for ins in dis.get_instructions(code)
+                          if ins.opname in ("LOAD_GLOBAL", "LOAD_NAME") and type(ins.argval) is str)
+        if len(_LOADS) > 4096:
+            _LOADS.clear()
+        _LOADS[code] = names
+    return names
+
+
+def _in_builtins(g, name):
+    b = g.get("__builtins__")
+    b = vars(b) if isinstance(b, types.ModuleType) else b
+    return type(b) is dict and name in b
+
+
 def _code_objects(code):
     yield code
     for c in code.co_consts:
@@ -458,6 +478,13 @@ class _Walk:
                 self.root(g[name], lambda env, g=g, name=name: g[name], f"global '{name}' (read by {label})",
                           lambda code, g=g, name=name: f"{code.const(g)}[{code.const(name)}]")
         self.builtins(g, label)
+        # globals the code reads that neither its globals nor the builtins hold (a NameError
+        # caught, a name defined later): that they stay undefined
+        absent = sorted(n for c in _code_objects(code) for n in _global_loads(c) if n not in g and
+                        not _in_builtins(g, n))
+        if absent and ("absent", id(g), tuple(absent)) not in self.seen:
+            self.seen.add(("absent", id(g), tuple(absent)))
+            self.attrs(g, g, absent, f"the globals of {label} (names it reads that are not defined)", 0, descend=())
         # modules the code imports itself (`import cfg` inside the function): read from
         # sys.modules at every call, as the import statement does
         for name in sorted(names):
@@ -573,7 +600,8 @@ class _Walk:
         elif isinstance(v, types.ModuleType):
             names = sorted(n for n in self.names if n in vars(v))
             if not _is_library_module(v):
-                self.attrs(v, vars(v), names, what, depth)
+                # (and as many globals: a name the code reads that the module lacked at the trace)
+                self.attrs(v, vars(v), names, what, depth, count=True)
                 self.user_module(v, what, depth)
             else:
                 # a library's module: what the code reads from it by identity (`F.relu` patched
@@ -589,7 +617,7 @@ class _Walk:
             if not _is_library_type(v):
                 # every name the code reads from it (`N.h(x)` with `N.h` replaced, `N.cfg["a"]`)
                 d = vars(v)
-                self.attrs(v, d, sorted(n for n in self.names if n in d), what, depth)
+                self.attrs(v, d, sorted(n for n in self.names if n in d), what, depth, count=True)
                 # and those it inherits (`Sub.k`, `cls.k` in a classmethod called on Sub): the
                 # base's value, and that no class before it in the MRO defines the name since
                 self.klass(v, what, made=True)
@@ -755,16 +783,18 @@ class _Walk:
     def seq_token(self, items):
         return tuple(self.token(x) for x in items)
 
-    def attrs(self, v, d, names, what, depth, descend=object, cls=None):
+    def attrs(self, v, d, names, what, depth, descend=object, cls=None, count=False):
         """Guard the attributes `names` of v (read from its __dict__ `d`), then what they hold
         (those of type `descend`); with `cls`, that v is still of that class (`o.__class__ = B`
-        runs B's methods)."""
+        runs B's methods); with `count`, that it has as many attributes (one set later, which
+        the trace found absent: `hasattr(o, "k")`, `try: o.k except AttributeError`)."""
         names = tuple(names)
         tok = tuple(self.token(d[n]) if n in d else _ABSENT for n in names)
         present = {n: d[n] for n in names if n in d}
         # an object's (or a function's) __dict__ may be replaced whole (`o.__dict__ = {...}`): the
         # tests read the dict the trace read, so v must still have it
         own = d is not v and type(d) is dict and not isinstance(v, (type, types.ModuleType))
+        n0 = len(d) if count else None
 
         def emit(code):
             if cls is not None:
@@ -772,13 +802,16 @@ class _Walk:
             if own:
                 code.need(f"{code.const(v)}.__dict__ is {code.const(d)}")
             dd = code.const(d)
+            if count:
+                code.need(f"len({dd}) == {n0}")
             for n in names:
                 if n in present:       # a missing name raises: the one-by-one guard finds it absent
                     code.token_is(code.let(f"{dd}[{code.const(n)}]"), present[n])
                 else:
                     code.need(f"{code.const(n)} not in {dd}")
         self.add(_const(d), lambda dd, names=names, tok=tok, v=v: (cls is None or type(v) is cls) and
-                 (not own or v.__dict__ is dd) and tuple(token_of(dd, n) for n in names) == tok,
+                 (not own or v.__dict__ is dd) and (n0 is None or len(dd) == n0) and
+                 tuple(token_of(dd, n) for n in names) == tok,
                  f"the attributes {', '.join(names)} of {what}" if names else what, emit)
         for n in names:
             if n in d and isinstance(d[n], descend):
@@ -848,7 +881,7 @@ class _Walk:
             names = sorted(set(d) | self.class_names(tp))
         else:
             names = sorted(n for n in set(d) | self.class_names(tp) if n in self.names)
-        self.attrs(v, d, names, what, depth, cls=tp)
+        self.attrs(v, d, names, what, depth, cls=tp, count=not lib)
         self.klass(tp, what)
 
     def class_names(self, tp, made=False):
@@ -865,8 +898,6 @@ class _Walk:
         class of its MRO (a name a subclass defines later hides its base's); with `made`, those
         that make an instance too (the class itself is read)."""
         names = tuple(sorted(self.class_names(tp, made)))
-        if not names:
-            return
         for klass in tp.__mro__:
             if _is_library_type(klass) or ("class", id(klass), made) in self.seen:
                 continue
@@ -874,9 +905,14 @@ class _Walk:
             d = vars(klass)
             self.keep.append(klass)
             tok = tuple(self.token(d[n]) if n in d else _ABSENT for n in names)
-            self.add(_const(klass), lambda k, names=names, tok=tok: tuple(token_of(vars(k), n) for n in names) == tok,
-                     f"the class attributes {', '.join(names)} of {klass.__qualname__} (read through {what})",
-                     lambda code, klass=klass, names=names: _emit_class(code, klass, names))
+            # and as many attributes: one the code reads that no class defined at the trace, set
+            # since (`getattr(o, "k", 1.0)`, `hasattr(C, "k")`), answers instead
+            n0 = len(d)
+            self.add(_const(klass), lambda k, names=names, tok=tok, n0=n0: len(vars(k)) == n0 and
+                     tuple(token_of(vars(k), n) for n in names) == tok,
+                     f"the class attributes {', '.join(names) or '(their number)'} of {klass.__qualname__} "
+                     f"(read through {what})",
+                     lambda code, klass=klass, names=names, n0=n0: _emit_class(code, klass, names, n0))
             for n in names:
                 x = d.get(n)
                 if x is not None and not isinstance(x, (type, types.FunctionType, staticmethod, classmethod, property)):
@@ -963,11 +999,12 @@ def _emit_items(code, c, keys, pos, items):
         code.token_is(x, v)
 
 
-def _emit_class(code, klass, names):
-    """The tests of _Walk.klass's guard: each name of klass's own __dict__ keeps its token, or
-    stays absent."""
+def _emit_class(code, klass, names, n0):
+    """The tests of _Walk.klass's guard: klass's own __dict__ keeps its size n0, and each name
+    its token, or stays absent."""
     d = vars(klass)
     dd = code.let(f"{code.const(klass)}.__dict__")
+    code.need(f"len({dd}) == {n0}")
     for n in names:
         if n in d:
             code.token_is(code.let(f"{dd}[{code.const(n)}]"), d[n])
