@@ -33,9 +33,12 @@ Reaching further than the trace did (a name read only on a branch not taken) onl
 recompile; reaching less would return a stale result, so where in doubt this guards more.
 Tensors whose *values* the trace read in Python (`.item()`, `bool()`, `.tolist()`, their
 text) are guarded by their version counter as well; those whose strides (`stride()`,
-`is_contiguous()`) or autograd flags (`retains_grad`, `is_inference()`) it read, by those; and
-the settings of the process it read (`is_anomaly_enabled()`, the print options), by their
-values (tensor.read_setting).
+`is_contiguous()`) or autograd flags (`retains_grad`, `is_inference()`) it read, by those; those
+whose history (`grad_fn`, `is_leaf`, `output_nr`), version counter or address (`data_ptr()`) the
+user's code read, by those (tensor._read_history); and the settings of the process it read
+(`is_anomaly_enabled()`, the print options), by their values (tensor.read_setting). A user
+object, class or module is guarded on its number of attributes too (a name the trace found
+absent, set later), and the globals a function loads that nothing defines on their absence.
 """
 import array
 import collections
