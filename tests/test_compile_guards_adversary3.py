@@ -618,8 +618,32 @@ def _iterator_cases():
             object.__setattr__(o, "k", o.k + 1)
             return x * o.k
         return fn
+    def unbound_list_append():
+        log = []
+
+        def fn(x):
+            list.append(log, 1)
+            return x * len(log)
+        return fn
+
+    def unbound_dict_setitem():
+        d = {}
+
+        def fn(x):
+            dict.__setitem__(d, len(d), 1)
+            return x * len(d)
+        return fn
+
+    def unbound_deque_append():
+        q = collections.deque()
+
+        def fn(x):
+            collections.deque.append(q, 1)
+            return x * len(q)
+        return fn
     return {f.__name__: f for f in (for_loop, islice, dunder_next, zipped, send, cycle, heappop, insort, out_keyword,
-                                     ndarray_fill, vars_item, object_setattr)}
+                                     ndarray_fill, vars_item, object_setattr, unbound_list_append,
+                                     unbound_dict_setitem, unbound_deque_append)}
 
 
 _ITERATOR_CASES = _iterator_cases()
@@ -629,7 +653,7 @@ _ITERATOR_CASES = _iterator_cases()
 def test_state_a_call_consumes_or_writes_is_changed_at_every_call(case):
     """An outside iterator consumed (a for loop, islice, zip, __next__, send, itertools.cycle),
     heapq.heappop / bisect.insort of an outside list, np.add(..., out=a), a.fill(), vars(o)[k] +=,
-    object.__setattr__: eagerly each call takes the next item or writes again; the trace did so
+    object.__setattr__, list.append(log, v) and its kind read off the class: eagerly each call takes the next item or writes again; the trace did so
     once and the program returned the first call's value at every call (1, 1, 1 where eager
     gives 1, 2, 3). Each now runs eagerly, the warning naming the line."""
     x = tg.ones(1, dtype=tg.float64)

@@ -905,7 +905,7 @@ class _Finder:
         first argument, as `d[k] = v` is."""
         for path in callees:
             fn = self.resolve(path, ctx)
-            if not any(fn is w for w in _WRITES_FIRST):
+            if not any(fn is w for w in _WRITES_FIRST) and not _unbound_mutator(fn):
                 continue
             what = self.judge("item", None, args[0], ctx)
             if what is not None and (filename, line, what) not in self.where:
@@ -1081,6 +1081,14 @@ _NOT_CALLED_ON_OBJECTS = frozenset({"__init__", "__new__", "__post_init__", "__d
 
 
 _MAKING_METHODS = ("__new__", "__init__", "__post_init__", "__del__")
+_MUTABLE_BUILTINS = (list, dict, set, bytearray, collections.deque, collections.OrderedDict, collections.defaultdict)
+
+
+def _unbound_mutator(fn):
+    """A mutable builtin's method read off its class (`list.append(log, v)`, `dict.update(d, ...)`):
+    a write into its first argument."""
+    return isinstance(fn, (types.MethodDescriptorType, types.WrapperDescriptorType)) and \
+        getattr(fn, "__objclass__", None) in _MUTABLE_BUILTINS and getattr(fn, "__name__", "") in MUTATING
 
 
 def _user_function(fn):
