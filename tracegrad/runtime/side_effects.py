@@ -264,6 +264,8 @@ class _Scan:
         self.calls = {}         # instruction index -> (paths of the callable, paths of the positional arguments)
         self.bare = set()       # instruction indexes of calls with no argument at all
         self.seeds = {}         # instruction index -> (name called, its seed's path) of calls of the _SEEDS names
+        self._no_seeds = _SEEDS.isdisjoint(code.co_names) and _SEEDS.isdisjoint(code.co_varnames) and \
+            _SEEDS.isdisjoint(code.co_freevars)
         self._kw = ()           # keyword names of the next call (3.11's KW_NAMES)
         self.nested = [c for c in code.co_consts if isinstance(c, types.CodeType)]
         self._run()
@@ -334,6 +336,8 @@ class _Scan:
         """At call i (n arguments): where it calls a name of _SEEDS (default_rng, Random, a
         generator's seed method, ...), note its seed argument: the first positional one or a
         seed keyword, as its path, _NONE_SEED for the constant None or _NO_SEED for none."""
+        if self._no_seeds:
+            return
         spans = _arg_spans(instrs, i, n)
         if spans is None:
             return
