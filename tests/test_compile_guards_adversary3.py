@@ -1,6 +1,6 @@
-"""State a compiled function reads, changed between its calls (or between a call's forward and
-its backward), and Python effects that must run as often as eagerly: each case recompiles, runs
-eagerly or raises rather than return the first trace's numbers. Compared at every step with the
+"""State a compiled function reads, changed between its calls, and Python effects that must run
+as often as eagerly: each case recompiles, runs eagerly or raises rather than return the first
+trace's numbers. Compared at every step with the
 eager function, with torch's eager one and, where the same code runs, with torch.compile's."""
 import bisect
 import collections
