@@ -668,7 +668,7 @@ def test_state_a_call_consumes_or_writes_is_changed_at_every_call(case):
     assert any("side effect" in str(c.message) for c in caught)
 
 
-def test_an_iterable_made_inside_and_keywords_of_a_helper_still_trace():
+def test_an_iterator_made_inside_and_an_out_array_of_its_own_still_trace():
     """The other side: a list's iterator made inside, a for loop over an outside list (not an
     iterator), and numpy with out= into an array the function made, trace without a warning."""
     data = [1.0, 2.0, 3.0]
