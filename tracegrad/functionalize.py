@@ -108,6 +108,13 @@ class Shadow:
             raise TraceError("the value of a tensor the function wrote in place (read in Python: .item(), float(), "
                              "bool()) is symbolic while tracing")
 
+    def read_history(self, t, kind):
+        """A real tensor's version counter (or grad_fn, output_nr, address) read in Python while
+        tracing: the one before the call, which a write by the trace would have bumped."""
+        if kind == "version" and id(t) in self.data:
+            raise TraceError("the version counter (Tensor._version) of a tensor the function wrote in place is "
+                             "the trace's while tracing, not the one each call leaves")
+
     def write(self, t, proxy):
         self.data[id(t)] = [t, proxy]
         self.first_write.setdefault(id(t), min(len(self.graph.nx), self.write_start))

@@ -63,10 +63,12 @@ class Above:
     `transfer`, `parse` and `to_device` (cuda.py; creation.py and ops/functional.py move
     tensors between devices with them too), `to`, `detach` and `_cname` (ops/functional.py),
     `tensor`, `zeros`, `ones`, `full` and `empty` (creation.py), `check_overlap` (_tensor_methods.py:
-    torch's memory-overlap check of an out= argument, eager and traced)."""
+    torch's memory-overlap check of an out= argument, eager and traced), `user_frame` (tracing.py:
+    whether a frame above runs the user's code, not tracegrad's)."""
     construct = Parameter = tensor_repr = functionalize_local = view_grad_fn = check_overlap = None
     AccumulateGrad = RemovableHandle = backward = transfer = parse = to_device = to = detach = _cname = None
     tensor = zeros = ones = full = empty = None
+    user_frame = None
 
 
 class Size(tuple):
@@ -382,11 +384,15 @@ class Tensor:
         return st[0] == item and st[1] == item * s[0]
 
     def data_ptr(self):
+        if _VALUE_READS[0]:
+            self._read_history("memory")
         if self.is_cuda:
             return self._data.t.data_ptr()
         return self._data.__array_interface__["data"][0]
 
     def storage_offset(self):
+        if _VALUE_READS[0]:
+            self._read_history("memory")
         base = self._data
         while isinstance(base.base, np.ndarray):
             base = base.base
@@ -396,13 +402,32 @@ class Tensor:
     def _version(self):
         if self._inference:
             raise RuntimeError("Inference tensors do not track version counter.")
+        if _VALUE_READS[0]:
+            self._read_history("version")
         return self._vc[0]
 
     @property
     def grad_fn(self):
+        if _VALUE_READS[0]:
+            self._read_history("history")
         if self._view is None:
             return self._grad_fn
         return Above.view_grad_fn(self)
+
+    def _read_history(self, kind):
+        # while compile traces, the user's code read a concrete tensor's autograd history (its
+        # grad_fn, is_leaf, output_nr), version counter or memory (data_ptr()) in Python: baked
+        # into the program, and changed between calls without a new tensor (`w.mul_(2)` gives
+        # w another grad_fn and version, `w.data = v` another address). tracegrad's own reads
+        # (an optimizer's is_leaf test, the saved tensors' version checks) are not the user's
+        # decisions: they are left out, or every step's update would be a new program.
+        r = _READS.reads
+        if r is None or not Above.user_frame(2):
+            return
+        sh = _SHADOW[0] and _shadow_here()
+        if sh:
+            sh.read_history(self, kind)     # raises where the trace wrote it: its history is the trace's
+        r.setdefault((kind, id(self)), self)
 
     @grad_fn.setter
     def grad_fn(self, node):
@@ -412,7 +437,9 @@ class Tensor:
 
     @property
     def is_leaf(self):
-        return self.grad_fn is None
+        if _VALUE_READS[0]:
+            self._read_history("history")
+        return (self._grad_fn if self._view is None else Above.view_grad_fn(self)) is None
 
     @property
     def requires_grad(self):
@@ -531,6 +558,8 @@ class Tensor:
 
     @property
     def output_nr(self):
+        if _VALUE_READS[0]:
+            self._read_history("history")
         return self._output_nr
 
     @property

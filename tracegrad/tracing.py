@@ -21,6 +21,7 @@ import numpy as np
 from . import _dtype as D
 from .grad_mode import STATE
 from .tensor import CPU, Tensor, Size, TraceError, _LAST_ORDERS, _contiguous_as
+from . import tensor as _tensor
 from .ir.graph import Graph, V
 from .ir.layout import c_contiguous, column_major, iterator_order, array_order, dense_axes, orders_disagree, \
     value_order, _BROADCAST
@@ -83,6 +84,14 @@ def user_file(f):
 def _user_code(frame):
     """Whether the frame runs the user's code (a function being traced), not tracegrad's."""
     return user_file(frame.f_code.co_filename)
+
+
+def user_frame(n):
+    """Whether the frame n levels above the caller runs the user's code."""
+    return user_file(sys._getframe(n + 1).f_code.co_filename)
+
+
+_tensor.Above.user_frame = user_frame          # Tensor's reads of autograd history while tracing
 
 
 def _layout(what):
@@ -422,6 +431,11 @@ class Proxy(Tensor):
     def _version(self):
         _asked_by_user("Tensor._version")
         return 0
+
+    @property
+    def output_nr(self):
+        _asked_by_user("Tensor.output_nr")
+        return self._output_nr
 
     _version = _version.deleter(Tensor._version.fdel)      # refused, as a tensor's
 

@@ -20,9 +20,12 @@ the call (`_Context.effects`): an item written into a tensor or an in-place tens
 method is no concern here (the tracer records or refuses it), the same write into an
 outside list or dict is a side effect.
 """
+import bisect
 import builtins
+import collections
 import dis
 import functools
+import heapq
 import inspect
 import linecache
 import logging
@@ -33,6 +36,9 @@ import sys
 import sysconfig
 import types
 import warnings
+
+import numpy as np
+
 from ..tensor import Tensor
 from ..nn.modules.module import Module
 
@@ -43,6 +49,10 @@ MUTATING = frozenset({"append", "extend", "insert", "pop", "remove", "clear", "u
                       "discard", "popitem", "sort", "reverse", "write", "writelines", "appendleft",
                       "extendleft", "popleft", "rotate", "difference_update", "intersection_update",
                       "symmetric_difference_update", "flush", "put", "put_nowait",
+                      # a numpy array's own (an outside array's values are read by the program's guards)
+                      "fill", "itemset", "partition", "resize", "setfield", "byteswap",
+                      # an iterator's or a generator's (the next item differs at every call)
+                      "__next__", "send", "throw",
                       # the same, called by their dunder names
                       "__setitem__", "__delitem__", "__iadd__", "__isub__", "__imul__", "__ior__", "__iand__",
                       "__ixor__"})
@@ -65,6 +75,14 @@ IMPURE_NAMES = frozenset({
 # numbers at every call
 SEEDED_BY_ENTROPY = frozenset({"default_rng", "RandomState", "SeedSequence", "PCG64", "PCG64DXSM", "MT19937", "Philox",
                                "SFC64", "Random"})
+# the names of their seed parameter (Random's x, Random.seed's a), and the method that seeds a
+# generator again (`r.seed()`, `r.seed(None)`: from entropy too); Generator wraps a bit generator
+_SEED_KEYWORDS = ("seed", "x", "entropy", "a", "bit_generator")
+_SEEDS = SEEDED_BY_ENTROPY | {"seed", "Generator"}
+_NONE_SEED = ("none",)      # a seed argument that is the constant None
+_NO_SEED = ("no seed",)     # a call with no seed argument
+# what a seed written as a constant expression is made of
+_CONSTANT_OPS = frozenset({"LOAD_CONST", "BUILD_LIST", "BUILD_TUPLE", "LIST_EXTEND", "BINARY_OP", "UNARY_NEGATIVE"})
 # names of what writes a warning or a log record (warnings.warn, a logger's info(...)): once
 # per trace, not once per call, were it traced; `_writes_out` tells whether the object is one
 OUTPUT_NAMES = frozenset({"warn", "warn_explicit", "debug", "info", "warning", "error", "exception", "critical",
@@ -83,6 +101,25 @@ def _writes_out(v):
         return getattr(v, "__name__", "") in OUTPUT_NAMES
     return getattr(v, "__module__", None) == "logging" and isinstance(v, types.FunctionType) and \
         v.__name__ in OUTPUT_NAMES
+
+
+def _iterator(v):
+    """Whether v is an iterator (a generator, iter(list), an itertools object, a file): its own
+    __next__ changes it."""
+    if isinstance(v, (type, types.ModuleType, Tensor, Module, _Items)):
+        return False
+    try:
+        return inspect.getattr_static(type(v), "__next__", None) is not None
+    except Exception:
+        return False
+
+
+def _safely_impure(v):
+    """_impure(v), False where asking v raises (a metaclass's __getattr__ of the user's)."""
+    try:
+        return _impure(v)
+    except Exception:
+        return False
 
 
 def _impure(v):
@@ -130,6 +167,7 @@ _CALLS = {"CALL": 2, "CALL_METHOD": 2, "CALL_FUNCTION": 1, "CALL_FUNCTION_KW": 2
 _UNKNOWN = ("?",)           # an outside object whose path is not known
 _ITEM = ("[]",)             # path step: an item of (subscript, iteration, unpacking)
 _MAX_CODES = 400            # code objects read per compiled function at most
+_MAX_ITEMS = 64             # items of a container whose special methods are read at most
 
 
 class Effect:
@@ -222,9 +260,13 @@ class _Scan:
         self.code = code
         self.effects = {}       # instruction index -> (kind, lineno, name, path)
         self.refs = set()       # paths of globals, closure variables and attributes it loads
+        self.ref_lines = {}     # path -> the first line that loads it
         self.calls = {}         # instruction index -> (paths of the callable, paths of the positional arguments)
         self.bare = set()       # instruction indexes of calls with no argument at all
-        self._kw = 0            # keyword names of the next call (3.11's KW_NAMES)
+        self.seeds = {}         # instruction index -> (name called, its seed's path) of calls of the _SEEDS names
+        self._no_seeds = _SEEDS.isdisjoint(code.co_names) and _SEEDS.isdisjoint(code.co_varnames) and \
+            _SEEDS.isdisjoint(code.co_freevars)
+        self._kw = ()           # keyword names of the next call (3.11's KW_NAMES)
         self.nested = [c for c in code.co_consts if isinstance(c, types.CodeType)]
         self._run()
 
@@ -290,6 +332,39 @@ class _Scan:
                 return
             work.append((rest[0], ()))
 
+    def _seed(self, instrs, i, n, positional, st):
+        """At call i (n arguments): where it calls a name of _SEEDS (default_rng, Random, a
+        generator's seed method, ...), note its seed argument: the first positional one or a
+        seed keyword, as its path, _NONE_SEED for the constant None or _NO_SEED for none."""
+        if self._no_seeds:
+            return
+        spans = _arg_spans(instrs, i, n)
+        if spans is None:
+            return
+        callee = instrs[spans[0][0] - 1] if spans else _before_call(instrs, i)
+        if callee is None or callee.argval not in _SEEDS or \
+                callee.opname not in ("LOAD_METHOD", "LOAD_ATTR", "LOAD_GLOBAL", "LOAD_NAME", "LOAD_FAST",
+                                      "LOAD_DEREF"):
+            return
+        at = 0 if positional else next((positional + k for k, name in enumerate(self._kw)
+                                        if name in _SEED_KEYWORDS), None)
+        if at is None:
+            path = _NO_SEED
+        else:
+            start, end = spans[at]
+            ins = instrs[start]
+            if start == end and ins.opname == "LOAD_CONST" and ins.argval is None:
+                path = _NONE_SEED
+            elif all(x.opname in _CONSTANT_OPS and (x.opname != "LOAD_CONST" or x.argval is not None)
+                     for x in instrs[start:end + 1]):
+                return          # a seed written in the code (7, [1, 2], 2 ** 10): the same numbers at every call
+            else:
+                path = st[len(st) - n + at]
+        old = self.seeds.get(i)
+        if old is not None and old[1] != path:
+            path = _join(old[1], path) if _NONE_SEED not in (old[1], path) else _NONE_SEED
+        self.seeds[i] = (callee.argval, path)
+
     def _effect(self, i, kind, name, path):
         old = self.effects.get(i)
         if old is not None:
@@ -326,6 +401,7 @@ class _Scan:
             if name in code.co_freevars:
                 st.append(("deref", name))
                 self.refs.add(("deref", name))
+                self.ref_lines.setdefault(("deref", name), self.lines[i])
             else:
                 st.append(self.locals.get(name, _OWN))
         elif op in ("LOAD_GLOBAL", "LOAD_NAME"):
@@ -334,6 +410,7 @@ class _Scan:
             name = ins.argval
             st.append(("global", name))
             self.refs.add(("global", name))
+            self.ref_lines.setdefault(("global", name), self.lines[i])
             if name in IO_CALLS:
                 self._effect(i, "io", name, ("global", name))
             elif name in IMPURE_NAMES:
@@ -346,6 +423,7 @@ class _Scan:
             val = _derive(obj, (name,))
             if obj != _OWN and obj[0] != "?":
                 self.refs.add(val)
+                self.ref_lines.setdefault(val, self.lines[i])
             if name in _VIEWS and obj != _OWN:
                 val = _derive(obj, _ITEM) + _VIEW       # its call's result: items of obj
             if name in MUTATING and obj != _OWN:
@@ -397,6 +475,8 @@ class _Scan:
         elif op in ("BINARY_SUBSCR", "BINARY_SLICE"):
             k = 2 if op == "BINARY_SUBSCR" else 3
             container = peek(k)
+            if op == "BINARY_SUBSCR" and container != _OWN and container[0] != "?":
+                self._effect(i, "subscript", None, container)
             pop(k)
             st.append(_derive(container, _ITEM))
         elif op == "GET_ITER":
@@ -415,14 +495,18 @@ class _Scan:
         elif op == "PRECALL":
             pass                        # 3.11: CALL pops the callable and the arguments
         elif op == "KW_NAMES":
-            self._kw = len(ins.argval) if isinstance(ins.argval, tuple) else 0
+            # (3.11's dis does not resolve the names: they are the constant at its argument)
+            names = ins.argval if isinstance(ins.argval, tuple) else self.code.co_consts[arg] \
+                if arg is not None and arg < len(self.code.co_consts) else ()
+            self._kw = names if isinstance(names, tuple) else ()
         elif op in _CALLS:
             n = _CALLS[op] + arg
             called = st[len(st) - n:len(st) - arg] if len(st) >= n else []
             if op == "CALL" and len(st) >= n:
                 # who is called with what (positional arguments only): a helper's writes into
                 # an argument are judged by the object the caller passes
-                positional = arg - self._kw
+                positional = arg - len(self._kw)
+                self._seed(instrs, i, arg, positional, st)
                 old = self.calls.get(i)
                 paths = tuple(st[len(st) - arg:len(st) - arg + positional])
                 if old is not None and len(old[1]) == len(paths):
@@ -430,14 +514,22 @@ class _Scan:
                 self.calls[i] = (tuple(c for c in called if c != _OWN and c[0] != "?"), paths)
                 if arg == 0:
                     self.bare.add(i)
-            self._kw = 0
+            if "out" in self._kw and len(st) >= n:
+                # out=: the call writes into that array (np.add(a, 1, out=a) of an outside a)
+                out = st[len(st) - len(self._kw) + self._kw.index("out")]
+                if out != _OWN:
+                    self._effect(i, "item", None, out)
+            result = _OWN
+            if ("global", "vars") in called and arg == 1 and len(st) >= n:
+                result = _derive(st[-1], ("__dict__",))        # vars(obj) is obj.__dict__
+            self._kw = ()
             if ("global", "next") in called and arg >= 1 and len(st) >= n:
                 it = st[len(st) - arg]          # next(it) on an iterator from outside: advances it
                 if it != _OWN and it[0] != "?":
                     self._effect(i, "next", "next", it)
             pop(n)
             views = [c for c in called if c != _OWN and c[-1:] == _VIEW]
-            st.append(views[0][:-1] if views else _OWN)
+            st.append(views[0][:-1] if views else result)
         elif op == "COPY":
             st.append(peek(arg))
         elif op == "SWAP":
@@ -479,6 +571,42 @@ class _Scan:
 
 
 _SCANS = {}
+
+
+def _before_call(instrs, i):
+    """The instruction before call i's PRECALL and KW_NAMES (its last argument's, or the callable's)."""
+    j = i - 1
+    while j >= 0 and instrs[j].opname in ("PRECALL", "KW_NAMES", "CACHE"):
+        j -= 1
+    return instrs[j] if j >= 0 else None
+
+
+def _arg_spans(instrs, i, n):
+    """The (first, last) instruction indexes of each of call i's n arguments, found backwards by
+    their stack effects; None where one holds a jump (a conditional expression)."""
+    j = i - 1
+    while j >= 0 and instrs[j].opname in ("PRECALL", "KW_NAMES", "CACHE"):
+        j -= 1
+    spans = []
+    for _ in range(n):
+        end, total = j, 0
+        while j >= 0:
+            ins = instrs[j]
+            if ins.opcode in _JUMPS or ins.opname in _ENDS:
+                return None
+            try:
+                total += dis.stack_effect(ins.opcode, ins.arg) if ins.opcode >= dis.HAVE_ARGUMENT else \
+                    dis.stack_effect(ins.opcode)
+            except ValueError:
+                return None
+            if total >= 1:
+                break
+            j -= 1
+        if j < 0 or total != 1:
+            return None
+        spans.append((j, end))
+        j -= 1
+    return spans[::-1]
 
 
 def _scan(code):
@@ -549,6 +677,8 @@ def _attr(obj, name):
         if isinstance(obj, type) or (d is not None and d.get(name) is v):
             return v
         return types.MethodType(v, obj)
+    if isinstance(obj, type) and isinstance(v, (types.WrapperDescriptorType, types.MethodDescriptorType)):
+        return v                # a builtin class's method read off the class (object.__setattr__): itself
     if hasattr(type(v), "__get__") and not isinstance(v, (types.BuiltinFunctionType, type)):
         return _MISSING         # a property or another descriptor: its value needs the user's code
     return v
@@ -627,6 +757,10 @@ class _Finder:
             if v is None or not test(v):
                 return None
             return text.format(f"{where}{'.' + name if name else ''}")
+        if kind == "subscript":
+            if isinstance(obj, collections.defaultdict) and obj.default_factory is not None:
+                return f"reads an item of `{where}`, a defaultdict the call does not own (a missing key is inserted)"
+            return None
         if kind == "attr":
             return f"sets `{where}.{name}` on {_kind_text(obj)} the call does not own"
         if isinstance(obj, (types.ModuleType, type)) or _tensor_like(obj):
@@ -669,6 +803,18 @@ class _Finder:
                 self.found.append(Effect(code.co_filename, line, what))
         for path in sorted(scan.refs, key=repr):
             obj = self.resolve(path, ctx)
+            if obj is not _MISSING and obj is not _OWNED and not isinstance(obj, _Items) and \
+                    path in scan.ref_lines and _safely_impure(obj):
+                # read under a name of the user's (`from os import environ as ENV`, `from time import
+                # perf_counter as clock`), which the names the scan knows do not spell
+                self._found(code.co_filename, scan.ref_lines[path],
+                            _BY_VALUE["impure"][1].format(_path_text(path)))
+            elif obj is not _MISSING and obj is not _OWNED and path in scan.ref_lines and _iterator(obj):
+                # an iterator or generator from outside: whatever consumes it (a for loop, zip,
+                # islice, reduce, unpacking) takes items that the next call no longer sees
+                self._found(code.co_filename, scan.ref_lines[path],
+                            f"uses `{_path_text(path)}`, an iterator the call does not own (the items a call "
+                            f"takes from it are gone at the next call)")
             if obj is not _MISSING and obj is not _OWNED and self.follow(obj) and from_call and path[0] == "arg":
                 self.used_args = True           # code reached through an argument (a model passed in)
             if len(path) > 2 and path[-1] != "[]":
@@ -682,13 +828,21 @@ class _Finder:
                 self.mutator(callees, args, ctx, code.co_filename, scan.lines[i])
             elif i in scan.bare and callees:
                 self.entropy(callees, ctx, code.co_filename, scan.lines[i])
+        for i, (name, seed) in scan.seeds.items():
+            self.seeded(name, seed, scan.calls.get(i, ((), ()))[0], ctx, from_call, code.co_filename,
+                        scan.lines[i])
 
     def getter(self, owner, name):
         """Read the user's property getter that owner.name runs (a getter that counts its calls
         or appends to a list has its effect at every eager read)."""
         if owner is _MISSING or owner is _OWNED or isinstance(owner, (types.ModuleType, _Items)):
             return
-        prop = inspect.getattr_static(type(owner), name, None)
+        prop = inspect.getattr_static(type(owner) if not isinstance(owner, type) else owner, name, None)
+        get = inspect.getattr_static(type(prop), "__get__", None)
+        if isinstance(get, types.FunctionType) and not is_library(get.__code__.co_filename) and \
+                get.__code__.co_argcount:
+            # a user's descriptor on the class: its __get__ runs at every read
+            self.function(get, {get.__code__.co_varnames[0]: prop})
         fget = prop.fget if isinstance(prop, property) else None
         if isinstance(fget, types.FunctionType) and not is_library(fget.__code__.co_filename) and \
                 fget.__code__.co_argcount:
@@ -708,12 +862,54 @@ class _Finder:
                     self.where.add((filename, line, what))
                     self.found.append(Effect(filename, line, what))
 
+    def seeded(self, name, seed, callees, ctx, from_call, filename, line):
+        """A generator made (or seeded again) with a seed that is None, or none the reader can
+        tell from None (a value the function computes): seeded from entropy at every call; and
+        one made over a generator from outside the call, which its draws advance."""
+        fns = [self.resolve(p, ctx) for p in callees]
+        known = [fn for fn in fns if getattr(fn, "__name__", "") in _SEEDS and
+                 ((getattr(fn, "__module__", None) or "") == "random" or
+                  (getattr(fn, "__module__", None) or "").startswith("numpy.random"))]
+        if not known and not (name == "seed" and not callees):
+            return          # another function of that name (a method `r.seed()` of an object the call made is one)
+        if seed == _NO_SEED:
+            if name == "Generator":
+                return      # Generator() without its bit generator raises
+            what = "with no seed"
+        elif seed == _NONE_SEED:
+            what = "with the seed None"
+        else:
+            v = self.resolve(seed, ctx)
+            if seed != _OWN and seed[0] == "arg" and from_call or seed != _OWN and seed[0] == "global":
+                self.used_args = True        # judged by this call's value: judged again at the next compile
+            if v is None:
+                what = f"with the seed `{_path_text(seed)}`, None now"
+            elif v is _OWNED or v is _MISSING:
+                what = "with a seed the function computes (None seeds it from the operating system's entropy; " \
+                       "pass the seed in as an argument)"
+            elif type(v).__module__.startswith("numpy.random") and not isinstance(v, type) and \
+                    hasattr(v, "bit_generator") or type(v).__name__ in ("PCG64", "PCG64DXSM", "MT19937", "Philox",
+                                                                         "SFC64", "Random", "RandomState"):
+                what = (f"with `{_path_text(seed)}`, a generator the call does not own, which the draws advance at "
+                        f"every call")
+                self._found(filename, line, f"calls `{name}(...)` {what}")
+                return
+            else:
+                return
+        self._found(filename, line, f"calls `{name}(...)` {what}, which makes another generator at every call "
+                                    f"(seeded from the operating system's entropy)")
+
+    def _found(self, filename, line, what):
+        if (filename, line, what) not in self.where:
+            self.where.add((filename, line, what))
+            self.found.append(Effect(filename, line, what))
+
     def mutator(self, callees, args, ctx, filename, line):
         """operator.setitem(d, k, v), operator.iadd(lst, more) and their kind: a write into their
         first argument, as `d[k] = v` is."""
         for path in callees:
             fn = self.resolve(path, ctx)
-            if not any(fn is w for w in _WRITES_FIRST):
+            if not any(fn is w for w in _WRITES_FIRST) and not _unbound_mutator(fn):
                 continue
             what = self.judge("item", None, args[0], ctx)
             if what is not None and (filename, line, what) not in self.where:
@@ -725,6 +921,12 @@ class _Finder:
         writes into a dict it is given writes into the caller's dict)."""
         for path in callees:
             fn = self.resolve(path, ctx)
+            if isinstance(fn, _Items):
+                # an item of a container called (`table["make"]()`): what calling each item runs
+                for v in fn.values[:_MAX_ITEMS]:
+                    if isinstance(v, (type, types.FunctionType, types.MethodType, functools.partial)):
+                        self.follow(v)
+                continue
             self_obj = None
             if isinstance(fn, types.MethodType):
                 fn, self_obj = fn.__func__, fn.__self__
@@ -793,18 +995,56 @@ class _Finder:
                                                        "<builtin>"):
             # a class of the user's: making one runs its __init__ (a registry it appends to, a
             # counter of instances), with the new object its own
-            for name in ("__new__", "__init__", "__post_init__"):
+            # (and its __del__, which runs when the new object dies, at every call)
+            for name in ("__new__", "__init__", "__post_init__", "__del__"):
                 fn = _user_function(inspect.getattr_static(obj, name, None))
                 if fn is not None and fn.__code__.co_argcount:
                     self.function(fn, {fn.__code__.co_varnames[0]: _OWNED})
         elif not isinstance(obj, type):
             call = inspect.getattr_static(type(obj), "__call__", None)
+            special = self.special_methods(obj)
             if not isinstance(call, types.FunctionType):
-                return False
+                return special
             self.function(call, _bind(call, obj, args, kwargs))
         else:
             return False
         return True
+
+    def special_methods(self, obj):
+        """Read the special methods Python calls on an object of a user's class without the
+        code naming them (`with obj`, `len(obj)`, `copy.copy(obj)`, `hash`, `repr`, an f-string,
+        `sorted` of such objects, iteration): each is the user's code, run at every eager call.
+        -> whether there were any."""
+        tp = type(obj)
+        if ("special", id(tp), id(obj)) in self.seen or isinstance(obj, (Module, Tensor, _Items)):
+            return False
+        self.seen.add(("special", id(tp), id(obj)))
+        found = False
+        if tp in (list, tuple, dict, set, frozenset, collections.deque):
+            # the objects in an outside container (`sorted(items)` calls their __lt__)
+            for v in list(obj.values() if tp is dict else obj)[:_MAX_ITEMS]:
+                if not isinstance(v, (type, types.FunctionType, types.ModuleType, Module, Tensor, str, bytes, int,
+                                      float, complex, bool, type(None))):
+                    found = self.special_methods(v) or found
+            return found
+        for klass in tp.__mro__:
+            if is_library(getattr(sys.modules.get(klass.__module__), "__file__", None) or "<builtin>"):
+                continue
+            for name, attr in list(vars(klass).items()):
+                if name in _MAKING_METHODS:
+                    # `type(obj)(...)`, `self.__class__(...)` (a clone method) make another one
+                    fn = _user_function(attr)
+                    if fn is not None and fn.__code__.co_argcount:
+                        found = True
+                        self.function(fn, {fn.__code__.co_varnames[0]: _OWNED})
+                    continue
+                if not (name.startswith("__") and name.endswith("__")) or name in _NOT_CALLED_ON_OBJECTS:
+                    continue
+                fn = _user_function(attr)
+                if fn is not None and fn.__code__.co_argcount:
+                    found = True
+                    self.function(fn, {fn.__code__.co_varnames[0]: obj if not isinstance(attr, classmethod) else tp})
+        return found
 
     def module(self, m, args=None, kwargs=None):
         """Read m's forward (bound to m, with the call's arguments where m is the one
@@ -830,7 +1070,29 @@ class _Finder:
 # functions that write into their first argument, as a subscript or an augmented assignment does
 _WRITES_FIRST = tuple(getattr(operator, n) for n in (
     "setitem", "delitem", "iadd", "iand", "iconcat", "ifloordiv", "ilshift", "imod", "imul", "imatmul", "ior",
-    "ipow", "irshift", "isub", "itruediv", "ixor", "__setitem__", "__delitem__", "__iadd__", "__iconcat__"))
+    "ipow", "irshift", "isub", "itruediv", "ixor", "__setitem__", "__delitem__", "__iadd__", "__iconcat__")) + \
+    (heapq.heappush, heapq.heappop, heapq.heapify, heapq.heapreplace, heapq.heappushpop, bisect.insort,
+     bisect.insort_left, bisect.insort_right, object.__setattr__, object.__delattr__, np.copyto, np.put, np.place,
+     np.putmask, np.fill_diagonal)
+
+
+# special methods Python does not call on an object already made (or only where the code names
+# them, a call's own site reads: __call__), and those that make objects (a class reached is read so)
+_NOT_CALLED_ON_OBJECTS = frozenset({"__init__", "__new__", "__post_init__", "__del__", "__init_subclass__",
+                                    "__set_name__", "__subclasshook__", "__class_getitem__", "__call__",
+                                    "__setattr__", "__delattr__", "__setitem__", "__delitem__", "__set__",
+                                    "__delete__"})
+
+
+_MAKING_METHODS = ("__new__", "__init__", "__post_init__", "__del__")
+_MUTABLE_BUILTINS = (list, dict, set, bytearray, collections.deque, collections.OrderedDict, collections.defaultdict)
+
+
+def _unbound_mutator(fn):
+    """A mutable builtin's method read off its class (`list.append(log, v)`, `dict.update(d, ...)`):
+    a write into its first argument."""
+    return isinstance(fn, (types.MethodDescriptorType, types.WrapperDescriptorType)) and \
+        getattr(fn, "__objclass__", None) in _MUTABLE_BUILTINS and getattr(fn, "__name__", "") in MUTATING
 
 
 def _user_function(fn):

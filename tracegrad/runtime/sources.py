@@ -33,13 +33,17 @@ Reaching further than the trace did (a name read only on a branch not taken) onl
 recompile; reaching less would return a stale result, so where in doubt this guards more.
 Tensors whose *values* the trace read in Python (`.item()`, `bool()`, `.tolist()`, their
 text) are guarded by their version counter as well; those whose strides (`stride()`,
-`is_contiguous()`) or autograd flags (`retains_grad`, `is_inference()`) it read, by those; and
-the settings of the process it read (`is_anomaly_enabled()`, the print options), by their
-values (tensor.read_setting).
+`is_contiguous()`) or autograd flags (`retains_grad`, `is_inference()`) it read, by those; those
+whose history (`grad_fn`, `is_leaf`, `output_nr`), version counter or address (`data_ptr()`) the
+user's code read, by those (tensor._read_history); and the settings of the process it read
+(`is_anomaly_enabled()`, the print options), by their values (tensor.read_setting). A user
+object, class or module is guarded on its number of attributes too (a name the trace found
+absent, set later), and the globals a function loads that nothing defines on their absence.
 """
 import array
 import collections
 import contextvars
+import dis
 import enum
 import functools
 import hashlib
@@ -353,6 +357,51 @@ def _names_in_strings(code):
     return out
 
 
+_STRING_MAKERS = frozenset({"str", "chr", "format", "join", "format_map", "replace", "lower", "upper", "strip",
+                            "lstrip", "rstrip", "removeprefix", "removesuffix", "zfill", "capitalize", "title"})
+_BUILT = {}         # code object -> whether it builds strings (_builds_strings)
+_BUILDS = ("<the code builds strings>",)     # in _Walk.strings where it does
+
+
+def _builds_strings(code):
+    """Whether code may build a string at run time: an f-string, a str method or str() called,
+    or a string constant added to (or %-formatted with) something."""
+    b = _BUILT.get(code)
+    if b is None:
+        has_str = any(type(k) is str for k in code.co_consts)
+        b = bool(_STRING_MAKERS.intersection(code.co_names))
+        if not b:
+            for ins in dis.get_instructions(code):
+                if ins.opname in ("FORMAT_VALUE", "BUILD_STRING") or \
+                        has_str and ins.opname == "BINARY_OP" and ins.arg in (0, 6, 13, 19):   # + % += %=
+                    b = True
+                    break
+        if len(_BUILT) > 4096:
+            _BUILT.clear()
+        _BUILT[code] = b
+    return b
+
+
+_LOADS = {}         # code object -> the names its LOAD_GLOBAL and LOAD_NAME read
+
+
+def _global_loads(code):
+    names = _LOADS.get(code)
+    if names is None:
+        names = frozenset(ins.argval for ins in dis.get_instructions(code)
+                          if ins.opname in ("LOAD_GLOBAL", "LOAD_NAME") and type(ins.argval) is str)
+        if len(_LOADS) > 4096:
+            _LOADS.clear()
+        _LOADS[code] = names
+    return names
+
+
+def _in_builtins(g, name):
+    b = g.get("__builtins__")
+    b = vars(b) if isinstance(b, types.ModuleType) else b
+    return type(b) is dict and name in b
+
+
 def _code_objects(code):
     yield code
     for c in code.co_consts:
@@ -418,6 +467,8 @@ class _Walk:
         for c in _code_objects(code):
             names.update(c.co_names)
             self.strings.update(k for k in c.co_consts if type(k) is str and k.isidentifier())
+            if _BUILDS not in self.strings and _builds_strings(c):
+                self.strings.add(_BUILDS)       # (kept with the strings: the walk is repeated while they grow)
         g = f.__globals__
         if names & _EVAL and not all(n in g for n in names & _EVAL):
             # eval/exec of a string: the names it reads are in no code object; those of its
@@ -430,6 +481,13 @@ class _Walk:
                 self.root(g[name], lambda env, g=g, name=name: g[name], f"global '{name}' (read by {label})",
                           lambda code, g=g, name=name: f"{code.const(g)}[{code.const(name)}]")
         self.builtins(g, label)
+        # globals the code reads that neither its globals nor the builtins hold (a NameError
+        # caught, a name defined later): that they stay undefined
+        absent = sorted(n for c in _code_objects(code) for n in _global_loads(c) if n not in g and
+                        not _in_builtins(g, n))
+        if absent and ("absent", id(g), tuple(absent)) not in self.seen:
+            self.seen.add(("absent", id(g), tuple(absent)))
+            self.attrs(g, g, absent, f"the globals of {label} (names it reads that are not defined)", 0, descend=())
         # modules the code imports itself (`import cfg` inside the function): read from
         # sys.modules at every call, as the import statement does
         for name in sorted(names):
@@ -545,7 +603,8 @@ class _Walk:
         elif isinstance(v, types.ModuleType):
             names = sorted(n for n in self.names if n in vars(v))
             if not _is_library_module(v):
-                self.attrs(v, vars(v), names, what, depth)
+                # (and as many globals: a name the code reads that the module lacked at the trace)
+                self.attrs(v, vars(v), names, what, depth, count=True)
                 self.user_module(v, what, depth)
             else:
                 # a library's module: what the code reads from it by identity (`F.relu` patched
@@ -561,7 +620,7 @@ class _Walk:
             if not _is_library_type(v):
                 # every name the code reads from it (`N.h(x)` with `N.h` replaced, `N.cfg["a"]`)
                 d = vars(v)
-                self.attrs(v, d, sorted(n for n in self.names if n in d), what, depth)
+                self.attrs(v, d, sorted(n for n in self.names if n in d), what, depth, count=True)
                 # and those it inherits (`Sub.k`, `cls.k` in a classmethod called on Sub): the
                 # base's value, and that no class before it in the MRO defines the name since
                 self.klass(v, what, made=True)
@@ -600,10 +659,26 @@ class _Walk:
         elif isinstance(v, weakref.ref):
             # what it refers to now, and that object's state
             x = v()
-            tok = self.token(x)
-            self.add(read, lambda r, tok=tok: self_token(r()) == tok, f"the object {what} refers to")
-            if x is not None:
-                self.inside(x, f"{what}()", depth + 1)
+            if x is None or isinstance(x, (Tensor, type, types.FunctionType, types.ModuleType) + _OWN_STATE) or \
+                    type(getattr(x, "__dict__", None)) is not dict and not isinstance(x, (dict, list, tuple)):
+                tok = self.token(x)
+                self.add(read, lambda r, tok=tok: self_token(r()) == tok, f"the object {what} refers to")
+                if x is not None:
+                    self.inside(x, f"{what}()", depth + 1)
+            else:
+                # a plain object or container held weakly: the guards must not keep it alive (the
+                # user's code would see it die, a program holding it would not), so its state is
+                # compared by one token read through the reference at every call (a reference
+                # refers to that one object or to none), the objects inside it held
+                tok = deep_token(x, [_DEEP_BUDGET])
+                self.keep.extend(_held(x, [_DEEP_BUDGET], set()))
+                self.add(read, lambda r, tok=tok: _weak_token(r) == tok, f"the object {what} refers to")
+                for y in _deep_objects(x, [_DEEP_BUDGET], set()):
+                    if isinstance(y, type):
+                        self.methods_of(y)
+                        self.klass(y, what)
+                    else:
+                        self.inside(y, f"an object inside {what}()", 0)
         elif isinstance(v, _DICT_VIEWS):
             # a view of a dict changed elsewhere: its items now
             items = [y for x in v for y in (x if isinstance(x, tuple) and type(v) is _DICT_VIEWS[2] else (x,))]
@@ -655,9 +730,14 @@ class _Walk:
         names it answers (a global defined later hides it)."""
         d = vars(v)
         if self.names & _DYNAMIC:
-            names = sorted(n for n in d if n in self.strings and n not in self.names)
+            # where the code builds strings at run time (`"w" + str(i)`, f"w{i}", "".join), the
+            # name it computes may be any: every global of the module but its own (__name__, ...)
+            built = _BUILDS in self.strings
+            names = sorted(n for n in d if (n in self.strings or built and not n.startswith("__")) and
+                           n not in self.names)
             if names:
-                self.attrs(v, d, names, f"the globals of {what} named by strings of the code", depth)
+                self.attrs(v, d, names, f"the globals of {what} named by strings of the code" if not built
+                           else f"the globals of {what} (the code builds names at run time)", depth)
         answer = d.get("__getattr__")
         if isinstance(answer, types.FunctionType):
             absent = sorted(n for n in self.names if n not in d)
@@ -706,16 +786,18 @@ class _Walk:
     def seq_token(self, items):
         return tuple(self.token(x) for x in items)
 
-    def attrs(self, v, d, names, what, depth, descend=object, cls=None):
+    def attrs(self, v, d, names, what, depth, descend=object, cls=None, count=False):
         """Guard the attributes `names` of v (read from its __dict__ `d`), then what they hold
         (those of type `descend`); with `cls`, that v is still of that class (`o.__class__ = B`
-        runs B's methods)."""
+        runs B's methods); with `count`, that it has as many attributes (one set later, which
+        the trace found absent: `hasattr(o, "k")`, `try: o.k except AttributeError`)."""
         names = tuple(names)
         tok = tuple(self.token(d[n]) if n in d else _ABSENT for n in names)
         present = {n: d[n] for n in names if n in d}
         # an object's (or a function's) __dict__ may be replaced whole (`o.__dict__ = {...}`): the
         # tests read the dict the trace read, so v must still have it
         own = d is not v and type(d) is dict and not isinstance(v, (type, types.ModuleType))
+        n0 = len(d) if count else None
 
         def emit(code):
             if cls is not None:
@@ -723,13 +805,16 @@ class _Walk:
             if own:
                 code.need(f"{code.const(v)}.__dict__ is {code.const(d)}")
             dd = code.const(d)
+            if count:
+                code.need(f"len({dd}) == {n0}")
             for n in names:
                 if n in present:       # a missing name raises: the one-by-one guard finds it absent
                     code.token_is(code.let(f"{dd}[{code.const(n)}]"), present[n])
                 else:
                     code.need(f"{code.const(n)} not in {dd}")
         self.add(_const(d), lambda dd, names=names, tok=tok, v=v: (cls is None or type(v) is cls) and
-                 (not own or v.__dict__ is dd) and tuple(token_of(dd, n) for n in names) == tok,
+                 (not own or v.__dict__ is dd) and (n0 is None or len(dd) == n0) and
+                 tuple(token_of(dd, n) for n in names) == tok,
                  f"the attributes {', '.join(names)} of {what}" if names else what, emit)
         for n in names:
             if n in d and isinstance(d[n], descend):
@@ -799,7 +884,7 @@ class _Walk:
             names = sorted(set(d) | self.class_names(tp))
         else:
             names = sorted(n for n in set(d) | self.class_names(tp) if n in self.names)
-        self.attrs(v, d, names, what, depth, cls=tp)
+        self.attrs(v, d, names, what, depth, cls=tp, count=not lib)
         self.klass(tp, what)
 
     def class_names(self, tp, made=False):
@@ -816,8 +901,6 @@ class _Walk:
         class of its MRO (a name a subclass defines later hides its base's); with `made`, those
         that make an instance too (the class itself is read)."""
         names = tuple(sorted(self.class_names(tp, made)))
-        if not names:
-            return
         for klass in tp.__mro__:
             if _is_library_type(klass) or ("class", id(klass), made) in self.seen:
                 continue
@@ -825,9 +908,14 @@ class _Walk:
             d = vars(klass)
             self.keep.append(klass)
             tok = tuple(self.token(d[n]) if n in d else _ABSENT for n in names)
-            self.add(_const(klass), lambda k, names=names, tok=tok: tuple(token_of(vars(k), n) for n in names) == tok,
-                     f"the class attributes {', '.join(names)} of {klass.__qualname__} (read through {what})",
-                     lambda code, klass=klass, names=names: _emit_class(code, klass, names))
+            # and as many attributes: one the code reads that no class defined at the trace, set
+            # since (`getattr(o, "k", 1.0)`, `hasattr(C, "k")`), answers instead
+            n0 = len(d)
+            self.add(_const(klass), lambda k, names=names, tok=tok, n0=n0: len(vars(k)) == n0 and
+                     tuple(token_of(vars(k), n) for n in names) == tok,
+                     f"the class attributes {', '.join(names) or '(their number)'} of {klass.__qualname__} "
+                     f"(read through {what})",
+                     lambda code, klass=klass, names=names, n0=n0: _emit_class(code, klass, names, n0))
             for n in names:
                 x = d.get(n)
                 if x is not None and not isinstance(x, (type, types.FunctionType, staticmethod, classmethod, property)):
@@ -914,11 +1002,12 @@ def _emit_items(code, c, keys, pos, items):
         code.token_is(x, v)
 
 
-def _emit_class(code, klass, names):
-    """The tests of _Walk.klass's guard: each name of klass's own __dict__ keeps its token, or
-    stays absent."""
+def _emit_class(code, klass, names, n0):
+    """The tests of _Walk.klass's guard: klass's own __dict__ keeps its size n0, and each name
+    its token, or stays absent."""
     d = vars(klass)
     dd = code.let(f"{code.const(klass)}.__dict__")
+    code.need(f"len({dd}) == {n0}")
     for n in names:
         if n in d:
             code.token_is(code.let(f"{dd}[{code.const(n)}]"), d[n])
@@ -998,6 +1087,35 @@ def deep_token(v, budget):
     if type(d) is dict and not isinstance(v, (type, types.ModuleType, types.FunctionType, Module)):
         return (id(v), t, tuple((k, deep_token(x, budget)) for k, x in d.items()))
     return id(v)
+
+
+def _weak_token(r):
+    x = r()
+    return None if x is None else deep_token(x, [_DEEP_BUDGET])
+
+
+def _held(v, budget, seen, root=True):
+    """The objects inside v that deep_token names by identity (not v itself): a guard holds
+    them, so that no other object takes their ids."""
+    budget[0] -= 1
+    if budget[0] < 0 or isinstance(v, _SCALARS) or id(v) in seen:
+        return
+    seen.add(id(v))
+    if not root:
+        yield v
+    if isinstance(v, Tensor):
+        return
+    if isinstance(v, dict):
+        items = v.values()
+    elif isinstance(v, (list, tuple, collections.deque, set, frozenset)):
+        items = v
+    else:
+        d = getattr(v, "__dict__", None)
+        if type(d) is not dict or isinstance(v, (type, types.ModuleType, types.FunctionType, Module)):
+            return
+        items = d.values()
+    for x in list(items):
+        yield from _held(x, budget, seen, False)
 
 
 # what deep_token takes by identity but holds state of its own
@@ -1123,6 +1241,28 @@ def _strides(t):
     return (d.__class__, d.strides if d.__class__ is np.ndarray else getattr(d, "strides", None))
 
 
+def _history(t):
+    """A tensor's grad_fn node (by identity: build_guards holds it, so its id is not reused) and
+    output slot; a view's grad_fn is made again once its base is written in place: its
+    version too."""
+    return (id(t._grad_fn), t._output_nr, t._vc[0] if t._view is not None else None)
+
+
+def _version(t):
+    return (t._inference, None if t._inference else t._vc[0])
+
+
+def _memory(t):
+    """A tensor's array (by identity: a numpy array keeps its address for its life, and
+    build_guards holds it)."""
+    return (id(t._data),)
+
+
+# what tensor._read_history notes -> (what a guard compares, its name in messages)
+_HISTORY_READS = {"history": (_history, "grad_fn, is_leaf or output_nr"), "version": (_version, "version counter"),
+                  "memory": (_memory, "address (data_ptr(), storage_offset())")}
+
+
 def _arg_objects(a, what):
     """The objects of an argument that its key holds by identity alone (guards.flatten's
     constants other than scalars: a config object, a module), also inside the lists, tuples
@@ -1209,6 +1349,18 @@ def build_guards(fn, module, args, kwargs, used=(), value_reads=None, exempt=fro
             w.add(_const(t), lambda x, s0=s0: _strides(x) == s0,
                   f"the strides of a tensor read while tracing ({tuple(t.shape)}, strides {t._data.strides})",
                   lambda code, t=t, s0=s0: code.need(f"{code.const(_strides)}({code.const(t)}) == {code.const(s0)}"))
+    # tensors whose autograd history (grad_fn, is_leaf, output_nr), version counter or address
+    # (data_ptr()) the user's code read in Python: none of them is in a tensor's token
+    for key, t in value_reads.items():
+        if isinstance(key, tuple) and key[0] in _HISTORY_READS:
+            w.keep.append(t)
+            get, what = _HISTORY_READS[key[0]]
+            h0 = get(t)
+            w.keep.append((t._grad_fn, t._data))
+            w.add(_const(t), lambda x, get=get, h0=h0: get(x) == h0,
+                  f"the {what} of a tensor read while tracing ({tuple(t.shape)})",
+                  lambda code, t=t, get=get, h0=h0: code.need(
+                      f"{code.const(get)}({code.const(t)}) == {code.const(h0)}"))
     _library_guard(w)
     # the concrete tensors the program reads at every call keep the metadata it was built for
     for t in used:
