@@ -215,6 +215,19 @@ def _count_patch(d, name, value):
 
 
 
+class memory_format:
+    """torch.memory_format: the layout clone() and contiguous() give their result, and the one
+    is_contiguous(memory_format=...) asks about."""
+
+    def __init__(self, name):
+        self._name = name
+
+    def __repr__(self):
+        return f"torch.{self._name}"
+
+
+_MemoryFormat = memory_format      # (the name is_contiguous's argument shadows)
+
 # torch's channels-last orders, innermost dimension first (c10's is_channels_last_strides)
 _LAST_ORDERS = {"channels_last": (4, (1, 3, 2, 0)), "channels_last_3d": (5, (1, 4, 3, 2, 0))}
 
@@ -222,8 +235,7 @@ _LAST_ORDERS = {"channels_last": (4, (1, 3, 2, 0)), "channels_last_3d": (5, (1, 
 def _contiguous_as(a, memory_format):
     """Tensor.is_contiguous(memory_format=...): whether array a is dense in that format's order,
     size-1 dimensions aside, as torch answers (a channels-last query was answered as a C one)."""
-    from .ops.functional import memory_format as _format
-    if not isinstance(memory_format, _format):
+    if not isinstance(memory_format, _MemoryFormat):
         raise TypeError(f"is_contiguous(): argument 'memory_format' must be torch.memory_format, not "
                         f"{type(memory_format).__name__}")
     last = _LAST_ORDERS.get(memory_format._name)

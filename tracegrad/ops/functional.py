@@ -11,7 +11,7 @@ import warnings
 import numpy as np
 
 from .. import _dtype as D
-from ..tensor import Tensor, Above, _VALUE_READS
+from ..tensor import Tensor, Above, _VALUE_READS, memory_format
 from ..ir.symbolic import Sym
 from ..grad_mode import STATE
 from ..tracing import apply, rename_grad_fn, keep_saved, TRACING, _ACTIVE
@@ -77,16 +77,6 @@ for _n in ("neg", "abs", "sign", "exp", "exp2", "log", "log2", "log1p", "expm1",
            "tan", "tanh", "sigmoid", "erf", "erfc", "relu", "floor", "ceil", "isnan", "isinf", "isfinite",
            "logical_not"):
     globals()[_n] = _unary(_n)
-
-
-class memory_format:
-    """torch.memory_format: the layout clone() and contiguous() give their result."""
-
-    def __init__(self, name):
-        self._name = name
-
-    def __repr__(self):
-        return f"torch.{self._name}"
 
 
 preserve_format = memory_format("preserve_format")
