@@ -181,3 +181,12 @@ def test_trapezoid_refuses_bools_as_torch():
     for m in (tg, torch):
         with pytest.raises(RuntimeError, match="bool is not supported"):
             m.trapezoid(m.tensor([True, False]))
+
+
+def test_index_add_of_another_dtype_as_torch():
+    for m in (tg, torch):
+        for inplace in (False, True):
+            x, src = m.zeros(3), m.ones(1, dtype=m.float64)
+            with pytest.raises(RuntimeError, match=r"index_add_\(\): self \(Float\) and source \(Double\) must have "
+                                                   r"the same scalar type"):
+                x.index_add_(0, m.tensor([0]), src) if inplace else m.index_add(x, 0, m.tensor([0]), src)

@@ -453,6 +453,9 @@ def index_add(input, dim, index, source, *, alpha=1):
     """input with source's slices added at `index` along dim (repeated indices add up)."""
     if index.dtype is not D.int64 and index.dtype is not D.int32:
         raise RuntimeError(f"index_add_(): Expected dtype int32/int64 for index but got: {D.SCALAR_NAME[index.dtype]}")
+    if isinstance(source, Tensor) and source.dtype is not input.dtype:
+        raise RuntimeError(f"index_add_(): self ({D.SCALAR_NAME[input.dtype]}) and source "
+                           f"({D.SCALAR_NAME[source.dtype]}) must have the same scalar type")
     d = S.normalize_dim(dim, max(input.ndim, 1))
     if index.ndim > 1:
         raise IndexError("index_add_(): Index is supposed to be a vector")
