@@ -940,6 +940,9 @@ def _keep_saved_traced(out, input, others, result):
     g = out.__dict__["_graph"]
     v = value_of(g, out)
     a = g[v]
+    if a["op"] == "proj" and not result:
+        v = a["args"][0]                 # an output of an op of several (max_pool2d's values): the op's
+        a = g[v]
     if a["op"] in ("input", "proj") or a["prim"] is None:
         return
     consts = g.__dict__.get("constants", {})

@@ -407,7 +407,13 @@ def _stale_error(node):
     if node._prim is not None and node._saved is None and (not node._prim.takes_ctx or node._freed):
         return RuntimeError(engine.FREED_MSG)
     items = []
-    for s in node._saved or ():
+    saved = node._saved or ()
+    if node._guarded:
+        # what torch's node for the composite saves first: its decomposition's own saved values
+        # may be other tensors made from them (index_add's index, expanded), named otherwise
+        n = len(node._args_meta) + 1
+        saved = saved[n:] + saved[:n]
+    for s in saved:
         if isinstance(s, tuple):
             items.extend(s)
         else:

@@ -50,7 +50,7 @@ STATS = collections.Counter()
 
 class Program:
     __slots__ = ("fwd", "bwd", "fn", "binds", "node_count", "triton", "transfers", "owners", "undefined",
-                 "family", "kin", "eager", "ran", "hook_keys")
+                 "family", "kin", "eager", "ran", "hook_keys", "unread")
 
 
 def _owners(order):
@@ -616,6 +616,7 @@ def get_program(order, index, roots, targets, hooks_spec, structure=None, key=No
     p.ran = tuple([index[id(n)] for n in executed(order, targets)])
     # the tensors whose hooks the backward calls, by (position, slot): will_engine_execute_node
     p.hook_keys = frozenset(info for kind, info in p.binds if kind == "hook")
+    p.unread = _unread_saved(order, p)
     p.owners = _owners(order)
     # a backward through an evicted compiled program is not kept: it would keep it alive
     if len(order) <= _CACHE_MAX_NODES and not any(o.evicted for o in p.owners):
@@ -631,6 +632,54 @@ def get_program(order, index, roots, targets, hooks_spec, structure=None, key=No
             while len(_CACHE) > _CACHE_LIMIT:
                 _drop(next(iter(_CACHE)))
     return p
+
+
+def _unread_saved(order, p):
+    """The saved values of the nodes the backward runs that its program never reads, by (node
+    position, argument position or -1, output slot): torch's node unpacks every tensor it saved as
+    it runs, and raises for one written in place since, read or not (pow(2.0, x)'s node saves x
+    and reads only its result; x written gave a gradient here). Empty where every one is read."""
+    read = set()
+    for kind, info in p.binds:
+        if kind == "saved":
+            for k, pos, slot in info:
+                read.add((k, pos, slot if pos == -1 else 0))
+    unread = []
+    for k in p.ran:
+        node = order[k]
+        saved = node._saved
+        if not saved or node._prim is None or node._prim.takes_ctx:
+            continue
+        for pos in range(len(node._args_meta)):
+            s = saved[pos + 1]
+            if s is not None and hasattr(s, "vc") and (k, pos, 0) not in read:
+                unread.append((k, pos, 0))
+        for slot, s in enumerate(saved[0] or ()):
+            if s is not None and (k, -1, slot) not in read:
+                unread.append((k, -1, slot))
+    return tuple(unread)
+
+
+def _check_unread(order, unread):
+    """torch's version check of the saved values a backward does not read (_unread_saved), made
+    before anything runs, as a saved value found written when it is bound."""
+    for k, pos, slot in unread:
+        node = order[k]
+        saved = node._saved
+        if saved is None:
+            continue
+        s = saved[pos + 1]
+        if pos == -1 and s is not None:
+            s = s[slot] if slot < len(s) else None
+        if s is None or not hasattr(s, "vc"):
+            continue
+        try:
+            _check_version(s, node)
+        except RuntimeError as e:
+            if tracer._ANOMALY[0]:
+                anomaly_warn(type(node).__name__, node)
+            e._at_bind = True
+            raise
 
 
 def _drop(key):
@@ -763,6 +812,8 @@ def _execute(order, index, roots, seeds, targets, retain_graph, create_graph, ho
             _check_guards(node)
     if p is None:
         p = get_program(order, index, roots, targets, hooks_spec, key=key)
+    if p.unread:
+        _check_unread(order, p.unread)
     hook_by_key = {(index[id(n)], s): fns for (n, s), fns in hooks_spec.items()} if hooks_spec else {}
     if hooks_spec:
         _TASKS.stack[-1].hook_keys = p.hook_keys

@@ -363,6 +363,7 @@ def max_pool2d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode
     x, unbatched = _batched(input)
     values, indices = apply(P["max_pool2d"], (x,), {"kernel": kernel, "stride": stride, "padding": padding,
                                                     "dilation": dilation, "ceil_mode": bool(ceil_mode)})
+    keep_saved(values, input)        # (torch's node saves self, which the indices' backward does not read)
     if unbatched:
         values, indices = O.squeeze(values, 0), O.squeeze(indices, 0)
     return (values, indices) if return_indices else values
@@ -380,6 +381,7 @@ def avg_pool2d(input, kernel_size, stride=None, padding=0, ceil_mode=False, coun
     out = apply(P["avg_pool2d"], (x,), {"kernel": kernel, "stride": stride, "padding": padding,
                                         "ceil_mode": bool(ceil_mode), "count_include_pad": bool(count_include_pad),
                                         "divisor_override": divisor_override})
+    keep_saved(out, input)           # (torch's node saves self; the backward reads its shape alone)
     return O.squeeze(out, 0) if unbatched else out
 
 
@@ -720,6 +722,7 @@ def nll_loss(input, target, weight=None, size_average=None, ignore_index=-100, r
         raise ValueError(f"Expected 1 or more dimensions (got {input.ndim})")
     _check_class_target(input, target)
     unbatched = input.ndim == 1
+    given = (input, target, weight)
     if unbatched:
         input, target = O.unsqueeze(input, 0), O.unsqueeze(target, 0)
     if weight is not None and (weight.ndim != 1 or weight.shape[0] != input.shape[1]):
@@ -739,7 +742,8 @@ def nll_loss(input, target, weight=None, size_average=None, ignore_index=-100, r
         out = O.sum(loss) / O.sum(w)
     else:
         out = _reduce(loss, reduction)
-    out = _named(out, "NllLossBackward0", input)
+    # torch's node saves self, target and weight: one written before the backward raises
+    out = _named(out, "NllLossBackward0", *given, saves=True)
     return O.squeeze(out, 0) if unbatched and reduction == "none" else out
 
 

@@ -98,7 +98,9 @@ def adaptive_avg_pool2d(input, output_size):
         return O.mean(input, (-2, -1), keepdim=True)
     if h % oh == 0 and w % ow == 0:
         return F.avg_pool2d(input, (h // oh, w // ow))
-    return _adaptive_along(_adaptive_along(input, input.ndim - 2, oh, _mean), input.ndim - 1, ow, _mean)
+    # torch's node saves self (_adaptive_avg_pool2d_backward(grad, self))
+    return keep_saved(_adaptive_along(_adaptive_along(input, input.ndim - 2, oh, _mean), input.ndim - 1, ow, _mean),
+                      input)
 
 
 def adaptive_avg_pool1d(input, output_size):
@@ -118,7 +120,10 @@ def adaptive_max_pool2d(input, output_size, return_indices=False):
     if return_indices:
         raise NotImplementedError(f"adaptive_max_pool2d(return_indices=True) from {h}x{w} to {oh}x{ow}: only output "
                                   f"sizes that divide the input size return indices")
-    return _adaptive_along(_adaptive_along(input, input.ndim - 2, oh, _amax), input.ndim - 1, ow, _amax)
+    # torch's node saves self and the indices: self written raises, named as torch names it (the
+    # windows' own saved values are slices of it)
+    return keep_saved(_adaptive_along(_adaptive_along(input, input.ndim - 2, oh, _amax), input.ndim - 1, ow, _amax),
+                      input)
 
 
 def adaptive_max_pool1d(input, output_size, return_indices=False):

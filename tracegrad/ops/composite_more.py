@@ -11,7 +11,7 @@ import numpy as np
 
 from .. import _dtype as D
 from ..tensor import Tensor
-from ..tracing import rename_grad_fn, TraceError, keep_saved
+from ..tracing import rename_grad_fn, TraceError, keep_saved, Proxy
 from ..creation import tensor, zeros
 from . import functional as O
 from . import shapes as S
@@ -104,14 +104,27 @@ def tensordot(a, b, dims=2, out=None):
     return O.matmul(am, bm).reshape(tuple(a.shape[d] for d in ka) + tuple(b.shape[d] for d in kb))
 
 
+def _unsafe_view(t, shape):
+    """torch's _unsafe_view: t's data in `shape` (only size-1 dimensions put in: always a view),
+    with a version counter of its own, so what a node saves of it is not checked against writes
+    to t (and reads t's data as it is then, as torch's)."""
+    v = t.reshape(shape)
+    if v.__class__ is not Proxy and v._base is not None:
+        v._vc, v._view, v._base = [0], None, None
+        rename_grad_fn(v, "UnsafeViewBackward0")
+    return v
+
+
 def kron(input, other):
-    """The Kronecker product: block (i, j, ...) is input[i, j, ...] * other."""
+    """The Kronecker product: block (i, j, ...) is input[i, j, ...] * other. As torch's KronImpl,
+    the operands multiply as _unsafe_views: torch's MulBackward0 saves those, so input or other
+    written before the backward does not raise (it raised here) and the gradient reads their
+    data as written."""
     nd = max(input.ndim, other.ndim)
-    a = input.reshape((1,) * (nd - input.ndim) + tuple(input.shape))
-    b = other.reshape((1,) * (nd - other.ndim) + tuple(other.shape))
-    ai = a.reshape(tuple(x for n in a.shape for x in (n, 1)))
-    bi = b.reshape(tuple(x for n in b.shape for x in (1, n)))
-    return (ai * bi).reshape(tuple(m * n for m, n in zip(a.shape, b.shape)))
+    ai = _unsafe_view(input, tuple(x for n in (1,) * (nd - input.ndim) + tuple(input.shape) for x in (n, 1)))
+    bi = _unsafe_view(other, tuple(x for n in (1,) * (nd - other.ndim) + tuple(other.shape) for x in (1, n)))
+    shape = tuple(m * n for m, n in zip(ai.shape[::2], bi.shape[1::2]))
+    return rename_grad_fn((ai * bi).reshape(shape), "UnsafeViewBackward0")
 
 
 def vdot(input, other):
@@ -345,7 +358,8 @@ def _cumulative_extreme(input, dim, name, better):
     index = tensor(np.moveaxis(idx, -1, d).reshape(tuple(input.shape)))
     values = O.gather(input, d, index) if input.ndim else input.clone()
     out = O._return_type(name)
-    return out(rename_grad_fn(values, name.capitalize() + "Backward0"), index)
+    # torch's node saves self and the indices (cummaxmin_backward(grad, self, indices, dim))
+    return out(keep_saved(rename_grad_fn(values, name.capitalize() + "Backward0"), input), index)
 
 
 def cummax(input, dim):

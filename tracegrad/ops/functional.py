@@ -1164,6 +1164,11 @@ def scatter(input, dim, index, src=None, *, value=None, reduce=None):
     params = {"dim": d}
     if reduce:
         params["reduce"] = reduce
+        if index.__class__ is Tensor and isinstance(src, Tensor) and not src.requires_grad and input.requires_grad:
+            # torch's ScatterAddBackward0 saves index for src's gradient alone; the primitive saves it
+            # whatever requires grad: an alias with a version counter of its own is saved instead
+            # (the same data), so index written before the backward does not raise where torch does not
+            index = Tensor._make(index._data, index._dtype)
     return apply(P["scatter"], (input, index, src), params)
 
 

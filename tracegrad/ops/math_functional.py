@@ -10,7 +10,7 @@ import numpy as np
 
 from .. import _dtype as D
 from ..tensor import Tensor
-from ..tracing import apply, rename_grad_fn, Proxy
+from ..tracing import apply, rename_grad_fn, Proxy, keep_saved
 from . import shapes as S
 from . import math_primitives  # noqa: F401  (registers the primitives)
 from . import gamma_primitives  # noqa: F401  (registers the primitives)
@@ -247,7 +247,10 @@ def lower_median(input, dim, keepdim, name, float_pos):
         if input.numel() == 0:
             return tensor(float("nan"), dtype=input.dtype)
         m = lower_median(input.reshape(-1), 0, False, name, float_pos).values
-        return rename_grad_fn(_evenly_distributed(input, m) if input.requires_grad else m, node + "0")
+        if not input.requires_grad:
+            return m
+        # torch's node saves self and result (evenly_distribute_backward): either written raises
+        return keep_saved(rename_grad_fn(_evenly_distributed(input, m), node + "0"), input, result=True)
     d = S.normalize_dim(dim, max(input.ndim, 1))
     x = input.reshape(1) if input.ndim == 0 else input
     n = x.shape[d]
@@ -463,7 +466,10 @@ def index_add(input, dim, index, source, *, alpha=1):
             raise RuntimeError(f"source tensor shape must match self tensor shape, excluding the specified dimension. "
                                f"Got self.shape = [] source.shape = {list(source.shape)}")
         return input + src                    # (scatter_add has no dim to scatter along)
-    return O.scatter_add(input, d, full, src)
+    out = rename_grad_fn(O.scatter_add(input, d, full, src), "IndexAddBackward0")
+    # torch's node saves index and source (grad.index_select(dim, index).expand_as(source)) where
+    # source requires grad; scatter_add's saved index is the expanded one, of another shape
+    return keep_saved(out, None, (index, source)) if source.requires_grad else out
 
 
 # -- linear algebra ------------------------------------------------------------------------------
