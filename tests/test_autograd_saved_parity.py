@@ -73,6 +73,20 @@ SAVED_BY_TORCHS_NODE = {
     "conv2d_input": _after(lambda L, x, w, a: F_(L).conv2d(a[None, None], x[None, None, :2, :2])),
     "conv2d_weight": _after(lambda L, x, w, a: F_(L).conv2d(x[None, None], a[None, None, :2, :2])),
     "norm": _after(lambda L, x, w, a: L.norm(a) * x),
+    # the sweep over the op table: torch's node saves these, tracegrad's decomposition did not
+    # read them (a gradient where torch raises) or named another tensor in the error
+    "nansum": _after(lambda L, x, w, a: L.nansum(a) * x),
+    "nanmean_dim": _after(lambda L, x, w, a: L.nanmean(a, 0)),
+    "logcumsumexp_self": _after(lambda L, x, w, a: L.logcumsumexp(a, 1)),     # (raised unbind's error)
+    "logcumsumexp_result": _result_written(lambda L, x, w: L.logcumsumexp(x, 1)),
+    "gather_self": _after(lambda L, x, w, a: L.gather(a, 1, L.tensor([[0, 1], [1, 2], [2, 0]]))),
+    "take_along_dim_self": _after(lambda L, x, w, a: L.take_along_dim(a, L.tensor([[0], [1], [2]]), 1) * x),
+    "take_self": _after(lambda L, x, w, a: L.take(a, L.tensor([0, 4])) * x[0, :2]),
+    "put_source": _after(lambda L, x, w, a: x.put(L.tensor([0, 4]), a[0, :2])),
+    "ldexp_result": _result_written(lambda L, x, w: L.ldexp(x, L.tensor([1, 2, 3]))),
+    "linalg_cross_self": _after(lambda L, x, w, a: L.linalg.cross(a, x, dim=1)),        # (named a [3, 1] slice)
+    "linalg_cross_other_without_grad": _after(lambda L, x, w, a: L.linalg.cross(x, a.detach(), dim=1)),
+    "addr_vec1": _after(lambda L, x, w, a: L.addr(x, a[0], x[1])),                     # (named [3, 1])
     "vector_norm": _after(lambda L, x, w, a: L.linalg.vector_norm(a, 3, dim=1)),
 }
 
@@ -83,6 +97,11 @@ NOT_SAVED_BY_TORCHS_NODE = {
     "index_add_source_without_grad": _after(lambda L, x, w, a: L.index_add(x, 1, L.tensor([0, 2]),
                                                                           a.detach()[:, :2])),
     "index_add_index_source_without_grad": _after_int(_I2, lambda L, x, w, i: L.index_add(x, 1, i, w.detach()[:, :2])),
+    "matrix_exp_result": _result_written(lambda L, x, w: L.linalg.matrix_exp(x * 0.1)),   # (raised)
+    "hypot_other_without_grad": _after(lambda L, x, w, a: L.hypot(x, a.detach())),          # (raised)
+    "copysign_self_without_grad": _after(lambda L, x, w, a: L.copysign(a.detach(), x)),     # (raised)
+    "sort_self": _after(lambda L, x, w, a: L.sort(a, 1).values),
+    "kthvalue_self": _after(lambda L, x, w, a: L.kthvalue(a, 2, 1).values * x[0]),
     "median_dim_self": _after(lambda L, x, w, a: L.median(a, 1).values * x),
     "scatter_add_index_src_without_grad": _after_int(lambda L: L.tensor([[0, 1], [1, 2], [2, 0]]),
                                                      lambda L, x, w, i: L.scatter_add(x, 1, i, w.detach()[:, :2])),
@@ -125,3 +144,54 @@ def test_grad_fn_names_of_kron_and_index_add_are_torchs():
         assert [type(n).__name__ for n, _ in k.grad_fn.next_functions[0][0].next_functions] == \
             ["UnsafeViewBackward0"] * 2
         assert type(L.index_add(x, 1, L.tensor([0, 2]), x[:, :2]).grad_fn).__name__ == "IndexAddBackward0"
+
+
+# -- grad_fn called directly --------------------------------------------------------------------
+# A composite op's node called as y.grad_fn(g) ran only its decomposition's last primitive, and
+# gave that primitive's gradients: softplus(x).grad_fn(g) gave (None, 0, g) for where's operands
+# where torch gives sigmoid(x) * g, mse_loss's gave g / n where torch gives 2 (x - t) g / n.
+DIRECT_CALLS = {
+    "softplus": lambda L, x, w: F_(L).softplus(x),
+    "gelu": lambda L, x, w: F_(L).gelu(x),
+    "mse_loss": lambda L, x, w: F_(L).mse_loss(x, w.detach()),
+    "mse_loss_both": lambda L, x, w: F_(L).mse_loss(x, w),
+    "lerp": lambda L, x, w: L.lerp(x, w, 0.3),
+    "linalg_cross": lambda L, x, w: L.linalg.cross(x, w, dim=1),
+    "take": lambda L, x, w: L.take(x, L.tensor([0, 4])),
+    "nll_loss": lambda L, x, w: F_(L).nll_loss(x, _I3(L)),
+    "addmm": lambda L, x, w: L.addmm(x * 2, x, w),
+    "mse_loss_target_made_of_input": lambda L, x, w: F_(L).mse_loss(x, x * 2),    # (no path through x * 2)
+    "cdist": lambda L, x, w: L.cdist(x, w),
+    "logcumsumexp": lambda L, x, w: L.logcumsumexp(x, 0),
+    "kron": lambda L, x, w: L.kron(x, w),                  # (torch's node is an _unsafe_view alone)
+    "sgn": lambda L, x, w: L.sgn(x) * 1,
+}
+
+
+def _direct(lib, f):
+    x = lib.tensor([[1.5, -2.0, 0.5], [0.7, 3.0, -1.1], [0.2, 0.4, 0.9]], dtype=lib.float64, requires_grad=True)
+    w = lib.tensor([[0.5, 1.2, 0.3], [0.3, -0.9, 0.6], [1.4, 0.8, 0.2]], dtype=lib.float64, requires_grad=True)
+    y = f(lib, x, w)
+    g = lib.linspace(0.5, 1.5, y.numel(), dtype=lib.float64).reshape(tuple(y.shape))
+    r = y.grad_fn(g)
+    return [None if v is None else v.detach().numpy().copy() for v in (r if isinstance(r, tuple) else (r,))]
+
+
+@pytest.mark.parametrize("case", sorted(DIRECT_CALLS))
+def test_composites_grad_fn_called_directly_gives_torchs_gradients(case):
+    t, g = _direct(torch, DIRECT_CALLS[case]), _direct(tg, DIRECT_CALLS[case])
+    assert len(g) == len(t)
+    for a, b in zip(g, t):
+        assert (a is None) == (b is None)
+        if a is not None:
+            np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-12)
+
+
+def test_composites_grad_fn_given_one_tensor_twice_raises_rather_than_sum_both():
+    x = tg.tensor([[1.5, -2.0], [0.7, 3.0]], dtype=tg.float64, requires_grad=True)
+    y = tg.addmm(x, x, x)
+    with pytest.raises(RuntimeError, match="one tensor as two of its inputs"):
+        y.grad_fn(tg.ones(2, 2, dtype=tg.float64))
+    (g,) = tg.autograd.grad(y.sum(), x)          # (the graph itself is whole)
+    t = torch.tensor(x.detach().numpy(), requires_grad=True)
+    np.testing.assert_allclose(g.numpy(), torch.autograd.grad(torch.addmm(t, t, t).sum(), t)[0].numpy(), rtol=1e-14)

@@ -1127,6 +1127,9 @@ def call_node(node, grads):
         raise RuntimeError(f"{type(node).__name__} cannot be called directly")
     if node._prim.takes_ctx:
         raise TypeError(f"'{type(node).__name__}' object is not callable")
+    composite = node.__dict__.get("_composite_inputs")
+    if composite is not None:
+        return _call_composite(node, grads, composite)
     # the node's own rule, each input apart: a copy of the node whose edges lead to leaves of
     # their own (through its real edges, an input used twice, or reached again through
     # another input, got the sum of every path to it: x * x's node answered 2x for each)
@@ -1162,6 +1165,60 @@ def call_node(node, grads):
         outs = iter(execute(order, index, [(node, i) for i in range(n_out)], seeds, edges, True, False, {},
                             structure))
     res = tuple(None if nf is None else next(outs) for nf, _ in node.next_functions)
+    return res[0] if len(res) == 1 else res
+
+
+def _call_composite(node, grads, inputs):
+    """grad_fn(*grad_outputs) of a composite op's last node (tracing.note_composite_inputs): the
+    gradients of the whole op for each of its inputs (None where one needs none), through the
+    nodes the op recorded."""
+    seeds = []
+    for i, (g, (shape, dt)) in enumerate(zip(grads, node._out_meta)):
+        if not isinstance(g, Tensor):
+            raise TypeError(f"argument {i} is not a Variable")
+        if tuple(g.shape) != tuple(shape):
+            raise RuntimeError(f"{type(node).__name__}: expected a gradient of shape {list(shape)}, got "
+                               f"{list(g.shape)}")
+        seeds.append(g if g._dtype is dt else g.to(dt))
+    # the op's nodes copied, each edge to an input led to a leaf of its own: a gradient reaching an
+    # input through another input (mse_loss(x, x * 2)) is no part of the op's
+    leaves = {}
+    for e in inputs:
+        if e is None:
+            continue
+        if (id(e[0]), e[1]) in leaves:
+            raise RuntimeError(f"{type(node).__name__}: calling the node of a composite op that was given one tensor "
+                               f"as two of its inputs is not supported (its gradient for each cannot be told "
+                               f"apart); use torch.autograd.grad(output, inputs, grad_outputs)")
+        leaf = object.__new__(Node)
+        leaf._prim, leaf._params, leaf._args_meta, leaf.next_functions, leaf._saved = None, None, (), (), ()
+        leaf._seq = -1
+        leaf._out_meta = (e[0]._out_meta[e[1]],)
+        leaves[(id(e[0]), e[1])] = leaf
+    bound = max(e[0]._seq for e in inputs if e is not None)   # the op's own nodes were made after its inputs
+    copies = {}
+
+    def copy(n):
+        c = copies.get(id(n))
+        if c is None:
+            c = copies[id(n)] = object.__new__(type(n))
+            for slot in ("_prim", "_params", "_args_meta", "_saved", "_out_meta", "_seq"):
+                setattr(c, slot, getattr(n, slot))
+            c.__dict__.update({k: v for k, v in n.__dict__.items() if k != "_composite_inputs"})
+            edges = []
+            for nf, s in n.next_functions:
+                leaf = leaves.get((id(nf), s)) if nf is not None else None
+                edges.append((leaf, 0) if leaf is not None else (copy(nf), s)
+                             if nf is not None and nf._prim is not None and nf._seq > bound else (None, 0))
+            c.next_functions = tuple(edges)
+        return c
+    root = copy(node)
+    targets = [(leaf, 0) for leaf in leaves.values()]
+    order, index, structure, _ = walk_keyed([root])
+    with set_grad_enabled(False):
+        outs = iter(execute(order, index, [(root, i) for i in range(len(node._out_meta))], seeds, targets, True,
+                            False, {}, structure))
+    res = tuple(None if e is None else next(outs) for e in inputs)
     return res[0] if len(res) == 1 else res
 
 

@@ -9,6 +9,7 @@ cannot overflow and z itself above it, normalizations compute the variance from
 centred values. Convolution and pooling are primitives of their own (ops/nn_primitives.py).
 """
 import math
+import sys
 import numbers
 import warnings
 
@@ -17,7 +18,7 @@ import numpy as np
 from .. import _dtype as D
 from ..tensor import Tensor
 from ..grad_mode import no_grad, is_grad_enabled
-from ..tracing import apply, rename_grad_fn, Proxy, TraceError, keep_saved
+from ..tracing import apply, rename_grad_fn, Proxy, TraceError, keep_saved, note_composite_inputs
 from ..ops import functional as O
 from ..ops.primitives import PRIMITIVES as P
 from ..ops import nn_primitives  # noqa: F401  (registers the convolution and pooling primitives)
@@ -47,6 +48,7 @@ def _named(out, name, *inputs, saves=False):
     fn = getattr(out, "grad_fn", None)
     if fn is not None and all(fn is not getattr(i, "grad_fn", None) for i in inputs):
         fn.__class__ = node_class(name)
+        note_composite_inputs(fn, sys._getframe(1))
         if saves:
             keep_saved(out, inputs[0], inputs[1:])
     return out

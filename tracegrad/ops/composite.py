@@ -264,7 +264,8 @@ def nansum(input, dim=None, keepdim=False, *, dtype=None):
     x = input if dtype is None else input.to(dtype)
     if x.dtype.is_floating_point:
         x = O.where(O.isnan(x), O.zeros_like(x), x)
-    return O._in_dtype(rename_grad_fn(O.sum(x, dim, keepdim), "NansumBackward0"), dtype)
+    # torch's node saves self (its NaNs get no gradient): written before the backward, it raises
+    return O._in_dtype(keep_saved(rename_grad_fn(O.sum(x, dim, keepdim), "NansumBackward0"), input), dtype)
 
 
 def nanmean(input, dim=None, keepdim=False, *, dtype=None):
@@ -579,7 +580,12 @@ def matrix_exp(input):
     R = M.linalg_solve(V - U, V + U)
     for _ in range(s):
         R = O.matmul(R, R)
-    return R
+    if not s and R.requires_grad:
+        # the solve's node saves its result, torch's node for matrix_exp does not: the result
+        # written before the backward raised here; a copy of it is returned instead
+        R = R.clone()
+    # torch's node saves self
+    return keep_saved(rename_grad_fn(R, "LinalgMatrixExpBackward0"), input)
 
 
 def normal(mean, std=1.0, size=None, *, generator=None, out=None, dtype=None, layout=None, device=None,
@@ -658,7 +664,8 @@ def index_copy(input, dim, index, source):
 def take(input, index):
     """input read as 1-D at `index` (the result has index's shape)."""
     O._check_tensor(input, "take")
-    return O.reshape(input, -1)[index]
+    # torch's node saves self and index: self written before the backward raises, named as itself
+    return keep_saved(rename_grad_fn(O.reshape(input, -1)[index], "TakeBackward0"), input, (index,))
 
 
 def scatter_reduce(input, dim, index, src, reduce, *, include_self=True):

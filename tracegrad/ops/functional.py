@@ -14,7 +14,7 @@ from .. import _dtype as D
 from ..tensor import Tensor, Above, _VALUE_READS
 from ..ir.symbolic import Sym
 from ..grad_mode import STATE
-from ..tracing import apply, rename_grad_fn, keep_saved, TRACING, _ACTIVE
+from ..tracing import apply, rename_grad_fn, keep_saved, TRACING, _ACTIVE, Proxy
 from . import shapes as S
 from .primitives import PRIMITIVES as P, FrontEnd, check_index_bounds, check_index_select_bounds, sum_to
 from .primitives import _check_float, _overflow, check_value_fits, may_not_fit
@@ -1125,6 +1125,14 @@ def _index_check(input, dim, index, op):
 
 
 def gather(input, dim, index, *, sparse_grad=False):
+    """torch.gather: torch's GatherBackward0 saves self (written before the backward, it raises),
+    which the primitive's derivative does not read; the ops whose torch node saves only the
+    positions (sort, median, kthvalue, mode) pick their values with _gather."""
+    out = _gather(input, dim, index)
+    return keep_saved(out, input) if out.__class__ is Proxy or out._grad_fn is not None else out
+
+
+def _gather(input, dim, index):
     d = S.normalize_dim(dim, input.ndim)
     _index_check(input, d, index, "gather")
     if index.ndim != input.ndim and not (index.ndim <= 1 and input.ndim <= 1):

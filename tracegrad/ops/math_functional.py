@@ -147,7 +147,7 @@ def _sorted(input, dim, descending, stable=True):
     d = S.normalize_dim(dim, max(input.ndim, 1))
     x = input.reshape(1) if input.ndim == 0 else input
     idx = apply(P["argsort"], (x,), {"dim": d, "descending": bool(descending), "stable": True})
-    vals = O.gather(x, d, idx)
+    vals = O._gather(x, d, idx)
     if input.ndim == 0:
         vals, idx = vals.reshape(()), idx.reshape(())
     return vals, idx, d
@@ -218,7 +218,7 @@ def mode(input, dim=-1, keepdim=False):
 def _picked(input, x, d, i, keepdim, name, node):
     """kthvalue's and mode's result: the values of x (input, at least 1-d) at the positions i
     an index primitive picked along d (keepdim shaped), with the positions."""
-    v = O.gather(x, d, i)
+    v = O._gather(x, d, i)
     if input.ndim == 0:
         v, i = v.reshape(()), i.reshape(())
     elif not keepdim:
@@ -261,7 +261,7 @@ def lower_median(input, dim, keepdim, name, float_pos):
         pos = float_pos(x, d, n)
     else:
         pos = O.full(tuple(1 if i == d else s for i, s in enumerate(x.shape)), (n - 1) // 2, dtype=D.int64)
-    v, i = O.gather(vals, d, pos), O.gather(idx, d, pos)
+    v, i = O._gather(vals, d, pos), O._gather(idx, d, pos)
     if not keepdim or input.ndim == 0:
         v, i = O.squeeze(v, d), O.squeeze(i, d)
     if input.ndim == 0:

@@ -68,7 +68,7 @@ def _copysign_vjp(g, out, x, y):
     return g * F.where(x == 0, F.zeros_like(out), out / x), F.zeros_like(y) if _is_tensor(y) else None
 
 
-binary("copysign", np.copysign, _copysign_vjp, "x out", dtype="promote_float",
+binary("copysign", np.copysign, _copysign_vjp, "x out", needs={"x": "x out"}, dtype="promote_float",
        grad_fn=lambda a, p: "CopysignBackward0" if _is_tensor(a[1]) else "CopysignBackward1",
        triton=T.copysign)
 
@@ -79,7 +79,7 @@ def _hypot(x, y):
     return np.hypot(x, y)
 
 
-binary("hypot", _hypot, lambda g, out, x, y: (g * x / out, g * y / out), "x y out",
+binary("hypot", _hypot, lambda g, out, x, y: (g * x / out, g * y / out), "x y out", needs={"x": "x out", "y": "y out"},
        refuse={0: _no_kernel("hypot_cpu"), 1: _no_kernel("hypot_cpu")}, triton=T.Expr("_hypot({0}, {1})", cast=True))
 
 
