@@ -47,6 +47,7 @@ SAVED_BY_TORCHS_NODE = {
     "pow_tensor_scalar_base": _after(lambda L, x, w, a: L.pow(a, 2.5)),
     "copysign_self": _after(lambda L, x, w, a: L.copysign(a, x)),
     "copysign_result": _result_written(lambda L, x, w: L.copysign(x, w)),
+    "copysign_result_self_without_grad": _result_written(lambda L, x, w: L.copysign(x.detach() + 1, x)),
     "index_add_source": _after(lambda L, x, w, a: L.index_add(x, 1, L.tensor([0, 2]), a[:, :2])),
     "index_add_index": _after_int(_I2, lambda L, x, w, i: L.index_add(x, 1, i, w[:, :2])),
     "gather_index": _after_int(lambda L: L.tensor([[0, 1], [1, 2], [2, 0]]), lambda L, x, w, i: L.gather(x, 1, i)),
@@ -87,6 +88,22 @@ SAVED_BY_TORCHS_NODE = {
     "linalg_cross_self": _after(lambda L, x, w, a: L.linalg.cross(a, x, dim=1)),        # (named a [3, 1] slice)
     "linalg_cross_other_without_grad": _after(lambda L, x, w, a: L.linalg.cross(x, a.detach(), dim=1)),
     "addr_vec1": _after(lambda L, x, w, a: L.addr(x, a[0], x[1])),                     # (named [3, 1])
+    # the nn sweep: normalisations, reflection padding, glu, grid_sample, scatter_reduce
+    "layer_norm_input": _after(lambda L, x, w, a: F_(L).layer_norm(a, (3,)) * x),
+    "layer_norm_bias": _after(lambda L, x, w, a: F_(L).layer_norm(x, (3,), x[0], a[0])),
+    "batch_norm_input": _after(lambda L, x, w, a: F_(L).batch_norm(a, None, None, training=True) * x),
+    "batch_norm_weight": _after(lambda L, x, w, a: F_(L).batch_norm(x, None, None, a[0], training=True)),
+    "group_norm_input": _after(lambda L, x, w, a: F_(L).group_norm(a[None], 3)),
+    "instance_norm_input": _after(lambda L, x, w, a: F_(L).instance_norm(a[None])),
+    "reflection_pad_input": _after(lambda L, x, w, a: F_(L).pad(a[None], (1, 1), mode="reflect") * 1),
+    "replication_pad_input": _after(lambda L, x, w, a: F_(L).pad(a[None], (1, 1), mode="replicate") * 1),
+    "glu_input": _after(lambda L, x, w, a: F_(L).glu(a[:2], 0) * x[0]),
+    "grid_sample_input_without_grad": _after(lambda L, x, w, a: F_(L).grid_sample(
+        a.detach()[None, None], x[None, :2, :2, None].expand(1, 2, 2, 2) * 0.3, align_corners=False)),
+    "scatter_reduce_amax_self": _after(lambda L, x, w, a: a.scatter_reduce(1, L.tensor([[0, 0, 1]] * 3), x, "amax")),
+    "scatter_reduce_prod_src": _after(lambda L, x, w, a: x.scatter_reduce(1, L.tensor([[0, 0, 1]] * 3), a, "prod")),
+    "scatter_reduce_sum_result": _result_written(lambda L, x, w: x.scatter_reduce(0, L.tensor([[0, 0, 1]] * 3), w,
+                                                                                   "sum")),
     "vector_norm": _after(lambda L, x, w, a: L.linalg.vector_norm(a, 3, dim=1)),
 }
 
@@ -102,6 +119,11 @@ NOT_SAVED_BY_TORCHS_NODE = {
     "copysign_self_without_grad": _after(lambda L, x, w, a: L.copysign(a.detach(), x)),     # (raised)
     "sort_self": _after(lambda L, x, w, a: L.sort(a, 1).values),
     "kthvalue_self": _after(lambda L, x, w, a: L.kthvalue(a, 2, 1).values * x[0]),
+    # max(x, dim)'s node saves its indices, not its values (the engine's check of saved values
+    # the backward does not read raised here)
+    "max_dim_values_written": _result_written(lambda L, x, w: L.max(x, 1).values),
+    "max_pool2d_values_written": _result_written(lambda L, x, w: F_(L).max_pool2d(x[None, None], 2)),
+    "batch_norm_bias": _after(lambda L, x, w, a: F_(L).batch_norm(x, None, None, None, a[0], training=True)),
     "median_dim_self": _after(lambda L, x, w, a: L.median(a, 1).values * x),
     "scatter_add_index_src_without_grad": _after_int(lambda L: L.tensor([[0, 1], [1, 2], [2, 0]]),
                                                      lambda L, x, w, i: L.scatter_add(x, 1, i, w.detach()[:, :2])),

@@ -654,8 +654,9 @@ def _unread_saved(order, p):
             s = saved[pos + 1]
             if s is not None and hasattr(s, "vc") and (k, pos, 0) not in read:
                 unread.append((k, pos, 0))
+        outs = node._prim.torch_saved_outputs
         for slot, s in enumerate(saved[0] or ()):
-            if s is not None and (k, -1, slot) not in read:
+            if s is not None and (k, -1, slot) not in read and (outs is None or slot in outs):
                 unread.append((k, -1, slot))
     return tuple(unread)
 

@@ -54,6 +54,14 @@ def _named(out, name, *inputs, saves=False):
     return out
 
 
+def _keep_input_weight(out, input, weight):
+    """What torch's node for batch_norm and group_norm saves and their decompositions here do not
+    read: input and weight (written before the backward, either raises)."""
+    if out.__class__ is Proxy or (out._grad_fn is not None and out._grad_fn is not input._grad_fn):
+        keep_saved(out, input, (weight,))
+    return out
+
+
 def _opmath(input):
     """(the value to compute with, the dtype to round back to): float16 and bfloat16 inputs in
     float32, rounded once at the end, as torch's kernels compute them. A decomposition run in
@@ -429,7 +437,8 @@ def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
         out = out * _affine(weight, dt)
     if bias is not None:
         out = out + _affine(bias, dt)
-    return _named(_rounded(out, dt), "NativeLayerNormBackward0", input, weight, bias)
+    # (torch's node saves input, weight and bias: one written before the backward raises)
+    return _named(_rounded(out, dt), "NativeLayerNormBackward0", input, weight, bias, saves=True)
 
 
 def _update_running(r, batch, momentum):
@@ -483,7 +492,9 @@ def batch_norm(input, running_mean, running_var, weight=None, bias=None, trainin
     if bias is not None:
         out = out + O.reshape(_affine(bias, dt), bshape)
     out = _rounded(out, dt)
-    return _named(out, "NativeBatchNormBackward0", input, weight, bias)
+    out = _named(out, "NativeBatchNormBackward0", input, weight, bias)
+    # torch's node saves input and weight (not bias): one written before the backward raises
+    return _keep_input_weight(out, input, weight)
 
 
 def normalize(input, p=2.0, dim=1, eps=1e-12, out=None):
@@ -594,7 +605,9 @@ def pad(input, pad, mode="constant", value=None):
         out = O.index_select(out, dim, Tensor._make(i.astype(np.int64), D.int64))
     if mode == "circular":
         return _named(out, "CopySlices", input)      # torch builds it by copies into slices
-    return _named(out, f"{'Reflection' if mode == 'reflect' else 'Replication'}Pad{len(pairs)}DBackward0", input)
+    # (torch's node saves self: written before the backward, it raises)
+    return _named(out, f"{'Reflection' if mode == 'reflect' else 'Replication'}Pad{len(pairs)}DBackward0", input,
+                  saves=True)
 
 
 def _pad_constant(input, pairs, value):
@@ -1022,7 +1035,8 @@ def glu(input, dim=-1):
         raise RuntimeError(f"Halving dimension must be even, but dimension {dim % input.ndim} is size {n}")
     x, dt = _opmath(input)
     a, b = O.split(x, n // 2, dim)
-    return _named(_rounded(a * sigmoid(b), dt), "GluBackward0", input)
+    # (torch's node saves self: written, it raises torch's error, not that of split's views)
+    return _named(_rounded(a * sigmoid(b), dt), "GluBackward0", input, saves=True)
 
 
 def prelu(input, weight):
@@ -1160,7 +1174,9 @@ def group_norm(input, num_groups, weight=None, bias=None, eps=1e-5):
         out = out * _affine(weight, dt).reshape(shape)
     if bias is not None:
         out = out + _affine(bias, dt).reshape(shape)
-    return _named(_rounded(out, dt), "NativeGroupNormBackward0", input, weight, bias)
+    out = _named(_rounded(out, dt), "NativeGroupNormBackward0", input, weight, bias)
+    # torch's node saves input and weight (not bias): one written before the backward raises
+    return _keep_input_weight(out, input, weight)
 
 
 def _interp_sizes(input, size, scale_factor, name):

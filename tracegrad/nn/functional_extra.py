@@ -12,7 +12,7 @@ from ..ops import functional as O
 from . import functional as F
 from ..grad_mode import no_grad
 from ..creation import from_numpy, zeros, arange, ones, empty_like, rand_like
-from ..tracing import rename_grad_fn, keep_saved
+from ..tracing import rename_grad_fn, keep_saved, Proxy
 
 __all__ = ["max_pool1d", "avg_pool1d", "adaptive_avg_pool1d", "adaptive_max_pool1d", "adaptive_max_pool2d",
            "adaptive_avg_pool2d", "instance_norm", "pixel_shuffle", "pixel_unshuffle", "unfold", "fold",
@@ -684,18 +684,27 @@ def grid_sample(input, grid, mode="bilinear", padding_mode="zeros", align_corner
         xc = O.clamp(xi, 0, w - 1).to(D.int64)
         yc = O.clamp(yi, 0, h - 1).to(D.int64)
         idx = (yc * w + xc).reshape(n, 1, ho * wo)
-        vals = O.gather(flat, 2, O.expand(idx, n, c, ho * wo)).reshape(n, c, ho, wo)
+        vals = O._gather(flat, 2, O.expand(idx, n, c, ho * wo)).reshape(n, c, ho, wo)
         return O.where(O.unsqueeze(valid, 1), vals, O.zeros_like(vals))
     if mode == "nearest":
         out = pick(O.round(ix).detach(), O.round(iy).detach())
         # connected to grid with a zero gradient, as torch's (rounding is flat)
-        return O.where(O.zeros_like(out, dtype=D.bool_), O.unsqueeze(ix + iy, 1), out)
+        return _grid_sampled(O.where(O.zeros_like(out, dtype=D.bool_), O.unsqueeze(ix + iy, 1), out), input, grid)
     x0, y0 = O.floor(ix).detach(), O.floor(iy).detach()
     x1, y1 = x0 + 1, y0 + 1
     wx1, wy1 = ix - x0, iy - y0
     wx0, wy0 = 1 - wx1, 1 - wy1
     out = pick(x0, y0) * O.unsqueeze(wx0 * wy0, 1) + pick(x1, y0) * O.unsqueeze(wx1 * wy0, 1)
-    return out + pick(x0, y1) * O.unsqueeze(wx0 * wy1, 1) + pick(x1, y1) * O.unsqueeze(wx1 * wy1, 1)
+    return _grid_sampled(out + pick(x0, y1) * O.unsqueeze(wx0 * wy1, 1) + pick(x1, y1) * O.unsqueeze(wx1 * wy1, 1),
+                         input, grid)
+
+
+def _grid_sampled(out, input, grid):
+    """torch's node for grid_sample saves input and grid (whichever requires grad): one written
+    before the backward raises, named as itself (not as the flattened view the picks read)."""
+    if out.__class__ is Proxy or out._grad_fn is not None:
+        keep_saved(rename_grad_fn(out, "GridSampler2DBackward0"), input, (grid,))
+    return out
 
 
 # torch.nn.functional is one namespace: these functions join nn.functional's as this module is

@@ -717,7 +717,15 @@ def scatter_reduce(input, dim, index, src, reduce, *, include_self=True):
             both = O.cat([both, O.unsqueeze(x, -1)], -1)
         r = (O.amax if reduce == "amax" else O.amin)(both, -1)
         out = r if include_self else O.where(hit, r, x)
-    return movedim(out.to(input.dtype), -1, d)
+    r = out.to(input.dtype)
+    out = movedim(r, -1, d)
+    if r.__class__ is Proxy or r._grad_fn is not None:
+        # torch's node saves self, src, index and its result, whatever the reduction: one written
+        # before the backward raises (amax, prod and mean gave a gradient here). The result's guard
+        # is on the value the returned view is taken of: a write through the view goes on from there
+        keep_saved(rename_grad_fn(r, "ScatterReduceBackward0"), input, (src, index), result=True)
+        rename_grad_fn(out, "ScatterReduceBackward0")
+    return out
 
 
 # the public ops are one namespace: these join ops.functional's as this module is imported,

@@ -68,7 +68,7 @@ def _copysign_vjp(g, out, x, y):
     return g * F.where(x == 0, F.zeros_like(out), out / x), F.zeros_like(y) if _is_tensor(y) else None
 
 
-binary("copysign", np.copysign, _copysign_vjp, "x out", needs={"x": "x out"}, dtype="promote_float",
+binary("copysign", np.copysign, _copysign_vjp, "x out", needs={"x": "x out", "y": "out"}, dtype="promote_float",
        grad_fn=lambda a, p: "CopysignBackward0" if _is_tensor(a[1]) else "CopysignBackward1",
        triton=T.copysign)
 
