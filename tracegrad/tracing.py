@@ -901,35 +901,39 @@ def rename_grad_fn(t, name, whole=True):
 
 
 def note_composite_inputs(fn, frame):
-    """The inputs of the composite op whose last node is `fn`: the tensors among the parameters of
-    the function running in `frame` (the public op, or the helper it made the node with), as graph
-    edges. A direct call of the node, y.grad_fn(g), differentiates through the whole composite to
-    them, as torch's node for the op gives its inputs' gradients (it ran the last primitive alone:
-    softplus(x).grad_fn(g) gave (None, 0, g), gradients of where's operands, where torch gives
-    sigmoid(x) * g). Nothing is noted where the node's own edges are those inputs."""
+    """The inputs of the composite op whose last node is `fn`: the floating tensors among the
+    parameters of the function running in `frame` (the public op, or the helper it made the node
+    with), as graph edges. A direct call of the node, y.grad_fn(g), differentiates through the
+    whole composite to them, as torch's node for the op gives its inputs' gradients (it ran the
+    last primitive alone: softplus(x).grad_fn(g) gave (None, 0, g), gradients of where's operands,
+    where torch gives sigmoid(x) * g). Nothing is noted where the node's own edges are those."""
     code = frame.f_code
     n = code.co_argcount + code.co_kwonlyargcount
     if not n:
         return
     loc = frame.f_locals
-    ins = []
+    edges = []
     for name in code.co_varnames[:n]:
         v = loc.get(name)
-        if isinstance(v, Tensor):
-            ins.append(v)
-        elif v.__class__ is tuple or v.__class__ is list:
-            ins.extend(x for x in v if isinstance(x, Tensor))
-    ins = [v for v in ins if v._dtype.is_floating_point]     # (an index is no input of torch's node)
-    edges = []
-    for v in ins:
-        g = v.grad_fn
-        if g is fn:
-            return                       # (the op gave back an input)
-        edges.append((g, v._output_nr) if g is not None else (v._accumulator(), 0) if v._req else None)
-    own = tuple(None if e[0] is None else (e[0], e[1]) for e in fn.next_functions)
-    if len(own) == len(edges) and all(
-            (a is None and b is None) or (a is not None and b is not None and a[0] is b[0] and a[1] == b[1])
-            for a, b in zip(own, edges)):
+        c = v.__class__
+        if c is Tensor:
+            vs = (v,)
+        elif c is tuple or c is list:
+            vs = [t for t in v if isinstance(t, Tensor)]
+        elif v is None or not isinstance(v, Tensor):
+            continue
+        else:
+            vs = (v,)
+        for t in vs:
+            if not t._dtype.is_floating_point:
+                continue                 # (an index is no input of torch's node)
+            g = t._grad_fn if t._view is None else t.grad_fn
+            if g is fn:
+                return                   # (the op gave back an input)
+            edges.append((g, t._output_nr) if g is not None else (t._accumulator(), 0) if t._req else None)
+    own = [e for e in fn.next_functions if e[0] is not None]
+    mine = [e for e in edges if e is not None]
+    if len(own) == len(mine) and all(a[0] is b[0] and a[1] == b[1] for a, b in zip(own, mine)):
         return
     fn.__dict__["_composite_inputs"] = tuple(edges)
 
