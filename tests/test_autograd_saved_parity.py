@@ -71,6 +71,10 @@ SAVED_BY_TORCHS_NODE = {
     "avg_pool1d": _after(lambda L, x, w, a: F_(L).avg_pool1d(a[None], 2)),
     "adaptive_avg_pool2d": _after(lambda L, x, w, a: F_(L).adaptive_avg_pool2d(a[None, None], 2)),
     "adaptive_max_pool2d": _after(lambda L, x, w, a: F_(L).adaptive_max_pool2d(a[None, None], 2)),
+    "conv1d_input": _after(lambda L, x, w, a: F_(L).conv1d(a[None], x[:, :, None])),         # (named [1, 3, 1, 3])
+    "conv1d_input_without_grad": _after(lambda L, x, w, a: F_(L).conv1d(a.detach()[None], x[:, :, None])),
+    "conv_transpose1d_weight": _after(lambda L, x, w, a: F_(L).conv_transpose1d(x[None], a[:, :, None])),
+    "pairwise_distance_result": _result_written(lambda L, x, w: F_(L).pairwise_distance(x, w)),  # (NormBackward1)
     "conv2d_input": _after(lambda L, x, w, a: F_(L).conv2d(a[None, None], x[None, None, :2, :2])),
     "conv2d_weight": _after(lambda L, x, w, a: F_(L).conv2d(x[None, None], a[None, None, :2, :2])),
     "norm": _after(lambda L, x, w, a: L.norm(a) * x),
@@ -159,6 +163,10 @@ def test_operand_torchs_node_does_not_save_written_before_backward_differentiate
 
 def test_grad_fn_names_of_kron_and_index_add_are_torchs():
     for L in (torch, tg):
+        c = L.ones(1, 2, 3, requires_grad=True)
+        assert type(F_(L).conv1d(c, L.ones(2, 2, 1)).grad_fn).__name__ == "ConvolutionBackward0"
+        assert type(F_(L).conv1d(c[0], L.ones(2, 2, 1)).grad_fn).__name__ == "SqueezeBackward1"
+        assert type(F_(L).pairwise_distance(c, c * 2).grad_fn).__name__ == "NormBackward1"
         x = L.ones(2, 3, requires_grad=True)
         k = L.kron(x, x)
         assert type(k.grad_fn).__name__ == "UnsafeViewBackward0"

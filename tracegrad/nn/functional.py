@@ -1140,7 +1140,9 @@ def _clamped_norm(x, dim, eps):
 
 
 def pairwise_distance(x1, x2, p=2.0, eps=1e-6, keepdim=False):
-    return O.norm(x1 - x2 + eps, p, dim=-1, keepdim=keepdim)
+    # torch's is at::norm, NormBackward1 (its saved result, written, is named so)
+    out = O.norm(x1 - x2 + eps, p, dim=-1, keepdim=keepdim)
+    return rename_grad_fn(out, "NormBackward1", whole=False) if out.__class__ is not Proxy else out
 
 
 def conv1d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
@@ -1153,7 +1155,18 @@ def conv1d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
     one = lambda v: (1, v[0] if isinstance(v, (tuple, list)) else v)      # noqa: E731
     pad = padding if isinstance(padding, str) else (0, padding[0] if isinstance(padding, (tuple, list)) else padding)
     out = conv2d(O.unsqueeze(input, -2), O.unsqueeze(weight, 2), bias, one(stride), pad, one(dilation), groups)
-    return O.squeeze(out, -2)
+    out = O.squeeze(out, -2)
+    return _conv_saved(out, input, weight) if input.ndim == 3 else out    # (unbatched: torch's SqueezeBackward1)
+
+
+def _conv_saved(out, input, weight):
+    """torch's ConvolutionBackward0 for a 1-d convolution: it saves input (for weight's gradient)
+    and weight (for input's) as they were given, which a write names as themselves (not as the
+    4-d views the 2-d convolution here saves)."""
+    if out.__class__ is Proxy or out._grad_fn is not None:
+        keep_saved(rename_grad_fn(out, "ConvolutionBackward0"), None,
+                   tuple(t for t, r in ((input, weight.requires_grad), (weight, input.requires_grad)) if r))
+    return out
 
 
 def group_norm(input, num_groups, weight=None, bias=None, eps=1e-5):
