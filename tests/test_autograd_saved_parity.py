@@ -176,6 +176,46 @@ def test_grad_fn_names_of_kron_and_index_add_are_torchs():
         assert type(L.index_add(x, 1, L.tensor([0, 2]), x[:, :2]).grad_fn).__name__ == "IndexAddBackward0"
 
 
+# pow in each form, each operand requiring grad or not, each of base, exponent and result written:
+# torch's PowBackward0 saves self; PowBackward1 self, exponent and result whichever requires grad
+# (only the base requiring grad, its result written gave a gradient here); PowBackward2 exponent
+# and result. A compiled call raises its own message for a write inside it (autodiff's
+# _refuse_stale_reads), so there the error alone is compared.
+POW_FORMS = {
+    "tensor_tensor": lambda L, a, b: L.pow(a, b),
+    "tensor_0dim": lambda L, a, b: L.pow(a, b[0, 0]),
+    "tensor_int": lambda L, a, b: a ** 2,
+    "tensor_float": lambda L, a, b: a ** 2.5,
+    "scalar_tensor": lambda L, a, b: L.pow(2.0, b),
+    "rpow": lambda L, a, b: 2.5 ** b,
+    "float_power": lambda L, a, b: L.float_power(a, b),
+    "in_place": lambda L, a, b: a.clone().pow_(b),
+}
+
+
+@pytest.mark.parametrize("form", sorted(POW_FORMS))
+def test_pow_saves_what_torchs_node_saves(form):
+    f = POW_FORMS[form]
+    for ga in (True, False):
+        for gb in (True, False):
+            for what in ("base", "exponent", "result"):
+                def g(L, x, w):
+                    a = (x if ga else x.detach()) * 1
+                    b = (w if gb else w.detach()) * 1
+                    r = f(L, a, b)
+                    if what != "result" or r.requires_grad:
+                        {"base": a, "exponent": b, "result": r}[what].mul_(2)
+                    return r * x
+                t = _outcome(torch, g)
+                _same(t, _outcome(tg, g))
+                c = _outcome(tg, g, compiled=True)
+                assert c[0] == t[0], (form, ga, gb, what, t, c)
+                if t[0] == "ok":
+                    _same(t, c)
+                else:
+                    assert c[1] == t[1] and "modified by an inplace operation" in c[2], c
+
+
 # -- grad_fn called directly --------------------------------------------------------------------
 # A composite op's node called as y.grad_fn(g) ran only its decomposition's last primitive, and
 # gave that primitive's gradients: softplus(x).grad_fn(g) gave (None, 0, g) for where's operands

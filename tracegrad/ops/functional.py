@@ -283,7 +283,12 @@ def pow(input, exponent):
         # bfloat16 (a float32 pow rounded once differed for a quarter of values); bfloat16, stored
         # as float32, says so to the kernel
         return apply(_pow, (input, exponent), {"low": "bfloat16"})
-    return apply(_pow, (input, exponent), {})
+    out = apply(_pow, (input, exponent), {})
+    if exponent.__class__ is Tensor and not exponent.requires_grad and (out.__class__ is Proxy or out._grad_fn):
+        # torch's PowBackward1 saves its result whichever operand requires grad (the primitive's
+        # derivative for the base alone does not read it): written before the backward, it raises
+        keep_saved(out, None, (), result=True)
+    return out
 
 
 float_power = None
