@@ -1198,22 +1198,26 @@ def _call_composite(node, grads, inputs):
         leaves[(id(e[0]), e[1])] = leaf
     bound = max(e[0]._seq for e in inputs if e is not None)   # the op's own nodes were made after its inputs
     copies = {}
-
-    def copy(n):
-        c = copies.get(id(n))
-        if c is None:
-            c = copies[id(n)] = object.__new__(type(n))
-            for slot in ("_prim", "_params", "_args_meta", "_saved", "_out_meta", "_seq"):
-                setattr(c, slot, getattr(n, slot))
-            c.__dict__.update({k: v for k, v in n.__dict__.items() if k != "_composite_inputs"})
-            edges = []
-            for nf, s in n.next_functions:
-                leaf = leaves.get((id(nf), s)) if nf is not None else None
-                edges.append((leaf, 0) if leaf is not None else (copy(nf), s)
-                             if nf is not None and nf._prim is not None and nf._seq > bound else (None, 0))
-            c.next_functions = tuple(edges)
-        return c
-    root = copy(node)
+    stack = [node]
+    while stack:                         # (a walk, not a recursion: a long scan makes thousands of nodes)
+        n = stack.pop()
+        if id(n) in copies:
+            continue
+        c = copies[id(n)] = (object.__new__(type(n)), n)
+        for slot in ("_prim", "_params", "_args_meta", "_saved", "_out_meta", "_seq"):
+            setattr(c[0], slot, getattr(n, slot))
+        c[0].__dict__.update({k: v for k, v in n.__dict__.items() if k != "_composite_inputs"})
+        for nf, s in n.next_functions:
+            if nf is not None and (id(nf), s) not in leaves and nf._prim is not None and nf._seq > bound:
+                stack.append(nf)
+    for c, n in copies.values():
+        edges = []
+        for nf, s in n.next_functions:
+            leaf = leaves.get((id(nf), s)) if nf is not None else None
+            inner = copies.get(id(nf)) if nf is not None and leaf is None else None
+            edges.append((leaf, 0) if leaf is not None else (inner[0], s) if inner is not None else (None, 0))
+        c.next_functions = tuple(edges)
+    root = copies[id(node)][0]
     targets = [(leaf, 0) for leaf in leaves.values()]
     order, index, structure, _ = walk_keyed([root])
     with set_grad_enabled(False):
