@@ -216,6 +216,44 @@ def test_pow_saves_what_torchs_node_saves(form):
                     assert c[1] == t[1] and "modified by an inplace operation" in c[2], c
 
 
+# Every operand written: torch's node unpacks its saved values by name and names the first found
+# written (mul's other before self, pow's exponent, clamp's max before min); tracegrad named the
+# first argument. Operands of distinct shapes tell which was named.
+ALL_WRITTEN = {
+    "mul": (lambda L, a, b: a * b, [(3,), (1,)]),
+    "div": (lambda L, a, b: a / b, [(3,), (1,)]),
+    "pow": (lambda L, a, b: a ** b, [(3,), (1,)]),
+    "atan2": (lambda L, a, b: L.atan2(a, b), [(3,), (1,)]),
+    "hypot": (lambda L, a, b: L.hypot(a, b), [(3,), (1,)]),
+    "maximum": (lambda L, a, b: L.maximum(a, b), [(3,), (1,)]),
+    "fmax": (lambda L, a, b: L.fmax(a, b), [(3,), (1,)]),
+    "clamp": (lambda L, a, b, c: L.clamp(a, b, c), [(3,), (1,), (2, 1)]),
+    "lerp": (lambda L, a, b, c: L.lerp(a, b, c), [(3,), (1,), (2, 1)]),
+    "addcmul": (lambda L, a, b, c: L.addcmul(a, b, c), [(3,), (1,), (2, 1)]),
+    "addcdiv": (lambda L, a, b, c: L.addcdiv(a, b, c), [(3,), (1,), (2, 1)]),
+    "mm": (lambda L, a, b: a @ b, [(2, 3), (3, 1)]),
+    "linalg_cross": (lambda L, a, b: L.linalg.cross(a, b), [(1, 3), (2, 3)]),
+    "dist": (lambda L, a, b: L.dist(a, b), [(3,), (1,)]),
+    "prelu": (lambda L, a, b: F_(L).prelu(a, b), [(2, 3), (1,)]),
+}
+
+
+@pytest.mark.parametrize("case", sorted(ALL_WRITTEN))
+def test_every_operand_written_names_the_one_torchs_node_checks_first(case):
+    f, shapes = ALL_WRITTEN[case]
+    msgs = []
+    for L in (torch, tg):
+        leaves = [L.full(s, 0.5 + 0.25 * i, dtype=L.float64, requires_grad=True) for i, s in enumerate(shapes)]
+        xs = [t * 1 for t in leaves]
+        r = f(L, *xs)
+        for x in xs:
+            x.mul_(2)
+        with pytest.raises(RuntimeError, match="modified by an inplace operation") as e:
+            r.sum().backward()
+        msgs.append(str(e.value))
+    assert msgs[1] == msgs[0]
+
+
 # -- grad_fn called directly --------------------------------------------------------------------
 # A composite op's node called as y.grad_fn(g) ran only its decomposition's last primitive, and
 # gave that primitive's gradients: softplus(x).grad_fn(g) gave (None, 0, g) for where's operands

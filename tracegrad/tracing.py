@@ -961,13 +961,15 @@ def keep_saved(out, input=None, others=(), result=False):
     for t in (input,) + tuple(others):
         if isinstance(t, Tensor) and t._inference:
             raise RuntimeError(INFERENCE_SAVED_MSG)          # (torch's, as its node saves t)
-    if isinstance(input, Tensor):
-        guards.append(Above.Guard.of(input, False, True))
+    # (in the order torch's node unpacks them, which names the first found written: by name, and
+    # a composite's others, its result and its self mostly sort so: fmax's other before self)
     for t in others:
         if isinstance(t, Tensor):
             guards.append(Above.Guard.of(t, False))
     if result:
         guards.append(Above.Guard.of(out, True))
+    if isinstance(input, Tensor):
+        guards.append(Above.Guard.of(input, False, True))
     guards = tuple(g for g in guards if g is not None)
     if guards:
         node._saved = node._saved + guards

@@ -222,6 +222,7 @@ def addcmul(input, tensor1, tensor2, *, value=1):
     # (16-bit operands: value * tensor1 and the fma in float32, as torch's opmath, then rounded once more)
     dt = D.result_type((input, tensor1 if value == 1 else value * tensor1, tensor2))
     half = dt is D.float16 or dt is D.bfloat16
+    given = (tensor1, tensor2)
     if dt.is_floating_point:
         # every operand in the result's dtype first, as torch's kernel takes them (an int64 tensor
         # beside bfloat16 ones is rounded to bfloat16 before the float32 product)
@@ -240,7 +241,13 @@ def addcmul(input, tensor1, tensor2, *, value=1):
         else:
             t1 = O.convert(tensor1, dt)
             out = input + (value * t1 if value != 1 else t1) * O.convert(tensor2, dt)
-    return rename_grad_fn(out, "AddcmulBackward0")
+    out = rename_grad_fn(out, "AddcmulBackward0")
+    # torch's node saves tensor1 for tensor2's gradient and tensor2 for tensor1's, named as they were
+    # given (the product's saved values are its float copies, checked in another order)
+    t1, t2 = given
+    req = [t for t, r in ((t1, isinstance(t2, Tensor) and t2.requires_grad),
+                          (t2, isinstance(t1, Tensor) and t1.requires_grad)) if r]
+    return keep_saved(out, None, tuple(req)) if req else out
 
 
 def addcdiv(input, tensor1, tensor2, *, value=1):
@@ -255,7 +262,7 @@ def addcdiv(input, tensor1, tensor2, *, value=1):
     out = rename_grad_fn(input + value * tensor1 / tensor2 if value != 1 else input + tensor1 / tensor2,
                          "AddcdivBackward0")
     # (torch's node saves tensor2 whatever requires grad, and tensor1 where tensor2 does)
-    return keep_saved(out, None, (tensor2, tensor1) if tensor2.requires_grad else (tensor2,))
+    return keep_saved(out, None, (tensor1, tensor2) if tensor2.requires_grad else (tensor2,))
 
 
 def nansum(input, dim=None, keepdim=False, *, dtype=None):

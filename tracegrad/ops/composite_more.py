@@ -41,7 +41,7 @@ def linalg_cross(input, other, *, dim=-1):
     # torch's node saves other for self's gradient and self for other's: written, each is named as
     # itself (the slices' products named a [3, 1] slice where torch names the [3, 3] operand)
     return keep_saved(rename_grad_fn(out, "LinalgCrossBackward0"), None,
-                      tuple(t for t, r in ((input, other.requires_grad), (other, input.requires_grad)) if r))
+                      tuple(t for t, r in ((other, input.requires_grad), (input, other.requires_grad)) if r))
 
 
 _WARNED = {"cross": False}
