@@ -1130,6 +1130,9 @@ def call_node(node, grads):
         raise TypeError(f"'{type(node).__name__}' object is not callable")
     composite = node.__dict__.get("_composite_inputs")
     if composite is not None:
+        # (a leaf's edge is a weak reference to its AccumulateGrad, slot -1)
+        composite = tuple(e if e is None or e[1] != -1 else (lambda a: None if a is None else (a, 0))(e[0]())
+                          for e in composite)
         return _call_composite(node, grads, composite)
     # the node's own rule, each input apart: a copy of the node whose edges lead to leaves of
     # their own (through its real edges, an input used twice, or reached again through
