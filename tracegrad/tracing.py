@@ -902,7 +902,7 @@ def rename_grad_fn(t, name, whole=True):
 
 def note_composite_inputs(fn, frame):
     """The inputs of the composite op whose last node is `fn`: the floating tensors among the
-    parameters of the function running in `frame` (the public op, or the helper it made the node
+    parameters of the function running in `frame` (the public op, or the function it made the node
     with), as graph edges. A direct call of the node, y.grad_fn(g), differentiates through the
     whole composite to them, as torch's node for the op gives its inputs' gradients (it ran the
     last primitive alone: softplus(x).grad_fn(g) gave (None, 0, g), gradients of where's operands,
