@@ -634,8 +634,10 @@ def _mark_saved_written(proxy, result, roots=None):
         for n in G._succ[w]:
             a = g[n]
             prim = a["prim"]
-            if a["op"] == "proj" or (prim is not None and prim.view and a["args"] and a["args"][0] == w
-                                     and (prim.view is True or prim.view(a["params"]))):
+            # (detach() shares the memory and version counter too: pow(a.detach(), x) with a written
+            # after raised eagerly and differentiated compiled)
+            if a["op"] == "proj" or (prim is not None and a["args"] and a["args"][0] == w and (
+                    prim.name == "detach" or prim.view and (prim.view is True or prim.view(a["params"])))):
                 stack.append(n)
     res = result.__dict__["_name"]
     final = res if g[res]["op"] != "convert" else g[res]["args"][0]     # (commit_traced's cast)

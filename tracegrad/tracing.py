@@ -930,13 +930,58 @@ def _make_out(data, dt, base, multi=False):
     return t
 
 
-def rename_grad_fn(t, name):
+def rename_grad_fn(t, name, whole=True):
     """Show `t`'s grad_fn under torch's name `name` (a composite's public name); the node, its
-    derivative and its next_functions stay those of the primitive that made it."""
+    derivative and its next_functions stay those of the primitive that made it (the composite's
+    inputs are noted for a direct call of the node: note_composite_inputs). `whole=False`: the
+    node is torch's node alone (kron's _unsafe_view), not the whole op."""
     fn = t.grad_fn
     if fn is not None:
         fn.__class__ = Above.node_class(name)
+        if whole:
+            note_composite_inputs(fn, sys._getframe(1))
     return t
+
+
+def note_composite_inputs(fn, frame):
+    """The inputs of the composite op whose last node is `fn`: the floating tensors among the
+    parameters of the function running in `frame` (the public op, or the function it made the node
+    with), as graph edges. A direct call of the node, y.grad_fn(g), differentiates through the
+    whole composite to them, as torch's node for the op gives its inputs' gradients (it ran the
+    last primitive alone: softplus(x).grad_fn(g) gave (None, 0, g), gradients of where's operands,
+    where torch gives sigmoid(x) * g). One pass and no comparison: this runs on every composite
+    call (about 2 us), a direct call is rare."""
+    code = frame.f_code
+    loc = frame.f_locals
+    edges = []
+    for name in code.co_varnames[:code.co_argcount + code.co_kwonlyargcount]:
+        v = loc.get(name)
+        c = v.__class__
+        if c is Tensor:
+            vs = (v,)
+        elif c is tuple or c is list:
+            vs = [t for t in v if isinstance(t, Tensor)]
+        elif v is None or not isinstance(v, Tensor):
+            continue
+        else:
+            vs = (v,)
+        for t in vs:
+            if not t._dtype.is_floating_point:
+                continue                 # (an index is no input of torch's node)
+            g = t._grad_fn if t._view is None else t.grad_fn
+            if g is fn:
+                return                   # (the op gave back an input)
+            if g is not None:
+                edges.append((g, t._output_nr))
+            elif not t._req:
+                edges.append(None)
+            else:
+                # a leaf: the weak reference to its AccumulateGrad (the op's nodes hold it), looked
+                # up when the node is called (slot -1)
+                acc = t._grad_acc
+                edges.append((acc, -1) if acc is not None else (t._accumulator(), 0))
+    if edges:
+        fn.__dict__["_composite_inputs"] = tuple(edges)
 
 
 INFERENCE_SAVED_MSG = ("Inference tensors cannot be saved for backward. Please do not use Tensors created in inference "
@@ -962,13 +1007,15 @@ def keep_saved(out, input=None, others=(), result=False):
     for t in (input,) + tuple(others):
         if isinstance(t, Tensor) and t._inference:
             raise RuntimeError(INFERENCE_SAVED_MSG)          # (torch's, as its node saves t)
-    if isinstance(input, Tensor):
-        guards.append(Above.Guard.of(input, False, True))
+    # (in the order torch's node unpacks them, which names the first found written: by name, and
+    # a composite's others, its result and its self mostly sort so: fmax's other before self)
     for t in others:
         if isinstance(t, Tensor):
             guards.append(Above.Guard.of(t, False))
     if result:
         guards.append(Above.Guard.of(out, True))
+    if isinstance(input, Tensor):
+        guards.append(Above.Guard.of(input, False, True))
     guards = tuple(g for g in guards if g is not None)
     if guards:
         node._saved = node._saved + guards
@@ -983,6 +1030,9 @@ def _keep_saved_traced(out, input, others, result):
     g = out.__dict__["_graph"]
     v = value_of(g, out)
     a = g[v]
+    if a["op"] == "proj" and not result:
+        v = a["args"][0]                 # an output of an op of several (max_pool2d's values): the op's
+        a = g[v]
     if a["op"] in ("input", "proj") or a["prim"] is None:
         return
     consts = g.__dict__.get("constants", {})

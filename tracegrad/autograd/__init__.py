@@ -401,13 +401,39 @@ def _run_until_stale(order, index, roots, seeds, retain_graph, create_graph, hoo
     return err
 
 
+# the op table's argument names as torch's nodes name their saved values
+_TORCH_NAMES = {"x": "self", "a": "self", "y": "other", "b": "other", "w": "weight"}
+
+
+def _in_torchs_order(prim, saved):
+    """A node's saved values (its result, then its arguments) in the order torch's node unpacks
+    them, which names the first one found written: by name (mul(a, b) with both written names
+    other, pow names exponent before result before self, clamp max before min)."""
+    names = prim.inputs
+    keyed = [("result", saved[0])]
+    for i, s in enumerate(saved[1:]):
+        name = names[min(i, len(names) - 1)] if names else ""
+        keyed.append((_TORCH_NAMES.get(name, name) if i < len(names) or prim.variadic else "~", s))
+    if prim.name == "pow":
+        keyed[2] = ("exponent", keyed[2][1])
+    return tuple(s for _, s in sorted(keyed, key=lambda k: k[0]))
+
+
 def _stale_error(node):
     """The error torch's engine raises when it runs `node`, one of whose saved tensors was
     written in place since (it unpacks them all first) or freed by an earlier backward, or None."""
     if node._prim is not None and node._saved is None and (not node._prim.takes_ctx or node._freed):
         return RuntimeError(engine.FREED_MSG)
     items = []
-    for s in node._saved or ():
+    saved = node._saved or ()
+    if node._guarded:
+        # what torch's node for the composite saves first: its decomposition's own saved values
+        # may be other tensors made from them (index_add's index, expanded), named otherwise
+        n = len(node._args_meta) + 1
+        saved = saved[n:] + saved[:n]
+    elif node._prim is not None and len(saved) > 2:
+        saved = _in_torchs_order(node._prim, saved)
+    for s in saved:
         if isinstance(s, tuple):
             items.extend(s)
         else:

@@ -50,7 +50,7 @@ STATS = collections.Counter()
 
 class Program:
     __slots__ = ("fwd", "bwd", "fn", "binds", "node_count", "triton", "transfers", "owners", "undefined",
-                 "family", "kin", "eager", "ran", "hook_keys")
+                 "family", "kin", "eager", "ran", "hook_keys", "unread")
 
 
 def _owners(order):
@@ -616,6 +616,7 @@ def get_program(order, index, roots, targets, hooks_spec, structure=None, key=No
     p.ran = tuple([index[id(n)] for n in executed(order, targets)])
     # the tensors whose hooks the backward calls, by (position, slot): will_engine_execute_node
     p.hook_keys = frozenset(info for kind, info in p.binds if kind == "hook")
+    p.unread = _unread_saved(order, p)
     p.owners = _owners(order)
     # a backward through an evicted compiled program is not kept: it would keep it alive
     if len(order) <= _CACHE_MAX_NODES and not any(o.evicted for o in p.owners):
@@ -631,6 +632,55 @@ def get_program(order, index, roots, targets, hooks_spec, structure=None, key=No
             while len(_CACHE) > _CACHE_LIMIT:
                 _drop(next(iter(_CACHE)))
     return p
+
+
+def _unread_saved(order, p):
+    """The saved values of the nodes the backward runs that its program never reads, by (node
+    position, argument position or -1, output slot): torch's node unpacks every tensor it saved as
+    it runs, and raises for one written in place since, read or not (pow(2.0, x)'s node saves x
+    and reads only its result; x written gave a gradient here). Empty where every one is read."""
+    read = set()
+    for kind, info in p.binds:
+        if kind == "saved":
+            for k, pos, slot in info:
+                read.add((k, pos, slot if pos == -1 else 0))
+    unread = []
+    for k in p.ran:
+        node = order[k]
+        saved = node._saved
+        if not saved or node._prim is None or node._prim.takes_ctx:
+            continue
+        for pos in range(len(node._args_meta)):
+            s = saved[pos + 1]
+            if s is not None and hasattr(s, "vc") and (k, pos, 0) not in read:
+                unread.append((k, pos, 0))
+        outs = node._prim.torch_saved_outputs
+        for slot, s in enumerate(saved[0] or ()):
+            if s is not None and (k, -1, slot) not in read and (outs is None or slot in outs):
+                unread.append((k, -1, slot))
+    return tuple(unread)
+
+
+def _check_unread(order, unread):
+    """torch's version check of the saved values a backward does not read (_unread_saved), made
+    before anything runs, as a saved value found written when it is bound."""
+    for k, pos, slot in unread:
+        node = order[k]
+        saved = node._saved
+        if saved is None:
+            continue
+        s = saved[pos + 1]
+        if pos == -1 and s is not None:
+            s = s[slot] if slot < len(s) else None
+        if s is None or not hasattr(s, "vc"):
+            continue
+        try:
+            _check_version(s, node)
+        except RuntimeError as e:
+            if tracer._ANOMALY[0]:
+                anomaly_warn(type(node).__name__, node)
+            e._at_bind = True
+            raise
 
 
 def _drop(key):
@@ -763,6 +813,8 @@ def _execute(order, index, roots, seeds, targets, retain_graph, create_graph, ho
             _check_guards(node)
     if p is None:
         p = get_program(order, index, roots, targets, hooks_spec, key=key)
+    if p.unread:
+        _check_unread(order, p.unread)
     hook_by_key = {(index[id(n)], s): fns for (n, s), fns in hooks_spec.items()} if hooks_spec else {}
     if hooks_spec:
         _TASKS.stack[-1].hook_keys = p.hook_keys
@@ -1076,6 +1128,12 @@ def call_node(node, grads):
         raise RuntimeError(f"{type(node).__name__} cannot be called directly")
     if node._prim.takes_ctx:
         raise TypeError(f"'{type(node).__name__}' object is not callable")
+    composite = node.__dict__.get("_composite_inputs")
+    if composite is not None:
+        # (a leaf's edge is a weak reference to its AccumulateGrad, slot -1)
+        composite = tuple(e if e is None or e[1] != -1 else (lambda a: None if a is None else (a, 0))(e[0]())
+                          for e in composite)
+        return _call_composite(node, grads, composite)
     # the node's own rule, each input apart: a copy of the node whose edges lead to leaves of
     # their own (through its real edges, an input used twice, or reached again through
     # another input, got the sum of every path to it: x * x's node answered 2x for each)
@@ -1111,6 +1169,64 @@ def call_node(node, grads):
         outs = iter(execute(order, index, [(node, i) for i in range(n_out)], seeds, edges, True, False, {},
                             structure))
     res = tuple(None if nf is None else next(outs) for nf, _ in node.next_functions)
+    return res[0] if len(res) == 1 else res
+
+
+def _call_composite(node, grads, inputs):
+    """grad_fn(*grad_outputs) of a composite op's last node (tracing.note_composite_inputs): the
+    gradients of the whole op for each of its inputs (None where one needs none), through the
+    nodes the op recorded."""
+    seeds = []
+    for i, (g, (shape, dt)) in enumerate(zip(grads, node._out_meta)):
+        if not isinstance(g, Tensor):
+            raise TypeError(f"argument {i} is not a Variable")
+        if tuple(g.shape) != tuple(shape):
+            raise RuntimeError(f"{type(node).__name__}: expected a gradient of shape {list(shape)}, got "
+                               f"{list(g.shape)}")
+        seeds.append(g if g._dtype is dt else g.to(dt))
+    # the op's nodes copied, each edge to an input led to a leaf of its own: a gradient reaching an
+    # input through another input (mse_loss(x, x * 2)) is no part of the op's
+    leaves = {}
+    for e in inputs:
+        if e is None:
+            continue
+        if (id(e[0]), e[1]) in leaves:
+            raise RuntimeError(f"{type(node).__name__}: calling the node of a composite op that was given one tensor "
+                               f"as two of its inputs is not supported (its gradient for each cannot be told "
+                               f"apart); use torch.autograd.grad(output, inputs, grad_outputs)")
+        leaf = object.__new__(Node)
+        leaf._prim, leaf._params, leaf._args_meta, leaf.next_functions, leaf._saved = None, None, (), (), ()
+        leaf._seq = -1
+        leaf._out_meta = (e[0]._out_meta[e[1]],)
+        leaves[(id(e[0]), e[1])] = leaf
+    bound = max(e[0]._seq for e in inputs if e is not None)   # the op's own nodes were made after its inputs
+    copies = {}
+    stack = [node]
+    while stack:                         # (a walk, not a recursion: a long scan makes thousands of nodes)
+        n = stack.pop()
+        if id(n) in copies:
+            continue
+        c = copies[id(n)] = (object.__new__(type(n)), n)
+        for slot in ("_prim", "_params", "_args_meta", "_saved", "_out_meta", "_seq"):
+            setattr(c[0], slot, getattr(n, slot))
+        c[0].__dict__.update({k: v for k, v in n.__dict__.items() if k != "_composite_inputs"})
+        for nf, s in n.next_functions:
+            if nf is not None and (id(nf), s) not in leaves and nf._prim is not None and nf._seq > bound:
+                stack.append(nf)
+    for c, n in copies.values():
+        edges = []
+        for nf, s in n.next_functions:
+            leaf = leaves.get((id(nf), s)) if nf is not None else None
+            inner = copies.get(id(nf)) if nf is not None and leaf is None else None
+            edges.append((leaf, 0) if leaf is not None else (inner[0], s) if inner is not None else (None, 0))
+        c.next_functions = tuple(edges)
+    root = copies[id(node)][0]
+    targets = [(leaf, 0) for leaf in leaves.values()]
+    order, index, structure, _ = walk_keyed([root])
+    with set_grad_enabled(False):
+        outs = iter(execute(order, index, [(root, i) for i in range(len(node._out_meta))], seeds, targets, True,
+                            False, {}, structure))
+    res = tuple(None if e is None else next(outs) for e in inputs)
     return res[0] if len(res) == 1 else res
 
 

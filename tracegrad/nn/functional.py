@@ -9,6 +9,7 @@ cannot overflow and z itself above it, normalizations compute the variance from
 centred values. Convolution and pooling are primitives of their own (ops/nn_primitives.py).
 """
 import math
+import sys
 import numbers
 import warnings
 
@@ -17,7 +18,7 @@ import numpy as np
 from .. import _dtype as D
 from ..tensor import Tensor
 from ..grad_mode import no_grad, is_grad_enabled
-from ..tracing import apply, rename_grad_fn, Proxy, TraceError, keep_saved
+from ..tracing import apply, rename_grad_fn, Proxy, TraceError, keep_saved, note_composite_inputs
 from ..ops import functional as O
 from ..ops.primitives import PRIMITIVES as P
 from ..ops import nn_primitives  # noqa: F401  (registers the convolution and pooling primitives)
@@ -47,8 +48,17 @@ def _named(out, name, *inputs, saves=False):
     fn = getattr(out, "grad_fn", None)
     if fn is not None and all(fn is not getattr(i, "grad_fn", None) for i in inputs):
         fn.__class__ = node_class(name)
+        note_composite_inputs(fn, sys._getframe(1))
         if saves:
             keep_saved(out, inputs[0], inputs[1:])
+    return out
+
+
+def _keep_input_weight(out, input, weight):
+    """What torch's node for batch_norm and group_norm saves and their decompositions here do not
+    read: input and weight (written before the backward, either raises)."""
+    if out.__class__ is Proxy or (out._grad_fn is not None and out._grad_fn is not input._grad_fn):
+        keep_saved(out, input, (weight,))
     return out
 
 
@@ -395,6 +405,7 @@ def max_pool2d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode
     x, unbatched = _batched(input)
     values, indices = apply(P["max_pool2d"], (x,), {"kernel": kernel, "stride": stride, "padding": padding,
                                                     "dilation": dilation, "ceil_mode": bool(ceil_mode)})
+    keep_saved(values, input)        # (torch's node saves self, which the indices' backward does not read)
     if unbatched:
         values, indices = O.squeeze(values, 0), O.squeeze(indices, 0)
     return (values, indices) if return_indices else values
@@ -412,6 +423,7 @@ def avg_pool2d(input, kernel_size, stride=None, padding=0, ceil_mode=False, coun
     out = apply(P["avg_pool2d"], (x,), {"kernel": kernel, "stride": stride, "padding": padding,
                                         "ceil_mode": bool(ceil_mode), "count_include_pad": bool(count_include_pad),
                                         "divisor_override": divisor_override})
+    keep_saved(out, input)           # (torch's node saves self; the backward reads its shape alone)
     return O.squeeze(out, 0) if unbatched else out
 
 
@@ -470,7 +482,8 @@ def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
         out = out * _affine(weight, dt)
     if bias is not None:
         out = out + _affine(bias, dt)
-    return _named(_rounded(out, dt), "NativeLayerNormBackward0", input, weight, bias)
+    # (torch's node saves input, weight and bias: one written before the backward raises)
+    return _named(_rounded(out, dt), "NativeLayerNormBackward0", input, weight, bias, saves=True)
 
 
 def _update_running(r, batch, momentum):
@@ -525,7 +538,9 @@ def batch_norm(input, running_mean, running_var, weight=None, bias=None, trainin
     if bias is not None:
         out = out + O.reshape(_affine(bias, dt), bshape)
     out = _rounded(out, dt)
-    return _named(out, "NativeBatchNormBackward0", input, weight, bias)
+    out = _named(out, "NativeBatchNormBackward0", input, weight, bias)
+    # torch's node saves input and weight (not bias): one written before the backward raises
+    return _keep_input_weight(out, input, weight)
 
 
 def normalize(input, p=2.0, dim=1, eps=1e-12, out=None):
@@ -636,7 +651,9 @@ def pad(input, pad, mode="constant", value=None):
         out = O.index_select(out, dim, Tensor._make(i.astype(np.int64), D.int64))
     if mode == "circular":
         return _named(out, "CopySlices", input)      # torch builds it by copies into slices
-    return _named(out, f"{'Reflection' if mode == 'reflect' else 'Replication'}Pad{len(pairs)}DBackward0", input)
+    # (torch's node saves self: written before the backward, it raises)
+    return _named(out, f"{'Reflection' if mode == 'reflect' else 'Replication'}Pad{len(pairs)}DBackward0", input,
+                  saves=True)
 
 
 def _pad_constant(input, pairs, value):
@@ -795,6 +812,7 @@ def nll_loss(input, target, weight=None, size_average=None, ignore_index=-100, r
         raise ValueError(f"Expected 1 or more dimensions (got {input.ndim})")
     _check_class_target(input, target)
     unbatched = input.ndim == 1
+    given = (input, target, weight)
     if unbatched:
         input, target = O.unsqueeze(input, 0), O.unsqueeze(target, 0)
     if weight is not None and (weight.ndim != 1 or weight.shape[0] != input.shape[1]):
@@ -814,7 +832,8 @@ def nll_loss(input, target, weight=None, size_average=None, ignore_index=-100, r
         out = O.sum(loss) / O.sum(w)
     else:
         out = _reduce(loss, reduction)
-    out = _named(out, "NllLossBackward0", input)
+    # torch's node saves self, target and weight: one written before the backward raises
+    out = _named(out, "NllLossBackward0", *given, saves=True)
     return O.squeeze(out, 0) if unbatched and reduction == "none" else out
 
 
@@ -1108,7 +1127,8 @@ def glu(input, dim=-1):
     _float_only(input, "glu_cpu")
     x, dt = _opmath(input)
     a, b = O.split(x, n // 2, dim)
-    return _named(_rounded(a * sigmoid(b), dt), "GluBackward0", input)
+    # (torch's node saves self: written, it raises torch's error, not that of split's views)
+    return _named(_rounded(a * sigmoid(b), dt), "GluBackward0", input, saves=True)
 
 
 def prelu(input, weight):
@@ -1223,7 +1243,9 @@ def _clamped_norm(x, dim, eps):
 
 
 def pairwise_distance(x1, x2, p=2.0, eps=1e-6, keepdim=False):
-    return O.norm(x1 - x2 + eps, p, dim=-1, keepdim=keepdim)
+    # torch's is at::norm, NormBackward1 (its saved result, written, is named so)
+    out = O.norm(x1 - x2 + eps, p, dim=-1, keepdim=keepdim)
+    return rename_grad_fn(out, "NormBackward1", whole=False) if out.__class__ is not Proxy else out
 
 
 def conv1d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
@@ -1236,7 +1258,18 @@ def conv1d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
     one = lambda v: (1, v[0] if isinstance(v, (tuple, list)) else v)      # noqa: E731
     pad = padding if isinstance(padding, str) else (0, padding[0] if isinstance(padding, (tuple, list)) else padding)
     out = conv2d(O.unsqueeze(input, -2), O.unsqueeze(weight, 2), bias, one(stride), pad, one(dilation), groups)
-    return O.squeeze(out, -2)
+    out = O.squeeze(out, -2)
+    return _conv_saved(out, input, weight) if input.ndim == 3 else out    # (unbatched: torch's SqueezeBackward1)
+
+
+def _conv_saved(out, input, weight):
+    """torch's ConvolutionBackward0 for a 1-d convolution: it saves input (for weight's gradient)
+    and weight (for input's) as they were given, which a write names as themselves (not as the
+    4-d views the 2-d convolution here saves)."""
+    if out.__class__ is Proxy or out._grad_fn is not None:
+        keep_saved(rename_grad_fn(out, "ConvolutionBackward0"), None,
+                   tuple(t for t, r in ((input, weight.requires_grad), (weight, input.requires_grad)) if r))
+    return out
 
 
 def group_norm(input, num_groups, weight=None, bias=None, eps=1e-5):
@@ -1257,7 +1290,9 @@ def group_norm(input, num_groups, weight=None, bias=None, eps=1e-5):
         out = out * _affine(weight, dt).reshape(shape)
     if bias is not None:
         out = out + _affine(bias, dt).reshape(shape)
-    return _named(_rounded(out, dt), "NativeGroupNormBackward0", input, weight, bias)
+    out = _named(_rounded(out, dt), "NativeGroupNormBackward0", input, weight, bias)
+    # torch's node saves input and weight (not bias): one written before the backward raises
+    return _keep_input_weight(out, input, weight)
 
 
 def _interp_sizes(input, size, scale_factor, name):

@@ -12,7 +12,7 @@ from ..ops import functional as O
 from . import functional as F
 from ..grad_mode import no_grad
 from ..creation import from_numpy, zeros, arange, ones, empty_like, rand_like
-from ..tracing import rename_grad_fn, keep_saved
+from ..tracing import rename_grad_fn, keep_saved, Proxy
 
 __all__ = ["max_pool1d", "avg_pool1d", "adaptive_avg_pool1d", "adaptive_max_pool1d", "adaptive_max_pool2d",
            "adaptive_avg_pool2d", "instance_norm", "pixel_shuffle", "pixel_unshuffle", "unfold", "fold",
@@ -98,7 +98,9 @@ def adaptive_avg_pool2d(input, output_size):
         return O.mean(input, (-2, -1), keepdim=True)
     if h % oh == 0 and w % ow == 0:
         return F.avg_pool2d(input, (h // oh, w // ow))
-    return _adaptive_along(_adaptive_along(input, input.ndim - 2, oh, _mean), input.ndim - 1, ow, _mean)
+    # torch's node saves self (_adaptive_avg_pool2d_backward(grad, self))
+    return keep_saved(_adaptive_along(_adaptive_along(input, input.ndim - 2, oh, _mean), input.ndim - 1, ow, _mean),
+                      input)
 
 
 def adaptive_avg_pool1d(input, output_size):
@@ -118,7 +120,10 @@ def adaptive_max_pool2d(input, output_size, return_indices=False):
     if return_indices:
         raise NotImplementedError(f"adaptive_max_pool2d(return_indices=True) from {h}x{w} to {oh}x{ow}: only output "
                                   f"sizes that divide the input size return indices")
-    return _adaptive_along(_adaptive_along(input, input.ndim - 2, oh, _amax), input.ndim - 1, ow, _amax)
+    # torch's node saves self and the indices: self written raises, named as torch names it (the
+    # windows' own saved values are slices of it)
+    return keep_saved(_adaptive_along(_adaptive_along(input, input.ndim - 2, oh, _amax), input.ndim - 1, ow, _amax),
+                      input)
 
 
 def adaptive_max_pool1d(input, output_size, return_indices=False):
@@ -308,7 +313,7 @@ def conv_transpose1d(input, weight, bias=None, stride=1, padding=0, output_paddi
     one = lambda v, first=1: (first, v[0] if isinstance(v, (tuple, list)) else v)      # noqa: E731
     out = F.conv_transpose2d(O.unsqueeze(input, -2), O.unsqueeze(weight, 2), bias, one(stride), one(padding, 0),
                              one(output_padding, 0), groups, one(dilation))
-    return rename_grad_fn(O.squeeze(out, -2), "ConvolutionBackward0")
+    return F._conv_saved(O.squeeze(out, -2), input, weight)
 
 
 def rrelu(input, lower=1.0 / 8, upper=1.0 / 3, training=False, inplace=False):
@@ -680,18 +685,27 @@ def grid_sample(input, grid, mode="bilinear", padding_mode="zeros", align_corner
         xc = O.clamp(xi, 0, w - 1).to(D.int64)
         yc = O.clamp(yi, 0, h - 1).to(D.int64)
         idx = (yc * w + xc).reshape(n, 1, ho * wo)
-        vals = O.gather(flat, 2, O.expand(idx, n, c, ho * wo)).reshape(n, c, ho, wo)
+        vals = O._gather(flat, 2, O.expand(idx, n, c, ho * wo)).reshape(n, c, ho, wo)
         return O.where(O.unsqueeze(valid, 1), vals, O.zeros_like(vals))
     if mode == "nearest":
         out = pick(O.round(ix).detach(), O.round(iy).detach())
         # connected to grid with a zero gradient, as torch's (rounding is flat)
-        return O.where(O.zeros_like(out, dtype=D.bool_), O.unsqueeze(ix + iy, 1), out)
+        return _grid_sampled(O.where(O.zeros_like(out, dtype=D.bool_), O.unsqueeze(ix + iy, 1), out), input, grid)
     x0, y0 = O.floor(ix).detach(), O.floor(iy).detach()
     x1, y1 = x0 + 1, y0 + 1
     wx1, wy1 = ix - x0, iy - y0
     wx0, wy0 = 1 - wx1, 1 - wy1
     out = pick(x0, y0) * O.unsqueeze(wx0 * wy0, 1) + pick(x1, y0) * O.unsqueeze(wx1 * wy0, 1)
-    return out + pick(x0, y1) * O.unsqueeze(wx0 * wy1, 1) + pick(x1, y1) * O.unsqueeze(wx1 * wy1, 1)
+    return _grid_sampled(out + pick(x0, y1) * O.unsqueeze(wx0 * wy1, 1) + pick(x1, y1) * O.unsqueeze(wx1 * wy1, 1),
+                         input, grid)
+
+
+def _grid_sampled(out, input, grid):
+    """torch's node for grid_sample saves input and grid (whichever requires grad): one written
+    before the backward raises, named as itself (not as the flattened view the picks read)."""
+    if out.__class__ is Proxy or out._grad_fn is not None:
+        keep_saved(rename_grad_fn(out, "GridSampler2DBackward0"), input, (grid,))
+    return out
 
 
 # torch.nn.functional is one namespace: these functions join nn.functional's as this module is

@@ -225,6 +225,7 @@ def addcmul(input, tensor1, tensor2, *, value=1):
     if dt is D.bool_:
         raise NotImplementedError("\"addcmul_cpu_out\" not implemented for 'Bool'")
     half = dt is D.float16 or dt is D.bfloat16
+    given = (tensor1, tensor2)
     if dt.is_floating_point:
         # every operand in the result's dtype first, as torch's kernel takes them (an int64 tensor
         # beside bfloat16 ones is rounded to bfloat16 before the float32 product)
@@ -243,7 +244,13 @@ def addcmul(input, tensor1, tensor2, *, value=1):
         else:
             t1 = O.convert(tensor1, dt)
             out = input + (value * t1 if value != 1 else t1) * O.convert(tensor2, dt)
-    return rename_grad_fn(out, "AddcmulBackward0")
+    out = rename_grad_fn(out, "AddcmulBackward0")
+    # torch's node saves tensor1 for tensor2's gradient and tensor2 for tensor1's, named as they were
+    # given (the product's saved values are its float copies, checked in another order)
+    t1, t2 = given
+    req = [t for t, r in ((t1, isinstance(t2, Tensor) and t2.requires_grad),
+                          (t2, isinstance(t1, Tensor) and t1.requires_grad)) if r]
+    return keep_saved(out, None, tuple(req)) if req else out
 
 
 def addcdiv(input, tensor1, tensor2, *, value=1):
@@ -258,7 +265,7 @@ def addcdiv(input, tensor1, tensor2, *, value=1):
     out = rename_grad_fn(input + value * tensor1 / tensor2 if value != 1 else input + tensor1 / tensor2,
                          "AddcdivBackward0")
     # (torch's node saves tensor2 whatever requires grad, and tensor1 where tensor2 does)
-    return keep_saved(out, None, (tensor2, tensor1) if tensor2.requires_grad else (tensor2,))
+    return keep_saved(out, None, (tensor1, tensor2) if tensor2.requires_grad else (tensor2,))
 
 
 def nansum(input, dim=None, keepdim=False, *, dtype=None):
@@ -267,7 +274,8 @@ def nansum(input, dim=None, keepdim=False, *, dtype=None):
     x = input if dtype is None else input.to(dtype)
     if x.dtype.is_floating_point:
         x = O.where(O.isnan(x), O.zeros_like(x), x)
-    return O._in_dtype(rename_grad_fn(O.sum(x, dim, keepdim), "NansumBackward0"), dtype)
+    # torch's node saves self (its NaNs get no gradient): written before the backward, it raises
+    return O._in_dtype(keep_saved(rename_grad_fn(O.sum(x, dim, keepdim), "NansumBackward0"), input), dtype)
 
 
 def nanmean(input, dim=None, keepdim=False, *, dtype=None):
@@ -624,7 +632,12 @@ def matrix_exp(input):
     R = M.linalg_solve(V - U, V + U)
     for _ in range(s):
         R = O.matmul(R, R)
-    return R
+    if not s and R.requires_grad:
+        # the solve's node saves its result, torch's node for matrix_exp does not: the result
+        # written before the backward raised here; a copy of it is returned instead
+        R = R.clone()
+    # torch's node saves self
+    return keep_saved(rename_grad_fn(R, "LinalgMatrixExpBackward0"), input)
 
 
 def normal(mean, std=1.0, size=None, *, generator=None, out=None, dtype=None, layout=None, device=None,
@@ -716,7 +729,8 @@ def take(input, index):
     if index.dtype is not D.int64:
         # (a uint8 or bool index would be read as a mask by the indexing below)
         raise RuntimeError(f"take(): Expected a long tensor for index, but got {D.SCALAR_NAME[index.dtype]}")
-    return O.reshape(input, -1)[index]
+    # torch's node saves self and index: self written before the backward raises, named as itself
+    return keep_saved(rename_grad_fn(O.reshape(input, -1)[index], "TakeBackward0"), input, (index,))
 
 
 def scatter_reduce(input, dim, index, src, reduce, *, include_self=True):
@@ -770,7 +784,15 @@ def scatter_reduce(input, dim, index, src, reduce, *, include_self=True):
             both = O.cat([both, O.unsqueeze(x, -1)], -1)
         r = (O.amax if reduce == "amax" else O.amin)(both, -1)
         out = r if include_self else O.where(hit, r, x)
-    return movedim(out.to(input.dtype), -1, d)
+    r = out.to(input.dtype)
+    out = movedim(r, -1, d)
+    if r.__class__ is Proxy or r._grad_fn is not None:
+        # torch's node saves self, src, index and its result, whatever the reduction: one written
+        # before the backward raises (amax, prod and mean gave a gradient here). The result's guard
+        # is on the value the returned view is taken of: a write through the view goes on from there
+        keep_saved(rename_grad_fn(r, "ScatterReduceBackward0"), input, (src, index), result=True)
+        rename_grad_fn(out, "ScatterReduceBackward0")
+    return out
 
 
 # the public ops are one namespace: these join ops.functional's as this module is imported,

@@ -11,7 +11,7 @@ import numpy as np
 
 from .. import _dtype as D
 from ..tensor import Tensor
-from ..tracing import rename_grad_fn, TraceError, keep_saved
+from ..tracing import rename_grad_fn, TraceError, keep_saved, Proxy
 from ..creation import tensor, zeros
 from . import functional as O
 from . import shapes as S
@@ -42,7 +42,10 @@ def linalg_cross(input, other, *, dim=-1):
     a = [O.narrow(input, d, i, 1) for i in range(3)]
     b = [O.narrow(other, d, i, 1) for i in range(3)]
     out = O.cat([a[1] * b[2] - a[2] * b[1], a[2] * b[0] - a[0] * b[2], a[0] * b[1] - a[1] * b[0]], d)
-    return rename_grad_fn(out, "LinalgCrossBackward0")
+    # torch's node saves other for self's gradient and self for other's: written, each is named as
+    # itself (the slices' products named a [3, 1] slice where torch names the [3, 3] operand)
+    return keep_saved(rename_grad_fn(out, "LinalgCrossBackward0"), None,
+                      tuple(t for t, r in ((other, input.requires_grad), (input, other.requires_grad)) if r))
 
 
 _WARNED = {"cross": False}
@@ -108,14 +111,27 @@ def tensordot(a, b, dims=2, out=None):
     return O.matmul(am, bm).reshape(tuple(a.shape[d] for d in ka) + tuple(b.shape[d] for d in kb))
 
 
+def _unsafe_view(t, shape):
+    """torch's _unsafe_view: t's data in `shape` (only size-1 dimensions put in: always a view),
+    with a version counter of its own, so what a node saves of it is not checked against writes
+    to t (and reads t's data as it is then, as torch's)."""
+    v = t.reshape(shape)
+    if v.__class__ is not Proxy and v._base is not None:
+        v._vc, v._view, v._base = [0], None, None
+        rename_grad_fn(v, "UnsafeViewBackward0", whole=False)
+    return v
+
+
 def kron(input, other):
-    """The Kronecker product: block (i, j, ...) is input[i, j, ...] * other."""
+    """The Kronecker product: block (i, j, ...) is input[i, j, ...] * other. As torch's KronImpl,
+    the operands multiply as _unsafe_views: torch's MulBackward0 saves those, so input or other
+    written before the backward does not raise (it raised here) and the gradient reads their
+    data as written."""
     nd = max(input.ndim, other.ndim)
-    a = input.reshape((1,) * (nd - input.ndim) + tuple(input.shape))
-    b = other.reshape((1,) * (nd - other.ndim) + tuple(other.shape))
-    ai = a.reshape(tuple(x for n in a.shape for x in (n, 1)))
-    bi = b.reshape(tuple(x for n in b.shape for x in (1, n)))
-    return (ai * bi).reshape(tuple(m * n for m, n in zip(a.shape, b.shape)))
+    ai = _unsafe_view(input, tuple(x for n in (1,) * (nd - input.ndim) + tuple(input.shape) for x in (n, 1)))
+    bi = _unsafe_view(other, tuple(x for n in (1,) * (nd - other.ndim) + tuple(other.shape) for x in (1, n)))
+    shape = tuple(m * n for m, n in zip(ai.shape[::2], bi.shape[1::2]))
+    return rename_grad_fn((ai * bi).reshape(shape), "UnsafeViewBackward0", whole=False)
 
 
 def vdot(input, other):
@@ -129,8 +145,11 @@ def addmv(input, mat, vec, *, beta=1, alpha=1):
 
 
 def addr(input, vec1, vec2, *, beta=1, alpha=1):
-    return scaled_sum("AddrBackward0", input, lambda a, b: O.unsqueeze(a, 1) * O.unsqueeze(b, 0), (vec1, vec2),
-                      beta, alpha)
+    out = scaled_sum("AddrBackward0", input, lambda a, b: O.unsqueeze(a, 1) * O.unsqueeze(b, 0), (vec1, vec2),
+                     beta, alpha)
+    # torch's node saves vec2 for vec1's gradient and vec1 for vec2's, named as themselves (not as
+    # the [3, 1] and [1, 3] views the product saves)
+    return keep_saved(out, None, tuple(t for t, r in ((vec1, vec2.requires_grad), (vec2, vec1.requires_grad)) if r))
 
 
 def addbmm(input, batch1, batch2, *, beta=1, alpha=1):
@@ -238,7 +257,9 @@ def take_along_dim(input, indices, dim=None):
                                       tuple(n for i, n in enumerate(indices.shape) if i != d)))
     ishape = tuple(shape_i[:d] + [input.shape[d]] + shape_i[d:])
     jshape = tuple(shape_i[:d] + [indices.shape[d]] + shape_i[d:])
-    return O.gather(input.expand(*ishape) if tuple(input.shape) != ishape else input, d,
+    # (torch expands self whatever its shape: its node saves that view, which a write to self names as
+    # output 0 of AsStrided)
+    return O.gather(input.expand(*ishape) if input.__class__ is not Proxy or tuple(input.shape) != ishape else input, d,
                     indices.expand(*jshape) if tuple(indices.shape) != jshape else indices)
 
 
@@ -354,7 +375,8 @@ def _cumulative_extreme(input, dim, name, better):
     index = tensor(np.moveaxis(idx, -1, d).reshape(tuple(input.shape)))
     values = O.gather(input, d, index) if input.ndim else input.clone()
     out = O._return_type(name)
-    return out(rename_grad_fn(values, name.capitalize() + "Backward0"), index)
+    # torch's node saves self and the indices (cummaxmin_backward(grad, self, indices, dim))
+    return out(keep_saved(rename_grad_fn(values, name.capitalize() + "Backward0"), input), index)
 
 
 def cummax(input, dim):
@@ -447,7 +469,10 @@ def logcumsumexp(input, dim):
         acc = _log_add_exp(x, acc)
         outs.append(acc)
     out = O.stack(outs, d)
-    return rename_grad_fn(out.to(input.dtype) if out.dtype is not input.dtype else out, "LogcumsumexpBackward0")
+    # torch's node saves self and result: either written before the backward raises its error (self
+    # written raised the error of unbind's views here, the result written nothing)
+    return keep_saved(rename_grad_fn(out.to(input.dtype) if out.dtype is not input.dtype else out,
+                                     "LogcumsumexpBackward0"), input, result=True)
 
 
 def _scalar_name(dt):
@@ -552,7 +577,8 @@ def entr(input):
 
 def ldexp(input, other):
     """input * 2 ** other, as torch.ldexp (a float result: 2.0 ** an integer tensor is float)."""
-    return rename_grad_fn(O.mul(input, O.pow(2.0, other)), "LdexpBackward0")
+    # torch's node saves other and its result: the result written before the backward raises
+    return keep_saved(rename_grad_fn(O.mul(input, O.pow(2.0, other)), "LdexpBackward0"), None, (other,), result=True)
 
 
 def nanmedian(input, dim=None, keepdim=False):
@@ -719,7 +745,9 @@ def put(input, index, source, accumulate=False):
             raise IndexError(f"out of range: tried to access index {int(bad[0])} on a tensor of {n} elements.")
     flat = O.reshape(input, (-1,))
     out = O.index_put(flat, (O.reshape(index, (-1,)),), O.reshape(source, (-1,)), bool(accumulate))
-    return rename_grad_fn(O.reshape(out, tuple(input.shape)), "PutBackward0")
+    # torch's node saves index, and source where it requires grad (grad.take(index).reshape_as(source))
+    return keep_saved(rename_grad_fn(O.reshape(out, tuple(input.shape)), "PutBackward0"), None,
+                      (index, source) if source.requires_grad else (index,))
 
 
 def renorm(input, p, dim, maxnorm):

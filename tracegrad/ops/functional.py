@@ -14,7 +14,7 @@ from .. import _dtype as D
 from ..tensor import Tensor, Above, _VALUE_READS, memory_format
 from ..ir.symbolic import Sym
 from ..grad_mode import STATE
-from ..tracing import apply, rename_grad_fn, keep_saved, TRACING, _ACTIVE
+from ..tracing import apply, rename_grad_fn, keep_saved, TRACING, _ACTIVE, Proxy
 from . import shapes as S
 from .primitives import PRIMITIVES as P, FrontEnd, check_index_bounds, check_index_select_bounds, sum_to
 from .primitives import _check_float, _overflow, check_value_fits, may_not_fit
@@ -273,7 +273,12 @@ def pow(input, exponent):
         # bfloat16 (a float32 pow rounded once differed for a quarter of values); bfloat16, stored
         # as float32, says so to the kernel
         return apply(_pow, (input, exponent), {"low": "bfloat16"})
-    return apply(_pow, (input, exponent), {})
+    out = apply(_pow, (input, exponent), {})
+    if exponent.__class__ is Tensor and not exponent.requires_grad and (out.__class__ is Proxy or out._grad_fn):
+        # torch's PowBackward1 saves its result whichever operand requires grad (the primitive's
+        # derivative for the base alone does not read it): written before the backward, it raises
+        keep_saved(out, None, (), result=True)
+    return out
 
 
 float_power = None
@@ -1122,6 +1127,14 @@ def _index_check(input, dim, index, op):
 
 
 def gather(input, dim, index, *, sparse_grad=False):
+    """torch.gather: torch's GatherBackward0 saves self (written before the backward, it raises),
+    which the primitive's derivative does not read; the ops whose torch node saves only the
+    positions (sort, median, kthvalue, mode) pick their values with _gather."""
+    out = _gather(input, dim, index)
+    return keep_saved(out, input) if out.__class__ is Proxy or out._grad_fn is not None else out
+
+
+def _gather(input, dim, index):
     d = S.normalize_dim(dim, input.ndim)
     _index_check(input, d, index, "gather")
     if index.ndim != input.ndim and not (index.ndim <= 1 and input.ndim <= 1):
@@ -1161,6 +1174,11 @@ def scatter(input, dim, index, src=None, *, value=None, reduce=None):
     params = {"dim": d}
     if reduce:
         params["reduce"] = reduce
+        if index.__class__ is Tensor and isinstance(src, Tensor) and not src.requires_grad and input.requires_grad:
+            # torch's ScatterAddBackward0 saves index for src's gradient alone; the primitive saves it
+            # whatever requires grad: an alias with a version counter of its own is saved instead
+            # (the same data), so index written before the backward does not raise where torch does not
+            index = Tensor._make(index._data, index._dtype)
     return apply(P["scatter"], (input, index, src), params)
 
 

@@ -10,7 +10,7 @@ import numpy as np
 
 from .. import _dtype as D
 from ..tensor import Tensor
-from ..tracing import apply, rename_grad_fn, Proxy
+from ..tracing import apply, rename_grad_fn, Proxy, keep_saved
 from . import shapes as S
 from . import math_primitives  # noqa: F401  (registers the primitives)
 from . import gamma_primitives  # noqa: F401  (registers the primitives)
@@ -147,7 +147,7 @@ def _sorted(input, dim, descending, stable=True):
     d = S.normalize_dim(dim, max(input.ndim, 1))
     x = input.reshape(1) if input.ndim == 0 else input
     idx = apply(P["argsort"], (x,), {"dim": d, "descending": bool(descending), "stable": True})
-    vals = O.gather(x, d, idx)
+    vals = O._gather(x, d, idx)
     if input.ndim == 0:
         vals, idx = vals.reshape(()), idx.reshape(())
     return vals, idx, d
@@ -226,7 +226,7 @@ def mode(input, dim=-1, keepdim=False):
 def _picked(input, x, d, i, keepdim, name, node):
     """kthvalue's and mode's result: the values of x (input, at least 1-d) at the positions i
     an index primitive picked along d (keepdim shaped), with the positions."""
-    v = O.gather(x, d, i)
+    v = O._gather(x, d, i)
     if input.ndim == 0:
         v, i = v.reshape(()), i.reshape(())
     elif not keepdim:
@@ -255,7 +255,10 @@ def lower_median(input, dim, keepdim, name, float_pos):
         if input.numel() == 0:
             return tensor(float("nan"), dtype=input.dtype)
         m = lower_median(input.reshape(-1), 0, False, name, float_pos).values
-        return rename_grad_fn(_evenly_distributed(input, m) if input.requires_grad else m, node + "0")
+        if not input.requires_grad:
+            return m
+        # torch's node saves self and result (evenly_distribute_backward): either written raises
+        return keep_saved(rename_grad_fn(_evenly_distributed(input, m), node + "0"), input, result=True)
     d = S.normalize_dim(dim, max(input.ndim, 1))
     x = input.reshape(1) if input.ndim == 0 else input
     n = x.shape[d]
@@ -266,7 +269,7 @@ def lower_median(input, dim, keepdim, name, float_pos):
         pos = float_pos(x, d, n)
     else:
         pos = O.full(tuple(1 if i == d else s for i, s in enumerate(x.shape)), (n - 1) // 2, dtype=D.int64)
-    v, i = O.gather(vals, d, pos), O.gather(idx, d, pos)
+    v, i = O._gather(vals, d, pos), O._gather(idx, d, pos)
     if not keepdim or input.ndim == 0:
         v, i = O.squeeze(v, d), O.squeeze(i, d)
     if input.ndim == 0:
@@ -478,7 +481,10 @@ def index_add(input, dim, index, source, *, alpha=1):
             raise RuntimeError(f"source tensor shape must match self tensor shape, excluding the specified dimension. "
                                f"Got self.shape = [] source.shape = {list(source.shape)}")
         return input + src                    # (scatter_add has no dim to scatter along)
-    return O.scatter_add(input, d, full, src)
+    out = rename_grad_fn(O.scatter_add(input, d, full, src), "IndexAddBackward0")
+    # torch's node saves index and source (grad.index_select(dim, index).expand_as(source)) where
+    # source requires grad; scatter_add's saved index is the expanded one, of another shape
+    return keep_saved(out, None, (index, source)) if source.requires_grad else out
 
 
 # -- linear algebra ------------------------------------------------------------------------------

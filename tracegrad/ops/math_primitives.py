@@ -63,11 +63,12 @@ Primitive("signbit", "x", np.signbit, shape=_unary_shape, dtype="to_bool", eleme
 
 
 def _copysign_vjp(g, out, x, y):
-    # torch: grad * result / self, 0 where self is 0; other gets zeros
+    # torch: grad * result / self, 0 where self is 0; other gets zeros (its node saves self and
+    # result, not other: other written before the backward still differentiates)
     return g * F.where(x == 0, F.zeros_like(out), out / x), F.zeros_like(y) if _is_tensor(y) else None
 
 
-binary("copysign", np.copysign, _copysign_vjp, "x y out", dtype="promote_float",
+binary("copysign", np.copysign, _copysign_vjp, "x out", needs={"x": "x out", "y": "out"}, dtype="promote_float",
        grad_fn=lambda a, p: "CopysignBackward0" if _is_tensor(a[1]) else "CopysignBackward1",
        triton=T.copysign)
 
@@ -78,7 +79,7 @@ def _hypot(x, y):
     return np.hypot(x, y)
 
 
-binary("hypot", _hypot, lambda g, out, x, y: (g * x / out, g * y / out), "x y out",
+binary("hypot", _hypot, lambda g, out, x, y: (g * x / out, g * y / out), "x y out", needs={"x": "x out", "y": "y out"},
        refuse={0: _no_kernel("hypot_cpu"), 1: _no_kernel("hypot_cpu")}, triton=T.Expr("_hypot({0}, {1})", cast=True))
 
 
@@ -605,8 +606,8 @@ Primitive("det_cofactor", "x", _cofactor_kernel, shape=lambda x: tuple(x.shape),
           saves="x", grad_fn="LinalgDetBackward0", triton=_HOST)
 Primitive("linalg_det", "x", lambda a: np.asarray(np.linalg.det(a), dtype=a.dtype),
           shape=lambda x: tuple(x.shape[:-2]), dtype=_float_matrix("det"),
-          vjp=lambda g, out, x: (F.unsqueeze(F.unsqueeze(g, -1), -1) * F.det_cofactor(x),), saves="x",
-          grad_fn="LinalgDetBackward0", triton=_HOST)
+          vjp=lambda g, out, x: (F.unsqueeze(F.unsqueeze(g, -1), -1) * F.det_cofactor(x),), saves="x out",
+          grad_fn="LinalgDetBackward0", triton=_HOST)        # (torch's node saves its result too: written, it raises)
 
 
 def _slogdet_kernel(a):

@@ -563,6 +563,7 @@ def _max_pool2d_vjp(g, out, x, *, kernel, stride, padding, dilation, ceil_mode):
 
 Primitive("max_pool2d", "x", _max_pool2d_kernel, shape=_max_pool2d_shape, dtype="same", multi=True,
           nondiff_outputs=(1,), vjp=_max_pool2d_vjp, saves="out", grad_fn="MaxPool2DWithIndicesBackward0",
+          torch_saved_outputs=(1,),
           refuse={0: _no_kernel("max_pool2d")}, triton=T.Decompose(_max_pool2d_triton))
 Primitive("max_pool2d_backward", "g idx", _max_pool2d_backward_kernel,
           shape=lambda g, idx, *, input_shape, overlap, window=None: tuple(input_shape), dtype="same",

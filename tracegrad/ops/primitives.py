@@ -59,12 +59,13 @@ F = _PublicOps()
 class Primitive:
     __slots__ = ("name", "inputs", "variadic", "dtype_rule", "shape", "impl", "vjp", "saves", "grad_fn",
                  "view", "nondiff_outputs", "multi", "triton", "elementwise", "reduction", "cast", "_node_cls",
-                 "_save_pos", "needs", "takes_ctx", "eager", "opmath", "checked", "chunk_impl", "pieces", "layout")
+                 "_save_pos", "needs", "takes_ctx", "eager", "opmath", "checked", "chunk_impl", "pieces", "layout",
+                 "torch_saved_outputs")
 
     def __init__(self, name, inputs, impl, *, shape, dtype, vjp=None, saves=(), grad_fn=None, view=False,
                  multi=False, nondiff_outputs=(), elementwise=False, reduction=False, triton=None, cast=None,
                  needs=None, takes_ctx=False, eager=None, refuse=None, opmath=None, checked=((), False),
-                 chunk_impl=None, pieces=None, layout=None):
+                 chunk_impl=None, pieces=None, layout=None, torch_saved_outputs=None):
         self.name = name
         self.variadic = inputs.startswith("*")
         self.inputs = tuple(inputs.lstrip("*").split()) if inputs else ()
@@ -112,6 +113,10 @@ class Primitive:
         # is torch's layout), "c" (C-contiguous); a view's: "view" (its base's strides through the
         # view) or "view_c" (C-contiguous where its base is); or (params) -> one of these
         self.layout = layout if layout is not None else "view" if view else "operands" if elementwise else "c"
+        # of an op of several outputs that saves "out": the slots torch's node saves (None: all). The
+        # others are held for the derivative's shapes alone and not checked against writes (max(x, 1)'s
+        # node saves its indices, not its values: written, they still differentiate in torch)
+        self.torch_saved_outputs = torch_saved_outputs
         PRIMITIVES[name] = self
 
     def result_layout(self, params):
@@ -1581,7 +1586,8 @@ for _n, _fi in (("max_dim", np.argmax), ("min_dim", np.argmin)):
     Primitive(_n, "x", _max_dim_kernel(None, _fi), shape=_max_dim_shape, dtype=_same, multi=True,
               nondiff_outputs=(1,),
               vjp=lambda g, out, x, dim, keepdim=False: (_select_backward(g[0], x, out[1], dim, keepdim),),
-              saves="out", grad_fn=f"{_n[:3].capitalize()}Backward0", reduction=True, triton=T.Reduce(_n))
+              saves="out", grad_fn=f"{_n[:3].capitalize()}Backward0", reduction=True, triton=T.Reduce(_n),
+              torch_saved_outputs=(1,))
 
 
 def _arg_kernel(f):
