@@ -154,3 +154,90 @@ def test_y_plus_y_beside_another_use_sums_the_gradient_as_eager(dtype):
         _bits(res[2], res[1], f"{dtype} {arr}: compiled vs eager")
         if dtype == "bfloat16":
             _bits(res[1], res[0], f"{dtype} {arr}: eager vs torch")
+
+
+# -- unfold's backward on a dynamic size -----------------------------------------------------------
+# mutation fuzzer seed 9002: the third call (other shapes: a dynamic recompile) raised TypeError
+# "can't convert np.ndarray of type numpy.object_" at backward: unfold's rule built its window
+# positions with np.arange of the symbolic size.
+
+@pytest.mark.parametrize("dynamic", [None, True])
+def test_unfold_backward_on_a_dynamic_size_is_eagers(dynamic):
+    def f(m, x):
+        return (x.diagonal(1, -1, -3).unfold(-2, 2, 1) * 0.3).exp()
+
+    cf = tg.compile(lambda x: f(tg, x), dynamic=dynamic)
+    for shape in [(4, 2, 3), (4, 2, 3), (4, 3, 4), (5, 4, 6), (3, 5, 4)]:
+        a = np.random.default_rng(sum(shape)).standard_normal(shape)
+        res = []
+        for name, m in (("torch", torch), ("eager", tg), ("compiled", tg)):
+            x = m.tensor(a, requires_grad=True)
+            out = cf(x) if name == "compiled" else f(m, x)
+            w = np.random.default_rng(1).standard_normal(tuple(out.shape))
+            g, = m.autograd.grad((out * m.tensor(w)).sum(), x)
+            res.append((_np(out), _np(g)))
+        np.testing.assert_allclose(res[1][1], res[0][1], rtol=1e-12, atol=1e-12, err_msg=f"{shape}: eager vs torch")
+        for k in range(2):
+            _bits(res[2][k], res[1][k], f"{shape} {['value', 'gradient'][k]}: compiled vs eager")
+
+
+# -- *_like lay their result out as torch's preserve_format ---------------------------------------
+# mutation fuzzer seed 9698: ones_like of a diagonal view (strides (1, 12)) was C-contiguous, so its
+# .view(-1) ran where torch's raises (torch lays the result out dense in the input's strides' order,
+# strides (1, 3), as clone).
+
+def _cases(m):
+    return [m.zeros(3, 3, 3).diagonal(-1, 1, 0), m.zeros(3, 4).t(), m.zeros(4, 6)[:, ::2].t(),
+            m.zeros(2, 1, 3).transpose(0, 2), m.zeros(2, 3).t().unsqueeze(1), m.zeros(3, 4, 5).permute(2, 0, 1)[::2],
+            m.zeros(3).expand(2, 3), m.zeros(1, 3).expand(4, 3).t(), m.zeros(2, 3)]
+
+
+@pytest.mark.parametrize("k", range(9))
+def test_like_creations_keep_the_layout_torch_gives(k):
+    def makes(m, x):
+        return [m.ones_like(x), m.zeros_like(x), m.empty_like(x, dtype=m.int64), m.full_like(x, 2.5),
+                m.rand_like(x), m.randn_like(x), m.randint_like(x, 3), m.ones_like(x, requires_grad=True),
+                m.zeros_like(x, memory_format=m.contiguous_format)]
+
+    want = makes(torch, _cases(torch)[k])
+    got = makes(tg, _cases(tg)[k])
+    for j, (a, b) in enumerate(zip(got, want)):
+        assert a.stride() == b.stride() and tuple(a.shape) == tuple(b.shape), (j, a.stride(), b.stride())
+        assert a.is_leaf and a.requires_grad == b.requires_grad and str(a.dtype) == str(b.dtype)
+    assert float(got[3].sum()) == float(want[3].sum()) and float(got[0].sum()) == float(want[0].sum())
+    for m, res in ((torch, want), (tg, got)):
+        with m.no_grad():
+            res[3].add_(1)                  # a tensor of its own, written in place
+    assert float(got[3].sum()) == float(want[3].sum())
+
+
+@pytest.mark.parametrize("fullgraph", [False, True])
+def test_a_view_of_a_like_creation_raises_where_torchs_does(fullgraph):
+    def f(m, x):
+        return m.ones_like(x.diagonal(-1, 1, 0)).view(-1)
+
+    for dynamic in (None, True):
+        cf = tg.compile(lambda x: f(tg, x), fullgraph=fullgraph, dynamic=dynamic)
+        for n in (3, 4, 5):                 # (the later shapes: a dynamic program's)
+            a = np.arange(n ** 3 * 1.0).reshape(n, n, n)
+            with pytest.raises(RuntimeError, match="view size is not compatible"):
+                f(torch, torch.tensor(a))
+            with pytest.raises(RuntimeError, match="view size is not compatible"):
+                f(tg, tg.tensor(a))
+            with pytest.raises(RuntimeError, match="view size is not compatible"):
+                cf(tg.tensor(a))
+
+
+def test_like_creations_in_a_compiled_function_are_laid_out_as_eager():
+    def g(m, x):
+        return m.full_like(x.t(), 2.0) + x.t(), m.zeros_like(x.t()) * 3, m.ones_like(x.t()).t().reshape(-1)
+
+    for dynamic in (None, True):
+        cf = tg.compile(lambda x: g(tg, x), fullgraph=True, dynamic=dynamic)
+        for shape in ((3, 4), (5, 2), (2, 6)):
+            a = np.arange(float(np.prod(shape))).reshape(shape)
+            want, eager, got = g(torch, torch.tensor(a)), g(tg, tg.tensor(a)), cf(tg.tensor(a))
+            for w, e, c in zip(want, eager, got):
+                assert e.stride() == w.stride() and c.stride() == e.stride(), (c.stride(), e.stride(), w.stride())
+                _bits(_np(c), _np(e), "compiled vs eager")
+                _bits(_np(e), w.numpy(), "eager vs torch")
