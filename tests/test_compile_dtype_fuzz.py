@@ -32,6 +32,7 @@ import pytest
 import torch
 
 import tracegrad as tg
+from tracegrad.compile import CompileError
 
 N_PROGRAMS = int(os.environ.get("TRACEGRAD_DTYPE_FUZZ", "300"))
 
@@ -482,7 +483,16 @@ def check_program(seed, compiled=True):
     with warnings.catch_warnings():
         warnings.simplefilter("error")      # a fallback to eager would hide the compiled path
         warnings.filterwarnings("ignore", "where received a uint8 condition")
-        vc = list(xc) + list(fn(*xc))
+        try:
+            vc = list(xc) + list(fn(*xc))
+        except CompileError as e:
+            # the one refusal to trace that is the library's documented answer: clamp with a Number
+            # bound beside a 0-dim tensor bound whose value torch converts with an overflow check
+            # (functional._check_number_bound; without fullgraph the call runs eagerly, with a warning)
+            if "with a Number bound beside a 0-dim tensor bound" not in str(e) or \
+                    not any(op == "clamp" for op, _, _ in ins):
+                raise
+            return
     for k in range(n_in, len(vc)):
         a, b = vc[k], ve[k]
         what = f"{where}\nv{k} (compiled vs eager)"

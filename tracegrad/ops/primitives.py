@@ -27,6 +27,7 @@ import weakref
 import numpy as np
 
 from .. import _dtype as D
+from ..ir.layout import iterator_order
 from . import lowering as T
 from . import shapes as S
 
@@ -1511,9 +1512,13 @@ def _prod_vjp(g, out, x, dims=None, keepdim=False, low=None):
 
 
 def _rows_last(x, ax):
-    """x with the reduced axes `ax` moved to the end and flattened into one, in C order: the
-    order torch's CPU reduction visits a contiguous input's elements."""
+    """x with the reduced axes `ax` moved to the end and flattened into one, in the order torch's
+    CPU reduction visits them: its memory's (TensorIterator sorts the axes by stride; a transposed
+    input's first element along a row is not its first in memory)."""
     keep = [d for d in range(x.ndim) if d not in ax]
+    if len(ax) > 1:
+        rank = {d: i for i, d in enumerate(iterator_order(x.shape, [(x.shape, x.strides)]))}
+        ax = sorted(ax, key=lambda d: rank.get(d, -1))       # (size-1 axes: anywhere)
     xt = np.transpose(x, keep + list(ax))
     return xt.reshape(xt.shape[:len(keep)] + (-1,))
 
