@@ -310,3 +310,30 @@ def test_activation_gradients_round_as_torchs_backward_kernels(op, dtype):
     assert same.mean() > 0.5, same.mean()          # (enough values compared)
     _bits(res[1][1][same], res[0][1][same], f"{op} {dtype}: eager vs torch where the values agree")
     _bits(res[2][1], res[1][1], f"{op} {dtype}: compiled vs eager")
+
+
+# -- scatter_reduce's float16/bfloat16 sum and product accumulate in float32 --------------------------
+# Found next to seed 15890: scatter_reduce(0, [0, 0, 0], float16 [6e-8, -0.33, -65504], "prod") was
+# 0.0 (and [60000, 2, 0.25] inf), torch's 0.00129 (30000): torch accumulates in float32, rounds once.
+
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+@pytest.mark.parametrize("reduce", ["sum", "prod"])
+def test_a_half_precision_scatter_reduce_accumulates_as_torchs(dtype, reduce):
+    r = np.random.default_rng(1)
+    for _ in range(40):
+        inc = bool(r.random() < 0.5)
+        n, m_ = int(r.integers(1, 4)), int(r.integers(1, 6))
+        src = r.choice([6e-8, -0.33, -65504.0, 60000.0, 2.0, 0.25, 1.001, 3.3, 1e-4, 0.0, -0.0], size=(m_, 2))
+        idx = r.integers(0, n, (m_, 2))
+        base = r.choice([1.0, 0.5, 2048.0, -3.0, 1e-3], size=(n, 2))
+
+        def f(m, b, s, i):
+            return b.scatter_reduce(0, i, s, reduce, include_self=inc)
+
+        res = []
+        for name, m in (("torch", torch), ("eager", tg), ("compiled", tg)):
+            args = (m.tensor(base, dtype=getattr(m, dtype)), m.tensor(src, dtype=getattr(m, dtype)), m.tensor(idx))
+            res.append(_np(tg.compile(lambda *a: f(tg, *a))(*args) if name == "compiled" else f(m, *args)))
+        _bits(res[1], res[0], f"{base} {idx} {src} include_self={inc}: eager vs torch")
+        _bits(res[2], res[1], "compiled vs eager")

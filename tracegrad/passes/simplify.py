@@ -28,10 +28,11 @@ moved across a rounding unless that is exact.
 - elementwise ops move before broadcasts (`expand(x) / c -> expand(x / c)`): they touch
   fewer elements and compute the same values.
 
-Before autodiff (`simplify_before_autodiff`, the forward pipeline) the power lowering
-and the moves across broadcasts and gathers wait: they would
+Before autodiff (`simplify_before_autodiff`, the forward pipeline) the power lowering,
+the moves across broadcasts and gathers, and `y + y -> y * 2` wait: they would
 change the derivative autodiff takes (pow's rule rounds otherwise than the product
-rule's), so compiled gradients would no longer be eager autograd's.
+rule's; y's gradient would be t + 2g where eager adds (t + g) + g), so compiled gradients
+would no longer be eager autograd's.
 
 Not done, because they change results: `(x + c) - c -> x`, `x + y - x -> y`, moving a
 scale out of a sum (`sum(x * c) -> sum(x) * c` overflows where the unscaled sum does,
