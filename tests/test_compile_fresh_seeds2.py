@@ -2,8 +2,9 @@
 (test_compile_dtype_fuzz.py 16000-17999 and the open seeds 15136 and 15890,
 test_compile_call_sequence_fuzz.py 3300-4999, test_compile_mutation_fuzz.py 8500-9999,
 test_compile_step_fuzz.py 800-1599, test_compile_random.py 42000-42999 in float32 and float64,
-triton_checks.py's programs 43000-43299 under the interpreter), each compared with torch and
-with eager tracegrad (bit for bit where the same primitives run)."""
+triton_checks.py's programs 43000-43299 under the interpreter), and of what probes next to them
+found, each compared with torch and with eager tracegrad (bit for bit where the same primitives
+run)."""
 import os
 import sys
 
