@@ -338,3 +338,22 @@ def test_a_half_precision_scatter_reduce_accumulates_as_torchs(dtype, reduce):
             res.append(_np(tg.compile(lambda *a: f(tg, *a))(*args) if name == "compiled" else f(m, *args)))
         _bits(res[1], res[0], f"{base} {idx} {src} include_self={inc}: eager vs torch")
         _bits(res[2], res[1], "compiled vs eager")
+
+
+# -- integer division of an empty tensor by one holding 0 -----------------------------------------------
+# call-sequence seed 5895 (beyond the range asked, 5000-6499): int64 zeros(1, 0, 3) // [[[1, 0, 2]]] raised
+# ZeroDivisionError eagerly and compiled; torch divides nothing and returns the empty result.
+
+@pytest.mark.parametrize("op", ["floordiv", "remainder", "fmod", "trunc", "floor"])
+def test_integer_division_of_an_empty_tensor_by_a_zero_is_empty_as_torchs(op):
+    def f(m, x, y):
+        return {"floordiv": lambda: x // y, "remainder": lambda: m.remainder(x, y), "fmod": lambda: m.fmod(x, y),
+                "trunc": lambda: m.div(x, y, rounding_mode="trunc"),
+                "floor": lambda: m.div(x, y, rounding_mode="floor")}[op]()
+
+    a, b = np.zeros((1, 0, 3), np.int64), np.array([[[1, 0, 2]]])
+    want = f(torch, torch.tensor(a), torch.tensor(b))
+    for got in (f(tg, tg.tensor(a), tg.tensor(b)), tg.compile(lambda x, y: f(tg, x, y))(tg.tensor(a), tg.tensor(b))):
+        assert tuple(got.shape) == tuple(want.shape) and str(got.dtype) == str(want.dtype)
+    with pytest.raises(RuntimeError, match="ZeroDivisionError"):
+        f(tg, tg.tensor(np.ones((1, 2, 3), np.int64)), tg.tensor(b))
