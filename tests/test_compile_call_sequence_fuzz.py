@@ -541,6 +541,22 @@ def close(a, b, dts=()):
     return np.allclose(a.astype(np.float64), b.astype(np.float64), rtol=tol, atol=tol, equal_nan=True)
 
 
+def unbounded(c):
+    return isinstance(c, float) and not np.isfinite(c)
+
+
+def close_where_finite(a, b, dts=()):
+    """A gradient scaled by c = inf or NaN, against torch's: close where both are finite, and
+    not finite in the same places. inf * (1 - tanh(z) ** 2) is NaN where tanh rounds to 1 and inf
+    where it rounds 1 ulp below (the ulps the tolerance allows numpy's tanh and BLAS's sums
+    against torch's), and a sum of such terms is NaN where one is: which of inf and NaN is left
+    to the rounding (call-sequence seed 3951, mm_grad_inside)."""
+    if a.shape != b.shape or a.dtype.kind != "f":
+        return False
+    fa, fb = np.isfinite(a), np.isfinite(b)
+    return np.array_equal(fa, fb) and close(np.where(fa, a, 0), np.where(fb, b, 0), dts)
+
+
 def run_one(m, f, call, c):
     """f(m, x, y, c) on this call's inputs, under its grad mode -> outputs, leaves and warnings
     (or the error it raised)."""
@@ -671,7 +687,7 @@ def check_sequence(seed, n_calls=None, verbose=False):
                 continue
             if not (bits_equal(a, b) or name in ROW_OPS and close(a, b, call['dtypes'])):
                 problems.append(f"{where}: grad {i} compiled != eager\n   c {a!r}\n   e {b!r}")
-            elif not close(b, t, call['dtypes']):
+            elif not close(b, t, call['dtypes']) and not (unbounded(c) and close_where_finite(b, t, call['dtypes'])):
                 problems.append(f"{where}: grad {i} eager != torch\n   e {b!r}\n   t {t!r}")
     if limit_warnings > 1:
         problems.append(f"seed {seed}: {limit_warnings} recompile-limit warnings")

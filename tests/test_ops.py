@@ -215,7 +215,8 @@ def _analytic_jacobians(outs, xs):
     rows = [[] for _ in xs]
     for k, o in enumerate(outs):
         for j in range(sizes[k]):
-            seeds = [tracegrad.zeros_like(p) for p in outs]
+            # (contiguous: zeros_like keeps a transposed output's layout, as torch's, and its view(-1) raises)
+            seeds = [tracegrad.zeros_like(p, memory_format=tracegrad.contiguous_format) for p in outs]
             seeds[k].view(-1)[j] = 1.0
             grads = tracegrad.autograd.grad(outs, xs, seeds, retain_graph=True, allow_unused=True,
                                             materialize_grads=True)

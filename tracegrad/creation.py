@@ -16,6 +16,7 @@ import numpy as np
 
 from . import _dtype as D
 from .tensor import Tensor, Size, Above, escape
+from .ir.layout import dense_axes, iterator_order, tensor_order
 from .ir.symbolic import Sym
 from .tracing import apply, _ACTIVE, TRACING, LOCAL, user_file, TraceError
 from .ops.primitives import PRIMITIVES
@@ -564,9 +565,56 @@ def empty(*size, out=None, dtype=None, layout=None, device=None, requires_grad=F
     return _finish(np.zeros(_size("empty", size), dtype=dt.np), dt, requires_grad)
 
 
+def _like_layout(input, memory_format):
+    """How torch's preserve_format lays out a *_like result, where that is not C-contiguous: as
+    clone lays input out (its strides where dense, else a dense layout in its strides' order; C
+    where a stride is 0), as (the shape of a C-contiguous array, the permutation of it). None:
+    C-contiguous. ones_like of a transposed or diagonal view was C-contiguous, so that a .view(-1)
+    of it ran where torch's raises (mutation fuzzer seed 9698)."""
+    if memory_format is not None and getattr(memory_format, "_name", None) != "preserve_format":
+        return None                         # (contiguous_format)
+    data = input._data
+    if data is None:
+        if not hasattr(input, "_eager_scratch"):
+            return None
+        data = input._eager_scratch()       # a traced value: its layout as eager's (None: C)
+    if data.__class__ is not np.ndarray or data.ndim < 2 or data.flags.c_contiguous or \
+            any(st == 0 for st, n in zip(data.strides, data.shape) if n > 1):
+        return None
+    order = iterator_order(data.shape, [(data.shape, data.strides)])
+    if order == tuple(k for k, n in enumerate(data.shape) if n > 1):
+        return None
+    # (a traced value's sizes may be symbolic: its scratch array has their hints)
+    axes = dense_axes(data.shape, order)
+    return tuple(input.shape[k] for k in axes), tuple(int(k) for k in np.argsort(axes))
+
+
+def _laid_out_like(make, input, memory_format, dtype, device, requires_grad):
+    """make(shape, dtype, device, requires_grad) of input's shape, laid out as _like_layout says."""
+    lay = None if input.is_cuda else _like_layout(input, memory_format)
+    if lay is None:
+        return make(tuple(input.shape), dtype, device, requires_grad)
+    c_shape, axes = lay
+    if _ACTIVE[0] and TRACING.stack:
+        if requires_grad:
+            return make(tuple(input.shape), dtype, device, requires_grad)      # a leaf made in a trace
+        return make(c_shape, dtype, device, False).permute(*axes)
+    t = make(c_shape, dtype, device, False)
+    out = t._data.transpose(axes)
+    data = input._data
+    if tensor_order(data) is not None:
+        # dense: input's strides themselves, those of its size-1 axes too
+        item = out.itemsize
+        out = np.lib.stride_tricks.as_strided(np.empty(data.size, out.dtype), data.shape,
+                                              tuple(st // data.itemsize * item for st in data.strides))
+        np.copyto(out, t._data.transpose(axes))
+    return _finish(out, t.dtype, requires_grad)
+
+
 def _like(fn):
     def like(input, *, dtype=None, layout=None, device=None, requires_grad=False, memory_format=None):
-        return fn(tuple(input.shape), dtype=dtype or input.dtype, device=device, requires_grad=requires_grad)
+        return _laid_out_like(lambda shape, dt, dev, req: fn(shape, dtype=dt, device=dev, requires_grad=req),
+                              input, memory_format, dtype or input.dtype, device, requires_grad)
     like.__name__ = fn.__name__ + "_like"
     return like
 
@@ -578,8 +626,8 @@ empty_like = _like(empty)
 
 def full_like(input, fill_value, *, dtype=None, layout=None, device=None, requires_grad=False,
               memory_format=None):
-    return full(tuple(input.shape), fill_value, dtype=dtype or input.dtype, device=device,
-                requires_grad=requires_grad)
+    return _laid_out_like(lambda shape, dt, dev, req: full(shape, fill_value, dtype=dt, device=dev, requires_grad=req),
+                          input, memory_format, dtype or input.dtype, device, requires_grad)
 
 
 def eye(n, m=None, *, out=None, dtype=None, layout=None, device=None, requires_grad=False, pin_memory=False):
@@ -862,18 +910,21 @@ def randint(*args, low=None, high=None, size=None, generator=None, out=None, dty
 
 
 def rand_like(input, *, dtype=None, layout=None, device=None, requires_grad=False, memory_format=None):
-    return rand(tuple(input.shape), dtype=dtype or input.dtype, requires_grad=requires_grad)
+    return _laid_out_like(lambda shape, dt, dev, req: rand(shape, dtype=dt, requires_grad=req),
+                          input, memory_format, dtype or input.dtype, device, requires_grad)
 
 
 def randn_like(input, *, dtype=None, layout=None, device=None, requires_grad=False, memory_format=None):
-    return randn(tuple(input.shape), dtype=dtype or input.dtype, requires_grad=requires_grad)
+    return _laid_out_like(lambda shape, dt, dev, req: randn(shape, dtype=dt, requires_grad=req),
+                          input, memory_format, dtype or input.dtype, device, requires_grad)
 
 
 def randint_like(input, low=0, high=None, *, dtype=None, layout=None, device=None, requires_grad=False,
                  memory_format=None):
     if high is None:
         low, high = 0, low
-    return randint(low, high, tuple(input.shape), dtype=dtype or input.dtype, requires_grad=requires_grad)
+    return _laid_out_like(lambda shape, dt, dev, req: randint(low, high, shape, dtype=dt, requires_grad=req),
+                          input, memory_format, dtype or input.dtype, device, requires_grad)
 
 
 @takes_generator

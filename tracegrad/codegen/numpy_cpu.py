@@ -246,7 +246,7 @@ def _direct(graph, n, a, env, checked=None):
     red = _REDUCE_UFUNCS.get(a["op"])
     x = a["args"][0] if a["args"] else None
     if _reduce_ufunc_ok(graph, a):
-        # what the kernel's np.sum / np.max call comes to, its axes normalized here
+        # what the kernel's np.add.reduce call comes to, its axes normalized here
         dims, nd = a["params"].get("dims"), len(graph[x]["shape"])
         axes = None if dims is None else tuple(sorted({d % nd for d in ((dims,) if isinstance(dims, int) else dims)}))
         return f"{n} = {red}({x}, axis={axes!r}, keepdims={bool(a['params'].get('keepdim', False))!r})  # {comment}"
@@ -325,7 +325,7 @@ def _direct(graph, n, a, env, checked=None):
 
 
 def _reduce_ufunc_ok(graph, a):
-    """Whether a sum/amax/amin is written as its reduce ufunc (the call its kernel makes)."""
+    """Whether a sum is written as its reduce ufunc (the call its kernel makes)."""
     x = a["args"][0] if a["args"] else None
     return a["op"] in _REDUCE_UFUNCS and isinstance(x, V) and a["dtype"].name in _REDUCING_FLOATS and \
         graph[x]["dtype"] is a["dtype"] and bool(graph[x]["shape"]) and set(a["params"]) <= {"dims", "keepdim"}
@@ -487,7 +487,9 @@ _UFUNCS = {"add": "np.add", "sub": "np.subtract", "mul": "np.multiply", "div": "
            "neg": "np.negative", "exp": "np.exp", "log": "np.log", "tanh": "np.tanh", "sqrt": "np.sqrt",
            "sin": "np.sin", "cos": "np.cos", "abs": "np.abs", "rsub": "np.subtract", "maximum": "np.maximum",
            "minimum": "np.minimum"}
-_REDUCE_UFUNCS = {"sum": "np.add.reduce", "amax": "np.maximum.reduce", "amin": "np.minimum.reduce"}
+# (amax and amin run their kernels: numpy's reduce gives a tie of 0.0 and -0.0 the sign torch does not,
+# primitives._sign_of_zero)
+_REDUCE_UFUNCS = {"sum": "np.add.reduce"}
 _pool = []
 
 

@@ -755,6 +755,10 @@ def scatter_reduce(input, dim, index, src, reduce, *, include_self=True):
         base = arange(n_d).reshape(tuple(n_d if k == d else 1 for k in range(index.ndim)))
         index = O.gather(O.expand(base, *(n_d if k == d else s for k, s in enumerate(index.shape))), d, index)
     x, idx, sv = movedim(input, d, -1), movedim(index, d, -1), movedim(src, d, -1)
+    if x.dtype in (D.float16, D.bfloat16) and reduce in ("sum", "prod"):
+        # torch accumulates a float16/bfloat16 sum or product in float32 and rounds once: the product
+        # of float16 [6e-8, -0.33, -65504] is 0.00129 there, where float16 steps underflow to 0
+        x, sv = x.float(), sv.float()
     n = x.shape[-1]
     mask = O.unsqueeze(idx, -2) == arange(n).reshape(n, 1)             # (..., n, m)
     se = O.unsqueeze(sv, -2)

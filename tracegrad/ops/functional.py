@@ -528,7 +528,9 @@ def prod(input, dim=None, keepdim=False, *, dtype=None):
         input = convert(input, dtype)
     if dim is not None and not isinstance(dim, int):
         raise TypeError("prod(): argument 'dim' must be int")
-    return _in_dtype(_reduce(P["prod"], input, dim, keepdim), dtype)
+    # (a bfloat16 product rounds each step to bfloat16: primitives._prod_kernel)
+    low = {"low": "bfloat16"} if input.dtype is D.bfloat16 else {}
+    return _in_dtype(_reduce(P["prod"], input, dim, keepdim, **low), dtype)
 
 
 def _return_type(name):

@@ -860,8 +860,10 @@ def _unfold_kernel(x, dim, size, step):
 
 
 def _unfold_vjp(g, out, x, dim, size, step):
-    # overlapping windows (step < size) add up where they share an element
-    n = x.shape[dim]
+    # overlapping windows (step < size) add up where they share an element. (The positions are
+    # numbers: a dynamic size is pinned to this call's by int(), a guard; np.arange of the symbolic
+    # size made an object array, and the backward raised TypeError.)
+    n = int(x.shape[dim])
     nw = (n - size) // step + 1
     pos = (np.arange(nw)[:, None] * step + np.arange(size)[None, :]).reshape(-1)
     g2 = F.reshape(F.movedim(g, -1, dim + 1), tuple(x.shape[:dim]) + (nw * size,) + tuple(x.shape[dim + 1:]))

@@ -27,6 +27,7 @@ import weakref
 import numpy as np
 
 from .. import _dtype as D
+from ..ir.layout import iterator_order
 from . import lowering as T
 from . import shapes as S
 
@@ -643,14 +644,39 @@ unary("log2", np.log2, lambda g, out, x: (g / (x * LN2),), "x", triton=T.unary("
 unary("log1p", np.log1p, lambda g, out, x: (g / (x + 1),), "x", grad_fn="Log1PBackward0", triton=T.unary("_log1p"))
 unary("expm1", np.expm1, lambda g, out, x: (g * (out + 1),), "out", triton=T.unary("_expm1"))
 unary("sqrt", np.sqrt, lambda g, out, x: (g / (2 * out),), "out", triton=T.sqrt)
-unary("rsqrt", _rsqrt, lambda g, out, x: (-0.5 * g * out * out * out,), "out",
+# (torch's -0.5 * grad * result.pow(3): the cube by pow, which in float16 rounds once, then one
+# product; ((-0.5 * g * out) * out) * out rounded three times: 916 of 2000 float32 gradients apart)
+unary("rsqrt", _rsqrt, lambda g, out, x: ((-0.5 * g) * F.pow(out, 3),), "out",
       triton=T.rsqrt)
-unary("reciprocal", lambda x: 1 / x, lambda g, out, x: (-g * out * out,), "out", triton=T.Expr("1.0 / {0}", cast=True))
+# (torch's -grad * (result * result): the square first, which in float16 underflows to 0 where
+# (-grad * result) * result did not: the gradient of 2**62 / x at x = 60000 is NaN in torch)
+unary("reciprocal", lambda x: 1 / x, lambda g, out, x: (-g * (out * out),), "out",
+      triton=T.Expr("1.0 / {0}", cast=True))
 unary("sin", np.sin, lambda g, out, x: (g * F.cos(x),), "x", triton=T.unary("tl.sin"))
 unary("cos", np.cos, lambda g, out, x: (-g * F.sin(x),), "x", triton=T.unary("tl.cos"))
 unary("tan", np.tan, lambda g, out, x: (g * (1 + out * out),), "out", triton=T.Expr("tl.sin({0}) / tl.cos({0})"))
-unary("tanh", np.tanh, lambda g, out, x: (g * (1 - out * out),), "out", triton=T.unary("_tanh"))
-unary("sigmoid", _sigmoid, lambda g, out, x: (g * out * (1 - out),), "out", triton=T.unary("_sigmoid"))
+
+
+def _float32_for(dtypes, rule):
+    """A derivative rule that torch's backward kernel computes in float32 for these dtypes and
+    rounds once (a reduced floating type's kernel converts its operands to float)."""
+    def vjp(g, out, x):
+        dt = out.dtype
+        if dt in dtypes:
+            return tuple(r.to(dt) for r in rule(g.float(), out.float(), x))
+        return rule(g, out, x)
+    return vjp
+
+
+# torch's tanh_backward and sigmoid_backward: g * (1 - y * y) in float32 for float16 and bfloat16,
+# (g * (1 - y)) * y, in float32 for bfloat16 only (its float16 kernel rounds every step); g * y *
+# (1 - y) and float16/bfloat16 steps gave 100 to 760 of 2000 gradients apart in the last bits.
+# (float32 and float64 tanh_backward: torch's vector kernel contracts 1 - y * y into a fused
+# multiply-add where its build does; this is the unfused rounding)
+unary("tanh", np.tanh, _float32_for((D.float16, D.bfloat16), lambda g, out, x: (g * (1 - out * out),)), "out",
+      triton=T.unary("_tanh"))
+unary("sigmoid", _sigmoid, _float32_for((D.bfloat16,), lambda g, out, x: (g * (1 - out) * out,)), "out",
+      triton=T.unary("_sigmoid"))
 unary("erf", _erf, lambda g, out, x: (g * TWO_OVER_SQRT_PI * F.exp(-(x * x)),), "x", triton=T.unary("tl.erf"))
 unary("erfc", _half_in_float32(_erfc), lambda g, out, x: (-g * TWO_OVER_SQRT_PI * F.exp(-(x * x)),), "x",
       triton=T.Refuse("runs its numpy kernel on the host"))     # (1 - tl.erf would lose the tail)
@@ -1053,7 +1079,8 @@ binary("div", np.true_divide, lambda g, out, x, y: (g / y, -g * ((x / y) / y)), 
 
 def _integer_division(fn):
     def kernel(x, y, **params):
-        if np.result_type(x, y).kind in "biu" and np.any(np.asarray(y) == 0):
+        # (an empty result divides nothing: torch's int64 zeros(1, 0, 3) // [[[1, 0, 2]]] is empty)
+        if np.result_type(x, y).kind in "biu" and np.size(x) and np.any(np.asarray(y) == 0):
             raise RuntimeError("ZeroDivisionError")
         return fn(x, y, **params)
     return kernel
@@ -1486,7 +1513,7 @@ def _prod_others(x, dim):
     return _exclusive_products(x, dim) * back
 
 
-def _prod_vjp(g, out, x, dims=None, keepdim=False):
+def _prod_vjp(g, out, x, dims=None, keepdim=False, low=None):
     # As torch's prod_backward: out / x where no element of x is 0, else (any zero in the whole
     # tensor) the product of the others along the dim (all elements for the full product),
     # found by running products, so that NaN and inf among the others reach only the elements
@@ -1513,8 +1540,51 @@ def _prod_vjp(g, out, x, dims=None, keepdim=False):
     return (g * F.where(any_zero, others, plain),)
 
 
-Primitive("prod", "x", lambda x, dims=None, keepdim=False: np.prod(
-    x, axis=_axes(x, dims), keepdims=keepdim, dtype=(np.int64 if x.dtype.kind in "biu" else x.dtype)),
+def _rows_last(x, ax):
+    """x with the reduced axes `ax` moved to the end and flattened into one, in the order torch's
+    CPU reduction visits them: its memory's (TensorIterator sorts the axes by stride; a transposed
+    input's first element along a row is not its first in memory)."""
+    keep = [d for d in range(x.ndim) if d not in ax]
+    if len(ax) > 1:
+        rank = {d: i for i, d in enumerate(iterator_order(x.shape, [(x.shape, x.strides)]))}
+        ax = sorted(ax, key=lambda d: rank.get(d, -1))       # (size-1 axes: anywhere)
+    xt = np.transpose(x, keep + list(ax))
+    return xt.reshape(xt.shape[:len(keep)] + (-1,))
+
+
+# a float16/bfloat16 product is rounded at every step: past this many factors pairwise (log n numpy
+# calls), where torch's vector lanes take their own order too
+_PROD_STEPS = 256
+
+
+def _prod_kernel(x, dims=None, keepdim=False, low=None):
+    """The product over dims. torch multiplies float16 and bfloat16 factors in that dtype, one
+    rounding per step (its reduction's scalar_t a * b), where one float32 accumulation rounded at
+    the end differs: [6e-8, -0.33, -65504] in float16 is 0 in torch (6e-8 * -0.33 underflows) and
+    0.00129 rounded once. float16 arrays round by themselves (numpy's half multiply); bfloat16,
+    stored as float32, says so with low="bfloat16"."""
+    ax = _axes(x, dims)
+    if x.dtype.kind in "biu":
+        return np.prod(x, axis=ax, keepdims=keepdim, dtype=np.int64)
+    if x.dtype != _F16 and low is None or not ax:
+        return np.prod(x, axis=ax, keepdims=keepdim, dtype=x.dtype)
+    r = D.round_bfloat16 if low == "bfloat16" else (lambda a: a)
+    rows = _rows_last(np.asarray(x), ax)
+    with np.errstate(all="ignore"):
+        if rows.shape[-1] <= _PROD_STEPS:
+            acc = np.ones(rows.shape[:-1], x.dtype)
+            for k in range(rows.shape[-1]):
+                acc = r(acc * rows[..., k])
+        else:
+            while rows.shape[-1] > 1:
+                if rows.shape[-1] % 2:
+                    rows = np.concatenate([rows, np.ones(rows.shape[:-1] + (1,), x.dtype)], axis=-1)
+                rows = r(rows[..., 0::2] * rows[..., 1::2])
+            acc = rows[..., 0]
+    return acc.reshape(S.reduced_shape(x.shape, ax, True)) if keepdim else acc
+
+
+Primitive("prod", "x", _prod_kernel,
           shape=_reduce_shape, dtype=_sum_dtype, vjp=_prod_vjp, saves="x out", grad_fn=_reduce_name("Prod"),
           reduction=True, triton=T.Reduce("prod"))
 
@@ -1542,8 +1612,26 @@ def _evenly_all(g, out, x):
     return (F.where(mask, g / count, 0),)
 
 
+def _sign_of_zero(r, x, ax, keepdim):
+    """An amax/amin result r whose zeros take the sign torch's CPU kernel gives them: the first
+    zero's along the reduction (its scalar loop keeps the running value on a tie, std::max).
+    numpy's reduce picks by dtype (float16 the first, float32/float64 the last): amax of
+    [0., -0.] was -0.0, torch's 0.0. (A contiguous reduction long enough for torch's vector lanes
+    takes their order; max()/min() over everything, torch's reduce_all, a tree across the lanes
+    of the machine's vectors: numpy's pick is left there.)"""
+    if x.dtype.kind != "f" or np.all(r) or not x.size:
+        return r
+    rows = _rows_last(np.asarray(x), ax)
+    k = np.argmax(rows == 0, axis=-1)
+    neg = np.signbit(np.take_along_axis(rows, k[..., None], axis=-1)[..., 0])
+    if keepdim:
+        neg = neg.reshape(S.reduced_shape(x.shape, ax, True))
+    return np.where(r == 0, np.where(neg, x.dtype.type(-0.0), x.dtype.type(0.0)), r).astype(x.dtype, copy=False)
+
+
 for _n, _f in (("amax", np.max), ("amin", np.min)):
-    Primitive(_n, "x", (lambda f: lambda x, dims=None, keepdim=False: f(x, axis=_axes(x, dims), keepdims=keepdim))(_f),
+    Primitive(_n, "x", (lambda f: lambda x, dims=None, keepdim=False: _sign_of_zero(
+        f(x, axis=_axes(x, dims), keepdims=keepdim), x, _axes(x, dims), keepdim))(_f),
               shape=_reduce_shape, dtype="same",
               vjp=lambda g, out, x, dims=None, keepdim=False: _evenly(g, out, x, dims, keepdim), saves="x out",
               grad_fn=f"{_n.capitalize()}Backward0", reduction=True, triton=T.Reduce(_n[1:]))

@@ -28,10 +28,11 @@ moved across a rounding unless that is exact.
 - elementwise ops move before broadcasts (`expand(x) / c -> expand(x / c)`): they touch
   fewer elements and compute the same values.
 
-Before autodiff (`simplify_before_autodiff`, the forward pipeline) the power lowering
-and the moves across broadcasts and gathers wait: they would
+Before autodiff (`simplify_before_autodiff`, the forward pipeline) the power lowering,
+the moves across broadcasts and gathers, and `y + y -> y * 2` wait: they would
 change the derivative autodiff takes (pow's rule rounds otherwise than the product
-rule's), so compiled gradients would no longer be eager autograd's.
+rule's; y's gradient would be t + 2g where eager adds (t + g) + g), so compiled gradients
+would no longer be eager autograd's.
 
 Not done, because they change results: `(x + c) - c -> x`, `x + y - x -> y`, moving a
 scale out of a sum (`sum(x * c) -> sum(x) * c` overflows where the unscaled sum does,
@@ -276,9 +277,10 @@ def simplify_before_autodiff(graph):
     """simplify without the rewrites that would change the derivative autodiff then takes:
     lowering a power to products (pow's rule `g * n * x ** (n - 1)` and the product
     rule round differently), and moving an op across a broadcast or a gather (the gradient
-    would be reduced before the op instead of after). What is
-    left keeps gradients bit for bit too (x * 1, y + y -> y * 2, ...); the full simplify
-    runs on the forward and backward programs after autodiff."""
+    would be reduced before the op instead of after), and y + y -> y * 2 (y's gradient would be
+    t + 2g where the derivative of y + y adds (t + g) + g: another rounding where y has another
+    use). What is left keeps gradients bit for bit too (x * 1, ...); the full simplify runs on
+    the forward and backward programs after autodiff."""
     return simplify(graph, before_autodiff=True)
 
 
@@ -299,8 +301,7 @@ def simplify(graph, before_autodiff=False):
     def body(b, n, a, args):
         op = a["op"]
         if before_autodiff:
-            moved = _scatter_add_rules(b, a, args) or _permute_of_permute(b, a, args, n in outputs, outputs, claimed) or \
-                _repeated_term(b, a, args)
+            moved = _scatter_add_rules(b, a, args) or _permute_of_permute(b, a, args, n in outputs, outputs, claimed)
         else:
             moved = _through_expand(b, a, args) or _scatter_add_rules(b, a, args) or \
                 _gather_before_shift(b, a, args) or _permute_of_permute(b, a, args, n in outputs, outputs, claimed) or \
