@@ -15,6 +15,7 @@ Code that cannot be traced runs eagerly, with one warning naming the line; so do
 from the start, a function with a Python side effect (runtime/side_effects.py reads
 its bytecode before the first trace). An error of the function's own raises as itself.
 """
+import builtins
 import contextlib
 import functools
 import os
@@ -1407,7 +1408,10 @@ def _outputs_saved(residuals, outs):
     if len(outs) == 1:
         m = _memory(outs[0]._data)
         for r in residuals:
-            if r is not None and _memory(r) == m:
+            if r is None:
+                continue
+            # (an array that owns its memory is that memory: _memory's answer, without the call)
+            if (id(r) if r.__class__ is np.ndarray and r.base is None else _memory(r)) == m:
                 return (0,)
         return ()
     saved = {_memory(r) for r in residuals if r is not None}
@@ -1492,7 +1496,24 @@ def _start_backward(p, ctx, counts=True):
         p.bwd_count += 1
 
 
-_BIND_SOURCE = {"seed": 0, "in": 1, "res": 2}        # a backward argument's source; any other kind: a constant
+_BIND_SOURCE = {"seed": "s", "in": "a", "res": "r"}        # a backward argument's source; any other kind: a constant
+
+
+def _bind_picker(binds):
+    """The backward's arguments from (seeds, the call's input arrays, the saved values) as one
+    generated function of them: a list display instead of a loop over the binds at every
+    backward (a constant's array is read when it runs, as the loop read it)."""
+    table, items = {}, []
+    for kind, i in binds:
+        src = _BIND_SOURCE.get(kind)
+        if src is None:
+            table[f"c{len(table)}"] = i
+            items.append(f"c{len(table) - 1}._data")
+        else:
+            items.append(f"{src}[{int(i)}]")
+    code = f"def pick(s, a, r):\n    return [{', '.join(items)}]\n"
+    exec(builtins.compile(code, "<tracegrad:backward arguments>", "exec"), table)
+    return table["pick"]
 
 
 def _compiled_backward_kernel(*args, prog, metas=None):
@@ -1525,9 +1546,8 @@ def _compiled_backward_kernel(*args, prog, metas=None):
     # the backward's arguments: seeds, the call's input arrays, the saved values, constants
     pick = p.__dict__.get("bwd_pick")
     if pick is None:
-        pick = p.bwd_pick = tuple([(_BIND_SOURCE.get(kind, 3), i) for kind, i in p.bwd_binds])
-    sources = (seeds, d["_arrays"], d["_residuals"])
-    bargs = [sources[k][i] if k != 3 else i._data for k, i in pick]
+        pick = p.bwd_pick = _bind_picker(p.bwd_binds)
+    bargs = pick(seeds, d["_arrays"], d["_residuals"])
     if p.bwd_donors and d.get("_donate") and STATE.freeing_saved:
         d["_donate"] = False              # once: the saved values now hold the results
         res = p.bwd_fn(*bargs, donate=True)
@@ -1566,8 +1586,10 @@ def _compiled_backward_eager(*args, prog, metas=None):
     *gs, ctx = args
     p = prog
     _start_backward(p, ctx, counts=False)
-    seeds = _seeds(p, gs, _zeros_tensor, ctx)
-    mask = _inexact_without(p, gs)
+    seeds, mask = gs, None
+    if len(gs) < len(p.out_meta) or _has_none(gs):      # (else every output has its gradient)
+        seeds = _seeds(p, gs, _zeros_tensor, ctx)
+        mask = _inexact_without(p, gs)
     if mask is not None:
         res = _masked_backward(p, mask)(*seeds, *ctx.__dict__["_inputs"])
     else:
@@ -1576,10 +1598,19 @@ def _compiled_backward_eager(*args, prog, metas=None):
                                         dynamic=False)
             p.double._warned = True          # where it cannot be traced it runs through the eager ops
         res = p.double(*seeds, *ctx.__dict__["_inputs"])
+    if len(res) == len(p.wrt_pos) and not _has_none(res):
+        return tuple(res)
     out = []
     for r, (shape, dt) in zip(res, _grad_metas(p, ctx)):
         out.append(creation.zeros(shape, dtype=dt) if r is None else r)
     return tuple(out)
+
+
+def _has_none(xs):
+    for x in xs:
+        if x is None:
+            return True
+    return False
 
 
 def _zeros_array(shape, dt):

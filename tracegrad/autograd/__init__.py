@@ -11,7 +11,7 @@ from ..grad_mode import (no_grad, enable_grad, set_grad_enabled, is_grad_enabled
                          is_inference_mode_enabled, STATE)
 from ..tensor import Tensor, Above
 from . import engine
-from .graph import Node, AccumulateGrad, RemovableHandle, node_class
+from .graph import Node, AccumulateGrad, RemovableHandle, node_class, RETAIN_USED
 from ._grad_io import _seeds, _results
 from ..autodiff import grad_in_trace
 from ..creation import zeros
@@ -485,6 +485,8 @@ def _retained(order, index, targets):
     """(target, tensor) for each retain_grad() tensor whose grad_fn a backward to `targets`
     runs or which is a target itself: torch's retains_grad hook runs as that node is
     reached, in backward() and in grad() alike, and not where the node is not run."""
+    if not RETAIN_USED[0]:               # no retain_grad() yet: no node holds one
+        return []
     out = []
     ran = None
     for node in order:
@@ -589,13 +591,6 @@ def _post_accumulate_hooks(t):
                 raise RuntimeError("Tensor post accumulate grad hooks should return None.")
 
 
-def _any_proxy(outputs):
-    for t in outputs:
-        if t.__class__ is not Tensor and t.__class__.__name__ == "Proxy":
-            return True
-    return False
-
-
 def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=False, only_inputs=True,
          allow_unused=None, is_grads_batched=False, materialize_grads=False):
     """Gradients of `outputs` with respect to `inputs` (nothing is accumulated into .grad);
@@ -606,14 +601,18 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
     if allow_unused is None:
         allow_unused = materialize_grads
     keys = None
-    if type(inputs) is dict:
+    cls = inputs.__class__
+    if cls is Tensor:
+        inputs = [inputs]
+    elif cls is dict:
         keys = list(inputs)
         inputs = list(inputs.values())
-    elif isinstance(inputs, Mapping):
+    elif cls is not list and cls is not tuple and isinstance(inputs, Mapping):
         raise TypeError(f"`inputs` argument to `grad()` must be a dict, not {type(inputs).__name__}. Other Mapping "
                         f"types are not supported.")
-    outputs = _as_list(outputs, "outputs")
-    inputs = _as_list(inputs, "inputs")
+    else:
+        inputs = _as_list(inputs, "inputs")
+    outputs = [outputs] if outputs.__class__ is Tensor else _as_list(outputs, "outputs")
     if not inputs:
         raise RuntimeError("`inputs` argument to `grad()` cannot be empty.")
     if not only_inputs:
@@ -627,28 +626,32 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
 
 def _grad(outputs, inputs, grad_outputs, retain_graph, create_graph, allow_unused, is_grads_batched,
           materialize_grads):
-    for i, t in enumerate(outputs):
-        if not isinstance(t, Tensor):
-            raise TypeError(f"grad(): outputs must be Tensors, got {type(t).__name__}")
+    proxy = False
+    for t in outputs:
+        if t.__class__ is not Tensor:
+            if not isinstance(t, Tensor):
+                raise TypeError(f"grad(): outputs must be Tensors, got {type(t).__name__}")
+            proxy = proxy or t.__class__.__name__ == "Proxy"
     for t in inputs:
-        if not isinstance(t, Tensor):
+        if t.__class__ is not Tensor and not isinstance(t, Tensor):
             raise TypeError(f"grad(): inputs must be Tensors, got {type(t).__name__}")
-    if _any_proxy(outputs):                         # inside a function being traced
+    if proxy:                                       # inside a function being traced
         return grad_in_trace(outputs, inputs, _as_list(grad_outputs, "grad_outputs"), create_graph, allow_unused,
                              materialize_grads)
     for i, t in enumerate(outputs):
-        if not _requires(t):
+        if not (t._req or t._grad_fn is not None if t._view is None else _requires(t)):
             raise RuntimeError(f"element {i} of tensors does not require grad and does not have a grad_fn")
     for t in inputs:
-        if not _requires(t):
+        if not (t._req or t._grad_fn is not None if t._view is None else _requires(t)):
             raise RuntimeError("One of the differentiated Tensors does not require grad")
     if retain_graph is None:
         retain_graph = create_graph
     targets = [_target(t) for t in inputs]
+    grad_outputs = () if grad_outputs is None else _as_list(grad_outputs, "grad_outputs")
     if is_grads_batched:
-        res = _batched(outputs, _as_list(grad_outputs, "grad_outputs"), targets, retain_graph, create_graph)
+        res = _batched(outputs, grad_outputs, targets, retain_graph, create_graph)
     else:
-        seeds = _seeds(outputs, _as_list(grad_outputs, "grad_outputs"), create_graph, "grad_outputs")
+        seeds = _seeds(outputs, grad_outputs, create_graph, "grad_outputs")
         if create_graph.__class__ is not bool:
             with set_grad_enabled(create_graph):       # (which refuses a mode that is no bool)
                 res, _ = _run(outputs, seeds, targets, retain_graph, create_graph, True)
