@@ -1027,6 +1027,11 @@ def _ident(name):
 # -- running a program -----------------------------------------------------------------------------
 
 def run_program(p, leaves, distinct=None):
+    plain = p.__dict__.get("plain")
+    if plain is None:
+        plain = p.plain = _plain(p)
+    if plain:
+        return _run_plain(p, leaves)
     if p.lr_inputs:
         _read_learning_rates(p)
     arrays = [t._data for t in leaves]
@@ -1125,6 +1130,11 @@ def run_program(p, leaves, distinct=None):
         return outs[0]
     if shape == 2:
         return tuple(outs)
+    return _returned(p, outs, leaves)
+
+
+def _returned(p, outs, leaves):
+    """The call's outputs in the structure the function returns (_out_shape 3)."""
     it = iter(outs)
     consts, spec = (p.out_consts_now if p.out_grads else p.out_consts), p.out_spec
     if p.out_sym:
@@ -1133,6 +1143,51 @@ def run_program(p, leaves, distinct=None):
         spec = symbolic.substitute(spec, values)
     flat = [next(it) if c is None else c for c in consts]
     return unflatten(spec, iter(flat))
+
+
+# what run_program does beyond running the forward and wrapping its outputs (each empty: a plain program)
+_EXTRAS = ("lr_inputs", "fwd_donate", "out_copies", "res_views", "writeback", "out_orders", "out_freed",
+           "training_writes", "out_views", "out_same", "out_grads_after")
+
+
+def _plain(p):
+    """Whether program p needs none of run_program's extra steps (all are fixed when it is built)."""
+    return not any(getattr(p, a, None) for a in _EXTRAS)
+
+
+def _run_plain(p, leaves):
+    """run_program of a plain program (_plain): the same steps, less the ones it has nothing for."""
+    arrays = [t._data for t in leaves]
+    consts = p.consts
+    if consts:
+        arrays += [c._data for c in consts]
+    spec = p.needs_grad and STATE.grad_enabled and _speculate(p)
+    try:
+        res = p.spec(*arrays, *[c._data for c in p.spec_consts]) if spec else p.fwd_fn(*arrays)
+    except ValueError as e:
+        raise RuntimeError(f"{p.__name__}: {e}") from e
+    for k in p.out_c:
+        r = res[k]
+        if r.__class__ is np.ndarray and not r.flags.c_contiguous:
+            if res.__class__ is not list:
+                res = list(res)
+            res[k] = np.ascontiguousarray(r)
+    outs = []
+    for (shape, dt), o in zip(p.out_meta, res[:p.n_user]):
+        if type(o) is not np.ndarray and not hasattr(o, "_tg_device"):
+            o = np.asarray(o)
+        outs.append(Tensor._make(o, dt))
+    if p.needs_grad and STATE.grad_enabled:
+        n_out = p.n_out
+        _attach(p, leaves, arrays, outs, () if spec else res[n_out:], res[n_out:] if spec else None)
+    shape = p.out_shape
+    if shape is None:
+        shape = p.out_shape = _out_shape(p)
+    if shape == 1:
+        return outs[0]
+    if shape == 2:
+        return tuple(outs)
+    return _returned(p, outs, leaves)
 
 
 def _rebind_grads(p):
