@@ -626,32 +626,38 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
 
 def _grad(outputs, inputs, grad_outputs, retain_graph, create_graph, allow_unused, is_grads_batched,
           materialize_grads):
+    # torch's checks in torch's order: each output's type (its _make_grads), the outputs' requires_grad,
+    # the implicit seeds and grad_outputs' shapes, then each input's type and requires_grad (its engine)
     proxy = False
     for t in outputs:
         if t.__class__ is not Tensor:
             if not isinstance(t, Tensor):
-                raise TypeError(f"grad(): outputs must be Tensors, got {type(t).__name__}")
+                raise AssertionError("Expected output to be a torch.Tensor")
             proxy = proxy or t.__class__.__name__ == "Proxy"
-    for t in inputs:
-        if t.__class__ is not Tensor and not isinstance(t, Tensor):
-            raise TypeError(f"grad(): inputs must be Tensors, got {type(t).__name__}")
     if proxy:                                       # inside a function being traced
+        for t in inputs:
+            _check_input_type(t)
         return grad_in_trace(outputs, inputs, _as_list(grad_outputs, "grad_outputs"), create_graph, allow_unused,
                              materialize_grads)
     for i, t in enumerate(outputs):
         if not (t._req or t._grad_fn is not None if t._view is None else _requires(t)):
             raise RuntimeError(f"element {i} of tensors does not require grad and does not have a grad_fn")
+    grad_outputs = () if grad_outputs is None else _as_list(grad_outputs, "grad_outputs")
+    if is_grads_batched:
+        n = _batch_size(outputs, grad_outputs)
+    else:
+        seeds = _seeds(outputs, grad_outputs, create_graph, "grad_outputs")
     for t in inputs:
+        if t.__class__ is not Tensor:
+            _check_input_type(t)
         if not (t._req or t._grad_fn is not None if t._view is None else _requires(t)):
             raise RuntimeError("One of the differentiated Tensors does not require grad")
     if retain_graph is None:
         retain_graph = create_graph
     targets = [_target(t) for t in inputs]
-    grad_outputs = () if grad_outputs is None else _as_list(grad_outputs, "grad_outputs")
     if is_grads_batched:
-        res = _batched(outputs, grad_outputs, targets, retain_graph, create_graph)
+        res = _batched(outputs, grad_outputs, n, targets, retain_graph, create_graph)
     else:
-        seeds = _seeds(outputs, grad_outputs, create_graph, "grad_outputs")
         if create_graph.__class__ is not bool:
             with set_grad_enabled(create_graph):       # (which refuses a mode that is no bool)
                 res, _ = _run(outputs, seeds, targets, retain_graph, create_graph, True)
@@ -665,9 +671,13 @@ def _grad(outputs, inputs, grad_outputs, retain_graph, create_graph, allow_unuse
     return _results(inputs, res, allow_unused, materialize_grads, create_graph)
 
 
-def _batched(outputs, grad_outputs, targets, retain_graph, create_graph):
-    """is_grads_batched=True: the first dimension of each grad_output indexes a batch of
-    vector-Jacobian products, run one after another and stacked (torch vmaps them)."""
+def _check_input_type(t):
+    if not isinstance(t, Tensor):
+        raise RuntimeError(f"all inputs have to be Tensors or GradientEdges, but got {type(t).__name__}")
+
+
+def _batch_size(outputs, grad_outputs):
+    """is_grads_batched=True: torch's checks of the batched grad_outputs; their batch size."""
     if len(grad_outputs) != len(outputs):
         raise RuntimeError(f"grad_outputs should be a sequence of length {len(outputs)}, got {len(grad_outputs)}")
     sizes = set()
@@ -685,7 +695,12 @@ def _batched(outputs, grad_outputs, targets, retain_graph, create_graph):
     if len(sizes) > 1:
         raise ValueError(f"vmap: Expected all tensors to have the same size in the mapped dimension, got sizes "
                          f"{sorted(sizes)} for the mapped dimension")
-    n = sizes.pop()
+    return sizes.pop()
+
+
+def _batched(outputs, grad_outputs, n, targets, retain_graph, create_graph):
+    """is_grads_batched=True: the first dimension of each grad_output indexes a batch of
+    vector-Jacobian products (`n` of them), run one after another and stacked (torch vmaps them)."""
     per = []
     for b in range(n):
         seeds = _seeds(outputs, [g[b] for g in grad_outputs], create_graph, "grad_outputs")
