@@ -382,6 +382,12 @@ CALLS = {
                                                                                       [x.detach(), 1.0]),
     "batched: a grad_output's shape, and an input without grad": lambda lib, x, w: lib.autograd.grad(
         x * x, [x.detach()], grad_outputs=lib.ones(2, 2), is_grads_batched=True),
+    "a non-scalar output, and an output without grad": lambda lib, x, w: lib.autograd.grad(
+        [x * x, x.detach().sum()], x),
+    "an output without grad, non-scalar, and no grad_output": lambda lib, x, w: lib.autograd.grad(
+        [x.sum(), x.detach() * 2], x),
+    "an output without grad, and a grad_output's shape": lambda lib, x, w: lib.autograd.grad(
+        [x.detach()], x, grad_outputs=[lib.ones(2)]),
     "batched: a number input": lambda lib, x, w: lib.autograd.grad(
         x * x, [x, 1.0], grad_outputs=lib.ones(2, 3), is_grads_batched=True),
     "an output without grad": lambda lib, x, w: lib.autograd.grad(x.detach().sum(), x),

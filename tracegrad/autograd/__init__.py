@@ -639,10 +639,12 @@ def _grad(outputs, inputs, grad_outputs, retain_graph, create_graph, allow_unuse
             _check_input_type(t)
         return grad_in_trace(outputs, inputs, _as_list(grad_outputs, "grad_outputs"), create_graph, allow_unused,
                              materialize_grads)
+    grad_outputs = () if grad_outputs is None else _as_list(grad_outputs, "grad_outputs")
     for i, t in enumerate(outputs):
         if not (t._req or t._grad_fn is not None if t._view is None else _requires(t)):
+            if not is_grads_batched:
+                _seed_errors(outputs, grad_outputs)
             raise RuntimeError(f"element {i} of tensors does not require grad and does not have a grad_fn")
-    grad_outputs = () if grad_outputs is None else _as_list(grad_outputs, "grad_outputs")
     if is_grads_batched:
         n = _batch_size(outputs, grad_outputs)
     else:
@@ -669,6 +671,25 @@ def _grad(outputs, inputs, grad_outputs, retain_graph, create_graph, allow_unuse
             finally:
                 STATE.grad_enabled = prev
     return _results(inputs, res, allow_unused, materialize_grads, create_graph)
+
+
+def _seed_errors(outputs, grads):
+    """What torch's _make_grads raises, which runs before its engine asks whether each output
+    requires grad: for an output that does and has no gradient, the implicit gradient's errors;
+    for a gradient given, its shape's. An output without grad and without a gradient it passes over."""
+    if len(grads) == 0:
+        grads = [None] * len(outputs)
+    for i, (o, g) in enumerate(zip(outputs, grads)):
+        if g is None:
+            if _requires(o):
+                if o.numel() != 1:
+                    raise RuntimeError("grad can be implicitly created only for scalar outputs")
+                if not o.dtype.is_floating_point:
+                    raise RuntimeError(f"grad can be implicitly created only for real scalar outputs but got "
+                                       f"{o.dtype}")
+        elif isinstance(g, Tensor) and tuple(g.shape) != tuple(o.shape):
+            raise RuntimeError(f"Mismatch in shape: grad_output[{i}] has a shape of {g.shape} and output[{i}] has a "
+                               f"shape of {o.shape}.")
 
 
 def _check_input_type(t):
