@@ -15,7 +15,7 @@ from . import _dtype as D
 from .grad_mode import STATE, no_grad
 from .tensor import Tensor, Above, _VALUE_READS
 from .ops import functional as F
-from .autograd.graph import Saved, _HOOK_USERS, saved_tensors_hooks_active
+from .autograd.graph import Saved, _HOOK_USERS, saved_tensors_hooks_active, RETAIN_USED
 from .autograd import views
 from .creation import _wrap_np, tensor, takes_generator, RNG, stored_scalar
 from .tracing import TraceError, _ACTIVE, TRACING, rename_grad_fn
@@ -847,6 +847,7 @@ def _retain_grad(self):
     if self.grad_fn is None or self._retains_grad:
         return
     self._retains_grad = True
+    RETAIN_USED[0] = True
     self.grad_fn.__dict__.setdefault("_retained", {})[self._output_nr] = weakref.ref(self)
 
 

@@ -15,6 +15,7 @@ Code that cannot be traced runs eagerly, with one warning naming the line; so do
 from the start, a function with a Python side effect (runtime/side_effects.py reads
 its bytecode before the first trace). An error of the function's own raises as itself.
 """
+import builtins
 import contextlib
 import functools
 import os
@@ -1026,6 +1027,11 @@ def _ident(name):
 # -- running a program -----------------------------------------------------------------------------
 
 def run_program(p, leaves, distinct=None):
+    plain = p.__dict__.get("plain")
+    if plain is None:
+        plain = p.plain = _plain(p)
+    if plain:
+        return _run_plain(p, leaves)
     if p.lr_inputs:
         _read_learning_rates(p)
     arrays = [t._data for t in leaves]
@@ -1124,6 +1130,11 @@ def run_program(p, leaves, distinct=None):
         return outs[0]
     if shape == 2:
         return tuple(outs)
+    return _returned(p, outs, leaves)
+
+
+def _returned(p, outs, leaves):
+    """The call's outputs in the structure the function returns (_out_shape 3)."""
     it = iter(outs)
     consts, spec = (p.out_consts_now if p.out_grads else p.out_consts), p.out_spec
     if p.out_sym:
@@ -1132,6 +1143,51 @@ def run_program(p, leaves, distinct=None):
         spec = symbolic.substitute(spec, values)
     flat = [next(it) if c is None else c for c in consts]
     return unflatten(spec, iter(flat))
+
+
+# what run_program does beyond running the forward and wrapping its outputs (each empty: a plain program)
+_EXTRAS = ("lr_inputs", "fwd_donate", "out_copies", "res_views", "writeback", "out_orders", "out_freed",
+           "training_writes", "out_views", "out_same", "out_grads_after")
+
+
+def _plain(p):
+    """Whether program p needs none of run_program's extra steps (all are fixed when it is built)."""
+    return not any(getattr(p, a, None) for a in _EXTRAS)
+
+
+def _run_plain(p, leaves):
+    """run_program of a plain program (_plain): the same steps, less the ones it has nothing for."""
+    arrays = [t._data for t in leaves]
+    consts = p.consts
+    if consts:
+        arrays += [c._data for c in consts]
+    spec = p.needs_grad and STATE.grad_enabled and _speculate(p)
+    try:
+        res = p.spec(*arrays, *[c._data for c in p.spec_consts]) if spec else p.fwd_fn(*arrays)
+    except ValueError as e:
+        raise RuntimeError(f"{p.__name__}: {e}") from e
+    for k in p.out_c:
+        r = res[k]
+        if r.__class__ is np.ndarray and not r.flags.c_contiguous:
+            if res.__class__ is not list:
+                res = list(res)
+            res[k] = np.ascontiguousarray(r)
+    outs = []
+    for (shape, dt), o in zip(p.out_meta, res[:p.n_user]):
+        if type(o) is not np.ndarray and not hasattr(o, "_tg_device"):
+            o = np.asarray(o)
+        outs.append(Tensor._make(o, dt))
+    if p.needs_grad and STATE.grad_enabled:
+        n_out = p.n_out
+        _attach(p, leaves, arrays, outs, () if spec else res[n_out:], res[n_out:] if spec else None)
+    shape = p.out_shape
+    if shape is None:
+        shape = p.out_shape = _out_shape(p)
+    if shape == 1:
+        return outs[0]
+    if shape == 2:
+        return tuple(outs)
+    return _returned(p, outs, leaves)
 
 
 def _rebind_grads(p):
@@ -1407,7 +1463,10 @@ def _outputs_saved(residuals, outs):
     if len(outs) == 1:
         m = _memory(outs[0]._data)
         for r in residuals:
-            if r is not None and _memory(r) == m:
+            if r is None:
+                continue
+            # (an array that owns its memory is that memory: _memory's answer, without the call)
+            if (id(r) if r.__class__ is np.ndarray and r.base is None else _memory(r)) == m:
                 return (0,)
         return ()
     saved = {_memory(r) for r in residuals if r is not None}
@@ -1492,7 +1551,24 @@ def _start_backward(p, ctx, counts=True):
         p.bwd_count += 1
 
 
-_BIND_SOURCE = {"seed": 0, "in": 1, "res": 2}        # a backward argument's source; any other kind: a constant
+_BIND_SOURCE = {"seed": "s", "in": "a", "res": "r"}        # a backward argument's source; any other kind: a constant
+
+
+def _bind_picker(binds):
+    """The backward's arguments from (seeds, the call's input arrays, the saved values) as one
+    generated function of them: a list display instead of a loop over the binds at every
+    backward (a constant's array is read when it runs, as the loop read it)."""
+    table, items = {}, []
+    for kind, i in binds:
+        src = _BIND_SOURCE.get(kind)
+        if src is None:
+            table[f"c{len(table)}"] = i
+            items.append(f"c{len(table) - 1}._data")
+        else:
+            items.append(f"{src}[{int(i)}]")
+    code = f"def pick(s, a, r):\n    return [{', '.join(items)}]\n"
+    exec(builtins.compile(code, "<tracegrad:backward arguments>", "exec"), table)
+    return table["pick"]
 
 
 def _compiled_backward_kernel(*args, prog, metas=None):
@@ -1525,9 +1601,8 @@ def _compiled_backward_kernel(*args, prog, metas=None):
     # the backward's arguments: seeds, the call's input arrays, the saved values, constants
     pick = p.__dict__.get("bwd_pick")
     if pick is None:
-        pick = p.bwd_pick = tuple([(_BIND_SOURCE.get(kind, 3), i) for kind, i in p.bwd_binds])
-    sources = (seeds, d["_arrays"], d["_residuals"])
-    bargs = [sources[k][i] if k != 3 else i._data for k, i in pick]
+        pick = p.bwd_pick = _bind_picker(p.bwd_binds)
+    bargs = pick(seeds, d["_arrays"], d["_residuals"])
     if p.bwd_donors and d.get("_donate") and STATE.freeing_saved:
         d["_donate"] = False              # once: the saved values now hold the results
         res = p.bwd_fn(*bargs, donate=True)
@@ -1566,8 +1641,10 @@ def _compiled_backward_eager(*args, prog, metas=None):
     *gs, ctx = args
     p = prog
     _start_backward(p, ctx, counts=False)
-    seeds = _seeds(p, gs, _zeros_tensor, ctx)
-    mask = _inexact_without(p, gs)
+    seeds, mask = gs, None
+    if len(gs) < len(p.out_meta) or _has_none(gs):      # (else every output has its gradient)
+        seeds = _seeds(p, gs, _zeros_tensor, ctx)
+        mask = _inexact_without(p, gs)
     if mask is not None:
         res = _masked_backward(p, mask)(*seeds, *ctx.__dict__["_inputs"])
     else:
@@ -1576,10 +1653,19 @@ def _compiled_backward_eager(*args, prog, metas=None):
                                         dynamic=False)
             p.double._warned = True          # where it cannot be traced it runs through the eager ops
         res = p.double(*seeds, *ctx.__dict__["_inputs"])
+    if len(res) == len(p.wrt_pos) and not _has_none(res):
+        return tuple(res)
     out = []
     for r, (shape, dt) in zip(res, _grad_metas(p, ctx)):
         out.append(creation.zeros(shape, dtype=dt) if r is None else r)
     return tuple(out)
+
+
+def _has_none(xs):
+    for x in xs:
+        if x is None:
+            return True
+    return False
 
 
 def _zeros_array(shape, dt):

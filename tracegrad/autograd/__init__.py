@@ -11,7 +11,7 @@ from ..grad_mode import (no_grad, enable_grad, set_grad_enabled, is_grad_enabled
                          is_inference_mode_enabled, STATE)
 from ..tensor import Tensor, Above
 from . import engine
-from .graph import Node, AccumulateGrad, RemovableHandle, node_class
+from .graph import Node, AccumulateGrad, RemovableHandle, node_class, RETAIN_USED
 from ._grad_io import _seeds, _results
 from ..autodiff import grad_in_trace
 from ..creation import zeros
@@ -511,6 +511,8 @@ def _retained(order, index, targets):
     """(target, tensor) for each retain_grad() tensor whose grad_fn a backward to `targets`
     runs or which is a target itself: torch's retains_grad hook runs as that node is
     reached, in backward() and in grad() alike, and not where the node is not run."""
+    if not RETAIN_USED[0]:               # no retain_grad() yet: no node holds one
+        return []
     out = []
     ran = None
     for node in order:
@@ -615,13 +617,6 @@ def _post_accumulate_hooks(t):
                 raise RuntimeError("Tensor post accumulate grad hooks should return None.")
 
 
-def _any_proxy(outputs):
-    for t in outputs:
-        if t.__class__ is not Tensor and t.__class__.__name__ == "Proxy":
-            return True
-    return False
-
-
 def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=False, only_inputs=True,
          allow_unused=None, is_grads_batched=False, materialize_grads=False):
     """Gradients of `outputs` with respect to `inputs` (nothing is accumulated into .grad);
@@ -632,14 +627,18 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
     if allow_unused is None:
         allow_unused = materialize_grads
     keys = None
-    if type(inputs) is dict:
+    cls = inputs.__class__
+    if cls is Tensor:
+        inputs = [inputs]
+    elif cls is dict:
         keys = list(inputs)
         inputs = list(inputs.values())
-    elif isinstance(inputs, Mapping):
+    elif cls is not list and cls is not tuple and isinstance(inputs, Mapping):
         raise TypeError(f"`inputs` argument to `grad()` must be a dict, not {type(inputs).__name__}. Other Mapping "
                         f"types are not supported.")
-    outputs = _as_list(outputs, "outputs")
-    inputs = _as_list(inputs, "inputs")
+    else:
+        inputs = _as_list(inputs, "inputs")
+    outputs = [outputs] if outputs.__class__ is Tensor else _as_list(outputs, "outputs")
     if not inputs:
         raise RuntimeError("`inputs` argument to `grad()` cannot be empty.")
     if not only_inputs:
@@ -653,28 +652,40 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
 
 def _grad(outputs, inputs, grad_outputs, retain_graph, create_graph, allow_unused, is_grads_batched,
           materialize_grads):
-    for i, t in enumerate(outputs):
-        if not isinstance(t, Tensor):
-            raise TypeError(f"grad(): outputs must be Tensors, got {type(t).__name__}")
-    for t in inputs:
-        if not isinstance(t, Tensor):
-            raise TypeError(f"grad(): inputs must be Tensors, got {type(t).__name__}")
-    if _any_proxy(outputs):                         # inside a function being traced
+    # torch's checks in torch's order: each output's type (its _make_grads), the outputs' requires_grad,
+    # the implicit seeds and grad_outputs' shapes, then each input's type and requires_grad (its engine)
+    proxy = False
+    for t in outputs:
+        if t.__class__ is not Tensor:
+            if not isinstance(t, Tensor):
+                raise AssertionError("Expected output to be a torch.Tensor")
+            proxy = proxy or t.__class__.__name__ == "Proxy"
+    if proxy:                                       # inside a function being traced
+        for t in inputs:
+            _check_input_type(t)
         return grad_in_trace(outputs, inputs, _as_list(grad_outputs, "grad_outputs"), create_graph, allow_unused,
                              materialize_grads)
+    grad_outputs = () if grad_outputs is None else _as_list(grad_outputs, "grad_outputs")
     for i, t in enumerate(outputs):
-        if not _requires(t):
+        if not (t._req or t._grad_fn is not None if t._view is None else _requires(t)):
+            if not is_grads_batched:
+                _seed_errors(outputs, grad_outputs)
             raise RuntimeError(f"element {i} of tensors does not require grad and does not have a grad_fn")
+    if is_grads_batched:
+        n = _batch_size(outputs, grad_outputs)
+    else:
+        seeds = _seeds(outputs, grad_outputs, create_graph, "grad_outputs")
     for t in inputs:
-        if not _requires(t):
+        if t.__class__ is not Tensor:
+            _check_input_type(t)
+        if not (t._req or t._grad_fn is not None if t._view is None else _requires(t)):
             raise RuntimeError("One of the differentiated Tensors does not require grad")
     if retain_graph is None:
         retain_graph = create_graph
     targets = [_target(t) for t in inputs]
     if is_grads_batched:
-        res = _batched(outputs, _as_list(grad_outputs, "grad_outputs"), targets, retain_graph, create_graph)
+        res = _batched(outputs, grad_outputs, n, targets, retain_graph, create_graph)
     else:
-        seeds = _seeds(outputs, _as_list(grad_outputs, "grad_outputs"), create_graph, "grad_outputs")
         if create_graph.__class__ is not bool:
             with set_grad_enabled(create_graph):       # (which refuses a mode that is no bool)
                 res, _ = _run(outputs, seeds, targets, retain_graph, create_graph, True)
@@ -688,9 +699,32 @@ def _grad(outputs, inputs, grad_outputs, retain_graph, create_graph, allow_unuse
     return _results(inputs, res, allow_unused, materialize_grads, create_graph)
 
 
-def _batched(outputs, grad_outputs, targets, retain_graph, create_graph):
-    """is_grads_batched=True: the first dimension of each grad_output indexes a batch of
-    vector-Jacobian products, run one after another and stacked (torch vmaps them)."""
+def _seed_errors(outputs, grads):
+    """What torch's _make_grads raises, which runs before its engine asks whether each output
+    requires grad: for an output that does and has no gradient, the implicit gradient's errors;
+    for a gradient given, its shape's. An output without grad and without a gradient it passes over."""
+    if len(grads) == 0:
+        grads = [None] * len(outputs)
+    for i, (o, g) in enumerate(zip(outputs, grads)):
+        if g is None:
+            if _requires(o):
+                if o.numel() != 1:
+                    raise RuntimeError("grad can be implicitly created only for scalar outputs")
+                if not o.dtype.is_floating_point:
+                    raise RuntimeError(f"grad can be implicitly created only for real scalar outputs but got "
+                                       f"{o.dtype}")
+        elif isinstance(g, Tensor) and tuple(g.shape) != tuple(o.shape):
+            raise RuntimeError(f"Mismatch in shape: grad_output[{i}] has a shape of {g.shape} and output[{i}] has a "
+                               f"shape of {o.shape}.")
+
+
+def _check_input_type(t):
+    if not isinstance(t, Tensor):
+        raise RuntimeError(f"all inputs have to be Tensors or GradientEdges, but got {type(t).__name__}")
+
+
+def _batch_size(outputs, grad_outputs):
+    """is_grads_batched=True: torch's checks of the batched grad_outputs; their batch size."""
     if len(grad_outputs) != len(outputs):
         raise RuntimeError(f"grad_outputs should be a sequence of length {len(outputs)}, got {len(grad_outputs)}")
     sizes = set()
@@ -708,7 +742,12 @@ def _batched(outputs, grad_outputs, targets, retain_graph, create_graph):
     if len(sizes) > 1:
         raise ValueError(f"vmap: Expected all tensors to have the same size in the mapped dimension, got sizes "
                          f"{sorted(sizes)} for the mapped dimension")
-    n = sizes.pop()
+    return sizes.pop()
+
+
+def _batched(outputs, grad_outputs, n, targets, retain_graph, create_graph):
+    """is_grads_batched=True: the first dimension of each grad_output indexes a batch of
+    vector-Jacobian products (`n` of them), run one after another and stacked (torch vmaps them)."""
     per = []
     for b in range(n):
         seeds = _seeds(outputs, [g[b] for g in grad_outputs], create_graph, "grad_outputs")

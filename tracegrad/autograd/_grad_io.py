@@ -10,6 +10,15 @@ def _seeds(outputs, grads, create_graph, what="grad_tensors", ones=None):
     """The gradient each output starts from; `ones(o)` makes an implicit one (by default
     a concrete tensor; a traced grad makes a symbolic one)."""
     concrete = ones is None
+    if concrete and not grads:           # the common call: an implicit one for each output
+        seeds = []
+        for o in outputs:
+            if o.numel() != 1:
+                raise RuntimeError("grad can be implicitly created only for scalar outputs")
+            if not o.dtype.is_floating_point:
+                raise RuntimeError(f"grad can be implicitly created only for real scalar outputs but got {o.dtype}")
+            seeds.append(ones_like_data(o))     # the output's shape and dtype already
+        return seeds
     ones = ones or ones_like_data
     if len(grads) == 0:
         grads = [None] * len(outputs)

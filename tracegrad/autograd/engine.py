@@ -182,8 +182,11 @@ def walk_keyed(roots):
             for nxt, _ in it:
                 if nxt is not None and id(nxt) not in index:
                     index[id(nxt)] = -1
-                    stack.append((nxt, iter(nxt.next_functions)))
-                    break
+                    nf = nxt.next_functions
+                    if nf:
+                        stack.append((nxt, iter(nf)))
+                        break
+                    order.append(nxt)        # no inputs (a leaf): done at once, where its pop would put it
             else:
                 stack.pop()
                 order.append(node)
@@ -218,6 +221,13 @@ def _keyed(order, index):
                         spec[(node, slot)] = LiveHooks(node, slot)
         prim = node._prim
         if prim is None:
+            if node.__class__ is AccumulateGrad:     # (_leaf_order and the hooks below, without the calls)
+                v = node.variable
+                key.append(node._out_meta if v._data.flags.c_contiguous else
+                           (node._out_meta, tensor_order(v._data)))
+                if v._hooks:
+                    spec[(node, 0)] = LiveHooks(v, None)
+                continue
             lo = _leaf_order(node)
             key.append(node._out_meta if lo is True else (node._out_meta, lo))
             if node.__class__ is AccumulateGrad or isinstance(node, AccumulateGrad):

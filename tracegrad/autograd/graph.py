@@ -323,6 +323,7 @@ class Guard(Saved):
 _TLS = threading.local()
 _HOOK_USERS = [0]
 HOOK_USED = [False]          # whether any tensor was ever saved through hooks (the engine then looks)
+RETAIN_USED = [False]        # whether retain_grad() was ever called (the engine then looks for it)
 MODULE_BACKWARD_HOOKS = [0]  # global module full backward hooks (nn.modules.module) now registered
 
 

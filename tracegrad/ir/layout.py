@@ -57,13 +57,26 @@ def array_order(shape, strides):
     return tuple(axes)
 
 
+_ORDERS = {}            # tensor_order's answers by (shape, strides, itemsize): what it reads, and all of it
+
+
 def tensor_order(t):
     """The order of a concrete tensor (or numpy array), or None."""
     d = getattr(t, "_data", t)
     item = d.itemsize
-    if any(s % item for s in d.strides):
-        return None
-    return array_order(tuple(d.shape), tuple(s // item for s in d.strides))
+    strides = d.strides
+    key = (d.shape, strides, item)
+    got = _ORDERS.get(key, key)
+    if got is not key:
+        return got
+    if any(s % item for s in strides):
+        got = None
+    else:
+        got = array_order(tuple(d.shape), tuple(s // item for s in strides))
+    if len(_ORDERS) >= 1024:
+        _ORDERS.clear()
+    _ORDERS[key] = got
+    return got
 
 
 def is_column_major(shape, order):
