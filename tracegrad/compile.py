@@ -1123,6 +1123,11 @@ def run_program(p, leaves, distinct=None):
             for prim, rest, params in chain:
                 v = apply(prim, (v,) + rest, params)
         outs[k] = v
+    return _shaped(p, outs, leaves)
+
+
+def _shaped(p, outs, leaves):
+    """The call's outputs as the function returns them: one tensor, a tuple, or its structure."""
     shape = p.out_shape
     if shape is None:
         shape = p.out_shape = _out_shape(p)
@@ -1180,14 +1185,7 @@ def _run_plain(p, leaves):
     if p.needs_grad and STATE.grad_enabled:
         n_out = p.n_out
         _attach(p, leaves, arrays, outs, () if spec else res[n_out:], res[n_out:] if spec else None)
-    shape = p.out_shape
-    if shape is None:
-        shape = p.out_shape = _out_shape(p)
-    if shape == 1:
-        return outs[0]
-    if shape == 2:
-        return tuple(outs)
-    return _returned(p, outs, leaves)
+    return _shaped(p, outs, leaves)
 
 
 def _rebind_grads(p):

@@ -1166,14 +1166,7 @@ def call_node(node, grads):
         edges.append((leaf, 0))
     alone.next_functions = tuple(fresh)
     node = alone
-    seeds = []
-    for i, (g, (shape, dt)) in enumerate(zip(grads, node._out_meta)):
-        if not isinstance(g, Tensor):
-            raise TypeError(f"argument {i} is not a Variable")
-        if tuple(g.shape) != tuple(shape):
-            raise RuntimeError(f"{type(node).__name__}: expected a gradient of shape {list(shape)}, got "
-                               f"{list(g.shape)}")
-        seeds.append(g if g._dtype is dt else g.to(dt))
+    seeds = _direct_seeds(node, grads)
     order, index, structure, _ = walk_keyed([node])
     with set_grad_enabled(False):
         outs = iter(execute(order, index, [(node, i) for i in range(n_out)], seeds, edges, True, False, {},
@@ -1182,10 +1175,9 @@ def call_node(node, grads):
     return res[0] if len(res) == 1 else res
 
 
-def _call_composite(node, grads, inputs):
-    """grad_fn(*grad_outputs) of a composite op's last node (tracing.note_composite_inputs): the
-    gradients of the whole op for each of its inputs (None where one needs none), through the
-    nodes the op recorded."""
+def _direct_seeds(node, grads):
+    """The gradients a direct call of a node (`y.grad_fn(g)`) was given, checked as torch checks
+    them and cast to its outputs' dtypes."""
     seeds = []
     for i, (g, (shape, dt)) in enumerate(zip(grads, node._out_meta)):
         if not isinstance(g, Tensor):
@@ -1194,6 +1186,14 @@ def _call_composite(node, grads, inputs):
             raise RuntimeError(f"{type(node).__name__}: expected a gradient of shape {list(shape)}, got "
                                f"{list(g.shape)}")
         seeds.append(g if g._dtype is dt else g.to(dt))
+    return seeds
+
+
+def _call_composite(node, grads, inputs):
+    """grad_fn(*grad_outputs) of a composite op's last node (tracing.note_composite_inputs): the
+    gradients of the whole op for each of its inputs (None where one needs none), through the
+    nodes the op recorded."""
+    seeds = _direct_seeds(node, grads)
     # the op's nodes copied, each edge to an input led to a leaf of its own: a gradient reaching an
     # input through another input (mse_loss(x, x * 2)) is no part of the op's
     leaves = {}

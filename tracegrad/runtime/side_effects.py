@@ -882,6 +882,12 @@ class _Finder:
             v = self.resolve(seed, ctx)
             if seed != _OWN and seed[0] == "arg" and from_call or seed != _OWN and seed[0] == "global":
                 self.used_args = True        # judged by this call's value: judged again at the next compile
+            if (v is _MISSING or v is _OWNED) and seed[0] == "arg":
+                # a function read without its call's arguments (judged where it is read with them),
+                # or given a seed its caller computes: `shape_op(x, int(r.integers(1 << 30)))`, the
+                # random programs' own pattern, is an int at every call; a computed None passed to a
+                # function is not seen (a computed seed used where it is computed is)
+                return
             if v is None:
                 what = f"with the seed `{_path_text(seed)}`, None now"
             elif v is _OWNED or v is _MISSING:
