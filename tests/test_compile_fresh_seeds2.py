@@ -7,6 +7,7 @@ found, each compared with torch and with eager tracegrad (bit for bit where the 
 run)."""
 import os
 import sys
+import warnings
 
 import numpy as np
 import pytest
@@ -357,3 +358,27 @@ def test_integer_division_of_an_empty_tensor_by_a_zero_is_empty_as_torchs(op):
         assert tuple(got.shape) == tuple(want.shape) and str(got.dtype) == str(want.dtype)
     with pytest.raises(RuntimeError, match="ZeroDivisionError"):
         f(tg, tg.tensor(np.ones((1, 2, 3), np.int64)), tg.tensor(b))
+
+
+# -- a view made under no_grad, then its base written in place -----------------------------------------
+# mutation seed 10381: the compiled function returned a gradient where eager and torch raise "A view
+# was created in no_grad mode and its base or another view of its base has been modified inplace".
+# The compiled call now sees the written saved value and runs eagerly, raising torch's error.
+
+def test_a_no_grad_view_whose_base_is_written_raises_compiled_as_eagerly():
+    def f(m, x):
+        v1 = x.clone()
+        v2 = v1.squeeze(-1)
+        with m.no_grad():
+            v5 = v1.permute(0)
+        v2.mul_(v5)
+        return v2 * 2
+
+    for name, m in (("torch", torch), ("eager", tg), ("compiled", tg)):
+        x = m.tensor([1.0, 2.0, 3.0], requires_grad=True)
+        fn = tg.compile(lambda x: f(tg, x)) if name == "compiled" else (lambda x: f(m, x))
+        with pytest.raises(RuntimeError, match="A view was created in no_grad mode"), \
+                warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            fn(x).sum().backward()
+        assert x.grad is None, name
