@@ -8,6 +8,7 @@ target, index_copy of bools), and gave another dtype (huber_loss(float32, float6
 in torch, an int64 mse_loss has no kernel there).
 """
 import itertools
+import warnings
 
 import numpy as np
 import pytest
@@ -190,3 +191,24 @@ def test_index_add_of_another_dtype_as_torch():
             with pytest.raises(RuntimeError, match=r"index_add_\(\): self \(Float\) and source \(Double\) must have "
                                                    r"the same scalar type"):
                 x.index_add_(0, m.tensor([0]), src) if inplace else m.index_add(x, 0, m.tensor([0]), src)
+
+
+@pytest.mark.parametrize("case", ["linear_bias", "addmm", "gelu_int", "take_uint8", "huber_mixed"])
+def test_compiled_functions_check_dtypes_as_eager(case):
+    # the checks run while tracing: the user's error raises at once, with eager's words, no fallback
+    f = {"linear_bias": lambda x: tg.nn.functional.linear(x, tg.ones(4, 3), tg.ones(4, dtype=tg.float64)),
+         "addmm": lambda x: tg.addmm(tg.ones(2, 2, dtype=tg.float16), x, tg.ones(3, 2)),
+         "gelu_int": lambda x: tg.nn.functional.gelu(x.long()),
+         "take_uint8": lambda x: tg.take(x, tg.ones(6, dtype=tg.uint8)),
+         "huber_mixed": lambda x: tg.nn.functional.huber_loss(x, x.double())}[case]
+    x = tg.ones(2, 3)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        outs = []
+        for fn in (f, tg.compile(f)):
+            try:
+                r = fn(x)
+                outs.append(("ok", str(r.dtype), tuple(r.shape)))
+            except (RuntimeError, NotImplementedError) as e:
+                outs.append((type(e).__name__, str(e)))
+    assert outs[0] == outs[1]
