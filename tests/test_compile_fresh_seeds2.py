@@ -382,3 +382,40 @@ def test_a_no_grad_view_whose_base_is_written_raises_compiled_as_eagerly():
             warnings.simplefilter("ignore")
             fn(x).sum().backward()
         assert x.grad is None, name
+
+
+# -- operands cast to the compute dtype first --------------------------------------------------------
+# call-sequence seeds 5349, 5821 and 6378: an expanded int64 (or float32) operand beside a transposed
+# float64 one. Eager casts the expanded operand into a C-contiguous array first (as torch's .to() of
+# an expanded tensor) and lays the result out by it; the trace took the expanded operand's own
+# strides, so the compiled result was laid out in the transposed operand's order: a mean one ulp off
+# (-2.4052286 against eager's and torch's -2.4052284) and output strides (1, 4, 16) against (4, 1, 16).
+
+@pytest.mark.parametrize("dynamic", [False, True])
+@pytest.mark.parametrize("n", [3, 7, 9])
+def test_a_cast_expanded_operand_lays_the_result_out_as_eager(n, dynamic):
+    r = np.random.default_rng(n)
+    xb, yl = r.integers(-5, 5, (1, n, n)), r.standard_normal((n, n, 2))
+    f = lambda x, y: (x + y).float().mean()
+    args = lambda m: (m.tensor(xb).expand(2, n, n), m.tensor(yl).transpose(0, -1))
+    eager = f(*args(tg)).item()
+    assert eager == pytest.approx(f(*args(torch)).item(), rel=1e-6)     # (float32 sums, each in its order)
+    assert tg.compile(f, dynamic=dynamic)(*args(tg)).item() == eager
+
+
+@pytest.mark.parametrize("case", ["where", "unsq_expand"])
+def test_strides_of_ops_of_a_cast_expanded_operand_are_eagers(case):
+    if case == "where":
+        xb, yl = np.arange(4).reshape(1, 4, 1), np.linspace(-2, 2, 80).reshape(5, 4, 4)
+        f = lambda m, x, y: m.where(x > y, x, y * 0.5)
+        args = lambda m: (m.tensor(xb).expand(4, 4, 1), m.tensor(yl, dtype=m.float32).transpose(0, -1))
+    else:
+        xb, yl = np.ones((1, 2), np.float32), np.arange(4.0).reshape(2, 2)
+        f = lambda m, x, y: x.unsqueeze(0).expand(2, *x.shape) * y
+        args = lambda m: (m.tensor(xb).expand(2, 2), m.tensor(yl).t())
+    want = f(torch, *args(torch))
+    eager = f(tg, *args(tg))
+    got = tg.compile(lambda x, y: f(tg, x, y))(*args(tg))
+    assert eager.stride() == want.stride()
+    assert got.stride() == want.stride()
+    np.testing.assert_array_equal(got.numpy(), eager.numpy())

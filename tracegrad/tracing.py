@@ -598,16 +598,18 @@ def apply_symbolic(prim, args, params):
 _KERNEL = object()     # _result_order: an operand's layout not known to the trace (_kernel_layout)
 
 
-def _result_order(shape, args):
+def _result_order(shape, args, converted=()):
     """The order eager gives the result of an op that keeps its operands' layout (keeps_layout),
     where some operand is not C-contiguous, and whether its operands lay out two axes in two
-    orders; None for C's."""
+    orders; None for C's. `converted`: the positions of operands cast to the compute dtype first,
+    which eager's kernel then reads as the cast laid them out (_apply_eager: C-contiguous where
+    the operand has a stride 0, as torch's .to() of an expanded tensor; else its own order)."""
     if all(a._plain(True) if isinstance(a, Proxy) else
            not isinstance(a, Tensor) or a._data.__class__ is not np.ndarray or a._data.flags.c_contiguous for a in args):
         return None               # (asks nothing of a symbolic size)
     operands = []
     strided = False
-    for a in args:
+    for i, a in enumerate(args):
         if isinstance(a, Proxy):
             if a._plain():
                 operands.append((a._shape, _c_strides(a._shape)))
@@ -615,11 +617,18 @@ def _result_order(shape, args):
             sc = a._eager_scratch()
             if sc is None:
                 return _KERNEL         # not known to the trace: as the kernel lays it out
+            if i in converted and 0 in sc.strides:
+                operands.append((sc.shape, _c_strides(sc.shape)))
+                continue
             operands.append((sc.shape, sc.strides))
             strided = strided or not sc.flags.c_contiguous
         elif isinstance(a, Tensor) and a._data.__class__ is np.ndarray:
-            operands.append((a._data.shape, a._data.strides))
-            strided = strided or not a._data.flags.c_contiguous
+            d = a._data
+            if i in converted and 0 in d.strides:
+                operands.append((d.shape, _c_strides(d.shape)))
+                continue
+            operands.append((d.shape, d.strides))
+            strided = strided or not d.flags.c_contiguous
     if not strided:
         return None
     order = iterator_order(tuple(shape), operands)
@@ -728,7 +737,7 @@ def _apply_symbolic(prim, args, params):
         elif len(shape) > 1 and isinstance(args[0], Proxy) and not args[0]._plain():
             out.__dict__["_kernel_layout"] = True
     elif layout and len(shape) > 1:
-        order = _result_order(shape, args)
+        order = _result_order(shape, args, converted)
         if order is _KERNEL:
             out.__dict__["_kernel_layout"] = True
         elif order is not None:
