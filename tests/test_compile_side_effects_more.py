@@ -53,17 +53,22 @@ def _from_system_random(x):
     return x * random.SystemRandom().random()
 
 
-@pytest.mark.parametrize("fn", [_from_default_rng, _from_random_instance, _from_bit_generator, _from_random_state,
-                                _from_uuid4, _from_secrets, _from_system_random])
-def test_fresh_entropy_is_read_at_every_call(fn):
+def four_calls(fn):
+    """The distinct first elements of four calls of fn compiled, and the side-effect warnings."""
     f = tg.compile(fn)
     x = tg.ones(3, dtype=tg.float64)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         values = {f(x)[0].item() for _ in range(4)}
+    return values, [str(w.message) for w in caught if "side effect" in str(w.message)]
+
+
+@pytest.mark.parametrize("fn", [_from_default_rng, _from_random_instance, _from_bit_generator, _from_random_state,
+                                _from_uuid4, _from_secrets, _from_system_random])
+def test_fresh_entropy_is_read_at_every_call(fn):
+    values, texts = four_calls(fn)
     # four draws of 2**53 (or 2**40, 10**6) values: equal ones would mean a value kept from a trace
     assert len(values) >= 3, values
-    texts = [str(w.message) for w in caught if "side effect" in str(w.message)]
     assert texts and __file__.rstrip("c") in texts[0] and fn.__name__ in texts[0]
 
 

@@ -1082,21 +1082,11 @@ def run_program(p, leaves, distinct=None):
                 if i < n_in and arrays[i].__class__ is np.ndarray:
                     arrays[i] = _own_copy(arrays[i])
         p.write_back(res[p.n_user:n_out], ids, leaves)
-    outs = []
     if p.out_orders:
         res = list(res)
         for k, order in p.out_orders:
             res[k] = _laid_out(res[k], order)
-    for k in p.out_c:
-        r = res[k]
-        if r.__class__ is np.ndarray and not r.flags.c_contiguous:
-            if res.__class__ is not list:
-                res = list(res)
-            res[k] = np.ascontiguousarray(r)
-    for (shape, dt), o in zip(p.out_meta, res[:p.n_user]):
-        if type(o) is not np.ndarray and not hasattr(o, "_tg_device"):
-            o = np.asarray(o)
-        outs.append(Tensor._make(o, dt))
+    res, outs = _user_outputs(p, res)
     if p.needs_grad and STATE.grad_enabled:
         _attach(p, leaves, arrays, outs, () if spec else res[n_out:], res[n_out:] if spec else None)
     for k, srcs in p.out_freed:
@@ -1124,6 +1114,23 @@ def run_program(p, leaves, distinct=None):
                 v = apply(prim, (v,) + rest, params)
         outs[k] = v
     return _shaped(p, outs, leaves)
+
+
+def _user_outputs(p, res):
+    """(the program's results, the user's outputs as tensors), those eager lays out C-contiguous
+    made so (Program.out_c)."""
+    for k in p.out_c:
+        r = res[k]
+        if r.__class__ is np.ndarray and not r.flags.c_contiguous:
+            if res.__class__ is not list:
+                res = list(res)
+            res[k] = np.ascontiguousarray(r)
+    outs = []
+    for (shape, dt), o in zip(p.out_meta, res[:p.n_user]):
+        if type(o) is not np.ndarray and not hasattr(o, "_tg_device"):
+            o = np.asarray(o)
+        outs.append(Tensor._make(o, dt))
+    return res, outs
 
 
 def _shaped(p, outs, leaves):
@@ -1171,17 +1178,7 @@ def _run_plain(p, leaves):
         res = p.spec(*arrays, *[c._data for c in p.spec_consts]) if spec else p.fwd_fn(*arrays)
     except ValueError as e:
         raise RuntimeError(f"{p.__name__}: {e}") from e
-    for k in p.out_c:
-        r = res[k]
-        if r.__class__ is np.ndarray and not r.flags.c_contiguous:
-            if res.__class__ is not list:
-                res = list(res)
-            res[k] = np.ascontiguousarray(r)
-    outs = []
-    for (shape, dt), o in zip(p.out_meta, res[:p.n_user]):
-        if type(o) is not np.ndarray and not hasattr(o, "_tg_device"):
-            o = np.asarray(o)
-        outs.append(Tensor._make(o, dt))
+    res, outs = _user_outputs(p, res)
     if p.needs_grad and STATE.grad_enabled:
         n_out = p.n_out
         _attach(p, leaves, arrays, outs, () if spec else res[n_out:], res[n_out:] if spec else None)

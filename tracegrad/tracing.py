@@ -614,19 +614,16 @@ def _result_order(shape, args, converted=()):
             if a._plain():
                 operands.append((a._shape, _c_strides(a._shape)))
                 continue
-            sc = a._eager_scratch()
-            if sc is None:
+            d = a._eager_scratch()
+            if d is None:
                 return _KERNEL         # not known to the trace: as the kernel lays it out
-            if i in converted and 0 in sc.strides:
-                operands.append((sc.shape, _c_strides(sc.shape)))
-                continue
-            operands.append((sc.shape, sc.strides))
-            strided = strided or not sc.flags.c_contiguous
         elif isinstance(a, Tensor) and a._data.__class__ is np.ndarray:
             d = a._data
-            if i in converted and 0 in d.strides:
-                operands.append((d.shape, _c_strides(d.shape)))
-                continue
+        else:
+            continue
+        if i in converted and 0 in d.strides:
+            operands.append((d.shape, _c_strides(d.shape)))
+        else:
             operands.append((d.shape, d.strides))
             strided = strided or not d.flags.c_contiguous
     if not strided:

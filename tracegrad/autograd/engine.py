@@ -509,6 +509,19 @@ def _check_version(s, node):
             f"failed to compute its gradient, with torch.autograd.set_detect_anomaly(True, check_nan=False).")
 
 
+def _check_at_bind(s, node):
+    """_check_version of saved value s of node before anything runs: anomaly mode's warning names
+    the node, and the error is marked as raised at bind (autograd.backward runs what torch runs
+    before it)."""
+    try:
+        _check_version(s, node)
+    except RuntimeError as e:
+        if tracer._ANOMALY[0]:
+            anomaly_warn(type(node).__name__, node)
+        e._at_bind = True
+        raise
+
+
 def _check_guards(node):
     """torch's check of what a composite op's node saves and its decomposition does not read
     (tracing.keep_saved), made as the node runs: raised before anything runs, as a saved value
@@ -517,13 +530,7 @@ def _check_guards(node):
     if saved is None:
         return
     for s in saved[len(node._args_meta) + 1:]:
-        try:
-            _check_version(s, node)
-        except RuntimeError as e:
-            if tracer._ANOMALY[0]:
-                anomaly_warn(type(node).__name__, node)
-            e._at_bind = True
-            raise
+        _check_at_bind(s, node)
 
 
 def _saved_value(order, srcs, as_tensor):
@@ -684,13 +691,7 @@ def _check_unread(order, unread):
             s = s[slot] if slot < len(s) else None
         if s is None or not hasattr(s, "vc"):
             continue
-        try:
-            _check_version(s, node)
-        except RuntimeError as e:
-            if tracer._ANOMALY[0]:
-                anomaly_warn(type(node).__name__, node)
-            e._at_bind = True
-            raise
+        _check_at_bind(s, node)
 
 
 def _drop(key):

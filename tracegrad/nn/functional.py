@@ -22,6 +22,7 @@ from ..tracing import apply, rename_grad_fn, Proxy, TraceError, keep_saved, note
 from ..ops import functional as O
 from ..ops.primitives import PRIMITIVES as P
 from ..ops import nn_primitives  # noqa: F401  (registers the convolution and pooling primitives)
+from ..ops.composite import same_dtypes
 from ..autograd.graph import node_class
 from ..creation import tensor, ones, RNG
 from .._tensor_methods import check_inplace, commit
@@ -78,17 +79,18 @@ def _dense(input, channels_last=False):
     log_sigmoid): their results are C-contiguous whatever the input's layout, so a later .view()
     works as in torch (a decomposition of elementwise ops would follow x.t()'s strides instead).
     `channels_last`: a 4-d input laid out channels-last stays so (torch's suggested format)."""
-    if input.is_contiguous() or channels_last and input.ndim == 4 and input.is_contiguous(
-            memory_format=O.channels_last):
+    if channels_last and input.ndim == 4 and input.is_contiguous(memory_format=O.channels_last):
         return input
-    return input.contiguous()
+    return O.contiguous(input)
 
 
-def _float_only(input, kernel):
-    """torch's activation kernels exist for floating dtypes: gelu of an int64 tensor raises
-    NotImplementedError there (tracegrad computed a float32 result)."""
-    if isinstance(input, Tensor) and not input.dtype.is_floating_point:
-        raise NotImplementedError(f"\"{kernel}\" not implemented for '{D.SCALAR_NAME[input.dtype]}'")
+def _float_only(kernel, *operands):
+    """torch's activation and pointwise loss kernels exist for floating dtypes (of the operands'
+    promoted dtype): gelu of an int64 tensor, mse_loss of two, raise NotImplementedError there
+    (tracegrad computed a float32 or an int64 result)."""
+    d = D.result_type(operands)
+    if not d.is_floating_point:
+        raise NotImplementedError(f"\"{kernel}\" not implemented for '{D.SCALAR_NAME[d]}'")
 
 
 def _rounded(out, dt):
@@ -144,7 +146,7 @@ def _piecewise(input, value, fwd_name, name, lo=None, hi=None, closed=False, ins
 def leaky_relu(input, negative_slope=0.01, inplace=False):
     # torch's leaky_relu_backward: x > 0 ? grad : grad * negative_slope (NaN: the slope)
     # (in place, torch's LeakyReluBackward1 reads the result: with a negative slope its backward raises)
-    _float_only(input, "leaky_relu_cpu")
+    _float_only("leaky_relu_cpu", input)
     s = negative_slope
     error = _LEAKY_INPLACE_NEGATIVE if inplace and s < 0 else None
     return _inplace(input, lambda v: _piecewise(v, lambda x: O.where(x > 0.0, x, x * s), "LeakyReluBackward0",
@@ -172,7 +174,7 @@ def gelu(input, approximate="none"):
     _check_tensor(input, "gelu")
     if approximate not in ("none", "tanh"):
         raise RuntimeError("approximate argument must be either none or tanh.")
-    _float_only(input, "GeluKernelImpl")
+    _float_only("GeluKernelImpl", input)
     x, dt = _opmath(input)
     if approximate == "none":
         out = x * 0.5 * (O.erf(x * _SQRT1_2) + 1)
@@ -183,7 +185,7 @@ def gelu(input, approximate="none"):
 
 
 def silu(input, inplace=False):
-    _float_only(input, "silu_cpu")
+    _float_only("silu_cpu", input)
 
     def compute(v):
         x, dt = _opmath(v)
@@ -213,7 +215,7 @@ def _softplus1(z):
 
 
 def softplus(input, beta=1.0, threshold=20.0):
-    _float_only(input, "softplus_cpu")
+    _float_only("softplus_cpu", input)
     x, dt = _opmath(input)
     z = x * beta if beta != 1 else x
     out = O.log1p(O.exp(O.where(z > threshold, threshold, z)))     # NaN flows to the value and the gradient
@@ -225,7 +227,7 @@ def softplus(input, beta=1.0, threshold=20.0):
 def logsigmoid(input):
     # torch's min(x, 0) - log1p(exp(-|x|)), with min and -|x| written as selections on x >= 0 so that the
     # second derivative at 0 is the smooth one (abs' is 0 there), zeros keep torch's sign and NaN flows
-    _float_only(input, "log_sigmoid_cpu")
+    _float_only("log_sigmoid_cpu", input)
     x, dt = _opmath(_dense(input))
     nonneg = x >= 0
     lse = O.log1p(O.exp(O.where(nonneg, -x, x)))
@@ -257,12 +259,7 @@ def linear(input, weight, bias=None):
     _check_tensor(input, "linear")
     if bias is not None and isinstance(bias, Tensor):
         # torch's addmm(bias, input, weight.t()) checks: a float64 bias beside float32 weights raises
-        if bias.dtype is not weight.dtype:
-            raise RuntimeError(f"self and mat2 must have the same dtype, but got {D.SCALAR_NAME[bias.dtype]} and "
-                               f"{D.SCALAR_NAME[weight.dtype]}")
-        if input.dtype is not weight.dtype:
-            raise RuntimeError(f"mat1 and mat2 must have the same dtype, but got {D.SCALAR_NAME[input.dtype]} and "
-                               f"{D.SCALAR_NAME[weight.dtype]}")
+        same_dtypes("AddmmBackward0", bias, input, weight)
     out = O.matmul(input, O.t(weight)) if weight.ndim == 2 else O.matmul(input, weight)
     if bias is None:
         return out
@@ -713,14 +710,6 @@ def _check_size(input, target, stacklevel=3):
                       f"ensure they have the same size.", UserWarning, stacklevel=stacklevel)
 
 
-def _float_kernel(input, target, kernel):
-    """torch's pointwise loss kernels exist for floating dtypes only: mse_loss of two int64
-    tensors raises (here it gave an int64 loss)."""
-    d = D.result_type([input, target])
-    if not d.is_floating_point:
-        raise NotImplementedError(f"\"{kernel}\" not implemented for '{D.SCALAR_NAME[d]}'")
-
-
 def _bool_promoted(input, target):
     """A bool input or target of a loss whose torch kernel computes in the promoted dtype (mse,
     smooth_l1, huber): the bool one cast to it, where tracegrad's `-` refuses bools."""
@@ -737,7 +726,7 @@ def _in_input_dtype(input, target, fn, kernel):
     if d is not input.dtype and d._kind > input.dtype._kind:        # (torch.can_cast)
         raise RuntimeError(f"result type {D.SCALAR_NAME[d]} can't be cast to the desired output type "
                            f"{D.SCALAR_NAME[input.dtype]}")
-    _float_kernel(input, target, kernel)
+    _float_only(kernel, input, target)
     return fn(*_bool_promoted(input, target)) if d is input.dtype else O.convert(fn(*_bool_promoted(input, target)),
                                                                                  input.dtype)
 
@@ -745,7 +734,7 @@ def _in_input_dtype(input, target, fn, kernel):
 def mse_loss(input, target, size_average=None, reduce=None, reduction="mean", weight=None):
     reduction = _legacy_reduction(size_average, reduce, reduction)
     _check_size(input, target)
-    _float_kernel(input, target, "mse_cpu")
+    _float_only("mse_cpu", input, target)
     x, t = _bool_promoted(input, target)
     d = x - t
     loss = d * d
@@ -956,7 +945,7 @@ def _elu(input, alpha, scale, input_scale, inplace, name="Elu", grad_scale=None)
     min(x, 0): on the positive side its value is not taken, and exp(x) overflowing there made
     the gradient inf * 0 = NaN (elu(100.) in float32). The in-place forms record torch's
     EluBackward1 (CeluBackward1), whose derivative reads the result."""
-    _float_only(input, "elu_cpu")
+    _float_only("elu_cpu", input)
     _check_tensor(input, name.lower())
 
     def value(v):
@@ -1041,7 +1030,7 @@ def relu6(input, inplace=False):
 
 
 def hardsigmoid(input, inplace=False):
-    _float_only(input, "hardsigmoid_cpu")
+    _float_only("hardsigmoid_cpu", input)
     # torch's hardsigmoid_backward: -3 < x < 3 ? grad * (1.0f / 6.0f) : 0 (NaN: 0; the slope is a float
     # constant, float64 too), without a derivative of its own
     def compute(v):
@@ -1054,7 +1043,7 @@ def hardsigmoid(input, inplace=False):
 
 
 def hardswish(input, inplace=False):
-    _float_only(input, "hardswish_cpu")
+    _float_only("hardswish_cpu", input)
     # torch: x * relu6(x + 3) / 6, with its hardswish_backward (ops/primitives.py)
     def value(v):
         return O.where(v <= -3.0, v * 0.0, O.where(v >= 3.0, v, v * (v + 3.0) / 6.0))
@@ -1082,7 +1071,7 @@ def tanhshrink(input):
 
 
 def mish(input, inplace=False):
-    _float_only(input, "mish_cpu")
+    _float_only("mish_cpu", input)
 
     def compute(v):
         x, dt = _opmath(v)
@@ -1124,7 +1113,7 @@ def glu(input, dim=-1):
     n = input.shape[dim]
     if n % 2:
         raise RuntimeError(f"Halving dimension must be even, but dimension {dim % input.ndim} is size {n}")
-    _float_only(input, "glu_cpu")
+    _float_only("glu_cpu", input)
     x, dt = _opmath(input)
     a, b = O.split(x, n // 2, dim)
     # (torch's node saves self: written, it raises torch's error, not that of split's views)
@@ -1165,7 +1154,7 @@ def smooth_l1_loss(input, target, size_average=None, reduce=None, reduction="mea
     _check_size(input, target)
     if beta < 0:
         raise RuntimeError("smooth_l1_loss does not support negative values for beta.")
-    _float_kernel(input, target, "smooth_l1_cpu")
+    _float_only("smooth_l1_cpu", input, target)
     x = O.sub(*_bool_promoted(input, target))
     if beta == 0:
         loss = O.abs(x)

@@ -359,7 +359,7 @@ def _x_log(name, input, other):
     return apply(PRIMITIVES[name], (x, y), {})
 
 
-def _same_dtypes(name, input, a, b):
+def same_dtypes(name, input, a, b):
     """torch's dtype checks of the addmm family, each op in its own words: addmm(float16, float32,
     float32) computed, and gave a float16 result, where torch raises."""
     S_, T_ = D.SCALAR_NAME, D.TYPE_NAME
@@ -390,7 +390,7 @@ def scaled_sum(name, input, product, operands, beta, alpha):
             d = D.result_type([input, *operands])
             input, operands = O.convert(input, d), [O.convert(t, d) for t in operands]
         else:
-            _same_dtypes(name, input, *operands)
+            same_dtypes(name, input, *operands)
     dt = input.dtype if input.dtype in (D.float16, D.bfloat16) else None
     if dt is not None:
         input, operands = input.float(), [t.float() for t in operands]

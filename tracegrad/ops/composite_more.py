@@ -722,7 +722,7 @@ def masked_scatter(input, mask, source):
     src = O.reshape(O.reshape(source, (-1,))[idx], tuple(x.shape))
     out = O.where(m, src, x)
     # torch writes into a C-contiguous clone of input, as masked_fill: whatever the operands' layouts
-    out = out if out.is_contiguous() else O.contiguous(out)
+    out = O.contiguous(out)
     return rename_grad_fn(out, "MaskedScatterBackward0")
 
 
@@ -764,7 +764,7 @@ def renorm(input, p, dim, maxnorm):
     if not input.dtype.is_floating_point:
         raise RuntimeError(f"linalg.vector_norm: Expected a floating point or complex tensor as input. "
                            f"Got {D.SCALAR_NAME[input.dtype]}")
-    x = input if input.is_contiguous() else input.contiguous()     # (torch's result is C-contiguous)
+    x = O.contiguous(input)     # (torch's result is C-contiguous)
     norm = vector_norm(x, p, tuple(k for k in range(input.ndim) if k != d), True)
     factor = O.where(norm > maxnorm, maxnorm / (norm + 1e-7), O.full((), 1.0, dtype=input.dtype))
     return rename_grad_fn(x * factor, "RenormBackward0")

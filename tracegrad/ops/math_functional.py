@@ -191,7 +191,7 @@ def topk(input, k, dim=-1, largest=True, sorted=True):
     x = input.reshape(1) if input.ndim == 0 else input
     order = apply(P["argsort"], (x,), {"dim": d, "descending": bool(largest), "stable": True})
     idx = O.narrow(order, d, 0, k)
-    idx, = _own(idx if idx.is_contiguous() else O.contiguous(idx))
+    idx, = _own(O.contiguous(idx))
     vals = O.gather(x, d, idx)
     if input.ndim == 0:
         vals, idx = vals.reshape(()), idx.reshape(())

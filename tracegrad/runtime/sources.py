@@ -673,12 +673,7 @@ class _Walk:
                 tok = deep_token(x, [_DEEP_BUDGET])
                 self.keep.extend(_held(x, [_DEEP_BUDGET], set()))
                 self.add(read, lambda r, tok=tok: _weak_token(r) == tok, f"the object {what} refers to")
-                for y in _deep_objects(x, [_DEEP_BUDGET], set()):
-                    if isinstance(y, type):
-                        self.methods_of(y)
-                        self.klass(y, what)
-                    else:
-                        self.inside(y, f"an object inside {what}()", 0)
+                self.objects_inside(x, what, f"{what}()")
         elif isinstance(v, _DICT_VIEWS):
             # a view of a dict changed elsewhere: its items now
             items = [y for x in v for y in (x if isinstance(x, tuple) and type(v) is _DICT_VIEWS[2] else (x,))]
@@ -706,12 +701,7 @@ class _Walk:
                 self.add(read, lambda x, tok=tok, n=n: deep_token(x, [n]) == tok, f"the contents of {what}")
                 # what it holds that the token takes by identity alone (a module, a function, a
                 # numpy array) has guards of its own, and plain objects the methods of their class
-                for x in _deep_objects(v, [_DEEP_BUDGET], set()):
-                    if isinstance(x, type):
-                        self.methods_of(x)
-                        self.klass(x, what)
-                    else:
-                        self.inside(x, f"an object inside {what}", 0)
+                self.objects_inside(v, what, what)
         elif isinstance(v, (dict, list, tuple, collections.deque, types.MappingProxyType)):
             self.container(v, what, depth)
         elif isinstance(v, (set, frozenset)):
@@ -819,6 +809,16 @@ class _Walk:
         for n in names:
             if n in d and isinstance(d[n], descend):
                 self.inside(d[n], f"{what}.{n}", depth + 1)
+
+    def objects_inside(self, v, what, where):
+        """Guards of what v holds that a deep token takes by identity alone: the methods of the
+        classes in it, the state of the plain objects in it."""
+        for x in _deep_objects(v, [_DEEP_BUDGET], set()):
+            if isinstance(x, type):
+                self.methods_of(x)
+                self.klass(x, what)
+            else:
+                self.inside(x, f"an object inside {where}", 0)
 
     def container(self, v, what, depth):
         t = type(v)
