@@ -365,6 +365,25 @@ class _Scan:
             path = _join(old[1], path) if _NONE_SEED not in (old[1], path) else _NONE_SEED
         self.seeds[i] = (callee.argval, path)
 
+    def _const_arg(self, instrs, i, n, k):
+        """The k-th of call i's n arguments where it is a constant written in the code, else None."""
+        spans = _arg_spans(instrs, i, n)
+        if spans is None or k >= len(spans):
+            return None
+        start, end = spans[k]
+        return instrs[start].argval if start == end and instrs[start].opname == "LOAD_CONST" else None
+
+    def _getattr(self, instrs, i, n, obj):
+        if obj == _OWN or obj[0] == "?":
+            return _OWN if obj == _OWN else _UNKNOWN
+        name = self._const_arg(instrs, i, n, 1)
+        if not isinstance(name, str):
+            return _UNKNOWN
+        val = _derive(obj, (name,))
+        self.refs.add(val)
+        self.ref_lines.setdefault(val, self.lines[i])
+        return val
+
     def _effect(self, i, kind, name, path):
         old = self.effects.get(i)
         if old is not None:
@@ -522,6 +541,22 @@ class _Scan:
             result = _OWN
             if ("global", "vars") in called and arg == 1 and len(st) >= n:
                 result = _derive(st[-1], ("__dict__",))        # vars(obj) is obj.__dict__
+            elif ("global", "getattr") in called and arg in (2, 3) and len(st) >= n:
+                # getattr(obj, "log") is obj.log; with a name computed at run time, some
+                # attribute of obj (an outside object whose path is not known)
+                result = self._getattr(instrs, i, arg, st[len(st) - arg])
+            elif op == "CALL" and arg >= 1 and len(st) >= n and any(c[0] == "methodcaller" for c in called if
+                                                                     c != _OWN):
+                # operator.methodcaller("append", v)(log): log.append(v)
+                name = next(c[1] for c in called if c != _OWN and c[0] == "methodcaller")
+                target = st[len(st) - arg]
+                if target != _OWN:
+                    self._effect(i, "method", name, target)
+            elif op == "CALL" and arg >= 1 and len(st) >= n and any(c != _OWN and c[-1] == "methodcaller"
+                                                                     for c in called):
+                name = self._const_arg(instrs, i, arg, 0)
+                if name in MUTATING:
+                    result = ("methodcaller", name)
             self._kw = ()
             if ("global", "next") in called and arg >= 1 and len(st) >= n:
                 it = st[len(st) - arg]          # next(it) on an iterator from outside: advances it
@@ -643,6 +678,14 @@ def _tensor_like(obj):
 
 
 def _items(obj):
+    if isinstance(obj, _Items):
+        # an item of some item (`for k, fn in table.items()`, a list of lists): the items of
+        # each container among them, the others as they are (a pair's parts, read loosely)
+        out = []
+        for v in obj.values[:_MAX_ITEMS]:
+            sub = _items(v) if not isinstance(v, (_Items, str, bytes)) else _MISSING
+            out.extend(sub.values if isinstance(sub, _Items) else [v])
+        return _Items(out)
     if type(obj) in (list, tuple) or isinstance(obj, (list, tuple)) and type(obj).__module__ == "collections":
         return _Items(list(obj))
     if type(obj) is dict or isinstance(obj, dict) and type(obj).__module__ == "collections":
@@ -817,13 +860,17 @@ class _Finder:
                             f"takes from it are gone at the next call)")
             if obj is not _MISSING and obj is not _OWNED and self.follow(obj) and from_call and path[0] == "arg":
                 self.used_args = True           # code reached through an argument (a model passed in)
+            if type(obj) in (list, tuple, dict, set, frozenset, collections.deque):
+                # callbacks held in an outside container: whoever calls them (this code, or a
+                # library function it hands them to: functools.reduce, map, sorted's key) runs them
+                self.callbacks(obj, path, code.co_filename, scan.ref_lines.get(path, code.co_firstlineno))
             if len(path) > 2 and path[-1] != "[]":
                 self.getter(self.resolve(path[:-1], ctx), path[-1])
         inner = owned | frozenset(code.co_cellvars)
         for c in scan.nested:
             self.code(c, glb, closure, {}, inner)
         for i, (callees, args) in scan.calls.items():
-            self.call_site(callees, args, ctx, from_call)
+            self.call_site(callees, args, ctx, from_call, scan.lines[i])
             if args and callees:
                 self.mutator(callees, args, ctx, code.co_filename, scan.lines[i])
             elif i in scan.bare and callees:
@@ -922,7 +969,7 @@ class _Finder:
                 self.where.add((filename, line, what))
                 self.found.append(Effect(filename, line, what))
 
-    def call_site(self, callees, args, ctx, from_call):
+    def call_site(self, callees, args, ctx, from_call, line):
         """Read a user function called here with the objects the caller passes (a helper that
         writes into a dict it is given writes into the caller's dict)."""
         for path in callees:
@@ -932,6 +979,17 @@ class _Finder:
                 for v in fn.values[:_MAX_ITEMS]:
                     if isinstance(v, (type, types.FunctionType, types.MethodType, functools.partial)):
                         self.follow(v)
+                    else:
+                        self.bound_mutator(v, path, ctx[0].co_filename, line)
+                continue
+            if self.bound_mutator(fn, path, ctx[0].co_filename, line):
+                continue
+            if isinstance(fn, operator.methodcaller):
+                # `push = methodcaller("append", v)` kept, then push(log): log.append(v)
+                name = _methodcaller_name(fn)
+                what = self.judge("method", name, args[0], ctx) if args and name in MUTATING else None
+                if what is not None:
+                    self._found(ctx[0].co_filename, line, what)
                 continue
             self_obj = None
             if isinstance(fn, types.MethodType):
@@ -951,6 +1009,32 @@ class _Finder:
                     self.used_args = True       # judged by this call's arguments: judge again at the next compile
             if binding:
                 self.function(fn, binding)
+
+    def callbacks(self, container, path, filename, line):
+        if ("callbacks", id(container)) in self.seen:
+            return
+        self.seen.add(("callbacks", id(container)))
+        for v in list(container.values() if type(container) is dict else container)[:_MAX_ITEMS]:
+            if isinstance(v, (types.FunctionType, types.MethodType, functools.partial)):
+                self.follow(v)
+            else:
+                self.bound_mutator(v, path, filename, line, held=True)
+
+    def bound_mutator(self, fn, path, filename, line, held=False):
+        """A builtin method bound to an outside container, called (`cb = log.append` read from a
+        closure, a list of such callbacks): a write into that container. -> whether fn is one."""
+        while isinstance(fn, functools.partial):
+            fn = fn.func
+        owner = getattr(fn, "__self__", None)
+        if not isinstance(fn, (types.BuiltinMethodType, types.MethodWrapperType)) or owner is None or \
+                isinstance(owner, (types.ModuleType, type)) or _tensor_like(owner) or \
+                getattr(fn, "__name__", "") not in MUTATING or \
+                inspect.getattr_static(owner, fn.__name__, _MISSING) is _MISSING:
+            return False
+        what = f"`.{fn.__name__}` of {_kind_text(owner)} the call does not own (it changes that object)"
+        self._found(filename, line, f"uses `{_path_text(path)}`, which holds {what}, to be called" if held else
+                    f"calls `{_path_text(path)}`, which is {what}")
+        return True
 
     def function(self, fn, binding):
         w = getattr(fn, "__dict__", {}).get("__wrapped__")
@@ -1099,6 +1183,17 @@ def _unbound_mutator(fn):
     a write into its first argument."""
     return isinstance(fn, (types.MethodDescriptorType, types.WrapperDescriptorType)) and \
         getattr(fn, "__objclass__", None) in _MUTABLE_BUILTINS and getattr(fn, "__name__", "") in MUTATING
+
+
+def _methodcaller_name(mc):
+    """The method name an operator.methodcaller calls."""
+    try:
+        head, rest = mc.__reduce__()[:2]
+    except Exception:
+        return None
+    if head is operator.methodcaller:
+        return rest[0] if rest else None
+    return head.args[0] if isinstance(head, functools.partial) and head.args else None
 
 
 def _user_function(fn):
