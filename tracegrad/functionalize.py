@@ -39,7 +39,7 @@ from .tracing import TraceError, Proxy, apply_symbolic, apply, value_of
 from .ops import functional as F
 from . import _dtype as D
 from .autodiff import derive, differentiable_reach, backward_args, mark_no_grad, carries_grad
-from .autograd._grad_io import _seeds
+from .autograd._grad_io import _seeds, grad_array_for
 from .autograd.graph import FREED_MSG
 from .autograd.views import rebase_message
 from .ops.primitives import PRIMITIVES as P
@@ -1012,6 +1012,8 @@ def write_back(plan, arrays, input_ids=()):
                 np.copyto(g._data, a, casting="unsafe")      # accumulated into the existing .grad, in place
                 g._vc[0] += 1
             else:
+                if t._data.__class__ is np.ndarray and not t._data.flags.c_contiguous:
+                    a = grad_array_for(a, t._data)     # laid out as the leaf (torch's AccumulateGrad)
                 t._grad = Tensor._make(a if a.dtype == t._dtype.np else a.astype(t._dtype.np), t._dtype)
         elif kind == "grad_none":
             t._grad = None
@@ -1056,7 +1058,8 @@ def write_back_function(plan, leaves=()):
     (an entry ("data", None, k) writes into each call's argument k)."""
     lines, consts = [], {"_plan": plan, "_write_back": write_back, "_resolved": _resolved, "_ndarray": np.ndarray,
                          "_copyto": np.copyto, "_asarray": np.asarray, "_refs": sys.getrefcount,
-                         "_make": Tensor._make, "_round_bf16": D.round_bfloat16, "_float32": np.float32}
+                         "_make": Tensor._make, "_round_bf16": D.round_bfloat16, "_float32": np.float32,
+                         "_grad_array_for": grad_array_for}
 
     def const(v):
         name = f"k{len(consts)}"
@@ -1110,17 +1113,18 @@ def write_back_function(plan, leaves=()):
                       f"if id({a}) in adopted or {a}.base is not None:",
                       f"    {a} = {a}.copy()",
                       f"adopted.add(id({a}))"]
-            new = f"{tn}._grad = _make({a} if {a}.dtype == {npd} else {a}.astype({npd}), {dt})"
+            # a leaf not in C order: its new .grad laid out as the leaf (torch's AccumulateGrad)
+            new = [f"if {tn}._data.__class__ is _ndarray and not {tn}._data.flags.c_contiguous:",
+                   f"    {a} = _grad_array_for({a}, {tn}._data)",
+                   f"{tn}._grad = _make({a} if {a}.dtype == {npd} else {a}.astype({npd}), {dt})"]
             if extra:
                 lines += [f"g = {tn}._grad",
                           f"if g is not None and g._data.shape == {a}.shape:",
                           f"    _copyto(g._data, {a}, casting='unsafe')      # accumulated into the .grad, in place",
                           "    g._vc[0] += 1",
-                          "else:",
-                          f"    {new}",
-                          "g = None"]
+                          "else:"] + ["    " + line for line in new] + ["g = None"]
             else:
-                lines.append(new)
+                lines += new
         elif kind == "grad_none":
             lines.append(f"{const(t)}._grad = None")
         elif kind == "grad_set":

@@ -16,7 +16,8 @@ from ._grad_io import _seeds, _results
 from ..autodiff import grad_in_trace
 from ..creation import zeros
 from ..functionalize import backward_in_trace
-from ..ops.functional import stack
+from ._grad_io import _obeys_layout, _copy_obeying, _dense
+from ..ops.functional import stack, contiguous_format
 from ..ops.primitives import check_hook_results, GradStep, HANDED
 
 __all__ = ["backward", "grad", "no_grad", "enable_grad", "set_grad_enabled", "is_grad_enabled", "inference_mode",
@@ -566,12 +567,25 @@ def _accumulate(t, g, create_graph, shared=False):
     if not create_graph:
         g = Tensor._make(g._data, g._dtype) if g._req else g
     if t._grad is None:
-        if shared and not create_graph:
-            g = Tensor._make(g._data.copy(), g._dtype)
+        gd, td = g._data, t._data
+        # (the common case first: both C-contiguous, the gradient's layout is the leaf's)
+        obeys = gd.flags.c_contiguous and td.flags.c_contiguous or _obeys_layout(gd, td)
+        if shared and not create_graph or not obeys and not create_graph:
+            # torch's clone_obey_contract: the leaf's layout where it is dense, else C order
+            g = Tensor._make(_copy_obeying(gd, td), g._dtype)
         elif create_graph:
-            g = g.clone()                 # torch's clone_obey_contract: empty_strided(...).copy_(g)
-            if g._grad_fn is not None:
-                g._grad_fn.__class__ = node_class("CopyBackwards")
+            # torch's clone_obey_contract: empty_strided(the leaf's strides).copy_(g) where the
+            # leaf is dense, else g.clone(contiguous_format)
+            if td.flags.c_contiguous or _dense(td):
+                if obeys:
+                    g = g.clone()
+                else:
+                    out = Tensor._make(_copy_obeying(gd, td), g._dtype)
+                    g = out.copy_(g) if g._req else out
+                if g._grad_fn is not None:
+                    g._grad_fn.__class__ = node_class("CopyBackwards")
+            else:
+                g = g.clone(memory_format=contiguous_format)
             g._vc[0] += 1
         t._grad = g
     elif create_graph:
@@ -579,19 +593,6 @@ def _accumulate(t, g, create_graph, shared=False):
     else:
         t._grad._data += g._data.astype(t._grad._data.dtype, copy=False)
         t._grad._vc[0] += 1
-
-
-def _obeys_layout(g, v):
-    """torch's obeys_layout_contract(grad, variable) on arrays: the gradient's strides are the
-    leaf's in every dim of more than one element (AccumulateGrad then keeps it as it is)."""
-    item, vi = g.itemsize, v.itemsize
-    for k, n in enumerate(g.shape):
-        if n != 1:
-            if k >= v.ndim or g.strides[k] // item != v.strides[k] // vi:
-                return False
-        elif g.strides[k] == 0:
-            return False
-    return True
 
 
 def _to_leaf_shape(t, g):

@@ -2,6 +2,8 @@
 points (autograd/__init__.py), traced grad (autodiff.py) and traced backward
 (functionalize.py): the seed gradient of each output and the checked result for each input.
 It imports only the tensor and creation, below all three."""
+import numpy as np
+
 from ..tensor import Tensor
 from ..creation import ones_like_data, zeros
 
@@ -63,3 +65,50 @@ def _results(inputs, res, allow_unused, materialize_grads, create_graph=False):
                 g = zeros(tuple(t.shape), dtype=t.dtype, device=t.device, requires_grad=create_graph)
         out.append(g)
     return tuple(out)
+
+
+# -- the layout of a leaf's .grad (torch's gradient layout contract) --------------------------------
+
+def _dense(v):
+    """torch's is_non_overlapping_and_dense on an array: its elements fill one block of memory,
+    each once (any order of dims)."""
+    expect = v.itemsize
+    for st, n in sorted((st, n) for st, n in zip(v.strides, v.shape) if n != 1):
+        if st != expect:
+            return False
+        expect *= n
+    return True
+
+
+def _copy_obeying(g, v):
+    """A copy of gradient array g laid out as leaf array v where v is dense (torch's
+    clone_obey_contract: empty_strided(v's sizes and strides).copy_(g)), else C-contiguous."""
+    if v.flags.c_contiguous or not _dense(v):
+        return np.array(g, order="C", copy=True)
+    out = np.empty_like(v, dtype=g.dtype)          # order "K": v's order of dims
+    out[...] = g
+    return out
+
+
+def _obeys_layout(g, v):
+    """torch's obeys_layout_contract(grad, variable) on arrays: where the leaf is dense, the
+    gradient's strides are the leaf's in every dim of more than one element; else the gradient
+    is C-contiguous (AccumulateGrad then keeps it as it is)."""
+    if not _dense(v):
+        return g.flags.c_contiguous
+    item, vi = g.itemsize, v.itemsize
+    for k, n in enumerate(g.shape):
+        if n != 1:
+            if k >= v.ndim or g.strides[k] // item != v.strides[k] // vi:
+                return False
+        elif g.strides[k] == 0:
+            return False
+    return True
+
+
+def grad_array_for(a, v):
+    """The array to become a new .grad of leaf array v from gradient array a: a itself where it
+    obeys the layout contract, else a copy laid out as v (torch's AccumulateGrad)."""
+    if v.flags.c_contiguous and a.flags.c_contiguous or _obeys_layout(a, v):
+        return a
+    return _copy_obeying(a, v)

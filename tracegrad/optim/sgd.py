@@ -64,7 +64,7 @@ class SGD(Optimizer):
                     state = self.state[p]
                     buf = state.get("momentum_buffer")
                     if buf is None:
-                        buf = Tensor._make(d.copy(), p._dtype)
+                        buf = Tensor._make(d.copy(order="K"), p._dtype)     # torch's clone: the gradient's layout
                         state["momentum_buffer"] = buf
                     else:
                         b = buf._data

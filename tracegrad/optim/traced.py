@@ -110,7 +110,8 @@ def _fresh(sh, opt, p, keys):
     what a program assumes, and what state_dict gives)."""
     st = _new_state(sh, opt, p)
     for k in keys:
-        st[k] = _holder((), D.float32, p.device) if k == "step" else _holder(tuple(p.shape), p.dtype, p.device)
+        st[k] = _holder((), D.float32, p.device) if k == "step" else _holder(tuple(p.shape), p.dtype, p.device,
+                                                                               p._data)
     return st
 
 
@@ -120,20 +121,25 @@ def _new_state(sh, opt, p):
     return st
 
 
-def _holder(like_shape, dtype, device):
+def _holder(like_shape, dtype, device, like=None):
     """A new state tensor where the eager step makes it: on the parameters' device, a step
-    count (0-dim) on the CPU, as torch's."""
-    data = np.zeros(like_shape, dtype.np)
+    count (0-dim) on the CPU, as torch's; laid out as the parameter's array `like` (as
+    zeros_like(p) and clone(p.grad) are, the gradient laid out as its parameter)."""
+    if like.__class__ is np.ndarray and like.shape == like_shape and not like.flags.c_contiguous:
+        data = np.zeros_like(like, dtype.np)
+    else:
+        data = np.zeros(like_shape, dtype.np)
     if like_shape and device.type != "cpu":
         data = Above.to_device(data, dtype)
     return Tensor._make(data, dtype)
 
 
-def _set(sh, st, key, value, dtype):
-    """state[key] <- value: the tensor already there takes the new value (written back)."""
+def _set(sh, st, key, value, dtype, like=None):
+    """state[key] <- value: the tensor already there takes the new value (written back); a new
+    one laid out as the parameter `like`."""
     t = st.get(key)
     if t is None:
-        t = st[key] = _holder(tuple(value.shape), dtype, value.device)
+        t = st[key] = _holder(tuple(value.shape), dtype, value.device, None if like is None else like._data)
     sh.write(t, value if value.dtype is dtype else F.convert(value, dtype))
     return t
 
@@ -169,7 +175,7 @@ def sgd(opt, sh):
                     st = _new_state(sh, opt, p)
                 if buf is None:
                     b = d
-                    _set(sh, st, "momentum_buffer", F.clone(d), dt)
+                    _set(sh, st, "momentum_buffer", F.clone(d), dt, p)
                 else:
                     _same_dtype(opt, p, "momentum_buffer", buf)
                     b = _value(sh, buf) * _as(momentum_s, dt)
