@@ -16,7 +16,7 @@ import numpy as np
 
 from . import _dtype as D
 from .tensor import Tensor, Size, Above, escape
-from .ir.layout import dense_axes, iterator_order, tensor_order
+from .ir.layout import dense_axes, iterator_order, tensor_order, FORMAT_ORDERS
 from .ir.symbolic import Sym
 from .tracing import apply, _ACTIVE, TRACING, LOCAL, user_file, TraceError
 from .ops.primitives import PRIMITIVES
@@ -560,9 +560,23 @@ def empty(*size, out=None, dtype=None, layout=None, device=None, requires_grad=F
           memory_format=None):
     _check_device(device)
     dt = _creation_dtype(dtype)
+    shape = _size("empty", size)
+    name = getattr(memory_format, "_name", None)
+    perm = FORMAT_ORDERS.get(name)
+    if perm is not None and len(shape) != len(perm):
+        raise RuntimeError(f"required rank {len(perm)} tensor to use {name} format")
     if _ACTIVE[0] and TRACING.stack:
-        return full(_size("empty", size), 0, dtype=dt, requires_grad=requires_grad)     # a value of the trace
-    return _finish(np.zeros(_size("empty", size), dtype=dt.np), dt, requires_grad)
+        t = full(shape, 0, dtype=dt, requires_grad=requires_grad and perm is None)     # a value of the trace
+        if perm is not None:
+            t = t.clone(memory_format=memory_format)
+            if requires_grad:
+                t = t.detach().requires_grad_()
+        return t
+    if perm is not None:
+        # channels_last: NHWC in memory
+        return _finish(np.zeros(tuple(shape[k] for k in perm), dtype=dt.np).transpose(np.argsort(perm)), dt,
+                       requires_grad)
+    return _finish(np.zeros(shape, dtype=dt.np), dt, requires_grad)
 
 
 def _like_layout(input, memory_format):
@@ -571,7 +585,14 @@ def _like_layout(input, memory_format):
     where a stride is 0), as (the shape of a C-contiguous array, the permutation of it). None:
     C-contiguous. ones_like of a transposed or diagonal view was C-contiguous, so that a .view(-1)
     of it ran where torch's raises (mutation fuzzer seed 9698)."""
-    if memory_format is not None and getattr(memory_format, "_name", None) != "preserve_format":
+    name = getattr(memory_format, "_name", None)
+    if name in FORMAT_ORDERS:
+        # channels_last: NHWC in memory, whatever input's layout
+        perm = FORMAT_ORDERS[name]
+        if input.dim() != len(perm):
+            raise RuntimeError(f"required rank {len(perm)} tensor to use {name} format")
+        return tuple(input.shape[k] for k in perm), tuple(int(k) for k in np.argsort(perm))
+    if memory_format is not None and name != "preserve_format":
         return None                         # (contiguous_format)
     data = input._data
     if data is None:
@@ -602,7 +623,7 @@ def _laid_out_like(make, input, memory_format, dtype, device, requires_grad):
     t = make(c_shape, dtype, device, False)
     out = t._data.transpose(axes)
     data = input._data
-    if tensor_order(data) is not None:
+    if getattr(memory_format, "_name", None) not in FORMAT_ORDERS and tensor_order(data) is not None:
         # dense: input's strides themselves, those of its size-1 axes too
         item = out.itemsize
         out = np.lib.stride_tricks.as_strided(np.empty(data.size, out.dtype), data.shape,

@@ -24,7 +24,7 @@ from .tensor import CPU, Tensor, Size, TraceError, _LAST_ORDERS, _contiguous_as
 from . import tensor as _tensor
 from .ir.graph import Graph, V
 from .ir.layout import c_contiguous, column_major, iterator_order, array_order, dense_axes, orders_disagree, \
-    value_order, _BROADCAST
+    value_order, _BROADCAST, FORMAT_ORDERS
 from .ops import shapes as S
 from .ops.primitives import FrontEnd, PRIMITIVES, scalar_operands
 
@@ -655,6 +655,7 @@ def _apply_symbolic(prim, args, params):
         odt = params["dtype"]
     convert = PRIMITIVES["convert"]
     layout = keeps_layout(prim, params)      # (before an opmath rewrite makes the op a convert)
+    fmt = FORMAT_ORDERS.get(prim.result_layout(params)) if prim.layout.__class__ is not str else None
     kargs = args
     if cdt is not None and cdt._kind and prim.elementwise:   # numbers meet the kernel as torch's kernels take them
         cdt, kargs = scalar_operands(prim, cdt, args)
@@ -733,6 +734,12 @@ def _apply_symbolic(prim, args, params):
             _mark_view(out, base, prim, tuple(args[1:]), params)
         elif len(shape) > 1 and isinstance(args[0], Proxy) and not args[0]._plain():
             out.__dict__["_kernel_layout"] = True
+    elif fmt is not None:
+        # clone(memory_format=torch.channels_last): NHWC in memory, eager and compiled (the
+        # program's value laid out so, as eager's: codegen/numpy_cpu.in_order)
+        order = tuple(k for k in fmt if not isinstance(shape[k], int) or shape[k] > 1)
+        out.__dict__["_mem"] = order
+        graph[v]["mem"] = order
     elif layout and len(shape) > 1:
         order = _result_order(shape, args, converted)
         if order is _KERNEL:
@@ -797,8 +804,8 @@ def eager_layout(prim, params, arrays, out):
     trace of a compiled function knows too (Proxy._eager_scratch): whether a later reshape or
     view of it copies follows from that layout."""
     layout = prim.result_layout(params)
-    if layout == "kernel":
-        return out
+    if layout == "kernel" or layout in FORMAT_ORDERS:
+        return out                 # (the kernel lays it out as torch's)
     if layout == "operands":
         operands = tuple((a.shape, a.strides) for a in arrays if a.__class__ is np.ndarray)
         if len(operands) == 1 and operands[0][0] == out.shape and arrays[0].itemsize == out.itemsize \

@@ -90,6 +90,9 @@ def _c(shape):
 
 
 _BROADCAST = "broadcast"       # an expand's: stride 0 along the broadcast axes, no order
+# torch's channels-last memory formats, which a primitive's layout rule may name: the orders of
+# the axes in memory, outermost first (NHWC, NDHWC)
+FORMAT_ORDERS = {"channels_last": (0, 2, 3, 1), "channels_last_3d": (0, 2, 3, 4, 1)}
 
 
 def value_order(graph, v, memo=None):
@@ -163,6 +166,10 @@ def _rule(graph, a, memo):
             return inner
         rank = {k: i for i, k in enumerate(big_src)}
         return tuple(big[rank[k]] for k in inner)
+    perm = FORMAT_ORDERS.get(layout)
+    if perm is not None:
+        # clone(memory_format=torch.channels_last): NHWC in memory
+        return tuple(k for k in perm if not isinstance(shape[k], int) or shape[k] > 1)
     if layout == "operands":
         # (clone's preserve_format too: it keeps a dense operand's layout and lays any other out
         # C-contiguous)

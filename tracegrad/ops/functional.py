@@ -85,23 +85,57 @@ channels_last = memory_format("channels_last")
 channels_last_3d = memory_format("channels_last_3d")
 
 
-def _format_param(fmt, op):
-    """clone's primitive's parameters for torch's memory_format argument."""
+def _format_param(fmt, op, input=None):
+    """clone's primitive's parameters for torch's memory_format argument (a channels-last one
+    checked against input's rank, as torch checks it)."""
     if fmt is None or fmt is preserve_format:
         return {}
     if fmt is contiguous_format:
         return {"memory_format": "contiguous"}
     if fmt is channels_last or fmt is channels_last_3d:
-        raise NotImplementedError(f"{op}(memory_format={fmt!r}) is not supported by tracegrad yet (only "
-                                  f"torch.preserve_format and torch.contiguous_format)")
+        rank = 4 if fmt is channels_last else 5
+        if input is not None and input.dim() != rank:
+            raise RuntimeError(f"required rank {rank} tensor to use {fmt._name} format")
+        return {"memory_format": fmt._name}
     raise TypeError(f"{op}(): argument 'memory_format' must be torch.memory_format, not {type(fmt).__name__}")
 
 
+def suggest_memory_format(input):
+    """torch's suggest_memory_format: channels_last (or channels_last_3d) where input's strides
+    are laid out so (is_channels_last_strides_2d / _3d, size-1 and ambiguous cases as torch
+    decides them), else contiguous_format."""
+    if input.dim() not in (4, 5) or input.is_cuda:
+        return contiguous_format
+    sizes = tuple(input.shape)
+    if isinstance(input, Proxy):
+        # a value of a trace: its strides as eager lays it out, where the trace knows them
+        if input._plain() or [n for n in sizes if n.__class__ is not int]:
+            return contiguous_format
+        a = input._eager_scratch()
+        if a is None:
+            return contiguous_format
+        strides = a.strides
+    else:
+        strides = tuple(st // input._data.itemsize for st in input._data.strides)
+    low = 0
+    if strides[1] == 0:
+        return contiguous_format
+    for d in ((1, 3, 2, 0) if len(sizes) == 4 else (1, 4, 3, 2, 0)):
+        if sizes[d] == 0 or strides[d] < low or d == 0 and low == strides[1]:
+            return contiguous_format
+        low = strides[d] * (sizes[d] if sizes[d] > 1 else 1)
+    return channels_last if len(sizes) == 4 else channels_last_3d
+
+
 def clone(input, *, memory_format=None):
-    """A copy, laid out as its operand where that is dense (preserve_format), or C-contiguous
-    (contiguous_format), as torch.clone."""
+    """A copy, laid out as its operand where that is dense (preserve_format), C-contiguous
+    (contiguous_format) or NHWC in memory (channels_last), as torch.clone."""
     _check_tensor(input, "clone")
-    return apply(P["clone"], (input,), _format_param(memory_format, "clone"))
+    params = _format_param(memory_format, "clone", input)
+    if input.is_cuda and params.get("memory_format", "contiguous") != "contiguous":
+        raise NotImplementedError(f"clone(memory_format={memory_format!r}) of a CUDA tensor is not supported by "
+                                  f"tracegrad yet; lay it out on the CPU first")
+    return apply(P["clone"], (input,), params)
 negative = neg
 absolute = abs
 _round_prim = P["round"]
@@ -924,9 +958,14 @@ def broadcast_shapes(*shapes):
 
 def contiguous(input, memory_format=None):
     if memory_format is not None and memory_format is not contiguous_format:
-        _format_param(memory_format, "contiguous")
         if memory_format is preserve_format:
+            _format_param(memory_format, "contiguous")
             raise RuntimeError("preserve memory format is unsupported by the contiguous operator")
+        params = _format_param(memory_format, "contiguous", input)
+        if input.is_contiguous(memory_format=memory_format):
+            return input
+        _check_tensor(input, "contiguous")
+        return apply(P["clone"], (input,), params)
     if input.is_contiguous():
         return input
     _check_tensor(input, "contiguous")
@@ -1657,6 +1696,21 @@ def detach(input):
 
 
 def to(input, *args, **kwargs):
+    fmt = kwargs.pop("memory_format", None)
+    if fmt is not None and fmt is not preserve_format:
+        # torch's to(memory_format=...): the tensor itself where its strides suggest that format
+        # already (to_will_alias), else a copy laid out in it (_to_copy)
+        params = _format_param(fmt, "to", input)
+        out = to(input, *args, **kwargs)
+        if out is input and suggest_memory_format(input) is fmt:
+            return input
+        if "memory_format" in params and params["memory_format"] != "contiguous" and out.is_cuda:
+            raise NotImplementedError(f"to(memory_format={fmt!r}) of a CUDA tensor is not supported by tracegrad "
+                                      f"yet; lay it out on the CPU first")
+        if out is not input and fmt is contiguous_format and out.is_contiguous():
+            return out
+        # (a converted copy keeps input's layout: laid out in the format's own strides, as torch's one copy)
+        return apply(P["clone"], (out,), {**params, "to": True})
     dtype = kwargs.pop("dtype", None)
     device = kwargs.pop("device", None)
     copy = kwargs.pop("copy", False)

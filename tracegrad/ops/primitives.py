@@ -27,7 +27,7 @@ import weakref
 import numpy as np
 
 from .. import _dtype as D
-from ..ir.layout import iterator_order
+from ..ir.layout import iterator_order, FORMAT_ORDERS
 from . import lowering as T
 from . import shapes as S
 
@@ -975,16 +975,29 @@ Primitive("convert", "x", lambda x, dtype: D.cast(x, dtype),
           shape=_unary_shape, dtype=lambda args: (None, None),
           vjp=lambda g, out, x, dtype: (F.convert(g, x.dtype),), grad_fn="ToCopyBackward0", elementwise=True,
           triton=T.convert)
-def _clone(x, memory_format=None):
+def _clone(x, memory_format=None, to=False):
     # torch's preserve_format keeps the strides of a dense non-overlapping tensor, else lays it out C-contiguous
+    perm = FORMAT_ORDERS.get(memory_format)
+    if perm is not None:
+        # channels_last: C-contiguous in NHWC order, as torch's get_channels_last_strides_2d
+        out = np.empty(tuple(x.shape[k] for k in perm), x.dtype).transpose(np.argsort(perm))
+        np.copyto(out, x)
+        return out
     if memory_format == "contiguous" or 0 in x.strides:
         return np.array(x, copy=True, order="C")
     return np.array(x, copy=True)
 
 
+def _clone_layout(params):
+    fmt = params.get("memory_format")
+    return "c" if fmt == "contiguous" else fmt if fmt in FORMAT_ORDERS else "operands"
+
+
 Primitive("clone", "x", _clone, shape=_unary_shape, dtype="same",
-          vjp=lambda g, out, x, memory_format=None: (g,), grad_fn="CloneBackward0", elementwise=True,
-          triton=T.Expr("{0}"), layout=lambda params: "c" if params.get("memory_format") == "contiguous" else "operands")
+          vjp=lambda g, out, x, memory_format=None, to=False: (g,),
+          # (Tensor.to(memory_format=...) copies through torch's _to_copy)
+          grad_fn=lambda args, params: "ToCopyBackward0" if params.get("to") else "CloneBackward0", elementwise=True,
+          triton=T.Expr("{0}"), layout=_clone_layout)
 
 
 def _clamp_vjp(g, out, x, lo, hi, op=None):

@@ -612,7 +612,7 @@ class Module:
         device = kwargs.pop("device", None)
         dtype = kwargs.pop("dtype", None)
         kwargs.pop("non_blocking", None)
-        kwargs.pop("memory_format", None)
+        fmt = kwargs.pop("memory_format", None)
         if kwargs:
             raise TypeError(f"to() received an invalid combination of arguments - got {sorted(kwargs)}")
         for a in args:
@@ -633,6 +633,8 @@ class Module:
                 t = t.to(dtype)
             if device is not None:
                 t = t.to(device)
+            if fmt is not None and t.dim() in (4, 5):
+                t = t.to(memory_format=fmt)     # as torch's: the 4-d and 5-d parameters and buffers
             return t
 
         return self._apply(convert)
