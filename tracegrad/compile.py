@@ -76,6 +76,7 @@ class Program:
     out_freed = ()                    # a whole step's outputs whose graph its backward freed
     out_orders = ()                   # (output, memory order) where eager's result is not C-contiguous
     out_c = ()                        # outputs eager lays out C-contiguous (numpy's reduce may not)
+    out_strided = ()                  # (output, strides) of views eager takes of a larger value
 
     def __init__(self, name, keep_stages=False):
         self.__name__ = name
@@ -291,7 +292,7 @@ def _out_layouts(p, out_px):
       dim of x + y.mT is C-contiguous in eager, not in numpy).
     A later reshape or view of an output then copies or raises as eager's."""
     again = {t[0] for t in p.out_views} | {k for k, _ in p.out_same} | {t[0] for t in p.out_grads_after}
-    orders, plain = [], []
+    orders, plain, strided = [], [], []
     for k, o in enumerate(out_px):
         if k in again:
             continue
@@ -311,7 +312,28 @@ def _out_layouts(p, out_px):
         order = array_order(a.shape, a.strides)
         if order is not None:
             orders.append((k, order))
+        elif a.size and 0 not in a.strides and min(a.strides) > 0 and \
+                all(n.__class__ is int for n in o._shape):
+            # a view of a value the function made (y.diagonal(), y[:, 1], y[:, ::2] of y = x * 2):
+            # eager's has the strides of that view into y, the program's value is its own array
+            strided.append((k, tuple(a.strides)))
+    p.out_strided = tuple(strided)
     return tuple(orders), tuple(plain)
+
+
+def _strided_as(a, strides):
+    """Array a with these strides (in elements, all positive, no overlap), over a buffer of its
+    own where a has others: the strides of eager's view of a larger value."""
+    if a.__class__ is not np.ndarray:
+        return a
+    item = a.itemsize
+    want = tuple(st * item for st in strides)
+    if a.strides == want:
+        return a
+    span = 1 + sum((n - 1) * st for n, st in zip(a.shape, strides))
+    out = np.lib.stride_tricks.as_strided(np.empty(span, a.dtype), a.shape, want)
+    np.copyto(out, a)
+    return out
 
 
 def _laid_out(a, order):
@@ -1086,6 +1108,10 @@ def run_program(p, leaves, distinct=None):
         res = list(res)
         for k, order in p.out_orders:
             res[k] = _laid_out(res[k], order)
+    if p.out_strided:
+        res = list(res)
+        for k, strides in p.out_strided:
+            res[k] = _strided_as(res[k], strides)
     res, outs = _user_outputs(p, res)
     if p.needs_grad and STATE.grad_enabled:
         _attach(p, leaves, arrays, outs, () if spec else res[n_out:], res[n_out:] if spec else None)
@@ -1158,7 +1184,7 @@ def _returned(p, outs, leaves):
 
 
 # what run_program does beyond running the forward and wrapping its outputs (each empty: a plain program)
-_EXTRAS = ("lr_inputs", "fwd_donate", "out_copies", "res_views", "writeback", "out_orders", "out_freed",
+_EXTRAS = ("lr_inputs", "fwd_donate", "out_copies", "res_views", "writeback", "out_orders", "out_strided", "out_freed",
            "training_writes", "out_views", "out_same", "out_grads_after")
 
 
@@ -1987,6 +2013,8 @@ class CompiledFunction:
         if self.dynamic is True:
             marked.update((i, d) for i, s in enumerate(shapes) for d in range(len(s)))
         seen = self._seen.setdefault(struct, [])
+        if seen is None:
+            return None                  # a dynamic build of this structure failed meanwhile (another thread's)
         for prev in seen:
             for i, (a, b) in enumerate(zip(prev, shapes)):
                 marked.update((i, d) for d, (x, y) in enumerate(zip(a, b)) if x != y)
