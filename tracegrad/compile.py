@@ -1941,7 +1941,9 @@ class CompiledFunction:
                 self.cache.put(key, guards, _EAGER)
                 return p.result
             if p is not _EAGER and p.sym_check is not None:
-                key = _dynamic_key(key, self._dims[_struct_key(key)])
+                # (the dims this build marked: another thread's failed build may have dropped them
+                # from self._dims since)
+                key = _dynamic_key(key, dyn[2])
             self.cache.put(key, guards, p)
         if p is _EAGER:
             return self._fn(*args, **kwargs)
@@ -1999,7 +2001,8 @@ class CompiledFunction:
         """Automatic dynamic shapes (torch's): the dims of the argument tensors that differ
         from a call compiled before with the same structure become symbolic (all of them
         with dynamic=True; none with dynamic=False). -> (symbolic (leaf, dim) pairs, the
-        marked dims held at their size 0 or 1 in this call), or None: compile statically."""
+        marked dims held at their size 0 or 1 in this call, all the marked dims), or None: compile
+        statically."""
         if self.dynamic is False or not leaves:
             return None
         struct = _struct_key(key)
@@ -2025,7 +2028,7 @@ class CompiledFunction:
         self._dims[struct] = frozenset(marked)
         sym = tuple(sorted((i, d) for i, d in marked if shapes[i][d] >= 2))
         fixed = tuple((i, d, shapes[i][d]) for i, d in sorted(marked) if shapes[i][d] < 2)
-        return sym, fixed
+        return sym, fixed, frozenset(marked)
 
     def _compile(self, args, kwargs, dyn=None):
         """A program for this call and the guards it holds under (or _EAGER and the guards of
