@@ -161,3 +161,6 @@ from .explain import explain  # noqa: E402,F401
 from .compile import note_tensor_methods as _note_tensor_methods  # noqa: E402
 _note_tensor_methods()     # what a trace's symbolic values answer themselves, as imported
 del _note_tensor_methods
+from .ops.functional import add_out_arguments as _add_out_arguments  # noqa: E402
+_add_out_arguments(globals())     # torch's out= on the functions that take it (ops.functional.OUT_FUNCTIONS)
+del _add_out_arguments

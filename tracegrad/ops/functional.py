@@ -1845,12 +1845,25 @@ def _write_out(result, out, op):
 
 def _takes_out(fn, checked=True):
     def op(*args, out=None, **kwargs):
-        if out is not None and checked and isinstance(out, Tensor):
+        if out is None:
+            return fn(*args, **kwargs)
+        operands = [a for x in list(args) + list(kwargs.values())
+                    for a in (x if isinstance(x, (list, tuple)) else (x,))]
+        outs = out if isinstance(out, (list, tuple)) else (out,)
+        if checked:
             # (cat's and stack's first argument is a sequence of tensors)
-            _check_out_overlap(out, [a for x in args for a in (x if isinstance(x, (list, tuple)) else (x,))] +
-                               list(kwargs.values()))
+            for o in outs:
+                if isinstance(o, Tensor):
+                    _check_out_overlap(o, operands)
         result = fn(*args, **kwargs)
-        return result if out is None else _write_out(result, out, fn.__name__)
+        if isinstance(result, tuple):
+            # (values, indices) of max(dim=...), sort, topk...: out=(values, indices)
+            if not isinstance(out, (list, tuple)) or len(out) != len(result):
+                raise TypeError(f"{fn.__name__}(): argument 'out' must be tuple of {len(result)} Tensors, not "
+                                f"{type(out).__name__}")
+            written = [_write_out(r, o, fn.__name__) for r, o in zip(result, out)]
+            return type(result)(*written) if type(result) is not tuple else tuple(written)
+        return _write_out(result, out, fn.__name__)
     op.__name__, op.__qualname__, op.__doc__ = fn.__name__, fn.__qualname__, fn.__doc__
     op.__wrapped__ = fn
     return op
@@ -1860,5 +1873,41 @@ def _takes_out(fn, checked=True):
 for _n in ("add", "sub", "mul", "div", "matmul", "mm", "bmm", "cat", "stack"):
     globals()[_n] = _takes_out(globals()[_n], _n not in ("matmul", "mm", "bmm"))
 subtract, multiply, divide, true_divide, concat, concatenate = sub, mul, div, div, cat, cat
+
+# the functions of tracegrad's namespace that take torch's out= (tracegrad/__init__ wraps those
+# that do not take it themselves, once every module has added its functions)
+OUT_FUNCTIONS = (
+    "abs absolute acos acosh arccos arccosh asin asinh arcsin arcsinh atan atanh arctan arctanh atan2 arctan2 "
+    "bitwise_not ceil clamp clip copysign cos cosh deg2rad rad2deg digamma erf erfc erfinv exp exp2 expm1 fix "
+    "float_power floor fmax fmin fmod frac heaviside hypot ldexp lerp lgamma log log10 log1p log2 logaddexp "
+    "logaddexp2 logical_not logit mvlgamma nan_to_num neg negative polygamma pow reciprocal round rsqrt sgn "
+    "sigmoid sign signbit sin sinc sinh sqrt square tan tanh trunc xlogy where "
+    "all any amax amin aminmax sum prod mean nanmean nansum std var logsumexp norm median "
+    "nanmedian quantile nanquantile argmax argmin max min kthvalue mode sort msort topk cummax cummin cumprod "
+    "cumsum logcumsumexp "
+    "addbmm addcdiv addcmul addmm addmv addr baddbmm dot vdot inner outer ger mv kron matrix_power inverse "
+    "cross "
+    "bucketize searchsorted column_stack dstack hstack vstack row_stack diag tril triu gather index_select "
+    "masked_select nonzero take_along_dim renorm histc "
+    "logspace linspace arange randperm multinomial").split()
+# products that read their operands into buffers of their own before writing out=
+OUT_UNCHECKED = frozenset("addbmm addmm addmv addr baddbmm dot vdot inner outer ger mv kron matrix_power inverse "
+                          "cross".split())
+
+
+def add_out_arguments(namespace):
+    """out= on each function of OUT_FUNCTIONS in `namespace` that does not take it itself."""
+    import inspect
+    for name in OUT_FUNCTIONS:
+        fn = namespace.get(name)
+        if fn is None or not callable(fn):
+            continue
+        try:
+            params = inspect.signature(fn, follow_wrapped=False).parameters
+        except (TypeError, ValueError):
+            continue
+        if "out" in params:
+            continue
+        namespace[name] = _takes_out(fn, name not in OUT_UNCHECKED)
 
 Above.to, Above.detach, Above._cname = to, detach, _cname        # Tensor.to(), .detach(), the grad setter
