@@ -64,6 +64,11 @@ class Linear(Module):
         return f"in_features={self.in_features}, out_features={self.out_features}, bias={self.bias is not None}"
 
 
+
+
+class NonDynamicallyQuantizableLinear(Linear):
+    """torch's name for MultiheadAttention's out_proj: a Linear."""
+
 class _ConvNd(Module):
     def __init__(self, in_channels, out_channels, kernel_size, stride, padding, dilation, transposed,
                  output_padding, groups, bias, padding_mode, device=None, dtype=None):
@@ -656,14 +661,17 @@ class Conv1d(_ConvNd):
 class GroupNorm(Module):
     """Normalise each of num_groups channel groups over its channels and spatial positions."""
 
-    def __init__(self, num_groups, num_channels, eps=1e-5, affine=True, device=None, dtype=None):
+    def __init__(self, num_groups, num_channels, eps=1e-5, affine=True, device=None, dtype=None, *, bias=True):
         super().__init__()
         if num_channels % num_groups != 0:
             raise ValueError("num_channels must be divisible by num_groups")
         self.num_groups, self.num_channels, self.eps, self.affine = num_groups, num_channels, eps, affine
         if affine:
             self.weight = Parameter(_empty(num_channels, dtype=dtype, device=device))
-            self.bias = Parameter(_empty(num_channels, dtype=dtype, device=device))
+            if bias:
+                self.bias = Parameter(_empty(num_channels, dtype=dtype, device=device))
+            else:
+                self.register_parameter("bias", None)
         else:
             self.register_parameter("weight", None)
             self.register_parameter("bias", None)
@@ -672,13 +680,14 @@ class GroupNorm(Module):
     def reset_parameters(self):
         if self.affine:
             init.ones_(self.weight)
-            init.zeros_(self.bias)
+            if self.bias is not None:
+                init.zeros_(self.bias)
 
     def forward(self, input):
         return F.group_norm(input, self.num_groups, self.weight, self.bias, self.eps)
 
     def extra_repr(self):
-        return f"{self.num_groups}, {self.num_channels}, eps={self.eps}, affine={self.affine}"
+        return f"{self.num_groups}, {self.num_channels}, eps={self.eps}, affine={self.affine}, bias={self.bias is not None}"
 
 
 class Upsample(Module):

@@ -5,7 +5,7 @@ import math
 
 from .module import Module
 from .container import ModuleList
-from .layers import Linear, Dropout, LayerNorm
+from .layers import Linear, Dropout, LayerNorm, NonDynamicallyQuantizableLinear
 from ..parameter import Parameter
 from .. import functional as F
 from .. import init
@@ -61,7 +61,7 @@ class MultiheadAttention(Module):
             self.in_proj_bias = Parameter(C.empty(3 * embed_dim, dtype=dtype))
         else:
             self.register_parameter("in_proj_bias", None)
-        self.out_proj = Linear(embed_dim, embed_dim, bias=bias, dtype=dtype)
+        self.out_proj = NonDynamicallyQuantizableLinear(embed_dim, embed_dim, bias=bias, dtype=dtype)
         self.bias_k = self.bias_v = None
         self.add_zero_attn = add_zero_attn
         self._reset_parameters()
