@@ -162,5 +162,8 @@ from .compile import note_tensor_methods as _note_tensor_methods  # noqa: E402
 _note_tensor_methods()     # what a trace's symbolic values answer themselves, as imported
 del _note_tensor_methods
 from .ops.functional import add_out_arguments as _add_out_arguments  # noqa: E402
+from .ops.functional import OUT_FUNCTIONS_LINALG as _LINALG_OUT, OUT_FUNCTIONS_SPECIAL as _SPECIAL_OUT  # noqa: E402
 _add_out_arguments(globals())     # torch's out= on the functions that take it (ops.functional.OUT_FUNCTIONS)
-del _add_out_arguments
+_add_out_arguments(linalg.__dict__, _LINALG_OUT, frozenset(_LINALG_OUT))
+_add_out_arguments(special.__dict__, _SPECIAL_OUT)
+del _add_out_arguments, _LINALG_OUT, _SPECIAL_OUT

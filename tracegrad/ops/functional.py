@@ -1895,10 +1895,17 @@ OUT_UNCHECKED = frozenset("addbmm addmm addmv addr baddbmm dot vdot inner outer 
                           "cross".split())
 
 
-def add_out_arguments(namespace):
-    """out= on each function of OUT_FUNCTIONS in `namespace` that does not take it itself."""
+# the same in tracegrad.linalg and tracegrad.special
+OUT_FUNCTIONS_LINALG = ("cholesky cholesky_ex cross det eigh eigvalsh inv inv_ex matrix_norm matrix_power "
+                        "matrix_rank multi_dot norm pinv qr slogdet solve svd svdvals vector_norm").split()
+OUT_FUNCTIONS_SPECIAL = ("digamma entr erf erfc erfinv exp2 expit expm1 gammaln logit multigammaln ndtr "
+                         "polygamma sinc xlog1py xlogy").split()
+
+
+def add_out_arguments(namespace, names=OUT_FUNCTIONS, unchecked=OUT_UNCHECKED):
+    """out= on each function of `names` in `namespace` that does not take it itself."""
     import inspect
-    for name in OUT_FUNCTIONS:
+    for name in names:
         fn = namespace.get(name)
         if fn is None or not callable(fn):
             continue
@@ -1908,6 +1915,6 @@ def add_out_arguments(namespace):
             continue
         if "out" in params:
             continue
-        namespace[name] = _takes_out(fn, name not in OUT_UNCHECKED)
+        namespace[name] = _takes_out(fn, name not in unchecked)
 
 Above.to, Above.detach, Above._cname = to, detach, _cname        # Tensor.to(), .detach(), the grad setter
