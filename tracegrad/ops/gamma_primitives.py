@@ -94,7 +94,8 @@ def _lgamma_pos(x):
         out[tiny] = z * (-_EULER + z * _horner(z, _LG1)) - np.log(z)
     if near1.any():
         z = x[near1] - 1.0              # exact (Sterbenz)
-        out[near1] = z * (-_EULER + z * _horner(z, _LG1))
+        # (+ 0.0: lgamma(1) is +0.0, as torch's; z * (negative) gave -0.0)
+        out[near1] = z * (-_EULER + z * _horner(z, _LG1)) + 0.0
     if near2.any():
         z = x[near2] - 2.0
         out[near2] = z * ((1.0 - _EULER) + z * _horner(z, _LG2))
