@@ -120,10 +120,12 @@ def _scan(name, input, dim, dtype):
             raise NotImplementedError(f'"{name}_out_cpu" not implemented for \'Bool\'')
         input = O.convert(input, dtype) if hasattr(O, "convert") else input.to(dtype)
     d = S.normalize_dim(dim, max(input.ndim, 1))
+    # (bfloat16's running values are float32, as torch's: math_primitives._scan_kernel)
+    low = {"low": "bfloat16"} if input.dtype is D.bfloat16 else {}
     if input.ndim == 0:
-        out = apply(P[name], (input.reshape(1),), {"dim": 0}).reshape(())
+        out = apply(P[name], (input.reshape(1),), {"dim": 0, **low}).reshape(())
         return O._in_dtype(rename_grad_fn(out, name.capitalize() + "Backward0"), dtype)
-    return O._in_dtype(apply(P[name], (input,), {"dim": d}), dtype)
+    return O._in_dtype(apply(P[name], (input,), {"dim": d, **low}), dtype)
 
 
 def cumsum(input, dim, *, dtype=None):

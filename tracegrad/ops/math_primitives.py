@@ -169,7 +169,7 @@ def _cumsum_dtype(args):
     return None, (D.int64 if not dt.is_floating_point else dt)
 
 
-def _cumsum_vjp(g, out, x, dim):
+def _cumsum_vjp(g, out, x, dim, low=None):
     return (F.flip(F.cumsum(F.flip(g, (dim,)), dim), (dim,)),)
 
 
@@ -177,17 +177,19 @@ def _scan_kernel(fn):
     """np.cumsum / np.cumprod with torch's accumulation on the CPU: int64 for integers and
     bool, float32 for float16, float64 for float32 (each running value rounded to the dtype
     once, as torch's scans do: the float32 running sum of 10**7 values near 1000 was 2%
-    off, where torch's is the exact sum's rounding). bfloat16 values come as float32 arrays:
-    their running sums too are taken in float64, no less exact than torch's float32 ones.
-    torch's sum starts from +0.0, so no running sum is -0.0 (np.cumsum kept a leading -0.0)."""
+    off, where torch's is the exact sum's rounding). bfloat16 values come as float32 arrays
+    (`low="bfloat16"` says so): their running values are float32, as torch's (a float64 one
+    kept 1e-30 * 1e-30 from underflowing, and cumprod then gave inf after an inf where torch's
+    0 * inf gives nan). torch's sum starts from +0.0, so no running sum is -0.0 (np.cumsum kept
+    a leading -0.0)."""
     start = 0.0 if fn is np.cumsum else None
 
-    def kernel(x, dim):
+    def kernel(x, dim, low=None):
         if x.dtype.kind in "biu":
             return fn(x, axis=dim, dtype=np.int64)
-        if x.dtype == np.float16:
+        if x.dtype == np.float16 or low == "bfloat16":
             r = fn(x, axis=dim, dtype=np.float32)
-            return (r if start is None else r + np.float32(start)).astype(np.float16)
+            return (r if start is None else r + np.float32(start)).astype(x.dtype)
         if x.dtype == np.float32:
             r = fn(x, axis=dim, dtype=np.float64)
             return (r if start is None else r + start).astype(np.float32)
@@ -197,7 +199,7 @@ def _scan_kernel(fn):
 
 
 Primitive("cumsum", "x", _scan_kernel(np.cumsum),
-          shape=lambda x, dim: tuple(x.shape), dtype=_cumsum_dtype, vjp=_cumsum_vjp, grad_fn="CumsumBackward0",
+          shape=lambda x, dim, low=None: tuple(x.shape), dtype=_cumsum_dtype, vjp=_cumsum_vjp, grad_fn="CumsumBackward0",
           triton=_HOST)
 
 
@@ -209,7 +211,7 @@ def _reversed_cumsum(w, dim):
     return F.flip(F.cumsum(F.flip(w, (dim,)), dim), (dim,))
 
 
-def _cumprod_vjp(g, out, x, dim):
+def _cumprod_vjp(g, out, x, dim, low=None):
     """torch's cumprod_backward. Without a zero anywhere in x: reversed_cumsum(out * g) / x, with
     the NaN and inf its division makes (an infinite input or product), differentiated again as
     written. With a zero: the values of torch's first-order path (the masked division before each
@@ -256,7 +258,7 @@ def _cumprod_masked(g, out, x, dim, zero):
 
 
 Primitive("cumprod", "x", _scan_kernel(np.cumprod),
-          shape=lambda x, dim: tuple(x.shape), dtype=_cumsum_dtype, vjp=_cumprod_vjp, saves="x out",
+          shape=lambda x, dim, low=None: tuple(x.shape), dtype=_cumsum_dtype, vjp=_cumprod_vjp, saves="x out",
           grad_fn="CumprodBackward0", triton=_HOST)
 
 
