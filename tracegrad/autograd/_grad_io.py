@@ -6,6 +6,7 @@ import numpy as np
 
 from ..tensor import Tensor
 from ..creation import ones_like_data, zeros
+from ..ops.functional import _dense
 
 
 def _seeds(outputs, grads, create_graph, what="grad_tensors", ones=None):
@@ -68,17 +69,6 @@ def _results(inputs, res, allow_unused, materialize_grads, create_graph=False):
 
 
 # -- the layout of a leaf's .grad (torch's gradient layout contract) --------------------------------
-
-def _dense(v):
-    """torch's is_non_overlapping_and_dense on an array: its elements fill one block of memory,
-    each once (any order of dims)."""
-    expect = v.itemsize
-    for st, n in sorted((st, n) for st, n in zip(v.strides, v.shape) if n != 1):
-        if st != expect:
-            return False
-        expect *= n
-    return True
-
 
 def _copy_obeying(g, v):
     """A copy of gradient array g laid out as leaf array v where v is dense (torch's
