@@ -358,9 +358,9 @@ def _check_overlap(self, operands, full=False, key=None):
             if a is not target and np.shares_memory(target, a) and not (
                     a.__array_interface__["data"][0] == target.__array_interface__["data"][0]
                     and a.shape == target.shape and a.strides == target.strides):
-                # a layout torch does not judge (x[::2].copy_(x[:3])): its kernel reads and writes
-                # the shared elements in its loop's order, as eager's does; the program would read
-                # them all first
+                # a layout torch does not judge, read before it is written (x[:, :2].add_(x[:, 1:]);
+                # one written first raised above): left to eager's kernel, as the trace does not
+                # model the order numpy's reads and writes the shared elements in
                 raise TraceError("an in-place op whose operand shares memory with the written-to tensor in a "
                                  "layout that is not dense is not traced (its result depends on the order "
                                  "elements are written in)")
