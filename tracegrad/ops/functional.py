@@ -1733,14 +1733,18 @@ def _written_before_read(t, d):
     vector width, its threads), and eager's, computed as if d were read first, is not
     torch's. x.add_(x[:, :1]) reads x[i, 0] after writing it; x[:, :2].add_(x[:, 1:]) reads
     each element before it writes it, as numpy's kernel does."""
-    if t.itemsize != d.itemsize or t.ndim < d.ndim:
+    if t.itemsize != d.itemsize or t.ndim < d.ndim or builtins.any(
+            n != m and n != 1 for n, m in zip(d.shape[::-1], t.shape[::-1])):
         return False
+    if d.shape == t.shape and d.strides == t.strides and \
+            d.__array_interface__["data"][0] == t.__array_interface__["data"][0]:
+        return False                  # the same elements in the same order: each read, then written
     try:
-        shape = np.broadcast_shapes(t.shape, d.shape)
-    except ValueError:
-        return False
-    if shape != t.shape:
-        return False
+        if not np.shares_memory(t, d, max_work=1 << 16):
+            return False              # (x[:, 0].add_(x[:, 1]): one base, no element in common)
+    except np.exceptions.TooHardError:
+        pass
+    shape = t.shape
     db = np.broadcast_to(d, shape)
     perm = sorted(range(t.ndim), key=lambda k: -builtins.abs(t.strides[k]))
 
