@@ -56,6 +56,15 @@ _ORDER_DEPENDENT = {
     "add_ of the strided rows before": lambda L, x: x[1:, ::2].add_(x[:-1, ::2]),
     "copy_ of a 1-d prefix into every other element": lambda L, x: x.view(-1)[::2].copy_(x.view(-1)[:6]),
     "the seed's split, fill_, setitem, add_t": None,
+    # indexed writes read their source in the index's order: any element they share may be read
+    # after it is written (x[:, 1:].index_put_(([0, 1],), x[:2, :2]) gave numpy's [0, 0, 1] row
+    # where torch's loop gives [0, 0, 0])
+    "index_put_ from the columns before": lambda L, x: x[:, 1:].index_put_((L.tensor([0, 1]),), x[:2, :2]),
+    "index_add_ from the columns before": lambda L, x: x[:, 1:].index_add_(0, L.tensor([1, 2]), x[:2, :2]),
+    "index_copy_ from the columns before": lambda L, x: x[:, 1:].index_copy_(0, L.tensor([1, 2]), x[:2, :2]),
+    "scatter_ from the columns before": lambda L, x: x[:, 1:].scatter_(0, L.tensor([[1, 2], [2, 3]]), x[:2, :2]),
+    "setitem by a tensor from the columns before":
+        lambda L, x: x[:, 1:].__setitem__(L.tensor([1, 2]), x[:2, :2]),
 }
 
 
@@ -101,6 +110,11 @@ _READ_FIRST = {
     "add_ of the last column": (lambda L, x: x.add_(x[:, 2:3]), lambda L: L.arange(12.).reshape(4, 3)),
     "mul_ of the same strided view": (lambda L, x: x[:, ::2].mul_(x[:, ::2]), lambda L: L.arange(12.).reshape(4, 3)),
     "copy_ between disjoint columns": (lambda L, x: x[:, 0].copy_(x[:, 1]), lambda L: L.arange(12.).reshape(4, 3)),
+    "index_add_ from a column it does not write": (
+        lambda L, x: x[:, 1:].index_add_(0, L.tensor([1, 2]), x[:2, :1].expand(2, 2)),
+        lambda L: L.arange(12.).reshape(4, 3)),
+    "index_add_ from rows it does not write": (lambda L, x: x[:2, 1:].index_add_(0, L.tensor([0, 1]), x[2:, :2]),
+                                               lambda L: L.arange(12.).reshape(4, 3)),
     "add_ of the strided rows after": (lambda L, x: x[:-1, ::2].add_(x[1:, ::2]),
                                        lambda L: L.arange(12.).reshape(4, 3)),
 }

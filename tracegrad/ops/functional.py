@@ -1764,6 +1764,13 @@ def _written_before_read(t, d):
     return bool(np.any(hit & (by_address[pos] < np.arange(read.size))))
 
 
+def _shares_elements(t, d):
+    try:
+        return bool(np.shares_memory(t, d, max_work=1 << 16))
+    except np.exceptions.TooHardError:
+        return True
+
+
 def check_operand_overlap(target, operands, full=False):
     """torch's memory-overlap check of an in-place op: an operand whose memory partly overlaps the
     written tensor's (x.mul_(x.t()), x.add_(x[0])), or with `full` any that overlaps it, raises
@@ -1793,8 +1800,10 @@ def check_operand_overlap(target, operands, full=False):
             continue
         if not (_dense(t) and _dense(d)):
             # torch does not judge these layouts: its loop writes and reads the shared elements
-            # in its own order, where eager's kernel (numpy) reads them all first
-            if _written_before_read(t, d):
+            # in its own order, where eager's kernel (numpy) reads them all first. An indexed
+            # write (full: index_put_, index_add_, scatter) reads its source in the index's order,
+            # any element of it that it writes may be read after
+            if _written_before_read(t, d) if not full else _shares_elements(t, d):
                 raise RuntimeError(_ORDER_DEPENDENT_MSG)
             continue
         tb, db = t.__array_interface__["data"][0], d.__array_interface__["data"][0]
