@@ -129,3 +129,72 @@ def test_in_place_op_reading_each_shared_element_first_gives_torchs_values(case)
     assert not isinstance(t, Exception), t
     assert e == t, (e, t)
     assert c == e, (c, e)
+
+
+# -- index_put_ counts its indices before it checks overlap (mutation fuzzer seed 12647) ------------
+
+def test_index_put_on_a_0_dim_view_with_an_index_raises_torchs_index_error_first():
+    """x[1].index_put_((i,), x): torch counts the indices first (IndexError: too many indices
+    for tensor of dimension 0); tracegrad checked the value's overlap with x first and raised
+    RuntimeError."""
+    errors = []
+    for lib in (torch, tg):
+        x = lib.arange(4.)
+        with pytest.raises(IndexError) as e:
+            x[1].index_put_((lib.tensor([0]),), x)
+        errors.append(str(e.value))
+    assert errors[0] == errors[1]
+
+
+# -- in-place writes under no_grad to a view taken under no_grad (mutation fuzzer seed 13707) -------
+
+@pytest.mark.parametrize("write", ["copy_", "fill_", "zero_", "mul_", "setitem"])
+def test_write_under_no_grad_to_a_no_grad_view_whose_base_was_written_runs_as_torch(write):
+    """y = x * 2 + 0.5; v = y[0] under no_grad; y.masked_fill_(...) with grad; then v written
+    under no_grad: torch runs it (the view's history is not asked under no_grad) and raises
+    only when v's grad_fn is read; copy_ and fill_ read v.grad_fn first and raised."""
+    got = []
+    for lib in (torch, tg):
+        x = lib.tensor([0.3, -0.2, 0.5], requires_grad=True)
+        y = x * 2 + 0.5
+        with lib.no_grad():
+            v = y[0]
+        y.masked_fill_(lib.tensor([False, True, True]), 0.5)
+        with lib.no_grad():
+            {"copy_": lambda: v.copy_(lib.tensor(4.0)), "fill_": lambda: v.fill_(4.0), "zero_": lambda: v.zero_(),
+             "mul_": lambda: v.mul_(4.0), "setitem": lambda: v.__setitem__(Ellipsis, 4.0)}[write]()
+        with pytest.raises(RuntimeError, match="A view was created in no_grad mode"):
+            v.grad_fn
+        got.append((y.detach().numpy().tolist(), v.requires_grad))
+    assert got[0] == got[1]
+
+
+# -- an output that is a view taken under no_grad of a value requiring grad (seed 14788) -------------
+
+def test_output_viewed_under_no_grad_from_a_value_requiring_grad_is_eagers():
+    """s = x * 3; v = s[0:1] under no_grad; return v: torch's and eager's v requires grad (its
+    base does) with no grad_fn, and once s is written in place its grad_fn raises; the
+    compiled call returned a detached copy (requires_grad False), so a loss built from it
+    skipped it where eager's raised. It runs eagerly now, with compile's warning."""
+    def f(L, x, write):
+        s = x * 3
+        with L.no_grad():
+            v = s[0:1]
+        if write:
+            s.mul_(2)
+        return v
+
+    for write in (False, True):
+        x = tg.tensor([0.3, -0.2], requires_grad=True)
+        with pytest.warns(UserWarning, match="view taken under no_grad"):
+            c = tg.compile(lambda x: f(tg, x, write))(x)
+        t = f(torch, torch.tensor([0.3, -0.2], requires_grad=True), write)
+        e = f(tg, tg.tensor([0.3, -0.2], requires_grad=True), write)
+        assert c.requires_grad == e.requires_grad == t.requires_grad
+        assert c.tolist() == e.tolist()
+        if write:
+            for v in (c, e, t):
+                with pytest.raises(RuntimeError, match="A view was created in no_grad mode"):
+                    v.grad_fn
+        else:
+            assert c.grad_fn is None and e.grad_fn is None and t.grad_fn is None
