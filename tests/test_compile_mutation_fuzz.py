@@ -797,8 +797,11 @@ def compare(got, want, exact, label, check_after=True, no_grad_views=False, f32=
         return
     if got["err"] is not None and want["berr"] is not None and exact:
         return      # compiled raised at the call where eager raises at backward
-    if got["err"] is not None and not exact and "more than one element of the written-to" in str(got["err"]):
-        return      # tracegrad refuses an in-place op on overlapping unfold windows, where torch's result
+    if got["err"] is not None and not exact and ("more than one element of the written-to" in str(got["err"]) or
+                                                 "depend on the order in which the elements are written" in
+                                                 str(got["err"])):
+        return      # tracegrad refuses an in-place op on overlapping unfold windows, or one that reads an
+        #             element it wrote (through a layout torch does not judge), where torch's result
         #             depends on the order its loop visits them
     assert got["err"] is None, f"{label}: unexpected error {type(got['err']).__name__}: {got['err']}"
     assert len(got["outs"]) == len(want["outs"])

@@ -358,9 +358,9 @@ def _check_overlap(self, operands, full=False, key=None):
             if a is not target and np.shares_memory(target, a) and not (
                     a.__array_interface__["data"][0] == target.__array_interface__["data"][0]
                     and a.shape == target.shape and a.strides == target.strides):
-                # a layout torch does not judge (x[::2].copy_(x[:3])): its kernel reads and writes
-                # the shared elements in its loop's order, as eager's does; the program would read
-                # them all first
+                # a layout torch does not judge, read before it is written (x[:, :2].add_(x[:, 1:]);
+                # one written first raised above): left to eager's kernel, as the trace does not
+                # model the order numpy's reads and writes the shared elements in
                 raise TraceError("an in-place op whose operand shares memory with the written-to tensor in a "
                                  "layout that is not dense is not traced (its result depends on the order "
                                  "elements are written in)")
@@ -385,6 +385,18 @@ def _operand_check(name):
     if name in _OVERLAP_UNCHECKED:
         return None
     full = name in _FULL_OVERLAP_CHECKED
+
+    if name == "index_put":
+        def check(self, args, kwargs):
+            # torch counts the indices first (a 0-dim target and one index tensor: IndexError,
+            # not the overlap error of a value that views the target's base)
+            indices = args[0] if args else kwargs.get("indices")
+            if isinstance(indices, (tuple, list)) and len(indices) > self.ndim:
+                raise IndexError(f"too many indices for tensor of dimension {self.ndim} (got {len(indices)})")
+            operands = _operands(args, kwargs)
+            if operands:
+                _check_overlap(self, operands, full)
+        return check
 
     def check(self, args, kwargs):
         if kwargs or len(args) > 1:
@@ -522,7 +534,7 @@ def _fill(self, value):
         new = F.full(tuple(self.shape), value, dtype=self.dtype)
         # a value that requires grad stays linked with a zero gradient, as eager's (below)
         return commit(self, _overwrite(self, new) if self.requires_grad and STATE.grad_enabled else new)
-    if self.grad_fn is not None and STATE.grad_enabled:
+    if STATE.grad_enabled and self.grad_fn is not None:
         return commit(self, _overwrite(self, F.full(tuple(self.shape), value, dtype=self.dtype)))
     # torch's checked conversion (uint8 takes -1 as 255; int8 refuses 200 with its RuntimeError)
     plain = _plain_number(value) and self._data.__class__ is np.ndarray
@@ -586,7 +598,7 @@ def copy_(self, src, non_blocking=False):
             # (it was cut off: its leaves' .grad stayed None)
             r = _overwrite(self, r)
         return commit(self, r)
-    if self.grad_fn is not None and STATE.grad_enabled:
+    if STATE.grad_enabled and self.grad_fn is not None:
         # the old value is overwritten: its gradient is zero from here on
         return commit(self, _overwrite(self, F.clone(F.expand(F.convert(src.detach(), self.dtype), tuple(self.shape)))))
     target = self._data

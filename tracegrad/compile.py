@@ -506,6 +506,13 @@ def _build(fn, args, kwargs, name, backend, value_reads=None, keep_stages=False,
                     chain = _view_of_argument(o, _real_roots(o))
                     if chain is not None:
                         p.out_grads_after.append((len(outputs), _RealTensor(chain[0])) + chain[1:])
+                    elif _no_grad_view_of_grad(o):
+                        # eager's is a view of that value: it requires grad, has no grad_fn, and
+                        # raises at its grad_fn once the value is written in place; the program's
+                        # is a detached copy (requires_grad False)
+                        raise TraceError("an output that is a view taken under no_grad of a value that requires "
+                                         "grad is not traced (eager's requires grad through its base); return "
+                                         "it .detach()ed or take the view outside no_grad")
                     elif id(o) in kept:
                         # eager returns it with its graph, which backward() did not free: a whole
                         # step's program has no backward
@@ -756,6 +763,16 @@ def _last_uses(g, out_leaves):
         if isinstance(o, Proxy):
             last[V(o.__dict__["_name"])] = len(order)
     return last
+
+
+def _no_grad_view_of_grad(o):
+    """Whether output o is a view op taken under no_grad (apply_symbolic's detach after it) of
+    a value that required grad then."""
+    d = o.__dict__
+    if not d.get("_no_grad_view"):
+        return False
+    view = d["_view"][0].__dict__
+    return "_view" in view and bool(view.get("_view_req"))
 
 
 def _view_of_argument(o, args, kind="arg"):

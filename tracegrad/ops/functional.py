@@ -1774,6 +1774,57 @@ def _dense(a):
     return True
 
 
+_ORDER_DEPENDENT_MSG = ("unsupported operation: some elements of the input tensor and the written-to tensor refer to a "
+                        "single memory location, and the written-to tensor is not dense: the result would depend on "
+                        "the order in which the elements are written (an in-place op reads an element it has already "
+                        "written). Please clone() the input tensor before performing the operation.")
+
+
+def _written_before_read(t, d):
+    """Whether an elementwise in-place op writing array t from operand d (broadcast to t's
+    shape) reads an element after it has written it, in the order torch's TensorIterator visits
+    t (its dims by stride, outermost first): then torch's result depends on its loop (its
+    vector width, its threads), and eager's, computed as if d were read first, is not
+    torch's. x.add_(x[:, :1]) reads x[i, 0] after writing it; x[:, :2].add_(x[:, 1:]) reads
+    each element before it writes it, as numpy's kernel does."""
+    if t.itemsize != d.itemsize or t.ndim < d.ndim or builtins.any(
+            n != m and n != 1 for n, m in zip(d.shape[::-1], t.shape[::-1])):
+        return False
+    if d.shape == t.shape and d.strides == t.strides and \
+            d.__array_interface__["data"][0] == t.__array_interface__["data"][0]:
+        return False                  # the same elements in the same order: each read, then written
+    try:
+        if not np.shares_memory(t, d, max_work=1 << 16):
+            return False              # (x[:, 0].add_(x[:, 1]): one base, no element in common)
+    except np.exceptions.TooHardError:
+        pass
+    shape = t.shape
+    db = np.broadcast_to(d, shape)
+    perm = sorted(range(t.ndim), key=lambda k: -builtins.abs(t.strides[k]))
+
+    def addresses(a):
+        a = a.transpose(perm)
+        out = np.full(a.shape, a.__array_interface__["data"][0], np.int64)
+        for k, (n, st) in enumerate(zip(a.shape, a.strides)):
+            if n > 1 and st:
+                out += (np.arange(n, dtype=np.int64) * st).reshape((-1,) + (1,) * (a.ndim - k - 1))
+        return out.reshape(-1)
+
+    written, read = addresses(t), addresses(db)
+    by_address = np.argsort(written, kind="stable")
+    ordered = written[by_address]
+    pos = np.minimum(np.searchsorted(ordered, read), ordered.size - 1)
+    hit = ordered[pos] == read
+    return bool(np.any(hit & (by_address[pos] < np.arange(read.size))))
+
+
+def _shares_elements(t, d):
+    try:
+        return bool(np.shares_memory(t, d, max_work=1 << 16))
+    except np.exceptions.TooHardError:
+        return True
+
+
 def check_operand_overlap(target, operands, full=False):
     """torch's memory-overlap check of an in-place op: an operand whose memory partly overlaps the
     written tensor's (x.mul_(x.t()), x.add_(x[0])), or with `full` any that overlaps it, raises
@@ -1802,6 +1853,12 @@ def check_operand_overlap(target, operands, full=False):
         if not np.may_share_memory(t, d):
             continue
         if not (_dense(t) and _dense(d)):
+            # torch does not judge these layouts: its loop writes and reads the shared elements
+            # in its own order, where eager's kernel (numpy) reads them all first. An indexed
+            # write (full: index_put_, index_add_, scatter) reads its source in the index's order,
+            # any element of it that it writes may be read after
+            if _written_before_read(t, d) if not full else _shares_elements(t, d):
+                raise RuntimeError(_ORDER_DEPENDENT_MSG)
             continue
         tb, db = t.__array_interface__["data"][0], d.__array_interface__["data"][0]
         te, de = tb + t.nbytes, db + d.nbytes
