@@ -807,6 +807,15 @@ def nll_loss(input, target, weight=None, size_average=None, ignore_index=-100, r
     if weight is not None and (weight.ndim != 1 or weight.shape[0] != input.shape[1]):
         raise RuntimeError(f"weight tensor should be defined either for all {input.shape[1]} classes or no classes "
                            f"but got weight tensor of shape: {list(weight.shape)}")
+    if not input.dtype.is_floating_point:
+        # torch's kernel exists for floating inputs (tracegrad negated an int64 input: an int64 loss
+        # with reduction="none", a dtype error from mean, a bool one from the negation)
+        kernel = "nll_loss_out_frame" if input.ndim <= 2 else "nll_loss2d_forward_out_frame"
+        raise NotImplementedError(f"\"{kernel}\" not implemented for '{D.SCALAR_NAME[input.dtype]}'")
+    if weight is not None and weight.dtype is not input.dtype:
+        # (tracegrad promoted: a float64 weight made a float64 loss of a float32 input)
+        raise RuntimeError(f"expected scalar type {D.SCALAR_NAME[input.dtype]} but found "
+                           f"{D.SCALAR_NAME[weight.dtype]}")
     _weight_without_grad(weight, "nll_loss_forward")
     loss, w, ignore = _picked(input, target, weight, ignore_index)
     if w is not None:
@@ -832,13 +841,28 @@ def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-1
     floating targets of the input's shape, class probabilities."""
     reduction = _legacy_reduction(size_average, reduce, reduction)
     _check_tensor(input, "cross_entropy")
+    probabilities = tuple(target.shape) == tuple(input.shape)
+    if probabilities:
+        # torch takes a target of the input's shape for class probabilities: an integer one is
+        # refused (tracegrad read a (3,) int64 target of a (3,) input as class indices), and so
+        # is an ignore_index there (tracegrad ignored it)
+        if not target.dtype.is_floating_point:
+            raise RuntimeError(f"Expected floating point type for target with class probabilities, got "
+                               f"{D.SCALAR_NAME[target.dtype]}")
+        if ignore_index >= 0:
+            raise RuntimeError("ignore_index is not supported for floating point target")
+    if input.ndim == 0:
+        raise IndexError("Dimension specified as 1 but tensor has no dimensions")
     class_dim = 0 if input.ndim == 1 else 1
     c = input.shape[class_dim]
     logp = O.log_softmax(input, class_dim)
     if not 0.0 <= label_smoothing <= 1.0:
         raise RuntimeError(f"label_smoothing must be between 0.0 and 1.0. Got: {label_smoothing}")
     wshape = tuple(c if d == class_dim else 1 for d in range(input.ndim))
-    if target.dtype.is_floating_point and tuple(target.shape) == tuple(input.shape):
+    if probabilities:
+        if weight is not None and (weight.ndim != 1 or weight.shape[0] != c):
+            raise RuntimeError(f"cross_entropy: weight tensor should be defined either for all {c} classes or no "
+                               f"classes but got weight tensor of shape: {list(weight.shape)}")
         if label_smoothing > 0:
             target = target * (1 - label_smoothing) + label_smoothing / c
         terms = logp * target
@@ -872,6 +896,31 @@ def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-1
     return nll * (1 - label_smoothing) + smooth * (label_smoothing / c)
 
 
+def _check_logits_loss(input, target, weight, pos_weight):
+    """torch's refusals in binary_cross_entropy_with_logits, in its order: log_sigmoid of the input
+    (floating only), the in-place products into the input's shape (a weight or pos_weight that
+    broadcasts it larger), and the loss written into 1 - target (a bool target cannot be
+    subtracted, an integer one cannot hold the float loss). tracegrad computed all of them."""
+    if not input.dtype.is_floating_point:
+        raise NotImplementedError(f"\"log_sigmoid_cpu\" not implemented for '{D.SCALAR_NAME[input.dtype]}'")
+    shape = tuple(input.shape)
+
+    def check_into(w):
+        b = tuple(O.broadcast_shapes(shape, tuple(w.shape)))
+        if b != shape:
+            raise RuntimeError(f"output with shape {list(shape)} doesn't match the broadcast shape {list(b)}")
+    if pos_weight is not None:
+        check_into(pos_weight)
+    if target.dtype is D.bool_:
+        raise RuntimeError("Subtraction, the `-` operator, with two bool tensors is not supported. "
+                           "Use the `^` or `logical_xor()` operator instead.")
+    if not target.dtype.is_floating_point:
+        raise RuntimeError(f"result type {D.SCALAR_NAME[D.promote_types(input.dtype, target.dtype)]} can't be cast "
+                           f"to the desired output type {D.SCALAR_NAME[target.dtype]}")
+    if weight is not None:
+        check_into(weight)
+
+
 def binary_cross_entropy_with_logits(input, target, weight=None, size_average=None, reduce=None,
                                      reduction="mean", pos_weight=None):
     """-[pos_weight * t * log sigmoid(x) + (1 - t) * log(1 - sigmoid(x))], with
@@ -881,6 +930,7 @@ def binary_cross_entropy_with_logits(input, target, weight=None, size_average=No
         raise ValueError(f"Target size ({target.shape!r}) must be the same as input size ({input.shape!r})")
     _weight_without_grad(weight, "binary_cross_entropy_with_logits")
     _weight_without_grad(pos_weight, "binary_cross_entropy_with_logits", "pos_weight")
+    _check_logits_loss(input, target, weight, pos_weight)
     x, dt = _opmath(input) if target.dtype is input.dtype else (input, None)   # 16-bit: in float32, rounded once
     t = target.float() if dt is not None else target
     sp = _softplus1(-x)                           # -log sigmoid(x)
@@ -890,6 +940,11 @@ def binary_cross_entropy_with_logits(input, target, weight=None, size_average=No
         loss = (1 - t) * x + sp
     if weight is not None:
         loss = loss * weight
+    if dt is None and loss.dtype is not target.dtype:
+        # torch's loss is (1 - target) written in place ((1 - t).mul_(x).sub_(log_sigmoid(x)), then
+        # .mul_(weight)): of the target's dtype, whatever the input's and the weights' (tracegrad's
+        # promoted: float64 for a float32 target beside a float64 input or weight)
+        loss = loss.to(target.dtype)
     return _named(_rounded(_reduce(loss, reduction), dt), "BinaryCrossEntropyWithLogitsBackward0", input, target,
                   saves=True)
 
