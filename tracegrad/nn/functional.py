@@ -38,18 +38,19 @@ def _is_tensor(x):
     return isinstance(x, Tensor)
 
 
-def _named(out, name, *inputs, saves=False):
+def _named(out, name, *inputs, saves=False, edges=None):
     """Show the composite's last grad_fn node under torch's name for the whole function
     (`loss.grad_fn` prints <NllLossBackward0 ...> as in torch); the node itself, its
     derivative and its next_functions stay those of the primitive that made it. With `saves`,
     the node keeps `inputs` for torch's version check, as torch's node saves them (a loss's
-    input and target, softplus's input: written before the backward, it raises)."""
+    input and target, softplus's input: written before the backward, it raises). `edges`: torch's
+    node's inputs, None where an optional one is not given (note_composite_inputs)."""
     if out.__class__ is Proxy:
         return keep_saved(out, inputs[0], inputs[1:]) if saves else out
     fn = getattr(out, "grad_fn", None)
     if fn is not None and all(fn is not getattr(i, "grad_fn", None) for i in inputs):
         fn.__class__ = node_class(name)
-        note_composite_inputs(fn, sys._getframe(1))
+        note_composite_inputs(fn, sys._getframe(1), edges)
         if saves:
             keep_saved(out, inputs[0], inputs[1:])
     return out
@@ -480,7 +481,8 @@ def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
     if bias is not None:
         out = out + _affine(bias, dt)
     # (torch's node saves input, weight and bias: one written before the backward raises)
-    return _named(_rounded(out, dt), "NativeLayerNormBackward0", input, weight, bias, saves=True)
+    return _named(_rounded(out, dt), "NativeLayerNormBackward0", input, weight, bias, saves=True,
+                  edges=(input, weight, bias))
 
 
 def _update_running(r, batch, momentum):
@@ -535,7 +537,7 @@ def batch_norm(input, running_mean, running_var, weight=None, bias=None, trainin
     if bias is not None:
         out = out + O.reshape(_affine(bias, dt), bshape)
     out = _rounded(out, dt)
-    out = _named(out, "NativeBatchNormBackward0", input, weight, bias)
+    out = _named(out, "NativeBatchNormBackward0", input, weight, bias, edges=(input, weight, bias))
     # torch's node saves input and weight (not bias): one written before the backward raises
     return _keep_input_weight(out, input, weight)
 
@@ -921,6 +923,21 @@ def _check_logits_loss(input, target, weight, pos_weight):
         check_into(weight)
 
 
+def _logits_loss_mixed(input, target, weight, pos_weight):
+    """The unreduced loss of an input and a target of two dtypes, torch's steps each rounded where
+    torch writes it: log_sigmoid(x) (times the pos_weight term) in the input's dtype, then
+    (1 - t).mul_(x).sub_(...).mul_(weight) in the target's. tracegrad's promoted formula gave a
+    float64 loss for a float32 target beside a float64 input (torch's: float32), and for a float16
+    input beside a float64 target missed the float16 rounding of log_sigmoid that torch's has."""
+    x, dt = _opmath(input)
+    ls = _rounded(-_softplus1(-x), dt)
+    if pos_weight is not None:
+        ls = (ls * ((pos_weight - 1) * target + 1)).to(input.dtype)
+    loss = ((1 - target) * input).to(target.dtype)
+    loss = (loss - ls).to(target.dtype)
+    return loss if weight is None else (loss * weight).to(target.dtype)
+
+
 def binary_cross_entropy_with_logits(input, target, weight=None, size_average=None, reduce=None,
                                      reduction="mean", pos_weight=None):
     """-[pos_weight * t * log sigmoid(x) + (1 - t) * log(1 - sigmoid(x))], with
@@ -931,7 +948,10 @@ def binary_cross_entropy_with_logits(input, target, weight=None, size_average=No
     _weight_without_grad(weight, "binary_cross_entropy_with_logits")
     _weight_without_grad(pos_weight, "binary_cross_entropy_with_logits", "pos_weight")
     _check_logits_loss(input, target, weight, pos_weight)
-    x, dt = _opmath(input) if target.dtype is input.dtype else (input, None)   # 16-bit: in float32, rounded once
+    if target.dtype is not input.dtype or input.dtype.itemsize == 2:
+        return _named(_reduce(_logits_loss_mixed(input, target, weight, pos_weight), reduction),
+                      "BinaryCrossEntropyWithLogitsBackward0", input, target, saves=True)
+    x, dt = _opmath(input)                        # 16-bit: in float32, rounded once
     t = target.float() if dt is not None else target
     sp = _softplus1(-x)                           # -log sigmoid(x)
     if pos_weight is not None:
@@ -940,11 +960,6 @@ def binary_cross_entropy_with_logits(input, target, weight=None, size_average=No
         loss = (1 - t) * x + sp
     if weight is not None:
         loss = loss * weight
-    if dt is None and loss.dtype is not target.dtype:
-        # torch's loss is (1 - target) written in place ((1 - t).mul_(x).sub_(log_sigmoid(x)), then
-        # .mul_(weight)): of the target's dtype, whatever the input's and the weights' (tracegrad's
-        # promoted: float64 for a float32 target beside a float64 input or weight)
-        loss = loss.to(target.dtype)
     return _named(_rounded(_reduce(loss, reduction), dt), "BinaryCrossEntropyWithLogitsBackward0", input, target,
                   saves=True)
 
@@ -1303,15 +1318,16 @@ def conv1d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
     pad = padding if isinstance(padding, str) else (0, padding[0] if isinstance(padding, (tuple, list)) else padding)
     out = conv2d(O.unsqueeze(input, -2), O.unsqueeze(weight, 2), bias, one(stride), pad, one(dilation), groups)
     out = O.squeeze(out, -2)
-    return _conv_saved(out, input, weight) if input.ndim == 3 else out    # (unbatched: torch's SqueezeBackward1)
+    return _conv_saved(out, input, weight, bias) if input.ndim == 3 else out    # (unbatched: torch's SqueezeBackward1)
 
 
-def _conv_saved(out, input, weight):
+def _conv_saved(out, input, weight, bias):
     """torch's ConvolutionBackward0 for a 1-d convolution: it saves input (for weight's gradient)
     and weight (for input's) as they were given, which a write names as themselves (not as the
-    4-d views the 2-d convolution here saves)."""
+    4-d views the 2-d convolution here saves). Its inputs are (input, weight, bias): a direct call
+    of the node gave the squeeze's gradient, 4-d, alone."""
     if out.__class__ is Proxy or out._grad_fn is not None:
-        keep_saved(rename_grad_fn(out, "ConvolutionBackward0"), None,
+        keep_saved(rename_grad_fn(out, "ConvolutionBackward0", inputs=(input, weight, bias)), None,
                    tuple(t for t, r in ((input, weight.requires_grad), (weight, input.requires_grad)) if r))
     return out
 
@@ -1334,7 +1350,7 @@ def group_norm(input, num_groups, weight=None, bias=None, eps=1e-5):
         out = out * _affine(weight, dt).reshape(shape)
     if bias is not None:
         out = out + _affine(bias, dt).reshape(shape)
-    out = _named(_rounded(out, dt), "NativeGroupNormBackward0", input, weight, bias)
+    out = _named(_rounded(out, dt), "NativeGroupNormBackward0", input, weight, bias, edges=(input, weight, bias))
     # torch's node saves input and weight (not bias): one written before the backward raises
     return _keep_input_weight(out, input, weight)
 

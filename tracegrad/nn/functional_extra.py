@@ -313,7 +313,7 @@ def conv_transpose1d(input, weight, bias=None, stride=1, padding=0, output_paddi
     one = lambda v, first=1: (first, v[0] if isinstance(v, (tuple, list)) else v)      # noqa: E731
     out = F.conv_transpose2d(O.unsqueeze(input, -2), O.unsqueeze(weight, 2), bias, one(stride), one(padding, 0),
                              one(output_padding, 0), groups, one(dilation))
-    return F._conv_saved(O.squeeze(out, -2), input, weight)
+    return F._conv_saved(O.squeeze(out, -2), input, weight, bias)
 
 
 def rrelu(input, lower=1.0 / 8, upper=1.0 / 3, training=False, inplace=False):
