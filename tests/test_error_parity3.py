@@ -231,3 +231,35 @@ def test_direct_call_of_a_composite_node_matches_torchs_entries(name, rg):
         assert (a is None) == (b is None)
         if a is not None:
             np.testing.assert_allclose(b.detach().numpy(), a.detach().numpy(), rtol=1e-10, atol=1e-12)
+
+
+# -- the sign of tied zeros ------------------------------------------------------------------------
+# torch's max pooling scans each window and keeps the first of equal values (its CPU kernel, the
+# same for every size): a window's 0.0 and -0.0 give the first one's sign, as matched here. Where
+# torch's answer follows its vector lanes (maximum, minimum, clamp with tensor bounds, amax, amin
+# and aminmax over a run of mixed zeros, the order sort and topk leave tied zeros in), it changes
+# with the size and position, and tracegrad does not follow it.
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_max_pool_of_tied_zeros_keeps_the_first_sign(dtype):
+    rs = np.random.RandomState(3)
+    pool1 = tg.compile(lambda x, k, s: TF.max_pool1d(x, k, s, return_indices=True))
+    for _ in range(12):
+        n, k, s = rs.randint(4, 30), rs.randint(2, 4), rs.randint(1, 3)
+        v = np.where(rs.rand(2, 3, n) < 0.5, 0.0, -0.0)
+        a = F.max_pool1d(torch.tensor(v, dtype=getattr(torch, dtype)), k, s, return_indices=True)
+        b = TF.max_pool1d(tg.tensor(v, dtype=getattr(tg, dtype)), k, s, return_indices=True)
+        c = pool1(tg.tensor(v, dtype=getattr(tg, dtype)), k, s)
+        np.testing.assert_array_equal(np.signbit(b[0].numpy()), np.signbit(a[0].numpy()))
+        np.testing.assert_array_equal(b[1].numpy(), a[1].numpy())
+        np.testing.assert_array_equal(np.signbit(c[0].numpy()), np.signbit(b[0].numpy()))
+        h, w = rs.randint(2, 9), rs.randint(2, 9)
+        v2 = np.where(rs.rand(1, 2, h, w) < 0.5, 0.0, -0.0)
+        v2[0, 0, 0, 0] = 1.0                   # (a window with a positive value keeps it)
+        kk = min(rs.randint(2, 4), h, w)
+        for tf, gf in ((lambda x: F.max_pool2d(x, kk, padding=kk // 2), lambda x: TF.max_pool2d(x, kk, padding=kk // 2)),
+                       (lambda x: F.adaptive_max_pool2d(x, (2, 2)), lambda x: TF.adaptive_max_pool2d(x, (2, 2)))):
+            a = tf(torch.tensor(v2, dtype=getattr(torch, dtype)))
+            b = gf(tg.tensor(v2, dtype=getattr(tg, dtype)))
+            np.testing.assert_array_equal(b.numpy(), a.numpy())
+            np.testing.assert_array_equal(np.signbit(b.numpy()), np.signbit(a.numpy()))
