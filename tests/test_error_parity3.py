@@ -263,3 +263,74 @@ def test_max_pool_of_tied_zeros_keeps_the_first_sign(dtype):
             b = gf(tg.tensor(v2, dtype=getattr(tg, dtype)))
             np.testing.assert_array_equal(b.numpy(), a.numpy())
             np.testing.assert_array_equal(np.signbit(b.numpy()), np.signbit(a.numpy()))
+
+
+# -- ldexp: torch's node saves other and the result, not self ----------------------------------------
+
+def _ldexp_written(lib, compiled=False):
+    x0 = lib.tensor(np.linspace(-2, 2, 12).reshape(3, 4), requires_grad=True)
+    w = lib.tensor(np.linspace(-1.5, 2.5, 4), requires_grad=True)
+
+    def f(x0, w):
+        x = x0 * 1
+        y = lib.ldexp(x, w)
+        x.mul_(3)                    # self written before the backward: torch's node never saved it
+        return (y * y).sum() + x.sum()
+    if compiled:
+        f = tg.compile(f)
+    out = f(x0, w)
+    out.backward()
+    return out, x0.grad, w.grad
+
+
+def test_ldexp_with_self_written_in_place_differentiates():
+    # tracegrad's ldexp was mul(x, 2 ** w), whose node saved x: the backward raised "modified by an
+    # inplace operation" (and the compiled call fell back), where torch differentiates
+    t = _ldexp_written(torch)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for compiled in (False, True):
+            g = _ldexp_written(tg, compiled)
+            for a, b in zip(t, g):
+                np.testing.assert_allclose(b.detach().numpy(), a.detach().numpy(), rtol=1e-12)
+
+
+def test_ldexp_result_written_raises_and_float64_gradcheck():
+    x = tg.tensor(np.linspace(-2, 2, 6), requires_grad=True)
+    w = tg.tensor(np.linspace(-1, 2, 6), requires_grad=True)
+    y = tg.ldexp(x * 1, w)
+    y.mul_(2)
+    with pytest.raises(RuntimeError, match="output 0 of Ldexp"):
+        y.sum().backward()
+    assert tg.autograd.gradcheck(tg.ldexp, (x, w))
+    assert tg.autograd.gradgradcheck(tg.ldexp, (x, w))
+    # the node's inputs are self and other, as torch's
+    r = tg.ldexp(x, w)
+    assert len(r.grad_fn.next_functions) == 2 and len(r.grad_fn(tg.ones(6, dtype=tg.float64))) == 2
+
+
+_DTS = ["float16", "bfloat16", "float32", "float64", "int64", "int32", "bool"]
+
+
+@pytest.mark.parametrize("xd", _DTS[:6])
+def test_ldexp_dtypes_and_values(xd):
+    # torch: an integer exponent of a floating x is std::ldexp in x's dtype (tracegrad's float16 *
+    # 2 ** int64 was float32); the power of a float64 or 16-bit x is a 0-dim tensor of x's dtype
+    # raised to y (float64 x beside a 0-dim float32 y: 2 ** y in float64, tracegrad's in float32)
+    rs = np.random.RandomState(5)
+    for yd in _DTS:
+        for ys in ((7,), ()):
+            x, y = rs.randn(7) * 3, rs.randn(*ys) * 4
+            if yd.startswith("int") or yd == "bool":
+                y = np.round(y) if yd != "bool" else y > 0
+            def run(lib):
+                return lambda: lib.ldexp(lib.tensor(x).to(getattr(lib, xd)), lib.tensor(y).to(getattr(lib, yd)))
+            if _outcome(run(torch))[0] != "ok":
+                _same_error(f"ldexp {xd} {yd}", run(torch), run(tg))
+                continue
+            a, b = run(torch)(), run(tg)()
+            assert str(b.dtype) == str(a.dtype), (xd, yd, ys)
+            # (2.0 ** y in float32 is numpy's powf, an ulp from torch's for about a fifth of values)
+            tol = 0 if yd in ("int64", "int32", "bool") or "float32" not in (yd, str(a.dtype)[6:]) else 3e-7
+            np.testing.assert_allclose(b.double().numpy(), a.double().numpy(), rtol=tol, atol=0,
+                                       err_msg=f"{xd} {yd} {ys}")

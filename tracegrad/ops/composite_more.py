@@ -11,9 +11,11 @@ import numpy as np
 
 from .. import _dtype as D
 from ..tensor import Tensor
-from ..tracing import rename_grad_fn, TraceError, keep_saved, Proxy
+from ..tracing import rename_grad_fn, TraceError, keep_saved, Proxy, apply
 from ..creation import tensor, zeros
 from . import functional as O
+from .primitives import PRIMITIVES
+from .math_primitives import ldexp_power_dtype
 from . import shapes as S
 from .composite import scaled_sum, diag_embed, vector_norm
 from .math_functional import lower_median
@@ -576,9 +578,15 @@ def entr(input):
 
 
 def ldexp(input, other):
-    """input * 2 ** other, as torch.ldexp (a float result: 2.0 ** an integer tensor is float)."""
-    # torch's node saves other and its result: the result written before the backward raises
-    return keep_saved(rename_grad_fn(O.mul(input, O.pow(2.0, other)), "LdexpBackward0"), None, (other,), result=True)
+    """input * 2 ** other, as torch.ldexp (a float result: 2.0 ** an integer tensor is float); one
+    primitive, whose node saves other and the result, as torch's."""
+    O._check_tensor(input, "ldexp")
+    if not isinstance(other, Tensor):
+        raise TypeError(f"ldexp(): argument 'other' (position 2) must be Tensor, not {type(other).__name__}")
+    if other.dtype is D.bool_ and input.dtype.is_floating_point:
+        raise NotImplementedError("\"ldexp_cpu_exp\" not implemented for 'Bool'")
+    pd = ldexp_power_dtype(input, other)
+    return apply(PRIMITIVES["ldexp"], (input, other), {} if pd is None else {"power": pd.name})
 
 
 def nanmedian(input, dim=None, keepdim=False):
