@@ -107,10 +107,18 @@ def _ldexp(x, y, power=None):
     return np.multiply(x, p.astype(x.dtype, copy=False))
 
 
+def _ldexp_triton(x, y, power=None):
+    """On the device, as torch's decomposition: 2.0 ** y in the power's dtype, times x (an integer
+    exponent's power is exact, and the product is rounded once to x's dtype)."""
+    if power is None:
+        return F.convert(F.mul(x, F.pow(2.0, y)), x.dtype)
+    return F.mul(x, F.pow(2.0, F.convert(y, D.as_dtype(power))))
+
+
 Primitive("ldexp", "x y", _ldexp, shape=lambda x, y, **p: S.broadcast_shapes(tuple(x.shape), tuple(y.shape)),
           dtype=_ldexp_dtype, cast=(0,), elementwise=True, saves="y out",
           vjp=lambda g, out, x, y, power=None: (g * F.pow(2.0, y), g * out * math.log(2.0)),
-          grad_fn="LdexpBackward0", triton=_HOST)
+          grad_fn="LdexpBackward0", triton=T.Decompose(_ldexp_triton))
 
 
 # sign bits (-0.0 and a negative NaN count), |x| with another value's sign, sqrt(x^2 + y^2)
