@@ -334,3 +334,73 @@ def test_ldexp_dtypes_and_values(xd):
             tol = 0 if yd in ("int64", "int32", "bool") or "float32" not in (yd, str(a.dtype)[6:]) else 3e-7
             np.testing.assert_allclose(b.double().numpy(), a.double().numpy(), rtol=tol, atol=0,
                                        err_msg=f"{xd} {yd} {ys}")
+
+
+# -- wrong arguments: tracegrad computed, or raised another type, where torch raises ----------------
+
+def _a(lib, shape, dt="float32"):
+    n = int(np.prod(shape)) if shape else 1
+    return lib.tensor(np.arange(n, dtype=np.float64).reshape(shape) * 0.37 - 1).to(getattr(lib, dt))
+
+
+_WRONG = {
+    # tracegrad computed
+    "outer of a 2-d tensor": lambda t, F: t.outer(_a(t, (2,)), _a(t, (2, 2))),
+    "outer of a 0-d tensor": lambda t, F: t.outer(_a(t, ()), _a(t, (2,))),
+    "adaptive_avg_pool2d of int64": lambda t, F: F.adaptive_avg_pool2d(_a(t, (1, 1, 4, 4), "int64"), 2),
+    "adaptive_max_pool2d of int64": lambda t, F: F.adaptive_max_pool2d(_a(t, (1, 1, 5, 5), "int64"), 2),
+    "embedding of a 1-d weight": lambda t, F: F.embedding(t.tensor([1]), _a(t, (4,))),
+    "quantile with a float64 q": lambda t, F: _a(t, (2, 3)).quantile(t.tensor([0.5], dtype=t.float64)),
+    "solve of two dtypes": lambda t, F: t.linalg.solve(t.eye(2), _a(t, (2,), "float64")),
+    "bucketize into 2-d boundaries": lambda t, F: t.bucketize(_a(t, (2,)), _a(t, (2, 2))),
+    "normal with a negative std": lambda t, F: t.normal(0.0, -1.0, (3,)),
+    "normal of a tensor mean with a negative std": lambda t, F: t.normal(t.zeros(2), -1.0),
+    "split with a negative size": lambda t, F: _a(t, (3,)).split([4, -1]),
+    "split with a negative split_size": lambda t, F: t.split(_a(t, (3,)), -1),
+    "cartesian_prod of a 2-d tensor": lambda t, F: t.cartesian_prod(_a(t, (2, 2))),
+    "tril_indices of a negative size": lambda t, F: t.tril_indices(-1, 2),
+    "triu_indices of a negative size": lambda t, F: t.triu_indices(2, -1),
+    "batch_norm of a float64 weight": lambda t, F: F.batch_norm(_a(t, (2, 3)), None, None, _a(t, (3,), "float64"),
+                                                                training=True),
+    "batch_norm of float64 statistics": lambda t, F: F.batch_norm(_a(t, (2, 3)), t.zeros(3, dtype=t.float64),
+                                                                  t.ones(3, dtype=t.float64)),
+    "group_norm of a float64 weight": lambda t, F: F.group_norm(_a(t, (2, 4)), 2, _a(t, (4,), "float64")),
+    "conv2d of a negative stride": lambda t, F: F.conv2d(_a(t, (1, 1, 4, 4)), _a(t, (1, 1, 2, 2)), stride=-1),
+    "multinomial of a negative probability": lambda t, F: t.multinomial(t.tensor([-1.0, 2.0]), 1),
+    "multinomial of too many draws": lambda t, F: t.multinomial(t.tensor([1.0, 2.0]), 3),
+    # tracegrad raised another type
+    "conv2d of stride 0": lambda t, F: F.conv2d(_a(t, (1, 1, 4, 4)), _a(t, (1, 1, 2, 2)), stride=0),
+    "conv_transpose2d of stride 0": lambda t, F: F.conv_transpose2d(_a(t, (1, 1, 4, 4)), _a(t, (1, 1, 2, 2)),
+                                                                    stride=0),
+    "max_pool2d of kernel 0": lambda t, F: F.max_pool2d(_a(t, (1, 1, 4, 4)), 0, stride=1),
+    "max_pool2d of stride 0": lambda t, F: F.max_pool2d(_a(t, (1, 1, 4, 4)), 2, stride=0),
+    "avg_pool2d of stride 0": lambda t, F: F.avg_pool2d(_a(t, (1, 1, 4, 4)), 2, stride=0),
+    "batch_norm of int64": lambda t, F: F.batch_norm(_a(t, (2, 3), "int64"), None, None, training=True),
+    "group_norm of bool": lambda t, F: F.group_norm(_a(t, (2, 4), "bool"), 2),
+    "dropout of int64": lambda t, F: F.dropout(_a(t, (2, 3), "int64"), 0.5),
+    "svd of int64": lambda t, F: t.linalg.svd(_a(t, (2, 3), "int64")),
+    "qr of an unknown mode": lambda t, F: t.linalg.qr(_a(t, (3, 3)), mode="x"),
+}
+
+
+@pytest.mark.parametrize("case", list(_WRONG))
+def test_wrong_arguments_raise_torchs_error(case):
+    fn = _WRONG[case]
+    _same_error(case, lambda: fn(torch, F), lambda: fn(tg, TF))
+
+
+def test_compiled_wrong_arguments_raise_at_once():
+    # a compiled call raises eager's error as itself, without a fallback warning
+    cases = {
+        "outer": (lambda a, b: tg.outer(a, b), lambda a, b: torch.outer(a, b), [(2,), (2, 2)]),
+        "bucketize": (lambda a, b: tg.bucketize(a, b), lambda a, b: torch.bucketize(a, b), [(2,), (2, 2)]),
+        "embedding": (lambda i, w: TF.embedding(i, w), lambda i, w: F.embedding(i, w), None),
+        "conv2d": (lambda a, b: TF.conv2d(a, b, stride=0), lambda a, b: F.conv2d(a, b, stride=0),
+                   [(1, 1, 4, 4), (1, 1, 2, 2)]),
+    }
+    for name, (g, t, shapes) in cases.items():
+        if shapes is None:
+            ta, ga = (torch.tensor([1]), _a(torch, (4,))), (tg.tensor([1]), _a(tg, (4,)))
+        else:
+            ta, ga = [_a(torch, s) for s in shapes], [_a(tg, s) for s in shapes]
+        _same_error(name, lambda: t(*ta), lambda: g(*ga), lambda: tg.compile(g)(*ga))

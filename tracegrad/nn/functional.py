@@ -288,6 +288,12 @@ def _type_name(dt):
         dt.name, dt.name)
 
 
+def _positive_stride(stride):
+    # (a stride of 0 divided by zero, a negative one gave an empty or wrong-sized output)
+    if min(stride) <= 0:
+        raise RuntimeError("non-positive stride is not supported")
+
+
 def _conv_checks(input, weight, bias, groups, fn, transposed=False):
     _check_tensor(input, fn)
     if input.ndim not in (3, 4):
@@ -329,6 +335,7 @@ def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
     _conv_checks(input, weight, bias, groups, "conv2d")
     x, unbatched = _batched(input)
     stride, dilation = _pair(stride, "stride"), _pair(dilation, "dilation")
+    _positive_stride(stride)
     kernel = tuple(weight.shape[2:])
     if isinstance(padding, str):
         if padding == "valid":
@@ -362,6 +369,7 @@ def conv_transpose2d(input, weight, bias=None, stride=1, padding=0, output_paddi
     x, unbatched = _batched(input)
     stride, padding = _pair(stride, "stride"), _pair(padding, "padding")
     output_padding, dilation = _pair(output_padding, "output_padding"), _pair(dilation, "dilation")
+    _positive_stride(stride)
     if any(op >= s and op >= d for op, s, d in zip(output_padding, stride, dilation)):
         raise RuntimeError(f"output padding must be smaller than either stride or dilation, but got "
                            f"output_padding_height: {output_padding[0]} output_padding_width: {output_padding[1]} "
@@ -375,6 +383,11 @@ def conv_transpose2d(input, weight, bias=None, stride=1, padding=0, output_paddi
 
 def _pool_checks(input, kernel, padding, dilation, fn, stride=None, ceil_mode=False):
     _check_tensor(input, fn)
+    # (a kernel or stride of 0 divided by zero: Python's ZeroDivisionError, where torch names them)
+    if kernel[0] <= 0 or kernel[1] <= 0:
+        raise RuntimeError(f"kernel size should be greater than zero, but got kH: {kernel[0]} kW: {kernel[1]}")
+    if stride is not None and (stride[0] == 0 or stride[1] == 0):
+        raise RuntimeError("stride should not be zero")
     if input.ndim not in (3, 4):
         raise RuntimeError("non-empty 3D or 4D (batch mode) tensor expected for input")
     for p, k, d in zip(padding, kernel, dilation):
@@ -433,6 +446,10 @@ def dropout(input, p=0.5, training=True, inplace=False):
         raise ValueError(f"dropout probability has to be between 0 and 1, but got {p}")
     if not training or p == 0.0:
         return input
+    if not input.dtype.is_floating_point and p < 1.0:
+        # torch scales the kept values by 1 / (1 - p), a float it cannot write into the input's dtype
+        raise RuntimeError(f"result type Float can't be cast to the desired output type "
+                           f"{D.SCALAR_NAME[input.dtype]}")
     if p == 1.0:
         noise = np.zeros(input.shape, dtype=input.dtype.np)
     else:
@@ -507,6 +524,11 @@ def batch_norm(input, running_mean, running_var, weight=None, bias=None, trainin
     updating the running statistics in place (unbiased variance, as torch)."""
     if input.ndim < 2:
         raise ValueError(f"expected 2D or 3D input (got {input.ndim}D input)")
+    if not input.dtype.is_floating_point:
+        # (tracegrad's mean of an integer input raised its own RuntimeError)
+        raise NotImplementedError(f"\"batch_norm\" not implemented for '{D.SCALAR_NAME[input.dtype]}'")
+    # a float64 weight or running statistic beside a float32 input (tracegrad promoted the result)
+    _norm_params(input, weight, bias, running_mean, running_var)
     c = input.shape[1]
     dims = (0,) + tuple(range(2, input.ndim))
     bshape = (1, c) + (1,) * (input.ndim - 2)
@@ -553,6 +575,8 @@ def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0, sca
     """Rows of `weight` picked by the integer tensor `input` (shape input.shape + [dim])."""
     if scale_grad_by_freq or sparse:
         raise NotImplementedError("embedding(scale_grad_by_freq=True or sparse=True) is not supported")
+    if weight.ndim != 2:
+        raise RuntimeError("'weight' must be 2-D")        # (tracegrad indexed a 1-d weight's elements)
     if not isinstance(input, Tensor) or input.dtype not in (D.int64, D.int32):
         raise RuntimeError("Expected tensor for argument #1 'indices' to have one of the following scalar types: "
                            "Long, Int; but got " + (f"torch.{D.LEGACY[input.dtype]}" if isinstance(input, Tensor)
@@ -1336,6 +1360,9 @@ def group_norm(input, num_groups, weight=None, bias=None, eps=1e-5):
     if input.ndim < 2:
         raise RuntimeError(f"Expected at least 2 dimensions for input tensor but received {input.ndim}")
     n, c = input.shape[0], input.shape[1]
+    if not input.dtype.is_floating_point:
+        raise NotImplementedError(f"\"GroupNormKernelImpl\" not implemented for '{D.SCALAR_NAME[input.dtype]}'")
+    _norm_params(input, weight, bias)
     if c % num_groups:
         raise RuntimeError(f"Expected number of channels in input to be divisible by num_groups, but got input of "
                            f"shape {list(input.shape)} and num_groups={num_groups}")

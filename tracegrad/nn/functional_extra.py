@@ -88,10 +88,17 @@ def _output_sizes(input, output_size, n):
     return [input.shape[input.ndim - n + i] if o is None else int(o) for i, o in enumerate(sizes)]
 
 
+def _adaptive_float(input, kernel):
+    # torch's kernels are floating only (tracegrad pooled an int64 input, truncating its means)
+    if not input.dtype.is_floating_point:
+        raise NotImplementedError(f"\"{kernel}\" not implemented for '{D.SCALAR_NAME[input.dtype]}'")
+
+
 def adaptive_avg_pool2d(input, output_size):
     """Mean over torch's adaptive windows; windows that tile the input pool as avg_pool2d."""
     if input.ndim not in (3, 4):
         raise RuntimeError(f"adaptive_avg_pool2d(): Expected 3D or 4D tensor, but got {list(input.shape)}")
+    _adaptive_float(input, "adaptive_avg_pool2d")
     oh, ow = _output_sizes(input, output_size, 2)
     h, w = input.shape[-2], input.shape[-1]
     if (oh, ow) == (1, 1):
@@ -113,6 +120,7 @@ def adaptive_avg_pool1d(input, output_size):
 def adaptive_max_pool2d(input, output_size, return_indices=False):
     if input.ndim not in (3, 4):
         raise RuntimeError(f"adaptive_max_pool2d(): Expected 3D or 4D tensor, but got {list(input.shape)}")
+    _adaptive_float(input, "adaptive_max_pool2d")
     oh, ow = _output_sizes(input, output_size, 2)
     h, w = input.shape[-2], input.shape[-1]
     if h % oh == 0 and w % ow == 0:

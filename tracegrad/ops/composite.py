@@ -649,10 +649,14 @@ def normal(mean, std=1.0, size=None, *, generator=None, out=None, dtype=None, la
         if size is None:
             raise TypeError("normal() received an invalid combination of arguments - got (float, float), but "
                             "expected (float mean, float std, tuple of ints size, ...)")
+        if std < 0:               # (tracegrad drew with the negated deviation)
+            raise RuntimeError(f"normal expects std >= 0.0, but found std {std:g}")
         z = randn(*((size,) if isinstance(size, int) else (tuple(size),)), generator=generator, dtype=dtype)
         return (z * float(std) + float(mean)).requires_grad_(requires_grad)
     m = mean.detach() if mt else mean
     s = std.detach() if st else std
+    if not st and s < 0:
+        raise RuntimeError(f"normal expects std >= 0.0, but found std {s:g}")
     if st and bool((s < 0).any()):
         raise RuntimeError(f"normal expects all elements of std >= 0.0")
     shape = O.broadcast_shapes(tuple(m.shape) if mt else (), tuple(s.shape) if st else ())

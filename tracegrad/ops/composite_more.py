@@ -390,12 +390,22 @@ def cummin(input, dim):
     return _cumulative_extreme(input, dim, "cummin", np.less)
 
 
+def _check_indices_sizes(row, col):
+    # (numpy's tril_indices of a negative size gave an empty result)
+    if row < 0:
+        raise RuntimeError(f"row must be non-negative, got{row}")
+    if col < 0:
+        raise RuntimeError(f"col must be non-negative, got{col}")
+
+
 def tril_indices(row, col, offset=0, *, dtype=None, device=None, layout=None):
+    _check_indices_sizes(row, col)
     r, c = np.tril_indices(row, offset, col)
     return tensor(np.stack([r, c]).astype(np.int64), dtype=dtype or D.int64, device=device)
 
 
 def triu_indices(row, col, offset=0, *, dtype=None, device=None, layout=None):
+    _check_indices_sizes(row, col)
     r, c = np.triu_indices(row, offset, col)
     return tensor(np.stack([r, c]).astype(np.int64), dtype=dtype or D.int64, device=device)
 
@@ -423,10 +433,16 @@ def searchsorted(sorted_sequence, input, *, out_int32=False, right=False, side=N
 
 
 def bucketize(input, boundaries, *, out_int32=False, right=False):
+    if boundaries.ndim != 1:
+        # (tracegrad searched each row of a 2-d boundaries tensor)
+        raise RuntimeError(f"boundaries tensor must be 1 dimension, but got dim({boundaries.ndim})")
     return searchsorted(boundaries, input, out_int32=out_int32, right=right)
 
 
 def cartesian_prod(*tensors):
+    for t in tensors:
+        if t.ndim != 1:           # (tracegrad's meshgrid took a 2-d tensor's elements)
+            raise RuntimeError(f"Expect a 1D vector, but got shape {list(t.shape)}")
     if len(tensors) == 1:
         return tensors[0]
     grids = O.meshgrid(*tensors, indexing="ij")

@@ -993,6 +993,8 @@ def split(tensor, split_size_or_sections, dim=0):
     n = tensor.shape[d]
     if isinstance(split_size_or_sections, int):
         s = split_size_or_sections
+        if s < 0:
+            raise RuntimeError(f"split expects split_size be non-negative, but got split_size={s}")
         if s <= 0 and not (s == 0 and n == 0):
             raise RuntimeError(f"split_size can only be 0 if dimension size is 0, but got dimension size of {n}")
         # at least one piece, as torch's: an empty dim splits into one empty piece
@@ -1000,6 +1002,10 @@ def split(tensor, split_size_or_sections, dim=0):
         name = "SplitBackward0"
     else:
         sizes = [int(x) for x in split_size_or_sections]
+        if builtins.min(sizes, default=0) < 0:
+            # (sizes summing to the length with a negative one split into pieces of other lengths)
+            raise RuntimeError(f"split_with_sizes expects split_sizes have only non-negative entries, but got "
+                               f"split_sizes={sizes}")
         if builtins.sum(sizes) != n:
             raise RuntimeError(f"split_with_sizes expects split_sizes to sum exactly to {n} (input tensor's size at "
                                f"dimension {d}), but got split_sizes={sizes}")
@@ -1507,6 +1513,10 @@ def dot(input, other):
 
 
 def outer(input, vec2):
+    # (tracegrad flattened a 2-d operand into an outer product of its elements)
+    for name, v in (("self", input), ("vec2", vec2)):
+        if isinstance(v, Tensor) and v.ndim != 1:
+            raise RuntimeError(f"outer: Expected 1-D argument {name}, but got {v.ndim}-D")
     return mul(reshape(input, (-1, 1)), vec2)
 
 
