@@ -25,7 +25,7 @@ def _same_error(case, torch_fn, tg_fn, compiled=None):
     the first sentence); and, where given, the compiled call raises it too, at once."""
     t_type, t_msg = _outcome(torch_fn)
     g_type, g_msg = _outcome(tg_fn)
-    assert t_type is not "ok", f"{case}: torch computed"
+    assert t_type != "ok", f"{case}: torch computed"
     assert g_type is t_type, f"{case}: tracegrad {g_type} {g_msg!r}, torch {t_type} {t_msg!r}"
     assert g_msg.split(". ")[0] == t_msg.split(". ")[0], case
     if compiled is not None:
@@ -380,6 +380,15 @@ _WRONG = {
     "dropout of int64": lambda t, F: F.dropout(_a(t, (2, 3), "int64"), 0.5),
     "svd of int64": lambda t, F: t.linalg.svd(_a(t, (2, 3), "int64")),
     "qr of an unknown mode": lambda t, F: t.linalg.qr(_a(t, (3, 3)), mode="x"),
+    "vdot of two dtypes": lambda t, F: t.vdot(_a(t, (2,)), _a(t, (2,), "float64")),
+    "hardshrink of int64": lambda t, F: F.hardshrink(_a(t, (2, 2), "int64")),
+    "softshrink of int64": lambda t, F: F.softshrink(_a(t, (2, 2), "int64")),
+    "rrelu of int64": lambda t, F: F.rrelu(_a(t, (2, 2), "int64")),
+    "gumbel_softmax of int64": lambda t, F: F.gumbel_softmax(_a(t, (2, 2), "int64")),
+    "interpolate of int64": lambda t, F: F.interpolate(_a(t, (1, 2, 4), "int64"), scale_factor=2),
+    "unfold of int64": lambda t, F: F.unfold(_a(t, (1, 1, 3, 3), "int64"), 2),
+    "grid_sample of a float64 grid": lambda t, F: F.grid_sample(_a(t, (1, 1, 2, 2)), _a(t, (1, 2, 2, 2), "float64") / 4,
+                                                                align_corners=False),
 }
 
 
@@ -404,3 +413,22 @@ def test_compiled_wrong_arguments_raise_at_once():
         else:
             ta, ga = [_a(torch, s) for s in shapes], [_a(tg, s) for s in shapes]
         _same_error(name, lambda: t(*ta), lambda: g(*ga), lambda: tg.compile(g)(*ga))
+
+
+@pytest.mark.filterwarnings("ignore:Mismatch dtype between input and weight")      # (torch's, for rms_norm)
+def test_result_dtypes_and_integer_scalars_of_mixed_operands():
+    # torch writes these into the input's dtype (tracegrad promoted to float64); an integer addmm
+    # reads beta and alpha as integers (tracegrad's float scalars made a float result)
+    for name, fn in {
+        "rms_norm": lambda t, F: F.rms_norm(_a(t, (2, 3)), (3,), _a(t, (3,), "float64")),
+        "soft_margin_loss": lambda t, F: F.soft_margin_loss(_a(t, (2, 3)), _a(t, (2, 3), "float64"), reduction="none"),
+        "addmm int64": lambda t, F: t.addmm(_a(t, (2, 2), "int64"), _a(t, (2, 2), "int64"), _a(t, (2, 2), "int64"),
+                                            beta=0.5, alpha=2.7),
+        "addmm int64 beta 0": lambda t, F: t.addmm(_a(t, (2, 2), "int64"), _a(t, (2, 2), "int64"),
+                                                   _a(t, (2, 2), "int64"), beta=0),
+        "baddbmm int64": lambda t, F: t.baddbmm(_a(t, (1, 2, 2), "int64"), _a(t, (1, 2, 2), "int64"),
+                                                _a(t, (1, 2, 2), "int64"), beta=1.5, alpha=0.5),
+    }.items():
+        a, b = fn(torch, F), fn(tg, TF)
+        assert str(b.dtype) == str(a.dtype), name
+        np.testing.assert_allclose(b.double().numpy(), a.double().numpy(), rtol=1e-6, err_msg=name)

@@ -1178,6 +1178,7 @@ def _shrink_mask(x, lambd):
 
 
 def hardshrink(input, lambd=0.5):
+    _float_only("hardshrink_cpu", input)      # (tracegrad computed a float result of int64 input)
     # torch's kernel writes 0 (never -0.0, as input * 0 gave for negative input) inside [-lambd,
     # lambd] and keeps the rest, NaN included; hardshrink_backward: 0 there, grad elsewhere
     lambd = float(lambd)
@@ -1186,6 +1187,7 @@ def hardshrink(input, lambd=0.5):
 
 
 def softshrink(input, lambd=0.5):
+    _float_only("softshrink_check", input)
     if lambd < 0:
         raise RuntimeError(f"lambda must be greater or equal to 0, but found to be {lambd}.")
     lambd = float(lambd)
@@ -1443,6 +1445,10 @@ def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corne
         # torch's antialiased kernels (a filter widened by the downscale factor) are not
         # written; plain interpolation would give other values
         raise NotImplementedError(f"interpolate(mode={mode!r}, antialias=True) is not supported")
+    if not input.dtype.is_floating_point and not (input.dtype is D.uint8 and mode in ("nearest", "nearest-exact")):
+        # torch's kernels are floating (and uint8 for nearest); tracegrad resampled int64 input
+        raise NotImplementedError(f"\"compute_indices_weights_{'nearest' if 'nearest' in mode else mode}\" not "
+                                  f"implemented for '{D.SCALAR_NAME[input.dtype]}'")
     sizes, scales = _interp_sizes(input, size, scale_factor, mode)
     if recompute_scale_factor:
         scales = None

@@ -394,11 +394,15 @@ def scaled_sum(name, input, product, operands, beta, alpha):
     dt = input.dtype if input.dtype in (D.float16, D.bfloat16) else None
     if dt is not None:
         input, operands = input.float(), [t.float() for t in operands]
+    if not input.dtype.is_floating_point:
+        # torch reads beta and alpha in an integer op's dtype (0.5 is 0): tracegrad's float scalars
+        # made a float result of int64 operands
+        beta, alpha = (bool(v) if input.dtype is D.bool_ else int(v) for v in (beta, alpha))
     prod = product(*operands)
     prod = prod if alpha == 1 else prod * alpha
     if beta == 0:
         # adding -0.0 is exact for every value, -0.0 included; the where passes input a zero gradient
-        out = prod + O.where(O.zeros_like(input, dtype=D.bool_), input, -0.0)
+        out = prod + O.where(O.zeros_like(input, dtype=D.bool_), input, -0.0 if input.dtype.is_floating_point else 0)
     else:
         out = (input if beta == 1 else input * beta) + prod
     return rename_grad_fn(out if dt is None else out.to(dt), name)

@@ -139,6 +139,9 @@ def kron(input, other):
 def vdot(input, other):
     if input.ndim != 1 or other.ndim != 1:
         raise RuntimeError(f"1D tensors expected, but got {input.ndim}D and {other.ndim}D tensors")
+    if input.dtype is not other.dtype:     # (tracegrad promoted)
+        raise RuntimeError(f"dot : expected both vectors to have same dtype, but found "
+                           f"{D.SCALAR_NAME[input.dtype]} and {D.SCALAR_NAME[other.dtype]}")
     return rename_grad_fn(O.sum(input * other), "VdotBackward0")
 
 
