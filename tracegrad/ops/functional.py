@@ -630,7 +630,11 @@ def _correction(unbiased, correction):
     return 1 if unbiased else 0
 
 
-def _var_args(dim, unbiased, correction):
+def _var_args(dim, unbiased, correction, name="var"):
+    if correction is not None and (unbiased is not None or isinstance(dim, bool)):
+        # torch has no signature taking both (tracegrad let correction win silently)
+        raise TypeError(f"{name}() received an invalid combination of arguments: unbiased and correction cannot "
+                        f"both be given")
     if isinstance(dim, bool):          # var(x, False): the old `unbiased` positional
         return None, _correction(dim, correction)
     return dim, _correction(unbiased, correction)
@@ -655,7 +659,7 @@ def var(input, dim=None, unbiased=None, keepdim=False, *, correction=None):
 
 
 def std(input, dim=None, unbiased=None, keepdim=False, *, correction=None):
-    dim, c = _var_args(dim, unbiased, correction)
+    dim, c = _var_args(dim, unbiased, correction, "std")
     if not input.dtype.is_floating_point:
         raise RuntimeError("std and var only support floating point and complex dtypes")
     _dof_check("std", input, dim, c)
