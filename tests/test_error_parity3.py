@@ -437,3 +437,21 @@ def test_result_dtypes_and_integer_scalars_of_mixed_operands():
         a, b = fn(torch, F), fn(tg, TF)
         assert str(b.dtype) == str(a.dtype), name
         np.testing.assert_allclose(b.double().numpy(), a.double().numpy(), rtol=1e-6, err_msg=name)
+
+
+@pytest.mark.parametrize("idt,tdt", [("float16", "float16"), ("bfloat16", "bfloat16"), ("float16", "float32"),
+                                     ("float32", "float16")])
+def test_bce_with_logits_16_bit_compiled_equals_eager_and_torch(idt, tdt):
+    # float16 logits: tracegrad computed in float32 and rounded once, up to 4% off torch's rounded steps
+    rs = np.random.RandomState(2)
+    x, t, pw = rs.randn(64) * 4, rs.rand(64), rs.rand(64) * 2
+    f = tg.compile(lambda a, b, p: TF.binary_cross_entropy_with_logits(a, b, pos_weight=p, reduction="none"))
+
+    def args(lib):
+        return (lib.tensor(x).to(getattr(lib, idt)), lib.tensor(t).to(getattr(lib, tdt)),
+                lib.tensor(pw).to(getattr(lib, tdt)))
+    a = F.binary_cross_entropy_with_logits(*args(torch)[:2], pos_weight=args(torch)[2], reduction="none")
+    e = TF.binary_cross_entropy_with_logits(*args(tg)[:2], pos_weight=args(tg)[2], reduction="none")
+    c = f(*args(tg))
+    np.testing.assert_array_equal(e.float().numpy(), a.float().numpy())
+    np.testing.assert_array_equal(c.float().numpy(), e.float().numpy())
