@@ -647,6 +647,7 @@ OPS += [
     OpInfo("atanh_", lambda m, x: (m.tanh(x) * 0.9).atanh_(), [Sample(s) for s in U_SHAPES], dtypes=FLOAT, grad=False),
     _binary("atan2", dtypes=FLOAT),
     _binary("copysign"), _binary("hypot", dtypes=FLOAT), _binary("heaviside", grad=False),
+    _binary("ldexp", dtypes=ALL),
     _binary("xlogy", (None, "pos"), dtypes=FLOAT),
     OpInfo("xlog1py", lambda m, x, y: m.special.xlog1py(x, y), [Sample(a, b) for a, b in B_SHAPES], dtypes=FLOAT,
            domain=(None, "pos")),

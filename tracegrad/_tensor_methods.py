@@ -459,6 +459,22 @@ Tensor.__ifloordiv__ = Tensor.floor_divide_
 Tensor.__imod__ = Tensor.remainder_
 
 
+def _cast_checked(fn):
+    """An in-place bitwise op or shift: torch checks that the operands' result type can be written
+    to self before it looks for a kernel, so x.bitwise_and_(1.5) of an int64 x raises the cast's
+    RuntimeError (tracegrad raised the float kernel's NotImplementedError)."""
+    def op(self, other):
+        if isinstance(other, np.ndarray):        # (numpy's rules, as the out-of-place operator)
+            return fn(self, other)
+        d = D.result_type((self, other))
+        if d._kind > self._dtype._kind:
+            raise RuntimeError(f"result type {D.SCALAR_NAME[d]} can't be cast to the desired output type "
+                               f"{D.SCALAR_NAME[self._dtype]}")
+        return fn(self, other)
+    op.__name__ = fn.__name__
+    return op
+
+
 def _iand(self, other):
     check_inplace(self)
     return commit(self, _and(self, other))
@@ -469,10 +485,18 @@ def _ior(self, other):
     return commit(self, _or(self, other))
 
 
-Tensor.__iand__ = _iand
-Tensor.__ior__ = _ior
-Tensor.bitwise_left_shift_ = _inplace(F.bitwise_left_shift)
-Tensor.bitwise_right_shift_ = _inplace(F.bitwise_right_shift)
+def _ixor(self, other):
+    check_inplace(self)
+    return commit(self, _xor(self, other))
+
+
+# (without __ixor__ Python ran x = x ^ y: a new tensor, x's other names left unchanged, and a
+# bool x ^= an int64 tensor became int64 where torch raises)
+Tensor.__iand__ = _cast_checked(_iand)
+Tensor.__ior__ = _cast_checked(_ior)
+Tensor.__ixor__ = _cast_checked(_ixor)
+Tensor.bitwise_left_shift_ = _cast_checked(_inplace(F.bitwise_left_shift))
+Tensor.bitwise_right_shift_ = _cast_checked(_inplace(F.bitwise_right_shift))
 Tensor.__lshift__ = _binop(F.bitwise_left_shift)
 Tensor.__rlshift__ = _binop(F.bitwise_left_shift, True)
 Tensor.__rshift__ = _binop(F.bitwise_right_shift)
@@ -1095,6 +1119,8 @@ arcsinh arctanh arctan2 tan log2 xlogy""".split():
         setattr(Tensor, _name + "_", _inplace(getattr(Tensor, _name)))
 for _name in "logical_and logical_or logical_xor logical_not".split():
     setattr(Tensor, _name + "_", _kept_gradient(getattr(Tensor, _name + "_")))
+for _name in "bitwise_and_ bitwise_or_ bitwise_xor_".split():
+    setattr(Tensor, _name, _cast_checked(getattr(Tensor, _name)))
 Tensor.byte = lambda self: self.to(D.uint8)
 Tensor.char = lambda self: self.to(D.int8)
 Tensor.short = lambda self: self.to(D.int16)

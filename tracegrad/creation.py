@@ -956,6 +956,12 @@ def randperm(n, *, generator=None, dtype=None, device=None, requires_grad=False)
 
 @takes_generator
 def multinomial(input, num_samples, replacement=False):
+    # torch's checks, as RuntimeError (numpy's choice raised ValueError)
+    d = input._data
+    if not np.all(np.isfinite(d)) or np.any(d < 0):
+        raise RuntimeError("probability tensor contains either `inf`, `nan` or element < 0")
+    if not replacement and num_samples > d.shape[-1]:
+        raise RuntimeError("cannot sample n_sample > prob_dist.size(-1) samples without replacement")
     p = input._data / input._data.sum(-1, keepdims=True)
     if p.ndim == 1:
         return _wrap_np(RNG.gen.choice(p.shape[0], num_samples, replace=replacement, p=p).astype(np.int64))

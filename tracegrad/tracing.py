@@ -943,32 +943,43 @@ def _make_out(data, dt, base, multi=False):
     return t
 
 
-def rename_grad_fn(t, name, whole=True):
+def rename_grad_fn(t, name, whole=True, inputs=None):
     """Show `t`'s grad_fn under torch's name `name` (a composite's public name); the node, its
     derivative and its next_functions stay those of the primitive that made it (the composite's
     inputs are noted for a direct call of the node: note_composite_inputs). `whole=False`: the
-    node is torch's node alone (kron's _unsafe_view), not the whole op."""
+    node is torch's node alone (kron's _unsafe_view), not the whole op. `inputs`: torch's node's
+    inputs, in its order, None for an optional one not given (else the calling function's
+    parameters)."""
     fn = t.grad_fn
     if fn is not None:
         fn.__class__ = Above.node_class(name)
         if whole:
-            note_composite_inputs(fn, sys._getframe(1))
+            note_composite_inputs(fn, sys._getframe(1), inputs)
     return t
 
 
-def note_composite_inputs(fn, frame):
+def note_composite_inputs(fn, frame, inputs=None):
     """The inputs of the composite op whose last node is `fn`: the floating tensors among the
     parameters of the function running in `frame` (the public op, or the function it made the node
     with), as graph edges. A direct call of the node, y.grad_fn(g), differentiates through the
     whole composite to them, as torch's node for the op gives its inputs' gradients (it ran the
     last primitive alone: softplus(x).grad_fn(g) gave (None, 0, g), gradients of where's operands,
     where torch gives sigmoid(x) * g). One pass and no comparison: this runs on every composite
-    call (about 2 us), a direct call is rare."""
-    code = frame.f_code
-    loc = frame.f_locals
+    call (about 2 us), a direct call is rare.
+    `inputs`, where given, are torch's node's inputs instead, in its order: an optional one not
+    given (None) is a None gradient, as torch's (layer_norm(x, (3,)).grad_fn(g) is (gx, None, None)
+    in torch; tracegrad's gave gx alone)."""
     edges = []
-    for name in code.co_varnames[:code.co_argcount + code.co_kwonlyargcount]:
-        v = loc.get(name)
+    if inputs is not None:
+        given = inputs
+    else:
+        code = frame.f_code
+        loc = frame.f_locals
+        given = [loc.get(name) for name in code.co_varnames[:code.co_argcount + code.co_kwonlyargcount]]
+    for v in given:
+        if v is None and inputs is not None:
+            edges.append(None)
+            continue
         c = v.__class__
         if c is Tensor:
             vs = (v,)
@@ -993,7 +1004,7 @@ def note_composite_inputs(fn, frame):
                 # up when the node is called (slot -1)
                 acc = t._grad_acc
                 edges.append((acc, -1) if acc is not None else (t._accumulator(), 0))
-    if edges:
+    if any(e is not None for e in edges):
         fn.__dict__["_composite_inputs"] = tuple(edges)
 
 

@@ -38,18 +38,19 @@ def _is_tensor(x):
     return isinstance(x, Tensor)
 
 
-def _named(out, name, *inputs, saves=False):
+def _named(out, name, *inputs, saves=False, edges=None):
     """Show the composite's last grad_fn node under torch's name for the whole function
     (`loss.grad_fn` prints <NllLossBackward0 ...> as in torch); the node itself, its
     derivative and its next_functions stay those of the primitive that made it. With `saves`,
     the node keeps `inputs` for torch's version check, as torch's node saves them (a loss's
-    input and target, softplus's input: written before the backward, it raises)."""
+    input and target, softplus's input: written before the backward, it raises). `edges`: torch's
+    node's inputs, None where an optional one is not given (note_composite_inputs)."""
     if out.__class__ is Proxy:
         return keep_saved(out, inputs[0], inputs[1:]) if saves else out
     fn = getattr(out, "grad_fn", None)
     if fn is not None and all(fn is not getattr(i, "grad_fn", None) for i in inputs):
         fn.__class__ = node_class(name)
-        note_composite_inputs(fn, sys._getframe(1))
+        note_composite_inputs(fn, sys._getframe(1), edges)
         if saves:
             keep_saved(out, inputs[0], inputs[1:])
     return out
@@ -287,6 +288,12 @@ def _type_name(dt):
         dt.name, dt.name)
 
 
+def _positive_stride(stride):
+    # (a stride of 0 divided by zero, a negative one gave an empty or wrong-sized output)
+    if min(stride) <= 0:
+        raise RuntimeError("non-positive stride is not supported")
+
+
 def _conv_checks(input, weight, bias, groups, fn, transposed=False):
     _check_tensor(input, fn)
     if input.ndim not in (3, 4):
@@ -328,6 +335,7 @@ def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
     _conv_checks(input, weight, bias, groups, "conv2d")
     x, unbatched = _batched(input)
     stride, dilation = _pair(stride, "stride"), _pair(dilation, "dilation")
+    _positive_stride(stride)
     kernel = tuple(weight.shape[2:])
     if isinstance(padding, str):
         if padding == "valid":
@@ -361,6 +369,7 @@ def conv_transpose2d(input, weight, bias=None, stride=1, padding=0, output_paddi
     x, unbatched = _batched(input)
     stride, padding = _pair(stride, "stride"), _pair(padding, "padding")
     output_padding, dilation = _pair(output_padding, "output_padding"), _pair(dilation, "dilation")
+    _positive_stride(stride)
     if any(op >= s and op >= d for op, s, d in zip(output_padding, stride, dilation)):
         raise RuntimeError(f"output padding must be smaller than either stride or dilation, but got "
                            f"output_padding_height: {output_padding[0]} output_padding_width: {output_padding[1]} "
@@ -374,6 +383,11 @@ def conv_transpose2d(input, weight, bias=None, stride=1, padding=0, output_paddi
 
 def _pool_checks(input, kernel, padding, dilation, fn, stride=None, ceil_mode=False):
     _check_tensor(input, fn)
+    # (a kernel or stride of 0 divided by zero: Python's ZeroDivisionError, where torch names them)
+    if kernel[0] <= 0 or kernel[1] <= 0:
+        raise RuntimeError(f"kernel size should be greater than zero, but got kH: {kernel[0]} kW: {kernel[1]}")
+    if stride is not None and (stride[0] == 0 or stride[1] == 0):
+        raise RuntimeError("stride should not be zero")
     if input.ndim not in (3, 4):
         raise RuntimeError("non-empty 3D or 4D (batch mode) tensor expected for input")
     for p, k, d in zip(padding, kernel, dilation):
@@ -432,6 +446,10 @@ def dropout(input, p=0.5, training=True, inplace=False):
         raise ValueError(f"dropout probability has to be between 0 and 1, but got {p}")
     if not training or p == 0.0:
         return input
+    if not input.dtype.is_floating_point and p < 1.0:
+        # torch scales the kept values by 1 / (1 - p), a float it cannot write into the input's dtype
+        raise RuntimeError(f"result type Float can't be cast to the desired output type "
+                           f"{D.SCALAR_NAME[input.dtype]}")
     if p == 1.0:
         noise = np.zeros(input.shape, dtype=input.dtype.np)
     else:
@@ -480,7 +498,8 @@ def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
     if bias is not None:
         out = out + _affine(bias, dt)
     # (torch's node saves input, weight and bias: one written before the backward raises)
-    return _named(_rounded(out, dt), "NativeLayerNormBackward0", input, weight, bias, saves=True)
+    return _named(_rounded(out, dt), "NativeLayerNormBackward0", input, weight, bias, saves=True,
+                  edges=(input, weight, bias))
 
 
 def _update_running(r, batch, momentum):
@@ -505,6 +524,11 @@ def batch_norm(input, running_mean, running_var, weight=None, bias=None, trainin
     updating the running statistics in place (unbiased variance, as torch)."""
     if input.ndim < 2:
         raise ValueError(f"expected 2D or 3D input (got {input.ndim}D input)")
+    if not input.dtype.is_floating_point:
+        # (tracegrad's mean of an integer input raised its own RuntimeError)
+        raise NotImplementedError(f"\"batch_norm\" not implemented for '{D.SCALAR_NAME[input.dtype]}'")
+    # a float64 weight or running statistic beside a float32 input (tracegrad promoted the result)
+    _norm_params(input, weight, bias, running_mean, running_var)
     c = input.shape[1]
     dims = (0,) + tuple(range(2, input.ndim))
     bshape = (1, c) + (1,) * (input.ndim - 2)
@@ -535,7 +559,7 @@ def batch_norm(input, running_mean, running_var, weight=None, bias=None, trainin
     if bias is not None:
         out = out + O.reshape(_affine(bias, dt), bshape)
     out = _rounded(out, dt)
-    out = _named(out, "NativeBatchNormBackward0", input, weight, bias)
+    out = _named(out, "NativeBatchNormBackward0", input, weight, bias, edges=(input, weight, bias))
     # torch's node saves input and weight (not bias): one written before the backward raises
     return _keep_input_weight(out, input, weight)
 
@@ -551,6 +575,8 @@ def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0, sca
     """Rows of `weight` picked by the integer tensor `input` (shape input.shape + [dim])."""
     if scale_grad_by_freq or sparse:
         raise NotImplementedError("embedding(scale_grad_by_freq=True or sparse=True) is not supported")
+    if weight.ndim != 2:
+        raise RuntimeError("'weight' must be 2-D")        # (tracegrad indexed a 1-d weight's elements)
     if not isinstance(input, Tensor) or input.dtype not in (D.int64, D.int32):
         raise RuntimeError("Expected tensor for argument #1 'indices' to have one of the following scalar types: "
                            "Long, Int; but got " + (f"torch.{D.LEGACY[input.dtype]}" if isinstance(input, Tensor)
@@ -807,6 +833,15 @@ def nll_loss(input, target, weight=None, size_average=None, ignore_index=-100, r
     if weight is not None and (weight.ndim != 1 or weight.shape[0] != input.shape[1]):
         raise RuntimeError(f"weight tensor should be defined either for all {input.shape[1]} classes or no classes "
                            f"but got weight tensor of shape: {list(weight.shape)}")
+    if not input.dtype.is_floating_point:
+        # torch's kernel exists for floating inputs (tracegrad negated an int64 input: an int64 loss
+        # with reduction="none", a dtype error from mean, a bool one from the negation)
+        kernel = "nll_loss_out_frame" if input.ndim <= 2 else "nll_loss2d_forward_out_frame"
+        raise NotImplementedError(f"\"{kernel}\" not implemented for '{D.SCALAR_NAME[input.dtype]}'")
+    if weight is not None and weight.dtype is not input.dtype:
+        # (tracegrad promoted: a float64 weight made a float64 loss of a float32 input)
+        raise RuntimeError(f"expected scalar type {D.SCALAR_NAME[input.dtype]} but found "
+                           f"{D.SCALAR_NAME[weight.dtype]}")
     _weight_without_grad(weight, "nll_loss_forward")
     loss, w, ignore = _picked(input, target, weight, ignore_index)
     if w is not None:
@@ -832,13 +867,28 @@ def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-1
     floating targets of the input's shape, class probabilities."""
     reduction = _legacy_reduction(size_average, reduce, reduction)
     _check_tensor(input, "cross_entropy")
+    probabilities = tuple(target.shape) == tuple(input.shape)
+    if probabilities:
+        # torch takes a target of the input's shape for class probabilities: an integer one is
+        # refused (tracegrad read a (3,) int64 target of a (3,) input as class indices), and so
+        # is an ignore_index there (tracegrad ignored it)
+        if not target.dtype.is_floating_point:
+            raise RuntimeError(f"Expected floating point type for target with class probabilities, got "
+                               f"{D.SCALAR_NAME[target.dtype]}")
+        if ignore_index >= 0:
+            raise RuntimeError("ignore_index is not supported for floating point target")
+    if input.ndim == 0:
+        raise IndexError("Dimension specified as 1 but tensor has no dimensions")
     class_dim = 0 if input.ndim == 1 else 1
     c = input.shape[class_dim]
     logp = O.log_softmax(input, class_dim)
     if not 0.0 <= label_smoothing <= 1.0:
         raise RuntimeError(f"label_smoothing must be between 0.0 and 1.0. Got: {label_smoothing}")
     wshape = tuple(c if d == class_dim else 1 for d in range(input.ndim))
-    if target.dtype.is_floating_point and tuple(target.shape) == tuple(input.shape):
+    if probabilities:
+        if weight is not None and (weight.ndim != 1 or weight.shape[0] != c):
+            raise RuntimeError(f"cross_entropy: weight tensor should be defined either for all {c} classes or no "
+                               f"classes but got weight tensor of shape: {list(weight.shape)}")
         if label_smoothing > 0:
             target = target * (1 - label_smoothing) + label_smoothing / c
         terms = logp * target
@@ -872,6 +922,46 @@ def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-1
     return nll * (1 - label_smoothing) + smooth * (label_smoothing / c)
 
 
+def _check_logits_loss(input, target, weight, pos_weight):
+    """torch's refusals in binary_cross_entropy_with_logits, in its order: log_sigmoid of the input
+    (floating only), the in-place products into the input's shape (a weight or pos_weight that
+    broadcasts it larger), and the loss written into 1 - target (a bool target cannot be
+    subtracted, an integer one cannot hold the float loss). tracegrad computed all of them."""
+    if not input.dtype.is_floating_point:
+        raise NotImplementedError(f"\"log_sigmoid_cpu\" not implemented for '{D.SCALAR_NAME[input.dtype]}'")
+    shape = tuple(input.shape)
+
+    def check_into(w):
+        b = tuple(O.broadcast_shapes(shape, tuple(w.shape)))
+        if b != shape:
+            raise RuntimeError(f"output with shape {list(shape)} doesn't match the broadcast shape {list(b)}")
+    if pos_weight is not None:
+        check_into(pos_weight)
+    if target.dtype is D.bool_:
+        raise RuntimeError("Subtraction, the `-` operator, with two bool tensors is not supported. "
+                           "Use the `^` or `logical_xor()` operator instead.")
+    if not target.dtype.is_floating_point:
+        raise RuntimeError(f"result type {D.SCALAR_NAME[D.promote_types(input.dtype, target.dtype)]} can't be cast "
+                           f"to the desired output type {D.SCALAR_NAME[target.dtype]}")
+    if weight is not None:
+        check_into(weight)
+
+
+def _logits_loss_mixed(input, target, weight, pos_weight):
+    """The unreduced loss of an input and a target of two dtypes, torch's steps each rounded where
+    torch writes it: log_sigmoid(x) (times the pos_weight term) in the input's dtype, then
+    (1 - t).mul_(x).sub_(...).mul_(weight) in the target's. tracegrad's promoted formula gave a
+    float64 loss for a float32 target beside a float64 input (torch's: float32), and for a float16
+    input beside a float64 target missed the float16 rounding of log_sigmoid that torch's has."""
+    x, dt = _opmath(input)
+    ls = _rounded(-_softplus1(-x), dt)
+    if pos_weight is not None:
+        ls = (ls * ((pos_weight - 1) * target + 1)).to(input.dtype)
+    loss = ((1 - target) * input).to(target.dtype)
+    loss = (loss - ls).to(target.dtype)
+    return loss if weight is None else (loss * weight).to(target.dtype)
+
+
 def binary_cross_entropy_with_logits(input, target, weight=None, size_average=None, reduce=None,
                                      reduction="mean", pos_weight=None):
     """-[pos_weight * t * log sigmoid(x) + (1 - t) * log(1 - sigmoid(x))], with
@@ -881,7 +971,11 @@ def binary_cross_entropy_with_logits(input, target, weight=None, size_average=No
         raise ValueError(f"Target size ({target.shape!r}) must be the same as input size ({input.shape!r})")
     _weight_without_grad(weight, "binary_cross_entropy_with_logits")
     _weight_without_grad(pos_weight, "binary_cross_entropy_with_logits", "pos_weight")
-    x, dt = _opmath(input) if target.dtype is input.dtype else (input, None)   # 16-bit: in float32, rounded once
+    _check_logits_loss(input, target, weight, pos_weight)
+    if target.dtype is not input.dtype or input.dtype.itemsize == 2:
+        return _named(_reduce(_logits_loss_mixed(input, target, weight, pos_weight), reduction),
+                      "BinaryCrossEntropyWithLogitsBackward0", input, target, saves=True)
+    x, dt = _opmath(input)                        # 16-bit: in float32, rounded once
     t = target.float() if dt is not None else target
     sp = _softplus1(-x)                           # -log sigmoid(x)
     if pos_weight is not None:
@@ -1084,6 +1178,7 @@ def _shrink_mask(x, lambd):
 
 
 def hardshrink(input, lambd=0.5):
+    _float_only("hardshrink_cpu", input)      # (tracegrad computed a float result of int64 input)
     # torch's kernel writes 0 (never -0.0, as input * 0 gave for negative input) inside [-lambd,
     # lambd] and keeps the rest, NaN included; hardshrink_backward: 0 there, grad elsewhere
     lambd = float(lambd)
@@ -1092,6 +1187,7 @@ def hardshrink(input, lambd=0.5):
 
 
 def softshrink(input, lambd=0.5):
+    _float_only("softshrink_check", input)
     if lambd < 0:
         raise RuntimeError(f"lambda must be greater or equal to 0, but found to be {lambd}.")
     lambd = float(lambd)
@@ -1248,15 +1344,16 @@ def conv1d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
     pad = padding if isinstance(padding, str) else (0, padding[0] if isinstance(padding, (tuple, list)) else padding)
     out = conv2d(O.unsqueeze(input, -2), O.unsqueeze(weight, 2), bias, one(stride), pad, one(dilation), groups)
     out = O.squeeze(out, -2)
-    return _conv_saved(out, input, weight) if input.ndim == 3 else out    # (unbatched: torch's SqueezeBackward1)
+    return _conv_saved(out, input, weight, bias) if input.ndim == 3 else out    # (unbatched: torch's SqueezeBackward1)
 
 
-def _conv_saved(out, input, weight):
+def _conv_saved(out, input, weight, bias):
     """torch's ConvolutionBackward0 for a 1-d convolution: it saves input (for weight's gradient)
     and weight (for input's) as they were given, which a write names as themselves (not as the
-    4-d views the 2-d convolution here saves)."""
+    4-d views the 2-d convolution here saves). Its inputs are (input, weight, bias): a direct call
+    of the node gave the squeeze's gradient, 4-d, alone."""
     if out.__class__ is Proxy or out._grad_fn is not None:
-        keep_saved(rename_grad_fn(out, "ConvolutionBackward0"), None,
+        keep_saved(rename_grad_fn(out, "ConvolutionBackward0", inputs=(input, weight, bias)), None,
                    tuple(t for t, r in ((input, weight.requires_grad), (weight, input.requires_grad)) if r))
     return out
 
@@ -1265,6 +1362,9 @@ def group_norm(input, num_groups, weight=None, bias=None, eps=1e-5):
     if input.ndim < 2:
         raise RuntimeError(f"Expected at least 2 dimensions for input tensor but received {input.ndim}")
     n, c = input.shape[0], input.shape[1]
+    if not input.dtype.is_floating_point:
+        raise NotImplementedError(f"\"GroupNormKernelImpl\" not implemented for '{D.SCALAR_NAME[input.dtype]}'")
+    _norm_params(input, weight, bias)
     if c % num_groups:
         raise RuntimeError(f"Expected number of channels in input to be divisible by num_groups, but got input of "
                            f"shape {list(input.shape)} and num_groups={num_groups}")
@@ -1279,7 +1379,7 @@ def group_norm(input, num_groups, weight=None, bias=None, eps=1e-5):
         out = out * _affine(weight, dt).reshape(shape)
     if bias is not None:
         out = out + _affine(bias, dt).reshape(shape)
-    out = _named(_rounded(out, dt), "NativeGroupNormBackward0", input, weight, bias)
+    out = _named(_rounded(out, dt), "NativeGroupNormBackward0", input, weight, bias, edges=(input, weight, bias))
     # torch's node saves input and weight (not bias): one written before the backward raises
     return _keep_input_weight(out, input, weight)
 
@@ -1345,6 +1445,10 @@ def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corne
         # torch's antialiased kernels (a filter widened by the downscale factor) are not
         # written; plain interpolation would give other values
         raise NotImplementedError(f"interpolate(mode={mode!r}, antialias=True) is not supported")
+    if not input.dtype.is_floating_point and not (input.dtype is D.uint8 and mode in ("nearest", "nearest-exact")):
+        # torch's kernels are floating (and uint8 for nearest); tracegrad resampled int64 input
+        raise NotImplementedError(f"\"compute_indices_weights_{'nearest' if 'nearest' in mode else mode}\" not "
+                                  f"implemented for '{D.SCALAR_NAME[input.dtype]}'")
     sizes, scales = _interp_sizes(input, size, scale_factor, mode)
     if recompute_scale_factor:
         scales = None

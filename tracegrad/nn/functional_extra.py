@@ -88,10 +88,17 @@ def _output_sizes(input, output_size, n):
     return [input.shape[input.ndim - n + i] if o is None else int(o) for i, o in enumerate(sizes)]
 
 
+def _adaptive_float(input, kernel):
+    # torch's kernels are floating only (tracegrad pooled an int64 input, truncating its means)
+    if not input.dtype.is_floating_point:
+        raise NotImplementedError(f"\"{kernel}\" not implemented for '{D.SCALAR_NAME[input.dtype]}'")
+
+
 def adaptive_avg_pool2d(input, output_size):
     """Mean over torch's adaptive windows; windows that tile the input pool as avg_pool2d."""
     if input.ndim not in (3, 4):
         raise RuntimeError(f"adaptive_avg_pool2d(): Expected 3D or 4D tensor, but got {list(input.shape)}")
+    _adaptive_float(input, "adaptive_avg_pool2d")
     oh, ow = _output_sizes(input, output_size, 2)
     h, w = input.shape[-2], input.shape[-1]
     if (oh, ow) == (1, 1):
@@ -113,6 +120,7 @@ def adaptive_avg_pool1d(input, output_size):
 def adaptive_max_pool2d(input, output_size, return_indices=False):
     if input.ndim not in (3, 4):
         raise RuntimeError(f"adaptive_max_pool2d(): Expected 3D or 4D tensor, but got {list(input.shape)}")
+    _adaptive_float(input, "adaptive_max_pool2d")
     oh, ow = _output_sizes(input, output_size, 2)
     h, w = input.shape[-2], input.shape[-1]
     if h % oh == 0 and w % ow == 0:
@@ -197,6 +205,8 @@ def unfold(input, kernel_size, dilation=1, padding=0, stride=1):
     """im2col: (N, C, H, W) -> (N, C*kh*kw, L), a grouped conv2d with one-hot kernels."""
     if input.ndim not in (3, 4):
         raise RuntimeError(f"Input Error: Only 3D or 4D input Tensors are supported (got {input.ndim}D)")
+    if not input.dtype.is_floating_point and input.dtype is not D.bool_:
+        raise NotImplementedError(f"\"im2col_out_cpu\" not implemented for '{D.SCALAR_NAME[input.dtype]}'")
     kh, kw = _pair(kernel_size)
     x = input if input.ndim == 4 else O.unsqueeze(input, 0)
     c = x.shape[1]
@@ -240,6 +250,9 @@ def fold(input, output_size, kernel_size, dilation=1, padding=0, stride=1):
 def gumbel_softmax(logits, tau=1, hard=False, eps=1e-10, dim=-1):
     """Softmax of (logits + Gumbel noise) / tau; hard=True gives one-hot samples whose gradient is
     the soft sample's (the straight-through estimator), as torch."""
+    if not logits.dtype.is_floating_point:    # (tracegrad's draws gave NaN)
+        raise RuntimeError(f"Exponential distribution is a continuous probability distribution. dtype must be a "
+                           f"floating point but you specified {D.SCALAR_NAME[logits.dtype]}")
     gumbels = -O.log(empty_like(logits, dtype=logits.dtype).exponential_())
     y_soft = O.softmax((logits + gumbels) / tau, dim)
     if not hard:
@@ -268,6 +281,8 @@ def rms_norm(input, normalized_shape, weight=None, eps=None):
     out = x * O.rsqrt(O.mean(x * x, dims, keepdim=True) + eps)
     if weight is not None:
         out = out * F._affine(weight, dt)
+        if dt is None and out.dtype is not input.dtype:
+            out = out.to(input.dtype)        # (torch's result keeps the input's dtype beside a float64 weight)
     return F._rounded(out, dt)
 
 
@@ -313,12 +328,13 @@ def conv_transpose1d(input, weight, bias=None, stride=1, padding=0, output_paddi
     one = lambda v, first=1: (first, v[0] if isinstance(v, (tuple, list)) else v)      # noqa: E731
     out = F.conv_transpose2d(O.unsqueeze(input, -2), O.unsqueeze(weight, 2), bias, one(stride), one(padding, 0),
                              one(output_padding, 0), groups, one(dilation))
-    return F._conv_saved(O.squeeze(out, -2), input, weight)
+    return F._conv_saved(O.squeeze(out, -2), input, weight, bias)
 
 
 def rrelu(input, lower=1.0 / 8, upper=1.0 / 3, training=False, inplace=False):
     """Leaky ReLU whose negative slope is drawn uniformly from [lower, upper] per element in
     training, (lower + upper) / 2 otherwise, as torch.nn.functional.rrelu."""
+    F._float_only("leaky_relu_cpu", input)
     if training:
         slope = rand_like(input) * (upper - lower) + lower
         compute = lambda v: rename_grad_fn(O.where(v > 0, v, v * slope), "RreluWithNoiseBackward0")  # noqa: E731
@@ -444,6 +460,10 @@ def soft_margin_loss(input, target, size_average=None, reduce=None, reduction="m
     # tracegrad gave it a gradient)
     F._weight_without_grad(target, "soft_margin_loss", "target")
     loss = O.log1p(O.exp(-input * target))
+    if loss.dtype is not input.dtype:
+        # torch writes -input * target into a tensor of the input's dtype (neg_out(input).mul_(target)):
+        # tracegrad's float64 target made a float64 loss of float32 input
+        loss = loss.to(input.dtype)
     # (torch's node saves input and target: either written before the backward raises)
     return keep_saved(rename_grad_fn(F._reduce(loss, reduction), "SoftMarginLossBackward0"), input, (target,))
 
@@ -655,6 +675,8 @@ def grid_sample(input, grid, mode="bilinear", padding_mode="zeros", align_corner
     ("border"). A gather per neighbour, so the gradient reaches input and grid."""
     if align_corners is None:
         align_corners = False
+    if grid.dtype is not input.dtype:          # (tracegrad promoted)
+        raise RuntimeError(f"expected scalar type {D.SCALAR_NAME[input.dtype]} but found {D.SCALAR_NAME[grid.dtype]}")
     if mode not in ("bilinear", "nearest"):
         raise NotImplementedError(f"grid_sample(mode={mode!r}): only 'bilinear' and 'nearest' are implemented")
     if padding_mode not in ("zeros", "border"):

@@ -394,11 +394,15 @@ def scaled_sum(name, input, product, operands, beta, alpha):
     dt = input.dtype if input.dtype in (D.float16, D.bfloat16) else None
     if dt is not None:
         input, operands = input.float(), [t.float() for t in operands]
+    if not input.dtype.is_floating_point:
+        # torch reads beta and alpha in an integer op's dtype (0.5 is 0): tracegrad's float scalars
+        # made a float result of int64 operands
+        beta, alpha = (bool(v) if input.dtype is D.bool_ else int(v) for v in (beta, alpha))
     prod = product(*operands)
     prod = prod if alpha == 1 else prod * alpha
     if beta == 0:
         # adding -0.0 is exact for every value, -0.0 included; the where passes input a zero gradient
-        out = prod + O.where(O.zeros_like(input, dtype=D.bool_), input, -0.0)
+        out = prod + O.where(O.zeros_like(input, dtype=D.bool_), input, -0.0 if input.dtype.is_floating_point else 0)
     else:
         out = (input if beta == 1 else input * beta) + prod
     return rename_grad_fn(out if dt is None else out.to(dt), name)
@@ -649,10 +653,14 @@ def normal(mean, std=1.0, size=None, *, generator=None, out=None, dtype=None, la
         if size is None:
             raise TypeError("normal() received an invalid combination of arguments - got (float, float), but "
                             "expected (float mean, float std, tuple of ints size, ...)")
+        if std < 0:               # (tracegrad drew with the negated deviation)
+            raise RuntimeError(f"normal expects std >= 0.0, but found std {std:g}")
         z = randn(*((size,) if isinstance(size, int) else (tuple(size),)), generator=generator, dtype=dtype)
         return (z * float(std) + float(mean)).requires_grad_(requires_grad)
     m = mean.detach() if mt else mean
     s = std.detach() if st else std
+    if not st and s < 0:
+        raise RuntimeError(f"normal expects std >= 0.0, but found std {s:g}")
     if st and bool((s < 0).any()):
         raise RuntimeError(f"normal expects all elements of std >= 0.0")
     shape = O.broadcast_shapes(tuple(m.shape) if mt else (), tuple(s.shape) if st else ())

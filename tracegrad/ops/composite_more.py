@@ -11,9 +11,11 @@ import numpy as np
 
 from .. import _dtype as D
 from ..tensor import Tensor
-from ..tracing import rename_grad_fn, TraceError, keep_saved, Proxy
+from ..tracing import rename_grad_fn, TraceError, keep_saved, Proxy, apply
 from ..creation import tensor, zeros
 from . import functional as O
+from .primitives import PRIMITIVES
+from .math_primitives import ldexp_power_dtype
 from . import shapes as S
 from .composite import scaled_sum, diag_embed, vector_norm
 from .math_functional import lower_median
@@ -137,6 +139,9 @@ def kron(input, other):
 def vdot(input, other):
     if input.ndim != 1 or other.ndim != 1:
         raise RuntimeError(f"1D tensors expected, but got {input.ndim}D and {other.ndim}D tensors")
+    if input.dtype is not other.dtype:     # (tracegrad promoted)
+        raise RuntimeError(f"dot : expected both vectors to have same dtype, but found "
+                           f"{D.SCALAR_NAME[input.dtype]} and {D.SCALAR_NAME[other.dtype]}")
     return rename_grad_fn(O.sum(input * other), "VdotBackward0")
 
 
@@ -388,12 +393,22 @@ def cummin(input, dim):
     return _cumulative_extreme(input, dim, "cummin", np.less)
 
 
+def _check_indices_sizes(row, col):
+    # (numpy's tril_indices of a negative size gave an empty result)
+    if row < 0:
+        raise RuntimeError(f"row must be non-negative, got{row}")
+    if col < 0:
+        raise RuntimeError(f"col must be non-negative, got{col}")
+
+
 def tril_indices(row, col, offset=0, *, dtype=None, device=None, layout=None):
+    _check_indices_sizes(row, col)
     r, c = np.tril_indices(row, offset, col)
     return tensor(np.stack([r, c]).astype(np.int64), dtype=dtype or D.int64, device=device)
 
 
 def triu_indices(row, col, offset=0, *, dtype=None, device=None, layout=None):
+    _check_indices_sizes(row, col)
     r, c = np.triu_indices(row, offset, col)
     return tensor(np.stack([r, c]).astype(np.int64), dtype=dtype or D.int64, device=device)
 
@@ -421,10 +436,16 @@ def searchsorted(sorted_sequence, input, *, out_int32=False, right=False, side=N
 
 
 def bucketize(input, boundaries, *, out_int32=False, right=False):
+    if boundaries.ndim != 1:
+        # (tracegrad searched each row of a 2-d boundaries tensor)
+        raise RuntimeError(f"boundaries tensor must be 1 dimension, but got dim({boundaries.ndim})")
     return searchsorted(boundaries, input, out_int32=out_int32, right=right)
 
 
 def cartesian_prod(*tensors):
+    for t in tensors:
+        if t.ndim != 1:           # (tracegrad's meshgrid took a 2-d tensor's elements)
+            raise RuntimeError(f"Expect a 1D vector, but got shape {list(t.shape)}")
     if len(tensors) == 1:
         return tensors[0]
     grids = O.meshgrid(*tensors, indexing="ij")
@@ -576,9 +597,15 @@ def entr(input):
 
 
 def ldexp(input, other):
-    """input * 2 ** other, as torch.ldexp (a float result: 2.0 ** an integer tensor is float)."""
-    # torch's node saves other and its result: the result written before the backward raises
-    return keep_saved(rename_grad_fn(O.mul(input, O.pow(2.0, other)), "LdexpBackward0"), None, (other,), result=True)
+    """input * 2 ** other, as torch.ldexp (a float result: 2.0 ** an integer tensor is float); one
+    primitive, whose node saves other and the result, as torch's."""
+    O._check_tensor(input, "ldexp")
+    if not isinstance(other, Tensor):
+        raise TypeError(f"ldexp(): argument 'other' (position 2) must be Tensor, not {type(other).__name__}")
+    if other.dtype is D.bool_ and input.dtype.is_floating_point:
+        raise NotImplementedError("\"ldexp_cpu_exp\" not implemented for 'Bool'")
+    pd = ldexp_power_dtype(input, other)
+    return apply(PRIMITIVES["ldexp"], (input, other), {} if pd is None else {"power": pd.name})
 
 
 def nanmedian(input, dim=None, keepdim=False):

@@ -664,7 +664,11 @@ def _correction(unbiased, correction):
     return 1 if unbiased else 0
 
 
-def _var_args(dim, unbiased, correction):
+def _var_args(dim, unbiased, correction, name="var"):
+    if correction is not None and (unbiased is not None or isinstance(dim, bool)):
+        # torch has no signature taking both (tracegrad let correction win silently)
+        raise TypeError(f"{name}() received an invalid combination of arguments: unbiased and correction cannot "
+                        f"both be given")
     if isinstance(dim, bool):          # var(x, False): the old `unbiased` positional
         return None, _correction(dim, correction)
     return dim, _correction(unbiased, correction)
@@ -689,7 +693,7 @@ def var(input, dim=None, unbiased=None, keepdim=False, *, correction=None):
 
 
 def std(input, dim=None, unbiased=None, keepdim=False, *, correction=None):
-    dim, c = _var_args(dim, unbiased, correction)
+    dim, c = _var_args(dim, unbiased, correction, "std")
     if not input.dtype.is_floating_point:
         raise RuntimeError("std and var only support floating point and complex dtypes")
     _dof_check("std", input, dim, c)
@@ -1032,6 +1036,8 @@ def split(tensor, split_size_or_sections, dim=0):
     n = tensor.shape[d]
     if isinstance(split_size_or_sections, int):
         s = split_size_or_sections
+        if s < 0:
+            raise RuntimeError(f"split expects split_size be non-negative, but got split_size={s}")
         if s <= 0 and not (s == 0 and n == 0):
             raise RuntimeError(f"split_size can only be 0 if dimension size is 0, but got dimension size of {n}")
         # at least one piece, as torch's: an empty dim splits into one empty piece
@@ -1039,6 +1045,10 @@ def split(tensor, split_size_or_sections, dim=0):
         name = "SplitBackward0"
     else:
         sizes = [int(x) for x in split_size_or_sections]
+        if builtins.min(sizes, default=0) < 0:
+            # (sizes summing to the length with a negative one split into pieces of other lengths)
+            raise RuntimeError(f"split_with_sizes expects split_sizes have only non-negative entries, but got "
+                               f"split_sizes={sizes}")
         if builtins.sum(sizes) != n:
             raise RuntimeError(f"split_with_sizes expects split_sizes to sum exactly to {n} (input tensor's size at "
                                f"dimension {d}), but got split_sizes={sizes}")
@@ -1546,6 +1556,10 @@ def dot(input, other):
 
 
 def outer(input, vec2):
+    # (tracegrad flattened a 2-d operand into an outer product of its elements)
+    for name, v in (("self", input), ("vec2", vec2)):
+        if isinstance(v, Tensor) and v.ndim != 1:
+            raise RuntimeError(f"outer: Expected 1-D argument {name}, but got {v.ndim}-D")
     return mul(reshape(input, (-1, 1)), vec2)
 
 

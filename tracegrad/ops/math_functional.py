@@ -310,6 +310,9 @@ def _quantile(input, q, dim, keepdim, interpolation, ignore_nan, name):
     if input.dtype is not D.float32 and input.dtype is not D.float64:
         raise RuntimeError(f"{name}() input tensor must be either float or double dtype")
     scalar_q = not isinstance(q, Tensor)
+    if not scalar_q and q.dtype is not input.dtype:
+        # (tracegrad read a float64 q beside a float32 input)
+        raise RuntimeError(f"{name}() q tensor must be same dtype as the input tensor")
     qs = np.atleast_1d(np.asarray(q.detach().numpy() if isinstance(q, Tensor) else q, dtype=np.float64))
     if qs.ndim > 1:
         raise RuntimeError(f"{name}() q must be a scalar or 1D tensor")
@@ -528,6 +531,9 @@ def linalg_solve(A, B, *, left=True):
         if not t.dtype.is_floating_point:
             raise RuntimeError(f"linalg.solve: Expected a floating point or complex tensor as input. Got "
                                f"{D.SCALAR_NAME[t.dtype]}")
+    if A.dtype is not B.dtype:            # (tracegrad promoted: a float64 solution of a float32 system)
+        raise RuntimeError(f"linalg.solve: Expected A and B to have the same dtype, but found A of type "
+                           f"{D.SCALAR_NAME[A.dtype]} and B of type {D.SCALAR_NAME[B.dtype]} instead")
     if not left:
         return linalg_solve(A.mT, B.mT).mT
     vector = B.ndim == 1 or (B.ndim == A.ndim - 1 and tuple(B.shape) == tuple(A.shape[:-1]))
@@ -560,6 +566,9 @@ def linalg_eigh(A, UPLO="L"):
 def linalg_svd(A, full_matrices=True):
     if A.ndim < 2:
         raise RuntimeError("linalg.svd: The input tensor A must have at least 2 dimensions.")
+    if not A.dtype.is_floating_point:
+        raise RuntimeError(f"linalg.svd: Expected a floating point or complex tensor as input. Got "
+                           f"{D.SCALAR_NAME[A.dtype]}")
     if full_matrices and A.shape[-1] != A.shape[-2]:
         raise NotImplementedError("linalg.svd(full_matrices=True) of a non-square matrix: pass full_matrices=False "
                                   "(the reduced factors) or use linalg.svdvals")
@@ -569,6 +578,9 @@ def linalg_svd(A, full_matrices=True):
 def linalg_qr(A, mode="reduced"):
     if A.ndim < 2:
         raise RuntimeError("linalg.qr: The input tensor A must have at least 2 dimensions.")
+    if mode not in ("reduced", "r", "complete"):
+        raise RuntimeError(f"qr received unrecognized mode '{mode}' but expected one of 'reduced' (default), 'r', "
+                           f"or 'complete'")
     if mode != "reduced" and not (mode == "complete" and A.shape[-2] <= A.shape[-1]):
         raise NotImplementedError(f"linalg.qr(mode={mode!r}): only mode='reduced' is implemented")
     return apply(P["linalg_qr"], (A,), {})

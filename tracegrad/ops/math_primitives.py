@@ -7,9 +7,12 @@ trace, and differentiate again; two exceptions are marked: the determinant's der
 gradient) and the permutation a sort finds (an integer output, not differentiable).
 These have no Triton lowering: on CUDA tensors they run their numpy kernel on a host copy.
 """
+import math
+
 import numpy as np
 
 from .. import _dtype as D
+from . import shapes as S
 from . import lowering as T
 from .primitives import InplaceDerivativeNotImplemented
 from .primitives import Primitive, PRIMITIVES, F, FrontEnd, unary, binary, _unary_shape, _is_tensor, _no_kernel, \
@@ -54,6 +57,68 @@ def _atan2_vjp(g, out, y, x):
 
 
 binary("atan2", np.arctan2, _atan2_vjp, "x y", dtype="promote_float", triton=_HOST)
+
+
+# ldexp(x, y) = x * 2 ** y as torch computes it: a floating x with an integer (or bool) y is std::ldexp in
+# x's dtype (float16 * 2 ** int64 stays float16); otherwise the power is torch's _pow2 (2.0 ** y for an
+# integer or float32 x, a 0-dim tensor 2.0 of x's dtype to the power y for float64, float16, bfloat16),
+# then the product, a 0-dim power read in float32 beside a 16-bit x. torch's node saves other and its
+# result, not self (a decomposition into mul saved x: x written in place before the backward raised
+# where torch differentiates); its rules: self: grad * 2.0 ** other, other: grad * result * ln 2
+class _Operand:
+    """A tensor's place in the result-dtype rule: its dtype and dimensions."""
+    __slots__ = ("_dtype", "ndim")
+
+    def __init__(self, d, ndim):
+        self._dtype, self.ndim = d, ndim
+
+
+def ldexp_power_dtype(x, y):
+    """The dtype of torch's 2 ** y in ldexp(x, y) (None: y is an integer exponent of a floating x)."""
+    xd, yd = x._dtype, y._dtype
+    if not yd.is_floating_point:
+        if xd.is_floating_point:
+            return None
+        return D.get_default_dtype()
+    if not xd.is_floating_point or xd is D.float32:
+        return yd
+    return D.result_type((_Operand(xd, 0), y))
+
+
+def _ldexp_dtype(args):
+    x, y = args
+    pd = ldexp_power_dtype(x, y)
+    if pd is None:
+        return x._dtype, x._dtype
+    d = D.result_type((x, _Operand(pd, y.ndim)))
+    return d, d
+
+
+def _ldexp(x, y, power=None):
+    if power is None:                  # (an integer exponent: exact, within the exponent range)
+        e = np.clip(y, -10000, 10000).astype(np.int32, copy=False)
+        return np.ldexp(x, e)
+    pd = D.as_dtype(power)
+    p = np.power(pd.np.type(2.0), y.astype(pd.np, copy=False))
+    if pd is D.bfloat16:
+        p = D.round_bfloat16(p)
+    if x.dtype == np.float16:          # 16-bit products in float32, rounded once
+        return np.multiply(x.astype(np.float32), p.astype(np.float32, copy=False)).astype(np.float16)
+    return np.multiply(x, p.astype(x.dtype, copy=False))
+
+
+def _ldexp_triton(x, y, power=None):
+    """On the device, as torch's decomposition: 2.0 ** y in the power's dtype, times x (an integer
+    exponent's power is exact, and the product is rounded once to x's dtype)."""
+    if power is None:
+        return F.convert(F.mul(x, F.pow(2.0, y)), x.dtype)
+    return F.mul(x, F.pow(2.0, F.convert(y, D.as_dtype(power))))
+
+
+Primitive("ldexp", "x y", _ldexp, shape=lambda x, y, **p: S.broadcast_shapes(tuple(x.shape), tuple(y.shape)),
+          dtype=_ldexp_dtype, cast=(0,), elementwise=True, saves="y out",
+          vjp=lambda g, out, x, y, power=None: (g * F.pow(2.0, y), g * out * math.log(2.0)),
+          grad_fn="LdexpBackward0", triton=T.Decompose(_ldexp_triton))
 
 
 # sign bits (-0.0 and a negative NaN count), |x| with another value's sign, sqrt(x^2 + y^2)

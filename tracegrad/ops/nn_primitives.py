@@ -525,7 +525,13 @@ def _max_pool2d_kernel(x, *, kernel, stride, padding, dilation, ceil_mode):
             for i in range(k):
                 idx = np.where(nan & np.isnan(win[i]), offsets[i], idx)
     base = ((np.arange(ho) * stride[0] - padding[0])[:, None] * w + (np.arange(wo) * stride[1] - padding[1])[None, :])
-    return np.ascontiguousarray(values), idx + base
+    idx += base
+    if x.dtype.kind == "f" and (values == 0).any():
+        # torch's scan keeps the first of equal values, so a window's 0.0 and -0.0 give the first
+        # one's sign; numpy's max took either, by its vector lanes (max_pool1d of [0.0, -0.0] was
+        # -0.0, torch's 0.0). The value at the index is torch's (one gather, where zeros are)
+        values = np.take(x.reshape(-1), idx + (np.arange(n * c) * (h * w)).reshape(n, c, 1, 1))
+    return np.ascontiguousarray(values), idx
 
 
 def _max_pool2d_shape(x, *, kernel, stride, padding, dilation, ceil_mode):
