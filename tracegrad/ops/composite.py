@@ -790,6 +790,11 @@ def scatter_reduce(input, dim, index, src, reduce, *, include_self=True):
         out = r if include_self else O.where(hit, r, x)
     r = out.to(input.dtype)
     out = movedim(r, -1, d)
+    # torch's result is C-contiguous, whatever the input's layout (the moved dims here made
+    # x.scatter_reduce(1, ...).view(-1) raise where torch's works)
+    c = O.contiguous(out)
+    if c is not out:
+        r = out = c
     if r.__class__ is Proxy or r._grad_fn is not None:
         # torch's node saves self, src, index and its result, whatever the reduction: one written
         # before the backward raises (amax, prod and mean gave a gradient here). The result's guard

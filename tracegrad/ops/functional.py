@@ -13,6 +13,7 @@ import numpy as np
 from .. import _dtype as D
 from ..tensor import Tensor, Above, _VALUE_READS, memory_format
 from ..ir.symbolic import Sym
+from ..ir.layout import dense_order, suggested_order, memory_format_order
 from ..grad_mode import STATE
 from ..tracing import apply, rename_grad_fn, keep_saved, TRACING, _ACTIVE, Proxy
 from . import shapes as S
@@ -92,8 +93,7 @@ def _format_param(fmt, op):
     if fmt is contiguous_format:
         return {"memory_format": "contiguous"}
     if fmt is channels_last or fmt is channels_last_3d:
-        raise NotImplementedError(f"{op}(memory_format={fmt!r}) is not supported by tracegrad yet (only "
-                                  f"torch.preserve_format and torch.contiguous_format)")
+        return {"memory_format": fmt._name}
     raise TypeError(f"{op}(): argument 'memory_format' must be torch.memory_format, not {type(fmt).__name__}")
 
 
@@ -101,7 +101,59 @@ def clone(input, *, memory_format=None):
     """A copy, laid out as its operand where that is dense (preserve_format), or C-contiguous
     (contiguous_format), as torch.clone."""
     _check_tensor(input, "clone")
-    return apply(P["clone"], (input,), _format_param(memory_format, "clone"))
+    params = _format_param(memory_format, "clone")
+    _check_format_rank(input, params)
+    return apply(P["clone"], (input,), params)
+
+
+def _layout_array(t):
+    """An array laid out as eager lays out tensor t (an int8 stand-in for a traced value), or None
+    where that is C-contiguous or, in a trace, not known."""
+    if isinstance(t, Proxy):
+        return None if t._plain() else t._eager_scratch()
+    d = t._data
+    return d if d.__class__ is np.ndarray and not d.flags.c_contiguous else None
+
+
+def _relaid(out, order):
+    if out.ndim < 2 or order == tuple(k for k, n in enumerate(out.shape) if n > 1):
+        return out
+    return apply(P["clone"], (out,), {"memory_format": ("order", order)})
+
+
+def laid_out_dense_as(out, like):
+    """out (C-contiguous, of like's shape) laid out in torch's dense order of like's strides
+    (infer_dense_strides), as torch's sort allocates its results."""
+    a = _layout_array(like)
+    return out if a is None else _relaid(out, dense_order(a.shape, a.strides))
+
+
+def laid_out_suggested(out, like):
+    """out (C-contiguous, of like's rank) laid out in like's suggested memory format (channels-last
+    for a 4-d tensor whose strides are like channels-last), as torch's kernels that allocate with
+    suggest_memory_format (pads, group_norm) lay theirs out."""
+    a = _layout_array(like)
+    if a is None or a.ndim not in (4, 5) or out.ndim != a.ndim:
+        return out
+    if suggested_order(a.shape, a.strides) == tuple(k for k, n in enumerate(a.shape) if n > 1):
+        return out
+    return _relaid(out, memory_format_order(tuple(out.shape), "channels_last" if a.ndim == 4 else "channels_last_3d"))
+
+
+def _suggested_format(t):
+    """torch's Tensor.suggest_memory_format(), as clone's memory_format parameter names it."""
+    a = _layout_array(t)
+    if a is None or a.ndim not in (4, 5) or \
+            suggested_order(a.shape, a.strides) == tuple(k for k, n in enumerate(a.shape) if n > 1):
+        return "contiguous"
+    return "channels_last" if a.ndim == 4 else "channels_last_3d"
+
+
+def _check_format_rank(input, params):
+    fmt = params.get("memory_format")
+    rank = {"channels_last": 4, "channels_last_3d": 5}.get(fmt)
+    if rank is not None and input.ndim != rank:
+        raise RuntimeError(f"required rank {rank} tensor to use {fmt} format")
 negative = neg
 absolute = abs
 _round_prim = P["round"]
@@ -926,7 +978,15 @@ def contiguous(input, memory_format=None):
     if memory_format is not None and memory_format is not contiguous_format:
         _format_param(memory_format, "contiguous")
         if memory_format is preserve_format:
+            if input.is_contiguous(memory_format=memory_format):
+                return input
             raise RuntimeError("preserve memory format is unsupported by the contiguous operator")
+        params = _format_param(memory_format, "contiguous")
+        _check_format_rank(input, params)
+        if input.is_contiguous(memory_format=memory_format):
+            return input
+        _check_tensor(input, "contiguous")
+        return apply(P["clone"], (input,), params)
     if input.is_contiguous():
         return input
     _check_tensor(input, "contiguous")
@@ -1641,6 +1701,25 @@ def einsum(equation, *operands):
         raise NotImplementedError("\"bmm\" not implemented for 'Bool'")
     operands = tuple(convert(x, D.int64) if not x.dtype.is_floating_point and builtins.any(
         c in summed and held[c] == [k] for c in spec) else x for k, (spec, x) in enumerate(zip(ins, operands)))
+    if not summed and len(operands) <= 2:
+        # no index summed: torch takes the diagonals of repeated indices, permutes each operand to
+        # the output's order and multiplies them, so the result is laid out by theirs; of one
+        # operand it is a view (a write to einsum("ij->ji", a) or einsum("ii->i", a) writes a)
+        aligned = []
+        for spec, x in zip(ins, operands):
+            y, spec = x, list(spec)
+            for c in res:
+                while spec.count(c) > 1:
+                    p = spec.index(c)
+                    q = spec.index(c, p + 1)
+                    y = diagonal(y, 0, p, q)       # (composite.py puts it in this namespace)
+                    spec = [e for k, e in enumerate(spec) if k not in (p, q)] + [c]
+            y = permute(y, [spec.index(c) for c in res if c in spec])
+            for k, c in enumerate(res):
+                if c not in spec:
+                    y = unsqueeze(y, k)
+            aligned.append(y)
+        return aligned[0] if len(aligned) == 1 else mul(aligned[0], aligned[1])
     return apply(P["einsum"], operands, {"equation": eq})
 
 
@@ -1661,6 +1740,16 @@ def to(input, *args, **kwargs):
     device = kwargs.pop("device", None)
     copy = kwargs.pop("copy", False)
     kwargs.pop("non_blocking", None)
+    fmt = kwargs.pop("memory_format", None)
+    if fmt is not None and fmt is not preserve_format:
+        # torch's to(memory_format=...): the tensor itself where it is laid out so, else a copy so
+        params = _format_param(fmt, "to")
+        _check_format_rank(input, params)
+        out = to(input, *args, dtype=dtype, device=device, copy=copy, **kwargs)
+        if out is input and _suggested_format(input) == params.get("memory_format", "contiguous") or \
+                out is not input and out.is_contiguous(memory_format=fmt):
+            return out           # (torch's to_will_alias: the input's suggested format is the one asked for)
+        return apply(P["clone"], (out,), params)
     for a in args:
         if isinstance(a, D.dtype):
             dtype = a
