@@ -2055,9 +2055,25 @@ def _getitem_order(arrays, params):
     strides along the dims not indexed, the index tensors' along the index's dims; between the
     two no operand tells, and C's order stands. None (C) where the key holds no index tensor."""
     x, idx = arrays[0], arrays[1:]
+    if x.flags.c_contiguous and all(i.__class__ is not np.ndarray or i.flags.c_contiguous for i in idx):
+        return None           # (C-contiguous operands: every operand's strides fall along the dims)
     key = params["key"]
     if not idx or all(np.ndim(i) == 0 for i in idx) or any(isinstance(k, bool) for k in key):
         return None
+    asked = (x.shape, x.strides, key) + tuple((np.shape(i), getattr(i, "strides", None)) for i in idx)
+    got = _GETITEM_ORDERS.get(asked, asked)
+    if got is asked:
+        got = _index_order(x, idx, key)
+        if len(_GETITEM_ORDERS) >= 1024:
+            _GETITEM_ORDERS.clear()
+        _GETITEM_ORDERS[asked] = got
+    return got
+
+
+_GETITEM_ORDERS = {}      # _getitem_order's answers by the layouts and the key asked about: all it reads
+
+
+def _index_order(x, idx, key):
     try:
         pre, post = torch_order(key)
         if pre is not None:
