@@ -435,3 +435,81 @@ def test_einsum_product_gradient():
     a, b = (tg.tensor(np.random.default_rng(k).standard_normal((3, 4)), requires_grad=True) for k in (1, 2))
     assert tg.autograd.gradcheck(lambda x, y: tg.einsum("ij,ij->ji", x, y), (a, b))
     assert tg.autograd.gradcheck(lambda x: tg.einsum("ij->ji", x), (a,))
+
+
+M = np.random.default_rng(12).standard_normal((4, 4))
+SPD = M @ M.T + 4 * np.eye(4)
+M3 = np.random.default_rng(13).standard_normal((2, 4, 4))
+RECT = np.random.default_rng(14).standard_normal((4, 3))
+
+
+def _more_ops(m):
+    L = m.linalg
+    t = lambda a: m.tensor(a)
+    return {
+        # torch's LAPACK-backed results are laid out column by column
+        "inv": lambda: L.inv(t(M)), "inv_batched": lambda: L.inv(t(M3)), "inverse": lambda: m.inverse(t(M)),
+        "inv_ex": lambda: L.inv_ex(t(M))[0],
+        "solve": lambda: L.solve(t(M), t(RECT)), "solve_batched": lambda: L.solve(t(M3), t(M3)),
+        "solve_right": lambda: L.solve(t(M), t(RECT.T.copy()), left=False), "solve_vector": lambda: L.solve(t(M), t(M[0])),
+        "solve_vectors": lambda: L.solve(t(M3), t(M3[:, 0])),
+        "solve_vectors_4d": lambda: L.solve(t(np.stack([M3, M3])), t(np.stack([M3[:, 0], M3[:, 1]]))),
+        "cholesky": lambda: L.cholesky(t(SPD)), "cholesky_upper": lambda: L.cholesky(t(SPD), upper=True),
+        "cholesky_ex": lambda: L.cholesky_ex(t(SPD))[0],
+        "eigh_vectors": lambda: L.eigh(t(SPD))[1].abs(), "qr_q": lambda: L.qr(t(RECT))[0].abs(),
+        "qr_r": lambda: L.qr(t(RECT))[1].abs(), "svd_u": lambda: L.svd(t(RECT), full_matrices=False)[0].abs(),
+        "svd_vh": lambda: L.svd(t(RECT), full_matrices=False)[2].abs(),
+        # torch's nonzero is laid out column by column too
+        "nonzero": lambda: m.nonzero(t(M).t() > 0), "argwhere": lambda: m.argwhere(t(M3) > 0),
+        # C-contiguous whatever the operands' layouts
+        "take": lambda: t(M).t().take(m.tensor([[0, 1, 2], [3, 4, 5]]).t()),
+        "addmm": lambda: m.addmm(t(M).t(), t(M), t(M)), "addmm_beta": lambda: m.addmm(t(M).t(), t(M), t(M), beta=2),
+        "baddbmm": lambda: m.baddbmm(t(M3).transpose(1, 2), t(M3), t(M3)),
+        "addbmm": lambda: m.addbmm(t(M).t(), t(M3), t(M3)),
+        "addr": lambda: m.addr(t(M).t(), t(M[0]), t(M[1])),
+        # into the input's clone: its layout
+        "put": lambda: t(M).t().put(m.tensor([0, 5]), m.tensor([1.0, 2.0], dtype=m.float64)),
+        "select_scatter": lambda: m.select_scatter(t(M).t(), m.ones(4, dtype=m.float64), 0, 1),
+        "slice_scatter": lambda: m.slice_scatter(t(M).t(), m.ones(2, 4, dtype=m.float64), 0, 0, 2),
+        "diagonal_scatter": lambda: m.diagonal_scatter(t(M).t(), m.ones(4, dtype=m.float64)),
+    }
+
+
+@pytest.mark.parametrize("op", sorted(_more_ops(tg)))
+def test_more_layouts_are_torchs(op):
+    want = _more_ops(torch)[op]()
+    got = _more_ops(tg)[op]()
+    assert tuple(got.shape) == tuple(want.shape)
+    assert _strides_of(got) == _strides_of(want), f"{op}: strides {got.stride()}, torch's {want.stride()}"
+    np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-10, atol=1e-10)
+    try:
+        flat = want.view(-1)
+    except RuntimeError:
+        flat = None
+    if flat is not None:
+        np.testing.assert_allclose(got.view(-1).numpy(), flat.numpy(), rtol=1e-10, atol=1e-10)
+    else:
+        with pytest.raises(RuntimeError, match="view size is not compatible"):
+            got.view(-1)
+
+
+@pytest.mark.parametrize("op", ["inv", "solve", "cholesky", "addmm", "select_scatter", "put"])
+def test_more_layouts_keep_gradients_and_names(op):
+    def grads(m):
+        leaves = []
+
+        def t(a):
+            leaves.append(m.tensor(a, requires_grad=True))
+            return leaves[-1]
+        x = {"inv": lambda: m.linalg.inv(t(M)), "solve": lambda: m.linalg.solve(t(M), t(RECT)),
+             "cholesky": lambda: m.linalg.cholesky(t(SPD) + t(SPD).mT),
+             "addmm": lambda: m.addmm(t(M).t(), t(M), t(M)),
+             "select_scatter": lambda: m.select_scatter(t(M).t(), t(M[0]), 0, 1),
+             "put": lambda: t(M).t().put(m.tensor([0, 5]), t(M[0, :2]))}[op]()
+        name = type(x.grad_fn).__name__
+        (x * m.tensor(np.arange(x.numel(), dtype=np.float64).reshape(tuple(x.shape)))).sum().backward()
+        return name, [v.grad.numpy() for v in leaves]
+    (nt, gt), (ng, gg) = grads(torch), grads(tg)
+    assert ng == nt
+    for a, b in zip(gg, gt):
+        np.testing.assert_allclose(a, b, rtol=1e-9, atol=1e-9)

@@ -1320,7 +1320,8 @@ def nonzero(input, *, as_tuple=False):
     nz = np.nonzero(data)
     if as_tuple:
         return tuple(_wrap_np(a.astype(np.int64)) for a in nz)
-    return _wrap_np(np.stack(nz, axis=1).astype(np.int64) if nz else np.zeros((1, 0), np.int64))
+    # (torch's result is laid out column by column: (1, n) strides, its .view(-1) raising)
+    return _wrap_np(np.stack(nz).astype(np.int64).T if nz else np.zeros((1, 0), np.int64))
 
 
 # == indexing ============================================================================================
