@@ -513,3 +513,24 @@ def test_more_layouts_keep_gradients_and_names(op):
     assert ng == nt
     for a, b in zip(gg, gt):
         np.testing.assert_allclose(a, b, rtol=1e-9, atol=1e-9)
+
+
+@pytest.mark.parametrize("op", ["max_pool2d", "avg_pool2d", "pad_reflect_two", "group_norm"])
+def test_channels_last_input_written_before_backward_raises_as_torchs(op):
+    # the relayout keeps the node's saved input: written after the op, the backward raises
+    f = {"max_pool2d": lambda Fm, x: Fm.max_pool2d(x, 2), "avg_pool2d": lambda Fm, x: Fm.avg_pool2d(x, 2),
+         "pad_reflect_two": lambda Fm, x: Fm.pad(x, (1, 1, 1, 0), mode="reflect"),
+         "group_norm": lambda Fm, x: Fm.group_norm(x, 2)}[op]
+    raised = []
+    for m, Fm in ((torch, F), (tg, TF)):
+        leaf = m.tensor(IMG, requires_grad=True)
+        x = leaf.contiguous(memory_format=m.channels_last) * 1
+        y = f(Fm, x)
+        assert y.is_contiguous(memory_format=m.channels_last)
+        x.add_(1)
+        try:
+            y.sum().backward()
+            raised.append(False)
+        except RuntimeError as e:
+            raised.append("modified by an inplace operation" in str(e))
+    assert raised[1] == raised[0]

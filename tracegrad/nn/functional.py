@@ -434,11 +434,11 @@ def _max_pool2d(input, kernel_size, stride, padding, dilation, ceil_mode, return
     x, unbatched = _batched(input)
     values, indices = apply(P["max_pool2d"], (x,), {"kernel": kernel, "stride": stride, "padding": padding,
                                                     "dilation": dilation, "ceil_mode": bool(ceil_mode)})
-    if unbatched:
-        values, indices = O.squeeze(values, 0), O.squeeze(indices, 0)
-    elif formatted:
+    if formatted and not unbatched:
         values, indices = _suggested(values, x), _suggested(indices, x)
     keep_saved(values, input)        # (torch's node saves self, which the indices' backward does not read)
+    if unbatched:
+        values, indices = O.squeeze(values, 0), O.squeeze(indices, 0)
     return (values, indices) if return_indices else values
 
 
@@ -458,9 +458,10 @@ def _avg_pool2d(input, kernel_size, stride, padding, ceil_mode, count_include_pa
     out = apply(P["avg_pool2d"], (x,), {"kernel": kernel, "stride": stride, "padding": padding,
                                         "ceil_mode": bool(ceil_mode), "count_include_pad": bool(count_include_pad),
                                         "divisor_override": divisor_override})
-    out = O.squeeze(out, 0) if unbatched else _suggested(out, x) if formatted else out
+    if formatted and not unbatched:
+        out = _suggested(out, x)
     keep_saved(out, input)           # (torch's node saves self; the backward reads its shape alone)
-    return out
+    return O.squeeze(out, 0) if unbatched else out
 
 
 # == dropout ===========================================================================================
@@ -689,7 +690,8 @@ def pad(input, pad, mode="constant", value=None):
         out = O.index_select(out, dim, Tensor._make(i.astype(np.int64), D.int64))
     if mode == "circular":
         return _named(out, "CopySlices", input)      # torch builds it by copies into slices
-    out = O.laid_out_suggested(out, input)    # (torch's node saves self: written before the backward, it raises)
+    out = O.laid_out_suggested(out, input)
+    # (torch's node saves self: written before the backward, it raises)
     return _named(out, f"{'Reflection' if mode == 'reflect' else 'Replication'}Pad{len(pairs)}DBackward0", input,
                   saves=True)
 
