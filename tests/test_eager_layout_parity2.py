@@ -449,9 +449,11 @@ def _more_ops(m):
     return {
         # torch's LAPACK-backed results are laid out column by column
         "inv": lambda: L.inv(t(M)), "inv_batched": lambda: L.inv(t(M3)), "inverse": lambda: m.inverse(t(M)),
+        "inverse_method": lambda: t(M3).inverse(),
         "inv_ex": lambda: L.inv_ex(t(M))[0],
         "solve": lambda: L.solve(t(M), t(RECT)), "solve_batched": lambda: L.solve(t(M3), t(M3)),
-        "solve_right": lambda: L.solve(t(M), t(RECT.T.copy()), left=False), "solve_vector": lambda: L.solve(t(M), t(M[0])),
+        "solve_right": lambda: L.solve(t(M), t(RECT.T.copy()), left=False),
+        "solve_vector": lambda: L.solve(t(M), t(M[0])),
         "solve_vectors": lambda: L.solve(t(M3), t(M3[:, 0])),
         "solve_vectors_4d": lambda: L.solve(t(np.stack([M3, M3])), t(np.stack([M3[:, 0], M3[:, 1]]))),
         "cholesky": lambda: L.cholesky(t(SPD)), "cholesky_upper": lambda: L.cholesky(t(SPD), upper=True),

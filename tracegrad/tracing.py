@@ -643,8 +643,8 @@ def _traced_rule_order(prim, params, args, shape):
     """The order eager gives the result of an op of layout "order" (_in_rule_order), from int8
     stand-ins of its operands laid out as eager lays them out: None for C's, _KERNEL where an
     operand's layout is not known to the trace."""
-    if all(a._plain() if isinstance(a, Proxy) else
-           not isinstance(a, Tensor) or a._data.__class__ is not np.ndarray or a._data.flags.c_contiguous for a in args):
+    if all(a._plain() if isinstance(a, Proxy) else not isinstance(a, Tensor) or
+           a._data.__class__ is not np.ndarray or a._data.flags.c_contiguous for a in args):
         if params.get("memory_format") is None:
             # C-contiguous operands: a C-contiguous result, but of a clone to a memory format (asks
             # nothing of a symbolic size)
