@@ -618,8 +618,10 @@ NOT_OPS = {
 
 # grad_fn names where tracegrad's decomposition differs from torch's kernel.
 GRAD_FN_EXCEPTIONS = {
-    # torch lowers einsum to permute/reshape/bmm; tracegrad keeps one einsum primitive
-    "einsum": "EinsumBackward0",
+    # torch lowers einsum to permute/reshape/bmm; tracegrad keeps one einsum primitive, but for an
+    # equation that sums no index, which torch's and tracegrad's compute alike (a permute, or a
+    # product of two permuted operands): torch's grad_fn name -> tracegrad's
+    "einsum": lambda name: name if name in ("PermuteBackward0", "MulBackward0") else "EinsumBackward0",
 }
 
 

@@ -60,11 +60,7 @@ def _strides_of(t):
     return tuple(s for s, n in zip(t.stride(), t.shape) if n != 1)
 
 
-# torch's group_norm writes a channels-last input's result channels-last; here the groups' reshape
-# makes it C-contiguous (and clone(memory_format=torch.channels_last) is not supported yet)
-KNOWN = {("group_norm", "channels_last")}
-CASES = [pytest.param(op, layout, marks=pytest.mark.xfail(strict=True, reason="channels-last group_norm"))
-         if (op, layout) in KNOWN else (op, layout) for op in sorted(_ops(tg, TF)) for layout in LAYOUTS]
+CASES = [(op, layout) for op in sorted(_ops(tg, TF)) for layout in LAYOUTS]
 
 
 @pytest.mark.parametrize("op,layout", CASES)

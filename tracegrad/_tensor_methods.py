@@ -996,7 +996,14 @@ def _polygamma_(self, n):
 
 Tensor.polygamma = _polygamma
 Tensor.polygamma_ = _polygamma_
-Tensor.inverse = F.linalg_inv
+
+
+def _inverse(self):
+    from .linalg import inv          # cycle: linalg loads after this module (its inv is column by column, as torch's)
+    return inv(self)
+
+
+Tensor.inverse = _inverse
 Tensor.det = F.linalg_det
 
 

@@ -2,7 +2,8 @@
 import math
 
 from .ops import functional as O
-from .ops.math_functional import linalg_inv as inv, linalg_det as det, linalg_solve as solve
+from .ops.math_functional import linalg_inv as _inv, linalg_det as det, linalg_solve as _solve
+from .tracing import rename_grad_fn, Proxy
 from .ops.math_primitives import LinAlgError
 from .ops.composite import matrix_power, matrix_exp, vector_norm
 from . import _dtype as D
@@ -11,6 +12,30 @@ from .ops.composite_more import multi_dot
 
 __all__ = ["inv", "det", "slogdet", "solve", "norm", "vector_norm", "matrix_norm", "LinAlgError", "inv_ex",
            "matrix_power", "matrix_exp", "multi_dot"]
+
+
+def _column_major(t):
+    """t with each matrix laid out column by column, as torch's LAPACK-backed results are (inv,
+    solve, cholesky, eigh's vectors, svd's and qr's factors): their .view(-1) raises, as torch's.
+    The node keeps its name."""
+    nd = t.ndim
+    if nd < 2:
+        return t
+    new = O._relaid(t, tuple(k for k in list(range(nd - 2)) + [nd - 1, nd - 2] if t.shape[k] > 1))
+    if new is not t and new.__class__ is not Proxy and t.grad_fn is not None:
+        rename_grad_fn(new, type(t.grad_fn).__name__, whole=False)
+    return new
+
+
+def inv(A):
+    return _column_major(_inv(A))
+
+
+def solve(A, B, *, left=True):
+    if not left:
+        return solve(A.mT, B.mT).mT          # (torch's: the transpose of a column-major solution)
+    # (a batch of vectors too: torch's solution of (2, 3, 4) vectors is laid out (12, 1, 3))
+    return _column_major(_solve(A, B))
 
 
 def slogdet(A):
@@ -61,8 +86,13 @@ def norm(A, ord=None, dim=None, keepdim=False, *, dtype=None):
     return vector_norm(A, ord, dim, keepdim, dtype=dtype)
 
 
-from .ops.math_functional import (linalg_cholesky as cholesky, linalg_eigh as _eigh, linalg_svd as _svd,  # noqa: E402
+from .ops.math_functional import (linalg_cholesky as _cholesky, linalg_eigh as _eigh, linalg_svd as _svd,  # noqa: E402
                                   linalg_qr as _qr, linalg_pinv as pinv)
+
+
+def cholesky(A, *, upper=False):
+    # (upper: the transpose of the C-contiguous factor, column by column already)
+    return _cholesky(A, upper=True) if upper else _column_major(_cholesky(A))
 from .ops import functional as _O  # noqa: E402
 
 
@@ -90,7 +120,8 @@ _QrResult = _named("torch.return_types.linalg_qr", ("Q", "R"))
 
 
 def eigh(A, UPLO="L"):
-    return _EighResult(*_eigh(A, UPLO))
+    w, v = _eigh(A, UPLO)
+    return _EighResult(w, _column_major(v))
 
 
 def eigvalsh(A, UPLO="L"):
@@ -98,7 +129,8 @@ def eigvalsh(A, UPLO="L"):
 
 
 def svd(A, full_matrices=True, *, driver=None):
-    return _SvdResult(*_svd(A, full_matrices))
+    U, S, Vh = _svd(A, full_matrices)
+    return _SvdResult(_column_major(U), S, _column_major(Vh))
 
 
 def svdvals(A, *, driver=None):
@@ -106,7 +138,7 @@ def svdvals(A, *, driver=None):
 
 
 def qr(A, mode="reduced"):
-    return _QrResult(*_qr(A, mode))
+    return _QrResult(*(_column_major(t) for t in _qr(A, mode)))
 
 
 def matrix_rank(A, *, atol=None, rtol=None, hermitian=False):

@@ -24,7 +24,7 @@ from .tensor import CPU, Tensor, Size, TraceError, _LAST_ORDERS, _contiguous_as
 from . import tensor as _tensor
 from .ir.graph import Graph, V
 from .ir.layout import c_contiguous, column_major, iterator_order, array_order, dense_axes, orders_disagree, \
-    value_order, _BROADCAST, FORMAT_ORDERS
+    value_order, _BROADCAST
 from .ops import shapes as S
 from .ops.primitives import FrontEnd, PRIMITIVES, scalar_operands
 
@@ -274,7 +274,9 @@ class Proxy(Tensor):
 
     def _view_chain(self):
         """(the value the views that make this one start from, [(prim, rest, params)] from the
-        last view taken to the first), or None where a view takes tensors (an index)."""
+        last view taken to the first), or None where a view takes tensors (an index), but for
+        0-dim index tensors: eager's select, whose layout does not depend on which element it
+        selects (index 0 stands in for them)."""
         chain, o = [], self
         while True:
             view = o.__dict__.get("_view")
@@ -282,7 +284,9 @@ class Proxy(Tensor):
                 return o, chain
             base, prim, rest, params = view
             if any(isinstance(r, Tensor) for r in rest):
-                return None
+                if prim.name != "getitem" or any(isinstance(r, Tensor) and r.shape for r in rest):
+                    return None
+                rest = tuple(_SELECT_ANY if isinstance(r, Tensor) else r for r in rest)
             chain.append((prim, rest, params))
             o = base
 
@@ -297,9 +301,9 @@ class Proxy(Tensor):
                 return None
             return _scratch(self._shape, tuple(st // a.itemsize for st in a.strides))
         if "_kernel_layout" in d:
-            # laid out as the op's numpy kernel lays it out, eager and compiled alike (cat of
-            # channels_last tensors, x[i] by a 0-dim index tensor, an elementwise op of either):
-            # not known to the trace, and left as the kernel makes it
+            # laid out as the op's numpy kernel lays it out, eager and compiled alike (x[i] by a
+            # 0-dim index tensor, an op of it that follows its layout): not known to the trace, and
+            # left as the kernel makes it
             return None
         order = d.get("_mem")
         if order is not None:
@@ -595,6 +599,7 @@ def apply_symbolic(prim, args, params):
     return out
 
 
+_SELECT_ANY = np.zeros((), np.int64)     # a 0-dim index tensor's stand-in, for a layout (Proxy._view_chain)
 _KERNEL = object()     # _result_order: an operand's layout not known to the trace (_kernel_layout)
 
 
@@ -634,6 +639,35 @@ def _result_order(shape, args, converted=()):
     return order, orders_disagree(tuple(shape), operands)
 
 
+def _traced_rule_order(prim, params, args, shape):
+    """The order eager gives the result of an op of layout "order" (_in_rule_order), from int8
+    stand-ins of its operands laid out as eager lays them out: None for C's, _KERNEL where an
+    operand's layout is not known to the trace."""
+    if all(a._plain() if isinstance(a, Proxy) else not isinstance(a, Tensor) or
+           a._data.__class__ is not np.ndarray or a._data.flags.c_contiguous for a in args):
+        if params.get("memory_format") is None:
+            # C-contiguous operands: a C-contiguous result, but of a clone to a memory format (asks
+            # nothing of a symbolic size)
+            return None
+    arrays = []
+    for a in args:
+        if isinstance(a, Proxy):
+            if not all(n.__class__ is int for n in a._shape):
+                return _KERNEL
+            d = np.empty(a._shape, np.int8) if a._plain() else a._eager_scratch()
+            if d is None:
+                return _KERNEL
+            arrays.append(d)
+        elif isinstance(a, Tensor):
+            arrays.append(a._data)
+        else:
+            arrays.append(a)
+    order = prim.order(arrays, params)
+    if order is None or order == tuple(k for k, n in enumerate(shape) if n > 1):
+        return None
+    return order
+
+
 def _c_strides(shape):
     st, acc = [], 1
     for n in reversed(shape):
@@ -655,7 +689,7 @@ def _apply_symbolic(prim, args, params):
         odt = params["dtype"]
     convert = PRIMITIVES["convert"]
     layout = keeps_layout(prim, params)      # (before an opmath rewrite makes the op a convert)
-    fmt = FORMAT_ORDERS.get(prim.result_layout(params)) if prim.layout.__class__ is not str else None
+    rule_order = prim.order is not None and prim.result_layout(params) == "order"
     kargs = args
     if cdt is not None and cdt._kind and prim.elementwise:   # numbers meet the kernel as torch's kernels take them
         cdt, kargs = scalar_operands(prim, cdt, args)
@@ -732,14 +766,21 @@ def _apply_symbolic(prim, args, params):
         base = _view_base(graph, args[0], new_args[0])
         if base is not None:
             _mark_view(out, base, prim, tuple(args[1:]), params)
-        elif len(shape) > 1 and isinstance(args[0], Proxy) and not args[0]._plain():
-            out.__dict__["_kernel_layout"] = True
-    elif fmt is not None:
-        # clone(memory_format=torch.channels_last): NHWC in memory, eager and compiled (the
-        # program's value laid out so, as eager's: codegen/numpy_cpu.in_order)
-        order = tuple(k for k in fmt if not isinstance(shape[k], int) or shape[k] > 1)
-        out.__dict__["_mem"] = order
-        graph[v]["mem"] = order
+        if len(shape) > 1 and isinstance(args[0], Proxy) and not args[0]._plain():
+            # eager's layout of the select (Proxy._view_chain), and the program's: the kernel copies
+            # the select in the layout of the array it is given, which the program may lay out
+            # otherwise than eager (x.permute(2, 1, 0)[i] + y, sort of it: C-contiguous, where
+            # eager's and torch's follow the select's strides)
+            a = args[0]._eager_scratch()
+            a = None if a is None else Proxy._apply_chain(a, [(prim, (_SELECT_ANY,) * (len(args) - 1), params)])
+            order = None if a is None else array_order(a.shape, a.strides)
+            if order is None:
+                if base is None:
+                    out.__dict__["_kernel_layout"] = True
+            elif order != tuple(k for k, n in enumerate(shape) if n > 1):
+                graph[v]["mem"] = order
+                if base is None:
+                    out.__dict__["_mem"] = order
     elif layout and len(shape) > 1:
         order = _result_order(shape, args, converted)
         if order is _KERNEL:
@@ -753,9 +794,15 @@ def _apply_symbolic(prim, args, params):
                 # decides), and a sum of it adds in another order (codegen/numpy_cpu.py lays such
                 # a value out as eager does)
                 graph[v]["mem"] = order
-    elif prim.layout == "kernel" and len(shape) > 1 and not all(
-            a._plain(True) for a in args if isinstance(a, Proxy)):
-        out.__dict__["_kernel_layout"] = True
+    elif rule_order and len(shape) > 1:
+        order = _traced_rule_order(prim, params, args, shape)
+        if order is _KERNEL:
+            out.__dict__["_kernel_layout"] = True
+        elif order is not None:
+            # eager's layout (_in_rule_order), and the program's: the codegen lays the value out so
+            # (as a mixed elementwise op's), so a later sum of it adds in eager's order
+            out.__dict__["_mem"] = order
+            graph[v]["mem"] = order
     return out
 
 
@@ -804,8 +851,6 @@ def eager_layout(prim, params, arrays, out):
     trace of a compiled function knows too (Proxy._eager_scratch): whether a later reshape or
     view of it copies follows from that layout."""
     layout = prim.result_layout(params)
-    if layout == "kernel" or layout in FORMAT_ORDERS:
-        return out                 # (the kernel lays it out as torch's)
     if layout == "operands":
         operands = tuple((a.shape, a.strides) for a in arrays if a.__class__ is np.ndarray)
         if len(operands) == 1 and operands[0][0] == out.shape and arrays[0].itemsize == out.itemsize \
@@ -827,6 +872,17 @@ def eager_layout(prim, params, arrays, out):
             return out
         return copy_laid_out(out, hit)
     return np.ascontiguousarray(out)
+
+
+def _in_rule_order(prim, params, arrays, out):
+    """An eager result of an op of layout "order" laid out as its rule says (torch's layout)."""
+    order = prim.order(arrays, params)
+    item = out.itemsize
+    if order is None:
+        return out if out.flags.c_contiguous else np.ascontiguousarray(out)
+    if item and array_order(out.shape, tuple(st // item for st in out.strides)) == order:
+        return out
+    return copy_laid_out(out, dense_layout(out.shape, order))
 
 
 def dense_layout(shape, order):
@@ -913,7 +969,9 @@ def _apply_eager(prim, args, params):
     if not view and out.__class__ is np.ndarray and out.ndim > 1:
         # (numpy's kernels give a C-contiguous result where their operands are: an op of several
         # operands is asked of theirs, any other of its result)
-        if prim.elementwise and len(arrays) > 1:
+        if prim.order is not None and prim.result_layout(params) == "order":
+            out = _in_rule_order(prim, params, arrays, out)
+        elif prim.elementwise and len(arrays) > 1:
             for a in arrays:
                 if a.__class__ is np.ndarray and not a.flags.c_contiguous:
                     out = eager_layout(prim, params, arrays, out)

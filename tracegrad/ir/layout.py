@@ -26,6 +26,8 @@ eager autograd's graph knows the layouts of its leaves, not of the other tensors
 """
 
 
+import numpy as np
+
 from .graph import V
 
 
@@ -90,8 +92,7 @@ def _c(shape):
 
 
 _BROADCAST = "broadcast"       # an expand's: stride 0 along the broadcast axes, no order
-# torch's channels-last memory formats, which a primitive's layout rule may name: the orders of
-# the axes in memory, outermost first (NHWC, NDHWC)
+# torch's channels-last memory formats: the orders of the axes in memory, outermost first (NHWC, NDHWC)
 FORMAT_ORDERS = {"channels_last": (0, 2, 3, 1), "channels_last_3d": (0, 2, 3, 4, 1)}
 
 
@@ -123,7 +124,7 @@ def _deps(a):
     if prim is None:
         return ()
     if op == "permute" or prim.layout == "view_c" or prim.elementwise or \
-            prim.result_layout(a["params"]) == "operands":     # (flip: no elementwise op, laid out as one)
+            prim.result_layout(a["params"]) in ("operands", "order"):   # (flip: no elementwise op, laid out as one)
         return tuple(x for x in a["args"] if isinstance(x, V))
     return ()
 
@@ -153,6 +154,8 @@ def _rule(graph, a, memo):
     if op == "expand" and _broadcasts(graph[x]["shape"] if isinstance(x, V) else (), shape):
         return _BROADCAST
     layout = prim.result_layout(a["params"])
+    if layout == "order":
+        return _rule_order(graph, a, memo, shape)
     if layout == "view_c" or op == "expand":
         # (detach, reshape, squeeze, unsqueeze; an expand that broadcasts no axis of size above 1
         # keeps its operand's strides)
@@ -166,10 +169,6 @@ def _rule(graph, a, memo):
             return inner
         rank = {k: i for i, k in enumerate(big_src)}
         return tuple(big[rank[k]] for k in inner)
-    perm = FORMAT_ORDERS.get(layout)
-    if perm is not None:
-        # clone(memory_format=torch.channels_last): NHWC in memory
-        return tuple(k for k in perm if not isinstance(shape[k], int) or shape[k] > 1)
     if layout == "operands":
         # (clone's preserve_format too: it keeps a dense operand's layout and lays any other out
         # C-contiguous)
@@ -186,6 +185,24 @@ def _rule(graph, a, memo):
             return _first_decides(len(shape), full)      # torch's TensorIterator, as eager lays it out
         return _c(shape)
     return _c(shape)
+
+
+def _rule_order(graph, a, memo, shape):
+    """The order of an op of layout "order" (Primitive.order), asked of int8 stand-ins of its
+    operands in their orders: None where one is not known."""
+    arrays = []
+    for y in a["args"]:
+        if not isinstance(y, V):
+            arrays.append(y)
+            continue
+        ys = tuple(graph[y]["shape"])
+        o = memo[y]
+        if o is None or o is _BROADCAST or not all(isinstance(n, int) for n in ys):
+            return None
+        axes = dense_axes(ys, o)
+        arrays.append(np.empty(tuple(ys[k] for k in axes), np.int8).transpose(np.argsort(axes)))
+    order = a["prim"].order(arrays, a["params"])
+    return _c(shape) if order is None else order
 
 
 def _first_decides(nd, orders):
@@ -290,3 +307,63 @@ def orders_disagree(shape, operands):
 def dense_axes(shape, order):
     """All axes of `shape`, outermost first, for a dense layout of `order` (size-1 axes first)."""
     return [k for k, n in enumerate(shape) if n <= 1] + list(order)
+
+
+def dense_order(shape, strides, out_shape=None):
+    """torch's infer_dense_strides: the order of the dense layout that follows a tensor's strides
+    (an overlapping or sliced one too: the result of sort, index_put or clone's preserve_format of
+    it). A stride of 0 tells nothing, so an expanded axis keeps C's place; of equal strides the
+    smaller axis goes inside. `out_shape`: the result's shape, where its sizes differ (stack's)."""
+    perm = list(range(len(shape) - 1, -1, -1))       # innermost first
+
+    def should_swap(d0, d1):
+        s0, s1 = abs(strides[d0]), abs(strides[d1])
+        if s0 == 0 or s1 == 0:
+            return 0
+        if s0 != s1:
+            return -1 if s0 < s1 else 1
+        return 1 if shape[d0] > shape[d1] else 0
+
+    _insertion_sort(perm, should_swap)
+    out_shape = shape if out_shape is None else out_shape
+    return tuple(k for k in reversed(perm) if out_shape[k] > 1)
+
+
+def _strides_like_channels_last(shape, strides, dims):
+    # torch's is_channels_last_strides_2d/3d (c10/core/MemoryFormat.h), strides in any unit
+    if strides[1] == 0:
+        return False
+    low = 0
+    for d in dims:
+        if shape[d] == 0 or strides[d] < low:
+            return False
+        if d == 0 and low == strides[1]:
+            return False                  # N111 and N11W: the ambiguous cases count as contiguous
+        low = strides[d] * (shape[d] if shape[d] > 1 else 1)
+    return True
+
+
+def suggested_format(shape, strides):
+    """torch's suggest_memory_format, by name: "channels_last" for a 4-d tensor whose strides are
+    like channels-last ("channels_last_3d" for a 5-d one), else "contiguous"."""
+    nd = len(shape)
+    if nd == 4 and _strides_like_channels_last(shape, strides, (1, 3, 2, 0)):
+        return "channels_last"
+    if nd == 5 and _strides_like_channels_last(shape, strides, (1, 4, 3, 2, 0)):
+        return "channels_last_3d"
+    return "contiguous"
+
+
+def suggested_order(shape, strides):
+    """The order of suggested_format. Ops whose kernels allocate their result so (roll, constant
+    and reflection pads, group_norm) lay it out in the returned order."""
+    fmt = suggested_format(shape, strides)
+    return _c(shape) if fmt == "contiguous" else memory_format_order(shape, fmt)
+
+
+def memory_format_order(shape, fmt):
+    """The order of torch's memory formats for this shape (channels before the other axes)."""
+    axes = FORMAT_ORDERS.get(fmt)
+    if axes is None or len(axes) != len(shape):
+        return _c(shape)
+    return tuple(k for k in axes if not isinstance(shape[k], int) or shape[k] > 1)

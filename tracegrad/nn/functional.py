@@ -330,8 +330,28 @@ def _batched(input):
     return (O.unsqueeze(input, 0), True) if input.ndim == 3 else (input, False)
 
 
+def _suggested(out, like):
+    """out in the suggested memory format of `like` (channels-last stays so), as torch's kernels of
+    convolution, pooling and upsampling allocate their results; the node keeps its name."""
+    new = O.laid_out_suggested(out, like)
+    if new is not out and new.__class__ is not Proxy and out.grad_fn is not None:
+        rename_grad_fn(new, type(out.grad_fn).__name__, whole=False)
+    return new
+
+
+def _conv_format(out, x, weight):
+    # torch's convolutions write channels-last where the input or the weight is laid out so
+    return _suggested(out, x if O._suggested_format(x) != "contiguous" else weight)
+
+
 def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
     """2-D convolution (cross-correlation, as torch) over NCHW input."""
+    return _conv2d(input, weight, bias, stride, padding, dilation, groups, True)
+
+
+def _conv2d(input, weight, bias, stride, padding, dilation, groups, formatted):
+    """conv2d; `formatted`: channels-last results as torch's (not where the 4-d convolution stands
+    for a 1-d one or unfold's, which torch writes C-contiguous)."""
     _conv_checks(input, weight, bias, groups, "conv2d")
     x, unbatched = _batched(input)
     stride, dilation = _pair(stride, "stride"), _pair(dilation, "dilation")
@@ -360,11 +380,17 @@ def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
                            f"({eff[0]} x {eff[1]}). Kernel size can't be greater than actual input size")
     out = apply(P["conv2d"], (x, weight, bias), {"stride": stride, "padding": padding, "dilation": dilation,
                                                   "groups": int(groups)})
+    if formatted:
+        out = _conv_format(out, x, weight)
     return O.squeeze(out, 0) if unbatched else out
 
 
 def conv_transpose2d(input, weight, bias=None, stride=1, padding=0, output_padding=0, groups=1, dilation=1):
     """The adjoint of conv2d with respect to its input (a "deconvolution")."""
+    return _conv_transpose2d(input, weight, bias, stride, padding, output_padding, groups, dilation, True)
+
+
+def _conv_transpose2d(input, weight, bias, stride, padding, output_padding, groups, dilation, formatted):
     _conv_checks(input, weight, bias, groups, "conv_transpose2d", transposed=True)
     x, unbatched = _batched(input)
     stride, padding = _pair(stride, "stride"), _pair(padding, "padding")
@@ -378,6 +404,8 @@ def conv_transpose2d(input, weight, bias=None, stride=1, padding=0, output_paddi
     out = apply(P["conv_transpose2d"], (x, weight, bias),
                 {"stride": stride, "padding": padding, "output_padding": output_padding, "dilation": dilation,
                  "groups": int(groups)})
+    if formatted:
+        out = _conv_format(out, x, weight)
     return O.squeeze(out, 0) if unbatched else out
 
 
@@ -409,6 +437,10 @@ def _pool_checks(input, kernel, padding, dilation, fn, stride=None, ceil_mode=Fa
 
 
 def max_pool2d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False, return_indices=False):
+    return _max_pool2d(input, kernel_size, stride, padding, dilation, ceil_mode, return_indices, True)
+
+
+def _max_pool2d(input, kernel_size, stride, padding, dilation, ceil_mode, return_indices, formatted):
     kernel = _pair(kernel_size, "kernel_size")
     stride = kernel if stride is None or (not isinstance(stride, int) and len(stride) == 0) else _pair(stride)
     padding, dilation = _pair(padding, "padding"), _pair(dilation, "dilation")
@@ -416,6 +448,8 @@ def max_pool2d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode
     x, unbatched = _batched(input)
     values, indices = apply(P["max_pool2d"], (x,), {"kernel": kernel, "stride": stride, "padding": padding,
                                                     "dilation": dilation, "ceil_mode": bool(ceil_mode)})
+    if formatted and not unbatched:
+        values, indices = _suggested(values, x), _suggested(indices, x)
     keep_saved(values, input)        # (torch's node saves self, which the indices' backward does not read)
     if unbatched:
         values, indices = O.squeeze(values, 0), O.squeeze(indices, 0)
@@ -424,6 +458,10 @@ def max_pool2d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode
 
 def avg_pool2d(input, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True,
                divisor_override=None):
+    return _avg_pool2d(input, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override, True)
+
+
+def _avg_pool2d(input, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override, formatted):
     kernel = _pair(kernel_size, "kernel_size")
     stride = kernel if stride is None or (not isinstance(stride, int) and len(stride) == 0) else _pair(stride)
     padding = _pair(padding, "padding")
@@ -434,6 +472,8 @@ def avg_pool2d(input, kernel_size, stride=None, padding=0, ceil_mode=False, coun
     out = apply(P["avg_pool2d"], (x,), {"kernel": kernel, "stride": stride, "padding": padding,
                                         "ceil_mode": bool(ceil_mode), "count_include_pad": bool(count_include_pad),
                                         "divisor_override": divisor_override})
+    if formatted and not unbatched:
+        out = _suggested(out, x)
     keep_saved(out, input)           # (torch's node saves self; the backward reads its shape alone)
     return O.squeeze(out, 0) if unbatched else out
 
@@ -640,7 +680,9 @@ def pad(input, pad, mode="constant", value=None):
                            f"padding length {len(pad)} and input of dimension {input.ndim}")
     pairs = [(input.ndim - 1 - i, pad[2 * i], pad[2 * i + 1]) for i in range(len(pad) // 2)]
     if mode == "constant":
-        return _named(_pad_constant(input, pairs, 0 if value is None else value), "ConstantPadNdBackward0", input)
+        # (torch's pads allocate their result in the input's suggested memory format: channels-last stays so)
+        return _named(O.laid_out_suggested(_pad_constant(input, pairs, 0 if value is None else value), input),
+                      "ConstantPadNdBackward0", input)
     if mode not in ("reflect", "replicate", "circular"):
         raise NotImplementedError(f"Unrecognised padding mode {mode}")
     if value not in (None, 0):
@@ -674,6 +716,7 @@ def pad(input, pad, mode="constant", value=None):
         out = O.index_select(out, dim, Tensor._make(i.astype(np.int64), D.int64))
     if mode == "circular":
         return _named(out, "CopySlices", input)      # torch builds it by copies into slices
+    out = O.laid_out_suggested(out, input)
     # (torch's node saves self: written before the backward, it raises)
     return _named(out, f"{'Reflection' if mode == 'reflect' else 'Replication'}Pad{len(pairs)}DBackward0", input,
                   saves=True)
@@ -1342,7 +1385,8 @@ def conv1d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
         raise RuntimeError(f"weight should have 3 dimensions for conv1d, got {weight.ndim}")
     one = lambda v: (1, v[0] if isinstance(v, (tuple, list)) else v)      # noqa: E731
     pad = padding if isinstance(padding, str) else (0, padding[0] if isinstance(padding, (tuple, list)) else padding)
-    out = conv2d(O.unsqueeze(input, -2), O.unsqueeze(weight, 2), bias, one(stride), pad, one(dilation), groups)
+    out = _conv2d(O.unsqueeze(input, -2), O.unsqueeze(weight, 2), bias, one(stride), pad, one(dilation), groups,
+                  False)
     out = O.squeeze(out, -2)
     return _conv_saved(out, input, weight, bias) if input.ndim == 3 else out    # (unbatched: torch's SqueezeBackward1)
 
@@ -1359,6 +1403,12 @@ def _conv_saved(out, input, weight, bias):
 
 
 def group_norm(input, num_groups, weight=None, bias=None, eps=1e-5):
+    return _group_norm(input, num_groups, weight, bias, eps, True)
+
+
+def _group_norm(input, num_groups, weight, bias, eps, suggested):
+    """group_norm; `suggested`: its result in the input's suggested memory format, as torch's
+    group_norm (instance_norm's, through batch_norm, is C-contiguous)."""
     if input.ndim < 2:
         raise RuntimeError(f"Expected at least 2 dimensions for input tensor but received {input.ndim}")
     n, c = input.shape[0], input.shape[1]
@@ -1379,7 +1429,10 @@ def group_norm(input, num_groups, weight=None, bias=None, eps=1e-5):
         out = out * _affine(weight, dt).reshape(shape)
     if bias is not None:
         out = out + _affine(bias, dt).reshape(shape)
-    out = _named(_rounded(out, dt), "NativeGroupNormBackward0", input, weight, bias, edges=(input, weight, bias))
+    # (torch's group_norm writes its result in the input's suggested memory format)
+    out = _rounded(out, dt)
+    out = _named(O.laid_out_suggested(out, input) if suggested else out, "NativeGroupNormBackward0", input, weight,
+                 bias, edges=(input, weight, bias))
     # torch's node saves input and weight (not bias): one written before the backward raises
     return _keep_input_weight(out, input, weight)
 
@@ -1501,7 +1554,7 @@ def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corne
         else:
             raise NotImplementedError(f"interpolate: mode {mode!r} is not supported (nearest, nearest-exact, linear, "
                                       f"bilinear, bicubic, trilinear, area are)")
-    out = _rounded(out, dt)
+    out = _suggested(_rounded(out, dt), input)
     if mode == "bicubic":
         out = _named(out, "UpsampleBicubic2DBackward0", input)
     return out

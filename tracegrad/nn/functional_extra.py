@@ -10,7 +10,7 @@ import numpy as np
 from .. import _dtype as D
 from ..ops import functional as O
 from . import functional as F
-from ..grad_mode import no_grad
+from ..grad_mode import no_grad, is_grad_enabled
 from ..creation import from_numpy, zeros, arange, ones, empty_like, rand_like
 from ..tracing import rename_grad_fn, keep_saved, Proxy
 
@@ -41,8 +41,11 @@ def _as_2d(input, op):
 def max_pool1d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False, return_indices=False):
     k = _single(kernel_size)
     s = k if stride is None or (isinstance(stride, (tuple, list)) and len(stride) == 0) else _single(stride, "stride")
-    out = F.max_pool2d(_as_2d(input, "max_pool1d"), (1, k), (1, s), (0, _single(padding, "padding")),
-                       (1, _single(dilation, "dilation")), ceil_mode=ceil_mode, return_indices=return_indices)
+    # (torch's max_pool1d that returns or saves indices is its max_pool2d over an added height,
+    # channels-last where that lays it so; without, a kernel of its own that writes C-contiguous)
+    formatted = return_indices or input.requires_grad and is_grad_enabled()
+    out = F._max_pool2d(_as_2d(input, "max_pool1d"), (1, k), (1, s), (0, _single(padding, "padding")),
+                        (1, _single(dilation, "dilation")), ceil_mode, return_indices, formatted)
     if return_indices:
         return O.squeeze(out[0], -2), O.squeeze(out[1], -2)
     return O.squeeze(out, -2)
@@ -51,6 +54,8 @@ def max_pool1d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode
 def avg_pool1d(input, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True):
     k = _single(kernel_size)
     s = k if stride is None or (isinstance(stride, (tuple, list)) and len(stride) == 0) else _single(stride, "stride")
+    # (torch's avg_pool1d is its avg_pool2d over an added height, channels-last where that lays it so;
+    # its max_pool1d is a kernel of its own, C-contiguous)
     out = F.avg_pool2d(_as_2d(input, "avg_pool1d"), (1, k), (1, s), (0, _single(padding, "padding")),
                        ceil_mode=ceil_mode, count_include_pad=count_include_pad)
     return O.squeeze(out, -2)
@@ -106,15 +111,19 @@ def adaptive_avg_pool2d(input, output_size):
     if h % oh == 0 and w % ow == 0:
         return F.avg_pool2d(input, (h // oh, w // ow))
     # torch's node saves self (_adaptive_avg_pool2d_backward(grad, self))
-    return keep_saved(_adaptive_along(_adaptive_along(input, input.ndim - 2, oh, _mean), input.ndim - 1, ow, _mean),
-                      input)
+    return keep_saved(F._suggested(_adaptive_along(_adaptive_along(input, input.ndim - 2, oh, _mean), input.ndim - 1,
+                                                   ow, _mean), input), input)
 
 
 def adaptive_avg_pool1d(input, output_size):
     if input.ndim not in (2, 3):
         raise RuntimeError(f"adaptive_avg_pool1d(): Expected 2D or 3D tensor, but got {list(input.shape)}")
     (o,) = _output_sizes(input, output_size, 1)
-    return _adaptive_along(input, input.ndim - 1, o, _mean)
+    out = _adaptive_along(input, input.ndim - 1, o, _mean)
+    if input.ndim == 3 and O._suggested_format(O.unsqueeze(input, -2)) != "contiguous":
+        # torch's is its adaptive_avg_pool2d over an added height, channels-last where that lays it so
+        out = O.squeeze(F._suggested(O.unsqueeze(out, -2), O.unsqueeze(input, -2)), -2)
+    return out
 
 
 def adaptive_max_pool2d(input, output_size, return_indices=False):
@@ -130,8 +139,8 @@ def adaptive_max_pool2d(input, output_size, return_indices=False):
                                   f"sizes that divide the input size return indices")
     # torch's node saves self and the indices: self written raises, named as torch names it (the
     # windows' own saved values are slices of it)
-    return keep_saved(_adaptive_along(_adaptive_along(input, input.ndim - 2, oh, _amax), input.ndim - 1, ow, _amax),
-                      input)
+    return keep_saved(F._suggested(_adaptive_along(_adaptive_along(input, input.ndim - 2, oh, _amax), input.ndim - 1,
+                                                   ow, _amax), input), input)
 
 
 def adaptive_max_pool1d(input, output_size, return_indices=False):
@@ -161,7 +170,7 @@ def instance_norm(input, running_mean=None, running_var=None, weight=None, bias=
                 running_mean.mul_(1 - momentum).add_(O.mean(m, 0) * momentum)
             if running_var is not None:
                 running_var.mul_(1 - momentum).add_(O.mean(v, 0) * momentum)
-    return F.group_norm(input, c, weight, bias, eps)
+    return F._group_norm(input, c, weight, bias, eps, False)
 
 
 def pixel_shuffle(input, upscale_factor):
@@ -188,7 +197,7 @@ def pixel_unshuffle(input, downscale_factor):
     nl = len(lead)
     x = input.reshape(*lead, c, h // r, r, w // r, r)
     x = O.permute(x, *range(nl), nl, nl + 2, nl + 4, nl + 1, nl + 3)
-    return x.reshape(*lead, c * r * r, h // r, w // r)
+    return F._suggested(x.reshape(*lead, c * r * r, h // r, w // r), input)
 
 
 def _pair(v):
@@ -210,8 +219,8 @@ def unfold(input, kernel_size, dilation=1, padding=0, stride=1):
     kh, kw = _pair(kernel_size)
     x = input if input.ndim == 4 else O.unsqueeze(input, 0)
     c = x.shape[1]
-    cols = F.conv2d(x, _one_hot_kernels(c, kh, kw, x.dtype), None, _pair(stride), _pair(padding), _pair(dilation),
-                    groups=c)
+    cols = F._conv2d(x, _one_hot_kernels(c, kh, kw, x.dtype), None, _pair(stride), _pair(padding), _pair(dilation),
+                     c, False)
     cols = cols.reshape(x.shape[0], c * kh * kw, -1)
     return cols if input.ndim == 4 else O.squeeze(cols, 0)
 
@@ -240,8 +249,8 @@ def fold(input, output_size, kernel_size, dilation=1, padding=0, stride=1):
     full_h = (bh - 1) * sh + dh * (kh - 1) + 1
     full_w = (bw - 1) * sw + dw * (kw - 1) + 1
     extra = (oh + 2 * ph - full_h, ow + 2 * pw - full_w)
-    out = F.conv_transpose2d(blocks, _one_hot_kernels(c, kh, kw, x.dtype), None, (sh, sw), (ph, pw), extra
-                             if max(extra) < max(sh, sw, dh, dw) else 0, groups=c, dilation=(dh, dw))
+    out = F._conv_transpose2d(blocks, _one_hot_kernels(c, kh, kw, x.dtype), None, (sh, sw), (ph, pw), extra
+                              if max(extra) < max(sh, sw, dh, dw) else 0, c, (dh, dw), False)
     if tuple(out.shape[-2:]) != (oh, ow):
         out = F.pad(out, (0, ow - out.shape[-1], 0, oh - out.shape[-2]))
     return out if input.ndim == 3 else O.squeeze(out, 0)
@@ -297,7 +306,7 @@ def local_response_norm(input, size, alpha=1e-4, beta=0.75, k=1.0):
     sizes = tuple(input.shape)
     div = (input * input).reshape(sizes[0], 1, sizes[1], -1)            # channels as a height
     div = F.pad(div, (0, 0, size // 2, (size - 1) // 2))
-    div = F.avg_pool2d(div, (size, 1), stride=1).reshape(sizes)
+    div = F._avg_pool2d(div, (size, 1), 1, 0, False, True, None, False).reshape(sizes)
     return input / (div * alpha + k) ** beta
 
 
@@ -326,8 +335,8 @@ def conv_transpose1d(input, weight, bias=None, stride=1, padding=0, output_paddi
         return O.squeeze(conv_transpose1d(O.unsqueeze(input, 0), weight, bias, stride, padding, output_padding,
                                           groups, dilation), 0)
     one = lambda v, first=1: (first, v[0] if isinstance(v, (tuple, list)) else v)      # noqa: E731
-    out = F.conv_transpose2d(O.unsqueeze(input, -2), O.unsqueeze(weight, 2), bias, one(stride), one(padding, 0),
-                             one(output_padding, 0), groups, one(dilation))
+    out = F._conv_transpose2d(O.unsqueeze(input, -2), O.unsqueeze(weight, 2), bias, one(stride), one(padding, 0),
+                              one(output_padding, 0), groups, one(dilation), False)
     return F._conv_saved(O.squeeze(out, -2), input, weight, bias)
 
 
@@ -401,7 +410,7 @@ def channel_shuffle(input, groups):
         raise RuntimeError(f"Number of channels must be divisible by groups. Got {c} channels and {groups} groups.")
     rest = tuple(input.shape[2:])
     out = O.transpose(input.reshape((n, groups, c // groups) + rest), 1, 2)
-    return out.reshape((n, c) + rest)
+    return F._suggested(out.reshape((n, c) + rest), input)
 
 
 def bilinear(input1, input2, weight, bias=None):

@@ -405,6 +405,8 @@ def scaled_sum(name, input, product, operands, beta, alpha):
         out = prod + O.where(O.zeros_like(input, dtype=D.bool_), input, -0.0 if input.dtype.is_floating_point else 0)
     else:
         out = (input if beta == 1 else input * beta) + prod
+    if name != "AddrBackward0":
+        out = O.contiguous(out)        # (torch's gemm writes C-contiguous, whatever input's layout; addr's follows it)
     return rename_grad_fn(out if dt is None else out.to(dt), name)
 
 
@@ -738,7 +740,8 @@ def take(input, index):
         # (a uint8 or bool index would be read as a mask by the indexing below)
         raise RuntimeError(f"take(): Expected a long tensor for index, but got {D.SCALAR_NAME[index.dtype]}")
     # torch's node saves self and index: self written before the backward raises, named as itself
-    return keep_saved(rename_grad_fn(O.reshape(input, -1)[index], "TakeBackward0"), input, (index,))
+    # (C-contiguous, as torch's, whatever the index's layout)
+    return keep_saved(rename_grad_fn(O.contiguous(O.reshape(input, -1)[index]), "TakeBackward0"), input, (index,))
 
 
 def scatter_reduce(input, dim, index, src, reduce, *, include_self=True):
@@ -798,6 +801,11 @@ def scatter_reduce(input, dim, index, src, reduce, *, include_self=True):
         out = r if include_self else O.where(hit, r, x)
     r = out.to(input.dtype)
     out = movedim(r, -1, d)
+    # torch's result is C-contiguous, whatever the input's layout (the moved dims here made
+    # x.scatter_reduce(1, ...).view(-1) raise where torch's works)
+    c = O.contiguous(out)
+    if c is not out:
+        r = out = c
     if r.__class__ is Proxy or r._grad_fn is not None:
         # torch's node saves self, src, index and its result, whatever the reduction: one written
         # before the backward raises (amax, prod and mean gave a gradient here). The result's guard

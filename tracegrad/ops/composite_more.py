@@ -678,7 +678,8 @@ def _view_scatter(input, src, np_view, op, name):
     offset = (v.__array_interface__["data"][0] - pos.__array_interface__["data"][0]) // item if pos.size else 0
     strides = tuple(s // item for s in v.strides)
     out = O.as_strided_scatter(input, src, v.shape, strides, offset)
-    return rename_grad_fn(out, name)
+    # (torch's writes into input.clone(): dense in input's order)
+    return rename_grad_fn(O.laid_out_dense_as(out, input), name)
 
 
 def select_scatter(input, src, dim, index):
@@ -773,8 +774,8 @@ def put(input, index, source, accumulate=False):
     flat = O.reshape(input, (-1,))
     out = O.index_put(flat, (O.reshape(index, (-1,)),), O.reshape(source, (-1,)), bool(accumulate))
     # torch's node saves index, and source where it requires grad (grad.take(index).reshape_as(source))
-    return keep_saved(rename_grad_fn(O.reshape(out, tuple(input.shape)), "PutBackward0"), None,
-                      (index, source) if source.requires_grad else (index,))
+    out = O.laid_out_dense_as(O.reshape(out, tuple(input.shape)), input)     # (torch's: into input.clone())
+    return keep_saved(rename_grad_fn(out, "PutBackward0"), None, (index, source) if source.requires_grad else (index,))
 
 
 def renorm(input, p, dim, maxnorm):

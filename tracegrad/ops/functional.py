@@ -13,6 +13,7 @@ import numpy as np
 from .. import _dtype as D
 from ..tensor import Tensor, Above, _VALUE_READS, memory_format
 from ..ir.symbolic import Sym
+from ..ir.layout import dense_order, suggested_order, suggested_format, memory_format_order
 from ..grad_mode import STATE
 from ..tracing import apply, rename_grad_fn, keep_saved, TRACING, _ACTIVE, Proxy
 from . import shapes as S
@@ -85,57 +86,76 @@ channels_last = memory_format("channels_last")
 channels_last_3d = memory_format("channels_last_3d")
 
 
-def _format_param(fmt, op, input=None):
-    """clone's primitive's parameters for torch's memory_format argument (a channels-last one
-    checked against input's rank, as torch checks it)."""
+def _format_param(fmt, op):
+    """clone's primitive's parameters for torch's memory_format argument."""
     if fmt is None or fmt is preserve_format:
         return {}
     if fmt is contiguous_format:
         return {"memory_format": "contiguous"}
     if fmt is channels_last or fmt is channels_last_3d:
-        rank = 4 if fmt is channels_last else 5
-        if input is not None and input.dim() != rank:
-            raise RuntimeError(f"required rank {rank} tensor to use {fmt._name} format")
         return {"memory_format": fmt._name}
     raise TypeError(f"{op}(): argument 'memory_format' must be torch.memory_format, not {type(fmt).__name__}")
-
-
-def suggest_memory_format(input):
-    """torch's suggest_memory_format: channels_last (or channels_last_3d) where input's strides
-    are laid out so (is_channels_last_strides_2d / _3d, size-1 and ambiguous cases as torch
-    decides them), else contiguous_format."""
-    if input.dim() not in (4, 5) or input.is_cuda:
-        return contiguous_format
-    sizes = tuple(input.shape)
-    if isinstance(input, Proxy):
-        # a value of a trace: its strides as eager lays it out, where the trace knows them
-        if input._plain() or [n for n in sizes if n.__class__ is not int]:
-            return contiguous_format
-        a = input._eager_scratch()
-        if a is None:
-            return contiguous_format
-        strides = a.strides
-    else:
-        strides = tuple(st // input._data.itemsize for st in input._data.strides)
-    low = 0
-    if strides[1] == 0:
-        return contiguous_format
-    for d in ((1, 3, 2, 0) if len(sizes) == 4 else (1, 4, 3, 2, 0)):
-        if sizes[d] == 0 or strides[d] < low or d == 0 and low == strides[1]:
-            return contiguous_format
-        low = strides[d] * (sizes[d] if sizes[d] > 1 else 1)
-    return channels_last if len(sizes) == 4 else channels_last_3d
 
 
 def clone(input, *, memory_format=None):
     """A copy, laid out as its operand where that is dense (preserve_format), C-contiguous
     (contiguous_format) or NHWC in memory (channels_last), as torch.clone."""
     _check_tensor(input, "clone")
-    params = _format_param(memory_format, "clone", input)
+    params = _format_param(memory_format, "clone")
+    _check_format_rank(input, params)
     if input.is_cuda and params.get("memory_format", "contiguous") != "contiguous":
         raise NotImplementedError(f"clone(memory_format={memory_format!r}) of a CUDA tensor is not supported by "
                                   f"tracegrad yet; lay it out on the CPU first")
     return apply(P["clone"], (input,), params)
+
+
+def _layout_array(t):
+    """An array laid out as eager lays out tensor t (an int8 stand-in for a traced value), or None
+    where that is C-contiguous or, in a trace, not known."""
+    if isinstance(t, Proxy):
+        return None if t._plain() else t._eager_scratch()
+    d = t._data
+    return d if d.__class__ is np.ndarray and not d.flags.c_contiguous else None
+
+
+def _relaid(out, order):
+    if out.ndim < 2 or order == tuple(k for k, n in enumerate(out.shape) if n > 1):
+        return out
+    return apply(P["clone"], (out,), {"memory_format": ("order", order)})
+
+
+def laid_out_dense_as(out, like):
+    """out (C-contiguous, of like's shape) laid out in torch's dense order of like's strides
+    (infer_dense_strides), as torch's sort allocates its results."""
+    a = _layout_array(like)
+    return out if a is None else _relaid(out, dense_order(a.shape, a.strides))
+
+
+def laid_out_suggested(out, like):
+    """out (C-contiguous, of like's rank) laid out in like's suggested memory format (channels-last
+    for a 4-d tensor whose strides are like channels-last), as torch's kernels that allocate with
+    suggest_memory_format (pads, group_norm) lay theirs out."""
+    a = _layout_array(like)
+    if a is None or a.ndim not in (4, 5) or out.ndim != a.ndim:
+        return out
+    if suggested_order(a.shape, a.strides) == tuple(k for k, n in enumerate(a.shape) if n > 1):
+        return out
+    return _relaid(out, memory_format_order(tuple(out.shape), "channels_last" if a.ndim == 4 else "channels_last_3d"))
+
+
+def _suggested_format(t):
+    """torch's Tensor.suggest_memory_format(), as clone's memory_format parameter names it."""
+    # (by the strides themselves, those of size-1 axes too: a (2, 3, 1, 1) laid out channels-last
+    # is C-contiguous to numpy, and torch suggests channels_last for it)
+    a = _layout_array(t) if isinstance(t, Proxy) else t._data if t._data.__class__ is np.ndarray else None
+    return "contiguous" if a is None else suggested_format(a.shape, a.strides)
+
+
+def _check_format_rank(input, params):
+    fmt = params.get("memory_format")
+    rank = {"channels_last": 4, "channels_last_3d": 5}.get(fmt)
+    if rank is not None and input.ndim != rank:
+        raise RuntimeError(f"required rank {rank} tensor to use {fmt} format")
 negative = neg
 absolute = abs
 _round_prim = P["round"]
@@ -963,9 +983,11 @@ def broadcast_shapes(*shapes):
 def contiguous(input, memory_format=None):
     if memory_format is not None and memory_format is not contiguous_format:
         if memory_format is preserve_format:
-            _format_param(memory_format, "contiguous")
+            if input.is_contiguous(memory_format=memory_format):
+                return input
             raise RuntimeError("preserve memory format is unsupported by the contiguous operator")
-        params = _format_param(memory_format, "contiguous", input)
+        params = _format_param(memory_format, "contiguous")
+        _check_format_rank(input, params)
         if input.is_contiguous(memory_format=memory_format):
             return input
         _check_tensor(input, "contiguous")
@@ -1309,7 +1331,8 @@ def nonzero(input, *, as_tuple=False):
     nz = np.nonzero(data)
     if as_tuple:
         return tuple(_wrap_np(a.astype(np.int64)) for a in nz)
-    return _wrap_np(np.stack(nz, axis=1).astype(np.int64) if nz else np.zeros((1, 0), np.int64))
+    # (torch's result is laid out column by column: (1, n) strides, its .view(-1) raising)
+    return _wrap_np(np.stack(nz).astype(np.int64).T if nz else np.zeros((1, 0), np.int64))
 
 
 # == indexing ============================================================================================
@@ -1694,6 +1717,25 @@ def einsum(equation, *operands):
         raise NotImplementedError("\"bmm\" not implemented for 'Bool'")
     operands = tuple(convert(x, D.int64) if not x.dtype.is_floating_point and builtins.any(
         c in summed and held[c] == [k] for c in spec) else x for k, (spec, x) in enumerate(zip(ins, operands)))
+    if not summed and len(operands) <= 2:
+        # no index summed: torch takes the diagonals of repeated indices, permutes each operand to
+        # the output's order and multiplies them, so the result is laid out by theirs; of one
+        # operand it is a view (a write to einsum("ij->ji", a) or einsum("ii->i", a) writes a)
+        aligned = []
+        for spec, x in zip(ins, operands):
+            y, spec = x, list(spec)
+            for c in res:
+                while spec.count(c) > 1:
+                    p = spec.index(c)
+                    q = spec.index(c, p + 1)
+                    y = diagonal(y, 0, p, q)       # (composite.py puts it in this namespace)
+                    spec = [e for k, e in enumerate(spec) if k not in (p, q)] + [c]
+            y = permute(y, [spec.index(c) for c in res if c in spec])
+            for k, c in enumerate(res):
+                if c not in spec:
+                    y = unsqueeze(y, k)
+            aligned.append(y)
+        return aligned[0] if len(aligned) == 1 else mul(aligned[0], aligned[1])
     return apply(P["einsum"], operands, {"equation": eq})
 
 
@@ -1714,9 +1756,10 @@ def to(input, *args, **kwargs):
     if fmt is not None and fmt is not preserve_format:
         # torch's to(memory_format=...): the tensor itself where its strides suggest that format
         # already (to_will_alias), else a copy laid out in it (_to_copy)
-        params = _format_param(fmt, "to", input)
+        params = _format_param(fmt, "to")
+        _check_format_rank(input, params)
         out = to(input, *args, **kwargs)
-        if out is input and suggest_memory_format(input) is fmt:
+        if out is input and _suggested_format(input) == params.get("memory_format", "contiguous"):
             return input
         if "memory_format" in params and params["memory_format"] != "contiguous" and out.is_cuda:
             raise NotImplementedError(f"to(memory_format={fmt!r}) of a CUDA tensor is not supported by tracegrad "

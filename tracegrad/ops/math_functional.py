@@ -159,6 +159,8 @@ def sort(input, dim=-1, descending=False, stable=False):
     """Values in order along dim (NaN counts as largest) and where they came from."""
     O._check_tensor(input, "sort")
     vals, idx, _ = _sorted(input, dim, descending)
+    # (torch's sort allocates both results dense in the input's order: x.t().sort(0) is no C array)
+    vals, idx = O.laid_out_dense_as(vals, input), O.laid_out_dense_as(idx, input)
     return return_types.sort(rename_grad_fn(vals, "SortBackward0"), idx)
 
 

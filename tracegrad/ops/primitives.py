@@ -27,7 +27,8 @@ import weakref
 import numpy as np
 
 from .. import _dtype as D
-from ..ir.layout import iterator_order, FORMAT_ORDERS
+from ..ir.layout import iterator_order, dense_order, suggested_order, memory_format_order, dense_axes, \
+    FORMAT_ORDERS
 from . import lowering as T
 from . import shapes as S
 
@@ -61,12 +62,12 @@ class Primitive:
     __slots__ = ("name", "inputs", "variadic", "dtype_rule", "shape", "impl", "vjp", "saves", "grad_fn",
                  "view", "nondiff_outputs", "multi", "triton", "elementwise", "reduction", "cast", "_node_cls",
                  "_save_pos", "needs", "takes_ctx", "eager", "opmath", "checked", "chunk_impl", "pieces", "layout",
-                 "torch_saved_outputs")
+                 "torch_saved_outputs", "order")
 
     def __init__(self, name, inputs, impl, *, shape, dtype, vjp=None, saves=(), grad_fn=None, view=False,
                  multi=False, nondiff_outputs=(), elementwise=False, reduction=False, triton=None, cast=None,
                  needs=None, takes_ctx=False, eager=None, refuse=None, opmath=None, checked=((), False),
-                 chunk_impl=None, pieces=None, layout=None, torch_saved_outputs=None):
+                 chunk_impl=None, pieces=None, layout=None, torch_saved_outputs=None, order=None):
         self.name = name
         self.variadic = inputs.startswith("*")
         self.inputs = tuple(inputs.lstrip("*").split()) if inputs else ()
@@ -110,10 +111,15 @@ class Primitive:
         self.pieces = pieces
         # how eager lays the result out, which the trace knows too (tracing.eager_layout,
         # Proxy._eager_scratch, ir/layout.py): "operands" (by its operands' strides, torch's
-        # TensorIterator order: elementwise ops), "kernel" (as its numpy kernel lays it out, which
-        # is torch's layout), "c" (C-contiguous); a view's: "view" (its base's strides through the
-        # view) or "view_c" (C-contiguous where its base is); or (params) -> one of these
-        self.layout = layout if layout is not None else "view" if view else "operands" if elementwise else "c"
+        # TensorIterator order: elementwise ops), "c" (C-contiguous), "order" (by a rule of the
+        # op's own, `order`: index, sort, roll, cat of channels-last tensors); a view's: "view" (its
+        # base's strides through the view) or "view_c" (C-contiguous where its base is); or (params)
+        # -> one of these
+        self.layout = layout if layout is not None else "order" if order is not None else \
+            "view" if view else "operands" if elementwise else "c"
+        # of layout "order": (arrays, params) -> the order (ir/layout.py) torch gives the result, from
+        # the operands as arrays (int8 stand-ins laid out as eager's, in a trace), or None for C's
+        self.order = order
         # of an op of several outputs that saves "out": the slots torch's node saves (None: all). The
         # others are held for the derivative's shapes alone and not checked against writes (max(x, 1)'s
         # node saves its indices, not its values: written, they still differentiate in torch)
@@ -975,29 +981,41 @@ Primitive("convert", "x", lambda x, dtype: D.cast(x, dtype),
           shape=_unary_shape, dtype=lambda args: (None, None),
           vjp=lambda g, out, x, dtype: (F.convert(g, x.dtype),), grad_fn="ToCopyBackward0", elementwise=True,
           triton=T.convert)
+def _clone_order(shape, memory_format):
+    """The order of clone's result for memory_format "channels_last", "channels_last_3d" or
+    ("order", order) (tracegrad's ops that lay a result out as torch's kernels do: sort, pad)."""
+    if isinstance(memory_format, tuple):
+        return tuple(k for k in memory_format[1] if shape[k] > 1)
+    return memory_format_order(shape, memory_format)
+
+
 def _clone(x, memory_format=None, to=False):
     # torch's preserve_format keeps the strides of a dense non-overlapping tensor, else lays it out C-contiguous
-    perm = FORMAT_ORDERS.get(memory_format)
-    if perm is not None:
-        # channels_last: C-contiguous in NHWC order, as torch's get_channels_last_strides_2d
-        out = np.empty(tuple(x.shape[k] for k in perm), x.dtype).transpose(np.argsort(perm))
+    if memory_format == "contiguous" or memory_format is None and 0 in x.strides:
+        return np.array(x, copy=True, order="C")
+    if memory_format is not None:
+        # a memory format's own permutation, size-1 axes in their places (torch's
+        # get_channels_last_strides: (2, 3, 1, 1) has strides (3, 1, 3, 3)); else the order's
+        axes = FORMAT_ORDERS.get(memory_format) if memory_format.__class__ is str else None
+        if axes is None or len(axes) != x.ndim:
+            axes = dense_axes(x.shape, _clone_order(x.shape, memory_format))
+        out = np.empty(tuple(x.shape[k] for k in axes), x.dtype).transpose(np.argsort(axes))
         np.copyto(out, x)
         return out
-    if memory_format == "contiguous" or 0 in x.strides:
-        return np.array(x, copy=True, order="C")
     return np.array(x, copy=True)
 
 
 def _clone_layout(params):
     fmt = params.get("memory_format")
-    return "c" if fmt == "contiguous" else fmt if fmt in FORMAT_ORDERS else "operands"
+    return "operands" if fmt is None else "c" if fmt == "contiguous" else "order"
 
 
 Primitive("clone", "x", _clone, shape=_unary_shape, dtype="same",
           vjp=lambda g, out, x, memory_format=None, to=False: (g,),
           # (Tensor.to(memory_format=...) copies through torch's _to_copy)
           grad_fn=lambda args, params: "ToCopyBackward0" if params.get("to") else "CloneBackward0", elementwise=True,
-          triton=T.Expr("{0}"), layout=_clone_layout)
+          triton=T.Expr("{0}"), layout=_clone_layout,
+          order=lambda arrays, params: _clone_order(arrays[0].shape, params["memory_format"]))
 
 
 def _clamp_vjp(g, out, x, lo, hi, op=None):
@@ -2039,7 +2057,68 @@ def _getitem_name(args, params):
     return name
 
 
-Primitive("getitem", "*x idx", _getitem_kernel, shape=_getitem_shape, dtype="same",
+def _getitem_order(arrays, params):
+    """The order torch's index (TensorIterator) gives x[key] with index tensors: the input's
+    strides along the dims not indexed, the index tensors' along the index's dims; between the
+    two no operand tells, and C's order stands. None (C) where the key holds no index tensor."""
+    x, idx = arrays[0], arrays[1:]
+    if x.flags.c_contiguous and all(i.__class__ is not np.ndarray or i.flags.c_contiguous for i in idx):
+        return None           # (C-contiguous operands: every operand's strides fall along the dims)
+    key = params["key"]
+    if not idx or all(np.ndim(i) == 0 for i in idx) or any(isinstance(k, bool) for k in key):
+        return None
+    asked = (x.shape, x.strides, key) + tuple((np.shape(i), getattr(i, "strides", None)) for i in idx)
+    got = _GETITEM_ORDERS.get(asked, asked)
+    if got is asked:
+        got = _index_order(x, idx, key)
+        if len(_GETITEM_ORDERS) >= 1024:
+            _GETITEM_ORDERS.clear()
+        _GETITEM_ORDERS[asked] = got
+    return got
+
+
+_GETITEM_ORDERS = {}      # _getitem_order's answers by the layouts and the key asked about: all it reads
+
+
+def _index_order(x, idx, key):
+    try:
+        pre, post = torch_order(key)
+        if pre is not None:
+            x = x[pre]
+        taken = sum(1 for k in post if k is not None and k is not Ellipsis)
+        basic, tpos, dim = [], [], 0
+        for k in post:
+            if k is Ellipsis:
+                basic.append(Ellipsis)
+                dim += x.ndim - taken
+            elif k is None:
+                basic.append(None)
+                dim += 1
+            elif k[0] == "t":
+                basic.append(slice(None))
+                tpos.append((dim, k[1]))
+                dim += 1
+            else:
+                basic.append(slice(*k[1:]))
+                dim += 1
+        w = x[tuple(basic)]
+        b = np.broadcast_shapes(*(np.shape(idx[i]) for _, i in tpos))
+        at = [p for p, _ in tpos]
+        rest = [d for d in range(w.ndim) if d not in at]
+        # index dims side by side stay where they are; else they go first (torch's transposeToFront)
+        before = [d for d in rest if d < at[0]] if at == list(range(at[0], at[0] + len(at))) else []
+        after = [d for d in rest if d not in before]
+        shape = tuple(w.shape[d] for d in before) + tuple(b) + tuple(w.shape[d] for d in after)
+        zb, za = (0,) * len(before), (0,) * len(after)
+        operands = [(shape, tuple(w.strides[d] for d in before) + (0,) * len(b) + tuple(w.strides[d] for d in after))]
+        for _, i in tpos:
+            operands.append((shape, zb + np.broadcast_to(idx[i], b).strides + za))
+        return iterator_order(shape, operands)
+    except (TypeError, ValueError, IndexError):
+        return None
+
+
+Primitive("getitem", "*x idx", _getitem_kernel, shape=_getitem_shape, dtype="same", order=_getitem_order,
           vjp=lambda g, out, x, *idx, key: (F.getitem_backward(g, idx, key, tuple(x.shape)),) + (None,) * len(idx),
           saves="idx", grad_fn=_getitem_name, view=lambda params: not any(
               isinstance(k, bool) or isinstance(k, tuple) and k[0] == "t" for k in params["key"]), triton=T.getitem)
@@ -2077,11 +2156,11 @@ def _cat_vjp(g, out, *xs, dim):
 
 
 def _strides_like_channels_last(a):
-    """A 4-d array laid out as torch's channels_last (NHWC in memory) and not also C order."""
+    """A 4-d array whose suggested memory format is torch's channels_last (a sliced one too, where
+    its strides still keep channels innermost), and not also C order."""
     if a.ndim != 4 or a.flags.c_contiguous or a.size == 0:
         return False
-    s = a.strides
-    return s[1] <= s[3] <= s[2] <= s[0] and s[1] == a.itemsize
+    return suggested_order(a.shape, a.strides) != tuple(k for k, n in enumerate(a.shape) if n > 1)
 
 
 def _joined(join, xs, dim, shape, keeps_channels_last=True):
@@ -2093,18 +2172,37 @@ def _joined(join, xs, dim, shape, keeps_channels_last=True):
     return join(xs, axis=dim, out=np.empty(shape, np.result_type(*xs)))
 
 
+def _joined_order(xs, params, cat):
+    """torch's layout of cat's and stack's result: C-contiguous unless every input's suggested
+    memory format is channels-last. Then cat's is channels-last; stack's (a cat of the inputs
+    unsqueezed at dim) follows the unsqueezed inputs' strides, but along a new last dim, where it
+    is C-contiguous."""
+    if cat:
+        xs = [xs[i] for i in _cat_kept(xs)]
+    if not all(_strides_like_channels_last(x) for x in xs):
+        return None
+    dim = params["dim"]
+    if cat:
+        return memory_format_order(_cat_shape(*xs, dim=dim), "channels_last")
+    x = xs[0]
+    if dim == x.ndim:
+        return None
+    shape, strides = list(x.shape), list(x.strides)
+    strides.insert(dim, shape[dim] * strides[dim])      # (torch's unsqueeze)
+    shape.insert(dim, 1)
+    return dense_order(tuple(shape), tuple(strides), shape[:dim] + [len(xs)] + shape[dim + 1:])
+
+
 Primitive("cat", "*xs", lambda *xs, dim: _joined(np.concatenate, [xs[i] for i in _cat_kept(xs)], dim,
                                                    _cat_shape(*xs, dim=dim)),
           shape=_cat_shape, dtype="promote", vjp=_cat_vjp, grad_fn="CatBackward0", triton=T.cat,
-          layout="kernel")
-# (torch's stack of channels_last tensors along dim 0 keeps their layout; along the last dim it is
-# contiguous; along the others it follows strides neither numpy nor this picks)
+          order=lambda xs, params: _joined_order(xs, params, True))
 Primitive("stack", "*xs", lambda *xs, dim: _joined(np.stack, xs, dim,
                                                    tuple(xs[0].shape[:dim]) + (len(xs),) + tuple(xs[0].shape[dim:]),
                                                    dim == 0),
           shape=lambda *xs, dim: tuple(xs[0].shape[:dim]) + (len(xs),) + tuple(xs[0].shape[dim:]),
           dtype="promote", vjp=lambda g, out, *xs, dim: tuple(F.select(g, dim, i) for i in range(len(xs))),
-          grad_fn="StackBackward0", triton=T.stack, layout="kernel")
+          grad_fn="StackBackward0", triton=T.stack, order=lambda xs, params: _joined_order(xs, params, False))
 
 
 def _split_kernel(x, sizes, dim, name=None):
@@ -2152,8 +2250,19 @@ Primitive("unbind", "x", _unbind_kernel,
 Primitive("flip", "x", lambda x, dims: np.flip(x, axis=_axes(x, dims)).copy(), shape=_unary_shape, dtype="same",
           vjp=lambda g, out, x, dims: (F.flip(g, dims),), grad_fn="FlipBackward0", triton=T.flip,
           layout="operands")      # (torch's flip lays its result out as its input: x.t().flip(0) is no C array)
+def _roll_order(arrays, params):
+    """torch's roll, one dim after another: each allocates its result in its input's suggested
+    memory format (channels-last stays so), but a shift by a multiple of the size is a
+    C-contiguous clone, and so is a roll of the flattened tensor."""
+    x, dims = arrays[0], params["dims"]
+    if dims is None or any(x.shape[d] == 0 or s % x.shape[d] == 0 for s, d in zip(params["shifts"], dims)):
+        return None
+    return suggested_order(x.shape, x.strides)
+
+
 Primitive("roll", "x", lambda x, shifts, dims: np.roll(x, shifts, axis=dims) if dims else np.roll(x, shifts),
           shape=_unary_shape, dtype="same",
+          order=_roll_order,
           vjp=lambda g, out, x, shifts, dims: (F.roll(g, tuple(-s for s in shifts), dims or None),),
           grad_fn="RollBackward0", triton=T.roll)
 
@@ -2471,7 +2580,8 @@ def _index_put_vjp(g, out, x, v, *idx, key, accumulate=False):
 Primitive("index_put", "*x v idx", _index_put_kernel, shape=lambda x, v, *i, key, accumulate=False: tuple(x.shape),
           dtype=lambda args: (args[0]._dtype, args[0]._dtype), cast=(1,), vjp=_index_put_vjp, saves="idx",
           grad_fn=lambda a, p: "IndexPutBackward0" if _index_put_direct(p["key"]) else "CopySlices",
-          triton=T.index_put)
+          triton=T.index_put, order=lambda arrays, params: dense_order(arrays[0].shape, arrays[0].strides))
+# (torch's index_put writes into self.clone(): laid out as self, dense)
 
 
 def _index_put_direct(key):
