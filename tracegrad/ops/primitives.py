@@ -99,8 +99,9 @@ class Primitive:
         # is first rounded to the compute dtype
         self.opmath = opmath
         # (argument positions, whether floats too): where a Python number there meets an integer (or, with
-        # True, a floating) compute dtype, torch converts it with its checked conversion (RuntimeError "value
-        # cannot be converted ... without overflow"); other integers wrap
+        # True, a floating; with "half", a float16 or bfloat16) compute dtype, torch converts it with its
+        # checked conversion (RuntimeError "value cannot be converted ... without overflow"); other
+        # integers wrap
         self.checked = checked
         # the kernel over a chunk of a larger array (generated code's fused groups), where a chunk
         # must not take a path impl takes for a whole tensor of its size
@@ -272,7 +273,7 @@ def scalar_operands(prim, cdt, args):
                           for i, a in enumerate(args))
     if kind != 2:
         return cdt, args
-    if prim.checked[1]:
+    if prim.checked[1] is True or prim.checked[1] == "half" and cdt._rank == 1:
         for i in prim.checked[0]:
             if i < len(args) and args[i].__class__ in (int, float):
                 _check_float(args[i], cdt)
@@ -1334,11 +1335,14 @@ def _pow_name(args, params):
     return "PowBackward1" if isinstance(x, Tensor) else "PowBackward2"
 
 
-# a bool exponent (x ** True, x ** False) needs no kernel: torch allows it on bool tensors
+# a bool exponent (x ** True, x ** False) needs no kernel: torch allows it on bool tensors. A number
+# exponent is converted with torch's overflow check only for a float16 or bfloat16 base: a float32 base
+# (or an integer one, promoted to float32) takes any double, x ** 1e300 is inf, 1 or 0 (IEEE pow), as
+# torch's kernel, which computes float32 ** double without converting the exponent to float32
 binary("pow", _pow_kernel, _pow_vjp, "x y out", grad_fn=_pow_name, needs={"x": "x y", "y": "x y out"},
        refuse={0: lambda d, args: None if isinstance(args[1], bool) else _no_kernel("pow")(d, args),
                1: _negative_integer_power}, triton=T.pow_,
-       checked=((1,), True), chunk_impl=lambda x, y, low=None: _pow_kernel(x, y, whole=False, low=low))
+       checked=((1,), "half"), chunk_impl=lambda x, y, low=None: _pow_kernel(x, y, whole=False, low=low))
 
 for _n, _f, _t in (("eq", np.equal, "=="), ("ne", np.not_equal, "!="), ("lt", np.less, "<"),
                    ("le", np.less_equal, "<="), ("gt", np.greater, ">"), ("ge", np.greater_equal, ">=")):
