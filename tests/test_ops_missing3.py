@@ -71,3 +71,105 @@ def test_pow_exponent_beyond_float32_gradient():
         (x ** e).sum().backward()
         (t ** e).sum().backward()
         _same(x.grad, t.grad)
+
+
+# -- i0, and torch.special's i0e, i1, i1e ------------------------------------------------------------
+
+BESSEL = ["i0", "i0e", "i1", "i1e"]
+BESSEL_GRAD_FN = {"i0": "I0Backward0", "i0e": "SpecialI0EBackward0", "i1": "SpecialI1Backward0",
+                  "i1e": "SpecialI1EBackward0"}
+
+
+def _bessel_points():
+    rng = np.random.default_rng(0)
+    return np.concatenate([rng.uniform(-10, 10, 400), rng.uniform(-800, 800, 200), 10 ** rng.uniform(-30, 3, 200),
+                           [0.0, -0.0, 8.0, -8.0, math.inf, -math.inf, math.nan, 88.0, 89.0, -89.0, 709.0, 710.0,
+                            1e-300, 2.0 ** -52, 2.0 ** -23]])
+
+
+@pytest.mark.parametrize("name", BESSEL)
+@pytest.mark.parametrize("dtype", ["float64", "float32", "float16", "bfloat16"])
+def test_bessel_values(name, dtype):
+    """torch's values: the same Chebyshev series in the same dtype (float32 for the 16-bit ones)
+    with torch's tables, fused multiply-adds and order of operations. Bit for bit but for about one
+    argument in a thousand, which is 1 ulp off (a fused multiply-add emulated by one wider
+    rounding, or exp rounded from a wider one, can round the other way); the specials exactly
+    (i0(inf) and i1(+-inf) NaN, as torch's exp(x) / sqrt(x); float32's i0 inf from 89 on, where
+    float32's exp overflows)."""
+    x = np.concatenate([_bessel_points(), np.random.default_rng(1).uniform(-30, 30, 3000)])
+    tf, gf = getattr(torch.special, name), getattr(tg.special, name)
+    g = gf(tg.tensor(x, dtype=getattr(tg, dtype)))
+    t = tf(torch.tensor(x, dtype=getattr(torch, dtype)))
+    assert g.dtype == getattr(tg, dtype)
+    g = g.double().numpy()
+    t = t.double().numpy()
+    nonfinite = ~np.isfinite(t)
+    np.testing.assert_array_equal(g[nonfinite], t[nonfinite])
+    same = (g == t) | nonfinite
+    assert same.mean() > 0.995
+    np_dt = {"float64": np.float64, "float32": np.float32, "float16": np.float16, "bfloat16": np.float32}[dtype]
+    ulp = np.spacing(np.abs(t[~same]).astype(np_dt)).astype(np.float64) * (65536 if dtype == "bfloat16" else 1)
+    assert np.all(np.abs(g[~same] - t[~same]) <= ulp)
+
+
+@pytest.mark.parametrize("name", BESSEL)
+def test_bessel_dtypes_names_and_errors(name):
+    tf, gf = getattr(torch.special, name), getattr(tg.special, name)
+    for dt in ("int64", "int8", "bool"):
+        vals = [True, False] if dt == "bool" else [1, 0, -2]
+        _same(gf(tg.tensor(vals, dtype=getattr(tg, dt))), tf(torch.tensor(vals, dtype=getattr(torch, dt))))
+    x = tg.tensor([0.5, -1.0], requires_grad=True)
+    assert type(gf(x).grad_fn).__name__ == BESSEL_GRAD_FN[name] == tf(torch.tensor([0.5], requires_grad=True)).grad_fn.name()
+    _raises_like(lambda: tf([1.0]), lambda: gf([1.0]))
+    if name in ("i1", "i1e"):
+        for dt in ("float16", "bfloat16"):
+            _raises_like(lambda: tf(torch.ones(2, dtype=getattr(torch, dt), requires_grad=True)).sum().backward(),
+                         lambda: gf(tg.ones(2, dtype=getattr(tg, dt), requires_grad=True)).sum().backward())
+
+
+def test_i0_aliases_method_and_inplace():
+    v = [0.5, -3.0, 12.0]
+    _same(tg.i0(tg.tensor(v)), torch.i0(torch.tensor(v)))
+    _raises_like(lambda: torch.i0([1.0]), lambda: tg.i0([1.0]))
+    _same(tg.tensor(v).i0(), torch.tensor(v).i0())
+    a, b = tg.tensor(v), torch.tensor(v)
+    a.i0_()
+    b.i0_()
+    _same(a, b)
+    _raises_like(lambda: torch.tensor([1, 2]).i0_(), lambda: tg.tensor([1, 2]).i0_())
+
+
+@pytest.mark.parametrize("name", BESSEL)
+def test_bessel_gradients(name):
+    """gradcheck and gradgradcheck in float64; torch's first derivative (its formula, incl. the 0.5 at
+    |x| <= eps of i1 and i1e) to 4 ulps; second derivatives away from 0, where torch's formula
+    i1e' = i0e - i1e (sgn + 1/x) cancels catastrophically (at x = 2**-51 torch's is -0.625, the
+    true value -1: any evaluation order differs)."""
+    tf, gf = getattr(torch.special, name), getattr(tg.special, name)
+    xs = tg.tensor([0.3, -2.0, 9.5, -12.0, 4.0], dtype=tg.float64, requires_grad=True)
+    assert gradcheck(gf, (xs,))
+    assert gradgradcheck(gf, (xs,))
+    v = [0.0, -0.0, 1e-20, -1e-20, 2.0 ** -52, 0.5, -1.5, 3.0, -9.0, 20.0, 1e-3]
+    x = tg.tensor(v, dtype=tg.float64, requires_grad=True)
+    t = torch.tensor(v, dtype=torch.float64, requires_grad=True)
+    g, = tg.autograd.grad(gf(x).sum(), x, create_graph=True)
+    h, = torch.autograd.grad(tf(t).sum(), t, create_graph=True)
+    np.testing.assert_allclose(g.detach().numpy(), h.detach().numpy(), rtol=4 * 2.0 ** -52, atol=0)
+    gg, = tg.autograd.grad(g.sum(), x)
+    hh, = torch.autograd.grad(h.sum(), t)
+    np.testing.assert_allclose(gg.numpy()[5:], hh.numpy()[5:], rtol=1e-9)
+    np.testing.assert_array_equal(gg.numpy()[:5] == 0, hh.numpy()[:5] == 0)
+
+
+@pytest.mark.parametrize("name", BESSEL)
+def test_bessel_compiled_equals_eager(name):
+    gf = getattr(tg.special, name)
+    compiled = tg.compile(lambda a: gf(a) * 2)
+    for dt in (tg.float32, tg.float64):
+        a = tg.tensor(np.linspace(-12, 12, 41), dtype=dt, requires_grad=True)
+        b = a.detach().clone().requires_grad_()
+        y, z = compiled(a), gf(b) * 2
+        _same(y, z)
+        y.sum().backward()
+        z.sum().backward()
+        _same(a.grad, b.grad)

@@ -1149,3 +1149,10 @@ def float_power_(self, exponent):
 
 
 Tensor.float_power_ = float_power_
+
+
+# ops/functional_extra.py: i0 (torch.special's i0e, i1, i1e have no methods)
+from .ops import functional_extra as _extra  # noqa: E402
+
+Tensor.i0 = _extra.i0
+Tensor.i0_ = _inplace(_extra.i0)
