@@ -23,6 +23,8 @@ def _same(a, b):
     """a (tracegrad) equals b (torch) bit for bit, with the dtype's name and the shape."""
     assert str(a.dtype).split(".")[-1] == str(b.dtype).split(".")[-1]
     assert tuple(a.shape) == tuple(b.shape)
+    if b.dtype == torch.bfloat16:
+        a, b = a.float(), b.float()
     np.testing.assert_array_equal(a.detach().numpy(), b.detach().numpy())
 
 
@@ -173,3 +175,83 @@ def test_bessel_compiled_equals_eager(name):
         y.sum().backward()
         z.sum().backward()
         _same(a.grad, b.grad)
+
+
+# -- angle and the conjugation functions of real tensors ---------------------------------------------
+
+ANGLE_POINTS = [1.0, -1.0, 0.0, -0.0, math.nan, -math.inf, math.inf, -math.nan, 1e-45, -1e-45, -3.5]
+
+
+def test_angle_values_and_dtypes():
+    """pi below 0 (-inf too), NaN at NaN, +0.0 elsewhere (-0.0 too: its sign bit is not kept)."""
+    for dt in ("float32", "float64", "float16", "bfloat16"):
+        g = tg.angle(tg.tensor(ANGLE_POINTS, dtype=getattr(tg, dt)))
+        t = torch.angle(torch.tensor(ANGLE_POINTS, dtype=getattr(torch, dt)))
+        _same(g, t)
+        num = ~np.isnan(t.float().numpy())     # (torch's NaN sign depends on the element's place)
+        np.testing.assert_array_equal(np.signbit(g.float().numpy())[num], np.signbit(t.float().numpy())[num])
+    for dt, vals in (("int64", [1, -2, 0]), ("int8", [-1, 3]), ("uint8", [0, 255]), ("bool", [True, False])):
+        _same(tg.angle(tg.tensor(vals, dtype=getattr(tg, dt))), torch.angle(torch.tensor(vals, dtype=getattr(torch, dt))))
+    _same(tg.tensor([-2.0, 3.0]).angle(), torch.tensor([-2.0, 3.0]).angle())
+    _raises_like(lambda: torch.angle([1.0]), lambda: tg.angle([1.0]))
+
+
+def test_angle_gradient_is_zeros():
+    """torch's angle_backward of a real input: zeros, a NaN incoming gradient too (not grad * 0)."""
+    x = tg.tensor(ANGLE_POINTS, dtype=tg.float64, requires_grad=True)
+    t = torch.tensor(ANGLE_POINTS, dtype=torch.float64, requires_grad=True)
+    y, z = tg.angle(x), torch.angle(t)
+    assert type(y.grad_fn).__name__ == z.grad_fn.name() == "AngleBackward0"
+    y.backward(tg.full((len(ANGLE_POINTS),), math.nan, dtype=tg.float64))
+    z.backward(torch.full((len(ANGLE_POINTS),), math.nan, dtype=torch.float64))
+    _same(x.grad, t.grad)
+    assert gradcheck(tg.angle, (tg.tensor([0.5, -2.0], dtype=tg.float64, requires_grad=True),))
+    assert gradgradcheck(tg.angle, (tg.tensor([0.5, -2.0], dtype=tg.float64, requires_grad=True),))
+
+
+def test_conj_family_on_real_tensors():
+    for name in ("conj", "conj_physical", "resolve_conj", "resolve_neg"):
+        for x in (tg.tensor([1.0, -2.0]), tg.tensor([1, 2]), tg.tensor([1.0], requires_grad=True) * 2):
+            assert getattr(tg, name)(x) is x          # torch returns the tensor itself
+            assert getattr(x, name)() is x
+        _raises_like(lambda: getattr(torch, name)([1.0]), lambda: getattr(tg, name)([1.0]))
+    for name in ("is_conj", "is_neg"):
+        assert getattr(tg, name)(tg.tensor([1.0])) is False
+        assert getattr(tg.tensor([1.0]), name)() is False
+        _raises_like(lambda: getattr(torch, name)([1.0]), lambda: getattr(tg, name)([1.0]))
+
+
+def test_conj_physical_inplace():
+    """Value kept, version moved, torch's ConjPhysicalBackward1 node (gradient passed unchanged),
+    torch's error on a leaf that requires grad."""
+    a, b = tg.tensor([1.0, -2.0]), torch.tensor([1.0, -2.0])
+    va, vb = a._version, b._version
+    assert a.conj_physical_() is a
+    b.conj_physical_()
+    _same(a, b)
+    assert a._version - va == b._version - vb == 1
+    w = tg.tensor([1.0, 2.0], requires_grad=True)
+    u = torch.tensor([1.0, 2.0], requires_grad=True)
+    p, q = w * 3, u * 3
+    p.conj_physical_()
+    q.conj_physical_()
+    assert type(p.grad_fn).__name__ == q.grad_fn.name() == "ConjPhysicalBackward1"
+    (p * p).sum().backward()
+    (q * q).sum().backward()
+    _same(w.grad, u.grad)
+    _raises_like(lambda: torch.tensor([1.0], requires_grad=True).conj_physical_(),
+                 lambda: tg.tensor([1.0], requires_grad=True).conj_physical_())
+
+
+def test_angle_and_conj_compiled_equal_eager():
+    fn = lambda m, x: m.angle(x) * 2 + m.conj(x) + m.conj_physical(x).resolve_neg().resolve_conj()  # noqa: E731
+    compiled = tg.compile(lambda x: fn(tg, x))
+    for dt in (tg.float32, tg.float64):
+        x = tg.tensor(ANGLE_POINTS, dtype=dt, requires_grad=True)
+        x2 = x.detach().clone().requires_grad_()
+        y, z = compiled(x), fn(tg, x2)
+        _same(y, z)
+        _same(y, fn(torch, torch.tensor(ANGLE_POINTS, dtype=getattr(torch, str(dt).split(".")[-1]))))
+        y.sum().backward()
+        z.sum().backward()
+        _same(x.grad, x2.grad)

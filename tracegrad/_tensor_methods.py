@@ -1156,3 +1156,15 @@ from .ops import functional_extra as _extra  # noqa: E402
 
 Tensor.i0 = _extra.i0
 Tensor.i0_ = _inplace(_extra.i0)
+Tensor.angle = _extra.angle
+
+
+def _conj_physical_(self):
+    """In place on a real tensor: its value stays, its version moves and, recording, its node becomes
+    torch's ConjPhysicalBackward1 (the gradient passes unchanged), as torch's conj_physical_."""
+    check_inplace(self)
+    return commit(self, rename_grad_fn(F.clone(self), "ConjPhysicalBackward1"))
+
+
+Tensor.conj_physical = _extra.conj_physical
+Tensor.conj_physical_ = _conj_physical_

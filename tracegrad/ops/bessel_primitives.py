@@ -1,5 +1,5 @@
 """Primitives for the modified Bessel functions of the first kind (torch.i0, torch.special.i0e, i1,
-i1e), registered into the op table of primitives.py.
+i1e) and for torch.angle of a real tensor, registered into the op table of primitives.py.
 
 The kernels are Cephes' Chebyshev expansions, as torch's CPU kernels evaluate them (exp(-|x|) I(x)
 over [0, 8] in x / 2 - 2, and exp(-|x|) sqrt(|x|) I(x) beyond in 32 / |x| - 2), in the dtype torch
@@ -17,7 +17,7 @@ import numpy as np
 
 from .. import _dtype as D
 from . import lowering as T
-from .primitives import F, unary
+from .primitives import F, unary, _zeros_like
 from .gamma_primitives import _to_dtype, _opmath
 
 _HOST = T.Refuse("runs its numpy kernel on the host")
@@ -167,3 +167,19 @@ unary("special_i0e", _i0e, lambda g, out, x: (g * (F.special_i1e(x) - F.sgn(x) *
       grad_fn="SpecialI0EBackward0", triton=_HOST)
 unary("special_i1", _i1, _first_order_vjp(False), "x out", grad_fn="SpecialI1Backward0", triton=_HOST)
 unary("special_i1e", _i1e, _first_order_vjp(True), "x out", grad_fn="SpecialI1EBackward0", triton=_HOST)
+
+
+# -- angle of a real tensor ---------------------------------------------------------------------------
+
+def _angle(x):
+    """The argument of a real number, as torch.angle: pi below 0 (-inf too), NaN at NaN, else +0.0
+    (-0.0 too); pi in the result's dtype (float16's 3.1406). (torch's NaN keeps a -NaN's sign bit in
+    its kernel's scalar tail and not in its vectorized body: the sign of a NaN is not part of it.)"""
+    xa = np.asarray(x)
+    with np.errstate(invalid="ignore"):
+        r = np.where(xa < 0, np.pi, np.where(xa != xa, np.nan, 0.0))
+    return _to_dtype(r, xa)
+
+
+# torch's angle_backward of a real input is zeros (a NaN gradient too: not grad * 0)
+unary("angle", _angle, lambda g, out, x: (_zeros_like(g),), "", triton=_HOST)

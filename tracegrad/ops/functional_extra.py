@@ -13,7 +13,8 @@ from .primitives import PRIMITIVES as P
 from . import functional as O
 from . import shapes as S
 
-__all__ = ["i0", "special_i0", "special_i0e", "special_i1", "special_i1e"]
+__all__ = ["i0", "special_i0", "special_i0e", "special_i1", "special_i1e", "angle", "conj", "conj_physical",
+           "resolve_conj", "resolve_neg", "is_conj", "is_neg"]
 
 
 def _unary(name, public):
@@ -30,6 +31,36 @@ def _unary(name, public):
 i0 = _unary("i0", "i0")
 special_i0 = _unary("i0", "special_i0")         # (torch.special.i0 names itself so in its errors)
 special_i0e, special_i1, special_i1e = (_unary(n, n) for n in ("special_i0e", "special_i1", "special_i1e"))
+
+angle = _unary("angle", "angle")
+
+
+# -- conjugation of real tensors: tracegrad has no complex dtype, so nothing is conjugated ------------
+
+def _real_identity(name):
+    def op(input):
+        """torch.{name} of a real tensor: the tensor itself (torch returns it, not a view or copy)."""
+        O._check_tensor(input, name)
+        return input
+    op.__name__ = name
+    op.__doc__ = op.__doc__.format(name=name)
+    return op
+
+
+conj, conj_physical, resolve_conj, resolve_neg = (_real_identity(n) for n in ("conj", "conj_physical",
+                                                                               "resolve_conj", "resolve_neg"))
+
+
+def is_conj(input):
+    """False: a real tensor has no lazy conjugation, as torch.is_conj of one."""
+    O._check_tensor(input, "is_conj")
+    return False
+
+
+def is_neg(input):
+    """False: a real tensor has no lazy negation, as torch.is_neg of one."""
+    O._check_tensor(input, "is_neg")
+    return False
 
 
 # the public ops are one namespace (as composite.py's): derivative rules call these through it
