@@ -255,3 +255,113 @@ def test_angle_and_conj_compiled_equal_eager():
         y.sum().backward()
         z.sum().backward()
         _same(x.grad, x2.grad)
+
+
+# -- gcd, lcm, nextafter ------------------------------------------------------------------------------
+
+INT_DTYPES = ["int8", "int16", "int32", "int64", "uint8"]
+
+
+def _int_pairs(dt, with_min):
+    rng = np.random.default_rng(2)
+    info = np.iinfo(dt)
+    a = rng.integers(info.min, info.max, 2000, endpoint=True).astype(dt)
+    b = rng.integers(info.min, info.max, 2000, endpoint=True).astype(dt)
+    small = rng.integers(-20 if info.min < 0 else 0, 20, (2, 200)).astype(dt)
+    a[100:300], b[100:300] = small
+    b[20:60] = 0
+    a[50:70] = 0
+    if with_min:
+        a[:30] = info.min
+    return a, b
+
+
+@pytest.mark.parametrize("dt", INT_DTYPES)
+def test_gcd_lcm_values(dt):
+    """Euclid on |a|, |b| with C's remainder, and |a / gcd * b| in C's arithmetic (8- and 16-bit in
+    int, wrapped back): torch's values, the overflows included (int8 gcd(-128, 0) = -128, int8
+    lcm(100, 3) = 44). lcm is compared without the most negative value for int32 and int64, where
+    torch's own kernel can divide it by -1 and dies of SIGFPE."""
+    for name in ("gcd", "lcm"):
+        a, b = _int_pairs(dt, with_min=name == "gcd" or dt in ("int8", "int16", "uint8"))
+        _same(getattr(tg, name)(tg.tensor(a), tg.tensor(b)), getattr(torch, name)(torch.from_numpy(a), torch.from_numpy(b)))
+        _same(getattr(tg.tensor(a), name)(tg.tensor(b)), getattr(torch.from_numpy(a), name)(torch.from_numpy(b)))
+        x, y = tg.tensor(a), torch.from_numpy(a.copy())
+        getattr(x, name + "_")(tg.tensor(b))
+        getattr(y, name + "_")(torch.from_numpy(b))
+        _same(x, y)
+
+
+def test_gcd_lcm_promotion_broadcast_and_errors():
+    for name in ("gcd", "lcm"):
+        f, g = getattr(torch, name), getattr(tg, name)
+        _same(g(tg.tensor([6, 9], dtype=tg.int8), tg.tensor([4], dtype=tg.int32)),
+              f(torch.tensor([6, 9], dtype=torch.int8), torch.tensor([4], dtype=torch.int32)))
+        _same(g(tg.tensor([[6], [9]]), tg.tensor([4, 3])), f(torch.tensor([[6], [9]]), torch.tensor([4, 3])))
+        _same(g(tg.tensor([6, 4]), tg.tensor(4)), f(torch.tensor([6, 4]), torch.tensor(4)))
+        for a, b in ((([1.0], None), ([2.0], None)), (([1], None), ([2.0], None)), (([True], None), ([True], None)),
+                     (([1.0], "float64"), ([2], None))):
+            _raises_like(lambda: f(torch.tensor(a[0], dtype=getattr(torch, a[1]) if a[1] else None), torch.tensor(b[0])),
+                         lambda: g(tg.tensor(a[0], dtype=getattr(tg, a[1]) if a[1] else None), tg.tensor(b[0])))
+        _raises_like(lambda: f(torch.tensor([4]), 2), lambda: g(tg.tensor([4]), 2))
+        _raises_like(lambda: f([4], torch.tensor([2])), lambda: g([4], tg.tensor([2])))
+        _raises_like(lambda: getattr(torch.tensor([6], dtype=torch.int8), name + "_")(torch.tensor([4.0])),
+                     lambda: getattr(tg.tensor([6], dtype=tg.int8), name + "_")(tg.tensor([4.0])))
+
+
+NEXT_X = [0.0, 1.0, -1.0, math.inf, math.nan, 0.0, -0.0, 1.0, -math.inf, 3e38, 65504.0, 1e-45, -1e-40, 2.0, 5.0]
+NEXT_Y = [1.0, 2.0, -2.0, 0.0, 1.0, -1.0, 1.0, math.nan, 0.0, math.inf, math.inf, 0.0, 0.0, 2.0, -math.inf]
+
+
+@pytest.mark.parametrize("dt", ["float32", "float64", "float16", "bfloat16"])
+def test_nextafter_values(dt):
+    """One representable value of the dtype toward other (bfloat16's own spacing: its values are
+    float32 storage here), other itself where the two are equal (float16: +0.0 from -0.0 toward +0.0,
+    where numpy's float16 nextafter gave -0.0), NaN where either is."""
+    g = tg.nextafter(tg.tensor(NEXT_X, dtype=getattr(tg, dt)), tg.tensor(NEXT_Y, dtype=getattr(tg, dt)))
+    t = torch.nextafter(torch.tensor(NEXT_X, dtype=getattr(torch, dt)), torch.tensor(NEXT_Y, dtype=getattr(torch, dt)))
+    _same(g, t)
+    np.testing.assert_array_equal(np.signbit(g.float().numpy()), np.signbit(t.float().numpy()))
+    rng = np.random.default_rng(3)
+    a, b = rng.standard_normal(500), rng.standard_normal(500)
+    _same(tg.tensor(a, dtype=getattr(tg, dt)).nextafter(tg.tensor(b, dtype=getattr(tg, dt))),
+          torch.tensor(a, dtype=getattr(torch, dt)).nextafter(torch.tensor(b, dtype=getattr(torch, dt))))
+
+
+def test_nextafter_promotion_errors_inplace_and_gradient():
+    for mk in (lambda m: (m.tensor([1.0]), m.tensor([2.0], dtype=m.float64)), lambda m: (m.tensor([1]), m.tensor([2.0])),
+               lambda m: (m.tensor([0.0]), m.tensor(1.0, dtype=m.float64))):
+        _same(tg.nextafter(*mk(tg)), torch.nextafter(*mk(torch)))
+    _raises_like(lambda: torch.nextafter(torch.tensor([1]), torch.tensor([2])),
+                 lambda: tg.nextafter(tg.tensor([1]), tg.tensor([2])))
+    _raises_like(lambda: torch.nextafter(torch.tensor([1.0]), 2.0), lambda: tg.nextafter(tg.tensor([1.0]), 2.0))
+    a, b = tg.tensor([1.0, -3.0]), torch.tensor([1.0, -3.0])
+    a.nextafter_(tg.tensor([2.0, 0.0], dtype=tg.float64))
+    b.nextafter_(torch.tensor([2.0, 0.0], dtype=torch.float64))
+    _same(a, b)
+    # torch's derivative: the gradient passes to input, other gets zeros
+    x = tg.tensor([1.0, 2.0], dtype=tg.float64, requires_grad=True)
+    y = tg.tensor([3.0, 0.0], dtype=tg.float64, requires_grad=True)
+    r = tg.nextafter(x, y)
+    assert type(r.grad_fn).__name__ == "NextafterBackward0"
+    r.backward(tg.tensor([5.0, 7.0], dtype=tg.float64))
+    tx = torch.tensor([1.0, 2.0], dtype=torch.float64, requires_grad=True)
+    ty = torch.tensor([3.0, 0.0], dtype=torch.float64, requires_grad=True)
+    torch.nextafter(tx, ty).backward(torch.tensor([5.0, 7.0], dtype=torch.float64))
+    _same(x.grad, tx.grad)
+    _same(y.grad, ty.grad)
+
+
+def test_gcd_lcm_nextafter_compiled_equal_eager():
+    f = tg.compile(lambda a, b: tg.gcd(a, b) + tg.lcm(a, b) * 2)
+    for dt in ("int8", "int32", "int64"):
+        a, b = _int_pairs(dt, with_min=False)
+        x, y = tg.tensor(a), tg.tensor(b)
+        _same(f(x, y), tg.gcd(x, y) + tg.lcm(x, y) * 2)
+    h = tg.compile(lambda a, b: tg.nextafter(a, b) * 1)
+    for dt in ("float32", "float64", "float16", "bfloat16"):
+        x = tg.tensor(NEXT_X, dtype=getattr(tg, dt))
+        y = tg.tensor(NEXT_Y, dtype=getattr(tg, dt))
+        r = h(x, y)
+        _same(r, torch.nextafter(torch.tensor(NEXT_X, dtype=getattr(torch, dt)), torch.tensor(NEXT_Y, dtype=getattr(torch, dt))))
+        np.testing.assert_array_equal(np.signbit(r.float().numpy()), np.signbit(tg.nextafter(x, y).float().numpy()))

@@ -1168,3 +1168,24 @@ def _conj_physical_(self):
 
 Tensor.conj_physical = _extra.conj_physical
 Tensor.conj_physical_ = _conj_physical_
+
+
+def _cast_checked(fn):
+    """An in-place binary op whose result dtype is checked against self's before its kernel's dtype
+    check, as torch's TensorIterator does (int8.gcd_(float) is the cast error, not gcd's)."""
+    inplace = _inplace(fn)
+
+    def op(self, other):
+        if isinstance(self, Tensor) and isinstance(other, Tensor):
+            d = D.result_type([self, other])
+            if d is not self._dtype and d._kind > self._dtype._kind:
+                raise RuntimeError(f"result type {D.SCALAR_NAME[d]} can't be cast to the desired output type "
+                                   f"{D.SCALAR_NAME[self._dtype]}")
+        return inplace(self, other)
+    op.__name__ = inplace.__name__
+    return op
+
+
+for _name in "gcd lcm nextafter".split():
+    setattr(Tensor, _name, getattr(_extra, _name))
+    setattr(Tensor, _name + "_", _cast_checked(getattr(_extra, _name)))

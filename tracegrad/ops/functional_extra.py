@@ -9,12 +9,13 @@ from .. import _dtype as D
 from ..tensor import Tensor
 from ..tracing import apply, rename_grad_fn
 from . import bessel_primitives  # noqa: F401  (registers the primitives)
+from . import number_primitives  # noqa: F401  (registers the primitives)
 from .primitives import PRIMITIVES as P
 from . import functional as O
 from . import shapes as S
 
 __all__ = ["i0", "special_i0", "special_i0e", "special_i1", "special_i1e", "angle", "conj", "conj_physical",
-           "resolve_conj", "resolve_neg", "is_conj", "is_neg"]
+           "resolve_conj", "resolve_neg", "is_conj", "is_neg", "gcd", "lcm", "nextafter"]
 
 
 def _unary(name, public):
@@ -61,6 +62,27 @@ def is_neg(input):
     """False: a real tensor has no lazy negation, as torch.is_neg of one."""
     O._check_tensor(input, "is_neg")
     return False
+
+
+# -- gcd, lcm, nextafter: two tensors, promoted; torch takes no number for other ------------------------
+
+def _two_tensors(name):
+    prim = P[name]
+
+    def op(input, other):
+        O._check_tensor(input, name)
+        if not isinstance(other, Tensor):
+            raise TypeError(f"{name}(): argument 'other' (position 2) must be Tensor, not {type(other).__name__}")
+        params = {}
+        if name == "nextafter" and D.result_type([input, other]) is D.bfloat16:
+            params["bfloat16"] = True
+        return apply(prim, (input, other), params)
+    op.__name__ = name
+    op.__doc__ = f"Elementwise {name} of two broadcast tensors in their common dtype, as torch.{name}."
+    return op
+
+
+gcd, lcm, nextafter = (_two_tensors(n) for n in ("gcd", "lcm", "nextafter"))
 
 
 # the public ops are one namespace (as composite.py's): derivative rules call these through it
