@@ -365,3 +365,94 @@ def test_gcd_lcm_nextafter_compiled_equal_eager():
         r = h(x, y)
         _same(r, torch.nextafter(torch.tensor(NEXT_X, dtype=getattr(torch, dt)), torch.tensor(NEXT_Y, dtype=getattr(torch, dt))))
         np.testing.assert_array_equal(np.signbit(r.float().numpy()), np.signbit(tg.nextafter(x, y).float().numpy()))
+
+
+# -- as_strided --------------------------------------------------------------------------------------
+
+AS_STRIDED_CASES = [((4,), (1,), 0), ((4,), (1,), 5), ((2, 2), (1,), 0), ((2,), (-1,), 0), ((-1,), (1,), 0),
+                    ((2,), (1,), -1), ((0,), (1,), 100), ((3, 3), (0, 1), None), ((2, 2), (3, 1), 1),
+                    ((3, 3), (1, 1), None), ((2, 3), (1, 2), 1), ((), (), 7)]
+
+
+@pytest.mark.parametrize("case", AS_STRIDED_CASES)
+def test_as_strided_values_and_errors(case):
+    size, stride, off = case
+    args = (size, stride) if off is None else (size, stride, off)
+    try:
+        want = torch.as_strided(torch.arange(8.0), *args)
+    except RuntimeError:
+        _raises_like(lambda: torch.as_strided(torch.arange(8.0), *args), lambda: tg.as_strided(tg.arange(8.0), *args))
+        _raises_like(lambda: torch.arange(8.0).as_strided(*args), lambda: tg.arange(8.0).as_strided(*args))
+        return
+    _same(tg.as_strided(tg.arange(8.0), *args), want)
+    _same(tg.arange(8.0).as_strided(*args), want)
+
+
+def test_as_strided_offsets_count_in_the_storage():
+    """A contiguous slice at an offset: the default offset is its own, an explicit one counts from
+    the storage's start, as torch's. Where the view would read storage outside the tensor (or the
+    tensor is not contiguous in it), tracegrad raises rather than view other elements than torch."""
+    _same(tg.arange(10.0)[2:].as_strided((3,), (1,)), torch.arange(10.0)[2:].as_strided((3,), (1,)))
+    _same(tg.arange(10.0)[2:].as_strided((3,), (2,), 3), torch.arange(10.0)[2:].as_strided((3,), (2,), 3))
+    _same(tg.arange(6, dtype=tg.int32).as_strided((2,), (1,)), torch.arange(6, dtype=torch.int32).as_strided((2,), (1,)))
+    for make in (lambda m: m.arange(10.0)[2:].as_strided((3,), (1,), 0),
+                 lambda m: m.arange(10.0).view(2, 5).t().as_strided((2, 2), (1, 2)),
+                 lambda m: m.arange(6.0)[::2].as_strided((3,), (2,)),
+                 lambda m: m.arange(3.0).expand(2, 3).as_strided((3,), (1,))):
+        make(torch)
+        with pytest.raises(RuntimeError, match="outside this tensor"):
+            make(tg)
+
+
+def test_as_strided_is_a_view():
+    for m in (tg, torch):
+        p = m.arange(6.0)
+        q = p.as_strided((2,), (2,), 1)
+        q.mul_(10)
+        p.add_(1)
+        if m is tg:
+            got = (p.tolist(), q.tolist())
+        else:
+            assert got == (p.tolist(), q.tolist())
+    w, u = tg.arange(6.0, requires_grad=True) * 1, torch.arange(6.0, requires_grad=True) * 1
+    w.as_strided_((2, 2), (2, 1), 1)
+    u.as_strided_((2, 2), (2, 1), 1)
+    _same(w, u)
+    assert type(w.grad_fn).__name__ == u.grad_fn.name() == "AsStridedBackward1"
+
+
+def test_as_strided_gradient_accumulates_over_overlaps():
+    """torch's AsStridedBackward0: an input element gets the sum of the gradients of the view's
+    elements that are it (sliding windows overlap)."""
+    for size, stride, off in (((3, 3), (1, 1), 0), ((2, 2), (3, 1), 1), ((4, 2), (0, 2), 1), ((2, 3), (2, 1), 0)):
+        w = tg.arange(6.0, dtype=tg.float64, requires_grad=True)
+        u = torch.arange(6.0, dtype=torch.float64, requires_grad=True)
+        y, z = w.as_strided(size, stride, off), u.as_strided(size, stride, off)
+        assert type(y.grad_fn).__name__ == z.grad_fn.name() == "AsStridedBackward0"
+        gy = np.random.default_rng(4).standard_normal(size)
+        y.backward(tg.tensor(gy))
+        z.backward(torch.tensor(gy))
+        np.testing.assert_allclose(w.grad.numpy(), u.grad.numpy(), rtol=1e-15)
+        x = tg.arange(6.0, dtype=tg.float64, requires_grad=True)
+        fn = lambda t: (t * 1).as_strided(size, stride, off) ** 2  # noqa: E731
+        assert gradcheck(fn, (x,))
+        assert gradgradcheck(fn, (x,))
+
+
+def test_as_strided_compiled_equals_eager():
+    fn = lambda t: (t * 2).as_strided((3, 3), (1, 1)).sum(0) + t.as_strided((2, 2), (2, 1))[0, 1]  # noqa: E731
+    compiled = tg.compile(fn)
+    for x in (tg.arange(6.0, requires_grad=True), tg.arange(10.0)[3:9].detach().requires_grad_()):
+        x2 = x.detach().clone().requires_grad_()
+        y, z = compiled(x), fn(x2)
+        _same(y, z)
+        y.sum().backward()
+        z.sum().backward()
+        _same(x.grad, x2.grad)
+    # a non-contiguous argument: the compiled function raises as eager does, not a contiguous copy's view
+    base = tg.arange(12.0).view(3, 4)
+    compiled(base[1:].reshape(8)[:6])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        with pytest.raises(RuntimeError, match="outside this tensor"):
+            compiled(base.t().reshape(12)[::2])

@@ -1189,3 +1189,5 @@ def _cast_checked(fn):
 for _name in "gcd lcm nextafter".split():
     setattr(Tensor, _name, getattr(_extra, _name))
     setattr(Tensor, _name + "_", _cast_checked(getattr(_extra, _name)))
+Tensor.as_strided = _extra.as_strided
+Tensor.as_strided_ = _inplace_view("as_strided", _next_overload(1))

@@ -7,7 +7,7 @@ import numpy as np
 
 from .. import _dtype as D
 from ..tensor import Tensor
-from ..tracing import apply, rename_grad_fn
+from ..tracing import apply, rename_grad_fn, Proxy, TraceError
 from . import bessel_primitives  # noqa: F401  (registers the primitives)
 from . import number_primitives  # noqa: F401  (registers the primitives)
 from .primitives import PRIMITIVES as P
@@ -15,7 +15,8 @@ from . import functional as O
 from . import shapes as S
 
 __all__ = ["i0", "special_i0", "special_i0e", "special_i1", "special_i1e", "angle", "conj", "conj_physical",
-           "resolve_conj", "resolve_neg", "is_conj", "is_neg", "gcd", "lcm", "nextafter"]
+           "resolve_conj", "resolve_neg", "is_conj", "is_neg", "gcd", "lcm", "nextafter",
+           "as_strided"]
 
 
 def _unary(name, public):
@@ -85,7 +86,73 @@ def _two_tensors(name):
 gcd, lcm, nextafter = (_two_tensors(n) for n in ("gcd", "lcm", "nextafter"))
 
 
+# -- as_strided over a tensor's storage ---------------------------------------------------------------
+
+def _storage_numel(input):
+    """The number of elements of the memory input's array views (torch's storage size)."""
+    root = input._data
+    if not isinstance(root, np.ndarray):
+        return input.numel() + input.storage_offset()
+    while isinstance(root.base, np.ndarray):
+        root = root.base
+    return root.nbytes // input._data.itemsize
+
+
+def as_strided(input, size, stride, storage_offset=None):
+    """A view of input's storage with the given sizes, strides and offset (in elements), as
+    torch.as_strided: the offset defaults to input's own; overlapping elements are allowed, and
+    the gradient accumulates over them (torch's AsStridedBackward0).
+
+    torch takes the view of the whole storage; tracegrad takes it of input's own elements, which is
+    the same where input is C-contiguous and the view reads none of the storage around it (a view
+    whose storage it is, a slice at an offset, a fresh result). Elsewhere (a transposed or strided
+    input, elements outside it) it raises, rather than read other elements than torch's."""
+    O._check_tensor(input, "as_strided")
+    size = tuple(int(n) for n in size)
+    stride = tuple(int(n) for n in stride)
+    if len(size) != len(stride):
+        raise RuntimeError("mismatch in length of strides and shape")
+    if any(s < 0 for s in stride):
+        raise RuntimeError(f"as_strided: Negative strides are not supported at the moment, got strides: {list(stride)}")
+    if any(n < 0 for n in size):
+        raise RuntimeError(f"Storage size calculation overflowed with sizes={list(size)} and strides={list(stride)}")
+    if storage_offset is not None and int(storage_offset) < 0:
+        raise RuntimeError(f"Tensor: invalid storage offset {int(storage_offset)}")
+    empty = any(n == 0 for n in size)
+    span = 0 if empty else sum((n - 1) * s for n, s in zip(size, stride)) + 1
+    if isinstance(input, Proxy):
+        # a traced value's place in its storage is not known to the trace: its own elements from
+        # its first on (the default offset) are
+        if storage_offset is not None:
+            raise TraceError("as_strided with an explicit storage_offset inside a compiled function is not traced yet "
+                             "(the program does not know the argument's place in its storage)")
+        if not empty and (span > input.numel() or not input.is_contiguous()):
+            raise TraceError("as_strided reaching beyond a traced value's own elements (or of a non-contiguous one) "
+                             "inside a compiled function is not traced yet")
+        return apply(P["as_strided"], (input,), {"shape": size, "strides": stride, "offset": 0})
+    own = input.storage_offset()
+    offset = own if storage_offset is None else int(storage_offset)
+    if not empty:
+        need = offset + span
+        storage = _storage_numel(input)
+        if need > storage:
+            item = input.dtype.itemsize
+            raise RuntimeError(f"setStorage: sizes {list(size)}, strides {list(stride)}, storage offset {offset}, and "
+                               f"itemsize {item} requiring a storage size of {need * item} are out of bounds for "
+                               f"storage of size {storage * item}")
+        if not input.is_contiguous() or offset < own or need > own + input.numel():
+            raise RuntimeError(
+                f"as_strided: sizes {list(size)}, strides {list(stride)} and storage offset {offset} reach elements "
+                f"of the storage outside this tensor (storage offset {own}, {input.numel()} elements"
+                f"{'' if input.is_contiguous() else ', not contiguous'}), which tracegrad does not view: take "
+                f"the view of the tensor that owns the storage, or of input.contiguous() with offsets counted "
+                f"from its first element")
+    return apply(P["as_strided"], (input,), {"shape": size, "strides": stride, "offset": 0 if empty else offset - own})
+
+
 # the public ops are one namespace (as composite.py's): derivative rules call these through it
+# (but as_strided: the rules' F.as_strided views an operand's own elements, any layout)
 for _name in __all__:
-    setattr(O, _name, globals()[_name])
+    if _name != "as_strided":
+        setattr(O, _name, globals()[_name])
 del _name
