@@ -456,3 +456,125 @@ def test_as_strided_compiled_equals_eager():
         warnings.simplefilter("ignore")
         with pytest.raises(RuntimeError, match="outside this tensor"):
             compiled(base.t().reshape(12)[::2])
+
+
+# -- index_reduce --------------------------------------------------------------------------------------
+
+REDUCES = ["prod", "mean", "amax", "amin"]
+
+
+def _index_reduce_args(m, dtype="float64"):
+    x = np.array([[8.0, 2, 3], [4, 5, 6], [7, 0, 9], [10, 11, 12]])
+    s = np.array([[8.0, 3, 0], [5, 6, 7], [8, 9, 10]])        # ties with self at [0, 0]; zeros for prod
+    return m.tensor(x, dtype=getattr(m, dtype)), m.tensor([0, 2, 0]), m.tensor(s, dtype=getattr(m, dtype))
+
+
+@pytest.fixture(autouse=False)
+def no_beta_warning():
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        yield
+
+
+@pytest.mark.parametrize("reduce", REDUCES)
+@pytest.mark.parametrize("include_self", [True, False])
+def test_index_reduce_values(reduce, include_self, no_beta_warning):
+    for dt in ("float32", "float64", "int64", "float16"):
+        x, i, s = _index_reduce_args(tg, dt)
+        tx, ti, ts = _index_reduce_args(torch, dt)
+        _same(tg.index_reduce(x, 0, i, s, reduce, include_self=include_self),
+              torch.index_reduce(tx, 0, ti, ts, reduce, include_self=include_self))
+        _same(x.t().index_reduce(1, i, s.t(), reduce, include_self=include_self),
+              tx.t().index_reduce(1, ti, ts.t(), reduce, include_self=include_self))
+        a, b = x.clone(), tx.clone()
+        a.index_reduce_(0, i.int(), s, reduce, include_self=include_self)
+        b.index_reduce_(0, ti.int(), ts, reduce, include_self=include_self)
+        _same(a, b)
+    # an integer mean rounds down (floor division), as torch's
+    _same(tg.index_reduce(tg.tensor([5, -7, 9]), 0, tg.tensor([0, 1, 1]), tg.tensor([2, 2, 3]), reduce,
+                          include_self=include_self),
+          torch.index_reduce(torch.tensor([5, -7, 9]), 0, torch.tensor([0, 1, 1]), torch.tensor([2, 2, 3]), reduce,
+                             include_self=include_self))
+    _same(tg.index_reduce(tg.tensor(5.0), 0, tg.tensor([0]), tg.tensor(3.0), reduce, include_self=include_self),
+          torch.index_reduce(torch.tensor(5.0), 0, torch.tensor([0]), torch.tensor(3.0), reduce, include_self=include_self))
+
+
+def test_index_reduce_errors(no_beta_warning):
+    X = lambda m: m.arange(1.0, 13.0).view(4, 3)  # noqa: E731
+    S = lambda m: m.ones(3, 3)  # noqa: E731
+    cases = [lambda m: m.index_reduce(X(m), 0, m.tensor([0, 2, 0]), S(m), "sum"),
+             lambda m: m.index_reduce(X(m), 0, m.tensor([0.0, 2, 0]), S(m), "prod"),
+             lambda m: m.index_reduce(X(m), 0, m.tensor([[0, 1, 2]]), S(m), "prod"),
+             lambda m: m.index_reduce(X(m), 0, m.tensor([0, 1]), S(m), "prod"),
+             lambda m: m.index_reduce(X(m), 0, m.tensor([0, 1, 5]), S(m), "prod"),
+             lambda m: m.index_reduce(X(m), 0, m.tensor([0, 1, -1]), S(m), "amax"),
+             lambda m: m.index_reduce(X(m), 1, m.tensor([0, 1, 2]), S(m), "prod"),
+             lambda m: m.index_reduce(X(m), 2, m.tensor([0, 2, 0]), S(m), "prod"),
+             lambda m: m.index_reduce(X(m), 0, m.tensor([0, 2, 0]), S(m).double(), "prod"),
+             lambda m: m.index_reduce(X(m), 0, m.tensor([0, 2, 0]), S(m)[0], "prod"),
+             lambda m: m.index_reduce(m.tensor([True, False]), 0, m.tensor([0]), m.tensor([True]), "prod"),
+             lambda m: m.index_reduce(X(m), 0, m.tensor([0, 2, 0]), S(m), "prod", True),
+             lambda m: m.tensor([1.0], requires_grad=True).index_reduce_(0, m.tensor([0]), m.tensor([2.0]), "prod")]
+    for case in cases:
+        _raises_like(lambda: case(torch), lambda: case(tg))
+
+
+@pytest.mark.parametrize("reduce", REDUCES)
+@pytest.mark.parametrize("include_self", [True, False])
+def test_index_reduce_gradients(reduce, include_self, no_beta_warning):
+    """torch's IndexReduceBackward0, at ties and zeros too: amax/amin share the gradient among the
+    values equal to the result and count self where it equals it even without include_self (whose
+    share is then dropped: two source maxima tied with self get a third each, as torch's; tracegrad's
+    scatter_reduce gave each a half); prod's gradient is exact at a zero."""
+    x, i, s = _index_reduce_args(tg)
+    tx, ti, ts = _index_reduce_args(torch)
+    for a in (x, s, tx, ts):
+        a.requires_grad_()
+    g = np.arange(12.0).reshape(4, 3) + 1
+    y = tg.index_reduce(x, 0, i, s, reduce, include_self=include_self)
+    z = torch.index_reduce(tx, 0, ti, ts, reduce, include_self=include_self)
+    assert type(y.grad_fn).__name__ == z.grad_fn.name() == "IndexReduceBackward0"
+    gx, gs = tg.autograd.grad(y, (x, s), tg.tensor(g, dtype=tg.float64))
+    hx, hs = torch.autograd.grad(z, (tx, ts), torch.tensor(g, dtype=torch.float64))
+    np.testing.assert_allclose(gx.numpy(), hx.numpy(), rtol=1e-15)
+    np.testing.assert_allclose(gs.numpy(), hs.numpy(), rtol=1e-15)
+    rng = np.random.default_rng(5)
+    a = tg.tensor(rng.uniform(1, 2, (4, 3)), requires_grad=True)
+    b = tg.tensor(rng.uniform(1, 2, (3, 3)), requires_grad=True)
+    fn = lambda p, q: tg.index_reduce(p, 0, tg.tensor([0, 2, 0]), q, reduce, include_self=include_self)  # noqa: E731
+    assert gradcheck(fn, (a, b))
+    assert gradgradcheck(fn, (a, b))
+
+
+def test_scatter_reduce_tie_gradient_without_self_is_torchs():
+    for reduce in ("amax", "amin"):
+        for m in (tg, torch):
+            x = m.tensor([8.0, 1.0], requires_grad=True)
+            s = m.tensor([8.0, 8.0], requires_grad=True)
+            m.scatter_reduce(x, 0, m.tensor([0, 0]), s, reduce, include_self=False).backward(m.tensor([1.0, 1.0]))
+            if m is tg:
+                got = (x.grad.tolist(), s.grad.tolist())
+            else:
+                assert got == (x.grad.tolist(), s.grad.tolist())
+
+
+def test_index_reduce_compiled_equals_eager(no_beta_warning):
+    for reduce in REDUCES:
+        fn = lambda p, q: tg.index_reduce(p * 1, 0, tg.tensor([0, 2, 0]), q, reduce)  # noqa: E731
+        compiled = tg.compile(fn)
+        x, _, s = _index_reduce_args(tg)
+        x1, s1 = x.clone().requires_grad_(), s.clone().requires_grad_()
+        x2, s2 = x.clone().requires_grad_(), s.clone().requires_grad_()
+        y, z = compiled(x1, s1), fn(x2, s2)
+        _same(y, z)
+        y.sum().backward()
+        z.sum().backward()
+        _same(x1.grad, x2.grad)
+        _same(s1.grad, s2.grad)
+
+
+def test_index_reduce_warns_once_as_torch():
+    from tracegrad.ops import functional_extra
+    functional_extra._INDEX_REDUCE_WARNED[0] = False
+    with pytest.warns(UserWarning, match=r"index_reduce\(\) is in beta"):
+        tg.index_reduce(tg.ones(2), 0, tg.tensor([0]), tg.ones(1), "prod")

@@ -1191,3 +1191,5 @@ for _name in "gcd lcm nextafter".split():
     setattr(Tensor, _name + "_", _cast_checked(getattr(_extra, _name)))
 Tensor.as_strided = _extra.as_strided
 Tensor.as_strided_ = _inplace_view("as_strided", _next_overload(1))
+Tensor.index_reduce = _extra.index_reduce
+Tensor.index_reduce_ = _inplace_composite(_extra.index_reduce)

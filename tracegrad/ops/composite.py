@@ -786,6 +786,14 @@ def scatter_reduce(input, dim, index, src, reduce, *, include_self=True):
         both = O.where(mask, se, O.full((), big, dtype=se.dtype))
         if include_self:
             both = O.cat([both, O.unsqueeze(x, -1)], -1)
+        elif x.dtype.is_floating_point:
+            # torch shares the gradient among the src values equal to the result and counts self too
+            # where it equals the result, though self took no part (its share is dropped): two
+            # tied src maxima equal to self get a third each, not a half. self, detached, takes
+            # part in the amax only where it equals the src result, which it does not change
+            r0 = (O.amax if reduce == "amax" else O.amin)(both.detach(), -1)
+            tie = O.where(x.detach() == r0, x.detach(), O.full((), big, dtype=x.dtype))
+            both = O.cat([both, O.unsqueeze(tie, -1)], -1)
         r = (O.amax if reduce == "amax" else O.amin)(both, -1)
         out = r if include_self else O.where(hit, r, x)
     r = out.to(input.dtype)

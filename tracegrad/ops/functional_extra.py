@@ -2,6 +2,7 @@
 primitives in bessel_primitives.py), angle and the conjugation functions of real tensors,
 gcd/lcm/nextafter, index_reduce, as_strided over a tensor's storage and resize_."""
 import math
+import warnings
 
 import numpy as np
 
@@ -16,7 +17,7 @@ from . import shapes as S
 
 __all__ = ["i0", "special_i0", "special_i0e", "special_i1", "special_i1e", "angle", "conj", "conj_physical",
            "resolve_conj", "resolve_neg", "is_conj", "is_neg", "gcd", "lcm", "nextafter",
-           "as_strided"]
+           "as_strided", "index_reduce"]
 
 
 def _unary(name, public):
@@ -148,6 +149,59 @@ def as_strided(input, size, stride, storage_offset=None):
                 f"the view of the tensor that owns the storage, or of input.contiguous() with offsets counted "
                 f"from its first element")
     return apply(P["as_strided"], (input,), {"shape": size, "strides": stride, "offset": 0 if empty else offset - own})
+
+
+# -- index_reduce ---------------------------------------------------------------------------------------
+
+_INDEX_REDUCE_WARNED = [False]
+
+
+def index_reduce(input, dim, index, source, reduce, *, include_self=True):
+    """source's slices along dim reduced ("prod", "mean", "amax", "amin") into input's slices at
+    index, as torch.index_reduce: with include_self, input's slice takes part (and counts in the
+    mean); an integer mean rounds down. It is scatter_reduce with the index spread over source's
+    other dimensions, so its gradient is scatter_reduce's (torch's: amax and amin share the gradient
+    among ties, prod's is exact at zeros), under torch's node name IndexReduceBackward0."""
+    from .composite import scatter_reduce
+    if not _INDEX_REDUCE_WARNED[0]:
+        _INDEX_REDUCE_WARNED[0] = True
+        warnings.warn("index_reduce() is in beta and the API may change at any time.", UserWarning, stacklevel=2)
+    O._check_tensor(input, "index_reduce")
+    O._check_tensor(index, "index_reduce", "index")
+    O._check_tensor(source, "index_reduce", "source")
+    if reduce not in ("prod", "mean", "amax", "amin"):
+        raise RuntimeError(f"index_reduce(): Expected reduce to be one of prod, mean, amax or amin but got {reduce}.")
+    if index.dtype is not D.int64 and index.dtype is not D.int32:
+        raise RuntimeError(f"index_reduce_(): Expected dtype int32/int64 for index but got: {D.SCALAR_NAME[index.dtype]}")
+    d = S.normalize_dim(dim, input.ndim)
+    if index.ndim > 1:
+        raise IndexError(f"index_reduce_(): Index is supposed to be a vector, but got dim: {index.ndim} with type: "
+                         f"{D.SCALAR_NAME[index.dtype]} and size: {list(index.shape)}")
+    n_src = source.shape[d] if source.ndim else 1
+    if source.ndim != input.ndim or tuple(source.shape[:d]) + tuple(source.shape[d + 1:]) != \
+            tuple(input.shape[:d]) + tuple(input.shape[d + 1:]):
+        raise RuntimeError(f"source tensor shape must match self tensor shape, excluding the specified dimension. "
+                           f"Got self.shape = {list(input.shape)} source.shape = {list(source.shape)}")
+    if index.numel() != n_src:
+        raise RuntimeError(f"index_reduce_(): Number of indices ({index.numel()}) should be equal to source.size(dim): "
+                           f"({n_src}), for dim: {d}")
+    if source.dtype is not input.dtype:
+        raise RuntimeError(f"index_reduce_(): self ({D.SCALAR_NAME[input.dtype]}) and source "
+                           f"({D.SCALAR_NAME[source.dtype]}) must have the same scalar type")
+    if input.dtype is D.bool_:
+        raise NotImplementedError("\"index_func_\" not implemented for 'Bool'")
+    n = input.shape[d] if input.ndim else 1
+    if index._data is not None and index.numel():
+        i = np.asarray(index._data)
+        if np.any((i < 0) | (i >= n)):          # (torch takes no negative index here)
+            raise IndexError("index out of range in self")
+    if not input.ndim:                   # (0-dim: as one element along dim 0)
+        out = scatter_reduce(O.reshape(input, (1,)), 0, O.reshape(index, (1,)).to(D.int64), O.reshape(source, (1,)),
+                             reduce, include_self=include_self)
+        return rename_grad_fn(O.reshape(out, ()), "IndexReduceBackward0")
+    idx = O.expand(O.reshape(index, tuple(-1 if k == d else 1 for k in range(source.ndim))), *source.shape)
+    out = scatter_reduce(input, d, idx.to(D.int64), source, reduce, include_self=include_self)
+    return rename_grad_fn(out, "IndexReduceBackward0")
 
 
 # the public ops are one namespace (as composite.py's): derivative rules call these through it
