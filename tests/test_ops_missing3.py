@@ -578,3 +578,92 @@ def test_index_reduce_warns_once_as_torch():
     functional_extra._INDEX_REDUCE_WARNED[0] = False
     with pytest.warns(UserWarning, match=r"index_reduce\(\) is in beta"):
         tg.index_reduce(tg.ones(2), 0, tg.tensor([0]), tg.ones(1), "prod")
+
+
+# -- resize_ -----------------------------------------------------------------------------------------
+
+def _resize_cases():
+    def shrink(m):
+        x = m.arange(6.0)
+        v = x._version
+        r = x.resize_(2, 2)
+        return r is x, x.tolist(), x._version - v, x.stride()
+
+    def shares_on_shrink(m):
+        x = m.arange(6.0)
+        y = x.view(2, 3)
+        x.resize_(2)
+        x[0] = 50
+        return x.tolist(), y.tolist()
+
+    def same_shape_keeps_strides(m):
+        x = m.arange(12.0).view(3, 4).t()
+        v = x._version
+        x.resize_(4, 3)
+        return x.tolist(), x.stride(), x._version - v
+
+    def saved_then_resized(m):
+        w = m.tensor([1.0, 2.0], requires_grad=True)
+        x = m.tensor([3.0, 4.0])
+        y = (w * x).sum()
+        x.resize_(1)
+        y.backward()
+
+    def under_no_grad(m):
+        with m.no_grad():
+            m.arange(6.0, requires_grad=True).resize_(2)
+
+    return [shrink, shares_on_shrink, same_shape_keeps_strides, saved_then_resized, under_no_grad,
+            lambda m: m.arange(6.0).resize_((3, 2)).tolist(),
+            lambda m: m.arange(6.0).resize_([8])[:6].tolist(),
+            lambda m: tuple(m.arange(6.0).resize_(8).shape),
+            lambda m: m.arange(6.0).resize_(0).tolist(),
+            lambda m: m.arange(12.0)[2:].clone().resize_(2, 2).tolist(),
+            lambda m: m.arange(6, dtype=m.int32).resize_(2, 2).tolist(),
+            lambda m: m.from_numpy(np.arange(6.0)).resize_(3).tolist(),
+            lambda m: m.arange(6.0).resize_as_(m.zeros(2, 3)).tolist(),
+            lambda m: m.arange(24.0).resize_(1, 2, 3, 4, memory_format=m.channels_last).tolist(),
+            lambda m: m.arange(24.0).resize_(1, 2, 3, 4, memory_format=m.channels_last).stride(),
+            lambda m: m.arange(6.0, requires_grad=True).resize_(2),
+            lambda m: (m.arange(6.0, requires_grad=True) * 1).resize_(2),
+            lambda m: m.arange(6.0).resize_(-1),
+            lambda m: m.arange(6.0).resize_(2, 2.5),
+            lambda m: m.arange(6.0).resize_(),
+            lambda m: m.from_numpy(np.arange(6.0)).resize_(10),
+            lambda m: m.arange(6.0).resize_(2, memory_format=m.channels_last)]
+
+
+@pytest.mark.parametrize("case", range(len(_resize_cases())))
+def test_resize_as_torch(case):
+    fn = _resize_cases()[case]
+    try:
+        want = fn(torch)
+    except Exception:
+        _raises_like(lambda: fn(torch), lambda: fn(tg))
+        return
+    assert fn(tg) == want
+
+
+def test_resize_where_numpy_cannot_share_raises():
+    """torch grows a storage in place under the tensors that view it, and keeps a resized view a
+    view; tracegrad raises there rather than let the tensors drift apart."""
+    x = tg.arange(6.0)
+    y = x.view(2, 3)
+    with pytest.raises(RuntimeError, match="other tensors view"):
+        x.resize_(10)
+    assert y.tolist() == [[0.0, 1.0, 2.0], [3.0, 4.0, 5.0]] and x.tolist() == [0.0, 1.0, 2.0, 3.0, 4.0, 5.0]
+    with pytest.raises(RuntimeError, match="resize_ of a view"):
+        tg.arange(6.0).t().resize_(2)
+    z = tg.arange(6.0)
+    z.resize_(10)
+    assert z[:6].tolist() == list(range(6)) and z.shape == (10,)
+
+
+def test_resize_inside_compile_runs_eagerly():
+    def fn(x):
+        y = x * 2
+        y.resize_(2)
+        return y + 1
+    compiled = tg.compile(fn)
+    with pytest.warns(UserWarning, match="resize_"):
+        _same(compiled(tg.arange(6.0)), fn(torch.arange(6.0)))
