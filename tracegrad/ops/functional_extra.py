@@ -1,7 +1,6 @@
 """More of torch's functions: the modified Bessel functions (i0, and torch.special's i0e, i1, i1e:
 primitives in bessel_primitives.py), angle and the conjugation functions of real tensors,
 gcd/lcm/nextafter, index_reduce, as_strided over a tensor's storage and resize_."""
-import math
 import warnings
 
 import numpy as np
@@ -14,6 +13,7 @@ from . import number_primitives  # noqa: F401  (registers the primitives)
 from .primitives import PRIMITIVES as P
 from . import functional as O
 from . import shapes as S
+from .composite import scatter_reduce
 
 __all__ = ["i0", "special_i0", "special_i0e", "special_i1", "special_i1e", "angle", "conj", "conj_physical",
            "resolve_conj", "resolve_neg", "is_conj", "is_neg", "gcd", "lcm", "nextafter",
@@ -162,7 +162,6 @@ def index_reduce(input, dim, index, source, reduce, *, include_self=True):
     mean); an integer mean rounds down. It is scatter_reduce with the index spread over source's
     other dimensions, so its gradient is scatter_reduce's (torch's: amax and amin share the gradient
     among ties, prod's is exact at zeros), under torch's node name IndexReduceBackward0."""
-    from .composite import scatter_reduce
     if not _INDEX_REDUCE_WARNED[0]:
         _INDEX_REDUCE_WARNED[0] = True
         warnings.warn("index_reduce() is in beta and the API may change at any time.", UserWarning, stacklevel=2)
@@ -172,7 +171,8 @@ def index_reduce(input, dim, index, source, reduce, *, include_self=True):
     if reduce not in ("prod", "mean", "amax", "amin"):
         raise RuntimeError(f"index_reduce(): Expected reduce to be one of prod, mean, amax or amin but got {reduce}.")
     if index.dtype is not D.int64 and index.dtype is not D.int32:
-        raise RuntimeError(f"index_reduce_(): Expected dtype int32/int64 for index but got: {D.SCALAR_NAME[index.dtype]}")
+        raise RuntimeError(f"index_reduce_(): Expected dtype int32/int64 for index but got: "
+                           f"{D.SCALAR_NAME[index.dtype]}")
     d = S.normalize_dim(dim, input.ndim)
     if index.ndim > 1:
         raise IndexError(f"index_reduce_(): Index is supposed to be a vector, but got dim: {index.ndim} with type: "
