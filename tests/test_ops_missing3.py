@@ -667,3 +667,74 @@ def test_resize_inside_compile_runs_eagerly():
     compiled = tg.compile(fn)
     with pytest.warns(UserWarning, match="resize_"):
         _same(compiled(tg.arange(6.0)), fn(torch.arange(6.0)))
+
+
+# -- the "cuda" device on Triton's interpreter ---------------------------------------------------------
+
+_DEVICE_SCRIPT = r"""
+import json, warnings
+warnings.simplefilter("ignore")
+import tracegrad as tg
+out = {}
+x = tg.tensor([0.5, 1.0, 2.0, -1.0, 0.0, -0.5, -2.0], device="cuda")
+out["pow"] = (x ** 1e300).cpu().tolist()
+v = tg.tensor([0.5, -3.0, 12.0], dtype=tg.float64, device="cuda", requires_grad=True)
+for name, f in (("i0", tg.i0), ("i0e", tg.special.i0e), ("i1", tg.special.i1), ("i1e", tg.special.i1e),
+                ("angle", tg.angle)):
+    y = f(v)
+    y.sum().backward()
+    out[name] = [str(y.device), y.cpu().tolist(), v.grad.cpu().tolist()]
+    v.grad = None
+a, b = tg.tensor([12, -18, 7], device="cuda"), tg.tensor([8, 12, -3], device="cuda")
+out["gcd"] = [tg.gcd(a, b).cpu().tolist(), tg.lcm(a, b).cpu().tolist()]
+out["nextafter"] = tg.nextafter(v.detach(), tg.zeros(3, dtype=tg.float64, device="cuda")).cpu().tolist()
+s = tg.tensor([2.0, 3.0], device="cuda", requires_grad=True)
+r = tg.index_reduce(tg.ones(3, device="cuda"), 0, tg.tensor([0, 0], device="cuda"), s, "prod")
+r.sum().backward()
+out["index_reduce"] = [str(r.device), r.cpu().tolist(), s.grad.cpu().tolist()]
+out["scatter_reduce"] = tg.scatter_reduce(tg.ones(3, device="cuda"), 0, tg.tensor([0, 0], device="cuda"),
+                                          tg.tensor([2.0, 3.0], device="cuda"), "sum").cpu().tolist()
+out["as_strided"] = [tg.arange(10.0, device="cuda")[2:].as_strided((2, 2), (1, 1)).cpu().tolist(),
+                     tg.arange(10.0, device="cuda")[2:].as_strided((2, 2), (1, 1), 3).cpu().tolist()]
+print(json.dumps(out))
+"""
+
+
+def test_new_ops_on_the_device_path():
+    """On CUDA tensors (Triton's interpreter here): the new ops run their numpy kernels on a host
+    copy, and give CPU tracegrad's (and torch's) values. index_reduce and scatter_reduce's sum and
+    prod on CUDA tensors raised "Expected all tensors to be on the same device": their masks were
+    built on the host."""
+    import subprocess
+    import sys
+    import os
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env = dict(os.environ, PYTHONPATH=root, PYTHONWARNINGS="ignore", TRITON_INTERPRET="1")
+    r = subprocess.run([sys.executable, "-c", _DEVICE_SCRIPT], env=env, capture_output=True, text=True, timeout=300,
+                       cwd=root)
+    assert r.returncode == 0, r.stderr[-3000:]
+    got = __import__("json").loads(r.stdout.strip().splitlines()[-1])
+    t = torch.tensor([0.5, 1.0, 2.0, -1.0, 0.0, -0.5, -2.0])
+    assert got["pow"] == (t ** 1e300).tolist()
+    for name, f in (("i0", torch.i0), ("i0e", torch.special.i0e), ("i1", torch.special.i1),
+                    ("i1e", torch.special.i1e), ("angle", torch.angle)):
+        v = torch.tensor([0.5, -3.0, 12.0], dtype=torch.float64, requires_grad=True)
+        y = f(v)
+        y.sum().backward()
+        assert got[name][0] == "cuda:0"
+        np.testing.assert_allclose(got[name][1], y.tolist(), rtol=1e-15)
+        np.testing.assert_allclose(got[name][2], v.grad.tolist(), rtol=4e-16)
+    a, b = torch.tensor([12, -18, 7]), torch.tensor([8, 12, -3])
+    assert got["gcd"] == [torch.gcd(a, b).tolist(), torch.lcm(a, b).tolist()]
+    assert got["nextafter"] == torch.nextafter(torch.tensor([0.5, -3.0, 12.0], dtype=torch.float64),
+                                               torch.zeros(3, dtype=torch.float64)).tolist()
+    s = torch.tensor([2.0, 3.0], requires_grad=True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        r = torch.index_reduce(torch.ones(3), 0, torch.tensor([0, 0]), s, "prod")
+    r.sum().backward()
+    assert got["index_reduce"] == ["cuda:0", r.tolist(), s.grad.tolist()]
+    assert got["scatter_reduce"] == torch.scatter_reduce(torch.ones(3), 0, torch.tensor([0, 0]),
+                                                         torch.tensor([2.0, 3.0]), "sum").tolist()
+    assert got["as_strided"] == [torch.arange(10.0)[2:].as_strided((2, 2), (1, 1)).tolist(),
+                                 torch.arange(10.0)[2:].as_strided((2, 2), (1, 1), 3).tolist()]

@@ -89,14 +89,16 @@ gcd, lcm, nextafter = (_two_tensors(n) for n in ("gcd", "lcm", "nextafter"))
 
 # -- as_strided over a tensor's storage ---------------------------------------------------------------
 
-def _storage_numel(input):
-    """The number of elements of the memory input's array views (torch's storage size)."""
-    root = input._data
-    if not isinstance(root, np.ndarray):
-        return input.numel() + input.storage_offset()
+def _storage_place(input):
+    """(input's storage offset, its storage's number of elements), in elements of its dtype."""
+    data = input._data
+    if not isinstance(data, np.ndarray):        # a device tensor: its memory carrier knows its storage
+        carrier = data.t
+        return carrier.storage_offset(), carrier.untyped_storage().nbytes() // carrier.element_size()
+    root = data
     while isinstance(root.base, np.ndarray):
         root = root.base
-    return root.nbytes // input._data.itemsize
+    return input.storage_offset(), root.nbytes // data.itemsize
 
 
 def as_strided(input, size, stride, storage_offset=None):
@@ -131,11 +133,10 @@ def as_strided(input, size, stride, storage_offset=None):
             raise TraceError("as_strided reaching beyond a traced value's own elements (or of a non-contiguous one) "
                              "inside a compiled function is not traced yet")
         return apply(P["as_strided"], (input,), {"shape": size, "strides": stride, "offset": 0})
-    own = input.storage_offset()
+    own, storage = _storage_place(input)
     offset = own if storage_offset is None else int(storage_offset)
     if not empty:
         need = offset + span
-        storage = _storage_numel(input)
         if need > storage:
             item = input.dtype.itemsize
             raise RuntimeError(f"setStorage: sizes {list(size)}, strides {list(stride)}, storage offset {offset}, and "
