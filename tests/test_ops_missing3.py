@@ -738,3 +738,37 @@ def test_new_ops_on_the_device_path():
                                                          torch.tensor([2.0, 3.0]), "sum").tolist()
     assert got["as_strided"] == [torch.arange(10.0)[2:].as_strided((2, 2), (1, 1)).tolist(),
                                  torch.arange(10.0)[2:].as_strided((2, 2), (1, 1), 3).tolist()]
+
+
+def test_as_strided_overlapping_view_writes():
+    """An in-place op through a view whose elements share memory: torch's result depends on the
+    order of its writes (mul_ multiplies the middle element once per window: [0, 4, 16, 12, 8, 5]);
+    numpy's gave each element once ([0, 2, 4, 6, 8, 5]). tracegrad raises torch's error for an
+    expanded tensor instead, as for unfold's overlapping windows, eager and compiled; one number
+    written to every element (fill_, zero_) is torch's value."""
+    x = tg.arange(6.0)
+    with pytest.raises(RuntimeError, match="refers to a single memory location"):
+        x.as_strided((3, 3), (1, 1)).mul_(2)
+    assert x.tolist() == [0.0, 1.0, 2.0, 3.0, 4.0, 5.0]
+    w = tg.arange(6.0, requires_grad=True)
+    with pytest.raises(RuntimeError, match="refers to a single memory location"):
+        (w * 1).as_strided((3, 3), (1, 1)).mul_(2)
+    for write in (lambda v: v.fill_(2.5), lambda v: v.zero_(), lambda v: v.__setitem__((0, 1), 7.0)):
+        a, b = tg.arange(6.0), torch.arange(6.0)
+        write(a.as_strided((3, 3), (1, 1)))
+        write(b.as_strided((3, 3), (1, 1)))
+        _same(a, b)
+
+    def fn(t):
+        z = t * 1
+        z.as_strided((3, 3), (1, 1)).mul_(2)
+        return z
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        with pytest.raises(RuntimeError, match="refers to a single memory location"):
+            tg.compile(fn)(tg.arange(6.0))
+    # views without shared elements stay writeable, through to their base
+    a, b = tg.arange(6.0), torch.arange(6.0)
+    a.as_strided((2, 2), (1, 2)).mul_(3)
+    b.as_strided((2, 2), (1, 2)).mul_(3)
+    _same(a, b)

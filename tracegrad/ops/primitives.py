@@ -2593,8 +2593,26 @@ def _strided(flat, shape, strides, offset):
     return np.lib.stride_tricks.as_strided(flat[offset:], shape, tuple(s * item for s in strides))
 
 
+def _self_overlapping(shape, strides):
+    """Whether two elements of a view of `shape` and element `strides` share memory: the dims of
+    more than one element, by their stride, must each step over all the smaller ones."""
+    extent = 1
+    for st, n in sorted((abs(st), n) for st, n in zip(strides, shape) if n > 1):
+        if st < extent:
+            return True
+        extent += st * (n - 1)
+    return False
+
+
 def _as_strided_kernel(x, shape, strides, offset):
-    return _strided(np.ascontiguousarray(x).reshape(-1), shape, strides, offset)
+    out = _strided(np.ascontiguousarray(x).reshape(-1), shape, strides, offset)
+    if out.flags.writeable and _self_overlapping(shape, strides):
+        # read-only where elements share memory, as unfold's overlapping windows: an in-place op
+        # through it raises torch's error for an expanded tensor, where torch's own result
+        # depends on the order of its writes (as_strided((3, 3), (1, 1)).mul_(2) multiplies the
+        # middle element three times); a fill of one number still writes (torch's value)
+        out.flags.writeable = False
+    return out
 
 
 def _as_strided_scatter_kernel(x, src, shape, strides, offset):
