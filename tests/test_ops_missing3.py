@@ -395,6 +395,12 @@ def test_as_strided_offsets_count_in_the_storage():
     _same(tg.arange(10.0)[2:].as_strided((3,), (1,)), torch.arange(10.0)[2:].as_strided((3,), (1,)))
     _same(tg.arange(10.0)[2:].as_strided((3,), (2,), 3), torch.arange(10.0)[2:].as_strided((3,), (2,), 3))
     _same(tg.arange(6, dtype=tg.int32).as_strided((2,), (1,)), torch.arange(6, dtype=torch.int32).as_strided((2,), (1,)))
+    # the view's own storage offset is torch's (it was 0: numpy's base chain stops at as_strided's holder)
+    for size, stride, off in (((2,), (1,), 2), ((2, 2), (1, 1), 3), ((3,), (2,), 1)):
+        assert tg.arange(10.0).as_strided(size, stride, off).storage_offset() == \
+            torch.arange(10.0).as_strided(size, stride, off).storage_offset() == off
+    _same(tg.arange(10.0).as_strided((2,), (1,), 2).as_strided((2,), (1,)),
+          torch.arange(10.0).as_strided((2,), (1,), 2).as_strided((2,), (1,)))
     for make in (lambda m: m.arange(10.0)[2:].as_strided((3,), (1,), 0),
                  lambda m: m.arange(10.0).view(2, 5).t().as_strided((2, 2), (1, 2)),
                  lambda m: m.arange(6.0)[::2].as_strided((3,), (2,)),

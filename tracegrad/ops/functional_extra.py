@@ -1,12 +1,13 @@
 """More of torch's functions: the modified Bessel functions (i0, and torch.special's i0e, i1, i1e:
 primitives in bessel_primitives.py), angle and the conjugation functions of real tensors,
-gcd/lcm/nextafter, index_reduce, as_strided over a tensor's storage and resize_."""
+gcd/lcm/nextafter, index_reduce and as_strided over a tensor's storage (Tensor.resize_, a method
+alone, is in _tensor_methods.py)."""
 import warnings
 
 import numpy as np
 
 from .. import _dtype as D
-from ..tensor import Tensor
+from ..tensor import Tensor, memory_root
 from ..tracing import apply, rename_grad_fn, Proxy, TraceError
 from . import bessel_primitives  # noqa: F401  (registers the primitives)
 from . import number_primitives  # noqa: F401  (registers the primitives)
@@ -27,7 +28,7 @@ def _unary(name, public):
         O._check_tensor(input, public)
         return apply(prim, (input,), {})
     op.__name__ = public
-    op.__doc__ = f"Elementwise {public}, as torch.{public}."
+    op.__doc__ = f"Elementwise {public}, as torch.{public.replace('special_', 'special.')}."
     return op
 
 
@@ -95,10 +96,7 @@ def _storage_place(input):
     if not isinstance(data, np.ndarray):        # a device tensor: its memory carrier knows its storage
         carrier = data.t
         return carrier.storage_offset(), carrier.untyped_storage().nbytes() // carrier.element_size()
-    root = data
-    while isinstance(root.base, np.ndarray):
-        root = root.base
-    return input.storage_offset(), root.nbytes // data.itemsize
+    return input.storage_offset(), memory_root(data).nbytes // data.itemsize
 
 
 def as_strided(input, size, stride, storage_offset=None):
