@@ -178,7 +178,8 @@ REFUSED = {
 }
 # ops with no Triton kernel yet: on a device they run their numpy kernel on a host copy
 REFUSED.update({n: "numpy kernel on the host" for n in (
-    "lgamma", "digamma", "polygamma", "erfinv", "mode_index",
+    "lgamma", "digamma", "polygamma", "erfinv", "mode_index", "i0", "special_i0e", "special_i1", "special_i1e",
+    "angle", "gcd", "lcm", "nextafter",
     "erfc", "asin", "acos", "atan", "sinh", "cosh", "asinh", "acosh", "atanh", "asinh_inplace", "acosh_inplace",
     "atanh_inplace", "atan2", "cumsum", "cumprod", "argsort", "kthvalue_index",
     "linalg_inv", "det_cofactor", "linalg_det", "linalg_slogdet", "linalg_solve", "linalg_cholesky", "linalg_eigh",

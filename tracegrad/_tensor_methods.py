@@ -4,8 +4,10 @@ An in-place op computes its result out of place, checks it fits (dtype, shape, t
 leaf rule), then writes it into the tensor's storage, bumps the version counter and
 moves the tensor's history onto the new node, as torch does.
 """
+import math
 import numbers
 import re
+import sys
 import warnings
 import weakref
 
@@ -13,7 +15,7 @@ import numpy as np
 
 from . import _dtype as D
 from .grad_mode import STATE, no_grad
-from .tensor import Tensor, Above, _VALUE_READS
+from .tensor import Tensor, Above, _VALUE_READS, memory_root, escaped
 from .ops import functional as F
 from .autograd.graph import Saved, _HOOK_USERS, saved_tensors_hooks_active, RETAIN_USED
 from .autograd import views
@@ -1194,3 +1196,120 @@ def float_power_(self, exponent):
 
 
 Tensor.float_power_ = float_power_
+
+
+# ops/functional_extra.py: i0 (torch.special's i0e, i1, i1e have no methods)
+from .ops import functional_extra as _extra  # noqa: E402
+
+Tensor.i0 = _extra.i0
+Tensor.i0_ = _inplace(_extra.i0)
+Tensor.angle = _extra.angle
+
+
+def _conj_physical_(self):
+    """In place on a real tensor: its value stays, its version moves and, recording, its node becomes
+    torch's ConjPhysicalBackward1 (the gradient passes unchanged), as torch's conj_physical_."""
+    check_inplace(self)
+    return commit(self, rename_grad_fn(F.clone(self), "ConjPhysicalBackward1"))
+
+
+Tensor.conj_physical = _extra.conj_physical
+Tensor.conj_physical_ = _conj_physical_
+
+
+def _cast_checked(fn):
+    """An in-place binary op whose result dtype is checked against self's before its kernel's dtype
+    check, as torch's TensorIterator does (int8.gcd_(float) is the cast error, not gcd's)."""
+    inplace = _inplace(fn)
+
+    def op(self, other):
+        if isinstance(self, Tensor) and isinstance(other, Tensor):
+            d = D.result_type([self, other])
+            if d is not self._dtype and d._kind > self._dtype._kind:
+                raise RuntimeError(f"result type {D.SCALAR_NAME[d]} can't be cast to the desired output type "
+                                   f"{D.SCALAR_NAME[self._dtype]}")
+        return inplace(self, other)
+    op.__name__ = inplace.__name__
+    return op
+
+
+for _name in "gcd lcm nextafter".split():
+    setattr(Tensor, _name, getattr(_extra, _name))
+    setattr(Tensor, _name + "_", _cast_checked(getattr(_extra, _name)))
+Tensor.as_strided = _extra.as_strided
+Tensor.as_strided_ = _inplace_view("as_strided", _next_overload(1))
+Tensor.index_reduce = _extra.index_reduce
+Tensor.index_reduce_ = _inplace_composite(_extra.index_reduce)
+
+
+def _resize_(self, *size, memory_format=None):
+    """self as a C-contiguous (or channels_last) tensor of `size` over its storage from its storage
+    offset, as torch's resize_: the storage's elements in their order (a transposed tensor's too),
+    the storage grown where it is too short (the new elements uninitialized: zeros here); the
+    version moves. torch's errors: a tensor that requires grad, a negative size, a storage numpy
+    code outside tracegrad shares (from_numpy) that would have to grow. Where tracegrad cannot keep
+    torch's sharing it raises: growing a storage other tensors view (torch grows it in place, under
+    them), resizing a view, a CUDA tensor, or inside a compiled function."""
+    if _tracing():
+        raise TraceError("resize_ inside a compiled function is not traced yet")
+    if len(size) == 1 and isinstance(size[0], (tuple, list)):
+        size = tuple(size[0])
+    if not size:
+        raise TypeError('resize_() missing 1 required positional arguments: "size"')
+    for i, n in enumerate(size):
+        if not isinstance(n, (int, np.integer)) and not (isinstance(n, Tensor) and n.ndim == 0 and
+                                                          not n.dtype.is_floating_point):
+            raise TypeError(f"resize_(): argument 'size' failed to unpack the object at pos {i + 1} with error "
+                            f"\"type must be tuple of ints,but got {type(n).__name__}\"")
+    size = tuple(int(n) for n in size)
+    if any(n < 0 for n in size):
+        raise RuntimeError("numel: integer multiplication overflow")
+    if self.requires_grad:
+        raise RuntimeError("cannot resize variables that require grad")
+    layout = getattr(memory_format, "_name", None)
+    if layout == "channels_last" and len(size) != 4:
+        raise RuntimeError("required rank 4 tensor to use channels_last format")
+    if layout not in (None, "contiguous_format", "preserve_format", "channels_last"):
+        raise RuntimeError(f"resize_ with memory_format={memory_format} is not supported")
+    if self.is_cuda:
+        raise RuntimeError("resize_ of a CUDA tensor is not supported yet")
+    if size == tuple(self.shape) and layout in (None, "preserve_format"):
+        return self                         # (torch keeps the geometry, strides included, and the version)
+    if self._view is not None:
+        raise RuntimeError("resize_ of a view is not supported: tracegrad would not keep it a view of its base as "
+                           "torch does; resize the base, or a clone")
+    n = math.prod(size)
+    root = memory_root(self._data)
+    item = self._data.itemsize
+    off = self.storage_offset()
+    storage = root.nbytes // item
+    if off + n <= storage:
+        if not root.flags.c_contiguous:
+            raise RuntimeError("resize_ of a tensor whose storage is a strided numpy array is not supported")
+        flat = root.reshape(-1).view(self._data.dtype)[off:off + n]
+    else:
+        if escaped(self._data):
+            raise RuntimeError("Trying to resize storage that is not resizable")
+        # held here, by self._data and by getrefcount's argument: any other holder is a view
+        if self._data is not root or sys.getrefcount(root) > 3:
+            raise RuntimeError("resize_ growing a storage that other tensors view is not supported (torch grows it "
+                               "under them, which numpy cannot): resize a clone, or before taking the views")
+        flat = np.zeros(off + n, dtype=self._data.dtype)
+        flat[:storage] = root.reshape(-1)
+        flat = flat[off:]
+    if layout == "channels_last":
+        b, c, h, w = size
+        new = flat.reshape(b, h, w, c).transpose(0, 3, 1, 2)
+    else:
+        new = flat.reshape(size)
+    self._data = new
+    self._vc[0] += 1
+    return self
+
+
+def _resize_as_(self, the_template, *, memory_format=None):
+    return _resize_(self, tuple(the_template.shape), memory_format=memory_format)
+
+
+Tensor.resize_ = _resize_
+Tensor.resize_as_ = _resize_as_

@@ -9,10 +9,11 @@ from .ops import math_functional as M
 from .nn import functional as F
 from .tracing import rename_grad_fn
 from .ops.composite_more import entr
+from .ops import functional_extra as X
 
 __all__ = ["expit", "logit", "erf", "erfc", "exp2", "expm1", "log1p", "log_softmax", "softmax", "logsumexp",
            "round", "sinc", "xlogy", "xlog1py", "ndtr", "entr", "gammaln", "digamma", "psi", "polygamma",
-           "erfinv", "multigammaln"]
+           "erfinv", "multigammaln", "i0", "i0e", "i1", "i1e"]
 
 
 def expit(input):
@@ -26,6 +27,7 @@ def logit(input, eps=None):
 erf, erfc, exp2, expm1, log1p = O.erf, O.erfc, O.exp2, O.expm1, O.log1p
 sinc, xlogy = C.sinc, C.xlogy
 gammaln, digamma, psi, polygamma, erfinv = M.lgamma, M.digamma, M.digamma, M.polygamma, M.erfinv
+i0, i0e, i1, i1e = X.special_i0, X.special_i0e, X.special_i1, X.special_i1e
 
 
 def multigammaln(input, p):

@@ -405,9 +405,8 @@ class Tensor:
     def storage_offset(self):
         if _VALUE_READS[0]:
             self._read_history("memory")
-        base = self._data
-        while isinstance(base.base, np.ndarray):
-            base = base.base
+        # (memory_root: an as_strided view's array holds its source through one more object)
+        base = memory_root(self._data)
         return (self.data_ptr() - base.__array_interface__["data"][0]) // self._data.itemsize
 
     @property

@@ -763,7 +763,7 @@ def scatter_reduce(input, dim, index, src, reduce, *, include_self=True):
     O._index_range_check(input, d, index)
     if index._data is None and index.numel():
         n_d = input.shape[d] if input.ndim else 1
-        base = arange(n_d).reshape(tuple(n_d if k == d else 1 for k in range(index.ndim)))
+        base = arange(n_d, device=index.device).reshape(tuple(n_d if k == d else 1 for k in range(index.ndim)))
         index = O.gather(O.expand(base, *(n_d if k == d else s for k, s in enumerate(index.shape))), d, index)
     x, idx, sv = movedim(input, d, -1), movedim(index, d, -1), movedim(src, d, -1)
     if x.dtype in (D.float16, D.bfloat16) and reduce in ("sum", "prod"):
@@ -771,12 +771,12 @@ def scatter_reduce(input, dim, index, src, reduce, *, include_self=True):
         # of float16 [6e-8, -0.33, -65504] is 0.00129 there, where float16 steps underflow to 0
         x, sv = x.float(), sv.float()
     n = x.shape[-1]
-    mask = O.unsqueeze(idx, -2) == arange(n).reshape(n, 1)             # (..., n, m)
+    mask = O.unsqueeze(idx, -2) == arange(n, device=idx.device).reshape(n, 1)   # (..., n, m)
     se = O.unsqueeze(sv, -2)
     hit = O.any(mask, -1)
     count = O.sum(mask, -1)
     if reduce in ("sum", "mean"):
-        r = O.sum(O.where(mask, se, O.zeros_like(se)), -1)
+        r = O.sum(O.where(mask, se, O.full((), 0, dtype=se.dtype)), -1)
         if reduce == "sum":
             out = x + r if include_self else O.where(hit, r, x)
         elif include_self:
@@ -787,7 +787,7 @@ def scatter_reduce(input, dim, index, src, reduce, *, include_self=True):
             out = O.floor_divide(x + r, count + 1) if include_self else O.where(
                 hit, O.floor_divide(r, O.clamp_min(count, 1)), x)
     elif reduce == "prod":
-        r = O.prod(O.where(mask, se, O.ones_like(se)), -1)
+        r = O.prod(O.where(mask, se, O.full((), 1, dtype=se.dtype)), -1)
         out = x * r if include_self else O.where(hit, r, x)
     else:
         big = float("-inf") if reduce == "amax" else float("inf")
@@ -797,6 +797,14 @@ def scatter_reduce(input, dim, index, src, reduce, *, include_self=True):
         both = O.where(mask, se, O.full((), big, dtype=se.dtype))
         if include_self:
             both = O.cat([both, O.unsqueeze(x, -1)], -1)
+        elif x.dtype.is_floating_point:
+            # torch shares the gradient among the src values equal to the result and counts self too
+            # where it equals the result, though self took no part (its share is dropped): two
+            # tied src maxima equal to self get a third each, not a half. self, detached, takes
+            # part in the amax only where it equals the src result, which it does not change
+            r0 = (O.amax if reduce == "amax" else O.amin)(both.detach(), -1)
+            tie = O.where(x.detach() == r0, x.detach(), O.full((), big, dtype=x.dtype))
+            both = O.cat([both, O.unsqueeze(tie, -1)], -1)
         r = (O.amax if reduce == "amax" else O.amin)(both, -1)
         out = r if include_self else O.where(hit, r, x)
     r = out.to(input.dtype)

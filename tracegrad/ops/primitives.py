@@ -100,8 +100,9 @@ class Primitive:
         # is first rounded to the compute dtype
         self.opmath = opmath
         # (argument positions, whether floats too): where a Python number there meets an integer (or, with
-        # True, a floating) compute dtype, torch converts it with its checked conversion (RuntimeError "value
-        # cannot be converted ... without overflow"); other integers wrap
+        # True, a floating; with "half", a float16 or bfloat16) compute dtype, torch converts it with its
+        # checked conversion (RuntimeError "value cannot be converted ... without overflow"); other
+        # integers wrap
         self.checked = checked
         # the kernel over a chunk of a larger array (generated code's fused groups), where a chunk
         # must not take a path impl takes for a whole tensor of its size
@@ -278,7 +279,7 @@ def scalar_operands(prim, cdt, args):
                           for i, a in enumerate(args))
     if kind != 2:
         return cdt, args
-    if prim.checked[1]:
+    if prim.checked[1] is True or prim.checked[1] == "half" and cdt._rank == 1:
         for i in prim.checked[0]:
             if i < len(args) and args[i].__class__ in (int, float):
                 _check_float(args[i], cdt)
@@ -1365,11 +1366,14 @@ def _pow_name(args, params):
     return "PowBackward1" if isinstance(x, Tensor) else "PowBackward2"
 
 
-# a bool exponent (x ** True, x ** False) needs no kernel: torch allows it on bool tensors
+# a bool exponent (x ** True, x ** False) needs no kernel: torch allows it on bool tensors. A number
+# exponent is converted with torch's overflow check only for a float16 or bfloat16 base: a float32 base
+# (or an integer one, promoted to float32) takes any double, x ** 1e300 is inf, 1 or 0 (IEEE pow), as
+# torch's kernel, which computes float32 ** double without converting the exponent to float32
 binary("pow", _pow_kernel, _pow_vjp, "x y out", grad_fn=_pow_name, needs={"x": "x y", "y": "x y out"},
        refuse={0: lambda d, args: None if isinstance(args[1], bool) else _no_kernel("pow")(d, args),
                1: _negative_integer_power}, triton=T.pow_,
-       checked=((1,), True), chunk_impl=lambda x, y, low=None: _pow_kernel(x, y, whole=False, low=low))
+       checked=((1,), "half"), chunk_impl=lambda x, y, low=None: _pow_kernel(x, y, whole=False, low=low))
 
 for _n, _f, _t in (("eq", np.equal, "=="), ("ne", np.not_equal, "!="), ("lt", np.less, "<"),
                    ("le", np.less_equal, "<="), ("gt", np.greater, ">"), ("ge", np.greater_equal, ">=")):
@@ -2712,8 +2716,26 @@ def _strided(flat, shape, strides, offset):
     return np.lib.stride_tricks.as_strided(flat[offset:], shape, tuple(s * item for s in strides))
 
 
+def _self_overlapping(shape, strides):
+    """Whether two elements of a view of `shape` and element `strides` share memory: the dims of
+    more than one element, by their stride, must each step over all the smaller ones."""
+    extent = 1
+    for st, n in sorted((abs(st), n) for st, n in zip(strides, shape) if n > 1):
+        if st < extent:
+            return True
+        extent += st * (n - 1)
+    return False
+
+
 def _as_strided_kernel(x, shape, strides, offset):
-    return _strided(np.ascontiguousarray(x).reshape(-1), shape, strides, offset)
+    out = _strided(np.ascontiguousarray(x).reshape(-1), shape, strides, offset)
+    if out.flags.writeable and _self_overlapping(shape, strides):
+        # read-only where elements share memory, as unfold's overlapping windows: an in-place op
+        # through it raises torch's error for an expanded tensor, where torch's own result
+        # depends on the order of its writes (as_strided((3, 3), (1, 1)).mul_(2) multiplies the
+        # middle element three times); a fill of one number still writes (torch's value)
+        out.flags.writeable = False
+    return out
 
 
 def _as_strided_scatter_kernel(x, src, shape, strides, offset):
