@@ -3,6 +3,7 @@ decompositions into them. Each function here is also a Tensor method where torch
 """
 import builtins
 import collections
+import inspect
 import math
 import numbers
 import sys
@@ -2018,7 +2019,6 @@ OUT_FUNCTIONS_SPECIAL = ("digamma entr erf erfc erfinv exp2 expit expm1 gammaln 
 
 def add_out_arguments(namespace, names=OUT_FUNCTIONS, unchecked=OUT_UNCHECKED):
     """out= on each function of `names` in `namespace` that does not take it itself."""
-    import inspect
     for name in names:
         fn = namespace.get(name)
         if fn is None or not callable(fn):
