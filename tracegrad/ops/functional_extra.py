@@ -15,21 +15,11 @@ from .primitives import PRIMITIVES as P
 from . import functional as O
 from . import shapes as S
 from .composite import scatter_reduce
+from .math_functional import _unary
 
 __all__ = ["i0", "special_i0", "special_i0e", "special_i1", "special_i1e", "angle", "conj", "conj_physical",
            "resolve_conj", "resolve_neg", "is_conj", "is_neg", "gcd", "lcm", "nextafter",
            "as_strided", "index_reduce"]
-
-
-def _unary(name, public):
-    prim = P[name]
-
-    def op(input):
-        O._check_tensor(input, public)
-        return apply(prim, (input,), {})
-    op.__name__ = public
-    op.__doc__ = f"Elementwise {public}, as torch.{public.replace('special_', 'special.')}."
-    return op
 
 
 i0 = _unary("i0", "i0")

@@ -28,14 +28,17 @@ __all__ = ["asin", "acos", "atan", "sinh", "cosh", "asinh", "acosh", "atanh", "a
            "mvlgamma", "mode"]
 
 
-def _unary(name):
+def _unary(name, public=None):
+    """The public function of unary primitive `name` (named `public`: special_i0e is
+    torch.special.i0e)."""
     prim = P[name]
+    public = public or name
 
     def op(input):
-        O._check_tensor(input, name)
+        O._check_tensor(input, public)
         return apply(prim, (input,), {})
-    op.__name__ = name
-    op.__doc__ = f"Elementwise {name}, as torch.{name}."
+    op.__name__ = public
+    op.__doc__ = f"Elementwise {public}, as torch.{public.replace('special_', 'special.')}."
     return op
 
 
