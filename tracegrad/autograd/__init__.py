@@ -568,8 +568,7 @@ def _accumulate(t, g, create_graph, shared=False):
         g = Tensor._make(g._data, g._dtype) if g._req else g
     if t._grad is None:
         gd, td = g._data, t._data
-        # (the common case first: both C-contiguous, the gradient's layout is the leaf's)
-        obeys = gd.flags.c_contiguous and td.flags.c_contiguous or _obeys_layout(gd, td)
+        obeys = _obeys_layout(gd, td)
         if shared and not create_graph or not obeys and not create_graph:
             # torch's clone_obey_contract: the leaf's layout where it is dense, else C order
             g = Tensor._make(_copy_obeying(gd, td), g._dtype)

@@ -84,6 +84,8 @@ def _obeys_layout(g, v):
     """torch's obeys_layout_contract(grad, variable) on arrays: where the leaf is dense, the
     gradient's strides are the leaf's in every dim of more than one element; else the gradient
     is C-contiguous (AccumulateGrad then keeps it as it is)."""
+    if g.shape == v.shape and g.flags.c_contiguous and v.flags.c_contiguous:
+        return True                 # (the common case: both C-contiguous)
     if not _dense(v):
         return g.flags.c_contiguous
     item, vi = g.itemsize, v.itemsize
@@ -99,6 +101,6 @@ def _obeys_layout(g, v):
 def grad_array_for(a, v):
     """The array to become a new .grad of leaf array v from gradient array a: a itself where it
     obeys the layout contract, else a copy laid out as v (torch's AccumulateGrad)."""
-    if v.flags.c_contiguous and a.flags.c_contiguous or _obeys_layout(a, v):
+    if _obeys_layout(a, v):
         return a
     return _copy_obeying(a, v)
