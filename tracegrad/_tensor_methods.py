@@ -15,7 +15,7 @@ import numpy as np
 
 from . import _dtype as D
 from .grad_mode import STATE, no_grad
-from .tensor import Tensor, Above, _VALUE_READS, memory_root, escaped
+from .tensor import Tensor, Above, _VALUE_READS, memory_root, escaped, check_format_rank
 from .ops import functional as F
 from .autograd.graph import Saved, _HOOK_USERS, saved_tensors_hooks_active, RETAIN_USED
 from .autograd import views
@@ -1267,8 +1267,8 @@ def _resize_(self, *size, memory_format=None):
     if self.requires_grad:
         raise RuntimeError("cannot resize variables that require grad")
     layout = getattr(memory_format, "_name", None)
-    if layout == "channels_last" and len(size) != 4:
-        raise RuntimeError("required rank 4 tensor to use channels_last format")
+    if layout == "channels_last":
+        check_format_rank(len(size), layout)
     if layout not in (None, "contiguous_format", "preserve_format", "channels_last"):
         raise RuntimeError(f"resize_ with memory_format={memory_format} is not supported")
     if self.is_cuda:

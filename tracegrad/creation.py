@@ -15,7 +15,7 @@ import warnings
 import numpy as np
 
 from . import _dtype as D
-from .tensor import Tensor, Size, Above, escape
+from .tensor import Tensor, Size, Above, escape, check_format_rank
 from .ir.layout import dense_axes, iterator_order, tensor_order, FORMAT_ORDERS
 from .ir.symbolic import Sym
 from .tracing import apply, _ACTIVE, TRACING, LOCAL, user_file, TraceError
@@ -563,8 +563,7 @@ def empty(*size, out=None, dtype=None, layout=None, device=None, requires_grad=F
     shape = _size("empty", size)
     name = getattr(memory_format, "_name", None)
     perm = FORMAT_ORDERS.get(name)
-    if perm is not None and len(shape) != len(perm):
-        raise RuntimeError(f"required rank {len(perm)} tensor to use {name} format")
+    check_format_rank(len(shape), name)
     if _ACTIVE[0] and TRACING.stack:
         t = full(shape, 0, dtype=dt, requires_grad=requires_grad and perm is None)     # a value of the trace
         if perm is not None:
@@ -589,8 +588,7 @@ def _like_layout(input, memory_format):
     if name in FORMAT_ORDERS:
         # channels_last: NHWC in memory, whatever input's layout
         perm = FORMAT_ORDERS[name]
-        if input.dim() != len(perm):
-            raise RuntimeError(f"required rank {len(perm)} tensor to use {name} format")
+        check_format_rank(input.dim(), name)
         return tuple(input.shape[k] for k in perm), tuple(int(k) for k in np.argsort(perm))
     if memory_format is not None and name != "preserve_format":
         return None                         # (contiguous_format)

@@ -232,6 +232,13 @@ _MemoryFormat = memory_format      # (the name is_contiguous's argument shadows)
 _LAST_ORDERS = {"channels_last": (4, (1, 3, 2, 0)), "channels_last_3d": (5, (1, 4, 3, 2, 0))}
 
 
+def check_format_rank(ndim, name):
+    """torch's error for a channels-last memory format (by name) asked of a tensor of another rank."""
+    rank = {"channels_last": 4, "channels_last_3d": 5}.get(name)
+    if rank is not None and ndim != rank:
+        raise RuntimeError(f"required rank {rank} tensor to use {name} format")
+
+
 def _contiguous_as(a, memory_format):
     """Tensor.is_contiguous(memory_format=...): whether array a is dense in that format's order,
     size-1 dimensions aside, as torch answers (a channels-last query was answered as a C one)."""

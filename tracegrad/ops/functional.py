@@ -12,7 +12,7 @@ import warnings
 import numpy as np
 
 from .. import _dtype as D
-from ..tensor import Tensor, Above, _VALUE_READS, memory_format
+from ..tensor import Tensor, Above, _VALUE_READS, memory_format, check_format_rank
 from ..ir.symbolic import Sym
 from ..ir.layout import dense_order, suggested_order, suggested_format, memory_format_order
 from ..grad_mode import STATE
@@ -154,9 +154,8 @@ def _suggested_format(t):
 
 def _check_format_rank(input, params):
     fmt = params.get("memory_format")
-    rank = {"channels_last": 4, "channels_last_3d": 5}.get(fmt)
-    if rank is not None and input.ndim != rank:
-        raise RuntimeError(f"required rank {rank} tensor to use {fmt} format")
+    if fmt.__class__ is str:
+        check_format_rank(input.ndim, fmt)
 negative = neg
 absolute = abs
 _round_prim = P["round"]
