@@ -53,7 +53,7 @@ from .nn.modules.module import Module
 from .optim.optimizer import Optimizer
 from ._tensor_str import PRINT_OPTS
 from .autograd import WARN_ALWAYS
-from . import functionalize, creation
+from . import functionalize, creation, chain
 from .autodiff import derive, differentiable_reach, carries_grad, backward_args, DerivativeError, needed_values
 from .codegen.numpy_cpu import compile_graph
 from .ir import symbolic
@@ -77,6 +77,7 @@ class Program:
     out_orders = ()                   # (output, memory order) where eager's result is not C-contiguous
     out_c = ()                        # outputs eager lays out C-contiguous (numpy's reduce may not)
     out_strided = ()                  # (output, strides) of views eager takes of a larger value
+    chain = None                      # what follows its calls (chain.Record), once a create_graph backward ran
 
     def __init__(self, name, keep_stages=False):
         self.__name__ = name
@@ -1393,6 +1394,14 @@ def _freed_grad_fn(p, o, srcs, leaves):
     o._output_nr = 0
 
 
+def _stale_grad_fn(p, o, inputs, why):
+    """A grad_fn for `o`, a result of a chain after compiled program p (tracegrad/chain.py)
+    whose graph cannot be rebuilt because an input changed since: a backward reaching it raises
+    `why`."""
+    _freed_grad_fn(p, o, [("arg", i) for i in range(len(inputs))], inputs)
+    o._grad_fn.__dict__["_why"] = why
+
+
 def _outputs_saved_by_eager(g, n_user):
     """The positions of the outputs (through views) of ops whose eager derivative saves their
     result (softmax, exp, sigmoid, ...): changed in place before the backward, eager autograd
@@ -1582,7 +1591,7 @@ def _start_backward(p, ctx, counts=True):
     a create_graph backward runs its own program and does not count, or the forward would
     take gradients nobody reads)."""
     if ctx._saved is None:
-        raise RuntimeError(FREED_MSG)
+        raise RuntimeError(ctx.__dict__.get("_why") or FREED_MSG)      # (_why: _stale_grad_fn)
     for s in ctx.__dict__["_read"]:
         _check_version(s, ctx)
     if counts:
@@ -1679,6 +1688,8 @@ def _compiled_backward_eager(*args, prog, metas=None):
     *gs, ctx = args
     p = prog
     _start_backward(p, ctx, counts=False)
+    if p.chain is None:
+        p.chain = chain.Record(p)          # the calls that follow this program's are recorded
     seeds, mask = gs, None
     if len(gs) < len(p.out_meta) or _has_none(gs):      # (else every output has its gradient)
         seeds = _seeds(p, gs, _zeros_tensor, ctx)
@@ -1977,6 +1988,11 @@ class CompiledFunction:
             if not distinct and writes_alias(p, leaves, False):
                 return self._aliased(args, kwargs)
         self.last_program = p
+        rec = p.chain
+        if rec is not None and rec.state is not chain.OFF and not chain.SUSPENDED[0]:
+            out = chain.on_call(self, p, rec, args, kwargs, leaves, distinct)
+            if out is not chain.NOT_STEP:
+                return out
         try:
             return run_program(p, leaves, distinct)
         except IndexError:
@@ -2226,3 +2242,8 @@ def compile(fn=None, *, backend="auto", fullgraph=False, dynamic=None, mode=None
     if not callable(fn):
         raise TypeError(f"tracegrad.compile expects a function or a module, got {type(fn).__name__}")
     return CompiledFunction(fn, **kw)
+
+
+chain.RUN_PROGRAM[0] = run_program
+chain.STALE_GRAD_FN[0] = _stale_grad_fn
+chain.COMPILER[0] = CompiledFunction

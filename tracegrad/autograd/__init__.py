@@ -10,6 +10,7 @@ from .. import _dtype as D
 from ..grad_mode import (no_grad, enable_grad, set_grad_enabled, is_grad_enabled, inference_mode,
                          is_inference_mode_enabled, STATE)
 from ..tensor import Tensor, Above
+from .. import chain
 from . import engine
 from .graph import Node, AccumulateGrad, RemovableHandle, node_class, RETAIN_USED
 from ._grad_io import _seeds, _results
@@ -424,7 +425,7 @@ def _stale_error(node):
     """The error torch's engine raises when it runs `node`, one of whose saved tensors was
     written in place since (it unpacks them all first) or freed by an earlier backward, or None."""
     if node._prim is not None and node._saved is None and (not node._prim.takes_ctx or node._freed):
-        return RuntimeError(engine.FREED_MSG)
+        return RuntimeError(node.__dict__.get("_why") or engine.FREED_MSG)       # (_why: chain._stale)
     items = []
     saved = node._saved or ()
     if node._guarded:
@@ -621,6 +622,17 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
          allow_unused=None, is_grads_batched=False, materialize_grads=False):
     """Gradients of `outputs` with respect to `inputs` (nothing is accumulated into .grad);
     `inputs` a dict gives a dict of gradients under the same keys, as torch's."""
+    if chain.LIVE[0]:            # a step of a chain after a compiled call (tracegrad/chain.py)?
+        r = chain.grad_step(_grad_api, outputs, inputs, grad_outputs, retain_graph, create_graph, only_inputs,
+                            allow_unused, is_grads_batched, materialize_grads)
+        if r is not chain.NOT_STEP:
+            return r
+    return _grad_api(outputs, inputs, grad_outputs, retain_graph, create_graph, only_inputs, allow_unused,
+                     is_grads_batched, materialize_grads)
+
+
+def _grad_api(outputs, inputs, grad_outputs, retain_graph, create_graph, only_inputs, allow_unused,
+              is_grads_batched, materialize_grads):
     if materialize_grads and allow_unused is False:
         raise ValueError("Expected allow_unused to be True or not passed when materialize_grads=True, "
                          "but got: allow_unused=False.")
@@ -788,3 +800,5 @@ class Variable(metaclass=_VariableMeta):
     leaf on t's values, and every tensor counts as a Variable."""
 
 Above.backward = backward        # Tensor.backward()
+
+chain.REAL_GRAD[0] = _grad_api

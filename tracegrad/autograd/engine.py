@@ -817,7 +817,7 @@ def _execute(order, index, roots, seeds, targets, retain_graph, create_graph, ho
         # freed by an earlier backward (see free_graph); a custom Function raises only where
         # its backward reads ctx.saved_tensors, as in torch; a node marked _freed at once
         if node._saved is None and (not node._prim.takes_ctx or node._freed):
-            e = RuntimeError(FREED_MSG)
+            e = RuntimeError(node.__dict__.get("_why") or FREED_MSG)     # (_why: chain._stale)
             e._at_bind = True            # nothing has run yet (autograd.backward runs what torch would first)
             raise e
         if node._guarded:

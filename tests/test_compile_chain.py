@@ -1,0 +1,440 @@
+"""A compiled call and the derivative calls after it, run as one program (tracegrad/chain.py).
+
+Once a compiled program's create_graph backward has run, the calls after its calls are
+recorded; after two calls followed by the same steps, later calls speculate: the compiled
+call and its steps return pending tensors and the last step runs the whole chain as one
+program. Every case here runs the calls enough times to speculate (CALLS), and compares each
+call's results against torch (float64: the same formulas, another evaluation order) and the
+speculated calls' results against the recorded calls' (float32, the same primitives).
+Anything the chain did not record makes it real first: the steps run as written."""
+import threading
+import warnings
+
+import numpy as np
+import pytest
+import torch
+
+import tracegrad as tg
+from tracegrad import chain
+
+CALLS = 7                 # 1: plain; 2-3: recorded; 4 on: speculated
+SPECULATES = 3            # the first call (0-based) whose compiled call returns pending tensors
+
+
+def close(a, b, rtol=1e-11, atol=1e-12):
+    a = a.detach().numpy() if isinstance(a, (tg.Tensor, torch.Tensor)) else np.asarray(a)
+    b = b.detach().numpy() if isinstance(b, (tg.Tensor, torch.Tensor)) else np.asarray(b)
+    assert a.shape == b.shape
+    np.testing.assert_allclose(a, b, rtol=rtol, atol=atol)
+
+
+def pair(a, req=True):
+    return tg.tensor(a, requires_grad=req), torch.tensor(a, requires_grad=req)
+
+
+def tanh2(lib):
+    return lambda x: (lib.tanh(x) ** 2).sum()
+
+
+def third(lib, f, x):
+    y = f(x)
+    (g1,) = lib.autograd.grad(y, x, create_graph=True)
+    (g2,) = lib.autograd.grad(g1.sum(), x, create_graph=True)
+    (g3,) = lib.autograd.grad(g2.sum(), x)
+    return y, g1, g2, g3
+
+
+def pending(t):
+    """A speculated tensor not made real yet (a recorded one is real, marked as the chain's)."""
+    run = t.__dict__.get("_cr") if type(t) is chain._Pending else None
+    return run is not None and run.spec
+
+
+def test_third_derivative_speculates_and_matches_torch_every_call():
+    xs = np.random.default_rng(0).standard_normal(50)
+    cl = tg.compile(tanh2(tg))
+    seen = []
+    for i in range(CALLS):
+        x, tx = pair(xs * (1 + i / 10))            # new values and a new tensor every call
+        y = cl(x)
+        seen.append(pending(y))
+        (g1,) = tg.autograd.grad(y, x, create_graph=True)
+        (g2,) = tg.autograd.grad(g1.sum(), x, create_graph=True)
+        (g3,) = tg.autograd.grad(g2.sum(), x)
+        for a, b in zip((y, g1, g2, g3), third(torch, tanh2(torch), tx)):
+            close(a, b)
+        assert g1.requires_grad and g2.requires_grad and not g3.requires_grad and g3.grad_fn is None
+        assert type(g3) is tg.Tensor
+    assert seen == [False] * SPECULATES + [True] * (CALLS - SPECULATES)
+    rec = cl.last_program.chain
+    assert rec.state == chain.READY and len(rec.programs) == 1
+    src = next(iter(rec.programs.values())).chain_source
+    assert src.count("grad(") == 3 and "call(x0)" in src
+
+
+def test_speculated_float32_results_equal_the_recorded_calls_bit_for_bit():
+    xs = np.random.default_rng(1).standard_normal(1000).astype(np.float32)
+    cl = tg.compile(tanh2(tg))
+    x = tg.tensor(xs, requires_grad=True)
+    outs = [[t.detach().numpy().copy() for t in third(tg, cl, x)] for _ in range(CALLS)]
+    for o in outs[1:]:
+        for a, b in zip(o, outs[0]):
+            assert a.tobytes() == b.tobytes()
+
+
+def test_hessian_vector_product_with_lists_and_builtin_sum_matches_torch():
+    rng = np.random.default_rng(2)
+    sizes = [6, 5, 4, 3]
+    wa = [rng.standard_normal((a, b)) / np.sqrt(a) for a, b in zip(sizes, sizes[1:])]
+    va = [rng.standard_normal(w.shape) for w in wa]
+    xa = rng.standard_normal((7, sizes[0]))
+
+    def loss(m, x, *ws):
+        h = x
+        for w in ws[:-1]:
+            h = m.tanh(h @ w)
+        return ((h @ ws[-1]) ** 2).mean()
+
+    def hvp(lib, f, x, ws, vs):
+        gs = lib.autograd.grad(f(x, *ws), ws, create_graph=True)
+        return gs, lib.autograd.grad(sum((g * v).sum() for g, v in zip(gs, vs)), ws)
+    cl = tg.compile(lambda x, *ws: loss(tg, x, *ws))
+    for i in range(CALLS):
+        ws, tws = zip(*[pair(w) for w in wa])
+        vs, tvs = zip(*[pair(v * (i + 1), False) for v in va])
+        gs, hv = hvp(tg, cl, tg.tensor(xa), list(ws), vs)
+        tgs, thv = hvp(torch, lambda x, *w: loss(torch, x, *w), torch.tensor(xa), list(tws), tvs)
+        for a, b in zip(gs + hv, tgs + thv):
+            close(a, b)
+    assert cl.last_program.chain.state == chain.READY
+
+
+def test_reading_a_value_mid_chain_runs_the_steps_as_written():
+    xs = np.random.default_rng(3).standard_normal(30)
+    cl = tg.compile(tanh2(tg))
+    x, tx = pair(xs)
+    for _ in range(SPECULATES):
+        third(tg, cl, x)
+    ty, t1, t2, t3 = third(torch, tanh2(torch), tx)
+    y = cl(x)
+    (g1,) = tg.autograd.grad(y, x, create_graph=True)
+    assert pending(y) and pending(g1)
+    assert y.item() == pytest.approx(ty.item(), rel=1e-13)      # the steps so far run now
+    assert not pending(y) and not pending(g1)
+    assert type(g1) is tg.Tensor and g1.grad_fn is not None
+    (g2,) = tg.autograd.grad(g1.sum(), x, create_graph=True)
+    (g3,) = tg.autograd.grad(g2.sum(), x)
+    for a, b in ((g1, t1), (g2, t2), (g3, t3)):
+        close(a, b)
+    # the chain is recorded again, and speculates again after two calls
+    for _ in range(2 * SPECULATES):
+        r = third(tg, cl, x)
+    for a, b in zip(r, (ty, t1, t2, t3)):
+        close(a, b)
+
+
+@pytest.mark.parametrize("use", ["grad_fn", "is_leaf", "backward", "numpy", "repr", "mul_scalar_kw", "retain_grad",
+                                 "other_op", "no_grad_step", "register_hook", "stride"])
+def test_any_other_use_of_a_pending_tensor_settles_the_chain_first(use):
+    xs = np.random.default_rng(4).standard_normal(20)
+    cl = tg.compile(tanh2(tg))
+    x, tx = pair(xs)
+    for _ in range(SPECULATES):
+        third(tg, cl, x)
+    y = cl(x)
+    (g1,) = tg.autograd.grad(y, x, create_graph=True)
+    s = g1.sum()
+    assert pending(s)
+    ty = (torch.tanh(tx) ** 2).sum()
+    (t1,) = torch.autograd.grad(ty, tx, create_graph=True)
+    ts = t1.sum()
+    if use == "grad_fn":
+        assert type(s.grad_fn).__name__ == type(ts.grad_fn).__name__ == "SumBackward0"
+    elif use == "is_leaf":
+        assert s.is_leaf is False
+    elif use == "backward":
+        s.backward(retain_graph=True)
+        ts.backward(retain_graph=True)
+        close(x.grad, tx.grad)
+    elif use == "numpy":
+        close(s.detach().numpy(), ts)
+    elif use == "repr":
+        assert "grad_fn=<SumBackward0>" in repr(s)
+    elif use == "mul_scalar_kw":
+        close(g1.mul(other=2.0), t1.mul(other=2.0))
+    elif use == "retain_grad":
+        s.retain_grad()
+        (s * 3).backward(retain_graph=True)
+        assert s.grad.item() == 3.0
+    elif use == "other_op":
+        close(tg.sin(s), torch.sin(ts))
+    elif use == "no_grad_step":
+        with tg.no_grad():
+            s2 = g1.sum()
+        assert not s2.requires_grad
+        close(s2, ts)
+    elif use == "register_hook":
+        calls = []
+        s.register_hook(lambda g: calls.append(g.item()))
+        tg.autograd.grad(s * 2, x, retain_graph=True)
+        assert calls == [2.0]
+    elif use == "stride":
+        assert s.stride() == ts.stride() and g1.stride() == t1.stride()
+    assert not pending(s) and not pending(y) and not pending(g1)
+    (g2,) = tg.autograd.grad(g1.sum(), x, create_graph=True)
+    (t2,) = torch.autograd.grad(t1.sum(), tx, create_graph=True)
+    close(g2, t2)
+
+
+def test_results_of_a_finished_chain_keep_their_values_and_get_their_graphs_when_used():
+    xs = np.random.default_rng(5).standard_normal(25)
+    cl = tg.compile(tanh2(tg))
+    x, tx = pair(xs)
+    for _ in range(SPECULATES):
+        third(tg, cl, x)
+    y, g1, g2, g3 = third(tg, cl, x)
+    ty, t1, t2, t3 = third(torch, tanh2(torch), tx)
+    assert pending(y) and pending(g1) and pending(g2) and not pending(g3)
+    assert y.shape == () and g1.shape == (25,) and g1.requires_grad and y.dtype == tg.float64
+    assert y.item() == pytest.approx(ty.item(), rel=1e-13)
+    close(np.array(g1.tolist()), t1)
+    assert pending(y) and pending(g1)         # values only: no graph was needed
+    y.backward()
+    close(x.grad, torch.autograd.grad(tanh2(torch)(tx), tx)[0])
+    assert not pending(y) and type(y.grad_fn).__name__ == "CompiledFunctionBackward"
+    # g2's graph was freed by the last grad (no retain_graph), as torch's (y's use made them all real)
+    assert not pending(g2)
+    with pytest.raises(RuntimeError, match="second time"):
+        g2.sum().backward()
+    with pytest.raises(RuntimeError, match="second time"):
+        t2.sum().backward()
+
+
+def test_an_input_changed_in_place_after_the_chain_keeps_values_and_refuses_the_graph():
+    xs = np.random.default_rng(6).standard_normal(10)
+    cl = tg.compile(tanh2(tg))
+    x, tx = pair(xs)
+    for _ in range(SPECULATES):
+        third(tg, cl, x)
+    y, g1, g2, g3 = third(tg, cl, x)
+    ty, t1, _, _ = third(torch, tanh2(torch), tx)
+    with tg.no_grad():
+        x.mul_(2)                             # an optimizer step
+    total = y + g1.sum()                      # an op on the results after it (a running loss)
+    close(total, ty + t1.sum())
+    assert total.requires_grad
+    with pytest.raises(RuntimeError, match="modified by an inplace operation.*clone it first"):
+        total.backward()
+
+
+def test_an_input_changed_in_place_mid_chain_raises_at_the_last_step():
+    xs = np.random.default_rng(7).standard_normal(10)
+    cl = tg.compile(tanh2(tg))
+    x = tg.tensor(xs, requires_grad=True)
+    for _ in range(SPECULATES):
+        third(tg, cl, x)
+    y = cl(x)
+    (g1,) = tg.autograd.grad(y, x, create_graph=True)
+    (g2,) = tg.autograd.grad(g1.sum(), x, create_graph=True)
+    with tg.no_grad():
+        x.add_(1)
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        tg.autograd.grad(g2.sum(), x)
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        y.item()
+    # the next calls run right
+    x2, tx2 = pair(xs)
+    for _ in range(2 * SPECULATES):
+        r = third(tg, cl, x2)
+    for a, b in zip(r, third(torch, tanh2(torch), tx2)):
+        close(a, b)
+
+
+@pytest.mark.parametrize("change", ["create_graph", "other_input", "shape", "dtype", "constant", "allow_unused",
+                                    "stop_early", "extra_step", "requires_grad"])
+def test_calls_that_depart_from_the_recorded_chain_give_torchs_results(change):
+    rng = np.random.default_rng(8)
+    xs, zs = rng.standard_normal(12), rng.standard_normal(12)
+    cl = tg.compile(lambda x, z: (tg.tanh(x) ** 2 * z).sum())
+    tl = lambda x, z: (torch.tanh(x) ** 2 * z).sum()        # noqa: E731
+
+    def run(lib, f, x, z, k=2.0, cg=True, unused=None, steps=3):
+        y = f(x, z)
+        (g1,) = lib.autograd.grad(y, x, create_graph=True)
+        s = g1.sum() * k
+        out = [y, g1, s]
+        if steps >= 2:
+            out += list(lib.autograd.grad(s, [x, z] if unused is not None else x, create_graph=cg,
+                                          allow_unused=unused))
+        if steps >= 3 and cg:
+            out.append((out[-1] * out[-1]).sum())
+        return out
+    for i in range(CALLS + 2):
+        kw = {}
+        x, tx = pair(xs)
+        z, tz = pair(zs, req=False)
+        if i == CALLS - 2:
+            if change == "create_graph":
+                kw = dict(cg=False)
+            elif change == "other_input":
+                x2, tx2 = pair(xs * 3)
+                kw = {}
+                y = cl(x, z)
+                (g1,) = tg.autograd.grad(y, x, create_graph=True)
+                (h,) = tg.autograd.grad((g1 * x2).sum(), x)
+                (th,) = torch.autograd.grad((torch.autograd.grad(tl(tx, tz), tx, create_graph=True)[0] * tx2).sum(),
+                                            tx)
+                close(h, th)
+                continue
+            elif change == "shape":
+                x, tx = pair(np.concatenate([xs, xs]))
+                z, tz = pair(np.concatenate([zs, zs]), req=False)
+            elif change == "dtype":
+                x, tx = pair(xs.astype(np.float32))
+                z, tz = pair(zs.astype(np.float32), req=False)
+            elif change == "constant":
+                kw = dict(k=-0.0)
+            elif change == "allow_unused":
+                z, tz = pair(zs)
+                kw = dict(unused=True)
+            elif change == "stop_early":
+                kw = dict(steps=1)
+            elif change == "extra_step":
+                kw = dict(steps=4)
+            elif change == "requires_grad":
+                z, tz = pair(zs)
+        got, want = run(tg, cl, x, z, **kw), run(torch, tl, tx, tz, **kw)
+        assert len(got) == len(want)
+        for a, b in zip(got, want):
+            if b is None:
+                assert a is None
+            else:
+                tol = 1e-5 if b.dtype == torch.float32 else 1e-11
+                close(a, b, rtol=tol, atol=tol)
+                assert a.requires_grad == b.requires_grad and a.dtype == tg.float64 or b.dtype != torch.float64
+
+
+def test_an_error_in_a_step_raises_as_eager_and_ends_the_chain():
+    xs = np.random.default_rng(9).standard_normal(8)
+    cl = tg.compile(lambda x: tg.tanh(x) ** 2)         # no sum: grad needs grad_outputs
+    x = tg.tensor(xs, requires_grad=True)
+    for _ in range(CALLS):
+        y = cl(x)
+        (g1,) = tg.autograd.grad(y, x, grad_outputs=tg.ones_like(y), create_graph=True)
+        (g2,) = tg.autograd.grad(g1.sum(), x)
+    y = cl(x)
+    with pytest.raises(RuntimeError, match="grad can be implicitly created only for scalar outputs"):
+        tg.autograd.grad(y, x, create_graph=True)
+    tx = torch.tensor(xs, requires_grad=True)
+    ty = torch.tanh(tx) ** 2
+    (t1,) = torch.autograd.grad(ty, tx, grad_outputs=torch.ones_like(ty), create_graph=True)
+    (g1,) = tg.autograd.grad(y, x, grad_outputs=tg.ones_like(y), create_graph=True)
+    close(g1, t1)
+
+
+def test_pending_tensors_dropped_before_the_last_step_leave_nothing_behind():
+    xs = np.random.default_rng(10).standard_normal(8)
+    cl = tg.compile(tanh2(tg))
+    x, tx = pair(xs)
+    for _ in range(SPECULATES):
+        third(tg, cl, x)
+    for _ in range(3):
+        y = cl(x)
+        tg.autograd.grad(y, x, create_graph=True)
+        del y
+    for a, b in zip(third(tg, cl, x), third(torch, tanh2(torch), tx)):
+        close(a, b)
+
+
+def test_chain_inputs_with_hooks_or_views_are_not_speculated():
+    xs = np.random.default_rng(11).standard_normal(9)
+    cl = tg.compile(tanh2(tg))
+    x, tx = pair(xs)
+    calls = []
+    x.register_hook(lambda g: calls.append(1))
+    tx.register_hook(lambda g: None)
+    for _ in range(CALLS):
+        y = cl(x)
+        assert not pending(y)
+        r = third(tg, cl, x)
+    for a, b in zip(r, third(torch, tanh2(torch), tx)):
+        close(a, b)
+    assert calls                                       # the hook ran at every grad that reached x
+    base, tbase = pair(np.concatenate([xs, xs]))
+    v, tv = base[:9], tbase[:9]
+    cl2 = tg.compile(tanh2(tg))
+    for _ in range(CALLS):
+        y = cl2(v)
+        assert not pending(y)
+        (g1,) = tg.autograd.grad(y, v, create_graph=True)
+        (g2,) = tg.autograd.grad(g1.sum(), v)
+    (t1,) = torch.autograd.grad((torch.tanh(tv) ** 2).sum(), tv, create_graph=True)
+    close(g2, torch.autograd.grad(t1.sum(), tv)[0])
+
+
+def test_other_threads_calls_run_as_written():
+    xs = np.random.default_rng(12).standard_normal(16)
+    cl = tg.compile(tanh2(tg))
+    x, tx = pair(xs)
+    for _ in range(CALLS):
+        third(tg, cl, x)
+    want = third(torch, tanh2(torch), tx)
+    errors, seen = [], []
+
+    def work():
+        try:
+            for _ in range(CALLS):
+                r = third(tg, cl, x)
+                seen.append(any(pending(t) for t in r))
+                for a, b in zip(r, want):
+                    close(a, b)
+        except Exception as e:           # noqa: BLE001 (reported by the main thread)
+            errors.append(e)
+    ts = [threading.Thread(target=work) for _ in range(3)]
+    for t in ts:
+        t.start()
+    for _ in range(CALLS):
+        for a, b in zip(third(tg, cl, x), want):
+            close(a, b)
+    for t in ts:
+        t.join()
+    assert not errors and not any(seen)
+
+
+def test_recorded_results_are_tensors_to_user_code():
+    xs = np.random.default_rng(13).standard_normal(6)
+    cl = tg.compile(tanh2(tg))
+    x = tg.tensor(xs, requires_grad=True)
+    for i in range(CALLS):
+        y, g1, g2, g3 = third(tg, cl, x)
+        for t in (y, g1, g2, g3):
+            assert isinstance(t, tg.Tensor) and type(t).__name__ == "Tensor"
+            assert t.device == x.device and not t.is_cuda
+        assert g1.size() == (6,) and g1.size(0) == 6 and g1.size(-1) == 6 and g1.dim() == 1 and g1.numel() == 6
+        assert y.ndim == 0 and y.nelement() == 1
+        with pytest.raises(IndexError):
+            y.size(0)
+
+
+def test_whole_chain_that_cannot_compile_runs_as_written_with_no_warning():
+    xs = np.random.default_rng(14).standard_normal(7)
+    cl = tg.compile(tanh2(tg))
+    x, tx = pair(xs)
+    for _ in range(SPECULATES):
+        third(tg, cl, x)
+
+    def refuse(fn, **kw):
+        def call(*args):
+            raise RuntimeError("the whole chain refused")
+        return call
+    compiler, chain.COMPILER[0] = chain.COMPILER[0], refuse
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            for _ in range(3):
+                r = third(tg, cl, x)
+    finally:
+        chain.COMPILER[0] = compiler
+    for a, b in zip(r, third(torch, tanh2(torch), tx)):
+        close(a, b)
+    assert cl.last_program.chain.state == chain.OFF

@@ -1,0 +1,868 @@
+"""A compiled call and the calls that follow it, run as one program.
+
+Written torch's way, a higher derivative is a compiled function followed by calls outside it:
+
+    y = loss(x)                                           # @tracegrad.compile
+    (g,) = tracegrad.autograd.grad(y, x, create_graph=True)
+    (h,) = tracegrad.autograd.grad(g.sum(), x)
+
+Each call runs a program of its own: the loss's, then its create_graph backward (which
+recomputes the forward to differentiate it again), then the backward of that. The same
+derivative compiled whole (`grad` inside the compiled function) is one program, where the
+compiler shares the forward and its derivatives and fuses their elementwise work: 3-10x
+faster on small workloads.
+
+This module gives the first form the second's speed. Once a compiled program's create_graph
+backward has run, the calls that follow its calls are *recorded*: each `autograd.grad` and
+each tensor method in STEP_METHODS that takes the call's results (or results of such steps),
+with its arguments (a result by its place in the chain, any other tensor by its place among
+the chain's inputs, a number by its type and bits). The chain ends where anything else
+touches one of its results: its values read, its grad_fn, an op that is not a step. When
+two calls in a row are followed by the same chain, the next calls *speculate*:
+
+- the compiled call returns pending tensors, which have a shape, dtype and requires_grad but
+  no values yet;
+- each step, checked against the chain (the same op, the same constants, the same input
+  tensors as the steps before took, of the same metadata), returns pending tensors too;
+- the last step runs the whole chain as one compiled program: the steps written out as a
+  Python function (its source is the compiled function's `chain_source`) and compiled whole,
+  as the user could have written it. It returns the last step's results, and the values of the chain's results
+  that are still alive.
+
+A pending tensor used in any other way first makes the chain *real*: its steps so far run
+one by one, as eager runs them (the compiled call's program, then each step), and every
+pending tensor takes the result it stands for, its grad_fn included. So nothing differs
+from running the calls as written, but the time. After the last step, the results keep the
+values the whole program gave them; their graphs are made the same way when first needed.
+The chain's inputs must then be as they were: an input changed in place since makes that
+graph raise torch's error when a backward reaches it, as a graph that saved the input would.
+An input changed in place before the last step makes the last step raise. A write through
+`.data` is not seen (as autograd does not see it).
+
+A chain whose steps change from call to call is recorded again, and given up after a few
+changes; so are chains whose programs write their inputs, read random numbers or have
+symbolic sizes, and chains whose inputs have hooks or are views.
+"""
+import threading
+import weakref
+
+import numpy as np
+
+from . import _dtype as D
+from .grad_mode import STATE
+from .ops.shapes import normalize_dim
+from .tensor import Tensor, Size, CPU
+from .tracing import _ANOMALY, _PROFILE
+
+LIVE = [0]              # runs open (recording or speculating): autograd.grad looks for steps while not 0
+SUSPENDED = [0]         # a chain's own program running: compiled calls and steps in it are plain
+NOT_STEP = object()
+REAL_GRAD = [None]      # autograd's grad without the step check (tracegrad.autograd plugs it in)
+RUN_PROGRAM = [None]    # compile's run_program (tracegrad.compile plugs it in)
+STALE_GRAD_FN = [None]  # compile's grad_fn for a result whose graph cannot be rebuilt
+COMPILER = [None]       # compile's CompiledFunction
+
+RECORD, READY, OFF = "record", "ready", "off"
+SAME_TO_SPECULATE = 2   # chains recorded the same in a row before the next call speculates
+MAX_CHANGES = 4         # chains recorded differently (or missed) before giving up
+MAX_PROGRAMS = 4        # whole-chain programs kept (one per set of results alive at the end)
+
+# the tensor methods a chain takes as steps (any other touches the chain's results, and ends it)
+STEP_METHODS = ("sum", "mean", "mul", "add", "sub", "div", "neg", "pow", "dot", "square", "exp", "log", "tanh",
+                "sigmoid", "abs", "__mul__", "__rmul__", "__add__", "__radd__", "__sub__", "__rsub__",
+                "__truediv__", "__rtruediv__", "__neg__", "__pow__", "__matmul__")
+
+_IN_STEP = [0]          # a step (or a recorded call) running: its own reads of the chain's tensors are its own
+_LOCK = threading.RLock()
+# the slots of a tensor, read and written past _Pending's properties
+_SLOT_NAMES = [s for s in Tensor.__slots__ if s not in ("__weakref__", "__dict__")]
+_DESC = {s: Tensor.__dict__[s] for s in _SLOT_NAMES}
+_DATA = _DESC["_data"]
+_DTYPE = _DESC["_dtype"]
+_REQ = _DESC["_req"]
+_new = object.__new__
+_ref = weakref.ref
+_MARKS = ("_cr", "_ci", "_pm")
+
+
+class _Refused(Exception):
+    """An argument a chain cannot take (another chain's tensor, a view, a tensor with hooks, an object)."""
+
+
+class Record:
+    """What followed the calls of one compiled program: the chain last recorded, how often in a
+    row it repeated, and the whole-chain programs built for it."""
+    __slots__ = ("program", "fn", "steps", "ext_meta", "same", "changes", "state", "programs", "open", "matchers",
+                 "thread", "__weakref__")
+
+    def __init__(self, program):
+        self.program = program
+        self.fn = None              # the compiled function (weakly), set by each call
+        self.steps = None
+        self.ext_meta = None
+        self.same = 0
+        self.changes = 0
+        self.state = RECORD
+        self.programs = {}          # results alive at the end -> CompiledFunction of the whole chain
+        self.open = None            # the last call's run, while open
+        self.matchers = None        # a check of each step's arguments (_matcher), once READY
+        self.thread = threading.get_ident()     # the thread whose calls it follows
+
+
+class Run:
+    """One call of the program and the steps after it: recorded as they run, or speculated."""
+    __slots__ = ("record", "spec", "steps", "pos", "objs", "ext", "ext_ids", "seen", "call", "closed", "done",
+                 "error")
+
+    def __init__(self, record, spec):
+        self.record = record
+        self.spec = spec
+        self.steps = record.steps if spec else []
+        self.pos = 0
+        self.objs = []              # weak references to the results, by place (None for a None result)
+        self.ext = []               # the chain's input tensors, by place
+        self.ext_ids = {}
+        self.seen = []              # (version counter, version, array) of each input as it was taken
+        self.call = None            # (program, argument tensors, distinct) of the compiled call
+        self.closed = False
+        self.done = False
+        self.error = None
+
+
+def _meta(t):
+    return (t._data.shape, t._dtype, t._req)
+
+
+def _enc(a, run):
+    """An argument as the chain compares it: a result by its place, another tensor by its place
+    among the chain's inputs (taken now where new), a number by its type and bits."""
+    c = a.__class__
+    if c is _Pending:
+        d = a.__dict__
+        if d.get("_cr") is run:
+            return ("p", d["_ci"])
+        raise _Refused
+    if isinstance(a, Tensor):
+        slot = run.ext_ids.get(id(a))
+        if slot is None:
+            read = run.record.program.read_ids
+            if (a._hooks or a._post_acc_hooks or a._retains_grad or a._view is not None or a.__dict__
+                    or a._data.__class__ is not np.ndarray or (read is not None and id(a) in read)):
+                raise _Refused
+            slot = len(run.ext)
+            run.ext.append(a)
+            run.ext_ids[id(a)] = slot
+            run.seen.append((a._vc, a._vc[0], a._data))
+        return ("x", slot)
+    if c is int or c is bool or c is str or a is None or c is D.dtype:
+        return ("c", c, a)
+    if c is float:
+        return ("f", a.hex())
+    if c is tuple or c is list:
+        return (c, tuple([_enc(x, run) for x in a]))
+    raise _Refused
+
+
+def _matcher(spec, n_ext):
+    """_match for one recorded step's arguments as one generated function `match(a, run)`: the
+    comparisons written out (a step's check costs a fraction of a microsecond, where the
+    recursive walk cost several). Inputs taken for the first time (places from n_ext on) are
+    checked by _take."""
+    table = {"P": _Pending, "take": _take}
+    conds = []
+
+    def walk(expr, spec):
+        kind = spec[0]
+        if kind == "p":
+            conds.append(f"{expr}.__class__ is P")
+            conds.append(f"{expr}.__dict__.get('_cr') is run")
+            conds.append(f"{expr}.__dict__['_ci'] == {int(spec[1])}")
+        elif kind == "x":
+            slot = int(spec[1])
+            if slot < walk.bound:
+                conds.append(f"{expr} is run.ext[{slot}]")
+            else:
+                conds.append(f"take({expr}, run, {slot})")
+                walk.bound = slot + 1
+        elif kind == "c" and (spec[2] is None or spec[2] is True or spec[2] is False):
+            conds.append(f"{expr} is {spec[2]!r}")
+        elif kind == "c" or kind == "f":
+            name = f"k{len(table)}"
+            table[name] = spec
+            conds.append(f"{expr}.__class__ is {name}[1]" if kind == "c" else f"{expr}.__class__ is float")
+            conds.append(f"{expr} == {name}[2]" if kind == "c" else f"{expr}.hex() == {name}[1]")
+        else:
+            name = f"k{len(table)}"
+            table[name] = kind
+            conds.append(f"{expr}.__class__ is {name}")
+            conds.append(f"len({expr}) == {len(spec[1])}")
+            for i, item in enumerate(spec[1]):
+                walk(f"{expr}[{i}]", item)
+    walk.bound = n_ext
+    walk("a", spec)
+    src = "def match(a, run):\n    return (" + "\n            and ".join(conds or ["True"]) + ")\n"
+    exec(compile(src, "<tracegrad:chain step check>", "exec"), table)
+    return table["match"], walk.bound
+
+
+def _take(a, run, slot):
+    """A speculated run's input of place `slot`, taken now: a tensor the chain can take, with
+    the metadata of the recorded chain's input there."""
+    if slot != len(run.ext) or not isinstance(a, Tensor) or a.__class__ is _Pending:
+        return False
+    try:
+        _enc(a, run)
+    except _Refused:
+        return False
+    return _meta(a) == run.record.ext_meta[slot]
+
+
+def _match(a, spec, run):
+    """Whether argument `a` is what `spec` (_enc's) describes, in a speculated run: the same result,
+    the input of that place (taken now where new, if its metadata is the recorded input's), an
+    equal constant of the same type."""
+    kind = spec[0]
+    if kind == "p":
+        return a.__class__ is _Pending and a.__dict__.get("_cr") is run and a.__dict__["_ci"] == spec[1]
+    if kind == "x":
+        slot = spec[1]
+        n = len(run.ext)
+        if slot < n:
+            return run.ext[slot] is a
+        if slot > n or not isinstance(a, Tensor) or a.__class__ is _Pending:
+            return False
+        try:
+            _enc(a, run)
+        except _Refused:
+            return False
+        return _meta(a) == run.record.ext_meta[slot]
+    if kind == "c":
+        return a.__class__ is spec[1] and (a is spec[2] or a == spec[2])
+    if kind == "f":
+        return a.__class__ is float and a.hex() == spec[1]
+    items = spec[1]
+    if a.__class__ is not kind or len(a) != len(items):
+        return False
+    for x, s in zip(a, items):
+        if not _match(x, s, run):
+            return False
+    return True
+
+
+def _changed(run):
+    """An input of the chain changed in place (or given other memory) since it was taken, or None."""
+    for t, (vc, v, data) in zip(run.ext, run.seen):
+        if t._vc is not vc or vc[0] != v or t._data is not data:
+            return t
+    return None
+
+
+def _adopt(run, out):
+    """Mark a recorded step's results as the chain's (-> their description), or None where they
+    cannot be (a view, an input, another chain's tensor, a structure other than a tensor or tuple)."""
+    if out.__class__ is Tensor:
+        if not _adoptable(run, out):
+            return None
+        return ("t", _enlist(run, out))
+    if out.__class__ is tuple:
+        for o in out:
+            if o is not None and (o.__class__ is not Tensor or not _adoptable(run, o)):
+                return None
+        metas = []
+        for o in out:
+            if o is None:
+                run.objs.append(None)
+                metas.append(None)
+            else:
+                metas.append(_enlist(run, o))
+        return ("s", tuple(metas))
+    return None
+
+
+def _adoptable(run, t):
+    return (t._data.__class__ is np.ndarray and t._view is None and not t.__dict__ and id(t) not in run.ext_ids
+            and not t._inference)
+
+
+def _enlist(run, t):
+    m = _meta(t)
+    d = t.__dict__
+    d["_cr"] = run
+    d["_ci"] = len(run.objs)
+    d["_pm"] = m
+    run.objs.append(weakref.ref(t))
+    t.__class__ = _Pending
+    return m
+
+
+def _pending(run, m):
+    """A tensor standing for a speculated step's result of metadata m: its dtype and requires_grad
+    set, its other slots left empty until the chain is settled (_Pending's properties)."""
+    t = _new(_Pending)
+    _DTYPE.__set__(t, m[1])
+    _REQ.__set__(t, m[2])
+    d = t.__dict__
+    d["_cr"] = run
+    d["_ci"] = len(run.objs)
+    d["_pm"] = m
+    run.objs.append(_ref(t))
+    return t
+
+
+def _pend(run, out):
+    if out[0] == "t":
+        return _pending(run, out[1])
+    res = []
+    for m in out[1]:
+        if m is None:
+            run.objs.append(None)
+            res.append(None)
+        else:
+            res.append(_pending(run, m))
+    return tuple(res)
+
+
+def _unmark(t):
+    d = t.__dict__
+    for k in _MARKS:
+        d.pop(k, None)
+    t.__class__ = Tensor
+
+
+def _plain_mode():
+    return STATE.grad_enabled and not STATE.inference and not _ANOMALY[0] and _PROFILE[0] is None
+
+
+# -- the compiled call --------------------------------------------------------------------------
+
+def on_call(fn, p, rec, args, kwargs, leaves, distinct):
+    """A call of compiled program p (CompiledFunction.__call__, its guards passed): its run, or
+    NOT_STEP where the call is to run as any call."""
+    with _LOCK:
+        prev = rec.open
+        if prev is not None:
+            rec.open = None
+            _settle(prev)
+        if rec.state is OFF or kwargs or rec.thread != threading.get_ident() or not _plain_mode() or not p.__dict__.get("plain") or p.sym_sources \
+                or not p.needs_grad:
+            return NOT_STEP
+        rec.fn = weakref.ref(fn)
+        run = Run(rec, rec.state is READY)
+        run.call = (p, leaves, distinct)
+        if run.spec:
+            step = rec.steps[0]
+            if not rec.matchers[0](args, run):
+                _missed(rec)
+                return NOT_STEP
+            run.pos = 1
+            LIVE[0] += 1
+            rec.open = run
+            return _pend(run, step[3])
+        try:
+            spec = _enc(args, run)
+        except _Refused:
+            _give_up(rec)
+            return NOT_STEP
+    out = RUN_PROGRAM[0](p, leaves, distinct)
+    with _LOCK:
+        o = _adopt(run, out)
+        if o is None:
+            _unmark_all(run)
+            _give_up(rec)
+            return out
+        run.steps.append(("call", "", spec, o))
+        LIVE[0] += 1
+        rec.open = run
+    return out
+
+
+def _give_up(rec):
+    rec.changes += 1
+    if rec.changes > MAX_CHANGES:
+        rec.state = OFF
+
+
+def _missed(rec):
+    """A speculated chain that the calls did not follow: recorded again (or given up)."""
+    rec.state = RECORD
+    rec.same = 0
+    _give_up(rec)
+
+
+def _settle(run):
+    """The run of a call that another call of its program follows: a recording ends; a
+    speculation not finished is made real now, while its inputs are as it took them."""
+    if run.closed:
+        return
+    if run.spec:
+        try:
+            _realize(run)
+        except Exception as e:       # raised again where one of its tensors is used
+            run.error = e
+    else:
+        _end(run)
+
+
+# -- steps ---------------------------------------------------------------------------------------
+
+def _step(run, kind, name, args, fn):
+    """A step on the chain's tensors: recorded and run (recording), or checked against the chain
+    (speculating) -> its results, or NOT_STEP where it is no step of the chain (which ends it)."""
+    with _LOCK:
+        if run.closed:
+            return NOT_STEP
+        if not run.spec:
+            return _record_step(run, kind, name, args, fn)
+        rec = run.record
+        step = run.steps[run.pos]
+        if not (step[0] == kind and step[1] == name and _plain_mode() and rec.matchers[run.pos](args, run)):
+            _missed(rec)
+            _realize(run)
+            return NOT_STEP
+        run.pos += 1
+        if run.pos < len(run.steps):
+            return _pend(run, step[3])
+        return _complete(run)
+
+
+def _record_step(run, kind, name, args, fn):
+    try:
+        if not _plain_mode():
+            raise _Refused
+        spec = _enc(args, run)
+    except _Refused:
+        _end(run)
+        return NOT_STEP
+    _IN_STEP[0] += 1
+    SUSPENDED[0] += 1            # (compiled calls and steps inside it are its own)
+    try:
+        out = fn(*args)
+    except BaseException:
+        _end(run)
+        raise
+    finally:
+        _IN_STEP[0] -= 1
+        SUSPENDED[0] -= 1
+    o = _adopt(run, out)
+    if o is None:
+        _end(run)
+    else:
+        run.steps.append((kind, name, spec, o))
+    return out
+
+
+def _end(run):
+    """A recording's end: its tensors are plain again, and the record learns whether the chain
+    repeated."""
+    if run.closed:
+        return
+    run.closed = True
+    LIVE[0] -= 1
+    _unmark_all(run)
+    rec = run.record
+    if rec.open is run:
+        rec.open = None
+    steps = run.steps
+    metas = [_meta(t) for t in run.ext]
+    if len(steps) < 2:
+        _give_up(rec)                # a call whose results nothing steps on: no chain
+    elif steps == rec.steps and metas == rec.ext_meta:
+        rec.same += 1
+        if rec.same + 1 >= SAME_TO_SPECULATE and rec.state is RECORD:
+            bound, rec.matchers = 0, []
+            for step in steps:
+                m, bound = _matcher(step[2], bound)
+                rec.matchers.append(m)
+            rec.state = READY
+    else:
+        if rec.steps is not None:
+            _give_up(rec)
+        rec.steps = steps
+        rec.ext_meta = metas
+        rec.same = 0
+
+
+def _unmark_all(run):
+    for w in run.objs:
+        t = w() if w is not None else None
+        if t is not None and t.__class__ is _Pending:
+            _unmark(t)
+
+
+def grad_step(api, outputs, inputs, grad_outputs, retain_graph, create_graph, only_inputs, allow_unused,
+              is_grads_batched, materialize_grads):
+    """autograd.grad of a chain's tensors: a step, or NOT_STEP."""
+    if SUSPENDED[0]:
+        return NOT_STEP
+    run = _run_of(outputs)
+    if run is None or run.closed:
+        return NOT_STEP
+    if only_inputs is not True or is_grads_batched or inputs.__class__ is dict:
+        _refuse(run)
+        return NOT_STEP
+    args = (outputs, inputs, grad_outputs, retain_graph, create_graph, allow_unused, materialize_grads)
+    return _step(run, "grad", "", args, lambda *a: _grad(api, *a))
+
+
+def _grad(api, outputs, inputs, grad_outputs, retain_graph, create_graph, allow_unused, materialize_grads):
+    return api(outputs, inputs, grad_outputs, retain_graph, create_graph, True, allow_unused, False, materialize_grads)
+
+
+def _run_of(outputs):
+    if outputs.__class__ is _Pending:
+        return outputs.__dict__.get("_cr")
+    if outputs.__class__ is list or outputs.__class__ is tuple:
+        for o in outputs:
+            if o.__class__ is _Pending:
+                return o.__dict__.get("_cr")
+    return None
+
+
+def _refuse(run):
+    with _LOCK:
+        if run.closed:
+            return
+        if run.spec:
+            _missed(run.record)
+            _realize(run)
+        else:
+            _end(run)
+
+
+# -- the end of a speculated chain ------------------------------------------------------------
+
+def _complete(run):
+    """The chain's last step: the whole chain as one program."""
+    rec = run.record
+    t = _changed(run)
+    if t is not None:
+        run.closed = True
+        LIVE[0] -= 1
+        run.error = _stale_error(rec, t)
+        raise run.error
+    live = tuple([i for i, w in enumerate(run.objs) if w is not None and w() is not None])
+    whole = rec.programs.get(live)
+    if whole is None:
+        if len(rec.programs) >= MAX_PROGRAMS or rec.fn is None or rec.fn() is None:
+            return _fall_back(run)
+        whole = rec.programs[live] = _whole_chain(rec.fn(), run.steps, len(run.ext), live)
+    SUSPENDED[0] += 1
+    try:
+        res = whole(*run.ext)
+    except Exception:
+        # (the whole chain refused to compile: its steps run as written, from now on)
+        rec.programs.pop(live, None)
+        return _fall_back(run)
+    finally:
+        SUSPENDED[0] -= 1
+    out = run.steps[-1][3]
+    k = 1 if out[0] == "t" else len(out[1])
+    final = res[0] if out[0] == "t" else tuple(res[:k])
+    for i, v in zip(live, res[k:]):
+        o = run.objs[i]()
+        if o is not None:
+            _DATA.__set__(o, v._data)
+    run.done = True
+    run.closed = True
+    LIVE[0] -= 1
+    if rec.open is run:
+        rec.open = None
+    return final
+
+
+def _fall_back(run):
+    """The last step as written: the chain made real up to it, then the step runs as any call
+    (NOT_STEP to the caller, which runs it); this chain is not speculated again."""
+    rec = run.record
+    rec.state = OFF
+    run.pos -= 1
+    _realize(run)
+    return NOT_STEP
+
+
+def _stale_error(rec, t):
+    return RuntimeError(
+        f"one of the variables needed for gradient computation has been modified by an inplace operation: "
+        f"[{t.type()} {list(t.shape)}] changed after the call of compiled {rec.program.__name__} that took it "
+        f"and before the last of the calls that followed it. tracegrad.compile runs that call and the "
+        f"autograd.grad calls and tensor ops that repeat after it as one program, which reads its inputs when "
+        f"it runs: change the tensor after the last call, or clone it first.")
+
+
+# -- a chain made real ------------------------------------------------------------------------
+
+def _realize(run):
+    """Run the chain's steps taken so far as eager runs them; every pending tensor of the run
+    becomes the result it stands for (after the last step: keeping the value it has)."""
+    with _LOCK:
+        if run.error is not None:
+            raise run.error
+        if run.closed and not run.done:
+            return
+        if not run.closed:
+            run.closed = True
+            LIVE[0] -= 1
+            if run.record.open is run:
+                run.record.open = None
+        alive = [(i, w()) for i, w in enumerate(run.objs) if w is not None and w() is not None]
+        alive = [(i, o) for i, o in alive if o.__class__ is _Pending]
+        if not alive:
+            return
+        if run.done:
+            t = _changed(run)
+            if t is not None:
+                for _, o in alive:
+                    _stale(run, o, t)
+                return
+        elif _changed(run) is not None:
+            run.error = _stale_error(run.record, _changed(run))
+            raise run.error
+        try:
+            real = _replay(run)
+        except Exception as e:
+            run.error = e
+            raise
+        for i, o in alive:
+            _transplant(o, real[i], run.done)
+
+
+def _replay(run):
+    real = []
+    prev_grad, prev_inf = STATE.grad_enabled, STATE.inference
+    STATE.grad_enabled, STATE.inference = True, False
+    SUSPENDED[0] += 1
+    try:
+        for kind, name, spec, out in run.steps[:run.pos]:
+            if kind == "call":
+                p, leaves, distinct = run.call
+                res = RUN_PROGRAM[0](p, leaves, distinct)
+            else:
+                args = _dec(spec, real, run.ext)
+                if kind == "grad":
+                    res = _grad(REAL_GRAD[0], *args)
+                else:
+                    res = getattr(Tensor, name)(*args)
+            if out[0] == "t":
+                real.append(res)
+            else:
+                real.extend(res)
+    finally:
+        SUSPENDED[0] -= 1
+        STATE.grad_enabled, STATE.inference = prev_grad, prev_inf
+    return real
+
+
+def _dec(spec, real, ext):
+    kind = spec[0]
+    if kind == "p":
+        return real[spec[1]]
+    if kind == "x":
+        return ext[spec[1]]
+    if kind == "c":
+        return spec[2]
+    if kind == "f":
+        return float.fromhex(spec[1])
+    return kind([_dec(s, real, ext) for s in spec[1]])
+
+
+def _transplant(o, r, keep_data):
+    data = _DATA.__get__(o) if keep_data else None
+    for name in _SLOT_NAMES:
+        d = _DESC[name]
+        d.__set__(o, d.__get__(r))
+    if keep_data:
+        _DATA.__set__(o, data)
+    _unmark(o)
+    if r.__dict__:
+        o.__dict__.update(r.__dict__)
+
+
+def _stale(run, o, t):
+    """A finished chain's result whose graph cannot be rebuilt (input t changed in place since):
+    its value stays; a backward that reaches it raises."""
+    tmpl = Tensor._make(None, o._dtype, o._req)
+    for name in _SLOT_NAMES:
+        d = _DESC[name]
+        try:
+            d.__get__(o)
+        except AttributeError:              # (a speculated tensor's slots are set when it settles)
+            d.__set__(o, d.__get__(tmpl))
+    _unmark(o)
+    if o._req:
+        STALE_GRAD_FN[0](run.record.program, o, run.ext, _stale_error(run.record, t).args[0])
+
+
+# -- the whole chain as one function --------------------------------------------------------------
+
+def _whole_chain(fn, steps, n_ext, live):
+    """The chain's steps written out as a Python function of its inputs, compiled whole:
+    it returns the last step's results and the values of the results in `live`."""
+    table = {"call": fn, "grad": _whole_grad}
+    lines = [f"def chain({', '.join(f'x{i}' for i in range(n_ext))}):"]
+    k = 0
+    for j, (kind, name, spec, out) in enumerate(steps):
+        if kind == "call":
+            expr = f"call({', '.join(_src(s, table) for s in spec[1])})"
+        elif kind == "grad":
+            expr = f"grad({', '.join(_src(s, table) for s in spec[1])})"
+        else:
+            table[f"m{j}"] = getattr(Tensor, name)
+            expr = f"m{j}({', '.join(_src(s, table) for s in spec[1])})"
+        if j == len(steps) - 1:
+            lines.append(f"    last = {expr}")
+            break
+        if out[0] == "t":
+            lines.append(f"    r{k} = {expr}")
+            k += 1
+        else:
+            names = []
+            for m in out[1]:
+                names.append(f"r{k}" if m is not None else "_")
+                k += 1
+            lines.append(f"    {', '.join(names)}, = {expr}")
+    values = "".join(f", r{i}.detach()" for i in live)
+    lines.append(f"    return ({'*last' if steps[-1][3][0] == 's' else 'last'}{values},)")
+    src = "\n".join(lines) + "\n"
+    code = compile(src, f"<tracegrad:chain after {getattr(fn, '__name__', 'a compiled function')}>", "exec")
+    exec(code, table)
+    whole = COMPILER[0](table["chain"], fullgraph=True, dynamic=False, name=f"{fn.__name__}_chain")
+    whole.chain_source = src
+    return whole
+
+
+def _whole_grad(*args):
+    return _grad(REAL_GRAD[0], *args)
+
+
+def _src(spec, table):
+    """A step's argument as source: a result, an input, or a constant by its name in the table
+    (never its text)."""
+    kind = spec[0]
+    if kind == "p":
+        return f"r{spec[1]}"
+    if kind == "x":
+        return f"x{spec[1]}"
+    if kind == "c" or kind == "f":
+        name = f"k{len(table)}"
+        table[name] = spec[2] if kind == "c" else float.fromhex(spec[1])
+        return name
+    items = [_src(s, table) for s in spec[1]]
+    if kind is list:
+        return f"[{', '.join(items)}]"
+    return f"({', '.join(items)}{',' if len(items) == 1 else ''})"
+
+
+# -- the chain's tensors ---------------------------------------------------------------------------
+
+def _touch(t, name):
+    """A read or write of one of t's slots from outside a step: ends a recording; makes a
+    speculated chain real (its values only, after its last step, are there already)."""
+    run = t.__dict__.get("_cr")
+    if run is None:
+        return
+    if not run.spec:
+        if not _IN_STEP[0]:
+            with _LOCK:
+                _end(run)
+        return
+    if run.error is not None:
+        raise run.error
+    if run.done and name == "_data":
+        return
+    _realize(run)
+
+
+def _slot(name):
+    d = _DESC[name]
+
+    def get(self):
+        _touch(self, name)
+        return d.__get__(self)
+
+    def put(self, value):
+        _touch(self, name)
+        d.__set__(self, value)
+
+    return property(get, put)
+
+
+def _step_method(name):
+    def step(self, *args, **kwargs):
+        run = self.__dict__.get("_cr")
+        if run is not None and not run.closed and not kwargs and not SUSPENDED[0]:
+            r = _step(run, "method", name, (self,) + args, getattr(Tensor, name))
+            if r is not NOT_STEP:
+                return r
+        return getattr(Tensor, name)(self, *args, **kwargs)
+    step.__name__ = step.__qualname__ = name
+    return step
+
+
+def _meta_of(self):
+    m = self.__dict__.get("_pm")
+    return m if m is not None else _meta(self)
+
+
+class _Pending(Tensor):
+    """A tensor of a chain (see the module's docstring): one a recorded step made, or one a
+    speculated step stands for. Its metadata is known; anything else first settles the chain."""
+    __slots__ = ()
+
+    @property
+    def shape(self):
+        return tuple.__new__(Size, _meta_of(self)[0])
+
+    def size(self, dim=None):
+        if dim is None or "_pm" not in self.__dict__:
+            return self.shape if dim is None else Tensor.size(self, dim)
+        return _meta_of(self)[0][self._dim_index(dim)]
+
+    def _dim_index(self, dim):
+        shape = _meta_of(self)[0]
+        if not shape:
+            raise IndexError(f"Dimension specified as {dim} but tensor has no dimensions")
+        return normalize_dim(dim, len(shape))
+
+    def dim(self):
+        return len(_meta_of(self)[0])
+
+    ndimension = dim
+
+    @property
+    def ndim(self):
+        return len(_meta_of(self)[0])
+
+    def numel(self):
+        n = 1
+        for s in _meta_of(self)[0]:
+            n *= s
+        return n
+
+    nelement = numel
+
+    @property
+    def requires_grad(self):
+        if "_pm" in self.__dict__:
+            return self._req
+        return Tensor.requires_grad.fget(self)
+
+    @requires_grad.setter
+    def requires_grad(self, value):
+        Tensor.requires_grad.fset(self, value)
+
+    @property
+    def device(self):
+        return CPU if "_pm" in self.__dict__ else Tensor.device.fget(self)
+
+    @property
+    def is_cuda(self):
+        return False if "_pm" in self.__dict__ else Tensor.is_cuda.fget(self)
+
+
+for _name in _SLOT_NAMES:
+    if _name not in ("_dtype", "_req"):
+        setattr(_Pending, _name, _slot(_name))
+for _name in STEP_METHODS:
+    setattr(_Pending, _name, _step_method(_name))
+_Pending.__name__ = _Pending.__qualname__ = "Tensor"
+del _name
