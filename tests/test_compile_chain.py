@@ -68,7 +68,7 @@ def test_third_derivative_speculates_and_matches_torch_every_call():
     assert seen == [False] * SPECULATES + [True] * (CALLS - SPECULATES)
     rec = cl.last_program.chain
     assert rec.state == chain.READY and len(rec.programs) == 1
-    src = next(iter(rec.programs.values())).chain_source
+    src = next(iter(rec.programs.values()))[0].chain_source
     assert src.count("grad(") == 3 and "call(x0)" in src
 
 
@@ -438,3 +438,63 @@ def test_whole_chain_that_cannot_compile_runs_as_written_with_no_warning():
     for a, b in zip(r, third(torch, tanh2(torch), tx)):
         close(a, b)
     assert cl.last_program.chain.state == chain.OFF
+
+
+@pytest.mark.parametrize("change", ["requires_grad", "default_dtype", "no_grad_call", "anomaly"])
+def test_modes_and_flags_changed_mid_chain_give_eagers_results(change):
+    xs = np.random.default_rng(15).standard_normal(11)
+    cl = tg.compile(lambda x: (tg.tanh(x) ** 2).sum() * 3)
+    x, tx = pair(xs)
+    for _ in range(SPECULATES):
+        third(tg, cl, x)
+    y = cl(x)
+    (g1,) = tg.autograd.grad(y, x, create_graph=True)
+    (g2,) = tg.autograd.grad(g1.sum(), x, create_graph=True)
+    ty = (torch.tanh(tx) ** 2).sum() * 3
+    (t1,) = torch.autograd.grad(ty, tx, create_graph=True)
+    (t2,) = torch.autograd.grad(t1.sum(), tx, create_graph=True)
+    if change == "requires_grad":
+        x.requires_grad_(False)
+        tx.requires_grad_(False)
+        with pytest.raises(RuntimeError, match="does not require grad") as e:
+            torch.autograd.grad(t2.sum(), tx)
+        with pytest.raises(RuntimeError, match=str(e.value)[:40]):
+            tg.autograd.grad(g2.sum(), x)
+        return
+    if change == "default_dtype":
+        prev = tg.get_default_dtype()
+        tg.set_default_dtype(tg.float64 if prev is tg.float32 else tg.float32)
+        try:
+            (g3,) = tg.autograd.grad(g2.sum(), x)
+        finally:
+            tg.set_default_dtype(prev)
+    elif change == "no_grad_call":
+        with tg.no_grad():
+            s = g2.sum()
+        assert not s.requires_grad
+        (g3,) = tg.autograd.grad(g2.sum(), x)
+    else:
+        with tg.autograd.detect_anomaly():
+            (g3,) = tg.autograd.grad(g2.sum(), x)
+    (t3,) = torch.autograd.grad(t2.sum(), tx)
+    for a, b in ((y, ty), (g1, t1), (g2, t2), (g3, t3)):
+        close(a, b)
+
+
+def test_default_dtype_float64_from_the_start_still_speculates():
+    prev = tg.get_default_dtype()
+    tg.set_default_dtype(tg.float64)
+    try:
+        cl = tg.compile(tanh2(tg))
+        x, tx = pair(np.random.default_rng(16).standard_normal(5))
+        seen = []
+        for _ in range(CALLS):
+            y = cl(x)
+            seen.append(pending(y))
+            (g1,) = tg.autograd.grad(y, x, create_graph=True)
+            (g2,) = tg.autograd.grad(g1.sum(), x)
+        assert seen[-1]
+        (t1,) = torch.autograd.grad(tanh2(torch)(tx), tx, create_graph=True)
+        close(g2, torch.autograd.grad(t1.sum(), tx)[0])
+    finally:
+        tg.set_default_dtype(prev)

@@ -45,6 +45,7 @@ symbolic sizes, and chains whose inputs have hooks or are views.
 """
 import threading
 import weakref
+from threading import get_ident as _get_ident
 
 import numpy as np
 
@@ -92,11 +93,11 @@ class _Refused(Exception):
 class Record:
     """What followed the calls of one compiled program: the chain last recorded, how often in a
     row it repeated, and the whole-chain programs built for it."""
-    __slots__ = ("program", "fn", "steps", "ext_meta", "same", "changes", "state", "programs", "open", "matchers",
-                 "thread", "__weakref__")
+    __slots__ = ("name", "fn", "steps", "ext_meta", "same", "changes", "state", "programs", "open", "matchers",
+                 "thread", "default", "__weakref__")
 
     def __init__(self, program):
-        self.program = program
+        self.name = program.__name__   # (not the program: it holds its record)
         self.fn = None              # the compiled function (weakly), set by each call
         self.steps = None
         self.ext_meta = None
@@ -106,13 +107,14 @@ class Record:
         self.programs = {}          # results alive at the end -> CompiledFunction of the whole chain
         self.open = None            # the last call's run, while open
         self.matchers = None        # a check of each step's arguments (_matcher), once READY
-        self.thread = threading.get_ident()     # the thread whose calls it follows
+        self.thread = _get_ident()     # the thread whose calls it follows
+        self.default = None            # the default dtype of the chain recorded
 
 
 class Run:
     """One call of the program and the steps after it: recorded as they run, or speculated."""
     __slots__ = ("record", "spec", "steps", "pos", "objs", "ext", "ext_ids", "seen", "call", "closed", "done",
-                 "error")
+                 "error", "default")
 
     def __init__(self, record, spec):
         self.record = record
@@ -127,10 +129,12 @@ class Run:
         self.closed = False
         self.done = False
         self.error = None
+        self.default = record.default if spec else D.get_default_dtype()
 
 
 def _meta(t):
-    return (t._data.shape, t._dtype, t._req)
+    d = t._data
+    return (d.shape, t._dtype, t._req, d.strides)
 
 
 def _enc(a, run):
@@ -145,14 +149,14 @@ def _enc(a, run):
     if isinstance(a, Tensor):
         slot = run.ext_ids.get(id(a))
         if slot is None:
-            read = run.record.program.read_ids
+            read = run.call[0].read_ids
             if (a._hooks or a._post_acc_hooks or a._retains_grad or a._view is not None or a.__dict__
                     or a._data.__class__ is not np.ndarray or (read is not None and id(a) in read)):
                 raise _Refused
             slot = len(run.ext)
             run.ext.append(a)
             run.ext_ids[id(a)] = slot
-            run.seen.append((a._vc, a._vc[0], a._data))
+            run.seen.append((a._vc, a._vc[0], a._data, a._req))
         return ("x", slot)
     if c is int or c is bool or c is str or a is None or c is D.dtype:
         return ("c", c, a)
@@ -251,10 +255,18 @@ def _match(a, spec, run):
 
 def _changed(run):
     """An input of the chain changed in place (or given other memory) since it was taken, or None."""
-    for t, (vc, v, data) in zip(run.ext, run.seen):
+    for t, (vc, v, data, req) in zip(run.ext, run.seen):
         if t._vc is not vc or vc[0] != v or t._data is not data:
             return t
     return None
+
+
+def _flags_changed(run):
+    """An input's requires_grad flipped since the chain took it (its values are as they were)."""
+    for t, seen in zip(run.ext, run.seen):
+        if t._req is not seen[3]:
+            return True
+    return False
 
 
 def _adopt(run, out):
@@ -329,8 +341,11 @@ def _unmark(t):
     t.__class__ = Tensor
 
 
-def _plain_mode():
-    return STATE.grad_enabled and not STATE.inference and not _ANOMALY[0] and _PROFILE[0] is None
+def _plain_mode(run):
+    """The modes a chain's steps run in (and were recorded in): grad on, no inference mode,
+    anomaly detection or profiler, the default dtype as at the chain's call."""
+    return STATE.grad_enabled and not STATE.inference and not _ANOMALY[0] and _PROFILE[0] is None \
+        and D.get_default_dtype() is run.default
 
 
 # -- the compiled call --------------------------------------------------------------------------
@@ -343,11 +358,14 @@ def on_call(fn, p, rec, args, kwargs, leaves, distinct):
         if prev is not None:
             rec.open = None
             _settle(prev)
-        if rec.state is OFF or kwargs or rec.thread != threading.get_ident() or not _plain_mode() or not p.__dict__.get("plain") or p.sym_sources \
-                or not p.needs_grad:
+        if rec.state is OFF or kwargs or rec.thread != _get_ident() or not p.__dict__.get("plain") \
+                or p.sym_sources or not p.needs_grad:
             return NOT_STEP
-        rec.fn = weakref.ref(fn)
         run = Run(rec, rec.state is READY)
+        if not _plain_mode(run):
+            return NOT_STEP
+        if rec.fn is None or rec.fn() is not fn:
+            rec.fn = weakref.ref(fn)
         run.call = (p, leaves, distinct)
         if run.spec:
             step = rec.steps[0]
@@ -408,26 +426,31 @@ def _settle(run):
 def _step(run, kind, name, args, fn):
     """A step on the chain's tensors: recorded and run (recording), or checked against the chain
     (speculating) -> its results, or NOT_STEP where it is no step of the chain (which ends it)."""
-    with _LOCK:
-        if run.closed:
-            return NOT_STEP
-        if not run.spec:
+    if run.closed:
+        return NOT_STEP
+    if not run.spec:
+        with _LOCK:
             return _record_step(run, kind, name, args, fn)
-        rec = run.record
-        step = run.steps[run.pos]
-        if not (step[0] == kind and step[1] == name and _plain_mode() and rec.matchers[run.pos](args, run)):
+    rec = run.record
+    pos = run.pos
+    step = run.steps[pos]
+    if step[0] != kind or step[1] != name or not _plain_mode(run) or _get_ident() != rec.thread \
+            or not rec.matchers[pos](args, run):
+        with _LOCK:
             _missed(rec)
             _realize(run)
-            return NOT_STEP
-        run.pos += 1
-        if run.pos < len(run.steps):
-            return _pend(run, step[3])
+        return NOT_STEP
+    run.pos = pos + 1
+    if pos + 1 < len(run.steps):
+        out = step[3]
+        return _pending(run, out[1]) if out[0] == "t" else _pend(run, out)
+    with _LOCK:
         return _complete(run)
 
 
 def _record_step(run, kind, name, args, fn):
     try:
-        if not _plain_mode():
+        if not _plain_mode(run):
             raise _Refused
         spec = _enc(args, run)
     except _Refused:
@@ -466,7 +489,7 @@ def _end(run):
     metas = [_meta(t) for t in run.ext]
     if len(steps) < 2:
         _give_up(rec)                # a call whose results nothing steps on: no chain
-    elif steps == rec.steps and metas == rec.ext_meta:
+    elif steps == rec.steps and metas == rec.ext_meta and run.default is rec.default:
         rec.same += 1
         if rec.same + 1 >= SAME_TO_SPECULATE and rec.state is RECORD:
             bound, rec.matchers = 0, []
@@ -479,6 +502,7 @@ def _end(run):
             _give_up(rec)
         rec.steps = steps
         rec.ext_meta = metas
+        rec.default = run.default
         rec.same = 0
 
 
@@ -494,7 +518,7 @@ def grad_step(api, outputs, inputs, grad_outputs, retain_graph, create_graph, on
     """autograd.grad of a chain's tensors: a step, or NOT_STEP."""
     if SUSPENDED[0]:
         return NOT_STEP
-    run = _run_of(outputs)
+    run = outputs.__dict__.get("_cr") if outputs.__class__ is _Pending else _run_of(outputs)
     if run is None or run.closed:
         return NOT_STEP
     if only_inputs is not True or is_grads_batched or inputs.__class__ is dict:
@@ -540,15 +564,28 @@ def _complete(run):
         LIVE[0] -= 1
         run.error = _stale_error(rec, t)
         raise run.error
+    if _flags_changed(run):
+        _missed(rec)
+        return _fall_back(run, False)
     live = tuple([i for i, w in enumerate(run.objs) if w is not None and w() is not None])
-    whole = rec.programs.get(live)
-    if whole is None:
+    entry = rec.programs.get(live)
+    if entry is None:
         if len(rec.programs) >= MAX_PROGRAMS or rec.fn is None or rec.fn() is None:
             return _fall_back(run)
-        whole = rec.programs[live] = _whole_chain(rec.fn(), run.steps, len(run.ext), live)
+        entry = rec.programs[live] = [_whole_chain(rec.fn(), run.steps, len(run.ext), live), None, None]
+    whole, wp, p = entry
     SUSPENDED[0] += 1
     try:
-        res = whole(*run.ext)
+        if wp is not None and p is run.call[0] and not wp.evicted:
+            # The program the whole chain's guards chose before, run without them: they check
+            # what this call's guards (its program is the one it was traced with) and each step's
+            # check (constants, inputs' metadata and layout) have checked already.
+            res = RUN_PROGRAM[0](wp, run.ext, None)
+        else:
+            res = whole(*run.ext)
+            wp = whole.last_program
+            if wp is not None and wp.__dict__.get("plain") is not None and not wp.sym_sources:
+                entry[1], entry[2] = wp, run.call[0]
     except Exception:
         # (the whole chain refused to compile: its steps run as written, from now on)
         rec.programs.pop(live, None)
@@ -570,11 +607,12 @@ def _complete(run):
     return final
 
 
-def _fall_back(run):
+def _fall_back(run, off=True):
     """The last step as written: the chain made real up to it, then the step runs as any call
-    (NOT_STEP to the caller, which runs it); this chain is not speculated again."""
+    (NOT_STEP to the caller, which runs it); with `off`, this chain is not speculated again."""
     rec = run.record
-    rec.state = OFF
+    if off:
+        rec.state = OFF
     run.pos -= 1
     _realize(run)
     return NOT_STEP
@@ -583,7 +621,7 @@ def _fall_back(run):
 def _stale_error(rec, t):
     return RuntimeError(
         f"one of the variables needed for gradient computation has been modified by an inplace operation: "
-        f"[{t.type()} {list(t.shape)}] changed after the call of compiled {rec.program.__name__} that took it "
+        f"[{t.type()} {list(t.shape)}] changed after the call of compiled {rec.name} that took it "
         f"and before the last of the calls that followed it. tracegrad.compile runs that call and the "
         f"autograd.grad calls and tensor ops that repeat after it as one program, which reads its inputs when "
         f"it runs: change the tensor after the last call, or clone it first.")
@@ -689,7 +727,7 @@ def _stale(run, o, t):
             d.__set__(o, d.__get__(tmpl))
     _unmark(o)
     if o._req:
-        STALE_GRAD_FN[0](run.record.program, o, run.ext, _stale_error(run.record, t).args[0])
+        STALE_GRAD_FN[0](run.call[0], o, run.ext, _stale_error(run.record, t).args[0])
 
 
 # -- the whole chain as one function --------------------------------------------------------------
@@ -727,6 +765,7 @@ def _whole_chain(fn, steps, n_ext, live):
     exec(code, table)
     whole = COMPILER[0](table["chain"], fullgraph=True, dynamic=False, name=f"{fn.__name__}_chain")
     whole.chain_source = src
+    whole._chains = False
     return whole
 
 

@@ -100,6 +100,7 @@ class Program:
         tensors of its calls are."""
         self.evicted = True
         forget(self)
+        self.chain = None             # (its record's last run holds it)
         double = self.__dict__.get("double")
         if double is not None:
             double.cache.clear()
@@ -1701,6 +1702,7 @@ def _compiled_backward_eager(*args, prog, metas=None):
             p.double = CompiledFunction(_backward_function(p), backend=p.backend, name=f"{p.__name__}_grad",
                                         dynamic=False)
             p.double._warned = True          # where it cannot be traced it runs through the eager ops
+            p.double._chains = False         # (its calls are steps of its caller's chain)
         res = p.double(*seeds, *ctx.__dict__["_inputs"])
     if len(res) == len(p.wrt_pos) and not _has_none(res):
         return tuple(res)
@@ -1892,6 +1894,7 @@ def _all_tensors(args):
 class CompiledFunction:
     """What `compile` returns for a function: call it as the function."""
     _guard_by_identity = True      # its cache and last program change with every call (runtime/sources.py)
+    _chains = True                 # the calls after its calls may run as one program (tracegrad/chain.py)
 
     def __get__(self, obj, objtype=None):
         """A compiled function in a class body is a method, as torch.compile's is: called on an
@@ -1989,7 +1992,7 @@ class CompiledFunction:
                 return self._aliased(args, kwargs)
         self.last_program = p
         rec = p.chain
-        if rec is not None and rec.state is not chain.OFF and not chain.SUSPENDED[0]:
+        if rec is not None and self._chains and rec.state is not chain.OFF and not chain.SUSPENDED[0]:
             out = chain.on_call(self, p, rec, args, kwargs, leaves, distinct)
             if out is not chain.NOT_STEP:
                 return out
