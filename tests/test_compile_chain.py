@@ -498,3 +498,56 @@ def test_default_dtype_float64_from_the_start_still_speculates():
         close(g2, torch.autograd.grad(t1.sum(), tx)[0])
     finally:
         tg.set_default_dtype(prev)
+
+
+# -- random programs (test_compile_random's), their derivatives taken torch's way ---------------
+
+def check_random_chain(seed, dtype):
+    """A random program compiled, then order 1 (create_graph) and order 2 taken outside it, CALLS
+    times: every call against eager tracegrad, within test_compile_random's tolerance (the whole
+    chain is one compiled function, which may sum a derivative's terms in another order than the
+    engine's walk); the speculated calls' results against each other bit for bit.
+    -> whether calls speculated."""
+    from test_compile_random import draw_program, run, weights, order1, order2, assert_close
+    plan = draw_program(seed)
+    shapes, req, ins, outs = plan
+    r = np.random.default_rng(seed)
+    arrays = [(r.standard_normal(s) * 1.5).astype(dtype) for s in shapes]
+    compiled = tg.compile(lambda *xs: run(tg, plan, xs), fullgraph=True)
+    xe = [tg.tensor(a, dtype=getattr(tg, dtype), requires_grad=q) for a, q in zip(arrays, req)]
+    oe = run(tg, plan, xe)
+    out_w = [tg.tensor(w) for w in weights([tuple(o.shape) for o in oe], seed, dtype)]
+    ge = order1(tg, oe, xe, out_w)
+    if ge is None:
+        return False
+    vs = weights([tuple(g.shape) for g in ge if g is not None] or [()], seed + 1, dtype)
+    it = iter(vs)
+    vs = [None if g is None else tg.tensor(next(it)) for g in ge]
+    he = order2(tg, ge, xe, vs)
+    first, spec = None, False
+    xc = [tg.tensor(a, dtype=getattr(tg, dtype), requires_grad=q) for a, q in zip(arrays, req)]
+    for call in range(CALLS):
+        oc = compiled(*xc)
+        spec = spec or any(pending(o) for o in oc)
+        gc = order1(tg, oc, xc, out_w)
+        hc = order2(tg, gc, xc, vs)
+        got = [t for t in list(gc) + list(hc or ()) + list(oc)]
+        for i, (a, b) in enumerate(zip(got, list(ge) + list(he or ()) + list(oe))):
+            assert_close(a, b, dtype, f"seed {seed} {dtype} call {call} result {i} (chain vs eager)")
+        if call >= SPECULATES:
+            arrays_now = [None if t is None else t.detach().numpy().tobytes() for t in got]
+            if first is None:
+                first = arrays_now
+            else:
+                assert arrays_now == first, f"seed {seed} {dtype} call {call}: another value than call {SPECULATES}'s"
+    return spec
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+def test_random_programs_derivatives_taken_torchs_way_speculate_and_match_eager(dtype):
+    import os
+    import sys
+    sys.path.insert(0, os.path.dirname(__file__))
+    n = int(os.environ.get("TRACEGRAD_RANDOM_CHAINS", "24"))
+    spec = [check_random_chain(seed, dtype) for seed in range(n)]
+    assert sum(spec) >= n // 3, f"only {sum(spec)} of {n} programs' calls speculated"
