@@ -551,3 +551,97 @@ def test_random_programs_derivatives_taken_torchs_way_speculate_and_match_eager(
     n = int(os.environ.get("TRACEGRAD_RANDOM_CHAINS", "24"))
     spec = [check_random_chain(seed, dtype) for seed in range(n)]
     assert sum(spec) >= n // 3, f"only {sum(spec)} of {n} programs' calls speculated"
+
+
+def test_gradient_penalty_of_a_compiled_module_matches_torch():
+    """A compiled module, the gradients taken with respect to its parameters (which the program
+    reads as the module's, and the whole chain takes as inputs too): one program, torch's
+    values, no warning."""
+    rng = np.random.default_rng(17)
+    m = tg.nn.Sequential(tg.nn.Linear(4, 5), tg.nn.Tanh(), tg.nn.Linear(5, 1)).double()
+    tm = torch.nn.Sequential(torch.nn.Linear(4, 5), torch.nn.Tanh(), torch.nn.Linear(5, 1)).double()
+    with torch.no_grad():
+        for p, tp in zip(m.parameters(), tm.parameters()):
+            tp.copy_(torch.tensor(p.detach().numpy()))
+    cm = tg.compile(m)
+    xa = rng.standard_normal((6, 4))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for _ in range(CALLS):
+            ps, tps = list(m.parameters()), list(tm.parameters())
+            loss = (cm(tg.tensor(xa)) ** 2).sum()
+            gs = tg.autograd.grad(loss, ps, create_graph=True)
+            pen = sum((g * g).sum() for g in gs)
+            hv = tg.autograd.grad(loss + pen, ps)
+            tloss = (tm(torch.tensor(xa)) ** 2).sum()
+            tgs = torch.autograd.grad(tloss, tps, create_graph=True)
+            thv = torch.autograd.grad(tloss + sum((g * g).sum() for g in tgs), tps)
+            for a, b in zip(hv, thv):
+                close(a, b)
+    assert cm.last_program.chain.programs
+
+
+def test_a_training_loop_torchs_way_reads_the_loss_after_the_step():
+    """Gradient penalty written torch's way, the parameters updated in place after the chain,
+    the loss read after the update: the value is the one before it, as torch's."""
+    rng = np.random.default_rng(18)
+    wa = rng.standard_normal((5, 3)) / 3
+    xa = rng.standard_normal((8, 5))
+    w, tw = pair(wa)
+    x, tx = tg.tensor(xa), torch.tensor(xa)
+    cl = tg.compile(lambda x, w: (tg.tanh(x @ w) ** 2).mean())
+
+    def step(lib, f, x, w):
+        loss = f(x, w)
+        (g,) = lib.autograd.grad(loss, w, create_graph=True)
+        total = loss + (g * g).sum()
+        (h,) = lib.autograd.grad(total, w)
+        with lib.no_grad():
+            w.sub_(0.1 * h)
+        return loss, total
+    for i in range(CALLS + 2):
+        loss, total = step(tg, cl, x, w)
+        tloss, ttotal = step(torch, lambda x, w: (torch.tanh(x @ w) ** 2).mean(), tx, tw)
+        assert loss.item() == pytest.approx(tloss.item(), rel=1e-12)
+        assert total.item() == pytest.approx(ttotal.item(), rel=1e-12)
+        close(w, tw)
+    assert cl.last_program.chain.programs              # the chain ran as one program
+    # torch's graph of the loss was freed by the last grad; tracegrad's cannot be rebuilt (w changed)
+    with pytest.raises(RuntimeError, match="second time"):
+        tloss.backward()
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        loss.backward()
+
+
+def test_a_tensor_the_program_reads_itself_written_mid_chain_raises_as_torch():
+    """A module's weight that the chain's inputs do not include, written in place between the
+    compiled call and the last step: torch's backward finds the saved weight changed and raises;
+    the whole chain would read the new weight, so its last step raises too."""
+    rng = np.random.default_rng(19)
+    m = tg.nn.Sequential(tg.nn.Linear(3, 4), tg.nn.Tanh(), tg.nn.Linear(4, 1)).double()
+    cm = tg.compile(m)
+    xa = rng.standard_normal((5, 3))
+
+    def chain_of(w):
+        loss = (cm(tg.tensor(xa)) ** 2).sum()
+        (g,) = tg.autograd.grad(loss, w, create_graph=True)
+        return loss, g
+    w0 = m[0].weight
+    for _ in range(CALLS):
+        loss, g = chain_of(w0)
+        (h,) = tg.autograd.grad((g * g).sum(), w0)
+    loss, g = chain_of(w0)
+    s = (g * g).sum()
+    assert pending(loss) and pending(s)
+    with tg.no_grad():
+        m[2].weight.mul_(2)                   # read by the program, not an input of the chain
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        tg.autograd.grad(s, w0)
+    tm = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.Tanh(), torch.nn.Linear(4, 1)).double()
+    tloss = (tm(torch.tensor(xa)) ** 2).sum()
+    (tg1,) = torch.autograd.grad(tloss, tm[0].weight, create_graph=True)
+    ts = (tg1 * tg1).sum()
+    with torch.no_grad():
+        tm[2].weight.mul_(2)
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        torch.autograd.grad(ts, tm[0].weight)

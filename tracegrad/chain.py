@@ -94,7 +94,7 @@ class Record:
     """What followed the calls of one compiled program: the chain last recorded, how often in a
     row it repeated, and the whole-chain programs built for it."""
     __slots__ = ("name", "fn", "steps", "ext_meta", "same", "changes", "state", "programs", "open", "matchers",
-                 "thread", "default", "__weakref__")
+                 "thread", "default", "held", "__weakref__")
 
     def __init__(self, program):
         self.name = program.__name__   # (not the program: it holds its record)
@@ -109,12 +109,13 @@ class Record:
         self.matchers = None        # a check of each step's arguments (_matcher), once READY
         self.thread = _get_ident()     # the thread whose calls it follows
         self.default = None            # the default dtype of the chain recorded
+        self.held = ()                 # tensors the program reads itself that the steps take (_enc's "o")
 
 
 class Run:
     """One call of the program and the steps after it: recorded as they run, or speculated."""
     __slots__ = ("record", "spec", "steps", "pos", "objs", "ext", "ext_ids", "seen", "call", "closed", "done",
-                 "error", "default")
+                 "error", "default", "consts", "held")
 
     def __init__(self, record, spec):
         self.record = record
@@ -130,6 +131,8 @@ class Run:
         self.done = False
         self.error = None
         self.default = record.default if spec else D.get_default_dtype()
+        self.consts = ()            # (tensor, version counter, version, array) of what the program reads itself
+        self.held = record.held if spec else []     # the tensors of those the steps take, by place
 
 
 def _meta(t):
@@ -149,10 +152,18 @@ def _enc(a, run):
     if isinstance(a, Tensor):
         slot = run.ext_ids.get(id(a))
         if slot is None:
-            read = run.call[0].read_ids
             if (a._hooks or a._post_acc_hooks or a._retains_grad or a._view is not None or a.__dict__
-                    or a._data.__class__ is not np.ndarray or (read is not None and id(a) in read)):
+                    or a._data.__class__ is not np.ndarray):
                 raise _Refused
+            read = run.call[0].read_ids
+            if read is not None and id(a) in read:
+                # a tensor the program reads itself (a module's parameter): the whole chain reads it
+                # as the program does, as a constant, so it is taken by identity
+                for j, h in enumerate(run.held):
+                    if h is a:
+                        return ("o", j)
+                run.held.append(a)
+                return ("o", len(run.held) - 1)
             slot = len(run.ext)
             run.ext.append(a)
             run.ext_ids[id(a)] = slot
@@ -167,12 +178,12 @@ def _enc(a, run):
     raise _Refused
 
 
-def _matcher(spec, n_ext):
+def _matcher(spec, n_ext, held):
     """_match for one recorded step's arguments as one generated function `match(a, run)`: the
     comparisons written out (a step's check costs a fraction of a microsecond, where the
     recursive walk cost several). Inputs taken for the first time (places from n_ext on) are
     checked by _take."""
-    table = {"P": _Pending, "take": _take}
+    table = {"P": _Pending, "take": _take, "H": held}
     conds = []
 
     def walk(expr, spec):
@@ -188,6 +199,8 @@ def _matcher(spec, n_ext):
             else:
                 conds.append(f"take({expr}, run, {slot})")
                 walk.bound = slot + 1
+        elif kind == "o":
+            conds.append(f"{expr} is H[{int(spec[1])}]")
         elif kind == "c" and (spec[2] is None or spec[2] is True or spec[2] is False):
             conds.append(f"{expr} is {spec[2]!r}")
         elif kind == "c" or kind == "f":
@@ -256,6 +269,9 @@ def _match(a, spec, run):
 def _changed(run):
     """An input of the chain changed in place (or given other memory) since it was taken, or None."""
     for t, (vc, v, data, req) in zip(run.ext, run.seen):
+        if t._vc is not vc or vc[0] != v or t._data is not data:
+            return t
+    for t, vc, v, data in run.consts:       # (a module's parameters, a global tensor the program reads)
         if t._vc is not vc or vc[0] != v or t._data is not data:
             return t
     return None
@@ -353,44 +369,47 @@ def _plain_mode(run):
 def on_call(fn, p, rec, args, kwargs, leaves, distinct):
     """A call of compiled program p (CompiledFunction.__call__, its guards passed): its run, or
     NOT_STEP where the call is to run as any call."""
-    with _LOCK:
-        prev = rec.open
-        if prev is not None:
-            rec.open = None
-            _settle(prev)
-        if rec.state is OFF or kwargs or rec.thread != _get_ident() or not p.__dict__.get("plain") \
-                or p.sym_sources or not p.needs_grad:
+    if rec.thread != _get_ident():
+        return NOT_STEP             # (a record follows the calls of one thread: no lock on its path)
+    prev = rec.open
+    if prev is not None:
+        rec.open = None
+        if not prev.closed:
+            with _LOCK:
+                _settle(prev)
+    if rec.state is OFF or kwargs or not p.__dict__.get("plain") or p.sym_sources or not p.needs_grad:
+        return NOT_STEP
+    run = Run(rec, rec.state is READY)
+    if not _plain_mode(run):
+        return NOT_STEP
+    if rec.fn is None or rec.fn() is not fn:
+        rec.fn = weakref.ref(fn)
+    run.call = (p, leaves, distinct)
+    if run.spec:
+        step = rec.steps[0]
+        if not rec.matchers[0](args, run):
+            _missed(rec)
             return NOT_STEP
-        run = Run(rec, rec.state is READY)
-        if not _plain_mode(run):
-            return NOT_STEP
-        if rec.fn is None or rec.fn() is not fn:
-            rec.fn = weakref.ref(fn)
-        run.call = (p, leaves, distinct)
-        if run.spec:
-            step = rec.steps[0]
-            if not rec.matchers[0](args, run):
-                _missed(rec)
-                return NOT_STEP
-            run.pos = 1
-            LIVE[0] += 1
-            rec.open = run
-            return _pend(run, step[3])
-        try:
-            spec = _enc(args, run)
-        except _Refused:
-            _give_up(rec)
-            return NOT_STEP
-    out = RUN_PROGRAM[0](p, leaves, distinct)
-    with _LOCK:
-        o = _adopt(run, out)
-        if o is None:
-            _unmark_all(run)
-            _give_up(rec)
-            return out
-        run.steps.append(("call", "", spec, o))
+        if p.consts or run.held:
+            run.consts = [(t, t._vc, t._vc[0], t._data) for t in list(p.consts) + list(run.held)]
+        run.pos = 1
         LIVE[0] += 1
         rec.open = run
+        return _pend(run, step[3])
+    try:
+        spec = _enc(args, run)
+    except _Refused:
+        _give_up(rec)
+        return NOT_STEP
+    out = RUN_PROGRAM[0](p, leaves, distinct)
+    o = _adopt(run, out)
+    if o is None:
+        _unmark_all(run)
+        _give_up(rec)
+        return out
+    run.steps.append(("call", "", spec, o))
+    LIVE[0] += 1
+    rec.open = run
     return out
 
 
@@ -487,14 +506,15 @@ def _end(run):
         rec.open = None
     steps = run.steps
     metas = [_meta(t) for t in run.ext]
-    if len(steps) < 2:
-        _give_up(rec)                # a call whose results nothing steps on: no chain
-    elif steps == rec.steps and metas == rec.ext_meta and run.default is rec.default:
+    if not any(step[0] == "grad" for step in steps):
+        _give_up(rec)                # no derivative taken: nothing to share with the call's program
+    elif steps == rec.steps and metas == rec.ext_meta and run.default is rec.default \
+            and len(run.held) == len(rec.held) and all(a is b for a, b in zip(run.held, rec.held)):
         rec.same += 1
         if rec.same + 1 >= SAME_TO_SPECULATE and rec.state is RECORD:
             bound, rec.matchers = 0, []
             for step in steps:
-                m, bound = _matcher(step[2], bound)
+                m, bound = _matcher(step[2], bound, rec.held)
                 rec.matchers.append(m)
             rec.state = READY
     else:
@@ -503,6 +523,7 @@ def _end(run):
         rec.steps = steps
         rec.ext_meta = metas
         rec.default = run.default
+        rec.held = run.held
         rec.same = 0
 
 
@@ -572,7 +593,7 @@ def _complete(run):
     if entry is None:
         if len(rec.programs) >= MAX_PROGRAMS or rec.fn is None or rec.fn() is None:
             return _fall_back(run)
-        entry = rec.programs[live] = [_whole_chain(rec.fn(), run.steps, len(run.ext), live), None, None]
+        entry = rec.programs[live] = [_whole_chain(rec.fn(), run.steps, len(run.ext), rec.held, live), None, None]
     whole, wp, p = entry
     SUSPENDED[0] += 1
     try:
@@ -675,7 +696,7 @@ def _replay(run):
                 p, leaves, distinct = run.call
                 res = RUN_PROGRAM[0](p, leaves, distinct)
             else:
-                args = _dec(spec, real, run.ext)
+                args = _dec(spec, real, run.ext, run.held)
                 if kind == "grad":
                     res = _grad(REAL_GRAD[0], *args)
                 else:
@@ -690,17 +711,19 @@ def _replay(run):
     return real
 
 
-def _dec(spec, real, ext):
+def _dec(spec, real, ext, held):
     kind = spec[0]
     if kind == "p":
         return real[spec[1]]
     if kind == "x":
         return ext[spec[1]]
+    if kind == "o":
+        return held[spec[1]]
     if kind == "c":
         return spec[2]
     if kind == "f":
         return float.fromhex(spec[1])
-    return kind([_dec(s, real, ext) for s in spec[1]])
+    return kind([_dec(s, real, ext, held) for s in spec[1]])
 
 
 def _transplant(o, r, keep_data):
@@ -732,10 +755,10 @@ def _stale(run, o, t):
 
 # -- the whole chain as one function --------------------------------------------------------------
 
-def _whole_chain(fn, steps, n_ext, live):
+def _whole_chain(fn, steps, n_ext, held, live):
     """The chain's steps written out as a Python function of its inputs, compiled whole:
     it returns the last step's results and the values of the results in `live`."""
-    table = {"call": fn, "grad": _whole_grad}
+    table = {"call": fn, "grad": _whole_grad, "held": held}
     lines = [f"def chain({', '.join(f'x{i}' for i in range(n_ext))}):"]
     k = 0
     for j, (kind, name, spec, out) in enumerate(steps):
@@ -781,6 +804,10 @@ def _src(spec, table):
         return f"r{spec[1]}"
     if kind == "x":
         return f"x{spec[1]}"
+    if kind == "o":
+        name = f"k{len(table)}"
+        table[name] = table["held"][spec[1]]
+        return name
     if kind == "c" or kind == "f":
         name = f"k{len(table)}"
         table[name] = spec[2] if kind == "c" else float.fromhex(spec[1])
