@@ -26,8 +26,8 @@ two calls in a row are followed by the same chain, the next calls *speculate*:
   tensors as the steps before took, of the same metadata), returns pending tensors too;
 - the last step runs the whole chain as one compiled program: the steps written out as a
   Python function (its source is the compiled function's `chain_source`) and compiled whole,
-  as the user could have written it. It returns the last step's results, and the values of the chain's results
-  that are still alive.
+  as the user could have written it. It returns the last step's results, and the values of
+  the chain's results that are still alive.
 
 A pending tensor used in any other way first makes the chain *real*: its steps so far run
 one by one, as eager runs them (the compiled call's program, then each step), and every
@@ -39,9 +39,14 @@ graph raise torch's error when a backward reaches it, as a graph that saved the 
 An input changed in place before the last step makes the last step raise. A write through
 `.data` is not seen (as autograd does not see it).
 
+A tensor the program reads itself (a compiled module's parameter) that a step takes, as
+`grad(loss, model.parameters())` does, is taken by identity, and the whole chain reads it as
+the program does; what the program reads itself is checked for writes as the inputs are.
+
 A chain whose steps change from call to call is recorded again, and given up after a few
-changes; so are chains whose programs write their inputs, read random numbers or have
-symbolic sizes, and chains whose inputs have hooks or are views.
+changes; so are chains with no autograd.grad step. Programs that write their inputs or have
+symbolic sizes, chains whose inputs have hooks or are views, and calls from another thread
+than the one that recorded the chain run as written.
 """
 import threading
 import weakref
