@@ -645,3 +645,45 @@ def test_a_tensor_the_program_reads_itself_written_mid_chain_raises_as_torch():
         tm[2].weight.mul_(2)
     with pytest.raises(RuntimeError, match="modified by an inplace operation"):
         torch.autograd.grad(ts, tm[0].weight)
+
+
+def test_a_chain_ending_with_create_graph_differentiates_again_outside_it():
+    xs = np.random.default_rng(20).standard_normal(13)
+    cl = tg.compile(tanh2(tg))
+    for _ in range(CALLS):
+        x, tx = pair(xs)
+        y = cl(x)
+        (g1,) = tg.autograd.grad(y, x, create_graph=True)
+        (g2,) = tg.autograd.grad(g1.sum(), x, create_graph=True)
+        assert g2.requires_grad and g2.grad_fn is not None
+        g2.pow(3).sum().backward()              # a fourth-order quantity, after the chain's last step
+        ty = tanh2(torch)(tx)
+        (t1,) = torch.autograd.grad(ty, tx, create_graph=True)
+        (t2,) = torch.autograd.grad(t1.sum(), tx, create_graph=True)
+        t2.pow(3).sum().backward()
+        close(g2, t2)
+        close(x.grad, tx.grad)
+
+
+def test_memory_stays_flat_over_speculated_calls():
+    import gc
+    import tracemalloc
+    x = tg.tensor(np.random.default_rng(21).standard_normal(500), requires_grad=True)
+    cl = tg.compile(tanh2(tg))
+    for _ in range(20):
+        third(tg, cl, x)
+    gc.collect()
+    tracemalloc.start()
+    try:
+        for _ in range(300):
+            third(tg, cl, x)
+        gc.collect()
+        a = tracemalloc.get_traced_memory()[0]
+        for _ in range(300):
+            third(tg, cl, x)
+        gc.collect()
+        b = tracemalloc.get_traced_memory()[0]
+    finally:
+        tracemalloc.stop()
+    assert b - a < 64 << 10, f"{b - a} bytes more after 300 more calls"
+    assert cl.last_program.chain.state == chain.READY
