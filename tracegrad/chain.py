@@ -65,6 +65,7 @@ SUSPENDED = [0]         # a chain's own program running: compiled calls and step
 NOT_STEP = object()
 REAL_GRAD = [None]      # autograd's grad without the step check (tracegrad.autograd plugs it in)
 RUN_PROGRAM = [None]    # compile's run_program (tracegrad.compile plugs it in)
+RUN_ARRAYS = [None]     # compile's run_arrays
 STALE_GRAD_FN = [None]  # compile's grad_fn for a result whose graph cannot be rebuilt
 COMPILER = [None]       # compile's CompiledFunction
 
@@ -606,7 +607,11 @@ def _complete(run):
             # The program the whole chain's guards chose before, run without them: they check
             # what this call's guards (its program is the one it was traced with) and each step's
             # check (constants, inputs' metadata and layout) have checked already.
-            res = RUN_PROGRAM[0](wp, run.ext, None)
+            res = RUN_ARRAYS[0](wp, run.ext)
+            if res is None:
+                res = RUN_PROGRAM[0](wp, run.ext, None)
+            else:
+                return _finish(run, live, wp, res)
         else:
             res = whole(*run.ext)
             wp = whole.last_program
@@ -625,12 +630,30 @@ def _complete(run):
         o = run.objs[i]()
         if o is not None:
             _DATA.__set__(o, v._data)
+    _done(run)
+    return final
+
+
+def _finish(run, live, wp, res):
+    """_complete's end for run_arrays' results of the whole chain's program wp."""
+    out = run.steps[-1][3]
+    k = 1 if out[0] == "t" else len(out[1])
+    metas = wp.out_meta
+    final = [Tensor._make(res[j], metas[j][1]) for j in range(k)]
+    for i, v in zip(live, res[k:]):
+        o = run.objs[i]()
+        if o is not None:
+            _DATA.__set__(o, v)
+    _done(run)
+    return final[0] if out[0] == "t" else tuple(final)
+
+
+def _done(run):
     run.done = True
     run.closed = True
     LIVE[0] -= 1
-    if rec.open is run:
-        rec.open = None
-    return final
+    if run.record.open is run:
+        run.record.open = None
 
 
 def _fall_back(run, off=True):

@@ -1164,18 +1164,49 @@ def run_program(p, leaves, distinct=None):
 def _user_outputs(p, res):
     """(the program's results, the user's outputs as tensors), those eager lays out C-contiguous
     made so (Program.out_c)."""
-    for k in p.out_c:
-        r = res[k]
-        if r.__class__ is np.ndarray and not r.flags.c_contiguous:
-            if res.__class__ is not list:
-                res = list(res)
-            res[k] = np.ascontiguousarray(r)
+    res = _laid_c(p, res)
     outs = []
     for (shape, dt), o in zip(p.out_meta, res[:p.n_user]):
         if type(o) is not np.ndarray and not hasattr(o, "_tg_device"):
             o = np.asarray(o)
         outs.append(Tensor._make(o, dt))
     return res, outs
+
+
+def _laid_c(p, res):
+    """The program's results, those eager lays out C-contiguous made so (Program.out_c)."""
+    for k in p.out_c:
+        r = res[k]
+        if r.__class__ is np.ndarray and not r.flags.c_contiguous:
+            if res.__class__ is not list:
+                res = list(res)
+            res[k] = np.ascontiguousarray(r)
+    return res
+
+
+def run_arrays(p, leaves):
+    """What run_program returns for a plain program whose call makes no graph (nothing in it
+    requires grad, or grad mode is off) and that returns a flat tuple of tensors, as arrays:
+    a caller that needs only some as tensors (tracegrad/chain.py: the last step's results,
+    where the others are values of tensors that exist) skips making the rest. None for any
+    other program."""
+    shape = p.out_shape
+    if shape is None:
+        shape = p.out_shape = _out_shape(p)
+    if shape != 2 or not p.__dict__.get("plain") or (p.needs_grad and STATE.grad_enabled):
+        return None
+    arrays = [t._data for t in leaves]
+    if p.consts:
+        arrays += [c._data for c in p.consts]
+    try:
+        res = _laid_c(p, p.fwd_fn(*arrays))
+    except ValueError as e:
+        raise RuntimeError(f"{p.__name__}: {e}") from e
+    res = list(res[:p.n_user])
+    for k, o in enumerate(res):
+        if type(o) is not np.ndarray and not hasattr(o, "_tg_device"):
+            res[k] = np.asarray(o)
+    return res
 
 
 def _shaped(p, outs, leaves):
@@ -2248,5 +2279,6 @@ def compile(fn=None, *, backend="auto", fullgraph=False, dynamic=None, mode=None
 
 
 chain.RUN_PROGRAM[0] = run_program
+chain.RUN_ARRAYS[0] = run_arrays
 chain.STALE_GRAD_FN[0] = _stale_grad_fn
 chain.COMPILER[0] = CompiledFunction
