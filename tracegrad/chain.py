@@ -79,6 +79,7 @@ STEP_METHODS = ("sum", "mean", "mul", "add", "sub", "div", "neg", "pow", "dot", 
                 "sigmoid", "abs", "__mul__", "__rmul__", "__add__", "__radd__", "__sub__", "__rsub__",
                 "__truediv__", "__rtruediv__", "__neg__", "__pow__", "__matmul__")
 
+_DEFAULT_DTYPE = D._default    # (D.get_default_dtype()'s list, read without the call)
 _IN_STEP = [0]          # a step (or a recorded call) running: its own reads of the chain's tensors are its own
 _LOCK = threading.RLock()
 # the slots of a tensor, read and written past _Pending's properties
@@ -367,7 +368,7 @@ def _plain_mode(run):
     """The modes a chain's steps run in (and were recorded in): grad on, no inference mode,
     anomaly detection or profiler, the default dtype as at the chain's call."""
     return STATE.grad_enabled and not STATE.inference and not _ANOMALY[0] and _PROFILE[0] is None \
-        and D.get_default_dtype() is run.default
+        and _DEFAULT_DTYPE[0] is run.default
 
 
 # -- the compiled call --------------------------------------------------------------------------
