@@ -687,3 +687,73 @@ def test_memory_stays_flat_over_speculated_calls():
         tracemalloc.stop()
     assert b - a < 64 << 10, f"{b - a} bytes more after 300 more calls"
     assert cl.last_program.chain.state == chain.READY
+
+
+@pytest.mark.parametrize("hook", ["tensor_hook", "saved_tensors_hooks", "module_hook", "param_hook"])
+def test_hooks_registered_mid_chain_run_as_in_eager(hook):
+    xs = np.random.default_rng(22).standard_normal(7)
+    m = tg.nn.Linear(7, 1).double()
+    cl = tg.compile(lambda x: (tg.tanh(m(x)) ** 2).sum())
+    x, tx = pair(xs)
+    w = m.weight
+    tm = torch.nn.Linear(7, 1).double()
+    with torch.no_grad():
+        tm.weight.copy_(torch.tensor(w.detach().numpy()))
+        tm.bias.copy_(torch.tensor(m.bias.detach().numpy()))
+
+    def run(lib, f, x, w):
+        y = f(x)
+        (g,) = lib.autograd.grad(y, [x], create_graph=True)
+        return y, g, (g * g).sum()
+    for _ in range(SPECULATES):
+        y, g, s = run(tg, cl, x, w)
+        tg.autograd.grad(s, [x, w])
+    y, g, s = run(tg, cl, x, w)
+    assert pending(s)
+    ty, tg1, ts = run(torch, lambda x: (torch.tanh(tm(x)) ** 2).sum(), tx, tm.weight)
+    calls, tcalls = [], []
+    if hook == "tensor_hook":
+        x.register_hook(lambda g: calls.append(g.shape))
+        tx.register_hook(lambda g: tcalls.append(g.shape))
+        r, tr = tg.autograd.grad(s, [x, w]), torch.autograd.grad(ts, [tx, tm.weight])
+    elif hook == "param_hook":
+        w.register_hook(lambda g: calls.append(g.shape))
+        tm.weight.register_hook(lambda g: tcalls.append(g.shape))
+        r, tr = tg.autograd.grad(s, [x, w]), torch.autograd.grad(ts, [tx, tm.weight])
+    elif hook == "saved_tensors_hooks":
+        with tg.autograd.graph.saved_tensors_hooks(lambda t: calls.append(1) or t, lambda t: t):
+            r = tg.autograd.grad(s, [x, w])
+        with torch.autograd.graph.saved_tensors_hooks(lambda t: tcalls.append(1) or t, lambda t: t):
+            tr = torch.autograd.grad(ts, [tx, tm.weight])
+        calls, tcalls = bool(calls), bool(tcalls)     # (how many each saves is its own)
+    else:
+        h = tg.nn.modules.module.register_module_full_backward_hook(lambda *a: calls.append(1))
+        th = torch.nn.modules.module.register_module_full_backward_hook(lambda *a: tcalls.append(1))
+        try:
+            r, tr = tg.autograd.grad(s, [x, w]), torch.autograd.grad(ts, [tx, tm.weight])
+        finally:
+            h.remove()
+            th.remove()
+    assert calls == tcalls
+    for a, b in zip(r, tr):
+        close(a, b)
+
+
+def test_a_hook_registered_between_two_grad_steps_runs_as_often_as_torchs():
+    xs = np.random.default_rng(23).standard_normal(6)
+    cl = tg.compile(tanh2(tg))
+    x, tx = pair(xs)
+    for _ in range(SPECULATES):
+        third(tg, cl, x)
+    counts = {}
+    for lib, f, x_ in ((tg, cl, x), (torch, tanh2(torch), tx)):
+        n = []
+        y = f(x_)
+        (g1,) = lib.autograd.grad(y, x_, create_graph=True)
+        h = x_.register_hook(lambda g: n.append(1))
+        (g2,) = lib.autograd.grad(g1.sum(), x_, create_graph=True)
+        (g3,) = lib.autograd.grad(g2.sum(), x_)
+        h.remove()
+        counts[lib.__name__] = (len(n), g3.detach().numpy())
+    assert counts["tracegrad"][0] == counts["torch"][0] == 2
+    close(counts["tracegrad"][1], counts["torch"][1])

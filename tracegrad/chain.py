@@ -68,6 +68,10 @@ RUN_PROGRAM = [None]    # compile's run_program (tracegrad.compile plugs it in)
 RUN_ARRAYS = [None]     # compile's run_arrays
 STALE_GRAD_FN = [None]  # compile's grad_fn for a result whose graph cannot be rebuilt
 COMPILER = [None]       # compile's CompiledFunction
+# saved_tensors_hooks contexts open and global module backward hooks (autograd.graph's counts,
+# plugged in by tracegrad.compile): while any is, the steps run as written, so that the hooks run
+HOOK_COUNTS = [[0], [0]]
+HIDDEN_HOOKS = [None]   # autograd.graph's hidden_saved_tensors_hooks
 
 RECORD, READY, OFF = "record", "ready", "off"
 SAME_TO_SPECULATE = 2   # chains recorded the same in a row before the next call speculates
@@ -285,9 +289,13 @@ def _changed(run):
 
 
 def _flags_changed(run):
-    """An input's requires_grad flipped since the chain took it (its values are as they were)."""
+    """An input's requires_grad flipped since the chain took it, or a hook was registered on it
+    or on a tensor the steps take by identity (its values are as they were)."""
     for t, seen in zip(run.ext, run.seen):
-        if t._req is not seen[3]:
+        if t._req is not seen[3] or t._hooks or t._post_acc_hooks or t._retains_grad:
+            return True
+    for t in run.held:
+        if t._hooks or t._post_acc_hooks:
             return True
     return False
 
@@ -368,7 +376,7 @@ def _plain_mode(run):
     """The modes a chain's steps run in (and were recorded in): grad on, no inference mode,
     anomaly detection or profiler, the default dtype as at the chain's call."""
     return STATE.grad_enabled and not STATE.inference and not _ANOMALY[0] and _PROFILE[0] is None \
-        and _DEFAULT_DTYPE[0] is run.default
+        and _DEFAULT_DTYPE[0] is run.default and not HOOK_COUNTS[0][0] and not HOOK_COUNTS[1][0]
 
 
 # -- the compiled call --------------------------------------------------------------------------
@@ -461,7 +469,7 @@ def _step(run, kind, name, args, fn):
     pos = run.pos
     step = run.steps[pos]
     if step[0] != kind or step[1] != name or not _plain_mode(run) or _get_ident() != rec.thread \
-            or not rec.matchers[pos](args, run):
+            or not rec.matchers[pos](args, run) or (kind == "grad" and _flags_changed(run)):
         with _LOCK:
             _missed(rec)
             _realize(run)
@@ -715,9 +723,18 @@ def _realize(run):
 
 
 def _replay(run):
+    """The steps taken so far, run as they first ran: grad mode on, and without the hooks
+    registered since on the chain's inputs, or the saved-tensor hooks entered since (a grad
+    step checks for new hooks, so none was there when the steps before it ran)."""
     real = []
     prev_grad, prev_inf = STATE.grad_enabled, STATE.inference
     STATE.grad_enabled, STATE.inference = True, False
+    hidden = [(t, t._hooks, t._post_acc_hooks) for t in list(run.ext) + list(run.held)
+              if t._hooks or t._post_acc_hooks]
+    for t, _, _ in hidden:
+        t._hooks = t._post_acc_hooks = None
+    saved_hooks = HIDDEN_HOOKS[0]()
+    saved_hooks.__enter__()
     SUSPENDED[0] += 1
     try:
         for kind, name, spec, out in run.steps[:run.pos]:
@@ -736,6 +753,9 @@ def _replay(run):
                 real.extend(res)
     finally:
         SUSPENDED[0] -= 1
+        saved_hooks.__exit__(None, None, None)
+        for t, hooks, post in hidden:
+            t._hooks, t._post_acc_hooks = hooks, post
         STATE.grad_enabled, STATE.inference = prev_grad, prev_inf
     return real
 

@@ -46,6 +46,7 @@ from .runtime.sources import Guard, build_guards, canonical
 from .runtime.cache import ProgramCache
 from .runtime.class_version import ClassVersion
 from .autograd.graph import (Node, Saved, saved_tensors_hooks_active, _HOOK_USERS as _SAVED_HOOKS,
+                              hidden_saved_tensors_hooks,
                              MODULE_BACKWARD_HOOKS as _MODULE_HOOKS)
 from .autograd.engine import FREED_MSG, _check_version
 from .autograd.engine import forget
@@ -2280,5 +2281,7 @@ def compile(fn=None, *, backend="auto", fullgraph=False, dynamic=None, mode=None
 
 chain.RUN_PROGRAM[0] = run_program
 chain.RUN_ARRAYS[0] = run_arrays
+chain.HOOK_COUNTS[:] = [_SAVED_HOOKS, _MODULE_HOOKS]
+chain.HIDDEN_HOOKS[0] = hidden_saved_tensors_hooks
 chain.STALE_GRAD_FN[0] = _stale_grad_fn
 chain.COMPILER[0] = CompiledFunction

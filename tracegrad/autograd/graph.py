@@ -349,6 +349,18 @@ def saved_tensors_hooks_active():
     return bool(_HOOK_USERS[0]) and _current_hooks() is not None
 
 
+class hidden_saved_tensors_hooks:
+    """No saved-tensor hooks in this thread while open (tracegrad/chain.py: calls replayed as
+    they first ran, before the hooks' context was entered)."""
+
+    def __enter__(self):
+        self.stack = getattr(_TLS, "stack", None)
+        _TLS.stack = []
+
+    def __exit__(self, *exc):
+        _TLS.stack = self.stack
+
+
 def _saved_tensors_hooks_is_enabled():
     """torch._C._autograd._saved_tensors_hooks_is_enabled: False inside disable_saved_tensors_hooks."""
     return getattr(_TLS, "disabled", None) is None
