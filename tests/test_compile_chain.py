@@ -757,3 +757,14 @@ def test_a_hook_registered_between_two_grad_steps_runs_as_often_as_torchs():
         counts[lib.__name__] = (len(n), g3.detach().numpy())
     assert counts["tracegrad"][0] == counts["torch"][0] == 2
     close(counts["tracegrad"][1], counts["torch"][1])
+
+
+def test_a_function_returning_one_tensor_twice_keeps_their_identity():
+    xs = np.random.default_rng(24).standard_normal(5)
+    cl = tg.compile(lambda x: ((tg.tanh(x) ** 2).sum(),) * 2)
+    x = tg.tensor(xs, requires_grad=True)
+    for _ in range(CALLS):
+        a, b = cl(x)
+        assert a is b
+        (g,) = tg.autograd.grad(a, x, create_graph=True)
+        tg.autograd.grad(g.sum(), x)

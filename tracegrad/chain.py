@@ -308,8 +308,9 @@ def _adopt(run, out):
             return None
         return ("t", _enlist(run, out))
     if out.__class__ is tuple:
-        for o in out:
-            if o is not None and (o.__class__ is not Tensor or not _adoptable(run, o)):
+        for i, o in enumerate(out):
+            if o is not None and (o.__class__ is not Tensor or not _adoptable(run, o)
+                                  or any(o is q for q in out[:i])):     # (the same tensor twice)
                 return None
         metas = []
         for o in out:
