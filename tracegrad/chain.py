@@ -190,10 +190,11 @@ def _enc(a, run):
 
 
 def _matcher(spec, n_ext, held):
-    """_match for one recorded step's arguments as one generated function `match(a, run)`: the
-    comparisons written out (a step's check costs a fraction of a microsecond, where the
-    recursive walk cost several). Inputs taken for the first time (places from n_ext on) are
-    checked by _take."""
+    """The check of one recorded step's arguments (_enc's spec) in a speculated run, as one
+    generated function `match(a, run)`: the same results, the inputs of those places (taken by
+    _take where new, from place n_ext on), the tensors the program reads itself (held), equal
+    constants of the same types. Written out, a step's check costs a fraction of a microsecond,
+    where a walk of the spec cost several."""
     table = {"P": _Pending, "take": _take, "H": held}
     conds = []
 
@@ -243,38 +244,6 @@ def _take(a, run, slot):
     except _Refused:
         return False
     return _meta(a) == run.record.ext_meta[slot]
-
-
-def _match(a, spec, run):
-    """Whether argument `a` is what `spec` (_enc's) describes, in a speculated run: the same result,
-    the input of that place (taken now where new, if its metadata is the recorded input's), an
-    equal constant of the same type."""
-    kind = spec[0]
-    if kind == "p":
-        return a.__class__ is _Pending and a.__dict__.get("_cr") is run and a.__dict__["_ci"] == spec[1]
-    if kind == "x":
-        slot = spec[1]
-        n = len(run.ext)
-        if slot < n:
-            return run.ext[slot] is a
-        if slot > n or not isinstance(a, Tensor) or a.__class__ is _Pending:
-            return False
-        try:
-            _enc(a, run)
-        except _Refused:
-            return False
-        return _meta(a) == run.record.ext_meta[slot]
-    if kind == "c":
-        return a.__class__ is spec[1] and (a is spec[2] or a == spec[2])
-    if kind == "f":
-        return a.__class__ is float and a.hex() == spec[1]
-    items = spec[1]
-    if a.__class__ is not kind or len(a) != len(items):
-        return False
-    for x, s in zip(a, items):
-        if not _match(x, s, run):
-            return False
-    return True
 
 
 def _changed(run):
