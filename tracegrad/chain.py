@@ -362,7 +362,10 @@ def on_call(fn, p, rec, args, kwargs, leaves, distinct):
         if not prev.closed:
             with _LOCK:
                 _settle(prev)
-    if rec.state is OFF or kwargs or not p.__dict__.get("plain") or p.sym_sources or not p.needs_grad:
+    if rec.state is OFF or kwargs:
+        return NOT_STEP
+    if not p.__dict__.get("plain") or p.sym_sources or not p.needs_grad:
+        rec.state = OFF              # (what the program is does not change)
         return NOT_STEP
     run = Run(rec, rec.state is READY)
     if not _plain_mode(run):
