@@ -768,3 +768,19 @@ def test_a_function_returning_one_tensor_twice_keeps_their_identity():
         assert a is b
         (g,) = tg.autograd.grad(a, x, create_graph=True)
         tg.autograd.grad(g.sum(), x)
+
+
+def test_requires_grad_flipped_after_the_chain_then_a_graph_needed_replays_as_first_run():
+    xs = np.random.default_rng(25).standard_normal(9)
+    cl = tg.compile(tanh2(tg))
+    x, tx = pair(xs)
+    for _ in range(SPECULATES):
+        third(tg, cl, x)
+    y, g1, g2, g3 = third(tg, cl, x)
+    ty, t1, t2, t3 = third(torch, tanh2(torch), tx)
+    assert pending(g1)
+    x.requires_grad_(False)
+    tx.requires_grad_(False)
+    close(g1.detach(), t1.detach())           # (detach makes the chain real: its steps as they ran)
+    assert g1.requires_grad and type(g1.grad_fn).__name__ == "CompiledFunctionBackward"
+    assert x.requires_grad is False

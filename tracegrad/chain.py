@@ -696,9 +696,10 @@ def _realize(run):
 
 
 def _replay(run):
-    """The steps taken so far, run as they first ran: grad mode on, and without the hooks
-    registered since on the chain's inputs, or the saved-tensor hooks entered since (a grad
-    step checks for new hooks, so none was there when the steps before it ran)."""
+    """The steps taken so far, run as they first ran: grad mode on, the inputs' requires_grad
+    as the chain took them, and without the hooks registered since on the chain's inputs or
+    the saved-tensor hooks entered since (a grad step checks for new hooks and flags, so none
+    was there when the steps before it ran)."""
     real = []
     prev_grad, prev_inf = STATE.grad_enabled, STATE.inference
     STATE.grad_enabled, STATE.inference = True, False
@@ -706,6 +707,9 @@ def _replay(run):
               if t._hooks or t._post_acc_hooks]
     for t, _, _ in hidden:
         t._hooks = t._post_acc_hooks = None
+    flipped = [(t, t._req) for t, seen in zip(run.ext, run.seen) if t._req is not seen[3]]
+    for t, seen in zip(run.ext, run.seen):
+        t._req = seen[3]                # (requires_grad_ since: the steps ran before it)
     saved_hooks = HIDDEN_HOOKS[0]()
     saved_hooks.__enter__()
     SUSPENDED[0] += 1
@@ -729,6 +733,8 @@ def _replay(run):
         saved_hooks.__exit__(None, None, None)
         for t, hooks, post in hidden:
             t._hooks, t._post_acc_hooks = hooks, post
+        for t, req in flipped:
+            t._req = req
         STATE.grad_enabled, STATE.inference = prev_grad, prev_inf
     return real
 
