@@ -784,3 +784,28 @@ def test_requires_grad_flipped_after_the_chain_then_a_graph_needed_replays_as_fi
     close(g1.detach(), t1.detach())           # (detach makes the chain real: its steps as they ran)
     assert g1.requires_grad and type(g1.grad_fn).__name__ == "CompiledFunctionBackward"
     assert x.requires_grad is False
+
+
+def test_a_tensor_the_program_reads_passed_where_the_chain_took_an_input_runs_as_written():
+    """The chain recorded with a plain tensor as the second factor of `g * v`; then the module's
+    own weight is passed there (the program reads it itself): no step check may take it as the
+    input of that place."""
+    rng = np.random.default_rng(26)
+    m = tg.nn.Linear(4, 4).double()
+    cm = tg.compile(m)
+    tm = torch.nn.Linear(4, 4).double()
+    with torch.no_grad():
+        tm.weight.copy_(torch.tensor(m.weight.detach().numpy()))
+        tm.bias.copy_(torch.tensor(m.bias.detach().numpy()))
+    xa = rng.standard_normal((3, 4))
+    v = tg.tensor(rng.standard_normal((4, 4)), requires_grad=True)     # (the weight's metadata)
+
+    def run(lib, f, x, w, v):
+        loss = (f(x) ** 2).sum()
+        (g,) = lib.autograd.grad(loss, w, create_graph=True)
+        return lib.autograd.grad((g * v).sum(), w)
+    for i in range(CALLS + 1):
+        vv, tv = (v, torch.tensor(v.detach().numpy())) if i < CALLS - 1 else (m.weight, tm.weight)
+        (h,) = run(tg, cm, tg.tensor(xa), m.weight, vv)
+        (th,) = run(torch, tm, torch.tensor(xa), tm.weight, tv)
+        close(h, th)

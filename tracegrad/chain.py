@@ -169,7 +169,11 @@ def _enc(a, run):
             read = run.call[0].read_ids
             if read is not None and id(a) in read:
                 # a tensor the program reads itself (a module's parameter): the whole chain reads it
-                # as the program does, as a constant, so it is taken by identity
+                # as the program does, as a constant, so it is taken by identity (a speculated
+                # run's matchers check those by identity: here a speculated run finds one where the
+                # recorded chain had an input)
+                if run.spec:
+                    raise _Refused
                 for j, h in enumerate(run.held):
                     if h is a:
                         return ("o", j)
@@ -240,7 +244,8 @@ def _take(a, run, slot):
     if slot != len(run.ext) or not isinstance(a, Tensor) or a.__class__ is _Pending:
         return False
     try:
-        _enc(a, run)
+        if _enc(a, run) != ("x", slot):
+            return False
     except _Refused:
         return False
     return _meta(a) == run.record.ext_meta[slot]
