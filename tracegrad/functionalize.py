@@ -918,13 +918,47 @@ def refresh_view(proxy):
     if refresh_base is not None:
         refresh_view(base)
     if base.__dict__.get("_gen", 0) == d.get("_view_gen", 0):
+        if d.get("_rebased_no_grad_view") and STATE.grad_enabled:
+            raise TraceError(NO_GRAD_VIEW_READ_MSG)
         return
     if d.get("_multi_view") and STATE.grad_enabled and _carries_grad(base):
         raise TraceError(MULTI_VIEW_MSG)
+    if _no_grad_view_of_grad(proxy):
+        # eager: the view's grad_fn, asked for by an op under grad mode, raises torch's "A view
+        # was created in no_grad mode and its base ... has been modified inplace" (an op under
+        # no_grad asks for none: the read in grad mode after it still raises)
+        if STATE.grad_enabled:
+            raise TraceError(NO_GRAD_VIEW_READ_MSG)
+        d["_rebased_no_grad_view"] = True
     d["_view_gen"] = base.__dict__.get("_gen", 0)
     v = apply_symbolic(prim, (base,) + tuple(rest), params)
     d["_name"] = v.__dict__["_name"]
     d["_gen"] = d.get("_gen", 0) + 1     # a new value: the views taken of this view are taken again too
+
+
+NO_GRAD_VIEW_READ_MSG = ("a view taken under no_grad (or a view of one) of a value that requires grad, read with "
+                         "grad mode on after its base was written in place, is not traced (eager raises torch's "
+                         "error); take the view outside no_grad, or clone() it")
+
+
+def _no_grad_view_of_grad(proxy):
+    """Whether the view `proxy` is, or views, a view op taken under no_grad (tracing.apply_symbolic's
+    detach after it) of a value that requires grad: torch's creation meta NO_GRAD_MODE, which a view
+    of such a view inherits. A detach() the function called ends the chain (its result is no view
+    for autograd)."""
+    o, no_grad = proxy, False
+    while True:
+        d = o.__dict__
+        view = d.get("_view")
+        if view is None:
+            break
+        if d.get("_no_grad_view"):
+            inner = view[0].__dict__
+            no_grad = no_grad or ("_view" in inner and inner.get("_view_req", False))
+        elif view[1].name == "detach":
+            return False
+        o = view[0]
+    return no_grad or False
 
 
 def finish(sh, leaves, proxies):
