@@ -373,13 +373,8 @@ def _check_number_bound(t, d):
     max=tensor(1000)) raises "value cannot be converted to type int8_t without overflow" where a
     plain cast would wrap 1000 to -24. A traced bound's value is not known: where it could
     overflow d, the function runs eagerly."""
-    td = t.dtype
-    if d._kind == 2:
-        fits = d is D.float64 or td._kind < 2 or td is d or td is D.float16
-    else:
-        fits = td is D.bool_ or d is D.bool_ or (D.integer_bounds(d)[0] <= D.integer_bounds(td)[0] and
-                                                 D.integer_bounds(td)[1] <= D.integer_bounds(d)[1])
-    if fits:
+    if not may_not_fit(t.dtype, d):
+        # (an integer dtype's values may not fit float16: clamp(x16, 0, tensor(2 ** 63 - 2)) raises)
         return
     if t._data is None:
         raise TraceError(f"clamp with a Number bound beside a 0-dim tensor bound of dtype {t.dtype} (torch converts "
