@@ -1,0 +1,206 @@
+"""Reduced repros of what the compile fuzzers found on seeds no run had tried before
+(test_compile_call_sequence_fuzz.py 8000-9500, test_compile_step_fuzz.py 2200-2800,
+test_compile_mutation_fuzz.py 15000-18000, test_compile_dtype_fuzz.py 25000-28000,
+test_compile_random.py 43600-44200 in float32 and float64, triton_checks.py's programs
+43500-43700 under the interpreter), each compared with torch and with eager tracegrad."""
+import os
+import sys
+import warnings
+
+import numpy as np
+import pytest
+import torch
+
+import tracegrad as tg
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import test_compile_call_sequence_fuzz as SEQ            # noqa: E402
+import test_compile_dtype_fuzz as DT                     # noqa: E402
+import test_compile_mutation_fuzz as MUT                 # noqa: E402
+
+
+def _bits(t):
+    t = t.detach()
+    a = np.asarray((t.float() if str(t.dtype).endswith("bfloat16") else t).numpy())
+    return a.view(f"u{a.itemsize}")
+
+
+# -- a view taken under no_grad, read with grad mode on after its base was written (mutation
+# fuzzer seed 17230) -------------------------------------------------------------------------------
+# e = x + x; v = e.narrow(...) under no_grad; e.fill_(2); then v (or a view of v) read by an op with
+# grad mode on: torch raises "A view was created in no_grad mode and its base or another view of its
+# base has been modified inplace with grad mode enabled" (or "Output 0 of Slice is a view of a view
+# which was created in no_grad mode ..."), as eager tracegrad does. The compiled function took the
+# view again from the written base and returned a value where both raise; it now runs eagerly
+# (with compile's warning) and raises torch's error.
+
+def _no_grad_view_read(m, x, case):
+    e = x + x if case != "base without grad" else x.detach() * 2
+    with m.no_grad():
+        v = e.narrow(0, 0, 2)
+    if case == "view of the view":
+        v = v.narrow(1, 0, 1)
+    if case == "base written under no_grad":
+        with m.no_grad():
+            e.fill_(2.0)
+    else:
+        e.fill_(2.0)
+    if case == "read under no_grad, then with grad":
+        with m.no_grad():
+            a = v * 1
+        return a + v[0, 0]
+    if case == "read under no_grad only":
+        with m.no_grad():
+            return v * 3
+    return v * 3 + x[0, 0]
+
+
+def _outcome(f, m):
+    x = m.tensor(np.arange(8.0).reshape(4, 2), requires_grad=True)
+    try:
+        out = f(x)
+    except RuntimeError as e:
+        return ("raises", str(e).split(" modified inplace")[0])
+    return ("value", out.detach().numpy().tolist(), out.requires_grad)
+
+
+@pytest.mark.parametrize("case", ["view", "view of the view", "base written under no_grad",
+                                  "read under no_grad, then with grad"])
+def test_a_no_grad_view_read_with_grad_after_its_base_was_written_raises_compiled_as_torch(case):
+    want = _outcome(lambda x: _no_grad_view_read(torch, x, case), torch)
+    assert want[0] == "raises" and "no_grad mode" in want[1]
+    assert _outcome(lambda x: _no_grad_view_read(tg, x, case), tg) == want
+    cf = tg.compile(lambda x: _no_grad_view_read(tg, x, case))
+    with pytest.warns(UserWarning, match="cannot be traced"):
+        got = _outcome(cf, tg)
+    assert got == want
+
+
+@pytest.mark.parametrize("case", ["base without grad", "read under no_grad only"])
+def test_a_no_grad_view_torch_reads_without_error_still_compiles(case):
+    """No error in torch: the compiled function traces (no warning) and gives torch's value."""
+    want = _outcome(lambda x: _no_grad_view_read(torch, x, case), torch)
+    assert want[0] == "value"
+    cf = tg.compile(lambda x: _no_grad_view_read(tg, x, case))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for _ in range(2):
+            assert _outcome(cf, tg) == want
+    assert _outcome(lambda x: _no_grad_view_read(tg, x, case), tg) == want
+
+
+def test_mutation_fuzzer_seed_17230():
+    MUT._check_program(17230)
+
+
+# -- clamp's Number bound given as a 0-dim integer tensor, into float16 (dtype fuzzer seed 27332) ---
+# clamp(x16, 0, tensor(2 ** 63 - 2)): torch's parser reads the 0-dim tensor as a Number (beside the
+# Number 0) and converts it to float16 with its overflow check: RuntimeError "value cannot be
+# converted to type c10::Half without overflow". tracegrad took any integer dtype to fit any float
+# dtype and returned [1, inf] (an int32 70000 too); float16's largest value is 65504.
+
+@pytest.mark.parametrize("bound, dtype", [(2 ** 63 - 2, "int64"), (70000, "int32"), (-65520, "int32")])
+def test_clamp_with_an_integer_0_dim_bound_past_float16_raises_as_torch(bound, dtype):
+    x = np.array([1.0, np.inf, -3.0], np.float16)
+    with pytest.raises(RuntimeError, match="c10::Half without overflow"):
+        torch.clamp(torch.tensor(x), 0, torch.tensor(bound, dtype=getattr(torch, dtype)))
+    with pytest.raises(RuntimeError, match="c10::Half without overflow"):
+        tg.clamp(tg.tensor(x), 0, tg.tensor(bound, dtype=getattr(tg, dtype)))
+    cf = tg.compile(lambda x, b: tg.clamp(x, min=0, max=b) if bound > 0 else tg.clamp(x, min=b, max=0))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")       # (the traced bound's value is unknown: it runs eagerly)
+        with pytest.raises(RuntimeError, match="c10::Half without overflow"):
+            cf(tg.tensor(x), tg.tensor(bound, dtype=getattr(tg, dtype)))
+
+
+@pytest.mark.parametrize("bound, dtype", [(100, "int32"), (65504, "int64"), (-7, "int16"), (300, "int16")])
+def test_clamp_with_an_integer_0_dim_bound_that_fits_float16_is_torchs(bound, dtype):
+    x = np.array([1.0, np.inf, -3.0, 150.5], np.float16)
+    want = torch.clamp(torch.tensor(x), -1, torch.tensor(bound, dtype=getattr(torch, dtype)))
+    got = tg.clamp(tg.tensor(x), -1, tg.tensor(bound, dtype=getattr(tg, dtype)))
+    assert str(got.dtype) == str(want.dtype)
+    assert np.array_equal(_bits(got), _bits(want))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        c = tg.compile(lambda x, b: tg.clamp(x, -1, b))(tg.tensor(x), tg.tensor(bound, dtype=getattr(tg, dtype)))
+    assert np.array_equal(_bits(c), _bits(want))
+
+
+def test_clamp_with_an_int16_0_dim_bound_into_float16_traces():
+    """int16's values all fit float16: no overflow check is needed, the function traces."""
+    x = np.array([1.0, -3.0, 150.5], np.float16)
+    cf = tg.compile(lambda x, b: tg.clamp(x, -1, b), fullgraph=True)
+    got = cf(tg.tensor(x), tg.tensor(100, dtype=tg.int16))
+    want = torch.clamp(torch.tensor(x), -1, torch.tensor(100, dtype=torch.int16))
+    assert np.array_equal(_bits(got), _bits(want))
+
+
+# -- the dtype fuzzer's tiers: a cancelling sum, an overflowing matmul product (seeds 25196, 26257) ----
+
+def test_dtype_fuzzer_seeds_25196_26257_27332():
+    for seed in (25196, 26257, 27332):
+        with np.errstate(all="ignore"):
+            DT.check_program(seed)
+
+
+def test_a_cancelling_mean_differs_by_summation_order_only():
+    """mean of float32 [2 ** 64, 8, -2 ** 64, 8, 6, 8]: every order's answer is rounding (exactly
+    30 / 6; tracegrad's pairwise numpy 22 / 6, torch 8 / 6); the fuzzer leaves it untested against
+    torch (compiled against eager stays bit for bit) and still tests a sum that does not cancel."""
+    a = np.array([2.0 ** 64, 8, -2.0 ** 64, 8, 6, 8], np.float32)
+    tm = torch.tensor(a).mean()
+    assert DT._cancels("mean", torch.tensor(a), tm, {"dim": None, "keepdim": False})
+    b = np.array([1.5, 8, -2.0, 8, 6, 8], np.float32)
+    assert not DT._cancels("mean", torch.tensor(b), torch.tensor(b).mean(), {"dim": None, "keepdim": False})
+    assert not DT._cancels("sum", torch.tensor(b.reshape(2, 3)), torch.tensor(b.reshape(2, 3)).sum(1),
+                           {"dim": 1, "keepdim": False})
+    e = tg.tensor(a).mean()
+    c = tg.compile(lambda x: x.mean())(tg.tensor(a))
+    assert np.array_equal(_bits(c), _bits(e))
+
+
+def test_an_overflowing_matmul_product_is_the_kernels_order():
+    """bfloat16 x @ x.T with a product -3.38e38 * 4.97 past float32: torch NaN, numpy's BLAS (FMA)
+    and tracegrad inf; torch's own float64 gives inf. Products within float32 stay compared."""
+    a = np.array([[-np.inf, 4.96875, 5.34375], [-2.171875, -3.3762e38, 4.125]])
+    t = torch.tensor(a, dtype=torch.bfloat16)
+    assert DT._product_overflows(t, t.transpose(-1, -2), t @ t.T)
+    assert (torch.tensor(a) @ torch.tensor(a).T)[0, 1].item() == np.inf
+    small = torch.tensor(np.where(np.isfinite(a), np.clip(a, -1e18, 1e18), a), dtype=torch.bfloat16)
+    assert not DT._product_overflows(small, small.transpose(-1, -2), small @ small.T)
+    x = tg.tensor(a).bfloat16()
+    e = x @ x.T
+    c = tg.compile(lambda x: x @ x.T)(tg.tensor(a).bfloat16())
+    assert np.array_equal(_bits(c), _bits(e))
+
+
+# -- std's gradient over a constant row (call-sequence seed 9283) ----------------------------------
+
+def test_std_gradient_over_a_constant_row_is_torchs_rule_at_zero_compiled_and_eager():
+    """x = leaf.expand(3) of one float32 value: std is 0 exactly, and torch's rule gives gradient 0
+    where std is 0. torch's CPU std of a whole float32 tensor takes its mean in float32, 1 ulp off
+    here (std 1.46e-7, gradient 1.22); tracegrad's in float64 is exact. In float64, where both
+    round the mean alike, tracegrad's gradient is torch's."""
+    for dtype, val in ((np.float32, 1.8277118), (np.float64, 0.1), (np.float64, 1 / 3)):
+        leaf = tg.tensor(np.array([val], dtype), requires_grad=True)
+        g_e, = tg.autograd.grad(leaf.expand(3).std(-1), leaf)
+        leaf_c = tg.tensor(np.array([val], dtype), requires_grad=True)
+        g_c, = tg.autograd.grad(tg.compile(lambda x: x.expand(3).std(-1))(leaf_c), leaf_c)
+        assert np.array_equal(_bits(g_c), _bits(g_e))
+        if dtype is np.float64:
+            lt = torch.tensor(np.array([val], dtype), requires_grad=True)
+            g_t, = torch.autograd.grad(lt.expand(3).std(-1), lt)
+            np.testing.assert_allclose(g_e.numpy(), g_t.numpy(), rtol=1e-12, atol=1e-12)
+        else:
+            assert g_e.item() == 0.0
+
+
+def test_call_sequence_seed_9283_and_the_std_exemption_is_narrow():
+    assert not SEQ.check_sequence(9283)
+    call = {"arrays": [np.array([1.0, 2.0, 3.0], np.float32), None], "layouts": ["contig", "contig"],
+            "dtypes": ("float32", "float32")}
+    assert not SEQ.std_of_a_constant_row("std", call)
+    call["layouts"] = ["expanded", "contig"]
+    assert SEQ.std_of_a_constant_row("std", call)
+    assert not SEQ.std_of_a_constant_row("var", call)
