@@ -90,6 +90,23 @@ def test_a_no_grad_view_torch_reads_without_error_still_compiles(case):
     assert _outcome(lambda x: _no_grad_view_read(tg, x, case), tg) == want
 
 
+@pytest.mark.parametrize("then_view", [False, True])
+def test_a_no_grad_view_of_a_base_that_gains_grad_later_raises_compiled_as_torch(then_view):
+    """e = zeros; v = e[:2] under no_grad; e.copy_(x * 2): torch asks the base when v is read, and
+    it requires grad by then."""
+    def f(m, x):
+        e = m.zeros(4, 2)
+        with m.no_grad():
+            v = e.narrow(0, 0, 2)
+        e.copy_(x * 2)
+        return (v[0] if then_view else v) * 3
+    want = _outcome(lambda x: f(torch, x), torch)
+    assert want[0] == "raises" and "no_grad mode" in want[1]
+    assert _outcome(lambda x: f(tg, x), tg) == want
+    with pytest.warns(UserWarning, match="view taken under no_grad"):
+        assert _outcome(tg.compile(lambda x: f(tg, x)), tg) == want
+
+
 def test_mutation_fuzzer_seed_17230():
     MUT._check_program(17230)
 

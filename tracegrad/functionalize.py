@@ -945,8 +945,9 @@ def _no_grad_view_of_grad(proxy):
     """Whether the view `proxy` is, or views, a view op taken under no_grad (tracing.apply_symbolic's
     detach after it) of a value that requires grad: torch's creation meta NO_GRAD_MODE, which a view
     of such a view inherits. A detach() the function called ends the chain (its result is no view
-    for autograd)."""
-    o, no_grad = proxy, False
+    for autograd). The base requires grad then or now (zeros viewed, then written by copy_(x * 2):
+    torch asks its base when the view is read)."""
+    o, no_grad, req = proxy, False, False
     while True:
         d = o.__dict__
         view = d.get("_view")
@@ -954,11 +955,13 @@ def _no_grad_view_of_grad(proxy):
             break
         if d.get("_no_grad_view"):
             inner = view[0].__dict__
-            no_grad = no_grad or ("_view" in inner and inner.get("_view_req", False))
+            if "_view" in inner:
+                no_grad = True
+                req = req or bool(inner.get("_view_req"))
         elif view[1].name == "detach":
             return False
         o = view[0]
-    return no_grad or False
+    return no_grad and (req or _carries_grad(o))
 
 
 def finish(sh, leaves, proxies):
