@@ -221,3 +221,54 @@ def test_call_sequence_seed_9283_and_the_std_exemption_is_narrow():
     call["layouts"] = ["expanded", "contig"]
     assert SEQ.std_of_a_constant_row("std", call)
     assert not SEQ.std_of_a_constant_row("var", call)
+
+
+# -- add / sub / rsub's alpha, converted to the op's dtype with torch's overflow check (found beside
+# the clamp bound above) --------------------------------------------------------------------------
+# add(x16, y16, alpha=70000): torch raises "value cannot be converted to type c10::Half without
+# overflow"; tracegrad computed 70000 * y and returned inf, eager and compiled.
+
+_ALPHA_OPS = {
+    "add": lambda m, x, a: x.add(x, alpha=a),
+    "sub": lambda m, x, a: x.sub(x * 0.5, alpha=a),
+    "rsub": lambda m, x, a: m.rsub(x, x, alpha=a),
+    "add of a number": lambda m, x, a: x.add(2.0, alpha=a),
+    "add of a 0-dim float32": lambda m, x, a: x.add(m.tensor(2.0), alpha=a),
+}
+
+
+@pytest.mark.parametrize("op", sorted(_ALPHA_OPS))
+@pytest.mark.parametrize("alpha", [70000, 1e10, -65520.0, 2 ** 63])
+def test_alpha_past_float16_raises_as_torch(op, alpha):
+    f = _ALPHA_OPS[op]
+    x = np.array([1.0, 2.0, -3.0], np.float16)
+    with pytest.raises(RuntimeError, match="c10::Half without overflow"):
+        f(torch, torch.tensor(x), alpha)
+    with pytest.raises(RuntimeError, match="c10::Half without overflow"):
+        f(tg, tg.tensor(x), alpha)
+    with pytest.raises(RuntimeError, match="c10::Half without overflow"):
+        tg.compile(lambda x: f(tg, x, alpha))(tg.tensor(x))
+
+
+@pytest.mark.parametrize("op", sorted(_ALPHA_OPS))
+@pytest.mark.parametrize("alpha", [65504, -2, float("inf"), float("nan")])
+def test_alpha_within_float16_or_not_finite_is_torchs(op, alpha):
+    f = _ALPHA_OPS[op]
+    x = np.array([1.0, 2.0, -3.0], np.float16)
+    want = f(torch, torch.tensor(x), alpha)
+    w = want.float().numpy()
+    for got in (f(tg, tg.tensor(x), alpha), tg.compile(lambda x: f(tg, x, alpha))(tg.tensor(x))):
+        assert str(got.dtype) == str(want.dtype)
+        g = got.float().numpy()
+        # (a NaN's sign bit is the kernel's: torch's x - nan * y is -nan, numpy's nan)
+        assert np.array_equal(np.isnan(g), np.isnan(w))
+        assert np.array_equal(np.where(np.isnan(g), 0, g).view(np.uint32), np.where(np.isnan(w), 0, w).view(np.uint32))
+
+
+@pytest.mark.parametrize("dtype, alpha", [("int8", 200), ("uint8", -256), ("int16", 40000), ("float32", 1e39),
+                                          ("bfloat16", 1e39)])
+def test_alpha_past_other_dtypes_raises_as_torch(dtype, alpha):
+    for m in (torch, tg):
+        x = m.tensor([1, 2], dtype=getattr(m, dtype))
+        with pytest.raises(RuntimeError, match="without overflow"):
+            x.add(x, alpha=alpha)

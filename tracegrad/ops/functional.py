@@ -262,6 +262,9 @@ def _scaled(a, alpha, other):
     d = D.result_type([a, other])
     if not d.is_floating_point and isinstance(alpha, float):
         raise RuntimeError("For integral input tensors, argument alpha must not be a floating point number.")
+    # torch converts alpha to the op's dtype with its overflow check: add(x16, y16, alpha=70000) raises
+    # "value cannot be converted to type c10::Half without overflow" (tracegrad gave inf)
+    check_value_fits(alpha, d)
     if d is D.bool_:
         return a if alpha else logical_and(a, False)
     if isinstance(a, Tensor) and a._dtype is not d:
