@@ -272,3 +272,42 @@ def test_alpha_past_other_dtypes_raises_as_torch(dtype, alpha):
         x = m.tensor([1, 2], dtype=getattr(m, dtype))
         with pytest.raises(RuntimeError, match="without overflow"):
             x.add(x, alpha=alpha)
+
+
+# -- index_fill's number value, converted with torch's check (found beside alpha) -----------------
+# index_fill(x16, 0, i, 70000): torch raises "value cannot be converted to type c10::Half without
+# overflow", tracegrad filled inf (65519: 65504); index_fill(uint8, 0, i, -1) is 255 in torch and
+# eager, and the compiled function raised OverflowError.
+
+@pytest.mark.parametrize("dtype, value", [("float16", 70000), ("float16", 65519), ("float16", -65520.0),
+                                          ("int8", 300), ("int64", 2 ** 63), ("float32", 1e39)])
+def test_index_fill_with_a_number_past_the_dtype_raises_as_torch(dtype, value):
+    for m in (torch, tg):
+        with pytest.raises(RuntimeError, match="without overflow"):
+            m.zeros(3, dtype=getattr(m, dtype)).index_fill(0, m.tensor([1]), value)
+    with pytest.raises(RuntimeError, match="without overflow"):
+        tg.compile(lambda x: x.index_fill(0, tg.tensor([1]), value))(tg.zeros(3, dtype=getattr(tg, dtype)))
+
+
+@pytest.mark.parametrize("dtype, value", [("uint8", -1), ("int8", 2.5), ("float16", float("inf")), ("bool", 5),
+                                          ("float16", 65504), ("float64", -7)])
+def test_index_fill_with_a_number_is_torchs_eager_compiled_and_in_place(dtype, value):
+    want = torch.zeros(2, 3, dtype=getattr(torch, dtype)).index_fill(1, torch.tensor([0, -1]), value)
+    fns = (lambda x: x.index_fill(1, tg.tensor([0, -1]), value),
+           tg.compile(lambda x: x.index_fill(1, tg.tensor([0, -1]), value)),
+           lambda x: x.index_fill_(1, tg.tensor([0, -1]), value))
+    for f in fns:
+        got = f(tg.zeros(2, 3, dtype=getattr(tg, dtype)))
+        assert str(got.dtype) == str(want.dtype)
+        assert np.array_equal(_bits(got), _bits(want))
+
+
+def test_index_fill_with_a_number_has_torchs_gradient():
+    a = np.arange(6.0).reshape(2, 3)
+    res = []
+    for m, f in ((torch, None), (tg, None), (tg, tg.compile(lambda x: x.index_fill(1, tg.tensor([0, -1]), 2.5)))):
+        x = m.tensor(a, requires_grad=True)
+        y = f(x) if f else x.index_fill(1, m.tensor([0, -1]), 2.5)
+        g, = m.autograd.grad(y, x, m.tensor(a * 3 + 1))
+        res.append((y.detach().numpy().tolist(), g.numpy().tolist()))
+    assert res[0] == res[1] == res[2]
