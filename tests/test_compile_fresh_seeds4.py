@@ -107,8 +107,10 @@ def test_a_no_grad_view_of_a_base_that_gains_grad_later_raises_compiled_as_torch
         assert _outcome(tg.compile(lambda x: f(tg, x)), tg) == want
 
 
-def test_mutation_fuzzer_seed_17230():
-    MUT._check_program(17230)
+@pytest.mark.parametrize("seed", [17230, 19279])
+def test_mutation_fuzzer_seeds(seed):
+    with np.errstate(all="ignore"):
+        MUT._check_program(seed)
 
 
 # -- clamp's Number bound given as a 0-dim integer tensor, into float16 (dtype fuzzer seed 27332) ---
@@ -311,3 +313,100 @@ def test_index_fill_with_a_number_has_torchs_gradient():
         g, = m.autograd.grad(y, x, m.tensor(a * 3 + 1))
         res.append((y.detach().numpy().tolist(), g.numpy().tolist()))
     assert res[0] == res[1] == res[2]
+
+
+# -- logical_and / or / xor read their operands in the common dtype (dtype fuzzer seed 28021) ------
+# logical_xor(tensor(-512), int8 tensor): torch casts the 0-dim int64 to int8 first (0), so the
+# result is x != 0; tracegrad read -512 as True and gave its negation. Likewise 256 beside int8 or
+# uint8, and a float64 0-dim 1e-300 beside float32 (float32's 0).
+
+def _logical_cases(m):
+    i8 = m.tensor([0, 4, -128, 1], dtype=m.int8)
+    return [(m.logical_xor, m.tensor(-512), i8), (m.logical_and, i8, m.tensor(256)),
+            (m.logical_or, m.tensor(256), i8 * 0), (m.logical_and, m.tensor(1e-300, dtype=m.float64),
+                                                   m.tensor([0.0, 1.0, 2.0])),
+            (m.logical_xor, m.tensor(65536), m.tensor([0, 1, -1], dtype=m.int16)),
+            (m.logical_or, m.tensor(256), m.tensor([0, 3], dtype=m.uint8)),
+            (m.logical_xor, m.tensor(1e-10, dtype=m.float64), m.tensor([0.0, 1.0], dtype=m.float16)),
+            (m.logical_xor, m.tensor(True), i8), (m.logical_and, m.tensor(-512), m.tensor([0.0, 2.0]))]
+
+
+@pytest.mark.parametrize("k", range(9))
+def test_logical_ops_read_a_0_dim_operand_in_the_common_dtype_as_torch(k):
+    f, a, b = _logical_cases(torch)[k]
+    want = f(a, b).tolist()
+    f, a, b = _logical_cases(tg)[k]
+    assert f(a, b).tolist() == want
+    assert tg.compile(lambda a, b: f(a, b))(a, b).tolist() == want
+
+
+def test_dtype_fuzzer_seeds_28021_29544():
+    for seed in (28021, 29544):
+        with np.errstate(all="ignore"):
+            DT.check_program(seed)
+
+
+# -- pow's gradient for the exponent -2 ** 63 (dtype fuzzer seed 29544) ---------------------------
+# torch's pow_backward computes exponent - 1 as a double there (-2 ** 63 again); tracegrad's Python
+# int -2 ** 63 - 1 raised OverflowError in the backward, eager and compiled.
+
+@pytest.mark.parametrize("dtype", ["bfloat16", "float32", "float64"])
+def test_pow_gradient_with_the_most_negative_int64_exponent_is_torchs(dtype):
+    a = np.array([[-2.93, -6.82, -1e-39], [0.5, 1.0, -1.0]])
+    y = -2 ** 63
+    res = []
+    for m, f in ((torch, None), (tg, None), (tg, tg.compile(lambda x: x.pow(y)))):
+        x = m.tensor(a, dtype=getattr(m, dtype), requires_grad=True)
+        out = f(x) if f else x.pow(y)
+        g, = m.autograd.grad(out.sum(), x)
+        res.append((out.float().tolist(), g.float().tolist()))
+    assert res[0] == res[1] == res[2]
+
+
+# -- x[key] += v on a view made before its base gained history (mutation fuzzer seed 19279) --------
+# e = a[1:]; e[2:0] += x (x requires grad): Python reads t = e[2:0], t += x (a gains history), then
+# e[2:0] = t. torch's setitem writes through the view the key makes, which reads e.grad_fn (and so
+# makes it); tracegrad checked e itself first and took it for a leaf that requires grad. A write to
+# e itself (e.add_) still raises as torch's does until e.grad_fn is read.
+
+_SETITEM_KEYS = {"empty slice": slice(2, 0), "a row": slice(0, 1), "an int": 1, "a column": (slice(None), 1),
+                 "an index tensor": "index"}
+
+
+@pytest.mark.parametrize("case", sorted(_SETITEM_KEYS))
+def test_setitem_through_a_view_made_before_its_base_gained_history_is_torchs(case):
+    """(an index tensor reads a copy: the base gains no history, e is written as any tensor)"""
+    res = []
+    for m in (torch, tg):
+        a = m.tensor(np.arange(8.0).reshape(4, 2)).float()
+        x = m.tensor([1.5], requires_grad=True)
+        e = a[1:]
+        key = m.tensor([0, 2]) if _SETITEM_KEYS[case] == "index" else _SETITEM_KEYS[case]
+        try:
+            e[key] += x
+        except RuntimeError as err:
+            res.append(str(err))
+            continue
+        g, = m.autograd.grad((e * m.tensor(np.arange(6.0).reshape(3, 2)).float()).sum(), x)
+        res.append((e.detach().numpy().tolist(), a.detach().numpy().tolist(), e.requires_grad, g.tolist()))
+    assert res[0] == res[1]
+    assert not isinstance(res[0], str)
+
+
+@pytest.mark.parametrize("read_grad_fn", [False, True])
+def test_an_in_place_op_on_such_a_view_itself_is_torchs(read_grad_fn):
+    res = []
+    for m in (torch, tg):
+        a = m.ones(4, 2)
+        e = a[1:]
+        t = e[0:1]
+        t += m.tensor([1.0], requires_grad=True)
+        if read_grad_fn:
+            assert e.grad_fn is not None
+        try:
+            e.add_(1.0)
+            res.append(e.detach().numpy().tolist())
+        except RuntimeError as err:
+            res.append(str(err))
+    assert res[0] == res[1]
+    assert ("leaf Variable" in str(res[0])) != read_grad_fn
