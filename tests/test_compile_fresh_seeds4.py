@@ -107,7 +107,38 @@ def test_a_no_grad_view_of_a_base_that_gains_grad_later_raises_compiled_as_torch
         assert _outcome(tg.compile(lambda x: f(tg, x)), tg) == want
 
 
-@pytest.mark.parametrize("seed", [17230, 19279])
+# -- a piece of split read under no_grad after its base was written, then with grad (mutation fuzzer
+# seed 22073) -------------------------------------------------------------------------------------
+# p = e.split(2)[0]; e.exp_(); p + 1 under no_grad; p * 2: torch raises at p * 2 ("Output 0 of Split
+# is a view and its base ... modified inplace. This view is the output of a function that returns
+# multiple views"), as eager does. The compiled function refused only a read with grad mode on
+# that came first, and returned [14.4, 14.4] (requires_grad False) here.
+
+def _split_piece_read(m, x, case):
+    e = x * 1.0 + 0.5
+    p = e.split(2, -1)[0]
+    e.exp_()
+    if case == "read under no_grad only":
+        with m.no_grad():
+            return p + 1
+    if case == "read under no_grad, then with grad":
+        with m.no_grad():
+            a = p + 1
+        return p * 2 + a
+    return p * 2
+
+
+@pytest.mark.parametrize("case", ["read with grad", "read under no_grad, then with grad", "read under no_grad only"])
+def test_a_split_piece_read_after_its_base_was_written_is_torchs_compiled(case):
+    want = _outcome(lambda x: _split_piece_read(torch, x, case), torch)
+    assert (want[0] == "raises") == (case != "read under no_grad only")
+    assert _outcome(lambda x: _split_piece_read(tg, x, case), tg) == want
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        assert _outcome(tg.compile(lambda x: _split_piece_read(tg, x, case)), tg) == want
+
+
+@pytest.mark.parametrize("seed", [17230, 19279, 22073])
 def test_mutation_fuzzer_seeds(seed):
     with np.errstate(all="ignore"):
         MUT._check_program(seed)

@@ -918,18 +918,20 @@ def refresh_view(proxy):
     if refresh_base is not None:
         refresh_view(base)
     if base.__dict__.get("_gen", 0) == d.get("_view_gen", 0):
-        if d.get("_rebased_no_grad_view") and STATE.grad_enabled:
-            raise TraceError(NO_GRAD_VIEW_READ_MSG)
+        if d.get("_rebase_refused") and STATE.grad_enabled:
+            raise TraceError(d["_rebase_refused"])
         return
-    if d.get("_multi_view") and STATE.grad_enabled and _carries_grad(base):
-        raise TraceError(MULTI_VIEW_MSG)
-    if _no_grad_view_of_grad(proxy):
-        # eager: the view's grad_fn, asked for by an op under grad mode, raises torch's "A view
-        # was created in no_grad mode and its base ... has been modified inplace" (an op under
-        # no_grad asks for none: the read in grad mode after it still raises)
+    # eager: the view's grad_fn, asked for by an op under grad mode, raises torch's error for a
+    # piece of split/chunk/unbind ("... is the output of a function that returns multiple views")
+    # or a view taken under no_grad ("A view was created in no_grad mode and its base ... has been
+    # modified inplace"); an op under no_grad asks for none, and the read in grad mode after it
+    # still raises (mutation fuzzer seed 22073)
+    refused = MULTI_VIEW_MSG if d.get("_multi_view") and _carries_grad(base) else \
+        NO_GRAD_VIEW_READ_MSG if _no_grad_view_of_grad(proxy) else None
+    if refused is not None:
         if STATE.grad_enabled:
-            raise TraceError(NO_GRAD_VIEW_READ_MSG)
-        d["_rebased_no_grad_view"] = True
+            raise TraceError(refused)
+        d["_rebase_refused"] = refused
     d["_view_gen"] = base.__dict__.get("_gen", 0)
     v = apply_symbolic(prim, (base,) + tuple(rest), params)
     d["_name"] = v.__dict__["_name"]
