@@ -4,6 +4,7 @@ test_compile_mutation_fuzz.py 15000-18000, test_compile_dtype_fuzz.py 25000-2800
 test_compile_random.py 43600-44200 in float32 and float64, triton_checks.py's programs
 43500-43700 under the interpreter), each compared with torch and with eager tracegrad."""
 import os
+import subprocess
 import sys
 import warnings
 
@@ -441,3 +442,25 @@ def test_an_in_place_op_on_such_a_view_itself_is_torchs(read_grad_fn):
             res.append(str(err))
     assert res[0] == res[1]
     assert ("leaf Variable" in str(res[0])) != read_grad_fn
+
+
+def test_logical_ops_with_a_0_dim_operand_of_another_dtype_run_on_the_triton_backend():
+    """The conversion is a node of its own (a cast as the logical op's compute dtype made Triton
+    programs the interpreter could not run: float32 values under `&`). Under Triton's interpreter,
+    a subprocess (TRITON_INTERPRET is read at import)."""
+    pytest.importorskip("triton")
+    here = os.path.dirname(os.path.abspath(__file__))
+    script = ("import sys; sys.path.insert(0, %r)\n"
+              "import torch, tracegrad as tg\n"
+              "from test_compile_fresh_seeds4 import _logical_cases\n"
+              "for k in range(9):\n"
+              "    f, a, b = _logical_cases(torch)[k]\n"
+              "    want = f(a, b).tolist()\n"
+              "    f, a, b = _logical_cases(tg)[k]\n"
+              "    got = tg.compile(lambda a, b: f(a, b), backend='triton')(a, b)\n"
+              "    assert got.tolist() == want, (k, got, want)\n"
+              "print('ok')\n") % here
+    env = dict(os.environ, TRITON_INTERPRET="1", PYTHONPATH=os.path.dirname(here))
+    r = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert r.stdout.strip().endswith("ok")

@@ -219,6 +219,27 @@ for _n in ("mul", "maximum", "minimum", "eq", "ne", "lt", "le", "gt", "ge", "log
 multiply = mul
 
 
+def _logical_binary(name):
+    op = globals()[name]
+
+    def logical(input, other, *, out=None):
+        # torch casts both operands to their common dtype before it reads them as bool: an int64
+        # 0-dim -512 beside an int8 tensor is int8's 0 (logical_xor is then x != 0: dtype fuzzer seed
+        # 28021), 256 beside uint8 and a float64 1e-300 beside float32 too. A tensor narrowed within
+        # its kind is converted here (a cast across kinds, or from bool, keeps every nonzero nonzero)
+        if isinstance(input, Tensor) and isinstance(other, Tensor) and input._dtype is not other._dtype:
+            d = D.result_type([input, other])
+            input, other = (convert(t, d) if t._dtype is not d and t._dtype._kind == d._kind else t
+                            for t in (input, other))
+        return op(input, other, out=out)
+    logical.__name__ = name
+    return logical
+
+
+for _n in ("logical_and", "logical_or", "logical_xor"):
+    globals()[_n] = _logical_binary(_n)
+
+
 def _floor_low(input, other):
     """floor division's kernel parameter: low="bfloat16" where a bfloat16 result is computed in
     bfloat16 steps, as torch's kernel does unless the divisor is a number or a 0-dim tensor (then it

@@ -217,13 +217,14 @@ def _compare(args):
 def _logical(args):
     # the operands in their common dtype first, as torch's TensorIterator casts them, where that can
     # turn a nonzero into 0: a bfloat16 0-dim 1e-39 beside a float16 tensor is float16's 0, so
-    # logical_and of them is False (tracegrad read each operand as bool directly: True); so is an
-    # int64 0-dim -512 beside an int8 tensor (int8's 0: logical_xor is True where x is nonzero, dtype
-    # fuzzer seed 28021) and a float64 0-dim 1e-300 beside a float32 one. Operands all of the common
-    # dtype are read as bool directly, which gives the same answer.
+    # logical_and of them is False (tracegrad read each operand as bool directly: True). Elsewhere
+    # (no 16-bit common dtype) each operand is read as bool, which gives the same answer; the
+    # front end (functional.logical_and, ...) converts a tensor operand narrowed within its kind
+    # (int64 -512 beside int8) before it gets here.
     if len(args) > 1:
         d = D.result_type(args)
-        if any(getattr(a, "_dtype", d) is not d for a in args):
+        if (d is D.float16 or d is D.bfloat16) and any(
+                getattr(a, "_dtype", d) is not d and a._dtype.is_floating_point for a in args):
             return d, D.bool_
     return D.bool_, D.bool_
 
