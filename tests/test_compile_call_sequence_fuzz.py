@@ -557,6 +557,21 @@ def close_where_finite(a, b, dts=()):
     return np.array_equal(fa, fb) and close(np.where(fa, a, 0), np.where(fb, b, 0), dts)
 
 
+def std_of_a_constant_row(name, call):
+    """std(x, -1) over a row whose values are all equal: its gradient is rounding noise, not
+    comparable with torch's. The std is 0 exactly but not at rounding, and d std / dx =
+    (x - mean) / ((n - 1) std) has norm O(1) however small the spread, so its direction is
+    whatever rounding left in x - mean. torch's CPU std of a whole float32 tensor takes its
+    mean in float32 (1.8277118 * 3 / 3 is 1 ulp low: std 1.46e-7, gradient 1.22), tracegrad
+    its mean in float64 (exact: std 0, gradient 0, torch's rule at std == 0); torch's own
+    float64 gives gradient -0.41 for [0.1] * 3 and 0 for [1/3] * 3 (call-sequence seed 9283).
+    Compiled against eager stays bit for bit."""
+    if name != "std":
+        return False
+    x = npy(make(tg, call["arrays"][0], call["layouts"][0], call["dtypes"][0], False)[0])
+    return x.ndim >= 1 and x.shape[-1] > 1 and bool((x == x[..., :1]).all(-1).any())
+
+
 def run_one(m, f, call, c):
     """f(m, x, y, c) on this call's inputs, under its grad mode -> outputs, leaves and warnings
     (or the error it raised)."""
@@ -687,7 +702,8 @@ def check_sequence(seed, n_calls=None, verbose=False):
                 continue
             if not (bits_equal(a, b) or name in ROW_OPS and close(a, b, call['dtypes'])):
                 problems.append(f"{where}: grad {i} compiled != eager\n   c {a!r}\n   e {b!r}")
-            elif not close(b, t, call['dtypes']) and not (unbounded(c) and close_where_finite(b, t, call['dtypes'])):
+            elif not close(b, t, call['dtypes']) and not (unbounded(c) and close_where_finite(b, t, call['dtypes'])) \
+                    and not (i == 0 and call["req"][0] and std_of_a_constant_row(name, call)):
                 problems.append(f"{where}: grad {i} eager != torch\n   e {b!r}\n   t {t!r}")
     if limit_warnings > 1:
         problems.append(f"seed {seed}: {limit_warnings} recompile-limit warnings")

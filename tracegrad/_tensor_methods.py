@@ -646,6 +646,12 @@ def _setitem(self, key, value):
         k, _ = F._normalize_key(self, key)
         if _makes_view(self._data, k):
             raise RuntimeError("a view of a leaf Variable that requires grad is being used in an in-place operation.")
+    if self._grad_fn is None and self._view is not None and STATE.grad_enabled and self.__class__ is Tensor and \
+            self.requires_grad and _makes_view(self._data, F._normalize_key(self, key)[0]):
+        # a view made before its base gained history (e = b[1:]; e[0:1] += x writes b through
+        # e[0:1]): torch writes through the view its key makes, which reads e.grad_fn (and so makes
+        # it) first; check_inplace(e) took e for a leaf that requires grad (mutation fuzzer seed 19279)
+        self.grad_fn
     check_inplace(self)
     F._refuse_byte_mask_fill(key, value)
     number = not isinstance(value, Tensor)

@@ -918,13 +918,52 @@ def refresh_view(proxy):
     if refresh_base is not None:
         refresh_view(base)
     if base.__dict__.get("_gen", 0) == d.get("_view_gen", 0):
+        if d.get("_rebase_refused") and STATE.grad_enabled:
+            raise TraceError(d["_rebase_refused"])
         return
-    if d.get("_multi_view") and STATE.grad_enabled and _carries_grad(base):
-        raise TraceError(MULTI_VIEW_MSG)
+    # eager: the view's grad_fn, asked for by an op under grad mode, raises torch's error for a
+    # piece of split/chunk/unbind ("... is the output of a function that returns multiple views")
+    # or a view taken under no_grad ("A view was created in no_grad mode and its base ... has been
+    # modified inplace"); an op under no_grad asks for none, and the read in grad mode after it
+    # still raises (mutation fuzzer seed 22073)
+    refused = MULTI_VIEW_MSG if d.get("_multi_view") and _carries_grad(base) else \
+        NO_GRAD_VIEW_READ_MSG if _no_grad_view_of_grad(proxy) else None
+    if refused is not None:
+        if STATE.grad_enabled:
+            raise TraceError(refused)
+        d["_rebase_refused"] = refused
     d["_view_gen"] = base.__dict__.get("_gen", 0)
     v = apply_symbolic(prim, (base,) + tuple(rest), params)
     d["_name"] = v.__dict__["_name"]
     d["_gen"] = d.get("_gen", 0) + 1     # a new value: the views taken of this view are taken again too
+
+
+NO_GRAD_VIEW_READ_MSG = ("a view taken under no_grad (or a view of one) of a value that requires grad, read with "
+                         "grad mode on after its base was written in place, is not traced (eager raises torch's "
+                         "error); take the view outside no_grad, or clone() it")
+
+
+def _no_grad_view_of_grad(proxy):
+    """Whether the view `proxy` is, or views, a view op taken under no_grad (tracing.apply_symbolic's
+    detach after it) of a value that requires grad: torch's creation meta NO_GRAD_MODE, which a view
+    of such a view inherits. A detach() the function called ends the chain (its result is no view
+    for autograd). The base requires grad then or now (zeros viewed, then written by copy_(x * 2):
+    torch asks its base when the view is read)."""
+    o, no_grad, req = proxy, False, False
+    while True:
+        d = o.__dict__
+        view = d.get("_view")
+        if view is None:
+            break
+        if d.get("_no_grad_view"):
+            inner = view[0].__dict__
+            if "_view" in inner:
+                no_grad = True
+                req = req or bool(inner.get("_view_req"))
+        elif view[1].name == "detach":
+            return False
+        o = view[0]
+    return no_grad and (req or _carries_grad(o))
 
 
 def finish(sh, leaves, proxies):

@@ -704,10 +704,13 @@ def index_fill(input, dim, index, value):
     if index.dtype is not D.int64:
         raise IndexError("index_fill_(): Expected dtype int64 for index.")
     d = S.normalize_dim(dim, max(input.ndim, 1))
-    if isinstance(value, Tensor):
-        O.check_scalar_value(value, input.dtype, "index_fill")
-    fill = value if isinstance(value, Tensor) else O.full((), value, dtype=input.dtype)
-    return O.where(_index_mask(input, d, index, "index_fill"), fill.to(input.dtype), input)
+    if not isinstance(value, Tensor):
+        # a number: masked_fill's checked conversion, as torch's (index_fill(x16, 0, i, 70000) raises
+        # "value cannot be converted to type c10::Half without overflow"; a full() of it gave inf,
+        # and -1 into uint8 is 255, where a compiled full() raised OverflowError)
+        return O.masked_fill(input, _index_mask(input, d, index, "index_fill"), value)
+    O.check_scalar_value(value, input.dtype, "index_fill")
+    return O.where(_index_mask(input, d, index, "index_fill"), value.to(input.dtype), input)
 
 
 def index_copy(input, dim, index, source):

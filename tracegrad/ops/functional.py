@@ -219,6 +219,27 @@ for _n in ("mul", "maximum", "minimum", "eq", "ne", "lt", "le", "gt", "ge", "log
 multiply = mul
 
 
+def _logical_binary(name):
+    op = globals()[name]
+
+    def logical(input, other, *, out=None):
+        # torch casts both operands to their common dtype before it reads them as bool: an int64
+        # 0-dim -512 beside an int8 tensor is int8's 0 (logical_xor is then x != 0: dtype fuzzer seed
+        # 28021), 256 beside uint8 and a float64 1e-300 beside float32 too. A tensor narrowed within
+        # its kind is converted here (a cast across kinds, or from bool, keeps every nonzero nonzero)
+        if isinstance(input, Tensor) and isinstance(other, Tensor) and input._dtype is not other._dtype:
+            d = D.result_type([input, other])
+            input, other = (convert(t, d) if t._dtype is not d and t._dtype._kind == d._kind else t
+                            for t in (input, other))
+        return op(input, other, out=out)
+    logical.__name__ = name
+    return logical
+
+
+for _n in ("logical_and", "logical_or", "logical_xor"):
+    globals()[_n] = _logical_binary(_n)
+
+
 def _floor_low(input, other):
     """floor division's kernel parameter: low="bfloat16" where a bfloat16 result is computed in
     bfloat16 steps, as torch's kernel does unless the divisor is a number or a 0-dim tensor (then it
@@ -262,6 +283,9 @@ def _scaled(a, alpha, other):
     d = D.result_type([a, other])
     if not d.is_floating_point and isinstance(alpha, float):
         raise RuntimeError("For integral input tensors, argument alpha must not be a floating point number.")
+    # torch converts alpha to the op's dtype with its overflow check: add(x16, y16, alpha=70000) raises
+    # "value cannot be converted to type c10::Half without overflow" (tracegrad gave inf)
+    check_value_fits(alpha, d)
     if d is D.bool_:
         return a if alpha else logical_and(a, False)
     if isinstance(a, Tensor) and a._dtype is not d:
@@ -373,13 +397,8 @@ def _check_number_bound(t, d):
     max=tensor(1000)) raises "value cannot be converted to type int8_t without overflow" where a
     plain cast would wrap 1000 to -24. A traced bound's value is not known: where it could
     overflow d, the function runs eagerly."""
-    td = t.dtype
-    if d._kind == 2:
-        fits = d is D.float64 or td._kind < 2 or td is d or td is D.float16
-    else:
-        fits = td is D.bool_ or d is D.bool_ or (D.integer_bounds(d)[0] <= D.integer_bounds(td)[0] and
-                                                 D.integer_bounds(td)[1] <= D.integer_bounds(d)[1])
-    if fits:
+    if not may_not_fit(t.dtype, d):
+        # (an integer dtype's values may not fit float16: clamp(x16, 0, tensor(2 ** 63 - 2)) raises)
         return
     if t._data is None:
         raise TraceError(f"clamp with a Number bound beside a 0-dim tensor bound of dtype {t.dtype} (torch converts "

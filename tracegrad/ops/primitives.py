@@ -218,7 +218,9 @@ def _logical(args):
     # the operands in their common dtype first, as torch's TensorIterator casts them, where that can
     # turn a nonzero into 0: a bfloat16 0-dim 1e-39 beside a float16 tensor is float16's 0, so
     # logical_and of them is False (tracegrad read each operand as bool directly: True). Elsewhere
-    # (no 16-bit common dtype) each operand is read as bool, which gives the same answer.
+    # (no 16-bit common dtype) each operand is read as bool, which gives the same answer; the
+    # front end (functional.logical_and, ...) converts a tensor operand narrowed within its kind
+    # (int64 -512 beside int8) before it gets here.
     if len(args) > 1:
         d = D.result_type(args)
         if (d is D.float16 or d is D.bfloat16) and any(
@@ -1338,7 +1340,10 @@ def _pow_vjp(g, out, x, y, low=None):
         # negative x and NaN at 0 and NaN, not zeros
         gx = g * (float(y) * x ** (float(y) - 1))
     elif isinstance(y, (int, float)):
-        gx = _zeros_like(g) if y == 0 else g * (y * x ** (y - 1))
+        # (y - 1 of y = -2 ** 63 is past int64: torch's exponent - 1 is a double there, -2 ** 63 again;
+        # as a Python int it raised OverflowError in the backward, dtype fuzzer seed 29544)
+        e = y - 1 if y.__class__ is not int or y > -2 ** 63 else float(y) - 1
+        gx = _zeros_like(g) if y == 0 else g * (y * x ** e)
     elif not isinstance(x, (int, float)):
         # 0 where the exponent is 0, whatever x (torch's pow_backward_self)
         gx = F.where(y == 0, 0, g * (y * x ** (y - 1)))
