@@ -900,7 +900,7 @@ def nll_loss(input, target, weight=None, size_average=None, ignore_index=-100, r
     else:
         out = _reduce(loss, reduction)
     # torch's node saves self, target and weight: one written before the backward raises
-    out = _named(out, "NllLossBackward0", *given, saves=True)
+    out = _named(out, "NllLossBackward0", *given, saves=True, edges=given[:1])   # (weight: no input of torch's node)
     return O.squeeze(out, 0) if unbatched and reduction == "none" else out
 
 
@@ -1017,7 +1017,7 @@ def binary_cross_entropy_with_logits(input, target, weight=None, size_average=No
     _check_logits_loss(input, target, weight, pos_weight)
     if target.dtype is not input.dtype or input.dtype.itemsize == 2:
         return _named(_reduce(_logits_loss_mixed(input, target, weight, pos_weight), reduction),
-                      "BinaryCrossEntropyWithLogitsBackward0", input, target, saves=True)
+                      "BinaryCrossEntropyWithLogitsBackward0", input, target, saves=True, edges=(input, target))
     x, dt = _opmath(input)                        # 16-bit: in float32, rounded once
     t = target.float() if dt is not None else target
     sp = _softplus1(-x)                           # -log sigmoid(x)
@@ -1027,8 +1027,9 @@ def binary_cross_entropy_with_logits(input, target, weight=None, size_average=No
         loss = (1 - t) * x + sp
     if weight is not None:
         loss = loss * weight
+    # (weight and pos_weight: no inputs of torch's node)
     return _named(_rounded(_reduce(loss, reduction), dt), "BinaryCrossEntropyWithLogitsBackward0", input, target,
-                  saves=True)
+                  saves=True, edges=(input, target))
 
 
 def binary_cross_entropy(input, target, weight=None, size_average=None, reduce=None, reduction="mean"):
@@ -1047,7 +1048,8 @@ def binary_cross_entropy(input, target, weight=None, size_average=None, reduce=N
     loss = apply(P["binary_cross_entropy"], (input, target), {})
     if weight is not None:
         loss = loss * weight
-    return _named(_reduce(loss, reduction), "BinaryCrossEntropyBackward0", input, target, saves=True)
+    return _named(_reduce(loss, reduction), "BinaryCrossEntropyBackward0", input, target, saves=True,
+                  edges=(input, target))     # (weight: no input of torch's node)
 
 
 # == more activations, losses and layers, each a decomposition into the ops above =================

@@ -493,7 +493,8 @@ def nan_to_num(input, nan=0.0, posinf=None, neginf=None):
     lo = float(info.min) if neginf is None else float(neginf)
     out = O.where(O.isnan(input), float(nan), input)
     out = O.where(input == math.inf, hi, out)
-    return keep_saved(O.where(input == -math.inf, lo, out), input)     # (torch's node saves its input)
+    out = keep_saved(O.where(input == -math.inf, lo, out), input)      # (torch's node saves its input)
+    return out if out.__class__ is Proxy else rename_grad_fn(out, "NanToNumBackward0")
 
 
 def argwhere(input):
@@ -707,7 +708,10 @@ def index_fill(input, dim, index, value):
     if isinstance(value, Tensor):
         O.check_scalar_value(value, input.dtype, "index_fill")
     fill = value if isinstance(value, Tensor) else O.full((), value, dtype=input.dtype)
-    return O.where(_index_mask(input, d, index, "index_fill"), fill.to(input.dtype), input)
+    out = O.where(_index_mask(input, d, index, "index_fill"), fill.to(input.dtype), input)
+    if out.__class__ is Proxy:
+        return out
+    return rename_grad_fn(out, "IndexFillBackward1" if isinstance(value, Tensor) else "IndexFillBackward0")
 
 
 def index_copy(input, dim, index, source):

@@ -16,7 +16,7 @@ from ..tensor import Tensor, Above, _VALUE_READS, memory_format, check_format_ra
 from ..ir.symbolic import Sym
 from ..ir.layout import dense_order, suggested_order, suggested_format, memory_format_order
 from ..grad_mode import STATE
-from ..tracing import apply, rename_grad_fn, keep_saved, TRACING, _ACTIVE, Proxy
+from ..tracing import apply, rename_grad_fn, keep_saved, TRACING, _ACTIVE, Proxy, note_composite_inputs
 from . import shapes as S
 from .primitives import PRIMITIVES as P, FrontEnd, check_index_bounds, check_index_select_bounds, sum_to
 from .primitives import _check_float, _overflow, check_value_fits, may_not_fit
@@ -271,11 +271,21 @@ def _scaled(a, alpha, other):
     return a * alpha
 
 
+def _with_alpha(out, alpha, *inputs):
+    """add, sub and rsub with alpha != 1: their node's inputs for a direct call (y.grad_fn(g)) are
+    the op's, not alpha * other's (add(x, y, alpha=2).grad_fn(g) gave g for y where torch gives 2g)."""
+    if alpha != 1 and out.__class__ is not Proxy and out._grad_fn is not None:
+        note_composite_inputs(out._grad_fn, None, tuple(
+            t if isinstance(t, Tensor) and t._dtype.is_floating_point else None for t in inputs))
+    return out
+
+
 def add(input, other, *, alpha=1):
     if not isinstance(input, Tensor):
         input, other = other, input
     other = _operand(other, "add")
-    return apply(_add, (input, _scaled(other, alpha, input)), {})
+    out = apply(_add, (input, _scaled(other, alpha, input)), {})
+    return out if alpha == 1 else _with_alpha(out, alpha, input, other)
 
 
 def sub(input, other, *, alpha=1):
@@ -283,7 +293,8 @@ def sub(input, other, *, alpha=1):
         return rsub(other, input, alpha=alpha)
     other = _operand(other, "sub")
     _check_bool_sub(input, other)
-    return apply(_sub, (input, _scaled(other, alpha, input)), {})
+    out = apply(_sub, (input, _scaled(other, alpha, input)), {})
+    return out if alpha == 1 else _with_alpha(out, alpha, input, other)
 
 
 subtract = sub
@@ -293,7 +304,8 @@ def rsub(input, other, *, alpha=1):
     """other - alpha * input"""
     other = _operand(other, "rsub")
     _check_bool_sub(input, other)
-    return apply(_rsub, (_scaled(input, alpha, other), other), {})
+    out = apply(_rsub, (_scaled(input, alpha, other), other), {})
+    return out if alpha == 1 else _with_alpha(out, alpha, input, other)
 
 
 def div(input, other, *, rounding_mode=None):

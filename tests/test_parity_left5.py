@@ -1,0 +1,119 @@
+"""Divergences from torch that earlier work noted and left, each against torch (CPU): the
+direct call of a grad_fn node (`y.grad_fn(g)`, torch's Node.__call__), out= with Python numbers,
+the *_like creators' device, jacobian's signed zeros, a compiled output's strides on a size-1 axis."""
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as TF
+
+import tracegrad as tg
+import tracegrad.nn.functional as GF
+
+
+def _lib(m):
+    return TF if m is torch else GF
+
+
+# -- 1. y.grad_fn(g): one gradient for each edge of torch's node, for each differentiable output --
+
+NODE_CASES = {
+    "where": lambda m, x, y: m.where(x > 0, x, y),
+    "where_scalar_other": lambda m, x, y: m.where(x > 0, x, 0.),
+    "where_scalar_self": lambda m, x, y: m.where(x > 0, 1., y),
+    "clamp_numbers": lambda m, x, y: m.clamp(x, -0.5, 0.5),
+    "clamp_min_number": lambda m, x, y: m.clamp(x, min=-0.5),
+    "clamp_min_tensor": lambda m, x, y: m.clamp(x, min=y),
+    "clamp_min_max_tensors": lambda m, x, y: m.clamp(x, min=y, max=y + 1),
+    "pow_int": lambda m, x, y: m.pow(x, 3),
+    "pow_float": lambda m, x, y: x ** 2.5,
+    "rpow": lambda m, x, y: 2 ** x,
+    "pow_tensor": lambda m, x, y: m.pow(x.abs(), y),
+    "rsub_number": lambda m, x, y: 2 - x,
+    "fmod_number": lambda m, x, y: m.fmod(x, 0.7),
+    "xlogy_number": lambda m, x, y: m.xlogy(x, 2.),
+    "add_number": lambda m, x, y: x + 2,
+    "mul_number": lambda m, x, y: x * 3,
+    "add_alpha": lambda m, x, y: m.add(x, y, alpha=2),
+    "sub_alpha": lambda m, x, y: m.sub(x, y, alpha=3),
+    "sub_alpha_number": lambda m, x, y: m.sub(x, 2, alpha=3),
+    "rsub_alpha": lambda m, x, y: m.rsub(x, y, alpha=3),
+    "index_select": lambda m, x, y: m.index_select(x, 0, m.tensor([0, 2])),
+    "index_tensor": lambda m, x, y: x[m.tensor([0, 2])],
+    "gather": lambda m, x, y: m.gather(x, 1, m.tensor([[0], [1], [2]])),
+    "scatter": lambda m, x, y: m.scatter(x, 1, m.tensor([[0], [1], [2]]), y[:, :1]),
+    "scatter_number": lambda m, x, y: m.scatter(x, 1, m.tensor([[0], [1], [2]]), 1.),
+    "masked_fill_number": lambda m, x, y: x.masked_fill(y > 0, 1.),
+    "masked_fill_tensor": lambda m, x, y: x.masked_fill(y > 0, y[0, 0]),
+    "index_fill": lambda m, x, y: x.index_fill(1, m.tensor([0]), 2.),
+    "nan_to_num": lambda m, x, y: m.nan_to_num(x),
+    "hardtanh": lambda m, x, y: _lib(m).hardtanh(x),
+    "relu6": lambda m, x, y: _lib(m).relu6(x),
+    "leaky_relu": lambda m, x, y: _lib(m).leaky_relu(x, 0.1),
+    "threshold": lambda m, x, y: _lib(m).threshold(x, 0.1, 20.),
+    "sort": lambda m, x, y: x.sort(1)[0],
+    "topk": lambda m, x, y: x.topk(2)[0],
+    "max_dim": lambda m, x, y: x.max(1)[0],
+    "fill_number": lambda m, x, y: (x * 1).fill_(2.),
+    "fill_tensor": lambda m, x, y: (x * 1).fill_(y.detach()[0, 0]),
+    "fill_tensor_grad": lambda m, x, y: (x * 1).fill_(y[0, 0]),
+    "zero_": lambda m, x, y: (x * 1).zero_(),
+    "copy_": lambda m, x, y: (x * 1).copy_(y),
+    "copy_no_grad": lambda m, x, y: (x * 1).copy_(y.detach()),
+    "bce_weight": lambda m, x, y: _lib(m).binary_cross_entropy(x.sigmoid(), y.sigmoid().detach(),
+                                                               weight=y.abs().detach()),
+    "bce_logits_weight": lambda m, x, y: _lib(m).binary_cross_entropy_with_logits(x, y.sigmoid(),
+                                                                                  weight=y.abs().detach()),
+    "bce_logits_pos_weight": lambda m, x, y: _lib(m).binary_cross_entropy_with_logits(
+        x, y.sigmoid(), pos_weight=y[0].abs().detach()),
+    "nll_weight": lambda m, x, y: _lib(m).nll_loss(x.log_softmax(1), m.tensor([0, 1, 2]), weight=y[0].abs().detach()),
+    "cross_entropy_weight": lambda m, x, y: _lib(m).cross_entropy(x, m.tensor([0, 1, 2]), weight=y[0].abs().detach()),
+    "multi_margin_weight": lambda m, x, y: _lib(m).multi_margin_loss(x, m.tensor([0, 1, 2]), weight=y[0].abs().detach()),
+    "mse": lambda m, x, y: _lib(m).mse_loss(x, y),
+    "layer_norm": lambda m, x, y: _lib(m).layer_norm(x, (3,), y[0], y[1]),
+    "softplus": lambda m, x, y: _lib(m).softplus(x),
+    "lerp_number": lambda m, x, y: m.lerp(x, y, 0.3),
+    "cat": lambda m, x, y: m.cat([x, y]),
+    "mm": lambda m, x, y: x @ y.T,
+    "sum_dim": lambda m, x, y: x.sum(1),
+    "softmax": lambda m, x, y: x.softmax(1),
+}
+
+
+def _node_call(m, case):
+    r = np.random.RandomState(0)
+    x = m.tensor(r.randn(3, 3), dtype=m.float64, requires_grad=True)
+    y = m.tensor(r.randn(3, 3), dtype=m.float64, requires_grad=True)
+    out = case(m, x, y)
+    g = m.full(tuple(out.shape), 0.7, dtype=out.dtype)
+    res = out.grad_fn(g)
+    res = res if isinstance(res, tuple) else (res,)
+    return type(out.grad_fn).__name__, [None if t is None else np.asarray(t.detach().tolist()) for t in res]
+
+
+@pytest.mark.parametrize("name", sorted(NODE_CASES))
+def test_direct_node_call_matches_torch(name):
+    tname, want = _node_call(torch, NODE_CASES[name])
+    gname, got = _node_call(tg, NODE_CASES[name])
+    assert gname == tname
+    assert len(got) == len(want), (got, want)
+    for k, (a, b) in enumerate(zip(want, got)):
+        assert (a is None) == (b is None), (k, a, b)
+        if a is not None:
+            assert a.shape == b.shape, (k, a.shape, b.shape)
+            np.testing.assert_allclose(b, a, rtol=1e-12, atol=1e-12, err_msg=f"gradient {k}")
+
+
+def test_direct_node_call_takes_a_gradient_per_floating_output():
+    # max(x, 1)'s node takes its values' gradient alone (its indices are integers); slogdet's node
+    # takes both (its sign is floating), as torch's
+    for m in (torch, tg):
+        x = m.tensor(np.random.RandomState(1).randn(3, 3), dtype=m.float64, requires_grad=True)
+        v = x.max(1)[0]
+        assert v.grad_fn(m.ones(3, dtype=m.float64)).shape == (3, 3)
+        with pytest.raises(TypeError, match="expected 1 arguments, got 2"):
+            v.grad_fn(m.ones(3, dtype=m.float64), m.ones(3, dtype=m.float64))
+        sign, logabs = m.linalg.slogdet(x)
+        gx = logabs.grad_fn(m.zeros((), dtype=m.float64), m.ones((), dtype=m.float64))
+        np.testing.assert_allclose(np.asarray(gx.detach().tolist()), np.linalg.inv(x.detach().numpy()).T)
+        with pytest.raises(TypeError, match="expected 2 arguments, got 1"):
+            logabs.grad_fn(m.ones((), dtype=m.float64))
