@@ -117,3 +117,38 @@ def test_direct_node_call_takes_a_gradient_per_floating_output():
         np.testing.assert_allclose(np.asarray(gx.detach().tolist()), np.linalg.inv(x.detach().numpy()).T)
         with pytest.raises(TypeError, match="expected 2 arguments, got 1"):
             logabs.grad_fn(m.ones((), dtype=m.float64))
+
+
+# -- 2. out= with a Python number where torch's out= overload takes a tensor --
+
+OUT_CASES = [
+    ("where", lambda m, x, c: (c, x, 0.)), ("where", lambda m, x, c: (c, 0., x)), ("where", lambda m, x, c: (c, 1., 0.)),
+    ("where", lambda m, x, c: (c, x, 2)), ("where", lambda m, x, c: (c, x, x * 2)),
+    ("maximum", lambda m, x, c: (x, 2.)), ("minimum", lambda m, x, c: (2, x)), ("maximum", lambda m, x, c: (x, x + 1)),
+    ("logical_and", lambda m, x, c: (x, 2.)), ("logical_or", lambda m, x, c: (0, x)), ("logical_xor", lambda m, x, c: (x, 1)),
+    ("atan2", lambda m, x, c: (x, 2.)), ("atan2", lambda m, x, c: (2., x)), ("fmax", lambda m, x, c: (2., x)),
+    ("fmin", lambda m, x, c: (x, 2)), ("outer", lambda m, x, c: (x, 2.)), ("addcdiv", lambda m, x, c: (2., x, x)),
+    ("addcmul", lambda m, x, c: (x, x, 2.)),
+    ("eq", lambda m, x, c: (2., x)), ("eq", lambda m, x, c: (x, 2.)), ("lt", lambda m, x, c: (1, x)),
+    ("remainder", lambda m, x, c: (2., x)), ("remainder", lambda m, x, c: (x, 2.)), ("fmod", lambda m, x, c: (2, x)),
+    ("add", lambda m, x, c: (x, 2.)), ("mul", lambda m, x, c: (2., x)),
+]
+
+
+def _out_outcome(m, name, args):
+    x = m.tensor([1.5, -2.0, 3.0, 0.25])
+    a = args(m, x, x > 0)
+    out = m.empty(4, dtype=m.bool if name in ("eq", "lt", "logical_and", "logical_or", "logical_xor") else m.float32)
+    try:
+        r = getattr(m, name)(*a, out=out)
+    except Exception as e:              # noqa: BLE001 (the outcome compared with torch's)
+        return type(e).__name__, str(e).split(" but expected")[0]
+    assert r is out
+    return "ok", out.tolist()
+
+
+@pytest.mark.parametrize("k", range(len(OUT_CASES)))
+def test_out_refuses_numbers_where_torch_does(k):
+    name, args = OUT_CASES[k]
+    want = _out_outcome(torch, name, args)
+    assert _out_outcome(tg, name, args) == want

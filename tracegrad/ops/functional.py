@@ -176,6 +176,7 @@ def _binary(name):
 
     def op(input, other, *, out=None):
         if out is not None:
+            _check_out_operands(name, (input, other), {})
             _check_out_overlap(out, (input, other))
             return _into_out(name, op(input, other), out, (input, other))
         if not isinstance(input, Tensor):
@@ -185,6 +186,43 @@ def _binary(name):
         return apply(prim, (input, _operand(other, name)), {})
     op.__name__ = name
     return op
+
+
+# torch's out= overloads that take tensors alone where its plain call also takes a Python number
+# (where(c, x, 0.) runs, where(c, x, 0., out=o) is a TypeError): the names of their arguments, and
+# whether the first must be a tensor where the others may be numbers (eq(x, 2, out=o) runs, eq(2, x,
+# out=o) is a TypeError)
+_OUT_TENSOR_ARGS = {name: (("input", "other"), False) for name in (
+    "maximum", "minimum", "logical_and", "logical_or", "logical_xor", "atan2", "fmax", "fmin")}
+_OUT_TENSOR_ARGS.update({"where": (("condition", "input", "other"), False), "outer": (("input", "vec2"), False),
+                         "addcmul": (("input", "tensor1", "tensor2"), False),
+                         "addcdiv": (("input", "tensor1", "tensor2"), False)})
+_OUT_TENSOR_ARGS.update({name: (("input", "other"), True) for name in (
+    "eq", "ne", "lt", "le", "gt", "ge", "remainder", "fmod", "bitwise_and", "bitwise_or", "bitwise_xor",
+    "bitwise_left_shift", "bitwise_right_shift")})
+
+
+def _check_out_operands(name, args, kwargs):
+    """torch's TypeError for a Python number where the out= overload of `name` takes a tensor."""
+    spec = _OUT_TENSOR_ARGS.get(name)
+    if spec is None:
+        return
+    names, first_only = spec
+    given = list(args[:len(names)]) + [kwargs.get(n, _MISSING) for n in names[len(args):]]
+    for k, (a, n) in enumerate(zip(given, names)):
+        if a is _MISSING or isinstance(a, Tensor):
+            continue
+        if first_only:
+            if k:
+                return
+            got = ", ".join(type(v).__name__ for v in given if v is not _MISSING)
+            raise TypeError(f"{name}() received an invalid combination of arguments - got ({got}, out=Tensor), but "
+                            f"expected one of: (Tensor input, Tensor other, *, Tensor out) or (Tensor input, Number "
+                            f"other, *, Tensor out)")
+        raise TypeError(f"{name}(): argument '{n}' (position {k + 1}) must be Tensor, not {type(a).__name__}")
+
+
+_MISSING = object()
 
 
 def _check_out_overlap(out, operands):
@@ -1973,6 +2011,7 @@ def _takes_out(fn, checked=True):
     def op(*args, out=None, **kwargs):
         if out is None:
             return fn(*args, **kwargs)
+        _check_out_operands(fn.__name__, args, kwargs)
         operands = [a for x in list(args) + list(kwargs.values())
                     for a in (x if isinstance(x, (list, tuple)) else (x,))]
         outs = out if isinstance(out, (list, tuple)) else (out,)
