@@ -152,3 +152,64 @@ def test_out_refuses_numbers_where_torch_does(k):
     name, args = OUT_CASES[k]
     want = _out_outcome(torch, name, args)
     assert _out_outcome(tg, name, args) == want
+
+
+# -- 3. what is made like a device tensor stays on its device --
+
+_DEVICE_SCRIPT = r"""
+import json
+import tracegrad as tg, tracegrad.nn.functional as F
+from tracegrad.ops import functional as O
+x = tg.tensor([[0.5, -1.0, 2.0], [1.5, 0.25, -0.75], [3.0, -2.0, 1.0], [0.1, 0.2, 0.3]], device="cuda",
+              requires_grad=True)
+res = {"zeros_like": str(O.zeros_like(x).device), "ones_like": str(O.ones_like(x).device),
+       "one_hot": str(F.one_hot(tg.tensor([0, 2], device="cuda"), 3).device)}
+cases = {
+    "multi_margin_loss": lambda: F.multi_margin_loss(x, tg.tensor([0, 1, 2, 0], device="cuda")),
+    "hinge_embedding_loss": lambda: F.hinge_embedding_loss(x, tg.tensor([[1., -1., 1.]] * 4, device="cuda")),
+    "cosine_embedding_loss": lambda: F.cosine_embedding_loss(x, x * 2 + 1, tg.tensor([1., -1., 1., -1.], device="cuda")),
+    "index_fill": lambda: x.index_fill(1, tg.tensor([0], device="cuda"), 2.).sum(),
+    "median": lambda: x.median(1)[0].sum(),
+}
+for k, f in cases.items():
+    try:
+        x.grad = None
+        y = f()
+        y.backward()
+        res[k] = [str(y.device), str(x.grad.device), float(y.item()), x.grad.cpu().tolist()]
+    except Exception as e:
+        res[k] = f"{type(e).__name__}: {e}"
+print(json.dumps(res))
+"""
+
+
+def test_made_like_a_device_tensor_stays_on_its_device():
+    import json
+    import os
+    import subprocess
+    import sys
+    pytest.importorskip("triton")
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env = dict(os.environ, PYTHONPATH=root, PYTHONWARNINGS="ignore", TRITON_INTERPRET="1")
+    r = subprocess.run([sys.executable, "-c", _DEVICE_SCRIPT], env=env, capture_output=True, text=True, timeout=300,
+                       cwd=root)
+    assert r.returncode == 0, r.stderr[-3000:]
+    got = json.loads(r.stdout.strip().splitlines()[-1])
+    for k in ("zeros_like", "ones_like", "one_hot"):
+        assert got[k] == "cuda:0", (k, got[k])
+    x = torch.tensor([[0.5, -1.0, 2.0], [1.5, 0.25, -0.75], [3.0, -2.0, 1.0], [0.1, 0.2, 0.3]], requires_grad=True)
+    want = {
+        "multi_margin_loss": lambda: TF.multi_margin_loss(x, torch.tensor([0, 1, 2, 0])),
+        "hinge_embedding_loss": lambda: TF.hinge_embedding_loss(x, torch.tensor([[1., -1., 1.]] * 4)),
+        "cosine_embedding_loss": lambda: TF.cosine_embedding_loss(x, x * 2 + 1, torch.tensor([1., -1., 1., -1.])),
+        "index_fill": lambda: x.index_fill(1, torch.tensor([0]), 2.).sum(),
+        "median": lambda: x.median(1)[0].sum(),
+    }
+    for k, f in want.items():
+        x.grad = None
+        y = f()
+        y.backward()
+        assert isinstance(got[k], list), (k, got[k])
+        assert got[k][:2] == ["cuda:0", "cuda:0"], (k, got[k])
+        np.testing.assert_allclose(got[k][2], y.item(), rtol=1e-5, err_msg=k)
+        np.testing.assert_allclose(got[k][3], x.grad.tolist(), rtol=1e-5, atol=1e-6, err_msg=k)

@@ -667,7 +667,8 @@ def one_hot(tensor, num_classes=-1):
                            else "Class values must be non-negative.")
     out = np.zeros(idx.shape + (num_classes,), dtype=np.int64)
     np.put_along_axis(out, idx[..., None], 1, axis=-1)
-    return Tensor._make(out, D.int64)
+    out = Tensor._make(out, D.int64)
+    return out.to(tensor.device) if tensor.is_cuda else out     # (on the index's device, as torch's)
 
 
 def pad(input, pad, mode="constant", value=None):

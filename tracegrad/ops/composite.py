@@ -693,7 +693,7 @@ def _index_mask(input, d, index, op):
     index = index.reshape(-1)
     if lo < 0:
         index = O.where(index < 0, index + n, index)
-    hit = O.scatter(zeros(n), 0, index, value=1.0) > 0
+    hit = O.scatter(zeros(n, device=index.device if index.is_cuda else None), 0, index, value=1.0) > 0
     shape = [1] * max(input.ndim, 1)
     shape[d] = n
     return hit.reshape(*shape) if input.ndim else hit.reshape(())

@@ -503,12 +503,23 @@ def full(size, fill_value, *, dtype=None, requires_grad=False):
     return _full(size, fill_value, dtype=dtype, requires_grad=requires_grad)
 
 
+def _device_of(t):
+    """A device tensor's device, for a tensor made like it (None: CPU, and a traced value, whose
+    program places its constants)."""
+    d = t._data if t.__class__ is not Proxy else None
+    return None if d is None or d.__class__ is np.ndarray else t.device
+
+
 def zeros_like(input, *, dtype=None, requires_grad=False):
-    return full(tuple(input.shape), 0, dtype=dtype or input.dtype, requires_grad=requires_grad)
+    # on input's device, as torch's: a CPU zeros beside a CUDA tensor raised "Expected all tensors to
+    # be on the same device" (multi_margin_loss, hinge_embedding_loss, median's backward, ...)
+    return _full(tuple(input.shape), 0, dtype=dtype or input.dtype, device=_device_of(input),
+                 requires_grad=requires_grad)
 
 
 def ones_like(input, *, dtype=None, requires_grad=False):
-    return full(tuple(input.shape), 1, dtype=dtype or input.dtype, requires_grad=requires_grad)
+    return _full(tuple(input.shape), 1, dtype=dtype or input.dtype, device=_device_of(input),
+                 requires_grad=requires_grad)
 
 
 def lerp(input, end, weight):
