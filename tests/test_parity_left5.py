@@ -213,3 +213,70 @@ def test_made_like_a_device_tensor_stays_on_its_device():
         assert got[k][:2] == ["cuda:0", "cuda:0"], (k, got[k])
         np.testing.assert_allclose(got[k][2], y.item(), rtol=1e-5, err_msg=k)
         np.testing.assert_allclose(got[k][3], x.grad.tolist(), rtol=1e-5, atol=1e-6, err_msg=k)
+
+
+# -- 5. jacobian(vectorize=True) and hessian: torch's one batched backward of all outputs --
+
+def _jac_fns(m):
+    F = _lib(m)
+    return {
+        "two_outputs": lambda x, y: (x * 0, -y),
+        "three_outputs": lambda x, y: (-x, y * -2, x @ y),
+        "sum_and_transpose": lambda x, y: (x.sum(), (x * y).t()),
+        "neg_mul": lambda x, y: -x * y,
+        "softmax": lambda x, y: F.softmax(x * y, 1),
+        "linear": lambda x, y: F.linear(x, y, -y[0]),
+        "index": lambda x, y: x[[1, 0]] * -y,
+    }
+
+
+def _hess_fns(m):
+    return {
+        "neg_mul": lambda x, y: (-x * y).sum(),
+        "exp_neg": lambda x, y: ((-x).exp() * y).sum(),
+        "tanh": lambda x, y: (x * y).tanh().sum(),
+        "softmax": lambda x, y: _lib(m).softmax(x * y, 1).sum(),
+        "square": lambda x, y: ((x - y) ** 2).sum(),
+    }
+
+
+def _flat(r):
+    if isinstance(r, (tuple, list)):
+        return [z for t in r for z in _flat(t)]
+    return [np.array(r.detach().tolist(), dtype=np.float64)]
+
+
+def _same_bits(want, got):
+    assert len(got) == len(want)
+    for k, (a, b) in enumerate(zip(want, got)):
+        assert a.shape == b.shape, (k, a.shape, b.shape)
+        # (float64 roundoff apart: softmax's second derivatives hold terms of 1e-18)
+        np.testing.assert_allclose(b, a, rtol=1e-12, atol=1e-15, err_msg=f"entry {k}")
+        zero = (a == 0) & (b == 0)
+        assert np.array_equal(np.signbit(a[zero]), np.signbit(b[zero])), (k, a, b)   # -0.0 where torch has -0.0
+
+
+@pytest.mark.parametrize("kind", ["jacobian", "hessian"])
+@pytest.mark.parametrize("vectorize", [False, True])
+def test_jacobian_and_hessian_signed_zeros_match_torch(kind, vectorize):
+    r = np.random.RandomState(0)
+    X, Y = r.randn(2, 2), r.randn(2, 2)
+    fns = _jac_fns if kind == "jacobian" else _hess_fns
+    for (name, ft), fg in zip(fns(torch).items(), fns(tg).values()):
+        want = getattr(torch.autograd.functional, kind)(ft, (torch.tensor(X), torch.tensor(Y)), vectorize=vectorize)
+        got = getattr(tg.autograd.functional, kind)(fg, (tg.tensor(X), tg.tensor(Y)), vectorize=vectorize)
+        _same_bits(_flat(want), _flat(got))
+
+
+def test_jacobian_vectorized_shapes_and_unused_inputs_match_torch():
+    # an input no output reads: zeros of torch's shape; create_graph keeps the graph as torch's
+    for m in (torch, tg):
+        x = m.tensor([[1.0, -2.0]], dtype=m.float64, requires_grad=True)
+        y = m.tensor([3.0], dtype=m.float64, requires_grad=True)
+        jx, jy = m.autograd.functional.jacobian(lambda a, b: a * 2, (x, y), vectorize=True)
+        assert tuple(jx.shape) == (1, 2, 1, 2) and tuple(jy.shape) == (1, 2, 1)
+        assert jy.tolist() == [[[0.0], [0.0]]]
+        j = m.autograd.functional.jacobian(lambda a: (a ** 3).sum(), x, vectorize=True, create_graph=True)
+        assert j.requires_grad
+        g, = m.autograd.grad(j.sum(), x)
+        assert g.tolist() == [[6.0, -12.0]]
