@@ -280,3 +280,52 @@ def test_jacobian_vectorized_shapes_and_unused_inputs_match_torch():
         assert j.requires_grad
         g, = m.autograd.grad(j.sum(), x)
         assert g.tolist() == [[6.0, -12.0]]
+
+
+# -- 4. one writer of out= results: the binary ops' out= as every other function's --
+
+_OUT_WRITES = {
+    "int_out": lambda m, x, y: (m.empty(3, dtype=m.int64), (x, y)),
+    "bool_out": lambda m, x, y: (m.empty(3, dtype=m.bool), (x, y)),
+    "float64_out": lambda m, x, y: (m.empty(3, dtype=m.float64), (x, y)),
+    "resized": lambda m, x, y: (m.empty(5), (x, y)),
+    "empty_resized": lambda m, x, y: (m.empty(0), (x, y)),
+    "strided_view": lambda m, x, y: (m.zeros(6)[::2], (x, y)),
+    "not_a_tensor": lambda m, x, y: ([1, 2, 3], (x, y)),
+    "input_requires_grad": lambda m, x, y: (m.empty(3), (x.requires_grad_(), y)),
+}
+
+
+def _out_write(m, name, make):
+    import warnings
+    x, y = m.tensor([1.5, -2.0, 3.0]), m.tensor([0.5, 2.0, -1.0])
+    out, args = make(m, x, y)
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        try:
+            r = getattr(m, name)(*args, out=out)
+            res = ("ok", r is out, str(out.dtype).split(".")[-1], out.tolist())
+        except Exception as e:          # noqa: BLE001 (the outcome compared with torch's)
+            res = (type(e).__name__, str(e).split(" - got")[0].split(", not")[0])
+    base = getattr(out, "_base", None)
+    return res, [str(k.message)[:40] for k in w], None if base is None else base.tolist()
+
+
+@pytest.mark.parametrize("case", sorted(_OUT_WRITES))
+@pytest.mark.parametrize("name", ["maximum", "minimum", "remainder", "floor_divide", "eq", "logical_and",
+                                  "bitwise_and"])
+def test_binary_out_writes_as_torch(name, case):
+    if name == "bitwise_and" and case not in ("resized", "not_a_tensor"):
+        pytest.skip("bitwise ops take integers")
+    if name == "floor_divide" and case == "input_requires_grad":
+        pytest.skip("torch writes floor_divide's out= beside an input that requires grad; tracegrad refuses")
+    make = _OUT_WRITES[case]
+    if name == "bitwise_and":
+        make = (lambda mk: lambda m, x, y: (mk(m, x, y)[0] if mk(m, x, y)[0].__class__ is list
+                                            else m.empty(5, dtype=m.int64),
+                                            (m.tensor([3, 5, 7]), m.tensor([1, 4, 6]))))(make)
+    got, want = _out_write(tg, name, make), _out_write(torch, name, make)
+    if case == "not_a_tensor":
+        # (torch words it by its overloads: "eq() received an invalid combination of arguments")
+        got, want = got[0][0], want[0][0]
+    assert got == want

@@ -177,8 +177,9 @@ def _binary(name):
     def op(input, other, *, out=None):
         if out is not None:
             _check_out_operands(name, (input, other), {})
-            _check_out_overlap(out, (input, other))
-            return _into_out(name, op(input, other), out, (input, other))
+            if isinstance(out, Tensor):
+                _check_out_overlap(out, (input, other))
+            return _write_out(op(input, other), out, name)
         if not isinstance(input, Tensor):
             if isinstance(other, Tensor) and isinstance(input, _Scalar):
                 return apply(prim, (_scalar(input), other), {})
@@ -234,22 +235,6 @@ def _check_out_overlap(out, operands):
     Above.check_overlap(out, operands)
 
 
-def _into_out(name, result, out, args):
-    """An op's `out=` argument: the result is written into `out` (resized to fit, as torch
-    does); autograd does not record it, so torch's error where anything requires grad."""
-    if STATE.grad_enabled and (out.requires_grad or
-                               builtins.any(isinstance(a, Tensor) and a.requires_grad for a in args)):
-        raise RuntimeError(f"{name}(): functions with out=... arguments don't support automatic differentiation, "
-                           f"but one of the arguments requires grad.")
-    data = result._data.astype(out._data.dtype, copy=False)
-    if tuple(out.shape) == tuple(result.shape):
-        np.copyto(out._data, data)
-    else:
-        out._data = np.array(data, copy=True)
-    out._vc[0] += 1
-    return out
-
-
 for _n in ("mul", "maximum", "minimum", "eq", "ne", "lt", "le", "gt", "ge", "logical_and", "logical_or",
            "logical_xor", "remainder", "fmod", "floor_divide", "bitwise_and", "bitwise_or", "bitwise_xor",
            "bitwise_left_shift", "bitwise_right_shift"):
@@ -268,7 +253,7 @@ def _floor_low(input, other):
 
 def floor_divide(input, other, *, out=None):
     if out is not None:
-        return _into_out("floor_divide", floor_divide(input, other), out, (input, other))
+        return _write_out(floor_divide(input, other), out, "floor_divide")
     if not isinstance(input, Tensor):
         if isinstance(other, Tensor) and isinstance(input, _Scalar):
             input = _scalar(input)
