@@ -329,3 +329,30 @@ def test_binary_out_writes_as_torch(name, case):
         # (torch words it by its overloads: "eq() received an invalid combination of arguments")
         got, want = got[0][0], want[0][0]
     assert got == want
+
+
+# -- 2b. functions of tensors alone refuse a Python number, with out= or without --
+
+NUMBER_CASES = [
+    ("maximum", (0, 2.)), ("maximum", (2., 0)), ("minimum", (0, True)), ("logical_and", (0, True)),
+    ("logical_or", (1, 0)), ("logical_xor", (2., 0)), ("atan2", (0, 2.)), ("atan2", (2, 0)),
+    ("fmax", (2., 0)), ("fmax", (0, 2.)), ("fmin", (0, 2)), ("outer", (0, 2.)), ("dist", (0, 2.)),
+    ("dot", (0, 2.)), ("kron", (0, 2.)), ("inner", (0, 2.)), ("cross", (0, 2.)), ("heaviside", (0, 2.)),
+    ("addcdiv", (2., 0, 0)), ("maximum", (0, 0)), ("atan2", (0, 0)), ("heaviside", (0, 0)),
+]
+
+
+def _number_outcome(m, name, spec):
+    x = m.tensor([1.5, -2.0, 3.0])
+    args = [x if a == 0 else a for a in spec]
+    try:
+        r = getattr(m, name)(*args)
+    except Exception as e:              # noqa: BLE001 (the outcome compared with torch's)
+        return type(e).__name__, str(e)
+    return "ok", np.round(np.asarray(r.tolist(), dtype=np.float64), 6).tolist()   # (float32 atan2: 1 ulp apart)
+
+
+@pytest.mark.parametrize("k", range(len(NUMBER_CASES)))
+def test_tensor_functions_refuse_numbers_as_torch(k):
+    name, spec = NUMBER_CASES[k]
+    assert _number_outcome(tg, name, spec) == _number_outcome(torch, name, spec)

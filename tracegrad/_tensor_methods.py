@@ -149,7 +149,7 @@ def _and(self, other):
     if isinstance(other, np.ndarray):
         return _with_ndarray(np.bitwise_and, self, other)
     if self.dtype is D.bool_ and (getattr(other, "dtype", None) is D.bool_ or isinstance(other, bool)):
-        return F.logical_and(self, other)
+        return F.logical_and(self, other if isinstance(other, Tensor) else F.full((), other, dtype=D.bool_))
     return F.bitwise_and(self, other)
 
 
@@ -157,7 +157,7 @@ def _or(self, other):
     if isinstance(other, np.ndarray):
         return _with_ndarray(np.bitwise_or, self, other)
     if self.dtype is D.bool_ and (getattr(other, "dtype", None) is D.bool_ or isinstance(other, bool)):
-        return F.logical_or(self, other)
+        return F.logical_or(self, other if isinstance(other, Tensor) else F.full((), other, dtype=D.bool_))
     return F.bitwise_or(self, other)
 
 
@@ -165,7 +165,7 @@ def _xor(self, other):
     if isinstance(other, np.ndarray):
         return _with_ndarray(np.bitwise_xor, self, other)
     if self.dtype is D.bool_ and (getattr(other, "dtype", None) is D.bool_ or isinstance(other, bool)):
-        return F.logical_xor(self, other)
+        return F.logical_xor(self, other if isinstance(other, Tensor) else F.full((), other, dtype=D.bool_))
     return F.bitwise_xor(self, other)
 
 

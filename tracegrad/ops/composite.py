@@ -92,14 +92,16 @@ def fmax(input, other):
     """maximum that ignores NaN: where one operand is NaN, the other (torch.fmax). As torch's,
     input wins ties (its value and the whole gradient: torch's FmaxBackward0 gives input the
     gradient where input >= other or other is NaN, other the rest)."""
-    a, b = O._operand(input, "fmax"), O._operand(other, "fmax")
+    O._check_tensors("fmax", (input, other), ("input", "other"))      # (no overload takes a number)
+    a, b = input, other
     # (torch's node saves both operands: either written before the backward raises; the comparison
     # first, so that the result is laid out by input, as torch's TensorIterator lays it out)
     return keep_saved(rename_grad_fn(O.where((a >= b) | O.isnan(b), a, b), "FmaxBackward0"), a, (b,))
 
 
 def fmin(input, other):
-    a, b = O._operand(input, "fmin"), O._operand(other, "fmin")
+    O._check_tensors("fmin", (input, other), ("input", "other"))
+    a, b = input, other
     return keep_saved(rename_grad_fn(O.where((a <= b) | O.isnan(b), a, b), "FminBackward0"), a, (b,))
 
 
@@ -208,8 +210,7 @@ def float_power(input, exponent):
 def heaviside(input, values):
     """0 where input < 0, values where input == 0, 1 where input > 0, as torch.heaviside (no
     derivative: backward through it raises)."""
-    O._check_tensor(input, "heaviside")
-    O._check_tensor(values, "heaviside", "values")
+    O._check_tensors("heaviside", (input, values), ("input", "values"))     # (values is position 2)
     if input.dtype is not values.dtype:
         raise RuntimeError("heaviside is not yet implemented for tensors with different dtypes.")
     return apply(PRIMITIVES["heaviside"], (input, values), {})
@@ -255,6 +256,7 @@ def addcmul(input, tensor1, tensor2, *, value=1):
 
 def addcdiv(input, tensor1, tensor2, *, value=1):
     """input + value * tensor1 / tensor2, as torch.addcdiv (integer operands raise, as torch's)."""
+    O._check_tensors("addcdiv", (input, tensor1, tensor2), ("input", "tensor1", "tensor2"))
     if not tensor1.dtype.is_floating_point and not tensor2.dtype.is_floating_point:
         raise RuntimeError(
             "Integer division with addcdiv is no longer supported, and in a future  release addcdiv will perform a "

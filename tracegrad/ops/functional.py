@@ -171,8 +171,21 @@ def round(input, *, decimals=None):
     return apply(_round_prim, (input,), {"decimals": decimals})
 
 
+def _check_tensors(op, args, names):
+    """torch's TypeError for a Python number (or anything else) where `op` takes tensors alone."""
+    for k, (a, n) in enumerate(zip(args, names)):
+        if not isinstance(a, Tensor):
+            raise TypeError(f"{op}(): argument '{n}' (position {k + 1}) must be Tensor, not {type(a).__name__}")
+
+
+# torch's functions of two tensors with no overload for a Python number: maximum(x, 2.) is a TypeError
+# (clamp_min is the number's form), logical_and(x, True) too
+_TENSORS_ONLY = frozenset(("maximum", "minimum", "logical_and", "logical_or", "logical_xor"))
+
+
 def _binary(name):
     prim = P[name]
+    strict = name in _TENSORS_ONLY
 
     def op(input, other, *, out=None):
         if out is not None:
@@ -180,6 +193,8 @@ def _binary(name):
             if isinstance(out, Tensor):
                 _check_out_overlap(out, (input, other))
             return _write_out(op(input, other), out, name)
+        if strict and not (isinstance(input, Tensor) and isinstance(other, Tensor)):
+            _check_tensors(name, (input, other), ("input", "other"))
         if not isinstance(input, Tensor):
             if isinstance(other, Tensor) and isinstance(input, _Scalar):
                 return apply(prim, (_scalar(input), other), {})
@@ -286,7 +301,7 @@ def _scaled(a, alpha, other):
     if not d.is_floating_point and isinstance(alpha, float):
         raise RuntimeError("For integral input tensors, argument alpha must not be a floating point number.")
     if d is D.bool_:
-        return a if alpha else logical_and(a, False)
+        return a if alpha else zeros_like(a) if isinstance(a, Tensor) else False     # (a bool tensor: False)
     if isinstance(a, Tensor) and a._dtype is not d:
         # in the op's dtype, as torch computes alpha * other: int8 127 * 3 beside a float32 0-dim
         # tensor is 381, not int8's wrapped 125; a bool tensor * 3 beside an int32 one is int32
@@ -1619,12 +1634,14 @@ def mv(input, vec):
 
 
 def dot(input, other):
+    _check_tensors("dot", (input, other), ("input", "tensor"))
     if input.ndim != 1 or other.ndim != 1:
         raise RuntimeError(f"1D tensors expected, but got {input.ndim}D and {other.ndim}D tensors")
     return matmul(input, other)
 
 
 def outer(input, vec2):
+    _check_tensors("outer", (input, vec2), ("input", "vec2"))
     # (tracegrad flattened a 2-d operand into an outer product of its elements)
     for name, v in (("self", input), ("vec2", vec2)):
         if isinstance(v, Tensor) and v.ndim != 1:

@@ -86,8 +86,7 @@ def mvlgamma(input, p):
 
 
 def atan2(input, other):
-    if not isinstance(other, Tensor):
-        other = O._t(other) if hasattr(O, "_t") else O.full((), other)
+    O._check_tensors("atan2", (input, other), ("input", "other"))     # (no overload takes a number)
     return apply(P["atan2"], (input, other), {})
 
 
