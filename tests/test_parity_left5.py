@@ -170,6 +170,11 @@ cases = {
     "cosine_embedding_loss": lambda: F.cosine_embedding_loss(x, x * 2 + 1, tg.tensor([1., -1., 1., -1.], device="cuda")),
     "index_fill": lambda: x.index_fill(1, tg.tensor([0], device="cuda"), 2.).sum(),
     "median": lambda: x.median(1)[0].sum(),
+    "cummax": lambda: (x.cummax(1)[0] * x).sum(),
+    "quantile": lambda: x.quantile(0.3, 1).sum(),
+    "interpolate_nearest": lambda: (F.interpolate(x[None], scale_factor=2) ** 2).sum(),
+    "interpolate_linear": lambda: (F.interpolate(x[None], size=5, mode="linear") ** 2).sum(),
+    "pad_reflect": lambda: (F.pad(x[None], (2, 1), mode="reflect") ** 2).sum(),
 }
 for k, f in cases.items():
     try:
@@ -204,6 +209,11 @@ def test_made_like_a_device_tensor_stays_on_its_device():
         "cosine_embedding_loss": lambda: TF.cosine_embedding_loss(x, x * 2 + 1, torch.tensor([1., -1., 1., -1.])),
         "index_fill": lambda: x.index_fill(1, torch.tensor([0]), 2.).sum(),
         "median": lambda: x.median(1)[0].sum(),
+        "cummax": lambda: (x.cummax(1)[0] * x).sum(),
+        "quantile": lambda: x.quantile(0.3, 1).sum(),
+        "interpolate_nearest": lambda: (TF.interpolate(x[None], scale_factor=2) ** 2).sum(),
+        "interpolate_linear": lambda: (TF.interpolate(x[None], size=5, mode="linear") ** 2).sum(),
+        "pad_reflect": lambda: (TF.pad(x[None], (2, 1), mode="reflect") ** 2).sum(),
     }
     for k, f in want.items():
         x.grad = None

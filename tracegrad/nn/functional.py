@@ -714,7 +714,7 @@ def pad(input, pad, mode="constant", value=None):
             # torch crops by the negative pads first and wraps around what is left
             start, kept = max(-lo, 0), n + min(lo, 0) + min(hi, 0)
             i = start + np.mod(np.arange(-max(lo, 0), kept + max(hi, 0)), max(kept, 1))
-        out = O.index_select(out, dim, Tensor._make(i.astype(np.int64), D.int64))
+        out = O.index_select(out, dim, _long(i.astype(np.int64), out))
     if mode == "circular":
         return _named(out, "CopySlices", input)      # torch builds it by copies into slices
     out = O.laid_out_suggested(out, input)
@@ -1519,7 +1519,7 @@ def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corne
             ratio = (1.0 / scale) if scale is not None else in_size / out_size
             off = 0.5 if mode == "nearest-exact" else 0.0
             idx = [min(int(math.floor((i + off) * ratio)), in_size - 1) for i in range(out_size)]
-            out = O.index_select(out, axis, _long(idx))
+            out = O.index_select(out, axis, _long(idx, out))
         elif mode in ("linear", "bilinear", "trilinear"):
             if mode != ("linear", "bilinear", "trilinear")[len(sizes) - 1]:
                 raise NotImplementedError(f"Got {input.ndim}D input, but {mode} mode needs "
@@ -1535,8 +1535,8 @@ def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corne
                 w.append(src - i0)
             shape = [1] * input.ndim
             shape[axis] = out_size
-            lam = O.reshape(_const(np.asarray(w), out.dtype), shape)
-            a, b = O.index_select(out, axis, _long(lo)), O.index_select(out, axis, _long(hi))
+            lam = O.reshape(_const(np.asarray(w), out.dtype, out), shape)
+            a, b = O.index_select(out, axis, _long(lo, out)), O.index_select(out, axis, _long(hi, out))
             out = a * (1 - lam) + b * lam
         elif mode == "bicubic":
             if len(sizes) != 2:
@@ -1546,8 +1546,8 @@ def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corne
             taps, weights = _cubic_taps(out_size, in_size, scale, bool(align_corners))
             shape = [1] * input.ndim
             shape[axis] = out_size
-            terms = [O.index_select(out, axis, _long(taps[k])) * O.reshape(_const(np.asarray(weights[k]), out.dtype),
-                                                                            shape) for k in range(4)]
+            terms = [O.index_select(out, axis, _long(taps[k], out)) *
+                     O.reshape(_const(np.asarray(weights[k]), out.dtype, out), shape) for k in range(4)]
             out = terms[0] + terms[1] + terms[2] + terms[3]
         elif mode == "area":        # torch: adaptive average pooling to the output size
             if len(sizes) == 3:
@@ -1568,12 +1568,17 @@ def upsample(input, size=None, scale_factor=None, mode="nearest", align_corners=
     return interpolate(input, size, scale_factor, mode, align_corners)
 
 
-def _long(idx):
-    return tensor(idx, dtype=D.int64)
+def _device_like(t):
+    return t.device if t.is_cuda else None
 
 
-def _const(a, dtype):
-    return tensor(a, dtype=dtype)
+def _long(idx, like):
+    """An index for `like` (on its device: a host index beside a CUDA tensor raised)."""
+    return tensor(idx, dtype=D.int64, device=_device_like(like))
+
+
+def _const(a, dtype, like):
+    return tensor(a, dtype=dtype, device=_device_like(like))
 
 
 def _repeat_heads(t, rep):

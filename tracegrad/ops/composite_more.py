@@ -381,7 +381,7 @@ def _cumulative_extreme(input, dim, name, better):
                 take &= ~(np.isnan(best) & ~np.isnan(v))              # a NaN, once seen, stays
             idx[..., i] = np.where(take, i, idx[..., i - 1] if i else 0)
             best = np.where(take, v, best)
-    index = tensor(np.moveaxis(idx, -1, d).reshape(tuple(input.shape)))
+    index = tensor(np.moveaxis(idx, -1, d).reshape(tuple(input.shape)), device=input.device if input.is_cuda else None)
     values = O.gather(input, d, index) if input.ndim else input.clone()
     out = O._return_type(name)
     # torch's node saves self and the indices (cummaxmin_backward(grad, self, indices, dim))

@@ -337,8 +337,7 @@ def _quantile(input, q, dim, keepdim, interpolation, ignore_nan, name):
             rank = (valid - 1).to(x.dtype) * float(qv)
             rank = O.clamp(rank, min=0)
         else:
-            rank = O.full(tuple(1 if i == d else s for i, s in enumerate(x.shape)), float(qv) * (n - 1),
-                          dtype=x.dtype)
+            rank = O.zeros_like(O.narrow(vals, d, 0, 1)) + float(qv) * (n - 1)     # (on x's device)
         if interpolation == "lower":
             rank = O.floor(rank)
         elif interpolation == "higher":
