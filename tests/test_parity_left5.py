@@ -184,6 +184,13 @@ for k, f in cases.items():
         res[k] = [str(y.device), str(x.grad.device), float(y.item()), x.grad.cpu().tolist()]
     except Exception as e:
         res[k] = f"{type(e).__name__}: {e}"
+w = tg.tensor([[0.5, -1.0, 2.0], [1.5, 0.25, -0.75]], device="cuda", requires_grad=True)
+opt = tg.optim.Rprop([w], lr=0.01)
+for _ in range(4):
+    opt.zero_grad()
+    ((x.detach() @ w.T) ** 2).sum().backward()
+    opt.step()
+res["rprop"] = [str(w.device), str(opt.state[w]["prev"].device), w.detach().cpu().tolist()]
 print(json.dumps(res))
 """
 
@@ -215,6 +222,15 @@ def test_made_like_a_device_tensor_stays_on_its_device():
         "interpolate_linear": lambda: (TF.interpolate(x[None], size=5, mode="linear") ** 2).sum(),
         "pad_reflect": lambda: (TF.pad(x[None], (2, 1), mode="reflect") ** 2).sum(),
     }
+    # Rprop on the device: its numpy update of device arrays mixed host and device arrays
+    w = torch.tensor([[0.5, -1.0, 2.0], [1.5, 0.25, -0.75]], requires_grad=True)
+    opt = torch.optim.Rprop([w], lr=0.01)
+    for _ in range(4):
+        opt.zero_grad()
+        ((x.detach() @ w.T) ** 2).sum().backward()
+        opt.step()
+    assert got["rprop"][:2] == ["cuda:0", "cuda:0"], got["rprop"]
+    np.testing.assert_allclose(got["rprop"][2], w.tolist(), rtol=1e-6)
     for k, f in want.items():
         x.grad = None
         y = f()
