@@ -132,6 +132,7 @@ OUT_CASES = [
     ("eq", lambda m, x, c: (2., x)), ("eq", lambda m, x, c: (x, 2.)), ("lt", lambda m, x, c: (1, x)),
     ("remainder", lambda m, x, c: (2., x)), ("remainder", lambda m, x, c: (x, 2.)), ("fmod", lambda m, x, c: (2, x)),
     ("add", lambda m, x, c: (x, 2.)), ("mul", lambda m, x, c: (2., x)),
+    ("lerp", lambda m, x, c: (x, 0.5, 0.5)), ("lerp", lambda m, x, c: (x, x * 2, 0.5)),
 ]
 
 
@@ -150,8 +151,11 @@ def _out_outcome(m, name, args):
 @pytest.mark.parametrize("k", range(len(OUT_CASES)))
 def test_out_refuses_numbers_where_torch_does(k):
     name, args = OUT_CASES[k]
-    want = _out_outcome(torch, name, args)
-    assert _out_outcome(tg, name, args) == want
+    want, got = _out_outcome(torch, name, args), _out_outcome(tg, name, args)
+    if "invalid combination" in str(want[1]) and name == "lerp":
+        # (torch words lerp's by its overloads, "lerp() received an invalid combination of arguments")
+        want, got = want[0], got[0]
+    assert got == want
 
 
 # -- 3. what is made like a device tensor stays on its device --

@@ -211,6 +211,7 @@ def _binary(name):
 _OUT_TENSOR_ARGS = {name: (("input", "other"), False) for name in (
     "maximum", "minimum", "logical_and", "logical_or", "logical_xor", "atan2", "fmax", "fmin")}
 _OUT_TENSOR_ARGS.update({"where": (("condition", "input", "other"), False), "outer": (("input", "vec2"), False),
+                         "lerp": (("input", "end"), False),
                          "addcmul": (("input", "tensor1", "tensor2"), False),
                          "addcdiv": (("input", "tensor1", "tensor2"), False)})
 _OUT_TENSOR_ARGS.update({name: (("input", "other"), True) for name in (
