@@ -179,6 +179,7 @@ cases = {
     "interpolate_nearest": lambda: (F.interpolate(x[None], scale_factor=2) ** 2).sum(),
     "interpolate_linear": lambda: (F.interpolate(x[None], size=5, mode="linear") ** 2).sum(),
     "pad_reflect": lambda: (F.pad(x[None], (2, 1), mode="reflect") ** 2).sum(),
+    "repeat_interleave": lambda: (x.repeat_interleave(tg.tensor([1, 2, 0], device="cuda"), 1) ** 2).sum(),
 }
 for k, f in cases.items():
     try:
@@ -225,6 +226,7 @@ def test_made_like_a_device_tensor_stays_on_its_device():
         "interpolate_nearest": lambda: (TF.interpolate(x[None], scale_factor=2) ** 2).sum(),
         "interpolate_linear": lambda: (TF.interpolate(x[None], size=5, mode="linear") ** 2).sum(),
         "pad_reflect": lambda: (TF.pad(x[None], (2, 1), mode="reflect") ** 2).sum(),
+        "repeat_interleave": lambda: (x.repeat_interleave(torch.tensor([1, 2, 0]), 1) ** 2).sum(),
     }
     # Rprop on the device: its numpy update of device arrays mixed host and device arrays
     w = torch.tensor([[0.5, -1.0, 2.0], [1.5, 0.25, -0.75]], requires_grad=True)
@@ -386,3 +388,27 @@ def _number_outcome(m, name, spec):
 def test_tensor_functions_refuse_numbers_as_torch(k):
     name, spec = NUMBER_CASES[k]
     assert _number_outcome(tg, name, spec) == _number_outcome(torch, name, spec)
+
+
+# -- repeat_interleave's node is torch's: ViewBackward0 of a clone (a number), IndexSelectBackward0 --
+
+def test_repeat_interleave_nodes_values_and_layout_match_torch():
+    X = np.random.RandomState(0).randn(3, 4)
+
+    def run(m):
+        x = m.tensor(X, requires_grad=True)
+        outs = [x.repeat_interleave(2, 0), x.repeat_interleave(2), x.repeat_interleave(3, 1),
+                x.repeat_interleave(m.tensor([1, 2, 0]), 0), x.repeat_interleave(0, 1)]
+        loss = sum((o * m.arange(o.numel(), dtype=m.float64).reshape(o.shape)).sum() for o in outs)
+        g, = m.autograd.grad(loss, x, retain_graph=True)
+        direct = outs[0].grad_fn(m.ones(6, 4, dtype=m.float64))
+        return ([type(o.grad_fn).__name__ for o in outs], [o.stride() for o in outs], [o.tolist() for o in outs],
+                g.tolist(), type(outs[0].grad_fn.next_functions[0][0]).__name__, tuple(direct.shape))
+
+    assert run(tg) == run(torch)
+    f = lambda x: (x.repeat_interleave(2, 0) * tg.arange(24.).reshape(6, 4)).sum() + \
+        x.repeat_interleave(tg.tensor([1, 2, 0]), 0).sum()
+    x = tg.tensor(X, requires_grad=True)
+    a, b = f(x), tg.compile(f)(x)
+    assert a.item() == b.item()
+    assert tg.autograd.grad(a, x)[0].tolist() == tg.autograd.grad(b, x)[0].tolist()

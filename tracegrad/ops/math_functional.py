@@ -449,15 +449,26 @@ def repeat_interleave(input, repeats=None, dim=None, *, output_size=None):
     n = x.shape[d]
     if isinstance(repeats, Tensor) and repeats.dtype is not D.int64 and repeats.dtype is not D.int32:
         raise NotImplementedError(f"\"repeat_interleave_cpu\" not implemented for '{D.SCALAR_NAME[repeats.dtype]}'")
-    r = repeats.detach().numpy() if isinstance(repeats, Tensor) else repeats
+    r = repeats.detach().cpu().numpy() if isinstance(repeats, Tensor) else repeats
     r = np.broadcast_to(np.asarray(r, dtype=np.int64), (n,)) if np.ndim(r) == 0 or np.size(r) == 1 else np.asarray(r)
     if r.shape != (n,):
         raise RuntimeError("repeats must have the same size as input along dim, but got repeats.size(0) = "
                            f"{r.shape[0]} and input.size({d}) = {n}")
     if np.any(r < 0):
         raise RuntimeError("repeats can not be negative")
-    idx = tensor(np.repeat(np.arange(n), r).astype(np.int64))
-    return rename_grad_fn(O.index_select(x, d, idx), "RepeatInterleaveBackward0") if x.ndim else x
+    if not x.ndim:
+        return x
+    if not isinstance(repeats, Tensor):
+        # torch's scalar overload: unsqueeze, expand, a contiguous clone and a flatten (its node is
+        # the view's, ViewBackward0, not RepeatInterleaveBackward0, a name torch has not)
+        k = int(r[0]) if n else int(np.asarray(repeats))
+        y = O.unsqueeze(x, d + 1)
+        return O.reshape(O.clone(O.expand(y, tuple(k if i == d + 1 else s for i, s in enumerate(y.shape)))),
+                         tuple(x.shape[:d]) + (x.shape[d] * k,) + tuple(x.shape[d + 1:]))
+    # torch's tensor overload: an index_select by the repeated positions (IndexSelectBackward0), the
+    # index on input's device
+    idx = tensor(np.repeat(np.arange(n), r).astype(np.int64), device=x.device if x.is_cuda else None)
+    return O.index_select(x, d, idx)
 
 
 def index_add(input, dim, index, source, *, alpha=1):
