@@ -20,7 +20,7 @@ from .ops import functional as F
 from .autograd.graph import Saved, _HOOK_USERS, saved_tensors_hooks_active, RETAIN_USED
 from .autograd import views
 from .creation import _wrap_np, tensor, takes_generator, RNG, stored_scalar
-from .tracing import TraceError, _ACTIVE, TRACING, rename_grad_fn
+from .tracing import TraceError, _ACTIVE, TRACING, rename_grad_fn, note_composite_inputs
 from .ops.primitives import np_index_set, PRIMITIVES
 from .functionalize import commit_traced, may_overlap, traced_layouts, write_starts
 from .autograd.graph import RemovableHandle, node_class, Engine
@@ -149,7 +149,7 @@ def _and(self, other):
     if isinstance(other, np.ndarray):
         return _with_ndarray(np.bitwise_and, self, other)
     if self.dtype is D.bool_ and (getattr(other, "dtype", None) is D.bool_ or isinstance(other, bool)):
-        return F.logical_and(self, other)
+        return F.logical_and(self, other if isinstance(other, Tensor) else F.full((), other, dtype=D.bool_))
     return F.bitwise_and(self, other)
 
 
@@ -157,7 +157,7 @@ def _or(self, other):
     if isinstance(other, np.ndarray):
         return _with_ndarray(np.bitwise_or, self, other)
     if self.dtype is D.bool_ and (getattr(other, "dtype", None) is D.bool_ or isinstance(other, bool)):
-        return F.logical_or(self, other)
+        return F.logical_or(self, other if isinstance(other, Tensor) else F.full((), other, dtype=D.bool_))
     return F.bitwise_or(self, other)
 
 
@@ -165,7 +165,7 @@ def _xor(self, other):
     if isinstance(other, np.ndarray):
         return _with_ndarray(np.bitwise_xor, self, other)
     if self.dtype is D.bool_ and (getattr(other, "dtype", None) is D.bool_ or isinstance(other, bool)):
-        return F.logical_xor(self, other)
+        return F.logical_xor(self, other if isinstance(other, Tensor) else F.full((), other, dtype=D.bool_))
     return F.bitwise_xor(self, other)
 
 
@@ -534,11 +534,16 @@ def fill_(self, value):
     return _fill(self, value)
 
 
-def _overwrite(self, new):
+def _overwrite(self, new, src=None):
     """`new`, linked with self's history by a zero gradient (torch's FillBackward2 and
     CopyBackwards give the overwritten history zeros): a where() with an always-true mask, not
-    new + self * 0, which wrote NaN where self held inf or NaN."""
-    return F.where(F.full((), True, dtype=D.bool_), new, self)
+    new + self * 0, which wrote NaN where self held inf or NaN. Its node's inputs, for a direct
+    call (y.grad_fn(g)), are torch's node's: self's history, and `src` where given (copy_'s
+    source, fill_'s value tensor), not where's operands (FillBackward2's call gave (None, zeros))."""
+    out = F.where(F.full((), True, dtype=D.bool_), new, self)
+    if not _tracing() and out._grad_fn is not None:
+        note_composite_inputs(out._grad_fn, None, (self,) if src is None else (self, src))
+    return out
 
 
 def _fill(self, value):
@@ -555,13 +560,14 @@ def _fill(self, value):
             return commit(self, F.expand(F.convert(value, self.dtype), tuple(self.shape)) * 1)
         # copied as a tensor, converted without torch's check of a number (fill_(tensor(1e6)) is inf in
         # float16, fill_(tensor(300)) 44 in int8; as numbers they raise)
-        value = F.convert(value, self.dtype).item()
+        given, value = value, F.convert(value, self.dtype).item()
     if _tracing():
         new = F.full(tuple(self.shape), value, dtype=self.dtype)
         # a value that requires grad stays linked with a zero gradient, as eager's (below)
         return commit(self, _overwrite(self, new) if self.requires_grad and STATE.grad_enabled else new)
     if STATE.grad_enabled and self.grad_fn is not None:
-        return commit(self, _overwrite(self, F.full(tuple(self.shape), value, dtype=self.dtype)))
+        return commit(self, _overwrite(self, F.full(tuple(self.shape), value, dtype=self.dtype),
+                                       given if from_tensor else None))
     # torch's checked conversion (uint8 takes -1 as 255; int8 refuses 200 with its RuntimeError)
     plain = _plain_number(value) and self._data.__class__ is np.ndarray
     target = self._data
@@ -622,11 +628,12 @@ def copy_(self, src, non_blocking=False):
         if self._view is None and self._grad_fn is not None:
             # the history self had gets a zero gradient, as torch's CopyBackwards gives it
             # (it was cut off: its leaves' .grad stayed None)
-            r = _overwrite(self, r)
+            r = _overwrite(self, r, src)
         return commit(self, r)
     if STATE.grad_enabled and self.grad_fn is not None:
         # the old value is overwritten: its gradient is zero from here on
-        return commit(self, _overwrite(self, F.clone(F.expand(F.convert(src.detach(), self.dtype), tuple(self.shape)))))
+        return commit(self, _overwrite(self, F.clone(F.expand(F.convert(src.detach(), self.dtype), tuple(self.shape))),
+                                       src))
     target = self._data
     if not target.flags.writeable:
         # a (view of an) expanded tensor: raises where the written elements share memory (a

@@ -1131,20 +1131,24 @@ def _run_checked(p, g, env, order, eager):
 
 
 def call_node(node, grads):
-    """grad_fn(*grad_outputs): run one node's backward alone; its gradients for each input."""
-    n_out = len(node._out_meta)
+    """grad_fn(*grad_outputs): run one node's backward alone; its gradients for each of the inputs
+    torch's node has an edge for (Primitive.torch_edges), one gradient for each of its
+    floating outputs (max(x, 1)'s node takes its values' alone, slogdet's its sign's too, as torch's)."""
+    prim = node._prim
+    outs_diff = [k for k, (_, dt) in enumerate(node._out_meta) if dt.is_floating_point]
+    n_out = len(outs_diff)
     if len(grads) != n_out:
         raise TypeError(f"expected {n_out} arguments, got {len(grads)} instead")
-    if node._prim is None:
+    if prim is None:
         raise RuntimeError(f"{type(node).__name__} cannot be called directly")
-    if node._prim.takes_ctx:
+    if prim.takes_ctx:
         raise TypeError(f"'{type(node).__name__}' object is not callable")
     composite = node.__dict__.get("_composite_inputs")
     if composite is not None:
         # (a leaf's edge is a weak reference to its AccumulateGrad, slot -1)
         composite = tuple(e if e is None or e[1] != -1 else (lambda a: None if a is None else (a, 0))(e[0]())
                           for e in composite)
-        return _call_composite(node, grads, composite)
+        return _call_composite(node, grads, composite, outs_diff)
     # the node's own rule, each input apart: a copy of the node whose edges lead to leaves of
     # their own (through its real edges, an input used twice, or reached again through
     # another input, got the sum of every path to it: x * x's node answered 2x for each)
@@ -1167,20 +1171,21 @@ def call_node(node, grads):
         edges.append((leaf, 0))
     alone.next_functions = tuple(fresh)
     node = alone
-    seeds = _direct_seeds(node, grads)
+    seeds = _direct_seeds(node, grads, outs_diff)
     order, index, structure, _ = walk_keyed([node])
     with set_grad_enabled(False):
-        outs = iter(execute(order, index, [(node, i) for i in range(n_out)], seeds, edges, True, False, {},
+        outs = iter(execute(order, index, [(node, i) for i in outs_diff], seeds, edges, True, False, {},
                             structure))
     res = tuple(None if nf is None else next(outs) for nf, _ in node.next_functions)
+    res = tuple(res[i] for i in prim.torch_edges(node._args_meta))
     return res[0] if len(res) == 1 else res
 
 
-def _direct_seeds(node, grads):
+def _direct_seeds(node, grads, outs_diff):
     """The gradients a direct call of a node (`y.grad_fn(g)`) was given, checked as torch checks
     them and cast to its outputs' dtypes."""
     seeds = []
-    for i, (g, (shape, dt)) in enumerate(zip(grads, node._out_meta)):
+    for i, (g, (shape, dt)) in enumerate(zip(grads, [node._out_meta[k] for k in outs_diff])):
         if not isinstance(g, Tensor):
             raise TypeError(f"argument {i} is not a Variable")
         if tuple(g.shape) != tuple(shape):
@@ -1190,11 +1195,11 @@ def _direct_seeds(node, grads):
     return seeds
 
 
-def _call_composite(node, grads, inputs):
+def _call_composite(node, grads, inputs, outs_diff):
     """grad_fn(*grad_outputs) of a composite op's last node (tracing.note_composite_inputs): the
     gradients of the whole op for each of its inputs (None where one needs none), through the
     nodes the op recorded."""
-    seeds = _direct_seeds(node, grads)
+    seeds = _direct_seeds(node, grads, outs_diff)
     # the op's nodes copied, each edge to an input led to a leaf of its own: a gradient reaching an
     # input through another input (mse_loss(x, x * 2)) is no part of the op's
     leaves = {}
@@ -1235,8 +1240,8 @@ def _call_composite(node, grads, inputs):
     targets = [(leaf, 0) for leaf in leaves.values()]
     order, index, structure, _ = walk_keyed([root])
     with set_grad_enabled(False):
-        outs = iter(execute(order, index, [(root, i) for i in range(len(node._out_meta))], seeds, targets, True,
-                            False, {}, structure))
+        outs = iter(execute(order, index, [(root, i) for i in outs_diff], seeds, targets, True, False, {},
+                            structure))
     res = tuple(None if e is None else next(outs) for e in inputs)
     return res[0] if len(res) == 1 else res
 

@@ -97,7 +97,8 @@ def _check_requires_grad(inputs, input_type, strict):
                            "be computed in a differentiable manner from the input when running in strict mode.")
 
 
-def _autograd_grad(outputs, inputs, grad_outputs=None, create_graph=False, retain_graph=None):
+def _autograd_grad(outputs, inputs, grad_outputs=None, create_graph=False, retain_graph=None,
+                   is_grads_batched=False):
     """autograd.grad over the outputs that require grad; all None when none does."""
     if grad_outputs is None:
         grad_outputs = (None,) * len(outputs)
@@ -105,7 +106,7 @@ def _autograd_grad(outputs, inputs, grad_outputs=None, create_graph=False, retai
     if not pairs:
         return (None,) * len(inputs)
     return autograd.grad([o for o, _ in pairs], inputs, [g for _, g in pairs], allow_unused=True,
-                         create_graph=create_graph, retain_graph=retain_graph)
+                         create_graph=create_graph, retain_graph=retain_graph, is_grads_batched=is_grads_batched)
 
 
 _STRICT_NONE = {
@@ -224,6 +225,8 @@ def jacobian(func, inputs, create_graph=False, strict=False, vectorize=False, st
         if vectorize and strict:
             raise RuntimeError("torch.autograd.functional.jacobian: `strict=True` and `vectorized=True` are not "
                                "supported together. Please either set `strict=False` or `vectorize=False`.")
+        if vectorize:
+            return _jacobian_batched(outputs, inputs, create_graph, (is_outputs_tuple, is_inputs_tuple))
         jac = []
         for i, out in enumerate(outputs):
             rows = [[] for _ in inputs]
@@ -244,6 +247,32 @@ def jacobian(func, inputs, create_graph=False, strict=False, vectorize=False, st
             jac.append(tuple(_stack_rows(rows_k, out, inp) for rows_k, inp in zip(rows, inputs)))
         jac = _grad_postprocess(tuple(jac), create_graph)
         return _tuple_postprocess(jac, (is_outputs_tuple, is_inputs_tuple))
+
+
+def _jacobian_batched(outputs, inputs, create_graph, tuples):
+    """jacobian(vectorize=True) as torch's: one backward of all the outputs at once for each row
+    of the standard basis over their elements, every output taking its block of the row (zeros
+    outside it). An output's rows reach the inputs through the other outputs' graphs too, with
+    zero gradients there, so their signed zeros are torch's: the Jacobian of (x * 0, -y) for y
+    has -0.0 in its first output's rows (0 * -1), which one backward per output gave as 0.0."""
+    numels = tuple(o.numel() for o in outputs)
+    total = sum(numels)
+    basis, start = [], 0
+    for o, n in zip(outputs, numels):
+        b = _creation.zeros((total, n), dtype=o.dtype, device=o.device if o.is_cuda else None)
+        if n:
+            b[start:start + n] = _creation.eye(n, dtype=o.dtype, device=o.device if o.is_cuda else None)
+        basis.append(b)
+        start += n
+    flat = tuple(o.reshape(-1) for o in outputs)
+    vj = list(_autograd_grad(flat, inputs, tuple(basis), create_graph=create_graph, is_grads_batched=True))
+    for k, g in enumerate(vj):
+        if g is None:
+            vj[k] = _creation.zeros_like(inputs[k]).expand((total,) + tuple(inputs[k].shape))
+    per_input = [[jac.view(tuple(o.shape) + tuple(inp.shape)) for jac, o in zip(g.split(numels, dim=0), outputs)]
+                 for g, inp in zip(vj, inputs)]
+    jac = _grad_postprocess(tuple(zip(*per_input)), create_graph)
+    return _tuple_postprocess(jac, tuples)
 
 
 def _stack_rows(rows, out, inp):

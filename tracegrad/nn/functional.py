@@ -667,7 +667,8 @@ def one_hot(tensor, num_classes=-1):
                            else "Class values must be non-negative.")
     out = np.zeros(idx.shape + (num_classes,), dtype=np.int64)
     np.put_along_axis(out, idx[..., None], 1, axis=-1)
-    return Tensor._make(out, D.int64)
+    out = Tensor._make(out, D.int64)
+    return out.to(tensor.device) if tensor.is_cuda else out     # (on the index's device, as torch's)
 
 
 def pad(input, pad, mode="constant", value=None):
@@ -713,7 +714,7 @@ def pad(input, pad, mode="constant", value=None):
             # torch crops by the negative pads first and wraps around what is left
             start, kept = max(-lo, 0), n + min(lo, 0) + min(hi, 0)
             i = start + np.mod(np.arange(-max(lo, 0), kept + max(hi, 0)), max(kept, 1))
-        out = O.index_select(out, dim, Tensor._make(i.astype(np.int64), D.int64))
+        out = O.index_select(out, dim, _long(i.astype(np.int64), out))
     if mode == "circular":
         return _named(out, "CopySlices", input)      # torch builds it by copies into slices
     out = O.laid_out_suggested(out, input)
@@ -900,7 +901,7 @@ def nll_loss(input, target, weight=None, size_average=None, ignore_index=-100, r
     else:
         out = _reduce(loss, reduction)
     # torch's node saves self, target and weight: one written before the backward raises
-    out = _named(out, "NllLossBackward0", *given, saves=True)
+    out = _named(out, "NllLossBackward0", *given, saves=True, edges=given[:1])   # (weight: no input of torch's node)
     return O.squeeze(out, 0) if unbatched and reduction == "none" else out
 
 
@@ -1017,7 +1018,7 @@ def binary_cross_entropy_with_logits(input, target, weight=None, size_average=No
     _check_logits_loss(input, target, weight, pos_weight)
     if target.dtype is not input.dtype or input.dtype.itemsize == 2:
         return _named(_reduce(_logits_loss_mixed(input, target, weight, pos_weight), reduction),
-                      "BinaryCrossEntropyWithLogitsBackward0", input, target, saves=True)
+                      "BinaryCrossEntropyWithLogitsBackward0", input, target, saves=True, edges=(input, target))
     x, dt = _opmath(input)                        # 16-bit: in float32, rounded once
     t = target.float() if dt is not None else target
     sp = _softplus1(-x)                           # -log sigmoid(x)
@@ -1027,8 +1028,9 @@ def binary_cross_entropy_with_logits(input, target, weight=None, size_average=No
         loss = (1 - t) * x + sp
     if weight is not None:
         loss = loss * weight
+    # (weight and pos_weight: no inputs of torch's node)
     return _named(_rounded(_reduce(loss, reduction), dt), "BinaryCrossEntropyWithLogitsBackward0", input, target,
-                  saves=True)
+                  saves=True, edges=(input, target))
 
 
 def binary_cross_entropy(input, target, weight=None, size_average=None, reduce=None, reduction="mean"):
@@ -1047,7 +1049,8 @@ def binary_cross_entropy(input, target, weight=None, size_average=None, reduce=N
     loss = apply(P["binary_cross_entropy"], (input, target), {})
     if weight is not None:
         loss = loss * weight
-    return _named(_reduce(loss, reduction), "BinaryCrossEntropyBackward0", input, target, saves=True)
+    return _named(_reduce(loss, reduction), "BinaryCrossEntropyBackward0", input, target, saves=True,
+                  edges=(input, target))     # (weight: no input of torch's node)
 
 
 # == more activations, losses and layers, each a decomposition into the ops above =================
@@ -1516,7 +1519,7 @@ def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corne
             ratio = (1.0 / scale) if scale is not None else in_size / out_size
             off = 0.5 if mode == "nearest-exact" else 0.0
             idx = [min(int(math.floor((i + off) * ratio)), in_size - 1) for i in range(out_size)]
-            out = O.index_select(out, axis, _long(idx))
+            out = O.index_select(out, axis, _long(idx, out))
         elif mode in ("linear", "bilinear", "trilinear"):
             if mode != ("linear", "bilinear", "trilinear")[len(sizes) - 1]:
                 raise NotImplementedError(f"Got {input.ndim}D input, but {mode} mode needs "
@@ -1532,8 +1535,8 @@ def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corne
                 w.append(src - i0)
             shape = [1] * input.ndim
             shape[axis] = out_size
-            lam = O.reshape(_const(np.asarray(w), out.dtype), shape)
-            a, b = O.index_select(out, axis, _long(lo)), O.index_select(out, axis, _long(hi))
+            lam = O.reshape(_const(np.asarray(w), out.dtype, out), shape)
+            a, b = O.index_select(out, axis, _long(lo, out)), O.index_select(out, axis, _long(hi, out))
             out = a * (1 - lam) + b * lam
         elif mode == "bicubic":
             if len(sizes) != 2:
@@ -1543,8 +1546,8 @@ def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corne
             taps, weights = _cubic_taps(out_size, in_size, scale, bool(align_corners))
             shape = [1] * input.ndim
             shape[axis] = out_size
-            terms = [O.index_select(out, axis, _long(taps[k])) * O.reshape(_const(np.asarray(weights[k]), out.dtype),
-                                                                            shape) for k in range(4)]
+            terms = [O.index_select(out, axis, _long(taps[k], out)) *
+                     O.reshape(_const(np.asarray(weights[k]), out.dtype, out), shape) for k in range(4)]
             out = terms[0] + terms[1] + terms[2] + terms[3]
         elif mode == "area":        # torch: adaptive average pooling to the output size
             if len(sizes) == 3:
@@ -1565,12 +1568,17 @@ def upsample(input, size=None, scale_factor=None, mode="nearest", align_corners=
     return interpolate(input, size, scale_factor, mode, align_corners)
 
 
-def _long(idx):
-    return tensor(idx, dtype=D.int64)
+def _device_like(t):
+    return t.device if t.is_cuda else None
 
 
-def _const(a, dtype):
-    return tensor(a, dtype=dtype)
+def _long(idx, like):
+    """An index for `like` (on its device: a host index beside a CUDA tensor raised)."""
+    return tensor(idx, dtype=D.int64, device=_device_like(like))
+
+
+def _const(a, dtype, like):
+    return tensor(a, dtype=dtype, device=_device_like(like))
 
 
 def _repeat_heads(t, rep):

@@ -519,7 +519,7 @@ def multi_margin_loss(input, target, p=1, margin=1.0, weight=None, size_average=
     loss = O.sum(O.where(other, h, O.zeros_like(h)), 1) / c
     if one:
         loss = loss.reshape(())
-    return rename_grad_fn(F._reduce(loss, reduction), "MultiMarginLossBackward0")
+    return rename_grad_fn(F._reduce(loss, reduction), "MultiMarginLossBackward0", inputs=(input,))  # (not weight)
 
 
 def multilabel_margin_loss(input, target, size_average=None, reduce=None, reduction="mean"):

@@ -92,14 +92,16 @@ def fmax(input, other):
     """maximum that ignores NaN: where one operand is NaN, the other (torch.fmax). As torch's,
     input wins ties (its value and the whole gradient: torch's FmaxBackward0 gives input the
     gradient where input >= other or other is NaN, other the rest)."""
-    a, b = O._operand(input, "fmax"), O._operand(other, "fmax")
+    O._check_tensors("fmax", (input, other), ("input", "other"))      # (no overload takes a number)
+    a, b = input, other
     # (torch's node saves both operands: either written before the backward raises; the comparison
     # first, so that the result is laid out by input, as torch's TensorIterator lays it out)
     return keep_saved(rename_grad_fn(O.where((a >= b) | O.isnan(b), a, b), "FmaxBackward0"), a, (b,))
 
 
 def fmin(input, other):
-    a, b = O._operand(input, "fmin"), O._operand(other, "fmin")
+    O._check_tensors("fmin", (input, other), ("input", "other"))
+    a, b = input, other
     return keep_saved(rename_grad_fn(O.where((a <= b) | O.isnan(b), a, b), "FminBackward0"), a, (b,))
 
 
@@ -208,8 +210,7 @@ def float_power(input, exponent):
 def heaviside(input, values):
     """0 where input < 0, values where input == 0, 1 where input > 0, as torch.heaviside (no
     derivative: backward through it raises)."""
-    O._check_tensor(input, "heaviside")
-    O._check_tensor(values, "heaviside", "values")
+    O._check_tensors("heaviside", (input, values), ("input", "values"))     # (values is position 2)
     if input.dtype is not values.dtype:
         raise RuntimeError("heaviside is not yet implemented for tensors with different dtypes.")
     return apply(PRIMITIVES["heaviside"], (input, values), {})
@@ -255,6 +256,7 @@ def addcmul(input, tensor1, tensor2, *, value=1):
 
 def addcdiv(input, tensor1, tensor2, *, value=1):
     """input + value * tensor1 / tensor2, as torch.addcdiv (integer operands raise, as torch's)."""
+    O._check_tensors("addcdiv", (input, tensor1, tensor2), ("input", "tensor1", "tensor2"))
     if not tensor1.dtype.is_floating_point and not tensor2.dtype.is_floating_point:
         raise RuntimeError(
             "Integer division with addcdiv is no longer supported, and in a future  release addcdiv will perform a "
@@ -493,7 +495,8 @@ def nan_to_num(input, nan=0.0, posinf=None, neginf=None):
     lo = float(info.min) if neginf is None else float(neginf)
     out = O.where(O.isnan(input), float(nan), input)
     out = O.where(input == math.inf, hi, out)
-    return keep_saved(O.where(input == -math.inf, lo, out), input)     # (torch's node saves its input)
+    out = keep_saved(O.where(input == -math.inf, lo, out), input)      # (torch's node saves its input)
+    return out if out.__class__ is Proxy else rename_grad_fn(out, "NanToNumBackward0")
 
 
 def argwhere(input):
@@ -692,7 +695,7 @@ def _index_mask(input, d, index, op):
     index = index.reshape(-1)
     if lo < 0:
         index = O.where(index < 0, index + n, index)
-    hit = O.scatter(zeros(n), 0, index, value=1.0) > 0
+    hit = O.scatter(zeros(n, device=index.device if index.is_cuda else None), 0, index, value=1.0) > 0
     shape = [1] * max(input.ndim, 1)
     shape[d] = n
     return hit.reshape(*shape) if input.ndim else hit.reshape(())
@@ -708,9 +711,13 @@ def index_fill(input, dim, index, value):
         # a number: masked_fill's checked conversion, as torch's (index_fill(x16, 0, i, 70000) raises
         # "value cannot be converted to type c10::Half without overflow"; a full() of it gave inf,
         # and -1 into uint8 is 255, where a compiled full() raised OverflowError)
-        return O.masked_fill(input, _index_mask(input, d, index, "index_fill"), value)
-    O.check_scalar_value(value, input.dtype, "index_fill")
-    return O.where(_index_mask(input, d, index, "index_fill"), value.to(input.dtype), input)
+        out = O.masked_fill(input, _index_mask(input, d, index, "index_fill"), value)
+    else:
+        O.check_scalar_value(value, input.dtype, "index_fill")
+        out = O.where(_index_mask(input, d, index, "index_fill"), value.to(input.dtype), input)
+    if out.__class__ is Proxy:
+        return out
+    return rename_grad_fn(out, "IndexFillBackward1" if isinstance(value, Tensor) else "IndexFillBackward0")
 
 
 def index_copy(input, dim, index, source):

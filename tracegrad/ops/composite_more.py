@@ -59,6 +59,7 @@ CROSS_WARNING = ("Using torch.cross without specifying the dim arg is deprecated
 def cross(input, other, dim=None):
     """torch.cross: linalg.cross along dim, by default the first dim of size 3 (deprecated, with
     torch's warning)."""
+    O._check_tensors("cross", (input, other), ("input", "other"))
     if dim is None:
         if not _WARNED["cross"]:            # once a process, as torch's TORCH_WARN_ONCE
             _WARNED["cross"] = True
@@ -70,6 +71,7 @@ def cross(input, other, dim=None):
 
 def inner(input, other):
     """The sum over the last dims of input and other: shape input.shape[:-1] + other.shape[:-1]."""
+    O._check_tensors("inner", (input, other), ("input", "other"))
     if input.ndim == 0 or other.ndim == 0:
         return input * other
     if input.shape[-1] != other.shape[-1]:
@@ -129,6 +131,7 @@ def kron(input, other):
     the operands multiply as _unsafe_views: torch's MulBackward0 saves those, so input or other
     written before the backward does not raise (it raised here) and the gradient reads their
     data as written."""
+    O._check_tensors("kron", (input, other), ("input", "other"))
     nd = max(input.ndim, other.ndim)
     ai = _unsafe_view(input, tuple(x for n in (1,) * (nd - input.ndim) + tuple(input.shape) for x in (n, 1)))
     bi = _unsafe_view(other, tuple(x for n in (1,) * (nd - other.ndim) + tuple(other.shape) for x in (1, n)))
@@ -163,6 +166,7 @@ def addbmm(input, batch1, batch2, *, beta=1, alpha=1):
 
 def dist(input, other, p=2):
     """The p-norm of input - other (broadcast), as torch.dist."""
+    O._check_tensors("dist", (input, other), ("input", "other"))
     # (torch's node saves both operands and the norm, whatever p is)
     return keep_saved(rename_grad_fn(O.norm((input - other).reshape(-1), p), "DistBackward0"), input, (other,),
                       result=True)
@@ -377,7 +381,7 @@ def _cumulative_extreme(input, dim, name, better):
                 take &= ~(np.isnan(best) & ~np.isnan(v))              # a NaN, once seen, stays
             idx[..., i] = np.where(take, i, idx[..., i - 1] if i else 0)
             best = np.where(take, v, best)
-    index = tensor(np.moveaxis(idx, -1, d).reshape(tuple(input.shape)))
+    index = tensor(np.moveaxis(idx, -1, d).reshape(tuple(input.shape)), device=input.device if input.is_cuda else None)
     values = O.gather(input, d, index) if input.ndim else input.clone()
     out = O._return_type(name)
     # torch's node saves self and the indices (cummaxmin_backward(grad, self, indices, dim))

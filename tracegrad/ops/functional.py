@@ -16,7 +16,7 @@ from ..tensor import Tensor, Above, _VALUE_READS, memory_format, check_format_ra
 from ..ir.symbolic import Sym
 from ..ir.layout import dense_order, suggested_order, suggested_format, memory_format_order
 from ..grad_mode import STATE
-from ..tracing import apply, rename_grad_fn, keep_saved, TRACING, _ACTIVE, Proxy
+from ..tracing import apply, rename_grad_fn, keep_saved, TRACING, _ACTIVE, Proxy, note_composite_inputs
 from . import shapes as S
 from .primitives import PRIMITIVES as P, FrontEnd, check_index_bounds, check_index_select_bounds, sum_to
 from .primitives import _check_float, _overflow, check_value_fits, may_not_fit
@@ -171,13 +171,30 @@ def round(input, *, decimals=None):
     return apply(_round_prim, (input,), {"decimals": decimals})
 
 
+def _check_tensors(op, args, names):
+    """torch's TypeError for a Python number (or anything else) where `op` takes tensors alone."""
+    for k, (a, n) in enumerate(zip(args, names)):
+        if not isinstance(a, Tensor):
+            raise TypeError(f"{op}(): argument '{n}' (position {k + 1}) must be Tensor, not {type(a).__name__}")
+
+
+# torch's functions of two tensors with no overload for a Python number: maximum(x, 2.) is a TypeError
+# (clamp_min is the number's form), logical_and(x, True) too
+_TENSORS_ONLY = frozenset(("maximum", "minimum", "logical_and", "logical_or", "logical_xor"))
+
+
 def _binary(name):
     prim = P[name]
+    strict = name in _TENSORS_ONLY
 
     def op(input, other, *, out=None):
         if out is not None:
-            _check_out_overlap(out, (input, other))
-            return _into_out(name, op(input, other), out, (input, other))
+            _check_out_operands(name, (input, other), {})
+            if isinstance(out, Tensor):
+                _check_out_overlap(out, (input, other))
+            return _write_out(op(input, other), out, name)
+        if strict and not (isinstance(input, Tensor) and isinstance(other, Tensor)):
+            _check_tensors(name, (input, other), ("input", "other"))
         if not isinstance(input, Tensor):
             if isinstance(other, Tensor) and isinstance(input, _Scalar):
                 return apply(prim, (_scalar(input), other), {})
@@ -187,6 +204,44 @@ def _binary(name):
     return op
 
 
+# torch's out= overloads that take tensors alone where its plain call also takes a Python number
+# (where(c, x, 0.) runs, where(c, x, 0., out=o) is a TypeError): the names of their arguments, and
+# whether the first must be a tensor where the others may be numbers (eq(x, 2, out=o) runs, eq(2, x,
+# out=o) is a TypeError)
+_OUT_TENSOR_ARGS = {name: (("input", "other"), False) for name in (
+    "maximum", "minimum", "logical_and", "logical_or", "logical_xor", "atan2", "fmax", "fmin")}
+_OUT_TENSOR_ARGS.update({"where": (("condition", "input", "other"), False), "outer": (("input", "vec2"), False),
+                         "lerp": (("input", "end"), False),
+                         "addcmul": (("input", "tensor1", "tensor2"), False),
+                         "addcdiv": (("input", "tensor1", "tensor2"), False)})
+_OUT_TENSOR_ARGS.update({name: (("input", "other"), True) for name in (
+    "eq", "ne", "lt", "le", "gt", "ge", "remainder", "fmod", "bitwise_and", "bitwise_or", "bitwise_xor",
+    "bitwise_left_shift", "bitwise_right_shift")})
+
+
+def _check_out_operands(name, args, kwargs):
+    """torch's TypeError for a Python number where the out= overload of `name` takes a tensor."""
+    spec = _OUT_TENSOR_ARGS.get(name)
+    if spec is None:
+        return
+    names, first_only = spec
+    given = list(args[:len(names)]) + [kwargs.get(n, _MISSING) for n in names[len(args):]]
+    for k, (a, n) in enumerate(zip(given, names)):
+        if a is _MISSING or isinstance(a, Tensor):
+            continue
+        if first_only:
+            if k:
+                return
+            got = ", ".join(type(v).__name__ for v in given if v is not _MISSING)
+            raise TypeError(f"{name}() received an invalid combination of arguments - got ({got}, out=Tensor), but "
+                            f"expected one of: (Tensor input, Tensor other, *, Tensor out) or (Tensor input, Number "
+                            f"other, *, Tensor out)")
+        raise TypeError(f"{name}(): argument '{n}' (position {k + 1}) must be Tensor, not {type(a).__name__}")
+
+
+_MISSING = object()
+
+
 def _check_out_overlap(out, operands):
     """torch's memory-overlap check of out= against the operands, after its refusal of out=
     with autograd (which torch raises first)."""
@@ -194,22 +249,6 @@ def _check_out_overlap(out, operands):
                                                                  for a in operands)):
         return
     Above.check_overlap(out, operands)
-
-
-def _into_out(name, result, out, args):
-    """An op's `out=` argument: the result is written into `out` (resized to fit, as torch
-    does); autograd does not record it, so torch's error where anything requires grad."""
-    if STATE.grad_enabled and (out.requires_grad or
-                               builtins.any(isinstance(a, Tensor) and a.requires_grad for a in args)):
-        raise RuntimeError(f"{name}(): functions with out=... arguments don't support automatic differentiation, "
-                           f"but one of the arguments requires grad.")
-    data = result._data.astype(out._data.dtype, copy=False)
-    if tuple(out.shape) == tuple(result.shape):
-        np.copyto(out._data, data)
-    else:
-        out._data = np.array(data, copy=True)
-    out._vc[0] += 1
-    return out
 
 
 for _n in ("mul", "maximum", "minimum", "eq", "ne", "lt", "le", "gt", "ge", "logical_and", "logical_or",
@@ -251,7 +290,7 @@ def _floor_low(input, other):
 
 def floor_divide(input, other, *, out=None):
     if out is not None:
-        return _into_out("floor_divide", floor_divide(input, other), out, (input, other))
+        return _write_out(floor_divide(input, other), out, "floor_divide")
     if not isinstance(input, Tensor):
         if isinstance(other, Tensor) and isinstance(input, _Scalar):
             input = _scalar(input)
@@ -287,7 +326,7 @@ def _scaled(a, alpha, other):
     # "value cannot be converted to type c10::Half without overflow" (tracegrad gave inf)
     check_value_fits(alpha, d)
     if d is D.bool_:
-        return a if alpha else logical_and(a, False)
+        return a if alpha else zeros_like(a) if isinstance(a, Tensor) else False     # (a bool tensor: False)
     if isinstance(a, Tensor) and a._dtype is not d:
         # in the op's dtype, as torch computes alpha * other: int8 127 * 3 beside a float32 0-dim
         # tensor is 381, not int8's wrapped 125; a bool tensor * 3 beside an int32 one is int32
@@ -295,11 +334,21 @@ def _scaled(a, alpha, other):
     return a * alpha
 
 
+def _with_alpha(out, alpha, *inputs):
+    """add, sub and rsub with alpha != 1: their node's inputs for a direct call (y.grad_fn(g)) are
+    the op's, not alpha * other's (add(x, y, alpha=2).grad_fn(g) gave g for y where torch gives 2g)."""
+    if alpha != 1 and out.__class__ is not Proxy and out._grad_fn is not None:
+        note_composite_inputs(out._grad_fn, None, tuple(
+            t if isinstance(t, Tensor) and t._dtype.is_floating_point else None for t in inputs))
+    return out
+
+
 def add(input, other, *, alpha=1):
     if not isinstance(input, Tensor):
         input, other = other, input
     other = _operand(other, "add")
-    return apply(_add, (input, _scaled(other, alpha, input)), {})
+    out = apply(_add, (input, _scaled(other, alpha, input)), {})
+    return out if alpha == 1 else _with_alpha(out, alpha, input, other)
 
 
 def sub(input, other, *, alpha=1):
@@ -307,7 +356,8 @@ def sub(input, other, *, alpha=1):
         return rsub(other, input, alpha=alpha)
     other = _operand(other, "sub")
     _check_bool_sub(input, other)
-    return apply(_sub, (input, _scaled(other, alpha, input)), {})
+    out = apply(_sub, (input, _scaled(other, alpha, input)), {})
+    return out if alpha == 1 else _with_alpha(out, alpha, input, other)
 
 
 subtract = sub
@@ -317,7 +367,8 @@ def rsub(input, other, *, alpha=1):
     """other - alpha * input"""
     other = _operand(other, "rsub")
     _check_bool_sub(input, other)
-    return apply(_rsub, (_scaled(input, alpha, other), other), {})
+    out = apply(_rsub, (_scaled(input, alpha, other), other), {})
+    return out if alpha == 1 else _with_alpha(out, alpha, input, other)
 
 
 def div(input, other, *, rounding_mode=None):
@@ -472,12 +523,23 @@ def full(size, fill_value, *, dtype=None, requires_grad=False):
     return _full(size, fill_value, dtype=dtype, requires_grad=requires_grad)
 
 
+def _device_of(t):
+    """A device tensor's device, for a tensor made like it (None: CPU, and a traced value, whose
+    program places its constants)."""
+    d = t._data if t.__class__ is not Proxy else None
+    return None if d is None or d.__class__ is np.ndarray else t.device
+
+
 def zeros_like(input, *, dtype=None, requires_grad=False):
-    return full(tuple(input.shape), 0, dtype=dtype or input.dtype, requires_grad=requires_grad)
+    # on input's device, as torch's: a CPU zeros beside a CUDA tensor raised "Expected all tensors to
+    # be on the same device" (multi_margin_loss, hinge_embedding_loss, median's backward, ...)
+    return _full(tuple(input.shape), 0, dtype=dtype or input.dtype, device=_device_of(input),
+                 requires_grad=requires_grad)
 
 
 def ones_like(input, *, dtype=None, requires_grad=False):
-    return full(tuple(input.shape), 1, dtype=dtype or input.dtype, requires_grad=requires_grad)
+    return _full(tuple(input.shape), 1, dtype=dtype or input.dtype, device=_device_of(input),
+                 requires_grad=requires_grad)
 
 
 def lerp(input, end, weight):
@@ -1592,12 +1654,14 @@ def mv(input, vec):
 
 
 def dot(input, other):
+    _check_tensors("dot", (input, other), ("input", "tensor"))
     if input.ndim != 1 or other.ndim != 1:
         raise RuntimeError(f"1D tensors expected, but got {input.ndim}D and {other.ndim}D tensors")
     return matmul(input, other)
 
 
 def outer(input, vec2):
+    _check_tensors("outer", (input, vec2), ("input", "vec2"))
     # (tracegrad flattened a 2-d operand into an outer product of its elements)
     for name, v in (("self", input), ("vec2", vec2)):
         if isinstance(v, Tensor) and v.ndim != 1:
@@ -1980,6 +2044,7 @@ def _takes_out(fn, checked=True):
     def op(*args, out=None, **kwargs):
         if out is None:
             return fn(*args, **kwargs)
+        _check_out_operands(fn.__name__, args, kwargs)
         operands = [a for x in list(args) + list(kwargs.values())
                     for a in (x if isinstance(x, (list, tuple)) else (x,))]
         outs = out if isinstance(out, (list, tuple)) else (out,)

@@ -86,8 +86,7 @@ def mvlgamma(input, p):
 
 
 def atan2(input, other):
-    if not isinstance(other, Tensor):
-        other = O._t(other) if hasattr(O, "_t") else O.full((), other)
+    O._check_tensors("atan2", (input, other), ("input", "other"))     # (no overload takes a number)
     return apply(P["atan2"], (input, other), {})
 
 
@@ -246,7 +245,7 @@ def median(input, dim=None, keepdim=False):
     """The lower median; NaN where the values hold a NaN (as torch.median)."""
     def pos(x, d, n):
         nans = O.sum(O.isnan(x), d, keepdim=True)
-        return O.where(nans > 0, n - nans, O.full(tuple(nans.shape), (n - 1) // 2, dtype=D.int64))
+        return O.where(nans > 0, n - nans, (n - 1) // 2)     # (no CPU full beside a device tensor)
     return lower_median(input, dim, keepdim, "median", pos)
 
 
@@ -338,8 +337,7 @@ def _quantile(input, q, dim, keepdim, interpolation, ignore_nan, name):
             rank = (valid - 1).to(x.dtype) * float(qv)
             rank = O.clamp(rank, min=0)
         else:
-            rank = O.full(tuple(1 if i == d else s for i, s in enumerate(x.shape)), float(qv) * (n - 1),
-                          dtype=x.dtype)
+            rank = O.zeros_like(O.narrow(vals, d, 0, 1)) + float(qv) * (n - 1)     # (on x's device)
         if interpolation == "lower":
             rank = O.floor(rank)
         elif interpolation == "higher":
@@ -451,15 +449,26 @@ def repeat_interleave(input, repeats=None, dim=None, *, output_size=None):
     n = x.shape[d]
     if isinstance(repeats, Tensor) and repeats.dtype is not D.int64 and repeats.dtype is not D.int32:
         raise NotImplementedError(f"\"repeat_interleave_cpu\" not implemented for '{D.SCALAR_NAME[repeats.dtype]}'")
-    r = repeats.detach().numpy() if isinstance(repeats, Tensor) else repeats
+    r = repeats.detach().cpu().numpy() if isinstance(repeats, Tensor) else repeats
     r = np.broadcast_to(np.asarray(r, dtype=np.int64), (n,)) if np.ndim(r) == 0 or np.size(r) == 1 else np.asarray(r)
     if r.shape != (n,):
         raise RuntimeError("repeats must have the same size as input along dim, but got repeats.size(0) = "
                            f"{r.shape[0]} and input.size({d}) = {n}")
     if np.any(r < 0):
         raise RuntimeError("repeats can not be negative")
-    idx = tensor(np.repeat(np.arange(n), r).astype(np.int64))
-    return rename_grad_fn(O.index_select(x, d, idx), "RepeatInterleaveBackward0") if x.ndim else x
+    if not x.ndim:
+        return x
+    if not isinstance(repeats, Tensor):
+        # torch's scalar overload: unsqueeze, expand, a contiguous clone and a flatten (its node is
+        # the view's, ViewBackward0, not RepeatInterleaveBackward0, a name torch has not)
+        k = int(r[0]) if n else int(np.asarray(repeats))
+        y = O.unsqueeze(x, d + 1)
+        return O.reshape(O.clone(O.expand(y, tuple(k if i == d + 1 else s for i, s in enumerate(y.shape)))),
+                         tuple(x.shape[:d]) + (x.shape[d] * k,) + tuple(x.shape[d + 1:]))
+    # torch's tensor overload: an index_select by the repeated positions (IndexSelectBackward0), the
+    # index on input's device
+    idx = tensor(np.repeat(np.arange(n), r).astype(np.int64), device=x.device if x.is_cuda else None)
+    return O.index_select(x, d, idx)
 
 
 def index_add(input, dim, index, source, *, alpha=1):

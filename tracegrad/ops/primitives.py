@@ -62,12 +62,12 @@ class Primitive:
     __slots__ = ("name", "inputs", "variadic", "dtype_rule", "shape", "impl", "vjp", "saves", "grad_fn",
                  "view", "nondiff_outputs", "multi", "triton", "elementwise", "reduction", "cast", "_node_cls",
                  "_save_pos", "needs", "takes_ctx", "eager", "opmath", "checked", "chunk_impl", "pieces", "layout",
-                 "torch_saved_outputs", "order")
+                 "torch_saved_outputs", "order", "edges")
 
     def __init__(self, name, inputs, impl, *, shape, dtype, vjp=None, saves=(), grad_fn=None, view=False,
                  multi=False, nondiff_outputs=(), elementwise=False, reduction=False, triton=None, cast=None,
                  needs=None, takes_ctx=False, eager=None, refuse=None, opmath=None, checked=((), False),
-                 chunk_impl=None, pieces=None, layout=None, torch_saved_outputs=None, order=None):
+                 chunk_impl=None, pieces=None, layout=None, torch_saved_outputs=None, order=None, edges=None):
         self.name = name
         self.variadic = inputs.startswith("*")
         self.inputs = tuple(inputs.lstrip("*").split()) if inputs else ()
@@ -125,7 +125,24 @@ class Primitive:
         # others are held for the derivative's shapes alone and not checked against writes (max(x, 1)'s
         # node saves its indices, not its values: written, they still differentiate in torch)
         self.torch_saved_outputs = torch_saved_outputs
+        # the arguments torch's node has an edge for (its next_functions; a direct call's gradients,
+        # y.grad_fn(g)): None, each tensor but an index, mask or condition (derivatives.yaml's
+        # non_differentiable inputs) and no Python number (torch's Scalar overloads: pow(x, 2) and
+        # clamp(x, 0, 1) have one edge); "numbers", a number too (torch wraps it as a tensor with no
+        # grad_fn: x + 2 and where(c, x, 0.) have two); or (argument metas) -> the positions
+        self.edges = edges
         PRIMITIVES[name] = self
+
+    def torch_edges(self, args_meta):
+        """The positions among a node's arguments (a tensor's (shape, dtype), else the value)
+        that torch's node has edges for (Primitive.edges)."""
+        edges = self.edges
+        if edges is not None and edges != "numbers":
+            return edges(args_meta)
+        names, last = self.inputs, len(self.inputs) - 1
+        return tuple(i for i, a in enumerate(args_meta)
+                     if names[min(i, last)] not in _NONDIFF_INPUTS
+                     and (a.__class__ is tuple or (edges == "numbers" and a is not None)))
 
     def result_layout(self, params):
         """This call's layout rule (Primitive.layout)."""
@@ -156,6 +173,10 @@ class Primitive:
 
     def __repr__(self):
         return f"<primitive {self.name}>"
+
+
+# inputs torch's derivatives.yaml calls non_differentiable: its nodes have no edge for them
+_NONDIFF_INPUTS = frozenset(("cond", "mask", "index", "idx"))
 
 
 # -- dtype rules: (args) -> (compute dtype or None for "leave inputs alone", output dtype) --
@@ -803,7 +824,8 @@ def _piecewise_vjp(g, out, x, y, **p):
 Primitive("piecewise", "x y", lambda x, y, **p: y, shape=lambda x, y, **p: tuple(y.shape),
           dtype=lambda args: (None, args[1]._dtype),
           vjp=_piecewise_vjp,
-          saves="x", grad_fn=lambda a, p: p["fwd_name"], elementwise=True, triton=T.Expr("{1}"))
+          saves="x", grad_fn=lambda a, p: p["fwd_name"], elementwise=True, triton=T.Expr("{1}"),
+          edges=lambda a: (0,))           # (y is the composite's value, no input of torch's node)
 # -- elu, celu and selu: the value y is their composite's (nn/functional.py), `elu(x, y)` gives it
 # torch's derivative, elu_backward(g, x): x <= 0 ? g * input_scale * (alpha * scale) *
 # exp(x * input_scale) : g * scale, or from the result (`is_result`, the in-place forms, whose
@@ -1070,6 +1092,8 @@ def _clamp_kernel(x, lo, hi, op=None):
 Primitive("clamp", "x min max", _clamp_kernel, shape=_bcast_shape, dtype="promote",
           vjp=_clamp_vjp, saves="x min max", grad_fn=_clamp_name, elementwise=True, refuse={0: _clamp_no_bool},
           checked=((1, 2), True),
+          # clamp(x, 0, 1) is torch's clamp.Scalar (one edge), clamp(x, t, None) its clamp.Tensor (three)
+          edges=lambda a: (0, 1, 2) if any(m.__class__ is tuple for m in a[1:]) else (0,),
           triton=T.clamp)
 
 
@@ -1093,22 +1117,23 @@ Primitive("logical_not", "x", np.logical_not, shape=_unary_shape, dtype="logical
 
 
 def binary(name, fn, vjp, saves, dtype="promote", grad_fn=None, needs=None, refuse=None, triton=None,
-           opmath=None, checked=((), False), chunk_impl=None):
+           opmath=None, checked=((), False), chunk_impl=None, edges=None):
     return Primitive(name, "x y", fn, shape=_bcast_shape, dtype=dtype, vjp=vjp, saves=saves,
                      grad_fn=grad_fn or f"{name.capitalize()}Backward0", elementwise=True, needs=needs,
-                     refuse=refuse, triton=triton, opmath=opmath, checked=checked, chunk_impl=chunk_impl)
+                     refuse=refuse, triton=triton, opmath=opmath, checked=checked, chunk_impl=chunk_impl,
+                     edges=edges)
 
 
-binary("add", np.add, lambda g, out, x, y: (g, g), "", triton=T.binop("+"))
-binary("sub", np.subtract, lambda g, out, x, y: (g, -g), "", triton=T.binop("-"))
+binary("add", np.add, lambda g, out, x, y: (g, g), "", triton=T.binop("+"), edges="numbers")
+binary("sub", np.subtract, lambda g, out, x, y: (g, -g), "", triton=T.binop("-"), edges="numbers")
 binary("rsub", lambda x, y: np.subtract(y, x), lambda g, out, x, y: (-g, g), "",
        grad_fn=lambda a, p: "RsubBackward0" if _is_tensor(a[1]) else "RsubBackward1", triton=T.Expr("{1} - {0}"))
 binary("mul", np.multiply, lambda g, out, x, y: (g * y, g * x), "x y", needs={"x": "y", "y": "x"}, triton=T.binop("*"),
-       opmath=1)
+       opmath=1, edges="numbers")
 # torch's DivBackward0 saves self and other, not the result (-grad * ((self / other) / other)): an
 # in-place op on the quotient leaves the backward valid, one on the dividend does not
 binary("div", np.true_divide, lambda g, out, x, y: (g / y, -g * ((x / y) / y)), "x y", dtype="promote_float",
-       needs={"x": "y", "y": "x y"}, triton=T.true_div, opmath=1)
+       needs={"x": "y", "y": "x y"}, triton=T.true_div, opmath=1, edges="numbers")
 
 
 def _integer_division(fn):
@@ -1243,7 +1268,7 @@ Primitive("div_rounding", "x y", _integer_division(
     _floor_divide(x, y, low) if rounding_mode == "floor" else _trunc_divide(x, y)),
           shape=_bcast_shape, dtype="promote",
           vjp=lambda g, out, x, y, rounding_mode: (_zeros_like(g), _zeros_like(g) if _is_tensor(y) else None),
-          grad_fn="DivBackward2", elementwise=True, triton=T.div_rounding, opmath=1)
+          grad_fn="DivBackward2", elementwise=True, triton=T.div_rounding, opmath=1, edges="numbers")
 binary("maximum", np.maximum, lambda g, out, x, y: (_max_split(g, x, y), _max_split(g, y, x)), "x y", triton=T.maximum)
 binary("minimum", np.minimum, lambda g, out, x, y: (_max_split(g, y, x), _max_split(g, x, y)), "x y", triton=T.minimum)
 
@@ -1453,7 +1478,7 @@ def _where(c, x, y):
 Primitive("where", "cond x y", _where, shape=_bcast_shape, dtype="where",
           vjp=lambda g, out, c, x, y: (None, F.where(c, g, 0), F.where(c, 0, g)), saves="cond",
           grad_fn="WhereBackward0", elementwise=True, cast=(1, 2), triton=T.Expr("tl.where({0}, {1}, {2})", cast=True),
-          checked=((1, 2), False))
+          checked=((1, 2), False), edges="numbers")
 # value: a Python number or a 0-dim tensor (MaskedFillBackward1, differentiable)
 Primitive("masked_fill", "x mask value", lambda x, m, v: np.where(m, np.asarray(v, x.dtype), x),
           shape=_bcast_shape, dtype=lambda args: (args[0]._dtype, args[0]._dtype), cast=(2,),

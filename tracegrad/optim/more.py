@@ -247,15 +247,28 @@ class Rprop(Optimizer):
                              step_size=Tensor._make(np.full_like(g, _scalar(group["lr"])), p.grad._dtype))
             _step(state)
             prev, size = state["prev"]._data, state["step_size"]._data
-            sign = np.sign(g * prev)
-            flip = sign < 0
-            sign = np.where(sign > 0, dt(etaplus), np.where(flip, dt(etaminus), np.where(sign == 0, dt(1), sign)))
-            size *= sign
-            np.clip(size, dt(lo), dt(hi), out=size)
-            g = np.where(sign == dt(etaminus), dt(0), g)
-            x += np.sign(g) * dt(-1) * size
-            prev[...] = g
+            if x.__class__ is np.ndarray:
+                _rprop(x, g, prev, size, dt, etaminus, etaplus, lo, hi)
+            else:
+                # a device parameter: the update on host copies, written back (numpy's sign and where
+                # of device arrays are host arrays, beside which the device step size raised "Expected
+                # all tensors to be on the same device")
+                hx, hprev, hsize = np.array(x), np.array(prev), np.array(size)
+                _rprop(hx, np.array(g), hprev, hsize, dt, etaminus, etaplus, lo, hi)
+                x[...], prev[...], size[...] = hx, hprev, hsize
             _finish([p, state["prev"], state["step_size"]])
+
+
+def _rprop(x, g, prev, size, dt, etaminus, etaplus, lo, hi):
+    """Rprop's update of x, prev and size, in place."""
+    sign = np.sign(g * prev)
+    flip = sign < 0
+    sign = np.where(sign > 0, dt(etaplus), np.where(flip, dt(etaminus), np.where(sign == 0, dt(1), sign)))
+    size *= sign
+    np.clip(size, dt(lo), dt(hi), out=size)
+    g = np.where(sign == dt(etaminus), dt(0), g)
+    x += np.sign(g) * dt(-1) * size
+    prev[...] = g
 
 
 class ASGD(Optimizer):
