@@ -44,6 +44,16 @@ def third(lib, f, x):
     return y, g1, g2, g3
 
 
+def speculating(seed, n):
+    """tanh2 compiled, called SPECULATES times torch's way (third): its next call speculates.
+    -> (the compiled function, its input, torch's twin of the input)."""
+    cl = tg.compile(tanh2(tg))
+    x, tx = pair(np.random.default_rng(seed).standard_normal(n))
+    for _ in range(SPECULATES):
+        third(tg, cl, x)
+    return cl, x, tx
+
+
 def pending(t):
     """A speculated tensor not made real yet (a recorded one is real, marked as the chain's)."""
     run = t.__dict__.get("_cr") if type(t) is chain._Pending else None
@@ -110,11 +120,7 @@ def test_hessian_vector_product_with_lists_and_builtin_sum_matches_torch():
 
 
 def test_reading_a_value_mid_chain_runs_the_steps_as_written():
-    xs = np.random.default_rng(3).standard_normal(30)
-    cl = tg.compile(tanh2(tg))
-    x, tx = pair(xs)
-    for _ in range(SPECULATES):
-        third(tg, cl, x)
+    cl, x, tx = speculating(3, 30)
     ty, t1, t2, t3 = third(torch, tanh2(torch), tx)
     y = cl(x)
     (g1,) = tg.autograd.grad(y, x, create_graph=True)
@@ -136,11 +142,7 @@ def test_reading_a_value_mid_chain_runs_the_steps_as_written():
 @pytest.mark.parametrize("use", ["grad_fn", "is_leaf", "backward", "numpy", "repr", "mul_scalar_kw", "retain_grad",
                                  "other_op", "no_grad_step", "register_hook", "stride"])
 def test_any_other_use_of_a_pending_tensor_settles_the_chain_first(use):
-    xs = np.random.default_rng(4).standard_normal(20)
-    cl = tg.compile(tanh2(tg))
-    x, tx = pair(xs)
-    for _ in range(SPECULATES):
-        third(tg, cl, x)
+    cl, x, tx = speculating(4, 20)
     y = cl(x)
     (g1,) = tg.autograd.grad(y, x, create_graph=True)
     s = g1.sum()
@@ -187,11 +189,7 @@ def test_any_other_use_of_a_pending_tensor_settles_the_chain_first(use):
 
 
 def test_results_of_a_finished_chain_keep_their_values_and_get_their_graphs_when_used():
-    xs = np.random.default_rng(5).standard_normal(25)
-    cl = tg.compile(tanh2(tg))
-    x, tx = pair(xs)
-    for _ in range(SPECULATES):
-        third(tg, cl, x)
+    cl, x, tx = speculating(5, 25)
     y, g1, g2, g3 = third(tg, cl, x)
     ty, t1, t2, t3 = third(torch, tanh2(torch), tx)
     assert pending(y) and pending(g1) and pending(g2) and not pending(g3)
@@ -211,11 +209,7 @@ def test_results_of_a_finished_chain_keep_their_values_and_get_their_graphs_when
 
 
 def test_an_input_changed_in_place_after_the_chain_keeps_values_and_refuses_the_graph():
-    xs = np.random.default_rng(6).standard_normal(10)
-    cl = tg.compile(tanh2(tg))
-    x, tx = pair(xs)
-    for _ in range(SPECULATES):
-        third(tg, cl, x)
+    cl, x, tx = speculating(6, 10)
     y, g1, g2, g3 = third(tg, cl, x)
     ty, t1, _, _ = third(torch, tanh2(torch), tx)
     with tg.no_grad():
@@ -333,11 +327,7 @@ def test_an_error_in_a_step_raises_as_eager_and_ends_the_chain():
 
 
 def test_pending_tensors_dropped_before_the_last_step_leave_nothing_behind():
-    xs = np.random.default_rng(10).standard_normal(8)
-    cl = tg.compile(tanh2(tg))
-    x, tx = pair(xs)
-    for _ in range(SPECULATES):
-        third(tg, cl, x)
+    cl, x, tx = speculating(10, 8)
     for _ in range(3):
         y = cl(x)
         tg.autograd.grad(y, x, create_graph=True)
@@ -417,11 +407,7 @@ def test_recorded_results_are_tensors_to_user_code():
 
 
 def test_whole_chain_that_cannot_compile_runs_as_written_with_no_warning():
-    xs = np.random.default_rng(14).standard_normal(7)
-    cl = tg.compile(tanh2(tg))
-    x, tx = pair(xs)
-    for _ in range(SPECULATES):
-        third(tg, cl, x)
+    cl, x, tx = speculating(14, 7)
 
     def refuse(fn, **kw):
         def call(*args):
@@ -740,11 +726,7 @@ def test_hooks_registered_mid_chain_run_as_in_eager(hook):
 
 
 def test_a_hook_registered_between_two_grad_steps_runs_as_often_as_torchs():
-    xs = np.random.default_rng(23).standard_normal(6)
-    cl = tg.compile(tanh2(tg))
-    x, tx = pair(xs)
-    for _ in range(SPECULATES):
-        third(tg, cl, x)
+    cl, x, tx = speculating(23, 6)
     counts = {}
     for lib, f, x_ in ((tg, cl, x), (torch, tanh2(torch), tx)):
         n = []
@@ -771,11 +753,7 @@ def test_a_function_returning_one_tensor_twice_keeps_their_identity():
 
 
 def test_requires_grad_flipped_after_the_chain_then_a_graph_needed_replays_as_first_run():
-    xs = np.random.default_rng(25).standard_normal(9)
-    cl = tg.compile(tanh2(tg))
-    x, tx = pair(xs)
-    for _ in range(SPECULATES):
-        third(tg, cl, x)
+    cl, x, tx = speculating(25, 9)
     y, g1, g2, g3 = third(tg, cl, x)
     ty, t1, t2, t3 = third(torch, tanh2(torch), tx)
     assert pending(g1)
