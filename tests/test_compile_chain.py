@@ -787,3 +787,34 @@ def test_a_tensor_the_program_reads_passed_where_the_chain_took_an_input_runs_as
         (h,) = run(tg, cm, tg.tensor(xa), m.weight, vv)
         (th,) = run(torch, tm, torch.tensor(xa), tm.weight, tv)
         close(h, th)
+
+
+@pytest.mark.parametrize("change", ["constant", "op", "create_graph"])
+def test_a_chain_that_changes_for_good_gets_a_program_of_its_own(change):
+    """The calls follow one chain until it speculates, then another one for good (a constant,
+    an op, create_graph): the second chain is recorded and speculates in turn, and its whole
+    program is its own, not the first chain's (whose results alive at the end may be the same)."""
+    xs = np.random.default_rng(27).standard_normal(9)
+    cl = tg.compile(tanh2(tg))
+    x, tx = pair(xs)
+
+    def run(lib, f, x, second):
+        y = f(x)
+        (g1,) = lib.autograd.grad(y, x, create_graph=True)
+        if change == "constant":
+            s = g1.sum() * (3.0 if second else 2.0)
+        elif change == "op":
+            s = (g1 * g1).sum() if second else g1.sum()
+        else:
+            s = g1.sum()
+        (g2,) = lib.autograd.grad(s, x, create_graph=second and change == "create_graph")
+        return y, g2
+    seen = []
+    for i in range(3 * CALLS):
+        second = i >= CALLS
+        y, g2 = run(tg, cl, x, second)
+        seen.append(pending(y))
+        ty, t2 = run(torch, tanh2(torch), tx, second)
+        close(g2, t2)
+        close(np.array(y.tolist()), ty)
+    assert seen[CALLS - 1] and seen[-1]          # both chains speculated

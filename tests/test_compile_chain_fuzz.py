@@ -6,7 +6,8 @@ compiled function whose chains speculate, once through one whose chains are off 
 run as written, one program each). At one call after the chain speculates, one thing a user
 might do happens at a random point of the chain: read a value, use a result in another op,
 register a hook, write an input in place, enter no_grad, drop the results, ask for a grad_fn,
-change a constant, differentiate a result again. Both runs must then agree: the same values
+change a constant (in some seeds for good, so that a second chain speculates), differentiate a
+result again. Both runs must then agree: the same values
 (within test_compile_random's tolerance: the whole chain is one program), the same errors,
 the same grad_fn names, the same hook calls; the one difference allowed is the documented
 one, the in-place error a speculated chain raises where an input changed before its last
@@ -42,7 +43,7 @@ def _chain(plan, xs, f, vs, wts, dev, at, log):
     outs = f(*xs)
     maybe(list(outs))
     wrt = [x for x in xs if x.requires_grad]
-    k = 1.5 if not (dev == "constant" and at <= 1) else -2.5
+    k = -2.5 if dev == "constant" else 1.5
     loss = sum(((o * w).sum() * k for o, w in zip(outs, wts)), tg.zeros((), dtype=outs[0].dtype))
     maybe([loss])
     if not loss.requires_grad or not wrt:
@@ -117,11 +118,13 @@ def check_chain_deviation(seed, dtype=None):
     vs = [tg.tensor(v) for v in weights([tuple(x.shape) for x in wrt] or [()], seed + 1, dtype)]
     dev = DEVIATIONS[int(r.integers(0, len(DEVIATIONS)))]
     at = int(r.integers(0, 5))
+    # a changed constant that stays: the second chain is recorded and speculates in turn
+    persist = dev == "constant" and r.random() < 0.5
     speculated = False
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        for call in range(CALLS):
-            d = dev if call == CALLS - 2 else "none"
+        for call in range(CALLS + (4 if persist else 0)):
+            d = dev if call == CALLS - 2 or (persist and call > CALLS - 2) else "none"
             got, glog = _attempt(plan, arrays, req, dtype, fs, vs, wts, d, at)
             want, wlog = _attempt(plan, arrays, req, dtype, fp, vs, wts, d, at)
             rec = fs.last_program.chain if fs.last_program is not None else None

@@ -518,6 +518,7 @@ def _end(run):
         rec.default = run.default
         rec.held = run.held
         rec.same = 0
+        rec.programs = {}            # (the whole programs of the chain recorded before)
 
 
 def _unmark_all(run):
@@ -583,11 +584,14 @@ def _complete(run):
         return _fall_back(run, False)
     live = tuple([i for i, w in enumerate(run.objs) if w is not None and w() is not None])
     entry = rec.programs.get(live)
+    if entry is not None and entry[3] is not run.steps:
+        entry = None                 # (built for another chain: never run for this one)
     if entry is None:
         if len(rec.programs) >= MAX_PROGRAMS or rec.fn is None or rec.fn() is None:
             return _fall_back(run)
-        entry = rec.programs[live] = [_whole_chain(rec.fn(), run.steps, len(run.ext), rec.held, live), None, None]
-    whole, wp, p = entry
+        entry = rec.programs[live] = [_whole_chain(rec.fn(), run.steps, len(run.ext), rec.held, live), None, None,
+                                      run.steps]
+    whole, wp, p, _ = entry
     SUSPENDED[0] += 1
     try:
         if wp is not None and p is run.call[0] and not wp.evicted:
