@@ -592,6 +592,8 @@ def _complete(run):
         entry = rec.programs[live] = [_whole_chain(rec.fn(), run.steps, len(run.ext), rec.held, live), None, None,
                                       run.steps]
     whole, wp, p, _ = entry
+    out = run.steps[-1][3]
+    k = 1 if out[0] == "t" else len(out[1])
     SUSPENDED[0] += 1
     try:
         if wp is not None and p is run.call[0] and not wp.evicted:
@@ -599,10 +601,10 @@ def _complete(run):
             # what this call's guards (its program is the one it was traced with) and each step's
             # check (constants, inputs' metadata and layout) have checked already.
             res = RUN_ARRAYS[0](wp, run.ext)
-            if res is None:
-                res = RUN_PROGRAM[0](wp, run.ext, None)
-            else:
-                return _finish(run, live, wp, res)
+            if res is not None:
+                metas = wp.out_meta
+                return _finish(run, live, out, [Tensor._make(res[j], metas[j][1]) for j in range(k)], res[k:])
+            res = RUN_PROGRAM[0](wp, run.ext, None)
         else:
             res = whole(*run.ext)
             wp = whole.last_program
@@ -614,24 +616,13 @@ def _complete(run):
         return _fall_back(run)
     finally:
         SUSPENDED[0] -= 1
-    out = run.steps[-1][3]
-    k = 1 if out[0] == "t" else len(out[1])
-    final = res[0] if out[0] == "t" else tuple(res[:k])
-    for i, v in zip(live, res[k:]):
-        o = run.objs[i]()
-        if o is not None:
-            _DATA.__set__(o, v._data)
-    _done(run)
-    return final
+    return _finish(run, live, out, res[:k], [v._data for v in res[k:]])
 
 
-def _finish(run, live, wp, res):
-    """_complete's end for run_arrays' results of the whole chain's program wp."""
-    out = run.steps[-1][3]
-    k = 1 if out[0] == "t" else len(out[1])
-    metas = wp.out_meta
-    final = [Tensor._make(res[j], metas[j][1]) for j in range(k)]
-    for i, v in zip(live, res[k:]):
+def _finish(run, live, out, final, values):
+    """_complete's end: the results alive take their values (arrays); the last step's results
+    (tensors) return in its structure."""
+    for i, v in zip(live, values):
         o = run.objs[i]()
         if o is not None:
             _DATA.__set__(o, v)
@@ -686,15 +677,14 @@ def _realize(run):
         alive = [(i, o) for i, o in alive if o.__class__ is _Pending]
         if not alive:
             return
-        if run.done:
-            t = _changed(run)
-            if t is not None:
-                for _, o in alive:
-                    _stale(run, o, t)
-                return
-        elif _changed(run) is not None:
-            run.error = _stale_error(run.record, _changed(run))
-            raise run.error
+        t = _changed(run)
+        if t is not None:
+            if not run.done:
+                run.error = _stale_error(run.record, t)
+                raise run.error
+            for _, o in alive:
+                _stale(run, o, t)
+            return
         try:
             real = _replay(run)
         except Exception as e:
