@@ -63,9 +63,10 @@ from .tracing import _ANOMALY, _PROFILE
 LIVE = [0]              # runs open (recording or speculating): autograd.grad looks for steps while not 0
 SUSPENDED = [0]         # a chain's own program running: compiled calls and steps in it are plain
 NOT_STEP = object()
+MISS = object()         # (a speculated step that is not the chain's next: _advancer)
 REAL_GRAD = [None]      # autograd's grad without the step check (tracegrad.autograd plugs it in)
 RUN_PROGRAM = [None]    # compile's run_program (tracegrad.compile plugs it in)
-RUN_ARRAYS = [None]     # compile's run_arrays
+ARRAY_RUNNER = [None]   # compile's array_runner
 STALE_GRAD_FN = [None]  # compile's grad_fn for a result whose graph cannot be rebuilt
 COMPILER = [None]       # compile's CompiledFunction
 # saved_tensors_hooks contexts open and global module backward hooks (autograd.graph's counts,
@@ -104,7 +105,7 @@ class _Refused(Exception):
 class Record:
     """What followed the calls of one compiled program: the chain last recorded, how often in a
     row it repeated, and the whole-chain programs built for it."""
-    __slots__ = ("name", "fn", "steps", "ext_meta", "same", "changes", "state", "programs", "open", "matchers",
+    __slots__ = ("name", "fn", "steps", "ext_meta", "same", "changes", "state", "programs", "open", "advance",
                  "thread", "default", "held", "__weakref__")
 
     def __init__(self, program):
@@ -117,7 +118,7 @@ class Record:
         self.state = RECORD
         self.programs = {}          # results alive at the end -> CompiledFunction of the whole chain
         self.open = None            # the last call's run, while open
-        self.matchers = None        # a check of each step's arguments (_matcher), once READY
+        self.advance = None         # each step's check and pending results (_advancer), once READY
         self.thread = _get_ident()     # the thread whose calls it follows
         self.default = None            # the default dtype of the chain recorded
         self.held = ()                 # tensors the program reads itself that the steps take (_enc's "o")
@@ -193,13 +194,18 @@ def _enc(a, run):
     raise _Refused
 
 
-def _matcher(spec, n_ext, held):
-    """The check of one recorded step's arguments (_enc's spec) in a speculated run, as one
-    generated function `match(a, run)`: the same results, the inputs of those places (taken by
-    _take where new, from place n_ext on), the tensors the program reads itself (held), equal
-    constants of the same types. Written out, a step's check costs a fraction of a microsecond,
-    where a walk of the spec cost several."""
-    table = {"P": _Pending, "take": _take, "H": held}
+def _advancer(rec, pos, bound):
+    """A speculated run's step at place `pos` of the chain recorded in `rec`, as one generated
+    function `advance(kind, name, a, run)`: the step's check (the same op, in the same modes,
+    on the recording's thread; the same results, the inputs of those places, taken by _take
+    where new from place `bound` on, the tensors the program reads itself, equal constants of
+    the same types; before a derivative, no input's requires_grad flipped or hook registered
+    since) and then its pending results, or MISS. Written out, a step costs a microsecond or
+    two, where the walks of its spec and metadata cost several."""
+    kind, name, spec, out = rec.steps[pos]
+    table = {"P": _Pending, "take": _take, "H": rec.held, "S": STATE, "AN": _ANOMALY, "PR": _PROFILE,
+             "DD": _DEFAULT_DTYPE, "HC": HOOK_COUNTS, "GI": _get_ident, "MISS": MISS, "new": _new, "ref": _ref,
+             "KIND": kind, "NAME": name}
     conds = []
 
     def walk(expr, spec):
@@ -220,35 +226,140 @@ def _matcher(spec, n_ext, held):
         elif kind == "c" and (spec[2] is None or spec[2] is True or spec[2] is False):
             conds.append(f"{expr} is {spec[2]!r}")
         elif kind == "c" or kind == "f":
-            name = f"k{len(table)}"
-            table[name] = spec
-            conds.append(f"{expr}.__class__ is {name}[1]" if kind == "c" else f"{expr}.__class__ is float")
-            conds.append(f"{expr} == {name}[2]" if kind == "c" else f"{expr}.hex() == {name}[1]")
+            k = f"k{len(table)}"
+            table[k] = spec
+            conds.append(f"{expr}.__class__ is {k}[1]" if kind == "c" else f"{expr}.__class__ is float")
+            conds.append(f"{expr} == {k}[2]" if kind == "c" else f"{expr}.hex() == {k}[1]")
         else:
-            name = f"k{len(table)}"
-            table[name] = kind
-            conds.append(f"{expr}.__class__ is {name}")
+            k = f"k{len(table)}"
+            table[k] = kind
+            conds.append(f"{expr}.__class__ is {k}")
             conds.append(f"len({expr}) == {len(spec[1])}")
             for i, item in enumerate(spec[1]):
                 walk(f"{expr}[{i}]", item)
-    walk.bound = n_ext
+    walk.bound = bound
     walk("a", spec)
-    src = "def match(a, run):\n    return (" + "\n            and ".join(conds or ["True"]) + ")\n"
-    exec(compile(src, "<tracegrad:chain step check>", "exec"), table)
-    return table["match"], walk.bound
+    last = pos == len(rec.steps) - 1
+    if kind == "grad" or last:
+        # (a derivative sees hooks and requires_grad: any registered or flipped since the chain took
+        # its inputs makes the steps run as written; the inputs' requires_grad as taken is the recorded one)
+        for slot in range(walk.bound):
+            conds.append(f"run.ext[{slot}]._req is {bool(rec.ext_meta[slot][2])}")
+            conds.append(f"not run.ext[{slot}]._hooks and not run.ext[{slot}]._post_acc_hooks "
+                         f"and not run.ext[{slot}]._retains_grad")
+        for j in range(len(rec.held)):
+            conds.append(f"not H[{j}]._hooks and not H[{j}]._post_acc_hooks")
+    lines = ["def advance(kind, name, a, run):",
+             "    if kind != KIND or name != NAME or not S.grad_enabled or S.inference or AN[0] or PR[0] is not None \\",
+             "            or DD[0] is not run.default or HC[0][0] or HC[1][0]:",
+             "        return MISS"]
+    if pos:
+        lines += [f"    if GI() != {int(rec.thread)}:", "        return MISS"]
+    lines += ["    if not (" + "\n            and ".join(conds or ["True"]) + "):", "        return MISS",
+              f"    run.pos = {pos + 1}"]
+    if last:
+        lines += _completion(rec, pos, walk.bound, table)
+    else:
+        names = []
+        objs = _objs_before(rec, pos)
+        for m in ([out[1]] if out[0] == "t" else out[1]):
+            if m is None:
+                lines.append("    run.objs.append(None)")
+                names.append("None")
+                objs += 1
+                continue
+            k = f"m{len(table)}"
+            table[k] = m
+            t = f"t{len(names)}"
+            names.append(t)
+            lines += [f"    {t} = new(P)", f"    {t}._dtype = {k}[1]", f"    {t}._req = {bool(m[2])}",
+                      f"    d = {t}.__dict__", "    d['_cr'] = run", f"    d['_ci'] = {objs}", f"    d['_pm'] = {k}",
+                      f"    run.objs.append(ref({t}))"]
+            objs += 1
+        lines.append(f"    return {names[0]}" if out[0] == "t" else f"    return ({', '.join(names)},)")
+    src = "\n".join(lines) + "\n"
+    exec(compile(src, "<tracegrad:chain step>", "exec"), table)
+    return table["advance"], walk.bound
+
+
+def _completion(rec, pos, n_ext, table):
+    """The lines of the last step's code (_advancer) after its check: the whole chain's program
+    for the results alive, run without its guards (see _complete), and the values of those
+    results; _complete where there is none yet (or it needs run_program)."""
+    table.update({"LOCK": _LOCK, "CHANGED": _changed, "STALE": _stale_end, "SLOW": _complete, "FAILED": _failed,
+                  "SUSP": SUSPENDED, "SETD": _DATA.__set__, "LIVE": LIVE, "MAKE": Tensor._make})
+    out = rec.steps[pos][3]
+    k = 1 if out[0] == "t" else len(out[1])
+    objs = []                   # (the places of results that are tensors, not None)
+    i = 0
+    for step in rec.steps[:pos]:
+        for m in ([step[3][1]] if step[3][0] == "t" else step[3][1]):
+            if m is not None:
+                objs.append(i)
+            i += 1
+    changed = " or ".join([f"run.ext[{s}]._vc is not run.seen[{s}][0] or run.seen[{s}][0][0] != run.seen[{s}][1] "
+                           f"or run.ext[{s}]._data is not run.seen[{s}][2]" for s in range(n_ext)] + ["run.consts"])
+    lines = ["    with LOCK:",
+             f"        if {changed}:",
+             "            t = CHANGED(run)",
+             "            if t is not None:",
+             "                STALE(run, t)",
+             "        o = run.objs"]
+    lines += [f"        a{i} = o[{i}]()" for i in objs]
+    mask = " | ".join([f"(0 if a{i} is None else {1 << i})" for i in objs] or ["0"])
+    alive = ", ".join(f"a{i}" for i in objs)
+    lines += [f"        mask = {mask}",
+              "        e = run.record.programs.get(mask)",
+              "        if e is None or e[4] is None or e[3] is not run.steps or e[2] is not run.call[0] or e[1].evicted:",
+              f"            return SLOW(run, mask, [a for a in ({alive}{',' if len(objs) == 1 else ''}) if a is not None])",
+              "        SUSP[0] += 1",
+              "        try:",
+              "            res = e[4](run.ext)",
+              "        except Exception:",
+              "            return FAILED(run, mask)",
+              "        finally:",
+              "            SUSP[0] -= 1",
+              f"        j = {k}"]
+    for i in objs:
+        lines += [f"        if a{i} is not None:", f"            SETD(a{i}, res[j])", "            j += 1"]
+    lines += ["        run.done = run.closed = True",
+              "        LIVE[0] -= 1",
+              "        if run.record.open is run:",
+              "            run.record.open = None",
+              "        dt = e[1].out_meta"]
+    finals = [f"MAKE(res[{j}], dt[{j}][1])" for j in range(k)]
+    lines.append(f"        return {finals[0]}" if out[0] == "t" else f"        return ({', '.join(finals)},)")
+    return lines
+
+
+def _objs_before(rec, pos):
+    """How many results (None results included) the steps before place `pos` make."""
+    n = 0
+    for step in rec.steps[:pos]:
+        out = step[3]
+        n += 1 if out[0] == "t" else len(out[1])
+    return n
 
 
 def _take(a, run, slot):
-    """A speculated run's input of place `slot`, taken now: a tensor the chain can take, with
-    the metadata of the recorded chain's input there."""
-    if slot != len(run.ext) or not isinstance(a, Tensor) or a.__class__ is _Pending:
+    """A speculated run's input of place `slot`, taken now: a tensor the chain can take (as
+    _enc takes one), with the metadata of the recorded chain's input there."""
+    if slot != len(run.ext) or a.__class__ is _Pending or not isinstance(a, Tensor) or id(a) in run.ext_ids \
+            or a._hooks or a._post_acc_hooks or a._retains_grad or a._view is not None or a.__dict__:
         return False
-    try:
-        if _enc(a, run) != ("x", slot):
-            return False
-    except _Refused:
+    d = a._data
+    if d.__class__ is not np.ndarray:
         return False
-    return _meta(a) == run.record.ext_meta[slot]
+    read = run.call[0].read_ids
+    if read is not None and id(a) in read:
+        return False            # (one the program reads itself, where the recorded chain had an input)
+    m = run.record.ext_meta[slot]
+    if d.shape != m[0] or a._dtype != m[1] or a._req != m[2] or d.strides != m[3]:
+        return False
+    run.ext.append(a)
+    run.ext_ids[id(a)] = slot
+    run.seen.append((a._vc, a._vc[0], d, a._req))
+    return True
 
 
 def _changed(run):
@@ -260,18 +371,6 @@ def _changed(run):
         if t._vc is not vc or vc[0] != v or t._data is not data:
             return t
     return None
-
-
-def _flags_changed(run):
-    """An input's requires_grad flipped since the chain took it, or a hook was registered on it
-    or on a tensor the steps take by identity (its values are as they were)."""
-    for t, seen in zip(run.ext, run.seen):
-        if t._req is not seen[3] or t._hooks or t._post_acc_hooks or t._retains_grad:
-            return True
-    for t in run.held:
-        if t._hooks or t._post_acc_hooks:
-            return True
-    return False
 
 
 def _adopt(run, out):
@@ -313,33 +412,6 @@ def _enlist(run, t):
     return m
 
 
-def _pending(run, m):
-    """A tensor standing for a speculated step's result of metadata m: its dtype and requires_grad
-    set, its other slots left empty until the chain is settled (_Pending's properties)."""
-    t = _new(_Pending)
-    _DTYPE.__set__(t, m[1])
-    _REQ.__set__(t, m[2])
-    d = t.__dict__
-    d["_cr"] = run
-    d["_ci"] = len(run.objs)
-    d["_pm"] = m
-    run.objs.append(_ref(t))
-    return t
-
-
-def _pend(run, out):
-    if out[0] == "t":
-        return _pending(run, out[1])
-    res = []
-    for m in out[1]:
-        if m is None:
-            run.objs.append(None)
-            res.append(None)
-        else:
-            res.append(_pending(run, m))
-    return tuple(res)
-
-
 def _unmark(t):
     d = t.__dict__
     for k in _MARKS:
@@ -373,22 +445,21 @@ def on_call(fn, p, rec, args, kwargs, leaves, distinct):
         rec.state = OFF              # (what the program is does not change)
         return NOT_STEP
     run = Run(rec, rec.state is READY)
-    if not _plain_mode(run):
-        return NOT_STEP
+    if not run.spec and not _plain_mode(run):
+        return NOT_STEP             # (a speculated run's first check checks the modes)
     if rec.fn is None or rec.fn() is not fn:
         rec.fn = weakref.ref(fn)
     run.call = (p, leaves, distinct)
     if run.spec:
-        step = rec.steps[0]
-        if not rec.matchers[0](args, run):
+        out = rec.advance[0]("call", "", args, run)
+        if out is MISS:
             _missed(rec)
             return NOT_STEP
         if p.consts or run.held:
             run.consts = [(t, t._vc, t._vc[0], t._data) for t in list(p.consts) + list(run.held)]
-        run.pos = 1
         LIVE[0] += 1
         rec.open = run
-        return _pend(run, step[3])
+        return out
     try:
         spec = _enc(args, run)
     except _Refused:
@@ -443,21 +514,21 @@ def _step(run, kind, name, args, fn):
     if not run.spec:
         with _LOCK:
             return _record_step(run, kind, name, args, fn)
-    rec = run.record
-    pos = run.pos
-    step = run.steps[pos]
-    if step[0] != kind or step[1] != name or not _plain_mode(run) or _get_ident() != rec.thread \
-            or not rec.matchers[pos](args, run) or (kind == "grad" and _flags_changed(run)):
-        with _LOCK:
-            _missed(rec)
-            _realize(run)
-        return NOT_STEP
-    run.pos = pos + 1
-    if pos + 1 < len(run.steps):
-        out = step[3]
-        return _pending(run, out[1]) if out[0] == "t" else _pend(run, out)
+    return _advance(run, kind, name, args)
+
+
+def _advance(run, kind, name, args):
+    """A speculated run's step: its pending results (the last step's real ones), or NOT_STEP
+    where it is not the chain's next step (the steps before are made real)."""
+    out = run.record.advance[run.pos](kind, name, args, run)
+    return out if out is not MISS else _miss(run)
+
+
+def _miss(run):
     with _LOCK:
-        return _complete(run)
+        _missed(run.record)
+        _realize(run)
+    return NOT_STEP
 
 
 def _record_step(run, kind, name, args, fn):
@@ -505,10 +576,10 @@ def _end(run):
             and len(run.held) == len(rec.held) and all(a is b for a, b in zip(run.held, rec.held)):
         rec.same += 1
         if rec.same + 1 >= SAME_TO_SPECULATE and rec.state is RECORD:
-            bound, rec.matchers = 0, []
-            for step in steps:
-                m, bound = _matcher(step[2], bound, rec.held)
-                rec.matchers.append(m)
+            bound, rec.advance = 0, []
+            for pos in range(len(steps)):
+                f, bound = _advancer(rec, pos, bound)
+                rec.advance.append(f)
             rec.state = READY
     else:
         if rec.steps is not None:
@@ -540,6 +611,9 @@ def grad_step(api, outputs, inputs, grad_outputs, retain_graph, create_graph, on
         _refuse(run)
         return NOT_STEP
     args = (outputs, inputs, grad_outputs, retain_graph, create_graph, allow_unused, materialize_grads)
+    if run.spec:
+        out = run.record.advance[run.pos]("grad", "", args, run)
+        return out if out is not MISS else _miss(run)
     return _step(run, "grad", "", args, lambda *a: _grad(api, *a))
 
 
@@ -570,28 +644,33 @@ def _refuse(run):
 
 # -- the end of a speculated chain ------------------------------------------------------------
 
-def _complete(run):
-    """The chain's last step: the whole chain as one program."""
+def _alive(run):
+    """The mask of the run's results still alive (bit i: result i), and those results."""
+    mask, alive = 0, []
+    for i, w in enumerate(run.objs):
+        o = w() if w is not None else None
+        if o is not None:
+            mask |= 1 << i
+            alive.append(o)
+    return mask, alive
+
+
+def _complete(run, mask, alive):
+    """The chain's last step (its check passed, with the inputs' flags and hooks; its inputs
+    unchanged): the whole chain as one program, which computes the values of the results in
+    `alive` (of `mask`) too. The last step's code (_advancer) runs a program built here
+    itself when it can."""
     rec = run.record
-    t = _changed(run)
-    if t is not None:
-        run.closed = True
-        LIVE[0] -= 1
-        run.error = _stale_error(rec, t)
-        raise run.error
-    if _flags_changed(run):
-        _missed(rec)
-        return _fall_back(run, False)
-    live = tuple([i for i, w in enumerate(run.objs) if w is not None and w() is not None])
-    entry = rec.programs.get(live)
+    entry = rec.programs.get(mask)
     if entry is not None and entry[3] is not run.steps:
         entry = None                 # (built for another chain: never run for this one)
     if entry is None:
         if len(rec.programs) >= MAX_PROGRAMS or rec.fn is None or rec.fn() is None:
             return _fall_back(run)
-        entry = rec.programs[live] = [_whole_chain(rec.fn(), run.steps, len(run.ext), rec.held, live), None, None,
-                                      run.steps]
-    whole, wp, p, _ = entry
+        live = tuple([i for i in range(len(run.objs)) if mask >> i & 1])
+        entry = rec.programs[mask] = [_whole_chain(rec.fn(), run.steps, len(run.ext), rec.held, live), None, None,
+                                      run.steps, None]
+    whole, wp, p, _, _ = entry
     out = run.steps[-1][3]
     k = 1 if out[0] == "t" else len(out[1])
     SUSPENDED[0] += 1
@@ -600,32 +679,40 @@ def _complete(run):
             # The program the whole chain's guards chose before, run without them: they check
             # what this call's guards (its program is the one it was traced with) and each step's
             # check (constants, inputs' metadata and layout) have checked already.
-            res = RUN_ARRAYS[0](wp, run.ext)
-            if res is not None:
-                metas = wp.out_meta
-                return _finish(run, live, out, [Tensor._make(res[j], metas[j][1]) for j in range(k)], res[k:])
             res = RUN_PROGRAM[0](wp, run.ext, None)
         else:
             res = whole(*run.ext)
             wp = whole.last_program
             if wp is not None and wp.__dict__.get("plain") is not None and not wp.sym_sources:
                 entry[1], entry[2] = wp, run.call[0]
+                entry[4] = ARRAY_RUNNER[0](wp)      # (None where it needs run_program)
     except Exception:
-        # (the whole chain refused to compile: its steps run as written, from now on)
-        rec.programs.pop(live, None)
-        return _fall_back(run)
+        return _failed(run, mask)
     finally:
         SUSPENDED[0] -= 1
-    return _finish(run, live, out, res[:k], [v._data for v in res[k:]])
+    return _finish(run, alive, out, res[:k], [v._data for v in res[k:]])
 
 
-def _finish(run, live, out, final, values):
+def _failed(run, mask):
+    """The whole chain refused to compile (or its program raised): its steps run as written,
+    from now on."""
+    run.record.programs.pop(mask, None)
+    return _fall_back(run)
+
+
+def _stale_end(run, t):
+    """The last step, where input t of the chain changed in place since the call took it."""
+    run.closed = True
+    LIVE[0] -= 1
+    run.error = _stale_error(run.record, t)
+    raise run.error
+
+
+def _finish(run, alive, out, final, values):
     """_complete's end: the results alive take their values (arrays); the last step's results
     (tensors) return in its structure."""
-    for i, v in zip(live, values):
-        o = run.objs[i]()
-        if o is not None:
-            _DATA.__set__(o, v)
+    for o, v in zip(alive, values):
+        _DATA.__set__(o, v)
     _done(run)
     return final[0] if out[0] == "t" else tuple(final)
 
@@ -883,9 +970,15 @@ def _step_method(name):
     def step(self, *args, **kwargs):
         run = self.__dict__.get("_cr")
         if run is not None and not run.closed and not kwargs and not SUSPENDED[0]:
-            r = _step(run, "method", name, (self,) + args, getattr(Tensor, name))
-            if r is not NOT_STEP:
-                return r
+            if run.spec:
+                r = run.record.advance[run.pos]("method", name, (self,) + args, run)
+                if r is not MISS:
+                    return r
+                _miss(run)
+            else:
+                r = _step(run, "method", name, (self,) + args, getattr(Tensor, name))
+                if r is not NOT_STEP:
+                    return r
         return getattr(Tensor, name)(self, *args, **kwargs)
     step.__name__ = step.__qualname__ = name
     return step

@@ -1185,29 +1185,37 @@ def _laid_c(p, res):
     return res
 
 
-def run_arrays(p, leaves):
-    """What run_program returns for a plain program whose call makes no graph (nothing in it
-    requires grad, or grad mode is off) and that returns a flat tuple of tensors, as arrays:
-    a caller that needs only some as tensors (tracegrad/chain.py: the last step's results,
-    where the others are values of tensors that exist) skips making the rest. None for any
-    other program."""
+def array_runner(p):
+    """What run_program does for a plain program that takes no gradient (nothing in it requires
+    grad) and returns a flat tuple of tensors, as one generated function of the call's tensors
+    that returns the results' arrays: a caller that needs only some of them as tensors
+    (tracegrad/chain.py: the last step's results, where the others are values of tensors that
+    exist) skips making the rest, and the program's constants are read without a loop. None
+    for any other program."""
     shape = p.out_shape
     if shape is None:
         shape = p.out_shape = _out_shape(p)
-    if shape != 2 or not p.__dict__.get("plain") or (p.needs_grad and STATE.grad_enabled):
+    if shape != 2 or not p.__dict__.get("plain") or p.needs_grad:
         return None
-    arrays = [t._data for t in leaves]
-    if p.consts:
-        arrays += [c._data for c in p.consts]
-    try:
-        res = _laid_c(p, p.fwd_fn(*arrays))
-    except ValueError as e:
-        raise RuntimeError(f"{p.__name__}: {e}") from e
-    res = list(res[:p.n_user])
-    for k, o in enumerate(res):
-        if type(o) is not np.ndarray and not hasattr(o, "_tg_device"):
-            res[k] = np.asarray(o)
-    return res
+    table = {"fwd": p.fwd_fn, "ndarray": np.ndarray, "asarray": np.asarray, "contiguous": np.ascontiguousarray,
+             "name": p.__name__}
+    args = [f"leaves[{i}]._data" for i in range(p.n_args)]
+    for i, c in enumerate(p.consts):
+        table[f"c{i}"] = c
+        args.append(f"c{i}._data")
+    lines = ["def run(leaves):", "    try:", f"        res = fwd({', '.join(args)})", "    except ValueError as e:",
+             "        raise RuntimeError(f'{name}: {e}') from e"]
+    for k in range(p.n_user):
+        # (numpy's reduce may return a scalar, or lay its result out otherwise than eager: _user_outputs)
+        lines += [f"    r{k} = res[{k}]",
+                  f"    if r{k}.__class__ is not ndarray:",
+                  f"        if not hasattr(r{k}, '_tg_device'):",
+                  f"            r{k} = asarray(r{k})"]
+        if k in p.out_c:
+            lines += [f"    elif not r{k}.flags.c_contiguous:", f"        r{k} = contiguous(r{k})"]
+    lines.append(f"    return [{', '.join(f'r{k}' for k in range(p.n_user))}]")
+    exec(builtins.compile("\n".join(lines) + "\n", "<tracegrad:program arrays>", "exec"), table)
+    return table["run"]
 
 
 def _shaped(p, outs, leaves):
@@ -2280,7 +2288,7 @@ def compile(fn=None, *, backend="auto", fullgraph=False, dynamic=None, mode=None
 
 
 chain.RUN_PROGRAM[0] = run_program
-chain.RUN_ARRAYS[0] = run_arrays
+chain.ARRAY_RUNNER[0] = array_runner
 chain.HOOK_COUNTS[:] = [_SAVED_HOOKS, _MODULE_HOOKS]
 chain.HIDDEN_HOOKS[0] = hidden_saved_tensors_hooks
 chain.STALE_GRAD_FN[0] = _stale_grad_fn
