@@ -77,8 +77,10 @@ def test_third_derivative_speculates_and_matches_torch_every_call():
         assert type(g3) is tg.Tensor
     assert seen == [False] * SPECULATES + [True] * (CALLS - SPECULATES)
     rec = cl.last_program.chain
-    assert rec.state == chain.READY and len(rec.programs) == 1
-    src = next(iter(rec.programs.values()))[0].chain_source
+    # the first speculated call left the values of y, g1 and g2 for later (rec.lazy); read, they
+    # made the record compute them in the whole program from then on: two programs
+    assert rec.state == chain.READY and len(rec.programs) == 2 and not rec.lazy
+    src = rec.programs[0b11011][0].chain_source      # (y, g1, g2 and g2.sum() alive)
     assert src.count("grad(") == 3 and "call(x0)" in src
 
 
@@ -818,3 +820,140 @@ def test_a_chain_that_changes_for_good_gets_a_program_of_its_own(change):
         close(g2, t2)
         close(np.array(y.tolist()), ty)
     assert seen[CALLS - 1] and seen[-1]          # both chains speculated
+
+
+# -- values left for later: results alive at the last step get their values when first read ------
+
+def lazy(t):
+    """A finished chain's result whose value is not computed yet (its run keeps copies of its inputs)."""
+    run = t.__dict__.get("_cr") if type(t) is chain._Pending else None
+    return run is not None and run.done and run.snap is not None
+
+
+@pytest.mark.parametrize("write", ["none", "no_grad", "data", "numpy", "rebind_data"])
+def test_values_read_later_are_the_inputs_values_as_the_call_took_them(write):
+    """The whole program of the first speculated call computes the last step's results only;
+    y, g1 and g2 take their values when read, from copies of the inputs as the call took them,
+    however the input changed since: in place under no_grad (which autograd sees), through
+    .data or its numpy array (which it does not), or given other memory."""
+    cl, x, tx = speculating(30, 40)
+    y, g1, g2, g3 = third(tg, cl, x)
+    ty, t1, t2, t3 = third(torch, tanh2(torch), tx)
+    assert lazy(y) and lazy(g1) and lazy(g2) and not pending(g3)
+    close(g3, t3)
+    if write == "no_grad":
+        with tg.no_grad():
+            x.mul_(3)
+    elif write == "data":
+        x.data.mul_(3)
+    elif write == "numpy":
+        x.detach().numpy()[:] = 7.0
+    elif write == "rebind_data":
+        x.data = tg.zeros(40, dtype=tg.float64)
+    assert lazy(y)
+    close(y, ty)
+    close(g1, t1)
+    close(g2, t2)
+    assert not lazy(g1)
+    assert not cl.last_program.chain.lazy        # read: later calls compute the values in the program
+    y2, g1b, _, g3b = third(tg, cl, x)
+    assert pending(y2) and not lazy(y2)
+    ty2, t1b, _, t3b = third(torch, tanh2(torch), tx.detach().copy_(torch.tensor(x.detach().numpy()))
+                             .requires_grad_())
+    close(y2, ty2)
+    close(g1b, t1b)
+    close(g3b, t3b)
+
+
+def test_values_read_later_in_float32_equal_the_recorded_calls_bit_for_bit():
+    """A value computed when read runs the steps as eager does: the recorded calls' bits."""
+    xs = np.random.default_rng(31).standard_normal(300).astype(np.float32)
+    cl = tg.compile(tanh2(tg))
+    x = tg.tensor(xs, requires_grad=True)
+    first = [t.detach().numpy().copy() for t in third(tg, cl, x)]
+    for _ in range(SPECULATES - 1):
+        third(tg, cl, x)
+    out = third(tg, cl, x)
+    assert lazy(out[0])
+    for a, b in zip(out, first):
+        assert a.detach().numpy().tobytes() == b.tobytes()
+
+
+def test_results_kept_unread_over_calls_get_their_values_in_the_program():
+    """A loop that keeps each call's results unread (a list of losses): the second call finds
+    the first's results alive, still without values, and the record computes them in the
+    program from then on, so at most one call's inputs are copied."""
+    xs = np.random.default_rng(32).standard_normal(20)
+    cl = tg.compile(tanh2(tg))
+    kept, ref = [], []
+    for i in range(CALLS + 3):
+        x, tx = pair(xs * (1 + i / 7))
+        kept.append(third(tg, cl, x))
+        ref.append(third(torch, tanh2(torch), tx))
+    runs = {id(t.__dict__["_cr"]) for out in kept for t in out[:3] if lazy(t)}
+    assert len(runs) == 1
+    assert not cl.last_program.chain.lazy
+    for out, tout in zip(kept, ref):
+        for a, b in zip(out, tout):
+            close(a, b)
+
+
+def test_a_value_left_for_later_read_from_another_thread():
+    cl, x, tx = speculating(33, 15)
+    y, g1, g2, g3 = third(tg, cl, x)
+    ty, t1, _, _ = third(torch, tanh2(torch), tx)
+    assert lazy(y)
+    got = {}
+    th = threading.Thread(target=lambda: got.update(y=y.item(), g1=g1.tolist()))
+    th.start()
+    th.join()
+    assert got["y"] == pytest.approx(ty.item(), rel=1e-13)
+    close(np.array(got["g1"]), t1)
+
+
+def test_the_graph_of_a_result_whose_value_was_left_for_later():
+    """A backward through a result left for later: its value first, then its graph, replayed
+    as first run; an input changed in place since refuses the graph as before."""
+    cl, x, tx = speculating(34, 12)
+    y, g1, g2, g3 = third(tg, cl, x)
+    ty, t1, _, _ = third(torch, tanh2(torch), tx)
+    assert lazy(g1) and lazy(y)
+    (h,) = tg.autograd.grad(y, x)
+    (th,) = torch.autograd.grad(tanh2(torch)(tx), tx)
+    close(h, th)
+    close(y, ty)
+    y2, g1b, _, _ = third(tg, cl, x)
+    with tg.no_grad():
+        x.add_(1)
+    close(g1b, t1)                           # (the value, as the call took x)
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        g1b.sum().backward()
+
+
+def test_hessian_vector_products_left_for_later_with_weights_changed_through_data():
+    """W6's form: the gradients gs are alive at the last step; the weights then change through
+    .data (an old-style update), and gs read afterwards are the gradients at the old weights."""
+    rng = np.random.default_rng(35)
+    sizes = [5, 4, 3]
+    wa = [rng.standard_normal((a, b)) / np.sqrt(a) for a, b in zip(sizes, sizes[1:])]
+    va = [rng.standard_normal(w.shape) for w in wa]
+    xa = rng.standard_normal((6, sizes[0]))
+
+    def loss(m, x, *ws):
+        return (m.tanh(x @ ws[0]) @ ws[1]).pow(2).mean()
+
+    def hvp(lib, f, x, ws, vs):
+        gs = lib.autograd.grad(f(x, *ws), ws, create_graph=True)
+        return gs, lib.autograd.grad(sum((g * v).sum() for g, v in zip(gs, vs)), ws)
+    cl = tg.compile(lambda x, *ws: loss(tg, x, *ws))
+    ws, tws = zip(*[pair(w) for w in wa])
+    vs, tvs = zip(*[pair(v, False) for v in va])
+    for _ in range(SPECULATES):
+        hvp(tg, cl, tg.tensor(xa), list(ws), vs)
+    gs, hv = hvp(tg, cl, tg.tensor(xa), list(ws), vs)
+    tgs, thv = hvp(torch, lambda x, *w: loss(torch, x, *w), torch.tensor(xa), list(tws), tvs)
+    assert all(lazy(g) for g in gs)
+    for w, g in zip(ws, hv):
+        w.data.sub_(0.5 * g)
+    for a, b in zip(gs + hv, tgs + thv):
+        close(a, b)

@@ -7,7 +7,8 @@ run as written, one program each). At one call after the chain speculates, one t
 might do happens at a random point of the chain: read a value, use a result in another op,
 register a hook, write an input in place, enter no_grad, drop the results, ask for a grad_fn,
 change a constant (in some seeds for good, so that a second chain speculates), differentiate a
-result again. Both runs must then agree: the same values
+result again, write an input through .data after the last step (whose results alive then take
+their values when read: from copies of the inputs as the call took them). Both runs must then agree: the same values
 (within test_compile_random's tolerance: the whole chain is one program), the same errors,
 the same grad_fn names, the same hook calls; the one difference allowed is the documented
 one, the in-place error a speculated chain raises where an input changed before its last
@@ -25,7 +26,7 @@ from test_compile_random import draw_program, run, weights, assert_close  # noqa
 
 CALLS = 6                  # the chain speculates from the fourth call on
 DEVIATIONS = ("none", "read", "other_op", "hook", "inplace", "no_grad", "drop", "grad_fn", "constant",
-              "again", "requires_grad", "detach")
+              "again", "requires_grad", "detach", "data")
 STALE = "changed after the call of compiled"
 
 
@@ -88,6 +89,8 @@ def _deviate(dev, vals, xs, log):
         xs[-1].requires_grad_(not xs[-1].requires_grad) if xs[-1].grad_fn is None else None
     elif dev == "detach" and v is not None:
         log.append(("detach", v.detach().tolist()))
+    elif dev == "data":
+        xs[0].data.mul_(1.5)          # (unseen by autograd; after the last step: results read afterwards)
 
 
 def _attempt(plan, arrays, req, dtype, f, vs, wts, dev, at):
@@ -117,14 +120,15 @@ def check_chain_deviation(seed, dtype=None):
     wrt = [x for x in xs0 if x.requires_grad]
     vs = [tg.tensor(v) for v in weights([tuple(x.shape) for x in wrt] or [()], seed + 1, dtype)]
     dev = DEVIATIONS[int(r.integers(0, len(DEVIATIONS)))]
-    at = int(r.integers(0, 5))
+    at = int(r.integers(0, 5)) if dev != "data" else 4
     # a changed constant that stays: the second chain is recorded and speculates in turn
     persist = dev == "constant" and r.random() < 0.5
     speculated = False
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         for call in range(CALLS + (4 if persist else 0)):
-            d = dev if call == CALLS - 2 or (persist and call > CALLS - 2) else "none"
+            # (a write through .data at the first speculated call: its results alive are left for later)
+            d = dev if call == CALLS - (3 if dev == "data" else 2) or (persist and call > CALLS - 2) else "none"
             got, glog = _attempt(plan, arrays, req, dtype, fs, vs, wts, d, at)
             want, wlog = _attempt(plan, arrays, req, dtype, fp, vs, wts, d, at)
             rec = fs.last_program.chain if fs.last_program is not None else None

@@ -78,6 +78,7 @@ RECORD, READY, OFF = "record", "ready", "off"
 SAME_TO_SPECULATE = 2   # chains recorded the same in a row before the next call speculates
 MAX_CHANGES = 4         # chains recorded differently (or missed) before giving up
 MAX_PROGRAMS = 4        # whole-chain programs kept (one per set of results alive at the end)
+LAZY_BYTES = 1 << 18    # inputs of a chain copied at its last step, at most, so that results alive get values later
 
 # the tensor methods a chain takes as steps (any other touches the chain's results, and ends it)
 STEP_METHODS = ("sum", "mean", "mul", "add", "sub", "div", "neg", "pow", "dot", "square", "exp", "log", "tanh",
@@ -106,7 +107,7 @@ class Record:
     """What followed the calls of one compiled program: the chain last recorded, how often in a
     row it repeated, and the whole-chain programs built for it."""
     __slots__ = ("name", "fn", "steps", "ext_meta", "same", "changes", "state", "programs", "open", "advance",
-                 "thread", "default", "held", "__weakref__")
+                 "thread", "default", "held", "lazy", "lazy_run", "__weakref__")
 
     def __init__(self, program):
         self.name = program.__name__   # (not the program: it holds its record)
@@ -122,12 +123,14 @@ class Record:
         self.thread = _get_ident()     # the thread whose calls it follows
         self.default = None            # the default dtype of the chain recorded
         self.held = ()                 # tensors the program reads itself that the steps take (_enc's "o")
+        self.lazy = False              # whether the last step leaves the values of results alive for later (_snap)
+        self.lazy_run = None           # (weakly) the last run that did
 
 
 class Run:
     """One call of the program and the steps after it: recorded as they run, or speculated."""
     __slots__ = ("record", "spec", "steps", "pos", "objs", "ext", "ext_ids", "seen", "call", "closed", "done",
-                 "error", "default", "consts", "held")
+                 "error", "default", "consts", "held", "snap", "__weakref__")
 
     def __init__(self, record, spec):
         self.record = record
@@ -145,6 +148,7 @@ class Run:
         self.default = record.default if spec else D.get_default_dtype()
         self.consts = ()            # (tensor, version counter, version, array) of what the program reads itself
         self.held = record.held if spec else []     # the tensors of those the steps take, by place
+        self.snap = None            # copies of the inputs' arrays, while results alive have no values (_snap)
 
 
 def _meta(t):
@@ -287,7 +291,7 @@ def _completion(rec, pos, n_ext, table):
     for the results alive, run without its guards (see _complete), and the values of those
     results; _complete where there is none yet (or it needs run_program)."""
     table.update({"LOCK": _LOCK, "CHANGED": _changed, "STALE": _stale_end, "SLOW": _complete, "FAILED": _failed,
-                  "SUSP": SUSPENDED, "SETD": _DATA.__set__, "LIVE": LIVE, "MAKE": Tensor._make})
+                  "SUSP": SUSPENDED, "SETD": _DATA.__set__, "LIVE": LIVE, "MAKE": Tensor._make, "SNAP": _snap})
     out = rec.steps[pos][3]
     k = 1 if out[0] == "t" else len(out[1])
     objs = []                   # (the places of results that are tensors, not None)
@@ -309,8 +313,20 @@ def _completion(rec, pos, n_ext, table):
     mask = " | ".join([f"(0 if a{i} is None else {1 << i})" for i in objs] or ["0"])
     alive = ", ".join(f"a{i}" for i in objs)
     lines += [f"        mask = {mask}",
-              "        e = run.record.programs.get(mask)",
+              "        rec = run.record",
+              "        lazy = False",
+              "        if mask and rec.lazy:",
+              "            # (the values of the results alive computed when first read, from copies of the inputs;",
+              "            # unless the last call's results are kept unread: their values with the program from now on)",
+              "            pr = rec.lazy_run() if rec.lazy_run is not None else None",
+              "            if pr is not None and pr.snap is not None:",
+              "                rec.lazy = False",
+              "            else:",
+              "                lazy = True",
+              "        e = rec.programs.get(0 if lazy else mask)",
               "        if e is None or e[4] is None or e[3] is not run.steps or e[2] is not run.call[0] or e[1].evicted:",
+              "            if lazy:",
+              "                return SLOW(run, 0, [], True)",
               f"            return SLOW(run, mask, [a for a in ({alive}{',' if len(objs) == 1 else ''}) if a is not None])",
               "        SUSP[0] += 1",
               "        try:",
@@ -319,9 +335,12 @@ def _completion(rec, pos, n_ext, table):
               "            return FAILED(run, mask)",
               "        finally:",
               "            SUSP[0] -= 1",
-              f"        j = {k}"]
+              "        if lazy:",
+              "            SNAP(run)",
+              "        else:",
+              f"            j = {k}"]
     for i in objs:
-        lines += [f"        if a{i} is not None:", f"            SETD(a{i}, res[j])", "            j += 1"]
+        lines += [f"            if a{i} is not None:", f"                SETD(a{i}, res[j])", "                j += 1"]
     lines += ["        run.done = run.closed = True",
               "        LIVE[0] -= 1",
               "        if run.record.open is run:",
@@ -576,6 +595,10 @@ def _end(run):
             and len(run.held) == len(rec.held) and all(a is b for a, b in zip(run.held, rec.held)):
         rec.same += 1
         if rec.same + 1 >= SAME_TO_SPECULATE and rec.state is RECORD:
+            # (a program that reads tensors besides its arguments, or steps that take its
+            # parameters, read what the inputs' copies would not hold)
+            rec.lazy = not rec.held and not run.call[0].consts and not run.call[0].read_ids \
+                and sum(t._data.nbytes for t in run.ext) <= LAZY_BYTES
             bound, rec.advance = 0, []
             for pos in range(len(steps)):
                 f, bound = _advancer(rec, pos, bound)
@@ -655,11 +678,11 @@ def _alive(run):
     return mask, alive
 
 
-def _complete(run, mask, alive):
+def _complete(run, mask, alive, lazy=False):
     """The chain's last step (its check passed, with the inputs' flags and hooks; its inputs
     unchanged): the whole chain as one program, which computes the values of the results in
     `alive` (of `mask`) too. The last step's code (_advancer) runs a program built here
-    itself when it can."""
+    itself when it can. `lazy`: the results alive take their values when first read (_snap)."""
     rec = run.record
     entry = rec.programs.get(mask)
     if entry is not None and entry[3] is not run.steps:
@@ -690,7 +713,41 @@ def _complete(run, mask, alive):
         return _failed(run, mask)
     finally:
         SUSPENDED[0] -= 1
+    if lazy:
+        _snap(run)
     return _finish(run, alive, out, res[:k], [v._data for v in res[k:]])
+
+
+def _snap(run):
+    """The last step of a run whose results alive take their values when first read: copies of
+    the inputs as the program read them (the inputs may change in place since, through .data
+    too, as autograd does not see)."""
+    run.snap = [t._data.copy() for t in run.ext]
+    run.record.lazy_run = weakref.ref(run)
+
+
+def _fill(run):
+    """The values of a finished run's results alive, where its last step left them for later:
+    its steps before the last run as they first ran, on the copies of its inputs. Its record
+    then computes them in the whole program (they are read)."""
+    with _LOCK:
+        snap = run.snap
+        if snap is None:
+            return
+        run.record.lazy = False
+        alive = [(i, w()) for i, w in enumerate(run.objs) if w is not None and w() is not None]
+        alive = [(i, o) for i, o in alive if o.__class__ is _Pending]
+        try:
+            if alive:
+                stand = [Tensor._make(a, t._dtype, seen[3]) for t, seen, a in zip(run.ext, run.seen, snap)]
+                real = _replay(run, stand, len(run.steps) - 1)
+                for i, o in alive:
+                    _DATA.__set__(o, real[i]._data)
+        except Exception as e:
+            run.error = e
+            raise
+        finally:
+            run.snap = None
 
 
 def _failed(run, mask):
@@ -755,6 +812,8 @@ def _realize(run):
             raise run.error
         if run.closed and not run.done:
             return
+        if run.snap is not None:
+            _fill(run)
         if not run.closed:
             run.closed = True
             LIVE[0] -= 1
@@ -781,12 +840,18 @@ def _realize(run):
             _transplant(o, real[i], run.done)
 
 
-def _replay(run):
-    """The steps taken so far, run as they first ran: grad mode on, the inputs' requires_grad
-    as the chain took them, and without the hooks registered since on the chain's inputs or
-    the saved-tensor hooks entered since (a grad step checks for new hooks and flags, so none
-    was there when the steps before it ran)."""
+def _replay(run, stand=None, upto=None):
+    """The steps taken so far (or the first `upto`), run as they first ran: grad mode on, the
+    inputs' requires_grad as the chain took them, and without the hooks registered since on
+    the chain's inputs or the saved-tensor hooks entered since (a grad step checks for new
+    hooks and flags, so none was there when the steps before it ran). `stand`: tensors that
+    stand for the inputs (their values as the chain took them)."""
     real = []
+    ext, leaves = run.ext, run.call[1]
+    if stand is not None:
+        ext = stand
+        by_id = {id(t): s for t, s in zip(run.ext, stand)}
+        leaves = [by_id.get(id(t), t) for t in leaves]
     prev_grad, prev_inf = STATE.grad_enabled, STATE.inference
     STATE.grad_enabled, STATE.inference = True, False
     hidden = [(t, t._hooks, t._post_acc_hooks) for t in list(run.ext) + list(run.held)
@@ -800,12 +865,11 @@ def _replay(run):
     saved_hooks.__enter__()
     SUSPENDED[0] += 1
     try:
-        for kind, name, spec, out in run.steps[:run.pos]:
+        for kind, name, spec, out in run.steps[:run.pos if upto is None else upto]:
             if kind == "call":
-                p, leaves, distinct = run.call
-                res = RUN_PROGRAM[0](p, leaves, distinct)
+                res = RUN_PROGRAM[0](run.call[0], leaves, run.call[2])
             else:
-                args = _dec(spec, real, run.ext, run.held)
+                args = _dec(spec, real, ext, run.held)
                 if kind == "grad":
                     res = _grad(REAL_GRAD[0], *args)
                 else:
@@ -947,8 +1011,11 @@ def _touch(t, name):
         return
     if run.error is not None:
         raise run.error
-    if run.done and name == "_data":
-        return
+    if run.done:
+        if run.snap is not None:
+            _fill(run)
+        if name == "_data":
+            return
     _realize(run)
 
 
