@@ -198,16 +198,18 @@ def _enc(a, run):
     raise _Refused
 
 
-def _advancer(rec, pos, bound):
+def _advancer(rec, pos, bound, read_ids):
     """A speculated run's step at place `pos` of the chain recorded in `rec`, as one generated
     function `advance(kind, name, a, run)`: the step's check (the same op, in the same modes,
-    on the recording's thread; the same results, the inputs of those places, taken by _take
-    where new from place `bound` on, the tensors the program reads itself, equal constants of
+    on the recording's thread; the same results, the inputs of those places (taken where new,
+    from place `bound` on, as _enc takes them, of the recorded inputs' metadata), the tensors the program reads itself, equal constants of
     the same types; before a derivative, no input's requires_grad flipped or hook registered
     since) and then its pending results, or MISS. Written out, a step costs a microsecond or
-    two, where the walks of its spec and metadata cost several."""
+    two, where the walks of its spec and metadata cost several. `read_ids`: the tensors the
+    program reads itself (a speculated run takes none of them where the chain had an input)."""
     kind, name, spec, out = rec.steps[pos]
-    table = {"P": _Pending, "take": _take, "H": rec.held, "S": STATE, "AN": _ANOMALY, "PR": _PROFILE,
+    table = {"P": _Pending, "T": Tensor, "ND": np.ndarray, "ADD": _add, "RI": read_ids, "H": rec.held, "S": STATE,
+             "AN": _ANOMALY, "PR": _PROFILE,
              "DD": _DEFAULT_DTYPE, "HC": HOOK_COUNTS, "GI": _get_ident, "MISS": MISS, "new": _new, "ref": _ref,
              "KIND": kind, "NAME": name}
     conds = []
@@ -223,7 +225,19 @@ def _advancer(rec, pos, bound):
             if slot < walk.bound:
                 conds.append(f"{expr} is run.ext[{slot}]")
             else:
-                conds.append(f"take({expr}, run, {slot})")
+                # (a tensor the chain can take, as _enc takes one, of the recorded input's metadata)
+                m = f"M{len(table)}"
+                table[m] = rec.ext_meta[slot]
+                x, d = f"x{slot}", f"d{slot}"
+                conds.append(f"({x} := {expr}).__class__ is not P and isinstance({x}, T)")
+                conds.append(f"id({x}) not in run.ext_ids and not {x}._hooks and not {x}._post_acc_hooks "
+                             f"and not {x}._retains_grad and {x}._view is None and not {x}.__dict__")
+                conds.append(f"({d} := {x}._data).__class__ is ND")
+                if read_ids:
+                    conds.append(f"id({x}) not in RI")
+                conds.append(f"{d}.shape == {m}[0] and {x}._dtype == {m}[1] and {x}._req == {m}[2] "
+                             f"and {d}.strides == {m}[3]")
+                conds.append(f"ADD(run, {x}, {d})")
                 walk.bound = slot + 1
         elif kind == "o":
             conds.append(f"{expr} is H[{int(spec[1])}]")
@@ -360,24 +374,11 @@ def _objs_before(rec, pos):
     return n
 
 
-def _take(a, run, slot):
-    """A speculated run's input of place `slot`, taken now: a tensor the chain can take (as
-    _enc takes one), with the metadata of the recorded chain's input there."""
-    if slot != len(run.ext) or a.__class__ is _Pending or not isinstance(a, Tensor) or id(a) in run.ext_ids \
-            or a._hooks or a._post_acc_hooks or a._retains_grad or a._view is not None or a.__dict__:
-        return False
-    d = a._data
-    if d.__class__ is not np.ndarray:
-        return False
-    read = run.call[0].read_ids
-    if read is not None and id(a) in read:
-        return False            # (one the program reads itself, where the recorded chain had an input)
-    m = run.record.ext_meta[slot]
-    if d.shape != m[0] or a._dtype != m[1] or a._req != m[2] or d.strides != m[3]:
-        return False
-    run.ext.append(a)
-    run.ext_ids[id(a)] = slot
-    run.seen.append((a._vc, a._vc[0], d, a._req))
+def _add(run, t, data):
+    """A speculated run's input taken (its check passed: _advancer) -> True."""
+    run.ext_ids[id(t)] = len(run.ext)
+    run.ext.append(t)
+    run.seen.append((t._vc, t._vc[0], data, t._req))
     return True
 
 
@@ -460,16 +461,12 @@ def on_call(fn, p, rec, args, kwargs, leaves, distinct):
                 _settle(prev)
     if rec.state is OFF or kwargs:
         return NOT_STEP
-    if not p.__dict__.get("plain") or p.sym_sources or not p.needs_grad:
-        rec.state = OFF              # (what the program is does not change)
-        return NOT_STEP
-    run = Run(rec, rec.state is READY)
-    if not run.spec and not _plain_mode(run):
-        return NOT_STEP             # (a speculated run's first check checks the modes)
-    if rec.fn is None or rec.fn() is not fn:
-        rec.fn = weakref.ref(fn)
-    run.call = (p, leaves, distinct)
-    if run.spec:
+    if rec.state is READY:
+        # (the program is the one the chain was recorded after: what it is was checked then)
+        run = Run(rec, True)
+        if rec.fn is None or rec.fn() is not fn:
+            rec.fn = weakref.ref(fn)
+        run.call = (p, leaves, distinct)
         out = rec.advance[0]("call", "", args, run)
         if out is MISS:
             _missed(rec)
@@ -479,6 +476,15 @@ def on_call(fn, p, rec, args, kwargs, leaves, distinct):
         LIVE[0] += 1
         rec.open = run
         return out
+    if not p.__dict__.get("plain") or p.sym_sources or not p.needs_grad:
+        rec.state = OFF              # (what the program is does not change)
+        return NOT_STEP
+    run = Run(rec, False)
+    if not _plain_mode(run):
+        return NOT_STEP
+    if rec.fn is None or rec.fn() is not fn:
+        rec.fn = weakref.ref(fn)
+    run.call = (p, leaves, distinct)
     try:
         spec = _enc(args, run)
     except _Refused:
@@ -601,7 +607,7 @@ def _end(run):
                 and sum(t._data.nbytes for t in run.ext) <= LAZY_BYTES
             bound, rec.advance = 0, []
             for pos in range(len(steps)):
-                f, bound = _advancer(rec, pos, bound)
+                f, bound = _advancer(rec, pos, bound, run.call[0].read_ids)
                 rec.advance.append(f)
             rec.state = READY
     else:
