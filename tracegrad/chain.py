@@ -728,7 +728,7 @@ def _snap(run):
     """The last step of a run whose results alive take their values when first read: copies of
     the inputs as the program read them (the inputs may change in place since, through .data
     too, as autograd does not see)."""
-    run.snap = [t._data.copy() for t in run.ext]
+    run.snap = [t._data.copy(order="K") for t in run.ext]       # (in their layouts)
     run.record.lazy_run = weakref.ref(run)
 
 
