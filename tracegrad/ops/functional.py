@@ -2018,9 +2018,15 @@ def _write_out(result, out, op):
     warning, when its shape differs), and `out` is returned; not differentiable."""
     if not isinstance(out, Tensor):
         raise TypeError(f"{op}(): argument 'out' must be Tensor, not {type(out).__name__}")
+    node = None
     if STATE.grad_enabled and (result.requires_grad or out.requires_grad):
-        raise RuntimeError(f"{op}(): functions with out=... arguments don't support automatic differentiation, "
-                           f"but one of the arguments requires grad.")
+        node = result.grad_fn
+        if node.__class__.__name__ != "NotImplemented" or out.requires_grad or out._base is not None:
+            raise RuntimeError(f"{'aten::' if node is not None and node.__class__.__name__ == 'NotImplemented' else ''}"
+                               f"{op}(): functions with out=... arguments don't support automatic differentiation, "
+                               f"but one of the arguments requires grad.")
+        # an op without a derivative (heaviside, floor_divide): torch writes `out` all the same,
+        # which takes the op's NotImplemented node (a backward through it raises)
     if result.dtype._kind > out.dtype._kind:
         raise RuntimeError(f"result type {D.SCALAR_NAME[result.dtype]} can't be cast to the desired output type "
                            f"{D.SCALAR_NAME[out.dtype]}")
@@ -2037,6 +2043,8 @@ def _write_out(result, out, op):
         out._data = np.empty(result._data.shape, dtype=out._data.dtype)
     with no_grad():
         out.copy_(result)
+    if node is not None:
+        out._grad_fn_slot, out._output_nr, out._req = node, result._output_nr, True
     return out
 
 

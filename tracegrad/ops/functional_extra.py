@@ -62,7 +62,9 @@ def is_neg(input):
 def _two_tensors(name):
     prim = P[name]
 
-    def op(input, other):
+    def op(input, other, *, out=None):
+        if out is not None:
+            return O._write_out(op(input, other), out, name)
         O._check_tensor(input, name)
         if not isinstance(other, Tensor):
             raise TypeError(f"{name}(): argument 'other' (position 2) must be Tensor, not {type(other).__name__}")
