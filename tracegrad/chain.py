@@ -27,13 +27,17 @@ two calls in a row are followed by the same chain, the next calls *speculate*:
 - the last step runs the whole chain as one compiled program: the steps written out as a
   Python function (its source is the compiled function's `chain_source`) and compiled whole,
   as the user could have written it. It returns the last step's results, and the values of
-  the chain's results that are still alive.
+  the chain's results that are still alive; or, where the program reads nothing but the
+  chain's inputs and they are small, the last step keeps copies of them, and those values
+  are computed when first read, by running the steps on the copies as eager runs them (a
+  record whose values get read computes them in the program from then on).
 
 A pending tensor used in any other way first makes the chain *real*: its steps so far run
 one by one, as eager runs them (the compiled call's program, then each step), and every
 pending tensor takes the result it stands for, its grad_fn included. So nothing differs
 from running the calls as written, but the time. After the last step, the results keep the
-values the whole program gave them; their graphs are made the same way when first needed.
+values the whole program gave them (or get them from the copies); their graphs are made
+the same way when first needed.
 The chain's inputs must then be as they were: an input changed in place since makes that
 graph raise torch's error when a backward reaches it, as a graph that saved the input would.
 An input changed in place before the last step makes the last step raise. A write through
