@@ -65,3 +65,26 @@ def test_out_of_nextafter_with_an_argument_requiring_grad_raises_as_torch():
                                            out=m.empty(2)))
            for m in (tg, torch)]
     assert got[0] == got[1]
+
+
+# -- Python ints beyond 64 bits ------------------------------------------------------------------
+
+@pytest.mark.parametrize("call", [
+    lambda m, a, b: m.add(a, -2 ** 63 - 1),
+    lambda m, a, b: m.add(a, 2 ** 64),
+    lambda m, a, b: m.add(a, a, alpha=-2 ** 63 - 1),
+    lambda m, a, b: m.add(b, b, alpha=-2 ** 64 - 1),
+    lambda m, a, b: m.add(a, a, alpha=2 ** 64),
+    lambda m, a, b: m.add(a, a, alpha=2 ** 63),
+    lambda m, a, b: m.sub(a, a, alpha=2 ** 65),
+    lambda m, a, b: m.rsub(a, a, alpha=-2 ** 70),
+    lambda m, a, b: a.add_(a, alpha=2 ** 64),
+    lambda m, a, b: m.add(b, b, alpha=2 ** 63),
+], ids=["operand_negative", "operand_2_64", "alpha_negative", "alpha_negative_float", "alpha_2_64", "alpha_2_63",
+        "sub_alpha_2_65", "rsub_alpha_negative", "add__alpha_2_64", "float_alpha_2_63"])
+def test_alpha_and_operands_beyond_64_bits_raise_torchs_error(call):
+    """torch converts a Python int to a Scalar first: OverflowError beyond [-2**63, 2**64) ("int too
+    big to convert", "can't convert negative int to unsigned"), then the dtype's check (RuntimeError
+    for 2**63 into int64). tracegrad raised the RuntimeError for alpha beyond 64 bits."""
+    got = [outcome(lambda m=m: call(m, m.tensor([1, 2]), m.tensor([1.0, 2.0]))) for m in (tg, torch)]
+    assert got[0] == got[1]

@@ -19,7 +19,7 @@ from ..grad_mode import STATE
 from ..tracing import apply, rename_grad_fn, keep_saved, TRACING, _ACTIVE, Proxy, note_composite_inputs
 from . import shapes as S
 from .primitives import PRIMITIVES as P, FrontEnd, check_index_bounds, check_index_select_bounds, sum_to
-from .primitives import _check_float, _overflow, check_value_fits, may_not_fit
+from .primitives import _check_float, _overflow, check_python_int, check_value_fits, may_not_fit
 from ..creation import tensor, full as _full, _wrap_np
 from ..tensor import Size
 from ..tracing import TraceError
@@ -323,7 +323,10 @@ def _scaled(a, alpha, other):
     if not d.is_floating_point and isinstance(alpha, float):
         raise RuntimeError("For integral input tensors, argument alpha must not be a floating point number.")
     # torch converts alpha to the op's dtype with its overflow check: add(x16, y16, alpha=70000) raises
-    # "value cannot be converted to type c10::Half without overflow" (tracegrad gave inf)
+    # "value cannot be converted to type c10::Half without overflow" (tracegrad gave inf), after
+    # Python's conversion of an int beyond 64 bits (OverflowError)
+    if alpha.__class__ is int:
+        check_python_int(alpha)
     check_value_fits(alpha, d)
     if d is D.bool_:
         return a if alpha else zeros_like(a) if isinstance(a, Tensor) else False     # (a bool tensor: False)

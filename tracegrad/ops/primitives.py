@@ -290,8 +290,8 @@ def scalar_operands(prim, cdt, args):
             return D.float32, _in_dtype_first(args, k, cdt)
         return cdt, args
     for a in args:
-        if a.__class__ is int and not -2 ** 63 <= a < 2 ** 64:
-            raise OverflowError("int too big to convert")
+        if a.__class__ is int:
+            check_python_int(a)
     kind = cdt._kind
     if kind == 1:
         checked = prim.checked[0]
@@ -346,6 +346,14 @@ def _int_operand(v, d, checked):
     bits = 8 * d.itemsize
     v %= 1 << bits
     return v - (1 << bits) if lo < 0 and v > hi else v
+
+
+def check_python_int(v):
+    """torch's conversion of a Python int to a Scalar: OverflowError beyond [-2**63, 2**64)."""
+    if v >= 2 ** 64:
+        raise OverflowError("int too big to convert")
+    if v < -2 ** 63:
+        raise OverflowError("can't convert negative int to unsigned")
 
 
 def check_value_fits(v, d):
