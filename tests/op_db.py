@@ -312,7 +312,8 @@ OPS = [
                                                                                           **kw),
            method=lambda m, x, dtype=None, **kw: x.sum(**kw)),
     OpInfo("mean", samples=[Sample((2, 3)), Sample(()), Sample((2, 3), dim=1), Sample((2, 3), dim=0, keepdim=True),
-                            Sample((2, 3, 4), dim=(-1, 0)), Sample((0, 3), dim=1), Sample((2, 3), dtype="float64")],
+                            Sample((2, 3, 4), dim=(-1, 0)), Sample((0, 3), dim=1), Sample((2, 3), dtype="float64"),
+                            Sample((2, 3), dim=1, dtype="float16", fd=False)],
            fn=lambda m, x, dtype=None, **kw: m.mean(x, **kw) if dtype is None else m.mean(
                x, dtype=getattr(m, dtype), **kw),
            method=lambda m, x, dtype=None, **kw: x.mean(**kw)),

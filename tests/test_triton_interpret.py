@@ -522,6 +522,7 @@ REDUCTIONS = [
     ("sum", lambda m, x: (x * 2).sum(1) + 1),
     ("sum", lambda m, x: x.sum()),
     ("mean", lambda m, x: x.mean(1, keepdim=True) * x),
+    ("mean_low", lambda m, x: x.mean(1, dtype=m.float16) * 2),       # float32 sum, rounded once to float16
     ("prod", lambda m, x: (x * 0.5 + 1).prod(1)),
     ("amax", lambda m, x: x.amax(1)),
     ("amin", lambda m, x: x.amin(1, keepdim=True)),

@@ -653,6 +653,8 @@ def mean(input, dim=None, keepdim=False, *, dtype=None):
         if not dtype.is_floating_point:
             raise RuntimeError(f"mean(): could not infer output dtype. Optional dtype must be either a floating point "
                                f"or complex dtype. Got: {D.SCALAR_NAME[dtype]}")
+        if dtype._kind == 2 and dtype._rank == 1 and input.dtype is not dtype:
+            return _reduce(P["mean_low"], input, dim, keepdim, dtype=dtype)
         input = convert(input, dtype)
     if not input.dtype.is_floating_point:
         raise RuntimeError(f"mean(): could not infer output dtype. Input dtype must be either a floating point or "

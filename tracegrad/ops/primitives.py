@@ -1562,6 +1562,15 @@ Primitive("mean", "x", _mean_kernel,
               _expand_reduced(g, tuple(x.shape), _dims(x, dims), keepdim) / max(_count(x, _dims(x, dims)), 1),
               ) if _count(x, _dims(x, dims)) else (_zeros_like(x) / 0,),
           grad_fn=_reduce_name("Mean"), reduction=True, triton=T.Reduce("mean"))
+# mean(x, dtype=float16 or bfloat16) of another dtype, as torch's CPU kernel computes it: x cast to
+# float32, summed and divided there, rounded once to `dtype` (the tracer's float32 compute dtype and
+# the result's dtype; the derivative is mean's, in `dtype`). x cast to `dtype` first rounded each
+# element (an int32 2147483646 became inf) and came out a step away for 4 in 10 float32 rows.
+Primitive("mean_low", "x", lambda x, dims=None, keepdim=False, dtype=None: _mean_kernel(x, dims, keepdim),
+          shape=lambda x, dims=None, keepdim=False, dtype=None: _reduce_shape(x, dims, keepdim),
+          dtype=lambda args: (D.float32, None),
+          vjp=lambda g, out, x, dims=None, keepdim=False, dtype=None: PRIMITIVES["mean"].vjp(g, out, x, dims, keepdim),
+          grad_fn=_reduce_name("Mean"), reduction=True, triton=T.Reduce("mean"))
 
 
 def _exclusive_products(x, dim):

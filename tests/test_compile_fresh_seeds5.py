@@ -1,0 +1,78 @@
+"""Reduced repros of what the compile fuzzers found on seeds no run had tried before
+(test_compile_call_sequence_fuzz.py 13500-16000, test_compile_step_fuzz.py 3100-3500,
+test_compile_mutation_fuzz.py 23000-27000, test_compile_dtype_fuzz.py 34000-38000,
+test_compile_random.py 44500-45000 in float32 and float64, test_compile_chain_fuzz.py 1200-2200,
+triton_checks.py's programs 43900-44100 under the interpreter), each compared with torch and with
+eager tracegrad."""
+import os
+import sys
+
+import numpy as np
+import pytest
+import torch
+
+import tracegrad as tg
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import test_compile_dtype_fuzz as DT                     # noqa: E402
+
+
+def _bits(t):
+    t = t.detach()
+    a = np.asarray((t.float() if str(t.dtype).endswith("bfloat16") else t).numpy())
+    return a.view(f"u{a.itemsize}")
+
+
+# -- mean(dtype=float16 or bfloat16) of another dtype (dtype fuzzer seed 36301) ---------------------
+# torch's CPU mean with a half dtype= casts the input to float32, sums and divides there and rounds
+# once to the dtype. tracegrad cast the input to the dtype first: an int32 2147483646 became inf, so
+# the mean of [[-6, 2147483646, 2147483646], [-1, -2147483648, 0]] was nan where torch's is inf, and
+# a float32 row's mean came out a float16 step away from torch's for about 4 rows in 10.
+
+_INTS = [[-6, 2147483646, 2147483646], [-1, -2147483648, 0]]
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+@pytest.mark.parametrize("dim", [None, 0, 1])
+def test_mean_to_a_half_dtype_of_int32_sums_in_float32_as_torch(dtype, dim):
+    def f(m, x):
+        kw = {} if dim is None else {"dim": dim}
+        return x.mean(dtype=getattr(m, dtype), **kw)
+    want = f(torch, torch.tensor(_INTS, dtype=torch.int32))
+    for run in (lambda x: f(tg, x), tg.compile(lambda x: f(tg, x))):
+        got = run(tg.tensor(_INTS, dtype=tg.int32))
+        assert str(got.dtype) == str(want.dtype)
+        assert (_bits(got) == _bits(want)).all(), (got, want)
+
+
+def test_dtype_fuzzer_seed_36301():
+    with np.errstate(all="ignore"):
+        DT.check_program(36301)
+
+
+@pytest.mark.parametrize("src", ["float32", "float64"])
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_mean_to_a_half_dtype_of_floats_rounds_once_and_differentiates_as_torch(src, dtype):
+    """Values (bit for bit), grad_fn and gradients (g / n rounded to the half dtype, then cast to
+    the input's dtype), first and second order, eager and compiled."""
+    a = np.random.default_rng(0).standard_normal((200, 7))
+    a[0, 0] = 7e4                      # beyond float16: finite in torch's float32 sum
+
+    def f(m, x):
+        y = x.mean(1, dtype=getattr(m, dtype))
+        g, = m.autograd.grad((y.float() ** 2).sum(), x, create_graph=True)
+        return y, g, m.autograd.grad((g * g).sum(), x)[0]
+
+    xt = torch.tensor(a, dtype=getattr(torch, src), requires_grad=True)
+    want = f(torch, xt)
+    assert xt.mean(1, dtype=getattr(torch, dtype)).grad_fn.next_functions[0][0].name() == "torch::autograd::AccumulateGrad"
+    for run in (lambda x: f(tg, x), tg.compile(lambda x: f(tg, x))):
+        x = tg.tensor(a, dtype=getattr(tg, src), requires_grad=True)
+        got = run(x)
+        for k, (g, w) in enumerate(zip(got, want)):
+            assert str(g.dtype) == str(w.dtype), k
+            assert (_bits(g) == _bits(w)).all(), (k, g, w)
+        y = x.mean(1, dtype=getattr(tg, dtype))
+        assert y.grad_fn.name() == "MeanBackward1"
+        assert type(y.grad_fn.next_functions[0][0]).__name__ == "AccumulateGrad"
