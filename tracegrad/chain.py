@@ -206,9 +206,10 @@ def _advancer(rec, pos, bound, read_ids):
     """A speculated run's step at place `pos` of the chain recorded in `rec`, as one generated
     function `advance(kind, name, a, run)`: the step's check (the same op, in the same modes,
     on the recording's thread; the same results, the inputs of those places (taken where new,
-    from place `bound` on, as _enc takes them, of the recorded inputs' metadata), the tensors the program reads itself, equal constants of
-    the same types; before a derivative, no input's requires_grad flipped or hook registered
-    since) and then its pending results, or MISS. Written out, a step costs a microsecond or
+    from place `bound` on, as _enc takes them, of the recorded inputs' metadata), the tensors
+    the program reads itself, equal constants of the same types; before a derivative, no
+    input's requires_grad flipped or hook registered since) and then its pending results, or
+    MISS. Written out, a step costs a microsecond or
     two, where the walks of its spec and metadata cost several. `read_ids`: the tensors the
     program reads itself (a speculated run takes none of them where the chain had an input)."""
     kind, name, spec, out = rec.steps[pos]
@@ -272,8 +273,8 @@ def _advancer(rec, pos, bound, read_ids):
         for j in range(len(rec.held)):
             conds.append(f"not H[{j}]._hooks and not H[{j}]._post_acc_hooks")
     lines = ["def advance(kind, name, a, run):",
-             "    if kind != KIND or name != NAME or not S.grad_enabled or S.inference or AN[0] or PR[0] is not None \\",
-             "            or DD[0] is not run.default or HC[0][0] or HC[1][0]:",
+             "    if kind != KIND or name != NAME or not S.grad_enabled or S.inference or AN[0] \\",
+             "            or PR[0] is not None or DD[0] is not run.default or HC[0][0] or HC[1][0]:",
              "        return MISS"]
     if pos:
         lines += [f"    if GI() != {int(rec.thread)}:", "        return MISS"]
@@ -334,18 +335,20 @@ def _completion(rec, pos, n_ext, table):
               "        rec = run.record",
               "        lazy = False",
               "        if mask and rec.lazy:",
-              "            # (the values of the results alive computed when first read, from copies of the inputs;",
-              "            # unless the last call's results are kept unread: their values with the program from now on)",
+              "            # (the values of the results alive computed when first read, from copies of the",
+              "            # inputs; unless the last call's results are kept unread: then the program's)",
               "            pr = rec.lazy_run() if rec.lazy_run is not None else None",
               "            if pr is not None and pr.snap is not None:",
               "                rec.lazy = False",
               "            else:",
               "                lazy = True",
               "        e = rec.programs.get(0 if lazy else mask)",
-              "        if e is None or e[4] is None or e[3] is not run.steps or e[2] is not run.call[0] or e[1].evicted:",
+              "        if e is None or e[4] is None or e[3] is not run.steps or e[2] is not run.call[0] \\",
+              "                or e[1].evicted:",
               "            if lazy:",
               "                return SLOW(run, 0, [], True)",
-              f"            return SLOW(run, mask, [a for a in ({alive}{',' if len(objs) == 1 else ''}) if a is not None])",
+              f"            return SLOW(run, mask, [a for a in ({alive}{',' if len(objs) == 1 else ''}) "
+              f"if a is not None])",
               "        SUSP[0] += 1",
               "        try:",
               "            res = e[4](run.ext)",
