@@ -211,8 +211,12 @@ def test_results_of_a_finished_chain_keep_their_values_and_get_their_graphs_when
 
 
 def test_an_input_changed_in_place_after_the_chain_keeps_values_and_refuses_the_graph():
+    """A call whose program computed the values of the results alive keeps no copies of its
+    inputs: their graphs cannot be rebuilt once an input changed in place."""
     cl, x, tx = speculating(6, 10)
+    third(tg, cl, x)[0].item()                # (a value read: values in the program from now on)
     y, g1, g2, g3 = third(tg, cl, x)
+    assert pending(y) and not lazy(y)
     ty, t1, _, _ = third(torch, tanh2(torch), tx)
     with tg.no_grad():
         x.mul_(2)                             # an optimizer step
@@ -956,4 +960,44 @@ def test_hessian_vector_products_left_for_later_with_weights_changed_through_dat
     for w, g in zip(ws, hv):
         w.data.sub_(0.5 * g)
     for a, b in zip(gs + hv, tgs + thv):
+        close(a, b)
+
+
+@pytest.mark.parametrize("loss", ["tanh2", "exp", "cube"])
+def test_graphs_of_results_left_for_later_after_an_input_changed_in_place_are_torchs(loss):
+    """The graphs of results whose values were left for later, wanted after an input was
+    written in place (an optimizer step): rebuilt from the copies of the inputs, each input
+    at its version as taken, so a backward gives torch's gradient where torch's graph saved
+    no input (tanh's and exp's save their results) and raises torch's error where it did
+    (x ** 3 saves x); the values stay the call's."""
+    fs = {"tanh2": lambda m, x: (m.tanh(x) ** 2).sum(), "exp": lambda m, x: m.exp(x).sum(),
+          "cube": lambda m, x: (x ** 3).sum()}
+    cl = tg.compile(lambda x: fs[loss](tg, x))
+    x, tx = pair(np.random.default_rng(36).standard_normal(9))
+    outs = []
+    for lib, f, t in ((tg, cl, x), (torch, lambda v: fs[loss](torch, v), tx)):
+        for _ in range(SPECULATES + 1):
+            y = f(t)
+            (g1,) = lib.autograd.grad(y, t, create_graph=True)
+            (g2,) = lib.autograd.grad((g1 * g1).sum(), t, create_graph=True)
+            (g3,) = lib.autograd.grad(g2.sum(), t, retain_graph=True)
+        outs.append((y, g1, g2, g3))
+    (y, g1, g2, g3), (ty, t1, t2, t3) = outs
+    assert lazy(g1) and lazy(g2)
+    for lib, t in ((tg, x), (torch, tx)):
+        with lib.no_grad():
+            t.add_(1)
+            t.mul_(2)
+    for a, b in zip((g1, g2), (t1, t2)):
+        x.grad = tx.grad = None
+        try:
+            b.sum().backward(retain_graph=True)
+        except RuntimeError as e:
+            assert "modified by an inplace operation" in str(e)
+            with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+                a.sum().backward(retain_graph=True)
+        else:
+            a.sum().backward(retain_graph=True)
+            close(x.grad, tx.grad)
+    for a, b in zip((y, g1, g2, g3), (ty, t1, t2, t3)):
         close(a, b)

@@ -39,7 +39,9 @@ from running the calls as written, but the time. After the last step, the result
 values the whole program gave them (or get them from the copies); their graphs are made
 the same way when first needed.
 The chain's inputs must then be as they were: an input changed in place since makes that
-graph raise torch's error when a backward reaches it, as a graph that saved the input would.
+graph raise torch's error when a backward reaches it, as a graph that saved the input would;
+where the last step kept copies of the inputs, the graph is made from them instead, each
+input at its version as taken, and raises where torch's graph reads an input written since.
 An input changed in place before the last step makes the last step raise. A write through
 `.data` is not seen (as autograd does not see it).
 
@@ -134,7 +136,7 @@ class Record:
 class Run:
     """One call of the program and the steps after it: recorded as they run, or speculated."""
     __slots__ = ("record", "spec", "steps", "pos", "objs", "ext", "ext_ids", "seen", "call", "closed", "done",
-                 "error", "default", "consts", "held", "snap", "__weakref__")
+                 "error", "default", "consts", "held", "snap", "copies", "__weakref__")
 
     def __init__(self, record, spec):
         self.record = record
@@ -153,6 +155,7 @@ class Run:
         self.consts = ()            # (tensor, version counter, version, array) of what the program reads itself
         self.held = record.held if spec else []     # the tensors of those the steps take, by place
         self.snap = None            # copies of the inputs' arrays, while results alive have no values (_snap)
+        self.copies = None          # the same copies, kept after for the graphs of those results (_realize)
 
 
 def _meta(t):
@@ -732,7 +735,7 @@ def _snap(run):
     """The last step of a run whose results alive take their values when first read: copies of
     the inputs as the program read them (the inputs may change in place since, through .data
     too, as autograd does not see)."""
-    run.snap = [t._data.copy(order="K") for t in run.ext]       # (in their layouts)
+    run.snap = run.copies = [t._data.copy(order="K") for t in run.ext]       # (in their layouts)
     run.record.lazy_run = weakref.ref(run)
 
 
@@ -834,28 +837,49 @@ def _realize(run):
         if not alive:
             return
         t = _changed(run)
+        rewind = None
         if t is not None:
             if not run.done:
                 run.error = _stale_error(run.record, t)
                 raise run.error
-            for _, o in alive:
-                _stale(run, o, t)
-            return
+            rewind = _rewinder(run)
+            if rewind is None:
+                for _, o in alive:
+                    _stale(run, o, t)
+                return
         try:
-            real = _replay(run)
+            real = _replay(run, rewind=rewind)
         except Exception as e:
             run.error = e
             raise
+        finally:
+            run.copies = None
         for i, o in alive:
             _transplant(o, real[i], run.done)
 
 
-def _replay(run, stand=None, upto=None):
+def _rewinder(run):
+    """Where a finished run's inputs were written in place since (autograd saw it: the same
+    memory, the version counted up) and the copies of them as the call took them are kept
+    (_snap): the inputs, their copies and versions as taken, for _replay, which gives each
+    its values and version as taken while the steps run. So the graphs are eager's: a saved
+    input is at its version as taken, and raises torch's error when a backward reads it; the
+    results made from it keep the values they had. Else None (the graphs cannot be rebuilt)."""
+    if run.copies is None or run.consts:
+        return None
+    for t, (vc, v, data, req) in zip(run.ext, run.seen):
+        if t._vc is not vc or t._data is not data:
+            return None
+    return [(t, a, seen[1]) for t, a, seen in zip(run.ext, run.copies, run.seen) if t._vc[0] != seen[1]]
+
+
+def _replay(run, stand=None, upto=None, rewind=None):
     """The steps taken so far (or the first `upto`), run as they first ran: grad mode on, the
     inputs' requires_grad as the chain took them, and without the hooks registered since on
     the chain's inputs or the saved-tensor hooks entered since (a grad step checks for new
     hooks and flags, so none was there when the steps before it ran). `stand`: tensors that
-    stand for the inputs (their values as the chain took them)."""
+    stand for the inputs (their values as the chain took them). `rewind`: (input, its array
+    as taken, its version as taken) for inputs written in place since (_rewinder)."""
     real = []
     ext, leaves = run.ext, run.call[1]
     if stand is not None:
@@ -874,6 +898,10 @@ def _replay(run, stand=None, upto=None):
     saved_hooks = HIDDEN_HOOKS[0]()
     saved_hooks.__enter__()
     SUSPENDED[0] += 1
+    now = [(t, t._data, t._vc[0]) for t, _, _ in rewind or ()]
+    for t, a, v in rewind or ():
+        _DATA.__set__(t, a)
+        t._vc[0] = v
     try:
         for kind, name, spec, out in run.steps[:run.pos if upto is None else upto]:
             if kind == "call":
@@ -889,6 +917,9 @@ def _replay(run, stand=None, upto=None):
             else:
                 real.extend(res)
     finally:
+        for t, a, v in now:
+            _DATA.__set__(t, a)
+            t._vc[0] = v
         SUSPENDED[0] -= 1
         saved_hooks.__exit__(None, None, None)
         for t, hooks, post in hidden:
