@@ -146,7 +146,7 @@ class Run:
         self.objs = []              # weak references to the results, by place (None for a None result)
         self.ext = []               # the chain's input tensors, by place
         self.ext_ids = {}
-        self.seen = []              # (version counter, version, array) of each input as it was taken
+        self.seen = []              # (version counter, version, array, requires_grad, (grad_fn, output_nr)) of each input
         self.call = None            # (program, argument tensors, distinct) of the compiled call
         self.closed = False
         self.done = False
@@ -194,7 +194,7 @@ def _enc(a, run):
             slot = len(run.ext)
             run.ext.append(a)
             run.ext_ids[id(a)] = slot
-            run.seen.append((a._vc, a._vc[0], a._data, a._req))
+            run.seen.append((a._vc, a._vc[0], a._data, a._req, (a._grad_fn, a._output_nr)))
         return ("x", slot)
     if c is int or c is bool or c is str or a is None or c is D.dtype:
         return ("c", c, a)
@@ -385,13 +385,13 @@ def _add(run, t, data):
     """A speculated run's input taken (its check passed: _advancer) -> True."""
     run.ext_ids[id(t)] = len(run.ext)
     run.ext.append(t)
-    run.seen.append((t._vc, t._vc[0], data, t._req))
+    run.seen.append((t._vc, t._vc[0], data, t._req, (t._grad_fn, t._output_nr)))
     return True
 
 
 def _changed(run):
     """An input of the chain changed in place (or given other memory) since it was taken, or None."""
-    for t, (vc, v, data, req) in zip(run.ext, run.seen):
+    for t, (vc, v, data, _, _) in zip(run.ext, run.seen):
         if t._vc is not vc or vc[0] != v or t._data is not data:
             return t
     for t, vc, v, data in run.consts:       # (a module's parameters, a global tensor the program reads)
@@ -867,10 +867,11 @@ def _rewinder(run):
     results made from it keep the values they had. Else None (the graphs cannot be rebuilt)."""
     if run.copies is None or run.consts:
         return None
-    for t, (vc, v, data, req) in zip(run.ext, run.seen):
+    for t, (vc, _, data, _, _) in zip(run.ext, run.seen):
         if t._vc is not vc or t._data is not data:
             return None
-    return [(t, a, seen[1]) for t, a, seen in zip(run.ext, run.copies, run.seen) if t._vc[0] != seen[1]]
+    # (a write under grad mode gave an input another grad_fn: its place in the graph as taken too)
+    return [(t, a, seen[1], seen[4]) for t, a, seen in zip(run.ext, run.copies, run.seen) if t._vc[0] != seen[1]]
 
 
 def _replay(run, stand=None, upto=None, rewind=None):
@@ -878,8 +879,8 @@ def _replay(run, stand=None, upto=None, rewind=None):
     inputs' requires_grad as the chain took them, and without the hooks registered since on
     the chain's inputs or the saved-tensor hooks entered since (a grad step checks for new
     hooks and flags, so none was there when the steps before it ran). `stand`: tensors that
-    stand for the inputs (their values as the chain took them). `rewind`: (input, its array
-    as taken, its version as taken) for inputs written in place since (_rewinder)."""
+    stand for the inputs (their values as the chain took them). `rewind`: (input, its array,
+    version and (grad_fn, output_nr) as taken) for inputs written in place since (_rewinder)."""
     real = []
     ext, leaves = run.ext, run.call[1]
     if stand is not None:
@@ -898,10 +899,11 @@ def _replay(run, stand=None, upto=None, rewind=None):
     saved_hooks = HIDDEN_HOOKS[0]()
     saved_hooks.__enter__()
     SUSPENDED[0] += 1
-    now = [(t, t._data, t._vc[0]) for t, _, _ in rewind or ()]
-    for t, a, v in rewind or ():
+    now = [(t, t._data, t._vc[0], (t._grad_fn, t._output_nr)) for t, _, _, _ in rewind or ()]
+    for t, a, v, (fn, nr) in rewind or ():
         _DATA.__set__(t, a)
         t._vc[0] = v
+        t._grad_fn, t._output_nr = fn, nr
     try:
         for kind, name, spec, out in run.steps[:run.pos if upto is None else upto]:
             if kind == "call":
@@ -917,9 +919,10 @@ def _replay(run, stand=None, upto=None, rewind=None):
             else:
                 real.extend(res)
     finally:
-        for t, a, v in now:
+        for t, a, v, (fn, nr) in now:
             _DATA.__set__(t, a)
             t._vc[0] = v
+            t._grad_fn, t._output_nr = fn, nr
         SUSPENDED[0] -= 1
         saved_hooks.__exit__(None, None, None)
         for t, hooks, post in hidden:
