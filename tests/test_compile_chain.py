@@ -1034,3 +1034,42 @@ def test_graphs_left_for_later_keep_a_non_leaf_inputs_place_as_taken(source):
         assert w.grad is None and tw.grad is None
     for a, b in zip((y, g1, g2, g3), (ty, t1, t2, t3)):
         close(a, b)
+
+
+@pytest.mark.parametrize("when", ["before", "late", "mid", "after"])
+def test_hooks_of_a_non_leaf_input_run_as_torchs(when):
+    """register_hook on a non-leaf keeps the hook on its grad_fn, not on the tensor: a chain
+    taking such an input (hooked before the call, on a late call, between two grad steps) runs
+    its steps as written, so each hook runs as in torch and changes the gradients as in torch;
+    a hook registered after the chain does not run while its graph is rebuilt."""
+    xs = np.random.default_rng(38).standard_normal(6)
+    cl = tg.compile(tanh2(tg))
+    res = []
+    for lib, f in ((tg, cl), (torch, tanh2(torch))):
+        base = lib.tensor(xs, requires_grad=True)
+        calls, outs = [], []
+        for i in range(CALLS + 1):
+            x = base * 2
+
+            def hook():
+                x.register_hook(lambda g: (calls.append(i), g * 10)[1])
+            if when == "before" or (when == "late" and i == CALLS - 1):
+                hook()
+            y = f(x)
+            (g1,) = lib.autograd.grad(y, x, create_graph=True)
+            if when == "mid" and i >= SPECULATES + 1:
+                hook()
+            (g2,) = lib.autograd.grad((g1 * g1).sum(), x, create_graph=True)
+            (g3,) = lib.autograd.grad(g2.sum(), x, retain_graph=True)
+            outs.append((y, g1, g2, g3))
+        if when == "after":
+            hook()
+        base.grad = None
+        g1.sum().backward()
+        res.append((outs, calls, base.grad))
+    (outs, calls, grad), (touts, tcalls, tgrad) = res
+    for o, t in zip(outs, touts):
+        for a, b in zip(o, t):
+            close(a, b)
+    assert calls == tcalls
+    close(grad, tgrad)

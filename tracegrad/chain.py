@@ -175,7 +175,7 @@ def _enc(a, run):
     if isinstance(a, Tensor):
         slot = run.ext_ids.get(id(a))
         if slot is None:
-            if (a._hooks or a._post_acc_hooks or a._retains_grad or a._view is not None or a.__dict__
+            if (a._hooks or a._post_acc_hooks or a._retains_grad or _node_hooks(a) or a._view is not None or a.__dict__
                     or a._data.__class__ is not np.ndarray):
                 raise _Refused
             read = run.call[0].read_ids
@@ -216,6 +216,7 @@ def _advancer(rec, pos, bound, read_ids):
     program reads itself (a speculated run takes none of them where the chain had an input)."""
     kind, name, spec, out = rec.steps[pos]
     table = {"P": _Pending, "T": Tensor, "ND": np.ndarray, "ADD": _add, "RI": read_ids, "H": rec.held, "S": STATE,
+             "NH": _node_hooks,
              "AN": _ANOMALY, "PR": _PROFILE,
              "DD": _DEFAULT_DTYPE, "HC": HOOK_COUNTS, "GI": _get_ident, "MISS": MISS, "new": _new, "ref": _ref,
              "KIND": kind, "NAME": name}
@@ -238,7 +239,7 @@ def _advancer(rec, pos, bound, read_ids):
                 x, d = f"x{slot}", f"d{slot}"
                 conds.append(f"({x} := {expr}).__class__ is not P and isinstance({x}, T)")
                 conds.append(f"id({x}) not in run.ext_ids and not {x}._hooks and not {x}._post_acc_hooks "
-                             f"and not {x}._retains_grad and {x}._view is None and not {x}.__dict__")
+                             f"and not {x}._retains_grad and {x}._view is None and not {x}.__dict__ and not NH({x})")
                 conds.append(f"({d} := {x}._data).__class__ is ND")
                 if read_ids:
                     conds.append(f"id({x}) not in RI")
@@ -271,7 +272,7 @@ def _advancer(rec, pos, bound, read_ids):
         for slot in range(walk.bound):
             conds.append(f"run.ext[{slot}]._req is {bool(rec.ext_meta[slot][2])}")
             conds.append(f"not run.ext[{slot}]._hooks and not run.ext[{slot}]._post_acc_hooks "
-                         f"and not run.ext[{slot}]._retains_grad")
+                         f"and not run.ext[{slot}]._retains_grad and not NH(run.ext[{slot}])")
         for j in range(len(rec.held)):
             conds.append(f"not H[{j}]._hooks and not H[{j}]._post_acc_hooks")
     lines = ["def advance(kind, name, a, run):",
@@ -387,6 +388,15 @@ def _add(run, t, data):
     run.ext.append(t)
     run.seen.append((t._vc, t._vc[0], data, t._req, (t._grad_fn, t._output_nr)))
     return True
+
+
+def _node_hooks(t):
+    """The hooks of a non-leaf tensor (register_hook keeps them on its grad_fn, by output_nr), or None."""
+    fn = t._grad_fn
+    if fn is None:
+        return None
+    th = fn.__dict__.get("_tensor_hooks")
+    return th.get(t._output_nr) if th else None
 
 
 def _changed(run):
@@ -893,6 +903,10 @@ def _replay(run, stand=None, upto=None, rewind=None):
               if t._hooks or t._post_acc_hooks]
     for t, _, _ in hidden:
         t._hooks = t._post_acc_hooks = None
+    # (a non-leaf input's hooks are its grad_fn's, by output_nr, as taken: none then)
+    hidden_nodes = [(fn.__dict__["_tensor_hooks"], nr, fn.__dict__["_tensor_hooks"].pop(nr))
+                    for fn, nr in [seen[4] for seen in run.seen]
+                    if fn is not None and nr in fn.__dict__.get("_tensor_hooks", ())]
     flipped = [(t, t._req) for t, seen in zip(run.ext, run.seen) if t._req is not seen[3]]
     for t, seen in zip(run.ext, run.seen):
         t._req = seen[3]                # (requires_grad_ since: the steps ran before it)
@@ -927,6 +941,8 @@ def _replay(run, stand=None, upto=None, rewind=None):
         saved_hooks.__exit__(None, None, None)
         for t, hooks, post in hidden:
             t._hooks, t._post_acc_hooks = hooks, post
+        for th, nr, hooks in hidden_nodes:
+            th[nr] = hooks
         for t, req in flipped:
             t._req = req
         STATE.grad_enabled, STATE.inference = prev_grad, prev_inf
