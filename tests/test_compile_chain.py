@@ -1073,3 +1073,30 @@ def test_hooks_of_a_non_leaf_input_run_as_torchs(when):
             close(a, b)
     assert calls == tcalls
     close(grad, tgrad)
+
+
+def test_retain_grad_of_a_non_leaf_input_between_grad_steps_is_torchs():
+    """retain_grad on a non-leaf input between two grad steps: the steps before it are made
+    real as they first ran, without it, so its .grad holds the later steps' gradients only."""
+    xs = np.random.default_rng(39).standard_normal(5)
+    cl = tg.compile(tanh2(tg))
+    res = []
+    for lib, f in ((tg, cl), (torch, tanh2(torch))):
+        base = lib.tensor(xs, requires_grad=True)
+        out = []
+        for i in range(CALLS):
+            x = base * 2
+            y = f(x)
+            (g1,) = lib.autograd.grad(y, x, create_graph=True)
+            if i >= SPECULATES:
+                x.retain_grad()
+            (g2,) = lib.autograd.grad((g1 * g1).sum(), x, create_graph=True)
+            kept = None if x.grad is None else x.grad.detach().clone()
+            (g3,) = lib.autograd.grad(g2.sum(), x)
+            out.append((y, g1, g2, g3, kept, x.grad))
+        res.append(out)
+    for o, t in zip(*res):
+        assert (o[4] is None) == (t[4] is None) and (o[5] is None) == (t[5] is None)
+        for a, b in zip(o, t):
+            if a is not None:
+                close(a, b)

@@ -903,10 +903,9 @@ def _replay(run, stand=None, upto=None, rewind=None):
               if t._hooks or t._post_acc_hooks]
     for t, _, _ in hidden:
         t._hooks = t._post_acc_hooks = None
-    # (a non-leaf input's hooks are its grad_fn's, by output_nr, as taken: none then)
-    hidden_nodes = [(fn.__dict__["_tensor_hooks"], nr, fn.__dict__["_tensor_hooks"].pop(nr))
-                    for fn, nr in [seen[4] for seen in run.seen]
-                    if fn is not None and nr in fn.__dict__.get("_tensor_hooks", ())]
+    # (a non-leaf input's hooks and retain_grad are its grad_fn's, by output_nr, as taken: none then)
+    hidden_nodes = [(fn.__dict__[k], nr, fn.__dict__[k].pop(nr)) for fn, nr in [seen[4] for seen in run.seen]
+                    if fn is not None for k in ("_tensor_hooks", "_retained") if nr in fn.__dict__.get(k, ())]
     flipped = [(t, t._req) for t, seen in zip(run.ext, run.seen) if t._req is not seen[3]]
     for t, seen in zip(run.ext, run.seen):
         t._req = seen[3]                # (requires_grad_ since: the steps ran before it)
