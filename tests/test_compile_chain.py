@@ -1100,3 +1100,33 @@ def test_retain_grad_of_a_non_leaf_input_between_grad_steps_is_torchs():
         for a, b in zip(o, t):
             if a is not None:
                 close(a, b)
+
+
+@pytest.mark.parametrize("read_first", [False, True])
+def test_a_non_leaf_input_detached_in_place_after_the_chain_keeps_its_graph(read_first):
+    """detach_() on a non-leaf input after the chain: the results' graphs, made when first
+    needed, connect where the input was when taken, as torch's graph does (they made it a
+    leaf: no gradient reached its base)."""
+    xs = np.random.default_rng(40).standard_normal(6)
+    cl = tg.compile(tanh2(tg))
+    res = []
+    for lib, f in ((tg, cl), (torch, tanh2(torch))):
+        base = lib.tensor(xs, requires_grad=True)
+        for i in range(CALLS):
+            x = base * 2
+            y = f(x)
+            (g1,) = lib.autograd.grad(y, x, create_graph=True)
+            (g2,) = lib.autograd.grad((g1 * g1).sum(), x, create_graph=True)
+            (g3,) = lib.autograd.grad(g2.sum(), x, retain_graph=True)
+            if read_first and i == SPECULATES:
+                y.item()
+        x.detach_()
+        grads = []
+        for t in (g1, g2):
+            base.grad = None
+            t.sum().backward(retain_graph=True)
+            grads.append(base.grad)
+        res.append(grads + [y, g1, g2, g3])
+    for a, b in zip(*res):
+        assert a is not None
+        close(a, b)

@@ -880,8 +880,7 @@ def _rewinder(run):
     for t, (vc, _, data, _, _) in zip(run.ext, run.seen):
         if t._vc is not vc or t._data is not data:
             return None
-    # (a write under grad mode gave an input another grad_fn: its place in the graph as taken too)
-    return [(t, a, seen[1], seen[4]) for t, a, seen in zip(run.ext, run.copies, run.seen) if t._vc[0] != seen[1]]
+    return [(t, a, seen[1]) for t, a, seen in zip(run.ext, run.copies, run.seen) if t._vc[0] != seen[1]]
 
 
 def _replay(run, stand=None, upto=None, rewind=None):
@@ -889,8 +888,9 @@ def _replay(run, stand=None, upto=None, rewind=None):
     inputs' requires_grad as the chain took them, and without the hooks registered since on
     the chain's inputs or the saved-tensor hooks entered since (a grad step checks for new
     hooks and flags, so none was there when the steps before it ran). `stand`: tensors that
-    stand for the inputs (their values as the chain took them). `rewind`: (input, its array,
-    version and (grad_fn, output_nr) as taken) for inputs written in place since (_rewinder)."""
+    stand for the inputs (their values as the chain took them). `rewind`: (input, its array
+    and version as taken) for inputs written in place since (_rewinder). Each input has its
+    place in a graph as taken (a write under grad mode or detach_() since moved it)."""
     real = []
     ext, leaves = run.ext, run.call[1]
     if stand is not None:
@@ -912,11 +912,14 @@ def _replay(run, stand=None, upto=None, rewind=None):
     saved_hooks = HIDDEN_HOOKS[0]()
     saved_hooks.__enter__()
     SUSPENDED[0] += 1
-    now = [(t, t._data, t._vc[0], (t._grad_fn, t._output_nr)) for t, _, _, _ in rewind or ()]
-    for t, a, v, (fn, nr) in rewind or ():
+    now = [(t, t._data, t._vc[0]) for t, _, _ in rewind or ()]
+    for t, a, v in rewind or ():
         _DATA.__set__(t, a)
         t._vc[0] = v
-        t._grad_fn, t._output_nr = fn, nr
+    moved = [(t, (t._grad_fn, t._output_nr)) for t, seen in zip(run.ext, run.seen)
+             if t._grad_fn is not seen[4][0] or t._output_nr != seen[4][1]]
+    for t, seen in zip(run.ext, run.seen):
+        t._grad_fn, t._output_nr = seen[4]
     try:
         for kind, name, spec, out in run.steps[:run.pos if upto is None else upto]:
             if kind == "call":
@@ -932,9 +935,10 @@ def _replay(run, stand=None, upto=None, rewind=None):
             else:
                 real.extend(res)
     finally:
-        for t, a, v, (fn, nr) in now:
+        for t, a, v in now:
             _DATA.__set__(t, a)
             t._vc[0] = v
+        for t, (fn, nr) in moved:
             t._grad_fn, t._output_nr = fn, nr
         SUSPENDED[0] -= 1
         saved_hooks.__exit__(None, None, None)
