@@ -1130,3 +1130,42 @@ def test_a_non_leaf_input_detached_in_place_after_the_chain_keeps_its_graph(read
     for a, b in zip(*res):
         assert a is not None
         close(a, b)
+
+
+def test_a_parameter_frozen_after_the_chain_keeps_the_graphs_edges_to_it():
+    """A compiled module's parameter frozen (requires_grad_(False)) after a chain that took it:
+    the results' graphs, made when first needed, are the ones the steps made while it required
+    grad, as torch's: a backward reaches it (the last grad step raised, replayed with it frozen)."""
+    rng = np.random.default_rng(41)
+    m = tg.nn.Sequential(tg.nn.Linear(5, 4), tg.nn.Tanh(), tg.nn.Linear(4, 1)).double()
+    tm = torch.nn.Sequential(torch.nn.Linear(5, 4), torch.nn.Tanh(), torch.nn.Linear(4, 1)).double()
+    with torch.no_grad():
+        for p, tp in zip(m.parameters(), tm.parameters()):
+            tp.copy_(torch.tensor(p.detach().numpy()))
+    cm = tg.compile(m)
+    xa = rng.standard_normal((6, 5))
+    res = []
+    for lib, f, mod in ((tg, cm, m), (torch, tm, tm)):
+        ps = list(mod.parameters())
+        for _ in range(CALLS):
+            x = lib.tensor(xa, requires_grad=True)
+            out = f(x).sum()
+            (gx,) = lib.autograd.grad(out, x, create_graph=True)
+            pen = (gx ** 2).sum()
+            gs = lib.autograd.grad(pen, ps, retain_graph=True, allow_unused=True)
+        mod[0].weight.requires_grad_(False)
+        got = []
+        for t in (out, gx):
+            for p in ps:
+                p.grad = None
+            t.sum().backward(retain_graph=True)
+            got.append([p.grad for p in ps])
+        res.append((got, [out, gx, pen] + [g for g in gs if g is not None]))
+    (got, vals), (tgot, tvals) = res
+    for a, b in zip(vals, tvals):
+        close(a, b)
+    for row, trow in zip(got, tgot):
+        for a, b in zip(row, trow):
+            assert (a is None) == (b is None)
+            if a is not None:
+                close(a, b)

@@ -152,7 +152,7 @@ class Run:
         self.done = False
         self.error = None
         self.default = record.default if spec else D.get_default_dtype()
-        self.consts = ()            # (tensor, version counter, version, array) of what the program reads itself
+        self.consts = ()            # (tensor, version counter, version, array, requires_grad) of what the program reads itself
         self.held = record.held if spec else []     # the tensors of those the steps take, by place
         self.snap = None            # copies of the inputs' arrays, while results alive have no values (_snap)
         self.copies = None          # the same copies, kept after for the graphs of those results (_realize)
@@ -404,7 +404,7 @@ def _changed(run):
     for t, (vc, v, data, _, _) in zip(run.ext, run.seen):
         if t._vc is not vc or vc[0] != v or t._data is not data:
             return t
-    for t, vc, v, data in run.consts:       # (a module's parameters, a global tensor the program reads)
+    for t, vc, v, data, _ in run.consts:    # (a module's parameters, a global tensor the program reads)
         if t._vc is not vc or vc[0] != v or t._data is not data:
             return t
     return None
@@ -489,7 +489,7 @@ def on_call(fn, p, rec, args, kwargs, leaves, distinct):
             _missed(rec)
             return NOT_STEP
         if p.consts or run.held:
-            run.consts = [(t, t._vc, t._vc[0], t._data) for t in list(p.consts) + list(run.held)]
+            run.consts = [(t, t._vc, t._vc[0], t._data, t._req) for t in list(p.consts) + list(run.held)]
         LIVE[0] += 1
         rec.open = run
         return out
@@ -907,8 +907,11 @@ def _replay(run, stand=None, upto=None, rewind=None):
     hidden_nodes = [(fn.__dict__[k], nr, fn.__dict__[k].pop(nr)) for fn, nr in [seen[4] for seen in run.seen]
                     if fn is not None for k in ("_tensor_hooks", "_retained") if nr in fn.__dict__.get(k, ())]
     flipped = [(t, t._req) for t, seen in zip(run.ext, run.seen) if t._req is not seen[3]]
+    flipped += [(t, t._req) for t, _, _, _, req in run.consts if t._req is not req]
     for t, seen in zip(run.ext, run.seen):
         t._req = seen[3]                # (requires_grad_ since: the steps ran before it)
+    for t, _, _, _, req in run.consts:
+        t._req = req                    # (a module's parameters frozen since, as well)
     saved_hooks = HIDDEN_HOOKS[0]()
     saved_hooks.__enter__()
     SUSPENDED[0] += 1
