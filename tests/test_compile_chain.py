@@ -1169,3 +1169,32 @@ def test_a_parameter_frozen_after_the_chain_keeps_the_graphs_edges_to_it():
             assert (a is None) == (b is None)
             if a is not None:
                 close(a, b)
+
+
+@pytest.mark.parametrize("use", ["mul", "add"])
+def test_a_step_taking_the_previous_calls_gradient_differentiates_through_it(use):
+    """s = (g1 * g1_prev).sum(), with g1_prev the previous call's gradient: its graph reaches x,
+    so grad(s, x) has a term through it. The whole chain, a function of its inputs, took
+    g1_prev as an input of its own and left that term out (a Hessian-vector product off by
+    half); a step's tensor with a graph of its own now ends the chain there, and the steps run
+    as written."""
+    xs = np.random.default_rng(42).standard_normal(6)
+    cl = tg.compile(tanh2(tg))
+    res = []
+    for lib, f in ((tg, cl), (torch, tanh2(torch))):
+        x = lib.tensor(xs, requires_grad=True)
+        prev, out = None, []
+        for _ in range(CALLS + 1):
+            y = f(x)
+            (g1,) = lib.autograd.grad(y, x, create_graph=True)
+            other = g1 if prev is None else prev
+            s = (g1 * other).sum() if use == "mul" else (g1 + other * 0.5).sum()
+            (h,) = lib.autograd.grad(s, x, retain_graph=True)
+            out.append((y, g1, h))
+            prev = g1
+            with lib.no_grad():
+                x.mul_(0.9)
+        res.append(out)
+    for o, t in zip(*res):
+        for a, b in zip(o, t):
+            close(a, b)

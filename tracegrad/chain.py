@@ -51,8 +51,9 @@ the program does; what the program reads itself is checked for writes as the inp
 
 A chain whose steps change from call to call is recorded again, and given up after a few
 changes; so are chains with no autograd.grad step. Programs that write their inputs or have
-symbolic sizes, chains whose inputs have hooks or are views, and calls from another thread
-than the one that recorded the chain run as written.
+symbolic sizes, chains whose inputs have hooks or are views (or, taken by a step after the
+call, a graph of their own), and calls from another thread than the one that recorded the
+chain run as written.
 """
 import threading
 import weakref
@@ -191,6 +192,11 @@ def _enc(a, run):
                         return ("o", j)
                 run.held.append(a)
                 return ("o", len(run.held) - 1)
+            if run.steps and a._req and a._grad_fn is not None:
+                # (a step's tensor with a graph of its own, which may reach the chain's inputs: the
+                # previous call's gradient. The whole chain, a function of its inputs, would not
+                # see that path, and its derivatives would leave out what flows along it)
+                raise _Refused
             slot = len(run.ext)
             run.ext.append(a)
             run.ext_ids[id(a)] = slot
@@ -243,6 +249,8 @@ def _advancer(rec, pos, bound, read_ids):
                 conds.append(f"({d} := {x}._data).__class__ is ND")
                 if read_ids:
                     conds.append(f"id({x}) not in RI")
+                if pos:
+                    conds.append(f"(not {x}._req or {x}._grad_fn is None)")     # (as _enc refuses)
                 conds.append(f"{d}.shape == {m}[0] and {x}._dtype == {m}[1] and {x}._req == {m}[2] "
                              f"and {d}.strides == {m}[3]")
                 conds.append(f"ADD(run, {x}, {d})")
