@@ -164,6 +164,21 @@ def _meta(t):
     return (d.shape, t._dtype, t._req, d.strides)
 
 
+def _ext_meta(t):
+    """An input's metadata as the chain compares it: _meta's, and whether it is a leaf."""
+    return _meta(t) + (t._grad_fn is None,)
+
+
+def _independent(run):
+    """Whether the run's inputs that require grad (and the tensors the steps take that the
+    program reads) are independent as the whole chain, a function of them, takes them: not
+    where a non-leaf among them has a graph that may reach another (f(base * 2, base): the
+    derivative with respect to base has a term through the first argument, which the whole
+    chain would not see)."""
+    req = [t for t in run.ext if t._req]
+    return len(req) + len(run.held) < 2 or all(t._grad_fn is None for t in req)
+
+
 def _enc(a, run):
     """An argument as the chain compares it: a result by its place, another tensor by its place
     among the chain's inputs (taken now where new), a number by its type and bits."""
@@ -252,7 +267,7 @@ def _advancer(rec, pos, bound, read_ids):
                 if pos:
                     conds.append(f"(not {x}._req or {x}._grad_fn is None)")     # (as _enc refuses)
                 conds.append(f"{d}.shape == {m}[0] and {x}._dtype == {m}[1] and {x}._req == {m}[2] "
-                             f"and {d}.strides == {m}[3]")
+                             f"and {d}.strides == {m}[3] and ({x}._grad_fn is None) is {m}[4]")
                 conds.append(f"ADD(run, {x}, {d})")
                 walk.bound = slot + 1
         elif kind == "o":
@@ -619,9 +634,11 @@ def _end(run):
     if rec.open is run:
         rec.open = None
     steps = run.steps
-    metas = [_meta(t) for t in run.ext]
+    metas = [_ext_meta(t) for t in run.ext]
     if not any(step[0] == "grad" for step in steps):
         _give_up(rec)                # no derivative taken: nothing to share with the call's program
+    elif not _independent(run):
+        _give_up(rec)
     elif steps == rec.steps and metas == rec.ext_meta and run.default is rec.default \
             and len(run.held) == len(rec.held) and all(a is b for a, b in zip(run.held, rec.held)):
         rec.same += 1
