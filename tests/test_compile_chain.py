@@ -211,8 +211,12 @@ def test_results_of_a_finished_chain_keep_their_values_and_get_their_graphs_when
 
 
 def test_an_input_changed_in_place_after_the_chain_keeps_values_and_refuses_the_graph():
+    """A call whose program computed the values of the results alive keeps no copies of its
+    inputs: their graphs cannot be rebuilt once an input changed in place."""
     cl, x, tx = speculating(6, 10)
+    third(tg, cl, x)[0].item()                # (a value read: values in the program from now on)
     y, g1, g2, g3 = third(tg, cl, x)
+    assert pending(y) and not lazy(y)
     ty, t1, _, _ = third(torch, tanh2(torch), tx)
     with tg.no_grad():
         x.mul_(2)                             # an optimizer step
@@ -957,3 +961,274 @@ def test_hessian_vector_products_left_for_later_with_weights_changed_through_dat
         w.data.sub_(0.5 * g)
     for a, b in zip(gs + hv, tgs + thv):
         close(a, b)
+
+
+@pytest.mark.parametrize("loss", ["tanh2", "exp", "cube"])
+def test_graphs_of_results_left_for_later_after_an_input_changed_in_place_are_torchs(loss):
+    """The graphs of results whose values were left for later, wanted after an input was
+    written in place (an optimizer step): rebuilt from the copies of the inputs, each input
+    at its version as taken, so a backward gives torch's gradient where torch's graph saved
+    no input (tanh's and exp's save their results) and raises torch's error where it did
+    (x ** 3 saves x); the values stay the call's."""
+    fs = {"tanh2": lambda m, x: (m.tanh(x) ** 2).sum(), "exp": lambda m, x: m.exp(x).sum(),
+          "cube": lambda m, x: (x ** 3).sum()}
+    cl = tg.compile(lambda x: fs[loss](tg, x))
+    x, tx = pair(np.random.default_rng(36).standard_normal(9))
+    outs = []
+    for lib, f, t in ((tg, cl, x), (torch, lambda v: fs[loss](torch, v), tx)):
+        for _ in range(SPECULATES + 1):
+            y = f(t)
+            (g1,) = lib.autograd.grad(y, t, create_graph=True)
+            (g2,) = lib.autograd.grad((g1 * g1).sum(), t, create_graph=True)
+            (g3,) = lib.autograd.grad(g2.sum(), t, retain_graph=True)
+        outs.append((y, g1, g2, g3))
+    (y, g1, g2, g3), (ty, t1, t2, t3) = outs
+    assert lazy(g1) and lazy(g2)
+    for lib, t in ((tg, x), (torch, tx)):
+        with lib.no_grad():
+            t.add_(1)
+            t.mul_(2)
+    for a, b in zip((g1, g2), (t1, t2)):
+        x.grad = tx.grad = None
+        try:
+            b.sum().backward(retain_graph=True)
+        except RuntimeError as e:
+            assert "modified by an inplace operation" in str(e)
+            with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+                a.sum().backward(retain_graph=True)
+        else:
+            a.sum().backward(retain_graph=True)
+            close(x.grad, tx.grad)
+    for a, b in zip((y, g1, g2, g3), (ty, t1, t2, t3)):
+        close(a, b)
+
+
+@pytest.mark.parametrize("source", ["mul", "var_mean"])
+def test_graphs_left_for_later_keep_a_non_leaf_inputs_place_as_taken(source):
+    """A non-leaf input written in place under grad mode after the chain gets another grad_fn
+    (and output_nr): the graphs of results left for later connect where it was when taken,
+    as torch's saved graph does, so the gradient reaching its base is torch's."""
+    rng = np.random.default_rng(37)
+    ba = rng.standard_normal((4, 6))
+    wa = rng.standard_normal(6)
+    cl = tg.compile(tanh2(tg))
+    outs = []
+    for lib, f in ((tg, cl), (torch, tanh2(torch))):
+        base, w = lib.tensor(ba, requires_grad=True), lib.tensor(wa, requires_grad=True)
+        for _ in range(SPECULATES + 1):
+            x = base[0] * 2 if source == "mul" else lib.var_mean(base, dim=0)[1]
+            y = f(x)
+            (g1,) = lib.autograd.grad(y, x, create_graph=True)
+            (g2,) = lib.autograd.grad((g1 * g1).sum(), x, create_graph=True)
+            (g3,) = lib.autograd.grad(g2.sum(), x, retain_graph=True)
+        outs.append((base, w, x, y, g1, g2, g3))
+    (base, w, x, y, g1, g2, g3), (tbase, tw, tx, ty, t1, t2, t3) = outs
+    assert lazy(g1)
+    x.mul_(w)
+    tx.mul_(tw)
+    for a, b in zip((g1, g2), (t1, t2)):
+        base.grad = tbase.grad = None
+        a.sum().backward(retain_graph=True)
+        b.sum().backward(retain_graph=True)
+        close(base.grad, tbase.grad)
+        assert w.grad is None and tw.grad is None
+    for a, b in zip((y, g1, g2, g3), (ty, t1, t2, t3)):
+        close(a, b)
+
+
+@pytest.mark.parametrize("when", ["before", "late", "mid", "after"])
+def test_hooks_of_a_non_leaf_input_run_as_torchs(when):
+    """register_hook on a non-leaf keeps the hook on its grad_fn, not on the tensor: a chain
+    taking such an input (hooked before the call, on a late call, between two grad steps) runs
+    its steps as written, so each hook runs as in torch and changes the gradients as in torch;
+    a hook registered after the chain does not run while its graph is rebuilt."""
+    xs = np.random.default_rng(38).standard_normal(6)
+    cl = tg.compile(tanh2(tg))
+    res = []
+    for lib, f in ((tg, cl), (torch, tanh2(torch))):
+        base = lib.tensor(xs, requires_grad=True)
+        calls, outs = [], []
+        for i in range(CALLS + 1):
+            x = base * 2
+
+            def hook():
+                x.register_hook(lambda g: (calls.append(i), g * 10)[1])
+            if when == "before" or (when == "late" and i == CALLS - 1):
+                hook()
+            y = f(x)
+            (g1,) = lib.autograd.grad(y, x, create_graph=True)
+            if when == "mid" and i >= SPECULATES + 1:
+                hook()
+            (g2,) = lib.autograd.grad((g1 * g1).sum(), x, create_graph=True)
+            (g3,) = lib.autograd.grad(g2.sum(), x, retain_graph=True)
+            outs.append((y, g1, g2, g3))
+        if when == "after":
+            hook()
+        base.grad = None
+        g1.sum().backward()
+        res.append((outs, calls, base.grad))
+    (outs, calls, grad), (touts, tcalls, tgrad) = res
+    for o, t in zip(outs, touts):
+        for a, b in zip(o, t):
+            close(a, b)
+    assert calls == tcalls
+    close(grad, tgrad)
+
+
+def test_retain_grad_of_a_non_leaf_input_between_grad_steps_is_torchs():
+    """retain_grad on a non-leaf input between two grad steps: the steps before it are made
+    real as they first ran, without it, so its .grad holds the later steps' gradients only."""
+    xs = np.random.default_rng(39).standard_normal(5)
+    cl = tg.compile(tanh2(tg))
+    res = []
+    for lib, f in ((tg, cl), (torch, tanh2(torch))):
+        base = lib.tensor(xs, requires_grad=True)
+        out = []
+        for i in range(CALLS):
+            x = base * 2
+            y = f(x)
+            (g1,) = lib.autograd.grad(y, x, create_graph=True)
+            if i >= SPECULATES:
+                x.retain_grad()
+            (g2,) = lib.autograd.grad((g1 * g1).sum(), x, create_graph=True)
+            kept = None if x.grad is None else x.grad.detach().clone()
+            (g3,) = lib.autograd.grad(g2.sum(), x)
+            out.append((y, g1, g2, g3, kept, x.grad))
+        res.append(out)
+    for o, t in zip(*res):
+        assert (o[4] is None) == (t[4] is None) and (o[5] is None) == (t[5] is None)
+        for a, b in zip(o, t):
+            if a is not None:
+                close(a, b)
+
+
+@pytest.mark.parametrize("read_first", [False, True])
+def test_a_non_leaf_input_detached_in_place_after_the_chain_keeps_its_graph(read_first):
+    """detach_() on a non-leaf input after the chain: the results' graphs, made when first
+    needed, connect where the input was when taken, as torch's graph does (they made it a
+    leaf: no gradient reached its base)."""
+    xs = np.random.default_rng(40).standard_normal(6)
+    cl = tg.compile(tanh2(tg))
+    res = []
+    for lib, f in ((tg, cl), (torch, tanh2(torch))):
+        base = lib.tensor(xs, requires_grad=True)
+        for i in range(CALLS):
+            x = base * 2
+            y = f(x)
+            (g1,) = lib.autograd.grad(y, x, create_graph=True)
+            (g2,) = lib.autograd.grad((g1 * g1).sum(), x, create_graph=True)
+            (g3,) = lib.autograd.grad(g2.sum(), x, retain_graph=True)
+            if read_first and i == SPECULATES:
+                y.item()
+        x.detach_()
+        grads = []
+        for t in (g1, g2):
+            base.grad = None
+            t.sum().backward(retain_graph=True)
+            grads.append(base.grad)
+        res.append(grads + [y, g1, g2, g3])
+    for a, b in zip(*res):
+        assert a is not None
+        close(a, b)
+
+
+def test_a_parameter_frozen_after_the_chain_keeps_the_graphs_edges_to_it():
+    """A compiled module's parameter frozen (requires_grad_(False)) after a chain that took it:
+    the results' graphs, made when first needed, are the ones the steps made while it required
+    grad, as torch's: a backward reaches it (the last grad step raised, replayed with it frozen)."""
+    rng = np.random.default_rng(41)
+    m = tg.nn.Sequential(tg.nn.Linear(5, 4), tg.nn.Tanh(), tg.nn.Linear(4, 1)).double()
+    tm = torch.nn.Sequential(torch.nn.Linear(5, 4), torch.nn.Tanh(), torch.nn.Linear(4, 1)).double()
+    with torch.no_grad():
+        for p, tp in zip(m.parameters(), tm.parameters()):
+            tp.copy_(torch.tensor(p.detach().numpy()))
+    cm = tg.compile(m)
+    xa = rng.standard_normal((6, 5))
+    res = []
+    for lib, f, mod in ((tg, cm, m), (torch, tm, tm)):
+        ps = list(mod.parameters())
+        for _ in range(CALLS):
+            x = lib.tensor(xa, requires_grad=True)
+            out = f(x).sum()
+            (gx,) = lib.autograd.grad(out, x, create_graph=True)
+            pen = (gx ** 2).sum()
+            gs = lib.autograd.grad(pen, ps, retain_graph=True, allow_unused=True)
+        mod[0].weight.requires_grad_(False)
+        got = []
+        for t in (out, gx):
+            for p in ps:
+                p.grad = None
+            t.sum().backward(retain_graph=True)
+            got.append([p.grad for p in ps])
+        res.append((got, [out, gx, pen] + [g for g in gs if g is not None]))
+    (got, vals), (tgot, tvals) = res
+    for a, b in zip(vals, tvals):
+        close(a, b)
+    for row, trow in zip(got, tgot):
+        for a, b in zip(row, trow):
+            assert (a is None) == (b is None)
+            if a is not None:
+                close(a, b)
+
+
+@pytest.mark.parametrize("use", ["mul", "add"])
+def test_a_step_taking_the_previous_calls_gradient_differentiates_through_it(use):
+    """s = (g1 * g1_prev).sum(), with g1_prev the previous call's gradient: its graph reaches x,
+    so grad(s, x) has a term through it. The whole chain, a function of its inputs, took
+    g1_prev as an input of its own and left that term out (a Hessian-vector product off by
+    half); a step's tensor with a graph of its own now ends the chain there, and the steps run
+    as written."""
+    xs = np.random.default_rng(42).standard_normal(6)
+    cl = tg.compile(tanh2(tg))
+    res = []
+    for lib, f in ((tg, cl), (torch, tanh2(torch))):
+        x = lib.tensor(xs, requires_grad=True)
+        prev, out = None, []
+        for _ in range(CALLS + 1):
+            y = f(x)
+            (g1,) = lib.autograd.grad(y, x, create_graph=True)
+            other = g1 if prev is None else prev
+            s = (g1 * other).sum() if use == "mul" else (g1 + other * 0.5).sum()
+            (h,) = lib.autograd.grad(s, x, retain_graph=True)
+            out.append((y, g1, h))
+            prev = g1
+            with lib.no_grad():
+                x.mul_(0.9)
+        res.append(out)
+    for o, t in zip(*res):
+        for a, b in zip(o, t):
+            close(a, b)
+
+
+@pytest.mark.parametrize("wrt", ["base", "both", "x_then_base"])
+def test_a_non_leaf_argument_made_from_another_argument_is_differentiated_through(wrt):
+    """f(x, base) with x = base * 2: the derivative with respect to base has a term through x,
+    outside the call. The whole chain, a function of x and base, took them as independent and
+    left that term out; a non-leaf input that requires grad beside another one now keeps the
+    chain from speculating (the steps run as written)."""
+    xs = np.random.default_rng(43).standard_normal(5)
+
+    def fs(m):
+        return lambda x, b: (m.tanh(x * b) ** 2).sum()
+    cl = tg.compile(fs(tg))
+    res = []
+    for lib, f in ((tg, cl), (torch, fs(torch))):
+        base = lib.tensor(xs, requires_grad=True)
+        out = []
+        for _ in range(CALLS + 1):
+            x = base * 2
+            y = f(x, base)
+            if wrt == "base":
+                (g1,) = lib.autograd.grad(y, base, create_graph=True)
+                (h,) = lib.autograd.grad(g1.sum(), base)
+            elif wrt == "both":
+                g1, gb = lib.autograd.grad(y, [x, base], create_graph=True)
+                (h,) = lib.autograd.grad((g1 * gb).sum(), base)
+            else:
+                (g1,) = lib.autograd.grad(y, x, create_graph=True)
+                (h,) = lib.autograd.grad(g1.sum(), base)
+            out.append((y, g1, h))
+        res.append(out)
+    for o, t in zip(*res):
+        for a, b in zip(o, t):
+            close(a, b)

@@ -39,7 +39,9 @@ from running the calls as written, but the time. After the last step, the result
 values the whole program gave them (or get them from the copies); their graphs are made
 the same way when first needed.
 The chain's inputs must then be as they were: an input changed in place since makes that
-graph raise torch's error when a backward reaches it, as a graph that saved the input would.
+graph raise torch's error when a backward reaches it, as a graph that saved the input would;
+where the last step kept copies of the inputs, the graph is made from them instead, each
+input at its version as taken, and raises where torch's graph reads an input written since.
 An input changed in place before the last step makes the last step raise. A write through
 `.data` is not seen (as autograd does not see it).
 
@@ -49,8 +51,9 @@ the program does; what the program reads itself is checked for writes as the inp
 
 A chain whose steps change from call to call is recorded again, and given up after a few
 changes; so are chains with no autograd.grad step. Programs that write their inputs or have
-symbolic sizes, chains whose inputs have hooks or are views, and calls from another thread
-than the one that recorded the chain run as written.
+symbolic sizes, chains whose inputs have hooks or are views (or, taken by a step after the
+call, a graph of their own), and calls from another thread than the one that recorded the
+chain run as written.
 """
 import threading
 import weakref
@@ -134,7 +137,7 @@ class Record:
 class Run:
     """One call of the program and the steps after it: recorded as they run, or speculated."""
     __slots__ = ("record", "spec", "steps", "pos", "objs", "ext", "ext_ids", "seen", "call", "closed", "done",
-                 "error", "default", "consts", "held", "snap", "__weakref__")
+                 "error", "default", "consts", "held", "snap", "copies", "__weakref__")
 
     def __init__(self, record, spec):
         self.record = record
@@ -144,20 +147,36 @@ class Run:
         self.objs = []              # weak references to the results, by place (None for a None result)
         self.ext = []               # the chain's input tensors, by place
         self.ext_ids = {}
-        self.seen = []              # (version counter, version, array) of each input as it was taken
+        self.seen = []              # (version counter, version, array, requires_grad, (grad_fn, output_nr)) of each input
         self.call = None            # (program, argument tensors, distinct) of the compiled call
         self.closed = False
         self.done = False
         self.error = None
         self.default = record.default if spec else D.get_default_dtype()
-        self.consts = ()            # (tensor, version counter, version, array) of what the program reads itself
+        self.consts = ()            # (tensor, version counter, version, array, requires_grad) of what the program reads itself
         self.held = record.held if spec else []     # the tensors of those the steps take, by place
         self.snap = None            # copies of the inputs' arrays, while results alive have no values (_snap)
+        self.copies = None          # the same copies, kept after for the graphs of those results (_realize)
 
 
 def _meta(t):
     d = t._data
     return (d.shape, t._dtype, t._req, d.strides)
+
+
+def _ext_meta(t):
+    """An input's metadata as the chain compares it: _meta's, and whether it is a leaf."""
+    return _meta(t) + (t._grad_fn is None,)
+
+
+def _independent(run):
+    """Whether the run's inputs that require grad (and the tensors the steps take that the
+    program reads) are independent as the whole chain, a function of them, takes them: not
+    where a non-leaf among them has a graph that may reach another (f(base * 2, base): the
+    derivative with respect to base has a term through the first argument, which the whole
+    chain would not see)."""
+    req = [t for t in run.ext if t._req]
+    return len(req) + len(run.held) < 2 or all(t._grad_fn is None for t in req)
 
 
 def _enc(a, run):
@@ -172,7 +191,7 @@ def _enc(a, run):
     if isinstance(a, Tensor):
         slot = run.ext_ids.get(id(a))
         if slot is None:
-            if (a._hooks or a._post_acc_hooks or a._retains_grad or a._view is not None or a.__dict__
+            if (a._hooks or a._post_acc_hooks or a._retains_grad or _node_hooks(a) or a._view is not None or a.__dict__
                     or a._data.__class__ is not np.ndarray):
                 raise _Refused
             read = run.call[0].read_ids
@@ -188,10 +207,15 @@ def _enc(a, run):
                         return ("o", j)
                 run.held.append(a)
                 return ("o", len(run.held) - 1)
+            if run.steps and a._req and a._grad_fn is not None:
+                # (a step's tensor with a graph of its own, which may reach the chain's inputs: the
+                # previous call's gradient. The whole chain, a function of its inputs, would not
+                # see that path, and its derivatives would leave out what flows along it)
+                raise _Refused
             slot = len(run.ext)
             run.ext.append(a)
             run.ext_ids[id(a)] = slot
-            run.seen.append((a._vc, a._vc[0], a._data, a._req))
+            run.seen.append((a._vc, a._vc[0], a._data, a._req, (a._grad_fn, a._output_nr)))
         return ("x", slot)
     if c is int or c is bool or c is str or a is None or c is D.dtype:
         return ("c", c, a)
@@ -214,6 +238,7 @@ def _advancer(rec, pos, bound, read_ids):
     program reads itself (a speculated run takes none of them where the chain had an input)."""
     kind, name, spec, out = rec.steps[pos]
     table = {"P": _Pending, "T": Tensor, "ND": np.ndarray, "ADD": _add, "RI": read_ids, "H": rec.held, "S": STATE,
+             "NH": _node_hooks,
              "AN": _ANOMALY, "PR": _PROFILE,
              "DD": _DEFAULT_DTYPE, "HC": HOOK_COUNTS, "GI": _get_ident, "MISS": MISS, "new": _new, "ref": _ref,
              "KIND": kind, "NAME": name}
@@ -236,12 +261,14 @@ def _advancer(rec, pos, bound, read_ids):
                 x, d = f"x{slot}", f"d{slot}"
                 conds.append(f"({x} := {expr}).__class__ is not P and isinstance({x}, T)")
                 conds.append(f"id({x}) not in run.ext_ids and not {x}._hooks and not {x}._post_acc_hooks "
-                             f"and not {x}._retains_grad and {x}._view is None and not {x}.__dict__")
+                             f"and not {x}._retains_grad and {x}._view is None and not {x}.__dict__ and not NH({x})")
                 conds.append(f"({d} := {x}._data).__class__ is ND")
                 if read_ids:
                     conds.append(f"id({x}) not in RI")
+                if pos:
+                    conds.append(f"(not {x}._req or {x}._grad_fn is None)")     # (as _enc refuses)
                 conds.append(f"{d}.shape == {m}[0] and {x}._dtype == {m}[1] and {x}._req == {m}[2] "
-                             f"and {d}.strides == {m}[3]")
+                             f"and {d}.strides == {m}[3] and ({x}._grad_fn is None) is {m}[4]")
                 conds.append(f"ADD(run, {x}, {d})")
                 walk.bound = slot + 1
         elif kind == "o":
@@ -269,7 +296,7 @@ def _advancer(rec, pos, bound, read_ids):
         for slot in range(walk.bound):
             conds.append(f"run.ext[{slot}]._req is {bool(rec.ext_meta[slot][2])}")
             conds.append(f"not run.ext[{slot}]._hooks and not run.ext[{slot}]._post_acc_hooks "
-                         f"and not run.ext[{slot}]._retains_grad")
+                         f"and not run.ext[{slot}]._retains_grad and not NH(run.ext[{slot}])")
         for j in range(len(rec.held)):
             conds.append(f"not H[{j}]._hooks and not H[{j}]._post_acc_hooks")
     lines = ["def advance(kind, name, a, run):",
@@ -385,16 +412,25 @@ def _add(run, t, data):
     """A speculated run's input taken (its check passed: _advancer) -> True."""
     run.ext_ids[id(t)] = len(run.ext)
     run.ext.append(t)
-    run.seen.append((t._vc, t._vc[0], data, t._req))
+    run.seen.append((t._vc, t._vc[0], data, t._req, (t._grad_fn, t._output_nr)))
     return True
+
+
+def _node_hooks(t):
+    """The hooks of a non-leaf tensor (register_hook keeps them on its grad_fn, by output_nr), or None."""
+    fn = t._grad_fn
+    if fn is None:
+        return None
+    th = fn.__dict__.get("_tensor_hooks")
+    return th.get(t._output_nr) if th else None
 
 
 def _changed(run):
     """An input of the chain changed in place (or given other memory) since it was taken, or None."""
-    for t, (vc, v, data, req) in zip(run.ext, run.seen):
+    for t, (vc, v, data, _, _) in zip(run.ext, run.seen):
         if t._vc is not vc or vc[0] != v or t._data is not data:
             return t
-    for t, vc, v, data in run.consts:       # (a module's parameters, a global tensor the program reads)
+    for t, vc, v, data, _ in run.consts:    # (a module's parameters, a global tensor the program reads)
         if t._vc is not vc or vc[0] != v or t._data is not data:
             return t
     return None
@@ -479,7 +515,7 @@ def on_call(fn, p, rec, args, kwargs, leaves, distinct):
             _missed(rec)
             return NOT_STEP
         if p.consts or run.held:
-            run.consts = [(t, t._vc, t._vc[0], t._data) for t in list(p.consts) + list(run.held)]
+            run.consts = [(t, t._vc, t._vc[0], t._data, t._req) for t in list(p.consts) + list(run.held)]
         LIVE[0] += 1
         rec.open = run
         return out
@@ -601,9 +637,11 @@ def _end(run):
     if rec.open is run:
         rec.open = None
     steps = run.steps
-    metas = [_meta(t) for t in run.ext]
+    metas = [_ext_meta(t) for t in run.ext]
     if not any(step[0] == "grad" for step in steps):
         _give_up(rec)                # no derivative taken: nothing to share with the call's program
+    elif not _independent(run):
+        _give_up(rec)
     elif steps == rec.steps and metas == rec.ext_meta and run.default is rec.default \
             and len(run.held) == len(rec.held) and all(a is b for a, b in zip(run.held, rec.held)):
         rec.same += 1
@@ -735,7 +773,7 @@ def _snap(run):
     """The last step of a run whose results alive take their values when first read: copies of
     the inputs as the program read them (the inputs may change in place since, through .data
     too, as autograd does not see)."""
-    run.snap = [t._data.copy(order="K") for t in run.ext]       # (in their layouts)
+    run.snap = run.copies = [t._data.copy(order="K") for t in run.ext]       # (in their layouts)
     run.record.lazy_run = weakref.ref(run)
 
 
@@ -837,28 +875,50 @@ def _realize(run):
         if not alive:
             return
         t = _changed(run)
+        rewind = None
         if t is not None:
             if not run.done:
                 run.error = _stale_error(run.record, t)
                 raise run.error
-            for _, o in alive:
-                _stale(run, o, t)
-            return
+            rewind = _rewinder(run)
+            if rewind is None:
+                for _, o in alive:
+                    _stale(run, o, t)
+                return
         try:
-            real = _replay(run)
+            real = _replay(run, rewind=rewind)
         except Exception as e:
             run.error = e
             raise
+        finally:
+            run.copies = None
         for i, o in alive:
             _transplant(o, real[i], run.done)
 
 
-def _replay(run, stand=None, upto=None):
+def _rewinder(run):
+    """Where a finished run's inputs were written in place since (autograd saw it: the same
+    memory, the version counted up) and the copies of them as the call took them are kept
+    (_snap): the inputs, their copies and versions as taken, for _replay, which gives each
+    its values and version as taken while the steps run. So the graphs are eager's: a saved
+    input is at its version as taken, and raises torch's error when a backward reads it; the
+    results made from it keep the values they had. Else None (the graphs cannot be rebuilt)."""
+    if run.copies is None or run.consts:
+        return None
+    for t, (vc, _, data, _, _) in zip(run.ext, run.seen):
+        if t._vc is not vc or t._data is not data:
+            return None
+    return [(t, a, seen[1]) for t, a, seen in zip(run.ext, run.copies, run.seen) if t._vc[0] != seen[1]]
+
+
+def _replay(run, stand=None, upto=None, rewind=None):
     """The steps taken so far (or the first `upto`), run as they first ran: grad mode on, the
     inputs' requires_grad as the chain took them, and without the hooks registered since on
     the chain's inputs or the saved-tensor hooks entered since (a grad step checks for new
     hooks and flags, so none was there when the steps before it ran). `stand`: tensors that
-    stand for the inputs (their values as the chain took them)."""
+    stand for the inputs (their values as the chain took them). `rewind`: (input, its array
+    and version as taken) for inputs written in place since (_rewinder). Each input has its
+    place in a graph as taken (a write under grad mode or detach_() since moved it)."""
     real = []
     ext, leaves = run.ext, run.call[1]
     if stand is not None:
@@ -871,12 +931,26 @@ def _replay(run, stand=None, upto=None):
               if t._hooks or t._post_acc_hooks]
     for t, _, _ in hidden:
         t._hooks = t._post_acc_hooks = None
+    # (a non-leaf input's hooks and retain_grad are its grad_fn's, by output_nr, as taken: none then)
+    hidden_nodes = [(fn.__dict__[k], nr, fn.__dict__[k].pop(nr)) for fn, nr in [seen[4] for seen in run.seen]
+                    if fn is not None for k in ("_tensor_hooks", "_retained") if nr in fn.__dict__.get(k, ())]
     flipped = [(t, t._req) for t, seen in zip(run.ext, run.seen) if t._req is not seen[3]]
+    flipped += [(t, t._req) for t, _, _, _, req in run.consts if t._req is not req]
     for t, seen in zip(run.ext, run.seen):
         t._req = seen[3]                # (requires_grad_ since: the steps ran before it)
+    for t, _, _, _, req in run.consts:
+        t._req = req                    # (a module's parameters frozen since, as well)
     saved_hooks = HIDDEN_HOOKS[0]()
     saved_hooks.__enter__()
     SUSPENDED[0] += 1
+    now = [(t, t._data, t._vc[0]) for t, _, _ in rewind or ()]
+    for t, a, v in rewind or ():
+        _DATA.__set__(t, a)
+        t._vc[0] = v
+    moved = [(t, (t._grad_fn, t._output_nr)) for t, seen in zip(run.ext, run.seen)
+             if t._grad_fn is not seen[4][0] or t._output_nr != seen[4][1]]
+    for t, seen in zip(run.ext, run.seen):
+        t._grad_fn, t._output_nr = seen[4]
     try:
         for kind, name, spec, out in run.steps[:run.pos if upto is None else upto]:
             if kind == "call":
@@ -892,10 +966,17 @@ def _replay(run, stand=None, upto=None):
             else:
                 real.extend(res)
     finally:
+        for t, a, v in now:
+            _DATA.__set__(t, a)
+            t._vc[0] = v
+        for t, (fn, nr) in moved:
+            t._grad_fn, t._output_nr = fn, nr
         SUSPENDED[0] -= 1
         saved_hooks.__exit__(None, None, None)
         for t, hooks, post in hidden:
             t._hooks, t._post_acc_hooks = hooks, post
+        for th, nr, hooks in hidden_nodes:
+            th[nr] = hooks
         for t, req in flipped:
             t._req = req
         STATE.grad_enabled, STATE.inference = prev_grad, prev_inf

@@ -1380,6 +1380,10 @@ def _attach(p, leaves, arrays, outs, residuals, grads=None):
     # the inputs the backward reads, with their versions now: changed in place before the
     # backward, they would give a wrong gradient, so the backward raises torch's error
     d["_read"] = read = [Saved(inputs[i], False) for i in p.bwd_reads] if p.bwd_reads else ()
+    if len(p.out_meta) > 1:
+        # a backward of some of the outputs alone may recompute the forward from every input
+        # (_masked_backward): their versions now too, checked there
+        d["_taken"] = [Saved(t, False) for t in inputs]
     saved = p.out_saved_eager
     if residuals:
         # and the outputs whose memory it reads (exp's result is its own derivative): changed in
@@ -1667,6 +1671,7 @@ def _compiled_backward_kernel(*args, prog, metas=None):
     seeds = _seeds(p, gs, _zeros_array, ctx)
     mask = _inexact_without(p, gs)
     if mask is not None:
+        _check_recomputed(ctx)
         with no_grad():
             res = _masked_backward(p, mask)(*[_as_tensor(s) for s in seeds], *d["_inputs"])
         return _grad_arrays(p, [None if r is None else r._data for r in res], ctx)
@@ -1736,6 +1741,7 @@ def _compiled_backward_eager(*args, prog, metas=None):
         seeds = _seeds(p, gs, _zeros_tensor, ctx)
         mask = _inexact_without(p, gs)
     if mask is not None:
+        _check_recomputed(ctx)
         res = _masked_backward(p, mask)(*seeds, *ctx.__dict__["_inputs"])
     else:
         if p.double is None:
@@ -1810,6 +1816,14 @@ def _runs_a_rule(g, v):
     if a["op"] == "proj":
         return not g[a["args"][0]]["params"].get("materialize", True)
     return True
+
+
+def _check_recomputed(ctx):
+    """Before _masked_backward, which recomputes the forward from the call's inputs as they
+    are now: one written in place since the call would give another gradient than the
+    forward's values (torch's, from the values its nodes saved), so it raises torch's error."""
+    for s in ctx.__dict__.get("_taken", ()):
+        _check_version(s, ctx)
 
 
 def _masked_backward(p, mask):
