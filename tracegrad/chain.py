@@ -147,13 +147,13 @@ class Run:
         self.objs = []              # weak references to the results, by place (None for a None result)
         self.ext = []               # the chain's input tensors, by place
         self.ext_ids = {}
-        self.seen = []              # (version counter, version, array, requires_grad, (grad_fn, output_nr)) of each input
+        self.seen = []          # each input: (version counter, version, array, requires_grad, (grad_fn, output_nr))
         self.call = None            # (program, argument tensors, distinct) of the compiled call
         self.closed = False
         self.done = False
         self.error = None
         self.default = record.default if spec else D.get_default_dtype()
-        self.consts = ()            # (tensor, version counter, version, array, requires_grad) of what the program reads itself
+        self.consts = ()            # (tensor, version counter, version, array, requires_grad) of what the program reads
         self.held = record.held if spec else []     # the tensors of those the steps take, by place
         self.snap = None            # copies of the inputs' arrays, while results alive have no values (_snap)
         self.copies = None          # the same copies, kept after for the graphs of those results (_realize)
@@ -261,7 +261,8 @@ def _advancer(rec, pos, bound, read_ids):
                 x, d = f"x{slot}", f"d{slot}"
                 conds.append(f"({x} := {expr}).__class__ is not P and isinstance({x}, T)")
                 conds.append(f"id({x}) not in run.ext_ids and not {x}._hooks and not {x}._post_acc_hooks "
-                             f"and not {x}._retains_grad and {x}._view is None and not {x}.__dict__ and not NH({x})")
+                             f"and not {x}._retains_grad and {x}._view is None and not {x}.__dict__ "
+                             f"and ({x}._grad_fn is None or not NH({x}))")
                 conds.append(f"({d} := {x}._data).__class__ is ND")
                 if read_ids:
                     conds.append(f"id({x}) not in RI")
@@ -296,7 +297,8 @@ def _advancer(rec, pos, bound, read_ids):
         for slot in range(walk.bound):
             conds.append(f"run.ext[{slot}]._req is {bool(rec.ext_meta[slot][2])}")
             conds.append(f"not run.ext[{slot}]._hooks and not run.ext[{slot}]._post_acc_hooks "
-                         f"and not run.ext[{slot}]._retains_grad and not NH(run.ext[{slot}])")
+                         f"and not run.ext[{slot}]._retains_grad "
+                         f"and (run.ext[{slot}]._grad_fn is None or not NH(run.ext[{slot}]))")
         for j in range(len(rec.held)):
             conds.append(f"not H[{j}]._hooks and not H[{j}]._post_acc_hooks")
     lines = ["def advance(kind, name, a, run):",

@@ -1383,7 +1383,7 @@ def _attach(p, leaves, arrays, outs, residuals, grads=None):
     if len(p.out_meta) > 1:
         # a backward of some of the outputs alone may recompute the forward from every input
         # (_masked_backward): their versions now too, checked there
-        d["_taken"] = [Saved(t, False) for t in inputs]
+        d["_taken"] = [(t._vc, t._vc[0]) for t in inputs]
     saved = p.out_saved_eager
     if residuals:
         # and the outputs whose memory it reads (exp's result is its own derivative): changed in
@@ -1822,8 +1822,12 @@ def _check_recomputed(ctx):
     """Before _masked_backward, which recomputes the forward from the call's inputs as they
     are now: one written in place since the call would give another gradient than the
     forward's values (torch's, from the values its nodes saved), so it raises torch's error."""
-    for s in ctx.__dict__.get("_taken", ()):
-        _check_version(s, ctx)
+    d = ctx.__dict__
+    for t, (vc, v) in zip(d["_inputs"], d.get("_taken", ())):
+        if vc[0] != v:
+            s = Saved(t, False)
+            s.vc, s.version = vc, v
+            _check_version(s, ctx)
 
 
 def _masked_backward(p, mask):
