@@ -1821,7 +1821,20 @@ Primitive("std", "x", lambda x, dims=None, correction=1, keepdim=False: np.asarr
           triton=T.Reduce("std"))
 
 
-def _logsumexp_kernel(x, dims=None, keepdim=False):
+def _logsumexp_kernel(x, dims=None, keepdim=False, low=None):
+    """torch's CPU logsumexp of float16 and bfloat16 runs its ops of that dtype: amax, x - max,
+    exp, a sum (in float32), log and + max, each rounded to it (float16 arrays round by
+    themselves; bfloat16, stored as float32, says so with low="bfloat16"). Computed in float32
+    and rounded once, a row in 7 (float16) or in 4 (bfloat16) of normal values came out a step
+    away: 0.0003 where torch's is 0, inf where torch's 0 * inf is nan."""
+    if (x.dtype == _F16 or low == "bfloat16") and x.size:
+        r = D.round_bfloat16 if low == "bfloat16" else (lambda a: a)
+        ax = _axes(x, dims)
+        m = np.max(x, axis=ax, keepdims=True)
+        m = np.where(np.isfinite(m), m, x.dtype.type(0))
+        s = r(np.add.reduce(r(np.exp(r(x - m))), axis=ax, keepdims=True, dtype=np.float32).astype(x.dtype))
+        out = r(r(np.log(s)) + m)
+        return out if keepdim else np.squeeze(out, axis=ax)
     return _like(_logsumexp_acc(_acc(x), dims, keepdim), x)
 
 
@@ -1835,7 +1848,7 @@ def _logsumexp_acc(x, dims, keepdim):
     return r if keepdim else np.squeeze(r, axis=ax)
 
 
-def _logsumexp_vjp(g, out, x, dims=None, keepdim=False):
+def _logsumexp_vjp(g, out, x, dims=None, keepdim=False, low=None):
     d = _dims(x, dims)
     shape = tuple(x.shape)
     outk = out if keepdim or not d else F.reshape(out, S.reduced_shape(shape, d, True))
