@@ -110,3 +110,38 @@ def test_logsumexp_of_a_half_dtype_rounds_every_step_as_torch(dtype):
 def test_call_sequence_fuzzer_seed_18225():
     with np.errstate(all="ignore"):
         assert CS.check_sequence(18225) == []
+
+
+# -- an in-place write to an expand() that repeats no element (call-sequence fuzzer seed 18109) ---
+# expand gave every size-1 dimension stride 0 (torch keeps the tensor's stride there) and made the
+# view read-only: x.add_(c) on tensor([1.]).expand(1) ran eagerly, but a program compiled for a
+# plain (1,) argument crashed on it writing back ("assignment destination is read-only").
+
+def test_expand_keeps_torchs_strides_where_no_element_repeats():
+    for m_shape, sizes in [((2, 3), (1, 2, 3)), ((3, 1), (3, 1)), ((3, 1), (2, 3, 4)), ((1,), (1,)),
+                           ((), (1, 1)), ((), (2, 1)), ((1, 1), (1, 1, 1))]:
+        want = torch.zeros(m_shape).expand(*sizes).stride()
+        assert tg.zeros(m_shape).expand(*sizes).stride() == want, (m_shape, sizes)
+    assert tg.zeros(2, 3)[:, :1].expand(1, 2, 1).stride() == torch.zeros(2, 3)[:, :1].expand(1, 2, 1).stride()
+
+
+@pytest.mark.parametrize("dynamic", [None, True, False])
+def test_in_place_write_to_an_expand_of_one_element_compiled_as_torch(dynamic):
+    def f(x, y, c):
+        x.add_(c)
+        return x * y
+    cf = tg.compile(f, dynamic=dynamic)
+    y = tg.tensor(2.0, dtype=tg.float64, requires_grad=True)
+    cf(tg.tensor([1.0], dtype=tg.float64), y, 3)
+    for m, run in ((torch, f), (tg, cf)):
+        base = m.tensor([1.0], dtype=m.float64)
+        x = base.expand(1)
+        out = run(x, m.tensor(2.0, dtype=m.float64, requires_grad=True), 3)
+        assert out.tolist() == [8.0] and x.tolist() == [4.0] and base.tolist() == [4.0]
+    with pytest.raises(RuntimeError, match="more than one element"):
+        tg.zeros(1).expand(3).add_(1)
+
+
+def test_call_sequence_fuzzer_seed_18109():
+    with np.errstate(all="ignore"):
+        assert CS.check_sequence(18109) == []
