@@ -17,6 +17,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import test_compile_call_sequence_fuzz as CS           # noqa: E402
 import test_compile_dtype_fuzz as DT                     # noqa: E402
+import test_compile_mutation_fuzz as MU                  # noqa: E402
 
 
 def _bits(t):
@@ -145,3 +146,36 @@ def test_in_place_write_to_an_expand_of_one_element_compiled_as_torch(dynamic):
 def test_call_sequence_fuzzer_seed_18109():
     with np.errstate(all="ignore"):
         assert CS.check_sequence(18109) == []
+
+
+# -- x * 1 under no_grad returned the argument itself (mutation fuzzer seed 30755) ----------------
+# A no_grad op on a tensor that requires grad traces as detach(op(...)); the simplifier made
+# x * ones_like(x) (and x * 1, x / 1, x - 0, -(-x), x ** 1) into x there, since that value was no
+# output itself: the output became detach(x), an alias of the argument, so a later write to the
+# argument changed the result (101 where torch keeps 1).
+
+_UNITS = {"ones_like": lambda m, x: (x * m.ones_like(x)).unsqueeze(-1), "mul": lambda m, x: x * 1.0,
+          "div": lambda m, x: (x / 1).t(), "neg": lambda m, x: -(-x), "pow": lambda m, x: (x ** 1)[0],
+          "sub": lambda m, x: (x - 0.0).view(-1), "detach": lambda m, x: (x.t() * 1).detach()}
+
+
+@pytest.mark.parametrize("no_grad", [True, False])
+@pytest.mark.parametrize("name", sorted(_UNITS))
+def test_a_unit_op_under_no_grad_is_no_alias_of_the_argument_compiled(name, no_grad):
+    def f(m, x):
+        if no_grad:
+            with m.no_grad():
+                return _UNITS[name](m, x)
+        return _UNITS[name](m, x)
+    results = []
+    for m, run in ((torch, lambda x: f(torch, x)), (tg, tg.compile(lambda x: f(tg, x)))):
+        x = m.tensor([[1.0, 2.0], [3.0, 4.0]], requires_grad=True)
+        out = run(x)
+        with m.no_grad():
+            x.add_(100.0)
+        results.append((out.detach().tolist(), out.requires_grad))
+    assert results[1] == results[0]
+
+
+def test_mutation_fuzzer_seed_30755():
+    MU._check_program(30755)
