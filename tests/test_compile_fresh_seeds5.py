@@ -179,3 +179,42 @@ def test_a_unit_op_under_no_grad_is_no_alias_of_the_argument_compiled(name, no_g
 
 def test_mutation_fuzzer_seed_30755():
     MU._check_program(30755)
+
+
+# -- a view taken under no_grad, read by an op with grad mode on (mutation fuzzer seed 29769) -----
+# torch's view of a tensor that requires grad, made under no_grad, requires grad itself (a leaf:
+# no gradient reaches the tensor), and so does what an op computes of it in grad mode: dividing a
+# chunk() piece in place by it raises torch's multiple-views error. The trace's view was detached,
+# its quotient required no grad, and the compiled call returned [0.5, 0.5] where eager raises. The
+# compiled function now runs such a read eagerly.
+
+def _chunk_divided_by_a_no_grad_view(m, x, y):
+    with m.no_grad():
+        u = x.unbind(-1)[0]
+    c = y.chunk(2, -1)[0]
+    c.div_(u.abs() + 1)
+    return c
+
+
+def _computed_from_a_no_grad_view(m, x, y):
+    with m.no_grad():
+        u = x[0]
+    return u.abs() + y
+
+
+def test_an_op_with_grad_on_reading_a_no_grad_view_of_a_grad_value_runs_as_torch():
+    with pytest.raises(RuntimeError) as want:
+        _chunk_divided_by_a_no_grad_view(torch, torch.ones(4, requires_grad=True), torch.ones(3))
+    cf = tg.compile(lambda x, y: _chunk_divided_by_a_no_grad_view(tg, x, y))
+    with pytest.warns(UserWarning, match="view taken under no_grad"), pytest.raises(RuntimeError) as got:
+        cf(tg.ones(4, requires_grad=True), tg.ones(3))
+    assert str(got.value) == str(want.value)
+    want = _computed_from_a_no_grad_view(torch, torch.ones(4, requires_grad=True), torch.ones(2))
+    with pytest.warns(UserWarning, match="view taken under no_grad"):
+        got = tg.compile(lambda x, y: _computed_from_a_no_grad_view(tg, x, y))(tg.ones(4, requires_grad=True),
+                                                                                tg.ones(2))
+    assert got.requires_grad and want.requires_grad and got.tolist() == want.tolist()
+
+
+def test_mutation_fuzzer_seed_29769():
+    MU._check_program(29769)
