@@ -5,6 +5,7 @@ test_compile_random.py 44500-45000 in float32 and float64, test_compile_chain_fu
 triton_checks.py's programs 43900-44100 under the interpreter), each compared with torch and with
 eager tracegrad."""
 import os
+import subprocess
 import sys
 
 import numpy as np
@@ -229,3 +230,36 @@ def test_mutation_fuzzer_seed_29769():
 def test_call_sequence_fuzzer_seed_17537():
     with np.errstate(all="ignore"):
         assert CS.check_sequence(17537) == []
+
+
+# -- the Triton backend (triton_checks.py's programs 44250 and 44297, under the interpreter) --------
+# 44297: a batched matmul of a (0, 3, 3) operand by a (3, 3) matrix took its batch as max(0, 1) = 1,
+# so its kernel read and wrote a whole 3 x 3 tile of empty arrays (a segfault under the
+# interpreter, out-of-bounds accesses on a GPU). 44250: a row kernel took a value into its
+# prologue while the member it reads was still outside the kernel; once that member joined (after
+# the row sums) the sweep before the sums read it unset ("cannot access local variable 't143'").
+
+_TRITON_SCRIPT = """
+import sys
+sys.path.insert(0, {here!r})
+import numpy as np
+import tracegrad as tg
+import triton_checks as T
+with np.errstate(all="ignore"):
+    T.check_program(44250, "cuda")
+    x = tg.tensor(np.ones((1, 3, 3), np.float32), requires_grad=True, device="cuda")
+    out = tg.compile(lambda x: ((x.narrow(0, 0, 0) * x) @ x[0]).sum(), backend="triton", fullgraph=True)(x)
+    assert out.item() == 0.0
+    T.check_program(44297, "cuda")
+print("ok")
+"""
+
+
+def test_triton_programs_44250_and_44297_under_the_interpreter():
+    pytest.importorskip("triton")
+    here = os.path.dirname(os.path.abspath(__file__))
+    env = dict(os.environ, TRITON_INTERPRET="1", PYTHONPATH=os.path.dirname(here))
+    r = subprocess.run([sys.executable, "-c", _TRITON_SCRIPT.format(here=here)], env=env, capture_output=True,
+                       text=True, timeout=300)
+    assert r.returncode == 0, (r.returncode, r.stderr[-3000:])
+    assert r.stdout.strip().endswith("ok")
