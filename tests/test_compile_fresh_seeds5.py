@@ -2,8 +2,9 @@
 (test_compile_call_sequence_fuzz.py 13500-16000, test_compile_step_fuzz.py 3100-3500,
 test_compile_mutation_fuzz.py 23000-27000, test_compile_dtype_fuzz.py 34000-38000,
 test_compile_random.py 44500-45000 in float32 and float64, test_compile_chain_fuzz.py 1200-2200,
-triton_checks.py's programs 43900-44100 under the interpreter), each compared with torch and with
-eager tracegrad."""
+triton_checks.py's programs 43900-44100 under the interpreter; then call sequences 16000-18500,
+step 3500-3900, mutation 27000-31000, dtype 38000-42000, test_compile_random.py 45000-45500 in both
+dtypes, triton_checks.py's programs 44100-44300), each compared with torch and with eager tracegrad."""
 import os
 import subprocess
 import sys
