@@ -264,3 +264,14 @@ def test_triton_programs_44250_and_44297_under_the_interpreter():
                        text=True, timeout=300)
     assert r.returncode == 0, (r.returncode, r.stderr[-3000:])
     assert r.stdout.strip().endswith("ok")
+
+
+def test_repr_of_a_no_grad_view_of_a_tensor_that_requires_grad_as_torch():
+    """(seen reducing seed 29769) torch's view requires grad, and its repr says so."""
+    reprs = []
+    for m in (torch, tg):
+        x = m.ones(4, requires_grad=True)
+        with m.no_grad():
+            u = x[0]
+        reprs.append(repr(u))
+    assert reprs[1] == reprs[0] == "tensor(1., requires_grad=True)"
