@@ -694,6 +694,9 @@ def check_sequence(seed, n_calls=None, verbose=False):
             continue
         if gt is None:
             continue
+        # a gradient is no more precise than the outputs it passes through: a float64 y added to
+        # clamp(int64 x, min=nan), a float32, gets its gradient summed in float32 (seed 17537)
+        gdts = tuple(call['dtypes']) + tuple(str(t.dtype).split(".")[-1] for t in ot)
         for i, (a, b, t) in enumerate(zip(gc, ge, gt)):
             if (a is None) != (b is None) or (b is None) != (t is None):
                 problems.append(f"{where}: grad {i} None c={a is None} e={b is None} t={t is None}")
@@ -702,7 +705,7 @@ def check_sequence(seed, n_calls=None, verbose=False):
                 continue
             if not (bits_equal(a, b) or name in ROW_OPS and close(a, b, call['dtypes'])):
                 problems.append(f"{where}: grad {i} compiled != eager\n   c {a!r}\n   e {b!r}")
-            elif not close(b, t, call['dtypes']) and not (unbounded(c) and close_where_finite(b, t, call['dtypes'])) \
+            elif not close(b, t, gdts) and not (unbounded(c) and close_where_finite(b, t, gdts)) \
                     and not (i == 0 and call["req"][0] and std_of_a_constant_row(name, call)):
                 problems.append(f"{where}: grad {i} eager != torch\n   e {b!r}\n   t {t!r}")
     if limit_warnings > 1:

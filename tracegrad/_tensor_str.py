@@ -196,7 +196,7 @@ def tensor_repr(t, prefix="tensor(", indent=None):
     else:
         if fn is not None:
             suffixes.append(f"grad_fn=<{type(fn).__name__}>")
-        elif t._req:
+        elif t.requires_grad:          # (a view taken under no_grad of a tensor that requires grad too)
             suffixes.append("requires_grad=True")
     return _add_suffixes(prefix + body, suffixes, indent, False)
 

@@ -1328,3 +1328,4 @@ def backward_in_trace(outputs, grad_tensors, retain_graph, create_graph, inputs)
 
 _tracing.Above.refresh_view = refresh_view        # a Proxy view whose base was written
 _tracing.Above.carries_grad = _carries_grad       # Proxy.requires_grad, asked by the user's code
+_tracing.Above.no_grad_view_of_grad = _no_grad_view_of_grad     # an op reading it with grad mode on

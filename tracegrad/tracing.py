@@ -37,9 +37,10 @@ class Above:
     and `node_class_of` (autograd/graph.py), `make_view` and `creation_meta`
     (autograd/views.py), `apply_cuda` and `NOT_CUDA` (cuda.py, called only once a CUDA tensor
     exists), `refresh_view` (functionalize.py, called only on its own views), `carries_grad`
-    (functionalize.py: whether a traced value would require grad in eager)."""
+    (functionalize.py: whether a traced value would require grad in eager), `no_grad_view_of_grad`
+    (functionalize.py: whether a view was taken under no_grad of a value that requires grad)."""
     Saved = Guard = node_class = node_class_of = make_view = creation_meta = None
-    apply_cuda = NOT_CUDA = refresh_view = carries_grad = None
+    apply_cuda = NOT_CUDA = refresh_view = carries_grad = no_grad_view_of_grad = None
 
 
 class _Local(threading.local):
@@ -574,7 +575,20 @@ def user_source():
     return f"{f.f_code.co_filename.rsplit('/', 1)[-1]}:{f.f_lineno}"
 
 
+NO_GRAD_VIEW_GRAD_READ_MSG = ("a view taken under no_grad of a value that requires grad, read by a differentiable op "
+                              "with grad mode on, is not traced (eager's view requires grad without a grad_fn, and "
+                              "so does what is computed from it); take the view outside no_grad, or clone() it")
+
+
 def apply_symbolic(prim, args, params):
+    if STATE.grad_enabled and prim.vjp is not None and prim.name != "detach":
+        for a in args:
+            if isinstance(a, Proxy) and "_view" in a.__dict__ and Above.no_grad_view_of_grad(a):
+                # eager: torch's view of a value that requires grad, made under no_grad, requires grad
+                # as a leaf (no gradient reaches the value); the trace's is detached, and what an op
+                # computes of it would require no grad (an in-place op on a chunk() piece by it
+                # raised no error; mutation fuzzer seed 29769)
+                raise TraceError(NO_GRAD_VIEW_GRAD_READ_MSG)
     out = _apply_symbolic(prim, args, params)
     if not STATE.grad_enabled and prim.name != "detach":
         sh = LOCAL.shadow

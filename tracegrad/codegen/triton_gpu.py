@@ -743,6 +743,13 @@ def _group(g, max_row_block=None, solo=frozenset()):
                     members.discard(v)
                     full_vals.discard(v)
                     expelled.add(v)
+        # a prologue value that reads a member the kernel computes after its stages (one taken
+        # in as a prologue value while that member was still outside) is a full-row epilogue
+        # value: the sweep before the stages read it unset (triton_checks seed 44250)
+        late = True
+        while late:
+            late = [v for v in pro if any(x in members and x not in pro for x in args(v))]
+            pro.difference_update(late)
         order = {v: i for i, v in enumerate(nodes)}
         # an alias read outside the kernel is made again there, as a view of the stored value
         u.aliases = aliases
@@ -1893,7 +1900,9 @@ def _matmul_shapes(g, n):
     k = max(len(la), len(lb))
     la = (1,) * (k - len(la)) + la
     lb = (1,) * (k - len(lb)) + lb
-    batch = tuple(max(p, q) for p, q in zip(la, lb))
+    # broadcast: a size-1 dimension takes the other's size, 0 included (max made a batch of 0 beside
+    # 1 a batch of 1, and the kernel read and wrote a whole matrix of empty arrays; seed 44297)
+    batch = tuple(q if p == 1 else p for p, q in zip(la, lb))
     return a_name, b_name, a2, b2, batch + (a2[-2], b2[-1])
 
 

@@ -810,8 +810,9 @@ def logsumexp(input, dim, keepdim=False):
     if not input.dtype.is_floating_point:
         input = convert(input, D.get_default_dtype())
     dims = _dims_arg(dim, input.ndim)
+    low = {"low": "bfloat16"} if input.dtype is D.bfloat16 else {}    # (primitives._logsumexp_kernel)
     return apply(P["logsumexp"], (input,), {"dims": dims if dims is not None else tuple(range(input.ndim)),
-                                             "keepdim": keepdim})
+                                             "keepdim": keepdim, **low})
 
 
 def norm(input, p="fro", dim=None, keepdim=False, dtype=None):

@@ -284,8 +284,25 @@ def simplify_before_autodiff(graph):
     return simplify(graph, before_autodiff=True)
 
 
+def _shared_by_outputs(graph, outputs):
+    """The outputs and every value whose memory an output shares, through views and detach (a
+    no_grad op on a tensor that requires grad traces as detach(op(...))): these stay arrays of
+    their own, since `x * 1 -> x` under detach(x * 1) made the output detach(x), an alias of the
+    argument x that later writes to x changed."""
+    shared, todo = set(outputs), list(outputs)
+    while todo:
+        a = graph[todo.pop()]
+        if a["op"] == "detach" or a["prim"] is not None and a["prim"].view:
+            for x in a["args"][:1]:
+                if isinstance(x, V) and x not in shared:
+                    shared.add(x)
+                    todo.append(x)
+    return shared
+
+
 def simplify(graph, before_autodiff=False):
     outputs = set(o for o in graph.outputs if o is not None)
+    shared = _shared_by_outputs(graph, outputs)
     claimed = set()
 
     def same_type(b, v, a):
@@ -313,7 +330,7 @@ def simplify(graph, before_autodiff=False):
             x, e = args
             mul = P["mul"]
             if e == 1:
-                return x if n not in outputs else None
+                return x if n not in shared else None
             if a["dtype"].name == "bfloat16":        # its pow kernel rounds once, the products after each
                 return None
             if e == 2:
@@ -344,10 +361,10 @@ def simplify(graph, before_autodiff=False):
                     _exact_scales(inner["args"][1], c, a["dtype"]):
                 return add(b, P[op], (inner["args"][0], float(inner["args"][1] * c)), a)
         if swapped:
-            if _is_unit(op, args[1], a["dtype"]) and n not in outputs:
+            if _is_unit(op, args[1], a["dtype"]) and n not in shared:
                 return args[0]
             return add(b, P[op], args, a)
-        if n in outputs or len(args) != 2 and op != "neg":
+        if n in shared or len(args) != 2 and op != "neg":
             return None
         if op == "neg":
             x = args[0]
