@@ -545,16 +545,22 @@ def test_random_programs_derivatives_taken_torchs_way_speculate_and_match_eager(
     assert sum(spec) >= n // 3, f"only {sum(spec)} of {n} programs' calls speculated"
 
 
+def twin_mlp(a, b):
+    """Linear(a, b), Tanh, Linear(b, 1) in float64, in tracegrad and in torch, the same weights."""
+    m = tg.nn.Sequential(tg.nn.Linear(a, b), tg.nn.Tanh(), tg.nn.Linear(b, 1)).double()
+    tm = torch.nn.Sequential(torch.nn.Linear(a, b), torch.nn.Tanh(), torch.nn.Linear(b, 1)).double()
+    with torch.no_grad():
+        for p, tp in zip(m.parameters(), tm.parameters()):
+            tp.copy_(torch.tensor(p.detach().numpy()))
+    return m, tm
+
+
 def test_gradient_penalty_of_a_compiled_module_matches_torch():
     """A compiled module, the gradients taken with respect to its parameters (which the program
     reads as the module's, and the whole chain takes as inputs too): one program, torch's
     values, no warning."""
     rng = np.random.default_rng(17)
-    m = tg.nn.Sequential(tg.nn.Linear(4, 5), tg.nn.Tanh(), tg.nn.Linear(5, 1)).double()
-    tm = torch.nn.Sequential(torch.nn.Linear(4, 5), torch.nn.Tanh(), torch.nn.Linear(5, 1)).double()
-    with torch.no_grad():
-        for p, tp in zip(m.parameters(), tm.parameters()):
-            tp.copy_(torch.tensor(p.detach().numpy()))
+    m, tm = twin_mlp(4, 5)
     cm = tg.compile(m)
     xa = rng.standard_normal((6, 4))
     with warnings.catch_warnings():
@@ -1137,11 +1143,7 @@ def test_a_parameter_frozen_after_the_chain_keeps_the_graphs_edges_to_it():
     the results' graphs, made when first needed, are the ones the steps made while it required
     grad, as torch's: a backward reaches it (the last grad step raised, replayed with it frozen)."""
     rng = np.random.default_rng(41)
-    m = tg.nn.Sequential(tg.nn.Linear(5, 4), tg.nn.Tanh(), tg.nn.Linear(4, 1)).double()
-    tm = torch.nn.Sequential(torch.nn.Linear(5, 4), torch.nn.Tanh(), torch.nn.Linear(4, 1)).double()
-    with torch.no_grad():
-        for p, tp in zip(m.parameters(), tm.parameters()):
-            tp.copy_(torch.tensor(p.detach().numpy()))
+    m, tm = twin_mlp(5, 4)
     cm = tg.compile(m)
     xa = rng.standard_normal((6, 5))
     res = []
