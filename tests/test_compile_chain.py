@@ -837,7 +837,7 @@ def test_a_chain_that_changes_for_good_gets_a_program_of_its_own(change):
 def lazy(t):
     """A finished chain's result whose value is not computed yet (its run keeps copies of its inputs)."""
     run = t.__dict__.get("_cr") if type(t) is chain._Pending else None
-    return run is not None and run.done and run.snap is not None
+    return run is not None and run.done and run.unread
 
 
 @pytest.mark.parametrize("write", ["none", "no_grad", "data", "numpy", "rebind_data"])

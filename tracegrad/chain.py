@@ -99,8 +99,6 @@ _LOCK = threading.RLock()
 _SLOT_NAMES = [s for s in Tensor.__slots__ if s not in ("__weakref__", "__dict__")]
 _DESC = {s: Tensor.__dict__[s] for s in _SLOT_NAMES}
 _DATA = _DESC["_data"]
-_DTYPE = _DESC["_dtype"]
-_REQ = _DESC["_req"]
 _new = object.__new__
 _ref = weakref.ref
 _MARKS = ("_cr", "_ci", "_pm")
@@ -137,7 +135,7 @@ class Record:
 class Run:
     """One call of the program and the steps after it: recorded as they run, or speculated."""
     __slots__ = ("record", "spec", "steps", "pos", "objs", "ext", "ext_ids", "seen", "call", "closed", "done",
-                 "error", "default", "consts", "held", "snap", "copies", "__weakref__")
+                 "error", "default", "consts", "held", "copies", "unread", "__weakref__")
 
     def __init__(self, record, spec):
         self.record = record
@@ -155,8 +153,8 @@ class Run:
         self.default = record.default if spec else D.get_default_dtype()
         self.consts = ()            # (tensor, version counter, version, array, requires_grad) of what the program reads
         self.held = record.held if spec else []     # the tensors of those the steps take, by place
-        self.snap = None            # copies of the inputs' arrays, while results alive have no values (_snap)
-        self.copies = None          # the same copies, kept after for the graphs of those results (_realize)
+        self.copies = None          # copies of the inputs' arrays the last step took (_snap), until a graph is made
+        self.unread = False         # whether results alive have no values yet (_fill computes them from the copies)
 
 
 def _meta(t):
@@ -313,7 +311,7 @@ def _advancer(rec, pos, bound, read_ids):
         lines += _completion(rec, pos, walk.bound, table)
     else:
         names = []
-        objs = _objs_before(rec, pos)
+        objs = len(_places(rec, pos))
         for m in ([out[1]] if out[0] == "t" else out[1]):
             if m is None:
                 lines.append("    run.objs.append(None)")
@@ -342,13 +340,7 @@ def _completion(rec, pos, n_ext, table):
                   "SUSP": SUSPENDED, "SETD": _DATA.__set__, "LIVE": LIVE, "MAKE": Tensor._make, "SNAP": _snap})
     out = rec.steps[pos][3]
     k = 1 if out[0] == "t" else len(out[1])
-    objs = []                   # (the places of results that are tensors, not None)
-    i = 0
-    for step in rec.steps[:pos]:
-        for m in ([step[3][1]] if step[3][0] == "t" else step[3][1]):
-            if m is not None:
-                objs.append(i)
-            i += 1
+    objs = [i for i, m in enumerate(_places(rec, pos)) if m is not None]     # (tensors, not None results)
     changed = " or ".join([f"run.ext[{s}]._vc is not run.seen[{s}][0] or run.seen[{s}][0][0] != run.seen[{s}][1] "
                            f"or run.ext[{s}]._data is not run.seen[{s}][2]" for s in range(n_ext)] + ["run.consts"])
     lines = ["    with LOCK:",
@@ -367,7 +359,7 @@ def _completion(rec, pos, n_ext, table):
               "            # (the values of the results alive computed when first read, from copies of the",
               "            # inputs; unless the last call's results are kept unread: then the program's)",
               "            pr = rec.lazy_run() if rec.lazy_run is not None else None",
-              "            if pr is not None and pr.snap is not None:",
+              "            if pr is not None and pr.unread:",
               "                rec.lazy = False",
               "            else:",
               "                lazy = True",
@@ -401,13 +393,10 @@ def _completion(rec, pos, n_ext, table):
     return lines
 
 
-def _objs_before(rec, pos):
-    """How many results (None results included) the steps before place `pos` make."""
-    n = 0
-    for step in rec.steps[:pos]:
-        out = step[3]
-        n += 1 if out[0] == "t" else len(out[1])
-    return n
+def _places(rec, pos):
+    """The metadata of the results the steps before place `pos` make, by their places in
+    run.objs (None for a None result)."""
+    return [m for step in rec.steps[:pos] for m in ([step[3][1]] if step[3][0] == "t" else step[3][1])]
 
 
 def _add(run, t, data):
@@ -577,24 +566,17 @@ def _settle(run):
 # -- steps ---------------------------------------------------------------------------------------
 
 def _step(run, kind, name, args, fn):
-    """A step on the chain's tensors: recorded and run (recording), or checked against the chain
-    (speculating) -> its results, or NOT_STEP where it is no step of the chain (which ends it)."""
+    """A step on a recording's tensors, recorded and run -> its results, or NOT_STEP where it is
+    no step of the chain (which ends it). (A speculated run's step is its record's `advance` code:
+    grad_step and the step methods call it, and _miss where it answers MISS.)"""
     if run.closed:
         return NOT_STEP
-    if not run.spec:
-        with _LOCK:
-            return _record_step(run, kind, name, args, fn)
-    return _advance(run, kind, name, args)
-
-
-def _advance(run, kind, name, args):
-    """A speculated run's step: its pending results (the last step's real ones), or NOT_STEP
-    where it is not the chain's next step (the steps before are made real)."""
-    out = run.record.advance[run.pos](kind, name, args, run)
-    return out if out is not MISS else _miss(run)
+    with _LOCK:
+        return _record_step(run, kind, name, args, fn)
 
 
 def _miss(run):
+    """A speculated step that is not the chain's next: the steps before are made real -> NOT_STEP."""
     with _LOCK:
         _missed(run.record)
         _realize(run)
@@ -775,7 +757,8 @@ def _snap(run):
     """The last step of a run whose results alive take their values when first read: copies of
     the inputs as the program read them (the inputs may change in place since, through .data
     too, as autograd does not see)."""
-    run.snap = run.copies = [t._data.copy(order="K") for t in run.ext]       # (in their layouts)
+    run.copies = [t._data.copy(order="K") for t in run.ext]       # (in their layouts)
+    run.unread = True
     run.record.lazy_run = weakref.ref(run)
 
 
@@ -784,15 +767,14 @@ def _fill(run):
     its steps before the last run as they first ran, on the copies of its inputs. Its record
     then computes them in the whole program (they are read)."""
     with _LOCK:
-        snap = run.snap
-        if snap is None:
+        if not run.unread:
             return
         run.record.lazy = False
         alive = [(i, w()) for i, w in enumerate(run.objs) if w is not None and w() is not None]
         alive = [(i, o) for i, o in alive if o.__class__ is _Pending]
         try:
             if alive:
-                stand = [Tensor._make(a, t._dtype, seen[3]) for t, seen, a in zip(run.ext, run.seen, snap)]
+                stand = [Tensor._make(a, t._dtype, seen[3]) for t, seen, a in zip(run.ext, run.seen, run.copies)]
                 real = _replay(run, stand, len(run.steps) - 1)
                 for i, o in alive:
                     _DATA.__set__(o, real[i]._data)
@@ -800,7 +782,7 @@ def _fill(run):
             run.error = e
             raise
         finally:
-            run.snap = None
+            run.unread = False
 
 
 def _failed(run, mask):
@@ -865,7 +847,7 @@ def _realize(run):
             raise run.error
         if run.closed and not run.done:
             return
-        if run.snap is not None:
+        if run.unread:
             _fill(run)
         if not run.closed:
             run.closed = True
@@ -1108,7 +1090,7 @@ def _touch(t, name):
     if run.error is not None:
         raise run.error
     if run.done:
-        if run.snap is not None:
+        if run.unread:
             _fill(run)
         if name == "_data":
             return

@@ -2027,10 +2027,10 @@ def _write_out(result, out, op):
     node = None
     if STATE.grad_enabled and (result.requires_grad or out.requires_grad):
         node = result.grad_fn
-        if node.__class__.__name__ != "NotImplemented" or out.requires_grad or out._base is not None:
-            raise RuntimeError(f"{'aten::' if node is not None and node.__class__.__name__ == 'NotImplemented' else ''}"
-                               f"{op}(): functions with out=... arguments don't support automatic differentiation, "
-                               f"but one of the arguments requires grad.")
+        underived = node.__class__.__name__ == "NotImplemented"     # (an op without a derivative: its grad_fn)
+        if not underived or out.requires_grad or out._base is not None:
+            raise RuntimeError(f"{'aten::' if underived else ''}{op}(): functions with out=... arguments don't support "
+                               f"automatic differentiation, but one of the arguments requires grad.")
         # an op without a derivative (heaviside, floor_divide): torch writes `out` all the same,
         # which takes the op's NotImplemented node (a backward through it raises)
     if result.dtype._kind > out.dtype._kind:
