@@ -466,7 +466,9 @@ class Tensor:
 
     @requires_grad.setter
     def requires_grad(self, value):
-        if self.grad_fn is not None:
+        # (torch's is_leaf() reads the node as set: a view whose base changed in place since
+        # does not make its node again here, nor raise where that would)
+        if self._grad_fn is not None:
             if value:
                 return
             raise RuntimeError("you can only change requires_grad flags of leaf variables. If you want to use a "
@@ -479,7 +481,7 @@ class Tensor:
         self._req = bool(value)
 
     def requires_grad_(self, requires_grad=True):
-        if requires_grad and self.grad_fn is None and not self._dtype.is_floating_point:
+        if requires_grad and self._grad_fn is None and not self._dtype.is_floating_point:
             raise RuntimeError("only Tensors of floating point dtype can require gradients")
         self.requires_grad = requires_grad
         return self
@@ -749,7 +751,7 @@ class Tensor:
         return Above.detach(self)
 
     def detach_(self):
-        if self._base is not None and self._base._req:
+        if self._base is not None:        # (any view, as torch's: one of a tensor without grad too)
             raise RuntimeError("Can't detach views in-place. Use detach() instead. If you are using DistributedDataParallel "
                                "(DDP) for training, and gradient_as_bucket_view is set as True, gradients are views of "
                                "DDP buckets, and hence detach_() cannot be called on these gradients. To fix this error, "

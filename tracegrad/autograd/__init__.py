@@ -528,7 +528,8 @@ def _retained(order, index, targets):
             continue
         for slot, ref in ret.items():
             t = ref()
-            if t is not None and t.grad_fn is node:
+            if t is not None and (t.grad_fn is node or t._grad_fn is None and t._view is None):
+                # (or detach_()'d since: torch's hook stays on the node and fills .grad all the same)
                 out.append(((node, slot), t))
     return out
 

@@ -124,10 +124,8 @@ def view_grad_fn(t):
     if meta.attr_version == t._vc[0]:
         return fn
     check_rebase(t, indirect=True)
-    if not base._req:
-        t._grad_fn = None
-        meta.attr_version = t._vc[0]
-        return None
+    # (a base without grad since, detach_()'d: as_strided of it all the same, whose gradient goes
+    # nowhere, as torch's; the view stays no leaf)
     _regenerate(t)
     return t._grad_fn
 
@@ -230,6 +228,10 @@ def rebase(view, result):
                 if alias is None:
                     alias = Tensor._make(view._data, view._dtype)
                     _record(P["as_strided"], (old_base,), params, (alias,))
+                    # numbered before the op's node, which reads it: the nodes stay in creation
+                    # order, which the engine runs backwards as torch's runs CopySlices (the op
+                    # inside), so hooks fire in torch's order (a walk of the graph did not)
+                    alias._grad_fn._seq, node._seq = node._seq, alias._grad_fn._seq
                 edges[i] = (alias._grad_fn, 0)
         node.next_functions = tuple(edges)
     base_fn, base_nr = base._grad_fn, base._output_nr
