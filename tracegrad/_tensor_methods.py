@@ -711,12 +711,14 @@ def _setitem(self, key, value):
         self._vc[0] += 1
         return
     if not idx and not _makes_view(self._data, k):
-        # the whole tensor (x[...] = v, x[:] = v): torch writes it with copy_, or fill_ of the
-        # number as a 0-dim tensor, not through a view (CopyBackwards, FillBackward3)
-        if not number:
-            copy_(self, value)
+        # the whole tensor (x[...] = v, x[:] = v), not through a view: torch's copy_to fills it
+        # from a 0-dim value on the CPU (a number is one) where it has more dims, else copies
+        # (FillBackward3, CopyBackwards; a 0-dim tensor's x[...] = 0.5 is a copy_)
+        value = value if isinstance(value, Tensor) else F.full((), value, dtype=self.dtype)
+        if value.ndim == 0 and self.ndim and value.device.type == "cpu":
+            fill_(self, value)
         else:
-            fill_(self, value if isinstance(value, Tensor) else F.full((), value, dtype=self.dtype))
+            copy_(self, value)
         return
     commit(self, F.index_put_prim(self, value, idx, k))
 

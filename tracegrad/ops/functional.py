@@ -894,17 +894,22 @@ def _size_args(size, op):
 
 def reshape(input, *shape):
     shape = S.infer_size(_size_args(shape, "reshape"), input.numel())
-    if input._data is None and tuple(input.shape) != shape and hasattr(input, "_eager_scratch"):
-        # a traced value whose layout, as eager's (a view, an argument, an elementwise op of a
-        # transposed operand), does not allow the shape: eager's reshape copies, so writes
-        # through the result must not reach the value (nor the value's writes the result):
-        # traced as a copy
+    a = input._data
+    if a is None and hasattr(input, "_eager_scratch"):
         a = input._eager_scratch()
-        if a is not None:
+        if a is not None and tuple(input.shape) != shape:
+            # a traced value whose layout, as eager's (a view, an argument, an elementwise op of a
+            # transposed operand), does not allow the shape: eager's reshape copies, so writes
+            # through the result must not reach the value (nor the value's writes the result):
+            # traced as a copy
             try:
                 np.reshape(a, shape, copy=False)
             except ValueError:
-                input = apply(P["clone"], (input,), {"memory_format": "contiguous"})
+                input, a = apply(P["clone"], (input,), {"memory_format": "contiguous"}), None
+    if a is not None and a.__class__ is np.ndarray and not a.flags.c_contiguous:
+        # torch's reshape of a strided tensor that can be viewed: _reshape_alias, whose node is
+        # ReshapeAliasBackward0 (view's is ViewBackward0; a copy's, below, UnsafeViewBackward0)
+        return apply(P["reshape"], (input,), {"shape": shape, "view": "alias"})
     return apply(P["reshape"], (input,), {"shape": shape})
 
 

@@ -1955,7 +1955,8 @@ DERIVATIVE_NAMES = {"tanh": "TanhBackwardBackward0", "sigmoid": "SigmoidBackward
 
 
 def _reshape_name(args, params):
-    return "ViewBackward0" if params.get("view", True) else "UnsafeViewBackward0"
+    view = params.get("view", True)
+    return "ReshapeAliasBackward0" if view == "alias" else "ViewBackward0" if view else "UnsafeViewBackward0"
 
 
 Primitive("reshape", "x", lambda x, shape, view=True: np.reshape(x, shape), shape=lambda x, shape, view=True: tuple(shape),
