@@ -20,6 +20,7 @@ class Parameter(Tensor):
             raise TypeError(f"Parameter data must be a Tensor, got {type(data).__name__}")
         t = Tensor._make.__func__(cls, data._data, data._dtype, vc=data._vc)
         t._is_param = True
+        t._inference = data._inference       # (an inference tensor's: requires_grad then raises outside the mode)
         if requires_grad:
             t.requires_grad = True
         return t
