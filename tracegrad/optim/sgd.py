@@ -64,7 +64,9 @@ class SGD(Optimizer):
                     state = self.state[p]
                     buf = state.get("momentum_buffer")
                     if buf is None:
-                        buf = Tensor._make(d.copy(order="K"), p._dtype)     # torch's clone: the gradient's layout
+                        # torch's clone: the gradient's layout (np.array: numpy's arithmetic on a
+                        # 0-dim array gives a number, which `b *= momentum` below would not change)
+                        buf = Tensor._make(np.array(d, order="K"), p._dtype)
                         state["momentum_buffer"] = buf
                     else:
                         b = buf._data
