@@ -2276,9 +2276,9 @@ class CompiledModule(CompiledFunction):
 
     _guard_by_identity = False      # a module's state is guarded as any module's
 
-    def __init__(self, module, **kw):
+    def __init__(self, module, name=None, **kw):
         super().__init__(module, module=module, **kw)
-        self.__name__ = type(module).__name__
+        self.__name__ = name or type(module).__name__
         self.cache.name = self.__name__
 
     @property
@@ -2289,20 +2289,42 @@ class CompiledModule(CompiledFunction):
         return getattr(self.__dict__["_module"], item)
 
 
-def compile(fn=None, *, backend="auto", fullgraph=False, dynamic=None, mode=None, cache_limit=8):
+_MODES = ("default", "lite", "reduce-overhead", "max-autotune-no-cudagraphs", "max-autotune")
+
+
+def compile(fn=None, *, backend="auto", fullgraph=False, dynamic=None, mode=None, options=None, name=None,
+            disable=False, recompile_limit=None, cache_limit=8):
     """Compile a function or module: `@compile`, `@compile(fullgraph=True)`, `compile(model)`.
     `dynamic`, as torch's: None (automatic) compiles a dimension symbolically once a call
     changed its size; True does so from the first call for every dimension of every
-    tensor argument; False compiles a program for each set of sizes."""
+    tensor argument; False compiles a program for each set of sizes.
+    torch.compile's other arguments: `backend="inductor"` (torch's default) is "auto"; `mode`
+    is checked as torch checks it and changes nothing (there is one way to compile here);
+    `options` (Inductor's settings) are ignored with a warning that names them; `name`
+    names the function in messages; `disable=True` returns `fn` itself; `recompile_limit` is
+    `cache_limit`, the programs kept before calls run eagerly."""
+    if mode is not None and options is not None:
+        raise RuntimeError("Either mode or options can be specified, but both can't be specified at the same time.")
+    if mode is not None and mode not in _MODES:
+        raise RuntimeError(f"Unrecognized mode={mode}, should be one of: {', '.join(_MODES)}")
+    if recompile_limit is not None:
+        cache_limit = recompile_limit
+    if backend == "inductor":
+        backend = "auto"
     if fn is None:
-        return lambda f: compile(f, backend=backend, fullgraph=fullgraph, dynamic=dynamic, mode=mode,
-                                 cache_limit=cache_limit)
+        return lambda f: compile(f, backend=backend, fullgraph=fullgraph, dynamic=dynamic, mode=mode, options=options,
+                                 name=name, disable=disable, cache_limit=cache_limit)
+    if disable:
+        return fn
+    if options:
+        warnings.warn(f"tracegrad.compile ignores options={sorted(options)!r}: they are Inductor's settings, and "
+                      f"tracegrad compiles its own way", UserWarning, stacklevel=2)
     kw = dict(backend=backend, fullgraph=fullgraph, dynamic=dynamic, cache_limit=cache_limit)
     if hasattr(fn, "forward") and hasattr(fn, "parameters"):
-        return CompiledModule(fn, **kw)
+        return CompiledModule(fn, name=name, **kw)
     if not callable(fn):
         raise TypeError(f"tracegrad.compile expects a function or a module, got {type(fn).__name__}")
-    return CompiledFunction(fn, **kw)
+    return CompiledFunction(fn, name=name, **kw)
 
 
 chain.RUN_PROGRAM[0] = run_program
