@@ -52,6 +52,8 @@ class Optimizer:
             param_groups = [{"params": param_groups}]
         for group in param_groups:
             self.add_param_group(dict(group))
+        if defaults.get("fused") and defaults.get("foreach"):
+            raise RuntimeError("`fused` and `foreach` cannot be `True` together.")     # (torch's, after the groups)
         OPTIMIZERS.add(self)          # a trace undoes changes of its options (functionalize.options_changed)
 
     def __getstate__(self):
