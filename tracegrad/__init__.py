@@ -135,6 +135,7 @@ __version__ = "0.1.0"
 from . import viz  # noqa: E402
 from .serialization import save, load  # noqa: E402
 from . import nn, optim, utils, linalg, distributions, special  # noqa: E402,F401
+Tensor.hardshrink, Tensor.prelu = nn.functional.hardshrink, nn.functional.prelu
 from .ops.math_functional import (asin, acos, atan, sinh, cosh, asinh, acosh, atanh, arcsin, arccos, arctan,  # noqa: E402,F401
                                   arcsinh, arccosh, arctanh, atan2, arctan2, signbit, copysign, hypot, cumsum, cumprod, sort, argsort, topk,
                                   msort, kthvalue, median, quantile, nanquantile, unique, diag, meshgrid,
@@ -155,7 +156,8 @@ from .ops.composite_more import (cross, inner, kron, vdot, addmv, addr, addbmm, 
                                  nanmedian, select_scatter, slice_scatter, diagonal_scatter, masked_scatter, put,
                                  renorm)
 from .ops.functional_extra import (i0, angle, conj, conj_physical, resolve_conj, resolve_neg,  # noqa: E402,F401
-                                   is_conj, is_neg, gcd, lcm, nextafter, as_strided, index_reduce)
+                                   is_conj, is_neg, gcd, lcm, nextafter, as_strided, index_reduce, isposinf,
+                                   isneginf, isreal, logdet, slogdet, pinverse)
 from .compile import compile  # noqa: E402,F401
 from ._legacy import TYPES as _LEGACY_TYPES  # noqa: E402
 globals().update(_LEGACY_TYPES)  # FloatTensor, LongTensor, ...

@@ -20,8 +20,9 @@ from .ops import functional as F
 from .autograd.graph import Saved, _HOOK_USERS, saved_tensors_hooks_active, RETAIN_USED
 from .autograd import views
 from .creation import _wrap_np, tensor, takes_generator, RNG, stored_scalar
+from . import creation as _creation
 from .tracing import TraceError, _ACTIVE, TRACING, rename_grad_fn, note_composite_inputs
-from .ops.primitives import np_index_set, PRIMITIVES
+from .ops.primitives import np_index_set, PRIMITIVES, sum_to
 from .functionalize import commit_traced, may_overlap, traced_layouts, write_starts
 from .autograd.graph import RemovableHandle, node_class, Engine
 
@@ -1328,3 +1329,38 @@ def _resize_as_(self, the_template, *, memory_format=None):
 
 Tensor.resize_ = _resize_
 Tensor.resize_as_ = _resize_as_
+
+
+# torch's less used methods, of ops/functional_extra.py, creation.py and composites
+for _name in "isposinf isneginf isreal logdet slogdet pinverse".split():
+    setattr(Tensor, _name, getattr(_extra, _name))
+Tensor.addmm_ = _inplace(F.addmm)
+Tensor.baddbmm_ = _inplace(F.baddbmm)
+
+
+Tensor.bernoulli = _creation.bernoulli
+Tensor.multinomial = _creation.multinomial
+
+
+def _sum_to_size(self, *size):
+    """torch's Tensor.sum_to_size: the sum of the dims `size` broadcasts along."""
+    size = F._size_args(size, "sum_to_size")
+    shape = tuple(self.shape)
+    lead = len(shape) - len(size)
+    if lead < 0 or any(n != 1 and n != m for n, m in zip(size, shape[lead:])):
+        raise RuntimeError(f"size {{[{', '.join(map(str, size))}]}} is not expandable to size "
+                           f"{{[{', '.join(map(str, shape))}]}}.")
+    return sum_to(self, size)
+
+
+def _narrow_copy(self, dim, start, length):
+    return rename_grad_fn(F.clone(F.narrow(self, dim, start, length), memory_format=F.contiguous_format),
+                          "NarrowCopyBackward0")
+
+
+Tensor.sum_to_size = _sum_to_size
+Tensor.narrow_copy = _narrow_copy
+for _name in "is_meta is_sparse is_sparse_csr is_quantized is_nested is_mkldnn".split():
+    setattr(Tensor, _name, property(lambda self: False, doc=f"False: tracegrad has dense tensors alone ({_name})"))
+Tensor.is_pinned = lambda self, device=None: False
+Tensor.is_shared = lambda self: False

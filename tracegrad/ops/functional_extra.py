@@ -15,7 +15,7 @@ from .primitives import PRIMITIVES as P
 from . import functional as O
 from . import shapes as S
 from .composite import scatter_reduce
-from .math_functional import _unary
+from .math_functional import _unary, linalg_pinv
 
 __all__ = ["i0", "special_i0", "special_i0e", "special_i1", "special_i1e", "angle", "conj", "conj_physical",
            "resolve_conj", "resolve_neg", "is_conj", "is_neg", "gcd", "lcm", "nextafter",
@@ -55,6 +55,45 @@ def is_neg(input):
     """False: a real tensor has no lazy negation, as torch.is_neg of one."""
     O._check_tensor(input, "is_neg")
     return False
+
+
+# -- tests of values, the determinant's log, the pseudo-inverse: composites of the ops they name -----------
+
+def isposinf(input):
+    """Where input is +inf (never, for integers and bools), as torch.isposinf."""
+    O._check_tensor(input, "isposinf")
+    return O.eq(input, float("inf"))
+
+
+def isneginf(input):
+    """Where input is -inf, as torch.isneginf."""
+    O._check_tensor(input, "isneginf")
+    return O.eq(input, float("-inf"))
+
+
+def isreal(input):
+    """True everywhere: tracegrad has no complex dtype (torch.isreal of a real tensor)."""
+    O._check_tensor(input, "isreal")
+    return O.ones_like(input, dtype=D.bool_)
+
+
+def logdet(input):
+    """log(det(input)), as torch's: from slogdet, NaN where the determinant is negative."""
+    O._check_tensor(input, "logdet")
+    sign, logabsdet = O.linalg_slogdet(input)
+    return O.where(O.eq(sign, -1.0), float("nan"), logabsdet)
+
+
+def slogdet(input):
+    """torch.slogdet: linalg.slogdet's (sign, logabsdet)."""
+    O._check_tensor(input, "slogdet")
+    return O.return_types_slogdet(*O.linalg_slogdet(input))
+
+
+def pinverse(input, rcond=1e-15):
+    """torch.pinverse: linalg.pinv with rcond as its rtol."""
+    O._check_tensor(input, "pinverse")
+    return linalg_pinv(input, rtol=rcond)
 
 
 # -- gcd, lcm, nextafter: two tensors, promoted; torch takes no number for other ------------------------
