@@ -1234,3 +1234,37 @@ def test_a_non_leaf_argument_made_from_another_argument_is_differentiated_throug
     for o, t in zip(*res):
         for a, b in zip(o, t):
             close(a, b)
+
+
+@pytest.mark.parametrize("write", ["mul_", "iadd", "grad_result_mul_"])
+def test_an_in_place_op_on_a_pending_result_settles_the_chain_first(write):
+    """An in-place op's check reads the tensor's grad_fn before anything else; on a pending
+    tensor that read went past the chain's slot properties (Tensor._grad_fn is the slot's own
+    descriptor) and raised AttributeError on the slot not set yet."""
+    xs = np.random.default_rng(44).standard_normal(5)
+    cl = tg.compile(tanh2(tg))
+    res = []
+    for lib, f in ((tg, cl), (torch, tanh2(torch))):
+        x = lib.tensor(xs, requires_grad=True)
+        out = []
+        for i in range(CALLS):
+            y = f(x)
+            (g,) = lib.autograd.grad(y, x, create_graph=True)
+            t = g.sum() * 2
+            if i == CALLS - 2:
+                if write == "mul_":
+                    t.mul_(3)
+                elif write == "iadd":
+                    t += 1.5
+                else:
+                    g.mul_(3)
+            (h,) = lib.autograd.grad(t * g.sum(), x)
+            out.append((y, g, t, h))
+        res.append(out)
+    for o, t in zip(*res):
+        for a, b in zip(o, t):
+            close(a, b)
+    y = cl(tg.tensor(xs, requires_grad=True))
+    assert pending(y)
+    with pytest.raises(RuntimeError, match="can't delete the attribute 'requires_grad'"):
+        del y.requires_grad

@@ -1181,6 +1181,8 @@ class _Pending(Tensor):
     def requires_grad(self, value):
         Tensor.requires_grad.fset(self, value)
 
+    requires_grad = requires_grad.deleter(Tensor.requires_grad.fdel)      # (refused, as a tensor's)
+
     @property
     def device(self):
         return CPU if "_pm" in self.__dict__ else Tensor.device.fget(self)
@@ -1193,6 +1195,9 @@ class _Pending(Tensor):
 for _name in _SLOT_NAMES:
     if _name not in ("_dtype", "_req"):
         setattr(_Pending, _name, _slot(_name))
+# (Tensor._grad_fn is the slot's own descriptor, past the property above: a read of it, as an
+# in-place op's check makes first, settles the chain as the slot's read does)
+_Pending._grad_fn = _Pending.__dict__["_grad_fn_slot"].deleter(Tensor._grad_fn.fdel)
 for _name in STEP_METHODS:
     setattr(_Pending, _name, _step_method(_name))
 _Pending.__name__ = _Pending.__qualname__ = "Tensor"
