@@ -42,8 +42,12 @@ The chain's inputs must then be as they were: an input changed in place since ma
 graph raise torch's error when a backward reaches it, as a graph that saved the input would;
 where the last step kept copies of the inputs, the graph is made from them instead, each
 input at its version as taken, and raises where torch's graph reads an input written since.
-An input changed in place before the last step makes the last step raise. A write through
-`.data` is not seen (as autograd does not see it).
+An input changed in place before the last step makes the last step raise. A write that no
+version counter sees is one the whole chain would read where eager's call did not: the
+memory of a speculated chain's input handed out before its last step (`.data` read or
+replaced, an array handed to numpy) first makes the chain real; an input whose memory numpy
+code held before (from_numpy) is copied as taken, and written makes the last step raise.
+After the last step, a write through `.data` is not seen (as autograd does not see it).
 
 A tensor the program reads itself (a compiled module's parameter) that a step takes, as
 `grad(loss, model.parameters())` does, is taken by identity, and the whole chain reads it as
@@ -64,10 +68,10 @@ import numpy as np
 from . import _dtype as D
 from .grad_mode import STATE
 from .ops.shapes import normalize_dim
-from .tensor import Tensor, Size, CPU
+from .tensor import Tensor, Size, CPU, Above, CHAINS_LIVE, memory_root, escaped
 from .tracing import _ANOMALY, _PROFILE
 
-LIVE = [0]              # runs open (recording or speculating): autograd.grad looks for steps while not 0
+LIVE = CHAINS_LIVE      # runs open (recording or speculating): autograd.grad looks for steps while not 0
 SUSPENDED = [0]         # a chain's own program running: compiled calls and steps in it are plain
 NOT_STEP = object()
 MISS = object()         # (a speculated step that is not the chain's next: _advancer)
@@ -135,7 +139,7 @@ class Record:
 class Run:
     """One call of the program and the steps after it: recorded as they run, or speculated."""
     __slots__ = ("record", "spec", "steps", "pos", "objs", "ext", "ext_ids", "seen", "call", "closed", "done",
-                 "error", "default", "consts", "held", "copies", "unread", "__weakref__")
+                 "error", "default", "consts", "held", "copies", "unread", "watched", "__weakref__")
 
     def __init__(self, record, spec):
         self.record = record
@@ -155,6 +159,7 @@ class Run:
         self.held = record.held if spec else []     # the tensors of those the steps take, by place
         self.copies = None          # copies of the inputs' arrays the last step took (_snap), until a graph is made
         self.unread = False         # whether results alive have no values yet (_fill computes them from the copies)
+        self.watched = ()           # (tensor, array, copy) of those whose memory numpy code holds (_watch)
 
 
 def _meta(t):
@@ -342,7 +347,8 @@ def _completion(rec, pos, n_ext, table):
     k = 1 if out[0] == "t" else len(out[1])
     objs = [i for i, m in enumerate(_places(rec, pos)) if m is not None]     # (tensors, not None results)
     changed = " or ".join([f"run.ext[{s}]._vc is not run.seen[{s}][0] or run.seen[{s}][0][0] != run.seen[{s}][1] "
-                           f"or run.ext[{s}]._data is not run.seen[{s}][2]" for s in range(n_ext)] + ["run.consts"])
+                           f"or run.ext[{s}]._data is not run.seen[{s}][2]" for s in range(n_ext)]
+                          + ["run.consts", "run.watched"])
     lines = ["    with LOCK:",
              f"        if {changed}:",
              "            t = CHANGED(run)",
@@ -384,6 +390,7 @@ def _completion(rec, pos, n_ext, table):
     for i in objs:
         lines += [f"            if a{i} is not None:", f"                SETD(a{i}, res[j])", "                j += 1"]
     lines += ["        run.done = run.closed = True",
+              "        run.watched = ()",
               "        LIVE[0] -= 1",
               "        if run.record.open is run:",
               "            run.record.open = None",
@@ -400,10 +407,26 @@ def _places(rec, pos):
 
 
 def _add(run, t, data):
-    """A speculated run's input taken (its check passed: _advancer) -> True."""
+    """A speculated run's input taken (its check passed: _advancer) -> True; False where numpy
+    code holds its memory and it is too large to watch (_watch)."""
+    if not _watch(run, t, data):
+        return False
     run.ext_ids[id(t)] = len(run.ext)
     run.ext.append(t)
     run.seen.append((t._vc, t._vc[0], data, t._req, (t._grad_fn, t._output_nr)))
+    return True
+
+
+def _watch(run, t, data):
+    """A speculated run takes a tensor whose memory numpy code may hold (t.numpy(), from_numpy):
+    a write there is seen by no version counter, and the whole chain would read it at the last
+    step where eager read the tensor at its call or step. A copy of its values as taken is kept
+    (up to LAZY_BYTES in all; more -> False), and _changed compares them."""
+    if not escaped(data):
+        return True
+    if sum([c.nbytes for _, _, c in run.watched]) + data.nbytes > LAZY_BYTES:
+        return False
+    run.watched = list(run.watched) + [(t, data, data.copy(order="K"))]
     return True
 
 
@@ -423,6 +446,9 @@ def _changed(run):
             return t
     for t, vc, v, data, _ in run.consts:    # (a module's parameters, a global tensor the program reads)
         if t._vc is not vc or vc[0] != v or t._data is not data:
+            return t
+    for t, data, copy in run.watched:       # (written by numpy code: _watch)
+        if data.tobytes() != copy.tobytes():
             return t
     return None
 
@@ -507,8 +533,13 @@ def on_call(fn, p, rec, args, kwargs, leaves, distinct):
             return NOT_STEP
         if p.consts or run.held:
             run.consts = [(t, t._vc, t._vc[0], t._data, t._req) for t in list(p.consts) + list(run.held)]
+            for c in run.consts:
+                if not _watch(run, c[0], c[3]):
+                    _realize(run)            # (too large to watch: the call runs as written)
+                    return NOT_STEP
         LIVE[0] += 1
         rec.open = run
+        _SPECULATING.add(run)
         return out
     if not p.__dict__.get("plain") or p.sym_sources or not p.needs_grad:
         rec.state = OFF              # (what the program is does not change)
@@ -534,6 +565,31 @@ def on_call(fn, p, rec, args, kwargs, leaves, distinct):
     LIVE[0] += 1
     rec.open = run
     return out
+
+
+_SPECULATING = weakref.WeakSet()     # speculated runs (those not closed yet, and some closed)
+
+
+def _memory_out(a):
+    """Memory that user code gets past autograd's version counters (`.data`, read or replaced;
+    an array handed to numpy), while chains are open: a speculated chain whose inputs (or the
+    tensors its program reads) have it runs its steps so far as written first. Its whole
+    program would read the inputs when its last step runs, after a write no counter sees,
+    where eager's call read them at the call (Tensor.data's and escape's hook)."""
+    if a.__class__ is not np.ndarray or SUSPENDED[0] or _IN_STEP[0]:
+        return
+    root = memory_root(a)
+    for run in list(_SPECULATING):
+        if run.closed:
+            _SPECULATING.discard(run)
+        elif any(memory_root(t._data) is root for t in run.ext) \
+                or any(memory_root(c[3]) is root for c in run.consts):
+            _SPECULATING.discard(run)
+            with _LOCK:
+                _settle(run)
+
+
+Above.chain_memory = _memory_out
 
 
 def _give_up(rec):
@@ -812,6 +868,7 @@ def _finish(run, alive, out, final, values):
 def _done(run):
     run.done = True
     run.closed = True
+    run.watched = ()        # (a write after the last step is not seen, as a write through .data)
     LIVE[0] -= 1
     if run.record.open is run:
         run.record.open = None
