@@ -68,7 +68,7 @@ import numpy as np
 from . import _dtype as D
 from .grad_mode import STATE
 from .ops.shapes import normalize_dim
-from .tensor import Tensor, Size, CPU, Above, CHAINS_LIVE, memory_root, escaped
+from .tensor import Tensor, Size, CPU, Above, CHAINS_LIVE, memory_root, _ESCAPED
 from .tracing import _ANOMALY, _PROFILE
 
 LIVE = CHAINS_LIVE      # runs open (recording or speculating): autograd.grad looks for steps while not 0
@@ -99,6 +99,7 @@ STEP_METHODS = ("sum", "mean", "mul", "add", "sub", "div", "neg", "pow", "dot", 
 _DEFAULT_DTYPE = D._default    # (D.get_default_dtype()'s list, read without the call)
 _IN_STEP = [0]          # a step (or a recorded call) running: its own reads of the chain's tensors are its own
 _LOCK = threading.RLock()
+_ESCAPED_REFS = _ESCAPED.data    # (the weak dictionary's own: id -> weak reference)
 # the slots of a tensor, read and written past _Pending's properties
 _SLOT_NAMES = [s for s in Tensor.__slots__ if s not in ("__weakref__", "__dict__")]
 _DESC = {s: Tensor.__dict__[s] for s in _SLOT_NAMES}
@@ -422,7 +423,9 @@ def _watch(run, t, data):
     a write there is seen by no version counter, and the whole chain would read it at the last
     step where eager read the tensor at its call or step. A copy of its values as taken is kept
     (up to LAZY_BYTES in all; more -> False), and _changed compares them."""
-    if not escaped(data):
+    r = data if data.base is None else memory_root(data)
+    held = _ESCAPED_REFS.get(id(r))          # (tensor.escaped(data), without its calls)
+    if held is None or held() is not r:
         return True
     if sum([c.nbytes for _, _, c in run.watched]) + data.nbytes > LAZY_BYTES:
         return False
@@ -539,7 +542,6 @@ def on_call(fn, p, rec, args, kwargs, leaves, distinct):
                     return NOT_STEP
         LIVE[0] += 1
         rec.open = run
-        _SPECULATING.add(run)
         return out
     if not p.__dict__.get("plain") or p.sym_sources or not p.needs_grad:
         rec.state = OFF              # (what the program is does not change)
@@ -567,7 +569,7 @@ def on_call(fn, p, rec, args, kwargs, leaves, distinct):
     return out
 
 
-_SPECULATING = weakref.WeakSet()     # speculated runs (those not closed yet, and some closed)
+_READY = weakref.WeakSet()      # the records that speculate (or did): their open runs (_memory_out)
 
 
 def _memory_out(a):
@@ -579,12 +581,11 @@ def _memory_out(a):
     if a.__class__ is not np.ndarray or SUSPENDED[0] or _IN_STEP[0]:
         return
     root = memory_root(a)
-    for run in list(_SPECULATING):
-        if run.closed:
-            _SPECULATING.discard(run)
-        elif any(memory_root(t._data) is root for t in run.ext) \
-                or any(memory_root(c[3]) is root for c in run.consts):
-            _SPECULATING.discard(run)
+    for rec in list(_READY):
+        run = rec.open
+        if run is not None and run.spec and not run.closed and (
+                any(memory_root(t._data) is root for t in run.ext)
+                or any(memory_root(c[3]) is root for c in run.consts)):
             with _LOCK:
                 _settle(run)
 
@@ -695,6 +696,7 @@ def _end(run):
                 f, bound = _advancer(rec, pos, bound, run.call[0].read_ids)
                 rec.advance.append(f)
             rec.state = READY
+            _READY.add(rec)
     else:
         if rec.steps is not None:
             _give_up(rec)
