@@ -1343,3 +1343,36 @@ def test_an_input_numpy_code_holds_written_mid_chain_raises_and_never_gives_othe
         (h,) = tg.autograd.grad((g * v).sum(), x)       # (unwritten: it speculates, as any input)
         for a, b in ((y, ty), (g, t1), (h, t2)):
             close(a, b)
+
+
+def test_a_result_whose_graph_cannot_be_rebuilt_keeps_the_grad_fn_name_eager_gives_it():
+    """A training step torch's way (loss, gradient penalty, an update of the weights in place),
+    the penalty's grad_fn read after the update: its graph cannot be made again (the weights it
+    was made from are written), and its grad_fn, which raises the in-place error when a backward
+    reaches it (the module docstring's), was named CompiledFunctionBackward where eager's is
+    SumBackward0."""
+    xa = np.random.default_rng(49).standard_normal(5)
+    wa = np.random.default_rng(50).standard_normal((5, 3))
+    res = []
+    for lib in (tg, torch):
+        x, w = lib.tensor(xa), lib.tensor(wa, requires_grad=True)
+
+        def f(x, w):
+            return (lib.tanh(x @ w) ** 2).sum()
+        cl = tg.compile(f) if lib is tg else f
+        out = []
+        for i in range(CALLS):
+            loss = cl(x, w)
+            (gw,) = lib.autograd.grad(loss, w, create_graph=True)
+            pen = (gw ** 2).sum()
+            (h,) = lib.autograd.grad(loss + pen, w, retain_graph=True)
+            with lib.no_grad():
+                w -= 0.01 * h
+            out.append((loss.item(), pen, h, type(pen.grad_fn).__name__, type(gw.grad_fn).__name__))
+        res.append(out)
+    for o, t in zip(*res):
+        close(o[0], t[0])
+        close(o[1], t[1])
+        close(o[2], t[2])
+        assert o[3] == t[3] == "SumBackward0"
+        assert o[4] == "CompiledFunctionBackward"      # (eager's: a chain of torch's nodes)

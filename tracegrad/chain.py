@@ -485,7 +485,8 @@ def _adoptable(run, t):
 
 
 def _enlist(run, t):
-    m = _meta(t)
+    fn = t._grad_fn
+    m = _meta(t) + (None if fn is None else type(fn).__name__,)      # (and its grad_fn's name: _stale)
     d = t.__dict__
     d["_cr"] = run
     d["_ci"] = len(run.objs)
@@ -1063,9 +1064,11 @@ def _stale(run, o, t):
             d.__get__(o)
         except AttributeError:              # (a speculated tensor's slots are set when it settles)
             d.__set__(o, d.__get__(tmpl))
+    m = o.__dict__.get("_pm")
     _unmark(o)
     if o._req:
-        STALE_GRAD_FN[0](run.call[0], o, run.ext, _stale_error(run.record, t).args[0])
+        # (a grad_fn of the name eager's has: SumBackward0 for a step's sum)
+        STALE_GRAD_FN[0](run.call[0], o, run.ext, _stale_error(run.record, t).args[0], m[4] if m else None)
 
 
 # -- the whole chain as one function --------------------------------------------------------------

@@ -46,7 +46,7 @@ from .runtime.sources import Guard, build_guards, canonical
 from .runtime.cache import ProgramCache
 from .runtime.class_version import ClassVersion
 from .autograd.graph import (Node, Saved, saved_tensors_hooks_active, _HOOK_USERS as _SAVED_HOOKS,
-                              hidden_saved_tensors_hooks,
+                              hidden_saved_tensors_hooks, node_class,
                              MODULE_BACKWARD_HOOKS as _MODULE_HOOKS)
 from .autograd.engine import FREED_MSG, _check_version
 from .autograd.engine import forget
@@ -1414,11 +1414,12 @@ def _attach(p, leaves, arrays, outs, residuals, grads=None):
         k += 1
 
 
-def _freed_grad_fn(p, o, srcs, leaves):
+def _freed_grad_fn(p, o, srcs, leaves, name=None):
     """A whole step's output `o` as eager returns it after the step's backward: requiring
     grad, its grad_fn's saved values freed, edges to the tensors its graph started from
-    (Program.out_freed), so that a backward through it again raises torch's error."""
-    node = object.__new__(_NODE_CLS[0])
+    (Program.out_freed), so that a backward through it again raises torch's error. `name`:
+    its class's, where not CompiledFunctionBackward."""
+    node = object.__new__(_NODE_CLS[0] if name is None else node_class(name))
     node._prim = _COMPILED_CALL
     node._params = {"cls": p, "nout": 1}
     metas, edges = [], []
@@ -1439,11 +1440,11 @@ def _freed_grad_fn(p, o, srcs, leaves):
     o._output_nr = 0
 
 
-def _stale_grad_fn(p, o, inputs, why):
+def _stale_grad_fn(p, o, inputs, why, name=None):
     """A grad_fn for `o`, a result of a chain after compiled program p (tracegrad/chain.py)
     whose graph cannot be rebuilt because an input changed since: a backward reaching it raises
-    `why`."""
-    _freed_grad_fn(p, o, [("arg", i) for i in range(len(inputs))], inputs)
+    `why`. `name`: the class name of the grad_fn eager gave the result."""
+    _freed_grad_fn(p, o, [("arg", i) for i in range(len(inputs))], inputs, name)
     o._grad_fn.__dict__["_why"] = why
 
 
