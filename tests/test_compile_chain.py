@@ -1376,3 +1376,43 @@ def test_a_result_whose_graph_cannot_be_rebuilt_keeps_the_grad_fn_name_eager_giv
         close(o[2], t[2])
         assert o[3] == t[3] == "SumBackward0"
         assert o[4] == "CompiledFunctionBackward"      # (eager's: a chain of torch's nodes)
+
+
+@pytest.mark.parametrize("use", ["retain_grad", "hook", "grad_wrt_result"])
+def test_the_last_steps_result_that_requires_grad_has_eagers_graph(use):
+    """A chain ending with a tensor method whose result requires grad (total = loss + pen, then
+    total.backward()): its result came with the whole program's grad_fn, which reaches the
+    chain's inputs alone. retain_grad or a hook on pen, or a derivative with respect to it,
+    left pen.grad None, the hook uncalled, or raised 'not used in the graph', where torch
+    gives 1; the grad_fn was CompiledFunctionBackward, not AddBackward0."""
+    xs = np.random.default_rng(51).standard_normal(5)
+    res = []
+    for lib in (tg, torch):
+        f = lambda x: (lib.tanh(x) ** 3).sum()      # noqa: E731
+        cl = tg.compile(f) if lib is tg else f
+        x = lib.tensor(xs, requires_grad=True)
+        out = []
+        for i in range(CALLS):
+            x.grad = None
+            loss = cl(x)
+            (g,) = lib.autograd.grad(loss, x, create_graph=True)
+            pen = (g * g).sum()
+            total = loss + pen
+            seen = []
+            if use == "retain_grad":
+                pen.retain_grad()
+                total.backward()
+                got = [pen.grad, x.grad]
+            elif use == "hook":
+                pen.register_hook(lambda gr: seen.append(gr.item()))
+                total.backward()
+                got = [x.grad]
+            else:
+                got = list(lib.autograd.grad(total.cos(), [pen, g, x]))      # (cos: no step)
+            out.append((got, seen, type(total.grad_fn).__name__, total))
+        res.append(out)
+    for (got, seen, name, total), (tgot, tseen, tname, ttotal) in zip(*res):
+        for a, b in zip(got, tgot):
+            close(a, b)
+        assert seen == tseen and name == tname == "AddBackward0"
+        close(total, ttotal)

@@ -37,7 +37,8 @@ one by one, as eager runs them (the compiled call's program, then each step), an
 pending tensor takes the result it stands for, its grad_fn included. So nothing differs
 from running the calls as written, but the time. After the last step, the results keep the
 values the whole program gave them (or get them from the copies); their graphs are made
-the same way when first needed.
+the same way when first needed, as is the graph of the last step's result where a tensor
+method made it and it requires grad (a chain whose callers need that graph is given up).
 The chain's inputs must then be as they were: an input changed in place since makes that
 graph raise torch's error when a backward reaches it, as a graph that saved the input would;
 where the last step kept copies of the inputs, the graph is made from them instead, each
@@ -830,7 +831,8 @@ def _fill(run):
             return
         run.record.lazy = False
         alive = [(i, w()) for i, w in enumerate(run.objs) if w is not None and w() is not None]
-        alive = [(i, o) for i, o in alive if o.__class__ is _Pending]
+        n = _n_places(run.steps[:-1])       # (the last step's result has its value: _finish)
+        alive = [(i, o) for i, o in alive if o.__class__ is _Pending and i < n]
         try:
             if alive:
                 stand = [Tensor._make(a, t._dtype, seen[3]) for t, seen, a in zip(run.ext, run.seen, run.copies)]
@@ -861,9 +863,19 @@ def _stale_end(run, t):
 
 def _finish(run, alive, out, final, values):
     """_complete's end: the results alive take their values (arrays); the last step's results
-    (tensors) return in its structure."""
+    (tensors) return in its structure. A tensor method's result that requires grad gets its
+    graph as the results alive do, when first needed: the whole program's grad_fn would reach
+    the chain's inputs alone, not the results it is made of (a hook or retain_grad on them, a
+    derivative with respect to one, its grad_fn's name: eager's)."""
     for o, v in zip(alive, values):
         _DATA.__set__(o, v)
+    if run.steps[-1][0] == "method" and out[0] == "t":
+        f = final[0]
+        if f._req and f.__class__ is Tensor and f._view is None and not f.__dict__:
+            d = f.__dict__
+            d["_cr"], d["_ci"], d["_pm"] = run, len(run.objs), out[1]
+            run.objs.append(weakref.ref(f))
+            f.__class__ = _Pending
     _done(run)
     return final[0] if out[0] == "t" else tuple(final)
 
@@ -918,6 +930,10 @@ def _realize(run):
         alive = [(i, o) for i, o in alive if o.__class__ is _Pending]
         if not alive:
             return
+        if run.done and alive[-1][0] == _n_places(run.steps[:-1]):
+            # (the last step's result, its graph needed (_finish): eager's steps run again after
+            # the whole program, each call; this chain is recorded again, and given up)
+            _missed(run.record)
         t = _changed(run)
         rewind = None
         if t is not None:
@@ -938,6 +954,10 @@ def _realize(run):
             run.copies = None
         for i, o in alive:
             _transplant(o, real[i], run.done)
+
+
+def _n_places(steps):
+    return sum([1 if step[3][0] == "t" else len(step[3][1]) for step in steps])
 
 
 def _rewinder(run):
@@ -1152,10 +1172,12 @@ def _touch(t, name):
     if run.error is not None:
         raise run.error
     if run.done:
+        if name == "_data":
+            if run.unread and t.__dict__.get("_ci") != _n_places(run.steps[:-1]):
+                _fill(run)          # (the last step's result has its value: _finish)
+            return
         if run.unread:
             _fill(run)
-        if name == "_data":
-            return
     _realize(run)
 
 
