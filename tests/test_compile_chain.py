@@ -1416,3 +1416,29 @@ def test_the_last_steps_result_that_requires_grad_has_eagers_graph(use):
             close(a, b)
         assert seen == tseen and name == tname == "AddBackward0"
         close(total, ttotal)
+
+
+def test_the_last_steps_create_graph_gradient_has_eagers_graph_through_the_calls_outputs():
+    """A chain ending with a create_graph gradient, retain_grad on an output of the call after
+    it, then a backward of the gradient: its graph goes through that output (exp's result,
+    which exp's derivative reads) in eager; the whole program's grad_fn did not, and left the
+    output's .grad None where torch's is a tensor."""
+    xs = np.random.default_rng(52).standard_normal(4)
+    res = []
+    for lib in (tg, torch):
+        f = lambda x: ((lib.tanh(x) ** 3).sum(), lib.exp(x * 0.3))      # noqa: E731
+        cl = tg.compile(f) if lib is tg else f
+        x = lib.tensor(xs, requires_grad=True)
+        out = []
+        for i in range(CALLS):
+            x.grad = None
+            y, e = cl(x)
+            (g,) = lib.autograd.grad(y, x, create_graph=True)
+            (h,) = lib.autograd.grad((g * e).sum(), x, create_graph=True)
+            e.retain_grad()
+            h.sum().backward()
+            out.append((h, e.grad, x.grad))
+        res.append(out)
+    for o, t in zip(*res):
+        for a, b in zip(o, t):
+            close(a, b)

@@ -37,8 +37,8 @@ one by one, as eager runs them (the compiled call's program, then each step), an
 pending tensor takes the result it stands for, its grad_fn included. So nothing differs
 from running the calls as written, but the time. After the last step, the results keep the
 values the whole program gave them (or get them from the copies); their graphs are made
-the same way when first needed, as is the graph of the last step's result where a tensor
-method made it and it requires grad (a chain whose callers need that graph is given up).
+the same way when first needed, as are the graphs of the last step's results that require
+grad (a chain whose callers need those graphs is given up).
 The chain's inputs must then be as they were: an input changed in place since makes that
 graph raise torch's error when a backward reaches it, as a graph that saved the input would;
 where the last step kept copies of the inputs, the graph is made from them instead, each
@@ -863,19 +863,22 @@ def _stale_end(run, t):
 
 def _finish(run, alive, out, final, values):
     """_complete's end: the results alive take their values (arrays); the last step's results
-    (tensors) return in its structure. A tensor method's result that requires grad gets its
-    graph as the results alive do, when first needed: the whole program's grad_fn would reach
-    the chain's inputs alone, not the results it is made of (a hook or retain_grad on them, a
-    derivative with respect to one, its grad_fn's name: eager's)."""
+    (tensors) return in its structure. Those that require grad get their graphs as the
+    results alive do, when first needed: the whole program's grad_fn would reach the chain's
+    inputs alone, not the results they are made of (a hook or retain_grad on them, a
+    derivative with respect to one, the grad_fn's name: eager's)."""
     for o, v in zip(alive, values):
         _DATA.__set__(o, v)
-    if run.steps[-1][0] == "method" and out[0] == "t":
-        f = final[0]
-        if f._req and f.__class__ is Tensor and f._view is None and not f.__dict__:
-            d = f.__dict__
-            d["_cr"], d["_ci"], d["_pm"] = run, len(run.objs), out[1]
-            run.objs.append(weakref.ref(f))
-            f.__class__ = _Pending
+    metas = [out[1]] if out[0] == "t" else out[1]
+    if any(f is not None and f._req for f in final):
+        for f, m in zip(final, metas):
+            if f is not None and f._req and f.__class__ is Tensor and f._view is None and not f.__dict__:
+                d = f.__dict__
+                d["_cr"], d["_ci"], d["_pm"] = run, len(run.objs), m
+                run.objs.append(weakref.ref(f))
+                f.__class__ = _Pending
+            else:
+                run.objs.append(None)
     _done(run)
     return final[0] if out[0] == "t" else tuple(final)
 
@@ -930,7 +933,7 @@ def _realize(run):
         alive = [(i, o) for i, o in alive if o.__class__ is _Pending]
         if not alive:
             return
-        if run.done and alive[-1][0] == _n_places(run.steps[:-1]):
+        if run.done and alive[-1][0] >= _n_places(run.steps[:-1]):
             # (the last step's result, its graph needed (_finish): eager's steps run again after
             # the whole program, each call; this chain is recorded again, and given up)
             _missed(run.record)
@@ -1172,13 +1175,17 @@ def _touch(t, name):
     if run.error is not None:
         raise run.error
     if run.done:
-        if name == "_data":
-            if run.unread and t.__dict__.get("_ci") != _n_places(run.steps[:-1]):
-                _fill(run)          # (the last step's result has its value: _finish)
-            return
+        last = t.__dict__.get("_ci") >= _n_places(run.steps[:-1])
+        if name == "_data" or (last and name in _VALUE_SLOTS):
+            if run.unread and not last:
+                _fill(run)
+            return              # (the last step's results have their values and memory: _finish)
         if run.unread:
             _fill(run)
     _realize(run)
+
+
+_VALUE_SLOTS = ("_vc", "_inference", "_view", "_base", "_is_param")     # (no part of a graph: detach(), numpy())
 
 
 def _slot(name):
