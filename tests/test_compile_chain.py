@@ -1234,3 +1234,211 @@ def test_a_non_leaf_argument_made_from_another_argument_is_differentiated_throug
     for o, t in zip(*res):
         for a, b in zip(o, t):
             close(a, b)
+
+
+@pytest.mark.parametrize("write", ["mul_", "iadd", "grad_result_mul_"])
+def test_an_in_place_op_on_a_pending_result_settles_the_chain_first(write):
+    """An in-place op's check reads the tensor's grad_fn before anything else; on a pending
+    tensor that read went past the chain's slot properties (Tensor._grad_fn is the slot's own
+    descriptor) and raised AttributeError on the slot not set yet."""
+    xs = np.random.default_rng(44).standard_normal(5)
+    cl = tg.compile(tanh2(tg))
+    res = []
+    for lib, f in ((tg, cl), (torch, tanh2(torch))):
+        x = lib.tensor(xs, requires_grad=True)
+        out = []
+        for i in range(CALLS):
+            y = f(x)
+            (g,) = lib.autograd.grad(y, x, create_graph=True)
+            t = g.sum() * 2
+            if i == CALLS - 2:
+                if write == "mul_":
+                    t.mul_(3)
+                elif write == "iadd":
+                    t += 1.5
+                else:
+                    g.mul_(3)
+            (h,) = lib.autograd.grad(t * g.sum(), x)
+            out.append((y, g, t, h))
+        res.append(out)
+    for o, t in zip(*res):
+        for a, b in zip(o, t):
+            close(a, b)
+    y = cl(tg.tensor(xs, requires_grad=True))
+    assert pending(y)
+    with pytest.raises(RuntimeError, match="can't delete the attribute 'requires_grad'"):
+        del y.requires_grad
+
+
+@pytest.mark.parametrize("write", ["data_mul_", "data_assigned", "detach_numpy", "param_data_mul_"])
+def test_a_write_no_version_counter_sees_between_the_call_and_the_last_step_keeps_eagers_values(write):
+    """A write through .data (or numpy) of a chain's input after its compiled call and before
+    its last step: eager's call read the input before the write; the whole chain read it at the
+    last step, after, and gave the call's result (and its derivatives) the written values. A
+    speculated chain whose input memory is handed out so now runs its steps so far first."""
+    xs = np.random.default_rng(45).standard_normal(6)
+    ws = np.random.default_rng(46).standard_normal(6)
+    res = []
+    for lib in (tg, torch):
+        w = lib.tensor(ws, requires_grad=True)
+
+        def f(x):
+            if write == "param_data_mul_":
+                return (lib.tanh(x * w) ** 2).sum()
+            return (lib.tanh(x) ** 2).sum() * 1.5
+        cl = tg.compile(f) if lib is tg else f
+        x = lib.tensor(xs, requires_grad=True)
+        out = []
+        for i in range(CALLS):
+            y = cl(x)
+            (g,) = lib.autograd.grad(y, x, create_graph=True)
+            if i == CALLS - 2:
+                if lib is tg:
+                    assert pending(y)
+                if write == "data_mul_":
+                    x.data.mul_(2)
+                elif write == "data_assigned":
+                    x.data = lib.tensor(xs * 2)
+                elif write == "detach_numpy":
+                    x.detach().numpy()[:] *= 2
+                else:
+                    w.data.mul_(2)
+            s = g.sum()
+            # (h after a write to w differs between compiled and eager: w's values the compiled
+            # backward recomputes from are the written ones, not those eager's graph saved)
+            (h,) = lib.autograd.grad(s, x) if write != "param_data_mul_" else (None,)
+            out.append((y, g, s) if h is None else (y, g, s, h))
+            with lib.no_grad():
+                x.copy_(lib.tensor(xs))
+                w.copy_(lib.tensor(ws))
+        res.append(out)
+    for o, t in zip(*res):
+        for a, b in zip(o, t):
+            close(a, b)
+
+
+def test_an_input_numpy_code_holds_written_mid_chain_raises_and_never_gives_other_values():
+    """A tensor made with from_numpy: numpy code can write its memory unseen by any version
+    counter, before the compiled call as after it. A speculated chain keeps a copy of such an
+    input as taken, and a write before the last step raises its in-place error (the write
+    before the last step of the module's docstring), never a result of the written values."""
+    xs = np.random.default_rng(47).standard_normal(6)
+    buf = np.random.default_rng(48).standard_normal(6)
+    v = tg.from_numpy(buf)
+    tv = torch.tensor(buf)
+    cl = tg.compile(lambda x, v: (tg.tanh(x * v) ** 2).sum())
+    x, tx = pair(xs)
+    ty = (torch.tanh(tx * tv) ** 2).sum()
+    (t1,) = torch.autograd.grad(ty, tx, create_graph=True)
+    (t2,) = torch.autograd.grad((t1 * tv).sum(), tx)
+    for i in range(CALLS):
+        y = cl(x, v)
+        (g,) = tg.autograd.grad(y, x, create_graph=True)
+        if i == CALLS - 1:
+            assert pending(y)
+            buf *= 2
+            with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+                tg.autograd.grad((g * v).sum(), x)
+            return
+        (h,) = tg.autograd.grad((g * v).sum(), x)       # (unwritten: it speculates, as any input)
+        for a, b in ((y, ty), (g, t1), (h, t2)):
+            close(a, b)
+
+
+def test_a_result_whose_graph_cannot_be_rebuilt_keeps_the_grad_fn_name_eager_gives_it():
+    """A training step torch's way (loss, gradient penalty, an update of the weights in place),
+    the penalty's grad_fn read after the update: its graph cannot be made again (the weights it
+    was made from are written), and its grad_fn, which raises the in-place error when a backward
+    reaches it (the module docstring's), was named CompiledFunctionBackward where eager's is
+    SumBackward0."""
+    xa = np.random.default_rng(49).standard_normal(5)
+    wa = np.random.default_rng(50).standard_normal((5, 3))
+    res = []
+    for lib in (tg, torch):
+        x, w = lib.tensor(xa), lib.tensor(wa, requires_grad=True)
+
+        def f(x, w):
+            return (lib.tanh(x @ w) ** 2).sum()
+        cl = tg.compile(f) if lib is tg else f
+        out = []
+        for i in range(CALLS):
+            loss = cl(x, w)
+            (gw,) = lib.autograd.grad(loss, w, create_graph=True)
+            pen = (gw ** 2).sum()
+            (h,) = lib.autograd.grad(loss + pen, w, retain_graph=True)
+            with lib.no_grad():
+                w -= 0.01 * h
+            out.append((loss.item(), pen, h, type(pen.grad_fn).__name__, type(gw.grad_fn).__name__))
+        res.append(out)
+    for o, t in zip(*res):
+        close(o[0], t[0])
+        close(o[1], t[1])
+        close(o[2], t[2])
+        assert o[3] == t[3] == "SumBackward0"
+        assert o[4] == "CompiledFunctionBackward"      # (eager's: a chain of torch's nodes)
+
+
+@pytest.mark.parametrize("use", ["retain_grad", "hook", "grad_wrt_result"])
+def test_the_last_steps_result_that_requires_grad_has_eagers_graph(use):
+    """A chain ending with a tensor method whose result requires grad (total = loss + pen, then
+    total.backward()): its result came with the whole program's grad_fn, which reaches the
+    chain's inputs alone. retain_grad or a hook on pen, or a derivative with respect to it,
+    left pen.grad None, the hook uncalled, or raised 'not used in the graph', where torch
+    gives 1; the grad_fn was CompiledFunctionBackward, not AddBackward0."""
+    xs = np.random.default_rng(51).standard_normal(5)
+    res = []
+    for lib in (tg, torch):
+        f = lambda x: (lib.tanh(x) ** 3).sum()      # noqa: E731
+        cl = tg.compile(f) if lib is tg else f
+        x = lib.tensor(xs, requires_grad=True)
+        out = []
+        for i in range(CALLS):
+            x.grad = None
+            loss = cl(x)
+            (g,) = lib.autograd.grad(loss, x, create_graph=True)
+            pen = (g * g).sum()
+            total = loss + pen
+            seen = []
+            if use == "retain_grad":
+                pen.retain_grad()
+                total.backward()
+                got = [pen.grad, x.grad]
+            elif use == "hook":
+                pen.register_hook(lambda gr: seen.append(gr.item()))
+                total.backward()
+                got = [x.grad]
+            else:
+                got = list(lib.autograd.grad(total.cos(), [pen, g, x]))      # (cos: no step)
+            out.append((got, seen, type(total.grad_fn).__name__, total))
+        res.append(out)
+    for (got, seen, name, total), (tgot, tseen, tname, ttotal) in zip(*res):
+        for a, b in zip(got, tgot):
+            close(a, b)
+        assert seen == tseen and name == tname == "AddBackward0"
+        close(total, ttotal)
+
+
+def test_the_last_steps_create_graph_gradient_has_eagers_graph_through_the_calls_outputs():
+    """A chain ending with a create_graph gradient, retain_grad on an output of the call after
+    it, then a backward of the gradient: its graph goes through that output (exp's result,
+    which exp's derivative reads) in eager; the whole program's grad_fn did not, and left the
+    output's .grad None where torch's is a tensor."""
+    xs = np.random.default_rng(52).standard_normal(4)
+    res = []
+    for lib in (tg, torch):
+        f = lambda x: ((lib.tanh(x) ** 3).sum(), lib.exp(x * 0.3))      # noqa: E731
+        cl = tg.compile(f) if lib is tg else f
+        x = lib.tensor(xs, requires_grad=True)
+        out = []
+        for i in range(CALLS):
+            x.grad = None
+            y, e = cl(x)
+            (g,) = lib.autograd.grad(y, x, create_graph=True)
+            (h,) = lib.autograd.grad((g * e).sum(), x, create_graph=True)
+            e.retain_grad()
+            h.sum().backward()
+            out.append((h, e.grad, x.grad))
+        res.append(out)
+    for o, t in zip(*res):
+        for a, b in zip(o, t):
+            close(a, b)

@@ -37,13 +37,18 @@ one by one, as eager runs them (the compiled call's program, then each step), an
 pending tensor takes the result it stands for, its grad_fn included. So nothing differs
 from running the calls as written, but the time. After the last step, the results keep the
 values the whole program gave them (or get them from the copies); their graphs are made
-the same way when first needed.
+the same way when first needed, as are the graphs of the last step's results that require
+grad (a chain whose callers need those graphs is given up).
 The chain's inputs must then be as they were: an input changed in place since makes that
 graph raise torch's error when a backward reaches it, as a graph that saved the input would;
 where the last step kept copies of the inputs, the graph is made from them instead, each
 input at its version as taken, and raises where torch's graph reads an input written since.
-An input changed in place before the last step makes the last step raise. A write through
-`.data` is not seen (as autograd does not see it).
+An input changed in place before the last step makes the last step raise. A write that no
+version counter sees is one the whole chain would read where eager's call did not: the
+memory of a speculated chain's input handed out before its last step (`.data` read or
+replaced, an array handed to numpy) first makes the chain real; an input whose memory numpy
+code held before (from_numpy) is copied as taken, and written makes the last step raise.
+After the last step, a write through `.data` is not seen (as autograd does not see it).
 
 A tensor the program reads itself (a compiled module's parameter) that a step takes, as
 `grad(loss, model.parameters())` does, is taken by identity, and the whole chain reads it as
@@ -64,10 +69,10 @@ import numpy as np
 from . import _dtype as D
 from .grad_mode import STATE
 from .ops.shapes import normalize_dim
-from .tensor import Tensor, Size, CPU
+from .tensor import Tensor, Size, CPU, Above, CHAINS_LIVE, memory_root, _ESCAPED
 from .tracing import _ANOMALY, _PROFILE
 
-LIVE = [0]              # runs open (recording or speculating): autograd.grad looks for steps while not 0
+LIVE = CHAINS_LIVE      # runs open (recording or speculating): autograd.grad looks for steps while not 0
 SUSPENDED = [0]         # a chain's own program running: compiled calls and steps in it are plain
 NOT_STEP = object()
 MISS = object()         # (a speculated step that is not the chain's next: _advancer)
@@ -95,6 +100,7 @@ STEP_METHODS = ("sum", "mean", "mul", "add", "sub", "div", "neg", "pow", "dot", 
 _DEFAULT_DTYPE = D._default    # (D.get_default_dtype()'s list, read without the call)
 _IN_STEP = [0]          # a step (or a recorded call) running: its own reads of the chain's tensors are its own
 _LOCK = threading.RLock()
+_ESCAPED_REFS = _ESCAPED.data    # (the weak dictionary's own: id -> weak reference)
 # the slots of a tensor, read and written past _Pending's properties
 _SLOT_NAMES = [s for s in Tensor.__slots__ if s not in ("__weakref__", "__dict__")]
 _DESC = {s: Tensor.__dict__[s] for s in _SLOT_NAMES}
@@ -135,7 +141,7 @@ class Record:
 class Run:
     """One call of the program and the steps after it: recorded as they run, or speculated."""
     __slots__ = ("record", "spec", "steps", "pos", "objs", "ext", "ext_ids", "seen", "call", "closed", "done",
-                 "error", "default", "consts", "held", "copies", "unread", "__weakref__")
+                 "error", "default", "consts", "held", "copies", "unread", "watched", "__weakref__")
 
     def __init__(self, record, spec):
         self.record = record
@@ -155,6 +161,7 @@ class Run:
         self.held = record.held if spec else []     # the tensors of those the steps take, by place
         self.copies = None          # copies of the inputs' arrays the last step took (_snap), until a graph is made
         self.unread = False         # whether results alive have no values yet (_fill computes them from the copies)
+        self.watched = ()           # (tensor, array, copy) of those whose memory numpy code holds (_watch)
 
 
 def _meta(t):
@@ -342,7 +349,8 @@ def _completion(rec, pos, n_ext, table):
     k = 1 if out[0] == "t" else len(out[1])
     objs = [i for i, m in enumerate(_places(rec, pos)) if m is not None]     # (tensors, not None results)
     changed = " or ".join([f"run.ext[{s}]._vc is not run.seen[{s}][0] or run.seen[{s}][0][0] != run.seen[{s}][1] "
-                           f"or run.ext[{s}]._data is not run.seen[{s}][2]" for s in range(n_ext)] + ["run.consts"])
+                           f"or run.ext[{s}]._data is not run.seen[{s}][2]" for s in range(n_ext)]
+                          + ["run.consts", "run.watched"])
     lines = ["    with LOCK:",
              f"        if {changed}:",
              "            t = CHANGED(run)",
@@ -384,6 +392,7 @@ def _completion(rec, pos, n_ext, table):
     for i in objs:
         lines += [f"            if a{i} is not None:", f"                SETD(a{i}, res[j])", "                j += 1"]
     lines += ["        run.done = run.closed = True",
+              "        run.watched = ()",
               "        LIVE[0] -= 1",
               "        if run.record.open is run:",
               "            run.record.open = None",
@@ -400,10 +409,28 @@ def _places(rec, pos):
 
 
 def _add(run, t, data):
-    """A speculated run's input taken (its check passed: _advancer) -> True."""
+    """A speculated run's input taken (its check passed: _advancer) -> True; False where numpy
+    code holds its memory and it is too large to watch (_watch)."""
+    if not _watch(run, t, data):
+        return False
     run.ext_ids[id(t)] = len(run.ext)
     run.ext.append(t)
     run.seen.append((t._vc, t._vc[0], data, t._req, (t._grad_fn, t._output_nr)))
+    return True
+
+
+def _watch(run, t, data):
+    """A speculated run takes a tensor whose memory numpy code may hold (t.numpy(), from_numpy):
+    a write there is seen by no version counter, and the whole chain would read it at the last
+    step where eager read the tensor at its call or step. A copy of its values as taken is kept
+    (up to LAZY_BYTES in all; more -> False), and _changed compares them."""
+    r = data if data.base is None else memory_root(data)
+    held = _ESCAPED_REFS.get(id(r))          # (tensor.escaped(data), without its calls)
+    if held is None or held() is not r:
+        return True
+    if sum([c.nbytes for _, _, c in run.watched]) + data.nbytes > LAZY_BYTES:
+        return False
+    run.watched = list(run.watched) + [(t, data, data.copy(order="K"))]
     return True
 
 
@@ -423,6 +450,9 @@ def _changed(run):
             return t
     for t, vc, v, data, _ in run.consts:    # (a module's parameters, a global tensor the program reads)
         if t._vc is not vc or vc[0] != v or t._data is not data:
+            return t
+    for t, data, copy in run.watched:       # (written by numpy code: _watch)
+        if data.tobytes() != copy.tobytes():
             return t
     return None
 
@@ -456,7 +486,8 @@ def _adoptable(run, t):
 
 
 def _enlist(run, t):
-    m = _meta(t)
+    fn = t._grad_fn
+    m = _meta(t) + (None if fn is None else type(fn).__name__,)      # (and its grad_fn's name: _stale)
     d = t.__dict__
     d["_cr"] = run
     d["_ci"] = len(run.objs)
@@ -507,6 +538,10 @@ def on_call(fn, p, rec, args, kwargs, leaves, distinct):
             return NOT_STEP
         if p.consts or run.held:
             run.consts = [(t, t._vc, t._vc[0], t._data, t._req) for t in list(p.consts) + list(run.held)]
+            for c in run.consts:
+                if not _watch(run, c[0], c[3]):
+                    _realize(run)            # (too large to watch: the call runs as written)
+                    return NOT_STEP
         LIVE[0] += 1
         rec.open = run
         return out
@@ -534,6 +569,30 @@ def on_call(fn, p, rec, args, kwargs, leaves, distinct):
     LIVE[0] += 1
     rec.open = run
     return out
+
+
+_READY = weakref.WeakSet()      # the records that speculate (or did): their open runs (_memory_out)
+
+
+def _memory_out(a):
+    """Memory that user code gets past autograd's version counters (`.data`, read or replaced;
+    an array handed to numpy), while chains are open: a speculated chain whose inputs (or the
+    tensors its program reads) have it runs its steps so far as written first. Its whole
+    program would read the inputs when its last step runs, after a write no counter sees,
+    where eager's call read them at the call (Tensor.data's and escape's hook)."""
+    if a.__class__ is not np.ndarray or SUSPENDED[0] or _IN_STEP[0]:
+        return
+    root = memory_root(a)
+    for rec in list(_READY):
+        run = rec.open
+        if run is not None and run.spec and not run.closed and (
+                any(memory_root(t._data) is root for t in run.ext)
+                or any(memory_root(c[3]) is root for c in run.consts)):
+            with _LOCK:
+                _settle(run)
+
+
+Above.chain_memory = _memory_out
 
 
 def _give_up(rec):
@@ -639,6 +698,7 @@ def _end(run):
                 f, bound = _advancer(rec, pos, bound, run.call[0].read_ids)
                 rec.advance.append(f)
             rec.state = READY
+            _READY.add(rec)
     else:
         if rec.steps is not None:
             _give_up(rec)
@@ -771,7 +831,8 @@ def _fill(run):
             return
         run.record.lazy = False
         alive = [(i, w()) for i, w in enumerate(run.objs) if w is not None and w() is not None]
-        alive = [(i, o) for i, o in alive if o.__class__ is _Pending]
+        n = _n_places(run.steps[:-1])       # (the last step's result has its value: _finish)
+        alive = [(i, o) for i, o in alive if o.__class__ is _Pending and i < n]
         try:
             if alive:
                 stand = [Tensor._make(a, t._dtype, seen[3]) for t, seen, a in zip(run.ext, run.seen, run.copies)]
@@ -802,9 +863,22 @@ def _stale_end(run, t):
 
 def _finish(run, alive, out, final, values):
     """_complete's end: the results alive take their values (arrays); the last step's results
-    (tensors) return in its structure."""
+    (tensors) return in its structure. Those that require grad get their graphs as the
+    results alive do, when first needed: the whole program's grad_fn would reach the chain's
+    inputs alone, not the results they are made of (a hook or retain_grad on them, a
+    derivative with respect to one, the grad_fn's name: eager's)."""
     for o, v in zip(alive, values):
         _DATA.__set__(o, v)
+    metas = [out[1]] if out[0] == "t" else out[1]
+    if any(f is not None and f._req for f in final):
+        for f, m in zip(final, metas):
+            if f is not None and f._req and f.__class__ is Tensor and f._view is None and not f.__dict__:
+                d = f.__dict__
+                d["_cr"], d["_ci"], d["_pm"] = run, len(run.objs), m
+                run.objs.append(weakref.ref(f))
+                f.__class__ = _Pending
+            else:
+                run.objs.append(None)
     _done(run)
     return final[0] if out[0] == "t" else tuple(final)
 
@@ -812,6 +886,7 @@ def _finish(run, alive, out, final, values):
 def _done(run):
     run.done = True
     run.closed = True
+    run.watched = ()        # (a write after the last step is not seen, as a write through .data)
     LIVE[0] -= 1
     if run.record.open is run:
         run.record.open = None
@@ -858,6 +933,10 @@ def _realize(run):
         alive = [(i, o) for i, o in alive if o.__class__ is _Pending]
         if not alive:
             return
+        if run.done and alive[-1][0] >= _n_places(run.steps[:-1]):
+            # (the last step's result, its graph needed (_finish): eager's steps run again after
+            # the whole program, each call; this chain is recorded again, and given up)
+            _missed(run.record)
         t = _changed(run)
         rewind = None
         if t is not None:
@@ -878,6 +957,10 @@ def _realize(run):
             run.copies = None
         for i, o in alive:
             _transplant(o, real[i], run.done)
+
+
+def _n_places(steps):
+    return sum([1 if step[3][0] == "t" else len(step[3][1]) for step in steps])
 
 
 def _rewinder(run):
@@ -1004,9 +1087,11 @@ def _stale(run, o, t):
             d.__get__(o)
         except AttributeError:              # (a speculated tensor's slots are set when it settles)
             d.__set__(o, d.__get__(tmpl))
+    m = o.__dict__.get("_pm")
     _unmark(o)
     if o._req:
-        STALE_GRAD_FN[0](run.call[0], o, run.ext, _stale_error(run.record, t).args[0])
+        # (a grad_fn of the name eager's has: SumBackward0 for a step's sum)
+        STALE_GRAD_FN[0](run.call[0], o, run.ext, _stale_error(run.record, t).args[0], m[4] if m else None)
 
 
 # -- the whole chain as one function --------------------------------------------------------------
@@ -1090,11 +1175,17 @@ def _touch(t, name):
     if run.error is not None:
         raise run.error
     if run.done:
+        last = t.__dict__.get("_ci") >= _n_places(run.steps[:-1])
+        if name == "_data" or (last and name in _VALUE_SLOTS):
+            if run.unread and not last:
+                _fill(run)
+            return              # (the last step's results have their values and memory: _finish)
         if run.unread:
             _fill(run)
-        if name == "_data":
-            return
     _realize(run)
+
+
+_VALUE_SLOTS = ("_vc", "_inference", "_view", "_base", "_is_param")     # (no part of a graph: detach(), numpy())
 
 
 def _slot(name):
@@ -1181,6 +1272,8 @@ class _Pending(Tensor):
     def requires_grad(self, value):
         Tensor.requires_grad.fset(self, value)
 
+    requires_grad = requires_grad.deleter(Tensor.requires_grad.fdel)      # (refused, as a tensor's)
+
     @property
     def device(self):
         return CPU if "_pm" in self.__dict__ else Tensor.device.fget(self)
@@ -1193,6 +1286,9 @@ class _Pending(Tensor):
 for _name in _SLOT_NAMES:
     if _name not in ("_dtype", "_req"):
         setattr(_Pending, _name, _slot(_name))
+# (Tensor._grad_fn is the slot's own descriptor, past the property above: a read of it, as an
+# in-place op's check makes first, settles the chain as the slot's read does)
+_Pending._grad_fn = _Pending.__dict__["_grad_fn_slot"].deleter(Tensor._grad_fn.fdel)
 for _name in STEP_METHODS:
     setattr(_Pending, _name, _step_method(_name))
 _Pending.__name__ = _Pending.__qualname__ = "Tensor"

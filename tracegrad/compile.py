@@ -46,9 +46,9 @@ from .runtime.sources import Guard, build_guards, canonical
 from .runtime.cache import ProgramCache
 from .runtime.class_version import ClassVersion
 from .autograd.graph import (Node, Saved, saved_tensors_hooks_active, _HOOK_USERS as _SAVED_HOOKS,
-                              hidden_saved_tensors_hooks,
+                              hidden_saved_tensors_hooks, node_class,
                              MODULE_BACKWARD_HOOKS as _MODULE_HOOKS)
-from .autograd.engine import FREED_MSG, _check_version
+from .autograd.engine import FREED_MSG, _check_version, unpack as _unpack_saved
 from .autograd.engine import forget
 from .nn.modules.module import Module
 from .optim.optimizer import Optimizer
@@ -1414,11 +1414,12 @@ def _attach(p, leaves, arrays, outs, residuals, grads=None):
         k += 1
 
 
-def _freed_grad_fn(p, o, srcs, leaves):
+def _freed_grad_fn(p, o, srcs, leaves, name=None):
     """A whole step's output `o` as eager returns it after the step's backward: requiring
     grad, its grad_fn's saved values freed, edges to the tensors its graph started from
-    (Program.out_freed), so that a backward through it again raises torch's error."""
-    node = object.__new__(_NODE_CLS[0])
+    (Program.out_freed), so that a backward through it again raises torch's error. `name`:
+    its class's, where not CompiledFunctionBackward."""
+    node = object.__new__(_NODE_CLS[0] if name is None else node_class(name))
     node._prim = _COMPILED_CALL
     node._params = {"cls": p, "nout": 1}
     metas, edges = [], []
@@ -1439,11 +1440,11 @@ def _freed_grad_fn(p, o, srcs, leaves):
     o._output_nr = 0
 
 
-def _stale_grad_fn(p, o, inputs, why):
+def _stale_grad_fn(p, o, inputs, why, name=None):
     """A grad_fn for `o`, a result of a chain after compiled program p (tracegrad/chain.py)
     whose graph cannot be rebuilt because an input changed since: a backward reaching it raises
-    `why`."""
-    _freed_grad_fn(p, o, [("arg", i) for i in range(len(inputs))], inputs)
+    `why`. `name`: the class name of the grad_fn eager gave the result."""
+    _freed_grad_fn(p, o, [("arg", i) for i in range(len(inputs))], inputs, name)
     o._grad_fn.__dict__["_why"] = why
 
 
@@ -1740,22 +1741,46 @@ def _compiled_backward_eager(*args, prog, metas=None):
     if len(gs) < len(p.out_meta) or _has_none(gs):      # (else every output has its gradient)
         seeds = _seeds(p, gs, _zeros_tensor, ctx)
         mask = _inexact_without(p, gs)
+    ks, outs = _outputs_eager_saved(p, ctx)
     if mask is not None:
         _check_recomputed(ctx)
-        res = _masked_backward(p, mask)(*seeds, *ctx.__dict__["_inputs"])
+        res = _masked_backward(p, mask, ks)(*seeds, *ctx.__dict__["_inputs"], *outs)
     else:
-        if p.double is None:
-            p.double = CompiledFunction(_backward_function(p), backend=p.backend, name=f"{p.__name__}_grad",
-                                        dynamic=False)
-            p.double._warned = True          # where it cannot be traced it runs through the eager ops
-            p.double._chains = False         # (its calls are steps of its caller's chain)
-        res = p.double(*seeds, *ctx.__dict__["_inputs"])
+        double = p.double if not ks else p.__dict__.setdefault("doubles", {}).get(ks)
+        if double is None:
+            double = CompiledFunction(_backward_function(p, outs=ks), backend=p.backend, name=f"{p.__name__}_grad",
+                                      dynamic=False)
+            double._warned = True          # where it cannot be traced it runs through the eager ops
+            double._chains = False         # (its calls are steps of its caller's chain)
+            if ks:
+                p.doubles[ks] = double
+            else:
+                p.double = double
+        res = double(*seeds, *ctx.__dict__["_inputs"], *outs)
     if len(res) == len(p.wrt_pos) and not _has_none(res):
         return tuple(res)
     out = []
     for r, (shape, dt) in zip(res, _grad_metas(p, ctx)):
         out.append(creation.zeros(shape, dtype=dt) if r is None else r)
     return tuple(out)
+
+
+def _outputs_eager_saved(p, ctx):
+    """The outputs of the call whose node ctx is that eager's graph saves (exp's result, which
+    its derivative reads): their positions, and each as a tensor of the call's graph. The
+    create_graph backward reads them as they are, rather than recomputed from the inputs, so
+    that its results depend on them as torch's do (a derivative with respect to one, a hook
+    on it, its graph freed with theirs)."""
+    pos = p.out_saved_eager
+    if not pos:
+        return (), ()
+    found = {s.output_nr: s for s in ctx.__dict__.get("_read") or () if s.tensor is None and s.output_nr in pos}
+    ks = tuple([k for k in pos if k in found])
+    outs = []
+    for k in ks:
+        _check_version(found[k], ctx)
+        outs.append(_unpack_saved(ctx, found[k]))
+    return ks, outs
 
 
 def _has_none(xs):
@@ -1830,15 +1855,15 @@ def _check_recomputed(ctx):
             _check_version(s, ctx)
 
 
-def _masked_backward(p, mask):
+def _masked_backward(p, mask, outs=()):
     """The backward of the outputs in `mask` alone, as a compiled function of (seeds...,
     inputs...) that recomputes the forward: what the program runs where zeros for the other
-    outputs would not be exact (_inexact_without)."""
+    outputs would not be exact (_inexact_without). `outs`: as _backward_function's."""
     progs = p.__dict__.setdefault("masked", {})
-    f = progs.get(mask)
+    f = progs.get((mask, outs))
     if f is None:
-        f = progs[mask] = CompiledFunction(_backward_function(p, mask), backend=p.backend,
-                                           name=f"{p.__name__}_grad", dynamic=False)
+        f = progs[(mask, outs)] = CompiledFunction(_backward_function(p, mask, outs), backend=p.backend,
+                                                   name=f"{p.__name__}_grad", dynamic=False)
         f._warned = True                  # where it cannot be traced it runs through the eager ops
     return f
 
@@ -1847,10 +1872,13 @@ def _as_tensor(a):
     return a if isinstance(a, Tensor) else Tensor._make(np.asarray(a), D.from_numpy_dtype(np.asarray(a).dtype))
 
 
-def _backward_function(p, mask=None):
+def _backward_function(p, mask=None, outs=()):
     """The forward and backward IR of p as one function of (seeds..., inputs...); with `mask`,
-    the backward of the user outputs it marks alone (the others' seeds are not read)."""
+    the backward of the user outputs it marks alone (the others' seeds are not read). `outs`:
+    the positions of user outputs given after the inputs, which the backward reads where it
+    reads their values (_outputs_eager_saved)."""
     n_out = len(p.out_meta)
+    n_given = len(outs)
     prepared = {}
     keep = (lambda k: True) if mask is None else (lambda k: k < len(mask) and mask[k])
 
@@ -1863,11 +1891,12 @@ def _backward_function(p, mask=None):
         # the traced graph's inputs from the call's: a constant the passes dropped is its own value
         pick = [where.get(v, fwd[v].get("value")) for v in fwd.inputs]
         want = [bwd[n]["fwd"] for n in bwd.inputs if bwd[n]["role"] == "saved"]
+        given = {fwd.outputs[k]: j for j, k in enumerate(outs) if fwd.outputs[k] is not None}
         fwd.outputs = [V(w) for w in want]
-        return fwd, bwd, pick, want
+        return fwd, bwd, pick, want, given
 
     def backward_of(*args):
-        seeds, inputs = args[:n_out], args[n_out:]
+        seeds, inputs = args[:n_out], args[n_out:len(args) - n_given]
         # a dynamic program's graph has symbolic sizes: made concrete for the sizes of this call
         values = _sym_values(p, inputs) if p.sym_sources else None
         key = None if values is None else tuple(sorted(values.items()))
@@ -1876,8 +1905,11 @@ def _backward_function(p, mask=None):
             if len(prepared) >= 8:
                 prepared.clear()
             got = prepared[key] = prepare(values)
-        fwd, bwd, pick, want = got
+        fwd, bwd, pick, want, given = got
         vals = dict(zip(want, run_eager(fwd, [inputs[k] if type(k) is int else k for k in pick])))
+        for v, j in given.items():
+            if v in vals:
+                vals[v] = args[len(args) - n_given + j]
         seeds = [sd for k, sd in enumerate(seeds) if keep(k)]
         return tuple(run_eager(bwd, backward_args(bwd, seeds, lambda v, a: vals[v])))
     return backward_of

@@ -64,11 +64,13 @@ class Above:
     tensors between devices with them too), `to`, `detach` and `_cname` (ops/functional.py),
     `tensor`, `zeros`, `ones`, `full` and `empty` (creation.py), `check_overlap` (_tensor_methods.py:
     torch's memory-overlap check of an out= argument, eager and traced), `user_frame` (tracing.py:
-    whether a frame above runs the user's code, not tracegrad's)."""
+    whether a frame above runs the user's code, not tracegrad's), `chain_memory` (chain.py:
+    a chain pending on memory handed out, through .data or to numpy, runs first)."""
     construct = Parameter = tensor_repr = functionalize_local = view_grad_fn = check_overlap = None
     AccumulateGrad = RemovableHandle = backward = transfer = parse = to_device = to = detach = _cname = None
     tensor = zeros = ones = full = empty = None
     user_frame = None
+    chain_memory = None
 
 
 class Size(tuple):
@@ -160,6 +162,7 @@ class TraceError(RuntimeError):
 
 UNTRACKED_WRITES = [0]
 ESCAPES = [0]                                  # arrays handed to numpy so far (a count)
+CHAINS_LIVE = [0]       # chains open (chain.LIVE): memory handed out unseen first settles those that read it
 _ESCAPED = weakref.WeakValueDictionary()       # id -> the memory's root array, of those
 
 
@@ -181,6 +184,8 @@ def escape(a):
         r = memory_root(a)
         _ESCAPED[id(r)] = r
         ESCAPES[0] += 1
+        if CHAINS_LIVE[0]:
+            Above.chain_memory(r)
 
 
 def escaped(a):
@@ -539,6 +544,8 @@ class Tensor:
 
     @property
     def data(self):
+        if CHAINS_LIVE[0]:
+            Above.chain_memory(self._data)
         t = Tensor._make(self._data, self._dtype, vc=_UntrackedVersion([0]))
         if _VALUE_READS[0]:
             t.__dict__["_value_of"] = self     # while compile traces: a read of t's values reads self's
@@ -558,6 +565,8 @@ class Tensor:
             # torch's set_data: a gradient accumulator made for the old dtype or device (alive while a graph
             # through it is) is not the new data's; the next graph makes its own
             self._grad_acc = None
+        if CHAINS_LIVE[0]:
+            Above.chain_memory(self._data)
         self._data = value._data
         self._dtype = value._dtype
         self._inference = value._inference
