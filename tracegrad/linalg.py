@@ -1,13 +1,15 @@
 """torch.linalg: inverse, determinant, solve and norms (primitives in ops/math_primitives.py)."""
 import math
 
+import numpy as np
+
 from .ops import functional as O
 from .ops.math_functional import linalg_inv as _inv, linalg_det as det, linalg_solve as _solve
 from .tracing import rename_grad_fn, Proxy
 from .ops.math_primitives import LinAlgError
 from .ops.composite import matrix_power, matrix_exp, vector_norm
 from . import _dtype as D
-from .creation import zeros
+from .creation import zeros, tensor
 from .ops.composite_more import multi_dot
 
 __all__ = ["inv", "det", "slogdet", "solve", "norm", "vector_norm", "matrix_norm", "LinAlgError", "inv_ex",
@@ -153,8 +155,54 @@ def matrix_rank(A, *, atol=None, rtol=None, hermitian=False):
     return _O.sum(s > tol, -1)
 
 
+_CholeskyExResult = _named("torch.return_types.linalg_cholesky_ex", ("L", "info"))
+
+
+def _potf2(a):
+    """LAPACK's unblocked Cholesky (dpotf2, lower) of one matrix that has none: the factor as far
+    as it got (the failing column's diagonal holds its non-positive pivot, the columns after it
+    the input's lower triangle, as torch's result) and info, the order of the first leading
+    minor that is not positive-definite."""
+    a = np.tril(a)
+    for j in range(a.shape[-1]):
+        ajj = a[j, j] - a[j, :j] @ a[j, :j]
+        if not ajj > 0:
+            a[j, j] = ajj
+            return a, j + 1
+        a[j, j] = math.sqrt(ajj)
+        a[j + 1:, j] = (a[j + 1:, j] - a[j + 1:, :j] @ a[j, :j]) / a[j, j]
+    return a, 0
+
+
 def cholesky_ex(A, *, upper=False, check_errors=False):
-    return cholesky(A, upper=upper), zeros(tuple(A.shape[:-2]), dtype=D.int32)
+    """torch.linalg.cholesky_ex: (L, info), info 0 where the factor exists, else the order of the
+    first leading minor that is not positive-definite (and L as far as LAPACK got: no gradient);
+    check_errors raises torch's LinAlgError then."""
+    a = A._data
+    if a.__class__ is not np.ndarray or not a.size:
+        # (traced, or on a device: a program does not branch on the values; the factor raises)
+        return _CholeskyExResult(cholesky(A, upper=upper), zeros(tuple(A.shape[:-2]), dtype=D.int32))
+    n = a.shape[-1]
+    mats = a.reshape(-1, a.shape[-2], n) if a.ndim >= 2 else a
+    try:
+        np.linalg.cholesky(mats)
+    except np.linalg.LinAlgError:
+        pass
+    except ValueError:
+        pass                                 # (not square or too few dims: cholesky raises torch's error)
+    else:
+        return _CholeskyExResult(cholesky(A, upper=upper), zeros(tuple(A.shape[:-2]), dtype=D.int32))
+    if a.ndim < 2 or a.shape[-2] != n or not A.dtype.is_floating_point:
+        cholesky(A)                          # (its check of the shape and dtype raises)
+    factors, infos = zip(*(_potf2(m.astype(np.float64)) for m in mats))
+    info = np.array(infos, dtype=np.int32).reshape(a.shape[:-2])
+    if check_errors:
+        k = int(np.flatnonzero(info.reshape(-1))[0])
+        where = f"(Batch element {k}): " if a.ndim > 2 else ""
+        raise LinAlgError(f"linalg.cholesky_ex: {where}The factorization could not be completed because the input is "
+                          f"not positive-definite (the leading minor of order {infos[k]} is not positive-definite).")
+    L = tensor(np.stack(factors).reshape(a.shape).astype(a.dtype), dtype=A.dtype)
+    return _CholeskyExResult(L.mT if upper else L, tensor(info))
 
 
 __all__ += ["cholesky", "cholesky_ex", "eigh", "eigvalsh", "svd", "svdvals", "qr", "matrix_rank", "pinv"]

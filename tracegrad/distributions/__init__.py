@@ -33,9 +33,60 @@ def _shape(size):
     return tuple(size) if not isinstance(size, int) else (size,)
 
 
+def _symmetric(v):
+    vt = O.transpose(v, -2, -1)
+    return O.abs(v - vt) <= 1e-6 + 1e-5 * O.abs(vt)       # (torch's isclose(v, v.mT, atol=1e-6))
+
+
+def _real(v):
+    return v == v                         # (not NaN: torch's constraints.real; inf is real)
+
+
 class Distribution:
     has_rsample = False
-    _validate_args = False
+    _validate_args = True                 # torch's default (__debug__): parameters and samples are checked
+
+    @staticmethod
+    def set_default_validate_args(value):
+        if value not in (True, False):
+            raise ValueError
+        Distribution._validate_args = value
+
+    def _validation(self, validate_args):
+        if validate_args is not None:
+            self._validate_args = validate_args
+
+    def _check_param(self, name, value, ok, constraint):
+        """torch's check of a parameter against its constraint (an eager call's: not while traced)."""
+        if not self._validate_args or _traced(value):
+            return
+        with no_grad():
+            good = bool(O.all(ok(value)))
+        if not good:
+            raise ValueError(f"Expected parameter {name} ({type(value).__name__} of shape {tuple(value.shape)}) of "
+                             f"distribution {self!r} to satisfy the constraint {constraint}, but found invalid "
+                             f"values:\n{value}")
+
+    def _validate_sample(self, value, ok, support):
+        """torch's _validate_sample: value broadcasts with batch_shape + event_shape and lies in the support."""
+        if not self._validate_args or _traced(value):
+            return
+        if not isinstance(value, Tensor):
+            raise ValueError("The value argument to log_prob must be a Tensor")
+        event = tuple(self.event_shape)
+        actual = tuple(value.shape)
+        if actual[len(actual) - len(event):] != event:
+            raise ValueError(f"The right-most size of value must match event_shape: {Size(actual)} vs {Size(event)}.")
+        expected = tuple(self._batch_shape) + event
+        for i, j in zip(reversed(actual), reversed(expected)):
+            if i != 1 and j != 1 and i != j:
+                raise ValueError(f"Value is not broadcastable with batch_shape+event_shape: {Size(actual)} vs "
+                                 f"{Size(expected)}.")
+        with no_grad():
+            good = bool(O.all(ok(value)))
+        if not good:
+            raise ValueError(f"Expected value argument ({type(value).__name__} of shape {actual}) to be within the "
+                             f"support ({support}) of the distribution {self!r}, but found invalid values:\n{value}")
 
     @property
     def batch_shape(self):
@@ -53,7 +104,7 @@ class Distribution:
         return _shape(sample_shape) + tuple(self._batch_shape)
 
     def __repr__(self):
-        return f"{type(self).__name__}({', '.join(f'{k}: {v.shape if v.ndim else v}' for k, v in self._params())})"
+        return f"{type(self).__name__}({', '.join(f'{k}: {v if v.numel() == 1 else v.shape}' for k, v in self._params())})"
 
 
 class Normal(Distribution):
@@ -66,13 +117,9 @@ class Normal(Distribution):
         like = loc_t if loc_t is not None else scale_t
         self.loc, self.scale = O.broadcast_tensors(_as_tensor(loc, like), _as_tensor(scale, like))
         self._batch_shape = tuple(self.loc.shape)
-        if validate_args is not False and not _traced(self.scale):
-            with no_grad():
-                if not bool(O.all(self.scale > 0)):
-                    raise ValueError(f"Expected parameter scale ({type(self.scale).__name__} of shape "
-                                     f"{tuple(self.scale.shape)}) of distribution Normal(loc: {self.loc}, scale: "
-                                     f"{self.scale}) to satisfy the constraint GreaterThan(lower_bound=0.0), but found "
-                                     f"invalid values:\n{self.scale}")
+        self._validation(validate_args)
+        self._check_param("loc", self.loc, _real, "Real()")
+        self._check_param("scale", self.scale, lambda v: v > 0, "GreaterThan(lower_bound=0.0)")
 
     def _params(self):
         return (("loc", self.loc), ("scale", self.scale))
@@ -99,6 +146,7 @@ class Normal(Distribution):
         return self.loc + eps * self.scale
 
     def log_prob(self, value):
+        self._validate_sample(value, _real, "Real()")
         value = _as_tensor(value, self.loc)
         var = self.scale * self.scale
         return -((value - self.loc) ** 2) / (2 * var) - O.log(self.scale) - math.log(math.sqrt(2 * math.pi))
@@ -107,8 +155,13 @@ class Normal(Distribution):
         return 0.5 + 0.5 * math.log(2 * math.pi) + O.log(self.scale)
 
     def cdf(self, value):
+        self._validate_sample(value, _real, "Real()")
         value = _as_tensor(value, self.loc)
         return 0.5 * (1 + O.erf((value - self.loc) / (self.scale * math.sqrt(2))))
+
+    def icdf(self, value):
+        value = _as_tensor(value, self.loc)
+        return self.loc + self.scale * O.erfinv(2 * value - 1) * math.sqrt(2)
 
 
 class Categorical(Distribution):
@@ -131,6 +184,12 @@ class Categorical(Distribution):
             self.probs = NF.softmax(self.logits, -1)
         self._num_events = self.probs.shape[-1]
         self._batch_shape = tuple(self.probs.shape[:-1])
+        self._validation(validate_args)
+        if probs is not None:
+            self._check_param("probs", self.probs, lambda v: O.logical_and(
+                O.all(v >= 0, -1), O.abs(O.sum(v, -1) - 1) < 1e-6), "Simplex()")
+        else:
+            self._check_param("logits", self.logits, _real, "IndependentConstraint(Real(), 1)")
 
     def _params(self):
         return (("probs", self.probs),)
@@ -157,6 +216,9 @@ class Categorical(Distribution):
         return out
 
     def log_prob(self, value):
+        self._validate_sample(value, lambda v: O.logical_and(O.logical_and(v >= 0, v <= self._num_events - 1),
+                                                             O.eq(v % 1, 0)),
+                              f"IntegerInterval(lower_bound=0, upper_bound={self._num_events - 1})")
         value = value.long() if hasattr(value, "long") else value
         v, logits = O.broadcast_tensors(O.unsqueeze(value, -1), self.logits)
         return O.squeeze(O.gather(logits, -1, v[..., :1]), -1)
@@ -185,6 +247,12 @@ class Bernoulli(Distribution):
             self.logits = _as_tensor(logits)
             self.probs = O.sigmoid(self.logits)
         self._batch_shape = tuple(self.probs.shape)
+        self._validation(validate_args)
+        if probs is not None:
+            self._check_param("probs", self.probs, lambda v: O.logical_and(v >= 0, v <= 1),
+                              "Interval(lower_bound=0.0, upper_bound=1.0)")
+        else:
+            self._check_param("logits", self.logits, _real, "Real()")
 
     def _params(self):
         return (("probs", self.probs),)
@@ -207,6 +275,7 @@ class Bernoulli(Distribution):
             return C.bernoulli(O.expand(self.probs, *shape) if shape != tuple(self.probs.shape) else self.probs)
 
     def log_prob(self, value):
+        self._validate_sample(value, lambda v: O.logical_or(O.eq(v, 0), O.eq(v, 1)), "Boolean()")
         logits, value = O.broadcast_tensors(self.logits, _as_tensor(value, self.logits))
         return -NF.binary_cross_entropy_with_logits(logits, value, reduction="none")
 
@@ -222,13 +291,9 @@ class Uniform(Distribution):
         like = low if isinstance(low, Tensor) else (high if isinstance(high, Tensor) else None)
         self.low, self.high = O.broadcast_tensors(_as_tensor(low, like), _as_tensor(high, like))
         self._batch_shape = tuple(self.low.shape)
-        if validate_args is not False and not _traced(self.low, self.high):
-            with no_grad():
-                if not bool(O.all(self.low < self.high)):
-                    raise ValueError(f"Expected parameter low ({type(self.low).__name__} of shape "
-                                     f"{tuple(self.low.shape)}) of distribution Uniform(low: {self.low}, high: "
-                                     f"{self.high}) to satisfy the constraint LessThan(upper_bound={self.high}), but "
-                                     f"found invalid values:\n{self.low}")
+        self._validation(validate_args)
+        if not _traced(self.high):
+            self._check_param("low", self.low, lambda v: v < self.high, f"LessThan(upper_bound={self.high})")
 
     def _params(self):
         return (("low", self.low), ("high", self.high))
@@ -250,15 +315,21 @@ class Uniform(Distribution):
         u = C.rand(*shape, dtype=self.low.dtype) if shape else C.rand((), dtype=self.low.dtype)
         return self.low + u * (self.high - self.low)
 
+    def _in_support(self, v):
+        return O.logical_and(self.low <= v, v <= self.high)
+
     def log_prob(self, value):
+        # torch's formula: log(1) - log(high - low) is +0.0 where the width is 1 (-log(1) gave -0.0)
+        self._validate_sample(value, self._in_support, f"Interval(lower_bound={self.low}, upper_bound={self.high})")
         value = _as_tensor(value, self.low)
-        inside = O.logical_and(self.low <= value, value < self.high)
-        return O.where(inside, -O.log(self.high - self.low), float("-inf"))
+        inside = (self.low <= value).to(self.low.dtype) * (self.high > value).to(self.low.dtype)
+        return O.log(inside) - O.log(self.high - self.low)
 
     def entropy(self):
         return O.log(self.high - self.low)
 
     def cdf(self, value):
+        self._validate_sample(value, self._in_support, f"Interval(lower_bound={self.low}, upper_bound={self.high})")
         value = _as_tensor(value, self.low)
         return O.clamp((value - self.low) / (self.high - self.low), min=0, max=1)
 
@@ -272,6 +343,21 @@ class MultivariateNormal(Distribution):
             raise ValueError("Exactly one of covariance_matrix or precision_matrix or scale_tril may be specified.")
         if loc.ndim < 1:
             raise ValueError("loc must be at least one-dimensional.")
+        self._validation(validate_args)
+        self._given = ("covariance_matrix", covariance_matrix) if covariance_matrix is not None else \
+            ("precision_matrix", precision_matrix) if precision_matrix is not None else ("scale_tril", scale_tril)
+        self.loc = loc
+        self._event = loc.shape[-1]
+        self._batch_shape = tuple(loc.shape[:-1])
+        self._check_param("loc", loc, lambda v: O.all(_real(v), -1), "IndependentConstraint(Real(), 1)")
+        if scale_tril is not None:
+            self._check_param("scale_tril", scale_tril, lambda v: O.logical_and(
+                O.all(O.all(O.eq(O.triu(v, 1), 0), -1), -1), O.all(O.diagonal(v, 0, -2, -1) > 0, -1)),
+                "LowerCholesky()")
+        else:
+            self._check_param(*self._given, lambda v: O.logical_and(
+                O.all(O.all(_symmetric(v), -1), -1),
+                O.eq(linalg.cholesky_ex(v).info, 0)), "PositiveDefinite()")
         if scale_tril is not None:
             self.scale_tril = scale_tril
         elif covariance_matrix is not None:
@@ -286,7 +372,7 @@ class MultivariateNormal(Distribution):
         self._batch_shape = tuple(batch)
 
     def _params(self):
-        return (("loc", self.loc), ("scale_tril", self.scale_tril))
+        return (("loc", self.loc), self._given)
 
     @property
     def event_shape(self):
@@ -313,6 +399,7 @@ class MultivariateNormal(Distribution):
         return O.sum(O.log(O.diagonal(self.scale_tril, 0, -2, -1)), -1)
 
     def log_prob(self, value):
+        self._validate_sample(value, lambda v: O.all(_real(v), -1), "IndependentConstraint(Real(), 1)")
         diff = value - self.loc
         L = O.tril(self.scale_tril)      # a triangular solve: the upper triangle is not read
         lead = O.broadcast_shapes(tuple(L.shape[:-2]), tuple(diff.shape[:-1]))
