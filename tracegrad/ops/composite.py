@@ -9,6 +9,7 @@ import numpy as np
 
 from .. import _dtype as D
 from ..tensor import Tensor
+from ..ir.symbolic import Sym
 from . import functional as O
 from . import math_functional as M
 from . import shapes as S
@@ -218,6 +219,7 @@ def heaviside(input, values):
 
 def addcmul(input, tensor1, tensor2, *, value=1):
     """input + value * tensor1 * tensor2, as torch.addcmul."""
+    O._check_tensors("addcmul", (input, tensor1, tensor2), ("input", "tensor1", "tensor2"))
     # torch's kernel: fma(value * tensor1, tensor2, input), one rounding for the product and the
     # sum (3e38 + 1.5e38 * -2.5 is -7.5e37, not -inf); below float64 that is the float64 result
     # rounded once
@@ -354,8 +356,15 @@ def xlog1py(input, other):
 
 
 def _x_log(name, input, other):
-    if not isinstance(input, Tensor) and not isinstance(other, Tensor):
-        raise TypeError(f"{name}(): argument 'input' (position 1) must be Tensor, not {type(input).__name__}")
+    # torch's overloads: (Tensor, Tensor), (Number, Tensor), (Tensor, Number); None or a string was
+    # taken for a number (xlogy(x, None) gave NaN)
+    if not (isinstance(input, Tensor) or isinstance(other, Tensor)) or \
+            not isinstance(input, (Tensor, Sym) + O._Scalar) or not isinstance(other, (Tensor, Sym) + O._Scalar):
+        op = "xlogy" if name == "xlogy" else "special_" + name
+        raise TypeError(f"{op}() received an invalid combination of arguments - got ({type(input).__name__}, "
+                        f"{type(other).__name__}), but expected one of:\n * (Tensor input, Tensor other, *, Tensor out "
+                        f"= None)\n * (Number self, Tensor other, *, Tensor out = None)\n * (Tensor input, Number "
+                        f"other, *, Tensor out = None)\n")
     x = input if isinstance(input, Tensor) else O._scalar(input)
     y = other if isinstance(other, Tensor) else O._scalar(other)
     return apply(PRIMITIVES[name], (x, y), {})
