@@ -37,9 +37,9 @@ def _t(x):
     return tensor(x)
 
 
-def _check_tensor(x, op, name="input"):
+def _check_tensor(x, op, name="input", position=1):
     if not isinstance(x, Tensor):
-        raise TypeError(f"{op}(): argument '{name}' (position 1) must be Tensor, not {type(x).__name__}")
+        raise TypeError(f"{op}(): argument '{name}' (position {position}) must be Tensor, not {type(x).__name__}")
 
 
 def _scalar(x):
@@ -59,7 +59,7 @@ def _operand(x, op):
         # torch computes these in a complex dtype (x * 1j is complex64); tracegrad has none
         raise TypeError(f"{op}(): a complex number ({x!r}) as an operand is not supported: tracegrad has no complex "
                         f"dtypes (torch's result would be complex); use real tensors for the real and imaginary parts")
-    raise TypeError(f"{op}(): argument 'other' (position 2) must be Tensor or Number, not {type(x).__name__}")
+    raise TypeError(f"{op}(): argument 'other' (position 2) must be Tensor, not {type(x).__name__}")
 
 
 # == elementwise =====================================================================================
@@ -507,11 +507,21 @@ def clamp(input, min=None, max=None):
 clip = clamp
 
 
+def _check_bound(input, bound, op, arg):
+    """torch's clamp_min and clamp_max take a Tensor or a Number, not None."""
+    if bound is None:
+        raise TypeError(f"{op}() received an invalid combination of arguments - got ({type(input).__name__}, "
+                        f"NoneType), but expected one of:\n * (Tensor input, Tensor {arg}, *, Tensor out = None)\n"
+                        f" * (Tensor input, Number {arg}, *, Tensor out = None)\n")
+
+
 def clamp_min(input, min):
+    _check_bound(input, min, "clamp_min", "min")
     return _clamp(input, min, None, "clamp_min")
 
 
 def clamp_max(input, max):
+    _check_bound(input, max, "clamp_max", "max")
     return _clamp(input, None, max, "clamp_max")
 
 
@@ -1051,6 +1061,7 @@ def expand(input, *sizes):
 
 
 def expand_as(input, other):
+    _check_tensors("expand_as", (input, other), ("input", "other"))
     return expand(input, tuple(other.shape))
 
 
@@ -1379,7 +1390,12 @@ def check_scalar_value(value, d, op):
 
 
 def masked_fill(input, mask, value):
-    if not isinstance(mask, Tensor) or mask.dtype is not D.bool_:
+    if not isinstance(mask, Tensor) or not isinstance(value, (Tensor, Sym) + _Scalar):
+        got = ", ".join(type(v).__name__ for v in (input, mask, value))
+        raise TypeError(f"masked_fill() received an invalid combination of arguments - got ({got}), but expected one "
+                        f"of:\n * (Tensor input, Tensor mask, Tensor value)\n * (Tensor input, Tensor mask, Number "
+                        f"value)\n")
+    if mask.dtype is not D.bool_:
         raise RuntimeError(f"masked_fill_ only supports boolean masks, but got mask with dtype "
                            f"{_cname(mask.dtype) if isinstance(mask, Tensor) else type(mask).__name__}")
     if isinstance(value, Tensor):
@@ -1578,13 +1594,13 @@ def index_put(input, indices, values, accumulate=False, *, _op="index_put"):
 
     `indices` is a tuple or list of index tensors, one per leading dim."""
     if not isinstance(indices, (tuple, list)):
-        raise TypeError(f"{_op}(): argument 'indices' (position 1) must be tuple of Tensors, not "
+        raise TypeError(f"{_op}(): argument 'indices' (position 2) must be tuple of Tensors, not "
                         f"{type(indices).__name__}")
     for i, k in enumerate(indices):
         if not isinstance(k, Tensor):
             raise TypeError(f"expected Tensor as element {i} in argument 0, but got {type(k).__name__}")
     if not isinstance(values, Tensor):
-        raise TypeError(f"{_op}(): argument 'values' (position 2) must be Tensor, not {type(values).__name__}")
+        raise TypeError(f"{_op}(): argument 'values' (position 3) must be Tensor, not {type(values).__name__}")
     if len(indices) > input.ndim:
         raise IndexError(f"too many indices for tensor of dimension {input.ndim} (got {len(indices)})")
     if values.dtype is not input.dtype:
@@ -1619,7 +1635,7 @@ def _cname(d):
 
 def matmul(input, other):
     _check_tensor(input, "matmul")
-    _check_tensor(other, "matmul", "other")
+    _check_tensor(other, "matmul", "other", 2)
     if input.ndim == 0 or other.ndim == 0:
         raise RuntimeError(f"both arguments to matmul need to be at least 1D, but they are {input.ndim}D and "
                            f"{other.ndim}D")
@@ -1636,6 +1652,7 @@ def matmul(input, other):
 
 
 def mm(input, mat2):
+    _check_tensors("mm", (input, mat2), ("input", "mat2"))
     if input.ndim != 2:
         raise RuntimeError(f"self must be a matrix")
     if mat2.ndim != 2:
@@ -1880,6 +1897,7 @@ def to(input, *args, **kwargs):
 
 
 def type_as(input, other):
+    _check_tensors("type_as", (input, other), ("input", "other"))
     return to(input, other.dtype)
 
 
@@ -2129,3 +2147,30 @@ def add_out_arguments(namespace, names=OUT_FUNCTIONS, unchecked=OUT_UNCHECKED):
         namespace[name] = _takes_out(fn, name not in unchecked)
 
 Above.to, Above.detach, Above._cname = to, detach, _cname        # Tensor.to(), .detach(), the grad setter
+
+
+# == comparisons of whole tensors ===================================================================
+
+def _same_dtype_close(op, input, other):
+    _check_tensors(op, (input, other), ("input", "other"))
+    # torch compares in one dtype: allclose(float32, float64) raises (the method too)
+    if input.dtype is not other.dtype:
+        raise RuntimeError(f"{D.SCALAR_NAME[input.dtype]} did not match {D.SCALAR_NAME[other.dtype]}")
+
+
+def allclose(input, other, rtol=1e-05, atol=1e-08, equal_nan=False):
+    _same_dtype_close("allclose", input, other)
+    return builtins.bool(np.allclose(input._values("allclose"), other._values("allclose"), rtol=rtol, atol=atol,
+                                     equal_nan=equal_nan))
+
+
+def isclose(input, other, rtol=1e-05, atol=1e-08, equal_nan=False):
+    _same_dtype_close("isclose", input, other)
+    return tensor(np.isclose(input._values("isclose"), other._values("isclose"), rtol=rtol, atol=atol,
+                             equal_nan=equal_nan))
+
+
+def equal(input, other):
+    _check_tensors("equal", (input, other), ("input", "other"))
+    return tuple(input.shape) == tuple(other.shape) and builtins.bool(
+        np.array_equal(input._values("equal"), other._values("equal")))
