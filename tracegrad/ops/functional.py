@@ -846,6 +846,9 @@ def _softmax(name, input, dim, dtype):
     if not input.dtype.is_floating_point and input.numel():
         kernel = f"{name}_lastdim_kernel_impl" if d >= input.ndim - 1 else f"{name}_kernel_impl"
         raise NotImplementedError(f"\"{kernel}\" not implemented for '{D.SCALAR_NAME[input.dtype]}'")
+    if name == "log_softmax" and (input.dtype is D.float16 or input.dtype is D.bfloat16) and d == input.ndim - 1:
+        # (torch's last-dim kernel of a 16-bit float rounds the row's sum and its log: primitives._log_softmax_kernel)
+        return apply(P[name], (input,), {"dim": d, "low": input.dtype.name})
     return apply(P[name], (input,), {"dim": d})
 
 

@@ -1916,9 +1916,18 @@ def _softmax_kernel(x, dim):
     return e
 
 
-def _log_softmax_kernel(x, dim):
+def _log_softmax_kernel(x, dim, low=None):
+    """low: float16 or bfloat16 over the last dim, where torch's CPU kernel (log_softmax_lastdim)
+    keeps the row's sum and its log in that dtype: (x - max) - round(log(round(sum))), in float32
+    and rounded. Rounded once at the end (as its kernel of another dim computes), 767 of 6,100
+    float16 values came out a step away from torch's."""
     if x.size == 0:
         return x.copy()
+    if low is not None:
+        r = D.round_bfloat16 if low == "bfloat16" else (lambda a: a.astype(_F16).astype(np.float32))
+        s = _acc(x) - np.max(_acc(x), axis=dim, keepdims=True)
+        out = s - r(np.log(r(np.sum(np.exp(s), axis=dim, keepdims=True, dtype=np.float32))))
+        return out.astype(_F16) if x.dtype == _F16 else r(out)
     if x.dtype == _F16:
         return _log_softmax_kernel(_acc(x), dim).astype(_F16)
     dim = dim if x.ndim else None
@@ -1930,7 +1939,7 @@ def _log_softmax_kernel(x, dim):
 def _in_float32(rule):
     """A softmax's derivative rule for float16/bfloat16 values computed in float32 and rounded
     once, as its forward kernel is (and torch's backward kernels are)."""
-    def vjp(g, out, x, dim):
+    def vjp(g, out, x, dim, low=None):
         dt = out.dtype
         if dt is D.float16 or dt is D.bfloat16:
             return tuple(r.to(dt) for r in rule(g.float(), out.float(), x, dim))
