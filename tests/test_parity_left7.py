@@ -1,5 +1,7 @@
 """Where tracegrad differed from torch, found after the sixteenth stop; each case against torch."""
+import math
 import os
+import warnings
 
 import numpy as np
 import pytest
@@ -165,3 +167,85 @@ def test_triton_float16_log_softmax_is_torchs_bit_for_bit(triton_interpreter, di
         a = (rng.standard_normal((int(rng.integers(1, 9)), int(rng.integers(1, 70)))) * rng.choice([0.5, 3, 30]))
         a = a.astype(np.float16)
         assert np.array_equal(f(tg.tensor(a)).numpy(), torch.tensor(a).log_softmax(dim).numpy()), seed
+
+
+# -- signed zeros of second derivatives: sgn's derivative is torch's efficient zero -----------------
+
+def _signed(v):
+    return [(math.copysign(1.0, a), a) for a in np.ravel(v).tolist()]
+
+
+def _second(m, fn, v, compiled=False):
+    x = m.tensor(v, dtype=m.float64, requires_grad=True)
+    f = tg.compile(lambda x: fn(m, x)) if compiled else (lambda x: fn(m, x))
+    g1, = m.autograd.grad(f(x), x, create_graph=True)
+    g2, = m.autograd.grad(g1, x)
+    return _signed(g1.detach()), _signed(g2)
+
+
+@pytest.mark.parametrize("compiled", [False, True], ids=["eager", "compiled"])
+@pytest.mark.parametrize("fn", [
+    lambda m, x: m.nn.functional.softsign(x), lambda m, x: x * -x.abs(), lambda m, x: x * (x.abs() + 1).reciprocal(),
+    lambda m, x: (x * x.abs()) * -1, lambda m, x: x * (x.abs() + 1) ** -1, lambda m, x: x / (x.abs() + 1) * 3,
+], ids=["softsign", "x_neg_abs", "x_recip", "x_abs_neg", "x_pow", "div"])
+@pytest.mark.parametrize("v", [0.0, -0.0, 1.0, -1.0])
+def test_second_derivative_through_abs_keeps_torchs_signed_zero(fn, v, compiled):
+    """torch's abs derivative is grad * self.sgn(), and sgn's derivative of a real tensor is an
+    efficient zero, which adds nothing to the other gradients: the second derivative of softsign at 0
+    is -0.0. tracegrad's (grad * sign(x), sign's derivative +0.0 zeros) summed -0.0 + 0.0 = 0.0."""
+    assert _second(tg, fn, v, compiled) == _second(torch, fn, v)
+
+
+def test_sgn_gradient_adds_nothing_and_alone_is_zeros():
+    got = []
+    for m in (tg, torch):
+        x = m.tensor([0.0, 2.0, -1.0], dtype=m.float64, requires_grad=True)
+        both, = m.autograd.grad((-x * 0).sum() + x.sgn().sum(), x)       # -0.0 and an efficient zero
+        alone, = m.autograd.grad(x.sgn().sum(), x)
+        sign, = m.autograd.grad((-x * 0).sum() + x.sign().sum(), x)      # sign's zeros do add
+        got.append((_signed(both), _signed(alone.clone()), _signed(sign), type(x.sgn().grad_fn).__name__))
+        g1, = m.autograd.grad(x.abs().sum(), x, create_graph=True)
+        got.append([type(f).__name__ for f, _ in g1.grad_fn.next_functions])
+    assert got[:2] == got[2:]
+    assert got[0][0][0] == (-1.0, 0.0)
+
+
+# -- a write into a row of an expanded tensor, with a graph -----------------------------------------
+
+_EXPANDED_WRITES = {
+    "row": lambda e, v, v3: e.__setitem__(0, v),
+    "column": lambda e, v, v3: e.__setitem__((slice(None), 0), v3),          # repeats c[0]: torch's error
+    "column_number": lambda e, v, v3: e.__setitem__((slice(None), 0), 7.0),
+    "rows": lambda e, v, v3: e.__setitem__(slice(1, None), v),               # two rows over one: the error
+    "row_number": lambda e, v, v3: e.__setitem__(2, 3.0),
+    "element": lambda e, v, v3: e.__setitem__((0, 1), v[0]),
+    "ellipsis": lambda e, v, v3: e.__setitem__((Ellipsis, 1), v[0] * 2),
+}
+
+
+@pytest.mark.parametrize("compiled", [False, True], ids=["eager", "compiled"])
+@pytest.mark.parametrize("base", ["nonleaf", "unsqueezed", "constant"])
+@pytest.mark.parametrize("write", list(_EXPANDED_WRITES))
+def test_write_into_a_row_of_an_expanded_tensor(write, base, compiled):
+    """c.expand(3, 2)[0] = v writes c through the row (torch's copy_ into the view the key selects,
+    whose elements are distinct): tracegrad wrote the whole expanded tensor and raised the overlap
+    error where a value or base required grad."""
+    def run(m, comp):
+        b = m.tensor([1.0, 2.0], requires_grad=True)
+        v = m.tensor([5.0, 6.0], requires_grad=True)
+        v3 = m.tensor([5.0, 6.0, 7.0], requires_grad=True)
+
+        def f(b, v, v3):
+            c = {"nonleaf": b * 1, "unsqueezed": (b * 1).unsqueeze(0), "constant": b.detach() * 1}[base]
+            e = c.expand(3, 2)
+            _EXPANDED_WRITES[write](e, v, v3)
+            return e * 1, c * 1
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")      # compiled: the write runs eagerly, with a warning
+                e, c = tg.compile(f)(b, v, v3) if comp else f(b, v, v3)
+            (e * m.arange(6.0).view(3, 2)).sum().backward()
+        except RuntimeError as ex:
+            return "error", str(ex)
+        return e.tolist(), c.tolist(), [None if t.grad is None else t.grad.tolist() for t in (b, v, v3)]
+    assert run(tg, compiled) == run(torch, False)

@@ -720,6 +720,16 @@ def _setitem(self, key, value):
         else:
             fill_(self, value if isinstance(value, Tensor) else F.full((), value, dtype=self.dtype))
         return
+    if not idx and self._data.__class__ is np.ndarray and not self._data.flags.writeable:
+        # an expanded (or overlapping) tensor, b.expand(3, 2)[0] = v: torch writes the view the key
+        # selects (copy_, or fill_ of a number), whose elements are distinct though self's are not;
+        # the write of the whole of self raised its overlap error
+        view = self[key]
+        if number:
+            fill_(view, value if isinstance(value, Tensor) else F.full((), value, dtype=self.dtype))
+        else:
+            copy_(view, value)
+        return
     commit(self, F.index_put_prim(self, value, idx, k))
 
 

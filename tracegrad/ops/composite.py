@@ -184,7 +184,7 @@ def sgn(input):
     O._check_tensor(input, "sgn")
     # torch's node saves its input and its result (its derivative is zero for real tensors, but
     # either written before the backward raises)
-    return keep_saved(rename_grad_fn(O.sign(input), "SgnBackward0"), input, result=True)
+    return keep_saved(apply(PRIMITIVES["sign"], (input,), {"sgn": True}), input, result=True)
 
 
 def positive(input):

@@ -517,6 +517,25 @@ def _zeros_like(x):
     return F.full(tuple(x.shape), 0, dtype=x.dtype)
 
 
+class _EfficientZero:
+    """A rule's gradient that is torch's efficient zero (at::_efficientzerotensor, sgn's derivative
+    of a real tensor): added to the other gradients of its value it changes nothing (a sum of -0.0
+    stays -0.0), alone it is zeros. autodiff.derive sums it so."""
+    __slots__ = ()
+
+    def __repr__(self):
+        return "EFFICIENT_ZERO"
+
+
+EFFICIENT_ZERO = _EfficientZero()
+
+
+def _sgn(x):
+    """sgn(x) of a real tensor, as torch's: sign(x), whose node (SgnBackward0) gives the efficient zero
+    (torch's abs derivative is grad * self.sgn(): a second derivative through it kept its -0.0)."""
+    return FrontEnd.apply(PRIMITIVES["sign"], (x,), {"sgn": True})
+
+
 def R(name, x, dims, keepdim=False):
     """A reduction primitive over normalized `dims`, for use inside rules."""
     return FrontEnd.apply(PRIMITIVES[name], (x,), {"dims": tuple(dims), "keepdim": keepdim})
@@ -663,7 +682,7 @@ def _round(x, decimals=0):
 unary("neg", np.negative, lambda g, out, x: (-g,), "", dtype="same", refuse={0: _refuse(
     RuntimeError, "Negation, the `-` operator, on a bool tensor is not supported. If you are trying to invert a mask, "
                   "use the `~` or `logical_not()` operator instead.")}, triton=T.Expr("{0} * -1"))   # `-x` is 0 - x to Triton before 3.9: +0.0 for 0.0
-unary("abs", np.abs, lambda g, out, x: (g * F.sign(x),), "x", dtype="same", refuse={0: _no_kernel("abs_cpu")},
+unary("abs", np.abs, lambda g, out, x: (g * _sgn(x),), "x", dtype="same", refuse={0: _no_kernel("abs_cpu")},
       triton=T.Expr("tl.abs({0})"))
 def _sign(x):
     # torch's (0 < x) - (x < 0): 0 at NaN (numpy's sign keeps the NaN)
@@ -674,7 +693,8 @@ def _sign(x):
     return (x > 0).astype(x.dtype) - (x < 0).astype(x.dtype)
 
 
-unary("sign", _sign, lambda g, out, x: (_zeros_like(g),), "", dtype="same", triton=T.sign)
+unary("sign", lambda x, sgn=False: _sign(x), lambda g, out, x, sgn=False: (EFFICIENT_ZERO if sgn else _zeros_like(g),),
+      "", dtype="same", grad_fn=lambda a, p: "SgnBackward0" if p.get("sgn") else "SignBackward0", triton=T.sign)
 unary("exp", np.exp, lambda g, out, x: (g * out,), "out", triton=T.unary("tl.exp"))
 unary("exp2", np.exp2, lambda g, out, x: (g * out * LN2,), "out", triton=T.unary("tl.exp2"))
 unary("log", np.log, lambda g, out, x: (g / x,), "x", triton=T.unary("tl.log"))
