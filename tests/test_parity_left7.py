@@ -249,3 +249,75 @@ def test_write_into_a_row_of_an_expanded_tensor(write, base, compiled):
             return "error", str(ex)
         return e.tolist(), c.tolist(), [None if t.grad is None else t.grad.tolist() for t in (b, v, v3)]
     assert run(tg, compiled) == run(torch, False)
+
+
+# -- grad_fn.next_functions of composite and multi-output ops ----------------------------------------
+
+def _tree(fn, depth=2):
+    """A node's name and its edges' (names, output_nr) down to `depth`."""
+    if fn is None:
+        return None
+    if depth == 0:
+        return type(fn).__name__
+    return type(fn).__name__, tuple((_tree(f, depth - 1), k) for f, k in fn.next_functions)
+
+
+_GRAPHS = {
+    "softmax": lambda m, F, x, w, b, img, k, t: x.softmax(1),
+    "log_softmax": lambda m, F, x, w, b, img, k, t: F.log_softmax(x, 1),
+    "layer_norm": lambda m, F, x, w, b, img, k, t: F.layer_norm(x, (3,), w[0], w[1]),
+    "layer_norm_no_affine": lambda m, F, x, w, b, img, k, t: F.layer_norm(x, (3,)),
+    "cross_entropy": lambda m, F, x, w, b, img, k, t: F.cross_entropy(x, t),
+    "nll_loss": lambda m, F, x, w, b, img, k, t: F.nll_loss(x, t),
+    "mse_loss": lambda m, F, x, w, b, img, k, t: F.mse_loss(x, w),
+    "bce_with_logits": lambda m, F, x, w, b, img, k, t: F.binary_cross_entropy_with_logits(x, w.detach().sigmoid()),
+    "conv2d": lambda m, F, x, w, b, img, k, t: F.conv2d(img, k, b.repeat(2)),
+    "batch_norm": lambda m, F, x, w, b, img, k, t: F.batch_norm(img, None, None, training=True),
+    "group_norm": lambda m, F, x, w, b, img, k, t: F.group_norm(img, 3),
+    "gelu": lambda m, F, x, w, b, img, k, t: F.gelu(x),
+    "silu": lambda m, F, x, w, b, img, k, t: F.silu(x),
+    "addmm": lambda m, F, x, w, b, img, k, t: m.addmm(b, x, w.t()),
+    "sort": lambda m, F, x, w, b, img, k, t: x.sort(1)[0],
+    "topk": lambda m, F, x, w, b, img, k, t: x.topk(2, 1)[0],
+    "cummax": lambda m, F, x, w, b, img, k, t: x.cummax(1)[0],
+    "kthvalue": lambda m, F, x, w, b, img, k, t: x.kthvalue(2, 1)[0],
+    "mode": lambda m, F, x, w, b, img, k, t: x.mode(1)[0],
+    "median": lambda m, F, x, w, b, img, k, t: x.median(1)[0],
+    "clamp": lambda m, F, x, w, b, img, k, t: x.clamp(0, 1),
+    "where": lambda m, F, x, w, b, img, k, t: m.where(x > 0, x, w),
+    "pad": lambda m, F, x, w, b, img, k, t: F.pad(x, (1, 1)),
+    "split": lambda m, F, x, w, b, img, k, t: x.split(2, 1)[1],
+    "chunk": lambda m, F, x, w, b, img, k, t: x.chunk(2, 1)[1],
+    "unbind": lambda m, F, x, w, b, img, k, t: x.unbind(0)[1],
+    "max_dim": lambda m, F, x, w, b, img, k, t: x.max(1)[0],
+    "min_dim": lambda m, F, x, w, b, img, k, t: x.min(1).values,
+}
+
+
+@pytest.mark.parametrize("op", list(_GRAPHS))
+def test_next_functions_one_level_down_are_torchs(op):
+    """A composite's node showed the edges of the last primitive it ran (mse_loss's node had one
+    edge, a MulBackward0; torch's has x's and the target's), and a primitive's node an edge for each
+    argument (sort's for its indices, clamp(x, 0, 1)'s for the bounds, where's for the condition)."""
+    got = []
+    for m in (tg, torch):
+        x = m.tensor([[0.5, -1.0, 2.0], [1.5, 0.3, -0.7]], requires_grad=True)
+        w = m.tensor([[0.1, 0.2, 0.3], [0.4, -0.5, 0.6]], requires_grad=True)
+        b = m.tensor([0.1, -0.2], requires_grad=True)
+        img = m.arange(96, dtype=m.float32).reshape(2, 3, 4, 4).requires_grad_()
+        k = (m.arange(48, dtype=m.float32).reshape(4, 3, 2, 2) / 10).requires_grad_()
+        y = _GRAPHS[op](m, m.nn.functional, x, w, b, img, k, m.tensor([0, 2]))
+        got.append((_tree(y.grad_fn), y.output_nr if m is torch else y._output_nr))
+    assert got[0] == got[1]
+
+
+def test_next_functions_of_a_composite_lead_to_its_inputs_and_backward_still_runs():
+    got = []
+    for m in (tg, torch):
+        x = m.tensor([[0.5, -1.0, 2.0]], requires_grad=True)
+        y = m.nn.functional.mse_loss(x * 2, x.detach())
+        (fn, _), (none, _) = y.grad_fn.next_functions
+        direct = y.grad_fn(m.tensor(1.0))[0].tolist()
+        y.backward()
+        got.append((type(fn).__name__, none, x.grad.tolist(), direct))
+    assert got[0] == got[1]
