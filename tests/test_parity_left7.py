@@ -321,3 +321,30 @@ def test_next_functions_of_a_composite_lead_to_its_inputs_and_backward_still_run
         y.backward()
         got.append((type(fn).__name__, none, x.grad.tolist(), direct))
     assert got[0] == got[1]
+
+
+@pytest.mark.parametrize("args", [(3, 1), (2, 0), (4, 1), "indices_tensor", "sections_tensor", ([1, -1], 1)])
+def test_tensor_split_parts_are_slices(args):
+    """tensor_split(x, sections) gave the outputs of one SplitWithSizesBackward0 node (output_nr 1,
+    2, ...; a multi-output view an in-place op may not write), where torch's parts are slices
+    (SliceBackward0, output_nr 0); a tensor of indices or sections raised "Boolean value of Tensor"."""
+    got = []
+    for m in (tg, torch):
+        a = args if not isinstance(args, str) else \
+            {"indices_tensor": (m.tensor([1, 3]), 1), "sections_tensor": (m.tensor(2), 1)}[args]
+        x = m.arange(10.0).reshape(2, 5).requires_grad_()
+        parts = [(p.tolist(), type(p.grad_fn).__name__, p.output_nr if m is torch else p._output_nr)
+                 for p in x.tensor_split(*a)]
+        y = x * 1
+        p = y.tensor_split(*a)[0]
+        p.mul_(2)
+        (y * m.arange(10.0).reshape(2, 5)).sum().backward()
+        got.append((parts, x.grad.tolist()))
+    assert got[0] == got[1]
+
+
+@pytest.mark.parametrize("bad", ["float", "2d"])
+def test_tensor_split_of_a_wrong_tensor_raises_torchs_error(bad):
+    got = [outcome(lambda m=m: m.ones(2, 5).tensor_split(m.tensor([1.0, 3.0]) if bad == "float" else m.tensor([[1]]), 1))
+           for m in (tg, torch)]
+    assert got[0] == got[1]

@@ -1198,14 +1198,27 @@ def tensor_split(input, indices_or_sections, dim=0):
         raise RuntimeError("tensor_split expected at least a 1-dimensional tensor, but got a tensor with 0 dims")
     d = S.normalize_dim(dim, input.ndim)
     n = input.shape[d]
+    if isinstance(indices_or_sections, Tensor):
+        # torch's tensor overload: a 1-d int64 tensor of indices, or a 0-d one of sections
+        t = indices_or_sections
+        if t._dtype is not D.int64:
+            raise RuntimeError(f"tensor_split expected tensor_indices_or_sections to have dtype of long, but got "
+                               f"{D.SCALAR_NAME[t._dtype]}")
+        if t.ndim > 1:
+            raise RuntimeError(f"tensor_split expected tensor_indices_or_sections to be a zero-dimensional or "
+                               f"one-dimensional tensor, but got a tensor with {t.ndim} dims")
+        indices_or_sections = t.tolist() if t.ndim else int(t.item())
     if isinstance(indices_or_sections, (list, tuple)):
         cuts = [int(i) + (n if i < 0 else 0) for i in indices_or_sections]
         bounds = [0] + [0 if c < 0 else n if c > n else c for c in cuts] + [n]
         return tuple(narrow(input, d, lo, hi - lo if hi > lo else 0) for lo, hi in zip(bounds, bounds[1:]))
     if indices_or_sections <= 0:
         raise RuntimeError(f"number of sections must be larger than 0, got {indices_or_sections}")
+    # each part a slice of its own (torch's SliceBackward0, output_nr 0; a view that an in-place op may
+    # write), not the outputs of one split node
     base, extra = divmod(n, indices_or_sections)
-    return split(input, [base + (1 if i < extra else 0) for i in range(indices_or_sections)], d)
+    starts = [i * base + builtins.min(i, extra) for i in range(indices_or_sections + 1)]
+    return tuple(narrow(input, d, lo, hi - lo) for lo, hi in zip(starts, starts[1:]))
 
 
 def unbind(input, dim=0):
