@@ -169,14 +169,8 @@ def logit(input, eps=None):
 def sinc(input):
     """sin(pi x) / (pi x), 1 at 0 (its gradient there 0), as torch.sinc."""
     x = _floating(input, "sinc")
-    if x.dtype is D.float16 or x.dtype is D.bfloat16:      # in float32, rounded once (torch's opmath)
-        return keep_saved(rename_grad_fn(sinc(x.float()).to(x.dtype), "SincBackward0"), input)
-    # torch's derivative is 0 where pi x^2 is 0 (denormal x too, where (pi x cos(pi x) - sin(pi x)) / (pi x^2)
-    # was 0 / 0 = NaN); the value there is 1 either way
-    zero = x * x * math.pi == 0
-    px = O.where(zero, O.ones_like(x), x) * math.pi       # no 0 / 0 in the branch where() drops
-    # (torch's node saves its input: written before the backward, it raises)
-    return keep_saved(rename_grad_fn(O.where(zero, O.ones_like(x), O.sin(px) / px), "SincBackward0"), input)
+    # one primitive with torch's derivative rule (math_primitives._sinc_vjp); its node saves its input
+    return apply(PRIMITIVES["sinc"], (x,), {})
 
 
 def sgn(input):
