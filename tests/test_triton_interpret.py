@@ -1207,7 +1207,7 @@ def test_fused_chain_and_matmul_on_a_gpu(monkeypatch):
 # reduction over each window, an elementwise chain, a scatter-add or a matmul.
 
 DECOMPOSED = {"max_pool2d", "max_pool2d_backward", "avg_pool2d", "avg_pool2d_backward", "einsum",
-              "binary_cross_entropy", "ldexp"}
+              "binary_cross_entropy", "ldexp", "sinc"}
 CONVS = {"conv2d", "conv_transpose2d", "conv2d_weight"}
 CONV_TOL = dict(rtol=1e-4, atol=1e-5)
 

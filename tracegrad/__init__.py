@@ -49,7 +49,7 @@ from .ops.functional import (
     broadcast_tensors, broadcast_shapes, cat, concat, concatenate, stack, hstack, vstack, split, chunk,
     tensor_split, unbind, select, narrow, flip, fliplr, flipud, roll, tile, gather, scatter, scatter_add,
     index_select, masked_fill, tril, triu, nonzero, index_put,
-    matmul, mm, bmm, mv, dot, outer, ger, einsum, detach, return_types,
+    matmul, mm, bmm, mv, dot, outer, ger, einsum, detach, return_types, allclose, isclose, equal,
     memory_format, preserve_format, contiguous_format, channels_last, channels_last_3d,
 )
 from ._tensor_str import set_printoptions
@@ -104,31 +104,6 @@ def result_type(tensor1, tensor2):
 def can_cast(from_, to):
     return from_._kind <= to._kind
 
-
-def _same_dtype_close(input, other):
-    # torch compares in one dtype: allclose(float32, float64) raises
-    if isinstance(input, Tensor) and isinstance(other, Tensor) and input.dtype is not other.dtype:
-        raise RuntimeError(f"{_dtype.SCALAR_NAME[input.dtype]} did not match {_dtype.SCALAR_NAME[other.dtype]}")
-
-
-def allclose(input, other, rtol=1e-05, atol=1e-08, equal_nan=False):
-    _same_dtype_close(input, other)
-    return _builtins.bool(_np.allclose(input._values("allclose"), other._values("allclose"), rtol=rtol, atol=atol,
-                                       equal_nan=equal_nan))
-
-
-def isclose(input, other, rtol=1e-05, atol=1e-08, equal_nan=False):
-    _same_dtype_close(input, other)
-    return tensor(_np.isclose(input._values("isclose"), other._values("isclose"), rtol=rtol, atol=atol,
-                              equal_nan=equal_nan))
-
-
-Tensor.isclose = isclose
-
-
-def equal(input, other):
-    return tuple(input.shape) == tuple(other.shape) and _builtins.bool(
-        _np.array_equal(input._values("equal"), other._values("equal")))
 
 
 __version__ = "0.1.0"

@@ -4,10 +4,12 @@ An in-place op computes its result out of place, checks it fits (dtype, shape, t
 leaf rule), then writes it into the tensor's storage, bumps the version counter and
 moves the tensor's history onto the new node, as torch does.
 """
+import functools
 import math
 import numbers
 import re
 import sys
+import types
 import warnings
 import weakref
 
@@ -721,6 +723,16 @@ def _setitem(self, key, value):
         else:
             copy_(self, value)
         return
+    if not idx and self._data.__class__ is np.ndarray and not self._data.flags.writeable:
+        # an expanded (or overlapping) tensor, b.expand(3, 2)[0] = v: torch writes the view the key
+        # selects (copy_, or fill_ of a number), whose elements are distinct though self's are not;
+        # the write of the whole of self raised its overlap error
+        view = self[key]
+        if number:
+            fill_(view, value if isinstance(value, Tensor) else F.full((), value, dtype=self.dtype))
+        else:
+            copy_(view, value)
+        return
     commit(self, F.index_put_prim(self, value, idx, k))
 
 
@@ -945,15 +957,6 @@ Tensor.retain_grad = _retain_grad
 Tensor.register_hook = _register_hook
 
 
-def _equal(self, other):
-    return tuple(self.shape) == tuple(other.shape) and bool(np.array_equal(self._values("equal"), other._values("equal")))
-
-
-def _allclose(self, other, rtol=1e-05, atol=1e-08, equal_nan=False):
-    return bool(np.allclose(self._values("allclose"), other._values("allclose"), rtol=rtol, atol=atol,
-                            equal_nan=equal_nan))
-
-
 def _is_inference(self):
     if _VALUE_READS[0]:
         self._read_flags()
@@ -965,8 +968,9 @@ def _is_view(self):
 
 
 Tensor._is_view = _is_view
-Tensor.equal = _equal
-Tensor.allclose = _allclose
+Tensor.equal = F.equal
+Tensor.allclose = F.allclose
+Tensor.isclose = F.isclose
 Tensor.is_inference = _is_inference
 
 
@@ -1364,3 +1368,32 @@ for _name in "is_meta is_sparse is_sparse_csr is_quantized is_nested is_mkldnn".
     setattr(Tensor, _name, property(lambda self: False, doc=f"False: tracegrad has dense tensors alone ({_name})"))
 Tensor.is_pinned = lambda self, device=None: False
 Tensor.is_shared = lambda self: False
+
+
+# -- torch's methods number their arguments after self ------------------------------------------------
+# The methods above are the public ops themselves (or their in-place forms), whose TypeErrors number
+# the arguments as the function does: x.maximum("a") said "argument 'other' (position 2)" where
+# torch's method says position 1 (and add_'s error named add). Each method renumbers its own op's.
+_ARGUMENT_ERROR = re.compile(r"(\w+)\(\): argument '(\w+)' \(position (\d+)\)")
+
+
+def _numbered_as_method(fn, name):
+    own = (name, name[:-1]) if name.endswith("_") else (name,)
+
+    @functools.wraps(fn)
+    def method(*args, **kwargs):
+        try:
+            return fn(*args, **kwargs)
+        except TypeError as e:
+            m = _ARGUMENT_ERROR.match(str(e)) if len(e.args) == 1 and isinstance(e.args[0], str) else None
+            if m is not None and m.group(1) in own and int(m.group(3)) > 1:
+                e.args = (f"{name}(): argument '{m.group(2)}' (position {int(m.group(3)) - 1})"
+                          + e.args[0][m.end():],)
+            raise
+    return method
+
+
+for _name, _fn in list(vars(Tensor).items()):
+    if _fn.__class__ is types.FunctionType and not _name.startswith("_") and _name not in ("where", "polygamma") \
+            and (_fn.__module__.startswith("tracegrad.ops") or _fn.__module__ == __name__):
+        setattr(Tensor, _name, _numbered_as_method(_fn, _name))

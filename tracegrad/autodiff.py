@@ -16,7 +16,7 @@ import networkx as nx
 from .ir.graph import Graph, V
 from .tracing import Proxy, trace, proxy_input
 from .ir.layout import order_attr, value_order
-from .ops.primitives import sum_to, DerivativeNotImplemented, DERIVATIVE_NAMES, PRIMITIVES as P
+from .ops.primitives import sum_to, DerivativeNotImplemented, DERIVATIVE_NAMES, PRIMITIVES as P, EFFICIENT_ZERO
 from .ops import functional as F
 from .autograd._grad_io import _seeds, _results
 from . import _dtype as D
@@ -163,7 +163,7 @@ def derive(fwd, outputs, wrt, hooks=None, node_hooks=(), defer_errors=False, lea
     ctxs = {}
     added_projs = []
     with trace(bwd):
-        grads = {}
+        grads = _Grads()
         for o in outputs:
             a = fwd[o]
             seed = proxy_input(bwd, a["shape"], a["dtype"], role="grad")
@@ -308,6 +308,9 @@ def derive(fwd, outputs, wrt, hooks=None, node_hooks=(), defer_errors=False, lea
                                 if isinstance(x, V) else None for x in args)
             if not isinstance(res, tuple):
                 res = (res,)
+            if (hooked_post or "stale_args" in a or "stale_out" in a or "stale_guard" in a) and \
+                    any(r is EFFICIENT_ZERO for r in res):
+                res = tuple(_Zero(fwd[x]).make() if r is EFFICIENT_ZERO else r for x, r in zip(args, res))
             if "stale_args" in a or "stale_out" in a or "stale_guard" in a:
                 res = _refuse_stale_reads(fwd, n, res, need, out if isinstance(out, tuple) else (out,), in_proxies)
             if hooked_post:              # grad_fn hooks: fn(grad_inputs, grad_outputs)
@@ -331,6 +334,10 @@ def derive(fwd, outputs, wrt, hooks=None, node_hooks=(), defer_errors=False, lea
                 if gi is None:
                     continue
                 xa = fwd[x]
+                if gi is EFFICIENT_ZERO:
+                    if x not in grads:
+                        grads[x] = _Zero(xa)
+                    continue
                 gi = _fit(gi, xa["shape"], xa["dtype"], prim, i)
                 if gi.__dict__.get("_name"):
                     # for anomaly checks: the rule that computed the value (a rule that passes
@@ -339,7 +346,8 @@ def derive(fwd, outputs, wrt, hooks=None, node_hooks=(), defer_errors=False, lea
                     made.setdefault("grad_of", (n, i))
                     if made["grad_of"] == (n, i) and prim.name in DERIVATIVE_NAMES:
                         made["grad_fn_name"] = DERIVATIVE_NAMES[prim.name]
-                grads[x] = grads[x] + gi if x in grads else gi
+                cur = dict.get(grads, x)
+                grads[x] = gi if cur is None or cur.__class__ is _Zero else cur + gi
         for x in pending:
             if x in grads:
                 grads[x] = _call_hooks(grads[x], hooks[x])
@@ -354,6 +362,32 @@ def derive(fwd, outputs, wrt, hooks=None, node_hooks=(), defer_errors=False, lea
     # values only they read) go here
     from .passes import eliminate_dead_code  # deferred: import tracegrad does not load tracegrad.passes
     return eliminate_dead_code(bwd, drop_inputs=("saved",), own=True)
+
+
+class _Zero:
+    """The gradient of a value that only an efficient zero (primitives.EFFICIENT_ZERO) reached so
+    far: the next gradient replaces it; read, it is zeros."""
+    __slots__ = ("shape", "dtype")
+
+    def __init__(self, a):
+        self.shape, self.dtype = tuple(a["shape"]), a["dtype"]
+
+    def make(self):
+        return F.full(self.shape, 0, dtype=self.dtype)
+
+
+class _Grads(dict):
+    """derive's gradients by value: one read where only an efficient zero reached is zeros."""
+
+    def __getitem__(self, k):
+        v = dict.__getitem__(self, k)
+        if v.__class__ is _Zero:
+            v = v.make()
+            dict.__setitem__(self, k, v)
+        return v
+
+    def get(self, k, default=None):
+        return self[k] if k in self else default
 
 
 def _runs_below(fwd, n, need):

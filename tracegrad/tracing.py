@@ -1189,7 +1189,7 @@ def _record(prim, args, params, outs):
                 # False == 0 too: x ** False's gradient is g * (0.0 / x), x ** 0's zeros
                 node._neg_zero = (node._neg_zero or ()) + (-len(metas),)
     node._args_meta = tuple(metas)
-    node.next_functions = tuple(edges)
+    node._edges = tuple(edges)
     node._seq = next_node_seq()          # after its inputs' nodes (a view's grad_fn may be made just above)
     positions, save_out = prim.saved_positions(len(args), tuple(req))
     if positions or save_out:

@@ -243,7 +243,7 @@ def _deliver_partial(order, index, roots, reach, retained, partial, create_graph
     first = {}
     for node in order:
         if node._prim is not None:
-            for nf, _ in node.next_functions:
+            for nf, _ in node._edges:
                 if nf is not None and id(nf) not in first:
                     first[id(nf)] = index[id(node)]
     keep.update(i for i in range(len(retained), len(reach)) if first.get(id(reach[i][0][0]), -1) > k)

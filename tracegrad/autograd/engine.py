@@ -93,7 +93,7 @@ def torch_run_order(roots):
         if id(n) in seen:
             continue
         seen.add(id(n))
-        for nxt, _ in n.next_functions:
+        for nxt, _ in n._edges:
             if nxt is not None:
                 deps[id(nxt)] = deps.get(id(nxt), 0) + 1
                 stack.append(nxt)
@@ -145,7 +145,7 @@ def torch_run_order(roots):
     while heap:
         n = pop()
         ran.append(n)
-        for nxt, _ in n.next_functions:
+        for nxt, _ in n._edges:
             if nxt is not None:
                 deps[id(nxt)] -= 1
                 if not deps[id(nxt)]:
@@ -176,13 +176,13 @@ def walk_keyed(roots):
         if r is None or id(r) in index:
             continue
         index[id(r)] = -1
-        stack = [(r, iter(r.next_functions))]
+        stack = [(r, iter(r._edges))]
         while stack:
             node, it = stack[-1]
             for nxt, _ in it:
                 if nxt is not None and id(nxt) not in index:
                     index[id(nxt)] = -1
-                    nf = nxt.next_functions
+                    nf = nxt._edges
                     if nf:
                         stack.append((nxt, iter(nf)))
                         break
@@ -236,7 +236,7 @@ def _keyed(order, index):
                     spec[(node, 0)] = LiveHooks(v, None)
             continue
         edges = []
-        for n, s in node.next_functions:
+        for n, s in node._edges:
             if n is None:
                 edges.append(-1)
                 continue
@@ -329,7 +329,7 @@ def forward_graph(order):
         args = []
         for i, m in enumerate(node._args_meta):
             if type(m) is tuple:
-                nf, slot = node.next_functions[i]
+                nf, slot = node._edges[i]
                 if nf is None:
                     args.append(g.add_input(m[0], m[1], "const"))
                 elif hooked and i in hooked[0]:
@@ -918,7 +918,7 @@ def executed(order, targets):
     ran = []
     for node in order:                   # producers first
         hit = False
-        for nf, _ in node.next_functions:
+        for nf, _ in node._edges:
             if nf is not None and (id(nf) in goal or below.get(id(nf))):
                 hit = True
                 break
@@ -1159,24 +1159,24 @@ def call_node(node, grads):
         alone._guarded = True            # (its Guards are checked as it runs)
     edges = []
     fresh = []
-    for nf, s in node.next_functions:
+    for nf, s in node._edges:
         if nf is None:
             fresh.append((None, 0))
             continue
         leaf = object.__new__(Node)
-        leaf._prim, leaf._params, leaf._args_meta, leaf.next_functions, leaf._saved = None, None, (), (), ()
+        leaf._prim, leaf._params, leaf._args_meta, leaf._edges, leaf._saved = None, None, (), (), ()
         leaf._seq = -1
         leaf._out_meta = (nf._out_meta[s],)
         fresh.append((leaf, 0))
         edges.append((leaf, 0))
-    alone.next_functions = tuple(fresh)
+    alone._edges = tuple(fresh)
     node = alone
     seeds = _direct_seeds(node, grads, outs_diff)
     order, index, structure, _ = walk_keyed([node])
     with set_grad_enabled(False):
         outs = iter(execute(order, index, [(node, i) for i in outs_diff], seeds, edges, True, False, {},
                             structure))
-    res = tuple(None if nf is None else next(outs) for nf, _ in node.next_functions)
+    res = tuple(None if nf is None else next(outs) for nf, _ in node._edges)
     res = tuple(res[i] for i in prim.torch_edges(node._args_meta))
     return res[0] if len(res) == 1 else res
 
@@ -1211,7 +1211,7 @@ def _call_composite(node, grads, inputs, outs_diff):
                                f"as two of its inputs is not supported (its gradient for each cannot be told "
                                f"apart); use torch.autograd.grad(output, inputs, grad_outputs)")
         leaf = object.__new__(Node)
-        leaf._prim, leaf._params, leaf._args_meta, leaf.next_functions, leaf._saved = None, None, (), (), ()
+        leaf._prim, leaf._params, leaf._args_meta, leaf._edges, leaf._saved = None, None, (), (), ()
         leaf._seq = -1
         leaf._out_meta = (e[0]._out_meta[e[1]],)
         leaves[(id(e[0]), e[1])] = leaf
@@ -1226,16 +1226,16 @@ def _call_composite(node, grads, inputs, outs_diff):
         for slot in ("_prim", "_params", "_args_meta", "_saved", "_out_meta", "_seq"):
             setattr(c[0], slot, getattr(n, slot))
         c[0].__dict__.update({k: v for k, v in n.__dict__.items() if k != "_composite_inputs"})
-        for nf, s in n.next_functions:
+        for nf, s in n._edges:
             if nf is not None and (id(nf), s) not in leaves and nf._prim is not None and nf._seq > bound:
                 stack.append(nf)
     for c, n in copies.values():
         edges = []
-        for nf, s in n.next_functions:
+        for nf, s in n._edges:
             leaf = leaves.get((id(nf), s)) if nf is not None else None
             inner = copies.get(id(nf)) if nf is not None and leaf is None else None
             edges.append((leaf, 0) if leaf is not None else (inner[0], s) if inner is not None else (None, 0))
-        c.next_functions = tuple(edges)
+        c._edges = tuple(edges)
     root = copies[id(node)][0]
     targets = [(leaf, 0) for leaf in leaves.values()]
     order, index, structure, _ = walk_keyed([root])

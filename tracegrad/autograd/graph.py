@@ -56,7 +56,9 @@ class Node:
     """Base of every grad_fn class (`MulBackward0`, ...)."""
     # _seq: the node's place in creation order (tracing.next_node_seq), which the engine runs backward
     # in, as torch's runs its nodes by sequence number
-    __slots__ = ("_prim", "_params", "_args_meta", "next_functions", "_saved", "_out_meta", "_seq", "__weakref__",
+    # _edges: one (node, output_nr) per argument of the primitive (None for a number or a tensor with
+    # no grad_fn), which the engine walks; next_functions is torch's view of them
+    __slots__ = ("_prim", "_params", "_args_meta", "_edges", "_saved", "_out_meta", "_seq", "__weakref__",
                  "__dict__")
     # rarely set, so class-level defaults: a node pays for them only when they are set
     _hooks = None
@@ -65,6 +67,26 @@ class Node:
     _freed = False         # a node made freed (a whole compiled step's output): any backward raises
     _guarded = False       # its _saved ends with Guards (tracing.keep_saved), checked whenever it runs
     _neg_zero = None       # the positions of Python -0.0 arguments, and -1 - position of bools (the backward cache's key)
+
+    @property
+    def next_functions(self):
+        """torch's edges of the node: of a composite op's node (tracing.note_composite_inputs), its
+        inputs' (mse_loss(x, t)'s node has x's and t's, not those of the last primitive it ran); of a
+        primitive's, those of the arguments torch's node takes (Primitive.torch_edges: no index,
+        mask or condition, no Python number of a Scalar overload: sort's node has one edge, clamp(x,
+        0, 1)'s one, where's two)."""
+        comp = self.__dict__.get("_composite_inputs")
+        if comp is not None:
+            return tuple((None, 0) if e is None else (e[0](), 0) if e[1] == -1 else e for e in comp)
+        prim = self._prim
+        if prim is None or prim.takes_ctx:
+            return self._edges
+        edges = self._edges
+        return tuple(edges[i] for i in prim.torch_edges(self._args_meta) if i < len(edges))
+
+    @next_functions.setter
+    def next_functions(self, edges):
+        self._edges = edges
 
     def name(self):
         """torch's node name: the class name, with its namespace for the nodes torch writes

@@ -221,7 +221,7 @@ def rebase(view, result):
     if node is not None and old_fn is not None and old_base._req:
         # as torch's CopySlices, the op's gradient for the view's old value goes to the old
         # base directly, not through the view's old grad_fn (whose tensor hooks then stay quiet)
-        edges = list(node.next_functions)
+        edges = list(node._edges)
         alias = None
         for i, (fn, nr) in enumerate(edges):
             if fn is old_fn and nr == old_nr:
@@ -233,7 +233,7 @@ def rebase(view, result):
                     # inside), so hooks fire in torch's order (a walk of the graph did not)
                     alias._grad_fn._seq, node._seq = node._seq, alias._grad_fn._seq
                 edges[i] = (alias._grad_fn, 0)
-        node.next_functions = tuple(edges)
+        node._edges = tuple(edges)
     base_fn, base_nr = base._grad_fn, base._output_nr
     _record(P["as_strided_scatter"], (old_base, result), params, (base,))
     move_retained(base, base_fn, base_nr)

@@ -1438,10 +1438,11 @@ def _sqrt(x, ty):
     return ieee_sqrt(x, ty == "tl.float64")
 
 
-def _reduction_plan(kind, p, N, acc):
+def _reduction_plan(kind, p, N, acc, dtype=None):
     """(passes, finish): passes are (combine, element expression of v and earlier scalars);
     finish maps the pass results s0, s1, ... to the result (row kinds) or to the full-row
-    expression (softmax kinds, in v)."""
+    expression (softmax kinds, in v). dtype: the result's dtype (its name), where a kind
+    rounds its steps to it."""
     if kind == "sum":
         return [("sum", "v")], "s0"
     if kind == "mean":
@@ -1456,9 +1457,19 @@ def _reduction_plan(kind, p, N, acc):
         m = _div("s0", N, acc)
         return [("sum", "v"), ("sum", f"(v - {m}) * (v - {m})")], (r if kind == "var" else _sqrt(r, acc))
     if kind == "logsumexp":
-        # a row of -inf (or inf) gives max m = -inf; shift by 0 there, as numpy's kernel does
-        return [("max", "v"), ("sum", "tl.exp(v - tl.where((s0 - s0) == 0, s0, 0.0))")], \
-            "tl.log(s1) + tl.where((s0 - s0) == 0, s0, 0.0)"
+        # a row of -inf (or inf) gives max m = -inf; shift by 0 there, as numpy's kernel does.
+        # float16 and bfloat16: each step rounded to the dtype (x - m, exp, the float32 sum, log,
+        # + m), as torch's CPU kernel and the op table's (_logsumexp_kernel) compute it; rounded
+        # once, a row in 7 came out a step away
+        if dtype in ("float16", "bfloat16"):
+            def r(e):
+                return f"({e}).to({TL[dtype]}).to(tl.float32)"
+        else:
+            def r(e):
+                return e
+        m = "tl.where((s0 - s0) == 0, s0, 0.0)"
+        shifted, total = r(f"v - {m}"), r("s1")
+        return [("max", "v"), ("sum", r(f"tl.exp({shifted})"))], r(r(f"tl.log({total})") + f" + {m}")
     if kind == "norm":
         q = p.get("p", 2.0)
         if q == 2:
@@ -1482,6 +1493,10 @@ def _reduction_plan(kind, p, N, acc):
     if kind == "softmax":
         return [("max", "v"), ("sum", "tl.exp(v - s0)")], _div("tl.exp(v - s0)", "s1", acc)
     if kind == "log_softmax":
+        low = p.get("low")           # (float16/bfloat16 over the last dim: the sum and its log rounded, as torch's)
+        if low is not None:
+            return [("max", "v"), ("sum", "tl.exp(v - s0)")], \
+                f"v - s0 - tl.log(s1.to({TL[low]}).to(tl.float32)).to({TL[low]}).to(tl.float32)"
         return [("max", "v"), ("sum", "tl.exp(v - s0)")], "v - s0 - tl.log(s1)"
     raise NotImplementedError(kind)
 
@@ -1555,7 +1570,7 @@ def _emit_column_reduction(g, u, name):
     u.M, u.N, u.whole, u.rows = M, N, True, C
     u.block = max(1, min(_next_pow2(N), 2048 // C, 64 if interpreting() else 2048))
     acc_t = _ctype(a["dtype"])
-    passes, finish = _reduction_plan(_lowering(a).kind, a["params"], N, acc_t)
+    passes, finish = _reduction_plan(_lowering(a).kind, a["params"], N, acc_t, a["dtype"].name)
     comb = passes[0][0]
     ident = _identity(comb, acc_t)
     e.helpers.add(_COMBINE[comb])
@@ -1640,7 +1655,8 @@ def _emit_reduction(g, u, name, max_row_block):
                 if ak["dtype"].is_floating_point else "s0"
         else:
             kind = _lowering(ak).kind
-            passes, finish = _reduction_plan(kind, ak["params"], N, acc)
+            passes, finish = _reduction_plan(kind, ak["params"], N, acc,
+                                             (ak["dtype"][0] if ak["prim"].multi else ak["dtype"]).name)
         vt = _ctype(g[xk]["dtype"]) if kind in ("argmax", "argmin", "max_dim", "min_dim") else acc
         passes = [q + (vt, _identity(q[0], vt))[len(q) - 2:] for q in passes]
         vname = "v" if k == 0 else f"v{k + 1}"

@@ -9,6 +9,7 @@ import numpy as np
 
 from .. import _dtype as D
 from ..tensor import Tensor
+from ..ir.symbolic import Sym
 from . import functional as O
 from . import math_functional as M
 from . import shapes as S
@@ -168,14 +169,8 @@ def logit(input, eps=None):
 def sinc(input):
     """sin(pi x) / (pi x), 1 at 0 (its gradient there 0), as torch.sinc."""
     x = _floating(input, "sinc")
-    if x.dtype is D.float16 or x.dtype is D.bfloat16:      # in float32, rounded once (torch's opmath)
-        return keep_saved(rename_grad_fn(sinc(x.float()).to(x.dtype), "SincBackward0"), input)
-    # torch's derivative is 0 where pi x^2 is 0 (denormal x too, where (pi x cos(pi x) - sin(pi x)) / (pi x^2)
-    # was 0 / 0 = NaN); the value there is 1 either way
-    zero = x * x * math.pi == 0
-    px = O.where(zero, O.ones_like(x), x) * math.pi       # no 0 / 0 in the branch where() drops
-    # (torch's node saves its input: written before the backward, it raises)
-    return keep_saved(rename_grad_fn(O.where(zero, O.ones_like(x), O.sin(px) / px), "SincBackward0"), input)
+    # one primitive with torch's derivative rule (math_primitives._sinc_vjp); its node saves its input
+    return apply(PRIMITIVES["sinc"], (x,), {})
 
 
 def sgn(input):
@@ -183,7 +178,7 @@ def sgn(input):
     O._check_tensor(input, "sgn")
     # torch's node saves its input and its result (its derivative is zero for real tensors, but
     # either written before the backward raises)
-    return keep_saved(rename_grad_fn(O.sign(input), "SgnBackward0"), input, result=True)
+    return keep_saved(apply(PRIMITIVES["sign"], (input,), {"sgn": True}), input, result=True)
 
 
 def positive(input):
@@ -218,6 +213,7 @@ def heaviside(input, values):
 
 def addcmul(input, tensor1, tensor2, *, value=1):
     """input + value * tensor1 * tensor2, as torch.addcmul."""
+    O._check_tensors("addcmul", (input, tensor1, tensor2), ("input", "tensor1", "tensor2"))
     # torch's kernel: fma(value * tensor1, tensor2, input), one rounding for the product and the
     # sum (3e38 + 1.5e38 * -2.5 is -7.5e37, not -inf); below float64 that is the float64 result
     # rounded once
@@ -354,8 +350,15 @@ def xlog1py(input, other):
 
 
 def _x_log(name, input, other):
-    if not isinstance(input, Tensor) and not isinstance(other, Tensor):
-        raise TypeError(f"{name}(): argument 'input' (position 1) must be Tensor, not {type(input).__name__}")
+    # torch's overloads: (Tensor, Tensor), (Number, Tensor), (Tensor, Number); None or a string was
+    # taken for a number (xlogy(x, None) gave NaN)
+    if not (isinstance(input, Tensor) or isinstance(other, Tensor)) or \
+            not isinstance(input, (Tensor, Sym) + O._Scalar) or not isinstance(other, (Tensor, Sym) + O._Scalar):
+        op = "xlogy" if name == "xlogy" else "special_" + name
+        raise TypeError(f"{op}() received an invalid combination of arguments - got ({type(input).__name__}, "
+                        f"{type(other).__name__}), but expected one of:\n * (Tensor input, Tensor other, *, Tensor out "
+                        f"= None)\n * (Number self, Tensor other, *, Tensor out = None)\n * (Tensor input, Number "
+                        f"other, *, Tensor out = None)\n")
     x = input if isinstance(input, Tensor) else O._scalar(input)
     y = other if isinstance(other, Tensor) else O._scalar(other)
     return apply(PRIMITIVES[name], (x, y), {})

@@ -37,9 +37,9 @@ def _t(x):
     return tensor(x)
 
 
-def _check_tensor(x, op, name="input"):
+def _check_tensor(x, op, name="input", position=1):
     if not isinstance(x, Tensor):
-        raise TypeError(f"{op}(): argument '{name}' (position 1) must be Tensor, not {type(x).__name__}")
+        raise TypeError(f"{op}(): argument '{name}' (position {position}) must be Tensor, not {type(x).__name__}")
 
 
 def _scalar(x):
@@ -59,7 +59,7 @@ def _operand(x, op):
         # torch computes these in a complex dtype (x * 1j is complex64); tracegrad has none
         raise TypeError(f"{op}(): a complex number ({x!r}) as an operand is not supported: tracegrad has no complex "
                         f"dtypes (torch's result would be complex); use real tensors for the real and imaginary parts")
-    raise TypeError(f"{op}(): argument 'other' (position 2) must be Tensor or Number, not {type(x).__name__}")
+    raise TypeError(f"{op}(): argument 'other' (position 2) must be Tensor, not {type(x).__name__}")
 
 
 # == elementwise =====================================================================================
@@ -507,11 +507,21 @@ def clamp(input, min=None, max=None):
 clip = clamp
 
 
+def _check_bound(input, bound, op, arg):
+    """torch's clamp_min and clamp_max take a Tensor or a Number, not None."""
+    if bound is None:
+        raise TypeError(f"{op}() received an invalid combination of arguments - got ({type(input).__name__}, "
+                        f"NoneType), but expected one of:\n * (Tensor input, Tensor {arg}, *, Tensor out = None)\n"
+                        f" * (Tensor input, Number {arg}, *, Tensor out = None)\n")
+
+
 def clamp_min(input, min):
+    _check_bound(input, min, "clamp_min", "min")
     return _clamp(input, min, None, "clamp_min")
 
 
 def clamp_max(input, max):
+    _check_bound(input, max, "clamp_max", "max")
     return _clamp(input, None, max, "clamp_max")
 
 
@@ -836,6 +846,9 @@ def _softmax(name, input, dim, dtype):
     if not input.dtype.is_floating_point and input.numel():
         kernel = f"{name}_lastdim_kernel_impl" if d >= input.ndim - 1 else f"{name}_kernel_impl"
         raise NotImplementedError(f"\"{kernel}\" not implemented for '{D.SCALAR_NAME[input.dtype]}'")
+    if name == "log_softmax" and (input.dtype is D.float16 or input.dtype is D.bfloat16) and d == input.ndim - 1:
+        # (torch's last-dim kernel of a 16-bit float rounds the row's sum and its log: primitives._log_softmax_kernel)
+        return apply(P[name], (input,), {"dim": d, "low": input.dtype.name})
     return apply(P[name], (input,), {"dim": d})
 
 
@@ -1056,6 +1069,7 @@ def expand(input, *sizes):
 
 
 def expand_as(input, other):
+    _check_tensors("expand_as", (input, other), ("input", "other"))
     return expand(input, tuple(other.shape))
 
 
@@ -1189,14 +1203,27 @@ def tensor_split(input, indices_or_sections, dim=0):
         raise RuntimeError("tensor_split expected at least a 1-dimensional tensor, but got a tensor with 0 dims")
     d = S.normalize_dim(dim, input.ndim)
     n = input.shape[d]
+    if isinstance(indices_or_sections, Tensor):
+        # torch's tensor overload: a 1-d int64 tensor of indices, or a 0-d one of sections
+        t = indices_or_sections
+        if t._dtype is not D.int64:
+            raise RuntimeError(f"tensor_split expected tensor_indices_or_sections to have dtype of long, but got "
+                               f"{D.SCALAR_NAME[t._dtype]}")
+        if t.ndim > 1:
+            raise RuntimeError(f"tensor_split expected tensor_indices_or_sections to be a zero-dimensional or "
+                               f"one-dimensional tensor, but got a tensor with {t.ndim} dims")
+        indices_or_sections = t.tolist() if t.ndim else int(t.item())
     if isinstance(indices_or_sections, (list, tuple)):
         cuts = [int(i) + (n if i < 0 else 0) for i in indices_or_sections]
         bounds = [0] + [0 if c < 0 else n if c > n else c for c in cuts] + [n]
         return tuple(narrow(input, d, lo, hi - lo if hi > lo else 0) for lo, hi in zip(bounds, bounds[1:]))
     if indices_or_sections <= 0:
         raise RuntimeError(f"number of sections must be larger than 0, got {indices_or_sections}")
+    # each part a slice of its own (torch's SliceBackward0, output_nr 0; a view that an in-place op may
+    # write), not the outputs of one split node
     base, extra = divmod(n, indices_or_sections)
-    return split(input, [base + (1 if i < extra else 0) for i in range(indices_or_sections)], d)
+    starts = [i * base + builtins.min(i, extra) for i in range(indices_or_sections + 1)]
+    return tuple(narrow(input, d, lo, hi - lo) for lo, hi in zip(starts, starts[1:]))
 
 
 def unbind(input, dim=0):
@@ -1384,7 +1411,12 @@ def check_scalar_value(value, d, op):
 
 
 def masked_fill(input, mask, value):
-    if not isinstance(mask, Tensor) or mask.dtype is not D.bool_:
+    if not isinstance(mask, Tensor) or not isinstance(value, (Tensor, Sym) + _Scalar):
+        got = ", ".join(type(v).__name__ for v in (input, mask, value))
+        raise TypeError(f"masked_fill() received an invalid combination of arguments - got ({got}), but expected one "
+                        f"of:\n * (Tensor input, Tensor mask, Tensor value)\n * (Tensor input, Tensor mask, Number "
+                        f"value)\n")
+    if mask.dtype is not D.bool_:
         raise RuntimeError(f"masked_fill_ only supports boolean masks, but got mask with dtype "
                            f"{_cname(mask.dtype) if isinstance(mask, Tensor) else type(mask).__name__}")
     if isinstance(value, Tensor):
@@ -1583,13 +1615,13 @@ def index_put(input, indices, values, accumulate=False, *, _op="index_put"):
 
     `indices` is a tuple or list of index tensors, one per leading dim."""
     if not isinstance(indices, (tuple, list)):
-        raise TypeError(f"{_op}(): argument 'indices' (position 1) must be tuple of Tensors, not "
+        raise TypeError(f"{_op}(): argument 'indices' (position 2) must be tuple of Tensors, not "
                         f"{type(indices).__name__}")
     for i, k in enumerate(indices):
         if not isinstance(k, Tensor):
             raise TypeError(f"expected Tensor as element {i} in argument 0, but got {type(k).__name__}")
     if not isinstance(values, Tensor):
-        raise TypeError(f"{_op}(): argument 'values' (position 2) must be Tensor, not {type(values).__name__}")
+        raise TypeError(f"{_op}(): argument 'values' (position 3) must be Tensor, not {type(values).__name__}")
     if len(indices) > input.ndim:
         raise IndexError(f"too many indices for tensor of dimension {input.ndim} (got {len(indices)})")
     if values.dtype is not input.dtype:
@@ -1624,7 +1656,7 @@ def _cname(d):
 
 def matmul(input, other):
     _check_tensor(input, "matmul")
-    _check_tensor(other, "matmul", "other")
+    _check_tensor(other, "matmul", "other", 2)
     if input.ndim == 0 or other.ndim == 0:
         raise RuntimeError(f"both arguments to matmul need to be at least 1D, but they are {input.ndim}D and "
                            f"{other.ndim}D")
@@ -1641,6 +1673,7 @@ def matmul(input, other):
 
 
 def mm(input, mat2):
+    _check_tensors("mm", (input, mat2), ("input", "mat2"))
     if input.ndim != 2:
         raise RuntimeError(f"self must be a matrix")
     if mat2.ndim != 2:
@@ -1885,6 +1918,7 @@ def to(input, *args, **kwargs):
 
 
 def type_as(input, other):
+    _check_tensors("type_as", (input, other), ("input", "other"))
     return to(input, other.dtype)
 
 
@@ -2134,3 +2168,30 @@ def add_out_arguments(namespace, names=OUT_FUNCTIONS, unchecked=OUT_UNCHECKED):
         namespace[name] = _takes_out(fn, name not in unchecked)
 
 Above.to, Above.detach, Above._cname = to, detach, _cname        # Tensor.to(), .detach(), the grad setter
+
+
+# == comparisons of whole tensors ===================================================================
+
+def _same_dtype_close(op, input, other):
+    _check_tensors(op, (input, other), ("input", "other"))
+    # torch compares in one dtype: allclose(float32, float64) raises (the method too)
+    if input.dtype is not other.dtype:
+        raise RuntimeError(f"{D.SCALAR_NAME[input.dtype]} did not match {D.SCALAR_NAME[other.dtype]}")
+
+
+def allclose(input, other, rtol=1e-05, atol=1e-08, equal_nan=False):
+    _same_dtype_close("allclose", input, other)
+    return builtins.bool(np.allclose(input._values("allclose"), other._values("allclose"), rtol=rtol, atol=atol,
+                                     equal_nan=equal_nan))
+
+
+def isclose(input, other, rtol=1e-05, atol=1e-08, equal_nan=False):
+    _same_dtype_close("isclose", input, other)
+    return tensor(np.isclose(input._values("isclose"), other._values("isclose"), rtol=rtol, atol=atol,
+                             equal_nan=equal_nan))
+
+
+def equal(input, other):
+    _check_tensors("equal", (input, other), ("input", "other"))
+    return tuple(input.shape) == tuple(other.shape) and builtins.bool(
+        np.array_equal(input._values("equal"), other._values("equal")))

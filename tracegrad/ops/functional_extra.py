@@ -196,8 +196,8 @@ def index_reduce(input, dim, index, source, reduce, *, include_self=True):
         _INDEX_REDUCE_WARNED[0] = True
         warnings.warn("index_reduce() is in beta and the API may change at any time.", UserWarning, stacklevel=2)
     O._check_tensor(input, "index_reduce")
-    O._check_tensor(index, "index_reduce", "index")
-    O._check_tensor(source, "index_reduce", "source")
+    O._check_tensor(index, "index_reduce", "index", 3)
+    O._check_tensor(source, "index_reduce", "source", 4)
     if reduce not in ("prod", "mean", "amax", "amin"):
         raise RuntimeError(f"index_reduce(): Expected reduce to be one of prod, mean, amax or amin but got {reduce}.")
     if index.dtype is not D.int64 and index.dtype is not D.int32:

@@ -238,7 +238,7 @@ def _picked(input, x, d, i, keepdim, name, node):
     elif not keepdim:
         v, i = O.squeeze(v, d), O.squeeze(i, d)
     v, i = _own(v, i)
-    return getattr(return_types, name)(rename_grad_fn(v, node), i)
+    return getattr(return_types, name)(rename_grad_fn(v, node, inputs=(input,)), i)     # (x is input, at least 1-d)
 
 
 def median(input, dim=None, keepdim=False):
