@@ -1468,6 +1468,7 @@ def _normalize_key(input, key, zero_dim_select=True):
         raise IndexError(f"too many indices for tensor of dimension {len(shape)}")
     dim = 0
     seen_ellipsis = False
+    bounds = []             # (index tensor, its place among the index tensors, the size of its dim)
     for pos, k in enumerate(key):
         if isinstance(k, Tensor) and k.ndim == 0 and k._data is not None and k.dtype in (D.bool_, D.uint8):
             k = bool(k._values())
@@ -1518,11 +1519,7 @@ def _normalize_key(input, key, zero_dim_select=True):
                     idx.append(_t(a.astype(np.int64)))
                 dim += k.ndim
             elif k.dtype is D.int64 or k.dtype is D.int32:
-                n = shape[dim]
-                if k._data is not None and k.numel() and (k._data.max() >= n or k._data.min() < -n):
-                    bad = int(k._data.max()) if k._data.max() >= n else int(k._data.min())
-                    # torch counts the dimension among the index tensors
-                    raise IndexError(f"index {bad} is out of bounds for dimension {len(idx)} with size {n}")
+                bounds.append((k, len(idx), shape[dim]))
                 out.append(("t", len(idx)))
                 idx.append(k if k.dtype is D.int64 else k.long())
                 dim += 1
@@ -1539,7 +1536,26 @@ def _normalize_key(input, key, zero_dim_select=True):
         except Exception:
             raise IndexError("shape mismatch: indexing tensors could not be broadcast together with shapes " +
                              ", ".join(str(list(i.shape)) for i in idx)) from None
+    _check_index_bounds(input, idx, bounds)
     return tuple(out), tuple(idx)
+
+
+def _check_index_bounds(input, idx, bounds):
+    """torch's bounds check of the index tensors of x[...] (and of x[...] = v): none when the
+    index tensors broadcast to nothing; any of them on a dim of size 0 raises; else the entries
+    are checked where an element is read or written, so none when another dim of x has size 0
+    (zeros(5, 0)[tensor([9])] is empty in torch; tracegrad raised IndexError)."""
+    for k, place, n in bounds:
+        if k._data is not None and k.numel() and (k._data.max() >= n or k._data.min() < -n):
+            if not math.prod(S.broadcast_shapes(*[tuple(i.shape) for i in idx])):
+                return
+            if builtins.any(m == 0 for _, _, m in bounds):
+                raise IndexError("index is out of bounds for dimension with size 0")
+            if not math.prod(input.shape):
+                return
+            bad = int(k._data.max()) if k._data.max() >= n else int(k._data.min())
+            # torch counts the dimension among the index tensors
+            raise IndexError(f"index {bad} is out of bounds for dimension {place} with size {n}")
 
 
 def _refuse_byte_mask_fill(key, value):

@@ -2059,12 +2059,21 @@ def torch_order(key):
     return pre, tuple(k for k in key if not _is_int_key(k))
 
 
+def _no_element_read(x, idx):
+    """idx, or zeros in its place where x has no element: torch checks an index only where it
+    reads or writes one (zeros(5, 0)[tensor([9])] is empty), numpy checks every entry. An
+    indexed dim of size 0 still raises numpy's IndexError, as torch's."""
+    if idx and not x.size and any(np.size(i) for i in idx):
+        return [np.zeros(np.shape(i), dtype=np.int64) for i in idx]
+    return idx
+
+
 def np_index(x, key, idx):
     """x[key] with torch's semantics, the index arrays `idx` put in."""
     pre, post = torch_order(key)
     if pre is not None:
         x = x[pre]
-    k = np_key(post, idx)
+    k = np_key(post, _no_element_read(x, idx))
     if not any(e is Ellipsis for e in k):
         k += (Ellipsis,)                   # all ints: a 0-dim view, as torch's select (numpy gives a scalar copy)
     return x[k]
@@ -2075,7 +2084,7 @@ def np_index_set(out, key, idx, v, accumulate=False):
     pre, post = torch_order(key)
     if pre is not None:
         out = out[pre]                     # a basic key: a view that writes through
-    k = np_key(post, idx)
+    k = np_key(post, _no_element_read(out, idx))
     if accumulate:
         np.add.at(out, k, v)
     else:
