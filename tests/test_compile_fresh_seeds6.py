@@ -16,6 +16,7 @@ import tracegrad as tg
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import test_compile_call_sequence_fuzz as CS           # noqa: E402
+import test_compile_mutation_fuzz as MU                  # noqa: E402
 
 
 def _outcome(f):
@@ -76,3 +77,42 @@ def test_an_index_out_of_bounds_where_nothing_is_read_differentiates_and_writes_
 
 def test_call_sequence_fuzzer_seed_21803():
     assert CS.check_sequence(21803) == []
+
+
+# -- x[basic, idx] = v checks v's overlap with the part the basic key selects (mutation seed 35201) ---
+# torch applies the basic part of the key first (a view: x.view(1, 1, 3)[:, 1:1], empty) and writes
+# it with index_put_, whose overlap check is of that view against the value. tracegrad checked the
+# whole tensor: a value that shares memory only with what the key leaves out (or anything, where
+# the view is empty) raised torch's overlap error where torch writes.
+
+_OVERLAP_CASES = {
+    "empty basic region": ((1, 3), lambda m, x: x.view(1, -1, 3).__setitem__(
+        (m.tensor([0]), slice(1, 1), slice(None)), x)),
+    "disjoint rows": ((3, 3), lambda m, x: x.__setitem__((slice(1, None), m.tensor([0])), x[0, 0:1])),
+    "another row after an int": ((3, 3), lambda m, x: x.__setitem__((1, m.tensor([0, 2])), x[0, 1:3])),
+    "overlapping rows": ((3, 3), lambda m, x: x.__setitem__((slice(0, None), m.tensor([0])), x[0, 0:1])),
+    "the same row after an int": ((3, 3), lambda m, x: x.__setitem__((0, m.tensor([0, 2])), x[0, 1:3])),
+}
+
+
+@pytest.mark.parametrize("case", list(_OVERLAP_CASES))
+@pytest.mark.parametrize("compiled", [False, True])
+def test_an_indexed_write_checks_overlap_with_the_view_its_basic_key_selects_as_torch(case, compiled):
+    shape, write = _OVERLAP_CASES[case]
+
+    def body(m, x):
+        write(m, x)
+        return x * 1
+    res = []
+    for m, comp in ((torch, False), (tg, compiled)):
+        run = tg.compile(lambda x: body(tg, x)) if comp else (lambda x: body(m, x))
+        x = m.arange(float(np.prod(shape)), dtype=m.float64).reshape(shape).clone()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            res.append(_outcome(lambda: run(x).tolist()))
+    assert res[0] == res[1], res
+
+
+def test_mutation_fuzzer_seed_35201():
+    with np.errstate(all="ignore"):
+        MU._check_program(35201)

@@ -694,7 +694,7 @@ def _setitem(self, key, value):
             # torch writes a basic key through copy_ into the view it selects, an advanced one
             # with index_put_, which refuses any overlap of the values with self; a value it
             # expands, or a 0-dim one it fills with, is not checked
-            _check_overlap(self, (value,), bool(idx), None if idx else _basic_key(k))
+            _check_overlap(self, (value,), bool(idx), _basic_key(k))
     needs_graph = STATE.grad_enabled and (self.requires_grad or (isinstance(value, Tensor) and value._req))
     if _tracing():
         if not isinstance(value, Tensor):
