@@ -116,3 +116,21 @@ def test_an_indexed_write_checks_overlap_with_the_view_its_basic_key_selects_as_
 def test_mutation_fuzzer_seed_35201():
     with np.errstate(all="ignore"):
         MU._check_program(35201)
+
+
+# -- index_select of an empty value raises torch's RuntimeError (seen beside seed 21803) -------------
+# torch's kernel for a value of 2 dims or more without elements checks the indexed dim is not empty,
+# then each index ("INDICES element is out of DATA bounds"), as a RuntimeError; tracegrad raised the
+# IndexError of a value with elements ("index out of range in self").
+
+_SELECT_CASES = [((5, 0), 0, [9]), ((5, 0), 0, [-1]), ((5, 0), 0, [3]), ((0, 2), 0, [0]), ((5, 0), 1, [0]),
+                 ((5, 0, 2), 2, [7]), ((0,), 0, [0]), ((5, 2), 0, [9])]
+
+
+@pytest.mark.parametrize("shape, dim, index", _SELECT_CASES)
+@pytest.mark.parametrize("compiled", [False, True])
+def test_index_select_of_an_empty_value_checks_as_torch(shape, dim, index, compiled):
+    want = _outcome(lambda: tuple(torch.zeros(shape).index_select(dim, torch.tensor(index)).shape))
+    run = tg.compile(lambda x, i: x.index_select(dim, i)) if compiled else (lambda x, i: x.index_select(dim, i))
+    got = _outcome(lambda: tuple(run(tg.zeros(shape), tg.tensor(index)).shape))
+    assert got == want

@@ -2422,9 +2422,13 @@ Primitive("scatter", "x index src", _scatter_kernel, shape=lambda x, i, s, dim, 
 def check_index_select_bounds(index, shape, dim):
     """index_select's check of a concrete index against a value of `shape`, as torch's."""
     n = shape[dim] if shape else 1
+    if index.size and len(shape) > 1 and not math.prod(shape) and n == 0:
+        # (torch's kernel for an empty value of 2 dims or more checks the indexed dim first)
+        raise RuntimeError("index_select(): self indexing axis dim should be positive")
     if index.size and (index.min() < 0 or index.max() >= n):
         bad = index.min() if index.min() < 0 else index.max()
-        if dim == 1 and len(shape) > 1:     # torch's kernel for dim 1 has its own check and message
+        if len(shape) > 1 and (dim == 1 or not math.prod(shape)):
+            # torch's kernel for dim 1, and for an empty value, has its own check and message
             raise RuntimeError(f"INDICES element is out of DATA bounds, id={int(bad)} axis_dim={n}")
         raise IndexError("index out of range in self")
 
