@@ -134,3 +134,20 @@ def test_index_select_of_an_empty_value_checks_as_torch(shape, dim, index, compi
     run = tg.compile(lambda x, i: x.index_select(dim, i)) if compiled else (lambda x, i: x.index_select(dim, i))
     got = _outcome(lambda: tuple(run(tg.zeros(shape), tg.tensor(index)).shape))
     assert got == want
+
+
+# -- the stride of a size-1 dim of an elementwise result of flip (call-sequence seeds 21126, 25830) --
+# Left as it is: ir/layout.py orders only the dims of size above 1 and puts a size-1 dim outermost,
+# where torch's flip keeps its operand's strides (empty_like, preserve_format) and TensorIterator
+# sorts a size-1 dim by its stride too. Eager tracegrad's x.flip(0) - x keeps numpy's strides and
+# meets torch's here by chance; the compiled result's size-1 dim has another stride. The memory
+# layout, contiguity and values agree; only .stride() of the size-1 dim differs.
+
+@pytest.mark.xfail(strict=True, reason="size-1 dims have no place in ir/layout.py's orders")
+@pytest.mark.parametrize("shape, perm", [((3, 3, 1), (2, 1, 0)), ((3, 1, 3), (2, 1, 0))])
+def test_the_stride_of_a_size_1_dim_of_flip_minus_its_operand_compiled_as_torch(shape, perm):
+    a = np.arange(9.0).reshape(shape)
+    want = (torch.tensor(a).permute(*perm).flip(0) - torch.tensor(a).permute(*perm)).stride()
+    x = tg.tensor(a).permute(*perm)
+    got = tg.compile(lambda x: x.flip(0) - x)(x).stride()
+    assert got == want
