@@ -151,3 +151,49 @@ def test_the_stride_of_a_size_1_dim_of_flip_minus_its_operand_compiled_as_torch(
     x = tg.tensor(a).permute(*perm)
     got = tg.compile(lambda x: x.flip(0) - x)(x).stride()
     assert got == want
+
+
+# -- x.mT, x.mH and x.H of a 0-dim tensor are x itself (mutation seed 40202) -------------------------
+# torch returns the tensor (deprecated, with a warning), no view of it: s = a.sum(); v = s.mT under
+# no_grad; s.div_(v.abs() + 1) modifies what abs saved, and the backward raises. tracegrad made a
+# view without grad_fn, which abs did not save as s: its backward gave a gradient. x.H of a tensor
+# of 1 or 3 dims raises in torch; tracegrad's was x.T.
+
+@pytest.mark.parametrize("name", ["mT", "mH", "H"])
+def test_the_matrix_transposes_of_a_0_dim_tensor_are_the_tensor_itself_as_torch(name):
+    for m in (torch, tg):
+        x = m.tensor(1.5, requires_grad=True) * 2
+        with pytest.warns(UserWarning, match=f"Tensor.{name} is deprecated on 0-D tensors"):
+            with m.no_grad():
+                assert getattr(x, name) is x
+
+
+@pytest.mark.parametrize("name", ["mT", "mH", "H"])
+@pytest.mark.parametrize("compiled", [False, True])
+def test_an_in_place_write_after_a_0_dim_transpose_was_saved_fails_the_backward_as_torch(name, compiled):
+    def f(m, a):
+        s = a.sum(0)
+        with m.no_grad():
+            v = getattr(s, name)
+        return s.div_(v.abs() + 1)
+    res = []
+    for m, comp in ((torch, False), (tg, compiled)):
+        run = tg.compile(lambda a: f(tg, a)) if comp else (lambda a: f(m, a))
+        a = m.tensor([0.3, -1.2], dtype=m.float64, requires_grad=True)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            res.append(_outcome(lambda: run(a).backward()))
+    assert res[1][0] == res[0][0] == "RuntimeError", res
+    assert "modified by an inplace operation" in res[1][1], res
+
+
+@pytest.mark.parametrize("shape", [(3,), (2, 3, 4)])
+def test_H_of_other_than_a_matrix_raises_as_torch(shape):
+    want = _outcome(lambda: torch.zeros(shape).H)
+    assert want[0] == "RuntimeError"
+    assert _outcome(lambda: tg.zeros(shape).H) == want
+
+
+def test_mutation_fuzzer_seed_40202():
+    with np.errstate(all="ignore"):
+        MU._check_program(40202)

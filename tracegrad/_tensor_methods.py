@@ -55,8 +55,8 @@ Tensor.flip = _dims_method(F.flip)
 Tensor.tile = _dims_method(F.tile)
 Tensor.T = property(F._T)
 Tensor.mT = property(F._mT)
-Tensor.H = Tensor.T
-Tensor.mH = Tensor.mT
+Tensor.H = property(F._H)
+Tensor.mH = property(F._mH)
 
 
 def _where(self, condition, other):

@@ -1008,14 +1008,29 @@ def _T(input):
     return apply(P["permute"], (input,), {"dims": tuple(range(input.ndim))[::-1]})
 
 
-def _mT(input):
+def _mT(input, name="mT", hint="This function is the identity in these cases.", level=2):
     if input.ndim == 0:
-        # torch: the identity (a view), deprecated
-        warnings.warn("Tensor.mT is deprecated on 0-D tensors. This function is the identity in these cases.",
-                      UserWarning, stacklevel=3)
-        return _T(input)
+        # torch: the tensor itself (x.mT is x, no view: an op that saves it saves x, and x's in-place
+        # write then fails that op's backward), deprecated
+        warnings.warn(f"Tensor.{name} is deprecated on 0-D tensors. {hint}", UserWarning, stacklevel=level)
+        return input
     if input.ndim < 2:
-        raise RuntimeError("tensor.mT is only supported on matrices or batches of matrices. Got 1-D tensor.")
+        raise RuntimeError(f"tensor.{name} is only supported on matrices or batches of matrices. Got 1-D tensor.")
+    return transpose(input, -2, -1)
+
+
+def _mH(input):
+    return _mT(input, "mH", "Consider using x.conj().", 3)
+
+
+def _H(input):
+    """x.H of a real tensor: mH of a matrix; x itself where 0-dim (deprecated), as torch."""
+    if input.ndim == 0:
+        warnings.warn("Tensor.H is deprecated on 0-D tensors. Consider using x.conj().", UserWarning, stacklevel=2)
+        return input
+    if input.ndim != 2:
+        raise RuntimeError(f"tensor.H is only supported on matrices (2-D tensors). Got {input.ndim}-D tensor." +
+                           (" For batches of matrices, consider using tensor.mH" if input.ndim > 2 else ""))
     return transpose(input, -2, -1)
 
 
