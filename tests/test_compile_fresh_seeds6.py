@@ -197,3 +197,33 @@ def test_H_of_other_than_a_matrix_raises_as_torch(shape):
 def test_mutation_fuzzer_seed_40202():
     with np.errstate(all="ignore"):
         MU._check_program(40202)
+
+
+# -- x[:] = v of a 0-dim v that views x (mutation seed 43868) ---------------------------------------
+# torch writes the whole tensor with fill_ of a 0-dim CPU value of another shape, which reads it
+# before it writes; tracegrad used copy_ where x requires grad, whose overlap check raised for
+# x[:] = x[19].
+
+@pytest.mark.parametrize("key", [slice(None), Ellipsis])
+@pytest.mark.parametrize("compiled", [False, True])
+def test_the_whole_tensor_written_from_a_0_dim_view_of_it_fills_as_torch(key, compiled):
+    def f(x, y):
+        x = x * 1
+        x[key] = x[1, 2]
+        return x * y
+    res = []
+    for m, comp in ((torch, False), (tg, compiled)):
+        run = tg.compile(f) if comp else f
+        a = m.arange(12.0, dtype=m.float64).reshape(3, 4).requires_grad_()
+        y = m.tensor(0.5, dtype=m.float64, requires_grad=True)
+        out = run(a, y)
+        ga, gy = m.autograd.grad((out * m.arange(12.0, dtype=m.float64).reshape(3, 4)).sum(), (a, y))
+        res.append((out.tolist(), ga.tolist(), gy.item(), None if comp else out.grad_fn.next_functions[0][0].name()))
+    assert res[0][:3] == res[1][:3]
+    if not compiled:
+        assert res[1][3] == res[0][3] == "FillBackward3"
+
+
+def test_mutation_fuzzer_seed_43868():
+    with np.errstate(all="ignore"):
+        MU._check_program(43868)

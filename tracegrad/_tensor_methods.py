@@ -712,8 +712,10 @@ def _setitem(self, key, value):
         return
     if not idx and not _makes_view(self._data, k):
         # the whole tensor (x[...] = v, x[:] = v): torch writes it with copy_, or fill_ of the
-        # number as a 0-dim tensor, not through a view (CopyBackwards, FillBackward3)
-        if not number:
+        # number as a 0-dim tensor, not through a view (CopyBackwards, FillBackward3); a 0-dim
+        # CPU tensor of another shape than self's is a fill_ too, which reads it before it writes
+        # (x[:] = x[19]: copy_ raised its overlap error)
+        if not number and (value.ndim or tuple(value.shape) == tuple(self.shape) or value.is_cuda):
             copy_(self, value)
         else:
             fill_(self, value if isinstance(value, Tensor) else F.full((), value, dtype=self.dtype))
