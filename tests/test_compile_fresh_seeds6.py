@@ -1,8 +1,8 @@
 """Reduced repros of what the compile fuzzers found on seeds no run had tried before: call
-sequences 18500-23500, mutation 31000-39000, dtype 42000-50000, test_compile_chain_fuzz.py
-3100-3700, test_compile_chain.py's random chains 1600-1800 in both dtypes, step 3900-4300,
-test_compile_random.py 45500-46000 in both dtypes, triton_checks.py's programs 44300-44500 under
-the interpreter; each compared with torch and with eager tracegrad."""
+sequences 18500-27500, mutation 31000-47000, dtype 42000-50000, test_compile_chain_fuzz.py
+3100-4300, test_compile_chain.py's random chains 1600-2000 in both dtypes, step 3900-4700,
+test_compile_random.py 45500-46500 in both dtypes (order 2), triton_checks.py's programs
+44300-44700 under the interpreter; each compared with torch and with eager tracegrad."""
 import os
 import sys
 import warnings
@@ -231,3 +231,41 @@ def test_the_whole_tensor_written_from_a_0_dim_view_of_it_fills_as_torch(key, co
 def test_mutation_fuzzer_seed_43868():
     with np.errstate(all="ignore"):
         MU._check_program(43868)
+
+
+# -- left as they are ----------------------------------------------------------------------------------
+# Mutation seed 44279: an op on a view made under no_grad of a tensor that requires grad has a node
+# with no edge on (torch's next_functions ((None, 0),)). torch's backward() without inputs runs every
+# node it reaches, that one too, which unpacks what it saved and raises where that was written in
+# place; tracegrad's engine runs only the nodes with a path to a leaf (engine.executed) and gives the
+# gradients.
+
+@pytest.mark.xfail(strict=True, reason="engine.executed leaves out nodes with no path to a leaf")
+def test_backward_runs_a_node_that_leads_nowhere_and_checks_what_it_saved_as_torch():
+    res = []
+    for m in (torch, tg):
+        a = m.tensor([0.3, -1.2], dtype=m.float64, requires_grad=True)
+        with m.no_grad():
+            v = a[None]
+        e = (v * 0.3).exp()          # saves its result
+        e.add_(1.0)
+        res.append(_outcome(lambda: (e.sum() + a.sum()).backward()))
+    assert res[1][0] == res[0][0] == "RuntimeError", res
+
+
+# Mutation seeds 45215 and 46439: torch's overlap check compares the strides as they are, a size-1
+# dim's too (x[-1:2:2] += x of an x of shape (1, 2), stride 4 on its size-1 dim, raises); tracegrad's
+# ignores a size-1 dim's stride, as its views' size-1 strides are not always torch's (a[None] of an a
+# of shape (3, 1), a.unsqueeze(0)): comparing them as they are made those raise where torch writes.
+
+@pytest.mark.xfail(strict=True, reason="size-1 strides: the overlap check ignores them (see above)")
+def test_an_in_place_add_of_a_view_strided_apart_along_a_size_1_dim_raises_as_torch():
+    res = []
+    for m in (torch, tg):
+        x = m.tensor([[0.5, 1.0]], dtype=m.float64)
+
+        def f():
+            t = x[-1:2:2]
+            t += x
+        res.append(_outcome(f)[0])
+    assert res[1] == res[0] == "RuntimeError", res
