@@ -58,8 +58,8 @@ Tensor.flip = _dims_method(F.flip)
 Tensor.tile = _dims_method(F.tile)
 Tensor.T = property(F._T)
 Tensor.mT = property(F._mT)
-Tensor.H = Tensor.T
-Tensor.mH = Tensor.mT
+Tensor.H = property(F._H)
+Tensor.mH = property(F._mH)
 
 
 def _where(self, condition, other):
@@ -697,7 +697,7 @@ def _setitem(self, key, value):
             # torch writes a basic key through copy_ into the view it selects, an advanced one
             # with index_put_, which refuses any overlap of the values with self; a value it
             # expands, or a 0-dim one it fills with, is not checked
-            _check_overlap(self, (value,), bool(idx), None if idx else _basic_key(k))
+            _check_overlap(self, (value,), bool(idx), _basic_key(k))
     needs_graph = STATE.grad_enabled and (self.requires_grad or (isinstance(value, Tensor) and value._req))
     if _tracing():
         if not isinstance(value, Tensor):
@@ -716,7 +716,8 @@ def _setitem(self, key, value):
     if not idx and not _makes_view(self._data, k):
         # the whole tensor (x[...] = v, x[:] = v), not through a view: torch's copy_to fills it
         # from a 0-dim value on the CPU (a number is one) where it has more dims, else copies
-        # (FillBackward3, CopyBackwards; a 0-dim tensor's x[...] = 0.5 is a copy_)
+        # (FillBackward3, CopyBackwards; a 0-dim tensor's x[...] = 0.5 is a copy_). fill_ reads its
+        # value before it writes (x[:] = x[19]: copy_ raised its overlap error)
         value = value if isinstance(value, Tensor) else F.full((), value, dtype=self.dtype)
         if value.ndim == 0 and self.ndim and value.device.type == "cpu":
             fill_(self, value)

@@ -1026,14 +1026,29 @@ def _T(input):
     return apply(P["permute"], (input,), {"dims": tuple(range(input.ndim))[::-1]})
 
 
-def _mT(input):
+def _mT(input, name="mT", hint="This function is the identity in these cases.", level=2):
     if input.ndim == 0:
-        # torch: the identity (a view), deprecated
-        warnings.warn("Tensor.mT is deprecated on 0-D tensors. This function is the identity in these cases.",
-                      UserWarning, stacklevel=3)
-        return _T(input)
+        # torch: the tensor itself (x.mT is x, no view: an op that saves it saves x, and x's in-place
+        # write then fails that op's backward), deprecated
+        warnings.warn(f"Tensor.{name} is deprecated on 0-D tensors. {hint}", UserWarning, stacklevel=level)
+        return input
     if input.ndim < 2:
-        raise RuntimeError("tensor.mT is only supported on matrices or batches of matrices. Got 1-D tensor.")
+        raise RuntimeError(f"tensor.{name} is only supported on matrices or batches of matrices. Got 1-D tensor.")
+    return transpose(input, -2, -1)
+
+
+def _mH(input):
+    return _mT(input, "mH", "Consider using x.conj().", 3)
+
+
+def _H(input):
+    """x.H of a real tensor: mH of a matrix; x itself where 0-dim (deprecated), as torch."""
+    if input.ndim == 0:
+        warnings.warn("Tensor.H is deprecated on 0-D tensors. Consider using x.conj().", UserWarning, stacklevel=2)
+        return input
+    if input.ndim != 2:
+        raise RuntimeError(f"tensor.H is only supported on matrices (2-D tensors). Got {input.ndim}-D tensor." +
+                           (" For batches of matrices, consider using tensor.mH" if input.ndim > 2 else ""))
     return transpose(input, -2, -1)
 
 
@@ -1505,6 +1520,7 @@ def _normalize_key(input, key, zero_dim_select=True):
         raise IndexError(f"too many indices for tensor of dimension {len(shape)}")
     dim = 0
     seen_ellipsis = False
+    bounds = []             # (index tensor, its place among the index tensors, the size of its dim)
     for pos, k in enumerate(key):
         if isinstance(k, Tensor) and k.ndim == 0 and k._data is not None and k.dtype in (D.bool_, D.uint8):
             k = bool(k._values())
@@ -1555,11 +1571,7 @@ def _normalize_key(input, key, zero_dim_select=True):
                     idx.append(_t(a.astype(np.int64)))
                 dim += k.ndim
             elif k.dtype is D.int64 or k.dtype is D.int32:
-                n = shape[dim]
-                if k._data is not None and k.numel() and (k._data.max() >= n or k._data.min() < -n):
-                    bad = int(k._data.max()) if k._data.max() >= n else int(k._data.min())
-                    # torch counts the dimension among the index tensors
-                    raise IndexError(f"index {bad} is out of bounds for dimension {len(idx)} with size {n}")
+                bounds.append((k, len(idx), shape[dim]))
                 out.append(("t", len(idx)))
                 idx.append(k if k.dtype is D.int64 else k.long())
                 dim += 1
@@ -1576,7 +1588,26 @@ def _normalize_key(input, key, zero_dim_select=True):
         except Exception:
             raise IndexError("shape mismatch: indexing tensors could not be broadcast together with shapes " +
                              ", ".join(str(list(i.shape)) for i in idx)) from None
+    _check_index_bounds(input, idx, bounds)
     return tuple(out), tuple(idx)
+
+
+def _check_index_bounds(input, idx, bounds):
+    """torch's bounds check of the index tensors of x[...] (and of x[...] = v): none when the
+    index tensors broadcast to nothing; any of them on a dim of size 0 raises; else the entries
+    are checked where an element is read or written, so none when another dim of x has size 0
+    (zeros(5, 0)[tensor([9])] is empty in torch; tracegrad raised IndexError)."""
+    for k, place, n in bounds:
+        if k._data is not None and k.numel() and (k._data.max() >= n or k._data.min() < -n):
+            if not math.prod(S.broadcast_shapes(*[tuple(i.shape) for i in idx])):
+                return
+            if builtins.any(m == 0 for _, _, m in bounds):
+                raise IndexError("index is out of bounds for dimension with size 0")
+            if not math.prod(input.shape):
+                return
+            bad = int(k._data.max()) if k._data.max() >= n else int(k._data.min())
+            # torch counts the dimension among the index tensors
+            raise IndexError(f"index {bad} is out of bounds for dimension {place} with size {n}")
 
 
 def _refuse_byte_mask_fill(key, value):

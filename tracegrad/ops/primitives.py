@@ -2089,12 +2089,21 @@ def torch_order(key):
     return pre, tuple(k for k in key if not _is_int_key(k))
 
 
+def _no_element_read(x, idx):
+    """idx, or zeros in its place where x has no element: torch checks an index only where it
+    reads or writes one (zeros(5, 0)[tensor([9])] is empty), numpy checks every entry. An
+    indexed dim of size 0 still raises numpy's IndexError, as torch's."""
+    if idx and not x.size and any(np.size(i) for i in idx):
+        return [np.zeros(np.shape(i), dtype=np.int64) for i in idx]
+    return idx
+
+
 def np_index(x, key, idx):
     """x[key] with torch's semantics, the index arrays `idx` put in."""
     pre, post = torch_order(key)
     if pre is not None:
         x = x[pre]
-    k = np_key(post, idx)
+    k = np_key(post, _no_element_read(x, idx))
     if not any(e is Ellipsis for e in k):
         k += (Ellipsis,)                   # all ints: a 0-dim view, as torch's select (numpy gives a scalar copy)
     return x[k]
@@ -2105,7 +2114,7 @@ def np_index_set(out, key, idx, v, accumulate=False):
     pre, post = torch_order(key)
     if pre is not None:
         out = out[pre]                     # a basic key: a view that writes through
-    k = np_key(post, idx)
+    k = np_key(post, _no_element_read(out, idx))
     if accumulate:
         np.add.at(out, k, v)
     else:
@@ -2443,9 +2452,13 @@ Primitive("scatter", "x index src", _scatter_kernel, shape=lambda x, i, s, dim, 
 def check_index_select_bounds(index, shape, dim):
     """index_select's check of a concrete index against a value of `shape`, as torch's."""
     n = shape[dim] if shape else 1
+    if index.size and len(shape) > 1 and not math.prod(shape) and n == 0:
+        # (torch's kernel for an empty value of 2 dims or more checks the indexed dim first)
+        raise RuntimeError("index_select(): self indexing axis dim should be positive")
     if index.size and (index.min() < 0 or index.max() >= n):
         bad = index.min() if index.min() < 0 else index.max()
-        if dim == 1 and len(shape) > 1:     # torch's kernel for dim 1 has its own check and message
+        if len(shape) > 1 and (dim == 1 or not math.prod(shape)):
+            # torch's kernel for dim 1, and for an empty value, has its own check and message
             raise RuntimeError(f"INDICES element is out of DATA bounds, id={int(bad)} axis_dim={n}")
         raise IndexError("index out of range in self")
 
