@@ -174,6 +174,7 @@ OPS = [
     _unary("log", "pos"), _unary("log2", "pos"), _unary("log1p", "pos"), _unary("expm1"),
     _unary("sqrt", "pos"), _unary("rsqrt", "pos"), _unary("reciprocal", "nonzero"),
     _unary("sin"), _unary("cos"), _unary("tan", "small"), _unary("tanh"), _unary("sigmoid"), _unary("erf"),
+    _unary("sinc"),
     _unary("relu"), _unary("floor"), _unary("ceil"), _unary("round"), _unary("square"),
     OpInfo("round_decimals", lambda m, x, decimals=1: m.round(x * 10, decimals=decimals),
            [Sample((2, 3)), Sample(()), Sample((2, 3), decimals=0), Sample((3,), decimals=-1)]),

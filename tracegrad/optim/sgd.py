@@ -64,9 +64,11 @@ class SGD(Optimizer):
                     state = self.state[p]
                     buf = state.get("momentum_buffer")
                     if buf is None:
-                        # torch's clone: the gradient's layout (np.array: numpy's arithmetic on a
-                        # 0-dim array gives a number, which `b *= momentum` below would not change)
-                        buf = Tensor._make(np.array(d, order="K"), p._dtype)
+                        if isinstance(d, np.generic):
+                            # (numpy's arithmetic on a 0-dim array gives a number, which
+                            # `b *= momentum` below would not change)
+                            d = np.asarray(d)
+                        buf = Tensor._make(d.copy(order="K"), p._dtype)     # torch's clone: the gradient's layout
                         state["momentum_buffer"] = buf
                     else:
                         b = buf._data
