@@ -181,3 +181,12 @@ def test_cholesky_ex_of_a_positive_definite_matrix_differentiates():
         (L * m.tensor([[1.0, 0.0], [2.0, 3.0]], dtype=m.float64)).sum().backward()
         grads.append(a.grad.numpy())
     np.testing.assert_allclose(grads[0], grads[1], rtol=1e-12)
+
+
+def test_linalg_results_print_as_torchs():
+    for fn in (lambda m: m.linalg.cholesky_ex(m.eye(2)), lambda m: m.linalg.qr(m.eye(2)),
+               lambda m: m.linalg.eigh(m.eye(2))):
+        got, want = repr(fn(tg)), repr(fn(torch))
+        assert got.split("=")[0] == want.split("=")[0]
+        assert [line.split("=")[0] for line in got.splitlines() if "=" in line] == \
+            [line.split("=")[0] for line in want.splitlines() if "=" in line]

@@ -111,6 +111,9 @@ class _Named(tuple):
         except ValueError:
             raise AttributeError(name) from None
 
+    def __repr__(self):
+        return f"{type(self).__name__}(\n" + ",\n".join(f"{f}={v!r}" for f, v in zip(self._fields, self)) + ")"
+
 
 def _named(name, fields):
     return type(name, (_Named,), {"_fields": fields})
@@ -179,21 +182,12 @@ def cholesky_ex(A, *, upper=False, check_errors=False):
     first leading minor that is not positive-definite (and L as far as LAPACK got: no gradient);
     check_errors raises torch's LinAlgError then."""
     a = A._data
-    if a.__class__ is not np.ndarray or not a.size:
-        # (traced, or on a device: a program does not branch on the values; the factor raises)
-        return _CholeskyExResult(cholesky(A, upper=upper), zeros(tuple(A.shape[:-2]), dtype=D.int32))
-    n = a.shape[-1]
-    mats = a.reshape(-1, a.shape[-2], n) if a.ndim >= 2 else a
     try:
-        np.linalg.cholesky(mats)
-    except np.linalg.LinAlgError:
-        pass
-    except ValueError:
-        pass                                 # (not square or too few dims: cholesky raises torch's error)
-    else:
         return _CholeskyExResult(cholesky(A, upper=upper), zeros(tuple(A.shape[:-2]), dtype=D.int32))
-    if a.ndim < 2 or a.shape[-2] != n or not A.dtype.is_floating_point:
-        cholesky(A)                          # (its check of the shape and dtype raises)
+    except LinAlgError:
+        if a.__class__ is not np.ndarray:
+            raise                            # (traced, or on a device: a program does not branch on values)
+    mats = a.reshape(-1, a.shape[-2], a.shape[-1])
     factors, infos = zip(*(_potf2(m.astype(np.float64)) for m in mats))
     info = np.array(infos, dtype=np.int32).reshape(a.shape[:-2])
     if check_errors:
