@@ -318,7 +318,7 @@ def _advancer(rec, pos, bound, read_ids):
         lines += _completion(rec, pos, walk.bound, table)
     else:
         names = []
-        objs = len(_places(rec, pos))
+        objs = len(_places(rec.steps[:pos]))
         for m in ([out[1]] if out[0] == "t" else out[1]):
             if m is None:
                 lines.append("    run.objs.append(None)")
@@ -347,7 +347,7 @@ def _completion(rec, pos, n_ext, table):
                   "SUSP": SUSPENDED, "SETD": _DATA.__set__, "LIVE": LIVE, "MAKE": Tensor._make, "SNAP": _snap})
     out = rec.steps[pos][3]
     k = 1 if out[0] == "t" else len(out[1])
-    objs = [i for i, m in enumerate(_places(rec, pos)) if m is not None]     # (tensors, not None results)
+    objs = [i for i, m in enumerate(_places(rec.steps[:pos])) if m is not None]     # (tensors, not None results)
     changed = " or ".join([f"run.ext[{s}]._vc is not run.seen[{s}][0] or run.seen[{s}][0][0] != run.seen[{s}][1] "
                            f"or run.ext[{s}]._data is not run.seen[{s}][2]" for s in range(n_ext)]
                           + ["run.consts", "run.watched"])
@@ -402,10 +402,10 @@ def _completion(rec, pos, n_ext, table):
     return lines
 
 
-def _places(rec, pos):
-    """The metadata of the results the steps before place `pos` make, by their places in
-    run.objs (None for a None result)."""
-    return [m for step in rec.steps[:pos] for m in ([step[3][1]] if step[3][0] == "t" else step[3][1])]
+def _places(steps):
+    """The metadata of the results `steps` make, by their places in run.objs (None for a None
+    result)."""
+    return [m for step in steps for m in ([step[3][1]] if step[3][0] == "t" else step[3][1])]
 
 
 def _add(run, t, data):
@@ -831,7 +831,7 @@ def _fill(run):
             return
         run.record.lazy = False
         alive = [(i, w()) for i, w in enumerate(run.objs) if w is not None and w() is not None]
-        n = _n_places(run.steps[:-1])       # (the last step's result has its value: _finish)
+        n = len(_places(run.steps[:-1]))       # (the last step's result has its value: _finish)
         alive = [(i, o) for i, o in alive if o.__class__ is _Pending and i < n]
         try:
             if alive:
@@ -933,7 +933,7 @@ def _realize(run):
         alive = [(i, o) for i, o in alive if o.__class__ is _Pending]
         if not alive:
             return
-        if run.done and alive[-1][0] >= _n_places(run.steps[:-1]):
+        if run.done and alive[-1][0] >= len(_places(run.steps[:-1])):
             # (the last step's result, its graph needed (_finish): eager's steps run again after
             # the whole program, each call; this chain is recorded again, and given up)
             _missed(run.record)
@@ -957,10 +957,6 @@ def _realize(run):
             run.copies = None
         for i, o in alive:
             _transplant(o, real[i], run.done)
-
-
-def _n_places(steps):
-    return sum([1 if step[3][0] == "t" else len(step[3][1]) for step in steps])
 
 
 def _rewinder(run):
@@ -1175,7 +1171,7 @@ def _touch(t, name):
     if run.error is not None:
         raise run.error
     if run.done:
-        last = t.__dict__.get("_ci") >= _n_places(run.steps[:-1])
+        last = t.__dict__.get("_ci") >= len(_places(run.steps[:-1]))
         if name == "_data" or (last and name in _VALUE_SLOTS):
             if run.unread and not last:
                 _fill(run)

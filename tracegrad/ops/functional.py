@@ -1044,8 +1044,7 @@ def _mH(input):
 def _H(input):
     """x.H of a real tensor: mH of a matrix; x itself where 0-dim (deprecated), as torch."""
     if input.ndim == 0:
-        warnings.warn("Tensor.H is deprecated on 0-D tensors. Consider using x.conj().", UserWarning, stacklevel=2)
-        return input
+        return _mT(input, "H", "Consider using x.conj().", 3)
     if input.ndim != 2:
         raise RuntimeError(f"tensor.H is only supported on matrices (2-D tensors). Got {input.ndim}-D tensor." +
                            (" For batches of matrices, consider using tensor.mH" if input.ndim > 2 else ""))
