@@ -30,7 +30,8 @@ import numpy as np
 
 from . import _dtype as D
 from .grad_mode import STATE, no_grad
-from .tensor import Tensor, begin_value_reads, end_value_reads, UNTRACKED_WRITES, device as _device
+from .tensor import Tensor, begin_value_reads, end_value_reads, UNTRACKED_WRITES, untracked_writes_since, \
+    device as _device
 from ._collect import paused
 from .ir.graph import Graph, V
 from .tracing import Proxy, TraceError, trace, proxy_input, apply, TRACING, TRACE_DEVICE, _ACTIVE, user_file, \
@@ -1677,10 +1678,11 @@ def _compiled_backward_kernel(*args, prog, metas=None):
             res = _masked_backward(p, mask)(*[_as_tensor(s) for s in seeds], *d["_inputs"])
         return _grad_arrays(p, [None if r is None else r._data for r in res], ctx)
     written = d["_untracked"] != UNTRACKED_WRITES[0] and not p.writeback
+    arrays = d["_arrays"]
     if written:
         # a write through .data (or x.data = y) since the forward: the backward reads the
         # inputs as they are now, as autograd reads a saved tensor
-        d["_arrays"] = [t._data for t in d["_inputs"]]
+        arrays = [t._data for t in d["_inputs"]]
     if "_grads" in d:
         seed = np.asarray(seeds[p.out_diff.index(True)])
         if not written and (seed == 1).all():
@@ -1691,12 +1693,12 @@ def _compiled_backward_kernel(*args, prog, metas=None):
         # runs as for a call that did not take its gradient; later calls do not take it.
         p.spec_ok = False
         del d["_grads"]
-        d["_residuals"] = p.fwd_fn(*d["_arrays"])[p.n_out:]
+        d["_residuals"] = p.fwd_fn(*arrays)[p.n_out:]
     # the backward's arguments: seeds, the call's input arrays, the saved values, constants
     pick = p.__dict__.get("bwd_pick")
     if pick is None:
         pick = p.bwd_pick = _bind_picker(p.bwd_binds)
-    bargs = pick(seeds, d["_arrays"], d["_residuals"])
+    bargs = pick(seeds, arrays, d["_residuals"])
     if p.bwd_donors and d.get("_donate") and STATE.freeing_saved:
         d["_donate"] = False              # once: the saved values now hold the results
         res = p.bwd_fn(*bargs, donate=True)
@@ -1735,6 +1737,7 @@ def _compiled_backward_eager(*args, prog, metas=None):
     *gs, ctx = args
     p = prog
     _start_backward(p, ctx, counts=False)
+    _check_untracked(ctx)
     if p.chain is None:
         p.chain = chain.Record(p)          # the calls that follow this program's are recorded
     seeds, mask = gs, None
@@ -1843,11 +1846,31 @@ def _runs_a_rule(g, v):
     return True
 
 
+def _check_untracked(ctx):
+    """Before a backward that recomputes the call's forward from its inputs as they are now
+    (_masked_backward, create_graph): an input written through `.data` since the call, or
+    given another `.data`, would recompute other values than the forward's, where torch's
+    backward reads those its nodes saved (the intermediate values as they were). Autograd
+    does not see such a write, so torch's gradient mixes the old and the new values; the
+    recomputed one would be neither: it raises rather than give another number."""
+    d = ctx.__dict__
+    inputs = d["_inputs"]
+    arrays = d["_arrays"] or ()
+    if untracked_writes_since(d["_untracked"], [*arrays, *[t._data for t in inputs]]):
+        raise RuntimeError(
+            f"the backward of the compiled function '{ctx._params['cls'].__name__}' recomputes its forward from its "
+            f"inputs (create_graph=True, or the gradient of some of its outputs alone), and one of them was written "
+            f"through `.data`, or given another `.data`, after the call: autograd does not see such a write, and the "
+            f"recomputed gradient would not be the one of the values the call used. Take the gradient before the "
+            f"write, or call the function again after it.")
+
+
 def _check_recomputed(ctx):
     """Before _masked_backward, which recomputes the forward from the call's inputs as they
     are now: one written in place since the call would give another gradient than the
     forward's values (torch's, from the values its nodes saved), so it raises torch's error."""
     d = ctx.__dict__
+    _check_untracked(ctx)
     for t, (vc, v) in zip(d["_inputs"], d.get("_taken", ())):
         if vc[0] != v:
             s = Saved(t, False)

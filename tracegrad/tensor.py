@@ -4,6 +4,7 @@ Methods are thin: each calls the public op of the same name in `ops/functional.p
 which builds on the op table in `ops/primitives.py`; most are bound onto the class by
 `_tensor_methods.py`, which also holds the in-place ops.
 """
+import collections
 import threading
 import warnings
 import weakref
@@ -161,6 +162,10 @@ class TraceError(RuntimeError):
 
 
 UNTRACKED_WRITES = [0]
+# the last writes UNTRACKED_WRITES counted: (the count after it, a weak reference to the array
+# written or replaced): a backward that recomputes a compiled call's forward from its inputs
+# tells from them whether one of its inputs was the one written (_untracked_input)
+UNTRACKED_RECENT = collections.deque(maxlen=256)
 ESCAPES = [0]                                  # arrays handed to numpy so far (a count)
 CHAINS_LIVE = [0]       # chains open (chain.LIVE): memory handed out unseen first settles those that read it
 _ESCAPED = weakref.WeakValueDictionary()       # id -> the memory's root array, of those
@@ -199,11 +204,42 @@ class _UntrackedVersion(list):
     in torch: a saved tensor changed this way is read as it is by the backward), but each one
     counts in UNTRACKED_WRITES, as does `x.data = y`: a compiled call that took its gradient
     with the forward, before the write, knows from the count that it must not hand it over."""
-    __slots__ = ()
+    __slots__ = ("array",)
 
     def __setitem__(self, i, v):
         list.__setitem__(self, i, v)
-        UNTRACKED_WRITES[0] += 1
+        untracked_write(self.array)
+
+
+def untracked_write(a):
+    """Count a write autograd does not see, into (or replacing) the array `a`."""
+    UNTRACKED_WRITES[0] += 1
+    try:
+        ref = weakref.ref(a)
+    except TypeError:                  # (an array type without weak references: any input's, then)
+        ref = None
+    UNTRACKED_RECENT.append((UNTRACKED_WRITES[0], ref))
+
+
+def untracked_writes_since(n, arrays):
+    """Whether a write counted in UNTRACKED_WRITES since it was `n` may have gone into the memory
+    of one of `arrays` (True where the record of recent writes does not reach back that far)."""
+    since = UNTRACKED_WRITES[0] - n
+    if since <= 0:
+        return False
+    recent = [r for k, r in UNTRACKED_RECENT if k > n]
+    if len(recent) < since:
+        return True
+    for r in recent:
+        if r is None:
+            return True
+        w = r()
+        if w is None:
+            continue                   # (freed: no input's, as the inputs' arrays are alive)
+        for a in arrays:
+            if a.__class__ is not np.ndarray or w.__class__ is not np.ndarray or np.may_share_memory(w, a):
+                return True
+    return False
 
 
 # patches of tracegrad's own code after import: a function of one of its modules rebound
@@ -546,7 +582,9 @@ class Tensor:
     def data(self):
         if CHAINS_LIVE[0]:
             Above.chain_memory(self._data)
-        t = Tensor._make(self._data, self._dtype, vc=_UntrackedVersion([0]))
+        vc = _UntrackedVersion([0])
+        vc.array = self._data
+        t = Tensor._make(self._data, self._dtype, vc=vc)
         if _VALUE_READS[0]:
             t.__dict__["_value_of"] = self     # while compile traces: a read of t's values reads self's
         return t
@@ -567,10 +605,11 @@ class Tensor:
             self._grad_acc = None
         if CHAINS_LIVE[0]:
             Above.chain_memory(self._data)
+        old = self._data
         self._data = value._data
         self._dtype = value._dtype
         self._inference = value._inference
-        UNTRACKED_WRITES[0] += 1
+        untracked_write(old)
 
     @property
     def retains_grad(self):
