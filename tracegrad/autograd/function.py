@@ -537,6 +537,12 @@ class NestedIOFunction(Function):
     pass
 
 
+def _fake_requiring_grad(o):
+    t = o.detach()
+    t.requires_grad_()
+    return t
+
+
 def once_differentiable(fn):
     """Run a backward under no_grad; differentiating its result again raises."""
     @functools.wraps(fn)
@@ -547,12 +553,15 @@ def once_differentiable(fn):
             outputs = fn(ctx, *args)
         if not STATE.grad_enabled:
             return outputs
-        req = [a for a in args if isinstance(a, Tensor) and a._req]
-        if not req:
+        if not any(isinstance(a, Tensor) and a._req for a in args):
             return outputs
         single = not isinstance(outputs, tuple)
         outs = (outputs,) if single else outputs
-        wrapped = tuple(apply(P["delayed_error"], (o,) + tuple(req), {}) if isinstance(o, Tensor) else o
+        # torch's: each result gets a node that raises when a backward runs it, whose edge goes to
+        # a new leaf (a detached alias that requires grad), not to the gradients the backward read:
+        # autograd.grad(..., inputs) of a later derivative treats the result as a constant (the node
+        # leads to none of the inputs, so it does not run); a backward() runs it and raises
+        wrapped = tuple(apply(P["delayed_error"], (_fake_requiring_grad(o),), {}) if isinstance(o, Tensor) else o
                         for o in outs)
         return wrapped[0] if single else wrapped
     wrapper._once_differentiable = True
