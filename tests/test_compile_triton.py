@@ -66,3 +66,31 @@ def test_layer_norm_backward_programs_take_enough_rows_for_their_column_sums():
                        timeout=300)
     assert r.returncode == 0, r.stderr[-3000:]
     assert r.stdout.strip().endswith("ok")
+
+
+BF16_CPU_SCRIPT = r"""
+import numpy as np, torch, tracegrad as tg
+# CPU tensors of bfloat16 through backend="triton" run under the interpreter, which rounds
+# float32 to bfloat16 toward zero (a GPU rounds to nearest): it raises, naming the way out,
+# where it crashed in numpy's conversion; float16 runs
+f = tg.compile(lambda x: (x.sin() * 2).sum(), backend="triton")
+x = tg.tensor([1.0, 2.0, 3.0], dtype=tg.bfloat16, requires_grad=True)
+try:
+    f(x)
+except RuntimeError as e:
+    assert "bfloat16 on a GPU only" in str(e) and 'backend="numpy"' in str(e), e
+else:
+    raise AssertionError("no error")
+h = tg.tensor([1.0, 2.0, 3.0], dtype=tg.float16)
+t = torch.tensor([1.0, 2.0, 3.0], dtype=torch.float16)
+assert float(f(h)) == float((t.sin() * 2).sum()), (float(f(h)), float((t.sin() * 2).sum()))
+print("ok")
+"""
+
+
+def test_bfloat16_on_the_cpu_through_the_triton_backend_raises_naming_the_way_out():
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env = dict(os.environ, TRITON_INTERPRET="1", PYTHONPATH=root)
+    r = subprocess.run([sys.executable, "-c", BF16_CPU_SCRIPT], env=env, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert r.stdout.strip().endswith("ok")

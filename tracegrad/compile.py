@@ -1049,11 +1049,19 @@ def _triton(graph, name):
     TRITON_INTERPRET=1 (slow: for tests of small graphs)."""
     from .decompositions import lower  # deferred: import tracegrad does not load tracegrad.decompositions
     prog = lower(graph)
+    bf16 = any(getattr(a.get("dtype"), "name", None) == "bfloat16" for a in graph.nx._node.values())
 
     def run(*arrays):
         if any(a.__class__ is CudaArray for a in arrays):
             res = prog(*[a.t if a.__class__ is CudaArray else a for a in arrays])
             return tuple(None if o is None else CudaArray(o) for o in res)
+        if bf16:
+            # (the kernels run on the CPU, under Triton's interpreter, which truncates float32 to
+            # bfloat16 where a GPU rounds to nearest: its results would not be the GPU's)
+            raise RuntimeError(f"{name}: backend=\"triton\" runs bfloat16 on a GPU only: on the CPU, Triton's "
+                               f"interpreter rounds float32 to bfloat16 toward zero where a GPU rounds to nearest, "
+                               f"so its results would differ. Move the tensors to \"cuda\", or compile with "
+                               f"backend=\"numpy\" (the CPU's default).")
         return tuple(None if o is None else o.detach().cpu().numpy() for o in prog(*arrays))
     run.source = prog.source
     run.program = prog
