@@ -714,6 +714,10 @@ OPS += [
            [Sample((3, 3)), Sample((2, 3, 3))], dtypes=FLOAT),
     OpInfo("linalg_solve", lambda m, a, b: m.linalg.solve(a + 3 * m.eye(3, dtype=a.dtype), b),
            [Sample((3, 3), (3, 2)), Sample((2, 3, 3), (2, 3)), Sample((3, 3), (3,))], dtypes=FLOAT),
+    OpInfo("linalg_solve_triangular",
+           lambda m, a, b, **kw: m.linalg.solve_triangular(a + 3 * m.eye(3, dtype=a.dtype), b, **kw),
+           [Sample((3, 3), (3, 2), upper=True), Sample((2, 3, 3), (3, 2), upper=False, unitriangular=True),
+            Sample((3, 3), (2, 3), upper=True, left=False)], dtypes=FLOAT),
     # decompositions read one triangle or fix signs freely: called on symmetric inputs and
     # through sign-free functions of their factors
     OpInfo("linalg_cholesky", lambda m, x: m.linalg.cholesky(x @ x.mT + 3 * m.eye(3, dtype=x.dtype)),

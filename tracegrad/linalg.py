@@ -4,16 +4,17 @@ import math
 import numpy as np
 
 from .ops import functional as O
-from .ops.math_functional import linalg_inv as _inv, linalg_det as det, linalg_solve as _solve
+from .ops.math_functional import linalg_inv as _inv, linalg_det as det, linalg_solve as _solve, \
+    linalg_solve_triangular as _solve_triangular
 from .tracing import rename_grad_fn, Proxy
 from .ops.math_primitives import LinAlgError
 from .ops.composite import matrix_power, matrix_exp, vector_norm
 from . import _dtype as D
-from .creation import zeros, tensor
+from .creation import zeros, ones, tensor
 from .ops.composite_more import multi_dot
 
 __all__ = ["inv", "det", "slogdet", "solve", "norm", "vector_norm", "matrix_norm", "LinAlgError", "inv_ex",
-           "matrix_power", "matrix_exp", "multi_dot"]
+           "matrix_power", "matrix_exp", "multi_dot", "solve_triangular", "vecdot", "matmul", "diagonal", "vander"]
 
 
 def _column_major(t):
@@ -38,6 +39,46 @@ def solve(A, B, *, left=True):
         return solve(A.mT, B.mT).mT          # (torch's: the transpose of a column-major solution)
     # (a batch of vectors too: torch's solution of (2, 3, 4) vectors is laid out (12, 1, 3))
     return _column_major(_solve(A, B))
+
+
+def solve_triangular(A, B, *, upper, left=True, unitriangular=False):
+    return _column_major(_solve_triangular(A, B, upper=upper, left=left, unitriangular=unitriangular))
+
+
+def vecdot(x, y, *, dim=-1):
+    """The dot product of x and y along dim (broadcast), as torch's: sum(x * y) (vdot for two vectors)."""
+    for t in (x, y):
+        if not t.dtype.is_floating_point:
+            raise RuntimeError(f"linalg.vecdot: Expected a floating point or complex tensor as input. Got "
+                               f"{D.SCALAR_NAME[t.dtype]}")
+    if x.dtype is not y.dtype:
+        raise RuntimeError(f"linalg.vecdot: Expected x and y to have the same dtype, but found x of type "
+                           f"{D.SCALAR_NAME[x.dtype]} and y of type {D.SCALAR_NAME[y.dtype]} instead")
+    if x.ndim == 1 and y.ndim == 1 and dim in (0, -1):
+        return rename_grad_fn(O.sum(O.mul(x, y)), "VdotBackward0")
+    return O.sum(O.mul(x, y), dim)
+
+
+def matmul(input, other):
+    return O.matmul(input, other)
+
+
+def diagonal(A, *, offset=0, dim1=-2, dim2=-1):
+    return O.diagonal(A, offset, dim1, dim2)
+
+
+def vander(x, *, N=None):
+    """Columns x**0, x**1, ..., x**(N-1), as torch's: ones, then the running product of x."""
+    if x.dtype is D.bool_ or x.dtype.is_complex:
+        raise RuntimeError(f"linalg.vander supports floating point, complex, and integer tensors, but got "
+                           f"{D.SCALAR_NAME[x.dtype]}")
+    if x.ndim == 0:
+        x = O.unsqueeze(x, -1)
+    n = x.shape[-1] if N is None else N
+    if n <= 1:
+        raise RuntimeError("N must be greater than 1.")
+    powers = O.cumprod(O.expand(O.unsqueeze(x, -1), tuple(x.shape) + (n - 1,)), -1)
+    return O.cat([ones(tuple(x.shape) + (1,), dtype=x.dtype), powers], -1)
 
 
 def slogdet(A):

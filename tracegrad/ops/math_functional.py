@@ -24,7 +24,7 @@ __all__ = ["asin", "acos", "atan", "sinh", "cosh", "asinh", "acosh", "atanh", "a
            "sort", "argsort", "topk",
            "msort", "median", "quantile", "nanquantile", "unique", "diag", "diagonal_embed", "meshgrid",
            "repeat_interleave", "index_add", "linalg_inv", "linalg_det", "linalg_slogdet", "linalg_solve_matrix",
-           "det_cofactor", "linalg_solve", "kthvalue", "return_types_slogdet", "lgamma", "digamma", "polygamma", "erfinv",
+           "det_cofactor", "linalg_solve", "linalg_solve_triangular", "linalg_solve_triangular_matrix", "kthvalue", "return_types_slogdet", "lgamma", "digamma", "polygamma", "erfinv",
            "mvlgamma", "mode"]
 
 
@@ -557,6 +557,33 @@ def linalg_solve(A, B, *, left=True):
         raise RuntimeError(f"linalg.solve: Incompatible shapes of A and B for the equation AX = B "
                            f"({A.shape[-2]}x{A.shape[-1]} and {B.shape[-2]}x{B.shape[-1]})")
     return linalg_solve_matrix(A, B)
+
+
+def linalg_solve_triangular_matrix(A, B, upper, unitriangular=False):
+    return apply(P["linalg_solve_triangular"], (A, B), {"upper": bool(upper), "unitriangular": bool(unitriangular)})
+
+
+def linalg_solve_triangular(A, B, *, upper, left=True, unitriangular=False):
+    """X with A X = B (X A = B with left=False) for a triangular A: only its upper (or lower)
+    triangle is read. B is taken in A's dtype, as torch's."""
+    for t, name in ((A, "A"), (B, "B")):
+        if t.ndim < 2:
+            raise RuntimeError(f"linalg.solve_triangular: The input tensor {name} must have at least 2 dimensions.")
+    math_primitives._check_square(A, "solve_triangular")
+    if not A.dtype.is_floating_point:
+        raise NotImplementedError(f"\"triangular_solve_cpu\" not implemented for '{D.SCALAR_NAME[A.dtype]}'")
+    rows = B.shape[-2] if left else B.shape[-1]
+    if rows != A.shape[-1]:
+        raise RuntimeError(f"linalg.solve_triangular: Incompatible shapes of A and B for the equation "
+                           f"{'AX = B' if left else 'XA = B'} ({A.shape[-2]}x{A.shape[-1]} and "
+                           f"{B.shape[-2]}x{B.shape[-1]})")
+    if B.dtype is not A.dtype:
+        B = B.to(A.dtype)
+    if not left:
+        return rename_grad_fn(O.transpose(linalg_solve_triangular_matrix(O.transpose(A, -2, -1), O.transpose(B, -2, -1),
+                                                                         not upper, unitriangular), -2, -1),
+                              "LinalgSolveTriangularBackward0")
+    return linalg_solve_triangular_matrix(A, B, upper, unitriangular)
 
 
 # == decompositions (primitives in math_primitives.py) ==================================================

@@ -740,6 +740,38 @@ Primitive("linalg_solve", "x y", _solve_kernel,
           dtype="promote_float", vjp=_solve_vjp, saves="x out", grad_fn="LinalgSolveExBackward0", triton=_HOST)
 
 
+def _trisolve_kernel(a, b, upper=False, unitriangular=False):
+    """X with A X = B for a triangular A, by substitution (the triangle alone is read; with
+    unitriangular its diagonal is taken as ones). No check of the diagonal, as LAPACK's trsm
+    that torch calls: a zero on it gives inf or nan."""
+    batch = np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
+    A = np.broadcast_to(a, batch + a.shape[-2:])
+    B = np.broadcast_to(b, batch + b.shape[-2:])
+    n = A.shape[-1]
+    x = np.empty(batch + b.shape[-2:], np.result_type(a, b))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        for i in (range(n - 1, -1, -1) if upper else range(n)):
+            done = slice(i + 1, n) if upper else slice(0, i)
+            s = B[..., i, :] - np.matmul(A[..., i:i + 1, done], x[..., done, :])[..., 0, :]
+            x[..., i, :] = s if unitriangular else s / A[..., i, i, None]
+    return x
+
+
+def _trisolve_vjp(g, out, a, b, upper=False, unitriangular=False):
+    """torch's: gB = A^-T g (a solve with the transposed triangle), gA = -gB X^T on A's triangle
+    (less the diagonal where it is taken as ones)."""
+    gb = F.linalg_solve_triangular_matrix(F.transpose(a, -2, -1), g, not upper, unitriangular)
+    ga = -F.matmul(gb, F.transpose(out, -2, -1))
+    k = 1 if unitriangular else 0
+    return (F.triu(ga, k) if upper else F.tril(ga, -k)), gb
+
+
+Primitive("linalg_solve_triangular", "x y", _trisolve_kernel,
+          shape=lambda a, b, **k: tuple(np.broadcast_shapes(a.shape[:-2], b.shape[:-2])) + tuple(b.shape[-2:]),
+          dtype="promote_float", vjp=_trisolve_vjp, saves="x out", grad_fn="LinalgSolveTriangularBackward0",
+          triton=_HOST)
+
+
 # -- decompositions ----------------------------------------------------------------------------------
 
 def _cholesky_kernel(a):
