@@ -34,6 +34,7 @@ from .creation import (tensor, as_tensor, asarray, from_numpy, from_dlpack, zero
                        zeros_like, ones_like, empty_like, full_like, manual_seed, seed, initial_seed, multinomial,
                        bernoulli, Generator, default_generator, get_rng_state, set_rng_state)
 from .ops import math_functional, composite  # noqa: F401,E402  (add their functions to ops.functional)
+from ._threads import get_num_threads, set_num_threads, get_num_interop_threads, set_num_interop_threads
 from . import _tensor_methods  # noqa: F401  (binds methods and operators onto Tensor)
 from . import functionalize  # noqa: F401  (plugs what tensor.py and tracing.py call of it)
 from .ops.functional import (

@@ -538,6 +538,16 @@ def run_chunks(fn, rows, step, args, serial=False, bufsize=True):
         pass
 
 
+def set_threads(n):
+    """The number of threads fused groups run on (torch.set_num_threads); a pool of the old size
+    finishes what it was given."""
+    global THREADS
+    if n != THREADS:
+        THREADS = n
+        if _pool:
+            _pool.pop().shutdown(wait=False)
+
+
 def _after_fork_in_child():
     """A forked child has only the thread that forked: a pool started before the fork
     still counts its workers, takes work and never runs it (the call hangs). The child
