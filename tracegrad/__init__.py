@@ -111,6 +111,7 @@ __version__ = "0.1.0"
 from . import viz  # noqa: E402
 from .serialization import save, load  # noqa: E402
 from . import nn, optim, utils, linalg, distributions, special  # noqa: E402,F401
+from . import func  # noqa: E402,F401
 Tensor.hardshrink, Tensor.prelu = nn.functional.hardshrink, nn.functional.prelu
 from .ops.math_functional import (asin, acos, atan, sinh, cosh, asinh, acosh, atanh, arcsin, arccos, arctan,  # noqa: E402,F401
                                   arcsinh, arccosh, arctanh, atan2, arctan2, signbit, copysign, hypot, cumsum, cumprod, sort, argsort, topk,

@@ -2178,7 +2178,8 @@ OUT_UNCHECKED = frozenset("addbmm addmm addmv addr baddbmm dot vdot inner outer 
 
 # the same in tracegrad.linalg and tracegrad.special
 OUT_FUNCTIONS_LINALG = ("cholesky cholesky_ex cross det eigh eigvalsh inv inv_ex matrix_norm matrix_power "
-                        "matrix_rank multi_dot norm pinv qr slogdet solve svd svdvals vector_norm").split()
+                        "matrix_rank multi_dot norm pinv qr slogdet solve solve_triangular svd svdvals vecdot "
+                        "vector_norm matmul").split()
 OUT_FUNCTIONS_SPECIAL = ("digamma entr erf erfc erfinv exp2 expit expm1 gammaln logit multigammaln ndtr "
                          "polygamma sinc xlog1py xlogy").split()
 

@@ -1,0 +1,255 @@
+"""torch.func: functional_call, and the function transforms written on reverse mode: grad,
+grad_and_value, vjp and jacrev.
+
+A transform calls the function on its inputs lifted to a level of their own (an alias that
+requires grad), takes the derivative with autograd.grad, and returns it with a graph only where
+the inputs had one (so that grad(grad(f)) and a gradient of grad(f)(x) with respect to x work,
+and grad(f)(x) of a plain x is a plain tensor). Gradients of inputs the output does not use are
+zeros, as torch.func's. There is no vmap (nor jacfwd, hessian, jvp): forward mode and batching
+are not in tracegrad."""
+from ..autograd import grad as _grad
+from ..creation import zeros, zeros_like
+from ..grad_mode import STATE, enable_grad
+from ..nn.utils.stateless import _functional_call
+from ..tensor import Tensor
+from ..ops import functional as O
+
+__all__ = ["functional_call", "grad", "grad_and_value", "vjp", "jacrev"]
+
+
+def functional_call(module, parameter_and_buffer_dicts, args=None, kwargs=None, *, tie_weights=True, strict=False):
+    """`module(*args, **kwargs)` with the given parameters and buffers (a dict, or a sequence of
+    dicts with distinct keys) in place of the module's, for this call alone."""
+    if isinstance(parameter_and_buffer_dicts, dict):
+        given = parameter_and_buffer_dicts
+    elif isinstance(parameter_and_buffer_dicts, (list, tuple)):
+        if not all(isinstance(d, dict) for d in parameter_and_buffer_dicts):
+            raise ValueError("Expected all elements of parameter_and_buffer_dicts to be dictionaries")
+        seen, repeated = set(), []
+        for d in parameter_and_buffer_dicts:
+            for k in d:
+                if k in seen and k not in repeated:
+                    repeated.append(k)
+                seen.add(k)
+        if repeated:
+            raise ValueError(f"{repeated} appeared in multiple dictionaries; behavior of functional call is ambiguous")
+        given = {k: v for d in parameter_and_buffer_dicts for k, v in d.items()}
+    else:
+        raise ValueError(f"Expected parameter_and_buffer_dicts to be a dict, or a list/tuple of dicts, but got "
+                         f"{type(parameter_and_buffer_dicts)}")
+    return _functional_call(module, given, args, kwargs, tie_weights=tie_weights, strict=strict)
+
+
+# -- pytrees of tensors: dicts, lists and tuples ------------------------------------------------------
+
+def _flatten(tree):
+    if isinstance(tree, dict):
+        parts = [_flatten(v) for v in tree.values()]
+        return [x for leaves, _ in parts for x in leaves], ("dict", list(tree), [s for _, s in parts])
+    if isinstance(tree, (list, tuple)):
+        parts = [_flatten(v) for v in tree]
+        return [x for leaves, _ in parts for x in leaves], (type(tree), None, [s for _, s in parts])
+    return [tree], None
+
+
+def _unflatten(spec, leaves):
+    it = iter(leaves)
+
+    def build(s):
+        if s is None:
+            return next(it)
+        kind, keys, subs = s
+        vals = [build(x) for x in subs]
+        if kind == "dict":
+            return dict(zip(keys, vals))
+        return tuple(vals) if kind is tuple else list(vals)
+    return build(spec)
+
+
+def _spec_str(spec):
+    """A tree's structure as torch's pytree prints it: * for a leaf."""
+    if spec is None:
+        return "*"
+    kind, keys, subs = spec
+    if kind == "dict":
+        return "{" + ", ".join(f"{k!r}: {_spec_str(v)}" for k, v in zip(keys, subs)) + "}"
+    inner = ", ".join(_spec_str(v) for v in subs)
+    return f"[{inner}]" if kind is list else f"({inner},)" if len(subs) == 1 else f"({inner})"
+
+
+def _argnums(argnums, n):
+    if isinstance(argnums, bool) or not isinstance(argnums, (int, tuple)) or \
+            (isinstance(argnums, tuple) and not all(isinstance(a, int) and not isinstance(a, bool) for a in argnums)):
+        raise RuntimeError(f"argnums must be int or Tuple[int, ...], got: {type(argnums)}")
+    many = isinstance(argnums, tuple)
+    if many and len(set(argnums)) != len(argnums):
+        raise RuntimeError(f"argnums elements must be unique, got {argnums}")
+    out = []
+    for a in (argnums if many else (argnums,)):
+        if not -n <= a < n:
+            raise RuntimeError(f"Got argnum={a}, but only {n} positional inputs")
+        out.append(a % n)
+    return out, many
+
+
+def _lift(t):
+    if not isinstance(t, Tensor):
+        raise ValueError(f"Thing passed to transform API must be Tensor, got {type(t)}")
+    if t.requires_grad:
+        return O.view_as(t, t)            # an alias in the caller's graph: the result keeps a path to t
+    u = t.detach()
+    u.requires_grad_()
+    return u
+
+
+def _derivatives(out, wrt, seeds, create_graph):
+    """d out / d wrt (each output with its seed), zeros where wrt is not used."""
+    pairs = [(o, s) for o, s in zip(out, seeds) if o.requires_grad]
+    if not pairs:
+        return [zeros_like(w) for w in wrt]
+    gs = _grad([o for o, _ in pairs], wrt, [s for _, s in pairs], retain_graph=True, create_graph=create_graph,
+               allow_unused=True)
+    return [zeros_like(w) if g is None else g for g, w in zip(gs, wrt)]
+
+
+def _plain(x, keep):
+    """x (a tree) as the caller's level sees it: without the transform's graph unless `keep`."""
+    if keep:
+        return x
+    leaves, spec = _flatten(x)
+    return _unflatten(spec, [t.detach() if isinstance(t, Tensor) else t for t in leaves])
+
+
+def _lifted_args(args, nums, grad_enabled):
+    """The positional arguments with those at `nums` lifted; (new args, the lifted leaves per
+    argument with their tree specs, whether any came with a graph the caller records: it
+    requires grad and the caller's grad mode, `grad_enabled`, is on)."""
+    args = list(args)
+    lifted, connected = [], False
+    for k in nums:
+        leaves, spec = _flatten(args[k])
+        connected = connected or any(isinstance(t, Tensor) and t.requires_grad for t in leaves)
+        new = [_lift(t) for t in leaves]
+        lifted.append((new, spec))
+        args[k] = _unflatten(spec, new)
+    return args, lifted, connected and grad_enabled
+
+
+def grad_and_value(func, argnums=0, has_aux=False):
+    """torch.func.grad_and_value: a function returning (the gradient of func's scalar output with
+    respect to the arguments at argnums, the output) (with has_aux: (gradient, (output, aux)))."""
+    def wrapper(*args, **kwargs):
+        nums, many = _argnums(argnums, len(args))
+        outer = STATE.grad_enabled
+        with enable_grad():
+            new, lifted, connected = _lifted_args(args, nums, outer)
+            res = func(*new, **kwargs)
+            if has_aux:
+                if not (isinstance(res, tuple) and len(res) == 2):
+                    raise RuntimeError("grad_and_value(f)(*args): output of function f should be a tuple: (output, aux) "
+                                       "if has_aux is True")
+                out, aux = res
+            else:
+                out, aux = res, None
+            if not isinstance(out, Tensor):
+                raise RuntimeError(f"grad_and_value(f)(*args): Expected f(*args) to return a Tensor, got {type(out)}")
+            if out.ndim != 0:
+                raise RuntimeError(f"grad_and_value(f)(*args): Expected f(*args) to return a scalar Tensor, got tensor "
+                                   f"with {out.ndim} dims. Maybe you wanted to use the vjp or jacrev APIs instead?")
+            wrt = [t for leaves, _ in lifted for t in leaves]
+            gs = iter(_derivatives([out], wrt, [None], connected))
+            per_arg = [_unflatten(spec, [next(gs) for _ in leaves]) for leaves, spec in lifted]
+        g = tuple(per_arg) if many else per_arg[0]
+        value = _plain(out, connected)
+        return (g, (value, _plain(aux, connected))) if has_aux else (g, value)
+    return wrapper
+
+
+def grad(func, argnums=0, has_aux=False):
+    """torch.func.grad: a function returning the gradient of func's scalar output with respect to
+    the arguments at argnums (with has_aux: (gradient, aux))."""
+    gv = grad_and_value(func, argnums, has_aux)
+
+    def wrapper(*args, **kwargs):
+        g, value = gv(*args, **kwargs)
+        return (g, value[1]) if has_aux else g
+    return wrapper
+
+
+def vjp(func, *primals, has_aux=False):
+    """torch.func.vjp: (func(*primals), vjp_fn) where vjp_fn(cotangents) gives the
+    vector-Jacobian products with respect to each primal (with has_aux: and the aux)."""
+    outer = STATE.grad_enabled
+    with enable_grad():
+        new, lifted, connected = _lifted_args(primals, range(len(primals)), outer)
+        res = func(*new)
+        if has_aux:
+            if not (isinstance(res, tuple) and len(res) == 2):
+                raise RuntimeError("vjp(f, *primals): output of function f should be a tuple: (output, aux) if "
+                                   "has_aux is True")
+            res, aux = res
+        out_leaves, out_spec = _flatten(res)
+        for o in out_leaves:
+            if not isinstance(o, Tensor):
+                raise RuntimeError(f"vjp(f, *primals): Expected f(*primals) to return only tensors, got unsupported "
+                                   f"type {type(o)}")
+
+    def vjp_fn(cotangents, *, retain_graph=True, create_graph=None):
+        ct_leaves, ct_spec = _flatten(cotangents)
+        if ct_spec != out_spec or len(ct_leaves) != len(out_leaves):
+            raise RuntimeError(f"Expected pytree structure of cotangents to be the same as pytree structure of outputs "
+                               f"to the function. cotangents: {_spec_str(ct_spec)}, primal output: "
+                               f"{_spec_str(out_spec)}")
+        keep = connected if create_graph is None else create_graph
+        with enable_grad():
+            wrt = [t for leaves, _ in lifted for t in leaves]
+            gs = iter(_derivatives(out_leaves, wrt, ct_leaves, keep))
+            per = [_unflatten(spec, [next(gs) for _ in leaves]) for leaves, spec in lifted]
+        return tuple(_plain(p, keep) for p in per)
+
+    out = _plain(res, connected)
+    return (out, vjp_fn, _plain(aux, connected)) if has_aux else (out, vjp_fn)
+
+
+def jacrev(func, argnums=0, *, has_aux=False, chunk_size=None, _preallocate_and_copy=False):
+    """torch.func.jacrev: the Jacobian of func's outputs with respect to the arguments at argnums,
+    one vector-Jacobian product per output element; each block has the output's shape then the
+    input's."""
+    if chunk_size is not None and not (isinstance(chunk_size, int) and chunk_size > 0):
+        raise ValueError("jacrev: `chunk_size` should be greater than 0.")
+
+    def wrapper(*args, **kwargs):
+        nums, many = _argnums(argnums, len(args))
+        outer = STATE.grad_enabled
+        with enable_grad():
+            new, lifted, connected = _lifted_args(args, nums, outer)
+            res = func(*new, **kwargs)
+            if has_aux:
+                if not (isinstance(res, tuple) and len(res) == 2):
+                    raise RuntimeError("jacrev(f, ...)(*args): output of function f should be a tuple: (output, aux) "
+                                       "if has_aux is True")
+                res, aux = res
+            out_leaves, out_spec = _flatten(res)
+            wrt = [t for leaves, _ in lifted for t in leaves]
+            blocks = []
+            for o in out_leaves:
+                if not isinstance(o, Tensor):
+                    raise RuntimeError(f"jacrev(f, ...)(*args): expected f(*args) to return only tensors, got "
+                                       f"unsupported type {type(o)}")
+                flat = O.reshape(o, (-1,))
+                rows = []
+                for i in range(flat.shape[0]):
+                    seed = zeros_like(flat)
+                    seed[i] = 1
+                    rows.append(_derivatives([flat], wrt, [seed], connected))
+                per_in = []
+                for j, w in enumerate(wrt):
+                    shape = tuple(o.shape) + tuple(w.shape)
+                    per_in.append(O.reshape(O.stack([r[j] for r in rows]), shape) if rows
+                                  else zeros(shape, dtype=w.dtype))
+                it = iter(per_in)
+                per_arg = [_unflatten(spec, [next(it) for _ in leaves]) for leaves, spec in lifted]
+                blocks.append(tuple(per_arg) if many else per_arg[0])
+        jac = _plain(_unflatten(out_spec, blocks), connected)
+        return (jac, _plain(aux, connected)) if has_aux else jac
+    return wrapper
