@@ -5,8 +5,9 @@ A transform calls the function on its inputs lifted to a level of their own (an 
 requires grad), takes the derivative with autograd.grad, and returns it with a graph only where
 the inputs had one (so that grad(grad(f)) and a gradient of grad(f)(x) with respect to x work,
 and grad(f)(x) of a plain x is a plain tensor). Gradients of inputs the output does not use are
-zeros, as torch.func's. There is no vmap (nor jacfwd, hessian, jvp): forward mode and batching
-are not in tracegrad."""
+zeros, as torch.func's. tracegrad has no forward mode: jvp is the derivative of a vector-Jacobian
+product with respect to its vector (J t, from two reverse passes), jacfwd takes the Jacobian's
+columns that way, and hessian is jacfwd of jacrev, as torch's. There is no vmap."""
 from ..autograd import grad as _grad
 from ..creation import zeros, zeros_like
 from ..grad_mode import STATE, enable_grad
@@ -14,7 +15,7 @@ from ..nn.utils.stateless import _functional_call
 from ..tensor import Tensor
 from ..ops import functional as O
 
-__all__ = ["functional_call", "grad", "grad_and_value", "vjp", "jacrev"]
+__all__ = ["functional_call", "grad", "grad_and_value", "vjp", "jacrev", "jvp", "jacfwd", "hessian"]
 
 
 def functional_call(module, parameter_and_buffer_dicts, args=None, kwargs=None, *, tie_weights=True, strict=False):
@@ -253,3 +254,117 @@ def jacrev(func, argnums=0, *, has_aux=False, chunk_size=None, _preallocate_and_
         jac = _plain(_unflatten(out_spec, blocks), connected)
         return (jac, _plain(aux, connected)) if has_aux else jac
     return wrapper
+
+
+def jvp(func, primals, tangents, *, strict=False, has_aux=False):
+    """torch.func.jvp: (func(*primals), J tangents), computed as the derivative of u -> J^T u
+    (linear in u) against the tangents, with respect to u."""
+    if not isinstance(primals, tuple):
+        raise RuntimeError("jvp(f, primals, tangents): Expected primals to be a tuple. E.g. it should be valid to call "
+                           "f(*primals).")
+    p_leaves, p_spec = _flatten(primals)
+    t_leaves, t_spec = _flatten(tangents)
+    if not isinstance(tangents, tuple) or p_spec != t_spec:
+        raise RuntimeError(f"jvp(f, primals, tangents): Expected primals and tangents to have the same python "
+                           f"structure. For example, if primals is a tuple of 3 tensors, tangents also must be. Got "
+                           f"primals with structure {_spec_str(p_spec)} and tangents with structure "
+                           f"{_spec_str(t_spec)}")
+    for p, t in zip(p_leaves, t_leaves):
+        if isinstance(p, Tensor) and isinstance(t, Tensor) and tuple(p.shape) != tuple(t.shape):
+            raise RuntimeError(f"Trying to set a forward gradient that has a different size than that of the original "
+                               f"Tensor, this is not supported. Tensor is of size {list(p.shape)} while the given "
+                               f"forward gradient is of size {list(t.shape)}.")
+    outer = STATE.grad_enabled
+    with enable_grad():
+        new, lifted, connected = _lifted_args(primals, range(len(primals)), outer)
+        res = func(*new)
+        aux = None
+        if has_aux:
+            if not (isinstance(res, tuple) and len(res) == 2):
+                raise RuntimeError("jvp(f, primals, tangents): output of function f should be a tuple: (output, aux) "
+                                   "if has_aux is True")
+            res, aux = res
+        out_leaves, out_spec = _flatten(res)
+        for o in out_leaves:
+            if not isinstance(o, Tensor):
+                raise RuntimeError(f"jvp(f, primals, tangents): expected f(*primals) to return only tensors, got "
+                                   f"unsupported type {type(o)}")
+        wrt = [t for leaves, _ in lifted for t in leaves]
+        us = []
+        for o in out_leaves:
+            u = zeros_like(o.detach())
+            u.requires_grad_()
+            us.append(u)
+        jtu = _derivatives(out_leaves, wrt, us, True)
+        terms = [(g * t).sum() for g, t in zip(jtu, t_leaves) if g.requires_grad]
+        if terms:
+            total = terms[0]
+            for term in terms[1:]:
+                total = total + term
+            jv = _derivatives([total], us, [None], connected)
+        else:
+            jv = [zeros_like(o) for o in out_leaves]
+    out = _plain(res, connected)
+    jv = _plain(_unflatten(out_spec, jv), connected)
+    return (out, jv, _plain(aux, connected)) if has_aux else (out, jv)
+
+
+def jacfwd(func, argnums=0, has_aux=False, *, randomness="error"):
+    """torch.func.jacfwd: the Jacobian with respect to the arguments at argnums, one column
+    (a jvp) per input element; each block has the output's shape then the input's."""
+    if randomness not in ("error", "different", "same"):
+        raise RuntimeError(f"Only allowed values for randomness are 'error', 'different', or 'same'. Got {randomness}")
+
+    def wrapper(*args, **kwargs):
+        nums, many = _argnums(argnums, len(args))
+        aux = None
+
+        def at(*diff):
+            a = list(args)
+            for k, d in zip(nums, diff):
+                a[k] = d
+            return func(*a, **kwargs)
+        diff = tuple(args[k] for k in nums)
+        d_leaves, d_spec = _flatten(diff)
+        cols_per_leaf = []
+        out_spec, out_shapes = None, None
+        for j, leaf in enumerate(d_leaves):
+            cols = []
+            n = leaf.numel() if isinstance(leaf, Tensor) else 0
+            for i in range(n):
+                basis = []
+                for k, other in enumerate(d_leaves):
+                    e = zeros_like(other.detach())
+                    if k == j:
+                        O.reshape(e, (-1,))[i] = 1
+                    basis.append(e)
+                r = jvp(at, diff, _unflatten(d_spec, basis), has_aux=has_aux)
+                out, col = r[0], r[1]
+                if has_aux:
+                    aux = r[2]
+                cols.append(_flatten(col)[0])
+                out_spec, out_shapes = _flatten(out)[1], [tuple(o.shape) for o in _flatten(out)[0]]
+            cols_per_leaf.append(cols)
+        if out_spec is None and out_shapes is None:       # (no input element: evaluate for the shapes)
+            res = at(*diff)
+            if has_aux:
+                res, aux = res
+            leaves, out_spec = _flatten(res)
+            out_shapes = [tuple(o.shape) for o in leaves]
+        blocks = []
+        for m, oshape in enumerate(out_shapes):
+            per_in = []
+            for leaf, cols in zip(d_leaves, cols_per_leaf):
+                shape = oshape + tuple(leaf.shape)
+                per_in.append(O.reshape(O.stack([c[m] for c in cols], -1), shape) if cols
+                              else zeros(shape, dtype=leaf.dtype))
+            per_arg = _unflatten(d_spec, per_in)
+            blocks.append(per_arg if many else per_arg[0])
+        jac = _unflatten(out_spec, blocks)
+        return (jac, aux) if has_aux else jac
+    return wrapper
+
+
+def hessian(func, argnums=0):
+    """torch.func.hessian: jacfwd(jacrev(func, argnums), argnums)."""
+    return jacfwd(jacrev(func, argnums), argnums)
