@@ -605,7 +605,10 @@ def batch_norm(input, running_mean, running_var, weight=None, bias=None, trainin
 
 
 def normalize(input, p=2.0, dim=1, eps=1e-12, out=None):
-    return input / O.clamp_min(O.norm(input, p, dim, keepdim=True), eps)
+    denom = O.clamp_min(O.norm(input, p, dim, keepdim=True), eps)
+    if out is None:
+        return input / denom
+    return O.div(input, denom.expand_as(input), out=out)        # (torch's: written into out, which it returns)
 
 
 # == embedding, one_hot, pad ==================================================================================
