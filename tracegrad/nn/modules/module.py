@@ -819,6 +819,13 @@ class Module:
         self._load_state_dict_post_hooks[handle.id] = hook
         return handle
 
+    def _register_state_dict_hook(self, hook):
+        """hook(module, state_dict, prefix, local_metadata) -> None or a state_dict, after the
+        module (and its children) wrote theirs."""
+        handle = RemovableHandle(self._state_dict_hooks)
+        self._state_dict_hooks[handle.id] = hook
+        return handle
+
     def register_state_dict_post_hook(self, hook):
         handle = RemovableHandle(self._state_dict_hooks)
         self._state_dict_hooks[handle.id] = hook
