@@ -137,3 +137,251 @@ def test_spectral_norm_hook_compiled_runs_eagerly_with_a_warning_and_steps_u_onc
         np.testing.assert_allclose(y.detach().numpy(), b(torch.tensor(x)).detach().numpy(), rtol=1e-12)
         np.testing.assert_allclose(a.weight_u.numpy(), b.weight_u.numpy(), rtol=1e-12)
     assert a.weight._data is not None             # (the attribute holds a value, not one of a trace)
+
+
+# -- deterministic algorithms' flags --------------------------------------------------------------------------------
+
+def test_deterministic_flags_as_torchs():
+    steps = [((True,), {"warn_only": True}), ((False,), {"warn_only": True}), ((False,), {}), ((True,), {}),
+             ((False,), {})]
+    try:
+        for args, kw in steps:
+            got = []
+            for L in (tg, torch):
+                L.use_deterministic_algorithms(*args, **kw)
+                got.append((L.are_deterministic_algorithms_enabled(), L.is_deterministic_algorithms_warn_only_enabled()))
+            assert got[0] == got[1], (args, kw)
+        for args, kw in [((1,), {}), ((None,), {}), ((True,), {"warn_only": 1}), ((), {})]:
+            got, want = (outcome(lambda: L.use_deterministic_algorithms(*args, **kw)) for L in (tg, torch))
+            assert got[0] == want[0] == "TypeError"
+            if args:
+                assert got == want
+    finally:
+        for L in (tg, torch):
+            L.use_deterministic_algorithms(False)
+
+
+def test_compiled_function_branching_on_the_deterministic_flag_follows_it():
+    @tg.compile
+    def f(x):
+        return x * 2 if tg.are_deterministic_algorithms_enabled() else x + 1
+
+    x = tg.ones(2)
+    try:
+        assert f(x).tolist() == [2.0, 2.0]
+        tg.use_deterministic_algorithms(True)
+        assert f(x).tolist() == [2.0, 2.0]
+        tg.use_deterministic_algorithms(False)
+        assert f(tg.full((2,), 3.0)).tolist() == [4.0, 4.0]
+        tg.use_deterministic_algorithms(True)
+        assert f(tg.full((2,), 3.0)).tolist() == [6.0, 6.0]
+    finally:
+        tg.use_deterministic_algorithms(False)
+
+
+# -- adjoint ----------------------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("form", ["method", "function"])
+def test_adjoint_is_the_transposed_view_as_torchs(form):
+    got = []
+    for L in (tg, torch):
+        x = L.tensor(np.arange(6.0).reshape(2, 3), requires_grad=True)
+        a = x.adjoint() if form == "method" else L.adjoint(x)
+        (a * L.tensor(np.arange(6.0).reshape(3, 2))).sum().backward()
+        got.append((a.grad_fn.name(), a._base is x, tuple(a.shape), a.stride(), a.detach().numpy().tolist(),
+                    x.grad.numpy().tolist(), tuple(L.ones(2, 3, 4).adjoint().shape)))
+    assert got[0] == got[1]
+
+
+def test_adjoint_errors_and_0d_warning_are_torchs():
+    for fn in (lambda L: L.ones(3).adjoint(), lambda L: L.adjoint([1.0])):
+        assert outcome(lambda: fn(tg)) == outcome(lambda: fn(torch))
+    for L in (tg, torch):
+        z = L.tensor(2.0)
+        with pytest.warns(UserWarning, match=r"adjoint\(\) is deprecated on 0-D tensors. Consider using x.conj\(\)"):
+            assert L.adjoint(z) is z
+
+
+# -- unique_consecutive -----------------------------------------------------------------------------------------------
+
+U = [[1.0, 1.0, 2.0], [1.0, 1.0, 2.0], [3.0, 3.0, 1.0]]
+UNIQUE_CASES = {
+    "flat": lambda L: L.unique_consecutive(L.tensor(U)),
+    "inverse and counts": lambda L: L.unique_consecutive(L.tensor(U), return_inverse=True, return_counts=True),
+    "dim 0": lambda L: L.unique_consecutive(L.tensor(U), return_inverse=True, return_counts=True, dim=0),
+    "dim 1": lambda L: L.unique_consecutive(L.tensor(U), return_inverse=True, return_counts=True, dim=1),
+    "dim -1": lambda L: L.unique_consecutive(L.tensor(U), return_counts=True, dim=-1),
+    "method": lambda L: L.tensor(U).unique_consecutive(return_counts=True),
+    "method, dim": lambda L: L.tensor(U).unique_consecutive(dim=0),
+    "empty": lambda L: L.unique_consecutive(L.tensor([]), return_inverse=True, return_counts=True),
+    "0-dim": lambda L: L.unique_consecutive(L.tensor(5), return_inverse=True, return_counts=True),
+    "bools": lambda L: L.unique_consecutive(L.tensor([True, True, False]), return_inverse=True),
+    "signed zeros": lambda L: L.unique_consecutive(L.tensor([0.0, -0.0, 1.0]), return_counts=True),
+    "int32": lambda L: L.unique_consecutive(L.tensor([1, 1, 3, 3, 3, 1], dtype=L.int32), return_inverse=True,
+                                            return_counts=True),
+    "bfloat16": lambda L: L.unique_consecutive(L.tensor([1, 1, 3], dtype=L.bfloat16), return_counts=True),
+    "dim out of range": lambda L: L.unique_consecutive(L.tensor(U), dim=2),
+    "a list": lambda L: L.unique_consecutive([1, 2]),
+    "dim of a 0-dim": lambda L: L.unique_consecutive(L.tensor(5), dim=0),
+    "empty along dim": lambda L: L.unique_consecutive(L.ones(0, 3), dim=0, return_inverse=True, return_counts=True),
+    "empty elsewhere": lambda L: L.unique_consecutive(L.ones(2, 0), dim=0),
+    "empty elsewhere, other dim": lambda L: L.unique_consecutive(L.ones(2, 0, 3), dim=1, return_counts=True),
+}
+
+
+def described(r):
+    if isinstance(r, tuple) and r and isinstance(r[0], str):
+        return r
+    r = r if isinstance(r, tuple) else (r,)
+    return [(t.float().numpy().tolist() if str(t.dtype).endswith("bfloat16") else t.numpy().tolist(),
+             str(t.dtype).split(".")[-1], tuple(t.shape)) for t in r]
+
+
+@pytest.mark.parametrize("name", sorted(UNIQUE_CASES))
+def test_unique_consecutive_as_torchs(name):
+    got, want = (described(outcome(lambda: UNIQUE_CASES[name](L))) for L in (tg, torch))
+    assert got == want
+
+
+def test_unique_consecutive_keeps_nans_apart():
+    got, want = (L.unique_consecutive(L.tensor([float("nan"), float("nan"), 1.0]), return_counts=True)
+                 for L in (tg, torch))
+    np.testing.assert_array_equal(got[0].numpy(), want[0].numpy())
+    assert got[1].tolist() == want[1].tolist() == [1, 1, 1]
+
+
+def test_unique_consecutive_compiled_runs_eagerly_with_a_warning():
+    f = tg.compile(lambda x: tg.unique_consecutive(x * 2, return_counts=True))
+    with pytest.warns(UserWarning, match="cannot be traced"):
+        v, c = f(tg.tensor([1.0, 1.0, 2.0]))
+    assert (v.tolist(), c.tolist()) == ([2.0, 4.0], [2, 1])
+    v, c = f(tg.tensor([1.0, 3.0, 3.0]))
+    assert (v.tolist(), c.tolist()) == ([2.0, 6.0], [1, 2])
+
+
+# -- random_ ----------------------------------------------------------------------------------------------------------
+
+# torch's random_() draws from [0, top]: 2^digits of a float, the largest value of an integer dtype
+RANDOM_TOPS = {"float32": 2 ** 24, "float64": 2 ** 53, "float16": 2 ** 11, "bfloat16": 2 ** 8, "int64": 2 ** 63 - 1,
+               "int32": 2 ** 31 - 1, "int16": 2 ** 15 - 1, "int8": 127, "uint8": 255, "bool": 1}
+
+
+@pytest.mark.parametrize("dtype", sorted(RANDOM_TOPS))
+def test_random_default_range_is_torchs(dtype):
+    # (the values come from tracegrad's stream: the range and the dtype compare; torch's own
+    # draws check the table)
+    top = RANDOM_TOPS[dtype]
+    for L in (tg, torch):
+        L.manual_seed(0)
+        x = L.empty(20000, dtype=getattr(L, dtype)).random_()
+        assert str(x.dtype) == f"torch.{dtype}"
+        lo, hi = int(x.min().item()), int(x.max().item())
+        assert 0 <= lo and 0.99 * top <= hi <= top
+        if top <= 2 ** 11:
+            assert (lo, hi) == (0, top)
+
+
+RANDOM_CASES = {
+    "to": lambda L: L.zeros(500).random_(3),
+    "from, to": lambda L: L.zeros(500).random_(2, 4),
+    "from == to": lambda L: L.zeros(5).random_(4, 4),
+    "from > to": lambda L: L.zeros(5).random_(5, 4),
+    "to 0": lambda L: L.zeros(5).random_(0),
+    "negative to": lambda L: L.zeros(5).random_(-3),
+    "int8 to past its top": lambda L: L.zeros(5, dtype=L.int8).random_(0, 200),
+    "int8 from past its bottom": lambda L: L.zeros(5, dtype=L.int8).random_(-200, 2),
+    "uint8 negative from": lambda L: L.zeros(5, dtype=L.uint8).random_(-1, 2),
+    "int8 from to its top": lambda L: L.zeros(500, dtype=L.int8).random_(100, None),
+    "int8 from at its top": lambda L: L.zeros(5, dtype=L.int8).random_(127, None),
+    "int8 from past its top": lambda L: L.zeros(5, dtype=L.int8).random_(128, None),
+    "float from past 2^24": lambda L: L.zeros(5, dtype=L.float32).random_(2 ** 25, None),
+    "bool to 3": lambda L: L.zeros(5, dtype=L.bool).random_(0, 3),
+    "bool 0, 2": lambda L: L.zeros(500, dtype=L.bool).random_(0, 2),
+    "a leaf that requires grad": lambda L: L.zeros(5, requires_grad=True).random_(),
+    "a float": lambda L: L.zeros(5).random_(1.5),
+    "a bool": lambda L: L.zeros(5).random_(True),
+    "to keyword": lambda L: L.zeros(500).random_(2, to=6),
+    "to keyword alone": lambda L: L.zeros(500).random_(to=6),
+    "from keyword": lambda L: L.zeros(500).random_(**{"from": 2, "to": 5}),
+    "three": lambda L: L.zeros(5).random_(1, 2, 3),
+    "past long long": lambda L: L.zeros(5, dtype=L.int16).random_(-2 ** 64, 0),
+    "grad_fn of (to)": lambda L: L.zeros(500, requires_grad=True).clone().random_(3),
+    "grad_fn of (from, to)": lambda L: L.zeros(500, requires_grad=True).clone().random_(1, 3),
+    "grad_fn of (from, None)": lambda L: L.zeros(500, dtype=L.float16, requires_grad=True).clone().random_(2040, None),
+}
+
+
+def drawn(fn):
+    import warnings
+    try:
+        with warnings.catch_warnings(record=True) as w:
+            warnings.simplefilter("always")
+            r = fn()
+    except Exception as e:                      # noqa: BLE001 (the outcome is compared)
+        return type(e).__name__, str(e)
+    v = r.detach().float().numpy() if str(r.dtype).endswith("bfloat16") else r.detach().numpy()
+    return (str(r.dtype), v.min().item(), v.max().item(), [str(m.message).split(" (Triggered")[0] for m in w],
+            None if r.grad_fn is None else r.grad_fn.name())
+
+
+@pytest.mark.parametrize("name", sorted(RANDOM_CASES))
+def test_random_ranges_errors_and_nodes_are_torchs(name):
+    # (over 500 draws of a few values each end is reached)
+    assert drawn(lambda: RANDOM_CASES[name](tg)) == drawn(lambda: RANDOM_CASES[name](torch))
+
+
+def test_random_nodes_are_torchs():
+    for args in ((), (3,), (1, 3), (1, None)):
+        got, want = (L.zeros(3, dtype=L.float64, requires_grad=True).clone().random_(*args).grad_fn.name()
+                     for L in (tg, torch))
+        assert got == want
+
+
+def test_random_out_of_a_floats_exact_integers_warns_as_torchs():
+    for fn in (lambda L: L.zeros(5, dtype=L.float32).random_(-2 ** 25, 0),
+               lambda L: L.zeros(5, dtype=L.bfloat16).random_(0, 300),
+               lambda L: L.zeros(5, dtype=L.float16).random_(0, 2 ** 12)):
+        assert drawn(lambda: fn(tg))[3] == drawn(lambda: fn(torch))[3] != []
+
+
+def test_random_follows_the_seed_and_a_generator_and_cuts_the_gradient():
+    tg.manual_seed(3)
+    a = tg.zeros(5).random_()
+    tg.manual_seed(3)
+    assert tg.zeros(5).random_().tolist() == a.tolist()
+    g = tg.Generator().manual_seed(3)
+    a = tg.zeros(5).random_(0, 100, generator=g)
+    g.manual_seed(3)
+    assert tg.zeros(5).random_(0, 100, generator=g).tolist() == a.tolist()
+    for L in (tg, torch):
+        y = L.ones(3, requires_grad=True)
+        x = y * 2
+        x.random_()
+        x.sum().backward()
+        assert y.grad.tolist() == [0.0, 0.0, 0.0]
+
+
+# -- untyped_storage ----------------------------------------------------------------------------------------------
+
+def storage_facts(L):
+    x = L.arange(12.0).reshape(3, 4)
+    v = x[1:, 1:]
+    s, sv = x.untyped_storage(), v.untyped_storage()
+    same = lambda t: t.untyped_storage().data_ptr() == s.data_ptr()      # noqa: E731
+    return [type(s).__name__, s.nbytes(), sv.nbytes(), s.data_ptr() == sv.data_ptr(), s.data_ptr() == x.data_ptr(),
+            v.data_ptr() - x.data_ptr(), s.size(), len(s), s.element_size(), str(s.device), s[0], s.tolist()[:8],
+            s[4:8].tolist(), s[4:8].data_ptr() - s.data_ptr(), same(x.clone()), L.ones(0).untyped_storage().nbytes(),
+            L.tensor(3.0).untyped_storage().nbytes(), same(x.T), same(x.view(-1)), same(x.expand(2, 3, 4)),
+            same(x.diagonal()), same(x.unsqueeze(0)), same(x[::2]), same(x.detach()),
+            x.t().contiguous().untyped_storage().tolist()[:8], L.ones(3, dtype=L.int64)[1:].untyped_storage().nbytes(),
+            repr(L.tensor([1, 2], dtype=L.uint8).untyped_storage())]
+
+
+def test_untyped_storage_is_shared_by_views_as_torchs():
+    assert storage_facts(tg) == storage_facts(torch)
+
+
+def test_untyped_storage_inside_compile_runs_eagerly():
+    f = tg.compile(lambda x: x * x.untyped_storage().nbytes())
+    with pytest.warns(UserWarning, match="data_ptr"):
+        assert f(tg.ones(2)).tolist() == [8.0, 8.0]
