@@ -109,10 +109,12 @@ def adaptive_avg_pool2d(input, output_size):
     if (oh, ow) == (1, 1):
         return O.mean(input, (-2, -1), keepdim=True)
     if h % oh == 0 and w % ow == 0:
-        return F.avg_pool2d(input, (h // oh, w // ow))
-    # torch's node saves self (_adaptive_avg_pool2d_backward(grad, self))
-    return keep_saved(F._suggested(_adaptive_along(_adaptive_along(input, input.ndim - 2, oh, _mean), input.ndim - 1,
-                                                   ow, _mean), input), input)
+        out = F.avg_pool2d(input, (h // oh, w // ow))
+    else:
+        # torch's node saves self (_adaptive_avg_pool2d_backward(grad, self))
+        out = keep_saved(F._suggested(_adaptive_along(_adaptive_along(input, input.ndim - 2, oh, _mean),
+                                                      input.ndim - 1, ow, _mean), input), input)
+    return F._named(out, "AdaptiveAvgPool2DBackward0", input, edges=(input,))       # (torch's one node)
 
 
 def adaptive_avg_pool1d(input, output_size):
