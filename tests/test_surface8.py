@@ -149,7 +149,8 @@ def test_deterministic_flags_as_torchs():
             got = []
             for L in (tg, torch):
                 L.use_deterministic_algorithms(*args, **kw)
-                got.append((L.are_deterministic_algorithms_enabled(), L.is_deterministic_algorithms_warn_only_enabled()))
+                got.append((L.are_deterministic_algorithms_enabled(),
+                            L.is_deterministic_algorithms_warn_only_enabled()))
             assert got[0] == got[1], (args, kw)
         for args, kw in [((1,), {}), ((None,), {}), ((True,), {"warn_only": 1}), ((), {})]:
             got, want = (outcome(lambda: L.use_deterministic_algorithms(*args, **kw)) for L in (tg, torch))
@@ -385,3 +386,123 @@ def test_untyped_storage_inside_compile_runs_eagerly():
     f = tg.compile(lambda x: x * x.untyped_storage().nbytes())
     with pytest.warns(UserWarning, match="data_ptr"):
         assert f(tg.ones(2)).tolist() == [8.0, 8.0]
+
+
+# -- grad_fn structure of composites: torch's node names and next_functions one level down --------------------------
+
+def tree(fn, depth=2):
+    if fn is None:
+        return None
+    if depth == 0:
+        return fn.name()
+    return fn.name(), tuple((tree(f, depth - 1), i) for f, i in fn.next_functions)
+
+
+def graph_cases(L):
+    rng = np.random.default_rng(5)
+    t = lambda *shape: L.tensor(rng.standard_normal(shape), requires_grad=True)      # noqa: E731
+    x, w, b, img, k, b2 = t(2, 3), t(4, 3), t(4), t(1, 2, 5, 5), t(2, 2, 3, 3), t(2)
+    F = L.nn.functional
+    return {
+        "linear": lambda: F.linear(x, w, b),
+        "linear without bias": lambda: F.linear(x, w),
+        "linear of 3-d input": lambda: F.linear(x.unsqueeze(0), w, b),
+        "linear of 1-d input": lambda: F.linear(x[0], w, b),
+        "linear of a transposed input": lambda: F.linear(x.unsqueeze(0).expand(2, 2, 3).transpose(0, 1), w, b),
+        "linear with a 2-d bias": lambda: F.linear(x, w, b.expand(2, 4)),
+        "linear of a 1-d weight": lambda: F.linear(x, w[0]),
+        "linear, weight without grad": lambda: F.linear(x, w.detach(), b),
+        "conv2d without bias": lambda: F.conv2d(img, k),
+        "conv2d": lambda: F.conv2d(img, k, b2),
+        "conv_transpose2d without bias": lambda: F.conv_transpose2d(img, k),
+        "conv1d without bias": lambda: F.conv1d(img[:, :, 0], k[:, :, 0]),
+        "normalize": lambda: F.normalize(x, dim=1),
+        "normalize p=1": lambda: F.normalize(x, p=1.0, dim=0),
+        "std_mean": lambda: L.std_mean(x, dim=1),
+        "var_mean": lambda: L.var_mean(x),
+        "aminmax": lambda: L.aminmax(x, dim=1),
+        "nearest 1d": lambda: F.interpolate(img[:, :, 0], scale_factor=2),
+        "nearest 2d": lambda: F.interpolate(img, size=(7, 3)),
+        "nearest 3d": lambda: F.interpolate(img.unsqueeze(2), scale_factor=2),
+        "nearest-exact": lambda: F.interpolate(img, scale_factor=1.5, mode="nearest-exact"),
+        "linear 1d": lambda: F.interpolate(img[:, :, 0], scale_factor=2, mode="linear"),
+        "bilinear": lambda: F.interpolate(img, scale_factor=2, mode="bilinear"),
+        "bilinear align_corners": lambda: F.interpolate(img, size=(3, 8), mode="bilinear", align_corners=True),
+        "trilinear": lambda: F.interpolate(img.unsqueeze(2), scale_factor=2, mode="trilinear"),
+        "bicubic": lambda: F.interpolate(img, scale_factor=2, mode="bicubic"),
+        "area": lambda: F.interpolate(img, size=(3, 3), mode="area"),
+        "adaptive_avg_pool2d, tiled": lambda: F.adaptive_avg_pool2d(k, 3),
+        "adaptive_avg_pool2d": lambda: F.adaptive_avg_pool2d(img, 3),
+    }, (x, w, b, img, k, b2)
+
+
+# (matmul's own nodes below: its composite node stands for torch's view, mm and view)
+SHALLOW = {"linear of a transposed input"}
+
+
+@pytest.mark.parametrize("name", sorted(graph_cases(tg)[0]))
+def test_composite_graph_values_and_gradients_are_torchs(name):
+    depth = 1 if name in SHALLOW else 2
+    got = []
+    for L in (tg, torch):
+        cases, leaves = graph_cases(L)
+        r = cases[name]()
+        r = r if isinstance(r, tuple) else (r,)
+        loss = sum((o * o).sum() for o in r if o.dtype.is_floating_point)
+        loss.backward()
+        got.append(([tree(o.grad_fn, depth) for o in r], [o.detach().numpy() for o in r],
+                    [None if v.grad is None else v.grad.numpy() for v in leaves]))
+    assert got[0][0] == got[1][0]
+    for a, b in zip(got[0][1] + got[0][2], got[1][1] + got[1][2]):
+        if a is None or b is None:
+            assert a is b
+        else:
+            np.testing.assert_allclose(a, b, rtol=1e-10, atol=1e-12)
+
+
+def test_linear_errors_are_torchs():
+    cases = [lambda L: L.nn.functional.linear(L.ones(2, 3), L.ones(3), L.tensor(1.0)),
+             lambda L: L.nn.functional.linear(L.ones(2, 3), L.ones(2, 4, 3)),
+             lambda L: L.nn.functional.linear(L.ones(2, 3), L.tensor(1.0)),
+             lambda L: L.nn.functional.linear(L.tensor(1.0), L.ones(4, 3), L.ones(4))]
+    for fn in cases:
+        assert outcome(lambda: fn(tg)) == outcome(lambda: fn(torch))
+
+
+def test_conv_node_called_directly_gives_none_for_a_missing_bias():
+    got = []
+    for L in (tg, torch):
+        img = L.tensor(np.linspace(-1, 1, 32).reshape(1, 2, 4, 4), requires_grad=True)
+        k = L.tensor(np.linspace(-1, 1, 36).reshape(2, 2, 3, 3), requires_grad=True)
+        y = L.nn.functional.conv2d(img, k)
+        g = y.grad_fn(L.ones(*y.shape, dtype=L.float64))
+        got.append([None if v is None else v.detach().numpy() for v in g])
+    assert len(got[0]) == len(got[1]) == 3 and got[0][2] is None and got[1][2] is None
+    for a, b in zip(got[0][:2], got[1][:2]):
+        np.testing.assert_allclose(a, b, rtol=1e-12)
+
+
+def test_linear_module_trains_as_torchs_after_the_graph_change():
+    got = []
+    for L in (tg, torch):
+        m = L.nn.Linear(3, 4).double()
+        with L.no_grad():
+            m.weight.copy_(L.tensor(np.linspace(-1, 1, 12).reshape(4, 3)))
+            m.bias.copy_(L.tensor(np.linspace(0, 1, 4)))
+        opt = L.optim.SGD(m.parameters(), lr=0.1)
+        x = L.tensor(np.linspace(-2, 2, 30).reshape(2, 5, 3))
+        for _ in range(3):
+            opt.zero_grad()
+            m(x).pow(2).sum().backward()
+            opt.step()
+        got.append((m.weight.detach().numpy(), m.bias.detach().numpy()))
+    for a, b in zip(*got):
+        np.testing.assert_allclose(a, b, rtol=1e-12)
+
+
+def test_compiled_linear_of_3d_input_matches_eager():
+    m = tg.nn.Linear(3, 4).double()
+    cm = tg.compile(m)
+    for scale in (1.0, 2.0):
+        x = tg.tensor(np.linspace(-2, 2, 30).reshape(2, 5, 3) * scale)
+        np.testing.assert_allclose(cm(x).detach().numpy(), m(x).detach().numpy(), rtol=1e-12)
