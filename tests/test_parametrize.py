@@ -102,7 +102,8 @@ def test_register_two_on_one_tensor_names_class_keys_values_and_training():
         m.weight = L.tensor(np.arange(9.0).reshape(3, 3) + 1)       # right_inverse of each, the last first
         vals.append(m.parametrizations.weight.original.detach().numpy().copy())
         train(L, m)
-        vals += [m.weight.detach().numpy(), m.parametrizations.weight.original.detach().numpy(), m.bias.detach().numpy()]
+        vals += [m.weight.detach().numpy(), m.parametrizations.weight.original.detach().numpy(),
+                 m.bias.detach().numpy()]
         return out, grad_fn, vals
     (a, ga, va), (b, gb, vb) = both(run)
     assert a == b and a[0] == "ParametrizedLinear" and a[5] == ["bias", "parametrizations.weight.original"]
@@ -325,8 +326,9 @@ def test_householder_product_matches_torch():
             got.append((q.detach().numpy(), a.grad.numpy(), tt.grad.numpy()))
         for x, y in zip(*got):
             close(x, y)
-    assert tg.autograd.gradcheck(tg.linalg.householder_product, (tg.tensor(rng.standard_normal((4, 3)), requires_grad=True),
-                                                                 tg.tensor(rng.standard_normal(2), requires_grad=True)))
+    assert tg.autograd.gradcheck(tg.linalg.householder_product,
+                                 (tg.tensor(rng.standard_normal((4, 3)), requires_grad=True),
+                                  tg.tensor(rng.standard_normal(2), requires_grad=True)))
     for a, t, dt in [((3,), (1,), "float32"), ((2, 3), (1,), "float32"), ((3, 2), (3,), "float32"),
                      ((3, 2), (1, 2), "float32"), ((2, 3, 2), (3, 2), "float32"), ((3, 2), (2,), "float64")]:
         got, want = (outcome(lambda: L.linalg.householder_product(L.ones(*a), L.ones(*t, dtype=getattr(L, dt))))

@@ -317,6 +317,7 @@ def transfer_parametrizations_and_params(from_module, to_module, tensor_name=Non
             else:
                 num = 0
                 while hasattr(src, f"original{num}"):
-                    setattr(to_module.parametrizations[parameter_name], f"original{num}", getattr(src, f"original{num}"))
+                    setattr(to_module.parametrizations[parameter_name], f"original{num}",
+                            getattr(src, f"original{num}"))
                     num += 1
     return to_module
