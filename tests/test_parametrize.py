@@ -300,6 +300,35 @@ def test_orthogonal_matches_torch_and_trains_as_torchs(shape):
     assert np.abs(got[0] - wa).max() > 1e-3            # (the steps moved it)
 
 
+@pytest.mark.parametrize("shape,orthogonal_map", [((4, 3), "householder"), ((3, 4), "householder"),
+                                                   ((2, 5, 3), "householder"), ((3, 3), "householder"),
+                                                   ((3, 3), "matrix_exp"), ((3, 3), "cayley")])
+def test_orthogonal_without_trivialization_matches_torch(shape, orthogonal_map):
+    # (householder: the original holds the weight's reflectors, torch's geqrf's; the others keep
+    # the weight itself and refuse an assignment)
+    tall = shape if shape[-2] >= shape[-1] else shape[:-2] + (shape[-1], shape[-2])
+    q = np.linalg.qr(np.random.default_rng(1).standard_normal(tall))[0]
+    q = q if shape[-2] >= shape[-1] else np.swapaxes(q, -1, -2)
+    got = []
+    for L in (tg, torch):
+        m = L.nn.Module()
+        m.weight = L.nn.Parameter(L.tensor(np.random.default_rng(7).standard_normal(shape)))
+        L.nn.utils.parametrizations.orthogonal(m, orthogonal_map=orthogonal_map, use_trivialization=False)
+        vals = [m.weight.detach().numpy().copy(), m.parametrizations.weight.original.detach().numpy().copy()]
+        opt = L.optim.SGD(m.parameters(), lr=0.05)
+        for _ in range(2):
+            opt.zero_grad()
+            (m.weight * L.tensor(np.cos(np.arange(float(np.prod(shape)))).reshape(shape))).sum().backward()
+            opt.step()
+        vals.append(m.weight.detach().numpy().copy())
+        err = outcome(lambda: setattr(m, "weight", L.tensor(q)))
+        vals.append(m.weight.detach().numpy())
+        got.append((err, vals))
+    assert got[0][0] == got[1][0]
+    for a, b in zip(got[0][1], got[1][1]):
+        close(a, b, 1e-9, 1e-12)
+
+
 def test_orthogonal_errors_are_torchs():
     cases = {
         "a vector": lambda L: L.nn.utils.parametrizations.orthogonal(L.nn.Linear(3, 3), "bias"),

@@ -2,13 +2,15 @@
 parametrizations (parametrize.py) of a module's tensor."""
 from enum import Enum, auto
 
+import numpy as np
+
 from ... import linalg
 from ...ops import functional as O
 from ...ops.composite_more import vdot
 from ..._dtype import finfo
 from ...tensor import Tensor
 from ...grad_mode import no_grad
-from ...creation import eye, zeros_like, randn
+from ...creation import eye, zeros_like, randn, tensor
 from ..modules.module import Module
 from ..modules.layers import ConvTranspose2d
 from ..modules.more import ConvTranspose1d
@@ -24,6 +26,20 @@ def _is_orthogonal(Q):
     Id = eye(k, dtype=Q.dtype)
     eps = 10.0 * n * finfo(Q.dtype).eps
     return O.allclose(Q.mH @ Q, Id, atol=eps)
+
+
+def _geqrf(Q):
+    """(the reflectors, tau) of Q's QR as LAPACK's geqrf gives them, as numpy arrays (one matrix at
+    a time along the batch dims)."""
+    q = Q.detach().numpy()
+    batch = q.shape[:-2]
+    flat = q.reshape((-1,) + q.shape[-2:])
+    k = min(q.shape[-2:])
+    A, tau = np.empty_like(flat), np.empty((flat.shape[0], k), dtype=flat.dtype)
+    for b in range(flat.shape[0]):
+        h, t = np.linalg.qr(flat[b], mode="raw")
+        A[b], tau[b] = h.T, t
+    return A.reshape(q.shape), tau.reshape(batch + (k,))
 
 
 def _make_orthogonal(A):
@@ -90,12 +106,18 @@ class _Orthogonal(Module):
                 Q = Q.mT
                 n, k = k, n
             if not hasattr(self, "base"):
-                # (torch's: the reflectors of Q's geqrf, which tracegrad does not have)
                 if self.orthogonal_map == _OrthMaps.cayley or self.orthogonal_map == _OrthMaps.matrix_exp:
                     raise NotImplementedError("It is not possible to assign to the matrix exponential or the Cayley "
                                               "parametrizations when use_trivialization=False.")
-                raise NotImplementedError("orthogonal(use_trivialization=False) with the householder map needs "
-                                          "torch.geqrf, which tracegrad does not have")
+                # Q's reflectors (torch's geqrf: LAPACK's, through numpy), the diagonal the signs
+                # that make householder_product give Q back
+                A, tau = _geqrf(Q)
+                d = np.sign(np.diagonal(A, axis1=-2, axis2=-1))
+                d = np.where(tau == 0.0, -d, d)
+                i = np.arange(d.shape[-1])
+                A[..., i, i] = d
+                A = tensor(A, dtype=Q.dtype)
+                return A.mT if transpose else A
             if n == k:
                 Q = Q.clone() if _is_orthogonal(Q) else _make_orthogonal(Q)
             else:
