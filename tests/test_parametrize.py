@@ -408,3 +408,32 @@ def test_spectral_norm_parametrization_compiled_steps_u_as_eager():
 def test_spectral_norm_parametrization_errors_are_torchs():
     for kw in (dict(dim=2), dict(n_power_iterations=0)):
         assert outcome(lambda: spectral(tg, **kw)) == outcome(lambda: spectral(torch, **kw))
+
+
+def test_compiled_training_step_and_assignment_follow_torch():
+    def build(L):
+        m = L.nn.utils.parametrize.register_parametrization(linear(L), "weight", mods(L)["Scale"]())
+        m.weight = L.tensor(np.arange(9.0).reshape(3, 3))
+        return m, L.optim.SGD(m.parameters(), lr=0.01)
+    (a, opt_a), (b, opt_b) = both(build)
+
+    @tg.compile
+    def step(x):
+        opt_a.zero_grad()
+        loss = a(x).pow(2).sum()
+        loss.backward()
+        opt_a.step()
+        return loss
+
+    x = np.linspace(-1, 1, 6).reshape(2, 3)
+    for i in range(4):
+        if i == 2:
+            a.weight = tg.tensor(np.ones((3, 3)))           # (through right_inverse, between compiled calls)
+            b.weight = torch.tensor(np.ones((3, 3)))
+        la = step(tg.tensor(x))
+        opt_b.zero_grad()
+        lb = b(torch.tensor(x)).pow(2).sum()
+        lb.backward()
+        opt_b.step()
+        close(la.detach().numpy(), lb.detach().numpy())
+        close(a.weight.detach().numpy(), b.weight.detach().numpy())

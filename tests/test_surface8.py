@@ -506,3 +506,27 @@ def test_compiled_linear_of_3d_input_matches_eager():
     for scale in (1.0, 2.0):
         x = tg.tensor(np.linspace(-2, 2, 30).reshape(2, 5, 3) * scale)
         np.testing.assert_allclose(cm(x).detach().numpy(), m(x).detach().numpy(), rtol=1e-12)
+
+
+# -- Module.register_load_state_dict_pre_hook -------------------------------------------------------------------------
+
+def test_load_state_dict_pre_hooks_see_the_module_and_may_rename_keys():
+    got = []
+    for L in (tg, torch):
+        seen = []
+
+        def rename(module, state_dict, prefix, local_metadata, strict, missing, unexpected, errors):
+            seen.append((type(module).__name__, prefix))
+            if prefix + "w" in state_dict:
+                state_dict[prefix + "weight"] = state_dict.pop(prefix + "w")
+
+        outer = L.nn.Sequential(L.nn.Linear(2, 2).double())
+        handle = outer[0].register_load_state_dict_pre_hook(rename)
+        sd = {"0.w": L.ones(2, 2, dtype=L.float64), "0.bias": L.zeros(2, dtype=L.float64)}
+        r = outer.load_state_dict(sd)
+        handle.remove()
+        r2 = outcome(lambda: outer.load_state_dict({"0.w": L.ones(2, 2, dtype=L.float64),
+                                                    "0.bias": L.zeros(2, dtype=L.float64)}))
+        got.append((seen, str(r), outer[0].weight.detach().numpy().tolist(), r2[0]))
+    assert got[0] == got[1]
+    assert got[0][0] == [("Linear", "0.")] and got[0][3] == "RuntimeError"
