@@ -433,6 +433,12 @@ def graph_cases(L):
         "area": lambda: F.interpolate(img, size=(3, 3), mode="area"),
         "adaptive_avg_pool2d, tiled": lambda: F.adaptive_avg_pool2d(k, 3),
         "adaptive_avg_pool2d": lambda: F.adaptive_avg_pool2d(img, 3),
+        "adaptive_avg_pool1d": lambda: F.adaptive_avg_pool1d(img[:, :, 0], 3),
+        "adaptive_avg_pool1d, unbatched": lambda: F.adaptive_avg_pool1d(img[0, :, 0], 2),
+        "adaptive_avg_pool1d to 1": lambda: F.adaptive_avg_pool1d(img[:, :, 0], 1),
+        "adaptive_avg_pool1d, channels last": lambda: F.adaptive_avg_pool1d(img[:, :, 0].transpose(1, 2).contiguous()
+                                                                            .transpose(1, 2), 3),
+        "area 1d": lambda: F.interpolate(img[:, :, 0], size=3, mode="area"),
     }, (x, w, b, img, k, b2)
 
 

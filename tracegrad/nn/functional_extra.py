@@ -121,11 +121,9 @@ def adaptive_avg_pool1d(input, output_size):
     if input.ndim not in (2, 3):
         raise RuntimeError(f"adaptive_avg_pool1d(): Expected 2D or 3D tensor, but got {list(input.shape)}")
     (o,) = _output_sizes(input, output_size, 1)
-    out = _adaptive_along(input, input.ndim - 1, o, _mean)
-    if input.ndim == 3 and O._suggested_format(O.unsqueeze(input, -2)) != "contiguous":
-        # torch's is its adaptive_avg_pool2d over an added height, channels-last where that lays it so
-        out = O.squeeze(F._suggested(O.unsqueeze(out, -2), O.unsqueeze(input, -2)), -2)
-    return out
+    # torch's: its adaptive_avg_pool2d over an added height (its graph, and a channels-last layout
+    # where that lays it so)
+    return O.squeeze(adaptive_avg_pool2d(O.unsqueeze(input, -2), (1, o)), -2)
 
 
 def adaptive_max_pool2d(input, output_size, return_indices=False):
