@@ -437,3 +437,27 @@ def test_compiled_training_step_and_assignment_follow_torch():
         opt_b.step()
         close(la.detach().numpy(), lb.detach().numpy())
         close(a.weight.detach().numpy(), b.weight.detach().numpy())
+
+
+def test_a_buffer_parametrized_and_transfer_to_another_module():
+    def run(L):
+        P = L.nn.utils.parametrize
+        m = L.nn.BatchNorm1d(3).double()
+        with L.no_grad():
+            m.running_mean.copy_(L.tensor([1.0, 2.0, 3.0]))
+        P.register_parametrization(m, "running_mean", mods(L)["Scale"]())
+        out = [list(m.state_dict()), [n for n, _ in m.named_buffers()], m.running_mean.tolist(),
+               m.parametrizations.running_mean.original.requires_grad]
+        m.eval()
+        y = m(L.tensor(np.ones((2, 3)))).detach().numpy()
+        P.remove_parametrizations(m, "running_mean")
+        out.append((list(m.state_dict()), m.running_mean.tolist(), type(m.running_mean).__name__))
+        a, b = linear(L), L.nn.Linear(3, 3).double()
+        P.register_parametrization(a, "weight", mods(L)["Scale"]())
+        P.transfer_parametrizations_and_params(a, b)
+        out.append((type(b).__name__, list(b.state_dict()), b.weight.tolist(),
+                    b.parametrizations.weight.original is a.parametrizations.weight.original))
+        return out, y
+    (a, ya), (b, yb) = both(run)
+    assert a == b
+    close(ya, yb, 1e-14, 1e-15)

@@ -536,3 +536,12 @@ def test_load_state_dict_pre_hooks_see_the_module_and_may_rename_keys():
         got.append((seen, str(r), outer[0].weight.detach().numpy().tolist(), r2[0]))
     assert got[0] == got[1]
     assert got[0][0] == [("Linear", "0.")] and got[0][3] == "RuntimeError"
+
+
+def test_random_inside_compile_runs_eagerly_with_a_warning_and_draws_at_every_call():
+    f = tg.compile(lambda x: x.clone().random_(0, 5) + x)
+    with pytest.warns(UserWarning, match="random numbers"):
+        a = f(tg.zeros(1000))
+    b = f(tg.zeros(1000))
+    assert (a.min().item(), a.max().item()) == (0.0, 4.0)
+    assert (a != b).any().item()
