@@ -268,16 +268,29 @@ def linear(input, weight, bias=None):
     if bias is None:
         return O.matmul(input, wt)
     # torch's graph: addmm(bias, input, weight.t()) of a matrix; of a contiguous input of other
-    # rank with a 1-d bias, the same of input.view(-1, in) viewed back; else matmul, then + bias
+    # rank with a bias of one dim of size > 1 (or a 1-d one), the same of input.view(-1, in) viewed
+    # back; else matmul, then bias added in place
     if input.ndim == 2:
         if wt.ndim != 2:
             raise RuntimeError(f"mat2 must be a matrix, got {wt.ndim}-D tensor")
+        _addmm_bias(bias, input.shape[0], wt.shape[1])
         return _named(O.matmul(input, wt) + bias, "AddmmBackward0", input, weight, bias, edges=(bias, input, wt))
-    if bias.ndim == 1 and wt.ndim == 2 and input.is_contiguous():
+    if wt.ndim == 2 and input.is_contiguous() and (bias.ndim == 1 or sum(n != 1 for n in bias.shape) == 1):
         flat = input.reshape(-1, input.shape[-1])
+        _addmm_bias(bias, flat.shape[0], wt.shape[1])
         out = _named(O.matmul(flat, wt) + bias, "AddmmBackward0", flat, weight, bias, edges=(bias, flat, wt))
         return out.view(*input.shape[:-1], out.shape[-1])
-    return O.matmul(input, wt) + bias
+    out = O.matmul(input, wt)
+    shape = O.broadcast_shapes(out.shape, bias.shape)
+    if tuple(shape) != tuple(out.shape):
+        raise RuntimeError(f"output with shape {list(out.shape)} doesn't match the broadcast shape {list(shape)}")
+    return out + bias
+
+
+def _addmm_bias(bias, rows, cols):
+    """addmm's check of its bias: expandable to (rows, cols), else expand's error (torch's)."""
+    if bias.ndim > 2 or any(b not in (1, t) for b, t in zip(tuple(bias.shape)[::-1], (cols, rows))):
+        O.expand(bias, (rows, cols))
 
 
 # == convolution and pooling ====================================================================
