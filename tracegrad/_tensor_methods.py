@@ -1481,6 +1481,8 @@ def _numbered_as_method(fn, name):
 
 
 for _name, _fn in list(vars(Tensor).items()):
-    if _fn.__class__ is types.FunctionType and not _name.startswith("_") and _name not in ("where", "polygamma") \
+    # (adjoint takes self alone, and its 0-d warning names the caller's line, a frame up)
+    if _fn.__class__ is types.FunctionType and not _name.startswith("_") and \
+            _name not in ("where", "polygamma", "adjoint") \
             and (_fn.__module__.startswith("tracegrad.ops") or _fn.__module__ == __name__):
         setattr(Tensor, _name, _numbered_as_method(_fn, _name))
