@@ -13,7 +13,6 @@ from copy import deepcopy
 from ...tensor import Tensor, TraceError
 from ...grad_mode import no_grad
 from ...functionalize import tracing
-from ..modules.module import Module
 from ..modules.container import ModuleList, ModuleDict
 from ..parameter import Parameter
 
