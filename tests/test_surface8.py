@@ -572,3 +572,10 @@ def test_linear_bias_shapes_give_torchs_node_shape_values_or_error(xs):
         assert got[:2] == want[:2], b
         if len(got) == 3:                       # (addmm's fused sum may round the last bit apart)
             np.testing.assert_allclose(got[2], want[2], rtol=1e-14)
+
+
+def test_untyped_storage_class_and_its_constructor_of_a_size():
+    for L in (tg, torch):
+        assert isinstance(L.ones(2).untyped_storage(), L.UntypedStorage)
+        s = L.UntypedStorage(5)
+        assert (s.nbytes(), len(s), str(s.device)) == (5, 5, "cpu")

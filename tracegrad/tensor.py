@@ -268,7 +268,11 @@ class UntypedStorage:
     """torch.UntypedStorage of a CPU tensor, as far as numpy shows it: the bytes of the array
     that owns the tensor's memory (views of one tensor share it: the same data_ptr and nbytes)."""
 
-    def __init__(self, root):
+    def __init__(self, root=0):
+        if isinstance(root, int) and not isinstance(root, bool):
+            root = np.zeros(root, dtype=np.uint8)          # (torch.UntypedStorage(n): n bytes of its own)
+        if not isinstance(root, np.ndarray):
+            raise TypeError(f"UntypedStorage(): expected a size in bytes, got {type(root).__name__}")
         self._root = root
 
     def nbytes(self):
