@@ -25,7 +25,7 @@ from . import _dtype
 from ._dtype import (dtype, bool_ as bool, uint8, int8, int16, int32, int64, float16, bfloat16, float32, float64,
                      get_default_dtype, set_default_dtype, promote_types, finfo, iinfo,
                      get_float32_matmul_precision, set_float32_matmul_precision)
-from .tensor import Tensor, Size, device
+from .tensor import Tensor, Size, device, UntypedStorage
 from .tensor import _VALUE_READS, read_setting as _read_setting
 from .grad_mode import (no_grad, enable_grad, set_grad_enabled, is_grad_enabled, inference_mode,
                         is_inference_mode_enabled)
@@ -46,7 +46,7 @@ from .ops.functional import (
     bitwise_left_shift, bitwise_right_shift,
     sum, mean, prod, max, min, amax, amin, argmax, argmin, var, std, logsumexp, norm, softmax, log_softmax, all, any,
     count_nonzero,
-    reshape, flatten, unflatten, squeeze, unsqueeze, permute, transpose, swapaxes, swapdims, t, broadcast_to,
+    reshape, flatten, unflatten, squeeze, unsqueeze, permute, transpose, swapaxes, swapdims, t, adjoint, broadcast_to,
     broadcast_tensors, broadcast_shapes, cat, concat, concatenate, stack, hstack, vstack, split, chunk,
     tensor_split, unbind, select, narrow, flip, fliplr, flipud, roll, tile, gather, scatter, scatter_add,
     index_select, masked_fill, tril, triu, nonzero, index_put,
@@ -82,6 +82,34 @@ def is_warn_always_enabled():
     return autograd.WARN_ALWAYS[0]
 
 
+_DETERMINISTIC = [False, False]     # use_deterministic_algorithms' mode and warn_only
+
+
+def use_deterministic_algorithms(mode, *, warn_only=False):
+    """torch's flags: tracegrad's kernels (numpy's, on the CPU) give the same result at every
+    run, so no op raises or warns for want of a deterministic one; the flags are kept for
+    are_deterministic_algorithms_enabled and is_deterministic_algorithms_warn_only_enabled."""
+    if type(mode) is not _builtins.bool:
+        raise TypeError(f"_set_deterministic_algorithms(): argument 'mode' (position 1) must be bool, not "
+                        f"{type(mode).__name__}")
+    if type(warn_only) is not _builtins.bool:
+        raise TypeError(f"_set_deterministic_algorithms(): argument 'warn_only' must be bool, not "
+                        f"{type(warn_only).__name__}")
+    _DETERMINISTIC[0], _DETERMINISTIC[1] = mode, warn_only
+
+
+def are_deterministic_algorithms_enabled():
+    if _VALUE_READS[0]:
+        _read_setting("deterministic", lambda: _DETERMINISTIC[0])     # a branch on it in a compiled function
+    return _DETERMINISTIC[0]
+
+
+def is_deterministic_algorithms_warn_only_enabled():
+    if _VALUE_READS[0]:
+        _read_setting("deterministic_warn_only", lambda: _DETERMINISTIC[1])
+    return _DETERMINISTIC[1]
+
+
 def is_tensor(obj):
     return isinstance(obj, Tensor)
 
@@ -115,7 +143,8 @@ from . import func  # noqa: E402,F401
 Tensor.hardshrink, Tensor.prelu = nn.functional.hardshrink, nn.functional.prelu
 from .ops.math_functional import (asin, acos, atan, sinh, cosh, asinh, acosh, atanh, arcsin, arccos, arctan,  # noqa: E402,F401
                                   arcsinh, arccosh, arctanh, atan2, arctan2, signbit, copysign, hypot, cumsum, cumprod, sort, argsort, topk,
-                                  msort, kthvalue, median, quantile, nanquantile, unique, diag, meshgrid,
+                                  msort, kthvalue, median, quantile, nanquantile, unique, unique_consecutive, diag,
+                                  meshgrid,
                                   repeat_interleave, index_add, lgamma, digamma, polygamma, erfinv, mvlgamma, mode)
 from .ops.math_functional import linalg_det as det  # noqa: E402,F401
 from .linalg import inv as inverse  # noqa: E402,F401

@@ -60,6 +60,7 @@ Tensor.T = property(F._T)
 Tensor.mT = property(F._mT)
 Tensor.H = property(F._H)
 Tensor.mH = property(F._mH)
+Tensor.adjoint = F.adjoint
 
 
 def _where(self, condition, other):
@@ -902,6 +903,90 @@ def _exponential_(self, lambd=1.0, generator=None):
     return _write_drawn(self, RNG.gen.exponential(1.0 / lambd, self._data.shape), "ExponentialBackward0")
 
 
+# random_: the integers a float holds exactly run to 2^digits; torch's names of the C types
+_RANDOM_DIGITS = {D.float16: (11, "c10::Half"), D.bfloat16: (8, "c10::BFloat16"), D.float32: (24, "float"),
+                  D.float64: (53, "double")}
+_C_NAMES = {D.int8: "signed char", D.uint8: "unsigned char", D.int16: "short int", D.int32: "int",
+            D.int64: "long int", D.bool_: "bool"}
+_RANDOM_SIGNATURES = ("random_() received an invalid combination of arguments - got ({}), but expected one of:\n"
+                      " * (*, torch.Generator generator = None)\n"
+                      " * (int from, int to, *, torch.Generator generator = None)\n"
+                      " * (int to, *, torch.Generator generator = None)\n")
+
+
+def _random_bounds(dt):
+    """The values random_() draws from, both ends included."""
+    if dt in _RANDOM_DIGITS:
+        return 0, 2 ** _RANDOM_DIGITS[dt][0]
+    if dt is D.bool_:
+        return 0, 1
+    return 0, int(np.iinfo(dt.np).max)
+
+
+def _check_random_range(dt, ends):
+    """torch's checks of random_(from, to)'s from and to - 1 (`ends`: (what, value) pairs): an
+    error outside an integer dtype's values, a warning outside the integers a float dtype holds
+    exactly."""
+    if dt in _RANDOM_DIGITS:
+        digits, cname = _RANDOM_DIGITS[dt]
+        for what, v in ends:
+            if not -(2 ** digits) <= v <= 2 ** digits:
+                warnings.warn(f"{what} is out of bounds [-(2^{digits}), 2^{digits}]. Due to precision limitations "
+                              f"{cname} can support discrete uniform distribution only within this range. This warning "
+                              f"will become an error in version 1.7 release, please fix the code in advance",
+                              UserWarning, stacklevel=4)
+        return
+    bot, top = (0, 1) if dt is D.bool_ else (int(np.iinfo(dt.np).min), int(np.iinfo(dt.np).max))
+    for what, v in ends:
+        if not bot <= v <= top:
+            raise RuntimeError(f"{what} is out of bounds for {_C_NAMES[dt]}")
+
+
+@_takes_generator
+def _random_(self, *args, generator=None, **kwargs):
+    """random_(): integers over the dtype's range ([0, 2^digits] of a float's); random_(to):
+    [0, to); random_(from, to): [from, to), to=None the dtype's top. Values are drawn from
+    tracegrad's stream, not torch's."""
+    if "from" in kwargs:
+        args = (kwargs.pop("from"),) + args
+    if "to" in kwargs:
+        args = args + (kwargs.pop("to"),) if args else (0, kwargs.pop("to"))
+    if kwargs:
+        raise TypeError(f"random_() got an unexpected keyword argument '{next(iter(kwargs))}'")
+    if len(args) > 2:
+        raise TypeError(f"random_() takes 2 positional arguments but {len(args)} were given")
+    for a in args:
+        if a is not None and (not isinstance(a, numbers.Integral) or isinstance(a, (bool, np.bool_))):
+            raise TypeError(_RANDOM_SIGNATURES.format(", ".join(type(x).__name__ for x in args)))
+        if a is not None and not -2 ** 63 <= a < 2 ** 63:
+            raise ValueError("Overflow when unpacking long long")
+    check_inplace(self)
+    dt = self._dtype
+    name = ("RandomBackward2", "RandomBackward1", "RandomBackward0")[len(args)]
+    if not args:
+        lo, hi = _random_bounds(dt)
+    else:
+        lo, to = (0, args[0]) if len(args) == 1 else args
+        if to is None:
+            hi = _random_bounds(dt)[1]
+            name = "RandomBackward0"
+            _check_random_range(dt, (("from", lo),))
+            if lo > hi:
+                raise RuntimeError(f"random_ expects 'from' casted to dtype to be less than or equal to 'to_inc' "
+                                   f"casted to dtype, but got from={lo} > to_inc={hi}")
+        else:
+            if lo >= to:
+                raise RuntimeError(f"random_ expects 'from' to be less than 'to', but got from={lo} >= to={to}")
+            hi = to - 1
+            _check_random_range(dt, (("from", lo), ("to - 1", hi)))
+    values = RNG.gen.integers(lo, hi, size=self._data.shape, endpoint=True,
+                              dtype=np.int64 if hi < 2 ** 63 else np.uint64)
+    if dt is D.bfloat16:
+        values = D.round_bfloat16(values.astype(np.float32))      # (past 2^8, to the values bfloat16 has)
+    return _write_drawn(self, values, name)
+
+
+Tensor.random_ = _random_
 Tensor.exponential_ = _exponential_
 Tensor.uniform_ = _uniform_
 Tensor.normal_ = _normal_
@@ -977,7 +1062,8 @@ Tensor.is_inference = _is_inference
 
 # inverse and hyperbolic functions, scans, sorting (ops/math_functional.py)
 for _name in """asin acos atan sinh cosh asinh acosh atanh arcsin arccos arctan arcsinh arccosh arctanh atan2 arctan2
-signbit copysign hypot cumsum cumprod sort argsort topk msort kthvalue median quantile nanquantile unique diag repeat_interleave
+signbit copysign hypot cumsum cumprod sort argsort topk msort kthvalue median quantile nanquantile unique
+unique_consecutive diag repeat_interleave
 index_add""".split():
     setattr(Tensor, _name, getattr(F, _name))
 for _name in "asin acos atan sinh cosh atan2 copysign hypot cumsum cumprod index_add".split():
@@ -1395,6 +1481,8 @@ def _numbered_as_method(fn, name):
 
 
 for _name, _fn in list(vars(Tensor).items()):
-    if _fn.__class__ is types.FunctionType and not _name.startswith("_") and _name not in ("where", "polygamma") \
+    # (adjoint takes self alone, and its 0-d warning names the caller's line, a frame up)
+    if _fn.__class__ is types.FunctionType and not _name.startswith("_") and \
+            _name not in ("where", "polygamma", "adjoint") \
             and (_fn.__module__.startswith("tracegrad.ops") or _fn.__module__ == __name__):
         setattr(Tensor, _name, _numbered_as_method(_fn, _name))

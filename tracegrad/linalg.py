@@ -10,7 +10,7 @@ from .tracing import rename_grad_fn, Proxy
 from .ops.math_primitives import LinAlgError
 from .ops.composite import matrix_power, matrix_exp, vector_norm
 from . import _dtype as D
-from .creation import zeros, ones, tensor
+from .creation import zeros, ones, tensor, eye as _eye
 from .ops.composite_more import multi_dot
 
 __all__ = ["inv", "det", "slogdet", "solve", "norm", "vector_norm", "matrix_norm", "LinAlgError", "inv_ex",
@@ -245,3 +245,36 @@ __all__ += ["cholesky", "cholesky_ex", "eigh", "eigvalsh", "svd", "svdvals", "qr
 from .ops.composite_more import linalg_cross as cross  # noqa: E402
 
 __all__ += ["cross"]
+
+
+def householder_product(A, tau):
+    """The first n columns of H_1 H_2 ... H_k, H_i = I - tau_i v_i v_i^H, v_i the i-th column of
+    A below its diagonal with 1 on it (torch.linalg.householder_product; a composite of matmuls,
+    differentiated through them)."""
+    name = "torch.linalg.householder_product"
+    if A.ndim < 2:
+        raise RuntimeError(f"{name}: input must have at least 2 dimensions.")
+    m, n = A.shape[-2], A.shape[-1]
+    if m < n:
+        raise RuntimeError(f"{name}: input.shape[-2] must be greater than or equal to input.shape[-1]")
+    if tau.ndim and tau.shape[-1] > n:
+        raise RuntimeError(f"{name}: input.shape[-1] must be greater than or equal to tau.shape[-1]")
+    if tau.ndim != A.ndim - 1:
+        raise RuntimeError(f"{name}: Expected tau to have one dimension less than input, but got tau.ndim equal to "
+                           f"{tau.ndim} and input.ndim is equal to {A.ndim}")
+    if tuple(tau.shape[:-1]) != tuple(A.shape[:-2]):
+        raise RuntimeError(f"{name}: Expected batch dimensions of tau to be equal to input.shape[:-2], but got "
+                           f"{list(tau.shape[:-1])}")
+    if tau.dtype != A.dtype:
+        raise RuntimeError(f"{name}: tau dtype {D.SCALAR_NAME[tau.dtype]} does not match input dtype "
+                           f"{D.SCALAR_NAME[A.dtype]}")
+    below = A.tril(-1)
+    ident = _eye(m, dtype=A.dtype)
+    Q = ident.expand(*A.shape[:-2], m, m)
+    for i in range(tau.shape[-1]):
+        v = (below[..., :, i] + ident[:, i]).unsqueeze(-1)
+        Q = Q - (Q @ v) * tau[..., i, None, None] @ v.mH
+    return Q[..., :n].contiguous()
+
+
+__all__ += ["householder_product"]

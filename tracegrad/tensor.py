@@ -300,6 +300,57 @@ def _contiguous_as(a, memory_format):
             expected *= a.shape[d]
     return True
 
+class UntypedStorage:
+    """torch.UntypedStorage of a CPU tensor, as far as numpy shows it: the bytes of the array
+    that owns the tensor's memory (views of one tensor share it: the same data_ptr and nbytes)."""
+
+    def __init__(self, root=0):
+        if isinstance(root, int) and not isinstance(root, bool):
+            root = np.zeros(root, dtype=np.uint8)          # (torch.UntypedStorage(n): n bytes of its own)
+        if not isinstance(root, np.ndarray):
+            raise TypeError(f"UntypedStorage(): expected a size in bytes, got {type(root).__name__}")
+        self._root = root
+
+    def nbytes(self):
+        return self._root.nbytes
+
+    def size(self):
+        return self._root.nbytes
+
+    __len__ = size
+
+    def element_size(self):
+        return 1
+
+    def data_ptr(self):
+        return self._root.__array_interface__["data"][0]
+
+    @property
+    def device(self):
+        return CPU
+
+    @property
+    def is_cuda(self):
+        return False
+
+    def _bytes(self):
+        r = self._root
+        if not (r.flags.c_contiguous or r.flags.f_contiguous):
+            raise RuntimeError("the bytes of a storage that is a strided numpy array are not supported")
+        return (r if r.flags.c_contiguous else r.T).reshape(-1).view(np.uint8)     # (in memory's order)
+
+    def __getitem__(self, i):
+        b = self._bytes()
+        return UntypedStorage(b[i]) if isinstance(i, slice) else int(b[i])       # (a slice: a storage of those bytes)
+
+    def tolist(self):
+        return self._bytes().tolist()
+
+    def __repr__(self):
+        return "".join(f" {v}\n" for v in self.tolist()) + \
+            f"[torch.storage.UntypedStorage(device=cpu) of size {self.size()}]"
+
+
 class Tensor:
     """An n-dimensional array with autograd, stored in a numpy array."""
     __slots__ = ("_data", "_dtype", "_req", "_grad_fn_slot", "_output_nr", "_grad", "_vc", "_base", "_view",
@@ -449,6 +500,14 @@ class Tensor:
         if self.is_cuda:
             return self._data.t.data_ptr()
         return self._data.__array_interface__["data"][0]
+
+    def untyped_storage(self):
+        """The memory the tensor views, as bytes (torch's UntypedStorage): the numpy array that
+        owns its data, shared by every view of it."""
+        self.data_ptr()                        # (of a traced value: raises, the function runs eagerly)
+        if self.is_cuda:
+            raise RuntimeError("untyped_storage() of a CUDA tensor is not supported")
+        return UntypedStorage(memory_root(self._data))
 
     def storage_offset(self):
         if _VALUE_READS[0]:

@@ -261,10 +261,36 @@ def linear(input, weight, bias=None):
     if bias is not None and isinstance(bias, Tensor):
         # torch's addmm(bias, input, weight.t()) checks: a float64 bias beside float32 weights raises
         same_dtypes("AddmmBackward0", bias, input, weight)
-    out = O.matmul(input, O.t(weight)) if weight.ndim == 2 else O.matmul(input, weight)
+    if input.ndim == 0 or weight.ndim == 0:
+        raise RuntimeError(f"both arguments to linear need to be at least 1D, but they are {input.ndim}D and "
+                           f"{weight.ndim}D")
+    wt = O.t(weight)                          # (a weight of more than 2 dims raises here, as torch's)
     if bias is None:
-        return out
-    return _named(out + bias, "AddmmBackward0" if input.ndim == 2 else "ViewBackward0", input, weight, bias)
+        return O.matmul(input, wt)
+    # torch's graph: addmm(bias, input, weight.t()) of a matrix; of a contiguous input of other
+    # rank with a bias of one dim of size > 1 (or a 1-d one), the same of input.view(-1, in) viewed
+    # back; else matmul, then bias added in place
+    if input.ndim == 2:
+        if wt.ndim != 2:
+            raise RuntimeError(f"mat2 must be a matrix, got {wt.ndim}-D tensor")
+        _addmm_bias(bias, input.shape[0], wt.shape[1])
+        return _named(O.matmul(input, wt) + bias, "AddmmBackward0", input, weight, bias, edges=(bias, input, wt))
+    if wt.ndim == 2 and input.is_contiguous() and (bias.ndim == 1 or sum(n != 1 for n in bias.shape) == 1):
+        flat = input.reshape(-1, input.shape[-1])
+        _addmm_bias(bias, flat.shape[0], wt.shape[1])
+        out = _named(O.matmul(flat, wt) + bias, "AddmmBackward0", flat, weight, bias, edges=(bias, flat, wt))
+        return out.view(*input.shape[:-1], out.shape[-1])
+    out = O.matmul(input, wt)
+    shape = O.broadcast_shapes(out.shape, bias.shape)
+    if tuple(shape) != tuple(out.shape):
+        raise RuntimeError(f"output with shape {list(out.shape)} doesn't match the broadcast shape {list(shape)}")
+    return out + bias
+
+
+def _addmm_bias(bias, rows, cols):
+    """addmm's check of its bias: expandable to (rows, cols), else expand's error (torch's)."""
+    if bias.ndim > 2 or any(b not in (1, t) for b, t in zip(tuple(bias.shape)[::-1], (cols, rows))):
+        O.expand(bias, (rows, cols))
 
 
 # == convolution and pooling ====================================================================
@@ -605,7 +631,10 @@ def batch_norm(input, running_mean, running_var, weight=None, bias=None, trainin
 
 
 def normalize(input, p=2.0, dim=1, eps=1e-12, out=None):
-    return input / O.clamp_min(O.norm(input, p, dim, keepdim=True), eps)
+    denom = O.clamp_min(O.norm(input, p, dim, keepdim=True), eps).expand_as(input)      # (torch's graph)
+    if out is None:
+        return input / denom
+    return O.div(input, denom, out=out)        # (torch's: written into out, which it returns)
 
 
 # == embedding, one_hot, pad ==================================================================================
@@ -1558,9 +1587,12 @@ def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corne
             raise NotImplementedError(f"interpolate: mode {mode!r} is not supported (nearest, nearest-exact, linear, "
                                       f"bilinear, bicubic, trilinear, area are)")
     out = _suggested(_rounded(out, dt), input)
-    if mode == "bicubic":
-        out = _named(out, "UpsampleBicubic2DBackward0", input)
-    return out
+    # torch's one node for the resampling, its edge input's
+    n = len(sizes)
+    name = {"nearest": f"UpsampleNearest{n}DBackward0", "nearest-exact": f"UpsampleNearestExact{n}DBackward0",
+            "linear": "UpsampleLinear1DBackward0", "bilinear": "UpsampleBilinear2DBackward0",
+            "trilinear": "UpsampleTrilinear3DBackward0", "bicubic": "UpsampleBicubic2DBackward0"}[mode]
+    return _named(out, name, input, edges=(input,))
 
 
 

@@ -109,21 +109,21 @@ def adaptive_avg_pool2d(input, output_size):
     if (oh, ow) == (1, 1):
         return O.mean(input, (-2, -1), keepdim=True)
     if h % oh == 0 and w % ow == 0:
-        return F.avg_pool2d(input, (h // oh, w // ow))
-    # torch's node saves self (_adaptive_avg_pool2d_backward(grad, self))
-    return keep_saved(F._suggested(_adaptive_along(_adaptive_along(input, input.ndim - 2, oh, _mean), input.ndim - 1,
-                                                   ow, _mean), input), input)
+        out = F.avg_pool2d(input, (h // oh, w // ow))
+    else:
+        # torch's node saves self (_adaptive_avg_pool2d_backward(grad, self))
+        out = keep_saved(F._suggested(_adaptive_along(_adaptive_along(input, input.ndim - 2, oh, _mean),
+                                                      input.ndim - 1, ow, _mean), input), input)
+    return F._named(out, "AdaptiveAvgPool2DBackward0", input, edges=(input,))       # (torch's one node)
 
 
 def adaptive_avg_pool1d(input, output_size):
     if input.ndim not in (2, 3):
         raise RuntimeError(f"adaptive_avg_pool1d(): Expected 2D or 3D tensor, but got {list(input.shape)}")
     (o,) = _output_sizes(input, output_size, 1)
-    out = _adaptive_along(input, input.ndim - 1, o, _mean)
-    if input.ndim == 3 and O._suggested_format(O.unsqueeze(input, -2)) != "contiguous":
-        # torch's is its adaptive_avg_pool2d over an added height, channels-last where that lays it so
-        out = O.squeeze(F._suggested(O.unsqueeze(out, -2), O.unsqueeze(input, -2)), -2)
-    return out
+    # torch's: its adaptive_avg_pool2d over an added height (its graph, and a channels-last layout
+    # where that lays it so)
+    return O.squeeze(adaptive_avg_pool2d(O.unsqueeze(input, -2), (1, o)), -2)
 
 
 def adaptive_max_pool2d(input, output_size, return_indices=False):

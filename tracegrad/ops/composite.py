@@ -472,16 +472,27 @@ def std_mean(input, dim=None, unbiased=None, keepdim=False, *, correction=None):
     if isinstance(dim, bool):          # std_mean(x, False): the old `unbiased` positional
         dim, unbiased = None, dim
     _floating_only(input, "std_mean")
-    return (O.std(input, dim, unbiased, keepdim, correction=correction),
+    outs = (O.std(input, dim, unbiased, keepdim, correction=correction),
             O.mean(input, dim, keepdim) if dim is not None else O.mean(input))
+    return _one_node_name(outs, "StdMeanBackward0", input)
 
 
 def var_mean(input, dim=None, unbiased=None, keepdim=False, *, correction=None):
     if isinstance(dim, bool):          # var_mean(x, False): the old `unbiased` positional
         dim, unbiased = None, dim
     _floating_only(input, "var_mean")
-    return (O.var(input, dim, unbiased, keepdim, correction=correction),
+    outs = (O.var(input, dim, unbiased, keepdim, correction=correction),
             O.mean(input, dim, keepdim) if dim is not None else O.mean(input))
+    return _one_node_name(outs, "VarMeanBackward0", input)
+
+
+def _one_node_name(outs, name, input):
+    """std_mean's and var_mean's two results under the name of torch's one node for both, each
+    node's edge input's (each node still takes its own result's gradient alone)."""
+    for t in outs:
+        if t.__class__ is not Proxy and t.grad_fn is not None:
+            rename_grad_fn(t, name, inputs=(input,))
+    return outs
 
 
 def nan_to_num(input, nan=0.0, posinf=None, neginf=None):

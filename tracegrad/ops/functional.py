@@ -1051,6 +1051,16 @@ def _H(input):
     return transpose(input, -2, -1)
 
 
+def adjoint(input):
+    """The conjugate transpose of the last two dims (a view; tracegrad's tensors are real): mH's
+    view, with torch's messages for fewer dims."""
+    _check_tensor(input, "adjoint")
+    if input.ndim == 0:
+        warnings.warn("adjoint() is deprecated on 0-D tensors. Consider using x.conj().", UserWarning, stacklevel=2)
+        return input
+    return _mT(input, "adjoint()")
+
+
 def expand(input, *sizes):
     sizes = _size_args(sizes, "expand")
     shape = tuple(input.shape)

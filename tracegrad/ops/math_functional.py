@@ -22,7 +22,8 @@ from ..creation import tensor, from_numpy, zeros, arange
 __all__ = ["asin", "acos", "atan", "sinh", "cosh", "asinh", "acosh", "atanh", "arcsin", "arccos", "arctan",
            "arcsinh", "arccosh", "arctanh", "atan2", "arctan2", "signbit", "copysign", "hypot", "cumsum", "cumprod",
            "sort", "argsort", "topk",
-           "msort", "median", "quantile", "nanquantile", "unique", "diag", "diagonal_embed", "meshgrid",
+           "msort", "median", "quantile", "nanquantile", "unique", "unique_consecutive", "diag", "diagonal_embed",
+           "meshgrid",
            "repeat_interleave", "index_add", "linalg_inv", "linalg_det", "linalg_slogdet", "linalg_solve_matrix",
            "det_cofactor", "linalg_solve", "linalg_solve_triangular", "linalg_solve_triangular_matrix", "kthvalue", "return_types_slogdet", "lgamma", "digamma", "polygamma", "erfinv",
            "mvlgamma", "mode"]
@@ -385,6 +386,35 @@ def unique(input, sorted=True, return_inverse=False, return_counts=False, dim=No
         extra.append(from_numpy(inv.reshape(shape).astype(np.int64)))
     if return_counts:
         extra.append(from_numpy(counts.astype(np.int64)))
+    return (out, *extra) if extra else out
+
+
+def unique_consecutive(input, return_inverse=False, return_counts=False, dim=None):
+    """The first of each run of equal values (of equal slices along dim), and optionally the
+    run each input value is in and each run's length; not differentiable, as unique."""
+    O._check_tensor(input, "unique_consecutive")
+    a = input.detach().numpy() if input._dtype is not D.bfloat16 else input.detach().float().numpy()
+    if dim is None:
+        rows, shape, axis = a.reshape(-1, 1), tuple(input.shape), 0
+        a = a.reshape(-1)
+    else:
+        if input.ndim == 0:
+            raise IndexError(f"Dimension specified as {dim} but tensor has no dimensions")
+        axis = S.normalize_dim(dim, input.ndim)
+        if a.shape[axis] and not a.size:
+            raise RuntimeError("There are 0 sized dimensions, and they aren't selected, so unique cannot be applied")
+        rest = math.prod(a.shape[:axis] + a.shape[axis + 1:])
+        rows, shape = np.moveaxis(a, axis, 0).reshape(a.shape[axis], rest), (a.shape[axis],)
+    n = rows.shape[0]
+    starts = np.ones(n, dtype=bool)
+    starts[1:] = np.any(rows[1:] != rows[:-1], axis=1)           # (NaN starts a run of its own, as torch's)
+    first = np.flatnonzero(starts)
+    out = from_numpy(np.ascontiguousarray(np.take(a, first, axis=axis))).to(input.dtype)
+    extra = []
+    if return_inverse:
+        extra.append(from_numpy((np.cumsum(starts) - 1).astype(np.int64).reshape(shape)))
+    if return_counts:
+        extra.append(from_numpy(np.diff(np.append(first, n)).astype(np.int64)))
     return (out, *extra) if extra else out
 
 

@@ -461,9 +461,11 @@ def _no_kernel_but_int64(op):
 
 Primitive("conv2d", "x w b", _conv2d_kernel, shape=_conv2d_shape, dtype="same", vjp=_conv2d_vjp,
           saves="x w", needs={"x": "w", "w": "x"}, grad_fn="ConvolutionBackward0",
+          edges=lambda a: (0, 1, 2),     # (torch's node has bias's edge, (None, 0) where there is none)
           refuse={0: _no_kernel("slow_conv2d_cpu")}, triton=T.ConvDot("forward"))
 Primitive("conv_transpose2d", "y w b", _conv_transpose2d_kernel, shape=_conv_transpose2d_shape, dtype="same",
           vjp=_conv_transpose2d_vjp, saves="y w", needs={"y": "w", "w": "y"}, grad_fn="ConvolutionBackward0",
+          edges=lambda a: (0, 1, 2),
           refuse={0: _no_kernel("slow_conv_transpose2d_out_cpu"),
                   1: _no_kernel_but_int64("slow_conv_transpose2d_out_cpu")},
           triton=T.ConvDot("input"))
