@@ -40,6 +40,10 @@ class Optimizer:
         self.defaults = defaults
         self._optimizer_step_pre_hooks = OrderedDict()
         self._optimizer_step_post_hooks = OrderedDict()
+        self._optimizer_state_dict_pre_hooks = OrderedDict()
+        self._optimizer_state_dict_post_hooks = OrderedDict()
+        self._optimizer_load_state_dict_pre_hooks = OrderedDict()
+        self._optimizer_load_state_dict_post_hooks = OrderedDict()
         if isinstance(params, Tensor):
             raise TypeError("params argument given to the optimizer should be an iterable of Tensors or dicts, but "
                             "got " + _typename(params))
@@ -134,7 +138,10 @@ class Optimizer:
 
     def state_dict(self):
         """{'state': {index: {...}}, 'param_groups': [{options..., 'params': [index, ...]}]}, with
-        parameters replaced by their index in group order (torch's layout)."""
+        parameters replaced by their index in group order (torch's layout). The state-dict pre-hooks
+        run first, the post-hooks after (each may return a dict to use instead)."""
+        for hook in list(self._hooks("_optimizer_state_dict_pre_hooks").values()):
+            hook(self)
         mapping = {}
         start = 0
 
@@ -148,10 +155,19 @@ class Optimizer:
 
         groups = [pack(g) for g in self.param_groups]
         state = {(mapping[id(k)] if isinstance(k, Tensor) else k): v for k, v in self.state.items()}
-        return {"state": state, "param_groups": groups}
+        state_dict = {"state": state, "param_groups": groups}
+        for hook in list(self._hooks("_optimizer_state_dict_post_hooks").values()):
+            res = hook(self, state_dict)
+            if res is not None:
+                state_dict = res
+        return state_dict
 
     def load_state_dict(self, state_dict):
         state_dict = state_dict.copy()
+        for hook in list(self._hooks("_optimizer_load_state_dict_pre_hooks").values()):
+            res = hook(self, state_dict)
+            if res is not None:
+                state_dict = res
         groups = self.param_groups
         saved_groups = deepcopy(state_dict["param_groups"])
         if len(groups) != len(saved_groups):
@@ -189,6 +205,39 @@ class Optimizer:
 
         self.__setstate__({"state": state, "param_groups": [update_group(g, ng) for g, ng in
                                                             zip(groups, saved_groups)]})
+        for hook in list(self._hooks("_optimizer_load_state_dict_post_hooks").values()):
+            hook(self)
+
+    def _hooks(self, name):
+        """One of the hook tables (an optimizer unpickled from an older tracegrad has none yet)."""
+        table = self.__dict__.get(name)
+        if table is None:
+            table = self.__dict__[name] = OrderedDict()
+        return table
+
+    def _register(self, name, hook, prepend):
+        table = self._hooks(name)
+        handle = RemovableHandle(table)
+        table[handle.id] = hook
+        if prepend:
+            table.move_to_end(handle.id, last=False)
+        return handle
+
+    def register_state_dict_pre_hook(self, hook, prepend=False):
+        """hook(optimizer), before state_dict() builds its dict."""
+        return self._register("_optimizer_state_dict_pre_hooks", hook, prepend)
+
+    def register_state_dict_post_hook(self, hook, prepend=False):
+        """hook(optimizer, state_dict) -> state_dict or None, after state_dict() built it."""
+        return self._register("_optimizer_state_dict_post_hooks", hook, prepend)
+
+    def register_load_state_dict_pre_hook(self, hook, prepend=False):
+        """hook(optimizer, state_dict) -> state_dict or None, before load_state_dict() reads it."""
+        return self._register("_optimizer_load_state_dict_pre_hooks", hook, prepend)
+
+    def register_load_state_dict_post_hook(self, hook, prepend=False):
+        """hook(optimizer), after load_state_dict() loaded."""
+        return self._register("_optimizer_load_state_dict_post_hooks", hook, prepend)
 
     def register_step_pre_hook(self, hook):
         handle = RemovableHandle(self._optimizer_step_pre_hooks)
