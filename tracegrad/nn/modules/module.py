@@ -15,6 +15,7 @@ import tracegrad
 from ...tensor import Tensor, _SHADOW, _shadow_here
 from ...autograd.graph import MODULE_BACKWARD_HOOKS
 from ...grad_mode import no_grad
+from ...creation import empty_like
 from ... import _dtype as D
 from ..parameter import Parameter, Buffer
 from ._backward_hooks import _global_backward_hooks, _global_backward_pre_hooks, refuse_tracing, \
@@ -173,6 +174,7 @@ class Module:
         sa(self, "_backward_hooks", OrderedDict())
         sa(self, "_backward_pre_hooks", OrderedDict())
         sa(self, "_state_dict_hooks", OrderedDict())
+        sa(self, "_state_dict_pre_hooks", OrderedDict())
         sa(self, "_load_state_dict_pre_hooks", OrderedDict())
         sa(self, "_load_state_dict_post_hooks", OrderedDict())
         sa(self, "_compiled_call_impl", None)
@@ -358,6 +360,7 @@ class Module:
     def __setstate__(self, state):
         self.__dict__.update(state)
         self.__dict__.setdefault("_compiled_call_impl", None)
+        self.__dict__.setdefault("_state_dict_pre_hooks", OrderedDict())
 
     # -- calling ------------------------------------------------------------------------------------
     def _call_impl(self, *args, **kwargs):
@@ -696,14 +699,19 @@ class Module:
         local_metadata = dict(version=self._version)
         if hasattr(destination, "_metadata"):
             destination._metadata[prefix[:-1]] = local_metadata
+        for hook in self.__dict__.get("_state_dict_pre_hooks", {}).values():
+            hook(self, prefix, keep_vars)
         self._save_to_state_dict(destination, prefix, keep_vars)
         for name, module in self._modules.items():
             if module is not None:
                 module.state_dict(destination=destination, prefix=prefix + name + ".", keep_vars=keep_vars)
         for hook in self._state_dict_hooks.values():
             r = hook(self, destination, prefix, local_metadata)
-            if r is not None:
-                destination = r
+            if not getattr(hook, "_from_public_api", False):
+                if r is not None:
+                    destination = r
+            elif r is not None:
+                raise RuntimeError("state_dict post-hook must return None")
         return destination
 
     def _load_from_state_dict(self, state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys,
@@ -827,9 +835,42 @@ class Module:
         return handle
 
     def register_state_dict_post_hook(self, hook):
+        """hook(module, state_dict, prefix, local_metadata) -> None, after the module (and its
+        children) wrote theirs; it changes the dict in place (returning one raises, as torch's)."""
+        try:
+            hook._from_public_api = True
+        except AttributeError:               # (a bound method: torch's would fail the same way)
+            pass
         handle = RemovableHandle(self._state_dict_hooks)
         self._state_dict_hooks[handle.id] = hook
         return handle
+
+    def register_state_dict_pre_hook(self, hook):
+        """hook(module, prefix, keep_vars) -> None, before the module writes its state_dict."""
+        table = self.__dict__.setdefault("_state_dict_pre_hooks", OrderedDict())
+        handle = RemovableHandle(table)
+        table[handle.id] = hook
+        return handle
+
+    def set_submodule(self, target, module, strict=False):
+        """Put `module` at the dotted path `target` (its parent must exist; with strict, the
+        attribute too); what is there must be a module."""
+        if target == "":
+            raise ValueError("Cannot set the submodule without a target name!")
+        atoms = target.split(".")
+        if not isinstance(module, Module):
+            raise ValueError(f"`module` is not an nn.Module, found {type(module)}")
+        parent = self if len(atoms) == 1 else self.get_submodule(".".join(atoms[:-1]))
+        if strict and not hasattr(parent, atoms[-1]):
+            raise AttributeError(parent._get_name() + " has no attribute `" + atoms[-1] + "`")
+        if hasattr(parent, atoms[-1]) and not isinstance(getattr(parent, atoms[-1]), Module):
+            raise AttributeError("`" + atoms[-1] + "` is not an nn.Module")
+        setattr(parent, atoms[-1], module)
+
+    def to_empty(self, *, device, recurse=True):
+        """Parameters and buffers replaced by new uninitialized tensors of their shapes and dtypes
+        (on `device`); their values are to be set after, as torch's."""
+        return self._apply(lambda t: empty_like(t, device=device), recurse=recurse)
 
     # -- printing -------------------------------------------------------------------------------------------------
     def _get_name(self):
