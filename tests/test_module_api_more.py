@@ -78,4 +78,4 @@ def test_to_empty_keeps_shapes_dtypes_and_parameters():
             for p in m.parameters():
                 p.fill_(0.5)
         x = L.ones(4, 2, dtype=L.float64)
-        np.testing.assert_allclose(m(x).detach().numpy(), np.full((4, 1), 1.25))
+        np.testing.assert_allclose(m(x).detach().numpy(), np.full((4, 1), 2.75))
