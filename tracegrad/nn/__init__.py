@@ -4,7 +4,7 @@ Layers hold Parameters and call `nn.functional`, whose composites decompose into
 op table's primitives (convolution and pooling are primitives of their own, in
 ops/nn_primitives.py).
 """
-from .parameter import Parameter, Buffer
+from .parameter import Parameter, Buffer, UninitializedParameter, UninitializedBuffer
 # functional_extra adds its functions to nn.functional; before the layers, which read them.
 from . import functional, functional_extra  # noqa: F401
 from .modules import *  # noqa: F401,F403

@@ -251,7 +251,10 @@ class Guards:
 
 
 def tensor_token(t):
-    d = t._data
+    try:
+        d = t._data
+    except ValueError:        # a lazy module's parameter before its first forward: no memory yet
+        return (id(t), t._req, t._dtype, None, type(t))
     return (id(t), t._req, t._dtype, d.shape, d.__class__)
 
 
@@ -266,8 +269,7 @@ def token(v):
     if t is int or t is bool:
         return (t, v)
     if isinstance(v, Tensor):
-        d = v._data
-        return (id(v), v._req, v._dtype, d.shape, d.__class__)
+        return tensor_token(v)
     if isinstance(v, _SCALARS) or isinstance(v, np.generic):
         if t not in _SCALARS and type(getattr(v, "__dict__", None)) is dict:
             return (scalar_bits(v), id(v))     # a user's float (str, ...) subclass with state of its own

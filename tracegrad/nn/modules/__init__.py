@@ -10,6 +10,7 @@ from .layers import (Identity, Linear, Conv1d, Conv2d, ConvTranspose2d, ReLU, Le
 from .activation import (ELU, CELU, SELU, Hardtanh, ReLU6, Hardsigmoid, Hardswish, Softsign, Tanhshrink, Mish,
                          Hardshrink, Softshrink, Softmin, GLU, PReLU, LogSigmoid, Threshold)
 from .rnn import RNNBase, RNN, LSTM, GRU, RNNCellBase, RNNCell, LSTMCell, GRUCell
+from .lazy import LazyModuleMixin, LazyLinear
 from .transformer import (MultiheadAttention, TransformerEncoderLayer, TransformerEncoder, TransformerDecoderLayer,
                           TransformerDecoder, Transformer)
 from .loss import (L1Loss, MSELoss, NLLLoss, CrossEntropyLoss, BCELoss, BCEWithLogitsLoss, SmoothL1Loss, HuberLoss,

@@ -17,7 +17,7 @@ from ...autograd.graph import MODULE_BACKWARD_HOOKS
 from ...grad_mode import no_grad
 from ...creation import empty_like
 from ... import _dtype as D
-from ..parameter import Parameter, Buffer
+from ..parameter import Parameter, Buffer, is_lazy
 from ._backward_hooks import _global_backward_hooks, _global_backward_pre_hooks, refuse_tracing, \
     setup_input_hook, setup_output_hook
 from ... import cuda
@@ -594,6 +594,9 @@ class Module:
         for key, param in self._parameters.items():
             if param is None:
                 continue
+            if is_lazy(param):
+                param.apply_to_meta(fn)       # (no shape yet: the dtype and device it will have)
+                continue
             with no_grad():
                 new = fn(param)
             param.data = new
@@ -603,7 +606,10 @@ class Module:
                 param.grad.data = g
         for key, buf in self._buffers.items():
             if buf is not None:
-                self._buffers[key] = fn(buf)
+                if is_lazy(buf):
+                    buf.apply_to_meta(fn)
+                else:
+                    self._buffers[key] = fn(buf)
         return self
 
     def apply(self, fn):
@@ -676,10 +682,10 @@ class Module:
     def _save_to_state_dict(self, destination, prefix, keep_vars):
         for name, param in self._parameters.items():
             if param is not None:
-                destination[prefix + name] = param if keep_vars else param.detach()
+                destination[prefix + name] = param if keep_vars or is_lazy(param) else param.detach()
         for name, buf in self._buffers.items():
             if buf is not None and name not in self._non_persistent_buffers_set:
-                destination[prefix + name] = buf if keep_vars else buf.detach()
+                destination[prefix + name] = buf if keep_vars or is_lazy(buf) else buf.detach()
         if getattr(type(self), "get_extra_state", Module.get_extra_state) is not Module.get_extra_state:
             destination[prefix + _EXTRA_STATE] = self.get_extra_state()
 
