@@ -146,7 +146,8 @@ def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, 
         leaves = [(tg, tg[0].variable) for tg in targets]
     for n, _ in targets:
         index.setdefault(id(n), -2)
-    retained = _retained(order, index, targets)
+    every = inputs is None               # torch runs every node it reaches (engine.sinks)
+    retained = _retained(order, index, targets, every)
     reach = retained + [(tg, t) for tg, t in leaves if index[id(tg[0])] >= 0]
     done = ()
     user_hooks = hooks
@@ -154,7 +155,7 @@ def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, 
         done = _Steps()
         # Python runs inside the backward (a hook) and may read .grad: each leaf's AccumulateGrad
         # step and each retain_grad() runs in the program where torch's engine runs it
-        idle = _idle_targets(order, targets) if inputs is not None else ()
+        idle = _idle_targets(order, targets) if inputs is not None else _idle_sinks(order, targets)
         hooks = _with_steps(hooks, retained, reach[len(retained):], create_graph, done, idle)
     if create_graph and (WARN_ALWAYS[0] or not _WARNED_CYCLE[0]):
         _WARNED_CYCLE[0] = True        # once a process, as torch's TORCH_WARN_ONCE
@@ -166,11 +167,11 @@ def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, 
     with set_grad_enabled(create_graph), engine.final_callbacks(accumulates=True):
         try:
             outs = engine.execute(order, index, roots, seeds, [tg for tg, _ in reach], retain_graph, create_graph,
-                                  hooks, structure)
+                                  hooks, structure, every)
         except Exception as e:
             partial = e.__dict__.pop("_partial", None)
             if partial is not None:
-                _deliver_partial(order, index, roots, reach, retained, partial, create_graph, done)
+                _deliver_partial(order, index, roots, reach, retained, partial, create_graph, done, every)
                 raise
             if not getattr(e, "_at_bind", False):
                 raise
@@ -179,7 +180,7 @@ def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, 
             if err is None:
                 raise
             raise err from None
-        _deliver(order, roots, reach, retained, outs, create_graph, done)
+        _deliver(order, roots, reach, retained, outs, create_graph, done, every)
         if idle_nodes and not retain_graph:
             engine.free_graph(idle_nodes)    # torch ran them: their saved values go as theirs do
 
@@ -198,6 +199,16 @@ def _idle_nodes(order, index, targets):
         if err is not None:
             return idle, err
     return idle, None
+
+
+def _idle_sinks(order, targets):
+    """backward() without inputs: {id: node} of the nodes with hooks among engine.sinks (one output
+    each, as _idle_targets'), whose hooks torch runs with nothing below them to compute; their
+    gradient is computed (the engine makes them targets), and a step after their tensor hooks runs
+    their node's hooks (_idle_node_step)."""
+    if not any(n._pre_hooks or n._hooks for n in order if n._prim is not None):
+        return ()
+    return {id(n): n for n, _ in engine.sinks(order, targets) if (n._pre_hooks or n._hooks) and len(n._out_meta) == 1}
 
 
 def _wanted(order, targets, idle):
@@ -233,7 +244,7 @@ def _ran_first(index, retained, partial):
     return [i for i, ((node, _), _) in enumerate(retained) if index[id(node)] >= k and outs[i] is not None]
 
 
-def _deliver_partial(order, index, roots, reach, retained, partial, create_graph, done):
+def _deliver_partial(order, index, roots, reach, retained, partial, create_graph, done, every=False):
     """A node's backward raised (a custom Function's): hand over what torch's engine had before
     it raised, the gradients of the retain_grad() tensors it reached and of the leaves whose
     AccumulateGrad it ran: those whose last node to run (the first made of those reading the
@@ -249,7 +260,7 @@ def _deliver_partial(order, index, roots, reach, retained, partial, create_graph
     keep.update(i for i in range(len(retained), len(reach)) if first.get(id(reach[i][0][0]), -1) > k)
     keep = sorted(keep)
     _deliver(order, roots, [reach[i] for i in keep], [retained[i] for i in keep if i < len(retained)],
-             [outs[i] for i in keep], create_graph, done)
+             [outs[i] for i in keep], create_graph, done, every)
 
 
 def _with_steps(hooks, retained, leaves, create_graph, done, idle=()):
@@ -268,6 +279,11 @@ def _with_steps(hooks, retained, leaves, create_graph, done, idle=()):
         if id(node) in idle:
             steps.append(_idle_node_step(node, done))
         add((node, slot), node, slot, steps)
+    if isinstance(idle, dict):           # _idle_sinks': a node not retained gets its node's hooks alone
+        kept = {id(node) for (node, _), _ in retained}
+        for k, node in idle.items():
+            if k not in kept:
+                add((node, 0), node, 0, [_idle_node_step(node, done)])
     for (node, slot), t in leaves:
         add((node, slot), t, None, [_accumulate_step(node, t, create_graph, done)])
     return hooks
@@ -451,11 +467,13 @@ def _stale_error(node):
     return None
 
 
-def _deliver(order, roots, reach, retained, outs, create_graph, done=()):
+def _deliver(order, roots, reach, retained, outs, create_graph, done=(), every=False):
     """backward()'s gradients handed over: retain_grad() tensors, then the leaves' .grad, each
     with its AccumulateGrad's hooks and its post-accumulate-grad hooks (those the program's
-    steps, `done`, handed over already excepted)."""
-    _target_prehooks(reach, outs, engine.executed(order, [tg for tg, _ in reach]), done)
+    steps, `done`, handed over already excepted). `every`: the backward ran every node it
+    reached (backward() without inputs), their hooks with them: none is left idle."""
+    if not every:
+        _target_prehooks(reach, outs, engine.executed(order, [tg for tg, _ in reach]), done)
     steps = enumerate(zip(reach, outs))
     if any(tg[0]._pre_hooks or tg[0]._hooks or t._post_acc_hooks for tg, t in reach[len(retained):]):
         # what the hooks see: torch's order of AccumulateGrad nodes (a model's last layer
@@ -509,10 +527,11 @@ _WARNED_CYCLE = [False]
 WARN_ALWAYS = [False]                  # torch.set_warn_always: warnings given once a process come every time
 
 
-def _retained(order, index, targets):
+def _retained(order, index, targets, every=False):
     """(target, tensor) for each retain_grad() tensor whose grad_fn a backward to `targets`
     runs or which is a target itself: torch's retains_grad hook runs as that node is
-    reached, in backward() and in grad() alike, and not where the node is not run."""
+    reached, in backward() and in grad() alike, and not where the node is not run. `every`: the
+    backward runs every node it reaches (backward() without inputs, engine.sinks)."""
     if not RETAIN_USED[0]:               # no retain_grad() yet: no node holds one
         return []
     out = []
@@ -521,10 +540,10 @@ def _retained(order, index, targets):
         ret = node.__dict__.get("_retained") if node._prim is not None else None
         if not ret:
             continue
-        if ran is None:
+        if ran is None and not every:
             ran = {id(n) for n in engine.executed(order, targets)}
             ran.update(id(n) for n, _ in targets if index[id(n)] >= 0)
-        if id(node) not in ran:
+        if not every and id(node) not in ran:
             continue
         for slot, ref in ret.items():
             t = ref()
