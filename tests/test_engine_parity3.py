@@ -6,7 +6,9 @@ are ((None, 0),)), on a view whose base was detach_()'d, and from ops on their r
 
 tracegrad's engine ran only the nodes with a path to a leaf (engine.executed): the hooks of those
 nodes (tensor hooks, grad_fn pre-hooks and hooks, retain_grad) did not run, a saved value of theirs
-written in place gave gradients where torch raises, and their saved values were never freed.
+written in place gave gradients where torch raises, and their saved values were never freed. Then
+register_multi_grad_hook in mode "all" under grad(): torch refuses a leaf among the tensors whose
+gradient grad() returns; tracegrad called the hook.
 
 Each case runs in torch and in tracegrad, in float64, and compares what it returns (or raises),
 the gradients and every hook's log."""
@@ -219,3 +221,55 @@ def test_backward_with_and_without_inputs_on_one_structure_keep_apart():
         return res
     _, log = both(case)
     assert sum(1 for k in log if k != "--" and k[1] == "mu") == 6
+
+
+# -- register_multi_grad_hook under grad() and backward(inputs=...) --------------------------------
+
+@pytest.mark.parametrize("mode", ["all", "any"])
+@pytest.mark.parametrize("call", ["backward", "grad_a", "grad_ab", "grad_c", "inputs_a", "inputs_b",
+                                  "inputs_c", "grad_a_with_c"])
+def test_multi_grad_hook_under_grad_and_backward_with_inputs(mode, call):
+    def case(m, log):
+        a = m.tensor([0.3, -1.2], dtype=m.float64, requires_grad=True)
+        b = m.tensor([0.5, 2.0], dtype=m.float64, requires_grad=True)
+        c = a * b
+        ts = (a, c) if call == "grad_a_with_c" else (a, b)
+        m.autograd.graph.register_multi_grad_hook(ts, lambda gs: log.append(snap(list(gs) if mode == "all" else gs)),
+                                                  mode=mode)
+        loss = c.sin().sum() * 2
+        f = {"backward": lambda: loss.backward(),
+             "grad_a": lambda: snap(m.autograd.grad(loss, [a])),
+             "grad_a_with_c": lambda: snap(m.autograd.grad(loss, [a])),
+             "grad_ab": lambda: snap(m.autograd.grad(loss, [a, b])),
+             "grad_c": lambda: snap(m.autograd.grad(loss, [c])),
+             "inputs_a": lambda: loss.backward(inputs=[a]),
+             "inputs_b": lambda: loss.backward(inputs=[b]),
+             "inputs_c": lambda: loss.backward(inputs=[c])}[call]
+        return outcome(f), snap(a.grad), snap(b.grad)
+    (r, _, _), log = both(case)
+    if mode == "all" and call in ("grad_a", "grad_ab", "grad_a_with_c"):
+        # torch's _will_engine_execute_node refuses a leaf whose gradient grad() returns
+        assert r == ("RuntimeError", "A leaf node was passed to _will_engine_execute_node but we are currently "
+                                     "running autograd.grad(). This is currently not supported.")
+
+
+@pytest.mark.parametrize("mode", ["all", "any"])
+@pytest.mark.parametrize("call", ["backward", "grad_mu", "grad_e", "inputs_mu", "inputs_a", "grad_a"])
+def test_multi_grad_hook_on_nodes_with_no_path_to_a_leaf(mode, call):
+    def case(m, log):
+        a, mu, e, s = nowhere_chain(m, [], node_hooks=False)
+        m.autograd.graph.register_multi_grad_hook(
+            (mu, s, e), lambda gs: log.append(snap(list(gs) if mode == "all" else gs)), mode=mode)
+        loss = e.sum() + s.sum() * 2
+        f = {"backward": lambda: loss.backward(),
+             "grad_mu": lambda: snap(m.autograd.grad(loss, [mu])),
+             "grad_e": lambda: snap(m.autograd.grad(loss, [e])),
+             "inputs_mu": lambda: loss.backward(inputs=[mu]),
+             "inputs_a": lambda: loss.backward(inputs=[a]),
+             "grad_a": lambda: snap(m.autograd.grad(loss, [a]))}[call]
+        return outcome(f)
+    r, log = both(case)
+    if mode == "all" and call == "grad_mu":     # mu's node has no edge on: a leaf to torch's check
+        assert r[0] == "RuntimeError"
+    else:
+        assert r[0] == "ok" and len(log) == 1

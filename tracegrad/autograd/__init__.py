@@ -72,7 +72,7 @@ def _run(outputs, seeds, targets, retain_graph, create_graph, retain=False):
     if retained and (hooks or structure[1]):
         done = _Steps()
         hooks = _with_steps(hooks, retained, (), create_graph, done)
-    with engine.final_callbacks():
+    with engine.final_callbacks(captures=reach):
         try:
             outs = engine.execute(order, index, roots, seeds, reach + [tg for tg, _ in retained], retain_graph,
                                   create_graph, hooks, structure)

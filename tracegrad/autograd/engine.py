@@ -462,12 +462,14 @@ def accumulating():
 
 class final_callbacks(list):
     """The scope of one backward (a context manager): the callbacks queued in it run at its
-    end, in order (a callback may queue more); none run when the backward raised."""
-    __slots__ = ("accumulates",)
+    end, in order (a callback may queue more); none run when the backward raised. `captures`:
+    the (node, slot) whose gradients a grad() returns (torch's exec_info captures)."""
+    __slots__ = ("accumulates", "captures")
 
-    def __init__(self, accumulates=False):
+    def __init__(self, accumulates=False, captures=()):
         super().__init__()
         self.accumulates = accumulates
+        self.captures = captures
 
     def __enter__(self):
         stack = _FINAL.__dict__.get("stack")
@@ -828,6 +830,13 @@ def will_call_hooks(t):
         node = t._grad_acc() if t._grad_acc is not None else None
         slot = 0
     k = task.index.get(id(node)) if node is not None else None
+    if k is not None and k >= 0 and not any(nf is not None for nf, _ in node._edges):
+        final = getattr(_FINAL, "stack", None)
+        captures = final[-1].captures if final else ()
+        if any(n is node for n, _ in captures):
+            # a node with no edge on (a leaf's AccumulateGrad) whose gradient grad() returns
+            raise RuntimeError("A leaf node was passed to _will_engine_execute_node but we are currently running "
+                               "autograd.grad(). This is currently not supported.")
     return k is not None and (k, slot) in keys
 
 
