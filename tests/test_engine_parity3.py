@@ -190,6 +190,34 @@ def test_a_compiled_call_on_such_a_view_runs_its_hooks_and_checks_what_it_saved(
     assert res[1:3] == ["ok", "RuntimeError"] and res[3][0] == "RuntimeError" and len(log) == 2
 
 
+@pytest.mark.parametrize("nowhere", [False, True])
+@pytest.mark.parametrize("retain", [False, True])
+@pytest.mark.parametrize("kind", ["freed", "written"])
+def test_the_node_that_raises_runs_its_pre_hooks_first_and_not_its_hooks(kind, retain, nowhere):
+    # torch's node runs its tensor hooks, retain_grad's, its pre-hooks, then unpacks what it saved
+    # and raises: tracegrad ran no pre-hook (or, retained, ran them and its hooks given None)
+    def case(m, log):
+        a = m.tensor([0.3, -1.2], dtype=m.float64, requires_grad=True)
+        if nowhere:
+            with m.no_grad():
+                a = a[None]
+        e = (a * 0.3).exp()
+        e.register_hook(lambda g: log.append(("hook", snap(g))))
+        e.grad_fn.register_prehook(lambda gs: log.append(("prehook", snap(gs))))
+        e.grad_fn.register_hook(lambda gi, go: log.append(("post", snap(gi))))
+        if retain:
+            e.retain_grad()
+        if kind == "freed":
+            e.sum().backward()
+        else:
+            e.add_(1)
+        log.append("--")
+        r = outcome(lambda: e.sum().backward())
+        return r[0], snap(e.grad) if retain else None
+    (r, _), log = both(case)
+    assert r == "RuntimeError" and [k[0] for k in log[log.index("--") + 1:]] == ["hook", "prehook"]
+
+
 # -- grad() and backward(inputs=...) run only what their inputs need, as torch's ------------------
 
 @pytest.mark.parametrize("call", ["grad", "inputs", "inputs_mu", "grad_mu"])

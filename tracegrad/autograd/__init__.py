@@ -413,9 +413,18 @@ def _run_until_stale(order, index, roots, seeds, retain_graph, create_graph, hoo
     got = {(id(n), s): g for (n, s), g in zip([tg for tg, _ in retained] + targets, outs)}
     if checked is not None:
         reach = retained                 # grad(): the leaves' hooks ran; no .grad is set
-    _deliver(order, roots, reach, retained, [got[(id(n), s)] for (n, s), _ in reach], create_graph)
+    # (the failing node runs no further than its pre-hooks: its hooks are not run as an idle node's)
+    _deliver(order, roots, reach, retained, [got[(id(n), s)] for (n, s), _ in reach], create_graph, {(id(node), None)})
     if not retain_graph:
         engine.free_graph(before)         # what ran frees its saved values, as torch's nodes release theirs
+    if node._prim is not None and node._pre_hooks:
+        # torch's node runs its pre-hooks, then unpacks what it saved and raises
+        gs = tuple(got.get((id(node), s)) for s, (_, d) in enumerate(node._out_meta)
+                   if d.is_floating_point or node._prim.takes_ctx)
+        for h in list(node._pre_hooks.values()):
+            r = h(gs)
+            if r is not None:
+                gs = check_hook_results(h, gs, r)
     return err
 
 
