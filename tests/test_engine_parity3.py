@@ -128,6 +128,22 @@ def test_a_multi_output_node_above_such_a_node_runs_its_hooks():
     assert len(log) == 2
 
 
+def test_a_node_with_an_integer_output_and_no_path_to_a_leaf_runs_its_grad_fn_hooks():
+    # max(dim)'s node has one gradient (its values'): torch runs its pre-hooks and hooks
+    def case(m, log):
+        a = m.tensor([[0.3, -1.2], [0.5, 2.0]], dtype=m.float64, requires_grad=True)
+        with m.no_grad():
+            v = a[None]
+        mx, _ = v.max(1)
+        mx.register_hook(lambda g: log.append(("hook", snap(g))))
+        mx.grad_fn.register_prehook(lambda gs: log.append(("prehook", snap(gs))))
+        mx.grad_fn.register_hook(lambda gi, go: log.append(("post", snap(gi), snap(go))))
+        r = outcome(lambda: ((mx * 2).sum() + a.sum()).backward())
+        return r, snap(a.grad)
+    _, log = both(case)
+    assert [k[0] for k in log] == ["hook", "prehook", "post"]
+
+
 # -- what they saved: checked, freed -----------------------------------------------------------------
 
 def test_a_saved_value_of_such_a_node_written_in_place_raises_after_what_runs_before_it():

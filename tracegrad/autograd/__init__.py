@@ -202,13 +202,17 @@ def _idle_nodes(order, index, targets):
 
 
 def _idle_sinks(order, targets):
-    """backward() without inputs: {id: node} of the nodes with hooks among engine.sinks (one output
-    each, as _idle_targets'), whose hooks torch runs with nothing below them to compute; their
-    gradient is computed (the engine makes them targets), and a step after their tensor hooks runs
-    their node's hooks (_idle_node_step)."""
+    """backward() without inputs: {id: (node, slot)} of the nodes with hooks among engine.sinks (one
+    floating output each, `slot`: max(dim)'s node has its values' alone), whose hooks torch runs with
+    nothing below them to compute; their gradient is computed (the engine makes them targets), and a
+    step after their tensor hooks runs their node's hooks (_idle_node_step)."""
     if not any(n._pre_hooks or n._hooks for n in order if n._prim is not None):
         return ()
-    return {id(n): n for n, _ in engine.sinks(order, targets) if (n._pre_hooks or n._hooks) and len(n._out_meta) == 1}
+    found = {}
+    for n, s in engine.sinks(order, targets):      # (one (node, slot) per floating output)
+        if n._pre_hooks or n._hooks:
+            found[id(n)] = None if id(n) in found else (n, s)
+    return {k: v for k, v in found.items() if v is not None}
 
 
 def _wanted(order, targets, idle):
@@ -281,9 +285,9 @@ def _with_steps(hooks, retained, leaves, create_graph, done, idle=()):
         add((node, slot), node, slot, steps)
     if isinstance(idle, dict):           # _idle_sinks': a node not retained gets its node's hooks alone
         kept = {id(node) for (node, _), _ in retained}
-        for k, node in idle.items():
+        for k, (node, slot) in idle.items():
             if k not in kept:
-                add((node, 0), node, 0, [_idle_node_step(node, done)])
+                add((node, slot), node, slot, [_idle_node_step(node, done)])
     for (node, slot), t in leaves:
         add((node, slot), t, None, [_accumulate_step(node, t, create_graph, done)])
     return hooks
