@@ -144,6 +144,30 @@ def test_a_node_with_an_integer_output_and_no_path_to_a_leaf_runs_its_grad_fn_ho
     assert [k[0] for k in log] == ["hook", "prehook", "post"]
 
 
+@pytest.mark.parametrize("retain", [False, True])
+@pytest.mark.parametrize("used", [(0,), (1,), (2,), (0, 2), (1, 2), (0, 1, 2)])
+def test_a_node_of_several_outputs_with_no_path_to_a_leaf_runs_its_grad_fn_hooks_once(used, retain):
+    # unbind's node on such a view: its pre-hooks and hooks see every output's gradient (None where
+    # none reaches one), once, after the last of them; retained outputs get theirs
+    def case(m, log):
+        a = m.tensor([[0.3, -1.2, 0.4], [0.5, 2.0, 0.1], [0.7, 0.2, 0.9]], dtype=m.float64, requires_grad=True)
+        with m.no_grad():
+            v = a[None]
+        parts = v.unbind(1)
+        if retain:
+            parts[0].retain_grad()
+            parts[2].retain_grad()
+        parts[0].grad_fn.register_prehook(lambda gs: log.append(("prehook", snap(gs))))
+        parts[0].grad_fn.register_hook(lambda gi, go: log.append(("post", snap(gi), snap(go))))
+        loss = a.sum()
+        for i in used:
+            loss = loss + (parts[i] * (i + 2)).sum()
+        r = outcome(lambda: loss.backward())
+        return r, snap(a.grad), [snap(p.grad) if p.retains_grad else "-" for p in parts]
+    _, log = both(case)
+    assert [k[0] for k in log] == ["prehook", "post"]
+
+
 # -- what they saved: checked, freed -----------------------------------------------------------------
 
 def test_a_saved_value_of_such_a_node_written_in_place_raises_after_what_runs_before_it():

@@ -155,8 +155,9 @@ def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, 
         done = _Steps()
         # Python runs inside the backward (a hook) and may read .grad: each leaf's AccumulateGrad
         # step and each retain_grad() runs in the program where torch's engine runs it
-        idle = _idle_targets(order, targets) if inputs is not None else _idle_sinks(order, targets)
-        hooks = _with_steps(hooks, retained, reach[len(retained):], create_graph, done, idle)
+        idle = _idle_targets(order, targets) if inputs is not None else ()
+        sinks = _sink_steps(order, roots, targets, done) if inputs is None else None
+        hooks = _with_steps(hooks, retained, reach[len(retained):], create_graph, done, idle, sinks)
     if create_graph and (WARN_ALWAYS[0] or not _WARNED_CYCLE[0]):
         _WARNED_CYCLE[0] = True        # once a process, as torch's TORCH_WARN_ONCE
         warnings.warn("Using backward() with create_graph=True will create a reference cycle between the parameter "
@@ -201,18 +202,47 @@ def _idle_nodes(order, index, targets):
     return idle, None
 
 
-def _idle_sinks(order, targets):
-    """backward() without inputs: {id: (node, slot)} of the nodes with hooks among engine.sinks (one
-    floating output each, `slot`: max(dim)'s node has its values' alone), whose hooks torch runs with
-    nothing below them to compute; their gradient is computed (the engine makes them targets), and a
-    step after their tensor hooks runs their node's hooks (_idle_node_step)."""
+def _sink_steps(order, roots, targets, done):
+    """backward() without inputs: the steps that run the grad_fn hooks of the nodes among
+    engine.sinks that have them, as {(id(node), slot): (node, step)}, one for each floating output.
+    torch runs such a node's pre-hooks and hooks with nothing below it to compute; the engine makes
+    its outputs targets, so their gradients are computed, and the step after the tensor hooks of
+    the last of its outputs to get one runs the node's hooks with all of them (None for an output
+    no gradient reaches), as _idle_node_step does for a node of one output."""
     if not any(n._pre_hooks or n._hooks for n in order if n._prim is not None):
-        return ()
-    found = {}
+        return None
+    per_node = {}
     for n, s in engine.sinks(order, targets):      # (one (node, slot) per floating output)
         if n._pre_hooks or n._hooks:
-            found[id(n)] = None if id(n) in found else (n, s)
-    return {k: v for k, v in found.items() if v is not None}
+            per_node.setdefault(id(n), (n, []))[1].append(s)
+    if not per_node:
+        return None
+    reached = {(id(n), s) for n, s in roots}       # the outputs a gradient reaches: a root, or read
+    for n in order:
+        for nf, s in n._edges:
+            if nf is not None and id(nf) in per_node:
+                reached.add((id(nf), s))
+    steps = {}
+    for k, (node, slots) in per_node.items():
+        if len(slots) == 1:
+            steps[(k, slots[0])] = (node, _idle_node_step(node, done))
+            continue
+        want = [s for s in slots if (k, s) in reached]
+        got = {}
+        for s in want:
+            steps[(k, s)] = (node, _idle_node_gather(node, s, slots, want, got, done))
+    return steps
+
+
+def _idle_node_gather(node, slot, slots, want, got, done):
+    def run_node_hooks(g, shared):
+        got[slot] = g
+        if len(got) == len(want):
+            done.add((id(node), None))
+            gs = tuple(got.get(s) for s in slots)
+            got.clear()
+            _run_idle_node(node, gs)
+    return GradStep(run_node_hooks)
 
 
 def _wanted(order, targets, idle):
@@ -267,27 +297,29 @@ def _deliver_partial(order, index, roots, reach, retained, partial, create_graph
              [outs[i] for i in keep], create_graph, done, every)
 
 
-def _with_steps(hooks, retained, leaves, create_graph, done, idle=()):
+def _with_steps(hooks, retained, leaves, create_graph, done, idle=(), sinks=None):
     """The tensor hooks with torch's own steps after them: a retain_grad() tensor's copy of its
     gradient (torch's retains_grad hook runs after the tensor's hooks, as its grad_fn is
     reached) and a leaf's AccumulateGrad (its node's pre-hooks, .grad, its post-accumulate-grad
     hooks, its node's hooks), which torch runs as soon as the last node feeding it has run.
-    What a step handled is noted in `done` ((id(node), slot)): _deliver skips it."""
+    What a step handled is noted in `done` ((id(node), slot)): _deliver skips it. `sinks`: the
+    steps that run the hooks of nodes with no path to a leaf (_sink_steps)."""
     hooks = dict(hooks)
 
     def add(key, owner, slot, steps):
         had = hooks.get(key)
         hooks[key] = engine.LiveHooks(owner, slot, tuple(steps) if had is None else had.steps + tuple(steps))
+    sinks = dict(sinks) if sinks else {}
     for (node, slot), t in retained:
         steps = [_retain_step(node, slot, t, done)]
         if id(node) in idle:
             steps.append(_idle_node_step(node, done))
+        sink = sinks.pop((id(node), slot), None)
+        if sink is not None:
+            steps.append(sink[1])
         add((node, slot), node, slot, steps)
-    if isinstance(idle, dict):           # _idle_sinks': a node not retained gets its node's hooks alone
-        kept = {id(node) for (node, _), _ in retained}
-        for k, (node, slot) in idle.items():
-            if k not in kept:
-                add((node, slot), node, slot, [_idle_node_step(node, done)])
+    for (_, slot), (node, step) in sinks.items():      # (an output not retained: the node's hooks alone)
+        add((node, slot), node, slot, [step])
     for (node, slot), t in leaves:
         add((node, slot), t, None, [_accumulate_step(node, t, create_graph, done)])
     return hooks

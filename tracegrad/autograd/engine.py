@@ -1000,7 +1000,7 @@ def sinks(order, targets):
                 if id(nf) in nowhere:
                     deeper = True
         below[id(node)] = hit
-        if not hit and node._prim is not None and id(node) not in goal:
+        if not hit and node._prim is not None:   # (a target itself too: a retained output's node)
             nowhere.add(id(node))
             if not deeper:
                 out.extend((node, s) for s, (_, dt) in enumerate(node._out_meta) if dt.is_floating_point)
