@@ -156,7 +156,7 @@ def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, 
         # Python runs inside the backward (a hook) and may read .grad: each leaf's AccumulateGrad
         # step and each retain_grad() runs in the program where torch's engine runs it
         idle = _idle_targets(order, targets) if inputs is not None else ()
-        sinks = _sink_steps(order, roots, targets, done) if inputs is None else None
+        sinks = _sink_steps(order, roots, targets, done, structure[1]) if inputs is None else None
         hooks = _with_steps(hooks, retained, reach[len(retained):], create_graph, done, idle, sinks)
     if create_graph and (WARN_ALWAYS[0] or not _WARNED_CYCLE[0]):
         _WARNED_CYCLE[0] = True        # once a process, as torch's TORCH_WARN_ONCE
@@ -202,14 +202,15 @@ def _idle_nodes(order, index, targets):
     return idle, None
 
 
-def _sink_steps(order, roots, targets, done):
+def _sink_steps(order, roots, targets, done, node_hooks):
     """backward() without inputs: the steps that run the grad_fn hooks of the nodes among
     engine.sinks that have them, as {(id(node), slot): (node, step)}, one for each floating output.
     torch runs such a node's pre-hooks and hooks with nothing below it to compute; the engine makes
     its outputs targets, so their gradients are computed, and the step after the tensor hooks of
     the last of its outputs to get one runs the node's hooks with all of them (None for an output
-    no gradient reaches), as _idle_node_step does for a node of one output."""
-    if not any(n._pre_hooks or n._hooks for n in order if n._prim is not None):
+    no gradient reaches), as _idle_node_step does for a node of one output. `node_hooks`: the
+    positions of the nodes with hooks (walk_keyed's); None where each of them reaches a leaf."""
+    if all(k < 0 or _reaches_a_leaf(order[k]) for k in node_hooks):
         return None
     per_node = {}
     for n, s in engine.sinks(order, targets):      # (one (node, slot) per floating output)
@@ -232,6 +233,22 @@ def _sink_steps(order, roots, targets, done):
         for s in want:
             steps[(k, s)] = (node, _idle_node_gather(node, s, slots, want, got, done))
     return steps
+
+
+def _reaches_a_leaf(node):
+    """Whether a path leads from `node` to a leaf's AccumulateGrad (a walk that stops at the first:
+    a hooked node of an ordinary graph finds one in a few steps)."""
+    seen = set()
+    stack = [node]
+    while stack:
+        n = stack.pop()
+        for nf, _ in n._edges:
+            if nf is not None and id(nf) not in seen:
+                if nf._prim is None:
+                    return True
+                seen.add(id(nf))
+                stack.append(nf)
+    return False
 
 
 def _idle_node_gather(node, slot, slots, want, got, done):
