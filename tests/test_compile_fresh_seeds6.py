@@ -233,14 +233,13 @@ def test_mutation_fuzzer_seed_43868():
         MU._check_program(43868)
 
 
-# -- left as they are ----------------------------------------------------------------------------------
-# Mutation seed 44279: an op on a view made under no_grad of a tensor that requires grad has a node
-# with no edge on (torch's next_functions ((None, 0),)). torch's backward() without inputs runs every
-# node it reaches, that one too, which unpacks what it saved and raises where that was written in
-# place; tracegrad's engine runs only the nodes with a path to a leaf (engine.executed) and gives the
-# gradients.
+# -- a node with no path to a leaf (mutation seed 44279) ---------------------------------------------
+# An op on a view made under no_grad of a tensor that requires grad has a node with no edge on
+# (torch's next_functions ((None, 0),)). torch's backward() without inputs runs every node it reaches,
+# that one too, which unpacks what it saved and raises where that was written in place; tracegrad's
+# engine ran only the nodes with a path to a leaf (engine.executed) and gave the gradients. It runs
+# them now (engine.sinks).
 
-@pytest.mark.xfail(strict=True, reason="engine.executed leaves out nodes with no path to a leaf")
 def test_backward_runs_a_node_that_leads_nowhere_and_checks_what_it_saved_as_torch():
     res = []
     for m in (torch, tg):
@@ -253,6 +252,7 @@ def test_backward_runs_a_node_that_leads_nowhere_and_checks_what_it_saved_as_tor
     assert res[1][0] == res[0][0] == "RuntimeError", res
 
 
+# -- left as they are ----------------------------------------------------------------------------------
 # Mutation seeds 45215 and 46439: torch's overlap check compares the strides as they are, a size-1
 # dim's too (x[-1:2:2] += x of an x of shape (1, 2), stride 4 on its size-1 dim, raises); tracegrad's
 # ignores a size-1 dim's stride, as its views' size-1 strides are not always torch's (a[None] of an a

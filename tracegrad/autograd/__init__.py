@@ -72,7 +72,7 @@ def _run(outputs, seeds, targets, retain_graph, create_graph, retain=False):
     if retained and (hooks or structure[1]):
         done = _Steps()
         hooks = _with_steps(hooks, retained, (), create_graph, done)
-    with engine.final_callbacks():
+    with engine.final_callbacks(captures=reach):
         try:
             outs = engine.execute(order, index, roots, seeds, reach + [tg for tg, _ in retained], retain_graph,
                                   create_graph, hooks, structure)
@@ -146,7 +146,8 @@ def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, 
         leaves = [(tg, tg[0].variable) for tg in targets]
     for n, _ in targets:
         index.setdefault(id(n), -2)
-    retained = _retained(order, index, targets)
+    every = inputs is None               # torch runs every node it reaches (engine.sinks)
+    retained = _retained(order, index, targets, every)
     reach = retained + [(tg, t) for tg, t in leaves if index[id(tg[0])] >= 0]
     done = ()
     user_hooks = hooks
@@ -155,7 +156,8 @@ def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, 
         # Python runs inside the backward (a hook) and may read .grad: each leaf's AccumulateGrad
         # step and each retain_grad() runs in the program where torch's engine runs it
         idle = _idle_targets(order, targets) if inputs is not None else ()
-        hooks = _with_steps(hooks, retained, reach[len(retained):], create_graph, done, idle)
+        sinks = _sink_steps(order, roots, targets, done, structure[1]) if inputs is None else None
+        hooks = _with_steps(hooks, retained, reach[len(retained):], create_graph, done, idle, sinks)
     if create_graph and (WARN_ALWAYS[0] or not _WARNED_CYCLE[0]):
         _WARNED_CYCLE[0] = True        # once a process, as torch's TORCH_WARN_ONCE
         warnings.warn("Using backward() with create_graph=True will create a reference cycle between the parameter "
@@ -166,11 +168,11 @@ def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, 
     with set_grad_enabled(create_graph), engine.final_callbacks(accumulates=True):
         try:
             outs = engine.execute(order, index, roots, seeds, [tg for tg, _ in reach], retain_graph, create_graph,
-                                  hooks, structure)
+                                  hooks, structure, every)
         except Exception as e:
             partial = e.__dict__.pop("_partial", None)
             if partial is not None:
-                _deliver_partial(order, index, roots, reach, retained, partial, create_graph, done)
+                _deliver_partial(order, index, roots, reach, retained, partial, create_graph, done, every)
                 raise
             if not getattr(e, "_at_bind", False):
                 raise
@@ -179,7 +181,7 @@ def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, 
             if err is None:
                 raise
             raise err from None
-        _deliver(order, roots, reach, retained, outs, create_graph, done)
+        _deliver(order, roots, reach, retained, outs, create_graph, done, every)
         if idle_nodes and not retain_graph:
             engine.free_graph(idle_nodes)    # torch ran them: their saved values go as theirs do
 
@@ -198,6 +200,66 @@ def _idle_nodes(order, index, targets):
         if err is not None:
             return idle, err
     return idle, None
+
+
+def _sink_steps(order, roots, targets, done, node_hooks):
+    """backward() without inputs: the steps that run the grad_fn hooks of the nodes among
+    engine.sinks that have them, as {(id(node), slot): (node, step)}, one for each floating output.
+    torch runs such a node's pre-hooks and hooks with nothing below it to compute; the engine makes
+    its outputs targets, so their gradients are computed, and the step after the tensor hooks of
+    the last of its outputs to get one runs the node's hooks with all of them (None for an output
+    no gradient reaches), as _idle_node_step does for a node of one output. `node_hooks`: the
+    positions of the nodes with hooks (walk_keyed's); None where each of them reaches a leaf."""
+    if all(k < 0 or _reaches_a_leaf(order[k]) for k in node_hooks):
+        return None
+    per_node = {}
+    for n, s in engine.sinks(order, targets):      # (one (node, slot) per floating output)
+        if n._pre_hooks or n._hooks:
+            per_node.setdefault(id(n), (n, []))[1].append(s)
+    if not per_node:
+        return None
+    reached = {(id(n), s) for n, s in roots}       # the outputs a gradient reaches: a root, or read
+    for n in order:
+        for nf, s in n._edges:
+            if nf is not None and id(nf) in per_node:
+                reached.add((id(nf), s))
+    steps = {}
+    for k, (node, slots) in per_node.items():
+        if len(slots) == 1:
+            steps[(k, slots[0])] = (node, _idle_node_step(node, done))
+            continue
+        want = [s for s in slots if (k, s) in reached]
+        got = {}
+        for s in want:
+            steps[(k, s)] = (node, _idle_node_gather(node, s, slots, want, got, done))
+    return steps
+
+
+def _reaches_a_leaf(node):
+    """Whether a path leads from `node` to a leaf's AccumulateGrad (a walk that stops at the first:
+    a hooked node of an ordinary graph finds one in a few steps)."""
+    seen = set()
+    stack = [node]
+    while stack:
+        n = stack.pop()
+        for nf, _ in n._edges:
+            if nf is not None and id(nf) not in seen:
+                if nf._prim is None:
+                    return True
+                seen.add(id(nf))
+                stack.append(nf)
+    return False
+
+
+def _idle_node_gather(node, slot, slots, want, got, done):
+    def run_node_hooks(g, shared):
+        got[slot] = g
+        if len(got) == len(want):
+            done.add((id(node), None))
+            gs = tuple(got.get(s) for s in slots)
+            got.clear()
+            _run_idle_node(node, gs)
+    return GradStep(run_node_hooks)
 
 
 def _wanted(order, targets, idle):
@@ -233,7 +295,7 @@ def _ran_first(index, retained, partial):
     return [i for i, ((node, _), _) in enumerate(retained) if index[id(node)] >= k and outs[i] is not None]
 
 
-def _deliver_partial(order, index, roots, reach, retained, partial, create_graph, done):
+def _deliver_partial(order, index, roots, reach, retained, partial, create_graph, done, every=False):
     """A node's backward raised (a custom Function's): hand over what torch's engine had before
     it raised, the gradients of the retain_grad() tensors it reached and of the leaves whose
     AccumulateGrad it ran: those whose last node to run (the first made of those reading the
@@ -249,25 +311,32 @@ def _deliver_partial(order, index, roots, reach, retained, partial, create_graph
     keep.update(i for i in range(len(retained), len(reach)) if first.get(id(reach[i][0][0]), -1) > k)
     keep = sorted(keep)
     _deliver(order, roots, [reach[i] for i in keep], [retained[i] for i in keep if i < len(retained)],
-             [outs[i] for i in keep], create_graph, done)
+             [outs[i] for i in keep], create_graph, done, every)
 
 
-def _with_steps(hooks, retained, leaves, create_graph, done, idle=()):
+def _with_steps(hooks, retained, leaves, create_graph, done, idle=(), sinks=None):
     """The tensor hooks with torch's own steps after them: a retain_grad() tensor's copy of its
     gradient (torch's retains_grad hook runs after the tensor's hooks, as its grad_fn is
     reached) and a leaf's AccumulateGrad (its node's pre-hooks, .grad, its post-accumulate-grad
     hooks, its node's hooks), which torch runs as soon as the last node feeding it has run.
-    What a step handled is noted in `done` ((id(node), slot)): _deliver skips it."""
+    What a step handled is noted in `done` ((id(node), slot)): _deliver skips it. `sinks`: the
+    steps that run the hooks of nodes with no path to a leaf (_sink_steps)."""
     hooks = dict(hooks)
 
     def add(key, owner, slot, steps):
         had = hooks.get(key)
         hooks[key] = engine.LiveHooks(owner, slot, tuple(steps) if had is None else had.steps + tuple(steps))
+    sinks = dict(sinks) if sinks else {}
     for (node, slot), t in retained:
         steps = [_retain_step(node, slot, t, done)]
         if id(node) in idle:
             steps.append(_idle_node_step(node, done))
+        sink = sinks.pop((id(node), slot), None)
+        if sink is not None:
+            steps.append(sink[1])
         add((node, slot), node, slot, steps)
+    for (_, slot), (node, step) in sinks.items():      # (an output not retained: the node's hooks alone)
+        add((node, slot), node, slot, [step])
     for (node, slot), t in leaves:
         add((node, slot), t, None, [_accumulate_step(node, t, create_graph, done)])
     return hooks
@@ -397,9 +466,18 @@ def _run_until_stale(order, index, roots, seeds, retain_graph, create_graph, hoo
     got = {(id(n), s): g for (n, s), g in zip([tg for tg, _ in retained] + targets, outs)}
     if checked is not None:
         reach = retained                 # grad(): the leaves' hooks ran; no .grad is set
-    _deliver(order, roots, reach, retained, [got[(id(n), s)] for (n, s), _ in reach], create_graph)
+    # (the failing node runs no further than its pre-hooks: its hooks are not run as an idle node's)
+    _deliver(order, roots, reach, retained, [got[(id(n), s)] for (n, s), _ in reach], create_graph, {(id(node), None)})
     if not retain_graph:
         engine.free_graph(before)         # what ran frees its saved values, as torch's nodes release theirs
+    if node._prim is not None and node._pre_hooks:
+        # torch's node runs its pre-hooks, then unpacks what it saved and raises
+        gs = tuple(got.get((id(node), s)) for s, (_, d) in enumerate(node._out_meta)
+                   if d.is_floating_point or node._prim.takes_ctx)
+        for h in list(node._pre_hooks.values()):
+            r = h(gs)
+            if r is not None:
+                gs = check_hook_results(h, gs, r)
     return err
 
 
@@ -451,11 +529,13 @@ def _stale_error(node):
     return None
 
 
-def _deliver(order, roots, reach, retained, outs, create_graph, done=()):
+def _deliver(order, roots, reach, retained, outs, create_graph, done=(), every=False):
     """backward()'s gradients handed over: retain_grad() tensors, then the leaves' .grad, each
     with its AccumulateGrad's hooks and its post-accumulate-grad hooks (those the program's
-    steps, `done`, handed over already excepted)."""
-    _target_prehooks(reach, outs, engine.executed(order, [tg for tg, _ in reach]), done)
+    steps, `done`, handed over already excepted). `every`: the backward ran every node it
+    reached (backward() without inputs), their hooks with them: none is left idle."""
+    if not every:
+        _target_prehooks(reach, outs, engine.executed(order, [tg for tg, _ in reach]), done)
     steps = enumerate(zip(reach, outs))
     if any(tg[0]._pre_hooks or tg[0]._hooks or t._post_acc_hooks for tg, t in reach[len(retained):]):
         # what the hooks see: torch's order of AccumulateGrad nodes (a model's last layer
@@ -509,10 +589,11 @@ _WARNED_CYCLE = [False]
 WARN_ALWAYS = [False]                  # torch.set_warn_always: warnings given once a process come every time
 
 
-def _retained(order, index, targets):
+def _retained(order, index, targets, every=False):
     """(target, tensor) for each retain_grad() tensor whose grad_fn a backward to `targets`
     runs or which is a target itself: torch's retains_grad hook runs as that node is
-    reached, in backward() and in grad() alike, and not where the node is not run."""
+    reached, in backward() and in grad() alike, and not where the node is not run. `every`: the
+    backward runs every node it reaches (backward() without inputs, engine.sinks)."""
     if not RETAIN_USED[0]:               # no retain_grad() yet: no node holds one
         return []
     out = []
@@ -521,10 +602,10 @@ def _retained(order, index, targets):
         ret = node.__dict__.get("_retained") if node._prim is not None else None
         if not ret:
             continue
-        if ran is None:
+        if ran is None and not every:
             ran = {id(n) for n in engine.executed(order, targets)}
             ran.update(id(n) for n, _ in targets if index[id(n)] >= 0)
-        if id(node) not in ran:
+        if not every and id(node) not in ran:
             continue
         for slot, ref in ret.items():
             t = ref()

@@ -50,7 +50,7 @@ STATS = collections.Counter()
 
 class Program:
     __slots__ = ("fwd", "bwd", "fn", "binds", "node_count", "triton", "transfers", "owners", "undefined",
-                 "family", "kin", "eager", "ran", "hook_keys", "unread")
+                 "family", "kin", "eager", "ran", "hook_keys", "unread", "sinks")
 
 
 def _owners(order):
@@ -462,12 +462,14 @@ def accumulating():
 
 class final_callbacks(list):
     """The scope of one backward (a context manager): the callbacks queued in it run at its
-    end, in order (a callback may queue more); none run when the backward raised."""
-    __slots__ = ("accumulates",)
+    end, in order (a callback may queue more); none run when the backward raised. `captures`:
+    the (node, slot) whose gradients a grad() returns (torch's exec_info captures)."""
+    __slots__ = ("accumulates", "captures")
 
-    def __init__(self, accumulates=False):
+    def __init__(self, accumulates=False, captures=()):
         super().__init__()
         self.accumulates = accumulates
+        self.captures = captures
 
     def __enter__(self):
         stack = _FINAL.__dict__.get("stack")
@@ -620,7 +622,9 @@ def cached_program(key):
         return p
 
 
-def get_program(order, index, roots, targets, hooks_spec, structure=None, key=None):
+def get_program(order, index, roots, targets, hooks_spec, structure=None, key=None, ran=None, n_targets=None):
+    """The backward of `roots` to `targets`, cached by `key`; `ran`: the nodes it runs, where the
+    caller has them; the targets past the first `n_targets` are sinks (their gradients dropped)."""
     if key is None:
         key = program_key(order, index, roots, targets, hooks_spec, structure)
     p = cached_program(key)
@@ -630,7 +634,9 @@ def get_program(order, index, roots, targets, hooks_spec, structure=None, key=No
         p = build_program(order, index, roots, targets, hooks_spec)
     STATS["misses"] += 1
     # the nodes a backward of this structure runs (executed), by position
-    p.ran = tuple([index[id(n)] for n in executed(order, targets)])
+    p.ran = tuple([index[id(n)] for n in (executed(order, targets) if ran is None else ran)])
+    p.sinks = () if n_targets is None or n_targets == len(targets) else \
+        tuple([(index[id(n)], s) for n, s in targets[n_targets:]])
     # the tensors whose hooks the backward calls, by (position, slot): will_engine_execute_node
     p.hook_keys = frozenset(info for kind, info in p.binds if kind == "hook")
     p.unread = _unread_saved(order, p)
@@ -694,6 +700,22 @@ def _check_unread(order, unread):
         _check_at_bind(s, node)
 
 
+def _check_sinks(order, sinks):
+    """A compiled call among the sinks (engine.sinks): its kernel, which checks what it saved as it
+    runs, does not run where nothing below it wants a gradient; torch's node runs and checks them.
+    Checked before anything runs, as a saved value found written when it is bound."""
+    for k in dict.fromkeys([k for k, _ in sinks]):
+        node = order[k]
+        d = node.__dict__
+        if "_residuals" in d:
+            if node._saved is None:
+                e = RuntimeError(d.get("_why") or FREED_MSG)
+                e._at_bind = True
+                raise e
+            for s in d.get("_read") or ():
+                _check_at_bind(s, node)
+
+
 def _drop(key):
     """Take one backward out of the cache (and out of its family, and its owners' keys)."""
     old = _CACHE.pop(key, None)
@@ -717,24 +739,26 @@ def clear_cache():
         _FAMILIES.clear()
 
 
-def execute(order, index, roots, seeds, targets, retain_graph, create_graph, hooks_spec=None, structure=None):
+def execute(order, index, roots, seeds, targets, retain_graph, create_graph, hooks_spec=None, structure=None,
+            every=False):
     """Run the backward of `roots` (list of (node, slot)) with `seeds`; return the gradient of
     each target (node, slot), None where no path reaches it. `structure`: walk_keyed's, where
-    the caller walked the graph with it."""
+    the caller walked the graph with it. `every`: run every node the roots reach, those with no
+    path to a target too (backward() without inputs; see sinks)."""
     hooks_spec = hooks_spec or {}
     stack = _TASKS.stack
     if len(stack) >= _REENTRANT_DEPTH:
         # a backward called from a backward called from ... (reentrant): as torch's engine, a
         # deep chain goes on in a fresh thread, whose stack and recursion count start empty
         return _on_fresh_thread(execute, order, index, roots, seeds, targets, retain_graph, create_graph,
-                                hooks_spec, structure)
+                                hooks_spec, structure, every)
     task = graph_task()                  # what `with graph_task():` does, without its two calls
     task.id = next(_task_ids)
     task.at_end = []
     task.spec, task.index = hooks_spec, index     # (where a hook added during the run has a place)
     stack.append(task)
     try:
-        outs = _execute(order, index, roots, seeds, targets, retain_graph, create_graph, hooks_spec, structure)
+        outs = _execute(order, index, roots, seeds, targets, retain_graph, create_graph, hooks_spec, structure, every)
     finally:
         stack.pop()
     for fn in task.at_end:
@@ -806,13 +830,33 @@ def will_call_hooks(t):
         node = t._grad_acc() if t._grad_acc is not None else None
         slot = 0
     k = task.index.get(id(node)) if node is not None else None
+    if k is not None and k >= 0 and not any(nf is not None for nf, _ in node._edges):
+        final = getattr(_FINAL, "stack", None)
+        captures = final[-1].captures if final else ()
+        if any(n is node for n, _ in captures):
+            # a node with no edge on (a leaf's AccumulateGrad) whose gradient grad() returns
+            raise RuntimeError("A leaf node was passed to _will_engine_execute_node but we are currently running "
+                               "autograd.grad(). This is currently not supported.")
     return k is not None and (k, slot) in keys
 
 
-def _execute(order, index, roots, seeds, targets, retain_graph, create_graph, hooks_spec, structure=None):
+def _execute(order, index, roots, seeds, targets, retain_graph, create_graph, hooks_spec, structure=None,
+             every=False):
     key = program_key(order, index, roots, targets, hooks_spec, structure)
+    if every:
+        key += (True,)
     p = cached_program(key)
-    ran = executed(order, targets) if p is None else [order[k] for k in p.ran]
+    n_targets = len(targets)
+    if p is None:
+        extra = sinks(order, targets) if every else ()
+        ran = executed(order, targets + extra) if extra else executed(order, targets)
+        if extra:
+            ran += list({id(n): n for n, _ in extra}.values())
+            targets = targets + extra
+    else:
+        ran = [order[k] for k in p.ran]
+        if p.sinks:
+            targets = targets + [(order[k], s) for k, s in p.sinks]
     for node in ran:
         # freed by an earlier backward (see free_graph); a custom Function raises only where
         # its backward reads ctx.saved_tensors, as in torch; a node marked _freed at once
@@ -823,9 +867,11 @@ def _execute(order, index, roots, seeds, targets, retain_graph, create_graph, ho
         if node._guarded:
             _check_guards(node)
     if p is None:
-        p = get_program(order, index, roots, targets, hooks_spec, key=key)
+        p = get_program(order, index, roots, targets, hooks_spec, key=key, ran=ran, n_targets=n_targets)
     if p.unread:
         _check_unread(order, p.unread)
+    if p.sinks:
+        _check_sinks(order, p.sinks)
     hook_by_key = {(index[id(n)], s): fns for (n, s), fns in hooks_spec.items()} if hooks_spec else {}
     if hooks_spec:
         _TASKS.stack[-1].hook_keys = p.hook_keys
@@ -852,10 +898,12 @@ def _execute(order, index, roots, seeds, targets, retain_graph, create_graph, ho
                 free_graph(ran)
             done = e.__dict__.pop("_ran_before", None) if isinstance(e, Exception) else None
             if done is not None:
-                e._partial = (done[0], list(done[1]))
+                e._partial = (done[0], list(done[1])[:n_targets])
             raise
         finally:
             STATE.grad_enabled = grad_mode
+        if p.sinks:
+            outs = outs[:n_targets]
     else:
         args = []
         for kind, info in p.binds:
@@ -893,13 +941,13 @@ def _execute(order, index, roots, seeds, targets, retain_graph, create_graph, ho
                 # over as torch's engine has (.grad, retain_grad) before it raises
                 shared = HANDED.tensors
                 HANDED.__dict__.pop("taken", None)
-                e._partial = (done[0], _gradient_tensors(done[1], args, targets, shared))
+                e._partial = (done[0], _gradient_tensors(done[1], args, targets[:n_targets], shared))
             raise
         finally:
             STATE.freeing_saved = freeing
             shared, HANDED.tensors = HANDED.tensors, handed
         taken = HANDED.__dict__.pop("taken", None) if shared else None
-        outs = _gradient_tensors(raw, args, targets, shared, taken)
+        outs = _gradient_tensors(raw, args, targets[:n_targets] if p.sinks else targets, shared, taken)
     if not retain_graph:
         free_graph(ran)
     return outs
@@ -926,6 +974,37 @@ def executed(order, targets):
         if hit and node._prim is not None:
             ran.append(node)
     return ran
+
+
+def sinks(order, targets):
+    """The nodes a backward() without inputs runs though no path leads from them to a target: torch's
+    engine (its exec_info empty) runs every node it reaches, such a node too, unpacking what it saved
+    (a value written in place since raises), calling its hooks and freeing it. Such nodes are the
+    ops on a view made under no_grad of a tensor that requires grad, or on a view whose base was
+    detach_()'d since (their edges lead to no node), and the ops on their results. Of those, each
+    one none of whose edges leads to another, as a (node, slot) target for each floating output:
+    the backward computes the gradients reaching it (and drops them), running every such node above
+    it. Empty where every node leads to a target (one pass over the nodes, made when a backward's
+    program is built)."""
+    goal = {id(n) for n, _ in targets}
+    below = {}
+    nowhere = set()
+    out = []
+    for node in order:                   # producers first
+        hit = deeper = False
+        for nf, _ in node._edges:
+            if nf is not None:
+                if id(nf) in goal or below.get(id(nf)):
+                    hit = True
+                    break
+                if id(nf) in nowhere:
+                    deeper = True
+        below[id(node)] = hit
+        if not hit and node._prim is not None:   # (a target itself too: a retained output's node)
+            nowhere.add(id(node))
+            if not deeper:
+                out.extend((node, s) for s, (_, dt) in enumerate(node._out_meta) if dt.is_floating_point)
+    return out
 
 
 def holds_saved(node):
