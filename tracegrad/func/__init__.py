@@ -136,6 +136,15 @@ def _lifted_args(args, nums, grad_enabled):
     return args, lifted, connected and grad_enabled
 
 
+def _split_aux(res, has_aux, api):
+    """(output, aux) of a transformed function's result; aux None without has_aux."""
+    if not has_aux:
+        return res, None
+    if not (isinstance(res, tuple) and len(res) == 2):
+        raise RuntimeError(f"{api}: output of function f should be a tuple: (output, aux) if has_aux is True")
+    return res
+
+
 def grad_and_value(func, argnums=0, has_aux=False):
     """torch.func.grad_and_value: a function returning (the gradient of func's scalar output with
     respect to the arguments at argnums, the output) (with has_aux: (gradient, (output, aux)))."""
@@ -144,14 +153,7 @@ def grad_and_value(func, argnums=0, has_aux=False):
         outer = STATE.grad_enabled
         with enable_grad():
             new, lifted, connected = _lifted_args(args, nums, outer)
-            res = func(*new, **kwargs)
-            if has_aux:
-                if not (isinstance(res, tuple) and len(res) == 2):
-                    raise RuntimeError("grad_and_value(f)(*args): output of function f should be a tuple: (output, aux) "
-                                       "if has_aux is True")
-                out, aux = res
-            else:
-                out, aux = res, None
+            out, aux = _split_aux(func(*new, **kwargs), has_aux, "grad_and_value(f)(*args)")
             if not isinstance(out, Tensor):
                 raise RuntimeError(f"grad_and_value(f)(*args): Expected f(*args) to return a Tensor, got {type(out)}")
             if out.ndim != 0:
@@ -183,12 +185,7 @@ def vjp(func, *primals, has_aux=False):
     outer = STATE.grad_enabled
     with enable_grad():
         new, lifted, connected = _lifted_args(primals, range(len(primals)), outer)
-        res = func(*new)
-        if has_aux:
-            if not (isinstance(res, tuple) and len(res) == 2):
-                raise RuntimeError("vjp(f, *primals): output of function f should be a tuple: (output, aux) if "
-                                   "has_aux is True")
-            res, aux = res
+        res, aux = _split_aux(func(*new), has_aux, "vjp(f, *primals)")
         out_leaves, out_spec = _flatten(res)
         for o in out_leaves:
             if not isinstance(o, Tensor):
@@ -224,12 +221,7 @@ def jacrev(func, argnums=0, *, has_aux=False, chunk_size=None, _preallocate_and_
         outer = STATE.grad_enabled
         with enable_grad():
             new, lifted, connected = _lifted_args(args, nums, outer)
-            res = func(*new, **kwargs)
-            if has_aux:
-                if not (isinstance(res, tuple) and len(res) == 2):
-                    raise RuntimeError("jacrev(f, ...)(*args): output of function f should be a tuple: (output, aux) "
-                                       "if has_aux is True")
-                res, aux = res
+            res, aux = _split_aux(func(*new, **kwargs), has_aux, "jacrev(f, ...)(*args)")
             out_leaves, out_spec = _flatten(res)
             wrt = [t for leaves, _ in lifted for t in leaves]
             blocks = []
@@ -277,13 +269,7 @@ def jvp(func, primals, tangents, *, strict=False, has_aux=False):
     outer = STATE.grad_enabled
     with enable_grad():
         new, lifted, connected = _lifted_args(primals, range(len(primals)), outer)
-        res = func(*new)
-        aux = None
-        if has_aux:
-            if not (isinstance(res, tuple) and len(res) == 2):
-                raise RuntimeError("jvp(f, primals, tangents): output of function f should be a tuple: (output, aux) "
-                                   "if has_aux is True")
-            res, aux = res
+        res, aux = _split_aux(func(*new), has_aux, "jvp(f, primals, tangents)")
         out_leaves, out_spec = _flatten(res)
         for o in out_leaves:
             if not isinstance(o, Tensor):
