@@ -26,7 +26,7 @@ class IterableDataset(Dataset):
         raise NotImplementedError("Subclasses of IterableDataset should implement __iter__.")
 
     def __add__(self, other):
-        raise TypeError("ConcatDataset does not support IterableDataset")
+        return ChainDataset([self, other])
 
 
 class TensorDataset(Dataset):
@@ -71,6 +71,66 @@ class ConcatDataset(Dataset):
         k = bisect.bisect_right(self.cumulative_sizes, idx)
         start = 0 if k == 0 else self.cumulative_sizes[k - 1]
         return self.datasets[k][idx - start]
+
+
+class StackDataset(Dataset):
+    """Datasets of one length side by side: sample i is the tuple (or, given by keyword, the dict)
+    of their samples i."""
+
+    def __init__(self, *args, **kwargs):
+        if args and kwargs:
+            raise ValueError("Supported either ``tuple``- (via ``args``) or``dict``- (via ``kwargs``) like "
+                             "input/output, but both types are given.")
+        if not args and not kwargs:
+            raise ValueError("At least one dataset should be passed")
+        datasets = list(args) if args else list(kwargs.values())
+        self._length = len(datasets[0])
+        if any(self._length != len(d) for d in datasets):
+            raise ValueError("Size mismatch between datasets")
+        self.datasets = args if args else kwargs
+
+    def __getitem__(self, index):
+        if isinstance(self.datasets, dict):
+            return {k: d[index] for k, d in self.datasets.items()}
+        return tuple(d[index] for d in self.datasets)
+
+    def __getitems__(self, indices):
+        named = self.datasets.items() if isinstance(self.datasets, dict) else enumerate(self.datasets)
+        columns = {}
+        for k, d in named:
+            many = getattr(d, "__getitems__", None)
+            items = many(indices) if callable(many) else [d[i] for i in indices]
+            if len(items) != len(indices):
+                raise ValueError(f"Nested dataset's output size mismatch. Expected {len(indices)}, got {len(items)}")
+            columns[k] = items
+        if isinstance(self.datasets, dict):
+            return [{k: columns[k][j] for k in columns} for j in range(len(indices))]
+        return [tuple(columns[k][j] for k in columns) for j in range(len(indices))]
+
+    def __len__(self):
+        return self._length
+
+
+class ChainDataset(IterableDataset):
+    """Iterable datasets one after another, read as they go."""
+
+    def __init__(self, datasets):
+        super().__init__()
+        self.datasets = datasets
+
+    def __iter__(self):
+        for d in self.datasets:
+            if not isinstance(d, IterableDataset):
+                raise AssertionError("ChainDataset only supports IterableDataset")
+            yield from d
+
+    def __len__(self):
+        total = 0
+        for d in self.datasets:
+            if not isinstance(d, IterableDataset):
+                raise AssertionError("ChainDataset only supports IterableDataset")
+            total += len(d)
+        return total
 
 
 class Subset(Dataset):
