@@ -1,5 +1,6 @@
 """torch.linalg: inverse, determinant, solve and norms (primitives in ops/math_primitives.py)."""
 import math
+import warnings
 
 import numpy as np
 
@@ -10,6 +11,7 @@ from .tracing import rename_grad_fn, Proxy
 from .ops.math_primitives import LinAlgError
 from .ops.composite import matrix_power, matrix_exp, vector_norm
 from . import _dtype as D
+from .tensor import Tensor
 from .creation import zeros, ones, tensor, eye as _eye
 from .ops.composite_more import multi_dot
 
@@ -278,3 +280,84 @@ def householder_product(A, tau):
 
 
 __all__ += ["householder_product"]
+
+
+# -- torch's older linear algebra functions (torch.svd, torch.qr, torch.cholesky, cholesky_solve,
+# cholesky_inverse, triangular_solve), the torch.* and Tensor methods of older code: linalg's
+# functions under their conventions ---------------------------------------------------------------------
+
+_SvdResultOld = _named("torch.return_types.svd", ("U", "S", "V"))
+_QrResultOld = _named("torch.return_types.qr", ("Q", "R"))
+_TriangularSolveResult = _named("torch.return_types.triangular_solve", ("solution", "cloned_coefficient"))
+_WARNED = set()
+
+
+def _warn_once(key, msg):
+    """torch's TORCH_WARN_ONCE: the first call in the process warns."""
+    if key not in _WARNED:
+        _WARNED.add(key)
+        warnings.warn(msg, UserWarning, stacklevel=3)
+
+
+def svd_old(input, some=True, compute_uv=True):
+    """torch.svd: (U, S, V) with V, not its transpose; some=False gives the square factors;
+    compute_uv=False gives zero U and V."""
+    m, n = input.shape[-2], input.shape[-1]
+    if not compute_uv:
+        batch = tuple(input.shape[:-2])
+        return _SvdResultOld(zeros(batch + (m, m), dtype=input.dtype), svdvals(input),
+                             zeros(batch + (n, n), dtype=input.dtype).mT)       # (column-major, as torch's)
+    U, S, Vh = svd(input, full_matrices=not some)
+    return _SvdResultOld(U, S, Vh.mT)
+
+
+def qr_old(input, some=True):
+    _warn_once("qr", "torch.qr is deprecated in favor of torch.linalg.qr and will be removed in a future PyTorch "
+                     "release.\nThe boolean parameter 'some' has been replaced with a string parameter 'mode'.\n"
+                     "Q, R = torch.qr(A, some)\nshould be replaced with\nQ, R = torch.linalg.qr(A, 'reduced' if some "
+                     "else 'complete')")
+    return _QrResultOld(*qr(input, "reduced" if some else "complete"))
+
+
+def cholesky_old(input, upper=False):
+    _warn_once("cholesky", "torch.cholesky is deprecated in favor of torch.linalg.cholesky and will be removed in a "
+                           "future PyTorch release.\nL = torch.cholesky(A)\nshould be replaced with\nL = "
+                           "torch.linalg.cholesky(A)\nand\nU = torch.cholesky(A, upper=True)\nshould be replaced "
+                           "with\nU = torch.linalg.cholesky(A).mH\nThis transform will produce equivalent results for "
+                           "all valid (symmetric positive definite) inputs.")
+    return rename_grad_fn(cholesky(input, upper=upper), "CholeskyBackward0")
+
+
+def cholesky_solve(input, input2, upper=False):
+    """X with A X = input, A = L L^T given its Cholesky factor input2 = L (U with upper: A = U^T U):
+    two triangular solves."""
+    L = input2.mT if upper else input2
+    y = solve_triangular(L, input, upper=False)
+    return rename_grad_fn(solve_triangular(L.mT, y, upper=True), "CholeskySolveBackward0")
+
+
+def cholesky_inverse(input, upper=False):
+    """A^-1 from A's Cholesky factor."""
+    n = input.shape[-1]
+    inv_ = cholesky_solve(_eye(n, dtype=input.dtype).expand(*input.shape), input, upper)
+    return rename_grad_fn(inv_, "CholeskyInverseBackward0")
+
+
+def triangular_solve(input, A, upper=True, transpose=False, unitriangular=False):
+    """torch.triangular_solve(b, A): (X with op(A) X = b, op(A) = A or A^T, a copy of A)."""
+    _warn_once("triangular_solve", "torch.triangular_solve is deprecated in favor of "
+                                   "torch.linalg.solve_triangularand will be removed in a future PyTorch release.\n"
+                                   "torch.linalg.solve_triangular has its arguments reversed and does not return a "
+                                   "copy of one of the inputs.\nX = torch.triangular_solve(B, A).solution\nshould be "
+                                   "replaced with\nX = torch.linalg.solve_triangular(A, B).")
+    M = A.mT if transpose else A
+    x = solve_triangular(M, input, upper=upper != transpose, unitriangular=unitriangular)
+    return _TriangularSolveResult(rename_grad_fn(x, "TriangularSolveBackward0"),
+                                  rename_grad_fn(_column_major(A.clone()), "TriangularSolveBackward0"))
+
+
+# their Tensor methods (b.cholesky_solve(L), b.triangular_solve(A), x.svd(), ...)
+for _name, _fn in (("svd", svd_old), ("qr", qr_old), ("cholesky", cholesky_old), ("cholesky_solve", cholesky_solve),
+                   ("cholesky_inverse", cholesky_inverse), ("triangular_solve", triangular_solve)):
+    setattr(Tensor, _name, _fn)
+del _name, _fn
