@@ -1,0 +1,330 @@
+"""torch.* functions that are other functions under torch's conventions: the torch.* forms of
+nn.functional's ops (with aten's argument order and integer reductions), the in-place function
+forms (torch.relu_(x) is x.relu_()), the *_copy forms of the view ops, the type predicates,
+window functions, unravel_index, combinations and a few constructors."""
+import itertools
+import math
+
+import numpy as np
+
+from . import _dtype as D
+from .tensor import Tensor
+from .creation import tensor, empty, zeros
+from .ops import functional as O
+from .nn import functional as F
+from .ops.composite_more import multi_dot
+
+__all__ = []
+
+
+def _export(fn, name=None):
+    name = name or fn.__name__
+    fn.__name__ = fn.__qualname__ = name
+    globals()[name] = fn
+    __all__.append(name)
+    return fn
+
+
+# -- nn.functional's ops as torch.* names them ----------------------------------------------------------
+
+for _name in ("conv1d", "conv2d", "conv_transpose1d", "conv_transpose2d", "max_pool1d", "max_pool2d", "avg_pool1d",
+              "pixel_shuffle", "pixel_unshuffle", "channel_shuffle", "prelu", "selu", "celu", "threshold", "rrelu",
+              "cosine_similarity", "pairwise_distance", "bilinear", "rms_norm"):
+    globals()[_name] = getattr(F, _name)
+    __all__.append(_name)
+
+
+@_export
+def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-05, cudnn_enable=True):
+    return F.layer_norm(input, normalized_shape, weight, bias, eps)
+
+
+@_export
+def group_norm(input, num_groups, weight=None, bias=None, eps=1e-05, cudnn_enabled=True):
+    return F.group_norm(input, num_groups, weight, bias, eps)
+
+
+@_export
+def batch_norm(input, weight, bias, running_mean, running_var, training, momentum, eps, cudnn_enabled):
+    return F.batch_norm(input, running_mean, running_var, weight, bias, training, momentum, eps)
+
+
+@_export
+def instance_norm(input, weight, bias, running_mean, running_var, use_input_stats, momentum, eps, cudnn_enabled):
+    return F.instance_norm(input, running_mean, running_var, weight, bias, use_input_stats, momentum, eps)
+
+
+@_export
+def dropout(input, p, train):
+    return F.dropout(input, p, train)
+
+
+@_export
+def alpha_dropout(input, p, train):
+    return F.alpha_dropout(input, p, train)
+
+
+@_export
+def embedding(weight, indices, padding_idx=-1, scale_grad_by_freq=False, sparse=False):
+    return F.embedding(indices, weight, None if padding_idx == -1 else padding_idx,
+                       scale_grad_by_freq=scale_grad_by_freq, sparse=sparse)
+
+
+def _reduction(r):
+    """aten's integer reduction: 1 the mean, 2 the sum, any other value none (as its
+    apply_loss_reduction)."""
+    return {1: "mean", 2: "sum"}.get(r, "none")
+
+
+@_export
+def kl_div(input, target, reduction=1, *, log_target=False):
+    return F.kl_div(input, target, reduction=_reduction(reduction), log_target=log_target)
+
+
+@_export
+def binary_cross_entropy_with_logits(input, target, weight=None, pos_weight=None, reduction=1):
+    return F.binary_cross_entropy_with_logits(input, target, weight, reduction=_reduction(reduction),
+                                              pos_weight=pos_weight)
+
+
+@_export
+def hinge_embedding_loss(input, target, margin=1.0, reduction=1):
+    return F.hinge_embedding_loss(input, target, margin, reduction=_reduction(reduction))
+
+
+@_export
+def margin_ranking_loss(input1, input2, target, margin=0.0, reduction=1):
+    return F.margin_ranking_loss(input1, input2, target, margin, reduction=_reduction(reduction))
+
+
+@_export
+def cosine_embedding_loss(input1, input2, target, margin=0.0, reduction=1):
+    return F.cosine_embedding_loss(input1, input2, target, margin, reduction=_reduction(reduction))
+
+
+@_export
+def triplet_margin_loss(anchor, positive, negative, margin=1.0, p=2, eps=1e-06, swap=False, reduction=1):
+    return F.triplet_margin_loss(anchor, positive, negative, margin, p, eps, swap, reduction=_reduction(reduction))
+
+
+@_export
+def poisson_nll_loss(input, target, log_input, full, eps, reduction):
+    return F.poisson_nll_loss(input, target, log_input, full, eps=eps, reduction=_reduction(reduction))
+
+
+# -- in-place function forms: torch.relu_(x) is x.relu_() ------------------------------------------------
+
+def _inplace_function(name):
+    method = getattr(Tensor, name)
+
+    def fn(input, *args, **kwargs):
+        return method(input, *args, **kwargs)
+    return _export(fn, name)
+
+
+for _name in ("relu_", "sigmoid_", "tanh_", "exp_", "exp2_", "expm1_", "log_", "log2_", "log10_", "log1p_", "abs_",
+              "neg_", "negative_", "sqrt_", "rsqrt_", "square_", "sin_", "cos_", "tan_", "asin_", "acos_", "atan_",
+              "sinh_", "cosh_", "asinh_", "acosh_", "atanh_", "arcsin_", "arccos_", "arctan_", "arcsinh_", "arccosh_",
+              "arctanh_", "erf_", "erfc_", "ceil_", "floor_", "round_", "trunc_", "fix_", "frac_", "reciprocal_",
+              "clamp_", "clamp_min_", "clamp_max_", "clip_", "fill_", "zero_", "deg2rad_", "rad2deg_", "logit_",
+              "sinc_", "i0_", "nan_to_num_", "xlogy_", "gcd_", "lcm_", "ldexp_", "selu_", "celu_", "threshold_",
+              "rrelu_", "detach_", "index_put_"):
+    if hasattr(Tensor, _name):
+        _inplace_function(_name)
+
+
+# -- *_copy: a view op's result as a new tensor ----------------------------------------------------------
+
+def _copy_function(name, view):
+    def fn(input, *args, **kwargs):
+        r = view(input, *args, **kwargs)
+        if isinstance(r, (tuple, list)):
+            return type(r)(t.clone() for t in r) if isinstance(r, tuple) else [t.clone() for t in r]
+        return r.clone()
+    return _export(fn, name)
+
+
+for _name, _view in (("expand_copy", Tensor.expand), ("permute_copy", Tensor.permute), ("view_copy", Tensor.view),
+                     ("transpose_copy", Tensor.transpose), ("t_copy", Tensor.t), ("unsqueeze_copy", Tensor.unsqueeze),
+                     ("squeeze_copy", Tensor.squeeze), ("detach_copy", Tensor.detach),
+                     ("diagonal_copy", Tensor.diagonal), ("select_copy", Tensor.select),
+                     ("split_copy", Tensor.split), ("unbind_copy", Tensor.unbind), ("alias_copy", Tensor.view_as),
+                     ("unfold_copy", Tensor.unfold), ("indices_copy", None), ("values_copy", None)):
+    if _view is not None:
+        _copy_function(_name, _view if _name != "alias_copy" else (lambda x: x.view_as(x)))
+
+
+@_export
+def slice_copy(input, dim=0, start=None, end=None, step=1):
+    key = [slice(None)] * input.ndim
+    key[dim] = slice(start, end, step)
+    return input[tuple(key)].clone()
+
+
+@_export
+def unsafe_chunk(input, chunks, dim=0):
+    return O.chunk(input, chunks, dim)
+
+
+@_export
+def unsafe_split(tensor, split_size_or_sections, dim=0):
+    return O.split(tensor, split_size_or_sections, dim)
+
+
+Tensor.unsafe_chunk = unsafe_chunk
+Tensor.unsafe_split = unsafe_split
+
+
+def _to_dense(self, dtype=None, *, masked_grad=None):
+    """A strided tensor is dense already: itself (or a cast), as torch's."""
+    return self if dtype is None else self.to(dtype)
+
+
+Tensor.to_dense = _to_dense
+
+
+# -- predicates and small constructors -------------------------------------------------------------------
+
+@_export
+def is_complex(input):
+    return input.is_complex()
+
+
+@_export
+def is_signed(input):
+    return input.is_signed()
+
+
+@_export
+def is_nonzero(input):
+    return input.is_nonzero()
+
+
+@_export
+def is_same_size(input, other):
+    return tuple(input.shape) == tuple(other.shape)
+
+
+@_export
+def typename(obj):
+    """The type's name torch gives: 'torch.FloatTensor' for a tensor, module.qualname otherwise."""
+    if isinstance(obj, Tensor):
+        return obj.type()
+    module = getattr(type(obj), "__module__", "")
+    name = type(obj).__qualname__
+    return name if module in ("builtins", "__builtin__", None, "") else f"{module}.{name}"
+
+
+@_export
+def scalar_tensor(s, *, dtype=None, layout=None, device=None, pin_memory=False, requires_grad=False):
+    return tensor(float(s) if dtype is None else s, dtype=dtype or D.get_default_dtype(), device=device,
+                  requires_grad=requires_grad)
+
+
+@_export
+def empty_strided(size, stride, *, dtype=None, layout=None, device=None, requires_grad=False, pin_memory=False):
+    size, stride = tuple(size), tuple(stride)
+    if len(size) != len(stride):
+        raise RuntimeError("mismatch in length of strides and shape")
+    n = 1 + sum((s - 1) * st for s, st in zip(size, stride)) if all(size) else 0
+    t = O.as_strided(empty(n, dtype=dtype, device=device), size, stride)
+    if requires_grad:
+        t.requires_grad_()
+    return t
+
+
+@_export
+def unravel_index(indices, shape):
+    """The coordinates of flat indices in an array of `shape` (C order), one tensor per dim."""
+    if not isinstance(indices, Tensor):
+        raise TypeError(f"expected 'indices' to be a tensor, but got {type(indices)}")
+    if indices.dtype.is_floating_point or indices.dtype is D.bool_:
+        raise TypeError(f"expected 'indices' to be an integer tensor, but got {D.SCALAR_NAME[indices.dtype]}")
+    shape = (shape,) if isinstance(shape, int) else tuple(shape)
+    if any(s < 0 for s in shape):
+        raise ValueError("'shape' cannot have negative values, but got " + str(shape))
+    total = math.prod(shape)
+    flat = indices.numpy()
+    if total:
+        flat = np.mod(flat, total)             # (torch's: each coordinate modulo its size, no range check)
+    return tuple(tensor(c.astype(np.int64)) for c in np.unravel_index(flat, shape)) if shape else ()
+
+
+@_export
+def combinations(input, r=2, with_replacement=False):
+    """The r-length combinations of a 1-D tensor's elements (in itertools' order), as rows."""
+    if input.ndim != 1:
+        raise RuntimeError(f"Expect a 1D vector, but got shape {list(input.shape)}")
+    if r < 0:
+        raise RuntimeError(f"Expect a non-negative number, but got {r}")
+    if r == 0:
+        return empty(0, dtype=input.dtype)
+    pick = itertools.combinations_with_replacement if with_replacement else itertools.combinations
+    rows = list(pick(range(input.shape[0]), r))
+    if not rows:
+        return O.reshape(input[zeros(0, dtype=D.int64)], (0, r))
+    idx = tensor(np.array(rows, dtype=np.int64))
+    return input[idx]
+
+
+# -- window functions ------------------------------------------------------------------------------------
+
+def _window(name, formula):
+    """A window function; `formula(n, dtype, *args)` computes its n points in the dtype, in torch's
+    order of operations (its float32 windows round each step)."""
+    def fn(window_length, periodic=True, *args, dtype=None, layout=None, device=None, requires_grad=False,
+           pin_memory=False):
+        dtype = dtype or D.get_default_dtype()
+        if not dtype.is_floating_point:
+            raise RuntimeError(f"{name} expects floating point dtypes, got: {D.SCALAR_NAME[dtype]}")
+        if window_length < 0:
+            raise RuntimeError(f"{name} requires non-negative window_length, got window_length={window_length}")
+        if window_length == 0:
+            return empty(0, dtype=dtype, device=device, requires_grad=requires_grad)
+        if window_length == 1:
+            return tensor([1.0], dtype=dtype, device=device, requires_grad=requires_grad)
+        n = window_length + 1 if periodic else window_length
+        w = formula(n, np.dtype(dtype.np).type, *args)[:window_length]
+        return tensor(np.asarray(w).astype(dtype.np), dtype=dtype, device=device, requires_grad=requires_grad)
+    return _export(fn, name)
+
+
+def _hamming(n, dt, alpha=0.54, beta=0.46):
+    k = np.arange(n, dtype=dt) * dt(2 * math.pi / (n - 1))
+    return np.cos(k) * dt(-beta) + dt(alpha)
+
+
+def _blackman(n, dt):
+    k = np.arange(n, dtype=dt) * dt(math.pi / (n - 1))
+    return np.cos(k * dt(4)) * dt(0.08) - np.cos(k * dt(2)) * dt(0.5) + dt(0.42)
+
+
+def _bartlett(n, dt):
+    w = np.arange(n, dtype=dt) * dt(2.0 / (n - 1))
+    half = ((n - 1) >> 1) + 1
+    w[half:] = w[half:] * dt(-1) + dt(2)
+    return w
+
+
+def _kaiser(n, dt, beta=12.0):
+    k = np.arange(n, dtype=np.float64)
+    a = (n - 1) / 2
+    return np.i0(beta * np.sqrt(np.clip(1 - ((k - a) / a) ** 2, 0, None))) / np.i0(beta)
+
+
+_window("hann_window", lambda n, dt: _hamming(n, dt, 0.5, 0.5))
+_window("hamming_window", _hamming)
+_window("blackman_window", _blackman)
+_window("bartlett_window", _bartlett)
+_window("kaiser_window", _kaiser)
+
+
+@_export
+def chain_matmul(*matrices, out=None):
+    """The product of the matrices (linalg.multi_dot's order), torch's deprecated form."""
+    if len(matrices) == 1:
+        return matrices[0].clone()
+    return multi_dot(list(matrices))
+
+
+del _name, _view
