@@ -220,19 +220,21 @@ def rebase(view, result):
     node = result._grad_fn
     if node is not None and old_fn is not None and old_base._req:
         # as torch's CopySlices, the op's gradient for the view's old value goes to the old
-        # base directly, not through the view's old grad_fn (whose tensor hooks then stay quiet)
+        # base directly, not through the view's old grad_fn (whose tensor hooks then stay quiet).
+        # That is the gradient of the op's self, its first input: the view passed again as
+        # another operand (v.sub_(v)) keeps its edge to the old grad_fn, whose hooks then run
+        # with that operand's gradient, as torch's
         edges = list(node._edges)
-        alias = None
         for i, (fn, nr) in enumerate(edges):
             if fn is old_fn and nr == old_nr:
-                if alias is None:
-                    alias = Tensor._make(view._data, view._dtype)
-                    _record(P["as_strided"], (old_base,), params, (alias,))
-                    # numbered before the op's node, which reads it: the nodes stay in creation
-                    # order, which the engine runs backwards as torch's runs CopySlices (the op
-                    # inside), so hooks fire in torch's order (a walk of the graph did not)
-                    alias._grad_fn._seq, node._seq = node._seq, alias._grad_fn._seq
+                alias = Tensor._make(view._data, view._dtype)
+                _record(P["as_strided"], (old_base,), params, (alias,))
+                # numbered before the op's node, which reads it: the nodes stay in creation
+                # order, which the engine runs backwards as torch's runs CopySlices (the op
+                # inside), so hooks fire in torch's order (a walk of the graph did not)
+                alias._grad_fn._seq, node._seq = node._seq, alias._grad_fn._seq
                 edges[i] = (alias._grad_fn, 0)
+                break
         node._edges = tuple(edges)
     base_fn, base_nr = base._grad_fn, base._output_nr
     _record(P["as_strided_scatter"], (old_base, result), params, (base,))

@@ -1,0 +1,88 @@
+"""Reduced repros of what the fuzzers found on seeds no run had tried before: the view fuzzer
+(test_autograd_view_fuzz.py) 8000-12000, ...; each compared with torch."""
+import os
+import sys
+import warnings
+
+import numpy as np
+import pytest
+import torch
+
+import tracegrad as tg
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import test_autograd_view_fuzz as VF                     # noqa: E402
+
+
+def _outcome(f):
+    try:
+        return "ok", f()
+    except Exception as e:          # noqa: BLE001  (compared with torch's)
+        return type(e).__name__, str(e)
+
+
+# -- a view written in place with itself as the other operand (view fuzzer seed 9904) ----------------
+# torch's CopySlices sends the gradient of the op's self (its first input) to the old base; the view
+# passed again as the other operand (r.sub_(r)) keeps its edge to the view's old grad_fn, whose tensor
+# hooks run with that operand's gradient. tracegrad rerouted every edge to the view's old node, so a
+# hook registered on the view before the write never ran.
+
+_SELF_AS_OTHER = {
+    "sub_": lambda r: r.sub_(r),
+    "add_": lambda r: r.add_(r),
+    "add_ alpha": lambda r: r.add_(r, alpha=2),
+    "div_": lambda r: r.div_(r + 1),
+    "copy_": lambda r: r.copy_(r),
+}
+
+
+@pytest.mark.parametrize("case", list(_SELF_AS_OTHER))
+def test_a_view_written_with_itself_as_the_other_operand_runs_its_old_hooks_as_torch(case):
+    res = []
+    for m in (torch, tg):
+        log = []
+        y = m.tensor(np.linspace(0.5, 1.5, 6).reshape(2, 3), dtype=m.float64, requires_grad=True)
+        y2 = y * 2
+        r = y2.reshape(-1)
+        r.register_hook(lambda g: log.append(round(float(g.sum()), 9)))
+        _SELF_AS_OTHER[case](r)
+        ((r * 3).tanh().sum() + y2.sin().sum()).backward()
+        res.append((log, np.round(y.grad.numpy(), 12).tolist()))
+    assert res[1] == res[0]
+
+
+def test_view_fuzzer_seed_9904():
+    assert VF.compare(9904) == []
+
+
+# -- detach_() of an operand that matmul saves through a reshape (view fuzzer seed 11879) --------------
+# torch's matmul reshapes an operand of 3 or more dims (folded into a matrix, or expanded for bmm),
+# and unsqueezes a vector beside a matrix, and transposes a matrix beside a batch: its node saves that
+# new tensor, which keeps its grad_fn when the operand is detached in place, and the backward runs.
+# Only an operand saved as it is (dot's, mv's, mm's, a matrix or a vector beside a batch) raises
+# "saved tensor that has been detached in-place". tracegrad raised for every operand.
+
+@pytest.mark.parametrize("d1", [1, 2, 3, 4])
+@pytest.mark.parametrize("d2", [1, 2, 3, 4])
+@pytest.mark.parametrize("which", [0, 1])
+def test_detach_in_place_of_a_matmul_operand_raises_where_torch_saved_it_as_it_is(d1, d2, which):
+    left = {1: (2,), 2: (3, 2), 3: (4, 3, 2), 4: (2, 4, 3, 2)}
+    right = {1: (2,), 2: (2, 3), 3: (4, 2, 3), 4: (2, 4, 2, 3)}
+    res = []
+    for m in (torch, tg):
+        a0, b0 = (m.tensor(np.linspace(0.5, 1.5, int(np.prod(s))).reshape(s), dtype=m.float64, requires_grad=True)
+                  for s in (left[d1], right[d2]))
+        a, b = a0 * 1, b0 * 1
+        c = a @ b
+        (a, b)[which].detach_()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            got = _outcome(lambda: c.sin().sum().backward())
+        res.append(got[0] if got[0] != "ok" else ("ok", np.round(a0.grad.numpy(), 12).tolist(),
+                                                   np.round(b0.grad.numpy(), 12).tolist()))
+    assert res[1] == res[0]
+
+
+def test_view_fuzzer_seed_11879():
+    assert VF.compare(11879) == []
