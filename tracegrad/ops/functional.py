@@ -1699,7 +1699,19 @@ def matmul(input, other):
     if a.ndim == 2 and b.ndim == 1 and a.shape[-1] != b.shape[0]:
         raise RuntimeError(f"size mismatch, got input ({a.shape[0]}), mat ({a.shape[0]}x{a.shape[1]}), vec "
                            f"({b.shape[0]})")
-    return apply(P["matmul"], (a, b), {})
+    out = apply(P["matmul"], (a, b), {})
+    saved = out._grad_fn._saved if out.__class__ is Tensor and out._grad_fn is not None else None
+    if saved:
+        # torch's matmul hands dot, mv and mm an operand of at most 2 dims as it is, except a
+        # vector beside a matrix (unsqueezed) and a matrix beside a batch (transposed); an operand
+        # of 3 or more dims it reshapes first (folded into a matrix, or expanded for bmm): its node
+        # saves a new tensor, with a grad_fn of its own, so a later detach_() of the operand leaves
+        # the backward running (torch raised only where the operand itself was saved)
+        direct = (a.ndim == 1 and b.ndim != 2 or a.ndim == 2 and b.ndim <= 2, b.ndim <= 2)
+        for s, d in zip(saved[1:], direct):
+            if s is not None and not d:
+                s.nonleaf = False
+    return out
 
 
 def mm(input, mat2):
