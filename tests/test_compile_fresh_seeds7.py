@@ -1,6 +1,7 @@
 """Reduced repros of what the fuzzers found on seeds no run had tried before: the view fuzzer
 (test_autograd_view_fuzz.py) 8000-12000, ...; each compared with torch."""
 import os
+import subprocess
 import sys
 import warnings
 
@@ -105,3 +106,54 @@ def test_an_in_place_write_reading_what_it_wrote_through_a_non_dense_view_is_ref
 
 def test_mutation_fuzzer_seed_47328():
     MU._check_program(47328)
+
+
+# -- einsum's traced shape where a size-1 index meets a size-0 one (Triton seed 45720) ---------------------
+# einsum("...i,...i->...", x, y) of x (1, 1) and y (0, 1): the ellipsis dims broadcast 1 against 0,
+# to 0. The shape rule the trace records took the larger, 1: the Triton lowering's decomposition (which
+# broadcasts right) failed its shape check, and the numpy backend's program, which computes the value
+# with np.einsum, gave a later op the traced shape (zeros(r.shape) was [1.] where torch's is empty).
+
+_EINSUM_CASES = [("...i,...i->...", (1, 1), (0, 1)), ("bi,bi->b", (0, 2), (1, 2)),
+                 ("...ij,...jk->...ik", (1, 2, 2), (0, 2, 2)), ("bi,bj->ij", (1, 2), (0, 3))]
+
+
+@pytest.mark.parametrize("eq, s1, s2", _EINSUM_CASES)
+@pytest.mark.parametrize("backend", [None, "numpy"])
+def test_einsum_broadcasting_a_size_1_index_against_size_0_is_empty_as_torch(eq, s1, s2, backend):
+    def f(m, x, y):
+        r = m.einsum(eq, x, y)
+        return m.zeros(r.shape, dtype=m.float64) + 1, r.shape[0], (r.sin().sum() + 1)
+    a, b = np.linspace(0.5, 1.5, int(np.prod(s1))).reshape(s1), np.linspace(-1, 1, int(np.prod(s2))).reshape(s2)
+    res = []
+    for m, fn in ((torch, lambda x, y: f(torch, x, y)),
+                  (tg, tg.compile(lambda x, y: f(tg, x, y), backend=backend) if backend else lambda x, y: f(tg, x, y))):
+        x, y = m.tensor(a, requires_grad=True), m.tensor(b, requires_grad=True)
+        z, n, loss = fn(x, y)
+        gx, gy = m.autograd.grad(loss, (x, y))
+        res.append((tuple(z.shape), z.tolist(), n, loss.detach().item(), gx.tolist(), tuple(gy.shape)))
+    assert res[1] == res[0]
+
+
+_TRITON_SCRIPT = """
+import sys
+sys.path.insert(0, {here!r})
+import numpy as np
+import tracegrad as tg
+import triton_checks as T
+with np.errstate(all="ignore"):
+    f = tg.compile(lambda x, y: tg.einsum("...i,...i->...", x, y).sum() + 1, backend="triton", fullgraph=True)
+    assert f(tg.ones(1, 1, device="cuda"), tg.ones(0, 1, device="cuda")).item() == 1.0
+    T.check_program(45720, "cuda")
+print("ok")
+"""
+
+
+def test_triton_program_45720_under_the_interpreter():
+    pytest.importorskip("triton")
+    here = os.path.dirname(os.path.abspath(__file__))
+    env = dict(os.environ, TRITON_INTERPRET="1", PYTHONPATH=os.path.dirname(here))
+    r = subprocess.run([sys.executable, "-c", _TRITON_SCRIPT.format(here=here)], env=env, capture_output=True,
+                       text=True, timeout=300)
+    assert r.returncode == 0, (r.returncode, r.stderr[-3000:])
+    assert r.stdout.strip().endswith("ok")
