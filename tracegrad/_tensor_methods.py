@@ -244,8 +244,9 @@ def _tracing():
     return _ACTIVE[0] and TRACING.stack
 
 
-def commit(self, result):
-    """Write `result` into `self` (the second half of every in-place op)."""
+def commit(self, result, routed=False):
+    """Write `result` into `self` (the second half of every in-place op). `routed`: computed from
+    views.old_value(self) (see views.rebase)."""
     if _tracing():
         return commit_traced(self, result)      # inside compile: rewritten out of place
     if self._data is None or result._data is None:
@@ -271,7 +272,7 @@ def commit(self, result):
         np.copyto(self._data, _stored_as(result, self._dtype), casting="unsafe")
         self._vc[0] += 1
         _save_as_self(self, node)
-        return views.rebase(self, result)
+        return views.rebase(self, result, routed)
     if node is not None:
         _keep_old_self(self, node)
     np.copyto(self._data, _stored_as(result, self._dtype), casting="unsafe")
@@ -429,6 +430,12 @@ def _inplace(fn):
             # torch saves a clone of self's old value, and its pack hook sees that clone, once;
             # the op saving self and then its copy (_keep_old_self) called the hook twice
             return commit(self, fn(_old_self(self), *args, **kwargs))
+        if self._view is not None and STATE.grad_enabled and self._req and not _tracing():
+            # on a view, a copy at the old base's place in the graph (views.old_value): every node
+            # of a decomposition (lerp_'s) that reads self sends that gradient to the old base
+            src = views.old_value(self)
+            if src is not None:
+                return commit(self, fn(src, *args, **kwargs), routed=True)
         return commit(self, fn(self, *args, **kwargs))
     op.__name__ = name + "_"
     return op
@@ -1095,8 +1102,14 @@ def _inplace_composite(fn):
         check_inplace(self)
         if check is not None and (args or kwargs):
             check(self, args, kwargs)
-        src = self.clone() if STATE.grad_enabled and self.requires_grad else self
-        return commit(self, fn(src, *args, **kwargs))
+        if not (STATE.grad_enabled and self.requires_grad):
+            return commit(self, fn(self, *args, **kwargs))
+        # on a view, a copy at the old base's place in the graph (views.old_value), as torch's
+        # CopySlices routes the gradient of the op's self
+        src = views.old_value(self) if self._view is not None and not _tracing() else None
+        if src is not None:
+            return commit(self, fn(src, *args, **kwargs), routed=True)
+        return commit(self, fn(self.clone(), *args, **kwargs))
     op.__name__ = fn.__name__ + "_"
     return op
 
