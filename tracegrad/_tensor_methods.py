@@ -426,16 +426,17 @@ def _inplace(fn):
         check_inplace(self)
         if check is not None and (args or kwargs):
             check(self, args, kwargs)
+        if self._view is not None and STATE.grad_enabled and self._req and not _tracing():
+            # on a view, a copy at the old base's place in the graph (views.old_value): every node
+            # of a decomposition (lerp_'s) that reads self sends that gradient to the old base (a
+            # copy, as _old_self's below: a pack hook sees it once)
+            src = views.old_value(self)
+            if src is not None:
+                return commit(self, fn(src, *args, **kwargs), routed=True)
         if _HOOK_USERS[0] and STATE.grad_enabled and saved_tensors_hooks_active() and not _tracing():
             # torch saves a clone of self's old value, and its pack hook sees that clone, once;
             # the op saving self and then its copy (_keep_old_self) called the hook twice
             return commit(self, fn(_old_self(self), *args, **kwargs))
-        if self._view is not None and STATE.grad_enabled and self._req and not _tracing():
-            # on a view, a copy at the old base's place in the graph (views.old_value): every node
-            # of a decomposition (lerp_'s) that reads self sends that gradient to the old base
-            src = views.old_value(self)
-            if src is not None:
-                return commit(self, fn(src, *args, **kwargs), routed=True)
         return commit(self, fn(self, *args, **kwargs))
     op.__name__ = name + "_"
     return op
