@@ -204,3 +204,49 @@ def test_triton_program_45720_under_the_interpreter():
                        text=True, timeout=300)
     assert r.returncode == 0, (r.returncode, r.stderr[-3000:])
     assert r.stdout.strip().endswith("ok")
+
+
+# (seen reducing seed 11879) where torch's matmul reshapes an operand by a copy (its leading dims not
+# contiguous, folded into a matrix; an operand of a bmm whose batch dims do not flatten), its node saves
+# the copy: a later in-place write to the operand leaves the backward running with the values it read.
+# tracegrad saved the operand itself and raised "modified by an inplace operation". Where torch's
+# reshape is a view (and where the operand is saved as it is) the write raises in both.
+
+_MATMUL_WRITES = {
+    "3-d transposed @ matrix": ((3, 2, 4), (1, 0, 2), (4, 2), (0, 1), 0),
+    "3-d contiguous @ matrix": ((2, 3, 4), (0, 1, 2), (4, 2), (0, 1), 0),
+    "matrix @ 3-d": ((3, 2), (0, 1), (4, 2, 3), (0, 1, 2), 1),
+    "vector @ 3-d": ((2,), (0,), (4, 2, 3), (0, 1, 2), 1),
+    "vector @ 3-d permuted": ((2,), (0,), (2, 4, 3), (1, 0, 2), 1),
+    "3-d @ 4-d, both permuted": ((4, 3, 2), (1, 0, 2), (2, 2, 3, 5), (0, 2, 1, 3), 0),
+    "3-d @ 4-d, the second written": ((4, 3, 2), (1, 0, 2), (2, 2, 3, 5), (0, 2, 1, 3), 1),
+    "4-d permuted @ 3-d": ((3, 2, 4, 2), (1, 0, 2, 3), (3, 2, 5), (0, 1, 2), 0),
+    "matrix @ matrix": ((3, 2), (0, 1), (2, 3), (0, 1), 0),
+}
+
+
+@pytest.mark.parametrize("case", list(_MATMUL_WRITES))
+@pytest.mark.parametrize("req", [(True, True), (True, False), (False, True)])
+def test_an_operand_written_after_matmul_raises_or_not_as_torch(case, req):
+    s1, p1, s2, p2, which = _MATMUL_WRITES[case]
+
+    def operand(m, shape, perm, r):
+        base = m.tensor(np.linspace(0.5, 1.5, int(np.prod(shape))).reshape(shape), dtype=m.float64,
+                        requires_grad=True)
+        return base, (base * 1 if r else base.detach()).permute(*perm)
+    res = []
+    for m in (torch, tg):
+        (b1, x), (b2, y) = operand(m, s1, p1, req[0]), operand(m, s2, p2, req[1])
+        c = (x @ y).sin().sum()
+        (x, y)[which].mul_(2)
+        got = _outcome(lambda: m.autograd.grad(c, [b for b, r in zip((b1, b2), req) if r], create_graph=True))
+        if got[0] == "ok":
+            got = [np.round(g.detach().numpy(), 12).tolist() for g in got[1]] + \
+                  [np.round(h.numpy(), 12).tolist() for h in m.autograd.grad(sum(g.sum() for g in got[1]) * 1.0,
+                                                                             [b for b, r in zip((b1, b2), req) if r],
+                                                                             allow_unused=True,
+                                                                             materialize_grads=True)]
+        else:
+            got = got[0]
+        res.append(got)
+    assert res[1] == res[0]
