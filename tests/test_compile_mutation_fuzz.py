@@ -789,6 +789,13 @@ def cmp_arrays(a, b, exact, what, f32=False):
 def compare(got, want, exact, label, check_after=True, no_grad_views=False, f32=False):
     """f32: the program reads a float32 argument, whose rounding (numpy's exp against torch's)
     float64 values computed from it carry"""
+    if got["err"] is not None and not exact and ("more than one element of the written-to" in str(got["err"]) or
+                                                 "depend on the order in which the elements are written" in
+                                                 str(got["err"])):
+        return      # tracegrad refuses an in-place op on overlapping unfold windows, or one that reads an
+        #             element it wrote (through a layout torch does not judge), where torch's result
+        #             depends on the order its loop visits them (whatever torch's program meets later:
+        #             seed 47328's torch raised at a step after the refused one)
     if want["err"] is not None:
         assert got["err"] is not None, f"{label}: expected error {type(want['err']).__name__}: {want['err']}"
         if not exact:
@@ -797,12 +804,6 @@ def compare(got, want, exact, label, check_after=True, no_grad_views=False, f32=
         return
     if got["err"] is not None and want["berr"] is not None and exact:
         return      # compiled raised at the call where eager raises at backward
-    if got["err"] is not None and not exact and ("more than one element of the written-to" in str(got["err"]) or
-                                                 "depend on the order in which the elements are written" in
-                                                 str(got["err"])):
-        return      # tracegrad refuses an in-place op on overlapping unfold windows, or one that reads an
-        #             element it wrote (through a layout torch does not judge), where torch's result
-        #             depends on the order its loop visits them
     assert got["err"] is None, f"{label}: unexpected error {type(got['err']).__name__}: {got['err']}"
     assert len(got["outs"]) == len(want["outs"])
     for k, ((a, ra, da), (b, rb, db)) in enumerate(zip(got["outs"], want["outs"])):

@@ -245,8 +245,9 @@ def _tracing():
     return _ACTIVE[0] and TRACING.stack
 
 
-def commit(self, result):
-    """Write `result` into `self` (the second half of every in-place op)."""
+def commit(self, result, routed=False):
+    """Write `result` into `self` (the second half of every in-place op). `routed`: computed from
+    views.old_value(self) (see views.rebase)."""
     if _tracing():
         return commit_traced(self, result)      # inside compile: rewritten out of place
     if self._data is None or result._data is None:
@@ -272,7 +273,7 @@ def commit(self, result):
         np.copyto(self._data, _stored_as(result, self._dtype), casting="unsafe")
         self._vc[0] += 1
         _save_as_self(self, node)
-        return views.rebase(self, result)
+        return views.rebase(self, result, routed)
     if node is not None:
         _keep_old_self(self, node)
     np.copyto(self._data, _stored_as(result, self._dtype), casting="unsafe")
@@ -426,6 +427,13 @@ def _inplace(fn):
         check_inplace(self)
         if check is not None and (args or kwargs):
             check(self, args, kwargs)
+        if self._view is not None and STATE.grad_enabled and self._req and not _tracing():
+            # on a view, a copy at the old base's place in the graph (views.old_value): every node
+            # of a decomposition (lerp_'s) that reads self sends that gradient to the old base (a
+            # copy, as _old_self's below: a pack hook sees it once)
+            src = views.old_value(self)
+            if src is not None:
+                return commit(self, fn(src, *args, **kwargs), routed=True)
         if _HOOK_USERS[0] and STATE.grad_enabled and saved_tensors_hooks_active() and not _tracing():
             # torch saves a clone of self's old value, and its pack hook sees that clone, once;
             # the op saving self and then its copy (_keep_old_self) called the hook twice
@@ -1181,8 +1189,14 @@ def _inplace_composite(fn):
         check_inplace(self)
         if check is not None and (args or kwargs):
             check(self, args, kwargs)
-        src = self.clone() if STATE.grad_enabled and self.requires_grad else self
-        return commit(self, fn(src, *args, **kwargs))
+        if not (STATE.grad_enabled and self.requires_grad):
+            return commit(self, fn(self, *args, **kwargs))
+        # on a view, a copy at the old base's place in the graph (views.old_value), as torch's
+        # CopySlices routes the gradient of the op's self
+        src = views.old_value(self) if self._view is not None and not _tracing() else None
+        if src is not None:
+            return commit(self, fn(src, *args, **kwargs), routed=True)
+        return commit(self, fn(self.clone(), *args, **kwargs))
     op.__name__ = fn.__name__ + "_"
     return op
 

@@ -210,29 +210,48 @@ def move_retained(t, old_fn, old_nr):
         new.__dict__.setdefault("_retained", {})[t._output_nr] = weakref.ref(t)
 
 
-def rebase(view, result):
+def old_value(view):
+    """A copy of `view`'s value whose grad_fn is as_strided of its base's history now: the self a
+    composite in-place op on the view computes from (every node of the decomposition that reads
+    self then sends its gradient to the old base, as torch's CopySlices sends its op's gradient
+    for self; the view's old grad_fn, and its tensor hooks, get only what other operands send).
+    None where the write will not rebase the view (see commit)."""
+    base = view._base
+    if view._view is None or base is None or view._grad_fn is None or not base._req or \
+            view._view.creation != DEFAULT:
+        return None
+    old_base = Tensor._make(base._data, base._dtype, base._req, base._grad_fn, base._output_nr, vc=[base._vc[0]])
+    alias = Tensor._make(view._data.copy(), view._dtype)
+    _record(P["as_strided"], (old_base,), geometry(view._data, base._data), (alias,))
+    return alias
+
+
+def rebase(view, result, routed=False):
     """After an in-place op on `view` whose result (with its history) is `result`: the base
-    becomes as_strided_scatter(old base, result) (CopySlices), the view as_strided of it."""
+    becomes as_strided_scatter(old base, result) (CopySlices), the view as_strided of it.
+    `routed`: the op computed from old_value(view), whose node already leads to the old base."""
     base = view._base
     params = geometry(view._data, base._data)
     old_base = Tensor._make(base._data, base._dtype, base._req, base._grad_fn, base._output_nr, vc=[base._vc[0]])
     old_fn, old_nr = view._grad_fn, view._output_nr
     node = result._grad_fn
-    if node is not None and old_fn is not None and old_base._req:
+    if node is not None and old_fn is not None and old_base._req and not routed:
         # as torch's CopySlices, the op's gradient for the view's old value goes to the old
-        # base directly, not through the view's old grad_fn (whose tensor hooks then stay quiet)
+        # base directly, not through the view's old grad_fn (whose tensor hooks then stay quiet).
+        # That is the gradient of the op's self, its first input: the view passed again as
+        # another operand (v.sub_(v)) keeps its edge to the old grad_fn, whose hooks then run
+        # with that operand's gradient, as torch's
         edges = list(node._edges)
-        alias = None
         for i, (fn, nr) in enumerate(edges):
             if fn is old_fn and nr == old_nr:
-                if alias is None:
-                    alias = Tensor._make(view._data, view._dtype)
-                    _record(P["as_strided"], (old_base,), params, (alias,))
-                    # numbered before the op's node, which reads it: the nodes stay in creation
-                    # order, which the engine runs backwards as torch's runs CopySlices (the op
-                    # inside), so hooks fire in torch's order (a walk of the graph did not)
-                    alias._grad_fn._seq, node._seq = node._seq, alias._grad_fn._seq
+                alias = Tensor._make(view._data, view._dtype)
+                _record(P["as_strided"], (old_base,), params, (alias,))
+                # numbered before the op's node, which reads it: the nodes stay in creation
+                # order, which the engine runs backwards as torch's runs CopySlices (the op
+                # inside), so hooks fire in torch's order (a walk of the graph did not)
+                alias._grad_fn._seq, node._seq = node._seq, alias._grad_fn._seq
                 edges[i] = (alias._grad_fn, 0)
+                break
         node._edges = tuple(edges)
     base_fn, base_nr = base._grad_fn, base._output_nr
     _record(P["as_strided_scatter"], (old_base, result), params, (base,))

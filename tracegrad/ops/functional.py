@@ -1709,7 +1709,74 @@ def matmul(input, other):
     if a.ndim == 2 and b.ndim == 1 and a.shape[-1] != b.shape[0]:
         raise RuntimeError(f"size mismatch, got input ({a.shape[0]}), mat ({a.shape[0]}x{a.shape[1]}), vec "
                            f"({b.shape[0]})")
-    return apply(P["matmul"], (a, b), {})
+    out = apply(P["matmul"], (a, b), {})
+    saved = out._grad_fn._saved if out.__class__ is Tensor and out._grad_fn is not None else None
+    if saved:
+        # torch's matmul hands dot, mv and mm an operand of at most 2 dims as it is, except a
+        # vector beside a matrix (unsqueezed) and a matrix beside a batch (transposed); an operand
+        # of 3 or more dims it reshapes first (folded into a matrix, or expanded for bmm): its node
+        # saves a new tensor, with a grad_fn of its own, so a later detach_() of the operand leaves
+        # the backward running (torch raised only where the operand itself was saved). Where that
+        # reshape copies, a later write to the operand does not reach the backward either: the
+        # node keeps a copy of the operand's value (a leaf that requires grad stays the leaf: the write raises)
+        direct = (a.ndim == 1 and b.ndim != 2 or a.ndim == 2 and b.ndim <= 2, b.ndim <= 2)
+        copied = _matmul_copies(a, b)
+        for s, d, c, x in zip(saved[1:], direct, copied, (a, b)):
+            if s is None or d:
+                continue
+            s.nonleaf = False
+            if c and s.hook is None and s.tensor is x and (x._grad_fn is not None or not x._req):
+                s.tensor = Tensor._make(x._data.copy(), x._dtype, x._req, x._grad_fn, x._output_nr)
+                s.vc, s.version = s.tensor._vc, 0
+    return out
+
+
+def _view_strides(shape, strides, new):
+    """torch's computeStride: the strides of `new` as a view of (shape, strides), or None where
+    reshape must copy."""
+    if math.prod(shape) == 0:
+        return True
+    view_d, chunk, t_numel, v_numel = len(new) - 1, (strides[-1] if shape else 1), 1, 1
+    for d in range(len(shape) - 1, -1, -1):
+        t_numel *= shape[d]
+        if d == 0 or (shape[d - 1] != 1 and strides[d - 1] != t_numel * chunk):
+            while view_d >= 0 and (v_numel < t_numel or new[view_d] == 1):
+                v_numel *= new[view_d]
+                view_d -= 1
+            if v_numel != t_numel:
+                return None
+            if d > 0:
+                chunk, t_numel, v_numel = strides[d - 1], 1, 1
+    return True if view_d == -1 else None
+
+
+def _matmul_copies(a, b):
+    """Whether torch's matmul reshapes each operand by a copy (at::native::_matmul_impl): where one
+    has 3 or more dims and the other at most 2, the larger folded into a matrix (should_fold: where
+    the smaller requires grad, else where the larger's leading dims are contiguous and the first
+    operand is no matrix); otherwise both expanded to the broadcast batch and flattened for bmm."""
+    d1, d2 = a.ndim, b.ndim
+    if d1 <= 2 and d2 <= 2:
+        return False, False
+    big, small = (a, b) if d1 >= d2 else (b, a)
+    sh, st = tuple(big.shape), tuple(big.stride())
+    if big is b:                          # folded as b.mT
+        sh, st = sh[:-2] + (sh[-1], sh[-2]), st[:-2] + (st[-1], st[-2])
+    if small.ndim <= 2:
+        fold = small.requires_grad or d1 != 2 and (
+            math.prod(sh) == 0 or builtins.all(st[k] == st[k + 1] * sh[k + 1] for k in range(len(sh) - 2)))
+        if fold:
+            c = _view_strides(sh, st, (math.prod(sh[:-1]), sh[-1])) is None
+            return (c, False) if big is a else (False, c)
+    batch = tuple(broadcast_shapes(tuple(a.shape[:-2]), tuple(b.shape[:-2])))
+    res = []
+    for x, tail in ((a, tuple(a.shape[-2:]) if d1 > 1 else (1,) + tuple(a.shape)),
+                    (b, tuple(b.shape[-2:]) if d2 > 1 else tuple(b.shape))):
+        full = batch + tail
+        xs, xst = (1,) * (len(full) - x.ndim) + tuple(x.shape), (0,) * (len(full) - x.ndim) + tuple(x.stride())
+        est = tuple(0 if n != m else t for n, m, t in zip(xs, full, xst))
+        res.append(_view_strides(full, est, (math.prod(batch),) + tail) is None)
+    return tuple(res)
 
 
 def mm(input, mat2):

@@ -2590,9 +2590,10 @@ def _einsum_shape(*xs, equation):
     sizes = {}
     for spec, x in zip(ins.split(","), xs):
         for c, n in zip(spec, x.shape):
-            if sizes.get(c, n) != n and sizes.get(c, n) != 1 and n != 1:
+            m = sizes.get(c, n)
+            if m != n and m != 1 and n != 1:
                 raise RuntimeError(f"einsum(): operands do not broadcast with remapped shapes (original->remapped)")
-            sizes[c] = max(sizes.get(c, n), n)
+            sizes[c] = n if m == 1 else m          # size 1 broadcasts to the other's, 0 too (not the larger)
     return tuple(sizes[c] for c in res)
 
 
