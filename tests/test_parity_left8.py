@@ -71,3 +71,69 @@ def test_no_grad_view_after_base_written_raises_torchs_error():
         got.append(outcome(lambda: Scale.apply(v, m.ones(2, dtype=m.float64))))
     assert got[0][0] is RuntimeError and "no_grad mode" in got[0][1]
     assert got[0] == got[1]
+
+
+# -- a tensor hook on an output of a multi-output op that no gradient reached -----------------------
+
+_SPLITS = {
+    "unbind": lambda x: x.unbind(1),
+    "split": lambda x: x.split(1, 1),
+    "chunk": lambda x: x.chunk(3, 1),
+    "max": lambda x: x.max(1),
+}
+
+
+def _hooked_run(m, split, used, hooked, create_graph=False, how="backward"):
+    x = (m.arange(6, dtype=m.float64).reshape(2, 3) * 0.5).requires_grad_()
+    outs = split(x)
+    log = []
+    for k in hooked:
+        outs[k].register_hook(lambda g, k=k: log.append((k, None if g is None else g.tolist())))
+    loss = (outs[used] * outs[used]).sum()
+    if how == "grad":
+        g, = m.autograd.grad(loss, x, create_graph=create_graph)
+    else:
+        loss.backward(create_graph=create_graph, inputs=[x] if how == "inputs" else None)
+        g = x.grad
+    return log, g.tolist()
+
+
+@pytest.mark.parametrize("how", ["backward", "grad", "inputs"])
+@pytest.mark.parametrize("create_graph", [False, True])
+@pytest.mark.parametrize("name,used,hooked", [
+    ("unbind", 0, (1,)), ("unbind", 0, (2, 0, 1)), ("unbind", 1, (0, 2)),
+    ("split", 2, (0, 1)), ("chunk", 0, (1,)), ("chunk", 1, (2, 1, 0)), ("max", 0, (0,)),
+])
+def test_hook_on_unused_output_sees_none(name, used, hooked, create_graph, how):
+    """x.unbind(1) with only outs[0] used: torch calls the tensor hooks of the other outputs with
+    None as the node runs (in the order each output got its first hook); tracegrad skipped them."""
+    got = [_hooked_run(m, _SPLITS[name], used, hooked, create_graph, how) for m in (tg, torch)]
+    assert any(g is None for _, g in got[1][0]) or len(hooked) == 1
+    assert got[0] == got[1]
+
+
+def test_hook_on_unused_output_may_not_return_a_gradient():
+    """A hook given None that returns a tensor: torch's error."""
+    got = []
+    for m in (tg, torch):
+        x = m.ones(2, 3, dtype=m.float64, requires_grad=True)
+        a, b = x.unbind(0)
+        b.register_hook(lambda g, m=m: m.ones(3, dtype=m.float64))
+        got.append(outcome(lambda: a.sum().backward()))
+    assert got[0][0] is RuntimeError
+    assert got[0] == got[1]
+
+
+def test_hook_on_unused_output_not_called_where_the_op_does_not_run():
+    """No gradient reaches the op at all: no hook of its outputs runs, in torch as here."""
+    got = []
+    for m in (tg, torch):
+        x = m.ones(2, 3, dtype=m.float64, requires_grad=True)
+        a, b = x.unbind(0)
+        log = []
+        b.register_hook(lambda g: log.append(g))
+        (x * 2).sum().backward()
+        got.append(log)
+    assert got[0] == got[1] == []
+
+

@@ -2759,7 +2759,10 @@ def handed_out(*tensors):
         seen.extend(weakref.ref(t) for t in tensors if t is not None)
 
 
-def _call_hooks_kernel(g, fns, dtype=None):
+def _call_hooks_kernel(g, fns, dtype=None, none=False):
+    if none:                           # hooks of an output no gradient reached: they see None
+        _call_hooks_eager(None, fns)
+        return g
     Tensor = FrontEnd.Tensor
     t = None
     if g is not None:                  # an undefined gradient: hooks see None (as torch's)
@@ -2773,9 +2776,13 @@ def _call_hooks_kernel(g, fns, dtype=None):
     return t._data
 
 
-def _call_hooks_eager(g, fns, dtype=None):
+def _call_hooks_eager(g, fns, dtype=None, none=False):
     """The hooks under create_graph=True: run on the gradient tensor itself, so that what they
-    compute (a hook's `g * 3`) is recorded and differentiated again, as torch's are."""
+    compute (a hook's `g * 3`) is recorded and differentiated again, as torch's are. With
+    `none`: the hooks are given None (an output no gradient reached) and `g` passes through."""
+    if none:
+        _call_hooks_eager(None, fns)
+        return g
     Tensor = FrontEnd.Tensor
     if g is not None and not isinstance(g, Tensor):
         a = np.asarray(g)
@@ -2811,8 +2818,9 @@ class GradStep:
 
 # A tensor's hooks, run on its gradient at backward time. The callables are an input bound
 # at each run (hooks may change between runs of one cached program).
-Primitive("call_hooks", "g fns", _call_hooks_kernel, shape=lambda g, fns, dtype=None: tuple(g.shape), dtype="same",
-          eager=_call_hooks_eager, vjp=lambda gg, out, g, fns, dtype=None: (gg, None), grad_fn="HookBackward0",
+Primitive("call_hooks", "g fns", _call_hooks_kernel, shape=lambda g, fns, dtype=None, none=False: tuple(g.shape),
+          dtype="same", eager=_call_hooks_eager, vjp=lambda gg, out, g, fns, dtype=None, none=False: (gg, None),
+          grad_fn="HookBackward0",
           triton=T.Refuse("tensor hooks call Python at backward time"))
 
 
