@@ -137,3 +137,45 @@ def test_hook_on_unused_output_not_called_where_the_op_does_not_run():
     assert got[0] == got[1] == []
 
 
+
+
+# -- anomaly mode: a NaN found part way sets the .grad torch's engine has set by then ----------------
+
+_NAN_GRAPHS = {
+    "sqrt_first": lambda x, w, u: ((x.sqrt() * 0) + w * x).sum(),
+    "sqrt_mid": lambda x, w, u: (x * u).sqrt().sum() * 0 + (w * w).sum() + u.exp().sum(),
+    "late_leaf": lambda x, w, u: (w.exp() * (x.sqrt() * 0 + 1)).sum() + (u * 3).sum(),
+    "div00": lambda x, w, u: (x / x).sum() + (w * u).sum(),
+    "log0": lambda x, w, u: (x * 0).log().sum() * 0 + (w * u).sum(),
+}
+
+
+def _nan_run(m, graph, create_graph, retained):
+    x = m.tensor([0., 1.], dtype=m.float64, requires_grad=True)
+    w = m.tensor([2., 3.], dtype=m.float64, requires_grad=True)
+    u = m.tensor([.5, 1.5], dtype=m.float64, requires_grad=True)
+    with m.autograd.detect_anomaly(check_nan=True):
+        if retained:
+            h = w * u
+            h.retain_grad()
+            loss = (h * 2).sum() + (x.sqrt() * 0 * h).sum() if graph == "h_first" else \
+                (x.sqrt() * 0 * h).sum() + (h * 2).sum() + (u * 3).sum()
+        else:
+            h = None
+            loss = _NAN_GRAPHS[graph](x, w, u)
+        with pytest.warns(UserWarning):          # (anomaly mode's warning: where the forward ran)
+            err = outcome(lambda: loss.backward(create_graph=create_graph))
+    grads = [None if t.grad is None else t.grad.tolist() for t in (x, w, u)]
+    return err, grads, (None if h is None or h.grad is None else h.grad.tolist())
+
+
+@pytest.mark.parametrize("create_graph", [False, True])
+@pytest.mark.parametrize("graph,retained", [(g, False) for g in _NAN_GRAPHS] + [("h_first", True), ("h_last", True)])
+def test_anomaly_nan_sets_the_grads_torch_has_set(graph, retained, create_graph):
+    """detect_anomaly(check_nan=True) and a derivative that gives NaN (sqrt at 0): torch raises
+    there, having run the nodes before (the leaves they complete have their .grad); tracegrad
+    raised with no .grad set (its run node by node noted what ran only for an error a node
+    raised itself)."""
+    got = [_nan_run(m, graph, create_graph, retained) for m in (tg, torch)]
+    assert got[0][0][0] is RuntimeError and "nan values" in got[0][0][1]
+    assert got[0] == got[1]

@@ -1182,11 +1182,7 @@ def _run_checked(p, g, env, order, eager):
                 warn_forward(a["origin"])
             # what ran before the failing node: the gradients complete by then (torch's engine has
             # run the AccumulateGrad of each), and where the failing node sits in creation order
-            k = p.fwd[a["origin"]].get("node_index") if a.get("origin") is not None else None
-            if k is not None and p.fwd[a["origin"]]["op"] == "proj":
-                k = p.fwd[p.fwd[a["origin"]]["args"][0]].get("node_index")
-            if k is not None:
-                e._ran_before = (k, [None if o is None else env.get(o) for o in g.outputs])
+            _note_ran_before(e, p, g, env, a.get("origin"))
             raise
         finally:
             tracer._ANOMALY_PARENT[0] = parent
@@ -1202,11 +1198,26 @@ def _run_checked(p, g, env, order, eager):
             if np.isnan(arr.astype(np.float64) if arr.dtype.kind != "f" else arr).any():
                 fwd_value, i = a["grad_of"]
                 name = warn_forward(fwd_value)
-                raise RuntimeError(f"Function '{name}' returned nan values in its {i}th output.")
+                e = RuntimeError(f"Function '{name}' returned nan values in its {i}th output.")
+                # torch's engine has run the nodes before this one (their leaves' .grad set)
+                env.pop(n)
+                _note_ran_before(e, p, g, env, fwd_value)
+                raise e
     if prof:
         for origin, (t0, t1) in sorted(spans.items(), key=lambda kv: kv[1][0]):
             profiler.record(_origin_name(p, order, origin)[0], t0, t1, kind="backward")
     return tuple(None if o is None else env[o] for o in g.outputs)
+
+
+def _note_ran_before(e, p, g, env, origin):
+    """What ran before the failing node of a backward run node by node, on its error: the
+    gradients complete by then (torch's engine has run the AccumulateGrad of each), and where
+    the node that made `origin` (a forward value) sits in creation order."""
+    k = p.fwd[origin].get("node_index") if origin is not None else None
+    if k is not None and p.fwd[origin]["op"] == "proj":
+        k = p.fwd[p.fwd[origin]["args"][0]].get("node_index")
+    if k is not None:
+        e._ran_before = (k, [None if o is None else env.get(o) for o in g.outputs])
 
 
 def call_node(node, grads):
