@@ -179,3 +179,53 @@ def test_anomaly_nan_sets_the_grads_torch_has_set(graph, retained, create_graph)
     got = [_nan_run(m, graph, create_graph, retained) for m in (tg, torch)]
     assert got[0][0][0] is RuntimeError and "nan values" in got[0][0][1]
     assert got[0] == got[1]
+
+
+# -- a 1-D matmul operand's saved value after `.data = ...` or `.data.mul_()` -------------------------
+
+_MATMULS = {
+    "vm": (lambda m, x, W, y: x @ W, "x"),
+    "vm_matmul": (lambda m, x, W, y: m.matmul(x, W), "x"),
+    "mv": (lambda m, x, W, y: W.t() @ x, "x"),
+    "mv_W": (lambda m, x, W, y: W.t() @ x, "W"),
+    "vm_W": (lambda m, x, W, y: x @ W, "W"),
+    "dot": (lambda m, x, W, y: x.dot(y), "x"),
+    "dot_y": (lambda m, x, W, y: x.dot(y), "y"),
+    "vv": (lambda m, x, W, y: x @ y, "x"),
+    "inner": (lambda m, x, W, y: m.inner(x, y), "x"),
+    "inner_y": (lambda m, x, W, y: m.inner(x, y), "y"),
+}
+
+
+def _matmul_after_data(m, kind, how, leaf, create_graph):
+    x0 = m.tensor([1., 2., 3.], dtype=m.float64, requires_grad=True)
+    x = x0 if leaf else x0 * 1.5
+    W = m.tensor([[1., 2.], [3., 4.], [5., 6.]], dtype=m.float64, requires_grad=True)
+    y = m.tensor([4., -5., 6.], dtype=m.float64, requires_grad=True)
+    fn, which = _MATMULS[kind]
+    out = fn(m, x, W, y)
+    t = {"x": x, "W": W, "y": y}[which]
+    if how == "data":
+        t.data = t.data * 10 + 1
+    else:
+        t.data.mul_(10)
+    loss = (out * out).sum()
+    if not create_graph:
+        loss.backward()
+        return [None if v.grad is None else v.grad.tolist() for v in (x0, W, y)]
+    g = m.autograd.grad(loss, (x0, W, y), create_graph=True, allow_unused=True)
+    again = m.autograd.grad(sum(v.sum() for v in g if v is not None), (x0, W, y), allow_unused=True)
+    return [[None if v is None else v.tolist() for v in r] for r in (g, again)]
+
+
+@pytest.mark.parametrize("create_graph", [False, True])
+@pytest.mark.parametrize("leaf", [True, False])
+@pytest.mark.parametrize("how", ["data", "mul_"])
+@pytest.mark.parametrize("kind", list(_MATMULS))
+def test_one_dim_matmul_saves_what_torch_saves(kind, how, leaf, create_graph):
+    """x @ W with a 1-D x, then x.data = other before the backward: torch's matmul is
+    x.unsqueeze(0).mm(W).squeeze_(0), whose mm saves the unsqueezed view, which keeps x's old
+    memory, so W.grad uses x's old values (a write through x.data shows); tracegrad read x's new
+    values. Its matrix-vector, dot and inner save the operands themselves, as tracegrad does."""
+    got = [_matmul_after_data(m, kind, how, leaf, create_graph) for m in (tg, torch)]
+    assert got[0] == got[1]
