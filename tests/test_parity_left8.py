@@ -229,3 +229,77 @@ def test_one_dim_matmul_saves_what_torch_saves(kind, how, leaf, create_graph):
     values. Its matrix-vector, dot and inner save the operands themselves, as tracegrad does."""
     got = [_matmul_after_data(m, kind, how, leaf, create_graph) for m in (tg, torch)]
     assert got[0] == got[1]
+
+
+# -- empty tensors under use_deterministic_algorithms(True) -------------------------------------------
+
+_EMPTIES = {
+    "empty": lambda m, dt: m.empty(2, 3, dtype=dt),
+    "empty_like": lambda m, dt: m.empty_like(m.ones(2, 3, dtype=dt)),
+    "empty_like_t": lambda m, dt: m.empty_like(m.ones(3, 2, dtype=dt).t()),
+    "new_empty": lambda m, dt: m.ones(1, dtype=dt).new_empty((2, 3)),
+    "empty_strided": lambda m, dt: m.empty_strided((2, 3), (1, 2), dtype=dt),
+    "empty_cl": lambda m, dt: m.empty(1, 2, 2, 2, dtype=dt, memory_format=m.channels_last),
+}
+_EMPTY_DTYPES = ["float32", "float64", "float16", "bfloat16", "int8", "int16", "int32", "int64", "uint8", "bool"]
+
+
+def _empty_values(m, name, dtype, fill):
+    prev = m.utils.deterministic.fill_uninitialized_memory
+    m.use_deterministic_algorithms(True)
+    try:
+        m.utils.deterministic.fill_uninitialized_memory = fill
+        t = _EMPTIES[name](m, getattr(m, dtype))
+        # (a transposed bfloat16 tensor's strides are not torch's, an older gap: its values alone)
+        return str(t.tolist()), (None if dtype == "bfloat16" else t.stride())
+    finally:
+        m.utils.deterministic.fill_uninitialized_memory = prev
+        m.use_deterministic_algorithms(False)
+
+
+@pytest.mark.parametrize("dtype", _EMPTY_DTYPES)
+@pytest.mark.parametrize("name", list(_EMPTIES))
+def test_empty_under_deterministic_algorithms_is_filled(name, dtype):
+    """With use_deterministic_algorithms(True) (and fill_uninitialized_memory, on by default) torch
+    fills empty, empty_like, new_empty and empty_strided with NaN (a float dtype) or the dtype's
+    largest value (an integer one, True for bool); tracegrad gave zeros (and had no empty_strided)."""
+    got = [_empty_values(m, name, dtype, True) for m in (tg, torch)]
+    assert got[0] == got[1]
+    zeros = torch.zeros(2, 3, dtype=getattr(torch, dtype))
+    assert got[0][0] != str(zeros.tolist()) and got[0][0] != str(zeros.view(1, 2, 3, 1).tolist())   # (filled)
+
+
+def test_empty_fill_setting_as_torchs():
+    """fill_uninitialized_memory: on by default, refuses a non-bool as torch does; without the
+    deterministic mode, or with the fill off, an empty tensor is no NaN here (torch's memory as it was)."""
+    assert tg.utils.deterministic.fill_uninitialized_memory is torch.utils.deterministic.fill_uninitialized_memory
+    for bad in (1, None, "a"):
+        got = []
+        for m in (tg, torch):
+            def setit(m=m):
+                m.utils.deterministic.fill_uninitialized_memory = bad
+            got.append(outcome(setit))
+        assert got[0][0] is RuntimeError and got[0] == got[1]
+    assert tg.utils.deterministic.fill_uninitialized_memory is True
+    assert _empty_values(tg, "empty", "float32", False)[0] == str([[0.0] * 3] * 2)
+    assert tg.empty(2).tolist() == [0.0, 0.0]
+
+
+def test_empty_in_compiled_function_follows_the_setting():
+    """A compiled function that makes an empty tensor: filled while the mode is on, and traced again
+    when the mode changes (its program is guarded on the setting)."""
+    @tg.compile
+    def f(x):
+        return x + tg.empty(2, dtype=x.dtype)
+
+    x = tg.ones(2)
+    assert f(x).tolist() == [1.0, 1.0]
+    tg.use_deterministic_algorithms(True)
+    try:
+        got = f(x).tolist()
+        ref = (torch.ones(2) + torch.empty(2)).tolist() if torch.use_deterministic_algorithms(True) is None else None
+    finally:
+        tg.use_deterministic_algorithms(False)
+        torch.use_deterministic_algorithms(False)
+    assert str(got) == str(ref) == "[nan, nan]"
+    assert f(x).tolist() == [1.0, 1.0]
