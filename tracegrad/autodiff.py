@@ -138,7 +138,8 @@ def _ctx_proxy(bwd, n, cache):
     return cache[n]
 
 
-def derive(fwd, outputs, wrt, hooks=None, node_hooks=(), defer_errors=False, leaf_rank=None, hook_rank=None):
+def derive(fwd, outputs, wrt, hooks=None, node_hooks=(), defer_errors=False, leaf_rank=None, hook_rank=None,
+           run_ops=()):
     """Build the backward graph of `fwd`.
 
     Inputs of the result: one gradient per output (role "grad"), then the forward values
@@ -152,7 +153,9 @@ def derive(fwd, outputs, wrt, hooks=None, node_hooks=(), defer_errors=False, lea
     `leaf_rank` orders the hooks of leaves whose gradients one op completes (torch's engine
     runs their AccumulateGrad nodes as its ready queue yields them); by argument without it.
     `hook_rank` orders the hooks of the outputs of one multi-output op (projections) that have
-    them: they run when that op is reached, in this order.
+    them: they run when that op is reached, in this order. `run_ops`: the ops torch's engine runs
+    though no gradient is wanted below them (backward(inputs=[an output of it])): the hooks of
+    their outputs no gradient reached see None there too.
     """
     bwd = Graph("backward")
     bwd.number_after(fwd)           # no backward value takes the name of a forward value it is printed beside
@@ -211,9 +214,14 @@ def derive(fwd, outputs, wrt, hooks=None, node_hooks=(), defer_errors=False, lea
                 got = tuple_grads.get(n)
                 for u in sorted(us, key=hook_rank.__getitem__) if hook_rank else us:
                     if u not in grads:
-                        if got and n in need:
+                        if got and (n in need or n in run_ops):
                             k = next(iter(got))
                             got[k] = _call_hooks(got[k], hooks[u], none=True)
+                            if n not in need:
+                                # (no rule reads it: the output's own gradient passes through it)
+                                for w in fwd.nx.successors(n):
+                                    if fwd[w]["op"] == "proj" and fwd[w]["params"]["index"] == k and w in grads:
+                                        grads[w] = got[k]
                         continue
                     if u in wrt_set and _runs_below(fwd, u, need):
                         captured[u] = grads[u]
