@@ -340,3 +340,10 @@ def test_backward_inputs_output_of_multi_output_op_runs_its_hooks(case, create_g
     outputs' hooks."""
     got = [_idle_run(m, case, create_graph) for m in (tg, torch)]
     assert got[0][0] and got[0] == got[1]
+
+
+def test_empty_strided_refuses_as_torch():
+    """empty_strided with as many strides as sizes only, and no negative size: torch's errors."""
+    for args in [((2, 3), (1,)), ((2, -3), (1, 2))]:
+        got = [outcome(lambda m=m: m.empty_strided(*args)) for m in (tg, torch)]
+        assert got[0][0] is RuntimeError and got[0] == got[1]

@@ -606,7 +606,8 @@ def empty_strided(size, stride, *, dtype=None, layout=None, device=None, require
     shape = _size("empty_strided", (size,))
     stride = tuple(int(st) for st in stride)
     if len(stride) != len(shape):
-        raise RuntimeError(f"mismatch in length of strides and shape")
+        raise RuntimeError(f"dimensionality of sizes ({len(shape)}) must match dimensionality of strides "
+                           f"({len(stride)})")
     if _ACTIVE[0] and TRACING.stack:
         raise TraceError("empty_strided inside a compiled function is not traced yet")
     n = 0 if 0 in shape else 1 + sum((k - 1) * st for k, st in zip(shape, stride))
