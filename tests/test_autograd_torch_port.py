@@ -131,9 +131,6 @@ KNOWN_GAPS = {
     "test_integer_outputs": (
         "tracegrad's unique returns values that do not require grad; torch's require grad (with a backward "
         'that is not implemented)'),
-    "test_grad_nonleaf_register_hook": (
-        'a tensor hook on an output of a multi-output node (unbind) that no gradient reaches is not called '
-        'with None when the node runs for another output'),
 }
 
 
@@ -753,7 +750,6 @@ def test_grad_nonleaf_many_outputs():
     assert x.grad is None
 
 
-@pytest.mark.xfail(strict=True, reason=KNOWN_GAPS["test_grad_nonleaf_register_hook"])
 def test_grad_nonleaf_register_hook():
     x = tg.randn(5, requires_grad=True)
     x_list = x.unbind()

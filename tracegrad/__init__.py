@@ -32,7 +32,8 @@ from .grad_mode import (no_grad, enable_grad, set_grad_enabled, is_grad_enabled,
 from .creation import (tensor, as_tensor, asarray, from_numpy, from_dlpack, zeros, ones, full, empty, eye, arange,
                        linspace, logspace, rand, randn, randint, randperm, rand_like, randn_like, randint_like,
                        zeros_like, ones_like, empty_like, full_like, manual_seed, seed, initial_seed, multinomial,
-                       bernoulli, Generator, default_generator, get_rng_state, set_rng_state)
+                       bernoulli, Generator, default_generator, get_rng_state, set_rng_state, empty_strided,
+                       DETERMINISTIC as _DETERMINISTIC)
 from .ops import math_functional, composite  # noqa: F401,E402  (add their functions to ops.functional)
 from ._threads import get_num_threads, set_num_threads, get_num_interop_threads, set_num_interop_threads
 from . import _tensor_methods  # noqa: F401  (binds methods and operators onto Tensor)
@@ -82,7 +83,7 @@ def is_warn_always_enabled():
     return autograd.WARN_ALWAYS[0]
 
 
-_DETERMINISTIC = [False, False]     # use_deterministic_algorithms' mode and warn_only
+# (_DETERMINISTIC, creation.py's: use_deterministic_algorithms' mode and warn_only, and the fill)
 
 
 def use_deterministic_algorithms(mode, *, warn_only=False):

@@ -138,7 +138,8 @@ def _ctx_proxy(bwd, n, cache):
     return cache[n]
 
 
-def derive(fwd, outputs, wrt, hooks=None, node_hooks=(), defer_errors=False, leaf_rank=None, hook_rank=None):
+def derive(fwd, outputs, wrt, hooks=None, node_hooks=(), defer_errors=False, leaf_rank=None, hook_rank=None,
+           run_ops=()):
     """Build the backward graph of `fwd`.
 
     Inputs of the result: one gradient per output (role "grad"), then the forward values
@@ -152,7 +153,9 @@ def derive(fwd, outputs, wrt, hooks=None, node_hooks=(), defer_errors=False, lea
     `leaf_rank` orders the hooks of leaves whose gradients one op completes (torch's engine
     runs their AccumulateGrad nodes as its ready queue yields them); by argument without it.
     `hook_rank` orders the hooks of the outputs of one multi-output op (projections) that have
-    them: they run when that op is reached, in this order.
+    them: they run when that op is reached, in this order. `run_ops`: the ops torch's engine runs
+    though no gradient is wanted below them (backward(inputs=[an output of it])): the hooks of
+    their outputs no gradient reached see None there too.
     """
     bwd = Graph("backward")
     bwd.number_after(fwd)           # no backward value takes the name of a forward value it is printed beside
@@ -184,7 +187,10 @@ def derive(fwd, outputs, wrt, hooks=None, node_hooks=(), defer_errors=False, lea
                 if last_use and a["op"] != "input" else ()
             if leaf_rank and len(pending) > 1:
                 pending.sort(key=lambda x: leaf_rank.get(x, -1))
-            if hook_rank and n in hook_rank:
+            if a["op"] == "proj" and n in hooks and n not in grads:
+                # an output no gradient reached: torch calls its hooks with None when the op runs
+                deferred.setdefault(a["args"][0], []).append(n)
+            elif hook_rank and n in hook_rank:
                 if n in grads:           # hooks on several outputs of one op: run at that op, below
                     deferred.setdefault(a["args"][0], []).append(n)
             elif n in grads and n in hooks and n not in last_use:
@@ -202,12 +208,27 @@ def derive(fwd, outputs, wrt, hooks=None, node_hooks=(), defer_errors=False, lea
                 continue
             if deferred and n in deferred:
                 # torch runs the tensor hooks of a node's outputs one output after another, in the
-                # order each output got its first hook
-                for u in sorted(deferred.pop(n), key=hook_rank.__getitem__):
+                # order each output got its first hook; those of an output no gradient reached
+                # see None, where the node runs (another output got one)
+                us = deferred.pop(n)
+                got = tuple_grads.get(n)
+                for u in sorted(us, key=hook_rank.__getitem__) if hook_rank else us:
+                    if u not in grads:
+                        if got and (n in need or n in run_ops):
+                            k = next(iter(got))
+                            got[k] = _call_hooks(got[k], hooks[u], none=True)
+                            if n not in need:
+                                # (no rule reads it: the output's own gradient passes through it)
+                                for w in fwd.nx.successors(n):
+                                    if fwd[w]["op"] == "proj" and fwd[w]["params"]["index"] == k and w in grads:
+                                        grads[w] = got[k]
+                        continue
                     if u in wrt_set and _runs_below(fwd, u, need):
                         captured[u] = grads[u]
-                    grads[u] = _call_hooks(grads[u], hooks[u])
-                    tuple_grads[n][fwd[u]["params"]["index"]] = grads[u]
+                    k = fwd[u]["params"]["index"]
+                    # (its gradient as the hooks before left it: passed through those given None)
+                    grads[u] = _call_hooks(got[k], hooks[u])
+                    got[k] = grads[u]
             prim = a["prim"]
             if n not in need:
                 continue
@@ -447,12 +468,14 @@ def _last_uses(fwd, order, hooks):
     return found
 
 
-def _call_hooks(g, key):
-    """Tensor hooks run at backward time: an opaque op whose callables are bound per run."""
+def _call_hooks(g, key, none=False):
+    """Tensor hooks run at backward time: an opaque op whose callables are bound per run. With
+    `none`, the hooks of an output no gradient reached, called with None after `g` (another
+    output's gradient, passed through): their place in the program."""
     bwd = g.__dict__["_graph"]
     fns = proxy_input(bwd, (), D.bool_, role="hook", hook_key=key)
     # (the gradient's dtype: a bfloat16 one is stored as float32, and its hooks see bfloat16)
-    return apply(P["call_hooks"], (g, fns), {"dtype": g.dtype})
+    return apply(P["call_hooks"], (g, fns), {"dtype": g.dtype, "none": True} if none else {"dtype": g.dtype})
 
 
 def F_value(bwd, proxy):

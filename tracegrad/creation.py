@@ -15,7 +15,7 @@ import warnings
 import numpy as np
 
 from . import _dtype as D
-from .tensor import Tensor, Size, Above, escape, check_format_rank
+from .tensor import Tensor, Size, Above, escape, check_format_rank, read_setting
 from .ir.layout import dense_axes, iterator_order, tensor_order, FORMAT_ORDERS
 from .ir.symbolic import Sym
 from .tracing import apply, _ACTIVE, TRACING, LOCAL, user_file, TraceError
@@ -556,6 +556,26 @@ def ones(*size, out=None, dtype=None, layout=None, device=None, requires_grad=Fa
     return full(_size("ones", size), 1, dtype=_creation_dtype(dtype), device=device, requires_grad=requires_grad)
 
 
+# use_deterministic_algorithms' mode and warn_only, and torch.utils.deterministic's
+# fill_uninitialized_memory (torch's default: on)
+DETERMINISTIC = [False, False, True]
+
+
+def uninitialized_fill(dt):
+    """What an empty tensor of dtype `dt` holds: with use_deterministic_algorithms(True) and
+    fill_uninitialized_memory on, torch's known values (NaN for a floating dtype, the dtype's
+    largest value for an integer one, True for bool); else zeros (torch's memory as it was)."""
+    read_setting("deterministic", lambda: DETERMINISTIC[0])         # (a compiled function is guarded on them)
+    read_setting("deterministic_fill", lambda: DETERMINISTIC[2])
+    if not (DETERMINISTIC[0] and DETERMINISTIC[2]):
+        return 0
+    if dt.is_floating_point:
+        return math.nan
+    if dt is D.bool_:
+        return True
+    return int(np.iinfo(dt.np).max)
+
+
 def empty(*size, out=None, dtype=None, layout=None, device=None, requires_grad=False, pin_memory=False,
           memory_format=None):
     _check_device(device)
@@ -564,8 +584,9 @@ def empty(*size, out=None, dtype=None, layout=None, device=None, requires_grad=F
     name = getattr(memory_format, "_name", None)
     perm = FORMAT_ORDERS.get(name)
     check_format_rank(len(shape), name)
+    fill = uninitialized_fill(dt)
     if _ACTIVE[0] and TRACING.stack:
-        t = full(shape, 0, dtype=dt, requires_grad=requires_grad and perm is None)     # a value of the trace
+        t = full(shape, fill, dtype=dt, requires_grad=requires_grad and perm is None)     # a value of the trace
         if perm is not None:
             t = t.clone(memory_format=memory_format)
             if requires_grad:
@@ -573,9 +594,26 @@ def empty(*size, out=None, dtype=None, layout=None, device=None, requires_grad=F
         return t
     if perm is not None:
         # channels_last: NHWC in memory
-        return _finish(np.zeros(tuple(shape[k] for k in perm), dtype=dt.np).transpose(np.argsort(perm)), dt,
+        return _finish(np.full(tuple(shape[k] for k in perm), fill, dtype=dt.np).transpose(np.argsort(perm)), dt,
                        requires_grad)
-    return _finish(np.zeros(shape, dtype=dt.np), dt, requires_grad)
+    return _finish(np.full(shape, fill, dtype=dt.np), dt, requires_grad)
+
+
+def empty_strided(size, stride, *, dtype=None, layout=None, device=None, requires_grad=False, pin_memory=False):
+    """An uninitialized tensor of `size` laid out with element strides `stride` (as empty)."""
+    _check_device(device)
+    dt = _creation_dtype(dtype)
+    shape = _size("empty_strided", (size,))
+    stride = tuple(int(st) for st in stride)
+    if len(stride) != len(shape):
+        raise RuntimeError(f"dimensionality of sizes ({len(shape)}) must match dimensionality of strides "
+                           f"({len(stride)})")
+    if _ACTIVE[0] and TRACING.stack:
+        raise TraceError("empty_strided inside a compiled function is not traced yet")
+    n = 0 if 0 in shape else 1 + sum((k - 1) * st for k, st in zip(shape, stride))
+    flat = np.full(n, uninitialized_fill(dt), dtype=dt.np)
+    data = np.lib.stride_tricks.as_strided(flat, shape, tuple(st * flat.itemsize for st in stride))
+    return _finish(data, dt, requires_grad)
 
 
 def _like_layout(input, memory_format):

@@ -398,7 +398,11 @@ _DIRECT = {"compiled_backward", "call_hooks", "node_prehooks", "node_hooks", "fu
 _INDEXING = {"getitem", "getitem_backward", "index_put"}
 
 
-def _call_hooks_device(g, fns, dtype=None):
+def _call_hooks_device(g, fns, dtype=None, none=False):
+    if none:                             # hooks of an output no gradient reached: they see None
+        for fn in fns:
+            check_hook_result(fn, None, fn(None))
+        return g
     t = None if g is None else Tensor._make(g, dtype if dtype is not None and dtype.np == g.dtype else
                                             D.from_numpy_dtype(g.dtype))
     handed_out(t)

@@ -15,6 +15,7 @@ import os
 import sys
 import threading
 import traceback
+import weakref
 
 import numpy as np
 
@@ -1154,6 +1155,15 @@ def _keep_saved_traced(out, input, others, result):
 next_node_seq = itertools.count().__next__
 
 
+def _inner_view(a):
+    """A tensor of `a`'s memory now, in `a`'s place in the graph and sharing its version counter
+    (Primitive.saves_inner_view): torch's view made inside the op, which `a.data = ...` leaves."""
+    t = Tensor._make(a._data, a._dtype, a._req, a._grad_fn, a._output_nr, vc=a._vc)
+    if a._grad_fn is None and a._req:
+        t._grad_acc = weakref.ref(a._accumulator())     # (a leaf: its gradient reaches a's .grad)
+    return t
+
+
 def _record(prim, args, params, outs):
     """Make the grad_fn node for one op and attach it to its outputs."""
     cls = prim._node_cls
@@ -1194,12 +1204,13 @@ def _record(prim, args, params, outs):
     positions, save_out = prim.saved_positions(len(args), tuple(req))
     if positions or save_out:
         saved = [None] * (len(args) + 1)
+        inner = prim.saves_inner_view(args) if prim.saves_inner_view is not None else ()
         for i in positions:
             a = args[i]
             if isinstance(a, Tensor):
                 if a._inference:
                     raise RuntimeError(INFERENCE_SAVED_MSG)
-                saved[i + 1] = Above.Saved(a, False)
+                saved[i + 1] = Above.Saved(_inner_view(a) if i in inner else a, False)
             else:
                 saved[i + 1] = a
         if save_out:

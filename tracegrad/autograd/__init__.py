@@ -168,7 +168,7 @@ def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, 
     with set_grad_enabled(create_graph), engine.final_callbacks(accumulates=True):
         try:
             outs = engine.execute(order, index, roots, seeds, [tg for tg, _ in reach], retain_graph, create_graph,
-                                  hooks, structure, every)
+                                  hooks, structure, every, _idle_hooked(index, idle_nodes))
         except Exception as e:
             partial = e.__dict__.pop("_partial", None)
             if partial is not None:
@@ -184,6 +184,13 @@ def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, 
         _deliver(order, roots, reach, retained, outs, create_graph, done, every)
         if idle_nodes and not retain_graph:
             engine.free_graph(idle_nodes)    # torch ran them: their saved values go as theirs do
+
+
+def _idle_hooked(index, idle_nodes):
+    """The positions of the idle nodes (_idle_nodes) of several outputs with tensor hooks: torch
+    runs them, calling the hooks of their outputs no gradient reached with None."""
+    return tuple(sorted(index[id(n)] for n in idle_nodes
+                        if len(n._out_meta) > 1 and n.__dict__.get("_tensor_hooks")))
 
 
 def _idle_nodes(order, index, targets):

@@ -388,7 +388,7 @@ def node_hooks_of(order):
     return frozenset([k for k, n in enumerate(order) if n._hooks or n._pre_hooks])
 
 
-def build_program(order, index, roots, targets, hooks_spec):
+def build_program(order, index, roots, targets, hooks_spec, idle=()):
     fwd, vals = forward_graph(order)
     outputs = [vals[(id(n), s)] for n, s in roots]
     wrt = [vals[(id(n), s)] for n, s in targets]
@@ -404,7 +404,8 @@ def build_program(order, index, roots, targets, hooks_spec):
         ran = {id(n): k for k, n in enumerate(torch_run_order([n for n, _ in roots]))}
         rank = {vals[(id(n), 0)]: ran.get(id(n), -1) for n, _ in hooks_spec if n._prim is None}
     bwd = derive(fwd, outputs, wrt, hooks, node_hooks, leaf_rank=rank,
-                 hook_rank=_slot_ranks(hooks_spec, vals, lambda v: v))
+                 hook_rank=_slot_ranks(hooks_spec, vals, lambda v: v),
+                 run_ops={v for v in fwd.nodes() if fwd[v].get("node_index") in idle and fwd[v]["op"] != "input"})
     binds = []
     for name in bwd.inputs:
         a = bwd[name]
@@ -622,16 +623,18 @@ def cached_program(key):
         return p
 
 
-def get_program(order, index, roots, targets, hooks_spec, structure=None, key=None, ran=None, n_targets=None):
+def get_program(order, index, roots, targets, hooks_spec, structure=None, key=None, ran=None, n_targets=None,
+                idle=()):
     """The backward of `roots` to `targets`, cached by `key`; `ran`: the nodes it runs, where the
-    caller has them; the targets past the first `n_targets` are sinks (their gradients dropped)."""
+    caller has them; the targets past the first `n_targets` are sinks (their gradients dropped);
+    `idle`: the positions of the nodes torch runs with nothing wanted below them (execute's)."""
     if key is None:
-        key = program_key(order, index, roots, targets, hooks_spec, structure)
+        key = program_key(order, index, roots, targets, hooks_spec, structure) + ((("idle",) + idle,) if idle else ())
     p = cached_program(key)
     if p is not None:
         return p
     with paused():
-        p = build_program(order, index, roots, targets, hooks_spec)
+        p = build_program(order, index, roots, targets, hooks_spec, idle)
     STATS["misses"] += 1
     # the nodes a backward of this structure runs (executed), by position
     p.ran = tuple([index[id(n)] for n in (executed(order, targets) if ran is None else ran)])
@@ -740,25 +743,28 @@ def clear_cache():
 
 
 def execute(order, index, roots, seeds, targets, retain_graph, create_graph, hooks_spec=None, structure=None,
-            every=False):
+            every=False, idle=()):
     """Run the backward of `roots` (list of (node, slot)) with `seeds`; return the gradient of
     each target (node, slot), None where no path reaches it. `structure`: walk_keyed's, where
     the caller walked the graph with it. `every`: run every node the roots reach, those with no
-    path to a target too (backward() without inputs; see sinks)."""
+    path to a target too (backward() without inputs; see sinks). `idle`: the positions of nodes
+    torch runs though nothing below them is wanted (backward(inputs=[an output of one])): the
+    hooks of their outputs no gradient reached see None."""
     hooks_spec = hooks_spec or {}
     stack = _TASKS.stack
     if len(stack) >= _REENTRANT_DEPTH:
         # a backward called from a backward called from ... (reentrant): as torch's engine, a
         # deep chain goes on in a fresh thread, whose stack and recursion count start empty
         return _on_fresh_thread(execute, order, index, roots, seeds, targets, retain_graph, create_graph,
-                                hooks_spec, structure, every)
+                                hooks_spec, structure, every, idle)
     task = graph_task()                  # what `with graph_task():` does, without its two calls
     task.id = next(_task_ids)
     task.at_end = []
     task.spec, task.index = hooks_spec, index     # (where a hook added during the run has a place)
     stack.append(task)
     try:
-        outs = _execute(order, index, roots, seeds, targets, retain_graph, create_graph, hooks_spec, structure, every)
+        outs = _execute(order, index, roots, seeds, targets, retain_graph, create_graph, hooks_spec, structure, every,
+                        idle)
     finally:
         stack.pop()
     for fn in task.at_end:
@@ -841,10 +847,12 @@ def will_call_hooks(t):
 
 
 def _execute(order, index, roots, seeds, targets, retain_graph, create_graph, hooks_spec, structure=None,
-             every=False):
+             every=False, idle=()):
     key = program_key(order, index, roots, targets, hooks_spec, structure)
     if every:
         key += (True,)
+    if idle:
+        key += (("idle",) + idle,)
     p = cached_program(key)
     n_targets = len(targets)
     if p is None:
@@ -867,7 +875,7 @@ def _execute(order, index, roots, seeds, targets, retain_graph, create_graph, ho
         if node._guarded:
             _check_guards(node)
     if p is None:
-        p = get_program(order, index, roots, targets, hooks_spec, key=key, ran=ran, n_targets=n_targets)
+        p = get_program(order, index, roots, targets, hooks_spec, key=key, ran=ran, n_targets=n_targets, idle=idle)
     if p.unread:
         _check_unread(order, p.unread)
     if p.sinks:
@@ -1182,11 +1190,7 @@ def _run_checked(p, g, env, order, eager):
                 warn_forward(a["origin"])
             # what ran before the failing node: the gradients complete by then (torch's engine has
             # run the AccumulateGrad of each), and where the failing node sits in creation order
-            k = p.fwd[a["origin"]].get("node_index") if a.get("origin") is not None else None
-            if k is not None and p.fwd[a["origin"]]["op"] == "proj":
-                k = p.fwd[p.fwd[a["origin"]]["args"][0]].get("node_index")
-            if k is not None:
-                e._ran_before = (k, [None if o is None else env.get(o) for o in g.outputs])
+            _note_ran_before(e, p, g, env, a.get("origin"))
             raise
         finally:
             tracer._ANOMALY_PARENT[0] = parent
@@ -1202,11 +1206,26 @@ def _run_checked(p, g, env, order, eager):
             if np.isnan(arr.astype(np.float64) if arr.dtype.kind != "f" else arr).any():
                 fwd_value, i = a["grad_of"]
                 name = warn_forward(fwd_value)
-                raise RuntimeError(f"Function '{name}' returned nan values in its {i}th output.")
+                e = RuntimeError(f"Function '{name}' returned nan values in its {i}th output.")
+                # torch's engine has run the nodes before this one (their leaves' .grad set)
+                env.pop(n)
+                _note_ran_before(e, p, g, env, fwd_value)
+                raise e
     if prof:
         for origin, (t0, t1) in sorted(spans.items(), key=lambda kv: kv[1][0]):
             profiler.record(_origin_name(p, order, origin)[0], t0, t1, kind="backward")
     return tuple(None if o is None else env[o] for o in g.outputs)
+
+
+def _note_ran_before(e, p, g, env, origin):
+    """What ran before the failing node of a backward run node by node, on its error: the
+    gradients complete by then (torch's engine has run the AccumulateGrad of each), and where
+    the node that made `origin` (a forward value) sits in creation order."""
+    k = p.fwd[origin].get("node_index") if origin is not None else None
+    if k is not None and p.fwd[origin]["op"] == "proj":
+        k = p.fwd[p.fwd[origin]["args"][0]].get("node_index")
+    if k is not None:
+        e._ran_before = (k, [None if o is None else env.get(o) for o in g.outputs])
 
 
 def call_node(node, grads):

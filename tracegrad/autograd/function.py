@@ -380,7 +380,9 @@ class Function(metaclass=FunctionMeta):
         args = args + tuple(kwargs.values())
         ctx = object.__new__(_ctx_class(cls))
         _init_node(ctx)
-        needs = tuple(isinstance(a, Tensor) and (a._req or a.grad_fn is not None) for a in args)
+        # (a view made under no_grad of a tensor that requires grad requires grad too, with no edge: torch's)
+        needs = tuple(isinstance(a, Tensor) and (a._req or a.grad_fn is not None
+                                                 or (a._view is not None and a._base._req)) for a in args)
         ctx.__dict__["needs_input_grad"] = needs
         if STATE.grad_enabled and any(needs):
             # the inputs' history before forward runs (it may modify them in place: mark_dirty)

@@ -62,12 +62,13 @@ class Primitive:
     __slots__ = ("name", "inputs", "variadic", "dtype_rule", "shape", "impl", "vjp", "saves", "grad_fn",
                  "view", "nondiff_outputs", "multi", "triton", "elementwise", "reduction", "cast", "_node_cls",
                  "_save_pos", "needs", "takes_ctx", "eager", "opmath", "checked", "chunk_impl", "pieces", "layout",
-                 "torch_saved_outputs", "order", "edges")
+                 "torch_saved_outputs", "order", "edges", "saves_inner_view")
 
     def __init__(self, name, inputs, impl, *, shape, dtype, vjp=None, saves=(), grad_fn=None, view=False,
                  multi=False, nondiff_outputs=(), elementwise=False, reduction=False, triton=None, cast=None,
                  needs=None, takes_ctx=False, eager=None, refuse=None, opmath=None, checked=((), False),
-                 chunk_impl=None, pieces=None, layout=None, torch_saved_outputs=None, order=None, edges=None):
+                 chunk_impl=None, pieces=None, layout=None, torch_saved_outputs=None, order=None, edges=None,
+                 saves_inner_view=None):
         self.name = name
         self.variadic = inputs.startswith("*")
         self.inputs = tuple(inputs.lstrip("*").split()) if inputs else ()
@@ -131,6 +132,10 @@ class Primitive:
         # clamp(x, 0, 1) have one edge); "numbers", a number too (torch wraps it as a tensor with no
         # grad_fn: x + 2 and where(c, x, 0.) have two); or (argument metas) -> the positions
         self.edges = edges
+        # (args) -> the argument positions torch's node saves as a view it made of the argument
+        # inside the op (matmul's unsqueezed vector): saved as a tensor of the argument's memory at
+        # the call, which a later `x.data = ...` does not change (an in-place write shows), as torch's
+        self.saves_inner_view = saves_inner_view
         PRIMITIVES[name] = self
 
     def torch_edges(self, args_meta):
@@ -2553,7 +2558,9 @@ def _matmul_vjp(g, out, a, b, op=None):
 # op="bmm": called as torch.bmm (BmmBackward0)
 Primitive("matmul", "a b", lambda a, b, op=None: np.matmul(a, b), shape=_matmul_shape, dtype="promote",
           vjp=_matmul_vjp, saves="a b", grad_fn=_matmul_name, needs={"a": "b", "b": "a"},
-          refuse={0: _matmul_no_bool}, triton=T.Dot())
+          refuse={0: _matmul_no_bool}, triton=T.Dot(),
+          # torch's vector @ matrix is x.unsqueeze(0).mm(w).squeeze_(0): mm saves the unsqueezed view
+          saves_inner_view=lambda args: (0,) if args[0].ndim == 1 and args[1].ndim == 2 else ())
 
 
 def _einsum_vjp(g, out, *xs, equation):
@@ -2760,7 +2767,10 @@ def handed_out(*tensors):
         seen.extend(weakref.ref(t) for t in tensors if t is not None)
 
 
-def _call_hooks_kernel(g, fns, dtype=None):
+def _call_hooks_kernel(g, fns, dtype=None, none=False):
+    if none:                           # hooks of an output no gradient reached: they see None
+        _call_hooks_eager(None, fns)
+        return g
     Tensor = FrontEnd.Tensor
     t = None
     if g is not None:                  # an undefined gradient: hooks see None (as torch's)
@@ -2774,9 +2784,13 @@ def _call_hooks_kernel(g, fns, dtype=None):
     return t._data
 
 
-def _call_hooks_eager(g, fns, dtype=None):
+def _call_hooks_eager(g, fns, dtype=None, none=False):
     """The hooks under create_graph=True: run on the gradient tensor itself, so that what they
-    compute (a hook's `g * 3`) is recorded and differentiated again, as torch's are."""
+    compute (a hook's `g * 3`) is recorded and differentiated again, as torch's are. With
+    `none`: the hooks are given None (an output no gradient reached) and `g` passes through."""
+    if none:
+        _call_hooks_eager(None, fns)
+        return g
     Tensor = FrontEnd.Tensor
     if g is not None and not isinstance(g, Tensor):
         a = np.asarray(g)
@@ -2812,8 +2826,9 @@ class GradStep:
 
 # A tensor's hooks, run on its gradient at backward time. The callables are an input bound
 # at each run (hooks may change between runs of one cached program).
-Primitive("call_hooks", "g fns", _call_hooks_kernel, shape=lambda g, fns, dtype=None: tuple(g.shape), dtype="same",
-          eager=_call_hooks_eager, vjp=lambda gg, out, g, fns, dtype=None: (gg, None), grad_fn="HookBackward0",
+Primitive("call_hooks", "g fns", _call_hooks_kernel, shape=lambda g, fns, dtype=None, none=False: tuple(g.shape),
+          dtype="same", eager=_call_hooks_eager, vjp=lambda gg, out, g, fns, dtype=None, none=False: (gg, None),
+          grad_fn="HookBackward0",
           triton=T.Refuse("tensor hooks call Python at backward time"))
 
 
