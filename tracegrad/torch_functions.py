@@ -1,7 +1,7 @@
 """torch.* functions that are other functions under torch's conventions: the torch.* forms of
 nn.functional's ops (with aten's argument order and integer reductions), the in-place function
 forms (torch.relu_(x) is x.relu_()), the *_copy forms of the view ops, the type predicates,
-window functions, unravel_index, combinations and a few constructors."""
+window functions, unravel_index, combinations and scalar_tensor."""
 import itertools
 import math
 
@@ -219,18 +219,6 @@ def typename(obj):
 def scalar_tensor(s, *, dtype=None, layout=None, device=None, pin_memory=False, requires_grad=False):
     return tensor(float(s) if dtype is None else s, dtype=dtype or D.get_default_dtype(), device=device,
                   requires_grad=requires_grad)
-
-
-@_export
-def empty_strided(size, stride, *, dtype=None, layout=None, device=None, requires_grad=False, pin_memory=False):
-    size, stride = tuple(size), tuple(stride)
-    if len(size) != len(stride):
-        raise RuntimeError("mismatch in length of strides and shape")
-    n = 1 + sum((s - 1) * st for s, st in zip(size, stride)) if all(size) else 0
-    t = O.as_strided(empty(n, dtype=dtype, device=device), size, stride)
-    if requires_grad:
-        t.requires_grad_()
-    return t
 
 
 @_export
