@@ -1690,6 +1690,7 @@ def _compiled_backward_kernel(*args, prog, metas=None):
     if written:
         # a write through .data (or x.data = y) since the forward: the backward reads the
         # inputs as they are now, as autograd reads a saved tensor
+        _check_untracked_read(p, ctx)
         arrays = [t._data for t in d["_inputs"]]
     if "_grads" in d:
         seed = np.asarray(seeds[p.out_diff.index(True)])
@@ -1871,6 +1872,28 @@ def _check_untracked(ctx):
             f"through `.data`, or given another `.data`, after the call: autograd does not see such a write, and the "
             f"recomputed gradient would not be the one of the values the call used. Take the gradient before the "
             f"write, or call the function again after it.")
+
+
+def _check_untracked_read(p, ctx):
+    """Before the generated backward reads the inputs as they are now (a write through `.data`
+    since the call). torch's nodes read a saved input as it is now, but a view of one (x[None],
+    x.reshape(...), vector @ matrix's unsqueezed x) as the forward made it: the old memory after
+    `x.data = y`, the new values after a write into it. The backward re-derives views from the
+    inputs it is given, and holds copies of some (Program.res_views): it cannot read what torch's
+    reads where an input it reads was given another `.data`, or where the memory of one it copied
+    a view of was written. It raises there rather than give another number."""
+    d = ctx.__dict__
+    inputs, arrays = d["_inputs"], d["_arrays"] or ()
+    skip = set(p.write_pos or ())
+    reads = set(p.bwd_reads or ())
+    swapped = [i for i, (t, a) in enumerate(zip(inputs, arrays)) if i not in skip and t._data is not a]
+    kept = [a for i, a in enumerate(arrays) if i not in swapped]
+    if any(i in reads for i in swapped) or (p.res_views and untracked_writes_since(d["_untracked"], kept)):
+        raise RuntimeError(
+            f"the backward of the compiled function '{ctx._params['cls'].__name__}' reads one of its inputs, or a "
+            f"view of one, and that input was given another `.data` (or its memory written through `.data`) after "
+            f"the call: autograd does not see such a write, and the compiled backward cannot read what torch's saved "
+            f"values would. Take the gradient before the write, or call the function again after it.")
 
 
 def _check_recomputed(ctx):
