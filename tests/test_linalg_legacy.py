@@ -72,3 +72,15 @@ def test_deprecation_warnings_once_as_torch():
                 f(L)
             msgs.append([str(x.message).split(" (Triggered internally")[0] for x in w])
         assert len(msgs[1]) <= 1 and (not msgs[0] or not msgs[1] or msgs[1] == msgs[0]), msgs
+
+
+def test_deprecation_warnings_every_time_under_set_warn_always():
+    tg.set_warn_always(True)
+    try:
+        with warnings.catch_warnings(record=True) as w:
+            warnings.simplefilter("always")
+            tg.qr(tg.tensor(S2))
+            tg.qr(tg.tensor(S2))
+        assert len(w) == 2
+    finally:
+        tg.set_warn_always(False)

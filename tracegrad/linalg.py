@@ -12,6 +12,7 @@ from .ops.math_primitives import LinAlgError
 from .ops.composite import matrix_power, matrix_exp, vector_norm
 from . import _dtype as D
 from .tensor import Tensor
+from .autograd import WARN_ALWAYS
 from .creation import zeros, ones, tensor, eye as _eye
 from .ops.composite_more import multi_dot
 
@@ -293,8 +294,9 @@ _WARNED = set()
 
 
 def _warn_once(key, msg):
-    """torch's TORCH_WARN_ONCE: the first call in the process warns."""
-    if key not in _WARNED:
+    """torch's TORCH_WARN_ONCE: the first call in the process warns (every call after
+    set_warn_always(True))."""
+    if key not in _WARNED or WARN_ALWAYS[0]:
         _WARNED.add(key)
         warnings.warn(msg, UserWarning, stacklevel=3)
 

@@ -136,6 +136,13 @@ def _lifted_args(args, nums, grad_enabled):
     return args, lifted, connected and grad_enabled
 
 
+def _tensors_only(leaves, what):
+    """`what` names the call and says what it expected: each leaf of a function's result a tensor."""
+    for o in leaves:
+        if not isinstance(o, Tensor):
+            raise RuntimeError(f"{what}, got unsupported type {type(o)}")
+
+
 def _split_aux(res, has_aux, api):
     """(output, aux) of a transformed function's result; aux None without has_aux."""
     if not has_aux:
@@ -187,10 +194,7 @@ def vjp(func, *primals, has_aux=False):
         new, lifted, connected = _lifted_args(primals, range(len(primals)), outer)
         res, aux = _split_aux(func(*new), has_aux, "vjp(f, *primals)")
         out_leaves, out_spec = _flatten(res)
-        for o in out_leaves:
-            if not isinstance(o, Tensor):
-                raise RuntimeError(f"vjp(f, *primals): Expected f(*primals) to return only tensors, got unsupported "
-                                   f"type {type(o)}")
+        _tensors_only(out_leaves, "vjp(f, *primals): Expected f(*primals) to return only tensors")
 
     def vjp_fn(cotangents, *, retain_graph=True, create_graph=None):
         ct_leaves, ct_spec = _flatten(cotangents)
@@ -225,10 +229,8 @@ def jacrev(func, argnums=0, *, has_aux=False, chunk_size=None, _preallocate_and_
             out_leaves, out_spec = _flatten(res)
             wrt = [t for leaves, _ in lifted for t in leaves]
             blocks = []
+            _tensors_only(out_leaves, "jacrev(f, ...)(*args): expected f(*args) to return only tensors")
             for o in out_leaves:
-                if not isinstance(o, Tensor):
-                    raise RuntimeError(f"jacrev(f, ...)(*args): expected f(*args) to return only tensors, got "
-                                       f"unsupported type {type(o)}")
                 flat = O.reshape(o, (-1,))
                 rows = []
                 for i in range(flat.shape[0]):
@@ -271,10 +273,7 @@ def jvp(func, primals, tangents, *, strict=False, has_aux=False):
         new, lifted, connected = _lifted_args(primals, range(len(primals)), outer)
         res, aux = _split_aux(func(*new), has_aux, "jvp(f, primals, tangents)")
         out_leaves, out_spec = _flatten(res)
-        for o in out_leaves:
-            if not isinstance(o, Tensor):
-                raise RuntimeError(f"jvp(f, primals, tangents): expected f(*primals) to return only tensors, got "
-                                   f"unsupported type {type(o)}")
+        _tensors_only(out_leaves, "jvp(f, primals, tangents): expected f(*primals) to return only tensors")
         wrt = [t for leaves, _ in lifted for t in leaves]
         us = []
         for o in out_leaves:
