@@ -164,7 +164,7 @@ class TraceError(RuntimeError):
 UNTRACKED_WRITES = [0]
 # the last writes UNTRACKED_WRITES counted: (the count after it, a weak reference to the array
 # written or replaced): a backward that recomputes a compiled call's forward from its inputs
-# tells from them whether one of its inputs was the one written (_untracked_input)
+# tells from them whether one of its inputs was the one written (untracked_writes_since)
 UNTRACKED_RECENT = collections.deque(maxlen=256)
 ESCAPES = [0]                                  # arrays handed to numpy so far (a count)
 CHAINS_LIVE = [0]       # chains open (chain.LIVE): memory handed out unseen first settles those that read it
