@@ -576,6 +576,12 @@ def uninitialized_fill(dt):
     return int(np.iinfo(dt.np).max)
 
 
+def _uninitialized(shape, fill, dt):
+    """An array of `shape` holding `fill` (zeros from calloc's zeroed pages where it is 0: a large
+    empty() costs no pass over its memory)."""
+    return np.zeros(shape, dtype=dt.np) if fill == 0 else np.full(shape, fill, dtype=dt.np)
+
+
 def empty(*size, out=None, dtype=None, layout=None, device=None, requires_grad=False, pin_memory=False,
           memory_format=None):
     _check_device(device)
@@ -594,9 +600,9 @@ def empty(*size, out=None, dtype=None, layout=None, device=None, requires_grad=F
         return t
     if perm is not None:
         # channels_last: NHWC in memory
-        return _finish(np.full(tuple(shape[k] for k in perm), fill, dtype=dt.np).transpose(np.argsort(perm)), dt,
+        return _finish(_uninitialized(tuple(shape[k] for k in perm), fill, dt).transpose(np.argsort(perm)), dt,
                        requires_grad)
-    return _finish(np.full(shape, fill, dtype=dt.np), dt, requires_grad)
+    return _finish(_uninitialized(shape, fill, dt), dt, requires_grad)
 
 
 def empty_strided(size, stride, *, dtype=None, layout=None, device=None, requires_grad=False, pin_memory=False):
@@ -611,7 +617,7 @@ def empty_strided(size, stride, *, dtype=None, layout=None, device=None, require
     if _ACTIVE[0] and TRACING.stack:
         raise TraceError("empty_strided inside a compiled function is not traced yet")
     n = 0 if 0 in shape else 1 + sum((k - 1) * st for k, st in zip(shape, stride))
-    flat = np.full(n, uninitialized_fill(dt), dtype=dt.np)
+    flat = _uninitialized(n, uninitialized_fill(dt), dt)
     data = np.lib.stride_tricks.as_strided(flat, shape, tuple(st * flat.itemsize for st in stride))
     return _finish(data, dt, requires_grad)
 
