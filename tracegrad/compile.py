@@ -647,6 +647,7 @@ def _build(fn, args, kwargs, name, backend, value_reads=None, keep_stages=False,
         # place before the backward, eager and torch raise (the view shares their version)
         p.bwd_reads = sorted({i for kind, i in part.binds if kind == "in"} |
                              _inputs_saved_by_eager(traced, all_inputs, n_args))
+        p.view_saved = _inputs_saved_by_eager(traced, all_inputs, n_args, views_only=True)
         p.grad_metas = [(tuple(all_inputs[i].shape), all_inputs[i].dtype) for i in p.wrt_pos]
         p.stage("forward IR (partitioned)", fwd_run)
         p.stage("backward IR (partitioned)", bwd_run)
@@ -1523,9 +1524,11 @@ def _residual_views(g, n_out):
     return tuple(found)
 
 
-def _inputs_saved_by_eager(g, inputs, n_args):
+def _inputs_saved_by_eager(g, inputs, n_args, views_only=False):
     """The positions in `inputs` (the call's argument tensors, then its constants) of the
-    tensors an eager derivative of traced graph g saves, as they are or through views."""
+    tensors an eager derivative of traced graph g saves, as they are or through views (with
+    `views_only`, those saved through a view alone: a view op's result, or the view an op makes
+    itself, Primitive.saves_inner_view; torch's keeps the input's old memory after `x.data = y`)."""
     sources = [v for v in g.inputs if g[v].get("requires_grad") or
                (isinstance(g[v].get("value"), Tensor) and g[v]["value"]._req)]
     if not sources:
@@ -1549,15 +1552,28 @@ def _inputs_saved_by_eager(g, inputs, n_args):
         req = tuple(x.__class__ is V and x in reach for x in args)
         if not any(req):
             continue                     # eager records no node for it
+        inner = ()
+        if views_only and a["prim"].saves_inner_view is not None:
+            inner = a["prim"].saves_inner_view([_Rank(len(g[x]["shape"])) if x.__class__ is V else x for x in args])
         for i in a["prim"].saved_positions(len(args), req)[0]:
-            x = _view_root(g, args[i] if i < len(args) else None)
-            if x.__class__ is V and x in index and g[x]["op"] == "input":
+            arg = args[i] if i < len(args) else None
+            x = _view_root(g, arg)
+            if x.__class__ is V and x in index and g[x]["op"] == "input" and \
+                    (not views_only or arg is not x or i in inner):
                 found.add(index[x])
-        for x, _ in a.get("guards", ()):        # what a composite's node saves (tracing.keep_saved)
-            x = _view_root(g, x)
-            if x.__class__ is V and x in index and g[x]["op"] == "input":
+        for x0, _ in a.get("guards", ()):        # what a composite's node saves (tracing.keep_saved)
+            x = _view_root(g, x0)
+            if x.__class__ is V and x in index and g[x]["op"] == "input" and (not views_only or x0 is not x):
                 found.add(index[x])
     return found
+
+
+class _Rank:
+    """An argument of a traced op as Primitive.saves_inner_view reads it: its number of dims."""
+    __slots__ = ("ndim",)
+
+    def __init__(self, ndim):
+        self.ndim = ndim
 
 
 def _outputs_saved(residuals, outs):
@@ -1880,19 +1896,20 @@ def _check_untracked_read(p, ctx):
     x.reshape(...), vector @ matrix's unsqueezed x) as the forward made it: the old memory after
     `x.data = y`, the new values after a write into it. The backward re-derives views from the
     inputs it is given, and holds copies of some (Program.res_views): it cannot read what torch's
-    reads where an input it reads was given another `.data`, or where the memory of one it copied
-    a view of was written. It raises there rather than give another number."""
+    reads where an input that eager saves through a view (Program.view_saved) was given another
+    `.data`, or where the memory of one it copied a view of was written. It raises there rather
+    than give another number."""
     d = ctx.__dict__
     inputs, arrays = d["_inputs"], d["_arrays"] or ()
     skip = set(p.write_pos or ())
-    reads = set(p.bwd_reads or ())
+    views = p.__dict__.get("view_saved") or ()
     swapped = [i for i, (t, a) in enumerate(zip(inputs, arrays)) if i not in skip and t._data is not a]
     kept = [a for i, a in enumerate(arrays) if i not in swapped]
-    if any(i in reads for i in swapped) or (p.res_views and untracked_writes_since(d["_untracked"], kept)):
+    if any(i in views for i in swapped) or (p.res_views and untracked_writes_since(d["_untracked"], kept)):
         raise RuntimeError(
-            f"the backward of the compiled function '{ctx._params['cls'].__name__}' reads one of its inputs, or a "
-            f"view of one, and that input was given another `.data` (or its memory written through `.data`) after "
-            f"the call: autograd does not see such a write, and the compiled backward cannot read what torch's saved "
+            f"the backward of the compiled function '{ctx._params['cls'].__name__}' reads a view of one of its "
+            f"inputs, and that input was given another `.data` (or its memory written through `.data`) after the "
+            f"call: autograd does not see such a write, and the compiled backward cannot read what torch's saved "
             f"values would. Take the gradient before the write, or call the function again after it.")
 
 
