@@ -718,6 +718,13 @@ OPS += [
            lambda m, a, b, **kw: m.linalg.solve_triangular(a + 3 * m.eye(3, dtype=a.dtype), b, **kw),
            [Sample((3, 3), (3, 2), upper=True), Sample((2, 3, 3), (3, 2), upper=False, unitriangular=True),
             Sample((3, 3), (2, 3), upper=True, left=False)], dtypes=FLOAT),
+    # LU: the pivots are an integer output; L and U differentiate (the permutation does not)
+    OpInfo("linalg_lu", lambda m, x: tuple(m.linalg.lu(x))[1:] + (m.linalg.lu_factor(x).LU,),
+           [Sample((3, 3)), Sample((2, 3, 4)), Sample((4, 3))], dtypes=FLOAT),
+    OpInfo("linalg_lu_solve", lambda m, a, b, **kw: m.linalg.lu_solve(*m.linalg.lu_factor(a + 3 * m.eye(3, dtype=a.dtype)),
+                                                                      b, **kw),
+           [Sample((3, 3), (3, 2)), Sample((2, 3, 3), (3, 1), adjoint=True), Sample((3, 3), (2, 3), left=False)],
+           dtypes=FLOAT),
     # decompositions read one triangle or fix signs freely: called on symmetric inputs and
     # through sign-free functions of their factors
     OpInfo("linalg_cholesky", lambda m, x: m.linalg.cholesky(x @ x.mT + 3 * m.eye(3, dtype=x.dtype)),

@@ -143,7 +143,7 @@ from . import nn, optim, utils, linalg, distributions, special  # noqa: E402,F40
 from . import func  # noqa: E402,F401
 from .torch_functions import *  # noqa: E402,F401,F403
 from .linalg import (svd_old as svd, qr_old as qr, cholesky_old as cholesky, cholesky_solve,  # noqa: E402,F401
-                     cholesky_inverse, triangular_solve)
+                     cholesky_inverse, triangular_solve, lu_old as lu, lu_solve_old as lu_solve, lu_unpack)
 Tensor.hardshrink, Tensor.prelu = nn.functional.hardshrink, nn.functional.prelu
 from .ops.math_functional import (asin, acos, atan, sinh, cosh, asinh, acosh, atanh, arcsin, arccos, arctan,  # noqa: E402,F401
                                   arcsinh, arccosh, arctanh, atan2, arctan2, signbit, copysign, hypot, cumsum, cumprod, sort, argsort, topk,

@@ -363,3 +363,224 @@ for _name, _fn in (("svd", svd_old), ("qr", qr_old), ("cholesky", cholesky_old),
                    ("cholesky_inverse", cholesky_inverse), ("triangular_solve", triangular_solve)):
     setattr(Tensor, _name, _fn)
 del _name, _fn
+
+
+# -- LU: factor, unpack, solve (the primitive in ops/math_primitives.py) ----------------------------------
+
+from .ops.math_functional import linalg_lu_factor as _lu_factor, lu_unpack as _lu_unpack  # noqa: E402
+
+_LuFactorResult = _named("torch.return_types.linalg_lu_factor", ("LU", "pivots"))
+_LuFactorExResult = _named("torch.return_types.linalg_lu_factor_ex", ("LU", "pivots", "info"))
+_LuResult = _named("torch.return_types.linalg_lu", ("P", "L", "U"))
+_LuUnpackResult = _named("torch.return_types.lu_unpack", ("P", "L", "U"))
+_SolveExResult = _named("torch.return_types.linalg_solve_ex", ("result", "info"))
+_LstsqResult = _named("torch.return_types.linalg_lstsq", ("solution", "residuals", "rank", "singular_values"))
+
+
+def _no_pivot(name, pivot):
+    if not pivot:
+        raise RuntimeError(f"linalg.{name}: LU without pivoting is not implemented on the CPU")
+
+
+def _lu_info(LU):
+    """getrf's info: 1 + the index of the first zero on U's diagonal (0 where none), per matrix (in
+    ops: compiled, it is computed from the factor too)."""
+    k = min(LU.shape[-2:])
+    if k == 0:
+        return zeros(tuple(LU.shape[:-2]), dtype=D.int32)
+    zero = (_O.diagonal(LU.detach(), 0, -2, -1) == 0).to(D.int32)
+    return _O.where(_O.amax(zero, -1) > 0, _O.argmax(zero, -1) + 1, 0).to(D.int32)
+
+
+def lu_factor_ex(A, *, pivot=True, check_errors=False):
+    """(LU, pivots, info): info > 0 where U has a zero on its diagonal (the factorization exists;
+    solving with it divides by zero); check_errors raises then."""
+    _no_pivot("lu_factor", pivot)
+    LU, piv = _lu_factor(A, "torch.linalg.lu_factor_ex" if check_errors else None)
+    return _LuFactorExResult(_column_major(LU), piv, _lu_info(LU))
+
+
+def lu_factor(A, *, pivot=True):
+    """(LU, pivots) of A = P L U; raises where U would have a zero on its diagonal (torch's)."""
+    _no_pivot("lu_factor", pivot)
+    LU, piv = _lu_factor(A, "torch.linalg.lu_factor")
+    return _LuFactorResult(_column_major(LU), piv)
+
+
+def lu(A, *, pivot=True):
+    """(P, L, U) with A = P L U: L unit lower (m x k), U upper (k x n), k = min(m, n)."""
+    _no_pivot("lu_factor", pivot)
+    P_, L, U = _lu_unpack(*_lu_factor(A))
+    if A.requires_grad:
+        for t in (L, U):
+            rename_grad_fn(t, "LinalgLuBackward0")
+    return _LuResult(P_, L, U)
+
+
+def lu_unpack(LU_data, LU_pivots, unpack_data=True, unpack_pivots=True):
+    # (C-contiguous as torch's, from a column-major factor too)
+    outs = [t.contiguous() for t in _lu_unpack(LU_data, LU_pivots, unpack_data, unpack_pivots)]
+    if LU_data.requires_grad:
+        for t in outs[1:]:
+            rename_grad_fn(t, "LuUnpackBackward0")
+    return _LuUnpackResult(*outs)
+
+
+def lu_solve(LU, pivots, B, *, left=True, adjoint=False):
+    """X with A X = B (X A = B with left=False; A^T in place of A with adjoint) from A's LU factors."""
+    if LU.ndim < 2 or LU.shape[-1] != LU.shape[-2]:
+        raise RuntimeError(f"linalg.lu_solve: A must be batches of square matrices, but they are "
+                           f"{LU.shape[-2] if LU.ndim >= 2 else 1} by {LU.shape[-1]} matrices")
+    if B.ndim < 2:
+        raise RuntimeError("linalg.lu_solve: The input tensor B must have at least 2 dimensions.")
+    n = LU.shape[-1]
+    if (B.shape[-2] if left else B.shape[-1]) != n:
+        raise RuntimeError(f"linalg.lu_solve: Incompatible shapes of A and B for the equation "
+                           f"{'AX = B' if left else 'XA = B'} ({n}x{n} and {B.shape[-2]}x{B.shape[-1]})")
+    if B.dtype is not LU.dtype:
+        raise RuntimeError(f"linalg.lu_solve: Expected LU and B to have the same dtype, but found LU of type "
+                           f"{D.SCALAR_NAME[LU.dtype]} and B of type {D.SCALAR_NAME[B.dtype]} instead")
+    if not left:                          # X A = B  <=>  A^T X^T = B^T
+        return rename_grad_fn(lu_solve(LU, pivots, B.mT, adjoint=not adjoint).mT, "LinalgLuSolveBackward0")
+    P_, L, U = _lu_unpack(LU, pivots)
+    if adjoint:                           # A^T = U^T L^T P^T: X = P L^-T U^-T B
+        y = _solve_triangular(U.mT, B, upper=False)
+        x = P_ @ _solve_triangular(L.mT, y, upper=True, unitriangular=True)
+    else:                                 # A = P L U: X = U^-1 L^-1 P^T B
+        y = _solve_triangular(L, P_.mT @ B, upper=False, unitriangular=True)
+        x = _solve_triangular(U, y, upper=True)
+    return _column_major(rename_grad_fn(x, "LinalgLuSolveBackward0"))
+
+
+def solve_ex(A, B, *, left=True, check_errors=False):
+    """(solve(A, B), info): info the LU's, > 0 for a singular A (where solve raises)."""
+    try:
+        return _SolveExResult(solve(A, B, left=left), zeros(tuple(A.shape[:-2]), dtype=D.int32))
+    except LinAlgError:
+        if not isinstance(A._data, np.ndarray):
+            raise
+        if check_errors:
+            raise LinAlgError("torch.linalg.solve_ex: The solver failed because the input matrix is singular.") from None
+    info = lu_factor_ex(A.detach()).info
+    # (LAPACK's getrs on a singular factor divides by zero: torch returns what it computed, inf/nan)
+    n = A.shape[-1]
+    vector = B.ndim == 1 or (B.ndim == A.ndim - 1 and tuple(B.shape) == tuple(A.shape[:-1]))
+    LU, piv = _lu_factor(A)
+    Bm = B.unsqueeze(-1) if vector else B
+    x = lu_solve(LU, piv, Bm, left=left) if Bm.shape[-2 if left else -1] == n else solve(A, B, left=left)
+    return _SolveExResult(x.squeeze(-1) if vector else x, info)
+
+
+def lstsq(A, B, rcond=None, *, driver=None):
+    """The least-squares (minimum-norm, for a rank-deficient A) solution of A X = B, as torch's on
+    the CPU (driver 'gelsy' by default; 'gels', 'gelsd', 'gelss'); rank from the singular values
+    above rcond * the largest (eps of the dtype * max(m, n) by default); residuals
+    ||A X - B||^2 per column where m > n and A has full rank; singular values with 'gelsd'/'gelss'."""
+    drivers = ("gels", "gelsy", "gelsd", "gelss")
+    if driver is None:
+        driver = "gelsy"
+    if driver not in drivers:
+        raise RuntimeError(f"torch.linalg.lstsq: parameter `driver` should be one of (gels, gelsy, gelsd, gelss)")
+    if A.ndim < 2:
+        raise RuntimeError(f"torch.linalg.lstsq: input must have at least 2 dimensions.")
+    if not A.dtype.is_floating_point:
+        raise RuntimeError(f"torch.linalg.lstsq: Expected a floating point or complex tensor as input. Got "
+                           f"{D.SCALAR_NAME[A.dtype]}")
+    if B.dtype is not A.dtype:
+        raise RuntimeError(f"torch.linalg.lstsq: Expected input and other to have the same dtype, but got input's "
+                           f"dtype {D.SCALAR_NAME[A.dtype]} and other's dtype {D.SCALAR_NAME[B.dtype]}")
+    vector = B.ndim == A.ndim - 1
+    Bm = B.unsqueeze(-1) if vector else B
+    if Bm.ndim < 2 or Bm.shape[-2] != A.shape[-2]:
+        raise RuntimeError(f"torch.linalg.lstsq: input.size(-2) should match other.size(-2)")
+    m, n = A.shape[-2], A.shape[-1]
+    eps = {D.float64: 2.220446049250313e-16, D.float32: 1.1920928955078125e-07}.get(A.dtype, 1e-3)
+    rtol = max(m, n) * eps if rcond is None or rcond < 0 else float(rcond)
+    X = _O.matmul(pinv(A, rtol=rtol), Bm)
+    empty = zeros((0,), dtype=A.dtype)
+    rank = matrix_rank(A, rtol=rtol) if driver != "gels" else zeros((0,), dtype=D.int64)
+    sv = svdvals(A) if driver in ("gelsd", "gelss") else empty
+    residuals = empty
+    if m > n and driver != "gelsy":         # (gelsy computes none; the others where every A has full rank)
+        # (a value: traced, bool() raises TraceError and the call runs eagerly)
+        if bool((matrix_rank(A.detach(), rtol=rtol) == n).all()):
+            r = _O.matmul(A, X) - Bm
+            residuals = _O.sum(r * r, -2)
+    if vector:
+        X = X.squeeze(-1)
+    return _LstsqResult(X, residuals, rank, sv)
+
+
+def cond(A, p=None):
+    """The condition number of A in the p-norm: for p None/2/-2 the ratio of the extreme singular
+    values, else norm(A, p) * norm(A^-1, p)."""
+    if A.ndim < 2:
+        raise RuntimeError("linalg.cond: The input tensor A must have at least 2 dimensions.")
+    if p in (None, 2, -2):
+        s = svdvals(A)
+        top, bottom = _O.amax(s, -1), _O.amin(s, -1)
+        return top / bottom if p != -2 else bottom / top
+    if p not in ("fro", "nuc", 1, -1, math.inf, -math.inf):
+        raise RuntimeError(f"linalg.cond got an invalid norm type: {p}")
+    if A.shape[-1] != A.shape[-2]:
+        raise RuntimeError(f"linalg.cond(ord={p}): A must be batches of square matrices, but they are "
+                           f"{A.shape[-2]} by {A.shape[-1]} matrices")
+    return matrix_norm(A, p) * matrix_norm(inv(A), p)
+
+
+def tensorinv(A, ind=2):
+    """The inverse of A read as a matrix of the first ind dimensions by the rest: shape
+    A.shape[ind:] + A.shape[:ind]."""
+    if ind <= 0:
+        raise RuntimeError(f"Expected a strictly positive integer for 'ind', but got {ind}")
+    rows, cols = tuple(A.shape[:ind]), tuple(A.shape[ind:])
+    r, c = math.prod(rows), math.prod(cols)
+    if r != c:
+        raise RuntimeError(f"Expected self to satisfy the requirement prod(self.shape[ind:]) == "
+                           f"prod(self.shape[:ind]), but got {c} != {r}")
+    return inv(A.reshape(r, c)).reshape(cols + rows)
+
+
+def tensorsolve(A, B, dims=None):
+    """X with tensordot(A, X, X.ndim) = B."""
+    if dims is not None:
+        nd = A.ndim
+        moved = [d % nd for d in dims]
+        A = _O.movedim(A, moved, list(range(nd - len(moved), nd)))
+    rest = tuple(A.shape[B.ndim:])
+    n = math.prod(rest)
+    if math.prod(A.shape[:B.ndim]) != n:
+        raise RuntimeError(f"Expected self to satisfy the requirement prod(self.shape[other.ndim:]) == "
+                           f"prod(self.shape[:other.ndim]), but got {n} != {math.prod(A.shape[:B.ndim])}")
+    return solve(A.reshape(n, n), B.reshape(n)).reshape(rest)
+
+
+__all__ += ["lu_factor", "lu_factor_ex", "lu", "lu_solve", "solve_ex", "lstsq", "cond", "tensorinv", "tensorsolve"]
+
+
+# torch's older LU functions (torch.lu, torch.lu_solve(b, LU, pivots), torch.lu_unpack) and methods
+_WARN_LU = ("torch.lu is deprecated in favor of torch.linalg.lu_factor / torch.linalg.lu_factor_ex and will be removed "
+            "in a future PyTorch release.\nLU, pivots = torch.lu(A, compute_pivots)\nshould be replaced with\nLU, "
+            "pivots = torch.linalg.lu_factor(A, compute_pivots)\nand\nLU, pivots, info = torch.lu(A, "
+            "compute_pivots, get_infos=True)\nshould be replaced with\nLU, pivots, info = torch.linalg.lu_factor_ex(A, "
+            "compute_pivots)")
+_WARN_LU_SOLVE = ("torch.lu_solve is deprecated in favor of torch.linalg.lu_solveand will be removed in a future "
+                  "PyTorch release.\nNote that torch.linalg.lu_solve has its arguments reversed.\nX = "
+                  "torch.lu_solve(B, LU, pivots)\nshould be replaced with\nX = torch.linalg.lu_solve(LU, pivots, B)")
+
+
+def lu_old(A, pivot=True, get_infos=False, out=None):
+    """torch.lu: (LU, pivots), (LU, pivots, infos) with get_infos; never raises for a singular A."""
+    _warn_once("lu", _WARN_LU)
+    LU, piv, info = lu_factor_ex(A, pivot=pivot)
+    return (LU, piv, info) if get_infos else (LU, piv)
+
+
+def lu_solve_old(b, LU_data, LU_pivots):
+    _warn_once("lu_solve", _WARN_LU_SOLVE)
+    return lu_solve(LU_data, LU_pivots, b)
+
+
+for _name, _fn in (("lu", lu_old), ("lu_solve", lu_solve_old)):
+    setattr(Tensor, _name, _fn)
+del _name, _fn

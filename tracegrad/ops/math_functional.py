@@ -25,7 +25,7 @@ __all__ = ["asin", "acos", "atan", "sinh", "cosh", "asinh", "acosh", "atanh", "a
            "msort", "median", "quantile", "nanquantile", "unique", "unique_consecutive", "diag", "diagonal_embed",
            "meshgrid",
            "repeat_interleave", "index_add", "linalg_inv", "linalg_det", "linalg_slogdet", "linalg_solve_matrix",
-           "det_cofactor", "linalg_solve", "linalg_solve_triangular", "linalg_solve_triangular_matrix", "kthvalue", "return_types_slogdet", "lgamma", "digamma", "polygamma", "erfinv",
+           "det_cofactor", "linalg_solve", "linalg_lu_factor", "lu_permutation_matrix", "lu_unpack", "linalg_solve_triangular", "linalg_solve_triangular_matrix", "kthvalue", "return_types_slogdet", "lgamma", "digamma", "polygamma", "erfinv",
            "mvlgamma", "mode"]
 
 
@@ -663,6 +663,47 @@ def linalg_pinv(A, *, atol=None, rtol=None, hermitian=False):
     if atol is not None:
         raise NotImplementedError("linalg.pinv(atol=...): only rtol is implemented")
     return apply(P["linalg_pinv"], (A,), {"rtol": None if rtol is None else float(rtol)})
+
+
+def linalg_lu_factor(A, check=None):
+    """(LU, pivots) of A = P L U, partial pivoting (LAPACK's getrf): L's strict lower triangle and
+    U packed, and the 1-based row each step swapped with (int32). With `check` (the caller's name,
+    torch's error's) a zero on U's diagonal raises when the kernel runs, compiled too."""
+    if A.ndim < 2:
+        raise RuntimeError(f"torch.lu_factor: Expected tensor with 2 or more dimensions. Got size: {list(A.shape)} "
+                           f"instead")
+    if not A.dtype.is_floating_point or A.dtype in (D.float16, D.bfloat16):
+        raise NotImplementedError(f"\"lu_cpu\" not implemented for '{D.SCALAR_NAME[A.dtype]}'")
+    return apply(P["linalg_lu_factor"], (A,), {} if check is None else {"check": check})
+
+
+def lu_permutation_matrix(pivots, m, dtype):
+    return apply(P["lu_permutation_matrix"], (pivots,), {"m": int(m), "dtype": dtype})
+
+
+def lu_unpack(LU_data, LU_pivots, unpack_data=True, unpack_pivots=True):
+    """(P, L, U) with A = P L U from lu_factor's packed result (torch.lu_unpack): empty tensors for
+    the parts not asked for."""
+    if LU_data.ndim < 2:
+        raise RuntimeError(f"torch.lu_unpack: Expected tensor with 2 or more dimensions. Got size: "
+                           f"{list(LU_data.shape)} instead")
+    m, n = LU_data.shape[-2], LU_data.shape[-1]
+    k = min(m, n)
+    if LU_pivots.dtype is not D.int32:
+        raise RuntimeError("torch.lu_unpack: LU_pivots is expected to be a contiguous tensor of torch.int32 dtype.\n"
+                           "Note: this function is intended to be used with the output produced by torch.linalg.lu_factor")
+    if tuple(LU_pivots.shape) != tuple(LU_data.shape[:-2]) + (k,):
+        raise RuntimeError(f"torch.lu_unpack: Expected LU_pivots.shape[:-1] to be the same as LU_data.shape[:-2], "
+                           f"but got LU_pivots.shape[:-1] = {list(LU_pivots.shape[:-1])} and LU_data.shape[:-2] = "
+                           f"{list(LU_data.shape[:-2])}" if tuple(LU_pivots.shape[:-1]) != tuple(LU_data.shape[:-2])
+                           else f"torch.lu_unpack: Expected LU_pivots.size(-1) to be min(LU_data.size(-1), "
+                           f"LU_data.size(-2)), but got LU_pivots.size(-1) = {LU_pivots.shape[-1]} and min(...) = {k}")
+    empty = zeros((0,), dtype=LU_data.dtype)
+    P_, L, U = math_primitives._lu_unpacked(LU_data, LU_pivots, m, n)
+    if LU_data.requires_grad:
+        rename_grad_fn(L, "LuUnpackBackward0")
+        rename_grad_fn(U, "LuUnpackBackward0")
+    return (P_ if unpack_pivots else empty, L if unpack_data else empty, U if unpack_data else empty)
 
 
 # the public ops are one namespace: these join ops.functional's as this module is imported,

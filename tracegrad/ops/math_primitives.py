@@ -774,6 +774,114 @@ Primitive("linalg_solve_triangular", "x y", _trisolve_kernel,
 
 # -- decompositions ----------------------------------------------------------------------------------
 
+def _lu_kernel(a, check=None):
+    """LAPACK's getrf: A = P L U by Gaussian elimination with partial pivoting, the largest |entry|
+    of each column below the diagonal (the first of equals) swapped onto it; L (unit lower, m x k)
+    and U (upper, k x n) packed into one m x n matrix, and the 1-based row each step swapped with.
+    A zero pivot leaves its column unscaled, as getrf's; with `check` (the function's name) it
+    raises torch's error then, as linalg.lu_factor does."""
+    m, n = a.shape[-2:]
+    k = min(m, n)
+    batch = a.shape[:-2]
+    lu = np.array(a, dtype=a.dtype, order="C").reshape((math.prod(batch), m, n))
+    piv = np.empty((lu.shape[0], k), np.int32)
+    rows = np.arange(lu.shape[0])
+    with np.errstate(divide="ignore", invalid="ignore"):
+        for j in range(k):
+            p = j + np.argmax(np.abs(lu[:, j:, j]), axis=1)
+            piv[:, j] = p + 1
+            top = lu[rows, j, :].copy()
+            lu[rows, j, :] = lu[rows, p, :]
+            lu[rows, p, :] = top
+            d = lu[:, j, j]
+            col = lu[:, j + 1:, j]
+            lu[:, j + 1:, j] = np.where((d != 0)[:, None], col / np.where(d != 0, d, 1)[:, None], col)
+            if j + 1 < n:
+                lu[:, j + 1:, j + 1:] -= lu[:, j + 1:, j:j + 1] * lu[:, j:j + 1, j + 1:]
+    if check is not None:
+        zero = np.diagonal(lu, 0, -2, -1)[:, :k] == 0
+        if zero.any():
+            b = int(np.flatnonzero(zero.any(-1))[0])
+            i = int(zero[b].argmax()) + 1
+            where = f"(Batch element {b}): " if batch else ""
+            raise RuntimeError(f"{check}: {where}U[{i},{i}] is zero and using it on lu_solve would result in a division "
+                               f"by zero. If you still want to perform the factorization, consider calling "
+                               f"linalg.lu(A, pivot) or linalg.lu_factor_ex(A, pivot)")
+    return lu.reshape(batch + (m, n)), piv.reshape(batch + (k,))
+
+
+def _lu_unpacked(lu, piv, m, n):
+    """(P, L, U) of a packed factorization, in tracegrad ops (differentiable in lu)."""
+    k = min(m, n)
+    eye = F.diag_embed(F.ones_like(F.narrow(F.diagonal(lu, 0, -2, -1), -1, 0, k)))
+    lower = F.narrow(lu, -1, 0, k) if n > k else lu
+    upper = F.narrow(lu, -2, 0, k) if m > k else lu
+    L = F.tril(lower, -1) + (F.cat([eye, F.zeros_like(F.narrow(lower, -2, k, m - k))], -2) if m > k else eye)
+    return F.lu_permutation_matrix(piv, m, lu.dtype), L, F.triu(upper)
+
+
+def _lu_backward(gl, gu, P, L, U, m, n):
+    """torch's linalg_lu_backward: the gradient of A = P L U from those of L (strictly lower) and U
+    (upper), by triangular solves; exact where the pivots do not change nearby."""
+    tr = lambda t: F.transpose(t, -2, -1)  # noqa: E731
+    solve = F.linalg_solve_triangular_matrix
+    if m == n:
+        phi = F.tril(F.matmul(tr(L), gl), -1) + F.triu(F.matmul(gu, tr(U)))
+        ga = tr(solve(U, tr(phi), True))                       # phi U^-T
+        ga = solve(tr(L), ga, True, True)                      # L^-T (...)
+    elif m < n:
+        u1 = F.narrow(U, -1, 0, m)
+        phi = F.tril(F.matmul(tr(L), gl) - F.matmul(F.triu(gu), tr(U)), -1)
+        ga = tr(solve(u1, tr(phi), True))                      # phi U1^-T
+        ga = F.cat([ga + F.narrow(gu, -1, 0, m), F.narrow(gu, -1, m, n - m)], -1)
+        ga = solve(tr(L), ga, True, True)
+    else:
+        l1 = F.narrow(L, -2, 0, n)
+        phi = F.triu(F.matmul(gu, tr(U)) - F.matmul(tr(L), F.tril(gl, -1)))
+        ga = solve(tr(l1), phi, True, True)                    # L1^-T phi
+        ga = F.cat([ga + F.narrow(gl, -2, 0, n), F.narrow(gl, -2, n, m - n)], -2)
+        ga = tr(solve(U, tr(ga), True))                        # (...) U^-T
+    return F.matmul(P, ga)
+
+
+def _lu_factor_vjp(gs, outs, x, check=None):
+    m, n = x.shape[-2], x.shape[-1]
+    k = min(m, n)
+    lu, piv = outs
+    P, L, U = _lu_unpacked(lu, piv, m, n)
+    g = gs[0]
+    gl = F.tril(F.narrow(g, -1, 0, k) if n > k else g, -1)
+    gu = F.triu(F.narrow(g, -2, 0, k) if m > k else g)
+    return (_lu_backward(gl, gu, P, L, U, m, n),)
+
+
+Primitive("linalg_lu_factor", "x", _lu_kernel,
+          shape=lambda x, check=None: [(tuple(x.shape), None), (tuple(x.shape[:-2]) + (min(x.shape[-2:]),), D.int32)],
+          dtype=_float_matrix("lu_factor"), multi=True, nondiff_outputs=(1,), vjp=_lu_factor_vjp, saves="x out",
+          grad_fn="LinalgLuFactorExBackward0", triton=_HOST)
+
+
+def _lu_permutation_kernel(piv, m, dtype):
+    """P with A = P L U from getrf's row swaps: row i of L U is row perm[i] of A, P[perm[i], i] = 1."""
+    batch = piv.shape[:-1]
+    flat = piv.reshape((math.prod(batch), piv.shape[-1])).astype(np.int64) - 1
+    perm = np.broadcast_to(np.arange(m), (flat.shape[0], m)).copy()
+    rows = np.arange(flat.shape[0])
+    for j in range(flat.shape[1]):
+        p = flat[:, j]
+        top = perm[rows, j].copy()
+        perm[rows, j] = perm[rows, p]
+        perm[rows, p] = top
+    out = np.zeros((flat.shape[0], m, m), dtype.np)
+    out[rows[:, None], perm, np.arange(m)[None, :]] = 1
+    return out.reshape(batch + (m, m))
+
+
+Primitive("lu_permutation_matrix", "piv", _lu_permutation_kernel,
+          shape=lambda piv, m, dtype: tuple(piv.shape[:-1]) + (m, m), dtype=lambda args: (None, None),
+          grad_fn="LuUnpackBackward0", triton=_HOST)
+
+
 def _cholesky_kernel(a):
     try:
         return np.linalg.cholesky(a)
