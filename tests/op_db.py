@@ -718,6 +718,7 @@ OPS += [
            lambda m, a, b, **kw: m.linalg.solve_triangular(a + 3 * m.eye(3, dtype=a.dtype), b, **kw),
            [Sample((3, 3), (3, 2), upper=True), Sample((2, 3, 3), (3, 2), upper=False, unitriangular=True),
             Sample((3, 3), (2, 3), upper=True, left=False)], dtypes=FLOAT),
+    OpInfo("frexp", lambda m, x: tuple(m.frexp(x)), [Sample((5,)), Sample((2, 3)), Sample(())], dtypes=FLOAT),
     # LU: the pivots are an integer output; L and U differentiate (the permutation does not)
     OpInfo("linalg_lu", lambda m, x: tuple(m.linalg.lu(x))[1:] + (m.linalg.lu_factor(x).LU,),
            [Sample((3, 3)), Sample((2, 3, 4)), Sample((4, 3))], dtypes=FLOAT),

@@ -149,7 +149,8 @@ from .ops.math_functional import (asin, acos, atan, sinh, cosh, asinh, acosh, at
                                   arcsinh, arccosh, arctanh, atan2, arctan2, signbit, copysign, hypot, cumsum, cumprod, sort, argsort, topk,
                                   msort, kthvalue, median, quantile, nanquantile, unique, unique_consecutive, diag,
                                   meshgrid,
-                                  repeat_interleave, index_add, lgamma, digamma, polygamma, erfinv, mvlgamma, mode)
+                                  repeat_interleave, index_add, lgamma, digamma, polygamma, erfinv, mvlgamma, mode,
+                                  frexp)
 from .ops.math_functional import linalg_det as det  # noqa: E402,F401
 from .linalg import inv as inverse  # noqa: E402,F401
 from .ops.composite import (diagonal, trace, diag_embed, log10, trunc, fix, frac, fmax, fmin, fmod,  # noqa: E402,F401

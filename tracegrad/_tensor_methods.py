@@ -863,7 +863,10 @@ def _write_drawn(self, values, name):
     """Write freshly drawn values into `self`. Where autograd records the write, it is an
     in-place op with a constant result: the history `self` had gets a zero gradient (torch's
     UniformBackward0 and the like; CopySlices on a view), where it used to keep its old
-    grad_fn and pass the gradient on as if the values had not been replaced."""
+    grad_fn and pass the gradient on as if the values had not been replaced. A bfloat16 tensor
+    gets its values rounded to bfloat16's (its storage is float32's)."""
+    if self._dtype is D.bfloat16:
+        values = D.round_bfloat16(np.asarray(values, np.float32))
     if STATE.grad_enabled and self.requires_grad:
         src = Tensor._make(np.asarray(values, dtype=self._data.dtype), self._dtype)
         copy_(self, src if not self.is_cuda else src.to(self.device))
@@ -909,6 +912,40 @@ def _exponential_(self, lambd=1.0, generator=None):
     if lambd <= 0:
         raise RuntimeError(f"exponential_ expects lambda > 0.0, but found lambda={lambd}")
     return _write_drawn(self, RNG.gen.exponential(1.0 / lambd, self._data.shape), "ExponentialBackward0")
+
+
+@_takes_generator
+def _log_normal_(self, mean=1.0, std=2.0, generator=None):
+    """exp of normal(mean, std) draws (tracegrad's stream, not torch's)."""
+    if not std > 0:
+        raise RuntimeError(f"log_normal_ expects std > 0.0, but found std={std:g}")
+    if not self._dtype.is_floating_point:
+        raise NotImplementedError(f"\"log_normal_cpu\" not implemented for '{D.SCALAR_NAME[self._dtype]}'")
+    check_inplace(self)
+    return _write_drawn(self, RNG.gen.lognormal(mean, std, self._data.shape), "LogNormalBackward0")
+
+
+@_takes_generator
+def _geometric_(self, p, generator=None):
+    """The number of Bernoulli(p) trials to the first success: 1, 2, ... (integer dtypes too)."""
+    if not 0 < p < 1:
+        raise RuntimeError(f"geometric_ expects p to be in (0, 1), but got p={p:g}")
+    if self._dtype is D.bool_:
+        raise NotImplementedError("\"geometric_cpu\" not implemented for 'Bool'")
+    check_inplace(self)
+    return _write_drawn(self, RNG.gen.geometric(p, self._data.shape), "GeometricBackward0")
+
+
+@_takes_generator
+def _cauchy_(self, median=0.0, sigma=1.0, generator=None):
+    """median + sigma * tan(pi (U - 1/2)) draws (tracegrad's stream, not torch's)."""
+    if not sigma > 0:
+        raise RuntimeError(f"cauchy_ expects sigma > 0.0, but found sigma={sigma:g}")
+    if not self._dtype.is_floating_point:
+        raise RuntimeError(f"Cauchy distribution is a continuous probability distribution. dtype must be a floating "
+                           f"point but you specified {_C_NAMES[self._dtype]}")
+    check_inplace(self)
+    return _write_drawn(self, median + sigma * RNG.gen.standard_cauchy(self._data.shape), "CauchyBackward0")
 
 
 # random_: the integers a float holds exactly run to 2^digits; torch's names of the C types
@@ -999,6 +1036,9 @@ Tensor.exponential_ = _exponential_
 Tensor.uniform_ = _uniform_
 Tensor.normal_ = _normal_
 Tensor.bernoulli_ = _bernoulli_
+Tensor.log_normal_ = _log_normal_
+Tensor.geometric_ = _geometric_
+Tensor.cauchy_ = _cauchy_
 
 
 def _retain_grad(self):
@@ -1072,7 +1112,7 @@ Tensor.is_inference = _is_inference
 for _name in """asin acos atan sinh cosh asinh acosh atanh arcsin arccos arctan arcsinh arccosh arctanh atan2 arctan2
 signbit copysign hypot cumsum cumprod sort argsort topk msort kthvalue median quantile nanquantile unique
 unique_consecutive diag repeat_interleave
-index_add""".split():
+index_add frexp""".split():
     setattr(Tensor, _name, getattr(F, _name))
 for _name in "asin acos atan sinh cosh atan2 copysign hypot cumsum cumprod index_add".split():
     setattr(Tensor, _name + "_", _inplace(getattr(F, _name)))
@@ -1468,7 +1508,87 @@ Tensor.narrow_copy = _narrow_copy
 for _name in "is_meta is_sparse is_sparse_csr is_quantized is_nested is_mkldnn".split():
     setattr(Tensor, _name, property(lambda self: False, doc=f"False: tracegrad has dense tensors alone ({_name})"))
 Tensor.is_pinned = lambda self, device=None: False
-Tensor.is_shared = lambda self: False
+
+# share_memory_: tracegrad's tensors live in host memory that a forked process shares already; the
+# memory a tensor was moved to "shared" is remembered, so that is_shared() answers as torch's
+_SHARED = {}                   # id of the memory's owner -> a weak reference to it
+
+
+def _share_memory_(self):
+    root = memory_root(self._data)
+    key = id(root)
+    _SHARED[key] = weakref.ref(root, lambda _r, key=key: _SHARED.pop(key, None))
+    return self
+
+
+def _is_shared(self):
+    root = memory_root(self._data)
+    ref = _SHARED.get(id(root))
+    return ref is not None and ref() is root
+
+
+Tensor.share_memory_ = _share_memory_
+Tensor.is_shared = _is_shared
+
+
+def _python_elementwise(name, self, fn, others):
+    """apply_/map_/map2_: fn of the elements (and the broadcast elements of `others`), Python
+    numbers in and out, written into self (CPU tensors that do not require grad, as torch's)."""
+    if self.requires_grad:
+        raise RuntimeError(f"Can't call {name}() on Variable that requires grad. Use var.detach().{name}() instead.")
+    args = [self._data] + [np.broadcast_to(o._data, self._data.shape) for o in others]
+    conv = bool if self._dtype is D.bool_ else int if not self._dtype.is_floating_point else float
+    values = np.empty(self._data.shape, object)
+    for i in np.ndindex(self._data.shape):
+        values[i] = conv(fn(*(a[i].item() for a in args)))
+    return _write_drawn(self, values.astype(self._data.dtype) if values.size else values.astype(self._data.dtype),
+                        name)
+
+
+Tensor.apply_ = lambda self, callable: _python_elementwise("apply_", self, callable, ())
+Tensor.map_ = lambda self, tensor, callable: _python_elementwise("map_", self, callable, (tensor,))
+Tensor.map2_ = lambda self, x, y, callable: _python_elementwise("map2_", self, callable, (x, y))
+
+_TENSOR_OPTION_NAMES = {D.float64: "double", D.float32: "float", D.float16: "c10::Half", D.bfloat16: "c10::BFloat16",
+                        D.int64: "long int", D.int32: "int", D.int16: "short int", D.int8: "signed char",
+                        D.uint8: "unsigned char", D.bool_: "bool"}
+
+
+def _new(self, *args, **kwargs):
+    """The legacy constructor x.new(...): no arguments, an empty tensor; sizes (ints or a
+    torch.Size), an uninitialized one; data (a list or tuple), a tensor of it; a tensor of x's
+    dtype, an alias of it; all of x's dtype."""
+    if kwargs:
+        raise TypeError(f"new() got an unexpected keyword argument '{next(iter(kwargs))}'")
+    if not args:
+        return _creation.empty((0,), dtype=self._dtype)
+    if len(args) == 1 and isinstance(args[0], Tensor):
+        t = args[0]
+        if t._dtype is not self._dtype:
+            opts = "TensorOptions(dtype={}, device=cpu, layout=Strided, requires_grad=false (default), " \
+                   "pinned_memory=false (default), memory_format=(nullopt))"
+            raise TypeError(f"expected {opts.format(_TENSOR_OPTION_NAMES[self._dtype])} (got "
+                            f"{opts.format(_TENSOR_OPTION_NAMES[t._dtype])})")
+        return t.detach()
+    if all(isinstance(a, numbers.Integral) and not isinstance(a, bool) for a in args) or \
+            (len(args) == 1 and type(args[0]).__name__ == "Size"):
+        return _creation.empty(*args, dtype=self._dtype)
+    if len(args) == 1:
+        return tensor(args[0], dtype=self._dtype)
+    raise TypeError(f"new() received an invalid combination of arguments - got "
+                    f"({', '.join(type(a).__name__ for a in args)})")
+
+
+Tensor.new = _new
+
+
+def _new_empty_strided(self, size, stride, *, dtype=None, layout=None, device=None, requires_grad=False,
+                       pin_memory=False):
+    return _creation.empty_strided(size, stride, dtype=dtype if dtype is not None else self._dtype,
+                                   requires_grad=requires_grad)
+
+
+Tensor.new_empty_strided = _new_empty_strided
 
 
 # -- torch's methods number their arguments after self ------------------------------------------------

@@ -9,7 +9,8 @@ import numpy as np
 
 from . import _dtype as D
 from .tensor import Tensor
-from .creation import tensor, empty, zeros
+from .creation import tensor, empty, zeros, linspace, RNG, takes_generator
+from .tracing import rename_grad_fn
 from .ops import functional as O
 from .nn import functional as F
 from .ops.composite_more import multi_dot
@@ -316,3 +317,170 @@ def chain_matmul(*matrices, out=None):
 
 
 del _name, _view
+
+
+# -- histogram, gradient, poisson ------------------------------------------------------------------------
+
+_Histogram = O._pair_type("histogram", "hist", "bin_edges")
+_C_DTYPE = {D.float64: "double", D.float32: "float", D.float16: "c10::Half", D.bfloat16: "c10::BFloat16",
+            D.int64: "long int", D.int32: "int", D.int16: "short int", D.int8: "signed char", D.uint8: "unsigned char",
+            D.bool_: "bool"}
+
+
+@_export
+def histogram(input, bins=100, *, range=None, weight=None, density=False, out=None):
+    """(hist, bin_edges): counts (or the sum of `weight`) of input's values in each bin, the last
+    bin closed, as torch's; int bins: equal widths over `range` (input's min and max by default,
+    widened by 0.5 each side where they are equal) in input's dtype, as torch's linspace; a tensor:
+    the edges. density divides by the total and the bin widths. Not differentiable (torch's)."""
+    if not isinstance(input, Tensor):
+        raise TypeError(f"histogram(): argument 'input' (position 1) must be Tensor, not {type(input).__name__}")
+    if not input.dtype.is_floating_point or input.dtype in (D.float16, D.bfloat16):
+        raise NotImplementedError(f"\"histogramdd\" not implemented for '{D.SCALAR_NAME[input.dtype]}'")
+    if weight is not None and tuple(weight.shape) != tuple(input.shape):
+        raise RuntimeError("torch.histogramdd: if weight tensor is provided it should have the same shape as the "
+                           f"input tensor excluding its innermost dimension, but got input with shape "
+                           f"{list(input.shape) + [1]} and weight with shape {list(weight.shape)}")
+    x = input.detach().numpy().reshape(-1)
+    if isinstance(bins, Tensor):
+        if bins.ndim != 1:
+            raise RuntimeError(f"torch.histogramdd: bins tensor should have one dimension, but got {bins.ndim} "
+                               f"dimensions in the bins tensor for dimension 0")
+        if bins.dtype is not input.dtype:
+            raise RuntimeError(f"torch.histogramdd: input tensor and bins tensors should have the same dtype, but got "
+                               f"input with dtype {_C_DTYPE[input.dtype]} and bins for dimension 0 with dtype "
+                               f"{_C_DTYPE[bins.dtype]}")
+        edges = bins.detach()
+    else:
+        if bins <= 0:
+            raise RuntimeError(f"torch.histogram(): bins must be > 0, but got {bins} for dimension 0")
+        if range is not None:
+            lo, hi = float(range[0]), float(range[1])
+        elif x.size:
+            lo, hi = float(x.min()), float(x.max())
+        else:
+            lo, hi = 0.0, 1.0               # (torch's edges of an empty input)
+        if lo > hi:
+            raise RuntimeError(f"torch.histogramdd: min should not exceed max, but got min {lo:g} max {hi:g} for "
+                               f"dimension 0")
+        if not (math.isfinite(lo) and math.isfinite(hi)):
+            raise RuntimeError(f"torch.histogramdd: dimension 0's range [{lo:g}, {hi:g}] is not finite")
+        if lo == hi:
+            lo, hi = lo - 0.5, hi + 0.5
+        edges = linspace(lo, hi, bins + 1, dtype=input.dtype)
+    e = edges.numpy()
+    w = None if weight is None else weight.detach().numpy().reshape(-1)
+    keep = (x >= e[0]) & (x <= e[-1])
+    # the bin of each value: the last edge at or below it, the last bin closed (numpy's and torch's)
+    idx = np.clip(np.searchsorted(e, x[keep], side="right") - 1, 0, len(e) - 2)
+    hist = np.bincount(idx, weights=None if w is None else w[keep], minlength=len(e) - 1).astype(x.dtype)
+    if density:
+        with np.errstate(divide="ignore", invalid="ignore"):
+            hist = hist / (hist.sum() * np.diff(e))
+    return _Histogram(tensor(hist.astype(x.dtype, copy=False), dtype=input.dtype), edges.clone())
+
+
+Tensor.histogram = histogram
+
+
+def _slice(t, dim, start, stop=None):
+    n = t.shape[dim]
+    start = start + n if start < 0 else start
+    stop = n if stop is None else stop + n if stop < 0 else stop
+    return O.narrow(t, dim, start, stop - start)
+
+
+@_export
+def gradient(input, *, spacing=1, dim=None, edge_order=1):
+    """Estimates of input's derivative along each dim by central differences in the interior and
+    one-sided ones (edge_order 1 or 2) at the ends, for unit or scalar spacing or coordinates per
+    dim, as torch's (in its order of operations). A tuple, one tensor per dim; differentiable."""
+    if edge_order not in (1, 2):
+        raise RuntimeError(f"torch.gradient only supports edge_order=1 and edge_order=2.")
+    nd = input.ndim
+    if dim is None:
+        dims = list(builtin_range(nd))
+    elif isinstance(dim, int):
+        dims = [dim % nd if nd else dim]
+    else:
+        dims = [d % nd for d in dim]
+    if isinstance(spacing, (list, tuple)):
+        if len(spacing) != len(dims):
+            raise RuntimeError(f"torch.gradient expected spacing to be unspecified, a scalar, or a list of length "
+                               f"equal to 'self.dim() = {nd}', since dim argument was not given, but got a list of "
+                               f"length {len(spacing)}" if dim is None else
+                               f"torch.gradient expected spacing to be unspecified, a scalar or it's spacing and dim "
+                               f"arguments to have the same length, but got a spacing argument of length "
+                               f"{len(spacing)} and a dim argument of length {len(dims)}.")
+        spacings = list(spacing)
+    else:
+        spacings = [spacing] * len(dims)
+    for d in dims:
+        if input.shape[d] < edge_order + 1:
+            raise RuntimeError(f"torch.gradient expected each dimension size to be at least edge_order+1")
+    x = input if input.dtype.is_floating_point else input.to(D.get_default_dtype())
+    out = []
+    for d, h in zip(dims, spacings):
+        if isinstance(h, Tensor) and h.ndim == 1:
+            out.append(_gradient_coordinates(x, d, h.to(x.dtype) if not h.dtype.is_floating_point else h,
+                                             edge_order))
+            continue
+        h = h.item() if isinstance(h, Tensor) else h
+        center = (_slice(x, d, 2) - _slice(x, d, 0, -2)) / h
+        if edge_order == 1:
+            pre = (_slice(x, d, 1, 2) - _slice(x, d, 0, 1)) / h
+            app = (_slice(x, d, -1) - _slice(x, d, -2, -1)) / h
+        else:
+            pre = (_slice(x, d, 0, 1) * -1.5 + _slice(x, d, 1, 2) * 2 + _slice(x, d, 2, 3) * -0.5) / h
+            app = (_slice(x, d, -3, -2) * 0.5 + _slice(x, d, -2, -1) * -2 + _slice(x, d, -1) * 1.5) / h
+        out.append(O.cat([pre, center / 2, app], d))
+    return tuple(out)
+
+
+builtin_range = range
+
+
+def _gradient_coordinates(x, d, coords, edge_order):
+    if coords.shape[0] != x.shape[d]:
+        raise RuntimeError(f"torch.gradient expected each tensor to be on the same device, and have the same size "
+                           f"as the input's dimension {d}: {coords.shape[0]} vs {x.shape[d]}")
+    shape = [1] * x.ndim
+    shape[d] = -1
+    dx = coords[1:] - coords[:-1]
+    dx1, dx2 = dx[:-1], dx[1:]
+    a = (-dx2 / (dx1 * (dx1 + dx2))).reshape(shape)
+    b = ((dx2 - dx1) / (dx1 * dx2)).reshape(shape)
+    c = (dx1 / (dx2 * (dx1 + dx2))).reshape(shape)
+    center = a * _slice(x, d, 0, -2) + b * _slice(x, d, 1, -1) + c * _slice(x, d, 2)
+    if edge_order == 1:
+        pre = (_slice(x, d, 1, 2) - _slice(x, d, 0, 1)) / dx[0]
+        app = (_slice(x, d, -1) - _slice(x, d, -2, -1)) / dx[-1]
+    else:
+        a = -(2.0 * dx[0] + dx[1]) / (dx[0] * (dx[0] + dx[1]))
+        b = (dx[0] + dx[1]) / (dx[0] * dx[1])
+        c = (-dx[0]) / (dx[1] * (dx[0] + dx[1]))
+        pre = a * _slice(x, d, 0, 1) + b * _slice(x, d, 1, 2) + c * _slice(x, d, 2, 3)
+        a = dx[-1] / (dx[-2] * (dx[-1] + dx[-2]))
+        b = -(dx[-1] + dx[-2]) / (dx[-1] * dx[-2])
+        c = (2 * dx[-1] + dx[-2]) / (dx[-1] * (dx[-1] + dx[-2]))
+        app = a * _slice(x, d, -3, -2) + b * _slice(x, d, -2, -1) + c * _slice(x, d, -1)
+    return O.cat([pre, center, app], d)
+
+
+@_export
+def poisson(input, generator=None):
+    """Poisson(rate) draws, one per element of input (the rates), in input's dtype; the gradient
+    is zero, as torch's. Drawn from tracegrad's stream, not torch's."""
+    if not input.dtype.is_floating_point:
+        raise NotImplementedError(f"\"poisson_cpu\" not implemented for '{D.SCALAR_NAME[input.dtype]}'")
+    rates = input.detach().numpy().astype(np.float64)
+    if (rates < 0).any() or np.isnan(rates).any():
+        raise RuntimeError("invalid Poisson rate, expected rate to be non-negative")
+
+    @takes_generator
+    def draw(generator=None):
+        return RNG.gen.poisson(rates)
+    values = tensor(draw(generator=generator).astype(np.float64), dtype=input.dtype)
+    if input.requires_grad:              # (a node with a zero gradient, torch's PoissonBackward0)
+        return rename_grad_fn(O.add(values, O.mul(input, 0)), "PoissonBackward0")
+    return values

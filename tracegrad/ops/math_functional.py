@@ -25,7 +25,7 @@ __all__ = ["asin", "acos", "atan", "sinh", "cosh", "asinh", "acosh", "atanh", "a
            "msort", "median", "quantile", "nanquantile", "unique", "unique_consecutive", "diag", "diagonal_embed",
            "meshgrid",
            "repeat_interleave", "index_add", "linalg_inv", "linalg_det", "linalg_slogdet", "linalg_solve_matrix",
-           "det_cofactor", "linalg_solve", "linalg_lu_factor", "lu_permutation_matrix", "lu_unpack", "linalg_solve_triangular", "linalg_solve_triangular_matrix", "kthvalue", "return_types_slogdet", "lgamma", "digamma", "polygamma", "erfinv",
+           "det_cofactor", "linalg_solve", "frexp", "linalg_lu_factor", "lu_permutation_matrix", "lu_unpack", "linalg_solve_triangular", "linalg_solve_triangular_matrix", "kthvalue", "return_types_slogdet", "lgamma", "digamma", "polygamma", "erfinv",
            "mvlgamma", "mode"]
 
 
@@ -663,6 +663,18 @@ def linalg_pinv(A, *, atol=None, rtol=None, hermitian=False):
     if atol is not None:
         raise NotImplementedError("linalg.pinv(atol=...): only rtol is implemented")
     return apply(P["linalg_pinv"], (A,), {"rtol": None if rtol is None else float(rtol)})
+
+
+_frexp = O._pair_type("frexp", "mantissa", "exponent")
+
+
+def frexp(input):
+    """(mantissa, exponent) with input = mantissa * 2 ** exponent, |mantissa| in [0.5, 1) (0, inf
+    and NaN keep their value with exponent 0); the exponent is int32 and not differentiable."""
+    O._check_tensor(input, "frexp")
+    if not input.dtype.is_floating_point:
+        raise RuntimeError("torch.frexp() only supports floating-point dtypes")
+    return _frexp(*apply(P["frexp"], (input,), {}))
 
 
 def linalg_lu_factor(A, check=None):

@@ -772,6 +772,19 @@ Primitive("linalg_solve_triangular", "x y", _trisolve_kernel,
           triton=_HOST)
 
 
+def _frexp_kernel(x):
+    m, e = np.frexp(x)
+    return m.astype(x.dtype, copy=False), e.astype(np.int32, copy=False)
+
+
+Primitive("frexp", "x", _frexp_kernel,
+          shape=lambda x: [(tuple(x.shape), None), (tuple(x.shape), D.int32)], dtype="same", multi=True,
+          nondiff_outputs=(1,),
+          # torch's: grad / exponent.exp2() (the exponent in the mantissa's dtype)
+          vjp=lambda gs, outs, x: (gs[0] / F.exp2(F.convert(outs[1], x.dtype)),), saves="out",
+          grad_fn="FrexpBackward0", triton=_HOST)
+
+
 # -- decompositions ----------------------------------------------------------------------------------
 
 def _lu_kernel(a, check=None):
