@@ -7,15 +7,18 @@ the inputs had one (so that grad(grad(f)) and a gradient of grad(f)(x) with resp
 and grad(f)(x) of a plain x is a plain tensor). Gradients of inputs the output does not use are
 zeros, as torch.func's. tracegrad has no forward mode: jvp is the derivative of a vector-Jacobian
 product with respect to its vector (J t, from two reverse passes), jacfwd takes the Jacobian's
-columns that way, and hessian is jacfwd of jacrev, as torch's. There is no vmap."""
+columns that way, and hessian is jacfwd of jacrev, as torch's. vmap runs the function once per
+sample and stacks the results (torch's semantics, not its batching rules: see vmap)."""
+import numpy as np
+
 from ..autograd import grad as _grad
-from ..creation import zeros, zeros_like
+from ..creation import zeros, zeros_like, RNG
 from ..grad_mode import STATE, enable_grad
 from ..nn.utils.stateless import _functional_call
 from ..tensor import Tensor
 from ..ops import functional as O
 
-__all__ = ["functional_call", "grad", "grad_and_value", "vjp", "jacrev", "jvp", "jacfwd", "hessian"]
+__all__ = ["functional_call", "grad", "grad_and_value", "vjp", "jacrev", "jvp", "jacfwd", "hessian", "vmap"]
 
 
 def functional_call(module, parameter_and_buffer_dicts, args=None, kwargs=None, *, tie_weights=True, strict=False):
@@ -353,3 +356,181 @@ def jacfwd(func, argnums=0, has_aux=False, *, randomness="error"):
 def hessian(func, argnums=0):
     """torch.func.hessian: jacfwd(jacrev(func, argnums), argnums)."""
     return jacfwd(jacrev(func, argnums), argnums)
+
+
+# -- vmap ------------------------------------------------------------------------------------------------
+
+def _fname(func):
+    return getattr(func, "__name__", repr(func))
+
+
+class _Mismatch(Exception):
+    pass
+
+
+def _treespec_repr(spec, indent=0):
+    """A tree's structure as torch's pytree TreeSpec prints it."""
+    if spec is None:
+        return "*"
+    kind, keys, subs = spec
+    name = "dict" if kind == "dict" else kind.__name__
+    inner = ""
+    if subs:
+        indent += 2
+        inner = _treespec_repr(subs[0], indent) + ("," if len(subs) > 1 else "")
+        inner += ",".join("\n" + " " * indent + _treespec_repr(c, indent) for c in subs[1:])
+    return f"TreeSpec({name}, {keys if kind == 'dict' else None}, [{inner}])"
+
+
+def _dims_for(dims, spec, leaves_count, what, head, tree):
+    """in_dims (or out_dims) broadcast over a tree of `spec`: a value per leaf. An int or None
+    applies to a whole subtree (torch's tree prefix); a structure that does not match raises
+    torch's error, naming both whole trees."""
+    out = []
+
+    def walk(d, s):
+        if d is None or (isinstance(d, int) and not isinstance(d, bool)):
+            out.extend([d] * _count(s))
+            return
+        if s is None or not isinstance(d, (tuple, list, dict)) or isinstance(d, dict) != (s[0] == "dict") or \
+                (not isinstance(d, dict) and type(d) is not s[0] and not (isinstance(d, tuple) and s[0] is tuple)):
+            raise _Mismatch
+        kind, keys, subs = s
+        if kind == "dict":
+            if list(d) != list(keys):
+                raise _Mismatch
+            for k, sub in zip(keys, subs):
+                walk(d[k], sub)
+            return
+        if len(d) != len(subs):
+            raise _Mismatch
+        for dd, sub in zip(d, subs):
+            walk(dd, sub)
+    try:
+        walk(dims, spec)
+    except _Mismatch:
+        which = "inputs" if what == "in_dims" else "outputs"
+        raise ValueError(f"{head}: {what} is not compatible with the structure of `{which}`. {what} has structure "
+                         f"{_treespec_repr(_flatten(dims)[1])} but {which} has structure "
+                         f"{_treespec_repr(tree)}.") from None
+    assert len(out) == leaves_count
+    return out
+
+
+def _count(spec):
+    if spec is None:
+        return 1
+    return sum(_count(s) for s in spec[2])
+
+
+def _rng_state():
+    """(the generator, its state); None for the state while compile traces (its stand-in raises
+    at a draw, so the function runs eagerly)."""
+    gen = RNG.gen
+    return gen, gen.bit_generator.state if isinstance(gen, np.random.Generator) else None
+
+
+def vmap(func, in_dims=0, out_dims=0, randomness="error", *, chunk_size=None):
+    """torch.func.vmap: func mapped over a dimension of its inputs (in_dims: an int, None or a tree
+    of them matching the arguments), the results stacked along out_dims.
+
+    tracegrad runs func once per sample on views of the inputs (select along the mapped
+    dimension) and stacks what it returns: the values and gradients of torch's vmap, for any
+    function torch's can map, without its batching rules' speed. Where looping would differ from
+    mapping, it raises: an in-place write to an argument that is not mapped (torch writes it
+    once; a loop would write it once per sample), randomness="error" with a random draw inside.
+    randomness="same" replays the same draws for every sample, "different" draws afresh. Python
+    side effects inside func run once per sample (torch's run once)."""
+    if randomness not in ("error", "different", "same"):
+        raise RuntimeError(f"Only allowed values for randomness are 'error', 'different', or 'same'. Got {randomness}")
+    if chunk_size is not None and not (isinstance(chunk_size, int) and chunk_size > 0):
+        raise ValueError(f"vmap: chunk_size should be None or greater than 0. (got {chunk_size})")
+    name = _fname(func)
+
+    def wrapper(*args, **kwargs):
+        head = f"vmap({name}, in_dims={in_dims}, ...)(<inputs>)"
+        if not (in_dims is None or isinstance(in_dims, (int, tuple)) and not isinstance(in_dims, bool)) or \
+                in_dims is None:
+            raise ValueError(f"{head}: expected `in_dims` to be int or a (potentially nested) tuple matching the "
+                             f"structure of inputs, got: {type(in_dims)}.")
+        leaves, spec = _flatten(tuple(args))
+        dims = _dims_for(in_dims if isinstance(in_dims, tuple) else tuple([in_dims] * len(args)), spec, len(leaves),
+                         "in_dims", head, spec)
+        sizes = []
+        for leaf, d in zip(leaves, dims):
+            if d is None:
+                continue
+            if not isinstance(leaf, Tensor):
+                raise ValueError(f"{head}: Got in_dim={d} for an input but the input is of type {type(leaf)}. We "
+                                 f"cannot vmap over non-Tensor arguments, please use None as the respective in_dim")
+            if not -leaf.ndim <= d < leaf.ndim:
+                raise ValueError(f"{head}: Got in_dim={d} for some input, but that input is a Tensor of dimensionality "
+                                 f"{leaf.ndim} so expected in_dim to satisfy -{leaf.ndim} <= in_dim < {leaf.ndim}.")
+            sizes.append(leaf.shape[d])
+        if not sizes:
+            raise ValueError("vmap: Expected at least one Tensor to vmap over")
+        if len(set(sizes)) > 1:
+            raise ValueError(f"vmap: Expected all tensors to have the same size in the mapped dimension, got sizes "
+                             f"{sizes} for the mapped dimension")
+        n = sizes[0]
+        unmapped = [(t, t._version) for t, d in zip(leaves, dims) if d is None and isinstance(t, Tensor)]
+        before = _rng_state()
+        results = []
+        for i in range(max(n, 1)):
+            if randomness == "same" and i and before[1] is not None:
+                RNG.gen.bit_generator.state = before[1]
+            if n:
+                sample = [t if d is None else t.select(d, i) for t, d in zip(leaves, dims)]
+            else:                          # (no sample: the function once on zeros, for the outputs' shapes)
+                sample = [t if d is None else zeros(tuple(s for k, s in enumerate(t.shape) if k != d % t.ndim),
+                                                    dtype=t.dtype) for t, d in zip(leaves, dims)]
+            results.append(func(*_unflatten(spec, sample), **kwargs))
+            if randomness == "error" and i == 0:
+                after = _rng_state()
+                if after[0] is not before[0] or after[1] != before[1]:
+                    raise RuntimeError("vmap: called random operation while in randomness error mode. Please either "
+                                       "use the 'same' or 'different' randomness flags on vmap or perform the "
+                                       "randomness operation out of vmap")
+        if n > 1 and any(t._version != v for t, v in unmapped):
+            raise RuntimeError(f"vmap({name}): an in-place write to an argument that is not mapped (in_dim None): "
+                               f"tracegrad's vmap runs the function once per sample and would write it {n} times "
+                               f"where torch's writes it once; write it outside vmap")
+        return _stack_outputs(results, n, out_dims, name)
+    return wrapper
+
+
+def _stack_outputs(results, n, out_dims, name):
+    out_leaves, out_spec = _flatten(results[0])
+    per = [_flatten(r)[0] for r in results]
+    for leaf in out_leaves:
+        if not isinstance(leaf, Tensor) and out_dims is not None:
+            raise ValueError(f"vmap({name}, ...): `{name}` must only return Tensors, got type {type(leaf)}. Did you "
+                             f"mean to set out_dims= to None for output?")
+    head = f"vmap({name}, ..., out_dims={out_dims})(<inputs>)"
+    if isinstance(out_dims, (tuple, list, dict)):
+        if out_spec is None and isinstance(out_dims, (tuple, list)) and len(out_dims) == 1:
+            out_dims = out_dims[0]           # (one output: out_dims=(1,) is its dim, as torch's)
+        dims = [out_dims] * len(out_leaves) if not isinstance(out_dims, (tuple, list, dict)) else \
+            _dims_for(out_dims, out_spec, len(out_leaves), "out_dims", head, out_spec)
+    else:
+        dims = [out_dims] * len(out_leaves)
+    stacked = []
+    for j, d in enumerate(dims):
+        column = [p[j] for p in per]
+        if d is None:
+            first = column[0]
+            same = all(c is first for c in column) or (isinstance(first, Tensor) and all(
+                isinstance(c, Tensor) and tuple(c.shape) == tuple(first.shape) and bool(O.equal(c, first))
+                for c in column))
+            if not isinstance(first, Tensor):
+                same = all(c == first for c in column)
+            if not same:
+                raise ValueError(f"vmap({name}, ...): `{name}` can not return a BatchedTensor when out_dim is None")
+            stacked.append(first)
+            continue
+        if n == 0:
+            t = column[0]
+            stacked.append(O.stack([t], d)[(slice(None),) * (d % (t.ndim + 1)) + (slice(0, 0),)])
+            continue
+        stacked.append(O.stack(column, d))
+    return _unflatten(out_spec, stacked)
