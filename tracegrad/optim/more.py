@@ -1,4 +1,4 @@
-"""Adamax, NAdam, RAdam, Adadelta, Rprop and ASGD (torch.optim's), their updates in the order and the
+"""Adamax, NAdam, RAdam, Adadelta, Rprop, ASGD and Adafactor (torch.optim's), their updates in the order and the
 precision of torch's single-tensor implementations, so that parameters equal torch's.
 Inside a compiled training step they are not traced yet (the step says so and runs eagerly)."""
 import numpy as np
@@ -7,7 +7,7 @@ from .optimizer import Optimizer, _scalar, _zeros_like, _finish, _check_options
 from ..tensor import Tensor
 from .. import _dtype as D
 
-__all__ = ["Adamax", "NAdam", "RAdam", "Adadelta", "Rprop", "ASGD"]
+__all__ = ["Adamax", "NAdam", "RAdam", "Adadelta", "Rprop", "ASGD", "Adafactor"]
 
 
 def _check_betas(betas):
@@ -306,3 +306,73 @@ class ASGD(Optimizer):
             state["eta"]._data[...] = np.float32(lr / ((1 + lambd * lr * step) ** alpha))
             state["mu"]._data[...] = np.float32(1 / max(1, step - t0))
             _finish([p, state["ax"], state["eta"], state["mu"]])
+
+
+class Adafactor(Optimizer):
+    """Adam's second moment kept factored: for a matrix (the last two dims of a tensor) a running
+    mean of g^2 per row and per column, their outer product over the rows' mean estimating it;
+    a vector keeps it whole. The step is the relative one, alpha = max(eps2, RMS(p)) * min(lr,
+    t^-1/2), the update g / sqrt(v) clipped to RMS d; beta2 rises as 1 - t^beta2_decay. No first
+    moment. In torch's order and precision (single-tensor)."""
+
+    def __init__(self, params, lr=1e-2, beta2_decay=-0.8, eps=(None, 1e-3), d=1.0, weight_decay=0.0, *,
+                 foreach=None, maximize=False):
+        if isinstance(lr, Tensor) and lr.numel() != 1:
+            raise ValueError("Tensor lr must be 1-element")
+        for ok, msg in ((0.0 <= _scalar(lr), f"Learning rate should be >= 0 but is: {lr}"),
+                        (0.0 >= beta2_decay, f"beta2_decay should be <= 0 but is: {beta2_decay}"),
+                        (eps[0] is None or 0.0 <= eps[0], f"epsilon1 should be >= 0 but is: {eps[0]}"),
+                        (0.0 <= eps[1], f"epsilon2 should be >= 0 but is: {eps[1]}"),
+                        (1.0 <= d, f"Clipping threshold d should be >= 1 but is: {d}"),
+                        (0.0 <= weight_decay, f"weight_decay should be >= 0 but is: {weight_decay}")):
+            if not ok:
+                raise ValueError(msg)
+        super().__init__(params, dict(lr=lr, beta2_decay=beta2_decay, eps=eps, d=d, weight_decay=weight_decay,
+                                      foreach=foreach, maximize=maximize))
+
+    def step(self, closure=None):
+        return self._run_step(closure, self._update)
+
+    def _update(self):
+        for group, p, x, g, dt in _grads(self):
+            state = self.state[p]
+            if len(state) == 0:
+                state["step"] = _new_step()
+                if g.ndim > 1:
+                    state["row_var"] = Tensor._make(np.zeros(g.shape[:-1] + (1,), x.dtype), p._dtype)
+                    state["col_var"] = Tensor._make(np.zeros(g.shape[:-2] + (1,) + g.shape[-1:], x.dtype),
+                                                    p._dtype)
+                else:
+                    state["variance"] = _zeros_like(p)
+            lr = _scalar(group["lr"])
+            # a tensor lr stays one in torch's arithmetic: the rates computed from it are its
+            # dtype's numbers (float32's)
+            num = group["lr"]._data.dtype.type if isinstance(group["lr"], Tensor) else float
+            eps1, eps2 = group["eps"]
+            if eps1 is None:
+                eps1 = D.finfo(p._dtype).eps
+            t = _step(state)
+            one_minus_beta2 = t ** group["beta2_decay"]
+            rho = num(lr) if not 1 / (t ** 0.5) < lr else 1 / (t ** 0.5)
+            alpha = num(max(eps2, float(np.linalg.norm(x.reshape(-1))) / (x.size ** 0.5))) * rho
+            if group["weight_decay"] != 0:
+                x *= dt(num(1) - num(lr) * num(group["weight_decay"]))
+            if g.ndim > 1:
+                row, col = state["row_var"]._data, state["col_var"]._data
+                row_mean = np.sum(g * g, -1, keepdims=True) / dt(g.shape[-1])
+                _lerp_(row, row_mean, one_minus_beta2, dt)
+                col_mean = np.sum(g * g, -2, keepdims=True) / dt(g.shape[-2])
+                _lerp_(col, col_mean, one_minus_beta2, dt)
+                est = np.matmul(row, col)
+                est /= np.maximum(row.mean(-2, keepdims=True, dtype=x.dtype), dt(eps1))
+                moments = [state["row_var"], state["col_var"]]
+            else:
+                v = state["variance"]._data
+                _lerp_(v, g * g, one_minus_beta2, dt)
+                est = v.copy()
+                moments = [state["variance"]]
+            upd = 1 / np.sqrt(np.maximum(est, dt(eps1 * eps1)))
+            upd *= g
+            denom = max(1.0, float(np.linalg.norm(upd.reshape(-1))) / ((upd.size ** 0.5) * group["d"]))
+            x += upd * dt(-alpha / type(alpha)(denom))
+            _finish([p] + moments)
