@@ -719,6 +719,9 @@ OPS += [
            [Sample((3, 3), (3, 2), upper=True), Sample((2, 3, 3), (3, 2), upper=False, unitriangular=True),
             Sample((3, 3), (2, 3), upper=True, left=False)], dtypes=FLOAT),
     OpInfo("frexp", lambda m, x: tuple(m.frexp(x)), [Sample((5,)), Sample((2, 3)), Sample(())], dtypes=FLOAT),
+    OpInfo("ctc_loss", lambda m, x: m.nn.functional.ctc_loss(x.log_softmax(2), m.tensor([[1, 2], [2, 2]]),
+                                                              m.tensor([4, 3]), m.tensor([2, 2]), reduction="none"),
+           [Sample((4, 2, 3), gradgrad=False)], dtypes=FLOAT),
     # LU: the pivots are an integer output; L and U differentiate (the permutation does not)
     OpInfo("linalg_lu", lambda m, x: tuple(m.linalg.lu(x))[1:] + (m.linalg.lu_factor(x).LU,),
            [Sample((3, 3)), Sample((2, 3, 4)), Sample((4, 3))], dtypes=FLOAT),

@@ -12,7 +12,9 @@ from ..ops import functional as O
 from . import functional as F
 from ..grad_mode import no_grad, is_grad_enabled
 from ..creation import from_numpy, zeros, arange, ones, empty_like, rand_like
-from ..tracing import rename_grad_fn, keep_saved, Proxy
+from ..tracing import rename_grad_fn, keep_saved, Proxy, apply as _apply
+from ..ops import ctc_primitives  # noqa: F401  (registers the CTC primitives)
+from ..ops.primitives import PRIMITIVES as _P
 
 __all__ = ["max_pool1d", "avg_pool1d", "adaptive_avg_pool1d", "adaptive_max_pool1d", "adaptive_max_pool2d",
            "adaptive_avg_pool2d", "instance_norm", "pixel_shuffle", "pixel_unshuffle", "unfold", "fold",
@@ -737,6 +739,58 @@ def _grid_sampled(out, input, grid):
     if out.__class__ is Proxy or out._grad_fn is not None:
         keep_saved(rename_grad_fn(out, "GridSampler2DBackward0"), input, (grid,))
     return out
+
+
+# -- CTC (the primitives in ops/ctc_primitives.py) -------------------------------------------------------
+
+def _lengths(v):
+    """(the lengths as a list of ints, as an int64 vector): a tensor's values are read (a compiled
+    function reads a captured one as a constant of its program, guarded)."""
+    if isinstance(v, O.Tensor):
+        values = v.tolist()
+        return ([int(x) for x in values] if isinstance(values, list) else [int(values)],
+                v.detach().to(D.int64).reshape(-1))
+    values = [int(x) for x in v]
+    return values, O.tensor(values, dtype=D.int64)
+
+
+def ctc_loss(log_probs, targets, input_lengths, target_lengths, blank=0, reduction="mean", zero_infinity=False):
+    """The connectionist temporal classification loss of log_probs (T, N, C) (or (T, C)) against
+    targets (N, S) padded or concatenated 1-D, each sample's frames and labels counted by
+    input_lengths and target_lengths; "mean" divides each loss by its target length (at least 1)
+    and averages. zero_infinity: impossible alignments give 0 and no gradient. Its gradient is
+    torch's (see ops/ctc_primitives.py); it has no second derivative, as torch's."""
+    unbatched = log_probs.ndim == 2
+    lp = O.unsqueeze(log_probs, 1) if unbatched else log_probs
+    tg = targets.unsqueeze(0) if unbatched and targets.ndim == 1 else targets
+    (lengths_in, il), (lengths_t, tl) = _lengths(input_lengths), _lengths(target_lengths)
+    T_, n, C = lp.shape
+    if not 0 <= blank < C:
+        raise RuntimeError("blank must be in label range")
+    if not tg.dtype.is_floating_point and tg.dtype is not D.int64 or tg.dtype.is_floating_point:
+        tg = tg.detach().to(D.int64)
+    if lengths_in and max(lengths_in) > T_:
+        raise RuntimeError(f"Expected input_lengths to have value at most {T_}, but got value "
+                           f"{max(lengths_in)} (while checking arguments for ctc_loss_allocate_outputs)")
+    longest = max(lengths_t) if lengths_t else 0
+    if tg.ndim == 2 and tg.shape[1] < longest:
+        raise RuntimeError(f"Expected tensor to have size at least {longest} at dimension 1, but got size "
+                           f"{tg.shape[1]} for argument #2 'targets' (while checking arguments for "
+                           f"ctc_loss_allocate_outputs)")
+    nll, _ = _apply(_P["ctc_loss"], (lp, tg.detach(), il, tl),
+                            {"blank": int(blank), "longest": longest, "zero_infinity": bool(zero_infinity)})
+    if zero_infinity:
+        nll = O.where(nll == float("inf"), O.zeros_like(nll), nll)
+    if reduction == "none":
+        return nll.squeeze(0) if unbatched else nll
+    if reduction == "sum":
+        return O.sum(nll)
+    if reduction == "mean":
+        return O.mean(nll / O.clamp(tl, min=1).to(nll.dtype))
+    raise ValueError(f"{reduction} is not a valid value for reduction")
+
+
+__all__ += ["ctc_loss"]
 
 
 # torch.nn.functional is one namespace: these functions join nn.functional's as this module is

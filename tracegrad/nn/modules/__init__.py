@@ -16,7 +16,7 @@ from .transformer import (MultiheadAttention, TransformerEncoderLayer, Transform
 from .loss import (L1Loss, MSELoss, NLLLoss, CrossEntropyLoss, BCELoss, BCEWithLogitsLoss, SmoothL1Loss, HuberLoss,
                    KLDivLoss, CosineEmbeddingLoss, MarginRankingLoss, HingeEmbeddingLoss, SoftMarginLoss,
                    MultiLabelSoftMarginLoss, MultiMarginLoss, MultiLabelMarginLoss,
-                   TripletMarginLoss, GaussianNLLLoss, PoissonNLLLoss)
+                   TripletMarginLoss, GaussianNLLLoss, PoissonNLLLoss, CTCLoss)
 from .more import (ZeroPad1d, ZeroPad2d, ZeroPad3d, ConstantPad1d, ConstantPad2d, ConstantPad3d, ReflectionPad1d,
                    ReflectionPad2d, ReplicationPad1d, ReplicationPad2d, CircularPad1d, CircularPad2d, Dropout1d,
                    Dropout2d, Dropout3d, ConvTranspose1d, PixelUnshuffle, ChannelShuffle, Softmax2d,
