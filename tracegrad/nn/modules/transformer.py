@@ -2,6 +2,7 @@
 composed of tracegrad ops with torch's parameter names, shapes, initialisation and masks."""
 import copy
 import math
+import warnings
 
 from .module import Module
 from .container import ModuleList
@@ -26,8 +27,171 @@ def _additive(mask, dtype):
     return mask
 
 
+def _pad_column(mask):
+    """One more key position, allowed (a zero added to its scores), as torch pads its masks for
+    the bias and zero attention keys."""
+    return None if mask is None else F.pad(mask, (0, 1))
+
+
+def _shape_check(query, key, value, key_padding_mask, attn_mask, num_heads):
+    """torch's checks of the inputs' ranks; whether the call is batched."""
+    if query.ndim == 3:
+        kind, want_kpm = "batched (3-D)", 2
+    elif query.ndim == 2:
+        kind, want_kpm = "unbatched (2-D)", 1
+    else:
+        raise AssertionError(f"query should be unbatched 2D or batched 3D tensor but received {query.ndim}-D "
+                             f"query tensor")
+    if key.ndim != query.ndim or value.ndim != query.ndim:
+        raise AssertionError(f"For {kind} `query`, expected `key` and `value` to be {query.ndim}-D but found "
+                             f"{key.ndim}-D and {value.ndim}-D tensors respectively")
+    if key_padding_mask is not None and key_padding_mask.ndim != want_kpm:
+        raise AssertionError(f"For {kind} `query`, expected `key_padding_mask` to be `None` or {want_kpm}-D but found "
+                             f"{key_padding_mask.ndim}-D tensor instead")
+    if attn_mask is not None:
+        if attn_mask.ndim not in (2, 3):
+            raise AssertionError(f"For {kind} `query`, expected `attn_mask` to be `None`, 2-D or 3-D but found "
+                                 f"{attn_mask.ndim}-D tensor instead")
+        if query.ndim == 2 and attn_mask.ndim == 3:
+            expected = (num_heads, query.shape[0], key.shape[0])
+            if tuple(attn_mask.shape) != expected:
+                raise AssertionError(f"Expected `attn_mask` shape to be {expected} but got {attn_mask.shape}")
+    return query.ndim == 3
+
+
+def multi_head_attention_forward(query, key, value, embed_dim_to_check, num_heads, in_proj_weight, in_proj_bias,
+                                 bias_k, bias_v, add_zero_attn, dropout_p, out_proj_weight, out_proj_bias,
+                                 training=True, key_padding_mask=None, need_weights=True, attn_mask=None,
+                                 use_separate_proj_weight=False, q_proj_weight=None, k_proj_weight=None,
+                                 v_proj_weight=None, static_k=None, static_v=None, average_attn_weights=True,
+                                 is_causal=False):
+    """torch.nn.functional.multi_head_attention_forward: softmax(q k^T / sqrt(head_dim) + masks) v
+    per head, the heads concatenated and projected; sequences first, (L, N, E) (or unbatched
+    (L, E)). Learned bias keys/values (bias_k, bias_v), a zero key/value (add_zero_attn) and
+    precomputed per-head keys/values (static_k, static_v: (N * num_heads, S, head_dim)) join the
+    keys as torch's. Returns (output, weights averaged over heads or per head, or None)."""
+    batched = _shape_check(query, key, value, key_padding_mask, attn_mask, num_heads)
+    for m, name, other, other_name in ((key_padding_mask, "key_padding_mask", attn_mask, "attn_mask"),
+                                       (attn_mask, "attn_mask", None, "")):
+        if m is not None and m.dtype is not D.bool_ and not m.dtype.is_floating_point:
+            raise AssertionError(f"only bool and floating types of {name} are supported")
+        if m is not None and other is not None and m.dtype is not other.dtype:
+            warnings.warn(f"Support for mismatched {name} and {other_name} is deprecated. Use same type for both "
+                          f"instead.", UserWarning, stacklevel=3)
+    if not batched:
+        query, key, value = (O.unsqueeze(t, 1) for t in (query, key, value))
+        if key_padding_mask is not None:
+            key_padding_mask = O.unsqueeze(key_padding_mask, 0)
+    L, N, E = query.shape
+    S = key.shape[0]
+    H = num_heads
+    if is_causal and attn_mask is None:
+        raise RuntimeError("Need attn_mask if specifying the is_causal hint. You may use the Transformer module "
+                           "method `generate_square_subsequent_mask` to create this mask.")
+    if E != embed_dim_to_check:
+        raise AssertionError(f"was expecting embedding dimension of {embed_dim_to_check}, but got {E}")
+    hd = E // H
+    if hd * H != E:
+        raise AssertionError(f"embed_dim {E} not divisible by num_heads {H}")
+    if use_separate_proj_weight:
+        if tuple(key.shape[:2]) != tuple(value.shape[:2]):
+            raise AssertionError(f"key's sequence and batch dims {key.shape[:2]} do not match value's "
+                                 f"{value.shape[:2]}")
+        for w, name in ((q_proj_weight, "q"), (k_proj_weight, "k"), (v_proj_weight, "v")):
+            if w is None:
+                raise AssertionError(f"use_separate_proj_weight is True but {name}_proj_weight is None")
+        wq, wk, wv = q_proj_weight, k_proj_weight, v_proj_weight
+    else:
+        if tuple(key.shape) != tuple(value.shape):
+            raise AssertionError(f"key shape {key.shape} does not match value shape {value.shape}")
+        if in_proj_weight is None:
+            raise AssertionError("use_separate_proj_weight is False but in_proj_weight is None")
+        wq, wk, wv = O.chunk(in_proj_weight, 3, 0)
+    bq, bk, bv = (None, None, None) if in_proj_bias is None else O.chunk(in_proj_bias, 3, 0)
+    q = F.linear(query, wq, bq)
+    k = F.linear(key, wk, bk)
+    v = F.linear(value, wv, bv)
+    mask = _additive(attn_mask, q.dtype)
+    if mask is not None:
+        if mask.ndim == 2:
+            if tuple(mask.shape) != (L, S):
+                raise RuntimeError(f"The shape of the 2D attn_mask is {mask.shape}, but should be {(L, S)}.")
+            mask = O.unsqueeze(mask, 0)
+        elif mask.ndim == 3:
+            if tuple(mask.shape) != (N * H, L, S):
+                raise RuntimeError(f"The shape of the 3D attn_mask is {mask.shape}, but should be {(N * H, L, S)}.")
+        else:
+            raise RuntimeError(f"attn_mask's dimension {mask.ndim} is not supported")
+    kpm = _additive(key_padding_mask, q.dtype)
+    if bias_k is not None and bias_v is not None:
+        if static_k is not None:
+            raise AssertionError("bias cannot be added to static key.")
+        if static_v is not None:
+            raise AssertionError("bias cannot be added to static value.")
+        k = O.cat([k, bias_k.repeat(1, N, 1)])
+        v = O.cat([v, bias_v.repeat(1, N, 1)])
+        mask, kpm = _pad_column(mask), _pad_column(kpm)
+    elif bias_k is not None or bias_v is not None:
+        raise AssertionError("bias_k is set but bias_v is None" if bias_k is not None else
+                             "bias_v is set but bias_k is None")
+    # heads: (L, N, E) -> (N, H, L, hd); static keys and values come as (N * H, S, hd)
+    q = O.permute(q.reshape(L, N, H, hd), (1, 2, 0, 3))
+    if static_k is None:
+        k = O.permute(k.reshape(k.shape[0], N, H, hd), (1, 2, 0, 3))
+    else:
+        if static_k.shape[0] != N * H:
+            raise AssertionError(f"expecting static_k.size(0) of {N * H}, but got {static_k.shape[0]}")
+        if static_k.shape[2] != hd:
+            raise AssertionError(f"expecting static_k.size(2) of {hd}, but got {static_k.shape[2]}")
+        k = static_k.reshape(N, H, static_k.shape[1], hd)
+    if static_v is None:
+        v = O.permute(v.reshape(v.shape[0], N, H, hd), (1, 2, 0, 3))
+    else:
+        if static_v.shape[0] != N * H:
+            raise AssertionError(f"expecting static_v.size(0) of {N * H}, but got {static_v.shape[0]}")
+        if static_v.shape[2] != hd:
+            raise AssertionError(f"expecting static_v.size(2) of {hd}, but got {static_v.shape[2]}")
+        v = static_v.reshape(N, H, static_v.shape[1], hd)
+    if add_zero_attn:
+        k = O.cat([k, C.zeros(N, H, 1, hd, dtype=k.dtype)], 2)
+        v = O.cat([v, C.zeros(N, H, 1, hd, dtype=v.dtype)], 2)
+        mask, kpm = _pad_column(mask), _pad_column(kpm)
+    S = k.shape[2]
+    if mask is not None:
+        mask = mask.reshape(mask.shape[0] // H if mask.shape[0] != 1 else 1, H if mask.shape[0] != 1 else 1, L, S)
+    if kpm is not None:
+        for i, want in ((0, N), (1, S)):
+            if kpm.shape[i] != want:
+                raise AssertionError(f"Expected key_padded_mask.shape[{i}] to be {want}, but got {kpm.shape[i]}")
+        kpm = kpm.reshape(N, 1, 1, S)
+        mask = kpm if mask is None else mask + kpm
+    scores = O.matmul(q * math.sqrt(1.0 / hd), O.transpose(k, -2, -1))
+    if mask is not None:
+        scores = scores + mask
+    # torch computes the weights it returns with softmax (NaN in a fully masked row), and
+    # without them calls scaled_dot_product_attention, whose softmax gives such a row zeros
+    weights = F.softmax(scores, -1) if need_weights or mask is None else F._safe_softmax(scores)
+    if dropout_p > 0.0 and training:
+        weights = F.dropout(weights, dropout_p, training=True)
+    out = O.matmul(weights, v)                                    # (N, H, L, hd)
+    out = O.permute(out, (2, 0, 1, 3)).reshape(L, N, E)
+    out = F.linear(out, out_proj_weight, out_proj_bias)
+    if not batched:
+        out = O.squeeze(out, 1)
+    if not need_weights:
+        return out, None
+    w = O.mean(weights, 1) if average_attn_weights else weights
+    if not batched:
+        w = O.squeeze(w, 0)
+    return out, w
+
+
+F.multi_head_attention_forward = multi_head_attention_forward
+
+
 class MultiheadAttention(Module):
-    """softmax(q k^T / sqrt(head_dim) + mask) v per head, heads concatenated, then out_proj."""
+    """softmax(q k^T / sqrt(head_dim) + mask) v per head, heads concatenated, then out_proj
+    (F.multi_head_attention_forward with the module's parameters)."""
 
     def __init__(self, embed_dim, num_heads, dropout=0.0, bias=True, add_bias_kv=False, add_zero_attn=False,
                  kdim=None, vdim=None, batch_first=False, device=None, dtype=None):
@@ -35,8 +199,6 @@ class MultiheadAttention(Module):
             raise ValueError(f"embed_dim and num_heads must be greater than 0, got embed_dim={embed_dim} and "
                              f"num_heads={num_heads} instead")
         super().__init__()
-        if add_bias_kv or add_zero_attn:
-            raise NotImplementedError("MultiheadAttention(add_bias_kv=True or add_zero_attn=True) is not supported yet")
         self.embed_dim = embed_dim
         self.kdim = kdim if kdim is not None else embed_dim
         self.vdim = vdim if vdim is not None else embed_dim
@@ -62,7 +224,11 @@ class MultiheadAttention(Module):
         else:
             self.register_parameter("in_proj_bias", None)
         self.out_proj = NonDynamicallyQuantizableLinear(embed_dim, embed_dim, bias=bias, dtype=dtype)
-        self.bias_k = self.bias_v = None
+        if add_bias_kv:
+            self.bias_k = Parameter(C.empty(1, 1, embed_dim, dtype=dtype))
+            self.bias_v = Parameter(C.empty(1, 1, embed_dim, dtype=dtype))
+        else:
+            self.bias_k = self.bias_v = None
         self.add_zero_attn = add_zero_attn
         self._reset_parameters()
 
@@ -76,78 +242,27 @@ class MultiheadAttention(Module):
         if self.in_proj_bias is not None:
             init.constant_(self.in_proj_bias, 0.0)
             init.constant_(self.out_proj.bias, 0.0)
+        if self.bias_k is not None:
+            init.xavier_normal_(self.bias_k)
+        if self.bias_v is not None:
+            init.xavier_normal_(self.bias_v)
 
     def forward(self, query, key, value, key_padding_mask=None, need_weights=True, attn_mask=None,
                 average_attn_weights=True, is_causal=False):
-        if is_causal and attn_mask is None:
-            raise RuntimeError("Need attn_mask if specifying the is_causal hint. You may use the Transformer module "
-                               "method `generate_square_subsequent_mask` to create this mask.")
-        batched = query.ndim == 3
         if query.ndim not in (2, 3):
             raise AssertionError(f"query should be unbatched 2D or batched 3D tensor but received {query.ndim}-D "
                                  f"query tensor")
-        if not batched:
-            query, key, value = (O.unsqueeze(t, 1) for t in (query, key, value))
-            if key_padding_mask is not None:
-                key_padding_mask = O.unsqueeze(key_padding_mask, 0)
-        elif self.batch_first:
+        if self.batch_first and query.ndim == 3:
             query, key, value = (O.transpose(t, 0, 1) for t in (query, key, value))
-        L, N, E = query.shape
-        S = key.shape[0]
-        H, hd = self.num_heads, self.head_dim
-        if E != self.embed_dim:
-            raise AssertionError(f"was expecting embedding dimension of {self.embed_dim}, but got {E}")
-        b = self.in_proj_bias
-        bq, bk, bv = (None, None, None) if b is None else O.chunk(b, 3, 0)
-        if self._qkv_same_embed_dim:
-            wq, wk, wv = O.chunk(self.in_proj_weight, 3, 0)
-        else:
-            wq, wk, wv = self.q_proj_weight, self.k_proj_weight, self.v_proj_weight
-        q = F.linear(query, wq, bq)
-        k = F.linear(key, wk, bk)
-        v = F.linear(value, wv, bv)
-        # (L, N, E) -> (N, H, L, hd)
-        q = O.permute(q.reshape(L, N, H, hd), (1, 2, 0, 3))
-        k = O.permute(k.reshape(S, N, H, hd), (1, 2, 0, 3))
-        v = O.permute(v.reshape(S, N, H, hd), (1, 2, 0, 3))
-        mask = _additive(attn_mask, q.dtype)
-        if mask is not None:
-            if mask.ndim == 2:
-                if tuple(mask.shape) != (L, S):
-                    raise RuntimeError(f"The shape of the 2D attn_mask is {tuple(mask.shape)}, but should be {(L, S)}.")
-            elif mask.ndim == 3:
-                if tuple(mask.shape) != (N * H, L, S):
-                    raise RuntimeError(f"The shape of the 3D attn_mask is {tuple(mask.shape)}, but should be "
-                                       f"{(N * H, L, S)}.")
-                mask = mask.reshape(N, H, L, S)
-            else:
-                raise AssertionError(f"attn_mask's dimension {mask.ndim} is not supported")
-        kpm = _additive(key_padding_mask, q.dtype)
-        if kpm is not None:
-            if tuple(kpm.shape) != (N, S):
-                raise AssertionError(f"expecting key_padding_mask shape of {(N, S)}, but got {tuple(kpm.shape)}")
-            kpm = kpm.reshape(N, 1, 1, S)
-            mask = kpm if mask is None else mask + kpm
-        scores = O.matmul(q * math.sqrt(1.0 / hd), O.transpose(k, -2, -1))
-        if mask is not None:
-            scores = scores + mask
-        # torch computes the weights it returns with softmax (NaN in a fully masked row), and
-        # without them calls scaled_dot_product_attention, whose softmax gives such a row zeros
-        weights = F.softmax(scores, -1) if need_weights or mask is None else F._safe_softmax(scores)
-        if self.dropout > 0.0 and self.training:
-            weights = F.dropout(weights, self.dropout, training=True)
-        out = O.matmul(weights, v)                                    # (N, H, L, hd)
-        out = O.permute(out, (2, 0, 1, 3)).reshape(L, N, E)
-        out = self.out_proj(out)
-        if batched and self.batch_first:
+        out, w = multi_head_attention_forward(
+            query, key, value, self.embed_dim, self.num_heads, self.in_proj_weight, self.in_proj_bias, self.bias_k,
+            self.bias_v, self.add_zero_attn, self.dropout, self.out_proj.weight, self.out_proj.bias,
+            training=self.training, key_padding_mask=key_padding_mask, need_weights=need_weights,
+            attn_mask=attn_mask, use_separate_proj_weight=not self._qkv_same_embed_dim,
+            q_proj_weight=self.q_proj_weight, k_proj_weight=self.k_proj_weight, v_proj_weight=self.v_proj_weight,
+            average_attn_weights=average_attn_weights, is_causal=is_causal)
+        if self.batch_first and query.ndim == 3:
             out = O.transpose(out, 0, 1)
-        elif not batched:
-            out = O.squeeze(out, 1)
-        if not need_weights:
-            return out, None
-        w = O.mean(weights, 1) if average_attn_weights else weights
-        if not batched:
-            w = O.squeeze(w, 0)
         return out, w
 
 
