@@ -11,6 +11,7 @@ from .activation import (ELU, CELU, SELU, Hardtanh, ReLU6, Hardsigmoid, Hardswis
                          Hardshrink, Softshrink, Softmin, GLU, PReLU, LogSigmoid, Threshold)
 from .rnn import RNNBase, RNN, LSTM, GRU, RNNCellBase, RNNCell, LSTMCell, GRUCell
 from .lazy import LazyModuleMixin, LazyLinear
+from .adaptive import AdaptiveLogSoftmaxWithLoss
 from .transformer import (MultiheadAttention, TransformerEncoderLayer, TransformerEncoder, TransformerDecoderLayer,
                           TransformerDecoder, Transformer)
 from .loss import (L1Loss, MSELoss, NLLLoss, CrossEntropyLoss, BCELoss, BCEWithLogitsLoss, SmoothL1Loss, HuberLoss,
