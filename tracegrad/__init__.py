@@ -15,6 +15,7 @@ The stages, in the order data flows:
 The compiler core (ir/, the op table in ops/, passes/, codegen/) imports no tensor, tracer or
 autograd engine; the import-linter contracts in pyproject.toml check it.
 """
+import sys
 import builtins as _builtins  # `bool` below is tracegrad.bool, the dtype
 
 import numpy as _np
@@ -175,6 +176,10 @@ from ._legacy import TYPES as _LEGACY_TYPES  # noqa: E402
 globals().update(_LEGACY_TYPES)  # FloatTensor, LongTensor, ...
 from . import accelerator  # noqa: E402,F401
 from .explain import explain  # noqa: E402,F401
+from . import amp  # noqa: E402,F401
+from .amp import (autocast, is_autocast_enabled, get_autocast_dtype, set_autocast_enabled,  # noqa: E402,F401
+                  set_autocast_dtype, is_autocast_cpu_enabled, get_autocast_cpu_dtype)
+amp.policy.install(sys.modules[__name__], linalg)      # autocast's casts on the functions of its lists (amp/policy.py), methods included
 from .compile import note_tensor_methods as _note_tensor_methods  # noqa: E402
 _note_tensor_methods()     # what a trace's symbolic values answer themselves, as imported
 del _note_tensor_methods

@@ -22,6 +22,7 @@ import warnings
 import numpy as np
 
 from .. import _dtype as D
+from .._autocast_state import shielded
 from ..grad_mode import STATE, enable_grad, set_grad_enabled
 from ..ir.graph import Graph, V
 from ..ir.layout import order_attr, tensor_order
@@ -763,8 +764,9 @@ def execute(order, index, roots, seeds, targets, retain_graph, create_graph, hoo
     task.spec, task.index = hooks_spec, index     # (where a hook added during the run has a place)
     stack.append(task)
     try:
-        outs = _execute(order, index, roots, seeds, targets, retain_graph, create_graph, hooks_spec, structure, every,
-                        idle)
+        with shielded():        # (autocast's casts are the forward's: see tracegrad.amp)
+            outs = _execute(order, index, roots, seeds, targets, retain_graph, create_graph, hooks_spec, structure,
+                            every, idle)
     finally:
         stack.pop()
     for fn in task.at_end:

@@ -8,6 +8,7 @@ from .. import _dtype as D
 from ..grad_mode import STATE
 from ..tensor import Tensor
 from ..ir.layout import tensor_order
+from ..amp.policy import autocast_key
 
 
 class _Leaf:
@@ -75,5 +76,6 @@ def guard_key(cspec, leaves):
         ids = [id(t) for t in leaves]
         if len(set(ids)) < len(ids):
             alias = tuple([ids.index(i) for i in ids])
+    # and autocast's state: a program traced in an autocast region holds its casts
     return ((STATE.grad_enabled, STATE.inference), D.get_default_dtype(), D.get_float32_matmul_precision(), cspec,
-            tensors, alias)
+            tensors, alias, autocast_key())

@@ -12,6 +12,7 @@ from .. import functional as F
 from ...ops import functional as O
 from ... import creation as C
 from .. import init
+from ...amp import policy as _autocast
 
 __all__ = ["RNNBase", "RNN", "LSTM", "GRU", "RNNCellBase", "RNNCell", "LSTMCell", "GRUCell"]
 
@@ -19,6 +20,10 @@ _GATES = {"LSTM": 4, "GRU": 3, "RNN_TANH": 1, "RNN_RELU": 1}
 
 
 def _linear_t(x, w, b):
+    low = _autocast.lower_dtype(x)
+    if low is not None:                     # (autocast: a linear layer, bias included, in its dtype)
+        with _autocast.shielded():
+            return _linear_t(*_autocast.cast_tree((x, w, b), low))
     y = O.matmul(x, O.transpose(w, 0, 1))
     return y + b if b is not None else y
 
@@ -138,6 +143,17 @@ class RNNBase(Module):
             raise RuntimeError(f"Expected {what} size {tuple(expected)}, got {list(hx.shape)}")
 
     def forward(self, input, hx=None):
+        # autocast: LSTM and RNN run in its dtype, their weights and state cast too (torch's
+        # mkldnn_rnn_layer); GRU's linear layers run in it (its state stays in the inputs' dtype)
+        low = _autocast.lower_dtype(input) if self.mode != "GRU" else None
+        if low is None:              # (GRU: each of its linear layers in autocast's dtype, the rest promoted)
+            return self._forward(input, hx, None)
+        with _autocast.shielded():
+            input = _autocast.cast_tree((input,), low)[0]
+            hx = _autocast.cast_tree(hx, low) if isinstance(hx, tuple) else _autocast.cast_tree((hx,), low)[0]
+            return self._forward(input, hx, low)
+
+    def _forward(self, input, hx, low):
         if input.ndim not in (2, 3):
             raise ValueError(f"{type(self).__name__}: Expected input to be 2D or 3D, got {input.ndim}D instead")
         batched = input.ndim == 3
@@ -175,6 +191,8 @@ class RNNBase(Module):
             outs = []
             for d in range(dirs):
                 w_ih, w_hh, b_ih, b_hh = self._weights(layer, d)
+                if low is not None:
+                    w_ih, w_hh, b_ih, b_hh = _autocast.cast_tree((w_ih, w_hh, b_ih, b_hh), low)
                 proj = _linear_t(layer_in, w_ih, b_ih)            # every step's input projection at once
                 k = layer * dirs + d
                 state = (h0[k], c0[k]) if lstm else h0[k]
