@@ -804,6 +804,9 @@ class _InstanceNorm(Module):
             self.running_mean = self.running_var = self.num_batches_tracked = None
 
     def forward(self, input):
+        if input.dim() not in (self._batched_dim - 1, self._batched_dim):
+            raise ValueError(f"expected {self._batched_dim - 1}D or {self._batched_dim}D input (got {input.dim()}D "
+                             f"input)")
         unbatched = input.dim() == self._batched_dim - 1
         x = input.unsqueeze(0) if unbatched else input
         out = F.instance_norm(x, self.running_mean, self.running_var, self.weight, self.bias,
