@@ -548,3 +548,20 @@ def test_triplet_margin_with_distance_loss_errors_and_gradcheck():
     raises_like(lambda: tnn.TripletMarginWithDistanceLoss(margin=-1.0),
                 lambda: torch.nn.TripletMarginWithDistanceLoss(margin=-1.0))
     checks(lambda a, p, n: F.triplet_margin_with_distance_loss(a, p, n, swap=True), (3, 4), (3, 4), (3, 4))
+
+
+@pytest.mark.parametrize("shape, size", [((2, 3, 5, 3), (3, 2)), ((2, 3, 7, 6), (4, 4)), ((3, 7, 5), (3, 5)),
+                                         ((2, 3, 6, 4), (3, 2))])
+def test_adaptive_max_pool2d_gradient_and_indices_of_overlapping_windows(shape, size):
+    # torch's gradient goes to each window's first maximum (an amax split it among ties), and its
+    # indices exist for windows that do not tile the input
+    for x in (np.ones(shape), np.round(arr(*shape) * 2)):
+        compare(lambda t: F.adaptive_max_pool2d(t, size), lambda t: TF.adaptive_max_pool2d(t, size), x)
+        _, ri = TF.adaptive_max_pool2d(torch.tensor(x), size, True)
+        _, ti = F.adaptive_max_pool2d(tg.tensor(x), size, True)
+        np.testing.assert_array_equal(ti.numpy(), ri.numpy())
+    x = arr(*shape[:-2], shape[-1])
+    _, ri = TF.adaptive_max_pool1d(torch.tensor(x), 4, True)
+    _, ti = F.adaptive_max_pool1d(tg.tensor(x), 4, True)
+    np.testing.assert_array_equal(ti.numpy(), ri.numpy())
+    checks(lambda t: F.adaptive_max_pool2d(t, size), shape)

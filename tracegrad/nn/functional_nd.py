@@ -19,7 +19,7 @@ from ..ops.nn_primitives import pool_out_size
 from ..tracing import Proxy
 from ..creation import from_numpy, ones, zeros
 from . import functional as F
-from .functional_extra import _output_sizes, _adaptive_along, _mean, _adaptive_float
+from .functional_extra import _output_sizes, _adaptive_along, _mean, _adaptive_float, _lowest, adaptive_max_nd
 
 __all__ = ["conv3d", "conv_transpose3d", "max_pool3d", "avg_pool3d", "adaptive_avg_pool3d", "adaptive_max_pool3d",
            "max_unpool1d", "max_unpool2d", "max_unpool3d", "alpha_dropout", "feature_alpha_dropout", "pdist",
@@ -226,13 +226,6 @@ def _pool3d_args(input, kernel_size, stride, padding, dilation, fn):
     return kernel, stride, padding, dilation
 
 
-def _lowest(dtype):
-    """The padding a maximum never picks over a real element."""
-    if dtype.is_floating_point:
-        return -math.inf
-    return np.iinfo(dtype.np).min if np.dtype(dtype.np).kind in "iu" else 0
-
-
 def _depth_reach(n, k, s, p, d, n_out):
     """How far the last depth window reaches past the input's end (ceil_mode windows may)."""
     return max(0, (n_out - 1) * s - p + (k - 1) * d - (n - 1))
@@ -320,51 +313,6 @@ def adaptive_avg_pool3d(input, output_size):
             out = _adaptive_along(out, input.ndim - 3 + i, o, _mean)
         out = O.contiguous(out)
     return F._named(out, "AdaptiveAvgPool3DBackward0", input, edges=(input,))
-
-
-def _adaptive_index(n_in, n_out):
-    """Per output position, the input positions of its window padded to the longest window's
-    length (repeating its first), and which of them are real."""
-    wins = [(i * n_in // n_out, -(-(i + 1) * n_in // n_out)) for i in range(n_out)]
-    k = max(b - a for a, b in wins)
-    pos = np.array([[a + j if a + j < b else a for j in range(k)] for a, b in wins], dtype=np.int64)
-    real = np.array([[a + j < b for j in range(k)] for a, b in wins])
-    return pos, real
-
-
-def adaptive_max_nd(input, sizes):
-    """The maximum over torch's adaptive windows of the last len(sizes) dims, with the flat index
-    of the first maximum in scan order (torch's), gathered so that the gradient goes to that one
-    element as torch's does. Returns (values, indices)."""
-    k = len(sizes)
-    lead = tuple(input.shape[:input.ndim - k])
-    spatial = tuple(input.shape[input.ndim - k:])
-    low = _lowest(input.dtype)
-    x = input
-    real = np.ones((), dtype=bool)
-    flat = np.zeros((), dtype=np.int64)
-    for i, (n_in, n_out) in enumerate(zip(spatial, sizes)):
-        pos, ok = _adaptive_index(n_in, n_out)
-        dim = len(lead) + 2 * i
-        # dim `dim` (n_in) becomes (n_out, kmax): the windows' elements
-        x = O.index_select(x, dim, from_numpy(pos.reshape(-1))).reshape(
-            *x.shape[:dim], n_out, pos.shape[1], *x.shape[dim + 1:])
-        stride_i = math.prod(spatial[i + 1:])
-        real = real[..., None, None] & ok
-        flat = flat[..., None, None] + pos * stride_i
-    # (lead, o1, k1, o2, k2, ...) -> (lead, o1, o2, ..., k1 * k2 * ...)
-    nl = len(lead)
-    order = list(range(nl)) + [nl + 2 * i for i in range(k)] + [nl + 2 * i + 1 for i in range(k)]
-    x = O.permute(x, order)
-    x = x.reshape(*x.shape[:nl + k], -1)
-    perm = [2 * i for i in range(k)] + [2 * i + 1 for i in range(k)]
-    real = np.transpose(real, perm).reshape(*sizes, -1)
-    flat = np.transpose(flat, perm).reshape(*sizes, -1)
-    if not real.all():
-        x = O.where(from_numpy(real), x, low)
-    values, arg = O.max(x, -1)
-    indices = O.squeeze(O.gather(from_numpy(flat).expand(*lead, *flat.shape), -1, O.unsqueeze(arg, -1)), -1)
-    return values, indices
 
 
 def adaptive_max_pool3d(input, output_size, return_indices=False):
