@@ -76,7 +76,8 @@ def test_conv3d_unbatched_and_without_bias():
             arr(3, 4, 4, 5), arr(2, 3, 3, 3, 3, seed=1))
 
 
-CONVT = [dict(), dict(stride=2), dict(stride=(2, 1, 3), padding=(1, 0, 2), dilation=(2, 1, 1), output_padding=(1, 0, 2)),
+CONVT = [dict(), dict(stride=2),
+         dict(stride=(2, 1, 3), padding=(1, 0, 2), dilation=(2, 1, 1), output_padding=(1, 0, 2)),
          dict(stride=3, padding=1, output_padding=1), dict(groups=2, stride=2, padding=(2, 1, 0)),
          dict(dilation=2, output_padding=1, groups=2)]
 

@@ -1,5 +1,5 @@
-"""Lazy modules (torch.nn.LazyLinear, LazyConvNd, LazyBatchNormNd): parameters without a shape until the first forward, which
-reads it from the input, initializes them and turns the module into its plain class."""
+"""Lazy modules (torch.nn.LazyLinear, LazyConvNd, LazyBatchNormNd): parameters without a shape
+until the first forward, which reads it from the input, initializes them and turns the module into its plain class."""
 from ...grad_mode import no_grad
 from ...tracing import Proxy, TraceError
 from ... import creation as C
