@@ -351,6 +351,7 @@ X5 = (2, 3, 4, 5, 6)
     lambda m, x: m.conv3d(x(*X5), x(4, 3, 2, 2, 2), padding="full"),
     lambda m, x: m.conv_transpose3d(x(2, 4, 3, 3, 3), x(4, 3, 2, 2, 2), stride=2, output_padding=2),
     lambda m, x: m.conv_transpose3d(x(2, 3, 3, 3, 3), x(4, 3, 2, 2, 2)),
+    lambda m, x: m.conv_transpose3d(x(2, 4, 3, 3, 3), x(4, 3, 2, 2, 2), x(4)),
     lambda m, x: m.max_pool3d(x(4, 4, 4), 2),
     lambda m, x: m.max_pool3d(x(1, 1, 4, 4, 4), 2, padding=2),
     lambda m, x: m.max_pool3d(x(1, 1, 4, 4, 4), 5),
@@ -566,3 +567,51 @@ def test_adaptive_max_pool2d_gradient_and_indices_of_overlapping_windows(shape, 
     _, ti = F.adaptive_max_pool1d(tg.tensor(x), 4, True)
     np.testing.assert_array_equal(ti.numpy(), ri.numpy())
     checks(lambda t: F.adaptive_max_pool2d(t, size), shape)
+
+
+def _indices_and_grads(fn_t, fn_r, x):
+    xr, xt = torch.tensor(x, requires_grad=True), tg.tensor(x, requires_grad=True)
+    vr, ir = fn_r(xr)
+    vt, it = fn_t(xt)
+    np.testing.assert_array_equal(vt.detach().numpy(), vr.detach().numpy())
+    np.testing.assert_array_equal(it.numpy(), ir.numpy())
+    vr.sum().backward()
+    vt.sum().backward()
+    np.testing.assert_array_equal(xt.grad.numpy(), xr.grad.numpy())
+
+
+@pytest.mark.parametrize("kw", [dict(kernel_size=2), dict(kernel_size=3, stride=1, padding=1),
+                                dict(kernel_size=3, stride=2, padding=1, ceil_mode=True)])
+def test_max_pools_take_the_last_nan_and_the_first_real_element_of_an_all_minus_inf_window(kw):
+    # torch's kernels: a NaN replaces the running maximum (the last NaN in scan order wins); a window
+    # whose real elements all equal -inf keeps its first real element, never the padding
+    x = arr(1, 2, 5, 4, 4)
+    x[0, 0, 0, 0, 0] = x[0, 0, 1, 1, 1] = x[0, 0, 3, 2, 1] = x[0, 1, 4, 0, 3] = np.nan
+    _indices_and_grads(lambda t: F.max_pool3d(t, return_indices=True, **kw),
+                       lambda t: TF.max_pool3d(t, return_indices=True, **kw), x)
+    y = np.full((1, 1, 5, 4, 4), -np.inf)
+    y[0, 0, 3] = 1.0
+    _indices_and_grads(lambda t: F.max_pool3d(t, return_indices=True, **kw),
+                       lambda t: TF.max_pool3d(t, return_indices=True, **kw), y)
+    for size in ((3, 3, 3), (2, 4, 3)):
+        _indices_and_grads(lambda t: F.adaptive_max_pool3d(t, size, True),
+                           lambda t: TF.adaptive_max_pool3d(t, size, True), x)
+        _indices_and_grads(lambda t: F.adaptive_max_pool3d(t, size, True),
+                           lambda t: TF.adaptive_max_pool3d(t, size, True), y)
+        _indices_and_grads(lambda t: F.adaptive_max_pool2d(t, size[1:], True),
+                           lambda t: TF.adaptive_max_pool2d(t, size[1:], True), x[0])
+
+
+def test_pdist_inf_sends_the_whole_gradient_to_every_tied_coordinate():
+    x = np.array([[0., 1, 2], [2, 3, 4], [1, 0, 0], [0, 1, 5]])
+    compare(lambda t: F.pdist(t, math.inf), lambda t: TF.pdist(t, math.inf), x)
+
+
+def test_pooling_and_conv_of_an_empty_batch_and_bias_errors():
+    for fn_t, fn_r in ((lambda t: F.max_pool3d(t, 2), lambda t: TF.max_pool3d(t, 2)),
+                       (lambda t: F.avg_pool3d(t, 2), lambda t: TF.avg_pool3d(t, 2))):
+        compare(fn_t, fn_r, np.zeros((0, 2, 4, 4, 4)))
+    # (max_pool2d's backward reshaped an empty batch's indices with -1, which numpy refuses)
+    compare(lambda t: F.max_pool2d(t, 2), lambda t: TF.max_pool2d(t, 2), np.zeros((0, 2, 4, 4)))
+    raises_like(lambda: F.conv3d(tg.randn(1, 2, 3, 3, 3), tg.randn(4, 2, 2, 2, 2), tg.randn(3)),
+                lambda: TF.conv3d(torch.randn(1, 2, 3, 3, 3), torch.randn(4, 2, 2, 2, 2), torch.randn(3)))

@@ -122,6 +122,23 @@ def adaptive_avg_pool1d(input, output_size):
     return O.squeeze(adaptive_avg_pool2d(O.unsqueeze(input, -2), (1, o)), -2)
 
 
+def torch_max_position(x, dim, valid=None):
+    """Where along `dim` torch's max-pooling kernels take the maximum (kept dim): the first
+    maximum in scan order, but the last NaN (each NaN replaces the running maximum in turn).
+    `valid`: a bool mask broadcastable to x of the positions that may be taken where every
+    candidate ties at the maximum (padding beside elements equal to the padding value).
+    Gathering the values at it sends the gradient to that one element, as torch's."""
+    x = x.detach()
+    k = x.shape[dim]
+    isnan = x != x
+    cand = x == O.amax(x, dim, keepdim=True)
+    if valid is not None:
+        cand = cand & valid
+    first = O.argmax(O.convert(cand, D.int64), dim, keepdim=True)
+    last_nan = (k - 1) - O.argmax(O.convert(O.flip(isnan, (dim,)), D.int64), dim, keepdim=True)
+    return O.where(O.any(isnan, dim, keepdim=True), last_nan, first)
+
+
 def _lowest(dtype):
     """The padding a maximum never picks over a real element."""
     if dtype.is_floating_point:
@@ -169,8 +186,9 @@ def adaptive_max_nd(input, sizes):
     flat = np.transpose(flat, perm).reshape(*sizes, -1)
     if not real.all():
         x = O.where(from_numpy(real), x, low)
-    values, arg = O.max(x, -1)
-    indices = O.squeeze(O.gather(from_numpy(flat).expand(*lead, *flat.shape), -1, O.unsqueeze(arg, -1)), -1)
+    arg = torch_max_position(x, -1)
+    values = O.squeeze(O.gather(x, -1, arg), -1)
+    indices = O.squeeze(O.gather(from_numpy(flat).expand(*lead, *flat.shape), -1, arg), -1)
     return values, indices
 
 

@@ -19,7 +19,8 @@ from ..ops.nn_primitives import pool_out_size
 from ..tracing import Proxy
 from ..creation import from_numpy, ones, zeros
 from . import functional as F
-from .functional_extra import _output_sizes, _adaptive_along, _mean, _adaptive_float, _lowest, adaptive_max_nd
+from .functional_extra import _output_sizes, _adaptive_along, _mean, _adaptive_float, _lowest, adaptive_max_nd, \
+    torch_max_position
 
 __all__ = ["conv3d", "conv_transpose3d", "max_pool3d", "avg_pool3d", "adaptive_avg_pool3d", "adaptive_max_pool3d",
            "max_unpool1d", "max_unpool2d", "max_unpool3d", "alpha_dropout", "feature_alpha_dropout", "pdist",
@@ -80,6 +81,11 @@ def _conv3d_checks(input, weight, bias, groups, fn, stride, transposed=False):
                            f"should be the same")
     if groups <= 0:
         raise RuntimeError("non-positive groups is not supported")
+    out_c = weight.shape[1] * groups if transposed else weight.shape[0]
+    if bias is not None and (bias.ndim != 1 or bias.shape[0] != out_c):
+        raise RuntimeError(f"Given {'transposed=1, ' if transposed else ''}weight of size {list(weight.shape)}, "
+                           f"expected bias to be 1-dimensional with {out_c} elements, but got bias of size "
+                           f"{list(bias.shape)} instead")
     c = input.shape[-4]
     if weight.shape[0] % groups:
         raise RuntimeError(f"Given groups={groups}, expected weight to be divisible by {groups} at dimension 0, but "
@@ -246,10 +252,15 @@ def max_pool3d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode
     vals, idx = F._max_pool2d(taps, kernel[1:], stride[1:], padding[1:], dilation[1:], ceil_mode, True, False)
     ho, wo = vals.shape[-2:]
     vals, idx = vals.reshape(n, c, do, kd, ho, wo), idx.reshape(n, c, do, kd, ho, wo)
-    values, tap = O.max(vals, 3)
-    plane = O.squeeze(O.gather(idx, 3, O.unsqueeze(tap, 3)), 3)
-    start = from_numpy(np.arange(do, dtype=np.int64).reshape(do, 1, 1) * sd - pd)
-    indices = (start + tap * dd) * (h * w) + plane
+    start = np.arange(do, dtype=np.int64).reshape(do, 1) * sd - pd
+    plane_of_tap = start + np.arange(kd, dtype=np.int64) * dd                        # (Do, kD)
+    # (a tap in the depth padding is never taken: where a window's real elements are all the
+    # padding's value, torch keeps the first real one)
+    valid = from_numpy(((plane_of_tap >= 0) & (plane_of_tap < d)).reshape(do, kd, 1, 1))
+    tap = torch_max_position(vals, 3, valid)
+    values = O.squeeze(O.gather(vals, 3, tap), 3)
+    plane = O.squeeze(O.gather(idx, 3, tap), 3)
+    indices = (from_numpy(start.reshape(do, 1, 1)) + O.squeeze(tap, 3) * dd) * (h * w) + plane
     if unbatched:
         values, indices = O.squeeze(values, 0), O.squeeze(indices, 0)
     values = F._named(O.contiguous(values), "MaxPool3DWithIndicesBackward0", input, edges=(input,))
@@ -458,7 +469,16 @@ def pdist(input, p=2):
     i, j = np.triu_indices(n, 1)
     diff = O.index_select(input, 0, from_numpy(i.astype(np.int64))) - \
         O.index_select(input, 0, from_numpy(j.astype(np.int64)))
-    if p == 0:
+    if p == math.inf:
+        # torch's gradient goes whole to every coordinate at the maximum: the maximum's first one
+        # gets it through max, the others through a term of value zero (|d| - |d| for finite d)
+        a = O.abs(diff)
+        m = O.amax(a.detach(), 1, keepdim=True)
+        first = torch_max_position(a, 1)
+        dist = O.squeeze(O.gather(a, 1, first), 1)
+        others = (a.detach() == m) & (from_numpy(np.arange(a.shape[1])) != first) & (a.detach() != math.inf)
+        dist = dist + O.sum(O.where(others, a - a.detach(), 0.0), 1)
+    elif p == 0:
         # the count of differing coordinates, whose gradient is zero (torch's); sign's derivative
         # is zero, and a NaN difference counts, as torch's `diff != 0`
         dist = O.sum(O.where(diff == diff, O.abs(O.sign(diff)), 1.0), 1)

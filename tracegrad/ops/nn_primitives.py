@@ -545,7 +545,7 @@ def _max_pool2d_shape(x, *, kernel, stride, padding, dilation, ceil_mode):
 def _max_pool2d_backward_kernel(g, idx, *, input_shape, overlap, window=None):
     """Scatter each output's gradient to the input element it came from."""
     n, c, h, w = input_shape
-    flat = idx.reshape(n * c, -1) + (np.arange(n * c) * (h * w))[:, None]
+    flat = idx.reshape(n * c, idx.shape[2] * idx.shape[3]) + (np.arange(n * c) * (h * w))[:, None]   # (n * c may be 0)
     if overlap:
         # windows overlap: several outputs may pick one input; add them up
         out = np.bincount(flat.ravel(), weights=g.ravel(), minlength=n * c * h * w).astype(g.dtype)
