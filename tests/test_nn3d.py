@@ -615,3 +615,20 @@ def test_pooling_and_conv_of_an_empty_batch_and_bias_errors():
     compare(lambda t: F.max_pool2d(t, 2), lambda t: TF.max_pool2d(t, 2), np.zeros((0, 2, 4, 4)))
     raises_like(lambda: F.conv3d(tg.randn(1, 2, 3, 3, 3), tg.randn(4, 2, 2, 2, 2), tg.randn(3)),
                 lambda: TF.conv3d(torch.randn(1, 2, 3, 3, 3), torch.randn(4, 2, 2, 2, 2), torch.randn(3)))
+
+
+@pytest.mark.parametrize("cls", ["ConvTranspose1d", "ConvTranspose2d", "ConvTranspose3d"])
+def test_conv_transpose_output_size_range_as_torch(cls):
+    # an output_size outside [smallest, smallest + stride - 1] gave another size (a negative
+    # output_padding crops) or the functional's RuntimeError; torch raises ValueError
+    nd = int(cls[-2])
+    m_t = getattr(tnn, cls)(2, 3, 3, stride=2, padding=1, dtype=tg.float64)
+    m_r = getattr(torch.nn, cls)(2, 3, 3, stride=2, padding=1, dtype=torch.float64)
+    _copy_params(m_t, m_r)
+    x = arr(1, 2, *([4] * nd))
+    for size in ([7] * nd, [8] * nd, [1, 3] + [8] * nd, [3] + [7] * nd):
+        x_ = x if len(size) != nd + 1 else x[0]
+        r, t = m_r(torch.tensor(x_), output_size=size), m_t(tg.tensor(x_), output_size=size)
+        np.testing.assert_allclose(t.detach().numpy(), r.detach().numpy(), **TOL[torch.float64])
+    for size in ([6] * nd, [9] * nd, [5] * (nd + 3)):
+        raises_like(lambda: m_t(tg.tensor(x), output_size=size), lambda: m_r(torch.tensor(x), output_size=size))

@@ -95,13 +95,8 @@ class ConvTranspose1d(_ConvNd):
                          one(output_padding), groups, bias, padding_mode, device, dtype)
 
     def forward(self, input, output_size=None):
-        output_padding = self.output_padding
-        if output_size is not None:
-            o = list(output_size)[-1]
-            n, s, p, d, k = input.shape[-1], self.stride[0], self.padding[0], self.dilation[0], self.kernel_size[0]
-            output_padding = (o - ((n - 1) * s - 2 * p + d * (k - 1) + 1),)
-        return F.conv_transpose1d(input, self.weight, self.bias, self.stride, self.padding, output_padding,
-                                  self.groups, self.dilation)
+        return F.conv_transpose1d(input, self.weight, self.bias, self.stride, self.padding,
+                                  self._output_padding(input, output_size), self.groups, self.dilation)
 
 
 class PixelUnshuffle(Module):

@@ -49,15 +49,8 @@ class ConvTranspose3d(_ConvNd):
                          _triple(dilation), True, _triple(output_padding), groups, bias, padding_mode, device, dtype)
 
     def forward(self, input, output_size=None):
-        output_padding = self.output_padding
-        if output_size is not None:
-            output_size = list(output_size)[-3:]
-            output_padding = tuple(
-                o - ((n - 1) * s - 2 * p + d * (k - 1) + 1)
-                for o, n, s, p, d, k in zip(output_size, input.shape[-3:], self.stride, self.padding, self.dilation,
-                                            self.kernel_size))
-        return F.conv_transpose3d(input, self.weight, self.bias, self.stride, self.padding, output_padding,
-                                  self.groups, self.dilation)
+        return F.conv_transpose3d(input, self.weight, self.bias, self.stride, self.padding,
+                                  self._output_padding(input, output_size), self.groups, self.dilation)
 
 
 class MaxPool3d(_MaxPoolNd):
