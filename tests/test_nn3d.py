@@ -632,3 +632,37 @@ def test_conv_transpose_output_size_range_as_torch(cls):
         np.testing.assert_allclose(t.detach().numpy(), r.detach().numpy(), **TOL[torch.float64])
     for size in ([6] * nd, [9] * nd, [5] * (nd + 3)):
         raises_like(lambda: m_t(tg.tensor(x), output_size=size), lambda: m_r(torch.tensor(x), output_size=size))
+
+
+@pytest.mark.parametrize("call", [
+    lambda m, x, w: m.conv3d(x, w, padding="same"),
+    lambda m, x, w: m.conv_transpose3d(x, w.transpose(0, 1), stride=2, padding=1),
+    lambda m, x, w: m.max_pool3d(x, 2, return_indices=True)[1],
+    lambda m, x, w: m.max_pool3d(x, 3, 1, 1),
+])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.filterwarnings("ignore:Using padding='same'")
+def test_channels_last_3d_results_as_torch(call, dtype):
+    # torch's kernels write channels_last_3d where the input (or a convolution's weight) is so;
+    # its 3-d convolutions only in float32 (oneDNN's), its float64 ones C-contiguous
+    x, w = arr(2, 3, 4, 5, 6), arr(4, 3, 2, 2, 2, seed=1)
+    for xf, wf in ((True, False), (False, True), (False, False)):
+        lay = lambda t, f, fmt: t.contiguous(memory_format=fmt) if f else t        # noqa: E731
+        r = call(TF, lay(torch.tensor(x, dtype=dtype), xf, torch.channels_last_3d),
+                 lay(torch.tensor(w, dtype=dtype), wf, torch.channels_last_3d))
+        t = call(F, lay(tg.tensor(x, dtype=TG[dtype]), xf, tg.channels_last_3d),
+                 lay(tg.tensor(w, dtype=TG[dtype]), wf, tg.channels_last_3d))
+        assert t.stride() == r.stride()
+        np.testing.assert_allclose(t.numpy(), r.numpy(), **TOL[dtype])
+
+
+def test_batch_norm_of_channels_last_3d_stays_so():
+    x = arr(2, 3, 4, 5, 6)
+    xt = tg.tensor(x).contiguous(memory_format=tg.channels_last_3d)
+    xr = torch.tensor(x).contiguous(memory_format=torch.channels_last_3d)
+    for m_t, m_r in ((tnn.BatchNorm3d(3, dtype=tg.float64), torch.nn.BatchNorm3d(3, dtype=torch.float64)),
+                     (tnn.InstanceNorm3d(3), torch.nn.InstanceNorm3d(3))):
+        for train in (True, False):
+            t, r = m_t.train(train)(xt), m_r.train(train)(xr)
+            assert t.stride() == r.stride()
+            np.testing.assert_allclose(t.detach().numpy(), r.detach().numpy(), **TOL[torch.float64])

@@ -105,11 +105,16 @@ def _batched(input):
     return (O.unsqueeze(input, 0), True) if input.ndim == 4 else (input, False)
 
 
-def _finish(out, input, unbatched, name, *edges):
-    # (the permuted result copied dense, as torch's kernels write it; named as torch's one node)
+def _finish(out, x, weight, unbatched, name, *edges):
+    """The permuted result copied dense, as torch's kernels write it: C-contiguous, or channels-last
+    where the (batched) input or the weight is laid out so and torch's CPU convolution is
+    oneDNN's (float32, bfloat16; its float64 and float16 3-d kernels write C-contiguous); named
+    as torch's one node."""
     out = O.contiguous(out)
+    if x.dtype is D.float32 or x.dtype is D.bfloat16:
+        out = F._conv_format(out, x, weight)
     out = O.squeeze(out, 0) if unbatched else out
-    return F._named(out, name, input, edges=edges or None)
+    return F._named(out, name, edges[0], edges=edges)
 
 
 def conv3d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
@@ -118,6 +123,7 @@ def conv3d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
     _conv3d_checks(input, weight, bias, groups, "conv3d", stride)
     F._positive_stride(stride)
     x, unbatched = _batched(input)
+    batched = x
     kernel = tuple(weight.shape[2:])
     if isinstance(padding, str):
         if padding == "valid":
@@ -148,7 +154,7 @@ def conv3d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
     w2 = weight.reshape(weight.shape[0], weight.shape[1] * kd, kernel[1], kernel[2])
     y = F._conv2d(taps, w2, bias, stride[1:], padding[1:], dilation[1:], groups, False)
     y = O.permute(y.reshape(n, do, y.shape[1], y.shape[2], y.shape[3]), (0, 2, 1, 3, 4))
-    return _finish(y, input, unbatched, "ConvolutionBackward0", input, weight, bias)
+    return _finish(y, batched, weight, unbatched, "ConvolutionBackward0", input, weight, bias)
 
 
 def conv_transpose3d(input, weight, bias=None, stride=1, padding=0, output_padding=0, groups=1, dilation=1):
@@ -165,6 +171,7 @@ def conv_transpose3d(input, weight, bias=None, stride=1, padding=0, output_paddi
                                                                        ("stride", stride), ("dilation", dilation))
                                       for a, v in zip(("depth", "height", "width"), vals)))
     x, unbatched = _batched(input)
+    batched = x
     n, c, d, h, w = x.shape
     kd, sd, pd, dd = weight.shape[2], stride[0], padding[0], dilation[0]
     out_size = [(i - 1) * s - 2 * p + dl * (k - 1) + op + 1 for i, s, p, dl, k, op in
@@ -184,7 +191,7 @@ def conv_transpose3d(input, weight, bias=None, stride=1, padding=0, output_paddi
     w2 = O.permute(O.flip(weight, (2,)), (0, 2, 1, 3, 4)).reshape(c * kd, weight.shape[1], *weight.shape[3:])
     y = F._conv_transpose2d(taps, w2, bias, stride[1:], padding[1:], output_padding[1:], groups, dilation[1:], False)
     y = O.permute(y.reshape(n, do, y.shape[1], y.shape[2], y.shape[3]), (0, 2, 1, 3, 4))
-    return _finish(y, input, unbatched, "ConvolutionBackward0", input, weight, bias)
+    return _finish(y, batched, weight, unbatched, "ConvolutionBackward0", input, weight, bias)
 
 
 # == pooling ======================================================================================================
@@ -261,9 +268,11 @@ def max_pool3d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode
     values = O.squeeze(O.gather(vals, 3, tap), 3)
     plane = O.squeeze(O.gather(idx, 3, tap), 3)
     indices = (from_numpy(start.reshape(do, 1, 1)) + O.squeeze(tap, 3) * dd) * (h * w) + plane
+    # (torch writes them in the input's suggested memory format: channels-last stays so)
+    values, indices = F._suggested(O.contiguous(values), x), F._suggested(O.contiguous(indices), x)
     if unbatched:
         values, indices = O.squeeze(values, 0), O.squeeze(indices, 0)
-    values = F._named(O.contiguous(values), "MaxPool3DWithIndicesBackward0", input, edges=(input,))
+    values = F._named(values, "MaxPool3DWithIndicesBackward0", input, edges=(input,))
     return (values, indices) if return_indices else values
 
 
