@@ -666,3 +666,19 @@ def test_batch_norm_of_channels_last_3d_stays_so():
             t, r = m_t.train(train)(xt), m_r.train(train)(xr)
             assert t.stride() == r.stride()
             np.testing.assert_allclose(t.detach().numpy(), r.detach().numpy(), **TOL[torch.float64])
+
+
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16", "int32", "uint8", "bool", "int64"])
+@pytest.mark.parametrize("fn, size", [("max_pool3d", 2), ("avg_pool3d", 2), ("adaptive_avg_pool3d", 1),
+                                      ("adaptive_avg_pool3d", 2), ("adaptive_max_pool3d", 1)])
+def test_pool3d_dtypes_as_torch(fn, size, dtype):
+    x = np.random.default_rng(0).integers(0, 5, (1, 2, 4, 4, 2))
+    r_in, t_in = torch.tensor(x).to(getattr(torch, dtype)), tg.tensor(x).to(getattr(tg, dtype))
+    try:
+        r = getattr(TF, fn)(r_in, size)
+    except Exception:
+        raises_like(lambda: getattr(F, fn)(t_in, size), lambda: getattr(TF, fn)(r_in, size))
+        return
+    t = getattr(F, fn)(t_in, size)
+    assert t.dtype == getattr(tg, dtype)
+    np.testing.assert_array_equal(t.float().numpy(), r.float().numpy())

@@ -250,6 +250,8 @@ def max_pool3d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode
     are flat over each input plane's D * H * W."""
     kernel, stride, padding, dilation = _pool3d_args(input, kernel_size, stride, padding, dilation, "max_pool3d")
     do = _pool3d_checks(input, kernel, stride, padding, dilation, ceil_mode, "max_pool3d")[0]
+    if input.dtype is D.bool_:
+        raise NotImplementedError("\"max_pool3d\" not implemented for 'Bool'")
     x, unbatched = _batched(input)
     n, c, d, h, w = x.shape
     kd, sd, pd, dd = kernel[0], stride[0], padding[0], dilation[0]
@@ -293,6 +295,9 @@ def avg_pool3d(input, kernel_size, stride=None, padding=0, ceil_mode=False, coun
     out = _pool3d_checks(input, kernel, stride, padding, (1, 1, 1), ceil_mode, "avg_pool3d")
     if divisor_override is not None and divisor_override == 0:
         raise RuntimeError("divisor must be not zero")
+    if input.dtype not in (D.float32, D.float64, D.int64):
+        # (torch's CPU kernel: float32, float64 and int64 alone)
+        raise NotImplementedError(f"\"avg_pool3d_out_frame\" not implemented for '{D.SCALAR_NAME[input.dtype]}'")
     x, unbatched = _batched(input)
     n, c, d, h, w = x.shape
     kd, sd, pd = kernel[0], stride[0], padding[0]
@@ -323,8 +328,9 @@ def adaptive_avg_pool3d(input, output_size):
     along each dim is the window's mean)."""
     if input.ndim not in (4, 5):
         raise RuntimeError(f"adaptive_avg_pool3d(): Expected 4D or 5D tensor, but got {list(input.shape)}")
-    _adaptive_float(input, "adaptive_avg_pool3d_cpu")
     sizes = _output_sizes(input, output_size, 3)
+    if sizes != [1, 1, 1]:          # (torch's (1, 1, 1) is a mean, with mean's error for integers)
+        _adaptive_float(input, "adaptive_avg_pool3d_cpu")
     if sizes == [1, 1, 1]:
         out = O.mean(input, (-3, -2, -1), keepdim=True)
     else:
