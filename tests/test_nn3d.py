@@ -361,6 +361,8 @@ X5 = (2, 3, 4, 5, 6)
     lambda m, x: m.avg_pool3d(x(1, 1, 4, 4, 4), 2, padding=2),
     lambda m, x: m.avg_pool3d(x(1, 1, 4, 4, 4), 2, divisor_override=0),
     lambda m, x: m.avg_pool3d(x(4, 4), 2),
+    lambda m, x: m.avg_pool3d(x(1, 1, 5, 1, 3), (1, 3, 3), padding=(0, 1, 1)),
+    lambda m, x: m.avg_pool3d(x(1, 1, 1, 4, 5), (2, 3, 3), stride=(1, 3, 1), padding=(0, 0, 1), ceil_mode=True),
     lambda m, x: m.adaptive_avg_pool3d(x(4, 4), 2),
     lambda m, x: m.adaptive_max_pool3d(x(4, 4), 2),
 ])
@@ -682,3 +684,33 @@ def test_pool3d_dtypes_as_torch(fn, size, dtype):
     t = getattr(F, fn)(t_in, size)
     assert t.dtype == getattr(tg, dtype)
     np.testing.assert_array_equal(t.float().numpy(), r.float().numpy())
+
+
+def test_max_pool_windows_with_no_input_element_as_torch():
+    # dilation can put every tap of a window in the padding: torch's value is -inf and its index
+    # the window's start stepped past the padding (the first tap, padding, gave a negative index
+    # whose gradient went to another element); where that index is still inside the plane torch's
+    # gradient goes to it
+    x = arr(1, 2, 5, 4, 1)
+    kw = dict(kernel_size=(3, 3, 2), stride=(3, 3, 2), padding=(1, 1, 1), dilation=(2, 1, 2))
+    _indices_and_grads(lambda t: F.max_pool3d(t, return_indices=True, **kw),
+                       lambda t: TF.max_pool3d(t, return_indices=True, **kw), x)
+    kw2 = dict(kernel_size=(3, 2), stride=(3, 2), padding=(1, 1), dilation=(1, 2))
+    _indices_and_grads(lambda t: F.max_pool2d(t, return_indices=True, **kw2),
+                       lambda t: TF.max_pool2d(t, return_indices=True, **kw2), x[:, :, 1])
+    # depth taps all in the padding: the index past the plane as torch's, the gradient nowhere
+    # (torch's backward writes out of bounds there)
+    y = arr(1, 1, 1, 3, 3)
+    r = TF.max_pool3d(torch.tensor(y), 2, 2, 1, 2, False, True)
+    yt = tg.tensor(y, requires_grad=True)
+    t = F.max_pool3d(yt, 2, 2, 1, 2, False, True)
+    np.testing.assert_array_equal(t[1].numpy(), r[1].numpy())
+    np.testing.assert_array_equal(t[0].detach().numpy(), r[0].numpy())
+    t[0].sum().backward()
+    np.testing.assert_array_equal(yt.grad.numpy(), np.zeros(y.shape))
+    z = tg.tensor(arr(1, 1, 1, 1), requires_grad=True)           # 2-d: the index past the plane
+    v, i = F.max_pool2d(z, 2, 1, 1, 2, return_indices=True)
+    np.testing.assert_array_equal(i.numpy(), TF.max_pool2d(torch.tensor(z.detach().numpy()), 2, 1, 1, 2,
+                                                           return_indices=True)[1].numpy())
+    v.sum().backward()
+    np.testing.assert_array_equal(z.grad.numpy(), np.zeros((1, 1, 1, 1)))

@@ -217,11 +217,12 @@ def _pool3d_checks(input, kernel, stride, padding, dilation, ceil_mode, fn):
                                f"kernel_size={k} and dilation={d}")
     out = [pool_out_size(n, k, s, p, d, ceil_mode) for n, k, s, p, d in
            zip(input.shape[-3:], kernel, stride, padding, dilation)]
+    c, t, h, w = input.shape[-4:]
+    if fn == "avg_pool3d" and (t < kernel[0] or h < kernel[1] or w < kernel[2]):
+        # (torch's avg_pool3d wants the input itself, padding aside, as large as the kernel)
+        raise RuntimeError(f"input image (T: {t} H: {h} W: {w}) smaller than kernel size (kT: {kernel[0]} "
+                           f"kH: {kernel[1]} kW: {kernel[2]})")
     if min(out) < 1:
-        c, t, h, w = input.shape[-4:]
-        if fn == "avg_pool3d" and padding == (0, 0, 0):
-            raise RuntimeError(f"input image (T: {t} H: {h} W: {w}) smaller than kernel size (kT: {kernel[0]} "
-                               f"kH: {kernel[1]} kW: {kernel[2]})")
         raise RuntimeError(f"Given input size: ({c}x{t}x{h}x{w}). Calculated output size: "
                            f"({c}x{out[0]}x{out[1]}x{out[2]}). Output size is too small")
     return out
@@ -265,7 +266,11 @@ def max_pool3d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode
     plane_of_tap = start + np.arange(kd, dtype=np.int64) * dd                        # (Do, kD)
     # (a tap in the depth padding is never taken: where a window's real elements are all the
     # padding's value, torch keeps the first real one)
-    valid = from_numpy(((plane_of_tap >= 0) & (plane_of_tap < d)).reshape(do, kd, 1, 1))
+    valid = (plane_of_tap >= 0) & (plane_of_tap < d)
+    # a dilated window with no plane of the input: torch keeps its start stepped past the padding
+    none = ~valid.any(1)
+    valid[none, np.argmax(plane_of_tap[none] >= 0, axis=1)] = True
+    valid = from_numpy(valid.reshape(do, kd, 1, 1))
     tap = torch_max_position(vals, 3, valid)
     values = O.squeeze(O.gather(vals, 3, tap), 3)
     plane = O.squeeze(O.gather(idx, 3, tap), 3)
