@@ -714,3 +714,32 @@ def test_max_pool_windows_with_no_input_element_as_torch():
                                                            return_indices=True)[1].numpy())
     v.sum().backward()
     np.testing.assert_array_equal(z.grad.numpy(), np.zeros((1, 1, 1, 1)))
+
+
+def test_compiled_functions_trace_whole_and_match_torch():
+    def program(lib, F_, x, a, p, n):
+        v, i = F_.max_pool3d(x, 2, return_indices=True)
+        m, j = F_.adaptive_max_pool3d(x, (3, 2, 3), return_indices=True)
+        u = F_.max_unpool3d(v, i, 2, output_size=x.shape[-3:])
+        out = ((u * x).sum() + m.sum() + F_.avg_pool3d(x, 3, 2, 1, ceil_mode=True).sum()
+               + F_.adaptive_avg_pool3d(x, (3, 2, 3)).sum() + F_.pdist(x.reshape(x.shape[0], -1), 3).sum()
+               + F_.triplet_margin_with_distance_loss(a, p, n, swap=True)
+               + (F_.pad(x, (1, 2, 0, 1, 2, 1), mode="replicate") ** 2).sum()
+               + F_.instance_norm(x).pow(3).sum())
+        return out, i, j
+
+    compiled = tg.compile(lambda *t: program(tg, F, *t))
+    arrays = [arr(2, 3, 4, 6, 5), arr(4, 3, seed=1), arr(4, 3, seed=2), arr(4, 3, seed=3)]
+    ts = [tg.tensor(a, requires_grad=True) for a in arrays]
+    rs = [torch.tensor(a, requires_grad=True) for a in arrays]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")            # traced whole: no fallback warning
+        out_t, i_t, j_t = compiled(*ts)
+        out_t.backward()
+    out_r, i_r, j_r = program(torch, TF, *rs)
+    out_r.backward()
+    np.testing.assert_allclose(out_t.item(), out_r.item(), rtol=1e-12)
+    np.testing.assert_array_equal(i_t.numpy(), i_r.numpy())
+    np.testing.assert_array_equal(j_t.numpy(), j_r.numpy())
+    for t, r in zip(ts, rs):
+        np.testing.assert_allclose(t.grad.numpy(), r.grad.numpy(), rtol=1e-10, atol=1e-12)
