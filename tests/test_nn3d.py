@@ -365,6 +365,24 @@ X5 = (2, 3, 4, 5, 6)
     lambda m, x: m.avg_pool3d(x(1, 1, 1, 4, 5), (2, 3, 3), stride=(1, 3, 1), padding=(0, 0, 1), ceil_mode=True),
     lambda m, x: m.adaptive_avg_pool3d(x(4, 4), 2),
     lambda m, x: m.adaptive_max_pool3d(x(4, 4), 2),
+    lambda m, x: m.conv3d(x(1, 3, 4, 5, 6), x(4, 3, 2, 2, 2), dilation=0),     # (oneDNN's words differ)
+    lambda m, x: m.conv3d(x(*X5), x(4, 3, 2, 2, 2), padding=-1),
+    lambda m, x: m.conv3d(x(1, 4, 3, 3, 3), x(2, 1, 2, 2, 2), groups=4),
+    lambda m, x: m.conv3d(x(1, 4, 3, 3, 3), x(4, 1, 2, 2, 2), groups=3),
+    lambda m, x: m.conv_transpose3d(x(1, 4, 3, 3, 3), x(4, 2, 2, 2, 2), dilation=(1, 0, 1)),
+    lambda m, x: m.conv_transpose3d(x(1, 4, 3, 3, 3), x(4, 2, 2, 2, 2), padding=(0, -1, 0)),
+    lambda m, x: m.conv_transpose3d(x(1, 4, 3, 3, 3), x(4, 1, 2, 2, 2), groups=3),
+    lambda m, x: m.conv_transpose3d(x(1, 4, 3, 3, 3), x(4, 2, 2, 2, 2), padding=3),
+    lambda m, x: m.max_pool3d(x(1, 1, 4, 4, 4), 2, padding=-1),
+    lambda m, x: m.avg_pool3d(x(1, 1, 4, 4, 4), 2, padding=(0, 0, -1)),
+    lambda m, x: m.max_pool3d(x(1, 1, 4, 4, 4), 2, dilation=0),
+    lambda m, x: m.max_pool3d(x(1, 1, 0, 3, 3), 1),
+    lambda m, x: m.max_pool3d(x(0, 2, 3, 3), 1),
+    lambda m, x: m.avg_pool3d(x(1, 0, 2, 3, 3), 1),
+    lambda m, x: m.adaptive_avg_pool3d(x(1, 2, 3, 3, 3), (2, 2)),
+    lambda m, x: m.adaptive_max_pool3d(x(1, 2, 3, 3, 3), (2, 2)),
+    lambda m, x: m.adaptive_avg_pool3d(x(1, 2, 0, 3, 3), 2),
+    lambda m, x: m.adaptive_max_pool3d(x(1, 0, 3, 3, 3), 2),
 ])
 def test_errors_match_torch(call):
     raises_like(lambda: call(F, lambda *s: tg.randn(*s)), lambda: call(TF, lambda *s: torch.randn(*s)))
@@ -743,3 +761,14 @@ def test_compiled_functions_trace_whole_and_match_torch():
     np.testing.assert_array_equal(j_t.numpy(), j_r.numpy())
     for t, r in zip(ts, rs):
         np.testing.assert_allclose(t.grad.numpy(), r.grad.numpy(), rtol=1e-10, atol=1e-12)
+
+
+def test_adaptive_pool3d_to_a_zero_size_is_empty():
+    for size in ((0, 2, 2), (2, 0, 3), 0):
+        # (torch's backward of these refuses an empty gradient)
+        compare(lambda t: F.adaptive_avg_pool3d(t, size), lambda t: TF.adaptive_avg_pool3d(t, size), arr(1, 2, 3, 4, 3),
+                grads=False)
+        compare(lambda t: F.adaptive_max_pool3d(t, size), lambda t: TF.adaptive_max_pool3d(t, size), arr(1, 2, 3, 4, 3),
+                grads=False)
+        _, i = F.adaptive_max_pool3d(tg.randn(1, 2, 3, 4, 3), size, True)
+        assert i.dtype == tg.int64 and i.numel() == 0

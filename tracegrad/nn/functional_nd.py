@@ -81,6 +81,9 @@ def _conv3d_checks(input, weight, bias, groups, fn, stride, transposed=False):
                            f"should be the same")
     if groups <= 0:
         raise RuntimeError("non-positive groups is not supported")
+    if weight.shape[0] < groups:
+        raise RuntimeError(f"Given groups={groups}, expected weight to be at least {groups} at dimension 0, but got "
+                           f"weight of size {list(weight.shape)} instead")
     out_c = weight.shape[1] * groups if transposed else weight.shape[0]
     if bias is not None and (bias.ndim != 1 or bias.shape[0] != out_c):
         raise RuntimeError(f"Given {'transposed=1, ' if transposed else ''}weight of size {list(weight.shape)}, "
@@ -99,6 +102,17 @@ def _conv3d_checks(input, weight, bias, groups, fn, stride, transposed=False):
         raise RuntimeError(f"Given groups={groups}, weight of size {list(weight.shape)}, expected input"
                            f"{list(input.shape)} to have {weight.shape[1] * groups} channels, but got {c} channels "
                            f"instead")
+
+
+def _conv3d_geometry(padding, dilation, transposed):
+    """torch's checks of a 3-d convolution's padding and dilation."""
+    if not isinstance(padding, str) and min(padding) < 0:
+        raise RuntimeError("negative padding is not supported")
+    if min(dilation) <= 0:
+        if transposed:
+            raise RuntimeError(f"dilation should be greater than zero, but got dilation_depth: {dilation[0]}, "
+                               f"dilation_height: {dilation[1]}, dilation_width: {dilation[2]}")
+        raise RuntimeError(f"dilation should be greater than zero, but got {list(dilation)}")
 
 
 def _batched(input):
@@ -141,6 +155,7 @@ def conv3d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
             raise RuntimeError(f"Invalid padding string: '{padding}'")
     else:
         padding = _triple(padding, "padding")
+    _conv3d_geometry(padding, dilation, False)
     size = [n + 2 * p for n, p in zip(x.shape[2:], padding)]
     eff = [d * (k - 1) + 1 for d, k in zip(dilation, kernel)]
     if any(n < e for n, e in zip(size, eff)):
@@ -165,6 +180,7 @@ def conv_transpose3d(input, weight, bias=None, stride=1, padding=0, output_paddi
     output_padding, dilation = _triple(output_padding, "output_padding"), _triple(dilation, "dilation")
     _conv3d_checks(input, weight, bias, groups, "conv_transpose3d", stride, transposed=True)
     F._positive_stride(stride)
+    _conv3d_geometry(padding, dilation, True)
     if any(op >= s and op >= d for op, s, d in zip(output_padding, stride, dilation)):
         raise RuntimeError("output padding must be smaller than either stride or dilation, but got "
                            + " ".join(f"{w}_{a}: {v}" for w, vals in (("output_padding", output_padding),
@@ -209,14 +225,21 @@ def _pool3d_checks(input, kernel, stride, padding, dilation, ceil_mode, fn):
     if min(dilation) <= 0:
         raise RuntimeError(f"dilation should be greater than zero, but got dilationT: {dilation[0]} dilationH: "
                            f"{dilation[1]} dilationW: {dilation[2]}")
-    if input.ndim not in (4, 5) or input.numel() == 0 and input.ndim == 4:
+    if input.ndim not in (4, 5):
         raise RuntimeError("non-empty 4D or 5D (batch mode) tensor expected for input")
+    if min(padding) < 0:
+        raise RuntimeError(f"pad must be non-negative, but got pad: {min(padding)}")
     for p, k, d in zip(padding, kernel, dilation):
         if p > (d * (k - 1) + 1) // 2:
             raise RuntimeError(f"pad should be at most half of effective kernel size, but got pad={p}, "
                                f"kernel_size={k} and dilation={d}")
     out = [pool_out_size(n, k, s, p, d, ceil_mode) for n, k, s, p, d in
            zip(input.shape[-3:], kernel, stride, padding, dilation)]
+    if 0 in tuple(input.shape[input.ndim - 4:]):
+        where = "max_pool3d_with_indices_out_cpu_template" if fn == "max_pool3d" else fn
+        # (torch prints the dimension's length, zero, where it means its index)
+        raise RuntimeError(f"{where}(): Expected input's non-batch dimensions to have positive length, but input "
+                           f"has a shape of {list(input.shape)} and non-batch dimension 0 has length zero!")
     c, t, h, w = input.shape[-4:]
     if fn == "avg_pool3d" and (t < kernel[0] or h < kernel[1] or w < kernel[2]):
         # (torch's avg_pool3d wants the input itself, padding aside, as large as the kernel)
@@ -328,12 +351,33 @@ def avg_pool3d(input, kernel_size, stride=None, padding=0, ceil_mode=False, coun
     return F._named(res, "AvgPool3DBackward0", input, edges=(input,))
 
 
+def _adaptive3d_checks(input, output_size, fn, length_message):
+    """torch's checks of an adaptive 3-d pool's input and output_size; the output sizes."""
+    if isinstance(output_size, (tuple, list)) and len(output_size) != 3:
+        raise RuntimeError(length_message)
+    for i in range(input.ndim - 4, input.ndim):
+        if input.shape[i] == 0:
+            raise RuntimeError(f"{fn}(): Expected input to have non-zero size for non-batch dimensions, but input has "
+                               f"sizes {list(input.shape)} with dimension {i} being empty")
+    return _output_sizes(input, output_size, 3)
+
+
+def _empty_pooled(input, sizes):
+    """An output with a zero size: empty, its gradient the input's zeros."""
+    lead = tuple(input.shape[:input.ndim - 3])
+    return O.narrow(input.reshape(*lead, -1), -1, 0, 0).reshape(*lead, *sizes)
+
+
 def adaptive_avg_pool3d(input, output_size):
     """The mean over torch's adaptive windows, one dim at a time (a mean of means of equal counts
     along each dim is the window's mean)."""
     if input.ndim not in (4, 5):
         raise RuntimeError(f"adaptive_avg_pool3d(): Expected 4D or 5D tensor, but got {list(input.shape)}")
-    sizes = _output_sizes(input, output_size, 3)
+    sizes = _adaptive3d_checks(input, output_size, "adaptive_avg_pool3d",
+                               "adaptive_avg_pool3d: output_size must be 3")
+    if 0 in sizes:
+        _adaptive_float(input, "adaptive_avg_pool3d_cpu")
+        return F._named(_empty_pooled(input, sizes), "AdaptiveAvgPool3DBackward0", input, edges=(input,))
     if sizes != [1, 1, 1]:          # (torch's (1, 1, 1) is a mean, with mean's error for integers)
         _adaptive_float(input, "adaptive_avg_pool3d_cpu")
     if sizes == [1, 1, 1]:
@@ -351,11 +395,13 @@ def adaptive_max_pool3d(input, output_size, return_indices=False):
         raise RuntimeError(f"adaptive_max_pool3d(): Expected 4D or 5D tensor, but got: {list(input.shape)}")
     if not input.dtype.is_floating_point:
         raise NotImplementedError(f"\"adaptive_max_pool3d_cpu\" not implemented for '{D.SCALAR_NAME[input.dtype]}'")
-    sizes = _output_sizes(input, output_size, 3)
-    if min(sizes) <= 0:
-        raise RuntimeError(f"adaptive_max_pool3d(): Expected input to have non-zero size for non-batch "
-                           f"dimensions, but input has sizes {list(input.shape)}")
-    values, indices = adaptive_max_nd(input, sizes)
+    sizes = _adaptive3d_checks(input, output_size, "adaptive_max_pool3d",
+                               "adaptive_max_pool3d(): internal error: output_size.size() must be 3")
+    if 0 in sizes:
+        values = _empty_pooled(input, sizes)
+        indices = zeros(values.shape, dtype=D.int64)
+    else:
+        values, indices = adaptive_max_nd(input, sizes)
     values = F._named(O.contiguous(values), "AdaptiveMaxPool3DBackward0", input, edges=(input,))
     return (values, indices) if return_indices else values
 
