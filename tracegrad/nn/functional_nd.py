@@ -270,8 +270,8 @@ def _depth_reach(n, k, s, p, d, n_out):
 
 def max_pool3d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False, return_indices=False):
     """The maximum over each 3-d window: 2-d max pooling of every depth tap, then the maximum over
-    the taps. Ties go to the first tap in (D, H, W) order, as torch's kernel scans; the indices
-    are flat over each input plane's D * H * W."""
+    the taps. As torch's kernel scans (D, H, W): ties go to the first element, NaN to the last;
+    the indices are flat over each input plane's D * H * W."""
     kernel, stride, padding, dilation = _pool3d_args(input, kernel_size, stride, padding, dilation, "max_pool3d")
     do = _pool3d_checks(input, kernel, stride, padding, dilation, ceil_mode, "max_pool3d")[0]
     if input.dtype is D.bool_:
