@@ -772,3 +772,17 @@ def test_adaptive_pool3d_to_a_zero_size_is_empty():
                 grads=False)
         _, i = F.adaptive_max_pool3d(tg.randn(1, 2, 3, 4, 3), size, True)
         assert i.dtype == tg.int64 and i.numel() == 0
+
+
+def test_alpha_dropout_in_place_writes_the_same_map_into_the_input():
+    p = 0.3
+    dropped, kept = _levels(p)
+    a = 1.0 / math.sqrt((1.7580993408473766 ** 2 * p + 1) * (1 - p))
+    for fn, shape in ((F.alpha_dropout, (50, 40)), (F.feature_alpha_dropout, (20, 30, 4))):
+        x = arr(*shape, seed=21)
+        xt = tg.tensor(x)
+        out = fn(xt, p, True, True)
+        assert out is xt
+        keep = out.numpy() != dropped
+        np.testing.assert_allclose(out.numpy()[keep], x[keep] * a + kept, rtol=1e-12, atol=1e-12)
+        assert 0 < keep.mean() < 1
