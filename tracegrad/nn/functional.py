@@ -79,8 +79,10 @@ def _dense(input, channels_last=False):
     """input as torch's kernels that compute on `input.contiguous()` read it (layer_norm, group_norm,
     log_sigmoid): their results are C-contiguous whatever the input's layout, so a later .view()
     works as in torch (a decomposition of elementwise ops would follow x.t()'s strides instead).
-    `channels_last`: a 4-d input laid out channels-last stays so (torch's suggested format)."""
-    if channels_last and input.ndim == 4 and input.is_contiguous(memory_format=O.channels_last):
+    `channels_last`: a 4-d (5-d) input laid out channels-last (channels_last_3d) stays so (torch's
+    suggested format)."""
+    if channels_last and (input.ndim == 4 and input.is_contiguous(memory_format=O.channels_last) or
+                          input.ndim == 5 and input.is_contiguous(memory_format=O.channels_last_3d)):
         return input
     return O.contiguous(input)
 

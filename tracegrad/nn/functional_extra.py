@@ -84,10 +84,6 @@ def _mean(x, d):
     return O.mean(x, d)
 
 
-def _amax(x, d):
-    return O.amax(x, d)
-
-
 def _output_sizes(input, output_size, n):
     sizes = output_size if isinstance(output_size, (tuple, list)) else (output_size,) * n
     if len(sizes) != n:
@@ -128,6 +124,76 @@ def adaptive_avg_pool1d(input, output_size):
     return O.squeeze(adaptive_avg_pool2d(O.unsqueeze(input, -2), (1, o)), -2)
 
 
+def torch_max_position(x, dim, valid=None):
+    """Where along `dim` torch's max-pooling kernels take the maximum (kept dim): the first
+    maximum in scan order, but the last NaN (each NaN replaces the running maximum in turn).
+    `valid`: a bool mask broadcastable to x of the positions that may be taken where every
+    candidate ties at the maximum (padding beside elements equal to the padding value).
+    Gathering the values at it sends the gradient to that one element, as torch's."""
+    x = x.detach()
+    k = x.shape[dim]
+    isnan = x != x
+    cand = x == O.amax(x, dim, keepdim=True)
+    if valid is not None:
+        cand = cand & valid
+    first = O.argmax(O.convert(cand, D.int64), dim, keepdim=True)
+    last_nan = (k - 1) - O.argmax(O.convert(O.flip(isnan, (dim,)), D.int64), dim, keepdim=True)
+    return O.where(O.any(isnan, dim, keepdim=True), last_nan, first)
+
+
+def _lowest(dtype):
+    """The padding a maximum never picks over a real element."""
+    if dtype.is_floating_point:
+        return -math.inf
+    return np.iinfo(dtype.np).min if np.dtype(dtype.np).kind in "iu" else 0
+
+
+def _adaptive_index(n_in, n_out):
+    """Per output position, the input positions of its window padded to the longest window's
+    length (repeating its first), and which of them are real."""
+    wins = [(i * n_in // n_out, -(-(i + 1) * n_in // n_out)) for i in range(n_out)]
+    k = max(b - a for a, b in wins)
+    pos = np.array([[a + j if a + j < b else a for j in range(k)] for a, b in wins], dtype=np.int64)
+    real = np.array([[a + j < b for j in range(k)] for a, b in wins])
+    return pos, real
+
+
+def adaptive_max_nd(input, sizes):
+    """The maximum over torch's adaptive windows of the last len(sizes) dims, with the flat index
+    of the first maximum in scan order (torch's), gathered so that the gradient goes to that one
+    element as torch's does. Returns (values, indices)."""
+    k = len(sizes)
+    lead = tuple(input.shape[:input.ndim - k])
+    spatial = tuple(input.shape[input.ndim - k:])
+    low = _lowest(input.dtype)
+    x = input
+    real = np.ones((), dtype=bool)
+    flat = np.zeros((), dtype=np.int64)
+    for i, (n_in, n_out) in enumerate(zip(spatial, sizes)):
+        pos, ok = _adaptive_index(n_in, n_out)
+        dim = len(lead) + 2 * i
+        # dim `dim` (n_in) becomes (n_out, kmax): the windows' elements
+        x = O.index_select(x, dim, from_numpy(pos.reshape(-1))).reshape(
+            *x.shape[:dim], n_out, pos.shape[1], *x.shape[dim + 1:])
+        stride_i = math.prod(spatial[i + 1:])
+        real = real[..., None, None] & ok
+        flat = flat[..., None, None] + pos * stride_i
+    # (lead, o1, k1, o2, k2, ...) -> (lead, o1, o2, ..., k1 * k2 * ...)
+    nl = len(lead)
+    order = list(range(nl)) + [nl + 2 * i for i in range(k)] + [nl + 2 * i + 1 for i in range(k)]
+    x = O.permute(x, order)
+    x = x.reshape(*x.shape[:nl + k], -1)
+    perm = [2 * i for i in range(k)] + [2 * i + 1 for i in range(k)]
+    real = np.transpose(real, perm).reshape(*sizes, -1)
+    flat = np.transpose(flat, perm).reshape(*sizes, -1)
+    if not real.all():
+        x = O.where(from_numpy(real), x, low)
+    arg = torch_max_position(x, -1)
+    values = O.squeeze(O.gather(x, -1, arg), -1)
+    indices = O.squeeze(O.gather(from_numpy(flat).expand(*lead, *flat.shape), -1, arg), -1)
+    return values, indices
+
+
 def adaptive_max_pool2d(input, output_size, return_indices=False):
     if input.ndim not in (3, 4):
         raise RuntimeError(f"adaptive_max_pool2d(): Expected 3D or 4D tensor, but got {list(input.shape)}")
@@ -136,13 +202,11 @@ def adaptive_max_pool2d(input, output_size, return_indices=False):
     h, w = input.shape[-2], input.shape[-1]
     if h % oh == 0 and w % ow == 0:
         return F.max_pool2d(input, (h // oh, w // ow), return_indices=return_indices)
-    if return_indices:
-        raise NotImplementedError(f"adaptive_max_pool2d(return_indices=True) from {h}x{w} to {oh}x{ow}: only output "
-                                  f"sizes that divide the input size return indices")
-    # torch's node saves self and the indices: self written raises, named as torch names it (the
-    # windows' own saved values are slices of it)
-    return keep_saved(F._suggested(_adaptive_along(_adaptive_along(input, input.ndim - 2, oh, _amax), input.ndim - 1,
-                                                   ow, _amax), input), input)
+    # (each window's first maximum, as torch's: an amax split the gradient among tied maxima)
+    values, indices = adaptive_max_nd(input, (oh, ow))
+    # torch's node saves self and the indices: self written raises
+    values = keep_saved(F._suggested(values, input), input)
+    return (values, F._suggested(indices, input)) if return_indices else values
 
 
 def adaptive_max_pool1d(input, output_size, return_indices=False):

@@ -527,6 +527,14 @@ def _max_pool2d_kernel(x, *, kernel, stride, padding, dilation, ceil_mode):
             for i in range(k):
                 idx = np.where(nan & np.isnan(win[i]), offsets[i], idx)
     base = ((np.arange(ho) * stride[0] - padding[0])[:, None] * w + (np.arange(wo) * stride[1] - padding[1])[None, :])
+    if real is not None and not real.any(axis=(2, 3)).all():
+        # a dilated window with no input element at all: torch keeps its starting index, the
+        # window's start stepped by the dilation past the padding (-inf and that index; the
+        # first tap, padding, gave a negative index, whose gradient went to another element)
+        first = [np.where(st < 0, st + (-st + dl - 1) // dl * dl, st) for st, dl in
+                 ((np.arange(ho) * stride[0] - padding[0], dilation[0]),
+                  (np.arange(wo) * stride[1] - padding[1], dilation[1]))]
+        idx = np.where(real.any(axis=(2, 3)), idx, (first[0][:, None] * w + first[1][None, :]) - base)
     idx += base
     if x.dtype.kind == "f" and (values == 0).any():
         # torch's scan keeps the first of equal values, so a window's 0.0 and -0.0 give the first
@@ -545,8 +553,16 @@ def _max_pool2d_shape(x, *, kernel, stride, padding, dilation, ceil_mode):
 def _max_pool2d_backward_kernel(g, idx, *, input_shape, overlap, window=None):
     """Scatter each output's gradient to the input element it came from."""
     n, c, h, w = input_shape
-    flat = idx.reshape(n * c, -1) + (np.arange(n * c) * (h * w))[:, None]
-    if overlap:
+    idx = idx.reshape(n * c, idx.shape[2] * idx.shape[3])                  # (n * c may be 0)
+    g = g.reshape(idx.shape)
+    outside = idx.size and (idx.min() < 0 or idx.max() >= h * w)
+    if outside:
+        # a dilated window with no input element has torch's index past its plane (torch's
+        # backward writes out of bounds there): its gradient goes nowhere (added as a zero)
+        inside = (idx >= 0) & (idx < h * w)
+        idx, g = np.where(inside, idx, 0), np.where(inside, g, 0)
+    flat = idx + (np.arange(n * c) * (h * w))[:, None]
+    if overlap or outside:
         # windows overlap: several outputs may pick one input; add them up
         out = np.bincount(flat.ravel(), weights=g.ravel(), minlength=n * c * h * w).astype(g.dtype)
     else:

@@ -126,6 +126,29 @@ class _ConvNd(Module):
                 bound = 1 / math.sqrt(fan_in)
                 init.uniform_(self.bias, -bound, bound)
 
+    def _output_padding(self, input, output_size):
+        """The output_padding that gives a transposed convolution `output_size` (torch's: the
+        size must lie between the smallest output and that plus stride - 1, else ValueError;
+        a negative or too large padding made another size, or the functional's error)."""
+        if output_size is None:
+            return self.output_padding
+        nd = len(self.kernel_size)
+        lead = 2 if input.dim() == nd + 2 else 1
+        output_size = list(output_size)
+        if len(output_size) == lead + nd:
+            output_size = output_size[lead:]
+        if len(output_size) != nd:
+            raise ValueError(f"ConvTranspose{nd}D: for {input.dim()}D input, output_size must have {nd} or "
+                             f"{lead + nd} elements (got {len(output_size)})")
+        min_sizes = [(input.shape[d + lead] - 1) * self.stride[d] - 2 * self.padding[d]
+                     + self.dilation[d] * (self.kernel_size[d] - 1) + 1 for d in range(nd)]
+        max_sizes = [m + s - 1 for m, s in zip(min_sizes, self.stride)]
+        for size, lo, hi in zip(output_size, min_sizes, max_sizes):
+            if size < lo or size > hi:
+                raise ValueError(f"requested an output size of {output_size}, but valid sizes range from {min_sizes} "
+                                 f"to {max_sizes} (for an input of {input.shape[lead:]})")
+        return tuple(o - m for o, m in zip(output_size, min_sizes))
+
     def extra_repr(self):
         s = "{in_channels}, {out_channels}, kernel_size={kernel_size}, stride={stride}"
         if self.padding != (0,) * len(self.padding):
@@ -173,15 +196,8 @@ class ConvTranspose2d(_ConvNd):
                          _pair(dilation), True, _pair(output_padding), groups, bias, padding_mode, device, dtype)
 
     def forward(self, input, output_size=None):
-        output_padding = self.output_padding
-        if output_size is not None:
-            output_size = list(output_size)[-2:]
-            output_padding = tuple(
-                o - ((n - 1) * s - 2 * p + d * (k - 1) + 1)
-                for o, n, s, p, d, k in zip(output_size, input.shape[-2:], self.stride, self.padding, self.dilation,
-                                            self.kernel_size))
-        return F.conv_transpose2d(input, self.weight, self.bias, self.stride, self.padding, output_padding,
-                                  self.groups, self.dilation)
+        return F.conv_transpose2d(input, self.weight, self.bias, self.stride, self.padding,
+                                  self._output_padding(input, output_size), self.groups, self.dilation)
 
 
 # == activations ========================================================================================
@@ -804,6 +820,9 @@ class _InstanceNorm(Module):
             self.running_mean = self.running_var = self.num_batches_tracked = None
 
     def forward(self, input):
+        if input.dim() not in (self._batched_dim - 1, self._batched_dim):
+            raise ValueError(f"expected {self._batched_dim - 1}D or {self._batched_dim}D input (got {input.dim()}D "
+                             f"input)")
         unbatched = input.dim() == self._batched_dim - 1
         x = input.unsqueeze(0) if unbatched else input
         out = F.instance_norm(x, self.running_mean, self.running_var, self.weight, self.bias,

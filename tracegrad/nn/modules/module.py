@@ -873,6 +873,11 @@ class Module:
             raise AttributeError("`" + atoms[-1] + "` is not an nn.Module")
         setattr(parent, atoms[-1], module)
 
+    def share_memory(self):
+        """torch moves the parameters and buffers into shared memory for other processes; here
+        tensors already live in host memory, so the module is returned as it is (torch returns self)."""
+        return self
+
     def to_empty(self, *, device, recurse=True):
         """Parameters and buffers replaced by new uninitialized tensors of their shapes and dtypes
         (on `device`); their values are to be set after, as torch's."""

@@ -11,8 +11,8 @@ from .module import Module
 from .layers import _ConvNd, Upsample, Dropout
 
 __all__ = ["ZeroPad1d", "ZeroPad2d", "ZeroPad3d", "ConstantPad1d", "ConstantPad2d", "ConstantPad3d",
-           "ReflectionPad1d", "ReflectionPad2d", "ReplicationPad1d", "ReplicationPad2d", "CircularPad1d",
-           "CircularPad2d", "Dropout1d", "Dropout2d", "Dropout3d", "ConvTranspose1d", "PixelUnshuffle",
+           "ReflectionPad1d", "ReflectionPad2d", "ReflectionPad3d", "ReplicationPad1d", "ReplicationPad2d",
+           "ReplicationPad3d", "CircularPad1d", "CircularPad2d", "CircularPad3d", "Dropout1d", "Dropout2d", "Dropout3d", "ConvTranspose1d", "PixelUnshuffle",
            "ChannelShuffle", "Softmax2d", "UpsamplingNearest2d", "UpsamplingBilinear2d", "Bilinear"]
 
 
@@ -60,9 +60,12 @@ def _pad_class(name, base, dims, mode="constant"):
 
 ZeroPad1d, ZeroPad2d, ZeroPad3d = (_pad_class(f"ZeroPad{d}d", _ZeroPadNd, d) for d in (1, 2, 3))
 ConstantPad1d, ConstantPad2d, ConstantPad3d = (_pad_class(f"ConstantPad{d}d", _ConstantPadNd, d) for d in (1, 2, 3))
-ReflectionPad1d, ReflectionPad2d = (_pad_class(f"ReflectionPad{d}d", _PadNd, d, "reflect") for d in (1, 2))
-ReplicationPad1d, ReplicationPad2d = (_pad_class(f"ReplicationPad{d}d", _PadNd, d, "replicate") for d in (1, 2))
-CircularPad1d, CircularPad2d = (_pad_class(f"CircularPad{d}d", _PadNd, d, "circular") for d in (1, 2))
+ReflectionPad1d, ReflectionPad2d, ReflectionPad3d = (_pad_class(f"ReflectionPad{d}d", _PadNd, d, "reflect")
+                                                     for d in (1, 2, 3))
+ReplicationPad1d, ReplicationPad2d, ReplicationPad3d = (_pad_class(f"ReplicationPad{d}d", _PadNd, d, "replicate")
+                                                        for d in (1, 2, 3))
+CircularPad1d, CircularPad2d, CircularPad3d = (_pad_class(f"CircularPad{d}d", _PadNd, d, "circular")
+                                               for d in (1, 2, 3))
 
 
 class Dropout1d(Dropout):
@@ -92,13 +95,8 @@ class ConvTranspose1d(_ConvNd):
                          one(output_padding), groups, bias, padding_mode, device, dtype)
 
     def forward(self, input, output_size=None):
-        output_padding = self.output_padding
-        if output_size is not None:
-            o = list(output_size)[-1]
-            n, s, p, d, k = input.shape[-1], self.stride[0], self.padding[0], self.dilation[0], self.kernel_size[0]
-            output_padding = (o - ((n - 1) * s - 2 * p + d * (k - 1) + 1),)
-        return F.conv_transpose1d(input, self.weight, self.bias, self.stride, self.padding, output_padding,
-                                  self.groups, self.dilation)
+        return F.conv_transpose1d(input, self.weight, self.bias, self.stride, self.padding,
+                                  self._output_padding(input, output_size), self.groups, self.dilation)
 
 
 class PixelUnshuffle(Module):
