@@ -59,6 +59,14 @@ def _ops(L):
         "nn.Bilinear": lambda: L.nn.Bilinear(4, 4, 3)(x, x), "mha": lambda: L.nn.MultiheadAttention(4, 2)(
             x[:, None], x[:, None], x[:, None])[1], "transformer": lambda: L.nn.TransformerEncoderLayer(4, 2, 8, 0.0)(
             x[:, None]),
+        "conv3d": lambda: F.conv3d(img[None], k[:, :, None]), "conv_t3d": lambda: F.conv_transpose3d(img[None], k[:2, :, None]),
+        "max_pool3d": lambda: F.max_pool3d(img[None].to(L.bfloat16), 1), "avg_pool3d": lambda: F.avg_pool3d(
+            img[None].to(L.bfloat16), 1), "aap3d": lambda: F.adaptive_avg_pool3d(img[None].to(L.bfloat16), 2),
+        "amp3d": lambda: F.adaptive_max_pool3d(img[None].to(L.bfloat16), 2), "unpool2d": lambda: F.max_unpool2d(
+            *F.max_pool2d(img.to(L.bfloat16), 2, return_indices=True), 2), "pdist": lambda: F.pdist(xb),
+        "triplet_dist": lambda: F.triplet_margin_with_distance_loss(xb, xb, xb), "bn3d": lambda: L.nn.BatchNorm3d(2)(
+            img[None]), "pad3d_rep": lambda: F.pad(img[None].to(L.bfloat16), (1,) * 6, mode="replicate"),
+        "alpha_dropout": lambda: F.alpha_dropout(xb, 0.0),
         "lstm": lambda: L.nn.LSTM(4, 3)(x[:, None])[0], "gru": lambda: L.nn.GRU(4, 3)(x[:, None])[0],
         "rnn": lambda: L.nn.RNN(4, 3)(x[:, None])[1], "lstmcell": lambda: L.nn.LSTMCell(4, 3)(x)[1],
         "grucell": lambda: L.nn.GRUCell(4, 3)(x), "rnncell": lambda: L.nn.RNNCell(4, 3)(x),

@@ -167,7 +167,7 @@ FLOAT32 = {
     "nn": "cross_entropy nll_loss mse_loss l1_loss smooth_l1_loss huber_loss binary_cross_entropy "
           "binary_cross_entropy_with_logits kl_div margin_ranking_loss cosine_embedding_loss poisson_nll_loss "
           "hinge_embedding_loss soft_margin_loss triplet_margin_loss multi_margin_loss multilabel_margin_loss "
-          "ctc_loss grid_sample",
+          "ctc_loss grid_sample avg_pool3d max_pool3d adaptive_avg_pool3d adaptive_max_pool3d max_unpool2d max_unpool3d",
     "linalg": "inv inv_ex cholesky cholesky_ex svd svdvals qr eigh eigvalsh lstsq pinv solve solve_ex lu_solve "
               "lu_factor lu_factor_ex lu cond matrix_rank",
     "tensor": "prod trace cholesky_solve cholesky_inverse pinverse inverse",

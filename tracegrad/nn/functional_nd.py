@@ -529,6 +529,8 @@ def pdist(input, p=2):
         raise RuntimeError(f"pdist only supports 2D tensors, got: {input.ndim}D")
     if not input.dtype.is_floating_point:
         raise RuntimeError("pdist only supports floating-point dtypes")
+    if input.dtype in (D.float16, D.bfloat16):
+        raise NotImplementedError(f"\"pdist\" not implemented for '{D.SCALAR_NAME[input.dtype]}'")
     if p < 0:
         raise RuntimeError("pdist only supports non-negative p values")
     n = input.shape[0]
