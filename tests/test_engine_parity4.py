@@ -4,7 +4,9 @@
   x's old memory (torch's view made inside the op, mm's `x.unsqueeze(0)` of a 1-D x, or an op's
   saved output) while another saved x itself (whose memory is now y's). The backward program
   read one input per forward value, so every node read the same memory: w.grad of `x @ w`
-  came out from the new x, torch's from the old.
+  came out from the new x, torch's from the old;
+- a custom Function's node with no path to a leaf (applied to a view made under no_grad):
+  torch's backward() runs it (its backward's side effects happen); tracegrad's did not.
 
 Each case runs in torch and in tracegrad, in float64, and compares what it returns or raises."""
 import numpy as np
@@ -111,3 +113,105 @@ def test_saved_apart_gradcheck():
     x = tg.tensor([0.5, -1.0, 3.0], dtype=tg.float64, requires_grad=True)
     w = tg.tensor([[1.0, 2.0], [3.0, 4.0], [5.0, 6.0]], dtype=tg.float64, requires_grad=True)
     assert tg.autograd.gradcheck(lambda a, b: (a @ b).sum() + a.sin().sum() + (a @ b).exp().sum(), (x, w))
+
+
+# -- a custom Function with no path to a leaf ----------------------------------------------------
+
+def function_case(m, case):
+    log = []
+
+    class F(m.autograd.Function):
+        @staticmethod
+        def forward(ctx, x, k):
+            ctx.save_for_backward(x)
+            return x * k, x + 1
+
+        @staticmethod
+        def backward(ctx, g1, g2):
+            x, = ctx.saved_tensors
+            log.append(("F", snap(g1), snap(g2), snap(x)))
+            return g1 * 2 + g2, None
+
+    class G(m.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            ctx.set_materialize_grads(False)
+            return x * 3, x * 4
+
+        @staticmethod
+        def backward(ctx, g1, g2):
+            log.append(("G", snap(g1), snap(g2)))
+            return None
+
+    class One(m.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            return x * 2
+
+        @staticmethod
+        def backward(ctx, g):
+            log.append(("One", snap(g)))
+            if case == "raises":
+                raise ValueError("from backward")
+            if case == "wrong_shape":
+                return g[:1].expand(5)     # torch checks no shape for an input without an edge
+            if case == "wrong_count":
+                return g, g
+            return g * 2
+
+    x = m.tensor([1.0, 2.0, 3.0], dtype=m.float64, requires_grad=True)
+    with m.no_grad():
+        v = x[:2]
+    kw = {}
+    if case in ("alone", "raises", "wrong_shape", "wrong_count"):
+        loss = One.apply(v).sum()
+    elif case == "beside_a_leaf":
+        loss = (One.apply(v) + x[:2]).sum()
+    elif case == "under_exp":
+        loss = One.apply(v.sin()).exp().sum()
+    elif case == "two_outputs":
+        a, b = F.apply(v, 3.0)
+        loss = (a * a).sum() + b.sum()
+    elif case == "one_output_used":
+        a, b = F.apply(v, 3.0)
+        loss = (a * a).sum()
+    elif case == "materialize_false":
+        a, b = G.apply(v)
+        loss = a.sum()
+    elif case == "hooks":
+        a, b = F.apply(v, 3.0)
+        a.grad_fn.register_prehook(lambda gs: log.append(("pre", [g is None for g in gs])))
+        a.grad_fn.register_hook(lambda gi, go: log.append(("post", [g is None for g in gi])))
+        a.register_hook(lambda g: log.append(("tensor hook", snap(g))))
+        loss = (a * a).sum() + (x * 2).sum()
+    elif case == "create_graph":
+        a, b = F.apply(v, 3.0)
+        loss = (a * a).sum() + (x ** 3).sum()
+        kw = dict(create_graph=True)
+    elif case == "retain_graph":
+        a, b = F.apply(v, 3.0)
+        loss = (a * a).sum()
+        loss.backward(retain_graph=True)
+    elif case == "freed":
+        a, b = F.apply(v, 3.0)
+        loss = (a * a).sum()
+        loss.backward()
+    elif case == "grad_of_x":          # grad() runs only what its inputs need
+        loss = (One.apply(v) + x[:2]).sum()
+        return log, snap(m.autograd.grad(loss, [x]))
+    elif case == "inputs_x":
+        loss = (One.apply(v) + x[:2]).sum()
+        loss.backward(inputs=[x])
+        return log, snap(x.grad)
+    r = outcome(lambda: loss.backward(**kw))
+    return log, r[0], snap(x.grad)
+
+
+@pytest.mark.filterwarnings("ignore:Using backward\\(\\) with create_graph=True")
+@pytest.mark.parametrize("case", ["alone", "beside_a_leaf", "under_exp", "two_outputs", "one_output_used",
+                                  "materialize_false", "hooks", "create_graph", "retain_graph", "freed",
+                                  "raises", "wrong_shape", "wrong_count", "grad_of_x", "inputs_x"])
+def test_function_with_no_path_to_a_leaf_runs(case):
+    want = function_case(torch, case)
+    got = function_case(tg, case)
+    assert repr(got) == repr(want)
