@@ -215,3 +215,85 @@ def test_function_with_no_path_to_a_leaf_runs(case):
     want = function_case(torch, case)
     got = function_case(tg, case)
     assert repr(got) == repr(want)
+
+
+# -- matmul's saved operands: torch's reshape copies or views them ------------------------------
+
+# torch's matmul reshapes an operand of 3 or more dims before mm or bmm: where the reshape copies
+# (an expanded operand, a batch folded from a transposed layout, and, of two 3-dim operands of
+# which one alone has a batch of 1, the other one folded as a matrix's partner), a later write to
+# the operand (in place, detach_(), `.data = `, `.data.mul_()`) does not reach what its node saved;
+# where the reshape views it, `.data = ` leaves the view's memory as it was and an in-place write
+# raises. tracegrad raised where torch computes (a batch of 1 beside a batch) and gave the new
+# value's gradient after `.data = ` or `.data.mul_()`.
+MATMUL_SHAPES = [
+    ((1, 3, 4), (5, 4, 2)), ((5, 3, 4), (1, 4, 2)), ((2, 1, 3, 4), (5, 4, 2)), ((5, 3, 4), (2, 1, 4, 2)),
+    ((1, 3, 4), (1, 4, 2)), ((3, 4), (5, 4, 2)), ((5, 3, 4), (4, 2)), ((4,), (5, 4, 2)), ((5, 3, 4), (4,)),
+    ((1, 1, 3, 4), (5, 4, 2)), ((2, 5, 3, 4), (5, 4, 2)), ((5, 3, 4), (5, 4, 2)), ((1, 3, 4), (4, 2)),
+    ((3, 4), (1, 4, 2)), ((2, 1, 3, 4), (1, 5, 4, 2)), ((1, 1, 4), (5, 4, 2)), ((5, 3, 4), (1, 4, 1)),
+    ((4,), (1, 4, 2)), ((1, 3, 4), (4,)), ((2, 3, 4), (2, 4, 2)), ((1, 3, 4), (2, 5, 4, 2)),
+    ((1, 1, 3, 4), (1, 4, 2)), ((1, 3, 4), (0, 4, 2)), ((0, 3, 4), (1, 4, 2)), ((1, 3, 0), (5, 0, 2)),
+    ((5, 3, 4), (1, 4, 5)), ((1, 4, 4), (4, 4, 4)), ((3, 2, 3, 4), (1, 4, 2)), ((1, 3, 4), (3, 1, 4, 2)),
+    ((1, 3, 1), (5, 1, 2)),
+]
+
+
+def _operand(m, shape, layout, rng):
+    """A float64 tensor of `shape`: contiguous ("c"), its last two dims transposed ("t"), or its
+    batch expanded from 1 ("x")."""
+    base = rng.standard_normal(shape)
+    if layout == "t" and len(shape) >= 2:
+        return m.tensor(np.swapaxes(base, -1, -2).copy(), dtype=m.float64).transpose(-1, -2)
+    if layout == "x" and len(shape) >= 3 and shape[0] > 1:
+        return m.tensor(base[:1], dtype=m.float64).expand(*shape)
+    return m.tensor(base, dtype=m.float64)
+
+
+def matmul_write_case(m, sa, sb, la, lb, which, how, leaf, create_graph):
+    rng = np.random.default_rng(0)
+    a0, b0 = _operand(m, sa, la, rng), _operand(m, sb, lb, rng)
+    if leaf:
+        A, B = a0.requires_grad_(), b0.requires_grad_()
+        wrt = [A, B]
+    else:
+        s = m.tensor(0.5, dtype=m.float64, requires_grad=True)
+        A = (a0.transpose(-1, -2) * s).transpose(-1, -2) if la == "t" and len(sa) >= 2 else a0 * s
+        B = (b0.transpose(-1, -2) * s).transpose(-1, -2) if lb == "t" and len(sb) >= 2 else b0 * s
+        wrt = [s]
+    out = A @ B
+    t = A if which == 0 else B
+    if how == "mul_":
+        if leaf:
+            with m.no_grad():
+                t.mul_(2)
+        else:
+            t.mul_(2)
+    elif how == "detach_":
+        t.detach_()
+    elif how == "data":
+        t.data = t.data * 2 + 1
+    else:
+        t.data.mul_(2)
+    gs = m.autograd.grad((out * out).sum(), wrt, create_graph=create_graph, allow_unused=True)
+    if create_graph:
+        gs = m.autograd.grad(sum((q * q).sum() for q in gs if q is not None), wrt, allow_unused=True)
+    return snap(list(gs))
+
+
+@pytest.mark.parametrize("sa,sb", MATMUL_SHAPES)
+def test_matmul_operand_written_after_the_product(sa, sb):
+    bad = []
+    for la in "ctx":
+        for lb in "ctx":
+            for which in (0, 1):
+                for how in ("mul_", "detach_", "data", "data_mul"):
+                    for leaf in (False, True):
+                        if leaf and how == "detach_":
+                            continue
+                        for cg in (False, True) if how in ("data", "data_mul") else (False,):
+                            case = (sa, sb, la, lb, which, how, leaf, cg)
+                            want = outcome(lambda: matmul_write_case(torch, *case))
+                            got = outcome(lambda: matmul_write_case(tg, *case))
+                            if not same(want, got):
+                                bad.append((case, want[0], got[0]))
+    assert not bad, bad[:5]

@@ -16,7 +16,7 @@ from ..tensor import Tensor, Above, _VALUE_READS, memory_format, check_format_ra
 from ..ir.symbolic import Sym
 from ..ir.layout import dense_order, suggested_order, suggested_format, memory_format_order
 from ..grad_mode import STATE
-from ..tracing import apply, rename_grad_fn, keep_saved, TRACING, _ACTIVE, Proxy, note_composite_inputs
+from ..tracing import apply, rename_grad_fn, keep_saved, TRACING, _ACTIVE, Proxy, note_composite_inputs, saved_alias
 from . import shapes as S
 from .primitives import PRIMITIVES as P, FrontEnd, check_index_bounds, check_index_select_bounds, sum_to
 from .primitives import _check_float, _overflow, check_python_int, check_value_fits, may_not_fit
@@ -1719,15 +1719,17 @@ def matmul(input, other):
         # the backward running (torch raised only where the operand itself was saved). Where that
         # reshape copies, a later write to the operand does not reach the backward either: the
         # node keeps a copy of the operand's value (a leaf that requires grad stays the leaf: the write raises)
+        # node keeps a copy of the operand's value. Where it views the operand, the view keeps the
+        # operand's memory of now (a later `x.data = y` leaves it), and its version
         direct = (a.ndim == 1 and b.ndim != 2 or a.ndim == 2 and b.ndim <= 2, b.ndim <= 2)
         copied = _matmul_copies(a, b)
         for s, d, c, x in zip(saved[1:], direct, copied, (a, b)):
             if s is None or d:
                 continue
             s.nonleaf = False
-            if c and s.hook is None and s.tensor is x and (x._grad_fn is not None or not x._req):
-                s.tensor = Tensor._make(x._data.copy(), x._dtype, x._req, x._grad_fn, x._output_nr)
-                s.vc, s.version = s.tensor._vc, 0
+            if s.hook is None and s.tensor is x:
+                s.tensor = saved_alias(x, copy=c)
+                s.vc, s.version = s.tensor._vc, s.tensor._vc[0]
     return out
 
 
@@ -1751,29 +1753,39 @@ def _view_strides(shape, strides, new):
 
 
 def _matmul_copies(a, b):
-    """Whether torch's matmul reshapes each operand by a copy (at::native::_matmul_impl): where one
-    has 3 or more dims and the other at most 2, the larger folded into a matrix (should_fold: where
-    the smaller requires grad, else where the larger's leading dims are contiguous and the first
-    operand is no matrix); otherwise both expanded to the broadcast batch and flattened for bmm."""
-    d1, d2 = a.ndim, b.ndim
+    """Whether torch's matmul reshapes each operand by a copy (at::native::_matmul_impl): two
+    operands of 3 dims of which one alone has a batch of 1 are first a matrix (that one, squeezed)
+    and a batch; where one has 3 or more dims and the other at most 2, the larger folded into a
+    matrix (should_fold: where the smaller requires grad, else where the larger's leading dims are
+    contiguous and the first operand is no matrix); otherwise both expanded to the broadcast batch
+    and flattened for bmm."""
+    xs = [(tuple(a.shape), tuple(a.stride()), a.requires_grad), (tuple(b.shape), tuple(b.stride()), b.requires_grad)]
+    if len(xs[0][0]) == 3 and len(xs[1][0]) == 3 and (xs[0][0][0] == 1) != (xs[1][0][0] == 1):
+        k = 0 if xs[0][0][0] == 1 else 1
+        xs[k] = (xs[k][0][1:], xs[k][1][1:], xs[k][2])
+    return _matmul_copies_of(*xs)
+
+
+def _matmul_copies_of(a, b):
+    """_matmul_copies of two operands given as (shape, strides, requires_grad)."""
+    d1, d2 = len(a[0]), len(b[0])
     if d1 <= 2 and d2 <= 2:
         return False, False
     big, small = (a, b) if d1 >= d2 else (b, a)
-    sh, st = tuple(big.shape), tuple(big.stride())
+    sh, st = big[0], big[1]
     if big is b:                          # folded as b.mT
         sh, st = sh[:-2] + (sh[-1], sh[-2]), st[:-2] + (st[-1], st[-2])
-    if small.ndim <= 2:
-        fold = small.requires_grad or d1 != 2 and (
+    if len(small[0]) <= 2:
+        fold = small[2] or d1 != 2 and (
             math.prod(sh) == 0 or builtins.all(st[k] == st[k + 1] * sh[k + 1] for k in range(len(sh) - 2)))
         if fold:
             c = _view_strides(sh, st, (math.prod(sh[:-1]), sh[-1])) is None
             return (c, False) if big is a else (False, c)
-    batch = tuple(broadcast_shapes(tuple(a.shape[:-2]), tuple(b.shape[:-2])))
+    batch = tuple(broadcast_shapes(a[0][:-2], b[0][:-2]))
     res = []
-    for x, tail in ((a, tuple(a.shape[-2:]) if d1 > 1 else (1,) + tuple(a.shape)),
-                    (b, tuple(b.shape[-2:]) if d2 > 1 else tuple(b.shape))):
+    for (shape, strides, _), tail in ((a, a[0][-2:] if d1 > 1 else (1,) + a[0]), (b, b[0][-2:] if d2 > 1 else b[0])):
         full = batch + tail
-        xs, xst = (1,) * (len(full) - x.ndim) + tuple(x.shape), (0,) * (len(full) - x.ndim) + tuple(x.stride())
+        xs, xst = (1,) * (len(full) - len(shape)) + shape, (0,) * (len(full) - len(shape)) + strides
         est = tuple(0 if n != m else t for n, m, t in zip(xs, full, xst))
         res.append(_view_strides(full, est, (math.prod(batch),) + tail) is None)
     return tuple(res)
