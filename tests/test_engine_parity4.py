@@ -14,6 +14,7 @@ import pytest
 import torch
 
 import tracegrad as tg
+from tracegrad.ops.primitives import matmul_reshaped
 
 
 def snap(x):
@@ -297,3 +298,32 @@ def test_matmul_operand_written_after_the_product(sa, sb):
                             if not same(want, got):
                                 bad.append((case, want[0], got[0]))
     assert not bad, bad[:5]
+
+
+def _compiled_product_after_data_swap(m, sa, sb, which, compiled):
+    rng = np.random.default_rng(0)
+    s = m.tensor(0.5, dtype=m.float64, requires_grad=True)
+    a = m.tensor(rng.standard_normal(sa), dtype=m.float64) * s
+    b = m.tensor(rng.standard_normal(sb), dtype=m.float64) * s
+    f = lambda x, y: x @ y          # noqa: E731
+    out = (tg.compile(f) if compiled else f)(a, b)
+    t = (a, b)[which]
+    t.data = t.data * 2 + 1
+    return m.autograd.grad((out * out).sum(), [s])[0].item()
+
+
+@pytest.mark.parametrize("which", [0, 1])
+@pytest.mark.parametrize("sa,sb", [((1, 3, 4), (5, 4, 2)), ((5, 3, 4), (1, 4, 2)), ((5, 3, 4), (5, 4, 2)),
+                                   ((5, 3, 4), (4, 2)), ((3, 4), (5, 4, 2)), ((3, 4), (4, 2)), ((4,), (4, 2))])
+def test_compiled_product_after_an_operand_got_another_data(sa, sb, which):
+    """torch's matmul node saves the operands it reshapes (a view, or a copy), which keep the old
+    memory after `x.data = y`; the compiled backward reads the inputs as they are now: it raises
+    for those (it gave the new memory's gradient), and gives torch's number for an operand torch
+    saves as it is."""
+    want = _compiled_product_after_data_swap(torch, sa, sb, which, False)
+    assert _compiled_product_after_data_swap(tg, sa, sb, which, False) == pytest.approx(want, rel=1e-12)
+    if which in matmul_reshaped(np.empty(sa), np.empty(sb)):
+        with pytest.raises(RuntimeError, match="reads a view of one of its inputs"):
+            _compiled_product_after_data_swap(tg, sa, sb, which, True)
+    else:
+        assert _compiled_product_after_data_swap(tg, sa, sb, which, True) == pytest.approx(want, rel=1e-12)

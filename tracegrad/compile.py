@@ -39,7 +39,7 @@ from .tracing import Proxy, TraceError, trace, proxy_input, apply, TRACING, TRAC
 from .ir.layout import order_attr, tensor_order, array_order
 from .ir.verify import verify
 from .ops.lowering import Refuse, identity
-from .ops.primitives import Primitive, PRIMITIVES as P
+from .ops.primitives import Primitive, PRIMITIVES as P, matmul_reshaped
 from .ops.functional import detach
 from .runtime.guards import LEAF, _Struct, flatten, unflatten, guard_key
 from .runtime.side_effects import SideEffects
@@ -1555,6 +1555,9 @@ def _inputs_saved_by_eager(g, inputs, n_args, views_only=False):
         inner = ()
         if views_only and a["prim"].saves_inner_view is not None:
             inner = a["prim"].saves_inner_view([_Rank(len(g[x]["shape"])) if x.__class__ is V else x for x in args])
+        if views_only and a["op"] == "matmul" and a["params"].get("op") != "bmm":
+            # torch.matmul's node saves the operands it reshapes (a view or a copy), not them
+            inner = matmul_reshaped(*[_Rank(len(g[x]["shape"])) if x.__class__ is V else x for x in args])
         for i in a["prim"].saved_positions(len(args), req)[0]:
             arg = args[i] if i < len(args) else None
             x = _view_root(g, arg)

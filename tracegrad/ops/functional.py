@@ -19,7 +19,7 @@ from ..grad_mode import STATE
 from ..tracing import apply, rename_grad_fn, keep_saved, TRACING, _ACTIVE, Proxy, note_composite_inputs, saved_alias
 from . import shapes as S
 from .primitives import PRIMITIVES as P, FrontEnd, check_index_bounds, check_index_select_bounds, sum_to
-from .primitives import _check_float, _overflow, check_python_int, check_value_fits, may_not_fit
+from .primitives import _check_float, _overflow, check_python_int, check_value_fits, may_not_fit, matmul_reshaped
 from ..creation import tensor, full as _full, _wrap_np
 from ..tensor import Size
 from ..tracing import TraceError
@@ -1721,10 +1721,10 @@ def matmul(input, other):
         # node keeps a copy of the operand's value (a leaf that requires grad stays the leaf: the write raises)
         # node keeps a copy of the operand's value. Where it views the operand, the view keeps the
         # operand's memory of now (a later `x.data = y` leaves it), and its version
-        direct = (a.ndim == 1 and b.ndim != 2 or a.ndim == 2 and b.ndim <= 2, b.ndim <= 2)
+        reshaped = matmul_reshaped(a, b)
         copied = _matmul_copies(a, b)
-        for s, d, c, x in zip(saved[1:], direct, copied, (a, b)):
-            if s is None or d:
+        for k, (s, c, x) in enumerate(zip(saved[1:], copied, (a, b))):
+            if s is None or k not in reshaped:
                 continue
             s.nonleaf = False
             if s.hook is None and s.tensor is x:
