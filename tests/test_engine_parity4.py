@@ -16,6 +16,8 @@ import torch
 import tracegrad as tg
 from tracegrad.ops.primitives import matmul_reshaped
 
+import test_compile_mutation_fuzz as mutation_fuzz
+
 
 def snap(x):
     if x is None:
@@ -327,3 +329,72 @@ def test_compiled_product_after_an_operand_got_another_data(sa, sb, which):
             _compiled_product_after_data_swap(tg, sa, sb, which, True)
     else:
         assert _compiled_product_after_data_swap(tg, sa, sb, which, True) == pytest.approx(want, rel=1e-12)
+
+
+# -- index_put_ whose values view the written tensor ---------------------------------------------
+
+# torch does not judge the overlap of layouts that are not dense: its CPU loop (one thread below
+# GRAIN_SIZE elements) writes each element and reads the values as it goes, in TensorIterator's
+# order, duplicate indices too (the last write stays; accumulate adds them up in turn). tracegrad
+# raised its "depend on the order" error; it now runs that loop (functional.sequential_index_put).
+# Mutation fuzzer seed 47328 is one: x.index_put_((tensor([-1, 0]),), x.chunk(2, 2)[1], accumulate=True).
+
+def index_put_alias_case(m, seed):
+    r = np.random.default_rng(seed)
+    nd = int(r.integers(1, 4))
+    shape = tuple(int(n) for n in r.integers(1, 5, nd))
+    dt = m.float32 if r.integers(0, 2) else m.float64
+    x = m.arange(float(np.prod(shape)), dtype=dt).reshape(shape) * 0.5 + 1
+    grad = bool(r.integers(0, 2))
+    if grad:
+        s = m.tensor(1.0, dtype=dt, requires_grad=True)
+        x = x * s
+    k = int(r.integers(1, nd + 1))
+    nidx = int(r.integers(1, 5))
+    idx = tuple(m.tensor(r.integers(-shape[j], shape[j], nidx).tolist()) for j in range(k))
+    vshape = ((nidx,) if r.integers(0, 2) else ()) + shape[k:]
+    strides = [int(q) for q in r.integers(0, 4, len(vshape))]
+    span = sum((n - 1) * q for n, q in zip(vshape, strides))
+    if span >= x.numel():
+        strides = [0] * len(vshape)
+        span = 0
+    off = int(r.integers(0, x.numel() - span))
+    x.index_put_(idx, x.as_strided(vshape, strides, off), accumulate=bool(r.integers(0, 2)))
+    out = [snap(x)]
+    if grad:
+        w = m.arange(1.0, 1.0 + x.numel(), dtype=dt).reshape(shape)
+        out.append(snap(m.autograd.grad((x * w).sum(), [s])[0]))
+    return out
+
+
+@pytest.mark.parametrize("chunk", range(4))
+def test_index_put_with_values_viewing_self(chunk):
+    bad = []
+    for seed in range(chunk * 150, chunk * 150 + 150):
+        want = outcome(lambda: index_put_alias_case(torch, seed))
+        got = outcome(lambda: index_put_alias_case(tg, seed))
+        ok = want[0] == got[0] and (want[0] != "ok" or all(
+            np.allclose(a, b, rtol=1e-5, atol=1e-5) for a, b in zip(want[1], got[1])))
+        if not ok:
+            bad.append((seed, want, got))
+    assert not bad, bad[:3]
+
+
+def test_index_put_with_values_viewing_self_as_torch_loops():
+    """x[0, :, 0] written from x[0, :, 1], both rows twice (indices -1 and 0 name row 0): torch's
+    loop adds each element as it is when it reaches it (7 = 1 + 2 + 4, 8 = 2 + 2 + 4)."""
+    for m in (torch, tg):
+        x = m.arange(1.0, 9.0).reshape(1, 4, 2)
+        x.index_put_((m.tensor([-1, 0]),), x.chunk(2, 2)[1], accumulate=True)
+        assert x.reshape(-1).tolist() == [7.0, 8.0, 15.0, 16.0, 23.0, 24.0, 31.0, 32.0], m.__name__
+
+
+def test_index_put_with_values_viewing_self_too_large_raises():
+    """Past GRAIN_SIZE elements torch's loop runs in threads (its order is not one): still refused."""
+    x = tg.zeros(2, 40000)
+    with pytest.raises(RuntimeError, match="depend on the order in which the elements are written"):
+        x.index_put_((tg.tensor([0, 1]),), x.as_strided((40000,), (2,), 1))
+
+
+def test_mutation_fuzz_seed_47328():
+    mutation_fuzz._check_program(47328)

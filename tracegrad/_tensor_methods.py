@@ -402,7 +402,14 @@ def _operand_check(name):
                 raise IndexError(f"too many indices for tensor of dimension {self.ndim} (got {len(indices)})")
             operands = _operands(args, kwargs)
             if operands:
-                _check_overlap(self, operands, full)
+                try:
+                    _check_overlap(self, operands, full)
+                except RuntimeError as e:
+                    if str(e) != F._ORDER_DEPENDENT_MSG:
+                        raise
+                    # values viewing self in a layout torch does not judge: torch's one-thread loop
+                    # writes and reads in its order, which is run here (the error where it cannot be)
+                    return _sequenced_index_put(self, args, kwargs, e)
         return check
 
     def check(self, args, kwargs):
@@ -419,26 +426,55 @@ def _operand_check(name):
     return check
 
 
+def _sequenced_index_put(self, args, kwargs, err):
+    """index_put_'s values viewing self, not dense (_operand_check): the values torch's loop
+    leaves in self (F.sequential_index_put), with the error to raise in its place where they
+    cannot be told."""
+    indices = args[0] if args else kwargs.get("indices")
+    values = args[1] if len(args) > 1 else kwargs.get("values")
+    accumulate = args[2] if len(args) > 2 else kwargs.get("accumulate", False)
+    if not isinstance(values, Tensor) or not isinstance(indices, (tuple, list)) or \
+            self._data.__class__ is not np.ndarray or values._data.__class__ is not np.ndarray or \
+            not all(isinstance(i, Tensor) and not i._dtype.is_floating_point and i._dtype is not D.bool_
+                    for i in indices) or values._dtype is not self._dtype:
+        raise err
+    out = F.sequential_index_put(self._data, values._data, [i._data for i in indices], bool(accumulate))
+    if out is None:
+        raise err
+    return (err,) if out is False else out
+
+
+def _sequenced(out, seq):
+    """The op's result, its values those of torch's loop where the check ran it (seq). (err,):
+    arguments the op refuses (its error raised before this), or else the check's error."""
+    if seq is not None:
+        if seq.__class__ is tuple:
+            raise seq[0]
+        out._data = seq.astype(out._data.dtype, copy=False)
+    return out
+
+
 def _inplace(fn):
     name = fn.__name__
     check = _operand_check(name)
 
     def op(self, *args, **kwargs):
         check_inplace(self)
+        seq = None
         if check is not None and (args or kwargs):
-            check(self, args, kwargs)
+            seq = check(self, args, kwargs)
         if self._view is not None and STATE.grad_enabled and self._req and not _tracing():
             # on a view, a copy at the old base's place in the graph (views.old_value): every node
             # of a decomposition (lerp_'s) that reads self sends that gradient to the old base (a
             # copy, as _old_self's below: a pack hook sees it once)
             src = views.old_value(self)
             if src is not None:
-                return commit(self, fn(src, *args, **kwargs), routed=True)
+                return commit(self, _sequenced(fn(src, *args, **kwargs), seq), routed=True)
         if _HOOK_USERS[0] and STATE.grad_enabled and saved_tensors_hooks_active() and not _tracing():
             # torch saves a clone of self's old value, and its pack hook sees that clone, once;
             # the op saving self and then its copy (_keep_old_self) called the hook twice
-            return commit(self, fn(_old_self(self), *args, **kwargs))
-        return commit(self, fn(self, *args, **kwargs))
+            return commit(self, _sequenced(fn(_old_self(self), *args, **kwargs), seq))
+        return commit(self, _sequenced(fn(self, *args, **kwargs), seq))
     op.__name__ = name + "_"
     return op
 

@@ -12,7 +12,7 @@ import warnings
 import numpy as np
 
 from .. import _dtype as D
-from ..tensor import Tensor, Above, _VALUE_READS, memory_format, check_format_rank
+from ..tensor import Tensor, Above, _VALUE_READS, memory_format, check_format_rank, memory_root
 from ..ir.symbolic import Sym
 from ..ir.layout import dense_order, suggested_order, suggested_format, memory_format_order
 from ..grad_mode import STATE
@@ -2120,6 +2120,109 @@ def _written_before_read(t, d):
     pos = np.minimum(np.searchsorted(ordered, read), ordered.size - 1)
     hit = ordered[pos] == read
     return bool(np.any(hit & (by_address[pos] < np.arange(read.size))))
+
+
+def _iteration_order(shape, operands):
+    """The order torch's TensorIterator visits the elements of `shape` in (reorder_dimensions):
+    its dims fastest first, by the strides (bytes) of the operands, the output first: the first
+    operand whose strides of two dims differ (neither zero) orders them, the smaller stride
+    faster; where they are equal, the smaller size goes faster."""
+    nd = len(shape)
+    perm = list(range(nd - 1, -1, -1))
+
+    def should_swap(d0, d1):
+        for st in operands:
+            s0, s1 = st[d0], st[d1]
+            if s0 == 0 or s1 == 0:
+                continue
+            if s0 < s1:
+                return -1
+            if s0 > s1:
+                return 1
+            if shape[d0] > shape[d1]:
+                return 1
+        return 0
+    for i in range(1, nd):
+        d1 = i
+        for d0 in range(i - 1, -1, -1):
+            c = should_swap(perm[d0], perm[d1])
+            if c > 0:
+                perm[d0], perm[d1] = perm[d1], perm[d0]
+                d1 = d0
+            elif c < 0:
+                break
+    return perm
+
+
+def _broadcast_strides(a, shape):
+    """The strides (bytes) TensorIterator gives array `a` broadcast to `shape`: zero where it
+    repeats it (a dim of size 1 made larger, or one it lacks), its own elsewhere, a dim of size 1
+    that stays one too (numpy's broadcast_to zeroes those)."""
+    lead = len(shape) - a.ndim
+    return (0,) * lead + tuple(0 if n == 1 and m != 1 else st for n, m, st in zip(a.shape, shape[lead:], a.strides))
+
+
+_SERIAL_MAX = 32768        # at::internal::GRAIN_SIZE: a loop over fewer elements runs in one thread
+
+
+def sequential_index_put(target, values, indices, accumulate):
+    """What torch's CPU index_put_ leaves in `target` (arrays) where `values` shares memory with it
+    in a layout torch does not judge (not dense): its loop writes each element and reads `values`
+    as it goes, in TensorIterator's order, in one thread below GRAIN_SIZE elements (accumulate
+    repeats add up in that order too). Run here element by element on a copy of their memory.
+    `indices`: integer arrays, one for each leading dim. None where it cannot be told: another
+    memory owner, a strided one, more elements; False for shapes that do not fit or an index out
+    of range (the op raises torch's error for them)."""
+    root = memory_root(target)
+    if memory_root(values) is not root or not (root.flags.c_contiguous or root.flags.f_contiguous) \
+            or not builtins.all(np.issubdtype(i.dtype, np.integer) for i in indices):
+        return None
+    try:
+        ishape = np.broadcast_shapes(*[i.shape for i in indices])
+        full = tuple(ishape) + target.shape[len(indices):]
+        np.broadcast_to(values, full)
+    except ValueError:
+        return False
+    n = math.prod(full)
+    if n >= _SERIAL_MAX:
+        return None
+    k = len(indices)
+    wrapped = []
+    for d, i in enumerate(indices):
+        size = target.shape[d]
+        if i.size and (i.min() < -size or i.max() >= size):
+            return False
+        wrapped.append(np.broadcast_to(np.where(i < 0, i + size, i), ishape))
+    ni = len(ishape)
+    out_strides = (0,) * ni + target.strides[k:]
+    # each index reshaped to ishape + (1,) * trailing dims, as torch's reshape_indexer views it (a
+    # trailing dim of size 1 keeps the index's last stride; TensorIterator zeroes those it broadcasts)
+    idx_strides = []
+    for i in indices:
+        st = _broadcast_strides(i, ishape)
+        last = st[-1] if st else i.itemsize
+        idx_strides.append(st + tuple(last if n == 1 else 0 for n in full[ni:]))
+    perm = _iteration_order(full, [out_strides, _broadcast_strides(values, full)] + idx_strides)
+    scratch = np.empty_like(root)
+    scratch[...] = root
+    base = root.__array_interface__["data"][0]
+
+    def alias(a):
+        return np.ndarray(a.shape, a.dtype, buffer=scratch, offset=a.__array_interface__["data"][0] - base,
+                          strides=a.strides)
+    t2, v2 = alias(target), np.broadcast_to(alias(values), full)
+    slow_first = perm[::-1]
+    for pos in np.ndindex(*[full[d] for d in slow_first]):
+        r = [0] * len(full)
+        for d, q in zip(slow_first, pos):
+            r[d] = q
+        r = tuple(r)
+        dst = tuple(int(w[r[:ni]]) for w in wrapped) + r[ni:]
+        if accumulate:
+            t2[dst] = t2[dst] + v2[r]
+        else:
+            t2[dst] = v2[r]
+    return t2.copy()
 
 
 def _shares_elements(t, d):
