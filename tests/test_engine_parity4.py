@@ -220,6 +220,33 @@ def test_function_with_no_path_to_a_leaf_runs(case):
     assert repr(got) == repr(want)
 
 
+def test_functions_with_no_path_to_a_leaf_run_in_torch_s_order():
+    """Functions chained on views made under no_grad, beside another: their backwards run, in
+    torch's engine's order, with the gradients it gives them."""
+    def run(m):
+        log = []
+
+        def make(name):
+            class Fn(m.autograd.Function):
+                @staticmethod
+                def forward(ctx, x):
+                    return x * 2
+
+                @staticmethod
+                def backward(ctx, g):
+                    log.append((name, g.tolist()))
+                    return g * 3
+            return Fn
+        f1, f2, f3 = make("F1"), make("F2"), make("F3")
+        x = m.tensor([1.0, 2.0, 3.0], requires_grad=True)
+        with m.no_grad():
+            v, u = x[:2], x[1:]
+        (f2.apply(f1.apply(v)) * f3.apply(u)).sum().backward()
+        (f1.apply(v).sum() + f3.apply(u).sum()).backward()
+        return log
+    assert run(tg) == run(torch)
+
+
 # -- matmul's saved operands: torch's reshape copies or views them ------------------------------
 
 # torch's matmul reshapes an operand of 3 or more dims before mm or bmm: where the reshape copies
