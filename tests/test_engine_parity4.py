@@ -329,7 +329,7 @@ def test_matmul_operand_written_after_the_product(sa, sb):
     assert not bad, bad[:5]
 
 
-def _compiled_product_after_data_swap(m, sa, sb, which, compiled):
+def _compiled_product_after_data_swap(m, sa, sb, which, compiled, how="swap"):
     rng = np.random.default_rng(0)
     s = m.tensor(0.5, dtype=m.float64, requires_grad=True)
     a = m.tensor(rng.standard_normal(sa), dtype=m.float64) * s
@@ -337,7 +337,10 @@ def _compiled_product_after_data_swap(m, sa, sb, which, compiled):
     f = lambda x, y: x @ y          # noqa: E731
     out = (tg.compile(f) if compiled else f)(a, b)
     t = (a, b)[which]
-    t.data = t.data * 2 + 1
+    if how == "swap":
+        t.data = t.data * 2 + 1
+    else:
+        t.data.mul_(3)
     return m.autograd.grad((out * out).sum(), [s])[0].item()
 
 
@@ -425,3 +428,22 @@ def test_index_put_with_values_viewing_self_too_large_raises():
 
 def test_mutation_fuzz_seed_47328():
     mutation_fuzz._check_program(47328)
+
+
+@pytest.mark.parametrize("which", [0, 1])
+@pytest.mark.parametrize("sa,sb", [((1, 3, 4), (5, 4, 2)), ((5, 3, 4), (1, 4, 2)), ((5, 3, 4), (5, 4, 2)),
+                                   ((5, 3, 4), (4, 2)), ((3, 4), (5, 4, 2)), ((3, 4), (4, 2)), ((4,), (4, 2)),
+                                   ((2, 1, 3, 4), (5, 4, 2))])
+def test_compiled_product_after_a_write_through_data(sa, sb, which):
+    """x.data.mul_(3) after the call: torch's node reads the write where it saved x or a view of
+    it, not where its matmul copied x (a batch beside a batch of 1, an expanded one). The compiled
+    backward reads the inputs as they are now: torch's number, or its error where torch copied."""
+    want = _compiled_product_after_data_swap(torch, sa, sb, which, False, "mul")
+    assert _compiled_product_after_data_swap(tg, sa, sb, which, False, "mul") == pytest.approx(want, rel=1e-12)
+    got = outcome(lambda: _compiled_product_after_data_swap(tg, sa, sb, which, True, "mul"))
+    if got[0] == "ok":
+        assert got[1] == pytest.approx(want, rel=1e-12)
+    else:
+        assert "reads a view of one of" in got[1], got
+    if (sa, sb, which) in (((1, 3, 4), (5, 4, 2), 1), ((3, 4), (5, 4, 2), 1)):
+        assert got[0] != "ok"          # (the new value's gradient: torch's is the old's)

@@ -40,7 +40,7 @@ from .ir.layout import order_attr, tensor_order, array_order
 from .ir.verify import verify
 from .ops.lowering import Refuse, identity
 from .ops.primitives import Primitive, PRIMITIVES as P, matmul_reshaped
-from .ops.functional import detach
+from .ops.functional import detach, _matmul_copies
 from .runtime.guards import LEAF, _Struct, flatten, unflatten, guard_key
 from .runtime.side_effects import SideEffects
 from .runtime.sources import Guard, build_guards, canonical
@@ -648,6 +648,7 @@ def _build(fn, args, kwargs, name, backend, value_reads=None, keep_stages=False,
         p.bwd_reads = sorted({i for kind, i in part.binds if kind == "in"} |
                              _inputs_saved_by_eager(traced, all_inputs, n_args))
         p.view_saved = _inputs_saved_by_eager(traced, all_inputs, n_args, views_only=True)
+        p.copy_saved = _inputs_copied_by_eager(traced, all_inputs, n_args)
         p.grad_metas = [(tuple(all_inputs[i].shape), all_inputs[i].dtype) for i in p.wrt_pos]
         p.stage("forward IR (partitioned)", fwd_run)
         p.stage("backward IR (partitioned)", bwd_run)
@@ -1571,6 +1572,31 @@ def _inputs_saved_by_eager(g, inputs, n_args, views_only=False):
     return found
 
 
+def _inputs_copied_by_eager(g, inputs, n_args):
+    """The positions in `inputs` of the tensors torch's matmul copies for its node (the operand it
+    reshapes by a copy, functional._matmul_copies): a write into their memory through `.data`
+    after the call does not reach what torch's backward reads. Told from the call's tensors where
+    both operands are inputs as they are; any operand the product reshapes otherwise (a view of
+    an input) counts as copied."""
+    found = set()
+    index = {v: k for k, v in enumerate(g.inputs) if k < n_args}
+    for a in g.nx._node.values():
+        if a["op"] != "matmul" or a["params"].get("op") == "bmm" or type(a["args"]) is not tuple:
+            continue
+        args = a["args"]
+        ranks = [_Rank(len(g[x]["shape"])) if x.__class__ is V else x for x in args]
+        reshaped = matmul_reshaped(*ranks)
+        if not reshaped:
+            continue
+        direct = [index.get(x) if x.__class__ is V else None for x in args]
+        copied = _matmul_copies(*[inputs[k] for k in direct]) if None not in direct else (True, True)
+        for i in reshaped:
+            x = _view_root(g, args[i])
+            if x.__class__ is V and x in index and copied[i]:
+                found.add(index[x])
+    return found
+
+
 class _Rank:
     """An argument of a traced op as Primitive.saves_inner_view reads it: its number of dims."""
     __slots__ = ("ndim",)
@@ -1900,15 +1926,18 @@ def _check_untracked_read(p, ctx):
     `x.data = y`, the new values after a write into it. The backward re-derives views from the
     inputs it is given, and holds copies of some (Program.res_views): it cannot read what torch's
     reads where an input that eager saves through a view (Program.view_saved) was given another
-    `.data`, or where the memory of one it copied a view of was written. It raises there rather
-    than give another number."""
+    `.data`, or where the memory of one it copied a view of was written, or of one torch's matmul
+    copied for its node (Program.copy_saved: torch's backward reads the copy). It raises there
+    rather than give another number."""
     d = ctx.__dict__
     inputs, arrays = d["_inputs"], d["_arrays"] or ()
     skip = set(p.write_pos or ())
     views = p.__dict__.get("view_saved") or ()
     swapped = [i for i, (t, a) in enumerate(zip(inputs, arrays)) if i not in skip and t._data is not a]
     kept = [a for i, a in enumerate(arrays) if i not in swapped]
-    if any(i in views for i in swapped) or (p.res_views and untracked_writes_since(d["_untracked"], kept)):
+    copied = [a for i, a in enumerate(arrays) if i in (p.__dict__.get("copy_saved") or ()) and i not in swapped]
+    if any(i in views for i in swapped) or (p.res_views and untracked_writes_since(d["_untracked"], kept)) or \
+            (copied and untracked_writes_since(d["_untracked"], copied)):
         raise RuntimeError(
             f"the backward of the compiled function '{ctx._params['cls'].__name__}' reads a view of one of its "
             f"inputs, and that input was given another `.data` (or its memory written through `.data`) after the "
