@@ -447,3 +447,20 @@ def test_compiled_product_after_a_write_through_data(sa, sb, which):
         assert "reads a view of one of" in got[1], got
     if (sa, sb, which) in (((1, 3, 4), (5, 4, 2), 1), ((3, 4), (5, 4, 2), 1)):
         assert got[0] != "ok"          # (the new value's gradient: torch's is the old's)
+
+
+def test_compiled_product_after_a_write_into_a_constant_it_copied():
+    """The same for a tensor the compiled function reads from outside (a constant of its trace):
+    torch's node keeps a copy of b, and b.data.mul_(3) after the call does not reach it."""
+    def run(m, compiled):
+        s = m.tensor(0.5, dtype=m.float64, requires_grad=True)
+        b = m.tensor(np.arange(40.0).reshape(5, 4, 2) / 7, dtype=m.float64)
+        a = m.tensor(np.arange(12.0).reshape(1, 3, 4) / 5, dtype=m.float64) * s
+        f = lambda x: x @ b            # noqa: E731
+        out = (tg.compile(f) if compiled else f)(a)
+        b.data.mul_(3)
+        return m.autograd.grad((out * out).sum(), [s])[0].item()
+    want = run(torch, False)
+    assert run(tg, False) == pytest.approx(want, rel=1e-12)
+    with pytest.raises(RuntimeError, match="reads a view of one of its inputs"):
+        run(tg, True)

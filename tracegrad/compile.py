@@ -1525,16 +1525,9 @@ def _residual_views(g, n_out):
     return tuple(found)
 
 
-def _inputs_saved_by_eager(g, inputs, n_args, views_only=False):
-    """The positions in `inputs` (the call's argument tensors, then its constants) of the
-    tensors an eager derivative of traced graph g saves, as they are or through views (with
-    `views_only`, those saved through a view alone: a view op's result, or the view an op makes
-    itself, Primitive.saves_inner_view; torch's keeps the input's old memory after `x.data = y`)."""
-    sources = [v for v in g.inputs if g[v].get("requires_grad") or
-               (isinstance(g[v].get("value"), Tensor) and g[v]["value"]._req)]
-    if not sources:
-        return set()
-    reach = differentiable_reach(g, sources)
+def _input_positions(g, inputs, n_args):
+    """{input value of traced graph g: its position in `inputs`} (the call's argument tensors,
+    then its constants)."""
     index = {}
     for k, v in enumerate(g.inputs):
         if k < n_args:
@@ -1545,6 +1538,20 @@ def _inputs_saved_by_eager(g, inputs, n_args, views_only=False):
                 if inputs[j] is value:
                     index[v] = j
                     break
+    return index
+
+
+def _inputs_saved_by_eager(g, inputs, n_args, views_only=False):
+    """The positions in `inputs` (the call's argument tensors, then its constants) of the
+    tensors an eager derivative of traced graph g saves, as they are or through views (with
+    `views_only`, those saved through a view alone: a view op's result, or the view an op makes
+    itself, Primitive.saves_inner_view; torch's keeps the input's old memory after `x.data = y`)."""
+    sources = [v for v in g.inputs if g[v].get("requires_grad") or
+               (isinstance(g[v].get("value"), Tensor) and g[v]["value"]._req)]
+    if not sources:
+        return set()
+    reach = differentiable_reach(g, sources)
+    index = _input_positions(g, inputs, n_args)
     found = set()
     for a in g.nx._node.values():
         args = a["args"]
@@ -1579,7 +1586,7 @@ def _inputs_copied_by_eager(g, inputs, n_args):
     both operands are inputs as they are; any operand the product reshapes otherwise (a view of
     an input) counts as copied."""
     found = set()
-    index = {v: k for k, v in enumerate(g.inputs) if k < n_args}
+    index = _input_positions(g, inputs, n_args)
     for a in g.nx._node.values():
         if a["op"] != "matmul" or a["params"].get("op") == "bmm" or type(a["args"]) is not tuple:
             continue
