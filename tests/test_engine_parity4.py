@@ -380,8 +380,13 @@ def index_put_alias_case(m, seed):
         s = m.tensor(1.0, dtype=dt, requires_grad=True)
         x = x * s
     k = int(r.integers(1, nd + 1))
-    nidx = int(r.integers(1, 5))
-    idx = tuple(m.tensor(r.integers(-shape[j], shape[j], nidx).tolist()) for j in range(k))
+    if r.integers(0, 3):
+        nidx = int(r.integers(1, 5))
+        idx = tuple(m.tensor(r.integers(-shape[j], shape[j], nidx).tolist()) for j in range(k))
+    else:                               # a bool mask over the first k dims
+        mask = r.integers(0, 2, shape[:k]).astype(bool)
+        nidx = int(mask.sum())
+        idx = (m.tensor(mask.tolist()),)
     vshape = ((nidx,) if r.integers(0, 2) else ()) + shape[k:]
     strides = [int(q) for q in r.integers(0, 4, len(vshape))]
     span = sum((n - 1) * q for n, q in zip(vshape, strides))

@@ -401,6 +401,11 @@ def _operand_check(name):
             if isinstance(indices, (tuple, list)) and len(indices) > self.ndim:
                 raise IndexError(f"too many indices for tensor of dimension {self.ndim} (got {len(indices)})")
             operands = _operands(args, kwargs)
+            _, values, accumulate = _index_put_args(args, kwargs)
+            if not accumulate and isinstance(values, Tensor) and values.numel() == 1 and \
+                    isinstance(indices, (tuple, list)) and len(indices) == 1 and isinstance(indices[0], Tensor) \
+                    and indices[0]._dtype in (D.bool_, D.uint8):
+                return None    # torch's masked_fill_ (one mask, one value), which reads the value first
             if operands:
                 try:
                     _check_overlap(self, operands, full)
@@ -426,19 +431,36 @@ def _operand_check(name):
     return check
 
 
+def _index_put_args(args, kwargs):
+    """index_put_'s (indices, values, accumulate), given by position or by name."""
+    return (args[0] if args else kwargs.get("indices"), args[1] if len(args) > 1 else kwargs.get("values"),
+            args[2] if len(args) > 2 else kwargs.get("accumulate", False))
+
+
 def _sequenced_index_put(self, args, kwargs, err):
     """index_put_'s values viewing self, not dense (_operand_check): the values torch's loop
     leaves in self (F.sequential_index_put), with the error to raise in its place where they
     cannot be told."""
-    indices = args[0] if args else kwargs.get("indices")
-    values = args[1] if len(args) > 1 else kwargs.get("values")
-    accumulate = args[2] if len(args) > 2 else kwargs.get("accumulate", False)
+    indices, values, accumulate = _index_put_args(args, kwargs)
     if not isinstance(values, Tensor) or not isinstance(indices, (tuple, list)) or \
             self._data.__class__ is not np.ndarray or values._data.__class__ is not np.ndarray or \
-            not all(isinstance(i, Tensor) and not i._dtype.is_floating_point and i._dtype is not D.bool_
+            not all(isinstance(i, Tensor) and not i._dtype.is_floating_point and i._data.__class__ is np.ndarray
                     for i in indices) or values._dtype is not self._dtype:
         raise err
-    out = F.sequential_index_put(self._data, values._data, [i._data for i in indices], bool(accumulate))
+    arrays = []
+    for i in indices:
+        if i._dtype is D.bool_:
+            # torch's expandTensors: a mask stands for the columns of its nonzero(), an (n, ndim)
+            # matrix, one index for each of the dims it covers
+            if not i.ndim:
+                raise err
+            cols = np.stack(np.nonzero(i._data), axis=1)
+            arrays.extend(cols[:, d] for d in range(i.ndim))
+        else:
+            arrays.append(i._data)
+    if len(arrays) > self.ndim:
+        raise err
+    out = F.sequential_index_put(self._data, values._data, arrays, bool(accumulate))
     if out is None:
         raise err
     return (err,) if out is False else out
