@@ -394,7 +394,11 @@ def index_put_alias_case(m, seed):
         strides = [0] * len(vshape)
         span = 0
     off = int(r.integers(0, x.numel() - span))
-    x.index_put_(idx, x.as_strided(vshape, strides, off), accumulate=bool(r.integers(0, 2)))
+    acc = int(r.integers(0, 3))
+    if acc < 2:
+        x.index_put_(idx, x.as_strided(vshape, strides, off), accumulate=bool(acc))
+    else:
+        x[idx] = x.as_strided(vshape, strides, off)      # (torch's index_put_)
     out = [snap(x)]
     if grad:
         w = m.arange(1.0, 1.0 + x.numel(), dtype=dt).reshape(shape)

@@ -745,6 +745,7 @@ def _setitem(self, key, value):
             name = t.__qualname__ if t.__module__ == "builtins" else f"{t.__module__}.{t.__qualname__}"
             raise TypeError(f"can't assign a {name} to a {self.type()}")
     k, idx = F._normalize_key(self, key)
+    seq = None                 # the values torch's loop leaves in self, where values view it (below)
     mask = key[0] if isinstance(key, tuple) and len(key) == 1 else key
     if not number and idx and value._dtype is not self._dtype and value.ndim == 0 and isinstance(mask, Tensor) \
             and mask._dtype is D.bool_:
@@ -757,15 +758,33 @@ def _setitem(self, key, value):
                            f"for the source.")
     if isinstance(value, Tensor):
         shape = PRIMITIVES["getitem"].shape(self, *idx, key=k)
-        checked = not number and (idx or tuple(value.shape) == tuple(shape))
+        checked = not number and (idx or tuple(value.shape) == tuple(shape)) and not (
+            # one mask and one value: torch's index_put_ is a masked_fill_, which reads it first
+            isinstance(mask, Tensor) and mask._dtype in (D.bool_, D.uint8) and value.numel() == 1)
         value = _strip_leading_ones(value, len(shape))
         _check_setitem_shape(self, k, idx, value)
         if checked:
             # torch writes a basic key through copy_ into the view it selects, an advanced one
             # with index_put_, which refuses any overlap of the values with self; a value it
             # expands, or a 0-dim one it fills with, is not checked
-            _check_overlap(self, (value,), bool(idx), _basic_key(k))
+            try:
+                _check_overlap(self, (value,), bool(idx), _basic_key(k))
+            except RuntimeError as e:
+                # index tensors alone, on the leading dims: index_put_'s loop (_sequenced_index_put)
+                if str(e) != F._ORDER_DEPENDENT_MSG or \
+                        not all(type(q) is tuple and q[0] == "t" and q[1] == j for j, q in enumerate(k)):
+                    raise
+                seq = _sequenced_index_put(self, (tuple(idx), value), {}, e)
+                if seq.__class__ is tuple or not self._data.flags.writeable:
+                    raise e from None
     needs_graph = STATE.grad_enabled and (self.requires_grad or (isinstance(value, Tensor) and value._req))
+    if seq is not None and not needs_graph:
+        self._data[...] = seq
+        self._vc[0] += 1
+        return
+    if seq is not None:
+        commit(self, _sequenced(F.index_put_prim(self, value, idx, k), seq))
+        return
     if _tracing():
         if not isinstance(value, Tensor):
             value = tensor(value, dtype=self.dtype)
