@@ -58,14 +58,30 @@ _ORDER_DEPENDENT = {
     "the seed's split, fill_, setitem, add_t": None,
     # indexed writes read their source in the index's order: any element they share may be read
     # after it is written (x[:, 1:].index_put_(([0, 1],), x[:2, :2]) gave numpy's [0, 0, 1] row
-    # where torch's loop gives [0, 0, 0])
-    "index_put_ from the columns before": lambda L, x: x[:, 1:].index_put_((L.tensor([0, 1]),), x[:2, :2]),
+    # where torch's loop gives [0, 0, 0]; index_put_ now runs that loop, below)
     "index_add_ from the columns before": lambda L, x: x[:, 1:].index_add_(0, L.tensor([1, 2]), x[:2, :2]),
     "index_copy_ from the columns before": lambda L, x: x[:, 1:].index_copy_(0, L.tensor([1, 2]), x[:2, :2]),
     "scatter_ from the columns before": lambda L, x: x[:, 1:].scatter_(0, L.tensor([[1, 2], [2, 3]]), x[:2, :2]),
+}
+
+# index_put_ (and a setitem by index tensors, which is one) runs torch's own loop where its values
+# view what it writes (functional.sequential_index_put: one thread, no vector loop below
+# GRAIN_SIZE elements): torch's result, eager and compiled (which runs the write eagerly)
+_INDEX_PUT_LOOP = {
+    "index_put_ from the columns before": lambda L, x: x[:, 1:].index_put_((L.tensor([0, 1]),), x[:2, :2]),
     "setitem by a tensor from the columns before":
         lambda L, x: x[:, 1:].__setitem__(L.tensor([1, 2]), x[:2, :2]),
 }
+
+
+@pytest.mark.parametrize("case", sorted(_INDEX_PUT_LOOP))
+def test_index_put_reading_what_it_wrote_gives_torchs_loop_result(case):
+    op = _INDEX_PUT_LOOP[case]
+    fn, make = (lambda L, x: (op(L, x), x * 1)[1]), (lambda L: L.arange(1., 13.).reshape(4, 3))
+    t = _run(fn, torch, make)
+    assert not isinstance(t, Exception), t
+    e, c = _eager_and_compiled(fn, make)
+    assert e == t and c == t, (e, c, t)
 
 
 def _seed_12240(L, x):

@@ -401,8 +401,20 @@ def _operand_check(name):
             if isinstance(indices, (tuple, list)) and len(indices) > self.ndim:
                 raise IndexError(f"too many indices for tensor of dimension {self.ndim} (got {len(indices)})")
             operands = _operands(args, kwargs)
+            _, values, accumulate = _index_put_args(args, kwargs)
+            if not accumulate and isinstance(values, Tensor) and values.numel() == 1 and \
+                    isinstance(indices, (tuple, list)) and len(indices) == 1 and isinstance(indices[0], Tensor) \
+                    and indices[0]._dtype in (D.bool_, D.uint8):
+                return None    # torch's masked_fill_ (one mask, one value), which reads the value first
             if operands:
-                _check_overlap(self, operands, full)
+                try:
+                    _check_overlap(self, operands, full)
+                except RuntimeError as e:
+                    if str(e) != F._ORDER_DEPENDENT_MSG:
+                        raise
+                    # values viewing self in a layout torch does not judge: torch's one-thread loop
+                    # writes and reads in its order, which is run here (the error where it cannot be)
+                    return _sequenced_index_put(self, args, kwargs, e)
         return check
 
     def check(self, args, kwargs):
@@ -419,26 +431,72 @@ def _operand_check(name):
     return check
 
 
+def _index_put_args(args, kwargs):
+    """index_put_'s (indices, values, accumulate), given by position or by name."""
+    return (args[0] if args else kwargs.get("indices"), args[1] if len(args) > 1 else kwargs.get("values"),
+            args[2] if len(args) > 2 else kwargs.get("accumulate", False))
+
+
+def _sequenced_index_put(self, args, kwargs, err):
+    """index_put_'s values viewing self, not dense (_operand_check): the values torch's loop
+    leaves in self (F.sequential_index_put), with the error to raise in its place where they
+    cannot be told."""
+    indices, values, accumulate = _index_put_args(args, kwargs)
+    if not isinstance(values, Tensor) or not isinstance(indices, (tuple, list)) or \
+            self._data.__class__ is not np.ndarray or values._data.__class__ is not np.ndarray or \
+            not all(isinstance(i, Tensor) and not i._dtype.is_floating_point and i._data.__class__ is np.ndarray
+                    for i in indices) or values._dtype is not self._dtype:
+        raise err
+    arrays = []
+    for i in indices:
+        if i._dtype is D.bool_:
+            # torch's expandTensors: a mask stands for the columns of its nonzero(), an (n, ndim)
+            # matrix, one index for each of the dims it covers
+            if not i.ndim:
+                raise err
+            cols = np.stack(np.nonzero(i._data), axis=1)
+            arrays.extend(cols[:, d] for d in range(i.ndim))
+        else:
+            arrays.append(i._data)
+    if len(arrays) > self.ndim:
+        raise err
+    out = F.sequential_index_put(self._data, values._data, arrays, bool(accumulate))
+    if out is None:
+        raise err
+    return (err,) if out is False else out
+
+
+def _sequenced(out, seq):
+    """The op's result, its values those of torch's loop where the check ran it (seq). (err,):
+    arguments the op refuses (its error raised before this), or else the check's error."""
+    if seq is not None:
+        if seq.__class__ is tuple:
+            raise seq[0]
+        out._data = seq.astype(out._data.dtype, copy=False)
+    return out
+
+
 def _inplace(fn):
     name = fn.__name__
     check = _operand_check(name)
 
     def op(self, *args, **kwargs):
         check_inplace(self)
+        seq = None
         if check is not None and (args or kwargs):
-            check(self, args, kwargs)
+            seq = check(self, args, kwargs)
         if self._view is not None and STATE.grad_enabled and self._req and not _tracing():
             # on a view, a copy at the old base's place in the graph (views.old_value): every node
             # of a decomposition (lerp_'s) that reads self sends that gradient to the old base (a
             # copy, as _old_self's below: a pack hook sees it once)
             src = views.old_value(self)
             if src is not None:
-                return commit(self, fn(src, *args, **kwargs), routed=True)
+                return commit(self, _sequenced(fn(src, *args, **kwargs), seq), routed=True)
         if _HOOK_USERS[0] and STATE.grad_enabled and saved_tensors_hooks_active() and not _tracing():
             # torch saves a clone of self's old value, and its pack hook sees that clone, once;
             # the op saving self and then its copy (_keep_old_self) called the hook twice
-            return commit(self, fn(_old_self(self), *args, **kwargs))
-        return commit(self, fn(self, *args, **kwargs))
+            return commit(self, _sequenced(fn(_old_self(self), *args, **kwargs), seq))
+        return commit(self, _sequenced(fn(self, *args, **kwargs), seq))
     op.__name__ = name + "_"
     return op
 
@@ -687,6 +745,7 @@ def _setitem(self, key, value):
             name = t.__qualname__ if t.__module__ == "builtins" else f"{t.__module__}.{t.__qualname__}"
             raise TypeError(f"can't assign a {name} to a {self.type()}")
     k, idx = F._normalize_key(self, key)
+    seq = None                 # the values torch's loop leaves in self, where values view it (below)
     mask = key[0] if isinstance(key, tuple) and len(key) == 1 else key
     if not number and idx and value._dtype is not self._dtype and value.ndim == 0 and isinstance(mask, Tensor) \
             and mask._dtype is D.bool_:
@@ -699,15 +758,33 @@ def _setitem(self, key, value):
                            f"for the source.")
     if isinstance(value, Tensor):
         shape = PRIMITIVES["getitem"].shape(self, *idx, key=k)
-        checked = not number and (idx or tuple(value.shape) == tuple(shape))
+        checked = not number and (idx or tuple(value.shape) == tuple(shape)) and not (
+            # one mask and one value: torch's index_put_ is a masked_fill_, which reads it first
+            isinstance(mask, Tensor) and mask._dtype in (D.bool_, D.uint8) and value.numel() == 1)
         value = _strip_leading_ones(value, len(shape))
         _check_setitem_shape(self, k, idx, value)
         if checked:
             # torch writes a basic key through copy_ into the view it selects, an advanced one
             # with index_put_, which refuses any overlap of the values with self; a value it
             # expands, or a 0-dim one it fills with, is not checked
-            _check_overlap(self, (value,), bool(idx), _basic_key(k))
+            try:
+                _check_overlap(self, (value,), bool(idx), _basic_key(k))
+            except RuntimeError as e:
+                # index tensors alone, on the leading dims: index_put_'s loop (_sequenced_index_put)
+                if str(e) != F._ORDER_DEPENDENT_MSG or \
+                        not all(type(q) is tuple and q[0] == "t" and q[1] == j for j, q in enumerate(k)):
+                    raise
+                seq = _sequenced_index_put(self, (tuple(idx), value), {}, e)
+                if seq.__class__ is tuple or not self._data.flags.writeable:
+                    raise e from None
     needs_graph = STATE.grad_enabled and (self.requires_grad or (isinstance(value, Tensor) and value._req))
+    if seq is not None and not needs_graph:
+        self._data[...] = seq
+        self._vc[0] += 1
+        return
+    if seq is not None:
+        commit(self, _sequenced(F.index_put_prim(self, value, idx, k), seq))
+        return
     if _tracing():
         if not isinstance(value, Tensor):
             value = tensor(value, dtype=self.dtype)

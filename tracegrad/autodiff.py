@@ -38,11 +38,19 @@ def _lazy(bwd, fwd, value, src, saved_inputs, orders):
     p.__dict__["_layout_of"] = (fwd, value, orders)
 
     def bind(proxy):
-        name = saved_inputs.get(value)
+        # a value the op saved apart (its own memory since: `x.data = y` after the op saved
+        # x's old memory, as torch's view made inside the op or its saved output keeps it) is
+        # an input of its own, not the value the other ops saved
+        op = fwd[src[0]]
+        if op["op"] == "proj":
+            op = fwd[op["args"][0]]
+        apart = op.get("saved_apart")
+        key = (value, src) if apart is not None and (src[1], src[2]) in apart else value
+        name = saved_inputs.get(key)
         if name is None:
             name = bwd.add_input(a["shape"], a["dtype"], "saved", name=None, fwd=value, srcs=[],
                                  **order_attr(value_order(fwd, value, orders), a["shape"]))
-            saved_inputs[value] = name
+            saved_inputs[key] = name
         srcs = bwd[name]["srcs"]
         if src not in srcs:
             srcs.append(src)
@@ -376,8 +384,9 @@ def derive(fwd, outputs, wrt, hooks=None, node_hooks=(), defer_errors=False, lea
         for w in wrt:
             result.append(captured[w] if w in captured else grads.get(w))
     bwd.outputs = [None if r is None else V(F_value(bwd, r)) for r in result]
+    read = {k[0] if k.__class__ is tuple else k for k in saved_inputs}
     for u in added_projs:                # projections made for rules that did not read them
-        if u not in saved_inputs:
+        if u not in read:
             fwd.nx.remove_node(u)
     # rules compute every input's gradient; those no output needs (and the saved
     # values only they read) go here

@@ -39,8 +39,8 @@ from .tracing import Proxy, TraceError, trace, proxy_input, apply, TRACING, TRAC
 from .ir.layout import order_attr, tensor_order, array_order
 from .ir.verify import verify
 from .ops.lowering import Refuse, identity
-from .ops.primitives import Primitive, PRIMITIVES as P
-from .ops.functional import detach
+from .ops.primitives import Primitive, PRIMITIVES as P, matmul_reshaped
+from .ops.functional import detach, _matmul_copies
 from .runtime.guards import LEAF, _Struct, flatten, unflatten, guard_key
 from .runtime.side_effects import SideEffects
 from .runtime.sources import Guard, build_guards, canonical
@@ -648,6 +648,7 @@ def _build(fn, args, kwargs, name, backend, value_reads=None, keep_stages=False,
         p.bwd_reads = sorted({i for kind, i in part.binds if kind == "in"} |
                              _inputs_saved_by_eager(traced, all_inputs, n_args))
         p.view_saved = _inputs_saved_by_eager(traced, all_inputs, n_args, views_only=True)
+        p.copy_saved = _inputs_copied_by_eager(traced, all_inputs, n_args)
         p.grad_metas = [(tuple(all_inputs[i].shape), all_inputs[i].dtype) for i in p.wrt_pos]
         p.stage("forward IR (partitioned)", fwd_run)
         p.stage("backward IR (partitioned)", bwd_run)
@@ -1524,16 +1525,9 @@ def _residual_views(g, n_out):
     return tuple(found)
 
 
-def _inputs_saved_by_eager(g, inputs, n_args, views_only=False):
-    """The positions in `inputs` (the call's argument tensors, then its constants) of the
-    tensors an eager derivative of traced graph g saves, as they are or through views (with
-    `views_only`, those saved through a view alone: a view op's result, or the view an op makes
-    itself, Primitive.saves_inner_view; torch's keeps the input's old memory after `x.data = y`)."""
-    sources = [v for v in g.inputs if g[v].get("requires_grad") or
-               (isinstance(g[v].get("value"), Tensor) and g[v]["value"]._req)]
-    if not sources:
-        return set()
-    reach = differentiable_reach(g, sources)
+def _input_positions(g, inputs, n_args):
+    """{input value of traced graph g: its position in `inputs`} (the call's argument tensors,
+    then its constants)."""
     index = {}
     for k, v in enumerate(g.inputs):
         if k < n_args:
@@ -1544,6 +1538,20 @@ def _inputs_saved_by_eager(g, inputs, n_args, views_only=False):
                 if inputs[j] is value:
                     index[v] = j
                     break
+    return index
+
+
+def _inputs_saved_by_eager(g, inputs, n_args, views_only=False):
+    """The positions in `inputs` (the call's argument tensors, then its constants) of the
+    tensors an eager derivative of traced graph g saves, as they are or through views (with
+    `views_only`, those saved through a view alone: a view op's result, or the view an op makes
+    itself, Primitive.saves_inner_view; torch's keeps the input's old memory after `x.data = y`)."""
+    sources = [v for v in g.inputs if g[v].get("requires_grad") or
+               (isinstance(g[v].get("value"), Tensor) and g[v]["value"]._req)]
+    if not sources:
+        return set()
+    reach = differentiable_reach(g, sources)
+    index = _input_positions(g, inputs, n_args)
     found = set()
     for a in g.nx._node.values():
         args = a["args"]
@@ -1555,6 +1563,9 @@ def _inputs_saved_by_eager(g, inputs, n_args, views_only=False):
         inner = ()
         if views_only and a["prim"].saves_inner_view is not None:
             inner = a["prim"].saves_inner_view([_Rank(len(g[x]["shape"])) if x.__class__ is V else x for x in args])
+        if views_only and a["op"] == "matmul" and a["params"].get("op") != "bmm":
+            # torch.matmul's node saves the operands it reshapes (a view or a copy), not them
+            inner = matmul_reshaped(*[_Rank(len(g[x]["shape"])) if x.__class__ is V else x for x in args])
         for i in a["prim"].saved_positions(len(args), req)[0]:
             arg = args[i] if i < len(args) else None
             x = _view_root(g, arg)
@@ -1564,6 +1575,31 @@ def _inputs_saved_by_eager(g, inputs, n_args, views_only=False):
         for x0, _ in a.get("guards", ()):        # what a composite's node saves (tracing.keep_saved)
             x = _view_root(g, x0)
             if x.__class__ is V and x in index and g[x]["op"] == "input" and (not views_only or x0 is not x):
+                found.add(index[x])
+    return found
+
+
+def _inputs_copied_by_eager(g, inputs, n_args):
+    """The positions in `inputs` of the tensors torch's matmul copies for its node (the operand it
+    reshapes by a copy, functional._matmul_copies): a write into their memory through `.data`
+    after the call does not reach what torch's backward reads. Told from the call's tensors where
+    both operands are inputs as they are; any operand the product reshapes otherwise (a view of
+    an input) counts as copied."""
+    found = set()
+    index = _input_positions(g, inputs, n_args)
+    for a in g.nx._node.values():
+        if a["op"] != "matmul" or a["params"].get("op") == "bmm" or type(a["args"]) is not tuple:
+            continue
+        args = a["args"]
+        ranks = [_Rank(len(g[x]["shape"])) if x.__class__ is V else x for x in args]
+        reshaped = matmul_reshaped(*ranks)
+        if not reshaped:
+            continue
+        direct = [index.get(x) if x.__class__ is V else None for x in args]
+        copied = _matmul_copies(*[inputs[k] for k in direct]) if None not in direct else (True, True)
+        for i in reshaped:
+            x = _view_root(g, args[i])
+            if x.__class__ is V and x in index and copied[i]:
                 found.add(index[x])
     return found
 
@@ -1897,15 +1933,18 @@ def _check_untracked_read(p, ctx):
     `x.data = y`, the new values after a write into it. The backward re-derives views from the
     inputs it is given, and holds copies of some (Program.res_views): it cannot read what torch's
     reads where an input that eager saves through a view (Program.view_saved) was given another
-    `.data`, or where the memory of one it copied a view of was written. It raises there rather
-    than give another number."""
+    `.data`, or where the memory of one it copied a view of was written, or of one torch's matmul
+    copied for its node (Program.copy_saved: torch's backward reads the copy). It raises there
+    rather than give another number."""
     d = ctx.__dict__
     inputs, arrays = d["_inputs"], d["_arrays"] or ()
     skip = set(p.write_pos or ())
     views = p.__dict__.get("view_saved") or ()
     swapped = [i for i, (t, a) in enumerate(zip(inputs, arrays)) if i not in skip and t._data is not a]
     kept = [a for i, a in enumerate(arrays) if i not in swapped]
-    if any(i in views for i in swapped) or (p.res_views and untracked_writes_since(d["_untracked"], kept)):
+    copied = [a for i, a in enumerate(arrays) if i in (p.__dict__.get("copy_saved") or ()) and i not in swapped]
+    if any(i in views for i in swapped) or (p.res_views and untracked_writes_since(d["_untracked"], kept)) or \
+            (copied and untracked_writes_since(d["_untracked"], copied)):
         raise RuntimeError(
             f"the backward of the compiled function '{ctx._params['cls'].__name__}' reads a view of one of its "
             f"inputs, and that input was given another `.data` (or its memory written through `.data`) after the "

@@ -1155,13 +1155,19 @@ def _keep_saved_traced(out, input, others, result):
 next_node_seq = itertools.count().__next__
 
 
-def _inner_view(a):
-    """A tensor of `a`'s memory now, in `a`'s place in the graph and sharing its version counter
-    (Primitive.saves_inner_view): torch's view made inside the op, which `a.data = ...` leaves."""
-    t = Tensor._make(a._data, a._dtype, a._req, a._grad_fn, a._output_nr, vc=a._vc)
+def saved_alias(a, copy=False):
+    """A tensor in `a`'s place in the graph for a node to save: of `a`'s memory now, sharing its
+    version counter (Primitive.saves_inner_view: torch's view made inside the op, which
+    `a.data = ...` leaves), or with `copy` of a copy of its value now, with a version of its own
+    (torch's reshape that copies the operand: a later write to `a` does not reach it)."""
+    if copy:
+        t = Tensor._make(a._data.copy(), a._dtype, a._req, a._grad_fn, a._output_nr)
+    else:
+        t = Tensor._make(a._data, a._dtype, a._req, a._grad_fn, a._output_nr, vc=a._vc)
     if a._grad_fn is None and a._req:
         t._grad_acc = weakref.ref(a._accumulator())     # (a leaf: its gradient reaches a's .grad)
     return t
+
 
 
 def _record(prim, args, params, outs):
@@ -1210,7 +1216,7 @@ def _record(prim, args, params, outs):
             if isinstance(a, Tensor):
                 if a._inference:
                     raise RuntimeError(INFERENCE_SAVED_MSG)
-                saved[i + 1] = Above.Saved(_inner_view(a) if i in inner else a, False)
+                saved[i + 1] = Above.Saved(saved_alias(a) if i in inner else a, False)
             else:
                 saved[i + 1] = a
         if save_out:

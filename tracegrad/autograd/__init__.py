@@ -151,7 +151,8 @@ def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, 
     reach = retained + [(tg, t) for tg, t in leaves if index[id(tg[0])] >= 0]
     done = ()
     user_hooks = hooks
-    if hooks or structure[1] or (retained and any(t._post_acc_hooks for _, t in leaves)):
+    if hooks or structure[1] or (retained and any(t._post_acc_hooks for _, t in leaves)) or \
+            (inputs is None and _function_sinks(order)):
         done = _Steps()
         # Python runs inside the backward (a hook) and may read .grad: each leaf's AccumulateGrad
         # step and each retain_grad() runs in the program where torch's engine runs it
@@ -217,11 +218,11 @@ def _sink_steps(order, roots, targets, done, node_hooks):
     the last of its outputs to get one runs the node's hooks with all of them (None for an output
     no gradient reaches), as _idle_node_step does for a node of one output. `node_hooks`: the
     positions of the nodes with hooks (walk_keyed's); None where each of them reaches a leaf."""
-    if all(k < 0 or _reaches_a_leaf(order[k]) for k in node_hooks):
+    if all(k < 0 or _reaches_a_leaf(order[k]) for k in node_hooks) and not _function_sinks(order):
         return None
     per_node = {}
     for n, s in engine.sinks(order, targets):      # (one (node, slot) per floating output)
-        if n._pre_hooks or n._hooks:
+        if n._pre_hooks or n._hooks or n._prim.takes_ctx:
             per_node.setdefault(id(n), (n, []))[1].append(s)
     if not per_node:
         return None
@@ -364,15 +365,27 @@ def _idle_node_step(node, done):
     return GradStep(run_node_hooks)
 
 
+def _function_sinks(order):
+    """Whether a custom Function node with no edge, which backward() runs though no path leads from
+    it to a leaf (engine.sinks), is among the nodes reached."""
+    return function.SINKS_MADE[0] and any(n._prim is not None and n._prim.takes_ctx and
+                                          all(e[0] is None for e in n._edges) for n in order)
+
+
 def _run_idle_node(node, gs):
     """The hooks of a node torch runs with nothing to compute: pre-hooks (what they return is
-    checked, and changes nothing), then post-hooks given None for each grad_input."""
+    checked, and changes nothing), then post-hooks given None for each grad_input. A custom
+    Function's node runs its backward between them (torch runs it, and drops what it returns)."""
     for h in list(node._pre_hooks.values()) if node._pre_hooks else ():
         r = h(gs)
         if r is not None:
             gs = check_hook_results(h, gs, r)
+    gi = None
+    if node._prim.takes_ctx:
+        gi = function.call_unreached(node, gs)
     if node._hooks:
-        gi = (None,) * len(node.next_functions)
+        if gi is None:
+            gi = (None,) * len(node.next_functions)
         for h in list(node._hooks.values()):
             r = h(gi, gs)
             if r is not None:
@@ -870,6 +883,7 @@ def _batched(outputs, grad_outputs, n, targets, retain_graph, create_graph):
 
 from . import graph  # noqa: E402  (torch.autograd.graph)
 from .function import Function, FunctionCtx, once_differentiable, InplaceFunction, NestedIOFunction  # noqa: E402
+from . import function  # noqa: E402
 from .anomaly_mode import detect_anomaly, set_detect_anomaly, is_anomaly_enabled  # noqa: E402
 from . import profiler  # noqa: E402
 from .gradcheck import gradcheck, gradgradcheck  # noqa: E402

@@ -51,7 +51,7 @@ STATS = collections.Counter()
 
 class Program:
     __slots__ = ("fwd", "bwd", "fn", "binds", "node_count", "triton", "transfers", "owners", "undefined",
-                 "family", "kin", "eager", "ran", "hook_keys", "unread", "sinks")
+                 "family", "kin", "eager", "ran", "hook_keys", "unread", "sinks", "shared")
 
 
 def _owners(order):
@@ -311,8 +311,10 @@ def _leaf_order(node):
     return tensor_order(v._data)
 
 
-def forward_graph(order):
-    """The recorded nodes as a forward IR graph (leaves and constants become inputs)."""
+def forward_graph(order, apart=None):
+    """The recorded nodes as a forward IR graph (leaves and constants become inputs). `apart`:
+    {node position: {(argument position or -1, output slot)}}, the saved values that hold memory
+    of their own (see _apart), each a backward input of its own."""
     g = Graph("forward")
     vals = {}
     for k, node in enumerate(order):
@@ -357,6 +359,8 @@ def forward_graph(order):
                 vals[(id(node), slot)] = g.add_op(PRIMITIVES["clone"], (vals[(id(node), slot)],), {}, s, d)
         if prim.takes_ctx:
             g[t]["label"] = node._params["cls"].__name__ + ".apply"
+        if apart is not None and k in apart:
+            g[t]["saved_apart"] = apart[k]
     return g, vals
 
 
@@ -389,8 +393,8 @@ def node_hooks_of(order):
     return frozenset([k for k, n in enumerate(order) if n._hooks or n._pre_hooks])
 
 
-def build_program(order, index, roots, targets, hooks_spec, idle=()):
-    fwd, vals = forward_graph(order)
+def build_program(order, index, roots, targets, hooks_spec, idle=(), apart=None):
+    fwd, vals = forward_graph(order, apart)
     outputs = [vals[(id(n), s)] for n, s in roots]
     wrt = [vals[(id(n), s)] for n, s in targets]
     hooks = {}
@@ -428,6 +432,8 @@ def build_program(order, index, roots, targets, hooks_spec, idle=()):
     p.fwd = fwd
     p.bwd = bwd
     p.binds = binds
+    # the saved values several nodes saved, each read as one input (see _apart)
+    p.shared = tuple([info for kind, info in binds if kind == "saved" and len(info) > 1]) if apart is None else ()
     p.node_count = len(order)
     p.triton = None
     p.eager = None                       # bwd run through the eager ops (create_graph), made on first use
@@ -537,6 +543,42 @@ def _check_guards(node):
         _check_at_bind(s, node)
 
 
+def _saved_memory(order, k, pos, slot):
+    """The array that node k's saved value (argument pos, or output slot where pos is -1) reads;
+    None where it saved none, or one through saved-tensor hooks (a value of its own already)."""
+    saved = order[k]._saved
+    if saved is None:
+        return None
+    s = saved[pos + 1]
+    if pos == -1 and s is not None:
+        s = s[slot] if slot < len(s) else None
+    if s is None or not hasattr(s, "vc") or s.hook is not None:
+        return None
+    return s.tensor._data if s.tensor is not None else s.data
+
+
+def _apart(order, shared):
+    """{node position: {(argument position or -1, output slot)}} for the saved values of `shared`
+    (a program's binds of values several nodes saved) whose nodes hold different memory for
+    them: torch's node keeps the memory it saved, the old one after `x.data = y` where it saved
+    an output (exp's result) or a view made inside the op (mm's x.unsqueeze(0) of a 1-D x),
+    the new one where it saved the input itself. Empty where each reads one array."""
+    apart = {}
+    for srcs in shared:
+        seen = None
+        for k, pos, slot in srcs:
+            m = _saved_memory(order, k, pos, slot)
+            if m is None:
+                continue
+            if seen is None:
+                seen = m
+            elif m is not seen:
+                for k2, pos2, slot2 in srcs:
+                    apart.setdefault(k2, set()).add((pos2, slot2))
+                break
+    return {k: frozenset(v) for k, v in apart.items()}
+
+
 def _saved_value(order, srcs, as_tensor):
     """The data (or, for create_graph, the tensor) of a saved forward value. Every node that
     saved it is checked, not only the one read: torch checks each node's saved tensors, and
@@ -625,7 +667,7 @@ def cached_program(key):
 
 
 def get_program(order, index, roots, targets, hooks_spec, structure=None, key=None, ran=None, n_targets=None,
-                idle=()):
+                idle=(), apart=None):
     """The backward of `roots` to `targets`, cached by `key`; `ran`: the nodes it runs, where the
     caller has them; the targets past the first `n_targets` are sinks (their gradients dropped);
     `idle`: the positions of the nodes torch runs with nothing wanted below them (execute's)."""
@@ -635,7 +677,7 @@ def get_program(order, index, roots, targets, hooks_spec, structure=None, key=No
     if p is not None:
         return p
     with paused():
-        p = build_program(order, index, roots, targets, hooks_spec, idle)
+        p = build_program(order, index, roots, targets, hooks_spec, idle, apart)
     STATS["misses"] += 1
     # the nodes a backward of this structure runs (executed), by position
     p.ran = tuple([index[id(n)] for n in (executed(order, targets) if ran is None else ran)])
@@ -878,6 +920,14 @@ def _execute(order, index, roots, seeds, targets, retain_graph, create_graph, ho
             _check_guards(node)
     if p is None:
         p = get_program(order, index, roots, targets, hooks_spec, key=key, ran=ran, n_targets=n_targets, idle=idle)
+    if p.shared:
+        apart = _apart(order, p.shared)
+        if apart:
+            # a backward whose nodes saved one value in different memory: its own program
+            key += (("apart",) + tuple(sorted([(k, pos, slot) for k, got in apart.items() for pos, slot in got])),)
+            q = cached_program(key)
+            p = q if q is not None else get_program(order, index, roots, targets, hooks_spec, key=key,
+                                                    ran=ran, n_targets=n_targets, idle=idle, apart=apart)
     if p.unread:
         _check_unread(order, p.unread)
     if p.sinks:

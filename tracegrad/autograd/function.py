@@ -106,14 +106,20 @@ def _user_backward(cls):
     return cls.vjp if has_vjp else cls.backward
 
 
+def _materialized(ctx, gs):
+    """The gradients a Function's backward is given: zeros for the tensor outputs none reached
+    unless set_materialize_grads(False); outputs that are not tensors get None (as in torch)."""
+    if not ctx.__dict__.get("_materialize", True):
+        return gs
+    outs = ctx._out_meta
+    is_tensor = ctx.__dict__.get("_tensor_outs") or (True,) * len(outs)
+    return [g if g is not None or not t else Tensor._make(np.zeros(shape, dt.np), dt)
+            for g, (shape, dt), t in zip(gs, outs, is_tensor)]
+
+
 def _call_user_backward(ctx, gs, metas, as_tensor):
     cls = ctx._params["cls"]
-    outs = ctx._out_meta
-    if ctx.__dict__.get("_materialize", True):
-        # outputs that are not tensors get None (as in torch)
-        is_tensor = ctx.__dict__.get("_tensor_outs") or (True,) * len(outs)
-        gs = [g if g is not None or not t else Tensor._make(np.zeros(shape, dt.np), dt)
-              for g, (shape, dt), t in zip(gs, outs, is_tensor)]
+    gs = _materialized(ctx, gs)
     res = _check_grads(ctx, _user_backward(cls)(ctx, *gs), metas)
     out = []
     name = type(ctx).__name__
@@ -130,6 +136,23 @@ def _call_user_backward(ctx, gs, metas, as_tensor):
                 continue
         out.append(_fit_grad(name, i, g, m, True))
     return tuple(out)
+
+
+# whether a Function node with no edge (applied to a view made under no_grad of a tensor that
+# requires grad) was ever made: backward() then looks for such nodes among those it reaches
+SINKS_MADE = [False]
+
+
+def call_unreached(ctx, gs):
+    """The backward of a Function node with no path to a leaf, as torch's backward() runs it (it
+    runs every node it reaches): given the gradients of its outputs (None where none reached
+    one). What it returns is checked for its count and kinds alone: torch checks no shape or
+    dtype of a gradient for an input without an edge, and nothing takes it."""
+    metas = ctx._args_meta
+    res = _check_grads(ctx, _user_backward(ctx._params["cls"])(ctx, *_materialized(ctx, list(gs))), metas)
+    for i, (g, m) in enumerate(zip(res, metas)):
+        _check_grad_kind(type(ctx).__name__, i, g, m is not None)
+    return tuple(g for g, m in zip(res, metas) if m is not None)
 
 
 def _function_backward_kernel(*args, metas):
@@ -429,6 +452,8 @@ class Function(metaclass=FunctionMeta):
         ctx._args_meta = tuple(metas)
         ctx.next_functions = tuple(edges)
         ctx._saved = (None,) * (len(args) + 1)
+        if all(e[0] is None for e in edges):
+            SINKS_MADE[0] = True           # (a node with no path to a leaf: backward() calls its backward)
         n_tensors = sum(isinstance(o, Tensor) for o in outs)
         pure_view = bool(ctx.__dict__.get("_is_pure_view"))
         if pure_view and (n_tensors != 1 or sum(isinstance(a, Tensor) for a in args) != 1):

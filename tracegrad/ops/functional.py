@@ -12,14 +12,14 @@ import warnings
 import numpy as np
 
 from .. import _dtype as D
-from ..tensor import Tensor, Above, _VALUE_READS, memory_format, check_format_rank
+from ..tensor import Tensor, Above, _VALUE_READS, memory_format, check_format_rank, memory_root
 from ..ir.symbolic import Sym
 from ..ir.layout import dense_order, suggested_order, suggested_format, memory_format_order
 from ..grad_mode import STATE
-from ..tracing import apply, rename_grad_fn, keep_saved, TRACING, _ACTIVE, Proxy, note_composite_inputs
+from ..tracing import apply, rename_grad_fn, keep_saved, TRACING, _ACTIVE, Proxy, note_composite_inputs, saved_alias
 from . import shapes as S
 from .primitives import PRIMITIVES as P, FrontEnd, check_index_bounds, check_index_select_bounds, sum_to
-from .primitives import _check_float, _overflow, check_python_int, check_value_fits, may_not_fit
+from .primitives import _check_float, _overflow, check_python_int, check_value_fits, may_not_fit, matmul_reshaped
 from ..creation import tensor, full as _full, _wrap_np
 from ..tensor import Size
 from ..tracing import TraceError
@@ -1719,15 +1719,17 @@ def matmul(input, other):
         # the backward running (torch raised only where the operand itself was saved). Where that
         # reshape copies, a later write to the operand does not reach the backward either: the
         # node keeps a copy of the operand's value (a leaf that requires grad stays the leaf: the write raises)
-        direct = (a.ndim == 1 and b.ndim != 2 or a.ndim == 2 and b.ndim <= 2, b.ndim <= 2)
+        # node keeps a copy of the operand's value. Where it views the operand, the view keeps the
+        # operand's memory of now (a later `x.data = y` leaves it), and its version
+        reshaped = matmul_reshaped(a, b)
         copied = _matmul_copies(a, b)
-        for s, d, c, x in zip(saved[1:], direct, copied, (a, b)):
-            if s is None or d:
+        for k, (s, c, x) in enumerate(zip(saved[1:], copied, (a, b))):
+            if s is None or k not in reshaped:
                 continue
             s.nonleaf = False
-            if c and s.hook is None and s.tensor is x and (x._grad_fn is not None or not x._req):
-                s.tensor = Tensor._make(x._data.copy(), x._dtype, x._req, x._grad_fn, x._output_nr)
-                s.vc, s.version = s.tensor._vc, 0
+            if s.hook is None and s.tensor is x:
+                s.tensor = saved_alias(x, copy=c)
+                s.vc, s.version = s.tensor._vc, s.tensor._vc[0]
     return out
 
 
@@ -1751,29 +1753,39 @@ def _view_strides(shape, strides, new):
 
 
 def _matmul_copies(a, b):
-    """Whether torch's matmul reshapes each operand by a copy (at::native::_matmul_impl): where one
-    has 3 or more dims and the other at most 2, the larger folded into a matrix (should_fold: where
-    the smaller requires grad, else where the larger's leading dims are contiguous and the first
-    operand is no matrix); otherwise both expanded to the broadcast batch and flattened for bmm."""
-    d1, d2 = a.ndim, b.ndim
+    """Whether torch's matmul reshapes each operand by a copy (at::native::_matmul_impl): two
+    operands of 3 dims of which one alone has a batch of 1 are first a matrix (that one, squeezed)
+    and a batch; where one has 3 or more dims and the other at most 2, the larger folded into a
+    matrix (should_fold: where the smaller requires grad, else where the larger's leading dims are
+    contiguous and the first operand is no matrix); otherwise both expanded to the broadcast batch
+    and flattened for bmm."""
+    xs = [(tuple(a.shape), tuple(a.stride()), a.requires_grad), (tuple(b.shape), tuple(b.stride()), b.requires_grad)]
+    if len(xs[0][0]) == 3 and len(xs[1][0]) == 3 and (xs[0][0][0] == 1) != (xs[1][0][0] == 1):
+        k = 0 if xs[0][0][0] == 1 else 1
+        xs[k] = (xs[k][0][1:], xs[k][1][1:], xs[k][2])
+    return _matmul_copies_of(*xs)
+
+
+def _matmul_copies_of(a, b):
+    """_matmul_copies of two operands given as (shape, strides, requires_grad)."""
+    d1, d2 = len(a[0]), len(b[0])
     if d1 <= 2 and d2 <= 2:
         return False, False
     big, small = (a, b) if d1 >= d2 else (b, a)
-    sh, st = tuple(big.shape), tuple(big.stride())
+    sh, st = big[0], big[1]
     if big is b:                          # folded as b.mT
         sh, st = sh[:-2] + (sh[-1], sh[-2]), st[:-2] + (st[-1], st[-2])
-    if small.ndim <= 2:
-        fold = small.requires_grad or d1 != 2 and (
+    if len(small[0]) <= 2:
+        fold = small[2] or d1 != 2 and (
             math.prod(sh) == 0 or builtins.all(st[k] == st[k + 1] * sh[k + 1] for k in range(len(sh) - 2)))
         if fold:
             c = _view_strides(sh, st, (math.prod(sh[:-1]), sh[-1])) is None
             return (c, False) if big is a else (False, c)
-    batch = tuple(broadcast_shapes(tuple(a.shape[:-2]), tuple(b.shape[:-2])))
+    batch = tuple(broadcast_shapes(a[0][:-2], b[0][:-2]))
     res = []
-    for x, tail in ((a, tuple(a.shape[-2:]) if d1 > 1 else (1,) + tuple(a.shape)),
-                    (b, tuple(b.shape[-2:]) if d2 > 1 else tuple(b.shape))):
+    for (shape, strides, _), tail in ((a, a[0][-2:] if d1 > 1 else (1,) + a[0]), (b, b[0][-2:] if d2 > 1 else b[0])):
         full = batch + tail
-        xs, xst = (1,) * (len(full) - x.ndim) + tuple(x.shape), (0,) * (len(full) - x.ndim) + tuple(x.stride())
+        xs, xst = (1,) * (len(full) - len(shape)) + shape, (0,) * (len(full) - len(shape)) + strides
         est = tuple(0 if n != m else t for n, m, t in zip(xs, full, xst))
         res.append(_view_strides(full, est, (math.prod(batch),) + tail) is None)
     return tuple(res)
@@ -2108,6 +2120,109 @@ def _written_before_read(t, d):
     pos = np.minimum(np.searchsorted(ordered, read), ordered.size - 1)
     hit = ordered[pos] == read
     return bool(np.any(hit & (by_address[pos] < np.arange(read.size))))
+
+
+def _iteration_order(shape, operands):
+    """The order torch's TensorIterator visits the elements of `shape` in (reorder_dimensions):
+    its dims fastest first, by the strides (bytes) of the operands, the output first: the first
+    operand whose strides of two dims differ (neither zero) orders them, the smaller stride
+    faster; where they are equal, the smaller size goes faster."""
+    nd = len(shape)
+    perm = list(range(nd - 1, -1, -1))
+
+    def should_swap(d0, d1):
+        for st in operands:
+            s0, s1 = st[d0], st[d1]
+            if s0 == 0 or s1 == 0:
+                continue
+            if s0 < s1:
+                return -1
+            if s0 > s1:
+                return 1
+            if shape[d0] > shape[d1]:
+                return 1
+        return 0
+    for i in range(1, nd):
+        d1 = i
+        for d0 in range(i - 1, -1, -1):
+            c = should_swap(perm[d0], perm[d1])
+            if c > 0:
+                perm[d0], perm[d1] = perm[d1], perm[d0]
+                d1 = d0
+            elif c < 0:
+                break
+    return perm
+
+
+def _broadcast_strides(a, shape):
+    """The strides (bytes) TensorIterator gives array `a` broadcast to `shape`: zero where it
+    repeats it (a dim of size 1 made larger, or one it lacks), its own elsewhere, a dim of size 1
+    that stays one too (numpy's broadcast_to zeroes those)."""
+    lead = len(shape) - a.ndim
+    return (0,) * lead + tuple(0 if n == 1 and m != 1 else st for n, m, st in zip(a.shape, shape[lead:], a.strides))
+
+
+_SERIAL_MAX = 32768        # at::internal::GRAIN_SIZE: a loop over fewer elements runs in one thread
+
+
+def sequential_index_put(target, values, indices, accumulate):
+    """What torch's CPU index_put_ leaves in `target` (arrays) where `values` shares memory with it
+    in a layout torch does not judge (not dense): its loop writes each element and reads `values`
+    as it goes, in TensorIterator's order, in one thread below GRAIN_SIZE elements (accumulate
+    repeats add up in that order too). Run here element by element on a copy of their memory.
+    `indices`: integer arrays, one for each leading dim. None where it cannot be told: another
+    memory owner, a strided one, more elements; False for shapes that do not fit or an index out
+    of range (the op raises torch's error for them)."""
+    root = memory_root(target)
+    if memory_root(values) is not root or not (root.flags.c_contiguous or root.flags.f_contiguous) \
+            or not builtins.all(np.issubdtype(i.dtype, np.integer) for i in indices):
+        return None
+    try:
+        ishape = np.broadcast_shapes(*[i.shape for i in indices])
+        full = tuple(ishape) + target.shape[len(indices):]
+        np.broadcast_to(values, full)
+    except ValueError:
+        return False
+    n = math.prod(full)
+    if n >= _SERIAL_MAX:
+        return None
+    k = len(indices)
+    wrapped = []
+    for d, i in enumerate(indices):
+        size = target.shape[d]
+        if i.size and (i.min() < -size or i.max() >= size):
+            return False
+        wrapped.append(np.broadcast_to(np.where(i < 0, i + size, i), ishape))
+    ni = len(ishape)
+    out_strides = (0,) * ni + target.strides[k:]
+    # each index reshaped to ishape + (1,) * trailing dims, as torch's reshape_indexer views it (a
+    # trailing dim of size 1 keeps the index's last stride; TensorIterator zeroes those it broadcasts)
+    idx_strides = []
+    for i in indices:
+        st = _broadcast_strides(i, ishape)
+        last = st[-1] if st else i.itemsize
+        idx_strides.append(st + tuple(last if n == 1 else 0 for n in full[ni:]))
+    perm = _iteration_order(full, [out_strides, _broadcast_strides(values, full)] + idx_strides)
+    scratch = np.empty_like(root)
+    scratch[...] = root
+    base = root.__array_interface__["data"][0]
+
+    def alias(a):
+        return np.ndarray(a.shape, a.dtype, buffer=scratch, offset=a.__array_interface__["data"][0] - base,
+                          strides=a.strides)
+    t2, v2 = alias(target), np.broadcast_to(alias(values), full)
+    slow_first = perm[::-1]
+    for pos in np.ndindex(*[full[d] for d in slow_first]):
+        r = [0] * len(full)
+        for d, q in zip(slow_first, pos):
+            r[d] = q
+        r = tuple(r)
+        dst = tuple(int(w[r[:ni]]) for w in wrapped) + r[ni:]
+        if accumulate:
+            t2[dst] = t2[dst] + v2[r]
+        else:
+            t2[dst] = v2[r]
+    return t2.copy()
 
 
 def _shares_elements(t, d):

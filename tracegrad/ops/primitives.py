@@ -2555,6 +2555,15 @@ def _matmul_vjp(g, out, a, b, op=None):
     return ga, gb
 
 
+def matmul_reshaped(a, b):
+    """The operands (positions) torch.matmul hands its kernel reshaped (folded into a matrix, or
+    expanded for bmm: a view or a copy, which its node saves in their place): every operand of 3
+    or more dims, a vector beside a matrix (unsqueezed) and a matrix beside a batch (transposed);
+    dot, mv and mm get the others as they are. `a`, `b`: the operands, or anything with their `ndim`."""
+    first = a.ndim >= 3 or a.ndim == 1 and b.ndim == 2 or a.ndim == 2 and b.ndim >= 3
+    return tuple(i for i, on in enumerate((first, b.ndim >= 3)) if on)
+
+
 # op="bmm": called as torch.bmm (BmmBackward0)
 Primitive("matmul", "a b", lambda a, b, op=None: np.matmul(a, b), shape=_matmul_shape, dtype="promote",
           vjp=_matmul_vjp, saves="a b", grad_fn=_matmul_name, needs={"a": "b", "b": "a"},
