@@ -473,3 +473,25 @@ def test_compiled_product_after_a_write_into_a_constant_it_copied():
     assert run(tg, False) == pytest.approx(want, rel=1e-12)
     with pytest.raises(RuntimeError, match="reads a view of one of its inputs"):
         run(tg, True)
+
+
+def test_a_compiled_call_on_a_no_grad_view_after_a_function_sink_was_made():
+    """Once a custom Function has made a node with no path to a leaf, backward() looks for such
+    nodes among those it reaches; a compiled call's node (no user backward) was taken for one and
+    raised AttributeError."""
+    class Twice(tg.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            return x * 2
+
+        @staticmethod
+        def backward(ctx, g):
+            return g * 2
+
+    a = tg.tensor([0.3, -1.2], dtype=tg.float64, requires_grad=True)
+    with tg.no_grad():
+        v = a[None]
+    Twice.apply(v).sum().backward()          # (a Function node with no edge: the sinks are looked for)
+    y = tg.compile(lambda t: (t * 2).exp())(v)
+    (y.sin().sum() + a.sum()).backward()
+    np.testing.assert_array_equal(a.grad.numpy(), [1.0, 1.0])
