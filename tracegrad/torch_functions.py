@@ -2,14 +2,16 @@
 nn.functional's ops (with aten's argument order and integer reductions), the in-place function
 forms (torch.relu_(x) is x.relu_()), the *_copy forms of the view ops, the type predicates,
 window functions, unravel_index, combinations and scalar_tensor."""
+import builtins
 import itertools
 import math
+import warnings
 
 import numpy as np
 
 from . import _dtype as D
-from .tensor import Tensor
-from .creation import tensor, empty, zeros, linspace, RNG, takes_generator
+from .tensor import Tensor, device
+from .creation import tensor, empty, zeros, linspace, bernoulli, RNG, takes_generator
 from .tracing import rename_grad_fn
 from .ops import functional as O
 from .nn import functional as F
@@ -249,7 +251,7 @@ def combinations(input, r=2, with_replacement=False):
     if r == 0:
         return empty(0, dtype=input.dtype)
     pick = itertools.combinations_with_replacement if with_replacement else itertools.combinations
-    rows = list(pick(range(input.shape[0]), r))
+    rows = list(pick(builtins.range(input.shape[0]), r))
     if not rows:
         return O.reshape(input[zeros(0, dtype=D.int64)], (0, r))
     idx = tensor(np.array(rows, dtype=np.int64))
@@ -399,7 +401,7 @@ def gradient(input, *, spacing=1, dim=None, edge_order=1):
         raise RuntimeError(f"torch.gradient only supports edge_order=1 and edge_order=2.")
     nd = input.ndim
     if dim is None:
-        dims = list(builtin_range(nd))
+        dims = list(builtins.range(nd))
     elif isinstance(dim, int):
         dims = [dim % nd if nd else dim]
     else:
@@ -437,7 +439,6 @@ def gradient(input, *, spacing=1, dim=None, edge_order=1):
     return tuple(out)
 
 
-builtin_range = range
 
 
 def _gradient_coordinates(x, d, coords, edge_order):
@@ -484,3 +485,177 @@ def poisson(input, generator=None):
     if input.requires_grad:              # (a node with a zero gradient, torch's PoissonBackward0)
         return rename_grad_fn(O.add(values, O.mul(input, 0)), "PoissonBackward0")
     return values
+
+
+# -- more aten-level forms: the activations' in-place forms, pads, pools, norms, dropouts, cells -----------
+
+@_export
+def selu_(input):
+    return F.selu(input, inplace=True)
+
+
+@_export
+def celu_(input, alpha=1.0):
+    return F.celu(input, alpha, inplace=True)
+
+
+@_export
+def threshold_(input, threshold, value):
+    return F.threshold(input, threshold, value, inplace=True)
+
+
+@_export
+def rrelu_(input, lower=1.0 / 8, upper=1.0 / 3, training=False, generator=None):
+    return F.rrelu(input, lower, upper, training, inplace=True)
+
+
+for _name in ("hardshrink", "conv3d", "conv_transpose3d", "max_pool3d", "pdist", "adaptive_avg_pool1d"):
+    if hasattr(F, _name):
+        globals()[_name] = getattr(F, _name)
+        __all__.append(_name)
+
+
+@_export
+def adaptive_max_pool1d(input, output_size):
+    """(values, indices), aten's form."""
+    return F.adaptive_max_pool1d(input, output_size, return_indices=True)
+
+
+@_export
+def max_pool1d_with_indices(input, kernel_size, stride=(), padding=0, dilation=1, ceil_mode=False):
+    return F.max_pool1d(input, kernel_size, stride or None, padding, dilation, ceil_mode, return_indices=True)
+
+
+@_export
+def constant_pad_nd(input, pad, value=0):
+    return F.pad(input, tuple(pad), "constant", value)
+
+
+def _feature_dropout(input, p, train, inplace=False):
+    """Whole channels (dim 1; each feature of 2-d input) zeroed with probability p, the rest
+    scaled by 1 / (1 - p)."""
+    if not train or p == 0:
+        return input
+    shape = tuple(input.shape[:2]) + (1,) * (input.ndim - 2)
+    keep = bernoulli(O.full(shape, 1 - p, dtype=input.dtype))
+    scale = keep / (1 - p) if p < 1 else keep
+    return input.mul_(scale) if inplace else input * scale
+
+
+def _dropout_form(name, fn, inplace):
+    def form(input, p, train):
+        return fn(input, p, train, inplace=inplace)
+    return _export(form, name)
+
+
+_dropout_form("dropout_", F.dropout, True)
+_dropout_form("feature_dropout", _feature_dropout, False)
+_dropout_form("feature_dropout_", _feature_dropout, True)
+_dropout_form("alpha_dropout_", F.alpha_dropout, True)
+_dropout_form("feature_alpha_dropout", F.feature_alpha_dropout, False)
+_dropout_form("feature_alpha_dropout_", F.feature_alpha_dropout, True)
+
+
+@_export
+def native_layer_norm(input, normalized_shape, weight, bias, eps):
+    """(output, mean, rstd) over the last len(normalized_shape) dims (kept as size 1), aten's."""
+    dims = tuple(builtins.range(input.ndim - len(normalized_shape), input.ndim))
+    out = F.layer_norm(input, tuple(normalized_shape), weight, bias, eps)
+    x = input.detach()
+    mean = O.mean(x, dims, keepdim=True)
+    var = O.mean((x - mean) * (x - mean), dims, keepdim=True)
+    return out, mean, O.rsqrt(var + eps)
+
+
+@_export
+def range(start, end=None, step=1, *, dtype=None, device=None, requires_grad=False, out=None):
+    """torch.range (deprecated): start to end inclusive, by step; the default float dtype."""
+    if end is None:
+        raise TypeError('range() missing 1 required positional arguments: "end"')
+    warnings.warn("torch.range is deprecated and will be removed in a future release because its behavior is "
+                  "inconsistent with Python's range builtin. Instead, use torch.arange, which produces values in "
+                  "[start, end).", UserWarning, stacklevel=2)
+    n = int(math.floor((end - start) / step)) + 1
+    values = [start + i * step for i in builtins.range(max(n, 0))]
+    return tensor(np.asarray(values, dtype=np.float64), dtype=dtype if dtype is not None else D.get_default_dtype(),
+                  requires_grad=requires_grad)
+
+
+@_export
+def fill(input, value):
+    """input's shape and dtype filled with value (a number or a 0-d tensor): input's gradient is
+    zero, a tensor value's the sum, as torch's."""
+    if isinstance(value, Tensor):
+        if value.ndim:
+            raise RuntimeError(f"fill_ only supports 0-dimension value tensor but got tensor with {value.ndim} "
+                               f"dimensions.")
+        out = O.expand(value.to(input.dtype), tuple(input.shape)) + input * 0
+        return rename_grad_fn(out, "FillBackward1") if out.requires_grad else out.detach()
+    out = O.full(tuple(input.shape), value, dtype=input.dtype)
+    return rename_grad_fn(out + input * 0, "FillBackward0") if input.requires_grad else out
+
+
+@_export
+def frombuffer(buffer, *, dtype, count=-1, offset=0, requires_grad=False):
+    """A 1-d tensor over the buffer's memory (shared, as torch's): count elements from offset bytes."""
+    arr = np.frombuffer(buffer, dtype=dtype.np, count=count, offset=offset)
+    if not arr.flags.writeable:
+        warnings.warn("The given buffer is not writable, and PyTorch does not support non-writable tensors. This "
+                      "means you can write to the underlying (supposedly non-writable) buffer using the tensor. You "
+                      "may want to copy the buffer to protect its data or make it writable before converting it to a "
+                      "tensor. This type of warning will be suppressed for the rest of this program.", UserWarning,
+                      stacklevel=2)
+    t = Tensor._make(arr, dtype)
+    return t.requires_grad_() if requires_grad else t
+
+
+@_export
+def ctc_loss(log_probs, targets, input_lengths, target_lengths, blank=0, reduction=1, zero_infinity=False):
+    return F.ctc_loss(log_probs, targets, input_lengths, target_lengths, blank, _reduction(reduction), zero_infinity)
+
+
+def _cell_linear(x, w, b):
+    return F.linear(x, w, b)
+
+
+@_export
+def lstm_cell(input, hx, w_ih, w_hh, b_ih=None, b_hh=None):
+    """aten's LSTM cell: (h', c') from (h, c)."""
+    h, c = hx
+    i, f, g, o = O.chunk(_cell_linear(input, w_ih, b_ih) + _cell_linear(h, w_hh, b_hh), 4, 1)
+    c2 = O.sigmoid(f) * c + O.sigmoid(i) * O.tanh(g)
+    return O.sigmoid(o) * O.tanh(c2), c2
+
+
+@_export
+def gru_cell(input, hx, w_ih, w_hh, b_ih=None, b_hh=None):
+    xi = O.chunk(_cell_linear(input, w_ih, b_ih), 3, 1)
+    hh = O.chunk(_cell_linear(hx, w_hh, b_hh), 3, 1)
+    r = O.sigmoid(xi[0] + hh[0])
+    z = O.sigmoid(xi[1] + hh[1])
+    n = O.tanh(xi[2] + r * hh[2])
+    return (hx - n) * z + n
+
+
+@_export
+def rnn_tanh_cell(input, hx, w_ih, w_hh, b_ih=None, b_hh=None):
+    return O.tanh(_cell_linear(input, w_ih, b_ih) + _cell_linear(hx, w_hh, b_hh))
+
+
+@_export
+def rnn_relu_cell(input, hx, w_ih, w_hh, b_ih=None, b_hh=None):
+    return O.relu(_cell_linear(input, w_ih, b_ih) + _cell_linear(hx, w_hh, b_hh))
+
+
+@_export
+def get_default_device():
+    return device("cpu")
+
+
+@_export
+def set_default_device(device):
+    """tracegrad's factory functions make CPU tensors; "cpu" (or None) is the one default it takes."""
+    name = getattr(device, "type", device)
+    if device is not None and str(name).split(":")[0] != "cpu":
+        raise NotImplementedError(f"set_default_device({device!r}): tracegrad's factory functions create CPU "
+                                  f"tensors; move tensors with .to(device) instead")
