@@ -1102,8 +1102,10 @@ def broadcast_to(input, size):
 
 
 def broadcast_tensors(*tensors):
+    """The tensors expanded to their common shape; one already of that shape is returned itself,
+    as torch's (the same object: no expand node)."""
     shape = S.broadcast_shapes(*[tuple(t.shape) for t in tensors])
-    return tuple(expand(t, shape) for t in tensors)
+    return tuple(t if tuple(t.shape) == shape else expand(t, shape) for t in tensors)
 
 
 def broadcast_shapes(*shapes):
