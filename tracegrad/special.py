@@ -10,10 +10,12 @@ from .nn import functional as F
 from .tracing import rename_grad_fn
 from .ops.composite_more import entr
 from .ops import functional_extra as X
+from .ops import special_functional as SF
+from .ops.polynomial_primitives import KINDS as _POLYNOMIALS
 
 __all__ = ["expit", "logit", "erf", "erfc", "exp2", "expm1", "log1p", "log_softmax", "softmax", "logsumexp",
            "round", "sinc", "xlogy", "xlog1py", "ndtr", "entr", "gammaln", "digamma", "psi", "polygamma",
-           "erfinv", "multigammaln", "i0", "i0e", "i1", "i1e"]
+           "erfinv", "multigammaln", "i0", "i0e", "i1", "i1e", "erfcx", "ndtri", "log_ndtr"] + list(_POLYNOMIALS)
 
 
 def expit(input):
@@ -28,6 +30,9 @@ erf, erfc, exp2, expm1, log1p = O.erf, O.erfc, O.exp2, O.expm1, O.log1p
 sinc, xlogy = C.sinc, C.xlogy
 gammaln, digamma, psi, polygamma, erfinv = M.lgamma, M.digamma, M.digamma, M.polygamma, M.erfinv
 i0, i0e, i1, i1e = X.special_i0, X.special_i0e, X.special_i1, X.special_i1e
+erfcx, ndtri, log_ndtr = SF.special_erfcx, SF.special_ndtri, SF.special_log_ndtr
+for _name in _POLYNOMIALS:
+    globals()[_name] = getattr(SF, "special_" + _name)
 
 
 def multigammaln(input, p):

@@ -1,0 +1,241 @@
+"""torch.special's erfcx, ndtri, log_ndtr and orthogonal polynomials against torch: values over
+wide grids and at the branch boundaries of each approximation, dtypes (integer inputs promote to
+the default float dtype; torch has no float16 or bfloat16 kernel for them), derivatives (float64
+gradcheck and gradgradcheck, and torch's gradients), grad_fn names, the polynomials' lack of a
+derivative, torch's errors, and compiled against eager.
+
+Tolerance of a value compared with torch: K ulps of the dtype times |f(x)|, plus K ulps absolute
+(ndtri crosses 0 at 1/2). Measured worst cases over the grids below: erfcx 1 ulp (float32) and 2
+(float64; bit for bit but where torch's build fuses differently in the continued fraction beyond 50),
+ndtri 0 and 2, log_ndtr 4 (float32: torch calls the C library's erfcf, which is not correctly
+rounded) and 1. The polynomials' recurrences lose about n ulps (their fused multiply-adds are
+emulated in a wider type): allowed K (1 + n) ulps relative to max(|f|, 1).
+"""
+import math
+
+import numpy as np
+import pytest
+import torch
+
+import tracegrad as tg
+from conftest import to_torch
+
+pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
+
+K = 6
+EPS = {np.float32: 2.0 ** -23, np.float64: 2.0 ** -52}
+UNARY = ["erfcx", "ndtri", "log_ndtr"]
+POLYNOMIALS = ["chebyshev_polynomial_t", "chebyshev_polynomial_u", "chebyshev_polynomial_v",
+               "chebyshev_polynomial_w", "shifted_chebyshev_polynomial_t", "shifted_chebyshev_polynomial_u",
+               "shifted_chebyshev_polynomial_v", "shifted_chebyshev_polynomial_w", "hermite_polynomial_h",
+               "hermite_polynomial_he", "laguerre_polynomial_l", "legendre_polynomial_p"]
+
+# erfcx's branches: x > 50 (continued fraction), beyond 5e7 (1 / (sqrt(pi) x)), < -6.1 (2 exp(x^2)),
+# < -26.7 (inf); ndtri's: exp(-2) and 1 - exp(-2), exp(-32) (z = 8); log_ndtr's: -1
+SPECIAL = [0.0, -0.0, 1.0, -1.0, 0.5, -0.5, 50.0, 50.000004, 49.99999, 5e7, 5.0000004e7, 1e8, -6.1, -6.0999994,
+           -26.7, -26.69999, -26.8, 1e30, -1e30, 3e38, float("inf"), float("-inf"), float("nan"), 1e-30, -1e-45,
+           0.13533528323661269189, 1 - 0.13533528323661269189, 1.2664165549e-14, 1e-300, 1 - 1e-7, -1.0000001,
+           -0.9999999, 5.0, 10.0, -37.5, -40.0, 1e-5]
+
+
+def _grid(name, seed=0):
+    rng = np.random.default_rng(seed)
+    if name == "ndtri":
+        return np.concatenate([rng.uniform(0, 1, 3000), 10 ** rng.uniform(-300, 0, 500),
+                               1 - 10 ** rng.uniform(-16, 0, 500), rng.uniform(-1, 2, 100)])
+    return np.concatenate([rng.uniform(-30, 60, 2000), rng.uniform(-7, 7, 2000), 10 ** rng.uniform(-30, 10, 500),
+                           -10 ** rng.uniform(-30, 2, 500)])
+
+
+def _close(a, b, tol, atol, what):
+    a = a.astype(np.float64)
+    b = b.astype(np.float64)
+    same = (a == b) | (np.isnan(a) & np.isnan(b))
+    with np.errstate(all="ignore"):
+        ok = same | (np.abs(a - b) <= tol * np.abs(b) + atol)
+    bad = np.nonzero(~ok)[0]
+    assert not bad.size, f"{what}: {bad.size} values off, first at {bad[0]}: {a[bad[0]]!r} vs torch {b[bad[0]]!r}"
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64], ids=["float32", "float64"])
+@pytest.mark.parametrize("name", UNARY)
+def test_unary_values_match_torch(name, dtype):
+    x = np.concatenate([_grid(name), SPECIAL]).astype(dtype)
+    got = getattr(tg.special, name)(tg.tensor(x)).numpy()
+    want = getattr(torch.special, name)(torch.from_numpy(x)).numpy()
+    assert got.dtype == want.dtype
+    _close(got, want, K * EPS[dtype], K * EPS[dtype], name)
+
+
+def test_special_points_are_torchs_exactly():
+    """inf, NaN, zeros and the ends of each function's domain give torch's values bit for bit."""
+    pts = [0.0, -0.0, 1.0, -1.0, 2.0, float("inf"), float("-inf"), float("nan"), -26.8, 1e30, 1e300, -1e300]
+    for dtype in (tg.float32, tg.float64):
+        for name in UNARY:
+            got = getattr(tg.special, name)(tg.tensor(pts, dtype=dtype)).numpy()
+            want = getattr(torch.special, name)(torch.tensor(pts, dtype=getattr(torch, dtype.name))).numpy()
+            np.testing.assert_array_equal(got, want, err_msg=f"{name} {dtype}")
+
+
+def test_exact_values_to_a_few_ulps():
+    """Against values known independently of torch (math.erfc and the normal quantiles)."""
+    x = np.array([0.0, 1.0, -1.0, 3.0, 10.0, 20.0, -5.0])
+    want = np.exp(x * x) * np.array([math.erfc(v) for v in x])
+    np.testing.assert_allclose(tg.special.erfcx(tg.tensor(x)).numpy(), want, rtol=1e-14)
+    p = tg.tensor([0.975, 0.5, 0.025, 0.8413447460685429], dtype=tg.float64)
+    np.testing.assert_allclose(tg.special.ndtri(p).numpy(), [1.959963984540054, 0.0, -1.959963984540054, 1.0],
+                               rtol=1e-14, atol=1e-15)
+    # log_ndtr(-40) from its asymptotic series (the next term is 6e-16)
+    x2 = 1600.0
+    tail = math.log(1 - 1 / x2 + 3 / x2 ** 2 - 15 / x2 ** 3 + 105 / x2 ** 4 - 945 / x2 ** 5)
+    want = [math.log(0.5), -x2 / 2 - math.log(40.0) - 0.5 * math.log(2 * math.pi) + tail]
+    np.testing.assert_allclose(tg.special.log_ndtr(tg.tensor([0.0, -40.0], dtype=tg.float64)).numpy(), want,
+                               rtol=1e-14)
+
+
+@pytest.mark.parametrize("name", UNARY + POLYNOMIALS)
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_half_dtypes_are_refused_as_torch(name, dtype):
+    x = [0.25, 0.5]
+    args = (lambda m: (m.tensor(x, dtype=getattr(m, dtype)),)) if name in UNARY else \
+        (lambda m: (m.tensor(x, dtype=getattr(m, dtype)), 2))
+    with pytest.raises(NotImplementedError) as want:
+        getattr(torch.special, name)(*args(torch))
+    with pytest.raises(NotImplementedError) as got:
+        getattr(tg.special, name)(*args(tg))
+    assert str(got.value) == str(want.value)
+
+
+@pytest.mark.parametrize("name", UNARY)
+@pytest.mark.parametrize("dtype", ["int64", "int32", "bool"])
+def test_integer_inputs_promote_to_the_default_float_dtype(name, dtype):
+    x = [0, 1, -3, 2] if dtype != "bool" else [True, False]
+    got = getattr(tg.special, name)(tg.tensor(x, dtype=getattr(tg, dtype)))
+    want = getattr(torch.special, name)(torch.tensor(x, dtype=getattr(torch, dtype)))
+    assert got.dtype.name == str(want.dtype).split(".")[1]
+    np.testing.assert_array_equal(got.numpy(), want.numpy())
+
+
+# away from ndtri's ends (the finite differences need smoothness there)
+GRAD_POINTS = {"erfcx": [-3.0, -0.7, 0.0, 0.4, 2.5, 30.0, 60.0], "ndtri": [0.01, 0.2, 0.5, 0.7, 0.99],
+               "log_ndtr": [-30.0, -3.0, -1.0, -0.2, 0.5, 4.0]}
+
+
+@pytest.mark.parametrize("name", UNARY)
+def test_gradcheck_and_gradgradcheck(name):
+    x = tg.tensor(GRAD_POINTS[name], dtype=tg.float64, requires_grad=True)
+    f = getattr(tg.special, name)
+    assert tg.autograd.gradcheck(f, (x,))
+    assert tg.autograd.gradgradcheck(f, (x,))
+
+
+@pytest.mark.parametrize("name", UNARY)
+def test_gradients_and_grad_fn_match_torch(name):
+    pts = GRAD_POINTS[name] + ([-40.0, 1e5] if name != "ndtri" else [1e-300, 1 - 1e-16])
+    x = tg.tensor(pts, dtype=tg.float64, requires_grad=True)
+    xt = to_torch(x)
+    y, yt = getattr(tg.special, name)(x), getattr(torch.special, name)(xt)
+    assert type(y.grad_fn).__name__ == type(yt.grad_fn).__name__
+    g, = tg.autograd.grad(y.sum(), x, create_graph=True)
+    gt, = torch.autograd.grad(yt.sum(), xt, create_graph=True)
+    np.testing.assert_allclose(g.detach().numpy(), gt.detach().numpy(), rtol=1e-13)
+    gg, = tg.autograd.grad(g.sum(), x)
+    ggt, = torch.autograd.grad(gt.sum(), xt)
+    np.testing.assert_allclose(gg.numpy(), ggt.numpy(), rtol=1e-12)
+
+
+@pytest.mark.parametrize("name", UNARY + ["chebyshev_polynomial_t", "legendre_polynomial_p"])
+def test_compiled_equals_eager(name):
+    f = (lambda t: getattr(tg.special, name)(t)) if name in UNARY else \
+        (lambda t: getattr(tg.special, name)(t, 5) * 2.0)
+    compiled = tg.compile(f)
+    for k, vals in enumerate([[0.1, 0.5, 0.9, -1.0, 60.0, float("nan")], [0.3, 0.05, 0.999, -30.0, 3.0, 0.0]]):
+        for dtype in (tg.float32, tg.float64):
+            outs = []
+            for fn in (f, compiled):
+                x = tg.tensor(vals, dtype=dtype, requires_grad=True)
+                y = fn(x)
+                g = tg.autograd.grad(y.sum(), x)[0].numpy() if y.requires_grad else None
+                outs.append((y.detach().numpy(), g))
+            (ye, ge), (yc, gc) = outs
+            np.testing.assert_array_equal(yc, ye, err_msg=f"{name} #{k}")
+            if ge is not None:
+                np.testing.assert_array_equal(gc, ge, err_msg=f"{name} #{k} grad")
+
+
+# -- the polynomials --------------------------------------------------------------------------------
+
+POLY_X = [0.0, -0.0, 1.0, -1.0, 0.5, 0.25, 0.75, 2.0, -2.0, 1e10, -1e10, 1 - 2.0 ** -24, -1 + 2.0 ** -24,
+          float("inf"), float("-inf")]
+# integer degrees on both sides of each closed-form threshold (4, 6, 8) and of Hermite's limits (128,
+# 512), and degrees torch truncates (2.5, -0.5), or takes as negative (NaN, inf, past int64)
+POLY_N = [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 12, 20, 50, 127, 128, 129, 200, 511, 512, 513, 600, -1, -5, 2.5, 3.9,
+          -0.5, float("nan"), float("inf"), float("-inf"), 1e30, -1e30, 7.0000001]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64], ids=["float32", "float64"])
+@pytest.mark.parametrize("name", POLYNOMIALS)
+def test_polynomial_values_match_torch(name, dtype):
+    rng = np.random.default_rng(3)
+    x, n = np.meshgrid(np.concatenate([rng.uniform(-1.2, 1.2, 150), POLY_X]), POLY_N)
+    x, n = x.astype(dtype).ravel(), n.astype(dtype).ravel()
+    got = getattr(tg.special, name)(tg.tensor(x), tg.tensor(n)).numpy()
+    want = getattr(torch.special, name)(torch.from_numpy(x), torch.from_numpy(n)).numpy()
+    assert got.dtype == want.dtype
+    deg = np.where(np.isfinite(n) & (np.abs(n) < 1e4), np.abs(n), 0.0)
+    tol = K * EPS[dtype] * (1 + deg)
+    a, b = got.astype(np.float64), want.astype(np.float64)
+    same = (a == b) | (np.isnan(a) & np.isnan(b))
+    # the closed forms for large n inside (-1, 1) divide by sin(t), sin(t / 2) or cos(t / 2), t = acos(y):
+    # an ulp of the angle (n + 1) t is magnified by their reciprocal (torch's float32 sin and cos are
+    # not the correctly rounded ones either)
+    y = 2.0 * x.astype(np.float64) - 1 if name.startswith("shifted") else x.astype(np.float64)
+    with np.errstate(all="ignore"):
+        inner = np.minimum(np.sqrt(1 - y * y), np.sqrt(np.minimum(1 - y, 1 + y) / 2))
+        scale = np.maximum(np.abs(b), np.where(np.abs(y) < 1, 1 / np.maximum(inner, 1e-300), 1.0))
+        ok = same | (np.abs(a - b) <= tol * np.maximum(scale, 1.0))
+    bad = np.nonzero(~ok)[0]
+    assert not bad.size, f"{bad.size} off, first x={x[bad[0]]} n={n[bad[0]]}: {got[bad[0]]} vs torch {want[bad[0]]}"
+
+
+def test_polynomial_of_nan_is_nan():
+    """At x = NaN torch's loop runs no step and returns an uninitialized value for n >= 2 (inf or
+    garbage): NaN here, which is what the polynomial of NaN is; n = 0 gives 1, as torch."""
+    for name in POLYNOMIALS:
+        got = getattr(tg.special, name)(tg.tensor([float("nan")] * 3), tg.tensor([0, 2, 5])).numpy()
+        want0 = getattr(torch.special, name)(torch.tensor([float("nan")]), torch.tensor([0])).numpy()
+        assert got[0] == want0[0] and np.isnan(got[1:]).all(), name
+
+
+@pytest.mark.parametrize("name", POLYNOMIALS)
+def test_polynomial_overloads_dtypes_and_no_derivative(name):
+    tf, gf = getattr(torch.special, name), getattr(tg.special, name)
+    cases = [lambda m: (m.tensor([0.3, -0.7]), 3), lambda m: (0.3, m.tensor([2, 5])),
+             lambda m: (m.tensor([1, 2]), m.tensor([3, 4])), lambda m: (m.tensor([0.3], dtype=m.float64), 4),
+             lambda m: (m.tensor([0.3]), m.tensor([4.0], dtype=m.float64)),
+             lambda m: (m.tensor([[0.2], [0.9]]), m.tensor([0, 1, 6, 11])), lambda m: (True, m.tensor([3]))]
+    for case in cases:
+        got, want = gf(*case(tg)), tf(*case(torch))
+        assert got.dtype.name == str(want.dtype).split(".")[1] and got.shape == want.shape
+        np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-6)
+    x = tg.tensor([0.3, 0.6], dtype=tg.float64, requires_grad=True)
+    xt = to_torch(x)
+    y, yt = gf(x, 3), tf(xt, 3)
+    assert y.requires_grad == yt.requires_grad is False and y.grad_fn is None
+    with pytest.raises(TypeError) as want:
+        tf(0.5, 2)
+    with pytest.raises(TypeError) as got:
+        gf(0.5, 2)
+    assert str(got.value) == str(want.value)
+    out = tg.empty(2)
+    assert gf(tg.tensor([0.5, 0.25]), 2, out=out) is out
+    np.testing.assert_allclose(out.numpy(), tf(torch.tensor([0.5, 0.25]), 2).numpy())
+
+
+def test_unary_errors_as_torch():
+    for name in UNARY:
+        with pytest.raises(TypeError) as want:
+            getattr(torch.special, name)(0.5)
+        with pytest.raises(TypeError) as got:
+            getattr(tg.special, name)(0.5)
+        assert str(got.value) == str(want.value)

@@ -1,0 +1,56 @@
+"""torch.special's functions over the primitives of special_primitives.py and
+polynomial_primitives.py: erfcx, ndtri, log_ndtr and the orthogonal polynomials."""
+from .. import _dtype as D
+from ..tensor import Tensor
+from ..tracing import apply
+from ..ir.symbolic import Sym
+from . import special_primitives  # noqa: F401  (registers the primitives)
+from . import polynomial_primitives as PP
+from . import functional as O
+from .primitives import PRIMITIVES as P
+from .math_functional import _unary
+
+__all__ = ["special_erfcx", "special_ndtri", "special_log_ndtr"] + ["special_" + n for n in PP.KINDS]
+
+special_erfcx, special_ndtri, special_log_ndtr = (_unary(n, n) for n in ("special_erfcx", "special_ndtri",
+                                                                            "special_log_ndtr"))
+
+
+def binary_operands(op, a, b, names):
+    """torch's three overloads of a binary special function (Tensor, Tensor), (Number, Tensor) and
+    (Tensor, Number): a number as a wrapped scalar; anything else its TypeError."""
+    if not (isinstance(a, Tensor) or isinstance(b, Tensor)) or \
+            not isinstance(a, (Tensor, Sym) + O._Scalar) or not isinstance(b, (Tensor, Sym) + O._Scalar):
+        first, second = names
+        self_name = "x" if first == "x" else "self"
+        raise TypeError(f"{op}() received an invalid combination of arguments - got ({type(a).__name__}, "
+                        f"{type(b).__name__}), but expected one of:\n * (Tensor {first}, Tensor {second}, *, Tensor "
+                        f"out = None)\n * (Number {self_name}, Tensor {second}, *, Tensor out = None)\n * (Tensor "
+                        f"{first}, Number {second}, *, Tensor out = None)\n")
+    a = a if isinstance(a, Tensor) else O._scalar(a)
+    b = b if isinstance(b, Tensor) else O._scalar(b)
+    return a, b
+
+
+def refuse_half(kernel, args):
+    """torch's NotImplementedError where the operands' common dtype is float16 or bfloat16, which
+    `kernel` is not built for."""
+    d = D.result_type(list(args))
+    if d is D.float16 or d is D.bfloat16:
+        raise NotImplementedError(f"\"{kernel}\" not implemented for '{D.SCALAR_NAME[d]}'")
+
+
+def _polynomial(name, kind):
+    public = "special_" + name
+
+    def op(input, n):
+        x, n = binary_operands(public, input, n, ("x", "n"))
+        refuse_half(name + "_cpu", (x, n))
+        return apply(P["special_polynomial"], (x, n), {"kind": kind})
+    op.__name__ = public
+    op.__doc__ = f"torch.special.{name}(input, n): the polynomial of degree n (broadcast) at input."
+    return op
+
+
+for _name, _kind in PP.KINDS.items():
+    globals()["special_" + _name] = _polynomial(_name, _kind)
