@@ -688,6 +688,8 @@ OPS += [
            [Sample((2, 3)), Sample(()), Sample((6,), domain="special", grad=False)], dtypes=FLOAT),
     OpInfo("special_log_ndtr", lambda m, x: m.special.log_ndtr(x),
            [Sample((2, 3)), Sample(()), Sample((6,), domain="special", grad=False)]),
+    OpInfo("special_zeta", lambda m, q: m.special.zeta(m.full_like(q, 3.5), q) + m.special.zeta(2.5, q),
+           [Sample((2, 3), domain="pos"), Sample((), domain="pos")]),
     OpInfo("special_polynomial", lambda m, x, n: m.special.chebyshev_polynomial_t(x, m.floor(n * 3)),
            [Sample((2, 3), (3,), domain=("small", "exp")), Sample((), (2,), domain=("small", "exp"))], grad=False),
     OpInfo("special_polynomial_legendre", lambda m, x, n: m.special.legendre_polynomial_p(x, n),

@@ -1,4 +1,4 @@
-"""torch.special's erfcx, ndtri, log_ndtr and orthogonal polynomials against torch: values over
+"""torch.special's erfcx, ndtri, log_ndtr, zeta and orthogonal polynomials against torch: values over
 wide grids and at the branch boundaries of each approximation, dtypes (integer inputs promote to
 the default float dtype; torch has no float16 or bfloat16 kernel for them), derivatives (float64
 gradcheck and gradgradcheck, and torch's gradients), grad_fn names, the polynomials' lack of a
@@ -8,8 +8,9 @@ Tolerance of a value compared with torch: K ulps of the dtype times |f(x)|, plus
 (ndtri crosses 0 at 1/2). Measured worst cases over the grids below: erfcx 1 ulp (float32) and 2
 (float64; bit for bit but where torch's build fuses differently in the continued fraction beyond 50),
 ndtri 0 and 2, log_ndtr 4 (float32: torch calls the C library's erfcf, which is not correctly
-rounded) and 1. The polynomials' recurrences lose about n ulps (their fused multiply-adds are
-emulated in a wider type): allowed K (1 + n) ulps relative to max(|f|, 1).
+rounded) and 1, zeta 1 (float32: its float64 sum rounded once) and 2. The polynomials'
+recurrences lose about n ulps (their fused multiply-adds are emulated in a wider type): allowed
+K (1 + n) ulps relative to max(|f|, 1).
 """
 import math
 
@@ -93,7 +94,7 @@ def test_exact_values_to_a_few_ulps():
                                rtol=1e-14)
 
 
-@pytest.mark.parametrize("name", UNARY + POLYNOMIALS)
+@pytest.mark.parametrize("name", UNARY + POLYNOMIALS + ["zeta"])
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
 def test_half_dtypes_are_refused_as_torch(name, dtype):
     x = [0.25, 0.5]
@@ -239,3 +240,89 @@ def test_unary_errors_as_torch():
         with pytest.raises(TypeError) as got:
             getattr(tg.special, name)(0.5)
         assert str(got.value) == str(want.value)
+
+
+# -- zeta -------------------------------------------------------------------------------------------
+
+ZETA_X = [1.0, 2.0, 3.0, 4.0, 0.5, -1.0, 1.0000001, 60.0, 1e10, float("nan"), float("inf"), float("-inf")]
+ZETA_Q = [0.0, -0.0, -1.0, -2.0, -2.5, 1.0, 2.0, 0.5, 1e-30, -100.5, -1000.0, 1e10, float("nan"), float("inf"),
+          float("-inf")]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64], ids=["float32", "float64"])
+def test_zeta_values_match_torch(dtype):
+    """Over x > 1 and q of both signs (the poles at q = 0, -1, ..; NaN for q < 0 with x not an
+    integer; the direct sum from a negative q), at x = 1 (inf) and below (NaN)."""
+    rng = np.random.default_rng(5)
+    xs = np.concatenate([rng.uniform(0.5, 10, 60), 1 + 10 ** rng.uniform(-10, 0, 20), rng.uniform(10, 200, 10),
+                         ZETA_X])
+    qs = np.concatenate([rng.uniform(-10, 10, 60), 10 ** rng.uniform(-10, 10, 30), ZETA_Q])
+    x, q = (a.astype(dtype).ravel() for a in np.meshgrid(xs, qs))
+    got = tg.special.zeta(tg.tensor(x), tg.tensor(q)).numpy()
+    want = torch.special.zeta(torch.from_numpy(x), torch.from_numpy(q)).numpy()
+    assert got.dtype == want.dtype
+    _close(got, want, 3 * EPS[dtype], 0.0, "zeta")
+
+
+def test_zeta_exact_values():
+    """zeta(2, 1) = pi^2 / 6, zeta(4, 1) = pi^4 / 90, zeta(2, 1/2) = pi^2 / 2, zeta(3, 2) = zeta(3) - 1."""
+    got = tg.special.zeta(tg.tensor([2.0, 4.0, 2.0, 3.0], dtype=tg.float64),
+                          tg.tensor([1.0, 1.0, 0.5, 2.0], dtype=tg.float64)).numpy()
+    want = [math.pi ** 2 / 6, math.pi ** 4 / 90, math.pi ** 2 / 2, 1.2020569031595942854 - 1]
+    np.testing.assert_allclose(got, want, rtol=4e-16)
+
+
+def test_zeta_overloads_derivatives_and_errors_as_torch():
+    for case in [lambda m: (m.tensor([2.5, 3.0]), 2.0), lambda m: (3, m.tensor([0.5, 2.0])),
+                 lambda m: (m.tensor([2, 3]), m.tensor([1, 2])),
+                 lambda m: (m.tensor([[2.5], [4.0]]), m.tensor([1.0, 3.0])),
+                 lambda m: (m.tensor([2.5], dtype=m.float64), m.tensor([0.5]))]:
+        got, want = tg.special.zeta(*case(tg)), torch.special.zeta(*case(torch))
+        assert got.dtype.name == str(want.dtype).split(".")[1] and got.shape == want.shape
+        np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-6)
+    for args in [lambda m: (0.5, 2.0), lambda m: ("a", m.tensor([1.0]))]:
+        with pytest.raises(TypeError) as want:
+            torch.special.zeta(*args(torch))
+        with pytest.raises(TypeError) as got:
+            tg.special.zeta(*args(tg))
+        assert str(got.value) == str(want.value)
+    # no derivative in x: torch's error when the backward runs; -x zeta(x + 1, q) in q
+    for rx, rq in [(True, False), (False, True), (True, True)]:
+        outs = []
+        for m in (torch, tg):
+            x = m.tensor([2.5, 3.0, 7.0], dtype=m.float64, requires_grad=rx)
+            q = m.tensor([0.7, 2.0, -1.5], dtype=m.float64, requires_grad=rq)
+            y = m.special.zeta(x, q)
+            try:
+                y.sum().backward()
+                outs.append((type(y.grad_fn).__name__, q.grad.numpy()))
+            except NotImplementedError as e:
+                outs.append((type(y.grad_fn).__name__, str(e)))
+        assert outs[0][0] == outs[1][0]
+        if isinstance(outs[0][1], str):
+            assert outs[1][1] == outs[0][1]
+        else:
+            np.testing.assert_allclose(outs[1][1], outs[0][1], rtol=1e-14)
+    for m in (torch, tg):
+        q = m.tensor([0.7], dtype=m.float64, requires_grad=True)
+        names = [type(m.special.zeta(3, q).grad_fn).__name__, type(m.special.zeta(q, 3.0).grad_fn).__name__]
+        assert names == ["SpecialZetaBackward1", "SpecialZetaBackward2"]
+    q = tg.tensor([0.7, 2.0, 5.5], dtype=tg.float64, requires_grad=True)
+    assert tg.autograd.gradcheck(lambda t: tg.special.zeta(3.5, t), (q,))
+    assert tg.autograd.gradgradcheck(lambda t: tg.special.zeta(3.5, t), (q,))
+
+
+def test_zeta_compiled_equals_eager():
+    def f(x, q):
+        return tg.special.zeta(x, q) * 2.0
+    compiled = tg.compile(f)
+    for vals in ([2.0, 3.5, 1.0, 0.5], [4.0, 1.5, 7.0, 2.0]):
+        outs = []
+        for fn in (f, compiled):
+            x = tg.tensor(vals, dtype=tg.float64)
+            q = tg.tensor([0.5, 2.0, -1.5, 3.0], dtype=tg.float64, requires_grad=True)
+            y = fn(x, q)
+            g, = tg.autograd.grad(y.sum(), q)
+            outs.append((y.detach().numpy(), g.numpy()))
+        np.testing.assert_array_equal(outs[1][0], outs[0][0])
+        np.testing.assert_array_equal(outs[1][1], outs[0][1])

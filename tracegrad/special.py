@@ -15,7 +15,7 @@ from .ops.polynomial_primitives import KINDS as _POLYNOMIALS
 
 __all__ = ["expit", "logit", "erf", "erfc", "exp2", "expm1", "log1p", "log_softmax", "softmax", "logsumexp",
            "round", "sinc", "xlogy", "xlog1py", "ndtr", "entr", "gammaln", "digamma", "psi", "polygamma",
-           "erfinv", "multigammaln", "i0", "i0e", "i1", "i1e", "erfcx", "ndtri", "log_ndtr"] + list(_POLYNOMIALS)
+           "erfinv", "multigammaln", "i0", "i0e", "i1", "i1e", "erfcx", "ndtri", "log_ndtr", "zeta"] + list(_POLYNOMIALS)
 
 
 def expit(input):
@@ -30,7 +30,7 @@ erf, erfc, exp2, expm1, log1p = O.erf, O.erfc, O.exp2, O.expm1, O.log1p
 sinc, xlogy = C.sinc, C.xlogy
 gammaln, digamma, psi, polygamma, erfinv = M.lgamma, M.digamma, M.digamma, M.polygamma, M.erfinv
 i0, i0e, i1, i1e = X.special_i0, X.special_i0e, X.special_i1, X.special_i1e
-erfcx, ndtri, log_ndtr = SF.special_erfcx, SF.special_ndtri, SF.special_log_ndtr
+erfcx, ndtri, log_ndtr, zeta = SF.special_erfcx, SF.special_ndtri, SF.special_log_ndtr, SF.special_zeta
 for _name in _POLYNOMIALS:
     globals()[_name] = getattr(SF, "special_" + _name)
 

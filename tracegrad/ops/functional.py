@@ -2258,7 +2258,7 @@ OUT_FUNCTIONS_LINALG = ("cholesky cholesky_ex cross det eigh eigvalsh inv inv_ex
                         "matrix_rank multi_dot norm pinv qr slogdet solve solve_triangular svd svdvals vecdot "
                         "vector_norm matmul").split()
 OUT_FUNCTIONS_SPECIAL = ("digamma entr erf erfc erfinv exp2 expit expm1 gammaln logit multigammaln ndtr "
-                         "erfcx ndtri log_ndtr chebyshev_polynomial_t chebyshev_polynomial_u chebyshev_polynomial_v "
+                         "erfcx ndtri log_ndtr zeta chebyshev_polynomial_t chebyshev_polynomial_u chebyshev_polynomial_v "
                          "chebyshev_polynomial_w shifted_chebyshev_polynomial_t shifted_chebyshev_polynomial_u "
                          "shifted_chebyshev_polynomial_v shifted_chebyshev_polynomial_w hermite_polynomial_h "
                          "hermite_polynomial_he laguerre_polynomial_l legendre_polynomial_p "

@@ -10,7 +10,7 @@ from . import functional as O
 from .primitives import PRIMITIVES as P
 from .math_functional import _unary
 
-__all__ = ["special_erfcx", "special_ndtri", "special_log_ndtr"] + ["special_" + n for n in PP.KINDS]
+__all__ = ["special_erfcx", "special_ndtri", "special_log_ndtr", "special_zeta"] + ["special_" + n for n in PP.KINDS]
 
 special_erfcx, special_ndtri, special_log_ndtr = (_unary(n, n) for n in ("special_erfcx", "special_ndtri",
                                                                             "special_log_ndtr"))
@@ -54,3 +54,10 @@ def _polynomial(name, kind):
 
 for _name, _kind in PP.KINDS.items():
     globals()["special_" + _name] = _polynomial(_name, _kind)
+
+
+def special_zeta(input, other):
+    """The Hurwitz zeta function zeta(input, other) (broadcast), as torch.special.zeta."""
+    x, q = binary_operands("special_zeta", input, other, ("input", "other"))
+    refuse_half("zeta_cpu", (x, q))
+    return apply(P["special_zeta"], (x, q), {})

@@ -1,14 +1,15 @@
-"""Primitives for torch.special's error-function family (erfcx, ndtri, log_ndtr), registered into the
-op table of primitives.py.
+"""Primitives for torch.special's error-function family (erfcx, ndtri, log_ndtr) and the Hurwitz zeta
+function, registered into the op table of primitives.py.
 
 The kernels are the algorithms of torch's CPU kernels (aten/src/ATen/native/Math.h: Johnson's erfcx
-with its 100 Chebyshev pieces, Cephes' ndtri, SciPy's log_ndtr), evaluated in the dtype torch
+with its 100 Chebyshev pieces, Cephes' ndtri and zeta, SciPy's log_ndtr), evaluated in the dtype torch
 computes in (float64, or float32 for float32 and for integer and bool inputs, which reach them as
 the default float dtype) in torch's order of operations. torch has no float16 or bfloat16 kernel
 for them: those raise its NotImplementedError.
 Derivatives, as torch's derivatives.yaml: erfcx' = 2 x erfcx(x) - 2 / sqrt(pi); ndtri' =
 sqrt(2 pi) exp(ndtri(x)^2 / 2); log_ndtr' = exp(-(log_ndtr(x) + x^2 / 2)) / sqrt(2 pi), each in
-tracegrad's ops. No Triton lowering: on CUDA tensors they run their numpy kernel on a host copy.
+tracegrad's ops; zeta(x, q) has none in x (torch's NotImplementedError when the backward runs) and
+-x zeta(x + 1, q) in q. No Triton lowering: on CUDA tensors they run their numpy kernel on a host copy.
 """
 import math
 
@@ -16,7 +17,7 @@ import numpy as np
 
 from .. import _dtype as D
 from . import lowering as T
-from .primitives import F, unary
+from .primitives import F, FrontEnd, PRIMITIVES, binary, unary, _is_tensor
 from .gamma_primitives import _opmath
 
 _HOST = T.Refuse("runs its numpy kernel on the host")
@@ -409,6 +410,106 @@ def _log_ndtr(x):
     return out
 
 
+# -- zeta -------------------------------------------------------------------------------------------
+
+# Cephes' Euler-Maclaurin denominators (2k)! / B_2k
+_ZETA_A = (12.0, -720.0, 30240.0, -1209600.0, 47900160.0, -1.8924375803183791606e9, 7.47242496e10,
+           -2.950130727918164224e12, 1.1646782814350067249e14, -4.5979787224074726105e15,
+           1.8152105401943546773e17, -7.1661652561756670113e18)
+_MACHEP = 1.11022302462515654042E-16
+
+
+def compute_dtype(*args):
+    """The compute dtype of an op's operands: that of its tensors (cast to it before the kernel
+    runs; a Python number comes as itself), float64 or float32."""
+    d = np.result_type(*[a for a in args if isinstance(a, np.ndarray)])
+    return np.float64 if d == np.float64 else np.float32
+
+
+def _pow(a, b):
+    """The C library's pow in float64 (numpy's vectorized one is an ulp off for some arguments):
+    from the wider one, rounded once."""
+    with np.errstate(all="ignore"):
+        return np.power(a.astype(_WIDE), b.astype(_WIDE)).astype(np.float64)
+
+
+def _zeta(x, q):
+    """The Hurwitz zeta function sum_k (k + q)^-x, as torch's (Cephes') zeta: in float64 for float32
+    too (its accumulate type), the first term q^-x in the operands' dtype; inf at x = 1 and where q
+    is a non-positive integer, NaN for x < 1 and for q < 0 with a non-integer x. The sum runs until
+    a term is under half an ulp of it (at least 9 terms and past 9), then Euler-Maclaurin's
+    correction with up to 12 Bernoulli terms."""
+    t = compute_dtype(x, q)
+    xa, qa = np.broadcast_arrays(np.asarray(x, dtype=t), np.asarray(q, dtype=t))
+    shape = xa.shape
+    xt, qt = xa.reshape(-1), qa.reshape(-1)
+    xd, qd = xt.astype(np.float64), qt.astype(np.float64)
+    out = np.empty(xd.shape)
+    with np.errstate(all="ignore"):
+        # torch's order of tests: x = 1, x < 1, then q (a NaN x reaches these)
+        past = ~(xd <= 1)
+        pole = (xd == 1) | (past & (qd <= 0) & (qd == np.floor(qd)))
+        nan = (xd < 1) | (past & (qd <= 0) & (qd != np.floor(qd)) & (xd != np.floor(xd)))
+        out[pole] = np.inf
+        out[nan] = np.nan
+        idx = np.nonzero(~pole & ~nan)[0]
+        xs = xd[idx]
+        # (the first term is std::pow of the operands: powf for float32's)
+        s = _pow(qd[idx], -xs).astype(t).astype(np.float64)
+        a = qd[idx]
+        b = np.zeros_like(a)
+        i = 0
+        while idx.size:
+            i += 1
+            a = a + 1.0
+            b = _pow(a, -xs)
+            s = s + b
+            done = (-_MACHEP * s < b) & (b < _MACHEP * s)
+            more = ~done & ((i < 9) | (a <= 9.0))
+            out[idx[done]] = s[done]
+            rest = ~done & ~more
+            if rest.any():
+                out[idx[rest]] = _zeta_tail(xs[rest], a[rest], b[rest], s[rest])
+            idx, xs, a, b, s = idx[more], xs[more], a[more], b[more], s[more]
+    return out.astype(t).reshape(shape)
+
+
+def _zeta_tail(x, w, b, s):
+    """Cephes' Euler-Maclaurin correction from w on, float64."""
+    s = s + b * w / (x - 1.0)
+    s = s - 0.5 * b
+    a = np.ones_like(x)
+    k = 0.0
+    done = np.zeros(x.shape, bool)
+    out = s.copy()
+    for i in range(12):
+        a = a * (x + k)
+        b = b / w
+        t = a * b / _ZETA_A[i]
+        s = s + t
+        stop = ~done & (np.abs(t / s) < _MACHEP)
+        out[stop] = s[stop]
+        done |= stop
+        k += 1.0
+        a = a * (x + k)
+        b = b / w
+        k += 1.0
+    return np.where(done, out, s)
+
+
+def _zeta_vjp(g, out, x, q):
+    """torch's: none in x (its error when the backward runs), -x zeta(x + 1, q) in q."""
+    gx = None
+    if isinstance(x, FrontEnd.Tensor):
+        gx = FrontEnd.apply(PRIMITIVES["derivative_error"], (g,), {
+            "message": "the derivative for 'zeta' is not implemented.",
+            "error": NotImplementedError("the derivative for 'zeta' is not implemented.")})
+    gq = None
+    if isinstance(q, FrontEnd.Tensor):
+        gq = g * -x * FrontEnd.apply(PRIMITIVES["special_zeta"], (x + 1.0, q), {})
+    return gx, gq
+
+
 # -- the op table entries ----------------------------------------------------------------------------
 
 _SQRT_2PI = math.sqrt(2 * math.pi)
@@ -419,3 +520,8 @@ unary("special_ndtri", _ndtri, lambda g, out, x: (g * _SQRT_2PI * F.exp(out * ou
       grad_fn="SpecialNdtriBackward0", refuse={2: no_half_kernel("ndtri_cpu")}, triton=_HOST)
 unary("special_log_ndtr", _log_ndtr, lambda g, out, x: (g / _SQRT_2PI * F.exp(-(out + x * x / 2.0)),), "x out",
       grad_fn="SpecialLogNdtrBackward0", refuse={2: no_half_kernel("log_ndtr_cpu")}, triton=_HOST)
+# (torch's overloads of a number x or q have nodes of their own names)
+binary("special_zeta", _zeta, _zeta_vjp, "x y", dtype="promote_float",
+       grad_fn=lambda a, p: "SpecialZetaBackward" + ("1" if not _is_tensor(a[0]) else "2" if not _is_tensor(a[1])
+                                                     else "0"),
+       needs={"x": "", "y": "x y"}, triton=_HOST)
