@@ -1,8 +1,8 @@
-"""torch.special's erfcx, ndtri, log_ndtr, zeta and orthogonal polynomials against torch: values over
-wide grids and at the branch boundaries of each approximation, dtypes (integer inputs promote to
-the default float dtype; torch has no float16 or bfloat16 kernel for them), derivatives (float64
-gradcheck and gradgradcheck, and torch's gradients), grad_fn names, the polynomials' lack of a
-derivative, torch's errors, and compiled against eager.
+"""torch.special's erfcx, ndtri, log_ndtr, zeta, orthogonal polynomials and Bessel and Airy functions
+against torch: values over wide grids and at the branch boundaries of each approximation, dtypes
+(integer inputs promote to the default float dtype; torch has no float16 or bfloat16 kernel for
+them), derivatives (float64 gradcheck and gradgradcheck, and torch's gradients), grad_fn names, the
+polynomials' and Bessel functions' lack of a derivative, torch's errors, and compiled against eager.
 
 Tolerance of a value compared with torch: K ulps of the dtype times |f(x)|, plus K ulps absolute
 (ndtri crosses 0 at 1/2). Measured worst cases over the grids below: erfcx 1 ulp (float32) and 2
@@ -326,3 +326,106 @@ def test_zeta_compiled_equals_eager():
             outs.append((y.detach().numpy(), g.numpy()))
         np.testing.assert_array_equal(outs[1][0], outs[0][0])
         np.testing.assert_array_equal(outs[1][1], outs[0][1])
+
+
+# -- the Bessel and Airy functions --------------------------------------------------------------------
+
+BESSEL = ["bessel_j0", "bessel_j1", "bessel_y0", "bessel_y1", "modified_bessel_i0", "modified_bessel_i1",
+          "modified_bessel_k0", "modified_bessel_k1", "scaled_modified_bessel_k0", "scaled_modified_bessel_k1",
+          "spherical_bessel_j0", "airy_ai"]
+# each approximation's branch points: J/Y 5, I 8, K 2, spherical j0 1/2, Ai -2.09, 2.09, 8.3203353, 103.892
+BESSEL_SPECIAL = [0.0, -0.0, 1e-5, 0.99999e-5, 5.0, 5.0000005, 4.9999995, -5.0, 8.0, 8.000001, -8.0, 2.0, 2.0000002,
+                  0.5, 0.49999997, -0.5, 2.09, 2.0899999, -2.09, -2.0900002, 8.3203353, 8.320336, 103.892, 103.9,
+                  -103.9, 1e30, -1e30, 1e-30, float("inf"), float("-inf"), float("nan"), 700.0, 88.0, 89.0, 710.0]
+
+
+def _bessel_grid(seed=7):
+    rng = np.random.default_rng(seed)
+    return np.concatenate([rng.uniform(-12, 12, 3000), 10 ** rng.uniform(-30, 3, 600), -10 ** rng.uniform(-30, 3, 600),
+                           BESSEL_SPECIAL])
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64], ids=["float32", "float64"])
+@pytest.mark.parametrize("name", BESSEL)
+def test_bessel_values_match_torch(name, dtype):
+    """K ulps of (|f(x)| + |x f'(x)|), the second term the error an ulp of x makes (the functions'
+    zeros; f' from torch's float64 values by central differences). Measured worst cases: 8 ulps of
+    |f| (modified_bessel_k0 near 2, both dtypes), most functions 2 or 3."""
+    x = _bessel_grid().astype(dtype)
+    tf = getattr(torch.special, name)
+    got = getattr(tg.special, name)(tg.tensor(x)).numpy()
+    want = tf(torch.from_numpy(x)).numpy()
+    assert got.dtype == want.dtype
+    xd = torch.from_numpy(x.astype(np.float64))
+    h = 1e-6 * torch.clamp(xd.abs(), min=1e-3)
+    with np.errstate(all="ignore"):
+        slope = ((tf(xd + h) - tf(xd - h)) / (2 * h) * xd).abs().numpy()
+        slope = np.where(np.isfinite(slope), slope, 0.0)
+    a, b = got.astype(np.float64), want.astype(np.float64)
+    same = (a == b) | (np.isnan(a) & np.isnan(b))
+    with np.errstate(all="ignore"):
+        ok = same | (np.abs(a - b) <= 10 * EPS[dtype] * (np.abs(b) + slope))
+    bad = np.nonzero(~ok)[0]
+    assert not bad.size, f"{bad.size} off, first at x={x[bad[0]]!r}: {got[bad[0]]!r} vs torch {want[bad[0]]!r}"
+
+
+def test_bessel_special_points_are_torchs_exactly():
+    pts = [0.0, -0.0, float("inf"), float("-inf"), float("nan"), 1e30, -1e30, 103.9, -1.0, 1e-30]
+    for dtype in (tg.float32, tg.float64):
+        for name in BESSEL:
+            got = getattr(tg.special, name)(tg.tensor(pts, dtype=dtype)).numpy()
+            want = getattr(torch.special, name)(torch.tensor(pts, dtype=getattr(torch, dtype.name))).numpy()
+            np.testing.assert_array_equal(got, want, err_msg=f"{name} {dtype}")
+
+
+def test_bessel_exact_values():
+    """Against values known independently of torch (Abramowitz and Stegun's tables)."""
+    x = tg.tensor([1.0, 2.0], dtype=tg.float64)
+    S = tg.special
+    # (Cephes' approximations, torch's, are good to about 1e-13: Y0(2) is 5.7e-14 off in both)
+    np.testing.assert_allclose(S.bessel_j0(x).numpy(), [0.7651976865579666, 0.22389077914123567], rtol=1e-13)
+    np.testing.assert_allclose(S.bessel_j1(x).numpy(), [0.44005058574493355, 0.5767248077568734], rtol=1e-13)
+    np.testing.assert_allclose(S.bessel_y0(x).numpy(), [0.08825696421567697, 0.5103756726497451], rtol=1e-13)
+    np.testing.assert_allclose(S.bessel_y1(x).numpy(), [-0.7812128213002887, -0.10703243154093754], rtol=1e-13)
+    np.testing.assert_allclose(S.modified_bessel_i0(x).numpy(), [1.2660658777520082, 2.279585302336067], rtol=1e-13)
+    np.testing.assert_allclose(S.modified_bessel_k1(x).numpy(), [0.6019072301972346, 0.13986588181652243],
+                               rtol=1e-13)
+    np.testing.assert_allclose(S.airy_ai(x).numpy(), [0.1352924163128814, 0.03492413042327437], rtol=1e-13)
+    np.testing.assert_allclose(S.spherical_bessel_j0(x).numpy(), [math.sin(1.0), math.sin(2.0) / 2], rtol=1e-13)
+
+
+@pytest.mark.parametrize("name", BESSEL)
+def test_bessel_dtypes_no_derivative_and_errors_as_torch(name):
+    tf, gf = getattr(torch.special, name), getattr(tg.special, name)
+    for dtype in ("int64", "int32", "bool", "float64"):
+        data = [0, 1, 3, 7] if dtype != "bool" else [True, False]
+        got, want = gf(tg.tensor(data, dtype=getattr(tg, dtype))), tf(torch.tensor(data, dtype=getattr(torch, dtype)))
+        assert got.dtype.name == str(want.dtype).split(".")[1]
+        np.testing.assert_array_equal(got.numpy(), want.numpy())
+    for dtype in ("float16", "bfloat16"):
+        with pytest.raises(NotImplementedError) as want:
+            tf(torch.tensor([0.5], dtype=getattr(torch, dtype)))
+        with pytest.raises(NotImplementedError) as got:
+            gf(tg.tensor([0.5], dtype=getattr(tg, dtype)))
+        assert str(got.value) == str(want.value)
+    with pytest.raises(TypeError) as want:
+        tf(0.5)
+    with pytest.raises(TypeError) as got:
+        gf(0.5)
+    assert str(got.value) == str(want.value)
+    x = tg.tensor([0.3, 0.6], dtype=tg.float64, requires_grad=True)
+    y, yt = gf(x), tf(to_torch(x))
+    assert y.requires_grad == yt.requires_grad is False and y.grad_fn is None
+    out = tg.empty(2, dtype=tg.float64)
+    assert gf(x.detach(), out=out) is out
+    np.testing.assert_array_equal(out.numpy(), y.numpy())
+
+
+def test_bessel_compiled_equals_eager():
+    def f(x):
+        return sum(getattr(tg.special, n)(x) for n in BESSEL) * 2.0
+    compiled = tg.compile(f)
+    for vals in ([0.5, 1.0, 3.0, 7.0, -2.5, 50.0], [0.25, 2.5, 6.0, 9.0, -1.5, 20.0]):
+        for dtype in (tg.float32, tg.float64):
+            x = tg.tensor(vals, dtype=dtype)
+            np.testing.assert_array_equal(compiled(x).numpy(), f(x).numpy())

@@ -12,10 +12,12 @@ from .ops.composite_more import entr
 from .ops import functional_extra as X
 from .ops import special_functional as SF
 from .ops.polynomial_primitives import KINDS as _POLYNOMIALS
+from .ops.bessel_more_primitives import KINDS as _BESSEL
 
 __all__ = ["expit", "logit", "erf", "erfc", "exp2", "expm1", "log1p", "log_softmax", "softmax", "logsumexp",
            "round", "sinc", "xlogy", "xlog1py", "ndtr", "entr", "gammaln", "digamma", "psi", "polygamma",
-           "erfinv", "multigammaln", "i0", "i0e", "i1", "i1e", "erfcx", "ndtri", "log_ndtr", "zeta"] + list(_POLYNOMIALS)
+           "erfinv", "multigammaln", "i0", "i0e", "i1", "i1e", "erfcx", "ndtri", "log_ndtr", "zeta"] + \
+    list(_POLYNOMIALS) + list(_BESSEL)
 
 
 def expit(input):
@@ -31,7 +33,7 @@ sinc, xlogy = C.sinc, C.xlogy
 gammaln, digamma, psi, polygamma, erfinv = M.lgamma, M.digamma, M.digamma, M.polygamma, M.erfinv
 i0, i0e, i1, i1e = X.special_i0, X.special_i0e, X.special_i1, X.special_i1e
 erfcx, ndtri, log_ndtr, zeta = SF.special_erfcx, SF.special_ndtri, SF.special_log_ndtr, SF.special_zeta
-for _name in _POLYNOMIALS:
+for _name in list(_POLYNOMIALS) + list(_BESSEL):
     globals()[_name] = getattr(SF, "special_" + _name)
 
 

@@ -1,16 +1,19 @@
-"""torch.special's functions over the primitives of special_primitives.py and
-polynomial_primitives.py: erfcx, ndtri, log_ndtr and the orthogonal polynomials."""
+"""torch.special's functions over the primitives of special_primitives.py, polynomial_primitives.py
+and bessel_more_primitives.py: erfcx, ndtri, log_ndtr, zeta, the orthogonal polynomials and the
+Bessel and Airy functions."""
 from .. import _dtype as D
 from ..tensor import Tensor
 from ..tracing import apply
 from ..ir.symbolic import Sym
 from . import special_primitives  # noqa: F401  (registers the primitives)
 from . import polynomial_primitives as PP
+from . import bessel_more_primitives as BP
 from . import functional as O
 from .primitives import PRIMITIVES as P
 from .math_functional import _unary
 
-__all__ = ["special_erfcx", "special_ndtri", "special_log_ndtr", "special_zeta"] + ["special_" + n for n in PP.KINDS]
+__all__ = ["special_erfcx", "special_ndtri", "special_log_ndtr", "special_zeta"] + \
+    ["special_" + n for n in PP.KINDS] + ["special_" + n for n in BP.KINDS]
 
 special_erfcx, special_ndtri, special_log_ndtr = (_unary(n, n) for n in ("special_erfcx", "special_ndtri",
                                                                             "special_log_ndtr"))
@@ -61,3 +64,23 @@ def special_zeta(input, other):
     x, q = binary_operands("special_zeta", input, other, ("input", "other"))
     refuse_half("zeta_cpu", (x, q))
     return apply(P["special_zeta"], (x, q), {})
+
+
+def _bessel(name):
+    public = "special_" + name
+
+    # (torch names the argument of these four x, of the others input)
+    arg = "x" if name in ("scaled_modified_bessel_k0", "scaled_modified_bessel_k1", "spherical_bessel_j0",
+                          "airy_ai") else "input"
+
+    def op(input):
+        O._check_tensor(input, public, arg)
+        refuse_half(name + "_cpu", (input,))
+        return apply(P["special_bessel"], (input,), {"kind": name})
+    op.__name__ = public
+    op.__doc__ = f"Elementwise torch.special.{name}."
+    return op
+
+
+for _name in BP.KINDS:
+    globals()["special_" + _name] = _bessel(_name)
