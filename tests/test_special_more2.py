@@ -429,3 +429,133 @@ def test_bessel_compiled_equals_eager():
         for dtype in (tg.float32, tg.float64):
             x = tg.tensor(vals, dtype=dtype)
             np.testing.assert_array_equal(compiled(x).numpy(), f(x).numpy())
+
+
+# -- the incomplete gamma functions ----------------------------------------------------------------
+
+IGAMMA = ["gammainc", "gammaincc"]
+# each method's region: x around 0.5 and 1.1, a around 20 and 200 with |x - a| / a near 0.3 and
+# 4.5 / sqrt(a) (Temme's expansion), and the boundaries (zeros, infinities, negatives, NaN)
+IGAMMA_A = [0.0, -1.0, 1e-30, 0.5, 1.0, 2.0, 19.99, 20.0, 20.01, 199.9, 200.0, 200.1, 1e6, float("inf"), float("nan")]
+IGAMMA_X = [0.0, -1.0, 1e-30, 0.5, 0.50001, 1.0, 1.1, 1.10001, 14.0, 26.0, 140.0, 260.0, 1e6, float("inf"),
+            float("nan")]
+
+
+def _igamma_grid(seed=9):
+    rng = np.random.default_rng(seed)
+    a = np.concatenate([rng.uniform(0, 5, 30), 10 ** rng.uniform(-5, 3, 30), rng.uniform(15, 250, 20), IGAMMA_A])
+    x = np.concatenate([rng.uniform(0, 5, 30), 10 ** rng.uniform(-5, 3, 30), rng.uniform(15, 250, 20), IGAMMA_X])
+    return (v.ravel() for v in np.meshgrid(a, x))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64], ids=["float32", "float64"])
+@pytest.mark.parametrize("name", IGAMMA)
+def test_incomplete_gamma_values_match_torch(name, dtype):
+    """K ulps of |f| times the conditioning of x^a e^-x / Gamma(a), 1 + |a log x| + x + |lgamma(a)|
+    (torch's and tracegrad's C-library logarithms and lgamma differ in the last bit, magnified by
+    the exponential: 2e-13 relative in float64 at a = 149, x = 85, where P is 2.4e-10), plus K ulps
+    absolute (the complement 1 - P of a P near 1)."""
+    a, x = (v.astype(dtype) for v in _igamma_grid())
+    got = getattr(tg.special, name)(tg.tensor(a), tg.tensor(x)).numpy()
+    want = getattr(torch.special, name)(torch.from_numpy(a), torch.from_numpy(x)).numpy()
+    assert got.dtype == want.dtype
+    ad, xd = a.astype(np.float64), x.astype(np.float64)
+    with np.errstate(all="ignore"):
+        cond = 1 + np.abs(ad * np.log(xd)) + np.abs(xd) + np.abs(torch.lgamma(torch.from_numpy(ad)).numpy())
+        cond = np.where(np.isfinite(cond), cond, 1.0)
+    g, w = got.astype(np.float64), want.astype(np.float64)
+    same = (g == w) | (np.isnan(g) & np.isnan(w))
+    with np.errstate(all="ignore"):
+        ok = same | (np.abs(g - w) <= K * EPS[dtype] * (np.abs(w) * cond + 1))
+    bad = np.nonzero(~ok)[0]
+    assert not bad.size, \
+        f"{bad.size} off, first at a={a[bad[0]]!r}, x={x[bad[0]]!r}: {got[bad[0]]!r} vs {want[bad[0]]!r}"
+
+
+def test_incomplete_gamma_boundaries_are_torchs_exactly():
+    a, x = (v.ravel() for v in np.meshgrid(IGAMMA_A, IGAMMA_X))
+    for dtype in (np.float32, np.float64):
+        for name in IGAMMA:
+            got = getattr(tg.special, name)(tg.tensor(a.astype(dtype)), tg.tensor(x.astype(dtype))).numpy()
+            want = getattr(torch.special, name)(torch.from_numpy(a.astype(dtype)), torch.from_numpy(x.astype(dtype)))
+            edge = (a == 0) | (x == 0) | np.isinf(a) | np.isinf(x) | (a < 0) | (x < 0)
+            np.testing.assert_array_equal(got[edge], want.numpy()[edge], err_msg=f"{name} {dtype}")
+
+
+def test_incomplete_gamma_exact_values():
+    """P(1, x) = 1 - exp(-x), Q(1/2, x) = erfc(sqrt(x)), P(2, x) = 1 - (1 + x) exp(-x)."""
+    x = np.array([0.01, 0.3, 1.0, 2.5, 7.0, 30.0])
+    S = tg.special
+    xt = tg.tensor(x, dtype=tg.float64)
+    np.testing.assert_allclose(S.gammainc(tg.ones_like(xt), xt).numpy(), -np.expm1(-x), rtol=1e-14)
+    np.testing.assert_allclose(S.gammaincc(tg.full_like(xt, 0.5), xt).numpy(),
+                               [math.erfc(math.sqrt(v)) for v in x], rtol=1e-13)
+    np.testing.assert_allclose(S.gammainc(tg.full_like(xt, 2.0), xt).numpy(), 1 - (1 + x) * np.exp(-x), rtol=1e-13)
+
+
+def test_incomplete_gamma_names_dtypes_methods_and_errors_as_torch():
+    a, x = [0.5, 2.0, 3.0, 10.0], [0.3, 2.5, 1.0, 12.0]
+    fns = [lambda m, p, q: m.special.gammainc(p, q), lambda m, p, q: m.special.gammaincc(p, q),
+           lambda m, p, q: m.igamma(p, q), lambda m, p, q: m.igammac(p, q), lambda m, p, q: p.igamma(q),
+           lambda m, p, q: p.igammac(q), lambda m, p, q: p.clone().igamma_(q), lambda m, p, q: p.clone().igammac_(q)]
+    for fn in fns:
+        # float16 and bfloat16 compute in float32, rounded once, as torch's
+        for da, dx in [("float32", "float32"), ("float64", "float32"), ("float16", "float16"),
+                       ("bfloat16", "bfloat16"), ("float32", "float64")]:
+            ga, gx = tg.tensor(a, dtype=getattr(tg, da)), tg.tensor(x, dtype=getattr(tg, dx))
+            ta, tx = torch.tensor(a, dtype=getattr(torch, da)), torch.tensor(x, dtype=getattr(torch, dx))
+            got, want = fn(tg, ga, gx), fn(torch, ta, tx)
+            assert got.dtype.name == str(want.dtype).split(".")[1]
+            np.testing.assert_allclose(got.float().numpy(), want.float().numpy(), rtol=2e-6)
+    errors = [lambda m: m.special.gammainc(m.tensor([1, 2]), m.tensor([1, 2])),
+              lambda m: m.igammac(m.tensor([True]), m.tensor([False])), lambda m: m.igamma(m.tensor([1.0]), 2.0),
+              lambda m: m.special.gammaincc(0.5, m.tensor([1.0]))]
+    for err in errors:
+        with pytest.raises((TypeError, NotImplementedError)) as want:
+            err(torch)
+        with pytest.raises(want.type) as got:
+            err(tg)
+        assert str(got.value) == str(want.value)
+
+
+@pytest.mark.parametrize("name", ["igamma", "igammac"])
+def test_incomplete_gamma_derivatives_as_torch(name):
+    """None in a (torch's NotImplementedError when the backward runs); +-x^(a-1) e^-x / Gamma(a) in x."""
+    for ra, rx in [(True, False), (False, True), (True, True)]:
+        outs = []
+        for m in (torch, tg):
+            a = m.tensor([2.5, 3.0, 0.5, 40.0], dtype=m.float64, requires_grad=ra)
+            x = m.tensor([0.7, 2.0, 5.0, 38.0], dtype=m.float64, requires_grad=rx)
+            y = getattr(m, name)(a, x)
+            try:
+                y.sum().backward()
+                outs.append((type(y.grad_fn).__name__, x.grad.numpy()))
+            except NotImplementedError as e:
+                outs.append((type(y.grad_fn).__name__, str(e)))
+        assert outs[0][0] == outs[1][0]
+        if isinstance(outs[0][1], str):
+            assert outs[1][1] == outs[0][1]
+        else:
+            np.testing.assert_allclose(outs[1][1], outs[0][1], rtol=1e-13)
+    a = tg.tensor([2.5, 3.0, 0.5], dtype=tg.float64)
+    x = tg.tensor([0.7, 2.0, 5.0], dtype=tg.float64, requires_grad=True)
+    fn = getattr(tg, name)
+    assert tg.autograd.gradcheck(lambda t: fn(a, t), (x,))
+    assert tg.autograd.gradgradcheck(lambda t: fn(a, t), (x,))
+
+
+def test_incomplete_gamma_compiled_equals_eager():
+    def f(a, x):
+        return tg.special.gammainc(a, x) - 2.0 * tg.special.gammaincc(a, x)
+    compiled = tg.compile(f)
+    for vals in ([0.5, 2.0, 25.0, 250.0, 1.0], [3.0, 0.2, 18.0, 210.0, 0.7]):
+        for dtype in (tg.float32, tg.float64):
+            outs = []
+            for fn in (f, compiled):
+                a = tg.tensor(vals, dtype=dtype)
+                x = tg.tensor([0.3, 1.5, 24.0, 260.0, 1.2], dtype=dtype, requires_grad=True)
+                y = fn(a, x)
+                g, = tg.autograd.grad(y.sum(), x)
+                outs.append((y.detach().numpy(), g.numpy()))
+            np.testing.assert_array_equal(outs[1][0], outs[0][0])
+            np.testing.assert_array_equal(outs[1][1], outs[0][1])

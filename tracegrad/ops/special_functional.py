@@ -1,6 +1,7 @@
-"""torch.special's functions over the primitives of special_primitives.py, polynomial_primitives.py
-and bessel_more_primitives.py: erfcx, ndtri, log_ndtr, zeta, the orthogonal polynomials and the
-Bessel and Airy functions."""
+"""torch.special's functions over the primitives of special_primitives.py, polynomial_primitives.py,
+bessel_more_primitives.py and igamma_primitives.py: erfcx, ndtri, log_ndtr, zeta, the orthogonal
+polynomials, the Bessel and Airy functions, and the incomplete gamma functions (torch.igamma,
+igammac, torch.special.gammainc, gammaincc)."""
 from .. import _dtype as D
 from ..tensor import Tensor
 from ..tracing import apply
@@ -8,11 +9,13 @@ from ..ir.symbolic import Sym
 from . import special_primitives  # noqa: F401  (registers the primitives)
 from . import polynomial_primitives as PP
 from . import bessel_more_primitives as BP
+from . import igamma_primitives  # noqa: F401  (registers the primitives)
 from . import functional as O
 from .primitives import PRIMITIVES as P
 from .math_functional import _unary
 
-__all__ = ["special_erfcx", "special_ndtri", "special_log_ndtr", "special_zeta"] + \
+__all__ = ["special_erfcx", "special_ndtri", "special_log_ndtr", "special_zeta", "igamma", "igammac",
+           "special_gammainc", "special_gammaincc"] + \
     ["special_" + n for n in PP.KINDS] + ["special_" + n for n in BP.KINDS]
 
 special_erfcx, special_ndtri, special_log_ndtr = (_unary(n, n) for n in ("special_erfcx", "special_ndtri",
@@ -84,3 +87,19 @@ def _bessel(name):
 
 for _name in BP.KINDS:
     globals()["special_" + _name] = _bessel(_name)
+
+
+def _incomplete_gamma(prim, public):
+    def op(input, other):
+        O._check_tensor(input, public)
+        O._check_tensor(other, public, "other", 2)
+        return apply(P[prim], (input, other), {})
+    op.__name__ = public
+    op.__doc__ = (f"The regularized {'upper' if prim == 'igammac' else 'lower'} incomplete gamma function of "
+                  f"(input, other) (broadcast), as torch.{public.replace('special_', 'special.')}.")
+    return op
+
+
+igamma, igammac = _incomplete_gamma("igamma", "igamma"), _incomplete_gamma("igammac", "igammac")
+special_gammainc = _incomplete_gamma("igamma", "special_gammainc")
+special_gammaincc = _incomplete_gamma("igammac", "special_gammaincc")
