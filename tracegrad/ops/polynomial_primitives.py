@@ -64,6 +64,24 @@ def _recur(out, todo, n, q0, step, k0, last):
     return out
 
 
+def _closed_form(base, shifted, y, nt, n1, twon1, sign, t):
+    """torch's trigonometric forms of T, U, V, W for large n inside (-1, 1), with its fallbacks where
+    their denominators are 0 or 1, of the elements that take them."""
+    one = t(1)
+    a = _libm(np.arccos, y, t)
+    if base == "t":
+        return _libm(np.cos, nt * a, t)
+    if base == "u":
+        s = _libm(np.sin, a, t)
+        return np.where(s != 0, _libm(np.sin, n1 * a, t) / s, n1 * _libm(np.cos, n1 * a, t) / y)
+    h = a / t(2)
+    if base == "v":
+        return np.where(_libm(np.sin, h, t) != one, _libm(np.cos, (nt + t(0.5)) * a, t) / _libm(np.cos, h, t),
+                        sign * twon1)
+    edge = sign if shifted else np.where(y > 0, twon1, sign)
+    return np.where(_libm(np.cos, h, t) != one, _libm(np.sin, (nt + t(0.5)) * a, t) / _libm(np.sin, h, t), edge)
+
+
 def _chebyshev(kind, x, n, t):
     """Chebyshev's T, U, V, W of y = x (kind "t".."w") or y = 2x - 1 (shifted, "st".."sw")."""
     shifted = kind[0] == "s"
@@ -82,24 +100,11 @@ def _chebyshev(kind, x, n, t):
         at_neg = {"t": sign, "u": sign * n1, "v": sign * twon1, "w": sign}[base]
         limit = {"t": 6, "u": 8, "v": 8, "w": 8}[base] if not shifted else (4 if base == "w" else 6)
         trig = (n > limit) & (np.abs(y) < one) & ~pos & ~neg
-        a = _libm(np.arccos, y, t)
-        if base == "t":
-            closed = _libm(np.cos, nt * a, t)
-        elif base == "u":
-            s = _libm(np.sin, a, t)
-            closed = np.where(s != 0, _libm(np.sin, n1 * a, t) / s, n1 * _libm(np.cos, n1 * a, t) / y)
-        elif base == "v":
-            h = a / t(2)
-            closed = np.where(_libm(np.sin, h, t) != one,
-                              _libm(np.cos, (nt + t(0.5)) * a, t) / _libm(np.cos, h, t), sign * twon1)
-        else:
-            h = a / t(2)
-            edge = sign if shifted else np.where(y > 0, twon1, sign)
-            closed = np.where(_libm(np.cos, h, t) != one,
-                              _libm(np.sin, (nt + t(0.5)) * a, t) / _libm(np.sin, h, t), edge)
+        closed = _closed_form(base, shifted, y[trig], nt[trig], n1[trig], twon1[trig], sign[trig], t)
         q0 = {"t": y, "u": y + y, "v": y + y - one, "w": y + y + one}[base]
         out[...] = np.where(n == 0, one, q0)
-        out = np.where(trig, closed, np.where(pos, at_pos, np.where(neg, at_neg, out)))
+        out = np.where(pos, at_pos, np.where(neg, at_neg, out))
+        out[trig] = closed
         y2 = y + y
         todo = (n >= 2) & ~trig & ~pos & ~neg
         if todo.any():
