@@ -261,7 +261,8 @@ def test_zeta_values_match_torch(dtype):
     got = tg.special.zeta(tg.tensor(x), tg.tensor(q)).numpy()
     want = torch.special.zeta(torch.from_numpy(x), torch.from_numpy(q)).numpy()
     assert got.dtype == want.dtype
-    _close(got, want, 3 * EPS[dtype], 0.0, "zeta")
+    # (a few units of the last place of subnormal results too, whose ulp is the smallest subnormal)
+    _close(got, want, 3 * EPS[dtype], 3 * np.finfo(dtype).smallest_subnormal, "zeta")
 
 
 def test_zeta_exact_values():
@@ -454,7 +455,9 @@ def test_incomplete_gamma_values_match_torch(name, dtype):
     """K ulps of |f| times the conditioning of x^a e^-x / Gamma(a), 1 + |a log x| + x + |lgamma(a)|
     (torch's and tracegrad's C-library logarithms and lgamma differ in the last bit, magnified by
     the exponential: 2e-13 relative in float64 at a = 149, x = 85, where P is 2.4e-10), plus K ulps
-    absolute (the complement 1 - P of a P near 1)."""
+    absolute (the complement 1 - P of a P near 1), all doubled: torch's own continued fraction near
+    a = x is some ulps off (P(1.080444141134123, 1.10001): torch and SciPy 0.634161816574691, the
+    exact value 0.6341618165746885, tracegrad 0.6341618165746876)."""
     a, x = (v.astype(dtype) for v in _igamma_grid())
     got = getattr(tg.special, name)(tg.tensor(a), tg.tensor(x)).numpy()
     want = getattr(torch.special, name)(torch.from_numpy(a), torch.from_numpy(x)).numpy()
@@ -466,7 +469,7 @@ def test_incomplete_gamma_values_match_torch(name, dtype):
     g, w = got.astype(np.float64), want.astype(np.float64)
     same = (g == w) | (np.isnan(g) & np.isnan(w))
     with np.errstate(all="ignore"):
-        ok = same | (np.abs(g - w) <= K * EPS[dtype] * (np.abs(w) * cond + 1))
+        ok = same | (np.abs(g - w) <= 2 * K * EPS[dtype] * (np.abs(w) * cond + 1))
     bad = np.nonzero(~ok)[0]
     assert not bad.size, \
         f"{bad.size} off, first at a={a[bad[0]]!r}, x={x[bad[0]]!r}: {got[bad[0]]!r} vs {want[bad[0]]!r}"
