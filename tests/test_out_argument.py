@@ -52,6 +52,8 @@ CALLS.update({
     "fmod": lambda lib: ((_x(lib), 0.7), {}),
     "heaviside": lambda lib: ((_x(lib), _v(lib)), {}),
     "hypot": lambda lib: ((_x(lib), _v(lib)), {}),
+    "igamma": lambda lib: ((_p(lib), _p(lib) * 3), {}),
+    "igammac": lambda lib: ((_p(lib), _p(lib) * 3), {}),
     "ldexp": lambda lib: ((_x(lib), lib.tensor([1, 2, 3])), {}),
     "lerp": lambda lib: ((_x(lib), _v(lib), 0.3), {}),
     "logaddexp": lambda lib: ((_x(lib), _v(lib)), {}),

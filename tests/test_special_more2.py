@@ -562,3 +562,16 @@ def test_incomplete_gamma_compiled_equals_eager():
                 outs.append((y.detach().numpy(), g.numpy()))
             np.testing.assert_array_equal(outs[1][0], outs[0][0])
             np.testing.assert_array_equal(outs[1][1], outs[0][1])
+
+
+def test_compiled_degree_and_order_are_not_frozen():
+    """A Python number's degree n (and zeta's x) reach the compiled program as arguments of the
+    traced call: a new n gives the new polynomial, as eagerly."""
+    def f(x, n, s):
+        return tg.special.legendre_polynomial_p(x, n) + tg.special.zeta(s, x + 1)
+    compiled = tg.compile(f)
+    x = tg.tensor([0.3, 0.7, -0.2])
+    for n, s in ((2, 3.0), (3, 3.0), (5, 2.5), (2.5, 4.0), (-1, 3.0)):
+        want = torch.special.legendre_polynomial_p(to_torch(x), n) + torch.special.zeta(s, to_torch(x) + 1)
+        np.testing.assert_array_equal(compiled(x, n, s).numpy(), f(x, n, s).numpy())
+        np.testing.assert_allclose(f(x, n, s).numpy(), want.numpy(), rtol=1e-6)
