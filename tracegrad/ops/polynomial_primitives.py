@@ -16,7 +16,7 @@ import numpy as np
 
 from . import lowering as T
 from .primitives import binary
-from .special_primitives import no_half_kernel, _fma, _libm
+from .special_primitives import compute_dtype, _fma, _libm
 
 _HOST = T.Refuse("runs its numpy kernel on the host")
 
@@ -41,17 +41,17 @@ def _degree(n, t, hermite):
     return out
 
 
-def _recur(out, todo, n, q0, step, k0, last):
-    """Runs r = step(k, p, q) from k = k0 while k <= n - last for the elements in `todo`, starting
-    from p = 1, q = q0 (elements whose q turns NaN stop, as torch's loop), and writes the last r
-    into out."""
+def _recur(out, todo, n, q0, step):
+    """Runs r = step(k, p, q, positions) for k = 2..n over the elements in `todo`, starting from
+    p = 1, q = q0 (elements whose q turns NaN stop, as torch's loop), and writes the last r into out.
+    (One step per degree, as torch's: a degree of millions takes as many numpy passes.)"""
     idx = np.nonzero(todo)[0]
     nn = n[idx]
     q = q0[idx] if q0.shape else np.full(idx.shape, q0)
     p = np.ones_like(q)
-    k = k0
+    k = 2
     while idx.size:
-        go = (k <= nn - last) & ~np.isnan(q)
+        go = (k <= nn) & ~np.isnan(q)
         done = ~go
         if done.any():
             out[idx[done]] = q[done]
@@ -108,17 +108,12 @@ def _chebyshev(kind, x, n, t):
         y2 = y + y
         todo = (n >= 2) & ~trig & ~pos & ~neg
         if todo.any():
-            out = _recur(out, todo, n, q0, lambda k, p, q, i: _fma(y2[i], q, -p, t), 2, 0)
+            out = _recur(out, todo, n, q0, lambda k, p, q, i: _fma(y2[i], q, -p, t))
     return np.where(n < 0, t(0), out)
 
 
-def _compute_dtype(*args):
-    """The dtype of the tensor operands (cast to the compute dtype: a number comes as itself)."""
-    return np.float64 if np.result_type(*[a for a in args if isinstance(a, np.ndarray)]) == np.float64 else np.float32
-
-
 def _polynomial(x, n, kind):
-    t = _compute_dtype(x, n)
+    t = compute_dtype(x, n)
     xa, na = np.broadcast_arrays(np.asarray(x), np.asarray(n))
     x = np.ascontiguousarray(xa.astype(t)).reshape(-1)
     nd = _degree(np.ascontiguousarray(na.astype(t)).reshape(-1), t, kind == "h")
@@ -135,7 +130,7 @@ def _polynomial(x, n, kind):
                     step = lambda k, p, q, i: _fma(x[i] + x[i], q, -(t(2 * k - 2) * p), t)  # noqa: E731
                 else:
                     step = lambda k, p, q, i: _fma(x[i], q, -(t(k - 1) * p), t)  # noqa: E731
-                out = _recur(out, todo, nd, q0, step, 2, 0)
+                out = _recur(out, todo, nd, q0, step)
         elif kind == "l":
             q0 = one - x
             out = np.where((nd == 0) | (x == 0), one, q0)
@@ -143,7 +138,7 @@ def _polynomial(x, n, kind):
             if todo.any():
                 step = lambda k, p, q, i: (_fma(t(2 * k - 2) + (one - x[i]), q, -(t(k - 1) * p), t)  # noqa: E731
                                            / t(k))
-                out = _recur(out, todo, nd, q0, step, 2, 0)
+                out = _recur(out, todo, nd, q0, step)
         elif kind == "p":
             pm = np.abs(x) == one
             at_pm = np.where((x > 0) | (nd % 2 == 0), one, -one)
@@ -152,7 +147,7 @@ def _polynomial(x, n, kind):
             if todo.any():
                 step = lambda k, p, q, i: (_fma(t(2 * k - 1) * x[i], q, -(t(k - 1) * p), t)  # noqa: E731
                                            / t(k))
-                out = _recur(out, todo, nd, x, step, 2, 0)
+                out = _recur(out, todo, nd, x, step)
         else:
             out = _chebyshev(kind, x, nd, t)
     out = np.where(nd < 0, t(0), out)
