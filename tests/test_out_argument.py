@@ -52,6 +52,8 @@ CALLS.update({
     "fmod": lambda lib: ((_x(lib), 0.7), {}),
     "heaviside": lambda lib: ((_x(lib), _v(lib)), {}),
     "hypot": lambda lib: ((_x(lib), _v(lib)), {}),
+    "igamma": lambda lib: ((_p(lib), _p(lib) * 3), {}),
+    "igammac": lambda lib: ((_p(lib), _p(lib) * 3), {}),
     "ldexp": lambda lib: ((_x(lib), lib.tensor([1, 2, 3])), {}),
     "lerp": lambda lib: ((_x(lib), _v(lib), 0.3), {}),
     "logaddexp": lambda lib: ((_x(lib), _v(lib)), {}),
@@ -248,7 +250,13 @@ LINALG_CALLS = {
 SPECIAL_CALLS = {n: (lambda n: lambda lib: ((_p(lib),), {}))(n) for n in
                  "digamma entr erf erfc erfinv exp2 expit expm1 gammaln logit ndtr sinc".split()}
 SPECIAL_CALLS.update({"multigammaln": lambda lib: ((_p(lib) + 2, 2), {}), "polygamma": lambda lib: ((2, _p(lib)), {}),
-                      "xlog1py": lambda lib: ((_x(lib), _p(lib)), {}), "xlogy": lambda lib: ((_x(lib), _p(lib)), {})})
+                      "xlog1py": lambda lib: ((_x(lib), _p(lib)), {}), "xlogy": lambda lib: ((_x(lib), _p(lib)), {}),
+                      "erfcx": lambda lib: ((_x(lib),), {}), "log_ndtr": lambda lib: ((_x(lib),), {}),
+                      "ndtri": lambda lib: ((_p(lib),), {}), "zeta": lambda lib: ((_p(lib) + 1, _p(lib)), {}),
+                      "gammainc": lambda lib: ((_p(lib), _p(lib)), {}),
+                      "gammaincc": lambda lib: ((_p(lib), _p(lib)), {}),
+                      "bessel_j0": lambda lib: ((_x(lib),), {}), "airy_ai": lambda lib: ((_x(lib),), {}),
+                      "legendre_polynomial_p": lambda lib: ((_x(lib), 3), {})})
 
 
 @pytest.mark.parametrize("space,name", [("linalg", n) for n in sorted(LINALG_CALLS)] +

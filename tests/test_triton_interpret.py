@@ -183,7 +183,9 @@ REFUSED.update({n: "numpy kernel on the host" for n in (
     "erfc", "asin", "acos", "atan", "sinh", "cosh", "asinh", "acosh", "atanh", "asinh_inplace", "acosh_inplace",
     "atanh_inplace", "atan2", "cumsum", "cumprod", "argsort", "kthvalue_index",
     "linalg_inv", "det_cofactor", "linalg_det", "linalg_slogdet", "linalg_solve", "linalg_cholesky", "linalg_eigh",
-    "linalg_svd", "linalg_solve_triangular", "linalg_qr", "linalg_pinv", "bitwise_left_shift", "bitwise_right_shift")})
+    "linalg_svd", "linalg_solve_triangular", "linalg_qr", "linalg_pinv", "bitwise_left_shift", "bitwise_right_shift",
+    "special_erfcx", "special_ndtri", "special_log_ndtr", "special_zeta", "special_polynomial", "special_bessel",
+    "igamma", "igammac")})
 
 
 def lowered_primitives():

@@ -171,6 +171,7 @@ from .ops.composite_more import (cross, inner, kron, vdot, addmv, addr, addbmm, 
 from .ops.functional_extra import (i0, angle, conj, conj_physical, resolve_conj, resolve_neg,  # noqa: E402,F401
                                    is_conj, is_neg, gcd, lcm, nextafter, as_strided, index_reduce, isposinf,
                                    isneginf, isreal, logdet, slogdet, pinverse)
+from .ops.special_functional import igamma, igammac  # noqa: E402,F401
 from .compile import compile  # noqa: E402,F401
 from ._legacy import TYPES as _LEGACY_TYPES  # noqa: E402
 globals().update(_LEGACY_TYPES)  # FloatTensor, LongTensor, ...

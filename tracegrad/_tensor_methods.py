@@ -1443,6 +1443,12 @@ Tensor.i0 = _extra.i0
 Tensor.i0_ = _inplace(_extra.i0)
 Tensor.angle = _extra.angle
 
+# ops/special_functional.py: the incomplete gamma functions (torch.special's others have no methods)
+from .ops import special_functional as _special  # noqa: E402
+
+Tensor.igamma, Tensor.igammac = _special.igamma, _special.igammac
+Tensor.igamma_, Tensor.igammac_ = _inplace(_special.igamma), _inplace(_special.igammac)
+
 
 def _conj_physical_(self):
     """In place on a real tensor: its value stays, its version moves and, recording, its node becomes

@@ -10,10 +10,14 @@ from .nn import functional as F
 from .tracing import rename_grad_fn
 from .ops.composite_more import entr
 from .ops import functional_extra as X
+from .ops import special_functional as SF
+from .ops.polynomial_primitives import KINDS as _POLYNOMIALS
+from .ops.bessel_more_primitives import KINDS as _BESSEL
 
 __all__ = ["expit", "logit", "erf", "erfc", "exp2", "expm1", "log1p", "log_softmax", "softmax", "logsumexp",
            "round", "sinc", "xlogy", "xlog1py", "ndtr", "entr", "gammaln", "digamma", "psi", "polygamma",
-           "erfinv", "multigammaln", "i0", "i0e", "i1", "i1e"]
+           "erfinv", "multigammaln", "i0", "i0e", "i1", "i1e", "erfcx", "ndtri", "log_ndtr", "zeta", "gammainc", "gammaincc"] + \
+    list(_POLYNOMIALS) + list(_BESSEL)
 
 
 def expit(input):
@@ -28,6 +32,10 @@ erf, erfc, exp2, expm1, log1p = O.erf, O.erfc, O.exp2, O.expm1, O.log1p
 sinc, xlogy = C.sinc, C.xlogy
 gammaln, digamma, psi, polygamma, erfinv = M.lgamma, M.digamma, M.digamma, M.polygamma, M.erfinv
 i0, i0e, i1, i1e = X.special_i0, X.special_i0e, X.special_i1, X.special_i1e
+erfcx, ndtri, log_ndtr, zeta = SF.special_erfcx, SF.special_ndtri, SF.special_log_ndtr, SF.special_zeta
+gammainc, gammaincc = SF.special_gammainc, SF.special_gammaincc
+for _name in list(_POLYNOMIALS) + list(_BESSEL):
+    globals()[_name] = getattr(SF, "special_" + _name)
 
 
 def multigammaln(input, p):

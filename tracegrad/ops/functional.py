@@ -2354,7 +2354,8 @@ subtract, multiply, divide, true_divide, concat, concatenate = sub, mul, div, di
 OUT_FUNCTIONS = (
     "abs absolute acos acosh arccos arccosh asin asinh arcsin arcsinh atan atanh arctan arctanh atan2 arctan2 "
     "bitwise_not ceil clamp clip copysign cos cosh deg2rad rad2deg digamma erf erfc erfinv exp exp2 expm1 fix "
-    "float_power floor fmax fmin fmod frac heaviside hypot ldexp lerp lgamma log log10 log1p log2 logaddexp "
+    "float_power floor fmax fmin fmod frac heaviside hypot igamma igammac ldexp lerp lgamma log log10 log1p log2 "
+    "logaddexp "
     "logaddexp2 logical_not logit mvlgamma nan_to_num neg negative polygamma pow reciprocal round rsqrt sgn "
     "sigmoid sign signbit sin sinc sinh sqrt square tan tanh trunc xlogy where "
     "all any amax amin aminmax sum prod mean nanmean nansum std var logsumexp norm median "
@@ -2375,7 +2376,13 @@ OUT_FUNCTIONS_LINALG = ("cholesky cholesky_ex cross det eigh eigvalsh inv inv_ex
                         "matrix_rank multi_dot norm pinv qr slogdet solve solve_triangular svd svdvals vecdot "
                         "vector_norm matmul").split()
 OUT_FUNCTIONS_SPECIAL = ("digamma entr erf erfc erfinv exp2 expit expm1 gammaln logit multigammaln ndtr "
-                         "polygamma sinc xlog1py xlogy").split()
+                         "erfcx ndtri log_ndtr zeta gammainc gammaincc chebyshev_polynomial_t chebyshev_polynomial_u "
+                         "chebyshev_polynomial_v chebyshev_polynomial_w shifted_chebyshev_polynomial_t "
+                         "shifted_chebyshev_polynomial_u shifted_chebyshev_polynomial_v shifted_chebyshev_polynomial_w "
+                         "hermite_polynomial_h hermite_polynomial_he laguerre_polynomial_l legendre_polynomial_p "
+                         "bessel_j0 bessel_j1 bessel_y0 bessel_y1 modified_bessel_i0 modified_bessel_i1 "
+                         "modified_bessel_k0 modified_bessel_k1 scaled_modified_bessel_k0 scaled_modified_bessel_k1 "
+                         "spherical_bessel_j0 airy_ai polygamma sinc xlog1py xlogy").split()
 
 
 def add_out_arguments(namespace, names=OUT_FUNCTIONS, unchecked=OUT_UNCHECKED):
