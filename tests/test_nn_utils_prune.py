@@ -134,6 +134,12 @@ def test_nan_magnitudes_are_pruned_last():
     ref = tprune.L1Unstructured(4).prune(torch.tensor(w))
     np.testing.assert_array_equal(out.numpy(), ref.numpy())
     assert np.isnan(out.numpy()[0, 0]) and out.numpy()[0, 2] == 0
+    w = arr(5, 4, seed=1)
+    w[2, 1] = np.nan                               # a NaN norm: that row is kept
+    for n in (1, 2, float("inf")):
+        out = prune.LnStructured(2, n, dim=0).prune(tg.tensor(w))
+        ref = tprune.LnStructured(2, n, dim=0).prune(torch.tensor(w))
+        np.testing.assert_array_equal(out.numpy(), ref.numpy())
 
 
 @pytest.mark.parametrize("n", [1, 2, 3, float("inf"), -float("inf")])
