@@ -100,6 +100,24 @@ def test_l1_unstructured_float32_weight_keeps_torch_dtypes():
     assert m_t.weight.dtype == tg.float32
 
 
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_half_precision_weights_prune_as_torch(dtype):
+    w = arr(6, 4, seed=22).astype(np.float32)
+    m_t, m_r = tnn.Linear(4, 6, dtype=getattr(tg, dtype)), torch.nn.Linear(4, 6, dtype=getattr(torch, dtype))
+    with tg.no_grad():
+        m_t.weight.copy_(tg.tensor(w))
+    with torch.no_grad():
+        m_r.weight.copy_(torch.tensor(w))
+    assert decided(np.abs(m_r.weight.detach().float().numpy()), 5)
+    prune.l1_unstructured(m_t, "weight", 5)
+    tprune.l1_unstructured(m_r, "weight", 5)
+    prune.ln_structured(m_t, "weight", 2, 2, 0)
+    tprune.ln_structured(m_r, "weight", 2, 2, 0)
+    assert m_t.weight_mask.dtype == getattr(tg, dtype)
+    np.testing.assert_array_equal(m_t.weight_mask.float().numpy(), m_r.weight_mask.float().numpy())
+    np.testing.assert_array_equal(m_t.weight.detach().float().numpy(), m_r.weight.detach().float().numpy())
+
+
 def lowest_first(scores, k):
     """The k lowest of `scores` by (value, position): the rule the docstring states, computed apart."""
     flat = list(np.asarray(scores, dtype=np.float64).reshape(-1))

@@ -27,6 +27,7 @@ from collections.abc import Iterable
 import numpy as np
 
 from ... import creation as C
+from ..._dtype import bfloat16
 from ...grad_mode import no_grad
 from ...tracing import Proxy, TraceError
 from ...ops import functional as O
@@ -57,6 +58,12 @@ def _count(amount, size):
     return k
 
 
+def _array(t):
+    """`t`'s values as a numpy array (bfloat16, which numpy lacks, read exactly as float32)."""
+    t = t.detach()
+    return (t.float() if t.dtype == bfloat16 else t).numpy()
+
+
 # == choosing what to prune =======================================================================================
 
 def _lowest(scores, k):
@@ -76,21 +83,21 @@ def _check_slices(t, dim):
 def _slice_norms(t, n, dim):
     """The L`n` norm of each slice of `t` along `dim` (a 1-d numpy array)."""
     others = [d for d in range(t.dim()) if d != dim % t.dim()]
-    return O.norm(t.detach(), n, others).numpy()
+    return _array(O.norm(t.detach(), n, others))
 
 
 # == building masks ===============================================================================================
 
 def _without(mask, flat_positions):
     """A copy of `mask` with the entries at `flat_positions` (of the flattened mask) set to 0."""
-    out = mask.detach().numpy().copy()
+    out = _array(mask).copy()
     out.reshape(-1)[flat_positions] = 0
     return C.tensor(out, dtype=mask.dtype)
 
 
 def _slices_mask(t, dim, pruned, default_mask):
     """`default_mask` (in t's dtype) with the slices `pruned` of `t` along `dim` set to 0."""
-    out = np.array(default_mask.detach().numpy(), dtype=t.dtype.np)
+    out = _array(default_mask.to(dtype=t.dtype)).copy()
     index = [slice(None)] * t.dim()
     index[dim] = pruned
     out[tuple(index)] = 0
@@ -104,7 +111,7 @@ def _narrowed(method, t, mask):
     mask = mask.to(dtype=t.dtype)
     kind = method.PRUNING_TYPE
     if kind == "unstructured":
-        where = (mask == 1).numpy()
+        where = _array(mask) == 1
     elif kind == "structured":
         if not hasattr(method, "dim"):
             raise AttributeError('Pruning methods of PRUNING_TYPE "structured" need to have the attribute `dim` '
@@ -113,16 +120,16 @@ def _narrowed(method, t, mask):
         dim = method.dim + n_dims if method.dim < 0 else method.dim
         if dim < 0:
             raise IndexError(f"Index is out of bounds for tensor with dimensions {n_dims}")
-        alive = mask.numpy().sum(axis=tuple(d for d in range(n_dims) if d != dim)) != 0
+        alive = _array(mask).sum(axis=tuple(d for d in range(n_dims) if d != dim)) != 0
         where = tuple(alive if d == dim else slice(None) for d in range(n_dims))
     elif kind == "global":
         where = (slice(None),) * t.dim()
     else:
         raise ValueError(f"Unrecognized PRUNING_TYPE {kind}")
-    values, out = t.detach().numpy(), mask.numpy().copy()
+    values, out = _array(t), _array(mask).copy()
     part = method.compute_mask(C.tensor(values[where], dtype=t.dtype), default_mask=C.tensor(out[where],
                                                                                               dtype=mask.dtype))
-    out[where] = part.to(dtype=mask.dtype).numpy()
+    out[where] = _array(part.to(dtype=mask.dtype))
     return C.tensor(out, dtype=mask.dtype)
 
 
@@ -275,7 +282,7 @@ class L1Unstructured(BasePruningMethod):
 
     def compute_mask(self, t, default_mask):
         k = _count(self.amount, t.numel())
-        return _without(default_mask, _lowest(np.abs(t.detach().numpy()).reshape(-1), k))
+        return _without(default_mask, _lowest(np.abs(_array(t)).reshape(-1), k))
 
     @classmethod
     def apply(cls, module, name, amount, importance_scores=None):
@@ -294,7 +301,7 @@ class RandomUnstructured(BasePruningMethod):
         k = _count(self.amount, t.numel())
         if k == 0:
             return default_mask.clone()
-        draws = C.rand_like(t).numpy().reshape(-1)
+        draws = _array(C.rand_like(t)).reshape(-1)
         return _without(default_mask, _lowest(draws, k))
 
     @classmethod
@@ -342,7 +349,7 @@ class RandomStructured(BasePruningMethod):
         k = _count(self.amount, size)
         if k == 0:
             return default_mask
-        return _slices_mask(t, self.dim, _lowest(C.rand(size).numpy(), k), default_mask)
+        return _slices_mask(t, self.dim, _lowest(_array(C.rand(size)), k), default_mask)
 
     @classmethod
     def apply(cls, module, name, amount, dim=-1):
