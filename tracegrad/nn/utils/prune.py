@@ -1,11 +1,25 @@
-"""torch.nn.utils.prune: a pruned parameter `name` becomes `name_orig` (the parameter) and
-`name_mask` (a buffer), and a forward pre-hook recomputes `name = name_mask * name_orig` before
-every forward, as torch's.
+"""Pruning: zero chosen entries of a module's parameter and keep them zero while it trains.
 
-Pruning by magnitude keeps torch's choice among tied magnitudes: torch picks the k smallest
-(or largest) with std::partial_sort or std::nth_element (libstdc++'s, on CPU), whose pick among
-equal values depends on the algorithms' steps; `_topk_indices` replays those steps where a tie
-straddles the k-th value (elsewhere the set is the values' own)."""
+Pruning `module.weight` leaves three things on the module:
+  weight_orig  the parameter itself (what an optimizer updates),
+  weight_mask  a buffer of the parameter's shape, 1 where an entry survives and 0 where it is pruned,
+  a forward pre-hook (the pruning method) that sets `module.weight = weight_mask * weight_orig`
+  before every call, so gradients reach `weight_orig` through the product, zero where pruned.
+Pruning the same parameter again narrows the same mask (the methods gather in a PruningContainer);
+`remove` folds the mask into the parameter and takes the hook away.
+
+Which entries a method prunes:
+  L1Unstructured      the `amount` entries of smallest magnitude;
+  LnStructured        the `amount` slices along `dim` of smallest L`n` norm;
+  RandomUnstructured  `amount` entries, RandomStructured `amount` slices, drawn at random;
+  CustomFromMask      the zeros of a given mask.
+`amount` is a count (an int >= 0) or a fraction (a float in [0, 1]) of the entries or slices still
+alive, rounded to the nearest count (halves to even, as Python's round).
+
+Ties: among equal magnitudes (or norms) the entry (or slice) with the lower flat index is pruned first,
+as a stable ascending sort would order them; NaN ranks above every number, so it is pruned last. torch
+leaves that order unspecified (its CPU and CUDA kernels pick differently); every other choice is torch's.
+"""
 import numbers
 from abc import ABC, abstractmethod
 from collections.abc import Iterable
@@ -13,10 +27,10 @@ from collections.abc import Iterable
 import numpy as np
 
 from ... import creation as C
+from ..._dtype import bfloat16
 from ...grad_mode import no_grad
 from ...tracing import Proxy, TraceError
 from ...ops import functional as O
-from ...ops.math_functional import kthvalue
 from .convert_parameters import parameters_to_vector
 
 __all__ = ["BasePruningMethod", "PruningContainer", "Identity", "RandomUnstructured", "L1Unstructured",
@@ -25,143 +39,107 @@ __all__ = ["BasePruningMethod", "PruningContainer", "Identity", "RandomUnstructu
            "remove", "is_pruned"]
 
 
-# == torch's CPU topk: which of the tied values it keeps =========================================================
+# == amounts ======================================================================================================
 
-def _comp(largest):
-    """torch's topk comparators: NaN ranks above every number, either way."""
-    if largest:
-        return lambda x, y: (x[0] != x[0] and y[0] == y[0]) or x[0] > y[0]
-    return lambda x, y: (x[0] == x[0] and y[0] != y[0]) or x[0] < y[0]
-
-
-def _adjust_heap(q, first, hole, length, value, comp):
-    top = hole
-    child = hole
-    while child < (length - 1) // 2:
-        child = 2 * (child + 1)
-        if comp(q[first + child], q[first + child - 1]):
-            child -= 1
-        q[first + hole] = q[first + child]
-        hole = child
-    if length % 2 == 0 and child == (length - 2) // 2:
-        child = 2 * (child + 1)
-        q[first + hole] = q[first + child - 1]
-        hole = child - 1
-    parent = (hole - 1) // 2
-    while hole > top and comp(q[first + parent], value):
-        q[first + hole] = q[first + parent]
-        hole = parent
-        parent = (hole - 1) // 2
-    q[first + hole] = value
+def _check_amount(amount):
+    """An amount must be a non-negative int or a float in [0, 1] (checked when a method is made)."""
+    if not isinstance(amount, numbers.Real):
+        raise TypeError(f"Invalid type for amount: {amount}. Must be int or float.")
+    is_count = isinstance(amount, numbers.Integral)
+    if (is_count and amount < 0) or (not is_count and not 0.0 <= float(amount) <= 1.0):
+        raise ValueError(f"amount={amount} should either be a float in the range [0, 1] or a non-negative integer")
 
 
-def _heap_select(q, first, middle, last, comp):
-    length = middle - first
-    if length >= 2:
-        parent = (length - 2) // 2
-        while True:
-            _adjust_heap(q, first, parent, length, q[first + parent], comp)
-            if parent == 0:
-                break
-            parent -= 1
-    for i in range(middle, last):
-        if comp(q[i], q[first]):
-            value = q[i]
-            q[i] = q[first]
-            _adjust_heap(q, first, 0, length, value, comp)
+def _count(amount, size):
+    """How many of `size` entries (or slices) `amount` prunes; more than there are is an error."""
+    k = amount if isinstance(amount, numbers.Integral) else round(amount * size)
+    if k > size:
+        raise ValueError(f"amount={k} should be smaller than the number of parameters to prune={size}")
+    return k
 
 
-def _insertion_sort(q, first, last, comp):
-    for i in range(first + 1, last):
-        val = q[i]
-        if comp(val, q[first]):
-            q[first + 1:i + 1] = q[first:i]
-            q[first] = val
-        else:
-            j = i
-            while comp(val, q[j - 1]):
-                q[j] = q[j - 1]
-                j -= 1
-            q[j] = val
+def _array(t):
+    """`t`'s values as a numpy array (bfloat16, which numpy lacks, read exactly as float32)."""
+    t = t.detach()
+    return (t.float() if t.dtype == bfloat16 else t).numpy()
 
 
-def _move_median_to_first(q, result, a, b, c, comp):
-    if comp(q[a], q[b]):
-        if comp(q[b], q[c]):
-            m = b
-        elif comp(q[a], q[c]):
-            m = c
-        else:
-            m = a
-    elif comp(q[a], q[c]):
-        m = a
-    elif comp(q[b], q[c]):
-        m = c
+# == choosing what to prune =======================================================================================
+
+def _lowest(scores, k):
+    """The positions of the k lowest of the 1-d array `scores`, ties to the lower position, NaN last."""
+    return np.argsort(scores, kind="stable")[:k]
+
+
+def _check_slices(t, dim):
+    """Structured pruning cuts a tensor of 2 or more dims into slices along `dim`."""
+    if len(t.shape) <= 1:
+        raise ValueError(f"Structured pruning can only be applied to multidimensional tensors. Found tensor of shape "
+                         f"{t.shape} with {len(t.shape)} dims")
+    if not -t.dim() <= dim < t.dim():
+        raise IndexError(f"Invalid index {dim} for tensor of size {t.shape}")
+
+
+def _slice_norms(t, n, dim):
+    """The L`n` norm of each slice of `t` along `dim` (a 1-d numpy array)."""
+    others = [d for d in range(t.dim()) if d != dim % t.dim()]
+    return _array(O.norm(t.detach(), n, others))
+
+
+# == building masks ===============================================================================================
+
+def _without(mask, flat_positions):
+    """A copy of `mask` with the entries at `flat_positions` (of the flattened mask) set to 0."""
+    out = _array(mask).copy()
+    out.reshape(-1)[flat_positions] = 0
+    return C.tensor(out, dtype=mask.dtype)
+
+
+def _slices_mask(t, dim, pruned, default_mask):
+    """`default_mask` (in t's dtype) with the slices `pruned` of `t` along `dim` set to 0."""
+    out = _array(default_mask.to(dtype=t.dtype)).copy()
+    index = [slice(None)] * t.dim()
+    index[dim] = pruned
+    out[tuple(index)] = 0
+    return C.tensor(out, dtype=t.dtype)
+
+
+def _narrowed(method, t, mask):
+    """`mask` narrowed by `method`, which sees only what is still alive: the entries where the mask is 1
+    (unstructured), the slices along `method.dim` not yet all zero (structured), or all of `t` (global).
+    The result has t's dtype."""
+    mask = mask.to(dtype=t.dtype)
+    kind = method.PRUNING_TYPE
+    if kind == "unstructured":
+        where = _array(mask) == 1
+    elif kind == "structured":
+        if not hasattr(method, "dim"):
+            raise AttributeError('Pruning methods of PRUNING_TYPE "structured" need to have the attribute `dim` '
+                                 'defined.')
+        n_dims = t.dim()
+        dim = method.dim + n_dims if method.dim < 0 else method.dim
+        if dim < 0:
+            raise IndexError(f"Index is out of bounds for tensor with dimensions {n_dims}")
+        alive = _array(mask).sum(axis=tuple(d for d in range(n_dims) if d != dim)) != 0
+        where = tuple(alive if d == dim else slice(None) for d in range(n_dims))
+    elif kind == "global":
+        where = (slice(None),) * t.dim()
     else:
-        m = b
-    q[result], q[m] = q[m], q[result]
+        raise ValueError(f"Unrecognized PRUNING_TYPE {kind}")
+    values, out = _array(t), _array(mask).copy()
+    part = method.compute_mask(C.tensor(values[where], dtype=t.dtype), default_mask=C.tensor(out[where],
+                                                                                              dtype=mask.dtype))
+    out[where] = _array(part.to(dtype=mask.dtype))
+    return C.tensor(out, dtype=mask.dtype)
 
 
-def _unguarded_partition(q, first, last, pivot, comp):
-    while True:
-        while comp(q[first], q[pivot]):
-            first += 1
-        last -= 1
-        while comp(q[pivot], q[last]):
-            last -= 1
-        if not first < last:
-            return first
-        q[first], q[last] = q[last], q[first]
-        first += 1
-
-
-def _nth_element(q, nth, comp):
-    first, last = 0, len(q)
-    if nth == last:
-        return
-    depth = 2 * (last.bit_length() - 1)
-    while last - first > 3:
-        if depth == 0:
-            _heap_select(q, first, nth + 1, last, comp)
-            q[first], q[nth] = q[nth], q[first]
-            return
-        depth -= 1
-        mid = first + (last - first) // 2
-        _move_median_to_first(q, first, first + 1, mid, last - 1, comp)
-        cut = _unguarded_partition(q, first + 1, last, first, comp)
-        if cut <= nth:
-            first = cut
-        else:
-            last = cut
-    _insertion_sort(q, first, last, comp)
-
-
-def _topk_indices(values, k, largest):
-    """The positions torch.topk(values, k, largest=largest) returns on CPU, as a set (an int64
-    array in no particular order): libstdc++'s partial_sort where k * 64 <= n, else nth_element."""
-    values = np.asarray(values, dtype=np.float64).reshape(-1)
-    n = values.size
-    if k == 0:
-        return np.zeros(0, dtype=np.int64)
-    if not np.isnan(values).any():
-        key = -values if largest else values
-        kth = np.partition(key, k - 1)[k - 1]
-        before = key < kth
-        if before.sum() + (key == kth).sum() == k:       # no tie across the k-th value: the set is plain
-            return np.flatnonzero(before | (key == kth))
-    q = list(zip(values.tolist(), range(n)))
-    comp = _comp(largest)
-    if k * 64 <= n:
-        _heap_select(q, 0, k, n, comp)
-    else:
-        _nth_element(q, k - 1, comp)
-    return np.array([i for _, i in q[:k]], dtype=np.int64)
-
-
-# == pruning methods ============================================================================================
+# == the pruning methods ==========================================================================================
 
 class BasePruningMethod(ABC):
-    """A forward pre-hook that recomputes `module.<name>` as `<name>_mask * <name>_orig`."""
+    """A way to choose what to prune (`compute_mask`), and the forward pre-hook that applies it.
+
+    A subclass sets PRUNING_TYPE ("unstructured", "structured" with a `dim` attribute, or "global"), which
+    says what of a tensor pruned before it sees when it prunes again, and defines compute_mask."""
     _tensor_name = None
 
     def __call__(self, module, inputs):
@@ -175,123 +153,96 @@ class BasePruningMethod(ABC):
 
     @abstractmethod
     def compute_mask(self, t, default_mask):
-        """The mask for `t`, combined with `default_mask`."""
+        """The mask that prunes `t` further than `default_mask` (ones and zeros of t's shape) does."""
 
     def apply_mask(self, module):
+        """The pruned tensor: `<name>_mask * <name>_orig`, in the parameter's dtype."""
         if self._tensor_name is None:
             raise AssertionError(f"Module {module} has to be pruned")
-        mask = getattr(module, self._tensor_name + "_mask")
         orig = getattr(module, self._tensor_name + "_orig")
-        return mask.to(dtype=orig.dtype) * orig
+        return getattr(module, self._tensor_name + "_mask").to(dtype=orig.dtype) * orig
 
     @classmethod
     def apply(cls, module, name, *args, importance_scores=None, **kwargs):
-        def _get_composite_method(cls, module, name, *args, **kwargs):
-            old_method = None
-            found = 0
-            hooks_to_remove = []
-            for k, hook in module._forward_pre_hooks.items():
-                if isinstance(hook, BasePruningMethod) and hook._tensor_name == name:
-                    old_method = hook
-                    hooks_to_remove.append(k)
-                    found += 1
-            if found > 1:
-                raise AssertionError(f"Avoid adding multiple pruning hooks to the same tensor {name} of module "
-                                     f"{module}. Use a PruningContainer.")
-            for k in hooks_to_remove:
-                del module._forward_pre_hooks[k]
-            method = cls(*args, **kwargs)
-            method._tensor_name = name
-            if old_method is not None:
-                if isinstance(old_method, PruningContainer):
-                    old_method.add_pruning_method(method)
-                    method = old_method
-                elif isinstance(old_method, BasePruningMethod):
-                    container = PruningContainer(old_method)
-                    container.add_pruning_method(method)
-                    method = container
-            return method
-
-        method = _get_composite_method(cls, module, name, *args, **kwargs)
-        orig = getattr(module, name)
-        if importance_scores is not None:
-            if importance_scores.shape != orig.shape:
-                raise AssertionError(f"importance_scores should have the same shape as parameter {name} of {module}, "
-                                     f"got {importance_scores.shape} vs {orig.shape}")
+        """Prune `module.<name>` with `cls(*args, **kwargs)`, choosing by `importance_scores` (default: the
+        parameter's values), and return the hook now on the module (a PruningContainer when it was pruned
+        before). Nothing on the module changes when choosing fails."""
+        earlier = [key for key, hook in module._forward_pre_hooks.items()
+                   if isinstance(hook, BasePruningMethod) and hook._tensor_name == name]
+        if len(earlier) > 1:
+            raise AssertionError(f"Avoid adding multiple pruning hooks to the same tensor {name} of module "
+                                 f"{module}. Use a PruningContainer.")
+        method = cls(*args, **kwargs)
+        method._tensor_name = name
+        param = getattr(module, name)
+        if importance_scores is None:
+            importance_scores = param
+        elif importance_scores.shape != param.shape:
+            raise AssertionError(f"importance_scores should have the same shape as parameter {name} of {module}, "
+                                 f"got {importance_scores.shape} vs {param.shape}")
+        with no_grad():
+            if earlier:
+                mask = _narrowed(method, importance_scores, getattr(module, name + "_mask").detach().clone())
+            else:
+                mask = method.compute_mask(importance_scores, default_mask=C.ones_like(param))
+        if earlier:
+            hook = module._forward_pre_hooks.pop(earlier[0])
+            if not isinstance(hook, PruningContainer):
+                hook = PruningContainer(hook)
+            hook.add_pruning_method(method)
+            method = hook
         else:
-            importance_scores = orig
-        if not isinstance(method, PruningContainer):
-            module.register_parameter(name + "_orig", orig)
+            module.register_parameter(name + "_orig", param)
             del module._parameters[name]
-            default_mask = C.ones_like(orig)
-        else:
-            default_mask = getattr(module, name + "_mask").detach().clone()
-        try:
-            with no_grad():
-                mask = method.compute_mask(importance_scores, default_mask=default_mask)
-            module.register_buffer(name + "_mask", mask)
-            setattr(module, name, method.apply_mask(module))
-            module.register_forward_pre_hook(method)
-        except Exception:
-            if not isinstance(method, PruningContainer):
-                orig = getattr(module, name + "_orig")
-                module.register_parameter(name, orig)
-                del module._parameters[name + "_orig"]
-            raise
+        module.register_buffer(name + "_mask", mask)
+        setattr(module, name, method.apply_mask(module))
+        module.register_forward_pre_hook(method)
         return method
 
     def prune(self, t, default_mask=None, importance_scores=None):
-        if importance_scores is not None:
-            if importance_scores.shape != t.shape:
-                raise AssertionError(f"importance_scores should have the same shape as tensor t, got "
-                                     f"{importance_scores.shape} vs {t.shape}")
-        else:
+        """`t` times this method's mask (chosen by `importance_scores`, default `t`), on top of `default_mask`."""
+        if importance_scores is None:
             importance_scores = t
-        default_mask = default_mask if default_mask is not None else C.ones_like(t)
+        elif importance_scores.shape != t.shape:
+            raise AssertionError(f"importance_scores should have the same shape as tensor t, got "
+                                 f"{importance_scores.shape} vs {t.shape}")
         with no_grad():
-            mask = self.compute_mask(importance_scores, default_mask=default_mask)
+            mask = self.compute_mask(importance_scores,
+                                     default_mask=C.ones_like(t) if default_mask is None else default_mask)
         return t * mask
 
     def remove(self, module):
-        """Make the pruning permanent: `name` becomes the parameter again, holding mask * orig."""
+        """Make the pruning permanent: `<name>` is the parameter again (the same object as `<name>_orig`,
+        so an optimizer keeps it), holding mask * orig; `<name>_orig` and `<name>_mask` go."""
         if self._tensor_name is None:
             raise AssertionError(f"Module {module} has to be pruned before pruning can be removed")
-        weight = self.apply_mask(module)
-        if hasattr(module, self._tensor_name):
-            delattr(module, self._tensor_name)
-        orig = module._parameters[self._tensor_name + "_orig"]
-        orig.data = weight.data
-        del module._parameters[self._tensor_name + "_orig"]
-        del module._buffers[self._tensor_name + "_mask"]
-        setattr(module, self._tensor_name, orig)
-
-
-def _masked(default_mask, flat_indices):
-    """default_mask (a copy) with the flat positions `flat_indices` zeroed."""
-    m = default_mask.detach().numpy().copy()
-    m.reshape(-1)[flat_indices] = 0
-    return C.tensor(m, dtype=default_mask.dtype)
+        name = self._tensor_name
+        pruned = self.apply_mask(module)
+        if hasattr(module, name):
+            delattr(module, name)
+        param = module._parameters.pop(name + "_orig")
+        del module._buffers[name + "_mask"]
+        param.data = pruned.data
+        setattr(module, name, param)
 
 
 class PruningContainer(BasePruningMethod):
-    """Successive pruning of one tensor: each method prunes what the ones before left."""
+    """The methods that pruned one tensor, in order; its mask is the last one's, chosen among what the
+    earlier ones left alive."""
 
-    def __init__(self, *args):
+    def __init__(self, *methods):
         self._pruning_methods = ()
-        if not isinstance(args, Iterable):
-            self._tensor_name = args._tensor_name
-            self.add_pruning_method(args)
-        elif len(args) == 1:
-            self._tensor_name = args[0]._tensor_name
-            self.add_pruning_method(args[0])
-        else:
-            for method in args:
-                self.add_pruning_method(method)
+        if methods:
+            self._tensor_name = methods[0]._tensor_name
+        for method in methods:
+            self.add_pruning_method(method)
 
     def add_pruning_method(self, method):
-        if not isinstance(method, BasePruningMethod) and method is not None:
+        if method is None:
+            return
+        if not isinstance(method, BasePruningMethod):
             raise TypeError(f"{type(method)} is not a BasePruningMethod subclass")
-        elif method is not None and self._tensor_name != method._tensor_name:
+        if method._tensor_name != self._tensor_name:
             raise ValueError(f"Can only add pruning methods acting on the parameter named '{self._tensor_name}' to "
                              f"PruningContainer {self}. Found '{method._tensor_name}'")
         self._pruning_methods += (method,)
@@ -306,37 +257,11 @@ class PruningContainer(BasePruningMethod):
         return self._pruning_methods[idx]
 
     def compute_mask(self, t, default_mask):
-        """The last method's mask computed on the entries (unstructured) or channels (structured)
-        the earlier ones left, written into default_mask."""
-        method = self._pruning_methods[-1]
-        new_mask = default_mask.to(dtype=t.dtype)
-        if method.PRUNING_TYPE == "unstructured":
-            slc = (default_mask == 1).numpy()
-        elif method.PRUNING_TYPE == "structured":
-            if not hasattr(method, "dim"):
-                raise AttributeError('Pruning methods of PRUNING_TYPE "structured" need to have the attribute `dim` '
-                                     'defined.')
-            n_dims = t.dim()
-            dim = method.dim
-            if dim < 0:
-                dim = n_dims + dim
-            if dim < 0:
-                raise IndexError(f"Index is out of bounds for tensor with dimensions {n_dims}")
-            keep = (default_mask.sum(dim=[d for d in range(n_dims) if d != dim]) != 0).numpy()
-            slc = tuple(keep if d == dim else slice(None) for d in range(n_dims))
-        elif method.PRUNING_TYPE == "global":
-            slc = (slice(None),) * len(t.shape)
-        else:
-            raise ValueError(f"Unrecognized PRUNING_TYPE {method.PRUNING_TYPE}")
-        tn, mn = t.detach().numpy(), new_mask.detach().numpy().copy()
-        partial = method.compute_mask(C.tensor(tn[slc], dtype=t.dtype), default_mask=C.tensor(mn[slc],
-                                                                                                 dtype=new_mask.dtype))
-        mn[slc] = partial.to(dtype=new_mask.dtype).numpy()
-        return C.tensor(mn, dtype=new_mask.dtype)
+        return _narrowed(self._pruning_methods[-1], t, default_mask)
 
 
 class Identity(BasePruningMethod):
-    """Prunes nothing: the mask is all ones."""
+    """Prunes nothing: the mask is all ones (a parameter gets `_orig`, `_mask` and the hook all the same)."""
     PRUNING_TYPE = "unstructured"
 
     def compute_mask(self, t, default_mask):
@@ -347,115 +272,92 @@ class Identity(BasePruningMethod):
         return super().apply(module, name)
 
 
-class RandomUnstructured(BasePruningMethod):
-    """Prunes `amount` entries chosen at random."""
-    PRUNING_TYPE = "unstructured"
-
-    def __init__(self, amount):
-        _validate_pruning_amount_init(amount)
-        self.amount = amount
-
-    def compute_mask(self, t, default_mask):
-        tensor_size = t.nelement()
-        nparams_toprune = _compute_nparams_toprune(self.amount, tensor_size)
-        _validate_pruning_amount(nparams_toprune, tensor_size)
-        if nparams_toprune == 0:
-            return default_mask.clone()
-        prob = C.rand_like(t).numpy().reshape(-1)
-        return _masked(default_mask, _topk_indices(prob, nparams_toprune, True))
-
-    @classmethod
-    def apply(cls, module, name, amount):
-        return super().apply(module, name, amount=amount)
-
-
 class L1Unstructured(BasePruningMethod):
-    """Prunes the `amount` entries of smallest magnitude (torch's pick among tied magnitudes)."""
+    """Prunes the `amount` entries of smallest magnitude (the lower flat index first among equal ones)."""
     PRUNING_TYPE = "unstructured"
 
     def __init__(self, amount):
-        _validate_pruning_amount_init(amount)
+        _check_amount(amount)
         self.amount = amount
 
     def compute_mask(self, t, default_mask):
-        tensor_size = t.nelement()
-        nparams_toprune = _compute_nparams_toprune(self.amount, tensor_size)
-        _validate_pruning_amount(nparams_toprune, tensor_size)
-        if nparams_toprune == 0:
-            return default_mask.clone()
-        return _masked(default_mask, _topk_indices(np.abs(t.detach().numpy()), nparams_toprune, False))
+        k = _count(self.amount, t.numel())
+        return _without(default_mask, _lowest(np.abs(_array(t)).reshape(-1), k))
 
     @classmethod
     def apply(cls, module, name, amount, importance_scores=None):
         return super().apply(module, name, amount=amount, importance_scores=importance_scores)
 
 
-def _channel_mask(t, dim, keep):
-    """Ones on the channels `keep` (a bool array or indices) of dim `dim`, zeros elsewhere."""
-    m = np.zeros(tuple(t.shape), dtype=t.dtype.np)
-    slc = [slice(None)] * len(t.shape)
-    slc[dim] = keep
-    m[tuple(slc)] = 1
-    return C.tensor(m, dtype=t.dtype)
+class RandomUnstructured(BasePruningMethod):
+    """Prunes `amount` entries drawn at random (tracegrad's generator: see manual_seed)."""
+    PRUNING_TYPE = "unstructured"
 
-
-class RandomStructured(BasePruningMethod):
-    """Prunes `amount` channels along `dim` chosen at random."""
-    PRUNING_TYPE = "structured"
-
-    def __init__(self, amount, dim=-1):
-        _validate_pruning_amount_init(amount)
+    def __init__(self, amount):
+        _check_amount(amount)
         self.amount = amount
-        self.dim = dim
 
     def compute_mask(self, t, default_mask):
-        _validate_structured_pruning(t)
-        _validate_pruning_dim(t, self.dim)
-        tensor_size = t.shape[self.dim]
-        nparams_toprune = _compute_nparams_toprune(self.amount, tensor_size)
-        _validate_pruning_amount(nparams_toprune, tensor_size)
-        if nparams_toprune == 0:
-            return default_mask
-        prob = C.rand(tensor_size)
-        threshold = kthvalue(prob, nparams_toprune).values
-        mask = _channel_mask(t, self.dim, (prob > threshold).numpy())
-        return mask * default_mask.to(dtype=mask.dtype)
+        k = _count(self.amount, t.numel())
+        if k == 0:
+            return default_mask.clone()
+        draws = _array(C.rand_like(t)).reshape(-1)
+        return _without(default_mask, _lowest(draws, k))
 
     @classmethod
-    def apply(cls, module, name, amount, dim=-1):
-        return super().apply(module, name, amount=amount, dim=dim)
+    def apply(cls, module, name, amount):
+        return super().apply(module, name, amount=amount)
 
 
 class LnStructured(BasePruningMethod):
-    """Prunes the `amount` channels along `dim` of smallest L`n` norm."""
+    """Prunes the `amount` slices along `dim` of smallest L`n` norm (the lower index first among equal ones);
+    `n` is a number, inf, -inf or "fro"."""
     PRUNING_TYPE = "structured"
 
     def __init__(self, amount, n, dim=-1):
-        _validate_pruning_amount_init(amount)
+        _check_amount(amount)
         self.amount = amount
         self.n = n
         self.dim = dim
 
     def compute_mask(self, t, default_mask):
-        _validate_structured_pruning(t)
-        _validate_pruning_dim(t, self.dim)
-        tensor_size = t.shape[self.dim]
-        nparams_toprune = _compute_nparams_toprune(self.amount, tensor_size)
-        nparams_tokeep = tensor_size - nparams_toprune
-        _validate_pruning_amount(nparams_toprune, tensor_size)
-        norm = _compute_norm(t, self.n, self.dim)
-        keep = _topk_indices(norm.numpy(), nparams_tokeep, True)
-        if nparams_toprune == 0:
+        _check_slices(t, self.dim)
+        size = t.shape[self.dim]
+        k = _count(self.amount, size)
+        norms = _slice_norms(t, self.n, self.dim)
+        if k == 0:
             return default_mask
-        mask = _channel_mask(t, self.dim, keep)
-        return mask * default_mask.to(dtype=mask.dtype)
+        return _slices_mask(t, self.dim, _lowest(norms, k), default_mask)
 
     @classmethod
     def apply(cls, module, name, amount, n, dim, importance_scores=None):
         return super().apply(module, name, amount=amount, n=n, dim=dim, importance_scores=importance_scores)
 
 
+class RandomStructured(BasePruningMethod):
+    """Prunes `amount` slices along `dim` drawn at random."""
+    PRUNING_TYPE = "structured"
+
+    def __init__(self, amount, dim=-1):
+        _check_amount(amount)
+        self.amount = amount
+        self.dim = dim
+
+    def compute_mask(self, t, default_mask):
+        _check_slices(t, self.dim)
+        size = t.shape[self.dim]
+        k = _count(self.amount, size)
+        if k == 0:
+            return default_mask
+        return _slices_mask(t, self.dim, _lowest(_array(C.rand(size)), k), default_mask)
+
+    @classmethod
+    def apply(cls, module, name, amount, dim=-1):
+        return super().apply(module, name, amount=amount, dim=dim)
+
+
 class CustomFromMask(BasePruningMethod):
+    """Prunes where the given `mask` is 0 (the mask multiplies the earlier one)."""
     PRUNING_TYPE = "global"
 
     def __init__(self, mask):
@@ -472,119 +374,85 @@ class CustomFromMask(BasePruningMethod):
         return super().apply(module, name, mask=mask)
 
 
+# == the functions ================================================================================================
+
 def identity(module, name):
+    """Give `module.<name>` an all-ones mask (and `_orig`, the hook); returns the module."""
     Identity.apply(module, name)
     return module
 
 
 def random_unstructured(module, name, amount):
+    """Prune `amount` random entries of `module.<name>`; returns the module."""
     RandomUnstructured.apply(module, name, amount)
     return module
 
 
 def l1_unstructured(module, name, amount, importance_scores=None):
+    """Prune the `amount` entries of `module.<name>` of smallest magnitude (of `importance_scores`, when
+    given); returns the module."""
     L1Unstructured.apply(module, name, amount=amount, importance_scores=importance_scores)
     return module
 
 
 def random_structured(module, name, amount, dim):
+    """Prune `amount` random slices of `module.<name>` along `dim`; returns the module."""
     RandomStructured.apply(module, name, amount, dim)
     return module
 
 
 def ln_structured(module, name, amount, n, dim, importance_scores=None):
+    """Prune the `amount` slices of `module.<name>` along `dim` of smallest L`n` norm (of
+    `importance_scores`, when given); returns the module."""
     LnStructured.apply(module, name, amount, n, dim, importance_scores=importance_scores)
     return module
 
 
-def global_unstructured(parameters, pruning_method, importance_scores=None, **kwargs):
-    """Prune the (module, name) parameters together: the method's mask over all of them as one
-    vector, applied to each as a custom mask."""
-    if not isinstance(parameters, Iterable):
-        raise TypeError("global_unstructured(): parameters is not an Iterable")
-    importance_scores = importance_scores if importance_scores is not None else {}
-    if not isinstance(importance_scores, dict):
-        raise TypeError("global_unstructured(): importance_scores must be of type dict")
-    parameters = list(parameters)
-    with no_grad():
-        relevant = parameters_to_vector([importance_scores.get((module, name), getattr(module, name))
-                                         for module, name in parameters])
-        default_mask = parameters_to_vector([getattr(module, name + "_mask", C.ones_like(getattr(module, name)))
-                                             for module, name in parameters])
-    container = PruningContainer()
-    container._tensor_name = "temp"
-    method = pruning_method(**kwargs)
-    method._tensor_name = "temp"
-    if method.PRUNING_TYPE != "unstructured":
-        raise TypeError(f'Only "unstructured" PRUNING_TYPE supported for the `pruning_method`. Found method '
-                        f'{pruning_method} of type {method.PRUNING_TYPE}')
-    container.add_pruning_method(method)
-    with no_grad():
-        final_mask = container.compute_mask(relevant, default_mask)
-    pointer = 0
-    for module, name in parameters:
-        param = getattr(module, name)
-        num_param = param.numel()
-        custom_from_mask(module, name, mask=final_mask[pointer:pointer + num_param].view_as(param))
-        pointer += num_param
-
-
 def custom_from_mask(module, name, mask):
+    """Prune `module.<name>` where `mask` is 0; returns the module."""
     CustomFromMask.apply(module, name, mask)
     return module
 
 
+def global_unstructured(parameters, pruning_method, importance_scores=None, **kwargs):
+    """Prune the (module, name) `parameters` as one: `pruning_method(**kwargs)` (an unstructured method)
+    chooses among all their live entries together (by `importance_scores[(module, name)]` where given),
+    and each parameter gets its part of that mask as a custom mask."""
+    if not isinstance(parameters, Iterable):
+        raise TypeError("global_unstructured(): parameters is not an Iterable")
+    if importance_scores is None:
+        importance_scores = {}
+    if not isinstance(importance_scores, dict):
+        raise TypeError("global_unstructured(): importance_scores must be of type dict")
+    parameters = list(parameters)
+    method = pruning_method(**kwargs)
+    if method.PRUNING_TYPE != "unstructured":
+        raise TypeError(f'Only "unstructured" PRUNING_TYPE supported for the `pruning_method`. Found method '
+                        f'{pruning_method} of type {method.PRUNING_TYPE}')
+    with no_grad():
+        scores = parameters_to_vector([importance_scores.get((module, name), getattr(module, name))
+                                       for module, name in parameters])
+        masks = parameters_to_vector([getattr(module, name + "_mask") if hasattr(module, name + "_mask")
+                                      else C.ones_like(getattr(module, name)) for module, name in parameters])
+        mask = _narrowed(method, scores, masks)
+    start = 0
+    for module, name in parameters:
+        param = getattr(module, name)
+        custom_from_mask(module, name, mask=mask[start:start + param.numel()].view_as(param))
+        start += param.numel()
+
+
 def remove(module, name):
-    for k, hook in module._forward_pre_hooks.items():
+    """Make the pruning of `module.<name>` permanent (see BasePruningMethod.remove); returns the module."""
+    for key, hook in module._forward_pre_hooks.items():
         if isinstance(hook, BasePruningMethod) and hook._tensor_name == name:
             hook.remove(module)
-            del module._forward_pre_hooks[k]
+            del module._forward_pre_hooks[key]
             return module
     raise ValueError(f"Parameter '{name}' of module {module} has to be pruned before pruning can be removed")
 
 
 def is_pruned(module):
-    for _, submodule in module.named_modules():
-        for hook in submodule._forward_pre_hooks.values():
-            if isinstance(hook, BasePruningMethod):
-                return True
-    return False
-
-
-def _validate_pruning_amount_init(amount):
-    if not isinstance(amount, numbers.Real):
-        raise TypeError(f"Invalid type for amount: {amount}. Must be int or float.")
-    if (isinstance(amount, numbers.Integral) and amount < 0) or (
-            not isinstance(amount, numbers.Integral) and (float(amount) > 1.0 or float(amount) < 0.0)):
-        raise ValueError(f"amount={amount} should either be a float in the range [0, 1] or a non-negative integer")
-
-
-def _validate_pruning_amount(amount, tensor_size):
-    if isinstance(amount, numbers.Integral) and amount > tensor_size:
-        raise ValueError(f"amount={amount} should be smaller than the number of parameters to prune={tensor_size}")
-
-
-def _validate_structured_pruning(t):
-    shape = t.shape
-    if len(shape) <= 1:
-        raise ValueError(f"Structured pruning can only be applied to multidimensional tensors. Found tensor of shape "
-                         f"{shape} with {len(shape)} dims")
-
-
-def _compute_nparams_toprune(amount, tensor_size):
-    if isinstance(amount, numbers.Integral):
-        return amount
-    return round(amount * tensor_size)
-
-
-def _validate_pruning_dim(t, dim):
-    if dim >= t.dim():
-        raise IndexError(f"Invalid index {dim} for tensor of size {t.shape}")
-
-
-def _compute_norm(t, n, dim):
-    dims = list(range(t.dim()))
-    if dim < 0:
-        dim = dims[dim]
-    dims.remove(dim)
-    return O.norm(t.detach(), n, dims)
+    """Whether `module` or any module inside it carries a pruning hook."""
+    return any(isinstance(hook, BasePruningMethod)
+               for sub in module.modules() for hook in sub._forward_pre_hooks.values())
