@@ -102,6 +102,34 @@ class Distribution:
     def stddev(self):
         return O.sqrt(self.variance)
 
+    # what a family does not define raises as torch's Distribution does
+    @property
+    def mean(self):
+        raise NotImplementedError
+
+    @property
+    def mode(self):
+        raise NotImplementedError(f"{self.__class__} does not implement mode")
+
+    @property
+    def variance(self):
+        raise NotImplementedError
+
+    def rsample(self, sample_shape=()):
+        raise NotImplementedError
+
+    def log_prob(self, value):
+        raise NotImplementedError
+
+    def cdf(self, value):
+        raise NotImplementedError
+
+    def icdf(self, value):
+        raise NotImplementedError
+
+    def entropy(self):
+        raise NotImplementedError
+
     def sample(self, sample_shape=()):
         with no_grad():
             return self.rsample(sample_shape)
@@ -229,6 +257,10 @@ class Categorical(Distribution):
     def mode(self):
         return O.argmax(self.probs, -1)
 
+    @property
+    def variance(self):
+        return C.full(self._batch_shape, float("nan"), dtype=self.probs.dtype)
+
     def sample(self, sample_shape=()):
         shape = _shape(sample_shape)
         with no_grad():
@@ -328,6 +360,10 @@ class Uniform(Distribution):
         return (self.high + self.low) / 2
 
     @property
+    def mode(self):
+        return self.high * float("nan")       # every point of the interval is one: torch's NaN
+
+    @property
     def stddev(self):
         return (self.high - self.low) / 12 ** 0.5
 
@@ -406,6 +442,10 @@ class MultivariateNormal(Distribution):
 
     @property
     def mean(self):
+        return self.loc
+
+    @property
+    def mode(self):
         return self.loc
 
     @property

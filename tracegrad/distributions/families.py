@@ -21,7 +21,7 @@ from .. import _dtype as D
 from ..ops import functional as O
 from ..nn import functional as NF
 from . import constraints
-from .base import Distribution, Normal, Categorical, _as_tensor
+from .base import Distribution, Normal, Categorical, _as_tensor, _traced
 
 _LOG_2 = math.log(2.0)
 _LOG_PI = math.log(math.pi)
@@ -220,7 +220,9 @@ class LogNormal(_Family):
         return self.base_dist.log_prob(y) - y
 
     def cdf(self, value):
-        return self.base_dist.cdf(O.log(self._check_value(value)))
+        # as torch's transformed distribution: log(value) is checked against the normal's support,
+        # so 0 (log -inf) gives 0 and only a negative value (log NaN) is refused
+        return self.base_dist.cdf(O.log(value))
 
     def icdf(self, value):
         return O.exp(self.base_dist.icdf(value))
@@ -579,6 +581,14 @@ class Geometric(_ProbsOrLogits):
 
     def __init__(self, probs=None, logits=None, validate_args=None):
         self._probs_or_logits(validate_args, probs, logits)
+        if probs is not None and self._validate_args and not _traced(self.probs):
+            # p = 0 never succeeds: no distribution on the counts (torch's own check and words)
+            with no_grad():
+                ok = self.probs > 0
+                if not bool(O.all(ok)):
+                    raise ValueError(f"Expected parameter probs ({type(self.probs).__name__} of shape "
+                                     f"{tuple(self.probs.shape)}) of distribution {self!r} to be positive but found "
+                                     f"invalid values:\n{self.probs[~ok]}")
 
     @property
     def mean(self):
