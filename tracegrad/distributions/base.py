@@ -5,7 +5,7 @@ import math
 import numbers
 
 from ..tensor import Tensor, Size
-from ..tracing import Proxy
+from ..tracing import Proxy, TRACING, _ACTIVE
 from ..grad_mode import no_grad
 from .. import creation as C
 from .. import _dtype as D
@@ -26,8 +26,9 @@ def _as_tensor(v, like=None):
 
 def _traced(*ts):
     """Whether compile is tracing these values: a check of the values cannot run then (a traced
-    program does not branch on data), so the arguments are validated by eager calls only."""
-    return any(isinstance(t, Proxy) for t in ts)
+    program does not branch on data), so the arguments are validated by eager calls only. A
+    constant made inside the traced function is symbolic too once an op reads it."""
+    return bool(_ACTIVE[0] and TRACING.stack) or any(isinstance(t, Proxy) for t in ts)
 
 
 def _shape(size):
