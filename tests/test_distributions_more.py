@@ -2,6 +2,7 @@
 against torch.distributions: every case runs in both libraries and the values (float64, to 9
 decimals), the gradients, or the error's type and message must be equal. Draws cannot match
 torch's stream: they are checked for shape, support and moments with fixed seeds and wide bounds."""
+import itertools
 import math
 import re
 
@@ -217,6 +218,9 @@ CASES = {
     "multinomial_zero_prob": lambda L: _d(L).Multinomial(2, V(L, [0.0, 1.0])).log_prob(V(L, [0.0, 2.0])),
     "multinomial_stats": lambda L: (_d(L).Multinomial(3, V(L, [0.2, 0.8])).mean,
                                     _d(L).Multinomial(3, V(L, [0.2, 0.8])).variance),
+    "multinomial_entropy": lambda L: g(lambda p: _d(L).Multinomial(4, p).entropy(),
+                                       T(L, [[0.2, 0.3, 0.5], [0.1, 0.1, 0.8], [0.0, 0.5, 0.5]])),
+    "multinomial_entropy_logits": lambda L: _d(L).Multinomial(1, logits=V(L, [[0.2, -1.0], [3.0, 0.0]])).entropy(),
     "multinomial_negative": lambda L: _d(L).Multinomial(3, V(L, [0.2, 0.8])).log_prob(V(L, [-1.0, 2.0])),
     "multinomial_repr": lambda L: repr(_d(L).Multinomial(3, V(L, [0.2, 0.8]))),
     # Independent
@@ -243,6 +247,24 @@ CASES = {
     "uniform_mode": lambda L: _d(L).Uniform(V(L, [0.0, 1.0]), V(L, [1.0, 3.0])).mode,
     "categorical_variance": lambda L: _d(L).Categorical(V(L, [[0.2, 0.8], [0.5, 0.5]])).variance,
     "mvn_mode": lambda L: _d(L).MultivariateNormal(V(L, [1.0, 2.0]), L.eye(2, dtype=L.float64)).mode,
+    # enumerate_support and perplexity
+    "enum_bernoulli": lambda L: (_d(L).Bernoulli(V(L, [0.2, 0.5])).enumerate_support(),
+                                 _d(L).Bernoulli(V(L, [0.2, 0.5])).enumerate_support(False)),
+    "enum_categorical": lambda L: (_d(L).Categorical(V(L, [[0.2, 0.8]] * 3)).enumerate_support(),
+                                   _d(L).Categorical(V(L, [[0.2, 0.8]] * 3)).enumerate_support(False)),
+    "enum_categorical_dtype": lambda L: str(_d(L).Categorical(V(L, [0.2, 0.8])).enumerate_support().dtype),
+    "enum_binomial": lambda L: (_d(L).Binomial(V(L, [2.0, 2.0]), V(L, [0.2, 0.5])).enumerate_support(),
+                                _d(L).Binomial(2, V(L, [[0.2], [0.5]])).enumerate_support(False)),
+    "enum_binomial_mixed": lambda L: _d(L).Binomial(V(L, [2.0, 3.0]), V(L, [0.2, 0.5])).enumerate_support(),
+    "enum_onehot": lambda L: (_d(L).OneHotCategorical(V(L, [[0.2, 0.8]] * 3)).enumerate_support(),
+                              _d(L).OneHotCategorical(V(L, [[0.2, 0.8]] * 3)).enumerate_support(False)),
+    "enum_none": lambda L: _d(L).Poisson(V(L, [1.0])).enumerate_support(),
+    "has_enum": lambda L: repr([c.has_enumerate_support for c in (
+        _d(L).Bernoulli, _d(L).Categorical, _d(L).Binomial, _d(L).OneHotCategorical, _d(L).Poisson, _d(L).Normal)]),
+    "perplexity": lambda L: g(lambda s: _d(L).Laplace(0.0, s).perplexity(), T(L, [1.0, 2.0])),
+    "support_first_families": lambda L: repr([repr(_d(L).Categorical(V(L, [0.2, 0.8])).support),
+                                              repr(_d(L).Uniform(0.0, 1.0).support), repr(_d(L).Normal(0.0, 1.0).support),
+                                              repr(_d(L).Bernoulli(V(L, [0.5])).support)]),
     # constraints as torch prints them
     "arg_constraints": lambda L: repr(sorted((k, repr(v)) for c in (
         _d(L).Exponential, _d(L).Laplace, _d(L).Gamma, _d(L).Beta, _d(L).Poisson, _d(L).Geometric, _d(L).StudentT,
@@ -324,6 +346,8 @@ for _name in ("kl_independent_ndims", "kl_unknown_pair"):
 
 for _name in ("kl_binomial_float32", "kl_gamma_float32"):
     CASES[_name].rtol = 1e-6                    # float32: a few ulps
+# torch's Multinomial entropy is 2.5e-8 off the sum over all outcomes (the next test holds ours to it)
+CASES["multinomial_entropy"].rtol = 1e-7
 
 
 @pytest.mark.parametrize("name", list(CASES))
@@ -338,6 +362,21 @@ def test_kl_of_poisson_from_rate_zero_is_the_rate_of_q():
     kl = tg.distributions.kl_divergence(tg.distributions.Poisson(tg.tensor([0.0, 0.0], dtype=tg.float64)),
                                         tg.distributions.Poisson(tg.tensor([2.0, 0.5], dtype=tg.float64)))
     np.testing.assert_allclose(kl.numpy(), [2.0, 0.5], rtol=1e-15)
+
+
+def test_multinomial_entropy_is_the_sum_over_every_outcome():
+    probs = [[0.2, 0.3, 0.5], [0.1, 0.1, 0.8], [0.0, 0.5, 0.5]]
+    want = []
+    for p in probs:
+        h = 0.0
+        for x in itertools.product(range(5), repeat=3):
+            if sum(x) != 4 or any(k and q == 0 for k, q in zip(x, p)):
+                continue
+            lp = math.lgamma(5) - sum(math.lgamma(k + 1) for k in x) + sum(k * math.log(q) for k, q in zip(x, p) if k)
+            h -= math.exp(lp) * lp
+        want.append(h)
+    got = tg.distributions.Multinomial(4, tg.tensor(probs, dtype=tg.float64)).entropy()
+    np.testing.assert_allclose(got.numpy(), want, rtol=1e-13)
 
 
 def test_register_kl_is_a_decorator_and_the_nearest_pair_wins():

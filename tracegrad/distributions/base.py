@@ -46,6 +46,7 @@ def _real(v):
 
 class Distribution:
     has_rsample = False
+    has_enumerate_support = False
     _validate_args = True                 # torch's default (__debug__): parameters and samples are checked
 
     @staticmethod
@@ -130,6 +131,20 @@ class Distribution:
 
     def entropy(self):
         raise NotImplementedError
+
+    def enumerate_support(self, expand=True):
+        raise NotImplementedError
+
+    def perplexity(self):
+        return O.exp(self.entropy())
+
+    def _enumerated(self, values, expand):
+        """values (the support, one row per value: (n,) + event_shape) laid out as torch's
+        enumerate_support: (n,) + batch_shape + event_shape, or 1s for the batch unless expand."""
+        batch = tuple(self._batch_shape)
+        event = tuple(values.shape[1:])
+        values = values.reshape((values.shape[0],) + (1,) * len(batch) + event)
+        return O.expand(values, *((values.shape[0],) + batch + event)) if expand else values
 
     def sample(self, sample_shape=()):
         with no_grad():
@@ -218,6 +233,7 @@ class Normal(Distribution):
 
 class Categorical(Distribution):
     """A choice among the last dimension's categories, by probs or by logits."""
+    has_enumerate_support = True
 
     def __init__(self, probs=None, logits=None, validate_args=None):
         if (probs is None) == (logits is None):
@@ -249,6 +265,13 @@ class Categorical(Distribution):
     @property
     def param_shape(self):
         return self.probs.shape
+
+    @property
+    def support(self):
+        return constraints.integer_interval(0, self._num_events - 1)
+
+    def enumerate_support(self, expand=True):
+        return self._enumerated(C.arange(self._num_events), expand)
 
     @property
     def mean(self):
@@ -293,6 +316,7 @@ class Bernoulli(Distribution):
     """1 with probability probs (or sigmoid(logits)), else 0."""
     arg_constraints = {"probs": constraints.unit_interval, "logits": constraints.real}
     support = constraints.boolean
+    has_enumerate_support = True
 
     def __init__(self, probs=None, logits=None, validate_args=None):
         if (probs is None) == (logits is None):
@@ -314,6 +338,9 @@ class Bernoulli(Distribution):
 
     def _params(self):
         return (("probs", self.probs),)
+
+    def enumerate_support(self, expand=True):
+        return self._enumerated(C.arange(2, dtype=self.probs.dtype), expand)
 
     @property
     def mean(self):
@@ -355,6 +382,10 @@ class Uniform(Distribution):
 
     def _params(self):
         return (("low", self.low), ("high", self.high))
+
+    @property
+    def support(self):
+        return constraints.interval(self.low, self.high)
 
     @property
     def mean(self):

@@ -657,13 +657,21 @@ class Binomial(_ProbsOrLogits):
         # k log p + (n - k) log(1 - p) = k logits - n log(1 + e^logits), softplus kept stable
         return log_choose + value * logits - n * NF.softplus(logits)
 
-    def entropy(self):
+    has_enumerate_support = True
+
+    def _homogeneous_count(self, what):
         n = _host(self.total_count)
         if n.size and n.min() != n.max():
-            raise NotImplementedError("Inhomogeneous total count not supported by `entropy`.")
-        top = int(n.max()) if n.size else 0
-        ks = C.arange(top + 1, dtype=self.probs.dtype).reshape((-1,) + (1,) * len(self._batch_shape))
-        lp = self.log_prob(O.expand(ks, *((top + 1,) + self._batch_shape)))
+            raise NotImplementedError(f"Inhomogeneous total count not supported by `{what}`.")
+        return int(n.max()) if n.size else 0
+
+    def enumerate_support(self, expand=True):
+        return self._enumerated(C.arange(self._homogeneous_count("enumerate_support") + 1, dtype=self.probs.dtype),
+                                expand)
+
+    def entropy(self):
+        self._homogeneous_count("entropy")
+        lp = self.log_prob(self.enumerate_support())
         return -O.sum(O.exp(lp) * lp, 0)
 
 
@@ -671,6 +679,7 @@ class OneHotCategorical(Distribution):
     """A Categorical whose draws are one-hot vectors over the last dimension."""
     arg_constraints = {"probs": constraints.simplex, "logits": constraints.independent(constraints.real, 1)}
     support = constraints.one_hot
+    has_enumerate_support = True
 
     def __init__(self, probs=None, logits=None, validate_args=None):
         self._categorical = Categorical(probs, logits, validate_args=validate_args)
@@ -718,6 +727,10 @@ class OneHotCategorical(Distribution):
 
     def entropy(self):
         return self._categorical.entropy()
+
+    def enumerate_support(self, expand=True):
+        k = self._categorical._num_events
+        return self._enumerated(C.eye(k, dtype=self.probs.dtype), expand)
 
     def expand(self, batch_shape, _instance=None):
         new = object.__new__(type(self))
@@ -783,7 +796,14 @@ class Multinomial(Distribution):
         return (O.lgamma(O.sum(value, -1) + 1) - O.sum(O.lgamma(value + 1), -1) + O.sum(counted, -1))
 
     def entropy(self):
-        raise NotImplementedError("Multinomial.entropy is not implemented")
+        # -E[log P] with log P = log n! - sum log x_i! + sum x_i log p_i, and x_i ~ Binomial(n, p_i)
+        n = self.total_count
+        counts = Binomial(n, self.probs, validate_args=False)
+        ks = C.arange(n + 1, dtype=self.probs.dtype).reshape((-1,) + (1,) * self.probs.dim())
+        ks = O.expand(ks, *((n + 1,) + tuple(self.probs.shape)))
+        log_factorials = O.sum(O.exp(counts.log_prob(ks)) * O.lgamma(ks + 1), 0)
+        return (O.sum(log_factorials, -1) - n * O.sum(self.probs * self.logits, -1)
+                - math.lgamma(n + 1))
 
     def expand(self, batch_shape, _instance=None):
         new = object.__new__(type(self))
