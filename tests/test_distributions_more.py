@@ -159,6 +159,8 @@ CASES = {
                                     T(L, [1.0, 2.0, 0.5])),
     "studentt_stats": lambda L: stats(_d(L).StudentT(T(L, [0.5, 1.5, 3.0], False), 1.0, 2.0)),
     "studentt_bad_df": lambda L: _d(L).StudentT(V(L, [0.0])),
+    "studentt_bad_df_broadcast": lambda L: _d(L).StudentT(-1.0, V(L, [0.0, 1.0])),
+    "studentt_bad_scale": lambda L: _d(L).StudentT(1.0, 0.0, V(L, [-1.0])),
     "studentt_repr": lambda L: repr(_d(L).StudentT(3.0)),
     # Dirichlet
     "dirichlet_logprob": lambda L: g(lambda a: _d(L).Dirichlet(a).log_prob(V(L, [[0.2, 0.3, 0.5], [0.1, 0.1, 0.8]])),

@@ -65,6 +65,7 @@ class _Family(Distribution):
     arg_constraints = {}
     support = constraints.real
     _printed = None
+    _checked_as = {}
 
     def _init_params(self, validate_args, **params):
         tensors = [v for v in params.values() if isinstance(v, Tensor)]
@@ -76,7 +77,7 @@ class _Family(Distribution):
         self._validation(validate_args)
         for name in params:
             c = self.arg_constraints[name]
-            self._check_param(name, getattr(self, name), c.check, repr(c))
+            self._check_param(name, getattr(self, name), c.check, repr(c), self._checked_as.get(name))
 
     def _params(self):
         names = self._printed if self._printed is not None else tuple(self.arg_constraints)
@@ -432,10 +433,9 @@ class StudentT(_GammaBased):
     """Student's t with df degrees of freedom, shifted by loc and scaled by scale."""
     arg_constraints = {"df": constraints.positive, "loc": constraints.real, "scale": constraints.positive}
 
+    _checked_as = {"df": "Chi2()"}        # torch checks df as the parameter of its Chi2(df)
+
     def __init__(self, df, loc=0.0, scale=1.0, validate_args=None):
-        if isinstance(df, Tensor):        # torch checks df first, as the parameter of its Chi2(df)
-            self._validation(validate_args)
-            self._check_param("df", df, constraints.positive.check, repr(constraints.positive), owner="Chi2()")
         self._init_params(validate_args, df=df, loc=loc, scale=scale)
 
     @property
