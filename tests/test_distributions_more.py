@@ -618,3 +618,19 @@ def test_draws_repeat_under_the_same_seed():
     a = d.sample((5,))
     tg.manual_seed(7)
     assert d.sample((5,)).tolist() == a.tolist()
+
+
+def test_a_users_family_on_the_base_class_gets_its_shapes_and_checks():
+    outs = []
+    for L in (tg, torch):
+        class Shifted(L.distributions.Distribution):
+            arg_constraints = {"rate": L.distributions.constraints.positive}
+
+            def __init__(self, rate, validate_args=None):
+                self.rate = rate
+                super().__init__(rate.shape[:-1], rate.shape[-1:], validate_args=validate_args)
+
+        d = Shifted(L.ones(2, 3))
+        outs.append((tuple(d.batch_shape), tuple(d.event_shape), outcome(lambda _: Shifted(-L.ones(2, 3)), L)))
+    assert outs[0] == outs[1]
+    assert outs[0][:2] == ((2,), (3,)) and outs[0][2].startswith("ValueError: Expected parameter rate")

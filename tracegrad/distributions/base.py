@@ -49,6 +49,18 @@ class Distribution:
     has_enumerate_support = False
     _validate_args = True                 # torch's default (__debug__): parameters and samples are checked
 
+    arg_constraints = {}
+
+    def __init__(self, batch_shape=(), event_shape=(), validate_args=None):
+        """The base of a user's family, as torch's: its shapes, and its parameters (those of
+        arg_constraints set on it before this call) checked."""
+        self._batch_shape = tuple(batch_shape)
+        self._event_shape = tuple(event_shape)
+        self._validation(validate_args)
+        for name, c in self.arg_constraints.items():
+            if isinstance(self.__dict__.get(name), Tensor) and hasattr(c, "check"):
+                self._check_param(name, self.__dict__[name], c.check, repr(c))
+
     @staticmethod
     def set_default_validate_args(value):
         if value not in (True, False):
@@ -98,7 +110,7 @@ class Distribution:
 
     @property
     def event_shape(self):
-        return Size(())
+        return Size(getattr(self, "_event_shape", ()))
 
     @property
     def stddev(self):
@@ -167,6 +179,10 @@ class Distribution:
                 setattr(new, k, v.expand(shape))
         new._batch_shape = shape
         return new
+
+    def _params(self):
+        """What repr prints, as torch's: the parameters of arg_constraints set on this object."""
+        return tuple((k, self.__dict__[k]) for k in self.arg_constraints if isinstance(self.__dict__.get(k), Tensor))
 
     def __repr__(self):
         return f"{type(self).__name__}({', '.join(f'{k}: {v if v.numel() == 1 else v.shape}' for k, v in self._params())})"
