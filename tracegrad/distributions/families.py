@@ -27,8 +27,9 @@ _LOG_2 = math.log(2.0)
 _LOG_PI = math.log(math.pi)
 
 
-def _nan_like(t):
-    return O.where(t == t, float("nan"), t)
+def _full(d, value):
+    """value over d's batch shape, in its parameters' dtype (torch's full(_extended_shape()))."""
+    return C.full(tuple(d._batch_shape), value, dtype=d._like().dtype)
 
 
 def _lbeta(a, b):
@@ -90,9 +91,6 @@ class _Family(Distribution):
 
     def _like(self):
         return next(v for v in self.__dict__.values() if isinstance(v, Tensor))
-
-    def _draw_shape(self, sample_shape):
-        return self._extended(sample_shape)
 
 
 # == continuous, location-scale ====================================================================
@@ -164,11 +162,11 @@ class Cauchy(_LocationScale):
 
     @property
     def mean(self):
-        return _nan_like(self.loc)
+        return _full(self, float("nan"))
 
     @property
     def variance(self):
-        return O.where(self.loc == self.loc, float("inf"), self.loc)
+        return _full(self, float("inf"))
 
     @staticmethod
     def _std_log_density(z):
@@ -469,9 +467,8 @@ class StudentT(_GammaBased):
 
     def entropy(self):
         df = self.df
-        half = O.full_like(df, 0.5) if hasattr(O, "full_like") else O.zeros_like(df) + 0.5
         return ((df + 1) / 2 * (O.digamma((df + 1) / 2) - O.digamma(df / 2)) + 0.5 * O.log(df)
-                + _lbeta(df / 2, half) + O.log(self.scale))
+                + _lbeta(df / 2, O.zeros_like(df) + 0.5) + O.log(self.scale))
 
 
 class Dirichlet(_GammaBased):
