@@ -470,6 +470,12 @@ def test_draws_have_the_shape_the_support_and_the_moments(name):
     assert np.all(np.abs(xs.var(0) - var) <= 0.15 * var + 1e-12), (xs.var(0), var)
 
 
+def test_sure_geometric_draws_are_zero():
+    tg.manual_seed(0)
+    x = tg.distributions.Geometric(tg.tensor([1.0, 1.0])).sample((100,))
+    assert np.all(x.numpy() == 0) and not np.any(np.signbit(x.numpy()))
+
+
 def test_cauchy_draws_have_the_median_and_quartiles_of_the_distribution():
     tg.manual_seed(0)
     d = tg.distributions.Cauchy(tg.tensor([1.0], dtype=tg.float64), tg.tensor([2.0], dtype=tg.float64))

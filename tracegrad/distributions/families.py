@@ -603,7 +603,8 @@ class Geometric(_ProbsOrLogits):
         shape = self._extended(sample_shape)
         with no_grad():
             u = _uniform_open(shape, self.probs)
-            return O.floor(O.log(u) / O.log1p(-self.probs.detach()))
+            # (abs: at p = 1 the quotient is -0.0, and the count is 0)
+            return O.abs(O.floor(O.log(u) / O.log1p(-self.probs.detach())))
 
     def log_prob(self, value):
         value = self._check_value(value)
