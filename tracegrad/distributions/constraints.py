@@ -1,0 +1,135 @@
+"""torch.distributions.constraints: the sets a parameter or a sample must lie in. Each is a
+check (a boolean tensor, in tracegrad ops) and torch's printed name, which the validation
+messages quote."""
+from ..ops import functional as O
+
+
+class Constraint:
+    """A set of values: check(value) says elementwise (or per event) whether value lies in it."""
+    is_discrete = False
+    event_dim = 0
+
+    def check(self, value):
+        raise NotImplementedError
+
+    def __repr__(self):
+        return type(self).__name__.lstrip("_") + "()"
+
+
+class _Real(Constraint):
+    def check(self, value):
+        return value == value                          # (not NaN; inf is real)
+
+
+class _Bound(Constraint):
+    def __init__(self, lower_bound=None, upper_bound=None):
+        self.lower_bound, self.upper_bound = lower_bound, upper_bound
+
+    def __repr__(self):
+        bounds = [f"{k}={v}" for k, v in (("lower_bound", self.lower_bound), ("upper_bound", self.upper_bound))
+                  if v is not None]
+        return f"{type(self).__name__.lstrip('_')}({', '.join(bounds)})"
+
+
+class _GreaterThan(_Bound):
+    def check(self, value):
+        return value > self.lower_bound
+
+
+class _GreaterThanEq(_Bound):
+    def check(self, value):
+        return value >= self.lower_bound
+
+
+class _Interval(_Bound):
+    def check(self, value):
+        return O.logical_and(value >= self.lower_bound, value <= self.upper_bound)
+
+
+def _whole(value):
+    return O.eq(value % 1, 0)
+
+
+class _IntegerGreaterThan(_Bound):
+    is_discrete = True
+
+    def check(self, value):
+        return O.logical_and(_whole(value), value >= self.lower_bound)
+
+
+class _IntegerInterval(_Bound):
+    is_discrete = True
+
+    def check(self, value):
+        return O.logical_and(_whole(value), O.logical_and(value >= self.lower_bound, value <= self.upper_bound))
+
+
+class _Boolean(Constraint):
+    is_discrete = True
+
+    def check(self, value):
+        return O.logical_or(O.eq(value, 0), O.eq(value, 1))
+
+
+class _Simplex(Constraint):
+    event_dim = 1
+
+    def check(self, value):
+        return O.logical_and(O.all(value >= 0, -1), O.abs(O.sum(value, -1) - 1) < 1e-6)
+
+
+class _OneHot(Constraint):
+    is_discrete = True
+    event_dim = 1
+
+    def check(self, value):
+        return O.logical_and(O.all(_Boolean().check(value), -1), O.eq(O.sum(value, -1), 1))
+
+
+class _Multinomial(Constraint):
+    """Non-negative counts per category whose total is at most upper_bound."""
+    is_discrete = True
+    event_dim = 1
+
+    def __init__(self, upper_bound):
+        self.upper_bound = upper_bound
+
+    def check(self, value):
+        return O.logical_and(O.all(value >= 0, -1), O.sum(value, -1) <= self.upper_bound)
+
+    def __repr__(self):
+        return "Multinomial()"
+
+
+class _IndependentConstraint(Constraint):
+    """base_constraint over the rightmost reinterpreted_batch_ndims dimensions at once."""
+
+    def __init__(self, base_constraint, reinterpreted_batch_ndims):
+        self.base_constraint, self.reinterpreted_batch_ndims = base_constraint, reinterpreted_batch_ndims
+        self.is_discrete = base_constraint.is_discrete
+        self.event_dim = base_constraint.event_dim + reinterpreted_batch_ndims
+
+    def check(self, value):
+        ok = self.base_constraint.check(value)
+        for _ in range(self.reinterpreted_batch_ndims):
+            ok = O.all(ok, -1)
+        return ok
+
+    def __repr__(self):
+        return f"IndependentConstraint({self.base_constraint!r}, {self.reinterpreted_batch_ndims})"
+
+
+real = _Real()
+positive = _GreaterThan(0.0)
+nonnegative = _GreaterThanEq(0.0)
+unit_interval = _Interval(0.0, 1.0)
+nonnegative_integer = _IntegerGreaterThan(0)
+boolean = _Boolean()
+simplex = _Simplex()
+one_hot = _OneHot()
+greater_than = _GreaterThan
+greater_than_eq = _GreaterThanEq
+interval = _Interval
+integer_interval = _IntegerInterval
+multinomial = _Multinomial
+independent = _IndependentConstraint

@@ -1,0 +1,151 @@
+"""kl_divergence(p, q): a table of closed forms keyed by the two families, filled by register_kl
+(a decorator users call for their own pairs too); the most specific registered pair wins."""
+
+from ..ops import functional as O
+from ..nn import functional as NF
+from .base import Normal, Categorical, Bernoulli, Uniform
+from .families import (Exponential, Laplace, LogNormal, Gamma, Beta, Poisson, Geometric, Binomial, Cauchy,
+                       Dirichlet, OneHotCategorical, Independent, HalfNormal, _lbeta)
+
+__all__ = ["kl_divergence", "register_kl"]
+
+_KL = {}
+
+
+def register_kl(type_p, type_q):
+    """@register_kl(P, Q) on fn(p, q) makes kl_divergence(p, q) call fn for p a P and q a Q."""
+    if not isinstance(type_p, type) or not isinstance(type_q, type):
+        raise TypeError(f"Expected type_p and type_q to be subclasses of Distribution, but got {type_p} and {type_q}")
+
+    def register(fn):
+        _KL[type_p, type_q] = fn
+        return fn
+    return register
+
+
+def kl_divergence(p, q):
+    """KL(p || q) by the registered pair nearest to (type(p), type(q)) in their method resolution
+    orders."""
+    tp, tq = type(p), type(q)
+    fits = [(tp.__mro__.index(a), tq.__mro__.index(b), fn) for (a, b), fn in _KL.items()
+            if issubclass(tp, a) and issubclass(tq, b)]
+    if not fits:
+        raise NotImplementedError(f"No KL(p || q) is implemented for p type {tp.__name__} and q type {tq.__name__}")
+    return min(fits, key=lambda f: f[:2])[2](p, q)
+
+
+@register_kl(Normal, Normal)
+def _kl_normal_normal(p, q):
+    var_ratio = (p.scale / q.scale) ** 2
+    t1 = ((p.loc - q.loc) / q.scale) ** 2
+    return 0.5 * (var_ratio + t1 - 1 - O.log(var_ratio))
+
+
+@register_kl(Categorical, Categorical)
+def _kl_categorical_categorical(p, q):
+    t = p.probs * (p.logits - q.logits)
+    t = O.where(O.broadcast_to(q.probs == 0, tuple(t.shape)), float("inf"), t)
+    t = O.where(O.broadcast_to(p.probs == 0, tuple(t.shape)), 0.0, t)
+    return O.sum(t, -1)
+
+
+@register_kl(Bernoulli, Bernoulli)
+def _kl_bernoulli_bernoulli(p, q):
+    t1 = p.probs * (NF.softplus(-q.logits) - NF.softplus(-p.logits))
+    t1 = O.where(q.probs == 0, float("inf"), t1)
+    t1 = O.where(p.probs == 0, 0.0, t1)
+    t2 = (1 - p.probs) * (NF.softplus(q.logits) - NF.softplus(p.logits))
+    t2 = O.where(q.probs == 1, float("inf"), t2)
+    t2 = O.where(p.probs == 1, 0.0, t2)
+    return t1 + t2
+
+
+@register_kl(Uniform, Uniform)
+def _kl_uniform_uniform(p, q):
+    result = O.log((q.high - q.low) / (p.high - p.low))
+    outside = O.logical_or(q.low > p.low, q.high < p.high)
+    return O.where(outside, float("inf"), result)
+
+
+@register_kl(Exponential, Exponential)
+def _kl_exponential_exponential(p, q):
+    ratio = q.rate / p.rate
+    return ratio - 1 - O.log(ratio)
+
+
+@register_kl(Laplace, Laplace)
+def _kl_laplace_laplace(p, q):
+    gap = O.abs(p.loc - q.loc)
+    return O.log(q.scale / p.scale) + gap / q.scale + p.scale / q.scale * O.exp(-gap / p.scale) - 1
+
+
+@register_kl(LogNormal, LogNormal)
+def _kl_lognormal_lognormal(p, q):
+    return _kl_normal_normal(p.base_dist, q.base_dist)
+
+
+@register_kl(HalfNormal, HalfNormal)
+def _kl_halfnormal_halfnormal(p, q):
+    ratio = (p.scale / q.scale) ** 2
+    return 0.5 * (ratio - 1 - O.log(ratio))
+
+
+@register_kl(Cauchy, Cauchy)
+def _kl_cauchy_cauchy(p, q):
+    return O.log(((p.scale + q.scale) ** 2 + (p.loc - q.loc) ** 2) / (4 * p.scale * q.scale))
+
+
+@register_kl(Gamma, Gamma)
+def _kl_gamma_gamma(p, q):
+    a, b, c, d = p.concentration, p.rate, q.concentration, q.rate
+    return (a - c) * O.digamma(a) - O.lgamma(a) + O.lgamma(c) + c * (O.log(b) - O.log(d)) + a * (d - b) / b
+
+
+@register_kl(Beta, Beta)
+def _kl_beta_beta(p, q):
+    a, b, c, d = p.concentration1, p.concentration0, q.concentration1, q.concentration0
+    return (_lbeta(c, d) - _lbeta(a, b) + (a - c) * O.digamma(a) + (b - d) * O.digamma(b)
+            + (c - a + d - b) * O.digamma(a + b))
+
+
+@register_kl(Dirichlet, Dirichlet)
+def _kl_dirichlet_dirichlet(p, q):
+    a, c = p.concentration, q.concentration
+    a0 = O.sum(a, -1, keepdim=True)
+    return (O.lgamma(O.sum(a, -1)) - O.lgamma(O.sum(c, -1)) - O.sum(O.lgamma(a) - O.lgamma(c), -1)
+            + O.sum((a - c) * (O.digamma(a) - O.digamma(a0)), -1))
+
+
+@register_kl(Poisson, Poisson)
+def _kl_poisson_poisson(p, q):
+    # rate_p log(rate_p / rate_q) - rate_p + rate_q; xlogy keeps the rate_p = 0 term at 0
+    return O.xlogy(p.rate, p.rate) - O.xlogy(p.rate, q.rate) - p.rate + q.rate
+
+
+@register_kl(Geometric, Geometric)
+def _kl_geometric_geometric(p, q):
+    # -H(p) - E_p[k] log(1 - q) - log q, with E_p[k] = 1 / p - 1
+    return -p.entropy() - O.log1p(-q.probs) / p.probs - q.logits
+
+
+@register_kl(Binomial, Binomial)
+def _kl_binomial_binomial(p, q):
+    if bool(O.any(p.total_count < q.total_count)):
+        raise NotImplementedError("KL between Binomials where q.total_count > p.total_count is not implemented")
+    # n [p log(p / q) + (1 - p) log((1 - p) / (1 - q))] in logits; where p has more trials than q,
+    # p puts mass where q has none: infinite
+    kl = p.total_count * (p.probs * (p.logits - q.logits) + NF.softplus(q.logits) - NF.softplus(p.logits))
+    return O.where(p.total_count > q.total_count, float("inf"), kl)
+
+
+@register_kl(OneHotCategorical, OneHotCategorical)
+def _kl_onehot_onehot(p, q):
+    return _kl_categorical_categorical(p._categorical, q._categorical)
+
+
+@register_kl(Independent, Independent)
+def _kl_independent_independent(p, q):
+    if p.reinterpreted_batch_ndims != q.reinterpreted_batch_ndims:
+        raise NotImplementedError("KL between Independent distributions with different reinterpreted_batch_ndims "
+                                  "is not implemented")
+    return p._summed(kl_divergence(p.base_dist, q.base_dist))
