@@ -515,9 +515,24 @@ def test_gamma_based_families_have_no_rsample(name):
         tg.distributions.Dirichlet(tg.tensor([2.0, 3.0])).rsample()
 
 
-def test_gamma_cdf_refuses_instead_of_guessing():
-    with pytest.raises(NotImplementedError, match="incomplete gamma"):
-        tg.distributions.Gamma(tg.tensor([2.0]), tg.tensor([1.0])).cdf(tg.tensor([1.0]))
+def test_gamma_cdf_is_the_regularized_incomplete_gamma_as_torch():
+    res = []
+    for L in (torch, tg):
+        rate = L.tensor([3.0, 1.0, 0.5], dtype=L.float64, requires_grad=True)
+        value = L.tensor([0.4, 2.0, 7.5], dtype=L.float64, requires_grad=True)
+        d = L.distributions.Gamma(L.tensor([2.0, 0.5, 4.0], dtype=L.float64), rate)
+        c = d.cdf(value)
+        c.sum().backward()
+        msg = None
+        try:
+            L.distributions.Gamma(L.tensor([2.0], dtype=L.float64, requires_grad=True), L.tensor([1.0])).cdf(
+                L.tensor([1.0], dtype=L.float64)).sum().backward()
+        except NotImplementedError as e:
+            msg = str(e)
+        res.append((c.detach().numpy(), rate.grad.numpy(), value.grad.numpy(), type(c.grad_fn).__name__, msg))
+    for g, w in zip(res[1][:3], res[0][:3]):
+        np.testing.assert_allclose(g, w, rtol=1e-12)
+    assert res[1][3:] == res[0][3:]
 
 
 # == under compile =================================================================================

@@ -18,6 +18,7 @@ from ..grad_mode import no_grad
 from ..creation import RNG
 from .. import creation as C
 from .. import _dtype as D
+from .. import special
 from ..ops import functional as O
 from ..nn import functional as NF
 from . import constraints
@@ -373,8 +374,10 @@ class Gamma(_GammaBased):
         return a - O.log(self.rate) + O.lgamma(a) + (1 - a) * O.digamma(a)
 
     def cdf(self, value):
-        raise NotImplementedError("Gamma.cdf needs the regularized lower incomplete gamma function, which tracegrad "
-                                  "does not have")
+        """P(concentration, rate * value), the regularized lower incomplete gamma function (its
+        derivative in the concentration raises, as torch's)."""
+        value = self._check_value(value)
+        return special.gammainc(self.concentration, self.rate * value)
 
 
 def _dirichlet_mode(a):
