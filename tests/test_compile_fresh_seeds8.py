@@ -8,6 +8,7 @@ Call-sequence seed 30870 is the size-1 dim stride of a compiled flip(0) - x that
 test_compile_fresh_seeds6.py keeps as a strict xfail (seeds 21126, 25830): left, as there."""
 import os
 import sys
+import warnings
 
 import numpy as np
 import pytest
@@ -62,6 +63,54 @@ def test_an_op_without_a_derivative_raises_before_a_later_rule_as_torch(case, dt
         loss = sum((o.to(m.float64) * 1.5).sum() for o in outs)
         res.append(_outcome(lambda: m.autograd.grad(loss, [x])))
     assert res[0][0] == "RuntimeError"
+    assert res[1] == res[0]
+
+
+# (seen reducing seed 55254) eager autograd raised a rule's error while it built the backward, before any of
+# it ran: the tensor hooks torch runs before it reaches the op without a derivative did not run, and the
+# nodes it ran before had kept their saved values (a second backward raised the same error, torch's "a
+# second time"). The error is now raised where the backward reaches the op, as the compiled backward's.
+
+@pytest.mark.parametrize("compiled", [False, True])
+def test_the_hooks_torch_runs_before_an_op_without_a_derivative_run(compiled):
+    res = []
+    for m in (torch, tg):
+        log = []
+        x = m.tensor([-2.12, 0.5, 1.5], requires_grad=True)
+
+        def f(x):
+            return m.floor_divide(x, x).sin(), x * 3
+        a, b = tg.compile(f)(x) if m is tg and compiled else f(x)
+        b.register_hook(lambda g: log.append(float(g.sum())))
+        res.append((_outcome(lambda: (a.sum() + b.sum()).backward()), log))
+    assert res[0][0][0] == "RuntimeError" and res[0][1]
+    assert res[1] == res[0]
+
+
+def test_a_second_backward_after_an_op_without_a_derivative_raised_as_torch():
+    res = []
+    for m in (torch, tg):
+        x = m.tensor([-2.12, 0.5, 1.5], requires_grad=True)
+        loss = m.floor_divide(x, x).sin().sum() + x.exp().sum()
+        first, second = _outcome(loss.backward), _outcome(loss.backward)
+        res.append((first, second[0], second[1][:60], x.grad))
+    assert res[0][0][0] == "RuntimeError" and "a second time" in res[0][2]
+    assert res[1] == res[0]
+
+
+def test_anomaly_mode_names_the_node_without_a_derivative_as_torch():
+    # (raised while the backward was built, the error had no anomaly warning; torch names the node
+    # with its C++ namespace, its fn.name())
+    res = []
+    for m in (torch, tg):
+        x = m.tensor([-2.12, 0.5, 1.5], requires_grad=True)
+        with warnings.catch_warnings(record=True) as w:
+            warnings.simplefilter("always")
+            with m.autograd.detect_anomaly():
+                loss = m.floor_divide(x, x).sin().sum()
+                got = _outcome(loss.backward)
+        res.append((got, [str(k.message).split(".")[0] for k in w if "Error detected" in str(k.message)]))
+    assert res[0][1] == ["Error detected in torch::autograd::NotImplemented"]
     assert res[1] == res[0]
 
 

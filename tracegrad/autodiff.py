@@ -149,7 +149,8 @@ def derive(fwd, outputs, wrt, hooks=None, node_hooks=(), defer_errors=False, lea
     gradient once all of it has been summed (tensor hooks). With `defer_errors`, an op
     without a derivative (floor_divide) gets a `derivative_error` op that raises torch's
     error when the backward runs, instead of raising now (compile derives the backward
-    before the first forward runs; eager autograd derives it when backward is called).
+    before the first forward runs; eager autograd derives it when backward is called, and
+    the hooks and rules torch runs before it reaches that op run first there too).
     `leaf_rank` orders the hooks of leaves whose gradients one op completes (torch's engine
     runs their AccumulateGrad nodes as its ready queue yields them); by argument without it.
     `hook_rank` orders the hooks of the outputs of one multi-output op (projections) that have
