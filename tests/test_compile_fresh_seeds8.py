@@ -123,6 +123,36 @@ def test_anomaly_mode_names_the_node_without_a_derivative_as_torch():
     assert res[1] == res[0]
 
 
+# (dtype seeds 54085, 54898, once the eager backward raised where it runs) floor_divide(y, x.round()):
+# round's rule gives zeros whatever its gradient, so the op that raises for floor_divide had no reader
+# and dead-code elimination dropped it: eager and compiled returned zeros where torch raises.
+
+_ZERO_RULE_BELOW = {
+    "round": lambda m, x: m.floor_divide(m.tensor([6.0, 1.0, 2.0]), m.round(x, decimals=-1)),
+    "sign": lambda m, x: m.floor_divide(x.sign(), 3.0),
+    "floor of the quotient": lambda m, x: m.floor_divide(x, 2.0).floor(),
+    "heaviside beside a gradient": lambda m, x: m.heaviside(x.round(), x) + x.exp(),
+}
+
+
+@pytest.mark.parametrize("case", list(_ZERO_RULE_BELOW))
+@pytest.mark.parametrize("compiled", [False, True])
+def test_an_op_without_a_derivative_raises_where_the_rule_below_it_gives_zeros(case, compiled):
+    res = []
+    for m in (torch, tg):
+        x = m.tensor([6.68, -7.88, -1.0], dtype=m.float64, requires_grad=True)
+        f = _ZERO_RULE_BELOW[case]
+        y = tg.compile(lambda x: f(tg, x))(x) if m is tg and compiled else f(m, x)
+        res.append(_outcome(lambda: m.autograd.grad(y.sum(), [x])))
+    assert res[0][0] == "RuntimeError"
+    assert res[1] == res[0]
+
+
+@pytest.mark.parametrize("seed", [54085, 54898])
+def test_dtype_fuzzer_seeds_of_a_rounded_divisor(seed):
+    DT.check_program(seed)
+
+
 def test_dtype_fuzzer_seed_55254():
     DT.check_program(55254)
 
