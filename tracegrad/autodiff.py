@@ -157,7 +157,8 @@ def derive(fwd, outputs, wrt, hooks=None, node_hooks=(), defer_errors=False, lea
     gradient once all of it has been summed (tensor hooks). With `defer_errors`, an op
     without a derivative (floor_divide) gets a `derivative_error` op that raises torch's
     error when the backward runs, instead of raising now (compile derives the backward
-    before the first forward runs; eager autograd derives it when backward is called).
+    before the first forward runs; eager autograd derives it when backward is called, and
+    the hooks and rules torch runs before it reaches that op run first there too).
     `leaf_rank` orders the hooks of leaves whose gradients one op completes (torch's engine
     runs their AccumulateGrad nodes as its ready queue yields them); by argument without it.
     `hook_rank` orders the hooks of the outputs of one multi-output op (projections) that have
@@ -183,7 +184,7 @@ def derive(fwd, outputs, wrt, hooks=None, node_hooks=(), defer_errors=False, lea
         captured = {}
         deferred = {}
         wrt_set = set(wrt)
-        order = list(fwd.nx.nodes)
+        order = _walk_order(fwd, list(fwd.nx.nodes), need)
         last_use = _last_uses(fwd, order, hooks)
         pending = ()
         for n in reversed(order):
@@ -458,6 +459,34 @@ def _refuse_stale_reads(fwd, n, res, need, outs, ins):
 def _bound(p):
     """Whether a rule read this lazy stand-in of a forward value (made it a saved input)."""
     return isinstance(p, Proxy) and p.__dict__.get("_name") is not None
+
+
+def _underived(fwd, a):
+    """Whether torch records op a's node as NotImplemented (an op without a derivative, floor_divide):
+    a fixed name of the op table's (one computed from the arguments is left out). A convert that
+    rounds a float32 op to float16 (opmath_source) stands for that op."""
+    if a["op"] == "convert":
+        a = opmath_source(fwd, a) or a
+    prim = a["prim"]
+    return prim is not None and not prim.multi and prim.grad_fn == "NotImplemented"
+
+
+def _walk_order(fwd, order, need):
+    """The forward values in the order derive walks them backwards: creation order (torch's
+    engine runs the ready node of the highest sequence number), except that an op without a
+    derivative runs as soon as its last consumer has: torch numbers its NotImplemented node
+    UINT64_MAX, as an AccumulateGrad. Its rule raises, so where another rule raises too (pow's
+    `exponent - 1` of a bool exponent) the error is the one torch's backward meets first."""
+    moved = [n for n in order if n in need and _underived(fwd, fwd[n])]
+    if not moved:
+        return order
+    key = {n: (i, 0, 0) for i, n in enumerate(order)}
+    end = (len(order), 0, 0)
+    for n in reversed(moved):      # (an op without a derivative that reads another's result: both move)
+        users = [key[u] for u in fwd.nx.successors(n) if u in need]
+        first = min(users) if users else end
+        key[n] = (first[0], first[1] - 1, key[n][0])
+    return sorted(order, key=key.__getitem__)
 
 
 def _last_uses(fwd, order, hooks):

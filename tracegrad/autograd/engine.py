@@ -408,7 +408,9 @@ def build_program(order, index, roots, targets, hooks_spec, idle=(), apart=None)
         # torch's ready queue yields the leaves one node completes, not by argument
         ran = {id(n): k for k, n in enumerate(torch_run_order([n for n, _ in roots]))}
         rank = {vals[(id(n), 0)]: ran.get(id(n), -1) for n, _ in hooks_spec if n._prim is None}
-    bwd = derive(fwd, outputs, wrt, hooks, node_hooks, leaf_rank=rank,
+    # (defer_errors: a rule that raises raises when the program reaches it, after the hooks and
+    # rules torch's engine runs before that node, and after they released their saved values)
+    bwd = derive(fwd, outputs, wrt, hooks, node_hooks, leaf_rank=rank, defer_errors=True,
                  hook_rank=_slot_ranks(hooks_spec, vals, lambda v: v),
                  run_ops={v for v in fwd.nodes() if fwd[v].get("node_index") in idle and fwd[v]["op"] != "input"})
     binds = []
@@ -1156,7 +1158,9 @@ UNDEFINED_OK = threading.local()
 
 def anomaly_warn(name, node):
     """Anomaly mode's warning for an error in the backward of `node`: where its forward ran
-    (torch's), or that it is unknown; a warning the filters turn into an error goes to stderr."""
+    (torch's), or that it is unknown; a warning the filters turn into an error goes to stderr.
+    The node is named as torch's fn.name() (torch::autograd::NotImplemented)."""
+    name = node.name() if hasattr(node, "name") else name
     if node._trace:
         msg = f"Error detected in {name}. Traceback of forward call that caused the error:\n" + "".join(node._trace)
     else:

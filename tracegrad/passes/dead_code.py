@@ -1,11 +1,16 @@
 """Dead-code elimination: drop every op whose value no output needs.
 
 Inputs are kept unless `drop_inputs` names the roles whose unused inputs may go
-(a backward graph drops the saved values its live code never reads).
+(a backward graph drops the saved values its live code never reads). An op that raises
+when it runs (RAISES) is kept whether or not its value is read: a derivative rule that
+ignores its gradient (round's zeros) does not spare torch's engine the node that raises.
 """
 import itertools
 
 from ..ir.graph import V, refs, copy_nx
+
+
+RAISES = frozenset({"derivative_error"})
 
 
 def live_values(graph, drop_inputs=()):
@@ -13,17 +18,20 @@ def live_values(graph, drop_inputs=()):
     live = set(o for o in graph.outputs if o is not None)
     node = graph.nx._node
     for n in reversed(node):
-        if n in live:
-            args = node[n]["args"]
-            if args.__class__ is tuple:     # refs(args), without the call for the common arguments
-                for x in args:
-                    c = x.__class__
-                    if c is V:
-                        live.add(x)
-                    elif c is not float and c is not int:
-                        live.update(refs((x,)))
-            else:
-                live.update(refs(args))
+        if n not in live:
+            if node[n]["op"] not in RAISES:
+                continue
+            live.add(n)
+        args = node[n]["args"]
+        if args.__class__ is tuple:     # refs(args), without the call for the common arguments
+            for x in args:
+                c = x.__class__
+                if c is V:
+                    live.add(x)
+                elif c is not float and c is not int:
+                    live.update(refs((x,)))
+        else:
+            live.update(refs(args))
     for n in graph.inputs:
         if node[n]["role"] not in drop_inputs:
             live.add(n)
