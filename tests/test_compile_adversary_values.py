@@ -47,6 +47,19 @@ def same(got, want):
     assert not bad.any(), f"got {gv[bad][:6]}, want {wv[bad][:6]}"
 
 
+def same_as_torch(got, want):
+    """same(), to an ulp or two where numpy's and torch's transcendental kernels round their last
+    bit differently (exp on some machines' vector units)."""
+    gd, gs, gv = values(got)
+    wd, ws, wv = values(want)
+    assert (gd, gs) == (wd, ws), ((gd, gs), (wd, ws))
+    if gv.dtype.kind != "f":
+        np.testing.assert_array_equal(gv, wv)
+        return
+    np.testing.assert_allclose(gv, wv, rtol=4 * np.finfo(gv.dtype).eps, atol=0)
+    assert (np.signbit(gv) == np.signbit(wv))[~np.isnan(gv)].all()
+
+
 def outcome(fn, args):
     """fn(*args) as a tuple of tensors, or the type of the exception it raised."""
     try:
@@ -573,7 +586,7 @@ def test_non_contiguous_inputs():
         for got in (cf(g), cf(g)):
             for a, b, c in zip(got, fn(g), fn(t)):
                 same(a, b)
-                same(a, c)
+                same_as_torch(a, c)
 
 
 @pytest.mark.parametrize("name", ["x", "view", "twice", "view twice", "t", "mixed"])

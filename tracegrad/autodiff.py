@@ -338,6 +338,7 @@ def derive(fwd, outputs, wrt, hooks=None, node_hooks=(), defer_errors=False, lea
                                 if isinstance(x, V) else None for x in args)
             if not isinstance(res, tuple):
                 res = (res,)
+            _drop_unneeded_errors(bwd, args, res, need)
             if (hooked_post or "stale_args" in a or "stale_out" in a or "stale_guard" in a) and \
                     any(r is EFFICIENT_ZERO for r in res):
                 res = tuple(_Zero(fwd[x]).make() if r is EFFICIENT_ZERO else r for x, r in zip(args, res))
@@ -393,6 +394,24 @@ def derive(fwd, outputs, wrt, hooks=None, node_hooks=(), defer_errors=False, lea
     # values only they read) go here
     from .passes import eliminate_dead_code  # deferred: import tracegrad does not load tracegrad.passes
     return eliminate_dead_code(bwd, drop_inputs=("saved",), own=True)
+
+
+def _drop_unneeded_errors(bwd, args, res, need):
+    """A rule's `derivative_error` ops for the gradients of arguments that need none go: torch's
+    node computes no gradient for an input that does not require one (igamma's in its first
+    argument raises only where that argument requires grad). Dead-code elimination keeps every
+    such op (a rule that ignores its gradient, round's, does not spare the node that raises), so
+    the ones no argument that needs a gradient has are removed here."""
+    wanted, spare = set(), set()
+    for i, x in enumerate(args):
+        r = res[i] if i < len(res) else None
+        name = r.__dict__.get("_name") if r is not None and hasattr(r, "__dict__") else None
+        if name is None or name not in bwd.nx or bwd[name]["op"] != "derivative_error":
+            continue
+        (wanted if isinstance(x, V) and x in need else spare).add(name)
+    for name in spare - wanted:
+        if not any(True for _ in bwd.nx.successors(name)):
+            bwd.nx.remove_node(name)
 
 
 class _Zero:

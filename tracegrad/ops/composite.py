@@ -58,6 +58,8 @@ def diag_embed(input, offset=0, dim1=-2, dim2=-1):
     flat = _index((np.arange(n) + max(-offset, 0)) * m + np.arange(n) + max(offset, 0))
     lead = tuple(input.shape[:-1])
     base = zeros(lead + (m * m,), dtype=input.dtype)
+    if input.is_cuda:                       # (the matrix and its positions on input's device)
+        flat, base = flat.to(input.device), base.to(input.device)
     idx = O.expand(flat.reshape((1,) * len(lead) + (n,)), *(lead + (n,)))
     out = O.scatter(base, len(lead), idx, input).reshape(*lead, m, m)
     nd = out.ndim
