@@ -155,6 +155,8 @@ def instance_norm(input, running_mean=None, running_var=None, weight=None, bias=
                   momentum=0.1, eps=1e-5):
     """Each sample's channel normalised over its own positions (a group_norm with one channel per
     group); running statistics, when given, move toward the batch's mean of them."""
+    if momentum is None:
+        raise TypeError("instance_norm(): argument 'momentum' (position 7) must be float, not NoneType")
     if input.ndim < 3:
         raise ValueError(f"instance_norm: expected an input of 3 or more dims (N, C, ...), got {input.ndim}D")
     c = input.shape[1]
@@ -605,9 +607,8 @@ def embedding_bag(input, weight, offsets=None, max_norm=None, norm_type=2, scale
         raise NotImplementedError(f"embedding_bag: per_sample_weights was not None. per_sample_weights is only "
                                   f"supported for mode='sum' (got mode='{mode}'). Please open a feature request on "
                                   f"GitHub.")
-    if scale_grad_by_freq or sparse or max_norm is not None:
-        raise NotImplementedError("embedding_bag(max_norm=..., scale_grad_by_freq=True or sparse=True) is not "
-                                  "supported")
+    if scale_grad_by_freq or sparse:
+        raise NotImplementedError("embedding_bag(scale_grad_by_freq=True or sparse=True) is not supported")
     if input.ndim == 2:
         if offsets is not None:
             raise ValueError("if input is 2D, then offsets has to be None, as input is treated is a mini-batch of "
@@ -633,6 +634,10 @@ def embedding_bag(input, weight, offsets=None, max_norm=None, norm_type=2, scale
             bag = O.where(arange(n_idx) >= offsets[-1], O.full((), -1, dtype=D.int64), bag)
     else:
         raise ValueError(f"input has to be 1D or 2D Tensor, but got Tensor of dimension {input.ndim}")
+    if max_norm is not None:
+        # torch's: every row an index picks (padding and those outside the bags too) renormalized
+        # in place, before the lookup
+        F._embedding_renorm_(weight, input, max_norm, norm_type)
     rows = F.embedding(flat, weight)                                     # (n, D)
     keep = bag >= 0
     if padding_idx is not None:

@@ -1,0 +1,63 @@
+"""What tests/test_nn_module_fuzz.py found, each as a direct comparison with torch naming its seed."""
+import numpy as np
+import pytest
+import torch
+
+import tracegrad as tg
+
+
+def _close(a, b, rtol=1e-12, atol=1e-12):
+    np.testing.assert_allclose(a.detach().numpy(), b.detach().numpy(), rtol=rtol, atol=atol)
+
+
+@pytest.mark.parametrize("cls", ["InstanceNorm1d", "InstanceNorm2d"])
+def test_instance_norm_momentum_none_keeps_the_running_statistics(cls):
+    # seed 336: momentum=None raised a TypeError; torch passes 0.0 (it is no cumulative average
+    # here, as it is in batch norm), so the running statistics stay where they are
+    shape = (2, 3, 5) if cls == "InstanceNorm1d" else (2, 3, 4, 3)
+    x0 = np.random.RandomState(0).uniform(-1, 1, shape)
+    got = []
+    for L in (torch, tg):
+        m = getattr(L.nn, cls)(3, affine=True, track_running_stats=True, momentum=None).double()
+        with L.no_grad():
+            m.running_mean.copy_(L.tensor([0.1, -0.2, 0.3], dtype=L.float64))
+        x = L.tensor(x0, requires_grad=True)
+        y = m(x)
+        y.pow(2).sum().backward()
+        m.eval()
+        got.append((y, x.grad, m.running_mean.clone(), m.running_var.clone(), m.num_batches_tracked.clone(),
+                    m(x)))
+    for a, b in zip(*got):
+        _close(b, a)
+
+
+def test_functional_instance_norm_momentum_none_raises_as_torch():
+    x = np.ones((1, 2, 3))
+    for L in (torch, tg):
+        with pytest.raises(TypeError, match="argument 'momentum' .* must be float, not NoneType"):
+            L.nn.functional.instance_norm(L.tensor(x), L.zeros(2, dtype=L.float64), L.ones(2, dtype=L.float64),
+                                          momentum=None)
+
+
+@pytest.mark.parametrize("mode", ["sum", "mean", "max"])
+@pytest.mark.parametrize("flat", [False, True])
+def test_embedding_bag_max_norm_renormalizes_the_rows_it_picks(mode, flat):
+    # seeds 11, 16, 100: EmbeddingBag(max_norm=...) raised NotImplementedError; torch renormalizes
+    # in place every row an index picks (the padding row too), then sums, averages or takes maxima
+    g = np.random.RandomState(1)
+    w0 = g.uniform(-1, 1, (7, 3)) * 2
+    idx = np.array([[1, 4, 4], [0, 6, 1]])
+    got = []
+    for L in (torch, tg):
+        m = L.nn.EmbeddingBag(7, 3, max_norm=1.0, mode=mode, padding_idx=4).double()
+        with L.no_grad():
+            m.weight.copy_(L.tensor(w0))
+        if flat:
+            out = m(L.tensor(idx.ravel()), L.tensor([0, 2, 2]))
+        else:
+            out = m(L.tensor(idx))
+        (out * L.tensor(np.arange(out.numel(), dtype=float).reshape(tuple(out.shape)))).sum().backward()
+        got.append((out, m.weight, m.weight.grad))
+    for a, b in zip(*got):
+        _close(b, a)
+    assert not np.allclose(got[1][1].detach().numpy(), w0)
