@@ -265,9 +265,10 @@ def gen(seed):
     loss = gen_loss(r, shape)
     container = r.choice(["seq", "list", "dict"])
     ddx = r.random() < 0.3
-    # Adam turns a gradient of rounding noise into a step of lr: float64 only
+    # Adam turns a gradient of rounding noise (of a parameter the loss does not depend on: a bias
+    # before a softmax) into a step of lr: float64 only, and an eps far above that noise
     opt = r.choice([("SGD", dict(lr=0.1, momentum=r.choice([0.0, 0.9])))]
-                   + [("Adam", dict(lr=0.01))] * (dtype == "float64"))
+                   + [("Adam", dict(lr=0.01, eps=1e-6))] * (dtype == "float64"))
     return dict(dtype=dtype, inp=inp, layers=layers, loss=loss, container=container, ddx=ddx, opt=opt,
                 out_shape=shape, dseed=r.randint(0, 10**6), wseed=r.randint(0, 10**6))
 
@@ -599,7 +600,12 @@ def tol(spec):
 
 # What tracegrad refuses with NotImplementedError, by the start of the message: a clear error where
 # it cannot match torch yet, counted apart from the differences
-UNSUPPORTED = ()
+UNSUPPORTED = (
+    "embedding(scale_grad_by_freq=True",             # torch's double backward drops the scale
+    "LSTM(proj_size > 0)",
+    "MultiheadAttention(add_bias_kv=True or add_zero_attn=True)",
+    "adaptive_max_pool2d(return_indices=True) from",  # output sizes that do not divide the input's
+)
 
 
 def _unsupported(b):

@@ -61,3 +61,21 @@ def test_embedding_bag_max_norm_renormalizes_the_rows_it_picks(mode, flat):
     for a, b in zip(*got):
         _close(b, a)
     assert not np.allclose(got[1][1].detach().numpy(), w0)
+
+
+@pytest.mark.parametrize("p", [1, 2])
+def test_multi_margin_loss_counts_a_nan_term_as_zero(p):
+    # seed 145: an LPPool1d of negative values gave NaN to MultiMarginLoss; torch's kernel adds a
+    # term only where margin - x[y] + x[j] > 0, so a NaN term is 0 (its gradient too), where
+    # tracegrad's relu carried the NaN into the loss
+    x0 = np.array([[0.3, np.nan, 0.1, 0.5], [np.nan, 0.2, 0.4, -0.1], [0.2, 0.1, 0.9, 0.3]])
+    got = []
+    for L in (torch, tg):
+        x = L.tensor(x0, requires_grad=True)
+        w = L.tensor([1.0, 2.0, 3.0, 4.0], dtype=L.float64)
+        loss = L.nn.functional.multi_margin_loss(x, L.tensor([0, 1, 2]), p=p, weight=w, reduction="none")
+        loss.sum().backward()
+        got.append((loss, x.grad))
+    for a, b in zip(*got):
+        _close(b, a)
+    assert np.isfinite(got[1][0].detach().numpy()).all()

@@ -514,7 +514,10 @@ def multi_margin_loss(input, target, p=1, margin=1.0, weight=None, size_average=
                            f"shape {list(input.shape)}.")
     picked = O.gather(x, 1, O.unsqueeze(y, 1))                       # x[y], (N, 1)
     other = O.logical_not(F.one_hot(y, c).to(D.bool_))
-    z = F.relu(margin - picked + x)                                   # gradient 0 where z is 0, as torch's z > 0
+    d = margin - picked + x
+    # torch's kernel adds a term where z > 0: a NaN term counts as 0 (as its gradient), where relu
+    # would carry it into the loss
+    z = O.where(d > 0, d, O.zeros_like(d))
     h = z if p == 1 else z * z
     if weight is not None:
         h = h * O.unsqueeze(O.index_select(weight, 0, y), 1)
