@@ -79,3 +79,36 @@ def test_multi_margin_loss_counts_a_nan_term_as_zero(p):
     for a, b in zip(*got):
         _close(b, a)
     assert np.isfinite(got[1][0].detach().numpy()).all()
+
+
+@pytest.mark.parametrize("bias_kv,zero_attn", [(True, False), (False, True), (True, True)])
+@pytest.mark.parametrize("mask", [None, "bool", "float", "key_padding"])
+@pytest.mark.parametrize("batch_first", [False, True])
+def test_multihead_attention_add_bias_kv_and_add_zero_attn(bias_kv, zero_attn, mask, batch_first):
+    # seeds 87, 229, 398: MultiheadAttention(add_bias_kv=True or add_zero_attn=True) raised
+    # NotImplementedError; torch appends a learned key and value (bias_k, bias_v, in the
+    # state_dict) and/or a zero key and value to every sequence, the masks padded to allow them
+    g = np.random.RandomState(3)
+    torch.manual_seed(0)
+    tm = torch.nn.MultiheadAttention(6, 2, add_bias_kv=bias_kv, add_zero_attn=zero_attn,
+                                     batch_first=batch_first).double()
+    sd = {k: v.detach().numpy() for k, v in tm.state_dict().items()}
+    x0 = g.uniform(-1, 1, (3, 4, 6))
+    n, s = (3, 4) if batch_first else (4, 3)
+    am = g.rand(s, s) < 0.4
+    kp = g.rand(n, s) < 0.4
+    got = []
+    for L in (torch, tg):
+        m = L.nn.MultiheadAttention(6, 2, add_bias_kv=bias_kv, add_zero_attn=zero_attn,
+                                    batch_first=batch_first).double()
+        assert list(m.state_dict()) == list(sd)
+        m.load_state_dict({k: L.tensor(v) for k, v in sd.items()})
+        x = L.tensor(x0, requires_grad=True)
+        kw = {"bool": dict(attn_mask=L.tensor(am)), "float": dict(attn_mask=L.tensor(np.where(am, -2.0, 0.5))),
+              "key_padding": dict(key_padding_mask=L.tensor(kp)), None: {}}[mask]
+        y, w = m(x, x, x, need_weights=True, average_attn_weights=False, **kw)
+        (y.pow(2).sum() + 0.3 * (w * L.tensor(np.arange(w.numel(), dtype=float).reshape(tuple(w.shape)))).sum()
+         ).backward()
+        got.append([y, w, x.grad] + [p.grad for p in m.parameters()])
+    for a, b in zip(*got):
+        np.testing.assert_allclose(b.detach().numpy(), a.detach().numpy(), rtol=1e-10, atol=1e-12)

@@ -35,8 +35,6 @@ class MultiheadAttention(Module):
             raise ValueError(f"embed_dim and num_heads must be greater than 0, got embed_dim={embed_dim} and "
                              f"num_heads={num_heads} instead")
         super().__init__()
-        if add_bias_kv or add_zero_attn:
-            raise NotImplementedError("MultiheadAttention(add_bias_kv=True or add_zero_attn=True) is not supported yet")
         self.embed_dim = embed_dim
         self.kdim = kdim if kdim is not None else embed_dim
         self.vdim = vdim if vdim is not None else embed_dim
@@ -62,7 +60,12 @@ class MultiheadAttention(Module):
         else:
             self.register_parameter("in_proj_bias", None)
         self.out_proj = NonDynamicallyQuantizableLinear(embed_dim, embed_dim, bias=bias, dtype=dtype)
-        self.bias_k = self.bias_v = None
+        if add_bias_kv:
+            # a learned key and value appended to every sequence (one more position to attend to)
+            self.bias_k = Parameter(C.empty(1, 1, embed_dim, dtype=dtype))
+            self.bias_v = Parameter(C.empty(1, 1, embed_dim, dtype=dtype))
+        else:
+            self.bias_k = self.bias_v = None
         self.add_zero_attn = add_zero_attn
         self._reset_parameters()
 
@@ -76,6 +79,10 @@ class MultiheadAttention(Module):
         if self.in_proj_bias is not None:
             init.constant_(self.in_proj_bias, 0.0)
             init.constant_(self.out_proj.bias, 0.0)
+        if self.bias_k is not None:
+            init.xavier_normal_(self.bias_k)
+        if self.bias_v is not None:
+            init.xavier_normal_(self.bias_v)
 
     def forward(self, query, key, value, key_padding_mask=None, need_weights=True, attn_mask=None,
                 average_attn_weights=True, is_causal=False):
@@ -106,10 +113,20 @@ class MultiheadAttention(Module):
         q = F.linear(query, wq, bq)
         k = F.linear(key, wk, bk)
         v = F.linear(value, wv, bv)
+        # the masks are checked against the given keys; the positions added below are not masked
+        added = (self.bias_k is not None) + bool(self.add_zero_attn)
+        if self.bias_k is not None:
+            k = O.cat([k, O.expand(self.bias_k, 1, N, E)], 0)
+            v = O.cat([v, O.expand(self.bias_v, 1, N, E)], 0)
+        Sk = S + (self.bias_k is not None)
         # (L, N, E) -> (N, H, L, hd)
         q = O.permute(q.reshape(L, N, H, hd), (1, 2, 0, 3))
-        k = O.permute(k.reshape(S, N, H, hd), (1, 2, 0, 3))
-        v = O.permute(v.reshape(S, N, H, hd), (1, 2, 0, 3))
+        k = O.permute(k.reshape(Sk, N, H, hd), (1, 2, 0, 3))
+        v = O.permute(v.reshape(Sk, N, H, hd), (1, 2, 0, 3))
+        if self.add_zero_attn:
+            zero = C.zeros(N, H, 1, hd, dtype=k.dtype, device=k.device)
+            k = O.cat([k, zero], 2)
+            v = O.cat([v, zero], 2)
         mask = _additive(attn_mask, q.dtype)
         if mask is not None:
             if mask.ndim == 2:
@@ -128,6 +145,8 @@ class MultiheadAttention(Module):
                 raise AssertionError(f"expecting key_padding_mask shape of {(N, S)}, but got {tuple(kpm.shape)}")
             kpm = kpm.reshape(N, 1, 1, S)
             mask = kpm if mask is None else mask + kpm
+        if mask is not None and added:
+            mask = F.pad(mask, (0, added))
         scores = O.matmul(q * math.sqrt(1.0 / hd), O.transpose(k, -2, -1))
         if mask is not None:
             scores = scores + mask
