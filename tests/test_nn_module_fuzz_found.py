@@ -112,3 +112,46 @@ def test_multihead_attention_add_bias_kv_and_add_zero_attn(bias_kv, zero_attn, m
         got.append([y, w, x.grad] + [p.grad for p in m.parameters()])
     for a, b in zip(*got):
         np.testing.assert_allclose(b.detach().numpy(), a.detach().numpy(), rtol=1e-10, atol=1e-12)
+
+
+@pytest.mark.parametrize("num_layers", [1, 2])
+@pytest.mark.parametrize("bidirectional", [False, True])
+@pytest.mark.parametrize("given_state", [False, True])
+def test_lstm_proj_size(num_layers, bidirectional, given_state):
+    # seeds 52, 118, 182: LSTM(proj_size > 0) raised NotImplementedError; torch projects each
+    # hidden state down (h = W_hr (o * tanh(c)), weight_hr_l{k} in the state_dict), the next layer
+    # and the recurrence read the projected state, the cell state keeps hidden_size
+    g = np.random.RandomState(2)
+    torch.manual_seed(0)
+    kw = dict(num_layers=num_layers, bidirectional=bidirectional, proj_size=2, batch_first=True)
+    tm = torch.nn.LSTM(3, 5, **kw).double()
+    sd = {k: v.detach().numpy() for k, v in tm.state_dict().items()}
+    d = 2 if bidirectional else 1
+    x0 = g.uniform(-1, 1, (2, 4, 3))
+    s0 = (g.uniform(-1, 1, (num_layers * d, 2, 2)), g.uniform(-1, 1, (num_layers * d, 2, 5)))
+    got = []
+    for L in (torch, tg):
+        m = L.nn.LSTM(3, 5, **kw).double()
+        assert [(k, tuple(v.shape)) for k, v in m.state_dict().items()] == [(k, v.shape) for k, v in sd.items()]
+        assert repr(m) == repr(tm)
+        m.load_state_dict({k: L.tensor(v) for k, v in sd.items()})
+        x = L.tensor(x0, requires_grad=True)
+        state = tuple(L.tensor(a, requires_grad=True) for a in s0) if given_state else None
+        y, (h, c) = m(x, state)
+        (y.pow(2).sum() + 0.3 * h.sum() + 0.2 * c.pow(2).sum()).backward()
+        got.append([y, h, c, x.grad] + [p.grad for p in m.parameters()] + ([a.grad for a in state] if state else []))
+    for a, b in zip(*got):
+        np.testing.assert_allclose(b.detach().numpy(), a.detach().numpy(), rtol=1e-10, atol=1e-12)
+
+
+def test_lstm_proj_size_errors_as_torch():
+    for L in (torch, tg):
+        with pytest.raises(ValueError, match="proj_size has to be smaller than hidden_size"):
+            L.nn.LSTM(3, 5, proj_size=5)
+        with pytest.raises(ValueError, match="only supported for LSTM, not RNN or GRU"):
+            L.nn.GRU(3, 5, proj_size=0)
+        m = L.nn.LSTM(3, 5, proj_size=2)
+        with pytest.raises(RuntimeError, match=r"Expected hidden\[0\] size \(1, 2, 2\), got \[1, 2, 5\]"):
+            m(L.zeros(4, 2, 3), (L.zeros(1, 2, 5), L.zeros(1, 2, 5)))
+        with pytest.raises(RuntimeError, match=r"Expected hidden\[1\] size \(1, 2, 5\), got \[1, 2, 2\]"):
+            m(L.zeros(4, 2, 3), (L.zeros(1, 2, 2), L.zeros(1, 2, 2)))
