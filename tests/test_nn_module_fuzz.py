@@ -583,6 +583,7 @@ def run(L, spec, sd0, compiled):
             opt.step()
             return loss
         f = L.compile(step) if compiled else step
+        x = x.detach()                  # a training step's input needs no gradient
         losses = [_np(f(x, t)) for _ in range(2)]
         r = dict(losses=losses)
         r.update({"p." + k: v for k, v in _sd_np(net).items()})
@@ -721,4 +722,6 @@ if __name__ == "__main__":
         if e:
             nbad += 1
             print(s, describe(s), "||", e[:400], flush=True)
+        if (s - lo) % 100 == 99:
+            print(f"-- {s - lo + 1} seeds, {nbad} bad", file=sys.stderr, flush=True)
     print("bad", nbad, "of", hi - lo)
