@@ -94,7 +94,8 @@ def shape_layers(r, shape):
         out.append(L_("GroupNorm", g, c, eps=r.choice([1e-5, 1e-3]), affine=r.random() < 0.7))
     if n == 3:
         c = shape[1]
-        out += [L_("Conv1d", c, r.choice([c, 2, 4, 6]) if r.random() < 0.7 else c,
+        grp = r.choice([d for d in range(1, c + 1) if c % d == 0])
+        out += [L_("Conv1d", c, grp * r.choice([1, 2, 3]), groups=grp,
                    padding_mode=r.choice(["zeros", "zeros", "reflect", "replicate", "circular"]), **_conv_kw(r, 1)),
                 L_("ConvTranspose1d", c, r.choice([2, 4, 6]), kernel_size=r.choice([1, 2, 3]),
                    stride=r.choice([1, 2]), padding=r.choice([0, 1]), output_padding=r.choice([0, 0, 1]),
@@ -152,7 +153,10 @@ def shape_layers(r, shape):
                   activation=r.choice(["relu", "gelu"]), batch_first=bf, norm_first=r.random() < 0.5,
                   layer_norm_eps=r.choice([1e-5, 1e-3]), bias=r.random() < 0.8)
         tm = {k2: v for k2, v in masks.items() if k2 != "batch_first"}
-        if r.random() < 0.5:
+        if r.random() < 0.2:
+            out.append(L_("TransformerEncoder", call="stack", x=tm, layer=dict(d_model=f, nhead=nh, **tk),
+                          num_layers=r.choice([1, 2]), norm=r.random() < 0.5))
+        elif r.random() < 0.5:
             out.append(L_("TransformerEncoderLayer", f, nh, call="enc", x=tm, **tk))
         else:
             out.append(L_("TransformerDecoderLayer", f, nh, call="dec", x=tm, **tk))
@@ -281,6 +285,10 @@ def gen_loss(r, shape):
     red = r.choice(["mean", "sum", "none"])
     kw = dict(reduction=red)
     extra = {}
+    if name in ("CrossEntropyLoss", "NLLLoss") and len(shape) == 3 and r.random() < 0.4:
+        # classes along dim 1, a target per position: (N, C, L) against (N, L)
+        extra["kdim"] = tuple(shape)
+        k = shape[1]
     if name == "CrossEntropyLoss":
         kw.update(label_smoothing=r.choice([0.0, 0.0, 0.1, 0.3]))
         if r.random() < 0.4:
@@ -320,6 +328,11 @@ def gen_loss(r, shape):
 # ---------------------------------------------------------------- building it in torch or tracegrad
 
 def build_layer(L, layer):
+    if layer["cls"] == "TransformerEncoder":
+        k = layer["k"]
+        norm = L.nn.LayerNorm(k["layer"]["d_model"]) if k["norm"] else None
+        return L.nn.TransformerEncoder(L.nn.TransformerEncoderLayer(**k["layer"]), k["num_layers"], norm=norm,
+                                       enable_nested_tensor=False)
     return getattr(L.nn, layer["cls"])(*layer["a"], **layer["k"])
 
 
@@ -357,6 +370,8 @@ def call_layer(L, m, layer, x):
         return y, ([w] if w is not None else [])
     if call == "enc":
         return m(x, src_mask=masks.get("attn_mask"), src_key_padding_mask=masks.get("key_padding_mask")), []
+    if call == "stack":
+        return m(x, mask=masks.get("attn_mask"), src_key_padding_mask=masks.get("key_padding_mask")), []
     if call == "dec":
         return m(x, x, tgt_mask=masks.get("attn_mask"), memory_key_padding_mask=masks.get("key_padding_mask")), []
     if call == "bag":
@@ -432,10 +447,11 @@ def targets(spec):
     lo = spec["loss"]
     g = np.random.RandomState(spec["dseed"] + 1)
     n, k, name = lo["n"], lo["k"], lo["name"]
+    kd = lo["x"].get("kdim")
     if name in ("CrossEntropyLoss", "NLLLoss", "MultiMarginLoss") and not lo["x"].get("probs"):
-        return g.randint(0, k, n)
+        return g.randint(0, k, (n, kd[2]) if kd else n)
     if name == "CrossEntropyLoss":
-        p = g.uniform(0, 1, (n, k))
+        p = g.uniform(0, 1, (n, k) + ((kd[2],) if kd else ()))
         return p / p.sum(1, keepdims=True)
     if name == "KLDivLoss":
         p = g.uniform(0.1, 1, (n, k))
@@ -452,7 +468,7 @@ def targets(spec):
 
 def total_loss(L, spec, lossf, out, aux, t):
     lo = spec["loss"]
-    if lo["name"] not in ("MSELoss", "L1Loss", "SmoothL1Loss", "HuberLoss"):
+    if lo["name"] not in ("MSELoss", "L1Loss", "SmoothL1Loss", "HuberLoss") and not lo["x"].get("kdim"):
         out = out.reshape(lo["n"], lo["k"])
     if lo["name"] in ("NLLLoss", "KLDivLoss"):
         out = L.nn.functional.log_softmax(out, 1)
@@ -505,7 +521,7 @@ def torch_state(spec):
 
 def train_ok(spec):
     for layer in spec["layers"]:
-        if layer["cls"] == "RReLU" or layer["k"].get("dropout") or (layer["cls"].startswith("Dropout")
+        if layer["cls"] == "RReLU" or layer["k"].get("dropout") or layer["k"].get("layer", {}).get("dropout") or (layer["cls"].startswith("Dropout")
                                                                     and layer["a"][0] > 0):
             return False
     return True
