@@ -1,4 +1,5 @@
-"""What tests/test_nn_module_fuzz.py found, each as a direct comparison with torch naming its seed."""
+"""What tests/test_nn_module_fuzz.py found, each as a direct comparison with torch naming its seed
+(the seeds of the fuzzer's first version, commit 2dc4b29; its menu has grown since)."""
 import numpy as np
 import pytest
 import torch
@@ -155,3 +156,31 @@ def test_lstm_proj_size_errors_as_torch():
             m(L.zeros(4, 2, 3), (L.zeros(1, 2, 5), L.zeros(1, 2, 5)))
         with pytest.raises(RuntimeError, match=r"Expected hidden\[1\] size \(1, 2, 5\), got \[1, 2, 2\]"):
             m(L.zeros(4, 2, 3), (L.zeros(1, 2, 2), L.zeros(1, 2, 2)))
+
+
+@pytest.mark.parametrize("return_indices", [False, True])
+@pytest.mark.parametrize("shape,size", [((2, 3, 5, 7), (2, 3)), ((3, 4, 7), (3, 5)), ((2, 2, 5, 3), (3, 2)),
+                                        ((2, 3, 7), None)])
+def test_adaptive_max_pool_windows_that_do_not_tile(shape, size, return_indices):
+    # seeds 298, 328, 370: return_indices=True raised NotImplementedError where the output size
+    # does not divide the input's; and without it the maxima were amax over each window, which
+    # shares the gradient among equal maxima where torch gives it all to the first (values
+    # rounded to one decimal make such ties)
+    x0 = np.random.RandomState(0).uniform(-1, 1, shape).round(1)
+    got = []
+    for L in (torch, tg):
+        x = L.tensor(x0, requires_grad=True)
+        if size is None:
+            r = L.nn.functional.adaptive_max_pool1d(x, 4, return_indices=return_indices)
+        else:
+            r = L.nn.functional.adaptive_max_pool2d(x, size, return_indices=return_indices)
+        y, idx = r if return_indices else (r, None)
+        (y * L.tensor(np.arange(y.numel(), dtype=float).reshape(tuple(y.shape)))).sum().backward()
+        got.append((y.detach().numpy(), None if idx is None else idx.numpy(), x.grad.numpy(),
+                    type(y.grad_fn).__name__))
+    (ya, ia, ga, na), (yb, ib, gb, nb) = got
+    np.testing.assert_array_equal(yb, ya)
+    np.testing.assert_array_equal(gb, ga)
+    assert nb == na
+    if return_indices:
+        np.testing.assert_array_equal(ib, ia)

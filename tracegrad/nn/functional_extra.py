@@ -78,12 +78,26 @@ def _adaptive_along(x, dim, n_out, reduce):
     return O.stack(parts, dim)
 
 
+def _adaptive_argmax(input, oh, ow):
+    """The flat index h * W + w of each adaptive window's maximum, its first in row-major order as
+    in torch's kernel; the values gathered at these indices take the whole gradient there, as
+    torch's backward gives it (not shared among equal maxima)."""
+    nd = input.ndim
+    h, w = input.shape[-2], input.shape[-1]
+    lead = tuple(input.shape[:-2])
+    rows = []
+    for a, b in _adaptive_windows(h, oh):
+        band = O.narrow(input, nd - 2, a, b - a)
+        cols = []
+        for c, d in _adaptive_windows(w, ow):
+            k = O.argmax(O.narrow(band, nd - 1, c, d - c).reshape(*lead, (b - a) * (d - c)), -1)
+            cols.append((O.floor_divide(k, d - c) + a) * w + O.remainder(k, d - c) + c)
+        rows.append(O.stack(cols, -1))
+    return O.stack(rows, -2)
+
+
 def _mean(x, d):
     return O.mean(x, d)
-
-
-def _amax(x, d):
-    return O.amax(x, d)
 
 
 def _output_sizes(input, output_size, n):
@@ -134,13 +148,14 @@ def adaptive_max_pool2d(input, output_size, return_indices=False):
     h, w = input.shape[-2], input.shape[-1]
     if h % oh == 0 and w % ow == 0:
         return F.max_pool2d(input, (h // oh, w // ow), return_indices=return_indices)
-    if return_indices:
-        raise NotImplementedError(f"adaptive_max_pool2d(return_indices=True) from {h}x{w} to {oh}x{ow}: only output "
-                                  f"sizes that divide the input size return indices")
-    # torch's node saves self and the indices: self written raises, named as torch names it (the
-    # windows' own saved values are slices of it)
-    return keep_saved(F._suggested(_adaptive_along(_adaptive_along(input, input.ndim - 2, oh, _amax), input.ndim - 1,
-                                                   ow, _amax), input), input)
+    # each window's first maximum, gathered: the whole gradient goes there as in torch's backward
+    # (an amax would share it among equal maxima)
+    idx = _adaptive_argmax(input, oh, ow)
+    lead = tuple(input.shape[:-2])
+    out = O.gather(input.reshape(*lead, h * w), -1, idx.reshape(*lead, oh * ow)).reshape(*lead, oh, ow)
+    # torch's node saves self and the indices: self written before the backward raises
+    out = F._named(keep_saved(F._suggested(out, input), input), "AdaptiveMaxPool2DBackward0", input)
+    return (out, idx) if return_indices else out
 
 
 def adaptive_max_pool1d(input, output_size, return_indices=False):
