@@ -273,8 +273,12 @@ def gen(seed):
     # before a softmax) into a step of lr: float64 only, and an eps far above that noise
     opt = r.choice([("SGD", dict(lr=0.1, momentum=r.choice([0.0, 0.9])))]
                    + [("Adam", dict(lr=0.01, eps=1e-6))] * (dtype == "float64"))
-    return dict(dtype=dtype, inp=inp, layers=layers, loss=loss, container=container, ddx=ddx, opt=opt,
+    spec = dict(dtype=dtype, inp=inp, layers=layers, loss=loss, container=container, ddx=ddx, opt=opt,
                 out_shape=shape, dseed=r.randint(0, 10**6), wseed=r.randint(0, 10**6))
+    # an input of one decimal: equal values (ties in a max, values on a kink) whose gradient
+    # follows torch's conventions
+    spec["ties"] = r.random() < 0.3
+    return spec
 
 
 def gen_loss(r, shape):
@@ -533,6 +537,8 @@ def run(L, spec, sd0, compiled):
     g = np.random.RandomState(spec["dseed"])
     if spec["inp"][0] == "float":
         x0 = g.uniform(-1, 1, spec["inp"][1])
+        if spec["ties"]:
+            x0 = x0.round(1)
     else:
         x0 = g.randint(0, spec["inp"][2], spec["inp"][1])
     t0 = targets(spec)
