@@ -184,3 +184,25 @@ def test_adaptive_max_pool_windows_that_do_not_tile(shape, size, return_indices)
     assert nb == na
     if return_indices:
         np.testing.assert_array_equal(ib, ia)
+
+
+@pytest.mark.parametrize("compiled", [False, True])
+def test_embedding_bag_max_gives_the_gradient_to_the_first_maximum(compiled):
+    # found beside seeds 298/328 (the same amax tie): mode="max" took amax over each bag, which
+    # shares the gradient among equal maxima where torch gives it whole to the first member that
+    # holds it; a column whose members are all -inf gives -inf and its gradient to the first member
+    w0 = np.ones((6, 3))
+    w0[2] = [1.0, 2.0, 0.0]
+    w0[5, 1] = w0[4, 1] = -np.inf
+    idx = np.array([[0, 1, 2], [3, 3, 1], [5, 4, 4]])
+    got = []
+    for L in (torch, tg):
+        m = L.nn.EmbeddingBag(6, 3, mode="max", padding_idx=1).double()
+        with L.no_grad():
+            m.weight.copy_(L.tensor(w0))
+        f = tg.compile(m) if compiled and L is tg else m
+        y = f(L.tensor(idx))
+        (y * L.tensor(np.arange(9.0).reshape(3, 3))).sum().backward()
+        got.append((y.detach().numpy(), m.weight.grad.numpy()))
+    np.testing.assert_array_equal(got[1][0], got[0][0])
+    np.testing.assert_array_equal(got[1][1], got[0][1])

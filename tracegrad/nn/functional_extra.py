@@ -666,7 +666,13 @@ def embedding_bag(input, weight, offsets=None, max_norm=None, norm_type=2, scale
     if mode == "max":
         member = O.logical_and(O.unsqueeze(safe_bag, 0) == arange(b).reshape(b, 1), O.unsqueeze(keep, 0))  # (b, n)
         vals = O.where(O.unsqueeze(member, -1), O.unsqueeze(rows, 0), float("-inf"))
-        out = O.amax(vals, 1)
+        # each bag's first maximum per column, gathered: its gradient goes there whole, as torch's
+        # (an amax shared it among equal maxima)
+        pick = O.argmax(vals, 1)                                               # (b, D)
+        # a column whose members are all -inf: argmax may name a non-member; torch's is the first
+        first = O.unsqueeze(O.argmax(member.to(D.int64), 1), -1)              # (b, 1)
+        pick = O.where(O.amax(vals.detach(), 1) == float("-inf"), first, pick)
+        out = O.gather(rows, 0, pick)
         return O.where(O.unsqueeze(O.any(member, 1), -1), out, O.zeros_like(out))
     rows = O.where(O.unsqueeze(keep, -1), rows, O.zeros_like(rows))
     out = O.index_add(zeros(b, weight.shape[1], dtype=weight.dtype), 0, safe_bag, rows)
