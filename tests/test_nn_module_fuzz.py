@@ -237,7 +237,13 @@ def gen(seed):
     elif start == "img":
         shape = (nb, r.randint(1, 4), r.randint(3, 7), r.randint(3, 7))
         inp = ("float", shape)
-    else:
+    unbatched = start in ("seq", "img") and random.Random(-seed - 1).random() < 0.25
+    if unbatched:
+        # unbatched: (C, L) or (C, H, W), where the layers take one (a draw of its own, so that
+        # the other seeds keep their networks)
+        shape = shape[1:]
+        inp = ("float", shape)
+    if start not in ("vec", "seq", "img"):
         num, dim, t = r.randint(4, 9), r.randint(2, 6), r.randint(1, 5)
         inp = ("index", (nb, t), num)
         if start == "idx":
@@ -255,7 +261,9 @@ def gen(seed):
     tries = 0
     while len(layers) < depth + (start in ("idx", "bag")) and tries < 40:
         tries += 1
-        menu = act_layers(r, shape) if r.random() < 0.35 else shape_layers(r, shape)
+        # unbatched, the layers are those of the shape with a batch of one
+        sh = (1,) + tuple(shape) if unbatched and len(shape) in (2, 3) else shape
+        menu = act_layers(r, shape) if r.random() < 0.35 else shape_layers(r, sh)
         if not menu:
             continue
         cand = r.choice(menu)
