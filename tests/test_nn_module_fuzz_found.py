@@ -206,3 +206,31 @@ def test_embedding_bag_max_gives_the_gradient_to_the_first_maximum(compiled):
         got.append((y.detach().numpy(), m.weight.grad.numpy()))
     np.testing.assert_array_equal(got[1][0], got[0][0])
     np.testing.assert_array_equal(got[1][1], got[0][1])
+
+
+def test_max_pool_window_of_padding_alone_raises():
+    # seed 2388 (fuzzer at 4205971): MaxPool1d(2, stride=1, padding=1, dilation=2) over a length of
+    # one: the window's taps (-1 and 1) are both padding. torch returns -inf with the index 1,
+    # outside the input, and its backward adds that gradient to the next channel's element (past
+    # the last one it writes outside the tensor: not run here); tracegrad's backward failed inside
+    # numpy. No number would be torch's: a clear error instead
+    x0 = np.array([[[0.5]], [[0.2]], [[0.3]]])
+    with torch.no_grad():
+        y, idx = torch.nn.functional.max_pool1d(torch.tensor(x0), 2, stride=1, padding=1, dilation=2,
+                                                return_indices=True)
+    assert y.isinf().all() and (idx == 1).all()                    # an index outside a length of one
+    with pytest.raises(RuntimeError, match="holds only padding of an input of size 1"):
+        tg.nn.functional.max_pool1d(tg.tensor(x0), 2, stride=1, padding=1, dilation=2)
+    with pytest.raises(RuntimeError, match="holds only padding"):
+        tg.nn.MaxPool2d(2, stride=1, padding=1, dilation=(1, 2))(tg.ones(1, 1, 3, 1))
+
+
+def test_dilated_max_pool_reaching_into_padding_matches_torch():
+    got = []
+    for L in (torch, tg):
+        x = L.tensor(np.arange(12.0).reshape(1, 1, 3, 4), requires_grad=True)
+        y, i = L.nn.functional.max_pool2d(x, 2, stride=1, padding=1, dilation=3, return_indices=True)
+        (y * L.tensor(np.arange(1.0, 7.0).reshape(1, 1, 2, 3))).sum().backward()
+        got.append((y.detach().numpy(), i.numpy(), x.grad.numpy()))
+    for a, b in zip(*got):
+        np.testing.assert_array_equal(b, a)
