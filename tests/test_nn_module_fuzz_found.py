@@ -234,3 +234,20 @@ def test_dilated_max_pool_reaching_into_padding_matches_torch():
         got.append((y.detach().numpy(), i.numpy(), x.grad.numpy()))
     for a, b in zip(*got):
         np.testing.assert_array_equal(b, a)
+
+
+def test_cdist_inf_gives_every_tied_coordinate_the_gradient():
+    # a probe of ties beside the fuzzer's: torch's cdist backward for p=inf gives grad * sign(diff)
+    # to every coordinate that attains the distance; tracegrad's (vector_norm's) shared it among them
+    g = np.random.RandomState(0)
+    for a0, b0 in [(np.array([[1.0, 3.0, 3.0, 0.0], [2.0, 2.0, -1.0, 2.0]]), np.array([[0.5, 1.5, 1.5, 0.0]])),
+                   (g.uniform(-1, 1, (2, 4, 3)).round(0), g.uniform(-1, 1, (2, 5, 3)).round(0)),
+                   (g.uniform(-1, 1, (3, 4)), g.uniform(-1, 1, (2, 4)))]:
+        got = []
+        for L in (torch, tg):
+            a, b = L.tensor(a0, requires_grad=True), L.tensor(b0, requires_grad=True)
+            y = L.cdist(a, b, p=float("inf"))
+            (y * L.tensor(np.arange(1.0, y.numel() + 1).reshape(tuple(y.shape)))).sum().backward()
+            got.append((y.detach().numpy(), a.grad.numpy(), b.grad.numpy(), type(y.grad_fn).__name__))
+        for u, v in zip(got[0], got[1]):
+            np.testing.assert_array_equal(v, u)
