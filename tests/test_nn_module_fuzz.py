@@ -86,6 +86,11 @@ def shape_layers(r, shape):
         c = shape[1]
         out.append(L_("BatchNorm1d", c, momentum=r.choice([0.1, None, 0.5]), affine=r.random() < 0.7,
                       track_running_stats=r.random() < 0.7, eps=r.choice([1e-5, 1e-2])))
+    if n >= 2:
+        # two inputs: the tensor and its reversal along the last dimension
+        out += [L_("CosineSimilarity", dim=r.randrange(-n, n), eps=r.choice([1e-8, 0.5]), call="flip2"),
+                L_("PairwiseDistance", p=r.choice([1.0, 2.0, 3.0]), eps=r.choice([1e-6, 0.1]),
+                   keepdim=r.random() < 0.5, call="flip2")]
     per = int(np.prod(shape[2:]))
     if n >= 2 and shape[1] * per >= 2:
         # a group of one element normalizes to exactly 0, its gradients are rounding noise
@@ -192,6 +197,8 @@ def shape_layers(r, shape):
                                dict(mode="bicubic", align_corners=r.random() < 0.5)])),
                 L_("UpsamplingNearest2d", scale_factor=2), L_("UpsamplingBilinear2d", scale_factor=2),
                 L_("PixelShuffle", 2), L_("PixelUnshuffle", 2), L_("ChannelShuffle", r.choice([2, 3])),
+                L_("Unfold", r.choice([1, 2, (2, 3)]), dilation=r.choice([1, 2]), padding=r.choice([0, 1]),
+                   stride=r.choice([1, 2])),
                 L_("Flatten", start_dim=r.choice([1, 2]))]
     return out
 
@@ -364,6 +371,8 @@ def call_layer(L, m, layer, x):
         return m(x), []
     if call == "twice":
         return m(x, x), []
+    if call == "flip2":
+        return m(x, x.flip(-1)), []
     if call == "rnn":
         if cx.get("h0"):
             d = 2 if m.bidirectional else 1
