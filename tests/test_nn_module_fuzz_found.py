@@ -251,3 +251,21 @@ def test_cdist_inf_gives_every_tied_coordinate_the_gradient():
             got.append((y.detach().numpy(), a.grad.numpy(), b.grad.numpy(), type(y.grad_fn).__name__))
         for u, v in zip(got[0], got[1]):
             np.testing.assert_array_equal(v, u)
+
+
+@pytest.mark.parametrize("beta,threshold", [(0.5, 0.5), (2.0, 1.0), (1.0, 0.0)])
+def test_softplus_at_the_threshold_has_torchs_second_derivative(beta, threshold):
+    # seed 50800 (fuzzer at 72d053b..): Softplus(beta=0.5, threshold=0.5) on an input of one decimal
+    # (x = 1.0, beta * x == threshold): torch's first derivative there is the smooth one (its test
+    # is beta * x > threshold) and its second is 0 (softplus_double_backward tests < threshold);
+    # tracegrad gave the smooth second derivative
+    x0 = np.array([-1.0, 0.0, threshold / beta, 0.9 * threshold / beta, 1.5, 3.0])
+    got = []
+    for L in (torch, tg):
+        x = L.tensor(x0, requires_grad=True)
+        y = L.nn.functional.softplus(x, beta, threshold)
+        g, = L.autograd.grad((y * y).sum(), x, create_graph=True)
+        gg, = L.autograd.grad(g.pow(2).sum(), x)
+        got.append((y, g, gg))
+    for a, b in zip(*got):
+        _close(b, a)

@@ -220,6 +220,12 @@ def softplus(input, beta=1.0, threshold=20.0):
     x, dt = _opmath(input)
     z = x * beta if beta != 1 else x
     out = O.log1p(O.exp(O.where(z > threshold, threshold, z)))     # NaN flows to the value and the gradient
+    # at z == threshold torch's first derivative is the smooth one (its test is z > threshold) and
+    # its second is 0 (softplus_double_backward tests z < threshold): there, the tangent line at
+    # the point itself (the same value, slope sigmoid(z), no curvature)
+    c = z.detach()
+    tangent = O.log1p(O.exp(c)) + O.sigmoid(c) * (z - c)
+    out = O.where(z == threshold, tangent, out)
     if beta != 1:
         out = out / beta
     return _named(_rounded(O.where(z > threshold, x, out), dt), "SoftplusBackward0", input, saves=True)
