@@ -643,7 +643,9 @@ def tol(spec):
     d = len(spec["layers"])
     if spec["dtype"] == "float64":
         return 1e-8 * (1 + d), 1e-9 * (1 + d)
-    return 2e-4 * (1 + d), 2e-5 * (1 + d)
+    # float32: a gradient that is 0 in exact arithmetic (a bias before a batch norm) is rounding
+    # noise of the gradients around it (seed 41327: 1.1e-4)
+    return 2e-4 * (1 + d), 5e-5 * (1 + d)
 
 
 # What tracegrad refuses with NotImplementedError, by the start of the message: a clear error where
