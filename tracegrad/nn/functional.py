@@ -495,7 +495,9 @@ def _max_pool2d(input, kernel_size, stride, padding, dilation, ceil_mode, return
 def _check_no_empty_window(n, n_out, k, stride, pad, dilation):
     """A dilated window whose every tap falls in the padding has no maximum: torch gives -inf and
     an index outside the input there, and its backward adds that gradient to another element.
-    No number here would be torch's: raise."""
+    No number here would be torch's: raise. (Sizes of a dynamic trace are not checked.)"""
+    if not (isinstance(n, int) and isinstance(n_out, int)):
+        return
     for o in range(n_out):
         start = o * stride - pad
         if not any(0 <= start + dilation * j < n for j in range(k)):
