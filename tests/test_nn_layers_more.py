@@ -264,8 +264,8 @@ def test_recurrent_errors_and_warnings_match_torch():
         m(tg.zeros(2, 1, 3), tg.zeros(1, 2, 4))
     with pytest.raises(ValueError, match="Unknown nonlinearity 'sigmoid'"):
         tnn.RNN(3, 4, nonlinearity="sigmoid")
-    with pytest.raises(NotImplementedError, match="proj_size"):
-        tnn.LSTM(3, 4, proj_size=2)
+    with pytest.raises(ValueError, match="proj_size has to be smaller than hidden_size"):
+        tnn.LSTM(3, 4, proj_size=4)
     torch_m = torch.nn.GRU(3, 4)
     with pytest.raises(RuntimeError, match="input.size\\(-1\\) must be equal to input_size. Expected 3, got 5"):
         torch_m(torch.zeros(2, 1, 5))

@@ -221,6 +221,8 @@ def instance_norm(input, running_mean=None, running_var=None, weight=None, bias=
                   momentum=0.1, eps=1e-5):
     """Each sample's channel normalised over its own positions (a group_norm with one channel per
     group); running statistics, when given, move toward the batch's mean of them."""
+    if momentum is None:
+        raise TypeError("instance_norm(): argument 'momentum' (position 7) must be float, not NoneType")
     if input.ndim < 3:
         raise ValueError(f"instance_norm: expected an input of 3 or more dims (N, C, ...), got {input.ndim}D")
     c = input.shape[1]
@@ -578,7 +580,10 @@ def multi_margin_loss(input, target, p=1, margin=1.0, weight=None, size_average=
                            f"shape {list(input.shape)}.")
     picked = O.gather(x, 1, O.unsqueeze(y, 1))                       # x[y], (N, 1)
     other = O.logical_not(F.one_hot(y, c).to(D.bool_))
-    z = F.relu(margin - picked + x)                                   # gradient 0 where z is 0, as torch's z > 0
+    d = margin - picked + x
+    # torch's kernel adds a term where z > 0: a NaN term counts as 0 (as its gradient), where relu
+    # would carry it into the loss
+    z = O.where(d > 0, d, O.zeros_like(d))
     h = z if p == 1 else z * z
     if weight is not None:
         h = h * O.unsqueeze(O.index_select(weight, 0, y), 1)
@@ -671,9 +676,8 @@ def embedding_bag(input, weight, offsets=None, max_norm=None, norm_type=2, scale
         raise NotImplementedError(f"embedding_bag: per_sample_weights was not None. per_sample_weights is only "
                                   f"supported for mode='sum' (got mode='{mode}'). Please open a feature request on "
                                   f"GitHub.")
-    if scale_grad_by_freq or sparse or max_norm is not None:
-        raise NotImplementedError("embedding_bag(max_norm=..., scale_grad_by_freq=True or sparse=True) is not "
-                                  "supported")
+    if scale_grad_by_freq or sparse:
+        raise NotImplementedError("embedding_bag(scale_grad_by_freq=True or sparse=True) is not supported")
     if input.ndim == 2:
         if offsets is not None:
             raise ValueError("if input is 2D, then offsets has to be None, as input is treated is a mini-batch of "
@@ -699,6 +703,10 @@ def embedding_bag(input, weight, offsets=None, max_norm=None, norm_type=2, scale
             bag = O.where(arange(n_idx) >= offsets[-1], O.full((), -1, dtype=D.int64), bag)
     else:
         raise ValueError(f"input has to be 1D or 2D Tensor, but got Tensor of dimension {input.ndim}")
+    if max_norm is not None:
+        # torch's: every row an index picks (padding and those outside the bags too) renormalized
+        # in place, before the lookup
+        F._embedding_renorm_(weight, input, max_norm, norm_type)
     rows = F.embedding(flat, weight)                                     # (n, D)
     keep = bag >= 0
     if padding_idx is not None:
@@ -709,7 +717,13 @@ def embedding_bag(input, weight, offsets=None, max_norm=None, norm_type=2, scale
     if mode == "max":
         member = O.logical_and(O.unsqueeze(safe_bag, 0) == arange(b).reshape(b, 1), O.unsqueeze(keep, 0))  # (b, n)
         vals = O.where(O.unsqueeze(member, -1), O.unsqueeze(rows, 0), float("-inf"))
-        out = O.amax(vals, 1)
+        # each bag's first maximum per column, gathered: its gradient goes there whole, as torch's
+        # (an amax shared it among equal maxima)
+        pick = O.argmax(vals, 1)                                               # (b, D)
+        # a column whose members are all -inf: argmax may name a non-member; torch's is the first
+        first = O.unsqueeze(O.argmax(member.to(D.int64), 1), -1)              # (b, 1)
+        pick = O.where(O.amax(vals.detach(), 1) == float("-inf"), first, pick)
+        out = O.gather(rows, 0, pick)
         return O.where(O.unsqueeze(O.any(member, 1), -1), out, O.zeros_like(out))
     rows = O.where(O.unsqueeze(keep, -1), rows, O.zeros_like(rows))
     out = O.index_add(zeros(b, weight.shape[1], dtype=weight.dtype), 0, safe_bag, rows)

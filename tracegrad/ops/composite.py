@@ -556,8 +556,23 @@ def cdist(x1, x2, p=2.0, compute_mode="use_mm_for_euclid_dist_if_necessary"):
     if x2.dtype is not x1.dtype:
         raise RuntimeError(f"expected scalar type {D.SCALAR_NAME[x1.dtype]} but found {D.SCALAR_NAME[x2.dtype]}")
     diff = O.unsqueeze(x1, -2) - O.unsqueeze(x2, -3)
+    out = vector_norm(diff, p, -1)
+    if p == math.inf:
+        out = _cdist_inf_gradient(diff, out)
     # (torch's node saves both inputs and the distances)
-    return keep_saved(rename_grad_fn(vector_norm(diff, p, -1), "CdistBackward0"), x1, (x2,), result=True)
+    return keep_saved(rename_grad_fn(out, "CdistBackward0"), x1, (x2,), result=True)
+
+
+def _cdist_inf_gradient(diff, dist):
+    """torch's cdist backward for p=inf gives grad * sign(diff) to every coordinate that attains
+    the distance (vector_norm's shares it among them). dist + (s - s.detach()), s the sum of |diff|
+    over those coordinates, has dist's value and that gradient; where s is not finite (inf - inf
+    would be NaN) the norm is kept as it is."""
+    a = O.abs(diff)
+    hit = a.detach() == O.unsqueeze(dist.detach(), -1)
+    s = O.sum(O.where(hit, a, O.zeros_like(a)), -1)
+    frozen = s.detach()
+    return O.where(O.isfinite(frozen), dist.detach() + (s - frozen), dist)
 
 
 def bincount(input, weights=None, minlength=0):

@@ -825,8 +825,11 @@ class _InstanceNorm(Module):
                              f"input)")
         unbatched = input.dim() == self._batched_dim - 1
         x = input.unsqueeze(0) if unbatched else input
+        # momentum=None is not a cumulative average here, as it is in batch norm: torch passes 0.0,
+        # and the running statistics stay where they are
         out = F.instance_norm(x, self.running_mean, self.running_var, self.weight, self.bias,
-                              self.training or not self.track_running_stats, self.momentum, self.eps)
+                              self.training or not self.track_running_stats,
+                              0.0 if self.momentum is None else self.momentum, self.eps)
         return out.squeeze(0) if unbatched else out
 
     def extra_repr(self):

@@ -33,12 +33,14 @@ def _rnn_cell(x_proj, h, w_hh, b_hh, relu):
     return O.relu(pre) if relu else O.tanh(pre)
 
 
-def _lstm_cell(x_proj, hc, w_hh, b_hh):
+def _lstm_cell(x_proj, hc, w_hh, b_hh, w_hr=None):
     h, c = hc
     gates = x_proj + _linear_t(h, w_hh, b_hh)
     i, f, g, o = O.chunk(gates, 4, -1)
     c = O.sigmoid(f) * c + O.sigmoid(i) * O.tanh(g)
-    return O.sigmoid(o) * O.tanh(c), c
+    h = O.sigmoid(o) * O.tanh(c)
+    # with proj_size, the hidden state is projected down: h' = W_hr (o * tanh(c'))
+    return (h if w_hr is None else _linear_t(h, w_hr, None)), c
 
 
 def _gru_cell(x_proj, h, w_hh, b_hh):
@@ -84,23 +86,29 @@ class RNNBase(Module):
             raise ValueError("num_layers must be greater than zero")
         if proj_size < 0:
             raise ValueError("proj_size should be a positive integer or zero to disable projections")
-        if proj_size:
-            raise NotImplementedError("LSTM(proj_size > 0) is not supported yet")
+        if proj_size >= hidden_size:
+            raise ValueError("proj_size has to be smaller than hidden_size")
         gate_size = _GATES[mode] * hidden_size
         dirs = 2 if bidirectional else 1
+        real_hidden = proj_size if proj_size > 0 else hidden_size
         self._flat_weights_names = []
+        self._all_weights = []
         for layer in range(num_layers):
             for d in range(dirs):
-                in_size = input_size if layer == 0 else hidden_size * dirs
+                in_size = input_size if layer == 0 else real_hidden * dirs
                 suffix = "_reverse" if d == 1 else ""
                 names = [f"weight_ih_l{layer}{suffix}", f"weight_hh_l{layer}{suffix}"]
-                shapes = [(gate_size, in_size), (gate_size, hidden_size)]
+                shapes = [(gate_size, in_size), (gate_size, real_hidden)]
                 if bias:
                     names += [f"bias_ih_l{layer}{suffix}", f"bias_hh_l{layer}{suffix}"]
                     shapes += [(gate_size,), (gate_size,)]
+                if proj_size > 0:
+                    names.append(f"weight_hr_l{layer}{suffix}")
+                    shapes.append((proj_size, hidden_size))
                 for name, shape in zip(names, shapes):
                     setattr(self, name, Parameter(C.empty(*shape, dtype=dtype)))
                 self._flat_weights_names.extend(names)
+                self._all_weights.append(names)
         self.reset_parameters()
 
     def reset_parameters(self):
@@ -108,11 +116,12 @@ class RNNBase(Module):
 
     @property
     def all_weights(self):
-        return [[getattr(self, n) for n in self._flat_weights_names[i:i + (4 if self.bias else 2)]]
-                for i in range(0, len(self._flat_weights_names), 4 if self.bias else 2)]
+        return [[getattr(self, n) for n in names] for names in self._all_weights]
 
     def extra_repr(self):
         s = f"{self.input_size}, {self.hidden_size}"
+        if self.proj_size != 0:
+            s += f", proj_size={self.proj_size}"
         if self.num_layers != 1:
             s += f", num_layers={self.num_layers}"
         if self.bias is not True:
@@ -128,7 +137,7 @@ class RNNBase(Module):
     def _weights(self, layer, d):
         suffix = "_reverse" if d == 1 else ""
         get = lambda n: getattr(self, f"{n}_l{layer}{suffix}", None)      # noqa: E731
-        return get("weight_ih"), get("weight_hh"), get("bias_ih"), get("bias_hh")
+        return get("weight_ih"), get("weight_hh"), get("bias_ih"), get("bias_hh"), get("weight_hr")
 
     def _check_input(self, input, batched):
         want = 3 if batched else 2
@@ -164,10 +173,12 @@ class RNNBase(Module):
         seq, batch = x.shape[0], x.shape[1]
         dirs = 2 if self.bidirectional else 1
         lstm = self.mode == "LSTM"
-        shape = (self.num_layers * dirs, batch, self.hidden_size)
+        real_hidden = self.proj_size if self.proj_size > 0 else self.hidden_size
+        shape = (self.num_layers * dirs, batch, real_hidden)
+        cell_shape = (self.num_layers * dirs, batch, self.hidden_size)
         if hx is None:
             h0 = C.zeros(*shape, dtype=input.dtype)
-            c0 = C.zeros(*shape, dtype=input.dtype) if lstm else None
+            c0 = C.zeros(*cell_shape, dtype=input.dtype) if lstm else None
         else:
             if lstm:
                 if not isinstance(hx, tuple) or len(hx) != 2:
@@ -184,15 +195,15 @@ class RNNBase(Module):
                 raise RuntimeError(f"For batched 3-D input, hx should also be 3-D but got {h0.ndim}-D tensor")
             self._check_hidden(h0, shape, "hidden" if not lstm else "hidden[0]")
             if c0 is not None:
-                self._check_hidden(c0, shape, "hidden[1]")
+                self._check_hidden(c0, cell_shape, "hidden[1]")
         layer_in = x
         h_n, c_n = [], []
         for layer in range(self.num_layers):
             outs = []
             for d in range(dirs):
-                w_ih, w_hh, b_ih, b_hh = self._weights(layer, d)
+                w_ih, w_hh, b_ih, b_hh, w_hr = self._weights(layer, d)
                 if low is not None:
-                    w_ih, w_hh, b_ih, b_hh = _autocast.cast_tree((w_ih, w_hh, b_ih, b_hh), low)
+                    w_ih, w_hh, b_ih, b_hh, w_hr = _autocast.cast_tree((w_ih, w_hh, b_ih, b_hh, w_hr), low)
                 proj = _linear_t(layer_in, w_ih, b_ih)            # every step's input projection at once
                 k = layer * dirs + d
                 state = (h0[k], c0[k]) if lstm else h0[k]
@@ -200,7 +211,7 @@ class RNNBase(Module):
                 ys = [None] * seq
                 for t in steps:
                     if lstm:
-                        state = _lstm_cell(proj[t], state, w_hh, b_hh)
+                        state = _lstm_cell(proj[t], state, w_hh, b_hh, w_hr)
                         ys[t] = state[0]
                     elif self.mode == "GRU":
                         state = _gru_cell(proj[t], state, w_hh, b_hh)
@@ -208,7 +219,7 @@ class RNNBase(Module):
                     else:
                         state = _rnn_cell(proj[t], state, w_hh, b_hh, self.mode == "RNN_RELU")
                         ys[t] = state
-                outs.append(O.stack(ys, 0) if seq else C.zeros(0, batch, self.hidden_size, dtype=input.dtype))
+                outs.append(O.stack(ys, 0) if seq else C.zeros(0, batch, real_hidden, dtype=input.dtype))
                 if lstm:
                     h_n.append(state[0])
                     c_n.append(state[1])
@@ -233,6 +244,8 @@ class RNN(RNNBase):
     """Elman RNN: h' = tanh (or relu)(x W_ih^T + b_ih + h W_hh^T + b_hh)."""
 
     def __init__(self, *args, **kwargs):
+        if "proj_size" in kwargs:
+            raise ValueError("proj_size argument is only supported for LSTM, not RNN or GRU")
         nonlinearity = kwargs.pop("nonlinearity", "tanh")
         if len(args) > 3:
             nonlinearity = args[3]
@@ -254,6 +267,8 @@ class GRU(RNNBase):
     """Gated recurrent unit: gates r, z; n = tanh(x W_in + b_in + r (h W_hn + b_hn)); h' = (1 - z) n + z h."""
 
     def __init__(self, *args, **kwargs):
+        if "proj_size" in kwargs:
+            raise ValueError("proj_size argument is only supported for LSTM, not RNN or GRU")
         super().__init__("GRU", *args, **kwargs)
 
 
