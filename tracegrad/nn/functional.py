@@ -482,30 +482,12 @@ def _max_pool2d(input, kernel_size, stride, padding, dilation, ceil_mode, return
     x, unbatched = _batched(input)
     values, indices = apply(P["max_pool2d"], (x,), {"kernel": kernel, "stride": stride, "padding": padding,
                                                     "dilation": dilation, "ceil_mode": bool(ceil_mode)})
-    for dim in (0, 1):
-        if dilation[dim] > 1:
-            _check_no_empty_window(x.shape[2 + dim], values.shape[2 + dim], kernel[dim], stride[dim], padding[dim],
-                                   dilation[dim])
     if formatted and not unbatched:
         values, indices = _suggested(values, x), _suggested(indices, x)
     keep_saved(values, input)        # (torch's node saves self, which the indices' backward does not read)
     if unbatched:
         values, indices = O.squeeze(values, 0), O.squeeze(indices, 0)
     return (values, indices) if return_indices else values
-
-
-def _check_no_empty_window(n, n_out, k, stride, pad, dilation):
-    """A dilated window whose every tap falls in the padding has no maximum: torch gives -inf and
-    an index outside the input there, and its backward adds that gradient to another element.
-    No number here would be torch's: raise. (Sizes of a dynamic trace are not checked.)"""
-    if not (isinstance(n, int) and isinstance(n_out, int)):
-        return
-    for o in range(n_out):
-        start = o * stride - pad
-        if not any(0 <= start + dilation * j < n for j in range(k)):
-            raise RuntimeError(f"max_pool2d: the window of output position {o} (kernel_size {k}, stride {stride}, "
-                               f"padding {pad}, dilation {dilation}) holds only padding of an input of size {n}: it "
-                               f"has no maximum")
 
 
 def avg_pool2d(input, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True,

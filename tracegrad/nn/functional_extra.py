@@ -205,7 +205,7 @@ def adaptive_max_pool2d(input, output_size, return_indices=False):
     # (each window's first maximum, as torch's: an amax split the gradient among tied maxima)
     values, indices = adaptive_max_nd(input, (oh, ow))
     # torch's node saves self and the indices: self written raises
-    values = keep_saved(F._suggested(values, input), input)
+    values = rename_grad_fn(keep_saved(F._suggested(values, input), input), "AdaptiveMaxPool2DBackward0")
     return (values, F._suggested(indices, input)) if return_indices else values
 
 
