@@ -323,8 +323,12 @@ def derive(fwd, outputs, wrt, hooks=None, node_hooks=(), defer_errors=False, lea
                     if not defer_errors or isinstance(g, tuple):
                         raise
                     # (torch's not_implemented(...) raises NotImplementedError: raised as it is)
-                    res = (apply(P["derivative_error"], (g,), {"message": str(e), **(
-                        {"error": e} if isinstance(e, NotImplementedError) else {})}),) * len(args)
+                    # (one per argument, of its shape: a gradient of another shape would raise
+                    # _fit's error before this one)
+                    res = tuple(apply(P["derivative_error"], (g,), {"message": str(e), "shape": tuple(fwd[x]["shape"]),
+                                                                    **({"error": e} if isinstance(
+                                                                        e, NotImplementedError) else {})})
+                                if isinstance(x, V) else None for x in args)
                 except TraceError:
                     raise
                 except (RuntimeError, TypeError) as e:
