@@ -185,6 +185,7 @@ def derive(fwd, outputs, wrt, hooks=None, node_hooks=(), defer_errors=False, lea
         deferred = {}
         wrt_set = set(wrt)
         order = _walk_order(fwd, list(fwd.nx.nodes), need)
+        reach = differentiable_reach(fwd, [w for w in wrt if w in fwd.nx])   # (where an error op is wanted)
         last_use = _last_uses(fwd, order, hooks)
         pending = ()
         for n in reversed(order):
@@ -342,7 +343,7 @@ def derive(fwd, outputs, wrt, hooks=None, node_hooks=(), defer_errors=False, lea
                                 if isinstance(x, V) else None for x in args)
             if not isinstance(res, tuple):
                 res = (res,)
-            _drop_unneeded_errors(bwd, args, res, need)
+            res = _drop_unneeded_errors(bwd, args, res, need, reach)
             if (hooked_post or "stale_args" in a or "stale_out" in a or "stale_guard" in a) and \
                     any(r is EFFICIENT_ZERO for r in res):
                 res = tuple(_Zero(fwd[x]).make() if r is EFFICIENT_ZERO else r for x, r in zip(args, res))
@@ -400,22 +401,30 @@ def derive(fwd, outputs, wrt, hooks=None, node_hooks=(), defer_errors=False, lea
     return eliminate_dead_code(bwd, drop_inputs=("saved",), own=True)
 
 
-def _drop_unneeded_errors(bwd, args, res, need):
+def _drop_unneeded_errors(bwd, args, res, need, reach):
     """A rule's `derivative_error` ops for the gradients of arguments that need none go: torch's
     node computes no gradient for an input that does not require one (igamma's in its first
     argument raises only where that argument requires grad). Dead-code elimination keeps every
     such op (a rule that ignores its gradient, round's, does not spare the node that raises), so
-    the ones no argument that needs a gradient has are removed here."""
+    the ones no argument that needs a gradient has are removed here (and from `res`, returned)."""
     wanted, spare = set(), set()
     for i, x in enumerate(args):
         r = res[i] if i < len(res) else None
         name = r.__dict__.get("_name") if r is not None and hasattr(r, "__dict__") else None
         if name is None or name not in bwd.nx or bwd[name]["op"] != "derivative_error":
             continue
-        (wanted if isinstance(x, V) and x in need else spare).add(name)
+        # (an argument a gradient reaches only through detach is needed by no one: torch has no
+        # node for floor_divide(a.detach(), b.detach()))
+        (wanted if isinstance(x, V) and x in need and x in reach else spare).add(name)
+    gone = set()
     for name in spare - wanted:
         if not any(True for _ in bwd.nx.successors(name)):
             bwd.nx.remove_node(name)
+            gone.add(name)
+    if not gone:
+        return res
+    return tuple(None if r is not None and hasattr(r, "__dict__") and r.__dict__.get("_name") in gone else r
+                 for r in res)
 
 
 class _Zero:
