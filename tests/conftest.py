@@ -9,6 +9,9 @@ import tracegrad
 def _defaults():
     tracegrad.set_default_dtype(tracegrad.float32)
     torch.set_default_dtype(torch.float32)
+    # (torch.compile's first use turns torch's default validate_args off for the process: the
+    # reference checks distributions' arguments as by default)
+    torch.distributions.Distribution.set_default_validate_args(True)
     yield
     tracegrad.set_default_dtype(tracegrad.float32)
     torch.set_default_dtype(torch.float32)

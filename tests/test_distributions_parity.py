@@ -10,15 +10,6 @@ import torch
 import tracegrad as tg
 
 
-@pytest.fixture(autouse=True)
-def _torch_validates():
-    """torch.compile (its dynamo's first use, in another test of the run) turns torch's default
-    validate_args off for the whole process: the reference checks its arguments as by default."""
-    before = torch.distributions.Distribution._validate_args
-    torch.distributions.Distribution.set_default_validate_args(True)
-    yield
-    torch.distributions.Distribution.set_default_validate_args(before)
-
 
 def outcome(f, L):
     try:

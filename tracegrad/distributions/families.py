@@ -676,7 +676,24 @@ class Binomial(_ProbsOrLogits):
         return -O.sum(O.exp(lp) * lp, 0)
 
 
-class OneHotCategorical(Distribution):
+class _OverCategories:
+    """A family over a Categorical's K events (one-hot draws, counts of n draws): its probs and
+    logits are the Categorical's, its event a vector of K."""
+
+    @property
+    def probs(self):
+        return self._categorical.probs
+
+    @property
+    def logits(self):
+        return self._categorical.logits
+
+    @property
+    def event_shape(self):
+        return Size((self._categorical._num_events,))
+
+
+class OneHotCategorical(_OverCategories, Distribution):
     """A Categorical whose draws are one-hot vectors over the last dimension."""
     arg_constraints = {"probs": constraints.simplex, "logits": constraints.independent(constraints.real, 1)}
     support = constraints.one_hot
@@ -691,20 +708,8 @@ class OneHotCategorical(Distribution):
         return ()
 
     @property
-    def probs(self):
-        return self._categorical.probs
-
-    @property
-    def logits(self):
-        return self._categorical.logits
-
-    @property
     def param_shape(self):
         return self._categorical.param_shape
-
-    @property
-    def event_shape(self):
-        return Size((self._categorical._num_events,))
 
     @property
     def mean(self):
@@ -741,7 +746,7 @@ class OneHotCategorical(Distribution):
         return new
 
 
-class Multinomial(Distribution):
+class Multinomial(_OverCategories, Distribution):
     """Counts per category in total_count draws from a Categorical."""
     arg_constraints = {"probs": constraints.simplex, "logits": constraints.independent(constraints.real, 1)}
 
@@ -759,18 +764,6 @@ class Multinomial(Distribution):
     @property
     def support(self):
         return constraints.multinomial(self.total_count)
-
-    @property
-    def probs(self):
-        return self._categorical.probs
-
-    @property
-    def logits(self):
-        return self._categorical.logits
-
-    @property
-    def event_shape(self):
-        return Size((self._categorical._num_events,))
 
     @property
     def mean(self):

@@ -135,23 +135,17 @@ def multi_head_attention_forward(query, key, value, embed_dim_to_check, num_head
         raise AssertionError("bias_k is set but bias_v is None" if bias_k is not None else
                              "bias_v is set but bias_k is None")
     # heads: (L, N, E) -> (N, H, L, hd); static keys and values come as (N * H, S, hd)
-    q = O.permute(q.reshape(L, N, H, hd), (1, 2, 0, 3))
-    if static_k is None:
-        k = O.permute(k.reshape(k.shape[0], N, H, hd), (1, 2, 0, 3))
-    else:
-        if static_k.shape[0] != N * H:
-            raise AssertionError(f"expecting static_k.size(0) of {N * H}, but got {static_k.shape[0]}")
-        if static_k.shape[2] != hd:
-            raise AssertionError(f"expecting static_k.size(2) of {hd}, but got {static_k.shape[2]}")
-        k = static_k.reshape(N, H, static_k.shape[1], hd)
-    if static_v is None:
-        v = O.permute(v.reshape(v.shape[0], N, H, hd), (1, 2, 0, 3))
-    else:
-        if static_v.shape[0] != N * H:
-            raise AssertionError(f"expecting static_v.size(0) of {N * H}, but got {static_v.shape[0]}")
-        if static_v.shape[2] != hd:
-            raise AssertionError(f"expecting static_v.size(2) of {hd}, but got {static_v.shape[2]}")
-        v = static_v.reshape(N, H, static_v.shape[1], hd)
+    def heads(t, static, name):
+        """(S, N, E) -> (N, H, S, hd), or the given per-head values (N * H, S, hd) as they are."""
+        if static is None:
+            return O.permute(t.reshape(t.shape[0], N, H, hd), (1, 2, 0, 3))
+        for dim, want in ((0, N * H), (2, hd)):
+            if static.shape[dim] != want:
+                raise AssertionError(f"expecting {name}.size({dim}) of {want}, but got {static.shape[dim]}")
+        return static.reshape(N, H, static.shape[1], hd)
+    q = heads(q, None, "q")
+    k = heads(k, static_k, "static_k")
+    v = heads(v, static_v, "static_v")
     if add_zero_attn:
         k = O.cat([k, C.zeros(N, H, 1, hd, dtype=k.dtype)], 2)
         v = O.cat([v, C.zeros(N, H, 1, hd, dtype=v.dtype)], 2)
