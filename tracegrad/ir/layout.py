@@ -265,7 +265,16 @@ def iterator_order(shape, operands):
         lead = nd - len(oshape)
         st = [0] * lead + [abs(s) if n != 1 else 0 for n, s in zip(oshape, ost)]
         strides.append([0 if shape[k] == 1 else s for k, s in enumerate(st)])
-    perm = list(range(nd - 1, -1, -1))           # innermost first, as torch's perm_
+    perm = iteration_perm(shape, strides)
+    return tuple(k for k in reversed(perm) if shape[k] > 1)
+
+
+def iteration_perm(shape, strides):
+    """TensorIterator's reorder_dimensions: the axes of `shape`, fastest first, sorted by the
+    operands' strides (one list per operand, all of `shape`'s rank): the first operand whose
+    strides of two axes differ (neither zero) orders them, the smaller faster; equal strides put
+    the smaller size faster; C's order where no operand tells two axes apart."""
+    perm = list(range(len(shape) - 1, -1, -1))           # innermost first, as torch's perm_
 
     def should_swap(d0, d1):
         for st in strides:
@@ -281,7 +290,7 @@ def iterator_order(shape, operands):
         return 0
 
     _insertion_sort(perm, should_swap)
-    return tuple(k for k in reversed(perm) if shape[k] > 1)
+    return perm
 
 
 def orders_disagree(shape, operands):

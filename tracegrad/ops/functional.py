@@ -14,7 +14,7 @@ import numpy as np
 from .. import _dtype as D
 from ..tensor import Tensor, Above, _VALUE_READS, memory_format, check_format_rank, memory_root
 from ..ir.symbolic import Sym
-from ..ir.layout import dense_order, suggested_order, suggested_format, memory_format_order
+from ..ir.layout import dense_order, suggested_order, suggested_format, memory_format_order, iteration_perm
 from ..grad_mode import STATE
 from ..tracing import apply, rename_grad_fn, keep_saved, TRACING, _ACTIVE, Proxy, note_composite_inputs, saved_alias
 from . import shapes as S
@@ -2124,38 +2124,6 @@ def _written_before_read(t, d):
     return bool(np.any(hit & (by_address[pos] < np.arange(read.size))))
 
 
-def _iteration_order(shape, operands):
-    """The order torch's TensorIterator visits the elements of `shape` in (reorder_dimensions):
-    its dims fastest first, by the strides (bytes) of the operands, the output first: the first
-    operand whose strides of two dims differ (neither zero) orders them, the smaller stride
-    faster; where they are equal, the smaller size goes faster."""
-    nd = len(shape)
-    perm = list(range(nd - 1, -1, -1))
-
-    def should_swap(d0, d1):
-        for st in operands:
-            s0, s1 = st[d0], st[d1]
-            if s0 == 0 or s1 == 0:
-                continue
-            if s0 < s1:
-                return -1
-            if s0 > s1:
-                return 1
-            if shape[d0] > shape[d1]:
-                return 1
-        return 0
-    for i in range(1, nd):
-        d1 = i
-        for d0 in range(i - 1, -1, -1):
-            c = should_swap(perm[d0], perm[d1])
-            if c > 0:
-                perm[d0], perm[d1] = perm[d1], perm[d0]
-                d1 = d0
-            elif c < 0:
-                break
-    return perm
-
-
 def _broadcast_strides(a, shape):
     """The strides (bytes) TensorIterator gives array `a` broadcast to `shape`: zero where it
     repeats it (a dim of size 1 made larger, or one it lacks), its own elsewhere, a dim of size 1
@@ -2204,7 +2172,7 @@ def sequential_index_put(target, values, indices, accumulate):
         st = _broadcast_strides(i, ishape)
         last = st[-1] if st else i.itemsize
         idx_strides.append(st + tuple(last if n == 1 else 0 for n in full[ni:]))
-    perm = _iteration_order(full, [out_strides, _broadcast_strides(values, full)] + idx_strides)
+    perm = iteration_perm(full, [out_strides, _broadcast_strides(values, full)] + idx_strides)
     scratch = np.empty_like(root)
     scratch[...] = root
     base = root.__array_interface__["data"][0]
