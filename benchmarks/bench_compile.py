@@ -743,11 +743,34 @@ def run_row(w, say, repeat, bw):
     return row
 
 
+BLAS_ENV = ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")
+
+
+def numpy_blas():
+    """numpy's BLAS as threadpoolctl reports it (library, version, the kernels it picked, threads),
+    or None without threadpoolctl. Some machines set OPENBLAS_CORETYPE (see PERF-NOTES): the
+    kernels then differ from those OpenBLAS picks for the CPU, and every numpy product with them."""
+    try:
+        from threadpoolctl import threadpool_info  # lazy: an optional package, read once per run
+    except ImportError:
+        return None
+    return [{k: info.get(k) for k in ("internal_api", "version", "architecture", "num_threads")}
+            for info in threadpool_info() if info.get("user_api") == "blas"]
+
+
+def blas_line():
+    blas = numpy_blas()
+    what = "unknown (no threadpoolctl)" if blas is None else ", ".join(
+        f"{b['internal_api']} {b['version']} {b['architecture']} kernels on {b['num_threads']} threads" for b in blas)
+    env = ", ".join(f"{k}={os.environ[k]}" for k in BLAS_ENV if k in os.environ) or "no OPENBLAS_* settings"
+    return f"numpy's BLAS: {what} ({env})"
+
+
 def meta_of(bw):
     meta = {"machine": platform.platform(), "python": sys.version.split()[0], "numpy": np.__version__,
             "torch": torch.__version__, "torch_threads": torch.get_num_threads(), "cpu_count": os.cpu_count(),
             "load_average": os.getloadavg(), "copy_bandwidth_GBs": bw / 1e9,
-            "env": {k: os.environ.get(k) for k in ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")}}
+            "env": {k: os.environ.get(k) for k in BLAS_ENV}, "numpy_blas": numpy_blas()}
     if CFG.smoke:
         meta["smoke"] = True
     if on_gpu():
@@ -801,6 +824,7 @@ def report(results, bw):
     if on_gpu():
         return report_gpu(results, bw)
     cols = ["torch eager", "torch.compile", "tracegrad.compile", "hand-fused numpy"]
+    print(blas_line())
     print(f"copy bandwidth {bw / 1e9:.1f} GB/s; ratios to torch eager (lower is faster)")
     print(f"{'':4} " + " | ".join(f"{c:>24}" for c in cols) + " | tracegrad roofline | tracegrad 1st call")
     for w, row in results.items():
