@@ -848,6 +848,13 @@ def _mark_view(out, base, prim, rest, params):
 _wrap = D.as_dtype_array     # a kernel's result as its dtype's array (constant folding uses it too)
 
 
+def _wrap_view(out, dt):
+    """A view kernel's result: numpy's view of the base's array where it is the dtype's storage."""
+    if out.__class__ is np.ndarray and out.dtype == dt.np:
+        return out
+    return _wrap(out, dt)
+
+
 def keeps_layout(prim, params):
     """Whether the op lays its result out by its operands' strides (torch's TensorIterator, and
     clone's preserve_format), not C-contiguous as every other op that is no view."""
@@ -968,19 +975,22 @@ def _apply_eager(prim, args, params):
     base = args[0] if view else None
     if view and base._inference:
         req = False                  # a view of an inference tensor is an inference tensor, outside autograd
+    # a view's array is its base's memory: already its dtype's values (bfloat16's rounding would copy it,
+    # and writes through the view would miss the base)
+    wrap = _wrap if not view else _wrap_view
     if prim.multi:
         shapes = prim.shape(*args, **params) if prim.nondiff_outputs else None
         outs = []
         for k, o in enumerate(out):
             dt = odt if shapes is None or shapes[k][1] is None else shapes[k][1]
-            o = _wrap(o, dt)
+            o = wrap(o, dt)
             if not view and o.__class__ is np.ndarray and o.ndim > 1 and not o.flags.c_contiguous:
                 o = np.ascontiguousarray(o)
             outs.append(_make_out(o, dt, base, True))
         if req:
             _record(prim, args, params, outs)
         return tuple(outs)
-    out = _wrap(out, odt)
+    out = wrap(out, odt)
     if not view and out.__class__ is np.ndarray and out.ndim > 1:
         # (numpy's kernels give a C-contiguous result where their operands are: an op of several
         # operands is asked of theirs, any other of its result)
