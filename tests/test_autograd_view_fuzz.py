@@ -13,7 +13,12 @@ Known and allowed: tracegrad raises on an in-place write into a tensor whose ele
 (unfold's), where torch cannot tell and writes in its loop order; strides of size-1 and empty
 dimensions are not compared.
 
-Run more seeds: python tests/test_autograd_view_fuzz.py LO HI
+The tensors are float64, or float16/bfloat16 (each op computed in float32 and rounded, as torch's
+CPU kernels do): there, values and gradients agree within a few of the dtype's ulps (TOLERANCES;
+an ulp apart where the two float32 results round to either side, and then carried through the
+ops after), and views must share their base's memory exactly as in float64.
+
+Run more seeds: python tests/test_autograd_view_fuzz.py LO HI [float64|float16|bfloat16]
 """
 import os
 import random
@@ -58,13 +63,17 @@ def _pick(pool, u):
     return pool[int(u * len(pool)) % len(pool)]
 
 
-def run(L, seed):
+# (rtol, atol) of values, gradients and hook sums, by dtype
+TOLERANCES = {"float64": (1e-10, 1e-12), "float16": (2e-2, 2e-2), "bfloat16": (1e-1, 1e-1)}
+
+
+def run(L, seed, dtype="float64"):
     shape, base, prog = gen(seed)
     rs = np.random.RandomState(seed)
     xa = rs.uniform(0.5, 1.5, size=shape)
     ya = rs.uniform(0.5, 1.5, size=shape)
-    x = L.tensor(xa, dtype=L.float64, requires_grad=True)
-    y = L.tensor(ya, dtype=L.float64, requires_grad=True)
+    x = L.tensor(xa, dtype=getattr(L, dtype), requires_grad=True)
+    y = L.tensor(ya, dtype=getattr(L, dtype), requires_grad=True)
     if base == "clone":
         b = x.clone()
     elif base == "mul":
@@ -273,7 +282,7 @@ def gfname(t):
         return "raises " + type(e).__name__
 
 
-def _same_hook_log(a, b):
+def _same_hook_log(a, b, rtol=1e-9):
     """The same hooks in the same order, with the same shapes and sums (NaN equal to NaN)."""
     if len(a) != len(b):
         return False
@@ -281,16 +290,22 @@ def _same_hook_log(a, b):
         if u[0] == "reg" or v[0] == "reg":
             if u != v:
                 return False
-        elif u[0] != v[0] or u[2] != v[2] or not np.isclose(u[1], v[1], rtol=1e-9, atol=1e-9, equal_nan=True):
+        elif u[0] != v[0] or u[2] != v[2] or not np.isclose(u[1], v[1], rtol=rtol, atol=rtol, equal_nan=True):
             return False
     return True
 
 
-def compare(seed):
+def _arr(t):
+    return t.detach().double().numpy()
+
+
+def compare(seed, dtype="float64"):
+    rtol, atol = TOLERANCES[dtype]
+    loose = max(rtol, 1e-9)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        lt, xt, yt, pt, rt = run(torch, seed)
-        lg, xg, yg, pg, rg = run(tg, seed)
+        lt, xt, yt, pt, rt = run(torch, seed, dtype)
+        lg, xg, yg, pg, rg = run(tg, seed, dtype)
     probs = []
     if rg and not rt and "more than one element of the written-to tensor" in lg[-1][4]:
         return probs
@@ -302,8 +317,10 @@ def compare(seed):
             probs.append(f"error type: torch {lt[-1][3]}:{lt[-1][4]} tg {lg[-1][3]}:{lg[-1][4]}")
         return probs
     for i, (a, b) in enumerate(zip(pt, pg)):
-        an = a.detach().numpy(); bn = b.detach().numpy()
-        if an.shape != bn.shape or not np.allclose(an, bn, rtol=1e-12, atol=1e-12, equal_nan=True):
+        an = _arr(a); bn = _arr(b)
+        if an.shape != bn.shape or not np.allclose(an, bn, rtol=min(rtol, 1e-12) if dtype == "float64" else rtol,
+                                                   atol=min(atol, 1e-12) if dtype == "float64" else atol,
+                                                   equal_nan=True):
             probs.append(f"value {i}: {an.ravel()[:4]} vs {bn.ravel()[:4]}")
         for attr in ("requires_grad", "is_leaf"):
             va, vb = safe(lambda: getattr(a, attr)), safe(lambda: getattr(b, attr))
@@ -321,16 +338,16 @@ def compare(seed):
     if et[0] != eg[0]:
         probs.append(f"grad: torch {et[:2]} tg {eg[:2]}")
     elif et[0] == "grad":
-        if not _same_hook_log(et[3], eg[3]):
+        if not _same_hook_log(et[3], eg[3], loose):
             probs.append(f"hooks: torch {et[3]} tg {eg[3]}")
         for i, (a, b) in enumerate(zip(et[4], eg[4])):
-            if type(a) is not type(b) or isinstance(a, float) and not np.isclose(a, b, rtol=1e-9, atol=1e-9):
+            if type(a) is not type(b) or isinstance(a, float) and not np.isclose(a, b, rtol=loose, atol=loose):
                 probs.append(f".grad of {i}: torch {a} tg {b}")
         for a, b, nm in ((et[1], eg[1], "x"), (et[2], eg[2], "y")):
             if (a is None) != (b is None):
                 probs.append(f"grad {nm} None: {a is None} {b is None}")
-            elif a is not None and not np.allclose(a.numpy(), b.numpy(), rtol=1e-10, atol=1e-12, equal_nan=True):
-                probs.append(f"grad {nm} value {a.numpy().ravel()[:4]} vs {b.numpy().ravel()[:4]}")
+            elif a is not None and not np.allclose(_arr(a), _arr(b), rtol=rtol, atol=atol, equal_nan=True):
+                probs.append(f"grad {nm} value {_arr(a).ravel()[:4]} vs {_arr(b).ravel()[:4]}")
     elif et[1] != eg[1]:
         probs.append(f"graderr type: {et} vs {eg}")
     return probs
@@ -349,11 +366,22 @@ def test_views_and_inplace_match_torch(chunk):
     assert not bad, bad
 
 
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_low_precision_views_and_inplace_match_torch(dtype):
+    bad = {}
+    for seed in range(50):
+        p = compare(seed, dtype)
+        if p:
+            bad[seed] = p
+    assert not bad, bad
+
+
 if __name__ == "__main__":
     lo, hi = int(sys.argv[1]), int(sys.argv[2])
+    dt = sys.argv[3] if len(sys.argv) > 3 else "float64"
     n = 0
     for s in range(lo, hi):
-        p = compare(s)
+        p = compare(s, dt)
         if p:
             n += 1
             print(s, gen(s)[1], [st[1] for st in gen(s)[2]], "\n   ", "\n    ".join(p[:4]))
