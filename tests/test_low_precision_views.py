@@ -73,3 +73,14 @@ def test_a_bfloat16_view_keeps_autograd_of_its_base():
         y.sum().backward()
         outs.append((y.float().tolist(), w.grad.float().tolist()))
     assert outs[0] == outs[1]
+
+
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16", "float32"])
+def test_untyped_storage_bytes_as_torch(dtype):
+    out = []
+    for m in (tg, torch):
+        x = m.tensor([[1.5, -2.25, 3.0], [4.0, 5.0, -6.5e-3]], dtype=getattr(m, dtype))
+        views = (x, x.t(), x[1], x[:, 1:])
+        out.append([(v.untyped_storage().nbytes(), v.untyped_storage().tolist(), v.storage_offset())
+                    for v in views])
+    assert out[0] == out[1]

@@ -304,18 +304,21 @@ class UntypedStorage:
     """torch.UntypedStorage of a CPU tensor, as far as numpy shows it: the bytes of the array
     that owns the tensor's memory (views of one tensor share it: the same data_ptr and nbytes)."""
 
-    def __init__(self, root=0):
+    def __init__(self, root=0, bfloat16=False):
         if isinstance(root, int) and not isinstance(root, bool):
             root = np.zeros(root, dtype=np.uint8)          # (torch.UntypedStorage(n): n bytes of its own)
         if not isinstance(root, np.ndarray):
             raise TypeError(f"UntypedStorage(): expected a size in bytes, got {type(root).__name__}")
         self._root = root
+        # a bfloat16 tensor's values live in float32 elements: its storage is their high halves,
+        # two bytes an element, as torch's
+        self._bfloat16 = bfloat16
 
     def nbytes(self):
-        return self._root.nbytes
+        return self._root.nbytes // 2 if self._bfloat16 else self._root.nbytes
 
     def size(self):
-        return self._root.nbytes
+        return self.nbytes()
 
     __len__ = size
 
@@ -337,7 +340,10 @@ class UntypedStorage:
         r = self._root
         if not (r.flags.c_contiguous or r.flags.f_contiguous):
             raise RuntimeError("the bytes of a storage that is a strided numpy array are not supported")
-        return (r if r.flags.c_contiguous else r.T).reshape(-1).view(np.uint8)     # (in memory's order)
+        r = (r if r.flags.c_contiguous else r.T).reshape(-1)                      # (in memory's order)
+        if self._bfloat16:
+            r = (r.view(np.uint32) >> 16).astype("<u2")
+        return r.view(np.uint8)
 
     def __getitem__(self, i):
         b = self._bytes()
@@ -507,7 +513,7 @@ class Tensor:
         self.data_ptr()                        # (of a traced value: raises, the function runs eagerly)
         if self.is_cuda:
             raise RuntimeError("untyped_storage() of a CUDA tensor is not supported")
-        return UntypedStorage(memory_root(self._data))
+        return UntypedStorage(memory_root(self._data), self._dtype is D.bfloat16)
 
     def storage_offset(self):
         if _VALUE_READS[0]:
