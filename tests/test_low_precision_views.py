@@ -84,3 +84,12 @@ def test_untyped_storage_bytes_as_torch(dtype):
         out.append([(v.untyped_storage().nbytes(), v.untyped_storage().tolist(), v.storage_offset())
                     for v in views])
     assert out[0] == out[1]
+
+
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16", "float64"])
+def test_data_ptr_offsets_as_torch(dtype):
+    out = []
+    for m in (tg, torch):
+        x = m.zeros(4, 6, dtype=getattr(m, dtype))
+        out.append([v.data_ptr() - x.data_ptr() for v in (x[1], x[:, 3], x.t()[2], x[2:, 1:], x.view(-1)[5:])])
+    assert out[0] == out[1]

@@ -505,7 +505,12 @@ class Tensor:
             self._read_history("memory")
         if self.is_cuda:
             return self._data.t.data_ptr()
-        return self._data.__array_interface__["data"][0]
+        p = self._data.__array_interface__["data"][0]
+        if self._dtype is D.bfloat16:
+            # two bytes an element past the storage's start, as torch's (the values live in float32 elements)
+            r = memory_root(self._data).__array_interface__["data"][0]
+            return r + (p - r) // 2
+        return p
 
     def untyped_storage(self):
         """The memory the tensor views, as bytes (torch's UntypedStorage): the numpy array that
@@ -520,7 +525,7 @@ class Tensor:
             self._read_history("memory")
         # (memory_root: an as_strided view's array holds its source through one more object)
         base = memory_root(self._data)
-        return (self.data_ptr() - base.__array_interface__["data"][0]) // self._data.itemsize
+        return (self._data.__array_interface__["data"][0] - base.__array_interface__["data"][0]) // self._data.itemsize
 
     @property
     def _version(self):
