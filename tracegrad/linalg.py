@@ -6,7 +6,7 @@ import numpy as np
 
 from .ops import functional as O
 from .ops.math_functional import linalg_inv as _inv, linalg_det as det, linalg_solve as _solve, \
-    linalg_solve_triangular as _solve_triangular
+    linalg_solve_triangular as _solve_triangular, low_precision as _low_precision
 from .tracing import rename_grad_fn, Proxy
 from .ops.math_primitives import LinAlgError
 from .ops.composite import matrix_power, matrix_exp, vector_norm
@@ -18,6 +18,10 @@ from .ops.composite_more import multi_dot
 
 __all__ = ["inv", "det", "slogdet", "solve", "norm", "vector_norm", "matrix_norm", "LinAlgError", "inv_ex",
            "matrix_power", "matrix_exp", "multi_dot", "solve_triangular", "vecdot", "matmul", "diagonal", "vander"]
+
+
+# torch's message where its function's LAPACK driver takes float and double alone (matrix_rank, lstsq)
+_FLOAT_AND_DOUBLE = "This function doesn't handle types other than float and double"
 
 
 def _column_major(t):
@@ -72,7 +76,7 @@ def diagonal(A, *, offset=0, dim1=-2, dim2=-1):
 
 def vander(x, *, N=None):
     """Columns x**0, x**1, ..., x**(N-1), as torch's: ones, then the running product of x."""
-    if x.dtype is D.bool_ or x.dtype.is_complex:
+    if x.dtype in (D.bool_, D.float16, D.bfloat16) or x.dtype.is_complex:
         raise RuntimeError(f"linalg.vander supports floating point, complex, and integer tensors, but got "
                            f"{D.SCALAR_NAME[x.dtype]}")
     if x.ndim == 0:
@@ -108,6 +112,7 @@ def matrix_norm(A, ord="fro", dim=(-2, -1), keepdim=False, *, dtype=None):
         out = (O.amax if ord > 0 else O.amin)(s, red_dim, keepdim=True)
         return out if keepdim else O.squeeze(O.squeeze(out, max(r, c)), min(r, c))
     if ord in (2, -2, "nuc"):
+        _low_precision(A, op="linalg.matrix_norm")
         s = svdvals(O.movedim(A, (r, c), (-2, -1)))
         out = O.sum(s, -1) if ord == "nuc" else (O.amax if ord == 2 else O.amin)(s, -1)
         if keepdim:
@@ -193,6 +198,7 @@ def qr(A, mode="reduced"):
 def matrix_rank(A, *, atol=None, rtol=None, hermitian=False):
     """The number of singular values above the tolerance (torch's default: max(m, n) * eps * the
     largest); an integer count, not differentiable."""
+    _low_precision(A, message=_FLOAT_AND_DOUBLE)
     s = svdvals(A.detach())
     eps = {D.float64: 2.220446049250313e-16, D.float32: 1.1920928955078125e-07}.get(A.dtype, 1e-3)
     top = _O.amax(s, -1, keepdim=True) if s.shape[-1] else s
@@ -260,6 +266,7 @@ def householder_product(A, tau):
     m, n = A.shape[-2], A.shape[-1]
     if m < n:
         raise RuntimeError(f"{name}: input.shape[-2] must be greater than or equal to input.shape[-1]")
+    _low_precision(A, "orgqr_cpu")
     if tau.ndim and tau.shape[-1] > n:
         raise RuntimeError(f"{name}: input.shape[-1] must be greater than or equal to tau.shape[-1]")
     if tau.ndim != A.ndim - 1:
@@ -333,6 +340,7 @@ def cholesky_old(input, upper=False):
 def cholesky_solve(input, input2, upper=False):
     """X with A X = input, A = L L^T given its Cholesky factor input2 = L (U with upper: A = U^T U):
     two triangular solves."""
+    _low_precision(input, "cholesky_solve_cpu")
     L = input2.mT if upper else input2
     y = solve_triangular(L, input, upper=False)
     return rename_grad_fn(solve_triangular(L.mT, y, upper=True), "CholeskySolveBackward0")
@@ -340,6 +348,7 @@ def cholesky_solve(input, input2, upper=False):
 
 def cholesky_inverse(input, upper=False):
     """A^-1 from A's Cholesky factor."""
+    _low_precision(input, "cholesky_inverse_out_cpu")
     n = input.shape[-1]
     inv_ = cholesky_solve(_eye(n, dtype=input.dtype).expand(*input.shape), input, upper)
     return rename_grad_fn(inv_, "CholeskyInverseBackward0")
@@ -486,6 +495,7 @@ def lstsq(A, B, rcond=None, *, driver=None):
     if not A.dtype.is_floating_point:
         raise RuntimeError(f"torch.linalg.lstsq: Expected a floating point or complex tensor as input. Got "
                            f"{D.SCALAR_NAME[A.dtype]}")
+    _low_precision(A, message=_FLOAT_AND_DOUBLE)
     if B.dtype is not A.dtype:
         raise RuntimeError(f"torch.linalg.lstsq: Expected input and other to have the same dtype, but got input's "
                            f"dtype {D.SCALAR_NAME[A.dtype]} and other's dtype {D.SCALAR_NAME[B.dtype]}")

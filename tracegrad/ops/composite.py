@@ -656,6 +656,9 @@ def matrix_exp(input):
         raise NotImplementedError("matrix_exp: the number of squarings depends on the values, which a traced "
                                   "program does not see; call it outside tracegrad.compile")
     dt = input.dtype
+    if dt is D.float16 or dt is D.bfloat16:
+        # (its solve takes float and double alone, as LAPACK's: computed in float32, rounded once)
+        return matrix_exp(input.float()).to(dt)
     a_np = input.detach().double().numpy()
     norm1 = float(np.abs(a_np).sum(-2).max()) if a_np.size else 0.0
     theta = _THETA13[np.dtype(np.float32 if dt is not D.float64 else np.float64)]

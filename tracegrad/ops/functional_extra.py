@@ -15,7 +15,7 @@ from .primitives import PRIMITIVES as P
 from . import functional as O
 from . import shapes as S
 from .composite import scatter_reduce
-from .math_functional import _unary, linalg_pinv
+from .math_functional import _unary, linalg_pinv, low_precision
 
 __all__ = ["i0", "special_i0", "special_i0e", "special_i1", "special_i1e", "angle", "conj", "conj_physical",
            "resolve_conj", "resolve_neg", "is_conj", "is_neg", "gcd", "lcm", "nextafter",
@@ -80,6 +80,7 @@ def isreal(input):
 def logdet(input):
     """log(det(input)), as torch's: from slogdet, NaN where the determinant is negative."""
     O._check_tensor(input, "logdet")
+    low_precision(input, op="logdet")
     sign, logabsdet = O.linalg_slogdet(input)
     return O.where(O.eq(sign, -1.0), float("nan"), logabsdet)
 

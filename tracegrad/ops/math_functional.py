@@ -538,8 +538,24 @@ def index_add(input, dim, index, source, *, alpha=1):
 
 # -- linear algebra ------------------------------------------------------------------------------
 
+def low_precision(A, kernel=None, op=None, message=None):
+    """torch's refusal of a float16 or bfloat16 A where its LAPACK kernels take float and double
+    alone: the kernel's NotImplementedError, the op's "Low precision dtypes not supported", or
+    `message` (with {dtype}: the dtype's name) as a RuntimeError. (tracegrad computed bfloat16 in
+    float32, and float16 raised numpy's TypeError.)"""
+    dt = A.dtype
+    if dt is not D.float16 and dt is not D.bfloat16:
+        return
+    name = D.SCALAR_NAME[dt]
+    if kernel is not None:
+        raise NotImplementedError(f"\"{kernel}\" not implemented for '{name}'")
+    raise RuntimeError(message.format(dtype=name) if message is not None else
+                       f"{op}: Low precision dtypes not supported. Got {name}")
+
+
 def linalg_inv(A):
     math_primitives._check_square(A, "inv")
+    low_precision(A, op="linalg.inv")
     return apply(P["linalg_inv"], (A,), {})
 
 
@@ -549,11 +565,13 @@ def det_cofactor(A):
 
 def linalg_det(A):
     math_primitives._check_square(A, "det")
+    low_precision(A, "lu_cpu")
     return apply(P["linalg_det"], (A,), {})
 
 
 def linalg_slogdet(A):
     math_primitives._check_square(A, "slogdet")
+    low_precision(A, op="linalg.slogdet")
     return apply(P["linalg_slogdet"], (A,), {})
 
 
@@ -575,6 +593,7 @@ def linalg_solve(A, B, *, left=True):
         if not t.dtype.is_floating_point:
             raise RuntimeError(f"linalg.solve: Expected a floating point or complex tensor as input. Got "
                                f"{D.SCALAR_NAME[t.dtype]}")
+    low_precision(A, "lu_cpu")
     if A.dtype is not B.dtype:            # (tracegrad promoted: a float64 solution of a float32 system)
         raise RuntimeError(f"linalg.solve: Expected A and B to have the same dtype, but found A of type "
                            f"{D.SCALAR_NAME[A.dtype]} and B of type {D.SCALAR_NAME[B.dtype]} instead")
@@ -602,6 +621,7 @@ def linalg_solve_triangular(A, B, *, upper, left=True, unitriangular=False):
     math_primitives._check_square(A, "solve_triangular")
     if not A.dtype.is_floating_point:
         raise NotImplementedError(f"\"triangular_solve_cpu\" not implemented for '{D.SCALAR_NAME[A.dtype]}'")
+    low_precision(A, "triangular_solve_cpu")
     rows = B.shape[-2] if left else B.shape[-1]
     if rows != A.shape[-1]:
         raise RuntimeError(f"linalg.solve_triangular: Incompatible shapes of A and B for the equation "
@@ -620,6 +640,7 @@ def linalg_solve_triangular(A, B, *, upper, left=True, unitriangular=False):
 
 def linalg_cholesky(A, *, upper=False):
     math_primitives._check_square(A, "cholesky")
+    low_precision(A, "cholesky_cpu")
     L = apply(P["linalg_cholesky"], (A,), {})
     return O.transpose(L, -2, -1) if upper else L
 
@@ -627,6 +648,7 @@ def linalg_cholesky(A, *, upper=False):
 def linalg_eigh(A, UPLO="L"):
     """Eigenvalues (ascending) and eigenvectors of the symmetric matrix whose UPLO triangle A holds."""
     math_primitives._check_square(A, "eigh")
+    low_precision(A, "linalg_eigh_cpu")
     if UPLO not in ("L", "U"):
         raise RuntimeError(f"Expected UPLO argument to be 'L' or 'U', but got {UPLO}")
     # the gradient is torch's: the formula's full matrix, though only the UPLO triangle is read
@@ -640,6 +662,7 @@ def linalg_svd(A, full_matrices=True):
     if not A.dtype.is_floating_point:
         raise RuntimeError(f"linalg.svd: Expected a floating point or complex tensor as input. Got "
                            f"{D.SCALAR_NAME[A.dtype]}")
+    low_precision(A, "linalg_svd_cpu")
     if full_matrices and A.shape[-1] != A.shape[-2]:
         raise NotImplementedError("linalg.svd(full_matrices=True) of a non-square matrix: pass full_matrices=False "
                                   "(the reduced factors) or use linalg.svdvals")
@@ -649,6 +672,7 @@ def linalg_svd(A, full_matrices=True):
 def linalg_qr(A, mode="reduced"):
     if A.ndim < 2:
         raise RuntimeError("linalg.qr: The input tensor A must have at least 2 dimensions.")
+    low_precision(A, "geqrf_cpu")
     if mode not in ("reduced", "r", "complete"):
         raise RuntimeError(f"qr received unrecognized mode '{mode}' but expected one of 'reduced' (default), 'r', "
                            f"or 'complete'")
@@ -660,6 +684,8 @@ def linalg_qr(A, mode="reduced"):
 def linalg_pinv(A, *, atol=None, rtol=None, hermitian=False):
     if A.ndim < 2:
         raise RuntimeError("linalg.pinv: The input tensor A must have at least 2 dimensions.")
+    low_precision(A, message=f"linalg.pinv({{dtype}}{{{{{list(A.shape)}}}}}): expected a tensor with 2 or more "
+                             f"dimensions of float, double, cfloat or cdouble types")
     if atol is not None:
         raise NotImplementedError("linalg.pinv(atol=...): only rtol is implemented")
     return apply(P["linalg_pinv"], (A,), {"rtol": None if rtol is None else float(rtol)})

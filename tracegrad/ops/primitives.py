@@ -1656,7 +1656,8 @@ def _rows_last(x, ax):
         rank = {d: i for i, d in enumerate(iterator_order(x.shape, [(x.shape, x.strides)]))}
         ax = sorted(ax, key=lambda d: rank.get(d, -1))       # (size-1 axes: anywhere)
     xt = np.transpose(x, keep + list(ax))
-    return xt.reshape(xt.shape[:len(keep)] + (-1,))
+    # (the row length written out: -1 cannot be told where another axis is empty)
+    return xt.reshape(xt.shape[:len(keep)] + (int(np.prod([x.shape[d] for d in ax], dtype=np.int64)),))
 
 
 # a float16/bfloat16 product is rounded at every step: past this many factors pairwise (log n numpy
