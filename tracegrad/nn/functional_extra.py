@@ -855,6 +855,8 @@ def ctc_loss(log_probs, targets, input_lengths, target_lengths, blank=0, reducti
         raise RuntimeError(f"Expected tensor to have size at least {longest} at dimension 1, but got size "
                            f"{tg.shape[1]} for argument #2 'targets' (while checking arguments for "
                            f"ctc_loss_allocate_outputs)")
+    if lp.dtype is D.float16 or lp.dtype is D.bfloat16:
+        raise NotImplementedError(f"\"ctc_loss_cpu\" not implemented for '{D.SCALAR_NAME[lp.dtype]}'")
     nll, _ = _apply(_P["ctc_loss"], (lp, tg.detach(), il, tl),
                             {"blank": int(blank), "longest": longest, "zero_infinity": bool(zero_infinity)})
     if zero_infinity:

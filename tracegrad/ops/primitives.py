@@ -1300,7 +1300,7 @@ Primitive("div_rounding", "x y", _integer_division(
     lambda x, y, rounding_mode, low=None:
     _floor_divide(x, y, low) if rounding_mode == "floor" else _trunc_divide(x, y)),
           shape=_bcast_shape, dtype="promote",
-          vjp=lambda g, out, x, y, rounding_mode: (_zeros_like(g), _zeros_like(g) if _is_tensor(y) else None),
+          vjp=lambda g, out, x, y, rounding_mode, low=None: (_zeros_like(g), _zeros_like(g) if _is_tensor(y) else None),
           grad_fn="DivBackward2", elementwise=True, triton=T.div_rounding, opmath=1, edges="numbers")
 binary("maximum", np.maximum, lambda g, out, x, y: (_max_split(g, x, y), _max_split(g, y, x)), "x y", triton=T.maximum)
 binary("minimum", np.minimum, lambda g, out, x, y: (_max_split(g, y, x), _max_split(g, x, y)), "x y", triton=T.minimum)
