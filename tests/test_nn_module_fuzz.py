@@ -13,6 +13,7 @@ Each candidate layer is tried on torch first, and dropped where torch refuses th
 network only holds what torch defines.
 
 Run more seeds: python tests/test_nn_module_fuzz.py LO HI
+(TRACEGRAD_NN_FUZZ_DTYPE=bfloat16 or float16 builds every network in that dtype.)
 """
 import os
 import random
@@ -234,6 +235,7 @@ def _probe(layer, shape, dtype=torch.float64):
 def gen(seed):
     r = random.Random(seed)
     dtype = "float32" if r.random() < 0.25 else "float64"
+    dtype = os.environ.get("TRACEGRAD_NN_FUZZ_DTYPE", dtype)
     start = r.choice(["vec", "vec", "seq", "seq", "img", "img", "idx", "bag"])
     nb = r.choice([1, 2, 3])
     layers = []
@@ -515,7 +517,10 @@ def total_loss(L, spec, lossf, out, aux, t):
 def _np(t):
     if t is None:
         return None
-    return t.detach().numpy().copy()
+    t = t.detach()
+    if str(t.dtype).endswith(("bfloat16", "float16")):
+        t = t.float()            # (numpy has no bfloat16: compared as float32, the values exact)
+    return t.numpy().copy()
 
 
 def _outcome(f):
@@ -643,6 +648,10 @@ def tol(spec):
     d = len(spec["layers"])
     if spec["dtype"] == "float64":
         return 1e-8 * (1 + d), 1e-9 * (1 + d)
+    if spec["dtype"] in ("float16", "bfloat16"):
+        # each op rounded to the dtype in both libraries; a value a rounding apart is carried on
+        u = 2 ** -7 if spec["dtype"] == "bfloat16" else 2 ** -10
+        return 4 * u * (1 + d), 4 * u * (1 + d)
     # float32: a gradient that is 0 in exact arithmetic (a bias before a batch norm) is rounding
     # noise of the gradients around it (seed 41327: 1.1e-4)
     return 2e-4 * (1 + d), 5e-5 * (1 + d)

@@ -363,6 +363,12 @@ def rms_norm(input, normalized_shape, weight=None, eps=None):
     return F._rounded(out, dt)
 
 
+def _no_half(input, kernel):
+    """torch's refusal where its CPU kernel takes float and double alone."""
+    if input.dtype is D.float16 or input.dtype is D.bfloat16:
+        raise NotImplementedError(f"\"{kernel}\" not implemented for '{D.SCALAR_NAME[input.dtype]}'")
+
+
 def local_response_norm(input, size, alpha=1e-4, beta=0.75, k=1.0):
     """input / (k + alpha * mean of squares over `size` neighbouring channels) ** beta, as
     torch.nn.functional.local_response_norm (the window padded with zeros, size // 2 before)."""
@@ -371,6 +377,9 @@ def local_response_norm(input, size, alpha=1e-4, beta=0.75, k=1.0):
         raise ValueError(f"Expected 3D or higher dimensionality{' ' * 26}input (got {input.ndim} dimensions)")
     if input.numel() == 0:
         return input
+    if input.ndim > 3:
+        # (torch's pools a 4-d or wider input's squares with avg_pool3d, whose kernel takes no half types)
+        _no_half(input, "avg_pool3d_out_frame")
     sizes = tuple(input.shape)
     div = (input * input).reshape(sizes[0], 1, sizes[1], -1)            # channels as a height
     div = F.pad(div, (0, 0, size // 2, (size - 1) // 2))
@@ -578,6 +587,7 @@ def multi_margin_loss(input, target, p=1, margin=1.0, weight=None, size_average=
         raise RuntimeError(f"multi_margin_loss: target tensor should be 1-D with size equal to the number of input "
                            f"samples (batch size). Expected target size [{n}], but got {list(target.shape)}. Input has "
                            f"shape {list(input.shape)}.")
+    _no_half(input, "multi_margin_loss_cpu_kernel")
     picked = O.gather(x, 1, O.unsqueeze(y, 1))                       # x[y], (N, 1)
     other = O.logical_not(F.one_hot(y, c).to(D.bool_))
     d = margin - picked + x
@@ -602,6 +612,7 @@ def multilabel_margin_loss(input, target, size_average=None, reduce=None, reduct
     (x, t), one = _margin_rows(input, target, "multilabel_margin_loss")
     if tuple(t.shape) != tuple(x.shape):
         raise RuntimeError(f"inconsistent target size: {list(target.shape)} for input of size: {list(input.shape)}")
+    _no_half(input, "multilabel_margin_loss_forward_out_frame")
     n, c = x.shape
     listed = O.cumprod((t != -1).to(D.int64), 1)                     # 1 up to the first -1
     counts = O.sum(F.one_hot(O.clamp_min(t, 0), c) * O.unsqueeze(listed, 2), 1)   # (N, C): times listed
@@ -855,8 +866,7 @@ def ctc_loss(log_probs, targets, input_lengths, target_lengths, blank=0, reducti
         raise RuntimeError(f"Expected tensor to have size at least {longest} at dimension 1, but got size "
                            f"{tg.shape[1]} for argument #2 'targets' (while checking arguments for "
                            f"ctc_loss_allocate_outputs)")
-    if lp.dtype is D.float16 or lp.dtype is D.bfloat16:
-        raise NotImplementedError(f"\"ctc_loss_cpu\" not implemented for '{D.SCALAR_NAME[lp.dtype]}'")
+    _no_half(lp, "ctc_loss_cpu")
     nll, _ = _apply(_P["ctc_loss"], (lp, tg.detach(), il, tl),
                             {"blank": int(blank), "longest": longest, "zero_infinity": bool(zero_infinity)})
     if zero_infinity:
