@@ -146,3 +146,41 @@ def test_the_softmax_gradients_in_half_precision_are_no_worse_than_torchs(name, 
     # from float64's: compared as a whole (the worst error, how many are past 1.5 ulps)
     assert err_g.max() <= max(1.01 * err_t.max(), 1.5) + 0.5, (float(err_g.max()), float(err_t.max()))
     assert (err_g > 1.5).sum() <= 1.1 * (err_t > 1.5).sum() + 2, ((err_g > 1.5).sum(), (err_t > 1.5).sum())
+
+
+# -- thresholds between two values of the dtype: which side a value on the dtype's grid falls -----
+# torch's kernels compare a float16/bfloat16 input with the threshold in float32 (threshold,
+# hardtanh's backward, softshrink's value, which also subtracts lambd in float32) or with the
+# threshold cast to the dtype (hardshrink both ways, softshrink's backward). At bfloat16(0.1) =
+# 0.10009765625 > 0.1 and float16(0.1) = 0.0999755859375 < 0.1 the two disagree.
+BOUNDARY = {
+    "threshold": lambda F, x: F.threshold(x, 0.1, 20.0),
+    "softshrink": lambda F, x: F.softshrink(x, 0.1),
+    "hardshrink": lambda F, x: F.hardshrink(x, 0.1),
+    "hardtanh": lambda F, x: F.hardtanh(x, -0.1, 0.1),
+    "threshold 1/3": lambda F, x: F.threshold(x, 1 / 3, -1.0),
+    "softshrink 1/3": lambda F, x: F.softshrink(x, 1 / 3),
+    "hardtanh 1/3": lambda F, x: F.hardtanh(x, -1 / 3, 1 / 3),
+}
+
+
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
+@pytest.mark.parametrize("name", sorted(BOUNDARY))
+@pytest.mark.parametrize("compiled", [False, True])
+def test_values_on_the_threshold_fall_on_torchs_side(name, dtype, compiled):
+    # the dtype's values of +-0.1 and +-1/3, their neighbours, and others
+    raw = torch.tensor([0.1, -0.1, 1 / 3, -1 / 3, 0.0, 0.2, -0.25, 0.5]).to(getattr(torch, dtype))
+    ulps = raw.float().abs() * (2.0 ** -7 if dtype == "bfloat16" else 2.0 ** -10)
+    vals = torch.cat([raw.float(), raw.float() + ulps, raw.float() - ulps]).to(getattr(torch, dtype)).float().tolist()
+    seed = np.linspace(1.0, 2.0, len(vals)).tolist()
+    x = torch.tensor(vals, dtype=getattr(torch, dtype), requires_grad=True)
+    y = BOUNDARY[name](torch.nn.functional, x)
+    y.backward(torch.tensor(seed).to(y.dtype))
+    xg = tg.tensor(vals).to(getattr(tg, dtype)).requires_grad_()
+
+    def f(v):
+        out = BOUNDARY[name](tg.nn.functional, v)
+        return out, tg.autograd.grad(out, v, tg.tensor(seed).to(out.dtype))[0]
+    out, grad = (tg.compile(f) if compiled else f)(xg)
+    assert out.float().tolist() == y.detach().float().tolist()
+    assert grad.float().tolist() == x.grad.float().tolist()

@@ -1191,8 +1191,9 @@ def hardtanh(input, min_val=-1.0, max_val=1.0, inplace=False):
         if input.dtype is D.uint8 and (min_val < 0 or max_val < 0):
             raise RuntimeError("cannot do hardtanh on an unsigned type with negative limits")
         return O.clamp(input, O.full((), int(min_val), dtype=input.dtype), O.full((), int(max_val), dtype=input.dtype))
-    # torch's hardtanh_backward: x <= min_val || x >= max_val ? 0 : grad (NaN: grad)
-    lo, hi = float(min_val), float(max_val)
+    # torch's hardtanh_backward: x <= min_val || x >= max_val ? 0 : grad (NaN: grad), in float32 for
+    # a float16/bfloat16 input
+    lo, hi = _grid(input, float(min_val), "below"), _grid(input, float(max_val), "above")
     return _inplace(input, lambda v: _piecewise(
         v, lambda x: O.where(O.logical_or(x <= lo, x >= hi), O.clamp(x, min_val, max_val), x),
         "HardtanhBackward0", "HardtanhBackwardBackward0", lo=lo, hi=hi, nan_inside=True), inplace)
@@ -1256,6 +1257,37 @@ def mish(input, inplace=False):
     return _inplace(input, compute, inplace)
 
 
+def _grid(input, v, how):
+    """v as a value of input's dtype where it is float16 or bfloat16, for a comparison with it that
+    every path makes alike (the eager kernels compare bfloat16's float32 storage, a compiled
+    program and float16 arrays compare in the dtype): "nearest", the value torch casts the scalar
+    to where its kernel compares in the dtype; "below"/"above", the largest grid value at most
+    float32(v) / the smallest at least it, where torch's kernel compares in float32 (x <= v holds
+    exactly where x <= below(v), x >= v where x >= above(v)). Other dtypes: v as given."""
+    dt = input.dtype
+    if dt is not D.float16 and dt is not D.bfloat16:
+        return v
+    f = np.float32(v)
+    near = float(np.float16(f)) if dt is D.float16 else float(D.round_bfloat16(np.array([f]))[0])
+    if how == "below" and near > f:
+        near = _grid_step(dt, near, up=False)
+    elif how == "above" and near < f:
+        near = _grid_step(dt, near, up=True)
+    return float(near)
+
+
+def _grid_step(dt, a, up):
+    """The float16/bfloat16 value next to a (a value of that dtype), upward or downward."""
+    if dt is D.float16:
+        return float(np.nextafter(np.float16(a), np.float16(np.inf if up else -np.inf)))
+    if a == 0:
+        return (1.0 if up else -1.0) * 2.0 ** -133              # bfloat16's smallest subnormal
+    # bfloat16 values are float32 values with their low 16 bits zero: one step is 0x10000 on the bits,
+    # growing the magnitude where the step moves away from zero
+    bits = int(np.array([a], np.float32).view(np.int32)[0]) + (0x10000 if (a > 0) == up else -0x10000)
+    return float(np.array([bits], np.int32).view(np.float32)[0])
+
+
 def _shrink_mask(x, lambd):
     return O.logical_and(x >= -lambd, x <= lambd)
 
@@ -1264,7 +1296,8 @@ def hardshrink(input, lambd=0.5):
     _float_only("hardshrink_cpu", input)      # (tracegrad computed a float result of int64 input)
     # torch's kernel writes 0 (never -0.0, as input * 0 gave for negative input) inside [-lambd,
     # lambd] and keeps the rest, NaN included; hardshrink_backward: 0 there, grad elsewhere
-    lambd = float(lambd)
+    # (a float16/bfloat16 input compares with lambd cast to its dtype, forward and backward, as torch's)
+    lambd = _grid(input, float(lambd), "nearest")
     return _piecewise(input, lambda x: O.where(_shrink_mask(x, lambd), 0.0, x), "HardshrinkBackward0",
                       "HardshrinkBackwardBackward0", lo=-lambd, hi=lambd, closed=True, inside=0.0, outside=1.0)
 
@@ -1275,11 +1308,16 @@ def softshrink(input, lambd=0.5):
         raise RuntimeError(f"lambda must be greater or equal to 0, but found to be {lambd}.")
     lambd = float(lambd)
     # torch's kernel: x > lambd ? x - lambd : x < -lambd ? x + lambd : x * 0 (NaN kept);
-    # softshrink_backward: 0 on [-lambd, lambd], grad elsewhere (NaN: grad)
-    return _piecewise(input, lambda x: O.where(_shrink_mask(x, lambd), x * 0.0,
-                                               O.where(x > lambd, x - lambd, x + lambd)),
-                      "SoftshrinkBackward0", "SoftshrinkBackwardBackward0", lo=-lambd, hi=lambd, closed=True,
-                      inside=0.0, outside=1.0)
+    # softshrink_backward: 0 on [-lambd, lambd], grad elsewhere (NaN: grad). A float16/bfloat16
+    # input: the kernel compares in float32, the backward with lambd cast to the dtype
+    lo, hi = _grid(input, -lambd, "above"), _grid(input, lambd, "below")
+    near = _grid(input, lambd, "nearest")
+    def value(x):
+        xf, dt = _opmath(x)               # (x -+ lambd in float32, rounded once, as torch's kernel)
+        out = O.where(O.logical_and(x >= lo, x <= hi), xf * 0.0, O.where(x > hi, xf - lambd, xf + lambd))
+        return _rounded(out, dt)
+    return _piecewise(input, value, "SoftshrinkBackward0", "SoftshrinkBackwardBackward0", lo=-near, hi=near,
+                      closed=True, inside=0.0, outside=1.0)
 
 
 def softmin(input, dim=None, _stacklevel=3, dtype=None):
@@ -1317,7 +1355,8 @@ def prelu(input, weight):
 def threshold(input, threshold, value, inplace=False):
     # torch's kernel: x <= threshold ? value : x (-inf too, where x * 0 + value was NaN);
     # threshold_backward: x <= threshold ? 0 : grad (NaN: grad)
-    t = float(threshold)
+    # (a float16/bfloat16 input compares in float32, forward and backward, as torch's kernels)
+    t = _grid(input, float(threshold), "below")
     return _inplace(input, lambda v: _piecewise(v, lambda x: O.where(x <= t, value, x), "ThresholdBackward0",
                                                 "ThresholdBackwardBackward0", lo=t, nan_inside=True),
                     inplace, "ThresholdBackward1")
