@@ -13,7 +13,11 @@ Each candidate layer is tried on torch first, and dropped where torch refuses th
 network only holds what torch defines.
 
 Run more seeds: python tests/test_nn_module_fuzz.py LO HI
-(TRACEGRAD_NN_FUZZ_DTYPE=bfloat16 or float16 builds every network in that dtype.)
+(TRACEGRAD_NN_FUZZ_DTYPE=bfloat16 or float16 builds every network in that dtype. There torch's
+GroupNorm backward over groups of a few elements is far from the float64 gradient of the same
+inputs, which tracegrad's float32 computation is close to: x = [[0.3, 0.31, -1.2, 0.5]] in float16,
+group_norm(x, 2) weighted [1, 2, 3, 4]: torch -27.2, 29.9 where float64 gives -24.10, 24.10 and
+tracegrad -24.09, 24.09; bfloat16 seeds 94, 183, 366 and float16 seeds 94, 140, 183 are such.)
 """
 import os
 import random
