@@ -169,3 +169,50 @@ def test_vmap_of_a_compiled_function_and_compiled_vmap_match_eager():
         c = tg.compile(lambda x: tg.func.vmap(f)(x))
         for _ in range(2):
             np.testing.assert_array_equal(c(tg.tensor(X)).numpy(), want)
+
+
+def _linear_pair(n):
+    """n torch Linear layers and tracegrad copies of them."""
+    torch.manual_seed(3)
+    ts = [torch.nn.Linear(3, 2) for _ in range(n)]
+    gs = []
+    for m in ts:
+        g = tg.nn.Linear(3, 2)
+        g.load_state_dict({k: tg.tensor(v.tolist()) for k, v in m.state_dict().items()})
+        gs.append(g)
+    return ts, gs
+
+
+def test_stack_module_state_ensemble_as_torch():
+    ts, gs = _linear_pair(4)
+    for m in ts + gs:
+        m.register_buffer("scale", (m.weight.detach() * 0 + 2).sum(0))
+    pt, bt = torch.func.stack_module_state(ts)
+    pg, bg = tg.func.stack_module_state(gs)
+    assert {k: (tuple(v.shape), v.requires_grad, v.is_leaf) for k, v in pg.items()} == \
+        {k: (tuple(v.shape), v.requires_grad, v.is_leaf) for k, v in pt.items()}
+    assert {k: (tuple(v.shape), v.requires_grad) for k, v in bg.items()} == \
+        {k: (tuple(v.shape), v.requires_grad) for k, v in bt.items()}
+    x = np.random.RandomState(0).randn(5, 3).astype(np.float32)
+    base = ts[0]
+    yt = torch.func.vmap(lambda p, b, x: torch.func.functional_call(base, (p, b), (x,)), in_dims=(0, 0, None))(
+        pt, bt, torch.tensor(x))
+    yg = tg.func.vmap(lambda p, b, x: tg.func.functional_call(gs[0], (p, b), (x,)), in_dims=(0, 0, None))(
+        pg, bg, tg.tensor(x))
+    np.testing.assert_allclose(yg.detach().numpy(), yt.detach().numpy(), rtol=1e-6, atol=1e-6)
+    (yt ** 2).sum().backward()
+    (yg ** 2).sum().backward()
+    for k in pt:
+        np.testing.assert_allclose(pg[k].grad.numpy(), pt[k].grad.numpy(), rtol=1e-5, atol=1e-6)
+    assert gs[0].weight.grad is None            # the models' own parameters are not the stacked leaves
+
+
+def test_stack_module_state_errors_as_torch():
+    ts, gs = _linear_pair(2)
+    ts[1].eval(), gs[1].eval()
+    for args_t, args_g in (([], []), (ts, gs)):
+        with pytest.raises(RuntimeError) as et:
+            torch.func.stack_module_state(args_t)
+        with pytest.raises(RuntimeError) as eg:
+            tg.func.stack_module_state(args_g)
+        assert str(eg.value) == str(et.value)

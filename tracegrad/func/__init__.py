@@ -18,7 +18,8 @@ from ..nn.utils.stateless import _functional_call
 from ..tensor import Tensor
 from ..ops import functional as O
 
-__all__ = ["functional_call", "grad", "grad_and_value", "vjp", "jacrev", "jvp", "jacfwd", "hessian", "vmap"]
+__all__ = ["functional_call", "stack_module_state", "grad", "grad_and_value", "vjp", "jacrev", "jvp", "jacfwd",
+           "hessian", "vmap"]
 
 
 def functional_call(module, parameter_and_buffer_dicts, args=None, kwargs=None, *, tie_weights=True, strict=False):
@@ -42,6 +43,30 @@ def functional_call(module, parameter_and_buffer_dicts, args=None, kwargs=None, 
         raise ValueError(f"Expected parameter_and_buffer_dicts to be a dict, or a list/tuple of dicts, but got "
                          f"{type(parameter_and_buffer_dicts)}")
     return _functional_call(module, given, args, kwargs, tie_weights=tie_weights, strict=strict)
+
+
+def stack_module_state(models):
+    """(parameters, buffers) of models of one architecture, each name's tensors stacked along a new
+    first dim (torch.func.stack_module_state), for an ensemble run with vmap and functional_call:
+    the stacked parameters are new leaves (requiring grad as the models' do), the buffers plain."""
+    models = list(models)
+    if not models:
+        raise RuntimeError("stack_module_state: Expected at least one model, got 0.")
+    if not (all(m.training for m in models) or not any(m.training for m in models)):
+        raise RuntimeError("stack_module_state: Expected all models to have the same training/eval mode.")
+
+    def stacked(named):
+        names = [n for n, _ in named(models[0])]
+        out = {}
+        for n in names:
+            parts = [dict(named(m))[n] for m in models]
+            out[n] = O.stack([t.detach() for t in parts])
+        return out, {n: dict(named(models[0]))[n] for n in names}
+    params, first = stacked(lambda m: m.named_parameters())
+    for n, t in params.items():
+        t.requires_grad_(first[n].requires_grad)
+    buffers, _ = stacked(lambda m: m.named_buffers())
+    return params, buffers
 
 
 # -- pytrees of tensors: dicts, lists and tuples ------------------------------------------------------
