@@ -11,8 +11,8 @@ from .. import _dtype as D
 from ..ops import functional as O
 from . import functional as F
 from ..grad_mode import no_grad, is_grad_enabled
-from ..creation import from_numpy, zeros, arange, ones, empty_like, rand_like
-from ..tracing import rename_grad_fn, keep_saved, Proxy, apply as _apply
+from ..creation import from_numpy, zeros, arange, ones, empty_like, rand_like, rand
+from ..tracing import rename_grad_fn, keep_saved, Proxy, TraceError, apply as _apply
 from ..ops import ctc_primitives  # noqa: F401  (registers the CTC primitives)
 from ..ops.primitives import PRIMITIVES as _P
 
@@ -881,6 +881,96 @@ def ctc_loss(log_probs, targets, input_lengths, target_lengths, blank=0, reducti
 
 
 __all__ += ["ctc_loss"]
+
+
+# == fractional max pooling ============================================================================
+
+def _fractional_starts(u, n_in, n_out, k, dt):
+    """torch's window starts along one dim from a plane's sample u in [0, 1): the pseudo-random
+    sequence of Graham's fractional max-pooling, int((i + u) * alpha) - int(u * alpha) with alpha =
+    (n_in - k) / (n_out - 1), computed in the input's dtype (float32 for the half types) as torch's
+    kernel does, and the last window ending at the input's end. u: an array of samples."""
+    starts = np.empty(u.shape + (n_out,), np.int64)
+    if n_out > 1:
+        alpha = dt(n_in - k) / dt(n_out - 1)
+        base = (u * alpha).astype(np.int64)
+        for i in range(n_out - 1):
+            starts[..., i] = ((dt(i) + u) * alpha).astype(np.int64) - base
+    starts[..., n_out - 1] = n_in - k
+    return starts
+
+
+def _fractional_max_pool(input, kernel_size, output_size, output_ratio, return_indices, samples, nd):
+    name = f"fractional_max_pool{nd}d"
+    if output_size is None and output_ratio is None:
+        raise ValueError(f"{name} requires specifying either an output_size or an output_ratio")
+    if samples is None:
+        # (drawn before the input's checks, as torch's Python wrapper: a 2-d input's size(-3) raises there)
+        n_batch = 1 if input.ndim == nd + 1 else input.size(0)
+        samples = rand((n_batch, input.size(-(nd + 1)), nd), dtype=input.dtype)    # (tracegrad's generator)
+    if input.ndim not in (nd + 1, nd + 2):
+        raise RuntimeError(f"{name}(): Expected {nd + 1}D or {nd + 2}D tensor, but got: {list(input.shape)}")
+    if not input.dtype.is_floating_point:
+        raise NotImplementedError(f"\"{name}_out_frame\" not implemented for '{D.SCALAR_NAME[input.dtype]}'")
+    kernel = tuple(kernel_size) if isinstance(kernel_size, (tuple, list)) else (int(kernel_size),) * nd
+    spatial = tuple(input.shape[-nd:])
+    if output_size is None:
+        ratio = tuple(output_ratio) if isinstance(output_ratio, (tuple, list)) else (output_ratio,) * nd
+        output_size = tuple(int(n * r) for n, r in zip(spatial, ratio))
+    out = tuple(output_size) if isinstance(output_size, (tuple, list)) else (int(output_size),) * nd
+    dims = ("time", "height", "width")[3 - nd:]
+    checks = list(zip(dims, spatial, kernel, out))
+    for d, n, k, o in (checks if nd == 2 else [checks[0], checks[2], checks[1]]):    # (torch's order)
+        # (torch's 3-d check is strict: the last window may not reach the input's end there)
+        if o + k - 1 > n or nd == 3 and o + k - 1 == n:
+            raise RuntimeError(f"{name}{'_out' if nd == 3 else ''}(): pool {d} {k} too large relative to input "
+                               f"{d} {n}")
+    batched = input.ndim == nd + 2
+    x = input if batched else O.unsqueeze(input, 0)
+    n, c = x.shape[0], x.shape[1]
+    if samples.dtype is not input.dtype:
+        raise RuntimeError("Expect _random_samples to have the same dtype as input")
+    if samples.ndim != 3 or samples.shape[2] != nd:
+        raise RuntimeError(f"Expect _random_samples.size(2) equals to {nd}; got {samples.shape[-1]}.")
+    if isinstance(samples, Proxy) or isinstance(x, Proxy):
+        raise TraceError(f"{name}: its windows are chosen by the random samples' values; not traced")
+    dt = np.float64 if input.dtype is D.float64 else np.float32
+    u = np.asarray(samples.detach().float()._data if input.dtype is not D.float64 else samples.detach()._data, dt)
+    # torch's kernel reads a plane's samples as (width, height) for 2-d, (time, height, width) for 3-d
+    order = [1, 0] if nd == 2 else [0, 1, 2]
+    strides = [math.prod(spatial[i + 1:]) for i in range(nd)]
+    flat = np.zeros((n, c) + (1,) * (2 * nd), np.int64)
+    for i in range(nd):
+        st = _fractional_starts(u[:, :, order[i]], spatial[i], out[i], kernel[i], dt)    # (n, c, o_i)
+        pos = st[..., None] + np.arange(kernel[i])                                           # (n, c, o_i, k_i)
+        shape = [n, c] + [1] * (2 * nd)
+        shape[2 + i], shape[2 + nd + i] = out[i], kernel[i]
+        flat = flat + (pos * strides[i]).reshape(shape)
+    flat = flat.reshape(n, c, *out, -1)                                   # windows' elements in scan order
+    idx = from_numpy(np.ascontiguousarray(flat))
+    vals = O.gather(x.reshape(n, c, -1), 2, idx.reshape(n, c, -1)).reshape(n, c, *out, flat.shape[-1])
+    arg = torch_max_position(vals, -1)
+    values = O.squeeze(O.gather(vals, -1, arg), -1)
+    indices = O.squeeze(O.gather(idx, -1, arg), -1)
+    if not batched:
+        values, indices = O.squeeze(values, 0), O.squeeze(indices, 0)
+    values = rename_grad_fn(keep_saved(values, input), f"FractionalMaxPool{nd}DBackward0")
+    return (values, indices) if return_indices else values
+
+
+def fractional_max_pool2d(input, kernel_size, output_size=None, output_ratio=None, return_indices=False,
+                          _random_samples=None):
+    """The maximum over pseudo-random windows of kernel_size whose starts spread output_size of them
+    over the input (Graham's fractional max-pooling, torch's sequence from each plane's samples)."""
+    return _fractional_max_pool(input, kernel_size, output_size, output_ratio, return_indices, _random_samples, 2)
+
+
+def fractional_max_pool3d(input, kernel_size, output_size=None, output_ratio=None, return_indices=False,
+                          _random_samples=None):
+    return _fractional_max_pool(input, kernel_size, output_size, output_ratio, return_indices, _random_samples, 3)
+
+
+__all__ += ["fractional_max_pool2d", "fractional_max_pool3d"]
 
 
 # torch.nn.functional is one namespace: these functions join nn.functional's as this module is

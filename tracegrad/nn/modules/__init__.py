@@ -15,7 +15,7 @@ from .lazy import (LazyModuleMixin, LazyLinear, LazyConv1d, LazyConv2d, LazyConv
 from .adaptive import AdaptiveLogSoftmaxWithLoss
 from .nd import (Conv3d, ConvTranspose3d, MaxPool3d, AvgPool3d, AdaptiveAvgPool3d, AdaptiveMaxPool3d, BatchNorm3d,
                  InstanceNorm3d, MaxUnpool1d, MaxUnpool2d, MaxUnpool3d, AlphaDropout, FeatureAlphaDropout,
-                 TripletMarginWithDistanceLoss)
+                 TripletMarginWithDistanceLoss, FractionalMaxPool2d, FractionalMaxPool3d)
 from .transformer import (MultiheadAttention, TransformerEncoderLayer, TransformerEncoder, TransformerDecoderLayer,
                           TransformerDecoder, Transformer)
 from .loss import (L1Loss, MSELoss, NLLLoss, CrossEntropyLoss, BCELoss, BCEWithLogitsLoss, SmoothL1Loss, HuberLoss,

@@ -9,7 +9,7 @@ from .loss import _Loss
 
 __all__ = ["Conv3d", "ConvTranspose3d", "MaxPool3d", "AvgPool3d", "AdaptiveAvgPool3d", "AdaptiveMaxPool3d",
            "BatchNorm3d", "InstanceNorm3d", "MaxUnpool1d", "MaxUnpool2d", "MaxUnpool3d", "AlphaDropout",
-           "FeatureAlphaDropout", "TripletMarginWithDistanceLoss"]
+           "FeatureAlphaDropout", "TripletMarginWithDistanceLoss", "FractionalMaxPool2d", "FractionalMaxPool3d"]
 
 
 def _ntuple(n):
@@ -108,6 +108,39 @@ class MaxUnpool2d(_MaxUnpoolNd):
 
 class MaxUnpool3d(_MaxUnpoolNd):
     _tuple, _fn = staticmethod(_triple), "max_unpool3d"
+
+
+class _FractionalMaxPoolNd(Module):
+    """Fractional max pooling over pseudo-random windows (F.fractional_max_pool2d/3d); the samples,
+    where given, are a buffer (torch's _random_samples)."""
+    _tuple = _fn = None
+
+    def __init__(self, kernel_size, output_size=None, output_ratio=None, return_indices=False, _random_samples=None):
+        super().__init__()
+        name = type(self).__name__
+        self.kernel_size = self._tuple(kernel_size)
+        self.return_indices = return_indices
+        self.register_buffer("_random_samples", _random_samples)
+        self.output_size = self._tuple(output_size) if output_size is not None else None
+        self.output_ratio = self._tuple(output_ratio) if output_ratio is not None else None
+        if output_size is None and output_ratio is None:
+            raise ValueError(f"{name} requires specifying either an output size, or a pooling ratio")
+        if output_size is not None and output_ratio is not None:
+            raise ValueError("only one of output_size and output_ratio may be specified")
+        if self.output_ratio is not None and not all(0 < r < 1 for r in self.output_ratio):
+            raise ValueError(f"output_ratio must be between 0 and 1 (got {output_ratio})")
+
+    def forward(self, input):
+        return getattr(F, type(self)._fn)(input, self.kernel_size, self.output_size, self.output_ratio,
+                                          self.return_indices, _random_samples=self._random_samples)
+
+
+class FractionalMaxPool2d(_FractionalMaxPoolNd):
+    _tuple, _fn = staticmethod(_pair), "fractional_max_pool2d"
+
+
+class FractionalMaxPool3d(_FractionalMaxPoolNd):
+    _tuple, _fn = staticmethod(_triple), "fractional_max_pool3d"
 
 
 class AlphaDropout(Dropout):
