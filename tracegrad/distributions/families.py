@@ -3,11 +3,13 @@ Beta, Poisson, Geometric, Binomial, Cauchy, StudentT, Dirichlet, OneHotCategoric
 Independent and HalfNormal, each from its density in tracegrad ops.
 
 Draws: rsample transforms uniform or normal draws where the family is a transform of one
-(Exponential, Laplace, Cauchy, LogNormal, HalfNormal), so gradients reach the parameters. The
-gamma-based families (Gamma, Beta, Dirichlet, StudentT) draw with numpy's gamma sampler and have
-no rsample: torch differentiates the draw through the implicit gradient of the gamma CDF in its
-shape, which tracegrad does not compute; their rsample raises NotImplementedError (has_rsample
-is False). Discrete draws (Poisson, Geometric, Binomial, Multinomial) come from numpy's samplers.
+(Exponential, Laplace, Cauchy, LogNormal, HalfNormal), so gradients reach the parameters. Gamma
+draws come from numpy's gamma sampler through torch._standard_gamma, which differentiates a draw in
+its concentration by the implicit function theorem (ops/igamma_primitives.py); Chi2 and StudentT
+reparameterize through it. Beta and Dirichlet draw with the same sampler but have no rsample yet:
+torch differentiates their draws through the incomplete beta function, which tracegrad does not
+compute; their rsample raises NotImplementedError (has_rsample is False). Discrete draws (Poisson,
+Geometric, Binomial, Multinomial) come from numpy's samplers.
 """
 import math
 
@@ -21,6 +23,7 @@ from .. import _dtype as D
 from .. import special
 from ..ops import functional as O
 from ..nn import functional as NF
+from .. import torch_functions as TF
 from . import constraints
 from .base import Distribution, Normal, Categorical, _as_tensor, _traced
 
@@ -319,15 +322,27 @@ class Exponential(_Family):
         return 1.0 - O.log(self.rate)
 
 
-# == continuous, gamma-based: sample only =========================================================
+# == continuous, gamma-based ======================================================================
 
 class _GammaBased(_Family):
     has_rsample = False
 
     def rsample(self, sample_shape=()):
         raise NotImplementedError(f"{type(self).__name__}.rsample is not implemented: a reparameterized draw needs "
-                                  f"the gradient of the gamma draw in its concentration, which tracegrad does not "
-                                  f"compute; use sample() (no gradient) or a score-function estimator")
+                                  f"the gradient of the draw in its concentrations through the incomplete beta "
+                                  f"function, which tracegrad does not compute; use sample() (no gradient) or a "
+                                  f"score-function estimator")
+
+
+def _gamma_rsample(concentration, rate, shape):
+    """Gamma(concentration, rate) draws of the given shape, differentiable in both (the draw's
+    implicit derivative in the concentration, torch._standard_gamma's). A draw that a large rate
+    sends below the dtype's smallest normal number is raised to it, its gradient left alone (torch's
+    clamp of the detached value)."""
+    value = TF._standard_gamma(O.expand(concentration, *shape)) / O.expand(rate, *shape)
+    with no_grad():
+        value.detach().clamp_(min=float(D.finfo(value.dtype).tiny))
+    return value
 
 
 def _standard_gamma(concentration, shape):
@@ -338,10 +353,11 @@ def _standard_gamma(concentration, shape):
     return np.maximum(RNG.gen.standard_gamma(a), tiny)
 
 
-class Gamma(_GammaBased):
+class Gamma(_Family):
     """Density rate^a x^(a-1) exp(-rate x) / Gamma(a), a = concentration."""
     arg_constraints = {"concentration": constraints.positive, "rate": constraints.positive}
     support = constraints.nonnegative
+    has_rsample = True
 
     def __init__(self, concentration, rate, validate_args=None):
         self._init_params(validate_args, concentration=concentration, rate=rate)
@@ -358,11 +374,8 @@ class Gamma(_GammaBased):
     def variance(self):
         return self.concentration / self.rate ** 2
 
-    def sample(self, sample_shape=()):
-        shape = self._extended(sample_shape)
-        with no_grad():
-            g = _drawn(_standard_gamma(self.concentration, shape), self.rate) / self.rate.detach()
-            return O.clamp(g, min=float(D.finfo(self.rate.dtype).tiny))
+    def rsample(self, sample_shape=()):
+        return _gamma_rsample(self.concentration, self.rate, self._extended(sample_shape))
 
     def log_prob(self, value):
         value = self._check_value(value)
@@ -378,6 +391,20 @@ class Gamma(_GammaBased):
         derivative in the concentration raises, as torch's)."""
         value = self._check_value(value)
         return special.gammainc(self.concentration, self.rate * value)
+
+
+class Chi2(Gamma):
+    """Gamma(df / 2, 1 / 2): the sum of df squared standard normals."""
+    arg_constraints = {"df": constraints.positive}
+    _printed = ()
+
+    def __init__(self, df, validate_args=None):
+        self._init_params(validate_args, df=df)
+        self.concentration = 0.5 * self.df
+        self.rate = O.zeros_like(self.df) + 0.5
+
+    def _like(self):
+        return self.df
 
 
 def _dirichlet_mode(a):
@@ -430,8 +457,10 @@ class Beta(_GammaBased):
         return _lbeta(a, b) - (a - 1) * O.digamma(a) - (b - 1) * O.digamma(b) + (a + b - 2) * O.digamma(a + b)
 
 
-class StudentT(_GammaBased):
-    """Student's t with df degrees of freedom, shifted by loc and scaled by scale."""
+class StudentT(_Family):
+    """Student's t with df degrees of freedom, shifted by loc and scaled by scale: loc + scale Z /
+    sqrt(V / df) for Z standard normal and V ~ Chi2(df)."""
+    has_rsample = True
     arg_constraints = {"df": constraints.positive, "loc": constraints.real, "scale": constraints.positive}
 
     _checked_as = {"df": "Chi2()"}        # torch checks df as the parameter of its Chi2(df)
@@ -453,13 +482,11 @@ class StudentT(_GammaBased):
         finite = self.scale ** 2 * df / (df - 2)
         return O.where(df > 2, finite, O.where(df > 1, float("inf"), float("nan")))
 
-    def sample(self, sample_shape=()):
+    def rsample(self, sample_shape=()):
         shape = self._extended(sample_shape)
-        with no_grad():
-            chi2 = 2 * _standard_gamma(self.df / 2, shape)
-            z = RNG.gen.standard_normal(shape)
-            t = _drawn(z * np.sqrt(np.broadcast_to(_host(self.df), shape) / chi2), self.loc)
-            return self.loc.detach() + self.scale.detach() * t
+        z = C.randn(*shape, dtype=self.df.dtype) if shape else C.randn((), dtype=self.df.dtype)
+        chi2 = _gamma_rsample(0.5 * self.df, O.zeros_like(self.df) + 0.5, shape)
+        return self.loc + self.scale * (z * O.rsqrt(chi2 / self.df))
 
     def log_prob(self, value):
         value = self._check_value(value)
@@ -887,5 +914,5 @@ class Independent(Distribution):
 
 
 __all__ = ["Exponential", "Laplace", "LogNormal", "Gamma", "Beta", "Poisson", "Geometric", "Binomial", "Cauchy",
-           "StudentT", "Dirichlet", "OneHotCategorical", "Multinomial", "Independent", "HalfNormal"]
+           "StudentT", "Chi2", "Dirichlet", "OneHotCategorical", "Multinomial", "Independent", "HalfNormal"]
 
