@@ -32,13 +32,32 @@ class _Bound(Constraint):
 
 
 class _GreaterThan(_Bound):
+    def __init__(self, lower_bound):
+        super().__init__(lower_bound=lower_bound)
+
     def check(self, value):
         return value > self.lower_bound
 
 
 class _GreaterThanEq(_Bound):
+    def __init__(self, lower_bound):
+        super().__init__(lower_bound=lower_bound)
+
     def check(self, value):
         return value >= self.lower_bound
+
+
+class _LessThan(_Bound):
+    def __init__(self, upper_bound):
+        super().__init__(upper_bound=upper_bound)
+
+    def check(self, value):
+        return value < self.upper_bound
+
+
+class _HalfOpenInterval(_Bound):
+    def check(self, value):
+        return O.logical_and(value >= self.lower_bound, value < self.upper_bound)
 
 
 class _Interval(_Bound):
@@ -119,6 +138,35 @@ class _IndependentConstraint(Constraint):
         return f"IndependentConstraint({self.base_constraint!r}, {self.reinterpreted_batch_ndims})"
 
 
+class _Cat(Constraint):
+    """constraint cseq[i] on the slice of lengths[i] along dim."""
+
+    def __init__(self, cseq, dim=0, lengths=None):
+        self.cseq, self.dim = list(cseq), dim
+        self.lengths = list(lengths) if lengths is not None else [1] * len(self.cseq)
+        self.is_discrete = any(c.is_discrete for c in self.cseq)
+        self.event_dim = max(c.event_dim for c in self.cseq)
+
+    def check(self, value):
+        out, start = [], 0
+        for c, n in zip(self.cseq, self.lengths):
+            out.append(c.check(O.narrow(value, self.dim, start, n)))
+            start += n
+        return O.cat(out, self.dim)
+
+
+class _Stack(Constraint):
+    """constraint cseq[i] on the i-th slice along dim."""
+
+    def __init__(self, cseq, dim=0):
+        self.cseq, self.dim = list(cseq), dim
+        self.is_discrete = any(c.is_discrete for c in self.cseq)
+        self.event_dim = max(c.event_dim for c in self.cseq)
+
+    def check(self, value):
+        return O.stack([c.check(O.select(value, self.dim, i)) for i, c in enumerate(self.cseq)], self.dim)
+
+
 real = _Real()
 positive = _GreaterThan(0.0)
 nonnegative = _GreaterThanEq(0.0)
@@ -127,7 +175,12 @@ nonnegative_integer = _IntegerGreaterThan(0)
 boolean = _Boolean()
 simplex = _Simplex()
 one_hot = _OneHot()
+real_vector = _IndependentConstraint(real, 1)
 greater_than = _GreaterThan
+less_than = _LessThan
+half_open_interval = _HalfOpenInterval
+cat = _Cat
+stack = _Stack
 greater_than_eq = _GreaterThanEq
 interval = _Interval
 integer_interval = _IntegerInterval
