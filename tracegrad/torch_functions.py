@@ -15,6 +15,7 @@ from .creation import tensor, empty, zeros, linspace, bernoulli, RNG, takes_gene
 from .tracing import rename_grad_fn, apply
 from .ops.primitives import PRIMITIVES
 from .ops import igamma_primitives  # noqa: F401  (registers the gamma draw's primitives)
+from .ops import dirichlet_primitives  # noqa: F401  (registers the Dirichlet draw's primitives)
 from .ops import functional as O
 from .nn import functional as F
 from .ops.composite_more import multi_dot
@@ -520,6 +521,15 @@ def _standard_gamma_grad(input, output):
     if input.dtype != output.dtype and input.dtype.is_floating_point and input.dtype.itemsize >= 4:
         raise RuntimeError(f"Found dtype {D.SCALAR_NAME[output.dtype]} but expected {D.SCALAR_NAME[input.dtype]}")
     return apply(PRIMITIVES["_standard_gamma_grad"], (input, output.detach()), {})
+
+
+@_export
+def _dirichlet_grad(x, alpha, total):
+    """(dx/dalpha) / (1 - x) of Beta(alpha, total - alpha) draws x (see ops/dirichlet_primitives.py)."""
+    for other in (alpha, total):
+        if other.dtype != x.dtype and x.dtype.is_floating_point and x.dtype.itemsize >= 4:
+            raise RuntimeError(f"Found dtype {D.SCALAR_NAME[other.dtype]} but expected {D.SCALAR_NAME[x.dtype]}")
+    return apply(PRIMITIVES["_dirichlet_grad"], (x, alpha, total), {})
 
 
 # -- more aten-level forms: the activations' in-place forms, pads, pools, norms, dropouts, cells -----------

@@ -6,9 +6,9 @@ Draws: rsample transforms uniform or normal draws where the family is a transfor
 (Exponential, Laplace, Cauchy, LogNormal, HalfNormal), so gradients reach the parameters. Gamma
 draws come from numpy's gamma sampler through torch._standard_gamma, which differentiates a draw in
 its concentration by the implicit function theorem (ops/igamma_primitives.py); Chi2 and StudentT
-reparameterize through it. Beta and Dirichlet draw with the same sampler but have no rsample yet:
-torch differentiates their draws through the incomplete beta function, which tracegrad does not
-compute; their rsample raises NotImplementedError (has_rsample is False). Discrete draws (Poisson,
+reparameterize through it. Dirichlet draws normalize gamma draws and differentiate through their
+Beta marginals (ops/dirichlet_primitives.py); a Beta draw is the first part of a Dirichlet([a, b])
+draw. Discrete draws (Poisson,
 Geometric, Binomial, Multinomial) come from numpy's samplers.
 """
 import math
@@ -24,6 +24,8 @@ from .. import special
 from ..ops import functional as O
 from ..nn import functional as NF
 from .. import torch_functions as TF
+from ..tracing import apply
+from ..ops.primitives import PRIMITIVES
 from . import constraints
 from .base import Distribution, Normal, Categorical, _as_tensor, _traced
 
@@ -324,16 +326,6 @@ class Exponential(_Family):
 
 # == continuous, gamma-based ======================================================================
 
-class _GammaBased(_Family):
-    has_rsample = False
-
-    def rsample(self, sample_shape=()):
-        raise NotImplementedError(f"{type(self).__name__}.rsample is not implemented: a reparameterized draw needs "
-                                  f"the gradient of the draw in its concentrations through the incomplete beta "
-                                  f"function, which tracegrad does not compute; use sample() (no gradient) or a "
-                                  f"score-function estimator")
-
-
 def _gamma_rsample(concentration, rate, shape):
     """Gamma(concentration, rate) draws of the given shape, differentiable in both (the draw's
     implicit derivative in the concentration, torch._standard_gamma's). A draw that a large rate
@@ -416,10 +408,12 @@ def _dirichlet_mode(a):
     return O.where(O.all(a < 1, -1, keepdim=True), vertex, m)
 
 
-class Beta(_GammaBased):
-    """Density x^(a-1) (1-x)^(b-1) / B(a, b), a = concentration1, b = concentration0."""
+class Beta(_Family):
+    """Density x^(a-1) (1-x)^(b-1) / B(a, b), a = concentration1, b = concentration0: the first
+    part of a Dirichlet([a, b]) draw."""
     arg_constraints = {"concentration1": constraints.positive, "concentration0": constraints.positive}
     support = constraints.unit_interval
+    has_rsample = True
     _printed = ()
 
     def __init__(self, concentration1, concentration0, validate_args=None):
@@ -438,14 +432,9 @@ class Beta(_GammaBased):
         total = self.concentration1 + self.concentration0
         return self.concentration1 * self.concentration0 / (total ** 2 * (total + 1))
 
-    def sample(self, sample_shape=()):
-        shape = self._extended(sample_shape)
-        with no_grad():
-            x = _standard_gamma(self.concentration1, shape)
-            y = _standard_gamma(self.concentration0, shape)
-            eps = float(D.finfo(self.concentration1.dtype).eps)
-            return _drawn(np.clip(x / (x + y), float(D.finfo(self.concentration1.dtype).tiny), 1 - eps),
-                          self.concentration1)
+    def rsample(self, sample_shape=()):
+        pair = Dirichlet(O.stack([self.concentration1, self.concentration0], -1), validate_args=False)
+        return pair.rsample(sample_shape)[..., 0]
 
     def log_prob(self, value):
         value = self._check_value(value)
@@ -501,10 +490,12 @@ class StudentT(_Family):
                 + _lbeta(df / 2, O.zeros_like(df) + 0.5) + O.log(self.scale))
 
 
-class Dirichlet(_GammaBased):
-    """Density prod x_i^(a_i - 1) / B(a) on the simplex of the last dimension."""
+class Dirichlet(_Family):
+    """Density prod x_i^(a_i - 1) / B(a) on the simplex of the last dimension: normalized
+    Gamma(a_i, 1) draws, differentiated through their Beta marginals (ops/dirichlet_primitives.py)."""
     arg_constraints = {"concentration": constraints.independent(constraints.positive, 1)}
     support = constraints.simplex
+    has_rsample = True
 
     def __init__(self, concentration, validate_args=None):
         if concentration.dim() < 1:
@@ -533,12 +524,13 @@ class Dirichlet(_GammaBased):
         a0 = O.sum(a, -1, keepdim=True)
         return a * (a0 - a) / (a0 ** 2 * (a0 + 1))
 
-    def sample(self, sample_shape=()):
+    def rsample(self, sample_shape=()):
         shape = self._extended(sample_shape) + tuple(self.event_shape)
+        concentration = O.expand(self.concentration, *shape)
         with no_grad():
             g = _standard_gamma(self.concentration, shape)
-            x = g / g.sum(-1, keepdims=True)
-            return _drawn(np.maximum(x, float(D.finfo(self.concentration.dtype).tiny)), self.concentration)
+            x = np.maximum(g / g.sum(-1, keepdims=True), float(D.finfo(self.concentration.dtype).tiny))
+        return apply(PRIMITIVES["dirichlet_rsample"], (concentration, _drawn(x, self.concentration)), {})
 
     def log_prob(self, value):
         value = self._check_value(value)
