@@ -494,11 +494,12 @@ def _gamma_draws(alpha):
     """Gamma(alpha, 1) draws on the host, one per element, as torch's sampler answers them: at least
     the dtype's smallest normal number (a draw that rounds to 0), inf where alpha is, and that
     smallest number where alpha is not positive or is NaN."""
+    draw = RNG.gen.standard_gamma       # (first: inside a compiled function, the random ops' refusal)
     a = alpha.detach().numpy().astype(np.float64)
     good = a > 0
     draws = np.full(a.shape, float(D.finfo(alpha.dtype).tiny))
     if good.any():
-        draws[good] = RNG.gen.standard_gamma(np.where(np.isinf(a[good]), 1.0, a[good]))
+        draws[good] = draw(np.where(np.isinf(a[good]), 1.0, a[good]))
         draws[good & np.isinf(a)] = np.inf
     return np.maximum(draws.astype(alpha.dtype.np), D.finfo(alpha.dtype).tiny)
 

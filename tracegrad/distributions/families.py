@@ -340,9 +340,10 @@ def _gamma_rsample(concentration, rate, shape):
 def _standard_gamma(concentration, shape):
     """Gamma(concentration, 1) draws of the given shape (concentration broadcast to it), kept
     above the dtype's smallest normal number as torch's are."""
+    draw = RNG.gen.standard_gamma       # (first: inside a compiled function, the random ops' refusal)
     a = np.broadcast_to(_host(concentration), shape)
     tiny = float(D.finfo(concentration.dtype).tiny)
-    return np.maximum(RNG.gen.standard_gamma(a), tiny)
+    return np.maximum(draw(a), tiny)
 
 
 class Gamma(_Family):
