@@ -363,8 +363,8 @@ class ReshapeTransform(Transform):
         return self._moved(shape, self.out_shape, self.in_shape)
 
 
-class _Elementwise(Transform):
-    """A map of one number to one, the same for every instance (equal to any other of its class)."""
+class _Parameterless(Transform):
+    """A transform without parameters: every instance equals every other of its class."""
 
     def __eq__(self, other):
         return type(other) is type(self)
@@ -372,7 +372,7 @@ class _Elementwise(Transform):
     __hash__ = object.__hash__
 
 
-class ExpTransform(_Elementwise):
+class ExpTransform(_Parameterless):
     """y = exp(x)."""
     domain = constraints.real
     codomain = constraints.positive
@@ -395,7 +395,7 @@ def _clipped_sigmoid(x):
     return O.clamp(O.sigmoid(x), min=float(info.tiny), max=1.0 - float(info.eps))
 
 
-class SigmoidTransform(_Elementwise):
+class SigmoidTransform(_Parameterless):
     """y = 1 / (1 + exp(-x)), kept inside (0, 1)."""
     domain = constraints.real
     codomain = constraints.unit_interval
@@ -415,7 +415,7 @@ class SigmoidTransform(_Elementwise):
         return -NF.softplus(-x) - NF.softplus(x)
 
 
-class TanhTransform(_Elementwise):
+class TanhTransform(_Parameterless):
     """y = tanh(x); the inverse is atanh, unclamped (a cached forward value is the exact way back)."""
     domain = constraints.real
     codomain = constraints.interval(-1.0, 1.0)
@@ -433,7 +433,7 @@ class TanhTransform(_Elementwise):
         return 2.0 * (math.log(2.0) - x - NF.softplus(-2.0 * x))
 
 
-class AbsTransform(_Elementwise):
+class AbsTransform(_Parameterless):
     """y = |x| (not injective: its inverse answers the non-negative preimage)."""
     domain = constraints.real
     codomain = constraints.positive
@@ -553,7 +553,7 @@ class AffineTransform(Transform):
     inverse_shape = forward_shape
 
 
-class SoftmaxTransform(_Elementwise):
+class SoftmaxTransform(_Parameterless):
     """A vector to the simplex by exp and normalization (not injective: log is one preimage)."""
     domain = constraints.real_vector
     codomain = constraints.simplex
@@ -573,7 +573,7 @@ class SoftmaxTransform(_Elementwise):
     inverse_shape = forward_shape
 
 
-class StickBreakingTransform(_Elementwise):
+class StickBreakingTransform(_Parameterless):
     """R^K to the simplex of K + 1 parts: the k-th part takes the fraction z_k = sigmoid(x_k -
     log(K - k)) of what the earlier ones left (k from 0; the shift maps x = 0 to the centre);
     the last part is what remains."""
