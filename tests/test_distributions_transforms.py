@@ -22,6 +22,9 @@ TRANSFORMS = {
     "exp": (lambda L: L.distributions.ExpTransform(), X),
     "sigmoid": (lambda L: L.distributions.SigmoidTransform(), X),
     "tanh": (lambda L: L.distributions.TanhTransform(), X),
+    "softplus": (lambda L: L.distributions.transforms.SoftplusTransform(), [[-30.0, -1.0, 0.5], [25.0, 40.0, 1e-3]]),
+    "cdf": (lambda L: L.distributions.transforms.CumulativeDistributionTransform(
+        L.distributions.Normal(_t(L, 0.3), _t(L, 1.7))), X),
     "affine_numbers": (lambda L: L.distributions.AffineTransform(1.5, -2.0), X),
     "affine_tensors": (lambda L: L.distributions.AffineTransform(_t(L, [0.5, -1.0, 2.0]), _t(L, [2.0, -0.5, 3.0])), X),
     "affine_event": (lambda L: L.distributions.AffineTransform(0.3, _t(L, [2.0, -0.5, 3.0]), event_dim=1), X),

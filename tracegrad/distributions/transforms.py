@@ -21,7 +21,8 @@ from ..nn import functional as NF
 from . import constraints
 
 __all__ = ["Transform", "ComposeTransform", "IndependentTransform", "ReshapeTransform", "ExpTransform",
-           "PowerTransform", "SigmoidTransform", "TanhTransform", "AbsTransform", "AffineTransform",
+           "PowerTransform", "SigmoidTransform", "SoftplusTransform", "TanhTransform", "AbsTransform",
+           "AffineTransform", "CumulativeDistributionTransform",
            "SoftmaxTransform", "StickBreakingTransform", "CatTransform", "StackTransform", "identity_transform"]
 
 
@@ -431,6 +432,55 @@ class TanhTransform(_Parameterless):
     def log_abs_det_jacobian(self, x, y):
         # log(1 - tanh(x)^2) = 2 (log 2 - x - softplus(-2x)), which does not round 1 - y^2 to 0
         return 2.0 * (math.log(2.0) - x - NF.softplus(-2.0 * x))
+
+
+class SoftplusTransform(_Parameterless):
+    """y = log(1 + exp(x)), onto the positive numbers."""
+    domain = constraints.real
+    codomain = constraints.positive
+    bijective = True
+    sign = +1
+
+    def _call(self, x):
+        return NF.softplus(x)
+
+    def _inverse(self, y):
+        # x = log(exp(y) - 1) = y + log(1 - exp(-y)), which keeps its digits where y is small or large
+        return y + O.log(-O.expm1(-y))
+
+    def log_abs_det_jacobian(self, x, y):
+        # dy/dx = sigmoid(x): log sigmoid(x) = -softplus(-x)
+        return -NF.softplus(-x)
+
+
+class CumulativeDistributionTransform(Transform):
+    """y = distribution.cdf(x), from the distribution's support onto the unit interval; its
+    log-det is the log density."""
+    bijective = True
+    codomain = constraints.unit_interval
+    sign = +1
+
+    def __init__(self, distribution, cache_size=0):
+        super().__init__(cache_size=cache_size)
+        self.distribution = distribution
+
+    @property
+    def domain(self):
+        return self.distribution.support
+
+    def with_cache(self, cache_size=1):
+        if self._cache_size == cache_size:
+            return self
+        return CumulativeDistributionTransform(self.distribution, cache_size=cache_size)
+
+    def _call(self, x):
+        return self.distribution.cdf(x)
+
+    def _inverse(self, y):
+        return self.distribution.icdf(y)
+
+    def log_abs_det_jacobian(self, x, y):
+        return self.distribution.log_prob(x)
 
 
 class AbsTransform(_Parameterless):
