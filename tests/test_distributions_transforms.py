@@ -294,3 +294,15 @@ def test_register_a_factory_as_torch():
         assert isinstance(registry(Odd()), D.AffineTransform)
         with pytest.raises(NotImplementedError, match="Cannot transform _Real constraints"):
             registry(D.constraints.real)
+
+
+def test_a_pickled_transform_as_torchs():
+    import pickle
+    out = []
+    for L in (torch, tg):
+        D = L.distributions
+        t = D.ComposeTransform([D.ExpTransform(), D.AffineTransform(1.0, 2.0)], cache_size=1)
+        t.inv                                               # (holds a weak reference to its inverse)
+        u = pickle.loads(pickle.dumps(t))
+        out.append((repr(u), repr(u.inv), u(_t(L, [0.5, -1.0])).tolist(), u.parts[0]._cache_size))
+    assert out[0] == out[1]

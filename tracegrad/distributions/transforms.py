@@ -47,6 +47,11 @@ class Transform:
         self._cached_x_y = None, None
         self._inv = None
 
+    def __getstate__(self):
+        state = self.__dict__.copy()
+        state["_inv"] = None            # (a weak reference does not pickle)
+        return state
+
     @property
     def event_dim(self):
         if self.domain.event_dim == self.codomain.event_dim:
