@@ -3,6 +3,8 @@ each case runs in both libraries (float64) and its values, gradients, printed fo
 agree; derivative rules are gradchecked. Draws cannot match torch's stream: a rsample is compared
 through its base draw (the same eps fed to torch)."""
 
+import pickle
+
 import numpy as np
 import pytest
 import torch
@@ -297,7 +299,6 @@ def test_register_a_factory_as_torch():
 
 
 def test_a_pickled_transform_as_torchs():
-    import pickle
     out = []
     for L in (torch, tg):
         D = L.distributions
