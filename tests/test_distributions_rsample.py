@@ -280,3 +280,19 @@ def test_dirichlet_rsample_gradient_is_unbiased_for_the_mean():
     se = per_draw.std(0) / math.sqrt(n)
     assert np.all(np.abs(c.grad.numpy() - want) < 5 * se)
     assert not tg.distributions.Dirichlet(c).sample((2,)).requires_grad
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+def test_dirichlet_and_beta_draws_stay_inside_the_unit_interval_as_torchs(dtype):
+    """Tiny concentrations put nearly all the mass on one part: torch keeps every part between the
+    smallest normal number and the largest number below 1 (a part at 1 would make the Beta's
+    log density and its gradient's 1 - x degenerate)."""
+    out = []
+    for L in (torch, tg):
+        L.manual_seed(0)
+        dt = getattr(L, dtype)
+        parts = L.cat([L.distributions.Dirichlet(L.tensor([1e-3, 1e-3], dtype=dt)).sample((500,)).reshape(-1),
+                       L.distributions.Beta(L.tensor([1e-3], dtype=dt), L.tensor([1e-3], dtype=dt)).sample((500,))
+                       .reshape(-1)])
+        out.append((parts.max().item(), parts.min().item() >= L.finfo(dt).tiny))
+    assert out[0] == out[1] and out[0][0] < 1

@@ -530,7 +530,11 @@ class Dirichlet(_Family):
         concentration = O.expand(self.concentration, *shape)
         with no_grad():
             g = _standard_gamma(self.concentration, shape)
-            x = np.maximum(g / g.sum(-1, keepdims=True), float(D.finfo(self.concentration.dtype).tiny))
+            # kept strictly inside (0, 1) in the dtype, as torch's draws: the smallest normal number
+            # at least, the largest number below 1 at most
+            dt = self.concentration.dtype
+            x = (g / g.sum(-1, keepdims=True)).astype(dt.np)
+            x = np.clip(x, D.finfo(dt).tiny, np.nextafter(dt.np.type(1), dt.np.type(0)))
         return apply(PRIMITIVES["dirichlet_rsample"], (concentration, _drawn(x, self.concentration)), {})
 
     def log_prob(self, value):
