@@ -10,6 +10,11 @@ operands (its NotImplementedError).
 Derivatives, as torch's derivatives.yaml: none in a (torch's NotImplementedError when the backward
 runs), +-exp((a - 1) log x - x - lgamma(a)) in x, in tracegrad's ops. No Triton lowering: on CUDA
 tensors they run their numpy kernel on a host copy.
+
+The reparameterized gamma draw builds on them: _standard_gamma (a host draw as a function of its
+concentration, torch's StandardGammaBackward0) differentiates through _standard_gamma_grad, the
+implicit derivative of the draw at its quantile (see _standard_gamma_grad), which has no derivative
+of its own (torch's NotImplementedError).
 """
 import numpy as np
 
