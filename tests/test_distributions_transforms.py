@@ -307,3 +307,22 @@ def test_a_pickled_transform_as_torchs():
         u = pickle.loads(pickle.dumps(t))
         out.append((repr(u), repr(u.inv), u(_t(L, [0.5, -1.0])).tolist(), u.parts[0]._cache_size))
     assert out[0] == out[1]
+
+
+def _kl(L):
+    D = L.distributions
+    p = D.TransformedDistribution(D.Normal(_t(L, [0.1, 1.0]), _t(L, [1.0, 0.5])), [D.ExpTransform()])
+    q = D.TransformedDistribution(D.Normal(_t(L, [0.4, -1.0]), _t(L, [2.0, 0.7])), [D.ExpTransform()])
+    other = D.TransformedDistribution(D.Normal(_t(L, [0.4, -1.0]), _t(L, [2.0, 0.7])), [D.SigmoidTransform()])
+    try:
+        D.kl_divergence(p, other)
+        err = None
+    except NotImplementedError as e:
+        err = type(e).__name__
+    return D.kl_divergence(p, q).numpy(), err
+
+
+def test_kl_between_two_transformed_distributions_as_torchs():
+    got, want = _kl(tg), _kl(torch)
+    np.testing.assert_allclose(got[0], want[0], rtol=1e-12)
+    assert got[1] == want[1]
