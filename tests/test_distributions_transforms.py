@@ -326,3 +326,31 @@ def test_kl_between_two_transformed_distributions_as_torchs():
     got, want = _kl(tg), _kl(torch)
     np.testing.assert_allclose(got[0], want[0], rtol=1e-12)
     assert got[1] == want[1]
+
+
+M = [[[0.3, -1.0, 0.2], [0.5, 0.2, 0.7], [-0.4, 1.1, -0.6]], [[1.2, 0.1, 0.0], [-0.3, -0.8, 0.9], [0.25, 0.5, 0.05]]]
+
+
+@pytest.mark.parametrize("name", ["LowerCholeskyTransform", "PositiveDefiniteTransform"])
+def test_matrix_transforms_as_torchs(name):
+    """Values, the way back, gradients and their registration in transform_to (not biject_to: the
+    upper triangle is dropped)."""
+    res = []
+    for L in (torch, tg):
+        D = L.distributions
+        t = getattr(D.transforms, name)()
+        x = _t(L, M, True)
+        y = t(x)
+        back = t.inv(y)
+        g, = L.autograd.grad((y * y).sum(), x)
+        try:
+            D.biject_to(t.codomain)
+            err = None
+        except NotImplementedError as e:
+            err = str(e)
+        res.append((y.detach().numpy(), back.detach().numpy(), g.numpy(),
+                    [repr(t), repr(t.domain), repr(t.codomain), t.bijective, repr(D.transform_to(t.codomain)), err,
+                     t.codomain.check(y).tolist(), t.codomain.check(x).tolist()]))
+    for a, b in zip(res[1][:3], res[0][:3]):
+        np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-14)
+    assert res[1][3] == res[0][3]

@@ -90,3 +90,5 @@ for _registry in (biject_to, transform_to):
     _registry.register(constraints._Stack, _stack(_registry))
 biject_to.register(constraints._Simplex, lambda c: T.StickBreakingTransform())
 transform_to.register(constraints._Simplex, lambda c: T.SoftmaxTransform())
+transform_to.register(constraints._LowerCholesky, lambda c: T.LowerCholeskyTransform())
+transform_to.register(constraints._PositiveDefinite, lambda c: T.PositiveDefiniteTransform())

@@ -2,6 +2,7 @@
 check (a boolean tensor, in tracegrad ops) and torch's printed name, which the validation
 messages quote."""
 from ..ops import functional as O
+from .. import linalg
 
 
 class Constraint:
@@ -138,6 +139,25 @@ class _IndependentConstraint(Constraint):
         return f"IndependentConstraint({self.base_constraint!r}, {self.reinterpreted_batch_ndims})"
 
 
+class _LowerCholesky(Constraint):
+    """Lower-triangular square matrices with a positive diagonal (Cholesky factors)."""
+    event_dim = 2
+
+    def check(self, value):
+        lower = O.all(O.all(O.eq(O.triu(value, 1), 0), -1), -1)
+        return O.logical_and(lower, O.all(O.diagonal(value, 0, -2, -1) > 0, -1))
+
+
+class _PositiveDefinite(Constraint):
+    """Symmetric (to torch's isclose(v, v.mT, atol=1e-6)) matrices with a Cholesky factor."""
+    event_dim = 2
+
+    def check(self, value):
+        vt = O.transpose(value, -2, -1)
+        symmetric = O.all(O.all(O.abs(value - vt) <= 1e-6 + 1e-5 * O.abs(vt), -1), -1)
+        return O.logical_and(symmetric, O.eq(linalg.cholesky_ex(value).info, 0))
+
+
 class _Cat(Constraint):
     """constraint cseq[i] on the slice of lengths[i] along dim."""
 
@@ -176,6 +196,8 @@ boolean = _Boolean()
 simplex = _Simplex()
 one_hot = _OneHot()
 real_vector = _IndependentConstraint(real, 1)
+lower_cholesky = _LowerCholesky()
+positive_definite = _PositiveDefinite()
 greater_than = _GreaterThan
 less_than = _LessThan
 half_open_interval = _HalfOpenInterval

@@ -18,12 +18,14 @@ from .. import _dtype as D
 from .. import creation as C
 from ..ops import functional as O
 from ..nn import functional as NF
+from .. import linalg
 from . import constraints
 
 __all__ = ["Transform", "ComposeTransform", "IndependentTransform", "ReshapeTransform", "ExpTransform",
            "PowerTransform", "SigmoidTransform", "SoftplusTransform", "TanhTransform", "AbsTransform",
            "AffineTransform", "CumulativeDistributionTransform",
-           "SoftmaxTransform", "StickBreakingTransform", "CatTransform", "StackTransform", "identity_transform"]
+           "SoftmaxTransform", "StickBreakingTransform", "LowerCholeskyTransform", "PositiveDefiniteTransform",
+           "CatTransform", "StackTransform", "identity_transform"]
 
 
 def _sum_rightmost(value, dim):
@@ -668,6 +670,32 @@ class StickBreakingTransform(_Parameterless):
         if len(shape) < 1:
             raise ValueError("Too few dimensions on input")
         return Size(tuple(shape[:-1]) + (shape[-1] - 1,))
+
+
+class LowerCholeskyTransform(_Parameterless):
+    """A square matrix to a Cholesky factor: its strict lower triangle kept, its diagonal
+    exponentiated (the upper triangle dropped: not injective)."""
+    domain = constraints.independent(constraints.real, 2)
+    codomain = constraints.lower_cholesky
+
+    def _call(self, x):
+        return O.tril(x, -1) + O.diag_embed(O.exp(O.diagonal(x, 0, -2, -1)))
+
+    def _inverse(self, y):
+        return O.tril(y, -1) + O.diag_embed(O.log(O.diagonal(y, 0, -2, -1)))
+
+
+class PositiveDefiniteTransform(_Parameterless):
+    """A square matrix to a positive definite one, L L^T with L its LowerCholeskyTransform."""
+    domain = constraints.independent(constraints.real, 2)
+    codomain = constraints.positive_definite
+
+    def _call(self, x):
+        factor = LowerCholeskyTransform()(x)
+        return O.matmul(factor, O.transpose(factor, -2, -1))
+
+    def _inverse(self, y):
+        return LowerCholeskyTransform().inv(linalg.cholesky(y))
 
 
 class CatTransform(Transform):
