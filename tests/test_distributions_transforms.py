@@ -151,12 +151,13 @@ def test_equality_as_torch():
         assert D.ComposeTransform([D.ExpTransform()]) == D.ComposeTransform([D.ExpTransform()])
 
 
-def _sac(L, eps, loc_v, scale_v):
+def _sac(L, eps, loc_v, scale_v, dtype):
     """The soft actor-critic policy: tanh of a normal draw, its log density, gradients through both."""
-    loc, scale = _t(L, loc_v, True), _t(L, scale_v, True)
+    dt = getattr(L, dtype)
+    loc, scale = L.tensor(loc_v, dtype=dt, requires_grad=True), L.tensor(scale_v, dtype=dt, requires_grad=True)
     d = L.distributions.TransformedDistribution(L.distributions.Normal(loc, scale),
                                                 [L.distributions.TanhTransform(cache_size=1)])
-    u = loc + scale * _t(L, eps)                    # the base's rsample at a given eps
+    u = loc + scale * L.tensor(eps, dtype=dt)              # the base's rsample at a given eps
     a = d.transforms[0](u)
     lp = d.log_prob(a)
     uncached = L.distributions.TransformedDistribution(L.distributions.Normal(loc, scale),
@@ -166,11 +167,13 @@ def _sac(L, eps, loc_v, scale_v):
     return a, lp, uncached, grads[0], grads[1]
 
 
-def test_sac_tanh_normal_rsample_and_log_prob_as_torch():
+@pytest.mark.parametrize("dtype,rtol", [("float64", 1e-10), ("float32", 2e-5)])
+def test_sac_tanh_normal_rsample_and_log_prob_as_torch(dtype, rtol):
     eps = [[0.3, -1.2, 2.2], [-0.4, 0.9, -2.5]]
-    got, want = _sac(tg, eps, [0.1, -0.3, 1.0], [0.5, 1.4, 0.8]), _sac(torch, eps, [0.1, -0.3, 1.0], [0.5, 1.4, 0.8])
-    for g, w in zip(got, want):
-        np.testing.assert_allclose(g.detach().numpy(), w.detach().numpy(), rtol=1e-10)
+    args = (eps, [0.1, -0.3, 1.0], [0.5, 1.4, 0.8], dtype)
+    for g, w in zip(_sac(tg, *args), _sac(torch, *args)):
+        assert str(g.dtype) == str(w.dtype)
+        np.testing.assert_allclose(g.detach().numpy(), w.detach().numpy(), rtol=rtol, atol=rtol)
 
 
 def test_sac_rsample_differentiates_through_the_draw():
