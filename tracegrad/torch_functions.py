@@ -495,7 +495,7 @@ def _gamma_draws(alpha):
     the dtype's smallest normal number (a draw that rounds to 0), inf where alpha is, and that
     smallest number where alpha is not positive or is NaN."""
     draw = RNG.gen.standard_gamma       # (first: inside a compiled function, the random ops' refusal)
-    a = alpha.detach().numpy().astype(np.float64)
+    a = alpha.detach().cpu().numpy().astype(np.float64)
     good = a > 0
     draws = np.full(a.shape, float(D.finfo(alpha.dtype).tiny))
     if good.any():
@@ -513,7 +513,7 @@ def _standard_gamma(input, generator=None):
         draws = takes_generator(lambda generator=None: _gamma_draws(input))(generator=generator)
     else:
         draws = np.zeros(input.shape)           # (refused by the op's dtype rule before any kernel)
-    return apply(PRIMITIVES["_standard_gamma"], (input, tensor(draws, dtype=input.dtype)), {})
+    return apply(PRIMITIVES["_standard_gamma"], (input, tensor(draws, dtype=input.dtype, device=input.device)), {})
 
 
 @_export

@@ -50,12 +50,13 @@ def _logits_of(probs):
 
 
 def _host(t):
-    return np.asarray(t.detach().numpy(), dtype=np.float64)
+    return np.asarray(t.detach().cpu().numpy(), dtype=np.float64)
 
 
 def _drawn(values, like):
-    """A numpy draw as a tensor of the parameters' dtype (no gradient: sample's contract)."""
-    return C.tensor(np.ascontiguousarray(values), dtype=like.dtype)
+    """A numpy draw as a tensor of the parameters' dtype, on their device (no gradient: sample's
+    contract)."""
+    return C.tensor(np.ascontiguousarray(values), dtype=like.dtype, device=like.device)
 
 
 def _uniform_open(shape, like):
