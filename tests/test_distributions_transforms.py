@@ -33,6 +33,8 @@ TRANSFORMS = {
     "power": (lambda L: L.distributions.PowerTransform(_t(L, [2.0, -0.5, 1.5])), POS),
     "power_number": (lambda L: L.distributions.PowerTransform(3.0), POS),
     "stick_breaking": (lambda L: L.distributions.StickBreakingTransform(), X),
+    "corr_cholesky": (lambda L: L.distributions.transforms.CorrCholeskyTransform(),
+                      [[0.3, -1.2, 0.8, 2.0, -0.4, 0.1], [-0.5, 0.05, 1.5, -2.5, 0.7, 0.9]]),
     "compose": (lambda L: L.distributions.ComposeTransform([L.distributions.AffineTransform(0.5, 2.0),
                                                             L.distributions.StickBreakingTransform(),
                                                             L.distributions.AffineTransform(1.0, 3.0)]), X),
@@ -54,7 +56,9 @@ def _run(L, name):
     ladj = t.log_abs_det_jacobian(x, y)
     back = t.inv(y)
     gx, = L.autograd.grad((y * y).sum() + ladj.sum(), x)
-    return y, back, ladj, gx
+    yd = y.detach().requires_grad_()
+    gy, = L.autograd.grad((t.inv(yd) ** 2).sum(), yd)          # (through the inverse too)
+    return y, back, ladj, gx, gy
 
 
 @pytest.mark.parametrize("name", sorted(TRANSFORMS))
@@ -269,7 +273,7 @@ def _registry(L):
     out = []
     for con in (c.real, c.positive, c.nonnegative, c.greater_than(2.0), c.greater_than_eq(-1.0), c.less_than(1.5),
                 c.interval(-1.0, 3.0), c.half_open_interval(0.0, 2.0), c.unit_interval, c.interval(0.0, 1.0),
-                c.simplex, c.independent(c.positive, 1), c.real_vector):
+                c.simplex, c.independent(c.positive, 1), c.real_vector, c.corr_cholesky):
         for registry in (D.biject_to, D.transform_to):
             t = registry(con)
             y = t(x)

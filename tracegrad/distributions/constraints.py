@@ -3,6 +3,7 @@ check (a boolean tensor, in tracegrad ops) and torch's printed name, which the v
 messages quote."""
 from ..ops import functional as O
 from .. import linalg
+from .. import _dtype as D
 
 
 class Constraint:
@@ -148,6 +149,17 @@ class _LowerCholesky(Constraint):
         return O.logical_and(lower, O.all(O.diagonal(value, 0, -2, -1) > 0, -1))
 
 
+class _CorrCholesky(Constraint):
+    """Cholesky factors of correlation matrices: lower Cholesky factors whose rows have unit norm
+    (to 10 eps per column, as torch's)."""
+    event_dim = 2
+
+    def check(self, value):
+        tol = float(D.finfo(value.dtype).eps) * value.shape[-1] * 10
+        norms = O.sqrt(O.sum(value.detach() * value.detach(), -1))
+        return O.logical_and(_LowerCholesky().check(value), O.all(O.abs(norms - 1.0) <= tol, -1))
+
+
 class _PositiveDefinite(Constraint):
     """Symmetric (to torch's isclose(v, v.mT, atol=1e-6)) matrices with a Cholesky factor."""
     event_dim = 2
@@ -197,6 +209,7 @@ simplex = _Simplex()
 one_hot = _OneHot()
 real_vector = _IndependentConstraint(real, 1)
 lower_cholesky = _LowerCholesky()
+corr_cholesky = _CorrCholesky()
 positive_definite = _PositiveDefinite()
 greater_than = _GreaterThan
 less_than = _LessThan

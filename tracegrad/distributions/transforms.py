@@ -13,6 +13,8 @@ import operator
 import weakref
 from functools import reduce
 
+import numpy as np
+
 from ..tensor import Tensor, Size
 from .. import _dtype as D
 from .. import creation as C
@@ -25,6 +27,7 @@ __all__ = ["Transform", "ComposeTransform", "IndependentTransform", "ReshapeTran
            "PowerTransform", "SigmoidTransform", "SoftplusTransform", "TanhTransform", "AbsTransform",
            "AffineTransform", "CumulativeDistributionTransform",
            "SoftmaxTransform", "StickBreakingTransform", "LowerCholeskyTransform", "PositiveDefiniteTransform",
+           "CorrCholeskyTransform",
            "CatTransform", "StackTransform", "identity_transform"]
 
 
@@ -696,6 +699,75 @@ class PositiveDefiniteTransform(_Parameterless):
 
     def _inverse(self, y):
         return LowerCholeskyTransform().inv(linalg.cholesky(y))
+
+
+class CorrCholeskyTransform(_Parameterless):
+    """A vector of D (D - 1) / 2 reals to the Cholesky factor of a D x D correlation matrix (the
+    LKJ construction): r = tanh(x) are partial correlations, laid row by row into the strict lower
+    triangle; row i takes y_ij = r_ij sqrt(1 - sum_{k<j} y_ik^2) and its diagonal what is left of
+    its unit norm, sqrt(1 - sum_{k<i} y_ik^2)."""
+    domain = constraints.real_vector
+    codomain = constraints.corr_cholesky
+    bijective = True
+
+    @staticmethod
+    def _side(n):
+        d = int(round((1 + math.sqrt(1 + 8 * n)) / 2))
+        if d * (d - 1) // 2 != n:
+            raise ValueError("Input is not a flattened lower-diagonal number")
+        return d
+
+    @staticmethod
+    def _placement(d, like):
+        """The (n, d*d) 0/1 matrix that lays a vector of the strict lower triangle (row-major)
+        into a flattened d x d matrix."""
+        rows, cols = np.tril_indices(d, -1)
+        m = np.zeros((rows.size, d * d))
+        m[np.arange(rows.size), rows * d + cols] = 1.0
+        return C.tensor(m, dtype=like.dtype)
+
+    def _call(self, x):
+        eps = float(D.finfo(x.dtype).eps)
+        r = O.clamp(O.tanh(x), min=-1 + eps, max=1 - eps)
+        d = self._side(x.shape[-1])
+        r = O.matmul(r, self._placement(d, x)).reshape(tuple(x.shape[:-1]) + (d, d))
+        # row i's multiplier at column j: prod_{k<j} sqrt(1 - r_ik^2), what its norm leaves
+        left = O.cumprod(O.sqrt(1 - r * r), -1)
+        left = O.cat([O.ones_like(left[..., :1]), left[..., :-1]], -1)
+        return (r + C.eye(d, dtype=x.dtype)) * left
+
+    def _inverse(self, y):
+        d = y.shape[-1]
+        used = O.cumsum(y * y, -1)
+        left = 1 - O.cat([O.zeros_like(used[..., :1]), used[..., :-1]], -1)
+        rows, cols = np.tril_indices(d, -1)
+        flat = C.tensor(rows * d + cols)
+
+        def strict_lower(m):            # (taken before dividing: above the diagonal left is 0)
+            return O.index_select(m.reshape(tuple(y.shape[:-2]) + (d * d,)), -1, flat)
+        return (strict_lower(y) / O.sqrt(strict_lower(left))).atanh()
+
+    def log_abs_det_jacobian(self, x, y):
+        # triangular in the row-major order: dy_ij / dr_ij = sqrt(1 - sum_{k<j} y_ik^2), and
+        # dr/dx = 1 - tanh(x)^2 = exp(2 (log 2 - x - softplus(-2x)))
+        d = y.shape[-1]
+        left = 1 - O.cumsum(y * y, -1)
+        rows, cols = np.tril_indices(d, -2)
+        stick = O.index_select(left.reshape(tuple(y.shape[:-2]) + (d * d,)), -1, C.tensor(rows * d + cols))
+        return 0.5 * O.sum(O.log(stick), -1) + O.sum(2.0 * (math.log(2.0) - x - NF.softplus(-2.0 * x)), -1)
+
+    def forward_shape(self, shape):
+        if len(shape) < 1:
+            raise ValueError("Too few dimensions on input")
+        d = self._side(shape[-1])
+        return tuple(shape[:-1]) + (d, d)
+
+    def inverse_shape(self, shape):
+        if len(shape) < 2:
+            raise ValueError("Too few dimensions on input")
+        if shape[-2] != shape[-1]:
+            raise ValueError("Input is not square")
+        return tuple(shape[:-2]) + (shape[-1] * (shape[-1] - 1) // 2,)
 
 
 class CatTransform(Transform):
