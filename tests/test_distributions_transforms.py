@@ -361,3 +361,10 @@ def test_matrix_transforms_as_torchs(name):
     for a, b in zip(res[1][:3], res[0][:3]):
         np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-14)
     assert res[1][3] == res[0][3]
+
+
+def test_every_transform_torch_exports_is_here():
+    assert set(torch.distributions.transforms.__all__) <= set(tg.distributions.transforms.__all__)
+    assert all(hasattr(tg.distributions, n) for n in torch.distributions.transforms.__all__)
+    for name in ("TransformedDistribution", "biject_to", "transform_to", "Chi2"):
+        assert hasattr(tg.distributions, name)
