@@ -1,11 +1,12 @@
-"""Reparameterized gamma draws (torch._standard_gamma, _standard_gamma_grad; Gamma, Chi2 and
-StudentT's rsample) against torch. Draws cannot match torch's stream, so the gradient is compared
-at the same draws: torch's _standard_gamma_grad at tracegrad's sample values, and finite
-differences of torch's gamma CDF (torch.special.gammainc) there. torch's _standard_gamma_grad is
-an approximation (a Taylor series, a saddle-point expansion and a fitted rational function): at
-the draws below it is within 3e-4 of the derivative (measured against a 30-digit quadrature), so
-it is compared to 1e-3 relative; tracegrad's is the derivative to about 1e-9, compared with the
-finite differences to 1e-6 (their own error)."""
+"""Reparameterized gamma and Dirichlet draws (torch._standard_gamma, _standard_gamma_grad,
+_dirichlet_grad; Gamma, Chi2, StudentT, Beta and Dirichlet's rsample) against torch. Draws cannot
+match torch's stream, so the gradient is compared at the same draws: torch's _standard_gamma_grad
+and _dirichlet_grad at tracegrad's sample values, finite differences of torch's gamma CDF
+(torch.special.gammainc) there, and closed forms where the Beta CDF has one. torch's
+_standard_gamma_grad is an approximation (a Taylor series, a saddle-point expansion and a fitted
+rational function): at the draws below it is within 3e-4 of the derivative (measured against a
+30-digit quadrature), so it is compared to 1e-3 relative; tracegrad's is the derivative to about
+1e-9, compared with the finite differences to 1e-6 (their own error)."""
 import math
 
 import numpy as np
