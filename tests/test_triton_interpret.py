@@ -185,7 +185,8 @@ REFUSED.update({n: "numpy kernel on the host" for n in (
     "linalg_inv", "det_cofactor", "linalg_det", "linalg_slogdet", "linalg_solve", "linalg_cholesky", "linalg_eigh",
     "linalg_svd", "linalg_solve_triangular", "linalg_qr", "linalg_pinv", "bitwise_left_shift", "bitwise_right_shift",
     "special_erfcx", "special_ndtri", "special_log_ndtr", "special_zeta", "special_polynomial", "special_bessel",
-    "igamma", "igammac", "frexp", "linalg_lu_factor", "lu_permutation_matrix", "ctc_loss", "ctc_loss_backward")})
+    "igamma", "igammac", "frexp", "linalg_lu_factor", "lu_permutation_matrix", "ctc_loss", "ctc_loss_backward",
+    "_standard_gamma", "_standard_gamma_grad", "_dirichlet_grad", "dirichlet_rsample")})
 
 
 def lowered_primitives():

@@ -12,7 +12,10 @@ import numpy as np
 from . import _dtype as D
 from .tensor import Tensor, device
 from .creation import tensor, empty, zeros, linspace, bernoulli, RNG, takes_generator
-from .tracing import rename_grad_fn
+from .tracing import rename_grad_fn, apply
+from .ops.primitives import PRIMITIVES
+from .ops import igamma_primitives  # noqa: F401  (registers the gamma draw's primitives)
+from .ops import dirichlet_primitives  # noqa: F401  (registers the Dirichlet draw's primitives)
 from .ops import functional as O
 from .nn import functional as F
 from .ops.composite_more import multi_dot
@@ -485,6 +488,49 @@ def poisson(input, generator=None):
     if input.requires_grad:              # (a node with a zero gradient, torch's PoissonBackward0)
         return rename_grad_fn(O.add(values, O.mul(input, 0)), "PoissonBackward0")
     return values
+
+
+def _gamma_draws(alpha):
+    """Gamma(alpha, 1) draws on the host, one per element, as torch's sampler answers them: at least
+    the dtype's smallest normal number (a draw that rounds to 0), inf where alpha is, and that
+    smallest number where alpha is not positive or is NaN."""
+    draw = RNG.gen.standard_gamma       # (first: inside a compiled function, the random ops' refusal)
+    a = alpha.detach().cpu().numpy().astype(np.float64)
+    good = a > 0
+    draws = np.full(a.shape, float(D.finfo(alpha.dtype).tiny))
+    if good.any():
+        draws[good] = draw(np.where(np.isinf(a[good]), 1.0, a[good]))
+        draws[good & np.isinf(a)] = np.inf
+    return np.maximum(draws.astype(alpha.dtype.np), D.finfo(alpha.dtype).tiny)
+
+
+@_export
+def _standard_gamma(input, generator=None):
+    """Gamma(input, 1) draws (tracegrad's stream, not torch's), differentiable in input through the
+    implicit function theorem (torch's StandardGammaBackward0: grad * _standard_gamma_grad(input,
+    result))."""
+    if input.dtype.is_floating_point and input.dtype.itemsize >= 4:
+        draws = takes_generator(lambda generator=None: _gamma_draws(input))(generator=generator)
+    else:
+        draws = np.zeros(input.shape)           # (refused by the op's dtype rule before any kernel)
+    return apply(PRIMITIVES["_standard_gamma"], (input, tensor(draws, dtype=input.dtype, device=input.device)), {})
+
+
+@_export
+def _standard_gamma_grad(input, output):
+    """d output / d input of Gamma(input, 1) draws output (see ops/igamma_primitives.py)."""
+    if input.dtype != output.dtype and input.dtype.is_floating_point and input.dtype.itemsize >= 4:
+        raise RuntimeError(f"Found dtype {D.SCALAR_NAME[output.dtype]} but expected {D.SCALAR_NAME[input.dtype]}")
+    return apply(PRIMITIVES["_standard_gamma_grad"], (input, output.detach()), {})
+
+
+@_export
+def _dirichlet_grad(x, alpha, total):
+    """(dx/dalpha) / (1 - x) of Beta(alpha, total - alpha) draws x (see ops/dirichlet_primitives.py)."""
+    for other in (alpha, total):
+        if other.dtype != x.dtype and x.dtype.is_floating_point and x.dtype.itemsize >= 4:
+            raise RuntimeError(f"Found dtype {D.SCALAR_NAME[other.dtype]} but expected {D.SCALAR_NAME[x.dtype]}")
+    return apply(PRIMITIVES["_dirichlet_grad"], (x, alpha, total), {})
 
 
 # -- more aten-level forms: the activations' in-place forms, pads, pools, norms, dropouts, cells -----------

@@ -35,11 +35,6 @@ def _shape(size):
     return tuple(size) if not isinstance(size, int) else (size,)
 
 
-def _symmetric(v):
-    vt = O.transpose(v, -2, -1)
-    return O.abs(v - vt) <= 1e-6 + 1e-5 * O.abs(vt)       # (torch's isclose(v, v.mT, atol=1e-6))
-
-
 def _real(v):
     return v == v                         # (not NaN: torch's constraints.real; inf is real)
 
@@ -461,13 +456,10 @@ class MultivariateNormal(Distribution):
         self._batch_shape = tuple(loc.shape[:-1])
         self._check_param("loc", loc, lambda v: O.all(_real(v), -1), "IndependentConstraint(Real(), 1)")
         if scale_tril is not None:
-            self._check_param("scale_tril", scale_tril, lambda v: O.logical_and(
-                O.all(O.all(O.eq(O.triu(v, 1), 0), -1), -1), O.all(O.diagonal(v, 0, -2, -1) > 0, -1)),
-                "LowerCholesky()")
+            self._check_param("scale_tril", scale_tril, constraints.lower_cholesky.check,
+                              repr(constraints.lower_cholesky))
         else:
-            self._check_param(*self._given, lambda v: O.logical_and(
-                O.all(O.all(_symmetric(v), -1), -1),
-                O.eq(linalg.cholesky_ex(v).info, 0)), "PositiveDefinite()")
+            self._check_param(*self._given, constraints.positive_definite.check, repr(constraints.positive_definite))
         if scale_tril is not None:
             self.scale_tril = scale_tril
         elif covariance_matrix is not None:

@@ -2,6 +2,8 @@
 check (a boolean tensor, in tracegrad ops) and torch's printed name, which the validation
 messages quote."""
 from ..ops import functional as O
+from .. import linalg
+from .. import _dtype as D
 
 
 class Constraint:
@@ -32,13 +34,32 @@ class _Bound(Constraint):
 
 
 class _GreaterThan(_Bound):
+    def __init__(self, lower_bound):
+        super().__init__(lower_bound=lower_bound)
+
     def check(self, value):
         return value > self.lower_bound
 
 
 class _GreaterThanEq(_Bound):
+    def __init__(self, lower_bound):
+        super().__init__(lower_bound=lower_bound)
+
     def check(self, value):
         return value >= self.lower_bound
+
+
+class _LessThan(_Bound):
+    def __init__(self, upper_bound):
+        super().__init__(upper_bound=upper_bound)
+
+    def check(self, value):
+        return value < self.upper_bound
+
+
+class _HalfOpenInterval(_Bound):
+    def check(self, value):
+        return O.logical_and(value >= self.lower_bound, value < self.upper_bound)
 
 
 class _Interval(_Bound):
@@ -119,6 +140,65 @@ class _IndependentConstraint(Constraint):
         return f"IndependentConstraint({self.base_constraint!r}, {self.reinterpreted_batch_ndims})"
 
 
+class _LowerCholesky(Constraint):
+    """Lower-triangular square matrices with a positive diagonal (Cholesky factors)."""
+    event_dim = 2
+
+    def check(self, value):
+        lower = O.all(O.all(O.eq(O.triu(value, 1), 0), -1), -1)
+        return O.logical_and(lower, O.all(O.diagonal(value, 0, -2, -1) > 0, -1))
+
+
+class _CorrCholesky(Constraint):
+    """Cholesky factors of correlation matrices: lower Cholesky factors whose rows have unit norm
+    (to 10 eps per column, as torch's)."""
+    event_dim = 2
+
+    def check(self, value):
+        tol = float(D.finfo(value.dtype).eps) * value.shape[-1] * 10
+        norms = O.sqrt(O.sum(value.detach() * value.detach(), -1))
+        return O.logical_and(_LowerCholesky().check(value), O.all(O.abs(norms - 1.0) <= tol, -1))
+
+
+class _PositiveDefinite(Constraint):
+    """Symmetric (to torch's isclose(v, v.mT, atol=1e-6)) matrices with a Cholesky factor."""
+    event_dim = 2
+
+    def check(self, value):
+        vt = O.transpose(value, -2, -1)
+        symmetric = O.all(O.all(O.abs(value - vt) <= 1e-6 + 1e-5 * O.abs(vt), -1), -1)
+        return O.logical_and(symmetric, O.eq(linalg.cholesky_ex(value).info, 0))
+
+
+class _Cat(Constraint):
+    """constraint cseq[i] on the slice of lengths[i] along dim."""
+
+    def __init__(self, cseq, dim=0, lengths=None):
+        self.cseq, self.dim = list(cseq), dim
+        self.lengths = list(lengths) if lengths is not None else [1] * len(self.cseq)
+        self.is_discrete = any(c.is_discrete for c in self.cseq)
+        self.event_dim = max(c.event_dim for c in self.cseq)
+
+    def check(self, value):
+        out, start = [], 0
+        for c, n in zip(self.cseq, self.lengths):
+            out.append(c.check(O.narrow(value, self.dim, start, n)))
+            start += n
+        return O.cat(out, self.dim)
+
+
+class _Stack(Constraint):
+    """constraint cseq[i] on the i-th slice along dim."""
+
+    def __init__(self, cseq, dim=0):
+        self.cseq, self.dim = list(cseq), dim
+        self.is_discrete = any(c.is_discrete for c in self.cseq)
+        self.event_dim = max(c.event_dim for c in self.cseq)
+
+    def check(self, value):
+        return O.stack([c.check(O.select(value, self.dim, i)) for i, c in enumerate(self.cseq)], self.dim)
+
+
 real = _Real()
 positive = _GreaterThan(0.0)
 nonnegative = _GreaterThanEq(0.0)
@@ -127,7 +207,15 @@ nonnegative_integer = _IntegerGreaterThan(0)
 boolean = _Boolean()
 simplex = _Simplex()
 one_hot = _OneHot()
+real_vector = _IndependentConstraint(real, 1)
+lower_cholesky = _LowerCholesky()
+corr_cholesky = _CorrCholesky()
+positive_definite = _PositiveDefinite()
 greater_than = _GreaterThan
+less_than = _LessThan
+half_open_interval = _HalfOpenInterval
+cat = _Cat
+stack = _Stack
 greater_than_eq = _GreaterThanEq
 interval = _Interval
 integer_interval = _IntegerInterval

@@ -3,11 +3,13 @@ Beta, Poisson, Geometric, Binomial, Cauchy, StudentT, Dirichlet, OneHotCategoric
 Independent and HalfNormal, each from its density in tracegrad ops.
 
 Draws: rsample transforms uniform or normal draws where the family is a transform of one
-(Exponential, Laplace, Cauchy, LogNormal, HalfNormal), so gradients reach the parameters. The
-gamma-based families (Gamma, Beta, Dirichlet, StudentT) draw with numpy's gamma sampler and have
-no rsample: torch differentiates the draw through the implicit gradient of the gamma CDF in its
-shape, which tracegrad does not compute; their rsample raises NotImplementedError (has_rsample
-is False). Discrete draws (Poisson, Geometric, Binomial, Multinomial) come from numpy's samplers.
+(Exponential, Laplace, Cauchy, LogNormal, HalfNormal), so gradients reach the parameters. Gamma
+draws come from numpy's gamma sampler through torch._standard_gamma, which differentiates a draw in
+its concentration by the implicit function theorem (ops/igamma_primitives.py); Chi2 and StudentT
+reparameterize through it. Dirichlet draws normalize gamma draws and differentiate through their
+Beta marginals (ops/dirichlet_primitives.py); a Beta draw is the first part of a Dirichlet([a, b])
+draw. Discrete draws (Poisson,
+Geometric, Binomial, Multinomial) come from numpy's samplers.
 """
 import math
 
@@ -21,6 +23,9 @@ from .. import _dtype as D
 from .. import special
 from ..ops import functional as O
 from ..nn import functional as NF
+from .. import torch_functions as TF
+from ..tracing import apply
+from ..ops.primitives import PRIMITIVES
 from . import constraints
 from .base import Distribution, Normal, Categorical, _as_tensor, _traced
 
@@ -45,12 +50,13 @@ def _logits_of(probs):
 
 
 def _host(t):
-    return np.asarray(t.detach().numpy(), dtype=np.float64)
+    return np.asarray(t.detach().cpu().numpy(), dtype=np.float64)
 
 
 def _drawn(values, like):
-    """A numpy draw as a tensor of the parameters' dtype (no gradient: sample's contract)."""
-    return C.tensor(np.ascontiguousarray(values), dtype=like.dtype)
+    """A numpy draw as a tensor of the parameters' dtype, on their device (no gradient: sample's
+    contract)."""
+    return C.tensor(np.ascontiguousarray(values), dtype=like.dtype, device=like.device)
 
 
 def _uniform_open(shape, like):
@@ -319,29 +325,33 @@ class Exponential(_Family):
         return 1.0 - O.log(self.rate)
 
 
-# == continuous, gamma-based: sample only =========================================================
+# == continuous, gamma-based ======================================================================
 
-class _GammaBased(_Family):
-    has_rsample = False
-
-    def rsample(self, sample_shape=()):
-        raise NotImplementedError(f"{type(self).__name__}.rsample is not implemented: a reparameterized draw needs "
-                                  f"the gradient of the gamma draw in its concentration, which tracegrad does not "
-                                  f"compute; use sample() (no gradient) or a score-function estimator")
+def _gamma_rsample(concentration, rate, shape):
+    """Gamma(concentration, rate) draws of the given shape, differentiable in both (the draw's
+    implicit derivative in the concentration, torch._standard_gamma's). A draw that a large rate
+    sends below the dtype's smallest normal number is raised to it, its gradient left alone (torch's
+    clamp of the detached value)."""
+    value = TF._standard_gamma(O.expand(concentration, *shape)) / O.expand(rate, *shape)
+    with no_grad():
+        value.detach().clamp_(min=float(D.finfo(value.dtype).tiny))
+    return value
 
 
 def _standard_gamma(concentration, shape):
     """Gamma(concentration, 1) draws of the given shape (concentration broadcast to it), kept
     above the dtype's smallest normal number as torch's are."""
+    draw = RNG.gen.standard_gamma       # (first: inside a compiled function, the random ops' refusal)
     a = np.broadcast_to(_host(concentration), shape)
     tiny = float(D.finfo(concentration.dtype).tiny)
-    return np.maximum(RNG.gen.standard_gamma(a), tiny)
+    return np.maximum(draw(a), tiny)
 
 
-class Gamma(_GammaBased):
+class Gamma(_Family):
     """Density rate^a x^(a-1) exp(-rate x) / Gamma(a), a = concentration."""
     arg_constraints = {"concentration": constraints.positive, "rate": constraints.positive}
     support = constraints.nonnegative
+    has_rsample = True
 
     def __init__(self, concentration, rate, validate_args=None):
         self._init_params(validate_args, concentration=concentration, rate=rate)
@@ -358,11 +368,8 @@ class Gamma(_GammaBased):
     def variance(self):
         return self.concentration / self.rate ** 2
 
-    def sample(self, sample_shape=()):
-        shape = self._extended(sample_shape)
-        with no_grad():
-            g = _drawn(_standard_gamma(self.concentration, shape), self.rate) / self.rate.detach()
-            return O.clamp(g, min=float(D.finfo(self.rate.dtype).tiny))
+    def rsample(self, sample_shape=()):
+        return _gamma_rsample(self.concentration, self.rate, self._extended(sample_shape))
 
     def log_prob(self, value):
         value = self._check_value(value)
@@ -380,6 +387,20 @@ class Gamma(_GammaBased):
         return special.gammainc(self.concentration, self.rate * value)
 
 
+class Chi2(Gamma):
+    """Gamma(df / 2, 1 / 2): the sum of df squared standard normals."""
+    arg_constraints = {"df": constraints.positive}
+    _printed = ()
+
+    def __init__(self, df, validate_args=None):
+        self._init_params(validate_args, df=df)
+        self.concentration = 0.5 * self.df
+        self.rate = O.zeros_like(self.df) + 0.5
+
+    def _like(self):
+        return self.df
+
+
 def _dirichlet_mode(a):
     """The simplex point of highest density: (a - 1)^+ normalized; where every a < 1 the
     density is unbounded at every vertex and torch answers the first vertex."""
@@ -389,10 +410,12 @@ def _dirichlet_mode(a):
     return O.where(O.all(a < 1, -1, keepdim=True), vertex, m)
 
 
-class Beta(_GammaBased):
-    """Density x^(a-1) (1-x)^(b-1) / B(a, b), a = concentration1, b = concentration0."""
+class Beta(_Family):
+    """Density x^(a-1) (1-x)^(b-1) / B(a, b), a = concentration1, b = concentration0: the first
+    part of a Dirichlet([a, b]) draw."""
     arg_constraints = {"concentration1": constraints.positive, "concentration0": constraints.positive}
     support = constraints.unit_interval
+    has_rsample = True
     _printed = ()
 
     def __init__(self, concentration1, concentration0, validate_args=None):
@@ -411,14 +434,9 @@ class Beta(_GammaBased):
         total = self.concentration1 + self.concentration0
         return self.concentration1 * self.concentration0 / (total ** 2 * (total + 1))
 
-    def sample(self, sample_shape=()):
-        shape = self._extended(sample_shape)
-        with no_grad():
-            x = _standard_gamma(self.concentration1, shape)
-            y = _standard_gamma(self.concentration0, shape)
-            eps = float(D.finfo(self.concentration1.dtype).eps)
-            return _drawn(np.clip(x / (x + y), float(D.finfo(self.concentration1.dtype).tiny), 1 - eps),
-                          self.concentration1)
+    def rsample(self, sample_shape=()):
+        pair = Dirichlet(O.stack([self.concentration1, self.concentration0], -1), validate_args=False)
+        return pair.rsample(sample_shape)[..., 0]
 
     def log_prob(self, value):
         value = self._check_value(value)
@@ -430,8 +448,10 @@ class Beta(_GammaBased):
         return _lbeta(a, b) - (a - 1) * O.digamma(a) - (b - 1) * O.digamma(b) + (a + b - 2) * O.digamma(a + b)
 
 
-class StudentT(_GammaBased):
-    """Student's t with df degrees of freedom, shifted by loc and scaled by scale."""
+class StudentT(_Family):
+    """Student's t with df degrees of freedom, shifted by loc and scaled by scale: loc + scale Z /
+    sqrt(V / df) for Z standard normal and V ~ Chi2(df)."""
+    has_rsample = True
     arg_constraints = {"df": constraints.positive, "loc": constraints.real, "scale": constraints.positive}
 
     _checked_as = {"df": "Chi2()"}        # torch checks df as the parameter of its Chi2(df)
@@ -453,13 +473,11 @@ class StudentT(_GammaBased):
         finite = self.scale ** 2 * df / (df - 2)
         return O.where(df > 2, finite, O.where(df > 1, float("inf"), float("nan")))
 
-    def sample(self, sample_shape=()):
+    def rsample(self, sample_shape=()):
         shape = self._extended(sample_shape)
-        with no_grad():
-            chi2 = 2 * _standard_gamma(self.df / 2, shape)
-            z = RNG.gen.standard_normal(shape)
-            t = _drawn(z * np.sqrt(np.broadcast_to(_host(self.df), shape) / chi2), self.loc)
-            return self.loc.detach() + self.scale.detach() * t
+        z = C.randn(*shape, dtype=self.df.dtype) if shape else C.randn((), dtype=self.df.dtype)
+        chi2 = _gamma_rsample(0.5 * self.df, O.zeros_like(self.df) + 0.5, shape)
+        return self.loc + self.scale * (z * O.rsqrt(chi2 / self.df))
 
     def log_prob(self, value):
         value = self._check_value(value)
@@ -474,10 +492,12 @@ class StudentT(_GammaBased):
                 + _lbeta(df / 2, O.zeros_like(df) + 0.5) + O.log(self.scale))
 
 
-class Dirichlet(_GammaBased):
-    """Density prod x_i^(a_i - 1) / B(a) on the simplex of the last dimension."""
+class Dirichlet(_Family):
+    """Density prod x_i^(a_i - 1) / B(a) on the simplex of the last dimension: normalized
+    Gamma(a_i, 1) draws, differentiated through their Beta marginals (ops/dirichlet_primitives.py)."""
     arg_constraints = {"concentration": constraints.independent(constraints.positive, 1)}
     support = constraints.simplex
+    has_rsample = True
 
     def __init__(self, concentration, validate_args=None):
         if concentration.dim() < 1:
@@ -506,12 +526,17 @@ class Dirichlet(_GammaBased):
         a0 = O.sum(a, -1, keepdim=True)
         return a * (a0 - a) / (a0 ** 2 * (a0 + 1))
 
-    def sample(self, sample_shape=()):
+    def rsample(self, sample_shape=()):
         shape = self._extended(sample_shape) + tuple(self.event_shape)
+        concentration = O.expand(self.concentration, *shape)
         with no_grad():
             g = _standard_gamma(self.concentration, shape)
-            x = g / g.sum(-1, keepdims=True)
-            return _drawn(np.maximum(x, float(D.finfo(self.concentration.dtype).tiny)), self.concentration)
+            # kept strictly inside (0, 1) in the dtype, as torch's draws: the smallest normal number
+            # at least, the largest number below 1 at most
+            dt = self.concentration.dtype
+            x = (g / g.sum(-1, keepdims=True)).astype(dt.np)
+            x = np.clip(x, D.finfo(dt).tiny, np.nextafter(dt.np.type(1), dt.np.type(0)))
+        return apply(PRIMITIVES["dirichlet_rsample"], (concentration, _drawn(x, self.concentration)), {})
 
     def log_prob(self, value):
         value = self._check_value(value)
@@ -887,5 +912,5 @@ class Independent(Distribution):
 
 
 __all__ = ["Exponential", "Laplace", "LogNormal", "Gamma", "Beta", "Poisson", "Geometric", "Binomial", "Cauchy",
-           "StudentT", "Dirichlet", "OneHotCategorical", "Multinomial", "Independent", "HalfNormal"]
+           "StudentT", "Chi2", "Dirichlet", "OneHotCategorical", "Multinomial", "Independent", "HalfNormal"]
 

@@ -6,6 +6,7 @@ from ..nn import functional as NF
 from .base import Normal, Categorical, Bernoulli, Uniform
 from .families import (Exponential, Laplace, LogNormal, Gamma, Beta, Poisson, Geometric, Binomial, Cauchy,
                        Dirichlet, OneHotCategorical, Independent, HalfNormal, _lbeta)
+from .transformed_distribution import TransformedDistribution
 
 __all__ = ["kl_divergence", "register_kl"]
 
@@ -149,3 +150,12 @@ def _kl_independent_independent(p, q):
         raise NotImplementedError("KL between Independent distributions with different reinterpreted_batch_ndims "
                                   "is not implemented")
     return p._summed(kl_divergence(p.base_dist, q.base_dist))
+
+
+@register_kl(TransformedDistribution, TransformedDistribution)
+def _kl_transformed_transformed(p, q):
+    """KL is invariant under one bijection applied to both: the bases' KL, where the transforms and
+    the event shapes are the same (else none is known: NotImplementedError, as torch's)."""
+    if p.transforms != q.transforms or p.event_shape != q.event_shape:
+        raise NotImplementedError
+    return kl_divergence(p.base_dist, q.base_dist)

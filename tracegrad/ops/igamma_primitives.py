@@ -10,12 +10,17 @@ operands (its NotImplementedError).
 Derivatives, as torch's derivatives.yaml: none in a (torch's NotImplementedError when the backward
 runs), +-exp((a - 1) log x - x - lgamma(a)) in x, in tracegrad's ops. No Triton lowering: on CUDA
 tensors they run their numpy kernel on a host copy.
+
+The reparameterized gamma draw builds on them: _standard_gamma (a host draw as a function of its
+concentration, torch's StandardGammaBackward0) differentiates through _standard_gamma_grad, the
+implicit derivative of the draw at its quantile (see _standard_gamma_grad), which has no derivative
+of its own (torch's NotImplementedError).
 """
 import numpy as np
 
 from . import lowering as T
 from .primitives import F, FrontEnd, PRIMITIVES, binary, _no_kernel
-from .gamma_primitives import _lgamma
+from .gamma_primitives import _lgamma, _digamma64
 from .special_primitives import compute_dtype, _libm, _fma, _WIDE
 
 _HOST = T.Refuse("runs its numpy kernel on the host")
@@ -455,3 +460,115 @@ for _upper in (False, True):
     _name = "igammac" if _upper else "igamma"
     binary(_name, _igamma_kernel(_upper), _igamma_vjp(_upper), "x y", needs={"x": "", "y": "x y"},
            refuse={k: _no_kernel(_name + "_cpu") for k in (0, 1)}, triton=_HOST)
+
+
+# -- the reparameterized gamma draw --------------------------------------------------------------------
+
+_upper_q = _igamma_kernel(True)
+
+
+def _standard_gamma_grad(a, x):
+    """dx/da of a Gamma(a, 1) draw x held at its quantile P(a, x) (the implicit function theorem:
+    -(dP/da) / (dP/dx), dP/dx the density), as torch._standard_gamma_grad, in float64 and rounded
+    to the operands' dtype. torch approximates it (a Taylor series below x = 0.8, a saddle-point
+    expansion above a = 8, a fitted rational function between: relative errors up to ~1e-3, ~1e-2
+    in far tails); this is the derivative itself, to ~1e-9 (see _implicit_for_large_a,
+    _implicit_by_series and _implicit_by_differences). x = 0 gives the limit 0 (x < 0 too, as torch's), a <= 0 NaN."""
+    dt = np.result_type(a, x)
+    ad, xd = np.broadcast_arrays(np.asarray(a, np.float64), np.asarray(x, np.float64))
+    shape = ad.shape
+    ad, xd = ad.reshape(-1), xd.reshape(-1)
+    out = np.where(xd <= 0, 0.0, np.nan)
+    ok = (xd > 0) & (ad > 0) & np.isfinite(xd) & np.isfinite(ad)
+    with np.errstate(all="ignore"):
+        z = (xd - ad) / np.sqrt(ad)
+        large = ok & (ad >= 3e5) & (np.abs(z) <= 0.022 * np.sqrt(ad))
+        below = ok & ~large & (xd <= ad)
+        above = ok & ~large & (xd > ad)
+        if large.any():
+            out[large] = _implicit_for_large_a(ad[large], xd[large])
+        if below.any():
+            out[below] = _implicit_by_series(ad[below], xd[below])
+        if above.any():
+            out[above] = _implicit_by_differences(ad[above], xd[above])
+    return out.reshape(shape).astype(dt)
+
+
+def _implicit_by_series(a, x):
+    """Where x <= a: P = x^a exp(-x) sum_n x^n / Gamma(a + n + 1) differentiated in a, over the
+    density, is x sum_n c_n (psi(a + n + 1) - log x), c_n = x^n Gamma(a) / Gamma(a + n + 1).
+    Every term is positive there (psi(a + 1) > log a >= log x), so the sum keeps its digits; the
+    terms fall by x / (a + n), in about 9 sqrt(a) steps at x = a, fewer below."""
+    lx = np.log(x)
+    c = 1 / a
+    psi = _digamma64(a + 1)
+    total = c * (psi - lx)
+    live = np.arange(a.size)
+    eps = np.finfo(np.float64).eps
+    for n in range(1, 100000):
+        if not live.size:
+            break
+        al = a[live] + n
+        c[live] *= x[live] / al
+        psi[live] += 1 / al
+        term = c[live] * (psi[live] - lx[live])
+        total[live] += term
+        live = live[~(term <= eps * total[live])]
+    return x * total
+
+
+def _implicit_by_differences(a, x):
+    """Where x > a: dP/da = -dQ/da by a fourth-order central difference of Q (relatively accurate
+    in the upper tail), with a step of 1e-3 of the scale on which Q varies in a (a; sqrt(a) above
+    1; 1 / log(x / a) in a far tail), over the density x^(a-1) exp(-x) / Gamma(a) as igam computes
+    it (no overflow where a is large). Good to ~1e-9 (checked to 30 digits up to a = 1e7, 120
+    standard deviations out; large a near the mean takes _implicit_for_large_a). Where the
+    density underflows (log density below -709: a draw of probability below e^-700) Q and the
+    density are 0 and the quotient NaN, not a number made up."""
+    h = 1e-3 / (1 / a + 1 / np.sqrt(a) + np.log(x / a))
+    steps = np.array([1.0, -1.0, 2.0, -2.0])[:, None]
+    q = _upper_q((a + steps * h).reshape(-1), np.broadcast_to(x, (4,) + x.shape).reshape(-1)).reshape(4, -1)
+    dq = (8 * (q[0] - q[1]) - (q[2] - q[3])) / (12 * h)   # (the four points in one call of the kernel)
+    return dq * x / _fac(a, x, np.float64)
+
+
+def _implicit_for_large_a(a, x):
+    """Where a >= 3e5 and x is within 0.022 sqrt(a) standard deviations of a: the Cornish-Fisher
+    expansion of the gamma quantile, x = a + sqrt(a) z + (z^2 - 1) / 3 + (z^3 - 7 z) / (36 sqrt(a))
+    + O(1 / a) (skewness 2 / sqrt(a), excess kurtosis 6 / a), differentiated in a at fixed z:
+    1 + z / (2 sqrt(a)) - (z^3 - 7 z) / (72 a^1.5) + O(z^4 / a^2), with z solved from x to
+    O(a^-1.5): within 1e-9 of the series of dx/da there (its error, ~4e-3 z^4 / a^2 as checked
+    to 30 digits at a = 3e5, 1e6 and 1e7, is 1e-9 at that bound)."""
+    r = np.sqrt(a)
+    z = (x - a) / r
+    for _ in range(3):
+        z = (x - a - (z * z - 1) / 3 - (z ** 3 - 7 * z) / (36 * r)) / r
+    return 1 + z / (2 * r) - (z ** 3 - 7 * z) / (72 * a * r)
+
+
+def _standard_gamma_grad_vjp(g, out, a, x):
+    """torch's: none (its error when the backward runs); the sample has no edge."""
+    msg = "the derivative for '_standard_gamma_grad' is not implemented."
+    return FrontEnd.apply(PRIMITIVES["derivative_error"], (g,), {"message": msg,
+                                                                "error": NotImplementedError(msg)}), None
+
+
+def _standard_gamma_vjp(g, out, a, sample):
+    """torch's StandardGammaBackward0: grad * _standard_gamma_grad(alpha, result)."""
+    return g * FrontEnd.apply(PRIMITIVES["_standard_gamma_grad"], (a, out), {}), None
+
+
+def _float_kernels_only(op):
+    """torch's refusals of a kernel built for float32 and float64 alone."""
+    refuse = _no_kernel(op)
+    return {0: refuse, 1: refuse, 2: lambda d, args: refuse(d, args) if d.itemsize < 4 else None}
+
+
+binary("_standard_gamma_grad", _standard_gamma_grad, _standard_gamma_grad_vjp, "", dtype="same",
+       grad_fn="StandardGammaGradBackward0", refuse=_float_kernels_only("_standard_gamma_grad_cpu"),
+       edges=lambda metas: (0,), triton=_HOST)
+# a Gamma(alpha, 1) draw made on the host (the front end's torch._standard_gamma) as a function of
+# alpha: its value is the draw, its derivative the implicit one above
+binary("_standard_gamma", lambda a, sample: np.array(sample, dtype=np.result_type(a), copy=True),
+       _standard_gamma_vjp, "x out", dtype="same", grad_fn="StandardGammaBackward0",
+       refuse=_float_kernels_only("gamma_cpu"), edges=lambda metas: (0,), triton=_HOST)
