@@ -888,6 +888,7 @@ from .anomaly_mode import detect_anomaly, set_detect_anomaly, is_anomaly_enabled
 from . import profiler  # noqa: E402
 from .gradcheck import gradcheck, gradgradcheck  # noqa: E402
 from . import functional  # noqa: E402
+from . import forward_ad  # noqa: E402
 
 
 class _VariableMeta(type):
