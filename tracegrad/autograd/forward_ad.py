@@ -54,7 +54,7 @@ _NOT_IMPLEMENTED = ("Trying to use forward AD with {} that does not support it b
                     "yet.\nPlease file an issue to PyTorch at https://github.com/pytorch/pytorch/issues/new?template="
                     "feature-request.yml so that we can prioritize its implementation or submit a PR adding the "
                     "implementation to derivatives.yaml")
-_CUSTOM_FUNCTION = "You must implement the jvp function for custom autograd.Function to use it with forward mode AD."
+CUSTOM_FUNCTION_MSG = "You must implement the jvp function for custom autograd.Function to use it with forward mode AD."
 
 
 # == levels ========================================================================================
@@ -180,7 +180,8 @@ def unpack_dual(tensor, *, level=None):
         return UnpackedDualTensor(tensor, None)
     if level != 0:
         raise RuntimeError("Invalid level given to _fw_primal")
-    tangent = tangent_of(tensor) if _LEVEL[0] == 0 else None
+    # (none inside a custom Function's forward, which computes primals alone)
+    tangent = tangent_of(tensor) if _LEVEL[0] == 0 and not _INNER.inner else None
     _INNER.inner += 1
     try:
         primal = F.view_as(tensor, tensor)
@@ -229,7 +230,7 @@ def _is_view(prim, params):
 def _output_tangents(prim, args, params, out, outs, tangents, wanted):
     """J t for each wanted output of prim(*args)."""
     if prim.takes_ctx:
-        raise NotImplementedError(_CUSTOM_FUNCTION)
+        raise NotImplementedError(CUSTOM_FUNCTION_MSG)
     if any(t is not None and t._dtype.is_complex for t in tangents) or any(outs[k]._dtype.is_complex for k in wanted):
         raise NotImplementedError(f"forward-mode AD of complex tensors is not supported by tracegrad (op {prim.name})")
     if _is_view(prim, params) and all(t is None for t in tangents[1:]):
@@ -245,9 +246,8 @@ def _output_tangents(prim, args, params, out, outs, tangents, wanted):
         g = tuple(us.get(k) for k in range(len(outs))) if prim.multi else us[0]
         try:
             res = prim.vjp(g, out, *args, **params)
-        except DerivativeNotImplemented as e:
-            name = re.search(r"aten::(\w+)", str(e))
-            raise NotImplementedError(_NOT_IMPLEMENTED.format(name.group(1) if name else prim.name)) from None
+        except (DerivativeNotImplemented, NotImplementedError) as e:
+            raise NotImplementedError(_NOT_IMPLEMENTED.format(_op_name(prim, e))) from None
         if not isinstance(res, tuple):
             res = (res,)
         s = None
@@ -264,12 +264,68 @@ def _output_tangents(prim, args, params, out, outs, tangents, wanted):
             s = term if s is None else F.add(s, term)
         if s is None or not s.requires_grad:
             return [_zeros(outs[k]) for k in wanted]
-        grads = autograd.grad(s, [us[k] for k in wanted], allow_unused=True, create_graph=graph)
+        try:
+            grads = autograd.grad(s, [us[k] for k in wanted], allow_unused=True, create_graph=graph)
+        except DerivativeNotImplemented as e:
+            # the rule itself has no derivative (ctc_loss's): its transpose cannot be taken
+            raise NotImplementedError(f"forward-mode AD of {prim.name} is not supported by tracegrad: its derivative "
+                                      f"rule is not differentiable ({e})") from None
     return [_zeros(outs[k]) if gk is None else gk for k, gk in zip(wanted, grads)]
+
+
+def _op_name(prim, err):
+    """The op a rule's refusal names (aten::floor_divide, 'zeta'), else the primitive's name."""
+    found = re.search(r"aten::(\w+)|derivative for '(\w+)", str(err))
+    if found:
+        return found.group(1) or found.group(2)
+    return prim.name[:-len("_inplace")] + "_" if prim.name.endswith("_inplace") else prim.name
 
 
 def _zeros(o):
     return Tensor._make(np.zeros(o._data.shape, o._data.dtype), o._dtype)
+
+
+class primal_only:
+    """While active (`on`), ops carry no tangents (a custom Function's forward: its jvp gives them)."""
+
+    def __init__(self, on):
+        self.on = on
+
+    def __enter__(self):
+        if self.on:
+            _INNER.inner += 1
+
+    def __exit__(self, *exc):
+        if self.on:
+            _INNER.inner -= 1
+
+
+def tangents_of(args):
+    """Each argument's tangent (None for one without), or None where none has one."""
+    if _INNER.inner or STATE.inference:
+        return None
+    found = [tangent_of(a) if isinstance(a, Tensor) else None for a in args]
+    return found if any(t is not None for t in found) else None
+
+
+def function_tangents(cls, ctx, args, tangents, outs):
+    """A custom Function's outputs get the tangents its jvp(ctx, *tangents) returns (zeros for
+    a tensor input without one, None for an argument that is no tensor, as torch passes them)."""
+    given = [t if t is not None or not isinstance(a, Tensor) else _zeros(a) for a, t in zip(args, tangents)]
+    with primal_only(True):
+        res = cls.jvp(ctx, *given)
+    res = res if isinstance(res, tuple) else (res,)
+    if len(res) != len(outs):
+        raise RuntimeError(f"function {cls.__name__}.jvp returned an incorrect number of forward gradients (expected "
+                           f"{len(outs)}, got {len(res)})")
+    for o, t in zip(outs, res):
+        if t is None or not isinstance(o, Tensor) or not (o._dtype.is_floating_point or o._dtype.is_complex):
+            continue
+        if tuple(t.shape) != tuple(o.shape):
+            raise RuntimeError(f"Trying to set a forward gradient that has a different size than that of the "
+                               f"original Tensor, this is not supported. Tensor is of size {list(o.shape)} while the "
+                               f"given forward gradient is of size {list(t.shape)}.")
+        _attach(o, t)
 
 
 def involved(self, other=None):
