@@ -100,3 +100,456 @@ def test_op_db_tangents_match_torch(op, i, s):
         assert (tg is None) == (tt is None), (k, tg, tt)
         if tt is not None and known is None:
             assert_close(tg, tt, *tol)
+
+
+# -- levels, make_dual and unpack_dual: errors as torch's -----------------------------------------
+
+def _outcome(m, fw, fn):
+    """fn(m, fw)'s result, or (exception type name, message)."""
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            return fn(m, fw)
+    except Exception as e:  # noqa: BLE001  (compared with torch's)
+        return type(e).__name__, str(e)
+    finally:
+        while fw._current_level >= 0 if fw is tfw else gfw._LEVEL[0] >= 0:
+            fw.exit_dual_level()
+
+
+def _same_error(fn):
+    ref, got = _outcome(torch, tfw, fn), _outcome(tracegrad, gfw, fn)
+    assert isinstance(ref, tuple), ref
+    assert got == ref
+
+
+def _x(m, shape=(3,), seed=0):
+    return m.tensor(np.random.RandomState(seed).randn(*shape))
+
+
+def _no_level_make_dual(m, fw):
+    return fw.make_dual(_x(m), _x(m, seed=1))
+
+
+def _nested(m, fw):
+    with fw.dual_level():
+        with fw.dual_level():
+            pass
+
+
+def _enter_twice(m, fw):
+    fw.enter_dual_level()
+    fw.enter_dual_level()
+
+
+def _exit_without_level(m, fw):
+    fw.exit_dual_level()
+
+
+def _exit_other_level(m, fw):
+    with fw.dual_level():
+        fw.exit_dual_level(level=1)
+
+
+def _make_dual_other_level(m, fw):
+    with fw.dual_level():
+        fw.make_dual(_x(m), _x(m, seed=1), level=3)
+
+
+def _make_dual_after_exit(m, fw):
+    with fw.dual_level():
+        pass
+    fw.make_dual(_x(m), _x(m, seed=1), level=0)
+
+
+def _unpack_other_level(m, fw):
+    with fw.dual_level():
+        fw.unpack_dual(fw.make_dual(_x(m), _x(m, seed=1)), level=5)
+
+
+def _wrong_size(m, fw):
+    with fw.dual_level():
+        fw.make_dual(_x(m, (2, 3)), _x(m, (3, 2), 1))
+
+
+def _integer_primal(m, fw):
+    with fw.dual_level():
+        fw.make_dual(m.arange(3), _x(m))
+
+
+def _integer_tangent(m, fw):
+    with fw.dual_level():
+        fw.make_dual(_x(m), m.arange(3))
+
+
+def _dual_of_dual(m, fw):
+    with fw.dual_level():
+        d = fw.make_dual(_x(m), _x(m, seed=1))
+        fw.make_dual(d, _x(m, seed=2))
+
+
+def _custom_function_without_jvp(m, fw):
+    class Double(m.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            return x * 2
+
+        @staticmethod
+        def backward(ctx, g):
+            return g * 2
+    with fw.dual_level():
+        Double.apply(fw.make_dual(_x(m), _x(m, seed=1)))
+
+
+@pytest.mark.parametrize("fn", [_no_level_make_dual, _nested, _enter_twice, _exit_without_level, _exit_other_level,
+                                _make_dual_other_level, _make_dual_after_exit, _unpack_other_level, _wrong_size,
+                                _integer_primal, _integer_tangent, _dual_of_dual, _custom_function_without_jvp],
+                         ids=lambda f: f.__name__.strip("_"))
+def test_errors_match_torch(fn):
+    _same_error(fn)
+
+
+def test_nested_level_error_leaves_the_outer_level():
+    with dual_level() as level:
+        assert level == 0
+        with pytest.raises(RuntimeError, match="Nested forward mode AD is not supported"):
+            gfw.enter_dual_level()
+        d = make_dual(_x(tracegrad), _x(tracegrad, seed=1))
+        assert unpack_dual(d * 2).tangent is not None
+    assert gfw._LEVEL[0] == -1
+
+
+def test_leaving_the_level_drops_tangents_and_turns_the_hot_path_check_off():
+    x, t = _x(tracegrad), _x(tracegrad, seed=1)
+    with dual_level():
+        assert tracegrad.tracing._DUAL[0] == 1
+        d = make_dual(x, t)
+        y = d.sin()
+        assert unpack_dual(y).tangent is not None
+    assert tracegrad.tracing._DUAL[0] == 0
+    assert unpack_dual(d).tangent is None and unpack_dual(y).tangent is None
+    with dual_level():
+        assert unpack_dual(d).tangent is None and unpack_dual(y).tangent is None
+        assert unpack_dual(d, level=0).tangent is None
+    r = unpack_dual(y, level=0)             # no level: torch's answer too
+    assert r.tangent is None and r.primal is not None
+
+
+def test_dual_level_is_a_decorator_and_unpack_dual_a_namedtuple():
+    @dual_level()
+    def f(x, t):
+        return unpack_dual(make_dual(x, t) * 3)
+
+    x, t = _x(tracegrad), _x(tracegrad, seed=1)
+    r = f(x, t)
+    assert type(r).__name__ == "UnpackedDualTensor" and r._fields == ("primal", "tangent")
+    np.testing.assert_allclose(r.tangent._data, 3 * t._data)
+    assert gfw._LEVEL[0] == -1
+
+
+def test_make_dual_aliases_its_tensor_and_keeps_a_tangent_of_the_same_layout():
+    for m, fw in ((torch, tfw), (tracegrad, gfw)):
+        x = _x(m, (3, 4))
+        with fw.dual_level():
+            t = _x(m, (3, 4), 1)
+            d = fw.make_dual(x, t)
+            assert d._base is x
+            p, tan = fw.unpack_dual(d)
+            assert tan is t and p._base is x
+            assert fw.unpack_dual(x).tangent is None
+            # a tangent of another layout is copied into the primal's
+            t2 = _x(m, (4, 3), 2).t()
+            d2 = fw.make_dual(_x(m, (3, 4), 3), t2)
+            tan2 = fw.unpack_dual(d2).tangent
+            assert tan2 is not t2 and tan2.stride() == (4, 1)
+            np.testing.assert_array_equal(np.asarray(tan2.tolist()), np.asarray(t2.tolist()))
+
+
+def _tangents(m, fw, fn, arrays, tangents):
+    with fw.dual_level():
+        duals = [fw.make_dual(m.tensor(a.copy()), m.tensor(t.copy())) for a, t in zip(arrays, tangents)]
+        outs = fn(m, *duals)
+        return [fw.unpack_dual(o) for o in (outs if isinstance(outs, (tuple, list)) else (outs,))]
+
+
+def _compare(fn, *shapes, seed=0, tol=TOL["float64"]):
+    rs = np.random.RandomState(seed)
+    arrays = [rs.randn(*s) for s in shapes]
+    tangents = [rs.randn(*s) for s in shapes]
+    ref = _tangents(torch, tfw, fn, arrays, tangents)
+    got = _tangents(tracegrad, gfw, fn, arrays, tangents)
+    assert len(got) == len(ref)
+    for (pg, tg), (pt, tt) in zip(got, ref):
+        assert_close(pg, pt, *tol)
+        assert (tg is None) == (tt is None), (tg, tt)
+        if tt is not None:
+            assert_close(tg, tt, *tol)
+    return got
+
+
+def test_integer_outputs_no_grad_detach_and_inference_mode():
+    def fn(m, x):
+        with m.no_grad():
+            under_no_grad = x * 2              # forward AD does not depend on grad mode
+        with m.inference_mode():
+            inference = x * 2                  # inference tensors carry none
+        return x.argmax(), x.long(), x.detach(), under_no_grad, inference, x > 0, x.float()
+    got = _compare(fn, (5,))
+    assert [t is None for _, t in got] == [True, True, True, False, True, True, False]
+    assert got[6].tangent.dtype is tracegrad.float32
+
+
+# -- views and in-place ops ------------------------------------------------------------------------
+
+def test_a_views_tangent_is_a_view_of_the_tangent():
+    for m, fw in ((torch, tfw), (tracegrad, gfw)):
+        with fw.dual_level():
+            t = _x(m, (3, 4), 1)
+            d = fw.make_dual(_x(m, (3, 4)), t)
+            for v in (d[1:], d.t(), d.view(12), d.unsqueeze(0), d.diagonal(), d.expand(2, 3, 4)):
+                tan = fw.unpack_dual(v).tangent
+                assert tan._base is t, type(m)
+            a, b = d.split(2)
+            assert fw.unpack_dual(b).tangent._base is t
+
+
+def _views(m, x):
+    return x[1:], x.t(), x.reshape(12), x.permute(1, 0).unsqueeze(1), x.diagonal(), x.expand(2, 3, 4), \
+        x.unfold(1, 2, 1), x.squeeze(), x.mT, x.narrow(1, 1, 2), x.unbind(0)[1], x.as_strided((2, 2), (1, 2), 1)
+
+
+def test_view_tangents_match_torch():
+    _compare(_views, (3, 4))
+
+
+def _inplace_ops(m, x, y):
+    a = x.clone()
+    v = a[:2]                                 # a view made before the write sees the new tangent
+    a.mul_(y)
+    a.add_(x, alpha=2)
+    b = x.clone()
+    b[1:, 1] = y[0, :2]                       # setitem of a dual value
+    c = m.zeros(3, 4, dtype=m.float64)
+    c[0] = y[1]                               # setitem into a tensor without a tangent
+    cv = c[1]
+    cv.copy_(x[2])                            # copy_ into a view of a tensor without a tangent
+    e = x.clone()
+    e.zero_()                                 # zeros: the tangent too
+    f = x.clone()
+    f.copy_(m.ones(3, 4, dtype=m.float64))    # a value without a tangent: the tangent zeros
+    g = x.clone()
+    gv = g[:, 1:3]
+    gv.exp_()                                 # in place on a view writes the base's tangent
+    h = x.clone()
+    h[m.tensor([0, 2])] = y[:2] * 3           # index_put_
+    k = x.clone()
+    k.fill_(y[0, 0])                          # fill_ with a dual 0-dim tensor
+    n = x.clone()
+    n.clamp_(-0.5, 0.5)
+    return a, v, b, c, cv, e, f, g, gv, h, k, n
+
+
+def test_inplace_ops_match_torch():
+    _compare(_inplace_ops, (3, 4), (3, 4))
+
+
+def test_inplace_write_reaches_views_made_before():
+    for m, fw in ((torch, tfw), (tracegrad, gfw)):
+        with fw.dual_level():
+            base = m.zeros(4, dtype=m.float64)
+            view = base[1:3]
+            view.add_(fw.make_dual(m.ones(2, dtype=m.float64), m.tensor([5.0, 7.0], dtype=m.float64)))
+            assert fw.unpack_dual(base).tangent.tolist() == [0.0, 5.0, 7.0, 0.0]
+            assert fw.unpack_dual(view).tangent.tolist() == [5.0, 7.0]
+            other = base[2:]                 # made after: its part of the base's tangent
+            assert fw.unpack_dual(other).tangent.tolist() == [7.0, 0.0]
+
+
+# -- composites and modules ------------------------------------------------------------------------
+
+def test_composites_match_torch():
+    def fn(m, x, w, b):
+        nnf = m.nn.functional
+        h = nnf.layer_norm(x, (4,), w[0], b)
+        return (nnf.softmax(x @ w.t(), -1), nnf.log_softmax(x, 0), h, nnf.gelu(h), m.cat([x, 2 * x], 0),
+                m.stack([x, x.exp()]), m.where(x > 0, x, w[:3]), nnf.linear(x, w, b), x[[0, 2]][:, [1, 3]],
+                nnf.mse_loss(x, w[:3]), x.var(1), m.logsumexp(x, 1), x.norm())
+    _compare(fn, (3, 4), (4, 4), (4,))
+
+
+def test_conv2d_and_pooling_match_torch():
+    def fn(m, x, w):
+        nnf = m.nn.functional
+        y = nnf.conv2d(x, w, padding=1)
+        return y, nnf.max_pool2d(y, 2), nnf.avg_pool2d(y, 2), nnf.batch_norm(y, None, None, training=True)
+    _compare(fn, (2, 3, 6, 6), (4, 3, 3, 3))
+
+
+def _module_pair(seed=0):
+    rs = np.random.RandomState(seed)
+    mods = []
+    for m in (torch, tracegrad):
+        torch.manual_seed(0)
+        net = m.nn.Sequential(m.nn.Conv2d(2, 3, 3), m.nn.ReLU(), m.nn.Flatten(), m.nn.Linear(12, 5),
+                              m.nn.LayerNorm(5), m.nn.Tanh())
+        net = net.double()
+        mods.append(net)
+    for (n, pt), (_, pg) in zip(mods[0].named_parameters(), mods[1].named_parameters()):
+        pt.data.copy_(torch.tensor(rs.randn(*pt.shape)))
+        pg.data.copy_(tracegrad.tensor(pt.detach().numpy().copy()))
+    return mods
+
+
+def test_a_modules_forward_carries_the_inputs_tangent():
+    net_t, net_g = _module_pair()
+    rs = np.random.RandomState(1)
+    x, t = rs.randn(2, 2, 4, 4), rs.randn(2, 2, 4, 4)
+    with tfw.dual_level():
+        ref = tfw.unpack_dual(net_t(tfw.make_dual(torch.tensor(x), torch.tensor(t))))
+    with dual_level():
+        got = unpack_dual(net_g(make_dual(tracegrad.tensor(x), tracegrad.tensor(t))))
+    assert_close(got.primal, ref.primal, *TOL["float64"])
+    assert_close(got.tangent, ref.tangent, *TOL["float64"])
+
+
+def test_a_tangent_through_a_modules_parameters():
+    """make_dual on the parameters, called through functional_call (torch.func's)."""
+    net_t, net_g = _module_pair(2)
+    rs = np.random.RandomState(3)
+    x = rs.randn(2, 2, 4, 4)
+    tangents = {n: rs.randn(*p.shape) for n, p in net_t.named_parameters()}
+    with tfw.dual_level():
+        params = {n: tfw.make_dual(p.detach(), torch.tensor(tangents[n])) for n, p in net_t.named_parameters()}
+        ref = tfw.unpack_dual(torch.func.functional_call(net_t, params, (torch.tensor(x),)))
+    with dual_level():
+        params = {n: make_dual(p.detach(), tracegrad.tensor(tangents[n])) for n, p in net_g.named_parameters()}
+        got = unpack_dual(tracegrad.func.functional_call(net_g, params, (tracegrad.tensor(x),)))
+    assert_close(got.primal, ref.primal, *TOL["float64"])
+    assert_close(got.tangent, ref.tangent, *TOL["float64"])
+
+
+# -- reverse mode through a tangent ----------------------------------------------------------------
+
+def test_backward_through_a_tangent_matches_torch():
+    rs = np.random.RandomState(4)
+    x, t, w = rs.randn(3, 4), rs.randn(3, 4), rs.randn(4, 2)
+    grads = []
+    for m, fw in ((torch, tfw), (tracegrad, gfw)):
+        xs = [m.tensor(a.copy(), requires_grad=True) for a in (x, t, w)]
+        with fw.dual_level():
+            d = fw.make_dual(xs[0], xs[1])
+            y = m.tanh(d @ xs[2]) * d.sum(1, keepdim=True).exp() + (d / d.norm(dim=1, keepdim=True))[:, :2]
+            jvp = fw.unpack_dual(y).tangent
+            (jvp * jvp).sum().backward()
+        grads.append([a.grad for a in xs])
+    for gt, gg in zip(*grads):
+        assert_close(gg, gt, *TOL["float64"])
+
+
+# -- gradcheck -------------------------------------------------------------------------------------
+
+def test_gradcheck_checks_forward_mode():
+    rs = np.random.RandomState(5)
+    x = tracegrad.tensor(rs.randn(3, 2), requires_grad=True)
+    w = tracegrad.tensor(rs.randn(2, 4), requires_grad=True)
+    assert tracegrad.autograd.gradcheck(lambda x, w: tracegrad.tanh(x @ w).softmax(-1), (x, w),
+                                        check_forward_ad=True)
+    assert tracegrad.autograd.gradcheck(lambda x, w: (x @ w).exp(), (x, w), check_forward_ad=True,
+                                        check_backward_ad=False, fast_mode=True)
+
+
+def _wrong_jvp_function(m):
+    class Square(m.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            ctx.save_for_backward(x)
+            return x * x
+
+        @staticmethod
+        def backward(ctx, g):
+            x, = ctx.saved_tensors
+            return 2 * x * g
+
+        @staticmethod
+        def jvp(ctx, t):
+            return t * 3.0                    # wrong: 2 x t
+    return Square
+
+
+def test_gradcheck_catches_a_wrong_jvp_as_torch_does():
+    rs = np.random.RandomState(6)
+    x = rs.randn(3)
+    for m in (torch, tracegrad):
+        f = _wrong_jvp_function(m)
+        xm = m.tensor(x.copy(), requires_grad=True)
+        assert m.autograd.gradcheck(f.apply, (xm,))          # backward is right
+        with pytest.raises(m.autograd.gradcheck.__globals__["GradcheckError"],
+                           match="Jacobian computed with forward mode mismatch for output 0 with respect to input 0"):
+            m.autograd.gradcheck(f.apply, (xm,), check_forward_ad=True)
+
+
+def test_custom_function_jvp_matches_torch():
+    def fn(m, x, y):
+        class Scale(m.autograd.Function):
+            @staticmethod
+            def forward(ctx, x, y, k):
+                ctx.k = k
+                ctx.save_for_backward(x, y)
+                ctx.save_for_forward(x, y)       # what jvp reads as saved_tensors
+                return x * y * k, x + 1
+
+            @staticmethod
+            def backward(ctx, g, h):
+                x, y = ctx.saved_tensors
+                return g * y * ctx.k + h, g * x * ctx.k, None
+
+            @staticmethod
+            def jvp(ctx, tx, ty, tk):
+                x, y = ctx.saved_tensors
+                assert tk is None
+                return (tx * y + x * ty) * ctx.k, tx
+        return Scale.apply(x, y, 2.5)
+    _compare(fn, (3,), (3,))
+
+
+# -- compile ---------------------------------------------------------------------------------------
+
+def test_compile_runs_eagerly_inside_a_level():
+    @tracegrad.compile
+    def f(x):
+        return x.sin() * x
+    x, t = _x(tracegrad, (4,)), _x(tracegrad, (4,), 1)
+    with dual_level():
+        with pytest.warns(UserWarning, match="runs eagerly inside a forward AD dual_level"):
+            y = f(make_dual(x, t))
+        got = unpack_dual(y)
+    expected = t._data * (np.cos(x._data) * x._data + np.sin(x._data))
+    np.testing.assert_allclose(got.tangent._data, expected, rtol=1e-12)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert f(x).shape == (4,)            # outside a level: compiled, no warning
+
+
+def test_backward_through_layer_norms_tangent_matches_central_differences():
+    """d/dx sum(jvp^2) of layer_norm: torch 2.13's own is off here (its layer_norm's forward
+    derivative is not differentiated right: central differences and torch's decomposition agree
+    with tracegrad, torch's layer_norm does not)."""
+    rs = np.random.RandomState(7)
+    x, t = rs.randn(3, 4), rs.randn(3, 4)
+
+    def jvp_norm(xv, create=False):
+        xs = tracegrad.tensor(xv, requires_grad=create)
+        with dual_level():
+            j = unpack_dual(tracegrad.nn.functional.layer_norm(make_dual(xs, tracegrad.tensor(t)), (4,))).tangent
+            v = (j * j).sum()
+        return xs, v
+
+    xs, v = jvp_norm(x.copy(), True)
+    v.backward()
+    eps, fd = 1e-6, np.zeros_like(x)
+    for idx in np.ndindex(*x.shape):
+        hi, lo = x.copy(), x.copy()
+        hi[idx] += eps
+        lo[idx] -= eps
+        fd[idx] = (jvp_norm(hi)[1].item() - jvp_norm(lo)[1].item()) / (2 * eps)
+    np.testing.assert_allclose(xs.grad._data, fd, rtol=1e-5, atol=1e-6)

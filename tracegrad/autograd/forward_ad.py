@@ -312,8 +312,12 @@ def function_tangents(cls, ctx, args, tangents, outs):
     """A custom Function's outputs get the tangents its jvp(ctx, *tangents) returns (zeros for
     a tensor input without one, None for an argument that is no tensor, as torch passes them)."""
     given = [t if t is not None or not isinstance(a, Tensor) else _zeros(a) for a, t in zip(args, tangents)]
-    with primal_only(True):
-        res = cls.jvp(ctx, *given)
+    ctx.__dict__["_in_jvp"] = True           # (ctx.saved_tensors: what save_for_forward saved)
+    try:
+        with primal_only(True):
+            res = cls.jvp(ctx, *given)
+    finally:
+        ctx.__dict__.pop("_in_jvp", None)
     res = res if isinstance(res, tuple) else (res,)
     if len(res) != len(outs):
         raise RuntimeError(f"function {cls.__name__}.jvp returned an incorrect number of forward gradients (expected "

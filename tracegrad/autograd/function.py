@@ -300,8 +300,15 @@ class FunctionCtx:
         # checked where apply records the node (a call that records none just runs forward)
         self.__dict__["_to_save"] = tensors
 
+    def save_for_forward(self, *tensors):
+        """What jvp reads as ctx.saved_tensors (torch's)."""
+        self.__dict__["_for_forward"] = tensors
+
     @property
     def saved_tensors(self):
+        in_jvp = self.__dict__.get("_in_jvp")
+        if in_jvp:                           # jvp running: what forward saved for it
+            return tuple(self.__dict__.get("_for_forward", ()))
         if self._saved is None:
             raise RuntimeError(FREED_MSG)
         saved = self.__dict__.get("_fn_saved")

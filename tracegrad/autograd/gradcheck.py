@@ -534,7 +534,7 @@ def gradcheck(func, inputs, *, eps=1e-6, atol=1e-5, rtol=1e-3, raise_exception=T
     if check_batched_grad:
         _unsupported("gradcheck(check_batched_grad=True)", "vmap (batched gradients)")
     if check_batched_forward_grad:
-        _unsupported("gradcheck(check_batched_forward_grad=True)", "forward-mode AD")
+        _unsupported("gradcheck(check_batched_forward_grad=True)", "vmap (batched forward gradients)")
     try:
         return _gradcheck_helper(func, inputs, eps, atol, rtol, nondet_tol, check_undefined_grad,
                                  check_grad_dtypes, fast_mode, bool(masked), check_forward_ad, check_backward_ad)
@@ -574,7 +574,8 @@ def gradgradcheck(func, inputs, grad_outputs=None, *, eps=1e-6, atol=1e-5, rtol=
     if check_batched_grad and not check_rev_over_rev:
         raise AssertionError("Setting check_batched_grad=True requires check_rev_over_rev to be True")
     if check_fwd_over_rev:
-        _unsupported("gradgradcheck(check_fwd_over_rev=True)", "forward-mode AD")
+        # (a backward runs as a compiled program, which carries no tangents)
+        _unsupported("gradgradcheck(check_fwd_over_rev=True)", "forward-mode AD through a backward")
     tupled_inputs = _as_tuple(inputs)
     if grad_outputs is None:
         outputs = _differentiable_outputs(func(*tupled_inputs))
