@@ -363,6 +363,11 @@ def test_inplace_write_reaches_views_made_before():
             assert fw.unpack_dual(view).tangent.tolist() == [5.0, 7.0]
             other = base[2:]                 # made after: its part of the base's tangent
             assert fw.unpack_dual(other).tangent.tolist() == [7.0, 0.0]
+            whole = m.zeros(3, dtype=m.float64)
+            part = whole[1:]
+            whole.copy_(fw.make_dual(m.ones(3, dtype=m.float64), m.tensor([1.0, 2.0, 3.0], dtype=m.float64)))
+            assert fw.unpack_dual(part).tangent.tolist() == [2.0, 3.0]
+            assert fw.unpack_dual(fw.unpack_dual(whole).primal).tangent is None
 
 
 # -- composites and modules ------------------------------------------------------------------------
@@ -553,3 +558,46 @@ def test_backward_through_layer_norms_tangent_matches_central_differences():
         lo[idx] -= eps
         fd[idx] = (jvp_norm(hi)[1].item() - jvp_norm(lo)[1].item()) / (2 * eps)
     np.testing.assert_allclose(xs.grad._data, fd, rtol=1e-5, atol=1e-6)
+
+
+# -- what tracegrad does where torch's forward AD differs ------------------------------------------
+
+def test_backward_of_a_dual_tensor_is_refused_and_its_primal_differentiates():
+    """torch's gradients of a dual tensor carry tangents (forward over reverse); tracegrad's backward
+    runs compiled programs that carry none, so it refuses rather than give gradients without them."""
+    x = tracegrad.tensor(np.arange(3.0), requires_grad=True)
+    with dual_level():
+        y = (make_dual(x, tracegrad.ones(3, dtype=tracegrad.float64)) ** 2).sum()
+        with pytest.raises(NotImplementedError, match="forward-mode AD over reverse mode"):
+            y.backward()
+        with pytest.raises(NotImplementedError, match="forward-mode AD over reverse mode"):
+            tracegrad.autograd.grad(y, x)
+        g, = tracegrad.autograd.grad(unpack_dual(y).primal, x)
+    np.testing.assert_array_equal(g._data, 2 * np.arange(3.0))
+
+
+@pytest.mark.parametrize("fn", [
+    lambda m, x, y: m.cdist(x, y),
+    lambda m, x, y: m.nn.functional.embedding_bag(m.tensor([0, 1, 2, 1]), x, m.tensor([0, 2])) * y[:2],
+], ids=["cdist", "embedding_bag"])
+def test_ops_torchs_forward_ad_refuses_have_tangents_checked_by_gradcheck(fn):
+    """torch raises NotImplementedError for these (_cdist_forward, _embedding_bag); tracegrad's tangents
+    come from their derivative rules, checked against central differences."""
+    rs = np.random.RandomState(8)
+    with tfw.dual_level():
+        with pytest.raises(NotImplementedError):
+            fn(torch, tfw.make_dual(torch.tensor(rs.randn(3, 4)), torch.ones(3, 4, dtype=torch.float64)),
+               torch.tensor(rs.randn(2, 4)))
+    x = tracegrad.tensor(rs.randn(3, 4), requires_grad=True)
+    y = tracegrad.tensor(rs.randn(2, 4), requires_grad=True)
+    assert tracegrad.autograd.gradcheck(lambda a, b: fn(tracegrad, a, b), (x, y), check_forward_ad=True)
+
+
+def test_a_rule_without_a_derivative_of_its_own_raises():
+    """linalg.qr of a wide matrix: tracegrad's derivative rule refuses it (as torch's backward for
+    mode='complete' does), so its tangent is refused too, where torch's forward formula gives one."""
+    rs = np.random.RandomState(9)
+    with dual_level():
+        d = make_dual(tracegrad.tensor(rs.randn(3, 4)), tracegrad.tensor(rs.randn(3, 4)))
+        with pytest.raises(NotImplementedError, match="forward AD with linalg_qr"):
+            tracegrad.linalg.qr(d)

@@ -39,6 +39,7 @@ from .views import geometry
 __all__ = ["UnpackedDualTensor", "enter_dual_level", "exit_dual_level", "make_dual", "unpack_dual", "dual_level"]
 
 _KEY = "_fw_tangent"      # a tensor's tangent at the current level, in its __dict__
+_WRITTEN = "_fw_written"  # set on a base whose tangent an in-place write made: its older views read it
 
 
 class _Level(threading.local):
@@ -81,6 +82,7 @@ def exit_dual_level(*, level=None):
         t = ref()
         if t is not None:
             t.__dict__.pop(_KEY, None)
+            t.__dict__.pop(_WRITTEN, None)
     _DUALS.clear()
     _LEVEL[0] = -1
     _DUAL[0] = 0
@@ -114,16 +116,19 @@ def _attach(t, tangent):
 
 
 def tangent_of(t):
-    """t's tangent at the current level, or None. A view with none of its own whose base has
-    one reads its part of the base's tangent (a view made before the base became dual)."""
-    tan = t.__dict__.get(_KEY)
+    """t's tangent at the current level, or None. A view with none of its own whose base was
+    made dual by an in-place write reads its part of the base's tangent (a view made before the
+    write, as torch's; a view made after it has one of its own, the same view of the tangent)."""
+    d = t.__dict__
+    tan = d.get(_KEY)
     if tan is not None or _LEVEL[0] < 0:
         return tan
     base = t._base
-    if base is None or t._view is None:
+    if base is None or t._view is None or "_fw_primal" in d:
         return None
-    bt = base.__dict__.get(_KEY)
-    if bt is None:
+    bd = base.__dict__
+    bt = bd.get(_KEY)
+    if bt is None or _WRITTEN not in bd:
         return None
     _INNER.inner += 1
     try:
@@ -187,6 +192,7 @@ def unpack_dual(tensor, *, level=None):
         primal = F.view_as(tensor, tensor)
     finally:
         _INNER.inner -= 1
+    primal.__dict__["_fw_primal"] = True     # a view of tensor that reads no tangent of its base
     return UnpackedDualTensor(primal, tangent)
 
 
@@ -332,6 +338,18 @@ def function_tangents(cls, ctx, args, tangents, outs):
         _attach(o, t)
 
 
+def refuse_backward(outputs, what):
+    """A backward of a tensor that carries a tangent would give gradients without the tangents
+    torch's carry (forward-over-reverse): refused, never gradients whose tangents went missing."""
+    if _INNER.inner:
+        return
+    outs = outputs if isinstance(outputs, (tuple, list)) else (outputs,)
+    if any(isinstance(o, Tensor) and tangent_of(o) is not None for o in outs):
+        raise NotImplementedError(f"{what} of a dual tensor (forward-mode AD over reverse mode) is not supported by "
+                                  f"tracegrad: its gradients would carry no tangents. Differentiate "
+                                  f"unpack_dual(t).primal, or leave the dual level first")
+
+
 def involved(self, other=None):
     """Whether an in-place write of `other` into `self` carries a tangent."""
     return not _INNER.inner and (tangent_of(self) is not None or
@@ -364,10 +382,12 @@ def written(self, result):
             base = self._base if self._view is not None else None
             if base is not None:
                 _attach(base, _zeros(base))         # (C-contiguous: as_strided views share its memory)
+                base.__dict__[_WRITTEN] = True
                 old = tangent_of(self)
             else:
                 old = _zeros(self)
                 _attach(self, old)
+                self.__dict__[_WRITTEN] = True
         if new is None:
             old.zero_()
         else:
