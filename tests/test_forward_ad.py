@@ -493,6 +493,76 @@ def test_gradcheck_catches_a_wrong_jvp_as_torch_does():
             m.autograd.gradcheck(f.apply, (xm,), check_forward_ad=True)
 
 
+def _one_wrong_derivative(m, wrong):
+    class Cube(m.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            ctx.save_for_backward(x)
+            ctx.save_for_forward(x)
+            return x ** 3
+
+        @staticmethod
+        def backward(ctx, g):
+            x, = ctx.saved_tensors
+            return g * (2 if wrong == "backward" else 3) * x ** 2
+
+        @staticmethod
+        def jvp(ctx, t):
+            x, = ctx.saved_tensors
+            return t * (2 if wrong == "forward" else 3) * x ** 2
+    return Cube.apply
+
+
+@pytest.mark.parametrize("wrong", ["forward", "backward"])
+def test_gradcheck_checks_each_mode_it_is_asked_to_as_torch(wrong):
+    """(torch's test_gradcheck_check_forward_or_backward_only, in outline): each mode's check
+    catches its own wrong derivative and is blind to the other's."""
+    x = np.random.RandomState(10).randn(3)
+    for m in (torch, tracegrad):
+        f = _one_wrong_derivative(m, wrong)
+        xm = m.tensor(x.copy(), requires_grad=True)
+        error = m.autograd.gradcheck.__globals__["GradcheckError"]
+        with pytest.raises(AssertionError, match="Expected at least one of check_forward_ad or check_backward_ad"):
+            m.autograd.gradcheck(f, (xm,), check_forward_ad=False, check_backward_ad=False)
+        for forward, backward in ((True, False), (False, True), (True, True)):
+            catches = forward and wrong == "forward" or backward and wrong == "backward"
+            if catches:
+                with pytest.raises(error, match="Jacobian"):
+                    m.autograd.gradcheck(f, (xm,), check_forward_ad=forward, check_backward_ad=backward,
+                                         check_undefined_grad=False)
+            else:
+                assert m.autograd.gradcheck(f, (xm,), check_forward_ad=forward, check_backward_ad=backward,
+                                            check_undefined_grad=False)
+
+
+def test_custom_function_jvp_errors():
+    x = _x(tracegrad)
+
+    class WrongSize(tracegrad.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            return x * 2
+
+        @staticmethod
+        def jvp(ctx, t):
+            return t[:2]
+
+    class WrongCount(tracegrad.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            return x * 2
+
+        @staticmethod
+        def jvp(ctx, t):
+            return t, t
+    with dual_level():
+        d = make_dual(x, _x(tracegrad, seed=1))
+        with pytest.raises(RuntimeError, match="different size than that of the original Tensor"):
+            WrongSize.apply(d)
+        with pytest.raises(RuntimeError, match="incorrect number of forward gradients"):
+            WrongCount.apply(d)
+
+
 def test_custom_function_jvp_matches_torch():
     def fn(m, x, y):
         class Scale(m.autograd.Function):
@@ -601,3 +671,15 @@ def test_a_rule_without_a_derivative_of_its_own_raises():
         d = make_dual(tracegrad.tensor(rs.randn(3, 4)), tracegrad.tensor(rs.randn(3, 4)))
         with pytest.raises(NotImplementedError, match="forward AD with linalg_qr"):
             tracegrad.linalg.qr(d)
+
+
+def test_an_inplace_write_of_a_tangent_into_unpack_duals_primal_raises():
+    """torch gives unpack_dual's primal a tangent of its own when a dual value is written into it;
+    tracegrad's views share their base's tangent, so it refuses (NotImplementedError)."""
+    x = tracegrad.zeros(3, dtype=tracegrad.float64)
+    with dual_level():
+        d = make_dual(x, tracegrad.ones(3, dtype=tracegrad.float64))
+        for p in (unpack_dual(d).primal, unpack_dual(d * 2).primal):
+            with pytest.raises(NotImplementedError, match="in-place op writing a tangent into a view"):
+                p.add_(d)
+        assert unpack_dual(x).tangent is None

@@ -381,6 +381,11 @@ def written(self, result):
         if old is None:
             base = self._base if self._view is not None else None
             if base is not None:
+                if "_fw_primal" in self.__dict__ or base.__dict__.get(_KEY) is not None:
+                    # (a view that does not share its base's tangent: torch gives it one of its own)
+                    raise NotImplementedError("forward AD: an in-place op writing a tangent into a view that has "
+                                              "none of its own (unpack_dual's primal, or a view of a dual tensor "
+                                              "made under it) is not supported by tracegrad")
                 _attach(base, _zeros(base))         # (C-contiguous: as_strided views share its memory)
                 base.__dict__[_WRITTEN] = True
                 old = tangent_of(self)
