@@ -975,7 +975,8 @@ def _write_drawn(self, values, name):
     gets its values rounded to bfloat16's (its storage is float32's)."""
     if self._dtype is D.bfloat16:
         values = D.round_bfloat16(np.asarray(values, np.float32))
-    if STATE.grad_enabled and self.requires_grad:
+    if STATE.grad_enabled and self.requires_grad or _DUAL[0] and forward_ad.involved(self):
+        # (a dual tensor's tangent becomes zeros, through copy_, as torch's)
         src = Tensor._make(np.asarray(values, dtype=self._data.dtype), self._dtype)
         copy_(self, src if not self.is_cuda else src.to(self.device))
         name_grad_fn(self, name)
