@@ -356,6 +356,33 @@ def test_inplace_ops_match_torch():
     _compare(_inplace_ops, (3, 4), (3, 4))
 
 
+def _inplace_views(m, x):
+    a = x * 2
+    a.t_()
+    b = (x * 2)[None]
+    b.squeeze_()
+    c = x * 2
+    c.unsqueeze_(0)
+    e = x * 2
+    e.transpose_(0, 1)
+    f = x * 2
+    f.as_strided_((2,), (1,))
+    g = x * 2
+    g.detach_()                               # no tangent, as torch's
+    return a, b, c, e, f, g
+
+
+def test_inplace_view_ops_and_detach_match_torch():
+    _compare(_inplace_views, (3, 4))
+
+
+def test_resize_of_a_dual_tensor_raises_as_torch():
+    def fn(m, fw):
+        with fw.dual_level():
+            (fw.make_dual(_x(m), _x(m, seed=1)) * 2).resize_(3)
+    _same_error(fn)
+
+
 def test_inplace_write_reaches_views_made_before():
     for m, fw in ((torch, tfw), (tracegrad, gfw)):
         with fw.dual_level():

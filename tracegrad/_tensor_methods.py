@@ -1288,11 +1288,16 @@ def _inplace_view(name, inplace_name):
         check_inplace(self)
         if not (STATE.grad_enabled and self.requires_grad):
             with no_grad():
-                self._data = getattr(self, name)(*args, **kwargs)._data
+                new = getattr(self, name)(*args, **kwargs)
+            self._data = new._data
             self._vc[0] += 1
+            if _DUAL[0]:
+                forward_ad.moved(self, new)     # the tangent becomes the same view of itself
             return self
         creation = self._view.creation if self._view is not None else None
         new = getattr(self, name)(*args, **kwargs)
+        if _DUAL[0]:
+            forward_ad.moved(self, new)
         old_fn, old_nr = self._grad_fn, self._output_nr
         self._data = new._data
         self._grad_fn = new._grad_fn
@@ -1528,6 +1533,8 @@ def _resize_(self, *size, memory_format=None):
     them), resizing a view, a CUDA tensor, or inside a compiled function."""
     if _tracing():
         raise TraceError("resize_ inside a compiled function is not traced yet")
+    if _DUAL[0] and forward_ad.tangent_of(self) is not None:
+        raise RuntimeError("cannot resize variables that has a forward grad")
     if len(size) == 1 and isinstance(size[0], (tuple, list)):
         size = tuple(size[0])
     if not size:

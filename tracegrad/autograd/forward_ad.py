@@ -32,13 +32,12 @@ from .. import tracing
 from ..grad_mode import STATE, _DecoratorContextManager, enable_grad
 from ..ops.primitives import PRIMITIVES as P, sum_to, DerivativeNotImplemented, EFFICIENT_ZERO
 from ..ops import functional as F
-from ..tensor import Tensor
+from ..tensor import Tensor, FW_TANGENT as _KEY
 from ..tracing import apply_primal, _DUAL
 from .views import geometry
 
 __all__ = ["UnpackedDualTensor", "enter_dual_level", "exit_dual_level", "make_dual", "unpack_dual", "dual_level"]
 
-_KEY = "_fw_tangent"      # a tensor's tangent at the current level, in its __dict__
 _WRITTEN = "_fw_written"  # set on a base whose tangent an in-place write made: its older views read it
 
 
@@ -348,6 +347,17 @@ def refuse_backward(outputs, what):
         raise NotImplementedError(f"{what} of a dual tensor (forward-mode AD over reverse mode) is not supported by "
                                   f"tracegrad: its gradients would carry no tangents. Differentiate "
                                   f"unpack_dual(t).primal, or leave the dual level first")
+
+
+def moved(self, new):
+    """An in-place view op made self the view `new` of itself: its tangent becomes new's."""
+    if _INNER.inner:
+        return
+    tan = new.__dict__.get(_KEY)
+    if tan is not None:
+        _attach(self, tan)
+    else:
+        self.__dict__.pop(_KEY, None)
 
 
 def involved(self, other=None):
