@@ -17,7 +17,7 @@ import tracegrad
 import tracegrad.autograd.forward_ad as gfw
 from tracegrad.autograd.forward_ad import dual_level, make_dual, unpack_dual
 
-from conftest import assert_close, to_torch, to_tg
+from conftest import assert_close, to_tg
 from op_db import make_array, samples, sample_id
 
 TOL = {"float64": (1e-7, 1e-7), "float32": (1e-5, 1e-5), "float16": (1e-3, 1e-3), "bfloat16": (1e-2, 1e-2)}
@@ -853,3 +853,34 @@ MORE_OPS = {
 def test_more_ops_match_torch(name):
     """Tensor methods, nn.functional, linalg and losses on one dual (3, 4) input; as torch's."""
     _compare(lambda m, d: MORE_OPS[name](m, d), (3, 4), seed=11, tol=(1e-6, 1e-6))
+
+
+def test_clamp_at_a_tensor_bound_follows_torchs_backward():
+    """Where x equals a tensor bound, torch's forward formula gives the bound's tangent and its
+    backward gives x's; the transposed rule is torch's backward: J t of torch's reverse Jacobian."""
+    x = torch.tensor([[0.5, 1.0, 2.5]], dtype=torch.float64)
+    lo = torch.tensor([0.5, 1.0, 2.0], dtype=torch.float64)
+    tx, tl = torch.tensor([[1.0, 2.0, 3.0]], dtype=torch.float64), torch.tensor([10.0, 20.0, 30.0], dtype=torch.float64)
+    jx, jl = torch.autograd.functional.jacobian(lambda a, b: torch.clamp(a, min=b), (x, lo))
+    expected = jx.reshape(3, 3) @ tx.reshape(3) + jl.reshape(3, 3) @ tl
+    with dual_level():
+        y = tracegrad.clamp(make_dual(to_tg(x), to_tg(tx)), min=make_dual(to_tg(lo), to_tg(tl)))
+        got = unpack_dual(y).tangent
+    np.testing.assert_array_equal(got._data.reshape(3), expected.numpy())
+    with tfw.dual_level():
+        torchs = tfw.unpack_dual(torch.clamp(tfw.make_dual(x, tx), min=tfw.make_dual(lo, tl))).tangent
+    assert torchs.reshape(3).tolist() != expected.tolist()       # (torch's own two modes disagree here)
+
+
+def test_atan2_at_the_origin_follows_torchs_backward():
+    """atan2(0, 0): torch's forward formula divides by 0 (nan), its backward gives 0; the
+    transposed rule gives torch's backward's 0 (found by a random-program search, seeds 355, 662)."""
+    zeros = np.zeros(2)
+    with dual_level():
+        a = make_dual(tracegrad.tensor(zeros), tracegrad.tensor([1.0, -2.0]))
+        b = make_dual(tracegrad.tensor(zeros), tracegrad.tensor([3.0, 0.5]))
+        got = unpack_dual(tracegrad.atan2(a, b)).tangent
+    x, y = (torch.tensor(zeros, requires_grad=True) for _ in range(2))
+    gx, gy = torch.autograd.grad(torch.atan2(x, y).sum(), (x, y))       # the Jacobian is diagonal
+    expected = gx * torch.tensor([1.0, -2.0], dtype=torch.float64) + gy * torch.tensor([3.0, 0.5], dtype=torch.float64)
+    np.testing.assert_array_equal(got._data, expected.numpy())
