@@ -499,12 +499,14 @@ def _gradcheck_helper(func, inputs, eps, atol, rtol, nondet_tol, check_undefined
     _check_inputs(tupled_inputs)
     func_out = func(*tupled_inputs)
     outputs = _differentiable_outputs(func_out)
+    # (torch's order: reverse mode's Jacobians, then forward mode's, then the checks that need a backward)
+    if check_backward_ad:
+        check = _fast_gradcheck if fast_mode else _slow_gradcheck
+        check(func, func_out, tupled_inputs, outputs, eps, rtol, atol, check_grad_dtypes, nondet_tol)
     if check_forward_ad:
         _forward_gradcheck(func, func_out, tupled_inputs, outputs, eps, rtol, atol)
     if not check_backward_ad:
         return True
-    check = _fast_gradcheck if fast_mode else _slow_gradcheck
-    check(func, func_out, tupled_inputs, outputs, eps, rtol, atol, check_grad_dtypes, nondet_tol)
     _test_backward_mul_by_grad_output(outputs, tupled_inputs, masked)
     if check_undefined_grad:
         _test_undefined_backward_mode(func, outputs, tupled_inputs)
