@@ -48,6 +48,7 @@ class _Level(threading.local):
 
 _LEVEL = [-1]             # the current level (torch's _current_level), one for the process as torch's
 _DUALS = []               # weak references to the tensors given a tangent at the current level
+_COMPACT = [4096]         # the length of _DUALS at which the references to dead tensors are dropped
 _INNER = _Level()
 
 _NOT_IMPLEMENTED = ("Trying to use forward AD with {} that does not support it because it has not been implemented "
@@ -112,6 +113,10 @@ class UnpackedDualTensor(NamedTuple):
 def _attach(t, tangent):
     t.__dict__[_KEY] = tangent
     _DUALS.append(weakref.ref(t))
+    if len(_DUALS) >= _COMPACT[0]:
+        # a long computation in one level: the references to tensors gone are dropped now and then
+        _DUALS[:] = [r for r in _DUALS if r() is not None]
+        _COMPACT[0] = max(4096, 2 * len(_DUALS))
 
 
 def tangent_of(t):
