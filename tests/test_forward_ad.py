@@ -884,3 +884,21 @@ def test_atan2_at_the_origin_follows_torchs_backward():
     gx, gy = torch.autograd.grad(torch.atan2(x, y).sum(), (x, y))       # the Jacobian is diagonal
     expected = gx * torch.tensor([1.0, -2.0], dtype=torch.float64) + gy * torch.tensor([3.0, 0.5], dtype=torch.float64)
     np.testing.assert_array_equal(got._data, expected.numpy())
+
+
+def test_float32_and_mixed_dtype_tangents_match_torch():
+    """Tangents keep their outputs' dtypes: float32 throughout, float64 where a float32 dual meets a
+    float64 tensor (promotion), float16 through a conversion."""
+    rs = np.random.RandomState(12)
+    x, t, w = rs.randn(3, 4).astype(np.float32), rs.randn(3, 4).astype(np.float32), rs.randn(4, 2)
+    results = []
+    for m, fw in ((torch, tfw), (tracegrad, gfw)):
+        with fw.dual_level():
+            d = fw.make_dual(m.tensor(x), m.tensor(t))
+            outs = (m.tanh(d @ m.tensor(w.astype(np.float32))).softmax(-1), d * m.tensor(w[:, 0]),
+                    m.nn.functional.layer_norm(d, (4,)), d.half() * 2, d.sum(dtype=m.float64))
+            results.append([fw.unpack_dual(o) for o in outs])
+    for (pt, tt), (pg, tg) in zip(*results):
+        tol = TOL[str(pt.dtype).replace("torch.", "")]
+        assert_close(pg, pt, *tol)
+        assert_close(tg, tt, *tol)
