@@ -34,8 +34,8 @@ def gen(seed):
         terms = [(r.choice(TERMS), r.randrange(n_in), r.randrange(n_in)) for _ in range(r.randint(1, 2))]
         outs.append((terms, scalar or r.random() < 0.3))
     opts = dict(create_graph=r.random() < 0.3, strict=r.random() < 0.25)
-    # (strategy="forward-mode": tracegrad has no forward-mode AD and raises NotImplementedError
-    # naming it; tests/test_functional.py holds that)
+    # (strategy="forward-mode": tests/test_functional.py compares jacobian's with torch's and holds
+    # hessian's refusal)
     if api in ("jacobian", "hessian"):
         opts["vectorize"] = r.random() < 0.4
     v_none = r.random() < 0.15

@@ -12,9 +12,9 @@ reason, so the count of ported tests is honest.
 
 The source is TestAutograd of pytorch/pytorch's test/test_autograd.py, a version a little
 newer than torch 2.13; where its expected messages differ from what torch 2.13 (the oracle
-installed here) does, the test follows torch 2.13 and says so. Count: 242 torch tests ported
+installed here) does, the test follows torch 2.13 and says so. Count: 244 torch tests ported
 (test_hook_closure_cycle is parametrized 4 ways and test_checkpointing_without_reentrant_detached_tensor
-2 ways, as in torch), 237 pass, 5 are strict xfails listed in KNOWN_GAPS with the reason; 108 torch
+2 ways, as in torch), 239 pass, 5 are strict xfails listed in KNOWN_GAPS with the reason; 106 torch
 tests are out of scope (OUT_OF_SCOPE).
 """
 import copy
@@ -139,7 +139,6 @@ OUT_OF_SCOPE = {
     "test_set_materialize_non_diff_grads": "private ctx._materialize_non_diff_grads",
     "test_not_implemented_grad": "torch.nextafter, whose derivative torch 2.13 implements, so the test's "
                                  "NotImplementedError no longer holds in torch either",
-    "test_not_implemented_fwad": "forward-mode AD",
     "test_saved_tensor_hooks_extra_exit_during_bw_no_crash": "saved-tensor hooks",
     "test_saved_tensor_hooks_extra_enter_during_bw_no_leak": "saved-tensor hooks",
     "test_will_engine_execute_node": "torch._C._will_engine_execute_node",
@@ -5749,7 +5748,6 @@ OUT_OF_SCOPE.update({
     "test_gradcheck_forward_ad": "forward-mode AD",
     "test_gradcheck_forward_ad_runs_with_no_requires_grad": "forward-mode AD",
     "test_gradcheck_forward_ad_respects_requires_grad": "forward-mode AD",
-    "test_gradcheck_check_forward_or_backward_only": "forward-mode AD",
     "test_gradcheck_forward_ad_batched_grad": "forward-mode AD, vmap",
     "test_set_data_tensorimpl_type": "sparse tensors",
     "test_thread_shutdown": "engine worker threads of devices (subprocess API-usage logging)",
@@ -5789,6 +5787,67 @@ OUT_OF_SCOPE.update({
     "test_create_graph_and_full_backward_hook_cycle": "the lifetime of torch's C++ grad_fn (shared_ptr use "
                                                       "counts) under create_graph with module backward hooks",
 })
+
+
+def test_not_implemented_fwad():
+    x = tg.randn(3)
+    v = tg.rand(3)
+    with tg.autograd.forward_ad.dual_level():
+        dual_x = tg.autograd.forward_ad.make_dual(x, v)
+        # Running forward AD for an OP that does not implement it should raise a NotImplementedError
+        with pytest.raises(NotImplementedError, match=r"Trying to use forward AD with .* that does not support it"):
+            tg.igamma(dual_x, dual_x)
+
+
+def test_gradcheck_check_forward_or_backward_only():
+    # (torch's test also passes check_batched_grad=check_backward_ad: vmap is out of scope, left out)
+    fwd_fail_err_msg = "FAIL FWD"
+    bwd_fail_err_msg = "FAIL BWD"
+
+    class UserFn(Function):
+        @staticmethod
+        def forward(ctx, foo, fwd_bad, bwd_bad):
+            ctx.fwd_bad = fwd_bad
+            ctx.bwd_bad = bwd_bad
+            return foo * 2
+
+        @staticmethod
+        def vjp(ctx, gO):
+            if ctx.bwd_bad:
+                raise RuntimeError(bwd_fail_err_msg)
+            return 2 * gO, None, None
+
+        @staticmethod
+        def jvp(ctx, gI, _1, _2):
+            if ctx.fwd_bad:
+                raise RuntimeError(fwd_fail_err_msg)
+            return 2 * gI
+
+    for fast_mode in (True, False):
+        for check_forward_ad in (True, False):
+            for check_backward_ad in (True, False):
+                for fwd_bad in (True, False):
+                    for bwd_bad in (True, False):
+                        fwd_should_fail = fwd_bad and check_forward_ad
+                        bwd_should_fail = bwd_bad and check_backward_ad
+                        x = tg.rand(2, dtype=tg.double, requires_grad=True)
+
+                        def run():
+                            gradcheck(UserFn.apply, (x, fwd_bad, bwd_bad), check_forward_ad=check_forward_ad,
+                                      check_backward_ad=check_backward_ad, check_undefined_grad=check_backward_ad,
+                                      fast_mode=fast_mode)
+
+                        if not check_forward_ad and not check_backward_ad:
+                            with pytest.raises(AssertionError, match="Expected at least one of"):
+                                run()
+                            continue
+                        if not fwd_should_fail and not bwd_should_fail:
+                            run()
+                        else:
+                            # If both fail, backward AD failure "hides" forward AD failure
+                            fail_msg = bwd_fail_err_msg if bwd_should_fail else fwd_fail_err_msg
+                            with pytest.raises(RuntimeError, match=fail_msg):
+                                run()
 
 
 def test_port_bookkeeping():

@@ -21,9 +21,10 @@ from .tensor import Tensor, Above, _VALUE_READS, memory_root, escaped, check_for
 from .ops import functional as F
 from .autograd.graph import Saved, _HOOK_USERS, saved_tensors_hooks_active, RETAIN_USED
 from .autograd import views
+from .autograd import forward_ad
 from .creation import _wrap_np, tensor, takes_generator, RNG, stored_scalar
 from . import creation as _creation
-from .tracing import TraceError, _ACTIVE, TRACING, rename_grad_fn, note_composite_inputs
+from .tracing import TraceError, _ACTIVE, TRACING, _DUAL, rename_grad_fn, note_composite_inputs
 from .ops.primitives import np_index_set, PRIMITIVES, sum_to
 from .functionalize import commit_traced, may_overlap, traced_layouts, write_starts
 from .autograd.graph import RemovableHandle, node_class, Engine
@@ -247,9 +248,17 @@ def _tracing():
 
 def commit(self, result, routed=False):
     """Write `result` into `self` (the second half of every in-place op). `routed`: computed from
-    views.old_value(self) (see views.rebase)."""
+    views.old_value(self) (see views.rebase). Under forward AD, self's tangent becomes result's."""
     if _tracing():
         return commit_traced(self, result)      # inside compile: rewritten out of place
+    if _DUAL[0]:
+        out = _commit(self, result, routed)
+        forward_ad.written(self, result)
+        return out
+    return _commit(self, result, routed)
+
+
+def _commit(self, result, routed):
     if self._data is None or result._data is None:
         raise TraceError("in-place ops (such as batch_norm's update of its running statistics in training mode) "
                          "inside a compiled function are not traced yet")
@@ -491,11 +500,16 @@ def _inplace(fn):
             # copy, as _old_self's below: a pack hook sees it once)
             src = views.old_value(self)
             if src is not None:
+                if _DUAL[0]:
+                    forward_ad.carry(self, src)     # the copy computes with self's tangent
                 return commit(self, _sequenced(fn(src, *args, **kwargs), seq), routed=True)
         if _HOOK_USERS[0] and STATE.grad_enabled and saved_tensors_hooks_active() and not _tracing():
             # torch saves a clone of self's old value, and its pack hook sees that clone, once;
             # the op saving self and then its copy (_keep_old_self) called the hook twice
-            return commit(self, _sequenced(fn(_old_self(self), *args, **kwargs), seq))
+            old = _old_self(self)
+            if _DUAL[0]:
+                forward_ad.carry(self, old)
+            return commit(self, _sequenced(fn(old, *args, **kwargs), seq))
         return commit(self, _sequenced(fn(self, *args, **kwargs), seq))
     op.__name__ = name + "_"
     return op
@@ -619,6 +633,16 @@ def _overwrite(self, new, src=None):
 def _fill(self, value):
     check_inplace(self)
     from_tensor = isinstance(value, Tensor)
+    if _DUAL[0] and forward_ad.involved(self, value) and not _tracing():
+        # self's tangent becomes the value's (zeros for a number), through commit
+        if from_tensor and value.ndim:
+            raise RuntimeError(f"fill_ only supports 0-dimension value tensor but got tensor with {value.ndim} "
+                               f"dimensions.")
+        v = F.convert(value, self.dtype) if from_tensor else F.full((), value, dtype=self.dtype)
+        new = F.clone(F.expand(v, tuple(self.shape)))
+        if STATE.grad_enabled and self.grad_fn is not None:
+            new = _overwrite(self, new, value if from_tensor else None)
+        return commit(self, new)
     if isinstance(value, Tensor):
         if value.ndim:
             raise RuntimeError(f"fill_ only supports 0-dimension value tensor but got tensor with {value.ndim} dimensions.")
@@ -700,6 +724,12 @@ def copy_(self, src, non_blocking=False):
             # (it was cut off: its leaves' .grad stayed None)
             r = _overwrite(self, r, src)
         return commit(self, r)
+    if _DUAL[0] and forward_ad.involved(self, src):
+        # self's tangent becomes src's (zeros where src has none), through commit
+        if STATE.grad_enabled and self.grad_fn is not None:
+            return commit(self, _overwrite(self, F.clone(F.expand(F.convert(src, self.dtype), tuple(self.shape))),
+                                           src))
+        return commit(self, F.clone(F.expand(F.convert(src, self.dtype), tuple(self.shape))))
     if STATE.grad_enabled and self.grad_fn is not None:
         # the old value is overwritten: its gradient is zero from here on
         return commit(self, _overwrite(self, F.clone(F.expand(F.convert(src.detach(), self.dtype), tuple(self.shape))),
@@ -777,7 +807,8 @@ def _setitem(self, key, value):
                 seq = _sequenced_index_put(self, (tuple(idx), value), {}, e)
                 if seq.__class__ is tuple or not self._data.flags.writeable:
                     raise e from None
-    needs_graph = STATE.grad_enabled and (self.requires_grad or (isinstance(value, Tensor) and value._req))
+    needs_graph = STATE.grad_enabled and (self.requires_grad or (isinstance(value, Tensor) and value._req)) or \
+        _DUAL[0] and forward_ad.involved(self, value)      # (a tangent is written through commit too)
     if seq is not None and not needs_graph:
         self._data[...] = seq
         self._vc[0] += 1
@@ -944,7 +975,8 @@ def _write_drawn(self, values, name):
     gets its values rounded to bfloat16's (its storage is float32's)."""
     if self._dtype is D.bfloat16:
         values = D.round_bfloat16(np.asarray(values, np.float32))
-    if STATE.grad_enabled and self.requires_grad:
+    if STATE.grad_enabled and self.requires_grad or _DUAL[0] and forward_ad.involved(self):
+        # (a dual tensor's tangent becomes zeros, through copy_, as torch's)
         src = Tensor._make(np.asarray(values, dtype=self._data.dtype), self._dtype)
         copy_(self, src if not self.is_cuda else src.to(self.device))
         name_grad_fn(self, name)
@@ -1256,11 +1288,16 @@ def _inplace_view(name, inplace_name):
         check_inplace(self)
         if not (STATE.grad_enabled and self.requires_grad):
             with no_grad():
-                self._data = getattr(self, name)(*args, **kwargs)._data
+                new = getattr(self, name)(*args, **kwargs)
+            self._data = new._data
             self._vc[0] += 1
+            if _DUAL[0]:
+                forward_ad.moved(self, new)     # the tangent becomes the same view of itself
             return self
         creation = self._view.creation if self._view is not None else None
         new = getattr(self, name)(*args, **kwargs)
+        if _DUAL[0]:
+            forward_ad.moved(self, new)
         old_fn, old_nr = self._grad_fn, self._output_nr
         self._data = new._data
         self._grad_fn = new._grad_fn
@@ -1496,6 +1533,8 @@ def _resize_(self, *size, memory_format=None):
     them), resizing a view, a CUDA tensor, or inside a compiled function."""
     if _tracing():
         raise TraceError("resize_ inside a compiled function is not traced yet")
+    if _DUAL[0] and forward_ad.tangent_of(self) is not None:
+        raise RuntimeError("cannot resize variables that has a forward grad")
     if len(size) == 1 and isinstance(size[0], (tuple, list)):
         size = tuple(size[0])
     if not size:

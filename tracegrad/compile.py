@@ -34,8 +34,8 @@ from .tensor import Tensor, begin_value_reads, end_value_reads, UNTRACKED_WRITES
     device as _device
 from ._collect import paused
 from .ir.graph import Graph, V
-from .tracing import Proxy, TraceError, trace, proxy_input, apply, TRACING, TRACE_DEVICE, _ACTIVE, user_file, \
-    _ANOMALY, _ANOMALY_NAN, next_node_seq, dense_layout, copy_laid_out
+from .tracing import Proxy, TraceError, trace, proxy_input, apply, TRACING, TRACE_DEVICE, _ACTIVE, _DUAL, \
+    user_file, _ANOMALY, _ANOMALY_NAN, next_node_seq, dense_layout, copy_laid_out
 from .ir.layout import order_attr, tensor_order, array_order
 from .ir.verify import verify
 from .ops.lowering import Refuse, identity
@@ -2133,6 +2133,11 @@ class CompiledFunction:
     def __call__(self, *args, **kwargs):
         if _ACTIVE[0] and TRACING.stack:
             return self._fn(*args, **kwargs)    # called inside another trace: inlined into it
+        if _DUAL[0]:
+            # a program computes no tangents: eagerly, every op carries them (autograd/forward_ad.py)
+            warnings.warn(f"tracegrad.compile: {self.__name__} runs eagerly inside a forward AD dual_level "
+                          f"(autograd.forward_ad): a compiled program carries no tangents", UserWarning, stacklevel=2)
+            return self._fn(*args, **kwargs)
         if _MODULE_HOOKS[0]:
             warnings.warn(f"tracegrad.compile: {self.__name__} runs eagerly while global module backward hooks "
                           f"(register_module_full_backward_hook) are registered, so that they run",

@@ -357,6 +357,9 @@ class UntypedStorage:
             f"[torch.storage.UntypedStorage(device=cpu) of size {self.size()}]"
 
 
+FW_TANGENT = "_fw_tangent"    # the key of a tensor's forward-mode tangent in its __dict__ (autograd/forward_ad.py)
+
+
 class Tensor:
     """An n-dimensional array with autograd, stored in a numpy array."""
     __slots__ = ("_data", "_dtype", "_req", "_grad_fn_slot", "_output_nr", "_grad", "_vc", "_base", "_view",
@@ -878,6 +881,7 @@ class Tensor:
         self.grad_fn = None
         self._output_nr = 0
         self._req = False
+        self.__dict__.pop(FW_TANGENT, None)       # (and its tangent, as torch's)
         return self
 
     def retain_grad(self):

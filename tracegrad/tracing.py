@@ -30,6 +30,7 @@ from .ops import shapes as S
 from .ops.primitives import FrontEnd, PRIMITIVES, scalar_operands
 
 _CUDA = [0]               # non-zero once a CUDA tensor exists: the eager hot path's only device test (cuda._ON)
+_DUAL = [0]               # non-zero while a forward AD level exists: the eager hot path's only tangent test
 
 
 class Above:
@@ -39,9 +40,10 @@ class Above:
     (autograd/views.py), `apply_cuda` and `NOT_CUDA` (cuda.py, called only once a CUDA tensor
     exists), `refresh_view` (functionalize.py, called only on its own views), `carries_grad`
     (functionalize.py: whether a traced value would require grad in eager), `no_grad_view_of_grad`
-    (functionalize.py: whether a view was taken under no_grad of a value that requires grad)."""
+    (functionalize.py: whether a view was taken under no_grad of a value that requires grad),
+    `apply_dual` (autograd/forward_ad.py, called only while a forward AD level exists)."""
     Saved = Guard = node_class = node_class_of = make_view = creation_meta = None
-    apply_cuda = NOT_CUDA = refresh_view = carries_grad = no_grad_view_of_grad = None
+    apply_cuda = NOT_CUDA = refresh_view = carries_grad = no_grad_view_of_grad = apply_dual = None
 
 
 class _Local(threading.local):
@@ -935,6 +937,15 @@ def apply(prim, args, params):
     """Run one primitive: eagerly on tensors, or symbolically on Proxies."""
     if _ACTIVE[0] and (TRACING.stack or any(isinstance(a, Proxy) for a in args)):
         return apply_symbolic(prim, args, params)
+    if _DUAL[0]:
+        return Above.apply_dual(prim, args, params)
+    if _PROFILE[0] is not None:
+        return _PROFILE[0](prim, args, params, lambda: _apply_eager(prim, args, params))
+    return _apply_eager(prim, args, params)
+
+
+def apply_primal(prim, args, params):
+    """apply on concrete tensors, carrying no tangent (forward AD's primal computation)."""
     if _PROFILE[0] is not None:
         return _PROFILE[0](prim, args, params, lambda: _apply_eager(prim, args, params))
     return _apply_eager(prim, args, params)

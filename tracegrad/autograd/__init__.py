@@ -10,6 +10,7 @@ from .. import _dtype as D
 from ..grad_mode import (no_grad, enable_grad, set_grad_enabled, is_grad_enabled, inference_mode,
                          is_inference_mode_enabled, STATE)
 from ..tensor import Tensor, Above
+from ..tracing import _DUAL
 from .. import chain
 from . import engine
 from .graph import Node, AccumulateGrad, RemovableHandle, node_class, RETAIN_USED
@@ -107,6 +108,8 @@ def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, 
     if grad_variables is not None:
         grad_tensors = grad_variables
     outputs = _as_list(tensors, "tensors")
+    if _DUAL[0]:
+        forward_ad.refuse_backward(outputs, "backward")
     if inputs is not None:
         inputs = _as_list(inputs, "inputs")
         if len(inputs) == 0:
@@ -724,6 +727,8 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
          allow_unused=None, is_grads_batched=False, materialize_grads=False):
     """Gradients of `outputs` with respect to `inputs` (nothing is accumulated into .grad);
     `inputs` a dict gives a dict of gradients under the same keys, as torch's."""
+    if _DUAL[0]:
+        forward_ad.refuse_backward(outputs, "autograd.grad")
     if chain.LIVE[0]:            # a step of a chain after a compiled call (tracegrad/chain.py)?
         r = chain.grad_step(_grad_api, outputs, inputs, grad_outputs, retain_graph, create_graph, only_inputs,
                             allow_unused, is_grads_batched, materialize_grads)
@@ -888,6 +893,7 @@ from .anomaly_mode import detect_anomaly, set_detect_anomaly, is_anomaly_enabled
 from . import profiler  # noqa: E402
 from .gradcheck import gradcheck, gradgradcheck  # noqa: E402
 from . import functional  # noqa: E402
+from . import forward_ad  # noqa: E402
 
 
 class _VariableMeta(type):

@@ -28,6 +28,7 @@ from ..ops.primitives import sum_to
 from .engine import unpack, _check_version, UNDEFINED_OK, FREED_MSG
 from ..autodiff import differentiable_reach
 from .. import functionalize
+from . import forward_ad
 
 
 # -- the primitives: the Function node, and the run-time calls in backward graphs ------------------
@@ -299,8 +300,15 @@ class FunctionCtx:
         # checked where apply records the node (a call that records none just runs forward)
         self.__dict__["_to_save"] = tensors
 
+    def save_for_forward(self, *tensors):
+        """What jvp reads as ctx.saved_tensors (torch's)."""
+        self.__dict__["_for_forward"] = tensors
+
     @property
     def saved_tensors(self):
+        in_jvp = self.__dict__.get("_in_jvp")
+        if in_jvp:                           # jvp running: what forward saved for it
+            return tuple(self.__dict__.get("_for_forward", ()))
         if self._saved is None:
             raise RuntimeError(FREED_MSG)
         saved = self.__dict__.get("_fn_saved")
@@ -384,6 +392,11 @@ class Function(metaclass=FunctionMeta):
     vjp = backward
 
     @staticmethod
+    def jvp(ctx, *grad_inputs):
+        """The forward-mode derivative: the outputs' tangents from the inputs' (forward_ad)."""
+        raise NotImplementedError(forward_ad.CUSTOM_FUNCTION_MSG)
+
+    @staticmethod
     def setup_context(ctx, inputs, output):
         raise NotImplementedError
 
@@ -404,6 +417,10 @@ class Function(metaclass=FunctionMeta):
         # keyword arguments count as inputs after the positional ones, as torch's (needs_input_grad,
         # and a gradient for each from backward)
         args = args + tuple(kwargs.values())
+        # dual inputs: forward sees their primals alone, jvp gives the outputs' tangents (torch's)
+        tangents = forward_ad.tangents_of(args) if _tracer._DUAL[0] else None
+        if tangents is not None and getattr(cls.jvp, "__func__", cls.jvp) is Function.jvp:
+            raise NotImplementedError(forward_ad.CUSTOM_FUNCTION_MSG)
         ctx = object.__new__(_ctx_class(cls))
         _init_node(ctx)
         # (a view made under no_grad of a tensor that requires grad requires grad too, with no edge: torch's)
@@ -413,7 +430,7 @@ class Function(metaclass=FunctionMeta):
         if STATE.grad_enabled and any(needs):
             # the inputs' history before forward runs (it may modify them in place: mark_dirty)
             edges = [_edge(a) if isinstance(a, Tensor) else (None, 0) for a in args]
-        with no_grad():
+        with no_grad(), forward_ad.primal_only(tangents is not None):
             if custom_setup:
                 outputs = cls.forward(*pos, **kwargs)
                 cls.setup_context(ctx, _with_defaults(cls.forward, pos) if not kwargs else pos, outputs)
@@ -444,6 +461,8 @@ class Function(metaclass=FunctionMeta):
                         and not any(o is d for d in dirty):
                     # a view made inside forward: an in-place op on it may not rewrite history
                     o._view.creation = views.MULTI_OUTPUT_NODE if n_tensors > 1 else views.IN_CUSTOM_FUNCTION
+            if tangents is not None:
+                forward_ad.function_tangents(cls, ctx, args, tangents, outs)
             return tuple(outs) if is_tuple else outs[0]
         if _tracer._ANOMALY[0]:
             ctx._trace = traceback.format_stack()[:-1]
@@ -516,6 +535,8 @@ class Function(metaclass=FunctionMeta):
             else:
                 saved.append(Saved(t, False))
         ctx.__dict__["_fn_saved"] = saved
+        if tangents is not None:
+            forward_ad.function_tangents(cls, ctx, args, tangents, outs)
         return tuple(outs) if is_tuple else outs[0]
 
 

@@ -1,15 +1,18 @@
 """torch.autograd.functional: vjp, jvp, jacobian, hessian, hvp, vhp over `autograd.grad`.
 
-Everything is reverse mode. jvp and hvp use the double-backward trick: the vjp
-g -> J^T g is linear in g, so differentiating it with respect to g (at any g, here
-zeros that require grad) against v gives J v. jacobian takes one vjp per output
-element; `vectorize=True` gives the same result through the same loop.
+jvp and hvp use the double-backward trick: the vjp g -> J^T g is linear in g, so
+differentiating it with respect to g (at any g, here zeros that require grad) against v
+gives J v. jacobian takes one vjp per output element; `vectorize=True` gives the same
+result through the same loop; strategy="forward-mode" one forward-mode pass (forward_ad)
+per input element. A Hessian's forward-over-reverse is refused: a backward carries no
+tangents.
 """
 from .. import autograd            # autograd.grad: autograd/__init__ imports this module
 from .. import creation as _creation
 from ..grad_mode import enable_grad, set_grad_enabled, is_grad_enabled
 from ..ops import functional as _ops
 from ..tensor import Tensor
+from . import forward_ad
 
 __all__ = ["vjp", "jvp", "jacobian", "hessian", "hvp", "vhp"]
 
@@ -193,12 +196,18 @@ def jvp(func, inputs, v=None, create_graph=False, strict=False):
 
 
 def _forward_mode_unsupported(what):
-    raise NotImplementedError(f"{what}: forward-mode AD is not supported by tracegrad; use "
-                              "strategy=\"reverse-mode\" (the default)")
+    raise NotImplementedError(f"{what}: forward-mode AD over a backward is not supported by tracegrad; use "
+                              "outer_jacobian_strategy=\"reverse-mode\" (the default)")
 
 
 def jacobian(func, inputs, create_graph=False, strict=False, vectorize=False, strategy="reverse-mode"):
     """The Jacobian of `func` at `inputs`: entry [i][j] has shape outputs[i].shape + inputs[j].shape."""
+    return _jacobian(func, inputs, create_graph, strict, vectorize, strategy)
+
+
+def _jacobian(func, inputs, create_graph=False, strict=False, vectorize=False, strategy="reverse-mode",
+              over_reverse=False):
+    """jacobian; `over_reverse`: func differentiates in reverse mode (hessian's inner jacobian)."""
     if strategy not in ("forward-mode", "reverse-mode"):
         raise AssertionError("Expected strategy to be either \"forward-mode\" or \"reverse-mode\". Hint: If your "
                              "function has more outputs than inputs, \"forward-mode\" tends to be more performant. "
@@ -215,7 +224,10 @@ def jacobian(func, inputs, create_graph=False, strict=False, vectorize=False, st
         if not vectorize:
             raise NotImplementedError("Computing Jacobian using forward-AD or forward-over-reverse Hessian is"
                                       "only implemented for `vectorize=True`.")
-        _forward_mode_unsupported("jacobian(strategy=\"forward-mode\")")
+        if over_reverse:
+            # (a backward carries no tangents: forward-over-reverse would lose them)
+            _forward_mode_unsupported("hessian(outer_jacobian_strategy=\"forward-mode\")")
+        return _jacobian_forward(func, inputs)
     with enable_grad():
         is_inputs_tuple, inputs = _as_tuple(inputs, "inputs", "jacobian")
         inputs = _grad_preprocess(inputs, create_graph=create_graph, need_graph=True)
@@ -247,6 +259,40 @@ def jacobian(func, inputs, create_graph=False, strict=False, vectorize=False, st
             jac.append(tuple(_stack_rows(rows_k, out, inp) for rows_k, inp in zip(rows, inputs)))
         jac = _grad_postprocess(tuple(jac), create_graph)
         return _tuple_postprocess(jac, (is_outputs_tuple, is_inputs_tuple))
+
+
+def _jacobian_forward(func, inputs):
+    """jacobian(strategy="forward-mode"): for each element of each input, one call of func with
+    dual inputs (that element's tangent one, every other zero); the outputs' tangents (zeros
+    where one has none) are the Jacobian's columns."""
+    is_inputs_tuple, inputs = _as_tuple(inputs, "inputs", "jacobian")
+    inputs = tuple(x.detach() for x in inputs)
+    cols, outputs, is_outputs_tuple = None, None, False
+    for j, x in enumerate(inputs):
+        for e in range(x.numel()):
+            with forward_ad.dual_level():
+                duals = []
+                for k, y in enumerate(inputs):
+                    t = _creation.zeros_like(y, memory_format=_ops.contiguous_format)
+                    if k == j:
+                        t.view(-1)[e] = 1
+                    duals.append(forward_ad.make_dual(y, t))
+                res = func(*duals)
+                is_outputs_tuple, outs = _as_tuple(res, "outputs of the user-provided function", "jacobian")
+                if cols is None:
+                    outputs = [forward_ad.unpack_dual(o).primal for o in outs]
+                    cols = [[[] for _ in inputs] for _ in outs]
+                for i, o in enumerate(outs):
+                    t = forward_ad.unpack_dual(o).tangent
+                    cols[i][j].append(_creation.zeros_like(outputs[i]) if t is None else t.detach())
+    if outputs is None:                  # inputs without elements: func called once, for its outputs
+        is_outputs_tuple, outputs = _as_tuple(func(*inputs), "outputs of the user-provided function", "jacobian")
+        cols = [[[] for _ in inputs] for _ in outputs]
+    # (lists, as torch's forward-mode jacobian gives them where the inputs are a tuple)
+    jac = [[_ops.stack(c, dim=-1).view(tuple(o.shape) + tuple(x.shape)) if c else
+            _creation.zeros(tuple(o.shape) + tuple(x.shape), dtype=o.dtype) for c, x in zip(row, inputs)]
+           for row, o in zip(cols, outputs)]
+    return _tuple_postprocess(jac, (is_outputs_tuple, is_inputs_tuple))
 
 
 def _jacobian_batched(outputs, inputs, create_graph, tuples):
@@ -305,8 +351,8 @@ def hessian(func, inputs, create_graph=False, strict=False, vectorize=False, out
         _check_requires_grad(jac, "jacobian", strict=strict)
         return jac
 
-    res = jacobian(jac_func, inputs, create_graph=create_graph, strict=strict, vectorize=vectorize,
-                   strategy=outer_jacobian_strategy)
+    res = _jacobian(jac_func, inputs, create_graph=create_graph, strict=strict, vectorize=vectorize,
+                    strategy=outer_jacobian_strategy, over_reverse=True)
     return _tuple_postprocess(res, (is_inputs_tuple, is_inputs_tuple))
 
 

@@ -16,6 +16,7 @@ from .. import autograd            # autograd.grad: autograd/__init__ imports th
 from ..tensor import Tensor
 from ..grad_mode import no_grad
 from .function import Function, _call_user_backward
+from . import forward_ad
 from ..creation import rand
 
 __all__ = ["gradcheck", "gradgradcheck", "GradcheckError"]
@@ -358,6 +359,53 @@ def _fast_gradcheck(func, func_out, inputs, outputs, eps, rtol, atol, check_grad
     return True
 
 
+# -- forward mode -------------------------------------------------------------------
+
+def _forward_jacobians(func, inputs, func_out):
+    """The Jacobians forward-mode AD gives, column by column: each input that requires grad
+    made dual (of its detached value) with a one-hot tangent, the outputs' tangents read (none
+    is zeros). For each input, a list over outputs of (input numel x output numel) tensors."""
+    positions, diff = _diff_inputs(inputs)
+    func_out = _as_tuple(func_out)
+    result = []
+    for pos, inp in zip(positions, diff):
+        jacs = [np.zeros((inp.numel(), o.numel())) if _is_float_tensor(o) else None for o in func_out]
+        for j in range(inp.numel()):
+            with forward_ad.dual_level():
+                args = list(inputs)
+                for p, x in zip(positions, diff):
+                    tangent = np.zeros(x._data.shape, x._data.dtype)
+                    if p == pos:
+                        tangent.reshape(-1)[j] = 1
+                    args[p] = forward_ad.make_dual(x.detach(), Tensor._make(tangent, x._dtype))
+                outs = _as_tuple(func(*args))
+                for jac, o in zip(jacs, outs):
+                    if jac is not None:
+                        tangent = forward_ad.unpack_dual(o).tangent
+                        if tangent is not None:
+                            jac[j] = np.asarray(tangent._data, dtype=np.float64).reshape(-1)
+        result.append([None if j is None else _tensor(j, o.dtype) for j, o in zip(jacs, func_out)])
+    return result
+
+
+def _forward_gradcheck(func, func_out, inputs, outputs, eps, rtol, atol):
+    """torch's check_forward_ad: forward-mode Jacobians against central differences (in slow
+    mode's element by element form, whatever fast_mode says)."""
+    func_out = _as_tuple(func_out)
+    if not outputs:
+        return True
+    keep = [k for k, o in enumerate(func_out) if o.requires_grad]
+    numerical = _numerical_jacobian(func, inputs, func_out, eps)
+    forward = _forward_jacobians(func, inputs, func_out)
+    for j, (n_in, a_in) in enumerate(zip(numerical, forward)):
+        for i, k in enumerate(keep):
+            a, n = a_in[k], n_in[k]
+            if not _allclose(a, n, rtol, atol):
+                raise GradcheckError(f"Jacobian computed with forward mode mismatch for output {i:d} with respect to "
+                                     f"input {j:d},\nnumerical:{n}\nanalytical:{a}\n")
+    return True
+
+
 # -- the checks after the Jacobians -----------------------------------------------
 
 def _test_backward_mul_by_grad_output(outputs, inputs, masked):
@@ -446,13 +494,19 @@ def _check_zero_grads(grads):
 
 
 def _gradcheck_helper(func, inputs, eps, atol, rtol, nondet_tol, check_undefined_grad, check_grad_dtypes,
-                      fast_mode, masked):
+                      fast_mode, masked, check_forward_ad=False, check_backward_ad=True):
     tupled_inputs = _as_tuple(inputs)
     _check_inputs(tupled_inputs)
     func_out = func(*tupled_inputs)
     outputs = _differentiable_outputs(func_out)
-    check = _fast_gradcheck if fast_mode else _slow_gradcheck
-    check(func, func_out, tupled_inputs, outputs, eps, rtol, atol, check_grad_dtypes, nondet_tol)
+    # (torch's order: reverse mode's Jacobians, then forward mode's, then the checks that need a backward)
+    if check_backward_ad:
+        check = _fast_gradcheck if fast_mode else _slow_gradcheck
+        check(func, func_out, tupled_inputs, outputs, eps, rtol, atol, check_grad_dtypes, nondet_tol)
+    if check_forward_ad:
+        _forward_gradcheck(func, func_out, tupled_inputs, outputs, eps, rtol, atol)
+    if not check_backward_ad:
+        return True
     _test_backward_mul_by_grad_output(outputs, tupled_inputs, masked)
     if check_undefined_grad:
         _test_undefined_backward_mode(func, outputs, tupled_inputs)
@@ -479,15 +533,13 @@ def gradcheck(func, inputs, *, eps=1e-6, atol=1e-5, rtol=1e-3, raise_exception=T
         raise AssertionError("Setting check_batched_grad=True requires check_backward_ad to be True")
     if check_batched_forward_grad and not check_forward_ad:
         raise AssertionError("Setting check_batched_forward_grad=True requires check_forward_ad to be True")
-    if check_forward_ad:
-        _unsupported("gradcheck(check_forward_ad=True)", "forward-mode AD")
     if check_batched_grad:
         _unsupported("gradcheck(check_batched_grad=True)", "vmap (batched gradients)")
     if check_batched_forward_grad:
-        _unsupported("gradcheck(check_batched_forward_grad=True)", "forward-mode AD")
+        _unsupported("gradcheck(check_batched_forward_grad=True)", "vmap (batched forward gradients)")
     try:
         return _gradcheck_helper(func, inputs, eps, atol, rtol, nondet_tol, check_undefined_grad,
-                                 check_grad_dtypes, fast_mode, bool(masked))
+                                 check_grad_dtypes, fast_mode, bool(masked), check_forward_ad, check_backward_ad)
     except GradcheckError:
         if raise_exception:
             raise
@@ -524,7 +576,8 @@ def gradgradcheck(func, inputs, grad_outputs=None, *, eps=1e-6, atol=1e-5, rtol=
     if check_batched_grad and not check_rev_over_rev:
         raise AssertionError("Setting check_batched_grad=True requires check_rev_over_rev to be True")
     if check_fwd_over_rev:
-        _unsupported("gradgradcheck(check_fwd_over_rev=True)", "forward-mode AD")
+        # (a backward runs as a compiled program, which carries no tangents)
+        _unsupported("gradgradcheck(check_fwd_over_rev=True)", "forward-mode AD through a backward")
     tupled_inputs = _as_tuple(inputs)
     if grad_outputs is None:
         outputs = _differentiable_outputs(func(*tupled_inputs))
