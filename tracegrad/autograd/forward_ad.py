@@ -30,7 +30,8 @@ import numpy as np
 from .. import autograd             # autograd.grad: autograd/__init__ imports this module
 from .. import tracing
 from ..grad_mode import STATE, _DecoratorContextManager, enable_grad
-from ..ops.primitives import PRIMITIVES as P, sum_to, DerivativeNotImplemented, EFFICIENT_ZERO
+from ..ops.primitives import PRIMITIVES as P, sum_to, DerivativeNotImplemented, EFFICIENT_ZERO, \
+    FORWARD_AD_NOT_IMPLEMENTED, FORWARD_AD_CUSTOM_FUNCTION
 from ..ops import functional as F
 from ..tensor import Tensor, FW_TANGENT as _KEY
 from ..tracing import apply_primal, _DUAL
@@ -51,11 +52,8 @@ _DUALS = []               # weak references to the tensors given a tangent at th
 _COMPACT = [4096]         # the length of _DUALS at which the references to dead tensors are dropped
 _INNER = _Level()
 
-_NOT_IMPLEMENTED = ("Trying to use forward AD with {} that does not support it because it has not been implemented "
-                    "yet.\nPlease file an issue to PyTorch at https://github.com/pytorch/pytorch/issues/new?template="
-                    "feature-request.yml so that we can prioritize its implementation or submit a PR adding the "
-                    "implementation to derivatives.yaml")
-CUSTOM_FUNCTION_MSG = "You must implement the jvp function for custom autograd.Function to use it with forward mode AD."
+_NOT_IMPLEMENTED = FORWARD_AD_NOT_IMPLEMENTED
+CUSTOM_FUNCTION_MSG = FORWARD_AD_CUSTOM_FUNCTION
 
 
 # == levels ========================================================================================
@@ -241,6 +239,8 @@ def _output_tangents(prim, args, params, out, outs, tangents, wanted):
     """J t for each wanted output of prim(*args)."""
     if prim.takes_ctx:
         raise NotImplementedError(CUSTOM_FUNCTION_MSG)
+    if prim.no_forward_ad is not None:
+        raise NotImplementedError(prim.no_forward_ad)
     if any(t is not None and t._dtype.is_complex for t in tangents) or any(outs[k]._dtype.is_complex for k in wanted):
         raise NotImplementedError(f"forward-mode AD of complex tensors is not supported by tracegrad (op {prim.name})")
     if _is_view(prim, params) and all(t is None for t in tangents[1:]):

@@ -13,7 +13,7 @@ derivative (torch's errors)."""
 import numpy as np
 
 from . import lowering as T
-from .primitives import FrontEnd, PRIMITIVES, Primitive, _bcast_shape, _no_kernel
+from .primitives import FrontEnd, PRIMITIVES, Primitive, _bcast_shape, _no_kernel, FORWARD_AD_CUSTOM_FUNCTION
 from .gamma_primitives import _digamma64
 
 _HOST = T.Refuse("runs its numpy kernel on the host")
@@ -125,9 +125,10 @@ def _float_kernels_only(op):
 
 Primitive("_dirichlet_grad", "x alpha total", _dirichlet_grad, shape=_bcast_shape, dtype="same",
           vjp=_no_second_derivative("_dirichlet_grad"), grad_fn="NotImplemented", elementwise=True,
-          refuse=_float_kernels_only("_dirichlet_grad_cpu"), triton=_HOST)
+          refuse=_float_kernels_only("_dirichlet_grad_cpu"), triton=_HOST,
+          no_forward_ad="Trying to use forward AD with aten::_dirichlet_grad that does not support it.")
 # a Dirichlet draw made on the host (the draw of Dirichlet.rsample) as a function of its concentration
 Primitive("dirichlet_rsample", "concentration sample", lambda a, sample: np.array(sample, dtype=a.dtype, copy=True),
           shape=_bcast_shape, dtype="same", vjp=_dirichlet_draw_vjp, saves="concentration out",
           grad_fn="_DirichletBackward", refuse=_float_kernels_only("dirichlet"), edges=lambda metas: (0,),
-          triton=_HOST)
+          triton=_HOST, no_forward_ad=FORWARD_AD_CUSTOM_FUNCTION)      # (torch's draw is a custom Function)

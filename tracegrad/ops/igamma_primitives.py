@@ -19,7 +19,7 @@ of its own (torch's NotImplementedError).
 import numpy as np
 
 from . import lowering as T
-from .primitives import F, FrontEnd, PRIMITIVES, binary, _no_kernel
+from .primitives import F, FrontEnd, PRIMITIVES, binary, _no_kernel, FORWARD_AD_NOT_IMPLEMENTED
 from .gamma_primitives import _lgamma, _digamma64
 from .special_primitives import compute_dtype, _libm, _fma, _WIDE
 
@@ -566,9 +566,10 @@ def _float_kernels_only(op):
 
 binary("_standard_gamma_grad", _standard_gamma_grad, _standard_gamma_grad_vjp, "", dtype="same",
        grad_fn="StandardGammaGradBackward0", refuse=_float_kernels_only("_standard_gamma_grad_cpu"),
-       edges=lambda metas: (0,), triton=_HOST)
+       edges=lambda metas: (0,), triton=_HOST).no_forward_ad = FORWARD_AD_NOT_IMPLEMENTED.format("_standard_gamma_grad")
 # a Gamma(alpha, 1) draw made on the host (the front end's torch._standard_gamma) as a function of
 # alpha: its value is the draw, its derivative the implicit one above
 binary("_standard_gamma", lambda a, sample: np.array(sample, dtype=np.result_type(a), copy=True),
        _standard_gamma_vjp, "x out", dtype="same", grad_fn="StandardGammaBackward0",
-       refuse=_float_kernels_only("gamma_cpu"), edges=lambda metas: (0,), triton=_HOST)
+       refuse=_float_kernels_only("gamma_cpu"), edges=lambda metas: (0,),
+       triton=_HOST).no_forward_ad = FORWARD_AD_NOT_IMPLEMENTED.format("_standard_gamma")

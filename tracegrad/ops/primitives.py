@@ -58,18 +58,30 @@ class _PublicOps:
 F = _PublicOps()
 
 
+# torch's forward-mode AD's errors for an op without a forward formula, and for a custom Function's
+FORWARD_AD_NOT_IMPLEMENTED = (
+    "Trying to use forward AD with {} that does not support it because it has not been implemented yet.\nPlease "
+    "file an issue to PyTorch at https://github.com/pytorch/pytorch/issues/new?template=feature-request.yml so that "
+    "we can prioritize its implementation or submit a PR adding the implementation to derivatives.yaml")
+FORWARD_AD_CUSTOM_FUNCTION = ("You must implement the jvp function for custom autograd.Function to use it with forward "
+                              "mode AD.")
+
+
 class Primitive:
     __slots__ = ("name", "inputs", "variadic", "dtype_rule", "shape", "impl", "vjp", "saves", "grad_fn",
                  "view", "nondiff_outputs", "multi", "triton", "elementwise", "reduction", "cast", "_node_cls",
                  "_save_pos", "needs", "takes_ctx", "eager", "opmath", "checked", "chunk_impl", "pieces", "layout",
-                 "torch_saved_outputs", "order", "edges", "saves_inner_view")
+                 "torch_saved_outputs", "order", "edges", "saves_inner_view", "no_forward_ad")
 
     def __init__(self, name, inputs, impl, *, shape, dtype, vjp=None, saves=(), grad_fn=None, view=False,
                  multi=False, nondiff_outputs=(), elementwise=False, reduction=False, triton=None, cast=None,
                  needs=None, takes_ctx=False, eager=None, refuse=None, opmath=None, checked=((), False),
                  chunk_impl=None, pieces=None, layout=None, torch_saved_outputs=None, order=None, edges=None,
-                 saves_inner_view=None):
+                 saves_inner_view=None, no_forward_ad=None):
         self.name = name
+        # torch's error where its forward-mode AD has no formula for the op (FORWARD_AD_NOT_IMPLEMENTED,
+        # ...); None: the tangent is the derivative rule transposed (autograd/forward_ad.py)
+        self.no_forward_ad = no_forward_ad
         self.variadic = inputs.startswith("*")
         self.inputs = tuple(inputs.lstrip("*").split()) if inputs else ()
         self.impl = impl
