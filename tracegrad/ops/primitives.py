@@ -2694,7 +2694,19 @@ def _einsum_triton(*xs, equation):
     return arrange(x, spec, res)
 
 
-Primitive("einsum", "*xs", lambda *xs, equation: np.einsum(equation, *xs, optimize=len(xs) > 2),
+def _einsum_kernel(*xs, equation):
+    """np.einsum; float16 operands in float32, rounded once, as torch's half contraction (a bmm
+    accumulating in float32): numpy's half einsum keeps partial sums in half precision in an order
+    that follows the operands' strides, so an eager and a compiled program that lay the same values
+    out differently gave gradients an ulp apart."""
+    half = any(getattr(x, "dtype", None) == np.float16 for x in xs)
+    if half:
+        xs = [x.astype(np.float32) if getattr(x, "dtype", None) == np.float16 else x for x in xs]
+    out = np.einsum(equation, *xs, optimize=len(xs) > 2)
+    return out.astype(np.float16) if half else out
+
+
+Primitive("einsum", "*xs", _einsum_kernel,
           shape=_einsum_shape, dtype="promote", vjp=_einsum_vjp, saves="xs", grad_fn="EinsumBackward0",
           triton=T.Decompose(_einsum_triton))
 
