@@ -18,6 +18,18 @@ import tracegrad as tg
 ALPHAS = [1e-3, 0.05, 0.3, 0.9, 1.0, 2.5, 7.9, 8.1, 19.0, 21.0, 150.0, 250.0, 5e3, 1e5]
 
 
+
+def _outcomes(calls):
+    """None for each call that returns, else its error's type and message (compared with torch's)."""
+    row = []
+    for f in calls:
+        try:
+            f()
+            row.append(None)
+        except Exception as e:      # noqa: BLE001 (compared)
+            row.append(f"{type(e).__name__}: {e}")
+    return row
+
 def _draws(seed=0, n=8):
     rng = np.random.default_rng(seed)
     a = np.repeat(ALPHAS, n)
@@ -67,17 +79,10 @@ def test_standard_gamma_grad_edges_and_errors_as_torchs():
     np.testing.assert_array_equal(np.isnan(got.numpy()), np.isnan(want.numpy()))
     errors = []
     for L in (torch, tg):
-        row = []
-        for f in (lambda: L._standard_gamma(L.ones(2, dtype=L.float16)),
-                  lambda: L._standard_gamma(L.ones(2, dtype=L.int64)),
-                  lambda: L._standard_gamma_grad(L.ones(2, dtype=L.bfloat16), L.ones(2, dtype=L.bfloat16)),
-                  lambda: L._standard_gamma_grad(L.ones(2, dtype=L.float64), L.ones(2))):
-            try:
-                f()
-                row.append(None)
-            except Exception as e:      # noqa: BLE001 (compared)
-                row.append(f"{type(e).__name__}: {e}")
-        errors.append(row)
+        errors.append(_outcomes((lambda: L._standard_gamma(L.ones(2, dtype=L.float16)),
+                                 lambda: L._standard_gamma(L.ones(2, dtype=L.int64)),
+                                 lambda: L._standard_gamma_grad(L.ones(2, dtype=L.bfloat16), L.ones(2, dtype=L.bfloat16)),
+                                 lambda: L._standard_gamma_grad(L.ones(2, dtype=L.float64), L.ones(2)))))
     assert errors[0] == errors[1]
 
 
@@ -216,16 +221,9 @@ def test_dirichlet_grad_agrees_with_torchs_approximation():
 def test_dirichlet_grad_errors_as_torchs():
     out = []
     for L in (torch, tg):
-        row = []
-        for f in (lambda: L._dirichlet_grad(L.ones(2, dtype=L.float16), L.ones(2, dtype=L.float16),
-                                            L.ones(2, dtype=L.float16)),
-                  lambda: L._dirichlet_grad(L.ones(2, dtype=L.float64) / 2, L.ones(2), L.ones(2) * 3)):
-            try:
-                f()
-                row.append(None)
-            except Exception as e:      # noqa: BLE001 (compared)
-                row.append(f"{type(e).__name__}: {e}")
-        out.append(row)
+        out.append(_outcomes((lambda: L._dirichlet_grad(L.ones(2, dtype=L.float16), L.ones(2, dtype=L.float16),
+                                                        L.ones(2, dtype=L.float16)),
+                              lambda: L._dirichlet_grad(L.ones(2, dtype=L.float64) / 2, L.ones(2), L.ones(2) * 3))))
     assert out[0] == out[1]
 
 

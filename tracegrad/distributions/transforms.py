@@ -93,24 +93,22 @@ class Transform:
     __hash__ = object.__hash__
 
     def __call__(self, x):
-        if not self._cache_size:
-            return self._call(x)
-        x_old, y_old = self._cached_x_y
-        if x is x_old:
-            return y_old
-        y = self._call(x)
-        self._cached_x_y = x, y
-        return y
+        return self._cached(x, True)
 
     def _inv_call(self, y):
+        return self._cached(y, False)
+
+    def _cached(self, v, forward):
+        """The transform (forward) or its inverse of v; with cache_size 1, the last (x, y) pair
+        answers a call with either of its tensors (the very object) without computing."""
         if not self._cache_size:
-            return self._inverse(y)
-        x_old, y_old = self._cached_x_y
-        if y is y_old:
-            return x_old
-        x = self._inverse(y)
-        self._cached_x_y = x, y
-        return x
+            return self._call(v) if forward else self._inverse(v)
+        pair = self._cached_x_y
+        if v is pair[0 if forward else 1]:
+            return pair[1 if forward else 0]
+        out = self._call(v) if forward else self._inverse(v)
+        self._cached_x_y = (v, out) if forward else (out, v)
+        return out
 
     def _call(self, x):
         raise NotImplementedError
