@@ -141,7 +141,7 @@ __version__ = "0.1.0"
 from . import viz  # noqa: E402
 from .serialization import save, load  # noqa: E402
 from . import nn, optim, utils, linalg, distributions, special  # noqa: E402,F401
-from . import func, testing  # noqa: E402,F401
+from . import func, testing, backends  # noqa: E402,F401
 from .func import vmap  # noqa: E402,F401
 from .torch_functions import *  # noqa: E402,F401,F403
 from .linalg import (svd_old as svd, qr_old as qr, cholesky_old as cholesky, cholesky_solve,  # noqa: E402,F401
