@@ -8,8 +8,8 @@ equal torch's (tensors by dtype, shape and value, Python values by type and valu
 Random draws differ between the two libraries' generators, so a program that draws
 compares what does not depend on the draw (shapes, ranges, reproducibility under a seed)
 or gives its model fixed weights with `det_init` (numpy's generator, copied in with the
-library's own `copy_`). Probes of torch.jit and torch.fft are counted
-but excluded: tracegrad does not provide them (see the README's table).
+library's own `copy_`). Probes of torch.fft are counted
+but excluded: tracegrad does not provide it (see the README's table).
 
 `python tests/test_tutorial_survey.py` prints the counts: probes, torch passes, tracegrad
 passes, and the names of the probes tracegrad fails."""
@@ -39,7 +39,7 @@ def det_data(*shape, seed=1):
     return torch.from_numpy(np.random.default_rng(seed).standard_normal(shape).astype(np.float32))
 '''
 
-EXCLUDED = {"jit_script", "fft_rfft"}
+EXCLUDED = {"fft_rfft"}
 
 # name: code, or (code, tolerances)
 PROBES = {
@@ -1798,7 +1798,7 @@ dtypes = [p.dtype for p in m.parameters()] + [b.dtype for b in m.buffers()]
 m.to(torch.float64)
 result = dtypes, [b.dtype for b in m.buffers()], m[1].num_batches_tracked.dtype
 ''',
-    # -- excluded: torch.jit, torch.fft (and torch.backends's flags, now in) ---------------------
+    # -- excluded: torch.fft (torch.jit's trace and torch.backends's flags, now in) ---------------
     "jit_script": '''
 f = torch.jit.trace(torch.nn.Linear(2, 2), torch.ones(1, 2))
 result = f(torch.ones(1, 2)).shape
@@ -1908,7 +1908,7 @@ def test_torch_runs_probe(name, tmp):
 @pytest.mark.parametrize("name", NAMES)
 def test_tracegrad_matches_torch(name, tmp):
     if name in EXCLUDED:
-        pytest.skip("torch.jit and torch.fft are outside tracegrad")
+        pytest.skip("torch.fft is outside tracegrad")
     ok, want = torch_outcome(name, tmp)
     if not ok:
         pytest.skip("torch fails this probe")

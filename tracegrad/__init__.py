@@ -173,6 +173,7 @@ from .ops.functional_extra import (i0, angle, conj, conj_physical, resolve_conj,
                                    isneginf, isreal, logdet, slogdet, pinverse)
 from .ops.special_functional import igamma, igammac  # noqa: E402,F401
 from .compile import compile  # noqa: E402,F401
+from . import jit  # noqa: E402,F401  (torch.jit's trace and script, over compile)
 from ._legacy import TYPES as _LEGACY_TYPES  # noqa: E402
 globals().update(_LEGACY_TYPES)  # FloatTensor, LongTensor, ...
 from . import accelerator  # noqa: E402,F401
