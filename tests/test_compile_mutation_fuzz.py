@@ -299,10 +299,13 @@ def test_result_of_an_in_place_op_on_a_view_is_saved_with_the_views_version(f):
 #
 # TRACEGRAD_MUTATION_PROGRAMS programs run (default 300, about 30 s); seeds 0-3299 pass:
 # TRACEGRAD_MUTATION_PROGRAMS=3000 python -m pytest -q tests/test_compile_mutation_fuzz.py
+# TRACEGRAD_MUTATION_DTYPE=bfloat16 (or float16) makes every argument of that dtype: eager against
+# torch within a few of its ulps, compiled against eager bit for bit as in float32.
 
 import os
 
 F32, F64 = np.float32, np.float64
+LOW = os.environ.get("TRACEGRAD_MUTATION_DTYPE")       # "bfloat16" / "float16": every argument of it
 N_PROGRAMS = int(os.environ.get("TRACEGRAD_MUTATION_PROGRAMS", "300"))
 
 
@@ -661,9 +664,11 @@ def draw(seed):
     dts = [[F32, F64][int(r.integers(0, 2))] for _ in range(n)]
     if r.random() < 0.5:
         dts = [dts[0]] * n
+    if LOW:
+        dts = [LOW] * n
     req = [bool(r.integers(0, 2)) for _ in range(n)]
-    envA = [torch.zeros(s, dtype=getattr(torch, np.dtype(d).name)) for s, d in zip(A, dts)]
-    envB = [torch.zeros(s, dtype=getattr(torch, np.dtype(d).name)) for s, d in zip(B, dts)]
+    envA = [torch.zeros(s, dtype=getattr(torch, _name(d))) for s, d in zip(A, dts)]
+    envB = [torch.zeros(s, dtype=getattr(torch, _name(d))) for s, d in zip(B, dts)]
     steps = []
     n_steps = int(r.integers(3, 14))
     tries = 0
@@ -722,13 +727,25 @@ def _apply(env, st, res):
 
 # -- running -------------------------------------------------------------------------------------
 
+def _name(d):
+    return d if isinstance(d, str) else np.dtype(d).name
+
+
 def values(r, shapes, dts):
-    return [(r.standard_normal(s) * 2).astype(d) for s, d in zip(shapes, dts)]
+    # (a half dtype's values drawn in float32 and made tensors of it in run)
+    return [(r.standard_normal(s) * 2).astype(np.float32 if isinstance(d, str) else d) for s, d in zip(shapes, dts)]
+
+
+def _np(t):
+    """A tensor's values as numpy: float16/bfloat16 as float32 (exact)."""
+    t = t.detach()
+    return (t.float() if str(t.dtype).endswith(("float16", "bfloat16")) else t).numpy().copy()
 
 
 def run(lib, prog, arrays, req, fn=None, seed=0):
     """-> dict(err=, outs=, args=, grads=, berr=, after=)"""
-    args = [lib.tensor(a.copy(), requires_grad=q) for a, q in zip(arrays, req)]
+    args = [lib.tensor(a.copy(), dtype=getattr(lib, LOW) if LOW else None, requires_grad=q)
+            for a, q in zip(arrays, req)]
     res = {"err": None, "berr": None, "warn": []}
     f = fn if fn is not None else (lambda *a: body(lib, prog, *a))
     with warnings.catch_warnings(record=True) as w:
@@ -740,8 +757,8 @@ def run(lib, prog, arrays, req, fn=None, seed=0):
             res["warn"] = [str(x.message) for x in w]
             return res
         res["warn"] = [str(x.message) for x in w]
-    res["outs"] = [(o.detach().numpy().copy(), o.requires_grad, str(o.dtype)) for o in outs]
-    res["args"] = [a.detach().numpy().copy() for a in args]
+    res["outs"] = [(_np(o), o.requires_grad, str(o.dtype)) for o in outs]
+    res["args"] = [_np(a) for a in args]
     rg = np.random.default_rng(seed + 12345)
     loss = None
     try:
@@ -754,17 +771,23 @@ def run(lib, prog, arrays, req, fn=None, seed=0):
             loss.backward()
     except Exception as e:  # noqa: BLE001
         res["berr"] = e
-    res["grads"] = [None if a.grad is None else a.grad.numpy().copy() for a in args]
+    res["grads"] = [None if a.grad is None else _np(a.grad) for a in args]
     # outputs that alias arguments: write the arguments and read the outputs again
     with lib.no_grad():
         for a in args:
             a.add_(100.0)
-    res["after"] = [o.detach().numpy().copy() for o in outs]
+    res["after"] = [_np(o) for o in outs]
     return res
 
 
 def _tol(dt):  # eager tracegrad vs torch: numpy's and torch's kernels round apart
+    if LOW:
+        return (6e-2, 6e-2) if LOW == "bfloat16" else (8e-3, 8e-3)      # a few ulps, carried on
     return (2e-4, 1e-5) if dt == "float32" or "float32" in dt else (1e-9, 1e-11)
+
+
+def _eps(dt):
+    return {"bfloat16": 2.0 ** -7, "float16": 2.0 ** -10}[LOW] if LOW else np.finfo(dt).eps
 
 
 def cmp_arrays(a, b, exact, what, f32=False):
@@ -776,7 +799,7 @@ def cmp_arrays(a, b, exact, what, f32=False):
     if exact and a.ndim == 0 and not np.array_equal(a, b, equal_nan=True):
         # a sum: numpy's pairwise summation rounds by the layout it reads, which a compiled
         # program's arrays need not share with eager's (a copy where eager has an expanded view)
-        eps = np.finfo(a.dtype).eps
+        eps = _eps(a.dtype)
         assert abs(float(a) - float(b)) <= 64 * eps * max(abs(float(b)), 1.0), f"{what} (a sum): {a} vs {b}"
     elif exact:
         ok = np.array_equal(a, b, equal_nan=True)
@@ -824,7 +847,7 @@ def compare(got, want, exact, label, check_after=True, no_grad_views=False, f32=
             # compiled: the contributions to a gradient may be summed in another order (the
             # compiled node's own sum, then the engine's), a few ulp of the largest
             assert a.shape == b.shape and a.dtype == b.dtype, f"{label}: grad {k} shape/dtype"
-            eps = np.finfo(a.dtype).eps
+            eps = _eps(a.dtype)
             scale = max(float(np.max(np.abs(b))) if b.size else 0.0, 1.0)
             err = float(np.max(np.abs(a.astype(np.float64) - b))) if a.size else 0.0
             ok = err <= 64 * eps * scale or ((np.isnan(a) == np.isnan(b)).all()
