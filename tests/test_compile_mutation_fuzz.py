@@ -2,6 +2,7 @@
 
 The regression tests below each name a bug that random programs of views and in-place ops
 found; the random programs themselves follow them."""
+import sys
 import warnings
 
 import numpy as np
@@ -972,3 +973,10 @@ def test_autograd_grad_inside_through_a_saved_value_written_in_place_raises_as_e
             warnings.simplefilter("ignore")
             with pytest.raises(RuntimeError, match="modified by an inplace operation"):
                 run(lib.tensor([1., 2.], requires_grad=True))
+
+
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
+def test_random_programs_in_half_types(dtype, monkeypatch):
+    monkeypatch.setattr(sys.modules[__name__], "LOW", dtype)
+    for seed in range(40):
+        _check_program(seed)
