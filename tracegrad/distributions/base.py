@@ -437,6 +437,9 @@ class Uniform(Distribution):
         value = _as_tensor(value, self.low)
         return O.clamp((value - self.low) / (self.high - self.low), min=0, max=1)
 
+    def icdf(self, value):
+        return self.low + _as_tensor(value, self.low) * (self.high - self.low)
+
 
 class MultivariateNormal(Distribution):
     """N(loc, Sigma) by one of covariance_matrix, precision_matrix or scale_tril (Sigma = L L^T)."""

@@ -7,6 +7,7 @@ from .base import Normal, Categorical, Bernoulli, Uniform
 from .families import (Exponential, Laplace, LogNormal, Gamma, Beta, Poisson, Geometric, Binomial, Cauchy,
                        Dirichlet, OneHotCategorical, Independent, HalfNormal, _lbeta)
 from .transformed_distribution import TransformedDistribution
+from .derived import Gumbel, Pareto, EULER_GAMMA
 
 __all__ = ["kl_divergence", "register_kl"]
 
@@ -159,3 +160,20 @@ def _kl_transformed_transformed(p, q):
     if p.transforms != q.transforms or p.event_shape != q.event_shape:
         raise NotImplementedError
     return kl_divergence(p.base_dist, q.base_dist)
+
+
+@register_kl(Gumbel, Gumbel)
+def _kl_gumbel_gumbel(p, q):
+    # r = s_p / s_q, d = (m_p - m_q) / s_q: -log r + d + r gamma + E_p[exp(-(x - m_q) / s_q)] - (1 + gamma),
+    # that expectation being Gamma(1 + r) exp(-d)
+    r = p.scale / q.scale
+    shift = (p.loc - q.loc) / q.scale
+    return -O.log(r) + shift + r * EULER_GAMMA + O.exp(O.lgamma(1 + r) - shift) - (1 + EULER_GAMMA)
+
+
+@register_kl(Pareto, Pareto)
+def _kl_pareto_pareto(p, q):
+    # a_q log(s_p / s_q) - log(a_q / a_p) + a_q / a_p - 1; infinite where p has mass below q's support
+    ratio = q.alpha / p.alpha
+    kl = q.alpha * O.log(p.scale / q.scale) - O.log(ratio) + ratio - 1
+    return O.where(p.scale < q.scale, float("inf"), kl)

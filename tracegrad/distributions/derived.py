@@ -1,0 +1,194 @@
+"""Families built, as torch builds them, by pushing a simpler one through transforms: Gumbel
+(a uniform through -log(-log u), scaled and shifted), Weibull (a unit exponential through a power
+and a scale), Pareto (an exponential through exp and a scale) and HalfCauchy (|X| for a centred
+Cauchy X). Draws, cdf and icdf come from the chain; where a closed form is better conditioned (the
+Gumbel and half-Cauchy densities) it replaces the change of variables, as torch's does."""
+import math
+
+from .. import creation as C
+from .. import _dtype as D
+from ..ops import functional as O
+from . import constraints
+from .base import Uniform, _as_tensor
+from .families import Exponential, Cauchy
+from .transforms import ExpTransform, AffineTransform, PowerTransform, AbsTransform
+from .transformed_distribution import TransformedDistribution
+
+__all__ = ["Gumbel", "Weibull", "Pareto", "HalfCauchy"]
+
+EULER_GAMMA = 0.57721566490153286060
+
+
+def _broadcast(**params):
+    """The parameters as tensors of one shape, in the first tensor's dtype (torch's broadcast_all)."""
+    like = next((v for v in params.values() if hasattr(v, "shape")), None)
+    return O.broadcast_tensors(*(_as_tensor(v, like) for v in params.values()))
+
+
+class _Derived(TransformedDistribution):
+    """A transformed family whose own parameters (the names in _expanded) expand with its batch."""
+    _expanded = ()
+
+    def expand(self, batch_shape, _instance=None):
+        new = super().expand(batch_shape)
+        for name in self._expanded:
+            setattr(new, name, O.expand(getattr(self, name), *tuple(batch_shape)))
+        return new
+
+    def _params(self):
+        return tuple((k, self.__dict__[k]) for k in self.arg_constraints if k in self.__dict__)
+
+
+class Gumbel(_Derived):
+    """Density exp(-(z + exp(-z))) / scale at z = (x - loc) / scale: loc - scale log(-log U) for
+    U uniform on [tiny, 1 - eps]."""
+    arg_constraints = {"loc": constraints.real, "scale": constraints.positive}
+    support = constraints.real
+    _expanded = ("loc", "scale")
+
+    def __init__(self, loc, scale, validate_args=None):
+        self.loc, self.scale = _broadcast(loc=loc, scale=scale)
+        info = D.finfo(self.loc.dtype)
+        base = Uniform(C.full(tuple(self.loc.shape), float(info.tiny), dtype=self.loc.dtype),
+                       C.full(tuple(self.loc.shape), 1 - float(info.eps), dtype=self.loc.dtype),
+                       validate_args=validate_args)
+        chain = [ExpTransform().inv, AffineTransform(0, -O.ones_like(self.scale)), ExpTransform().inv,
+                 AffineTransform(loc, -self.scale)]
+        super().__init__(base, chain, validate_args=validate_args)
+
+    def log_prob(self, value):
+        self._check(value)
+        z = (self.loc - _as_tensor(value, self.loc)) / self.scale
+        return z - O.exp(z) - O.log(self.scale)
+
+    @property
+    def mean(self):
+        return self.loc + self.scale * EULER_GAMMA
+
+    @property
+    def mode(self):
+        return self.loc
+
+    @property
+    def stddev(self):
+        return (math.pi / math.sqrt(6)) * self.scale
+
+    @property
+    def variance(self):
+        return self.stddev ** 2
+
+    def entropy(self):
+        return O.log(self.scale) + (1 + EULER_GAMMA)
+
+
+class Weibull(_Derived):
+    """Density (k / scale) (x / scale)^(k-1) exp(-(x / scale)^k), k = concentration: scale E^(1/k)
+    for E a unit exponential."""
+    arg_constraints = {"scale": constraints.positive, "concentration": constraints.positive}
+    support = constraints.positive
+    _expanded = ("scale", "concentration", "concentration_reciprocal")
+
+    def __init__(self, scale, concentration, validate_args=None):
+        self.scale, self.concentration = _broadcast(scale=scale, concentration=concentration)
+        self.concentration_reciprocal = 1 / self.concentration
+        base = Exponential(O.ones_like(self.scale), validate_args=validate_args)
+        chain = [PowerTransform(self.concentration_reciprocal), AffineTransform(0, self.scale)]
+        super().__init__(base, chain, validate_args=validate_args)
+
+    @property
+    def mean(self):
+        return self.scale * O.exp(O.lgamma(1 + self.concentration_reciprocal))
+
+    @property
+    def mode(self):
+        k = self.concentration
+        return self.scale * ((k - 1) / k) ** (1 / k)
+
+    @property
+    def variance(self):
+        r = self.concentration_reciprocal
+        return self.scale ** 2 * (O.exp(O.lgamma(1 + 2 * r)) - O.exp(2 * O.lgamma(1 + r)))
+
+    def entropy(self):
+        r = self.concentration_reciprocal
+        return EULER_GAMMA * (1 - r) + O.log(self.scale * r) + 1
+
+
+class Pareto(_Derived):
+    """Density alpha scale^alpha / x^(alpha+1) on x >= scale: scale exp(E) for E ~ Exponential(alpha)."""
+    arg_constraints = {"alpha": constraints.positive, "scale": constraints.positive}
+    _expanded = ("scale", "alpha")
+
+    def __init__(self, scale, alpha, validate_args=None):
+        self.scale, self.alpha = _broadcast(scale=scale, alpha=alpha)
+        base = Exponential(self.alpha, validate_args=validate_args)
+        super().__init__(base, [ExpTransform(), AffineTransform(0, self.scale)], validate_args=validate_args)
+
+    @property
+    def support(self):
+        return constraints.greater_than_eq(self.scale)
+
+    @property
+    def mean(self):
+        a = O.clamp(self.alpha, min=1)
+        return a * self.scale / (a - 1)
+
+    @property
+    def mode(self):
+        return self.scale
+
+    @property
+    def variance(self):
+        a = O.clamp(self.alpha, min=2)
+        return self.scale ** 2 * a / ((a - 1) ** 2 * (a - 2))
+
+    def entropy(self):
+        return O.log(self.scale / self.alpha) + (1 + 1 / self.alpha)
+
+
+class HalfCauchy(TransformedDistribution):
+    """|X| for X ~ Cauchy(0, scale): density 2 / (pi scale (1 + (x / scale)^2)) on x >= 0."""
+    arg_constraints = {"scale": constraints.positive}
+    support = constraints.nonnegative
+    has_rsample = True
+
+    def __init__(self, scale, validate_args=None):
+        base = Cauchy(0, scale, validate_args=False)
+        super().__init__(base, AbsTransform(), validate_args=validate_args)
+        c = self.arg_constraints["scale"]
+        self._check_param("scale", self.scale, c.check, repr(c))
+
+    def _params(self):
+        return ()
+
+    @property
+    def scale(self):
+        return self.base_dist.scale
+
+    @property
+    def mean(self):
+        return C.full(tuple(self._batch_shape), math.inf, dtype=self.scale.dtype)
+
+    @property
+    def mode(self):
+        return O.zeros_like(self.scale)
+
+    @property
+    def variance(self):
+        return self.base_dist.variance
+
+    def log_prob(self, value):
+        self._check(value)
+        value = _as_tensor(value, self.scale)
+        lp = self.base_dist.log_prob(value) + math.log(2)
+        return O.where(value >= 0, lp, -math.inf)
+
+    def cdf(self, value):
+        self._check(value)
+        return 2 * self.base_dist.cdf(value) - 1
+
+    def icdf(self, value):
+        return self.base_dist.icdf((value + 1) / 2)
+
+    def entropy(self):
+        return self.base_dist.entropy() - math.log(2)
