@@ -235,3 +235,223 @@ def test_gradcheck(name):
     a = _f64([1.5, 0.7]).requires_grad_()
     b = _f64([2.0, 3.5]).requires_grad_()
     assert tg.autograd.gradcheck(GRADCHECKED[name], (a, b))
+
+
+def _lrb(L):
+    return (L.distributions.more_families if L is tg else L.distributions.relaxed_bernoulli).LogitRelaxedBernoulli
+
+
+def _erc(L):
+    return (L.distributions.more_families if L is tg else L.distributions.relaxed_categorical).ExpRelaxedCategorical
+
+
+P = [0.2, 0.5, 0.9]
+CASES2 = {
+    # NegativeBinomial
+    "nb_logprob": lambda L: g(lambda n, p: _d(L).NegativeBinomial(n, p).log_prob(V(L, [0.0, 2.0, 7.0])),
+                              T(L, [0.5, 3.0, 10.0]), T(L, P)),
+    "nb_logits": lambda L: g(lambda n, p: _d(L).NegativeBinomial(n, logits=p).log_prob(V(L, [0.0, 2.0, 7.0])),
+                             T(L, [0.5, 3.0, 10.0]), T(L, [-1.0, 0.0, 2.0])),
+    "nb_zero_count": lambda L: _d(L).NegativeBinomial(V(L, [0.0, 0.0]), V(L, [0.3, 0.3])).log_prob(V(L, [0.0, 2.0])),
+    "nb_zero_probs": lambda L: _d(L).NegativeBinomial(V(L, [2.0, 2.0]), V(L, [0.0, 0.0])).log_prob(V(L, [0.0, 2.0])),
+    "nb_stats": lambda L: (_d(L).NegativeBinomial(V(L, [0.5, 3.0, 10.0]), V(L, P)).mean,
+                           _d(L).NegativeBinomial(V(L, [0.5, 3.0, 10.0]), V(L, P)).mode,
+                           _d(L).NegativeBinomial(V(L, [0.5, 3.0, 10.0]), V(L, P)).variance,
+                           _d(L).NegativeBinomial(V(L, [0.5, 3.0, 10.0]), V(L, P)).stddev),
+    "nb_both": lambda L: _d(L).NegativeBinomial(3.0, V(L, [0.5]), V(L, [0.0])),
+    "nb_bad_count": lambda L: _d(L).NegativeBinomial(V(L, [-1.0]), V(L, [0.4])),
+    "nb_probs_one": lambda L: _d(L).NegativeBinomial(V(L, [1.0]), V(L, [1.0])),
+    "nb_fraction": lambda L: _d(L).NegativeBinomial(V(L, [1.0]), V(L, [0.5])).log_prob(V(L, [0.5])),
+    "nb_repr": lambda L: repr(_d(L).NegativeBinomial(V(L, [3.0]), V(L, [0.4])))
+    + repr(_d(L).NegativeBinomial(3.0, logits=V(L, [0.4]))),
+    "nb_int_count": lambda L: str(_d(L).NegativeBinomial(L.tensor([3]), V(L, [0.4])).total_count.dtype).split(".")[-1],
+    "nb_expand": lambda L: _d(L).NegativeBinomial(V(L, [3.0, 1.0]), V(L, [0.4, 0.7])).expand((2, 2)).log_prob(V(L, 2.0)),
+    "nb_flags": lambda L: str((_d(L).NegativeBinomial(3.0, V(L, [0.4])).has_rsample,
+                               _d(L).NegativeBinomial(3.0, V(L, [0.4])).has_enumerate_support)),
+    # ContinuousBernoulli: each side of the unstable region, inside it, and at its edges
+    "cb_logprob": lambda L: g(lambda p: _d(L).ContinuousBernoulli(p).log_prob(V(L, [0.0, 0.3, 0.7, 1.0, 0.5])),
+                              T(L, [0.2, 0.5, 0.9, 0.4995, 0.501])),
+    "cb_logits": lambda L: g(lambda p: _d(L).ContinuousBernoulli(logits=p).log_prob(V(L, [0.0, 0.3, 0.7, 1.0])),
+                             T(L, [-2.0, 0.0, 3.0, 0.001])),
+    "cb_cdf": lambda L: g(lambda p: _d(L).ContinuousBernoulli(p).cdf(V(L, [0.0, 0.3, 0.7, 1.0, 0.5])),
+                          T(L, [0.2, 0.5, 0.9, 0.4995, 0.499])),
+    "cb_icdf": lambda L: g(lambda p: _d(L).ContinuousBernoulli(p).icdf(V(L, [0.0, 0.3, 0.7, 1.0, 0.5])),
+                           T(L, [0.2, 0.5, 0.9, 0.4995, 0.499])),
+    "cb_entropy": lambda L: g(lambda p: _d(L).ContinuousBernoulli(p).entropy(), T(L, [0.2, 0.5, 0.9, 0.4995, 0.01])),
+    "cb_stats": lambda L: (_d(L).ContinuousBernoulli(V(L, [0.2, 0.5, 0.9, 0.4995, 0.01])).mean,
+                           _d(L).ContinuousBernoulli(V(L, [0.2, 0.5, 0.9, 0.4995, 0.01])).variance,
+                           _d(L).ContinuousBernoulli(V(L, [0.2, 0.5, 0.9, 0.4995, 0.01])).stddev),
+    "cb_mean_grad": lambda L: g(lambda p: _d(L).ContinuousBernoulli(p).mean, T(L, [0.2, 0.5, 0.9, 0.4995])),
+    "cb_ends": lambda L: _d(L).ContinuousBernoulli(V(L, [0.0, 1.0])).log_prob(V(L, [0.0, 1.0])),
+    "cb_bad_default": lambda L: _d(L).ContinuousBernoulli(V(L, [1.5])).probs,
+    "cb_bad_checked": lambda L: _d(L).ContinuousBernoulli(V(L, [1.5]), validate_args=True),
+    "cb_bad_unchecked": lambda L: _d(L).ContinuousBernoulli(V(L, [1.5]), validate_args=False),
+    "cb_nan": lambda L: _d(L).ContinuousBernoulli(V(L, [float("nan")])),
+    "cb_outside": lambda L: _d(L).ContinuousBernoulli(V(L, [0.3])).log_prob(V(L, [1.5])),
+    "cb_both": lambda L: _d(L).ContinuousBernoulli(V(L, [0.3]), V(L, [0.3])),
+    "cb_repr": lambda L: repr(_d(L).ContinuousBernoulli(V(L, [0.3]))) + repr(_d(L).ContinuousBernoulli(0.3)),
+    "cb_expand": lambda L: _d(L).ContinuousBernoulli(V(L, [0.3, 0.8])).expand((2, 2)).log_prob(V(L, 0.25)),
+    "cb_mode": lambda L: _d(L).ContinuousBernoulli(V(L, [0.3])).mode,
+    "kl_cb": lambda L: g(lambda p: _d(L).kl_divergence(_d(L).ContinuousBernoulli(p),
+                                                       _d(L).ContinuousBernoulli(V(L, [0.7, 0.1, 0.5, 0.4999]))),
+                         T(L, [0.2, 0.5, 0.9, 0.3])),
+    # LogitRelaxedBernoulli and RelaxedBernoulli
+    "lrb_logprob": lambda L: g(lambda t, p: _lrb(L)(t, p).log_prob(V(L, [-1.0, 0.3, 4.0])), T(L, 0.7), T(L, P)),
+    "lrb_logits": lambda L: g(lambda t, p: _lrb(L)(t, logits=p).log_prob(V(L, [-1.0, 0.3, 4.0])), T(L, 0.7),
+                              T(L, [-1.0, 0.0, 2.0])),
+    "lrb_flags_repr": lambda L: str(_lrb(L).has_rsample) + repr(_lrb(L)(V(L, 0.5), V(L, [0.4]))),
+    "lrb_bad": lambda L: _lrb(L)(V(L, 0.5), V(L, [1.5])),
+    "rb_logprob": lambda L: g(lambda t, p: _d(L).RelaxedBernoulli(t, p).log_prob(V(L, [0.1, 0.5, 0.95])),
+                              T(L, 0.7), T(L, P)),
+    "rb_logits": lambda L: g(lambda t, p: _d(L).RelaxedBernoulli(t, logits=p).log_prob(V(L, [0.1, 0.5, 0.95])),
+                             T(L, 0.7), T(L, [-1.0, 0.0, 2.0])),
+    "rb_params": lambda L: (_d(L).RelaxedBernoulli(V(L, 0.5), V(L, [0.4])).probs,
+                            _d(L).RelaxedBernoulli(V(L, 0.5), V(L, [0.4])).logits,
+                            _d(L).RelaxedBernoulli(V(L, 0.5), V(L, [0.4])).temperature),
+    "rb_bad": lambda L: _d(L).RelaxedBernoulli(V(L, 0.5), V(L, [1.5]), validate_args=False),
+    "rb_outside": lambda L: _d(L).RelaxedBernoulli(V(L, 0.5), V(L, [0.5])).log_prob(V(L, [1.5])),
+    "rb_both": lambda L: _d(L).RelaxedBernoulli(V(L, 0.5), V(L, [0.5]), V(L, [0.5])),
+    "rb_repr_flags": lambda L: repr(_d(L).RelaxedBernoulli(V(L, 0.5), V(L, [0.4]))) + str(
+        _d(L).RelaxedBernoulli(V(L, 0.5), V(L, [0.4])).has_rsample),
+    "rb_expand": lambda L: _d(L).RelaxedBernoulli(V(L, 0.5), V(L, [0.4, 0.6])).expand((3, 2)).log_prob(V(L, 0.3)),
+    "rb_shapes": lambda L: L.tensor(list(_d(L).RelaxedBernoulli(V(L, 0.5), V(L, [[0.4, 0.6]])).batch_shape)),
+    # ExpRelaxedCategorical and RelaxedOneHotCategorical
+    "erc_logprob": lambda L: g(lambda t, p: _erc(L)(t, p).log_prob(V(L, [[-1.0, -0.5, -2.0], [-0.1, -3.0, -2.5]])),
+                               T(L, 0.7), T(L, [[0.2, 0.3, 0.5], [0.6, 0.3, 0.1]])),
+    "erc_logits_temperatures": lambda L: g(lambda t, p: _erc(L)(t, logits=p).log_prob(V(L, [-1.0, -0.5, -2.0])),
+                                           T(L, [[0.7], [2.0]]), T(L, [1.0, -1.0, 0.5])),
+    "erc_repr_flags": lambda L: repr(_erc(L)(V(L, 0.5), V(L, [0.4, 0.6]))) + str(_erc(L).has_rsample),
+    "rohc_logprob": lambda L: g(lambda t, p: _d(L).RelaxedOneHotCategorical(t, p).log_prob(
+        V(L, [[0.2, 0.3, 0.5], [0.05, 0.9, 0.05]])), T(L, 0.7), T(L, [[0.2, 0.3, 0.5], [0.6, 0.3, 0.1]])),
+    "rohc_logits": lambda L: g(lambda t, p: _d(L).RelaxedOneHotCategorical(t, logits=p).log_prob(
+        V(L, [0.2, 0.3, 0.5])), T(L, 1.5), T(L, [1.0, -1.0, 0.5])),
+    "rohc_bad": lambda L: _d(L).RelaxedOneHotCategorical(V(L, 0.5), V(L, [0.5, -0.5])),
+    "rohc_outside": lambda L: _d(L).RelaxedOneHotCategorical(V(L, 0.5), V(L, [0.5, 0.5])).log_prob(V(L, [0.5, 0.6])),
+    "rohc_params": lambda L: (_d(L).RelaxedOneHotCategorical(V(L, 0.5), V(L, [1.0, 3.0])).probs,
+                              _d(L).RelaxedOneHotCategorical(V(L, 0.5), V(L, [1.0, 3.0])).logits),
+    "rohc_shapes": lambda L: (L.tensor(list(_d(L).RelaxedOneHotCategorical(V(L, 0.5), V(L, [[0.4, 0.6]] * 3)).batch_shape)),
+                              L.tensor(list(_d(L).RelaxedOneHotCategorical(V(L, 0.5), V(L, [[0.4, 0.6]] * 3)).event_shape))),
+    "rohc_expand": lambda L: _d(L).RelaxedOneHotCategorical(V(L, 0.5), V(L, [0.4, 0.6])).expand((3,)).log_prob(
+        V(L, [0.3, 0.7])),
+    "rohc_repr": lambda L: repr(_d(L).RelaxedOneHotCategorical(V(L, 0.5), V(L, [0.4, 0.6]))),
+}
+
+for _name in ("cb_mode",):
+    CASES2[_name].type_only = True              # torch's message names its module path
+
+
+@pytest.mark.parametrize("name", list(CASES2))
+def test_family_matches_torch_2(name):
+    got = outcome(CASES2[name], tg)
+    want = outcome(CASES2[name], torch)
+    assert same(got, want, getattr(CASES2[name], "rtol", 1e-8)), (got, want)
+
+
+def test_negative_binomial_draws_have_the_moments():
+    n = 20000
+    tg.manual_seed(0)
+    d = tg.distributions.NegativeBinomial(_f64([3.0, 0.5]), _f64([0.4, 0.2]))
+    x = d.sample((n,))
+    assert tuple(x.shape) == (n, 2) and x.dtype == tg.float64 and not x.requires_grad
+    xs = x.numpy()
+    assert np.all(xs == np.floor(xs)) and xs.min() >= 0
+    mean, var = d.mean.numpy(), d.variance.numpy()
+    assert np.all(np.abs(xs.mean(0) - mean) <= 6 * np.sqrt(var / n)), (xs.mean(0), mean)
+    assert np.all(np.abs(xs.var(0) - var) <= 0.15 * var), (xs.var(0), var)
+    # a zero total_count is the sure count 0
+    assert np.all(tg.distributions.NegativeBinomial(_f64([0.0]), _f64([0.5])).sample((50,)).numpy() == 0)
+
+
+def test_continuous_bernoulli_draws_have_the_moments_and_torchs_rsample_gradient():
+    n = 20000
+    tg.manual_seed(0)
+    probs = [0.2, 0.4995, 0.9]
+    d = tg.distributions.ContinuousBernoulli(_f64(probs))
+    x = d.sample((n,))
+    assert tuple(x.shape) == (n, 3) and x.dtype == tg.float64 and not x.requires_grad
+    xs = x.numpy()
+    assert xs.min() >= 0 and xs.max() <= 1
+    mean, var = d.mean.numpy(), d.variance.numpy()
+    assert np.all(np.abs(xs.mean(0) - mean) <= 6 * np.sqrt(var / n)), (xs.mean(0), mean)
+    assert np.all(np.abs(xs.var(0) - var) <= 0.15 * var), (xs.var(0), var)
+    # rsample is icdf(u): torch's icdf, differentiated at the u = cdf(x) of tracegrad's draws
+    p = _f64(probs).requires_grad_()
+    y = tg.distributions.ContinuousBernoulli(p).rsample((30,))
+    assert y.requires_grad
+    y.sum().backward()
+    tp = torch.tensor(probs, dtype=torch.float64, requires_grad=True)
+    td = torch.distributions.ContinuousBernoulli(tp)
+    u = td.cdf(torch.tensor(y.detach().numpy())).detach()
+    ty = td.icdf(u)
+    np.testing.assert_allclose(ty.detach().numpy(), y.detach().numpy(), rtol=1e-9, atol=1e-12)
+    ty.sum().backward()
+    np.testing.assert_allclose(p.grad.numpy(), tp.grad.numpy(), rtol=1e-7)
+
+
+def test_relaxed_bernoulli_draws_pass_one_half_with_probability_probs_and_differentiate_as_torchs():
+    """sigmoid((logit u + logit p) / t) > 1/2 exactly when u > 1 - p."""
+    n = 20000
+    tg.manual_seed(0)
+    probs = [0.2, 0.7]
+    d = tg.distributions.RelaxedBernoulli(_f64(0.3), _f64(probs))
+    x = d.sample((n,))
+    assert tuple(x.shape) == (n, 2) and x.dtype == tg.float64 and not x.requires_grad
+    frac = (x.numpy() > 0.5).mean(0)
+    assert np.all(np.abs(frac - probs) <= 6 * np.sqrt(np.array(probs) * (1 - np.array(probs)) / n)), frac
+    t = _f64(0.6).requires_grad_()
+    p = _f64(probs).requires_grad_()
+    y = tg.distributions.RelaxedBernoulli(t, p).rsample((30,))
+    y.sum().backward()
+    tt = torch.tensor(0.6, dtype=torch.float64, requires_grad=True)
+    tp = torch.tensor(probs, dtype=torch.float64, requires_grad=True)
+    td = torch.distributions.RelaxedBernoulli(tt, tp)
+    yd = torch.tensor(y.detach().numpy())
+    logit_u = (torch.logit(yd) * 0.6 - td.logits).detach()     # each draw's logistic part
+    ty = torch.sigmoid((logit_u + td.logits) / tt)
+    ty.sum().backward()
+    np.testing.assert_allclose(t.grad.numpy(), tt.grad.numpy(), rtol=1e-8)
+    np.testing.assert_allclose(p.grad.numpy(), tp.grad.numpy(), rtol=1e-8)
+
+
+def test_relaxed_one_hot_draws_peak_where_a_categorical_draw_falls_and_differentiate_as_torchs():
+    """The argmax of softmax((logits + G) / t) is a Categorical(probs) draw (the Gumbel-max trick)."""
+    n = 20000
+    tg.manual_seed(0)
+    probs = np.array([0.2, 0.3, 0.5])
+    d = tg.distributions.RelaxedOneHotCategorical(_f64(0.5), _f64(probs))
+    x = d.sample((n,))
+    assert tuple(x.shape) == (n, 3) and x.dtype == tg.float64 and not x.requires_grad
+    np.testing.assert_allclose(x.numpy().sum(-1), 1, rtol=1e-12)
+    frac = np.bincount(x.numpy().argmax(-1), minlength=3) / n
+    assert np.all(np.abs(frac - probs) <= 6 * np.sqrt(probs * (1 - probs) / n)), frac
+    t = _f64(0.6).requires_grad_()
+    p = _f64(probs).requires_grad_()
+    y = tg.distributions.RelaxedOneHotCategorical(t, p).rsample((30,))
+    (y * _f64([1.0, 2.0, 3.0])).sum().backward()
+    tt = torch.tensor(0.6, dtype=torch.float64, requires_grad=True)
+    tp = torch.tensor(probs, dtype=torch.float64, requires_grad=True)
+    td = torch.distributions.RelaxedOneHotCategorical(tt, tp)
+    gumbel = (torch.log(torch.tensor(y.detach().numpy())) * 0.6 - td.logits).detach()   # G up to a constant
+    ty = torch.softmax((td.logits + gumbel) / tt, -1)
+    (ty * torch.tensor([1.0, 2.0, 3.0], dtype=torch.float64)).sum().backward()
+    np.testing.assert_allclose(t.grad.numpy(), tt.grad.numpy(), rtol=1e-8, atol=1e-12)
+    np.testing.assert_allclose(p.grad.numpy(), tp.grad.numpy(), rtol=1e-8, atol=1e-12)
+
+
+GRADCHECKED2 = {
+    "nb_logprob": lambda a, b: tg.distributions.NegativeBinomial(a, logits=b).log_prob(_f64([0.0, 3.0])),
+    "cb_logprob": lambda a, b: tg.distributions.ContinuousBernoulli(logits=a - b).log_prob(_f64([0.2, 0.9])),
+    "cb_entropy": lambda a, b: tg.distributions.ContinuousBernoulli(logits=a - b).entropy(),
+    "cb_cdf": lambda a, b: tg.distributions.ContinuousBernoulli(logits=a - b).cdf(_f64([0.2, 0.9])),
+    "rb_logprob": lambda a, b: tg.distributions.RelaxedBernoulli(a, logits=b).log_prob(_f64([0.2, 0.9])),
+    "rohc_logprob": lambda a, b: tg.distributions.RelaxedOneHotCategorical(a[0], logits=b).log_prob(_f64([0.2, 0.8])),
+    "kl_cb": lambda a, b: tg.distributions.kl_divergence(tg.distributions.ContinuousBernoulli(logits=a - b),
+                                                         tg.distributions.ContinuousBernoulli(logits=b - 2 * a)),
+}
+
+
+@pytest.mark.parametrize("name", list(GRADCHECKED2))
+def test_gradcheck_2(name):
+    a = _f64([1.5, 0.7]).requires_grad_()
+    b = _f64([2.0, 3.5]).requires_grad_()
+    assert tg.autograd.gradcheck(GRADCHECKED2[name], (a, b))

@@ -9,11 +9,13 @@ from .kl import kl_divergence, register_kl
 from . import transforms
 from .transforms import *  # noqa: F401,F403  (torch.distributions exports every transform)
 from .transformed_distribution import TransformedDistribution
-from .derived import Gumbel, Weibull, Pareto, HalfCauchy
+from .derived import Gumbel, Weibull, Pareto, HalfCauchy, RelaxedBernoulli, RelaxedOneHotCategorical
+from .more_families import NegativeBinomial, ContinuousBernoulli
 from .constraint_registry import biject_to, transform_to
 
 __all__ = ["Distribution", "Normal", "Categorical", "Bernoulli", "Uniform", "MultivariateNormal", "Exponential",
            "Laplace", "LogNormal", "Gamma", "Beta", "Poisson", "Geometric", "Binomial", "Cauchy", "StudentT", "Chi2",
            "Dirichlet", "OneHotCategorical", "Multinomial", "Independent", "HalfNormal", "kl_divergence",
            "register_kl", "constraints", "TransformedDistribution", "biject_to", "transform_to",
-           "transforms", "Gumbel", "Weibull", "Pareto", "HalfCauchy"] + transforms.__all__
+           "transforms", "Gumbel", "Weibull", "Pareto", "HalfCauchy", "RelaxedBernoulli",
+           "RelaxedOneHotCategorical", "NegativeBinomial", "ContinuousBernoulli"] + transforms.__all__

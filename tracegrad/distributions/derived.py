@@ -11,10 +11,11 @@ from ..ops import functional as O
 from . import constraints
 from .base import Uniform, _as_tensor
 from .families import Exponential, Cauchy
-from .transforms import ExpTransform, AffineTransform, PowerTransform, AbsTransform
+from .more_families import LogitRelaxedBernoulli, ExpRelaxedCategorical
+from .transforms import ExpTransform, AffineTransform, PowerTransform, AbsTransform, SigmoidTransform
 from .transformed_distribution import TransformedDistribution
 
-__all__ = ["Gumbel", "Weibull", "Pareto", "HalfCauchy"]
+__all__ = ["Gumbel", "Weibull", "Pareto", "HalfCauchy", "RelaxedBernoulli", "RelaxedOneHotCategorical"]
 
 EULER_GAMMA = 0.57721566490153286060
 
@@ -192,3 +193,46 @@ class HalfCauchy(TransformedDistribution):
 
     def entropy(self):
         return self.base_dist.entropy() - math.log(2)
+
+
+class _Relaxed(TransformedDistribution):
+    """A relaxed base pushed onto its support: temperature, probs and logits are the base's."""
+    has_rsample = True
+
+    def _params(self):
+        return ()
+
+    @property
+    def temperature(self):
+        return self.base_dist.temperature
+
+    @property
+    def probs(self):
+        return self.base_dist.probs
+
+    @property
+    def logits(self):
+        return self.base_dist.logits
+
+
+class RelaxedBernoulli(_Relaxed):
+    """sigmoid of a LogitRelaxedBernoulli draw: a reparameterizable relaxation of Bernoulli(probs)
+    on (0, 1), sharper as temperature falls. (The base validates its parameters by default, as
+    torch's, whatever validate_args says.)"""
+    arg_constraints = {"probs": constraints.unit_interval, "logits": constraints.real}
+    support = constraints.unit_interval
+
+    def __init__(self, temperature, probs=None, logits=None, validate_args=None):
+        base = LogitRelaxedBernoulli(temperature, probs, logits)
+        super().__init__(base, SigmoidTransform(), validate_args=validate_args)
+
+
+class RelaxedOneHotCategorical(_Relaxed):
+    """exp of an ExpRelaxedCategorical draw: a reparameterizable relaxation of a one-hot draw on
+    the simplex (Gumbel-softmax)."""
+    arg_constraints = {"probs": constraints.simplex, "logits": constraints.real_vector}
+    support = constraints.simplex
+
+    def __init__(self, temperature, probs=None, logits=None, validate_args=None):
+        base = ExpRelaxedCategorical(temperature, probs, logits, validate_args=validate_args)
+        super().__init__(base, ExpTransform(), validate_args=validate_args)

@@ -8,6 +8,7 @@ from .families import (Exponential, Laplace, LogNormal, Gamma, Beta, Poisson, Ge
                        Dirichlet, OneHotCategorical, Independent, HalfNormal, _lbeta)
 from .transformed_distribution import TransformedDistribution
 from .derived import Gumbel, Pareto, EULER_GAMMA
+from .more_families import ContinuousBernoulli
 
 __all__ = ["kl_divergence", "register_kl"]
 
@@ -177,3 +178,10 @@ def _kl_pareto_pareto(p, q):
     ratio = q.alpha / p.alpha
     kl = q.alpha * O.log(p.scale / q.scale) - O.log(ratio) + ratio - 1
     return O.where(p.scale < q.scale, float("inf"), kl)
+
+
+@register_kl(ContinuousBernoulli, ContinuousBernoulli)
+def _kl_continuous_bernoulli_continuous_bernoulli(p, q):
+    # E_p[x] (logit p - logit q) + log C(p) + log(1 - p) - log C(q) - log(1 - q)
+    return (p.mean * (p.logits - q.logits) + p._cont_bern_log_norm() + O.log1p(-p.probs)
+            - q._cont_bern_log_norm() - O.log1p(-q.probs))

@@ -1,0 +1,246 @@
+"""More families from their densities: NegativeBinomial (a gamma-Poisson mixture),
+ContinuousBernoulli (the Bernoulli likelihood normalized on [0, 1]), and the relaxed bases
+LogitRelaxedBernoulli and ExpRelaxedCategorical (logistic and Gumbel-softmax draws in logit and
+log-simplex space; relaxed.py pushes them onto (0, 1) and the simplex)."""
+import math
+
+import numpy as np
+
+from ..tensor import Tensor
+from ..grad_mode import no_grad
+from ..creation import RNG
+from .. import creation as C
+from ..ops import functional as O
+from ..nn import functional as NF
+from . import constraints
+from .base import Distribution, Categorical, _as_tensor, _clamp_probs
+from .families import _ProbsOrLogits, Gamma, _host, _drawn
+
+__all__ = ["NegativeBinomial", "ContinuousBernoulli", "LogitRelaxedBernoulli", "ExpRelaxedCategorical"]
+
+
+class NegativeBinomial(_ProbsOrLogits):
+    """The number of successes (probability probs each) before total_count failures:
+    P(k) = Gamma(n + k) / (Gamma(n) k!) p^k (1 - p)^n, n = total_count (real n >= 0 allowed)."""
+    arg_constraints = {"total_count": constraints.greater_than_eq(0),
+                       "probs": constraints.half_open_interval(0.0, 1.0), "logits": constraints.real}
+    support = constraints.nonnegative_integer
+
+    def __init__(self, total_count, probs=None, logits=None, validate_args=None):
+        given = probs if probs is not None else logits
+        if isinstance(total_count, Tensor) and isinstance(given, Tensor):
+            total_count = total_count.to(given.dtype)         # (torch's type_as)
+        self._probs_or_logits(validate_args, probs, logits, total_count=total_count)
+
+    @property
+    def param_shape(self):
+        return self.probs.shape
+
+    @property
+    def mean(self):
+        return self.total_count * O.exp(self.logits)
+
+    @property
+    def mode(self):
+        return O.clamp(O.floor((self.total_count - 1) * O.exp(self.logits)), min=0.0)
+
+    @property
+    def variance(self):
+        return self.mean / O.sigmoid(-self.logits)
+
+    def sample(self, sample_shape=()):
+        """Poisson draws at Gamma(total_count, (1 - p) / p) rates (the mixture's definition)."""
+        with no_grad():
+            rate = Gamma(self.total_count, O.exp(-self.logits), validate_args=False).sample(sample_shape)
+            return _drawn(RNG.gen.poisson(_host(rate)).astype(np.float64), self.logits)
+
+    def log_prob(self, value):
+        value = self._check_value(value)
+        n = self.total_count
+        unnormalized = n * NF.logsigmoid(-self.logits) + value * NF.logsigmoid(self.logits)
+        # log(Gamma(n + k) / (Gamma(n) k!)), 0 at n + k = 0 (the sure count 0 of n = 0)
+        log_choose = O.lgamma(n + value) - O.lgamma(1.0 + value) - O.lgamma(n)
+        log_choose = O.where(n + value == 0.0, 0.0, log_choose)
+        return unnormalized + log_choose
+
+
+class ContinuousBernoulli(_ProbsOrLogits):
+    """Density C(p) p^x (1 - p)^(1 - x) on [0, 1], C(p) = 2 atanh(1 - 2p) / (1 - 2p). Within
+    lims of p = 1/2 the closed forms lose their digits: there the normalizer, mean and variance
+    are torch's Taylor polynomials in p - 1/2, and cdf and icdf those of the uniform."""
+    arg_constraints = {"probs": constraints.unit_interval, "logits": constraints.real}
+    support = constraints.unit_interval
+    has_rsample = True
+
+    def __init__(self, probs=None, logits=None, lims=(0.499, 0.501), validate_args=None):
+        if (probs is None) == (logits is None):
+            raise ValueError("Either `probs` or `logits` must be specified, but not both.")
+        self._lims = lims
+        if probs is not None:
+            probs = _as_tensor(probs)
+            if validate_args is not None:
+                # torch's own check of the probs as given (any explicit validate_args, even False)
+                with no_grad():
+                    if not bool(O.all(constraints.unit_interval.check(probs))):
+                        raise ValueError("The parameter probs has invalid values")
+            self._probs_or_logits(validate_args, _clamp_probs(probs), None)
+        else:
+            self._probs_or_logits(validate_args, None, logits)
+            self.probs = _clamp_probs(self.probs)
+
+    @property
+    def param_shape(self):
+        return self.probs.shape
+
+    def _stable(self):
+        """Where p is outside [lims[0], lims[1]]: the closed forms hold there."""
+        return O.logical_or(self.probs <= self._lims[0], self.probs > self._lims[1])
+
+    def _cut(self):
+        """p where the closed forms are used, lims[0] elsewhere (a finite stand-in: where() still
+        differentiates the unused branch)."""
+        return O.where(self._stable(), self.probs, self._lims[0] * O.ones_like(self.probs))
+
+    def _cont_bern_log_norm(self):
+        p = self._cut()
+        # log |log(1 - p) - log p| - log |1 - 2p|, the second term written on each side of 1/2
+        below = O.where(p <= 0.5, p, O.zeros_like(p))
+        above = O.where(p >= 0.5, p, O.ones_like(p))
+        log_gap = O.where(p <= 0.5, O.log1p(-2.0 * below), O.log(2.0 * above - 1.0))
+        exact = O.log(O.abs(O.log1p(-p) - O.log(p))) - log_gap
+        x = (self.probs - 0.5) ** 2
+        taylor = math.log(2.0) + (4.0 / 3.0 + 104.0 / 45.0 * x) * x
+        return O.where(self._stable(), exact, taylor)
+
+    @property
+    def mean(self):
+        p = self._cut()
+        exact = p / (2.0 * p - 1.0) + 1.0 / (O.log1p(-p) - O.log(p))
+        x = self.probs - 0.5
+        return O.where(self._stable(), exact, 0.5 + (1.0 / 3.0 + 16.0 / 45.0 * x ** 2) * x)
+
+    @property
+    def variance(self):
+        p = self._cut()
+        exact = p * (p - 1.0) / (1.0 - 2.0 * p) ** 2 + 1.0 / (O.log1p(-p) - O.log(p)) ** 2
+        x = (self.probs - 0.5) ** 2
+        return O.where(self._stable(), exact, 1.0 / 12.0 - (1.0 / 15.0 - 128.0 / 945.0 * x) * x)
+
+    @property
+    def stddev(self):
+        return O.sqrt(self.variance)
+
+    def rsample(self, sample_shape=()):
+        shape = self._extended(sample_shape)
+        u = C.rand(*shape, dtype=self.probs.dtype) if shape else C.rand((), dtype=self.probs.dtype)
+        return self.icdf(u)
+
+    def sample(self, sample_shape=()):
+        with no_grad():
+            return self.rsample(sample_shape)
+
+    def log_prob(self, value):
+        value = self._check_value(value)
+        logits, value = O.broadcast_tensors(self.logits, value)
+        return -NF.binary_cross_entropy_with_logits(logits, value, reduction="none") + self._cont_bern_log_norm()
+
+    def cdf(self, value):
+        value = self._check_value(value)
+        p = self._cut()
+        exact = (p ** value * (1.0 - p) ** (1.0 - value) + p - 1.0) / (2.0 * p - 1.0)
+        inside = O.where(self._stable(), exact, value)
+        return O.where(value <= 0.0, O.zeros_like(value), O.where(value >= 1.0, O.ones_like(value), inside))
+
+    def icdf(self, value):
+        value = _as_tensor(value, self.probs)
+        p = self._cut()
+        exact = (O.log1p(-p + value * (2.0 * p - 1.0)) - O.log1p(-p)) / (O.log(p) - O.log1p(-p))
+        return O.where(self._stable(), exact, value)
+
+    def entropy(self):
+        log_q, log_p = O.log1p(-self.probs), O.log(self.probs)
+        return self.mean * (log_q - log_p) - self._cont_bern_log_norm() - log_q
+
+
+class LogitRelaxedBernoulli(_ProbsOrLogits):
+    """The logit of a RelaxedBernoulli draw: (logit(u) + logits) / temperature for u uniform, a
+    logistic variable of log density log t + d - 2 log(1 + e^d), d = logits - t x. (torch leaves
+    has_rsample False here though rsample exists.)"""
+    arg_constraints = {"probs": constraints.unit_interval, "logits": constraints.real}
+    support = constraints.real
+
+    def __init__(self, temperature, probs=None, logits=None, validate_args=None):
+        self.temperature = temperature
+        self._probs_or_logits(validate_args, probs, logits)
+
+    @property
+    def param_shape(self):
+        return self.probs.shape
+
+    def rsample(self, sample_shape=()):
+        shape = self._extended(sample_shape)
+        p = _clamp_probs(O.expand(self.probs, *shape))
+        u = C.rand(*shape, dtype=p.dtype) if shape else C.rand((), dtype=p.dtype)
+        u = _clamp_probs(u)
+        return (O.log(u) - O.log1p(-u) + O.log(p) - O.log1p(-p)) / self.temperature
+
+    def log_prob(self, value):
+        value = self._check_value(value)
+        logits, value = O.broadcast_tensors(self.logits, value)
+        t = _as_tensor(self.temperature, logits)
+        d = logits - value * t
+        return O.log(t) + d - 2 * O.log1p(O.exp(d))
+
+
+class ExpRelaxedCategorical(Distribution):
+    """The log of a RelaxedOneHotCategorical draw: log_softmax((logits + G) / temperature) for G
+    standard Gumbel draws (a vector of K per batch entry)."""
+    arg_constraints = {"probs": constraints.simplex, "logits": constraints.real_vector}
+    support = constraints.real_vector
+    has_rsample = True
+
+    def __init__(self, temperature, probs=None, logits=None, validate_args=None):
+        self._categorical = Categorical(probs, logits)
+        self.temperature = temperature
+        self._batch_shape = tuple(self._categorical._batch_shape)
+        self._event_shape = (self._categorical._num_events,)
+        self._validation(validate_args)
+
+    def _params(self):
+        return ()
+
+    @property
+    def param_shape(self):
+        return self._categorical.param_shape
+
+    @property
+    def probs(self):
+        return self._categorical.probs
+
+    @property
+    def logits(self):
+        return self._categorical.logits
+
+    def expand(self, batch_shape, _instance=None):
+        new = object.__new__(type(self))
+        new.__dict__.update(self.__dict__)
+        new._categorical = self._categorical.expand(batch_shape)
+        new._batch_shape = tuple(batch_shape)
+        return new
+
+    def rsample(self, sample_shape=()):
+        shape = self._extended(sample_shape) + tuple(self._event_shape)
+        u = _clamp_probs(C.rand(*shape, dtype=self.logits.dtype))
+        gumbels = -O.log(-O.log(u))
+        scores = (self.logits + gumbels) / self.temperature
+        return scores - O.logsumexp(scores, -1, keepdim=True)
+
+    def log_prob(self, value):
+        k = self._categorical._num_events
+        self._validate_sample(value, self.support.check, repr(self.support))
+        logits, value = O.broadcast_tensors(self.logits, value)
+        t = _as_tensor(self.temperature, logits)
+        # log (K-1)! + (K-1) log t, and sum_i of log_softmax(logits - t x)_i
+        log_scale = math.lgamma(k) + (k - 1) * O.log(t)
+        score = logits - value * t
+        return O.sum(score - O.logsumexp(score, -1, keepdim=True), -1) + log_scale
