@@ -455,3 +455,166 @@ def test_gradcheck_2(name):
     a = _f64([1.5, 0.7]).requires_grad_()
     b = _f64([2.0, 3.5]).requires_grad_()
     assert tg.autograd.gradcheck(GRADCHECKED2[name], (a, b))
+
+
+A = [0.5, 2.0, 3.0]
+B = [1.5, 1.0, 0.7]
+CASES3 = {
+    # Kumaraswamy
+    "kuma_logprob": lambda L: g(lambda a, b: _d(L).Kumaraswamy(a, b).log_prob(V(L, [0.2, 0.5, 0.9])), T(L, A), T(L, B)),
+    "kuma_cdf": lambda L: g(lambda a, b: _d(L).Kumaraswamy(a, b).cdf(V(L, [0.2, 0.5, 0.9])), T(L, A), T(L, B)),
+    "kuma_icdf": lambda L: g(lambda a, b: _d(L).Kumaraswamy(a, b).icdf(V(L, [0.2, 0.5, 0.9])), T(L, A), T(L, B)),
+    "kuma_entropy": lambda L: g(lambda a, b: _d(L).Kumaraswamy(a, b).entropy(), T(L, A), T(L, B)),
+    "kuma_moments": lambda L: g(lambda a, b: L.stack([_d(L).Kumaraswamy(a, b).mean, _d(L).Kumaraswamy(a, b).variance,
+                                                      _d(L).Kumaraswamy(a, b).stddev]), T(L, A), T(L, B)),
+    "kuma_bad": lambda L: _d(L).Kumaraswamy(V(L, [1.0]), V(L, [-1.0])),
+    "kuma_outside": lambda L: _d(L).Kumaraswamy(V(L, [1.0]), V(L, [2.0])).log_prob(V(L, [1.5])),
+    "kuma_repr": lambda L: repr(_d(L).Kumaraswamy(V(L, [1.0, 2.0]), V(L, [1.0, 3.0]))) + repr(_d(L).Kumaraswamy(2.0, 3.0)),
+    "kuma_expand": lambda L: (_d(L).Kumaraswamy(V(L, A), V(L, B)).expand((2, 3)).log_prob(V(L, 0.3)),
+                              _d(L).Kumaraswamy(V(L, A), V(L, B)).expand((2, 3)).entropy()),
+    "kuma_flags": lambda L: str(_d(L).Kumaraswamy(2.0, 3.0).has_rsample),
+    # LogisticNormal
+    "ln_logprob": lambda L: g(lambda m, s: _d(L).LogisticNormal(m, s).log_prob(V(L, [[0.2, 0.3, 0.5], [0.6, 0.3, 0.1]])),
+                              T(L, [[0.0, 1.0], [-1.0, 0.5]]), T(L, [[1.0, 2.0], [0.5, 1.5]])),
+    "ln_scalar": lambda L: g(lambda m, s: _d(L).LogisticNormal(m, s).log_prob(V(L, [0.3, 0.7])), T(L, 0.5), T(L, 2.0)),
+    "ln_shapes": lambda L: (L.tensor(list(_d(L).LogisticNormal(0.0, 1.0).batch_shape) + [-1]),
+                            L.tensor(list(_d(L).LogisticNormal(0.0, 1.0).event_shape)),
+                            L.tensor(list(_d(L).LogisticNormal(V(L, [[0.0, 1.0]] * 4), 1.0).batch_shape)),
+                            L.tensor(list(_d(L).LogisticNormal(V(L, [[0.0, 1.0]] * 4), 1.0).event_shape))),
+    "ln_params": lambda L: (_d(L).LogisticNormal(V(L, [0.0, 1.0]), 2.0).loc, _d(L).LogisticNormal(V(L, [0.0, 1.0]), 2.0).scale),
+    "ln_bad": lambda L: _d(L).LogisticNormal(V(L, [0.0]), V(L, [-1.0])),
+    "ln_off_simplex": lambda L: _d(L).LogisticNormal(V(L, [0.0]), V(L, [1.0])).log_prob(V(L, [0.5, 0.6])),
+    "ln_repr": lambda L: repr(_d(L).LogisticNormal(V(L, [0.0]), V(L, [1.0]))),
+    "ln_expand": lambda L: _d(L).LogisticNormal(V(L, [0.0, 1.0]), 2.0).expand((3,)).log_prob(V(L, [0.2, 0.3, 0.5])),
+    "ln_kl": lambda L: _d(L).kl_divergence(_d(L).LogisticNormal(V(L, [0.0, 1.0]), 2.0),
+                                           _d(L).LogisticNormal(V(L, [0.5, 1.0]), 1.0)),
+    # FisherSnedecor
+    "fs_logprob": lambda L: g(lambda a, b: _d(L).FisherSnedecor(a, b).log_prob(V(L, [0.2, 1.5, 9.0])),
+                              T(L, [0.5, 3.0, 10.0]), T(L, [1.0, 5.0, 30.0])),
+    "fs_stats": lambda L: stats(_d(L).FisherSnedecor(V(L, [0.5, 3.0, 10.0, 4.0]), V(L, [1.0, 3.0, 30.0, 4.5]))),
+    "fs_bad": lambda L: _d(L).FisherSnedecor(V(L, [-1.0]), V(L, [1.0])),
+    "fs_bad2": lambda L: _d(L).FisherSnedecor(V(L, [1.0]), V(L, [0.0]), validate_args=False),
+    "fs_outside": lambda L: _d(L).FisherSnedecor(V(L, [1.0]), V(L, [2.0])).log_prob(V(L, [-1.5])),
+    "fs_repr": lambda L: repr(_d(L).FisherSnedecor(V(L, [1.0, 3.0]), V(L, [2.0, 5.0])))
+    + repr(_d(L).FisherSnedecor(1.0, 2.0)),
+    "fs_expand": lambda L: _d(L).FisherSnedecor(V(L, [1.0, 3.0]), V(L, [2.0, 5.0])).expand((3, 2)).log_prob(V(L, 0.5)),
+    "fs_entropy": lambda L: _d(L).FisherSnedecor(V(L, [1.0]), V(L, [2.0])).entropy(),
+}
+CASES3["fs_entropy"].type_only = True
+
+
+@pytest.mark.parametrize("name", list(CASES3))
+def test_family_matches_torch_3(name):
+    got = outcome(CASES3[name], tg)
+    want = outcome(CASES3[name], torch)
+    assert same(got, want, getattr(CASES3[name], "rtol", 1e-8)), (got, want)
+
+
+def test_kumaraswamy_mode_is_the_argmax_of_the_density():
+    """torch's mode is NaN for every parameter (its formula takes log1p(-b) for log(a - 1)); ours is
+    ((a - 1) / (a b - 1))^(1/a), checked against the argmax of torch's own log_prob on a grid."""
+    a = [2.0, 3.0, 1.0, 5.0, 1.0, 0.5, 2.0]
+    b = [3.0, 1.0, 2.0, 1.5, 1.0, 2.0, 0.5]
+    got = tg.distributions.Kumaraswamy(_f64(a), _f64(b)).mode.numpy()
+    grid = torch.linspace(0, 1, 200001, dtype=torch.float64)[1:-1]
+    for i in range(4):
+        lp = torch.distributions.Kumaraswamy(torch.tensor(a[i], dtype=torch.float64),
+                                             torch.tensor(b[i], dtype=torch.float64)).log_prob(grid)
+        assert abs(got[i] - float(grid[lp.argmax()])) < 1e-5, (i, got[i])
+    # a = 1 < b: the density b (1 - x)^(b-1) falls from 0; the uniform and the unbounded ends: NaN
+    assert np.isnan(got[4]) and got[2] == 0.0
+    assert np.all(np.isnan(got[5:]))
+    m = _f64([2.0, 0.5]).requires_grad_()
+    tg.distributions.Kumaraswamy(m, _f64([3.0, 3.0])).mode[0].backward()
+    assert np.all(np.isfinite(m.grad.numpy()))
+
+
+@pytest.mark.parametrize("name", ["kumaraswamy", "fisher"])
+def test_draws_have_the_moments_2(name):
+    n = 20000
+    tg.manual_seed(0)
+    d = (tg.distributions.Kumaraswamy(_f64([0.5, 3.0]), _f64([2.0, 0.8])) if name == "kumaraswamy"
+         else tg.distributions.FisherSnedecor(_f64([3.0, 10.0]), _f64([20.0, 30.0])))
+    x = d.sample((n,))
+    assert tuple(x.shape) == (n, 2) and x.dtype == tg.float64 and not x.requires_grad
+    assert bool(tg.all(d.support.check(x)))
+    xs = x.numpy()
+    mean, var = d.mean.numpy(), d.variance.numpy()
+    assert np.all(np.abs(xs.mean(0) - mean) <= 6 * np.sqrt(var / n)), (xs.mean(0), mean)
+    assert np.all(np.abs(xs.var(0) - var) <= 0.15 * var), (xs.var(0), var)
+
+
+def test_logistic_normal_draws_have_normal_logits():
+    n = 20000
+    tg.manual_seed(0)
+    loc, scale = [0.5, -1.0, 2.0], [1.0, 0.5, 2.0]
+    d = tg.distributions.LogisticNormal(_f64(loc), _f64(scale))
+    x = d.sample((n,))
+    assert tuple(x.shape) == (n, 4) and x.dtype == tg.float64 and not x.requires_grad
+    np.testing.assert_allclose(x.numpy().sum(-1), 1, rtol=1e-12)
+    z = torch.distributions.StickBreakingTransform().inv(torch.tensor(x.numpy())).numpy()
+    assert np.all(np.abs(z.mean(0) - loc) <= 6 * np.array(scale) / np.sqrt(n))
+    np.testing.assert_allclose(z.std(0), scale, rtol=0.05)
+
+
+def test_rsample_gradients_match_torchs_2():
+    """Kumaraswamy and LogisticNormal: torch's chain of transforms differentiated at the standard
+    draws (u, eps) recovered from tracegrad's draws."""
+    a, b = _f64([0.5, 3.0]).requires_grad_(), _f64([2.0, 0.8]).requires_grad_()
+    tg.manual_seed(1)
+    x = tg.distributions.Kumaraswamy(a, b).rsample((30,))
+    x.sum().backward()
+    ta = torch.tensor([0.5, 3.0], dtype=torch.float64, requires_grad=True)
+    tb = torch.tensor([2.0, 0.8], dtype=torch.float64, requires_grad=True)
+    td = torch.distributions.Kumaraswamy(ta, tb)
+    xd = torch.tensor(x.detach().numpy())
+    u = ((1 - xd ** ta) ** tb).detach()
+    y = u
+    for t in td.transforms:
+        y = t(y)
+    np.testing.assert_allclose(y.detach().numpy(), xd.numpy(), rtol=1e-9)
+    y.sum().backward()
+    np.testing.assert_allclose(a.grad.numpy(), ta.grad.numpy(), rtol=1e-8)
+    np.testing.assert_allclose(b.grad.numpy(), tb.grad.numpy(), rtol=1e-8)
+
+    m, s = _f64([0.5, -1.0]).requires_grad_(), _f64([1.0, 2.0]).requires_grad_()
+    x = tg.distributions.LogisticNormal(m, s).rsample((30,))
+    w = _f64([1.0, 2.0, 3.0])
+    (x * w).sum().backward()
+    tm = torch.tensor([0.5, -1.0], dtype=torch.float64, requires_grad=True)
+    ts = torch.tensor([1.0, 2.0], dtype=torch.float64, requires_grad=True)
+    sb = torch.distributions.StickBreakingTransform()
+    eps = ((sb.inv(torch.tensor(x.detach().numpy())) - tm) / ts).detach()
+    (sb(tm + ts * eps) * torch.tensor(w.numpy())).sum().backward()
+    np.testing.assert_allclose(m.grad.numpy(), tm.grad.numpy(), rtol=1e-8, atol=1e-12)
+    np.testing.assert_allclose(s.grad.numpy(), ts.grad.numpy(), rtol=1e-8, atol=1e-12)
+
+
+def test_fisher_snedecor_rsample_gradient_is_unbiased_for_the_mean():
+    """E[x] = df2 / (df2 - 2): the mean of d x / d df2 is -2 / (df2 - 2)^2 and of d x / d df1 zero,
+    each within 6 standard errors over 40 independent entries of 500 draws."""
+    m, n = 40, 500
+    tg.manual_seed(2)
+    df1 = _f64([4.0] * m).requires_grad_()
+    df2 = _f64([12.0] * m).requires_grad_()
+    x = tg.distributions.FisherSnedecor(df1, df2).rsample((n,))
+    (x.sum(0) / n).sum().backward()
+    for grad, want in ((df2.grad.numpy(), -2 / 10 ** 2), (df1.grad.numpy(), 0.0)):
+        se = grad.std(ddof=1) / np.sqrt(m)
+        assert se > 0 and abs(grad.mean() - want) <= 6 * se, (grad.mean(), want, se)
+
+
+GRADCHECKED3 = {
+    "kuma_logprob": lambda a, b: tg.distributions.Kumaraswamy(a, b).log_prob(_f64([0.2, 0.9])),
+    "kuma_entropy": lambda a, b: tg.distributions.Kumaraswamy(a, b).entropy(),
+    "kuma_variance": lambda a, b: tg.distributions.Kumaraswamy(a, b).variance,
+    "ln_logprob": lambda a, b: tg.distributions.LogisticNormal(a, b).log_prob(_f64([0.2, 0.3, 0.5])),
+    "fs_logprob": lambda a, b: tg.distributions.FisherSnedecor(a, b).log_prob(_f64([0.2, 1.9])),
+}
+
+
+@pytest.mark.parametrize("name", list(GRADCHECKED3))
+def test_gradcheck_3(name):
+    a = _f64([1.5, 0.7]).requires_grad_()
+    b = _f64([2.0, 3.5]).requires_grad_()
+    assert tg.autograd.gradcheck(GRADCHECKED3[name], (a, b))

@@ -9,13 +9,15 @@ from .. import creation as C
 from .. import _dtype as D
 from ..ops import functional as O
 from . import constraints
-from .base import Uniform, _as_tensor
+from .base import Normal, Uniform, _as_tensor
 from .families import Exponential, Cauchy
 from .more_families import LogitRelaxedBernoulli, ExpRelaxedCategorical
-from .transforms import ExpTransform, AffineTransform, PowerTransform, AbsTransform, SigmoidTransform
+from .transforms import (ExpTransform, AffineTransform, PowerTransform, AbsTransform, SigmoidTransform,
+                         StickBreakingTransform)
 from .transformed_distribution import TransformedDistribution
 
-__all__ = ["Gumbel", "Weibull", "Pareto", "HalfCauchy", "RelaxedBernoulli", "RelaxedOneHotCategorical"]
+__all__ = ["Gumbel", "Weibull", "Pareto", "HalfCauchy", "RelaxedBernoulli", "RelaxedOneHotCategorical",
+           "Kumaraswamy", "LogisticNormal"]
 
 EULER_GAMMA = 0.57721566490153286060
 
@@ -236,3 +238,76 @@ class RelaxedOneHotCategorical(_Relaxed):
     def __init__(self, temperature, probs=None, logits=None, validate_args=None):
         base = ExpRelaxedCategorical(temperature, probs, logits, validate_args=validate_args)
         super().__init__(base, ExpTransform(), validate_args=validate_args)
+
+
+def _kumaraswamy_moment(a, b, n):
+    """E[X^n] = b B(1 + n / a, b) for X ~ Kumaraswamy(a, b)."""
+    m = 1 + n / a
+    return b * O.exp(O.lgamma(m) + O.lgamma(b) - O.lgamma(m + b))
+
+
+class Kumaraswamy(_Derived):
+    """Density a b x^(a-1) (1 - x^a)^(b-1) on (0, 1), a = concentration1, b = concentration0:
+    (1 - U^(1/b))^(1/a) for U uniform on [0, 1)."""
+    arg_constraints = {"concentration1": constraints.positive, "concentration0": constraints.positive}
+    support = constraints.unit_interval
+    has_rsample = True
+    _expanded = ("concentration1", "concentration0")
+
+    def __init__(self, concentration1, concentration0, validate_args=None):
+        self.concentration1, self.concentration0 = _broadcast(concentration1=concentration1,
+                                                              concentration0=concentration0)
+        b = self.concentration0
+        base = Uniform(O.zeros_like(b), O.ones_like(b), validate_args=validate_args)
+        chain = [PowerTransform(1 / b), AffineTransform(1.0, -1.0), PowerTransform(1 / self.concentration1)]
+        super().__init__(base, chain, validate_args=validate_args)
+
+    @property
+    def mean(self):
+        return _kumaraswamy_moment(self.concentration1, self.concentration0, 1)
+
+    @property
+    def mode(self):
+        """((a - 1) / (a b - 1))^(1/a), where a, b >= 1 (0 at a = 1 < b); NaN where a or b is below 1
+        (the density is unbounded at an end) and for a = b = 1 (the uniform, every point a mode).
+        torch's formula answers NaN everywhere (it takes log1p(-b) for log(a - 1)): this is the
+        mode of the density torch's log_prob gives."""
+        a, b = self.concentration1, self.concentration0
+        inside = O.logical_and(a >= 1, b >= 1)
+        ratio = O.where(inside, (a - 1) / (a * b - 1), 0.5 * O.ones_like(a))   # (a finite unused branch)
+        return O.where(inside, ratio ** (1 / a), math.nan)
+
+    @property
+    def variance(self):
+        return _kumaraswamy_moment(self.concentration1, self.concentration0, 2) - self.mean ** 2
+
+    def entropy(self):
+        # (1 - 1/b) + (1 - 1/a) H_b - log a - log b, H_b = digamma(b + 1) + gamma the b-th harmonic number
+        a, b = self.concentration1, self.concentration0
+        harmonic = O.digamma(b + 1) + EULER_GAMMA
+        return (1 - 1 / b) + (1 - 1 / a) * harmonic - O.log(a) - O.log(b)
+
+
+class LogisticNormal(TransformedDistribution):
+    """The stick-breaking image on the simplex of K - 1 independent normals: a draw's logits
+    log(x_i / (1 - x_1 - ... - x_i)), i < K, are Normal(loc, scale)."""
+    arg_constraints = {"loc": constraints.real, "scale": constraints.positive}
+    support = constraints.simplex
+    has_rsample = True
+
+    def __init__(self, loc, scale, validate_args=None):
+        base = Normal(loc, scale, validate_args=validate_args)
+        if not tuple(base.batch_shape):
+            base = base.expand((1,))
+        super().__init__(base, StickBreakingTransform(), validate_args=validate_args)
+
+    def _params(self):
+        return ()
+
+    @property
+    def loc(self):
+        return self.base_dist.base_dist.loc
+
+    @property
+    def scale(self):
+        return self.base_dist.base_dist.scale

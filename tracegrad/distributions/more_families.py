@@ -10,13 +10,14 @@ from ..tensor import Tensor
 from ..grad_mode import no_grad
 from ..creation import RNG
 from .. import creation as C
+from .. import _dtype as D
 from ..ops import functional as O
 from ..nn import functional as NF
 from . import constraints
 from .base import Distribution, Categorical, _as_tensor, _clamp_probs
-from .families import _ProbsOrLogits, Gamma, _host, _drawn
+from .families import _Family, _ProbsOrLogits, Gamma, _host, _drawn
 
-__all__ = ["NegativeBinomial", "ContinuousBernoulli", "LogitRelaxedBernoulli", "ExpRelaxedCategorical"]
+__all__ = ["NegativeBinomial", "ContinuousBernoulli", "LogitRelaxedBernoulli", "ExpRelaxedCategorical", "FisherSnedecor"]
 
 
 class NegativeBinomial(_ProbsOrLogits):
@@ -244,3 +245,51 @@ class ExpRelaxedCategorical(Distribution):
         log_scale = math.lgamma(k) + (k - 1) * O.log(t)
         score = logits - value * t
         return O.sum(score - O.logsumexp(score, -1, keepdim=True), -1) + log_scale
+
+
+class FisherSnedecor(_Family):
+    """The ratio (X1 / df1) / (X2 / df2) of independent chi-square variables: each part a
+    Gamma(df / 2, df) draw (these Gammas validate their parameters by default, as torch's)."""
+    arg_constraints = {"df1": constraints.positive, "df2": constraints.positive}
+    support = constraints.positive
+    has_rsample = True
+
+    def __init__(self, df1, df2, validate_args=None):
+        like = df1 if isinstance(df1, Tensor) else (df2 if isinstance(df2, Tensor) else None)
+        self.df1, self.df2 = O.broadcast_tensors(_as_tensor(df1, like), _as_tensor(df2, like))
+        self._gamma1 = Gamma(self.df1 * 0.5, self.df1)
+        self._gamma2 = Gamma(self.df2 * 0.5, self.df2)
+        self._batch_shape = tuple(self.df1.shape)
+        self._validation(validate_args)
+        for name in ("df1", "df2"):
+            c = self.arg_constraints[name]
+            self._check_param(name, getattr(self, name), c.check, repr(c))
+
+    @property
+    def mean(self):
+        df2 = self.df2
+        return O.where(df2 > 2, df2 / (df2 - 2), math.nan)
+
+    @property
+    def mode(self):
+        df1, df2 = self.df1, self.df2
+        return O.where(df1 > 2, (df1 - 2) / df1 * df2 / (df2 + 2), math.nan)
+
+    @property
+    def variance(self):
+        df1, df2 = self.df1, self.df2
+        finite = 2 * df2 ** 2 * (df1 + df2 - 2) / (df1 * (df2 - 2) ** 2 * (df2 - 4))
+        return O.where(df2 > 4, finite, math.nan)
+
+    def rsample(self, sample_shape=()):
+        tiny = float(D.finfo(self.df1.dtype).tiny)
+        x1 = self._gamma1.rsample(sample_shape)
+        x2 = O.clamp(self._gamma2.rsample(sample_shape), min=tiny)
+        return O.clamp(x1 / x2, min=tiny)
+
+    def log_prob(self, value):
+        value = self._check_value(value)
+        h1, h2 = self.df1 * 0.5, self.df2 * 0.5
+        ratio = self.df1 / self.df2
+        log_norm = O.lgamma(h1 + h2) - O.lgamma(h1) - O.lgamma(h2)
+        return log_norm + h1 * O.log(ratio) + (h1 - 1) * O.log(value) - (h1 + h2) * O.log1p(ratio * value)
