@@ -618,3 +618,87 @@ def test_gradcheck_3(name):
     a = _f64([1.5, 0.7]).requires_grad_()
     b = _f64([2.0, 3.5]).requires_grad_()
     assert tg.autograd.gradcheck(GRADCHECKED3[name], (a, b))
+
+
+def _mix(L, w, loc, scale):
+    return _d(L).MixtureSameFamily(_d(L).Categorical(w), _d(L).Normal(loc, scale))
+
+
+def _mix_mvn(L, w, loc):
+    cov = V(L, [[[1.0, 0.3], [0.3, 2.0]], [[0.5, -0.1], [-0.1, 0.4]], [[2.0, 0.0], [0.0, 1.0]]])
+    return _d(L).MixtureSameFamily(_d(L).Categorical(w), _d(L).MultivariateNormal(loc, covariance_matrix=cov))
+
+
+W = [0.2, 0.3, 0.5]
+MU = [-1.0, 0.5, 2.0]
+SD = [1.0, 0.5, 2.0]
+CASES4 = {
+    "mix_logprob": lambda L: g(lambda w, m, s: _mix(L, w, m, s).log_prob(V(L, [[-2.0], [0.3], [4.0]])),
+                               T(L, W), T(L, MU), T(L, SD)),
+    "mix_cdf": lambda L: g(lambda w, m, s: _mix(L, w, m, s).cdf(V(L, [-2.0, 0.3, 4.0])), T(L, W), T(L, MU), T(L, SD)),
+    "mix_moments": lambda L: g(lambda w, m, s: L.stack([_mix(L, w, m, s).mean, _mix(L, w, m, s).variance,
+                                                        _mix(L, w, m, s).stddev]), T(L, W), T(L, MU), T(L, SD)),
+    "mix_batched": lambda L: (lambda d: (d.log_prob(V(L, [0.3, -1.0])), d.mean, d.variance,
+                                         L.tensor(list(d.batch_shape)), L.tensor(list(d.event_shape) + [-1])))(
+        _mix(L, V(L, [W, [0.6, 0.2, 0.2]]), V(L, [MU, [0.0, 1.0, 2.0]]), V(L, [SD, SD]))),
+    "mix_shared_weights": lambda L: (lambda d: (d.log_prob(V(L, [0.3, -1.0])), d.mean, d.variance))(
+        _mix(L, V(L, W), V(L, [MU, [0.0, 1.0, 2.0]]), V(L, [SD, SD]))),
+    "mix_deep_batch": lambda L: (lambda d: (d.log_prob(V(L, 0.3)), d.mean, d.variance))(
+        _mix(L, V(L, [[W, [0.6, 0.2, 0.2]]] * 2), V(L, [[MU, [0.0, 1.0, 2.0]]] * 2), V(L, [[SD, SD]] * 2))),
+    "mix_mvn": lambda L: g(lambda w, m: _mix_mvn(L, w, m).log_prob(V(L, [[0.5, -0.3], [2.0, 1.0]])),
+                           T(L, W), T(L, [[0.0, 1.0], [1.0, -1.0], [2.0, 0.5]])),
+    "mix_mvn_moments": lambda L: (lambda d: (d.mean, d.variance, L.tensor(list(d.event_shape))))(
+        _mix_mvn(L, V(L, W), V(L, [[0.0, 1.0], [1.0, -1.0], [2.0, 0.5]]))),
+    "mix_independent": lambda L: _d(L).MixtureSameFamily(
+        _d(L).Categorical(V(L, [0.4, 0.6])),
+        _d(L).Independent(_d(L).Normal(V(L, [[0.0, 1.0], [2.0, 0.0]]), V(L, [[1.0, 2.0], [0.5, 1.0]])), 1)).log_prob(
+        V(L, [[0.5, 1.5], [2.0, 0.0]])),
+    "mix_support": lambda L: repr(_mix(L, V(L, W), V(L, MU), V(L, SD)).support) + repr(_d(L).MixtureSameFamily(
+        _d(L).Categorical(V(L, [0.4, 0.6])), _d(L).Gamma(V(L, [1.0, 2.0]), 1.0)).support),
+    "mix_outside": lambda L: _d(L).MixtureSameFamily(_d(L).Categorical(V(L, [0.4, 0.6])),
+                                                     _d(L).Gamma(V(L, [1.0, 2.0]), 1.0)).log_prob(V(L, [-1.0])),
+    "mix_uniform_support": lambda L: _d(L).MixtureSameFamily(
+        _d(L).Categorical(V(L, [0.4, 0.6])), _d(L).Uniform(V(L, [0.0, 1.0]), V(L, [2.0, 3.0]))).log_prob(V(L, [0.5])),
+    "mix_not_categorical": lambda L: _d(L).MixtureSameFamily(_d(L).Normal(V(L, [0.0]), V(L, [1.0])),
+                                                             _d(L).Normal(V(L, [0.0]), V(L, [1.0]))),
+    "mix_not_distribution": lambda L: _d(L).MixtureSameFamily(_d(L).Categorical(V(L, [0.4, 0.6])), V(L, [1.0])),
+    "mix_bad_batch": lambda L: _mix(L, V(L, [W, W]), V(L, [MU] * 3), V(L, [SD] * 3)),
+    "mix_bad_count": lambda L: _mix(L, V(L, [0.5, 0.5]), V(L, MU), V(L, SD)),
+    "mix_expand": lambda L: (lambda d: (d.log_prob(V(L, 0.3)), d.mean, L.tensor(list(d.batch_shape))))(
+        _mix(L, V(L, W), V(L, MU), V(L, SD)).expand((4,))),
+    "mix_flags": lambda L: str((_mix(L, V(L, W), V(L, MU), V(L, SD)).has_rsample,
+                                _mix(L, V(L, W), V(L, MU), V(L, SD)).has_enumerate_support)),
+    "mix_entropy": lambda L: _mix(L, V(L, W), V(L, MU), V(L, SD)).entropy(),
+    "mix_rsample": lambda L: _mix(L, V(L, W), V(L, MU), V(L, SD)).rsample(),
+}
+CASES4["mix_entropy"].type_only = True
+CASES4["mix_rsample"].type_only = True
+
+
+@pytest.mark.parametrize("name", list(CASES4))
+def test_family_matches_torch_4(name):
+    got = outcome(CASES4[name], tg)
+    want = outcome(CASES4[name], torch)
+    assert same(got, want, getattr(CASES4[name], "rtol", 1e-8)), (got, want)
+
+
+def test_mixture_draws_have_the_moments_and_shapes():
+    n = 40000
+    tg.manual_seed(0)
+    d = _mix(tg, _f64([W, [0.6, 0.2, 0.2]]), _f64([MU, [0.0, 1.0, 2.0]]), _f64([SD, SD]))
+    x = d.sample((n,))
+    assert tuple(x.shape) == (n, 2) and x.dtype == tg.float64 and not x.requires_grad
+    xs = x.numpy()
+    mean, var = d.mean.numpy(), d.variance.numpy()
+    assert np.all(np.abs(xs.mean(0) - mean) <= 6 * np.sqrt(var / n)), (xs.mean(0), mean)
+    assert np.all(np.abs(xs.var(0) - var) <= 0.15 * var), (xs.var(0), var)
+    m = _mix_mvn(tg, _f64(W), _f64([[0.0, 1.0], [1.0, -1.0], [2.0, 0.5]]))
+    y = m.sample((n // 4, 2))
+    assert tuple(y.shape) == (n // 4, 2, 2)
+    ys = y.numpy().reshape(-1, 2)
+    mean, var = m.mean.numpy(), m.variance.numpy()
+    assert np.all(np.abs(ys.mean(0) - mean) <= 6 * np.sqrt(var / len(ys))), (ys.mean(0), mean)
+    # far-apart components: each draw comes from one component, in the mixture's proportions
+    far = _mix(tg, _f64(W), _f64([-100.0, 0.0, 100.0]), _f64([1.0, 1.0, 1.0])).sample((n,)).numpy()
+    frac = np.array([(far < -50).mean(), (np.abs(far) < 50).mean(), (far > 50).mean()])
+    assert np.all(np.abs(frac - W) <= 6 * np.sqrt(np.array(W) * (1 - np.array(W)) / n)), frac

@@ -6,7 +6,7 @@ import math
 
 import numpy as np
 
-from ..tensor import Tensor
+from ..tensor import Tensor, Size
 from ..grad_mode import no_grad
 from ..creation import RNG
 from .. import creation as C
@@ -17,7 +17,7 @@ from . import constraints
 from .base import Distribution, Categorical, _as_tensor, _clamp_probs
 from .families import _Family, _ProbsOrLogits, Gamma, _host, _drawn
 
-__all__ = ["NegativeBinomial", "ContinuousBernoulli", "LogitRelaxedBernoulli", "ExpRelaxedCategorical", "FisherSnedecor"]
+__all__ = ["NegativeBinomial", "ContinuousBernoulli", "LogitRelaxedBernoulli", "ExpRelaxedCategorical", "FisherSnedecor", "MixtureSameFamily"]
 
 
 class NegativeBinomial(_ProbsOrLogits):
@@ -293,3 +293,103 @@ class FisherSnedecor(_Family):
         ratio = self.df1 / self.df2
         log_norm = O.lgamma(h1 + h2) - O.lgamma(h1) - O.lgamma(h2)
         return log_norm + h1 * O.log(ratio) + (h1 - 1) * O.log(value) - (h1 + h2) * O.log1p(ratio * value)
+
+
+class MixtureSameFamily(Distribution):
+    """A mixture of the components along component_distribution's rightmost batch dimension,
+    weighted by mixture_distribution (a Categorical over them): log p(x) = logsumexp_k(log w_k +
+    log p_k(x)). Draws pick each entry's component by a Categorical draw (no rsample, as torch's)."""
+    arg_constraints = {}
+    has_rsample = False
+
+    def __init__(self, mixture_distribution, component_distribution, validate_args=None):
+        self._mixture_distribution = mixture_distribution
+        self._component_distribution = component_distribution
+        if not isinstance(mixture_distribution, Categorical):
+            raise ValueError(" The Mixture distribution needs to be an  instance of torch.distributions.Categorical")
+        if not isinstance(component_distribution, Distribution):
+            raise ValueError("The Component distribution needs to be an instance of torch.distributions.Distribution")
+        mdbs = tuple(mixture_distribution.batch_shape)
+        cdbs = tuple(component_distribution.batch_shape)[:-1]
+        for m, c in zip(reversed(mdbs), reversed(cdbs)):
+            if m != 1 and c != 1 and m != c:
+                raise ValueError(f"`mixture_distribution.batch_shape` ({Size(mdbs)}) is not compatible with "
+                                 f"`component_distribution.batch_shape`({Size(cdbs)})")
+        km = mixture_distribution.logits.shape[-1]
+        kc = component_distribution.batch_shape[-1]
+        if km != kc:
+            raise ValueError(f"`mixture_distribution component` ({km}) does not equal "
+                             f"`component_distribution.batch_shape[-1]` ({kc})")
+        self._num_component = km
+        self._event_ndims = len(component_distribution.event_shape)
+        super().__init__(cdbs, tuple(component_distribution.event_shape), validate_args=validate_args)
+
+    @property
+    def mixture_distribution(self):
+        return self._mixture_distribution
+
+    @property
+    def component_distribution(self):
+        return self._component_distribution
+
+    @property
+    def support(self):
+        return constraints.MixtureSameFamilyConstraint(self._component_distribution.support)
+
+    def expand(self, batch_shape, _instance=None):
+        batch_shape = tuple(batch_shape)
+        new = object.__new__(type(self))
+        new.__dict__.update(self.__dict__)
+        new._component_distribution = self._component_distribution.expand(batch_shape + (self._num_component,))
+        new._mixture_distribution = self._mixture_distribution.expand(batch_shape)
+        new._batch_shape = batch_shape
+        return new
+
+    def __repr__(self):
+        return f"MixtureSameFamily(\n  {self.mixture_distribution},\n  {self.component_distribution})"
+
+    def _pad(self, x):
+        """x with a component dimension of 1 before its event dimensions."""
+        return O.unsqueeze(x, -1 - self._event_ndims)
+
+    def _weights(self):
+        """The mixture's probs laid out against the components' means: its batch dimensions
+        aligned on the right with the mixture's batch (torch's padding: none for a one-dimensional
+        mixture batch), a 1 for each event dimension."""
+        probs = self.mixture_distribution.probs
+        cat_ndims = len(self.mixture_distribution.batch_shape)
+        pad = 0 if cat_ndims == 1 else len(self._batch_shape) - cat_ndims
+        shape = tuple(probs.shape)
+        return probs.reshape(shape[:-1] + (1,) * pad + shape[-1:] + (1,) * self._event_ndims)
+
+    @property
+    def mean(self):
+        return O.sum(self._weights() * self.component_distribution.mean, -1 - self._event_ndims)
+
+    @property
+    def variance(self):
+        w = self._weights()
+        comp = self.component_distribution
+        within = O.sum(w * comp.variance, -1 - self._event_ndims)
+        between = O.sum(w * (comp.mean - self._pad(self.mean)) ** 2, -1 - self._event_ndims)
+        return within + between
+
+    def cdf(self, x):
+        return O.sum(self.component_distribution.cdf(self._pad(x)) * self.mixture_distribution.probs, -1)
+
+    def log_prob(self, x):
+        s = self.support
+        self._validate_sample(x, s.check, repr(s))
+        lp = self.component_distribution.log_prob(self._pad(x))
+        return O.logsumexp(lp + NF.log_softmax(self.mixture_distribution.logits, -1), -1)
+
+    def sample(self, sample_shape=()):
+        with no_grad():
+            sample_shape = tuple(sample_shape) if not isinstance(sample_shape, int) else (sample_shape,)
+            at = len(sample_shape) + len(self._batch_shape)
+            event = tuple(self.event_shape)
+            which = self.mixture_distribution.sample(sample_shape)          # sample + mixture batch
+            draws = self.component_distribution.sample(sample_shape)       # sample + batch + (K,) + event
+            index = which.reshape(tuple(which.shape) + (1,) * (len(event) + 1))
+            index = O.expand(index, *(sample_shape + tuple(self._batch_shape) + (1,) + event))
+            return O.squeeze(O.gather(draws, at, index), at)
