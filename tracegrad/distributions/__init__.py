@@ -13,7 +13,8 @@ from .transforms import *  # noqa: F401,F403  (torch.distributions exports every
 from .transformed_distribution import TransformedDistribution
 from .derived import (Gumbel, Weibull, Pareto, HalfCauchy, RelaxedBernoulli, RelaxedOneHotCategorical,
                       Kumaraswamy, LogisticNormal)
-from .more_families import NegativeBinomial, ContinuousBernoulli, FisherSnedecor, MixtureSameFamily
+from .more_families import (NegativeBinomial, ContinuousBernoulli, FisherSnedecor, MixtureSameFamily,
+                            LowRankMultivariateNormal)
 from .constraint_registry import biject_to, transform_to
 
 __all__ = ["Distribution", "Normal", "Categorical", "Bernoulli", "Uniform", "MultivariateNormal", "Exponential",
@@ -22,4 +23,5 @@ __all__ = ["Distribution", "Normal", "Categorical", "Bernoulli", "Uniform", "Mul
            "register_kl", "constraints", "TransformedDistribution", "biject_to", "transform_to",
            "transforms", "Gumbel", "Weibull", "Pareto", "HalfCauchy", "RelaxedBernoulli",
            "RelaxedOneHotCategorical", "NegativeBinomial", "ContinuousBernoulli",
-           "Kumaraswamy", "LogisticNormal", "FisherSnedecor", "MixtureSameFamily"] + transforms.__all__
+           "Kumaraswamy", "LogisticNormal", "FisherSnedecor", "MixtureSameFamily",
+           "LowRankMultivariateNormal"] + transforms.__all__

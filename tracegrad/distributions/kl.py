@@ -8,7 +8,8 @@ from .families import (Exponential, Laplace, LogNormal, Gamma, Beta, Poisson, Ge
                        Dirichlet, OneHotCategorical, Independent, HalfNormal, _lbeta)
 from .transformed_distribution import TransformedDistribution
 from .derived import Gumbel, Pareto, EULER_GAMMA
-from .more_families import ContinuousBernoulli
+from .more_families import (ContinuousBernoulli, LowRankMultivariateNormal, _lowrank_logdet, _lowrank_mahalanobis,
+                            _lower_solve, _trace_xxt)
 
 __all__ = ["kl_divergence", "register_kl"]
 
@@ -185,3 +186,20 @@ def _kl_continuous_bernoulli_continuous_bernoulli(p, q):
     # E_p[x] (logit p - logit q) + log C(p) + log(1 - p) - log C(q) - log(1 - q)
     return (p.mean * (p.logits - q.logits) + p._cont_bern_log_norm() + O.log1p(-p.probs)
             - q._cont_bern_log_norm() - O.log1p(-q.probs))
+
+
+@register_kl(LowRankMultivariateNormal, LowRankMultivariateNormal)
+def _kl_lowrank_lowrank(p, q):
+    """(log |S_q| - log |S_p| + tr(S_q^-1 S_p) + (m_q - m_p)^T S_q^-1 (m_q - m_p) - n) / 2, with
+    S_q^-1 = diag(1/D_q) - A^T A (A = cap_q^-1 W_q^T D_q^-1) and S_p = W_p W_p^T + diag(D_p)."""
+    if p.event_shape != q.event_shape:
+        raise ValueError("KL-divergence between two Low Rank Multivariate Normals with                          "
+                         "different event shapes cannot be computed")
+    Wp, Dp = p._unbroadcasted_cov_factor, p._unbroadcasted_cov_diag
+    Wq, Dq = q._unbroadcasted_cov_factor, q._unbroadcasted_cov_diag
+    logdets = _lowrank_logdet(Wq, Dq, q._capacitance_tril) - _lowrank_logdet(Wp, Dp, p._capacitance_tril)
+    maha = _lowrank_mahalanobis(Wq, Dq, q.loc - p.loc, q._capacitance_tril)
+    A = _lower_solve(q._capacitance_tril, O.transpose(Wq, -2, -1) / O.unsqueeze(Dq, -2))
+    trace = (O.sum(Dp / Dq, -1) + _trace_xxt(Wp * O.unsqueeze(O.rsqrt(Dq), -1))
+             - _trace_xxt(A * O.unsqueeze(O.sqrt(Dp), -2)) - _trace_xxt(O.matmul(A, Wp)))
+    return 0.5 * (logdets + trace + maha - p.event_shape[0])

@@ -13,11 +13,14 @@ from .. import creation as C
 from .. import _dtype as D
 from ..ops import functional as O
 from ..nn import functional as NF
+from ..ops.composite import diag_embed
+from .. import linalg
 from . import constraints
 from .base import Distribution, Categorical, _as_tensor, _clamp_probs
 from .families import _Family, _ProbsOrLogits, Gamma, _host, _drawn
 
-__all__ = ["NegativeBinomial", "ContinuousBernoulli", "LogitRelaxedBernoulli", "ExpRelaxedCategorical", "FisherSnedecor", "MixtureSameFamily"]
+__all__ = ["NegativeBinomial", "ContinuousBernoulli", "LogitRelaxedBernoulli", "ExpRelaxedCategorical", "FisherSnedecor", "MixtureSameFamily",
+           "LowRankMultivariateNormal"]
 
 
 class NegativeBinomial(_ProbsOrLogits):
@@ -393,3 +396,138 @@ class MixtureSameFamily(Distribution):
             index = which.reshape(tuple(which.shape) + (1,) * (len(event) + 1))
             index = O.expand(index, *(sample_shape + tuple(self._batch_shape) + (1,) + event))
             return O.squeeze(O.gather(draws, at, index), at)
+
+
+def _lower_solve(L, B):
+    """L^-1 B for lower-triangular L, batch dimensions broadcast."""
+    lead = O.broadcast_shapes(tuple(L.shape[:-2]), tuple(B.shape[:-2]))
+    L = O.expand(L, *(tuple(lead) + tuple(L.shape[-2:])))
+    B = O.expand(B, *(tuple(lead) + tuple(B.shape[-2:])))
+    return linalg.solve_triangular(L, B, upper=False)
+
+
+def _capacitance_tril(W, D):
+    """The Cholesky factor of I + W^T D^-1 W (rank x rank): what the Woodbury identity and the
+    matrix determinant lemma reduce W W^T + diag(D) to."""
+    rank = W.shape[-1]
+    Wt_Dinv = O.transpose(W, -2, -1) / O.unsqueeze(D, -2)
+    return linalg.cholesky(O.matmul(Wt_Dinv, W) + C.eye(rank, dtype=W.dtype))
+
+
+def _lowrank_logdet(W, D, cap):
+    """log |W W^T + diag(D)| = log |I + W^T D^-1 W| + sum log D."""
+    return 2 * O.sum(O.log(O.diagonal(cap, 0, -2, -1)), -1) + O.sum(O.log(D), -1)
+
+
+def _lowrank_mahalanobis(W, D, x, cap):
+    """x^T (W W^T + diag(D))^-1 x = x^T D^-1 x - |cap^-1 W^T D^-1 x|^2 (Woodbury)."""
+    Wt_Dinv = O.transpose(W, -2, -1) / O.unsqueeze(D, -2)
+    z = _lower_solve(cap, O.unsqueeze(O.squeeze(O.matmul(Wt_Dinv, O.unsqueeze(x, -1)), -1), -1))
+    return O.sum(x ** 2 / D, -1) - O.sum(O.squeeze(z, -1) ** 2, -1)
+
+
+def _trace_xxt(x):
+    """trace(x x^T) of each matrix of a batch."""
+    return O.sum(O.sum(x ** 2, -1), -1)
+
+
+class LowRankMultivariateNormal(Distribution):
+    """N(loc, W W^T + diag(D)) for W = cov_factor (n x rank) and D = cov_diag: log_prob and
+    entropy through the rank x rank capacitance matrix, draws as loc + W e1 + sqrt(D) e2."""
+    arg_constraints = {"loc": constraints.real_vector, "cov_factor": constraints.independent(constraints.real, 2),
+                       "cov_diag": constraints.independent(constraints.positive, 1)}
+    support = constraints.real_vector
+    has_rsample = True
+
+    def __init__(self, loc, cov_factor, cov_diag, validate_args=None):
+        if loc.dim() < 1:
+            raise ValueError("loc must be at least one-dimensional.")
+        n = loc.shape[-1]
+        if cov_factor.dim() < 2:
+            raise ValueError("cov_factor must be at least two-dimensional, with optional leading batch dimensions")
+        if tuple(cov_factor.shape[-2:-1]) != (n,):
+            raise ValueError(f"cov_factor must be a batch of matrices with shape {n} x m")
+        if tuple(cov_diag.shape[-1:]) != (n,):
+            raise ValueError(f"cov_diag must be a batch of vectors with shape {Size((n,))}")
+        try:
+            lead = O.broadcast_shapes(tuple(loc.shape[:-1]), tuple(cov_factor.shape[:-2]), tuple(cov_diag.shape[:-1]))
+        except (RuntimeError, ValueError) as e:
+            raise ValueError(f"Incompatible batch shapes: loc {Size(tuple(loc.shape))}, cov_factor "
+                             f"{Size(tuple(cov_factor.shape))}, cov_diag {Size(tuple(cov_diag.shape))}") from e
+        lead = tuple(lead)
+        self.loc = O.expand(loc, *(lead + (n,)))
+        self.cov_factor = O.expand(cov_factor, *(lead + tuple(cov_factor.shape[-2:])))
+        self.cov_diag = O.expand(cov_diag, *(lead + (n,)))
+        self._unbroadcasted_cov_factor = cov_factor
+        self._unbroadcasted_cov_diag = cov_diag
+        self._capacitance_tril = _capacitance_tril(cov_factor, cov_diag)
+        super().__init__(lead, (n,), validate_args=validate_args)
+
+    def expand(self, batch_shape, _instance=None):
+        new = object.__new__(type(self))
+        new.__dict__.update(self.__dict__)
+        shape = tuple(batch_shape) + tuple(self._event_shape)
+        new.loc = O.expand(self.loc, *shape)
+        new.cov_diag = O.expand(self.cov_diag, *shape)
+        new.cov_factor = O.expand(self.cov_factor, *(shape + tuple(self.cov_factor.shape[-1:])))
+        new._batch_shape = tuple(batch_shape)
+        return new
+
+    def _full(self, t, matrix=False):
+        n = tuple(self._event_shape)
+        return O.expand(t, *(tuple(self._batch_shape) + n + (n if matrix else ())))
+
+    @property
+    def mean(self):
+        return self.loc
+
+    @property
+    def mode(self):
+        return self.loc
+
+    @property
+    def variance(self):
+        return self._full(O.sum(self._unbroadcasted_cov_factor ** 2, -1) + self._unbroadcasted_cov_diag)
+
+    @property
+    def scale_tril(self):
+        # sqrt(D) chol(I + D^-1/2 W W^T D^-1/2): a Cholesky factor of W W^T + diag(D)
+        n = self._event_shape[0]
+        root = O.unsqueeze(O.sqrt(self._unbroadcasted_cov_diag), -1)
+        scaled = self._unbroadcasted_cov_factor / root
+        inner = O.matmul(scaled, O.transpose(scaled, -2, -1)) + C.eye(n, dtype=scaled.dtype)
+        return self._full(root * linalg.cholesky(inner), True)
+
+    @property
+    def covariance_matrix(self):
+        W = self._unbroadcasted_cov_factor
+        return self._full(O.matmul(W, O.transpose(W, -2, -1)) + diag_embed(self._unbroadcasted_cov_diag), True)
+
+    @property
+    def precision_matrix(self):
+        # diag(1/D) - A^T A, A = cap^-1 W^T D^-1 (Woodbury)
+        W, D = self._unbroadcasted_cov_factor, self._unbroadcasted_cov_diag
+        A = _lower_solve(self._capacitance_tril, O.transpose(W, -2, -1) / O.unsqueeze(D, -2))
+        return self._full(diag_embed(1 / D) - O.matmul(O.transpose(A, -2, -1), A), True)
+
+    def rsample(self, sample_shape=()):
+        shape = self._extended(sample_shape) + tuple(self._event_shape)
+        W = self._unbroadcasted_cov_factor
+        eps_w = C.randn(*(shape[:-1] + tuple(W.shape[-1:])), dtype=self.loc.dtype)
+        eps_d = C.randn(*shape, dtype=self.loc.dtype)
+        return (self.loc + O.squeeze(O.matmul(W, O.unsqueeze(eps_w, -1)), -1)
+                + O.sqrt(self._unbroadcasted_cov_diag) * eps_d)
+
+    def _logdet(self):
+        return _lowrank_logdet(self._unbroadcasted_cov_factor, self._unbroadcasted_cov_diag, self._capacitance_tril)
+
+    def log_prob(self, value):
+        s = self.support
+        self._validate_sample(value, s.check, repr(s))
+        m = _lowrank_mahalanobis(self._unbroadcasted_cov_factor, self._unbroadcasted_cov_diag, value - self.loc,
+                                 self._capacitance_tril)
+        return -0.5 * (self._event_shape[0] * math.log(2 * math.pi) + self._logdet() + m)
+
+    def entropy(self):
+        h = 0.5 * (self._event_shape[0] * (1.0 + math.log(2 * math.pi)) + self._logdet())
+        return O.expand(h, *tuple(self._batch_shape)) if self._batch_shape else h
