@@ -790,3 +790,65 @@ def test_gradcheck_5(name):
     w = _f64(FAC).requires_grad_()
     dg = _f64(DIAG).requires_grad_()
     assert tg.autograd.gradcheck(GRADCHECKED5[name], (w, dg))
+
+
+K = [0.5, 3.0, 3.75, 12.0]
+CASES6 = {
+    "vm_logprob": lambda L: g(lambda m, k: _d(L).VonMises(m, k).log_prob(V(L, [0.3, -2.0, 7.0, 1.0])),
+                              T(L, [0.0, 1.0, -1.0, 3.0]), T(L, K)),
+    "vm_variance": lambda L: g(lambda k: _d(L).VonMises(0.0, k).variance, T(L, K)),
+    "vm_stats": lambda L: (_d(L).VonMises(V(L, [0.5, -1.0]), V(L, [1.0, 2.0])).mean,
+                           _d(L).VonMises(V(L, [0.5, -1.0]), V(L, [1.0, 2.0])).mode,
+                           _d(L).VonMises(V(L, [0.5, -1.0]), V(L, [1.0, 2.0])).stddev),
+    "vm_tiny": lambda L: _d(L).VonMises(V(L, [0.0, 0.0]), V(L, [1e-8, 1e-3])).log_prob(V(L, [1.0, 2.0])),
+    "vm_float32": lambda L: _d(L).VonMises(L.tensor([0.0, 1.0]), L.tensor([0.5, 20.0])).log_prob(L.tensor([0.5, 1.5])),
+    "vm_bad": lambda L: _d(L).VonMises(V(L, [0.0]), V(L, [0.0])),
+    "vm_nan_loc": lambda L: _d(L).VonMises(V(L, [float("nan")]), V(L, [1.0])),
+    "vm_nan_value": lambda L: _d(L).VonMises(V(L, [0.0]), V(L, [1.0])).log_prob(V(L, [float("nan")])),
+    "vm_repr": lambda L: repr(_d(L).VonMises(V(L, [0.0, 1.0]), V(L, [1.0, 2.0]))) + repr(_d(L).VonMises(0.0, 1.0)),
+    "vm_expand": lambda L: (lambda d: (d.log_prob(V(L, 0.5)), L.tensor(list(d.batch_shape))))(
+        _d(L).VonMises(V(L, [0.0, 1.0]), V(L, [1.0, 2.0])).expand((3, 2))),
+    "vm_flags": lambda L: str(_d(L).VonMises(0.0, 1.0).has_rsample),
+    "vm_rsample": lambda L: _d(L).VonMises(V(L, [0.0]), V(L, [1.0])).rsample(),
+    "vm_entropy": lambda L: _d(L).VonMises(V(L, [0.0]), V(L, [1.0])).entropy(),
+}
+CASES6["vm_rsample"].type_only = True
+CASES6["vm_entropy"].type_only = True
+
+
+@pytest.mark.parametrize("name", list(CASES6))
+def test_family_matches_torch_6(name):
+    got = outcome(CASES6[name], tg)
+    want = outcome(CASES6[name], torch)
+    assert same(got, want, getattr(CASES6[name], "rtol", 1e-8)), (got, want)
+
+
+def test_von_mises_draws_have_the_circular_moments():
+    """E[cos(x - loc)] = I1(k) / I0(k) = 1 - variance, E[sin(x - loc)] = 0; draws in [-pi, pi)."""
+    n = 20000
+    tg.manual_seed(0)
+    loc = np.array([3.0, -1.0, 0.5, 0.0])
+    d = tg.distributions.VonMises(_f64(loc), _f64([0.5, 4.0, 40.0, 1e-7]))
+    x = d.sample((n,))
+    assert tuple(x.shape) == (n, 4) and x.dtype == tg.float64 and not x.requires_grad
+    xs = x.numpy()
+    assert xs.min() >= -np.pi and xs.max() < np.pi
+    r = 1 - d.variance.numpy()
+    c, s = np.cos(xs - loc), np.sin(xs - loc)
+    assert np.all(np.abs(c.mean(0) - r) <= 6 * c.std(0) / np.sqrt(n) + 1e-6), (c.mean(0), r)
+    assert np.all(np.abs(s.mean(0)) <= 6 * s.std(0) / np.sqrt(n)), s.mean(0)
+    # two-sample Kolmogorov-Smirnov against torch's draws, at k = 4
+    torch.manual_seed(0)
+    theirs = torch.distributions.VonMises(torch.tensor(-1.0, dtype=torch.float64),
+                                          torch.tensor(4.0, dtype=torch.float64)).sample((n,)).numpy()
+    grid = np.sort(np.concatenate([xs[:, 1], theirs]))
+    gap = np.abs(np.searchsorted(np.sort(xs[:, 1]), grid, "right") - np.searchsorted(np.sort(theirs), grid, "right")) / n
+    assert gap.max() < 1.5 * 1.95 * np.sqrt(2 / n)       # 1.5 times the 0.1 percent point of the statistic
+    f32 = tg.distributions.VonMises(tg.tensor([0.0]), tg.tensor([1e-4])).sample((10,))
+    assert f32.dtype == tg.float32
+
+
+def test_gradcheck_von_mises():
+    def f(m, k):
+        return tg.distributions.VonMises(m, k).log_prob(_f64([0.5, 2.0, -1.0]))
+    assert tg.autograd.gradcheck(f, (_f64([0.1, 1.0, -2.0]).requires_grad_(), _f64([0.7, 2.5, 6.0]).requires_grad_()))

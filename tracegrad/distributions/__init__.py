@@ -14,7 +14,7 @@ from .transformed_distribution import TransformedDistribution
 from .derived import (Gumbel, Weibull, Pareto, HalfCauchy, RelaxedBernoulli, RelaxedOneHotCategorical,
                       Kumaraswamy, LogisticNormal)
 from .more_families import (NegativeBinomial, ContinuousBernoulli, FisherSnedecor, MixtureSameFamily,
-                            LowRankMultivariateNormal)
+                            LowRankMultivariateNormal, VonMises)
 from .constraint_registry import biject_to, transform_to
 
 __all__ = ["Distribution", "Normal", "Categorical", "Bernoulli", "Uniform", "MultivariateNormal", "Exponential",
@@ -24,4 +24,4 @@ __all__ = ["Distribution", "Normal", "Categorical", "Bernoulli", "Uniform", "Mul
            "transforms", "Gumbel", "Weibull", "Pareto", "HalfCauchy", "RelaxedBernoulli",
            "RelaxedOneHotCategorical", "NegativeBinomial", "ContinuousBernoulli",
            "Kumaraswamy", "LogisticNormal", "FisherSnedecor", "MixtureSameFamily",
-           "LowRankMultivariateNormal"] + transforms.__all__
+           "LowRankMultivariateNormal", "VonMises"] + transforms.__all__
