@@ -852,3 +852,17 @@ def test_gradcheck_von_mises():
     def f(m, k):
         return tg.distributions.VonMises(m, k).log_prob(_f64([0.5, 2.0, -1.0]))
     assert tg.autograd.gradcheck(f, (_f64([0.1, 1.0, -2.0]).requires_grad_(), _f64([0.7, 2.5, 6.0]).requires_grad_()))
+
+
+def test_fisher_snedecor_moment_gradients_where_the_moment_is_missing_are_torchs():
+    """torch writes NaN into df2 where the mean (df2 <= 2) or variance (df2 <= 4) does not exist:
+    the gradient in df1 is NaN there and df2's zero."""
+    res = []
+    for L in (tg, torch):
+        a = L.tensor([3.0, 3.0, 3.0], dtype=L.float64, requires_grad=True)
+        b = L.tensor([1.5, 3.0, 9.0], dtype=L.float64, requires_grad=True)
+        d = L.distributions.FisherSnedecor(a, b)
+        res.append([x.numpy() for x in L.autograd.grad((d.mean + d.variance).sum(), (a, b))])
+    for x, y in zip(*res):
+        np.testing.assert_allclose(x, y, rtol=1e-12, equal_nan=True)
+    assert np.isnan(res[0][0][:2]).all() and np.isfinite(res[0][0][2])

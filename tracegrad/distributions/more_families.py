@@ -268,10 +268,13 @@ class FisherSnedecor(_Family):
             c = self.arg_constraints[name]
             self._check_param(name, getattr(self, name), c.check, repr(c))
 
+    # where a moment does not exist, df2 is NaN in its formula (torch's): the value is NaN, and so
+    # is its gradient in df1, while df2's is zero
+
     @property
     def mean(self):
-        df2 = self.df2
-        return O.where(df2 > 2, df2 / (df2 - 2), math.nan)
+        df2 = O.where(self.df2 > 2, self.df2, math.nan)
+        return df2 / (df2 - 2)
 
     @property
     def mode(self):
@@ -280,9 +283,8 @@ class FisherSnedecor(_Family):
 
     @property
     def variance(self):
-        df1, df2 = self.df1, self.df2
-        finite = 2 * df2 ** 2 * (df1 + df2 - 2) / (df1 * (df2 - 2) ** 2 * (df2 - 4))
-        return O.where(df2 > 4, finite, math.nan)
+        df1, df2 = self.df1, O.where(self.df2 > 4, self.df2, math.nan)
+        return 2 * df2 ** 2 * (df1 + df2 - 2) / (df1 * (df2 - 2) ** 2 * (df2 - 4))
 
     def rsample(self, sample_shape=()):
         tiny = float(D.finfo(self.df1.dtype).tiny)
