@@ -866,3 +866,36 @@ def test_fisher_snedecor_moment_gradients_where_the_moment_is_missing_are_torchs
     for x, y in zip(*res):
         np.testing.assert_allclose(x, y, rtol=1e-12, equal_nan=True)
     assert np.isnan(res[0][0][:2]).all() and np.isfinite(res[0][0][2])
+
+
+COMPILED = {
+    "gumbel_cdf": lambda L, a, x: _d(L).Gumbel(x, a).cdf(x + 0.5),
+    "weibull": lambda L, a, x: _d(L).Weibull(a, x + 1).log_prob(a + 0.5),
+    "pareto": lambda L, a, x: _d(L).Pareto(x, a).log_prob(x + 0.5),
+    "nb": lambda L, a, x: _d(L).NegativeBinomial(a, x).log_prob(V(L, [0.0, 1.0, 3.0])),
+    "cb_checked": lambda L, a, x: _d(L).ContinuousBernoulli(x, validate_args=True).log_prob(a * 0.2),
+    "rohc": lambda L, a, x: _d(L).RelaxedOneHotCategorical(a[0], logits=x).log_prob(V(L, [0.1, 0.3, 0.6])),
+    "ln": lambda L, a, x: _d(L).LogisticNormal(x, a).log_prob(V(L, [0.1, 0.3, 0.4, 0.2])),
+    "fs": lambda L, a, x: _d(L).FisherSnedecor(a, x + 1).log_prob(x + 1),
+    "mix": lambda L, a, x: _d(L).MixtureSameFamily(_d(L).Categorical(a), _d(L).Normal(x, a)).log_prob(V(L, [0.3, 1.0])),
+    "vm": lambda L, a, x: _d(L).VonMises(x, a).log_prob(V(L, [0.3, 1.0, 2.0])),
+    "kl_lr": lambda L, a, x: _d(L).kl_divergence(
+        _d(L).LowRankMultivariateNormal(x, L.stack([a, x], -1), a),
+        _d(L).LowRankMultivariateNormal(a, L.stack([x, a], -1), a + 1)),
+    "kl_cb": lambda L, a, x: _d(L).kl_divergence(_d(L).ContinuousBernoulli(x), _d(L).ContinuousBernoulli(a * 0.2)),
+}
+
+
+@pytest.mark.filterwarnings("error::UserWarning")       # (compile's warning that it fell back to eager)
+@pytest.mark.parametrize("name", list(COMPILED))
+def test_compiled_matches_torch(name):
+    fn = COMPILED[name]
+    outs = []
+    for L, run in ((tg, tg.compile(lambda a, x: fn(tg, a, x))), (torch, lambda a, x: fn(torch, a, x))):
+        a = L.tensor([1.5, 0.7, 3.0], dtype=L.float64, requires_grad=True)
+        x = L.tensor([0.5, 0.2, 0.9], dtype=L.float64, requires_grad=True)
+        y = run(a, x)
+        y.sum().backward()
+        outs.append([y.detach().numpy(), a.grad.numpy(), x.grad.numpy()])
+    for got, want in zip(*outs):
+        np.testing.assert_allclose(got, want, rtol=1e-8, atol=1e-12)

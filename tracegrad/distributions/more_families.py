@@ -16,7 +16,7 @@ from ..nn import functional as NF
 from ..ops.composite import diag_embed
 from .. import linalg
 from . import constraints
-from .base import Distribution, Categorical, _as_tensor, _clamp_probs
+from .base import Distribution, Categorical, _as_tensor, _clamp_probs, _traced
 from .families import _Family, _ProbsOrLogits, Gamma, _host, _drawn
 
 __all__ = ["NegativeBinomial", "ContinuousBernoulli", "LogitRelaxedBernoulli", "ExpRelaxedCategorical", "FisherSnedecor", "MixtureSameFamily",
@@ -82,8 +82,9 @@ class ContinuousBernoulli(_ProbsOrLogits):
         self._lims = lims
         if probs is not None:
             probs = _as_tensor(probs)
-            if validate_args is not None:
-                # torch's own check of the probs as given (any explicit validate_args, even False)
+            if validate_args is not None and not _traced(probs):
+                # torch's own check of the probs as given (any explicit validate_args, even False;
+                # an eager call's only, as every check of values)
                 with no_grad():
                     if not bool(O.all(constraints.unit_interval.check(probs))):
                         raise ValueError("The parameter probs has invalid values")
