@@ -899,3 +899,51 @@ def test_compiled_matches_torch(name):
         outs.append([y.detach().numpy(), a.grad.numpy(), x.grad.numpy()])
     for got, want in zip(*outs):
         np.testing.assert_allclose(got, want, rtol=1e-8, atol=1e-12)
+
+
+def _mvn(L, m, s):
+    return _d(L).MultivariateNormal(m, scale_tril=s)
+
+
+TRIL = [[[1.0, 0.0, 0.0], [0.5, 2.0, 0.0], [-0.3, 0.4, 0.7]], [[0.6, 0.0, 0.0], [0.0, 1.1, 0.0], [0.9, -0.2, 1.5]]]
+CASES7 = {
+    "kl_mvn_mvn": lambda L: g(lambda m, s: _d(L).kl_divergence(_mvn(L, m, s), _mvn(L, V(L, LOC[::-1]), V(L, TRIL[::-1]))),
+                              T(L, LOC), T(L, TRIL)),
+    "kl_mvn_mvn_broadcast": lambda L: _d(L).kl_divergence(_mvn(L, V(L, LOC), V(L, TRIL)),
+                                                          _mvn(L, V(L, LOC[0]), V(L, TRIL[1]))),
+    "kl_mvn_mvn_cov": lambda L: _d(L).kl_divergence(
+        _d(L).MultivariateNormal(V(L, LOC[0]), covariance_matrix=V(L, [[2.0, 0.3, 0.0], [0.3, 1.0, 0.2],
+                                                                       [0.0, 0.2, 0.5]])),
+        _mvn(L, V(L, LOC), V(L, TRIL))),
+    "kl_mvn_mvn_event": lambda L: _d(L).kl_divergence(_mvn(L, V(L, LOC[0]), V(L, TRIL[0])),
+                                                      _mvn(L, V(L, [0.0, 0.0]), V(L, [[1.0, 0.0], [0.0, 1.0]]))),
+    "kl_lr_mvn": lambda L: g(lambda m, w, dg: _d(L).kl_divergence(_lr(L, m, w, dg), _mvn(L, V(L, LOC[::-1]),
+                                                                                         V(L, TRIL))),
+                             T(L, LOC), T(L, FAC), T(L, DIAG)),
+    "kl_mvn_lr": lambda L: g(lambda m, s: _d(L).kl_divergence(_mvn(L, m, s), _lr(L, V(L, LOC[::-1]), V(L, FAC),
+                                                                                 V(L, DIAG))),
+                             T(L, LOC), T(L, TRIL)),
+    "kl_lr_mvn_broadcast": lambda L: _d(L).kl_divergence(_lr(L, V(L, LOC[0]), V(L, FAC[0]), V(L, DIAG[0])),
+                                                         _mvn(L, V(L, LOC), V(L, TRIL))),
+    "kl_mvn_lr_broadcast": lambda L: _d(L).kl_divergence(_mvn(L, V(L, LOC[0]), V(L, TRIL[0])),
+                                                         _lr(L, V(L, LOC), V(L, FAC), V(L, DIAG))),
+    "kl_lr_mvn_event": lambda L: _d(L).kl_divergence(_lr(L, V(L, LOC[0]), V(L, FAC[0]), V(L, DIAG[0])),
+                                                     _mvn(L, V(L, [0.0, 0.0]), V(L, [[1.0, 0.0], [0.0, 1.0]]))),
+    "kl_mvn_lr_event": lambda L: _d(L).kl_divergence(_mvn(L, V(L, [0.0, 0.0]), V(L, [[1.0, 0.0], [0.0, 1.0]])),
+                                                     _lr(L, V(L, LOC[0]), V(L, FAC[0]), V(L, DIAG[0]))),
+}
+
+
+@pytest.mark.parametrize("name", list(CASES7))
+def test_family_matches_torch_7(name):
+    got = outcome(CASES7[name], tg)
+    want = outcome(CASES7[name], torch)
+    assert same(got, want, getattr(CASES7[name], "rtol", 1e-8)), (got, want)
+
+
+def test_kl_of_a_low_rank_normal_and_its_full_twin_is_zero():
+    lr = tg.distributions.LowRankMultivariateNormal(_f64(LOC), _f64(FAC), _f64(DIAG))
+    full = tg.distributions.MultivariateNormal(_f64(LOC), covariance_matrix=lr.covariance_matrix)
+    for kl in (tg.distributions.kl_divergence(lr, full), tg.distributions.kl_divergence(full, lr),
+               tg.distributions.kl_divergence(full, full), tg.distributions.kl_divergence(lr, lr)):
+        np.testing.assert_allclose(kl.numpy(), [0.0, 0.0], atol=1e-12)

@@ -3,11 +3,12 @@
 
 from ..ops import functional as O
 from ..nn import functional as NF
-from .base import Normal, Categorical, Bernoulli, Uniform
+from .base import Normal, Categorical, Bernoulli, Uniform, MultivariateNormal
 from .families import (Exponential, Laplace, LogNormal, Gamma, Beta, Poisson, Geometric, Binomial, Cauchy,
                        Dirichlet, OneHotCategorical, Independent, HalfNormal, _lbeta)
 from .transformed_distribution import TransformedDistribution
 from .derived import Gumbel, Pareto, EULER_GAMMA
+from ..ops.composite import diag_embed
 from .more_families import (ContinuousBernoulli, LowRankMultivariateNormal, _lowrank_logdet, _lowrank_mahalanobis,
                             _lower_solve, _trace_xxt)
 
@@ -203,3 +204,57 @@ def _kl_lowrank_lowrank(p, q):
     trace = (O.sum(Dp / Dq, -1) + _trace_xxt(Wp * O.unsqueeze(O.rsqrt(Dq), -1))
              - _trace_xxt(A * O.unsqueeze(O.sqrt(Dp), -2)) - _trace_xxt(O.matmul(A, Wp)))
     return 0.5 * (logdets + trace + maha - p.event_shape[0])
+
+
+_EVENT_SHAPES = "with                          different event shapes cannot be computed"
+
+
+def _tril_solve_norm2(L, X):
+    """|L^-1 X|_F^2 for lower-triangular L (the trace of X^T (L L^T)^-1 X), batches broadcast."""
+    return _trace_xxt(_lower_solve(L, X))
+
+
+def _log_diag_sum(L):
+    return O.sum(O.log(O.diagonal(L, 0, -2, -1)), -1)
+
+
+@register_kl(MultivariateNormal, MultivariateNormal)
+def _kl_mvn_mvn(p, q):
+    """log |L_q| - log |L_p| + (|L_q^-1 L_p|^2 + |L_q^-1 (m_q - m_p)|^2 - n) / 2."""
+    if p.event_shape != q.event_shape:
+        raise ValueError("KL-divergence between two Multivariate Normals " + _EVENT_SHAPES)
+    n = p.event_shape[0]
+    Lq = q.scale_tril
+    maha = _tril_solve_norm2(Lq, O.unsqueeze(q.loc - p.loc, -1))
+    return (_log_diag_sum(Lq) - _log_diag_sum(p.scale_tril)
+            + 0.5 * (_tril_solve_norm2(Lq, p.scale_tril) + maha - n))
+
+
+@register_kl(LowRankMultivariateNormal, MultivariateNormal)
+def _kl_lowrank_mvn(p, q):
+    """With S_p = W W^T + diag(D): tr(S_q^-1 S_p) = |L_q^-1 W|^2 + |L_q^-1 diag(sqrt D)|^2."""
+    if p.event_shape != q.event_shape:
+        raise ValueError("KL-divergence between two (Low Rank) Multivariate Normals " + _EVENT_SHAPES)
+    n = p.event_shape[0]
+    Lq = q.scale_tril
+    W, D = p._unbroadcasted_cov_factor, p._unbroadcasted_cov_diag
+    logdets = 2 * _log_diag_sum(Lq) - _lowrank_logdet(W, D, p._capacitance_tril)
+    maha = _tril_solve_norm2(Lq, O.unsqueeze(q.loc - p.loc, -1))
+    trace = _tril_solve_norm2(Lq, W) + _tril_solve_norm2(Lq, diag_embed(O.sqrt(D)))
+    return 0.5 * (logdets + trace + maha - n)
+
+
+@register_kl(MultivariateNormal, LowRankMultivariateNormal)
+def _kl_mvn_lowrank(p, q):
+    """With S_q^-1 = diag(1/D) - A^T A (A = cap^-1 W^T D^-1): tr(S_q^-1 L_p L_p^T) =
+    |D^-1/2 L_p|^2 - |A L_p|^2."""
+    if p.event_shape != q.event_shape:
+        raise ValueError("KL-divergence between two (Low Rank) Multivariate Normals " + _EVENT_SHAPES)
+    n = p.event_shape[0]
+    W, D = q._unbroadcasted_cov_factor, q._unbroadcasted_cov_diag
+    Lp = p.scale_tril
+    logdets = _lowrank_logdet(W, D, q._capacitance_tril) - 2 * _log_diag_sum(Lp)
+    maha = _lowrank_mahalanobis(W, D, q.loc - p.loc, q._capacitance_tril)
+    A = _lower_solve(q._capacitance_tril, O.transpose(W, -2, -1) / O.unsqueeze(D, -2))
+    trace = _trace_xxt(Lp * O.unsqueeze(O.rsqrt(D), -1)) - _trace_xxt(O.matmul(A, Lp))
+    return 0.5 * (logdets + trace + maha - n)
