@@ -947,3 +947,15 @@ def test_kl_of_a_low_rank_normal_and_its_full_twin_is_zero():
     for kl in (tg.distributions.kl_divergence(lr, full), tg.distributions.kl_divergence(full, lr),
                tg.distributions.kl_divergence(full, full), tg.distributions.kl_divergence(lr, lr)):
         np.testing.assert_allclose(kl.numpy(), [0.0, 0.0], atol=1e-12)
+
+
+def test_draws_of_scalar_parameters_are_scalars_as_torchs():
+    """A draw with no batch and no sample shape is 0-dimensional (numpy's samplers answer a scalar
+    there: Poisson and Binomial raised, VonMises gave shape (1,))."""
+    for L in (tg, torch):
+        t = L.tensor(2.0, dtype=L.float64)
+        ds = (L.distributions.Poisson(t), L.distributions.Binomial(5, probs=t / 4),
+              L.distributions.NegativeBinomial(t, t / 4), L.distributions.VonMises(t, t),
+              L.distributions.VonMises(0.0, 1.0))
+        got = [(tuple(d.sample().shape), str(d.sample().dtype).split(".")[-1]) for d in ds]
+        assert got == [((), "float64")] * 4 + [((), "float32")], (L.__name__, got)

@@ -55,8 +55,9 @@ def _host(t):
 
 def _drawn(values, like):
     """A numpy draw as a tensor of the parameters' dtype, on their device (no gradient: sample's
-    contract)."""
-    return C.tensor(np.ascontiguousarray(values), dtype=like.dtype, device=like.device)
+    contract). A draw of no batch may come back a numpy scalar: it stays 0-dimensional."""
+    values = np.asarray(values, dtype=np.float64)
+    return C.tensor(np.ascontiguousarray(values).reshape(values.shape), dtype=like.dtype, device=like.device)
 
 
 def _uniform_open(shape, like):
@@ -577,7 +578,7 @@ class Poisson(_Family):
     def sample(self, sample_shape=()):
         shape = self._extended(sample_shape)
         with no_grad():
-            return _drawn(RNG.gen.poisson(np.broadcast_to(_host(self.rate), shape)).astype(np.float64), self.rate)
+            return _drawn(RNG.gen.poisson(np.broadcast_to(_host(self.rate), shape)), self.rate)
 
     def log_prob(self, value):
         value = self._check_value(value)
@@ -673,7 +674,7 @@ class Binomial(_ProbsOrLogits):
         shape = self._extended(sample_shape)
         with no_grad():
             n = np.broadcast_to(_host(self.total_count), shape).astype(np.int64)
-            return _drawn(RNG.gen.binomial(n, np.broadcast_to(_host(self.probs), shape)).astype(np.float64),
+            return _drawn(RNG.gen.binomial(n, np.broadcast_to(_host(self.probs), shape)),
                           self.probs)
 
     def log_prob(self, value):

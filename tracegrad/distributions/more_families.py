@@ -56,7 +56,7 @@ class NegativeBinomial(_ProbsOrLogits):
         """Poisson draws at Gamma(total_count, (1 - p) / p) rates (the mixture's definition)."""
         with no_grad():
             rate = Gamma(self.total_count, O.exp(-self.logits), validate_args=False).sample(sample_shape)
-            return _drawn(RNG.gen.poisson(_host(rate)).astype(np.float64), self.logits)
+            return _drawn(RNG.gen.poisson(_host(rate)), self.logits)
 
     def log_prob(self, value):
         value = self._check_value(value)
