@@ -1,8 +1,10 @@
 """Families built, as torch builds them, by pushing a simpler one through transforms: Gumbel
 (a uniform through -log(-log u), scaled and shifted), Weibull (a unit exponential through a power
-and a scale), Pareto (an exponential through exp and a scale) and HalfCauchy (|X| for a centred
-Cauchy X). Draws, cdf and icdf come from the chain; where a closed form is better conditioned (the
-Gumbel and half-Cauchy densities) it replaces the change of variables, as torch's does."""
+and a scale), Pareto (an exponential through exp and a scale), HalfCauchy (|X| for a centred
+Cauchy X), Kumaraswamy (a uniform through two powers), LogisticNormal (normals through stick
+breaking) and the relaxed Bernoulli and one-hot families (sigmoid and exp of their bases). Draws,
+cdf and icdf come from the chain; where a closed form is better conditioned (the Gumbel and
+half-Cauchy densities) it replaces the change of variables, as torch's does."""
 import math
 
 from .. import creation as C

@@ -1,7 +1,9 @@
 """More families from their densities: NegativeBinomial (a gamma-Poisson mixture),
-ContinuousBernoulli (the Bernoulli likelihood normalized on [0, 1]), and the relaxed bases
+ContinuousBernoulli (the Bernoulli likelihood normalized on [0, 1]), the relaxed bases
 LogitRelaxedBernoulli and ExpRelaxedCategorical (logistic and Gumbel-softmax draws in logit and
-log-simplex space; relaxed.py pushes them onto (0, 1) and the simplex)."""
+log-simplex space; derived.py pushes them onto (0, 1) and the simplex), FisherSnedecor (a ratio of
+gamma draws), MixtureSameFamily, LowRankMultivariateNormal (through its capacitance matrix) and
+VonMises (the circular normal)."""
 import math
 
 import numpy as np
@@ -19,8 +21,8 @@ from . import constraints
 from .base import Distribution, Categorical, _as_tensor, _clamp_probs, _traced
 from .families import _Family, _ProbsOrLogits, Gamma, _host, _drawn
 
-__all__ = ["NegativeBinomial", "ContinuousBernoulli", "LogitRelaxedBernoulli", "ExpRelaxedCategorical", "FisherSnedecor", "MixtureSameFamily",
-           "LowRankMultivariateNormal", "VonMises"]
+__all__ = ["NegativeBinomial", "ContinuousBernoulli", "LogitRelaxedBernoulli", "ExpRelaxedCategorical",
+           "FisherSnedecor", "MixtureSameFamily", "LowRankMultivariateNormal", "VonMises"]
 
 
 class NegativeBinomial(_ProbsOrLogits):
