@@ -959,3 +959,31 @@ def test_draws_of_scalar_parameters_are_scalars_as_torchs():
               L.distributions.VonMises(0.0, 1.0))
         got = [(tuple(d.sample().shape), str(d.sample().dtype).split(".")[-1]) for d in ds]
         assert got == [((), "float64")] * 4 + [((), "float32")], (L.__name__, got)
+
+
+SECOND_ORDER = {
+    "gumbel_logprob": lambda a, b: tg.distributions.Gumbel(a, b).log_prob(_f64([0.5, 2.0])),
+    "cb_logprob": lambda a, b: tg.distributions.ContinuousBernoulli(logits=a - b).log_prob(_f64([0.5, 0.2])),
+    "vm_logprob": lambda a, b: tg.distributions.VonMises(a, b).log_prob(_f64([0.5, 2.0])),
+    "mix_logprob": lambda a, b: tg.distributions.MixtureSameFamily(tg.distributions.Categorical(b),
+                                                                   tg.distributions.Normal(a, b)).log_prob(_f64(0.5)),
+    "lr_logprob": lambda a, b: tg.distributions.LowRankMultivariateNormal(a, tg.stack([a, b], -1), b).log_prob(
+        _f64([0.5, 2.0])),
+    "kl_lr_mvn": lambda a, b: tg.distributions.kl_divergence(
+        tg.distributions.LowRankMultivariateNormal(a, tg.stack([a, b], -1), b),
+        tg.distributions.MultivariateNormal(b, scale_tril=tg.diag_embed(a))),
+    "kl_mvn_lr": lambda a, b: tg.distributions.kl_divergence(
+        tg.distributions.MultivariateNormal(b, scale_tril=tg.diag_embed(a)),
+        tg.distributions.LowRankMultivariateNormal(a, tg.stack([a, b], -1), b)),
+    "kl_mvn_mvn": lambda a, b: tg.distributions.kl_divergence(
+        tg.distributions.MultivariateNormal(b, scale_tril=tg.diag_embed(b)),
+        tg.distributions.MultivariateNormal(a, scale_tril=tg.diag_embed(a))),
+}
+
+
+@pytest.mark.parametrize("name", list(SECOND_ORDER))
+def test_gradcheck_and_gradgradcheck(name):
+    a = _f64([1.5, 0.7]).requires_grad_()
+    b = _f64([2.0, 3.5]).requires_grad_()
+    assert tg.autograd.gradcheck(SECOND_ORDER[name], (a, b))
+    assert tg.autograd.gradgradcheck(SECOND_ORDER[name], (a, b))
