@@ -987,3 +987,28 @@ def test_gradcheck_and_gradgradcheck(name):
     b = _f64([2.0, 3.5]).requires_grad_()
     assert tg.autograd.gradcheck(SECOND_ORDER[name], (a, b))
     assert tg.autograd.gradgradcheck(SECOND_ORDER[name], (a, b))
+
+
+def test_categorical_repr_shows_the_given_parameter_and_what_has_been_read_as_torchs():
+    """torch derives the other of probs and logits lazily and prints what its object holds: a
+    Categorical by logits prints logits (it printed probs), and a mixture, which reads logits,
+    prints both (the messages that name the distribution follow)."""
+    res = []
+    for L in (tg, torch):
+        D = L.distributions
+        c = D.Categorical(logits=L.tensor([0.0, 1.0]))
+        got = [repr(c)]
+        c.probs
+        got.append(repr(c))
+        c2 = D.Categorical(L.tensor([0.3, 0.7]))
+        got.append(repr(c2))
+        c2.log_prob(L.tensor(1))
+        got += [repr(c2), repr(c2.expand((2,)))]
+        got.append(repr(D.MixtureSameFamily(D.Categorical(L.tensor([0.3, 0.7])),
+                                            D.Normal(L.tensor([0.0, 1.0]), L.tensor([1.0, 2.0])))))
+        try:
+            D.Categorical(logits=L.tensor([0.0, float("nan")]))
+        except ValueError as e:
+            got.append(str(e))
+        res.append(got)
+    assert res[0] == res[1] and len(res[0]) == 7

@@ -243,7 +243,9 @@ class Normal(Distribution):
 
 
 class Categorical(Distribution):
-    """A choice among the last dimension's categories, by probs or by logits."""
+    """A choice among the last dimension's categories, by probs or by logits. Both are computed
+    at once; repr prints, as torch's, the one given and the other once it has been read (torch
+    derives it lazily and prints what its object holds)."""
     has_enumerate_support = True
 
     def __init__(self, probs=None, logits=None, validate_args=None):
@@ -252,30 +254,46 @@ class Categorical(Distribution):
         if probs is not None:
             if probs.ndim < 1:
                 raise ValueError("`probs` parameter must be at least one-dimensional.")
-            self.probs = probs / O.sum(probs, -1, keepdim=True)
-            eps = float(D.finfo(self.probs.dtype).eps) if hasattr(D, "finfo") else 1e-7
-            p = O.clamp(self.probs, min=eps, max=1 - eps)
-            self.logits = O.log(p)
+            self._probs = probs / O.sum(probs, -1, keepdim=True)
+            eps = float(D.finfo(self._probs.dtype).eps) if hasattr(D, "finfo") else 1e-7
+            p = O.clamp(self._probs, min=eps, max=1 - eps)
+            self._logits = O.log(p)
+            self._shown = ("probs",)
         else:
             if logits.ndim < 1:
                 raise ValueError("`logits` parameter must be at least one-dimensional.")
-            self.logits = logits - O.logsumexp(logits, -1, keepdim=True)
-            self.probs = NF.softmax(self.logits, -1)
-        self._num_events = self.probs.shape[-1]
-        self._batch_shape = tuple(self.probs.shape[:-1])
+            self._logits = logits - O.logsumexp(logits, -1, keepdim=True)
+            self._probs = NF.softmax(self._logits, -1)
+            self._shown = ("logits",)
+        self._num_events = self._probs.shape[-1]
+        self._batch_shape = tuple(self._probs.shape[:-1])
         self._validation(validate_args)
         if probs is not None:
-            self._check_param("probs", self.probs, lambda v: O.logical_and(
+            self._check_param("probs", self._probs, lambda v: O.logical_and(
                 O.all(v >= 0, -1), O.abs(O.sum(v, -1) - 1) < 1e-6), "Simplex()")
         else:
-            self._check_param("logits", self.logits, _real, "IndependentConstraint(Real(), 1)")
+            self._check_param("logits", self._logits, _real, "IndependentConstraint(Real(), 1)")
+
+    def _read(self, name):
+        if name not in self._shown:
+            self._shown = self._shown + (name,)
+
+    @property
+    def probs(self):
+        self._read("probs")
+        return self._probs
+
+    @property
+    def logits(self):
+        self._read("logits")
+        return self._logits
 
     def _params(self):
-        return (("probs", self.probs),)
+        return tuple((k, self.__dict__["_" + k]) for k in ("probs", "logits") if k in self._shown)
 
     @property
     def param_shape(self):
-        return self.probs.shape
+        return self._probs.shape
 
     @property
     def support(self):
