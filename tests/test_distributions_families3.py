@@ -1012,3 +1012,29 @@ def test_categorical_repr_shows_the_given_parameter_and_what_has_been_read_as_to
             got.append(str(e))
         res.append(got)
     assert res[0] == res[1] and len(res[0]) == 7
+
+
+def test_probs_or_logits_families_print_as_torchs():
+    """Bernoulli(logits=...) printed probs; every family given probs or logits now prints the one
+    given, and the other once read (a relaxed family's check reads its base's, as torch's)."""
+    res = []
+    for L in (tg, torch):
+        D, t = L.distributions, L.tensor([0.3])
+        got = []
+        for checked in (None, False):
+            ds = [D.Bernoulli(logits=t), D.Bernoulli(t), D.Geometric(logits=t), D.Binomial(3, logits=t),
+                  D.NegativeBinomial(3.0, logits=t), D.ContinuousBernoulli(logits=t), D.ContinuousBernoulli(t),
+                  D.RelaxedBernoulli(L.tensor(0.5), logits=t, validate_args=checked).base_dist,
+                  D.RelaxedOneHotCategorical(L.tensor(0.5), logits=L.tensor([0.3, 0.2]),
+                                             validate_args=checked).base_dist._categorical]
+            got += [repr(d) for d in ds]
+            for d in ds:
+                d.probs
+                d.logits
+            got += [repr(d) for d in ds] + [repr(d.expand((2,))) for d in ds]
+        try:
+            D.Bernoulli(logits=L.tensor([float("nan")]))
+        except ValueError as e:
+            got.append(str(e))
+        res.append(got)
+    assert res[0] == res[1] and len(res[0]) == 55

@@ -242,10 +242,39 @@ class Normal(Distribution):
         return self.loc + self.scale * O.erfinv(2 * value - 1) * math.sqrt(2)
 
 
-class Categorical(Distribution):
-    """A choice among the last dimension's categories, by probs or by logits. Both are computed
-    at once; repr prints, as torch's, the one given and the other once it has been read (torch
-    derives it lazily and prints what its object holds)."""
+class _ProbsAndLogits:
+    """probs and logits, both held (as _probs and _logits); repr prints, as torch's, the one given
+    and the other once it has been read: torch derives the other lazily and prints what its object
+    holds. _shown starts as the given name."""
+
+    def _read(self, name):
+        if name not in self._shown:
+            self._shown = self._shown + (name,)
+
+    @property
+    def probs(self):
+        self._read("probs")
+        return self.__dict__["_probs"]
+
+    @probs.setter
+    def probs(self, value):
+        self.__dict__["_probs"] = value
+
+    @property
+    def logits(self):
+        self._read("logits")
+        return self.__dict__["_logits"]
+
+    @logits.setter
+    def logits(self, value):
+        self.__dict__["_logits"] = value
+
+    def _shown_params(self):
+        return tuple((k, self.__dict__["_" + k]) for k in ("probs", "logits") if k in self._shown)
+
+
+class Categorical(_ProbsAndLogits, Distribution):
+    """A choice among the last dimension's categories, by probs or by logits."""
     has_enumerate_support = True
 
     def __init__(self, probs=None, logits=None, validate_args=None):
@@ -274,22 +303,8 @@ class Categorical(Distribution):
         else:
             self._check_param("logits", self._logits, _real, "IndependentConstraint(Real(), 1)")
 
-    def _read(self, name):
-        if name not in self._shown:
-            self._shown = self._shown + (name,)
-
-    @property
-    def probs(self):
-        self._read("probs")
-        return self._probs
-
-    @property
-    def logits(self):
-        self._read("logits")
-        return self._logits
-
     def _params(self):
-        return tuple((k, self.__dict__["_" + k]) for k in ("probs", "logits") if k in self._shown)
+        return self._shown_params()
 
     @property
     def param_shape(self):
@@ -341,7 +356,7 @@ def _clamp_probs(p):
     return O.clamp(p, min=eps, max=1 - eps)
 
 
-class Bernoulli(Distribution):
+class Bernoulli(_ProbsAndLogits, Distribution):
     """1 with probability probs (or sigmoid(logits)), else 0."""
     arg_constraints = {"probs": constraints.unit_interval, "logits": constraints.real}
     support = constraints.boolean
@@ -351,22 +366,24 @@ class Bernoulli(Distribution):
         if (probs is None) == (logits is None):
             raise ValueError("Either `probs` or `logits` must be specified, but not both.")
         if probs is not None:
-            self.probs = _as_tensor(probs)
-            p = _clamp_probs(self.probs)
-            self.logits = O.log(p) - O.log1p(-p)
+            self._probs = _as_tensor(probs)
+            p = _clamp_probs(self._probs)
+            self._logits = O.log(p) - O.log1p(-p)
+            self._shown = ("probs",)
         else:
-            self.logits = _as_tensor(logits)
-            self.probs = O.sigmoid(self.logits)
-        self._batch_shape = tuple(self.probs.shape)
+            self._logits = _as_tensor(logits)
+            self._probs = O.sigmoid(self._logits)
+            self._shown = ("logits",)
+        self._batch_shape = tuple(self._probs.shape)
         self._validation(validate_args)
         if probs is not None:
-            self._check_param("probs", self.probs, lambda v: O.logical_and(v >= 0, v <= 1),
+            self._check_param("probs", self._probs, lambda v: O.logical_and(v >= 0, v <= 1),
                               "Interval(lower_bound=0.0, upper_bound=1.0)")
         else:
-            self._check_param("logits", self.logits, _real, "Real()")
+            self._check_param("logits", self._logits, _real, "Real()")
 
     def _params(self):
-        return (("probs", self.probs),)
+        return self._shown_params()
 
     def enumerate_support(self, expand=True):
         return self._enumerated(C.arange(2, dtype=self.probs.dtype), expand)

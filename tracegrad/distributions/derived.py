@@ -200,8 +200,16 @@ class HalfCauchy(TransformedDistribution):
 
 
 class _Relaxed(TransformedDistribution):
-    """A relaxed base pushed onto its support: temperature, probs and logits are the base's."""
+    """A relaxed base pushed onto its support: temperature, probs and logits are the base's,
+    checked against arg_constraints as torch checks them (through the properties: the base's
+    lazy parameter is then read, and shows in its repr)."""
     has_rsample = True
+
+    def _check_shared(self):
+        if not self._validate_args:
+            return
+        for name, c in self.arg_constraints.items():
+            self._check_param(name, getattr(self, name), c.check, repr(c))
 
     def _params(self):
         return ()
@@ -229,6 +237,7 @@ class RelaxedBernoulli(_Relaxed):
     def __init__(self, temperature, probs=None, logits=None, validate_args=None):
         base = LogitRelaxedBernoulli(temperature, probs, logits)
         super().__init__(base, SigmoidTransform(), validate_args=validate_args)
+        self._check_shared()
 
 
 class RelaxedOneHotCategorical(_Relaxed):
@@ -240,6 +249,7 @@ class RelaxedOneHotCategorical(_Relaxed):
     def __init__(self, temperature, probs=None, logits=None, validate_args=None):
         base = ExpRelaxedCategorical(temperature, probs, logits, validate_args=validate_args)
         super().__init__(base, ExpTransform(), validate_args=validate_args)
+        self._check_shared()
 
 
 def _kumaraswamy_moment(a, b, n):

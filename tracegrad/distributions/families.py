@@ -27,7 +27,7 @@ from .. import torch_functions as TF
 from ..tracing import apply
 from ..ops.primitives import PRIMITIVES
 from . import constraints
-from .base import Distribution, Normal, Categorical, _as_tensor, _traced
+from .base import Distribution, Normal, Categorical, _ProbsAndLogits, _as_tensor, _traced
 
 _LOG_2 = math.log(2.0)
 _LOG_PI = math.log(math.pi)
@@ -585,19 +585,25 @@ class Poisson(_Family):
         return O.xlogy(value, self.rate) - self.rate - O.lgamma(value + 1)
 
 
-class _ProbsOrLogits(_Family):
-    """A family given by probs or by logits (= log(p / (1 - p))), exactly one of them."""
+class _ProbsOrLogits(_ProbsAndLogits, _Family):
+    """A family given by probs or by logits (= log(p / (1 - p))), exactly one of them; repr
+    prints the other parameters, then probs and logits as torch's (the given one, and the other
+    once read)."""
 
     def _probs_or_logits(self, validate_args, probs, logits, **others):
         if (probs is None) == (logits is None):
             raise ValueError("Either `probs` or `logits` must be specified, but not both.")
         given = "probs" if probs is not None else "logits"
-        self._printed = tuple(others) + (given,)
+        self._others = tuple(others)
+        self._shown = (given,)
         self._init_params(validate_args, **others, **{given: probs if probs is not None else logits})
         if probs is not None:
-            self.logits = _logits_of(self.probs)
+            self.logits = _logits_of(self._probs)
         else:
-            self.probs = O.sigmoid(self.logits)
+            self.probs = O.sigmoid(self._logits)
+
+    def _params(self):
+        return tuple((k, self.__dict__[k]) for k in self._others) + self._shown_params()
 
 
 class Geometric(_ProbsOrLogits):

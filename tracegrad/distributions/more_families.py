@@ -93,7 +93,7 @@ class ContinuousBernoulli(_ProbsOrLogits):
             self._probs_or_logits(validate_args, _clamp_probs(probs), None)
         else:
             self._probs_or_logits(validate_args, None, logits)
-            self.probs = _clamp_probs(self.probs)
+            self.probs = _clamp_probs(self._probs)
 
     @property
     def param_shape(self):
