@@ -1065,3 +1065,41 @@ def test_low_rank_normal_rsample_gradients_are_torchs_at_the_same_normal_draws(m
     (ty * torch.tensor(w.numpy())).sum().backward()
     for mine, theirs in zip(params, (tl, tf, td)):
         np.testing.assert_allclose(mine.grad.numpy(), theirs.grad.numpy(), rtol=1e-10, atol=1e-12)
+
+
+def test_fisher_snedecor_rsample_differentiates_through_both_gamma_draws_as_torchs(monkeypatch):
+    """(X1 / X2) with X_i = Gamma(df_i / 2, df_i) draws: torch's gradients at the same standard
+    gamma draws (its _standard_gamma_grad approximation: compared to 1e-3)."""
+    drawn = []
+    real_gamma = tg.torch_functions._standard_gamma
+
+    def gamma(alpha, generator=None):
+        drawn.append(real_gamma(alpha))
+        return drawn[-1]
+    monkeypatch.setattr(tg.torch_functions, "_standard_gamma", gamma)
+    vals = ([0.7, 3.0, 25.0], [2.5, 9.0, 4.0])
+    df1, df2 = (_f64(v).requires_grad_() for v in vals)
+    y = tg.distributions.FisherSnedecor(df1, df2).rsample((20,))
+    y.sum().backward()
+    assert len(drawn) == 2
+    standard = iter(drawn)
+
+    class StandardGamma(torch.autograd.Function):        # torch's node at tracegrad's draw
+        @staticmethod
+        def forward(ctx, alpha):
+            out = torch.tensor(next(standard).detach().numpy())
+            ctx.save_for_backward(alpha, out)
+            return out
+
+        @staticmethod
+        def backward(ctx, grad):
+            alpha, out = ctx.saved_tensors
+            return grad * torch._standard_gamma_grad(alpha, out)
+    t1, t2 = (torch.tensor(v, dtype=torch.float64, requires_grad=True) for v in vals)
+    x1 = StandardGamma.apply((0.5 * t1).expand(20, 3)) / t1
+    x2 = StandardGamma.apply((0.5 * t2).expand(20, 3)) / t2
+    yt = x1 / x2
+    np.testing.assert_allclose(y.detach().numpy(), yt.detach().numpy(), rtol=1e-12)
+    yt.sum().backward()
+    np.testing.assert_allclose(df1.grad.numpy(), t1.grad.numpy(), rtol=1e-3)
+    np.testing.assert_allclose(df2.grad.numpy(), t2.grad.numpy(), rtol=1e-3)
