@@ -1026,8 +1026,10 @@ def test_probs_or_logits_families_print_as_torchs():
                   D.NegativeBinomial(3.0, logits=t), D.ContinuousBernoulli(logits=t), D.ContinuousBernoulli(t),
                   D.RelaxedBernoulli(L.tensor(0.5), logits=t, validate_args=checked).base_dist,
                   D.RelaxedOneHotCategorical(L.tensor(0.5), logits=L.tensor([0.3, 0.2]),
-                                             validate_args=checked).base_dist._categorical]
-            got += [repr(d) for d in ds]
+                                             validate_args=checked).base_dist._categorical,
+                  _erc(L)(L.tensor(0.5), logits=L.tensor([0.3, 0.2]), validate_args=checked)._categorical]
+            shapes = [tuple(d.param_shape) for d in ds if hasattr(d, "param_shape")]
+            got += [repr(d) for d in ds] + [str(shapes)]
             for d in ds:
                 d.probs
                 d.logits
@@ -1037,7 +1039,12 @@ def test_probs_or_logits_families_print_as_torchs():
         except ValueError as e:
             got.append(str(e))
         res.append(got)
-    assert res[0] == res[1] and len(res[0]) == 55
+    assert res[0] == res[1] and len(res[0]) == 63
+    for L in (tg, torch):
+        shapes = [tuple(d.param_shape) for d in (
+            L.distributions.Multinomial(3, L.tensor([[0.2, 0.8]])), L.distributions.Binomial(3, logits=L.tensor([0.2])),
+            L.distributions.Bernoulli(L.tensor([[0.2, 0.8]])))]
+        assert shapes == [(1, 2), (1,), (1, 2)]
 
 
 def test_low_rank_normal_rsample_gradients_are_torchs_at_the_same_normal_draws(monkeypatch):

@@ -385,6 +385,10 @@ class Bernoulli(_ProbsAndLogits, Distribution):
     def _params(self):
         return self._shown_params()
 
+    @property
+    def param_shape(self):
+        return self._probs.shape
+
     def enumerate_support(self, expand=True):
         return self._enumerated(C.arange(2, dtype=self.probs.dtype), expand)
 

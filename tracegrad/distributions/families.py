@@ -661,6 +661,10 @@ class Binomial(_ProbsOrLogits):
         self._probs_or_logits(validate_args, probs, logits, total_count=total_count)
 
     @property
+    def param_shape(self):
+        return self._probs.shape
+
+    @property
     def support(self):
         return constraints.integer_interval(0, self.total_count)
 
@@ -792,6 +796,10 @@ class Multinomial(_OverCategories, Distribution):
 
     def _params(self):
         return ()
+
+    @property
+    def param_shape(self):
+        return self._categorical.param_shape
 
     @property
     def support(self):

@@ -40,7 +40,7 @@ class NegativeBinomial(_ProbsOrLogits):
 
     @property
     def param_shape(self):
-        return self.probs.shape
+        return self._probs.shape
 
     @property
     def mean(self):
@@ -97,7 +97,7 @@ class ContinuousBernoulli(_ProbsOrLogits):
 
     @property
     def param_shape(self):
-        return self.probs.shape
+        return self._probs.shape
 
     def _stable(self):
         """Where p is outside [lims[0], lims[1]]: the closed forms hold there."""
@@ -182,7 +182,7 @@ class LogitRelaxedBernoulli(_ProbsOrLogits):
 
     @property
     def param_shape(self):
-        return self.probs.shape
+        return self._probs.shape
 
     def rsample(self, sample_shape=()):
         shape = self._extended(sample_shape)
@@ -212,6 +212,11 @@ class ExpRelaxedCategorical(Distribution):
         self._batch_shape = tuple(self._categorical._batch_shape)
         self._event_shape = (self._categorical._num_events,)
         self._validation(validate_args)
+        if self._validate_args:
+            # torch checks probs and logits through these properties: the Categorical's lazy one
+            # is read (and shows in its repr)
+            for name, c in self.arg_constraints.items():
+                self._check_param(name, getattr(self, name), c.check, repr(c))
 
     def _params(self):
         return ()
