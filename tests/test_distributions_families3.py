@@ -1110,3 +1110,21 @@ def test_fisher_snedecor_rsample_differentiates_through_both_gamma_draws_as_torc
     yt.sum().backward()
     np.testing.assert_allclose(df1.grad.numpy(), t1.grad.numpy(), rtol=1e-3)
     np.testing.assert_allclose(df2.grad.numpy(), t2.grad.numpy(), rtol=1e-3)
+
+
+def test_von_mises_draws_of_large_and_infinite_concentrations_end():
+    """torch's sampler never returns from a concentration of 1e200 or inf (its float64 test cannot
+    accept once r rounds to 1); here those draw N(loc, 1 / k) (inf: loc itself), the law within
+    1e-9 of the von Mises one from 1e8 on. On both sides of that switch the spread is 1 / sqrt(k)."""
+    n = 20000
+    tg.manual_seed(0)
+    k = np.array([1e7, 1e8, 1e10, 1e200, np.inf])
+    loc = np.array([0.5, 0.5, -1.0, 1.0, -3.0])
+    x = tg.distributions.VonMises(_f64(loc), _f64(k)).sample((n,)).numpy()
+    assert np.all(np.isfinite(x))
+    sd = 1 / np.sqrt(k)
+    np.testing.assert_allclose(x.std(0)[:3], sd[:3], rtol=0.05)
+    assert np.all(np.abs(x.mean(0) - loc) <= 6 * sd / np.sqrt(n) + 1e-15)
+    assert np.all(x[:, 4] == -3.0) and np.all(np.abs(x[:, 3] - 1.0) < 1e-15)
+    unchecked = tg.distributions.VonMises(_f64([0.5]), _f64([float("nan")]), validate_args=False).sample((3,))
+    assert np.all(np.isnan(unchecked.numpy()))
