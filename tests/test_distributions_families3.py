@@ -1113,7 +1113,7 @@ def test_fisher_snedecor_rsample_differentiates_through_both_gamma_draws_as_torc
 
 
 def test_von_mises_draws_of_large_and_infinite_concentrations_end():
-    """torch's sampler never returns from a concentration of 1e200 or inf (its float64 test cannot
+    """torch's sampler never returns from a concentration of 0, 1e200 or inf (its float64 test cannot
     accept once r rounds to 1); here those draw N(loc, 1 / k) (inf: loc itself), the law within
     1e-9 of the von Mises one from 1e8 on. On both sides of that switch the spread is 1 / sqrt(k)."""
     n = 20000
@@ -1128,3 +1128,7 @@ def test_von_mises_draws_of_large_and_infinite_concentrations_end():
     assert np.all(x[:, 4] == -3.0) and np.all(np.abs(x[:, 3] - 1.0) < 1e-15)
     unchecked = tg.distributions.VonMises(_f64([0.5]), _f64([float("nan")]), validate_args=False).sample((3,))
     assert np.all(np.isnan(unchecked.numpy()))
+    # a zero concentration (unchecked) is the uniform angle, which the rejection test never accepts
+    flat = tg.distributions.VonMises(_f64([0.5]), _f64([0.0]), validate_args=False).sample((n,)).numpy()
+    assert flat.min() >= -np.pi and flat.max() < np.pi
+    assert abs(flat.mean()) < 6 * np.pi / np.sqrt(3 * n) and abs(flat.var() - np.pi ** 2 / 3) < 0.1

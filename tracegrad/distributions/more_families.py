@@ -582,7 +582,8 @@ def _von_mises_draws(loc, kappa, shape, gen):
     concentrations): a wrapped-Cauchy envelope of parameter r accepts f = (1 + r z) / (r + z),
     z = cos(pi u1), by a squeeze test and then the exact test; the angle is +-acos(f) about loc,
     returned in [-pi, pi). Concentrations from _VON_MISES_NORMAL_FROM on (an infinite one too:
-    the point loc) draw N(0, 1 / k) offsets; a NaN concentration (unchecked) draws NaN."""
+    the point loc) draw N(0, 1 / k) offsets; a NaN concentration (unchecked) draws NaN, and 0
+    (unchecked) the uniform angle."""
     loc = np.broadcast_to(loc, shape)
     kappa = np.broadcast_to(kappa, shape)
     x = np.zeros(shape)
@@ -593,6 +594,10 @@ def _von_mises_draws(loc, kappa, shape, gen):
         done |= peaked
     x = np.where(np.isnan(kappa), np.nan, x)
     done |= np.isnan(kappa)
+    flat = kappa == 0                      # (unchecked: the uniform law, which the sampler never accepts)
+    if flat.any():
+        x = np.where(flat, math.pi * (2 * gen.random(shape) - 1), x)
+        done |= flat
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         tau = 1 + np.sqrt(1 + 4 * kappa ** 2)
         rho = (tau - np.sqrt(2 * tau)) / (2 * kappa)
