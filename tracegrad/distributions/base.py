@@ -242,7 +242,38 @@ class Normal(Distribution):
         return self.loc + self.scale * O.erfinv(2 * value - 1) * math.sqrt(2)
 
 
-class Categorical(Distribution):
+class _ProbsAndLogits:
+    """probs and logits, both held (as _probs and _logits); repr prints, as torch's, the one given
+    and the other once it has been read: torch derives the other lazily and prints what its object
+    holds. _shown starts as the given name."""
+
+    def _read(self, name):
+        if name not in self._shown:
+            self._shown = self._shown + (name,)
+
+    @property
+    def probs(self):
+        self._read("probs")
+        return self.__dict__["_probs"]
+
+    @probs.setter
+    def probs(self, value):
+        self.__dict__["_probs"] = value
+
+    @property
+    def logits(self):
+        self._read("logits")
+        return self.__dict__["_logits"]
+
+    @logits.setter
+    def logits(self, value):
+        self.__dict__["_logits"] = value
+
+    def _shown_params(self):
+        return tuple((k, self.__dict__["_" + k]) for k in ("probs", "logits") if k in self._shown)
+
+
+class Categorical(_ProbsAndLogits, Distribution):
     """A choice among the last dimension's categories, by probs or by logits."""
     has_enumerate_support = True
 
@@ -252,30 +283,32 @@ class Categorical(Distribution):
         if probs is not None:
             if probs.ndim < 1:
                 raise ValueError("`probs` parameter must be at least one-dimensional.")
-            self.probs = probs / O.sum(probs, -1, keepdim=True)
-            eps = float(D.finfo(self.probs.dtype).eps) if hasattr(D, "finfo") else 1e-7
-            p = O.clamp(self.probs, min=eps, max=1 - eps)
-            self.logits = O.log(p)
+            self._probs = probs / O.sum(probs, -1, keepdim=True)
+            eps = float(D.finfo(self._probs.dtype).eps) if hasattr(D, "finfo") else 1e-7
+            p = O.clamp(self._probs, min=eps, max=1 - eps)
+            self._logits = O.log(p)
+            self._shown = ("probs",)
         else:
             if logits.ndim < 1:
                 raise ValueError("`logits` parameter must be at least one-dimensional.")
-            self.logits = logits - O.logsumexp(logits, -1, keepdim=True)
-            self.probs = NF.softmax(self.logits, -1)
-        self._num_events = self.probs.shape[-1]
-        self._batch_shape = tuple(self.probs.shape[:-1])
+            self._logits = logits - O.logsumexp(logits, -1, keepdim=True)
+            self._probs = NF.softmax(self._logits, -1)
+            self._shown = ("logits",)
+        self._num_events = self._probs.shape[-1]
+        self._batch_shape = tuple(self._probs.shape[:-1])
         self._validation(validate_args)
         if probs is not None:
-            self._check_param("probs", self.probs, lambda v: O.logical_and(
+            self._check_param("probs", self._probs, lambda v: O.logical_and(
                 O.all(v >= 0, -1), O.abs(O.sum(v, -1) - 1) < 1e-6), "Simplex()")
         else:
-            self._check_param("logits", self.logits, _real, "IndependentConstraint(Real(), 1)")
+            self._check_param("logits", self._logits, _real, "IndependentConstraint(Real(), 1)")
 
     def _params(self):
-        return (("probs", self.probs),)
+        return self._shown_params()
 
     @property
     def param_shape(self):
-        return self.probs.shape
+        return self._probs.shape
 
     @property
     def support(self):
@@ -323,7 +356,7 @@ def _clamp_probs(p):
     return O.clamp(p, min=eps, max=1 - eps)
 
 
-class Bernoulli(Distribution):
+class Bernoulli(_ProbsAndLogits, Distribution):
     """1 with probability probs (or sigmoid(logits)), else 0."""
     arg_constraints = {"probs": constraints.unit_interval, "logits": constraints.real}
     support = constraints.boolean
@@ -333,22 +366,28 @@ class Bernoulli(Distribution):
         if (probs is None) == (logits is None):
             raise ValueError("Either `probs` or `logits` must be specified, but not both.")
         if probs is not None:
-            self.probs = _as_tensor(probs)
-            p = _clamp_probs(self.probs)
-            self.logits = O.log(p) - O.log1p(-p)
+            self._probs = _as_tensor(probs)
+            p = _clamp_probs(self._probs)
+            self._logits = O.log(p) - O.log1p(-p)
+            self._shown = ("probs",)
         else:
-            self.logits = _as_tensor(logits)
-            self.probs = O.sigmoid(self.logits)
-        self._batch_shape = tuple(self.probs.shape)
+            self._logits = _as_tensor(logits)
+            self._probs = O.sigmoid(self._logits)
+            self._shown = ("logits",)
+        self._batch_shape = tuple(self._probs.shape)
         self._validation(validate_args)
         if probs is not None:
-            self._check_param("probs", self.probs, lambda v: O.logical_and(v >= 0, v <= 1),
+            self._check_param("probs", self._probs, lambda v: O.logical_and(v >= 0, v <= 1),
                               "Interval(lower_bound=0.0, upper_bound=1.0)")
         else:
-            self._check_param("logits", self.logits, _real, "Real()")
+            self._check_param("logits", self._logits, _real, "Real()")
 
     def _params(self):
-        return (("probs", self.probs),)
+        return self._shown_params()
+
+    @property
+    def param_shape(self):
+        return self._probs.shape
 
     def enumerate_support(self, expand=True):
         return self._enumerated(C.arange(2, dtype=self.probs.dtype), expand)
@@ -436,6 +475,9 @@ class Uniform(Distribution):
         self._validate_sample(value, self._in_support, f"Interval(lower_bound={self.low}, upper_bound={self.high})")
         value = _as_tensor(value, self.low)
         return O.clamp((value - self.low) / (self.high - self.low), min=0, max=1)
+
+    def icdf(self, value):
+        return self.low + _as_tensor(value, self.low) * (self.high - self.low)
 
 
 class MultivariateNormal(Distribution):

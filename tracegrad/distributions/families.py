@@ -27,7 +27,7 @@ from .. import torch_functions as TF
 from ..tracing import apply
 from ..ops.primitives import PRIMITIVES
 from . import constraints
-from .base import Distribution, Normal, Categorical, _as_tensor, _traced
+from .base import Distribution, Normal, Categorical, _ProbsAndLogits, _as_tensor, _traced
 
 _LOG_2 = math.log(2.0)
 _LOG_PI = math.log(math.pi)
@@ -55,8 +55,9 @@ def _host(t):
 
 def _drawn(values, like):
     """A numpy draw as a tensor of the parameters' dtype, on their device (no gradient: sample's
-    contract)."""
-    return C.tensor(np.ascontiguousarray(values), dtype=like.dtype, device=like.device)
+    contract). A draw of no batch may come back a numpy scalar: it stays 0-dimensional."""
+    values = np.asarray(values, dtype=np.float64)
+    return C.tensor(np.ascontiguousarray(values).reshape(values.shape), dtype=like.dtype, device=like.device)
 
 
 def _uniform_open(shape, like):
@@ -577,26 +578,32 @@ class Poisson(_Family):
     def sample(self, sample_shape=()):
         shape = self._extended(sample_shape)
         with no_grad():
-            return _drawn(RNG.gen.poisson(np.broadcast_to(_host(self.rate), shape)).astype(np.float64), self.rate)
+            return _drawn(RNG.gen.poisson(np.broadcast_to(_host(self.rate), shape)), self.rate)
 
     def log_prob(self, value):
         value = self._check_value(value)
         return O.xlogy(value, self.rate) - self.rate - O.lgamma(value + 1)
 
 
-class _ProbsOrLogits(_Family):
-    """A family given by probs or by logits (= log(p / (1 - p))), exactly one of them."""
+class _ProbsOrLogits(_ProbsAndLogits, _Family):
+    """A family given by probs or by logits (= log(p / (1 - p))), exactly one of them; repr
+    prints the other parameters, then probs and logits as torch's (the given one, and the other
+    once read)."""
 
     def _probs_or_logits(self, validate_args, probs, logits, **others):
         if (probs is None) == (logits is None):
             raise ValueError("Either `probs` or `logits` must be specified, but not both.")
         given = "probs" if probs is not None else "logits"
-        self._printed = tuple(others) + (given,)
+        self._others = tuple(others)
+        self._shown = (given,)
         self._init_params(validate_args, **others, **{given: probs if probs is not None else logits})
         if probs is not None:
-            self.logits = _logits_of(self.probs)
+            self.logits = _logits_of(self._probs)
         else:
-            self.probs = O.sigmoid(self.logits)
+            self.probs = O.sigmoid(self._logits)
+
+    def _params(self):
+        return tuple((k, self.__dict__[k]) for k in self._others) + self._shown_params()
 
 
 class Geometric(_ProbsOrLogits):
@@ -654,6 +661,10 @@ class Binomial(_ProbsOrLogits):
         self._probs_or_logits(validate_args, probs, logits, total_count=total_count)
 
     @property
+    def param_shape(self):
+        return self._probs.shape
+
+    @property
     def support(self):
         return constraints.integer_interval(0, self.total_count)
 
@@ -673,7 +684,7 @@ class Binomial(_ProbsOrLogits):
         shape = self._extended(sample_shape)
         with no_grad():
             n = np.broadcast_to(_host(self.total_count), shape).astype(np.int64)
-            return _drawn(RNG.gen.binomial(n, np.broadcast_to(_host(self.probs), shape)).astype(np.float64),
+            return _drawn(RNG.gen.binomial(n, np.broadcast_to(_host(self.probs), shape)),
                           self.probs)
 
     def log_prob(self, value):
@@ -785,6 +796,10 @@ class Multinomial(_OverCategories, Distribution):
 
     def _params(self):
         return ()
+
+    @property
+    def param_shape(self):
+        return self._categorical.param_shape
 
     @property
     def support(self):

@@ -3,10 +3,14 @@
 
 from ..ops import functional as O
 from ..nn import functional as NF
-from .base import Normal, Categorical, Bernoulli, Uniform
+from .base import Normal, Categorical, Bernoulli, Uniform, MultivariateNormal
 from .families import (Exponential, Laplace, LogNormal, Gamma, Beta, Poisson, Geometric, Binomial, Cauchy,
                        Dirichlet, OneHotCategorical, Independent, HalfNormal, _lbeta)
 from .transformed_distribution import TransformedDistribution
+from .derived import Gumbel, Pareto, EULER_GAMMA
+from ..ops.composite import diag_embed
+from .more_families import (ContinuousBernoulli, LowRankMultivariateNormal, _lowrank_logdet, _lowrank_mahalanobis,
+                            _lower_solve, _trace_xxt)
 
 __all__ = ["kl_divergence", "register_kl"]
 
@@ -159,3 +163,98 @@ def _kl_transformed_transformed(p, q):
     if p.transforms != q.transforms or p.event_shape != q.event_shape:
         raise NotImplementedError
     return kl_divergence(p.base_dist, q.base_dist)
+
+
+@register_kl(Gumbel, Gumbel)
+def _kl_gumbel_gumbel(p, q):
+    # r = s_p / s_q, d = (m_p - m_q) / s_q: -log r + d + r gamma + E_p[exp(-(x - m_q) / s_q)] - (1 + gamma),
+    # that expectation being Gamma(1 + r) exp(-d)
+    r = p.scale / q.scale
+    shift = (p.loc - q.loc) / q.scale
+    return -O.log(r) + shift + r * EULER_GAMMA + O.exp(O.lgamma(1 + r) - shift) - (1 + EULER_GAMMA)
+
+
+@register_kl(Pareto, Pareto)
+def _kl_pareto_pareto(p, q):
+    # a_q log(s_p / s_q) - log(a_q / a_p) + a_q / a_p - 1; infinite where p has mass below q's support
+    ratio = q.alpha / p.alpha
+    kl = q.alpha * O.log(p.scale / q.scale) - O.log(ratio) + ratio - 1
+    return O.where(p.scale < q.scale, float("inf"), kl)
+
+
+@register_kl(ContinuousBernoulli, ContinuousBernoulli)
+def _kl_continuous_bernoulli_continuous_bernoulli(p, q):
+    # E_p[x] (logit p - logit q) + log C(p) + log(1 - p) - log C(q) - log(1 - q)
+    return (p.mean * (p.logits - q.logits) + p._cont_bern_log_norm() + O.log1p(-p.probs)
+            - q._cont_bern_log_norm() - O.log1p(-q.probs))
+
+
+@register_kl(LowRankMultivariateNormal, LowRankMultivariateNormal)
+def _kl_lowrank_lowrank(p, q):
+    """(log |S_q| - log |S_p| + tr(S_q^-1 S_p) + (m_q - m_p)^T S_q^-1 (m_q - m_p) - n) / 2, with
+    S_q^-1 = diag(1/D_q) - A^T A (A = cap_q^-1 W_q^T D_q^-1) and S_p = W_p W_p^T + diag(D_p)."""
+    if p.event_shape != q.event_shape:
+        raise ValueError("KL-divergence between two Low Rank Multivariate Normals with                          "
+                         "different event shapes cannot be computed")
+    Wp, Dp = p._unbroadcasted_cov_factor, p._unbroadcasted_cov_diag
+    Wq, Dq = q._unbroadcasted_cov_factor, q._unbroadcasted_cov_diag
+    logdets = _lowrank_logdet(Wq, Dq, q._capacitance_tril) - _lowrank_logdet(Wp, Dp, p._capacitance_tril)
+    maha = _lowrank_mahalanobis(Wq, Dq, q.loc - p.loc, q._capacitance_tril)
+    A = _lower_solve(q._capacitance_tril, O.transpose(Wq, -2, -1) / O.unsqueeze(Dq, -2))
+    trace = (O.sum(Dp / Dq, -1) + _trace_xxt(Wp * O.unsqueeze(O.rsqrt(Dq), -1))
+             - _trace_xxt(A * O.unsqueeze(O.sqrt(Dp), -2)) - _trace_xxt(O.matmul(A, Wp)))
+    return 0.5 * (logdets + trace + maha - p.event_shape[0])
+
+
+_EVENT_SHAPES = "with                          different event shapes cannot be computed"
+
+
+def _tril_solve_norm2(L, X):
+    """|L^-1 X|_F^2 for lower-triangular L (the trace of X^T (L L^T)^-1 X), batches broadcast."""
+    return _trace_xxt(_lower_solve(L, X))
+
+
+def _log_diag_sum(L):
+    return O.sum(O.log(O.diagonal(L, 0, -2, -1)), -1)
+
+
+@register_kl(MultivariateNormal, MultivariateNormal)
+def _kl_mvn_mvn(p, q):
+    """log |L_q| - log |L_p| + (|L_q^-1 L_p|^2 + |L_q^-1 (m_q - m_p)|^2 - n) / 2."""
+    if p.event_shape != q.event_shape:
+        raise ValueError("KL-divergence between two Multivariate Normals " + _EVENT_SHAPES)
+    n = p.event_shape[0]
+    Lq = q.scale_tril
+    maha = _tril_solve_norm2(Lq, O.unsqueeze(q.loc - p.loc, -1))
+    return (_log_diag_sum(Lq) - _log_diag_sum(p.scale_tril)
+            + 0.5 * (_tril_solve_norm2(Lq, p.scale_tril) + maha - n))
+
+
+@register_kl(LowRankMultivariateNormal, MultivariateNormal)
+def _kl_lowrank_mvn(p, q):
+    """With S_p = W W^T + diag(D): tr(S_q^-1 S_p) = |L_q^-1 W|^2 + |L_q^-1 diag(sqrt D)|^2."""
+    if p.event_shape != q.event_shape:
+        raise ValueError("KL-divergence between two (Low Rank) Multivariate Normals " + _EVENT_SHAPES)
+    n = p.event_shape[0]
+    Lq = q.scale_tril
+    W, D = p._unbroadcasted_cov_factor, p._unbroadcasted_cov_diag
+    logdets = 2 * _log_diag_sum(Lq) - _lowrank_logdet(W, D, p._capacitance_tril)
+    maha = _tril_solve_norm2(Lq, O.unsqueeze(q.loc - p.loc, -1))
+    trace = _tril_solve_norm2(Lq, W) + _tril_solve_norm2(Lq, diag_embed(O.sqrt(D)))
+    return 0.5 * (logdets + trace + maha - n)
+
+
+@register_kl(MultivariateNormal, LowRankMultivariateNormal)
+def _kl_mvn_lowrank(p, q):
+    """With S_q^-1 = diag(1/D) - A^T A (A = cap^-1 W^T D^-1): tr(S_q^-1 L_p L_p^T) =
+    |D^-1/2 L_p|^2 - |A L_p|^2."""
+    if p.event_shape != q.event_shape:
+        raise ValueError("KL-divergence between two (Low Rank) Multivariate Normals " + _EVENT_SHAPES)
+    n = p.event_shape[0]
+    W, D = q._unbroadcasted_cov_factor, q._unbroadcasted_cov_diag
+    Lp = p.scale_tril
+    logdets = _lowrank_logdet(W, D, q._capacitance_tril) - 2 * _log_diag_sum(Lp)
+    maha = _lowrank_mahalanobis(W, D, q.loc - p.loc, q._capacitance_tril)
+    A = _lower_solve(q._capacitance_tril, O.transpose(W, -2, -1) / O.unsqueeze(D, -2))
+    trace = _trace_xxt(Lp * O.unsqueeze(O.rsqrt(D), -1)) - _trace_xxt(O.matmul(A, Lp))
+    return 0.5 * (logdets + trace + maha - n)
