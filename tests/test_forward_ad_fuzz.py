@@ -59,7 +59,9 @@ def unary(m, name, x):
 def binary(m, name, x, y):
     if name == "div_shift": return x / (y.abs() + 0.5)
     if name == "maximum": return m.maximum(x, y)
-    if name == "atan2": return m.atan2(x, y)
+    # (off the origin: at atan2(0, 0) torch's forward formula gives NaN where its backward gives 0, and
+    # tracegrad's tangent follows the backward: tests/test_forward_ad.py pins that point)
+    if name == "atan2": return m.atan2(x, y.abs() + 0.5)
     if name == "hypot": return m.hypot(x, y)
     if name == "lerp": return m.lerp(x, y, 0.3) if x.shape == y.shape else x + y
     if name == "matmul_T": return (x.reshape(-1, 1) @ y.reshape(1, -1)).sum(1).reshape(x.shape) if x.numel() else x
