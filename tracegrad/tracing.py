@@ -25,7 +25,7 @@ from .tensor import CPU, Tensor, Size, TraceError, _LAST_ORDERS, _contiguous_as
 from . import tensor as _tensor
 from .ir.graph import Graph, V
 from .ir.layout import c_contiguous, column_major, iterator_order, array_order, dense_axes, orders_disagree, \
-    value_order, _BROADCAST
+    ufunc_order, value_order, _BROADCAST
 from .ops import shapes as S
 from .ops.primitives import FrontEnd, PRIMITIVES, scalar_operands
 
@@ -620,8 +620,9 @@ _KERNEL = object()     # _result_order: an operand's layout not known to the tra
 
 def _result_order(shape, args, converted=()):
     """The order eager gives the result of an op that keeps its operands' layout (keeps_layout),
-    where some operand is not C-contiguous, and whether its operands lay out two axes in two
-    orders; None for C's. `converted`: the positions of operands cast to the compute dtype first,
+    where some operand is not C-contiguous, and whether numpy's ufunc may lay the result out
+    otherwise (its operands lay out two axes in two orders, or nditer's order is not torch's);
+    None for C's. `converted`: the positions of operands cast to the compute dtype first,
     which eager's kernel then reads as the cast laid them out (_apply_eager: C-contiguous where
     the operand has a stride 0, as torch's .to() of an expanded tensor; else its own order)."""
     if all(a._plain(True) if isinstance(a, Proxy) else
@@ -651,7 +652,7 @@ def _result_order(shape, args, converted=()):
     order = iterator_order(tuple(shape), operands)
     if order == tuple(k for k, n in enumerate(shape) if n > 1):
         return None
-    return order, orders_disagree(tuple(shape), operands)
+    return order, orders_disagree(tuple(shape), operands) or ufunc_order(tuple(shape), operands) != order
 
 
 def _traced_rule_order(prim, params, args, shape):
