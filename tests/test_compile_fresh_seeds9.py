@@ -23,6 +23,7 @@ from tracegrad.ir.layout import array_order, iterator_order, ufunc_order
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import test_compile_call_sequence_fuzz as CS              # noqa: E402
+import test_compile_mutation_fuzz as MU                   # noqa: E402
 
 
 def _bits(t):
@@ -122,3 +123,52 @@ def test_call_sequence_seed_507740():
 def test_call_sequence_seeds_of_a_tanh_sum_times_inf(seed):
     with np.errstate(all="ignore"):          # (as the fuzzer runs it: inf * 0)
         assert CS.check_sequence(seed) == []
+
+
+# -- a view read first under no_grad after its base was written (mutation seed 602403) ----------------------
+# y = x.clone(); v = y[:]; y.mul_(2); v[:] = v: the write through v checks v's shape under no_grad, which
+# was the first read of v since y changed; the trace takes a stale view again from its base there, and
+# took it under no_grad, detached: v and what the function computed of it required no grad, and x got no
+# gradient (None where torch's is 10). A view is taken again in the grad mode it was taken in.
+
+_MAKE = {
+    "clone": lambda m, x: x.clone(),
+    "index": lambda m, x: x[m.tensor([1, 3])],
+    "mul": lambda m, x: x * 1.5,
+}
+_VIEW = {
+    "[:]": lambda v: v[:],
+    "view": lambda v: v.view(1, -1),
+    "unsqueeze": lambda v: v.unsqueeze(0),
+}
+_WRITE = {
+    "neg_": lambda a: a.neg_(),
+    "mul_": lambda a: a.mul_(2),
+}
+
+
+@pytest.mark.parametrize("make", list(_MAKE))
+@pytest.mark.parametrize("view", list(_VIEW))
+@pytest.mark.parametrize("write", list(_WRITE))
+def test_a_view_written_to_itself_after_its_base_keeps_its_gradient(make, view, write):
+    def f(m, x):
+        y = _MAKE[make](m, x)
+        v = _VIEW[view](y)
+        _WRITE[write](y)
+        v[:] = v
+        return v * 1, y.sum()
+    res = []
+    for m, run in ((torch, None), (tg, None), (tg, "compiled")):
+        x = m.tensor([1.0, -2.0, 3.0, 0.5], dtype=m.float64, requires_grad=True)
+        outs = tg.compile(lambda x: f(tg, x))(x) if run else f(m, x)
+        loss = sum((o * (k + 2)).sum() for k, o in enumerate(outs))
+        g = m.autograd.grad(loss, x)[0]
+        res.append(([o.requires_grad for o in outs], [o.detach().numpy().tolist() for o in outs], g.numpy().tolist()))
+    assert res[0][0] == [True, True]
+    assert res[1] == res[0]
+    assert res[2] == res[0]
+
+
+def test_mutation_seed_602403():
+    with np.errstate(all="ignore"):
+        MU._check_program(602403)

@@ -844,6 +844,7 @@ def _mark_view(out, base, prim, rest, params):
     d["_view"] = (base, prim, rest, params)
     d["_view_gen"] = base.__dict__.get("_gen", 0)
     d["_view_req"] = base.requires_grad        # (a base that gains history later: functionalize.commit_traced)
+    d["_view_grad"] = STATE.grad_enabled       # (the mode it is taken again in: functionalize.refresh_view)
 
 
 _wrap = D.as_dtype_array     # a kernel's result as its dtype's array (constant folding uses it too)
