@@ -24,6 +24,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import test_compile_call_sequence_fuzz as CS              # noqa: E402
 import test_compile_mutation_fuzz as MU                   # noqa: E402
+import test_compile_dtype_fuzz as DT                      # noqa: E402
 
 
 def _bits(t):
@@ -172,3 +173,52 @@ def test_a_view_written_to_itself_after_its_base_keeps_its_gradient(make, view, 
 def test_mutation_seed_602403():
     with np.errstate(all="ignore"):
         MU._check_program(602403)
+
+
+# -- a number's remainder by a tensor runs first in the backward (dtype seeds 711763, 714939) ---------------
+# torch's remainder(Scalar, Tensor) has no derivative: its node is NotImplemented, numbered UINT64_MAX, which
+# its engine runs as soon as its gradient is complete. Eager and compiled tracegrad moved only the ops whose
+# NotImplemented name is fixed (floor_divide's, heaviside's), not remainder's, whose name depends on its
+# arguments: with a floor_divide made earlier, both raised floor_divide's error, torch remainder's.
+
+def _outcome(f):
+    """(the nearest of torch's exception types the error is an instance of, its message)"""
+    try:
+        f()
+    except Exception as e:          # noqa: BLE001  (compared with torch's)
+        kind = next(t for t in (NotImplementedError, RuntimeError, TypeError, Exception) if isinstance(e, t))
+        return kind.__name__, str(e)
+    return "ok", None
+
+
+_REMAINDERS = {
+    "floor_divide, then a number's remainder": lambda m, x, e: (m.floor_divide(x, 65504.0), 100000.0 % (x + 1)),
+    "a number's remainder, then floor_divide": lambda m, x, e: (m.remainder(7.0, x * 2), m.floor_divide(x, 3.0)),
+    "a number's remainder, then pow of a bool": lambda m, x, e: (m.remainder(2, x), m.pow(x, e)),
+    "pow of a bool, then a number's remainder": lambda m, x, e: (m.pow(x, e), 3.5 % x),
+    "heaviside, then a number's remainder": lambda m, x, e: (m.heaviside(x, x), 3.5 % x.sin()),
+}
+
+
+@pytest.mark.parametrize("case", list(_REMAINDERS))
+@pytest.mark.parametrize("dtype", ["float32", "float64", "bfloat16"])
+@pytest.mark.parametrize("compiled", [False, True])
+def test_the_remainder_of_a_number_raises_first_in_the_backward_as_torch(case, dtype, compiled):
+    res = []
+    for m in (torch, tg):
+        x = m.tensor([-2.12, 0.5, 1.5], dtype=getattr(m, dtype), requires_grad=True)
+        e = m.tensor([True, False, True])
+        if m is tg and compiled:
+            outs = tg.compile(lambda x, e: _REMAINDERS[case](tg, x, e), fullgraph=True)(x, e)
+        else:
+            outs = _REMAINDERS[case](m, x, e)
+        loss = sum((o.to(m.float64) * 1.5).sum() for o in outs)
+        res.append(_outcome(lambda: m.autograd.grad(loss, [x])))
+    assert res[0][0] == "RuntimeError"
+    assert res[1] == res[0]
+
+
+@pytest.mark.parametrize("seed", [711763, 714939])
+def test_dtype_fuzzer_seeds_of_a_numbers_remainder(seed):
+    with np.errstate(all="ignore"):          # (as the fuzzer runs it: integer division by zero)
+        DT.check_program(seed)
