@@ -25,6 +25,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import test_compile_call_sequence_fuzz as CS              # noqa: E402
 import test_compile_mutation_fuzz as MU                   # noqa: E402
 import test_compile_dtype_fuzz as DT                      # noqa: E402
+import test_autograd_view_fuzz as VF                      # noqa: E402
 
 
 def _bits(t):
@@ -222,3 +223,32 @@ def test_the_remainder_of_a_number_raises_first_in_the_backward_as_torch(case, d
 def test_dtype_fuzzer_seeds_of_a_numbers_remainder(seed):
     with np.errstate(all="ignore"):          # (as the fuzzer runs it: integer division by zero)
         DT.check_program(seed)
+
+
+# -- the hooks of a tensor detached in place (view seed 420475) ----------------------------------------------
+# t = y * 2; t.register_hook(h); t.detach_(); t.requires_grad_(): torch keeps t's hooks (its _backward_hooks),
+# which run at t's accumulation as a leaf; tracegrad kept them on the node t no longer has, and h never ran.
+
+def test_hooks_registered_before_detach_run_once_the_tensor_is_a_leaf_that_requires_grad():
+    res = []
+    for m in (torch, tg):
+        log = []
+        y = m.tensor([1.0, -2.0, 0.5], dtype=m.float64, requires_grad=True)
+        t = y * 2
+        first = t.register_hook(lambda g: log.append(("first", g.tolist())))
+        t.register_hook(lambda g: log.append(("doubled", g.tolist())) or g * 2)
+        t.detach_()
+        t.requires_grad_()
+        t.register_hook(lambda g: log.append(("after", g.tolist())))
+        (t * 3).sum().backward()
+        grad1 = t.grad.tolist()
+        first.remove()
+        t.grad = None
+        (t * 4).sum().backward()
+        res.append((log, grad1, t.grad.tolist(), y.grad))
+    assert res[0][0][0] == ("first", [3.0, 3.0, 3.0])
+    assert res[1] == res[0]
+
+
+def test_view_seed_420475():
+    assert VF.compare(420475) == []
