@@ -252,3 +252,57 @@ def test_hooks_registered_before_detach_run_once_the_tensor_is_a_leaf_that_requi
 
 def test_view_seed_420475():
     assert VF.compare(420475) == []
+
+
+# -- a write through a basic key of a view, then its base detached (view seeds 410500, 446030) --------------
+# p = (y * 2)[::2]; p[0] = v; (y * 2).detach_(): torch writes p[0] = v through the view p[0] (copy_to), which
+# rebases p[0] and the base, and leaves p to take its grad_fn again when read: after the base's detach_(),
+# as_strided of a base without grad, whose gradient goes nowhere (y.grad None). tracegrad wrote p itself
+# (index_put), which gave p its new grad_fn at once, through the base's old history: y got a gradient.
+
+_WRITES = {
+    "a row of another view": lambda p, q: p.__setitem__(0, q[0]),
+    "a number": lambda p, q: p.__setitem__(0, 0.3),
+    "a 0-dim tensor": lambda p, q: p.__setitem__((slice(None), 1), q[1, 0] * 2),
+    "a slice": lambda p, q: p.__setitem__(slice(1, None), q[:1] + 1),
+}
+
+
+@pytest.mark.parametrize("case", list(_WRITES))
+@pytest.mark.parametrize("read_before_detach", [False, True])
+def test_a_view_written_through_a_basic_key_takes_its_base_as_it_is_when_read(case, read_before_detach):
+    res = []
+    for m in (torch, tg):
+        y = m.tensor([[0.5, 1.5], [0.7, -0.8], [0.9, 1.1]], dtype=m.float64, requires_grad=True)
+        z = m.tensor([[0.2, 0.4], [0.6, 0.8]], dtype=m.float64, requires_grad=True)
+        base = y * 2
+        p = base[::2]
+        _WRITES[case](p, z * 3)
+        if read_before_detach:
+            p.grad_fn
+        base.detach_()
+        info = (p.requires_grad, p.grad_fn.name(), base.grad_fn, p.detach().numpy().tolist())
+        (p * m.tensor([[1.0, 2.0], [3.0, 4.0]], dtype=m.float64)).sum().backward()
+        res.append((info, y.grad if y.grad is None else y.grad.tolist(), z.grad if z.grad is None else z.grad.tolist()))
+    assert res[1] == res[0]
+
+
+def test_a_write_through_a_basic_key_rebases_as_torch():
+    res = []
+    for m in (torch, tg):
+        y = m.tensor([[0.5, 1.5], [0.7, -0.8]], dtype=m.float64, requires_grad=True)
+        v = m.tensor([0.25, -1.0], dtype=m.float64, requires_grad=True)
+        base = y * 2
+        p = base.t()
+        p[1] = v
+        p[0, 0] = 7.0
+        names = (base.grad_fn.name(), p.grad_fn.name())
+        (p.exp() * m.tensor([[1.0, 2.0], [3.0, 4.0]], dtype=m.float64)).sum().backward()
+        res.append((names, p.detach().numpy().tolist(), y.grad.tolist(), v.grad.tolist()))
+    assert res[0][0] == ("torch::autograd::CopySlices", "AsStridedBackward0")
+    assert res[1] == res[0]
+
+
+@pytest.mark.parametrize("seed", [410500, 446030])
+def test_view_seeds_of_a_write_then_a_detached_base(seed):
+    assert VF.compare(seed) == []

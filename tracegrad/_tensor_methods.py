@@ -820,6 +820,18 @@ def _setitem(self, key, value):
         else:
             copy_(view, value)
         return
+    if not idx:
+        # a basic key that selects a view: torch's copy_to writes that view (fill_ from a 0-dim value
+        # on the CPU, as above), which rebases the view and self's base; self, where a view itself,
+        # takes its grad_fn again only when read: after its base's detach_(), one whose gradient goes
+        # nowhere (view seeds 410500, 446030: x's gradient kept reaching it through self)
+        view = self[key]
+        value = value if isinstance(value, Tensor) else F.full((), value, dtype=self.dtype)
+        if value.ndim == 0 and view.ndim and value.device.type == "cpu":
+            fill_(view, value)
+        else:
+            copy_(view, value)
+        return
     commit(self, F.index_put_prim(self, value, idx, k))
 
 
