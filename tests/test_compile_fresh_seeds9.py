@@ -306,3 +306,26 @@ def test_a_write_through_a_basic_key_rebases_as_torch():
 @pytest.mark.parametrize("seed", [410500, 446030])
 def test_view_seeds_of_a_write_then_a_detached_base(seed):
     assert VF.compare(seed) == []
+
+
+# -- retain_grad() again on a piece of chunk() whose base changed (view seed 435907) -------------------------
+# torch's retain_grad returns at once on a tensor that retains its grad already, before it asks for its
+# grad_fn; tracegrad asked first, which made a piece of chunk() raise torch's multiple-views error at the
+# call, where torch's raises at the backward.
+
+@pytest.mark.parametrize("piece", ["chunk", "split", "unbind"])
+def test_retain_grad_twice_on_a_piece_of_a_changed_base_raises_at_the_backward(piece):
+    res = []
+    for m in (torch, tg):
+        y = m.tensor([[1.0, 2.0], [3.0, 4.0]], dtype=m.float64, requires_grad=True)
+        x = y * 2
+        a = {"chunk": lambda: x.chunk(2)[0], "split": lambda: x.split(1)[0], "unbind": lambda: x.unbind(0)[0]}[piece]()
+        a.retain_grad()
+        x.add_(1)
+        res.append((_outcome(a.retain_grad), _outcome(lambda: (a.sum() + x.sum()).backward())[0], y.grad))
+    assert res[0][0] == ("ok", None) and res[0][1] == "RuntimeError"
+    assert res[1] == res[0]
+
+
+def test_view_seed_435907():
+    assert VF.compare(435907) == []

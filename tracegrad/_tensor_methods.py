@@ -1133,7 +1133,11 @@ Tensor.cauchy_ = _cauchy_
 def _retain_grad(self):
     if not self._req:
         raise RuntimeError("can't retain_grad on Tensor that has requires_grad=False")
-    if self.grad_fn is None or self._retains_grad:
+    if self._retains_grad:
+        # before its grad_fn is asked for, as torch's: a piece of chunk() whose base changed in place
+        # since raises only where its grad_fn is made again (view seed 435907)
+        return
+    if self.grad_fn is None:
         return
     self._retains_grad = True
     RETAIN_USED[0] = True
