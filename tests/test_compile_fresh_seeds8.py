@@ -10,7 +10,8 @@ Call-sequence seed 30870 is the size-1 dim stride of a compiled flip(0) - x that
 test_compile_fresh_seeds6.py keeps as a strict xfail (seeds 21126, 25830): left, as there.
 
 Left too: torch's `2 % x` (remainder of a number) is a NotImplemented node as well, which the backward
-does not yet run first (its grad_fn name is computed from the arguments); and the tensor hooks of the
+does not yet run first (its grad_fn name is computed from the arguments; since run first, as
+test_compile_fresh_seeds9.py checks); and the tensor hooks of the
 outputs of one compiled call all run before its backward, where torch raises at an op without a
 derivative that is an output, as soon as its gradient is complete, before the hook of another output
 (a, b = compiled(x) of floor_divide(x, x), x * 3; b.register_hook(h); (a.sum() + b.sum()).backward():

@@ -851,6 +851,19 @@ def _setitem(self, key, value):
         else:
             copy_(view, value)
         return
+    if not idx and not any(isinstance(p, Tensor) for p in (key if isinstance(key, tuple) else (key,))):
+        # a basic key that selects a view: torch's copy_to writes that view (fill_ from a 0-dim value
+        # on the CPU, as above), which rebases the view and self's base; self, where a view itself,
+        # takes its grad_fn again only when read: after its base's detach_(), one whose gradient goes
+        # nowhere (view seeds 410500, 446030: x's gradient kept reaching it through self). (A 0-dim
+        # mask, z[z > 0] = c, makes a basic key too, but torch indexes a copy with it: index_put_)
+        view = self[key]
+        value = value if isinstance(value, Tensor) else F.full((), value, dtype=self.dtype)
+        if value.ndim == 0 and view.ndim and value.device.type == "cpu":
+            fill_(view, value)
+        else:
+            copy_(view, value)
+        return
     commit(self, F.index_put_prim(self, value, idx, k))
 
 
@@ -1153,7 +1166,11 @@ Tensor.cauchy_ = _cauchy_
 def _retain_grad(self):
     if not self._req:
         raise RuntimeError("can't retain_grad on Tensor that has requires_grad=False")
-    if self.grad_fn is None or self._retains_grad:
+    if self._retains_grad:
+        # before its grad_fn is asked for, as torch's: a piece of chunk() whose base changed in place
+        # since raises only where its grad_fn is made again (view seed 435907)
+        return
+    if self.grad_fn is None:
         return
     self._retains_grad = True
     RETAIN_USED[0] = True

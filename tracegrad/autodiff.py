@@ -12,6 +12,7 @@ bound lazily: a rule that only asks for `x.shape` saves nothing.
 """
 
 import networkx as nx
+import numpy as np
 
 from .ir.graph import Graph, V
 from .tracing import Proxy, trace, proxy_input
@@ -22,10 +23,15 @@ from .autograd._grad_io import _seeds, _results
 from . import _dtype as D
 from .tracing import apply, value_of, TraceError, LOCAL
 from .interpret import run_eager
+from .tensor import Tensor
 
 
 class DerivativeError(RuntimeError):
     pass
+
+
+# an argument that is a tensor, for a grad_fn name computed from which arguments are (_underived)
+_TENSOR = Tensor._make(np.zeros((), np.float32), D.float32)
 
 
 def _lazy(bwd, fwd, value, src, saved_inputs, orders):
@@ -495,12 +501,21 @@ def _bound(p):
 
 def _underived(fwd, a):
     """Whether torch records op a's node as NotImplemented (an op without a derivative, floor_divide):
-    a fixed name of the op table's (one computed from the arguments is left out). A convert that
-    rounds a float32 op to float16 (opmath_source) stands for that op."""
+    the op table's name, fixed or computed from which arguments are tensors (remainder's of a
+    number by a tensor, 2 % x). A convert that rounds a float32 op to float16 (opmath_source)
+    stands for that op."""
     if a["op"] == "convert":
         a = opmath_source(fwd, a) or a
     prim = a["prim"]
-    return prim is not None and not prim.multi and prim.grad_fn == "NotImplemented"
+    if prim is None or prim.multi:
+        return False
+    name = prim.grad_fn
+    if callable(name):
+        try:
+            name = name(tuple(_TENSOR if isinstance(x, V) else x for x in a["args"]), a["params"])
+        except Exception:          # noqa: BLE001 (a name that reads more of its tensors than a stand-in has)
+            return False
+    return name == "NotImplemented"
 
 
 def _walk_order(fwd, order, need):

@@ -933,7 +933,14 @@ def refresh_view(proxy):
             raise TraceError(refused)
         d["_rebase_refused"] = refused
     d["_view_gen"] = base.__dict__.get("_gen", 0)
-    v = apply_symbolic(prim, (base,) + tuple(rest), params)
+    # taken again in the grad mode it was taken in, not its reader's: a view taken with grad on and
+    # first read after the write under no_grad (v[:] = v checks v's shape so) was detached for good,
+    # and what the function computed of it required no grad (mutation fuzzer seed 602403)
+    mode, STATE.grad_enabled = STATE.grad_enabled, d.get("_view_grad", STATE.grad_enabled)
+    try:
+        v = apply_symbolic(prim, (base,) + tuple(rest), params)
+    finally:
+        STATE.grad_enabled = mode
     d["_name"] = v.__dict__["_name"]
     d["_gen"] = d.get("_gen", 0) + 1     # a new value: the views taken of this view are taken again too
 

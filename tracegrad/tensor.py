@@ -878,6 +878,17 @@ class Tensor:
                                "DDP buckets, and hence detach_() cannot be called on these gradients. To fix this error, "
                                "please refer to the Optimizer.zero_grad() function in torch/optim/optimizer.py as the "
                                "solution.")
+        fn = self.grad_fn
+        if fn is not None:
+            # the hooks registered while it had a grad_fn (kept on that node, _register_hook) stay the
+            # tensor's, as torch's _backward_hooks: they run at its accumulation once it requires grad
+            # again as a leaf (t.register_hook(h); t.detach_(); t.requires_grad_())
+            hooks = fn.__dict__.get("_tensor_hooks", {}).get(self._output_nr)
+            if hooks:
+                if self._hooks is None:
+                    self._hooks = hooks
+                else:
+                    self._hooks.update(hooks)
         self.grad_fn = None
         self._output_nr = 0
         self._req = False

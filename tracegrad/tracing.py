@@ -25,7 +25,7 @@ from .tensor import CPU, Tensor, Size, TraceError, _LAST_ORDERS, _contiguous_as
 from . import tensor as _tensor
 from .ir.graph import Graph, V
 from .ir.layout import c_contiguous, column_major, iterator_order, array_order, dense_axes, orders_disagree, \
-    value_order, _BROADCAST
+    ufunc_order, value_order, _BROADCAST
 from .ops import shapes as S
 from .ops.primitives import FrontEnd, PRIMITIVES, scalar_operands
 
@@ -622,8 +622,9 @@ _KERNEL = object()     # _result_order: an operand's layout not known to the tra
 
 def _result_order(shape, args, converted=()):
     """The order eager gives the result of an op that keeps its operands' layout (keeps_layout),
-    where some operand is not C-contiguous, and whether its operands lay out two axes in two
-    orders; None for C's. `converted`: the positions of operands cast to the compute dtype first,
+    where some operand is not C-contiguous, and whether numpy's ufunc may lay the result out
+    otherwise (its operands lay out two axes in two orders, or nditer's order is not torch's);
+    None for C's. `converted`: the positions of operands cast to the compute dtype first,
     which eager's kernel then reads as the cast laid them out (_apply_eager: C-contiguous where
     the operand has a stride 0, as torch's .to() of an expanded tensor; else its own order)."""
     if all(a._plain(True) if isinstance(a, Proxy) else
@@ -653,7 +654,7 @@ def _result_order(shape, args, converted=()):
     order = iterator_order(tuple(shape), operands)
     if order == tuple(k for k, n in enumerate(shape) if n > 1):
         return None
-    return order, orders_disagree(tuple(shape), operands)
+    return order, orders_disagree(tuple(shape), operands) or ufunc_order(tuple(shape), operands) != order
 
 
 def _traced_rule_order(prim, params, args, shape):
@@ -845,6 +846,7 @@ def _mark_view(out, base, prim, rest, params):
     d["_view"] = (base, prim, rest, params)
     d["_view_gen"] = base.__dict__.get("_gen", 0)
     d["_view_req"] = base.requires_grad        # (a base that gains history later: functionalize.commit_traced)
+    d["_view_grad"] = STATE.grad_enabled       # (the mode it is taken again in: functionalize.refresh_view)
 
 
 _wrap = D.as_dtype_array     # a kernel's result as its dtype's array (constant folding uses it too)

@@ -293,6 +293,38 @@ def iteration_perm(shape, strides):
     return perm
 
 
+def ufunc_order(shape, operands):
+    """The order numpy's ufuncs (order 'K') give the result of an elementwise op of `shape`, from
+    its operands' (shape, strides) broadcast to `shape`: nditer's stable insertion of each axis
+    (innermost first) behind the axes it is faster than, where an operand holding both axes (no
+    stride 0) tells them apart and every such operand agrees (C's order wins a conflict); a
+    pair that no operand tells apart is stepped over. torch's iterator_order exchanges two axes
+    where numpy moves one, so an axis broadcast in every operand can end up elsewhere (x of
+    (4, 2) expanded from (1, 2), times y of (2, 1, 2) transposed: numpy's order (1, 2, 0),
+    torch's (2, 1, 0)), with operands that never disagree (orders_disagree)."""
+    nd = len(shape)
+    strides = []
+    for oshape, ost in operands:
+        lead = nd - len(oshape)
+        strides.append([0] * lead + [abs(s) if n != 1 else 0 for n, s in zip(oshape, ost)])
+    perm = list(range(nd - 1, -1, -1))           # innermost first
+    for i in range(1, nd):
+        d0 = perm[i]
+        at = i
+        for j in range(i - 1, -1, -1):
+            d1 = perm[j]
+            told = [st[d1] > st[d0] for st in strides if st[d0] and st[d1]]
+            if not told:
+                continue                           # no operand tells: look further
+            if not all(told):
+                break
+            at = j
+        if at != i:
+            del perm[i]
+            perm.insert(at, d0)
+    return tuple(k for k in reversed(perm) if shape[k] > 1)
+
+
 def orders_disagree(shape, operands):
     """Whether two of an elementwise op's operands ((shape, strides), broadcast to `shape`) lay
     out two axes of size above 1 that both hold (no stride 0) in opposite orders: then numpy's
