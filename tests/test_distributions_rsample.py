@@ -295,3 +295,24 @@ def test_dirichlet_and_beta_draws_stay_inside_the_unit_interval_as_torchs(dtype)
                        .reshape(-1)])
         out.append((parts.max().item(), parts.min().item() >= L.finfo(dt).tiny))
     assert out[0] == out[1] and out[0][0] < 1
+
+
+@pytest.mark.parametrize("dt", ["bfloat16", "float16"])
+def test_half_parameters_drawn_or_refused_as_torch(dt):
+    """Draws from float16/bfloat16 parameters: torch's kernels refuse some (binomial_cpu, dirichlet,
+    gamma's), computes others; tracegrad read the parameters through numpy() first, which refuses
+    bfloat16, and raised a TypeError instead."""
+    cases = [lambda m: m.distributions.Gamma(m.tensor([2.0]).to(getattr(m, dt)), m.tensor([1.0]).to(getattr(m, dt))).rsample(),
+             lambda m: m.distributions.Dirichlet(m.tensor([2.0, 1.0]).to(getattr(m, dt))).rsample(),
+             lambda m: m.distributions.Beta(m.tensor([2.0]).to(getattr(m, dt)), m.tensor([1.0]).to(getattr(m, dt))).rsample(),
+             lambda m: m.distributions.Poisson(m.tensor([2.0]).to(getattr(m, dt))).sample(),
+             lambda m: m.distributions.Binomial(5, m.tensor([0.3]).to(getattr(m, dt))).sample(),
+             lambda m: m.distributions.StudentT(m.tensor([3.0]).to(getattr(m, dt))).rsample()]
+    for f in cases:
+        got = []
+        for m in (torch, tg):
+            try:
+                got.append(("drawn", str(f(m).dtype)))
+            except Exception as e:      # noqa: BLE001 (compared)
+                got.append((type(e).__name__, str(e)))
+        assert got[0] == got[1]

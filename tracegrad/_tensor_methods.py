@@ -851,12 +851,14 @@ def _setitem(self, key, value):
         else:
             copy_(view, value)
         return
-    if not idx and not any(isinstance(p, Tensor) for p in (key if isinstance(key, tuple) else (key,))):
+    if not idx and self.device.type == "cpu" and \
+            not any(isinstance(p, Tensor) for p in (key if isinstance(key, tuple) else (key,))):
         # a basic key that selects a view: torch's copy_to writes that view (fill_ from a 0-dim value
         # on the CPU, as above), which rebases the view and self's base; self, where a view itself,
         # takes its grad_fn again only when read: after its base's detach_(), one whose gradient goes
         # nowhere (view seeds 410500, 446030: x's gradient kept reaching it through self). (A 0-dim
-        # mask, z[z > 0] = c, makes a basic key too, but torch indexes a copy with it: index_put_)
+        # mask, z[z > 0] = c, makes a basic key too, but torch indexes a copy with it: index_put_. A CUDA
+        # tensor's write stays index_put's: its fill_ and copy_ with a host value are not this path's)
         view = self[key]
         value = value if isinstance(value, Tensor) else F.full((), value, dtype=self.dtype)
         if value.ndim == 0 and view.ndim and value.device.type == "cpu":

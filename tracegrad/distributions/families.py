@@ -50,7 +50,12 @@ def _logits_of(probs):
 
 
 def _host(t):
-    return np.asarray(t.detach().cpu().numpy(), dtype=np.float64)
+    """A parameter's values on the host in float64 (a half type's through float32: numpy() refuses
+    bfloat16, and the draw's own kernel then says whether the dtype is taken, as torch's)."""
+    t = t.detach().cpu()
+    if t.dtype is D.bfloat16 or t.dtype is D.float16:
+        t = t.float()
+    return np.asarray(t.numpy(), dtype=np.float64)
 
 
 def _drawn(values, like):
@@ -682,6 +687,8 @@ class Binomial(_ProbsOrLogits):
 
     def sample(self, sample_shape=()):
         shape = self._extended(sample_shape)
+        if self.probs.dtype is D.bfloat16 or self.probs.dtype is D.float16:
+            raise NotImplementedError(f"\"binomial_cpu\" not implemented for '{D.SCALAR_NAME[self.probs.dtype]}'")
         with no_grad():
             n = np.broadcast_to(_host(self.total_count), shape).astype(np.int64)
             return _drawn(RNG.gen.binomial(n, np.broadcast_to(_host(self.probs), shape)),
