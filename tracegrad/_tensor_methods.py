@@ -835,11 +835,7 @@ def _setitem(self, key, value):
         # from a 0-dim value on the CPU (a number is one) where it has more dims, else copies
         # (FillBackward3, CopyBackwards; a 0-dim tensor's x[...] = 0.5 is a copy_). fill_ reads its
         # value before it writes (x[:] = x[19]: copy_ raised its overlap error)
-        value = value if isinstance(value, Tensor) else F.full((), value, dtype=self.dtype)
-        if value.ndim == 0 and self.ndim and value.device.type == "cpu":
-            fill_(self, value)
-        else:
-            copy_(self, value)
+        _copy_to(self, value, self.dtype)
         return
     if not idx and self._data.__class__ is np.ndarray and not self._data.flags.writeable:
         # an expanded (or overlapping) tensor, b.expand(3, 2)[0] = v: torch writes the view the key
@@ -859,14 +855,19 @@ def _setitem(self, key, value):
         # nowhere (view seeds 410500, 446030: x's gradient kept reaching it through self). (A 0-dim
         # mask, z[z > 0] = c, makes a basic key too, but torch indexes a copy with it: index_put_. A CUDA
         # tensor's write stays index_put's: its fill_ and copy_ with a host value are not this path's)
-        view = self[key]
-        value = value if isinstance(value, Tensor) else F.full((), value, dtype=self.dtype)
-        if value.ndim == 0 and view.ndim and value.device.type == "cpu":
-            fill_(view, value)
-        else:
-            copy_(view, value)
+        _copy_to(self[key], value, self.dtype)
         return
     commit(self, F.index_put_prim(self, value, idx, k))
+
+
+def _copy_to(target, value, dtype):
+    """torch's copy_to: target filled from a 0-dim value on the CPU (a number is one) where target has
+    dims (FillBackward3), else copied (CopyBackwards)."""
+    value = value if isinstance(value, Tensor) else F.full((), value, dtype=dtype)
+    if value.ndim == 0 and target.ndim and value.device.type == "cpu":
+        fill_(target, value)
+    else:
+        copy_(target, value)
 
 
 def _region(data, key):
