@@ -720,8 +720,16 @@ class Binomial(_ProbsOrLogits):
 
 
 class _OverCategories:
-    """A family over a Categorical's K events (one-hot draws, counts of n draws): its probs and
-    logits are the Categorical's, its event a vector of K."""
+    """A family over a Categorical's K events (one-hot draws, counts of n draws, relaxed draws):
+    its probs, logits and their shape are the Categorical's (its own parameters none), its event a
+    vector of K, and its expansion the Categorical's."""
+
+    def _params(self):
+        return ()
+
+    @property
+    def param_shape(self):
+        return self._categorical.param_shape
 
     @property
     def probs(self):
@@ -735,6 +743,13 @@ class _OverCategories:
     def event_shape(self):
         return Size((self._categorical._num_events,))
 
+    def expand(self, batch_shape, _instance=None):
+        new = object.__new__(type(self))
+        new.__dict__.update(self.__dict__)
+        new._categorical = self._categorical.expand(batch_shape)
+        new._batch_shape = tuple(batch_shape)
+        return new
+
 
 class OneHotCategorical(_OverCategories, Distribution):
     """A Categorical whose draws are one-hot vectors over the last dimension."""
@@ -746,13 +761,6 @@ class OneHotCategorical(_OverCategories, Distribution):
         self._categorical = Categorical(probs, logits, validate_args=validate_args)
         self._validation(validate_args)
         self._batch_shape = self._categorical._batch_shape
-
-    def _params(self):
-        return ()
-
-    @property
-    def param_shape(self):
-        return self._categorical.param_shape
 
     @property
     def mean(self):
@@ -781,13 +789,6 @@ class OneHotCategorical(_OverCategories, Distribution):
         k = self._categorical._num_events
         return self._enumerated(C.eye(k, dtype=self.probs.dtype), expand)
 
-    def expand(self, batch_shape, _instance=None):
-        new = object.__new__(type(self))
-        new.__dict__.update(self.__dict__)
-        new._categorical = self._categorical.expand(batch_shape)
-        new._batch_shape = tuple(batch_shape)
-        return new
-
 
 class Multinomial(_OverCategories, Distribution):
     """Counts per category in total_count draws from a Categorical."""
@@ -800,13 +801,6 @@ class Multinomial(_OverCategories, Distribution):
         self._categorical = Categorical(probs, logits, validate_args=validate_args)
         self._validation(validate_args)
         self._batch_shape = self._categorical._batch_shape
-
-    def _params(self):
-        return ()
-
-    @property
-    def param_shape(self):
-        return self._categorical.param_shape
 
     @property
     def support(self):
@@ -845,13 +839,6 @@ class Multinomial(_OverCategories, Distribution):
         log_factorials = O.sum(O.exp(counts.log_prob(ks)) * O.lgamma(ks + 1), 0)
         return (O.sum(log_factorials, -1) - n * O.sum(self.probs * self.logits, -1)
                 - math.lgamma(n + 1))
-
-    def expand(self, batch_shape, _instance=None):
-        new = object.__new__(type(self))
-        new.__dict__.update(self.__dict__)
-        new._categorical = self._categorical.expand(batch_shape)
-        new._batch_shape = tuple(batch_shape)
-        return new
 
 
 # == reshaping =====================================================================================

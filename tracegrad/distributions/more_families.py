@@ -19,7 +19,7 @@ from ..ops.composite import diag_embed
 from .. import linalg
 from . import constraints
 from .base import Distribution, Categorical, _as_tensor, _clamp_probs, _traced
-from .families import _Family, _ProbsOrLogits, Gamma, _host, _drawn
+from .families import _Family, _ProbsOrLogits, _OverCategories, Gamma, _host, _drawn
 
 __all__ = ["NegativeBinomial", "ContinuousBernoulli", "LogitRelaxedBernoulli", "ExpRelaxedCategorical",
            "FisherSnedecor", "MixtureSameFamily", "LowRankMultivariateNormal", "VonMises"]
@@ -199,7 +199,7 @@ class LogitRelaxedBernoulli(_ProbsOrLogits):
         return O.log(t) + d - 2 * O.log1p(O.exp(d))
 
 
-class ExpRelaxedCategorical(Distribution):
+class ExpRelaxedCategorical(_OverCategories, Distribution):
     """The log of a RelaxedOneHotCategorical draw: log_softmax((logits + G) / temperature) for G
     standard Gumbel draws (a vector of K per batch entry)."""
     arg_constraints = {"probs": constraints.simplex, "logits": constraints.real_vector}
@@ -218,27 +218,6 @@ class ExpRelaxedCategorical(Distribution):
             for name, c in self.arg_constraints.items():
                 self._check_param(name, getattr(self, name), c.check, repr(c))
 
-    def _params(self):
-        return ()
-
-    @property
-    def param_shape(self):
-        return self._categorical.param_shape
-
-    @property
-    def probs(self):
-        return self._categorical.probs
-
-    @property
-    def logits(self):
-        return self._categorical.logits
-
-    def expand(self, batch_shape, _instance=None):
-        new = object.__new__(type(self))
-        new.__dict__.update(self.__dict__)
-        new._categorical = self._categorical.expand(batch_shape)
-        new._batch_shape = tuple(batch_shape)
-        return new
 
     def rsample(self, sample_shape=()):
         shape = self._extended(sample_shape) + tuple(self._event_shape)
